@@ -1,0 +1,277 @@
+/*
+ * dlock.h - the whole public contract of libdlock, a distributed lock client.
+ *
+ * A process opens a client from a URL that names the store, makes a lock
+ * handle for a name, and acquires it. Every acquisition carries a fencing
+ * token (a number that strictly increases for each new holder of the name)
+ * and either a fixed lease or a lease the client renews on its own until the
+ * lock is released. When a held lock is lost, the holder is told: through a
+ * callback and through the next call on the handle. Never silently.
+ *
+ *     dlock_client *c;
+ *     dlock_lock *l;
+ *     if (dlock_client_open("redis://127.0.0.1:6379", &c) != DLOCK_OK)
+ *         die(dlock_errmsg());
+ *     dlock_lock_open(c, "nightly-billing", 0, &l);
+ *     if (dlock_acquire(l, 10000) == DLOCK_OK) {          // wait up to 10 s
+ *         run_billing(dlock_lock_fence(l));              // renewed meanwhile
+ *         dlock_release(l);
+ *     }
+ *     dlock_lock_free(l);
+ *     dlock_client_close(c);
+ *
+ * Threads: a dlock_client may be shared by any number of threads; its
+ * connections are multiplexed and pipelined between them. A dlock_lock is
+ * one owner. Calls on one handle must not overlap in time (an overlapping
+ * call fails with DLOCK_EINVAL rather than corrupting state); a handle may be
+ * used from different threads one after another. Two threads that must
+ * exclude each other use two handles.
+ *
+ * Errors: fallible functions return DLOCK_OK (0) or a positive DLOCK_E*
+ * code. dlock_strerror() gives the code's static text; dlock_errmsg() gives
+ * the detail of the calling thread's last failure. Codes never change
+ * meaning.
+ *
+ * Time: every duration is in milliseconds. Validity is measured on
+ * CLOCK_MONOTONIC from the moment a request was sent, never from wall
+ * clocks.
+ *
+ * Since 0.1 unless marked otherwise.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DLOCK_API __attribute__((visibility("default")))
+#else
+#define DLOCK_API
+#endif
+
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION       "0.1.0"
+
+/* Returns the library's version string ("0.1.0"). */
+DLOCK_API const char *dlock_version(void);
+
+/* ---------------------------------------------------------------- errors */
+
+enum {
+    DLOCK_OK = 0,
+    DLOCK_EINVAL = 1,      /* bad argument: malformed URL, bad name, zero lease... */
+    DLOCK_ENOMEM = 2,      /* out of memory */
+    DLOCK_EBUSY = 3,       /* held by someone else (a try that did not wait) */
+    DLOCK_ETIMEDOUT = 4,   /* still held by someone else when the wait budget ran out */
+    DLOCK_EUNREACHABLE = 5, /* the server cannot be reached or stopped answering */
+    DLOCK_ELOST = 6,       /* a lock this handle held was lost (lease ran out, key removed,
+                              taken over) */
+    DLOCK_ENOTOWNER = 7,   /* release/extend of a lock this handle (token) does not hold */
+    DLOCK_EPROTO = 8,      /* the server answered something that is not a valid reply */
+    DLOCK_ESERVER = 9,     /* the server refused the request (auth, OOM, read-only...) */
+    DLOCK_ENOTSUP = 10,    /* the backend cannot do this */
+};
+
+/* Static text for a code ("held by someone else"). Never NULL. */
+DLOCK_API const char *dlock_strerror(int code);
+
+/* Detail of the calling thread's most recent failed dlock call, e.g.
+ * "redis://10.0.0.9:6379: connect: Connection refused". Valid until the
+ * thread's next dlock call. "" when there is no detail. Never NULL. */
+DLOCK_API const char *dlock_errmsg(void);
+
+/* ---------------------------------------------------------------- client */
+
+typedef struct dlock_client dlock_client;
+
+/*
+ * Opens a client for the store named by url. The URL scheme picks the
+ * backend:
+ *
+ *   redis://[user:password@]host[:port][/db][?options]   one Redis server
+ *   redis+unix:///path/to/redis.sock[?options]             the same over a unix socket
+ *
+ * Options (query string, durations in ms, or with a unit: 250ms, 2s, 1m):
+ *   prefix=NAME           key prefix (default "dlock"); keys are PREFIX:{name}...
+ *   connect_timeout=DUR   connect timeout (default 2s)
+ *   timeout=DUR           per-command timeout (default 5s)
+ *   lease=DUR             lease of locks acquired with renewal (default 30s);
+ *                         they are renewed every lease/3
+ *   pool=N                command connections shared by all threads (default 2)
+ *
+ * The client connects lazily: a server that is down is reported by the first
+ * call that needs it, as DLOCK_EUNREACHABLE. On success *out owns a client
+ * that must be closed with dlock_client_close(). On failure *out is NULL.
+ * Returns DLOCK_OK, DLOCK_EINVAL (bad URL, detail in dlock_errmsg()) or
+ * DLOCK_ENOMEM.
+ */
+DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
+
+/* Closes the client: stops its renewal thread and closes its connections.
+ * Free every lock handle of the client first; locks still held then are
+ * released on a best-effort basis. dlock_client_close(NULL) does nothing. */
+DLOCK_API void dlock_client_close(dlock_client *client);
+
+/* ---------------------------------------------------------------- locks */
+
+typedef struct dlock_lock dlock_lock;
+
+/* Flags for dlock_lock_open() and friends. */
+enum {
+    /* Interop mode: the lock is the plain key NAME holding the owner token,
+     * taken with SET NX PX and released by compare-and-delete, the
+     * convention of redis-py's Lock, node-redlock and redsync, so all of them
+     * exclude each other on the same key. Waiters poll (with backoff bounded
+     * by the holder's remaining lease) since other clients publish nothing.
+     * Fencing tokens still come from the counter PREFIX:{NAME}:fence. */
+    DLOCK_SIMPLE = 1u << 0,
+};
+
+/*
+ * Makes a handle for the lock `name` on `client`. Nothing is sent to the
+ * server. A name is 1..DLOCK_NAME_MAX bytes of printable characters (UTF-8
+ * allowed); it may carry one Redis Cluster hash tag "{...}" and no other
+ * braces. The handle gets a fresh random owner token (128 bits).
+ * Returns DLOCK_OK, DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
+ */
+#define DLOCK_NAME_MAX 512
+DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned flags,
+                              dlock_lock **out);
+
+/*
+ * Makes a handle that takes over a lock already held under `token` (the
+ * owner token another handle or process printed, see dlock_lock_token()),
+ * so a lock can be handed from one process to another. The server is asked:
+ * if `name` is held under `token`, the handle becomes its holder with the
+ * server's hold count, fence and remaining lease (fixed; call
+ * dlock_extend() or dlock_keepalive() to keep it). Returns DLOCK_OK,
+ * DLOCK_ENOTOWNER (not held under that token), DLOCK_EINVAL, or a
+ * connection error.
+ */
+DLOCK_API int dlock_lock_adopt(dlock_client *client, const char *name, const char *token,
+                               unsigned flags, dlock_lock **out);
+
+/* Frees a handle. A lock it still holds is released first (best effort).
+ * dlock_lock_free(NULL) does nothing. */
+DLOCK_API void dlock_lock_free(dlock_lock *lock);
+
+#define DLOCK_WAIT_FOREVER (-1)
+
+/*
+ * Acquires the lock with a lease the client renews by itself (every lease/3,
+ * see the client's lease option) until dlock_release().
+ *
+ * wait_ms: 0 = one attempt; > 0 = wait at most that long; DLOCK_WAIT_FOREVER.
+ * Waiting is woken by the server when the holder releases (no polling), and
+ * each wait is still bounded by the holder's remaining lease.
+ *
+ * If the handle already holds the lock, the hold count goes up by one
+ * (reentrancy) and the fence stays the same.
+ *
+ * Returns DLOCK_OK (held; see dlock_lock_fence()), DLOCK_EBUSY (wait_ms was
+ * 0 and someone else holds it), DLOCK_ETIMEDOUT, DLOCK_ELOST (the handle had
+ * held the lock and lost it; the loss is now reported and cleared),
+ * DLOCK_EINVAL, DLOCK_EUNREACHABLE, DLOCK_EPROTO or DLOCK_ESERVER.
+ */
+DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
+
+/* As dlock_acquire() but with a fixed lease of lease_ms (> 0) that is not
+ * renewed: the lock expires lease_ms after it was granted unless extended.
+ * A lease <= 0 is DLOCK_EINVAL. */
+DLOCK_API int dlock_acquire_for(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
+
+/* dlock_acquire(lock, 0). */
+DLOCK_API int dlock_try_acquire(dlock_lock *lock);
+
+/*
+ * Gives up one hold. When the count reaches zero the lock is released and
+ * handed straight to the next waiter, if any.
+ * Returns DLOCK_OK, DLOCK_ENOTOWNER (the handle does not hold it, or the
+ * server says someone else does: nothing is changed there), DLOCK_ELOST (it
+ * was lost before this call; local state is cleared), or a connection error
+ * (the lock then expires at the end of its lease).
+ */
+DLOCK_API int dlock_release(dlock_lock *lock);
+
+/* Sets the remaining lease of a held lock to lease_ms from now, and turns
+ * automatic renewal off. Returns DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_ELOST,
+ * DLOCK_EINVAL (lease <= 0) or a connection error. */
+DLOCK_API int dlock_extend(dlock_lock *lock, int64_t lease_ms);
+
+/* Turns automatic renewal on for a held lock (as if acquired with
+ * dlock_acquire()). Returns DLOCK_OK, DLOCK_ENOTOWNER or DLOCK_ELOST. */
+DLOCK_API int dlock_keepalive(dlock_lock *lock);
+
+/*
+ * Says whether the handle still holds the lock, without asking the server:
+ * DLOCK_OK (held and locally valid), DLOCK_ELOST (lost; stays reported until
+ * the next acquire or release), DLOCK_ENOTOWNER (not held).
+ */
+DLOCK_API int dlock_lock_check(dlock_lock *lock);
+
+/* The fencing token of the current (or last) acquisition, 0 before any.
+ * It strictly increases for every new holder of the name; pass it to the
+ * resource you protect so it can refuse writes from a stale holder. */
+DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
+
+/* The handle's owner token (32 hex digits): give it to dlock_lock_adopt()
+ * in another process to hand the lock over. Owned by the handle. */
+DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);
+
+/* The lock's name as given to dlock_lock_open(). Owned by the handle. */
+DLOCK_API const char *dlock_lock_name(const dlock_lock *lock);
+
+/* Current hold count of the handle (0 when not held). */
+DLOCK_API unsigned dlock_lock_holds(const dlock_lock *lock);
+
+/* Milliseconds of local validity left (lease minus drift margin, measured
+ * from when the last grant or renewal was sent); 0 when not held. */
+DLOCK_API int64_t dlock_lock_remaining_ms(dlock_lock *lock);
+
+/*
+ * Called once when a held lock is lost: its renewal was refused (someone
+ * else owns it or the key is gone), or its local validity ran out (fixed
+ * lease expired, or renewals failed until the lease could have run out).
+ * `code` is DLOCK_ELOST and `why` a readable reason. The callback runs on
+ * the client's renewal thread before any other client can have taken the
+ * lock (as long as clocks run at the same rate within the drift margin); it
+ * must return quickly and must not free the handle. Set before acquiring.
+ */
+typedef void (*dlock_lost_fn)(dlock_lock *lock, int code, const char *why, void *arg);
+DLOCK_API void dlock_lock_on_lost(dlock_lock *lock, dlock_lost_fn fn, void *arg);
+
+/* ---------------------------------------------------------------- operators */
+
+/* What the server says about a lock name. */
+typedef struct dlock_status {
+    int held;              /* 1 if someone holds it */
+    char owner[72];        /* owner token of the holder, "" when free */
+    unsigned holds;        /* hold count of the holder */
+    int64_t lease_ms;      /* remaining lease on the server, -1 if none */
+    uint64_t fence;        /* fence of the current holder, 0 when free */
+    uint64_t last_fence;   /* highest fence ever issued for the name */
+    unsigned waiters;      /* waiters queued on the server */
+} dlock_status;
+
+/* Reads the state of `name` (flags: DLOCK_SIMPLE for interop keys).
+ * Returns DLOCK_OK, DLOCK_EINVAL or a connection error. */
+DLOCK_API int dlock_query(dlock_client *client, const char *name, unsigned flags,
+                          dlock_status *out);
+
+/* Operator's override: releases `name` whoever holds it, and hands it to the
+ * next waiter if any. The holder learns of the loss at its next renewal.
+ * The fence counter is kept, so fences keep increasing. Returns DLOCK_OK
+ * (also when it was free), DLOCK_EINVAL or a connection error. */
+DLOCK_API int dlock_force_unlock(dlock_client *client, const char *name, unsigned flags);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_H */

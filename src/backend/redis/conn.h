@@ -1,0 +1,58 @@
+/* conn.h - a Redis command connection shared by many threads.
+ *
+ * Callers on any thread submit already formatted commands and block until
+ * their replies arrive. Commands from concurrent callers are pipelined on the
+ * one socket: whichever caller finds the socket idle writes everything that
+ * is queued, and one caller at a time reads replies for everybody, handing
+ * each to its owner in order. An uncontended call therefore costs exactly a
+ * write and a read on the calling thread, as a bare hiredis loop does.
+ *
+ * The connection is opened on first use and re-opened after a failure. */
+#ifndef DLOCK_REDIS_CONN_H
+#define DLOCK_REDIS_CONN_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dlock__rconn dlock__rconn;
+
+typedef struct dlock__rendpoint {
+    const char *host;      /* NULL for a unix socket */
+    int port;
+    const char *unix_path; /* used when host is NULL */
+    const char *user;      /* may be NULL */
+    const char *password;  /* NULL: no AUTH */
+    int db;                /* SELECT when > 0 */
+    int64_t connect_timeout_ms;
+    int64_t command_timeout_ms;
+    const char *label;     /* "redis://host:port" for messages */
+} dlock__rendpoint;
+
+/* Copies what it needs from ep. Does not connect. */
+int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out);
+void dlock__rconn_free(dlock__rconn *c);
+
+/*
+ * Sends n formatted commands as one pipelined batch and waits for their
+ * replies until deadline_us (monotonic; capped by the command timeout).
+ * On DLOCK_OK every replies[i] is set (the caller frees them with
+ * freeReplyObject). Error replies (-ERR ...) are replies, not failures.
+ * Fails with DLOCK_EUNREACHABLE (cannot connect, or the connection broke:
+ * the commands may or may not have run), DLOCK_ETIMEDOUT (no reply in time:
+ * the commands may still run), DLOCK_EPROTO (garbage from the server; the
+ * connection is dropped) or DLOCK_ESERVER (AUTH/SELECT refused at connect).
+ * On failure no reply is returned.
+ */
+int dlock__rconn_call(dlock__rconn *c, size_t n, const char *const *cmds, const size_t *lens,
+                      int64_t deadline_us, redisReply **replies);
+
+/* The endpoint label, for messages. */
+const char *dlock__rconn_label(const dlock__rconn *c);
+
+/* Opens a blocking hiredis context to ep and runs AUTH/SELECT. On failure
+ * returns NULL with the detail recorded (dlock_errmsg) and *code set.
+ * Shared with the subscriber connection. */
+redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code);
+
+#endif

@@ -1,0 +1,832 @@
+/* redis.c - the single-server Redis backend: URL, keys, and each step of
+ * the lock protocol as one script call.
+ *
+ * Keys of lock N under prefix P share the hash tag {N} (or N's own tag), so
+ * a lock lives in one Cluster slot; the layout is in scripts/README.md. All
+ * commands of one lock go over one of the client's pooled connections,
+ * picked by the key's hash, and calls from many threads are pipelined
+ * there (conn.c). */
+#include "../../core/clock.h"
+#include "../../core/error.h"
+#include "../backend.h"
+#include "conn.h"
+#include "scripts.h"
+#include "subscriber.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_PORT         6379
+#define DEFAULT_PREFIX       "dlock"
+#define DEFAULT_POOL         2
+#define MAX_POOL             64
+#define PREFIX_MAX           64
+#define RENEW_BATCH          256 /* keys per renewal script call */
+
+typedef struct rbackend {
+    dlock__client_cfg cfg;
+    char *prefix;
+    dlock__rendpoint ep;
+    char *host, *unix_path, *user, *password, *label;
+    dlock__rconn *pool[MAX_POOL];
+    size_t npool;
+    dlock__board *board;
+
+    pthread_mutex_t mu; /* guards sub */
+    dlock__rsub *sub;
+} rbackend;
+
+typedef struct rlock {
+    int simple;
+    dlock__rconn *conn;
+    /* normal: lock hash, fence, queue, waiters; simple: the key N, fence */
+    char *keys[4];
+    size_t key_lens[4];
+    char *wake_prefix; /* channel prefix of hand-overs: P:{N}:wake: */
+    size_t wake_prefix_len;
+} rlock;
+
+/* ---------------------------------------------------------------- scripts */
+
+/* Argument vector of one EVALSHA: "EVALSHA" sha numkeys keys... args... */
+typedef struct evalcall {
+    enum dlock__script_id script;
+    size_t argc;
+    const char **argv;
+    size_t *lens;
+} evalcall;
+
+static int format_eval(const evalcall *e, int with_body, char **cmd, size_t *len)
+{
+    const dlock__script *s = dlock__script_get(e->script);
+    e->argv[0] = with_body ? "EVAL" : "EVALSHA";
+    e->lens[0] = with_body ? 4 : 7;
+    e->argv[1] = with_body ? s->body : s->sha;
+    e->lens[1] = with_body ? s->len : 40;
+    int n = redisFormatCommandArgv(cmd, (int) e->argc, e->argv, e->lens);
+    if (n < 0)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory formatting a command");
+    *len = (size_t) n;
+    return DLOCK_OK;
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Runs n script calls as one pipelined batch on c; a script the server
+ * does not have is sent again in full. Replies that are errors are turned
+ * into DLOCK_ESERVER. On DLOCK_OK every replies[i] is set. */
+static int run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
+                       redisReply **replies)
+{
+    char *stack_cmds[8] = {0}, **cmds = n <= 8 ? stack_cmds : calloc(n, sizeof *cmds);
+    size_t stack_lens[8] = {0}, *lens = n <= 8 ? stack_lens : calloc(n, sizeof *lens);
+    int rc = DLOCK_OK;
+    size_t formatted = 0;
+
+    if (cmds == NULL || lens == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (; formatted < n && rc == DLOCK_OK; formatted++)
+        rc = format_eval(&calls[formatted], 0, &cmds[formatted], &lens[formatted]);
+    if (rc != DLOCK_OK) {
+        formatted--;
+        goto out;
+    }
+    rc = dlock__rconn_call(c, n, (const char *const *) cmds, lens, deadline, replies);
+    if (rc != DLOCK_OK)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_noscript(replies[i]))
+            continue;
+        /* Flushed scripts (restart, SCRIPT FLUSH): EVAL loads them again. */
+        char *full;
+        size_t full_len;
+        freeReplyObject(replies[i]);
+        replies[i] = NULL;
+        rc = format_eval(&calls[i], 1, &full, &full_len);
+        if (rc == DLOCK_OK) {
+            const char *one[1] = {full};
+            rc = dlock__rconn_call(c, 1, one, &full_len, deadline, &replies[i]);
+            redisFreeCommand(full);
+        }
+        if (rc != DLOCK_OK) {
+            for (size_t j = 0; j < n; j++) {
+                freeReplyObject(replies[j]);
+                replies[j] = NULL;
+            }
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (replies[i]->type == REDIS_REPLY_ERROR) {
+            rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s", dlock__rconn_label(c),
+                             dlock__script_get(calls[i].script)->name, replies[i]->str);
+            for (size_t j = 0; j < n; j++) {
+                freeReplyObject(replies[j]);
+                replies[j] = NULL;
+            }
+            break;
+        }
+    }
+out:
+    for (size_t i = 0; i < formatted; i++)
+        redisFreeCommand(cmds[i]);
+    if (cmds != stack_cmds)
+        free(cmds);
+    if (lens != stack_lens)
+        free(lens);
+    return rc;
+}
+
+static int run_script(dlock__rconn *c, const evalcall *call, int64_t deadline, redisReply **reply)
+{
+    return run_scripts(c, 1, call, deadline, reply);
+}
+
+/* ---------------------------------------------------------------- replies */
+
+static int bad_reply(const rbackend *b, const char *what, const redisReply *r)
+{
+    static const char *types[] = {"?", "string", "array", "integer", "nil", "status", "error"};
+    int t = r != NULL && r->type >= 1 && r->type <= 6 ? r->type : 0;
+    return dlock__fail(DLOCK_EPROTO, "%s: unexpected reply to %s (%s)", b->label, what, types[t]);
+}
+
+/* An array reply of at least n integers. */
+static int int_array(const redisReply *r, size_t n)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- keys */
+
+/* Braces in a name are allowed only as one Redis Cluster hash tag with
+ * something inside, which then decides the slot of all the lock's keys. */
+static int name_has_tag(const char *name, int *has_tag)
+{
+    const char *open = strchr(name, '{'), *close = strchr(name, '}');
+
+    *has_tag = 0;
+    if (open == NULL && close == NULL)
+        return DLOCK_OK;
+    if (open != NULL && close != NULL && close > open + 1 && strchr(open + 1, '{') == NULL &&
+        strchr(close + 1, '}') == NULL && strchr(close + 1, '{') == NULL) {
+        *has_tag = 1;
+        return DLOCK_OK;
+    }
+    return dlock__fail(DLOCK_EINVAL, "lock name '%s': braces are allowed only as one Redis "
+                       "Cluster hash tag, e.g. 'order:{42}'", name);
+}
+
+static char *join(const char *a, const char *b, const char *c, const char *d, size_t *len)
+{
+    size_t n = strlen(a) + strlen(b) + strlen(c) + strlen(d);
+    char *s = malloc(n + 1);
+    if (s != NULL)
+        snprintf(s, n + 1, "%s%s%s%s", a, b, c, d);
+    *len = n;
+    return s;
+}
+
+static uint32_t hash_key(const char *s)
+{
+    uint32_t h = 2166136261u;
+    while (*s != '\0')
+        h = (h ^ (unsigned char) *s++) * 16777619u;
+    return h;
+}
+
+static void free_rlock(rlock *l)
+{
+    if (l == NULL)
+        return;
+    for (int i = 0; i < 4; i++)
+        free(l->keys[i]);
+    free(l->wake_prefix);
+    free(l);
+}
+
+static int lock_new(void *be, const char *name, unsigned flags, void **out)
+{
+    rbackend *b = be;
+    rlock *l;
+    int has_tag, rc;
+    size_t unused;
+
+    *out = NULL;
+    rc = name_has_tag(name, &has_tag);
+    if (rc != DLOCK_OK)
+        return rc;
+    l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    /* base: P:{N}, or P:N when N carries its own tag */
+    const char *open = has_tag ? ":" : ":{", *close = has_tag ? "" : "}";
+    size_t base_len;
+    char *base = join(b->prefix, open, name, close, &base_len);
+    if (base == NULL)
+        goto oom;
+    l->simple = (flags & DLOCK_SIMPLE) != 0;
+    if (l->simple) {
+        l->keys[0] = strdup(name);
+        l->key_lens[0] = strlen(name);
+        l->keys[1] = join(base, ":fence", "", "", &l->key_lens[1]);
+    } else {
+        l->keys[0] = join(base, "", "", "", &l->key_lens[0]);
+        l->keys[1] = join(base, ":fence", "", "", &l->key_lens[1]);
+        l->keys[2] = join(base, ":queue", "", "", &l->key_lens[2]);
+        l->keys[3] = join(base, ":waiters", "", "", &l->key_lens[3]);
+        l->wake_prefix = join(base, ":wake:", "", "", &l->wake_prefix_len);
+        if (l->keys[2] == NULL || l->keys[3] == NULL || l->wake_prefix == NULL)
+            goto oom;
+    }
+    free(base);
+    base = NULL;
+    if (l->keys[0] == NULL || l->keys[1] == NULL)
+        goto oom;
+    l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
+    (void) unused;
+    *out = l;
+    return DLOCK_OK;
+oom:
+    free(base);
+    free_rlock(l);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
+static void lock_free(void *be, void *bl)
+{
+    (void) be;
+    free_rlock(bl);
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+static int can_notify(void *be, void *bl)
+{
+    (void) be;
+    return !((rlock *) bl)->simple;
+}
+
+static int prepare_wait(void *be, void *bl)
+{
+    rbackend *b = be;
+    char pattern[PREFIX_MAX + 32];
+    int rc = DLOCK_OK;
+
+    (void) bl;
+    pthread_mutex_lock(&b->mu);
+    if (b->sub == NULL) {
+        snprintf(pattern, sizeof pattern, "%s:*:wake:%s", b->prefix, b->cfg.client_id);
+        rc = dlock__rsub_start(&b->ep, pattern, b->board, &b->sub);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+static int prepare_wait_until(void *be, void *bl, int64_t deadline_us)
+{
+    rbackend *b = be;
+    int rc = prepare_wait(be, bl);
+    int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
+    return rc != DLOCK_OK ? rc : dlock__rsub_wait_ready(b->sub, deadline_us < cap ? deadline_us : cap);
+}
+
+/* ---------------------------------------------------------------- steps */
+
+#define NUM(buf, v) (snprintf((buf), sizeof(buf), "%lld", (long long) (v)))
+
+static int acquire(void *be, void *bl, dlock__attempt *a)
+{
+    rbackend *b = be;
+    rlock *l = bl;
+    char lease[24], holds[24], wlease[24];
+    const char *argv[14];
+    size_t lens[14];
+    redisReply *r = NULL;
+    evalcall call = {.argv = argv, .lens = lens};
+    int rc;
+
+    size_t nlease = (size_t) NUM(lease, a->lease_ms), nholds = (size_t) NUM(holds, a->holds);
+    size_t ntoken = strlen(a->token);
+    if (l->simple) {
+        call.script = DLOCK__S_SIMPLE_ACQUIRE;
+        call.argc = 8;
+        const char *v[] = {NULL, NULL, "2", l->keys[0], l->keys[1], a->token, lease, holds};
+        size_t n[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], ntoken, nlease, nholds};
+        memcpy(argv, v, sizeof v);
+        memcpy(lens, n, sizeof n);
+    } else {
+        size_t nwlease = (size_t) NUM(wlease, b->cfg.waiter_lease_ms);
+        call.script = DLOCK__S_ACQUIRE;
+        call.argc = 13;
+        const char *v[] = {NULL,       NULL,       "4",     l->keys[0],           l->keys[1],
+                           l->keys[2], l->keys[3], a->token, lease,               holds,
+                           a->join_queue ? "1" : "0", wlease, b->cfg.client_id};
+        size_t n[] = {0,           0,           1,      l->key_lens[0], l->key_lens[1],
+                      l->key_lens[2], l->key_lens[3], ntoken, nlease,         nholds,
+                      1,           nwlease,     16};
+        memcpy(argv, v, sizeof v);
+        memcpy(lens, n, sizeof n);
+    }
+    rc = run_script(l->conn, &call, a->deadline_us, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (int_array(r, 1) && r->element[0]->integer == -1) {
+        a->outcome = DLOCK__GONE;
+    } else if (int_array(r, 3) && r->element[0]->integer == 1) {
+        a->outcome = DLOCK__TAKEN;
+        a->fence = (uint64_t) r->element[1]->integer;
+        a->server_holds = (unsigned) r->element[2]->integer;
+    } else if (int_array(r, 3) && r->element[0]->integer == 0) {
+        a->outcome = DLOCK__HELD;
+        a->holder_ttl_ms = r->element[1]->integer;
+        a->queued = r->element[2]->integer == 1;
+    } else {
+        rc = bad_reply(b, "acquire", r);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static int cancel(void *be, void *bl, const char *token, int64_t deadline)
+{
+    rlock *l = bl;
+    const char *argv[] = {NULL, NULL, "4", l->keys[0], l->keys[1], l->keys[2], l->keys[3],
+                          token, l->wake_prefix};
+    size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2], l->key_lens[3],
+                     strlen(token), l->wake_prefix_len};
+    evalcall call = {DLOCK__S_CANCEL, 9, argv, lens};
+    redisReply *r = NULL;
+    int rc;
+
+    (void) be;
+    if (l->simple)
+        return DLOCK_OK; /* never queued */
+    rc = run_script(l->conn, &call, deadline, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* The outcome of a release or extend for the token: 0 done, -1 held by
+ * another owner, -2 not held by anyone. */
+static int owner_failure(const rbackend *b, const char *name, long long code)
+{
+    (void) b;
+    if (code == -1)
+        return dlock__fail(DLOCK_ENOTOWNER, "%s is held by another owner", name);
+    return dlock__fail(DLOCK_ELOST, "%s is not held by anyone (its lease had run out or it was "
+                       "deleted)", name);
+}
+
+static int release(void *be, void *bl, const char *token, unsigned holds, unsigned *left,
+                   int64_t deadline)
+{
+    rbackend *b = be;
+    rlock *l = bl;
+    redisReply *r = NULL;
+    int rc;
+
+    *left = 0;
+    if (l->simple) {
+        if (holds > 1) {
+            /* Interop keys carry no count: inner holds are local. */
+            *left = holds - 1;
+            return DLOCK_OK;
+        }
+        const char *argv[] = {NULL, NULL, "1", l->keys[0], token, "0"};
+        size_t lens[] = {0, 0, 1, l->key_lens[0], strlen(token), 1};
+        evalcall call = {DLOCK__S_SIMPLE_RELEASE, 6, argv, lens};
+        rc = run_script(l->conn, &call, deadline, &r);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (r->type != REDIS_REPLY_INTEGER)
+            rc = bad_reply(b, "release", r);
+        else if (r->integer != 0)
+            rc = owner_failure(b, l->keys[0], r->integer);
+        freeReplyObject(r);
+        return rc;
+    }
+    const char *argv[] = {NULL,       NULL,          "4",   l->keys[0],    l->keys[1],
+                          l->keys[2], l->keys[3],    token, holds ? "1" : "0", "0",
+                          l->wake_prefix};
+    size_t lens[] = {0,           0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2],
+                     l->key_lens[3], strlen(token), 1, 1, l->wake_prefix_len};
+    evalcall call = {DLOCK__S_RELEASE, 11, argv, lens};
+    rc = run_script(l->conn, &call, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!int_array(r, 1))
+        rc = bad_reply(b, "release", r);
+    else if (r->element[0]->integer < 0)
+        rc = owner_failure(b, l->keys[0], r->element[0]->integer);
+    else
+        *left = (unsigned) r->element[0]->integer;
+    freeReplyObject(r);
+    return rc;
+}
+
+static int extend(void *be, void *bl, const char *token, int64_t lease_ms, int64_t deadline)
+{
+    rbackend *b = be;
+    rlock *l = bl;
+    char lease[24];
+    size_t nlease = (size_t) NUM(lease, lease_ms);
+    const char *argv[] = {NULL, NULL, "1", l->keys[0], token, lease};
+    size_t lens[] = {0, 0, 1, l->key_lens[0], strlen(token), nlease};
+    evalcall call = {l->simple ? DLOCK__S_SIMPLE_EXTEND : DLOCK__S_EXTEND, 6, argv, lens};
+    redisReply *r = NULL;
+    int rc = run_script(l->conn, &call, deadline, &r);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        rc = bad_reply(b, "extend", r);
+    else if (r->integer != 1)
+        rc = dlock__fail(DLOCK_ELOST, "%s is no longer held by this owner", l->keys[0]);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- renewal */
+
+/* A renewal batch is split into script calls over items of one group (held
+ * or waiting, simple or not, same lease), at most RENEW_BATCH items each,
+ * and all the calls go out as one pipeline. */
+typedef struct slot {
+    int group; /* 0 held, 1 held in simple mode, 2 waiting */
+    int64_t lease_ms;
+    size_t item;
+} slot;
+
+static int by_group(const void *pa, const void *pb)
+{
+    const slot *a = pa, *b = pb;
+    if (a->group != b->group)
+        return a->group - b->group;
+    return (a->lease_ms > b->lease_ms) - (a->lease_ms < b->lease_ms);
+}
+
+static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
+{
+    static const enum dlock__script_id scripts[] = {DLOCK__S_RENEW, DLOCK__S_SIMPLE_RENEW,
+                                                    DLOCK__S_HEARTBEAT};
+    rbackend *b = be;
+    slot *order = calloc(n, sizeof *order);
+    size_t *first = calloc(n + 1, sizeof *first); /* chunk c covers order[first[c]..first[c+1]) */
+    evalcall *calls = calloc(n, sizeof *calls);
+    redisReply **replies = calloc(n, sizeof *replies);
+    char(*numbers)[24] = calloc(2 * n, sizeof *numbers);
+    const char **argv = calloc(5 * n + 4 * n, sizeof *argv);
+    size_t *lens = calloc(5 * n + 4 * n, sizeof *lens);
+    size_t nchunks = 0, nargs = 0;
+    int rc = DLOCK_OK;
+
+    for (size_t i = 0; i < n; i++)
+        items[i].result = DLOCK__RENEW_FAILED;
+    if (order == NULL || first == NULL || calls == NULL || replies == NULL || numbers == NULL ||
+        argv == NULL || lens == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const rlock *l = items[i].lock;
+        order[i].group = items[i].waiter ? 2 : l->simple ? 1 : 0;
+        order[i].lease_ms = items[i].waiter ? 0 : items[i].lease_ms;
+        order[i].item = i;
+    }
+    qsort(order, n, sizeof *order, by_group);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || i - first[nchunks - 1] == RENEW_BATCH ||
+            by_group(&order[i - 1], &order[i]) != 0)
+            first[nchunks++] = i;
+    }
+    first[nchunks] = n;
+
+    for (size_t c = 0; c < nchunks; c++) {
+        const dlock__renewal *lead = &items[order[first[c]].item];
+        size_t count = first[c + 1] - first[c], per = lead->waiter ? 3 : 1, at = 2;
+        evalcall *call = &calls[c];
+
+        call->script = scripts[order[first[c]].group];
+        call->argv = argv + nargs;
+        call->lens = lens + nargs;
+        call->argv[at] = numbers[2 * c];
+        call->lens[at++] = (size_t) NUM(numbers[2 * c], count * per);
+        for (size_t i = first[c]; i < first[c + 1]; i++) {
+            const rlock *l = items[order[i].item].lock;
+            call->argv[at] = l->keys[0];
+            call->lens[at++] = l->key_lens[0];
+            if (per == 3) {
+                call->argv[at] = l->keys[2];
+                call->lens[at++] = l->key_lens[2];
+                call->argv[at] = l->keys[3];
+                call->lens[at++] = l->key_lens[3];
+            }
+        }
+        call->argv[at] = numbers[2 * c + 1];
+        call->lens[at++] = (size_t) NUM(numbers[2 * c + 1],
+                                        lead->waiter ? b->cfg.waiter_lease_ms : lead->lease_ms);
+        for (size_t i = first[c]; i < first[c + 1]; i++) {
+            call->argv[at] = items[order[i].item].token;
+            call->lens[at++] = strlen(items[order[i].item].token);
+        }
+        call->argc = at;
+        nargs += at;
+    }
+
+    rc = run_scripts(b->pool[0], nchunks, calls, deadline, replies);
+    if (rc != DLOCK_OK)
+        goto out;
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t count = first[c + 1] - first[c];
+        int hb = calls[c].script == DLOCK__S_HEARTBEAT;
+        if (!int_array(replies[c], hb ? 2 * count : count)) {
+            rc = bad_reply(b, "renewal", replies[c]);
+            continue;
+        }
+        for (size_t i = 0; i < count; i++) {
+            dlock__renewal *it = &items[order[first[c] + i].item];
+            long long v = replies[c]->element[hb ? 2 * i : i]->integer;
+            if (hb) {
+                it->result = v == 1   ? DLOCK__RENEW_OK
+                             : v == 2 ? DLOCK__RENEW_GRANTED
+                                      : DLOCK__RENEW_GONE;
+                it->fence = (uint64_t) replies[c]->element[2 * i + 1]->integer;
+            } else {
+                it->result = v == 1 ? DLOCK__RENEW_OK : DLOCK__RENEW_GONE;
+            }
+        }
+    }
+    for (size_t c = 0; c < nchunks; c++)
+        freeReplyObject(replies[c]);
+out:
+    free(order);
+    free(first);
+    free(calls);
+    free(replies);
+    free(numbers);
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- operators */
+
+static int query(void *be, void *bl, dlock_status *st, int64_t deadline)
+{
+    rbackend *b = be;
+    rlock *l = bl;
+    redisReply *r = NULL;
+    int rc;
+
+    memset(st, 0, sizeof *st);
+    if (l->simple) {
+        const char *argv[] = {NULL, NULL, "2", l->keys[0], l->keys[1]};
+        size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1]};
+        evalcall call = {DLOCK__S_SIMPLE_STATUS, 5, argv, lens};
+        rc = run_script(l->conn, &call, deadline, &r);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+            r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_INTEGER ||
+            r->element[2]->type != REDIS_REPLY_INTEGER) {
+            rc = bad_reply(b, "status", r);
+        } else {
+            snprintf(st->owner, sizeof st->owner, "%s", r->element[0]->str);
+            st->held = st->owner[0] != '\0';
+            st->holds = st->held ? 1 : 0;
+            st->lease_ms = st->held ? r->element[1]->integer : -1;
+            st->last_fence = (uint64_t) r->element[2]->integer;
+        }
+        freeReplyObject(r);
+        return rc;
+    }
+    const char *argv[] = {NULL, NULL, "3", l->keys[0], l->keys[1], l->keys[2]};
+    size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2]};
+    evalcall call = {DLOCK__S_STATUS, 6, argv, lens};
+    rc = run_script(l->conn, &call, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+        rc = bad_reply(b, "status", r);
+    } else {
+        for (size_t i = 1; i < 6; i++) {
+            if (r->element[i]->type != REDIS_REPLY_INTEGER)
+                rc = bad_reply(b, "status", r);
+        }
+    }
+    if (rc == DLOCK_OK) {
+        snprintf(st->owner, sizeof st->owner, "%s", r->element[0]->str);
+        st->held = st->owner[0] != '\0';
+        st->holds = (unsigned) r->element[1]->integer;
+        st->fence = (uint64_t) r->element[2]->integer;
+        st->lease_ms = st->held ? r->element[3]->integer : -1;
+        st->last_fence = (uint64_t) r->element[4]->integer;
+        st->waiters = (unsigned) r->element[5]->integer;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static int force_unlock(void *be, void *bl, int64_t deadline)
+{
+    rbackend *b = be;
+    rlock *l = bl;
+    redisReply *r = NULL;
+    int rc;
+
+    if (l->simple) {
+        const char *argv[] = {NULL, NULL, "1", l->keys[0], "", "1"};
+        size_t lens[] = {0, 0, 1, l->key_lens[0], 0, 1};
+        evalcall call = {DLOCK__S_SIMPLE_RELEASE, 6, argv, lens};
+        rc = run_script(l->conn, &call, deadline, &r);
+        if (rc == DLOCK_OK && r->type != REDIS_REPLY_INTEGER)
+            rc = bad_reply(b, "unlock", r);
+    } else {
+        const char *argv[] = {NULL,       NULL,       "4", l->keys[0], l->keys[1], l->keys[2],
+                              l->keys[3], "",         "0", "1",        l->wake_prefix};
+        size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2],
+                         l->key_lens[3], 0, 1, 1, l->wake_prefix_len};
+        evalcall call = {DLOCK__S_RELEASE, 11, argv, lens};
+        rc = run_script(l->conn, &call, deadline, &r);
+        if (rc == DLOCK_OK && !int_array(r, 1))
+            rc = bad_reply(b, "unlock", r);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- client */
+
+static void close_backend(void *be)
+{
+    rbackend *b = be;
+
+    if (b == NULL)
+        return;
+    dlock__rsub_stop(b->sub);
+    for (size_t i = 0; i < b->npool; i++)
+        dlock__rconn_free(b->pool[i]);
+    pthread_mutex_destroy(&b->mu);
+    free(b->prefix);
+    free(b->host);
+    free(b->unix_path);
+    free(b->user);
+    free(b->password);
+    free(b->label);
+    free(b);
+}
+
+static int check_prefix(const char *p)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > PREFIX_MAX)
+        return dlock__fail(DLOCK_EINVAL, "option prefix=%s: want 1..%d characters", p, PREFIX_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) p[i];
+        if (!(isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':' || c == '/'))
+            return dlock__fail(DLOCK_EINVAL, "option prefix=%s: use letters, digits and _-.:/",
+                               p);
+    }
+    return DLOCK_OK;
+}
+
+static int parse_endpoint(rbackend *b, dlock__url *url)
+{
+    char label[300];
+
+    if (strcmp(url->scheme, "redis+unix") == 0) {
+        if (url->nhosts != 0 || url->path[0] == '\0')
+            return dlock__fail(DLOCK_EINVAL, "%s: want redis+unix:///path/to/socket", url->text);
+        size_t n = strlen(url->path) + 2;
+        b->unix_path = malloc(n);
+        if (b->unix_path == NULL)
+            return DLOCK_ENOMEM;
+        snprintf(b->unix_path, n, "/%s", url->path);
+        snprintf(label, sizeof label, "redis+unix://%s", b->unix_path);
+    } else {
+        char *end;
+        long db;
+        if (url->nhosts != 1)
+            return dlock__fail(DLOCK_EINVAL, "%s: want exactly one host (redis://host:port)",
+                               url->text);
+        b->host = strdup(url->hosts[0].name);
+        if (b->host == NULL)
+            return DLOCK_ENOMEM;
+        b->ep.port = url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT;
+        if (url->path[0] != '\0') {
+            db = strtol(url->path, &end, 10);
+            if (*end != '\0' || db < 0 || db > 1000000 || end == url->path)
+                return dlock__fail(DLOCK_EINVAL, "%s: database '%s' is not a number", url->text,
+                                   url->path);
+            b->ep.db = (int) db;
+        }
+        if (strchr(b->host, ':') != NULL)
+            snprintf(label, sizeof label, "redis://[%s]:%d", b->host, b->ep.port);
+        else
+            snprintf(label, sizeof label, "redis://%s:%d", b->host, b->ep.port);
+    }
+    b->label = strdup(label);
+    if ((url->user != NULL && (b->user = strdup(url->user)) == NULL) ||
+        (url->password != NULL && (b->password = strdup(url->password)) == NULL) ||
+        b->label == NULL)
+        return DLOCK_ENOMEM;
+    if (b->user != NULL && b->password == NULL) {
+        /* redis://secret@host: the user-info is the password (redis-py). */
+        b->password = b->user;
+        b->user = NULL;
+    }
+    b->ep.host = b->host;
+    b->ep.unix_path = b->unix_path;
+    b->ep.user = b->user;
+    b->ep.password = b->password;
+    b->ep.label = b->label;
+    return DLOCK_OK;
+}
+
+static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__board *board,
+                        void **out)
+{
+    rbackend *b = calloc(1, sizeof *b);
+    const char *prefix;
+    long pool = DEFAULT_POOL;
+    int rc;
+
+    *out = NULL;
+    if (b == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
+    b->cfg = *cfg;
+    b->board = board;
+    b->ep.connect_timeout_ms = 2000;
+    b->ep.command_timeout_ms = cfg->command_timeout_ms;
+    if (dlock__scripts_init() != 0) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto fail;
+    }
+    rc = parse_endpoint(b, url);
+    if (rc == DLOCK_ENOMEM)
+        dlock__fail(rc, "out of memory");
+    if (rc != DLOCK_OK)
+        goto fail;
+    prefix = dlock__url_get(url, "prefix");
+    rc = check_prefix(prefix != NULL ? prefix : DEFAULT_PREFIX);
+    if (rc != DLOCK_OK)
+        goto fail;
+    b->prefix = strdup(prefix != NULL ? prefix : DEFAULT_PREFIX);
+    rc = dlock__url_duration(url, "connect_timeout", 1, &b->ep.connect_timeout_ms);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_int(url, "pool", 1, MAX_POOL, &pool);
+    if (rc != DLOCK_OK)
+        goto fail;
+    if (b->prefix == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (b->npool = 0; b->npool < (size_t) pool; b->npool++) {
+        rc = dlock__rconn_new(&b->ep, &b->pool[b->npool]);
+        if (rc != DLOCK_OK) {
+            dlock__fail(rc, "out of memory");
+            goto fail;
+        }
+    }
+    *out = b;
+    return DLOCK_OK;
+fail:
+    close_backend(b);
+    return rc;
+}
+
+const dlock__backend_ops dlock__redis_ops = {
+    .name = "redis",
+    .open = open_backend,
+    .close = close_backend,
+    .lock_new = lock_new,
+    .lock_free = lock_free,
+    .can_notify = can_notify,
+    .prepare_wait = prepare_wait_until,
+    .acquire = acquire,
+    .cancel = cancel,
+    .release = release,
+    .extend = extend,
+    .renew = renew,
+    .query = query,
+    .force_unlock = force_unlock,
+};

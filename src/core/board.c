@@ -1,0 +1,130 @@
+/* board.c - the wait board. See board.h. */
+#include "board.h"
+
+#include "clock.h"
+
+#include <errno.h>
+#include <string.h>
+
+static unsigned hash_token(const char *token)
+{
+    unsigned h = 2166136261u;
+    for (const char *p = token; *p != '\0'; p++)
+        h = (h ^ (unsigned char) *p) * 16777619u;
+    return h % DLOCK__BOARD_BUCKETS;
+}
+
+void dlock__board_init(dlock__board *b)
+{
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->mu, NULL);
+}
+
+void dlock__board_fini(dlock__board *b)
+{
+    pthread_mutex_destroy(&b->mu);
+}
+
+void dlock__board_enter(dlock__board *b, dlock__waiter *w)
+{
+    pthread_condattr_t attr;
+
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    w->wake = DLOCK__WAKE_NONE;
+    w->fence = 0;
+    w->bucket = hash_token(w->token);
+    pthread_mutex_lock(&b->mu);
+    w->next = b->buckets[w->bucket];
+    b->buckets[w->bucket] = w;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void dlock__board_leave(dlock__board *b, dlock__waiter *w)
+{
+    pthread_mutex_lock(&b->mu);
+    for (dlock__waiter **p = &b->buckets[w->bucket]; *p != NULL; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+static dlock__waiter *find_locked(dlock__board *b, const char *token)
+{
+    for (dlock__waiter *w = b->buckets[hash_token(token)]; w != NULL; w = w->next) {
+        if (strcmp(w->token, token) == 0)
+            return w;
+    }
+    return NULL;
+}
+
+enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t until_us)
+{
+    enum dlock__wake wake;
+    struct timespec ts = dlock__timespec(until_us);
+
+    pthread_mutex_lock(&b->mu);
+    while (w->wake == DLOCK__WAKE_NONE) {
+        if (pthread_cond_timedwait(&w->cv, &b->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    wake = w->wake;
+    w->wake = DLOCK__WAKE_NONE;
+    pthread_mutex_unlock(&b->mu);
+    return wake;
+}
+
+void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us)
+{
+    pthread_mutex_lock(&b->mu);
+    dlock__waiter *w = find_locked(b, token);
+    if (w != NULL && sent_us > w->queued_at_us)
+        w->queued_at_us = sent_us;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence)
+{
+    pthread_mutex_lock(&b->mu);
+    dlock__waiter *w = find_locked(b, token);
+    if (w != NULL) {
+        w->wake = DLOCK__WAKE_GRANTED;
+        w->fence = fence;
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void dlock__board_recheck(dlock__board *b, const char *token)
+{
+    pthread_mutex_lock(&b->mu);
+    for (unsigned i = 0; i < DLOCK__BOARD_BUCKETS; i++) {
+        for (dlock__waiter *w = b->buckets[i]; w != NULL; w = w->next) {
+            if (token != NULL && strcmp(w->token, token) != 0)
+                continue;
+            /* A grant already posted stays: it is the stronger news. */
+            if (w->wake == DLOCK__WAKE_NONE)
+                w->wake = DLOCK__WAKE_RECHECK;
+            pthread_cond_signal(&w->cv);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void dlock__sleep_until(int64_t until_us)
+{
+    for (;;) {
+        int64_t left = until_us - dlock__now_us();
+        if (left <= 0)
+            return;
+        struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (left % 1000000) * 1000};
+        if (nanosleep(&ts, NULL) == 0)
+            return;
+    }
+}

@@ -1,0 +1,60 @@
+/* board.h - where a client's waiting threads park until the store wakes them.
+ *
+ * A waiter is entered on the board under its owner token before it asks to
+ * join the server's queue, so a wake-up that overtakes the reply to that
+ * request is kept, not lost. Backends post wake-ups by token; the renewal
+ * thread posts what waiter heartbeats learn. */
+#ifndef DLOCK_CORE_BOARD_H
+#define DLOCK_CORE_BOARD_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+enum dlock__wake {
+    DLOCK__WAKE_NONE = 0,
+    DLOCK__WAKE_GRANTED = 1, /* the lock was handed to the waiter */
+    DLOCK__WAKE_RECHECK = 2, /* a wake-up may have been missed: try again */
+};
+
+typedef struct dlock__waiter {
+    struct dlock__waiter *next;
+    const char *token;
+    unsigned bucket;
+    pthread_cond_t cv;
+    enum dlock__wake wake;
+    uint64_t fence;       /* GRANTED */
+    int64_t queued_at_us; /* send time of the latest request the server answered "queued":
+                             the grant came after it */
+} dlock__waiter;
+
+#define DLOCK__BOARD_BUCKETS 64
+
+typedef struct dlock__board {
+    pthread_mutex_t mu;
+    dlock__waiter *buckets[DLOCK__BOARD_BUCKETS];
+} dlock__board;
+
+void dlock__board_init(dlock__board *b);
+void dlock__board_fini(dlock__board *b);
+
+/* Puts w (token set by the caller) on the board. */
+void dlock__board_enter(dlock__board *b, dlock__waiter *w);
+void dlock__board_leave(dlock__board *b, dlock__waiter *w);
+
+/* Waits until w is woken or until_us passes. Returns the wake (and clears
+ * it), or DLOCK__WAKE_NONE on timeout. */
+enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t until_us);
+
+/* Records that the server answered "queued" to a request sent at sent_us. */
+void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us);
+
+/* The lock was handed to token's waiter with this fence. */
+void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence);
+
+/* token's waiter (or, with token NULL, every waiter) should try again. */
+void dlock__board_recheck(dlock__board *b, const char *token);
+
+/* Sleeps until until_us (monotonic) without being on the board. */
+void dlock__sleep_until(int64_t until_us);
+
+#endif

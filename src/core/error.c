@@ -1,0 +1,64 @@
+/* error.c - the error taxonomy's text and a per-thread failure detail.
+ *
+ * A client is shared by threads, so "the detail of the last failure" is kept
+ * per thread: each thread sees the reason of its own last failed call. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_detail[512];
+
+const char *dlock_strerror(int code)
+{
+    switch (code) {
+    case DLOCK_OK:
+        return "success";
+    case DLOCK_EINVAL:
+        return "invalid argument";
+    case DLOCK_ENOMEM:
+        return "out of memory";
+    case DLOCK_EBUSY:
+        return "held by someone else";
+    case DLOCK_ETIMEDOUT:
+        return "timed out waiting for the lock";
+    case DLOCK_EUNREACHABLE:
+        return "server unreachable";
+    case DLOCK_ELOST:
+        return "lock lost";
+    case DLOCK_ENOTOWNER:
+        return "not the owner of the lock";
+    case DLOCK_EPROTO:
+        return "invalid reply from server";
+    case DLOCK_ESERVER:
+        return "server refused the request";
+    case DLOCK_ENOTSUP:
+        return "not supported by this backend";
+    default:
+        return "unknown error";
+    }
+}
+
+const char *dlock_errmsg(void)
+{
+    return last_detail;
+}
+
+const char *dlock_version(void)
+{
+    return DLOCK_VERSION;
+}
+
+int dlock__fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_detail, sizeof last_detail, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void dlock__clear_error(void)
+{
+    last_detail[0] = '\0';
+}

@@ -1,0 +1,644 @@
+/* lock.c - the lock handle: one owner's state machine over a backend.
+ *
+ * A handle is idle (holds == 0) or holding (holds > 0, with a fence, a lease
+ * and an entry on the client's renewer). Only the owner's calls change holds
+ * and fence, and they never overlap (busy flag). The renewer may, at any
+ * time, mark the entry lost; every call looks at that first, so a loss is
+ * reported by the next call as well as by the callback.
+ *
+ * Waiting: an attempt that finds the lock held joins the server's queue
+ * (when the backend can wake waiters), so the release hands the lock
+ * straight to the head of the queue and wakes that one waiter through the
+ * board. While queued, the waiter's place is kept by heartbeats from the
+ * renewer. Every park is bounded by the holder's remaining lease, so a
+ * missed wake-up costs at most that long. Backends without wake-ups are
+ * polled with a capped exponential backoff, also bounded by the lease. */
+#include "client.h"
+#include "clock.h"
+#include "error.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOKEN_MAX 64
+
+struct dlock_lock {
+    dlock_client *client;
+    char *name;
+    unsigned flags;
+    char token[TOKEN_MAX + 1];
+    void *bl;
+    atomic_int busy;
+    atomic_int refs;
+
+    /* owner's state: changed only inside the owner's (non-overlapping) calls */
+    unsigned holds;
+    uint64_t fence;
+    dlock__lease lease; /* on the renewer while holds > 0 */
+
+    dlock_lost_fn on_lost;
+    void *on_lost_arg;
+};
+
+/* ---------------------------------------------------------------- lifetime */
+
+void dlock__lock_ref(dlock_lock *l)
+{
+    atomic_fetch_add(&l->refs, 1);
+}
+
+static void destroy(dlock_lock *l)
+{
+    l->client->ops->lock_free(l->client->be, l->bl);
+    free(l->name);
+    free(l);
+}
+
+void dlock__lock_unref(dlock_lock *l)
+{
+    if (atomic_fetch_sub(&l->refs, 1) == 1)
+        destroy(l);
+}
+
+void dlock__lock_report_lost(dlock_lock *l, const char *why)
+{
+    char text[sizeof l->lease.why];
+    dlock__renewer *r = &l->client->renewer;
+
+    (void) why;
+    pthread_mutex_lock(&r->mu);
+    snprintf(text, sizeof text, "%s", l->lease.why);
+    dlock_lost_fn fn = l->on_lost;
+    void *arg = l->on_lost_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (fn != NULL)
+        fn(l, DLOCK_ELOST, text, arg);
+}
+
+static int new_handle(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
+{
+    dlock_lock *l;
+    int rc;
+
+    if (out == NULL)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if ((flags & ~(unsigned) DLOCK_SIMPLE) != 0)
+        return dlock__fail(DLOCK_EINVAL, "unknown flags 0x%x", flags);
+    rc = dlock__check_name(name);
+    if (rc != DLOCK_OK)
+        return rc;
+    l = calloc(1, sizeof *l);
+    if (l == NULL || (l->name = strdup(name)) == NULL) {
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    rc = c->ops->lock_new(c->be, name, flags, &l->bl);
+    if (rc != DLOCK_OK) {
+        free(l->name);
+        free(l);
+        return rc;
+    }
+    l->client = c;
+    l->flags = flags;
+    atomic_init(&l->refs, 1);
+    atomic_init(&l->busy, 0);
+    l->lease.lock = l;
+    l->lease.bl = l->bl;
+    l->lease.token = l->token;
+    *out = l;
+    return DLOCK_OK;
+}
+
+int dlock_lock_open(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
+{
+    int rc;
+
+    dlock__clear_error();
+    rc = new_handle(c, name, flags, out);
+    if (rc == DLOCK_OK && dlock__random_hex((*out)->token, 16) != 0) {
+        dlock_lock_free(*out);
+        *out = NULL;
+        rc = dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static int enter(dlock_lock *l)
+{
+    dlock__clear_error();
+    if (l == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
+    if (atomic_exchange(&l->busy, 1) != 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock handle '%s' is in use by another call (one owner, one call "
+                           "at a time)",
+                           l->name);
+    return DLOCK_OK;
+}
+
+static int leave(dlock_lock *l, int rc)
+{
+    atomic_store(&l->busy, 0);
+    return rc;
+}
+
+static int64_t op_deadline(const dlock_lock *l)
+{
+    return dlock__now_us() + l->client->cfg.command_timeout_ms * 1000;
+}
+
+static int64_t validity_end(int64_t sent_us, int64_t lease_ms)
+{
+    return sent_us + lease_ms * 1000 - dlock__drift_us(lease_ms);
+}
+
+/* Starts holding: the renewer watches (and maybe renews) the lease. */
+static int start_holding(dlock_lock *l, uint64_t fence, unsigned holds, int64_t lease_ms,
+                         int renew, int64_t sent_us)
+{
+    dlock__lease *e = &l->lease;
+
+    l->holds = holds;
+    if (fence != 0)
+        l->fence = fence;
+    e->waiter = 0;
+    e->lease_ms = lease_ms;
+    e->renew = renew;
+    e->last_ok_us = sent_us;
+    e->valid_until_us = validity_end(sent_us, lease_ms);
+    e->due_us = renew ? sent_us + lease_ms * 1000 / 3 : DLOCK__NEVER;
+    return dlock__renewer_add(&l->client->renewer, e);
+}
+
+static void stop_holding(dlock_lock *l)
+{
+    dlock__renewer_remove(&l->client->renewer, &l->lease, NULL, 0);
+    l->holds = 0;
+}
+
+/* If the held lock was lost, clears the state and reports it. */
+static int take_loss(dlock_lock *l)
+{
+    char why[sizeof l->lease.why];
+
+    if (l->holds == 0)
+        return DLOCK_OK;
+    if (dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) == DLOCK_OK)
+        return DLOCK_OK;
+    stop_holding(l);
+    return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
+{
+    dlock_client *c = l->client;
+    dlock__attempt a = {.token = l->token,
+                        .lease_ms = lease_ms,
+                        .holds = l->holds,
+                        .deadline_us = op_deadline(l)};
+    int64_t sent = dlock__now_us();
+    int rc = c->ops->acquire(c->be, l->bl, &a);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (a.outcome != DLOCK__TAKEN) {
+        stop_holding(l);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: the server no longer has it under "
+                           "this owner", l->name);
+    }
+    l->holds = a.server_holds != 0 ? a.server_holds : l->holds + 1;
+    /* The lease now runs at least lease_ms from `sent`; once renewed, a
+     * lock stays renewed until released. */
+    int64_t until = validity_end(sent, lease_ms);
+    pthread_mutex_lock(&c->renewer.mu);
+    if (until < l->lease.valid_until_us)
+        until = 0;
+    pthread_mutex_unlock(&c->renewer.mu);
+    if (l->lease.renew || renew)
+        dlock__renewer_update(&c->renewer, &l->lease, 1, c->cfg.lease_ms, until);
+    else if (until != 0)
+        dlock__renewer_update(&c->renewer, &l->lease, 0, lease_ms, until);
+    return DLOCK_OK;
+}
+
+/* Leaves the server's queue after giving up. */
+static void cancel_wait(dlock_lock *l)
+{
+    l->client->ops->cancel(l->client->be, l->bl, l->token, op_deadline(l));
+}
+
+static int64_t jitter_us(int64_t max)
+{
+    char hex[5];
+    if (max <= 0 || dlock__random_hex(hex, 2) != 0)
+        return 0;
+    return (int64_t) (strtoul(hex, NULL, 16) % (unsigned long) max);
+}
+
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
+{
+    dlock_client *c = l->client;
+    int64_t start = dlock__now_us();
+    int64_t deadline = wait_ms < 0 ? DLOCK__NEVER : dlock__deadline_after_ms(start, wait_ms);
+    int notify = wait_ms != 0 && c->ops->can_notify(c->be, l->bl);
+    int prepared = 0, on_board = 0, on_renewer = 0, rc;
+    int64_t poll_us = 1000;
+    dlock__waiter w = {.token = l->token};
+
+    for (;;) {
+        int join = notify && prepared;
+        if (join && !on_board) {
+            dlock__board_enter(&c->board, &w);
+            on_board = 1;
+        }
+        dlock__attempt a = {.token = l->token,
+                            .lease_ms = lease_ms,
+                            .holds = 0,
+                            .join_queue = join,
+                            .deadline_us = op_deadline(l)};
+        int64_t sent = dlock__now_us();
+        rc = c->ops->acquire(c->be, l->bl, &a);
+        if (rc != DLOCK_OK)
+            goto give_up;
+        if (a.outcome == DLOCK__TAKEN) {
+            /* The lease entry served the wait; it now serves the hold. */
+            if (on_renewer) {
+                dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
+                on_renewer = 0;
+            }
+            rc = start_holding(l, a.fence, a.server_holds ? a.server_holds : 1, lease_ms, renew,
+                               sent);
+            goto done;
+        }
+        if (wait_ms == 0) {
+            rc = a.holder_ttl_ms >= 0
+                     ? dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else (lease ends "
+                                   "in %lld ms)", l->name, (long long) a.holder_ttl_ms)
+                     : dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else", l->name);
+            goto done;
+        }
+        if (notify && !prepared) {
+            /* First contention: make wake-ups flow, then queue up. */
+            rc = c->ops->prepare_wait(c->be, l->bl, deadline);
+            if (rc == DLOCK_OK)
+                prepared = 1;
+            else if (rc == DLOCK_ETIMEDOUT)
+                goto timed_out;
+            else
+                notify = 0; /* fall back to polling */
+            continue;
+        }
+        int64_t now = dlock__now_us();
+        if (now >= deadline)
+            goto timed_out;
+
+        int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
+        int64_t until;
+        if (a.queued) {
+            dlock__board_queued(&c->board, l->token, sent);
+            if (!on_renewer) {
+                /* Not on the renewer now: its fields are ours to set. */
+                l->lease.waiter = 1;
+                l->lease.lease_ms = lease_ms;
+                l->lease.renew = 0;
+                l->lease.valid_until_us = DLOCK__NEVER;
+                l->lease.due_us = sent + c->cfg.waiter_lease_ms * 1000 / 3;
+                rc = dlock__renewer_add(&c->renewer, &l->lease);
+                if (rc != DLOCK_OK)
+                    goto give_up;
+                on_renewer = 1;
+            }
+            /* Woken by the hand-over; the holder's lease bounds the wait
+             * in case the wake-up is lost. */
+            until = ttl_us == DLOCK__NEVER ? now + lease_ms * 1000 : now + ttl_us;
+        } else {
+            int64_t step = poll_us + jitter_us(poll_us / 2);
+            poll_us = poll_us * 2 > 64000 ? 64000 : poll_us * 2;
+            until = now + (step < ttl_us ? step : ttl_us);
+        }
+        if (until > deadline)
+            until = deadline;
+
+        if (!on_board) {
+            dlock__sleep_until(until);
+            continue;
+        }
+        enum dlock__wake wake = dlock__board_park(&c->board, &w, until);
+        if (wake != DLOCK__WAKE_GRANTED)
+            continue;
+
+        /* Handed over. The grant happened after the server last said we
+         * were queued; count validity from then. If that is long ago,
+         * confirm with an extend so the caller gets a full lease. */
+        int64_t since = w.queued_at_us;
+        uint64_t fence = w.fence;
+        if (on_renewer) {
+            dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
+            on_renewer = 0;
+        }
+        dlock__board_leave(&c->board, &w);
+        on_board = 0;
+        if (validity_end(since, lease_ms) - dlock__now_us() < lease_ms * 1000 / 2) {
+            since = dlock__now_us();
+            rc = c->ops->extend(c->be, l->bl, l->token, lease_ms, op_deadline(l));
+            if (rc == DLOCK_ELOST)
+                continue; /* taken from us already (forced unlock): wait on */
+            if (rc != DLOCK_OK)
+                goto give_up;
+        }
+        rc = start_holding(l, fence, 1, lease_ms, renew, since);
+        goto done;
+    }
+
+timed_out:
+    rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else after %lld ms",
+                     l->name, (long long) ((dlock__now_us() - start) / 1000));
+give_up:
+    if (on_board || on_renewer) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+        cancel_wait(l);
+        dlock__fail(rc, "%s", detail);
+    }
+done:
+    if (on_renewer)
+        dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
+    if (on_board)
+        dlock__board_leave(&c->board, &w);
+    return rc;
+}
+
+static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
+{
+    int rc = enter(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+        return leave(l, dlock__fail(DLOCK_EINVAL, "wait of %lld ms: want >= 0 or "
+                                    "DLOCK_WAIT_FOREVER", (long long) wait_ms));
+    if (lease_ms <= 0)
+        return leave(l, dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0",
+                                    (long long) lease_ms));
+    rc = take_loss(l);
+    if (rc != DLOCK_OK)
+        return leave(l, rc);
+    if (l->holds > 0)
+        return leave(l, reenter(l, lease_ms, renew));
+    return leave(l, acquire(l, wait_ms, lease_ms, renew));
+}
+
+int dlock_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    return acquire_entry(l, wait_ms, l != NULL ? l->client->cfg.lease_ms : 1, 1);
+}
+
+int dlock_acquire_for(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire_entry(l, wait_ms, lease_ms, 0);
+}
+
+int dlock_try_acquire(dlock_lock *l)
+{
+    return dlock_acquire(l, 0);
+}
+
+/* ---------------------------------------------------------------- release */
+
+static int release(dlock_lock *l, int all)
+{
+    dlock_client *c = l->client;
+    unsigned left = 0;
+    int rc = take_loss(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    rc = c->ops->release(c->be, l->bl, l->token, all ? 0 : l->holds, &left, op_deadline(l));
+    if (rc == DLOCK_OK) {
+        if (left == 0)
+            stop_holding(l);
+        else
+            l->holds = left;
+        return DLOCK_OK;
+    }
+    if (rc == DLOCK_ENOTOWNER || rc == DLOCK_ELOST) {
+        stop_holding(l);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost before the release: %s", l->name,
+                           dlock_errmsg());
+    }
+    /* Unknown outcome: stop renewing so that, if the release did not
+     * happen, the lock still ends with its lease. A retry may succeed. */
+    dlock__renewer_update(&c->renewer, &l->lease, 0, 0, 0);
+    return rc;
+}
+
+int dlock_release(dlock_lock *l)
+{
+    int rc = enter(l);
+    return rc != DLOCK_OK ? rc : leave(l, release(l, 0));
+}
+
+void dlock_lock_free(dlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    if (enter(l) == DLOCK_OK) {
+        if (l->holds > 0)
+            release(l, 1);
+        stop_holding(l);
+        leave(l, DLOCK_OK);
+    }
+    dlock__lock_unref(l);
+}
+
+/* ---------------------------------------------------------------- lease */
+
+int dlock_extend(dlock_lock *l, int64_t lease_ms)
+{
+    int rc = enter(l);
+    int64_t sent;
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (lease_ms <= 0)
+        return leave(l, dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0",
+                                    (long long) lease_ms));
+    rc = take_loss(l);
+    if (rc != DLOCK_OK)
+        return leave(l, rc);
+    if (l->holds == 0)
+        return leave(l, dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle",
+                                    l->name));
+    sent = dlock__now_us();
+    rc = l->client->ops->extend(l->client->be, l->bl, l->token, lease_ms, op_deadline(l));
+    if (rc == DLOCK_ELOST) {
+        stop_holding(l);
+        return leave(l, dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name,
+                                    dlock_errmsg()));
+    }
+    if (rc == DLOCK_OK)
+        dlock__renewer_update(&l->client->renewer, &l->lease, 0, lease_ms,
+                              validity_end(sent, lease_ms));
+    return leave(l, rc);
+}
+
+int dlock_keepalive(dlock_lock *l)
+{
+    int rc = enter(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = take_loss(l);
+    if (rc != DLOCK_OK)
+        return leave(l, rc);
+    if (l->holds == 0)
+        return leave(l, dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle",
+                                    l->name));
+    dlock__renewer_update(&l->client->renewer, &l->lease, 1, l->client->cfg.lease_ms, 0);
+    return leave(l, DLOCK_OK);
+}
+
+/* ---------------------------------------------------------------- state */
+
+int dlock_lock_check(dlock_lock *l)
+{
+    char why[sizeof l->lease.why];
+
+    dlock__clear_error();
+    if (l == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    if (dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+    return DLOCK_OK;
+}
+
+int64_t dlock_lock_remaining_ms(dlock_lock *l)
+{
+    char why[sizeof l->lease.why];
+    int64_t left = 0;
+
+    if (l == NULL || l->holds == 0)
+        return 0;
+    if (dlock__renewer_check(&l->client->renewer, &l->lease, &left, why, sizeof why) != DLOCK_OK)
+        return 0;
+    return left / 1000;
+}
+
+uint64_t dlock_lock_fence(const dlock_lock *l)
+{
+    return l != NULL ? l->fence : 0;
+}
+
+const char *dlock_lock_token(const dlock_lock *l)
+{
+    return l != NULL ? l->token : "";
+}
+
+const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l != NULL ? l->name : "";
+}
+
+unsigned dlock_lock_holds(const dlock_lock *l)
+{
+    return l != NULL ? l->holds : 0;
+}
+
+void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
+{
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&l->client->renewer.mu);
+    l->on_lost = fn;
+    l->on_lost_arg = arg;
+    pthread_mutex_unlock(&l->client->renewer.mu);
+}
+
+/* ---------------------------------------------------------------- operators */
+
+int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsigned flags,
+                     dlock_lock **out)
+{
+    dlock_status st;
+    int64_t sent;
+    int rc;
+
+    dlock__clear_error();
+    if (token == NULL || token[0] == '\0' || strlen(token) > TOKEN_MAX)
+        return dlock__fail(DLOCK_EINVAL, "owner token must be 1..%d characters", TOKEN_MAX);
+    for (const char *p = token; *p != '\0'; p++) {
+        if ((unsigned char) *p <= ' ' || *p == 0x7f)
+            return dlock__fail(DLOCK_EINVAL, "owner token contains a space or control "
+                               "character");
+    }
+    rc = new_handle(c, name, flags, out);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock_lock *l = *out;
+    snprintf(l->token, sizeof l->token, "%s", token);
+    sent = dlock__now_us();
+    rc = c->ops->query(c->be, l->bl, &st, op_deadline(l));
+    if (rc == DLOCK_OK && (!st.held || strcmp(st.owner, token) != 0))
+        rc = dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is %s", name,
+                         st.held ? "held under another owner token" : "not held");
+    if (rc == DLOCK_OK && st.lease_ms <= 0)
+        rc = dlock__fail(DLOCK_ENOTSUP, "lock '%s' has no lease on the server", name);
+    if (rc == DLOCK_OK)
+        rc = start_holding(l, st.fence, st.holds ? st.holds : 1, st.lease_ms, 0, sent);
+    if (rc != DLOCK_OK) {
+        dlock__lock_unref(l);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static int with_temp_lock(dlock_client *c, const char *name, unsigned flags, dlock_status *st)
+{
+    void *bl = NULL;
+    int64_t deadline;
+    int rc;
+
+    dlock__clear_error();
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if ((flags & ~(unsigned) DLOCK_SIMPLE) != 0)
+        return dlock__fail(DLOCK_EINVAL, "unknown flags 0x%x", flags);
+    rc = dlock__check_name(name);
+    if (rc == DLOCK_OK)
+        rc = c->ops->lock_new(c->be, name, flags, &bl);
+    if (rc != DLOCK_OK)
+        return rc;
+    deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;
+    if (st != NULL)
+        rc = c->ops->query(c->be, bl, st, deadline);
+    else
+        rc = c->ops->force_unlock(c->be, bl, deadline);
+    c->ops->lock_free(c->be, bl);
+    return rc;
+}
+
+int dlock_query(dlock_client *c, const char *name, unsigned flags, dlock_status *out)
+{
+    if (out == NULL)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    memset(out, 0, sizeof *out);
+    return with_temp_lock(c, name, flags, out);
+}
+
+int dlock_force_unlock(dlock_client *c, const char *name, unsigned flags)
+{
+    return with_temp_lock(c, name, flags, NULL);
+}

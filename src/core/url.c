@@ -1,0 +1,374 @@
+/* url.c - store URL parsing. See url.h for the grammar. */
+#include "url.h"
+
+#include "error.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = tolower(c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* A malloc'd, percent-decoded copy of s[0..n). NULL with *bad = 1 when an
+ * escape is malformed or decodes to NUL; NULL with *bad = 0 on OOM. */
+static char *decode(const char *s, size_t n, int *bad)
+{
+    char *out = malloc(n + 1);
+    size_t j = 0;
+
+    *bad = 0;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            out[j++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hexval((unsigned char) s[i + 1]) : -1;
+        int lo = i + 2 < n ? hexval((unsigned char) s[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            free(out);
+            *bad = 1;
+            return NULL;
+        }
+        out[j++] = (char) (hi * 16 + lo);
+        i += 2;
+    }
+    out[j] = '\0';
+    return out;
+}
+
+static char *dupn(const char *s, size_t n)
+{
+    char *out = malloc(n + 1);
+    if (out != NULL) {
+        memcpy(out, s, n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+void dlock__url_clear(dlock__url *url)
+{
+    free(url->text);
+    free(url->scheme);
+    free(url->user);
+    free(url->password);
+    for (size_t i = 0; i < url->nhosts; i++)
+        free(url->hosts[i].name);
+    free(url->path);
+    for (size_t i = 0; i < url->noptions; i++) {
+        free(url->options[i].key);
+        free(url->options[i].value);
+    }
+    memset(url, 0, sizeof *url);
+}
+
+static int parse_port(const char *s, size_t n, int *port)
+{
+    long v = 0;
+    if (n == 0 || n > 5)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char) s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return -1;
+    *port = (int) v;
+    return 0;
+}
+
+/* One "host[:port]" or "[v6]:port" item of the host list. */
+static int parse_host(dlock__url *url, const char *s, size_t n)
+{
+    const char *name = s, *colon = NULL;
+    size_t name_len = n;
+    int port = 0;
+
+    if (url->nhosts == DLOCK__URL_MAX_HOSTS)
+        return dlock__fail(DLOCK_EINVAL, "too many hosts (at most %d)", DLOCK__URL_MAX_HOSTS);
+    if (n > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (close == NULL)
+            return dlock__fail(DLOCK_EINVAL, "unclosed '[' in host");
+        name = s + 1;
+        name_len = (size_t) (close - s - 1);
+        if (close + 1 < s + n) {
+            if (close[1] != ':')
+                return dlock__fail(DLOCK_EINVAL, "junk after ']' in host");
+            colon = close + 1;
+        }
+    } else {
+        colon = memchr(s, ':', n);
+        if (colon != NULL)
+            name_len = (size_t) (colon - s);
+    }
+    if (colon != NULL && parse_port(colon + 1, (size_t) (s + n - colon - 1), &port) != 0)
+        return dlock__fail(DLOCK_EINVAL, "bad port '%.*s' (want 1-65535)",
+                           (int) (s + n - colon - 1), colon + 1);
+    if (name_len == 0)
+        return dlock__fail(DLOCK_EINVAL, "empty host name");
+    for (size_t i = 0; i < name_len; i++) {
+        unsigned char c = (unsigned char) name[i];
+        if (!(isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%'))
+            return dlock__fail(DLOCK_EINVAL, "bad character '%c' in host name", c);
+    }
+    url->hosts[url->nhosts].name = dupn(name, name_len);
+    if (url->hosts[url->nhosts].name == NULL)
+        return DLOCK_ENOMEM;
+    url->hosts[url->nhosts].port = port;
+    url->nhosts++;
+    return DLOCK_OK;
+}
+
+static int parse_query(dlock__url *url, const char *q)
+{
+    while (*q != '\0') {
+        size_t n = strcspn(q, "&");
+        const char *eq = memchr(q, '=', n);
+        int bad;
+
+        if (n == 0) {
+            q++;
+            continue;
+        }
+        if (url->noptions == DLOCK__URL_MAX_OPTIONS)
+            return dlock__fail(DLOCK_EINVAL, "too many options");
+        if (eq == NULL || eq == q)
+            return dlock__fail(DLOCK_EINVAL, "option '%.*s' is not key=value", (int) n, q);
+        dlock__url_option *o = &url->options[url->noptions];
+        o->key = decode(q, (size_t) (eq - q), &bad);
+        if (o->key == NULL)
+            return bad ? dlock__fail(DLOCK_EINVAL, "bad %%-escape in option name") : DLOCK_ENOMEM;
+        o->value = decode(eq + 1, (size_t) (q + n - eq - 1), &bad);
+        if (o->value == NULL) {
+            int rc = bad ? dlock__fail(DLOCK_EINVAL, "bad %%-escape in option '%s'", o->key)
+                         : DLOCK_ENOMEM;
+            free(o->key);
+            o->key = NULL;
+            return rc;
+        }
+        for (size_t i = 0; i < url->noptions; i++) {
+            if (strcmp(url->options[i].key, o->key) == 0) {
+                int rc = dlock__fail(DLOCK_EINVAL, "option '%s' given twice", o->key);
+                free(o->key);
+                free(o->value);
+                o->key = o->value = NULL;
+                return rc;
+            }
+        }
+        url->noptions++;
+        q += n;
+    }
+    return DLOCK_OK;
+}
+
+/* The URL for messages: the password, if any, replaced by "***". */
+static char *masked(const char *text, const dlock__url *url)
+{
+    const char *scheme_end = strstr(text, "://");
+    const char *at, *colon;
+    size_t auth_len;
+
+    if (url->password == NULL || scheme_end == NULL)
+        return strdup(text);
+    auth_len = strcspn(scheme_end + 3, "/?");
+    at = memchr(scheme_end + 3, '@', auth_len);
+    colon = at != NULL ? memchr(scheme_end + 3, ':', (size_t) (at - scheme_end - 3)) : NULL;
+    if (colon == NULL)
+        return strdup(text);
+    size_t head = (size_t) (colon + 1 - text);
+    char *out = malloc(head + 3 + strlen(at) + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, text, head);
+    memcpy(out + head, "***", 3);
+    strcpy(out + head + 3, at);
+    return out;
+}
+
+int dlock__url_parse(const char *text, dlock__url *url)
+{
+    const char *p, *auth, *auth_end, *at, *hosts;
+    int rc = DLOCK_EINVAL, bad;
+
+    memset(url, 0, sizeof *url);
+    if (text == NULL || *text == '\0')
+        return dlock__fail(DLOCK_EINVAL, "empty URL");
+    p = strstr(text, "://");
+    if (p == NULL || p == text)
+        return dlock__fail(DLOCK_EINVAL, "'%s' is not a URL (want scheme://host...)", text);
+    for (const char *s = text; s < p; s++) {
+        if (!(isalnum((unsigned char) *s) || *s == '+' || *s == '-' || *s == '.'))
+            return dlock__fail(DLOCK_EINVAL, "bad character in URL scheme of '%s'", text);
+    }
+    for (const char *s = text; *s != '\0'; s++) {
+        if ((unsigned char) *s <= ' ' || *s == 0x7f)
+            return dlock__fail(DLOCK_EINVAL, "URL contains a space or control character");
+    }
+    url->scheme = dupn(text, (size_t) (p - text));
+    if (url->scheme == NULL)
+        goto oom;
+    for (char *s = url->scheme; *s != '\0'; s++)
+        *s = (char) tolower((unsigned char) *s);
+
+    auth = p + 3;
+    auth_end = auth + strcspn(auth, "/?");
+    at = NULL;
+    for (const char *s = auth; s < auth_end; s++) {
+        if (*s == '@')
+            at = s; /* the last '@' ends the user info */
+    }
+    hosts = auth;
+    if (at != NULL) {
+        const char *colon = memchr(auth, ':', (size_t) (at - auth));
+        const char *user_end = colon != NULL ? colon : at;
+        if (user_end > auth) {
+            url->user = decode(auth, (size_t) (user_end - auth), &bad);
+            if (url->user == NULL)
+                goto decode_failed;
+        }
+        if (colon != NULL) {
+            url->password = decode(colon + 1, (size_t) (at - colon - 1), &bad);
+            if (url->password == NULL)
+                goto decode_failed;
+        }
+        hosts = at + 1;
+    }
+    while (hosts < auth_end) {
+        const char *comma = memchr(hosts, ',', (size_t) (auth_end - hosts));
+        const char *item_end = comma != NULL ? comma : auth_end;
+        rc = parse_host(url, hosts, (size_t) (item_end - hosts));
+        if (rc != DLOCK_OK)
+            goto fail;
+        hosts = comma != NULL ? comma + 1 : auth_end;
+        if (comma != NULL && hosts == auth_end) {
+            rc = dlock__fail(DLOCK_EINVAL, "empty host after ','");
+            goto fail;
+        }
+    }
+
+    p = auth_end;
+    if (*p == '/') {
+        size_t n = strcspn(p + 1, "?");
+        url->path = decode(p + 1, n, &bad);
+        if (url->path == NULL)
+            goto decode_failed;
+        p += 1 + n;
+    } else {
+        url->path = strdup("");
+        if (url->path == NULL)
+            goto oom;
+    }
+    if (*p == '?') {
+        rc = parse_query(url, p + 1);
+        if (rc != DLOCK_OK)
+            goto fail;
+    }
+    url->text = masked(text, url);
+    if (url->text == NULL)
+        goto oom;
+    return DLOCK_OK;
+
+decode_failed:
+    if (!bad)
+        goto oom;
+    rc = dlock__fail(DLOCK_EINVAL, "bad %%-escape in URL user info or path");
+    goto fail;
+oom:
+    rc = dlock__fail(DLOCK_ENOMEM, "out of memory parsing URL");
+fail:
+    dlock__url_clear(url);
+    return rc;
+}
+
+const char *dlock__url_get(dlock__url *url, const char *key)
+{
+    for (size_t i = 0; i < url->noptions; i++) {
+        if (strcmp(url->options[i].key, key) == 0) {
+            url->options[i].used = 1;
+            return url->options[i].value;
+        }
+    }
+    return NULL;
+}
+
+int dlock__parse_duration_ms(const char *s, int64_t *ms)
+{
+    char *end;
+    double v, scale = 1;
+
+    if (s == NULL || *s == '\0' || isspace((unsigned char) *s))
+        return -1;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || v < 0 || v != v)
+        return -1;
+    if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0)
+        scale = 1;
+    else if (strcmp(end, "s") == 0)
+        scale = 1000;
+    else if (strcmp(end, "m") == 0)
+        scale = 60000;
+    else
+        return -1;
+    v *= scale;
+    if (v > 9.0e15)
+        return -1;
+    *ms = (int64_t) v;
+    return 0;
+}
+
+int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms)
+{
+    const char *v = dlock__url_get(url, key);
+    int64_t parsed;
+
+    if (v == NULL)
+        return DLOCK_OK;
+    if (dlock__parse_duration_ms(v, &parsed) != 0)
+        return dlock__fail(DLOCK_EINVAL, "option %s=%s: not a duration (e.g. 500ms, 2s)", key, v);
+    if (parsed < min_ms)
+        return dlock__fail(DLOCK_EINVAL, "option %s=%s: must be at least %lldms", key, v,
+                           (long long) min_ms);
+    *ms = parsed;
+    return DLOCK_OK;
+}
+
+int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value)
+{
+    const char *v = dlock__url_get(url, key);
+    char *end;
+    long parsed;
+
+    if (v == NULL)
+        return DLOCK_OK;
+    errno = 0;
+    parsed = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || parsed < min || parsed > max)
+        return dlock__fail(DLOCK_EINVAL, "option %s=%s: want an integer in %ld..%ld", key, v, min,
+                           max);
+    *value = parsed;
+    return DLOCK_OK;
+}
+
+int dlock__url_check_unused(const dlock__url *url)
+{
+    for (size_t i = 0; i < url->noptions; i++) {
+        if (!url->options[i].used)
+            return dlock__fail(DLOCK_EINVAL, "%s: unknown option '%s'", url->text,
+                               url->options[i].key);
+    }
+    return DLOCK_OK;
+}

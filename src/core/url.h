@@ -1,0 +1,60 @@
+/* url.h - parsing of the store URL that picks the backend (nng style):
+ *
+ *   scheme://[user[:password]@]host[:port][,host[:port]...][/path][?key=value&...]
+ *
+ * Parsing is pure (no I/O) so it can be fuzzed. Backends read the parts they
+ * understand and must reject options they do not know. */
+#ifndef DLOCK_CORE_URL_H
+#define DLOCK_CORE_URL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DLOCK__URL_MAX_HOSTS   16
+#define DLOCK__URL_MAX_OPTIONS 16
+
+typedef struct dlock__url_host {
+    char *name; /* without IPv6 brackets */
+    int port;   /* 0 when absent */
+} dlock__url_host;
+
+typedef struct dlock__url_option {
+    char *key;
+    char *value;
+    int used; /* set by the backend that read it */
+} dlock__url_option;
+
+typedef struct dlock__url {
+    char *text; /* the URL as given, for messages (password masked) */
+    char *scheme;
+    char *user;     /* NULL when absent */
+    char *password; /* NULL when absent */
+    dlock__url_host hosts[DLOCK__URL_MAX_HOSTS];
+    size_t nhosts;
+    char *path; /* after the authority, without the leading '/'; "" when absent */
+    dlock__url_option options[DLOCK__URL_MAX_OPTIONS];
+    size_t noptions;
+} dlock__url;
+
+/* Parses text into *url. Returns DLOCK_OK, DLOCK_EINVAL (with a detail that
+ * says what is wrong) or DLOCK_ENOMEM. On failure *url holds nothing. */
+int dlock__url_parse(const char *text, dlock__url *url);
+void dlock__url_clear(dlock__url *url);
+
+/* The value of option key (marking it used), or NULL. */
+const char *dlock__url_get(dlock__url *url, const char *key);
+
+/* Reads a duration option ("250", "250ms", "2s", "1m") in milliseconds into
+ * *ms, leaving it unchanged when absent. Returns DLOCK_OK or DLOCK_EINVAL. */
+int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms);
+
+/* Reads an integer option in [min, max]. Returns DLOCK_OK or DLOCK_EINVAL. */
+int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value);
+
+/* DLOCK_EINVAL naming the first option nobody used, else DLOCK_OK. */
+int dlock__url_check_unused(const dlock__url *url);
+
+/* Parses a duration string as above. Returns 0 on success, -1 if malformed. */
+int dlock__parse_duration_ms(const char *s, int64_t *ms);
+
+#endif

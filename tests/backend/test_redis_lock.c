@@ -1,0 +1,419 @@
+/* test_redis_lock.c - the single-Redis lock against a real redis-server:
+ * acquire/release, fences, reentrancy, ownership, leases, renewal, waiting,
+ * operators' calls and hand-over by token. */
+#include "../support/harness.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static dt_redis srv;
+static dlock_client *client;
+
+static void setup(const char *options)
+{
+    char url[256];
+    dt_redis_start(&srv, NULL);
+    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(url, &client), DLOCK_OK);
+}
+
+static dlock_lock *open_lock(const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(client, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+static void acquire_release(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("job", 0), *b = open_lock("job", 0);
+
+    CHECK_RC(dlock_try_acquire(a), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(a), ==, 1);
+    CHECK(dlock_lock_fence(a) > 0);
+    CHECK_RC(dlock_lock_check(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "held by someone else") != NULL);
+
+    dlock_status st;
+    CHECK_RC(dlock_query(client, "job", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(a)) == 0);
+    CHECK_INT(st.fence, ==, dlock_lock_fence(a));
+    CHECK(st.lease_ms > 20000 && st.lease_ms <= 30000);
+
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(a), ==, 0);
+    CHECK_RC(dlock_query(client, "job", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0);
+    CHECK_INT(st.lease_ms, ==, -1);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void fences_increase(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("fenced", 0), *b = open_lock("fenced", 0);
+    uint64_t last = 0;
+
+    for (int i = 0; i < 20; i++) {
+        dlock_lock *l = i % 2 ? a : b;
+        CHECK_RC(dlock_acquire_for(l, 0, 10000), DLOCK_OK);
+        CHECK_INT(dlock_lock_fence(l), >, last);
+        last = dlock_lock_fence(l);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    /* Force-unlock keeps the counter: the next holder still gets more. */
+    CHECK_RC(dlock_acquire_for(a, 0, 10000), DLOCK_OK);
+    CHECK_RC(dlock_force_unlock(client, "fenced", 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(b, 0, 10000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(b), >, dlock_lock_fence(a));
+    dlock_status st;
+    CHECK_RC(dlock_query(client, "fenced", 0, &st), DLOCK_OK);
+    CHECK_INT(st.last_fence, ==, dlock_lock_fence(b));
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void reentrancy(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("re", 0), *b = open_lock("re", 0);
+    dlock_status st;
+
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(a);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(a, 0, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(a), ==, 3);
+    CHECK_INT(dlock_lock_fence(a), ==, fence); /* reentry mints no fence */
+    CHECK_RC(dlock_query(client, "re", 0, &st), DLOCK_OK);
+    CHECK_INT(st.holds, ==, 3);
+
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(a), ==, 1);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK);
+    CHECK_RC(dlock_release(a), DLOCK_ENOTOWNER);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void non_owner_release_refused(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("mine", 0), *b = open_lock("mine", 0), *thief = NULL;
+    dlock_status st;
+
+    CHECK_RC(dlock_release(b), DLOCK_ENOTOWNER); /* never held */
+    CHECK_RC(dlock_acquire_for(a, 0, 10000), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_ENOTOWNER);
+    CHECK(strstr(dlock_errmsg(), "not held by this handle") != NULL);
+    /* A handle that claims a token it does not have is refused too. */
+    CHECK_RC(dlock_lock_adopt(client, "mine", "0123456789abcdef0123456789abcdef", 0, &thief),
+             DLOCK_ENOTOWNER);
+    CHECK(thief == NULL);
+    CHECK_RC(dlock_query(client, "mine", 0, &st), DLOCK_OK);
+    CHECK(strcmp(st.owner, dlock_lock_token(a)) == 0);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void adopt_by_token(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("handover", 0), *b = NULL;
+    dlock_client *other;
+
+    CHECK_RC(dlock_acquire_for(a, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_client_open(srv.url, &other), DLOCK_OK);
+    CHECK_RC(dlock_lock_adopt(other, "handover", dlock_lock_token(a), 0, &b), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(b), ==, 1);
+    CHECK_INT(dlock_lock_fence(b), ==, dlock_lock_fence(a));
+    CHECK(dlock_lock_remaining_ms(b) > 10000);
+    CHECK_RC(dlock_keepalive(b), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_status st;
+    CHECK_RC(dlock_query(client, "handover", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0);
+    dlock_lock_free(b);
+    dlock_client_close(other);
+    /* a's lock was released by b: a learns it at its next call */
+    CHECK_RC(dlock_release(a), DLOCK_ELOST);
+    dlock_lock_free(a);
+    dlock_client_close(client);
+}
+
+static int lost_calls;
+static int64_t lost_at;
+static char lost_why[256];
+static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l;
+    (void) arg;
+    CHECK_RC(code, DLOCK_ELOST);
+    snprintf(lost_why, sizeof lost_why, "%s", why);
+    lost_at = dt_now_ms();
+    __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void fixed_lease_expires(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("short", 0), *b = open_lock("short", 0);
+
+    dlock_lock_on_lost(a, on_lost, NULL);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire_for(a, 0, 1000), DLOCK_OK);
+    CHECK(dlock_lock_remaining_ms(a) <= 1000);
+    /* b gets it only once the server has expired a's lease */
+    CHECK_RC(dlock_acquire_for(b, 5000, 5000), DLOCK_OK);
+    int64_t b_at = dt_now_ms();
+    CHECK_INT(b_at - t0, >=, 950);
+    CHECK_INT(dlock_lock_fence(b), >, dlock_lock_fence(a));
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 5000);
+    CHECK(strstr(lost_why, "expired") != NULL);
+    /* a was told before b could have the lock */
+    CHECK_INT(lost_at, <=, b_at);
+    CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
+    CHECK_RC(dlock_release(a), DLOCK_ELOST);
+    CHECK_RC(dlock_release(a), DLOCK_ENOTOWNER); /* reported once, then cleared */
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void renewal_outlives_lease(void)
+{
+    setup("?lease=300ms");
+    dlock_lock *a = open_lock("renewed", 0), *b = open_lock("renewed", 0);
+
+    dlock_lock_on_lost(a, on_lost, NULL);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    int64_t until = dt_now_ms() + 2000; /* more than six leases */
+    while (dt_now_ms() < until) {
+        CHECK_RC(dlock_lock_check(a), DLOCK_OK);
+        dt_sleep_ms(50);
+    }
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+    dlock_status st;
+    CHECK_RC(dlock_query(client, "renewed", 0, &st), DLOCK_OK);
+    CHECK(st.lease_ms > 0 && st.lease_ms <= 300);
+    CHECK_INT(lost_calls, ==, 0);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void deleted_key_reported_lost(void)
+{
+    setup("?lease=600ms");
+    dlock_lock *a = open_lock("victim", 0);
+
+    dlock_lock_on_lost(a, on_lost, NULL);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    dt_redis_cli(&srv, "DEL dlock:{victim}");
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 3000);
+    CHECK(strstr(lost_why, "renewal refused") != NULL);
+    CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
+    CHECK_RC(dlock_release(a), DLOCK_ELOST);
+    dlock_lock_free(a);
+    dlock_client_close(client);
+}
+
+static void server_restart_reported_lost(void)
+{
+    setup("?lease=600ms&timeout=300ms");
+    dlock_lock *a = open_lock("restart", 0);
+
+    dlock_lock_on_lost(a, on_lost, NULL);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    dt_redis_stop(&srv);
+    dt_redis_start_on(&srv, srv.port); /* empty: the lock is gone */
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 5000);
+    CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
+    /* The client reconnects by itself. */
+    dlock_lock *b = open_lock("restart", 0);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+typedef struct waiter_arg {
+    dlock_lock *lock;
+    int rc;
+    int64_t acquired_at;
+} waiter_arg;
+
+static void *wait_for_lock(void *p)
+{
+    waiter_arg *w = p;
+    w->rc = dlock_acquire(w->lock, 20000);
+    w->acquired_at = dt_now_ms();
+    return NULL;
+}
+
+static void waiter_woken_by_release(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("wake", 0);
+    waiter_arg w = {.lock = open_lock("wake", 0)};
+    pthread_t t;
+    dlock_status st;
+
+    CHECK_RC(dlock_acquire_for(a, 0, 30000), DLOCK_OK);
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    /* the waiter is queued on the server: a condition, not a sleep */
+    DT_WAIT_UNTIL(dlock_query(client, "wake", 0, &st) == DLOCK_OK && st.waiters == 1, 5000);
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    /* woken by the release, far sooner than the 30 s lease */
+    CHECK_INT(w.acquired_at - released, <, 5000);
+    CHECK_INT(dlock_lock_fence(w.lock), >, dlock_lock_fence(a));
+    CHECK_RC(dlock_query(client, "wake", 0, &st), DLOCK_OK);
+    CHECK(strcmp(st.owner, dlock_lock_token(w.lock)) == 0);
+    CHECK_INT(st.waiters, ==, 0);
+    CHECK_RC(dlock_release(w.lock), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(w.lock);
+    dlock_client_close(client);
+}
+
+static void wait_times_out_and_leaves_queue(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("busy", 0), *b = open_lock("busy", 0);
+    dlock_status st;
+
+    CHECK_RC(dlock_acquire_for(a, 0, 30000), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(b, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(dt_now_ms() - t0, >=, 290);
+    CHECK(strstr(dlock_errmsg(), "still held") != NULL);
+    CHECK_RC(dlock_query(client, "busy", 0, &st), DLOCK_OK);
+    CHECK_INT(st.waiters, ==, 0);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_RC(dlock_query(client, "busy", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* not handed to the waiter that gave up */
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void handover_keeps_fifo_order(void)
+{
+    setup(NULL);
+    enum { N = 5 };
+    dlock_lock *holder = open_lock("fifo", 0);
+    waiter_arg w[N];
+    pthread_t t[N];
+    dlock_status st;
+
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        w[i] = (waiter_arg){.lock = open_lock("fifo", 0)};
+        pthread_create(&t[i], NULL, wait_for_lock, &w[i]);
+        DT_WAIT_UNTIL(dlock_query(client, "fifo", 0, &st) == DLOCK_OK && st.waiters == (unsigned) i + 1,
+                      5000);
+    }
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        /* the i-th waiter holds the lock now; the others still wait */
+        DT_WAIT_UNTIL(dlock_query(client, "fifo", 0, &st) == DLOCK_OK &&
+                          strcmp(st.owner, dlock_lock_token(w[i].lock)) == 0,
+                      5000);
+        pthread_join(t[i], NULL);
+        CHECK_RC(w[i].rc, DLOCK_OK);
+        if (i > 0)
+            CHECK_INT(dlock_lock_fence(w[i].lock), >, dlock_lock_fence(w[i - 1].lock));
+        CHECK_RC(dlock_release(w[i].lock), DLOCK_OK);
+    }
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(w[i].lock);
+    dlock_lock_free(holder);
+    dlock_client_close(client);
+}
+
+static void overlapping_calls_on_one_handle(void)
+{
+    setup(NULL);
+    dlock_lock *a = open_lock("shared-handle", 0), *b = open_lock("shared-handle", 0);
+    waiter_arg w = {.lock = b};
+    pthread_t t;
+    dlock_status st;
+
+    CHECK_RC(dlock_acquire_for(a, 0, 30000), DLOCK_OK);
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    DT_WAIT_UNTIL(dlock_query(client, "shared-handle", 0, &st) == DLOCK_OK && st.waiters == 1,
+                  5000);
+    CHECK_RC(dlock_release(b), DLOCK_EINVAL); /* b is busy waiting in another thread */
+    CHECK(strstr(dlock_errmsg(), "in use") != NULL);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+}
+
+static void extend_and_keepalive(void)
+{
+    setup("?lease=400ms");
+    dlock_lock *a = open_lock("ext", 0);
+    dlock_status st;
+
+    CHECK_RC(dlock_extend(a, 1000), DLOCK_ENOTOWNER);
+    CHECK_RC(dlock_acquire_for(a, 0, 500), DLOCK_OK);
+    CHECK_RC(dlock_extend(a, 0), DLOCK_EINVAL);
+    CHECK_RC(dlock_extend(a, 20000), DLOCK_OK);
+    CHECK_RC(dlock_query(client, "ext", 0, &st), DLOCK_OK);
+    CHECK(st.lease_ms > 10000);
+    CHECK(dlock_lock_remaining_ms(a) > 10000);
+    CHECK_RC(dlock_extend(a, 300), DLOCK_OK);
+    CHECK_RC(dlock_keepalive(a), DLOCK_OK);
+    dt_sleep_ms(1200); /* three of the client's 400 ms leases: renewals keep it */
+    CHECK_RC(dlock_lock_check(a), DLOCK_OK);
+    CHECK_RC(dlock_query(client, "ext", 0, &st), DLOCK_OK);
+    CHECK(strcmp(st.owner, dlock_lock_token(a)) == 0);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_client_close(client);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"acquire_release", acquire_release},
+        {"fences_increase", fences_increase},
+        {"reentrancy", reentrancy},
+        {"non_owner_release_refused", non_owner_release_refused},
+        {"adopt_by_token", adopt_by_token},
+        {"fixed_lease_expires", fixed_lease_expires},
+        {"renewal_outlives_lease", renewal_outlives_lease},
+        {"deleted_key_reported_lost", deleted_key_reported_lost},
+        {"server_restart_reported_lost", server_restart_reported_lost},
+        {"waiter_woken_by_release", waiter_woken_by_release},
+        {"wait_times_out_and_leaves_queue", wait_times_out_and_leaves_queue},
+        {"handover_keeps_fifo_order", handover_keeps_fifo_order},
+        {"overlapping_calls_on_one_handle", overlapping_calls_on_one_handle},
+        {"extend_and_keepalive", extend_and_keepalive},
+    };
+    return DT_RUN(tests);
+}
