@@ -115,8 +115,9 @@ typedef struct dlock_client dlock_client;
 DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
 
 /* Closes the client: stops its renewal thread and closes its connections.
- * Free every lock handle of the client first; locks still held then are
- * released on a best-effort basis. dlock_client_close(NULL) does nothing. */
+ * Free (or detach) every lock handle of the client first: a handle left open
+ * is not released, and its lock stays held on the server until its lease
+ * runs out. dlock_client_close(NULL) does nothing. */
 DLOCK_API void dlock_client_close(dlock_client *client);
 
 /* ---------------------------------------------------------------- locks */
@@ -161,6 +162,12 @@ DLOCK_API int dlock_lock_adopt(dlock_client *client, const char *name, const cha
 /* Frees a handle. A lock it still holds is released first (best effort).
  * dlock_lock_free(NULL) does nothing. */
 DLOCK_API void dlock_lock_free(dlock_lock *lock);
+
+/* Frees a handle WITHOUT releasing its lock: the lock stays held on the
+ * server under the handle's token until its lease runs out, or until
+ * another handle takes it over with dlock_lock_adopt(). Renewal stops. This
+ * is how a lock is handed to another process. NULL does nothing. */
+DLOCK_API void dlock_lock_detach(dlock_lock *lock);
 
 #define DLOCK_WAIT_FOREVER (-1)
 

@@ -90,8 +90,13 @@ int dlock_client_open(const char *text, dlock_client **out)
         return dlock__fail(DLOCK_EINVAL, "out is NULL");
     *out = NULL;
     rc = dlock__url_parse(text, &url);
+    if (rc == DLOCK_EINVAL) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+        return dlock__fail(rc, "bad URL: %s", detail);
+    }
     if (rc != DLOCK_OK)
-        return rc == DLOCK_EINVAL ? dlock__fail(rc, "bad URL: %s", dlock_errmsg()) : rc;
+        return rc;
 
     c = calloc(1, sizeof *c);
     if (c == NULL) {

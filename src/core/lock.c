@@ -462,6 +462,17 @@ void dlock_lock_free(dlock_lock *l)
     dlock__lock_unref(l);
 }
 
+void dlock_lock_detach(dlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    if (enter(l) == DLOCK_OK) {
+        stop_holding(l);
+        leave(l, DLOCK_OK);
+    }
+    dlock__lock_unref(l);
+}
+
 /* ---------------------------------------------------------------- lease */
 
 int dlock_extend(dlock_lock *l, int64_t lease_ms)

@@ -127,8 +127,13 @@ static int run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t
     }
     for (size_t i = 0; i < n; i++) {
         if (replies[i]->type == REDIS_REPLY_ERROR) {
-            rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s", dlock__rconn_label(c),
-                             dlock__script_get(calls[i].script)->name, replies[i]->str);
+            const char *e = replies[i]->str;
+            int auth = strncmp(e, "NOAUTH", 6) == 0 || strstr(e, "unauthenticated") != NULL;
+            rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s", dlock__rconn_label(c),
+                             dlock__script_get(calls[i].script)->name, e,
+                             auth ? " (NOAUTH: the server wants a password: "
+                                    "redis://:PASSWORD@host)"
+                                  : "");
             for (size_t j = 0; j < n; j++) {
                 freeReplyObject(replies[j]);
                 replies[j] = NULL;

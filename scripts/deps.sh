@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages dlock needs to build, test, run the demo and
+# the benchmarks, when they are missing. Safe to run again.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config        # build
+  libhiredis-dev libssl-dev               # libdlock: Redis protocol, SHA1 of scripts
+  redis-server redis-tools                # tests and demo start their own servers
+  python3 python3-redis                   # interop test with redis-py's Lock
+  clang-format                            # style check
+  gnuplot-nox                             # benchmark chart
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "Installing: ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The packaged redis-server starts a system instance; tests never use it.

@@ -1,0 +1,329 @@
+/* test_bad_input.c - wrong URLs, unreachable servers, bad names and leases,
+ * and a server that answers garbage: each a clear error, no crash, nothing
+ * held by mistake. */
+#include "../support/harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void expect_open_fails(const char *url, int code, const char *words)
+{
+    dlock_client *c = (dlock_client *) 1;
+    int rc = dlock_client_open(url, &c);
+    if (rc != code || c != NULL || strstr(dlock_errmsg(), words) == NULL)
+        dt_fail(__FILE__, __LINE__, "open(%s): got %d '%s', want %d with '%s'", url, rc,
+                dlock_errmsg(), code, words);
+}
+
+static void malformed_urls(void)
+{
+    expect_open_fails(NULL, DLOCK_EINVAL, "empty URL");
+    expect_open_fails("", DLOCK_EINVAL, "empty URL");
+    expect_open_fails("localhost:6379", DLOCK_EINVAL, "not a URL");
+    expect_open_fails("http://localhost", DLOCK_EINVAL, "unknown scheme 'http'");
+    expect_open_fails("redis://", DLOCK_EINVAL, "exactly one host");
+    expect_open_fails("redis://a,b", DLOCK_EINVAL, "exactly one host");
+    expect_open_fails("redis://host:0", DLOCK_EINVAL, "bad port");
+    expect_open_fails("redis://host:99999", DLOCK_EINVAL, "bad port");
+    expect_open_fails("redis://host:12ab", DLOCK_EINVAL, "bad port");
+    expect_open_fails("redis://[::1", DLOCK_EINVAL, "unclosed '['");
+    expect_open_fails("redis://ho st", DLOCK_EINVAL, "space");
+    expect_open_fails("redis://host/notadb", DLOCK_EINVAL, "not a number");
+    expect_open_fails("redis://host?lease=0", DLOCK_EINVAL, "lease");
+    expect_open_fails("redis://host?lease=soon", DLOCK_EINVAL, "not a duration");
+    expect_open_fails("redis://host?timeout=-5", DLOCK_EINVAL, "not a duration");
+    expect_open_fails("redis://host?pool=0", DLOCK_EINVAL, "pool");
+    expect_open_fails("redis://host?pool=1000", DLOCK_EINVAL, "pool");
+    expect_open_fails("redis://host?prefix=a*b", DLOCK_EINVAL, "prefix");
+    expect_open_fails("redis://host?colour=red", DLOCK_EINVAL, "unknown option 'colour'");
+    expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL, "given twice");
+    expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
+    expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
+    expect_open_fails("rediss://host", DLOCK_ENOTSUP, "TLS");
+    /* the password never shows in messages */
+    expect_open_fails("redis://user:s3cret@host?bogus=1", DLOCK_EINVAL, "***");
+    CHECK(strstr(dlock_errmsg(), "s3cret") == NULL);
+}
+
+static void good_urls(void)
+{
+    const char *urls[] = {
+        "redis://127.0.0.1",
+        "redis://localhost:6380/2",
+        "REDIS://[::1]:6379?prefix=app:locks&lease=10s&timeout=500ms&connect_timeout=1s",
+        "redis://:pass@host",
+        "redis://user:pa%40ss@host:7000/0?pool=4&waiter_lease=2s",
+        "redis+unix:///var/run/redis.sock?lease=1m",
+    };
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        dlock_client *c = NULL;
+        CHECK_RC(dlock_client_open(urls[i], &c), DLOCK_OK); /* lazy: no connection yet */
+        dlock_client_close(c);
+    }
+}
+
+static void unreachable_server(void)
+{
+    char url[128];
+    dlock_client *c;
+    dlock_lock *l;
+    dlock_status st;
+    int port = dt_free_port(); /* nobody listens there */
+
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?connect_timeout=500ms", port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "Connection refused") != NULL);
+    char want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", port);
+    CHECK(strstr(dlock_errmsg(), want) != NULL);
+    CHECK_RC(dlock_acquire(l, 1000), DLOCK_EUNREACHABLE);
+    CHECK_RC(dlock_query(c, "x", 0, &st), DLOCK_EUNREACHABLE);
+    CHECK_RC(dlock_force_unlock(c, "x", 0), DLOCK_EUNREACHABLE);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    CHECK_RC(dlock_release(l), DLOCK_ENOTOWNER);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* a name that does not resolve */
+    CHECK_RC(dlock_client_open("redis://no-such-host.invalid:6379?connect_timeout=1s", &c),
+             DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "no-such-host.invalid") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static void bad_names_and_leases(void)
+{
+    dt_redis srv;
+    dlock_client *c;
+    dlock_lock *l = NULL;
+    char long_name[DLOCK_NAME_MAX + 2];
+
+    dt_redis_start(&srv, NULL);
+    CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "", 0, &l), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "empty") != NULL);
+    CHECK_RC(dlock_lock_open(c, NULL, 0, &l), DLOCK_EINVAL);
+    memset(long_name, 'n', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    CHECK_RC(dlock_lock_open(c, long_name, 0, &l), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "limit is 512") != NULL);
+    long_name[DLOCK_NAME_MAX] = '\0';
+    CHECK_RC(dlock_lock_open(c, long_name, 0, &l), DLOCK_OK); /* exactly the limit */
+    dlock_lock_free(l);
+    CHECK_RC(dlock_lock_open(c, "line\nbreak", 0, &l), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "control character") != NULL);
+    CHECK_RC(dlock_lock_open(c, "a{b", 0, &l), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "hash tag") != NULL);
+    CHECK_RC(dlock_lock_open(c, "a{}b", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_open(c, "{a}{b}", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_open(c, "x", 0x80, &l), DLOCK_EINVAL);
+    CHECK(l == NULL);
+
+    /* a hash-tagged name keeps its own tag: all keys in one slot */
+    CHECK_RC(dlock_lock_open(c, "order:{42}", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK(strlen(dt_redis_cli(&srv, "HGET 'dlock:order:{42}' o")) == 32);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+
+    CHECK_RC(dlock_acquire_for(l, 0, 0), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "lease must be > 0") != NULL);
+    CHECK_RC(dlock_acquire_for(l, 0, -5), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire(l, -7), DLOCK_EINVAL);
+    CHECK_RC(dlock_extend(l, 1000), DLOCK_ENOTOWNER);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    CHECK(strcmp(dt_redis_cli(&srv, "EXISTS 'dlock:order:{42}'"), "0") == 0);
+    dlock_lock_free(l);
+
+    /* NULL handles are refused, not dereferenced */
+    CHECK_RC(dlock_acquire(NULL, 0), DLOCK_EINVAL);
+    CHECK_RC(dlock_release(NULL), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_check(NULL), DLOCK_EINVAL);
+    CHECK_RC(dlock_query(NULL, "x", 0, NULL), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_adopt(c, "x", "", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_adopt(c, "x", "has space", 0, &l), DLOCK_EINVAL);
+    dlock_lock_free(NULL);
+    dlock_client_close(NULL);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- garbage */
+
+typedef struct fake {
+    int listen_fd, port;
+    const char *answer; /* sent once per command-ish read */
+    size_t answer_len;
+    int close_after; /* close the connection after answering */
+} fake;
+
+static void *fake_server(void *p)
+{
+    fake *f = p;
+    for (;;) {
+        int fd = accept(f->listen_fd, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        char buf[4096];
+        while (read(fd, buf, sizeof buf) > 0) {
+            if (send(fd, f->answer, f->answer_len, MSG_NOSIGNAL) < 0 || f->close_after)
+                break;
+        }
+        close(fd);
+    }
+}
+
+static void start_fake(fake *f, const char *answer, size_t len, int close_after)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    pthread_t t;
+
+    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(bind(f->listen_fd, (struct sockaddr *) &a, sizeof a) == 0);
+    CHECK(listen(f->listen_fd, 16) == 0);
+    CHECK(getsockname(f->listen_fd, (struct sockaddr *) &a, &alen) == 0);
+    f->port = ntohs(a.sin_port);
+    f->answer = answer;
+    f->answer_len = len;
+    f->close_after = close_after;
+    pthread_create(&t, NULL, fake_server, f);
+    pthread_detach(t);
+}
+
+static void against_fake(const char *answer, size_t len, int close_after, int want,
+                         const char *words)
+{
+    fake f;
+    char url[128];
+    dlock_client *c;
+    dlock_lock *l;
+    dlock_status st;
+
+    start_fake(&f, answer, len, close_after);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?timeout=1s", f.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    int rc = dlock_try_acquire(l);
+    if (rc != want || strstr(dlock_errmsg(), words) == NULL)
+        dt_fail(__FILE__, __LINE__, "answer %.*s: got %d '%s', want %d with '%s'", (int) len,
+                answer, rc, dlock_errmsg(), want, words);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    CHECK(dlock_query(c, "x", 0, &st) != DLOCK_OK);
+    CHECK(dlock_acquire(l, 300) != DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    close(f.listen_fd);
+}
+
+static void server_answers_garbage(void)
+{
+    static const char html[] = "HTTP/1.1 400 Bad Request\r\n\r\n<html>";
+    static const char wrong_type[] = "+OK\r\n";
+    static const char wrong_shape[] = "*2\r\n:1\r\n$3\r\nabc\r\n";
+    static const char bad_length[] = "$-9\r\n";
+    static const char error[] = "-ERR unknown command 'EVALSHA'\r\n";
+    static const char binary[] = "\x00\x01\x02\xff\r\n";
+
+    against_fake(html, sizeof html - 1, 0, DLOCK_EPROTO, "invalid reply");
+    against_fake(wrong_type, sizeof wrong_type - 1, 0, DLOCK_EPROTO, "unexpected reply");
+    against_fake(wrong_shape, sizeof wrong_shape - 1, 0, DLOCK_EPROTO, "unexpected reply");
+    against_fake(bad_length, sizeof bad_length - 1, 0, DLOCK_EPROTO, "invalid reply");
+    against_fake(error, sizeof error - 1, 0, DLOCK_ESERVER, "unknown command");
+    against_fake(binary, sizeof binary - 1, 0, DLOCK_EPROTO, "invalid reply");
+    against_fake("", 0, 1, DLOCK_EUNREACHABLE, "closed the connection");
+    /* a server that never answers: the command timeout */
+    against_fake("", 0, 0, DLOCK_ETIMEDOUT, "no reply");
+}
+
+static void wrong_password(void)
+{
+    dt_redis srv;
+    char url[160];
+    dlock_client *c;
+    dlock_lock *l;
+
+    dt_redis_start(&srv, "--requirepass", "right", NULL);
+    snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "AUTH") != NULL);
+    CHECK(strstr(dlock_errmsg(), "wrong") == NULL || strstr(dlock_errmsg(), "WRONGPASS"));
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* no password at all */
+    CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "NOAUTH") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    snprintf(url, sizeof url, "redis://:right@127.0.0.1:%d/3", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK(strcmp(dt_redis_cli(&srv, "-a right -n 3 --no-auth-warning EXISTS dlock:{x}"), "1") == 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static void scripts_flushed(void)
+{
+    dt_redis srv;
+    dlock_client *c;
+    dlock_lock *l;
+
+    dt_redis_start(&srv, NULL);
+    CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    dt_redis_cli(&srv, "SCRIPT FLUSH");
+    CHECK_RC(dlock_release(l), DLOCK_OK); /* NOSCRIPT: sent again in full */
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static void wrong_key_type(void)
+{
+    dt_redis srv;
+    dlock_client *c;
+    dlock_lock *l;
+
+    dt_redis_start(&srv, NULL);
+    dt_redis_cli(&srv, "SET dlock:{taken} not-a-hash");
+    CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "taken", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
+    CHECK(strcmp(dt_redis_cli(&srv, "GET dlock:{taken}"), "not-a-hash") == 0); /* untouched */
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"malformed_urls", malformed_urls},
+        {"good_urls", good_urls},
+        {"unreachable_server", unreachable_server},
+        {"bad_names_and_leases", bad_names_and_leases},
+        {"server_answers_garbage", server_answers_garbage},
+        {"wrong_password", wrong_password},
+        {"scripts_flushed", scripts_flushed},
+        {"wrong_key_type", wrong_key_type},
+    };
+    return DT_RUN(tests);
+}

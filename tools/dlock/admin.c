@@ -1,0 +1,260 @@
+/* admin.c - the operator's subcommands: status, lock, unlock, extend.
+ *
+ * `lock` takes a lock with a fixed lease and leaves it held, printing the
+ * owner token; `unlock --token` and `extend --token` act on it later from
+ * any process, so a shell script can hold a lock across several commands. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct admin_args {
+    const char *url;
+    const char *token;
+    const char *name;
+    int simple, json, force;
+    int64_t wait_ms, lease_ms;
+} admin_args;
+
+/* Parses the options every admin command shares; `allowed` lists the short
+ * option letters that this command accepts. Returns -1 to continue, or an
+ * exit code. */
+static int parse(int argc, char **argv, const char *allowed, const char *usage, admin_args *a)
+{
+    static const struct option options[] = {
+        {"url", required_argument, NULL, 'u'},   {"simple", no_argument, NULL, 'S'},
+        {"json", no_argument, NULL, 'j'},        {"force", no_argument, NULL, 'f'},
+        {"token", required_argument, NULL, 't'}, {"nonblock", no_argument, NULL, 'n'},
+        {"wait", required_argument, NULL, 'w'},  {"lease", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    int opt;
+
+    memset(a, 0, sizeof *a);
+    a->wait_ms = DLOCK_WAIT_FOREVER;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "u:t:nw:l:h", options, NULL)) != -1) {
+        if (opt != '?' && opt != 'h' && strchr(allowed, opt) == NULL) {
+            fprintf(stderr, "dlock %s: option not accepted here\n%s", argv[0], usage);
+            return EXIT_USAGE;
+        }
+        switch (opt) {
+        case 'u':
+            a->url = optarg;
+            break;
+        case 'S':
+            a->simple = 1;
+            break;
+        case 'j':
+            a->json = 1;
+            break;
+        case 'f':
+            a->force = 1;
+            break;
+        case 't':
+            a->token = optarg;
+            break;
+        case 'n':
+            a->wait_ms = 0;
+            break;
+        case 'w':
+            if (cli_duration_ms(optarg, &a->wait_ms) != 0) {
+                fprintf(stderr, "dlock %s: -w %s: not a duration\n", argv[0], optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'l':
+            if (cli_duration_ms(optarg, &a->lease_ms) != 0 || a->lease_ms <= 0) {
+                fprintf(stderr, "dlock %s: -l %s: the lease must be a duration > 0\n", argv[0],
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "dlock %s: want exactly one NAME\n%s", argv[0], usage);
+        return EXIT_USAGE;
+    }
+    a->name = argv[optind];
+    a->url = cli_url(a->url);
+    return -1;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s != '\0'; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+int cmd_status(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: dlock status [-u URL] [--simple] [--json] NAME\n"
+        "Shows whether NAME is held, by which owner token, for how much longer,\n"
+        "its fence and how many waiters are queued.\n";
+    admin_args a;
+    dlock_client *c;
+    dlock_status st;
+    int code = parse(argc, argv, "uSj", usage, &a);
+
+    if (code >= 0)
+        return code;
+    code = cli_open(a.url, &c);
+    if (code != 0)
+        return code;
+    int rc = dlock_query(c, a.name, a.simple ? DLOCK_SIMPLE : 0, &st);
+    dlock_client_close(c);
+    if (rc != DLOCK_OK)
+        return cli_fail(rc, "cannot read the lock's state");
+    if (a.json) {
+        printf("{\"name\":");
+        json_string(a.name);
+        printf(",\"held\":%s,\"owner\":", st.held ? "true" : "false");
+        json_string(st.owner);
+        printf(",\"holds\":%u,\"lease_ms\":%" PRId64 ",\"fence\":%" PRIu64
+               ",\"last_fence\":%" PRIu64 ",\"waiters\":%u}\n",
+               st.holds, st.lease_ms, st.fence, st.last_fence, st.waiters);
+        return 0;
+    }
+    printf("name:       %s\n", a.name);
+    printf("state:      %s\n", st.held ? "held" : "free");
+    if (st.held) {
+        printf("owner:      %s\n", st.owner);
+        printf("holds:      %u\n", st.holds);
+        if (st.lease_ms >= 0)
+            printf("lease left: %.3f s\n", (double) st.lease_ms / 1000);
+        else
+            printf("lease left: none (never expires)\n");
+        if (st.fence != 0)
+            printf("fence:      %" PRIu64 "\n", st.fence);
+    }
+    printf("last fence: %" PRIu64 "\n", st.last_fence);
+    if (!a.simple)
+        printf("waiters:    %u\n", st.waiters);
+    return 0;
+}
+
+int cmd_lock(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [--simple] NAME\n"
+        "Takes NAME with a fixed lease and leaves it held when dlock exits. Prints\n"
+        "'<owner token> <fence>'; pass the token to 'dlock unlock --token' or\n"
+        "'dlock extend --token' from any process. Exit 1 if it is held by someone else.\n";
+    admin_args a;
+    dlock_client *c;
+    dlock_lock *l;
+    int code = parse(argc, argv, "unwlS", usage, &a);
+
+    if (code >= 0)
+        return code;
+    if (a.lease_ms <= 0) {
+        fprintf(stderr, "dlock lock: -l SECONDS is required: a lock left held needs a lease\n");
+        return EXIT_USAGE;
+    }
+    code = cli_open(a.url, &c);
+    if (code != 0)
+        return code;
+    int rc = dlock_lock_open(c, a.name, a.simple ? DLOCK_SIMPLE : 0, &l);
+    if (rc == DLOCK_OK) {
+        rc = dlock_acquire_for(l, a.wait_ms, a.lease_ms);
+        if (rc == DLOCK_OK)
+            printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
+        if (rc == DLOCK_ETIMEDOUT)
+            rc = DLOCK_EBUSY;
+        dlock_lock_detach(l); /* stays held: that is the point */
+    }
+    code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+    dlock_client_close(c);
+    return code;
+}
+
+/* Takes over the lock held under a.token. */
+static int adopt(const admin_args *a, dlock_client *c, dlock_lock **l)
+{
+    int rc = dlock_lock_adopt(c, a->name, a->token, a->simple ? DLOCK_SIMPLE : 0, l);
+    return rc == DLOCK_OK ? 0 : cli_fail(rc, a->name);
+}
+
+int cmd_unlock(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: dlock unlock [-u URL] [--simple] (--token TOKEN | --force) NAME\n"
+        "Releases NAME: the lock held under TOKEN (as printed by 'dlock lock'), or,\n"
+        "with --force, whoever holds it (the holder learns it lost the lock at its\n"
+        "next renewal; fences keep increasing). Exit 1 if TOKEN does not hold it.\n";
+    admin_args a;
+    dlock_client *c;
+    dlock_lock *l;
+    int code = parse(argc, argv, "utfS", usage, &a);
+
+    if (code >= 0)
+        return code;
+    if ((a.token == NULL) == (a.force == 0)) {
+        fprintf(stderr, "dlock unlock: give either --token TOKEN or --force\n%s", usage);
+        return EXIT_USAGE;
+    }
+    code = cli_open(a.url, &c);
+    if (code != 0)
+        return code;
+    if (a.force) {
+        int rc = dlock_force_unlock(c, a.name, a.simple ? DLOCK_SIMPLE : 0);
+        code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+    } else {
+        code = adopt(&a, c, &l);
+        if (code == 0) {
+            int rc = DLOCK_OK;
+            while (rc == DLOCK_OK && dlock_lock_holds(l) > 0)
+                rc = dlock_release(l);
+            code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+            dlock_lock_free(l);
+        }
+    }
+    dlock_client_close(c);
+    return code;
+}
+
+int cmd_extend(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: dlock extend [-u URL] [--simple] --token TOKEN -l SECONDS NAME\n"
+        "Sets the remaining lease of NAME, held under TOKEN, to SECONDS from now.\n";
+    admin_args a;
+    dlock_client *c;
+    dlock_lock *l;
+    int code = parse(argc, argv, "utlS", usage, &a);
+
+    if (code >= 0)
+        return code;
+    if (a.token == NULL || a.lease_ms <= 0) {
+        fprintf(stderr, "dlock extend: --token and -l are required\n%s", usage);
+        return EXIT_USAGE;
+    }
+    code = cli_open(a.url, &c);
+    if (code != 0)
+        return code;
+    code = adopt(&a, c, &l);
+    if (code == 0) {
+        int rc = dlock_extend(l, a.lease_ms);
+        code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+        dlock_lock_detach(l);
+    }
+    dlock_client_close(c);
+    return code;
+}

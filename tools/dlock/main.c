@@ -1,0 +1,116 @@
+/* main.c - the dlock command: dispatch, shared helpers, exit codes. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: dlock COMMAND [OPTIONS] NAME ...\n"
+    "\n"
+    "A distributed lock from the command line, shaped like flock(1).\n"
+    "\n"
+    "commands:\n"
+    "  run     hold a lock while a command runs        dlock run NAME -- COMMAND [ARGS...]\n"
+    "  status  show who holds a lock                   dlock status NAME [--json]\n"
+    "  lock    take a lock and print its owner token   dlock lock -l SECONDS NAME\n"
+    "  unlock  release a lock by token, or force it    dlock unlock (--token T | --force) NAME\n"
+    "  extend  set the lease of a lock held by token   dlock extend --token T -l SECONDS NAME\n"
+    "  bench   measure lock throughput (JSON lines)    dlock bench --help\n"
+    "\n"
+    "The store is -u URL, else $DLOCK_URL, else " DEFAULT_URL ".\n"
+    "Run 'dlock COMMAND --help' for a command's options; 'man dlock' for exit codes.\n";
+
+const char *cli_url(const char *flag)
+{
+    const char *env = getenv("DLOCK_URL");
+    if (flag != NULL)
+        return flag;
+    return env != NULL && env[0] != '\0' ? env : DEFAULT_URL;
+}
+
+int cli_duration_ms(const char *text, int64_t *ms)
+{
+    char *end;
+    double v, scale = 1000;
+
+    if (text == NULL || *text == '\0')
+        return -1;
+    errno = 0;
+    v = strtod(text, &end);
+    if (errno != 0 || end == text || !(v >= 0) || isinf(v))
+        return -1;
+    if (strcmp(end, "ms") == 0)
+        scale = 1;
+    else if (strcmp(end, "s") == 0 || *end == '\0')
+        scale = 1000;
+    else if (strcmp(end, "m") == 0)
+        scale = 60000;
+    else
+        return -1;
+    v *= scale;
+    if (v > 1e15)
+        return -1;
+    *ms = (int64_t) llround(v);
+    return 0;
+}
+
+int cli_fail(int rc, const char *what)
+{
+    fprintf(stderr, "dlock: %s: %s\n", what, dlock_errmsg()[0] ? dlock_errmsg() : dlock_strerror(rc));
+    switch (rc) {
+    case DLOCK_EINVAL:
+        return EXIT_USAGE;
+    case DLOCK_EUNREACHABLE:
+    case DLOCK_ETIMEDOUT:
+        return EXIT_UNREACHABLE;
+    case DLOCK_EBUSY:
+    case DLOCK_ENOTOWNER:
+        return EXIT_NOT_ACQUIRED;
+    case DLOCK_ELOST:
+        return EXIT_LOST;
+    default:
+        return EXIT_FAILURE_OTHER;
+    }
+}
+
+int cli_open(const char *url, dlock_client **out)
+{
+    int rc = dlock_client_open(url, out);
+    if (rc != DLOCK_OK)
+        return cli_fail(rc, "cannot open client");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } commands[] = {
+        {"run", cmd_run},       {"status", cmd_status}, {"lock", cmd_lock},
+        {"unlock", cmd_unlock}, {"extend", cmd_extend}, {"bench", cmd_bench},
+    };
+
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("dlock %s\n", dlock_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "dlock: unknown command '%s'\n%s", argv[1], usage);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,357 @@
+/* run.c - `dlock run`: hold a lock while a command runs.
+ *
+ * The lock is taken, the command is started with the fencing token in its
+ * environment, and the lease is renewed while it runs (or, with -l, left to
+ * run out). If the lock is lost the command is sent SIGTERM, then SIGKILL
+ * after a grace period, and dlock exits with EXIT_LOST. Signals sent to
+ * dlock with kill(1) are passed on to the command; signals from the
+ * terminal already reach it (same process group) and are not sent twice.
+ * When the command ends the lock is released and its status is dlock's. */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char run_usage[] =
+    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--simple]\n"
+    "                 [--grace SECONDS] [-q] NAME [--] COMMAND [ARGS...]\n"
+    "\n"
+    "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
+    "with COMMAND's status.\n"
+    "\n"
+    "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
+    "  -n, --nonblock       fail at once if the lock is held\n"
+    "  -w, --wait SECONDS   wait at most this long (default: wait forever)\n"
+    "  -l, --lease SECONDS  fixed lease, not renewed (default: renewed while COMMAND runs)\n"
+    "  -E, --conflict-exit-code CODE\n"
+    "                       exit code when the lock is not acquired (default 1)\n"
+    "      --simple         interop mode: plain SET NX key NAME, as redis-py, redlock, redsync\n"
+    "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
+    "  -q, --quiet          no message when the lock is not acquired\n"
+    "\n"
+    "COMMAND gets DLOCK_NAME, DLOCK_TOKEN (the fencing token), DLOCK_FENCE (the same)\n"
+    "and DLOCK_OWNER (the owner token) in its environment. Durations take a unit:\n"
+    "250ms, 2s, 1m; a plain number is seconds.\n";
+
+/* Self-pipe: signal handlers and the lost-lock callback write one byte. */
+static int wake_pipe[2] = {-1, -1};
+static volatile sig_atomic_t forward_signal;
+
+static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static char lost_why[256];
+static int lost;
+
+static void on_signal(int sig, siginfo_t *info, void *ctx)
+{
+    int saved = errno;
+    (void) ctx;
+    /* A terminal's ^C already reached the command (same process group);
+     * only signals sent to dlock by a process are passed on. */
+    if (sig != SIGCHLD && info != NULL && info->si_code != SI_KERNEL)
+        forward_signal = sig;
+    char c = sig == SIGCHLD ? 'C' : 'S';
+    if (write(wake_pipe[1], &c, 1) < 0) {
+        /* the pipe is full: a wake-up is pending anyway */
+    }
+    errno = saved;
+}
+
+static void on_lost(dlock_lock *lock, int code, const char *why, void *arg)
+{
+    (void) lock;
+    (void) code;
+    (void) arg;
+    pthread_mutex_lock(&lost_mu);
+    snprintf(lost_why, sizeof lost_why, "%s", why);
+    lost = 1;
+    pthread_mutex_unlock(&lost_mu);
+    char c = 'L';
+    if (write(wake_pipe[1], &c, 1) < 0) {
+        /* as above */
+    }
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_env_u64(const char *name, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    setenv(name, buf, 1);
+}
+
+/* Starts argv with the lock's facts in its environment. On exec failure
+ * reports errno through an exec-status pipe. */
+static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *exec_errno)
+{
+    int status_pipe[2];
+    pid_t pid;
+
+    *exec_errno = 0;
+    if (pipe2(status_pipe, O_CLOEXEC) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
+        signal(SIGCHLD, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* A command whose dlock dies no longer holds the lock. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        close(status_pipe[0]);
+        setenv("DLOCK_NAME", dlock_lock_name(lock), 1);
+        set_env_u64("DLOCK_TOKEN", dlock_lock_fence(lock));
+        set_env_u64("DLOCK_FENCE", dlock_lock_fence(lock));
+        setenv("DLOCK_OWNER", dlock_lock_token(lock), 1);
+        setenv("DLOCK_URL", url, 1);
+        execvp(argv[0], argv);
+        int e = errno;
+        if (write(status_pipe[1], &e, sizeof e) < 0) {
+            /* nothing more can be done */
+        }
+        _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+    }
+    close(status_pipe[1]);
+    if (pid > 0) {
+        ssize_t n;
+        do
+            n = read(status_pipe[0], exec_errno, sizeof *exec_errno);
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t) sizeof *exec_errno)
+            *exec_errno = 0;
+    }
+    close(status_pipe[0]);
+    return pid;
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+/* Waits for the command, passing signals on and stopping it if the lock
+ * is lost. Returns its wait status; *was_lost tells whether the lock went. */
+static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_lost)
+{
+    int64_t kill_at = -1;
+    int status = 0;
+
+    *was_lost = 0;
+    for (;;) {
+        pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child)
+            return status;
+        int sig = forward_signal;
+        if (sig != 0) {
+            forward_signal = 0;
+            kill(child, sig);
+        }
+        pthread_mutex_lock(&lost_mu);
+        int now_lost = lost;
+        pthread_mutex_unlock(&lost_mu);
+        if (now_lost && !*was_lost) {
+            *was_lost = 1;
+            pthread_mutex_lock(&lost_mu);
+            fprintf(stderr, "dlock: lock '%s' was lost (%s); stopping the command\n", name,
+                    lost_why);
+            pthread_mutex_unlock(&lost_mu);
+            kill(child, SIGTERM);
+            kill_at = now_ms() + grace_ms;
+        }
+        int timeout = -1;
+        if (kill_at >= 0) {
+            int64_t left = kill_at - now_ms();
+            if (left <= 0) {
+                kill(child, SIGKILL);
+                kill_at = -1;
+            } else {
+                timeout = (int) left;
+            }
+        }
+        struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
+        if (poll(&p, 1, timeout) > 0) {
+            char buf[64];
+            if (read(wake_pipe[0], buf, sizeof buf) < 0 && errno != EAGAIN && errno != EINTR)
+                return status;
+        }
+    }
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"url", required_argument, NULL, 'u'},
+        {"nonblock", no_argument, NULL, 'n'},
+        {"wait", required_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 'w'},
+        {"lease", required_argument, NULL, 'l'},
+        {"conflict-exit-code", required_argument, NULL, 'E'},
+        {"simple", no_argument, NULL, 'S'},
+        {"grace", required_argument, NULL, 'g'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *url_flag = NULL;
+    int64_t wait_ms = DLOCK_WAIT_FOREVER, lease_ms = 0, grace_ms = 5000;
+    int conflict_code = EXIT_NOT_ACQUIRED, simple = 0, quiet = 0, opt;
+    char *end;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+u:nw:l:E:qh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'u':
+            url_flag = optarg;
+            break;
+        case 'n':
+            wait_ms = 0;
+            break;
+        case 'w':
+            if (cli_duration_ms(optarg, &wait_ms) != 0) {
+                fprintf(stderr, "dlock run: -w %s: not a duration\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'l':
+            if (cli_duration_ms(optarg, &lease_ms) != 0 || lease_ms <= 0) {
+                fprintf(stderr, "dlock run: -l %s: the lease must be a duration > 0\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'E':
+            conflict_code = (int) strtol(optarg, &end, 10);
+            if (*end != '\0' || end == optarg || conflict_code < 0 || conflict_code > 255) {
+                fprintf(stderr, "dlock run: -E %s: want an exit code 0..255\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'S':
+            simple = 1;
+            break;
+        case 'g':
+            if (cli_duration_ms(optarg, &grace_ms) != 0) {
+                fprintf(stderr, "dlock run: --grace %s: not a duration\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            fputs(run_usage, stdout);
+            return 0;
+        default:
+            fputs(run_usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[optind++];
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (optind >= argc) {
+        fprintf(stderr, "dlock run: missing COMMAND\n%s", run_usage);
+        return EXIT_USAGE;
+    }
+    char **command = argv + optind;
+    const char *url = cli_url(url_flag);
+
+    dlock_client *client;
+    dlock_lock *lock;
+    int rc, code = cli_open(url, &client);
+    if (code != 0)
+        return code;
+    rc = dlock_lock_open(client, name, simple ? DLOCK_SIMPLE : 0, &lock);
+    if (rc != DLOCK_OK) {
+        code = cli_fail(rc, "bad lock name");
+        dlock_client_close(client);
+        return code;
+    }
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("dlock: pipe");
+        return EXIT_FAILURE_OTHER;
+    }
+    dlock_lock_on_lost(lock, on_lost, NULL);
+
+    rc = lease_ms > 0 ? dlock_acquire_for(lock, wait_ms, lease_ms) : dlock_acquire(lock, wait_ms);
+    if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
+        if (!quiet)
+            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+        code = conflict_code;
+        goto out;
+    }
+    if (rc != DLOCK_OK) {
+        char what[600];
+        snprintf(what, sizeof what, "cannot take lock '%s'", name);
+        code = cli_fail(rc, what);
+        goto out;
+    }
+
+    /* From here on a signal must not kill dlock before the lock is
+     * released; while waiting for the lock, ^C simply ends the wait. */
+    install_handlers();
+    int exec_errno, was_lost;
+    pid_t child = start_command(command, lock, url, &exec_errno);
+    if (child < 0 || exec_errno != 0) {
+        int e = child < 0 ? errno : exec_errno;
+        fprintf(stderr, "dlock: cannot run '%s': %s\n", command[0], strerror(e));
+        if (child > 0)
+            waitpid(child, NULL, 0);
+        code = e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+        dlock_release(lock);
+        goto out;
+    }
+    int status = supervise(child, name, grace_ms, &was_lost);
+    if (was_lost) {
+        code = EXIT_LOST;
+    } else {
+        rc = dlock_release(lock);
+        if (rc == DLOCK_ELOST) {
+            /* lost between the command's end and the release */
+            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+            code = EXIT_LOST;
+        } else {
+            if (rc != DLOCK_OK)
+                fprintf(stderr, "dlock: release: %s (the lock ends with its lease)\n",
+                        dlock_errmsg());
+            code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+    }
+out:
+    dlock_lock_free(lock);
+    dlock_client_close(client);
+    return code;
+}
