@@ -150,8 +150,8 @@ DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned f
  * Makes a handle that takes over a lock already held under `token` (the
  * owner token another handle or process printed, see dlock_lock_token()),
  * so a lock can be handed from one process to another. The server is asked:
- * if `name` is held under `token`, the handle becomes its holder with the
- * server's hold count, fence and remaining lease (fixed; call
+ * if `name` is held under `token`, the handle becomes its holder (one hold)
+ * with the server's fence and remaining lease (fixed; call
  * dlock_extend() or dlock_keepalive() to keep it). Returns DLOCK_OK,
  * DLOCK_ENOTOWNER (not held under that token), DLOCK_EINVAL, or a
  * connection error.
@@ -180,7 +180,9 @@ DLOCK_API void dlock_lock_detach(dlock_lock *lock);
  * each wait is still bounded by the holder's remaining lease.
  *
  * If the handle already holds the lock, the hold count goes up by one
- * (reentrancy) and the fence stays the same.
+ * (reentrancy), the fence stays the same, and the server is asked to
+ * confirm the hold and keep the lease at least as long. The count lives in
+ * the handle: an owner is a handle.
  *
  * Returns DLOCK_OK (held; see dlock_lock_fence()), DLOCK_EBUSY (wait_ms was
  * 0 and someone else holds it), DLOCK_ETIMEDOUT, DLOCK_ELOST (the handle had
@@ -199,7 +201,8 @@ DLOCK_API int dlock_try_acquire(dlock_lock *lock);
 
 /*
  * Gives up one hold. When the count reaches zero the lock is released and
- * handed straight to the next waiter, if any.
+ * handed straight to the next waiter, if any (inner holds are given up
+ * locally, without a request).
  * Returns DLOCK_OK, DLOCK_ENOTOWNER (the handle does not hold it, or the
  * server says someone else does: nothing is changed there), DLOCK_ELOST (it
  * was lost before this call; local state is cleared), or a connection error
@@ -260,7 +263,7 @@ DLOCK_API void dlock_lock_on_lost(dlock_lock *lock, dlock_lost_fn fn, void *arg)
 typedef struct dlock_status {
     int held;              /* 1 if someone holds it */
     char owner[72];        /* owner token of the holder, "" when free */
-    unsigned holds;        /* hold count of the holder */
+    unsigned holds;        /* 1 when held: re-entrant counts live in the owning handle */
     int64_t lease_ms;      /* remaining lease on the server, -1 if none */
     uint64_t fence;        /* fence of the current holder, 0 when free */
     uint64_t last_fence;   /* highest fence ever issued for the name */

@@ -28,24 +28,22 @@ typedef struct dlock__client_cfg {
     char client_id[17];         /* 16 hex digits, random per client */
 } dlock__client_cfg;
 
-/* One acquisition attempt. */
+/* One attempt to take a lock the caller does not hold. (Re-entry is the
+ * owning handle's business: it only lengthens the lease, see extend.) */
 enum dlock__outcome {
-    DLOCK__TAKEN = 1,    /* the caller holds the lock now */
-    DLOCK__HELD = 2,     /* someone else holds it */
-    DLOCK__GONE = 3,     /* the caller believed it held the lock, and does not */
+    DLOCK__TAKEN = 1, /* the caller holds the lock now */
+    DLOCK__HELD = 2,  /* someone else holds it */
 };
 
 typedef struct dlock__attempt {
     /* in */
     const char *token;
     int64_t lease_ms;
-    unsigned holds;  /* holds the caller has now (0: a fresh acquisition) */
-    int join_queue;  /* when held by someone else, queue up to be handed the lock */
+    int join_queue; /* when held by someone else, queue up to be handed the lock */
     int64_t deadline_us;
     /* out */
     enum dlock__outcome outcome;
-    uint64_t fence;        /* TAKEN: the holder's fence (0: unknown, keep the old one) */
-    unsigned server_holds; /* TAKEN: hold count on the server (0: unknown) */
+    uint64_t fence;        /* TAKEN: the holder's fence */
     int64_t holder_ttl_ms; /* HELD: remaining lease of the holder, -1 unknown */
     int queued;            /* HELD: the caller is queued and will be woken on the board */
 } dlock__attempt;
@@ -87,13 +85,15 @@ typedef struct dlock__backend_ops {
     /* A waiter gives up: leave the queue, and pass the lock on if it had
      * already been handed to us. */
     int (*cancel)(void *be, void *bl, const char *token, int64_t deadline_us);
-    /* Gives up one of `holds`; *left is what remains. DLOCK_ENOTOWNER when
-     * someone else holds it, DLOCK_ELOST when nobody does. */
-    int (*release)(void *be, void *bl, const char *token, unsigned holds, unsigned *left,
-                   int64_t deadline_us);
-    /* Sets the remaining lease to lease_ms if the token holds the lock:
-     * DLOCK_OK, or DLOCK_ELOST when it does not. */
-    int (*extend)(void *be, void *bl, const char *token, int64_t lease_ms, int64_t deadline_us);
+    /* Releases the lock held under token, handing it to the next waiter.
+     * DLOCK_ENOTOWNER when someone else holds it, DLOCK_ELOST when nobody
+     * does. */
+    int (*release)(void *be, void *bl, const char *token, int64_t deadline_us);
+    /* Sets the remaining lease to lease_ms (with at_least: only if that
+     * lengthens it) if the token holds the lock: DLOCK_OK, or DLOCK_ELOST
+     * when it does not. */
+    int (*extend)(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,
+                  int64_t deadline_us);
     /* Renews a batch; fills each item's result. Returns a code only when
      * the whole batch failed. */
     int (*renew)(void *be, dlock__renewal *items, size_t n, int64_t deadline_us);

@@ -198,24 +198,23 @@ static int take_loss(dlock_lock *l)
 
 /* ---------------------------------------------------------------- acquire */
 
+/* Re-entry: the handle already holds the lock. The count is the handle's;
+ * the server is asked only to confirm the token still holds it and to make
+ * the lease at least lease_ms. */
 static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
-    dlock__attempt a = {.token = l->token,
-                        .lease_ms = lease_ms,
-                        .holds = l->holds,
-                        .deadline_us = op_deadline(l)};
     int64_t sent = dlock__now_us();
-    int rc = c->ops->acquire(c->be, l->bl, &a);
+    int rc = c->ops->extend(c->be, l->bl, l->token, lease_ms, 1, op_deadline(l));
 
-    if (rc != DLOCK_OK)
-        return rc;
-    if (a.outcome != DLOCK__TAKEN) {
+    if (rc == DLOCK_ELOST) {
         stop_holding(l);
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: the server no longer has it under "
                            "this owner", l->name);
     }
-    l->holds = a.server_holds != 0 ? a.server_holds : l->holds + 1;
+    if (rc != DLOCK_OK)
+        return rc;
+    l->holds++;
     /* The lease now runs at least lease_ms from `sent`; once renewed, a
      * lock stays renewed until released. */
     int64_t until = validity_end(sent, lease_ms);
@@ -262,7 +261,6 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
         }
         dlock__attempt a = {.token = l->token,
                             .lease_ms = lease_ms,
-                            .holds = 0,
                             .join_queue = join,
                             .deadline_us = op_deadline(l)};
         int64_t sent = dlock__now_us();
@@ -275,8 +273,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
                 dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
                 on_renewer = 0;
             }
-            rc = start_holding(l, a.fence, a.server_holds ? a.server_holds : 1, lease_ms, renew,
-                               sent);
+            rc = start_holding(l, a.fence, 1, lease_ms, renew, sent);
             goto done;
         }
         if (wait_ms == 0) {
@@ -349,7 +346,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
         on_board = 0;
         if (validity_end(since, lease_ms) - dlock__now_us() < lease_ms * 1000 / 2) {
             since = dlock__now_us();
-            rc = c->ops->extend(c->be, l->bl, l->token, lease_ms, op_deadline(l));
+            rc = c->ops->extend(c->be, l->bl, l->token, lease_ms, 0, op_deadline(l));
             if (rc == DLOCK_ELOST)
                 continue; /* taken from us already (forced unlock): wait on */
             if (rc != DLOCK_OK)
@@ -417,25 +414,27 @@ int dlock_try_acquire(dlock_lock *l)
 static int release(dlock_lock *l, int all)
 {
     dlock_client *c = l->client;
-    unsigned left = 0;
     int rc = take_loss(l);
 
     if (rc != DLOCK_OK)
         return rc;
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
-    rc = c->ops->release(c->be, l->bl, l->token, all ? 0 : l->holds, &left, op_deadline(l));
+    if (l->holds > 1 && !all) {
+        l->holds--; /* an inner hold: the lock stays held */
+        return DLOCK_OK;
+    }
+    rc = c->ops->release(c->be, l->bl, l->token, op_deadline(l));
     if (rc == DLOCK_OK) {
-        if (left == 0)
-            stop_holding(l);
-        else
-            l->holds = left;
+        stop_holding(l);
         return DLOCK_OK;
     }
     if (rc == DLOCK_ENOTOWNER || rc == DLOCK_ELOST) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", dlock_errmsg());
         stop_holding(l);
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost before the release: %s", l->name,
-                           dlock_errmsg());
+                           detail);
     }
     /* Unknown outcome: stop renewing so that, if the release did not
      * happen, the lock still ends with its lease. A retry may succeed. */
@@ -492,7 +491,7 @@ int dlock_extend(dlock_lock *l, int64_t lease_ms)
         return leave(l, dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle",
                                     l->name));
     sent = dlock__now_us();
-    rc = l->client->ops->extend(l->client->be, l->bl, l->token, lease_ms, op_deadline(l));
+    rc = l->client->ops->extend(l->client->be, l->bl, l->token, lease_ms, 0, op_deadline(l));
     if (rc == DLOCK_ELOST) {
         stop_holding(l);
         return leave(l, dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name,

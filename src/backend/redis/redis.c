@@ -313,54 +313,59 @@ static int prepare_wait_until(void *be, void *bl, int64_t deadline_us)
 
 /* ---------------------------------------------------------------- steps */
 
-#define NUM(buf, v) (snprintf((buf), sizeof(buf), "%lld", (long long) (v)))
+#define NUM(buf, v) ((size_t) snprintf((buf), sizeof(buf), "%lld", (long long) (v)))
+
+/* The keys of a lock as script arguments: 4 normally, 2 in simple mode
+ * (no queue). argv/lens start at index 2 (after EVALSHA and the digest). */
+static size_t put_keys(const rlock *l, const char **argv, size_t *lens, size_t nkeys)
+{
+    argv[2] = nkeys == 4 ? "4" : nkeys == 2 ? "2" : "1";
+    lens[2] = 1;
+    for (size_t i = 0; i < nkeys; i++) {
+        argv[3 + i] = l->keys[i];
+        lens[3 + i] = l->key_lens[i];
+    }
+    return 3 + nkeys;
+}
+
+static size_t all_keys(const rlock *l)
+{
+    return l->simple ? 2 : 4;
+}
 
 static int acquire(void *be, void *bl, dlock__attempt *a)
 {
     rbackend *b = be;
     rlock *l = bl;
-    char lease[24], holds[24], wlease[24];
-    const char *argv[14];
-    size_t lens[14];
+    char lease[24], wlease[24];
+    const char *argv[11];
+    size_t lens[11];
     redisReply *r = NULL;
-    evalcall call = {.argv = argv, .lens = lens};
+    int join = a->join_queue && !l->simple;
+    size_t n = put_keys(l, argv, lens, join ? 4 : 2);
     int rc;
 
-    size_t nlease = (size_t) NUM(lease, a->lease_ms), nholds = (size_t) NUM(holds, a->holds);
-    size_t ntoken = strlen(a->token);
-    if (l->simple) {
-        call.script = DLOCK__S_SIMPLE_ACQUIRE;
-        call.argc = 8;
-        const char *v[] = {NULL, NULL, "2", l->keys[0], l->keys[1], a->token, lease, holds};
-        size_t n[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], ntoken, nlease, nholds};
-        memcpy(argv, v, sizeof v);
-        memcpy(lens, n, sizeof n);
-    } else {
-        size_t nwlease = (size_t) NUM(wlease, b->cfg.waiter_lease_ms);
-        call.script = DLOCK__S_ACQUIRE;
-        call.argc = 13;
-        const char *v[] = {NULL,       NULL,       "4",     l->keys[0],           l->keys[1],
-                           l->keys[2], l->keys[3], a->token, lease,               holds,
-                           a->join_queue ? "1" : "0", wlease, b->cfg.client_id};
-        size_t n[] = {0,           0,           1,      l->key_lens[0], l->key_lens[1],
-                      l->key_lens[2], l->key_lens[3], ntoken, nlease,         nholds,
-                      1,           nwlease,     16};
-        memcpy(argv, v, sizeof v);
-        memcpy(lens, n, sizeof n);
+    argv[n] = a->token;
+    lens[n++] = strlen(a->token);
+    argv[n] = lease;
+    lens[n++] = NUM(lease, a->lease_ms);
+    if (join) {
+        argv[n] = wlease;
+        lens[n++] = NUM(wlease, b->cfg.waiter_lease_ms);
+        argv[n] = b->cfg.client_id;
+        lens[n++] = 16;
     }
+    evalcall call = {DLOCK__S_ACQUIRE, n, argv, lens};
     rc = run_script(l->conn, &call, a->deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (int_array(r, 1) && r->element[0]->integer == -1) {
-        a->outcome = DLOCK__GONE;
-    } else if (int_array(r, 3) && r->element[0]->integer == 1) {
+    if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
         a->outcome = DLOCK__TAKEN;
-        a->fence = (uint64_t) r->element[1]->integer;
-        a->server_holds = (unsigned) r->element[2]->integer;
-    } else if (int_array(r, 3) && r->element[0]->integer == 0) {
+        a->fence = (uint64_t) r->integer;
+    } else if (int_array(r, 2)) {
         a->outcome = DLOCK__HELD;
-        a->holder_ttl_ms = r->element[1]->integer;
-        a->queued = r->element[2]->integer == 1;
+        a->holder_ttl_ms = r->element[0]->integer;
+        a->queued = r->element[1]->integer == 1;
     } else {
         rc = bad_reply(b, "acquire", r);
     }
@@ -371,92 +376,80 @@ static int acquire(void *be, void *bl, dlock__attempt *a)
 static int cancel(void *be, void *bl, const char *token, int64_t deadline)
 {
     rlock *l = bl;
-    const char *argv[] = {NULL, NULL, "4", l->keys[0], l->keys[1], l->keys[2], l->keys[3],
-                          token, l->wake_prefix};
-    size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2], l->key_lens[3],
-                     strlen(token), l->wake_prefix_len};
-    evalcall call = {DLOCK__S_CANCEL, 9, argv, lens};
+    const char *argv[9];
+    size_t lens[9];
     redisReply *r = NULL;
     int rc;
 
     (void) be;
     if (l->simple)
         return DLOCK_OK; /* never queued */
+    size_t n = put_keys(l, argv, lens, 4);
+    argv[n] = token;
+    lens[n++] = strlen(token);
+    argv[n] = l->wake_prefix;
+    lens[n++] = l->wake_prefix_len;
+    evalcall call = {DLOCK__S_CANCEL, n, argv, lens};
     rc = run_script(l->conn, &call, deadline, &r);
     freeReplyObject(r);
     return rc;
 }
 
-/* The outcome of a release or extend for the token: 0 done, -1 held by
- * another owner, -2 not held by anyone. */
-static int owner_failure(const rbackend *b, const char *name, long long code)
+/* release.lua for token (NULL: forced). */
+static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadline)
 {
-    (void) b;
-    if (code == -1)
-        return dlock__fail(DLOCK_ENOTOWNER, "%s is held by another owner", name);
-    return dlock__fail(DLOCK_ELOST, "%s is not held by anyone (its lease had run out or it was "
-                       "deleted)", name);
-}
-
-static int release(void *be, void *bl, const char *token, unsigned holds, unsigned *left,
-                   int64_t deadline)
-{
-    rbackend *b = be;
-    rlock *l = bl;
+    const char *argv[10];
+    size_t lens[10];
     redisReply *r = NULL;
+    size_t n = put_keys(l, argv, lens, all_keys(l));
     int rc;
 
-    *left = 0;
-    if (l->simple) {
-        if (holds > 1) {
-            /* Interop keys carry no count: inner holds are local. */
-            *left = holds - 1;
-            return DLOCK_OK;
-        }
-        const char *argv[] = {NULL, NULL, "1", l->keys[0], token, "0"};
-        size_t lens[] = {0, 0, 1, l->key_lens[0], strlen(token), 1};
-        evalcall call = {DLOCK__S_SIMPLE_RELEASE, 6, argv, lens};
-        rc = run_script(l->conn, &call, deadline, &r);
-        if (rc != DLOCK_OK)
-            return rc;
-        if (r->type != REDIS_REPLY_INTEGER)
-            rc = bad_reply(b, "release", r);
-        else if (r->integer != 0)
-            rc = owner_failure(b, l->keys[0], r->integer);
-        freeReplyObject(r);
-        return rc;
-    }
-    const char *argv[] = {NULL,       NULL,          "4",   l->keys[0],    l->keys[1],
-                          l->keys[2], l->keys[3],    token, holds ? "1" : "0", "0",
-                          l->wake_prefix};
-    size_t lens[] = {0,           0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2],
-                     l->key_lens[3], strlen(token), 1, 1, l->wake_prefix_len};
-    evalcall call = {DLOCK__S_RELEASE, 11, argv, lens};
+    argv[n] = token != NULL ? token : "";
+    lens[n++] = token != NULL ? strlen(token) : 0;
+    argv[n] = l->simple ? "" : l->wake_prefix;
+    lens[n++] = l->simple ? 0 : l->wake_prefix_len;
+    argv[n] = token != NULL ? "0" : "1";
+    lens[n++] = 1;
+    evalcall call = {DLOCK__S_RELEASE, n, argv, lens};
     rc = run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (!int_array(r, 1))
+    if (r->type != REDIS_REPLY_INTEGER)
         rc = bad_reply(b, "release", r);
-    else if (r->element[0]->integer < 0)
-        rc = owner_failure(b, l->keys[0], r->element[0]->integer);
-    else
-        *left = (unsigned) r->element[0]->integer;
+    else if (r->integer == -1)
+        rc = dlock__fail(DLOCK_ENOTOWNER, "%s is held by another owner", l->keys[0]);
+    else if (r->integer == -2)
+        rc = dlock__fail(DLOCK_ELOST, "%s is not held by anyone (its lease had run out or it "
+                         "was deleted)", l->keys[0]);
     freeReplyObject(r);
     return rc;
 }
 
-static int extend(void *be, void *bl, const char *token, int64_t lease_ms, int64_t deadline)
+static int release(void *be, void *bl, const char *token, int64_t deadline)
+{
+    return run_release(be, bl, token, deadline);
+}
+
+static int extend(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,
+                  int64_t deadline)
 {
     rbackend *b = be;
     rlock *l = bl;
     char lease[24];
-    size_t nlease = (size_t) NUM(lease, lease_ms);
-    const char *argv[] = {NULL, NULL, "1", l->keys[0], token, lease};
-    size_t lens[] = {0, 0, 1, l->key_lens[0], strlen(token), nlease};
-    evalcall call = {l->simple ? DLOCK__S_SIMPLE_EXTEND : DLOCK__S_EXTEND, 6, argv, lens};
+    const char *argv[7];
+    size_t lens[7];
+    size_t n = put_keys(l, argv, lens, 1);
     redisReply *r = NULL;
-    int rc = run_script(l->conn, &call, deadline, &r);
+    int rc;
 
+    argv[n] = token;
+    lens[n++] = strlen(token);
+    argv[n] = lease;
+    lens[n++] = NUM(lease, lease_ms);
+    argv[n] = at_least ? "1" : "0";
+    lens[n++] = 1;
+    evalcall call = {DLOCK__S_EXTEND, n, argv, lens};
+    rc = run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER)
@@ -470,10 +463,10 @@ static int extend(void *be, void *bl, const char *token, int64_t lease_ms, int64
 /* ---------------------------------------------------------------- renewal */
 
 /* A renewal batch is split into script calls over items of one group (held
- * or waiting, simple or not, same lease), at most RENEW_BATCH items each,
+ * locks with the same lease; or waiters), at most RENEW_BATCH items each,
  * and all the calls go out as one pipeline. */
 typedef struct slot {
-    int group; /* 0 held, 1 held in simple mode, 2 waiting */
+    int waiter;
     int64_t lease_ms;
     size_t item;
 } slot;
@@ -481,23 +474,22 @@ typedef struct slot {
 static int by_group(const void *pa, const void *pb)
 {
     const slot *a = pa, *b = pb;
-    if (a->group != b->group)
-        return a->group - b->group;
+    if (a->waiter != b->waiter)
+        return a->waiter - b->waiter;
     return (a->lease_ms > b->lease_ms) - (a->lease_ms < b->lease_ms);
 }
 
 static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
 {
-    static const enum dlock__script_id scripts[] = {DLOCK__S_RENEW, DLOCK__S_SIMPLE_RENEW,
-                                                    DLOCK__S_HEARTBEAT};
     rbackend *b = be;
     slot *order = calloc(n, sizeof *order);
-    size_t *first = calloc(n + 1, sizeof *first); /* chunk c covers order[first[c]..first[c+1]) */
+    size_t *first = calloc(n + 1, sizeof *first); /* chunk c: order[first[c]..first[c+1]) */
     evalcall *calls = calloc(n, sizeof *calls);
     redisReply **replies = calloc(n, sizeof *replies);
     char(*numbers)[24] = calloc(2 * n, sizeof *numbers);
-    const char **argv = calloc(5 * n + 4 * n, sizeof *argv);
-    size_t *lens = calloc(5 * n + 4 * n, sizeof *lens);
+    /* per chunk: EVALSHA sha numkeys lease; per item: up to 4 keys + token */
+    const char **argv = calloc(4 * n + 5 * n, sizeof *argv);
+    size_t *lens = calloc(4 * n + 5 * n, sizeof *lens);
     size_t nchunks = 0, nargs = 0;
     int rc = DLOCK_OK;
 
@@ -509,8 +501,7 @@ static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        const rlock *l = items[i].lock;
-        order[i].group = items[i].waiter ? 2 : l->simple ? 1 : 0;
+        order[i].waiter = items[i].waiter;
         order[i].lease_ms = items[i].waiter ? 0 : items[i].lease_ms;
         order[i].item = i;
     }
@@ -524,28 +515,24 @@ static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
 
     for (size_t c = 0; c < nchunks; c++) {
         const dlock__renewal *lead = &items[order[first[c]].item];
-        size_t count = first[c + 1] - first[c], per = lead->waiter ? 3 : 1, at = 2;
+        size_t count = first[c + 1] - first[c], per = lead->waiter ? 4 : 1, at = 2;
         evalcall *call = &calls[c];
 
-        call->script = scripts[order[first[c]].group];
+        call->script = lead->waiter ? DLOCK__S_HEARTBEAT : DLOCK__S_RENEW;
         call->argv = argv + nargs;
         call->lens = lens + nargs;
         call->argv[at] = numbers[2 * c];
-        call->lens[at++] = (size_t) NUM(numbers[2 * c], count * per);
+        call->lens[at++] = NUM(numbers[2 * c], count * per);
         for (size_t i = first[c]; i < first[c + 1]; i++) {
             const rlock *l = items[order[i].item].lock;
-            call->argv[at] = l->keys[0];
-            call->lens[at++] = l->key_lens[0];
-            if (per == 3) {
-                call->argv[at] = l->keys[2];
-                call->lens[at++] = l->key_lens[2];
-                call->argv[at] = l->keys[3];
-                call->lens[at++] = l->key_lens[3];
+            for (size_t k = 0; k < per; k++) {
+                call->argv[at] = l->keys[k];
+                call->lens[at++] = l->key_lens[k];
             }
         }
         call->argv[at] = numbers[2 * c + 1];
-        call->lens[at++] = (size_t) NUM(numbers[2 * c + 1],
-                                        lead->waiter ? b->cfg.waiter_lease_ms : lead->lease_ms);
+        call->lens[at++] =
+            NUM(numbers[2 * c + 1], lead->waiter ? b->cfg.waiter_lease_ms : lead->lease_ms);
         for (size_t i = first[c]; i < first[c + 1]; i++) {
             call->argv[at] = items[order[i].item].token;
             call->lens[at++] = strlen(items[order[i].item].token);
@@ -596,55 +583,30 @@ static int query(void *be, void *bl, dlock_status *st, int64_t deadline)
 {
     rbackend *b = be;
     rlock *l = bl;
+    const char *argv[6];
+    size_t lens[6];
     redisReply *r = NULL;
+    size_t n = put_keys(l, argv, lens, l->simple ? 2 : 3);
     int rc;
 
     memset(st, 0, sizeof *st);
-    if (l->simple) {
-        const char *argv[] = {NULL, NULL, "2", l->keys[0], l->keys[1]};
-        size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1]};
-        evalcall call = {DLOCK__S_SIMPLE_STATUS, 5, argv, lens};
-        rc = run_script(l->conn, &call, deadline, &r);
-        if (rc != DLOCK_OK)
-            return rc;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-            r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[1]->type != REDIS_REPLY_INTEGER ||
-            r->element[2]->type != REDIS_REPLY_INTEGER) {
-            rc = bad_reply(b, "status", r);
-        } else {
-            snprintf(st->owner, sizeof st->owner, "%s", r->element[0]->str);
-            st->held = st->owner[0] != '\0';
-            st->holds = st->held ? 1 : 0;
-            st->lease_ms = st->held ? r->element[1]->integer : -1;
-            st->last_fence = (uint64_t) r->element[2]->integer;
-        }
-        freeReplyObject(r);
-        return rc;
-    }
-    const char *argv[] = {NULL, NULL, "3", l->keys[0], l->keys[1], l->keys[2]};
-    size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2]};
-    evalcall call = {DLOCK__S_STATUS, 6, argv, lens};
+    argv[2] = l->simple ? "2" : "3";
+    evalcall call = {DLOCK__S_STATUS, n, argv, lens};
     rc = run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_INTEGER ||
+        r->element[2]->type != REDIS_REPLY_INTEGER || r->element[3]->type != REDIS_REPLY_INTEGER) {
         rc = bad_reply(b, "status", r);
     } else {
-        for (size_t i = 1; i < 6; i++) {
-            if (r->element[i]->type != REDIS_REPLY_INTEGER)
-                rc = bad_reply(b, "status", r);
-        }
-    }
-    if (rc == DLOCK_OK) {
         snprintf(st->owner, sizeof st->owner, "%s", r->element[0]->str);
         st->held = st->owner[0] != '\0';
-        st->holds = (unsigned) r->element[1]->integer;
-        st->fence = (uint64_t) r->element[2]->integer;
-        st->lease_ms = st->held ? r->element[3]->integer : -1;
-        st->last_fence = (uint64_t) r->element[4]->integer;
-        st->waiters = (unsigned) r->element[5]->integer;
+        st->holds = st->held ? 1 : 0;
+        st->lease_ms = st->held ? r->element[1]->integer : -1;
+        st->last_fence = (uint64_t) r->element[2]->integer;
+        st->fence = st->held ? st->last_fence : 0;
+        st->waiters = (unsigned) r->element[3]->integer;
     }
     freeReplyObject(r);
     return rc;
@@ -652,30 +614,7 @@ static int query(void *be, void *bl, dlock_status *st, int64_t deadline)
 
 static int force_unlock(void *be, void *bl, int64_t deadline)
 {
-    rbackend *b = be;
-    rlock *l = bl;
-    redisReply *r = NULL;
-    int rc;
-
-    if (l->simple) {
-        const char *argv[] = {NULL, NULL, "1", l->keys[0], "", "1"};
-        size_t lens[] = {0, 0, 1, l->key_lens[0], 0, 1};
-        evalcall call = {DLOCK__S_SIMPLE_RELEASE, 6, argv, lens};
-        rc = run_script(l->conn, &call, deadline, &r);
-        if (rc == DLOCK_OK && r->type != REDIS_REPLY_INTEGER)
-            rc = bad_reply(b, "unlock", r);
-    } else {
-        const char *argv[] = {NULL,       NULL,       "4", l->keys[0], l->keys[1], l->keys[2],
-                              l->keys[3], "",         "0", "1",        l->wake_prefix};
-        size_t lens[] = {0, 0, 1, l->key_lens[0], l->key_lens[1], l->key_lens[2],
-                         l->key_lens[3], 0, 1, 1, l->wake_prefix_len};
-        evalcall call = {DLOCK__S_RELEASE, 11, argv, lens};
-        rc = run_script(l->conn, &call, deadline, &r);
-        if (rc == DLOCK_OK && !int_array(r, 1))
-            rc = bad_reply(b, "unlock", r);
-    }
-    freeReplyObject(r);
-    return rc;
+    return run_release(be, bl, NULL, deadline);
 }
 
 /* ---------------------------------------------------------------- client */

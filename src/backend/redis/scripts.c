@@ -10,8 +10,7 @@
 /* Generated from the scripts/ folder by cmake/embed_lua.cmake. */
 extern const char dlock__lua_handoff[], dlock__lua_acquire[], dlock__lua_release[],
     dlock__lua_cancel[], dlock__lua_extend[], dlock__lua_renew[], dlock__lua_heartbeat[],
-    dlock__lua_status[], dlock__lua_simple_acquire[], dlock__lua_simple_release[],
-    dlock__lua_simple_extend[], dlock__lua_simple_renew[], dlock__lua_simple_status[];
+    dlock__lua_status[];
 
 static const struct {
     const char *name;
@@ -25,11 +24,6 @@ static const struct {
     [DLOCK__S_RENEW] = {"renew", NULL, dlock__lua_renew},
     [DLOCK__S_HEARTBEAT] = {"heartbeat", NULL, dlock__lua_heartbeat},
     [DLOCK__S_STATUS] = {"status", NULL, dlock__lua_status},
-    [DLOCK__S_SIMPLE_ACQUIRE] = {"simple_acquire", NULL, dlock__lua_simple_acquire},
-    [DLOCK__S_SIMPLE_RELEASE] = {"simple_release", NULL, dlock__lua_simple_release},
-    [DLOCK__S_SIMPLE_EXTEND] = {"simple_extend", NULL, dlock__lua_simple_extend},
-    [DLOCK__S_SIMPLE_RENEW] = {"simple_renew", NULL, dlock__lua_simple_renew},
-    [DLOCK__S_SIMPLE_STATUS] = {"simple_status", NULL, dlock__lua_simple_status},
 };
 
 static dlock__script scripts[DLOCK__S_COUNT];

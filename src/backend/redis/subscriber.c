@@ -148,6 +148,9 @@ static void *run(void *arg)
                     ctx->errstr);
         set_state(s, SUB_CONNECTING, -1);
         redisFree(ctx);
+        /* Wake-ups may be lost until we are back: waiters ask the server
+         * themselves (and learn at once if it is gone). */
+        dlock__board_recheck(s->board, NULL);
     }
     return NULL;
 }

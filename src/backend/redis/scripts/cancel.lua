@@ -3,7 +3,7 @@
 -- ARGV[2] channel prefix. Returns 1 if it passed the lock on, else 0.
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
-if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   handoff(ARGV[2])
   return 1
 end

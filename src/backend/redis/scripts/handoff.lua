@@ -1,9 +1,13 @@
 -- Frees the lock KEYS[1] by handing it to the oldest queued waiter that is
 -- still alive (its heartbeat deadline not passed), minting its fence and
 -- waking it on its client's channel; with no such waiter, deletes the lock.
--- KEYS[2] fence counter, KEYS[3] queue, KEYS[4] waiters. Returns the new
--- owner's token or false.
+-- KEYS[2] fence counter, KEYS[3] queue, KEYS[4] waiters (absent in simple
+-- mode). Returns the new owner's token or false.
 local function handoff(channel_prefix)
+  if #KEYS < 4 then
+    redis.call('DEL', KEYS[1])
+    return false
+  end
   local now
   for _ = 1, 64 do
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
@@ -20,9 +24,8 @@ local function handoff(channel_prefix)
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       end
       if deadline and tonumber(deadline) >= now then
+        redis.call('SET', KEYS[1], head, 'PX', lease)
         local fence = redis.call('INCR', KEYS[2])
-        redis.call('HSET', KEYS[1], 'o', head, 'n', 1, 'f', fence)
-        redis.call('PEXPIRE', KEYS[1], lease)
         redis.call('PUBLISH', channel_prefix .. client, string.format('%s %d', head, fence))
         return head
       end

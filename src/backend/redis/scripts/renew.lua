@@ -1,9 +1,9 @@
--- Renews a batch of held locks: KEYS[i] lock hash, ARGV[1] lease ms,
+-- Renews a batch of held locks: KEYS[i] lock, ARGV[1] lease ms,
 -- ARGV[i + 1] owner token. Only a lock still held by its token is renewed:
 -- a lapsed lock is never taken back. Returns one 1 (renewed) or 0 per key.
 local out = {}
 for i = 1, #KEYS do
-  if redis.call('HGET', KEYS[i], 'o') == ARGV[i + 1] then
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
     redis.call('PEXPIRE', KEYS[i], ARGV[1])
     out[i] = 1
   else

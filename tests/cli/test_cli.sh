@@ -1,0 +1,646 @@
+#!/usr/bin/env bash
+# test_cli.sh - tests of the dlock command against a real redis-server.
+#
+#   bash tests/cli/test_cli.sh path/to/dlock
+#
+# Starts its own redis-server on a free loopback port (and a unix socket) in a
+# temporary directory and stops it on exit. Each test is a function; a failed
+# check prints what was expected and what came, and the suite exits 1 at the
+# end. Nothing sleeps in place of a condition: helpers poll `dlock status
+# --json`, a file, or a process, each with a bound.
+#
+# Commands for sh -c are single-quoted on purpose: the command's shell expands them.
+# shellcheck disable=SC2016
+set -u
+
+if [ $# -ne 1 ]; then
+    echo "usage: $0 path/to/dlock" >&2
+    exit 64
+fi
+DLOCK=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+if [ ! -x "$DLOCK" ]; then
+    echo "$0: $1 is not an executable" >&2
+    exit 64
+fi
+for tool in redis-server redis-cli timeout; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "$0: $tool not found (install redis-server, redis-tools, coreutils)" >&2
+        exit 1
+    fi
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-cli.XXXXXX")
+REDIS_PID=
+BG_PIDS=()
+
+cleanup()
+{
+    local p
+    for p in "${BG_PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+    done
+    if [ -n "$REDIS_PID" ]; then
+        kill -TERM "$REDIS_PID" 2>/dev/null
+        wait "$REDIS_PID" 2>/dev/null
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# ------------------------------------------------------------ helpers
+
+now_ms() { date +%s%3N; }
+
+# Polls "$@" every 20 ms until it succeeds; gives up after $1 seconds.
+wait_until()
+{
+    local limit_ms=$(($(now_ms) + $1 * 1000))
+    shift
+    until "$@"; do
+        if [ "$(now_ms)" -ge "$limit_ms" ]; then
+            return 1
+        fi
+        sleep 0.02
+    done
+}
+
+port_is_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+redis() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+
+# dlock with a bound, so that a hang fails the test instead of the suite.
+dl() { timeout -k 2 20 "$DLOCK" "$@"; }
+
+# Runs dlock in the background (not under timeout, so that $! is dlock
+# itself): stdout to $1.out, stderr to $1.err; the pid is in BG.
+dl_bg()
+{
+    local out=$1
+    shift
+    "$DLOCK" "$@" >"$out.out" 2>"$out.err" &
+    BG=$!
+    BG_PIDS+=("$BG")
+}
+
+# Waits (at most $2 s) for background pid $1 to end; its status is in BG_RC.
+reap()
+{
+    BG_RC=
+    if ! wait_until "$2" eval "! kill -0 $1 2>/dev/null"; then
+        kill -KILL "$1" 2>/dev/null
+        wait "$1" 2>/dev/null
+        BG_RC=timeout
+        return 1
+    fi
+    wait "$1"
+    BG_RC=$?
+}
+
+# json_field FIELD: reads one field from a `dlock status --json` line on stdin.
+json_field() { sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p"; }
+
+# field NAME FIELD [status options...]: that field of `dlock status --json`.
+field()
+{
+    local name=$1 f=$2
+    shift 2
+    dl status --json "$@" -- "$name" | json_field "$f"
+}
+
+is_held() { [ "$(field "$1" held)" = true ]; }
+is_free() { [ "$(field "$1" held)" = false ]; }
+has_waiters() { [ "$(field "$1" waiters)" = "$2" ]; }
+
+FAILED_TESTS=0
+TEST_FAILED=0
+CURRENT=
+
+fail()
+{
+    echo "FAIL $CURRENT: $*" >&2
+    TEST_FAILED=1
+}
+
+# expect_eq WHAT EXPECTED GOT
+expect_eq()
+{
+    if [ "$2" != "$3" ]; then
+        fail "$1: expected '$2', got '$3'"
+        return 1
+    fi
+}
+
+# expect_match WHAT EXTENDED-REGEX GOT
+expect_match()
+{
+    if ! [[ $3 =~ $2 ]]; then
+        fail "$1: expected to match /$2/, got '$3'"
+        return 1
+    fi
+}
+
+# expect_rc WHAT EXPECTED COMMAND...: runs COMMAND (stdout to $TMP/out,
+# stderr to $TMP/err) and checks its exit status.
+expect_rc()
+{
+    local what=$1 want=$2 rc
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" != "$want" ]; then
+        fail "$what: expected exit $want, got $rc (stderr: $(head -c 300 "$TMP/err"))"
+        return 1
+    fi
+}
+
+expect_free()
+{
+    local held
+    held=$(field "$1" held)
+    expect_eq "$1 is free afterwards (status --json held)" false "$held"
+}
+
+run_test()
+{
+    CURRENT=$1
+    TEST_FAILED=0
+    rm -rf "${TMP:?}/t"
+    mkdir "$TMP/t"
+    "$1"
+    if [ "$TEST_FAILED" = 0 ]; then
+        echo "ok $1"
+    else
+        echo "not ok $1"
+        FAILED_TESTS=$((FAILED_TESTS + 1))
+    fi
+}
+
+# ------------------------------------------------------------ server
+
+start_redis()
+{
+    local _
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        PORT=$((20000 + RANDOM % 40000))
+        port_is_open "$PORT" && continue
+        redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+            --dir "$TMP" --unixsocket "$TMP/redis.sock" --unixsocketperm 700 \
+            --logfile "$TMP/redis.log" &
+        REDIS_PID=$!
+        if wait_until 5 eval '[ "$(redis ping 2>/dev/null)" = PONG ] ||
+                             ! kill -0 $REDIS_PID 2>/dev/null' &&
+            kill -0 "$REDIS_PID" 2>/dev/null; then
+            return 0
+        fi
+        kill -KILL "$REDIS_PID" 2>/dev/null
+        wait "$REDIS_PID" 2>/dev/null
+        REDIS_PID=
+    done
+    echo "$0: could not start redis-server (log: $(tail -3 "$TMP/redis.log" 2>/dev/null))" >&2
+    exit 1
+}
+
+# A loopback port nobody listens on.
+closed_port()
+{
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        if [ "$p" != "$PORT" ] && ! port_is_open "$p"; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# ------------------------------------------------------------ tests: run
+
+test_run_exit_status()
+{
+    expect_rc "exit 0 passes through" 0 dl run r-exit -- true
+    expect_rc "exit 3 passes through" 3 dl run r-exit -- sh -c 'exit 3'
+    expect_rc "command killed by SIGKILL -> 128+9" 137 dl run r-exit -- sh -c 'kill -KILL $$'
+    expect_rc "command not found -> 127" 127 dl run r-exit -- "$TMP/no-such-command"
+    expect_match "message for a missing command" "cannot run" "$(cat "$TMP/err")"
+    printf 'not a program\n' >"$TMP/t/not-exec"
+    chmod 644 "$TMP/t/not-exec"
+    expect_rc "command not executable -> 126" 126 dl run r-exit -- "$TMP/t/not-exec"
+    expect_free r-exit
+}
+
+test_run_environment()
+{
+    local env1 env2 name tok1 fence1 owner1 url1 tok2
+    local show='printf "%s|%s|%s|%s|%s\n" "$DLOCK_NAME" "$DLOCK_TOKEN" "$DLOCK_FENCE" "$DLOCK_OWNER" "$DLOCK_URL"'
+    expect_rc "first run" 0 dl run r-env -- sh -c "$show" || return
+    env1=$(cat "$TMP/out")
+    expect_rc "second run" 0 dl run r-env -- sh -c "$show" || return
+    env2=$(cat "$TMP/out")
+    IFS='|' read -r name tok1 fence1 owner1 url1 <<<"$env1"
+    IFS='|' read -r _ tok2 _ _ _ <<<"$env2"
+    expect_eq "DLOCK_NAME" r-env "$name"
+    expect_match "DLOCK_TOKEN is a positive integer" '^[1-9][0-9]*$' "$tok1" || return
+    expect_eq "DLOCK_FENCE equals DLOCK_TOKEN" "$tok1" "$fence1"
+    expect_match "DLOCK_OWNER is an owner token" '^[0-9a-f]{32}$' "$owner1"
+    expect_eq "DLOCK_URL" "$DLOCK_URL" "$url1"
+    expect_match "second DLOCK_TOKEN is a positive integer" '^[1-9][0-9]*$' "$tok2" || return
+    if [ "$tok2" -le "$tok1" ]; then
+        fail "DLOCK_TOKEN must increase from one run to the next: $tok1 then $tok2"
+    fi
+    expect_free r-env
+}
+
+test_run_holds_lock_while_running()
+{
+    # The command sees itself as the holder, with the token it was given.
+    expect_rc "status from inside the command" 0 dl run r-inside -- sh -c \
+        '"$0" status --json r-inside | grep -q "\"owner\":\"$DLOCK_OWNER\"" &&
+         "$0" status --json r-inside | grep -q "\"fence\":$DLOCK_FENCE,"' "$DLOCK"
+    expect_free r-inside
+}
+
+test_nonblock_when_held()
+{
+    local out
+    expect_rc "lock -l 30" 0 dl lock -l 30 r-nb || return
+    expect_rc "-n when held" 1 dl run -n r-nb -- touch "$TMP/t/ran"
+    expect_match "-n message on stderr" "held" "$(cat "$TMP/err")"
+    expect_rc "-n -E 9 when held" 9 dl run -n -E 9 r-nb -- touch "$TMP/t/ran"
+    expect_rc "-n -q when held" 1 dl run -n -q r-nb -- touch "$TMP/t/ran"
+    out=$(cat "$TMP/err")
+    expect_eq "-q silences the message" "" "$out"
+    [ -e "$TMP/t/ran" ] && fail "the command ran although the lock was not acquired"
+    expect_rc "force unlock" 0 dl unlock --force r-nb
+    expect_rc "-n when free" 0 dl run -n r-nb -- true
+}
+
+test_wait_times_out()
+{
+    local t0 elapsed
+    expect_rc "lock -l 30" 0 dl lock -l 30 r-wt || return
+    t0=$(now_ms)
+    expect_rc "-w 0.3 when held" 1 dl run -w 0.3 r-wt -- touch "$TMP/t/ran"
+    elapsed=$(($(now_ms) - t0))
+    expect_match "-w message" "held" "$(cat "$TMP/err")"
+    if [ "$elapsed" -lt 250 ] || [ "$elapsed" -gt 5000 ]; then
+        fail "-w 0.3 gave up after ${elapsed} ms; expected about 300 ms"
+    fi
+    [ -e "$TMP/t/ran" ] && fail "the command ran although the wait timed out"
+    expect_rc "-w 250ms -E 5" 5 dl run -w 250ms -E 5 -q r-wt -- true
+    dl unlock --force r-wt >/dev/null
+}
+
+test_wait_succeeds_when_holder_finishes()
+{
+    local holder waiter t0 waited_ms fence_h fence_w
+    dl_bg "$TMP/t/holder" run r-ws -- sh -c \
+        'echo $DLOCK_FENCE > "$0/fence-h"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -s "$TMP/t/fence-h" || { fail "the holder never started"; return; }
+    dl_bg "$TMP/t/waiter" run -w 20 r-ws -- sh -c 'echo $DLOCK_FENCE > "$0/fence-w"' "$TMP/t"
+    waiter=$BG
+    wait_until 10 has_waiters r-ws 1 || fail "status never showed 1 waiter"
+    expect_match "status text shows the waiter" "waiters: +1" "$(dl status r-ws)"
+    [ -e "$TMP/t/fence-w" ] && fail "the waiter ran while the lock was held"
+    t0=$(now_ms)
+    touch "$TMP/t/go"
+    reap "$holder" 10
+    expect_eq "holder's exit status" 0 "$BG_RC"
+    reap "$waiter" 10
+    expect_eq "waiter's exit status (stderr: $(cat "$TMP/t/waiter.err"))" 0 "$BG_RC"
+    waited_ms=$(($(now_ms) - t0))
+    if [ "$waited_ms" -gt 5000 ]; then
+        fail "the waiter took ${waited_ms} ms after the holder finished"
+    fi
+    fence_h=$(cat "$TMP/t/fence-h")
+    fence_w=$(cat "$TMP/t/fence-w" 2>/dev/null)
+    expect_match "the waiter ran" '^[0-9]+$' "$fence_w" || return
+    if [ "$fence_w" -le "$fence_h" ]; then
+        fail "the waiter's fence $fence_w is not above the holder's $fence_h"
+    fi
+    expect_free r-ws
+}
+
+# ------------------------------------------------------------ tests: lost lock
+
+# The command writes its pid and then becomes `sleep 30`.
+SLEEPER='echo $$ > "$0"; exec sleep 30'
+
+test_lost_fixed_lease()
+{
+    local t0 elapsed pid
+    t0=$(now_ms)
+    expect_rc "-l 0.5 with a longer command" 75 dl run -l 0.5 r-lost1 -- \
+        sh -c "$SLEEPER" "$TMP/t/pid"
+    elapsed=$(($(now_ms) - t0))
+    expect_match "message names the loss" "lost" "$(cat "$TMP/err")"
+    if [ "$elapsed" -gt 10000 ]; then
+        fail "dlock took ${elapsed} ms to stop the command after a 500 ms lease"
+    fi
+    pid=$(cat "$TMP/t/pid" 2>/dev/null)
+    if [ -z "$pid" ]; then
+        fail "the command never started"
+    elif kill -0 "$pid" 2>/dev/null; then
+        fail "the command (pid $pid) still runs after the lock was lost"
+        kill -KILL "$pid"
+    fi
+}
+
+test_lost_renewed_lock_force_unlocked()
+{
+    local pid t0 elapsed
+    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=600ms" r-lost2 -- \
+        sh -c "$SLEEPER" "$TMP/t/pid"
+    wait_until 10 test -s "$TMP/t/pid" || { fail "the command never started"; return; }
+    wait_until 10 is_held r-lost2 || fail "status never showed the lock held"
+    pid=$(cat "$TMP/t/pid")
+    t0=$(now_ms)
+    expect_rc "unlock --force from outside" 0 dl unlock --force r-lost2
+    reap "$BG" 10
+    elapsed=$(($(now_ms) - t0))
+    expect_eq "holder's exit status" 75 "$BG_RC"
+    expect_match "message names the loss" "lost" "$(cat "$TMP/t/holder.err")"
+    if [ "$elapsed" -gt 5000 ]; then
+        fail "the loss was noticed ${elapsed} ms after the unlock; renewal is every 200 ms"
+    fi
+    if kill -0 "$pid" 2>/dev/null; then
+        fail "the command (pid $pid) still runs after the lock was lost"
+        kill -KILL "$pid"
+    fi
+}
+
+test_lost_grace_then_sigkill()
+{
+    local t0 elapsed pid
+    # The command ignores SIGTERM: it gets SIGKILL --grace later.
+    t0=$(now_ms)
+    expect_rc "-l 0.3 --grace 0.3, command ignores TERM" 75 dl run -l 0.3 --grace 0.3 r-grace -- \
+        sh -c "trap '' TERM; $SLEEPER" "$TMP/t/pid"
+    elapsed=$(($(now_ms) - t0))
+    if [ "$elapsed" -lt 300 ] || [ "$elapsed" -gt 10000 ]; then
+        fail "expected SIGKILL about 600 ms after the start, dlock ended after ${elapsed} ms"
+    fi
+    pid=$(cat "$TMP/t/pid" 2>/dev/null)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        fail "the command (pid $pid) survived SIGKILL"
+        kill -KILL "$pid"
+    fi
+}
+
+# ------------------------------------------------------------ tests: signals
+
+test_signal_forwarded()
+{
+    local got
+    dl_bg "$TMP/t/holder" run r-sig -- sh -c \
+        'trap "echo got-term > \"$0/term\"; exit 7" TERM; : > "$0/started"; while :; do sleep 0.05; done' \
+        "$TMP/t"
+    wait_until 10 test -e "$TMP/t/started" || { fail "the command never started"; return; }
+    wait_until 10 is_held r-sig || fail "status never showed the lock held"
+    kill -TERM "$BG"
+    reap "$BG" 10
+    expect_eq "dlock exits with the command's status" 7 "$BG_RC"
+    got=$(cat "$TMP/t/term" 2>/dev/null)
+    expect_eq "the command saw SIGTERM" got-term "$got"
+    expect_free r-sig
+}
+
+test_signal_while_waiting_ends_the_wait()
+{
+    expect_rc "lock -l 30" 0 dl lock -l 30 r-sigwait || return
+    dl_bg "$TMP/t/waiter" run r-sigwait -- touch "$TMP/t/ran"
+    wait_until 10 has_waiters r-sigwait 1 || fail "status never showed the waiter"
+    kill -TERM "$BG"
+    reap "$BG" 10
+    expect_eq "a waiting dlock ends on SIGTERM" 143 "$BG_RC"
+    [ -e "$TMP/t/ran" ] && fail "the command ran although the wait was interrupted"
+    expect_eq "the holder keeps the lock" true "$(field r-sigwait held)"
+    dl unlock --force r-sigwait >/dev/null
+}
+
+test_command_stopped_when_dlock_dies()
+{
+    local got
+    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=1s" r-death -- sh -c \
+        'trap "echo got-term > \"$0/term\"; exit 0" TERM; : > "$0/started"; while :; do sleep 0.05; done' \
+        "$TMP/t"
+    wait_until 10 test -e "$TMP/t/started" || { fail "the command never started"; return; }
+    kill -KILL "$BG"
+    reap "$BG" 10 2>/dev/null # without bash's "Killed" notice
+    wait_until 10 test -s "$TMP/t/term" || fail "the command did not get SIGTERM when dlock died"
+    got=$(cat "$TMP/t/term" 2>/dev/null)
+    expect_eq "the command saw SIGTERM" got-term "$got"
+    # Nobody releases it: it ends with its 1 s lease.
+    wait_until 10 is_free r-death || fail "the lock of a dead dlock never expired"
+}
+
+# ------------------------------------------------------------ tests: admin
+
+test_lock_unlock_extend_by_token()
+{
+    local line token fence owner lease
+    expect_rc "lock -l 30" 0 dl lock -l 30 r-adm || return
+    line=$(cat "$TMP/out")
+    expect_match "lock prints '<token> <fence>'" '^[0-9a-f]{32} [1-9][0-9]*$' "$line" || return
+    token=${line% *}
+    fence=${line#* }
+    owner=$(field r-adm owner)
+    expect_eq "held after dlock exits, by that owner" "\"$token\"" "$owner"
+    expect_eq "status fence" "$fence" "$(field r-adm fence)"
+    expect_rc "lock when held" 1 dl lock -n -l 30 r-adm
+    expect_rc "unlock with a wrong token" 1 dl unlock --token 0123456789abcdef0123456789abcdef r-adm
+    expect_eq "still held after a wrong unlock" "\"$token\"" "$(field r-adm owner)"
+    expect_rc "extend with a wrong token" 1 dl extend --token 0123456789abcdef0123456789abcdef \
+        -l 60 r-adm
+    expect_rc "extend -l 60" 0 dl extend --token "$token" -l 60 r-adm
+    lease=$(field r-adm lease_ms)
+    expect_match "lease_ms is a number" '^[0-9]+$' "$lease" || return
+    if [ "$lease" -le 30000 ]; then
+        fail "after extend -l 60, lease_ms is $lease; expected > 30000"
+    fi
+    expect_rc "unlock with the token" 0 dl unlock --token "$token" r-adm
+    expect_free r-adm
+    expect_rc "unlock again" 1 dl unlock --token "$token" r-adm
+
+    # --force frees a lock held by someone else.
+    dl_bg "$TMP/t/other" lock -l 30 r-adm
+    reap "$BG" 10
+    expect_eq "someone else's lock" 0 "$BG_RC"
+    expect_rc "unlock --force" 0 dl unlock --force r-adm
+    expect_free r-adm
+    expect_rc "unlock --force when free" 0 dl unlock --force r-adm
+}
+
+test_lock_handoff_in_shell()
+{
+    local token
+    token=$(dl lock -l 30 r-hand | cut -d' ' -f1)
+    expect_match "token" '^[0-9a-f]{32}$' "$token" || return
+    expect_rc "a second process cannot take it" 1 dl run -n -q r-hand -- true
+    expect_rc "another process releases it by token" 0 \
+        sh -c '"$0" unlock --token "$1" r-hand' "$DLOCK" "$token"
+    expect_rc "free for the next one" 0 dl run -n r-hand -- true
+}
+
+test_status_text_and_json()
+{
+    local text json token
+    text=$(dl status r-st)
+    expect_match "free: state" "state: +free" "$text"
+    expect_match "free: waiters" "waiters: +0" "$text"
+    json=$(dl status --json r-st)
+    expect_match "free json" '^\{"name":"r-st","held":false,.*"fence":0,.*"waiters":0\}$' "$json"
+    token=$(dl lock -l 30 r-st | cut -d' ' -f1)
+    text=$(dl status r-st)
+    expect_match "held: state" "state: +held" "$text"
+    expect_match "held: owner" "owner: +$token" "$text"
+    expect_match "held: fence" "fence: +[1-9][0-9]*" "$text"
+    expect_match "held: lease" "lease left: +[0-9.]+ s" "$text"
+    json=$(dl status --json r-st)
+    expect_match "held json" "\"held\":true,\"owner\":\"$token\",\"holds\":1,\"lease_ms\":[0-9]+,\"fence\":[1-9]" "$json"
+    dl unlock --force r-st >/dev/null
+}
+
+test_names()
+{
+    local long
+    expect_rc "hash-tag name" 0 dl run 'order:{42}' -- sh -c \
+        '"$0" status --json "order:{42}" | grep -q "\"held\":true"' "$DLOCK"
+    expect_free 'order:{42}'
+    long=$(printf 'a%.0s' $(seq 513))
+    expect_rc "512-byte name" 0 dl status "${long:1}"
+
+    expect_rc "empty name" 64 dl status ''
+    expect_match "empty name message" "empty" "$(cat "$TMP/err")"
+    expect_rc "empty name (run)" 64 dl run '' -- true
+    expect_match "empty name message (run)" "empty" "$(cat "$TMP/err")"
+    expect_rc "name with a newline" 64 dl run $'a\nb' -- true
+    expect_match "newline message" "control character" "$(cat "$TMP/err")"
+    expect_rc "513-byte name" 64 dl run "$long" -- true
+    expect_match "long name message" "512" "$(cat "$TMP/err")"
+    expect_rc "unbalanced brace" 64 dl run 'a{b' -- true
+    expect_match "brace message" "brace" "$(cat "$TMP/err")"
+    expect_rc "unbalanced brace (status)" 64 dl status 'a}b'
+    expect_rc "two hash tags" 64 dl lock -l 1 '{a}{b}'
+}
+
+# ------------------------------------------------------------ tests: bad input
+
+test_bad_input()
+{
+    local port line sub
+    expect_rc "http:// URL" 64 dl run -u 'http://x' r-bad -- true
+    expect_match "http:// message" "scheme" "$(cat "$TMP/err")"
+    expect_rc "unknown URL option" 64 dl status -u "$DLOCK_URL?bogus=1" r-bad
+    expect_rc "bad URL lease" 64 dl status -u "$DLOCK_URL?lease=soon" r-bad
+    expect_rc "DLOCK_URL from the environment" 64 env DLOCK_URL=http://x "$DLOCK" status r-bad
+
+    port=$(closed_port)
+    expect_rc "closed port (run)" 69 dl run -u "redis://127.0.0.1:$port" r-bad -- true
+    expect_eq "one line on stderr" 1 "$(wc -l <"$TMP/err")"
+    line=$(cat "$TMP/err")
+    expect_match "names the URL" "redis://127.0.0.1:$port" "$line"
+    expect_match "says why" "Connection refused" "$line"
+    expect_rc "closed port (status)" 69 dl status -u "redis://127.0.0.1:$port" r-bad
+    expect_rc "closed port (lock)" 69 dl lock -u "redis://127.0.0.1:$port" -l 5 r-bad
+
+    expect_rc "-l 0" 64 dl run -l 0 r-bad -- true
+    expect_rc "-l -1" 64 dl run -l -1 r-bad -- true
+    expect_rc "-l 5x" 64 dl run -l 5x r-bad -- true
+    expect_rc "-w abc" 64 dl run -w abc r-bad -- true
+    expect_rc "-E 300" 64 dl run -E 300 r-bad -- true
+    expect_rc "lock -l 0" 64 dl lock -l 0 r-bad
+    expect_rc "lock without -l" 64 dl lock r-bad
+    expect_rc "missing NAME" 64 dl run
+    expect_match "missing NAME message" "NAME" "$(cat "$TMP/err")"
+    expect_rc "missing COMMAND" 64 dl run r-bad
+    expect_match "missing COMMAND message" "COMMAND" "$(cat "$TMP/err")"
+    expect_rc "missing COMMAND after --" 64 dl run r-bad --
+    expect_rc "status without NAME" 64 dl status
+    expect_rc "unlock without --token or --force" 64 dl unlock r-bad
+    expect_rc "unlock with both" 64 dl unlock --force --token x r-bad
+    expect_rc "extend without -l" 64 dl extend --token x r-bad
+    expect_rc "option not accepted by status" 64 dl status --force r-bad
+    expect_rc "unknown option" 64 dl run --frobnicate r-bad -- true
+    expect_rc "unknown subcommand" 64 dl frobnicate r-bad
+    expect_match "unknown subcommand message" "unknown command" "$(cat "$TMP/err")"
+    expect_rc "no subcommand" 64 dl
+
+    expect_rc "dlock --help" 0 dl --help
+    expect_match "dlock --help prints usage" "^usage: dlock" "$(cat "$TMP/out")"
+    expect_rc "dlock --version" 0 dl --version
+    expect_match "version" "^dlock [0-9]+\.[0-9]+\.[0-9]+" "$(cat "$TMP/out")"
+    for sub in run status lock unlock extend bench; do
+        expect_rc "dlock $sub --help" 0 dl "$sub" --help
+        expect_match "dlock $sub --help prints usage" "usage: dlock $sub" "$(cat "$TMP/out")"
+    done
+}
+
+# ------------------------------------------------------------ tests: interop
+
+test_simple_mode()
+{
+    local out owner got
+    expect_rc "run --simple" 0 dl run --simple r-simple -- sh -c \
+        'echo "$DLOCK_OWNER $(redis-cli -h 127.0.0.1 -p "$0" GET r-simple)"' "$PORT" || return
+    out=$(cat "$TMP/out")
+    owner=${out% *}
+    got=${out#* }
+    expect_match "DLOCK_OWNER" '^[0-9a-f]{32}$' "$owner"
+    expect_eq "GET NAME while held shows the owner token" "$owner" "$got"
+    expect_eq "the key is gone after" 0 "$(redis EXISTS r-simple)"
+
+    # A foreign client (redis-py's Lock does exactly this) holds the key.
+    expect_eq "foreign SET NX" OK "$(redis SET r-simple foreign-token NX PX 30000)"
+    expect_rc "run --simple -n when held by a foreign client" 1 dl run --simple -n r-simple -- true
+    expect_eq "status --simple sees the foreign owner" '"foreign-token"' \
+        "$(field r-simple owner --simple)"
+    expect_rc "unlock --simple --force" 0 dl unlock --simple --force r-simple
+    expect_eq "the foreign key is gone" 0 "$(redis EXISTS r-simple)"
+
+    # And the other way round: a foreign SET NX fails while dlock holds it.
+    expect_rc "foreign SET NX while dlock holds it" 0 dl run --simple r-simple -- sh -c \
+        '[ -z "$(redis-cli -h 127.0.0.1 -p "$0" SET r-simple intruder NX PX 30000)" ]' "$PORT"
+    expect_eq "the key is gone after" 0 "$(redis EXISTS r-simple)"
+}
+
+test_unix_socket()
+{
+    expect_rc "status over redis+unix://" 0 dl status -u "redis+unix://$TMP/redis.sock" r-unix
+    expect_rc "run over redis+unix://" 0 dl run -u "redis+unix://$TMP/redis.sock" r-unix -- true
+    expect_rc "status over redis+unix:// (no such socket)" 69 \
+        dl status -u "redis+unix://$TMP/nope.sock" r-unix
+}
+
+# ------------------------------------------------------------ main
+
+start_redis
+export DLOCK_URL="redis://127.0.0.1:$PORT"
+T0=$(now_ms)
+
+run_test test_run_exit_status
+run_test test_run_environment
+run_test test_run_holds_lock_while_running
+run_test test_nonblock_when_held
+run_test test_wait_times_out
+run_test test_wait_succeeds_when_holder_finishes
+run_test test_lost_fixed_lease
+run_test test_lost_renewed_lock_force_unlocked
+run_test test_lost_grace_then_sigkill
+run_test test_signal_forwarded
+run_test test_signal_while_waiting_ends_the_wait
+run_test test_command_stopped_when_dlock_dies
+run_test test_lock_unlock_extend_by_token
+run_test test_lock_handoff_in_shell
+run_test test_status_text_and_json
+run_test test_names
+run_test test_bad_input
+run_test test_simple_mode
+run_test test_unix_socket
+
+echo "# $(($(now_ms) - T0)) ms"
+if [ "$FAILED_TESTS" -ne 0 ]; then
+    echo "$FAILED_TESTS test(s) failed" >&2
+    exit 1
+fi
+echo "all tests passed"
