@@ -66,17 +66,18 @@ DLOCK_API const char *dlock_version(void);
 
 enum {
     DLOCK_OK = 0,
-    DLOCK_EINVAL = 1,      /* bad argument: malformed URL, bad name, zero lease... */
-    DLOCK_ENOMEM = 2,      /* out of memory */
-    DLOCK_EBUSY = 3,       /* held by someone else (a try that did not wait) */
-    DLOCK_ETIMEDOUT = 4,   /* still held by someone else when the wait budget ran out */
+    DLOCK_EINVAL = 1,       /* bad argument: malformed URL, bad name, zero lease... */
+    DLOCK_ENOMEM = 2,       /* out of memory */
+    DLOCK_EBUSY = 3,        /* held by someone else (a try that did not wait) */
+    DLOCK_ETIMEDOUT = 4,    /* still held by someone else when the wait budget ran out */
     DLOCK_EUNREACHABLE = 5, /* the server cannot be reached or stopped answering */
-    DLOCK_ELOST = 6,       /* a lock this handle held was lost (lease ran out, key removed,
-                              taken over) */
-    DLOCK_ENOTOWNER = 7,   /* release/extend of a lock this handle (token) does not hold */
-    DLOCK_EPROTO = 8,      /* the server answered something that is not a valid reply */
-    DLOCK_ESERVER = 9,     /* the server refused the request (auth, OOM, read-only...) */
-    DLOCK_ENOTSUP = 10,    /* the backend cannot do this */
+    DLOCK_ELOST = 6,        /* a lock this handle held was lost (lease ran out, key removed,
+                               taken over) */
+    DLOCK_ENOTOWNER = 7,    /* release/extend of a lock this handle (token) does not hold */
+    DLOCK_EPROTO = 8,       /* the server answered something that is not a valid reply */
+    DLOCK_ESERVER = 9,      /* the server refused the request (auth, OOM, read-only...) */
+    DLOCK_ENOTSUP = 10,     /* the backend cannot do this */
+    DLOCK_ECANCELED = 11,   /* the wait was ended by dlock_cancel() */
 };
 
 /* Static text for a code ("held by someone else"). Never NULL. */
@@ -185,7 +186,8 @@ DLOCK_API void dlock_lock_detach(dlock_lock *lock);
  * the handle: an owner is a handle.
  *
  * Returns DLOCK_OK (held; see dlock_lock_fence()), DLOCK_EBUSY (wait_ms was
- * 0 and someone else holds it), DLOCK_ETIMEDOUT, DLOCK_ELOST (the handle had
+ * 0 and someone else holds it), DLOCK_ETIMEDOUT, DLOCK_ECANCELED (see
+ * dlock_cancel()), DLOCK_ELOST (the handle had
  * held the lock and lost it; the loss is now reported and cleared),
  * DLOCK_EINVAL, DLOCK_EUNREACHABLE, DLOCK_EPROTO or DLOCK_ESERVER.
  */
@@ -195,6 +197,16 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
  * renewed: the lock expires lease_ms after it was granted unless extended.
  * A lease <= 0 is DLOCK_EINVAL. */
 DLOCK_API int dlock_acquire_for(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
+
+/*
+ * Ends the current wait on this handle (in another thread), or the next one
+ * if none is in progress, with DLOCK_ECANCELED; the waiter leaves the
+ * server's queue, and a lock handed to it meanwhile is passed on. For a
+ * program that must stop waiting on a signal: call it from a thread that
+ * waits for signals (it is not async-signal-safe). Returns DLOCK_OK or
+ * DLOCK_EINVAL. Since 0.1.
+ */
+DLOCK_API int dlock_cancel(dlock_lock *lock);
 
 /* dlock_acquire(lock, 0). */
 DLOCK_API int dlock_try_acquire(dlock_lock *lock);
@@ -261,13 +273,13 @@ DLOCK_API void dlock_lock_on_lost(dlock_lock *lock, dlock_lost_fn fn, void *arg)
 
 /* What the server says about a lock name. */
 typedef struct dlock_status {
-    int held;              /* 1 if someone holds it */
-    char owner[72];        /* owner token of the holder, "" when free */
-    unsigned holds;        /* 1 when held: re-entrant counts live in the owning handle */
-    int64_t lease_ms;      /* remaining lease on the server, -1 if none */
-    uint64_t fence;        /* fence of the current holder, 0 when free */
-    uint64_t last_fence;   /* highest fence ever issued for the name */
-    unsigned waiters;      /* waiters queued on the server */
+    int held;            /* 1 if someone holds it */
+    char owner[72];      /* owner token of the holder, "" when free */
+    unsigned holds;      /* 1 when held: re-entrant counts live in the owning handle */
+    int64_t lease_ms;    /* remaining lease on the server, -1 if none */
+    uint64_t fence;      /* fence of the current holder, 0 when free */
+    uint64_t last_fence; /* highest fence ever issued for the name */
+    unsigned waiters;    /* waiters queued on the server */
 } dlock_status;
 
 /* Reads the state of `name` (flags: DLOCK_SIMPLE for interop keys).

@@ -51,14 +51,14 @@ typedef struct dlock__attempt {
 /* One item of a renewal batch: a held lock to renew, or a queued waiter's
  * heartbeat. */
 enum dlock__renew_result {
-    DLOCK__RENEW_FAILED = 0, /* request failed; try again */
-    DLOCK__RENEW_OK = 1,     /* renewed (held) or place kept (waiter) */
+    DLOCK__RENEW_FAILED = 0,  /* request failed; try again */
+    DLOCK__RENEW_OK = 1,      /* renewed (held) or place kept (waiter) */
     DLOCK__RENEW_GRANTED = 2, /* waiter: the lock was handed to it */
-    DLOCK__RENEW_GONE = 3,   /* held: not the owner any more; waiter: no longer queued */
+    DLOCK__RENEW_GONE = 3,    /* held: not the owner any more; waiter: no longer queued */
 };
 
 typedef struct dlock__renewal {
-    void *lock;       /* backend lock state */
+    void *lock; /* backend lock state */
     const char *token;
     int64_t lease_ms; /* held: new lease; waiter: lease it asked for */
     int waiter;       /* 0: held lock, 1: queued waiter */

@@ -101,17 +101,25 @@ void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence)
     pthread_mutex_unlock(&b->mu);
 }
 
+static void recheck_locked(dlock__waiter *w)
+{
+    /* A grant already posted stays: it is the stronger news. */
+    if (w->wake == DLOCK__WAKE_NONE)
+        w->wake = DLOCK__WAKE_RECHECK;
+    pthread_cond_signal(&w->cv);
+}
+
 void dlock__board_recheck(dlock__board *b, const char *token)
 {
     pthread_mutex_lock(&b->mu);
-    for (unsigned i = 0; i < DLOCK__BOARD_BUCKETS; i++) {
-        for (dlock__waiter *w = b->buckets[i]; w != NULL; w = w->next) {
-            if (token != NULL && strcmp(w->token, token) != 0)
-                continue;
-            /* A grant already posted stays: it is the stronger news. */
-            if (w->wake == DLOCK__WAKE_NONE)
-                w->wake = DLOCK__WAKE_RECHECK;
-            pthread_cond_signal(&w->cv);
+    if (token != NULL) {
+        dlock__waiter *w = find_locked(b, token);
+        if (w != NULL)
+            recheck_locked(w);
+    } else {
+        for (unsigned i = 0; i < DLOCK__BOARD_BUCKETS; i++) {
+            for (dlock__waiter *w = b->buckets[i]; w != NULL; w = w->next)
+                recheck_locked(w);
         }
     }
     pthread_mutex_unlock(&b->mu);

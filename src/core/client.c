@@ -63,8 +63,7 @@ int dlock__check_name(const char *name)
         unsigned char c = (unsigned char) name[i];
         if (c < 0x20 || c == 0x7f)
             return dlock__fail(DLOCK_EINVAL,
-                               "lock name contains a control character (byte %zu is 0x%02x)", i,
-                               c);
+                               "lock name contains a control character (byte %zu is 0x%02x)", i, c);
     }
     return DLOCK_OK;
 }
@@ -114,8 +113,10 @@ int dlock_client_open(const char *text, dlock_client **out)
                              "build has hiredis without TLS",
                              url.text);
         else
-            rc = dlock__fail(DLOCK_EINVAL, "%s: unknown scheme '%s' (supported: redis://, "
-                             "redis+unix://)", url.text, url.scheme);
+            rc = dlock__fail(DLOCK_EINVAL,
+                             "%s: unknown scheme '%s' (supported: redis://, "
+                             "redis+unix://)",
+                             url.text, url.scheme);
         goto fail;
     }
     c->cfg.lease_ms = DEFAULT_LEASE_MS;

@@ -34,6 +34,8 @@ const char *dlock_strerror(int code)
         return "server refused the request";
     case DLOCK_ENOTSUP:
         return "not supported by this backend";
+    case DLOCK_ECANCELED:
+        return "wait cancelled";
     default:
         return "unknown error";
     }

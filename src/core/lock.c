@@ -32,6 +32,7 @@ struct dlock_lock {
     void *bl;
     atomic_int busy;
     atomic_int refs;
+    atomic_int cancel; /* dlock_cancel() asked the current or next wait to end */
 
     /* owner's state: changed only inside the owner's (non-overlapping) calls */
     unsigned holds;
@@ -107,6 +108,7 @@ static int new_handle(dlock_client *c, const char *name, unsigned flags, dlock_l
     l->flags = flags;
     atomic_init(&l->refs, 1);
     atomic_init(&l->busy, 0);
+    atomic_init(&l->cancel, 0);
     l->lease.lock = l;
     l->lease.bl = l->bl;
     l->lease.token = l->token;
@@ -160,8 +162,8 @@ static int64_t validity_end(int64_t sent_us, int64_t lease_ms)
 }
 
 /* Starts holding: the renewer watches (and maybe renews) the lease. */
-static int start_holding(dlock_lock *l, uint64_t fence, unsigned holds, int64_t lease_ms,
-                         int renew, int64_t sent_us)
+static int start_holding(dlock_lock *l, uint64_t fence, unsigned holds, int64_t lease_ms, int renew,
+                         int64_t sent_us)
 {
     dlock__lease *e = &l->lease;
 
@@ -209,8 +211,10 @@ static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
 
     if (rc == DLOCK_ELOST) {
         stop_holding(l);
-        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: the server no longer has it under "
-                           "this owner", l->name);
+        return dlock__fail(DLOCK_ELOST,
+                           "lock '%s' was lost: the server no longer has it under "
+                           "this owner",
+                           l->name);
     }
     if (rc != DLOCK_OK)
         return rc;
@@ -254,6 +258,10 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
     dlock__waiter w = {.token = l->token};
 
     for (;;) {
+        if (wait_ms != 0 && atomic_exchange(&l->cancel, 0)) {
+            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+            goto give_up;
+        }
         int join = notify && prepared;
         if (join && !on_board) {
             dlock__board_enter(&c->board, &w);
@@ -278,8 +286,10 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
         }
         if (wait_ms == 0) {
             rc = a.holder_ttl_ms >= 0
-                     ? dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else (lease ends "
-                                   "in %lld ms)", l->name, (long long) a.holder_ttl_ms)
+                     ? dlock__fail(DLOCK_EBUSY,
+                                   "lock '%s' is held by someone else (lease ends "
+                                   "in %lld ms)",
+                                   l->name, (long long) a.holder_ttl_ms)
                      : dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else", l->name);
             goto done;
         }
@@ -326,6 +336,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
             until = deadline;
 
         if (!on_board) {
+            /* polling steps are short (<= 64 ms): a cancel is seen soon */
             dlock__sleep_until(until);
             continue;
         }
@@ -381,8 +392,10 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (rc != DLOCK_OK)
         return rc;
     if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
-        return leave(l, dlock__fail(DLOCK_EINVAL, "wait of %lld ms: want >= 0 or "
-                                    "DLOCK_WAIT_FOREVER", (long long) wait_ms));
+        return leave(l, dlock__fail(DLOCK_EINVAL,
+                                    "wait of %lld ms: want >= 0 or "
+                                    "DLOCK_WAIT_FOREVER",
+                                    (long long) wait_ms));
     if (lease_ms <= 0)
         return leave(l, dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0",
                                     (long long) lease_ms));
@@ -488,14 +501,14 @@ int dlock_extend(dlock_lock *l, int64_t lease_ms)
     if (rc != DLOCK_OK)
         return leave(l, rc);
     if (l->holds == 0)
-        return leave(l, dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle",
-                                    l->name));
+        return leave(l,
+                     dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name));
     sent = dlock__now_us();
     rc = l->client->ops->extend(l->client->be, l->bl, l->token, lease_ms, 0, op_deadline(l));
     if (rc == DLOCK_ELOST) {
         stop_holding(l);
-        return leave(l, dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name,
-                                    dlock_errmsg()));
+        return leave(l,
+                     dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, dlock_errmsg()));
     }
     if (rc == DLOCK_OK)
         dlock__renewer_update(&l->client->renewer, &l->lease, 0, lease_ms,
@@ -513,10 +526,19 @@ int dlock_keepalive(dlock_lock *l)
     if (rc != DLOCK_OK)
         return leave(l, rc);
     if (l->holds == 0)
-        return leave(l, dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle",
-                                    l->name));
+        return leave(l,
+                     dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name));
     dlock__renewer_update(&l->client->renewer, &l->lease, 1, l->client->cfg.lease_ms, 0);
     return leave(l, DLOCK_OK);
+}
+
+int dlock_cancel(dlock_lock *l)
+{
+    if (l == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
+    atomic_store(&l->cancel, 1);
+    dlock__board_recheck(&l->client->board, l->token);
+    return DLOCK_OK;
 }
 
 /* ---------------------------------------------------------------- state */
@@ -592,7 +614,7 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
     for (const char *p = token; *p != '\0'; p++) {
         if ((unsigned char) *p <= ' ' || *p == 0x7f)
             return dlock__fail(DLOCK_EINVAL, "owner token contains a space or control "
-                               "character");
+                                             "character");
     }
     rc = new_handle(c, name, flags, out);
     if (rc != DLOCK_OK)

@@ -137,10 +137,10 @@ static int batch_push(batch *b, dlock__lease *e)
 }
 
 /* With mu held: marks e lost and queues the report. */
-static void lose_locked(dlock__lease *e, dlock_lock **reports, size_t *nreports,
-                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void lose_locked(dlock__lease *e, dlock_lock **reports, size_t *nreports,
-                        const char *fmt, ...)
+static void lose_locked(dlock__lease *e, dlock_lock **reports, size_t *nreports, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+static void lose_locked(dlock__lease *e, dlock_lock **reports, size_t *nreports, const char *fmt,
+                        ...)
 {
     va_list ap;
 

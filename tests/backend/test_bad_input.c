@@ -15,8 +15,8 @@ static void expect_open_fails(const char *url, int code, const char *words)
     dlock_client *c = (dlock_client *) 1;
     int rc = dlock_client_open(url, &c);
     if (rc != code || c != NULL || strstr(dlock_errmsg(), words) == NULL)
-        dt_fail(__FILE__, __LINE__, "open(%s): got %d '%s', want %d with '%s'", url, rc,
-                dlock_errmsg(), code, words);
+        dt_fail(__FILE__, __LINE__, "open(%s): got %d '%s', want %d with '%s'", url ? url : "NULL",
+                rc, dlock_errmsg(), code, words);
 }
 
 static void malformed_urls(void)

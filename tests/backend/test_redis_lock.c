@@ -330,7 +330,8 @@ static void handover_keeps_fifo_order(void)
     for (int i = 0; i < N; i++) {
         w[i] = (waiter_arg){.lock = open_lock("fifo", 0)};
         pthread_create(&t[i], NULL, wait_for_lock, &w[i]);
-        DT_WAIT_UNTIL(dlock_query(client, "fifo", 0, &st) == DLOCK_OK && st.waiters == (unsigned) i + 1,
+        DT_WAIT_UNTIL(dlock_query(client, "fifo", 0, &st) == DLOCK_OK &&
+                          st.waiters == (unsigned) i + 1,
                       5000);
     }
     CHECK_RC(dlock_release(holder), DLOCK_OK);

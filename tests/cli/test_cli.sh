@@ -415,7 +415,10 @@ test_signal_while_waiting_ends_the_wait()
     expect_eq "a waiting dlock ends on SIGTERM" 143 "$BG_RC"
     [ -e "$TMP/t/ran" ] && fail "the command ran although the wait was interrupted"
     expect_eq "the holder keeps the lock" true "$(field r-sigwait held)"
+    expect_eq "the interrupted waiter left the queue" 0 "$(field r-sigwait waiters)"
     dl unlock --force r-sigwait >/dev/null
+    # not handed to the waiter that was interrupted
+    expect_eq "free after the holder lets go" false "$(field r-sigwait held)"
 }
 
 test_command_stopped_when_dlock_dies()

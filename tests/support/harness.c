@@ -94,7 +94,8 @@ static int ping(int port)
 
     if (fd < 0)
         return 0;
-    if (connect(fd, (struct sockaddr *) &a, sizeof a) == 0 && send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+    if (connect(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
+        send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
         ssize_t n = read(fd, buf, sizeof buf - 1);
         /* -NOAUTH: alive, and wants a password */
         ok = n >= 5 && (memcmp(buf, "+PONG", 5) == 0 || memcmp(buf, "-NOAUTH", 7) == 0);

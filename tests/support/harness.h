@@ -17,26 +17,26 @@
 void dt_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond))                                                                             \
-            dt_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                              \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            dt_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                                \
     } while (0)
 
-#define CHECK_INT(a, op, b)                                                                      \
-    do {                                                                                         \
-        long long a_ = (long long) (a), b_ = (long long) (b);                                    \
-        if (!(a_ op b_))                                                                         \
-            dt_fail(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, a_, b_);          \
+#define CHECK_INT(a, op, b)                                                                        \
+    do {                                                                                           \
+        long long a_ = (long long) (a), b_ = (long long) (b);                                      \
+        if (!(a_ op b_))                                                                           \
+            dt_fail(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, a_, b_);            \
     } while (0)
 
 /* rc must equal the expected DLOCK_ code; prints the detail if not. */
-#define CHECK_RC(rc, want)                                                                       \
-    do {                                                                                         \
-        int rc_ = (rc), want_ = (want);                                                          \
-        if (rc_ != want_)                                                                        \
-            dt_fail(__FILE__, __LINE__, "%s: got %d (%s: %s), want %d (%s)", #rc, rc_,           \
-                    dlock_strerror(rc_), dlock_errmsg(), want_, dlock_strerror(want_));          \
+#define CHECK_RC(rc, want)                                                                         \
+    do {                                                                                           \
+        int rc_ = (rc), want_ = (want);                                                            \
+        if (rc_ != want_)                                                                          \
+            dt_fail(__FILE__, __LINE__, "%s: got %d (%s: %s), want %d (%s)", #rc, rc_,             \
+                    dlock_strerror(rc_), dlock_errmsg(), want_, dlock_strerror(want_));            \
     } while (0)
 
 typedef struct dt_test {
@@ -74,14 +74,14 @@ int dt_free_port(void);
 
 int64_t dt_now_ms(void);
 /* Polls cond (an expression) every 5 ms until true or ms pass. */
-#define DT_WAIT_UNTIL(cond, ms)                                                                  \
-    do {                                                                                         \
-        int64_t until_ = dt_now_ms() + (ms);                                                     \
-        while (!(cond)) {                                                                        \
-            if (dt_now_ms() > until_)                                                            \
-                dt_fail(__FILE__, __LINE__, "condition %s not met in %d ms", #cond, (int) (ms)); \
-            dt_sleep_ms(5);                                                                      \
-        }                                                                                        \
+#define DT_WAIT_UNTIL(cond, ms)                                                                    \
+    do {                                                                                           \
+        int64_t until_ = dt_now_ms() + (ms);                                                       \
+        while (!(cond)) {                                                                          \
+            if (dt_now_ms() > until_)                                                              \
+                dt_fail(__FILE__, __LINE__, "condition %s not met in %d ms", #cond, (int) (ms));   \
+            dt_sleep_ms(5);                                                                        \
+        }                                                                                          \
     } while (0)
 void dt_sleep_ms(int ms);
 

@@ -178,9 +178,11 @@ int cmd_lock(int argc, char **argv)
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
         if (rc == DLOCK_ETIMEDOUT)
             rc = DLOCK_EBUSY;
+        code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
         dlock_lock_detach(l); /* stays held: that is the point */
+    } else {
+        code = cli_fail(rc, a.name);
     }
-    code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
     dlock_client_close(c);
     return code;
 }

@@ -1,12 +1,740 @@
-/* bench.c - `dlock bench`: placeholder until the benchmark lands. */
+/* bench.c - `dlock bench`: lock throughput and cost, one JSON line per run.
+ *
+ * The fields match the peer programs in ../shared/peers (lib, wl, conc,
+ * cycles_per_s, p50_us, p99_us; one cycle = acquire + release), so lines
+ * can be compared side by side; bench/compare.sh does that. Workloads:
+ *
+ *   seq    one thread, lock+unlock of its own lock
+ *   par    --threads N threads of one client, each its own lock
+ *   hot    --procs P processes, one thread each, all on one lock; adds each
+ *          process's share (min_proc, max_proc cycles/s)
+ *   herd   --waiters W contenders on one lock (spread over up to 8
+ *          processes): Redis commands executed per hand-over, from the
+ *          server's INFO; it must not grow with W
+ *   renew  --locks K held locks renewed by one client for --seconds:
+ *          commands and client CPU per renewal period, locks lost (0)
+ *   memory --locks K held locks: client bytes and Redis bytes per lock
+ *
+ * The lock calls go through the public API only; the server's counters are
+ * read with hiredis on a connection of the benchmark's own. */
 #include "cli.h"
 
+#include <errno.h>
+#include <getopt.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char bench_usage[] =
+    "usage: dlock bench [-u URL] [--workload seq|par|hot|herd|renew|memory] [--threads N]\n"
+    "                   [--procs P] [--waiters W] [--locks K] [--seconds S] [--lease DUR]\n"
+    "                   [--simple] [--lib NAME]\n"
+    "\n"
+    "Measures lock+unlock cycles against the store at URL and prints one JSON line\n"
+    "(lib, wl, conc, cycles_per_s, p50_us, p99_us, and per workload extras).\n"
+    "Use a throwaway server: it creates keys under bench:*.\n"
+    "\n"
+    "  --workload W   seq (default), par, hot, herd, renew, memory\n"
+    "  --threads N    par: threads of one client (default 50)\n"
+    "  --procs P      hot: processes on one lock (default 8)\n"
+    "  --waiters W    herd: contenders on one lock (default 16)\n"
+    "  --locks K      renew, memory: locks held (default 10000)\n"
+    "  --seconds S    length of the run (default 3)\n"
+    "  --lease DUR    renew: the renewed lease (default 3s: a renewal every 1 s)\n"
+    "  --simple       interop mode keys\n"
+    "  --lib NAME     the lib field (default dlock)\n";
+
+typedef struct bench_opts {
+    const char *url, *workload, *lib;
+    int threads, procs, waiters, locks, simple;
+    double seconds;
+    int64_t lease_ms;
+} bench_opts;
+
+/* ---------------------------------------------------------------- helpers */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+/* A log-linear latency histogram in microseconds: exact below 1024 us, then
+ * 64 steps per power of two (1.6 % resolution). Fixed size, so processes
+ * can send theirs through a pipe. */
+#define HIST_LINEAR 1024
+#define HIST_SUB    64
+#define HIST_SIZE   (HIST_LINEAR + 24 * HIST_SUB)
+typedef struct histogram {
+    uint64_t count;
+    uint64_t bucket[HIST_SIZE];
+} histogram;
+
+static void hist_add(histogram *h, double us)
+{
+    uint64_t v = us < 0 ? 0 : (uint64_t) us;
+    size_t i;
+    if (v < HIST_LINEAR) {
+        i = v;
+    } else {
+        int p = 63 - __builtin_clzll(v); /* v in [2^p, 2^(p+1)) , p >= 10 */
+        size_t sub = (size_t) ((v - (1ull << p)) * HIST_SUB >> p);
+        i = HIST_LINEAR + (size_t) (p - 10) * HIST_SUB + sub;
+        if (i >= HIST_SIZE)
+            i = HIST_SIZE - 1;
+    }
+    h->bucket[i]++;
+    h->count++;
+}
+
+static double hist_value(size_t i)
+{
+    if (i < HIST_LINEAR)
+        return (double) i;
+    size_t p = (i - HIST_LINEAR) / HIST_SUB + 10, sub = (i - HIST_LINEAR) % HIST_SUB;
+    return ldexp(1.0 + ((double) sub + 0.5) / HIST_SUB, (int) p);
+}
+
+static double hist_quantile(const histogram *h, double q)
+{
+    uint64_t want = (uint64_t) (q * (double) h->count), seen = 0;
+    for (size_t i = 0; i < HIST_SIZE; i++) {
+        seen += h->bucket[i];
+        if (seen > want)
+            return hist_value(i);
+    }
+    return 0;
+}
+
+static void hist_merge(histogram *into, const histogram *h)
+{
+    into->count += h->count;
+    for (size_t i = 0; i < HIST_SIZE; i++)
+        into->bucket[i] += h->bucket[i];
+}
+
+static int fail_rc(int rc, const char *what)
+{
+    return cli_fail(rc, what);
+}
+
+/* ---------------------------------------------------------------- server stats */
+
+typedef struct server {
+    redisContext *ctx;
+} server;
+
+/* Connects to the URL's server for INFO (redis://host:port only). */
+static int server_open(const char *url, server *s)
+{
+    char host[256] = "127.0.0.1";
+    int port = 6379;
+    const char *p = strstr(url, "://");
+
+    s->ctx = NULL;
+    if (strncmp(url, "redis://", 8) != 0 || p == NULL)
+        return -1;
+    p += 3;
+    const char *at = strchr(p, '@');
+    if (at != NULL && at < p + strcspn(p, "/?"))
+        p = at + 1;
+    size_t n = strcspn(p, ":/?");
+    if (n > 0 && n < sizeof host) {
+        memcpy(host, p, n);
+        host[n] = '\0';
+    }
+    if (p[n] == ':')
+        port = atoi(p + n + 1);
+    s->ctx = redisConnect(host, port);
+    if (s->ctx == NULL || s->ctx->err) {
+        if (s->ctx != NULL)
+            redisFree(s->ctx);
+        s->ctx = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Sum of calls of every command in INFO commandstats but INFO itself, and
+ * the calls of EVALSHA/EVAL alone. */
+static void server_calls(server *s, uint64_t *all, uint64_t *scripts)
+{
+    *all = *scripts = 0;
+    redisReply *r = s->ctx != NULL ? redisCommand(s->ctx, "INFO commandstats") : NULL;
+    if (r == NULL || r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return;
+    }
+    for (char *line = r->str; line != NULL && *line != '\0';) {
+        char name[128];
+        unsigned long long calls;
+        if (sscanf(line, "cmdstat_%127[^:]:calls=%llu", name, &calls) == 2 &&
+            strcmp(name, "info") != 0) {
+            *all += calls;
+            if (strcmp(name, "evalsha") == 0 || strcmp(name, "eval") == 0)
+                *scripts += calls;
+        }
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    freeReplyObject(r);
+}
+
+static long long server_info_number(server *s, const char *section, const char *field)
+{
+    long long v = -1;
+    redisReply *r = s->ctx != NULL ? redisCommand(s->ctx, "INFO %s", section) : NULL;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        const char *at = strstr(r->str, field);
+        if (at != NULL && at[strlen(field)] == ':')
+            v = atoll(at + strlen(field) + 1);
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+static void server_close(server *s)
+{
+    if (s->ctx != NULL)
+        redisFree(s->ctx);
+}
+
+/* ---------------------------------------------------------------- cycles */
+
+typedef struct worker {
+    dlock_client *client;
+    const bench_opts *o;
+    char name[96];
+    double until;
+    uint64_t cycles;
+    int rc;
+    histogram hist;
+} worker;
+
+static void *cycle_loop(void *arg)
+{
+    worker *w = arg;
+    dlock_lock *l;
+
+    w->rc = dlock_lock_open(w->client, w->name, w->o->simple ? DLOCK_SIMPLE : 0, &l);
+    if (w->rc != DLOCK_OK)
+        return NULL;
+    while (now_s() < w->until) {
+        double t0 = now_s();
+        w->rc = dlock_acquire(l, DLOCK_WAIT_FOREVER);
+        if (w->rc == DLOCK_OK)
+            w->rc = dlock_release(l);
+        if (w->rc != DLOCK_OK) {
+            fprintf(stderr, "dlock bench: %s: %s\n", w->name, dlock_errmsg());
+            break;
+        }
+        hist_add(&w->hist, (now_s() - t0) * 1e6);
+        w->cycles++;
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+/* Runs n threads of one client, each on its own lock named by fmt (with
+ * the pid and thread index), or all on `shared` when not NULL. Fills
+ * *total and *merged. */
+static int run_threads(const bench_opts *o, dlock_client *c, int n, const char *fmt,
+                       const char *shared, double seconds, uint64_t *total, histogram *merged)
+{
+    worker *w = calloc((size_t) n, sizeof *w);
+    pthread_t *t = calloc((size_t) n, sizeof *t);
+    double until = now_s() + seconds;
+    int rc = DLOCK_OK;
+
+    if (w == NULL || t == NULL) {
+        free(w);
+        free(t);
+        return DLOCK_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        w[i].client = c;
+        w[i].o = o;
+        w[i].until = until;
+        if (shared != NULL)
+            snprintf(w[i].name, sizeof w[i].name, "%s", shared);
+        else
+            snprintf(w[i].name, sizeof w[i].name, fmt, (int) getpid(), i);
+        pthread_create(&t[i], NULL, cycle_loop, &w[i]);
+    }
+    *total = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        *total += w[i].cycles;
+        hist_merge(merged, &w[i].hist);
+        if (w[i].rc != DLOCK_OK)
+            rc = w[i].rc;
+    }
+    free(w);
+    free(t);
+    return rc;
+}
+
+static void print_line(const bench_opts *o, const char *wl, int conc, double cycles_per_s,
+                       const histogram *h, const char *extra)
+{
+    printf("{\"lib\":\"%s\",\"wl\":\"%s\",\"conc\":%d,\"cycles_per_s\":%.0f,\"p50_us\":%.0f,"
+           "\"p99_us\":%.0f%s%s}\n",
+           o->lib, wl, conc, cycles_per_s, hist_quantile(h, 0.5), hist_quantile(h, 0.99),
+           extra[0] ? "," : "", extra);
+    fflush(stdout);
+}
+
+static int bench_threads(const bench_opts *o, int n, const char *wl)
+{
+    dlock_client *c;
+    histogram *h = calloc(1, sizeof *h);
+    uint64_t total = 0;
+    int code = cli_open(o->url, &c);
+
+    if (code != 0 || h == NULL) {
+        free(h);
+        return code != 0 ? code : EXIT_FAILURE_OTHER;
+    }
+    /* a short warm-up: connections made, scripts loaded */
+    run_threads(o, c, n, "bench:warm:%d:%d", NULL, 0.2, &total, h);
+    memset(h, 0, sizeof *h);
+    double t0 = now_s();
+    int rc = run_threads(o, c, n, "bench:%d:%d", NULL, o->seconds, &total, h);
+    double elapsed = now_s() - t0;
+    dlock_client_close(c);
+    if (rc != DLOCK_OK) {
+        free(h);
+        return fail_rc(rc, "bench");
+    }
+    print_line(o, wl, n, (double) total / elapsed, h, "");
+    free(h);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- processes */
+
+typedef struct proc_result {
+    uint64_t cycles;
+    double elapsed;
+    int rc;
+    histogram hist;
+} proc_result;
+
+/* Forks nprocs processes of `threads` threads each, all on one lock; they
+ * warm up, start together and report through a pipe. With s, the server's
+ * command counters are read just before the start and after the reports. */
+static int run_processes(const bench_opts *o, int nprocs, int threads, const char *name, server *s,
+                         uint64_t counters[4], proc_result **out)
+{
+    int ready[2], go[2], report[2];
+    pid_t *pids = calloc((size_t) nprocs, sizeof *pids);
+    proc_result *res = calloc((size_t) nprocs, sizeof *res);
+
+    *out = NULL;
+    if (pids == NULL || res == NULL || pipe(ready) != 0 || pipe(go) != 0 || pipe(report) != 0) {
+        free(pids);
+        free(res);
+        return -1;
+    }
+    fflush(NULL);
+    for (int p = 0; p < nprocs; p++) {
+        pids[p] = fork();
+        if (pids[p] != 0)
+            continue;
+        /* child: connect, warm up, wait for the start, run, report */
+        proc_result *r = calloc(1, sizeof *r);
+        dlock_client *c;
+        char byte = 0;
+        r->rc = dlock_client_open(o->url, &c);
+        if (r->rc == DLOCK_OK) {
+            uint64_t ignored;
+            histogram *scratch = calloc(1, sizeof *scratch);
+            run_threads(o, c, threads, NULL, name, 0.1, &ignored, scratch);
+            free(scratch);
+        }
+        if (write(ready[1], "r", 1) != 1 || read(go[0], &byte, 1) != 1)
+            _exit(1);
+        if (r->rc == DLOCK_OK) {
+            double t0 = now_s();
+            r->rc = run_threads(o, c, threads, NULL, name, o->seconds, &r->cycles, &r->hist);
+            r->elapsed = now_s() - t0;
+            dlock_client_close(c);
+        }
+        const char *p8 = (const char *) r;
+        size_t left = sizeof *r;
+        while (left > 0) {
+            ssize_t n = write(report[1], p8, left);
+            if (n <= 0)
+                _exit(1);
+            p8 += n;
+            left -= (size_t) n;
+        }
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(report[1]);
+    for (int p = 0; p < nprocs; p++) {
+        char byte;
+        if (read(ready[0], &byte, 1) != 1)
+            break;
+    }
+    if (s != NULL)
+        server_calls(s, &counters[0], &counters[1]);
+    for (int p = 0; p < nprocs; p++) {
+        if (write(go[1], "g", 1) != 1)
+            break;
+    }
+    for (int p = 0; p < nprocs; p++) {
+        char *p8 = (char *) &res[p];
+        size_t left = sizeof res[p];
+        while (left > 0) {
+            ssize_t n = read(report[0], p8, left);
+            if (n <= 0) {
+                res[p].rc = DLOCK_EUNREACHABLE;
+                break;
+            }
+            p8 += n;
+            left -= (size_t) n;
+        }
+    }
+    if (s != NULL)
+        server_calls(s, &counters[2], &counters[3]);
+    for (int p = 0; p < nprocs; p++)
+        waitpid(pids[p], NULL, 0);
+    close(ready[0]);
+    close(go[1]);
+    close(report[0]);
+    free(pids);
+    *out = res;
+    return 0;
+}
+
+static int bench_hot(const bench_opts *o)
+{
+    proc_result *res;
+    histogram *all = calloc(1, sizeof *all);
+    double total = 0, min = 1e18, max = 0;
+    char extra[256];
+
+    if (all == NULL || run_processes(o, o->procs, 1, "bench:hot", NULL, NULL, &res) != 0) {
+        free(all);
+        return EXIT_FAILURE_OTHER;
+    }
+    for (int p = 0; p < o->procs; p++) {
+        if (res[p].rc != DLOCK_OK) {
+            fprintf(stderr, "dlock bench: a process failed: %s\n", dlock_strerror(res[p].rc));
+            free(res);
+            free(all);
+            return EXIT_FAILURE_OTHER;
+        }
+        double rate = (double) res[p].cycles / res[p].elapsed;
+        total += rate;
+        min = rate < min ? rate : min;
+        max = rate > max ? rate : max;
+        hist_merge(all, &res[p].hist);
+    }
+    snprintf(extra, sizeof extra, "\"procs\":%d,\"min_proc\":%.0f,\"max_proc\":%.0f,\"share\":%.2f",
+             o->procs, min, max, max > 0 ? min / max : 0);
+    print_line(o, "hot", o->procs, total, all, extra);
+    free(res);
+    free(all);
+    return 0;
+}
+
+static int bench_herd(const bench_opts *o)
+{
+    int procs = o->waiters < 8 ? o->waiters : 8;
+    int threads = (o->waiters + procs - 1) / procs;
+    server s;
+    proc_result *res;
+    uint64_t counters[4] = {0}, handoffs = 0;
+    histogram *h = calloc(1, sizeof *h);
+    char extra[256];
+    double elapsed = 0;
+
+    if (h == NULL || server_open(o->url, &s) != 0) {
+        fprintf(stderr, "dlock bench: herd needs a redis:// URL to read the server's counters\n");
+        free(h);
+        return EXIT_USAGE;
+    }
+    if (run_processes(o, procs, threads, "bench:herd", &s, counters, &res) != 0) {
+        server_close(&s);
+        free(h);
+        return EXIT_FAILURE_OTHER;
+    }
+    for (int p = 0; p < procs; p++) {
+        handoffs += res[p].cycles;
+        hist_merge(h, &res[p].hist);
+        elapsed = res[p].elapsed > elapsed ? res[p].elapsed : elapsed;
+    }
+    snprintf(extra, sizeof extra,
+             "\"waiters\":%d,\"procs\":%d,\"cmds_per_handoff\":%.2f,\"scripts_per_handoff\":%.2f",
+             procs * threads, procs,
+             handoffs ? (double) (counters[2] - counters[0]) / (double) handoffs : 0,
+             handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0);
+    print_line(o, "herd", procs * threads, (double) handoffs / elapsed, h, extra);
+    server_close(&s);
+    free(res);
+    free(h);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- renewal, memory */
+
+static int lost_count;
+static void count_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l;
+    (void) code;
+    (void) why;
+    (void) arg;
+    __atomic_add_fetch(&lost_count, 1, __ATOMIC_RELAXED);
+}
+
+/* Opens a client with a lease and takes K locks. */
+static int hold_many(const bench_opts *o, const char *lease, dlock_client **c, dlock_lock ***locks)
+{
+    char url[1024];
+    const char *sep = strchr(o->url, '?') ? "&" : "?";
+    int rc;
+
+    snprintf(url, sizeof url, "%s%s%s", o->url, lease ? sep : "", lease ? lease : "");
+    rc = dlock_client_open(url, c);
+    if (rc != DLOCK_OK)
+        return rc;
+    *locks = calloc((size_t) o->locks, sizeof **locks);
+    if (*locks == NULL)
+        return DLOCK_ENOMEM;
+    for (int i = 0; i < o->locks; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "bench:held:%d:%d", (int) getpid(), i);
+        rc = dlock_lock_open(*c, name, o->simple ? DLOCK_SIMPLE : 0, &(*locks)[i]);
+        if (rc == DLOCK_OK) {
+            dlock_lock_on_lost((*locks)[i], count_lost, NULL);
+            rc = dlock_acquire((*locks)[i], 0);
+        }
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    return DLOCK_OK;
+}
+
+static void free_many(const bench_opts *o, dlock_client *c, dlock_lock **locks)
+{
+    for (int i = 0; locks != NULL && i < o->locks; i++)
+        dlock_lock_free(locks[i]);
+    free(locks);
+    dlock_client_close(c);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double) ru.ru_utime.tv_sec + (double) ru.ru_utime.tv_usec / 1e6 +
+           (double) ru.ru_stime.tv_sec + (double) ru.ru_stime.tv_usec / 1e6;
+}
+
+static int bench_renew(const bench_opts *o)
+{
+    server s;
+    dlock_client *c = NULL;
+    dlock_lock **locks = NULL;
+    char lease[64], extra[512];
+    uint64_t all0, scripts0, all1, scripts1;
+    histogram empty = {0};
+
+    if (server_open(o->url, &s) != 0) {
+        fprintf(stderr, "dlock bench: renew needs a redis:// URL to read the server's counters\n");
+        return EXIT_USAGE;
+    }
+    snprintf(lease, sizeof lease, "lease=%" PRId64 "ms", o->lease_ms);
+    int rc = hold_many(o, lease, &c, &locks);
+    if (rc != DLOCK_OK) {
+        free_many(o, c, locks);
+        server_close(&s);
+        return fail_rc(rc, "bench renew");
+    }
+    /* measure whole periods, after the acquisitions settled */
+    double period = (double) o->lease_ms / 3000.0;
+    server_calls(&s, &all0, &scripts0);
+    double cpu0 = cpu_seconds(), t0 = now_s();
+    while (now_s() - t0 < o->seconds) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    double elapsed = now_s() - t0, cpu = cpu_seconds() - cpu0;
+    server_calls(&s, &all1, &scripts1);
+    double periods = elapsed / period;
+    int still = 0;
+    for (int i = 0; i < o->locks; i++)
+        still += dlock_lock_check(locks[i]) == DLOCK_OK;
+    snprintf(extra, sizeof extra,
+             "\"locks\":%d,\"lease_ms\":%" PRId64 ",\"periods\":%.1f,\"cmds_per_period\":%.1f,"
+             "\"scripts_per_period\":%.1f,\"locks_per_script\":%.0f,\"cpu_ms_per_period\":%.2f,"
+             "\"held_at_end\":%d,\"lost\":%d",
+             o->locks, o->lease_ms, periods, (double) (all1 - all0) / periods,
+             (double) (scripts1 - scripts0) / periods,
+             scripts1 > scripts0 ? (double) o->locks * periods / (double) (scripts1 - scripts0) : 0,
+             cpu * 1000 / periods, still, __atomic_load_n(&lost_count, __ATOMIC_RELAXED));
+    print_line(o, "renew", o->locks, 0, &empty, extra);
+    free_many(o, c, locks);
+    server_close(&s);
+    return 0;
+}
+
+static int bench_memory(const bench_opts *o)
+{
+    server s;
+    dlock_client *c = NULL;
+    dlock_lock **locks = NULL;
+    char extra[512];
+    histogram empty = {0};
+
+    if (server_open(o->url, &s) != 0) {
+        fprintf(stderr, "dlock bench: memory needs a redis:// URL to read the server's counters\n");
+        return EXIT_USAGE;
+    }
+    long long redis0 = server_info_number(&s, "memory", "used_memory");
+    struct mallinfo2 m0 = mallinfo2();
+    int rc = hold_many(o, NULL, &c, &locks);
+    struct mallinfo2 m1 = mallinfo2();
+    long long redis1 = server_info_number(&s, "memory", "used_memory");
+    if (rc != DLOCK_OK) {
+        free_many(o, c, locks);
+        server_close(&s);
+        return fail_rc(rc, "bench memory");
+    }
+    char key[128];
+    snprintf(key, sizeof key, o->simple ? "bench:held:%d:0" : "dlock:{bench:held:%d:0}",
+             (int) getpid());
+    redisReply *r = redisCommand(s.ctx, "MEMORY USAGE %s", key);
+    long long lock_key = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    snprintf(key, sizeof key, "dlock:{bench:held:%d:0}:fence", (int) getpid());
+    r = redisCommand(s.ctx, "MEMORY USAGE %s", key);
+    long long fence_key = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    snprintf(extra, sizeof extra,
+             "\"locks\":%d,\"client_bytes_per_lock\":%.0f,\"redis_bytes_per_lock\":%.0f,"
+             "\"lock_key_bytes\":%lld,\"fence_key_bytes\":%lld",
+             o->locks, (double) (m1.uordblks - m0.uordblks) / o->locks,
+             (double) (redis1 - redis0) / o->locks, lock_key, fence_key);
+    print_line(o, "memory", o->locks, 0, &empty, extra);
+    free_many(o, c, locks);
+    server_close(&s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
 
 int cmd_bench(int argc, char **argv)
 {
-    (void) argc;
-    (void) argv;
-    fprintf(stderr, "dlock bench: not built yet\n");
+    static const struct option options[] = {
+        {"url", required_argument, NULL, 'u'},     {"workload", required_argument, NULL, 'W'},
+        {"threads", required_argument, NULL, 't'}, {"procs", required_argument, NULL, 'p'},
+        {"waiters", required_argument, NULL, 'w'}, {"locks", required_argument, NULL, 'k'},
+        {"seconds", required_argument, NULL, 's'}, {"lease", required_argument, NULL, 'l'},
+        {"simple", no_argument, NULL, 'S'},        {"lib", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    bench_opts o = {.workload = "seq",
+                    .lib = "dlock",
+                    .threads = 50,
+                    .procs = 8,
+                    .waiters = 16,
+                    .locks = 10000,
+                    .seconds = 3,
+                    .lease_ms = 3000};
+    const char *url_flag = NULL;
+    int opt;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "u:h", options, NULL)) != -1) {
+        char *end = NULL;
+        long v = 0;
+        if (opt == 't' || opt == 'p' || opt == 'w' || opt == 'k') {
+            v = strtol(optarg, &end, 10);
+            if (*end != '\0' || v < 1 || v > 1000000) {
+                fprintf(stderr, "dlock bench: %s: want a count >= 1\n", optarg);
+                return EXIT_USAGE;
+            }
+        }
+        switch (opt) {
+        case 'u':
+            url_flag = optarg;
+            break;
+        case 'W':
+            o.workload = optarg;
+            break;
+        case 't':
+            o.threads = (int) v;
+            break;
+        case 'p':
+            o.procs = (int) v;
+            break;
+        case 'w':
+            o.waiters = (int) v;
+            break;
+        case 'k':
+            o.locks = (int) v;
+            break;
+        case 's':
+            o.seconds = strtod(optarg, &end);
+            if (*end != '\0' || !(o.seconds > 0)) {
+                fprintf(stderr, "dlock bench: --seconds %s: want a number > 0\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'l':
+            if (cli_duration_ms(optarg, &o.lease_ms) != 0 || o.lease_ms < 30) {
+                fprintf(stderr, "dlock bench: --lease %s: want a duration >= 30ms\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'S':
+            o.simple = 1;
+            break;
+        case 'L':
+            o.lib = optarg;
+            break;
+        case 'h':
+            fputs(bench_usage, stdout);
+            return 0;
+        default:
+            fputs(bench_usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        fputs(bench_usage, stderr);
+        return EXIT_USAGE;
+    }
+    o.url = cli_url(url_flag);
+    if (strcmp(o.workload, "seq") == 0)
+        return bench_threads(&o, 1, "seq");
+    if (strcmp(o.workload, "par") == 0)
+        return bench_threads(&o, o.threads, "par");
+    if (strcmp(o.workload, "hot") == 0)
+        return bench_hot(&o);
+    if (strcmp(o.workload, "herd") == 0)
+        return bench_herd(&o);
+    if (strcmp(o.workload, "renew") == 0)
+        return bench_renew(&o);
+    if (strcmp(o.workload, "memory") == 0)
+        return bench_memory(&o);
+    fprintf(stderr, "dlock bench: unknown workload '%s'\n%s", o.workload, bench_usage);
     return EXIT_USAGE;
 }

@@ -9,11 +9,11 @@
 
 /* Exit codes (documented in docs/dlock.1). */
 enum {
-    EXIT_NOT_ACQUIRED = 1, /* held by someone else / not the owner (-E changes it for run) */
-    EXIT_USAGE = 64,       /* bad flags, URL, name or duration */
-    EXIT_UNREACHABLE = 69, /* the server cannot be reached */
+    EXIT_NOT_ACQUIRED = 1,   /* held by someone else / not the owner (-E changes it for run) */
+    EXIT_USAGE = 64,         /* bad flags, URL, name or duration */
+    EXIT_UNREACHABLE = 69,   /* the server cannot be reached */
     EXIT_FAILURE_OTHER = 70, /* the server refused, answered garbage, or an internal error */
-    EXIT_LOST = 75,        /* the lock was lost while the command ran */
+    EXIT_LOST = 75,          /* the lock was lost while the command ran */
     EXIT_CANNOT_EXEC = 126,
     EXIT_NOT_FOUND = 127,
 };

@@ -59,7 +59,8 @@ int cli_duration_ms(const char *text, int64_t *ms)
 
 int cli_fail(int rc, const char *what)
 {
-    fprintf(stderr, "dlock: %s: %s\n", what, dlock_errmsg()[0] ? dlock_errmsg() : dlock_strerror(rc));
+    fprintf(stderr, "dlock: %s: %s\n", what,
+            dlock_errmsg()[0] ? dlock_errmsg() : dlock_strerror(rc));
     switch (rc) {
     case DLOCK_EINVAL:
         return EXIT_USAGE;

@@ -6,7 +6,13 @@
  * after a grace period, and dlock exits with EXIT_LOST. Signals sent to
  * dlock with kill(1) are passed on to the command; signals from the
  * terminal already reach it (same process group) and are not sent twice.
- * When the command ends the lock is released and its status is dlock's. */
+ * When the command ends the lock is released and its status is dlock's.
+ *
+ * Signals are taken by one thread with sigwaitinfo(), never by handlers, so
+ * that a signal while waiting for the lock can cancel the wait properly
+ * (leaving the server's queue) and a signal while the command runs is
+ * passed on. Signals dlock was started with ignored (nohup, `&` in a
+ * script) stay ignored, for dlock and for the command. */
 #define _GNU_SOURCE
 #include "cli.h"
 
@@ -46,28 +52,77 @@ static const char run_usage[] =
     "and DLOCK_OWNER (the owner token) in its environment. Durations take a unit:\n"
     "250ms, 2s, 1m; a plain number is seconds.\n";
 
-/* Self-pipe: signal handlers and the lost-lock callback write one byte. */
+/* Self-pipe: the signal thread and the lost-lock callback write one byte. */
 static int wake_pipe[2] = {-1, -1};
-static volatile sig_atomic_t forward_signal;
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static pthread_mutex_t sig_mu = PTHREAD_MUTEX_INITIALIZER;
+static sigset_t taken;           /* signals the thread takes */
+static int ignored[NFORWARDED];  /* ignored when dlock started */
+static int pending_signal;       /* to pass on to the command, 0 if none */
+static int first_signal;         /* the first one seen, for the exit status */
+static dlock_lock *waiting_lock; /* set while waiting for the lock */
+
+static void poke(char c)
+{
+    if (write(wake_pipe[1], &c, 1) < 0) {
+        /* the pipe is full: a wake-up is pending anyway */
+    }
+}
+
+static void *signal_thread(void *arg)
+{
+    (void) arg;
+    for (;;) {
+        siginfo_t info;
+        int sig = sigwaitinfo(&taken, &info);
+        if (sig < 0)
+            continue;
+        if (sig == SIGCHLD) {
+            poke('C');
+            continue;
+        }
+        pthread_mutex_lock(&sig_mu);
+        if (first_signal == 0)
+            first_signal = sig;
+        /* A terminal's ^C already reached the command (same process
+         * group): only signals sent to dlock by a process are passed on. */
+        if (info.si_code != SI_KERNEL)
+            pending_signal = sig;
+        if (waiting_lock != NULL)
+            dlock_cancel(waiting_lock);
+        pthread_mutex_unlock(&sig_mu);
+        poke('S');
+    }
+    return NULL;
+}
+
+/* Blocks the signals dlock takes (all threads started later inherit the
+ * mask) and starts the thread that takes them. */
+static int start_signal_thread(void)
+{
+    struct sigaction old;
+    pthread_t t;
+
+    sigemptyset(&taken);
+    sigaddset(&taken, SIGCHLD);
+    for (size_t i = 0; i < NFORWARDED; i++) {
+        ignored[i] = sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+        if (!ignored[i])
+            sigaddset(&taken, forwarded[i]);
+    }
+    if (pthread_sigmask(SIG_BLOCK, &taken, NULL) != 0 ||
+        pthread_create(&t, NULL, signal_thread, NULL) != 0)
+        return -1;
+    pthread_detach(t);
+    return 0;
+}
 
 static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
 static char lost_why[256];
 static int lost;
-
-static void on_signal(int sig, siginfo_t *info, void *ctx)
-{
-    int saved = errno;
-    (void) ctx;
-    /* A terminal's ^C already reached the command (same process group);
-     * only signals sent to dlock by a process are passed on. */
-    if (sig != SIGCHLD && info != NULL && info->si_code != SI_KERNEL)
-        forward_signal = sig;
-    char c = sig == SIGCHLD ? 'C' : 'S';
-    if (write(wake_pipe[1], &c, 1) < 0) {
-        /* the pipe is full: a wake-up is pending anyway */
-    }
-    errno = saved;
-}
 
 static void on_lost(dlock_lock *lock, int code, const char *why, void *arg)
 {
@@ -78,10 +133,7 @@ static void on_lost(dlock_lock *lock, int code, const char *why, void *arg)
     snprintf(lost_why, sizeof lost_why, "%s", why);
     lost = 1;
     pthread_mutex_unlock(&lost_mu);
-    char c = 'L';
-    if (write(wake_pipe[1], &c, 1) < 0) {
-        /* as above */
-    }
+    poke('L');
 }
 
 static int64_t now_ms(void)
@@ -108,19 +160,20 @@ static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *
     *exec_errno = 0;
     if (pipe2(status_pipe, O_CLOEXEC) != 0)
         return -1;
+    pid_t parent = getpid();
     pid = fork();
     if (pid == 0) {
+        /* The command starts as dlock did: default signals, except those
+         * that were ignored, nothing blocked. */
         sigset_t none;
         sigemptyset(&none);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        signal(SIGQUIT, SIG_DFL);
-        signal(SIGCHLD, SIG_DFL);
+        for (size_t i = 0; i < NFORWARDED; i++)
+            signal(forwarded[i], ignored[i] ? SIG_IGN : SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
         sigprocmask(SIG_SETMASK, &none, NULL);
         /* A command whose dlock dies no longer holds the lock. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(EXIT_LOST); /* dlock died before we could arrange that */
         close(status_pipe[0]);
         setenv("DLOCK_NAME", dlock_lock_name(lock), 1);
         set_env_u64("DLOCK_TOKEN", dlock_lock_fence(lock));
@@ -147,18 +200,6 @@ static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *
     return pid;
 }
 
-static void install_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
-}
-
 /* Waits for the command, passing signals on and stopping it if the lock
  * is lost. Returns its wait status; *was_lost tells whether the lock went. */
 static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_lost)
@@ -171,11 +212,12 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
         pid_t done = waitpid(child, &status, WNOHANG);
         if (done == child)
             return status;
-        int sig = forward_signal;
-        if (sig != 0) {
-            forward_signal = 0;
+        pthread_mutex_lock(&sig_mu);
+        int sig = pending_signal;
+        pending_signal = 0;
+        pthread_mutex_unlock(&sig_mu);
+        if (sig != 0)
             kill(child, sig);
-        }
         pthread_mutex_lock(&lost_mu);
         int now_lost = lost;
         pthread_mutex_unlock(&lost_mu);
@@ -289,6 +331,10 @@ int cmd_run(int argc, char **argv)
     char **command = argv + optind;
     const char *url = cli_url(url_flag);
 
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || start_signal_thread() != 0) {
+        perror("dlock: cannot set up signal handling");
+        return EXIT_FAILURE_OTHER;
+    }
     dlock_client *client;
     dlock_lock *lock;
     int rc, code = cli_open(url, &client);
@@ -300,13 +346,26 @@ int cmd_run(int argc, char **argv)
         dlock_client_close(client);
         return code;
     }
-    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        perror("dlock: pipe");
-        return EXIT_FAILURE_OTHER;
-    }
     dlock_lock_on_lost(lock, on_lost, NULL);
 
+    /* A signal while waiting ends the wait (and leaves the queue). */
+    pthread_mutex_lock(&sig_mu);
+    waiting_lock = lock;
+    if (first_signal != 0)
+        dlock_cancel(lock);
+    pthread_mutex_unlock(&sig_mu);
     rc = lease_ms > 0 ? dlock_acquire_for(lock, wait_ms, lease_ms) : dlock_acquire(lock, wait_ms);
+    pthread_mutex_lock(&sig_mu);
+    waiting_lock = NULL;
+    int signalled = first_signal;
+    pthread_mutex_unlock(&sig_mu);
+    if (rc == DLOCK_ECANCELED || (rc == DLOCK_OK && signalled != 0)) {
+        /* as if the signal had ended dlock, minus a lock left behind */
+        if (rc == DLOCK_OK)
+            dlock_release(lock);
+        code = 128 + signalled;
+        goto out;
+    }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
         if (!quiet)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
@@ -320,9 +379,6 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
 
-    /* From here on a signal must not kill dlock before the lock is
-     * released; while waiting for the lock, ^C simply ends the wait. */
-    install_handlers();
     int exec_errno, was_lost;
     pid_t child = start_command(command, lock, url, &exec_errno);
     if (child < 0 || exec_errno != 0) {

@@ -30,11 +30,11 @@
 #include "../../core/error.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +47,8 @@ typedef struct request {
     struct request *next;
     redisReply *reply;
     enum req_state state;
-    int abandoned;       /* the caller gave up: the reader frees it */
-    pthread_cond_t *cv;  /* the owner's condition variable */
+    int abandoned;      /* the caller gave up: the reader frees it */
+    pthread_cond_t *cv; /* the owner's condition variable */
 } request;
 
 struct dlock__rconn {
@@ -119,8 +119,7 @@ int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out)
     if ((ep->host != NULL && c->ep.host == NULL) ||
         (ep->unix_path != NULL && c->ep.unix_path == NULL) ||
         (ep->user != NULL && c->ep.user == NULL) ||
-        (ep->password != NULL && c->ep.password == NULL) || c->label == NULL ||
-        c->reader == NULL) {
+        (ep->password != NULL && c->ep.password == NULL) || c->label == NULL || c->reader == NULL) {
         dlock__rconn_free(c);
         return DLOCK_ENOMEM;
     }
@@ -221,8 +220,7 @@ static int handshake_guarded(redisContext *ctx, const dlock__rendpoint *ep, int 
     sigaddset(&pipe_only, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
     rc = handshake(ctx, ep, code);
-    if (!sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 &&
-        sigismember(&pending, SIGPIPE))
+    if (!sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
         sigtimedwait(&pipe_only, NULL, &zero);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;

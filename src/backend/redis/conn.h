@@ -18,7 +18,7 @@
 typedef struct dlock__rconn dlock__rconn;
 
 typedef struct dlock__rendpoint {
-    const char *host;      /* NULL for a unix socket */
+    const char *host; /* NULL for a unix socket */
     int port;
     const char *unix_path; /* used when host is NULL */
     const char *user;      /* may be NULL */
@@ -26,7 +26,7 @@ typedef struct dlock__rendpoint {
     int db;                /* SELECT when > 0 */
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
-    const char *label;     /* "redis://host:port" for messages */
+    const char *label; /* "redis://host:port" for messages */
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */

@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_PORT         6379
-#define DEFAULT_PREFIX       "dlock"
-#define DEFAULT_POOL         2
-#define MAX_POOL             64
-#define PREFIX_MAX           64
-#define RENEW_BATCH          256 /* keys per renewal script call */
+#define DEFAULT_PORT   6379
+#define DEFAULT_PREFIX "dlock"
+#define DEFAULT_POOL   2
+#define MAX_POOL       64
+#define PREFIX_MAX     64
+#define RENEW_BATCH    256 /* keys per renewal script call */
 
 typedef struct rbackend {
     dlock__client_cfg cfg;
@@ -193,8 +193,10 @@ static int name_has_tag(const char *name, int *has_tag)
         *has_tag = 1;
         return DLOCK_OK;
     }
-    return dlock__fail(DLOCK_EINVAL, "lock name '%s': braces are allowed only as one Redis "
-                       "Cluster hash tag, e.g. 'order:{42}'", name);
+    return dlock__fail(DLOCK_EINVAL,
+                       "lock name '%s': braces are allowed only as one Redis "
+                       "Cluster hash tag, e.g. 'order:{42}'",
+                       name);
 }
 
 static char *join(const char *a, const char *b, const char *c, const char *d, size_t *len)
@@ -308,7 +310,8 @@ static int prepare_wait_until(void *be, void *bl, int64_t deadline_us)
     rbackend *b = be;
     int rc = prepare_wait(be, bl);
     int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
-    return rc != DLOCK_OK ? rc : dlock__rsub_wait_ready(b->sub, deadline_us < cap ? deadline_us : cap);
+    return rc != DLOCK_OK ? rc
+                          : dlock__rsub_wait_ready(b->sub, deadline_us < cap ? deadline_us : cap);
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -419,8 +422,10 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     else if (r->integer == -1)
         rc = dlock__fail(DLOCK_ENOTOWNER, "%s is held by another owner", l->keys[0]);
     else if (r->integer == -2)
-        rc = dlock__fail(DLOCK_ELOST, "%s is not held by anyone (its lease had run out or it "
-                         "was deleted)", l->keys[0]);
+        rc = dlock__fail(DLOCK_ELOST,
+                         "%s is not held by anyone (its lease had run out or it "
+                         "was deleted)",
+                         l->keys[0]);
     freeReplyObject(r);
     return rc;
 }
@@ -646,8 +651,7 @@ static int check_prefix(const char *p)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char) p[i];
         if (!(isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':' || c == '/'))
-            return dlock__fail(DLOCK_EINVAL, "option prefix=%s: use letters, digits and _-.:/",
-                               p);
+            return dlock__fail(DLOCK_EINVAL, "option prefix=%s: use letters, digits and _-.:/", p);
     }
     return DLOCK_OK;
 }

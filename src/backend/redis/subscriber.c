@@ -90,7 +90,7 @@ static redisContext *subscribe(dlock__rsub *s)
         r->element[0]->type != REDIS_REPLY_STRING ||
         strcmp(r->element[0]->str, "psubscribe") != 0) {
         dlock__fail(DLOCK_EUNREACHABLE, "%s: PSUBSCRIBE failed: %s", s->ep.label,
-                    r == NULL                         ? ctx->errstr
+                    r == NULL                      ? ctx->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
                                                    : "unexpected reply");
         freeReplyObject(r);

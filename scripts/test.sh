@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 checkout: installs what is
+# missing, builds, and runs every test against real servers it starts itself.
+# Then the same suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# the threaded suites under ThreadSanitizer, and the style check.
+#
+#   scripts/test.sh           everything (what CI runs)
+#   scripts/test.sh --quick   the plain build's suite only
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+bash scripts/deps.sh
+
+jobs=$(nproc)
+failed=()
+
+# suite NAME CTEST_REGEX CMAKE_ARGS...: builds into build-NAME (the plain one
+# into build/) with warnings as errors, and runs the matching tests one at a
+# time (they time real servers; running them side by side on 2 cores would
+# only add noise).
+suite() {
+  local name=$1 regex=$2
+  shift 2
+  local dir=build
+  [ "$name" = plain ] || dir=build-$name
+  echo "=== $name: configure and build ($dir)"
+  cmake -S . -B "$dir" -DDLOCK_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs" >/dev/null 2>"$dir.log" || { cat "$dir.log"; failed+=("$name build"); return; }
+  echo "=== $name: tests"
+  if ! (cd "$dir" && ctest --output-on-failure --no-tests=error -R "$regex"); then
+    failed+=("$name tests")
+  fi
+}
+
+suite plain '.*'
+if [ $quick -eq 0 ]; then
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  suite asan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=address,undefined
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  suite tsan 'test_redis_lock|test_safety|test_bad_input' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=thread
+  echo "=== style: clang-format"
+  if ! bash scripts/check-format.sh; then
+    failed+=("style")
+  fi
+fi
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all tests passed"
