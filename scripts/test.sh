@@ -42,7 +42,7 @@ if [ $quick -eq 0 ]; then
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   suite asan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=address,undefined
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  suite tsan 'test_redis_lock|test_safety|test_bad_input' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=thread
+  suite tsan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=thread
   echo "=== style: clang-format"
   if ! bash scripts/check-format.sh; then
     failed+=("style")

@@ -158,6 +158,7 @@ static void bad_names_and_leases(void)
 /* ---------------------------------------------------------------- garbage */
 
 typedef struct fake {
+    pthread_t thread;
     int listen_fd, port;
     const char *answer; /* sent once per command-ish read */
     size_t answer_len;
@@ -184,8 +185,6 @@ static void start_fake(fake *f, const char *answer, size_t len, int close_after)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
-    pthread_t t;
-
     f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(bind(f->listen_fd, (struct sockaddr *) &a, sizeof a) == 0);
     CHECK(listen(f->listen_fd, 16) == 0);
@@ -194,8 +193,7 @@ static void start_fake(fake *f, const char *answer, size_t len, int close_after)
     f->answer = answer;
     f->answer_len = len;
     f->close_after = close_after;
-    pthread_create(&t, NULL, fake_server, f);
-    pthread_detach(t);
+    pthread_create(&f->thread, NULL, fake_server, f);
 }
 
 static void against_fake(const char *answer, size_t len, int close_after, int want,
@@ -220,6 +218,8 @@ static void against_fake(const char *answer, size_t len, int close_after, int wa
     CHECK(dlock_acquire(l, 300) != DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
+    shutdown(f.listen_fd, SHUT_RDWR); /* wakes accept() */
+    pthread_join(f.thread, NULL);
     close(f.listen_fd);
 }
 
