@@ -152,7 +152,8 @@ DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned f
  * owner token another handle or process printed, see dlock_lock_token()),
  * so a lock can be handed from one process to another. The server is asked:
  * if `name` is held under `token`, the handle becomes its holder (one hold)
- * with the server's fence and remaining lease (fixed; call
+ * with the name's fence counter as its fence (a valid fence for the
+ * current holder: above every earlier holder's) and the remaining lease (fixed; call
  * dlock_extend() or dlock_keepalive() to keep it). Returns DLOCK_OK,
  * DLOCK_ENOTOWNER (not held under that token), DLOCK_EINVAL, or a
  * connection error.
@@ -239,8 +240,9 @@ DLOCK_API int dlock_keepalive(dlock_lock *lock);
 DLOCK_API int dlock_lock_check(dlock_lock *lock);
 
 /* The fencing token of the current (or last) acquisition, 0 before any.
- * It strictly increases for every new holder of the name; pass it to the
- * resource you protect so it can refuse writes from a stale holder. */
+ * It strictly increases from one holder of the name to the next (numbers
+ * may be skipped); pass it to the resource you protect so it can refuse
+ * writes from a stale holder (one whose fence is below the highest seen). */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
 /* The handle's owner token (32 hex digits): give it to dlock_lock_adopt()
@@ -277,8 +279,8 @@ typedef struct dlock_status {
     char owner[72];      /* owner token of the holder, "" when free */
     unsigned holds;      /* 1 when held: re-entrant counts live in the owning handle */
     int64_t lease_ms;    /* remaining lease on the server, -1 if none */
-    uint64_t fence;      /* fence of the current holder, 0 when free */
-    uint64_t last_fence; /* highest fence ever issued for the name */
+    uint64_t last_fence; /* the fence counter: the holder's fence, or above it when
+                            attempts were refused since (fences may skip numbers) */
     unsigned waiters;    /* waiters queued on the server */
 } dlock_status;
 

@@ -40,6 +40,7 @@ typedef struct dlock__attempt {
     const char *token;
     int64_t lease_ms;
     int join_queue; /* when held by someone else, queue up to be handed the lock */
+    int was_queued; /* an earlier attempt of this wait queued (leave the queue on success) */
     int64_t deadline_us;
     /* out */
     enum dlock__outcome outcome;
@@ -76,7 +77,8 @@ typedef struct dlock__backend_ops {
     int (*lock_new)(void *be, const char *name, unsigned flags, void **bl);
     void (*lock_free)(void *be, void *bl);
 
-    /* Whether waiters of this lock are woken through the board. */
+    /* Whether waiters of this lock are woken through the board: 0 no (they
+     * poll), 1 yes after prepare_wait(), 2 yes and wake-ups already flow. */
     int (*can_notify)(void *be, void *bl);
     /* Makes wake-ups flow before a waiter first joins the queue. */
     int (*prepare_wait)(void *be, void *bl, int64_t deadline_us);

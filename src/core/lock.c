@@ -252,8 +252,8 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
     dlock_client *c = l->client;
     int64_t start = dlock__now_us();
     int64_t deadline = wait_ms < 0 ? DLOCK__NEVER : dlock__deadline_after_ms(start, wait_ms);
-    int notify = wait_ms != 0 && c->ops->can_notify(c->be, l->bl);
-    int prepared = 0, on_board = 0, on_renewer = 0, rc;
+    int notify = wait_ms != 0 ? c->ops->can_notify(c->be, l->bl) : 0;
+    int prepared = notify == 2, on_board = 0, on_renewer = 0, queued = 0, rc;
     int64_t poll_us = 1000;
     dlock__waiter w = {.token = l->token};
 
@@ -270,6 +270,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
         dlock__attempt a = {.token = l->token,
                             .lease_ms = lease_ms,
                             .join_queue = join,
+                            .was_queued = queued,
                             .deadline_us = op_deadline(l)};
         int64_t sent = dlock__now_us();
         rc = c->ops->acquire(c->be, l->bl, &a);
@@ -285,12 +286,14 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
             goto done;
         }
         if (wait_ms == 0) {
-            rc = a.holder_ttl_ms >= 0
-                     ? dlock__fail(DLOCK_EBUSY,
-                                   "lock '%s' is held by someone else (lease ends "
-                                   "in %lld ms)",
-                                   l->name, (long long) a.holder_ttl_ms)
-                     : dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else", l->name);
+            rc = a.holder_ttl_ms >= 0 ? dlock__fail(DLOCK_EBUSY,
+                                                    "lock '%s' is held by someone else (lease ends "
+                                                    "in %lld ms)",
+                                                    l->name, (long long) a.holder_ttl_ms)
+                                      : dlock__fail(DLOCK_EBUSY,
+                                                    "lock '%s' is held by someone else, with no "
+                                                    "lease (it never ends by itself)",
+                                                    l->name);
             goto done;
         }
         if (notify && !prepared) {
@@ -311,6 +314,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
         int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
         int64_t until;
         if (a.queued) {
+            queued = 1;
             dlock__board_queued(&c->board, l->token, sent);
             if (!on_renewer) {
                 /* Not on the renewer now: its fields are ours to set. */
@@ -629,7 +633,7 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
     if (rc == DLOCK_OK && st.lease_ms <= 0)
         rc = dlock__fail(DLOCK_ENOTSUP, "lock '%s' has no lease on the server", name);
     if (rc == DLOCK_OK)
-        rc = start_holding(l, st.fence, st.holds ? st.holds : 1, st.lease_ms, 0, sent);
+        rc = start_holding(l, st.last_fence, 1, st.lease_ms, 0, sent);
     if (rc != DLOCK_OK) {
         dlock__lock_unref(l);
         *out = NULL;

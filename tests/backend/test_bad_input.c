@@ -173,8 +173,17 @@ static void *fake_server(void *p)
         if (fd < 0)
             return NULL;
         char buf[4096];
-        while (read(fd, buf, sizeof buf) > 0) {
-            if (send(fd, f->answer, f->answer_len, MSG_NOSIGNAL) < 0 || f->close_after)
+        ssize_t got;
+        while ((got = read(fd, buf, sizeof buf)) > 0) {
+            /* one answer per command: each starts a line with '*' */
+            int commands = 0;
+            for (ssize_t i = 0; i < got; i++)
+                commands += buf[i] == '*' && (i == 0 || buf[i - 1] == '\n');
+            for (int k = 0; k < commands; k++) {
+                if (send(fd, f->answer, f->answer_len, MSG_NOSIGNAL) < 0)
+                    break;
+            }
+            if (f->close_after)
                 break;
         }
         close(fd);
@@ -296,17 +305,21 @@ static void scripts_flushed(void)
     dlock_client_close(c);
 }
 
-static void wrong_key_type(void)
+static void foreign_value_at_the_key(void)
 {
     dt_redis srv;
     dlock_client *c;
     dlock_lock *l;
 
     dt_redis_start(&srv, NULL);
+    /* something that is not ours, with no expiry, sits at the lock's key */
     dt_redis_cli(&srv, "HSET dlock:{taken} not a-string");
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "taken", 0, &l), DLOCK_OK);
-    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "no lease") != NULL);
+    /* waiting for it goes through the queueing script, which says what it is */
+    CHECK_RC(dlock_acquire(l, 200), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
     CHECK(strcmp(dt_redis_cli(&srv, "HGET dlock:{taken} not"), "a-string") == 0); /* untouched */
     dlock_lock_free(l);
@@ -323,7 +336,7 @@ int main(int argc, char **argv)
         {"server_answers_garbage", server_answers_garbage},
         {"wrong_password", wrong_password},
         {"scripts_flushed", scripts_flushed},
-        {"wrong_key_type", wrong_key_type},
+        {"foreign_value_at_the_key", foreign_value_at_the_key},
     };
     return DT_RUN(tests);
 }

@@ -255,7 +255,7 @@ test_run_holds_lock_while_running()
     # The command sees itself as the holder, with the token it was given.
     expect_rc "status from inside the command" 0 dl run r-inside -- sh -c \
         '"$0" status --json r-inside | grep -q "\"owner\":\"$DLOCK_OWNER\"" &&
-         "$0" status --json r-inside | grep -q "\"fence\":$DLOCK_FENCE,"' "$DLOCK"
+         "$0" status --json r-inside | grep -q "\"last_fence\":$DLOCK_FENCE,"' "$DLOCK"
     expect_free r-inside
 }
 
@@ -449,7 +449,7 @@ test_lock_unlock_extend_by_token()
     fence=${line#* }
     owner=$(field r-adm owner)
     expect_eq "held after dlock exits, by that owner" "\"$token\"" "$owner"
-    expect_eq "status fence" "$fence" "$(field r-adm fence)"
+    expect_eq "status last_fence" "$fence" "$(field r-adm last_fence)"
     expect_rc "lock when held" 1 dl lock -n -l 30 r-adm
     expect_rc "unlock with a wrong token" 1 dl unlock --token 0123456789abcdef0123456789abcdef r-adm
     expect_eq "still held after a wrong unlock" "\"$token\"" "$(field r-adm owner)"
@@ -492,15 +492,15 @@ test_status_text_and_json()
     expect_match "free: state" "state: +free" "$text"
     expect_match "free: waiters" "waiters: +0" "$text"
     json=$(dl status --json r-st)
-    expect_match "free json" '^\{"name":"r-st","held":false,.*"fence":0,.*"waiters":0\}$' "$json"
+    expect_match "free json" '^\{"name":"r-st","held":false,.*"last_fence":0,"waiters":0\}$' "$json"
     token=$(dl lock -l 30 r-st | cut -d' ' -f1)
     text=$(dl status r-st)
     expect_match "held: state" "state: +held" "$text"
     expect_match "held: owner" "owner: +$token" "$text"
-    expect_match "held: fence" "fence: +[1-9][0-9]*" "$text"
+    expect_match "held: fence" "last fence: +[1-9][0-9]*" "$text"
     expect_match "held: lease" "lease left: +[0-9.]+ s" "$text"
     json=$(dl status --json r-st)
-    expect_match "held json" "\"held\":true,\"owner\":\"$token\",\"holds\":1,\"lease_ms\":[0-9]+,\"fence\":[1-9]" "$json"
+    expect_match "held json" "\"held\":true,\"owner\":\"$token\",\"holds\":1,\"lease_ms\":[0-9]+,\"last_fence\":[1-9]" "$json"
     dl unlock --force r-st >/dev/null
 }
 

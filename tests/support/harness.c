@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +22,8 @@
 
 static const char *current_test = "?";
 
+static void stop_all(void);
+
 void dt_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
@@ -30,6 +33,7 @@ void dt_fail(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     fflush(stderr);
+    stop_all();
     _exit(1);
 }
 
@@ -144,6 +148,8 @@ static void start(dt_redis *r, int port, va_list extra)
     if (r->pid < 0)
         dt_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
     if (r->pid == 0) {
+        /* The server goes when the test goes, however it ends. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 1);
         dup2(devnull, 2);

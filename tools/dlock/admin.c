@@ -127,9 +127,9 @@ int cmd_status(int argc, char **argv)
         json_string(a.name);
         printf(",\"held\":%s,\"owner\":", st.held ? "true" : "false");
         json_string(st.owner);
-        printf(",\"holds\":%u,\"lease_ms\":%" PRId64 ",\"fence\":%" PRIu64
-               ",\"last_fence\":%" PRIu64 ",\"waiters\":%u}\n",
-               st.holds, st.lease_ms, st.fence, st.last_fence, st.waiters);
+        printf(",\"holds\":%u,\"lease_ms\":%" PRId64 ",\"last_fence\":%" PRIu64
+               ",\"waiters\":%u}\n",
+               st.holds, st.lease_ms, st.last_fence, st.waiters);
         return 0;
     }
     printf("name:       %s\n", a.name);
@@ -141,8 +141,6 @@ int cmd_status(int argc, char **argv)
             printf("lease left: %.3f s\n", (double) st.lease_ms / 1000);
         else
             printf("lease left: none (never expires)\n");
-        if (st.fence != 0)
-            printf("fence:      %" PRIu64 "\n", st.fence);
     }
     printf("last fence: %" PRIu64 "\n", st.last_fence);
     if (!a.simple)

@@ -263,22 +263,15 @@ redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code)
 /* Called with mu held and no role taken by anyone: opens the socket. */
 static int connect_locked(dlock__rconn *c)
 {
-    int code = DLOCK_OK, fd, flags;
+    int code = DLOCK_OK, fd;
     redisContext *ctx;
 
     c->connecting = 1;
     pthread_mutex_unlock(&c->mu);
     ctx = dlock__rconn_dial(&c->ep, &code);
     fd = -1;
-    if (ctx != NULL) {
-        fd = redisFreeKeepFd(ctx);
-        flags = fcntl(fd, F_GETFL);
-        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            code = dlock__fail(DLOCK_EUNREACHABLE, "%s: fcntl: %s", c->label, strerror(errno));
-            close(fd);
-            fd = -1;
-        }
-    }
+    if (ctx != NULL)
+        fd = redisFreeKeepFd(ctx); /* blocking, with send/receive timeouts */
     pthread_mutex_lock(&c->mu);
     c->connecting = 0;
     if (fd >= 0) {
@@ -416,7 +409,7 @@ static int wait_fd(int fd, short events, int64_t deadline_us)
 }
 
 /* Writer role, entered and left with mu held. */
-static void write_pending(dlock__rconn *c, int64_t deadline_us)
+static void write_pending(dlock__rconn *c)
 {
     char *buf = NULL;
     size_t cap = 0;
@@ -444,11 +437,8 @@ static void write_pending(dlock__rconn *c, int64_t deadline_us)
             } else if (n < 0 && errno == EINTR) {
                 continue;
             } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                int w = wait_fd(fd, POLLOUT, deadline_us);
-                if (w <= 0) {
-                    err = w == 0 ? "write timed out" : strerror(errno);
-                    break;
-                }
+                err = "write timed out"; /* SO_SNDTIMEO: the server reads nothing */
+                break;
             } else {
                 err = strerror(errno);
                 break;
@@ -509,13 +499,28 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
 
     c->reading = 1;
     pthread_mutex_unlock(&c->mu);
+    /* The socket blocks, with the command timeout as its receive timeout:
+     * a read that may wait that long needs no poll() first (one system
+     * call per reply, as a bare hiredis loop). A shorter deadline (the
+     * renewer racing a lease) polls first. */
+    int64_t left = deadline_us - dlock__now_us();
+    int must_poll = left < c->ep.command_timeout_ms * 900;
     for (;;) {
-        ssize_t got = read(fd, buf, sizeof buf);
-        if (got > 0) {
-            if (redisReaderFeed(c->reader, buf, (size_t) got) != REDIS_OK) {
-                err = "out of memory";
+        if (must_poll) {
+            int w = wait_fd(fd, POLLIN, deadline_us);
+            if (w == 0) {
+                timed_out = 1;
                 break;
             }
+            if (w < 0) {
+                err = strerror(errno);
+                break;
+            }
+        }
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got > 0) {
+            if (redisReaderFeed(c->reader, buf, (size_t) got) != REDIS_OK)
+                err = "out of memory";
             break;
         }
         if (got == 0) {
@@ -524,19 +529,12 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
         }
         if (errno == EINTR)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            err = strerror(errno);
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            timed_out = 1; /* SO_RCVTIMEO */
             break;
         }
-        int w = wait_fd(fd, POLLIN, deadline_us);
-        if (w == 0) {
-            timed_out = 1;
-            break;
-        }
-        if (w < 0) {
-            err = strerror(errno);
-            break;
-        }
+        err = strerror(errno);
+        break;
     }
     pthread_mutex_lock(&c->mu);
     if (err == NULL && !timed_out) {
@@ -582,11 +580,11 @@ static void pass_reading_locked(dlock__rconn *c)
 
 /* ---------------------------------------------------------------- calls */
 
-static int append_locked(dlock__rconn *c, const char *cmd, size_t len)
+static int reserve_locked(dlock__rconn *c, size_t more)
 {
-    if (c->out_len + len > c->out_cap) {
+    if (c->out_len + more > c->out_cap) {
         size_t cap = c->out_cap ? c->out_cap : 1024;
-        while (cap < c->out_len + len)
+        while (cap < c->out_len + more)
             cap *= 2;
         char *grown = realloc(c->out, cap);
         if (grown == NULL)
@@ -594,8 +592,46 @@ static int append_locked(dlock__rconn *c, const char *cmd, size_t len)
         c->out = grown;
         c->out_cap = cap;
     }
-    memcpy(c->out + c->out_len, cmd, len);
-    c->out_len += len;
+    return 0;
+}
+
+/* "<prefix><n>\r\n" at p; returns the end. */
+static char *put_header(char *p, char prefix, size_t n)
+{
+    char digits[24];
+    int k = 0;
+    *p++ = prefix;
+    do
+        digits[k++] = (char) ('0' + n % 10);
+    while ((n /= 10) != 0);
+    while (k > 0)
+        *p++ = digits[--k];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* Encodes one command in RESP straight into the pending bytes. Not
+ * hiredis's redisFormatCommandArgv: in 0.14 it runs sprintf for every
+ * argument and mallocs the result, which was half of a lock cycle's client
+ * instructions; this writes each byte once, with no allocation. Parsing
+ * replies stays with hiredis's reader. */
+static int append_locked(dlock__rconn *c, const dlock__rcmd *cmd)
+{
+    size_t need = 16;
+    for (size_t i = 0; i < cmd->argc; i++)
+        need += cmd->lens[i] + 24;
+    if (reserve_locked(c, need) != 0)
+        return -1;
+    char *p = put_header(c->out + c->out_len, '*', cmd->argc);
+    for (size_t i = 0; i < cmd->argc; i++) {
+        p = put_header(p, '$', cmd->lens[i]);
+        memcpy(p, cmd->argv[i], cmd->lens[i]);
+        p += cmd->lens[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    c->out_len = (size_t) (p - c->out);
     return 0;
 }
 
@@ -620,8 +656,8 @@ static int all_settled(request **reqs, size_t n)
     return 1;
 }
 
-int dlock__rconn_call(dlock__rconn *c, size_t n, const char *const *cmds, const size_t *lens,
-                      int64_t deadline_us, redisReply **replies)
+int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_t deadline_us,
+                      redisReply **replies)
 {
     request *stack_reqs[16], **reqs = stack_reqs;
     pthread_cond_t *cv = my_cv();
@@ -643,7 +679,7 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const char *const *cmds, const 
         goto out;
     for (queued = 0; queued < n; queued++) {
         request *r = new_request_locked(c);
-        if (r == NULL || append_locked(c, cmds[queued], lens[queued]) != 0) {
+        if (r == NULL || append_locked(c, &cmds[queued]) != 0) {
             if (r != NULL)
                 release_request(c, r);
             /* The commands appended so far must still be answered in
@@ -665,7 +701,7 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const char *const *cmds, const 
 
 flush:
     if (!c->writing && !c->broken)
-        write_pending(c, deadline_us);
+        write_pending(c);
     settle_locked(c);
     if (queued == 0)
         goto out;

@@ -1,6 +1,6 @@
 /* conn.h - a Redis command connection shared by many threads.
  *
- * Callers on any thread submit already formatted commands and block until
+ * Callers on any thread submit commands and block until
  * their replies arrive. Commands from concurrent callers are pipelined on the
  * one socket: whichever caller finds the socket idle writes everything that
  * is queued, and one caller at a time reads replies for everybody, handing
@@ -33,9 +33,16 @@ typedef struct dlock__rendpoint {
 int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out);
 void dlock__rconn_free(dlock__rconn *c);
 
+/* One command as an argument vector (binary-safe). */
+typedef struct dlock__rcmd {
+    size_t argc;
+    const char *const *argv;
+    const size_t *lens;
+} dlock__rcmd;
+
 /*
- * Sends n formatted commands as one pipelined batch and waits for their
- * replies until deadline_us (monotonic; capped by the command timeout).
+ * Sends n commands as one pipelined batch and waits for their replies until
+ * deadline_us (monotonic; capped by the command timeout).
  * On DLOCK_OK every replies[i] is set (the caller frees them with
  * freeReplyObject). Error replies (-ERR ...) are replies, not failures.
  * Fails with DLOCK_EUNREACHABLE (cannot connect, or the connection broke:
@@ -44,8 +51,8 @@ void dlock__rconn_free(dlock__rconn *c);
  * connection is dropped) or DLOCK_ESERVER (AUTH/SELECT refused at connect).
  * On failure no reply is returned.
  */
-int dlock__rconn_call(dlock__rconn *c, size_t n, const char *const *cmds, const size_t *lens,
-                      int64_t deadline_us, redisReply **replies);
+int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_t deadline_us,
+                      redisReply **replies);
 
 /* The endpoint label, for messages. */
 const char *dlock__rconn_label(const dlock__rconn *c);

@@ -60,23 +60,28 @@ typedef struct evalcall {
     size_t *lens;
 } evalcall;
 
-static int format_eval(const evalcall *e, int with_body, char **cmd, size_t *len)
+/* The command of a call: EVALSHA <sha>, or EVAL <body>, then the rest. */
+static dlock__rcmd as_command(const evalcall *e, int with_body)
 {
     const dlock__script *s = dlock__script_get(e->script);
     e->argv[0] = with_body ? "EVAL" : "EVALSHA";
     e->lens[0] = with_body ? 4 : 7;
     e->argv[1] = with_body ? s->body : s->sha;
     e->lens[1] = with_body ? s->len : 40;
-    int n = redisFormatCommandArgv(cmd, (int) e->argc, e->argv, e->lens);
-    if (n < 0)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory formatting a command");
-    *len = (size_t) n;
-    return DLOCK_OK;
+    return (dlock__rcmd){e->argc, e->argv, e->lens};
 }
 
 static int is_noscript(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static void free_replies(redisReply **replies, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        freeReplyObject(replies[j]);
+        replies[j] = NULL;
+    }
 }
 
 /* Runs n script calls as one pipelined batch on c; a script the server
@@ -85,44 +90,29 @@ static int is_noscript(const redisReply *r)
 static int run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
                        redisReply **replies)
 {
-    char *stack_cmds[8] = {0}, **cmds = n <= 8 ? stack_cmds : calloc(n, sizeof *cmds);
-    size_t stack_lens[8] = {0}, *lens = n <= 8 ? stack_lens : calloc(n, sizeof *lens);
-    int rc = DLOCK_OK;
-    size_t formatted = 0;
+    dlock__rcmd stack_cmds[8], *cmds = n <= 8 ? stack_cmds : calloc(n, sizeof *cmds);
+    int rc;
 
-    if (cmds == NULL || lens == NULL) {
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (; formatted < n && rc == DLOCK_OK; formatted++)
-        rc = format_eval(&calls[formatted], 0, &cmds[formatted], &lens[formatted]);
-    if (rc != DLOCK_OK) {
-        formatted--;
-        goto out;
-    }
-    rc = dlock__rconn_call(c, n, (const char *const *) cmds, lens, deadline, replies);
+    if (cmds == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        cmds[i] = as_command(&calls[i], 0);
+    rc = dlock__rconn_call(c, n, cmds, deadline, replies);
+    if (cmds != stack_cmds)
+        free(cmds);
     if (rc != DLOCK_OK)
-        goto out;
+        return rc;
     for (size_t i = 0; i < n; i++) {
         if (!is_noscript(replies[i]))
             continue;
         /* Flushed scripts (restart, SCRIPT FLUSH): EVAL loads them again. */
-        char *full;
-        size_t full_len;
         freeReplyObject(replies[i]);
         replies[i] = NULL;
-        rc = format_eval(&calls[i], 1, &full, &full_len);
-        if (rc == DLOCK_OK) {
-            const char *one[1] = {full};
-            rc = dlock__rconn_call(c, 1, one, &full_len, deadline, &replies[i]);
-            redisFreeCommand(full);
-        }
+        dlock__rcmd full = as_command(&calls[i], 1);
+        rc = dlock__rconn_call(c, 1, &full, deadline, &replies[i]);
         if (rc != DLOCK_OK) {
-            for (size_t j = 0; j < n; j++) {
-                freeReplyObject(replies[j]);
-                replies[j] = NULL;
-            }
-            goto out;
+            free_replies(replies, n);
+            return rc;
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -134,20 +124,10 @@ static int run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t
                              auth ? " (NOAUTH: the server wants a password: "
                                     "redis://:PASSWORD@host)"
                                   : "");
-            for (size_t j = 0; j < n; j++) {
-                freeReplyObject(replies[j]);
-                replies[j] = NULL;
-            }
+            free_replies(replies, n);
             break;
         }
     }
-out:
-    for (size_t i = 0; i < formatted; i++)
-        redisFreeCommand(cmds[i]);
-    if (cmds != stack_cmds)
-        free(cmds);
-    if (lens != stack_lens)
-        free(lens);
     return rc;
 }
 
@@ -285,8 +265,15 @@ static void lock_free(void *be, void *bl)
 
 static int can_notify(void *be, void *bl)
 {
-    (void) be;
-    return !((rlock *) bl)->simple;
+    rbackend *b = be;
+    int ready;
+
+    if (((rlock *) bl)->simple)
+        return 0; /* other clients publish nothing: poll */
+    pthread_mutex_lock(&b->mu);
+    ready = b->sub != NULL && dlock__rsub_ready(b->sub);
+    pthread_mutex_unlock(&b->mu);
+    return ready ? 2 : 1;
 }
 
 static int prepare_wait(void *be, void *bl)
@@ -336,28 +323,96 @@ static size_t all_keys(const rlock *l)
     return l->simple ? 2 : 4;
 }
 
+/* The element of an EXEC reply, or NULL if the shape is wrong. */
+static const redisReply *exec_element(const redisReply *r, size_t i)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements > i ? r->element[i] : NULL;
+}
+
+/*
+ * An attempt that will not queue, without a script: MULTI, SET NX PX,
+ * INCR, PTTL, EXEC, one round trip and a fraction of a script's cost on the
+ * server. The INCR runs even when the SET finds the lock held, so fences
+ * skip numbers; they still strictly increase from one holder to the next,
+ * because a holder's INCR comes after every earlier holder's and before
+ * every later one's. PTTL tells a refused caller how long the holder has.
+ * (A caller that already holds the lock under its token, after a lost
+ * reply, is refused here; when it waits, the queueing script finds it.)
+ */
+static int take_plain(rbackend *b, rlock *l, dlock__attempt *a, const char *lease, size_t nlease)
+{
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    const char *set[] = {"SET", l->keys[0], a->token, "NX", "PX", lease};
+    const char *incr[] = {"INCR", l->keys[1]}, *pttl[] = {"PTTL", l->keys[0]};
+    size_t multi_len[] = {5}, exec_len[] = {4}, incr_len[] = {4, l->key_lens[1]};
+    size_t set_len[] = {3, l->key_lens[0], strlen(a->token), 2, 2, nlease};
+    size_t pttl_len[] = {4, l->key_lens[0]};
+    dlock__rcmd cmds[5] = {{1, multi, multi_len},
+                           {6, set, set_len},
+                           {2, incr, incr_len},
+                           {2, pttl, pttl_len},
+                           {1, exec, exec_len}};
+    redisReply *r[5];
+    int rc = dlock__rconn_call(l->conn, 5, cmds, a->deadline_us, r);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < 5 && rc == DLOCK_OK; i++) {
+        if (r[i]->type == REDIS_REPLY_ERROR)
+            rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s", b->label,
+                             i == 4 ? "EXEC" : "MULTI", r[i]->str,
+                             strncmp(r[i]->str, "NOAUTH", 6) == 0
+                                 ? " (the server wants a password: redis://:PASSWORD@host)"
+                                 : "");
+    }
+    const redisReply *taken = exec_element(r[4], 0), *fence = exec_element(r[4], 1),
+                     *ttl = exec_element(r[4], 2);
+    if (rc == DLOCK_OK && fence != NULL && fence->type == REDIS_REPLY_ERROR)
+        rc = dlock__fail(DLOCK_ESERVER, "%s: server refused INCR %s: %s", b->label, l->keys[1],
+                         fence->str);
+    if (rc == DLOCK_OK) {
+        if (taken == NULL || fence == NULL || ttl == NULL || fence->type != REDIS_REPLY_INTEGER ||
+            ttl->type != REDIS_REPLY_INTEGER ||
+            (taken->type != REDIS_REPLY_STATUS && taken->type != REDIS_REPLY_NIL)) {
+            rc = bad_reply(b, "acquire", r[4]);
+        } else if (taken->type == REDIS_REPLY_STATUS) {
+            a->outcome = DLOCK__TAKEN;
+            a->fence = (uint64_t) fence->integer;
+        } else {
+            a->outcome = DLOCK__HELD;
+            a->holder_ttl_ms = ttl->integer;
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        freeReplyObject(r[i]);
+    return rc;
+}
+
 static int acquire(void *be, void *bl, dlock__attempt *a)
 {
     rbackend *b = be;
     rlock *l = bl;
     char lease[24], wlease[24];
-    const char *argv[11];
-    size_t lens[11];
+    const char *argv[12];
+    size_t lens[12];
     redisReply *r = NULL;
     int join = a->join_queue && !l->simple;
-    size_t n = put_keys(l, argv, lens, join ? 4 : 2);
+    size_t nlease = NUM(lease, a->lease_ms);
+    if (!join)
+        return take_plain(b, l, a, lease, nlease);
+    size_t n = put_keys(l, argv, lens, 4);
     int rc;
 
     argv[n] = a->token;
     lens[n++] = strlen(a->token);
     argv[n] = lease;
-    lens[n++] = NUM(lease, a->lease_ms);
-    if (join) {
-        argv[n] = wlease;
-        lens[n++] = NUM(wlease, b->cfg.waiter_lease_ms);
-        argv[n] = b->cfg.client_id;
-        lens[n++] = 16;
-    }
+    lens[n++] = nlease;
+    argv[n] = wlease;
+    lens[n++] = NUM(wlease, b->cfg.waiter_lease_ms);
+    argv[n] = b->cfg.client_id;
+    lens[n++] = 16;
+    argv[n] = a->was_queued ? "1" : "0";
+    lens[n++] = 1;
     evalcall call = {DLOCK__S_ACQUIRE, n, argv, lens};
     rc = run_script(l->conn, &call, a->deadline_us, &r);
     if (rc != DLOCK_OK)
@@ -610,7 +665,6 @@ static int query(void *be, void *bl, dlock_status *st, int64_t deadline)
         st->holds = st->held ? 1 : 0;
         st->lease_ms = st->held ? r->element[1]->integer : -1;
         st->last_fence = (uint64_t) r->element[2]->integer;
-        st->fence = st->held ? st->last_fence : 0;
         st->waiters = (unsigned) r->element[3]->integer;
     }
     freeReplyObject(r);

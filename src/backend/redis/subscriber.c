@@ -204,6 +204,14 @@ int dlock__rsub_wait_ready(dlock__rsub *s, int64_t deadline_us)
     return rc;
 }
 
+int dlock__rsub_ready(dlock__rsub *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int ready = s->state == SUB_READY;
+    pthread_mutex_unlock(&s->mu);
+    return ready;
+}
+
 void dlock__rsub_stop(dlock__rsub *s)
 {
     if (s == NULL)

@@ -16,6 +16,9 @@ int dlock__rsub_start(const dlock__rendpoint *ep, const char *pattern, dlock__bo
  * code of the last failed attempt (DLOCK_EUNREACHABLE...). */
 int dlock__rsub_wait_ready(dlock__rsub *s, int64_t deadline_us);
 
+/* Whether the subscription is live now (no waiting). */
+int dlock__rsub_ready(dlock__rsub *s);
+
 /* Stops the thread and frees s. NULL is a no-op. */
 void dlock__rsub_stop(dlock__rsub *s);
 

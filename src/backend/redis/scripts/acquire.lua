@@ -1,12 +1,14 @@
--- Takes the lock, or queues for it.
+-- Takes the lock, or queues for it. (Attempts that will not queue use
+-- MULTI/SET NX PX/INCR/PTTL/EXEC instead: see take_plain in redis.c.)
 -- KEYS[1] lock, KEYS[2] fence counter, [KEYS[3] queue, KEYS[4] waiters]
 -- ARGV[1] owner token, ARGV[2] lease ms,
--- [ARGV[3] waiter lease ms, ARGV[4] client id: given to queue when held]
+-- [ARGV[3] waiter lease ms, ARGV[4] client id, ARGV[5] '1' if an earlier
+--  attempt queued: given to queue when held]
 -- Returns the fence (> 0) when the caller holds the lock now, else
 -- {holder_ttl_ms, 1 if the caller is queued else 0}.
 local token, queue = ARGV[1], ARGV[3] ~= nil
 if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
-  if queue then
+  if ARGV[5] == '1' then
     redis.call('ZREM', KEYS[3], token)
     redis.call('HDEL', KEYS[4], token)
   end
@@ -14,7 +16,9 @@ if redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
 end
 if redis.call('GET', KEYS[1]) == token then
   -- Handed to the caller while it was queued (its wake-up was missed), or
-  -- an earlier attempt whose reply was lost did take it.
+  -- an earlier attempt whose reply was lost did take it. The counter, read
+  -- while the caller holds the lock, is a fence above every earlier
+  -- holder's and below every later one's.
   if queue then
     redis.call('ZREM', KEYS[3], token)
     redis.call('HDEL', KEYS[4], token)
