@@ -90,7 +90,7 @@ static void free_replies(redisReply **replies, size_t n)
 static int run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
                        redisReply **replies)
 {
-    dlock__rcmd stack_cmds[8], *cmds = n <= 8 ? stack_cmds : calloc(n, sizeof *cmds);
+    dlock__rcmd stack_cmds[8] = {{0}}, *cmds = n <= 8 ? stack_cmds : calloc(n, sizeof *cmds);
     int rc;
 
     if (cmds == NULL)
