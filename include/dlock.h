@@ -105,7 +105,7 @@ typedef struct dlock_client dlock_client;
  *   timeout=DUR           per-command timeout (default 5s)
  *   lease=DUR             lease of locks acquired with renewal (default 30s);
  *                         they are renewed every lease/3
- *   pool=N                command connections shared by all threads (default 2)
+ *   pool=N                command connections shared by all threads (default 4)
  *
  * The client connects lazily: a server that is down is reported by the first
  * call that needs it, as DLOCK_EUNREACHABLE. On success *out owns a client

@@ -28,6 +28,7 @@
 
 #include "../../core/clock.h"
 #include "../../core/error.h"
+#include "../../core/park.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,12 +44,15 @@
 
 enum req_state { REQ_PENDING, REQ_DONE, REQ_FAILED };
 
+/* A request's state is set under `mu` by the reader (or a failure) and read
+ * by its owner without the lock: once it leaves PENDING, `reply` is set and
+ * the request is the owner's again. */
 typedef struct request {
     struct request *next;
     redisReply *reply;
-    enum req_state state;
-    int abandoned;      /* the caller gave up: the reader frees it */
-    pthread_cond_t *cv; /* the owner's condition variable */
+    _Atomic int state;
+    int abandoned;               /* under mu: the owner gave up, the reader frees it */
+    struct shared_parker *owner; /* under mu: whom to wake; NULL once abandoned */
 } request;
 
 struct dlock__rconn {
@@ -69,30 +73,103 @@ struct dlock__rconn {
     size_t out_len, out_cap;
 
     request *head, *tail; /* replies due, oldest first */
-    request *free_reqs;
 
     int fail_code; /* why the requests failed, for their owners */
     char fail_msg[256];
 };
 
-/* Each thread waits on its own condition variable, bound to the monotonic
- * clock; a thread waits for one call at a time. */
+/* Each thread waits on its own parker, and keeps a few request records to
+ * reuse: a thread is in one call at a time. A record abandoned at a
+ * deadline belongs to the connection from then on (the reader frees it).
+ *
+ * The parker is shared: a reader may still be waking it just after its
+ * owner saw its replies and left (even left the thread), so it is counted,
+ * and freed by whichever lets go last. */
+#define CACHED_REQUESTS 16
+typedef struct shared_parker {
+    dlock__parker parker;
+    _Atomic int refs;
+} shared_parker;
+
 static _Thread_local struct {
-    pthread_cond_t cv;
-    int ready;
+    shared_parker *parker;
+    request *cache[CACHED_REQUESTS];
 } me;
 
-static pthread_cond_t *my_cv(void)
+static pthread_key_t thread_end_key;
+static pthread_once_t thread_end_once = PTHREAD_ONCE_INIT;
+
+static void drop_parker(shared_parker *p)
 {
-    if (!me.ready) {
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&me.cv, &attr);
-        pthread_condattr_destroy(&attr);
-        me.ready = 1;
+    if (atomic_fetch_sub(&p->refs, 1) == 1)
+        free(p);
+}
+
+/* At thread exit: the cached records and the thread's hold on its parker. */
+static void thread_end(void *arg)
+{
+    (void) arg;
+    for (size_t i = 0; i < CACHED_REQUESTS; i++) {
+        free(me.cache[i]);
+        me.cache[i] = NULL;
     }
-    return &me.cv;
+    if (me.parker != NULL)
+        drop_parker(me.parker);
+    me.parker = NULL;
+}
+
+static void make_thread_end_key(void)
+{
+    pthread_key_create(&thread_end_key, thread_end);
+}
+
+static shared_parker *my_parker(void)
+{
+    if (me.parker == NULL) {
+        me.parker = calloc(1, sizeof *me.parker);
+        if (me.parker == NULL)
+            return NULL;
+        atomic_init(&me.parker->refs, 1);
+        pthread_once(&thread_end_once, make_thread_end_key);
+        pthread_setspecific(thread_end_key, me.parker); /* non-NULL: the destructor runs */
+    }
+    return me.parker;
+}
+
+static request *take_request(size_t i)
+{
+    request *r = i < CACHED_REQUESTS ? me.cache[i] : NULL;
+    if (r == NULL) {
+        r = malloc(sizeof *r);
+        if (r != NULL && i < CACHED_REQUESTS)
+            me.cache[i] = r;
+    }
+    if (r != NULL) {
+        r->next = NULL;
+        r->reply = NULL;
+        atomic_init(&r->state, REQ_PENDING);
+        r->abandoned = 0;
+        r->owner = me.parker;
+    }
+    return r;
+}
+
+/* The owner is done with request i. */
+static void return_request(request *r, size_t i)
+{
+    freeReplyObject(r->reply);
+    r->reply = NULL;
+    if (i >= CACHED_REQUESTS)
+        free(r);
+}
+
+/* The owner gives request i up to the connection (mu held). */
+static void abandon_request(request *r, size_t i)
+{
+    r->abandoned = 1;
+    r->owner = NULL;
+    if (i < CACHED_REQUESTS)
+        me.cache[i] = NULL;
 }
 
 static char *dup_or_null(const char *s)
@@ -124,7 +201,13 @@ int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out)
         return DLOCK_ENOMEM;
     }
     c->fd = -1;
-    pthread_mutex_init(&c->mu, NULL);
+    /* Critical sections here are a few hundred instructions; under load
+     * many threads pass through: spin briefly before sleeping. */
+    pthread_mutexattr_t mattr;
+    pthread_mutexattr_init(&mattr);
+    pthread_mutexattr_settype(&mattr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&c->mu, &mattr);
+    pthread_mutexattr_destroy(&mattr);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&c->state_cv, &attr);
@@ -139,15 +222,11 @@ void dlock__rconn_free(dlock__rconn *c)
         return;
     if (c->fd >= 0)
         close(c->fd);
+    /* Only abandoned requests can be left: their owners are gone. */
     while (c->head != NULL) {
         request *r = c->head;
         c->head = r->next;
         freeReplyObject(r->reply);
-        free(r);
-    }
-    while (c->free_reqs != NULL) {
-        request *r = c->free_reqs;
-        c->free_reqs = r->next;
         free(r);
     }
     if (c->reader != NULL) {
@@ -293,18 +372,21 @@ static int connect_locked(dlock__rconn *c)
 
 /* ---------------------------------------------------------------- failure */
 
-static void wake(request *r)
+/* With mu held: settles r (DONE or FAILED) and wakes its owner, or frees
+ * it if abandoned. */
+static void settle(request *r, int state, redisReply *reply)
 {
-    if (r->cv != NULL)
-        pthread_cond_signal(r->cv);
-}
-
-static void release_request(dlock__rconn *c, request *r)
-{
-    freeReplyObject(r->reply);
-    r->reply = NULL;
-    r->next = c->free_reqs;
-    c->free_reqs = r;
+    if (r->abandoned) {
+        freeReplyObject(reply);
+        free(r);
+        return;
+    }
+    r->reply = reply;
+    shared_parker *owner = r->owner;
+    atomic_fetch_add(&owner->refs, 1); /* the owner may leave once it sees the state */
+    atomic_store_explicit(&r->state, state, memory_order_release);
+    dlock__unpark(&owner->parker);
+    drop_parker(owner);
 }
 
 /* With mu held: the stream is unusable. Fails every request due. */
@@ -326,12 +408,7 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     while (c->head != NULL) {
         request *r = c->head;
         c->head = r->next;
-        if (r->abandoned) {
-            release_request(c, r);
-        } else {
-            r->state = REQ_FAILED;
-            wake(r);
-        }
+        settle(r, REQ_FAILED, NULL);
     }
     c->tail = NULL;
     c->out_len = 0;
@@ -475,14 +552,7 @@ static void dispatch_locked(dlock__rconn *c, redisReply **replies, size_t n)
         c->head = r->next;
         if (c->head == NULL)
             c->tail = NULL;
-        if (r->abandoned) {
-            freeReplyObject(replies[i]);
-            release_request(c, r);
-            continue;
-        }
-        r->reply = replies[i];
-        r->state = REQ_DONE;
-        wake(r);
+        settle(r, REQ_DONE, replies[i]);
     }
 }
 
@@ -571,8 +641,8 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
 static void pass_reading_locked(dlock__rconn *c)
 {
     for (request *r = c->head; r != NULL; r = r->next) {
-        if (!r->abandoned && r->state == REQ_PENDING) {
-            wake(r);
+        if (!r->abandoned) {
+            dlock__unpark(&r->owner->parker);
             return;
         }
     }
@@ -635,22 +705,10 @@ static int append_locked(dlock__rconn *c, const dlock__rcmd *cmd)
     return 0;
 }
 
-static request *new_request_locked(dlock__rconn *c)
-{
-    request *r = c->free_reqs;
-    if (r != NULL)
-        c->free_reqs = r->next;
-    else
-        r = malloc(sizeof *r);
-    if (r != NULL)
-        memset(r, 0, sizeof *r);
-    return r;
-}
-
 static int all_settled(request **reqs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (reqs[i]->state == REQ_PENDING)
+        if (atomic_load_explicit(&reqs[i]->state, memory_order_acquire) == REQ_PENDING)
             return 0;
     }
     return 1;
@@ -659,54 +717,68 @@ static int all_settled(request **reqs, size_t n)
 int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_t deadline_us,
                       redisReply **replies)
 {
-    request *stack_reqs[16], **reqs = stack_reqs;
-    pthread_cond_t *cv = my_cv();
+    request *stack_reqs[CACHED_REQUESTS], **reqs = stack_reqs;
     int64_t now = dlock__now_us();
     int rc = DLOCK_OK;
     size_t queued = 0;
 
     if (deadline_us > now + c->ep.command_timeout_ms * 1000)
         deadline_us = now + c->ep.command_timeout_ms * 1000;
-    if (n > sizeof stack_reqs / sizeof stack_reqs[0]) {
+    if (my_parker() == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (n > CACHED_REQUESTS) {
         reqs = malloc(n * sizeof *reqs);
         if (reqs == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
+    for (queued = 0; queued < n; queued++) {
+        reqs[queued] = take_request(queued);
+        if (reqs[queued] == NULL) {
+            for (size_t i = 0; i < queued; i++)
+                return_request(reqs[i], i);
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+            goto out_unlocked;
+        }
+    }
 
     pthread_mutex_lock(&c->mu);
     rc = ready_locked(c, deadline_us);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
+        for (size_t i = 0; i < n; i++)
+            return_request(reqs[i], i);
         goto out;
+    }
     for (queued = 0; queued < n; queued++) {
-        request *r = new_request_locked(c);
-        if (r == NULL || append_locked(c, &cmds[queued]) != 0) {
-            if (r != NULL)
-                release_request(c, r);
+        if (append_locked(c, &cmds[queued]) != 0) {
             /* The commands appended so far must still be answered in
              * order: abandon them rather than unqueue them. */
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-            for (size_t i = 0; i < queued; i++)
-                reqs[i]->abandoned = 1;
+            for (size_t i = 0; i < n; i++) {
+                if (i < queued)
+                    abandon_request(reqs[i], i);
+                else
+                    return_request(reqs[i], i);
+            }
             queued = 0;
-            goto flush;
+            break;
         }
-        r->cv = cv;
         if (c->tail != NULL)
-            c->tail->next = r;
+            c->tail->next = reqs[queued];
         else
-            c->head = r;
-        c->tail = r;
-        reqs[queued] = r;
+            c->head = reqs[queued];
+        c->tail = reqs[queued];
     }
-
-flush:
     if (!c->writing && !c->broken)
         write_pending(c);
     settle_locked(c);
     if (queued == 0)
         goto out;
 
-    while (!all_settled(reqs, n)) {
+    /* Wait for the replies, reading them ourselves whenever nobody does.
+     * A reader wakes us when ours arrive, or when the role is free. */
+    for (;;) {
+        if (all_settled(reqs, n))
+            break;
         if (!c->reading && !c->broken && c->fd >= 0) {
             int timed_out = read_some(c, deadline_us);
             settle_locked(c);
@@ -714,8 +786,14 @@ flush:
                 break;
             continue;
         }
-        struct timespec ts = dlock__timespec(deadline_us);
-        if (pthread_cond_timedwait(cv, &c->mu, &ts) == ETIMEDOUT && !all_settled(reqs, n))
+        pthread_mutex_unlock(&c->mu);
+        dlock__park(&me.parker->parker, deadline_us);
+        if (all_settled(reqs, n)) {
+            /* The common wake-up: our replies are in; no lock needed. */
+            goto collect;
+        }
+        pthread_mutex_lock(&c->mu);
+        if (dlock__now_us() >= deadline_us && !all_settled(reqs, n))
             break;
     }
 
@@ -724,12 +802,10 @@ flush:
          * sent nothing for a whole command timeout, assume the stream is
          * dead (peer gone without a reset) and start afresh next time. */
         for (size_t i = 0; i < n; i++) {
-            if (reqs[i]->state == REQ_PENDING) {
-                reqs[i]->abandoned = 1;
-                reqs[i]->cv = NULL;
-            } else {
-                release_request(c, reqs[i]);
-            }
+            if (atomic_load(&reqs[i]->state) == REQ_PENDING)
+                abandon_request(reqs[i], i);
+            else
+                return_request(reqs[i], i);
         }
         rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: no reply within the command timeout", c->label);
         if (dlock__now_us() - c->last_read_us >= c->ep.command_timeout_ms * 1000)
@@ -739,22 +815,32 @@ flush:
             pass_reading_locked(c);
         goto out;
     }
+    if (!c->reading)
+        pass_reading_locked(c);
+    pthread_mutex_unlock(&c->mu);
+
+collect:
     for (size_t i = 0; i < n; i++) {
-        if (reqs[i]->state == REQ_FAILED && rc == DLOCK_OK)
+        if (atomic_load(&reqs[i]->state) == REQ_FAILED && rc == DLOCK_OK) {
+            /* fail_msg is stable: it changes only at the next failure,
+             * after a reconnect nobody could have made yet */
+            pthread_mutex_lock(&c->mu);
             rc = dlock__fail(c->fail_code, "%s", c->fail_msg);
+            pthread_mutex_unlock(&c->mu);
+        }
     }
     for (size_t i = 0; i < n; i++) {
         if (rc == DLOCK_OK) {
             replies[i] = reqs[i]->reply;
             reqs[i]->reply = NULL;
         }
-        release_request(c, reqs[i]);
+        return_request(reqs[i], i);
     }
-    if (!c->reading)
-        pass_reading_locked(c);
+    goto out_unlocked;
 
 out:
     pthread_mutex_unlock(&c->mu);
+out_unlocked:
     if (reqs != stack_reqs)
         free(reqs);
     return rc;

@@ -43,11 +43,9 @@ typedef struct rbackend {
 typedef struct rlock {
     int simple;
     dlock__rconn *conn;
-    /* normal: lock hash, fence, queue, waiters; simple: the key N, fence */
-    char *keys[4];
-    size_t key_lens[4];
-    char *wake_prefix; /* channel prefix of hand-overs: P:{N}:wake: */
-    size_t wake_prefix_len;
+    /* normal: lock, fence counter, queue; simple: the key N, fence counter */
+    char *keys[3];
+    size_t key_lens[3];
 } rlock;
 
 /* ---------------------------------------------------------------- scripts */
@@ -201,9 +199,8 @@ static void free_rlock(rlock *l)
 {
     if (l == NULL)
         return;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 3; i++)
         free(l->keys[i]);
-    free(l->wake_prefix);
     free(l);
 }
 
@@ -236,9 +233,7 @@ static int lock_new(void *be, const char *name, unsigned flags, void **out)
         l->keys[0] = join(base, "", "", "", &l->key_lens[0]);
         l->keys[1] = join(base, ":fence", "", "", &l->key_lens[1]);
         l->keys[2] = join(base, ":queue", "", "", &l->key_lens[2]);
-        l->keys[3] = join(base, ":waiters", "", "", &l->key_lens[3]);
-        l->wake_prefix = join(base, ":wake:", "", "", &l->wake_prefix_len);
-        if (l->keys[2] == NULL || l->keys[3] == NULL || l->wake_prefix == NULL)
+        if (l->keys[2] == NULL)
             goto oom;
     }
     free(base);
@@ -309,7 +304,8 @@ static int prepare_wait_until(void *be, void *bl, int64_t deadline_us)
  * (no queue). argv/lens start at index 2 (after EVALSHA and the digest). */
 static size_t put_keys(const rlock *l, const char **argv, size_t *lens, size_t nkeys)
 {
-    argv[2] = nkeys == 4 ? "4" : nkeys == 2 ? "2" : "1";
+    static const char *counts[] = {"0", "1", "2", "3"};
+    argv[2] = counts[nkeys];
     lens[2] = 1;
     for (size_t i = 0; i < nkeys; i++) {
         argv[3 + i] = l->keys[i];
@@ -318,9 +314,11 @@ static size_t put_keys(const rlock *l, const char **argv, size_t *lens, size_t n
     return 3 + nkeys;
 }
 
-static size_t all_keys(const rlock *l)
+/* The keys release.lua needs: the lock, and its fence and queue to hand
+ * it over (simple mode has no queue). */
+static size_t release_keys(const rlock *l)
 {
-    return l->simple ? 2 : 4;
+    return l->simple ? 1 : 3;
 }
 
 /* The element of an EXEC reply, or NULL if the shape is wrong. */
@@ -400,7 +398,7 @@ static int acquire(void *be, void *bl, dlock__attempt *a)
     size_t nlease = NUM(lease, a->lease_ms);
     if (!join)
         return take_plain(b, l, a, lease, nlease);
-    size_t n = put_keys(l, argv, lens, 4);
+    size_t n = put_keys(l, argv, lens, 3);
     int rc;
 
     argv[n] = a->token;
@@ -434,19 +432,17 @@ static int acquire(void *be, void *bl, dlock__attempt *a)
 static int cancel(void *be, void *bl, const char *token, int64_t deadline)
 {
     rlock *l = bl;
-    const char *argv[9];
-    size_t lens[9];
+    const char *argv[7];
+    size_t lens[7];
     redisReply *r = NULL;
     int rc;
 
     (void) be;
     if (l->simple)
         return DLOCK_OK; /* never queued */
-    size_t n = put_keys(l, argv, lens, 4);
+    size_t n = put_keys(l, argv, lens, 3);
     argv[n] = token;
     lens[n++] = strlen(token);
-    argv[n] = l->wake_prefix;
-    lens[n++] = l->wake_prefix_len;
     evalcall call = {DLOCK__S_CANCEL, n, argv, lens};
     rc = run_script(l->conn, &call, deadline, &r);
     freeReplyObject(r);
@@ -459,13 +455,11 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     const char *argv[10];
     size_t lens[10];
     redisReply *r = NULL;
-    size_t n = put_keys(l, argv, lens, all_keys(l));
+    size_t n = put_keys(l, argv, lens, release_keys(l));
     int rc;
 
     argv[n] = token != NULL ? token : "";
     lens[n++] = token != NULL ? strlen(token) : 0;
-    argv[n] = l->simple ? "" : l->wake_prefix;
-    lens[n++] = l->simple ? 0 : l->wake_prefix_len;
     argv[n] = token != NULL ? "0" : "1";
     lens[n++] = 1;
     evalcall call = {DLOCK__S_RELEASE, n, argv, lens};
@@ -547,7 +541,7 @@ static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
     evalcall *calls = calloc(n, sizeof *calls);
     redisReply **replies = calloc(n, sizeof *replies);
     char(*numbers)[24] = calloc(2 * n, sizeof *numbers);
-    /* per chunk: EVALSHA sha numkeys lease; per item: up to 4 keys + token */
+    /* per chunk: EVALSHA sha numkeys lease; per item: up to 3 keys + token */
     const char **argv = calloc(4 * n + 5 * n, sizeof *argv);
     size_t *lens = calloc(4 * n + 5 * n, sizeof *lens);
     size_t nchunks = 0, nargs = 0;
@@ -575,7 +569,7 @@ static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
 
     for (size_t c = 0; c < nchunks; c++) {
         const dlock__renewal *lead = &items[order[first[c]].item];
-        size_t count = first[c + 1] - first[c], per = lead->waiter ? 4 : 1, at = 2;
+        size_t count = first[c + 1] - first[c], per = lead->waiter ? 3 : 1, at = 2;
         evalcall *call = &calls[c];
 
         call->script = lead->waiter ? DLOCK__S_HEARTBEAT : DLOCK__S_RENEW;

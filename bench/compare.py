@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Side-by-side lock benchmark: dlock, the bare-hiredis floor and the peers.
+
+Runs every program on one private redis-server, interleaved, for several
+rounds, takes medians, and writes BENCHMARKS.md (table, ratios, machine,
+command) and bench/results.png (gnuplot). Called by bench/compare.sh, which
+builds everything first; see there for the options.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Redis:
+    """A throwaway redis-server on a free loopback port."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="dlock-bench-")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--logfile", "redis.log"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            if self.cli("PING") == "PONG":
+                return
+            time.sleep(0.01)
+        raise SystemExit("redis-server did not start")
+
+    def cli(self, *args):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), *args],
+                           capture_output=True, text=True)
+        return r.stdout.strip()
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_json(cmd, cwd=None, timeout=120):
+    """Runs cmd, returns the last JSON line it printed (or None)."""
+    try:
+        r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print("  timeout:", " ".join(cmd), file=sys.stderr)
+        return None
+    for line in reversed(r.stdout.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    print("  no result from:", " ".join(cmd), r.stderr.strip()[-300:], file=sys.stderr)
+    return None
+
+
+def programs(a, port):
+    """(workload, label, command, cwd) for every comparable run."""
+    dlock = [a.dlock, "bench", "-u", f"redis://127.0.0.1:{port}", "--seconds", str(a.seconds)]
+    node = ["node", "node_bench.js", str(port)]
+    py = ["/usr/bin/python3", "py_bench.py", str(port)]
+    multi = ["bash", "multi.sh", str(a.procs)]
+    s = str(a.seconds)
+    out = [
+        ("seq", "hiredis-floor", [a.limit, str(port), "1", s], None),
+        ("seq", "dlock", dlock + ["--workload", "seq"], None),
+        ("par", "hiredis-floor", [a.limit, str(port), str(a.threads), s], None),
+        ("par", "dlock", dlock + ["--workload", "par", "--threads", str(a.threads)], None),
+        ("hot", "hiredis-floor", [a.limit, str(port), str(a.procs), s, "hot"], None),
+        ("hot", "dlock", dlock + ["--workload", "hot", "--procs", str(a.procs)], None),
+    ]
+    if a.peers:
+        for lib in ("redlock", "semaphore"):
+            out += [
+                ("seq", f"node {lib}", node + ["seq", lib, "1", s], a.peers),
+                ("par", f"node {lib}", node + ["par", lib, str(a.threads), s], a.peers),
+                ("hot", f"node {lib}", multi + node + ["hot", lib, "1", s], a.peers),
+            ]
+        out += [
+            ("seq", "redis-py", py + ["seq", "1", s], a.peers),
+            ("par", "redis-py", py + ["par", str(a.threads), s], a.peers),
+            ("hot", "redis-py", multi + py + ["hot", "1", s], a.peers),
+        ]
+    return out
+
+
+def median_of(rows, key):
+    vals = [r[key] for r in rows if r is not None and key in r]
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dlock", required=True)
+    ap.add_argument("--limit", required=True, help="the built peers/limit.c")
+    ap.add_argument("--peers", help="a copy of ../shared/peers with node_modules installed")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=50)
+    ap.add_argument("--procs", type=int, default=8)
+    ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    ap.add_argument("--command", default="bench/compare.sh")
+    a = ap.parse_args()
+
+    redis = Redis()
+    results = {}  # (wl, label) -> [json...]
+    extra = {}
+    try:
+        plan = programs(a, redis.port)
+        for rnd in range(a.rounds):
+            print(f"round {rnd + 1}/{a.rounds}", file=sys.stderr)
+            for wl, label, cmd, cwd in plan:
+                r = run_json(cmd, cwd=cwd)
+                print(f"  {wl:4} {label:16} {r}", file=sys.stderr)
+                results.setdefault((wl, label), []).append(r)
+                redis.cli("FLUSHALL")
+        base = [a.dlock, "bench", "-u", f"redis://127.0.0.1:{redis.port}"]
+        for w in (1, 16, 256):
+            r = run_json(base + ["--workload", "herd", "--waiters", str(w), "--seconds", "2"])
+            extra[f"herd {w}"] = r
+            redis.cli("FLUSHALL")
+        for k in (1000, 10000):
+            r = run_json(base + ["--workload", "renew", "--locks", str(k), "--seconds", "4"])
+            extra[f"renew {k}"] = r
+            redis.cli("FLUSHALL")
+        extra["memory"] = run_json(base + ["--workload", "memory", "--locks", "10000"])
+    finally:
+        redis.stop()
+
+    write_report(a, results, extra)
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
+    return (f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
+            f"{redis.stdout.strip().split(' sha=')[0]}")
+
+
+def write_report(a, results, extra):
+    med = {}
+    for (wl, label), rows in results.items():
+        med[(wl, label)] = {k: median_of(rows, k) for k in
+                            ("cycles_per_s", "p50_us", "p99_us", "min_proc", "max_proc", "share")}
+        med[(wl, label)]["runs"] = " ".join(
+            str(r["cycles_per_s"]) if r else "-" for r in rows)
+    wls = ["seq", "par", "hot"]
+    lines = []
+    lines.append("# Benchmarks\n")
+    lines.append(f"Measured {datetime.date.today()} on {machine()}, one private redis-server, "
+                 f"{a.rounds} interleaved rounds of {a.seconds} s per program; the numbers are "
+                 "**medians** (each run's own figure in the last column). One cycle = acquire "
+                 "+ release. This machine is shared and noisy: compare the ratios, which come "
+                 "from the same run, not absolute numbers across runs.\n")
+    lines.append(f"Reproduce: `{a.command}` (builds dlock and the peers of ../shared/peers, "
+                 "starts its own server, rewrites this file and bench/results.png).\n")
+    lines.append("Workloads: **seq** one worker, lock+unlock of its own lock; **par** "
+                 f"{a.threads} workers, each its own lock (threads sharing one client for dlock "
+                 "and redis-py, one event loop for node, 50 connections for the floor); "
+                 f"**hot** {a.procs} processes on one lock, one worker each (the floor: "
+                 f"{a.procs} threads spinning on SET NX). *share* = slowest process / fastest.\n")
+    lines.append("| workload | lib | cycles/s | p50 µs | p99 µs | share | runs (cycles/s) |")
+    lines.append("|---|---|---:|---:|---:|---:|---|")
+    for wl in wls:
+        for (w, label), m in sorted(med.items(), key=lambda kv: -(kv[1]["cycles_per_s"] or 0)):
+            if w != wl:
+                continue
+            share = f"{m['share']:.2f}" if m.get("share") else (
+                f"{m['min_proc'] / m['max_proc']:.2f}" if m.get("min_proc") and m.get("max_proc")
+                else "")
+            lines.append(f"| {wl} | {label} | {m['cycles_per_s'] or 0:.0f} | "
+                         f"{m['p50_us'] or 0:.0f} | {m['p99_us'] or 0:.0f} | {share} | "
+                         f"{m['runs']} |")
+    lines.append("")
+    lines.append("## Ratios (same run)\n")
+    lines.append("| workload | dlock / floor | dlock / best peer | best peer |")
+    lines.append("|---|---:|---:|---|")
+    for wl in wls:
+        d = med.get((wl, "dlock"), {}).get("cycles_per_s")
+        f = med.get((wl, "hiredis-floor"), {}).get("cycles_per_s")
+        peers = [(m["cycles_per_s"], label) for (w, label), m in med.items()
+                 if w == wl and label not in ("dlock", "hiredis-floor") and m["cycles_per_s"]]
+        best = max(peers) if peers else (None, "-")
+        lines.append(f"| {wl} | {d / f if d and f else 0:.2f}x | "
+                     f"{d / best[0] if d and best[0] else 0:.2f}x | {best[1]} |")
+    lines.append("")
+    lines.append("## dlock only\n")
+    lines.append("Hand-over cost as waiters grow (Redis commands executed per hand-over, from "
+                 "INFO commandstats: scripts and the commands they run):\n")
+    lines.append("| waiters | hand-overs/s | commands per hand-over | scripts per hand-over |"
+                 " p50 µs | p99 µs |")
+    lines.append("|---:|---:|---:|---:|---:|---:|")
+    for w in (1, 16, 256):
+        r = extra.get(f"herd {w}")
+        if r:
+            lines.append(f"| {w} | {r['cycles_per_s']} | {r['cmds_per_handoff']} | "
+                         f"{r['scripts_per_handoff']} | {r['p50_us']} | {r['p99_us']} |")
+    lines.append("")
+    lines.append("Renewal of many held locks (lease 3 s, renewed every 1 s, one client):\n")
+    lines.append("| locks | script calls per period | locks per call | commands per period "
+                 "| client CPU ms per period | lost |")
+    lines.append("|---:|---:|---:|---:|---:|---:|")
+    for k in (1000, 10000):
+        r = extra.get(f"renew {k}")
+        if r:
+            lines.append(f"| {k} | {r['scripts_per_period']} | {r['locks_per_script']} | "
+                         f"{r['cmds_per_period']} | {r['cpu_ms_per_period']} | {r['lost']} |")
+    lines.append("")
+    m = extra.get("memory")
+    if m:
+        lines.append(f"Memory, 10,000 held locks: **{m['client_bytes_per_lock']} bytes** per "
+                     f"held lock in the client (heap), **{m['redis_bytes_per_lock']} bytes** per "
+                     f"lock in Redis (used_memory; MEMORY USAGE of the lock key "
+                     f"{m['lock_key_bytes']} B and of its fence counter {m['fence_key_bytes']} "
+                     "B).\n")
+    lines.append("![throughput and p99 per workload](bench/results.png)\n")
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines))
+    chart(med, wls)
+    print("\n".join(lines))
+
+
+def chart(med, wls):
+    if shutil.which("gnuplot") is None:
+        print("gnuplot not found: no chart", file=sys.stderr)
+        return
+    labels = sorted({label for (_, label) in med})
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "data")
+        with open(data, "w") as f:
+            f.write("lib " + " ".join(wls) + " " + " ".join(w + "_p99" for w in wls) + "\n")
+            for label in labels:
+                vals = [med.get((w, label), {}).get("cycles_per_s") or 0 for w in wls]
+                p99 = [med.get((w, label), {}).get("p99_us") or 0 for w in wls]
+                f.write('"%s" %s %s\n' % (label, " ".join(f"{v:.0f}" for v in vals),
+                                          " ".join(f"{v:.0f}" for v in p99)))
+        script = f"""
+set terminal pngcairo size 1100,480 font 'DejaVu Sans,10'
+set output '{os.path.join(HERE, "results.png")}'
+set multiplot layout 1,2
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key top right
+set xtics rotate by -20
+set grid ytics
+set title 'Throughput (cycles/s, median; higher is better)'
+plot '{data}' using 2:xtic(1) title 'seq', '' using 3 title 'par', '' using 4 title 'hot'
+set logscale y
+set title 'p99 latency of one cycle (µs, log scale; lower is better)'
+plot '{data}' using 5:xtic(1) title 'seq', '' using 6 title 'par', '' using 7 title 'hot'
+unset multiplot
+"""
+        subprocess.run(["gnuplot"], input=script, text=True, check=False)
+
+
+if __name__ == "__main__":
+    main()
