@@ -12,13 +12,12 @@
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
 
+#include "../core/board.h"
 #include "../core/url.h"
 #include "dlock.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct dlock__board dlock__board;
 
 /* Client-wide settings the core needs and backends may read. */
 typedef struct dlock__client_cfg {
@@ -82,6 +81,9 @@ typedef struct dlock__backend_ops {
     int (*can_notify)(void *be, void *bl);
     /* Makes wake-ups flow before a waiter first joins the queue. */
     int (*prepare_wait)(void *be, void *bl, int64_t deadline_us);
+    /* Waits for w's wake on the board until until_us, doing whatever I/O
+     * brings wake-ups meanwhile. Returns the wake, or NONE on timeout. */
+    enum dlock__wake (*wait)(void *be, dlock__waiter *w, int64_t until_us);
 
     int (*acquire)(void *be, void *bl, dlock__attempt *a);
     /* A waiter gives up: leave the queue, and pass the lock on if it had

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
+static void pass_reading_locked(dlock__board *b, dlock__waiter *except);
+
 static unsigned hash_token(const char *token)
 {
     unsigned h = 2166136261u;
@@ -45,6 +47,8 @@ void dlock__board_enter(dlock__board *b, dlock__waiter *w)
 void dlock__board_leave(dlock__board *b, dlock__waiter *w)
 {
     pthread_mutex_lock(&b->mu);
+    if (w->wake == DLOCK__WAKE_READ)
+        pass_reading_locked(b, w);
     for (dlock__waiter **p = &b->buckets[w->bucket]; *p != NULL; p = &(*p)->next) {
         if (*p == w) {
             *p = w->next;
@@ -89,24 +93,70 @@ void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* With mu held: asks a waiter other than `except`, idle so far, to read. */
+static void pass_reading_locked(dlock__board *b, dlock__waiter *except)
+{
+    for (unsigned i = 0; i < DLOCK__BOARD_BUCKETS; i++) {
+        for (dlock__waiter *w = b->buckets[i]; w != NULL; w = w->next) {
+            if (w != except && w->wake == DLOCK__WAKE_NONE) {
+                w->wake = DLOCK__WAKE_READ;
+                pthread_cond_signal(&w->cv);
+                return;
+            }
+        }
+    }
+}
+
+/* With mu held: posts wake to w; a request to read that it replaces goes
+ * to another waiter, so that somebody still reads. */
+static void post_locked(dlock__board *b, dlock__waiter *w, enum dlock__wake wake)
+{
+    if (w->wake == DLOCK__WAKE_READ)
+        pass_reading_locked(b, w);
+    w->wake = wake;
+    pthread_cond_signal(&w->cv);
+}
+
 void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence)
 {
     pthread_mutex_lock(&b->mu);
     dlock__waiter *w = find_locked(b, token);
     if (w != NULL) {
-        w->wake = DLOCK__WAKE_GRANTED;
         w->fence = fence;
-        pthread_cond_signal(&w->cv);
+        post_locked(b, w, DLOCK__WAKE_GRANTED);
     }
     pthread_mutex_unlock(&b->mu);
 }
 
-static void recheck_locked(dlock__waiter *w)
+int dlock__board_woken(dlock__board *b, dlock__waiter *w)
+{
+    pthread_mutex_lock(&b->mu);
+    int woken = w->wake == DLOCK__WAKE_GRANTED || w->wake == DLOCK__WAKE_RECHECK;
+    pthread_mutex_unlock(&b->mu);
+    return woken;
+}
+
+enum dlock__wake dlock__board_take(dlock__board *b, dlock__waiter *w)
+{
+    pthread_mutex_lock(&b->mu);
+    enum dlock__wake wake = w->wake;
+    w->wake = DLOCK__WAKE_NONE;
+    pthread_mutex_unlock(&b->mu);
+    return wake;
+}
+
+void dlock__board_pass_reading(dlock__board *b, dlock__waiter *except)
+{
+    pthread_mutex_lock(&b->mu);
+    pass_reading_locked(b, except);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void recheck_locked(dlock__board *b, dlock__waiter *w)
 {
     /* A grant already posted stays: it is the stronger news. */
-    if (w->wake == DLOCK__WAKE_NONE)
-        w->wake = DLOCK__WAKE_RECHECK;
-    pthread_cond_signal(&w->cv);
+    if (w->wake != DLOCK__WAKE_GRANTED)
+        post_locked(b, w, DLOCK__WAKE_RECHECK);
 }
 
 void dlock__board_recheck(dlock__board *b, const char *token)
@@ -115,11 +165,11 @@ void dlock__board_recheck(dlock__board *b, const char *token)
     if (token != NULL) {
         dlock__waiter *w = find_locked(b, token);
         if (w != NULL)
-            recheck_locked(w);
+            recheck_locked(b, w);
     } else {
         for (unsigned i = 0; i < DLOCK__BOARD_BUCKETS; i++) {
             for (dlock__waiter *w = b->buckets[i]; w != NULL; w = w->next)
-                recheck_locked(w);
+                recheck_locked(b, w);
         }
     }
     pthread_mutex_unlock(&b->mu);

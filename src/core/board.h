@@ -14,6 +14,7 @@ enum dlock__wake {
     DLOCK__WAKE_NONE = 0,
     DLOCK__WAKE_GRANTED = 1, /* the lock was handed to the waiter */
     DLOCK__WAKE_RECHECK = 2, /* a wake-up may have been missed: try again */
+    DLOCK__WAKE_READ = 3,    /* backend: take over reading wake-ups (see subscriber.c) */
 };
 
 typedef struct dlock__waiter {
@@ -53,6 +54,16 @@ void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence);
 
 /* token's waiter (or, with token NULL, every waiter) should try again. */
 void dlock__board_recheck(dlock__board *b, const char *token);
+
+/* Whether w has a grant or a recheck waiting (without taking it). */
+int dlock__board_woken(dlock__board *b, dlock__waiter *w);
+
+/* Takes w's wake, if any, without waiting. */
+enum dlock__wake dlock__board_take(dlock__board *b, dlock__waiter *w);
+
+/* Asks one waiter other than `except` that has nothing better to do to take
+ * over reading wake-ups (DLOCK__WAKE_READ). */
+void dlock__board_pass_reading(dlock__board *b, dlock__waiter *except);
 
 /* Sleeps until until_us (monotonic) without being on the board. */
 void dlock__sleep_until(int64_t until_us);

@@ -344,7 +344,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
             dlock__sleep_until(until);
             continue;
         }
-        enum dlock__wake wake = dlock__board_park(&c->board, &w, until);
+        enum dlock__wake wake = c->ops->wait(c->be, &w, until);
         if (wake != DLOCK__WAKE_GRANTED)
             continue;
 

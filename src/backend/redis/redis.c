@@ -43,9 +43,10 @@ typedef struct rbackend {
 typedef struct rlock {
     int simple;
     dlock__rconn *conn;
-    /* normal: lock, fence counter, queue; simple: the key N, fence counter */
-    char *keys[3];
-    size_t key_lens[3];
+    /* the lock (P:{N}, or N itself in simple mode) and its fence counter;
+     * the scripts derive the rest from the lock key */
+    char *keys[2];
+    size_t key_lens[2];
 } rlock;
 
 /* ---------------------------------------------------------------- scripts */
@@ -199,7 +200,7 @@ static void free_rlock(rlock *l)
 {
     if (l == NULL)
         return;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         free(l->keys[i]);
     free(l);
 }
@@ -228,14 +229,10 @@ static int lock_new(void *be, const char *name, unsigned flags, void **out)
     if (l->simple) {
         l->keys[0] = strdup(name);
         l->key_lens[0] = strlen(name);
-        l->keys[1] = join(base, ":fence", "", "", &l->key_lens[1]);
     } else {
         l->keys[0] = join(base, "", "", "", &l->key_lens[0]);
-        l->keys[1] = join(base, ":fence", "", "", &l->key_lens[1]);
-        l->keys[2] = join(base, ":queue", "", "", &l->key_lens[2]);
-        if (l->keys[2] == NULL)
-            goto oom;
     }
+    l->keys[1] = join(base, ":fence", "", "", &l->key_lens[1]);
     free(base);
     base = NULL;
     if (l->keys[0] == NULL || l->keys[1] == NULL)
@@ -271,54 +268,48 @@ static int can_notify(void *be, void *bl)
     return ready ? 2 : 1;
 }
 
-static int prepare_wait(void *be, void *bl)
+static int prepare_wait(void *be, void *bl, int64_t deadline_us)
 {
     rbackend *b = be;
     char pattern[PREFIX_MAX + 32];
     int rc = DLOCK_OK;
+    int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
 
     (void) bl;
     pthread_mutex_lock(&b->mu);
     if (b->sub == NULL) {
         snprintf(pattern, sizeof pattern, "%s:*:wake:%s", b->prefix, b->cfg.client_id);
-        rc = dlock__rsub_start(&b->ep, pattern, b->board, &b->sub);
+        rc = dlock__rsub_new(&b->ep, pattern, b->board, &b->sub);
     }
     pthread_mutex_unlock(&b->mu);
-    return rc;
+    return rc != DLOCK_OK ? rc : dlock__rsub_connect(b->sub, deadline_us < cap ? deadline_us : cap);
 }
 
-static int prepare_wait_until(void *be, void *bl, int64_t deadline_us)
+static enum dlock__wake wait_wake(void *be, dlock__waiter *w, int64_t until_us)
 {
     rbackend *b = be;
-    int rc = prepare_wait(be, bl);
-    int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
-    return rc != DLOCK_OK ? rc
-                          : dlock__rsub_wait_ready(b->sub, deadline_us < cap ? deadline_us : cap);
+    /* The subscriber exists: prepare_wait made it before anyone queued. */
+    if (!dlock__rsub_ready(b->sub))
+        prepare_wait(be, NULL, until_us); /* dropped meanwhile: come back */
+    return dlock__rsub_wait(b->sub, w, until_us);
 }
 
 /* ---------------------------------------------------------------- steps */
 
 #define NUM(buf, v) ((size_t) snprintf((buf), sizeof(buf), "%lld", (long long) (v)))
 
-/* The keys of a lock as script arguments: 4 normally, 2 in simple mode
- * (no queue). argv/lens start at index 2 (after EVALSHA and the digest). */
+/* Puts the lock's first nkeys keys (1: the lock; 2: and its fence counter)
+ * as a script's keys at argv[2] (after EVALSHA and the digest). Returns the
+ * next free index. */
 static size_t put_keys(const rlock *l, const char **argv, size_t *lens, size_t nkeys)
 {
-    static const char *counts[] = {"0", "1", "2", "3"};
-    argv[2] = counts[nkeys];
+    argv[2] = nkeys == 1 ? "1" : "2";
     lens[2] = 1;
     for (size_t i = 0; i < nkeys; i++) {
         argv[3 + i] = l->keys[i];
         lens[3 + i] = l->key_lens[i];
     }
     return 3 + nkeys;
-}
-
-/* The keys release.lua needs: the lock, and its fence and queue to hand
- * it over (simple mode has no queue). */
-static size_t release_keys(const rlock *l)
-{
-    return l->simple ? 1 : 3;
 }
 
 /* The element of an EXEC reply, or NULL if the shape is wrong. */
@@ -398,7 +389,7 @@ static int acquire(void *be, void *bl, dlock__attempt *a)
     size_t nlease = NUM(lease, a->lease_ms);
     if (!join)
         return take_plain(b, l, a, lease, nlease);
-    size_t n = put_keys(l, argv, lens, 3);
+    size_t n = put_keys(l, argv, lens, 1);
     int rc;
 
     argv[n] = a->token;
@@ -440,7 +431,7 @@ static int cancel(void *be, void *bl, const char *token, int64_t deadline)
     (void) be;
     if (l->simple)
         return DLOCK_OK; /* never queued */
-    size_t n = put_keys(l, argv, lens, 3);
+    size_t n = put_keys(l, argv, lens, 1);
     argv[n] = token;
     lens[n++] = strlen(token);
     evalcall call = {DLOCK__S_CANCEL, n, argv, lens};
@@ -455,13 +446,14 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     const char *argv[10];
     size_t lens[10];
     redisReply *r = NULL;
-    size_t n = put_keys(l, argv, lens, release_keys(l));
+    size_t n = put_keys(l, argv, lens, 1);
     int rc;
 
     argv[n] = token != NULL ? token : "";
     lens[n++] = token != NULL ? strlen(token) : 0;
-    argv[n] = token != NULL ? "0" : "1";
-    lens[n++] = 1;
+    argv[n] = token == NULL ? "f" : l->simple ? "s" : "";
+    lens[n] = strlen(argv[n]);
+    n++;
     evalcall call = {DLOCK__S_RELEASE, n, argv, lens};
     rc = run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
@@ -541,7 +533,7 @@ static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
     evalcall *calls = calloc(n, sizeof *calls);
     redisReply **replies = calloc(n, sizeof *replies);
     char(*numbers)[24] = calloc(2 * n, sizeof *numbers);
-    /* per chunk: EVALSHA sha numkeys lease; per item: up to 3 keys + token */
+    /* per chunk: EVALSHA sha numkeys lease; per item: its lock key + token */
     const char **argv = calloc(4 * n + 5 * n, sizeof *argv);
     size_t *lens = calloc(4 * n + 5 * n, sizeof *lens);
     size_t nchunks = 0, nargs = 0;
@@ -569,20 +561,18 @@ static int renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
 
     for (size_t c = 0; c < nchunks; c++) {
         const dlock__renewal *lead = &items[order[first[c]].item];
-        size_t count = first[c + 1] - first[c], per = lead->waiter ? 3 : 1, at = 2;
+        size_t count = first[c + 1] - first[c], at = 2;
         evalcall *call = &calls[c];
 
         call->script = lead->waiter ? DLOCK__S_HEARTBEAT : DLOCK__S_RENEW;
         call->argv = argv + nargs;
         call->lens = lens + nargs;
         call->argv[at] = numbers[2 * c];
-        call->lens[at++] = NUM(numbers[2 * c], count * per);
+        call->lens[at++] = NUM(numbers[2 * c], count);
         for (size_t i = first[c]; i < first[c + 1]; i++) {
             const rlock *l = items[order[i].item].lock;
-            for (size_t k = 0; k < per; k++) {
-                call->argv[at] = l->keys[k];
-                call->lens[at++] = l->key_lens[k];
-            }
+            call->argv[at] = l->keys[0];
+            call->lens[at++] = l->key_lens[0];
         }
         call->argv[at] = numbers[2 * c + 1];
         call->lens[at++] =
@@ -640,11 +630,12 @@ static int query(void *be, void *bl, dlock_status *st, int64_t deadline)
     const char *argv[6];
     size_t lens[6];
     redisReply *r = NULL;
-    size_t n = put_keys(l, argv, lens, l->simple ? 2 : 3);
+    size_t n = put_keys(l, argv, lens, 2);
     int rc;
 
     memset(st, 0, sizeof *st);
-    argv[2] = l->simple ? "2" : "3";
+    argv[n] = l->simple ? "0" : "1"; /* has a queue */
+    lens[n++] = 1;
     evalcall call = {DLOCK__S_STATUS, n, argv, lens};
     rc = run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
@@ -678,7 +669,7 @@ static void close_backend(void *be)
 
     if (b == NULL)
         return;
-    dlock__rsub_stop(b->sub);
+    dlock__rsub_free(b->sub);
     for (size_t i = 0; i < b->npool; i++)
         dlock__rconn_free(b->pool[i]);
     pthread_mutex_destroy(&b->mu);
@@ -817,7 +808,8 @@ const dlock__backend_ops dlock__redis_ops = {
     .lock_new = lock_new,
     .lock_free = lock_free,
     .can_notify = can_notify,
-    .prepare_wait = prepare_wait_until,
+    .prepare_wait = prepare_wait,
+    .wait = wait_wake,
     .acquire = acquire,
     .cancel = cancel,
     .release = release,

@@ -1,162 +1,58 @@
-/* subscriber.c - the one pub/sub connection of a client.
+/* subscriber.c - the one pub/sub connection of a client, read by its
+ * waiters.
  *
  * A release that hands a lock to a queued waiter publishes "<token> <fence>"
  * on the channel PREFIX:{name}:wake:<client id> of the waiter's client. Each
  * client subscribes once, to the pattern PREFIX:*:wake:<client id>, so it
  * hears every hand-over meant for it, for any lock name, without a
- * subscription per name, and without hearing other clients' wake-ups. A
- * thread reads the connection and posts each wake-up on the client's board.
+ * subscription per name, and without hearing other clients' wake-ups.
+ *
+ * Nobody needs those messages but waiting threads, so a waiting thread
+ * reads them itself: one waiter at a time holds the reader role, polls the
+ * socket and posts every hand-over it reads on the client's board (its own
+ * included, which then costs no thread switch at all); the others park on
+ * the board. A reader that leaves hands the role to a parked waiter. While
+ * nobody waits, nobody reads; messages for waiters that gave up are ignored.
  *
  * The subscription must be live before a waiter joins a queue, or the
- * hand-over could be published to nobody: waiters call
- * dlock__rsub_wait_ready() first. When the connection drops, wake-ups may
- * be lost until it is back, so after every re-subscription all waiters are
- * told to check again. */
+ * hand-over could be published to nobody: waiters connect first
+ * (dlock__rsub_connect). When the connection drops, wake-ups may have been
+ * lost, so all waiters are told to check again, and the next one connects
+ * anew. */
 #include "subscriber.h"
 
 #include "../../core/clock.h"
 #include "../../core/error.h"
-#include "../../core/thread.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <unistd.h>
 
-enum sub_state { SUB_CONNECTING, SUB_READY, SUB_FAILED };
+/* How often a reader looks up from the socket for wake-ups posted by
+ * others (a cancel, a grant found by a heartbeat). */
+#define READER_SLICE_US 50000
+
+enum sub_state { SUB_DOWN, SUB_CONNECTING, SUB_READY };
 
 struct dlock__rsub {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_t thread;
-    int stopping;
+    pthread_cond_t cv; /* state changes */
     enum sub_state state;
-    int fd; /* of the live connection, for shutdown() on stop; -1 if none */
-    int fail_code;
-    char fail_msg[256];
-    unsigned subscriptions; /* successful subscriptions so far */
+    int fd;      /* READY: the subscribed socket */
+    int reading; /* a waiter holds the reader role */
+    redisReader *reader;
 
     dlock__rendpoint ep; /* strings borrowed from the backend, which outlives us */
     char pattern[160];
     dlock__board *board;
 };
 
-static void handle_message(dlock__rsub *s, redisReply *r)
-{
-    /* ["pmessage", pattern, channel, "<token> <fence>"] */
-    char token[80];
-    uint64_t fence;
-
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-        r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "pmessage") != 0 ||
-        r->element[3]->type != REDIS_REPLY_STRING)
-        return;
-    if (sscanf(r->element[3]->str, "%79s %" SCNu64, token, &fence) != 2)
-        return;
-    dlock__board_grant(s->board, token, fence);
-}
-
-static void set_state(dlock__rsub *s, enum sub_state state, int fd)
-{
-    pthread_mutex_lock(&s->mu);
-    s->state = state;
-    s->fd = fd;
-    if (state == SUB_FAILED) {
-        s->fail_code = DLOCK_EUNREACHABLE;
-        snprintf(s->fail_msg, sizeof s->fail_msg, "%s (subscriber connection)", dlock_errmsg());
-    }
-    if (state == SUB_READY) {
-        s->subscriptions++;
-        if (s->stopping)
-            shutdown(fd, SHUT_RDWR); /* stop() came while we were connecting */
-    }
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* Connects and subscribes. Returns the context, or NULL (detail recorded). */
-static redisContext *subscribe(dlock__rsub *s)
-{
-    int code;
-    redisContext *ctx = dlock__rconn_dial(&s->ep, &code);
-    redisReply *r;
-
-    if (ctx == NULL)
-        return NULL;
-    r = redisCommand(ctx, "PSUBSCRIBE %s", s->pattern);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING ||
-        strcmp(r->element[0]->str, "psubscribe") != 0) {
-        dlock__fail(DLOCK_EUNREACHABLE, "%s: PSUBSCRIBE failed: %s", s->ep.label,
-                    r == NULL                      ? ctx->errstr
-                    : r->type == REDIS_REPLY_ERROR ? r->str
-                                                   : "unexpected reply");
-        freeReplyObject(r);
-        redisFree(ctx);
-        return NULL;
-    }
-    freeReplyObject(r);
-    /* An idle subscriber waits for messages indefinitely; a dead peer is
-     * found by keepalive, and waiters never depend on it alone. */
-    struct timeval none = {0, 0};
-    redisSetTimeout(ctx, none);
-    redisEnableKeepAlive(ctx);
-    return ctx;
-}
-
-static void *run(void *arg)
-{
-    dlock__rsub *s = arg;
-    int64_t backoff_us = 50000;
-
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        int stopping = s->stopping;
-        pthread_mutex_unlock(&s->mu);
-        if (stopping)
-            break;
-
-        redisContext *ctx = subscribe(s);
-        if (ctx == NULL) {
-            set_state(s, SUB_FAILED, -1);
-            pthread_mutex_lock(&s->mu);
-            struct timespec ts = dlock__timespec(dlock__now_us() + backoff_us);
-            if (!s->stopping)
-                pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-            pthread_mutex_unlock(&s->mu);
-            backoff_us = backoff_us * 2 > 2000000 ? 2000000 : backoff_us * 2;
-            continue;
-        }
-        backoff_us = 50000;
-        pthread_mutex_lock(&s->mu);
-        int again = s->subscriptions > 0;
-        pthread_mutex_unlock(&s->mu);
-        set_state(s, SUB_READY, ctx->fd);
-        if (again)
-            dlock__board_recheck(s->board, NULL); /* wake-ups may have been missed */
-
-        for (;;) {
-            void *reply = NULL;
-            if (redisGetReply(ctx, &reply) != REDIS_OK)
-                break;
-            handle_message(s, reply);
-            freeReplyObject(reply);
-        }
-        dlock__fail(DLOCK_EUNREACHABLE, "%s: subscriber connection lost: %s", s->ep.label,
-                    ctx->errstr);
-        set_state(s, SUB_CONNECTING, -1);
-        redisFree(ctx);
-        /* Wake-ups may be lost until we are back: waiters ask the server
-         * themselves (and learn at once if it is gone). */
-        dlock__board_recheck(s->board, NULL);
-    }
-    return NULL;
-}
-
-int dlock__rsub_start(const dlock__rendpoint *ep, const char *pattern, dlock__board *board,
-                      dlock__rsub **out)
+int dlock__rsub_new(const dlock__rendpoint *ep, const char *pattern, dlock__board *board,
+                    dlock__rsub **out)
 {
     dlock__rsub *s = calloc(1, sizeof *s);
     pthread_condattr_t attr;
@@ -173,35 +69,21 @@ int dlock__rsub_start(const dlock__rendpoint *ep, const char *pattern, dlock__bo
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (dlock__thread_start(&s->thread, run, s) != 0) {
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
-        free(s);
-        return dlock__fail(DLOCK_ENOMEM, "cannot start the subscriber thread");
-    }
     *out = s;
     return DLOCK_OK;
 }
 
-int dlock__rsub_wait_ready(dlock__rsub *s, int64_t deadline_us)
+void dlock__rsub_free(dlock__rsub *s)
 {
-    int rc = DLOCK_OK;
-
-    pthread_mutex_lock(&s->mu);
-    while (s->state != SUB_READY) {
-        if (s->state == SUB_FAILED) {
-            rc = dlock__fail(s->fail_code, "%s", s->fail_msg);
-            break;
-        }
-        struct timespec ts = dlock__timespec(deadline_us);
-        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT) {
-            rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: subscriber connection not ready in time",
-                             s->ep.label);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    if (s == NULL)
+        return;
+    if (s->fd >= 0)
+        close(s->fd);
+    if (s->reader != NULL)
+        redisReaderFree(s->reader);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
 }
 
 int dlock__rsub_ready(dlock__rsub *s)
@@ -212,18 +94,158 @@ int dlock__rsub_ready(dlock__rsub *s)
     return ready;
 }
 
-void dlock__rsub_stop(dlock__rsub *s)
+/* Connects and subscribes; returns the socket or -1 (detail recorded). */
+static int subscribe(dlock__rsub *s, int *code)
 {
-    if (s == NULL)
-        return;
+    redisContext *ctx = dlock__rconn_dial(&s->ep, code);
+    redisReply *r;
+
+    if (ctx == NULL)
+        return -1;
+    r = redisCommand(ctx, "PSUBSCRIBE %s", s->pattern);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(r->element[0]->str, "psubscribe") != 0) {
+        *code = r != NULL && r->type == REDIS_REPLY_ERROR ? DLOCK_ESERVER : DLOCK_EUNREACHABLE;
+        dlock__fail(*code, "%s: PSUBSCRIBE failed: %s", s->ep.label,
+                    r == NULL                      ? ctx->errstr
+                    : r->type == REDIS_REPLY_ERROR ? r->str
+                                                   : "unexpected reply");
+        freeReplyObject(r);
+        redisFree(ctx);
+        return -1;
+    }
+    freeReplyObject(r);
+    redisEnableKeepAlive(ctx);
+    return redisFreeKeepFd(ctx);
+}
+
+int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
+{
+    int rc = DLOCK_OK;
+
     pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
-    if (s->fd >= 0)
-        shutdown(s->fd, SHUT_RDWR);
-    pthread_cond_broadcast(&s->cv);
+    while (s->state == SUB_CONNECTING) {
+        struct timespec ts = dlock__timespec(deadline_us);
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT) {
+            pthread_mutex_unlock(&s->mu);
+            return dlock__fail(DLOCK_ETIMEDOUT, "%s: subscriber connection not ready in time",
+                               s->ep.label);
+        }
+    }
+    if (s->state == SUB_DOWN) {
+        s->state = SUB_CONNECTING;
+        pthread_mutex_unlock(&s->mu);
+        int fd = subscribe(s, &rc);
+        redisReader *reader = fd >= 0 ? redisReaderCreate() : NULL;
+        if (fd >= 0 && reader == NULL) {
+            close(fd);
+            fd = -1;
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        pthread_mutex_lock(&s->mu);
+        if (fd >= 0) {
+            if (s->reader != NULL)
+                redisReaderFree(s->reader);
+            s->reader = reader;
+            s->fd = fd;
+            s->state = SUB_READY;
+        } else {
+            s->state = SUB_DOWN;
+        }
+        pthread_cond_broadcast(&s->cv);
+    }
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
-    free(s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static void handle_message(dlock__rsub *s, const redisReply *r)
+{
+    /* ["pmessage", pattern, channel, "<token> <fence>"] */
+    char token[80];
+    uint64_t fence;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "pmessage") != 0 ||
+        r->element[3]->type != REDIS_REPLY_STRING)
+        return;
+    if (sscanf(r->element[3]->str, "%79s %" SCNu64, token, &fence) != 2)
+        return;
+    dlock__board_grant(s->board, token, fence);
+}
+
+/* The reader's loop: read and post hand-overs until w is woken or until_us.
+ * Returns 0, or -1 when the connection is gone. */
+static int pump(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
+{
+    char buf[8192];
+
+    while (!dlock__board_woken(s->board, w)) {
+        int64_t now = dlock__now_us();
+        if (now >= until_us)
+            return 0;
+        int64_t slice = until_us - now < READER_SLICE_US ? until_us - now : READER_SLICE_US;
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        int ready = poll(&p, 1, (int) ((slice + 999) / 1000));
+        if (ready < 0 && errno != EINTR)
+            return -1;
+        if (ready <= 0)
+            continue;
+        ssize_t got = read(s->fd, buf, sizeof buf);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got <= 0 || redisReaderFeed(s->reader, buf, (size_t) got) != REDIS_OK)
+            return -1;
+        for (;;) {
+            void *reply = NULL;
+            if (redisReaderGetReply(s->reader, &reply) != REDIS_OK)
+                return -1;
+            if (reply == NULL)
+                break;
+            handle_message(s, reply);
+            freeReplyObject(reply);
+        }
+    }
+    return 0;
+}
+
+enum dlock__wake dlock__rsub_wait(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int take = s->state == SUB_READY && !s->reading;
+        if (take)
+            s->reading = 1;
+        pthread_mutex_unlock(&s->mu);
+
+        if (!take) {
+            enum dlock__wake wake = dlock__board_park(s->board, w, until_us);
+            if (wake == DLOCK__WAKE_READ)
+                continue; /* the reader left: take its place */
+            return wake;
+        }
+
+        int broken = pump(s, w, until_us) != 0;
+        pthread_mutex_lock(&s->mu);
+        s->reading = 0;
+        if (broken && s->state == SUB_READY) {
+            close(s->fd);
+            s->fd = -1;
+            s->state = SUB_DOWN;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (broken) {
+            /* Hand-overs may have been lost: everyone asks the server. */
+            dlock__board_recheck(s->board, NULL);
+        } else {
+            dlock__board_pass_reading(s->board, w);
+        }
+        enum dlock__wake wake = dlock__board_take(s->board, w);
+        if (wake != DLOCK__WAKE_NONE && wake != DLOCK__WAKE_READ)
+            return wake;
+        if (dlock__now_us() >= until_us)
+            return DLOCK__WAKE_NONE;
+    }
 }

@@ -7,19 +7,21 @@
 
 typedef struct dlock__rsub dlock__rsub;
 
-/* Starts the subscriber thread for `pattern`; wake-ups go to `board`.
- * ep's strings must outlive the subscriber. */
-int dlock__rsub_start(const dlock__rendpoint *ep, const char *pattern, dlock__board *board,
-                      dlock__rsub **out);
+/* A subscriber for `pattern` posting wake-ups to `board`; not connected
+ * yet. ep's strings must outlive it. */
+int dlock__rsub_new(const dlock__rendpoint *ep, const char *pattern, dlock__board *board,
+                    dlock__rsub **out);
+void dlock__rsub_free(dlock__rsub *s);
 
-/* Waits until the subscription is live. DLOCK_OK, DLOCK_ETIMEDOUT, or the
- * code of the last failed attempt (DLOCK_EUNREACHABLE...). */
-int dlock__rsub_wait_ready(dlock__rsub *s, int64_t deadline_us);
+/* Connects and subscribes unless already done. DLOCK_OK, or the failure. */
+int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us);
 
 /* Whether the subscription is live now (no waiting). */
 int dlock__rsub_ready(dlock__rsub *s);
 
-/* Stops the thread and frees s. NULL is a no-op. */
-void dlock__rsub_stop(dlock__rsub *s);
+/* Waits until w (on the board) is woken or until_us passes, reading the
+ * connection meanwhile if nobody else does. Returns the wake (GRANTED,
+ * RECHECK) or DLOCK__WAKE_NONE on timeout. */
+enum dlock__wake dlock__rsub_wait(dlock__rsub *s, dlock__waiter *w, int64_t until_us);
 
 #endif
