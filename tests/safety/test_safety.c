@@ -305,6 +305,56 @@ static void killed_waiter_does_not_stall_queue(void)
     dlock_client_close(c);
 }
 
+typedef struct waiter_arg {
+    dlock_client *client;
+    int rc;
+} waiter_arg;
+
+static void *wait_and_release(void *p)
+{
+    waiter_arg *w = p;
+    dlock_lock *l;
+    CHECK_RC(dlock_lock_open(w->client, "notified", 0, &l), DLOCK_OK);
+    w->rc = dlock_acquire(l, 20000);
+    if (w->rc == DLOCK_OK)
+        w->rc = dlock_release(l);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void subscriber_connection_killed(void)
+{
+    enum { N = 3 };
+    dlock_status st;
+    pthread_t t[N];
+    waiter_arg w[N];
+
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL), *holder_client = connect_client(NULL);
+    dlock_lock *holder;
+    CHECK_RC(dlock_lock_open(holder_client, "notified", 0, &holder), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        w[i] = (waiter_arg){c, -1};
+        pthread_create(&t[i], NULL, wait_and_release, &w[i]);
+    }
+    DT_WAIT_UNTIL(dlock_query(c, "notified", 0, &st) == DLOCK_OK && st.waiters == N, 5000);
+    /* the network drops the waiters' pub/sub connection */
+    CHECK(atoi(dt_redis_cli(&srv, "CLIENT KILL TYPE pubsub")) >= 1);
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_RC(w[i].rc, DLOCK_OK);
+    }
+    /* they reconnected and were handed the lock in turn, well before the
+     * 30 s lease would have bounded their wait */
+    CHECK_INT(dt_now_ms() - released, <, 10000);
+    dlock_lock_free(holder);
+    dlock_client_close(holder_client);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -315,6 +365,7 @@ int main(int argc, char **argv)
         {"killed_holder_frees_within_lease", killed_holder_frees_within_lease},
         {"frozen_holder_is_told_and_fenced_out", frozen_holder_is_told_and_fenced_out},
         {"killed_waiter_does_not_stall_queue", killed_waiter_does_not_stall_queue},
+        {"subscriber_connection_killed", subscriber_connection_killed},
     };
     return DT_RUN(tests);
 }
