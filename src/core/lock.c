@@ -69,11 +69,11 @@ void dlock__lock_report_lost(dlock_lock *l, const char *why)
     dlock__renewer *r = &l->client->renewer;
 
     (void) why;
-    pthread_mutex_lock(&r->mu);
+    dlock__renewer_lock(r, &l->lease);
     snprintf(text, sizeof text, "%s", l->lease.why);
     dlock_lost_fn fn = l->on_lost;
     void *arg = l->on_lost_arg;
-    pthread_mutex_unlock(&r->mu);
+    dlock__renewer_unlock(r, &l->lease);
     if (fn != NULL)
         fn(l, DLOCK_ELOST, text, arg);
 }
@@ -222,10 +222,8 @@ static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
     /* The lease now runs at least lease_ms from `sent`; once renewed, a
      * lock stays renewed until released. */
     int64_t until = validity_end(sent, lease_ms);
-    pthread_mutex_lock(&c->renewer.mu);
-    if (until < l->lease.valid_until_us)
+    if (until < dlock__renewer_valid_until(&c->renewer, &l->lease))
         until = 0;
-    pthread_mutex_unlock(&c->renewer.mu);
     if (l->lease.renew || renew)
         dlock__renewer_update(&c->renewer, &l->lease, 1, c->cfg.lease_ms, until);
     else if (until != 0)
@@ -597,10 +595,10 @@ void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
 {
     if (l == NULL)
         return;
-    pthread_mutex_lock(&l->client->renewer.mu);
+    dlock__renewer_lock(&l->client->renewer, &l->lease);
     l->on_lost = fn;
     l->on_lost_arg = arg;
-    pthread_mutex_unlock(&l->client->renewer.mu);
+    dlock__renewer_unlock(&l->client->renewer, &l->lease);
 }
 
 /* ---------------------------------------------------------------- operators */

@@ -14,7 +14,9 @@
  *
  * The thread is woken by a new entry only when it is due before the thread
  * would wake anyway; with entries coming and going on the hot path this is
- * rare, so taking and releasing locks does not wake it. */
+ * rare, so taking and releasing locks does not wake it. An entry added while
+ * the thread is awake (scanning or renewing) is noted in earliest_added_us,
+ * which the thread reads before it goes to sleep. */
 #include "renewer.h"
 
 #include "clock.h"
@@ -23,6 +25,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +67,12 @@ static void unlink_locked(dlock__lease *e)
     e->linked = 0;
 }
 
+/* An entry's shard follows from its address, so it never changes. */
+static dlock__renewer_shard *shard_of(dlock__renewer *r, const dlock__lease *e)
+{
+    return &r->shards[((uintptr_t) e >> 6) % DLOCK__RENEWER_SHARDS];
+}
+
 void dlock__renewer_init(dlock__renewer *r, const dlock__backend_ops *ops, void *be,
                          dlock__board *board, const dlock__client_cfg *cfg)
 {
@@ -75,8 +84,12 @@ void dlock__renewer_init(dlock__renewer *r, const dlock__backend_ops *ops, void 
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&r->cv, &attr);
     pthread_condattr_destroy(&attr);
-    r->list.prev = r->list.next = &r->list;
-    r->wake_at_us = DLOCK__NEVER;
+    for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
+        pthread_mutex_init(&r->shards[i].mu, NULL);
+        r->shards[i].list.prev = r->shards[i].list.next = &r->shards[i].list;
+    }
+    atomic_init(&r->wake_at_us, 0);
+    atomic_init(&r->earliest_added_us, DLOCK__NEVER);
     r->ops = ops;
     r->be = be;
     r->board = board;
@@ -92,8 +105,12 @@ void dlock__renewer_fini(dlock__renewer *r)
     pthread_mutex_unlock(&r->mu);
     if (running)
         pthread_join(r->thread, NULL);
-    while (r->list.next != &r->list)
-        unlink_locked(r->list.next);
+    for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
+        dlock__lease *list = &r->shards[i].list;
+        while (list->next != list)
+            unlink_locked(list->next);
+        pthread_mutex_destroy(&r->shards[i].mu);
+    }
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
 }
@@ -136,186 +153,214 @@ static int batch_push(batch *b, dlock__lease *e)
     return 0;
 }
 
-/* With mu held: marks e lost and queues the report. */
-static void lose_locked(dlock__lease *e, dlock_lock **reports, size_t *nreports, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
-static void lose_locked(dlock__lease *e, dlock_lock **reports, size_t *nreports, const char *fmt,
-                        ...)
+/* Locks whose loss is to be reported once no lock is held. */
+typedef struct reports {
+    dlock_lock **locks;
+    size_t n, cap;
+} reports;
+
+/* With the entry's shard locked: marks e lost and queues the report. */
+static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
 {
     va_list ap;
 
+    if (out->n == out->cap) {
+        size_t cap = out->cap ? out->cap * 2 : 16;
+        dlock_lock **grown = realloc(out->locks, cap * sizeof *grown);
+        if (grown == NULL)
+            return; /* reported by the owner's next call all the same */
+        out->locks = grown;
+        out->cap = cap;
+    }
     va_start(ap, fmt);
     vsnprintf(e->why, sizeof e->why, fmt, ap);
     va_end(ap);
     e->lost = 1;
     unlink_locked(e);
     dlock__lock_ref(e->lock);
-    reports[(*nreports)++] = e->lock;
+    out->locks[out->n++] = e->lock;
 }
 
-/* With mu held: applies a batch's results to entries still watched. */
-static void apply_locked(dlock__renewer *r, batch *b, int64_t sent_us, dlock_lock **reports,
-                         size_t *nreports)
+static void report(reports *out)
 {
-    int64_t now = dlock__now_us();
+    for (size_t i = 0; i < out->n; i++) {
+        dlock__lock_report_lost(out->locks[i], NULL);
+        dlock__lock_unref(out->locks[i]);
+    }
+    out->n = 0;
+}
 
-    for (size_t i = 0; i < b->n; i++) {
-        dlock__lease *e = b->entries[i];
-        dlock__renewal *it = &b->items[i];
-
-        if (!e->linked || e->gen != b->gens[i])
-            continue; /* released or re-acquired meanwhile */
-        e->in_flight = 0;
-        if (e->waiter) {
-            switch (it->result) {
-            case DLOCK__RENEW_OK:
-                dlock__board_queued(r->board, e->token, sent_us);
-                e->due_us = sent_us + period_us(r, e);
-                break;
-            case DLOCK__RENEW_GRANTED:
-                dlock__board_grant(r->board, e->token, it->fence);
-                e->due_us = DLOCK__NEVER;
-                break;
-            case DLOCK__RENEW_GONE:
-                dlock__board_recheck(r->board, e->token);
-                e->due_us = DLOCK__NEVER;
-                break;
-            default:
-                e->due_us = now + retry_us(r, e);
-                break;
-            }
-            continue;
-        }
+/* With the entry's shard locked: applies one result of a batch. */
+static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewal *it,
+                         int64_t sent_us, int64_t now, reports *out)
+{
+    e->in_flight = 0;
+    if (e->waiter) {
         switch (it->result) {
         case DLOCK__RENEW_OK:
-            e->last_ok_us = sent_us;
-            e->valid_until_us = sent_us + e->lease_ms * 1000 - dlock__drift_us(e->lease_ms);
+            dlock__board_queued(r->board, e->token, sent_us);
             e->due_us = sent_us + period_us(r, e);
             break;
+        case DLOCK__RENEW_GRANTED:
+            dlock__board_grant(r->board, e->token, it->fence);
+            e->due_us = DLOCK__NEVER;
+            break;
         case DLOCK__RENEW_GONE:
-            lose_locked(e, reports, nreports,
-                        "renewal refused: the lock expired, was deleted, or is held by "
-                        "another owner");
+            dlock__board_recheck(r->board, e->token);
+            e->due_us = DLOCK__NEVER;
             break;
         default:
             e->due_us = now + retry_us(r, e);
             break;
         }
+        return;
     }
+    switch (it->result) {
+    case DLOCK__RENEW_OK:
+        e->last_ok_us = sent_us;
+        e->valid_until_us = sent_us + e->lease_ms * 1000 - dlock__drift_us(e->lease_ms);
+        e->due_us = sent_us + period_us(r, e);
+        break;
+    case DLOCK__RENEW_GONE:
+        lose_locked(e, out,
+                    "renewal refused: the lock expired, was deleted, or is held by another "
+                    "owner");
+        break;
+    default:
+        e->due_us = now + retry_us(r, e);
+        break;
+    }
+}
+
+/* One pass over every shard: reports expired leases, collects due entries
+ * into b (marking them in flight; *deadline becomes the earliest end of
+ * validity among them), and returns the next event. */
+static int64_t scan(dlock__renewer *r, batch *b, reports *out, int64_t *deadline)
+{
+    int64_t next = DLOCK__NEVER;
+
+    for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
+        dlock__renewer_shard *sh = &r->shards[i];
+        int64_t now = dlock__now_us();
+        pthread_mutex_lock(&sh->mu);
+        for (dlock__lease *e = sh->list.next, *following; e != &sh->list; e = following) {
+            following = e->next;
+            if (!e->waiter && e->valid_until_us <= now) {
+                if (e->renew)
+                    lose_locked(e, out, "lease ran out: no successful renewal for %lld ms (%s)",
+                                (long long) ((now - e->last_ok_us) / 1000),
+                                r->last_error[0] ? r->last_error : "no reply");
+                else
+                    lose_locked(e, out, "fixed lease of %lld ms expired", (long long) e->lease_ms);
+                continue;
+            }
+            if (!e->in_flight && e->due_us <= now + period_us(r, e) / 2) {
+                if (batch_push(b, e) == 0) {
+                    e->in_flight = 1;
+                    dlock__lock_ref(e->lock); /* its owner may free it meanwhile */
+                    if (!e->waiter && e->valid_until_us < *deadline)
+                        *deadline = e->valid_until_us;
+                }
+            }
+            int64_t t = next_event(e);
+            if (t < next)
+                next = t;
+        }
+        pthread_mutex_unlock(&sh->mu);
+    }
+    return next;
+}
+
+/* Sleeps until `next` or until an earlier entry arrives; returns whether
+ * to stop. */
+static int sleep_until(dlock__renewer *r, int64_t next)
+{
+    pthread_mutex_lock(&r->mu);
+    /* Announce the plan first, then pick up what was added during the
+     * scan: an entry added after this exchange sees the plan and signals. */
+    atomic_store(&r->wake_at_us, next);
+    int64_t added = atomic_exchange(&r->earliest_added_us, DLOCK__NEVER);
+    if (added < next)
+        next = added;
+    if (!r->stopping && next > dlock__now_us()) {
+        atomic_store(&r->wake_at_us, next);
+        if (next == DLOCK__NEVER) {
+            pthread_cond_wait(&r->cv, &r->mu);
+        } else {
+            struct timespec ts = dlock__timespec(next);
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        }
+    }
+    atomic_store(&r->wake_at_us, 0);
+    int stopping = r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    return stopping;
 }
 
 static void *run(void *arg)
 {
     dlock__renewer *r = arg;
     batch b = {0};
-    dlock_lock **reports = NULL;
-    size_t reports_cap = 0;
+    reports out = {0};
 
-    pthread_mutex_lock(&r->mu);
-    while (!r->stopping) {
-        int64_t now = dlock__now_us(), next = DLOCK__NEVER;
-        size_t nreports = 0, count = 0;
-
-        for (dlock__lease *e = r->list.next; e != &r->list; e = e->next)
-            count++;
-        if (count > reports_cap) {
-            dlock_lock **grown = realloc(reports, count * sizeof *grown);
-            if (grown != NULL) {
-                reports = grown;
-                reports_cap = count;
-            }
-        }
+    for (;;) {
         b.n = 0;
-        for (dlock__lease *e = r->list.next, *following; e != &r->list; e = following) {
-            following = e->next;
-            if (!e->waiter && e->valid_until_us <= now && nreports < reports_cap) {
-                if (e->renew)
-                    lose_locked(e, reports, &nreports,
-                                "lease ran out: no successful renewal for %lld ms (%s)",
-                                (long long) ((now - e->last_ok_us) / 1000),
-                                r->last_error[0] ? r->last_error : "no reply");
-                else
-                    lose_locked(e, reports, &nreports, "fixed lease of %lld ms expired",
-                                (long long) e->lease_ms);
-                continue;
-            }
-            if (!e->in_flight && e->due_us <= now + period_us(r, e) / 2) {
-                if (batch_push(&b, e) == 0)
-                    e->in_flight = 1;
-            }
-            int64_t t = next_event(e);
-            if (t < next)
-                next = t;
-        }
-
-        if (nreports == 0 && b.n == 0) {
-            r->wake_at_us = next;
-            if (next == DLOCK__NEVER) {
-                pthread_cond_wait(&r->cv, &r->mu);
-            } else {
-                struct timespec ts = dlock__timespec(next);
-                pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-            }
-            r->wake_at_us = 0;
+        int64_t deadline = dlock__now_us() + r->cfg->command_timeout_ms * 1000;
+        int64_t next = scan(r, &b, &out, &deadline);
+        report(&out);
+        if (b.n == 0) {
+            if (sleep_until(r, next))
+                break;
             continue;
         }
 
-        /* Hold the handles while the mutex is down: their owners may
-         * release and free them meanwhile. */
-        for (size_t i = 0; i < b.n; i++)
-            dlock__lock_ref(b.entries[i]->lock);
-        int64_t deadline = now + r->cfg->command_timeout_ms * 1000;
-        for (size_t i = 0; i < b.n; i++) {
-            const dlock__lease *e = b.entries[i];
-            if (!e->waiter && e->valid_until_us < deadline)
-                deadline = e->valid_until_us;
-        }
-        pthread_mutex_unlock(&r->mu);
-
-        for (size_t i = 0; i < nreports; i++) {
-            dlock__lock_report_lost(reports[i], NULL);
-            dlock__lock_unref(reports[i]);
-        }
         int64_t sent = dlock__now_us();
-        if (b.n > 0) {
-            int rc = r->ops->renew(r->be, b.items, b.n, deadline);
-            if (rc != DLOCK_OK)
-                snprintf(r->last_error, sizeof r->last_error, "%s", dlock_errmsg());
-        }
+        if (r->ops->renew(r->be, b.items, b.n, deadline) != DLOCK_OK)
+            snprintf(r->last_error, sizeof r->last_error, "%s", dlock_errmsg());
 
-        pthread_mutex_lock(&r->mu);
-        nreports = 0;
-        if (b.n > reports_cap) {
-            dlock_lock **grown = realloc(reports, b.n * sizeof *grown);
-            if (grown != NULL) {
-                reports = grown;
-                reports_cap = b.n;
-            }
-        }
-        if (b.n <= reports_cap)
-            apply_locked(r, &b, sent, reports, &nreports);
+        int64_t now = dlock__now_us();
         for (size_t i = 0; i < b.n; i++) {
-            if (b.entries[i]->linked && b.entries[i]->gen == b.gens[i])
-                b.entries[i]->in_flight = 0;
+            dlock__lease *e = b.entries[i];
+            dlock__renewer_shard *sh = shard_of(r, e);
+            pthread_mutex_lock(&sh->mu);
+            if (e->linked && e->gen == b.gens[i])
+                apply_locked(r, e, &b.items[i], sent, now, &out);
+            pthread_mutex_unlock(&sh->mu);
         }
-        pthread_mutex_unlock(&r->mu);
-        for (size_t i = 0; i < nreports; i++) {
-            dlock__lock_report_lost(reports[i], NULL);
-            dlock__lock_unref(reports[i]);
-        }
+        report(&out);
         for (size_t i = 0; i < b.n; i++)
             dlock__lock_unref(b.entries[i]->lock);
+
         pthread_mutex_lock(&r->mu);
+        int stopping = r->stopping;
+        pthread_mutex_unlock(&r->mu);
+        if (stopping)
+            break;
     }
-    pthread_mutex_unlock(&r->mu);
     free(b.entries);
     free(b.items);
     free(b.gens);
-    free(reports);
+    free(out.locks);
     return NULL;
 }
 
 /* ---------------------------------------------------------------- entries */
+
+/* Wakes the thread if e is due before it would wake anyway. */
+static void note_event(dlock__renewer *r, int64_t t)
+{
+    int64_t seen = atomic_load(&r->earliest_added_us);
+    while (t < seen && !atomic_compare_exchange_weak(&r->earliest_added_us, &seen, t))
+        ;
+    int64_t wake = atomic_load(&r->wake_at_us);
+    if (wake != 0 && t < wake) {
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+    }
+}
 
 int dlock__renewer_add(dlock__renewer *r, dlock__lease *e)
 {
@@ -323,47 +368,54 @@ int dlock__renewer_add(dlock__renewer *r, dlock__lease *e)
 
     pthread_mutex_lock(&r->mu);
     if (!r->running && !r->stopping) {
-        if (dlock__thread_start(&r->thread, run, r) != 0) {
+        if (dlock__thread_start(&r->thread, run, r) != 0)
             rc = dlock__fail(DLOCK_ENOMEM, "cannot start the renewal thread");
-            goto out;
-        }
-        r->running = 1;
+        else
+            r->running = 1;
     }
+    pthread_mutex_unlock(&r->mu);
+    if (rc != DLOCK_OK)
+        return rc;
+
+    dlock__renewer_shard *sh = shard_of(r, e);
+    pthread_mutex_lock(&sh->mu);
     e->gen++;
     e->in_flight = 0;
     e->lost = 0;
     e->why[0] = '\0';
-    e->prev = r->list.prev;
-    e->next = &r->list;
-    r->list.prev->next = e;
-    r->list.prev = e;
+    e->prev = sh->list.prev;
+    e->next = &sh->list;
+    sh->list.prev->next = e;
+    sh->list.prev = e;
     e->linked = 1;
-    if (next_event(e) < r->wake_at_us)
-        pthread_cond_signal(&r->cv);
-out:
-    pthread_mutex_unlock(&r->mu);
-    return rc;
+    int64_t t = next_event(e);
+    pthread_mutex_unlock(&sh->mu);
+    note_event(r, t);
+    return DLOCK_OK;
 }
 
 int dlock__renewer_remove(dlock__renewer *r, dlock__lease *e, char *why, size_t why_len)
 {
+    dlock__renewer_shard *sh = shard_of(r, e);
     int lost;
 
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&sh->mu);
     if (e->linked)
         unlink_locked(e);
     lost = e->lost;
     if (lost && why != NULL)
         snprintf(why, why_len, "%s", e->why);
     e->lost = 0;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&sh->mu);
     return lost;
 }
 
 void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_t lease_ms,
                            int64_t valid_until_us)
 {
-    pthread_mutex_lock(&r->mu);
+    dlock__renewer_shard *sh = shard_of(r, e);
+
+    pthread_mutex_lock(&sh->mu);
     int was_renewed = e->renew;
     e->renew = renew;
     if (lease_ms > 0)
@@ -376,18 +428,39 @@ void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_
         e->due_us = DLOCK__NEVER;
     else if (!was_renewed)
         e->due_us = dlock__now_us();
-    if (e->linked && next_event(e) < r->wake_at_us)
-        pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    int64_t t = e->linked ? next_event(e) : DLOCK__NEVER;
+    pthread_mutex_unlock(&sh->mu);
+    if (t != DLOCK__NEVER)
+        note_event(r, t);
+}
+
+void dlock__renewer_lock(dlock__renewer *r, dlock__lease *e)
+{
+    pthread_mutex_lock(&shard_of(r, e)->mu);
+}
+
+void dlock__renewer_unlock(dlock__renewer *r, dlock__lease *e)
+{
+    pthread_mutex_unlock(&shard_of(r, e)->mu);
+}
+
+int64_t dlock__renewer_valid_until(dlock__renewer *r, dlock__lease *e)
+{
+    dlock__renewer_shard *sh = shard_of(r, e);
+    pthread_mutex_lock(&sh->mu);
+    int64_t t = e->valid_until_us;
+    pthread_mutex_unlock(&sh->mu);
+    return t;
 }
 
 int dlock__renewer_check(dlock__renewer *r, dlock__lease *e, int64_t *left_us, char *why,
                          size_t why_len)
 {
+    dlock__renewer_shard *sh = shard_of(r, e);
     int rc = DLOCK_OK;
     int64_t now = dlock__now_us();
 
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&sh->mu);
     if (e->lost) {
         snprintf(why, why_len, "%s", e->why);
         rc = DLOCK_ELOST;
@@ -400,6 +473,6 @@ int dlock__renewer_check(dlock__renewer *r, dlock__lease *e, int64_t *left_us, c
     } else if (left_us != NULL) {
         *left_us = e->valid_until_us - now;
     }
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&sh->mu);
     return rc;
 }

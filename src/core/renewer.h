@@ -8,7 +8,11 @@
  * trips per period, not N. It also watches each held lock's local validity
  * and reports the lock lost the moment validity runs out or the server
  * refuses a renewal. A renewal only ever extends a lease still held by its
- * token: it never takes back a lock that has lapsed. */
+ * token: it never takes back a lock that has lapsed.
+ *
+ * Entries live in shards, each with its own mutex, so that threads taking
+ * and releasing locks at once do not queue on one lock; the thread visits
+ * every shard. */
 #ifndef DLOCK_CORE_RENEWER_H
 #define DLOCK_CORE_RENEWER_H
 
@@ -16,6 +20,7 @@
 #include "board.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 typedef struct dlock__lease {
@@ -38,13 +43,21 @@ typedef struct dlock__lease {
     char why[200];
 } dlock__lease;
 
+#define DLOCK__RENEWER_SHARDS 16
+
+typedef struct dlock__renewer_shard {
+    pthread_mutex_t mu; /* guards the entries of the shard */
+    dlock__lease list;  /* sentinel */
+} __attribute__((aligned(64))) dlock__renewer_shard;
+
 typedef struct dlock__renewer {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* thread state, with cv */
     pthread_cond_t cv;
     pthread_t thread;
     int running, stopping;
-    int64_t wake_at_us;
-    dlock__lease list; /* sentinel */
+    _Atomic int64_t wake_at_us;        /* when the sleeping thread wakes; 0 while awake */
+    _Atomic int64_t earliest_added_us; /* earliest event added since the last scan */
+    dlock__renewer_shard shards[DLOCK__RENEWER_SHARDS];
     const dlock__backend_ops *ops;
     void *be;
     dlock__board *board;
@@ -69,6 +82,13 @@ int dlock__renewer_remove(dlock__renewer *r, dlock__lease *e, char *why, size_t 
  * renewal on makes a renewal due at once. */
 void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_t lease_ms,
                            int64_t valid_until_us);
+
+/* Guard fields of e's owner shared with the thread (the lost callback). */
+void dlock__renewer_lock(dlock__renewer *r, dlock__lease *e);
+void dlock__renewer_unlock(dlock__renewer *r, dlock__lease *e);
+
+/* The end of e's local validity (held entries). */
+int64_t dlock__renewer_valid_until(dlock__renewer *r, dlock__lease *e);
 
 /* Local state of a held entry: DLOCK_OK with *left_us, or DLOCK_ELOST
  * (validity over or reported lost; why filled). */
