@@ -296,7 +296,22 @@ static enum dlock__wake wait_wake(void *be, dlock__waiter *w, int64_t until_us)
 
 /* ---------------------------------------------------------------- steps */
 
-#define NUM(buf, v) ((size_t) snprintf((buf), sizeof(buf), "%lld", (long long) (v)))
+/* Decimal text of a non-negative count or duration into buf (24 bytes);
+ * returns its length. (snprintf was 5% of a lock cycle's instructions.) */
+static size_t put_number(char *buf, int64_t v)
+{
+    char digits[24];
+    size_t k = 0, n = 0;
+    uint64_t u = v < 0 ? 0 : (uint64_t) v;
+    do
+        digits[k++] = (char) ('0' + u % 10);
+    while ((u /= 10) != 0);
+    while (k > 0)
+        buf[n++] = digits[--k];
+    buf[n] = '\0';
+    return n;
+}
+#define NUM(buf, v) put_number((buf), (int64_t) (v))
 
 /* Puts the lock's first nkeys keys (1: the lock; 2: and its fence counter)
  * as a script's keys at argv[2] (after EVALSHA and the digest). Returns the
