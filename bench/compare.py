@@ -307,7 +307,6 @@ def chart(med, wls):
     with tempfile.TemporaryDirectory() as d:
         data = os.path.join(d, "data")
         with open(data, "w") as f:
-            f.write("lib " + " ".join(wls) + " " + " ".join(w + "_p99" for w in wls) + "\n")
             for label in labels:
                 vals = [med.get((w, label), {}).get("cycles_per_s") or 0 for w in wls]
                 p99 = [med.get((w, label), {}).get("p99_us") or 0 for w in wls]
