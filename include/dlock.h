@@ -78,6 +78,8 @@ enum {
     DLOCK_ESERVER = 9,      /* the server refused the request (auth, OOM, read-only...) */
     DLOCK_ENOTSUP = 10,     /* the backend cannot do this */
     DLOCK_ECANCELED = 11,   /* the wait was ended by dlock_cancel() */
+    DLOCK_EDEADLK = 12,     /* it could only wait for itself (a reader asking to write) */
+    DLOCK_EQUEUEFULL = 13,  /* too many threads of this client wait for the lock */
 };
 
 /* Static text for a code ("held by someone else"). Never NULL. */
@@ -125,7 +127,7 @@ DLOCK_API void dlock_client_close(dlock_client *client);
 
 typedef struct dlock_lock dlock_lock;
 
-/* Flags for dlock_lock_open() and friends. */
+/* Flags for dlock_lock_open() and friends: the kind of lock. */
 enum {
     /* Interop mode: the lock is the plain key NAME holding the owner token,
      * taken with SET NX PX and released by compare-and-delete, the
@@ -134,6 +136,24 @@ enum {
      * by the holder's remaining lease) since other clients publish nothing.
      * Fencing tokens still come from the counter PREFIX:{NAME}:fence. */
     DLOCK_SIMPLE = 1u << 0,
+    /* Fair lock: the same lock as a plain one of that name, taken strictly
+     * in the order requests reached the server. A plain handle may take a
+     * free lock ahead of the queue (after a holder's lease ran out); a fair
+     * handle never does, and hands such a lock to the head of the queue. */
+    DLOCK_FAIR = 1u << 1,
+    /* Read-write lock NAME (a lock of its own, apart from the mutex NAME):
+     * a DLOCK_READ handle holds it shared with other readers, a DLOCK_WRITE
+     * handle alone. First come, first served: readers at the head of the
+     * queue go in together, and a reader that comes after a waiting writer
+     * waits for it, so writers are not starved. An owner holding the write
+     * lock may take the read lock (dlock_lock_dup()) and then release the
+     * write lock: a downgrade. A reader asking for the write lock gets
+     * DLOCK_EDEADLK at once (it would wait for itself). */
+    DLOCK_READ = 1u << 2,
+    DLOCK_WRITE = 1u << 3,
+    /* The semaphore NAME, for dlock_query() and dlock_force_unlock();
+     * handles are made with dlock_semaphore_open(). */
+    DLOCK_SEMAPHORE = 1u << 4,
 };
 
 /*
@@ -160,6 +180,47 @@ DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned f
  */
 DLOCK_API int dlock_lock_adopt(dlock_client *client, const char *name, const char *token,
                                unsigned flags, dlock_lock **out);
+
+/* A new handle for the same name and the same owner token as `lock`, of
+ * the kind `flags` says: the way an owner holding the write lock takes the
+ * read lock too (a downgrade: take the read lock, then release the write
+ * lock). Holds are counted per handle. Returns DLOCK_OK, DLOCK_EINVAL or
+ * DLOCK_ENOMEM. */
+DLOCK_API int dlock_lock_dup(const dlock_lock *lock, unsigned flags, dlock_lock **out);
+
+/*
+ * Makes a handle on the counting semaphore `name` of `permits` permits;
+ * acquiring it takes `take` permits at once, all or nothing (0 < take <=
+ * permits). Each holder's permits carry its lease and are renewed and
+ * reported lost like a lock; a holder that dies gives them back when its
+ * lease runs out. Waiters are served in order: a large request at the head
+ * of the queue is not overtaken by small ones. Every user of a semaphore
+ * must give the same `permits`. Returns DLOCK_OK, DLOCK_EINVAL or
+ * DLOCK_ENOMEM.
+ */
+DLOCK_API int dlock_semaphore_open(dlock_client *client, const char *name, unsigned permits,
+                                   unsigned take, dlock_lock **out);
+
+/*
+ * Makes a handle on several mutexes at once (a multi-lock): acquiring it
+ * takes all of `names` or none, within one wait budget; releasing it
+ * releases them all. Names whose keys share one Redis Cluster hash slot
+ * (the same hash tag, e.g. "order:{42}" and "stock:{42}") are taken in one
+ * atomic step when all are free; otherwise they are taken one by one in
+ * one canonical order (sorted names), given back if the budget runs out, so
+ * two multi-locks over the same names never deadlock. Duplicate names count
+ * once. flags: 0 or DLOCK_FAIR. Each member has its own fence
+ * (dlock_lock_member()); dlock_lock_fence() of the multi-lock is the first
+ * member's. Returns DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM.
+ */
+DLOCK_API int dlock_multi_open(dlock_client *client, const char *const *names, size_t n,
+                               unsigned flags, dlock_lock **out);
+
+/* Members of a multi-lock, in the canonical order: count and the i-th (for
+ * its name and fence). A single lock is its own only member. The member is
+ * owned by the multi-lock; do not free or acquire it. */
+DLOCK_API size_t dlock_lock_members(const dlock_lock *lock);
+DLOCK_API const dlock_lock *dlock_lock_member(const dlock_lock *lock, size_t i);
 
 /* Frees a handle. A lock it still holds is released first (best effort).
  * dlock_lock_free(NULL) does nothing. */
@@ -275,16 +336,21 @@ DLOCK_API void dlock_lock_on_lost(dlock_lock *lock, dlock_lost_fn fn, void *arg)
 
 /* What the server says about a lock name. */
 typedef struct dlock_status {
-    int held;            /* 1 if someone holds it */
-    char owner[72];      /* owner token of the holder, "" when free */
-    unsigned holds;      /* 1 when held: re-entrant counts live in the owning handle */
-    int64_t lease_ms;    /* remaining lease on the server, -1 if none */
-    uint64_t last_fence; /* the fence counter: the holder's fence, or above it when
-                            attempts were refused since (fences may skip numbers) */
-    unsigned waiters;    /* waiters queued on the server */
+    int held;              /* 1 if someone holds it */
+    char owner[72];        /* owner token of the holder, "" when free */
+    unsigned holds;        /* 1 when held: re-entrant counts live in the owning handle */
+    int64_t lease_ms;      /* remaining lease on the server, -1 if none */
+    uint64_t last_fence;   /* the fence counter: the holder's fence, or above it when
+                              attempts were refused since (fences may skip numbers) */
+    unsigned waiters;      /* waiters queued on the server */
+    unsigned shared;       /* readers, or semaphore holders */
+    unsigned permits_used; /* semaphore: permits taken */
+    unsigned permits;      /* semaphore: permits its users declare */
 } dlock_status;
 
-/* Reads the state of `name` (flags: DLOCK_SIMPLE for interop keys).
+/* Reads the state of `name`. flags pick the lock: 0 or DLOCK_FAIR the
+ * mutex, DLOCK_SIMPLE its interop key, DLOCK_READ or DLOCK_WRITE the
+ * read-write lock, DLOCK_SEMAPHORE the semaphore.
  * Returns DLOCK_OK, DLOCK_EINVAL or a connection error. */
 DLOCK_API int dlock_query(dlock_client *client, const char *name, unsigned flags,
                           dlock_status *out);

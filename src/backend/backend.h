@@ -27,6 +27,22 @@ typedef struct dlock__client_cfg {
     char client_id[17];         /* 16 hex digits, random per client */
 } dlock__client_cfg;
 
+/* The kinds of lock. */
+enum dlock__kind {
+    DLOCK__MUTEX,     /* exclusive; a free lock may be taken ahead of its queue */
+    DLOCK__FAIR,      /* exclusive; strictly first come, first served */
+    DLOCK__READ,      /* a read-write lock, held to read (shared) */
+    DLOCK__WRITE,     /* a read-write lock, held to write (exclusive) */
+    DLOCK__SEMAPHORE, /* `take` of `permits` permits (shared) */
+};
+
+typedef struct dlock__lock_spec {
+    enum dlock__kind kind;
+    int simple;       /* interop key (mutex only) */
+    unsigned permits; /* semaphore */
+    unsigned take;    /* semaphore */
+} dlock__lock_spec;
+
 /* One attempt to take a lock the caller does not hold. (Re-entry is the
  * owning handle's business: it only lengthens the lease, see extend.) */
 enum dlock__outcome {
@@ -38,8 +54,9 @@ typedef struct dlock__attempt {
     /* in */
     const char *token;
     int64_t lease_ms;
-    int join_queue; /* when held by someone else, queue up to be handed the lock */
-    int was_queued; /* an earlier attempt of this wait queued (leave the queue on success) */
+    int join_queue;   /* when held by someone else, queue up to be handed the lock */
+    int was_queued;   /* an earlier attempt of this wait queued (leave the queue on success) */
+    uint64_t wait_id; /* names this wait in hand-over notices (board_grant) */
     int64_t deadline_us;
     /* out */
     enum dlock__outcome outcome;
@@ -73,7 +90,7 @@ typedef struct dlock__backend_ops {
     void (*close)(void *be);
 
     /* Validates `name` and prepares per-lock state (keys). */
-    int (*lock_new)(void *be, const char *name, unsigned flags, void **bl);
+    int (*lock_new)(void *be, const char *name, const dlock__lock_spec *spec, void **bl);
     void (*lock_free)(void *be, void *bl);
 
     /* Whether waiters of this lock are woken through the board: 0 no (they
@@ -85,7 +102,15 @@ typedef struct dlock__backend_ops {
      * brings wake-ups meanwhile. Returns the wake, or NONE on timeout. */
     enum dlock__wake (*wait)(void *be, dlock__waiter *w, int64_t until_us);
 
+    /* DLOCK_EDEADLK when the attempt could only wait for itself (a reader
+     * asking to write). */
     int (*acquire)(void *be, void *bl, dlock__attempt *a);
+    /* Several mutexes at once if the store can do it in one step: DLOCK_OK
+     * (all taken, fences[i] set), DLOCK_EBUSY (none taken; *busy is the
+     * index of one held by someone else, *busy_ttl_ms its lease left), or
+     * DLOCK_ENOTSUP (not in one step: take them one by one). May be NULL. */
+    int (*acquire_many)(void *be, void *const *bls, size_t n, const char *token, int64_t lease_ms,
+                        int64_t deadline_us, uint64_t *fences, size_t *busy, int64_t *busy_ttl_ms);
     /* A waiter gives up: leave the queue, and pass the lock on if it had
      * already been handed to us. */
     int (*cancel)(void *be, void *bl, const char *token, int64_t deadline_us);

@@ -59,15 +59,6 @@ void dlock__board_leave(dlock__board *b, dlock__waiter *w)
     pthread_cond_destroy(&w->cv);
 }
 
-static dlock__waiter *find_locked(dlock__board *b, const char *token)
-{
-    for (dlock__waiter *w = b->buckets[hash_token(token)]; w != NULL; w = w->next) {
-        if (strcmp(w->token, token) == 0)
-            return w;
-    }
-    return NULL;
-}
-
 enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t until_us)
 {
     enum dlock__wake wake;
@@ -87,9 +78,10 @@ enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t un
 void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us)
 {
     pthread_mutex_lock(&b->mu);
-    dlock__waiter *w = find_locked(b, token);
-    if (w != NULL && sent_us > w->queued_at_us)
-        w->queued_at_us = sent_us;
+    for (dlock__waiter *w = b->buckets[hash_token(token)]; w != NULL; w = w->next) {
+        if (strcmp(w->token, token) == 0 && sent_us > w->queued_at_us)
+            w->queued_at_us = sent_us;
+    }
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -117,10 +109,12 @@ static void post_locked(dlock__board *b, dlock__waiter *w, enum dlock__wake wake
     pthread_cond_signal(&w->cv);
 }
 
-void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence)
+void dlock__board_grant(dlock__board *b, const char *token, uint64_t wait_id, uint64_t fence)
 {
     pthread_mutex_lock(&b->mu);
-    dlock__waiter *w = find_locked(b, token);
+    dlock__waiter *w = b->buckets[hash_token(token)];
+    while (w != NULL && (w->wait_id != wait_id || strcmp(w->token, token) != 0))
+        w = w->next;
     if (w != NULL) {
         w->fence = fence;
         post_locked(b, w, DLOCK__WAKE_GRANTED);
@@ -163,9 +157,12 @@ void dlock__board_recheck(dlock__board *b, const char *token)
 {
     pthread_mutex_lock(&b->mu);
     if (token != NULL) {
-        dlock__waiter *w = find_locked(b, token);
-        if (w != NULL)
-            recheck_locked(b, w);
+        /* every wait of the token (a read and a write handle of one owner
+         * share it) */
+        for (dlock__waiter *w = b->buckets[hash_token(token)]; w != NULL; w = w->next) {
+            if (strcmp(w->token, token) == 0)
+                recheck_locked(b, w);
+        }
     } else {
         for (unsigned i = 0; i < DLOCK__BOARD_BUCKETS; i++) {
             for (dlock__waiter *w = b->buckets[i]; w != NULL; w = w->next)

@@ -20,6 +20,7 @@ enum dlock__wake {
 typedef struct dlock__waiter {
     struct dlock__waiter *next;
     const char *token;
+    uint64_t wait_id; /* this wait's name in hand-over notices */
     unsigned bucket;
     pthread_cond_t cv;
     enum dlock__wake wake;
@@ -49,8 +50,9 @@ enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t un
 /* Records that the server answered "queued" to a request sent at sent_us. */
 void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us);
 
-/* The lock was handed to token's waiter with this fence. */
-void dlock__board_grant(dlock__board *b, const char *token, uint64_t fence);
+/* The lock was handed to the wait `wait_id` of token with this fence.
+ * Notices for an earlier wait of the same token are ignored. */
+void dlock__board_grant(dlock__board *b, const char *token, uint64_t wait_id, uint64_t fence);
 
 /* token's waiter (or, with token NULL, every waiter) should try again. */
 void dlock__board_recheck(dlock__board *b, const char *token);

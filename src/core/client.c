@@ -68,13 +68,27 @@ int dlock__check_name(const char *name)
     return DLOCK_OK;
 }
 
-static int read_core_options(dlock__url *url, dlock__client_cfg *cfg)
+static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local_queue,
+                             long *max_local)
 {
     int rc = dlock__url_duration(url, "lease", 10, &cfg->lease_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "timeout", 1, &cfg->command_timeout_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "waiter_lease", 100, &cfg->waiter_lease_ms);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_int(url, "max_local_waiters", 0, 1000000000L, max_local);
+    const char *lq = dlock__url_get(url, "local_queue");
+    if (rc == DLOCK_OK && lq != NULL) {
+        if (strcmp(lq, "on") == 0 || strcmp(lq, "1") == 0)
+            *local_queue = 1;
+        else if (strcmp(lq, "off") == 0 || strcmp(lq, "0") == 0)
+            *local_queue = 0;
+        else
+            rc = dlock__fail(DLOCK_EINVAL, "option local_queue=%s: want on or off", lq);
+    }
+    if (rc == DLOCK_OK && *max_local > 0 && !*local_queue)
+        rc = dlock__fail(DLOCK_EINVAL, "option max_local_waiters needs local_queue=on");
     return rc;
 }
 
@@ -122,7 +136,11 @@ int dlock_client_open(const char *text, dlock_client **out)
     c->cfg.lease_ms = DEFAULT_LEASE_MS;
     c->cfg.waiter_lease_ms = DEFAULT_WAITER_LEASE_MS;
     c->cfg.command_timeout_ms = DEFAULT_TIMEOUT_MS;
-    rc = read_core_options(&url, &c->cfg);
+    int local_queue = 0;
+    long max_local = 0;
+    rc = read_core_options(&url, &c->cfg, &local_queue, &max_local);
+    if (rc == DLOCK_OK && local_queue)
+        rc = dlock__lq_new((unsigned) max_local, &c->lq);
     if (rc != DLOCK_OK)
         goto fail;
     if (dlock__random_hex(c->cfg.client_id, 8) != 0) {
@@ -145,6 +163,8 @@ int dlock_client_open(const char *text, dlock_client **out)
     return DLOCK_OK;
 
 fail:
+    if (c != NULL)
+        dlock__lq_free(c->lq);
     free(c);
     dlock__url_clear(&url);
     return rc;
@@ -157,5 +177,6 @@ void dlock_client_close(dlock_client *c)
     dlock__renewer_fini(&c->renewer);
     c->ops->close(c->be);
     dlock__board_fini(&c->board);
+    dlock__lq_free(c->lq);
     free(c);
 }

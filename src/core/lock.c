@@ -12,36 +12,18 @@
  * board. While queued, the waiter's place is kept by heartbeats from the
  * renewer. Every park is bounded by the holder's remaining lease, so a
  * missed wake-up costs at most that long. Backends without wake-ups are
- * polled with a capped exponential backoff, also bounded by the lease. */
-#include "client.h"
+ * polled with a capped exponential backoff, also bounded by the lease.
+ *
+ * The kinds of lock (mutex, fair, read, write, semaphore) differ only in the
+ * backend's steps; a multi-lock is a handle over member handles (multi.c). */
+#include "lock.h"
+
 #include "clock.h"
 #include "error.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TOKEN_MAX 64
-
-struct dlock_lock {
-    dlock_client *client;
-    char *name;
-    unsigned flags;
-    char token[TOKEN_MAX + 1];
-    void *bl;
-    atomic_int busy;
-    atomic_int refs;
-    atomic_int cancel; /* dlock_cancel() asked the current or next wait to end */
-
-    /* owner's state: changed only inside the owner's (non-overlapping) calls */
-    unsigned holds;
-    uint64_t fence;
-    dlock__lease lease; /* on the renewer while holds > 0 */
-
-    dlock_lost_fn on_lost;
-    void *on_lost_arg;
-};
 
 /* ---------------------------------------------------------------- lifetime */
 
@@ -52,7 +34,11 @@ void dlock__lock_ref(dlock_lock *l)
 
 static void destroy(dlock_lock *l)
 {
-    l->client->ops->lock_free(l->client->be, l->bl);
+    for (size_t i = 0; i < l->nmembers; i++)
+        dlock__lock_unref(l->members[i]);
+    free(l->members);
+    if (l->bl != NULL)
+        l->client->ops->lock_free(l->client->be, l->bl);
     free(l->name);
     free(l);
 }
@@ -68,17 +54,54 @@ void dlock__lock_report_lost(dlock_lock *l, const char *why)
     char text[sizeof l->lease.why];
     dlock__renewer *r = &l->client->renewer;
 
-    (void) why;
-    dlock__renewer_lock(r, &l->lease);
-    snprintf(text, sizeof text, "%s", l->lease.why);
-    dlock_lost_fn fn = l->on_lost;
-    void *arg = l->on_lost_arg;
-    dlock__renewer_unlock(r, &l->lease);
+    if (why == NULL) {
+        dlock__renewer_lock(r, &l->lease);
+        snprintf(text, sizeof text, "%s", l->lease.why);
+        dlock__renewer_unlock(r, &l->lease);
+    } else {
+        snprintf(text, sizeof text, "%s", why);
+    }
+    /* A member's loss is its multi-lock's. */
+    dlock_lock *target = l->parent != NULL ? l->parent : l;
+    dlock__renewer_lock(r, &target->lease);
+    dlock_lost_fn fn = target->on_lost;
+    void *arg = target->on_lost_arg;
+    dlock__renewer_unlock(r, &target->lease);
     if (fn != NULL)
-        fn(l, DLOCK_ELOST, text, arg);
+        fn(target, DLOCK_ELOST, text, arg);
 }
 
-static int new_handle(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
+/* The kind a set of flags asks for. */
+static int spec_of(unsigned flags, dlock__lock_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    switch (flags) {
+    case 0:
+        spec->kind = DLOCK__MUTEX;
+        return DLOCK_OK;
+    case DLOCK_SIMPLE:
+        spec->kind = DLOCK__MUTEX;
+        spec->simple = 1;
+        return DLOCK_OK;
+    case DLOCK_FAIR:
+        spec->kind = DLOCK__FAIR;
+        return DLOCK_OK;
+    case DLOCK_READ:
+        spec->kind = DLOCK__READ;
+        return DLOCK_OK;
+    case DLOCK_WRITE:
+        spec->kind = DLOCK__WRITE;
+        return DLOCK_OK;
+    default:
+        return dlock__fail(DLOCK_EINVAL,
+                           "flags 0x%x: want one of 0, DLOCK_SIMPLE, DLOCK_FAIR, DLOCK_READ, "
+                           "DLOCK_WRITE",
+                           flags);
+    }
+}
+
+int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *spec,
+                    dlock_lock **out)
 {
     dlock_lock *l;
     int rc;
@@ -88,8 +111,6 @@ static int new_handle(dlock_client *c, const char *name, unsigned flags, dlock_l
     *out = NULL;
     if (c == NULL)
         return dlock__fail(DLOCK_EINVAL, "client is NULL");
-    if ((flags & ~(unsigned) DLOCK_SIMPLE) != 0)
-        return dlock__fail(DLOCK_EINVAL, "unknown flags 0x%x", flags);
     rc = dlock__check_name(name);
     if (rc != DLOCK_OK)
         return rc;
@@ -98,14 +119,16 @@ static int new_handle(dlock_client *c, const char *name, unsigned flags, dlock_l
         free(l);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    rc = c->ops->lock_new(c->be, name, flags, &l->bl);
-    if (rc != DLOCK_OK) {
-        free(l->name);
-        free(l);
-        return rc;
+    if (spec != NULL) {
+        rc = c->ops->lock_new(c->be, name, spec, &l->bl);
+        if (rc != DLOCK_OK) {
+            free(l->name);
+            free(l);
+            return rc;
+        }
+        l->spec = *spec;
     }
     l->client = c;
-    l->flags = flags;
     atomic_init(&l->refs, 1);
     atomic_init(&l->busy, 0);
     atomic_init(&l->cancel, 0);
@@ -116,18 +139,59 @@ static int new_handle(dlock_client *c, const char *name, unsigned flags, dlock_l
     return DLOCK_OK;
 }
 
+static int new_token(dlock_lock **l)
+{
+    if (dlock__random_hex((*l)->token, 16) == 0)
+        return DLOCK_OK;
+    dlock_lock_free(*l);
+    *l = NULL;
+    return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
+}
+
 int dlock_lock_open(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
 {
+    dlock__lock_spec spec;
     int rc;
 
     dlock__clear_error();
-    rc = new_handle(c, name, flags, out);
-    if (rc == DLOCK_OK && dlock__random_hex((*out)->token, 16) != 0) {
-        dlock_lock_free(*out);
-        *out = NULL;
-        rc = dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
-    }
+    if (flags == DLOCK_SEMAPHORE)
+        return dlock__fail(DLOCK_EINVAL, "a semaphore is opened with dlock_semaphore_open()");
+    rc = spec_of(flags, &spec);
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_new(c, name, &spec, out);
+    return rc == DLOCK_OK ? new_token(out) : rc;
+}
+
+int dlock_lock_dup(const dlock_lock *l, unsigned flags, dlock_lock **out)
+{
+    dlock__lock_spec spec;
+    int rc;
+
+    dlock__clear_error();
+    if (l == NULL || l->nmembers > 0 || l->spec.kind == DLOCK__SEMAPHORE)
+        return dlock__fail(DLOCK_EINVAL, "dlock_lock_dup: want a lock handle (not a semaphore "
+                                         "or multi-lock)");
+    rc = spec_of(flags, &spec);
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_new(l->client, l->name, &spec, out);
+    if (rc == DLOCK_OK)
+        snprintf((*out)->token, sizeof(*out)->token, "%s", l->token);
     return rc;
+}
+
+int dlock_semaphore_open(dlock_client *c, const char *name, unsigned permits, unsigned take,
+                         dlock_lock **out)
+{
+    dlock__lock_spec spec = {.kind = DLOCK__SEMAPHORE, .permits = permits, .take = take};
+    int rc;
+
+    dlock__clear_error();
+    if (permits == 0 || take == 0 || take > permits || permits > 1000000000u)
+        return dlock__fail(DLOCK_EINVAL,
+                           "semaphore '%s': want 0 < take (%u) <= permits (%u) <= 10^9",
+                           name != NULL ? name : "", take, permits);
+    rc = dlock__lock_new(c, name, &spec, out);
+    return rc == DLOCK_OK ? new_token(out) : rc;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -137,6 +201,11 @@ static int enter(dlock_lock *l)
     dlock__clear_error();
     if (l == NULL)
         return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
+    if (l->parent != NULL)
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock '%s' is a member of a multi-lock: use the "
+                           "multi-lock",
+                           l->name);
     if (atomic_exchange(&l->busy, 1) != 0)
         return dlock__fail(DLOCK_EINVAL,
                            "lock handle '%s' is in use by another call (one owner, one call "
@@ -162,12 +231,12 @@ static int64_t validity_end(int64_t sent_us, int64_t lease_ms)
 }
 
 /* Starts holding: the renewer watches (and maybe renews) the lease. */
-static int start_holding(dlock_lock *l, uint64_t fence, unsigned holds, int64_t lease_ms, int renew,
-                         int64_t sent_us)
+int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, int64_t lease_ms, int renew,
+                              int64_t sent_us)
 {
     dlock__lease *e = &l->lease;
 
-    l->holds = holds;
+    l->holds = 1;
     if (fence != 0)
         l->fence = fence;
     e->waiter = 0;
@@ -185,8 +254,7 @@ static void stop_holding(dlock_lock *l)
     l->holds = 0;
 }
 
-/* If the held lock was lost, clears the state and reports it. */
-static int take_loss(dlock_lock *l)
+int dlock__lock_take_loss(dlock_lock *l)
 {
     char why[sizeof l->lease.why];
 
@@ -245,18 +313,31 @@ static int64_t jitter_us(int64_t max)
     return (int64_t) (strtoul(hex, NULL, 16) % (unsigned long) max);
 }
 
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
+static int busy_error(const dlock_lock *l, int64_t ttl_ms)
+{
+    const char *what =
+        l->spec.kind == DLOCK__SEMAPHORE ? "has too few permits free" : "is held by someone else";
+    if (ttl_ms >= 0)
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s (a lease ends in %lld ms)", l->name, what,
+                           (long long) ttl_ms);
+    return dlock__fail(DLOCK_EBUSY, "lock '%s' %s, with no lease (it never ends by itself)",
+                       l->name, what);
+}
+
+/* Takes a lock this handle does not hold: deadline_us 0 for one attempt. */
+static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
     int64_t start = dlock__now_us();
-    int64_t deadline = wait_ms < 0 ? DLOCK__NEVER : dlock__deadline_after_ms(start, wait_ms);
-    int notify = wait_ms != 0 ? c->ops->can_notify(c->be, l->bl) : 0;
-    int prepared = notify == 2, on_board = 0, on_renewer = 0, queued = 0, rc;
+    int waits = deadline != 0;
+    int notify = waits ? c->ops->can_notify(c->be, l->bl) : 0;
+    int prepared = notify == 2, on_board = 0, on_renewer = 0, queued = 0, local = 0, rc;
     int64_t poll_us = 1000;
-    dlock__waiter w = {.token = l->token};
+    dlock__waiter w = {.token = l->token, .wait_id = dlock__client_wait_id(c)};
+    dlock__lq_ticket ticket;
 
     for (;;) {
-        if (wait_ms != 0 && atomic_exchange(&l->cancel, 0)) {
+        if (waits && atomic_exchange(&l->cancel, 0)) {
             rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
             goto give_up;
         }
@@ -269,6 +350,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
                             .lease_ms = lease_ms,
                             .join_queue = join,
                             .was_queued = queued,
+                            .wait_id = w.wait_id,
                             .deadline_us = op_deadline(l)};
         int64_t sent = dlock__now_us();
         rc = c->ops->acquire(c->be, l->bl, &a);
@@ -280,19 +362,23 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
                 dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
                 on_renewer = 0;
             }
-            rc = start_holding(l, a.fence, 1, lease_ms, renew, sent);
+            rc = dlock__lock_start_holding(l, a.fence, lease_ms, renew, sent);
             goto done;
         }
-        if (wait_ms == 0) {
-            rc = a.holder_ttl_ms >= 0 ? dlock__fail(DLOCK_EBUSY,
-                                                    "lock '%s' is held by someone else (lease ends "
-                                                    "in %lld ms)",
-                                                    l->name, (long long) a.holder_ttl_ms)
-                                      : dlock__fail(DLOCK_EBUSY,
-                                                    "lock '%s' is held by someone else, with no "
-                                                    "lease (it never ends by itself)",
-                                                    l->name);
+        if (!waits) {
+            rc = busy_error(l, a.holder_ttl_ms);
             goto done;
+        }
+        if (!local && c->lq != NULL) {
+            /* Within this client, one thread at a time waits on the server
+             * for this lock; the others wait here, in order. */
+            rc = dlock__lq_enter(c->lq, l, deadline, &l->cancel, &ticket);
+            if (rc == DLOCK_ETIMEDOUT)
+                goto timed_out;
+            if (rc != DLOCK_OK)
+                goto done;
+            local = 1;
+            continue; /* the lock may have changed hands meanwhile */
         }
         if (notify && !prepared) {
             /* First contention: make wake-ups flow, then queue up. */
@@ -317,6 +403,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
             if (!on_renewer) {
                 /* Not on the renewer now: its fields are ours to set. */
                 l->lease.waiter = 1;
+                l->lease.wait_id = w.wait_id;
                 l->lease.lease_ms = lease_ms;
                 l->lease.renew = 0;
                 l->lease.valid_until_us = DLOCK__NEVER;
@@ -365,7 +452,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
             if (rc != DLOCK_OK)
                 goto give_up;
         }
-        rc = start_holding(l, fence, 1, lease_ms, renew, since);
+        rc = dlock__lock_start_holding(l, fence, lease_ms, renew, since);
         goto done;
     }
 
@@ -384,7 +471,20 @@ done:
         dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
     if (on_board)
         dlock__board_leave(&c->board, &w);
+    if (local)
+        dlock__lq_leave(c->lq, &ticket);
     return rc;
+}
+
+int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int renew)
+{
+    int rc = dlock__lock_take_loss(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->holds > 0)
+        return reenter(l, lease_ms, renew);
+    return take(l, deadline_us, lease_ms, renew);
 }
 
 static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
@@ -401,12 +501,12 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (lease_ms <= 0)
         return leave(l, dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0",
                                     (long long) lease_ms));
-    rc = take_loss(l);
-    if (rc != DLOCK_OK)
-        return leave(l, rc);
-    if (l->holds > 0)
-        return leave(l, reenter(l, lease_ms, renew));
-    return leave(l, acquire(l, wait_ms, lease_ms, renew));
+    if (l->nmembers > 0)
+        return leave(l, dlock__multi_acquire(l, wait_ms, lease_ms, renew));
+    int64_t deadline = wait_ms == 0  ? 0
+                       : wait_ms < 0 ? DLOCK__NEVER
+                                     : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+    return leave(l, dlock__lock_take(l, deadline, lease_ms, renew));
 }
 
 int dlock_acquire(dlock_lock *l, int64_t wait_ms)
@@ -426,10 +526,10 @@ int dlock_try_acquire(dlock_lock *l)
 
 /* ---------------------------------------------------------------- release */
 
-static int release(dlock_lock *l, int all)
+int dlock__lock_give(dlock_lock *l, int all)
 {
     dlock_client *c = l->client;
-    int rc = take_loss(l);
+    int rc = dlock__lock_take_loss(l);
 
     if (rc != DLOCK_OK)
         return rc;
@@ -457,6 +557,11 @@ static int release(dlock_lock *l, int all)
     return rc;
 }
 
+static int release(dlock_lock *l, int all)
+{
+    return l->nmembers > 0 ? dlock__multi_release(l, all) : dlock__lock_give(l, all);
+}
+
 int dlock_release(dlock_lock *l)
 {
     int rc = enter(l);
@@ -481,6 +586,8 @@ void dlock_lock_detach(dlock_lock *l)
     if (l == NULL)
         return;
     if (enter(l) == DLOCK_OK) {
+        if (l->nmembers > 0)
+            dlock__multi_forget(l);
         stop_holding(l);
         leave(l, DLOCK_OK);
     }
@@ -489,33 +596,57 @@ void dlock_lock_detach(dlock_lock *l)
 
 /* ---------------------------------------------------------------- lease */
 
+static int extend_one(dlock_lock *l, int64_t lease_ms)
+{
+    int rc = dlock__lock_take_loss(l);
+    int64_t sent;
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    sent = dlock__now_us();
+    rc = l->client->ops->extend(l->client->be, l->bl, l->token, lease_ms, 0, op_deadline(l));
+    if (rc == DLOCK_ELOST) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+        stop_holding(l);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, detail);
+    }
+    if (rc == DLOCK_OK)
+        dlock__renewer_update(&l->client->renewer, &l->lease, 0, lease_ms,
+                              validity_end(sent, lease_ms));
+    return rc;
+}
+
+static int keepalive_one(dlock_lock *l)
+{
+    int rc = dlock__lock_take_loss(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    dlock__renewer_update(&l->client->renewer, &l->lease, 1, l->client->cfg.lease_ms, 0);
+    return DLOCK_OK;
+}
+
+int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
+{
+    return keepalive ? keepalive_one(l) : extend_one(l, lease_ms);
+}
+
 int dlock_extend(dlock_lock *l, int64_t lease_ms)
 {
     int rc = enter(l);
-    int64_t sent;
 
     if (rc != DLOCK_OK)
         return rc;
     if (lease_ms <= 0)
         return leave(l, dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0",
                                     (long long) lease_ms));
-    rc = take_loss(l);
-    if (rc != DLOCK_OK)
-        return leave(l, rc);
-    if (l->holds == 0)
-        return leave(l,
-                     dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name));
-    sent = dlock__now_us();
-    rc = l->client->ops->extend(l->client->be, l->bl, l->token, lease_ms, 0, op_deadline(l));
-    if (rc == DLOCK_ELOST) {
-        stop_holding(l);
-        return leave(l,
-                     dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, dlock_errmsg()));
-    }
-    if (rc == DLOCK_OK)
-        dlock__renewer_update(&l->client->renewer, &l->lease, 0, lease_ms,
-                              validity_end(sent, lease_ms));
-    return leave(l, rc);
+    return leave(l,
+                 l->nmembers > 0 ? dlock__multi_extend(l, lease_ms, 0) : extend_one(l, lease_ms));
 }
 
 int dlock_keepalive(dlock_lock *l)
@@ -524,14 +655,7 @@ int dlock_keepalive(dlock_lock *l)
 
     if (rc != DLOCK_OK)
         return rc;
-    rc = take_loss(l);
-    if (rc != DLOCK_OK)
-        return leave(l, rc);
-    if (l->holds == 0)
-        return leave(l,
-                     dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name));
-    dlock__renewer_update(&l->client->renewer, &l->lease, 1, l->client->cfg.lease_ms, 0);
-    return leave(l, DLOCK_OK);
+    return leave(l, l->nmembers > 0 ? dlock__multi_extend(l, 0, 1) : keepalive_one(l));
 }
 
 int dlock_cancel(dlock_lock *l)
@@ -540,6 +664,8 @@ int dlock_cancel(dlock_lock *l)
         return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
     atomic_store(&l->cancel, 1);
     dlock__board_recheck(&l->client->board, l->token);
+    if (l->client->lq != NULL)
+        dlock__lq_wake(l->client->lq);
     return DLOCK_OK;
 }
 
@@ -554,6 +680,8 @@ int dlock_lock_check(dlock_lock *l)
         return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    if (l->nmembers > 0)
+        return dlock__multi_check(l, NULL);
     if (dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK)
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
     return DLOCK_OK;
@@ -566,6 +694,8 @@ int64_t dlock_lock_remaining_ms(dlock_lock *l)
 
     if (l == NULL || l->holds == 0)
         return 0;
+    if (l->nmembers > 0)
+        return dlock__multi_check(l, &left) == DLOCK_OK ? left : 0;
     if (dlock__renewer_check(&l->client->renewer, &l->lease, &left, why, sizeof why) != DLOCK_OK)
         return 0;
     return left / 1000;
@@ -591,6 +721,20 @@ unsigned dlock_lock_holds(const dlock_lock *l)
     return l != NULL ? l->holds : 0;
 }
 
+size_t dlock_lock_members(const dlock_lock *l)
+{
+    return l == NULL ? 0 : l->nmembers > 0 ? l->nmembers : 1;
+}
+
+const dlock_lock *dlock_lock_member(const dlock_lock *l, size_t i)
+{
+    if (l == NULL)
+        return NULL;
+    if (l->nmembers == 0)
+        return i == 0 ? l : NULL;
+    return i < l->nmembers ? l->members[i] : NULL;
+}
+
 void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
 {
     if (l == NULL)
@@ -606,32 +750,37 @@ void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
 int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsigned flags,
                      dlock_lock **out)
 {
+    dlock__lock_spec spec;
     dlock_status st;
     int64_t sent;
     int rc;
 
     dlock__clear_error();
-    if (token == NULL || token[0] == '\0' || strlen(token) > TOKEN_MAX)
-        return dlock__fail(DLOCK_EINVAL, "owner token must be 1..%d characters", TOKEN_MAX);
+    if (token == NULL || token[0] == '\0' || strlen(token) > DLOCK__TOKEN_MAX)
+        return dlock__fail(DLOCK_EINVAL, "owner token must be 1..%d characters", DLOCK__TOKEN_MAX);
     for (const char *p = token; *p != '\0'; p++) {
         if ((unsigned char) *p <= ' ' || *p == 0x7f)
             return dlock__fail(DLOCK_EINVAL, "owner token contains a space or control "
                                              "character");
     }
-    rc = new_handle(c, name, flags, out);
+    rc = spec_of(flags, &spec);
+    if (rc == DLOCK_OK && spec.kind == DLOCK__READ)
+        rc = dlock__fail(DLOCK_ENOTSUP, "a read hold cannot be adopted (only an exclusive one)");
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_new(c, name, &spec, out);
     if (rc != DLOCK_OK)
         return rc;
     dlock_lock *l = *out;
     snprintf(l->token, sizeof l->token, "%s", token);
     sent = dlock__now_us();
     rc = c->ops->query(c->be, l->bl, &st, op_deadline(l));
-    if (rc == DLOCK_OK && (!st.held || strcmp(st.owner, token) != 0))
+    if (rc == DLOCK_OK && strcmp(st.owner, token) != 0)
         rc = dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is %s", name,
                          st.held ? "held under another owner token" : "not held");
     if (rc == DLOCK_OK && st.lease_ms <= 0)
         rc = dlock__fail(DLOCK_ENOTSUP, "lock '%s' has no lease on the server", name);
     if (rc == DLOCK_OK)
-        rc = start_holding(l, st.last_fence, 1, st.lease_ms, 0, sent);
+        rc = dlock__lock_start_holding(l, st.last_fence, st.lease_ms, 0, sent);
     if (rc != DLOCK_OK) {
         dlock__lock_unref(l);
         *out = NULL;
@@ -641,6 +790,7 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
 
 static int with_temp_lock(dlock_client *c, const char *name, unsigned flags, dlock_status *st)
 {
+    dlock__lock_spec spec;
     void *bl = NULL;
     int64_t deadline;
     int rc;
@@ -648,11 +798,17 @@ static int with_temp_lock(dlock_client *c, const char *name, unsigned flags, dlo
     dlock__clear_error();
     if (c == NULL)
         return dlock__fail(DLOCK_EINVAL, "client is NULL");
-    if ((flags & ~(unsigned) DLOCK_SIMPLE) != 0)
-        return dlock__fail(DLOCK_EINVAL, "unknown flags 0x%x", flags);
-    rc = dlock__check_name(name);
+    if (flags == DLOCK_SEMAPHORE) {
+        memset(&spec, 0, sizeof spec);
+        spec.kind = DLOCK__SEMAPHORE;
+        rc = DLOCK_OK;
+    } else {
+        rc = spec_of(flags, &spec);
+    }
     if (rc == DLOCK_OK)
-        rc = c->ops->lock_new(c->be, name, flags, &bl);
+        rc = dlock__check_name(name);
+    if (rc == DLOCK_OK)
+        rc = c->ops->lock_new(c->be, name, &spec, &bl);
     if (rc != DLOCK_OK)
         return rc;
     deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;

@@ -204,7 +204,7 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
             e->due_us = sent_us + period_us(r, e);
             break;
         case DLOCK__RENEW_GRANTED:
-            dlock__board_grant(r->board, e->token, it->fence);
+            dlock__board_grant(r->board, e->token, e->wait_id, it->fence);
             e->due_us = DLOCK__NEVER;
             break;
         case DLOCK__RENEW_GONE:

@@ -29,7 +29,8 @@ typedef struct dlock__lease {
     unsigned gen;
     int in_flight;
     /* what to renew */
-    int waiter; /* 0: a held lock, 1: a queued waiter */
+    int waiter;       /* 0: a held lock, 1: a queued waiter */
+    uint64_t wait_id; /* waiter: the wait it keeps queued */
     dlock_lock *lock;
     void *bl;
     const char *token;

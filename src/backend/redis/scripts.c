@@ -8,22 +8,29 @@
 #include <string.h>
 
 /* Generated from the scripts/ folder by cmake/embed_lua.cmake. */
-extern const char dlock__lua_handoff[], dlock__lua_acquire[], dlock__lua_release[],
-    dlock__lua_cancel[], dlock__lua_extend[], dlock__lua_renew[], dlock__lua_heartbeat[],
-    dlock__lua_status[];
+extern const char dlock__lua_common[], dlock__lua_acquire[], dlock__lua_release[],
+    dlock__lua_rw_acquire[], dlock__lua_rw_release[], dlock__lua_sem_acquire[],
+    dlock__lua_sem_release[], dlock__lua_multi_acquire[], dlock__lua_cancel[], dlock__lua_extend[],
+    dlock__lua_renew[], dlock__lua_heartbeat[], dlock__lua_status[];
 
+/* Scripts that queue, grant or keep shared holders start with common.lua. */
 static const struct {
     const char *name;
     const char *prelude; /* a shared fragment, or NULL */
     const char *body;
 } sources[DLOCK__S_COUNT] = {
-    [DLOCK__S_ACQUIRE] = {"acquire", NULL, dlock__lua_acquire},
-    [DLOCK__S_RELEASE] = {"release", dlock__lua_handoff, dlock__lua_release},
-    [DLOCK__S_CANCEL] = {"cancel", dlock__lua_handoff, dlock__lua_cancel},
+    [DLOCK__S_ACQUIRE] = {"acquire", dlock__lua_common, dlock__lua_acquire},
+    [DLOCK__S_RELEASE] = {"release", dlock__lua_common, dlock__lua_release},
+    [DLOCK__S_RW_ACQUIRE] = {"rw_acquire", dlock__lua_common, dlock__lua_rw_acquire},
+    [DLOCK__S_RW_RELEASE] = {"rw_release", dlock__lua_common, dlock__lua_rw_release},
+    [DLOCK__S_SEM_ACQUIRE] = {"sem_acquire", dlock__lua_common, dlock__lua_sem_acquire},
+    [DLOCK__S_SEM_RELEASE] = {"sem_release", dlock__lua_common, dlock__lua_sem_release},
+    [DLOCK__S_MULTI_ACQUIRE] = {"multi_acquire", NULL, dlock__lua_multi_acquire},
+    [DLOCK__S_CANCEL] = {"cancel", dlock__lua_common, dlock__lua_cancel},
     [DLOCK__S_EXTEND] = {"extend", NULL, dlock__lua_extend},
     [DLOCK__S_RENEW] = {"renew", NULL, dlock__lua_renew},
     [DLOCK__S_HEARTBEAT] = {"heartbeat", NULL, dlock__lua_heartbeat},
-    [DLOCK__S_STATUS] = {"status", NULL, dlock__lua_status},
+    [DLOCK__S_STATUS] = {"status", dlock__lua_common, dlock__lua_status},
 };
 
 static dlock__script scripts[DLOCK__S_COUNT];

@@ -1,7 +1,8 @@
 /* subscriber.c - the one pub/sub connection of a client, read by its
  * waiters.
  *
- * A release that hands a lock to a queued waiter publishes "<token> <fence>"
+ * A release that hands a lock to a queued waiter publishes "<token> <wait id>
+ * <fence>"
  * on the channel PREFIX:{name}:wake:<client id> of the waiter's client. Each
  * client subscribes once, to the pattern PREFIX:*:wake:<client id>, so it
  * hears every hand-over meant for it, for any lock name, without a
@@ -163,17 +164,17 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
 
 static void handle_message(dlock__rsub *s, const redisReply *r)
 {
-    /* ["pmessage", pattern, channel, "<token> <fence>"] */
+    /* ["pmessage", pattern, channel, "<token> <wait id> <fence>"] */
     char token[80];
-    uint64_t fence;
+    uint64_t wait_id, fence;
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "pmessage") != 0 ||
         r->element[3]->type != REDIS_REPLY_STRING)
         return;
-    if (sscanf(r->element[3]->str, "%79s %" SCNu64, token, &fence) != 2)
+    if (sscanf(r->element[3]->str, "%79s %" SCNu64 " %" SCNu64, token, &wait_id, &fence) != 3)
         return;
-    dlock__board_grant(s->board, token, fence);
+    dlock__board_grant(s->board, token, wait_id, fence);
 }
 
 /* The reader's loop: read and post hand-overs until w is woken or until_us.

@@ -1,36 +1,39 @@
--- Takes the lock, or queues for it. (Attempts that will not queue use
--- MULTI/SET NX PX/INCR/PTTL/EXEC instead: see take_plain in redis.c.)
--- KEYS[1] the lock; its fence counter, queue and waiters' places are
--- KEYS[1]..':fence', ':queue' and ':w:<token>', in the same hash slot.
--- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] waiter lease ms,
--- ARGV[4] client id, ARGV[5] '1' if an earlier attempt of this wait queued.
+-- Mutex: takes the lock, or queues for it. (An unfair attempt that will not
+-- queue uses MULTI/SET NX PX/INCR/PTTL/EXEC instead: take_plain in redis.c.)
+-- KEYS[1] the lock L. ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] waiter
+-- lease ms, ARGV[4] client id, ARGV[5] '1' if an earlier attempt of this
+-- wait queued, ARGV[6] wait id, ARGV[7] notify ('p' pub/sub, 's' stream),
+-- ARGV[8] '1' to queue, ARGV[9] '1' for a fair lock (no overtaking waiters).
 -- Returns the fence (> 0) when the caller holds the lock now, else
--- {holder_ttl_ms, 1}: the caller is queued.
-local lock, token = KEYS[1], ARGV[1]
-local waiter = lock .. ':w:' .. token
-local owner = redis.call('SET', lock, token, 'NX', 'PX', ARGV[2], 'GET')
-if not owner or owner == token then
-  if ARGV[5] == '1' then -- leave the place an earlier attempt took
-    redis.call('LREM', lock .. ':queue', 0, token)
-    redis.call('DEL', waiter)
+-- {holder_ttl_ms, 1 if the caller is queued}.
+local L, token = KEYS[1], ARGV[1]
+local head
+if ARGV[9] == '1' then
+  head = live_head(L)
+  if head and head[1] ~= token and redis.call('EXISTS', L) == 0 then
+    -- Free, with someone waiting (its holder's lease ran out): it is theirs.
+    admit_exclusive(L)
   end
-  if not owner then
-    return redis.call('INCR', lock .. ':fence')
+end
+if not head or head[1] == token then
+  local owner = redis.call('SET', L, token, 'NX', 'PX', ARGV[2], 'GET')
+  if not owner or owner == token then
+    if ARGV[5] == '1' or head then
+      leave(L, token)
+    end
+    if not owner then
+      return redis.call('INCR', L .. ':fence')
+    end
+    -- Handed to the caller while it was queued (its notice was missed), or
+    -- an earlier attempt whose reply was lost took it. The counter, read
+    -- while the caller holds the lock, is a fence above every earlier
+    -- holder's and below every later one's.
+    return tonumber(redis.call('GET', L .. ':fence')) or 0
   end
-  -- Handed to the caller while it was queued (its wake-up was missed), or
-  -- an earlier attempt whose reply was lost did take it. The counter, read
-  -- while the caller holds the lock, is a fence above every earlier
-  -- holder's and below every later one's.
-  return tonumber(redis.call('GET', lock .. ':fence')) or 0
 end
-local ttl = redis.call('PTTL', lock)
-local wlease = tonumber(ARGV[3])
--- The waiter's place lives as long as its heartbeats. A place that lapsed
--- leaves its token in the queue: the hand-over skips it, or, if the waiter
--- came back meanwhile, serves it at its old position.
-if not redis.call('SET', waiter, ARGV[2] .. ' ' .. ARGV[4], 'PX', wlease, 'GET') then
-  redis.call('RPUSH', lock .. ':queue', token)
+local ttl = redis.call('PTTL', L)
+if ARGV[8] ~= '1' then
+  return {ttl, 0}
 end
--- The queue outlives its last live waiter by one waiter lease at most.
-redis.call('PEXPIRE', lock .. ':queue', 2 * wlease)
+enqueue(L, token, ARGV[2], 'x', 1)
 return {ttl, 1}

@@ -1,10 +1,25 @@
--- Sets the lease of a lock the token holds. KEYS[1] lock. ARGV[1] owner
--- token, ARGV[2] lease ms, ARGV[3] '1' to only lengthen it (re-entry).
--- Returns 1, or 0 if the token does not hold it.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- Sets the lease of a lock the token holds. KEYS[1] the lock L.
+-- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] '1' to only lengthen it
+-- (re-entry), ARGV[4] 's' for a shared hold (reader, permits), else
+-- exclusive. Returns 1, or 0 if the token does not hold it.
+local L, token, lease = KEYS[1], ARGV[1], tonumber(ARGV[2])
+if ARGV[4] == 's' then
+  if redis.call('HEXISTS', L .. ':holders', token) == 0 then
+    return 0
+  end
+  local t = redis.call('TIME')
+  local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+  if ARGV[3] == '1' then
+    redis.call('ZADD', L .. ':exp', 'GT', until_ms, token)
+  else
+    redis.call('ZADD', L .. ':exp', 'XX', until_ms, token)
+  end
+  return 1
+end
+if redis.call('GET', L) ~= token then
   return 0
 end
-if ARGV[3] ~= '1' or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[3] ~= '1' or redis.call('PTTL', L) < lease then
+  redis.call('PEXPIRE', L, lease)
 end
 return 1

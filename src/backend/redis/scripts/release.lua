@@ -1,4 +1,4 @@
--- Releases the lock KEYS[1] and hands it to the next waiter.
+-- Mutex: releases the lock KEYS[1] and hands it to the next waiter.
 -- ARGV[1] owner token, ARGV[2] mode: '' normal, 'f' force (operator:
 -- whoever holds it), 's' simple (interop key: no queue).
 -- Returns 0 released, -1 held by another owner, -2 not held.
@@ -14,6 +14,6 @@ end
 if ARGV[2] == 's' then
   redis.call('DEL', KEYS[1])
 else
-  handoff()
+  admit_exclusive(KEYS[1])
 end
 return 0

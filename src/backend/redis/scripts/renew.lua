@@ -1,10 +1,24 @@
--- Renews a batch of held locks: KEYS[i] lock, ARGV[1] lease ms,
--- ARGV[i + 1] owner token. Only a lock still held by its token is renewed:
--- a lapsed lock is never taken back. Returns one 1 (renewed) or 0 per key.
-local out = {}
+-- Renews a batch of held locks: KEYS[i] lock, ARGV[1] lease ms, ARGV[2]
+-- 's' for shared holds (readers, permits), else exclusive; ARGV[i + 2] the
+-- owner token. Only a hold its token still has is renewed: a lapsed lock is
+-- never taken back. Returns one 1 (renewed) or 0 per key.
+local out, lease = {}, tonumber(ARGV[1])
+local until_ms
+if ARGV[2] == 's' then
+  local t = redis.call('TIME')
+  until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+end
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  local token = ARGV[i + 2]
+  if until_ms then
+    if redis.call('HEXISTS', KEYS[i] .. ':holders', token) == 1 then
+      redis.call('ZADD', KEYS[i] .. ':exp', 'GT', until_ms, token)
+      out[i] = 1
+    else
+      out[i] = 0
+    end
+  elseif redis.call('GET', KEYS[i]) == token then
+    redis.call('PEXPIRE', KEYS[i], lease)
     out[i] = 1
   else
     out[i] = 0

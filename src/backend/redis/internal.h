@@ -1,0 +1,74 @@
+/* internal.h - what the files of the Redis backend share. */
+#ifndef DLOCK_REDIS_INTERNAL_H
+#define DLOCK_REDIS_INTERNAL_H
+
+#include "../backend.h"
+#include "conn.h"
+#include "scripts.h"
+#include "subscriber.h"
+
+#include <pthread.h>
+
+#define MAX_POOL    64
+#define RENEW_BATCH 256 /* locks per renewal script call */
+
+typedef struct rbackend {
+    dlock__client_cfg cfg;
+    char *prefix;
+    dlock__rendpoint ep;
+    char *host, *unix_path, *user, *password, *label;
+    dlock__rconn *pool[MAX_POOL];
+    size_t npool;
+    dlock__board *board;
+
+    pthread_mutex_t mu; /* guards sub */
+    dlock__rsub *sub;
+} rbackend;
+
+/* One lock of the client. Its base key L is P:{N} (a mutex), P:{N}:rw (a
+ * read-write lock), P:{N}:sem (a semaphore), or N itself (a mutex in
+ * simple mode); the scripts derive the rest from L (scripts/common.lua). */
+typedef struct rlock {
+    dlock__lock_spec spec;
+    int has_tag;   /* the name carries its own hash tag */
+    unsigned slot; /* Cluster hash slot of its keys */
+    dlock__rconn *conn;
+    char *keys[2]; /* L, and its fence counter */
+    size_t key_lens[2];
+} rlock;
+
+/* One EVALSHA: argv[0], argv[1] are filled in (EVALSHA sha / EVAL body),
+ * argv[2] is the number of keys, then keys, then arguments. */
+typedef struct evalcall {
+    enum dlock__script_id script;
+    size_t argc;
+    const char **argv;
+    size_t *lens;
+} evalcall;
+
+/* calls.c */
+int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
+                             redisReply **replies);
+int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadline,
+                            redisReply **reply);
+int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply *r);
+int dlock__redis_int_array(const redisReply *r, size_t n);
+size_t dlock__redis_number(char *buf, int64_t v);
+#define NUM(buf, v) dlock__redis_number((buf), (int64_t) (v))
+
+/* steps.c */
+int dlock__redis_acquire(void *be, void *bl, dlock__attempt *a);
+int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *token,
+                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences,
+                              size_t *busy, int64_t *busy_ttl_ms);
+int dlock__redis_cancel(void *be, void *bl, const char *token, int64_t deadline);
+int dlock__redis_release(void *be, void *bl, const char *token, int64_t deadline);
+int dlock__redis_extend(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,
+                        int64_t deadline);
+int dlock__redis_query(void *be, void *bl, dlock_status *st, int64_t deadline);
+int dlock__redis_force_unlock(void *be, void *bl, int64_t deadline);
+
+/* renewal.c */
+int dlock__redis_renew(void *be, dlock__renewal *items, size_t n, int64_t deadline);
+
+#endif

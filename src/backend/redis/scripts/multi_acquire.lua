@@ -1,0 +1,21 @@
+-- Several mutexes whose keys share one hash slot, all or nothing: KEYS
+-- the locks, ARGV[1] owner token, ARGV[2] lease ms. Takes every one if
+-- every one is free (or already the caller's after a lost reply).
+-- Returns the fences in KEYS order, or {-1, i, ttl}: KEYS[i] is held by
+-- someone else for ttl ms more; nothing was taken.
+for i = 1, #KEYS do
+  local owner = redis.call('GET', KEYS[i])
+  if owner and owner ~= ARGV[1] then
+    return {-1, i, redis.call('PTTL', KEYS[i])}
+  end
+end
+local fences = {}
+for i = 1, #KEYS do
+  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    fences[i] = redis.call('INCR', KEYS[i] .. ':fence')
+  else
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    fences[i] = tonumber(redis.call('GET', KEYS[i] .. ':fence')) or 0
+  end
+end
+return fences

@@ -1,0 +1,52 @@
+-- Read-write lock: takes it to read (ARGV[10] 'r') or to write ('w'), or
+-- queues. KEYS[1] the lock L. ARGV[1..8] as acquire.lua.
+-- Policy: first come, first served. Readers at the head of the queue are
+-- admitted together; a reader that comes after a queued writer waits for
+-- it, so a stream of readers cannot starve writers. An owner that already
+-- holds the lock (to read or to write) is admitted to read at once: that is
+-- re-entry, and a writer taking the read lock is a downgrade.
+-- Returns the fence, {holder_ttl_ms, queued}, or -3 when a reader asks to
+-- write (an upgrade, which could deadlock: two readers each waiting for the
+-- other to leave).
+local L, token, mode = KEYS[1], ARGV[1], ARGV[10]
+local now = now_ms()
+prune(L, now, false)
+local reader = redis.call('HEXISTS', L .. ':holders', token) == 1
+if mode == 'w' and reader then
+  return -3
+end
+local writer = redis.call('GET', L)
+local head = live_head(L)
+local first = not head or head[1] == token
+local ok
+if mode == 'r' then
+  ok = writer == token or (not writer and (first or reader))
+else
+  ok = not writer and first and redis.call('HLEN', L .. ':holders') == 0
+end
+if ok then
+  if ARGV[5] == '1' or head then
+    leave(L, token)
+  end
+  if mode == 'r' then
+    hold_shared(L, token, 1, now, tonumber(ARGV[2]), false)
+  else
+    redis.call('SET', L, token, 'PX', ARGV[2])
+  end
+  return redis.call('INCR', L .. ':fence')
+end
+admit_rw(L, now) -- the lock may be free for those ahead (a holder's lease ran out)
+local ttl = -1
+if writer then
+  ttl = redis.call('PTTL', L)
+else
+  local last = redis.call('ZRANGE', L .. ':exp', -1, -1, 'WITHSCORES')
+  if last[2] then
+    ttl = tonumber(last[2]) - now
+  end
+end
+if ARGV[8] ~= '1' then
+  return {ttl, 0}
+end
+enqueue(L, token, ARGV[2], mode, 1)
+return {ttl, 1}

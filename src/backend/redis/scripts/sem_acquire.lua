@@ -1,0 +1,36 @@
+-- Semaphore: takes ARGV[11] of the ARGV[10] permits, or queues. KEYS[1]
+-- the semaphore L. ARGV[1..8] as acquire.lua. A holder's permits go when
+-- its lease runs out. Waiters are served in order.
+-- Returns the fence, or {ttl_ms until the first lease could end, queued}.
+local L, token = KEYS[1], ARGV[1]
+local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
+local now = now_ms()
+prune(L, now, true)
+redis.call('SET', L .. ':cap', cap) -- what its users declare
+if redis.call('HEXISTS', L .. ':holders', token) == 1 then
+  -- an earlier attempt whose reply was lost, or a missed notice
+  if ARGV[5] == '1' then
+    leave(L, token)
+  end
+  return tonumber(redis.call('GET', L .. ':fence')) or 0
+end
+local head = live_head(L)
+if (not head or head[1] == token) and
+    (tonumber(redis.call('GET', L .. ':used')) or 0) + take <= cap then
+  if ARGV[5] == '1' or head then
+    leave(L, token)
+  end
+  hold_shared(L, token, take, now, tonumber(ARGV[2]), true)
+  return redis.call('INCR', L .. ':fence')
+end
+admit_sem(L, now)
+local ttl = -1
+local first = redis.call('ZRANGE', L .. ':exp', 0, 0, 'WITHSCORES')
+if first[2] then
+  ttl = tonumber(first[2]) - now
+end
+if ARGV[8] ~= '1' then
+  return {ttl, 0}
+end
+enqueue(L, token, ARGV[2], 's', take)
+return {ttl, 1}

@@ -1,0 +1,19 @@
+-- Semaphore: returns the permits ARGV[1] holds, or with ARGV[2] '1' every
+-- permit (operator), and admits waiters. KEYS[1] the semaphore L.
+-- Returns 0 released, -2 not held.
+local L, token = KEYS[1], ARGV[1]
+local now = now_ms()
+prune(L, now, true)
+if ARGV[2] == '1' then
+  redis.call('DEL', L .. ':holders', L .. ':exp', L .. ':used')
+else
+  local n = redis.call('HGET', L .. ':holders', token)
+  if not n then
+    return -2
+  end
+  redis.call('HDEL', L .. ':holders', token)
+  redis.call('ZREM', L .. ':exp', token)
+  redis.call('DECRBY', L .. ':used', n)
+end
+admit_sem(L, now)
+return 0

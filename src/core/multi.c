@@ -1,0 +1,274 @@
+/* multi.c - several locks taken as one (a multi-lock).
+ *
+ * A multi-lock is a handle over member handles, one per distinct name, all
+ * with the multi-lock's owner token, kept in one canonical order (sorted
+ * names). Taking it: if the backend can take all members in one step (their
+ * keys share a hash slot) and they are all free, that is one request;
+ * otherwise the members are taken one after another in the canonical order,
+ * each waiting within what is left of the one budget, and on any failure
+ * those already taken are given back. Two multi-locks over overlapping names
+ * thus always take the shared names in the same order: neither can hold one
+ * the other needs while waiting for one the other holds.
+ *
+ * Each member has its own lease on the renewer and its own fence; a loss of
+ * any member is reported as a loss of the multi-lock. */
+#include "clock.h"
+#include "error.h"
+#include "lock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+int dlock_multi_open(dlock_client *c, const char *const *names, size_t n, unsigned flags,
+                     dlock_lock **out)
+{
+    dlock__lock_spec spec = {.kind = flags == DLOCK_FAIR ? DLOCK__FAIR : DLOCK__MUTEX};
+    const char **sorted = NULL;
+    dlock_lock *l = NULL;
+    size_t distinct = 0, text = 0;
+    int rc;
+
+    dlock__clear_error();
+    if (out == NULL)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (flags != 0 && flags != DLOCK_FAIR)
+        return dlock__fail(DLOCK_EINVAL, "multi-lock flags 0x%x: want 0 or DLOCK_FAIR", flags);
+    if (names == NULL || n == 0)
+        return dlock__fail(DLOCK_EINVAL, "a multi-lock needs at least one name");
+    for (size_t i = 0; i < n; i++) {
+        rc = dlock__check_name(names[i]);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    sorted = malloc(n * sizeof *sorted);
+    if (sorted == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    memcpy(sorted, names, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, by_name);
+    for (size_t i = 0; i < n; i++) {
+        if (distinct == 0 || strcmp(sorted[distinct - 1], sorted[i]) != 0) {
+            sorted[distinct++] = sorted[i];
+            text += strlen(sorted[i]) + 1;
+        }
+    }
+
+    rc = dlock__lock_new(c, sorted[0], NULL, &l);
+    if (rc != DLOCK_OK)
+        goto out;
+    /* its name, for messages: the members' names joined by commas */
+    char *joined = malloc(text);
+    if (joined == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    joined[0] = '\0';
+    for (size_t i = 0; i < distinct; i++) {
+        strcat(joined, sorted[i]);
+        if (i + 1 < distinct)
+            strcat(joined, ",");
+    }
+    free(l->name);
+    l->name = joined;
+    l->spec = spec;
+    if (dlock__random_hex(l->token, 16) != 0) {
+        rc = dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
+        goto out;
+    }
+    l->members = calloc(distinct, sizeof *l->members);
+    if (l->members == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < distinct; i++) {
+        rc = dlock__lock_new(c, sorted[i], &spec, &l->members[i]);
+        if (rc != DLOCK_OK)
+            goto out;
+        l->nmembers++;
+        snprintf(l->members[i]->token, sizeof l->members[i]->token, "%s", l->token);
+        l->members[i]->parent = l;
+    }
+    *out = l;
+    l = NULL;
+out:
+    free(sorted);
+    if (l != NULL)
+        dlock__lock_unref(l);
+    return rc;
+}
+
+/* Gives back members [0, n) after a failed acquisition, keeping the error. */
+static void roll_back(dlock_lock *l, size_t n)
+{
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+    while (n-- > 0)
+        dlock__lock_give(l->members[n], 1);
+    dlock__fail(DLOCK_OK, "%s", detail);
+}
+
+/* All members in one step, if the backend can: DLOCK_OK, DLOCK_EBUSY (not
+ * now), or DLOCK_ENOTSUP (take them one by one). */
+static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
+{
+    dlock_client *c = l->client;
+    void **bls = malloc(l->nmembers * sizeof *bls);
+    uint64_t *fences = malloc(l->nmembers * sizeof *fences);
+    size_t busy = 0;
+    int64_t ttl = -1;
+    int rc = DLOCK_ENOTSUP;
+
+    if (bls == NULL || fences == NULL) {
+        free(bls);
+        free(fences);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < l->nmembers; i++)
+        bls[i] = l->members[i]->bl;
+    if (c->ops->acquire_many != NULL && l->spec.kind == DLOCK__MUTEX) {
+        int64_t sent = dlock__now_us();
+        rc = c->ops->acquire_many(c->be, bls, l->nmembers, l->token, lease_ms,
+                                  sent + c->cfg.command_timeout_ms * 1000, fences, &busy, &ttl);
+        for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
+            rc = dlock__lock_start_holding(l->members[i], fences[i], lease_ms, renew, sent);
+            if (rc != DLOCK_OK)
+                roll_back(l, l->nmembers);
+        }
+        if (rc == DLOCK_EBUSY)
+            dlock__fail(DLOCK_EBUSY, "lock '%s' of multi-lock '%s' is held by someone else",
+                        l->members[busy]->name, l->name);
+    }
+    free(bls);
+    free(fences);
+    return rc;
+}
+
+int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
+{
+    int rc;
+
+    if (l->holds > 0) {
+        /* Re-entry: every member confirms and keeps its lease. */
+        for (size_t i = 0; i < l->nmembers; i++) {
+            rc = dlock__lock_take(l->members[i], 0, lease_ms, renew);
+            if (rc != DLOCK_OK) {
+                char detail[512];
+                snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+                dlock__multi_release(l, 1);
+                return dlock__fail(rc, "multi-lock '%s': %s", l->name, detail);
+            }
+        }
+        l->holds++;
+        return DLOCK_OK;
+    }
+    rc = take_at_once(l, lease_ms, renew);
+    if (rc == DLOCK_EBUSY && wait_ms == 0)
+        return rc;
+    if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP)
+        return rc;
+    if (rc != DLOCK_OK) {
+        int64_t deadline = wait_ms == 0   ? 0
+                           : wait_ms < 0 ? DLOCK__NEVER
+                                         : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+        for (size_t i = 0; i < l->nmembers; i++) {
+            if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline) {
+                rc = dlock__fail(DLOCK_ETIMEDOUT, "multi-lock '%s': no time left for '%s'",
+                                 l->name, l->members[i]->name);
+            } else {
+                atomic_store(&l->members[i]->cancel, atomic_exchange(&l->cancel, 0));
+                rc = dlock__lock_take(l->members[i], deadline, lease_ms, renew);
+            }
+            if (rc != DLOCK_OK) {
+                char detail[512];
+                snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+                roll_back(l, i);
+                return dlock__fail(rc, "multi-lock '%s': %s", l->name, detail);
+            }
+        }
+    }
+    l->holds = 1;
+    l->fence = l->members[0]->fence;
+    return DLOCK_OK;
+}
+
+int dlock__multi_release(dlock_lock *l, int all)
+{
+    int rc = DLOCK_OK;
+    char detail[512] = "";
+
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle",
+                           l->name);
+    if (l->holds > 1 && !all) {
+        l->holds--;
+        return DLOCK_OK;
+    }
+    for (size_t i = l->nmembers; i-- > 0;) {
+        if (l->members[i]->holds == 0)
+            continue;
+        int one = dlock__lock_give(l->members[i], 1);
+        if (one != DLOCK_OK && rc == DLOCK_OK) {
+            rc = one;
+            snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+        }
+    }
+    l->holds = 0;
+    if (rc != DLOCK_OK)
+        return dlock__fail(rc, "multi-lock '%s': %s", l->name, detail);
+    return DLOCK_OK;
+}
+
+int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
+{
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle",
+                           l->name);
+    for (size_t i = 0; i < l->nmembers; i++) {
+        int rc = dlock__lock_extend(l->members[i], lease_ms, keepalive);
+        if (rc == DLOCK_ELOST) {
+            char detail[512];
+            snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+            dlock__multi_release(l, 1);
+            return dlock__fail(DLOCK_ELOST, "multi-lock '%s': %s", l->name, detail);
+        }
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    return DLOCK_OK;
+}
+
+int dlock__multi_check(dlock_lock *l, int64_t *left_ms)
+{
+    int64_t least = INT64_MAX;
+
+    for (size_t i = 0; i < l->nmembers; i++) {
+        dlock_lock *m = l->members[i];
+        char why[sizeof m->lease.why];
+        int64_t left = 0;
+        if (m->holds == 0 ||
+            dlock__renewer_check(&l->client->renewer, &m->lease, &left, why, sizeof why) !=
+                DLOCK_OK)
+            return dlock__fail(DLOCK_ELOST, "multi-lock '%s' was lost: '%s': %s", l->name,
+                               m->name, m->holds == 0 ? "not held" : why);
+        if (left < least)
+            least = left;
+    }
+    if (left_ms != NULL)
+        *left_ms = least / 1000;
+    return DLOCK_OK;
+}
+
+void dlock__multi_forget(dlock_lock *l)
+{
+    for (size_t i = 0; i < l->nmembers; i++) {
+        dlock__renewer_remove(&l->client->renewer, &l->members[i]->lease, NULL, 0);
+        l->members[i]->holds = 0;
+    }
+    l->holds = 0;
+}
