@@ -36,6 +36,10 @@ const char *dlock_strerror(int code)
         return "not supported by this backend";
     case DLOCK_ECANCELED:
         return "wait cancelled";
+    case DLOCK_EDEADLK:
+        return "would wait for itself";
+    case DLOCK_EQUEUEFULL:
+        return "too many local waiters";
     default:
         return "unknown error";
     }

@@ -155,8 +155,7 @@ int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atom
             break;
         }
         if (dlock__now_us() >= deadline_us) {
-            rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else",
-                             l->name);
+            rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else", l->name);
             break;
         }
         struct timespec ts = dlock__timespec(deadline_us);
@@ -173,6 +172,21 @@ void dlock__lq_leave(dlock__lq *q, dlock__lq_ticket *t)
     pthread_mutex_lock(&q->mu);
     remove_ticket(q, t);
     pthread_mutex_unlock(&q->mu);
+}
+
+unsigned dlock__lq_waiting(dlock__lq *q, const dlock_lock *l)
+{
+    char key[DLOCK_NAME_MAX + 16];
+    unsigned n = 0;
+
+    snprintf(key, sizeof key, "%d:%s", (int) l->spec.kind, l->name);
+    pthread_mutex_lock(&q->mu);
+    for (lq_entry *e = q->buckets[hash(key)]; e != NULL; e = e->next) {
+        if (strcmp(e->key, key) == 0)
+            n = e->count;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
 }
 
 void dlock__lq_wake(dlock__lq *q)

@@ -34,6 +34,10 @@ int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atom
                     dlock__lq_ticket *t);
 void dlock__lq_leave(dlock__lq *q, dlock__lq_ticket *t);
 
+/* How many of this client's threads wait for lock l here, the one whose
+ * turn it is included (for tests and operators). */
+unsigned dlock__lq_waiting(dlock__lq *q, const dlock_lock *l);
+
 /* Makes every local waiter look at its cancel flag. */
 void dlock__lq_wake(dlock__lq *q);
 

@@ -341,7 +341,9 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
             goto give_up;
         }
-        int join = notify && prepared;
+        /* With the local queue on, a thread queues on the server only in
+         * its turn. */
+        int join = notify && prepared && (local || c->lq == NULL);
         if (join && !on_board) {
             dlock__board_enter(&c->board, &w);
             on_board = 1;

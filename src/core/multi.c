@@ -173,13 +173,13 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP)
         return rc;
     if (rc != DLOCK_OK) {
-        int64_t deadline = wait_ms == 0   ? 0
+        int64_t deadline = wait_ms == 0  ? 0
                            : wait_ms < 0 ? DLOCK__NEVER
                                          : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
         for (size_t i = 0; i < l->nmembers; i++) {
             if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline) {
-                rc = dlock__fail(DLOCK_ETIMEDOUT, "multi-lock '%s': no time left for '%s'",
-                                 l->name, l->members[i]->name);
+                rc = dlock__fail(DLOCK_ETIMEDOUT, "multi-lock '%s': no time left for '%s'", l->name,
+                                 l->members[i]->name);
             } else {
                 atomic_store(&l->members[i]->cancel, atomic_exchange(&l->cancel, 0));
                 rc = dlock__lock_take(l->members[i], deadline, lease_ms, renew);
@@ -203,8 +203,7 @@ int dlock__multi_release(dlock_lock *l, int all)
     char detail[512] = "";
 
     if (l->holds == 0)
-        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle",
-                           l->name);
+        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle", l->name);
     if (l->holds > 1 && !all) {
         l->holds--;
         return DLOCK_OK;
@@ -227,8 +226,7 @@ int dlock__multi_release(dlock_lock *l, int all)
 int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
 {
     if (l->holds == 0)
-        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle",
-                           l->name);
+        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle", l->name);
     for (size_t i = 0; i < l->nmembers; i++) {
         int rc = dlock__lock_extend(l->members[i], lease_ms, keepalive);
         if (rc == DLOCK_ELOST) {
@@ -251,11 +249,10 @@ int dlock__multi_check(dlock_lock *l, int64_t *left_ms)
         dlock_lock *m = l->members[i];
         char why[sizeof m->lease.why];
         int64_t left = 0;
-        if (m->holds == 0 ||
-            dlock__renewer_check(&l->client->renewer, &m->lease, &left, why, sizeof why) !=
-                DLOCK_OK)
-            return dlock__fail(DLOCK_ELOST, "multi-lock '%s' was lost: '%s': %s", l->name,
-                               m->name, m->holds == 0 ? "not held" : why);
+        if (m->holds == 0 || dlock__renewer_check(&l->client->renewer, &m->lease, &left, why,
+                                                  sizeof why) != DLOCK_OK)
+            return dlock__fail(DLOCK_ELOST, "multi-lock '%s' was lost: '%s': %s", l->name, m->name,
+                               m->holds == 0 ? "not held" : why);
         if (left < least)
             least = left;
     }

@@ -59,8 +59,8 @@ size_t dlock__redis_number(char *buf, int64_t v);
 /* steps.c */
 int dlock__redis_acquire(void *be, void *bl, dlock__attempt *a);
 int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *token,
-                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences,
-                              size_t *busy, int64_t *busy_ttl_ms);
+                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences, size_t *busy,
+                              int64_t *busy_ttl_ms);
 int dlock__redis_cancel(void *be, void *bl, const char *token, int64_t deadline);
 int dlock__redis_release(void *be, void *bl, const char *token, int64_t deadline);
 int dlock__redis_extend(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,

@@ -32,7 +32,7 @@ static enum group group_of(const dlock__renewal *it)
     if (it->waiter)
         return WAITING;
     return l->spec.kind == DLOCK__READ || l->spec.kind == DLOCK__SEMAPHORE ? HELD_SHARED
-                                                                          : HELD_EXCLUSIVE;
+                                                                           : HELD_EXCLUSIVE;
 }
 
 int dlock__redis_renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)

@@ -110,8 +110,8 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
                           size_t nlease)
 {
     static const enum dlock__script_id scripts[] = {
-        [DLOCK__MUTEX] = DLOCK__S_ACQUIRE,     [DLOCK__FAIR] = DLOCK__S_ACQUIRE,
-        [DLOCK__READ] = DLOCK__S_RW_ACQUIRE,   [DLOCK__WRITE] = DLOCK__S_RW_ACQUIRE,
+        [DLOCK__MUTEX] = DLOCK__S_ACQUIRE,         [DLOCK__FAIR] = DLOCK__S_ACQUIRE,
+        [DLOCK__READ] = DLOCK__S_RW_ACQUIRE,       [DLOCK__WRITE] = DLOCK__S_RW_ACQUIRE,
         [DLOCK__SEMAPHORE] = DLOCK__S_SEM_ACQUIRE,
     };
     char wlease[24], wait_id[24], permits[24], take[24];
@@ -196,8 +196,8 @@ int dlock__redis_acquire(void *be, void *bl, dlock__attempt *a)
 }
 
 int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *token,
-                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences,
-                              size_t *busy, int64_t *busy_ttl_ms)
+                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences, size_t *busy,
+                              int64_t *busy_ttl_ms)
 {
     rbackend *b = be;
     const rlock *first = bls[0];
@@ -378,8 +378,8 @@ int dlock__redis_query(void *be, void *bl, dlock_status *st, int64_t deadline)
     argv[n] = l->spec.simple ? "0" : "1"; /* has a queue */
     lens[n++] = 1;
     argv[n] = l->spec.kind == DLOCK__READ || l->spec.kind == DLOCK__WRITE ? "r"
-              : l->spec.kind == DLOCK__SEMAPHORE                         ? "s"
-                                                                         : "";
+              : l->spec.kind == DLOCK__SEMAPHORE                          ? "s"
+                                                                          : "";
     lens[n] = strlen(argv[n]);
     n++;
     evalcall call = {DLOCK__S_STATUS, n, argv, lens};

@@ -1,0 +1,648 @@
+/* test_kinds.c - the lock family against a real redis-server: fair lock,
+ * read-write lock, semaphore, multi-lock, and the in-process wait queue. */
+#include "../support/harness.h"
+#include "core/lock.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static dt_redis srv;
+
+static dlock_client *connect_client(const char *options)
+{
+    char url[256];
+    dlock_client *c = NULL;
+    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    return c;
+}
+
+static dlock_lock *open_lock(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+static unsigned waiters(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_status st;
+    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
+    return st.waiters;
+}
+
+/* ---------------------------------------------------------------- fair */
+
+/* Processes queue one after another behind a holder; each appends its
+ * number to a file when it gets the lock. */
+static void fair_order_across_processes(void)
+{
+    enum { P = 5 };
+    char path[256];
+    pid_t pids[P];
+    dlock_status st;
+
+    dt_redis_start(&srv, NULL);
+    snprintf(path, sizeof path, "%s/order", srv.dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    /* fork first: the parent has no threads yet */
+    for (int i = 0; i < P; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            dlock_client *c = connect_client(NULL);
+            dlock_lock *l = open_lock(c, "fifo", DLOCK_FAIR);
+            /* queue once the lock is held and every earlier one queued */
+            DT_WAIT_UNTIL(dlock_query(c, "fifo", DLOCK_FAIR, &st) == DLOCK_OK && st.held &&
+                              st.waiters == (unsigned) i,
+                          10000);
+            CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
+            FILE *out = fopen(path, "a");
+            fprintf(out, "%d\n", i);
+            fclose(out);
+            CHECK_RC(dlock_release(l), DLOCK_OK);
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *holder = open_lock(c, "fifo", DLOCK_FAIR);
+    CHECK_RC(dlock_try_acquire(holder), DLOCK_OK);
+    DT_WAIT_UNTIL(waiters(c, "fifo", DLOCK_FAIR) == P, 10000);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    for (int i = 0; i < P; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    f = fopen(path, "r");
+    for (int i = 0; i < P; i++) {
+        int who = -1;
+        CHECK(fscanf(f, "%d", &who) == 1);
+        CHECK_INT(who, ==, i); /* granted in the order they queued */
+    }
+    fclose(f);
+    dlock_lock_free(holder);
+    dlock_client_close(c);
+}
+
+/* A holder's lease runs out while a fair waiter is queued (and frozen, so
+ * it cannot take the lock itself yet): a newcomer may not overtake it. */
+static void fair_no_overtaking(void)
+{
+    int ready[2];
+    dlock_status st;
+
+    dt_redis_start(&srv, NULL);
+    CHECK(pipe(ready) == 0);
+    pid_t waiter = fork();
+    if (waiter == 0) {
+        dlock_client *c = connect_client(NULL);
+        dlock_lock *l = open_lock(c, "queue", DLOCK_FAIR);
+        DT_WAIT_UNTIL(dlock_query(c, "queue", DLOCK_FAIR, &st) == DLOCK_OK && st.held, 10000);
+        CHECK(write(ready[1], dlock_lock_token(l), 32) == 32);
+        CHECK_RC(dlock_acquire(l, 60000), DLOCK_OK);
+        _exit(0);
+    }
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *holder = open_lock(c, "queue", DLOCK_FAIR);
+    dlock_lock *newcomer = open_lock(c, "queue", DLOCK_FAIR);
+    dlock_lock *plain = open_lock(c, "queue", 0);
+    char token[33] = {0};
+    CHECK_RC(dlock_acquire_for(holder, 0, 800), DLOCK_OK);
+    CHECK(read(ready[0], token, 32) == 32);
+    DT_WAIT_UNTIL(waiters(c, "queue", DLOCK_FAIR) == 1, 10000);
+    kill(waiter, SIGSTOP);
+    /* the holder's lease lapses: the lock is free, its waiter queued */
+    DT_WAIT_UNTIL(dlock_query(c, "queue", 0, &st) == DLOCK_OK && !st.held, 10000);
+    CHECK_RC(dlock_try_acquire(newcomer), DLOCK_EBUSY);
+    /* ...and the fair attempt handed it to the waiter */
+    CHECK_RC(dlock_query(c, "queue", 0, &st), DLOCK_OK);
+    CHECK(strcmp(st.owner, token) == 0);
+    CHECK_RC(dlock_try_acquire(plain), DLOCK_EBUSY);
+    kill(waiter, SIGCONT);
+    int status;
+    waitpid(waiter, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* it got the lock */
+    dlock_lock_free(holder);
+    dlock_lock_free(newcomer);
+    dlock_lock_free(plain);
+    dlock_client_close(c);
+}
+
+static void fair_timed_out_waiter_leaves_no_trace(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *holder = open_lock(c, "trace", DLOCK_FAIR);
+    dlock_lock *late = open_lock(c, "trace", DLOCK_FAIR);
+    dlock_status st;
+
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    CHECK_RC(dlock_acquire(late, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(waiters(c, "trace", DLOCK_FAIR), ==, 0);
+    CHECK(strcmp(dt_redis_cli(&srv, "KEYS 'dlock:{trace}:w:*'"), "") == 0);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "trace", DLOCK_FAIR, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* not handed to the one that gave up */
+    dlock_lock_free(holder);
+    dlock_lock_free(late);
+    dlock_client_close(c);
+}
+
+static void fair_killed_waiter_bounded(void)
+{
+    dlock_status st;
+
+    dt_redis_start(&srv, NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        dlock_client *cc = connect_client("?waiter_lease=300ms");
+        dlock_lock *w = open_lock(cc, "dead", DLOCK_FAIR);
+        DT_WAIT_UNTIL(dlock_query(cc, "dead", DLOCK_FAIR, &st) == DLOCK_OK && st.held, 5000);
+        dlock_acquire(w, 60000);
+        _exit(0);
+    }
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *holder = open_lock(c, "dead", DLOCK_FAIR), *next = open_lock(c, "dead", DLOCK_FAIR);
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    DT_WAIT_UNTIL(waiters(c, "dead", DLOCK_FAIR) == 1, 5000);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    dt_sleep_ms(400); /* the fault: the dead waiter stays silent past its place */
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    CHECK_RC(dlock_acquire(next, 5000), DLOCK_OK); /* the dead place is skipped */
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    dlock_lock_free(holder);
+    dlock_lock_free(next);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- read-write */
+
+static void readers_overlap_writer_alone(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *r[3], *w = open_lock(c, "doc", DLOCK_WRITE), *w2 = open_lock(c, "doc", DLOCK_WRITE);
+    dlock_status st;
+    uint64_t last = 0;
+
+    for (int i = 0; i < 3; i++) {
+        r[i] = open_lock(c, "doc", DLOCK_READ);
+        CHECK_RC(dlock_try_acquire(r[i]), DLOCK_OK);
+        CHECK_INT(dlock_lock_fence(r[i]), >, last);
+        last = dlock_lock_fence(r[i]);
+    }
+    CHECK_RC(dlock_query(c, "doc", DLOCK_READ, &st), DLOCK_OK);
+    CHECK_INT(st.shared, ==, 3);
+    CHECK(st.held && st.owner[0] == '\0' && st.lease_ms > 0);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY);
+    /* the mutex of the same name is another lock */
+    dlock_lock *m = open_lock(c, "doc", 0);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(dlock_release(r[i]), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(w), >, last);
+    CHECK_RC(dlock_try_acquire(r[0]), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(w, 0), DLOCK_OK); /* re-entry */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r[0]), DLOCK_EBUSY); /* still held once */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r[0]), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r[0], 0), DLOCK_OK); /* readers re-enter too */
+    CHECK_RC(dlock_release(r[0]), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "doc", DLOCK_READ, &st), DLOCK_OK);
+    CHECK_INT(st.shared, ==, 1);
+    CHECK_RC(dlock_release(r[0]), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "doc", DLOCK_READ, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(r[i]);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+static void downgrade_and_upgrade(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *w = open_lock(c, "cfg", DLOCK_WRITE), *r, *other = open_lock(c, "cfg", DLOCK_READ);
+    dlock_lock *w2 = open_lock(c, "cfg", DLOCK_WRITE), *up;
+
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK(strcmp(dlock_lock_token(r), dlock_lock_token(w)) == 0);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_EBUSY); /* the writer excludes others */
+    CHECK_RC(dlock_try_acquire(r), DLOCK_OK);        /* but not its own reader */
+    CHECK_RC(dlock_release(w), DLOCK_OK);            /* downgraded */
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);    /* readers share again */
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    /* a reader asking for the write lock would wait for itself */
+    CHECK_RC(dlock_lock_dup(r, DLOCK_WRITE, &up), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(up, 5000), DLOCK_EDEADLK);
+    CHECK_INT(dt_now_ms() - t0, <, 1000); /* at once, not after the budget */
+    CHECK(strstr(dlock_errmsg(), "upgrade") != NULL);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(up), DLOCK_OK);
+    CHECK_RC(dlock_release(up), DLOCK_OK);
+    dlock_lock_free(w);
+    dlock_lock_free(r);
+    dlock_lock_free(other);
+    dlock_lock_free(w2);
+    dlock_lock_free(up);
+    dlock_client_close(c);
+}
+
+typedef struct stream_arg {
+    dlock_client *client;
+    atomic_int *stop;
+    atomic_int *readers_in;
+    atomic_int *violations;
+    atomic_int *writer_in;
+} stream_arg;
+
+static void *reader_stream(void *p)
+{
+    stream_arg *a = p;
+    dlock_lock *r = open_lock(a->client, "hotdoc", DLOCK_READ);
+    while (!atomic_load(a->stop)) {
+        CHECK_RC(dlock_acquire(r, 20000), DLOCK_OK);
+        atomic_fetch_add(a->readers_in, 1);
+        if (atomic_load(a->writer_in))
+            atomic_fetch_add(a->violations, 1);
+        dt_sleep_ms(15); /* readers overlap: some reader always holds it */
+        atomic_fetch_sub(a->readers_in, 1);
+        CHECK_RC(dlock_release(r), DLOCK_OK);
+    }
+    dlock_lock_free(r);
+    return NULL;
+}
+
+static void writer_not_starved(void)
+{
+    enum { READERS = 4 };
+    atomic_int stop = 0, readers_in = 0, violations = 0, writer_in = 0;
+    pthread_t t[READERS];
+
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    stream_arg a = {c, &stop, &readers_in, &violations, &writer_in};
+    for (int i = 0; i < READERS; i++)
+        pthread_create(&t[i], NULL, reader_stream, &a);
+    DT_WAIT_UNTIL(atomic_load(&readers_in) > 0, 5000);
+    dlock_lock *w = open_lock(c, "hotdoc", DLOCK_WRITE);
+    for (int round = 0; round < 3; round++) {
+        CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK); /* not starved */
+        atomic_store(&writer_in, 1);
+        CHECK_INT(atomic_load(&readers_in), ==, 0); /* and alone */
+        dt_sleep_ms(10);
+        atomic_store(&writer_in, 0);
+        CHECK_RC(dlock_release(w), DLOCK_OK);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < READERS; i++)
+        pthread_join(t[i], NULL);
+    CHECK_INT(atomic_load(&violations), ==, 0);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- semaphore */
+
+typedef struct waiter_arg {
+    dlock_lock *lock;
+    int rc;
+} waiter_arg;
+
+static void *wait_for_it(void *p)
+{
+    waiter_arg *w = p;
+    w->rc = dlock_acquire(w->lock, 20000);
+    return NULL;
+}
+
+static void semaphore_never_more_than_n(void)
+{
+    enum { N = 3, P = 6 };
+    atomic_int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_int *inside = &shared[0], *most = &shared[1], *done = &shared[2], *victim_in = &shared[3];
+    pid_t pids[P];
+
+    dt_redis_start(&srv, NULL);
+    atomic_store(inside, 0);
+    atomic_store(most, 0);
+    atomic_store(done, 0);
+    atomic_store(victim_in, 0);
+    for (int i = 0; i < P; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            dlock_client *c = connect_client("?lease=1s");
+            dlock_lock *s;
+            CHECK_RC(dlock_semaphore_open(c, "pool", N, 1, &s), DLOCK_OK);
+            for (int k = 0; k < 40; k++) {
+                CHECK_RC(dlock_acquire(s, 20000), DLOCK_OK);
+                int now = atomic_fetch_add(inside, 1) + 1;
+                int seen = atomic_load(most);
+                while (now > seen && !atomic_compare_exchange_weak(most, &seen, now))
+                    ;
+                dt_sleep_ms(2);
+                atomic_fetch_sub(inside, 1);
+                if (dlock_release(s) != DLOCK_OK)
+                    _exit(3);
+            }
+            atomic_fetch_add(done, 1);
+            _exit(0);
+        }
+    }
+    /* one holder dies holding a permit mid-run: its permit comes back with
+     * its lease, and the others carry on */
+    pid_t victim = fork();
+    if (victim == 0) {
+        dlock_client *c = connect_client("?lease=1s");
+        dlock_lock *s;
+        CHECK_RC(dlock_semaphore_open(c, "pool", N, 1, &s), DLOCK_OK);
+        CHECK_RC(dlock_acquire(s, 20000), DLOCK_OK);
+        atomic_fetch_add(inside, 1);
+        atomic_store(victim_in, 1);
+        pause();
+    }
+    dlock_client *c = connect_client(NULL);
+    dlock_status st;
+    DT_WAIT_UNTIL(atomic_load(victim_in) == 1, 10000);
+    kill(victim, SIGKILL);
+    waitpid(victim, NULL, 0);
+    atomic_fetch_sub(inside, 1); /* it is gone; its permit lingers until its lease ends */
+    for (int i = 0; i < P; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    CHECK_INT(atomic_load(most), <=, N);
+    CHECK_INT(atomic_load(most), >=, 2); /* and they did share it */
+    CHECK_RC(dlock_query(c, "pool", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits_used, <=, 1);
+    dlock_client_close(c);
+    munmap(shared, 4096);
+}
+
+static void semaphore_takes_k_at_once(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *a, *b, *small, *again;
+    dlock_status st;
+
+    CHECK_RC(dlock_semaphore_open(c, "slots", 5, 6, &a), DLOCK_EINVAL);
+    CHECK_RC(dlock_semaphore_open(c, "slots", 5, 0, &a), DLOCK_EINVAL);
+    CHECK_RC(dlock_semaphore_open(c, "slots", 5, 3, &a), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c, "slots", 5, 3, &b), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c, "slots", 5, 2, &small), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c, "slots", 5, 1, &again), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY); /* 3 of the 2 left: none taken */
+    CHECK(strstr(dlock_errmsg(), "permits") != NULL);
+    CHECK_RC(dlock_query(c, "slots", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits_used, ==, 3);
+    CHECK_INT(st.shared, ==, 1);
+    CHECK_INT(st.permits, ==, 5);
+    CHECK_RC(dlock_try_acquire(small), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "slots", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits_used, ==, 5);
+    CHECK_RC(dlock_release(small), DLOCK_OK);
+
+    /* a big request at the head of the queue is not overtaken */
+    pthread_t t;
+    waiter_arg w = {b, -1};
+    pthread_create(&t, NULL, wait_for_it, &w);
+    DT_WAIT_UNTIL(waiters(c, "slots", DLOCK_SEMAPHORE) == 1, 5000);
+    CHECK_RC(dlock_try_acquire(again), DLOCK_EBUSY); /* 1 would fit, but b is first */
+    CHECK_RC(dlock_release(a), DLOCK_OK);            /* b goes in */
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(again), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "slots", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits_used, ==, 4);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    CHECK_RC(dlock_release(again), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(small);
+    dlock_lock_free(again);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- multi-lock */
+
+static void *multi_loop(void *p)
+{
+    const char **names = p;
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *m;
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    for (int i = 0; i < 60; i++) {
+        CHECK_RC(dlock_acquire(m, 20000), DLOCK_OK);
+        CHECK_RC(dlock_release(m), DLOCK_OK);
+    }
+    dlock_lock_free(m);
+    dlock_client_close(c);
+    return NULL;
+}
+
+static void multi_opposite_orders_no_deadlock(void)
+{
+    static const char *ab[] = {"alpha", "beta"}, *ba[] = {"beta", "alpha"};
+    pthread_t t1, t2;
+
+    dt_redis_start(&srv, NULL);
+    int64_t t0 = dt_now_ms();
+    pthread_create(&t1, NULL, multi_loop, (void *) ab);
+    pthread_create(&t2, NULL, multi_loop, (void *) ba);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    CHECK_INT(dt_now_ms() - t0, <, 20000); /* both finished: no deadlock */
+}
+
+static void multi_one_slot_all_or_nothing(void)
+{
+    static const char *names[] = {"stock:{42}", "order:{42}", "stock:{42}"};
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *m, *other = open_lock(c, "order:{42}", 0);
+    dlock_status st;
+
+    CHECK_RC(dlock_multi_open(c, names, 3, 0, &m), DLOCK_OK);
+    CHECK_INT(dlock_lock_members(m), ==, 2); /* duplicates count once */
+    CHECK(strcmp(dlock_lock_name(dlock_lock_member(m, 0)), "order:{42}") == 0);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "order:{42}") != NULL);
+    CHECK_RC(dlock_query(c, "stock:{42}", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* nothing taken */
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(m), ==, 1);
+    for (size_t i = 0; i < 2; i++) {
+        const dlock_lock *member = dlock_lock_member(m, i);
+        CHECK(dlock_lock_fence(member) > 0);
+        CHECK_RC(dlock_query(c, dlock_lock_name(member), 0, &st), DLOCK_OK);
+        CHECK(strcmp(st.owner, dlock_lock_token(m)) == 0);
+    }
+    CHECK_INT(dlock_lock_fence(m), ==, dlock_lock_fence(dlock_lock_member(m, 0)));
+    CHECK_RC(dlock_try_acquire(other), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(other);
+    dlock_client_close(c);
+}
+
+static void multi_rolls_back_on_timeout(void)
+{
+    static const char *names[] = {"left", "right"};
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *m, *right = open_lock(c, "right", 0);
+    dlock_status st;
+
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(right, 0, 30000), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 300), DLOCK_ETIMEDOUT);
+    CHECK(strstr(dlock_errmsg(), "left,right") != NULL);
+    CHECK_RC(dlock_query(c, "left", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* given back */
+    CHECK_INT(dlock_lock_holds(m), ==, 0);
+    CHECK_RC(dlock_release(right), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 1000), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(right);
+    dlock_client_close(c);
+}
+
+static int multi_lost_calls;
+static void on_multi_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) why;
+    CHECK(l == arg);
+    CHECK_RC(code, DLOCK_ELOST);
+    __atomic_add_fetch(&multi_lost_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void multi_loss_reported(void)
+{
+    static const char *names[] = {"one", "two"};
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client("?lease=600ms");
+    dlock_lock *m;
+
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    dlock_lock_on_lost(m, on_multi_lost, m);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    dt_redis_cli(&srv, "DEL dlock:{two}");
+    DT_WAIT_UNTIL(__atomic_load_n(&multi_lost_calls, __ATOMIC_SEQ_CST) == 1, 5000);
+    CHECK_RC(dlock_lock_check(m), DLOCK_ELOST);
+    CHECK_RC(dlock_release(m), DLOCK_ELOST);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "one", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* the member still held was released */
+    dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- local queue */
+
+typedef struct local_arg {
+    dlock_client *client;
+    int index;
+    int rc;
+    int *order;
+    atomic_int *next;
+} local_arg;
+
+static void *local_waiter(void *p)
+{
+    local_arg *a = p;
+    dlock_lock *l = open_lock(a->client, "busy", 0);
+    a->rc = dlock_acquire(l, 20000);
+    if (a->rc == DLOCK_OK) {
+        a->order[atomic_fetch_add(a->next, 1)] = a->index;
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void local_queue_order_and_limit(void)
+{
+    enum { N = 4 };
+    int order[N];
+    atomic_int next = 0;
+    pthread_t t[N];
+    local_arg a[N];
+
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client("?local_queue=on&max_local_waiters=3");
+    dlock_client *other = connect_client(NULL);
+    dlock_lock *holder = open_lock(other, "busy", 0), *probe = open_lock(c, "busy", 0);
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        a[i] = (local_arg){c, i, -1, order, &next};
+        pthread_create(&t[i], NULL, local_waiter, &a[i]);
+        DT_WAIT_UNTIL(dlock__lq_waiting(c->lq, probe) == (unsigned) i + 1, 5000);
+    }
+    /* one place on the server for the whole client */
+    DT_WAIT_UNTIL(waiters(other, "busy", 0) == 1, 5000);
+    CHECK_INT(waiters(other, "busy", 0), ==, 1);
+    /* the limit: 3 waiting beyond the one on the server */
+    CHECK_RC(dlock_acquire(probe, 5000), DLOCK_EQUEUEFULL);
+    CHECK(strstr(dlock_errmsg(), "limit is 3") != NULL);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_RC(a[i].rc, DLOCK_OK);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_INT(order[i], ==, i); /* in arrival order */
+    dlock_lock_free(holder);
+    dlock_lock_free(probe);
+    dlock_client_close(other);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"fair_order_across_processes", fair_order_across_processes},
+        {"fair_no_overtaking", fair_no_overtaking},
+        {"fair_timed_out_waiter_leaves_no_trace", fair_timed_out_waiter_leaves_no_trace},
+        {"fair_killed_waiter_bounded", fair_killed_waiter_bounded},
+        {"readers_overlap_writer_alone", readers_overlap_writer_alone},
+        {"downgrade_and_upgrade", downgrade_and_upgrade},
+        {"writer_not_starved", writer_not_starved},
+        {"semaphore_never_more_than_n", semaphore_never_more_than_n},
+        {"semaphore_takes_k_at_once", semaphore_takes_k_at_once},
+        {"multi_opposite_orders_no_deadlock", multi_opposite_orders_no_deadlock},
+        {"multi_one_slot_all_or_nothing", multi_one_slot_all_or_nothing},
+        {"multi_rolls_back_on_timeout", multi_rolls_back_on_timeout},
+        {"multi_loss_reported", multi_loss_reported},
+        {"local_queue_order_and_limit", local_queue_order_and_limit},
+    };
+    return DT_RUN(tests);
+}
