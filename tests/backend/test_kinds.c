@@ -340,8 +340,10 @@ static void *wait_for_it(void *p)
 static void semaphore_never_more_than_n(void)
 {
     enum { N = 3, P = 6 };
-    atomic_int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    atomic_int *inside = &shared[0], *most = &shared[1], *done = &shared[2], *victim_in = &shared[3];
+    atomic_int *shared =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_int *inside = &shared[0], *most = &shared[1], *done = &shared[2],
+               *victim_in = &shared[3];
     pid_t pids[P];
 
     dt_redis_start(&srv, NULL);

@@ -492,7 +492,7 @@ test_status_text_and_json()
     expect_match "free: state" "state: +free" "$text"
     expect_match "free: waiters" "waiters: +0" "$text"
     json=$(dl status --json r-st)
-    expect_match "free json" '^\{"name":"r-st","held":false,.*"last_fence":0,"waiters":0\}$' "$json"
+    expect_match "free json" '^\{"name":"r-st","held":false,.*"last_fence":0,"waiters":0,"kind":"mutex","shared":0\}$' "$json"
     token=$(dl lock -l 30 r-st | cut -d' ' -f1)
     text=$(dl status r-st)
     expect_match "held: state" "state: +held" "$text"
@@ -617,6 +617,68 @@ test_unix_socket()
 
 # ------------------------------------------------------------ main
 
+# ------------------------------------------------------------ tests: kinds
+
+test_kinds_read_write()
+{
+    local json
+    # two readers inside at once: each waits to see the other
+    dl_bg "$TMP/t/r1" run --read doc -- sh -c \
+        ': > "$0/in1"; i=0; while [ ! -e "$0/in2" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done; [ -e "$0/in2" ]' \
+        "$TMP/t"
+    local r1=$BG
+    wait_until 10 test -e "$TMP/t/in1" || { fail "the first reader never started"; return; }
+    expect_rc "a writer is kept out while reading" 1 dl run -n --write doc -- true
+    expect_rc "a second reader goes in" 0 dl run -w 10 --read doc -- sh -c \
+        ': > "$0/in2"; i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 5 ]; do sleep 0.01; i=$((i+1)); done' \
+        "$TMP/t" "$r1"
+    reap "$r1" 10
+    expect_eq "both readers were in together" 0 "$BG_RC"
+    json=$(dl status --read --json doc)
+    expect_match "status of a read-write lock" '"kind":"read-write","shared":0' "$json"
+    expect_rc "the writer now" 0 dl run -n --write doc -- true
+    expect_rc "--read with --write" 64 dl run --read --write doc -- true
+}
+
+test_kinds_semaphore()
+{
+    local text
+    dl_bg "$TMP/t/s1" run --permits 2 pool -- sh -c ': > "$0/s1"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    local s1=$BG
+    dl_bg "$TMP/t/s2" run --permits 2 pool -- sh -c ': > "$0/s2"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    local s2=$BG
+    wait_until 10 test -e "$TMP/t/s1" -a -e "$TMP/t/s2" || { fail "two holders never got in"; return; }
+    text=$(dl status --permits 2 pool)
+    expect_match "permits in status" "permits: +2 of 2 taken, by 2 holders" "$text"
+    expect_rc "a third finds no permit" 1 dl run -n --permits 2 pool -- true
+    expect_rc "two at once do not fit" 1 dl run -n --permits 2 --take 2 pool -- true
+    : >"$TMP/t/go"
+    reap "$s1" 10
+    reap "$s2" 10
+    expect_rc "both permits at once" 0 dl run -n --permits 2 --take 2 pool -- true
+    expect_rc "--take above --permits" 64 dl run --permits 2 --take 3 pool -- true
+    expect_rc "--take without --permits" 64 dl run --take 1 pool -- true
+}
+
+test_kinds_fair_and_multi()
+{
+    local fences
+    expect_rc "run --fair" 3 dl run --fair fq -- sh -c 'exit 3'
+    fences=$(dl run -m ma -m mb -- sh -c 'echo "$DLOCK_FENCES"')
+    expect_match "DLOCK_FENCES names every lock" '^ma=[1-9][0-9]*,mb=[1-9][0-9]*$' "$fences"
+    dl_bg "$TMP/t/m" run -m mb -m ma -- sh -c ': > "$0/m"; while [ ! -e "$0/mgo" ]; do sleep 0.02; done' "$TMP/t"
+    local m=$BG
+    wait_until 10 test -e "$TMP/t/m" || { fail "the multi-lock never started"; return; }
+    expect_rc "a member is taken" 1 dl run -n mb -- true
+    expect_rc "so is the other" 1 dl run -n ma -- true
+    : >"$TMP/t/mgo"
+    reap "$m" 10
+    expect_eq "the multi-lock run" 0 "$BG_RC"
+    expect_free ma
+    expect_free mb
+    expect_rc "-m with --read" 64 dl run --read -m a -m b -- true
+}
+
 start_redis
 export DLOCK_URL="redis://127.0.0.1:$PORT"
 T0=$(now_ms)
@@ -640,6 +702,9 @@ run_test test_names
 run_test test_bad_input
 run_test test_simple_mode
 run_test test_unix_socket
+run_test test_kinds_read_write
+run_test test_kinds_semaphore
+run_test test_kinds_fair_and_multi
 
 echo "# $(($(now_ms) - T0)) ms"
 if [ "$FAILED_TESTS" -ne 0 ]; then

@@ -15,7 +15,8 @@ typedef struct admin_args {
     const char *url;
     const char *token;
     const char *name;
-    int simple, json, force;
+    cli_kind kind;
+    int json, force;
     int64_t wait_ms, lease_ms;
 } admin_args;
 
@@ -25,11 +26,16 @@ typedef struct admin_args {
 static int parse(int argc, char **argv, const char *allowed, const char *usage, admin_args *a)
 {
     static const struct option options[] = {
-        {"url", required_argument, NULL, 'u'},   {"simple", no_argument, NULL, 'S'},
-        {"json", no_argument, NULL, 'j'},        {"force", no_argument, NULL, 'f'},
-        {"token", required_argument, NULL, 't'}, {"nonblock", no_argument, NULL, 'n'},
-        {"wait", required_argument, NULL, 'w'},  {"lease", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        CLI_KIND_OPTIONS,
+        {"url", required_argument, NULL, 'u'},
+        {"json", no_argument, NULL, 'j'},
+        {"force", no_argument, NULL, 'f'},
+        {"token", required_argument, NULL, 't'},
+        {"nonblock", no_argument, NULL, 'n'},
+        {"wait", required_argument, NULL, 'w'},
+        {"lease", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int opt;
 
@@ -37,16 +43,19 @@ static int parse(int argc, char **argv, const char *allowed, const char *usage, 
     a->wait_ms = DLOCK_WAIT_FOREVER;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "u:t:nw:l:h", options, NULL)) != -1) {
-        if (opt != '?' && opt != 'h' && strchr(allowed, opt) == NULL) {
+        int kind_opt = opt >= CLI_OPT_SIMPLE || opt == 'm';
+        if (opt != '?' && opt != 'h' && strchr(allowed, kind_opt ? 'K' : opt) == NULL) {
             fprintf(stderr, "dlock %s: option not accepted here\n%s", argv[0], usage);
             return EXIT_USAGE;
+        }
+        if (kind_opt) {
+            if (cli_kind_option(&a->kind, opt, optarg, argv[0]) < 0)
+                return EXIT_USAGE;
+            continue;
         }
         switch (opt) {
         case 'u':
             a->url = optarg;
-            break;
-        case 'S':
-            a->simple = 1;
             break;
         case 'j':
             a->json = 1;
@@ -85,6 +94,8 @@ static int parse(int argc, char **argv, const char *allowed, const char *usage, 
         fprintf(stderr, "dlock %s: want exactly one NAME\n%s", argv[0], usage);
         return EXIT_USAGE;
     }
+    if (cli_kind_check(&a->kind, argv[0], 0) != 0)
+        return EXIT_USAGE;
     a->name = argv[optind];
     a->url = cli_url(a->url);
     return -1;
@@ -102,48 +113,78 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+/* lock, extend and unlock --token hand over exclusive holds only. */
+static int exclusive_only(const admin_args *a, const char *cmd)
+{
+    if (a->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) {
+        fprintf(stderr,
+                "dlock %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
+                "handed from process to process\n",
+                cmd);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 int cmd_status(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock status [-u URL] [--simple] [--json] NAME\n"
+        "usage: dlock status [-u URL] [--simple | --fair | --read | --write | --permits N]\n"
+        "                    [--json] NAME\n"
         "Shows whether NAME is held, by which owner token, for how much longer,\n"
         "its fence and how many waiters are queued.\n";
     admin_args a;
     dlock_client *c;
     dlock_status st;
-    int code = parse(argc, argv, "uSj", usage, &a);
+    int code = parse(argc, argv, "uKj", usage, &a);
 
     if (code >= 0)
         return code;
     code = cli_open(a.url, &c);
     if (code != 0)
         return code;
-    int rc = dlock_query(c, a.name, a.simple ? DLOCK_SIMPLE : 0, &st);
+    int rc = dlock_query(c, a.name, a.kind.flags, &st);
     dlock_client_close(c);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read the lock's state");
+    unsigned f = a.kind.flags;
+    const char *kind = f & DLOCK_SEMAPHORE              ? "semaphore"
+                       : f & (DLOCK_READ | DLOCK_WRITE) ? "read-write"
+                       : f & DLOCK_SIMPLE               ? "simple"
+                                                        : "mutex";
     if (a.json) {
         printf("{\"name\":");
         json_string(a.name);
         printf(",\"held\":%s,\"owner\":", st.held ? "true" : "false");
         json_string(st.owner);
         printf(",\"holds\":%u,\"lease_ms\":%" PRId64 ",\"last_fence\":%" PRIu64
-               ",\"waiters\":%u}\n",
-               st.holds, st.lease_ms, st.last_fence, st.waiters);
+               ",\"waiters\":%u,\"kind\":\"%s\",\"shared\":%u",
+               st.holds, st.lease_ms, st.last_fence, st.waiters, kind, st.shared);
+        if (f & DLOCK_SEMAPHORE)
+            printf(",\"permits\":%u,\"permits_used\":%u", st.permits, st.permits_used);
+        printf("}\n");
         return 0;
     }
-    printf("name:       %s\n", a.name);
+    printf("name:       %s (%s)\n", a.name, kind);
     printf("state:      %s\n", st.held ? "held" : "free");
-    if (st.held) {
-        printf("owner:      %s\n", st.owner);
+    if (st.owner[0] != '\0') {
+        printf("%s      %s\n", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner: ", st.owner);
         printf("holds:      %u\n", st.holds);
+    }
+    if (f & DLOCK_SEMAPHORE)
+        printf("permits:    %u of %u taken, by %u holder%s\n", st.permits_used, st.permits,
+               st.shared, st.shared == 1 ? "" : "s");
+    else if (f & (DLOCK_READ | DLOCK_WRITE))
+        printf("readers:    %u\n", st.shared);
+    if (st.held) {
         if (st.lease_ms >= 0)
-            printf("lease left: %.3f s\n", (double) st.lease_ms / 1000);
+            printf("lease left: %.3f s%s\n", (double) st.lease_ms / 1000,
+                   st.owner[0] == '\0' ? " (the longest shared lease)" : "");
         else
             printf("lease left: none (never expires)\n");
     }
     printf("last fence: %" PRIu64 "\n", st.last_fence);
-    if (!a.simple)
+    if (!(f & DLOCK_SIMPLE))
         printf("waiters:    %u\n", st.waiters);
     return 0;
 }
@@ -151,14 +192,15 @@ int cmd_status(int argc, char **argv)
 int cmd_lock(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [--simple] NAME\n"
+        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [--simple | --fair | --write]\n"
+        "                  NAME\n"
         "Takes NAME with a fixed lease and leaves it held when dlock exits. Prints\n"
         "'<owner token> <fence>'; pass the token to 'dlock unlock --token' or\n"
         "'dlock extend --token' from any process. Exit 1 if it is held by someone else.\n";
     admin_args a;
     dlock_client *c;
     dlock_lock *l;
-    int code = parse(argc, argv, "unwlS", usage, &a);
+    int code = parse(argc, argv, "unwlK", usage, &a);
 
     if (code >= 0)
         return code;
@@ -166,10 +208,12 @@ int cmd_lock(int argc, char **argv)
         fprintf(stderr, "dlock lock: -l SECONDS is required: a lock left held needs a lease\n");
         return EXIT_USAGE;
     }
+    if (exclusive_only(&a, "lock") != 0)
+        return EXIT_USAGE;
     code = cli_open(a.url, &c);
     if (code != 0)
         return code;
-    int rc = dlock_lock_open(c, a.name, a.simple ? DLOCK_SIMPLE : 0, &l);
+    int rc = dlock_lock_open(c, a.name, a.kind.flags, &l);
     if (rc == DLOCK_OK) {
         rc = dlock_acquire_for(l, a.wait_ms, a.lease_ms);
         if (rc == DLOCK_OK)
@@ -188,21 +232,23 @@ int cmd_lock(int argc, char **argv)
 /* Takes over the lock held under a.token. */
 static int adopt(const admin_args *a, dlock_client *c, dlock_lock **l)
 {
-    int rc = dlock_lock_adopt(c, a->name, a->token, a->simple ? DLOCK_SIMPLE : 0, l);
+    int rc = dlock_lock_adopt(c, a->name, a->token, a->kind.flags, l);
     return rc == DLOCK_OK ? 0 : cli_fail(rc, a->name);
 }
 
 int cmd_unlock(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock unlock [-u URL] [--simple] (--token TOKEN | --force) NAME\n"
+        "usage: dlock unlock [-u URL] [--simple | --fair | --write] (--token TOKEN | --force) "
+        "NAME\n"
+        "       dlock unlock [-u URL] (--read | --write | --permits N) --force NAME\n"
         "Releases NAME: the lock held under TOKEN (as printed by 'dlock lock'), or,\n"
         "with --force, whoever holds it (the holder learns it lost the lock at its\n"
         "next renewal; fences keep increasing). Exit 1 if TOKEN does not hold it.\n";
     admin_args a;
     dlock_client *c;
     dlock_lock *l;
-    int code = parse(argc, argv, "utfS", usage, &a);
+    int code = parse(argc, argv, "utfK", usage, &a);
 
     if (code >= 0)
         return code;
@@ -210,11 +256,13 @@ int cmd_unlock(int argc, char **argv)
         fprintf(stderr, "dlock unlock: give either --token TOKEN or --force\n%s", usage);
         return EXIT_USAGE;
     }
+    if (a.token != NULL && exclusive_only(&a, "unlock --token") != 0)
+        return EXIT_USAGE;
     code = cli_open(a.url, &c);
     if (code != 0)
         return code;
     if (a.force) {
-        int rc = dlock_force_unlock(c, a.name, a.simple ? DLOCK_SIMPLE : 0);
+        int rc = dlock_force_unlock(c, a.name, a.kind.flags);
         code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
     } else {
         code = adopt(&a, c, &l);
@@ -233,12 +281,12 @@ int cmd_unlock(int argc, char **argv)
 int cmd_extend(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock extend [-u URL] [--simple] --token TOKEN -l SECONDS NAME\n"
+        "usage: dlock extend [-u URL] [--simple | --fair | --write] --token TOKEN -l SECONDS NAME\n"
         "Sets the remaining lease of NAME, held under TOKEN, to SECONDS from now.\n";
     admin_args a;
     dlock_client *c;
     dlock_lock *l;
-    int code = parse(argc, argv, "utlS", usage, &a);
+    int code = parse(argc, argv, "utlK", usage, &a);
 
     if (code >= 0)
         return code;
@@ -246,6 +294,8 @@ int cmd_extend(int argc, char **argv)
         fprintf(stderr, "dlock extend: --token and -l are required\n%s", usage);
         return EXIT_USAGE;
     }
+    if (exclusive_only(&a, "extend") != 0)
+        return EXIT_USAGE;
     code = cli_open(a.url, &c);
     if (code != 0)
         return code;

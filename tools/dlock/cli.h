@@ -27,6 +27,41 @@ typedef struct cli_common {
     int json;
 } cli_common;
 
+/* The kind of lock the options chose (kind.c). */
+typedef struct cli_kind {
+    unsigned flags;        /* DLOCK_SIMPLE, _FAIR, _READ, _WRITE, or DLOCK_SEMAPHORE */
+    unsigned permits;      /* --permits */
+    unsigned take;         /* --take (default 1) */
+    const char *names[64]; /* -m NAME... */
+    size_t nnames;
+} cli_kind;
+
+/* getopt codes of the long-only kind options */
+enum {
+    CLI_OPT_SIMPLE = 256,
+    CLI_OPT_FAIR,
+    CLI_OPT_READ,
+    CLI_OPT_WRITE,
+    CLI_OPT_PERMITS,
+    CLI_OPT_TAKE,
+};
+#define CLI_KIND_OPTIONS                                                                           \
+    {"simple", no_argument, NULL, CLI_OPT_SIMPLE}, {"fair", no_argument, NULL, CLI_OPT_FAIR},      \
+        {"read", no_argument, NULL, CLI_OPT_READ}, {"write", no_argument, NULL, CLI_OPT_WRITE},    \
+        {"permits", required_argument, NULL, CLI_OPT_PERMITS},                                     \
+        {"take", required_argument, NULL, CLI_OPT_TAKE},                                           \
+    {                                                                                              \
+        "multi", required_argument, NULL, 'm'                                                      \
+    }
+
+/* Handles a kind option: 1 if it was one, 0 if not, -1 if its value is bad
+ * (a message was printed). */
+int cli_kind_option(cli_kind *k, int opt, const char *arg, const char *cmd);
+/* Checks the combination: 0, or EXIT_USAGE (a message was printed). */
+int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
+/* Opens the handle the options describe. */
+int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 

@@ -32,8 +32,10 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--simple]\n"
-    "                 [--grace SECONDS] [-q] NAME [--] COMMAND [ARGS...]\n"
+    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--grace SECONDS] [-q]\n"
+    "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
+    "                 NAME [--] COMMAND [ARGS...]\n"
+    "       dlock run [options] [--fair] -m NAME -m NAME... [--] COMMAND [ARGS...]\n"
     "\n"
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
     "with COMMAND's status.\n"
@@ -45,11 +47,16 @@ static const char run_usage[] =
     "  -E, --conflict-exit-code CODE\n"
     "                       exit code when the lock is not acquired (default 1)\n"
     "      --simple         interop mode: plain SET NX key NAME, as redis-py, redlock, redsync\n"
+    "      --fair           strictly first come, first served\n"
+    "      --read, --write  the read-write lock NAME: shared to read, alone to write\n"
+    "      --permits N      the semaphore NAME of N permits; --take K of them (default 1)\n"
+    "  -m, --multi NAME     a multi-lock: all the -m names or none (then no NAME)\n"
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
     "  -q, --quiet          no message when the lock is not acquired\n"
     "\n"
     "COMMAND gets DLOCK_NAME, DLOCK_TOKEN (the fencing token), DLOCK_FENCE (the same)\n"
-    "and DLOCK_OWNER (the owner token) in its environment. Durations take a unit:\n"
+    "and DLOCK_OWNER (the owner token) in its environment; a multi-lock adds\n"
+    "DLOCK_FENCES (name=fence,... one per name). Durations take a unit:\n"
     "250ms, 2s, 1m; a plain number is seconds.\n";
 
 /* Self-pipe: the signal thread and the lost-lock callback write one byte. */
@@ -180,6 +187,16 @@ static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *
         set_env_u64("DLOCK_FENCE", dlock_lock_fence(lock));
         setenv("DLOCK_OWNER", dlock_lock_token(lock), 1);
         setenv("DLOCK_URL", url, 1);
+        if (dlock_lock_members(lock) > 1) {
+            char fences[4096] = "";
+            size_t used = 0;
+            for (size_t i = 0; i < dlock_lock_members(lock) && used < sizeof fences; i++) {
+                const dlock_lock *m = dlock_lock_member(lock, i);
+                used += (size_t) snprintf(fences + used, sizeof fences - used, "%s%s=%" PRIu64,
+                                          i ? "," : "", dlock_lock_name(m), dlock_lock_fence(m));
+            }
+            setenv("DLOCK_FENCES", fences, 1);
+        }
         execvp(argv[0], argv);
         int e = errno;
         if (write(status_pipe[1], &e, sizeof e) < 0) {
@@ -258,7 +275,7 @@ int cmd_run(int argc, char **argv)
         {"timeout", required_argument, NULL, 'w'},
         {"lease", required_argument, NULL, 'l'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"simple", no_argument, NULL, 'S'},
+        CLI_KIND_OPTIONS,
         {"grace", required_argument, NULL, 'g'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -266,11 +283,17 @@ int cmd_run(int argc, char **argv)
     };
     const char *url_flag = NULL;
     int64_t wait_ms = DLOCK_WAIT_FOREVER, lease_ms = 0, grace_ms = 5000;
-    int conflict_code = EXIT_NOT_ACQUIRED, simple = 0, quiet = 0, opt;
+    int conflict_code = EXIT_NOT_ACQUIRED, quiet = 0, opt;
+    cli_kind kind = {0};
     char *end;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+u:nw:l:E:qh", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+u:nw:l:E:qm:h", options, NULL)) != -1) {
+        int k = cli_kind_option(&kind, opt, optarg, "run");
+        if (k < 0)
+            return EXIT_USAGE;
+        if (k > 0)
+            continue;
         switch (opt) {
         case 'u':
             url_flag = optarg;
@@ -297,9 +320,6 @@ int cmd_run(int argc, char **argv)
                 return EXIT_USAGE;
             }
             break;
-        case 'S':
-            simple = 1;
-            break;
         case 'g':
             if (cli_duration_ms(optarg, &grace_ms) != 0) {
                 fprintf(stderr, "dlock run: --grace %s: not a duration\n", optarg);
@@ -317,13 +337,18 @@ int cmd_run(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);
+    if (cli_kind_check(&kind, "run", 1) != 0)
         return EXIT_USAGE;
+    const char *name = NULL;
+    if (kind.nnames == 0) {
+        if (optind >= argc) {
+            fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);
+            return EXIT_USAGE;
+        }
+        name = argv[optind++];
+        if (optind < argc && strcmp(argv[optind], "--") == 0)
+            optind++;
     }
-    const char *name = argv[optind++];
-    if (optind < argc && strcmp(argv[optind], "--") == 0)
-        optind++;
     if (optind >= argc) {
         fprintf(stderr, "dlock run: missing COMMAND\n%s", run_usage);
         return EXIT_USAGE;
@@ -340,9 +365,9 @@ int cmd_run(int argc, char **argv)
     int rc, code = cli_open(url, &client);
     if (code != 0)
         return code;
-    rc = dlock_lock_open(client, name, simple ? DLOCK_SIMPLE : 0, &lock);
+    rc = cli_kind_open(client, &kind, name, &lock);
     if (rc != DLOCK_OK) {
-        code = cli_fail(rc, "bad lock name");
+        code = cli_fail(rc, "bad lock");
         dlock_client_close(client);
         return code;
     }
@@ -374,7 +399,7 @@ int cmd_run(int argc, char **argv)
     }
     if (rc != DLOCK_OK) {
         char what[600];
-        snprintf(what, sizeof what, "cannot take lock '%s'", name);
+        snprintf(what, sizeof what, "cannot take lock '%s'", dlock_lock_name(lock));
         code = cli_fail(rc, what);
         goto out;
     }
@@ -390,7 +415,7 @@ int cmd_run(int argc, char **argv)
         dlock_release(lock);
         goto out;
     }
-    int status = supervise(child, name, grace_ms, &was_lost);
+    int status = supervise(child, dlock_lock_name(lock), grace_ms, &was_lost);
     if (was_lost) {
         code = EXIT_LOST;
     } else {
