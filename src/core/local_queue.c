@@ -23,7 +23,6 @@ typedef struct dlock__lq_entry {
 
 struct dlock__lq {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* turns changed, or cancels */
     unsigned max_waiters;
     lq_entry *buckets[BUCKETS];
 };
@@ -31,17 +30,12 @@ struct dlock__lq {
 int dlock__lq_new(unsigned max_waiters, dlock__lq **out)
 {
     dlock__lq *q = calloc(1, sizeof *q);
-    pthread_condattr_t attr;
 
     *out = NULL;
     if (q == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     q->max_waiters = max_waiters;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->cv, &attr);
-    pthread_condattr_destroy(&attr);
     *out = q;
     return DLOCK_OK;
 }
@@ -59,7 +53,6 @@ void dlock__lq_free(dlock__lq *q)
         }
     }
     pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->cv);
     free(q);
 }
 
@@ -107,7 +100,8 @@ static void remove_ticket(dlock__lq *q, dlock__lq_ticket *t)
         e->count--;
         break;
     }
-    pthread_cond_broadcast(&q->cv);
+    if (e->head != NULL)
+        pthread_cond_signal(&e->head->cv); /* its turn, if it was not already */
     if (e->count > 0)
         return;
     for (lq_entry **p = &q->buckets[hash(e->key)]; *p != NULL; p = &(*p)->next) {
@@ -141,6 +135,11 @@ int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atom
         pthread_mutex_unlock(&q->mu);
         return rc;
     }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cv, &attr);
+    pthread_condattr_destroy(&attr);
     t->entry = e;
     t->next = NULL;
     if (e->tail != NULL)
@@ -159,10 +158,12 @@ int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atom
             break;
         }
         struct timespec ts = dlock__timespec(deadline_us);
-        pthread_cond_timedwait(&q->cv, &q->mu, &ts);
+        pthread_cond_timedwait(&t->cv, &q->mu, &ts);
     }
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
         remove_ticket(q, t);
+        pthread_cond_destroy(&t->cv);
+    }
     pthread_mutex_unlock(&q->mu);
     return rc;
 }
@@ -172,6 +173,7 @@ void dlock__lq_leave(dlock__lq *q, dlock__lq_ticket *t)
     pthread_mutex_lock(&q->mu);
     remove_ticket(q, t);
     pthread_mutex_unlock(&q->mu);
+    pthread_cond_destroy(&t->cv);
 }
 
 unsigned dlock__lq_waiting(dlock__lq *q, const dlock_lock *l)
@@ -192,6 +194,11 @@ unsigned dlock__lq_waiting(dlock__lq *q, const dlock_lock *l)
 void dlock__lq_wake(dlock__lq *q)
 {
     pthread_mutex_lock(&q->mu);
-    pthread_cond_broadcast(&q->cv);
+    for (unsigned i = 0; i < BUCKETS; i++) {
+        for (lq_entry *e = q->buckets[i]; e != NULL; e = e->next) {
+            for (dlock__lq_ticket *t = e->head; t != NULL; t = t->next)
+                pthread_cond_signal(&t->cv);
+        }
+    }
     pthread_mutex_unlock(&q->mu);
 }

@@ -11,6 +11,7 @@
 
 #include "dlock.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ typedef struct dlock__lq dlock__lq;
 typedef struct dlock__lq_ticket {
     struct dlock__lq_ticket *next;
     struct dlock__lq_entry *entry;
+    pthread_cond_t cv; /* signalled when it becomes the head */
 } dlock__lq_ticket;
 
 /* max_waiters: how many may wait here per lock beyond the one whose turn

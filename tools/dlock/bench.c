@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,25 +38,29 @@
 static const char bench_usage[] =
     "usage: dlock bench [-u URL] [--workload seq|par|hot|herd|renew|memory] [--threads N]\n"
     "                   [--procs P] [--waiters W] [--locks K] [--seconds S] [--lease DUR]\n"
-    "                   [--simple] [--lib NAME]\n"
+    "                   [--kind K] [--permits N] [--simple] [--lib NAME]\n"
     "\n"
     "Measures lock+unlock cycles against the store at URL and prints one JSON line\n"
     "(lib, wl, conc, cycles_per_s, p50_us, p99_us, and per workload extras).\n"
     "Use a throwaway server: it creates keys under bench:*.\n"
     "\n"
     "  --workload W   seq (default), par, hot, herd, renew, memory\n"
-    "  --threads N    par: threads of one client (default 50)\n"
+    "  --threads N    par: threads of one client (default 50); hot: per process (default 1)\n"
     "  --procs P      hot: processes on one lock (default 8)\n"
     "  --waiters W    herd: contenders on one lock (default 16)\n"
     "  --locks K      renew, memory: locks held (default 10000)\n"
     "  --seconds S    length of the run (default 3)\n"
     "  --lease DUR    renew: the renewed lease (default 3s: a renewal every 1 s)\n"
+    "  --kind K       mutex (default), fair, read, write, semaphore (--permits N, default 2;\n"
+    "                 each cycle takes 1), multi (two locks in one hash slot)\n"
     "  --simple       interop mode keys\n"
     "  --lib NAME     the lib field (default dlock)\n";
 
 typedef struct bench_opts {
-    const char *url, *workload, *lib;
+    const char *url, *workload, *lib, *kind;
     int threads, procs, waiters, locks, simple;
+    unsigned permits;
+    int hot_threads; /* hot: threads per process */
     double seconds;
     int64_t lease_ms;
 } bench_opts;
@@ -212,6 +217,29 @@ static void server_close(server *s)
 
 /* ---------------------------------------------------------------- cycles */
 
+/* A handle of the benchmark's kind of lock for name. */
+static int open_kind(dlock_client *c, const bench_opts *o, const char *name, dlock_lock **out)
+{
+    const char *k = o->kind;
+    if (strcmp(k, "fair") == 0)
+        return dlock_lock_open(c, name, DLOCK_FAIR, out);
+    if (strcmp(k, "read") == 0)
+        return dlock_lock_open(c, name, DLOCK_READ, out);
+    if (strcmp(k, "write") == 0)
+        return dlock_lock_open(c, name, DLOCK_WRITE, out);
+    if (strcmp(k, "semaphore") == 0)
+        return dlock_semaphore_open(c, name, o->permits, 1, out);
+    if (strcmp(k, "multi") == 0) {
+        /* two locks in one hash slot: taken in one step */
+        char a[256], b[256];
+        snprintf(a, sizeof a, "%s:a:{%s}", name, name);
+        snprintf(b, sizeof b, "%s:b:{%s}", name, name);
+        const char *names[] = {a, b};
+        return dlock_multi_open(c, names, 2, 0, out);
+    }
+    return dlock_lock_open(c, name, o->simple ? DLOCK_SIMPLE : 0, out);
+}
+
 typedef struct worker {
     dlock_client *client;
     const bench_opts *o;
@@ -227,7 +255,7 @@ static void *cycle_loop(void *arg)
     worker *w = arg;
     dlock_lock *l;
 
-    w->rc = dlock_lock_open(w->client, w->name, w->o->simple ? DLOCK_SIMPLE : 0, &l);
+    w->rc = open_kind(w->client, w->o, w->name, &l);
     if (w->rc != DLOCK_OK)
         return NULL;
     while (now_s() < w->until) {
@@ -288,9 +316,9 @@ static int run_threads(const bench_opts *o, dlock_client *c, int n, const char *
 static void print_line(const bench_opts *o, const char *wl, int conc, double cycles_per_s,
                        const histogram *h, const char *extra)
 {
-    printf("{\"lib\":\"%s\",\"wl\":\"%s\",\"conc\":%d,\"cycles_per_s\":%.0f,\"p50_us\":%.0f,"
-           "\"p99_us\":%.0f%s%s}\n",
-           o->lib, wl, conc, cycles_per_s, hist_quantile(h, 0.5), hist_quantile(h, 0.99),
+    printf("{\"lib\":\"%s\",\"wl\":\"%s\",\"kind\":\"%s\",\"conc\":%d,\"cycles_per_s\":%.0f,"
+           "\"p50_us\":%.0f,\"p99_us\":%.0f%s%s}\n",
+           o->lib, wl, o->kind, conc, cycles_per_s, hist_quantile(h, 0.5), hist_quantile(h, 0.99),
            extra[0] ? "," : "", extra);
     fflush(stdout);
 }
@@ -332,28 +360,33 @@ typedef struct proc_result {
 } proc_result;
 
 /* Forks nprocs processes of `threads` threads each, all on one lock; they
- * warm up, start together and report through a pipe. With s, the server's
- * command counters are read just before the start and after the reports. */
+ * warm up, start together, and put their results in shared memory (each
+ * its own slot). With s, the server's command counters are read just
+ * before the start and once every process has finished its cycles. The
+ * results are freed with free_results(). */
 static int run_processes(const bench_opts *o, int nprocs, int threads, const char *name, server *s,
                          uint64_t counters[4], proc_result **out)
 {
-    int ready[2], go[2], report[2];
+    int ready[2], go[2];
     pid_t *pids = calloc((size_t) nprocs, sizeof *pids);
-    proc_result *res = calloc((size_t) nprocs, sizeof *res);
+    size_t size = (size_t) nprocs * sizeof(proc_result);
+    proc_result *res = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
     *out = NULL;
-    if (pids == NULL || res == NULL || pipe(ready) != 0 || pipe(go) != 0 || pipe(report) != 0) {
+    if (pids == NULL || res == MAP_FAILED || pipe(ready) != 0 || pipe(go) != 0) {
         free(pids);
-        free(res);
+        if (res != MAP_FAILED)
+            munmap(res, size);
         return -1;
     }
+    memset(res, 0, size);
     fflush(NULL);
     for (int p = 0; p < nprocs; p++) {
         pids[p] = fork();
         if (pids[p] != 0)
             continue;
         /* child: connect, warm up, wait for the start, run, report */
-        proc_result *r = calloc(1, sizeof *r);
+        proc_result *r = &res[p];
         dlock_client *c;
         char byte = 0;
         r->rc = dlock_client_open(o->url, &c);
@@ -369,22 +402,15 @@ static int run_processes(const bench_opts *o, int nprocs, int threads, const cha
             double t0 = now_s();
             r->rc = run_threads(o, c, threads, NULL, name, o->seconds, &r->cycles, &r->hist);
             r->elapsed = now_s() - t0;
+        }
+        if (write(ready[1], "d", 1) != 1)
+            _exit(1);
+        if (r->rc == DLOCK_OK)
             dlock_client_close(c);
-        }
-        const char *p8 = (const char *) r;
-        size_t left = sizeof *r;
-        while (left > 0) {
-            ssize_t n = write(report[1], p8, left);
-            if (n <= 0)
-                _exit(1);
-            p8 += n;
-            left -= (size_t) n;
-        }
         _exit(0);
     }
     close(ready[1]);
     close(go[0]);
-    close(report[1]);
     for (int p = 0; p < nprocs; p++) {
         char byte;
         if (read(ready[0], &byte, 1) != 1)
@@ -397,28 +423,30 @@ static int run_processes(const bench_opts *o, int nprocs, int threads, const cha
             break;
     }
     for (int p = 0; p < nprocs; p++) {
-        char *p8 = (char *) &res[p];
-        size_t left = sizeof res[p];
-        while (left > 0) {
-            ssize_t n = read(report[0], p8, left);
-            if (n <= 0) {
-                res[p].rc = DLOCK_EUNREACHABLE;
-                break;
-            }
-            p8 += n;
-            left -= (size_t) n;
-        }
+        char byte;
+        if (read(ready[0], &byte, 1) != 1)
+            break;
     }
     if (s != NULL)
         server_calls(s, &counters[2], &counters[3]);
-    for (int p = 0; p < nprocs; p++)
-        waitpid(pids[p], NULL, 0);
+    for (int p = 0; p < nprocs; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || res[p].elapsed <= 0) {
+            if (res[p].rc == DLOCK_OK)
+                res[p].rc = DLOCK_EUNREACHABLE;
+        }
+    }
     close(ready[0]);
     close(go[1]);
-    close(report[0]);
     free(pids);
     *out = res;
     return 0;
+}
+
+static void free_results(proc_result *res, int nprocs)
+{
+    munmap(res, (size_t) nprocs * sizeof *res);
 }
 
 static int bench_hot(const bench_opts *o)
@@ -428,14 +456,15 @@ static int bench_hot(const bench_opts *o)
     double total = 0, min = 1e18, max = 0;
     char extra[256];
 
-    if (all == NULL || run_processes(o, o->procs, 1, "bench:hot", NULL, NULL, &res) != 0) {
+    int threads = o->hot_threads;
+    if (all == NULL || run_processes(o, o->procs, threads, "bench:hot", NULL, NULL, &res) != 0) {
         free(all);
         return EXIT_FAILURE_OTHER;
     }
     for (int p = 0; p < o->procs; p++) {
         if (res[p].rc != DLOCK_OK) {
             fprintf(stderr, "dlock bench: a process failed: %s\n", dlock_strerror(res[p].rc));
-            free(res);
+            free_results(res, o->procs);
             free(all);
             return EXIT_FAILURE_OTHER;
         }
@@ -445,10 +474,12 @@ static int bench_hot(const bench_opts *o)
         max = rate > max ? rate : max;
         hist_merge(all, &res[p].hist);
     }
-    snprintf(extra, sizeof extra, "\"procs\":%d,\"min_proc\":%.0f,\"max_proc\":%.0f,\"share\":%.2f",
-             o->procs, min, max, max > 0 ? min / max : 0);
-    print_line(o, "hot", o->procs, total, all, extra);
-    free(res);
+    snprintf(extra, sizeof extra,
+             "\"procs\":%d,\"threads_per_proc\":%d,\"min_proc\":%.0f,\"max_proc\":%.0f,"
+             "\"share\":%.2f",
+             o->procs, threads, min, max, max > 0 ? min / max : 0);
+    print_line(o, "hot", o->procs * threads, total, all, extra);
+    free_results(res, o->procs);
     free(all);
     return 0;
 }
@@ -486,7 +517,7 @@ static int bench_herd(const bench_opts *o)
              handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0);
     print_line(o, "herd", procs * threads, (double) handoffs / elapsed, h, extra);
     server_close(&s);
-    free(res);
+    free_results(res, procs);
     free(h);
     return 0;
 }
@@ -648,10 +679,13 @@ int cmd_bench(int argc, char **argv)
         {"waiters", required_argument, NULL, 'w'}, {"locks", required_argument, NULL, 'k'},
         {"seconds", required_argument, NULL, 's'}, {"lease", required_argument, NULL, 'l'},
         {"simple", no_argument, NULL, 'S'},        {"lib", required_argument, NULL, 'L'},
+        {"kind", required_argument, NULL, 'K'},    {"permits", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     bench_opts o = {.workload = "seq",
                     .lib = "dlock",
+                    .kind = "mutex",
+                    .permits = 2,
                     .threads = 50,
                     .procs = 8,
                     .waiters = 16,
@@ -659,13 +693,13 @@ int cmd_bench(int argc, char **argv)
                     .seconds = 3,
                     .lease_ms = 3000};
     const char *url_flag = NULL;
-    int opt;
+    int opt, threads_given = 0;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "u:h", options, NULL)) != -1) {
         char *end = NULL;
         long v = 0;
-        if (opt == 't' || opt == 'p' || opt == 'w' || opt == 'k') {
+        if (opt == 't' || opt == 'p' || opt == 'w' || opt == 'k' || opt == 'P') {
             v = strtol(optarg, &end, 10);
             if (*end != '\0' || v < 1 || v > 1000000) {
                 fprintf(stderr, "dlock bench: %s: want a count >= 1\n", optarg);
@@ -681,6 +715,22 @@ int cmd_bench(int argc, char **argv)
             break;
         case 't':
             o.threads = (int) v;
+            threads_given = 1;
+            break;
+        case 'K':
+            o.kind = optarg;
+            if (strcmp(o.kind, "mutex") != 0 && strcmp(o.kind, "fair") != 0 &&
+                strcmp(o.kind, "read") != 0 && strcmp(o.kind, "write") != 0 &&
+                strcmp(o.kind, "semaphore") != 0 && strcmp(o.kind, "multi") != 0) {
+                fprintf(stderr,
+                        "dlock bench: --kind %s: want mutex, fair, read, write, "
+                        "semaphore or multi\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'P':
+            o.permits = (unsigned) v;
             break;
         case 'p':
             o.procs = (int) v;
@@ -723,6 +773,7 @@ int cmd_bench(int argc, char **argv)
         return EXIT_USAGE;
     }
     o.url = cli_url(url_flag);
+    o.hot_threads = threads_given ? o.threads : 1;
     if (strcmp(o.workload, "seq") == 0)
         return bench_threads(&o, 1, "seq");
     if (strcmp(o.workload, "par") == 0)
