@@ -77,14 +77,33 @@ int dt_free_port(void)
 
 /* ---------------------------------------------------------------- redis */
 
+/* Servers still running when the test process exits are stopped by pid:
+ * the dt_redis structs themselves usually lived on a test's stack. */
 #define MAX_SERVERS 16
-static dt_redis *servers[MAX_SERVERS];
+static pid_t servers[MAX_SERVERS];
+
+static void kill_and_reap(pid_t pid)
+{
+    int status;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+}
 
 static void stop_all(void)
 {
     for (int i = 0; i < MAX_SERVERS; i++) {
-        if (servers[i] != NULL && servers[i]->pid > 0)
-            dt_redis_stop(servers[i]);
+        if (servers[i] > 0)
+            kill_and_reap(servers[i]);
+        servers[i] = 0;
+    }
+}
+
+static void forget(pid_t pid)
+{
+    for (int i = 0; i < MAX_SERVERS; i++) {
+        if (servers[i] == pid)
+            servers[i] = 0;
     }
 }
 
@@ -156,15 +175,10 @@ static void start(dt_redis *r, int port, va_list extra)
         execvp("redis-server", (char *const *) argv);
         _exit(127);
     }
-    int registered = 0;
-    for (int i = 0; i < MAX_SERVERS && !registered; i++) {
-        if (servers[i] == r)
-            registered = 1;
-    }
-    for (int i = 0; i < MAX_SERVERS && !registered; i++) {
-        if (servers[i] == NULL) {
-            servers[i] = r;
-            registered = 1;
+    for (int i = 0; i < MAX_SERVERS; i++) {
+        if (servers[i] == 0) {
+            servers[i] = r->pid;
+            break;
         }
     }
     static int hooked;
@@ -176,6 +190,7 @@ static void start(dt_redis *r, int port, va_list extra)
     while (!ping(port)) {
         int status;
         if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
+            forget(r->pid);
             r->pid = 0;
             dt_fail(__FILE__, __LINE__, "redis-server exited at start (port %d, log %s/redis.log)",
                     port, r->dir);
@@ -202,11 +217,10 @@ void dt_redis_start_on(dt_redis *r, int port)
 
 void dt_redis_stop(dt_redis *r)
 {
-    int status;
     if (r->pid <= 0)
         return;
-    kill(r->pid, SIGKILL);
-    waitpid(r->pid, &status, 0);
+    kill_and_reap(r->pid);
+    forget(r->pid);
     r->pid = 0;
 }
 
