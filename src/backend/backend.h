@@ -100,7 +100,7 @@ typedef struct dlock__backend_ops {
     int (*prepare_wait)(void *be, void *bl, int64_t deadline_us);
     /* Waits for w's wake on the board until until_us, doing whatever I/O
      * brings wake-ups meanwhile. Returns the wake, or NONE on timeout. */
-    enum dlock__wake (*wait)(void *be, dlock__waiter *w, int64_t until_us);
+    enum dlock__wake (*wait)(void *be, void *bl, dlock__waiter *w, int64_t until_us);
 
     /* DLOCK_EDEADLK when the attempt could only wait for itself (a reader
      * asking to write). */

@@ -431,7 +431,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             dlock__sleep_until(until);
             continue;
         }
-        enum dlock__wake wake = c->ops->wait(c->be, &w, until);
+        enum dlock__wake wake = c->ops->wait(c->be, l->bl, &w, until);
         if (wake != DLOCK__WAKE_GRANTED)
             continue;
 

@@ -628,6 +628,52 @@ static void local_queue_order_and_limit(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- streams */
+
+static void *wait_long(void *p)
+{
+    waiter_arg *w = p;
+    w->rc = dlock_acquire(w->lock, 20000);
+    return NULL;
+}
+
+static void stream_notices(void)
+{
+    dt_redis_start(&srv, NULL);
+    /* heartbeats every 10 s: only a notice can wake the waiter sooner */
+    dlock_client *c = connect_client("?notify=stream&waiter_lease=30s");
+    dlock_client *other = connect_client(NULL);
+    dlock_lock *holder = open_lock(other, "streamed", 0);
+    waiter_arg w = {open_lock(c, "streamed", 0), -1};
+    pthread_t t;
+
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    pthread_create(&t, NULL, wait_long, &w);
+    DT_WAIT_UNTIL(waiters(other, "streamed", 0) == 1, 5000);
+    /* the waiter's reading connection drops, and the release happens
+     * before it is back: the notice waits in the stream */
+    DT_WAIT_UNTIL(strstr(dt_redis_cli(&srv, "CLIENT LIST"), "cmd=xread") != NULL, 5000);
+    char list[4096];
+    snprintf(list, sizeof list, "%s", dt_redis_cli(&srv, "CLIENT LIST"));
+    char *line = strstr(list, "cmd=xread");
+    while (line > list && line[-1] != '\n')
+        line--;
+    long id = strtol(strstr(line, "id=") + 3, NULL, 10);
+    CHECK(strcmp(dt_redis_cli(&srv, "CLIENT KILL ID %ld", id), "1") == 0);
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_INT(dt_now_ms() - released, <, 5000);
+    CHECK(strcmp(dt_redis_cli(&srv, "TYPE 'dlock:{streamed}:wake:%s'", c->cfg.client_id),
+                 "stream") == 0);
+    CHECK_RC(dlock_release(w.lock), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_close(other);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -645,6 +691,7 @@ int main(int argc, char **argv)
         {"multi_rolls_back_on_timeout", multi_rolls_back_on_timeout},
         {"multi_loss_reported", multi_loss_reported},
         {"local_queue_order_and_limit", local_queue_order_and_limit},
+        {"stream_notices", stream_notices},
     };
     return DT_RUN(tests);
 }

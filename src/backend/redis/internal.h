@@ -5,6 +5,7 @@
 #include "../backend.h"
 #include "conn.h"
 #include "scripts.h"
+#include "stream.h"
 #include "subscriber.h"
 
 #include <pthread.h>
@@ -21,8 +22,10 @@ typedef struct rbackend {
     size_t npool;
     dlock__board *board;
 
-    pthread_mutex_t mu; /* guards sub */
+    int notify_stream;  /* hand-over notices through streams, not pub/sub */
+    pthread_mutex_t mu; /* guards sub and stream */
     dlock__rsub *sub;
+    dlock__rstream *stream;
 } rbackend;
 
 /* One lock of the client. Its base key L is P:{N} (a mutex), P:{N}:rw (a

@@ -154,7 +154,7 @@ static int can_notify(void *be, void *bl)
     if (((rlock *) bl)->spec.simple)
         return 0; /* other clients publish nothing: poll */
     pthread_mutex_lock(&b->mu);
-    ready = b->sub != NULL && dlock__rsub_ready(b->sub);
+    ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
     pthread_mutex_unlock(&b->mu);
     return ready ? 2 : 1;
 }
@@ -168,6 +168,12 @@ static int prepare_wait(void *be, void *bl, int64_t deadline_us)
 
     (void) bl;
     pthread_mutex_lock(&b->mu);
+    if (b->notify_stream) {
+        if (b->stream == NULL)
+            rc = dlock__rstream_new(&b->ep, b->board, &b->stream);
+        pthread_mutex_unlock(&b->mu);
+        return rc;
+    }
     if (b->sub == NULL) {
         snprintf(pattern, sizeof pattern, "%s:*:wake:%s", b->prefix, b->cfg.client_id);
         rc = dlock__rsub_new(&b->ep, pattern, b->board, &b->sub);
@@ -176,9 +182,19 @@ static int prepare_wait(void *be, void *bl, int64_t deadline_us)
     return rc != DLOCK_OK ? rc : dlock__rsub_connect(b->sub, deadline_us < cap ? deadline_us : cap);
 }
 
-static enum dlock__wake wait_wake(void *be, dlock__waiter *w, int64_t until_us)
+static enum dlock__wake wait_wake(void *be, void *bl, dlock__waiter *w, int64_t until_us)
 {
     rbackend *b = be;
+    if (b->notify_stream) {
+        const rlock *l = bl;
+        char key[1100];
+        snprintf(key, sizeof key, "%s:wake:%s", l->keys[0], b->cfg.client_id);
+        if (dlock__rstream_watch(b->stream, key) != DLOCK_OK)
+            return dlock__board_park(b->board, w, until_us);
+        enum dlock__wake wake = dlock__rstream_wait(b->stream, w, until_us);
+        dlock__rstream_unwatch(b->stream, key);
+        return wake;
+    }
     /* The subscriber exists: prepare_wait made it before anyone queued. */
     if (!dlock__rsub_ready(b->sub))
         prepare_wait(be, NULL, until_us); /* dropped meanwhile: come back */
@@ -194,6 +210,7 @@ static void close_backend(void *be)
     if (b == NULL)
         return;
     dlock__rsub_free(b->sub);
+    dlock__rstream_free(b->stream);
     for (size_t i = 0; i < b->npool; i++)
         dlock__rconn_free(b->pool[i]);
     pthread_mutex_destroy(&b->mu);
@@ -302,6 +319,13 @@ static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__bo
     if (rc != DLOCK_OK)
         goto fail;
     b->prefix = strdup(prefix != NULL ? prefix : DEFAULT_PREFIX);
+    const char *notify = dlock__url_get(url, "notify");
+    if (notify != NULL && strcmp(notify, "stream") == 0) {
+        b->notify_stream = 1;
+    } else if (notify != NULL && strcmp(notify, "pubsub") != 0) {
+        rc = dlock__fail(DLOCK_EINVAL, "option notify=%s: want pubsub or stream", notify);
+        goto fail;
+    }
     rc = dlock__url_duration(url, "connect_timeout", 1, &b->ep.connect_timeout_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_int(url, "pool", 1, MAX_POOL, &pool);

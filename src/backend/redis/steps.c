@@ -133,7 +133,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
     lens[n++] = 1;
     argv[n] = wait_id;
     lens[n++] = NUM(wait_id, a->wait_id);
-    argv[n] = "p"; /* notices by pub/sub */
+    argv[n] = b->notify_stream ? "s" : "p"; /* how to send the hand-over notice */
     lens[n++] = 1;
     argv[n] = a->join_queue ? "1" : "0";
     lens[n++] = 1;

@@ -1,0 +1,250 @@
+/* stream.c - hand-over notices through Redis Streams (notify=stream).
+ *
+ * With pub/sub, a notice published while a client's subscriber connection
+ * is down is gone: the client asks the server again when it is back (a
+ * recheck), and a waiter may wait up to a heartbeat for its turn. With
+ * streams, the grant is appended to the stream <lock>:wake:<client id>
+ * (XADD, trimmed to about 64 entries, expiring an hour after the last), and
+ * stays there: a client reads it whenever it can, from where it stopped, so
+ * a release that happened while its connection was down is still seen.
+ * The price is a key per lock and client that waited, and an XREAD round
+ * trip per reading slice while anyone waits.
+ *
+ * As with pub/sub (subscriber.c), waiting threads read for each other: one
+ * at a time holds the reader role and runs XREAD BLOCK over the streams of
+ * every lock some thread of the client waits for, posting the notices on
+ * the board; the others park there. Stale notices (of an earlier wait) are
+ * ignored by their wait id. */
+#include "stream.h"
+
+#include "../../core/clock.h"
+#include "../../core/error.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define READ_SLICE_MS 50
+#define MAX_WATCHED   4096
+
+typedef struct watched {
+    char *key;
+    char last_id[48]; /* read up to here; "0" at first: all the stream holds */
+    unsigned users;
+} watched;
+
+struct dlock__rstream {
+    pthread_mutex_t mu;
+    int reading; /* a waiter holds the reader role */
+    redisContext *ctx;
+    dlock__rendpoint ep; /* strings borrowed from the backend */
+    dlock__board *board;
+    watched *keys;
+    size_t nkeys, cap;
+};
+
+int dlock__rstream_new(const dlock__rendpoint *ep, dlock__board *board, dlock__rstream **out)
+{
+    dlock__rstream *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (s == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    s->ep = *ep;
+    s->board = board;
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return DLOCK_OK;
+}
+
+void dlock__rstream_free(dlock__rstream *s)
+{
+    if (s == NULL)
+        return;
+    if (s->ctx != NULL)
+        redisFree(s->ctx);
+    for (size_t i = 0; i < s->nkeys; i++)
+        free(s->keys[i].key);
+    free(s->keys);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int dlock__rstream_watch(dlock__rstream *s, const char *key)
+{
+    int rc = DLOCK_OK;
+
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->nkeys; i++) {
+        if (strcmp(s->keys[i].key, key) == 0) {
+            s->keys[i].users++;
+            goto out;
+        }
+    }
+    if (s->nkeys == MAX_WATCHED) {
+        rc = dlock__fail(DLOCK_ENOMEM, "more than %d locks waited for at once", MAX_WATCHED);
+        goto out;
+    }
+    if (s->nkeys == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        watched *grown = realloc(s->keys, cap * sizeof *grown);
+        if (grown == NULL) {
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+            goto out;
+        }
+        s->keys = grown;
+        s->cap = cap;
+    }
+    watched *w = &s->keys[s->nkeys];
+    w->key = strdup(key);
+    if (w->key == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(w->last_id, sizeof w->last_id, "0");
+    w->users = 1;
+    s->nkeys++;
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void dlock__rstream_unwatch(dlock__rstream *s, const char *key)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->nkeys; i++) {
+        if (strcmp(s->keys[i].key, key) != 0)
+            continue;
+        if (--s->keys[i].users == 0) {
+            free(s->keys[i].key);
+            s->keys[i] = s->keys[--s->nkeys];
+        }
+        break;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static void handle_entries(dlock__rstream *s, const redisReply *stream)
+{
+    /* [key, [[id, [field, value, ...]], ...]] */
+    if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2 ||
+        stream->element[0]->type != REDIS_REPLY_STRING ||
+        stream->element[1]->type != REDIS_REPLY_ARRAY)
+        return;
+    const char *key = stream->element[0]->str;
+    const redisReply *entries = stream->element[1];
+    const char *last = NULL;
+    for (size_t i = 0; i < entries->elements; i++) {
+        const redisReply *e = entries->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+            e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+            continue;
+        last = e->element[0]->str;
+        const redisReply *fields = e->element[1];
+        for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+            char token[80];
+            uint64_t wait_id, fence;
+            if (fields->element[f + 1]->type == REDIS_REPLY_STRING &&
+                sscanf(fields->element[f + 1]->str, "%79s %" SCNu64 " %" SCNu64, token, &wait_id,
+                       &fence) == 3)
+                dlock__board_grant(s->board, token, wait_id, fence);
+        }
+    }
+    if (last == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->nkeys; i++) {
+        if (strcmp(s->keys[i].key, key) == 0)
+            snprintf(s->keys[i].last_id, sizeof s->keys[i].last_id, "%s", last);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One XREAD BLOCK over the watched streams. Returns 0, or -1 if the
+ * connection failed (it is dropped and made again next time). */
+static int read_once(dlock__rstream *s, int block_ms)
+{
+    int code;
+
+    if (s->ctx == NULL) {
+        s->ctx = dlock__rconn_dial(&s->ep, &code);
+        if (s->ctx == NULL)
+            return -1;
+    }
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->nkeys;
+    const char **argv = calloc(2 * n + 4, sizeof *argv);
+    size_t *lens = calloc(2 * n + 4, sizeof *lens);
+    char block[24];
+    if (argv == NULL || lens == NULL || n == 0) {
+        pthread_mutex_unlock(&s->mu);
+        free(argv);
+        free(lens);
+        return 0;
+    }
+    snprintf(block, sizeof block, "%d", block_ms);
+    argv[0] = "XREAD";
+    argv[1] = "BLOCK";
+    argv[2] = block;
+    argv[3] = "STREAMS";
+    for (size_t i = 0; i < n; i++) {
+        argv[4 + i] = strdup(s->keys[i].key);
+        argv[4 + n + i] = strdup(s->keys[i].last_id);
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < 2 * n + 4; i++)
+        lens[i] = argv[i] != NULL ? strlen(argv[i]) : 0;
+    redisReply *r = redisCommandArgv(s->ctx, (int) (2 * n + 4), argv, lens);
+    for (size_t i = 4; i < 2 * n + 4; i++)
+        free((char *) argv[i]);
+    free(argv);
+    free(lens);
+    if (r == NULL) {
+        redisFree(s->ctx);
+        s->ctx = NULL;
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements; i++)
+            handle_entries(s, r->element[i]);
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+enum dlock__wake dlock__rstream_wait(dlock__rstream *s, dlock__waiter *w, int64_t until_us)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int take = !s->reading;
+        if (take)
+            s->reading = 1;
+        pthread_mutex_unlock(&s->mu);
+
+        if (!take) {
+            enum dlock__wake wake = dlock__board_park(s->board, w, until_us);
+            if (wake == DLOCK__WAKE_READ)
+                continue; /* the reader left: take its place */
+            return wake;
+        }
+        while (!dlock__board_woken(s->board, w)) {
+            int64_t left = until_us - dlock__now_us();
+            if (left <= 0)
+                break;
+            int ms = left / 1000 < READ_SLICE_MS ? (int) (left / 1000) + 1 : READ_SLICE_MS;
+            if (read_once(s, ms) != 0)
+                dlock__sleep_until(dlock__now_us() + ms * 1000); /* server away: try again */
+        }
+        pthread_mutex_lock(&s->mu);
+        s->reading = 0;
+        pthread_mutex_unlock(&s->mu);
+        dlock__board_pass_reading(s->board, w);
+        enum dlock__wake wake = dlock__board_take(s->board, w);
+        if (wake != DLOCK__WAKE_NONE && wake != DLOCK__WAKE_READ)
+            return wake;
+        if (dlock__now_us() >= until_us)
+            return DLOCK__WAKE_NONE;
+    }
+}
