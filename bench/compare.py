@@ -104,6 +104,30 @@ def programs(a, port):
     return out
 
 
+KINDS = ("mutex", "fair", "read", "write", "semaphore", "multi")
+
+
+def kind_programs(a, port):
+    """(row, workload, command) for the lock-family table and the client
+    option comparisons: dlock only (the peers have no such kinds)."""
+    url = f"redis://127.0.0.1:{port}"
+    dlock = [a.dlock, "bench", "--seconds", str(a.seconds)]
+    out = []
+    for kind in KINDS:
+        k = ["-u", url, "--kind", kind]
+        out += [(kind, "seq", dlock + k + ["--workload", "seq"]),
+                (kind, "hot", dlock + k + ["--workload", "hot", "--procs", str(a.procs)])]
+    # many threads of a few processes on one lock: the in-process queue on and off
+    for lq in ("off", "on"):
+        out.append((f"local_queue={lq}", "hot", dlock + [
+            "-u", f"{url}?local_queue={lq}", "--workload", "hot", "--procs", "2",
+            "--threads", "16"]))
+    for notify in ("pubsub", "stream"):
+        out.append((f"notify={notify}", "hot", dlock + [
+            "-u", f"{url}?notify={notify}", "--workload", "hot", "--procs", str(a.procs)]))
+    return out
+
+
 def median_of(rows, key):
     vals = [r[key] for r in rows if r is not None and key in r]
     return statistics.median(vals) if vals else None
@@ -124,9 +148,11 @@ def main():
 
     redis = Redis()
     results = {}  # (wl, label) -> [json...]
+    kinds = {}  # (row, wl) -> [json...]
     extra = {}
     try:
         plan = programs(a, redis.port)
+        kind_plan = kind_programs(a, redis.port)
         for rnd in range(a.rounds):
             print(f"round {rnd + 1}/{a.rounds}", file=sys.stderr)
             for wl, label, cmd, cwd in plan:
@@ -134,6 +160,12 @@ def main():
                 print(f"  {wl:4} {label:16} {r}", file=sys.stderr)
                 results.setdefault((wl, label), []).append(r)
                 redis.cli("FLUSHALL")
+            for row, wl, cmd in kind_plan:
+                r = run_json(cmd)
+                print(f"  {wl:4} {row:18} {r}", file=sys.stderr)
+                kinds.setdefault((row, wl), []).append(r)
+                redis.cli("FLUSHALL")
+        extra["kinds"] = kinds
         base = [a.dlock, "bench", "-u", f"redis://127.0.0.1:{redis.port}"]
         for w in (1, 16, 256):
             r = run_json(base + ["--workload", "herd", "--waiters", str(w), "--seconds", "2"])
@@ -259,6 +291,7 @@ def write_report(a, results, extra):
                      f"{d / best[0] if d and best[0] else 0:.2f}x | {best[1]} |")
     lines.append("")
     lines.append("## dlock only\n")
+    kind_table(a, lines, extra.get("kinds") or {})
     lines.append("Hand-over cost as waiters grow (Redis commands executed per hand-over, from "
                  "INFO commandstats: scripts and the commands they run):\n")
     lines.append("| waiters | hand-overs/s | commands per hand-over | scripts per hand-over |"
@@ -297,6 +330,38 @@ def write_report(a, results, extra):
         f.write("\n".join(lines))
     chart(med, wls)
     print("\n".join(lines))
+
+
+def kind_table(a, lines, kinds):
+    """The lock family and the client options, medians of the rounds."""
+    def cell(row, wl, key, fmt="{:.0f}"):
+        v = median_of(kinds.get((row, wl), []), key)
+        return fmt.format(v) if v is not None else "-"
+
+    if not kinds:
+        return
+    lines.append(f"Each kind of lock: **seq** one thread, lock+unlock of its own lock; **hot** "
+                 f"{a.procs} processes on one lock, one thread each (for *read*, readers share "
+                 "it; *semaphore* has 2 permits, each cycle takes 1; *multi* takes two names in "
+                 "one hash slot). *share* = slowest process / fastest.\n")
+    lines.append("| kind | seq cycles/s | hot cycles/s | hot share | hot p50 µs | hot p99 µs |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for kind in KINDS:
+        lines.append(f"| {kind} | {cell(kind, 'seq', 'cycles_per_s')} | "
+                     f"{cell(kind, 'hot', 'cycles_per_s')} | "
+                     f"{cell(kind, 'hot', 'share', '{:.2f}')} | {cell(kind, 'hot', 'p50_us')} | "
+                     f"{cell(kind, 'hot', 'p99_us')} |")
+    lines.append("")
+    lines.append("Client options on the hot lock: the in-process wait queue (`local_queue`, 2 "
+                 "processes of 16 threads each) and hand-over notices through a Redis Stream "
+                 f"instead of pub/sub (`notify`, {a.procs} processes):\n")
+    lines.append("| URL option | hot cycles/s | share | p50 µs | p99 µs |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for row in ("local_queue=off", "local_queue=on", "notify=pubsub", "notify=stream"):
+        lines.append(f"| `{row}` | {cell(row, 'hot', 'cycles_per_s')} | "
+                     f"{cell(row, 'hot', 'share', '{:.2f}')} | {cell(row, 'hot', 'p50_us')} | "
+                     f"{cell(row, 'hot', 'p99_us')} |")
+    lines.append("")
 
 
 def chart(med, wls):

@@ -667,6 +667,23 @@ static void stream_notices(void)
     CHECK_INT(dt_now_ms() - released, <, 5000);
     CHECK(strcmp(dt_redis_cli(&srv, "TYPE 'dlock:{streamed}:wake:%s'", c->cfg.client_id),
                  "stream") == 0);
+    uint64_t first = dlock_lock_fence(w.lock);
+    CHECK_RC(dlock_release(w.lock), DLOCK_OK);
+
+    /* a second wait reads on from where the first stopped: the stale
+     * notice still in the stream does not wake it early */
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    pthread_create(&t, NULL, wait_long, &w);
+    DT_WAIT_UNTIL(waiters(other, "streamed", 0) == 1, 5000);
+    CHECK_INT(dlock_lock_holds(w.lock), ==, 0);
+    released = dt_now_ms();
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_INT(dt_now_ms() - released, <, 5000);
+    CHECK(dlock_lock_fence(w.lock) > first + 1);
+    CHECK(strcmp(dt_redis_cli(&srv, "XLEN 'dlock:{streamed}:wake:%s'", c->cfg.client_id), "2") ==
+          0);
     CHECK_RC(dlock_release(w.lock), DLOCK_OK);
     dlock_lock_free(holder);
     dlock_lock_free(w.lock);

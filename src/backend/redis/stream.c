@@ -26,7 +26,7 @@
 #include <string.h>
 
 #define READ_SLICE_MS 50
-#define MAX_WATCHED   4096
+#define MAX_KEPT      4096 /* streams watched, or idle with their read position */
 
 typedef struct watched {
     char *key;
@@ -70,6 +70,37 @@ void dlock__rstream_free(dlock__rstream *s)
     free(s);
 }
 
+/* A stream no waiter watches any more keeps its entry (users 0) and the id
+ * read up to, so the next wait on that lock reads only what is new rather
+ * than the stale notices the stream still holds; idle entries are dropped
+ * when room is needed. */
+static void drop(dlock__rstream *s, size_t i)
+{
+    free(s->keys[i].key);
+    s->keys[i] = s->keys[--s->nkeys];
+}
+
+static int make_room(dlock__rstream *s)
+{
+    if (s->nkeys == MAX_KEPT) {
+        size_t idle = 0;
+        while (idle < s->nkeys && s->keys[idle].users > 0)
+            idle++;
+        if (idle == s->nkeys)
+            return dlock__fail(DLOCK_ENOMEM, "more than %d locks waited for at once", MAX_KEPT);
+        drop(s, idle);
+    }
+    if (s->nkeys == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        watched *grown = realloc(s->keys, cap * sizeof *grown);
+        if (grown == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        s->keys = grown;
+        s->cap = cap;
+    }
+    return DLOCK_OK;
+}
+
 int dlock__rstream_watch(dlock__rstream *s, const char *key)
 {
     int rc = DLOCK_OK;
@@ -81,20 +112,9 @@ int dlock__rstream_watch(dlock__rstream *s, const char *key)
             goto out;
         }
     }
-    if (s->nkeys == MAX_WATCHED) {
-        rc = dlock__fail(DLOCK_ENOMEM, "more than %d locks waited for at once", MAX_WATCHED);
+    rc = make_room(s);
+    if (rc != DLOCK_OK)
         goto out;
-    }
-    if (s->nkeys == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
-        watched *grown = realloc(s->keys, cap * sizeof *grown);
-        if (grown == NULL) {
-            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-            goto out;
-        }
-        s->keys = grown;
-        s->cap = cap;
-    }
     watched *w = &s->keys[s->nkeys];
     w->key = strdup(key);
     if (w->key == NULL) {
@@ -113,13 +133,10 @@ void dlock__rstream_unwatch(dlock__rstream *s, const char *key)
 {
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->nkeys; i++) {
-        if (strcmp(s->keys[i].key, key) != 0)
-            continue;
-        if (--s->keys[i].users == 0) {
-            free(s->keys[i].key);
-            s->keys[i] = s->keys[--s->nkeys];
+        if (strcmp(s->keys[i].key, key) == 0) {
+            s->keys[i].users--;
+            break;
         }
-        break;
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -174,7 +191,9 @@ static int read_once(dlock__rstream *s, int block_ms)
             return -1;
     }
     pthread_mutex_lock(&s->mu);
-    size_t n = s->nkeys;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nkeys; i++)
+        n += s->keys[i].users > 0;
     const char **argv = calloc(2 * n + 4, sizeof *argv);
     size_t *lens = calloc(2 * n + 4, sizeof *lens);
     char block[24];
@@ -189,9 +208,12 @@ static int read_once(dlock__rstream *s, int block_ms)
     argv[1] = "BLOCK";
     argv[2] = block;
     argv[3] = "STREAMS";
-    for (size_t i = 0; i < n; i++) {
-        argv[4 + i] = strdup(s->keys[i].key);
-        argv[4 + n + i] = strdup(s->keys[i].last_id);
+    for (size_t i = 0, k = 0; i < s->nkeys; i++) {
+        if (s->keys[i].users == 0)
+            continue;
+        argv[4 + k] = strdup(s->keys[i].key);
+        argv[4 + n + k] = strdup(s->keys[i].last_id);
+        k++;
     }
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < 2 * n + 4; i++)
