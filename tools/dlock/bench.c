@@ -139,20 +139,26 @@ typedef struct server {
     redisContext *ctx;
 } server;
 
-/* Connects to the URL's server for INFO (redis://host:port only). */
-static int server_open(const char *url, server *s)
+/* Connects to the URL's server to read its counters (INFO, MEMORY USAGE):
+ * redis://[user:password@]host[:port] only. Returns 0, or an exit code
+ * after saying why (the workload `wl` needs it). */
+static int server_open(const char *url, const char *wl, server *s)
 {
-    char host[256] = "127.0.0.1";
+    char host[256] = "127.0.0.1", auth[256] = "";
     int port = 6379;
-    const char *p = strstr(url, "://");
+    const char *p = url + 8;
 
     s->ctx = NULL;
-    if (strncmp(url, "redis://", 8) != 0 || p == NULL)
-        return -1;
-    p += 3;
+    if (strncmp(url, "redis://", 8) != 0) {
+        fprintf(stderr, "dlock bench: %s reads the server's counters: it needs a redis:// URL\n",
+                wl);
+        return EXIT_USAGE;
+    }
     const char *at = strchr(p, '@');
-    if (at != NULL && at < p + strcspn(p, "/?"))
+    if (at != NULL && at < p + strcspn(p, "/?")) {
+        snprintf(auth, sizeof auth, "%.*s", (int) (at - p), p);
         p = at + 1;
+    }
     size_t n = strcspn(p, ":/?");
     if (n > 0 && n < sizeof host) {
         memcpy(host, p, n);
@@ -160,13 +166,36 @@ static int server_open(const char *url, server *s)
     }
     if (p[n] == ':')
         port = atoi(p + n + 1);
+    const char *slash = strchr(p + n, '/');
+    int db = slash != NULL && slash < p + n + strcspn(p + n, "?") ? atoi(slash + 1) : 0;
     s->ctx = redisConnect(host, port);
     if (s->ctx == NULL || s->ctx->err) {
+        fprintf(stderr, "dlock bench: %s: %s:%d: %s\n", wl, host, port,
+                s->ctx != NULL ? s->ctx->errstr : "out of memory");
         if (s->ctx != NULL)
             redisFree(s->ctx);
         s->ctx = NULL;
-        return -1;
+        return EXIT_UNREACHABLE;
     }
+    if (auth[0] != '\0') {
+        char *colon = strchr(auth, ':');
+        redisReply *r = colon == NULL   ? redisCommand(s->ctx, "AUTH %s", auth)
+                        : colon == auth ? redisCommand(s->ctx, "AUTH %s", colon + 1)
+                                        : redisCommand(s->ctx, "AUTH %b %s", auth,
+                                                       (size_t) (colon - auth), colon + 1);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (!ok)
+            fprintf(stderr, "dlock bench: %s: AUTH: %s\n", wl,
+                    r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : s->ctx->errstr);
+        freeReplyObject(r);
+        if (!ok) {
+            redisFree(s->ctx);
+            s->ctx = NULL;
+            return EXIT_FAILURE_OTHER;
+        }
+    }
+    if (db != 0)
+        freeReplyObject(redisCommand(s->ctx, "SELECT %d", db));
     return 0;
 }
 
@@ -247,6 +276,7 @@ typedef struct worker {
     double until;
     uint64_t cycles;
     int rc;
+    char msg[256]; /* why rc is not DLOCK_OK */
     histogram hist;
 } worker;
 
@@ -256,15 +286,17 @@ static void *cycle_loop(void *arg)
     dlock_lock *l;
 
     w->rc = open_kind(w->client, w->o, w->name, &l);
-    if (w->rc != DLOCK_OK)
+    if (w->rc != DLOCK_OK) {
+        snprintf(w->msg, sizeof w->msg, "%s: %s", w->name, dlock_errmsg());
         return NULL;
+    }
     while (now_s() < w->until) {
         double t0 = now_s();
         w->rc = dlock_acquire(l, DLOCK_WAIT_FOREVER);
         if (w->rc == DLOCK_OK)
             w->rc = dlock_release(l);
         if (w->rc != DLOCK_OK) {
-            fprintf(stderr, "dlock bench: %s: %s\n", w->name, dlock_errmsg());
+            snprintf(w->msg, sizeof w->msg, "%s: %s", w->name, dlock_errmsg());
             break;
         }
         hist_add(&w->hist, (now_s() - t0) * 1e6);
@@ -276,9 +308,10 @@ static void *cycle_loop(void *arg)
 
 /* Runs n threads of one client, each on its own lock named by fmt (with
  * the pid and thread index), or all on `shared` when not NULL. Fills
- * *total and *merged. */
+ * *total and *merged; on failure, msg (of msg_size bytes) says why. */
 static int run_threads(const bench_opts *o, dlock_client *c, int n, const char *fmt,
-                       const char *shared, double seconds, uint64_t *total, histogram *merged)
+                       const char *shared, double seconds, uint64_t *total, histogram *merged,
+                       char *msg, size_t msg_size)
 {
     worker *w = calloc((size_t) n, sizeof *w);
     pthread_t *t = calloc((size_t) n, sizeof *t);
@@ -305,8 +338,10 @@ static int run_threads(const bench_opts *o, dlock_client *c, int n, const char *
         pthread_join(t[i], NULL);
         *total += w[i].cycles;
         hist_merge(merged, &w[i].hist);
-        if (w[i].rc != DLOCK_OK)
+        if (w[i].rc != DLOCK_OK && rc == DLOCK_OK) {
             rc = w[i].rc;
+            snprintf(msg, msg_size, "%s", w[i].msg);
+        }
     }
     free(w);
     free(t);
@@ -335,15 +370,19 @@ static int bench_threads(const bench_opts *o, int n, const char *wl)
         return code != 0 ? code : EXIT_FAILURE_OTHER;
     }
     /* a short warm-up: connections made, scripts loaded */
-    run_threads(o, c, n, "bench:warm:%d:%d", NULL, 0.2, &total, h);
-    memset(h, 0, sizeof *h);
-    double t0 = now_s();
-    int rc = run_threads(o, c, n, "bench:%d:%d", NULL, o->seconds, &total, h);
-    double elapsed = now_s() - t0;
+    char msg[256] = "";
+    double t0 = 0, elapsed = 0;
+    int rc = run_threads(o, c, n, "bench:warm:%d:%d", NULL, 0.2, &total, h, msg, sizeof msg);
+    if (rc == DLOCK_OK) {
+        memset(h, 0, sizeof *h);
+        t0 = now_s();
+        rc = run_threads(o, c, n, "bench:%d:%d", NULL, o->seconds, &total, h, msg, sizeof msg);
+        elapsed = now_s() - t0;
+    }
     dlock_client_close(c);
     if (rc != DLOCK_OK) {
         free(h);
-        return fail_rc(rc, "bench");
+        return cli_fail_msg(rc, "bench", msg);
     }
     print_line(o, wl, n, (double) total / elapsed, h, "");
     free(h);
@@ -356,6 +395,7 @@ typedef struct proc_result {
     uint64_t cycles;
     double elapsed;
     int rc;
+    char msg[256];
     histogram hist;
 } proc_result;
 
@@ -390,22 +430,27 @@ static int run_processes(const bench_opts *o, int nprocs, int threads, const cha
         dlock_client *c;
         char byte = 0;
         r->rc = dlock_client_open(o->url, &c);
-        if (r->rc == DLOCK_OK) {
+        if (r->rc != DLOCK_OK) {
+            snprintf(r->msg, sizeof r->msg, "%s", dlock_errmsg());
+        } else {
             uint64_t ignored;
             histogram *scratch = calloc(1, sizeof *scratch);
-            run_threads(o, c, threads, NULL, name, 0.1, &ignored, scratch);
+            r->rc = scratch == NULL ? DLOCK_ENOMEM
+                                    : run_threads(o, c, threads, NULL, name, 0.1, &ignored, scratch,
+                                                  r->msg, sizeof r->msg);
             free(scratch);
         }
         if (write(ready[1], "r", 1) != 1 || read(go[0], &byte, 1) != 1)
             _exit(1);
         if (r->rc == DLOCK_OK) {
             double t0 = now_s();
-            r->rc = run_threads(o, c, threads, NULL, name, o->seconds, &r->cycles, &r->hist);
+            r->rc = run_threads(o, c, threads, NULL, name, o->seconds, &r->cycles, &r->hist, r->msg,
+                                sizeof r->msg);
             r->elapsed = now_s() - t0;
         }
         if (write(ready[1], "d", 1) != 1)
             _exit(1);
-        if (r->rc == DLOCK_OK)
+        if (c != NULL)
             dlock_client_close(c);
         _exit(0);
     }
@@ -449,6 +494,16 @@ static void free_results(proc_result *res, int nprocs)
     munmap(res, (size_t) nprocs * sizeof *res);
 }
 
+/* 0 if every process ran, else the exit code, having said why once. */
+static int failed_process(const proc_result *res, int nprocs)
+{
+    for (int p = 0; p < nprocs; p++) {
+        if (res[p].rc != DLOCK_OK)
+            return cli_fail_msg(res[p].rc, "bench: a process failed", res[p].msg);
+    }
+    return 0;
+}
+
 static int bench_hot(const bench_opts *o)
 {
     proc_result *res;
@@ -461,13 +516,13 @@ static int bench_hot(const bench_opts *o)
         free(all);
         return EXIT_FAILURE_OTHER;
     }
+    int failed = failed_process(res, o->procs);
+    if (failed != 0) {
+        free_results(res, o->procs);
+        free(all);
+        return failed;
+    }
     for (int p = 0; p < o->procs; p++) {
-        if (res[p].rc != DLOCK_OK) {
-            fprintf(stderr, "dlock bench: a process failed: %s\n", dlock_strerror(res[p].rc));
-            free_results(res, o->procs);
-            free(all);
-            return EXIT_FAILURE_OTHER;
-        }
         double rate = (double) res[p].cycles / res[p].elapsed;
         total += rate;
         min = rate < min ? rate : min;
@@ -495,15 +550,22 @@ static int bench_herd(const bench_opts *o)
     char extra[256];
     double elapsed = 0;
 
-    if (h == NULL || server_open(o->url, &s) != 0) {
-        fprintf(stderr, "dlock bench: herd needs a redis:// URL to read the server's counters\n");
+    int code = h == NULL ? EXIT_FAILURE_OTHER : server_open(o->url, "herd", &s);
+    if (code != 0) {
         free(h);
-        return EXIT_USAGE;
+        return code;
     }
     if (run_processes(o, procs, threads, "bench:herd", &s, counters, &res) != 0) {
         server_close(&s);
         free(h);
         return EXIT_FAILURE_OTHER;
+    }
+    int failed = failed_process(res, procs);
+    if (failed != 0) {
+        server_close(&s);
+        free_results(res, procs);
+        free(h);
+        return failed;
     }
     for (int p = 0; p < procs; p++) {
         handoffs += res[p].cycles;
@@ -587,10 +649,9 @@ static int bench_renew(const bench_opts *o)
     uint64_t all0, scripts0, all1, scripts1;
     histogram empty = {0};
 
-    if (server_open(o->url, &s) != 0) {
-        fprintf(stderr, "dlock bench: renew needs a redis:// URL to read the server's counters\n");
-        return EXIT_USAGE;
-    }
+    int code = server_open(o->url, "renew", &s);
+    if (code != 0)
+        return code;
     snprintf(lease, sizeof lease, "lease=%" PRId64 "ms", o->lease_ms);
     int rc = hold_many(o, lease, &c, &locks);
     if (rc != DLOCK_OK) {
@@ -634,10 +695,9 @@ static int bench_memory(const bench_opts *o)
     char extra[512];
     histogram empty = {0};
 
-    if (server_open(o->url, &s) != 0) {
-        fprintf(stderr, "dlock bench: memory needs a redis:// URL to read the server's counters\n");
-        return EXIT_USAGE;
-    }
+    int code = server_open(o->url, "memory", &s);
+    if (code != 0)
+        return code;
     long long redis0 = server_info_number(&s, "memory", "used_memory");
     struct mallinfo2 m0 = mallinfo2();
     int rc = hold_many(o, NULL, &c, &locks);

@@ -71,6 +71,8 @@ int cli_duration_ms(const char *text, int64_t *ms);
 
 /* Prints "dlock: <what>: <detail>" and returns the exit code for rc. */
 int cli_fail(int rc, const char *what);
+/* As cli_fail(), with the detail msg (say, from another thread). */
+int cli_fail_msg(int rc, const char *what, const char *msg);
 
 /* Opens the client, or prints why not and returns the exit code. */
 int cli_open(const char *url, dlock_client **out);

@@ -59,8 +59,12 @@ int cli_duration_ms(const char *text, int64_t *ms)
 
 int cli_fail(int rc, const char *what)
 {
-    fprintf(stderr, "dlock: %s: %s\n", what,
-            dlock_errmsg()[0] ? dlock_errmsg() : dlock_strerror(rc));
+    return cli_fail_msg(rc, what, dlock_errmsg());
+}
+
+int cli_fail_msg(int rc, const char *what, const char *msg)
+{
+    fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
     switch (rc) {
     case DLOCK_EINVAL:
         return EXIT_USAGE;
