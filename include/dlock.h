@@ -107,7 +107,29 @@ typedef struct dlock_client dlock_client;
  *   timeout=DUR           per-command timeout (default 5s)
  *   lease=DUR             lease of locks acquired with renewal (default 30s);
  *                         they are renewed every lease/3
- *   pool=N                command connections shared by all threads (default 4)
+ *   pool=N                command connections shared by all threads (default 2,
+ *                         at most 64); concurrent commands are pipelined on them
+ *   waiter_lease=DUR      how long a queued waiter keeps its place without a
+ *                         heartbeat (default 6s); waiters send one every third
+ *   local_queue=on|off    (default off) threads of this client waiting for the
+ *                         same lock queue here, in arrival order, and only the
+ *                         first of them queues on the server: one waiter per
+ *                         lock and client on the server, one wake-up per release
+ *   max_local_waiters=N   with local_queue=on: past N threads waiting for one
+ *                         lock here, acquire fails at once with DLOCK_EQUEUEFULL
+ *   notify=pubsub|stream  how a release tells this client's waiter it is its
+ *                         turn. pubsub (default): PUBLISH to one channel per
+ *                         lock and client, read on one subscriber connection;
+ *                         cheapest, but a notice sent while that connection is
+ *                         down is gone, and the waiter finds out by asking the
+ *                         server again when it reconnects or at its next
+ *                         heartbeat. stream: XADD to one stream per lock and
+ *                         client (trimmed to ~64 entries, expiring an hour after
+ *                         the last), read with XREAD from where the client
+ *                         stopped, so a notice survives a dropped connection;
+ *                         costs a key per lock and client that waited, and a
+ *                         new lock waited for while the client already reads
+ *                         others may wait one 50 ms reading slice longer.
  *
  * The client connects lazily: a server that is down is reported by the first
  * call that needs it, as DLOCK_EUNREACHABLE. On success *out owns a client
