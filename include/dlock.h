@@ -217,8 +217,10 @@ DLOCK_API int dlock_lock_dup(const dlock_lock *lock, unsigned flags, dlock_lock 
  * reported lost like a lock; a holder that dies gives them back when its
  * lease runs out. Waiters are served in order: a large request at the head
  * of the queue is not overtaken by small ones. Every user of a semaphore
- * must give the same `permits`. Returns DLOCK_OK, DLOCK_EINVAL or
- * DLOCK_ENOMEM.
+ * must give the same `permits`: while anyone holds or waits for permits,
+ * acquiring with another number fails with DLOCK_EINVAL (the message names
+ * the number in use); an idle semaphore takes the number of the next
+ * request. Returns DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM.
  */
 DLOCK_API int dlock_semaphore_open(dlock_client *client, const char *name, unsigned permits,
                                    unsigned take, dlock_lock **out);

@@ -428,6 +428,16 @@ static void semaphore_takes_k_at_once(void)
     CHECK_INT(st.permits_used, ==, 5);
     CHECK_RC(dlock_release(small), DLOCK_OK);
 
+    /* a user that declares another number while the semaphore is in use is
+     * told so, and changes nothing */
+    dlock_lock *other;
+    CHECK_RC(dlock_semaphore_open(c, "slots", 7, 1, &other), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "in use with 5 permits, not 7") != NULL);
+    CHECK_RC(dlock_query(c, "slots", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits, ==, 5);
+    CHECK_INT(st.permits_used, ==, 3);
+
     /* a big request at the head of the queue is not overtaken */
     pthread_t t;
     waiter_arg w = {b, -1};
@@ -442,6 +452,12 @@ static void semaphore_takes_k_at_once(void)
     CHECK_INT(st.permits_used, ==, 4);
     CHECK_RC(dlock_release(b), DLOCK_OK);
     CHECK_RC(dlock_release(again), DLOCK_OK);
+    /* idle, it takes the new number */
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "slots", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits, ==, 7);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    dlock_lock_free(other);
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_lock_free(small);

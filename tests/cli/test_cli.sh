@@ -665,7 +665,13 @@ test_kinds_fair_and_multi()
     local fences
     expect_rc "run --fair" 3 dl run --fair fq -- sh -c 'exit 3'
     fences=$(dl run -m ma -m mb -- sh -c 'echo "$DLOCK_FENCES"')
-    expect_match "DLOCK_FENCES names every lock" '^ma=[1-9][0-9]*,mb=[1-9][0-9]*$' "$fences"
+    expect_match "DLOCK_FENCES names every lock" '^ma=[1-9][0-9]*$' "$(printf '%s\n' "$fences" | sed -n 1p)"
+    expect_match "DLOCK_FENCES: one line per lock" '^mb=[1-9][0-9]*$' "$(printf '%s\n' "$fences" | sed -n 2p)"
+    fences=$(dl run -m 'x,y' -m 'k=v' -- sh -c 'echo "$DLOCK_FENCES"')
+    expect_match "names with , and = read back" '^k=v=[1-9][0-9]*$' "$(printf '%s\n' "$fences" | sed -n 1p)"
+    expect_match "names with , and = read back" '^x,y=[1-9][0-9]*$' "$(printf '%s\n' "$fences" | sed -n 2p)"
+    fences=$(DLOCK_FENCES=stale dl run single -- sh -c 'echo "${DLOCK_FENCES-unset}"')
+    expect_match "a stale DLOCK_FENCES is not passed on" '^unset$' "$fences"
     dl_bg "$TMP/t/m" run -m mb -m ma -- sh -c ': > "$0/m"; while [ ! -e "$0/mgo" ]; do sleep 0.02; done' "$TMP/t"
     local m=$BG
     wait_until 10 test -e "$TMP/t/m" || { fail "the multi-lock never started"; return; }

@@ -42,7 +42,7 @@ static int parse(int argc, char **argv, const char *allowed, const char *usage, 
     memset(a, 0, sizeof *a);
     a->wait_ms = DLOCK_WAIT_FOREVER;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "u:t:nw:l:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "u:t:nw:l:hm:", options, NULL)) != -1) {
         int kind_opt = opt >= CLI_OPT_SIMPLE || opt == 'm';
         if (opt != '?' && opt != 'h' && strchr(allowed, kind_opt ? 'K' : opt) == NULL) {
             fprintf(stderr, "dlock %s: option not accepted here\n%s", argv[0], usage);
@@ -168,7 +168,7 @@ int cmd_status(int argc, char **argv)
     printf("name:       %s (%s)\n", a.name, kind);
     printf("state:      %s\n", st.held ? "held" : "free");
     if (st.owner[0] != '\0') {
-        printf("%s      %s\n", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner: ", st.owner);
+        printf("%-12s%s\n", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner:", st.owner);
         printf("holds:      %u\n", st.holds);
     }
     if (f & DLOCK_SEMAPHORE)

@@ -42,7 +42,7 @@ static const char bench_usage[] =
     "\n"
     "Measures lock+unlock cycles against the store at URL and prints one JSON line\n"
     "(lib, wl, conc, cycles_per_s, p50_us, p99_us, and per workload extras).\n"
-    "Use a throwaway server: it creates keys under bench:*.\n"
+    "Use a throwaway server: it takes locks named bench:* (keys PREFIX:{bench:...}).\n"
     "\n"
     "  --workload W   seq (default), par, hot, herd, renew, memory\n"
     "  --threads N    par: threads of one client (default 50); hot: per process (default 1)\n"
@@ -197,6 +197,21 @@ static int server_open(const char *url, const char *wl, server *s)
     if (db != 0)
         freeReplyObject(redisCommand(s->ctx, "SELECT %d", db));
     return 0;
+}
+
+/* The URL's key prefix option, else the default. */
+static void url_prefix(const char *url, char *out, size_t size)
+{
+    const char *q = strchr(url, '?'), *p = q;
+    snprintf(out, size, "dlock");
+    while (p != NULL) {
+        p++;
+        if (strncmp(p, "prefix=", 7) == 0) {
+            snprintf(out, size, "%.*s", (int) strcspn(p + 7, "&"), p + 7);
+            return;
+        }
+        p = strchr(p, '&');
+    }
 }
 
 /* Sum of calls of every command in INFO commandstats but INFO itself, and
@@ -708,13 +723,16 @@ static int bench_memory(const bench_opts *o)
         server_close(&s);
         return fail_rc(rc, "bench memory");
     }
-    char key[128];
-    snprintf(key, sizeof key, o->simple ? "bench:held:%d:0" : "dlock:{bench:held:%d:0}",
-             (int) getpid());
+    char key[400], prefix[256];
+    url_prefix(o->url, prefix, sizeof prefix);
+    if (o->simple)
+        snprintf(key, sizeof key, "bench:held:%d:0", (int) getpid());
+    else
+        snprintf(key, sizeof key, "%s:{bench:held:%d:0}", prefix, (int) getpid());
     redisReply *r = redisCommand(s.ctx, "MEMORY USAGE %s", key);
     long long lock_key = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);
-    snprintf(key, sizeof key, "dlock:{bench:held:%d:0}:fence", (int) getpid());
+    snprintf(key, sizeof key, "%s:{bench:held:%d:0}:fence", prefix, (int) getpid());
     r = redisCommand(s.ctx, "MEMORY USAGE %s", key);
     long long fence_key = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);

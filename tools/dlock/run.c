@@ -56,7 +56,7 @@ static const char run_usage[] =
     "\n"
     "COMMAND gets DLOCK_NAME, DLOCK_TOKEN (the fencing token), DLOCK_FENCE (the same)\n"
     "and DLOCK_OWNER (the owner token) in its environment; a multi-lock adds\n"
-    "DLOCK_FENCES (name=fence,... one per name). Durations take a unit:\n"
+    "DLOCK_FENCES (one NAME=FENCE line per name). Durations take a unit:\n"
     "250ms, 2s, 1m; a plain number is seconds.\n";
 
 /* Self-pipe: the signal thread and the lost-lock callback write one byte. */
@@ -150,11 +150,108 @@ static int64_t now_ms(void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void set_env_u64(const char *name, uint64_t v)
+/* The command's environment: ours without any DLOCK_* variable we set,
+ * then the lock's facts. Built before fork(), so the child only execs. */
+typedef struct command_env {
+    char **vars;
+    size_t n, cap;
+} command_env;
+
+/* Appends var (malloc'd, or NULL: out of memory), owning it. */
+static int env_push(command_env *e, char *var)
+{
+    if (var != NULL && e->n + 2 > e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 64;
+        char **grown = realloc(e->vars, cap * sizeof *grown);
+        if (grown == NULL) {
+            free(var);
+            return -1;
+        }
+        e->vars = grown;
+        e->cap = cap;
+    }
+    if (var == NULL)
+        return -1;
+    e->vars[e->n++] = var;
+    e->vars[e->n] = NULL;
+    return 0;
+}
+
+static int env_add(command_env *e, const char *name, const char *value)
+{
+    size_t len = strlen(name) + 1 + strlen(value) + 1;
+    char *var = malloc(len);
+    if (var != NULL)
+        snprintf(var, len, "%s=%s", name, value);
+    return env_push(e, var);
+}
+
+static int env_add_u64(command_env *e, const char *name, uint64_t v)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRIu64, v);
-    setenv(name, buf, 1);
+    return env_add(e, name, buf);
+}
+
+static void env_free(command_env *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->vars[i]);
+    free(e->vars);
+}
+
+static const char *const lock_vars[] = {"DLOCK_NAME",  "DLOCK_TOKEN", "DLOCK_FENCE",
+                                        "DLOCK_OWNER", "DLOCK_URL",   "DLOCK_FENCES"};
+
+static int is_lock_var(const char *var)
+{
+    for (size_t i = 0; i < sizeof lock_vars / sizeof lock_vars[0]; i++) {
+        size_t n = strlen(lock_vars[i]);
+        if (strncmp(var, lock_vars[i], n) == 0 && var[n] == '=')
+            return 1;
+    }
+    return 0;
+}
+
+/* DLOCK_FENCES of a multi-lock: one NAME=FENCE line per name, in the
+ * members' (sorted) order. Names hold no control characters, and the fence
+ * follows the last '=', so the list reads back unambiguously. */
+static int env_add_fences(command_env *e, const dlock_lock *lock)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < dlock_lock_members(lock); i++)
+        len += strlen(dlock_lock_name(dlock_lock_member(lock, i))) + 24;
+    char *list = malloc(len), *p = list;
+    if (list == NULL)
+        return -1;
+    *p = '\0';
+    for (size_t i = 0; i < dlock_lock_members(lock); i++) {
+        const dlock_lock *m = dlock_lock_member(lock, i);
+        p += snprintf(p, len - (size_t) (p - list), "%s%s=%" PRIu64, i ? "\n" : "",
+                      dlock_lock_name(m), dlock_lock_fence(m));
+    }
+    int rc = env_add(e, "DLOCK_FENCES", list);
+    free(list);
+    return rc;
+}
+
+static int build_env(command_env *e, const dlock_lock *lock, const char *url)
+{
+    extern char **environ;
+    for (char **v = environ; *v != NULL; v++) {
+        if (strchr(*v, '=') == NULL || is_lock_var(*v))
+            continue;
+        if (env_push(e, strdup(*v)) != 0)
+            return -1;
+    }
+    if (env_add(e, "DLOCK_NAME", dlock_lock_name(lock)) != 0 ||
+        env_add_u64(e, "DLOCK_TOKEN", dlock_lock_fence(lock)) != 0 ||
+        env_add_u64(e, "DLOCK_FENCE", dlock_lock_fence(lock)) != 0 ||
+        env_add(e, "DLOCK_OWNER", dlock_lock_token(lock)) != 0 || env_add(e, "DLOCK_URL", url) != 0)
+        return -1;
+    if (dlock_lock_members(lock) > 1 && env_add_fences(e, lock) != 0)
+        return -1;
+    return 0;
 }
 
 /* Starts argv with the lock's facts in its environment. On exec failure
@@ -162,11 +259,19 @@ static void set_env_u64(const char *name, uint64_t v)
 static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *exec_errno)
 {
     int status_pipe[2];
+    command_env env = {0};
     pid_t pid;
 
     *exec_errno = 0;
-    if (pipe2(status_pipe, O_CLOEXEC) != 0)
+    if (build_env(&env, lock, url) != 0) {
+        env_free(&env);
+        errno = ENOMEM;
         return -1;
+    }
+    if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+        env_free(&env);
+        return -1;
+    }
     pid_t parent = getpid();
     pid = fork();
     if (pid == 0) {
@@ -182,28 +287,14 @@ static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
             _exit(EXIT_LOST); /* dlock died before we could arrange that */
         close(status_pipe[0]);
-        setenv("DLOCK_NAME", dlock_lock_name(lock), 1);
-        set_env_u64("DLOCK_TOKEN", dlock_lock_fence(lock));
-        set_env_u64("DLOCK_FENCE", dlock_lock_fence(lock));
-        setenv("DLOCK_OWNER", dlock_lock_token(lock), 1);
-        setenv("DLOCK_URL", url, 1);
-        if (dlock_lock_members(lock) > 1) {
-            char fences[4096] = "";
-            size_t used = 0;
-            for (size_t i = 0; i < dlock_lock_members(lock) && used < sizeof fences; i++) {
-                const dlock_lock *m = dlock_lock_member(lock, i);
-                used += (size_t) snprintf(fences + used, sizeof fences - used, "%s%s=%" PRIu64,
-                                          i ? "," : "", dlock_lock_name(m), dlock_lock_fence(m));
-            }
-            setenv("DLOCK_FENCES", fences, 1);
-        }
-        execvp(argv[0], argv);
+        execvpe(argv[0], argv, env.vars);
         int e = errno;
         if (write(status_pipe[1], &e, sizeof e) < 0) {
             /* nothing more can be done */
         }
         _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
     }
+    env_free(&env);
     close(status_pipe[1]);
     if (pid > 0) {
         ssize_t n;

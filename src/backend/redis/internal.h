@@ -30,7 +30,7 @@ typedef struct rbackend {
 
 /* One lock of the client. Its base key L is P:{N} (a mutex), P:{N}:rw (a
  * read-write lock), P:{N}:sem (a semaphore), or N itself (a mutex in
- * simple mode); the scripts derive the rest from L (scripts/common.lua). */
+ * simple mode); the scripts derive the rest from L (scripts/queue.lua). */
 typedef struct rlock {
     dlock__lock_spec spec;
     int has_tag;   /* the name carries its own hash tag */

@@ -170,6 +170,11 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
         rc = dlock__fail(DLOCK_EDEADLK,
                          "this owner holds the read lock: taking the write lock too would wait "
                          "for itself (release the read lock first; upgrades are refused)");
+    } else if (r->type == REDIS_REPLY_STRING && strncmp(r->str, "permits ", 8) == 0) {
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "semaphore %s is in use with %s permits, not %u: every user of a "
+                         "semaphore must give the same number",
+                         l->keys[0], r->str + 8, l->spec.permits);
     } else if (dlock__redis_int_array(r, 2)) {
         a->outcome = DLOCK__HELD;
         a->holder_ttl_ms = r->element[0]->integer;

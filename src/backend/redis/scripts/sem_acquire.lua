@@ -1,12 +1,20 @@
 -- Semaphore: takes ARGV[11] of the ARGV[10] permits, or queues. KEYS[1]
 -- the semaphore L. ARGV[1..8] as acquire.lua. A holder's permits go when
 -- its lease runs out. Waiters are served in order.
--- Returns the fence, or {ttl_ms until the first lease could end, queued}.
+-- Returns the fence, or {ttl_ms until the first lease could end, queued},
+-- or "permits N" if the semaphore, in use, has N permits, not ARGV[10].
 local L, token = KEYS[1], ARGV[1]
 local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
 prune(L, now, true)
-redis.call('SET', L .. ':cap', cap) -- what its users declare
+-- What its users declare: all the same while anyone holds or waits; an
+-- idle semaphore takes the new number.
+local declared = tonumber(redis.call('GET', L .. ':cap'))
+if declared and declared ~= cap and
+    ((tonumber(redis.call('GET', L .. ':used')) or 0) > 0 or live_head(L)) then
+  return 'permits ' .. declared
+end
+redis.call('SET', L .. ':cap', cap)
 if redis.call('HEXISTS', L .. ':holders', token) == 1 then
   -- an earlier attempt whose reply was lost, or a missed notice
   if ARGV[5] == '1' then

@@ -1,0 +1,80 @@
+-- The queue: shared by the scripts that queue waiters and grant locks
+-- (shared.lua adds what readers and semaphores need). A lock's keys all
+-- derive from its base key L (KEYS[1]), in one hash slot:
+--   L                 the exclusive holder's owner token (mutex, writer), PX = lease
+--   L:fence           fence counter, INCR for every new holder
+--   L:queue           waiters' tokens in arrival order (list)
+--   L:w:<token>       a waiter's place, PX = waiter lease, kept by heartbeats:
+--                     "lease client kind count waitid notify"
+--   L:holders         shared holders: token -> holds (readers) or permits (semaphore)
+--   L:exp             shared holders' lease ends (zset, server ms)
+--   L:used, L:cap     semaphore permits taken, and declared
+--   L:wake:<client>   hand-over notices for one client: pub/sub channel, or stream
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The first waiter whose place is still alive, dropping dead ones before
+-- it: {token, lease, client, kind, count, waitid, notify}, or nil.
+local function live_head(L)
+  for _ = 1, 64 do
+    local head = redis.call('LINDEX', L .. ':queue', 0)
+    if not head then
+      return nil
+    end
+    local entry = redis.call('GET', L .. ':w:' .. head)
+    if entry then
+      local lease, client, kind, count, waitid, notify =
+        string.match(entry, '^(%d+) (%x+) (%a) (%d+) (%d+) (%a)$')
+      if lease then
+        return {head, tonumber(lease), client, kind, tonumber(count), waitid, notify}
+      end
+    end
+    redis.call('LPOP', L .. ':queue')
+  end
+  return nil
+end
+
+-- Takes the head waiter w off the queue and tells its client that w now
+-- holds the lock with this fence.
+local function grant(L, w, fence)
+  redis.call('LPOP', L .. ':queue')
+  redis.call('DEL', L .. ':w:' .. w[1])
+  local channel, notice = L .. ':wake:' .. w[3], w[1] .. ' ' .. w[6] .. ' ' .. fence
+  if w[7] == 's' then
+    redis.call('XADD', channel, 'MAXLEN', '~', 64, '*', 'm', notice)
+    redis.call('PEXPIRE', channel, 3600000)
+  else
+    redis.call('PUBLISH', channel, notice)
+  end
+end
+
+-- Queues token unless it is queued already; its place lives a waiter lease.
+-- ARGV[3] waiter lease, ARGV[4] client id, ARGV[6] wait id, ARGV[7] notify.
+local function enqueue(L, token, lease, kind, count)
+  local wlease = tonumber(ARGV[3])
+  local place = table.concat({lease, ARGV[4], kind, count, ARGV[6], ARGV[7]}, ' ')
+  if not redis.call('SET', L .. ':w:' .. token, place, 'PX', wlease, 'GET') then
+    redis.call('RPUSH', L .. ':queue', token)
+  end
+  redis.call('PEXPIRE', L .. ':queue', 2 * wlease)
+end
+
+-- Leaves the place an earlier attempt took.
+local function leave(L, token)
+  redis.call('LREM', L .. ':queue', 0, token)
+  redis.call('DEL', L .. ':w:' .. token)
+end
+
+-- Mutex: with the lock free, hands it to the first live waiter.
+local function admit_exclusive(L)
+  local w = live_head(L)
+  if w then
+    redis.call('SET', L, w[1], 'PX', w[2])
+    grant(L, w, redis.call('INCR', L .. ':fence'))
+  else
+    redis.call('DEL', L)
+  end
+end
