@@ -146,6 +146,30 @@ void dlock__board_pass_reading(dlock__board *b, dlock__waiter *except)
     pthread_mutex_unlock(&b->mu);
 }
 
+enum dlock__wake dlock__board_wait_reading(dlock__board *b, dlock__waiter *w, int64_t until_us,
+                                           const dlock__reading *r)
+{
+    for (;;) {
+        if (!r->take_role(r->source)) {
+            enum dlock__wake wake = dlock__board_park(b, w, until_us);
+            if (wake == DLOCK__WAKE_READ)
+                continue; /* the reader left: take its place */
+            return wake;
+        }
+        int broken = r->read(r->source, w, until_us) != 0;
+        r->leave_role(r->source, broken);
+        if (broken)
+            dlock__board_recheck(b, NULL); /* hand-overs may have been lost */
+        else
+            dlock__board_pass_reading(b, w);
+        enum dlock__wake wake = dlock__board_take(b, w);
+        if (wake != DLOCK__WAKE_NONE && wake != DLOCK__WAKE_READ)
+            return wake;
+        if (dlock__now_us() >= until_us)
+            return DLOCK__WAKE_NONE;
+    }
+}
+
 static void recheck_locked(dlock__board *b, dlock__waiter *w)
 {
     /* A grant already posted stays: it is the stronger news. */

@@ -67,6 +67,27 @@ enum dlock__wake dlock__board_take(dlock__board *b, dlock__waiter *w);
  * over reading wake-ups (DLOCK__WAKE_READ). */
 void dlock__board_pass_reading(dlock__board *b, dlock__waiter *except);
 
+/* A source of wake-ups that one waiting thread at a time reads for all the
+ * others (the reader role): a backend's notice connection. */
+typedef struct dlock__reading {
+    void *source;
+    /* Takes the reader role if it is free and the source can be read:
+     * returns 1 if the caller is now the reader. */
+    int (*take_role)(void *source);
+    /* As the reader: posts the wake-ups read until w is woken or until_us
+     * passes. Returns 0, or -1 if the source broke (wake-ups may be lost). */
+    int (*read)(void *source, dlock__waiter *w, int64_t until_us);
+    /* Gives the role back; `broken` as read() returned. */
+    void (*leave_role)(void *source, int broken);
+} dlock__reading;
+
+/* Waits for w's wake as dlock__board_park(), reading the source for every
+ * waiter meanwhile if nobody else does; when the reader leaves, another
+ * waiter takes over (or, after a break, every waiter asks the server
+ * again). */
+enum dlock__wake dlock__board_wait_reading(dlock__board *b, dlock__waiter *w, int64_t until_us,
+                                           const dlock__reading *r);
+
 /* Sleeps until until_us (monotonic) without being on the board. */
 void dlock__sleep_until(int64_t until_us);
 

@@ -236,37 +236,44 @@ static int read_once(dlock__rstream *s, int block_ms)
     return 0;
 }
 
+static int take_role(void *source)
+{
+    dlock__rstream *s = source;
+    pthread_mutex_lock(&s->mu);
+    int take = !s->reading;
+    s->reading = 1;
+    pthread_mutex_unlock(&s->mu);
+    return take;
+}
+
+/* Reads in slices, so that streams of locks waited for meanwhile join the
+ * next XREAD. A server that is away is tried again each slice: what was
+ * added to the streams meanwhile is still there. */
+static int read_as_reader(void *source, dlock__waiter *w, int64_t until_us)
+{
+    dlock__rstream *s = source;
+    while (!dlock__board_woken(s->board, w)) {
+        int64_t left = until_us - dlock__now_us();
+        if (left <= 0)
+            break;
+        int ms = left / 1000 < READ_SLICE_MS ? (int) (left / 1000) + 1 : READ_SLICE_MS;
+        if (read_once(s, ms) != 0)
+            dlock__sleep_until(dlock__now_us() + ms * 1000);
+    }
+    return 0;
+}
+
+static void leave_role(void *source, int broken)
+{
+    dlock__rstream *s = source;
+    (void) broken;
+    pthread_mutex_lock(&s->mu);
+    s->reading = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
 enum dlock__wake dlock__rstream_wait(dlock__rstream *s, dlock__waiter *w, int64_t until_us)
 {
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        int take = !s->reading;
-        if (take)
-            s->reading = 1;
-        pthread_mutex_unlock(&s->mu);
-
-        if (!take) {
-            enum dlock__wake wake = dlock__board_park(s->board, w, until_us);
-            if (wake == DLOCK__WAKE_READ)
-                continue; /* the reader left: take its place */
-            return wake;
-        }
-        while (!dlock__board_woken(s->board, w)) {
-            int64_t left = until_us - dlock__now_us();
-            if (left <= 0)
-                break;
-            int ms = left / 1000 < READ_SLICE_MS ? (int) (left / 1000) + 1 : READ_SLICE_MS;
-            if (read_once(s, ms) != 0)
-                dlock__sleep_until(dlock__now_us() + ms * 1000); /* server away: try again */
-        }
-        pthread_mutex_lock(&s->mu);
-        s->reading = 0;
-        pthread_mutex_unlock(&s->mu);
-        dlock__board_pass_reading(s->board, w);
-        enum dlock__wake wake = dlock__board_take(s->board, w);
-        if (wake != DLOCK__WAKE_NONE && wake != DLOCK__WAKE_READ)
-            return wake;
-        if (dlock__now_us() >= until_us)
-            return DLOCK__WAKE_NONE;
-    }
+    const dlock__reading reading = {s, take_role, read_as_reader, leave_role};
+    return dlock__board_wait_reading(s->board, w, until_us, &reading);
 }

@@ -212,41 +212,37 @@ static int pump(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
     return 0;
 }
 
+static int take_role(void *source)
+{
+    dlock__rsub *s = source;
+    pthread_mutex_lock(&s->mu);
+    int take = s->state == SUB_READY && !s->reading;
+    if (take)
+        s->reading = 1;
+    pthread_mutex_unlock(&s->mu);
+    return take;
+}
+
+static int read_as_reader(void *source, dlock__waiter *w, int64_t until_us)
+{
+    return pump(source, w, until_us);
+}
+
+static void leave_role(void *source, int broken)
+{
+    dlock__rsub *s = source;
+    pthread_mutex_lock(&s->mu);
+    s->reading = 0;
+    if (broken && s->state == SUB_READY) {
+        close(s->fd);
+        s->fd = -1;
+        s->state = SUB_DOWN;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 enum dlock__wake dlock__rsub_wait(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
 {
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        int take = s->state == SUB_READY && !s->reading;
-        if (take)
-            s->reading = 1;
-        pthread_mutex_unlock(&s->mu);
-
-        if (!take) {
-            enum dlock__wake wake = dlock__board_park(s->board, w, until_us);
-            if (wake == DLOCK__WAKE_READ)
-                continue; /* the reader left: take its place */
-            return wake;
-        }
-
-        int broken = pump(s, w, until_us) != 0;
-        pthread_mutex_lock(&s->mu);
-        s->reading = 0;
-        if (broken && s->state == SUB_READY) {
-            close(s->fd);
-            s->fd = -1;
-            s->state = SUB_DOWN;
-        }
-        pthread_mutex_unlock(&s->mu);
-        if (broken) {
-            /* Hand-overs may have been lost: everyone asks the server. */
-            dlock__board_recheck(s->board, NULL);
-        } else {
-            dlock__board_pass_reading(s->board, w);
-        }
-        enum dlock__wake wake = dlock__board_take(s->board, w);
-        if (wake != DLOCK__WAKE_NONE && wake != DLOCK__WAKE_READ)
-            return wake;
-        if (dlock__now_us() >= until_us)
-            return DLOCK__WAKE_NONE;
-    }
+    const dlock__reading reading = {s, take_role, read_as_reader, leave_role};
+    return dlock__board_wait_reading(s->board, w, until_us, &reading);
 }
