@@ -331,7 +331,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
     int64_t start = dlock__now_us();
     int waits = deadline != 0;
     int notify = waits ? c->ops->can_notify(c->be, l->bl) : 0;
-    int prepared = notify == 2, on_board = 0, on_renewer = 0, queued = 0, local = 0, rc;
+    int prepared = notify == 2, on_board = 0, on_renewer = 0, queued = 0, local = 0, held = 0, rc;
     int64_t poll_us = 1000;
     dlock__waiter w = {.token = l->token, .wait_id = dlock__client_wait_id(c)};
     dlock__lq_ticket ticket;
@@ -342,7 +342,16 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             goto give_up;
         }
         /* With the local queue on, a thread queues on the server only in
-         * its turn. */
+         * its turn, and does not even try while another thread of this
+         * client waits for the lock: the try would fail. */
+        if (waits && !local && c->lq != NULL && (held || dlock__lq_waiting(c->lq, l) > 0)) {
+            rc = dlock__lq_enter(c->lq, l, deadline, &l->cancel, &ticket);
+            if (rc == DLOCK_ETIMEDOUT)
+                goto timed_out;
+            if (rc != DLOCK_OK)
+                goto done;
+            local = 1;
+        }
         int join = notify && prepared && (local || c->lq == NULL);
         if (join && !on_board) {
             dlock__board_enter(&c->board, &w);
@@ -373,14 +382,11 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         }
         if (!local && c->lq != NULL) {
             /* Within this client, one thread at a time waits on the server
-             * for this lock; the others wait here, in order. */
-            rc = dlock__lq_enter(c->lq, l, deadline, &l->cancel, &ticket);
-            if (rc == DLOCK_ETIMEDOUT)
-                goto timed_out;
-            if (rc != DLOCK_OK)
-                goto done;
-            local = 1;
-            continue; /* the lock may have changed hands meanwhile */
+             * for this lock; the others wait in the local queue, in order
+             * (above), and try again in their turn: the lock may have
+             * changed hands meanwhile. */
+            held = 1;
+            continue;
         }
         if (notify && !prepared) {
             /* First contention: make wake-ups flow, then queue up. */

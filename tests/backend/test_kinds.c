@@ -607,6 +607,13 @@ static void *local_waiter(void *p)
     return NULL;
 }
 
+/* Uncontended tries so far (MULTI/SET NX/.../EXEC). */
+static long exec_calls(void)
+{
+    const char *stats = strstr(dt_redis_cli(&srv, "INFO commandstats"), "cmdstat_exec:calls=");
+    return stats != NULL ? strtol(stats + strlen("cmdstat_exec:calls="), NULL, 10) : -1;
+}
+
 static void local_queue_order_and_limit(void)
 {
     enum { N = 4 };
@@ -620,14 +627,20 @@ static void local_queue_order_and_limit(void)
     dlock_client *other = connect_client(NULL);
     dlock_lock *holder = open_lock(other, "busy", 0), *probe = open_lock(c, "busy", 0);
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    long tries = 0;
     for (int i = 0; i < N; i++) {
         a[i] = (local_arg){c, i, -1, order, &next};
         pthread_create(&t[i], NULL, local_waiter, &a[i]);
         DT_WAIT_UNTIL(dlock__lq_waiting(c->lq, probe) == (unsigned) i + 1, 5000);
+        if (i == 0) {
+            DT_WAIT_UNTIL(waiters(other, "busy", 0) == 1, 5000);
+            tries = exec_calls();
+        }
     }
-    /* one place on the server for the whole client */
-    DT_WAIT_UNTIL(waiters(other, "busy", 0) == 1, 5000);
+    /* one place on the server for the whole client, and the threads behind
+     * the first did not even try the lock there */
     CHECK_INT(waiters(other, "busy", 0), ==, 1);
+    CHECK_INT(exec_calls(), ==, tries);
     /* the limit: 3 waiting beyond the one on the server */
     CHECK_RC(dlock_acquire(probe, 5000), DLOCK_EQUEUEFULL);
     CHECK(strstr(dlock_errmsg(), "limit is 3") != NULL);
