@@ -8,7 +8,7 @@
  *   par    --threads N threads of one client, each its own lock
  *   hot    --procs P processes, one thread each, all on one lock; adds each
  *          process's share (min_proc, max_proc cycles/s)
- *   herd   --waiters W contenders on one lock (spread over up to 8
+ *   herd   one holder and --waiters W waiters on one lock (W+1 threads over up to 8
  *          processes): Redis commands executed per hand-over, from the
  *          server's INFO; it must not grow with W
  *   renew  --locks K held locks renewed by one client for --seconds:
@@ -47,7 +47,7 @@ static const char bench_usage[] =
     "  --workload W   seq (default), par, hot, herd, renew, memory\n"
     "  --threads N    par: threads of one client (default 50); hot: per process (default 1)\n"
     "  --procs P      hot: processes on one lock (default 8)\n"
-    "  --waiters W    herd: contenders on one lock (default 16)\n"
+    "  --waiters W    herd: waiters behind the holder of one lock (default 16)\n"
     "  --locks K      renew, memory: locks held (default 10000)\n"
     "  --seconds S    length of the run (default 3)\n"
     "  --lease DUR    renew: the renewed lease (default 3s: a renewal every 1 s)\n"
@@ -419,7 +419,7 @@ typedef struct proc_result {
  * its own slot). With s, the server's command counters are read just
  * before the start and once every process has finished its cycles. The
  * results are freed with free_results(). */
-static int run_processes(const bench_opts *o, int nprocs, int threads, const char *name, server *s,
+static int run_processes(const bench_opts *o, int nprocs, int total, const char *name, server *s,
                          uint64_t counters[4], proc_result **out)
 {
     int ready[2], go[2];
@@ -442,6 +442,7 @@ static int run_processes(const bench_opts *o, int nprocs, int threads, const cha
             continue;
         /* child: connect, warm up, wait for the start, run, report */
         proc_result *r = &res[p];
+        int threads = total / nprocs + (p < total % nprocs);
         dlock_client *c;
         char byte = 0;
         r->rc = dlock_client_open(o->url, &c);
@@ -527,7 +528,8 @@ static int bench_hot(const bench_opts *o)
     char extra[256];
 
     int threads = o->hot_threads;
-    if (all == NULL || run_processes(o, o->procs, threads, "bench:hot", NULL, NULL, &res) != 0) {
+    if (all == NULL ||
+        run_processes(o, o->procs, o->procs * threads, "bench:hot", NULL, NULL, &res) != 0) {
         free(all);
         return EXIT_FAILURE_OTHER;
     }
@@ -556,8 +558,8 @@ static int bench_hot(const bench_opts *o)
 
 static int bench_herd(const bench_opts *o)
 {
-    int procs = o->waiters < 8 ? o->waiters : 8;
-    int threads = (o->waiters + procs - 1) / procs;
+    int contenders = o->waiters + 1; /* a holder and W waiters at any time */
+    int procs = contenders < 8 ? contenders : 8;
     server s;
     proc_result *res;
     uint64_t counters[4] = {0}, handoffs = 0;
@@ -570,7 +572,7 @@ static int bench_herd(const bench_opts *o)
         free(h);
         return code;
     }
-    if (run_processes(o, procs, threads, "bench:herd", &s, counters, &res) != 0) {
+    if (run_processes(o, procs, contenders, "bench:herd", &s, counters, &res) != 0) {
         server_close(&s);
         free(h);
         return EXIT_FAILURE_OTHER;
@@ -589,10 +591,10 @@ static int bench_herd(const bench_opts *o)
     }
     snprintf(extra, sizeof extra,
              "\"waiters\":%d,\"procs\":%d,\"cmds_per_handoff\":%.2f,\"scripts_per_handoff\":%.2f",
-             procs * threads, procs,
+             o->waiters, procs,
              handoffs ? (double) (counters[2] - counters[0]) / (double) handoffs : 0,
              handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0);
-    print_line(o, "herd", procs * threads, (double) handoffs / elapsed, h, extra);
+    print_line(o, "herd", contenders, (double) handoffs / elapsed, h, extra);
     server_close(&s);
     free_results(res, procs);
     free(h);
