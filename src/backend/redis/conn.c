@@ -9,8 +9,12 @@
  *   reader: reads the socket, parses replies, and completes the requests at
  *           the head of the FIFO, waking their owners.
  *
- * A caller appends its command, becomes the writer if nobody is, then waits
- * for its replies, becoming the reader whenever nobody is. A reader that has
+ * A caller appends its command and, if no replies are due, becomes the
+ * writer (when nobody is); while replies are due its bytes wait, and the
+ * reader sends everything that gathered as soon as the next replies arrive.
+ * So under load the commands of many threads travel in one write and are
+ * answered in one read, on both sides. The caller then waits for its
+ * replies, becoming the reader whenever nobody is. A reader that has
  * its own replies gives the role back and wakes the owner of the oldest
  * unfinished request, so the stream always has a reader when replies are
  * due. No thread of ours runs in the background: an idle connection costs
@@ -71,6 +75,8 @@ struct dlock__rconn {
 
     char *out; /* bytes of commands not yet written */
     size_t out_len, out_cap;
+    size_t unsent; /* requests whose bytes are in `out` */
+    size_t sent;   /* requests written whose replies are still due */
 
     request *head, *tail; /* replies due, oldest first */
 
@@ -412,6 +418,8 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     }
     c->tail = NULL;
     c->out_len = 0;
+    c->unsent = 0;
+    c->sent = 0;
 }
 
 /* With mu held, after giving up a role: closes a broken socket once nobody
@@ -502,6 +510,8 @@ static void write_pending(dlock__rconn *c)
         c->out = spare;
         c->out_cap = spare_cap;
         c->out_len = 0;
+        c->sent += c->unsent;
+        c->unsent = 0;
         int fd = c->fd;
         pthread_mutex_unlock(&c->mu);
         const char *err = NULL;
@@ -552,6 +562,7 @@ static void dispatch_locked(dlock__rconn *c, redisReply **replies, size_t n)
         c->head = r->next;
         if (c->head == NULL)
             c->tail = NULL;
+        c->sent--;
         settle(r, REQ_DONE, replies[i]);
     }
 }
@@ -609,6 +620,11 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
     pthread_mutex_lock(&c->mu);
     if (err == NULL && !timed_out) {
         c->last_read_us = dlock__now_us();
+        /* Commands held back while replies were due go out now, before
+         * their senders' predecessors are woken: the server gets the next
+         * batch while we dispatch this one. */
+        if (c->out_len > 0 && !c->writing && !c->broken)
+            write_pending(c);
         for (;;) {
             void *reply = NULL;
             if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
@@ -767,8 +783,14 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
         else
             c->head = reqs[queued];
         c->tail = reqs[queued];
+        c->unsent++;
     }
-    if (!c->writing && !c->broken)
+    /* Write now only if no replies are due: otherwise the reader writes
+     * these bytes when the next replies arrive, together with whatever
+     * other threads add meanwhile. One send and one server read per batch
+     * rather than per command (both are system calls, which dominate a
+     * cycle's cost on each side); a lone caller still writes at once. */
+    if (!c->writing && !c->broken && c->sent == 0)
         write_pending(c);
     settle_locked(c);
     if (queued == 0)
