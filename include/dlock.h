@@ -128,8 +128,8 @@ typedef struct dlock_client dlock_client;
  *                         the last), read with XREAD from where the client
  *                         stopped, so a notice survives a dropped connection;
  *                         costs a key per lock and client that waited, and a
- *                         new lock waited for while the client already reads
- *                         others may wait one 50 ms reading slice longer.
+ *                         CLIENT UNBLOCK when a new lock is waited for while
+ *                         the client's XREAD is blocked on others.
  *
  * The client connects lazily: a server that is down is reported by the first
  * call that needs it, as DLOCK_EUNREACHABLE. On success *out owns a client

@@ -607,11 +607,19 @@ static void *local_waiter(void *p)
     return NULL;
 }
 
+/* How many times the server ran a command (as INFO commandstats names it). */
+static long command_calls(const char *name)
+{
+    char field[64];
+    snprintf(field, sizeof field, "cmdstat_%s:calls=", name);
+    const char *stats = strstr(dt_redis_cli(&srv, "INFO commandstats"), field);
+    return stats != NULL ? strtol(stats + strlen(field), NULL, 10) : 0;
+}
+
 /* Uncontended tries so far (MULTI/SET NX/.../EXEC). */
 static long exec_calls(void)
 {
-    const char *stats = strstr(dt_redis_cli(&srv, "INFO commandstats"), "cmdstat_exec:calls=");
-    return stats != NULL ? strtol(stats + strlen("cmdstat_exec:calls="), NULL, 10) : -1;
+    return command_calls("exec");
 }
 
 static void local_queue_order_and_limit(void)
@@ -720,6 +728,42 @@ static void stream_notices(void)
     dlock_client_close(c);
 }
 
+/* A second lock waited for while the reading connection is blocked on the
+ * first one's stream: that XREAD is cut short so the next covers both. */
+static void stream_second_lock_joins(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client("?notify=stream&waiter_lease=30s");
+    dlock_client *other = connect_client(NULL);
+    dlock_lock *h1 = open_lock(other, "first", 0), *h2 = open_lock(other, "second", 0);
+    waiter_arg w1 = {open_lock(c, "first", 0), -1}, w2 = {open_lock(c, "second", 0), -1};
+    pthread_t t1, t2;
+
+    CHECK_RC(dlock_acquire_for(h1, 0, 30000), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(h2, 0, 30000), DLOCK_OK);
+    pthread_create(&t1, NULL, wait_long, &w1);
+    DT_WAIT_UNTIL(strstr(dt_redis_cli(&srv, "CLIENT LIST"), "cmd=xread") != NULL, 5000);
+    CHECK_INT(command_calls("client|unblock"), ==, 0);
+    pthread_create(&t2, NULL, wait_long, &w2);
+    DT_WAIT_UNTIL(waiters(other, "second", 0) == 1, 5000);
+    DT_WAIT_UNTIL(command_calls("client|unblock") == 1, 5000);
+    CHECK_RC(dlock_release(h2), DLOCK_OK);
+    pthread_join(t2, NULL);
+    CHECK_RC(w2.rc, DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(w1.lock), ==, 0); /* the first still waits */
+    CHECK_RC(dlock_release(h1), DLOCK_OK);
+    pthread_join(t1, NULL);
+    CHECK_RC(w1.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(w1.lock), DLOCK_OK);
+    CHECK_RC(dlock_release(w2.lock), DLOCK_OK);
+    dlock_lock_free(h1);
+    dlock_lock_free(h2);
+    dlock_lock_free(w1.lock);
+    dlock_lock_free(w2.lock);
+    dlock_client_close(other);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -738,6 +782,7 @@ int main(int argc, char **argv)
         {"multi_loss_reported", multi_loss_reported},
         {"local_queue_order_and_limit", local_queue_order_and_limit},
         {"stream_notices", stream_notices},
+        {"stream_second_lock_joins", stream_second_lock_joins},
     };
     return DT_RUN(tests);
 }

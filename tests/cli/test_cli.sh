@@ -650,6 +650,9 @@ test_kinds_semaphore()
     wait_until 10 test -e "$TMP/t/s1" -a -e "$TMP/t/s2" || { fail "two holders never got in"; return; }
     text=$(dl status --permits 2 pool)
     expect_match "permits in status" "permits: +2 of 2 taken, by 2 holders" "$text"
+    text=$(dl status --permits 3 pool 2>&1)
+    expect_match "status names the count in use" "pool has 2 permits, not 3" "$text"
+    expect_rc "--take is for run only" 64 dl status --permits 2 --take 1 pool
     expect_rc "a third finds no permit" 1 dl run -n --permits 2 pool -- true
     expect_rc "two at once do not fit" 1 dl run -n --permits 2 --take 2 pool -- true
     : >"$TMP/t/go"

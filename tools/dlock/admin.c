@@ -48,6 +48,10 @@ static int parse(int argc, char **argv, const char *allowed, const char *usage, 
             fprintf(stderr, "dlock %s: option not accepted here\n%s", argv[0], usage);
             return EXIT_USAGE;
         }
+        if (opt == CLI_OPT_TAKE) {
+            fprintf(stderr, "dlock %s: --take is for dlock run\n%s", argv[0], usage);
+            return EXIT_USAGE;
+        }
         if (kind_opt) {
             if (cli_kind_option(&a->kind, opt, optarg, argv[0]) < 0)
                 return EXIT_USAGE;
@@ -132,7 +136,8 @@ int cmd_status(int argc, char **argv)
         "usage: dlock status [-u URL] [--simple | --fair | --read | --write | --permits N]\n"
         "                    [--json] NAME\n"
         "Shows whether NAME is held, by which owner token, for how much longer,\n"
-        "its fence and how many waiters are queued.\n";
+        "its fence and how many waiters are queued. For a semaphore in use, the\n"
+        "permit count shown is the one its holders agreed on (a warning if not N).\n";
     admin_args a;
     dlock_client *c;
     dlock_status st;
@@ -148,6 +153,9 @@ int cmd_status(int argc, char **argv)
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read the lock's state");
     unsigned f = a.kind.flags;
+    if ((f & DLOCK_SEMAPHORE) && st.permits != 0 && st.permits != a.kind.permits)
+        fprintf(stderr, "dlock status: %s has %u permits, not %u\n", a.name, st.permits,
+                a.kind.permits);
     const char *kind = f & DLOCK_SEMAPHORE              ? "semaphore"
                        : f & (DLOCK_READ | DLOCK_WRITE) ? "read-write"
                        : f & DLOCK_SIMPLE               ? "simple"

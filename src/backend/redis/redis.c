@@ -182,6 +182,22 @@ static int prepare_wait(void *be, void *bl, int64_t deadline_us)
     return rc != DLOCK_OK ? rc : dlock__rsub_connect(b->sub, deadline_us < cap ? deadline_us : cap);
 }
 
+/* Cuts short the XREAD blocked on connection `id` (it returns as if timed
+ * out). If this fails, the reader still comes round within a slice. */
+static void interrupt_reading(dlock__rconn *c, long long id, int64_t until_us)
+{
+    char digits[24];
+    const char *argv[] = {"CLIENT", "UNBLOCK", digits};
+    size_t lens[] = {6, 7, 0};
+    redisReply *r = NULL;
+
+    lens[2] = (size_t) snprintf(digits, sizeof digits, "%lld", id);
+    dlock__rcmd cmd = {3, argv, lens};
+    if (dlock__rconn_call(c, 1, &cmd, until_us, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__clear_error();
+}
+
 static enum dlock__wake wait_wake(void *be, void *bl, dlock__waiter *w, int64_t until_us)
 {
     rbackend *b = be;
@@ -189,8 +205,11 @@ static enum dlock__wake wait_wake(void *be, void *bl, dlock__waiter *w, int64_t 
         const rlock *l = bl;
         char key[1100];
         snprintf(key, sizeof key, "%s:wake:%s", l->keys[0], b->cfg.client_id);
-        if (dlock__rstream_watch(b->stream, key) != DLOCK_OK)
+        long long reading_id;
+        if (dlock__rstream_watch(b->stream, key, &reading_id) != DLOCK_OK)
             return dlock__board_park(b->board, w, until_us);
+        if (reading_id != 0)
+            interrupt_reading(l->conn, reading_id, until_us);
         enum dlock__wake wake = dlock__rstream_wait(b->stream, w, until_us);
         dlock__rstream_unwatch(b->stream, key);
         return wake;

@@ -14,7 +14,9 @@
  * at a time holds the reader role and runs XREAD BLOCK over the streams of
  * every lock some thread of the client waits for, posting the notices on
  * the board; the others park there. Stale notices (of an earlier wait) are
- * ignored by their wait id. */
+ * ignored by their wait id. A stream first watched while an XREAD is
+ * blocked without it has that XREAD cut short (CLIENT UNBLOCK, sent by the
+ * caller on another connection), so the next one covers it at once. */
 #include "stream.h"
 
 #include "../../core/clock.h"
@@ -32,12 +34,15 @@ typedef struct watched {
     char *key;
     char last_id[48]; /* read up to here; "0" at first: all the stream holds */
     unsigned users;
+    int in_read; /* part of the XREAD under way */
 } watched;
 
 struct dlock__rstream {
     pthread_mutex_t mu;
-    int reading; /* a waiter holds the reader role */
+    int reading;  /* a waiter holds the reader role */
+    int in_xread; /* an XREAD BLOCK is under way on ctx */
     redisContext *ctx;
+    long long ctx_id;    /* CLIENT ID of ctx; 0 if unknown */
     dlock__rendpoint ep; /* strings borrowed from the backend */
     dlock__board *board;
     watched *keys;
@@ -101,21 +106,24 @@ static int make_room(dlock__rstream *s)
     return DLOCK_OK;
 }
 
-int dlock__rstream_watch(dlock__rstream *s, const char *key)
+int dlock__rstream_watch(dlock__rstream *s, const char *key, long long *interrupt_id)
 {
     int rc = DLOCK_OK;
+    watched *w = NULL;
 
+    *interrupt_id = 0;
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->nkeys; i++) {
         if (strcmp(s->keys[i].key, key) == 0) {
-            s->keys[i].users++;
+            w = &s->keys[i];
+            w->users++;
             goto out;
         }
     }
     rc = make_room(s);
     if (rc != DLOCK_OK)
         goto out;
-    watched *w = &s->keys[s->nkeys];
+    w = &s->keys[s->nkeys];
     w->key = strdup(key);
     if (w->key == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -123,8 +131,11 @@ int dlock__rstream_watch(dlock__rstream *s, const char *key)
     }
     snprintf(w->last_id, sizeof w->last_id, "0");
     w->users = 1;
+    w->in_read = 0;
     s->nkeys++;
 out:
+    if (rc == DLOCK_OK && s->in_xread && !w->in_read)
+        *interrupt_id = s->ctx_id;
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -189,6 +200,12 @@ static int read_once(dlock__rstream *s, int block_ms)
         s->ctx = dlock__rconn_dial(&s->ep, &code);
         if (s->ctx == NULL)
             return -1;
+        redisReply *id = redisCommand(s->ctx, "CLIENT ID");
+        long long ctx_id = id != NULL && id->type == REDIS_REPLY_INTEGER ? id->integer : 0;
+        freeReplyObject(id);
+        pthread_mutex_lock(&s->mu);
+        s->ctx_id = ctx_id;
+        pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_lock(&s->mu);
     size_t n = 0;
@@ -209,16 +226,21 @@ static int read_once(dlock__rstream *s, int block_ms)
     argv[2] = block;
     argv[3] = "STREAMS";
     for (size_t i = 0, k = 0; i < s->nkeys; i++) {
-        if (s->keys[i].users == 0)
+        s->keys[i].in_read = s->keys[i].users > 0;
+        if (!s->keys[i].in_read)
             continue;
         argv[4 + k] = strdup(s->keys[i].key);
         argv[4 + n + k] = strdup(s->keys[i].last_id);
         k++;
     }
+    s->in_xread = 1;
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < 2 * n + 4; i++)
         lens[i] = argv[i] != NULL ? strlen(argv[i]) : 0;
     redisReply *r = redisCommandArgv(s->ctx, (int) (2 * n + 4), argv, lens);
+    pthread_mutex_lock(&s->mu);
+    s->in_xread = 0;
+    pthread_mutex_unlock(&s->mu);
     for (size_t i = 4; i < 2 * n + 4; i++)
         free((char *) argv[i]);
     free(argv);
@@ -226,6 +248,9 @@ static int read_once(dlock__rstream *s, int block_ms)
     if (r == NULL) {
         redisFree(s->ctx);
         s->ctx = NULL;
+        pthread_mutex_lock(&s->mu);
+        s->ctx_id = 0;
+        pthread_mutex_unlock(&s->mu);
         return -1;
     }
     if (r->type == REDIS_REPLY_ARRAY) {
