@@ -254,6 +254,14 @@ const char *dlock__rconn_label(const dlock__rconn *c)
     return c->label;
 }
 
+size_t dlock__rconn_held_back(dlock__rconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->unsent;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 /* ---------------------------------------------------------------- dialing */
 
 static int handshake(redisContext *ctx, const dlock__rendpoint *ep, int *code)

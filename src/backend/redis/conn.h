@@ -57,6 +57,10 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
 /* The endpoint label, for messages. */
 const char *dlock__rconn_label(const dlock__rconn *c);
 
+/* Commands held back because replies are due: they go out in one write
+ * when the next replies arrive. For tests and diagnostics. */
+size_t dlock__rconn_held_back(dlock__rconn *c);
+
 /* Opens a blocking hiredis context to ep and runs AUTH/SELECT. On failure
  * returns NULL with the detail recorded (dlock_errmsg) and *code set.
  * Shared with the subscriber connection. */
