@@ -17,10 +17,12 @@ local function now_ms()
 end
 
 -- The first waiter whose place is still alive, dropping dead ones before
--- it: {token, lease, client, kind, count, waitid, notify}, or nil.
-local function live_head(L)
+-- it: {token, lease, client, kind, count, waitid, notify}, or nil. `first`,
+-- if given, is the queue's head as the caller just read it.
+local function live_head(L, first)
+  local head = first
   for _ = 1, 64 do
-    local head = redis.call('LINDEX', L .. ':queue', 0)
+    head = head or redis.call('LINDEX', L .. ':queue', 0)
     if not head then
       return nil
     end
@@ -29,10 +31,11 @@ local function live_head(L)
       local lease, client, kind, count, waitid, notify =
         string.match(entry, '^(%d+) (%x+) (%a) (%d+) (%d+) (%a)$')
       if lease then
-        return {head, tonumber(lease), client, kind, tonumber(count), waitid, notify}
+        return {head, lease, client, kind, tonumber(count), waitid, notify}
       end
     end
     redis.call('LPOP', L .. ':queue')
+    head = nil
   end
   return nil
 end
@@ -54,12 +57,11 @@ end
 -- Queues token unless it is queued already; its place lives a waiter lease.
 -- ARGV[3] waiter lease, ARGV[4] client id, ARGV[6] wait id, ARGV[7] notify.
 local function enqueue(L, token, lease, kind, count)
-  local wlease = tonumber(ARGV[3])
   local place = table.concat({lease, ARGV[4], kind, count, ARGV[6], ARGV[7]}, ' ')
-  if not redis.call('SET', L .. ':w:' .. token, place, 'PX', wlease, 'GET') then
+  if not redis.call('SET', L .. ':w:' .. token, place, 'PX', ARGV[3], 'GET') then
     redis.call('RPUSH', L .. ':queue', token)
   end
-  redis.call('PEXPIRE', L .. ':queue', 2 * wlease)
+  redis.call('PEXPIRE', L .. ':queue', 2 * tonumber(ARGV[3]))
 end
 
 -- Leaves the place an earlier attempt took.
@@ -68,9 +70,10 @@ local function leave(L, token)
   redis.call('DEL', L .. ':w:' .. token)
 end
 
--- Mutex: with the lock free, hands it to the first live waiter.
-local function admit_exclusive(L)
-  local w = live_head(L)
+-- Mutex: with the lock free, hands it to the first live waiter (`first`:
+-- the queue's head, if the caller just read it).
+local function admit_exclusive(L, first)
+  local w = live_head(L, first)
   if w then
     redis.call('SET', L, w[1], 'PX', w[2])
     grant(L, w, redis.call('INCR', L .. ':fence'))

@@ -12,12 +12,13 @@ if ARGV[2] ~= 'f' then
     return -1
   end
 end
-if ARGV[2] == 's' or not redis.call('LINDEX', L .. ':queue', 0) then
+local head = ARGV[2] ~= 's' and redis.call('LINDEX', L .. ':queue', 0)
+if not head then
   -- Nobody waits: the common case, done before the queue's functions are
   -- defined, which would cost the server a fifth more time per release.
   redis.call('DEL', L)
   return 0
 end
 -- @prelude
-admit_exclusive(L)
+admit_exclusive(L, head)
 return 0
