@@ -118,8 +118,9 @@ typedef struct dlock_client dlock_client;
  *   max_local_waiters=N   with local_queue=on: past N threads waiting for one
  *                         lock here, acquire fails at once with DLOCK_EQUEUEFULL
  *   notify=pubsub|stream  how a release tells this client's waiter it is its
- *                         turn. pubsub (default): PUBLISH to one channel per
- *                         lock and client, read on one subscriber connection;
+ *                         turn. pubsub (default): PUBLISH to the client's own
+ *                         channel (PREFIX:wake:<client id>), which it
+ *                         SUBSCRIBEs to on one subscriber connection;
  *                         cheapest, but a notice sent while that connection is
  *                         down is gone, and the waiter finds out by asking the
  *                         server again when it reconnects or at its next

@@ -728,6 +728,37 @@ static void stream_notices(void)
     dlock_client_close(c);
 }
 
+/* notify=pubsub: the release publishes to the waiter's client's own channel,
+ * which the client subscribed to (no pattern the server would have to match
+ * every PUBLISH against). Heartbeats every 10 s and a 30 s lease: only the
+ * notice can hand the lock over within 5 s. */
+static void pubsub_notices(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = connect_client("?waiter_lease=30s");
+    dlock_client *other = connect_client(NULL);
+    dlock_lock *holder = open_lock(other, "published", 0);
+    waiter_arg w = {open_lock(c, "published", 0), -1};
+    pthread_t t;
+
+    CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
+    pthread_create(&t, NULL, wait_long, &w);
+    DT_WAIT_UNTIL(waiters(other, "published", 0) == 1, 5000);
+    CHECK(strstr(dt_redis_cli(&srv, "PUBSUB NUMSUB dlock:wake:%s", c->cfg.client_id), "\n1") !=
+          NULL);
+    CHECK(strcmp(dt_redis_cli(&srv, "PUBSUB NUMPAT"), "0") == 0);
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_INT(dt_now_ms() - released, <, 5000);
+    CHECK_RC(dlock_release(w.lock), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_lock_free(w.lock);
+    dlock_client_close(other);
+    dlock_client_close(c);
+}
+
 /* A second lock waited for while the reading connection is blocked on the
  * first one's stream: that XREAD is cut short so the next covers both. */
 static void stream_second_lock_joins(void)
@@ -781,6 +812,7 @@ int main(int argc, char **argv)
         {"multi_rolls_back_on_timeout", multi_rolls_back_on_timeout},
         {"multi_loss_reported", multi_loss_reported},
         {"local_queue_order_and_limit", local_queue_order_and_limit},
+        {"pubsub_notices", pubsub_notices},
         {"stream_notices", stream_notices},
         {"stream_second_lock_joins", stream_second_lock_joins},
     };

@@ -23,6 +23,7 @@ typedef struct rbackend {
     dlock__board *board;
 
     int notify_stream;  /* hand-over notices through streams, not pub/sub */
+    char *wake_channel; /* P:wake:<client id>: this client's pub/sub notices */
     pthread_mutex_t mu; /* guards sub and stream */
     dlock__rsub *sub;
     dlock__rstream *stream;

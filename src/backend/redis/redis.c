@@ -162,7 +162,6 @@ static int can_notify(void *be, void *bl)
 static int prepare_wait(void *be, void *bl, int64_t deadline_us)
 {
     rbackend *b = be;
-    char pattern[PREFIX_MAX + 32];
     int rc = DLOCK_OK;
     int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
 
@@ -174,10 +173,8 @@ static int prepare_wait(void *be, void *bl, int64_t deadline_us)
         pthread_mutex_unlock(&b->mu);
         return rc;
     }
-    if (b->sub == NULL) {
-        snprintf(pattern, sizeof pattern, "%s:*:wake:%s", b->prefix, b->cfg.client_id);
-        rc = dlock__rsub_new(&b->ep, pattern, b->board, &b->sub);
-    }
+    if (b->sub == NULL)
+        rc = dlock__rsub_new(&b->ep, b->wake_channel, b->board, &b->sub);
     pthread_mutex_unlock(&b->mu);
     return rc != DLOCK_OK ? rc : dlock__rsub_connect(b->sub, deadline_us < cap ? deadline_us : cap);
 }
@@ -234,6 +231,7 @@ static void close_backend(void *be)
         dlock__rconn_free(b->pool[i]);
     pthread_mutex_destroy(&b->mu);
     free(b->prefix);
+    free(b->wake_channel);
     free(b->host);
     free(b->unix_path);
     free(b->user);
@@ -338,6 +336,9 @@ static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__bo
     if (rc != DLOCK_OK)
         goto fail;
     b->prefix = strdup(prefix != NULL ? prefix : DEFAULT_PREFIX);
+    size_t channel_len;
+    b->wake_channel =
+        b->prefix != NULL ? join(b->prefix, ":wake:", cfg->client_id, "", &channel_len) : NULL;
     const char *notify = dlock__url_get(url, "notify");
     if (notify != NULL && strcmp(notify, "stream") == 0) {
         b->notify_stream = 1;
@@ -350,7 +351,7 @@ static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__bo
         rc = dlock__url_int(url, "pool", 1, MAX_POOL, &pool);
     if (rc != DLOCK_OK)
         goto fail;
-    if (b->prefix == NULL) {
+    if (b->prefix == NULL || b->wake_channel == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }

@@ -133,8 +133,10 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
     lens[n++] = 1;
     argv[n] = wait_id;
     lens[n++] = NUM(wait_id, a->wait_id);
-    argv[n] = b->notify_stream ? "s" : "p"; /* how to send the hand-over notice */
-    lens[n++] = 1;
+    /* how to send the hand-over notice: "s" stream, else the channel */
+    argv[n] = b->notify_stream ? "s" : b->wake_channel;
+    lens[n] = strlen(argv[n]);
+    n++;
     argv[n] = a->join_queue ? "1" : "0";
     lens[n++] = 1;
     switch (l->spec.kind) {

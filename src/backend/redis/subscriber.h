@@ -7,9 +7,9 @@
 
 typedef struct dlock__rsub dlock__rsub;
 
-/* A subscriber for `pattern` posting wake-ups to `board`; not connected
+/* A subscriber for `channel` posting wake-ups to `board`; not connected
  * yet. ep's strings must outlive it. */
-int dlock__rsub_new(const dlock__rendpoint *ep, const char *pattern, dlock__board *board,
+int dlock__rsub_new(const dlock__rendpoint *ep, const char *channel, dlock__board *board,
                     dlock__rsub **out);
 void dlock__rsub_free(dlock__rsub *s);
 

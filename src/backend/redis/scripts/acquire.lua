@@ -2,7 +2,7 @@
 -- queue uses MULTI/SET NX PX/INCR/PTTL/EXEC instead: take_plain in redis.c.)
 -- KEYS[1] the lock L. ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] waiter
 -- lease ms, ARGV[4] client id, ARGV[5] '1' if an earlier attempt of this
--- wait queued, ARGV[6] wait id, ARGV[7] notify ('p' pub/sub, 's' stream),
+-- wait queued, ARGV[6] wait id, ARGV[7] notify ('s' stream, else the pub/sub channel),
 -- ARGV[8] '1' to queue, ARGV[9] '1' for a fair lock (no overtaking waiters).
 -- Returns the fence (> 0) when the caller holds the lock now, else
 -- {holder_ttl_ms, 1 if the caller is queued}.

@@ -5,11 +5,13 @@
 --   L:fence           fence counter, INCR for every new holder
 --   L:queue           waiters' tokens in arrival order (list)
 --   L:w:<token>       a waiter's place, PX = waiter lease, kept by heartbeats:
---                     "lease client kind count waitid notify"
+--                     "lease client kind count waitid notify", notify: 's' for
+--                     a stream, else the pub/sub channel to publish to
 --   L:holders         shared holders: token -> holds (readers) or permits (semaphore)
 --   L:exp             shared holders' lease ends (zset, server ms)
 --   L:used, L:cap     semaphore permits taken, and declared
---   L:wake:<client>   hand-over notices for one client: pub/sub channel, or stream
+--   L:wake:<client>   hand-over notices for one client (notify=stream)
+--   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -29,7 +31,7 @@ local function live_head(L, first)
     local entry = redis.call('GET', L .. ':w:' .. head)
     if entry then
       local lease, client, kind, count, waitid, notify =
-        string.match(entry, '^(%d+) (%x+) (%a) (%d+) (%d+) (%a)$')
+        string.match(entry, '^(%d+) (%x+) (%a) (%d+) (%d+) (%S+)$')
       if lease then
         return {head, lease, client, kind, tonumber(count), waitid, notify}
       end
@@ -45,12 +47,13 @@ end
 local function grant(L, w, fence)
   redis.call('LPOP', L .. ':queue')
   redis.call('DEL', L .. ':w:' .. w[1])
-  local channel, notice = L .. ':wake:' .. w[3], w[1] .. ' ' .. w[6] .. ' ' .. fence
+  local notice = w[1] .. ' ' .. w[6] .. ' ' .. fence
   if w[7] == 's' then
-    redis.call('XADD', channel, 'MAXLEN', '~', 64, '*', 'm', notice)
-    redis.call('PEXPIRE', channel, 3600000)
+    local stream = L .. ':wake:' .. w[3]
+    redis.call('XADD', stream, 'MAXLEN', '~', 64, '*', 'm', notice)
+    redis.call('PEXPIRE', stream, 3600000)
   else
-    redis.call('PUBLISH', channel, notice)
+    redis.call('PUBLISH', w[7], notice)
   end
 end
 
