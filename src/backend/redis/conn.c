@@ -561,8 +561,9 @@ static void dispatch_locked(dlock__rconn *c, redisReply **replies, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         request *r = c->head;
-        if (r == NULL) {
-            /* A reply nobody asked for: the stream is out of step. */
+        if (r == NULL || c->sent == 0) {
+            /* A reply nobody asked for (or to bytes not yet sent): the
+             * stream is out of step. */
             freeReplyObject(replies[i]);
             fail_locked(c, DLOCK_EPROTO, "%s: unsolicited reply from server", c->label);
             continue;
