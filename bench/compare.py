@@ -279,16 +279,22 @@ def write_report(a, results, extra):
                          f"{share} | {m['runs']} |")
     lines.append("")
     lines.append("## Ratios (same run)\n")
-    lines.append("| workload | dlock / floor | dlock / best peer | best peer |")
-    lines.append("|---|---:|---:|---|")
+    lines.append("Medians against medians; the last column divides each round's dlock run by "
+                 "the floor run just before it, which a noisy neighbour shifts less.\n")
+    lines.append("| workload | dlock / floor | dlock / best peer | best peer | dlock / floor, "
+                 "each round |")
+    lines.append("|---|---:|---:|---|---|")
     for wl in wls:
         d = med.get((wl, "dlock"), {}).get("cycles_per_s")
         f = med.get((wl, "hiredis-floor"), {}).get("cycles_per_s")
         peers = [(m["cycles_per_s"], label) for (w, label), m in med.items()
                  if w == wl and label not in ("dlock", "hiredis-floor") and m["cycles_per_s"]]
         best = max(peers) if peers else (None, "-")
+        pairs = zip(results.get((wl, "dlock"), []), results.get((wl, "hiredis-floor"), []))
+        each = " ".join(f"{x['cycles_per_s'] / y['cycles_per_s']:.2f}" if x and y and
+                        y.get("cycles_per_s") else "-" for x, y in pairs)
         lines.append(f"| {wl} | {d / f if d and f else 0:.2f}x | "
-                     f"{d / best[0] if d and best[0] else 0:.2f}x | {best[1]} |")
+                     f"{d / best[0] if d and best[0] else 0:.2f}x | {best[1]} | {each} |")
     lines.append("")
     lines.append("## dlock only\n")
     kind_table(a, lines, extra.get("kinds") or {})
