@@ -310,6 +310,10 @@ int cmd_extend(int argc, char **argv)
     code = adopt(&a, c, &l);
     if (code == 0) {
         int rc = dlock_extend(l, a.lease_ms);
+        /* A lease that ran out between the adoption and the extension: the
+         * token no longer holds the lock, as if it had not at all (1). */
+        if (rc == DLOCK_ELOST)
+            rc = DLOCK_ENOTOWNER;
         code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
         dlock_lock_detach(l);
     }
