@@ -118,6 +118,9 @@ static int subscribe(dlock__rsub *s, int *code)
     }
     freeReplyObject(r);
     redisEnableKeepAlive(ctx);
+    /* A read blocks at most one slice (see pump). */
+    struct timeval slice = {0, READER_SLICE_US};
+    redisSetTimeout(ctx, slice);
     return redisFreeKeepFd(ctx);
 }
 
@@ -187,15 +190,19 @@ static int pump(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
         int64_t now = dlock__now_us();
         if (now >= until_us)
             return 0;
-        int64_t slice = until_us - now < READER_SLICE_US ? until_us - now : READER_SLICE_US;
-        struct pollfd p = {.fd = s->fd, .events = POLLIN};
-        int ready = poll(&p, 1, (int) ((slice + 999) / 1000));
-        if (ready < 0 && errno != EINTR)
-            return -1;
-        if (ready <= 0)
-            continue;
+        /* The socket's receive timeout is one slice: a whole slice needs
+         * no poll() first (one system call per notice); a shorter one,
+         * up to until_us, does. */
+        if (until_us - now < READER_SLICE_US) {
+            struct pollfd p = {.fd = s->fd, .events = POLLIN};
+            int ready = poll(&p, 1, (int) ((until_us - now + 999) / 1000));
+            if (ready < 0 && errno != EINTR)
+                return -1;
+            if (ready <= 0)
+                continue;
+        }
         ssize_t got = read(s->fd, buf, sizeof buf);
-        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (got <= 0 || redisReaderFeed(s->reader, buf, (size_t) got) != REDIS_OK)
             return -1;
