@@ -153,7 +153,8 @@ int cmd_status(int argc, char **argv)
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read the lock's state");
     unsigned f = a.kind.flags;
-    if ((f & DLOCK_SEMAPHORE) && st.permits != 0 && st.permits != a.kind.permits)
+    if ((f & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
+        st.permits != a.kind.permits)
         fprintf(stderr, "dlock status: %s has %u permits, not %u\n", a.name, st.permits,
                 a.kind.permits);
     const char *kind = f & DLOCK_SEMAPHORE              ? "semaphore"

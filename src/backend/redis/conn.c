@@ -57,6 +57,8 @@ typedef struct request {
     _Atomic int state;
     int abandoned;               /* under mu: the owner gave up, the reader frees it */
     struct shared_parker *owner; /* under mu: whom to wake; NULL once abandoned */
+    int unsent;                  /* under mu: its bytes are still in `out`, at: */
+    size_t out_off, out_len;
 } request;
 
 struct dlock__rconn {
@@ -75,8 +77,9 @@ struct dlock__rconn {
 
     char *out; /* bytes of commands not yet written */
     size_t out_len, out_cap;
-    size_t unsent; /* requests whose bytes are in `out` */
-    size_t sent;   /* requests written whose replies are still due */
+    size_t unsent;         /* requests whose bytes are in `out` */
+    request *first_unsent; /* the first of them in the FIFO; the rest follow it */
+    size_t sent;           /* requests written whose replies are still due */
 
     request *head, *tail; /* replies due, oldest first */
 
@@ -156,6 +159,7 @@ static request *take_request(size_t i)
         atomic_init(&r->state, REQ_PENDING);
         r->abandoned = 0;
         r->owner = me.parker;
+        r->unsent = 0;
     }
     return r;
 }
@@ -427,6 +431,7 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     c->tail = NULL;
     c->out_len = 0;
     c->unsent = 0;
+    c->first_unsent = NULL;
     c->sent = 0;
 }
 
@@ -520,6 +525,9 @@ static void write_pending(dlock__rconn *c)
         c->out_len = 0;
         c->sent += c->unsent;
         c->unsent = 0;
+        for (request *r = c->first_unsent; r != NULL; r = r->next)
+            r->unsent = 0;
+        c->first_unsent = NULL;
         int fd = c->fd;
         pthread_mutex_unlock(&c->mu);
         const char *err = NULL;
@@ -556,33 +564,32 @@ static void write_pending(dlock__rconn *c)
     c->writing = 0;
 }
 
-/* Hands the replies parsed so far to their requests. mu held. */
-static void dispatch_locked(dlock__rconn *c, redisReply **replies, size_t n)
+/* With mu held: takes the request at the head of the FIFO, whose reply
+ * has arrived, off the FIFO. NULL if there is none: a reply nobody asked
+ * for (or to bytes not yet sent) means the stream is out of step. */
+static request *take_answered_locked(dlock__rconn *c)
 {
-    for (size_t i = 0; i < n; i++) {
-        request *r = c->head;
-        if (r == NULL || c->sent == 0) {
-            /* A reply nobody asked for (or to bytes not yet sent): the
-             * stream is out of step. */
-            freeReplyObject(replies[i]);
-            fail_locked(c, DLOCK_EPROTO, "%s: unsolicited reply from server", c->label);
-            continue;
-        }
-        c->head = r->next;
-        if (c->head == NULL)
-            c->tail = NULL;
-        c->sent--;
-        settle(r, REQ_DONE, replies[i]);
-    }
+    request *r = c->head;
+    if (r == NULL || c->sent == 0)
+        return NULL;
+    c->head = r->next;
+    if (c->head == NULL)
+        c->tail = NULL;
+    c->sent--;
+    r->next = NULL;
+    return r;
 }
 
 /* Reader role, entered and left with mu held: one read, then dispatch.
+ * The replies read are matched to their requests first, then the commands
+ * held back meanwhile are sent, then the owners are woken: the server gets
+ * the next batch as early as possible, and a failed send cannot fail a
+ * request whose reply is already here.
  * Returns 0 on progress or failure handled, 1 when the deadline passed. */
 static int read_some(dlock__rconn *c, int64_t deadline_us)
 {
     char buf[16384];
-    redisReply *replies[64];
-    size_t n = 0;
+    request *answered = NULL, **last = &answered;
     int fd = c->fd, timed_out = 0;
     const char *err = NULL;
     int err_code = DLOCK_EUNREACHABLE;
@@ -629,11 +636,6 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
     pthread_mutex_lock(&c->mu);
     if (err == NULL && !timed_out) {
         c->last_read_us = dlock__now_us();
-        /* Commands held back while replies were due go out now, before
-         * their senders' predecessors are woken: the server gets the next
-         * batch while we dispatch this one. */
-        if (c->out_len > 0 && !c->writing && !c->broken)
-            write_pending(c);
         for (;;) {
             void *reply = NULL;
             if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
@@ -643,19 +645,30 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
             }
             if (reply == NULL)
                 break;
-            replies[n++] = reply;
-            if (n == sizeof replies / sizeof replies[0]) {
-                dispatch_locked(c, replies, n);
-                n = 0;
+            request *r = take_answered_locked(c);
+            if (r == NULL) {
+                freeReplyObject(reply);
+                err_code = DLOCK_EPROTO;
+                err = "unsolicited reply";
+                break;
             }
+            r->reply = reply; /* still PENDING: the owner does not look yet */
+            *last = r;
+            last = &r->next;
         }
-        dispatch_locked(c, replies, n);
     }
     if (err != NULL) {
         if (err_code == DLOCK_EPROTO)
             fail_locked(c, DLOCK_EPROTO, "%s: server sent an invalid reply (%s)", c->label, err);
         else
             fail_locked(c, DLOCK_EUNREACHABLE, "%s: read: %s", c->label, err);
+    } else if (answered != NULL && c->out_len > 0 && !c->writing && !c->broken) {
+        write_pending(c); /* what was held back while these were due */
+    }
+    while (answered != NULL) {
+        request *r = answered;
+        answered = r->next;
+        settle(r, REQ_DONE, r->reply);
     }
     c->reading = 0;
     return timed_out;
@@ -730,6 +743,33 @@ static int append_locked(dlock__rconn *c, const dlock__rcmd *cmd)
     return 0;
 }
 
+/* With mu held: takes a caller's n requests, none of them sent, off the
+ * FIFO and their bytes out of the pending buffer, as if never made. They
+ * are consecutive in the FIFO (appended together), and every request
+ * after them is unsent too. */
+static void unqueue_unsent_locked(dlock__rconn *c, request **reqs, size_t n)
+{
+    size_t off = reqs[0]->out_off, len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += reqs[i]->out_len;
+    memmove(c->out + off, c->out + off + len, c->out_len - off - len);
+    c->out_len -= len;
+    request *prev = NULL, *after = reqs[n - 1]->next;
+    for (request *r = c->head; r != reqs[0]; r = r->next)
+        prev = r;
+    for (request *r = after; r != NULL; r = r->next)
+        r->out_off -= len;
+    if (prev != NULL)
+        prev->next = after;
+    else
+        c->head = after;
+    if (c->tail == reqs[n - 1])
+        c->tail = prev;
+    if (c->first_unsent == reqs[0])
+        c->first_unsent = after;
+    c->unsent -= n;
+}
+
 static int all_settled(request **reqs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -774,24 +814,27 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
         goto out;
     }
     for (queued = 0; queued < n; queued++) {
+        request *r = reqs[queued];
+        r->out_off = c->out_len;
         if (append_locked(c, &cmds[queued]) != 0) {
-            /* The commands appended so far must still be answered in
-             * order: abandon them rather than unqueue them. */
+            /* Nothing of this call was sent: take it all back. */
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-            for (size_t i = 0; i < n; i++) {
-                if (i < queued)
-                    abandon_request(reqs[i], i);
-                else
-                    return_request(reqs[i], i);
-            }
+            if (queued > 0)
+                unqueue_unsent_locked(c, reqs, queued);
+            for (size_t i = 0; i < n; i++)
+                return_request(reqs[i], i);
             queued = 0;
             break;
         }
+        r->out_len = c->out_len - r->out_off;
+        r->unsent = 1;
+        if (c->first_unsent == NULL)
+            c->first_unsent = r;
         if (c->tail != NULL)
-            c->tail->next = reqs[queued];
+            c->tail->next = r;
         else
-            c->head = reqs[queued];
-        c->tail = reqs[queued];
+            c->head = r;
+        c->tail = r;
         c->unsent++;
     }
     /* Write now only if no replies are due: otherwise the reader writes
@@ -829,16 +872,22 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
     }
 
     if (!all_settled(reqs, n)) {
-        /* Deadline: leave the requests to the reader. If the server has
-         * sent nothing for a whole command timeout, assume the stream is
-         * dead (peer gone without a reset) and start afresh next time. */
+        /* Deadline. Commands still held back never left: take them back,
+         * so they never run. Sent ones are left to the reader (their
+         * replies are still due, in order). If the server has sent nothing
+         * for a whole command timeout, assume the stream is dead (peer
+         * gone without a reset) and start afresh next time. */
+        int unsent = reqs[0]->unsent; /* all of a call's, or none */
+        if (unsent)
+            unqueue_unsent_locked(c, reqs, n);
         for (size_t i = 0; i < n; i++) {
-            if (atomic_load(&reqs[i]->state) == REQ_PENDING)
+            if (!unsent && atomic_load(&reqs[i]->state) == REQ_PENDING)
                 abandon_request(reqs[i], i);
             else
                 return_request(reqs[i], i);
         }
-        rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: no reply within the command timeout", c->label);
+        rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: no reply within the command timeout%s", c->label,
+                         unsent ? " (the commands were not sent)" : "");
         if (dlock__now_us() - c->last_read_us >= c->ep.command_timeout_ms * 1000)
             fail_locked(c, DLOCK_ETIMEDOUT, "%s: server stopped answering", c->label);
         settle_locked(c);

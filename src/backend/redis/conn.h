@@ -47,7 +47,8 @@ typedef struct dlock__rcmd {
  * freeReplyObject). Error replies (-ERR ...) are replies, not failures.
  * Fails with DLOCK_EUNREACHABLE (cannot connect, or the connection broke:
  * the commands may or may not have run), DLOCK_ETIMEDOUT (no reply in time:
- * the commands may still run), DLOCK_EPROTO (garbage from the server; the
+ * the commands may still run, unless they were still held back, never sent,
+ * which the message says), DLOCK_EPROTO (garbage from the server; the
  * connection is dropped) or DLOCK_ESERVER (AUTH/SELECT refused at connect).
  * On failure no reply is returned.
  */

@@ -10,7 +10,7 @@
  * its PUBLISH rate from 570k/s to 24k/s; a channel is one lookup.)
  *
  * Nobody needs those messages but waiting threads, so a waiting thread
- * reads them itself: one waiter at a time holds the reader role, polls the
+ * reads them itself: one waiter at a time holds the reader role, reads the
  * socket and posts every hand-over it reads on the client's board (its own
  * included, which then costs no thread switch at all); the others park on
  * the board. A reader that leaves hands the role to a parked waiter. While
@@ -120,7 +120,13 @@ static int subscribe(dlock__rsub *s, int *code)
     redisEnableKeepAlive(ctx);
     /* A read blocks at most one slice (see pump). */
     struct timeval slice = {0, READER_SLICE_US};
-    redisSetTimeout(ctx, slice);
+    if (redisSetTimeout(ctx, slice) != REDIS_OK) {
+        *code = DLOCK_EUNREACHABLE;
+        dlock__fail(*code, "%s: cannot set the subscriber's read timeout: %s", s->ep.label,
+                    ctx->errstr);
+        redisFree(ctx);
+        return -1;
+    }
     return redisFreeKeepFd(ctx);
 }
 
