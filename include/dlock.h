@@ -146,6 +146,57 @@ DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
  * runs out. dlock_client_close(NULL) does nothing. */
 DLOCK_API void dlock_client_close(dlock_client *client);
 
+/* ---------------------------------------------------------------- capabilities */
+
+/*
+ * What a store can do. Every store takes, releases and renews plain locks,
+ * and takes multi-locks (all or none); the rest depends on the store, and a
+ * call that needs what the client's store lacks fails with DLOCK_ENOTSUP and
+ * a message naming the store and the capability. Since 0.2.
+ */
+enum {
+    DLOCK_CAP_FENCE = 1u << 0,        /* "fence": every acquisition carries a fencing token */
+    DLOCK_CAP_FIXED_LEASE = 1u << 1,  /* "fixed-lease": dlock_acquire_for() */
+    DLOCK_CAP_EXTEND = 1u << 2,       /* "extend": dlock_extend() sets a lease */
+    DLOCK_CAP_ADOPT = 1u << 3,        /* "adopt": dlock_lock_adopt() takes over a held lock */
+    DLOCK_CAP_FORCE_UNLOCK = 1u << 4, /* "force-unlock": dlock_force_unlock() */
+    DLOCK_CAP_QUERY = 1u << 5,        /* "query": dlock_query() */
+    DLOCK_CAP_FAIR = 1u << 6,         /* "fair": DLOCK_FAIR */
+    DLOCK_CAP_READ_WRITE = 1u << 7,   /* "read-write": DLOCK_READ, DLOCK_WRITE */
+    DLOCK_CAP_SEMAPHORE = 1u << 8,    /* "semaphore": dlock_semaphore_open() */
+    DLOCK_CAP_MULTI_ATOMIC = 1u << 9, /* "multi-atomic": a multi-lock can be taken in one step */
+    DLOCK_CAP_INTEROP = 1u << 10,     /* "interop": DLOCK_SIMPLE */
+    DLOCK_CAP_NOTIFY = 1u << 11,      /* "notify": waiters are woken by the store, not polling */
+    DLOCK_CAP_SESSION = 1u << 12,     /* "session": locks live as long as the client's session
+                                         with the store, not by a lease of their own */
+};
+
+/* The capabilities (DLOCK_CAP_* bits) of the client's store. Since 0.2. */
+DLOCK_API unsigned dlock_client_caps(const dlock_client *client);
+
+/* The short name of one capability bit ("fixed-lease"), or "" if cap is not
+ * exactly one known bit. Since 0.2. */
+DLOCK_API const char *dlock_cap_name(unsigned cap);
+
+/* The name of the client's store ("Redis"). Since 0.2. */
+DLOCK_API const char *dlock_client_store(const dlock_client *client);
+
+/* ---------------------------------------------------------------- durations */
+
+/*
+ * Parses a duration the way URL options and the command line do: a
+ * non-negative decimal number, optionally with a fraction, and a unit: ms,
+ * s, m or h. A number without a unit is in seconds. Nothing else is
+ * accepted (no spaces, signs, exponents or hexadecimal). Sets *ms (rounded
+ * down) and returns DLOCK_OK, or DLOCK_EINVAL with the reason in
+ * dlock_errmsg(). Since 0.2.
+ */
+DLOCK_API int dlock_parse_duration(const char *text, int64_t *ms);
+
+/* The longest lease and the longest wait (other than DLOCK_WAIT_FOREVER)
+ * the library takes: 366 days. Longer ones are DLOCK_EINVAL. Since 0.2. */
+#define DLOCK_DURATION_MAX_MS (366LL * 24 * 3600 * 1000)
+
 /* ---------------------------------------------------------------- locks */
 
 typedef struct dlock_lock dlock_lock;

@@ -1,31 +1,77 @@
-/* backend.h - the private interface every backend implements.
+/* backend.h - the private interface between the core and every store.
  *
- * The core (src/core) owns the lock state machine: reentrancy, validity on
- * the monotonic clock, waiting, renewal and loss reporting. A backend owns
- * the wire: it turns one step of that machine (one attempt, one release, one
- * batch of renewals) into requests to its store, and posts wake-ups for
- * queued waiters to the client's wait board when the store notifies it.
+ * The core (src/core) owns what is the same for every store: the lock
+ * handle and its hold count, the wait loop (budgets, cancellation, the
+ * local queue), leases and renewal on the monotonic clock, and reporting a
+ * loss. A backend owns one kind of store: it turns each step of that machine
+ * (one attempt, one release, one batch of renewals) into requests, and says
+ * what its store can do.
  *
- * All calls may come from any thread at once; a backend makes its own state
- * thread-safe. Each call reports failure as a DLOCK_E* code with the detail
- * recorded through dlock__fail(). */
+ * What a backend declares (struct dlock__backend):
+ *   - the URL schemes it serves and its capabilities (DLOCK_CAP_* of
+ *     dlock.h). The core refuses what a store lacks with DLOCK_ENOTSUP and a
+ *     message naming the store and the capability, before calling it: a
+ *     backend never sees a request for a kind or call it did not declare.
+ *   - its steps, as functions of this table. The table starts with a
+ *     version and only ever grows at its end, so an older backend keeps
+ *     working when the interface gains a step.
+ *
+ * How long a grant is valid (liveness), one of two ways per grant:
+ *   - its own lease: the store keeps the lock lease_ms from when it was
+ *     granted; the core counts validity from the send time of the request
+ *     that took or last renewed it, minus a drift margin (Redis, lock
+ *     tables);
+ *   - a session: the grant lives exactly as long as a session of the store
+ *     (a ZooKeeper session, an etcd lease, a database connection). The
+ *     backend starts sessions on the client's renewer (core/session.h),
+ *     which keeps each alive through renew() and counts its validity the
+ *     same way; when a session ends, every grant made under it is lost and
+ *     reported.
+ *
+ * How a waiter waits, as the store can (dlock__attempt.outcome / next):
+ *   - queued in the store and woken through the client's board: a hand-over
+ *     (GRANTED, with the fence: Redis) or a change to look at (RECHECK: a
+ *     watched predecessor went away, ZooKeeper, etcd);
+ *   - polled: tried again after a backoff bounded by the holder's lease
+ *     (stores that cannot notify, interop keys);
+ *   - blocked in the store, up to a slice of the wait budget (a database's
+ *     GET_LOCK): tried again at once until the budget ends.
+ * The core bounds every wait by the budget, checks for cancellation between
+ * steps, and bounds every park by the holder's lease when the store names
+ * one, so a lost wake-up costs at most that.
+ *
+ * Threads: every function may be called from any thread at once; a backend
+ * makes its own state thread-safe. Calls for one store lock never overlap
+ * (one owner at a time), except renew(), which may include the lock while
+ * its owner is in another call. Each call reports failure as a DLOCK_E*
+ * code with the detail recorded through dlock__fail(). */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H
 
+#include "../base/url.h"
 #include "../core/board.h"
-#include "../core/url.h"
+#include "../core/session.h"
 #include "dlock.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Client-wide settings the core needs and backends may read. */
+#define DLOCK__BACKEND_VERSION 1
+
+/* Client-wide settings the core reads from the URL; backends may read them. */
 typedef struct dlock__client_cfg {
     int64_t lease_ms;           /* lease of automatically renewed locks */
     int64_t waiter_lease_ms;    /* how long a queued waiter keeps its place without a heartbeat */
     int64_t command_timeout_ms; /* bound of every single request */
     char client_id[17];         /* 16 hex digits, random per client */
 } dlock__client_cfg;
+
+/* What the core gives a store when it opens it. */
+typedef struct dlock__host {
+    const dlock__client_cfg *cfg;
+    dlock__board *board;       /* where waiters park: post their wake-ups here */
+    dlock__sessions *sessions; /* where sessions are started (core/session.h) */
+} dlock__host;
 
 /* The kinds of lock. */
 enum dlock__kind {
@@ -38,99 +84,172 @@ enum dlock__kind {
 
 typedef struct dlock__lock_spec {
     enum dlock__kind kind;
-    int simple;       /* interop key (mutex only) */
+    int simple;       /* the interop layout (a mutex; DLOCK_CAP_INTEROP) */
     unsigned permits; /* semaphore */
     unsigned take;    /* semaphore */
 } dlock__lock_spec;
 
-/* One attempt to take a lock the caller does not hold. (Re-entry is the
- * owning handle's business: it only lengthens the lease, see extend.) */
+typedef struct dlock__backend dlock__backend;
+
+/* An open store: one per client. A backend's own state embeds it as its
+ * first member and converts with DLOCK__STORE_OF. */
+typedef struct dlock__store {
+    const dlock__backend *backend;
+    unsigned caps;     /* DLOCK_CAP_*: the backend's, narrowed by the URL if need be */
+    const char *label; /* the store for messages ("redis://10.0.0.9:6379"), no password */
+    dlock__host host;
+} dlock__store;
+
+/* One lock's state in a store, made by lock_new(): its keys or paths, and
+ * whatever the store keeps per owner (a waiter's node). Embedded first in
+ * the backend's own struct. */
+typedef struct dlock__store_lock {
+    dlock__lock_spec spec;
+} dlock__store_lock;
+
+/* The backend's struct around a base pointer (the base is its first member). */
+#define DLOCK__STORE_OF(type, p) ((type *) (void *) (p))
+
+/* ---------------------------------------------------------------- attempts */
+
 enum dlock__outcome {
-    DLOCK__TAKEN = 1, /* the caller holds the lock now */
-    DLOCK__HELD = 2,  /* someone else holds it */
+    DLOCK__TAKEN = 1,  /* the caller holds the lock now */
+    DLOCK__HELD = 2,   /* someone else holds it; the caller is not queued (see next) */
+    DLOCK__QUEUED = 3, /* someone else holds it; the caller waits in the store's queue
+                          and will be woken through the board */
 };
 
+#define DLOCK__TTL_UNKNOWN (-1)
+#define DLOCK__TTL_NONE    (-2)
+
+/* What to do after DLOCK__HELD when the caller waits. */
+enum dlock__next {
+    DLOCK__NEXT_POLL = 0,    /* try again after a backoff (the store cannot notify) */
+    DLOCK__NEXT_PREPARE = 1, /* call prepare_wait(), then try again at once */
+    DLOCK__NEXT_RETRY = 2,   /* try again at once (a wait in the store ended a slice) */
+};
+
+/* One attempt to take a lock the caller does not hold. (Re-entry is the
+ * owning handle's business: it confirms with extend().) */
 typedef struct dlock__attempt {
     /* in */
     const char *token;
-    int64_t lease_ms;
-    int join_queue;   /* when held by someone else, queue up to be handed the lock */
-    int was_queued;   /* an earlier attempt of this wait queued (leave the queue on success) */
-    uint64_t wait_id; /* names this wait in hand-over notices (board_grant) */
-    int64_t deadline_us;
+    int64_t lease_ms;      /* the hold's lease (fixed, or the client's renewed lease) */
+    int fixed;             /* a fixed lease (DLOCK_CAP_FIXED_LEASE): not renewed, not a session's */
+    int wait;              /* the caller waits if the lock is held: the store may queue it */
+    int again;             /* an earlier attempt of this wait was queued */
+    uint64_t wait_id;      /* names this attempt in hand-over notices (board) */
+    int64_t deadline_us;   /* bound of this request */
+    int64_t wait_until_us; /* a store that waits inside the server may block until then */
     /* out */
     enum dlock__outcome outcome;
-    uint64_t fence;        /* TAKEN: the holder's fence */
-    int64_t holder_ttl_ms; /* HELD: remaining lease of the holder, -1 unknown */
-    int queued;            /* HELD: the caller is queued and will be woken on the board */
+    uint64_t fence;          /* TAKEN: the holder's fence, > 0 */
+    dlock__session *session; /* TAKEN: the grant lives as long as this session (the
+                                attempt's reference, kept by the hold); NULL: its own
+                                lease, counted from the send time */
+    int64_t holder_ttl_ms;   /* HELD, QUEUED: the holder's lease left in ms, or
+                                DLOCK__TTL_UNKNOWN, or DLOCK__TTL_NONE (held without an
+                                expiry: it never ends by itself) */
+    enum dlock__next next;   /* HELD */
+    int keep_place;          /* QUEUED: the place lapses unless renew() heartbeats it */
 } dlock__attempt;
 
-/* One item of a renewal batch: a held lock to renew, or a queued waiter's
- * heartbeat. */
+/* ---------------------------------------------------------------- renewal */
+
+/* One item of a renewal batch. */
+enum dlock__renew_kind {
+    DLOCK__RENEW_HOLD,    /* a held lock: renew its lease, or (session-bound) check it is
+                             still held */
+    DLOCK__RENEW_WAITER,  /* a queued waiter's heartbeat (attempt.keep_place) */
+    DLOCK__RENEW_SESSION, /* keep a session alive */
+};
+
 enum dlock__renew_result {
-    DLOCK__RENEW_FAILED = 0,  /* request failed; try again */
-    DLOCK__RENEW_OK = 1,      /* renewed (held) or place kept (waiter) */
-    DLOCK__RENEW_GRANTED = 2, /* waiter: the lock was handed to it */
-    DLOCK__RENEW_GONE = 3,    /* held: not the owner any more; waiter: no longer queued */
+    DLOCK__RENEW_FAILED = 0,  /* no answer (or an error): try again */
+    DLOCK__RENEW_OK = 1,      /* renewed / still held / place kept / session alive */
+    DLOCK__RENEW_GRANTED = 2, /* waiter: the lock was handed to it (fence set) */
+    DLOCK__RENEW_GONE = 3,    /* hold: not the owner any more; waiter: no longer queued;
+                                 session: ended */
 };
 
 typedef struct dlock__renewal {
-    void *lock; /* backend lock state */
-    const char *token;
-    int64_t lease_ms; /* held: new lease; waiter: lease it asked for */
-    int waiter;       /* 0: held lock, 1: queued waiter */
+    enum dlock__renew_kind kind;
+    dlock__store_lock *lock; /* HOLD, WAITER */
+    const char *token;       /* HOLD, WAITER */
+    int64_t lease_ms;        /* HOLD (own lease): the new lease; WAITER: the lease asked for */
+    dlock__session *session; /* SESSION; HOLD: the session it depends on, or NULL */
     enum dlock__renew_result result;
-    uint64_t fence; /* GRANTED: fence of the grant */
+    uint64_t fence; /* GRANTED */
 } dlock__renewal;
 
-typedef struct dlock__backend_ops {
-    const char *name;
-    /* Reads the URL parts it knows (marking options used). */
-    int (*open)(dlock__url *url, const dlock__client_cfg *cfg, dlock__board *board, void **be);
-    void (*close)(void *be);
+/* ---------------------------------------------------------------- the table */
 
-    /* Validates `name` and prepares per-lock state (keys). */
-    int (*lock_new)(void *be, const char *name, const dlock__lock_spec *spec, void **bl);
-    void (*lock_free)(void *be, void *bl);
+struct dlock__backend {
+    unsigned version;           /* DLOCK__BACKEND_VERSION when written */
+    const char *name;           /* the store, for messages: "Redis" */
+    const char *const *schemes; /* URL schemes served, NULL-terminated */
+    unsigned caps;              /* DLOCK_CAP_* */
 
-    /* Whether waiters of this lock are woken through the board: 0 no (they
-     * poll), 1 yes after prepare_wait(), 2 yes and wake-ups already flow. */
-    int (*can_notify)(void *be, void *bl);
-    /* Makes wake-ups flow before a waiter first joins the queue. */
-    int (*prepare_wait)(void *be, void *bl, int64_t deadline_us);
+    /* Opens a store from the URL parts it knows (marking options used; the
+     * core refuses the rest). Connects lazily or at once, as it likes, but
+     * starts no session before the first call that needs one. close() ends
+     * (dlock__session_end) the sessions it still holds. */
+    int (*open)(dlock__url *url, const dlock__host *host, dlock__store **out);
+    void (*close)(dlock__store *s);
+
+    /* Checks `name` for this store and prepares the lock's state. */
+    int (*lock_new)(dlock__store *s, const char *name, const dlock__lock_spec *spec,
+                    dlock__store_lock **out);
+    void (*lock_free)(dlock__store *s, dlock__store_lock *l);
+
+    /* One attempt. DLOCK_EDEADLK when it could only wait for itself (a
+     * reader asking to write). */
+    int (*acquire)(dlock__store *s, dlock__store_lock *l, dlock__attempt *a);
+    /* Several mutexes in one step, if the store can: DLOCK_OK (all taken,
+     * fences[i] set), DLOCK_EBUSY (none taken; *busy is the index of one
+     * held by someone else, *busy_ttl_ms its lease left), or DLOCK_ENOTSUP
+     * (not these: take them one by one). NULL: never. */
+    int (*acquire_many)(dlock__store *s, dlock__store_lock *const *ls, size_t n, const char *token,
+                        int64_t lease_ms, int64_t deadline_us, uint64_t *fences, size_t *busy,
+                        int64_t *busy_ttl_ms);
+    /* Makes wake-ups flow for waiters of l (after DLOCK__NEXT_PREPARE).
+     * DLOCK_ENOTSUP: they cannot, poll instead. */
+    int (*prepare_wait)(dlock__store *s, dlock__store_lock *l, int64_t deadline_us);
     /* Waits for w's wake on the board until until_us, doing whatever I/O
-     * brings wake-ups meanwhile. Returns the wake, or NONE on timeout. */
-    enum dlock__wake (*wait)(void *be, void *bl, dlock__waiter *w, int64_t until_us);
-
-    /* DLOCK_EDEADLK when the attempt could only wait for itself (a reader
-     * asking to write). */
-    int (*acquire)(void *be, void *bl, dlock__attempt *a);
-    /* Several mutexes at once if the store can do it in one step: DLOCK_OK
-     * (all taken, fences[i] set), DLOCK_EBUSY (none taken; *busy is the
-     * index of one held by someone else, *busy_ttl_ms its lease left), or
-     * DLOCK_ENOTSUP (not in one step: take them one by one). May be NULL. */
-    int (*acquire_many)(void *be, void *const *bls, size_t n, const char *token, int64_t lease_ms,
-                        int64_t deadline_us, uint64_t *fences, size_t *busy, int64_t *busy_ttl_ms);
+     * brings wake-ups meanwhile. NULL: the core parks on the board (the
+     * store posts wake-ups from its own threads). */
+    enum dlock__wake (*wait)(dlock__store *s, dlock__store_lock *l, dlock__waiter *w,
+                             int64_t until_us);
     /* A waiter gives up: leave the queue, and pass the lock on if it had
-     * already been handed to us. */
-    int (*cancel)(void *be, void *bl, const char *token, int64_t deadline_us);
+     * been handed to it meanwhile. */
+    int (*cancel)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline_us);
     /* Releases the lock held under token, handing it to the next waiter.
      * DLOCK_ENOTOWNER when someone else holds it, DLOCK_ELOST when nobody
      * does. */
-    int (*release)(void *be, void *bl, const char *token, int64_t deadline_us);
-    /* Sets the remaining lease to lease_ms (with at_least: only if that
-     * lengthens it) if the token holds the lock: DLOCK_OK, or DLOCK_ELOST
-     * when it does not. */
-    int (*extend)(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,
-                  int64_t deadline_us);
+    int (*release)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline_us);
+    /* Confirms that token holds the lock and sets its remaining lease to
+     * lease_ms (at_least: only if that lengthens it; a session-bound hold
+     * is only confirmed): DLOCK_OK, or DLOCK_ELOST when it does not hold
+     * it. */
+    int (*extend)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t lease_ms,
+                  int at_least, int64_t deadline_us);
     /* Renews a batch; fills each item's result. Returns a code only when
-     * the whole batch failed. */
-    int (*renew)(void *be, dlock__renewal *items, size_t n, int64_t deadline_us);
+     * the whole batch failed (the detail names why). */
+    int (*renew)(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
+    /* The core has given up on session (its validity ran out before a
+     * renewal succeeded): end it in the store if it can still be reached,
+     * so that nothing granted under it outlives the loss reported. Called
+     * on the renewal thread; may block up to deadline_us. NULL: nothing to
+     * do. */
+    void (*session_lost)(dlock__store *s, dlock__session *session, int64_t deadline_us);
 
-    int (*query)(void *be, void *bl, dlock_status *out, int64_t deadline_us);
-    int (*force_unlock)(void *be, void *bl, int64_t deadline_us);
-} dlock__backend_ops;
+    int (*query)(dlock__store *s, dlock__store_lock *l, dlock_status *out, int64_t deadline_us);
+    int (*force_unlock)(dlock__store *s, dlock__store_lock *l, int64_t deadline_us);
+};
 
-extern const dlock__backend_ops dlock__redis_ops;
+/* registry.c: the backend serving a URL scheme (lower case). NULL with a
+ * DLOCK_EINVAL / DLOCK_ENOTSUP detail recorded (unknown scheme, or a store
+ * this build was made without). */
+const dlock__backend *dlock__backend_find(const char *scheme, const char *url_text, int *code);
 
 #endif

@@ -1,7 +1,7 @@
 /* board.c - the wait board. See board.h. */
 #include "board.h"
 
-#include "clock.h"
+#include "../base/clock.h"
 
 #include <errno.h>
 #include <string.h>
@@ -37,6 +37,7 @@ void dlock__board_enter(dlock__board *b, dlock__waiter *w)
     pthread_condattr_destroy(&attr);
     w->wake = DLOCK__WAKE_NONE;
     w->fence = 0;
+    w->queued_at_us = 0;
     w->bucket = hash_token(w->token);
     pthread_mutex_lock(&b->mu);
     w->next = b->buckets[w->bucket];
@@ -75,11 +76,21 @@ enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t un
     return wake;
 }
 
-void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us)
+void dlock__board_rename(dlock__board *b, dlock__waiter *w, uint64_t wait_id)
+{
+    pthread_mutex_lock(&b->mu);
+    w->wait_id = wait_id;
+    w->queued_at_us = 0;
+    if (w->wake == DLOCK__WAKE_GRANTED)
+        w->wake = DLOCK__WAKE_NONE; /* a grant to an earlier attempt: the next one finds it */
+    pthread_mutex_unlock(&b->mu);
+}
+
+void dlock__board_queued(dlock__board *b, const char *token, uint64_t wait_id, int64_t sent_us)
 {
     pthread_mutex_lock(&b->mu);
     for (dlock__waiter *w = b->buckets[hash_token(token)]; w != NULL; w = w->next) {
-        if (strcmp(w->token, token) == 0 && sent_us > w->queued_at_us)
+        if (w->wait_id == wait_id && strcmp(w->token, token) == 0 && sent_us > w->queued_at_us)
             w->queued_at_us = sent_us;
     }
     pthread_mutex_unlock(&b->mu);

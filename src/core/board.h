@@ -25,8 +25,8 @@ typedef struct dlock__waiter {
     pthread_cond_t cv;
     enum dlock__wake wake;
     uint64_t fence;       /* GRANTED */
-    int64_t queued_at_us; /* send time of the latest request the server answered "queued":
-                             the grant came after it */
+    int64_t queued_at_us; /* send time of the latest request the store answered "queued"
+                             for this wait id: a grant to it came after that */
 } dlock__waiter;
 
 #define DLOCK__BOARD_BUCKETS 64
@@ -47,8 +47,13 @@ void dlock__board_leave(dlock__board *b, dlock__waiter *w);
  * it), or DLOCK__WAKE_NONE on timeout. */
 enum dlock__wake dlock__board_park(dlock__board *b, dlock__waiter *w, int64_t until_us);
 
-/* Records that the server answered "queued" to a request sent at sent_us. */
-void dlock__board_queued(dlock__board *b, const char *token, int64_t sent_us);
+/* Names w's next attempt (a fresh wait id): notices for its earlier
+ * attempts are ignored from now on, and its queued time starts again. */
+void dlock__board_rename(dlock__board *b, dlock__waiter *w, uint64_t wait_id);
+
+/* Records that the store answered "queued" to the attempt wait_id of token,
+ * sent at sent_us. */
+void dlock__board_queued(dlock__board *b, const char *token, uint64_t wait_id, int64_t sent_us);
 
 /* The lock was handed to the wait `wait_id` of token with this fence.
  * Notices for an earlier wait of the same token are ignored. */

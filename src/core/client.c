@@ -1,71 +1,54 @@
-/* client.c - opening a client from a URL and closing it. */
+/* client.c - opening a client from a URL, what its store can do, closing
+ * it. The backend is found by the URL's scheme (backend/registry.c); the
+ * core reads the options every store shares and the store the rest. */
 #include "client.h"
 
-#include "clock.h"
-#include "error.h"
-#include "url.h"
+#include "../base/clock.h"
+#include "../base/error.h"
+#include "../base/random.h"
+#include "../base/url.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define DEFAULT_LEASE_MS        30000
 #define DEFAULT_WAITER_LEASE_MS 6000
 #define DEFAULT_TIMEOUT_MS      5000
 
-static const struct {
-    const char *scheme;
-    const dlock__backend_ops *ops;
-} backends[] = {
-    {"redis", &dlock__redis_ops},
-    {"redis+unix", &dlock__redis_ops},
+static const char *const cap_names[] = {
+    "fence",      "fixed-lease", "extend",       "adopt",   "force-unlock", "query",   "fair",
+    "read-write", "semaphore",   "multi-atomic", "interop", "notify",       "session",
 };
 
-int dlock__random_hex(char *buf, size_t n)
+const char *dlock_cap_name(unsigned cap)
 {
-    unsigned char raw[64];
-    static const char digits[] = "0123456789abcdef";
-    size_t got = 0;
-
-    if (n > sizeof raw)
-        return -1;
-    while (got < n) {
-        ssize_t r = getrandom(raw + got, n - got, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        got += (size_t) r;
+    for (unsigned i = 0; i < sizeof cap_names / sizeof cap_names[0]; i++) {
+        if (cap == 1u << i)
+            return cap_names[i];
     }
-    for (size_t i = 0; i < n; i++) {
-        buf[2 * i] = digits[raw[i] >> 4];
-        buf[2 * i + 1] = digits[raw[i] & 15];
-    }
-    buf[2 * n] = '\0';
-    return 0;
+    return "";
 }
 
-int dlock__check_name(const char *name)
+unsigned dlock_client_caps(const dlock_client *c)
 {
-    size_t len;
+    return c != NULL ? c->store->caps : 0;
+}
 
-    if (name == NULL)
-        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
-    len = strlen(name);
-    if (len == 0)
-        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
-    if (len > DLOCK_NAME_MAX)
-        return dlock__fail(DLOCK_EINVAL, "lock name is %zu bytes long; the limit is %d", len,
-                           DLOCK_NAME_MAX);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char) name[i];
-        if (c < 0x20 || c == 0x7f)
-            return dlock__fail(DLOCK_EINVAL,
-                               "lock name contains a control character (byte %zu is 0x%02x)", i, c);
-    }
-    return DLOCK_OK;
+const char *dlock_client_store(const dlock_client *c)
+{
+    return c != NULL ? c->backend->name : "";
+}
+
+int dlock__client_require(const dlock_client *c, unsigned caps, const char *what)
+{
+    unsigned missing = caps & ~c->store->caps;
+
+    if (missing == 0)
+        return DLOCK_OK;
+    return dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot do %s (capability \"%s\" is missing)",
+                       c->store->label, c->backend->name, what, dlock_cap_name(missing & -missing));
 }
 
 static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local_queue,
@@ -96,48 +79,32 @@ int dlock_client_open(const char *text, dlock_client **out)
 {
     dlock__url url;
     dlock_client *c = NULL;
-    int rc;
+    const dlock__backend *backend;
+    int rc, local_queue = 0;
+    long max_local = 0;
 
     dlock__clear_error();
     if (out == NULL)
         return dlock__fail(DLOCK_EINVAL, "out is NULL");
     *out = NULL;
     rc = dlock__url_parse(text, &url);
-    if (rc == DLOCK_EINVAL) {
-        char detail[512];
-        snprintf(detail, sizeof detail, "%s", dlock_errmsg());
-        return dlock__fail(rc, "bad URL: %s", detail);
-    }
+    if (rc == DLOCK_EINVAL)
+        return dlock__fail_context(rc, "bad URL");
     if (rc != DLOCK_OK)
         return rc;
+    backend = dlock__backend_find(url.scheme, url.text, &rc);
+    if (backend == NULL)
+        goto fail;
 
     c = calloc(1, sizeof *c);
     if (c == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
-        if (strcmp(url.scheme, backends[i].scheme) == 0)
-            c->ops = backends[i].ops;
-    }
-    if (c->ops == NULL) {
-        if (strcmp(url.scheme, "rediss") == 0)
-            rc = dlock__fail(DLOCK_ENOTSUP,
-                             "%s: TLS (rediss://) needs hiredis >= 1.0 built with SSL; this "
-                             "build has hiredis without TLS",
-                             url.text);
-        else
-            rc = dlock__fail(DLOCK_EINVAL,
-                             "%s: unknown scheme '%s' (supported: redis://, "
-                             "redis+unix://)",
-                             url.text, url.scheme);
-        goto fail;
-    }
+    c->backend = backend;
     c->cfg.lease_ms = DEFAULT_LEASE_MS;
     c->cfg.waiter_lease_ms = DEFAULT_WAITER_LEASE_MS;
     c->cfg.command_timeout_ms = DEFAULT_TIMEOUT_MS;
-    int local_queue = 0;
-    long max_local = 0;
     rc = read_core_options(&url, &c->cfg, &local_queue, &max_local);
     if (rc == DLOCK_OK && local_queue)
         rc = dlock__lq_new((unsigned) max_local, &c->lq);
@@ -148,16 +115,21 @@ int dlock_client_open(const char *text, dlock_client **out)
         goto fail;
     }
     dlock__board_init(&c->board);
-    rc = c->ops->open(&url, &c->cfg, &c->board, &c->be);
+    /* The renewer is the sessions' home: ready before the store opens. */
+    dlock__renewer_init(&c->renewer, NULL, &c->cfg);
+    dlock__host host = {.cfg = &c->cfg, .board = &c->board, .sessions = &c->renewer};
+    rc = backend->open(&url, &host, &c->store);
     if (rc == DLOCK_OK)
         rc = dlock__url_check_unused(&url);
     if (rc != DLOCK_OK) {
-        if (c->be != NULL)
-            c->ops->close(c->be);
+        dlock__renewer_stop(&c->renewer);
+        if (c->store != NULL)
+            backend->close(c->store);
+        dlock__renewer_fini(&c->renewer);
         dlock__board_fini(&c->board);
         goto fail;
     }
-    dlock__renewer_init(&c->renewer, c->ops, c->be, &c->board, &c->cfg);
+    c->renewer.store = c->store;
     dlock__url_clear(&url);
     *out = c;
     return DLOCK_OK;
@@ -174,8 +146,11 @@ void dlock_client_close(dlock_client *c)
 {
     if (c == NULL)
         return;
+    /* Threads first: they call into the store, which may still end its
+     * sessions on the renewer as it closes. */
+    dlock__renewer_stop(&c->renewer);
+    c->backend->close(c->store);
     dlock__renewer_fini(&c->renewer);
-    c->ops->close(c->be);
     dlock__board_fini(&c->board);
     dlock__lq_free(c->lq);
     free(c);

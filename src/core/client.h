@@ -10,8 +10,8 @@
 #include <stdatomic.h>
 
 struct dlock_client {
-    const dlock__backend_ops *ops;
-    void *be;
+    dlock__store *store;
+    const dlock__backend *backend; /* store->backend */
     dlock__client_cfg cfg;
     dlock__board board;
     dlock__renewer renewer;
@@ -19,16 +19,15 @@ struct dlock_client {
     atomic_uint_fast64_t next_wait_id;
 };
 
-/* A number naming one wait of this client (in hand-over notices). */
+/* A number naming one attempt of this client (in hand-over notices). */
 static inline uint64_t dlock__client_wait_id(dlock_client *c)
 {
     return (uint64_t) atomic_fetch_add(&c->next_wait_id, 1) + 1;
 }
 
-/* Fills buf with n random bytes as 2n hex digits (plus NUL). */
-int dlock__random_hex(char *buf, size_t n);
-
-/* Checks the parts of a lock name every backend shares. */
-int dlock__check_name(const char *name);
+/* DLOCK_OK if the client's store has every capability in caps, else
+ * DLOCK_ENOTSUP naming the store, the first one missing and `what` needs
+ * it ("dlock_acquire_for"). */
+int dlock__client_require(const dlock_client *c, unsigned caps, const char *what);
 
 #endif

@@ -3,9 +3,9 @@
  * has the turn. */
 #include "local_queue.h"
 
-#include "clock.h"
-#include "error.h"
-#include "lock.h"
+#include "../base/clock.h"
+#include "../base/error.h"
+#include "dlock.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -114,13 +114,13 @@ static void remove_ticket(dlock__lq *q, dlock__lq_ticket *t)
     }
 }
 
-int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atomic_int *cancel,
-                    dlock__lq_ticket *t)
+int dlock__lq_enter(dlock__lq *q, int kind, const char *name, int64_t deadline_us,
+                    dlock__lq_cancelled cancelled, void *arg, dlock__lq_ticket *t)
 {
     char key[DLOCK_NAME_MAX + 16];
     int rc = DLOCK_OK;
 
-    snprintf(key, sizeof key, "%d:%s", (int) l->spec.kind, l->name);
+    snprintf(key, sizeof key, "%d:%s", kind, name);
     pthread_mutex_lock(&q->mu);
     lq_entry *e = find(q, key);
     if (e == NULL) {
@@ -131,7 +131,7 @@ int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atom
         rc = dlock__fail(DLOCK_EQUEUEFULL,
                          "lock '%s': %u threads of this client wait for it already (the limit "
                          "is %u)",
-                         l->name, e->count - 1, q->max_waiters);
+                         name, e->count - 1, q->max_waiters);
         pthread_mutex_unlock(&q->mu);
         return rc;
     }
@@ -149,12 +149,12 @@ int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atom
     e->tail = t;
     e->count++;
     while (e->head != t) {
-        if (atomic_exchange(cancel, 0)) {
-            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+        if (cancelled(arg)) {
+            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", name);
             break;
         }
         if (dlock__now_us() >= deadline_us) {
-            rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else", l->name);
+            rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else", name);
             break;
         }
         struct timespec ts = dlock__timespec(deadline_us);
@@ -176,12 +176,12 @@ void dlock__lq_leave(dlock__lq *q, dlock__lq_ticket *t)
     pthread_cond_destroy(&t->cv);
 }
 
-unsigned dlock__lq_waiting(dlock__lq *q, const dlock_lock *l)
+unsigned dlock__lq_waiting(dlock__lq *q, int kind, const char *name)
 {
     char key[DLOCK_NAME_MAX + 16];
     unsigned n = 0;
 
-    snprintf(key, sizeof key, "%d:%s", (int) l->spec.kind, l->name);
+    snprintf(key, sizeof key, "%d:%s", kind, name);
     pthread_mutex_lock(&q->mu);
     for (lq_entry *e = q->buckets[hash(key)]; e != NULL; e = e->next) {
         if (strcmp(e->key, key) == 0)

@@ -9,8 +9,6 @@
 #ifndef DLOCK_CORE_LOCAL_QUEUE_H
 #define DLOCK_CORE_LOCAL_QUEUE_H
 
-#include "dlock.h"
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -29,16 +27,20 @@ typedef struct dlock__lq_ticket {
 int dlock__lq_new(unsigned max_waiters, dlock__lq **out);
 void dlock__lq_free(dlock__lq *q);
 
-/* Waits for the turn of lock l's caller to wait on the server. DLOCK_OK (its
- * turn: dlock__lq_leave() must follow), DLOCK_ETIMEDOUT, DLOCK_ECANCELED
- * (*cancel was set; it is cleared) or DLOCK_EQUEUEFULL. */
-int dlock__lq_enter(dlock__lq *q, const dlock_lock *l, int64_t deadline_us, atomic_int *cancel,
-                    dlock__lq_ticket *t);
+/* A cancellation check: nonzero when the caller's wait was cancelled. */
+typedef int (*dlock__lq_cancelled)(void *arg);
+
+/* Waits for the turn of the caller to wait on the server for the lock
+ * `name` of kind `kind`. DLOCK_OK (its turn: dlock__lq_leave() must
+ * follow), DLOCK_ETIMEDOUT, DLOCK_ECANCELED (cancelled(arg) said so) or
+ * DLOCK_EQUEUEFULL. */
+int dlock__lq_enter(dlock__lq *q, int kind, const char *name, int64_t deadline_us,
+                    dlock__lq_cancelled cancelled, void *arg, dlock__lq_ticket *t);
 void dlock__lq_leave(dlock__lq *q, dlock__lq_ticket *t);
 
-/* How many of this client's threads wait for lock l here, the one whose
+/* How many of this client's threads wait for that lock here, the one whose
  * turn it is included (for tests and operators). */
-unsigned dlock__lq_waiting(dlock__lq *q, const dlock_lock *l);
+unsigned dlock__lq_waiting(dlock__lq *q, int kind, const char *name);
 
 /* Makes every local waiter look at its cancel flag. */
 void dlock__lq_wake(dlock__lq *q);

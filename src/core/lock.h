@@ -1,5 +1,14 @@
-/* lock.h - the lock handle's insides, shared by lock.c (one lock) and
- * multi.c (several as one). */
+/* lock.h - the lock handle's insides, shared by the files of the core that
+ * serve it: handle.c (making and freeing handles, their state), acquire.c
+ * (taking a lock: the wait loop), hold.c (a lock held: release, extend,
+ * check), operator.c (query, force-unlock, adopt) and multi.c (several
+ * locks as one).
+ *
+ * A handle is idle (holds == 0) or holding (holds > 0, with a fence and a
+ * lease entry on the client's renewer). Only the owner's calls change holds
+ * and fence, and they never overlap (busy flag). The renewer may mark the
+ * entry lost at any time; every call looks at that first, so a loss is
+ * reported by the next call as well as by the callback. */
 #ifndef DLOCK_CORE_LOCK_H
 #define DLOCK_CORE_LOCK_H
 
@@ -14,15 +23,21 @@ struct dlock_lock {
     char *name;
     dlock__lock_spec spec;
     char token[DLOCK__TOKEN_MAX + 1];
-    void *bl; /* the backend's state; NULL for a multi-lock */
+    dlock__store_lock *sl; /* the store's state; NULL for a multi-lock */
     atomic_int busy;
     atomic_int refs;
-    atomic_int cancel; /* dlock_cancel() asked the current or next wait to end */
+
+    /* Cancellation (dlock_cancel). A wait has a number; the state word is
+     * (number of the current or last wait) << 1 | (a wait is in progress),
+     * and cancel_for the number of the wait a cancel ends: the one in
+     * progress, else the next. */
+    _Atomic uint64_t wait_state;
+    _Atomic uint64_t cancel_for;
 
     /* owner's state: changed only inside the owner's (non-overlapping) calls */
     unsigned holds;
     uint64_t fence;
-    dlock__lease lease; /* on the renewer while holds > 0 */
+    dlock__lease lease; /* on the renewer while holds > 0, or while queued */
 
     dlock_lost_fn on_lost; /* guarded by the lease's renewer shard */
     void *on_lost_arg;
@@ -33,22 +48,45 @@ struct dlock_lock {
     dlock_lock *parent;
 };
 
-/* A handle for name and spec, with no token yet. */
+/* handle.c */
+
+/* A handle for name and spec (NULL spec: a multi-lock, no store state),
+ * with no token yet. */
 int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *spec,
                     dlock_lock **out);
+void dlock__lock_unref(dlock_lock *l);
+/* Enters / leaves an owner's call on the handle. */
+int dlock__lock_enter(dlock_lock *l);
+int dlock__lock_leave(dlock_lock *l, int rc);
+/* The bound of one request made now. */
+int64_t dlock__lock_op_deadline(const dlock_lock *l);
+/* The spec a set of public flags asks for; semaphore: whether
+ * DLOCK_SEMAPHORE is accepted (operator calls). */
+int dlock__spec_of(unsigned flags, int semaphore, dlock__lock_spec *spec);
+/* Refuses (DLOCK_ENOTSUP) a spec the client's store cannot serve. */
+int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
+/* Checks the parts of a lock name every store shares. */
+int dlock__check_name(const char *name);
 
-/* One lock (not a multi-lock), called inside the owner's call:
- * take it (waiting until deadline_us, DLOCK__NEVER, or not at all when
- * deadline_us is 0), give up one hold or all of them, record a hold the
- * backend reported taken. */
+/* acquire.c: one lock (not a multi-lock), inside the owner's call: take it
+ * (waiting until deadline_us, DLOCK__NEVER, or not at all when 0). */
 int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int renew);
+/* Whether the wait the handle (or its multi-lock) is in was cancelled. */
+int dlock__lock_cancelled(dlock_lock *l);
+
+/* hold.c: a held lock, inside the owner's call. */
+/* Starts holding: the renewer watches (and renews) the lease, or the session. */
+int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
+                              int64_t lease_ms, int renew, int64_t sent_us);
+void dlock__lock_stop_holding(dlock_lock *l);
+/* Gives up one hold, or all of them. */
 int dlock__lock_give(dlock_lock *l, int all);
-int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, int64_t lease_ms, int renew,
-                              int64_t sent_us);
 /* Sets the lease of a held lock (or, with keepalive, renews it from now on). */
 int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, int keepalive);
 /* Clears and reports a loss of a held lock: DLOCK_OK or DLOCK_ELOST. */
 int dlock__lock_take_loss(dlock_lock *l);
+/* The end of validity of a lease granted at sent_us. */
+int64_t dlock__validity_end(int64_t sent_us, int64_t lease_ms);
 
 /* multi.c: the multi-lock versions of the public calls. */
 int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew);

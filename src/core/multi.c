@@ -12,8 +12,9 @@
  *
  * Each member has its own lease on the renewer and its own fence; a loss of
  * any member is reported as a loss of the multi-lock. */
-#include "clock.h"
-#include "error.h"
+#include "../base/clock.h"
+#include "../base/error.h"
+#include "../base/random.h"
 #include "lock.h"
 
 #include <stdio.h>
@@ -106,45 +107,47 @@ out:
 /* Gives back members [0, n) after a failed acquisition, keeping the error. */
 static void roll_back(dlock_lock *l, size_t n)
 {
-    char detail[512];
-    snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
     while (n-- > 0)
         dlock__lock_give(l->members[n], 1);
-    dlock__fail(DLOCK_OK, "%s", detail);
+    dlock__restore_error(&saved);
 }
 
-/* All members in one step, if the backend can: DLOCK_OK, DLOCK_EBUSY (not
+/* All members in one step, if the store can: DLOCK_OK, DLOCK_EBUSY (not
  * now), or DLOCK_ENOTSUP (take them one by one). */
 static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
-    void **bls = malloc(l->nmembers * sizeof *bls);
-    uint64_t *fences = malloc(l->nmembers * sizeof *fences);
+    dlock__store_lock **sls;
+    uint64_t *fences;
     size_t busy = 0;
     int64_t ttl = -1;
-    int rc = DLOCK_ENOTSUP;
+    int rc;
 
-    if (bls == NULL || fences == NULL) {
-        free(bls);
+    if (c->backend->acquire_many == NULL || l->spec.kind != DLOCK__MUTEX)
+        return DLOCK_ENOTSUP;
+    sls = malloc(l->nmembers * sizeof *sls);
+    fences = malloc(l->nmembers * sizeof *fences);
+    if (sls == NULL || fences == NULL) {
+        free(sls);
         free(fences);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < l->nmembers; i++)
-        bls[i] = l->members[i]->bl;
-    if (c->ops->acquire_many != NULL && l->spec.kind == DLOCK__MUTEX) {
-        int64_t sent = dlock__now_us();
-        rc = c->ops->acquire_many(c->be, bls, l->nmembers, l->token, lease_ms,
+        sls[i] = l->members[i]->sl;
+    int64_t sent = dlock__now_us();
+    rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms,
                                   sent + c->cfg.command_timeout_ms * 1000, fences, &busy, &ttl);
-        for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
-            rc = dlock__lock_start_holding(l->members[i], fences[i], lease_ms, renew, sent);
-            if (rc != DLOCK_OK)
-                roll_back(l, l->nmembers);
-        }
-        if (rc == DLOCK_EBUSY)
-            dlock__fail(DLOCK_EBUSY, "lock '%s' of multi-lock '%s' is held by someone else",
-                        l->members[busy]->name, l->name);
+    for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
+        rc = dlock__lock_start_holding(l->members[i], fences[i], NULL, lease_ms, renew, sent);
+        if (rc != DLOCK_OK)
+            roll_back(l, l->nmembers);
     }
-    free(bls);
+    if (rc == DLOCK_EBUSY)
+        dlock__fail(DLOCK_EBUSY, "lock '%s' of multi-lock '%s' is held by someone else",
+                    l->members[busy]->name, l->name);
+    free(sls);
     free(fences);
     return rc;
 }
@@ -158,10 +161,11 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         for (size_t i = 0; i < l->nmembers; i++) {
             rc = dlock__lock_take(l->members[i], 0, lease_ms, renew);
             if (rc != DLOCK_OK) {
-                char detail[512];
-                snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+                dlock__saved_error saved;
+                dlock__save_error(&saved);
                 dlock__multi_release(l, 1);
-                return dlock__fail(rc, "multi-lock '%s': %s", l->name, detail);
+                dlock__restore_error(&saved);
+                return dlock__fail_context(rc, "multi-lock '%s'", l->name);
             }
         }
         l->holds++;
@@ -177,18 +181,13 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
                            : wait_ms < 0 ? DLOCK__NEVER
                                          : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
         for (size_t i = 0; i < l->nmembers; i++) {
-            if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline) {
-                rc = dlock__fail(DLOCK_ETIMEDOUT, "multi-lock '%s': no time left for '%s'", l->name,
-                                 l->members[i]->name);
-            } else {
-                atomic_store(&l->members[i]->cancel, atomic_exchange(&l->cancel, 0));
+            if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
+                rc = dlock__fail(DLOCK_ETIMEDOUT, "no time left for '%s'", l->members[i]->name);
+            else
                 rc = dlock__lock_take(l->members[i], deadline, lease_ms, renew);
-            }
             if (rc != DLOCK_OK) {
-                char detail[512];
-                snprintf(detail, sizeof detail, "%s", dlock_errmsg());
                 roll_back(l, i);
-                return dlock__fail(rc, "multi-lock '%s': %s", l->name, detail);
+                return dlock__fail_context(rc, "multi-lock '%s'", l->name);
             }
         }
     }
@@ -200,7 +199,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
 int dlock__multi_release(dlock_lock *l, int all)
 {
     int rc = DLOCK_OK;
-    char detail[512] = "";
+    dlock__saved_error first;
 
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle", l->name);
@@ -214,13 +213,14 @@ int dlock__multi_release(dlock_lock *l, int all)
         int one = dlock__lock_give(l->members[i], 1);
         if (one != DLOCK_OK && rc == DLOCK_OK) {
             rc = one;
-            snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+            dlock__save_error(&first);
         }
     }
     l->holds = 0;
-    if (rc != DLOCK_OK)
-        return dlock__fail(rc, "multi-lock '%s': %s", l->name, detail);
-    return DLOCK_OK;
+    if (rc == DLOCK_OK)
+        return DLOCK_OK;
+    dlock__restore_error(&first);
+    return dlock__fail_context(rc, "multi-lock '%s'", l->name);
 }
 
 int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
@@ -230,10 +230,11 @@ int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
     for (size_t i = 0; i < l->nmembers; i++) {
         int rc = dlock__lock_extend(l->members[i], lease_ms, keepalive);
         if (rc == DLOCK_ELOST) {
-            char detail[512];
-            snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+            dlock__saved_error saved;
+            dlock__save_error(&saved);
             dlock__multi_release(l, 1);
-            return dlock__fail(DLOCK_ELOST, "multi-lock '%s': %s", l->name, detail);
+            dlock__restore_error(&saved);
+            return dlock__fail_context(DLOCK_ELOST, "multi-lock '%s'", l->name);
         }
         if (rc != DLOCK_OK)
             return rc;
@@ -263,9 +264,7 @@ int dlock__multi_check(dlock_lock *l, int64_t *left_ms)
 
 void dlock__multi_forget(dlock_lock *l)
 {
-    for (size_t i = 0; i < l->nmembers; i++) {
-        dlock__renewer_remove(&l->client->renewer, &l->members[i]->lease, NULL, 0);
-        l->members[i]->holds = 0;
-    }
+    for (size_t i = 0; i < l->nmembers; i++)
+        dlock__lock_stop_holding(l->members[i]);
     l->holds = 0;
 }

@@ -1,37 +1,54 @@
-/* renewer.c - the client's lease thread. See renewer.h for the contract.
+/* renewer.c - the client's lease threads and its sessions. See renewer.h
+ * and session.h for the contracts.
  *
  * Timing. A held lock renewed automatically is renewed every lease/3; a
- * queued waiter sends a heartbeat every waiter_lease/3. When the thread
- * wakes for the earliest due entry it also takes every entry due within the
- * next half period, so after a few periods entries fall into step and a
- * whole client's leases go out together. Validity is
+ * queued waiter sends a heartbeat every waiter_lease/3; a session is kept
+ * alive every lease/3. When the renewal thread wakes for the earliest due
+ * entry it also takes every entry due within the next half period, so after
+ * a few periods entries fall into step and a whole client's leases go out
+ * together. An entry whose renewal failed is not pulled forward that way: it
+ * waits out its retry delay, which doubles with each failure (jittered, at
+ * most a period), so a store that refuses every renewal sees a few requests
+ * per period, not a loop.
+ *
+ * Validity is
  *
  *     send time of the last successful renewal + lease - drift
  *
- * on CLOCK_MONOTONIC: the server started counting the lease after we sent,
- * so our end comes first, by at least the drift margin. A renewal that fails
- * is retried quickly until validity runs out; then the lock is lost.
+ * on CLOCK_MONOTONIC: the store started counting the lease after we sent, so
+ * our end comes first, by at least the drift margin. A hold that lives by a
+ * session is valid no longer than the session; the session's end of
+ * validity is mirrored in an atomic so the watchdog can read it from any
+ * shard without taking the session's lock.
  *
- * The thread is woken by a new entry only when it is due before the thread
- * would wake anyway; with entries coming and going on the hot path this is
- * rare, so taking and releasing locks does not wake it. An entry added while
- * the thread is awake (scanning or renewing) is noted in earliest_added_us,
+ * The watchdog sleeps until the earliest end of validity of any entry and
+ * reports what ran out; it never waits on the store. Each thread is woken by
+ * a new entry only when that entry needs it before it would wake anyway; an
+ * entry added while the thread is scanning is noted in earliest_added_us,
  * which the thread reads before it goes to sleep. */
 #include "renewer.h"
 
-#include "clock.h"
-#include "error.h"
-#include "thread.h"
+#include "../base/clock.h"
+#include "../base/error.h"
+#include "../base/random.h"
+#include "../base/thread.h"
 
-#include <errno.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define RETRY_MIN_US 20000
-#define RETRY_MAX_US 1000000
+
+struct dlock__session {
+    dlock__lease lease; /* its own entry (kind SESSION); owner: session_owner */
+    dlock__renewer *renewer;
+    _Atomic int refs;
+    _Atomic int ended;              /* lost, or ended by the store */
+    _Atomic int64_t valid_until_us; /* mirror of lease.valid_until_us */
+    void *data;
+    void (*free_data)(void *);
+};
 
 int64_t dlock__drift_us(int64_t lease_ms)
 {
@@ -40,23 +57,45 @@ int64_t dlock__drift_us(int64_t lease_ms)
 
 static int64_t period_us(const dlock__renewer *r, const dlock__lease *e)
 {
-    int64_t lease_ms = e->waiter ? r->cfg->waiter_lease_ms : e->lease_ms;
+    int64_t lease_ms = e->kind == DLOCK__RENEW_WAITER ? r->cfg->waiter_lease_ms : e->lease_ms;
     return lease_ms * 1000 / 3;
 }
 
+/* The delay before retrying e after `failures` failed renewals in a row. */
 static int64_t retry_us(const dlock__renewer *r, const dlock__lease *e)
 {
-    int64_t t = period_us(r, e) / 10;
-    return t < RETRY_MIN_US ? RETRY_MIN_US : t > RETRY_MAX_US ? RETRY_MAX_US : t;
+    int64_t period = period_us(r, e), t = period / 10;
+    unsigned shift = e->failures > 7 ? 6 : e->failures - 1;
+    char hex[5];
+
+    if (t < RETRY_MIN_US)
+        t = RETRY_MIN_US;
+    t <<= shift;
+    if (t > period && period > RETRY_MIN_US)
+        t = period;
+    /* +-25%: entries that failed together do not retry in lockstep */
+    if (dlock__random_hex(hex, 2) == 0)
+        t += (int64_t) (strtoul(hex, NULL, 16) % 1000) * t / 2000 - t / 4;
+    return t;
 }
 
-/* The next moment the thread must look at e. */
-static int64_t next_event(const dlock__lease *e)
+static int64_t session_valid_until(const dlock__lease *e)
 {
-    int64_t t = e->in_flight ? DLOCK__NEVER : e->due_us;
-    if (!e->waiter && e->valid_until_us < t)
-        t = e->valid_until_us;
-    return t;
+    return e->session != NULL ? atomic_load(&e->session->valid_until_us) : DLOCK__NEVER;
+}
+
+/* The end of validity of a held entry or session, its session's included. */
+static int64_t valid_until(const dlock__lease *e)
+{
+    int64_t own = e->valid_until_us, of_session = session_valid_until(e);
+    if (e->kind == DLOCK__RENEW_SESSION)
+        return own;
+    return own < of_session ? own : of_session;
+}
+
+static int watched_for_validity(const dlock__lease *e)
+{
+    return e->kind != DLOCK__RENEW_WAITER;
 }
 
 static void unlink_locked(dlock__lease *e)
@@ -73,38 +112,53 @@ static dlock__renewer_shard *shard_of(dlock__renewer *r, const dlock__lease *e)
     return &r->shards[((uintptr_t) e >> 6) % DLOCK__RENEWER_SHARDS];
 }
 
-void dlock__renewer_init(dlock__renewer *r, const dlock__backend_ops *ops, void *be,
-                         dlock__board *board, const dlock__client_cfg *cfg)
+static void thread_init(dlock__renewer_thread *t)
 {
     pthread_condattr_t attr;
 
-    memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->cv, &attr);
+    pthread_cond_init(&t->cv, &attr);
     pthread_condattr_destroy(&attr);
+    atomic_init(&t->wake_at_us, 0);
+    atomic_init(&t->earliest_added_us, DLOCK__NEVER);
+}
+
+void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__client_cfg *cfg)
+{
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    thread_init(&r->renewal);
+    thread_init(&r->watchdog);
     for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
         pthread_mutex_init(&r->shards[i].mu, NULL);
         r->shards[i].list.prev = r->shards[i].list.next = &r->shards[i].list;
     }
-    atomic_init(&r->wake_at_us, 0);
-    atomic_init(&r->earliest_added_us, DLOCK__NEVER);
-    r->ops = ops;
-    r->be = be;
-    r->board = board;
+    r->store = store;
     r->cfg = cfg;
+}
+
+void dlock__renewer_stop(dlock__renewer *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stopping = 1;
+    pthread_cond_signal(&r->renewal.cv);
+    pthread_cond_signal(&r->watchdog.cv);
+    int running = r->running;
+    r->running = 0;
+    pthread_mutex_unlock(&r->mu);
+    if (running) {
+        pthread_join(r->renewal.thread, NULL);
+        pthread_join(r->watchdog.thread, NULL);
+    }
 }
 
 void dlock__renewer_fini(dlock__renewer *r)
 {
-    pthread_mutex_lock(&r->mu);
-    r->stopping = 1;
-    pthread_cond_signal(&r->cv);
-    int running = r->running;
-    pthread_mutex_unlock(&r->mu);
-    if (running)
-        pthread_join(r->thread, NULL);
+    dlock__renewer_stop(r);
+    for (size_t i = 0; i < r->nlost; i++)
+        dlock__session_unref(r->lost_sessions[i]);
+    free(r->lost_sessions);
     for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
         dlock__lease *list = &r->shards[i].list;
         while (list->next != list)
@@ -112,10 +166,197 @@ void dlock__renewer_fini(dlock__renewer *r)
         pthread_mutex_destroy(&r->shards[i].mu);
     }
     pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
+    pthread_cond_destroy(&r->renewal.cv);
+    pthread_cond_destroy(&r->watchdog.cv);
 }
 
-/* ---------------------------------------------------------------- the thread */
+/* ---------------------------------------------------------------- reports */
+
+/* Entries whose loss is to be reported once no lock is held. */
+typedef struct reports {
+    dlock__lease **entries;
+    size_t n, cap;
+} reports;
+
+/* With the entry's shard locked: marks e lost and queues the report. */
+static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(e->why, sizeof e->why, fmt, ap);
+    va_end(ap);
+    e->lost = 1;
+    unlink_locked(e);
+    if (out->n == out->cap) {
+        size_t cap = out->cap ? out->cap * 2 : 16;
+        dlock__lease **grown = realloc(out->entries, cap * sizeof *grown);
+        if (grown == NULL)
+            return; /* reported by the owner's next call all the same */
+        out->entries = grown;
+        out->cap = cap;
+    }
+    e->owner->ref(e);
+    out->entries[out->n++] = e;
+}
+
+static void report(reports *out)
+{
+    for (size_t i = 0; i < out->n; i++) {
+        dlock__lease *e = out->entries[i];
+        e->owner->report(e);
+        e->owner->unref(e);
+    }
+    out->n = 0;
+}
+
+/* ---------------------------------------------------------------- sleeping */
+
+/* Wakes thread t if an event at `at` comes before it would wake anyway. */
+static void note_event(dlock__renewer *r, dlock__renewer_thread *t, int64_t at)
+{
+    int64_t seen = atomic_load(&t->earliest_added_us);
+    while (at < seen && !atomic_compare_exchange_weak(&t->earliest_added_us, &seen, at))
+        ;
+    int64_t wake = atomic_load(&t->wake_at_us);
+    if (wake != 0 && at < wake) {
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_signal(&t->cv);
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+/* Sleeps until `next` or until an earlier event is noted; returns whether
+ * to stop. */
+static int sleep_until(dlock__renewer *r, dlock__renewer_thread *t, int64_t next)
+{
+    pthread_mutex_lock(&r->mu);
+    /* Announce the plan first, then pick up what was noted during the scan:
+     * an event noted after this exchange sees the plan and signals. */
+    atomic_store(&t->wake_at_us, next);
+    int64_t added = atomic_exchange(&t->earliest_added_us, DLOCK__NEVER);
+    if (added < next)
+        next = added;
+    if (t == &r->renewal && r->nlost > 0)
+        next = 0; /* sessions to end in the store */
+    if (!r->stopping && next > dlock__now_us()) {
+        atomic_store(&t->wake_at_us, next);
+        if (next == DLOCK__NEVER) {
+            pthread_cond_wait(&t->cv, &r->mu);
+        } else {
+            struct timespec ts = dlock__timespec(next);
+            pthread_cond_timedwait(&t->cv, &r->mu, &ts);
+        }
+    }
+    atomic_store(&t->wake_at_us, 0);
+    int stopping = r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    return stopping;
+}
+
+/* ---------------------------------------------------------------- the watchdog */
+
+/* With the session's shard locked: the session's validity ran out. Its
+ * holds follow on their own (their validity is bounded by it); the store is
+ * asked to end it by the renewal thread. */
+static void lose_session_locked(dlock__renewer *r, dlock__lease *e, reports *out, int64_t now)
+{
+    dlock__session *s = e->session;
+    char error[sizeof e->why];
+
+    snprintf(error, sizeof error, "%s", e->why);
+    lose_locked(e, out, "session lost: no successful renewal for %lld ms%s%s%s",
+                (long long) ((now - e->last_ok_us) / 1000), error[0] ? " (" : "", error,
+                error[0] ? ")" : "");
+    atomic_store(&s->ended, 1); /* after its why: readers of `ended` read the why */
+    pthread_mutex_lock(&r->mu);
+    if (r->nlost == r->lost_cap) {
+        size_t cap = r->lost_cap ? r->lost_cap * 2 : 8;
+        dlock__session **grown = realloc(r->lost_sessions, cap * sizeof *grown);
+        if (grown != NULL) {
+            r->lost_sessions = grown;
+            r->lost_cap = cap;
+        }
+    }
+    if (r->nlost < r->lost_cap) {
+        dlock__session_ref(s);
+        r->lost_sessions[r->nlost++] = s;
+        pthread_cond_signal(&r->renewal.cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* With the entry's shard locked: a renewed lease ran out; the last
+ * renewal's error, if any, says why. */
+static void lose_expired_locked(dlock__lease *e, reports *out, int64_t now)
+{
+    char error[sizeof e->why];
+
+    snprintf(error, sizeof error, "%s", e->why);
+    lose_locked(e, out, "lease ran out: no successful renewal for %lld ms%s%s%s",
+                (long long) ((now - e->last_ok_us) / 1000), error[0] ? " (" : "", error,
+                error[0] ? ")" : "");
+}
+
+/* One pass: reports every entry whose validity ran out or whose session
+ * ended; returns the earliest end of validity left. */
+static int64_t watch_scan(dlock__renewer *r, reports *out)
+{
+    int64_t next = DLOCK__NEVER;
+
+    for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
+        dlock__renewer_shard *sh = &r->shards[i];
+        int64_t now = dlock__now_us();
+        pthread_mutex_lock(&sh->mu);
+        for (dlock__lease *e = sh->list.next, *following; e != &sh->list; e = following) {
+            following = e->next;
+            if (!watched_for_validity(e))
+                continue;
+            int64_t until = valid_until(e);
+            if (e->kind == DLOCK__RENEW_SESSION) {
+                if (until <= now)
+                    lose_session_locked(r, e, out, now);
+                else if (until < next)
+                    next = until;
+                continue;
+            }
+            if (e->session != NULL && atomic_load(&e->session->ended)) {
+                lose_locked(e, out, "%s",
+                            e->session->lease.why[0] ? e->session->lease.why : "its session ended");
+            } else if (until <= now) {
+                if (until < e->valid_until_us)
+                    lose_locked(e, out, "its session's validity ran out");
+                else if (e->renew)
+                    lose_expired_locked(e, out, now);
+                else
+                    lose_locked(e, out, "fixed lease of %lld ms expired", (long long) e->lease_ms);
+            } else if (until < next) {
+                next = until;
+            }
+        }
+        pthread_mutex_unlock(&sh->mu);
+    }
+    return next;
+}
+
+static void *watchdog_run(void *arg)
+{
+    dlock__renewer *r = arg;
+    reports out = {0};
+
+    for (;;) {
+        int64_t next = watch_scan(r, &out);
+        report(&out);
+        if (sleep_until(r, &r->watchdog, next))
+            break;
+    }
+    free(out.entries);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- renewals */
 
 typedef struct batch {
     dlock__lease **entries;
@@ -144,100 +385,75 @@ static int batch_push(batch *b, dlock__lease *e)
     }
     b->entries[b->n] = e;
     b->gens[b->n] = e->gen;
-    b->items[b->n] = (dlock__renewal){.lock = e->bl,
+    b->items[b->n] = (dlock__renewal){.kind = e->kind,
+                                      .lock = e->lock,
                                       .token = e->token,
                                       .lease_ms = e->lease_ms,
-                                      .waiter = e->waiter,
+                                      .session = e->session,
                                       .result = DLOCK__RENEW_FAILED};
     b->n++;
     return 0;
 }
 
-/* Locks whose loss is to be reported once no lock is held. */
-typedef struct reports {
-    dlock_lock **locks;
-    size_t n, cap;
-} reports;
-
-/* With the entry's shard locked: marks e lost and queues the report. */
-static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? out->cap * 2 : 16;
-        dlock_lock **grown = realloc(out->locks, cap * sizeof *grown);
-        if (grown == NULL)
-            return; /* reported by the owner's next call all the same */
-        out->locks = grown;
-        out->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(e->why, sizeof e->why, fmt, ap);
-    va_end(ap);
-    e->lost = 1;
-    unlink_locked(e);
-    dlock__lock_ref(e->lock);
-    out->locks[out->n++] = e->lock;
-}
-
-static void report(reports *out)
-{
-    for (size_t i = 0; i < out->n; i++) {
-        dlock__lock_report_lost(out->locks[i], NULL);
-        dlock__lock_unref(out->locks[i]);
-    }
-    out->n = 0;
-}
-
 /* With the entry's shard locked: applies one result of a batch. */
 static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewal *it,
-                         int64_t sent_us, int64_t now, reports *out)
+                         int64_t sent_us, int64_t now, const char *error, reports *out)
 {
     e->in_flight = 0;
-    if (e->waiter) {
+    if (it->result == DLOCK__RENEW_FAILED) {
+        e->failures++;
+        e->due_us = now + retry_us(r, e);
+        if (error[0] != '\0' && e->kind != DLOCK__RENEW_WAITER)
+            snprintf(e->why, sizeof e->why, "%s", error); /* named if the lease runs out */
+        return;
+    }
+    e->failures = 0;
+    if (e->kind == DLOCK__RENEW_WAITER) {
+        dlock__board *board = r->store->host.board;
         switch (it->result) {
         case DLOCK__RENEW_OK:
-            dlock__board_queued(r->board, e->token, sent_us);
+            dlock__board_queued(board, e->token, e->wait_id, sent_us);
             e->due_us = sent_us + period_us(r, e);
             break;
         case DLOCK__RENEW_GRANTED:
-            dlock__board_grant(r->board, e->token, e->wait_id, it->fence);
-            e->due_us = DLOCK__NEVER;
-            break;
-        case DLOCK__RENEW_GONE:
-            dlock__board_recheck(r->board, e->token);
+            dlock__board_grant(board, e->token, e->wait_id, it->fence);
             e->due_us = DLOCK__NEVER;
             break;
         default:
-            e->due_us = now + retry_us(r, e);
+            dlock__board_recheck(board, e->token);
+            e->due_us = DLOCK__NEVER;
             break;
         }
         return;
     }
-    switch (it->result) {
-    case DLOCK__RENEW_OK:
-        e->last_ok_us = sent_us;
-        e->valid_until_us = sent_us + e->lease_ms * 1000 - dlock__drift_us(e->lease_ms);
-        e->due_us = sent_us + period_us(r, e);
-        break;
-    case DLOCK__RENEW_GONE:
-        lose_locked(e, out,
-                    "renewal refused: the lock expired, was deleted, or is held by another "
-                    "owner");
-        break;
-    default:
-        e->due_us = now + retry_us(r, e);
-        break;
+    if (it->result == DLOCK__RENEW_GONE) {
+        if (e->kind == DLOCK__RENEW_SESSION) {
+            lose_locked(e, out, "the store ended the session");
+            atomic_store(&e->session->ended, 1); /* after its why */
+            note_event(r, &r->watchdog, now);    /* its holds go too */
+        } else {
+            lose_locked(e, out,
+                        e->session != NULL
+                            ? "the lock is not held any more (its key or node was removed)"
+                            : "renewal refused: the lock expired, was deleted, or is held by "
+                              "another owner");
+        }
+        return;
     }
+    e->why[0] = '\0';
+    e->due_us = sent_us + period_us(r, e);
+    if (e->session != NULL && e->kind == DLOCK__RENEW_HOLD)
+        return; /* checked: its validity is the session's */
+    e->last_ok_us = sent_us;
+    e->valid_until_us = sent_us + e->lease_ms * 1000 - dlock__drift_us(e->lease_ms);
+    if (e->kind == DLOCK__RENEW_SESSION)
+        atomic_store(&e->session->valid_until_us, e->valid_until_us);
 }
 
-/* One pass over every shard: reports expired leases, collects due entries
- * into b (marking them in flight; *deadline becomes the earliest end of
- * validity among them), and returns the next event. */
-static int64_t scan(dlock__renewer *r, batch *b, reports *out, int64_t *deadline)
+/* One pass: collects due entries into b (marking them in flight; *deadline
+ * becomes the earliest end of validity among them) and returns when the
+ * next one is due. */
+static int64_t renew_scan(dlock__renewer *r, batch *b, int64_t *deadline)
 {
     int64_t next = DLOCK__NEVER;
 
@@ -245,80 +461,67 @@ static int64_t scan(dlock__renewer *r, batch *b, reports *out, int64_t *deadline
         dlock__renewer_shard *sh = &r->shards[i];
         int64_t now = dlock__now_us();
         pthread_mutex_lock(&sh->mu);
-        for (dlock__lease *e = sh->list.next, *following; e != &sh->list; e = following) {
-            following = e->next;
-            if (!e->waiter && e->valid_until_us <= now) {
-                if (e->renew)
-                    lose_locked(e, out, "lease ran out: no successful renewal for %lld ms (%s)",
-                                (long long) ((now - e->last_ok_us) / 1000),
-                                r->last_error[0] ? r->last_error : "no reply");
-                else
-                    lose_locked(e, out, "fixed lease of %lld ms expired", (long long) e->lease_ms);
+        for (dlock__lease *e = sh->list.next; e != &sh->list; e = e->next) {
+            if (e->in_flight)
+                continue;
+            /* Falling into step: take what is due soon too, unless it is
+             * waiting out a retry delay. */
+            int64_t window = e->failures == 0 ? period_us(r, e) / 2 : 0;
+            if (e->due_us <= now + window && batch_push(b, e) == 0) {
+                e->in_flight = 1;
+                e->owner->ref(e); /* its owner may drop it meanwhile */
+                int64_t until = watched_for_validity(e) ? valid_until(e) : DLOCK__NEVER;
+                if (until < *deadline)
+                    *deadline = until;
                 continue;
             }
-            if (!e->in_flight && e->due_us <= now + period_us(r, e) / 2) {
-                if (batch_push(b, e) == 0) {
-                    e->in_flight = 1;
-                    dlock__lock_ref(e->lock); /* its owner may free it meanwhile */
-                    if (!e->waiter && e->valid_until_us < *deadline)
-                        *deadline = e->valid_until_us;
-                }
-            }
-            int64_t t = next_event(e);
-            if (t < next)
-                next = t;
+            if (e->due_us < next)
+                next = e->due_us;
         }
         pthread_mutex_unlock(&sh->mu);
     }
     return next;
 }
 
-/* Sleeps until `next` or until an earlier entry arrives; returns whether
- * to stop. */
-static int sleep_until(dlock__renewer *r, int64_t next)
+/* Asks the store to end the sessions the watchdog gave up on. */
+static void end_lost_sessions(dlock__renewer *r)
 {
-    pthread_mutex_lock(&r->mu);
-    /* Announce the plan first, then pick up what was added during the
-     * scan: an entry added after this exchange sees the plan and signals. */
-    atomic_store(&r->wake_at_us, next);
-    int64_t added = atomic_exchange(&r->earliest_added_us, DLOCK__NEVER);
-    if (added < next)
-        next = added;
-    if (!r->stopping && next > dlock__now_us()) {
-        atomic_store(&r->wake_at_us, next);
-        if (next == DLOCK__NEVER) {
-            pthread_cond_wait(&r->cv, &r->mu);
-        } else {
-            struct timespec ts = dlock__timespec(next);
-            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        }
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        dlock__session *s = r->nlost > 0 ? r->lost_sessions[--r->nlost] : NULL;
+        pthread_mutex_unlock(&r->mu);
+        if (s == NULL)
+            return;
+        if (r->store->backend->session_lost != NULL)
+            r->store->backend->session_lost(r->store, s,
+                                            dlock__now_us() + r->cfg->command_timeout_ms * 1000);
+        dlock__session_unref(s);
     }
-    atomic_store(&r->wake_at_us, 0);
-    int stopping = r->stopping;
-    pthread_mutex_unlock(&r->mu);
-    return stopping;
 }
 
-static void *run(void *arg)
+static void *renewal_run(void *arg)
 {
     dlock__renewer *r = arg;
     batch b = {0};
     reports out = {0};
+    char error[200];
 
     for (;;) {
+        end_lost_sessions(r);
         b.n = 0;
         int64_t deadline = dlock__now_us() + r->cfg->command_timeout_ms * 1000;
-        int64_t next = scan(r, &b, &out, &deadline);
-        report(&out);
+        int64_t next = renew_scan(r, &b, &deadline);
         if (b.n == 0) {
-            if (sleep_until(r, next))
+            if (sleep_until(r, &r->renewal, next))
                 break;
             continue;
         }
 
         int64_t sent = dlock__now_us();
-        if (r->ops->renew(r->be, b.items, b.n, deadline) != DLOCK_OK)
-            snprintf(r->last_error, sizeof r->last_error, "%s", dlock_errmsg());
+        error[0] = '\0';
+        dlock__clear_error();
+        if (r->store->backend->renew(r->store, b.items, b.n, deadline) != DLOCK_OK)
+            snprintf(error, sizeof error, "%s", dlock_errmsg());
 
         int64_t now = dlock__now_us();
         for (size_t i = 0; i < b.n; i++) {
@@ -326,12 +529,14 @@ static void *run(void *arg)
             dlock__renewer_shard *sh = shard_of(r, e);
             pthread_mutex_lock(&sh->mu);
             if (e->linked && e->gen == b.gens[i])
-                apply_locked(r, e, &b.items[i], sent, now, &out);
+                apply_locked(r, e, &b.items[i], sent, now, error, &out);
+            else
+                e->in_flight = 0;
             pthread_mutex_unlock(&sh->mu);
         }
         report(&out);
         for (size_t i = 0; i < b.n; i++)
-            dlock__lock_unref(b.entries[i]->lock);
+            b.entries[i]->owner->unref(b.entries[i]);
 
         pthread_mutex_lock(&r->mu);
         int stopping = r->stopping;
@@ -342,45 +547,56 @@ static void *run(void *arg)
     free(b.entries);
     free(b.items);
     free(b.gens);
-    free(out.locks);
+    free(out.entries);
     return NULL;
 }
 
 /* ---------------------------------------------------------------- entries */
 
-/* Wakes the thread if e is due before it would wake anyway. */
-static void note_event(dlock__renewer *r, int64_t t)
-{
-    int64_t seen = atomic_load(&r->earliest_added_us);
-    while (t < seen && !atomic_compare_exchange_weak(&r->earliest_added_us, &seen, t))
-        ;
-    int64_t wake = atomic_load(&r->wake_at_us);
-    if (wake != 0 && t < wake) {
-        pthread_mutex_lock(&r->mu);
-        pthread_cond_signal(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-    }
-}
-
-int dlock__renewer_add(dlock__renewer *r, dlock__lease *e)
+static int start_threads(dlock__renewer *r)
 {
     int rc = DLOCK_OK;
 
     pthread_mutex_lock(&r->mu);
     if (!r->running && !r->stopping) {
-        if (dlock__thread_start(&r->thread, run, r) != 0)
+        if (dlock__thread_start(&r->renewal.thread, renewal_run, r) != 0) {
             rc = dlock__fail(DLOCK_ENOMEM, "cannot start the renewal thread");
-        else
+        } else if (dlock__thread_start(&r->watchdog.thread, watchdog_run, r) != 0) {
+            r->stopping = 1;
+            pthread_cond_signal(&r->renewal.cv);
+            pthread_mutex_unlock(&r->mu);
+            pthread_join(r->renewal.thread, NULL);
+            pthread_mutex_lock(&r->mu);
+            r->stopping = 0;
+            rc = dlock__fail(DLOCK_ENOMEM, "cannot start the lease watchdog thread");
+        } else {
             r->running = 1;
+        }
     }
     pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* Tells the threads about e's next events (shard unlocked). */
+static void note_entry(dlock__renewer *r, int64_t due, int64_t until)
+{
+    if (due != DLOCK__NEVER)
+        note_event(r, &r->renewal, due);
+    if (until != DLOCK__NEVER)
+        note_event(r, &r->watchdog, until);
+}
+
+int dlock__renewer_add(dlock__renewer *r, dlock__lease *e)
+{
+    int rc = start_threads(r);
+
     if (rc != DLOCK_OK)
         return rc;
-
     dlock__renewer_shard *sh = shard_of(r, e);
     pthread_mutex_lock(&sh->mu);
     e->gen++;
     e->in_flight = 0;
+    e->failures = 0;
     e->lost = 0;
     e->why[0] = '\0';
     e->prev = sh->list.prev;
@@ -388,15 +604,16 @@ int dlock__renewer_add(dlock__renewer *r, dlock__lease *e)
     sh->list.prev->next = e;
     sh->list.prev = e;
     e->linked = 1;
-    int64_t t = next_event(e);
+    int64_t due = e->due_us, until = watched_for_validity(e) ? valid_until(e) : DLOCK__NEVER;
     pthread_mutex_unlock(&sh->mu);
-    note_event(r, t);
+    note_entry(r, due, until);
     return DLOCK_OK;
 }
 
 int dlock__renewer_remove(dlock__renewer *r, dlock__lease *e, char *why, size_t why_len)
 {
     dlock__renewer_shard *sh = shard_of(r, e);
+    dlock__session *session = NULL;
     int lost;
 
     pthread_mutex_lock(&sh->mu);
@@ -406,7 +623,13 @@ int dlock__renewer_remove(dlock__renewer *r, dlock__lease *e, char *why, size_t 
     if (lost && why != NULL)
         snprintf(why, why_len, "%s", e->why);
     e->lost = 0;
+    if (e->kind == DLOCK__RENEW_HOLD) {
+        session = e->session;
+        e->session = NULL;
+    }
     pthread_mutex_unlock(&sh->mu);
+    if (session != NULL)
+        dlock__session_unref(session);
     return lost;
 }
 
@@ -428,10 +651,10 @@ void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_
         e->due_us = DLOCK__NEVER;
     else if (!was_renewed)
         e->due_us = dlock__now_us();
-    int64_t t = e->linked ? next_event(e) : DLOCK__NEVER;
+    int64_t due = e->linked ? e->due_us : DLOCK__NEVER;
+    int64_t until = e->linked ? valid_until(e) : DLOCK__NEVER;
     pthread_mutex_unlock(&sh->mu);
-    if (t != DLOCK__NEVER)
-        note_event(r, t);
+    note_entry(r, due, until);
 }
 
 void dlock__renewer_lock(dlock__renewer *r, dlock__lease *e)
@@ -448,7 +671,7 @@ int64_t dlock__renewer_valid_until(dlock__renewer *r, dlock__lease *e)
 {
     dlock__renewer_shard *sh = shard_of(r, e);
     pthread_mutex_lock(&sh->mu);
-    int64_t t = e->valid_until_us;
+    int64_t t = valid_until(e);
     pthread_mutex_unlock(&sh->mu);
     return t;
 }
@@ -461,18 +684,134 @@ int dlock__renewer_check(dlock__renewer *r, dlock__lease *e, int64_t *left_us, c
     int64_t now = dlock__now_us();
 
     pthread_mutex_lock(&sh->mu);
+    int64_t until = valid_until(e);
     if (e->lost) {
         snprintf(why, why_len, "%s", e->why);
         rc = DLOCK_ELOST;
-    } else if (e->valid_until_us <= now) {
-        /* The thread has not got round to it yet; the lease is over all
+    } else if (e->session != NULL && atomic_load(&e->session->ended)) {
+        snprintf(why, why_len, "its session ended");
+        rc = DLOCK_ELOST;
+    } else if (until <= now) {
+        /* The watchdog has not got round to it yet; the lease is over all
          * the same. */
         snprintf(why, why_len, "%s",
-                 e->renew ? "lease ran out before a renewal succeeded" : "fixed lease expired");
+                 until < e->valid_until_us ? "its session's validity ran out"
+                 : e->renew                ? "lease ran out before a renewal succeeded"
+                                           : "fixed lease expired");
         rc = DLOCK_ELOST;
     } else if (left_us != NULL) {
-        *left_us = e->valid_until_us - now;
+        *left_us = until - now;
     }
     pthread_mutex_unlock(&sh->mu);
     return rc;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+static dlock__session *session_of(dlock__lease *e)
+{
+    return (dlock__session *) (void *) e; /* the entry is the session's first member */
+}
+
+static void session_entry_ref(dlock__lease *e)
+{
+    dlock__session_ref(session_of(e));
+}
+
+static void session_entry_unref(dlock__lease *e)
+{
+    dlock__session_unref(session_of(e));
+}
+
+static void session_entry_report(dlock__lease *e)
+{
+    (void) e; /* its holds report themselves */
+}
+
+static const dlock__lease_owner session_owner = {
+    .ref = session_entry_ref,
+    .unref = session_entry_unref,
+    .report = session_entry_report,
+};
+
+int dlock__session_start(dlock__sessions *r, int64_t lease_ms, int64_t sent_us, void *data,
+                         void (*free_data)(void *), dlock__session **out)
+{
+    dlock__session *s = calloc(1, sizeof *s);
+    int rc;
+
+    *out = NULL;
+    if (s == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    s->renewer = r;
+    atomic_init(&s->refs, 1);
+    atomic_init(&s->ended, 0);
+    s->data = data;
+    s->free_data = free_data;
+    s->lease.kind = DLOCK__RENEW_SESSION;
+    s->lease.owner = &session_owner;
+    s->lease.session = s;
+    s->lease.lease_ms = lease_ms;
+    s->lease.renew = 1;
+    s->lease.last_ok_us = sent_us;
+    s->lease.valid_until_us = sent_us + lease_ms * 1000 - dlock__drift_us(lease_ms);
+    s->lease.due_us = sent_us + lease_ms * 1000 / 3;
+    atomic_init(&s->valid_until_us, s->lease.valid_until_us);
+    rc = dlock__renewer_add(r, &s->lease);
+    if (rc != DLOCK_OK) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return DLOCK_OK;
+}
+
+void *dlock__session_data(const dlock__session *s)
+{
+    return s->data;
+}
+
+int64_t dlock__session_lease_ms(const dlock__session *s)
+{
+    return s->lease.lease_ms;
+}
+
+int dlock__session_alive(dlock__session *s)
+{
+    return !atomic_load(&s->ended) && atomic_load(&s->valid_until_us) > dlock__now_us();
+}
+
+void dlock__session_ref(dlock__session *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+}
+
+static void session_release(dlock__session *s)
+{
+    if (s->free_data != NULL)
+        s->free_data(s->data);
+    free(s);
+}
+
+void dlock__session_unref(dlock__session *s)
+{
+    if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
+        session_release(s);
+}
+
+void dlock__session_end(dlock__session *s, const char *why)
+{
+    dlock__renewer *r = s->renewer;
+    dlock__renewer_shard *sh = shard_of(r, &s->lease);
+
+    pthread_mutex_lock(&sh->mu);
+    if (!atomic_load(&s->ended)) {
+        snprintf(s->lease.why, sizeof s->lease.why, "%s", why);
+        atomic_store(&s->ended, 1);
+        if (s->lease.linked)
+            unlink_locked(&s->lease);
+    }
+    pthread_mutex_unlock(&sh->mu);
+    note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */
+    dlock__session_unref(s);
 }

@@ -639,7 +639,9 @@ static void local_queue_order_and_limit(void)
     for (int i = 0; i < N; i++) {
         a[i] = (local_arg){c, i, -1, order, &next};
         pthread_create(&t[i], NULL, local_waiter, &a[i]);
-        DT_WAIT_UNTIL(dlock__lq_waiting(c->lq, probe) == (unsigned) i + 1, 5000);
+        DT_WAIT_UNTIL(dlock__lq_waiting(c->lq, (int) probe->spec.kind, probe->name) ==
+                          (unsigned) i + 1,
+                      5000);
         if (i == 0) {
             DT_WAIT_UNTIL(waiters(other, "busy", 0) == 1, 5000);
             tries = exec_calls();

@@ -1,6 +1,6 @@
 /* calls.c - running the Lua scripts over a connection, and reading their
  * replies. */
-#include "../../core/error.h"
+#include "../../base/error.h"
 #include "internal.h"
 
 #include <stdlib.h>

@@ -30,9 +30,9 @@
  * FIFO (their replies are still due, in order) and the reader frees them. */
 #include "conn.h"
 
-#include "../../core/clock.h"
-#include "../../core/error.h"
-#include "../../core/park.h"
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../../base/park.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,6 +14,7 @@
 #define RENEW_BATCH 256 /* locks per renewal script call */
 
 typedef struct rbackend {
+    dlock__store base;
     dlock__client_cfg cfg;
     char *prefix;
     dlock__rendpoint ep;
@@ -33,6 +34,7 @@ typedef struct rbackend {
  * read-write lock), P:{N}:sem (a semaphore), or N itself (a mutex in
  * simple mode); the scripts derive the rest from L (scripts/queue.lua). */
 typedef struct rlock {
+    dlock__store_lock base;
     dlock__lock_spec spec;
     int has_tag;   /* the name carries its own hash tag */
     unsigned slot; /* Cluster hash slot of its keys */
@@ -60,19 +62,29 @@ int dlock__redis_int_array(const redisReply *r, size_t n);
 size_t dlock__redis_number(char *buf, int64_t v);
 #define NUM(buf, v) dlock__redis_number((buf), (int64_t) (v))
 
+extern const dlock__backend dlock__redis_backend;
+
+#define RBACKEND(s) DLOCK__STORE_OF(rbackend, s)
+#define RLOCK(l)    DLOCK__STORE_OF(rlock, l)
+
+/* redis.c */
+/* Whether hand-over notices reach this client's waiters now (no waiting). */
+int dlock__redis_notices_flow(rbackend *b);
+
 /* steps.c */
-int dlock__redis_acquire(void *be, void *bl, dlock__attempt *a);
-int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *token,
-                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences, size_t *busy,
-                              int64_t *busy_ttl_ms);
-int dlock__redis_cancel(void *be, void *bl, const char *token, int64_t deadline);
-int dlock__redis_release(void *be, void *bl, const char *token, int64_t deadline);
-int dlock__redis_extend(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,
-                        int64_t deadline);
-int dlock__redis_query(void *be, void *bl, dlock_status *st, int64_t deadline);
-int dlock__redis_force_unlock(void *be, void *bl, int64_t deadline);
+int dlock__redis_acquire(dlock__store *s, dlock__store_lock *l, dlock__attempt *a);
+int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t n,
+                              const char *token, int64_t lease_ms, int64_t deadline_us,
+                              uint64_t *fences, size_t *busy, int64_t *busy_ttl_ms);
+int dlock__redis_cancel(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline);
+int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token,
+                         int64_t deadline);
+int dlock__redis_extend(dlock__store *s, dlock__store_lock *l, const char *token, int64_t lease_ms,
+                        int at_least, int64_t deadline);
+int dlock__redis_query(dlock__store *s, dlock__store_lock *l, dlock_status *st, int64_t deadline);
+int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline);
 
 /* renewal.c */
-int dlock__redis_renew(void *be, dlock__renewal *items, size_t n, int64_t deadline);
+int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline);
 
 #endif

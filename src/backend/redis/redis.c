@@ -6,8 +6,8 @@
  * commands of one lock go over one of the client's pooled connections,
  * picked by the key's hash, and calls from many threads are pipelined
  * there (conn.c). */
-#include "../../core/clock.h"
-#include "../../core/error.h"
+#include "../../base/clock.h"
+#include "../../base/error.h"
 #include "internal.h"
 
 #include <ctype.h>
@@ -90,14 +90,15 @@ static void free_rlock(rlock *l)
     free(l);
 }
 
-static int lock_new(void *be, const char *name, const dlock__lock_spec *spec, void **out)
+static int lock_new(dlock__store *store, const char *name, const dlock__lock_spec *spec,
+                    dlock__store_lock **out)
 {
     static const char *suffix[] = {[DLOCK__MUTEX] = "",
                                    [DLOCK__FAIR] = "",
                                    [DLOCK__READ] = ":rw",
                                    [DLOCK__WRITE] = ":rw",
                                    [DLOCK__SEMAPHORE] = ":sem"};
-    rbackend *b = be;
+    rbackend *b = RBACKEND(store);
     rlock *l;
     int has_tag, rc;
 
@@ -108,6 +109,7 @@ static int lock_new(void *be, const char *name, const dlock__lock_spec *spec, vo
     l = calloc(1, sizeof *l);
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    l->base.spec = *spec;
     l->spec = *spec;
     l->has_tag = has_tag;
     /* base: P:{N}, or P:N when N carries its own tag */
@@ -131,41 +133,37 @@ static int lock_new(void *be, const char *name, const dlock__lock_spec *spec, vo
     }
     l->slot = cluster_slot(l->keys[0], l->key_lens[0]);
     l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
-    *out = l;
+    *out = &l->base;
     return DLOCK_OK;
 oom:
     free_rlock(l);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
 }
 
-static void lock_free(void *be, void *bl)
+static void lock_free(dlock__store *store, dlock__store_lock *l)
 {
-    (void) be;
-    free_rlock(bl);
+    (void) store;
+    free_rlock(RLOCK(l));
 }
 
 /* ---------------------------------------------------------------- waiting */
 
-static int can_notify(void *be, void *bl)
+int dlock__redis_notices_flow(rbackend *b)
 {
-    rbackend *b = be;
-    int ready;
-
-    if (((rlock *) bl)->spec.simple)
-        return 0; /* other clients publish nothing: poll */
     pthread_mutex_lock(&b->mu);
-    ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
+    int ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
     pthread_mutex_unlock(&b->mu);
-    return ready ? 2 : 1;
+    return ready;
 }
 
-static int prepare_wait(void *be, void *bl, int64_t deadline_us)
+static int prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t deadline_us)
 {
-    rbackend *b = be;
+    rbackend *b = RBACKEND(store);
     int rc = DLOCK_OK;
     int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
 
-    (void) bl;
+    if (RLOCK(l)->spec.simple)
+        return DLOCK_ENOTSUP; /* other clients publish nothing: poll */
     pthread_mutex_lock(&b->mu);
     if (b->notify_stream) {
         if (b->stream == NULL)
@@ -195,11 +193,12 @@ static void interrupt_reading(dlock__rconn *c, long long id, int64_t until_us)
     dlock__clear_error();
 }
 
-static enum dlock__wake wait_wake(void *be, void *bl, dlock__waiter *w, int64_t until_us)
+static enum dlock__wake wait_wake(dlock__store *store, dlock__store_lock *sl, dlock__waiter *w,
+                                  int64_t until_us)
 {
-    rbackend *b = be;
+    rbackend *b = RBACKEND(store);
     if (b->notify_stream) {
-        const rlock *l = bl;
+        const rlock *l = RLOCK(sl);
         char key[1100];
         snprintf(key, sizeof key, "%s:wake:%s", l->keys[0], b->cfg.client_id);
         long long reading_id;
@@ -213,15 +212,15 @@ static enum dlock__wake wait_wake(void *be, void *bl, dlock__waiter *w, int64_t 
     }
     /* The subscriber exists: prepare_wait made it before anyone queued. */
     if (!dlock__rsub_ready(b->sub))
-        prepare_wait(be, NULL, until_us); /* dropped meanwhile: come back */
+        prepare_wait(store, sl, until_us); /* dropped meanwhile: come back */
     return dlock__rsub_wait(b->sub, w, until_us);
 }
 
 /* ---------------------------------------------------------------- client */
 
-static void close_backend(void *be)
+static void close_backend(dlock__store *store)
 {
-    rbackend *b = be;
+    rbackend *b = RBACKEND(store);
 
     if (b == NULL)
         return;
@@ -306,10 +305,10 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
     return DLOCK_OK;
 }
 
-static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__board *board,
-                        void **out)
+static int open_backend(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     rbackend *b = calloc(1, sizeof *b);
+    const dlock__client_cfg *cfg = host->cfg;
     const char *prefix;
     long pool = DEFAULT_POOL;
     int rc;
@@ -318,8 +317,11 @@ static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__bo
     if (b == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&b->mu, NULL);
+    b->base.backend = &dlock__redis_backend;
+    b->base.caps = dlock__redis_backend.caps;
+    b->base.host = *host;
     b->cfg = *cfg;
-    b->board = board;
+    b->board = host->board;
     b->ep.connect_timeout_ms = 2000;
     b->ep.command_timeout_ms = cfg->command_timeout_ms;
     if (dlock__scripts_init() != 0) {
@@ -362,24 +364,31 @@ static int open_backend(dlock__url *url, const dlock__client_cfg *cfg, dlock__bo
             goto fail;
         }
     }
-    *out = b;
+    b->base.label = b->label;
+    *out = &b->base;
     return DLOCK_OK;
 fail:
-    close_backend(b);
+    close_backend(&b->base);
     return rc;
 }
 
-const dlock__backend_ops dlock__redis_ops = {
-    .name = "redis",
+static const char *const schemes[] = {"redis", "redis+unix", NULL};
+
+const dlock__backend dlock__redis_backend = {
+    .version = DLOCK__BACKEND_VERSION,
+    .name = "Redis",
+    .schemes = schemes,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT |
+            DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_FAIR | DLOCK_CAP_READ_WRITE |
+            DLOCK_CAP_SEMAPHORE | DLOCK_CAP_MULTI_ATOMIC | DLOCK_CAP_INTEROP | DLOCK_CAP_NOTIFY,
     .open = open_backend,
     .close = close_backend,
     .lock_new = lock_new,
     .lock_free = lock_free,
-    .can_notify = can_notify,
-    .prepare_wait = prepare_wait,
-    .wait = wait_wake,
     .acquire = dlock__redis_acquire,
     .acquire_many = dlock__redis_acquire_many,
+    .prepare_wait = prepare_wait,
+    .wait = wait_wake,
     .cancel = dlock__redis_cancel,
     .release = dlock__redis_release,
     .extend = dlock__redis_extend,

@@ -4,7 +4,7 @@
  * exclusively, with one lease; held shared, with one lease; or waiting), at
  * most RENEW_BATCH items each, and all the calls go out as one pipeline: the
  * renewal of 10,000 locks is 40 script calls and one round trip. */
-#include "../../core/error.h"
+#include "../../base/error.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -28,16 +28,16 @@ static int by_group(const void *pa, const void *pb)
 
 static enum group group_of(const dlock__renewal *it)
 {
-    const rlock *l = it->lock;
-    if (it->waiter)
+    const rlock *l = RLOCK(it->lock);
+    if (it->kind == DLOCK__RENEW_WAITER)
         return WAITING;
     return l->spec.kind == DLOCK__READ || l->spec.kind == DLOCK__SEMAPHORE ? HELD_SHARED
                                                                            : HELD_EXCLUSIVE;
 }
 
-int dlock__redis_renew(void *be, dlock__renewal *items, size_t n, int64_t deadline)
+int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline)
 {
-    rbackend *b = be;
+    rbackend *b = RBACKEND(s);
     slot *order = calloc(n, sizeof *order);
     size_t *first = calloc(n + 1, sizeof *first); /* chunk c: order[first[c]..first[c+1]) */
     evalcall *calls = calloc(n, sizeof *calls);
@@ -58,7 +58,7 @@ int dlock__redis_renew(void *be, dlock__renewal *items, size_t n, int64_t deadli
     }
     for (size_t i = 0; i < n; i++) {
         order[i].group = group_of(&items[i]);
-        order[i].lease_ms = items[i].waiter ? 0 : items[i].lease_ms;
+        order[i].lease_ms = items[i].kind == DLOCK__RENEW_WAITER ? 0 : items[i].lease_ms;
         order[i].item = i;
     }
     qsort(order, n, sizeof *order, by_group);
@@ -81,7 +81,7 @@ int dlock__redis_renew(void *be, dlock__renewal *items, size_t n, int64_t deadli
         call->argv[at] = numbers[2 * c];
         call->lens[at++] = NUM(numbers[2 * c], count);
         for (size_t i = first[c]; i < first[c + 1]; i++) {
-            const rlock *l = items[order[i].item].lock;
+            const rlock *l = RLOCK(items[order[i].item].lock);
             call->argv[at] = l->keys[0];
             call->lens[at++] = l->key_lens[0];
         }

@@ -1,8 +1,8 @@
 /* steps.c - each step of the lock protocol, for every kind of lock, as one
  * request: a script call (scripts/), or for the uncontended mutex a
  * MULTI/EXEC transaction. */
-#include "../../core/clock.h"
-#include "../../core/error.h"
+#include "../../base/clock.h"
+#include "../../base/error.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -40,6 +40,13 @@ static const char *kind_letter(const rlock *l)
     default:
         return "x";
     }
+}
+
+/* A holder's PTTL as the core reads it: -1 (a key without expiry, set by
+ * someone else) means the lock never ends by itself. */
+static int64_t holder_ttl(long long pttl)
+{
+    return pttl >= 0 ? pttl : pttl == -1 ? DLOCK__TTL_NONE : DLOCK__TTL_UNKNOWN;
 }
 
 static const redisReply *exec_element(const redisReply *r, size_t i)
@@ -98,7 +105,7 @@ static int take_plain(rbackend *b, rlock *l, dlock__attempt *a, const char *leas
             a->fence = (uint64_t) fence->integer;
         } else {
             a->outcome = DLOCK__HELD;
-            a->holder_ttl_ms = ttl->integer;
+            a->holder_ttl_ms = holder_ttl(ttl->integer);
         }
     }
     for (int i = 0; i < 5; i++)
@@ -106,7 +113,7 @@ static int take_plain(rbackend *b, rlock *l, dlock__attempt *a, const char *leas
     return rc;
 }
 
-static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *lease,
+static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, const char *lease,
                           size_t nlease)
 {
     static const enum dlock__script_id scripts[] = {
@@ -129,7 +136,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
     lens[n++] = NUM(wlease, b->cfg.waiter_lease_ms);
     argv[n] = b->cfg.client_id;
     lens[n++] = 16;
-    argv[n] = a->was_queued ? "1" : "0";
+    argv[n] = a->again ? "1" : "0";
     lens[n++] = 1;
     argv[n] = wait_id;
     lens[n++] = NUM(wait_id, a->wait_id);
@@ -137,7 +144,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
     argv[n] = b->notify_stream ? "s" : b->wake_channel;
     lens[n] = strlen(argv[n]);
     n++;
-    argv[n] = a->join_queue ? "1" : "0";
+    argv[n] = join ? "1" : "0";
     lens[n++] = 1;
     switch (l->spec.kind) {
     case DLOCK__MUTEX:
@@ -178,9 +185,9 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
                          "semaphore must give the same number",
                          l->keys[0], r->str + 8, l->spec.permits);
     } else if (dlock__redis_int_array(r, 2)) {
-        a->outcome = DLOCK__HELD;
-        a->holder_ttl_ms = r->element[0]->integer;
-        a->queued = r->element[1]->integer == 1;
+        a->holder_ttl_ms = holder_ttl(r->element[0]->integer);
+        a->outcome = r->element[1]->integer == 1 ? DLOCK__QUEUED : DLOCK__HELD;
+        a->keep_place = a->outcome == DLOCK__QUEUED;
     } else {
         rc = dlock__redis_bad_reply(b, "acquire", r);
     }
@@ -188,26 +195,29 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, const char *
     return rc;
 }
 
-int dlock__redis_acquire(void *be, void *bl, dlock__attempt *a)
+int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
-    rbackend *b = be;
-    rlock *l = bl;
+    rbackend *b = RBACKEND(s);
+    rlock *l = RLOCK(sl);
     char lease[24];
     size_t nlease = NUM(lease, a->lease_ms);
+    /* Queue only where the hand-over notice can reach us: interop keys have
+     * no queue, and notices flow once prepare_wait() has set them up. */
+    int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
+    int rc = l->spec.kind == DLOCK__MUTEX && !join ? take_plain(b, l, a, lease, nlease)
+                                                   : acquire_script(b, l, a, join, lease, nlease);
 
-    if (l->spec.simple)
-        a->join_queue = 0; /* interop keys have no queue */
-    if (l->spec.kind == DLOCK__MUTEX && !a->join_queue)
-        return take_plain(b, l, a, lease, nlease);
-    return acquire_script(b, l, a, lease, nlease);
+    if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
+        a->next = l->spec.simple || !a->wait ? DLOCK__NEXT_POLL : DLOCK__NEXT_PREPARE;
+    return rc;
 }
 
-int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *token,
-                              int64_t lease_ms, int64_t deadline_us, uint64_t *fences, size_t *busy,
-                              int64_t *busy_ttl_ms)
+int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, size_t n,
+                              const char *token, int64_t lease_ms, int64_t deadline_us,
+                              uint64_t *fences, size_t *busy, int64_t *busy_ttl_ms)
 {
-    rbackend *b = be;
-    const rlock *first = bls[0];
+    rbackend *b = RBACKEND(s);
+    const rlock *first = RLOCK(bls[0]);
     char lease[24], count[24];
     const char **argv = calloc(n + 5, sizeof *argv);
     size_t *lens = calloc(n + 5, sizeof *lens);
@@ -216,7 +226,7 @@ int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *
 
     /* One script can only take keys of one hash slot, served by one node. */
     for (size_t i = 0; i < n; i++) {
-        const rlock *l = bls[i];
+        const rlock *l = RLOCK(bls[i]);
         if (l->slot != first->slot || l->spec.kind != DLOCK__MUTEX || l->spec.simple) {
             free(argv);
             free(lens);
@@ -232,7 +242,7 @@ int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *
     argv[at] = count;
     lens[at++] = NUM(count, n);
     for (size_t i = 0; i < n; i++) {
-        const rlock *l = bls[i];
+        const rlock *l = RLOCK(bls[i]);
         argv[at] = l->keys[0];
         lens[at++] = l->key_lens[0];
     }
@@ -260,15 +270,15 @@ int dlock__redis_acquire_many(void *be, void *const *bls, size_t n, const char *
     return rc;
 }
 
-int dlock__redis_cancel(void *be, void *bl, const char *token, int64_t deadline)
+int dlock__redis_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
 {
-    rlock *l = bl;
+    rlock *l = RLOCK(sl);
     const char *argv[6];
     size_t lens[6];
     redisReply *r = NULL;
     int rc;
 
-    (void) be;
+    (void) s;
     if (l->spec.simple)
         return DLOCK_OK; /* never queued */
     size_t n = put_keys(l, argv, lens, 1);
@@ -329,21 +339,21 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     return rc;
 }
 
-int dlock__redis_release(void *be, void *bl, const char *token, int64_t deadline)
+int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline)
 {
-    return run_release(be, bl, token, deadline);
+    return run_release(RBACKEND(s), RLOCK(l), token, deadline);
 }
 
-int dlock__redis_force_unlock(void *be, void *bl, int64_t deadline)
+int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline)
 {
-    return run_release(be, bl, NULL, deadline);
+    return run_release(RBACKEND(s), RLOCK(l), NULL, deadline);
 }
 
-int dlock__redis_extend(void *be, void *bl, const char *token, int64_t lease_ms, int at_least,
-                        int64_t deadline)
+int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
+                        int at_least, int64_t deadline)
 {
-    rbackend *b = be;
-    rlock *l = bl;
+    rbackend *b = RBACKEND(s);
+    rlock *l = RLOCK(sl);
     char lease[24];
     const char *argv[8];
     size_t lens[8];
@@ -371,10 +381,10 @@ int dlock__redis_extend(void *be, void *bl, const char *token, int64_t lease_ms,
     return rc;
 }
 
-int dlock__redis_query(void *be, void *bl, dlock_status *st, int64_t deadline)
+int dlock__redis_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline)
 {
-    rbackend *b = be;
-    rlock *l = bl;
+    rbackend *b = RBACKEND(s);
+    rlock *l = RLOCK(sl);
     const char *argv[8];
     size_t lens[8];
     redisReply *r = NULL;

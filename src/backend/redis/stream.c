@@ -19,8 +19,8 @@
  * caller on another connection), so the next one covers it at once. */
 #include "stream.h"
 
-#include "../../core/clock.h"
-#include "../../core/error.h"
+#include "../../base/clock.h"
+#include "../../base/error.h"
 
 #include <inttypes.h>
 #include <stdio.h>

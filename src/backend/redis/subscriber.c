@@ -23,8 +23,8 @@
  * anew. */
 #include "subscriber.h"
 
-#include "../../core/clock.h"
-#include "../../core/error.h"
+#include "../../base/clock.h"
+#include "../../base/error.h"
 
 #include <errno.h>
 #include <inttypes.h>

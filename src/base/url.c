@@ -174,20 +174,62 @@ static int parse_query(dlock__url *url, const char *q)
     return DLOCK_OK;
 }
 
-/* The URL for messages: the password, if any, replaced by "***". */
+/* text with [from, to) replaced by "***" (malloc'd). */
+static char *splice_mask(const char *text, const char *from, const char *to)
+{
+    size_t head = (size_t) (from - text);
+    char *out = malloc(head + 3 + strlen(to) + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, text, head);
+    memcpy(out + head, "***", 3);
+    strcpy(out + head + 3, to);
+    return out;
+}
+
+/* A URL that may not parse, safe to print: whatever could be user info
+ * (from after "scheme:" or "scheme://" up to the last '@' before any '?')
+ * is replaced by "***". It may hide more than the credentials; it never
+ * shows them. */
+static char *masked_raw(const char *text)
+{
+    const char *start = strstr(text, "://");
+    const char *end = text + strcspn(text, "?"), *at = NULL;
+
+    if (start != NULL)
+        start += 3;
+    else if ((start = strchr(text, ':')) != NULL)
+        start += 1;
+    else
+        start = text;
+    for (const char *p = start; p < end; p++) {
+        if (*p == '@')
+            at = p;
+    }
+    return at != NULL ? splice_mask(text, start, at) : strdup(text);
+}
+
+/* The parsed URL for messages: the password replaced by "***" (the user
+ * stays); a user-info without ':' is all password (see the backends). */
 static char *masked(const char *text, const dlock__url *url)
 {
     const char *scheme_end = strstr(text, "://");
     const char *at, *colon;
     size_t auth_len;
 
-    if (url->password == NULL || scheme_end == NULL)
+    if ((url->password == NULL && url->user == NULL) || scheme_end == NULL)
         return strdup(text);
     auth_len = strcspn(scheme_end + 3, "/?");
-    at = memchr(scheme_end + 3, '@', auth_len);
-    colon = at != NULL ? memchr(scheme_end + 3, ':', (size_t) (at - scheme_end - 3)) : NULL;
-    if (colon == NULL)
+    at = NULL;
+    for (const char *p = scheme_end + 3; p < scheme_end + 3 + auth_len; p++) {
+        if (*p == '@')
+            at = p;
+    }
+    if (at == NULL)
         return strdup(text);
+    colon = memchr(scheme_end + 3, ':', (size_t) (at - scheme_end - 3));
+    if (colon == NULL)
+        return splice_mask(text, scheme_end + 3, at);
     size_t head = (size_t) (colon + 1 - text);
     char *out = malloc(head + 3 + strlen(at) + 1);
     if (out == NULL)
@@ -206,16 +248,25 @@ int dlock__url_parse(const char *text, dlock__url *url)
     memset(url, 0, sizeof *url);
     if (text == NULL || *text == '\0')
         return dlock__fail(DLOCK_EINVAL, "empty URL");
-    p = strstr(text, "://");
-    if (p == NULL || p == text)
-        return dlock__fail(DLOCK_EINVAL, "'%s' is not a URL (want scheme://host...)", text);
-    for (const char *s = text; s < p; s++) {
-        if (!(isalnum((unsigned char) *s) || *s == '+' || *s == '-' || *s == '.'))
-            return dlock__fail(DLOCK_EINVAL, "bad character in URL scheme of '%s'", text);
-    }
     for (const char *s = text; *s != '\0'; s++) {
         if ((unsigned char) *s <= ' ' || *s == 0x7f)
             return dlock__fail(DLOCK_EINVAL, "URL contains a space or control character");
+    }
+    /* From here on messages show the URL only masked: it may hold a
+     * password even when it does not parse. */
+    url->text = masked_raw(text);
+    if (url->text == NULL)
+        goto oom;
+    p = strstr(text, "://");
+    if (p == NULL || p == text) {
+        rc = dlock__fail(DLOCK_EINVAL, "'%s' is not a URL (want scheme://host...)", url->text);
+        goto fail;
+    }
+    for (const char *s = text; s < p; s++) {
+        if (!(isalnum((unsigned char) *s) || *s == '+' || *s == '-' || *s == '.')) {
+            rc = dlock__fail(DLOCK_EINVAL, "bad character in URL scheme of '%s'", url->text);
+            goto fail;
+        }
     }
     url->scheme = dupn(text, (size_t) (p - text));
     if (url->scheme == NULL)
@@ -276,6 +327,7 @@ int dlock__url_parse(const char *text, dlock__url *url)
         if (rc != DLOCK_OK)
             goto fail;
     }
+    free(url->text);
     url->text = masked(text, url);
     if (url->text == NULL)
         goto oom;
@@ -304,32 +356,6 @@ const char *dlock__url_get(dlock__url *url, const char *key)
     return NULL;
 }
 
-int dlock__parse_duration_ms(const char *s, int64_t *ms)
-{
-    char *end;
-    double v, scale = 1;
-
-    if (s == NULL || *s == '\0' || isspace((unsigned char) *s))
-        return -1;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || v < 0 || v != v)
-        return -1;
-    if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (strcmp(end, "s") == 0)
-        scale = 1000;
-    else if (strcmp(end, "m") == 0)
-        scale = 60000;
-    else
-        return -1;
-    v *= scale;
-    if (v > 9.0e15)
-        return -1;
-    *ms = (int64_t) v;
-    return 0;
-}
-
 int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms)
 {
     const char *v = dlock__url_get(url, key);
@@ -337,11 +363,13 @@ int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_
 
     if (v == NULL)
         return DLOCK_OK;
-    if (dlock__parse_duration_ms(v, &parsed) != 0)
-        return dlock__fail(DLOCK_EINVAL, "option %s=%s: not a duration (e.g. 500ms, 2s)", key, v);
+    if (dlock_parse_duration(v, &parsed) != DLOCK_OK)
+        return dlock__fail_context(DLOCK_EINVAL, "option %s", key);
     if (parsed < min_ms)
         return dlock__fail(DLOCK_EINVAL, "option %s=%s: must be at least %lldms", key, v,
                            (long long) min_ms);
+    if (parsed > DLOCK_DURATION_MAX_MS)
+        return dlock__fail(DLOCK_EINVAL, "option %s=%s: must be at most 366 days", key, v);
     *ms = parsed;
     return DLOCK_OK;
 }

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_detail[512];
 
@@ -64,7 +65,41 @@ int dlock__fail(int code, const char *fmt, ...)
     return code;
 }
 
+int dlock__fail_context(int code, const char *fmt, ...)
+{
+    char context[sizeof last_detail], detail[sizeof last_detail];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    /* context, ": ", then as much of the old detail as fits */
+    memcpy(detail, last_detail, sizeof detail);
+    size_t n = strlen(context);
+    memcpy(last_detail, context, n + 1);
+    if (detail[0] != '\0' && n + 2 < sizeof last_detail) {
+        memcpy(last_detail + n, ": ", 3);
+        n += 2;
+        size_t more = strnlen(detail, sizeof detail - 1);
+        if (more > sizeof last_detail - 1 - n)
+            more = sizeof last_detail - 1 - n;
+        memcpy(last_detail + n, detail, more);
+        last_detail[n + more] = '\0';
+    }
+    return code;
+}
+
 void dlock__clear_error(void)
 {
     last_detail[0] = '\0';
+}
+
+void dlock__save_error(dlock__saved_error *saved)
+{
+    snprintf(saved->text, sizeof saved->text, "%s", last_detail);
+}
+
+void dlock__restore_error(const dlock__saved_error *saved)
+{
+    snprintf(last_detail, sizeof last_detail, "%s", saved->text);
 }

@@ -44,8 +44,9 @@ void dlock__url_clear(dlock__url *url);
 /* The value of option key (marking it used), or NULL. */
 const char *dlock__url_get(dlock__url *url, const char *key);
 
-/* Reads a duration option ("250", "250ms", "2s", "1m") in milliseconds into
- * *ms, leaving it unchanged when absent. Returns DLOCK_OK or DLOCK_EINVAL. */
+/* Reads a duration option (dlock_parse_duration: "250ms", "2s", "1.5",
+ * "1m") in milliseconds into *ms, leaving it unchanged when absent. Returns
+ * DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms);
 
 /* Reads an integer option in [min, max]. Returns DLOCK_OK or DLOCK_EINVAL. */
@@ -53,8 +54,5 @@ int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *v
 
 /* DLOCK_EINVAL naming the first option nobody used, else DLOCK_OK. */
 int dlock__url_check_unused(const dlock__url *url);
-
-/* Parses a duration string as above. Returns 0 on success, -1 if malformed. */
-int dlock__parse_duration_ms(const char *s, int64_t *ms);
 
 #endif

@@ -1,0 +1,73 @@
+/* registry.c - which backend serves which URL scheme.
+ *
+ * Each backend is compiled behind its own build option (DLOCK_WITH_<STORE>
+ * in CMakeLists.txt) and listed here under it; nothing else in the library
+ * names a backend. A scheme the project knows but this build lacks gets a
+ * message saying so, not "unknown scheme". */
+#include "../base/error.h"
+#include "backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef DLOCK_WITH_REDIS
+extern const dlock__backend dlock__redis_backend;
+#endif
+
+static const dlock__backend *const built[] = {
+#ifdef DLOCK_WITH_REDIS
+    &dlock__redis_backend,
+#endif
+    NULL,
+};
+
+/* Schemes of stores this build may lack, and why. */
+static const struct {
+    const char *scheme;
+    const char *why;
+} absent[] = {
+    {"redis", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
+    {"redis+unix",
+     "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
+    {"rediss", "TLS (rediss://) needs hiredis >= 1.0 built with SSL; Debian 12's hiredis 0.14 has "
+               "no TLS"},
+    {"zk", "this build of dlock has no ZooKeeper backend"},
+    {"etcd", "this build of dlock has no etcd backend"},
+};
+
+static size_t scheme_list(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; built[i] != NULL; i++) {
+        for (const char *const *s = built[i]->schemes; *s != NULL; s++) {
+            int n = snprintf(buf + used, len - used, "%s%s://", used ? ", " : "", *s);
+            if (n < 0 || (size_t) n >= len - used)
+                return used;
+            used += (size_t) n;
+        }
+    }
+    return used;
+}
+
+const dlock__backend *dlock__backend_find(const char *scheme, const char *url_text, int *code)
+{
+    char known[256];
+
+    for (size_t i = 0; built[i] != NULL; i++) {
+        for (const char *const *s = built[i]->schemes; *s != NULL; s++) {
+            if (strcmp(*s, scheme) == 0)
+                return built[i];
+        }
+    }
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        if (strcmp(absent[i].scheme, scheme) == 0) {
+            *code = dlock__fail(DLOCK_ENOTSUP, "%s: %s", url_text, absent[i].why);
+            return NULL;
+        }
+    }
+    scheme_list(known, sizeof known);
+    *code = dlock__fail(DLOCK_EINVAL, "%s: unknown scheme '%s' (this build serves %s)", url_text,
+                        scheme, known[0] ? known : "none");
+    return NULL;
+}

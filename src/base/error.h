@@ -1,0 +1,30 @@
+/* error.h - error codes' text and the calling thread's failure detail.
+ *
+ * The function that detects a failure records its detail once, with
+ * dlock__fail(); a caller that knows more (which lock, which step) puts its
+ * context in front with dlock__fail_context(), never by copying the detail
+ * and failing again. */
+#ifndef DLOCK_BASE_ERROR_H
+#define DLOCK_BASE_ERROR_H
+
+#include "dlock.h"
+
+/* Records a printf-style detail for the calling thread and returns code. */
+int dlock__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Puts "<context>: " in front of the calling thread's detail and returns
+ * code (so `return dlock__fail_context(rc, "lock '%s'", name);`). */
+int dlock__fail_context(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Clears the calling thread's detail (start of a public call). */
+void dlock__clear_error(void);
+
+/* Keeps the calling thread's detail across calls that may overwrite it
+ * (cleanup after a failure): save, clean up, restore. */
+typedef struct dlock__saved_error {
+    char text[512];
+} dlock__saved_error;
+void dlock__save_error(dlock__saved_error *saved);
+void dlock__restore_error(const dlock__saved_error *saved);
+
+#endif

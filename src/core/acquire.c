@@ -1,0 +1,455 @@
+/* acquire.c - taking a lock: one attempt, or the wait loop around it.
+ *
+ * Each attempt asks the store once (backend.h says what it may answer):
+ *
+ *   TAKEN   the caller holds the lock, by its own lease or by a session;
+ *   HELD    not taken, not queued: with a wait budget, either poll (a
+ *           backoff bounded by the holder's lease), make the store's
+ *           wake-ups flow first (prepare_wait) and try again, or try again
+ *           at once (a store that waited inside the server for a slice);
+ *   QUEUED  the caller has a place in the store's queue and parks on the
+ *           client's board until the store wakes it: with the lock itself
+ *           (GRANTED, a hand-over) or with news to look at (RECHECK). Each
+ *           park is bounded by the holder's lease, so a lost wake-up costs at
+ *           most that. A place kept by heartbeats sits on the renewer.
+ *
+ * Every attempt that may queue carries a fresh wait id, and the store names
+ * it in its hand-over notice: a notice meant for an earlier attempt (one
+ * that arrives late, after the place it was for had lapsed and the caller
+ * had queued again) is ignored, so a stale grant is never taken for a fresh
+ * one. A grant's validity is counted from the send time of the last attempt
+ * the store answered "queued" for that same id, which came before the
+ * grant; when that is long ago, the hold is confirmed with the store first.
+ *
+ * A wait survives the store being unreachable for a while: the attempt is
+ * repeated with a growing delay until the budget runs out, and only then
+ * is the failure returned. dlock_cancel() ends the wait in progress (or the
+ * next one), also one that was just granted: the lock is passed on. */
+#include "lock.h"
+
+#include "../base/clock.h"
+#include "../base/error.h"
+#include "../base/random.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POLL_MIN_US        1000
+#define POLL_MAX_US        64000
+#define UNREACHABLE_MIN_US 50000
+#define UNREACHABLE_MAX_US 1000000
+#define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
+
+/* ---------------------------------------------------------------- cancel */
+
+/* The handle whose calls own the wait: a member's is its multi-lock. */
+static dlock_lock *owner_of(dlock_lock *l)
+{
+    return l->parent != NULL ? l->parent : l;
+}
+
+static void begin_wait(dlock_lock *l)
+{
+    uint64_t n = (atomic_load(&l->wait_state) >> 1) + 1;
+    atomic_store(&l->wait_state, n << 1 | 1);
+}
+
+static void end_wait(dlock_lock *l)
+{
+    atomic_store(&l->wait_state, atomic_load(&l->wait_state) & ~(uint64_t) 1);
+}
+
+int dlock__lock_cancelled(dlock_lock *l)
+{
+    dlock_lock *o = owner_of(l);
+    uint64_t state = atomic_load(&o->wait_state);
+    return (state & 1) && atomic_load(&o->cancel_for) == state >> 1;
+}
+
+static int lq_cancelled(void *arg)
+{
+    return dlock__lock_cancelled(arg);
+}
+
+int dlock_cancel(dlock_lock *l)
+{
+    if (l == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
+    dlock_lock *o = owner_of(l);
+    /* The wait in progress, else the next one. */
+    uint64_t state = atomic_load(&o->wait_state);
+    uint64_t target = state & 1 ? state >> 1 : (state >> 1) + 1;
+    uint64_t seen = atomic_load(&o->cancel_for);
+    while (seen < target && !atomic_compare_exchange_weak(&o->cancel_for, &seen, target))
+        ;
+    /* Members of a multi-lock share its token: this wakes whichever waits. */
+    dlock__board_recheck(&o->client->board, o->token);
+    if (o->client->lq != NULL)
+        dlock__lq_wake(o->client->lq);
+    return DLOCK_OK;
+}
+
+/* Sleeps until `until`, waking early if the wait is cancelled. */
+static void pause_until(dlock_lock *l, int64_t until)
+{
+    for (;;) {
+        int64_t now = dlock__now_us();
+        if (now >= until || dlock__lock_cancelled(l))
+            return;
+        dlock__sleep_until(until - now > CANCEL_SLICE_US ? now + CANCEL_SLICE_US : until);
+    }
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static int64_t jitter_us(int64_t max)
+{
+    char hex[5];
+    if (max <= 0 || dlock__random_hex(hex, 2) != 0)
+        return 0;
+    return (int64_t) (strtoul(hex, NULL, 16) % (unsigned long) max);
+}
+
+static int busy_error(const dlock_lock *l, int64_t ttl_ms)
+{
+    const char *what =
+        l->spec.kind == DLOCK__SEMAPHORE ? "has too few permits free" : "is held by someone else";
+    if (ttl_ms >= 0)
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s (a lease ends in %lld ms)", l->name, what,
+                           (long long) ttl_ms);
+    if (ttl_ms == DLOCK__TTL_NONE)
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s, with no lease (it never ends by itself)",
+                           l->name, what);
+    return dlock__fail(DLOCK_EBUSY, "lock '%s' %s", l->name, what);
+}
+
+/* Leaves the store's queue after giving up, keeping the error at hand. */
+static void leave_queue(dlock_lock *l)
+{
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
+    l->client->backend->cancel(l->client->store, l->sl, l->token, dlock__lock_op_deadline(l));
+    dlock__restore_error(&saved);
+}
+
+/* Re-entry: the handle already holds the lock. The count is the handle's;
+ * the store is asked only to confirm the token still holds it and to make
+ * the lease at least lease_ms. */
+static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
+{
+    dlock_client *c = l->client;
+    int64_t sent = dlock__now_us();
+    int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 1, dlock__lock_op_deadline(l));
+
+    if (rc == DLOCK_ELOST) {
+        dlock__lock_stop_holding(l);
+        return dlock__fail(DLOCK_ELOST,
+                           "lock '%s' was lost: the store no longer has it under "
+                           "this owner",
+                           l->name);
+    }
+    if (rc != DLOCK_OK)
+        return rc;
+    l->holds++;
+    if (l->lease.session != NULL)
+        return DLOCK_OK; /* lives by its session: nothing to change */
+    /* The lease now runs at least lease_ms from `sent`; once renewed, a
+     * lock stays renewed until released. */
+    int64_t until = dlock__validity_end(sent, lease_ms);
+    if (until < dlock__renewer_valid_until(&c->renewer, &l->lease))
+        until = 0;
+    if (l->lease.renew || renew)
+        dlock__renewer_update(&c->renewer, &l->lease, 1, c->cfg.lease_ms, until);
+    else if (until != 0)
+        dlock__renewer_update(&c->renewer, &l->lease, 0, lease_ms, until);
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- the wait loop */
+
+/* State of one take() across its attempts. */
+typedef struct take_state {
+    dlock__waiter w; /* on the board while attempts may queue */
+    int on_board;
+    int on_renewer;         /* the lease entry keeps the queue place (heartbeats) */
+    int queued;             /* an attempt of this wait was queued */
+    int local;              /* holds the local queue's turn */
+    int held_here;          /* the lock was found held: the local queue decides turns */
+    int poll_only;          /* the store cannot wake waiters of this lock */
+    int reached;            /* an attempt of this wait was answered */
+    int64_t poll_us;        /* next polling step */
+    int64_t unreachable_us; /* next delay after an unreachable store */
+    dlock__lq_ticket ticket;
+} take_state;
+
+/* The queue place is kept by the renewer's heartbeats, for attempt wait_id. */
+static int keep_place(dlock_lock *l, take_state *st, int64_t lease_ms, int64_t sent)
+{
+    dlock_client *c = l->client;
+    if (st->on_renewer)
+        dlock__renewer_remove(&c->renewer, &l->lease, NULL, 0);
+    l->lease.kind = DLOCK__RENEW_WAITER;
+    l->lease.wait_id = st->w.wait_id;
+    l->lease.lease_ms = lease_ms;
+    l->lease.session = NULL;
+    l->lease.renew = 0;
+    l->lease.valid_until_us = DLOCK__NEVER;
+    l->lease.due_us = sent + c->cfg.waiter_lease_ms * 1000 / 3;
+    int rc = dlock__renewer_add(&c->renewer, &l->lease);
+    st->on_renewer = rc == DLOCK_OK;
+    return rc;
+}
+
+static void drop_place(dlock_lock *l, take_state *st)
+{
+    if (st->on_renewer)
+        dlock__renewer_remove(&l->client->renewer, &l->lease, NULL, 0);
+    st->on_renewer = 0;
+}
+
+/* A hand-over arrived on the board: hold it. */
+static int take_grant(dlock_lock *l, take_state *st, int64_t lease_ms, int renew)
+{
+    dlock_client *c = l->client;
+    int64_t since = st->w.queued_at_us;
+    uint64_t fence = st->w.fence;
+
+    drop_place(l, st);
+    if (dlock__lock_cancelled(l)) {
+        /* Cancelled just as it was handed over: pass it on. */
+        leave_queue(l);
+        return dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+    }
+    /* The grant came after the store last said this attempt was queued:
+     * count validity from then. If that is long ago, or unknown, confirm
+     * with the store so the caller gets a full lease. */
+    if (since == 0 ||
+        dlock__validity_end(since, lease_ms) - dlock__now_us() < lease_ms * 1000 / 2) {
+        since = dlock__now_us();
+        int rc =
+            c->backend->extend(c->store, l->sl, l->token, lease_ms, 0, dlock__lock_op_deadline(l));
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    return dlock__lock_start_holding(l, fence, NULL, lease_ms, renew, since);
+}
+
+static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
+{
+    dlock_client *c = l->client;
+    const dlock__backend *b = c->backend;
+    int64_t start = dlock__now_us();
+    int waits = deadline != 0, rc;
+    take_state st = {
+        .w = {.token = l->token}, .poll_us = POLL_MIN_US, .unreachable_us = UNREACHABLE_MIN_US};
+
+    for (;;) {
+        if (waits && dlock__lock_cancelled(l)) {
+            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+            goto give_up;
+        }
+        /* With the local queue on, a thread waits in the store only in its
+         * turn, and does not even try while another thread of this client
+         * waits for the lock: the try would fail. */
+        if (waits && !st.local && c->lq != NULL &&
+            (st.held_here || dlock__lq_waiting(c->lq, (int) l->spec.kind, l->name) > 0)) {
+            rc = dlock__lq_enter(c->lq, (int) l->spec.kind, l->name, deadline, lq_cancelled, l,
+                                 &st.ticket);
+            if (rc == DLOCK_ETIMEDOUT)
+                goto timed_out;
+            if (rc != DLOCK_OK)
+                goto done;
+            st.local = 1;
+        }
+        int may_queue = waits && !st.poll_only && (st.local || c->lq == NULL);
+        if (may_queue) {
+            /* On the board before the request goes out, so that a hand-over
+             * overtaking the reply is kept; under a fresh wait id. */
+            if (!st.on_board) {
+                st.w.wait_id = dlock__client_wait_id(c);
+                dlock__board_enter(&c->board, &st.w);
+                st.on_board = 1;
+            } else {
+                dlock__board_rename(&c->board, &st.w, dlock__client_wait_id(c));
+            }
+        }
+        dlock__attempt a = {.token = l->token,
+                            .lease_ms = lease_ms,
+                            .fixed = !renew,
+                            .wait = may_queue,
+                            .again = st.queued,
+                            .wait_id = st.w.wait_id,
+                            .deadline_us = dlock__lock_op_deadline(l),
+                            .wait_until_us = deadline,
+                            .holder_ttl_ms = -1};
+        int64_t sent = dlock__now_us();
+        rc = b->acquire(c->store, l->sl, &a);
+        if (rc == DLOCK_EUNREACHABLE && waits && st.reached && sent < deadline) {
+            /* The store answered before and may be back soon (a restart, a
+             * failover): keep trying within the budget. (A store never
+             * reached is more likely a wrong address: that fails at once.) */
+            int64_t until = sent + st.unreachable_us + jitter_us(st.unreachable_us / 4);
+            st.unreachable_us = st.unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
+                                                                           : st.unreachable_us * 2;
+            if (until >= deadline) {
+                dlock__fail_context(rc,
+                                    "lock '%s': the store was still unreachable when the "
+                                    "wait ran out",
+                                    l->name);
+                goto give_up;
+            }
+            pause_until(l, until);
+            continue;
+        }
+        if (rc != DLOCK_OK)
+            goto give_up;
+        st.reached = 1;
+        st.unreachable_us = UNREACHABLE_MIN_US;
+
+        if (a.outcome == DLOCK__TAKEN) {
+            drop_place(l, &st); /* the entry now serves the hold */
+            rc = dlock__lock_start_holding(l, a.fence, a.session, lease_ms, renew, sent);
+            goto done;
+        }
+        if (!waits) {
+            rc = busy_error(l, a.holder_ttl_ms);
+            goto done;
+        }
+        if (a.outcome == DLOCK__QUEUED)
+            st.queued = 1;
+        if (!st.local && c->lq != NULL) {
+            /* Within this client, one thread at a time waits in the store
+             * for this lock; the others wait in the local queue, in order,
+             * and try again in their turn. */
+            st.held_here = 1;
+            continue;
+        }
+        int64_t now = dlock__now_us();
+        if (now >= deadline)
+            goto timed_out;
+        int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
+
+        if (a.outcome == DLOCK__HELD) {
+            if (a.next == DLOCK__NEXT_RETRY)
+                continue;
+            if (a.next == DLOCK__NEXT_PREPARE && !st.poll_only) {
+                rc = b->prepare_wait != NULL ? b->prepare_wait(c->store, l->sl, deadline)
+                                             : DLOCK_ENOTSUP;
+                if (rc == DLOCK_ETIMEDOUT)
+                    goto timed_out;
+                if (rc != DLOCK_OK)
+                    st.poll_only = 1; /* no wake-ups for us: poll */
+                continue;
+            }
+            /* Poll: a short, growing, jittered step, bounded by the lease. */
+            int64_t step = st.poll_us + jitter_us(st.poll_us / 2);
+            st.poll_us = st.poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : st.poll_us * 2;
+            int64_t until = now + (step < ttl_us ? step : ttl_us);
+            pause_until(l, until < deadline ? until : deadline);
+            continue;
+        }
+
+        /* Queued: parked until the store wakes us, bounded by the holder's
+         * lease in case the wake-up is lost. */
+        dlock__board_queued(&c->board, l->token, st.w.wait_id, sent);
+        if (a.keep_place) {
+            rc = keep_place(l, &st, lease_ms, sent);
+            if (rc != DLOCK_OK)
+                goto give_up;
+        }
+        int64_t until = ttl_us == DLOCK__NEVER ? now + lease_ms * 1000 : now + ttl_us;
+        if (until > deadline)
+            until = deadline;
+        enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st.w, until)
+                                                : dlock__board_park(&c->board, &st.w, until);
+        if (wake != DLOCK__WAKE_GRANTED)
+            continue;
+        dlock__board_leave(&c->board, &st.w);
+        st.on_board = 0;
+        rc = take_grant(l, &st, lease_ms, renew);
+        if (rc == DLOCK_ELOST)
+            continue; /* taken from us already (expired, forced): wait on */
+        if (rc != DLOCK_OK && rc != DLOCK_ECANCELED)
+            goto give_up; /* pass on what may be ours */
+        goto done;
+    }
+
+timed_out:
+    rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else after %lld ms",
+                     l->name, (long long) ((dlock__now_us() - start) / 1000));
+give_up:
+    if (st.on_board || st.on_renewer || st.queued)
+        leave_queue(l);
+done:
+    drop_place(l, &st);
+    if (st.on_board)
+        dlock__board_leave(&c->board, &st.w);
+    if (st.local)
+        dlock__lq_leave(c->lq, &st.ticket);
+    return rc;
+}
+
+int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int renew)
+{
+    int rc = dlock__lock_take_loss(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->holds > 0)
+        return reenter(l, lease_ms, renew);
+    return take(l, deadline_us, lease_ms, renew);
+}
+
+/* ---------------------------------------------------------------- public calls */
+
+static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
+{
+    int rc = dlock__lock_enter(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+        rc = dlock__fail(DLOCK_EINVAL, "wait of %lld ms: want >= 0 or DLOCK_WAIT_FOREVER",
+                         (long long) wait_ms);
+    else if (wait_ms > DLOCK_DURATION_MAX_MS)
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "wait of %lld ms: want at most %lld ms, or DLOCK_WAIT_FOREVER",
+                         (long long) wait_ms, (long long) DLOCK_DURATION_MAX_MS);
+    else if (lease_ms <= 0 || lease_ms > DLOCK_DURATION_MAX_MS)
+        rc = dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0 and at most %lld ms",
+                         (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
+    else if (!renew)
+        rc = dlock__client_require(l->client, DLOCK_CAP_FIXED_LEASE,
+                                   "a fixed lease (dlock_acquire_for)");
+    if (rc != DLOCK_OK)
+        return dlock__lock_leave(l, rc);
+    if (wait_ms != 0)
+        begin_wait(l);
+    if (l->nmembers > 0) {
+        rc = dlock__multi_acquire(l, wait_ms, lease_ms, renew);
+    } else {
+        int64_t deadline = wait_ms == 0  ? 0
+                           : wait_ms < 0 ? DLOCK__NEVER
+                                         : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+        rc = dlock__lock_take(l, deadline, lease_ms, renew);
+    }
+    if (wait_ms != 0)
+        end_wait(l);
+    return dlock__lock_leave(l, rc);
+}
+
+int dlock_acquire(dlock_lock *l, int64_t wait_ms)
+{
+    return acquire_entry(l, wait_ms, l != NULL ? l->client->cfg.lease_ms : 1, 1);
+}
+
+int dlock_acquire_for(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire_entry(l, wait_ms, lease_ms, 0);
+}
+
+int dlock_try_acquire(dlock_lock *l)
+{
+    return dlock_acquire(l, 0);
+}

@@ -1,0 +1,392 @@
+/* handle.c - lock handles: making them for a kind of lock, their lifetime
+ * (reference counted: the renewer's threads hold a reference while they use
+ * one), what they say about themselves, and freeing them. */
+#include "lock.h"
+
+#include "../base/clock.h"
+#include "../base/error.h"
+#include "../base/random.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- names */
+
+/* Length of the UTF-8 sequence at s (of at most n bytes), 0 if invalid. */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+    size_t len;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        len = 2;
+        cp = s[0] & 0x1f;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        len = 3;
+        cp = s[0] & 0x0f;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        len = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    /* overlong forms, surrogates, beyond U+10FFFF, and the C1 controls */
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+        return 0;
+    return len;
+}
+
+int dlock__check_name(const char *name)
+{
+    size_t len;
+
+    if (name == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
+    len = strlen(name);
+    if (len == 0)
+        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
+    if (len > DLOCK_NAME_MAX)
+        return dlock__fail(DLOCK_EINVAL, "lock name is %zu bytes long; the limit is %d", len,
+                           DLOCK_NAME_MAX);
+    for (size_t i = 0; i < len;) {
+        const unsigned char *p = (const unsigned char *) name + i;
+        if (*p < 0x20 || *p == 0x7f)
+            return dlock__fail(
+                DLOCK_EINVAL, "lock name contains a control character (byte %zu is 0x%02x)", i, *p);
+        size_t n = utf8_sequence(p, len - i);
+        if (n == 0)
+            return dlock__fail(DLOCK_EINVAL,
+                               "lock name is not valid UTF-8 or holds a C1 control character "
+                               "(at byte %zu)",
+                               i);
+        i += n;
+    }
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- kinds */
+
+int dlock__spec_of(unsigned flags, int semaphore, dlock__lock_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    switch (flags) {
+    case 0:
+        spec->kind = DLOCK__MUTEX;
+        return DLOCK_OK;
+    case DLOCK_SIMPLE:
+        spec->kind = DLOCK__MUTEX;
+        spec->simple = 1;
+        return DLOCK_OK;
+    case DLOCK_FAIR:
+        spec->kind = DLOCK__FAIR;
+        return DLOCK_OK;
+    case DLOCK_READ:
+        spec->kind = DLOCK__READ;
+        return DLOCK_OK;
+    case DLOCK_WRITE:
+        spec->kind = DLOCK__WRITE;
+        return DLOCK_OK;
+    case DLOCK_SEMAPHORE:
+        if (semaphore) {
+            spec->kind = DLOCK__SEMAPHORE;
+            return DLOCK_OK;
+        }
+        return dlock__fail(DLOCK_EINVAL, "a semaphore is opened with dlock_semaphore_open()");
+    default:
+        return dlock__fail(DLOCK_EINVAL,
+                           "flags 0x%x: want one of 0, DLOCK_SIMPLE, DLOCK_FAIR, DLOCK_READ, "
+                           "DLOCK_WRITE%s",
+                           flags, semaphore ? ", DLOCK_SEMAPHORE" : "");
+    }
+}
+
+int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec)
+{
+    static const struct {
+        unsigned cap;
+        const char *what;
+    } need[] = {
+        [DLOCK__MUTEX] = {0, "a lock"},
+        [DLOCK__FAIR] = {DLOCK_CAP_FAIR, "a fair lock (DLOCK_FAIR)"},
+        [DLOCK__READ] = {DLOCK_CAP_READ_WRITE, "a read-write lock (DLOCK_READ)"},
+        [DLOCK__WRITE] = {DLOCK_CAP_READ_WRITE, "a read-write lock (DLOCK_WRITE)"},
+        [DLOCK__SEMAPHORE] = {DLOCK_CAP_SEMAPHORE, "a semaphore"},
+    };
+    if (spec->simple)
+        return dlock__client_require(c, DLOCK_CAP_INTEROP, "the interop layout (DLOCK_SIMPLE)");
+    return dlock__client_require(c, need[spec->kind].cap, need[spec->kind].what);
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static dlock_lock *lock_of(dlock__lease *e)
+{
+    return (dlock_lock *) (void *) ((char *) e - offsetof(dlock_lock, lease));
+}
+
+static void lease_ref(dlock__lease *e)
+{
+    atomic_fetch_add(&lock_of(e)->refs, 1);
+}
+
+static void lease_unref(dlock__lease *e)
+{
+    dlock__lock_unref(lock_of(e));
+}
+
+/* The renewer lost the lease: tell the owner (a member's loss is its
+ * multi-lock's). */
+static void lease_report(dlock__lease *e)
+{
+    dlock_lock *l = lock_of(e);
+    dlock__renewer *r = &l->client->renewer;
+    char why[sizeof e->why];
+
+    dlock__renewer_lock(r, e);
+    snprintf(why, sizeof why, "%s", e->why);
+    dlock__renewer_unlock(r, e);
+    dlock_lock *target = l->parent != NULL ? l->parent : l;
+    dlock__renewer_lock(r, &target->lease);
+    dlock_lost_fn fn = target->on_lost;
+    void *arg = target->on_lost_arg;
+    dlock__renewer_unlock(r, &target->lease);
+    if (fn != NULL)
+        fn(target, DLOCK_ELOST, why, arg);
+}
+
+static const dlock__lease_owner lock_owner = {
+    .ref = lease_ref,
+    .unref = lease_unref,
+    .report = lease_report,
+};
+
+static void destroy(dlock_lock *l)
+{
+    for (size_t i = 0; i < l->nmembers; i++)
+        dlock__lock_unref(l->members[i]);
+    free(l->members);
+    if (l->sl != NULL)
+        l->client->backend->lock_free(l->client->store, l->sl);
+    free(l->name);
+    free(l);
+}
+
+void dlock__lock_unref(dlock_lock *l)
+{
+    if (atomic_fetch_sub(&l->refs, 1) == 1)
+        destroy(l);
+}
+
+int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *spec,
+                    dlock_lock **out)
+{
+    dlock_lock *l;
+    int rc;
+
+    if (out == NULL)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    rc = dlock__check_name(name);
+    if (rc == DLOCK_OK && spec != NULL)
+        rc = dlock__client_supports_spec(c, spec);
+    if (rc != DLOCK_OK)
+        return rc;
+    l = calloc(1, sizeof *l);
+    if (l == NULL || (l->name = strdup(name)) == NULL) {
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    if (spec != NULL) {
+        rc = c->backend->lock_new(c->store, name, spec, &l->sl);
+        if (rc != DLOCK_OK) {
+            free(l->name);
+            free(l);
+            return rc;
+        }
+        l->spec = *spec;
+    }
+    l->client = c;
+    atomic_init(&l->refs, 1);
+    atomic_init(&l->busy, 0);
+    atomic_init(&l->wait_state, 0);
+    atomic_init(&l->cancel_for, 0);
+    l->lease.owner = &lock_owner;
+    l->lease.lock = l->sl;
+    l->lease.token = l->token;
+    *out = l;
+    return DLOCK_OK;
+}
+
+static int new_token(dlock_lock **l)
+{
+    if (dlock__random_hex((*l)->token, 16) == 0)
+        return DLOCK_OK;
+    dlock_lock_free(*l);
+    *l = NULL;
+    return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
+}
+
+int dlock_lock_open(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
+{
+    dlock__lock_spec spec;
+    int rc;
+
+    dlock__clear_error();
+    rc = dlock__spec_of(flags, 0, &spec);
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_new(c, name, &spec, out);
+    return rc == DLOCK_OK ? new_token(out) : rc;
+}
+
+int dlock_lock_dup(const dlock_lock *l, unsigned flags, dlock_lock **out)
+{
+    dlock__lock_spec spec;
+    int rc;
+
+    dlock__clear_error();
+    if (l == NULL || l->nmembers > 0 || l->spec.kind == DLOCK__SEMAPHORE)
+        return dlock__fail(DLOCK_EINVAL, "dlock_lock_dup: want a lock handle (not a semaphore "
+                                         "or multi-lock)");
+    rc = dlock__spec_of(flags, 0, &spec);
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_new(l->client, l->name, &spec, out);
+    if (rc == DLOCK_OK)
+        snprintf((*out)->token, sizeof(*out)->token, "%s", l->token);
+    return rc;
+}
+
+int dlock_semaphore_open(dlock_client *c, const char *name, unsigned permits, unsigned take,
+                         dlock_lock **out)
+{
+    dlock__lock_spec spec = {.kind = DLOCK__SEMAPHORE, .permits = permits, .take = take};
+    int rc;
+
+    dlock__clear_error();
+    if (permits == 0 || take == 0 || take > permits || permits > 1000000000u)
+        return dlock__fail(DLOCK_EINVAL,
+                           "semaphore '%s': want 0 < take (%u) <= permits (%u) <= 10^9",
+                           name != NULL ? name : "", take, permits);
+    rc = dlock__lock_new(c, name, &spec, out);
+    return rc == DLOCK_OK ? new_token(out) : rc;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+int dlock__lock_enter(dlock_lock *l)
+{
+    dlock__clear_error();
+    if (l == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
+    if (l->parent != NULL)
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock '%s' is a member of a multi-lock: use the "
+                           "multi-lock",
+                           l->name);
+    if (atomic_exchange(&l->busy, 1) != 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock handle '%s' is in use by another call (one owner, one call "
+                           "at a time)",
+                           l->name);
+    return DLOCK_OK;
+}
+
+int dlock__lock_leave(dlock_lock *l, int rc)
+{
+    atomic_store(&l->busy, 0);
+    return rc;
+}
+
+int64_t dlock__lock_op_deadline(const dlock_lock *l)
+{
+    return dlock__now_us() + l->client->cfg.command_timeout_ms * 1000;
+}
+
+static int release_all(dlock_lock *l)
+{
+    return l->nmembers > 0 ? dlock__multi_release(l, 1) : dlock__lock_give(l, 1);
+}
+
+void dlock_lock_free(dlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    if (dlock__lock_enter(l) == DLOCK_OK) {
+        if (l->holds > 0)
+            release_all(l);
+        dlock__lock_stop_holding(l);
+        dlock__lock_leave(l, DLOCK_OK);
+    }
+    dlock__lock_unref(l);
+}
+
+void dlock_lock_detach(dlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    if (dlock__lock_enter(l) == DLOCK_OK) {
+        if (l->nmembers > 0)
+            dlock__multi_forget(l);
+        dlock__lock_stop_holding(l);
+        dlock__lock_leave(l, DLOCK_OK);
+    }
+    dlock__lock_unref(l);
+}
+
+/* ---------------------------------------------------------------- state */
+
+uint64_t dlock_lock_fence(const dlock_lock *l)
+{
+    return l != NULL ? l->fence : 0;
+}
+
+const char *dlock_lock_token(const dlock_lock *l)
+{
+    return l != NULL ? l->token : "";
+}
+
+const char *dlock_lock_name(const dlock_lock *l)
+{
+    return l != NULL ? l->name : "";
+}
+
+unsigned dlock_lock_holds(const dlock_lock *l)
+{
+    return l != NULL ? l->holds : 0;
+}
+
+size_t dlock_lock_members(const dlock_lock *l)
+{
+    return l == NULL ? 0 : l->nmembers > 0 ? l->nmembers : 1;
+}
+
+const dlock_lock *dlock_lock_member(const dlock_lock *l, size_t i)
+{
+    if (l == NULL)
+        return NULL;
+    if (l->nmembers == 0)
+        return i == 0 ? l : NULL;
+    return i < l->nmembers ? l->members[i] : NULL;
+}
+
+void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
+{
+    if (l == NULL)
+        return;
+    dlock__renewer_lock(&l->client->renewer, &l->lease);
+    l->on_lost = fn;
+    l->on_lost_arg = arg;
+    dlock__renewer_unlock(&l->client->renewer, &l->lease);
+}

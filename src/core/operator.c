@@ -1,0 +1,102 @@
+/* operator.c - calls about a lock name rather than a hold: what the store
+ * says of it, an operator's forced release, and taking over a lock another
+ * process holds (by its owner token). */
+#include "lock.h"
+
+#include "../base/clock.h"
+#include "../base/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsigned flags,
+                     dlock_lock **out)
+{
+    dlock__lock_spec spec;
+    dlock_status st;
+    int64_t sent;
+    int rc;
+
+    dlock__clear_error();
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if (token == NULL || token[0] == '\0' || strlen(token) > DLOCK__TOKEN_MAX)
+        return dlock__fail(DLOCK_EINVAL, "owner token must be 1..%d characters", DLOCK__TOKEN_MAX);
+    for (const char *p = token; *p != '\0'; p++) {
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return dlock__fail(DLOCK_EINVAL, "owner token '%s': use letters, digits and -_.",
+                               token);
+    }
+    rc = dlock__client_require(c, DLOCK_CAP_ADOPT, "dlock_lock_adopt");
+    if (rc == DLOCK_OK)
+        rc = dlock__spec_of(flags, 0, &spec);
+    if (rc == DLOCK_OK && spec.kind == DLOCK__READ)
+        rc = dlock__fail(DLOCK_ENOTSUP, "a read hold cannot be adopted (only an exclusive one)");
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_new(c, name, &spec, out);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock_lock *l = *out;
+    snprintf(l->token, sizeof l->token, "%s", token);
+    sent = dlock__now_us();
+    rc = c->backend->query(c->store, l->sl, &st, dlock__lock_op_deadline(l));
+    if (rc == DLOCK_OK && strcmp(st.owner, token) != 0)
+        rc = dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is %s", name,
+                         st.held ? "held under another owner token" : "not held");
+    if (rc == DLOCK_OK && st.lease_ms <= 0)
+        rc = dlock__fail(DLOCK_ENOTSUP, "lock '%s' has no lease in the store", name);
+    if (rc == DLOCK_OK)
+        rc = dlock__lock_start_holding(l, st.last_fence, NULL, st.lease_ms, 0, sent);
+    if (rc != DLOCK_OK) {
+        dlock__lock_unref(l);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Runs query (st != NULL) or force-unlock on a lock state made for the call. */
+static int on_name(dlock_client *c, const char *name, unsigned flags, dlock_status *st)
+{
+    dlock__lock_spec spec;
+    dlock__store_lock *sl = NULL;
+    int rc;
+
+    dlock__clear_error();
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    rc = st != NULL ? dlock__client_require(c, DLOCK_CAP_QUERY, "dlock_query")
+                    : dlock__client_require(c, DLOCK_CAP_FORCE_UNLOCK, "dlock_force_unlock");
+    if (rc == DLOCK_OK)
+        rc = dlock__spec_of(flags, 1, &spec);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_name(name);
+    if (rc == DLOCK_OK)
+        rc = dlock__client_supports_spec(c, &spec);
+    if (rc == DLOCK_OK)
+        rc = c->backend->lock_new(c->store, name, &spec, &sl);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;
+    if (st != NULL)
+        rc = c->backend->query(c->store, sl, st, deadline);
+    else
+        rc = c->backend->force_unlock(c->store, sl, deadline);
+    c->backend->lock_free(c->store, sl);
+    return rc;
+}
+
+int dlock_query(dlock_client *c, const char *name, unsigned flags, dlock_status *out)
+{
+    if (out == NULL)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    memset(out, 0, sizeof *out);
+    return on_name(c, name, flags, out);
+}
+
+int dlock_force_unlock(dlock_client *c, const char *name, unsigned flags)
+{
+    return on_name(c, name, flags, NULL);
+}
