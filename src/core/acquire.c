@@ -336,8 +336,6 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             if (a.next == DLOCK__NEXT_PREPARE && !st.poll_only) {
                 rc = b->prepare_wait != NULL ? b->prepare_wait(c->store, l->sl, deadline)
                                              : DLOCK_ENOTSUP;
-                if (rc == DLOCK_ETIMEDOUT)
-                    goto timed_out;
                 if (rc != DLOCK_OK)
                     st.poll_only = 1; /* no wake-ups for us: poll */
                 continue;

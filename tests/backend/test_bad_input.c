@@ -44,9 +44,66 @@ static void malformed_urls(void)
     expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
     expect_open_fails("rediss://host", DLOCK_ENOTSUP, "TLS");
-    /* the password never shows in messages */
+    /* the password never shows in messages, even in URLs that do not parse */
     expect_open_fails("redis://user:s3cret@host?bogus=1", DLOCK_EINVAL, "***");
     CHECK(strstr(dlock_errmsg(), "s3cret") == NULL);
+    static const char *const with_secrets[] = {
+        "re_dis://:secretPW@127.0.0.1:1", "redis:/:secretPW@127.0.0.1:1",
+        "redis//:secretPW@127.0.0.1:1",   "redis://secretPW@host:6379?bogus=1",
+        "foo://:secretPW@host",           "redis://u:secretPW@host:99999",
+    };
+    for (size_t i = 0; i < sizeof with_secrets / sizeof with_secrets[0]; i++) {
+        dlock_client *c = NULL;
+        CHECK(dlock_client_open(with_secrets[i], &c) != DLOCK_OK);
+        if (strstr(dlock_errmsg(), "secretPW") != NULL)
+            dt_fail(__FILE__, __LINE__, "%s: the message shows the password: %s", with_secrets[i],
+                    dlock_errmsg());
+    }
+    /* durations: one syntax, a bare number is seconds */
+    expect_open_fails("redis://host?lease=1e3", DLOCK_EINVAL, "not a duration");
+    expect_open_fails("redis://host?lease=0x10", DLOCK_EINVAL, "not a duration");
+    expect_open_fails("redis://host?lease=%202s", DLOCK_EINVAL, "not a duration");
+    expect_open_fails("redis://host?lease=400d", DLOCK_EINVAL, "not a duration");
+    expect_open_fails("redis://host?lease=9000h", DLOCK_EINVAL, "at most 366 days");
+}
+
+static void durations(void)
+{
+    static const struct {
+        const char *text;
+        int64_t ms;
+    } good[] = {{"0", 0},         {"2", 2000},     {"1.5", 1500},  {"250ms", 250}, {"2s", 2000},
+                {"1.25m", 75000}, {"1h", 3600000}, {"0.0005s", 0}, {"10.5ms", 10}};
+    static const char *const bad[] = {"",
+                                      " 1s",
+                                      "1s ",
+                                      "-1",
+                                      "+1",
+                                      "1e3",
+                                      "0x10",
+                                      "inf",
+                                      "nan",
+                                      "1.",
+                                      ".5",
+                                      "1 s",
+                                      "1sec",
+                                      "1d",
+                                      "s",
+                                      "1.5.5",
+                                      "99999999999999999999h"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t ms = -1;
+        CHECK_RC(dlock_parse_duration(good[i].text, &ms), DLOCK_OK);
+        if (ms != good[i].ms)
+            dt_fail(__FILE__, __LINE__, "'%s' read as %lld ms, want %lld", good[i].text,
+                    (long long) ms, (long long) good[i].ms);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ms = 7;
+        if (dlock_parse_duration(bad[i], &ms) != DLOCK_EINVAL || ms != 7)
+            dt_fail(__FILE__, __LINE__, "'%s' was accepted as a duration", bad[i]);
+    }
+    CHECK_RC(dlock_parse_duration(NULL, NULL), DLOCK_EINVAL);
 }
 
 static void good_urls(void)
@@ -121,6 +178,32 @@ static void bad_names_and_leases(void)
     dlock_lock_free(l);
     CHECK_RC(dlock_lock_open(c, "line\nbreak", 0, &l), DLOCK_EINVAL);
     CHECK(strstr(dlock_errmsg(), "control character") != NULL);
+    /* names are UTF-8 text: no broken sequences, no C1 controls */
+    static const char *const not_text[] = {"bad\xff",
+                                           "cut\xc3",
+                                           "c1\xc2\x85",
+                                           "over\xc0\xaf",
+                                           "surrogate\xed\xa0\x80",
+                                           "big\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof not_text / sizeof not_text[0]; i++) {
+        CHECK_RC(dlock_lock_open(c, not_text[i], 0, &l), DLOCK_EINVAL);
+        CHECK(strstr(dlock_errmsg(), "UTF-8") != NULL);
+    }
+    CHECK_RC(dlock_lock_open(c, "caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x94\x92", 0, &l), DLOCK_OK);
+    dlock_lock_free(l);
+    /* a tagged name must not spell another lock's keys */
+    static const char *const spells[] = {"{acct}:fence", "{acct}:queue",  "{a}:rw",
+                                         "{a}:sem",      "{a}:holders",   "{a}:w:0123abcd",
+                                         "{a}:wake:01",  "x{a}:rw:fence", "{a}:exp"};
+    for (size_t i = 0; i < sizeof spells / sizeof spells[0]; i++) {
+        CHECK_RC(dlock_lock_open(c, spells[i], 0, &l), DLOCK_EINVAL);
+        CHECK(strstr(dlock_errmsg(), "key of another lock") != NULL);
+        CHECK_RC(dlock_force_unlock(c, spells[i], 0), DLOCK_EINVAL);
+    }
+    CHECK_RC(dlock_lock_open(c, "{acct}:fencing", 0, &l), DLOCK_OK);
+    dlock_lock_free(l);
+    CHECK_RC(dlock_lock_open(c, "acct:fence", 0, &l), DLOCK_OK); /* wrapped: {acct:fence} */
+    dlock_lock_free(l);
     CHECK_RC(dlock_lock_open(c, "a{b", 0, &l), DLOCK_EINVAL);
     CHECK(strstr(dlock_errmsg(), "hash tag") != NULL);
     CHECK_RC(dlock_lock_open(c, "a{}b", 0, &l), DLOCK_EINVAL);
@@ -138,6 +221,16 @@ static void bad_names_and_leases(void)
     CHECK(strstr(dlock_errmsg(), "lease must be > 0") != NULL);
     CHECK_RC(dlock_acquire_for(l, 0, -5), DLOCK_EINVAL);
     CHECK_RC(dlock_acquire(l, -7), DLOCK_EINVAL);
+    /* leases and waits are bounded: nothing near INT64 overflow reaches the store */
+    CHECK_RC(dlock_acquire_for(l, 0, 922337203685477580), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire_for(l, 0, INT64_MAX), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire_for(l, 0, DLOCK_DURATION_MAX_MS + 1), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "at most") != NULL);
+    CHECK_RC(dlock_acquire(l, DLOCK_DURATION_MAX_MS + 1), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire(l, INT64_MAX), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire_for(l, 0, DLOCK_DURATION_MAX_MS), DLOCK_OK);
+    CHECK_RC(dlock_extend(l, INT64_MAX), DLOCK_EINVAL);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
     CHECK_RC(dlock_extend(l, 1000), DLOCK_ENOTOWNER);
     CHECK_INT(dlock_lock_holds(l), ==, 0);
     CHECK(strcmp(dt_redis_cli(&srv, "EXISTS 'dlock:order:{42}'"), "0") == 0);
@@ -150,6 +243,7 @@ static void bad_names_and_leases(void)
     CHECK_RC(dlock_query(NULL, "x", 0, NULL), DLOCK_EINVAL);
     CHECK_RC(dlock_lock_adopt(c, "x", "", 0, &l), DLOCK_EINVAL);
     CHECK_RC(dlock_lock_adopt(c, "x", "has space", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_adopt(c, "x", "a:b", 0, &l), DLOCK_EINVAL);
     dlock_lock_free(NULL);
     dlock_client_close(NULL);
     dlock_client_close(c);
@@ -163,6 +257,7 @@ typedef struct fake {
     const char *answer; /* sent once per command-ish read */
     size_t answer_len;
     int close_after; /* close the connection after answering */
+    int per_read;    /* answer once per read, not once per command */
 } fake;
 
 static void *fake_server(void *p)
@@ -179,6 +274,8 @@ static void *fake_server(void *p)
             int commands = 0;
             for (ssize_t i = 0; i < got; i++)
                 commands += buf[i] == '*' && (i == 0 || buf[i - 1] == '\n');
+            if (f->per_read)
+                commands = 1;
             for (int k = 0; k < commands; k++) {
                 if (send(fd, f->answer, f->answer_len, MSG_NOSIGNAL) < 0)
                     break;
@@ -202,6 +299,7 @@ static void start_fake(fake *f, const char *answer, size_t len, int close_after)
     f->answer = answer;
     f->answer_len = len;
     f->close_after = close_after;
+    f->per_read = 0;
     pthread_create(&f->thread, NULL, fake_server, f);
 }
 
@@ -248,8 +346,52 @@ static void server_answers_garbage(void)
     against_fake(error, sizeof error - 1, 0, DLOCK_ESERVER, "unknown command");
     against_fake(binary, sizeof binary - 1, 0, DLOCK_EPROTO, "invalid reply");
     against_fake("", 0, 1, DLOCK_EUNREACHABLE, "closed the connection");
-    /* a server that never answers: the command timeout */
-    against_fake("", 0, 0, DLOCK_ETIMEDOUT, "no reply");
+    /* a server that never answers is unreachable, never a conflict */
+    against_fake("", 0, 0, DLOCK_EUNREACHABLE, "no reply");
+    /* an array header no reply of ours can have is refused before it costs
+     * memory (hiredis would allocate it whole) */
+    int64_t t0 = dt_now_ms();
+    against_fake("*2147483647\r\n", 13, 0, DLOCK_EPROTO, "too large");
+    against_fake("*100000000\r\n", 12, 0, DLOCK_EPROTO, "too large");
+    CHECK(dt_now_ms() - t0 < 5000);
+}
+
+/* A fake that answers the uncontended acquire (MULTI, SET, INCR, PTTL,
+ * EXEC, sent in one write) with `exec` as EXEC's reply. */
+static void against_fake_exec(const char *exec, int want, const char *words)
+{
+    char answer[256];
+    fake f;
+    char url[128];
+    dlock_client *c;
+    dlock_lock *l;
+
+    int n = snprintf(answer, sizeof answer, "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n%s", exec);
+    start_fake(&f, answer, (size_t) n, 0);
+    f.per_read = 1;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?timeout=1s", f.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    int rc = dlock_try_acquire(l);
+    if (rc != want || strstr(dlock_errmsg(), words) == NULL)
+        dt_fail(__FILE__, __LINE__,
+                "EXEC answering %s: got %d '%s' (fence %llu), want %d with '%s'", exec, rc,
+                dlock_errmsg(), (unsigned long long) dlock_lock_fence(l), want, words);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    shutdown(f.listen_fd, SHUT_RDWR);
+    pthread_join(f.thread, NULL);
+    close(f.listen_fd);
+}
+
+static void server_answers_bad_fences(void)
+{
+    /* a fence the server made up is not believed */
+    against_fake_exec("*3\r\n+OK\r\n:-7\r\n:30000\r\n", DLOCK_EPROTO, "unexpected reply");
+    against_fake_exec("*3\r\n+OK\r\n:0\r\n:30000\r\n", DLOCK_EPROTO, "unexpected reply");
+    against_fake_exec("*3\r\n+OK\r\n$2\r\n12\r\n:30000\r\n", DLOCK_EPROTO, "unexpected reply");
+    against_fake_exec("*2\r\n+OK\r\n:5\r\n", DLOCK_EPROTO, "unexpected reply");
 }
 
 static void wrong_password(void)
@@ -330,10 +472,12 @@ int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"malformed_urls", malformed_urls},
+        {"durations", durations},
         {"good_urls", good_urls},
         {"unreachable_server", unreachable_server},
         {"bad_names_and_leases", bad_names_and_leases},
         {"server_answers_garbage", server_answers_garbage},
+        {"server_answers_bad_fences", server_answers_bad_fences},
         {"wrong_password", wrong_password},
         {"scripts_flushed", scripts_flushed},
         {"foreign_value_at_the_key", foreign_value_at_the_key},

@@ -160,7 +160,7 @@ static void held_back_command_taken_back(void)
         DT_WAIT_UNTIL(dlock__rconn_held_back(c) == (size_t) i + 1, 5000);
     }
     pthread_join(t[1], NULL);
-    CHECK_RC(e[1].rc, DLOCK_ETIMEDOUT);
+    CHECK_RC(e[1].rc, DLOCK_EUNREACHABLE);
     CHECK(strstr(e[1].msg, "were not sent") != NULL);
     CHECK_INT(dlock__rconn_held_back(c), ==, 2);
     CHECK(strcmp(dt_redis_cli(&srv, "RPUSH gate x"), "1") == 0);

@@ -202,7 +202,7 @@ int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out)
     c->ep.password = dup_or_null(ep->password);
     c->label = strdup(ep->label);
     c->ep.label = c->label;
-    c->reader = redisReaderCreate();
+    c->reader = dlock__rreader_new();
     if ((ep->host != NULL && c->ep.host == NULL) ||
         (ep->unix_path != NULL && c->ep.unix_path == NULL) ||
         (ep->user != NULL && c->ep.user == NULL) ||
@@ -264,6 +264,51 @@ size_t dlock__rconn_held_back(dlock__rconn *c)
     size_t n = c->unsent;
     pthread_mutex_unlock(&c->mu);
     return n;
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static redisReplyObjectFunctions bounded_functions;
+static void *(*default_create_array)(const redisReadTask *, int);
+static pthread_once_t bounded_once = PTHREAD_ONCE_INIT;
+static _Thread_local int refused_elements;
+
+static void *create_array_bounded(const redisReadTask *task, int elements)
+{
+    if (elements < 0 || elements > DLOCK__REPLY_MAX_ELEMENTS) {
+        refused_elements = elements;
+        return NULL; /* the parser fails ("out of memory"): dlock__rreader_refused says why */
+    }
+    return default_create_array(task, elements);
+}
+
+static void make_bounded_functions(void)
+{
+    redisReader *r = redisReaderCreate();
+    if (r == NULL)
+        return;
+    bounded_functions = *r->fn;
+    default_create_array = bounded_functions.createArray;
+    bounded_functions.createArray = create_array_bounded;
+    redisReaderFree(r);
+}
+
+redisReader *dlock__rreader_new(void)
+{
+    pthread_once(&bounded_once, make_bounded_functions);
+    if (default_create_array == NULL)
+        return NULL;
+    redisReader *r = redisReaderCreate();
+    if (r != NULL)
+        r->fn = &bounded_functions;
+    return r;
+}
+
+int dlock__rreader_refused(void)
+{
+    int refused = refused_elements != 0;
+    refused_elements = 0;
+    return refused;
 }
 
 /* ---------------------------------------------------------------- dialing */
@@ -346,6 +391,17 @@ redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code)
         redisFree(ctx);
         return NULL;
     }
+    /* A command run under a lock (dlock run) must not inherit the socket. */
+    fcntl(ctx->fd, F_SETFD, FD_CLOEXEC);
+    redisReader *bounded = dlock__rreader_new();
+    if (bounded == NULL) {
+        *code = DLOCK_ENOMEM;
+        dlock__fail(*code, "%s: out of memory connecting", ep->label);
+        redisFree(ctx);
+        return NULL;
+    }
+    redisReaderFree(ctx->reader);
+    ctx->reader = bounded;
     if (redisSetTimeout(ctx, cmd_tv) != REDIS_OK || handshake_guarded(ctx, ep, code) != 0) {
         if (ctx->err) {
             *code = DLOCK_EUNREACHABLE;
@@ -377,7 +433,7 @@ static int connect_locked(dlock__rconn *c)
         c->last_read_us = dlock__now_us();
         /* A fresh parser: the old one may hold half a reply. */
         redisReaderFree(c->reader);
-        c->reader = redisReaderCreate();
+        c->reader = dlock__rreader_new();
         if (c->reader == NULL) {
             close(fd);
             c->fd = -1;
@@ -451,7 +507,7 @@ static void settle_locked(dlock__rconn *c)
  * heard from it (a restart, an idle timeout)? Then start afresh rather than
  * send a request whose fate would be unknown. Checked only after a quiet
  * spell, so a busy stream pays nothing. */
-#define IDLE_CHECK_US 50000
+#define IDLE_CHECK_US 1000
 static void drop_if_hung_up_locked(dlock__rconn *c)
 {
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
@@ -482,7 +538,7 @@ static int ready_locked(dlock__rconn *c, int64_t deadline_us)
         }
         struct timespec ts = dlock__timespec(deadline_us);
         if (pthread_cond_timedwait(&c->state_cv, &c->mu, &ts) == ETIMEDOUT)
-            return dlock__fail(DLOCK_ETIMEDOUT, "%s: timed out waiting for the connection",
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within the command timeout",
                                c->label);
     }
 }
@@ -616,8 +672,12 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
         }
         ssize_t got = read(fd, buf, sizeof buf);
         if (got > 0) {
-            if (redisReaderFeed(c->reader, buf, (size_t) got) != REDIS_OK)
+            if (c->reader->len - c->reader->pos + (size_t) got > DLOCK__REPLY_MAX_BYTES) {
+                err_code = DLOCK_EPROTO;
+                err = "a reply larger than 64 MiB";
+            } else if (redisReaderFeed(c->reader, buf, (size_t) got) != REDIS_OK) {
                 err = "out of memory";
+            }
             break;
         }
         if (got == 0) {
@@ -640,7 +700,9 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
             void *reply = NULL;
             if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
                 err_code = DLOCK_EPROTO;
-                err = c->reader->errstr[0] != '\0' ? c->reader->errstr : "malformed reply";
+                err = dlock__rreader_refused()       ? "an array too large to be a reply"
+                      : c->reader->errstr[0] != '\0' ? c->reader->errstr
+                                                     : "malformed reply";
                 break;
             }
             if (reply == NULL)
@@ -886,10 +948,10 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
             else
                 return_request(reqs[i], i);
         }
-        rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: no reply within the command timeout%s", c->label,
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no reply within the command timeout%s", c->label,
                          unsent ? " (the commands were not sent)" : "");
         if (dlock__now_us() - c->last_read_us >= c->ep.command_timeout_ms * 1000)
-            fail_locked(c, DLOCK_ETIMEDOUT, "%s: server stopped answering", c->label);
+            fail_locked(c, DLOCK_EUNREACHABLE, "%s: server stopped answering", c->label);
         settle_locked(c);
         if (!c->reading)
             pass_reading_locked(c);

@@ -45,10 +45,10 @@ typedef struct dlock__rcmd {
  * deadline_us (monotonic; capped by the command timeout).
  * On DLOCK_OK every replies[i] is set (the caller frees them with
  * freeReplyObject). Error replies (-ERR ...) are replies, not failures.
- * Fails with DLOCK_EUNREACHABLE (cannot connect, or the connection broke:
- * the commands may or may not have run), DLOCK_ETIMEDOUT (no reply in time:
- * the commands may still run, unless they were still held back, never sent,
- * which the message says), DLOCK_EPROTO (garbage from the server; the
+ * Fails with DLOCK_EUNREACHABLE (cannot connect, the connection broke, or
+ * no reply in time: the commands may or may not have run, unless they were
+ * still held back, never sent, which the message says), DLOCK_EPROTO
+ * (garbage from the server, or a reply beyond the bounds below; the
  * connection is dropped) or DLOCK_ESERVER (AUTH/SELECT refused at connect).
  * On failure no reply is returned.
  */
@@ -62,7 +62,17 @@ const char *dlock__rconn_label(const dlock__rconn *c);
  * when the next replies arrive. For tests and diagnostics. */
 size_t dlock__rconn_held_back(dlock__rconn *c);
 
-/* Opens a blocking hiredis context to ep and runs AUTH/SELECT. On failure
+/* A reply parser that refuses what no reply of ours can be: an array of more
+ * than DLOCK__REPLY_MAX_ELEMENTS elements (hiredis would allocate it whole
+ * before reading any of it). Callers also bound the bytes they buffer. */
+#define DLOCK__REPLY_MAX_ELEMENTS (1 << 20)
+#define DLOCK__REPLY_MAX_BYTES    (64u << 20)
+redisReader *dlock__rreader_new(void);
+/* Whether the last parse error on this thread was a refused array. */
+int dlock__rreader_refused(void);
+
+/* Opens a blocking hiredis context to ep and runs AUTH/SELECT; its socket is
+ * close-on-exec and its parser bounded as above. On failure
  * returns NULL with the detail recorded (dlock_errmsg) and *code set.
  * Shared with the subscriber connection. */
 redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code);

@@ -43,6 +43,40 @@ static int name_has_tag(const char *name, int *has_tag)
                        name);
 }
 
+/* Derived keys of a lock add these to its base key (scripts/README.md). A
+ * name with its own hash tag is its base key, so it must not end as a
+ * derived key of another lock does ('{acct}:fence' would be the fence
+ * counter of 'acct'). Names without a tag are wrapped in braces and cannot. */
+static int name_spells_a_key(const char *name)
+{
+    static const char *const last[] = {"fence", "queue", "holders", "exp",
+                                       "used",  "cap",   "rw",      "sem"};
+    static const char *const before_last[] = {"w", "wake"};
+    const char *tail = strrchr(name, '}'), *end = name + strlen(name);
+    const char *last_colon = NULL, *colon_before = NULL;
+
+    for (const char *p = tail; p != NULL && p < end; p++) {
+        if (*p == ':') {
+            colon_before = last_colon;
+            last_colon = p;
+        }
+    }
+    if (last_colon == NULL)
+        return 0;
+    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
+        if (strcmp(last_colon + 1, last[i]) == 0)
+            return 1;
+    }
+    for (size_t i = 0; colon_before != NULL && i < sizeof before_last / sizeof before_last[0];
+         i++) {
+        size_t n = strlen(before_last[i]);
+        if ((size_t) (last_colon - colon_before - 1) == n &&
+            strncmp(colon_before + 1, before_last[i], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static char *join(const char *a, const char *b, const char *c, const char *d, size_t *len)
 {
     size_t n = strlen(a) + strlen(b) + strlen(c) + strlen(d);
@@ -106,6 +140,11 @@ static int lock_new(dlock__store *store, const char *name, const dlock__lock_spe
     rc = name_has_tag(name, &has_tag);
     if (rc != DLOCK_OK)
         return rc;
+    if (has_tag && name_spells_a_key(name))
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock name '%s' ends like a key of another lock (':fence', ':queue', "
+                           "':rw', ':sem', ':w:...'...): with a hash tag, the name is the key",
+                           name);
     l = calloc(1, sizeof *l);
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");

@@ -114,10 +114,14 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
             dlock__renewal *it = &items[order[first[c] + i].item];
             long long v = replies[c]->element[hb ? 2 * i : i]->integer;
             if (hb) {
+                long long fence = replies[c]->element[2 * i + 1]->integer;
                 it->result = v == 1   ? DLOCK__RENEW_OK
                              : v == 2 ? DLOCK__RENEW_GRANTED
                                       : DLOCK__RENEW_GONE;
-                it->fence = (uint64_t) replies[c]->element[2 * i + 1]->integer;
+                if (v == 2 && fence <= 0)
+                    it->result = DLOCK__RENEW_GONE; /* handed over, fence unknown: the
+                                                       waiter asks again */
+                it->fence = fence > 0 ? (uint64_t) fence : 0;
             } else {
                 it->result = v == 1 ? DLOCK__RENEW_OK : DLOCK__RENEW_GONE;
             }

@@ -12,7 +12,7 @@ extern const char dlock__lua_queue[], dlock__lua_shared[], dlock__lua_acquire[],
     dlock__lua_release[], dlock__lua_rw_acquire[], dlock__lua_rw_release[],
     dlock__lua_sem_acquire[], dlock__lua_sem_release[], dlock__lua_multi_acquire[],
     dlock__lua_cancel[], dlock__lua_extend[], dlock__lua_renew[], dlock__lua_heartbeat[],
-    dlock__lua_status[];
+    dlock__lua_status[], dlock__lua_fence[];
 
 /* A script is its body with shared functions before it: queue.lua for the
  * scripts that queue or grant, and shared.lua too for those of readers and
@@ -37,12 +37,13 @@ static const struct {
     [DLOCK__S_SEM_RELEASE] = {"sem_release",
                               {dlock__lua_queue, dlock__lua_shared},
                               dlock__lua_sem_release},
-    [DLOCK__S_MULTI_ACQUIRE] = {"multi_acquire", {NULL}, dlock__lua_multi_acquire},
+    [DLOCK__S_MULTI_ACQUIRE] = {"multi_acquire", {dlock__lua_queue}, dlock__lua_multi_acquire},
     [DLOCK__S_CANCEL] = {"cancel", {dlock__lua_queue, dlock__lua_shared}, dlock__lua_cancel},
     [DLOCK__S_EXTEND] = {"extend", {NULL}, dlock__lua_extend},
     [DLOCK__S_RENEW] = {"renew", {NULL}, dlock__lua_renew},
     [DLOCK__S_HEARTBEAT] = {"heartbeat", {NULL}, dlock__lua_heartbeat},
     [DLOCK__S_STATUS] = {"status", {dlock__lua_queue, dlock__lua_shared}, dlock__lua_status},
+    [DLOCK__S_FENCE] = {"fence", {dlock__lua_queue}, dlock__lua_fence},
 };
 
 #define PRELUDE_MARK "-- @prelude\n"

@@ -5,6 +5,7 @@
 #include "../../base/error.h"
 #include "internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,45 @@ static const redisReply *exec_element(const redisReply *r, size_t i)
     return r->type == REDIS_REPLY_ARRAY && r->elements > i ? r->element[i] : NULL;
 }
 
+/* Fence counters below this were never seeded from the server's clock
+ * (scripts/queue.lua, next_fence). */
+#define FENCE_SEEDED 1000000000000LL
+
+/* After the transaction's INCR found the counter missing or unseeded: seed
+ * it from the server's clock (fence.lua). *fence is a fresh fence if token
+ * still holds the lock, else 0. */
+static int seed_fence(rbackend *b, rlock *l, const char *token, int64_t deadline, uint64_t *fence)
+{
+    const char *argv[6];
+    size_t lens[6];
+    redisReply *r = NULL;
+    size_t n = put_keys(l, argv, lens, 2);
+    int rc;
+
+    argv[n] = token;
+    lens[n++] = strlen(token);
+    evalcall call = {DLOCK__S_FENCE, n, argv, lens};
+    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        rc = dlock__redis_bad_reply(b, "fence", r);
+    else
+        *fence = (uint64_t) r->integer;
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Gives back a lock this attempt took when the rest of its transaction
+ * failed (MULTI/EXEC does not roll back). */
+static void undo_take(rbackend *b, rlock *l, const char *token, int64_t deadline)
+{
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
+    dlock__redis_release(&b->base, &l->base, token, deadline);
+    dlock__restore_error(&saved);
+}
+
 /*
  * An attempt that will not queue, without a script: MULTI, SET NX PX,
  * INCR, PTTL, EXEC, one round trip and a fraction of a script's cost on the
@@ -61,6 +101,8 @@ static const redisReply *exec_element(const redisReply *r, size_t i)
  * skip numbers; they still strictly increase from one holder to the next,
  * because a holder's INCR comes after every earlier holder's and before
  * every later one's. PTTL tells a refused caller how long the holder has.
+ * A counter the store lost (the INCR gives a small number) is seeded from
+ * the server's clock before its value is used, by whoever saw it small.
  * (A caller that already holds the lock under its token, after a lost
  * reply, is refused here; when it waits, the queueing script finds it.)
  */
@@ -92,22 +134,33 @@ static int take_plain(rbackend *b, rlock *l, dlock__attempt *a, const char *leas
     }
     const redisReply *taken = exec_element(r[4], 0), *fence = exec_element(r[4], 1),
                      *ttl = exec_element(r[4], 2);
-    if (rc == DLOCK_OK && fence != NULL && fence->type == REDIS_REPLY_ERROR)
+    int took = rc == DLOCK_OK && taken != NULL && taken->type == REDIS_REPLY_STATUS;
+    if (rc == DLOCK_OK && fence != NULL && fence->type == REDIS_REPLY_ERROR) {
         rc = dlock__fail(DLOCK_ESERVER, "%s: server refused INCR %s: %s", b->label, l->keys[1],
                          fence->str);
-    if (rc == DLOCK_OK) {
+    } else if (rc == DLOCK_OK) {
         if (taken == NULL || fence == NULL || ttl == NULL || fence->type != REDIS_REPLY_INTEGER ||
             ttl->type != REDIS_REPLY_INTEGER ||
-            (taken->type != REDIS_REPLY_STATUS && taken->type != REDIS_REPLY_NIL)) {
+            (taken->type != REDIS_REPLY_STATUS && taken->type != REDIS_REPLY_NIL) ||
+            fence->integer <= 0)
             rc = dlock__redis_bad_reply(b, "acquire", r[4]);
-        } else if (taken->type == REDIS_REPLY_STATUS) {
+    }
+    if (rc == DLOCK_OK) {
+        uint64_t value = (uint64_t) fence->integer;
+        if (fence->integer < FENCE_SEEDED)
+            rc = seed_fence(b, l, took ? a->token : "", a->deadline_us, &value);
+        if (rc == DLOCK_OK && took && value > 0) {
             a->outcome = DLOCK__TAKEN;
-            a->fence = (uint64_t) fence->integer;
-        } else {
+            a->fence = value;
+        } else if (rc == DLOCK_OK) {
+            /* held by someone else (or, rarely, our lease ran out before the
+             * fence was seeded: try again) */
             a->outcome = DLOCK__HELD;
-            a->holder_ttl_ms = holder_ttl(ttl->integer);
+            a->holder_ttl_ms = took ? 0 : holder_ttl(ttl->integer);
         }
     }
+    if (rc != DLOCK_OK && took)
+        undo_take(b, l, a->token, a->deadline_us);
     for (int i = 0; i < 5; i++)
         freeReplyObject(r[i]);
     return rc;
@@ -184,7 +237,8 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
                          "semaphore %s is in use with %s permits, not %u: every user of a "
                          "semaphore must give the same number",
                          l->keys[0], r->str + 8, l->spec.permits);
-    } else if (dlock__redis_int_array(r, 2)) {
+    } else if (dlock__redis_int_array(r, 2) && r->elements == 2 &&
+               (r->element[1]->integer == 0 || r->element[1]->integer == 1)) {
         a->holder_ttl_ms = holder_ttl(r->element[0]->integer);
         a->outcome = r->element[1]->integer == 1 ? DLOCK__QUEUED : DLOCK__HELD;
         a->keep_place = a->outcome == DLOCK__QUEUED;
@@ -253,13 +307,18 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
     evalcall call = {DLOCK__S_MULTI_ACQUIRE, at, argv, lens};
     rc = dlock__redis_run_script(first->conn, &call, deadline_us, &r);
     if (rc == DLOCK_OK) {
-        if (dlock__redis_int_array(r, 3) && r->element[0]->integer == -1) {
+        if (dlock__redis_int_array(r, 3) && r->element[0]->integer == -1 &&
+            r->element[1]->integer >= 1 && (size_t) r->element[1]->integer <= n) {
             *busy = (size_t) r->element[1]->integer - 1;
-            *busy_ttl_ms = r->element[2]->integer;
+            *busy_ttl_ms = holder_ttl(r->element[2]->integer);
             rc = DLOCK_EBUSY;
         } else if (dlock__redis_int_array(r, n) && r->elements == n) {
-            for (size_t i = 0; i < n; i++)
-                fences[i] = (uint64_t) r->element[i]->integer;
+            for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
+                if (r->element[i]->integer <= 0)
+                    rc = dlock__redis_bad_reply(b, "multi-lock acquire", r);
+                else
+                    fences[i] = (uint64_t) r->element[i]->integer;
+            }
         } else {
             rc = dlock__redis_bad_reply(b, "multi-lock acquire", r);
         }
@@ -408,7 +467,10 @@ int dlock__redis_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st,
         rc = dlock__redis_bad_reply(b, "status", r);
     } else {
         for (size_t i = 1; i < 8; i++) {
-            if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            long long v = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -3;
+            /* counts are non-negative; the pttl and the last lease end may be
+             * -1 or -2 (none) */
+            if (v < (i == 1 || i == 7 ? -2 : 0) || (i != 1 && i != 2 && i != 7 && v > UINT_MAX))
                 rc = dlock__redis_bad_reply(b, "status", r);
         }
     }

@@ -19,6 +19,8 @@
  * caller on another connection), so the next one covers it at once. */
 #include "stream.h"
 
+#include "notice.h"
+
 #include "../../base/clock.h"
 #include "../../base/error.h"
 
@@ -172,12 +174,11 @@ static void handle_entries(dlock__rstream *s, const redisReply *stream)
         last = e->element[0]->str;
         const redisReply *fields = e->element[1];
         for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-            char token[80];
-            uint64_t wait_id, fence;
+            dlock__notice n;
             if (fields->element[f + 1]->type == REDIS_REPLY_STRING &&
-                sscanf(fields->element[f + 1]->str, "%79s %" SCNu64 " %" SCNu64, token, &wait_id,
-                       &fence) == 3)
-                dlock__board_grant(s->board, token, wait_id, fence);
+                dlock__notice_decode(fields->element[f + 1]->str, fields->element[f + 1]->len,
+                                     &n) == 0)
+                dlock__board_grant(s->board, n.token, n.wait_id, n.fence);
         }
     }
     if (last == NULL)

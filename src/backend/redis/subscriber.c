@@ -23,6 +23,8 @@
  * anew. */
 #include "subscriber.h"
 
+#include "notice.h"
+
 #include "../../base/clock.h"
 #include "../../base/error.h"
 
@@ -139,7 +141,7 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
         struct timespec ts = dlock__timespec(deadline_us);
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT) {
             pthread_mutex_unlock(&s->mu);
-            return dlock__fail(DLOCK_ETIMEDOUT, "%s: subscriber connection not ready in time",
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: subscriber connection not ready in time",
                                s->ep.label);
         }
     }
@@ -147,7 +149,7 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
         s->state = SUB_CONNECTING;
         pthread_mutex_unlock(&s->mu);
         int fd = subscribe(s, &rc);
-        redisReader *reader = fd >= 0 ? redisReaderCreate() : NULL;
+        redisReader *reader = fd >= 0 ? dlock__rreader_new() : NULL;
         if (fd >= 0 && reader == NULL) {
             close(fd);
             fd = -1;
@@ -174,16 +176,15 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
 static void handle_message(dlock__rsub *s, const redisReply *r)
 {
     /* ["message", channel, "<token> <wait id> <fence>"] */
-    char token[80];
-    uint64_t wait_id, fence;
+    dlock__notice n;
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
         r->element[2]->type != REDIS_REPLY_STRING)
         return;
-    if (sscanf(r->element[2]->str, "%79s %" SCNu64 " %" SCNu64, token, &wait_id, &fence) != 3)
+    if (dlock__notice_decode(r->element[2]->str, r->element[2]->len, &n) != 0)
         return;
-    dlock__board_grant(s->board, token, wait_id, fence);
+    dlock__board_grant(s->board, n.token, n.wait_id, n.fence);
 }
 
 /* The reader's loop: read and post hand-overs until w is woken or until_us.
@@ -210,8 +211,9 @@ static int pump(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
         ssize_t got = read(s->fd, buf, sizeof buf);
         if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
-        if (got <= 0 || redisReaderFeed(s->reader, buf, (size_t) got) != REDIS_OK)
-            return -1;
+        if (got <= 0 || s->reader->len - s->reader->pos + (size_t) got > DLOCK__REPLY_MAX_BYTES ||
+            redisReaderFeed(s->reader, buf, (size_t) got) != REDIS_OK)
+            return -1; /* broken, or junk: reconnect */
         for (;;) {
             void *reply = NULL;
             if (redisReaderGetReply(s->reader, &reply) != REDIS_OK)

@@ -22,13 +22,13 @@ if not head or head[1] == token then
       leave(L, token)
     end
     if not owner then
-      return redis.call('INCR', L .. ':fence')
+      return next_fence(L .. ':fence')
     end
     -- Handed to the caller while it was queued (its notice was missed), or
     -- an earlier attempt whose reply was lost took it. The counter, read
     -- while the caller holds the lock, is a fence above every earlier
     -- holder's and below every later one's.
-    return tonumber(redis.call('GET', L .. ':fence')) or 0
+    return current_fence(L .. ':fence')
   end
 end
 local ttl = redis.call('PTTL', L)

@@ -1,14 +1,17 @@
 -- Sets the lease of a lock the token holds. KEYS[1] the lock L.
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] '1' to only lengthen it
 -- (re-entry), ARGV[4] 's' for a shared hold (reader, permits), else
--- exclusive. Returns 1, or 0 if the token does not hold it.
+-- exclusive. Returns 1, or 0 if the token does not hold it (a shared hold
+-- whose lease end has passed is not held, even before anyone prunes it).
 local L, token, lease = KEYS[1], ARGV[1], tonumber(ARGV[2])
 if ARGV[4] == 's' then
-  if redis.call('HEXISTS', L .. ':holders', token) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local ends = tonumber(redis.call('ZSCORE', L .. ':exp', token))
+  if not ends or ends <= now or redis.call('HEXISTS', L .. ':holders', token) == 0 then
     return 0
   end
-  local t = redis.call('TIME')
-  local until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+  local until_ms = now + lease
   if ARGV[3] == '1' then
     redis.call('ZADD', L .. ':exp', 'GT', until_ms, token)
   else

@@ -12,10 +12,10 @@ end
 local fences = {}
 for i = 1, #KEYS do
   if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    fences[i] = redis.call('INCR', KEYS[i] .. ':fence')
+    fences[i] = next_fence(KEYS[i] .. ':fence')
   else
     redis.call('PEXPIRE', KEYS[i], ARGV[2])
-    fences[i] = tonumber(redis.call('GET', KEYS[i] .. ':fence')) or 0
+    fences[i] = current_fence(KEYS[i] .. ':fence')
   end
 end
 return fences

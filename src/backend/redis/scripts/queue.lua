@@ -13,6 +13,31 @@
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 
+-- Fences. A counter that is missing or was never seeded (below 10^12: the
+-- store lost it, through a restart without persistence, FLUSHALL or
+-- eviction) starts again from the server's clock in microseconds, so a fence
+-- exceeds every fence handed out before for the name, as long as the
+-- server's clock does not go back and a name gets fewer than one new holder
+-- per microsecond.
+local function next_fence(F)
+  if (tonumber(redis.call('GET', F)) or 0) < 1e12 then
+    local t = redis.call('TIME')
+    redis.call('SET', F, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  return redis.call('INCR', F)
+end
+
+-- A fence for the current holder: the counter as it is, once seeded (any
+-- value read while the holder holds the lock is above every earlier
+-- holder's and below every later one's).
+local function current_fence(F)
+  local v = tonumber(redis.call('GET', F)) or 0
+  if v < 1e12 then
+    return next_fence(F)
+  end
+  return v
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -47,7 +72,8 @@ end
 local function grant(L, w, fence)
   redis.call('LPOP', L .. ':queue')
   redis.call('DEL', L .. ':w:' .. w[1])
-  local notice = w[1] .. ' ' .. w[6] .. ' ' .. fence
+  -- (%d: Lua's own number-to-string keeps only 14 digits)
+  local notice = w[1] .. ' ' .. w[6] .. ' ' .. string.format('%d', fence)
   if w[7] == 's' then
     local stream = L .. ':wake:' .. w[3]
     redis.call('XADD', stream, 'MAXLEN', '~', 64, '*', 'm', notice)
@@ -79,7 +105,7 @@ local function admit_exclusive(L, first)
   local w = live_head(L, first)
   if w then
     redis.call('SET', L, w[1], 'PX', w[2])
-    grant(L, w, redis.call('INCR', L .. ':fence'))
+    grant(L, w, next_fence(L .. ':fence'))
   else
     redis.call('DEL', L)
   end

@@ -1,17 +1,20 @@
 -- Renews a batch of held locks: KEYS[i] lock, ARGV[1] lease ms, ARGV[2]
 -- 's' for shared holds (readers, permits), else exclusive; ARGV[i + 2] the
 -- owner token. Only a hold its token still has is renewed: a lapsed lock is
--- never taken back. Returns one 1 (renewed) or 0 per key.
+-- never taken back (a shared hold whose lease end has passed is over, even
+-- before anyone prunes it). Returns one 1 (renewed) or 0 per key.
 local out, lease = {}, tonumber(ARGV[1])
-local until_ms
+local now, until_ms
 if ARGV[2] == 's' then
   local t = redis.call('TIME')
-  until_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  until_ms = now + lease
 end
 for i = 1, #KEYS do
   local token = ARGV[i + 2]
   if until_ms then
-    if redis.call('HEXISTS', KEYS[i] .. ':holders', token) == 1 then
+    local ends = tonumber(redis.call('ZSCORE', KEYS[i] .. ':exp', token))
+    if ends and ends > now and redis.call('HEXISTS', KEYS[i] .. ':holders', token) == 1 then
       redis.call('ZADD', KEYS[i] .. ':exp', 'GT', until_ms, token)
       out[i] = 1
     else

@@ -33,7 +33,7 @@ if ok then
   else
     redis.call('SET', L, token, 'PX', ARGV[2])
   end
-  return redis.call('INCR', L .. ':fence')
+  return next_fence(L .. ':fence')
 end
 admit_rw(L, now) -- the lock may be free for those ahead (a holder's lease ran out)
 local ttl = -1

@@ -20,7 +20,7 @@ if redis.call('HEXISTS', L .. ':holders', token) == 1 then
   if ARGV[5] == '1' then
     leave(L, token)
   end
-  return tonumber(redis.call('GET', L .. ':fence')) or 0
+  return current_fence(L .. ':fence')
 end
 local head = live_head(L)
 if (not head or head[1] == token) and
@@ -29,7 +29,7 @@ if (not head or head[1] == token) and
     leave(L, token)
   end
   hold_shared(L, token, take, now, tonumber(ARGV[2]), true)
-  return redis.call('INCR', L .. ':fence')
+  return next_fence(L .. ':fence')
 end
 admit_sem(L, now)
 local ttl = -1

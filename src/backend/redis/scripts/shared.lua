@@ -41,12 +41,12 @@ local function admit_rw(L, now)
     if w[4] == 'w' then
       if readers == 0 then
         redis.call('SET', L, w[1], 'PX', w[2])
-        grant(L, w, redis.call('INCR', L .. ':fence'))
+        grant(L, w, next_fence(L .. ':fence'))
       end
       return
     end
     hold_shared(L, w[1], 1, now, w[2], false)
-    grant(L, w, redis.call('INCR', L .. ':fence'))
+    grant(L, w, next_fence(L .. ':fence'))
     readers = readers + 1
   end
 end
@@ -61,6 +61,6 @@ local function admit_sem(L, now)
       return
     end
     hold_shared(L, w[1], w[5], now, w[2], true)
-    grant(L, w, redis.call('INCR', L .. ':fence'))
+    grant(L, w, next_fence(L .. ':fence'))
   end
 end

@@ -1,0 +1,291 @@
+/* test_redis_faults.c - what a Redis store can do to a lock that the
+ * scripts and the client must survive: a waiter frozen while its hand-over
+ * lapses, renewals that arrive after a lease ended, a store that loses its
+ * fence counters, a transaction whose second half fails, a user who may not
+ * run scripts. Each was a bug once (issue 9); each test fails without its
+ * fix. */
+#include "../support/harness.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static dt_redis srv;
+
+static dlock_client *open_client(const char *options)
+{
+    char url[256];
+    dlock_client *c = NULL;
+    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    return c;
+}
+
+static dlock_lock *open_lock(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+static dlock_status status_of(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_status st;
+    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
+    return st;
+}
+
+/* ---------------------------------------------------------------- item 1 */
+
+/* A waiter frozen while the lock is handed to it, whose grant lapses and
+ * goes to someone else, must not take the old hand-over notice for a fresh
+ * grant when it resumes: it waits, and holds only after the other holder
+ * is done, with a larger fence. */
+static void frozen_waiter_ignores_stale_grant(void)
+{
+    int report[2];
+    dt_redis_start(&srv, NULL);
+    CHECK(pipe(report) == 0);
+    dlock_client *a = open_client("?lease=1s");
+    dlock_lock *la = open_lock(a, "L", 0);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+
+    pid_t w = fork();
+    if (w == 0) {
+        dlock_client *c = open_client("?lease=1s&waiter_lease=5s");
+        dlock_lock *l = open_lock(c, "L", 0);
+        int rc = dlock_acquire(l, 30000);
+        int64_t got[3] = {rc, dt_now_ms(), (int64_t) dlock_lock_fence(l)};
+        dt_sleep_ms(200);
+        if (write(report[1], got, sizeof got) != sizeof got)
+            _exit(2);
+        dlock_release(l);
+        _exit(0);
+    }
+    DT_WAIT_UNTIL(status_of(a, "L", 0).waiters == 1, 5000);
+    kill(w, SIGSTOP);
+    CHECK_RC(dlock_release(la), DLOCK_OK); /* handed to the frozen waiter */
+    DT_WAIT_UNTIL(status_of(a, "L", 0).held == 1, 2000);
+    DT_WAIT_UNTIL(status_of(a, "L", 0).held == 0, 5000); /* its 1 s grant lapsed */
+    dlock_client *x = open_client(NULL);
+    dlock_lock *lx = open_lock(x, "L", 0);
+    CHECK_RC(dlock_acquire_for(lx, 0, 5000), DLOCK_OK);
+    kill(w, SIGCONT);
+    dt_sleep_ms(1500); /* the waiter would have started by now if it believed the notice */
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(lx), DLOCK_OK);
+    int64_t got[3];
+    CHECK(read(report[0], got, sizeof got) == sizeof got);
+    CHECK_RC((int) got[0], DLOCK_OK);
+    CHECK_INT(got[1], >=, released);
+    CHECK_INT((uint64_t) got[2], >, dlock_lock_fence(lx));
+    int status;
+    waitpid(w, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    dlock_lock_free(la);
+    dlock_lock_free(lx);
+    dlock_client_close(a);
+    dlock_client_close(x);
+}
+
+/* ---------------------------------------------------------------- item 2 */
+
+static int lost_calls;
+static void count_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l, (void) code, (void) why, (void) arg;
+    __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Renewals sent before a shared hold's lease ended but run by the server
+ * after it (the server was frozen) must not bring the hold back. */
+static void late_renewal_does_not_revive_shared_holds(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = open_client("?lease=1s&timeout=5s");
+    dlock_client *probe = open_client(NULL);
+    dlock_lock *reader = open_lock(c, "shared", DLOCK_READ), *sem = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "sem", 3, 1, &sem), DLOCK_OK);
+    dlock_lock_on_lost(reader, count_lost, NULL);
+    dlock_lock_on_lost(sem, count_lost, NULL);
+    CHECK_RC(dlock_acquire(reader, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
+    dt_sleep_ms(400); /* a renewal or two went through */
+    kill(srv.pid, SIGSTOP);
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 2, 3000);
+    dt_sleep_ms(500);       /* the server-side leases are over too */
+    kill(srv.pid, SIGCONT); /* the renewals sent meanwhile run now */
+    dt_sleep_ms(300);
+    dlock_status st = status_of(probe, "shared", DLOCK_READ);
+    CHECK_INT(st.shared, ==, 0);
+    CHECK_INT(st.held, ==, 0);
+    st = status_of(probe, "sem", DLOCK_SEMAPHORE);
+    CHECK_INT(st.shared, ==, 0);
+    CHECK_INT(st.permits_used, ==, 0);
+    CHECK_RC(dlock_release(reader), DLOCK_ELOST);
+    CHECK_RC(dlock_release(sem), DLOCK_ELOST);
+    dlock_lock_free(reader);
+    dlock_lock_free(sem);
+    dlock_client_close(c);
+    dlock_client_close(probe);
+}
+
+/* ---------------------------------------------------------------- item 3 */
+
+/* One acquire/release of `name` of the given kind; returns the fence. */
+static uint64_t cycle(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    if (flags == DLOCK_SEMAPHORE)
+        CHECK_RC(dlock_semaphore_open(c, name, 2, 1, &l), DLOCK_OK);
+    else
+        l = open_lock(c, name, flags);
+    CHECK_RC(dlock_acquire(l, 1000), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    return fence;
+}
+
+/* Fences keep increasing when the store loses its counters: FLUSHALL, a
+ * restart without persistence, eviction of the counter alone. */
+static void fences_survive_a_lost_counter(void)
+{
+    static const unsigned kinds[] = {0, DLOCK_FAIR, DLOCK_READ, DLOCK_WRITE, DLOCK_SEMAPHORE};
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = open_client(NULL);
+
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        uint64_t last = 0;
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < 3; i++) {
+                uint64_t f = cycle(c, "f", kinds[k]);
+                CHECK_INT(f, >, last);
+                last = f;
+            }
+            if (round == 0)
+                dt_redis_cli(&srv, "FLUSHALL");
+            else if (round == 1)
+                dt_redis_cli(&srv, "DEL dlock:{f}:fence dlock:{f}:rw:fence dlock:{f}:sem:fence");
+        }
+    }
+    /* a restart that keeps nothing */
+    uint64_t before = cycle(c, "r", 0);
+    int port = srv.port;
+    dt_redis_stop(&srv);
+    dt_redis_start_on(&srv, port);
+    CHECK_INT(cycle(c, "r", 0), >, before);
+
+    /* a multi-lock in one step, and a hand-over, after the counter is gone */
+    const char *names[] = {"m:{1}", "n:{1}"};
+    dlock_lock *m = NULL;
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(dlock_lock_member(m, 0));
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dt_redis_cli(&srv, "FLUSHALL");
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(dlock_lock_member(m, 0)), >, f1);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- item 4 */
+
+/* When the fence INCR of the uncontended transaction fails, the SET that
+ * ran before it in the same transaction is undone: the lock is not left
+ * held by nobody. */
+static void failed_fence_leaves_nothing_held(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = open_client(NULL);
+    dlock_lock *l = open_lock(c, "broken", 0);
+    dt_redis_cli(&srv, "HSET dlock:{broken}:fence x 1"); /* INCR fails: WRONGTYPE */
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "INCR") != NULL);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    CHECK(strcmp(dt_redis_cli(&srv, "EXISTS dlock:{broken}"), "0") == 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- item 7 */
+
+static char lost_why[256];
+static void remember_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l, (void) code, (void) arg;
+    snprintf(lost_why, sizeof lost_why, "%s", why);
+    __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* rejected_calls=N of cmdstat_evalsha in INFO commandstats */
+static long rejected_evalsha(void)
+{
+    const char *info = dt_redis_cli(&srv, "INFO commandstats");
+    const char *line = strstr(info, "cmdstat_evalsha:");
+    const char *r = line != NULL ? strstr(line, "rejected_calls=") : NULL;
+    return r != NULL ? strtol(r + 15, NULL, 10) : 0;
+}
+
+/* Renewals the server refuses are retried with a growing delay, not in a
+ * loop, and the loss names the server's reason. */
+static void refused_renewals_back_off(void)
+{
+    char url[256];
+    dt_redis_start(&srv, NULL);
+    dlock_client *admin = open_client(NULL);
+    cycle(admin, "ro", 0); /* its fence counter seeded (a script) */
+    dlock_client_close(admin);
+    /* a user that may take locks with MULTI/SET but not run scripts */
+    dt_redis_cli(&srv, "ACL SETUSER noscripts on '>pw' '~*' '&*' +@all -evalsha -eval");
+    snprintf(url, sizeof url, "redis://noscripts:pw@127.0.0.1:%d?lease=3s", srv.port);
+    dlock_client *c = NULL;
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = open_lock(c, "ro", 0);
+    dlock_lock_on_lost(l, remember_lost, NULL);
+    lost_calls = 0;
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 6000);
+    long rejected = rejected_evalsha();
+    if (rejected > 40)
+        dt_fail(__FILE__, __LINE__, "%ld renewals refused in one lease: retries do not back off",
+                rejected);
+    if (strstr(lost_why, "NOPERM") == NULL)
+        dt_fail(__FILE__, __LINE__, "the loss does not name the server's reason: %s", lost_why);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* the server gone: retrying costs little CPU */
+    c = open_client("?lease=3s");
+    l = open_lock(c, "down", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    dt_redis_stop(&srv);
+    dt_sleep_ms(2500);
+    getrusage(RUSAGE_SELF, &after);
+    long cpu_ms = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) * 1000 +
+                  (after.ru_utime.tv_usec - before.ru_utime.tv_usec) / 1000 +
+                  (after.ru_stime.tv_sec - before.ru_stime.tv_sec) * 1000 +
+                  (after.ru_stime.tv_usec - before.ru_stime.tv_usec) / 1000;
+    if (cpu_ms > 300)
+        dt_fail(__FILE__, __LINE__, "%ld ms of CPU retrying renewals for 2.5 s", cpu_ms);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"frozen_waiter_ignores_stale_grant", frozen_waiter_ignores_stale_grant},
+        {"late_renewal_does_not_revive_shared_holds", late_renewal_does_not_revive_shared_holds},
+        {"fences_survive_a_lost_counter", fences_survive_a_lost_counter},
+        {"failed_fence_leaves_nothing_held", failed_fence_leaves_nothing_held},
+        {"refused_renewals_back_off", refused_renewals_back_off},
+    };
+    return DT_RUN(tests);
+}
