@@ -26,7 +26,7 @@ grep -q "Connection refused" <<<"$out"
 
 cc -o "$prefix/hello-static" "$src/examples/hello/hello.c" \
   $(pkg-config --cflags dlock) "$(pkg-config --variable=libdir dlock)/libdlock.a" \
-  $(pkg-config --libs --static hiredis libcrypto) -lpthread
+  $(pkg-config --libs --static hiredis) -lpthread
 out=$("$prefix/hello-static" "redis://127.0.0.1:1" 2>&1 || true)
 grep -q "Connection refused" <<<"$out"
 echo "installed, and built against through pkg-config (shared and static)"
