@@ -2,9 +2,15 @@
 """Side-by-side lock benchmark: dlock, the bare-hiredis floor and the peers.
 
 Runs every program on one private redis-server, interleaved, for several
-rounds, takes medians, and writes BENCHMARKS.md (table, ratios, machine,
-command) and bench/results.png (gnuplot). Called by bench/compare.sh, which
-builds everything first; see there for the options.
+rounds, takes medians, and writes BENCHMARKS.md (table, ratios, the date,
+machine and versions, each peer's wait settings, the command) and
+bench/results.png (gnuplot, with the date, machine and versions on it).
+Called by bench/compare.sh, which builds everything first; see there and
+bench/README.md for the options and what a run needs.
+
+The measurements and the environment are also saved as JSON (--save);
+--from FILE writes the report again from such a file without running
+anything.
 """
 import argparse
 import datetime
@@ -74,6 +80,25 @@ def run_json(cmd, cwd=None, timeout=120):
     return None
 
 
+# How each program waits while the lock is held: the hot workload compares
+# dlock's server-side queue with the peers' polling at their defaults.
+WAITS = {
+    "dlock": "no polling: queues on the server (FIFO) and is woken by one PUBLISH to its "
+             "client's channel when the lock is handed to it; a heartbeat every 2 s "
+             "(waiter_lease 6 s) keeps its place",
+    "hiredis-floor": "no pause: sends SET NX again at once until it succeeds (spins); one "
+                     "connection per thread",
+    "node redlock": "retries after 0-400 ms (retryDelay 200 ms +- retryJitter 200 ms, "
+                    "retryCount -1: forever; set in node_bench.js; the library's defaults are "
+                    "200 +- 100 ms, 10 retries)",
+    "node semaphore": "Mutex tries again every 10 ms (retryInterval, the library's default; "
+                      "acquireTimeout 60 s set in node_bench.js)",
+    "redis-py": "Lock.acquire polls every 100 ms (sleep=0.1, the library's default)",
+}
+
+NODE_PACKAGES = ("redlock", "redis-semaphore", "ioredis")
+
+
 def programs(a, port):
     """(workload, label, command, cwd) for every comparable run."""
     dlock = [a.dlock, "bench", "-u", f"redis://127.0.0.1:{port}", "--seconds", str(a.seconds)]
@@ -89,13 +114,14 @@ def programs(a, port):
         ("hot", "hiredis-floor", [a.limit, str(port), str(a.procs), s, "hot"], None),
         ("hot", "dlock", dlock + ["--workload", "hot", "--procs", str(a.procs)], None),
     ]
-    if a.peers:
+    if a.peers and not a.no_node:
         for lib in ("redlock", "semaphore"):
             out += [
                 ("seq", f"node {lib}", node + ["seq", lib, "1", s], a.peers),
                 ("par", f"node {lib}", node + ["par", lib, str(a.threads), s], a.peers),
                 ("hot", f"node {lib}", multi + node + ["hot", lib, "1", s], a.peers),
             ]
+    if a.peers:
         out += [
             ("seq", "redis-py", py + ["seq", "1", s], a.peers),
             ("par", "redis-py", py + ["par", str(a.threads), s], a.peers),
@@ -135,17 +161,39 @@ def median_of(rows, key):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dlock", required=True)
-    ap.add_argument("--limit", required=True, help="the built peers/limit.c")
-    ap.add_argument("--peers", help="a copy of ../shared/peers with node_modules installed")
+    ap.add_argument("--dlock", help="the dlock command to measure")
+    ap.add_argument("--limit", help="the built bench/peers/limit.c")
+    ap.add_argument("--peers", default=os.path.join(HERE, "peers"),
+                    help="bench/peers, with node_modules installed (npm ci)")
+    ap.add_argument("--no-node", action="store_true", help="skip the node peers")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=50)
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     ap.add_argument("--command", default="bench/compare.sh")
+    ap.add_argument("--chart", default=os.path.join(HERE, "results.png"))
+    ap.add_argument("--save", default=os.path.join(ROOT, "build-bench", "results.json"),
+                    help="where to keep the measurements and environment (JSON)")
+    ap.add_argument("--from", dest="from_file",
+                    help="write the report from a saved results file; run nothing")
     a = ap.parse_args()
 
+    if a.from_file:
+        with open(a.from_file) as f:
+            saved = json.load(f)
+        for key in ("rounds", "seconds", "threads", "procs", "command"):
+            setattr(a, key, saved["args"][key])
+        results = {(r["wl"], r["label"]): r["runs"] for r in saved["results"]}
+        extra = saved["extra"]
+        extra["kinds"] = {(k["row"], k["wl"]): k["runs"] for k in extra.get("kinds", [])}
+        write_report(a, results, extra, saved["env"])
+        return
+    if not a.dlock or not a.limit:
+        ap.error("--dlock and --limit are required (unless --from)")
+
+    env = environment(a)
+    print("environment: " + json.dumps(env), file=sys.stderr)
     redis = Redis()
     results = {}  # (wl, label) -> [json...]
     kinds = {}  # (row, wl) -> [json...]
@@ -180,7 +228,24 @@ def main():
     finally:
         redis.stop()
 
-    write_report(a, results, extra)
+    save(a, results, extra, env)
+    write_report(a, results, extra, env)
+
+
+def save(a, results, extra, env):
+    """Keeps the measurements and the environment, for --from."""
+    data = {
+        "args": {k: getattr(a, k) for k in ("rounds", "seconds", "threads", "procs", "command")},
+        "env": env,
+        "results": [{"wl": wl, "label": label, "runs": runs}
+                    for (wl, label), runs in results.items()],
+        "extra": dict(extra, kinds=[{"row": row, "wl": wl, "runs": runs}
+                                    for (row, wl), runs in extra.get("kinds", {}).items()]),
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(a.save)), exist_ok=True)
+    with open(a.save, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"measurements saved in {a.save}", file=sys.stderr)
 
 
 def callgrind(cmd, seconds):
@@ -223,7 +288,19 @@ def instructions(a, port):
     return out
 
 
-def machine():
+def command_output(cmd, cwd=None):
+    """The first line cmd prints, or None if it cannot run."""
+    try:
+        r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (r.stdout or r.stderr).strip().splitlines()
+    return lines[0].strip() if r.returncode == 0 and lines else None
+
+
+def environment(a):
+    """When, on what, and with which versions: printed, saved and put on the
+    report and the chart."""
     cpu = "unknown"
     try:
         with open("/proc/cpuinfo") as f:
@@ -233,12 +310,44 @@ def machine():
                     break
     except OSError:
         pass
-    redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
-    return (f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
-            f"{redis.stdout.strip().split(' sha=')[0]}")
+    redis = command_output(["redis-server", "--version"]) or ""
+    redis = next((w[2:] for w in redis.split() if w.startswith("v=")), redis or None)
+    dlock = command_output([a.dlock, "--version"])
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "dlock": dlock.split()[-1] if dlock else None,
+        "redis-server": redis,
+        "redis-py": command_output(["/usr/bin/python3", "-c",
+                                    "import redis; print(redis.__version__)"]),
+        "node": None,
+        "npm": {},
+    }
+    if a.peers and not a.no_node:
+        env["node"] = command_output(["node", "--version"])
+        for pkg in NODE_PACKAGES:
+            try:
+                with open(os.path.join(a.peers, "node_modules", pkg, "package.json")) as f:
+                    env["npm"][pkg] = json.load(f)["version"]
+            except (OSError, ValueError, KeyError):
+                env["npm"][pkg] = None
+    return env
 
 
-def write_report(a, results, extra):
+def describe(env):
+    """(machine, versions) as two lines of text."""
+    machine = (f"{env['nproc']} CPUs ({env['cpu']}), {env['kernel']}")
+    versions = [f"dlock {env['dlock']}", f"redis-server {env['redis-server']}",
+                f"redis-py {env['redis-py']}"]
+    if env.get("node"):
+        versions.append(f"node {env['node']}")
+        versions += [f"{pkg} {v}" for pkg, v in env["npm"].items()]
+    return machine, ", ".join(versions)
+
+
+def write_report(a, results, extra, env):
     med = {}
     for (wl, label), rows in results.items():
         med[(wl, label)] = {k: median_of(rows, k) for k in
@@ -248,22 +357,33 @@ def write_report(a, results, extra):
             # multi.sh reports the worst process's p99 and no p50
             med[(wl, label)]["p99_us"] = med[(wl, label)]["worst_p99_us"]
         med[(wl, label)]["runs"] = " ".join(
-            str(r["cycles_per_s"]) if r else "-" for r in rows)
+            f"{r['cycles_per_s']:.0f}" if r and r.get("cycles_per_s") is not None else "-"
+            for r in rows)
     wls = ["seq", "par", "hot"]
     lines = []
     lines.append("# Benchmarks\n")
-    lines.append(f"Measured {datetime.date.today()} on {machine()}, one private redis-server, "
+    machine, versions = describe(env)
+    lines.append(f"Measured {env['date']} on {machine}, one private redis-server, "
                  f"{a.rounds} interleaved rounds of {a.seconds} s per program; the numbers are "
                  "**medians** (each run's own figure in the last column). One cycle = acquire "
                  "+ release. This machine is shared and noisy: compare the ratios, which come "
                  "from the same run, not absolute numbers across runs.\n")
-    lines.append(f"Reproduce: `{a.command}` (builds dlock and the peers of ../shared/peers, "
-                 "starts its own server, rewrites this file and bench/results.png).\n")
+    lines.append(f"Versions: {versions}.\n")
+    lines.append(f"Reproduce: `{a.command}` (builds dlock, the floor and the peer programs in "
+                 "bench/peers, starts its own server, rewrites this file and bench/results.png; "
+                 "bench/README.md lists what it needs).\n")
     lines.append("Workloads: **seq** one worker, lock+unlock of its own lock; **par** "
                  f"{a.threads} workers, each its own lock (threads sharing one client for dlock "
                  "and redis-py, one event loop for node, 50 connections for the floor); "
                  f"**hot** {a.procs} processes on one lock, one worker each (the floor: "
                  f"{a.procs} threads spinning on SET NX). *share* = slowest process / fastest.\n")
+    lines.append("How each program waits while the lock is held (the **hot** rows compare "
+                 "dlock's server-side queue with the peers' polling at their defaults):\n")
+    lines.append("| lib | waiting |")
+    lines.append("|---|---|")
+    for label in sorted({label for (_, label) in med}, key=lambda x: (x != "dlock", x)):
+        lines.append(f"| {label} | {WAITS.get(label, '-')} |")
+    lines.append("")
     lines.append("| workload | lib | cycles/s | p50 µs | p99 µs | share | runs (cycles/s) |")
     lines.append("|---|---|---:|---:|---:|---:|---|")
     for wl in wls:
@@ -296,6 +416,18 @@ def write_report(a, results, extra):
         lines.append(f"| {wl} | {d / f if d and f else 0:.2f}x | "
                      f"{d / best[0] if d and best[0] else 0:.2f}x | {best[1]} | {each} |")
     lines.append("")
+    lines.append("**Why dlock can beat the floor in par.** The floor (bench/peers/limit.c) "
+                 "gives each of its threads a connection of its own and writes one command at "
+                 "a time, waiting for its reply: with 50 threads, 50 connections, and the "
+                 "server reads, runs and answers one command per system call. dlock's threads "
+                 "share the client's few connections (`pool=2`): while replies are due on a "
+                 "connection, the commands other threads issue wait in its buffer and leave "
+                 "together in one write when those replies arrive, so the server reads a "
+                 "batch of commands per system call and answers them in one write (INFO stats "
+                 "`total_reads_processed`: about 0.2 reads per cycle instead of 1). The floor "
+                 "bounds a client that sends one command per round trip on each connection, "
+                 "not one that batches the commands of many threads; with one thread (seq) "
+                 "there is nothing to batch, and the floor is the bound.\n")
     lines.append("## dlock only\n")
     kind_table(a, lines, extra.get("kinds") or {})
     lines.append("Hand-over cost as waiters grow (Redis commands executed per hand-over, from "
@@ -324,8 +456,8 @@ def write_report(a, results, extra):
         lines.append(f"Memory, 10,000 held locks: **{m['client_bytes_per_lock']} bytes** per "
                      f"held lock in the client (heap), **{m['redis_bytes_per_lock']} bytes** per "
                      f"lock in Redis (used_memory; MEMORY USAGE of the lock key "
-                     f"{m['lock_key_bytes']} B and of its fence counter {m['fence_key_bytes']} "
-                     "B).\n")
+                     f"{m.get('lock_key_bytes') or '-'} B and of its fence counter "
+                     f"{m.get('fence_key_bytes') or '-'} B).\n")
     ins = extra.get("instructions") or {}
     if ins:
         lines.append("Client instructions per lock+unlock cycle, one thread (callgrind; the "
@@ -334,8 +466,9 @@ def write_report(a, results, extra):
     lines.append("![throughput and p99 per workload](bench/results.png)\n")
     with open(a.out, "w") as f:
         f.write("\n".join(lines))
-    chart(med, wls)
+    chart(a.chart, med, wls, f"{env['date']}: {machine}", versions)
     print("\n".join(lines))
+    print(f"\n{env['date']}\n{machine}\n{versions}", file=sys.stderr)
 
 
 def kind_table(a, lines, kinds):
@@ -370,7 +503,12 @@ def kind_table(a, lines, kinds):
     lines.append("")
 
 
-def chart(med, wls):
+def gnuplot_text(text):
+    """text as a gnuplot single-quoted string."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def chart(path, med, wls, when, versions):
     if shutil.which("gnuplot") is None:
         print("gnuplot not found: no chart", file=sys.stderr)
         return
@@ -384,9 +522,11 @@ def chart(med, wls):
                 f.write('"%s" %s %s\n' % (label, " ".join(f"{v:.0f}" for v in vals),
                                           " ".join(f"{v:.0f}" for v in p99)))
         script = f"""
-set terminal pngcairo size 1100,480 font 'DejaVu Sans,10'
-set output '{os.path.join(HERE, "results.png")}'
-set multiplot layout 1,2
+set terminal pngcairo size 1100,520 font 'DejaVu Sans,10'
+set output {gnuplot_text(path)}
+set multiplot layout 1,2 title {gnuplot_text(when)} . "\\n" . {gnuplot_text(versions)} \
+    font 'DejaVu Sans,9'
+set bmargin 5
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1

@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config        # build
-  libhiredis-dev libssl-dev               # libdlock: Redis protocol, SHA1 of scripts
+  libhiredis-dev                          # libdlock: Redis protocol
+  libjson-c-dev                           # the dlock command: JSON output
   redis-server redis-tools                # tests and demo start their own servers
   python3 python3-redis                   # interop test with redis-py's Lock
   clang-format                            # style check

@@ -29,7 +29,12 @@ suite() {
   [ "$name" = plain ] || dir=build-$name
   echo "=== $name: configure and build ($dir)"
   cmake -S . -B "$dir" -DDLOCK_WERROR=ON "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs" >/dev/null 2>"$dir.log" || { cat "$dir.log"; failed+=("$name build"); return; }
+  # the build's log stays in its build directory, out of the source tree
+  cmake --build "$dir" -j"$jobs" >"$dir/build.log" 2>&1 || {
+    cat "$dir/build.log"
+    failed+=("$name build")
+    return
+  }
   echo "=== $name: tests"
   if ! (cd "$dir" && ctest --output-on-failure --no-tests=error -R "$regex"); then
     failed+=("$name tests")

@@ -22,7 +22,7 @@ if [ ! -x "$DLOCK" ]; then
     echo "$0: $1 is not an executable" >&2
     exit 64
 fi
-for tool in redis-server redis-cli timeout; do
+for tool in redis-server redis-cli timeout python3; do
     if ! command -v "$tool" >/dev/null; then
         echo "$0: $tool not found (install redis-server, redis-tools, coreutils)" >&2
         exit 1
@@ -96,8 +96,24 @@ reap()
     BG_RC=$?
 }
 
-# json_field FIELD: reads one field from a `dlock status --json` line on stdin.
-json_field() { sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p"; }
+# json_field FIELD: one field of the JSON document on stdin, written as JSON
+# ("text", 12, true, null). Parsed by Python's json module from strict UTF-8,
+# so a document that is not valid JSON fails (status 1, a message).
+json_field()
+{
+    python3 -c '
+import json, sys
+doc = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+print(json.dumps(doc[sys.argv[1]], ensure_ascii=False))' "$1"
+}
+
+# json_keys: the keys of the JSON document on stdin, in order, one line.
+json_keys()
+{
+    python3 -c '
+import json, sys
+print(" ".join(json.loads(sys.stdin.buffer.read().decode("utf-8"))))'
+}
 
 # field NAME FIELD [status options...]: that field of `dlock status --json`.
 field()
@@ -485,6 +501,9 @@ test_lock_handoff_in_shell()
     expect_rc "free for the next one" 0 dl run -n r-hand -- true
 }
 
+# The fields of every `dlock status --json` document, in order.
+STATUS_KEYS="version name kind held owner holds lease_ms expires last_fence waiters shared permits permits_used"
+
 test_status_text_and_json()
 {
     local text json token
@@ -492,7 +511,19 @@ test_status_text_and_json()
     expect_match "free: state" "state: +free" "$text"
     expect_match "free: waiters" "waiters: +0" "$text"
     json=$(dl status --json r-st)
-    expect_match "free json" '^\{"name":"r-st","held":false,.*"last_fence":0,"waiters":0,"kind":"mutex","shared":0\}$' "$json"
+    expect_eq "one line" 1 "$(printf '%s\n' "$json" | wc -l)"
+    expect_eq "free: fields" "$STATUS_KEYS" "$(json_keys <<<"$json")"
+    expect_eq "free: version" 1 "$(json_field version <<<"$json")"
+    expect_eq "free: name" '"r-st"' "$(json_field name <<<"$json")"
+    expect_eq "free: kind" '"mutex"' "$(json_field kind <<<"$json")"
+    expect_eq "free: held" false "$(json_field held <<<"$json")"
+    expect_eq "free: no owner" null "$(json_field owner <<<"$json")"
+    expect_eq "free: no lease (not -1)" null "$(json_field lease_ms <<<"$json")"
+    expect_eq "free: expires" null "$(json_field expires <<<"$json")"
+    expect_eq "free: last_fence" 0 "$(json_field last_fence <<<"$json")"
+    expect_eq "free: waiters" 0 "$(json_field waiters <<<"$json")"
+    expect_eq "mutex: shared" null "$(json_field shared <<<"$json")"
+    expect_eq "mutex: permits" null "$(json_field permits <<<"$json")"
     token=$(dl lock -l 30 r-st | cut -d' ' -f1)
     text=$(dl status r-st)
     expect_match "held: state" "state: +held" "$text"
@@ -500,8 +531,92 @@ test_status_text_and_json()
     expect_match "held: fence" "last fence: +[1-9][0-9]*" "$text"
     expect_match "held: lease" "lease left: +[0-9.]+ s" "$text"
     json=$(dl status --json r-st)
-    expect_match "held json" "\"held\":true,\"owner\":\"$token\",\"holds\":1,\"lease_ms\":[0-9]+,\"last_fence\":[1-9]" "$json"
+    expect_eq "held: fields" "$STATUS_KEYS" "$(json_keys <<<"$json")"
+    expect_eq "held: held" true "$(json_field held <<<"$json")"
+    expect_eq "held: owner" "\"$token\"" "$(json_field owner <<<"$json")"
+    expect_eq "held: holds" 1 "$(json_field holds <<<"$json")"
+    expect_match "held: lease_ms" '^[1-9][0-9]*$' "$(json_field lease_ms <<<"$json")"
+    expect_eq "held: expires" true "$(json_field expires <<<"$json")"
+    expect_match "held: last_fence" '^[1-9][0-9]*$' "$(json_field last_fence <<<"$json")"
+    json=$(dl status --json --fair r-st)
+    expect_eq "a fair handle says fair" '"fair"' "$(json_field kind <<<"$json")"
+    expect_eq "fair: same lock" "\"$token\"" "$(json_field owner <<<"$json")"
     dl unlock --force r-st >/dev/null
+}
+
+# Every kind answers with the same fields; null where one does not apply.
+test_status_json_one_shape()
+{
+    local kind json
+    for kind in "" --fair --simple --read --write "--permits 2"; do
+        # shellcheck disable=SC2086 # "--permits 2" is two words
+        json=$(dl status --json $kind r-shape) || { fail "status --json $kind"; continue; }
+        expect_eq "fields of status --json $kind" "$STATUS_KEYS" "$(json_keys <<<"$json")"
+    done
+    json=$(dl status --json --simple r-shape)
+    expect_eq "simple: no queue" null "$(json_field waiters <<<"$json")"
+    json=$(dl status --json --read r-shape)
+    expect_eq "read-write: readers" 0 "$(json_field shared <<<"$json")"
+    expect_eq "read-write: permits" null "$(json_field permits <<<"$json")"
+    json=$(dl status --json --permits 2 r-shape)
+    expect_eq "semaphore: kind" '"semaphore"' "$(json_field kind <<<"$json")"
+    expect_eq "semaphore: permits_used" 0 "$(json_field permits_used <<<"$json")"
+
+    # A key without expiry (set by another client): held, no lease, and
+    # "expires": false says so (lease_ms is null only because none runs).
+    redis SET r-shape forever >/dev/null
+    json=$(dl status --json --simple r-shape)
+    expect_eq "no expiry: held" true "$(json_field held <<<"$json")"
+    expect_eq "no expiry: lease_ms" null "$(json_field lease_ms <<<"$json")"
+    expect_eq "no expiry: expires" false "$(json_field expires <<<"$json")"
+    expect_match "no expiry: text" "lease left: +none \(never expires\)" "$(dl status --simple r-shape)"
+    redis DEL r-shape >/dev/null
+}
+
+# Strings are valid JSON and UTF-8 whatever the bytes: control characters
+# escaped, bytes that are not UTF-8 replaced by U+FFFD, and an owner cut to
+# fit dlock_status never ends in half a character.
+test_status_json_any_bytes()
+{
+    local json owner long name
+    # a foreign client's owner token with control characters, quote,
+    # backslash, and bytes that are not UTF-8
+    redis SET r-bytes $'a\x01b\nc"d\\e\xff\xc3' PX 30000 >/dev/null
+    json=$(dl status --json --simple r-bytes)
+    owner=$(json_field owner <<<"$json") || { fail "not valid JSON: $json"; return; }
+    expect_eq "owner: escaped and replaced" '"a\u0001b\nc\"d\\e\ufffd\ufffd"' \
+        "$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])))' "$owner")"
+    # 35 two-byte characters and a three-byte one: 73 bytes, of which
+    # dlock_status keeps 71; the last character is dropped whole
+    long=$(printf 'é%.0s' $(seq 35))
+    redis SET r-bytes "$long€" PX 30000 >/dev/null
+    json=$(dl status --json --simple r-bytes)
+    expect_eq "owner cut at a character boundary" "\"$long\"" "$(json_field owner <<<"$json")"
+    redis DEL r-bytes >/dev/null
+
+    # Names with C1 control characters or bytes that are not UTF-8: refused
+    # as a usage error, or shown as valid JSON, never raw.
+    for name in $'c1\xc2\x85name' $'bad\xffname'; do
+        json=$(dl status --json "$name" 2>"$TMP/err")
+        local rc=$?
+        if [ "$rc" = 64 ]; then
+            continue
+        fi
+        expect_eq "status of an odd name" 0 "$rc"
+        json_field name <<<"$json" >/dev/null || fail "invalid JSON for name $(printf %q "$name"): $json"
+    done
+}
+
+test_bench_json()
+{
+    local json
+    json=$(dl bench --lib 'my"lib\' --seconds 0.2) || { fail "bench failed: $(cat "$TMP/err" 2>/dev/null)"; return; }
+    expect_eq "bench: lib" '"my\"lib\\"' "$(json_field lib <<<"$json")"
+    expect_eq "bench: version" 1 "$(json_field version <<<"$json")"
+    expect_match "bench: dlock_version" '^"[0-9]+\.[0-9]+\.[0-9]+' "$(json_field dlock_version <<<"$json")"
+    expect_match "bench: cycles_per_s" '^[1-9][0-9]*$' "$(json_field cycles_per_s <<<"$json")"
+    expect_eq "bench: fields" "version dlock_version lib wl kind conc cycles_per_s p50_us p99_us" \
+        "$(json_keys <<<"$json")"
 }
 
 test_names()
@@ -525,6 +640,160 @@ test_names()
     expect_match "brace message" "brace" "$(cat "$TMP/err")"
     expect_rc "unbalanced brace (status)" 64 dl status 'a}b'
     expect_rc "two hash tags" 64 dl lock -l 1 '{a}{b}'
+}
+
+# ------------------------------------------------------------ tests: shell habits
+
+test_run_shell_command()
+{
+    expect_rc "run NAME -c 'a && b'" 0 dl run r-sh -c 'echo "one $DLOCK_NAME" && echo "two $DLOCK_FENCE"'
+    expect_match "both commands ran, in a shell" $'^one r-sh\ntwo [1-9][0-9]*$' "$(cat "$TMP/out")"
+    expect_rc "-c before NAME" 0 dl run -c 'echo first' r-sh
+    expect_eq "-c before NAME: output" first "$(cat "$TMP/out")"
+    expect_rc "--command=STRING after NAME" 0 dl run r-sh --command='echo long'
+    expect_eq "--command=: output" long "$(cat "$TMP/out")"
+    expect_rc "the shell's status passes through" 5 dl run r-sh -c 'true && exit 5'
+    expect_rc "-c with a multi-lock" 0 dl run -m r-sh1 -m r-sh2 -c 'test -n "$DLOCK_FENCES"'
+    expect_rc "not found in the shell: 127" 127 dl run r-sh -c 'no-such-command-here'
+    expect_rc "-c and COMMAND" 64 dl run r-sh -c 'true' extra
+    expect_match "-c and COMMAND: message" "not both" "$(cat "$TMP/err")"
+    expect_rc "-c twice" 64 dl run -c true r-sh -c true
+    expect_rc "-c without a string" 64 dl run r-sh -c
+    # after --, -c is the command's own
+    expect_rc "-- -c is a command" 127 dl run r-sh -- -c true
+    expect_free r-sh
+}
+
+test_owner_and_fence_names()
+{
+    local line token fence env
+    expect_rc "lock" 0 dl lock -l 30 r-own || return
+    line=$(cat "$TMP/out")
+    token=${line% *}
+    fence=${line#* }
+    expect_rc "unlock --owner FENCE" 64 dl unlock --owner "$fence" r-own
+    expect_match "the message says it is a fencing token" "fencing token.*not an owner token" \
+        "$(cat "$TMP/err")"
+    expect_rc "extend --token FENCE" 64 dl extend --token "$fence" -l 30 r-own
+    expect_match "extend: the message says it is a fencing token" "fencing token" "$(cat "$TMP/err")"
+    expect_eq "still held" "\"$token\"" "$(field r-own owner)"
+    expect_rc "extend --owner" 0 dl extend --owner "$token" -l 30 r-own
+    expect_rc "extend -o" 0 dl extend -o "$token" -l 30 r-own
+    expect_rc "unlock --token (the old name of --owner)" 0 dl unlock --token "$token" r-own
+    expect_free r-own
+
+    # In the command: DLOCK_OWNER releases, DLOCK_FENCE and DLOCK_TOKEN do not.
+    expect_rc "DLOCK_TOKEN is the fence" 0 dl run r-own -- sh -c \
+        'printf "%s %s %s" "$DLOCK_TOKEN" "$DLOCK_FENCE" "$DLOCK_OWNER"'
+    env=$(cat "$TMP/out")
+    read -r token fence _ <<<"$env"
+    expect_eq "DLOCK_TOKEN = DLOCK_FENCE" "$fence" "$token"
+    expect_rc "unlock --owner \$DLOCK_TOKEN inside the command" 64 dl run r-own -- sh -c \
+        '"$0" unlock --owner "$DLOCK_TOKEN" r-own' "$DLOCK"
+    # (dlock then finds its lock gone: 75, as the man page warns)
+    expect_rc "unlock --owner \$DLOCK_OWNER inside the command" 75 dl run r-own -- sh -c \
+        '"$0" unlock --owner "$DLOCK_OWNER" r-own; echo $? > "$1"' "$DLOCK" "$TMP/t/rc"
+    expect_eq "DLOCK_OWNER is the owner token" 0 "$(cat "$TMP/t/rc" 2>/dev/null)"
+
+    # --simple: another client's token may be digits, so it is tried.
+    expect_eq "foreign numeric owner" OK "$(redis SET r-own 12345 PX 30000)"
+    expect_rc "unlock --simple --owner 12345" 0 dl unlock --simple --owner 12345 r-own
+    expect_eq "the foreign key is gone" 0 "$(redis EXISTS r-own)"
+    expect_rc "unlock --simple --owner 999 (not held)" 1 dl unlock --simple --owner 999 r-own
+    expect_match "with a hint" "if --owner 999 is a fencing token" "$(cat "$TMP/err")"
+}
+
+test_status_check()
+{
+    local port
+    expect_rc "--check when free" 1 dl status --check r-chk
+    expect_match "--check prints the status" "state: +free" "$(cat "$TMP/out")"
+    expect_rc "--check -q when free" 1 dl status --check -q r-chk
+    expect_eq "-q prints nothing" "" "$(cat "$TMP/out")"
+    expect_rc "lock" 0 dl lock -l 30 r-chk || return
+    expect_rc "--check -q when held" 0 dl status --check -q r-chk
+    expect_eq "-q prints nothing" "" "$(cat "$TMP/out")"
+    expect_rc "--check --json when held" 0 dl status --check --json r-chk
+    expect_eq "--check --json: the document" true "$(json_field held <"$TMP/out")"
+    expect_rc "without --check: 0 either way" 0 dl status -q r-chk
+    dl unlock --force r-chk >/dev/null
+    expect_rc "without --check, free: 0" 0 dl status r-chk
+    port=$(closed_port)
+    expect_rc "--check, unreachable: 69" 69 dl status --check -q -u "redis://127.0.0.1:$port" r-chk
+    expect_rc "--json with -q" 64 dl status --json -q r-chk
+}
+
+test_options_consistent()
+{
+    expect_rc "lock" 0 dl lock -l 30 r-opt || return
+    # lock: --timeout, -E, -q as in run
+    expect_rc "lock --timeout 0.2 when held" 1 dl lock --timeout 0.2 -l 30 r-opt
+    expect_rc "lock -n -E 7 -q when held" 7 dl lock -n -E 7 -q -l 30 r-opt
+    expect_eq "lock -q: no message" "" "$(cat "$TMP/err")"
+    # unlock and extend: -E and -q when the owner does not hold it
+    expect_rc "unlock -E 3 by a stranger" 3 dl unlock -E 3 --owner 0123456789abcdef0123456789abcdef r-opt
+    expect_match "unlock: message" "r-opt" "$(cat "$TMP/err")"
+    expect_rc "unlock -q by a stranger" 1 dl unlock -q --owner 0123456789abcdef0123456789abcdef r-opt
+    expect_eq "unlock -q: no message" "" "$(cat "$TMP/err")"
+    expect_rc "extend -E 4 -q by a stranger" 4 dl extend -E 4 -q -l 9 \
+        --owner 0123456789abcdef0123456789abcdef r-opt
+    # options after NAME, as before
+    expect_rc "status NAME --json" 0 dl status r-opt --json
+    dl unlock --force r-opt >/dev/null
+
+    # contradictions are refused, not resolved by order
+    expect_rc "run -n -w 2" 64 dl run -n -w 2 r-opt -- true
+    expect_match "-n -w message" "contradict" "$(cat "$TMP/err")"
+    expect_rc "run -w 2 -n" 64 dl run -w 2 -n r-opt -- true
+    expect_rc "lock -n --timeout 2" 64 dl lock -n --timeout 2 -l 5 r-opt
+    expect_rc "status --read --write" 64 dl status --read --write r-opt
+    expect_rc "lock --fair --simple" 64 dl lock --fair --simple -l 5 r-opt
+    expect_rc "unlock --owner and --force" 64 dl unlock --owner x --force r-opt
+    # an option of another subcommand is named
+    expect_rc "status -l" 64 dl status -l 5 r-opt
+    expect_match "status -l: message" "-l is not an option of 'dlock status'" "$(cat "$TMP/err")"
+    expect_rc "unlock --grace" 64 dl unlock --grace 1 --force r-opt
+    expect_match "unlock --grace: message" "--grace is not an option" "$(cat "$TMP/err")"
+    expect_rc "lock -c" 64 dl lock -c true -l 5 r-opt
+}
+
+# ok_quietly COMMAND...: runs COMMAND, output discarded; a failure is one.
+ok_quietly()
+{
+    "$@" >/dev/null 2>"$TMP/err" || fail "$*: $(head -c 300 "$TMP/err")"
+}
+
+# The scripts' digests are computed at build time: once the server has the
+# scripts, every call is an EVALSHA that finds its script (a wrong digest
+# would fall back to EVAL on every call).
+test_scripts_run_by_digest()
+{
+    local stats phase line
+    for phase in load check; do
+        [ "$phase" = check ] && redis CONFIG RESETSTAT >/dev/null
+        ok_quietly dl run r-sha -- true
+        ok_quietly dl run --fair r-sha -- true
+        ok_quietly dl run --read r-sha -- true
+        ok_quietly dl run --write r-sha -- true
+        ok_quietly dl run --permits 2 r-sha -- true
+        ok_quietly dl run -m r-sha1 -m r-sha2 -- true
+        ok_quietly dl run -u "$DLOCK_URL?lease=300ms" r-sha -- sleep 0.3
+        ok_quietly dl status r-sha
+        ok_quietly dl status --permits 2 r-sha
+        ok_quietly dl unlock --force r-sha
+        ok_quietly dl unlock --force --read r-sha
+        line=$(dl lock -l 30 r-sha) || fail "lock r-sha"
+        ok_quietly dl extend --owner "${line% *}" -l 30 r-sha
+        ok_quietly dl unlock --force r-sha
+    done
+    stats=$(redis INFO commandstats | tr -d '\r')
+    expect_match "scripts ran by digest" "cmdstat_evalsha:calls=[1-9]" "$stats"
+    if [[ $stats =~ cmdstat_eval:calls=([0-9]+) ]]; then
+        fail "EVAL ran ${BASH_REMATCH[1]} times after the scripts were loaded: a digest is wrong"
+    fi
+    if [[ $stats =~ cmdstat_evalsha:[^$'\n']*failed_calls=([1-9][0-9]*) ]]; then
+        fail "EVALSHA failed ${BASH_REMATCH[1]} times (NOSCRIPT?)"
+    fi
 }
 
 # ------------------------------------------------------------ tests: bad input
@@ -635,7 +904,8 @@ test_kinds_read_write()
     reap "$r1" 10
     expect_eq "both readers were in together" 0 "$BG_RC"
     json=$(dl status --read --json doc)
-    expect_match "status of a read-write lock" '"kind":"read-write","shared":0' "$json"
+    expect_eq "status of a read-write lock: kind" '"read-write"' "$(json_field kind <<<"$json")"
+    expect_eq "status of a read-write lock: readers" 0 "$(json_field shared <<<"$json")"
     expect_rc "the writer now" 0 dl run -n --write doc -- true
     expect_rc "--read with --write" 64 dl run --read --write doc -- true
 }
@@ -707,6 +977,14 @@ run_test test_command_stopped_when_dlock_dies
 run_test test_lock_unlock_extend_by_token
 run_test test_lock_handoff_in_shell
 run_test test_status_text_and_json
+run_test test_status_json_one_shape
+run_test test_status_json_any_bytes
+run_test test_bench_json
+run_test test_run_shell_command
+run_test test_owner_and_fence_names
+run_test test_status_check
+run_test test_options_consistent
+run_test test_scripts_run_by_digest
 run_test test_names
 run_test test_bad_input
 run_test test_simple_mode

@@ -1,126 +1,86 @@
 /* admin.c - the operator's subcommands: status, lock, unlock, extend.
  *
  * `lock` takes a lock with a fixed lease and leaves it held, printing the
- * owner token; `unlock --token` and `extend --token` act on it later from
+ * owner token; `unlock --owner` and `extend --owner` act on it later from
  * any process, so a shell script can hold a lock across several commands. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct admin_args {
-    const char *url;
-    const char *token;
-    const char *name;
-    cli_kind kind;
-    int json, force;
-    int64_t wait_ms, lease_ms;
-} admin_args;
-
-/* Parses the options every admin command shares; `allowed` lists the short
- * option letters that this command accepts. Returns -1 to continue, or an
- * exit code. */
-static int parse(int argc, char **argv, const char *allowed, const char *usage, admin_args *a)
+/* Parses a subcommand's options and its one NAME. Returns -1 to go on, or
+ * an exit code. */
+static int parse(int argc, char **argv, unsigned accepted, const char *usage, cli_opts *o,
+                 const char **name)
 {
-    static const struct option options[] = {
-        CLI_KIND_OPTIONS,
-        {"url", required_argument, NULL, 'u'},
-        {"json", no_argument, NULL, 'j'},
-        {"force", no_argument, NULL, 'f'},
-        {"token", required_argument, NULL, 't'},
-        {"nonblock", no_argument, NULL, 'n'},
-        {"wait", required_argument, NULL, 'w'},
-        {"lease", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int opt;
+    int first, code = cli_parse(argc, argv, accepted, 0, usage, o, &first);
 
-    memset(a, 0, sizeof *a);
-    a->wait_ms = DLOCK_WAIT_FOREVER;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "u:t:nw:l:hm:", options, NULL)) != -1) {
-        int kind_opt = opt >= CLI_OPT_SIMPLE || opt == 'm';
-        if (opt != '?' && opt != 'h' && strchr(allowed, kind_opt ? 'K' : opt) == NULL) {
-            fprintf(stderr, "dlock %s: option not accepted here\n%s", argv[0], usage);
-            return EXIT_USAGE;
-        }
-        if (opt == CLI_OPT_TAKE) {
-            fprintf(stderr, "dlock %s: --take is for dlock run\n%s", argv[0], usage);
-            return EXIT_USAGE;
-        }
-        if (kind_opt) {
-            if (cli_kind_option(&a->kind, opt, optarg, argv[0]) < 0)
-                return EXIT_USAGE;
-            continue;
-        }
-        switch (opt) {
-        case 'u':
-            a->url = optarg;
-            break;
-        case 'j':
-            a->json = 1;
-            break;
-        case 'f':
-            a->force = 1;
-            break;
-        case 't':
-            a->token = optarg;
-            break;
-        case 'n':
-            a->wait_ms = 0;
-            break;
-        case 'w':
-            if (cli_duration_ms(optarg, &a->wait_ms) != 0) {
-                fprintf(stderr, "dlock %s: -w %s: not a duration\n", argv[0], optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'l':
-            if (cli_duration_ms(optarg, &a->lease_ms) != 0 || a->lease_ms <= 0) {
-                fprintf(stderr, "dlock %s: -l %s: the lease must be a duration > 0\n", argv[0],
-                        optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        default:
-            fputs(usage, stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (optind != argc - 1) {
+    if (code >= 0)
+        return code;
+    if (first != argc - 1) {
         fprintf(stderr, "dlock %s: want exactly one NAME\n%s", argv[0], usage);
         return EXIT_USAGE;
     }
-    if (cli_kind_check(&a->kind, argv[0], 0) != 0)
-        return EXIT_USAGE;
-    a->name = argv[optind];
-    a->url = cli_url(a->url);
+    *name = argv[first];
     return -1;
 }
 
-static void json_string(const char *s)
+/* The exit code for rc: a conflict (held by someone else, not the owner)
+ * gives -E's code and, with -q, no message. */
+static int fail(const cli_opts *o, int rc, const char *what)
 {
-    putchar('"');
-    for (; *s != '\0'; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else
-            putchar(*s);
+    if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ENOTOWNER) {
+        if (!o->quiet)
+            fprintf(stderr, "dlock: %s: %s\n", what,
+                    dlock_errmsg()[0] != '\0' ? dlock_errmsg() : dlock_strerror(rc));
+        return o->conflict_code;
     }
-    putchar('"');
+    return cli_fail(rc, what);
+}
+
+/* Owner tokens and fencing tokens are easy to mix up in a script: the
+ * owner token is what `dlock lock` printed first and what DLOCK_OWNER
+ * holds, 32 hex digits; the fencing token is a decimal number (DLOCK_FENCE,
+ * and DLOCK_TOKEN, its old name). An owner token of digits only and another
+ * length is a fencing token given by mistake. */
+static int looks_like_fence(const char *owner)
+{
+    size_t digits = strspn(owner, "0123456789");
+    return digits > 0 && owner[digits] == '\0' && digits != 32;
+}
+
+static void fence_message(const char *cmd, const char *owner, const char *lead)
+{
+    fprintf(stderr,
+            "dlock %s: %s--owner %s is a fencing token (DLOCK_FENCE, DLOCK_TOKEN), not an owner "
+            "token: give the owner token 'dlock lock' printed first, or DLOCK_OWNER\n",
+            cmd, lead, owner);
+}
+
+/* Refuses a fencing token where the owner token is wanted. On a --simple
+ * lock another client may hold the key under any token, digits included:
+ * there it only explains a failure (after_fail). */
+static int check_owner(const cli_opts *o, const char *cmd)
+{
+    if (looks_like_fence(o->owner) && !(o->kind.flags & DLOCK_SIMPLE)) {
+        fence_message(cmd, o->owner, "");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void explain_owner_failure(const cli_opts *o, const char *cmd, int rc)
+{
+    if (rc == DLOCK_ENOTOWNER && !o->quiet && looks_like_fence(o->owner))
+        fence_message(cmd, o->owner, "if ");
 }
 
 /* lock, extend and unlock --token hand over exclusive holds only. */
-static int exclusive_only(const admin_args *a, const char *cmd)
+static int exclusive_only(const cli_opts *o, const char *cmd)
 {
-    if (a->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) {
+    if (o->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) {
         fprintf(stderr,
                 "dlock %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
                 "handed from process to process\n",
@@ -130,156 +90,208 @@ static int exclusive_only(const admin_args *a, const char *cmd)
     return 0;
 }
 
+/* The document of `dlock status --json`: the same fields for every kind,
+ * null where a field does not apply (docs/dlock.1). */
+static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st)
+{
+    unsigned f = k->flags;
+    int shared = (f & (DLOCK_READ | DLOCK_WRITE | DLOCK_SEMAPHORE)) != 0;
+    int semaphore = (f & DLOCK_SEMAPHORE) != 0;
+    json_object *doc = cli_json_doc();
+
+    json_object_object_add(doc, "name", cli_json_text(name, 0));
+    json_object_object_add(doc, "kind", json_object_new_string(cli_kind_name(k)));
+    json_object_object_add(doc, "held", json_object_new_boolean(st->held));
+    /* the owner may have been cut to fit dlock_status */
+    json_object_object_add(doc, "owner",
+                           st->owner[0] != '\0'
+                               ? cli_json_text(st->owner, strlen(st->owner) == sizeof st->owner - 1)
+                               : NULL);
+    json_object_object_add(doc, "holds", json_object_new_int64(st->holds));
+    /* free: no lease and no expiry to speak of (null, null); held: the
+     * lease left and "expires": true, or, for a key without expiry (set by
+     * another client in --simple mode), null and false */
+    json_object_object_add(doc, "lease_ms",
+                           st->held && st->lease_ms >= 0 ? json_object_new_int64(st->lease_ms)
+                                                         : NULL);
+    json_object_object_add(doc, "expires",
+                           st->held ? json_object_new_boolean(st->lease_ms >= 0) : NULL);
+    json_object_object_add(doc, "last_fence", json_object_new_uint64(st->last_fence));
+    /* --simple keys have no queue */
+    json_object_object_add(doc, "waiters",
+                           f & DLOCK_SIMPLE ? NULL : json_object_new_int64(st->waiters));
+    json_object_object_add(doc, "shared", shared ? json_object_new_int64(st->shared) : NULL);
+    json_object_object_add(doc, "permits", semaphore ? json_object_new_int64(st->permits) : NULL);
+    json_object_object_add(doc, "permits_used",
+                           semaphore ? json_object_new_int64(st->permits_used) : NULL);
+    cli_json_print(doc);
+}
+
+static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st)
+{
+    unsigned f = k->flags;
+
+    printf("name:       ");
+    cli_print_text(name);
+    printf(" (%s)\n", cli_kind_name(k));
+    printf("state:      %s\n", st->held ? "held" : "free");
+    if (st->owner[0] != '\0') {
+        printf("%-12s", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner:");
+        cli_print_text(st->owner);
+        printf("\nholds:      %u\n", st->holds);
+    }
+    if (f & DLOCK_SEMAPHORE)
+        printf("permits:    %u of %u taken, by %u holder%s\n", st->permits_used, st->permits,
+               st->shared, st->shared == 1 ? "" : "s");
+    else if (f & (DLOCK_READ | DLOCK_WRITE))
+        printf("readers:    %u\n", st->shared);
+    if (st->held) {
+        if (st->lease_ms >= 0)
+            printf("lease left: %.3f s%s\n", (double) st->lease_ms / 1000,
+                   st->owner[0] == '\0' ? " (the longest shared lease)" : "");
+        else
+            printf("lease left: none (never expires)\n");
+    }
+    printf("last fence: %" PRIu64 "\n", st->last_fence);
+    if (!(f & DLOCK_SIMPLE))
+        printf("waiters:    %u\n", st->waiters);
+}
+
 int cmd_status(int argc, char **argv)
 {
     static const char usage[] =
         "usage: dlock status [-u URL] [--simple | --fair | --read | --write | --permits N]\n"
-        "                    [--json] NAME\n"
+        "                    [--json | --check [-q] | -q] NAME\n"
         "Shows whether NAME is held, by which owner token, for how much longer,\n"
         "its fence and how many waiters are queued. For a semaphore in use, the\n"
-        "permit count shown is the one its holders agreed on (a warning if not N).\n";
-    admin_args a;
+        "permit count shown is the one its holders agreed on (a warning if not N).\n"
+        "\n"
+        "  --json    one line of JSON instead (fields in 'man dlock')\n"
+        "  --check   exit 0 if NAME is held, 1 if it is free (69/70 on errors)\n"
+        "  -q        print nothing (with --check: only the exit status)\n";
+    cli_opts o;
+    const char *name;
     dlock_client *c;
     dlock_status st;
-    int code = parse(argc, argv, "uKj", usage, &a);
+    int code =
+        parse(argc, argv, CLI_URL | CLI_KIND | CLI_JSON | CLI_CHECK | CLI_QUIET, usage, &o, &name);
 
     if (code >= 0)
         return code;
-    code = cli_open(a.url, &c);
+    code = cli_open(o.url, &c);
     if (code != 0)
         return code;
-    int rc = dlock_query(c, a.name, a.kind.flags, &st);
+    int rc = dlock_query(c, name, o.kind.flags, &st);
     dlock_client_close(c);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read the lock's state");
-    unsigned f = a.kind.flags;
-    if ((f & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
-        st.permits != a.kind.permits)
-        fprintf(stderr, "dlock status: %s has %u permits, not %u\n", a.name, st.permits,
-                a.kind.permits);
-    const char *kind = f & DLOCK_SEMAPHORE              ? "semaphore"
-                       : f & (DLOCK_READ | DLOCK_WRITE) ? "read-write"
-                       : f & DLOCK_SIMPLE               ? "simple"
-                                                        : "mutex";
-    if (a.json) {
-        printf("{\"name\":");
-        json_string(a.name);
-        printf(",\"held\":%s,\"owner\":", st.held ? "true" : "false");
-        json_string(st.owner);
-        printf(",\"holds\":%u,\"lease_ms\":%" PRId64 ",\"last_fence\":%" PRIu64
-               ",\"waiters\":%u,\"kind\":\"%s\",\"shared\":%u",
-               st.holds, st.lease_ms, st.last_fence, st.waiters, kind, st.shared);
-        if (f & DLOCK_SEMAPHORE)
-            printf(",\"permits\":%u,\"permits_used\":%u", st.permits, st.permits_used);
-        printf("}\n");
-        return 0;
+    if ((o.kind.flags & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
+        st.permits != o.kind.permits) {
+        fprintf(stderr, "dlock status: %s has %u permits, not %u\n", name, st.permits,
+                o.kind.permits);
     }
-    printf("name:       %s (%s)\n", a.name, kind);
-    printf("state:      %s\n", st.held ? "held" : "free");
-    if (st.owner[0] != '\0') {
-        printf("%-12s%s\n", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner:", st.owner);
-        printf("holds:      %u\n", st.holds);
-    }
-    if (f & DLOCK_SEMAPHORE)
-        printf("permits:    %u of %u taken, by %u holder%s\n", st.permits_used, st.permits,
-               st.shared, st.shared == 1 ? "" : "s");
-    else if (f & (DLOCK_READ | DLOCK_WRITE))
-        printf("readers:    %u\n", st.shared);
-    if (st.held) {
-        if (st.lease_ms >= 0)
-            printf("lease left: %.3f s%s\n", (double) st.lease_ms / 1000,
-                   st.owner[0] == '\0' ? " (the longest shared lease)" : "");
-        else
-            printf("lease left: none (never expires)\n");
-    }
-    printf("last fence: %" PRIu64 "\n", st.last_fence);
-    if (!(f & DLOCK_SIMPLE))
-        printf("waiters:    %u\n", st.waiters);
-    return 0;
+    if (o.json)
+        print_status_json(name, &o.kind, &st);
+    else if (!o.quiet)
+        print_status_text(name, &o.kind, &st);
+    return o.check && !st.held ? EXIT_NOT_ACQUIRED : 0;
 }
 
 int cmd_lock(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [--simple | --fair | --write]\n"
-        "                  NAME\n"
+        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q]\n"
+        "                  [--simple | --fair | --write] NAME\n"
         "Takes NAME with a fixed lease and leaves it held when dlock exits. Prints\n"
-        "'<owner token> <fence>'; pass the token to 'dlock unlock --token' or\n"
-        "'dlock extend --token' from any process. Exit 1 if it is held by someone else.\n";
-    admin_args a;
+        "'<owner token> <fence>'; pass the owner token to 'dlock unlock --owner' or\n"
+        "'dlock extend --owner' from any process. Exit 1 (or -E CODE) if it is held\n"
+        "by someone else; -q: no message then. --timeout is -w.\n";
+    cli_opts o;
+    const char *name;
     dlock_client *c;
     dlock_lock *l;
-    int code = parse(argc, argv, "unwlK", usage, &a);
+    int code =
+        parse(argc, argv, CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET | CLI_KIND,
+              usage, &o, &name);
 
     if (code >= 0)
         return code;
-    if (a.lease_ms <= 0) {
+    if (o.lease_ms <= 0) {
         fprintf(stderr, "dlock lock: -l SECONDS is required: a lock left held needs a lease\n");
         return EXIT_USAGE;
     }
-    if (exclusive_only(&a, "lock") != 0)
+    if (exclusive_only(&o, "lock") != 0)
         return EXIT_USAGE;
-    code = cli_open(a.url, &c);
+    code = cli_open(o.url, &c);
     if (code != 0)
         return code;
-    int rc = dlock_lock_open(c, a.name, a.kind.flags, &l);
+    int rc = dlock_lock_open(c, name, o.kind.flags, &l);
     if (rc == DLOCK_OK) {
-        rc = dlock_acquire_for(l, a.wait_ms, a.lease_ms);
+        rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
         if (rc == DLOCK_OK)
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
-        if (rc == DLOCK_ETIMEDOUT)
-            rc = DLOCK_EBUSY;
-        code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+        code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
         dlock_lock_detach(l); /* stays held: that is the point */
     } else {
-        code = cli_fail(rc, a.name);
+        code = cli_fail(rc, name);
     }
     dlock_client_close(c);
     return code;
 }
 
-/* Takes over the lock held under a.token. */
-static int adopt(const admin_args *a, dlock_client *c, dlock_lock **l)
+/* Takes over the lock held under o->owner. */
+static int adopt(const cli_opts *o, const char *cmd, const char *name, dlock_client *c,
+                 dlock_lock **l)
 {
-    int rc = dlock_lock_adopt(c, a->name, a->token, a->kind.flags, l);
-    return rc == DLOCK_OK ? 0 : cli_fail(rc, a->name);
+    int rc = dlock_lock_adopt(c, name, o->owner, o->kind.flags, l);
+    if (rc == DLOCK_OK)
+        return 0;
+    int code = fail(o, rc, name);
+    explain_owner_failure(o, cmd, rc);
+    return code;
 }
 
 int cmd_unlock(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock unlock [-u URL] [--simple | --fair | --write] (--token TOKEN | --force) "
-        "NAME\n"
+        "usage: dlock unlock [-u URL] [--simple | --fair | --write] [-E CODE] [-q]\n"
+        "                    (--owner OWNER | --force) NAME\n"
         "       dlock unlock [-u URL] (--read | --write | --permits N) --force NAME\n"
-        "Releases NAME: the lock held under TOKEN (as printed by 'dlock lock'), or,\n"
-        "with --force, whoever holds it (the holder learns it lost the lock at its\n"
-        "next renewal; fences keep increasing). Exit 1 if TOKEN does not hold it.\n";
-    admin_args a;
+        "Releases NAME: the lock held under the owner token OWNER (as printed by\n"
+        "'dlock lock', or DLOCK_OWNER; --token is an old name of --owner), or, with\n"
+        "--force, whoever holds it (the holder learns it lost the lock at its next\n"
+        "renewal; fences keep increasing). Exit 1 (or -E CODE) if OWNER does not\n"
+        "hold it; -q: no message then.\n";
+    cli_opts o;
+    const char *name;
     dlock_client *c;
     dlock_lock *l;
-    int code = parse(argc, argv, "utfK", usage, &a);
+    int code =
+        parse(argc, argv, CLI_URL | CLI_OWNER | CLI_FORCE | CLI_CONFLICT | CLI_QUIET | CLI_KIND,
+              usage, &o, &name);
 
     if (code >= 0)
         return code;
-    if ((a.token == NULL) == (a.force == 0)) {
-        fprintf(stderr, "dlock unlock: give either --token TOKEN or --force\n%s", usage);
+    if ((o.owner == NULL) == (o.force == 0)) {
+        fprintf(stderr, "dlock unlock: give either --owner OWNER or --force\n%s", usage);
         return EXIT_USAGE;
     }
-    if (a.token != NULL && exclusive_only(&a, "unlock --token") != 0)
+    if (o.owner != NULL &&
+        (exclusive_only(&o, "unlock --owner") != 0 || check_owner(&o, "unlock") != 0))
         return EXIT_USAGE;
-    code = cli_open(a.url, &c);
+    code = cli_open(o.url, &c);
     if (code != 0)
         return code;
-    if (a.force) {
-        int rc = dlock_force_unlock(c, a.name, a.kind.flags);
-        code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+    if (o.force) {
+        int rc = dlock_force_unlock(c, name, o.kind.flags);
+        code = rc == DLOCK_OK ? 0 : cli_fail(rc, name);
     } else {
-        code = adopt(&a, c, &l);
+        code = adopt(&o, "unlock", name, c, &l);
         if (code == 0) {
             int rc = DLOCK_OK;
             while (rc == DLOCK_OK && dlock_lock_holds(l) > 0)
                 rc = dlock_release(l);
-            code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+            code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
             dlock_lock_free(l);
         }
     }
@@ -290,32 +302,37 @@ int cmd_unlock(int argc, char **argv)
 int cmd_extend(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock extend [-u URL] [--simple | --fair | --write] --token TOKEN -l SECONDS NAME\n"
-        "Sets the remaining lease of NAME, held under TOKEN, to SECONDS from now.\n";
-    admin_args a;
+        "usage: dlock extend [-u URL] [--simple | --fair | --write] [-E CODE] [-q]\n"
+        "                    --owner OWNER -l SECONDS NAME\n"
+        "Sets the remaining lease of NAME, held under the owner token OWNER, to\n"
+        "SECONDS from now. Exit 1 (or -E CODE) if OWNER does not hold it.\n";
+    cli_opts o;
+    const char *name;
     dlock_client *c;
     dlock_lock *l;
-    int code = parse(argc, argv, "utlK", usage, &a);
+    int code =
+        parse(argc, argv, CLI_URL | CLI_OWNER | CLI_LEASE | CLI_CONFLICT | CLI_QUIET | CLI_KIND,
+              usage, &o, &name);
 
     if (code >= 0)
         return code;
-    if (a.token == NULL || a.lease_ms <= 0) {
-        fprintf(stderr, "dlock extend: --token and -l are required\n%s", usage);
+    if (o.owner == NULL || o.lease_ms <= 0) {
+        fprintf(stderr, "dlock extend: --owner and -l are required\n%s", usage);
         return EXIT_USAGE;
     }
-    if (exclusive_only(&a, "extend") != 0)
+    if (exclusive_only(&o, "extend") != 0 || check_owner(&o, "extend") != 0)
         return EXIT_USAGE;
-    code = cli_open(a.url, &c);
+    code = cli_open(o.url, &c);
     if (code != 0)
         return code;
-    code = adopt(&a, c, &l);
+    code = adopt(&o, "extend", name, c, &l);
     if (code == 0) {
-        int rc = dlock_extend(l, a.lease_ms);
+        int rc = dlock_extend(l, o.lease_ms);
         /* A lease that ran out between the adoption and the extension: the
-         * token no longer holds the lock, as if it had not at all (1). */
+         * owner no longer holds the lock, as if it had not at all (1). */
         if (rc == DLOCK_ELOST)
             rc = DLOCK_ENOTOWNER;
-        code = rc == DLOCK_OK ? 0 : cli_fail(rc, a.name);
+        code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
         dlock_lock_detach(l);
     }
     dlock_client_close(c);

@@ -1,8 +1,10 @@
 /* bench.c - `dlock bench`: lock throughput and cost, one JSON line per run.
  *
- * The fields match the peer programs in ../shared/peers (lib, wl, conc,
+ * The fields match the peer programs in bench/peers (lib, wl, conc,
  * cycles_per_s, p50_us, p99_us; one cycle = acquire + release), so lines
- * can be compared side by side; bench/compare.sh does that. Workloads:
+ * can be compared side by side; bench/compare.sh does that. Each line is a
+ * JSON document built with json-c (json.c): "version" first, then
+ * "dlock_version". Workloads:
  *
  *   seq    one thread, lock+unlock of its own lock
  *   par    --threads N threads of one client, each its own lock
@@ -41,7 +43,8 @@ static const char bench_usage[] =
     "                   [--kind K] [--permits N] [--simple] [--lib NAME]\n"
     "\n"
     "Measures lock+unlock cycles against the store at URL and prints one JSON line\n"
-    "(lib, wl, conc, cycles_per_s, p50_us, p99_us, and per workload extras).\n"
+    "(version, dlock_version, lib, wl, kind, conc, cycles_per_s, p50_us, p99_us, and\n"
+    "per workload extras).\n"
     "Use a throwaway server: it takes locks named bench:* (keys PREFIX:{bench:...}).\n"
     "\n"
     "  --workload W   seq (default), par, hot, herd, renew, memory\n"
@@ -363,14 +366,33 @@ static int run_threads(const bench_opts *o, dlock_client *c, int n, const char *
     return rc;
 }
 
+/* Prints one JSON document: version and dlock_version, the fields every
+ * peer program prints (lib, wl, conc, cycles_per_s, p50_us, p99_us; null
+ * for the workloads that time no cycles, h == NULL), then the workload's
+ * own fields from `extra` (consumed; may be NULL). */
 static void print_line(const bench_opts *o, const char *wl, int conc, double cycles_per_s,
-                       const histogram *h, const char *extra)
+                       const histogram *h, json_object *extra)
 {
-    printf("{\"lib\":\"%s\",\"wl\":\"%s\",\"kind\":\"%s\",\"conc\":%d,\"cycles_per_s\":%.0f,"
-           "\"p50_us\":%.0f,\"p99_us\":%.0f%s%s}\n",
-           o->lib, wl, o->kind, conc, cycles_per_s, hist_quantile(h, 0.5), hist_quantile(h, 0.99),
-           extra[0] ? "," : "", extra);
-    fflush(stdout);
+    json_object *doc = cli_json_doc();
+
+    json_object_object_add(doc, "dlock_version", json_object_new_string(dlock_version()));
+    json_object_object_add(doc, "lib", cli_json_text(o->lib, 0));
+    json_object_object_add(doc, "wl", json_object_new_string(wl));
+    json_object_object_add(doc, "kind", json_object_new_string(o->kind));
+    json_object_object_add(doc, "conc", json_object_new_int(conc));
+    json_object_object_add(doc, "cycles_per_s", h != NULL ? cli_json_fixed(cycles_per_s, 0) : NULL);
+    json_object_object_add(doc, "p50_us",
+                           h != NULL ? cli_json_fixed(hist_quantile(h, 0.5), 0) : NULL);
+    json_object_object_add(doc, "p99_us",
+                           h != NULL ? cli_json_fixed(hist_quantile(h, 0.99), 0) : NULL);
+    if (extra != NULL) {
+        json_object_object_foreach(extra, key, value)
+        {
+            json_object_object_add(doc, key, json_object_get(value));
+        }
+        json_object_put(extra);
+    }
+    cli_json_print(doc);
 }
 
 static int bench_threads(const bench_opts *o, int n, const char *wl)
@@ -399,7 +421,7 @@ static int bench_threads(const bench_opts *o, int n, const char *wl)
         free(h);
         return cli_fail_msg(rc, "bench", msg);
     }
-    print_line(o, wl, n, (double) total / elapsed, h, "");
+    print_line(o, wl, n, (double) total / elapsed, h, NULL);
     free(h);
     return 0;
 }
@@ -525,7 +547,7 @@ static int bench_hot(const bench_opts *o)
     proc_result *res;
     histogram *all = calloc(1, sizeof *all);
     double total = 0, min = 1e18, max = 0;
-    char extra[256];
+    json_object *extra;
 
     int threads = o->hot_threads;
     if (all == NULL ||
@@ -546,10 +568,12 @@ static int bench_hot(const bench_opts *o)
         max = rate > max ? rate : max;
         hist_merge(all, &res[p].hist);
     }
-    snprintf(extra, sizeof extra,
-             "\"procs\":%d,\"threads_per_proc\":%d,\"min_proc\":%.0f,\"max_proc\":%.0f,"
-             "\"share\":%.2f",
-             o->procs, threads, min, max, max > 0 ? min / max : 0);
+    extra = json_object_new_object();
+    json_object_object_add(extra, "procs", json_object_new_int(o->procs));
+    json_object_object_add(extra, "threads_per_proc", json_object_new_int(threads));
+    json_object_object_add(extra, "min_proc", cli_json_fixed(min, 0));
+    json_object_object_add(extra, "max_proc", cli_json_fixed(max, 0));
+    json_object_object_add(extra, "share", cli_json_fixed(max > 0 ? min / max : 0, 2));
     print_line(o, "hot", o->procs * threads, total, all, extra);
     free_results(res, o->procs);
     free(all);
@@ -564,7 +588,7 @@ static int bench_herd(const bench_opts *o)
     proc_result *res;
     uint64_t counters[4] = {0}, handoffs = 0;
     histogram *h = calloc(1, sizeof *h);
-    char extra[256];
+    json_object *extra;
     double elapsed = 0;
 
     int code = h == NULL ? EXIT_FAILURE_OTHER : server_open(o->url, "herd", &s);
@@ -589,11 +613,15 @@ static int bench_herd(const bench_opts *o)
         hist_merge(h, &res[p].hist);
         elapsed = res[p].elapsed > elapsed ? res[p].elapsed : elapsed;
     }
-    snprintf(extra, sizeof extra,
-             "\"waiters\":%d,\"procs\":%d,\"cmds_per_handoff\":%.2f,\"scripts_per_handoff\":%.2f",
-             o->waiters, procs,
-             handoffs ? (double) (counters[2] - counters[0]) / (double) handoffs : 0,
-             handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0);
+    extra = json_object_new_object();
+    json_object_object_add(extra, "waiters", json_object_new_int(o->waiters));
+    json_object_object_add(extra, "procs", json_object_new_int(procs));
+    json_object_object_add(
+        extra, "cmds_per_handoff",
+        cli_json_fixed(handoffs ? (double) (counters[2] - counters[0]) / (double) handoffs : 0, 2));
+    json_object_object_add(
+        extra, "scripts_per_handoff",
+        cli_json_fixed(handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0, 2));
     print_line(o, "herd", contenders, (double) handoffs / elapsed, h, extra);
     server_close(&s);
     free_results(res, procs);
@@ -662,9 +690,9 @@ static int bench_renew(const bench_opts *o)
     server s;
     dlock_client *c = NULL;
     dlock_lock **locks = NULL;
-    char lease[64], extra[512];
+    char lease[64];
+    json_object *extra;
     uint64_t all0, scripts0, all1, scripts1;
-    histogram empty = {0};
 
     int code = server_open(o->url, "renew", &s);
     if (code != 0)
@@ -690,15 +718,24 @@ static int bench_renew(const bench_opts *o)
     int still = 0;
     for (int i = 0; i < o->locks; i++)
         still += dlock_lock_check(locks[i]) == DLOCK_OK;
-    snprintf(extra, sizeof extra,
-             "\"locks\":%d,\"lease_ms\":%" PRId64 ",\"periods\":%.1f,\"cmds_per_period\":%.1f,"
-             "\"scripts_per_period\":%.1f,\"locks_per_script\":%.0f,\"cpu_ms_per_period\":%.2f,"
-             "\"held_at_end\":%d,\"lost\":%d",
-             o->locks, o->lease_ms, periods, (double) (all1 - all0) / periods,
-             (double) (scripts1 - scripts0) / periods,
-             scripts1 > scripts0 ? (double) o->locks * periods / (double) (scripts1 - scripts0) : 0,
-             cpu * 1000 / periods, still, __atomic_load_n(&lost_count, __ATOMIC_RELAXED));
-    print_line(o, "renew", o->locks, 0, &empty, extra);
+    extra = json_object_new_object();
+    json_object_object_add(extra, "locks", json_object_new_int(o->locks));
+    json_object_object_add(extra, "lease_ms", json_object_new_int64(o->lease_ms));
+    json_object_object_add(extra, "periods", cli_json_fixed(periods, 1));
+    json_object_object_add(extra, "cmds_per_period",
+                           cli_json_fixed((double) (all1 - all0) / periods, 1));
+    json_object_object_add(extra, "scripts_per_period",
+                           cli_json_fixed((double) (scripts1 - scripts0) / periods, 1));
+    json_object_object_add(
+        extra, "locks_per_script",
+        scripts1 > scripts0
+            ? cli_json_fixed((double) o->locks * periods / (double) (scripts1 - scripts0), 0)
+            : NULL);
+    json_object_object_add(extra, "cpu_ms_per_period", cli_json_fixed(cpu * 1000 / periods, 2));
+    json_object_object_add(extra, "held_at_end", json_object_new_int(still));
+    json_object_object_add(extra, "lost",
+                           json_object_new_int(__atomic_load_n(&lost_count, __ATOMIC_RELAXED)));
+    print_line(o, "renew", o->locks, 0, NULL, extra);
     free_many(o, c, locks);
     server_close(&s);
     return 0;
@@ -709,8 +746,7 @@ static int bench_memory(const bench_opts *o)
     server s;
     dlock_client *c = NULL;
     dlock_lock **locks = NULL;
-    char extra[512];
-    histogram empty = {0};
+    json_object *extra;
 
     int code = server_open(o->url, "memory", &s);
     if (code != 0)
@@ -739,15 +775,20 @@ static int bench_memory(const bench_opts *o)
     long long fence_key = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);
     /* The two key figures are for a mutex's layout (scripts/README.md);
-     * the other kinds keep their state in other keys: -1. */
+     * the other kinds keep their state in other keys: null. */
     if (strcmp(o->kind, "mutex") != 0)
         lock_key = fence_key = -1;
-    snprintf(extra, sizeof extra,
-             "\"locks\":%d,\"client_bytes_per_lock\":%.0f,\"redis_bytes_per_lock\":%.0f,"
-             "\"lock_key_bytes\":%lld,\"fence_key_bytes\":%lld",
-             o->locks, (double) (m1.uordblks - m0.uordblks) / o->locks,
-             (double) (redis1 - redis0) / o->locks, lock_key, fence_key);
-    print_line(o, "memory", o->locks, 0, &empty, extra);
+    extra = json_object_new_object();
+    json_object_object_add(extra, "locks", json_object_new_int(o->locks));
+    json_object_object_add(extra, "client_bytes_per_lock",
+                           cli_json_fixed((double) (m1.uordblks - m0.uordblks) / o->locks, 0));
+    json_object_object_add(extra, "redis_bytes_per_lock",
+                           cli_json_fixed((double) (redis1 - redis0) / o->locks, 0));
+    json_object_object_add(extra, "lock_key_bytes",
+                           lock_key >= 0 ? json_object_new_int64(lock_key) : NULL);
+    json_object_object_add(extra, "fence_key_bytes",
+                           fence_key >= 0 ? json_object_new_int64(fence_key) : NULL);
+    print_line(o, "memory", o->locks, 0, NULL, extra);
     free_many(o, c, locks);
     server_close(&s);
     return 0;

@@ -5,11 +5,13 @@
 
 #include "dlock.h"
 
+#include <json-c/json.h>
 #include <stdint.h>
 
 /* Exit codes (documented in docs/dlock.1). */
 enum {
-    EXIT_NOT_ACQUIRED = 1,   /* held by someone else / not the owner (-E changes it for run) */
+    EXIT_NOT_ACQUIRED = 1,   /* held by someone else / not the owner / free (status --check);
+                                -E changes it where it means a conflict */
     EXIT_USAGE = 64,         /* bad flags, URL, name or duration */
     EXIT_UNREACHABLE = 69,   /* the server cannot be reached */
     EXIT_FAILURE_OTHER = 70, /* the server refused, answered garbage, or an internal error */
@@ -20,13 +22,6 @@ enum {
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 
-/* Common options of the subcommands. */
-typedef struct cli_common {
-    const char *url;
-    int simple;
-    int json;
-} cli_common;
-
 /* The kind of lock the options chose (kind.c). */
 typedef struct cli_kind {
     unsigned flags;        /* DLOCK_SIMPLE, _FAIR, _READ, _WRITE, or DLOCK_SEMAPHORE */
@@ -36,7 +31,20 @@ typedef struct cli_kind {
     size_t nnames;
 } cli_kind;
 
-/* getopt codes of the long-only kind options */
+/* Handles a kind option (an option code of options.c): 1 if it was one, 0
+ * if not, -1 if its value is bad (a message was printed). */
+int cli_kind_option(cli_kind *k, int opt, const char *arg, const char *cmd);
+/* Checks the combination: 0, or EXIT_USAGE (a message was printed). */
+int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
+/* The kind's name in messages and documents: "mutex", "fair", "simple",
+ * "read-write" or "semaphore". */
+const char *cli_kind_name(const cli_kind *k);
+/* Opens the handle the options describe. */
+int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
+
+/* ---------------------------------------------------------------- options */
+
+/* getopt codes of the long-only options (short ones are their letter) */
 enum {
     CLI_OPT_SIMPLE = 256,
     CLI_OPT_FAIR,
@@ -44,23 +52,50 @@ enum {
     CLI_OPT_WRITE,
     CLI_OPT_PERMITS,
     CLI_OPT_TAKE,
+    CLI_OPT_FORCE,
+    CLI_OPT_JSON,
+    CLI_OPT_CHECK,
+    CLI_OPT_GRACE,
 };
-#define CLI_KIND_OPTIONS                                                                           \
-    {"simple", no_argument, NULL, CLI_OPT_SIMPLE}, {"fair", no_argument, NULL, CLI_OPT_FAIR},      \
-        {"read", no_argument, NULL, CLI_OPT_READ}, {"write", no_argument, NULL, CLI_OPT_WRITE},    \
-        {"permits", required_argument, NULL, CLI_OPT_PERMITS},                                     \
-        {"take", required_argument, NULL, CLI_OPT_TAKE},                                           \
-    {                                                                                              \
-        "multi", required_argument, NULL, 'm'                                                      \
-    }
 
-/* Handles a kind option: 1 if it was one, 0 if not, -1 if its value is bad
- * (a message was printed). */
-int cli_kind_option(cli_kind *k, int opt, const char *arg, const char *cmd);
-/* Checks the combination: 0, or EXIT_USAGE (a message was printed). */
-int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
-/* Opens the handle the options describe. */
-int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
+/* The options a subcommand accepts (options.c), so that one option means
+ * the same in every subcommand that takes it. */
+enum {
+    CLI_URL = 1u << 0,      /* -u, --url */
+    CLI_WAIT = 1u << 1,     /* -n, --nonblock; -w, --wait, --timeout */
+    CLI_LEASE = 1u << 2,    /* -l, --lease */
+    CLI_CONFLICT = 1u << 3, /* -E, --conflict-exit-code */
+    CLI_QUIET = 1u << 4,    /* -q, --quiet */
+    CLI_KIND = 1u << 5,     /* --simple --fair --read --write --permits */
+    CLI_MULTI = 1u << 6,    /* -m, --multi; --take */
+    CLI_OWNER = 1u << 7,    /* -o, --owner (alias -t, --token) */
+    CLI_FORCE = 1u << 8,    /* --force */
+    CLI_JSON = 1u << 9,     /* --json */
+    CLI_CHECK = 1u << 10,   /* --check */
+    CLI_GRACE = 1u << 11,   /* --grace */
+    CLI_SHELL = 1u << 12,   /* -c, --command */
+};
+
+typedef struct cli_opts {
+    const char *url;   /* -u, else $DLOCK_URL, else DEFAULT_URL */
+    const char *owner; /* --owner / --token */
+    const char *shell; /* -c STRING */
+    cli_kind kind;
+    int64_t wait_ms;  /* DLOCK_WAIT_FOREVER unless -n / -w */
+    int64_t lease_ms; /* 0: none given */
+    int64_t grace_ms; /* 5 s */
+    int conflict_code;
+    int quiet, json, force, check;
+} cli_opts;
+
+/* Parses the options of subcommand argv[0], which accepts `accepted`
+ * (CLI_* bits). In-order mode stops at the first operand (dlock run: what
+ * follows NAME is the command's); otherwise options and operands may mix.
+ * Refuses options of other subcommands and contradictions (-n with -w).
+ * Returns -1 and sets *first to the first operand's index, or an exit code
+ * to return (0 after --help). */
+int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
+              cli_opts *o, int *first);
 
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
@@ -69,6 +104,8 @@ const char *cli_url(const char *flag);
  * seconds, as with flock -w). Returns 0, or -1 if malformed or negative. */
 int cli_duration_ms(const char *text, int64_t *ms);
 
+/* ---------------------------------------------------------------- output */
+
 /* Prints "dlock: <what>: <detail>" and returns the exit code for rc. */
 int cli_fail(int rc, const char *what);
 /* As cli_fail(), with the detail msg (say, from another thread). */
@@ -76,6 +113,25 @@ int cli_fail_msg(int rc, const char *what, const char *msg);
 
 /* Opens the client, or prints why not and returns the exit code. */
 int cli_open(const char *url, dlock_client **out);
+
+/* Prints text for a terminal: control characters as \xNN. */
+void cli_print_text(const char *text);
+
+/* JSON documents (json.c). CLI_JSON_VERSION is every document's "version":
+ * raised when a field changes meaning or goes away. */
+#define CLI_JSON_VERSION 1
+/* A new document: an object holding "version". */
+json_object *cli_json_doc(void);
+/* A JSON string of text made valid UTF-8; may_be_cut: text may have been
+ * cut at the end of a buffer (an incomplete last character is dropped). */
+json_object *cli_json_text(const char *text, int may_be_cut);
+/* A number printed with `decimals` decimals (an integer for 0). */
+json_object *cli_json_fixed(double v, int decimals);
+/* Prints doc on one line and frees it. */
+void cli_json_print(json_object *doc);
+/* text with every byte that is not part of well-formed UTF-8 replaced by
+ * U+FFFD (malloc'd). */
+char *cli_utf8_clean(const char *text, int may_be_cut);
 
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);

@@ -85,6 +85,16 @@ int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi)
     return 0;
 }
 
+const char *cli_kind_name(const cli_kind *k)
+{
+    unsigned f = k->flags;
+    return f & DLOCK_SEMAPHORE              ? "semaphore"
+           : f & (DLOCK_READ | DLOCK_WRITE) ? "read-write"
+           : f & DLOCK_SIMPLE               ? "simple"
+           : f & DLOCK_FAIR                 ? "fair"
+                                            : "mutex";
+}
+
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out)
 {
     if (k->nnames > 0)

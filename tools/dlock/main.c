@@ -13,12 +13,13 @@ static const char usage[] =
     "A distributed lock from the command line, shaped like flock(1).\n"
     "\n"
     "commands:\n"
-    "  run     hold a lock while a command runs        dlock run NAME -- COMMAND [ARGS...]\n"
-    "  status  show who holds a lock                   dlock status NAME [--json]\n"
-    "  lock    take a lock and print its owner token   dlock lock -l SECONDS NAME\n"
-    "  unlock  release a lock by token, or force it    dlock unlock (--token T | --force) NAME\n"
-    "  extend  set the lease of a lock held by token   dlock extend --token T -l SECONDS NAME\n"
-    "  bench   measure lock throughput (JSON lines)    dlock bench --help\n"
+    "  run     hold a lock while a command runs      dlock run NAME -- COMMAND [ARGS...]\n"
+    "                                                dlock run NAME -c 'SHELL COMMAND'\n"
+    "  status  show who holds a lock                 dlock status [--json | --check] NAME\n"
+    "  lock    take a lock, print its owner token    dlock lock -l SECONDS NAME\n"
+    "  unlock  release a lock by owner, or force it  dlock unlock (--owner OWNER | --force) NAME\n"
+    "  extend  set the lease of a lock by its owner  dlock extend --owner OWNER -l SECONDS NAME\n"
+    "  bench   measure lock throughput (JSON)        dlock bench --help\n"
     "\n"
     "The store is -u URL, else $DLOCK_URL, else " DEFAULT_URL ".\n"
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' for exit codes.\n";
@@ -55,6 +56,16 @@ int cli_duration_ms(const char *text, int64_t *ms)
         return -1;
     *ms = (int64_t) llround(v);
     return 0;
+}
+
+void cli_print_text(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *) text; *p != '\0'; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            printf("\\x%02x", *p);
+        else
+            putchar(*p);
+    }
 }
 
 int cli_fail(int rc, const char *what)

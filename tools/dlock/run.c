@@ -18,7 +18,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,18 +33,20 @@
 static const char run_usage[] =
     "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--grace SECONDS] [-q]\n"
     "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
-    "                 NAME [--] COMMAND [ARGS...]\n"
-    "       dlock run [options] [--fair] -m NAME -m NAME... [--] COMMAND [ARGS...]\n"
+    "                 NAME ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
+    "       dlock run [options] [--fair] -m NAME -m NAME... ([--] COMMAND [ARGS...] | -c '...')\n"
     "\n"
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
     "with COMMAND's status.\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
-    "  -w, --wait SECONDS   wait at most this long (default: wait forever)\n"
+    "  -w, --wait, --timeout SECONDS\n"
+    "                       wait at most this long (default: wait forever)\n"
     "  -l, --lease SECONDS  fixed lease, not renewed (default: renewed while COMMAND runs)\n"
     "  -E, --conflict-exit-code CODE\n"
     "                       exit code when the lock is not acquired (default 1)\n"
+    "  -c, --command STRING run STRING with /bin/sh -c instead of COMMAND (as flock -c)\n"
     "      --simple         interop mode: plain SET NX key NAME, as redis-py, redlock, redsync\n"
     "      --fair           strictly first come, first served\n"
     "      --read, --write  the read-write lock NAME: shared to read, alone to write\n"
@@ -54,10 +55,10 @@ static const char run_usage[] =
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
     "  -q, --quiet          no message when the lock is not acquired\n"
     "\n"
-    "COMMAND gets DLOCK_NAME, DLOCK_TOKEN (the fencing token), DLOCK_FENCE (the same)\n"
-    "and DLOCK_OWNER (the owner token) in its environment; a multi-lock adds\n"
-    "DLOCK_FENCES (one NAME=FENCE line per name). Durations take a unit:\n"
-    "250ms, 2s, 1m; a plain number is seconds.\n";
+    "COMMAND gets DLOCK_NAME, DLOCK_FENCE (the fencing token), DLOCK_OWNER (the\n"
+    "owner token) and DLOCK_URL in its environment, and DLOCK_TOKEN, the old name\n"
+    "of DLOCK_FENCE; a multi-lock adds DLOCK_FENCES (one NAME=FENCE line per name).\n"
+    "Durations take a unit: 250ms, 2s, 1m; a plain number is seconds.\n";
 
 /* Self-pipe: the signal thread and the lost-lock callback write one byte. */
 static int wake_pipe[2] = {-1, -1};
@@ -200,6 +201,7 @@ static void env_free(command_env *e)
     free(e->vars);
 }
 
+/* DLOCK_TOKEN is DLOCK_FENCE's old name, kept for the scripts that use it. */
 static const char *const lock_vars[] = {"DLOCK_NAME",  "DLOCK_TOKEN", "DLOCK_FENCE",
                                         "DLOCK_OWNER", "DLOCK_URL",   "DLOCK_FENCES"};
 
@@ -357,95 +359,73 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
     }
 }
 
+/* After NAME, flock's `-c STRING` (or --command): the index of STRING, or 0
+ * if argv[i] is not that option. */
+static int shell_option_at(int argc, char **argv, int i, const char **shell)
+{
+    if (i < argc && strncmp(argv[i], "--command=", 10) == 0) {
+        *shell = argv[i] + 10;
+        return i;
+    }
+    if (i + 1 < argc && (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--command") == 0)) {
+        *shell = argv[i + 1];
+        return i + 1;
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"url", required_argument, NULL, 'u'},
-        {"nonblock", no_argument, NULL, 'n'},
-        {"wait", required_argument, NULL, 'w'},
-        {"timeout", required_argument, NULL, 'w'},
-        {"lease", required_argument, NULL, 'l'},
-        {"conflict-exit-code", required_argument, NULL, 'E'},
-        CLI_KIND_OPTIONS,
-        {"grace", required_argument, NULL, 'g'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *url_flag = NULL;
-    int64_t wait_ms = DLOCK_WAIT_FOREVER, lease_ms = 0, grace_ms = 5000;
-    int conflict_code = EXIT_NOT_ACQUIRED, quiet = 0, opt;
-    cli_kind kind = {0};
-    char *end;
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+u:nw:l:E:qm:h", options, NULL)) != -1) {
-        int k = cli_kind_option(&kind, opt, optarg, "run");
-        if (k < 0)
-            return EXIT_USAGE;
-        if (k > 0)
-            continue;
-        switch (opt) {
-        case 'u':
-            url_flag = optarg;
-            break;
-        case 'n':
-            wait_ms = 0;
-            break;
-        case 'w':
-            if (cli_duration_ms(optarg, &wait_ms) != 0) {
-                fprintf(stderr, "dlock run: -w %s: not a duration\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'l':
-            if (cli_duration_ms(optarg, &lease_ms) != 0 || lease_ms <= 0) {
-                fprintf(stderr, "dlock run: -l %s: the lease must be a duration > 0\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'E':
-            conflict_code = (int) strtol(optarg, &end, 10);
-            if (*end != '\0' || end == optarg || conflict_code < 0 || conflict_code > 255) {
-                fprintf(stderr, "dlock run: -E %s: want an exit code 0..255\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'g':
-            if (cli_duration_ms(optarg, &grace_ms) != 0) {
-                fprintf(stderr, "dlock run: --grace %s: not a duration\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'q':
-            quiet = 1;
-            break;
-        case 'h':
-            fputs(run_usage, stdout);
-            return 0;
-        default:
-            fputs(run_usage, stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (cli_kind_check(&kind, "run", 1) != 0)
-        return EXIT_USAGE;
+    cli_opts o;
+    int first, code = cli_parse(argc, argv,
+                                CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET |
+                                    CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL,
+                                1, run_usage, &o, &first);
     const char *name = NULL;
-    if (kind.nnames == 0) {
-        if (optind >= argc) {
+    char *shell_argv[4] = {"/bin/sh", "-c", NULL, NULL};
+
+    if (code >= 0)
+        return code;
+    if (o.kind.nnames == 0) {
+        if (first >= argc) {
             fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);
             return EXIT_USAGE;
         }
-        name = argv[optind++];
-        if (optind < argc && strcmp(argv[optind], "--") == 0)
-            optind++;
+        name = argv[first++];
+        if (first < argc && strcmp(argv[first], "--") == 0) {
+            first++;
+        } else {
+            /* dlock run NAME -c STRING, flock's order */
+            const char *after = NULL;
+            int at = shell_option_at(argc, argv, first, &after);
+            if (at > 0 && o.shell != NULL) {
+                fprintf(stderr, "dlock run: -c given twice: give one command string\n");
+                return EXIT_USAGE;
+            }
+            if (at > 0) {
+                o.shell = after;
+                first = at + 1;
+            } else if (first == argc - 1 &&
+                       (strcmp(argv[first], "-c") == 0 || strcmp(argv[first], "--command") == 0)) {
+                fprintf(stderr, "dlock run: %s needs a command string\n", argv[first]);
+                return EXIT_USAGE;
+            }
+        }
     }
-    if (optind >= argc) {
+    if (o.shell != NULL && first < argc) {
+        fprintf(stderr, "dlock run: give COMMAND [ARGS...] or -c STRING, not both\n%s", run_usage);
+        return EXIT_USAGE;
+    }
+    if (o.shell == NULL && first >= argc) {
         fprintf(stderr, "dlock run: missing COMMAND\n%s", run_usage);
         return EXIT_USAGE;
     }
-    char **command = argv + optind;
-    const char *url = cli_url(url_flag);
+    shell_argv[2] = (char *) o.shell;
+    char **command = o.shell != NULL ? shell_argv : argv + first;
+    const char *url = o.url;
+    int64_t wait_ms = o.wait_ms, lease_ms = o.lease_ms, grace_ms = o.grace_ms;
+    int conflict_code = o.conflict_code, quiet = o.quiet;
+    cli_kind kind = o.kind;
 
     if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || start_signal_thread() != 0) {
         perror("dlock: cannot set up signal handling");
@@ -453,7 +433,8 @@ int cmd_run(int argc, char **argv)
     }
     dlock_client *client;
     dlock_lock *lock;
-    int rc, code = cli_open(url, &client);
+    int rc;
+    code = cli_open(url, &client);
     if (code != 0)
         return code;
     rc = cli_kind_open(client, &kind, name, &lock);

@@ -332,7 +332,8 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
         b->label == NULL)
         return DLOCK_ENOMEM;
     if (b->user != NULL && b->password == NULL) {
-        /* redis://secret@host: the user-info is the password (redis-py). */
+        /* redis://secret@host: the user-info is the password (AUTH secret; redis-py 4.3
+         * reads it as a user name instead: docs/dlock.1 says so). */
         b->password = b->user;
         b->user = NULL;
     }
@@ -363,10 +364,6 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     b->board = host->board;
     b->ep.connect_timeout_ms = 2000;
     b->ep.command_timeout_ms = cfg->command_timeout_ms;
-    if (dlock__scripts_init() != 0) {
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto fail;
-    }
     rc = parse_endpoint(b, url);
     if (rc == DLOCK_ENOMEM)
         dlock__fail(rc, "out of memory");

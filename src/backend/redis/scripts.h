@@ -1,5 +1,10 @@
 /* scripts.h - the Lua scripts of the Redis backend and their SHA1 digests,
- * run with EVALSHA and, when the server has not seen them (NOSCRIPT), EVAL. */
+ * run with EVALSHA and, when the server has not seen them (NOSCRIPT), EVAL.
+ *
+ * The table is generated at build time by cmake/embed_lua.cmake from the
+ * .lua files in scripts/ (see cmake/redis_scripts.cmake for which shared
+ * fragments each script gets): text and digest are constants, so nothing is
+ * assembled or hashed at run time. */
 #ifndef DLOCK_REDIS_SCRIPTS_H
 #define DLOCK_REDIS_SCRIPTS_H
 
@@ -26,12 +31,12 @@ typedef struct dlock__script {
     const char *name;
     const char *body; /* full text as sent with EVAL */
     size_t len;
-    char sha[41];
+    char sha[41]; /* SHA1 of body, lower-case hex */
 } dlock__script;
 
-/* The scripts, assembled and digested once per process. Never NULL after
- * dlock__scripts_init() returned 0. */
-const dlock__script *dlock__script_get(enum dlock__script_id id);
-int dlock__scripts_init(void);
+/* Generated (build/generated/lua_scripts.c), indexed by dlock__script_id. */
+extern const dlock__script dlock__scripts[DLOCK__S_COUNT];
 
+/* The script id; never NULL. */
+const dlock__script *dlock__script_get(enum dlock__script_id id);
 #endif

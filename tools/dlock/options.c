@@ -1,0 +1,193 @@
+/* options.c - the options of run, lock, unlock, extend and status, parsed
+ * in one place so that an option means the same wherever it is accepted.
+ *
+ * Every subcommand's getopt knows every option: one that belongs to another
+ * subcommand is refused by name ("--force is not an option of dlock
+ * status"), not as unknown. Contradictions are refused, not resolved by
+ * order: -n with -w, --json with -q, -c twice. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct option_spec {
+    const char *name; /* long name */
+    int has_arg;
+    int code;     /* getopt code: the short letter, or CLI_OPT_* */
+    unsigned bit; /* CLI_* that accepts it; 0: every subcommand (--help) */
+} option_spec;
+
+static const option_spec specs[] = {
+    {"url", required_argument, 'u', CLI_URL},
+    {"nonblock", no_argument, 'n', CLI_WAIT},
+    {"wait", required_argument, 'w', CLI_WAIT},
+    {"timeout", required_argument, 'w', CLI_WAIT},
+    {"lease", required_argument, 'l', CLI_LEASE},
+    {"conflict-exit-code", required_argument, 'E', CLI_CONFLICT},
+    {"quiet", no_argument, 'q', CLI_QUIET},
+    {"simple", no_argument, CLI_OPT_SIMPLE, CLI_KIND},
+    {"fair", no_argument, CLI_OPT_FAIR, CLI_KIND},
+    {"read", no_argument, CLI_OPT_READ, CLI_KIND},
+    {"write", no_argument, CLI_OPT_WRITE, CLI_KIND},
+    {"permits", required_argument, CLI_OPT_PERMITS, CLI_KIND},
+    {"take", required_argument, CLI_OPT_TAKE, CLI_MULTI},
+    {"multi", required_argument, 'm', CLI_MULTI},
+    {"owner", required_argument, 'o', CLI_OWNER},
+    {"token", required_argument, 't', CLI_OWNER}, /* the old name of --owner */
+    {"force", no_argument, CLI_OPT_FORCE, CLI_FORCE},
+    {"json", no_argument, CLI_OPT_JSON, CLI_JSON},
+    {"check", no_argument, CLI_OPT_CHECK, CLI_CHECK},
+    {"grace", required_argument, CLI_OPT_GRACE, CLI_GRACE},
+    {"command", required_argument, 'c', CLI_SHELL},
+    {"help", no_argument, 'h', 0},
+};
+#define NSPECS (sizeof specs / sizeof specs[0])
+
+static const option_spec *spec_of(int code)
+{
+    for (size_t i = 0; i < NSPECS; i++) {
+        if (specs[i].code == code)
+            return &specs[i];
+    }
+    return NULL;
+}
+
+/* How the user wrote option `code`: "--name" or "-x". */
+static void option_text(int code, int longindex, char *buf, size_t size)
+{
+    if (longindex >= 0)
+        snprintf(buf, size, "--%s", specs[longindex].name);
+    else
+        snprintf(buf, size, "-%c", code);
+}
+
+static int bad_value(const char *cmd, const char *opt, const char *arg, const char *want)
+{
+    fprintf(stderr, "dlock %s: %s %s: %s\n", cmd, opt, arg, want);
+    return EXIT_USAGE;
+}
+
+int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
+              cli_opts *o, int *first)
+{
+    struct option longopts[NSPECS + 1];
+    char shortopts[2 * NSPECS + 2] = "", *p = shortopts;
+    const char *cmd = argv[0];
+    int nonblock = 0, wait = 0, opt, longindex;
+
+    memset(o, 0, sizeof *o);
+    o->wait_ms = DLOCK_WAIT_FOREVER;
+    o->grace_ms = 5000;
+    o->conflict_code = EXIT_NOT_ACQUIRED;
+    if (in_order)
+        *p++ = '+'; /* stop at NAME: what follows is the command's */
+    for (size_t i = 0; i < NSPECS; i++) {
+        longopts[i] = (struct option){specs[i].name, specs[i].has_arg, NULL, specs[i].code};
+        if (specs[i].code < 256 && strchr(shortopts, specs[i].code) == NULL) {
+            *p++ = (char) specs[i].code;
+            if (specs[i].has_arg == required_argument)
+                *p++ = ':';
+            *p = '\0';
+        }
+    }
+    *p = '\0';
+    longopts[NSPECS] = (struct option){NULL, 0, NULL, 0};
+
+    optind = 1;
+    for (longindex = -1; (opt = getopt_long(argc, argv, shortopts, longopts, &longindex)) != -1;
+         longindex = -1) {
+        const option_spec *spec = spec_of(opt);
+        char name[64];
+        char *end;
+
+        if (spec == NULL) { /* getopt said what was wrong */
+            fputs(usage, stderr);
+            return EXIT_USAGE;
+        }
+        option_text(opt, longindex, name, sizeof name);
+        if (spec->bit != 0 && !(accepted & spec->bit)) {
+            fprintf(stderr, "dlock %s: %s is not an option of 'dlock %s'\n%s", cmd, name, cmd,
+                    usage);
+            return EXIT_USAGE;
+        }
+        int k = cli_kind_option(&o->kind, opt, optarg, cmd);
+        if (k < 0)
+            return EXIT_USAGE;
+        if (k > 0)
+            continue;
+        switch (opt) {
+        case 'u':
+            o->url = optarg;
+            break;
+        case 'n':
+            nonblock = 1;
+            o->wait_ms = 0;
+            break;
+        case 'w':
+            wait = 1;
+            if (cli_duration_ms(optarg, &o->wait_ms) != 0)
+                return bad_value(cmd, name, optarg, "not a duration");
+            break;
+        case 'l':
+            if (cli_duration_ms(optarg, &o->lease_ms) != 0 || o->lease_ms <= 0)
+                return bad_value(cmd, name, optarg, "the lease must be a duration > 0");
+            break;
+        case 'E': {
+            long code = strtol(optarg, &end, 10);
+            if (*end != '\0' || end == optarg || code < 0 || code > 255)
+                return bad_value(cmd, name, optarg, "want an exit code 0..255");
+            o->conflict_code = (int) code;
+            break;
+        }
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'o':
+        case 't':
+            o->owner = optarg;
+            break;
+        case CLI_OPT_FORCE:
+            o->force = 1;
+            break;
+        case CLI_OPT_JSON:
+            o->json = 1;
+            break;
+        case CLI_OPT_CHECK:
+            o->check = 1;
+            break;
+        case CLI_OPT_GRACE:
+            if (cli_duration_ms(optarg, &o->grace_ms) != 0)
+                return bad_value(cmd, name, optarg, "not a duration");
+            break;
+        case 'c':
+            if (o->shell != NULL) {
+                fprintf(stderr, "dlock %s: -c given twice: give one command string\n", cmd);
+                return EXIT_USAGE;
+            }
+            o->shell = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        }
+    }
+    if (nonblock && wait) {
+        fprintf(stderr,
+                "dlock %s: -n (do not wait) and -w (wait so long) contradict each other: give "
+                "one\n",
+                cmd);
+        return EXIT_USAGE;
+    }
+    if (o->json && o->quiet) {
+        fprintf(stderr, "dlock %s: --json prints a document and -q prints nothing: give one\n",
+                cmd);
+        return EXIT_USAGE;
+    }
+    if (cli_kind_check(&o->kind, cmd, (accepted & CLI_MULTI) != 0) != 0)
+        return EXIT_USAGE;
+    o->url = cli_url(o->url);
+    *first = optind;
+    return -1;
+}
