@@ -848,6 +848,55 @@ test_bad_input()
     done
 }
 
+# A server that accepts connections and never answers is unreachable, never
+# a lock held by someone else: -E 0 must not turn it into success.
+test_silent_server_is_unreachable()
+{
+    local port pid
+    python3 -c '
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])' >"$TMP/t/silent" &
+    pid=$!
+    BG_PIDS+=("$pid")
+    wait_until 5 test -s "$TMP/t/silent" || fail "the silent server did not start"
+    port=$(head -1 "$TMP/t/silent")
+    expect_rc "run -n -E 0 against a silent server" 69 \
+        dl run -u "redis://127.0.0.1:$port?timeout=500ms" -n -q -E 0 job -- echo ran
+    expect_eq "the command did not run" "" "$(cat "$TMP/out")"
+    expect_match "says so" "no reply" "$(cat "$TMP/err")"
+    kill "$pid" 2>/dev/null
+}
+
+# The command does not inherit dlock's connections to the store.
+test_command_inherits_no_sockets()
+{
+    expect_rc "run a command listing its fds" 0 \
+        dl run fdtest -- sh -c 'ls -l /proc/$$/fd'
+    if grep -q 'socket:' "$TMP/out"; then
+        fail "the command inherited sockets: $(grep socket: "$TMP/out" | tr '\n' ' ')"
+    fi
+}
+
+# One duration syntax for flags and URL options: a bare number is seconds.
+test_durations()
+{
+    expect_rc "-w 1h" 0 dl run -w 1h d-ok -- true
+    expect_rc "-w 250ms" 0 dl run -w 250ms d-ok -- true
+    expect_rc "-l 1.5" 0 dl run -l 1.5 d-ok -- true
+    local bad
+    for bad in 0x10 1e3 ' 1' -1 1d inf 1.; do
+        expect_rc "-w '$bad'" 64 dl run -w "$bad" d-bad -- true
+    done
+    expect_rc "URL lease=1h" 0 dl run -u "$DLOCK_URL?lease=1h" d-ok -- true
+    expect_rc "URL lease=1e3" 64 dl run -u "$DLOCK_URL?lease=1e3" d-bad -- true
+}
+
 # ------------------------------------------------------------ tests: interop
 
 test_simple_mode()
@@ -987,6 +1036,9 @@ run_test test_options_consistent
 run_test test_scripts_run_by_digest
 run_test test_names
 run_test test_bad_input
+run_test test_silent_server_is_unreachable
+run_test test_command_inherits_no_sockets
+run_test test_durations
 run_test test_simple_mode
 run_test test_unix_socket
 run_test test_kinds_read_write

@@ -100,8 +100,9 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 
-/* Parses "1.5", "250ms", "2s", "1m" into milliseconds (plain numbers are
- * seconds, as with flock -w). Returns 0, or -1 if malformed or negative. */
+/* Parses a duration with dlock_parse_duration(): "1.5", "250ms", "2s", "1m",
+ * "1h" (plain numbers are seconds, as with flock -w; the URL's options read
+ * the same). Returns 0, or -1 if it is not one. */
 int cli_duration_ms(const char *text, int64_t *ms);
 
 /* ---------------------------------------------------------------- output */

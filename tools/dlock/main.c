@@ -34,28 +34,8 @@ const char *cli_url(const char *flag)
 
 int cli_duration_ms(const char *text, int64_t *ms)
 {
-    char *end;
-    double v, scale = 1000;
-
-    if (text == NULL || *text == '\0')
-        return -1;
-    errno = 0;
-    v = strtod(text, &end);
-    if (errno != 0 || end == text || !(v >= 0) || isinf(v))
-        return -1;
-    if (strcmp(end, "ms") == 0)
-        scale = 1;
-    else if (strcmp(end, "s") == 0 || *end == '\0')
-        scale = 1000;
-    else if (strcmp(end, "m") == 0)
-        scale = 60000;
-    else
-        return -1;
-    v *= scale;
-    if (v > 1e15)
-        return -1;
-    *ms = (int64_t) llround(v);
-    return 0;
+    /* the library's syntax, the same as the URL's: one rule everywhere */
+    return dlock_parse_duration(text, ms) == DLOCK_OK ? 0 : -1;
 }
 
 void cli_print_text(const char *text)
