@@ -13,10 +13,16 @@
 #ifdef DLOCK_WITH_REDIS
 extern const dlock__backend dlock__redis_backend;
 #endif
+#ifdef DLOCK_WITH_ZOOKEEPER
+extern const dlock__backend dlock__zk_backend;
+#endif
 
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
     &dlock__redis_backend,
+#endif
+#ifdef DLOCK_WITH_ZOOKEEPER
+    &dlock__zk_backend,
 #endif
     NULL,
 };
@@ -31,7 +37,8 @@ static const struct {
      "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"rediss", "TLS (rediss://) needs hiredis >= 1.0 built with SSL; Debian 12's hiredis 0.14 has "
                "no TLS"},
-    {"zk", "this build of dlock has no ZooKeeper backend"},
+    {"zk", "this build of dlock has no ZooKeeper backend (configure with "
+           "-DDLOCK_WITH_ZOOKEEPER=ON)"},
     {"etcd", "this build of dlock has no etcd backend"},
 };
 

@@ -1,0 +1,808 @@
+/* conn.c - a ZooKeeper session and its requests. See conn.h.
+ *
+ * Lifetimes. The core's session (dlock__session) keeps a reference to the
+ * connection as its data, so that the renewal thread may use the connection
+ * as long as it may see the session; the connection holds the store's
+ * reference to the session until it ends. A connection ends its session when
+ * ZooKeeper says it expired, when authentication fails, or when it is killed
+ * (the core gave up on it, or the store closes). Its handle is closed when
+ * the last reference goes, but never on one of ZooKeeper's own threads (a
+ * completion or a watcher may drop the last reference): handles to close go
+ * to a graveyard, emptied by the next call from any other thread.
+ *
+ * Watches. A predecessor watch has a small context naming the waiter's
+ * token; the watcher posts a recheck for it on the board. ZooKeeper calls a
+ * watcher once for its node event, and also for session events; a context is
+ * freed after its node event, after the session's end, or with the
+ * connection. */
+#define _GNU_SOURCE
+#include "conn.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_PORTS 16
+
+typedef struct zwatch {
+    struct zwatch *prev, *next;
+    dlock__zconn *conn;
+    char token[72];
+} zwatch;
+
+enum { CONNECTING, CONNECTED, DEAD };
+
+struct dlock__zconn {
+    _Atomic int refs;
+    pthread_rwlock_t use; /* readers: calls on zh; writer: closing it */
+    zhandle_t *zh;        /* NULL once closed */
+    pthread_mutex_t mu; /* state, why, watches */
+    pthread_cond_t cv;  /* state changes */
+    int state;
+    int auth_failed;
+    int64_t id;
+    dlock__session *session; /* the store's reference, until it ends */
+    dlock__board *board;
+    char label[256];
+    char why[200];
+    int ports[MAX_PORTS];
+    size_t nports;
+    zwatch watches; /* sentinel */
+};
+
+struct dlock__zreq {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    _Atomic int refs; /* the waiter's and the completion's */
+    int done;
+    dlock__zconn *conn; /* a reference, while in flight */
+    dlock__zresult res;
+    /* multi */
+    zoo_op_t *ops;
+    zoo_op_result_t *results;
+    char **strings; /* copies the ops point to */
+    int nstrings;
+};
+
+/* ---------------------------------------------------------------- graveyard */
+
+static pthread_mutex_t graveyard_mu = PTHREAD_MUTEX_INITIALIZER;
+static dlock__zconn *graveyard[64];
+static size_t ngraveyard;
+
+/* Closes the handle now (not on a ZooKeeper thread): the server ends the
+ * session and deletes its nodes. Requests in flight complete with ZCLOSING. */
+static void close_handle(dlock__zconn *c)
+{
+    pthread_rwlock_wrlock(&c->use);
+    zhandle_t *zh = c->zh;
+    c->zh = NULL;
+    if (zh != NULL)
+        zookeeper_close(zh); /* no callback of it runs after this */
+    pthread_rwlock_unlock(&c->use);
+}
+
+static void destroy(dlock__zconn *c)
+{
+    close_handle(c);
+    while (c->watches.next != &c->watches) {
+        zwatch *w = c->watches.next;
+        w->next->prev = w->prev;
+        w->prev->next = w->next;
+        free(w);
+    }
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    pthread_rwlock_destroy(&c->use);
+    free(c);
+}
+
+/* Closes the handles of connections that went while on ZooKeeper's
+ * threads. Call from any other thread. */
+static void reap(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&graveyard_mu);
+        dlock__zconn *c = ngraveyard > 0 ? graveyard[--ngraveyard] : NULL;
+        pthread_mutex_unlock(&graveyard_mu);
+        if (c == NULL)
+            return;
+        destroy(c);
+    }
+}
+
+void dlock__zconn_ref(dlock__zconn *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+}
+
+/* Drops a reference from anywhere, ZooKeeper's threads included. */
+static void unref_deferred(dlock__zconn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    pthread_mutex_lock(&graveyard_mu);
+    if (ngraveyard < sizeof graveyard / sizeof graveyard[0]) {
+        graveyard[ngraveyard++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&graveyard_mu);
+    if (c != NULL)
+        destroy(c); /* the graveyard is full: only ever on the caller's thread */
+}
+
+void dlock__zconn_unref(dlock__zconn *c)
+{
+    if (c != NULL)
+        unref_deferred(c);
+    reap();
+}
+
+/* ---------------------------------------------------------------- session */
+
+/* With mu held: the connection is dead; its session ends (once). */
+static void die_locked(dlock__zconn *c, const char *why)
+{
+    if (c->state == DEAD)
+        return;
+    c->state = DEAD;
+    snprintf(c->why, sizeof c->why, "%s", why);
+    pthread_cond_broadcast(&c->cv);
+}
+
+static void end_session(dlock__zconn *c, const char *why)
+{
+    pthread_mutex_lock(&c->mu);
+    dlock__session *s = c->session;
+    c->session = NULL;
+    die_locked(c, why);
+    pthread_mutex_unlock(&c->mu);
+    if (s != NULL) {
+        char text[300];
+        snprintf(text, sizeof text, "%s: %s", c->label, why);
+        dlock__session_end(s, text);
+    }
+}
+
+/* Sets close-on-exec on the sockets connected to a ZooKeeper port: the
+ * client library opens them without it, and a command run under a lock
+ * must not inherit them. */
+static void close_on_exec(const dlock__zconn *c)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name);
+        struct stat st;
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        if (fd <= 2 || fd == dirfd(d) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+            getpeername(fd, (struct sockaddr *) &peer, &len) != 0)
+            continue;
+        int port = peer.ss_family == AF_INET    ? ntohs(((struct sockaddr_in *) &peer)->sin_port)
+                   : peer.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *) &peer)->sin6_port)
+                                                : 0;
+        for (size_t i = 0; i < c->nports; i++) {
+            if (port == c->ports[i])
+                fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+        }
+    }
+    closedir(d);
+}
+
+/* The handle's global watcher: session events only. */
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    dlock__zconn *c = ctx;
+
+    (void) path;
+    if (type != ZOO_SESSION_EVENT)
+        return;
+    if (state == ZOO_CONNECTED_STATE) {
+        close_on_exec(c);
+        pthread_mutex_lock(&c->mu);
+        if (c->state == CONNECTING) {
+            c->state = CONNECTED;
+            c->id = zoo_client_id(zh)->client_id;
+            pthread_cond_broadcast(&c->cv);
+        }
+        pthread_mutex_unlock(&c->mu);
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+        end_session(c, "the ZooKeeper session expired");
+        dlock__board_recheck(c->board, NULL); /* waiters: their nodes are gone */
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+        pthread_mutex_lock(&c->mu);
+        c->auth_failed = 1;
+        pthread_mutex_unlock(&c->mu);
+        end_session(c, "authentication failed");
+        dlock__board_recheck(c->board, NULL);
+    }
+}
+
+static void quiet_log(const char *message)
+{
+    (void) message; /* the library's own log would go to stderr */
+}
+
+static void free_session_data(void *data)
+{
+    unref_deferred(data);
+}
+
+static void parse_ports(dlock__zconn *c, const char *hosts)
+{
+    for (const char *p = hosts; p != NULL && *p != '\0' && c->nports < MAX_PORTS;) {
+        const char *end = strchr(p, ','), *colon = NULL;
+        for (const char *q = p; *q != '\0' && (end == NULL || q < end); q++) {
+            if (*q == ':')
+                colon = q;
+        }
+        if (colon != NULL)
+            c->ports[c->nports++] = atoi(colon + 1);
+        p = end != NULL ? end + 1 : NULL;
+    }
+}
+
+int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
+{
+    dlock__zconn *c = calloc(1, sizeof *c);
+    pthread_condattr_t attr;
+    sigset_t all, old;
+    int rc;
+
+    *out = NULL;
+    reap();
+    if (c == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    atomic_init(&c->refs, 1);
+    pthread_rwlock_init(&c->use, NULL);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    c->watches.prev = c->watches.next = &c->watches;
+    c->board = cfg->board;
+    snprintf(c->label, sizeof c->label, "%s", cfg->label);
+    parse_ports(c, cfg->hosts);
+
+    int64_t sent = dlock__now_us();
+    /* Its threads inherit this mask: the host program's signals stay with
+     * the host program's threads. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    c->zh = zookeeper_init2(cfg->hosts, session_watcher, (int) cfg->session_ms, NULL, c, 0,
+                            quiet_log);
+    int saved = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (c->zh == NULL) {
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s",
+                         cfg->label, strerror(saved));
+        goto fail;
+    }
+    pthread_mutex_lock(&c->mu);
+    struct timespec until = dlock__timespec(sent + cfg->connect_ms * 1000);
+    while (c->state == CONNECTING &&
+           pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
+        ;
+    int state = c->state, auth_failed = c->auth_failed;
+    pthread_mutex_unlock(&c->mu);
+    if (state != CONNECTED) {
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no ZooKeeper session within %lld ms", cfg->label,
+                         (long long) cfg->connect_ms);
+        goto fail;
+    }
+    if (cfg->auth != NULL) {
+        /* digest auth: answered before any later request */
+        if (zoo_add_auth(c->zh, "digest", cfg->auth, (int) strlen(cfg->auth), NULL, NULL) != ZOK) {
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot send the credentials", cfg->label);
+            goto fail;
+        }
+        dlock__zresult r = {0};
+        int zrc = ZOK;
+        dlock__zreq *q = dlock__zreq_exists(c, "/", &zrc);
+        if (q != NULL)
+            zrc = dlock__zreq_wait(q, dlock__now_us() + cfg->connect_ms * 1000, &r);
+        dlock__zresult_clear(&r);
+        pthread_mutex_lock(&c->mu);
+        auth_failed = c->auth_failed;
+        pthread_mutex_unlock(&c->mu);
+        if (auth_failed || zrc == ZAUTHFAILED) {
+            rc = dlock__fail(DLOCK_ESERVER, "%s: authentication failed (digest user:password)",
+                             cfg->label);
+            goto fail;
+        }
+    }
+    /* The negotiated timeout bounds the session; it is valid from before
+     * we asked for it. */
+    int64_t timeout_ms = zoo_recv_timeout(c->zh);
+    dlock__zconn_ref(c); /* the session's data */
+    rc = dlock__session_start(cfg->sessions, timeout_ms, sent, c, free_session_data, &c->session);
+    if (rc != DLOCK_OK) {
+        unref_deferred(c);
+        goto fail;
+    }
+    *out = c;
+    return DLOCK_OK;
+
+fail:
+    pthread_mutex_lock(&c->mu);
+    die_locked(c, "could not connect");
+    pthread_mutex_unlock(&c->mu);
+    unref_deferred(c);
+    reap();
+    return rc;
+}
+
+int dlock__zconn_alive(dlock__zconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int alive = c->state == CONNECTED && c->session != NULL && dlock__session_alive(c->session);
+    pthread_mutex_unlock(&c->mu);
+    return alive;
+}
+
+void dlock__zconn_kill(dlock__zconn *c, const char *why)
+{
+    end_session(c, why);
+    close_handle(c);
+    reap();
+}
+
+dlock__session *dlock__zconn_session(dlock__zconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    dlock__session *s = c->session;
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+int64_t dlock__zconn_id(dlock__zconn *c)
+{
+    return c->id;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+void dlock__zresult_clear(dlock__zresult *r)
+{
+    free(r->path);
+    for (int i = 0; i < r->nchildren; i++)
+        free(r->children[i]);
+    free(r->children);
+    free(r->data);
+    for (int i = 0; i < r->nops; i++)
+        free(r->op_paths[i]);
+    free(r->op_paths);
+    free(r->op_errors);
+    memset(r, 0, sizeof *r);
+}
+
+/* Starts a call on c's handle unless it was closed: `call` names the
+ * handle ZH. */
+#define start(c, call)                                                                             \
+    ({                                                                                             \
+        pthread_rwlock_rdlock(&(c)->use);                                                          \
+        zhandle_t *ZH = (c)->zh;                                                                   \
+        int zrc_ = ZH != NULL ? (call) : ZINVALIDSTATE;                                            \
+        pthread_rwlock_unlock(&(c)->use);                                                          \
+        zrc_;                                                                                      \
+    })
+
+static dlock__zreq *req_new(dlock__zconn *c)
+{
+    dlock__zreq *q = calloc(1, sizeof *q);
+    pthread_condattr_t attr;
+
+    if (q == NULL)
+        return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    atomic_init(&q->refs, 2);
+    dlock__zconn_ref(c);
+    q->conn = c;
+    return q;
+}
+
+static void req_unref(dlock__zreq *q)
+{
+    if (atomic_fetch_sub(&q->refs, 1) != 1)
+        return;
+    dlock__zresult_clear(&q->res);
+    for (int i = 0; i < q->nstrings; i++)
+        free(q->strings[i]);
+    free(q->strings);
+    free(q->ops);
+    free(q->results);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    unref_deferred(q->conn);
+    free(q);
+}
+
+/* The completion's part: the result is in, wake the waiter. */
+static void req_done(dlock__zreq *q, int rc)
+{
+    pthread_mutex_lock(&q->mu);
+    q->res.rc = rc;
+    q->done = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    req_unref(q);
+}
+
+/* The request could not be sent: no completion will come. */
+static dlock__zreq *req_not_sent(dlock__zreq *q, int zrc, int *rc)
+{
+    *rc = zrc;
+    req_unref(q);
+    req_unref(q);
+    return NULL;
+}
+
+static void on_void(int rc, const void *data)
+{
+    req_done((dlock__zreq *) data, rc);
+}
+
+static void on_stat(int rc, const struct Stat *stat, const void *data)
+{
+    dlock__zreq *q = (dlock__zreq *) data;
+    if (rc == ZOK && stat != NULL) {
+        q->res.stat = *stat;
+        q->res.have_stat = 1;
+    }
+    req_done(q, rc);
+}
+
+static void on_data(int rc, const char *value, int len, const struct Stat *stat, const void *data)
+{
+    dlock__zreq *q = (dlock__zreq *) data;
+    if (rc == ZOK) {
+        if (stat != NULL) {
+            q->res.stat = *stat;
+            q->res.have_stat = 1;
+        }
+        if (value != NULL && len > 0 && (q->res.data = malloc((size_t) len + 1)) != NULL) {
+            memcpy(q->res.data, value, (size_t) len);
+            q->res.data[len] = '\0';
+            q->res.datalen = len;
+        }
+    }
+    req_done(q, rc);
+}
+
+static void on_created(int rc, const char *path, const struct Stat *stat, const void *data)
+{
+    dlock__zreq *q = (dlock__zreq *) data;
+    if (rc == ZOK) {
+        if (stat != NULL) {
+            q->res.stat = *stat;
+            q->res.have_stat = 1;
+        }
+        q->res.path = path != NULL ? strdup(path) : NULL;
+        if (q->res.path == NULL)
+            rc = ZSYSTEMERROR;
+    }
+    req_done(q, rc);
+}
+
+static void on_children(int rc, const struct String_vector *v, const void *data)
+{
+    dlock__zreq *q = (dlock__zreq *) data;
+    if (rc == ZOK && v != NULL && v->count > 0) {
+        q->res.children = calloc((size_t) v->count, sizeof *q->res.children);
+        if (q->res.children == NULL) {
+            rc = ZSYSTEMERROR;
+        } else {
+            for (int i = 0; i < v->count; i++) {
+                q->res.children[i] = strdup(v->data[i]);
+                if (q->res.children[i] == NULL) {
+                    rc = ZSYSTEMERROR;
+                    break;
+                }
+                q->res.nchildren++;
+            }
+        }
+    }
+    req_done(q, rc);
+}
+
+static void on_multi(int rc, const void *data)
+{
+    dlock__zreq *q = (dlock__zreq *) data;
+    q->res.op_errors = calloc((size_t) q->res.nops, sizeof *q->res.op_errors);
+    q->res.op_paths = calloc((size_t) q->res.nops, sizeof *q->res.op_paths);
+    if (q->res.op_errors == NULL || q->res.op_paths == NULL) {
+        rc = ZSYSTEMERROR;
+    } else {
+        for (int i = 0; i < q->res.nops; i++) {
+            q->res.op_errors[i] = q->results[i].err;
+            if (q->ops[i].type == ZOO_CREATE_OP && q->results[i].err == ZOK)
+                q->res.op_paths[i] = strdup(q->results[i].value);
+        }
+    }
+    req_done(q, rc);
+}
+
+dlock__zreq *dlock__zreq_create(dlock__zconn *c, const char *path, const char *data, int datalen,
+                                int mode, int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    int zrc = start(c, zoo_acreate2(ZH, path, data, datalen, &ZOO_OPEN_ACL_UNSAFE, mode, on_created, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
+dlock__zreq *dlock__zreq_delete(dlock__zconn *c, const char *path, int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    int zrc = start(c, zoo_adelete(ZH, path, -1, on_void, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
+dlock__zreq *dlock__zreq_exists(dlock__zconn *c, const char *path, int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    int zrc = start(c, zoo_aexists(ZH, path, 0, on_stat, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
+dlock__zreq *dlock__zreq_get(dlock__zconn *c, const char *path, int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    int zrc = start(c, zoo_aget(ZH, path, 0, on_data, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
+dlock__zreq *dlock__zreq_children(dlock__zconn *c, const char *path, int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    int zrc = start(c, zoo_aget_children(ZH, path, 0, on_children, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
+/* A predecessor watch fired (or the session changed). */
+static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    zwatch *w = ctx;
+    dlock__zconn *c = w->conn;
+
+    (void) zh, (void) path;
+    if (type == ZOO_SESSION_EVENT && state != ZOO_EXPIRED_SESSION_STATE &&
+        state != ZOO_AUTH_FAILED_STATE)
+        return; /* disconnected or reconnected: the watch stays */
+    dlock__board_recheck(c->board, w->token);
+    pthread_mutex_lock(&c->mu);
+    w->next->prev = w->prev;
+    w->prev->next = w->next;
+    pthread_mutex_unlock(&c->mu);
+    free(w);
+}
+
+/* A watch context, linked to its connection. */
+static zwatch *watch_new(dlock__zconn *c, const char *token)
+{
+    zwatch *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->conn = c;
+    snprintf(w->token, sizeof w->token, "%s", token);
+    pthread_mutex_lock(&c->mu);
+    w->next = c->watches.next;
+    w->prev = &c->watches;
+    c->watches.next->prev = w;
+    c->watches.next = w;
+    pthread_mutex_unlock(&c->mu);
+    return w;
+}
+
+/* The request that would have set w failed (a missing node sets no watch). */
+static void watch_unset(zwatch *w)
+{
+    dlock__zconn *c = w->conn;
+    pthread_mutex_lock(&c->mu);
+    w->next->prev = w->prev;
+    w->prev->next = w->next;
+    pthread_mutex_unlock(&c->mu);
+    free(w);
+}
+
+/* A request that sets a watch: the context goes if the watch was not set. */
+typedef struct watch_req {
+    dlock__zreq *q;
+    zwatch *w;
+} watch_req;
+
+static void on_watch_data(int rc, const char *value, int len, const struct Stat *stat,
+                          const void *data)
+{
+    watch_req *wr = (watch_req *) data;
+    dlock__zreq *q = wr->q;
+    if (rc != ZOK)
+        watch_unset(wr->w);
+    free(wr);
+    on_data(rc, value, len, stat, q);
+}
+
+static void on_watch_children(int rc, const struct String_vector *v, const void *data)
+{
+    watch_req *wr = (watch_req *) data;
+    dlock__zreq *q = wr->q;
+    if (rc != ZOK)
+        watch_unset(wr->w);
+    free(wr);
+    on_children(rc, v, q);
+}
+
+static dlock__zreq *watched(dlock__zconn *c, const char *path, const char *token, int children,
+                            int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    zwatch *w = q != NULL ? watch_new(c, token) : NULL;
+    watch_req *wr = w != NULL ? malloc(sizeof *wr) : NULL;
+
+    if (wr == NULL) {
+        if (w != NULL)
+            watch_unset(w);
+        if (q != NULL)
+            return req_not_sent(q, ZSYSTEMERROR, rc);
+        return *rc = ZSYSTEMERROR, NULL;
+    }
+    wr->q = q;
+    wr->w = w;
+    int zrc = children ? start(c, zoo_awget_children(ZH, path, watch_fired, w, on_watch_children, wr))
+                       : start(c, zoo_awget(ZH, path, watch_fired, w, on_watch_data, wr));
+    if (zrc == ZOK)
+        return q;
+    watch_unset(w);
+    free(wr);
+    return req_not_sent(q, zrc, rc);
+}
+
+dlock__zreq *dlock__zreq_watch(dlock__zconn *c, const char *path, const char *token, int *rc)
+{
+    return watched(c, path, token, 0, rc);
+}
+
+dlock__zreq *dlock__zreq_watch_children(dlock__zconn *c, const char *path, const char *token,
+                                        int *rc)
+{
+    return watched(c, path, token, 1, rc);
+}
+
+static char *keep(dlock__zreq *q, const char *s, int len)
+{
+    if (s == NULL)
+        return NULL;
+    char *copy = malloc(len >= 0 ? (size_t) len + 1 : strlen(s) + 1);
+    if (copy == NULL)
+        return NULL;
+    if (len >= 0) {
+        memcpy(copy, s, (size_t) len);
+        copy[len] = '\0';
+    } else {
+        strcpy(copy, s);
+    }
+    q->strings[q->nstrings++] = copy;
+    return copy;
+}
+
+dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int *rc)
+{
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    q->ops = calloc((size_t) n, sizeof *q->ops);
+    q->results = calloc((size_t) n, sizeof *q->results);
+    q->strings = calloc((size_t) n * 3, sizeof *q->strings);
+    if (q->ops == NULL || q->results == NULL || q->strings == NULL)
+        return req_not_sent(q, ZSYSTEMERROR, rc);
+    q->res.nops = n;
+    for (int i = 0; i < n; i++) {
+        q->ops[i] = ops[i];
+        if (ops[i].type == ZOO_CREATE_OP) {
+            q->ops[i].create_op.path = keep(q, ops[i].create_op.path, -1);
+            q->ops[i].create_op.data =
+                keep(q, ops[i].create_op.data, ops[i].create_op.datalen);
+            q->ops[i].create_op.buflen = ops[i].create_op.buflen;
+            q->ops[i].create_op.buf = malloc((size_t) ops[i].create_op.buflen);
+            if (q->ops[i].create_op.buf != NULL)
+                q->strings[q->nstrings++] = q->ops[i].create_op.buf;
+            if (q->ops[i].create_op.path == NULL || q->ops[i].create_op.buf == NULL)
+                return req_not_sent(q, ZSYSTEMERROR, rc);
+            q->results[i].value = q->ops[i].create_op.buf;
+            q->results[i].valuelen = q->ops[i].create_op.buflen;
+        } else if (ops[i].type == ZOO_DELETE_OP) {
+            q->ops[i].delete_op.path = keep(q, ops[i].delete_op.path, -1);
+            if (q->ops[i].delete_op.path == NULL)
+                return req_not_sent(q, ZSYSTEMERROR, rc);
+        }
+    }
+    int zrc = start(c, zoo_amulti(ZH, n, q->ops, q->results, on_multi, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
+int dlock__zreq_wait(dlock__zreq *q, int64_t deadline_us, dlock__zresult *out)
+{
+    memset(out, 0, sizeof *out);
+    if (q == NULL) {
+        out->rc = ZSYSTEMERROR;
+        return out->rc;
+    }
+    struct timespec until = dlock__timespec(deadline_us);
+    pthread_mutex_lock(&q->mu);
+    while (!q->done && pthread_cond_timedwait(&q->cv, &q->mu, &until) != ETIMEDOUT)
+        ;
+    if (q->done) {
+        *out = q->res;
+        memset(&q->res, 0, sizeof q->res);
+    } else {
+        out->rc = ZOPERATIONTIMEOUT;
+    }
+    pthread_mutex_unlock(&q->mu);
+    req_unref(q);
+    return out->rc;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+int dlock__zk_fail(int zrc, const char *label, const char *what)
+{
+    int code;
+    switch (zrc) {
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+    case ZCLOSING:
+    case ZSESSIONEXPIRED:
+    case ZSESSIONMOVED:
+    case ZINVALIDSTATE:
+        code = DLOCK_EUNREACHABLE;
+        break;
+    case ZNOAUTH:
+    case ZAUTHFAILED:
+        code = DLOCK_ESERVER;
+        break;
+    case ZBADARGUMENTS:
+        code = DLOCK_EINVAL;
+        break;
+    case ZSYSTEMERROR:
+        code = DLOCK_ENOMEM;
+        break;
+    default:
+        code = DLOCK_ESERVER;
+        break;
+    }
+    return dlock__fail(code, "%s: %s: %s", label, what,
+                       zrc == ZOPERATIONTIMEOUT ? "no reply within the command timeout"
+                                                : zerror(zrc));
+}

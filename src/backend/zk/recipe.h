@@ -1,0 +1,58 @@
+/* recipe.h - the lock recipe's names and order, as Apache Curator writes and
+ * reads them, so that dlock and Curator exclude one another on one path.
+ *
+ * A contender creates an EPHEMERAL_SEQUENTIAL child of the lock's path,
+ * named "_c_" + a random UUID + "-" + a marker, to which ZooKeeper appends a
+ * 10-digit sequence number:
+ *
+ *   mutex (InterProcessMutex)               _c_<uuid>-lock-0000000042
+ *   read-write (InterProcessReadWriteLock)  _c_<uuid>-__READ__0000000043
+ *                                           _c_<uuid>-__WRIT__0000000044
+ *   semaphore (InterProcessSemaphoreV2)     leases/_c_<uuid>-lease-0000000007
+ *                                           (admission: locks/_c_<uuid>-lock-...)
+ *
+ * Contenders are ranked as Curator ranks them: every child of the path, by
+ * the text after the last marker in its name (the whole name if it has
+ * none), compared as strings. The first holds the mutex; any other watches
+ * the one just before it. Nothing here does I/O. */
+#ifndef DLOCK_ZK_RECIPE_H
+#define DLOCK_ZK_RECIPE_H
+
+#include <stddef.h>
+
+enum dlock__zk_marker {
+    DLOCK__ZK_LOCK,  /* "lock-" */
+    DLOCK__ZK_READ,  /* "__READ__" */
+    DLOCK__ZK_WRITE, /* "__WRIT__" */
+    DLOCK__ZK_LEASE, /* "lease-" */
+};
+
+/* The marker's text. */
+const char *dlock__zk_marker_text(enum dlock__zk_marker m);
+
+/* Writes "_c_<uuid>-<marker>" into buf (at least 64 bytes). uuid is 36
+ * characters. */
+void dlock__zk_node_prefix(char *buf, size_t len, const char *uuid, enum dlock__zk_marker m);
+
+/* A fresh random UUID (version 4, lower-case, 36 characters + NUL). Returns
+ * 0, or -1 if the kernel gave no randomness. */
+int dlock__zk_uuid(char out[37]);
+
+/* The key a child is ranked by among contenders that use `markers` (the
+ * read-write lock ranks by either of its two markers). */
+const char *dlock__zk_sort_key(const char *child, const enum dlock__zk_marker *markers,
+                               size_t nmarkers);
+
+/* Sorts children in place by their sort keys. */
+void dlock__zk_rank(char **children, size_t n, const enum dlock__zk_marker *markers,
+                    size_t nmarkers);
+
+/* Whether child was made by the contender whose node name starts with
+ * "_c_<uuid>-" (Curator's protection: finding one's node after a connection
+ * loss during its create). */
+int dlock__zk_is_ours(const char *child, const char *uuid);
+
+/* Whether child holds the write marker (a writer of a read-write lock). */
+int dlock__zk_is_writer(const char *child);
+
+#endif

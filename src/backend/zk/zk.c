@@ -1,0 +1,1041 @@
+/* zk.c - the ZooKeeper backend: zk://host:port[,host:port...][/base][?options].
+ *
+ * Locks are Apache Curator's recipes (recipe.h), so that dlock and Curator
+ * exclude one another on the same path: the lock `name` under the URL's base
+ * is the znode BASE/name, and each contender creates an ephemeral sequential
+ * child there. A contender holds the lock when it ranks first (a mutex), or
+ * when no writer ranks ahead of it (a reader); any other watches the one
+ * just ahead of it, so a release wakes one waiter, never all.
+ *
+ * Liveness is the client's ZooKeeper session (conn.h): every grant names it,
+ * and the core reports every lock lost when the session expires or could
+ * have expired (its validity is counted from the last round trip that
+ * succeeded). The fencing token is the holder node's creation zxid (czxid):
+ * ZooKeeper orders every write of the ensemble by zxid, and a later holder's
+ * node was created after every earlier holder's, so fences strictly
+ * increase from holder to holder, as long as the ensemble keeps its data.
+ *
+ * State per handle (zlock): the node it created for its current wait or
+ * hold. The renewal thread reads it to check a hold, so it is guarded by the
+ * lock's mutex. A node whose delete could not be confirmed is deleted again
+ * in the background (with each renewal) until it is gone or its session is:
+ * a node is never left to block others while the session lives. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../backend.h"
+#include "conn.h"
+#include "recipe.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_PORT       2181
+#define DEFAULT_BASE       "/dlock"
+#define DEFAULT_CONNECT_MS 5000
+#define PATH_MAX_LEN       1024
+#define MAX_PENDING        1024
+
+extern const dlock__backend dlock__zk_backend;
+
+/* A node to delete again, in the session it belongs to. */
+typedef struct pending_delete {
+    dlock__zconn *conn;
+    char *node;
+} pending_delete;
+
+/* A hold of a read-write lock in this client: a reader asking to write gets
+ * EDEADLK, and a writer's own read hold passes its write node (downgrade). */
+typedef struct rw_hold {
+    struct rw_hold *next;
+    char *node; /* full path */
+    char *token;
+    int writer;
+} rw_hold;
+
+typedef struct zstore {
+    dlock__store base;
+    dlock__zconn_cfg cfg;
+    char *hosts, *auth, *base_path, *label;
+    int64_t timeout_ms;
+
+    pthread_mutex_t mu; /* conn, connecting, pending, rw_holds */
+    pthread_cond_t cv;
+    dlock__zconn *conn; /* the current session (a reference), NULL before the first */
+    int connecting;
+    pending_delete pending[MAX_PENDING];
+    size_t npending;
+    rw_hold *rw_holds;
+} zstore;
+
+typedef struct zlock {
+    dlock__store_lock base;
+    char *path; /* BASE/name */
+    pthread_mutex_t mu; /* node, conn, czxid: read by the renewal thread */
+    char *node;         /* our node for the current wait or hold (full path) */
+    dlock__zconn *conn; /* the session it lives in (a reference) */
+    int64_t czxid;
+    char uuid[37];      /* of the node being made */
+    int create_unknown; /* a create whose outcome is unknown: look for it first */
+} zlock;
+
+#define ZSTORE(s) DLOCK__STORE_OF(zstore, s)
+#define ZLOCK(l)  DLOCK__STORE_OF(zlock, l)
+
+static int64_t deadline_of(const zstore *z, int64_t deadline_us)
+{
+    int64_t cap = dlock__now_us() + z->timeout_ms * 1000;
+    return deadline_us < cap ? deadline_us : cap;
+}
+
+/* ---------------------------------------------------------------- the session */
+
+/* The current session, opened if there is none alive. *out is a reference. */
+static int get_conn(zstore *z, dlock__zconn **out)
+{
+    int rc = DLOCK_OK;
+
+    pthread_mutex_lock(&z->mu);
+    for (;;) {
+        if (z->conn != NULL && dlock__zconn_alive(z->conn)) {
+            dlock__zconn_ref(z->conn);
+            *out = z->conn;
+            pthread_mutex_unlock(&z->mu);
+            return DLOCK_OK;
+        }
+        if (!z->connecting)
+            break;
+        pthread_cond_wait(&z->cv, &z->mu); /* another thread opens it */
+    }
+    z->connecting = 1;
+    dlock__zconn *old = z->conn;
+    z->conn = NULL;
+    pthread_mutex_unlock(&z->mu);
+    if (old != NULL) {
+        dlock__zconn_kill(old, "replaced by a new session");
+        dlock__zconn_unref(old);
+    }
+    dlock__zconn *c = NULL;
+    rc = dlock__zconn_open(&z->cfg, &c);
+    pthread_mutex_lock(&z->mu);
+    z->connecting = 0;
+    z->conn = c;
+    if (c != NULL)
+        dlock__zconn_ref(c);
+    pthread_cond_broadcast(&z->cv);
+    pthread_mutex_unlock(&z->mu);
+    *out = c;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/* Runs one request to its end: the ZooKeeper code. */
+static int run(dlock__zreq *q, int zrc, int64_t deadline, dlock__zresult *r)
+{
+    memset(r, 0, sizeof *r);
+    if (q == NULL) {
+        r->rc = zrc;
+        return zrc;
+    }
+    return dlock__zreq_wait(q, deadline, r);
+}
+
+static int zk_children(dlock__zconn *c, const char *path, int64_t deadline, dlock__zresult *r)
+{
+    int zrc = ZOK;
+    dlock__zreq *q = dlock__zreq_children(c, path, &zrc);
+    return run(q, zrc, deadline, r);
+}
+
+static int zk_exists(dlock__zconn *c, const char *path, int64_t deadline, dlock__zresult *r)
+{
+    int zrc = ZOK;
+    dlock__zreq *q = dlock__zreq_exists(c, path, &zrc);
+    return run(q, zrc, deadline, r);
+}
+
+static int zk_delete(dlock__zconn *c, const char *path, int64_t deadline)
+{
+    dlock__zresult r;
+    int zrc = ZOK;
+    dlock__zreq *q = dlock__zreq_delete(c, path, &zrc);
+    zrc = run(q, zrc, deadline, &r);
+    dlock__zresult_clear(&r);
+    return zrc;
+}
+
+/* Creates every missing ancestor of path (not path itself) as a container
+ * node, as Curator does (the server removes them once empty). */
+static int make_parents(dlock__zconn *c, const char *path, int64_t deadline)
+{
+    char buf[PATH_MAX_LEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = strchr(buf + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        dlock__zresult r;
+        int zrc = ZOK;
+        dlock__zreq *q = dlock__zreq_create(c, buf, NULL, -1, ZOO_CONTAINER, &zrc);
+        zrc = run(q, zrc, deadline, &r);
+        dlock__zresult_clear(&r);
+        *p = '/';
+        if (zrc != ZOK && zrc != ZNODEEXISTS)
+            return zrc;
+    }
+    return ZOK;
+}
+
+/* ---------------------------------------------------------------- background deletes */
+
+static void forget_rw_hold(zstore *z, const char *node)
+{
+    pthread_mutex_lock(&z->mu);
+    for (rw_hold **p = &z->rw_holds; *p != NULL; p = &(*p)->next) {
+        if (strcmp((*p)->node, node) == 0) {
+            rw_hold *h = *p;
+            *p = h->next;
+            free(h->node);
+            free(h->token);
+            free(h);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&z->mu);
+}
+
+/* Deletes node (ours, in conn); if that cannot be confirmed now, again in
+ * the background. Consumes the caller's reference to conn and node. Returns
+ * the ZooKeeper code of the attempt made now. */
+static int delete_node(zstore *z, dlock__zconn *conn, char *node, int64_t deadline)
+{
+    int zrc = zk_delete(conn, node, deadline);
+    forget_rw_hold(z, node);
+    if (zrc == ZOK || zrc == ZNONODE || !dlock__zconn_alive(conn)) {
+        /* gone, or its session is (and with it the node) */
+        free(node);
+        dlock__zconn_unref(conn);
+        return zrc;
+    }
+    pthread_mutex_lock(&z->mu);
+    if (z->npending < MAX_PENDING) {
+        z->pending[z->npending++] = (pending_delete){conn, node};
+        conn = NULL;
+        node = NULL;
+    }
+    pthread_mutex_unlock(&z->mu);
+    free(node);
+    if (conn != NULL) {
+        /* no room to remember it: end the session rather than leave the
+         * node to block others */
+        dlock__zconn_kill(conn, "a node could not be deleted");
+        dlock__zconn_unref(conn);
+    }
+    return zrc;
+}
+
+static void retry_deletes(zstore *z, int64_t deadline)
+{
+    pthread_mutex_lock(&z->mu);
+    size_t n = z->npending;
+    pending_delete *todo = n > 0 ? malloc(n * sizeof *todo) : NULL;
+    if (todo != NULL) {
+        memcpy(todo, z->pending, n * sizeof *todo);
+        z->npending = 0;
+    }
+    pthread_mutex_unlock(&z->mu);
+    for (size_t i = 0; todo != NULL && i < n; i++)
+        delete_node(z, todo[i].conn, todo[i].node, deadline);
+    free(todo);
+}
+
+/* ---------------------------------------------------------------- per-lock state */
+
+/* Takes the lock's node state (the caller owns node and conn then). */
+static void take_node(zlock *l, char **node, dlock__zconn **conn)
+{
+    pthread_mutex_lock(&l->mu);
+    *node = l->node;
+    *conn = l->conn;
+    l->node = NULL;
+    l->conn = NULL;
+    l->czxid = 0;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void set_node(zlock *l, char *node, dlock__zconn *conn, int64_t czxid)
+{
+    pthread_mutex_lock(&l->mu);
+    l->node = node;
+    l->conn = conn;
+    l->czxid = czxid;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Drops the node state without deleting (its session is gone). */
+static void drop_node(zlock *l)
+{
+    char *node;
+    dlock__zconn *conn;
+    take_node(l, &node, &conn);
+    free(node);
+    dlock__zconn_unref(conn);
+}
+
+static enum dlock__zk_marker marker_of(const zlock *l)
+{
+    switch (l->base.spec.kind) {
+    case DLOCK__READ:
+        return DLOCK__ZK_READ;
+    case DLOCK__WRITE:
+        return DLOCK__ZK_WRITE;
+    default:
+        return DLOCK__ZK_LOCK;
+    }
+}
+
+static const enum dlock__zk_marker mutex_markers[] = {DLOCK__ZK_LOCK};
+static const enum dlock__zk_marker rw_markers[] = {DLOCK__ZK_READ, DLOCK__ZK_WRITE};
+
+static int is_rw(const zlock *l)
+{
+    return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
+}
+
+static void rank(const zlock *l, char **children, int n)
+{
+    if (is_rw(l))
+        dlock__zk_rank(children, (size_t) n, rw_markers, 2);
+    else
+        dlock__zk_rank(children, (size_t) n, mutex_markers, 1);
+}
+
+/* Makes our node: EPHEMERAL_SEQUENTIAL, holding the owner token. */
+static int create_node(zstore *z, zlock *l, dlock__zconn *c, const char *token, int64_t deadline)
+{
+    char prefix[96], path[PATH_MAX_LEN];
+    dlock__zresult r;
+
+    if (dlock__zk_uuid(l->uuid) != 0)
+        return dlock__fail(DLOCK_ENOMEM, "no randomness for a node name");
+    dlock__zk_node_prefix(prefix, sizeof prefix, l->uuid, marker_of(l));
+    snprintf(path, sizeof path, "%s/%s", l->path, prefix);
+    for (int tries = 0; tries < 3; tries++) {
+        int zrc = ZOK;
+        dlock__zreq *q =
+            dlock__zreq_create(c, path, token, (int) strlen(token), ZOO_EPHEMERAL_SEQUENTIAL, &zrc);
+        zrc = run(q, zrc, deadline, &r);
+        if (zrc == ZOK) {
+            dlock__zconn_ref(c);
+            set_node(l, r.path, c, r.stat.czxid);
+            r.path = NULL;
+            dlock__zresult_clear(&r);
+            return DLOCK_OK;
+        }
+        dlock__zresult_clear(&r);
+        if (zrc == ZNONODE) {
+            /* the lock's path (or a parent) is missing: containers are
+             * reaped once empty */
+            zrc = make_parents(c, path, deadline);
+            if (zrc == ZOK)
+                continue;
+        }
+        if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT)
+            l->create_unknown = 1; /* it may exist: find it by its uuid first */
+        return dlock__zk_fail(zrc, z->label, "create a lock node");
+    }
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: the lock's path keeps disappearing", z->label);
+}
+
+/* After a create whose outcome was not known: our node, if it was made, in
+ * this session (Curator's protection, and CURATOR-604: never a node of
+ * another session). */
+static int find_lost_create(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline)
+{
+    dlock__zresult r;
+    int zrc = zk_children(c, l->path, deadline, &r);
+
+    if (zrc != ZOK && zrc != ZNONODE) {
+        dlock__zresult_clear(&r);
+        return dlock__zk_fail(zrc, z->label, "list the lock's nodes");
+    }
+    l->create_unknown = 0;
+    for (int i = 0; i < r.nchildren; i++) {
+        if (!dlock__zk_is_ours(r.children[i], l->uuid))
+            continue;
+        char node[PATH_MAX_LEN];
+        dlock__zresult st;
+        snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
+        if (zk_exists(c, node, deadline, &st) == ZOK &&
+            st.stat.ephemeralOwner == dlock__zconn_id(c)) {
+            dlock__zconn_ref(c);
+            set_node(l, strdup(node), c, st.stat.czxid);
+        }
+        dlock__zresult_clear(&st);
+        break;
+    }
+    dlock__zresult_clear(&r);
+    return DLOCK_OK;
+}
+
+/* Whether node (a full path) is a write hold of this client under token. */
+static int own_write_hold(zstore *z, const char *node, const char *token)
+{
+    int own = 0;
+    pthread_mutex_lock(&z->mu);
+    for (rw_hold *h = z->rw_holds; h != NULL; h = h->next) {
+        if (h->writer && strcmp(h->node, node) == 0 && strcmp(h->token, token) == 0)
+            own = 1;
+    }
+    pthread_mutex_unlock(&z->mu);
+    return own;
+}
+
+/* Whether token holds the read lock at path in this client. */
+static int own_read_hold(zstore *z, const char *path, const char *token)
+{
+    size_t n = strlen(path);
+    int own = 0;
+    pthread_mutex_lock(&z->mu);
+    for (rw_hold *h = z->rw_holds; h != NULL; h = h->next) {
+        if (!h->writer && strncmp(h->node, path, n) == 0 && h->node[n] == '/' &&
+            strcmp(h->token, token) == 0)
+            own = 1;
+    }
+    pthread_mutex_unlock(&z->mu);
+    return own;
+}
+
+static void remember_rw_hold(zstore *z, const char *node, const char *token, int writer)
+{
+    rw_hold *h = calloc(1, sizeof *h);
+    if (h == NULL || (h->node = strdup(node)) == NULL || (h->token = strdup(token)) == NULL) {
+        if (h != NULL)
+            free(h->node);
+        free(h);
+        return; /* only the deadlock check and the downgrade miss it */
+    }
+    h->writer = writer;
+    pthread_mutex_lock(&z->mu);
+    h->next = z->rw_holds;
+    z->rw_holds = h;
+    pthread_mutex_unlock(&z->mu);
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+/*
+ * Where our node stands among the sorted children: -1 if it is not among
+ * them, else its index; *ahead is the child to watch (NULL: we hold it).
+ */
+static int standing(zstore *z, const zlock *l, char **children, int n, const char *ours,
+                    const char *token, const char **ahead)
+{
+    int me = -1;
+    *ahead = NULL;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(children[i], ours) == 0)
+            me = i;
+    }
+    if (me < 0)
+        return -1;
+    if (l->base.spec.kind != DLOCK__READ) {
+        if (me > 0)
+            *ahead = children[me - 1];
+        return me;
+    }
+    /* A reader holds unless a writer ranks ahead of it (its own write hold
+     * aside: a downgrade); it watches the nearest such writer. */
+    for (int i = me - 1; i >= 0; i--) {
+        if (!dlock__zk_is_writer(children[i]))
+            continue;
+        char node[PATH_MAX_LEN];
+        snprintf(node, sizeof node, "%s/%s", l->path, children[i]);
+        if (own_write_hold(z, node, token))
+            continue;
+        *ahead = children[i];
+        break;
+    }
+    return me;
+}
+
+static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    int64_t deadline = deadline_of(z, a->deadline_us);
+    dlock__zconn *c = NULL;
+    int rc = get_conn(z, &c);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    retry_deletes(z, deadline);
+    if (l->base.spec.kind == DLOCK__WRITE && own_read_hold(z, l->path, a->token)) {
+        rc = dlock__fail(DLOCK_EDEADLK,
+                         "this owner holds the read lock: taking the write lock too would wait "
+                         "for itself (release the read lock first; upgrades are refused)");
+        goto out;
+    }
+    for (int round = 0; round < 8; round++) {
+        pthread_mutex_lock(&l->mu);
+        int stale = l->node != NULL && l->conn != c;
+        char *node = l->node != NULL ? strdup(l->node) : NULL;
+        pthread_mutex_unlock(&l->mu);
+        if (stale) {
+            /* made in a session that is gone: so is the node */
+            drop_node(l);
+            free(node);
+            node = NULL;
+        }
+        if (node == NULL && l->create_unknown) {
+            rc = find_lost_create(z, l, c, deadline);
+            if (rc != DLOCK_OK)
+                goto out;
+            continue;
+        }
+        if (node == NULL) {
+            rc = create_node(z, l, c, a->token, deadline);
+            if (rc != DLOCK_OK)
+                goto out;
+            continue;
+        }
+        dlock__zresult r;
+        int zrc = zk_children(c, l->path, deadline, &r);
+        if (zrc != ZOK && zrc != ZNONODE) {
+            dlock__zresult_clear(&r);
+            free(node);
+            rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
+            goto out;
+        }
+        rank(l, r.children, r.nchildren);
+        const char *ahead = NULL;
+        int me = standing(z, l, r.children, r.nchildren, strrchr(node, '/') + 1, a->token, &ahead);
+        if (me < 0) {
+            /* our node is gone (removed by an operator): make another */
+            dlock__zresult_clear(&r);
+            free(node);
+            drop_node(l);
+            continue;
+        }
+        if (ahead == NULL) {
+            a->outcome = DLOCK__TAKEN;
+            pthread_mutex_lock(&l->mu);
+            a->fence = (uint64_t) l->czxid;
+            pthread_mutex_unlock(&l->mu);
+            a->session = dlock__zconn_session(c);
+            dlock__session_ref(a->session);
+            if (is_rw(l))
+                remember_rw_hold(z, node, a->token, l->base.spec.kind == DLOCK__WRITE);
+            dlock__zresult_clear(&r);
+            free(node);
+            rc = DLOCK_OK;
+            goto out;
+        }
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        if (!a->wait) {
+            /* a try: leave no node behind */
+            dlock__zresult_clear(&r);
+            free(node);
+            char *ours;
+            dlock__zconn *in;
+            take_node(l, &ours, &in);
+            delete_node(z, in, ours, deadline);
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_POLL;
+            rc = DLOCK_OK;
+            goto out;
+        }
+        /* Watch the one ahead; if it is already gone, look again. */
+        char watched[PATH_MAX_LEN];
+        snprintf(watched, sizeof watched, "%s/%s", l->path, ahead);
+        dlock__zresult_clear(&r);
+        free(node);
+        zrc = ZOK;
+        dlock__zreq *q = dlock__zreq_watch(c, watched, a->token, &zrc);
+        zrc = run(q, zrc, deadline, &r);
+        dlock__zresult_clear(&r);
+        if (zrc == ZNONODE)
+            continue;
+        if (zrc != ZOK) {
+            rc = dlock__zk_fail(zrc, z->label, "watch the node ahead");
+            goto out;
+        }
+        a->outcome = DLOCK__QUEUED;
+        a->keep_place = 0; /* the session keeps it */
+        rc = DLOCK_OK;
+        goto out;
+    }
+    rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: the lock's nodes keep changing under us", z->label);
+out:
+    dlock__zconn_unref(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- release */
+
+static int zk_release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    char *node;
+    dlock__zconn *c;
+
+    (void) token;
+    take_node(l, &node, &c);
+    if (node == NULL)
+        return dlock__fail(DLOCK_ELOST, "%s: lock '%s' is not held", z->label, l->path);
+    int alive = dlock__zconn_alive(c);
+    char what[PATH_MAX_LEN];
+    snprintf(what, sizeof what, "%s", node);
+    int zrc = delete_node(z, c, node, deadline_of(z, deadline));
+    if (zrc == ZNONODE || (zrc != ZOK && !alive))
+        return dlock__fail(DLOCK_ELOST, "%s: %s is gone (removed, or its session ended)", z->label,
+                           what);
+    return DLOCK_OK; /* deleted, or being deleted in the background */
+}
+
+static int zk_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    char *node;
+    dlock__zconn *c;
+
+    (void) token;
+    l->create_unknown = 0; /* a lost create lives at most as long as its session */
+    take_node(l, &node, &c);
+    if (node != NULL)
+        delete_node(z, c, node, deadline_of(z, deadline));
+    return DLOCK_OK;
+}
+
+/* Confirms the hold (a session's lease cannot be set). */
+static int zk_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
+                     int at_least, int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    dlock__zresult r;
+
+    (void) token, (void) lease_ms, (void) at_least;
+    pthread_mutex_lock(&l->mu);
+    char *node = l->node != NULL ? strdup(l->node) : NULL;
+    dlock__zconn *c = l->conn;
+    if (c != NULL)
+        dlock__zconn_ref(c);
+    pthread_mutex_unlock(&l->mu);
+    if (node == NULL)
+        return dlock__fail(DLOCK_ELOST, "%s: lock '%s' is not held", z->label, l->path);
+    int zrc = zk_exists(c, node, deadline_of(z, deadline), &r);
+    int rc = DLOCK_OK;
+    if (zrc == ZNONODE || (zrc == ZOK && r.stat.ephemeralOwner != dlock__zconn_id(c)))
+        rc = dlock__fail(DLOCK_ELOST, "%s: %s is gone", z->label, node);
+    else if (zrc != ZOK)
+        rc = dlock__zk_fail(zrc, z->label, "check the lock node");
+    dlock__zresult_clear(&r);
+    free(node);
+    dlock__zconn_unref(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- renewal */
+
+static int zk_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    dlock__zreq **reqs = calloc(n, sizeof *reqs);
+    dlock__zconn **conns = calloc(n, sizeof *conns);
+    int *sent = calloc(n, sizeof *sent);
+    int rc = DLOCK_OK;
+
+    deadline = deadline_of(z, deadline);
+    if (reqs == NULL || conns == NULL || sent == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    retry_deletes(z, deadline);
+    /* every request first (ZooKeeper pipelines them), then every reply */
+    for (size_t i = 0; i < n; i++) {
+        dlock__renewal *it = &items[i];
+        int zrc = ZOK;
+        it->result = DLOCK__RENEW_FAILED;
+        if (it->kind == DLOCK__RENEW_SESSION) {
+            conns[i] = dlock__session_data(it->session);
+            dlock__zconn_ref(conns[i]);
+            if (!dlock__zconn_alive(conns[i])) {
+                it->result = DLOCK__RENEW_GONE;
+                continue;
+            }
+            reqs[i] = dlock__zreq_exists(conns[i], "/", &zrc);
+        } else if (it->kind == DLOCK__RENEW_HOLD) {
+            zlock *l = ZLOCK(it->lock);
+            pthread_mutex_lock(&l->mu);
+            char node[PATH_MAX_LEN];
+            int have = l->node != NULL;
+            if (have) {
+                snprintf(node, sizeof node, "%s", l->node);
+                conns[i] = l->conn;
+                dlock__zconn_ref(conns[i]);
+            }
+            pthread_mutex_unlock(&l->mu);
+            if (!have) {
+                it->result = DLOCK__RENEW_GONE;
+                continue;
+            }
+            reqs[i] = dlock__zreq_exists(conns[i], node, &zrc);
+        }
+        sent[i] = reqs[i] != NULL;
+        if (!sent[i] && (zrc == ZINVALIDSTATE || zrc == ZSESSIONEXPIRED))
+            it->result = DLOCK__RENEW_GONE;
+    }
+    int answered = 0;
+    char error[200] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (!sent[i])
+            continue;
+        dlock__zresult r;
+        int zrc = dlock__zreq_wait(reqs[i], deadline, &r);
+        dlock__renewal *it = &items[i];
+        if (zrc == ZOK) {
+            answered = 1;
+            it->result = it->kind == DLOCK__RENEW_HOLD &&
+                                 r.stat.ephemeralOwner != dlock__zconn_id(conns[i])
+                             ? DLOCK__RENEW_GONE
+                             : DLOCK__RENEW_OK;
+        } else if (zrc == ZNONODE) {
+            answered = 1;
+            it->result = DLOCK__RENEW_GONE;
+        } else if (zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZAUTHFAILED) {
+            it->result = DLOCK__RENEW_GONE;
+        } else if (error[0] == '\0') {
+            snprintf(error, sizeof error, "%s",
+                     zrc == ZOPERATIONTIMEOUT ? "no reply within the command timeout"
+                                              : zerror(zrc));
+        }
+        dlock__zresult_clear(&r);
+    }
+    if (!answered && error[0] != '\0')
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", z->label, error);
+out:
+    for (size_t i = 0; conns != NULL && i < n; i++)
+        dlock__zconn_unref(conns[i]);
+    free(reqs);
+    free(conns);
+    free(sent);
+    return rc;
+}
+
+static void zk_session_lost(dlock__store *s, dlock__session *session, int64_t deadline)
+{
+    (void) s, (void) deadline;
+    /* Close it now: the server then deletes its nodes at once, and nothing
+     * granted under it outlives the loss the core reported. */
+    dlock__zconn_kill(dlock__session_data(session),
+                      "no round trip to ZooKeeper succeeded within the session timeout");
+}
+
+/* ---------------------------------------------------------------- operators */
+
+/* The holders among sorted children: [0, *n). */
+static int holders(const zlock *l, char **children, int n)
+{
+    if (n == 0)
+        return 0;
+    if (!is_rw(l) || dlock__zk_is_writer(children[0]))
+        return 1;
+    int k = 0;
+    while (k < n && !dlock__zk_is_writer(children[k]))
+        k++;
+    return k;
+}
+
+static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    dlock__zconn *c = NULL;
+    dlock__zresult r;
+    int rc = get_conn(z, &c);
+
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    if (rc != DLOCK_OK)
+        return rc;
+    deadline = deadline_of(z, deadline);
+    int zrc = zk_children(c, l->path, deadline, &r);
+    if (zrc != ZOK && zrc != ZNONODE) {
+        rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
+        goto out;
+    }
+    rank(l, r.children, r.nchildren);
+    int n = holders(l, r.children, r.nchildren);
+    for (int i = 0; i < n; i++) {
+        char node[PATH_MAX_LEN];
+        dlock__zresult d;
+        int zrc2 = ZOK;
+        snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
+        dlock__zreq *q = dlock__zreq_get(c, node, &zrc2);
+        if (run(q, zrc2, deadline, &d) == ZOK) {
+            if ((uint64_t) d.stat.czxid > st->last_fence)
+                st->last_fence = (uint64_t) d.stat.czxid;
+            if (i == 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0])))
+                snprintf(st->owner, sizeof st->owner, "%s", d.data != NULL ? d.data : "");
+        }
+        dlock__zresult_clear(&d);
+    }
+    st->held = n > 0;
+    st->holds = st->owner[0] != '\0' ? 1 : 0;
+    st->shared = is_rw(l) && n > 0 && !dlock__zk_is_writer(r.children[0]) ? (unsigned) n : 0;
+    st->waiters = (unsigned) (r.nchildren - n);
+out:
+    dlock__zresult_clear(&r);
+    dlock__zconn_unref(c);
+    return rc;
+}
+
+static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    dlock__zconn *c = NULL;
+    dlock__zresult r;
+    int rc = get_conn(z, &c);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    deadline = deadline_of(z, deadline);
+    int zrc = zk_children(c, l->path, deadline, &r);
+    if (zrc != ZOK && zrc != ZNONODE) {
+        rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
+        goto out;
+    }
+    rank(l, r.children, r.nchildren);
+    int n = holders(l, r.children, r.nchildren);
+    for (int i = 0; i < n && rc == DLOCK_OK; i++) {
+        char node[PATH_MAX_LEN];
+        snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
+        zrc = zk_delete(c, node, deadline);
+        if (zrc != ZOK && zrc != ZNONODE)
+            rc = dlock__zk_fail(zrc, z->label, "delete the holder's node");
+    }
+out:
+    dlock__zresult_clear(&r);
+    dlock__zconn_unref(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- locks */
+
+/* ZooKeeper refuses these characters in paths (PathUtils.validatePath):
+ * private use and the last 16 of the BMP; the core already refused control
+ * characters and surrogates. */
+static int bad_path_char(const unsigned char *p)
+{
+    if (p[0] == 0xee || (p[0] == 0xef && p[1] < 0xa4))
+        return 1; /* U+E000..U+F8FF */
+    return p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xb0; /* U+FFF0..U+FFFF */
+}
+
+static int check_path_name(const char *what, const char *name)
+{
+    const char *p = name;
+    if (*p == '/' || name[strlen(name) - 1] == '/')
+        return dlock__fail(DLOCK_EINVAL, "%s '%s': no '/' at either end", what, name);
+    while (*p != '\0') {
+        size_t n = strcspn(p, "/");
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return dlock__fail(DLOCK_EINVAL,
+                               "%s '%s': ZooKeeper paths have no empty, '.' or '..' parts", what,
+                               name);
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    for (const unsigned char *q = (const unsigned char *) name; *q != '\0'; q++) {
+        if (*q >= 0xe0 && bad_path_char(q))
+            return dlock__fail(DLOCK_EINVAL,
+                               "%s '%s': ZooKeeper does not take characters U+E000..U+F8FF or "
+                               "U+FFF0..U+FFFF in paths",
+                               what, name);
+    }
+    return DLOCK_OK;
+}
+
+static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
+                       dlock__store_lock **out)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l;
+    int rc;
+
+    *out = NULL;
+    rc = check_path_name("lock name", name);
+    if (rc != DLOCK_OK)
+        return rc;
+    size_t len = strlen(z->base_path) + strlen(name) + 2;
+    if (len + 64 > PATH_MAX_LEN)
+        return dlock__fail(DLOCK_EINVAL, "lock name '%s' makes a path over %d bytes", name,
+                           PATH_MAX_LEN - 64);
+    l = calloc(1, sizeof *l);
+    if (l == NULL || (l->path = malloc(len)) == NULL) {
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    snprintf(l->path, len, "%s/%s", strcmp(z->base_path, "/") == 0 ? "" : z->base_path, name);
+    l->base.spec = *spec;
+    pthread_mutex_init(&l->mu, NULL);
+    *out = &l->base;
+    return DLOCK_OK;
+}
+
+static void zk_lock_free(dlock__store *s, dlock__store_lock *sl)
+{
+    zlock *l = ZLOCK(sl);
+    char *node;
+    dlock__zconn *c;
+
+    take_node(l, &node, &c);
+    if (node != NULL)
+        delete_node(ZSTORE(s), c, node, dlock__now_us() + ZSTORE(s)->timeout_ms * 1000);
+    pthread_mutex_destroy(&l->mu);
+    free(l->path);
+    free(l);
+}
+
+/* ---------------------------------------------------------------- the store */
+
+static void zk_close(dlock__store *s)
+{
+    zstore *z = ZSTORE(s);
+
+    if (z == NULL)
+        return;
+    retry_deletes(z, dlock__now_us() + z->timeout_ms * 1000);
+    for (size_t i = 0; i < z->npending; i++) {
+        dlock__zconn_unref(z->pending[i].conn);
+        free(z->pending[i].node);
+    }
+    if (z->conn != NULL) {
+        dlock__zconn_kill(z->conn, "the client closed");
+        dlock__zconn_unref(z->conn);
+    }
+    while (z->rw_holds != NULL) {
+        rw_hold *h = z->rw_holds;
+        z->rw_holds = h->next;
+        free(h->node);
+        free(h->token);
+        free(h);
+    }
+    pthread_mutex_destroy(&z->mu);
+    pthread_cond_destroy(&z->cv);
+    free(z->hosts);
+    free(z->auth);
+    free(z->base_path);
+    free(z->label);
+    free(z);
+}
+
+static int parse_url(zstore *z, dlock__url *url)
+{
+    char hosts[1024] = "", label[1200];
+    size_t used = 0;
+
+    if (url->nhosts == 0)
+        return dlock__fail(DLOCK_EINVAL, "%s: want at least one host (zk://host:port)", url->text);
+    for (size_t i = 0; i < url->nhosts; i++) {
+        const char *h = url->hosts[i].name;
+        int port = url->hosts[i].port ? url->hosts[i].port : DEFAULT_PORT;
+        int n = snprintf(hosts + used, sizeof hosts - used, strchr(h, ':') ? "%s[%s]:%d" : "%s%s:%d",
+                         i ? "," : "", h, port);
+        if (n < 0 || (size_t) n >= sizeof hosts - used)
+            return dlock__fail(DLOCK_EINVAL, "%s: host list too long", url->text);
+        used += (size_t) n;
+    }
+    const char *base = url->path[0] != '\0' ? url->path : DEFAULT_BASE + 1;
+    char base_path[512];
+    snprintf(base_path, sizeof base_path, "/%s", base);
+    /* a trailing '/' is harmless in a URL */
+    size_t bl = strlen(base_path);
+    while (bl > 1 && base_path[bl - 1] == '/')
+        base_path[--bl] = '\0';
+    if (strcmp(base_path, "/") != 0) {
+        int rc = check_path_name("base path", base_path + 1);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (strcmp(base_path, "/zookeeper") == 0 || strncmp(base_path, "/zookeeper/", 11) == 0)
+            return dlock__fail(DLOCK_EINVAL, "%s: /zookeeper is ZooKeeper's own", url->text);
+    }
+    snprintf(label, sizeof label, "zk://%s%s", hosts, base_path);
+    z->hosts = strdup(hosts);
+    z->base_path = strdup(base_path);
+    z->label = strdup(label);
+    if (url->user != NULL || url->password != NULL) {
+        size_t n = (url->user ? strlen(url->user) : 0) + (url->password ? strlen(url->password) : 0) + 2;
+        z->auth = malloc(n);
+        if (z->auth != NULL)
+            snprintf(z->auth, n, "%s:%s", url->user ? url->user : "", url->password ? url->password : "");
+        if (z->auth == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    if (z->hosts == NULL || z->base_path == NULL || z->label == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+static int zk_open(dlock__url *url, const dlock__host *host, dlock__store **out)
+{
+    zstore *z = calloc(1, sizeof *z);
+    int64_t session_ms = host->cfg->lease_ms, connect_ms = DEFAULT_CONNECT_MS;
+    int rc;
+
+    *out = NULL;
+    if (z == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&z->mu, NULL);
+    pthread_cond_init(&z->cv, NULL);
+    z->base.backend = &dlock__zk_backend;
+    z->base.caps = dlock__zk_backend.caps;
+    z->base.host = *host;
+    z->timeout_ms = host->cfg->command_timeout_ms;
+    rc = parse_url(z, url);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_duration(url, "session_timeout", 100, &session_ms);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    if (rc != DLOCK_OK) {
+        zk_close(&z->base);
+        return rc;
+    }
+    z->cfg = (dlock__zconn_cfg){.hosts = z->hosts,
+                                .auth = z->auth,
+                                .label = z->label,
+                                .session_ms = session_ms,
+                                .connect_ms = connect_ms,
+                                .board = host->board,
+                                .sessions = host->sessions};
+    z->base.label = z->label;
+    *out = &z->base;
+    return DLOCK_OK;
+}
+
+static const char *const schemes[] = {"zk", NULL};
+
+const dlock__backend dlock__zk_backend = {
+    .version = DLOCK__BACKEND_VERSION,
+    .name = "ZooKeeper",
+    .schemes = schemes,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_FAIR |
+            DLOCK_CAP_READ_WRITE | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION,
+    .open = zk_open,
+    .close = zk_close,
+    .lock_new = zk_lock_new,
+    .lock_free = zk_lock_free,
+    .acquire = zk_acquire,
+    .cancel = zk_cancel,
+    .release = zk_release,
+    .extend = zk_extend,
+    .renew = zk_renew,
+    .session_lost = zk_session_lost,
+    .query = zk_query,
+    .force_unlock = zk_force_unlock,
+};
