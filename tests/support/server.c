@@ -335,6 +335,19 @@ const char *dt_server_op_help(const dt_server *s, const char *op)
     return o != NULL ? o->help : NULL;
 }
 
+int dt_server_op_loses_data(const dt_server *s, const char *op)
+{
+    const dt_server_op_entry *o = find_op(s, op);
+    return o != NULL ? o->loses_data : 0;
+}
+
+int dt_server_keeps_data(const dt_server *s, unsigned how)
+{
+    if (how & DT_WIPE)
+        return 0;
+    return s->kind->durable || (s->flags & DT_PERSIST) || !(how & DT_KILL);
+}
+
 int dt_server_op(dt_server *s, const char *op, const char *arg)
 {
     const dt_server_op_entry *o = find_op(s, op);

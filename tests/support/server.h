@@ -79,6 +79,11 @@ int dt_server_answers(const dt_server *s);
 /* The server's URL with another port in it (to go through a proxy). */
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len);
 
+/* 1 if a restart with `how` (DT_KILL, DT_WIPE) keeps every write the
+ * server acknowledged: not wiped, and the kind is durable (ZooKeeper, etcd)
+ * or started with DT_PERSIST, or the stop is clean (Redis saves then). */
+int dt_server_keeps_data(const dt_server *s, unsigned how);
+
 /* The kind's own operations, by name (NULL-terminated list; each with a
  * one-line description in dt_server_op_help()). dt_server_op() runs one:
  * returns 0 on success, -1 on failure (detail on stderr), -2 if the kind
@@ -96,6 +101,10 @@ const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len
  *   zookeeper: none yet */
 const char *const *dt_server_ops(const dt_server *s);
 const char *dt_server_op_help(const dt_server *s, const char *op);
+/* 1 if the operation may lose acknowledged data (wipe, drop_lock, evict):
+ * after it a lock may be taken while its holder still holds it. 2 if only
+ * the lock named by its argument. */
+int dt_server_op_loses_data(const dt_server *s, const char *op);
 int dt_server_op(dt_server *s, const char *op, const char *arg);
 
 /* Runs the kind's command-line client (redis-cli -p PORT, etcdctl

@@ -142,16 +142,17 @@ static int op_compact(dt_server *s, const char *arg)
 }
 
 static const dt_server_op_entry etcd_ops[] = {
-    {"wipe", "delete every key", op_wipe},
-    {"drop_lock", "delete the keys of lock NAME (NAME/... and NAME)", op_drop_lock},
-    {"compact", "compact to the current revision (cancels older watches)", op_compact},
-    {NULL, NULL, NULL},
+    {"wipe", "delete every key", op_wipe, 1},
+    {"drop_lock", "delete the keys of lock NAME (NAME/... and NAME)", op_drop_lock, 2},
+    {"compact", "compact to the current revision (cancels older watches)", op_compact, 0},
+    {NULL, NULL, NULL, 0},
 };
 
 const dt_server_kind dt__etcd_kind = {
     .name = "etcd",
     .scheme = "etcd",
     .needs_peer_port = 1,
+    .durable = 1,
     .start_timeout_ms = 20000,
     .argv = etcd_argv,
     .env = etcd_env,

@@ -14,12 +14,14 @@ typedef struct dt_server_op_entry {
     const char *name;
     const char *help;
     int (*run)(dt_server *s, const char *arg);
+    int loses_data; /* acknowledged data may be gone after it (see dt_server_op_loses_data) */
 } dt_server_op_entry;
 
 struct dt_server_kind {
     const char *name;   /* "redis" */
     const char *scheme; /* URL scheme: "redis" */
     int needs_peer_port;
+    int durable; /* keeps acknowledged writes across a kill -9 without DT_PERSIST */
     int start_timeout_ms;
     /* Writes config files to s->dir if needed and fills argv (NULL-terminated,
      * at most 63 entries; strings may point into bufs). */

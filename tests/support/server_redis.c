@@ -307,14 +307,15 @@ static int op_kill_clients(dt_server *s, const char *arg)
 }
 
 static const dt_server_op_entry redis_ops[] = {
-    {"wipe", "FLUSHALL: every key is gone", op_wipe},
-    {"drop_lock", "DEL every key of lock NAME (its hash tag {NAME}, and NAME)", op_drop_lock},
-    {"pause_clients", "CLIENT PAUSE MS ALL: no client command runs for MS", op_pause_clients},
-    {"sleep", "DEBUG SLEEP: the server stalls for MS (returns at once)", op_sleep},
-    {"evict", "maxmemory below the data set with allkeys-lru: idle keys are evicted", op_evict},
-    {"persist", "on|off: appendonly with fsync always (data survives kill -9)", op_persist},
-    {"kill_clients", "CLIENT KILL every client connection (normal and pub/sub)", op_kill_clients},
-    {NULL, NULL, NULL},
+    {"wipe", "FLUSHALL: every key is gone", op_wipe, 1},
+    {"drop_lock", "DEL every key of lock NAME (its hash tag {NAME}, and NAME)", op_drop_lock, 2},
+    {"pause_clients", "CLIENT PAUSE MS ALL: no client command runs for MS", op_pause_clients, 0},
+    {"sleep", "DEBUG SLEEP: the server stalls for MS (returns at once)", op_sleep, 0},
+    {"evict", "maxmemory below the data set with allkeys-lru: idle keys are evicted", op_evict, 1},
+    {"persist", "on|off: appendonly with fsync always (data survives kill -9)", op_persist, 0},
+    {"kill_clients", "CLIENT KILL every client connection (normal and pub/sub)", op_kill_clients,
+     0},
+    {NULL, NULL, NULL, 0},
 };
 
 const dt_server_kind dt__redis_kind = {

@@ -100,12 +100,13 @@ static void zk_cli_prefix(const dt_server *s, char *buf, size_t len)
 }
 
 static const dt_server_op_entry zk_ops[] = {
-    {NULL, NULL, NULL},
+    {NULL, NULL, NULL, 0},
 };
 
 const dt_server_kind dt__zookeeper_kind = {
     .name = "zookeeper",
     .scheme = "zk",
+    .durable = 1,
     .start_timeout_ms = 60000,
     .argv = zk_argv,
     .answers = zk_answers,
