@@ -636,7 +636,10 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
                   rel(c, a->t_end), end_name(a->end), (long long) ((a->t_end - b->t_ok) / NS),
                   b->actor, fs_hkind_name(b->hkind), (unsigned long long) fb, rel(c, b->t_ok));
     }
-    if (b->first_ok[mb->m] > 0 && a->last_ok[ma->m] > b->first_ok[mb->m]) {
+    /* (a semaphore's holders share the resource: its stale accesses are
+     * judged by the resource's own rule, not pairwise) */
+    if (c->s->locks[lock].kind != LK_SEM && b->first_ok[mb->m] > 0 &&
+        a->last_ok[ma->m] > b->first_ok[mb->m]) {
         violation(c, V_STALE_WRITE, a->t_ok, a->last_ok[ma->m], lock, a->actor, b->actor,
                   "lock %s: the resource accepted a%d's access (fence %llu) at %.3f, after a%d's "
                   "(fence %llu) at %.3f",
@@ -1036,10 +1039,11 @@ static int could_hold(const checker *c, const hold *h, int64_t q0, int64_t q1, i
     int64_t until;
     if (h->end == END_RELEASE)
         until = h->t_rel_ret > 0 ? h->t_rel_ret : c->t_end;
-    else if (h->end == END_LOST_CB || h->end == END_CHECK)
-        until = h->t_report + drift_ns(lease);
-    else if (h->end == END_TERM)
-        until = c->att[h->attempt].t_run_exit > 0 ? c->att[h->attempt].t_run_exit : c->t_end;
+    else if (h->end == END_LOST_CB || h->end == END_CHECK || h->end == END_TERM)
+        /* Validity is counted from when a request was sent, and a lock
+         * handed over by a release was granted later than the waiter's
+         * last request: the server may keep it up to a lease longer. */
+        until = h->t_end + lease * NS;
     else
         until = h->t_end + lease * NS; /* killed: its lease runs out */
     if (h->rel_rc == DLOCK_EUNREACHABLE || h->rel_rc == DLOCK_ESERVER)
@@ -1090,7 +1094,8 @@ static void check_snapshots(checker *c)
             for (size_t k = 0; k < c->natt && !explained; k++) {
                 const attempt *a = &c->att[k];
                 const actor_info *ai = &c->actors[a->actor];
-                if (a->run ? 0 : strcmp(ai->token, e->text) != 0)
+                /* a dlock run's token is known once its command runs */
+                if (a->run || strcmp(ai->token, e->text) != 0)
                     continue;
                 known = 1;
                 explained = attempt_could_hold(c, a, q0, q1, lease);
