@@ -115,6 +115,8 @@ typedef struct checker {
     int64_t slack, grace;
     viol *viols;
     size_t nviols, cviols;
+    uint64_t *seen; /* keys of causes already reported (open addressing) */
+    size_t nseen, cseen;
 } checker;
 
 #define GROW(arr, n, cap)                                                                          \
@@ -149,6 +151,49 @@ static void violation(checker *c, int cls, int64_t t_from, int64_t t_focus, int 
     va_start(ap, fmt);
     vsnprintf(v->text, sizeof v->text, fmt, ap);
     va_end(ap);
+}
+
+/* 1 the first time a cause (class + what identifies it) is met, 0 after:
+ * one data loss makes every later fence of the lock "go back", one outage
+ * makes every wait in it give up; each is reported once. */
+static int first_time(checker *c, int cls, uint64_t a, uint64_t b)
+{
+    uint64_t key =
+        ((uint64_t) cls << 56) ^ (a * 0x9e3779b97f4a7c15ull) ^ (b + 0x632be59bd9b4e019ull);
+    if (key == 0)
+        key = 1;
+    if (2 * (c->nseen + 1) > c->cseen) {
+        size_t cap = c->cseen ? 2 * c->cseen : 1024;
+        uint64_t *old = c->seen;
+        size_t old_cap = c->cseen;
+        c->seen = calloc(cap, sizeof *c->seen);
+        c->cseen = cap;
+        c->nseen = 0;
+        for (size_t i = 0; i < old_cap; i++) {
+            if (old[i] != 0) {
+                size_t j = old[i] % cap;
+                while (c->seen[j] != 0)
+                    j = (j + 1) % cap;
+                c->seen[j] = old[i];
+                c->nseen++;
+            }
+        }
+        free(old);
+    }
+    size_t j = key % c->cseen;
+    while (c->seen[j] != 0) {
+        if (c->seen[j] == key)
+            return 0;
+        j = (j + 1) % c->cseen;
+    }
+    c->seen[j] = key;
+    c->nseen++;
+    return 1;
+}
+
+static size_t window_index(const checker *c, const window *w)
+{
+    return w == NULL ? (size_t) -1 : (size_t) (w - c->win);
 }
 
 static int by_t(const void *a, const void *b)
@@ -730,11 +775,11 @@ static void check_fences(checker *c, int lock)
         } else if (fb <= max_any) {
             who = who_any;
         }
-        if (who != NULL) {
+        if (who != NULL && first_time(c, V_FENCE_ORDER, (uint64_t) lock, (uint64_t) who->hold)) {
             violation(c, V_FENCE_ORDER, H(c, who)->t_ok, H(c, b)->t_ok, lock, H(c, who)->actor,
                       H(c, b)->actor,
                       "lock %s: a%d got fence %llu at %.3f, after a%d had fence %llu at %.3f "
-                      "(fences went back)",
+                      "(fences went back; later holds below that fence are not listed)",
                       c->s->locks[lock].name, H(c, b)->actor, (unsigned long long) fb,
                       rel(c, H(c, b)->t_ok), H(c, who)->actor,
                       (unsigned long long) fence_of(c, who), rel(c, H(c, who)->t_ok));
@@ -807,7 +852,8 @@ static void check_attempts(checker *c)
             ok = a->wait_ms == 0;
             break;
         case DLOCK_ETIMEDOUT:
-            ok = a->wait_ms > 0;
+            /* held by someone else when the budget ran out: not before */
+            ok = a->wait_ms > 0 && took >= a->wait_ms * NS - c->slack;
             break;
         case DLOCK_EUNREACHABLE:
         case DLOCK_ESERVER:
@@ -832,10 +878,13 @@ static void check_attempts(checker *c)
                           a->rc >= 0 ? dlock_strerror(a->rc) : "?", a->detail);
             continue;
         }
-        if (!ok) {
+        if (!ok && first_time(c, V_ERROR, (uint64_t) a->actor << 8 | (uint64_t) a->rc,
+                              window_index(c, w))) {
             violation(c, V_ERROR, a->t_inv, t_ret, a->lock, a->actor, -1,
-                      "lock %s: a%d's acquire (%s, wait %lld ms) returned %d (%s: %s)%s", name,
-                      a->actor, fs_hkind_name(a->hkind), (long long) a->wait_ms, a->rc,
+                      "lock %s: a%d's acquire (%s, wait %lld ms) returned %d after %lld ms (%s: "
+                      "%s)%s",
+                      name, a->actor, fs_hkind_name(a->hkind), (long long) a->wait_ms, a->rc,
+                      (long long) (took / NS),
                       a->rc >= 0 ? dlock_strerror(a->rc) : "dlock run exit status", a->detail,
                       w == NULL && fz == NULL ? " with no fault going on" : "");
         } else if (a->rc == DLOCK_EUNREACHABLE && a->wait_ms > 0 && w != NULL && fz == NULL) {
@@ -843,13 +892,41 @@ static void check_attempts(checker *c)
             int64_t outage_end = w->t1;
             int64_t budget_end = a->t_inv + a->wait_ms * NS;
             if (t_ret < budget_end - timeout && outage_end + 2 * timeout < budget_end &&
-                t_ret < outage_end + timeout)
+                t_ret < outage_end + timeout &&
+                first_time(c, V_EARLY_GIVEUP, (uint64_t) a->actor, window_index(c, w)))
                 violation(c, V_EARLY_GIVEUP, a->t_inv, t_ret, a->lock, a->actor, -1,
                           "lock %s: a%d gave up its wait (budget %lld ms) after %lld ms with "
                           "\"%s\", during %s (over at %.3f, well within the budget)",
                           name, a->actor, (long long) a->wait_ms, (long long) (took / NS),
                           a->detail, w->what, rel(c, w->t1));
         }
+    }
+}
+
+/* After the last heal, a waiter still waiting then is served within the
+ * bound the final phase's waits get. */
+static void check_waiters_at_heal(checker *c)
+{
+    int64_t bound =
+        (4LL * c->cfg->lease_ms + c->cfg->waiter_lease_ms + 2LL * c->cfg->timeout_ms + 4000) * NS;
+    if (c->t_heal == 0)
+        return;
+    for (size_t i = 0; i < c->natt; i++) {
+        attempt *a = &c->att[i];
+        int64_t t_ret = a->hold >= 0 ? c->holds[a->hold].t_ok : a->t_ret;
+        if (a->t_inv >= c->t_heal || (t_ret != 0 && t_ret <= c->t_heal + bound))
+            continue;
+        if (a->wait_ms >= 0 && a->t_inv + a->wait_ms * NS < c->t_heal + bound)
+            continue; /* its budget ends first: the stall check judges it */
+        if (t_ret != 0 && t_ret >= c->t_final_end && a->rc == DLOCK_ECANCELED)
+            continue; /* cancelled when the run stopped... */
+        if (t_ret == 0 && c->t_heal + bound > c->t_final_end)
+            continue; /* ...or still waiting then, before its bound */
+        violation(c, V_LIVENESS, c->t_heal, t_ret ? t_ret : c->t_final_end, a->lock, a->actor, -1,
+                  "lock %s: a%d waited since %.3f (%s) and was not served within %lld ms of "
+                  "the last heal at %.3f",
+                  c->s->locks[a->lock].name, a->actor, rel(c, a->t_inv), fs_hkind_name(a->hkind),
+                  (long long) (bound / NS), rel(c, c->t_heal));
     }
 }
 
@@ -1032,46 +1109,167 @@ static void check_cancels(checker *c)
     free(last_ret);
 }
 
-/* The server's view against who may hold: an owner the history cannot
- * explain is a hold nobody has (revived, or never released). */
-static int could_hold(const checker *c, const hold *h, int64_t q0, int64_t q1, int64_t lease)
+/* The server's view against who may hold: an owner, or a count of readers
+ * or permits, that no hold or attempt in the history accounts for at that
+ * moment is a hold nobody has (revived after its holder was told it was
+ * lost, or never released).
+ *
+ * Each hold and each failed attempt gets the interval in which the server
+ * may rightly count it; snapshots come from one monitor, one at a time, so
+ * both their starts and ends increase and one sweep over the intervals
+ * (added by start, removed by end) answers every snapshot. */
+typedef struct span {
+    int64_t from, until;
+    int lock, key, take, shared;
+} span;
+
+static int64_t hold_until(const checker *c, const hold *h, int64_t lease)
 {
     int64_t until;
-    if (h->end == END_RELEASE)
+    if (h->end == END_RELEASE) {
         until = h->t_rel_ret > 0 ? h->t_rel_ret : c->t_end;
-    else if (h->end == END_LOST_CB || h->end == END_CHECK || h->end == END_TERM)
+        /* dlock run says nothing of its release: one cut off from the
+         * server leaves the lock to its lease */
+        if (h->run && disturbed(c, h->actor, h->sup_pid, h->t_end, until, c->grace))
+            until += lease * NS;
+    } else if (h->end == END_LOST_CB || h->end == END_CHECK || h->end == END_TERM) {
         /* Validity is counted from when a request was sent, and a lock
          * handed over by a release was granted later than the waiter's
          * last request: the server may keep it up to a lease longer. */
         until = h->t_end + lease * NS;
-    else
+    } else {
         until = h->t_end + lease * NS; /* killed: its lease runs out */
-    if (h->rel_rc == DLOCK_EUNREACHABLE || h->rel_rc == DLOCK_ESERVER)
+    }
+    if (h->rel_rc == DLOCK_EUNREACHABLE || h->rel_rc == DLOCK_ESERVER ||
+        h->rel_rc == DLOCK_ETIMEDOUT)
         until += lease * NS;
-    if (frozen(c, h->pid, h->sup_pid, h->t_ok, q1))
+    if (frozen(c, h->pid, h->sup_pid, h->t_ok, c->t_end))
         until = c->t_end;
-    return h->t_inv <= q1 + c->slack && until + c->slack >= q0;
+    return until;
 }
 
-static int attempt_could_hold(const checker *c, const attempt *a, int64_t q0, int64_t q1,
-                              int64_t lease)
+static int64_t attempt_until(const checker *c, const attempt *a, int64_t lease)
 {
-    if (a->hold >= 0)
-        return 0;
     int64_t end = a->t_ret > 0 ? a->t_ret : c->t_end;
     /* a request held back by a partition may be granted when it heals */
     const window *w = disturbed(c, a->actor, a->sup_pid, a->t_inv, end, 0);
     if (w != NULL && w->t1 > end)
         end = w->t1;
-    end += lease * NS;
-    return a->t_inv <= q1 + c->slack && end + c->slack >= q0;
+    return end + lease * NS;
+}
+
+/* The key of an owner token: the actor for a library handle, the hold for
+ * a dlock run (a fresh token each). -1: unknown. */
+typedef struct token_map {
+    char (*tokens)[TEXT_LEN];
+    int *keys;
+    size_t n, cap;
+} token_map;
+
+static uint64_t hash_token(const char *t)
+{
+    uint64_t h = 1469598103934665603ull;
+    while (*t)
+        h = (h ^ (unsigned char) *t++) * 1099511628211ull;
+    return h;
+}
+
+static void token_put(token_map *m, const char *token, int key)
+{
+    if (token[0] == '\0')
+        return;
+    if (2 * (m->n + 1) > m->cap) {
+        token_map old = *m;
+        m->cap = m->cap ? 2 * m->cap : 1024;
+        m->tokens = calloc(m->cap, sizeof *m->tokens);
+        m->keys = calloc(m->cap, sizeof *m->keys);
+        m->n = 0;
+        for (size_t i = 0; i < old.cap; i++) {
+            if (old.tokens[i][0] != '\0')
+                token_put(m, old.tokens[i], old.keys[i]);
+        }
+        free(old.tokens);
+        free(old.keys);
+    }
+    size_t j = hash_token(token) % m->cap;
+    while (m->tokens[j][0] != '\0' && strcmp(m->tokens[j], token) != 0)
+        j = (j + 1) % m->cap;
+    if (m->tokens[j][0] == '\0')
+        m->n++;
+    snprintf(m->tokens[j], TEXT_LEN, "%s", token);
+    m->keys[j] = key;
+}
+
+static int token_get(const token_map *m, const char *token)
+{
+    if (m->cap == 0 || token[0] == '\0')
+        return -1;
+    size_t j = hash_token(token) % m->cap;
+    while (m->tokens[j][0] != '\0') {
+        if (strcmp(m->tokens[j], token) == 0)
+            return m->keys[j];
+        j = (j + 1) % m->cap;
+    }
+    return -1;
+}
+
+static int by_from(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->from < y->from ? -1 : x->from > y->from;
+}
+
+static int by_until(const void *a, const void *b)
+{
+    const span *x = *(const span *const *) a, *y = *(const span *const *) b;
+    return x->until < y->until ? -1 : x->until > y->until;
 }
 
 static void check_snapshots(checker *c)
 {
     int64_t lease = c->cfg->lease_ms > 3000 ? c->cfg->lease_ms : 3000;
-    /* fixed leases in the workload go up to 1.5 leases */
-    lease = lease * 3 / 2;
+    lease = lease * 3 / 2; /* fixed leases in the workload go up to 1.5 leases */
+    token_map tokens = {0};
+    span *spans = malloc(sizeof *spans * (c->nholds + c->natt + 1));
+    size_t n = 0;
+    int nkeys = c->nactors;
+
+    for (int i = 0; i < c->nactors; i++)
+        if (!c->actors[i].run)
+            token_put(&tokens, c->actors[i].token, i);
+    for (size_t k = 0; k < c->nholds; k++) {
+        const hold *h = &c->holds[k];
+        int key = h->actor;
+        if (h->run) {
+            key = nkeys++;
+            token_put(&tokens, h->token, key);
+        }
+        spans[n++] = (span){h->t_inv, hold_until(c, h, lease), h->locks[0], key,
+                            h->take,  !exclusive(h->hkind)};
+    }
+    for (size_t k = 0; k < c->natt; k++) {
+        const attempt *a = &c->att[k];
+        if (a->hold >= 0)
+            continue;
+        /* a dlock run that failed: its token is unknown, only counts matter */
+        spans[n++] = (span){a->t_inv,
+                            attempt_until(c, a, lease),
+                            a->lock,
+                            a->run ? -1 : a->actor,
+                            a->take > 0 ? a->take : 1,
+                            !exclusive(a->hkind)};
+    }
+    qsort(spans, n, sizeof *spans, by_from);
+    span **ending = malloc(sizeof *ending * (n + 1));
+    for (size_t i = 0; i < n; i++)
+        ending[i] = &spans[i];
+    qsort(ending, n, sizeof *ending, by_until);
+
+    int *active_key = calloc((size_t) nkeys + 1, sizeof *active_key);
+    int active_shared[MAX_LOCKS] = {0}, active_permits[MAX_LOCKS] = {0};
+    size_t next_add = 0, next_remove = 0;
+    char last_phantom[MAX_LOCKS][TEXT_LEN] = {{0}};
+
     for (size_t i = 0; i < c->nev; i++) {
         fev *e = c->ev[i];
         if (e->type != EV_SNAP)
@@ -1079,58 +1277,57 @@ static void check_snapshots(checker *c)
         c->tot->snaps++;
         if (e->t > c->t_final_end)
             continue;
-        int64_t q0 = e->wait_ms, q1 = e->t;
-        int kind = c->s->locks[e->lock].kind;
-        if (e->text[0] != '\0') {
-            /* an exclusive owner: whose token is it? */
-            int explained = 0, known = 0;
-            for (size_t k = 0; k < c->nholds && !explained; k++) {
-                const hold *h = &c->holds[k];
-                if (strcmp(h->token, e->text) != 0)
-                    continue;
-                known = 1;
-                explained = could_hold(c, h, q0, q1, lease);
+        int64_t q0 = e->wait_ms - c->slack, q1 = e->t + c->slack;
+        for (; next_add < n && spans[next_add].from <= q1; next_add++) {
+            span *sp = &spans[next_add];
+            if (sp->key >= 0)
+                active_key[sp->key]++;
+            if (sp->shared && sp->lock < MAX_LOCKS) {
+                active_shared[sp->lock]++;
+                active_permits[sp->lock] += sp->take;
             }
-            for (size_t k = 0; k < c->natt && !explained; k++) {
-                const attempt *a = &c->att[k];
-                const actor_info *ai = &c->actors[a->actor];
-                /* a dlock run's token is known once its command runs */
-                if (a->run || strcmp(ai->token, e->text) != 0)
-                    continue;
-                known = 1;
-                explained = attempt_could_hold(c, a, q0, q1, lease);
-            }
-            if (known && !explained)
-                violation(c, V_PHANTOM, q0 - 2000 * NS, q1, e->lock, -1, -1,
-                          "lock %s: at %.3f the server says %s holds it; no hold or attempt "
-                          "under that token can (released, lost or dead)",
-                          c->s->locks[e->lock].name, rel(c, q1), e->text);
         }
+        for (; next_remove < n && ending[next_remove]->until < q0; next_remove++) {
+            span *sp = ending[next_remove];
+            if (sp->key >= 0)
+                active_key[sp->key]--;
+            if (sp->shared && sp->lock < MAX_LOCKS) {
+                active_shared[sp->lock]--;
+                active_permits[sp->lock] -= sp->take;
+            }
+        }
+        int kind = c->s->locks[e->lock].kind;
+        char phantom[TEXT_LEN] = "";
+        if (e->text[0] != '\0') {
+            int key = token_get(&tokens, e->text);
+            if (key >= 0 && active_key[key] <= 0)
+                snprintf(phantom, sizeof phantom, "%s", e->text);
+        }
+        /* a multi-lock's spans sit on its first member: count its other
+         * members' shared use only through the owner check above */
+        if (phantom[0] != '\0' && strcmp(phantom, last_phantom[e->lock]) != 0)
+            violation(c, V_PHANTOM, e->wait_ms - 2000 * NS, e->t, e->lock, -1, -1,
+                      "lock %s: at %.3f the server says %s holds it; no hold or attempt under "
+                      "that token can then (released, lost or dead)",
+                      c->s->locks[e->lock].name, rel(c, e->t), e->text);
+        snprintf(last_phantom[e->lock], TEXT_LEN, "%s", phantom);
         if (kind == LK_RW || kind == LK_SEM) {
             int want = kind == LK_RW ? e->take : (int) e->lease_ms;
-            int can = 0;
-            for (size_t k = 0; k < c->nholds; k++) {
-                const hold *h = &c->holds[k];
-                if (h->locks[0] != e->lock || exclusive(h->hkind))
-                    continue;
-                if (could_hold(c, h, q0, q1, lease))
-                    can += kind == LK_SEM ? h->take : 1;
-            }
-            for (size_t k = 0; k < c->natt; k++) {
-                const attempt *a = &c->att[k];
-                if (a->lock != e->lock || exclusive(a->hkind))
-                    continue;
-                if (attempt_could_hold(c, a, q0, q1, lease))
-                    can += kind == LK_SEM ? (a->take > 0 ? a->take : 1) : 1;
-            }
-            if (want > can)
-                violation(c, V_PHANTOM, q0 - 2000 * NS, q1, e->lock, -1, -1,
+            int can = kind == LK_RW ? active_shared[e->lock] : active_permits[e->lock];
+            if (want > can &&
+                first_time(c, V_PHANTOM, (uint64_t) e->lock, (uint64_t) (e->t / (1000 * NS))))
+                violation(c, V_PHANTOM, e->wait_ms - 2000 * NS, e->t, e->lock, -1, -1,
                           "lock %s: at %.3f the server counts %d %s, but at most %d could be "
                           "held then",
-                          c->s->locks[e->lock].name, rel(c, q1), want,
+                          c->s->locks[e->lock].name, rel(c, e->t), want,
                           kind == LK_RW ? "readers" : "permits taken", can);
         }
     }
+    free(active_key);
+    free(ending);
+    free(spans);
+    free(tokens.tokens);
+    free(tokens.keys);
 }
 
 static void check_processes(checker *c)
@@ -1227,6 +1424,7 @@ int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals)
             c.ev[c.nev++] = &s->ev[i];
     }
     qsort(c.ev, c.nev, sizeof *c.ev, by_t);
+    totals->events = (long) c.nev;
     c.t_end = c.nev > 0 ? c.ev[c.nev - 1]->t : s->t0;
     c.t_final_end = c.t_end;
     for (size_t i = 0; i < c.nev; i++) {
@@ -1247,24 +1445,25 @@ int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals)
     check_lost_updates(&c);
     check_attempts(&c);
     check_holds(&c);
+    check_waiters_at_heal(&c);
     check_cancels(&c);
     check_snapshots(&c);
     check_processes(&c);
 
-    /* each violation in time order, the first few of each class in full */
-    int shown[V_COUNT] = {0};
+    /* each violation in time order, with the history around the first few
+     * of each class */
+    int shown[V_COUNT] = {0}, limit = cfg->verbose ? 1000000 : 3, quiet = 0;
     for (size_t i = 0; i < c.nviols; i++) {
         viol *v = &c.viols[i];
-        if (shown[v->cls]++ >= (cfg->verbose ? 1000 : 3))
-            continue;
         fprintf(out, "VIOLATION %s: %s\n", check_class_name(v->cls), v->text);
-        print_context(&c, v);
+        if (shown[v->cls]++ < limit)
+            print_context(&c, v);
+        else
+            quiet++;
     }
-    for (int k = 0; k < V_COUNT; k++) {
-        if (shown[k] > (cfg->verbose ? 1000 : 3))
-            fprintf(out, "(%d more %s violations not shown; --verbose shows all)\n", shown[k] - 3,
-                    check_class_name(k));
-    }
+    if (quiet > 0)
+        fprintf(out, "(the history around %d more violations is left out: --verbose shows it)\n",
+                quiet);
     int total = (int) c.nviols;
     free(c.ev);
     free(c.actors);
@@ -1273,5 +1472,6 @@ int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals)
     free(c.win);
     free(c.att_by_op);
     free(c.viols);
+    free(c.seen);
     return total;
 }

@@ -53,14 +53,15 @@ static const char usage[] =
     "  --waiter-lease MS   URL waiter_lease= (default 2000)\n"
     "  --timeout MS        command timeout, URL timeout= (default 1000)\n"
     "  --gap MS            mean time between faults (default 1200)\n"
-    "  --slack MS          scheduling tolerance of the time checks (default 100)\n"
+    "  --slack MS          scheduling tolerance of the time checks (default 250)\n"
     "  --nemesis LIST      faults allowed, comma-separated (default all): kill-client,\n"
     "                      pause-client, kill-server, restart-server, pause-server,\n"
     "                      partition (= blackhole,drop,cut), or a store operation\n"
     "                      (redis: wipe, drop_lock, evict, pause_clients, sleep, persist,\n"
     "                      kill_clients); none: no faults\n"
     "  --kinds LIST        lock kinds: plain,fair,read,write,sem,multi,simple (default all)\n"
-    "  --url-options OPTS  more URL options, e.g. notify=stream&local_queue=on\n"
+    "  --url-options OPTS  URL options for every client, e.g. notify=stream (default: the\n"
+    "                      server kind's variants, spread over the processes)\n"
     "  --schedule          print the schedule and exit\n"
     "  --keep              keep the run's dir (kept anyway when a violation is found)\n"
     "  --verbose           every violation in full, nemesis actions as they happen\n";
@@ -79,13 +80,18 @@ static int parse_kinds(fault_cfg *cfg, const char *list)
     return cfg->nkinds > 0 ? 0 : -1;
 }
 
-static void build_url(char *buf, size_t len, const dt_server *srv, int port, const fault_cfg *cfg)
+/* A client's URL: through proxy port `port` (or straight to the server),
+ * with the run's options and the server kind's variant number `variant`
+ * (-1: none), so clients of one run use the store in each way it offers. */
+static void build_url(char *buf, size_t len, const dt_server *srv, int port, int variant,
+                      const fault_cfg *cfg)
 {
     char base[160];
+    const char *v = variant >= 0 && !cfg->url_extra ? dt_server_url_variant(srv, variant) : "";
     dt_server_url_at(srv, port, base, sizeof base);
-    snprintf(buf, len, "%s?lease=%dms&waiter_lease=%dms&timeout=%dms%s%s", base, cfg->lease_ms,
+    snprintf(buf, len, "%s?lease=%dms&waiter_lease=%dms&timeout=%dms%s%s%s%s", base, cfg->lease_ms,
              cfg->waiter_lease_ms, cfg->timeout_ms, cfg->url_extra ? "&" : "",
-             cfg->url_extra ? cfg->url_extra : "");
+             cfg->url_extra ? cfg->url_extra : "", v[0] ? "&" : "", v);
 }
 
 static void set_phase(fshm *s, int phase)
@@ -140,7 +146,9 @@ static pid_t spawn(int role, int idx)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (role == 2)
         wl_monitor(shm, &cfg);
-    build_url(url, sizeof url, &server, cfg.proxy_ports[idx % cfg.links], &cfg);
+    /* library workers and runners take the variants in turn */
+    build_url(url, sizeof url, &server, cfg.proxy_ports[idx % cfg.links], role == 0 ? idx : idx + 1,
+              &cfg);
     if (role == 0)
         wl_library_worker(shm, &cfg, idx, url);
     else
@@ -311,39 +319,23 @@ static void stop_clients(int64_t bound_ms)
     }
 }
 
+/* One JSON line: the run, what was done, the faults injected (not only
+ * scheduled), the violations by property. */
 static void print_json(const check_totals *t, const nemesis *nem, const int *unsupported,
                        int violations, double elapsed)
 {
-    int counts[NEM_COUNT] = {0}, ops_count = 0;
-    char ops_json[1024] = "";
-    size_t used = 0;
+    int counts[NEM_COUNT] = {0}, modes[4] = {0};
     for (int i = 0; i < nem->nevents; i++) {
-        const nem_event *e = &nem->events[i];
-        if (e->kind != NEM_OP) {
-            counts[e->kind]++;
+        if (!nem->event_ok[i])
             continue;
-        }
-        ops_count++;
-        (void) ops_count;
-    }
-    /* per operation and per partition mode */
-    const char *const *ops = dt_server_ops(&server);
-    for (int k = 0; ops[k] != NULL; k++) {
-        int n = 0;
-        for (int i = 0; i < nem->nevents; i++)
-            n += nem->events[i].kind == NEM_OP && strcmp(nem->events[i].op, ops[k]) == 0;
-        used +=
-            (size_t) snprintf(ops_json + used, sizeof ops_json - used, ",\"op:%s\":%d", ops[k], n);
-    }
-    int modes[4] = {0};
-    for (int i = 0; i < nem->nevents; i++) {
+        counts[nem->events[i].kind]++;
         if (nem->events[i].kind == NEM_PARTITION)
             modes[nem->events[i].mode]++;
     }
     printf("{\"store\":\"%s\",\"seed\":%llu,\"seconds\":%d,\"elapsed_s\":%.1f,\"workers\":%d,"
            "\"threads\":%d,\"runners\":%d,\"lease_ms\":%d,\"kinds\":[",
-           server.kind == NULL ? cfg.store : cfg.store, (unsigned long long) cfg.seed, cfg.seconds,
-           elapsed, cfg.workers, cfg.threads, cfg.runners, cfg.lease_ms);
+           cfg.store, (unsigned long long) cfg.seed, cfg.seconds, elapsed, cfg.workers, cfg.threads,
+           cfg.runners, cfg.lease_ms);
     for (int k = 0; k < cfg.nkinds; k++)
         printf("%s\"%s\"", k ? "," : "", fs_hkind_name(cfg.kinds[k]));
     printf("],\"unsupported\":[");
@@ -353,17 +345,26 @@ static void print_json(const check_totals *t, const nemesis *nem, const int *uns
             first = 0;
         }
     }
-    printf("],\"ops\":{\"acquire\":%ld,\"acquired\":%ld,\"release\":%ld,\"dlock_run\":%ld,"
+    printf("],\"history_records\":%ld,\"ops\":{\"acquire\":%ld,\"acquired\":%ld,\"release\":%ld,"
+           "\"dlock_run\":%ld,"
            "\"cancel\":%ld,\"access\":%ld,\"accepted\":%ld,\"refused_stale\":%ld,"
            "\"loss_reports\":%ld,\"server_snapshots\":%ld},",
-           t->acquires, t->acquired, t->releases, t->runs, t->cancels, t->accesses, t->accepted,
-           t->refused, t->lost_reports, t->snaps);
+           t->events, t->acquires, t->acquired, t->releases, t->runs, t->cancels, t->accesses,
+           t->accepted, t->refused, t->lost_reports, t->snaps);
     printf("\"faults\":{\"kill-client\":%d,\"pause-client\":%d,\"kill-server\":%d,"
-           "\"restart-server\":%d,\"pause-server\":%d,\"blackhole\":%d,\"drop\":%d,\"cut\":%d%s},",
+           "\"restart-server\":%d,\"pause-server\":%d,\"blackhole\":%d,\"drop\":%d,\"cut\":%d",
            counts[NEM_KILL_CLIENT], counts[NEM_PAUSE_CLIENT], counts[NEM_KILL_SERVER],
            counts[NEM_RESTART_SERVER], counts[NEM_PAUSE_SERVER], modes[DT_BLACKHOLE],
-           modes[DT_DROP], modes[DT_CUT], ops_json);
-    printf("\"violations\":{");
+           modes[DT_DROP], modes[DT_CUT]);
+    const char *const *ops = dt_server_ops(&server);
+    for (int k = 0; ops[k] != NULL; k++) {
+        int n = 0;
+        for (int i = 0; i < nem->nevents; i++)
+            n += nem->event_ok[i] && nem->events[i].kind == NEM_OP &&
+                 strcmp(nem->events[i].op, ops[k]) == 0;
+        printf(",\"%s\":%d", ops[k], n);
+    }
+    printf("},\"violations\":{");
     for (int v = 0; v < V_COUNT; v++)
         printf("%s\"%s\":%ld", v ? "," : "", check_class_name(v), t->violations[v]);
     printf("},\"result\":\"%s\"}\n", violations == 0 ? "pass" : "fail");
@@ -470,7 +471,7 @@ int main(int argc, char **argv)
     cfg.waiter_lease_ms = 2000;
     cfg.timeout_ms = 1000;
     cfg.gap_ms = 1200;
-    cfg.slack_ms = 100;
+    cfg.slack_ms = 250;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
@@ -594,13 +595,15 @@ int main(int argc, char **argv)
     dt_proxy_start(&proxy, server.port, cfg.links);
     for (int l = 0; l < cfg.links; l++)
         cfg.proxy_ports[l] = proxy.ports[l];
-    build_url(cfg.direct_url, sizeof cfg.direct_url, &server, server.port, &cfg);
+    build_url(cfg.direct_url, sizeof cfg.direct_url, &server, server.port, -1, &cfg);
     dt_make_temp_dir(cfg.dir, sizeof cfg.dir);
     char path[300];
     snprintf(path, sizeof path, "%s/shm", cfg.dir);
+    /* a run records a few hundred events per second and actor at most; the
+     * file is sparse, so room to spare costs nothing */
     uint64_t cap = (uint64_t) (cfg.seconds + cfg.final_s + 30) *
-                       (uint64_t) (cfg.workers * cfg.threads + cfg.runners * 2 + 8) * 600 +
-                   200000;
+                       (uint64_t) (cfg.workers * cfg.threads + cfg.runners + 10) * 300 +
+                   100000;
     shm = fs_create(path, cap);
     if (shm == NULL) {
         fprintf(stderr, "fault: cannot map %s\n", path);
@@ -684,7 +687,10 @@ int main(int argc, char **argv)
     /* The verdict. */
     check_totals totals;
     fflush(stdout);
+    int64_t t_check = fs_now();
     int violations = check_run(shm, &cfg, stdout, &totals);
+    printf("checked %ld history records in %.1f s\n", totals.events,
+           (double) (fs_now() - t_check) / 1e9);
     print_json(&totals, &nem, unsupported, violations, elapsed);
     if (violations > 0 || cfg.keep) {
         dt_keep_dirs();

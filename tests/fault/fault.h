@@ -239,8 +239,8 @@ const char *check_class_name(int v);
  * out, and fills json with the summary's "violations" and counts. Returns
  * the number of violations. */
 typedef struct check_totals {
-    long acquires, acquired, releases, accesses, accepted, refused, lost_reports, runs, cancels,
-        holds, snaps;
+    long events, acquires, acquired, releases, accesses, accepted, refused, lost_reports, runs,
+        cancels, holds, snaps;
     long violations[V_COUNT];
 } check_totals;
 int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals);

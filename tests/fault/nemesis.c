@@ -254,6 +254,7 @@ void nem_init(nemesis *n)
 {
     n->actions = malloc(sizeof *n->actions * (size_t) (2 * n->nevents + 1));
     n->event_pid = calloc((size_t) n->nevents + 1, sizeof *n->event_pid);
+    n->event_ok = calloc((size_t) n->nevents + 1, sizeof *n->event_ok);
     n->nactions = 0;
     for (int i = 0; i < n->nevents; i++) {
         n->actions[n->nactions++] = (nem_action){n->events[i].at_ms, i, 0};
@@ -337,7 +338,7 @@ static void run_action(nemesis *n, const nem_action *a)
     nem_event *e = &n->events[a->event];
     char what[96];
     static const char *const targets[] = {"any", "holder", "waiter"};
-    int actor = -1;
+    int actor = -1, failed = 0;
     pid_t pid;
 
     nem_format(e, what, sizeof what);
@@ -347,6 +348,7 @@ static void run_action(nemesis *n, const nem_action *a)
         if (pid <= 0) {
             log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1, "kill-client %s: none",
                     targets[e->target]);
+            failed = 1;
             break;
         }
         kill(pid, SIGKILL);
@@ -359,6 +361,7 @@ static void run_action(nemesis *n, const nem_action *a)
             if (pid <= 0 || n->npaused == 64) {
                 log_nem(n, e->kind, EVF_START | EVF_FAILED, 0, -1, "pause-client %s: none",
                         targets[e->target]);
+                failed = 1;
                 break;
             }
             kill(pid, SIGSTOP);
@@ -428,6 +431,7 @@ static void run_action(nemesis *n, const nem_action *a)
                          ? dt_server_op(n->server, e->op, e->arg[0] ? e->arg : NULL)
                          : -1;
             int flags = (rc != 0 ? EVF_FAILED : 0) | (loses ? EVF_DATALOSS : 0);
+            failed = rc != 0;
             /* which lock lost its data: all, or the one named */
             n->lost_lock = -1;
             for (int i = 0; loses == 2 && i < n->shm->nlocks; i++) {
@@ -451,8 +455,10 @@ static void run_action(nemesis *n, const nem_action *a)
     default:
         break;
     }
+    if (!a->end && !failed)
+        n->event_ok[a->event] = 1;
     if (n->cfg->verbose)
-        printf("nemesis %s%s\n", what, a->end ? " (end)" : "");
+        printf("nemesis %s%s%s\n", what, a->end ? " (end)" : "", failed ? " (failed)" : "");
 }
 
 int64_t nem_step(nemesis *n, int64_t now_ms)

@@ -46,8 +46,9 @@ typedef struct nemesis {
     int nevents;
     nem_action *actions;
     int nactions, next_action;
-    pid_t *event_pid; /* the process a client fault hit */
-    uint64_t rng;     /* target choices at run time */
+    pid_t *event_pid;        /* the process a client fault hit */
+    unsigned char *event_ok; /* the fault was injected (its start did not fail) */
+    uint64_t rng;            /* target choices at run time */
     /* processes stopped by pause-client, until their end */
     pid_t paused[64];
     int npaused;

@@ -356,6 +356,14 @@ int dt_server_op(dt_server *s, const char *op, const char *arg)
     return o->run(s, arg);
 }
 
+const char *dt_server_url_variant(const dt_server *s, int i)
+{
+    int n = 0;
+    while (s->kind->url_variants != NULL && s->kind->url_variants[n] != NULL)
+        n++;
+    return n == 0 ? "" : s->kind->url_variants[(i % n + n) % n];
+}
+
 const char *dt_server_cli(const dt_server *s, const char *fmt, ...)
 {
     static char out[8192];

@@ -107,6 +107,11 @@ const char *dt_server_op_help(const dt_server *s, const char *op);
 int dt_server_op_loses_data(const dt_server *s, const char *op);
 int dt_server_op(dt_server *s, const char *op, const char *arg);
 
+/* The i-th set of URL options clients of this kind are worth testing with
+ * (query-string text, "" for the defaults), i taken modulo their number:
+ * a test spreads its clients over them. */
+const char *dt_server_url_variant(const dt_server *s, int i);
+
 /* Runs the kind's command-line client (redis-cli -p PORT, etcdctl
  * --endpoints..., zkCli.sh -server...) with the rest of the line (shell
  * syntax) and returns its stdout without the trailing newline (static

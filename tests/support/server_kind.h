@@ -40,6 +40,9 @@ struct dt_server_kind {
      * command (e.g. "redis-cli -p 6379 "). */
     void (*cli_prefix)(const dt_server *s, char *buf, size_t len);
     const dt_server_op_entry *ops; /* terminated by a {NULL} entry */
+    /* URL options worth running clients with (NULL-terminated; "" is the
+     * default), e.g. Redis's two ways to notify waiters. */
+    const char *const *url_variants;
 };
 
 extern const dt_server_kind dt__redis_kind;

@@ -318,6 +318,11 @@ static const dt_server_op_entry redis_ops[] = {
     {NULL, NULL, NULL, 0},
 };
 
+/* Waiters woken by pub/sub or by streams, queued per client or not. */
+static const char *const redis_url_variants[] = {
+    "", "notify=stream", "local_queue=on", "notify=stream&local_queue=on", NULL,
+};
+
 const dt_server_kind dt__redis_kind = {
     .name = "redis",
     .scheme = "redis",
@@ -328,4 +333,5 @@ const dt_server_kind dt__redis_kind = {
     .shutdown = redis_shutdown,
     .cli_prefix = redis_cli_prefix,
     .ops = redis_ops,
+    .url_variants = redis_url_variants,
 };
