@@ -27,9 +27,9 @@
 const char *check_class_name(int v)
 {
     static const char *const names[V_COUNT] = {
-        "overlap", "late-loss", "stale-write", "lost-update",   "fence-order",
-        "error",   "stall",     "liveness",    "spurious-loss", "phantom",
-        "cancel",  "run-exit",  "crash",       "early-giveup",  "history",
+        "overlap", "late-loss",    "stale-write",   "lost-update", "fence-order", "error",
+        "stall",   "liveness",     "spurious-loss", "phantom",     "cancel",      "run-exit",
+        "crash",   "early-giveup", "fd-leak",       "history",
     };
     return v >= 0 && v < V_COUNT ? names[v] : "?";
 }
@@ -1334,8 +1334,11 @@ static void check_processes(checker *c)
 {
     for (size_t i = 0; i < c->nev; i++) {
         fev *e = c->ev[i];
-        if (e->type == EV_VIOL && e->kind >= 0 && e->kind < V_COUNT)
-            violation(c, e->kind, e->t - 2000 * NS, e->t, -1, -1, -1, "%s", e->text);
+        if (e->type == EV_VIOL && e->kind >= 0 && e->kind < V_COUNT &&
+            (e->kind != V_FD_LEAK || first_time(c, V_FD_LEAK, 0, 0)))
+            violation(c, e->kind, e->t - 2000 * NS, e->t, e->lock < c->s->nlocks ? e->lock : -1,
+                      e->actor, -1, "%s%s", e->text,
+                      e->kind == V_FD_LEAK ? " (reported once per run)" : "");
         if (e->type != EV_EXIT)
             continue;
         int status = e->rc;
@@ -1353,8 +1356,10 @@ static void check_processes(checker *c)
 
 static int involved(const viol *v, const fev *e)
 {
-    if (e->type == EV_NEM || e->type == EV_PHASE || e->type == EV_VIOL)
+    if (e->type == EV_NEM || e->type == EV_PHASE)
         return 1;
+    if (e->type == EV_VIOL)
+        return e->actor < 0 || e->actor == v->actors[0] || e->actor == v->actors[1];
     if (e->type == EV_SNAP)
         return v->lock >= 0 && e->lock == v->lock;
     if (e->actor >= 0 && (e->actor == v->actors[0] || e->actor == v->actors[1]))

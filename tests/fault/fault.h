@@ -231,6 +231,7 @@ enum {
     V_RUN_EXIT,      /* dlock run's exit status says something else than what happened */
     V_CRASH,         /* a client process died by itself, or did not stop */
     V_EARLY_GIVEUP,  /* a wait with budget left ended on a short outage */
+    V_FD_LEAK,       /* dlock run's command inherited a socket of dlock's */
     V_HISTORY,       /* the history overflowed: the run cannot be judged */
     V_COUNT
 };

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "fault.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -693,6 +694,30 @@ int wl_command(int argc, char **argv)
             fences[n++] = at != NULL ? strtoull(at + strlen(key), NULL, 10) : 0;
         }
     }
+    /* dlock's connections are its own: a command that inherits one keeps
+     * it open after dlock is gone */
+    DIR *fds = opendir("/proc/self/fd");
+    struct dirent *d;
+    int sockets = 0;
+    while (fds != NULL && (d = readdir(fds)) != NULL) {
+        char path[64], target[64];
+        int fd = atoi(d->d_name);
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (fd > 2 && fd != dirfd(fds) && len > 0) {
+            target[len] = 0;
+            sockets += strncmp(target, "socket:", 7) == 0;
+        }
+    }
+    if (fds != NULL)
+        closedir(fds);
+    if (sockets > 0) {
+        fev *v = fs_log(s, EV_VIOL, lock, actor_id);
+        v->kind = V_FD_LEAK;
+        snprintf(v->text, sizeof v->text, "command of dlock run has %d sockets", sockets % 1000);
+        fs_commit(v);
+    }
+
     atomic_store(&s->actors[actor_id].state, AS_HOLDING);
     fev *e = fs_log(s, EV_ACQ_OK, lock, actor_id);
     e->op = op;
