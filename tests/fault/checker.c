@@ -672,7 +672,8 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
     /* A frozen holder cannot be told in time, nor one whose lock the store
      * lost: their protection is the fence alone. */
     const window *fz = frozen(c, a->pid, a->sup_pid, a->t_ok, b->t_ok);
-    const window *dl = data_lost(c, lock, a->t_ok, b->t_ok);
+    /* (a loss while B was still asking counts too: B's grant may predate it) */
+    const window *dl = data_lost(c, lock, a->t_ok < b->t_inv ? a->t_ok : b->t_inv, b->t_ok);
     if (fz == NULL && dl == NULL && a->t_end - b->t_ok > c->slack) {
         violation(c, V_LATE_LOSS, a->t_ok, b->t_ok, lock, a->actor, b->actor,
                   "lock %s: a%d (%s, fence %llu, not frozen) held until %.3f (%s), %lld ms "
@@ -714,12 +715,12 @@ static void check_exclusion(checker *c, int lock)
             int used = b->take;
             for (size_t j = 0; j < na; j++)
                 used += H(c, &active[j])->take;
-            /* too many permits: the holders with the lowest fences are the
-             * stale ones */
+            /* too many permits: the holders that have held longest are the
+             * stale ones (their permits are the ones that should have gone) */
             while (used > cap && na > 0) {
                 size_t low = 0;
                 for (size_t j = 1; j < na; j++) {
-                    if (fence_of(c, &active[j]) < fence_of(c, &active[low]))
+                    if (H(c, &active[j])->t_ok < H(c, &active[low])->t_ok)
                         low = j;
                 }
                 judge_pair(c, lock, &active[low], &list[i]);
@@ -775,6 +776,12 @@ static void check_fences(checker *c, int lock)
         } else if (fb <= max_any) {
             who = who_any;
         }
+        /* The same handle again after its release failed on the connection:
+         * the server never let go, so it is the same holder, same fence. */
+        if (who != NULL && H(c, who)->actor == H(c, b)->actor && fence_of(c, who) == fb &&
+            (H(c, who)->rel_rc == DLOCK_EUNREACHABLE || H(c, who)->rel_rc == DLOCK_ESERVER ||
+             H(c, who)->rel_rc == DLOCK_ETIMEDOUT))
+            who = NULL;
         if (who != NULL && first_time(c, V_FENCE_ORDER, (uint64_t) lock, (uint64_t) who->hold)) {
             violation(c, V_FENCE_ORDER, H(c, who)->t_ok, H(c, b)->t_ok, lock, H(c, who)->actor,
                       H(c, b)->actor,
@@ -1227,8 +1234,6 @@ static int by_until(const void *a, const void *b)
 
 static void check_snapshots(checker *c)
 {
-    int64_t lease = c->cfg->lease_ms > 3000 ? c->cfg->lease_ms : 3000;
-    lease = lease * 3 / 2; /* fixed leases in the workload go up to 1.5 leases */
     token_map tokens = {0};
     span *spans = malloc(sizeof *spans * (c->nholds + c->natt + 1));
     size_t n = 0;
@@ -1239,6 +1244,8 @@ static void check_snapshots(checker *c)
             token_put(&tokens, c->actors[i].token, i);
     for (size_t k = 0; k < c->nholds; k++) {
         const hold *h = &c->holds[k];
+        const attempt *a = &c->att[h->attempt];
+        int64_t lease = a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms;
         int key = h->actor;
         if (h->run) {
             key = nkeys++;
@@ -1249,6 +1256,7 @@ static void check_snapshots(checker *c)
     }
     for (size_t k = 0; k < c->natt; k++) {
         const attempt *a = &c->att[k];
+        int64_t lease = a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms;
         if (a->hold >= 0)
             continue;
         /* a dlock run that failed: its token is unknown, only counts matter */

@@ -88,80 +88,133 @@ static int server_wide(const nem_event *e)
     return e->kind == NEM_OP;
 }
 
-static void draw(nem_event *e, uint64_t *rng, const fault_cfg *cfg, const dt_server *server,
-                 const char *const *ops, int nops)
+/* A type of fault: what --nemesis names. Partitions come in three modes,
+ * operations by name. */
+typedef struct nem_type {
+    int kind, mode;
+    const char *op;
+    int weight; /* per cent of the random draws */
+} nem_type;
+
+/* Fills e with a fault of type t and its random parameters. */
+static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fault_cfg *cfg)
 {
     int64_t lease = cfg->lease_ms;
     memset(e, 0, sizeof *e);
-    int r = (int) (rnd(rng) % 100);
-    /* weights: client faults and partitions are the common case */
-    if (r < 16) {
-        e->kind = NEM_KILL_CLIENT;
+    e->kind = t->kind;
+    switch (t->kind) {
+    case NEM_KILL_CLIENT:
         e->target = (int) (rnd(rng) % 3);
-    } else if (r < 36) {
-        e->kind = NEM_PAUSE_CLIENT;
+        break;
+    case NEM_PAUSE_CLIENT:
         e->target = (int) (rnd(rng) % 3);
         /* short stalls and ones past the lease (Kleppmann's pause) */
         e->dur_ms = between(rng, 100, 3 * lease);
-    } else if (r < 44) {
-        e->kind = NEM_KILL_SERVER;
+        break;
+    case NEM_KILL_SERVER:
         e->target = rnd(rng) % 10 < 3 ? DT_WIPE : 0;
         e->dur_ms = between(rng, 100, 2 * lease);
-    } else if (r < 50) {
-        e->kind = NEM_RESTART_SERVER;
+        break;
+    case NEM_RESTART_SERVER:
         e->target = rnd(rng) % 10 < 3 ? DT_WIPE : 0;
-    } else if (r < 58) {
-        e->kind = NEM_PAUSE_SERVER;
+        break;
+    case NEM_PAUSE_SERVER:
         e->dur_ms = between(rng, 100, 2 * lease);
-    } else if (r < 82 || nops == 0) {
-        int m = (int) (rnd(rng) % 100);
-        e->kind = NEM_PARTITION;
-        e->mode = m < 45 ? DT_BLACKHOLE : m < 65 ? DT_DROP : DT_CUT;
+        break;
+    case NEM_PARTITION:
+        e->mode = t->mode;
         e->target = rnd(rng) % 2 ? -1 : (int) (rnd(rng) % (uint64_t) cfg->links);
         e->dur_ms = between(rng, 100, 3 * lease);
-    } else {
-        const char *op = ops[rnd(rng) % (uint64_t) nops];
-        e->kind = NEM_OP;
-        snprintf(e->op, sizeof e->op, "%s", op);
-        if (strcmp(op, "drop_lock") == 0) {
+        break;
+    default:
+        snprintf(e->op, sizeof e->op, "%s", t->op);
+        if (strcmp(t->op, "drop_lock") == 0) {
             snprintf(e->arg, sizeof e->arg, "%s",
                      fault_locks[rnd(rng) % (uint64_t) fault_nlocks].name);
-        } else if (strcmp(op, "pause_clients") == 0 || strcmp(op, "sleep") == 0) {
+        } else if (strcmp(t->op, "pause_clients") == 0 || strcmp(t->op, "sleep") == 0) {
             e->dur_ms = between(rng, 100, 2 * lease);
             snprintf(e->arg, sizeof e->arg, "%lld", (long long) e->dur_ms);
-        } else if (strcmp(op, "persist") == 0) {
+        } else if (strcmp(t->op, "persist") == 0) {
             snprintf(e->arg, sizeof e->arg, "%s", rnd(rng) % 2 ? "on" : "off");
         }
+        break;
     }
-    (void) server;
+}
+
+/* The allowed types: the generic faults, then the server kind's
+ * operations. Weights: client faults and partitions are the common case. */
+static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *types)
+{
+    static const nem_type generic[] = {
+        {NEM_KILL_CLIENT, 0, NULL, 16},    {NEM_PAUSE_CLIENT, 0, NULL, 20},
+        {NEM_KILL_SERVER, 0, NULL, 8},     {NEM_RESTART_SERVER, 0, NULL, 6},
+        {NEM_PAUSE_SERVER, 0, NULL, 8},    {NEM_PARTITION, DT_BLACKHOLE, NULL, 11},
+        {NEM_PARTITION, DT_DROP, NULL, 5}, {NEM_PARTITION, DT_CUT, NULL, 8},
+    };
+    const char *const *ops = dt_server_ops(server);
+    int n = 0, nops = 0;
+    for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
+        nem_event probe = {.kind = generic[i].kind, .mode = generic[i].mode};
+        if (allowed(cfg, filter_name(&probe)))
+            types[n++] = generic[i];
+    }
+    for (int i = 0; ops[i] != NULL; i++)
+        nops += allowed(cfg, ops[i]);
+    for (int i = 0; ops[i] != NULL; i++) {
+        if (allowed(cfg, ops[i]))
+            /* the operations share what is left of 100 */
+            types[n++] = (nem_type){NEM_OP, 0, ops[i], 18 / nops > 0 ? 18 / nops : 1};
+    }
+    return n;
+}
+
+static const nem_type *weighted(const nem_type *types, int n, uint64_t *rng)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += types[i].weight;
+    int r = (int) (rnd(rng) % (uint64_t) (total > 0 ? total : 1));
+    for (int i = 0; i < n; i++) {
+        if (r < types[i].weight)
+            return &types[i];
+        r -= types[i].weight;
+    }
+    return &types[n - 1];
 }
 
 int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
 {
     uint64_t rng = mix(cfg->seed ^ 0x6e656d65ull);
-    const char *const *all_ops = dt_server_ops(server);
-    const char *ops[32];
-    int nops = 0, n = 0, cap = 64;
+    nem_type types[48];
+    int ntypes = fault_types(cfg, server, types);
+    int n = 0, cap = 64;
     int64_t end_ms = (int64_t) cfg->seconds * 1000;
     int64_t server_busy_until = 0, link_busy_until[DT_PROXY_MAX_LINKS + 1] = {0};
     nem_event *ev = malloc(sizeof *ev * (size_t) cap);
-
-    for (int i = 0; all_ops[i] != NULL && nops < 32; i++) {
-        if (allowed(cfg, all_ops[i]))
-            ops[nops++] = all_ops[i];
+    /* Every type once first, in an order of the seed's, so that even a
+     * short run meets each fault; then weighted draws. */
+    int pending[48], npending = ntypes;
+    for (int i = 0; i < ntypes; i++)
+        pending[i] = i;
+    for (int i = ntypes - 1; i > 0; i--) {
+        int j = (int) (rnd(&rng) % (uint64_t) (i + 1)), x = pending[i];
+        pending[i] = pending[j];
+        pending[j] = x;
     }
+
     int64_t t = 300;
-    while (t < end_ms - 200) {
+    while (ntypes > 0 && t < end_ms - 200) {
         nem_event e;
         int tries = 0, ok = 0;
-        /* draw until a fault fits what is running and what is allowed */
+        /* draw until a fault fits what is running */
         while (!ok && tries++ < 50) {
-            draw(&e, &rng, cfg, server, ops, nops);
+            int from_pending = tries <= npending;
+            const nem_type *type =
+                from_pending ? &types[pending[tries - 1]] : weighted(types, ntypes, &rng);
+            draw_typed(&e, type, &rng, cfg);
             e.at_ms = t;
             if (e.at_ms + e.dur_ms > end_ms)
                 e.dur_ms = end_ms - e.at_ms;
-            if (!allowed(cfg, filter_name(&e)))
-                continue;
             if (server_wide(&e) && t < server_busy_until)
                 continue;
             if (e.kind == NEM_PARTITION) {
@@ -174,6 +227,11 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
                     continue;
             }
             ok = 1;
+            if (from_pending) {
+                memmove(&pending[tries - 1], &pending[tries],
+                        sizeof *pending * (size_t) (npending - tries));
+                npending--;
+            }
         }
         if (ok) {
             if (n == cap) {
