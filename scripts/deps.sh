@@ -8,6 +8,8 @@ packages=(
   libhiredis-dev                          # libdlock: Redis protocol
   libjson-c-dev                           # the dlock command: JSON output
   redis-server redis-tools                # tests and demo start their own servers
+  zookeeper default-jdk-headless          # test harness: ZooKeeper 3.8 servers (tests/support)
+  etcd-server etcd-client                 # test harness: etcd 3.4 servers, etcdctl
   python3 python3-redis                   # interop test with redis-py's Lock
   clang-format                            # style check
   gnuplot-nox                             # benchmark chart

@@ -159,12 +159,12 @@ static void unreachable_server(void)
 
 static void bad_names_and_leases(void)
 {
-    dt_redis srv;
+    dt_server srv;
     dlock_client *c;
     dlock_lock *l = NULL;
     char long_name[DLOCK_NAME_MAX + 2];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "", 0, &l), DLOCK_EINVAL);
     CHECK(strstr(dlock_errmsg(), "empty") != NULL);
@@ -214,7 +214,7 @@ static void bad_names_and_leases(void)
     /* a hash-tagged name keeps its own tag: all keys in one slot */
     CHECK_RC(dlock_lock_open(c, "order:{42}", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
-    CHECK(strcmp(dt_redis_cli(&srv, "GET 'dlock:order:{42}'"), dlock_lock_token(l)) == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "GET 'dlock:order:{42}'"), dlock_lock_token(l)) == 0);
     CHECK_RC(dlock_release(l), DLOCK_OK);
 
     CHECK_RC(dlock_acquire_for(l, 0, 0), DLOCK_EINVAL);
@@ -233,7 +233,7 @@ static void bad_names_and_leases(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     CHECK_RC(dlock_extend(l, 1000), DLOCK_ENOTOWNER);
     CHECK_INT(dlock_lock_holds(l), ==, 0);
-    CHECK(strcmp(dt_redis_cli(&srv, "EXISTS 'dlock:order:{42}'"), "0") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "EXISTS 'dlock:order:{42}'"), "0") == 0);
     dlock_lock_free(l);
 
     /* NULL handles are refused, not dereferenced */
@@ -396,12 +396,12 @@ static void server_answers_bad_fences(void)
 
 static void wrong_password(void)
 {
-    dt_redis srv;
+    dt_server srv;
     char url[160];
     dlock_client *c;
     dlock_lock *l;
 
-    dt_redis_start(&srv, "--requirepass", "right", NULL);
+    dt_server_start(&srv, "redis", 0, "--requirepass", "right", NULL);
     snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", srv.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
@@ -423,7 +423,8 @@ static void wrong_password(void)
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
-    CHECK(strcmp(dt_redis_cli(&srv, "-a right -n 3 --no-auth-warning EXISTS dlock:{x}"), "1") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "-a right -n 3 --no-auth-warning EXISTS dlock:{x}"), "1") ==
+          0);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
@@ -431,15 +432,15 @@ static void wrong_password(void)
 
 static void scripts_flushed(void)
 {
-    dt_redis srv;
+    dt_server srv;
     dlock_client *c;
     dlock_lock *l;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
-    dt_redis_cli(&srv, "SCRIPT FLUSH");
+    dt_server_cli(&srv, "SCRIPT FLUSH");
     CHECK_RC(dlock_release(l), DLOCK_OK); /* NOSCRIPT: sent again in full */
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
@@ -449,13 +450,13 @@ static void scripts_flushed(void)
 
 static void foreign_value_at_the_key(void)
 {
-    dt_redis srv;
+    dt_server srv;
     dlock_client *c;
     dlock_lock *l;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     /* something that is not ours, with no expiry, sits at the lock's key */
-    dt_redis_cli(&srv, "HSET dlock:{taken} not a-string");
+    dt_server_cli(&srv, "HSET dlock:{taken} not a-string");
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "taken", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
@@ -463,7 +464,7 @@ static void foreign_value_at_the_key(void)
     /* waiting for it goes through the queueing script, which says what it is */
     CHECK_RC(dlock_acquire(l, 200), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
-    CHECK(strcmp(dt_redis_cli(&srv, "HGET dlock:{taken} not"), "a-string") == 0); /* untouched */
+    CHECK(strcmp(dt_server_cli(&srv, "HGET dlock:{taken} not"), "a-string") == 0); /* untouched */
     dlock_lock_free(l);
     dlock_client_close(c);
 }

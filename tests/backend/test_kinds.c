@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static dt_redis srv;
+static dt_server srv;
 
 static dlock_client *connect_client(const char *options)
 {
@@ -47,7 +47,7 @@ static void fair_order_across_processes(void)
     pid_t pids[P];
     dlock_status st;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     snprintf(path, sizeof path, "%s/order", srv.dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
@@ -100,7 +100,7 @@ static void fair_no_overtaking(void)
     int ready[2];
     dlock_status st;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     CHECK(pipe(ready) == 0);
     pid_t waiter = fork();
     if (waiter == 0) {
@@ -139,7 +139,7 @@ static void fair_no_overtaking(void)
 
 static void fair_timed_out_waiter_leaves_no_trace(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     dlock_lock *holder = open_lock(c, "trace", DLOCK_FAIR);
     dlock_lock *late = open_lock(c, "trace", DLOCK_FAIR);
@@ -148,7 +148,7 @@ static void fair_timed_out_waiter_leaves_no_trace(void)
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
     CHECK_RC(dlock_acquire(late, 300), DLOCK_ETIMEDOUT);
     CHECK_INT(waiters(c, "trace", DLOCK_FAIR), ==, 0);
-    CHECK(strcmp(dt_redis_cli(&srv, "KEYS 'dlock:{trace}:w:*'"), "") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "KEYS 'dlock:{trace}:w:*'"), "") == 0);
     CHECK_RC(dlock_release(holder), DLOCK_OK);
     CHECK_RC(dlock_query(c, "trace", DLOCK_FAIR, &st), DLOCK_OK);
     CHECK_INT(st.held, ==, 0); /* not handed to the one that gave up */
@@ -161,7 +161,7 @@ static void fair_killed_waiter_bounded(void)
 {
     dlock_status st;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     pid_t child = fork();
     if (child == 0) {
         dlock_client *cc = connect_client("?waiter_lease=300ms");
@@ -190,7 +190,7 @@ static void fair_killed_waiter_bounded(void)
 
 static void readers_overlap_writer_alone(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     dlock_lock *r[3], *w = open_lock(c, "doc", DLOCK_WRITE), *w2 = open_lock(c, "doc", DLOCK_WRITE);
     dlock_status st;
@@ -238,7 +238,7 @@ static void readers_overlap_writer_alone(void)
 
 static void downgrade_and_upgrade(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     dlock_lock *w = open_lock(c, "cfg", DLOCK_WRITE), *r, *other = open_lock(c, "cfg", DLOCK_READ);
     dlock_lock *w2 = open_lock(c, "cfg", DLOCK_WRITE), *up;
@@ -300,7 +300,7 @@ static void writer_not_starved(void)
     atomic_int stop = 0, readers_in = 0, violations = 0, writer_in = 0;
     pthread_t t[READERS];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     stream_arg a = {c, &stop, &readers_in, &violations, &writer_in};
     for (int i = 0; i < READERS; i++)
@@ -346,7 +346,7 @@ static void semaphore_never_more_than_n(void)
                *victim_in = &shared[3];
     pid_t pids[P];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     atomic_store(inside, 0);
     atomic_store(most, 0);
     atomic_store(done, 0);
@@ -405,7 +405,7 @@ static void semaphore_never_more_than_n(void)
 
 static void semaphore_takes_k_at_once(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     dlock_lock *a, *b, *small, *again;
     dlock_status st;
@@ -487,7 +487,7 @@ static void multi_opposite_orders_no_deadlock(void)
     static const char *ab[] = {"alpha", "beta"}, *ba[] = {"beta", "alpha"};
     pthread_t t1, t2;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     int64_t t0 = dt_now_ms();
     pthread_create(&t1, NULL, multi_loop, (void *) ab);
     pthread_create(&t2, NULL, multi_loop, (void *) ba);
@@ -499,7 +499,7 @@ static void multi_opposite_orders_no_deadlock(void)
 static void multi_one_slot_all_or_nothing(void)
 {
     static const char *names[] = {"stock:{42}", "order:{42}", "stock:{42}"};
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     dlock_lock *m, *other = open_lock(c, "order:{42}", 0);
     dlock_status st;
@@ -534,7 +534,7 @@ static void multi_one_slot_all_or_nothing(void)
 static void multi_rolls_back_on_timeout(void)
 {
     static const char *names[] = {"left", "right"};
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL);
     dlock_lock *m, *right = open_lock(c, "right", 0);
     dlock_status st;
@@ -566,14 +566,14 @@ static void on_multi_lost(dlock_lock *l, int code, const char *why, void *arg)
 static void multi_loss_reported(void)
 {
     static const char *names[] = {"one", "two"};
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client("?lease=600ms");
     dlock_lock *m;
 
     CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
     dlock_lock_on_lost(m, on_multi_lost, m);
     CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
-    dt_redis_cli(&srv, "DEL dlock:{two}");
+    dt_server_cli(&srv, "DEL dlock:{two}");
     DT_WAIT_UNTIL(__atomic_load_n(&multi_lost_calls, __ATOMIC_SEQ_CST) == 1, 5000);
     CHECK_RC(dlock_lock_check(m), DLOCK_ELOST);
     CHECK_RC(dlock_release(m), DLOCK_ELOST);
@@ -612,7 +612,7 @@ static long command_calls(const char *name)
 {
     char field[64];
     snprintf(field, sizeof field, "cmdstat_%s:calls=", name);
-    const char *stats = strstr(dt_redis_cli(&srv, "INFO commandstats"), field);
+    const char *stats = strstr(dt_server_cli(&srv, "INFO commandstats"), field);
     return stats != NULL ? strtol(stats + strlen(field), NULL, 10) : 0;
 }
 
@@ -630,7 +630,7 @@ static void local_queue_order_and_limit(void)
     pthread_t t[N];
     local_arg a[N];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client("?local_queue=on&max_local_waiters=3");
     dlock_client *other = connect_client(NULL);
     dlock_lock *holder = open_lock(other, "busy", 0), *probe = open_lock(c, "busy", 0);
@@ -678,7 +678,7 @@ static void *wait_long(void *p)
 
 static void stream_notices(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     /* heartbeats every 10 s: only a notice can wake the waiter sooner */
     dlock_client *c = connect_client("?notify=stream&waiter_lease=30s");
     dlock_client *other = connect_client(NULL);
@@ -691,20 +691,20 @@ static void stream_notices(void)
     DT_WAIT_UNTIL(waiters(other, "streamed", 0) == 1, 5000);
     /* the waiter's reading connection drops, and the release happens
      * before it is back: the notice waits in the stream */
-    DT_WAIT_UNTIL(strstr(dt_redis_cli(&srv, "CLIENT LIST"), "cmd=xread") != NULL, 5000);
+    DT_WAIT_UNTIL(strstr(dt_server_cli(&srv, "CLIENT LIST"), "cmd=xread") != NULL, 5000);
     char list[4096];
-    snprintf(list, sizeof list, "%s", dt_redis_cli(&srv, "CLIENT LIST"));
+    snprintf(list, sizeof list, "%s", dt_server_cli(&srv, "CLIENT LIST"));
     char *line = strstr(list, "cmd=xread");
     while (line > list && line[-1] != '\n')
         line--;
     long id = strtol(strstr(line, "id=") + 3, NULL, 10);
-    CHECK(strcmp(dt_redis_cli(&srv, "CLIENT KILL ID %ld", id), "1") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "CLIENT KILL ID %ld", id), "1") == 0);
     int64_t released = dt_now_ms();
     CHECK_RC(dlock_release(holder), DLOCK_OK);
     pthread_join(t, NULL);
     CHECK_RC(w.rc, DLOCK_OK);
     CHECK_INT(dt_now_ms() - released, <, 5000);
-    CHECK(strcmp(dt_redis_cli(&srv, "TYPE 'dlock:{streamed}:wake:%s'", c->cfg.client_id),
+    CHECK(strcmp(dt_server_cli(&srv, "TYPE 'dlock:{streamed}:wake:%s'", c->cfg.client_id),
                  "stream") == 0);
     uint64_t first = dlock_lock_fence(w.lock);
     CHECK_RC(dlock_release(w.lock), DLOCK_OK);
@@ -721,7 +721,7 @@ static void stream_notices(void)
     CHECK_RC(w.rc, DLOCK_OK);
     CHECK_INT(dt_now_ms() - released, <, 5000);
     CHECK(dlock_lock_fence(w.lock) > first + 1);
-    CHECK(strcmp(dt_redis_cli(&srv, "XLEN 'dlock:{streamed}:wake:%s'", c->cfg.client_id), "2") ==
+    CHECK(strcmp(dt_server_cli(&srv, "XLEN 'dlock:{streamed}:wake:%s'", c->cfg.client_id), "2") ==
           0);
     CHECK_RC(dlock_release(w.lock), DLOCK_OK);
     dlock_lock_free(holder);
@@ -736,7 +736,7 @@ static void stream_notices(void)
  * notice can hand the lock over within 5 s. */
 static void pubsub_notices(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client("?waiter_lease=30s");
     dlock_client *other = connect_client(NULL);
     dlock_lock *holder = open_lock(other, "published", 0);
@@ -746,9 +746,9 @@ static void pubsub_notices(void)
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
     pthread_create(&t, NULL, wait_long, &w);
     DT_WAIT_UNTIL(waiters(other, "published", 0) == 1, 5000);
-    CHECK(strstr(dt_redis_cli(&srv, "PUBSUB NUMSUB dlock:wake:%s", c->cfg.client_id), "\n1") !=
+    CHECK(strstr(dt_server_cli(&srv, "PUBSUB NUMSUB dlock:wake:%s", c->cfg.client_id), "\n1") !=
           NULL);
-    CHECK(strcmp(dt_redis_cli(&srv, "PUBSUB NUMPAT"), "0") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "PUBSUB NUMPAT"), "0") == 0);
     int64_t released = dt_now_ms();
     CHECK_RC(dlock_release(holder), DLOCK_OK);
     pthread_join(t, NULL);
@@ -768,7 +768,7 @@ static void pubsub_notices(void)
  * are tried; without the cut, none of them sees one. */
 static void stream_second_lock_joins(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client("?notify=stream&waiter_lease=30s");
     dlock_client *other = connect_client(NULL);
     dlock_lock *h1 = open_lock(other, "first", 0);
@@ -778,7 +778,7 @@ static void stream_second_lock_joins(void)
 
     CHECK_RC(dlock_acquire_for(h1, 0, 30000), DLOCK_OK);
     pthread_create(&t1, NULL, wait_long, &w1);
-    DT_WAIT_UNTIL(strstr(dt_redis_cli(&srv, "CLIENT LIST"), "cmd=xread") != NULL, 5000);
+    DT_WAIT_UNTIL(strstr(dt_server_cli(&srv, "CLIENT LIST"), "cmd=xread") != NULL, 5000);
     CHECK_INT(command_calls("client|unblock"), ==, 0);
     for (int attempt = 0; attempt < 3 && !cut; attempt++) {
         char name[32];

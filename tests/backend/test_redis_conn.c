@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-static dt_redis srv;
+static dt_server srv;
 
 static int64_t now_us(void)
 {
@@ -53,7 +53,7 @@ static redisReply *call(dlock__rconn *c, int64_t timeout_ms, int *rc, int argc, 
 
 static long stat_number(const char *field)
 {
-    const char *at = strstr(dt_redis_cli(&srv, "INFO stats"), field);
+    const char *at = strstr(dt_server_cli(&srv, "INFO stats"), field);
     return at != NULL ? strtol(at + strlen(field), NULL, 10) : -1;
 }
 
@@ -96,7 +96,7 @@ static void start_blocked(dlock__rconn *c, blpop_arg *b, pthread_t *t)
 {
     *b = (blpop_arg){c, -1, 0};
     pthread_create(t, NULL, blpop, b);
-    DT_WAIT_UNTIL(strstr(dt_redis_cli(&srv, "CLIENT LIST"), "cmd=blpop") != NULL, 5000);
+    DT_WAIT_UNTIL(strstr(dt_server_cli(&srv, "CLIENT LIST"), "cmd=blpop") != NULL, 5000);
 }
 
 /* While the BLPOP's reply is due, 16 threads' commands wait in the client
@@ -104,7 +104,7 @@ static void start_blocked(dlock__rconn *c, blpop_arg *b, pthread_t *t)
 static void commands_gather_while_replies_due(void)
 {
     enum { N = 16 };
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock__rconn *c = open_conn();
     blpop_arg b;
     pthread_t tb, t[N];
@@ -118,7 +118,7 @@ static void commands_gather_while_replies_due(void)
         pthread_create(&t[i], NULL, echo, &e[i]);
     }
     DT_WAIT_UNTIL(dlock__rconn_held_back(c) == N, 5000);
-    CHECK(strcmp(dt_redis_cli(&srv, "RPUSH gate x"), "1") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "RPUSH gate x"), "1") == 0);
     pthread_join(tb, NULL);
     CHECK_RC(b.rc, DLOCK_OK);
     CHECK(b.popped);
@@ -137,7 +137,7 @@ static void commands_gather_while_replies_due(void)
 
 static long echo_calls(void)
 {
-    const char *at = strstr(dt_redis_cli(&srv, "INFO commandstats"), "cmdstat_echo:calls=");
+    const char *at = strstr(dt_server_cli(&srv, "INFO commandstats"), "cmdstat_echo:calls=");
     return at != NULL ? strtol(at + strlen("cmdstat_echo:calls="), NULL, 10) : 0;
 }
 
@@ -146,7 +146,7 @@ static long echo_calls(void)
  * before and after it still reach the server and their own threads. */
 static void held_back_command_taken_back(void)
 {
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock__rconn *c = open_conn();
     blpop_arg b;
     pthread_t tb, t[3];
@@ -163,7 +163,7 @@ static void held_back_command_taken_back(void)
     CHECK_RC(e[1].rc, DLOCK_EUNREACHABLE);
     CHECK(strstr(e[1].msg, "were not sent") != NULL);
     CHECK_INT(dlock__rconn_held_back(c), ==, 2);
-    CHECK(strcmp(dt_redis_cli(&srv, "RPUSH gate x"), "1") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "RPUSH gate x"), "1") == 0);
     pthread_join(tb, NULL);
     CHECK_RC(b.rc, DLOCK_OK);
     CHECK(b.popped);

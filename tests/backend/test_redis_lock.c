@@ -6,13 +6,13 @@
 #include <pthread.h>
 #include <string.h>
 
-static dt_redis srv;
+static dt_server srv;
 static dlock_client *client;
 
 static void setup(const char *options)
 {
     char url[256];
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
     CHECK_RC(dlock_client_open(url, &client), DLOCK_OK);
 }
@@ -226,7 +226,7 @@ static void deleted_key_reported_lost(void)
 
     dlock_lock_on_lost(a, on_lost, NULL);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
-    dt_redis_cli(&srv, "DEL dlock:{victim}");
+    dt_server_cli(&srv, "DEL dlock:{victim}");
     DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 3000);
     CHECK(strstr(lost_why, "renewal refused") != NULL);
     CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
@@ -242,8 +242,7 @@ static void server_restart_reported_lost(void)
 
     dlock_lock_on_lost(a, on_lost, NULL);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
-    dt_redis_stop(&srv);
-    dt_redis_start_on(&srv, srv.port); /* empty: the lock is gone */
+    dt_server_restart(&srv, DT_KILL | DT_WIPE); /* same port, empty: the lock is gone */
     DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 5000);
     CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
     /* The client reconnects by itself. */

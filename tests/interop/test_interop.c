@@ -11,7 +11,7 @@
 #define DT_SOURCE_DIR "."
 #endif
 
-static dt_redis srv;
+static dt_server srv;
 
 /* Runs the redis-py helper with `action` and returns its first line. */
 static const char *redispy(const char *action, const char *name)
@@ -35,12 +35,12 @@ static void redispy_blocked_by_dlock(void)
     dlock_client *c;
     dlock_lock *l;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "shared-job", DLOCK_SIMPLE, &l), DLOCK_OK);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     /* the plain key, holding our token, as redis-py expects */
-    CHECK(strcmp(dt_redis_cli(&srv, "GET shared-job"), dlock_lock_token(l)) == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "GET shared-job"), dlock_lock_token(l)) == 0);
     CHECK(strcmp(redispy("try", "shared-job"), "busy") == 0);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     CHECK(strcmp(redispy("try", "shared-job"), "acquired") == 0);
@@ -54,7 +54,7 @@ static void dlock_blocked_by_redispy(void)
     dlock_lock *l;
     char cmd[512], line[256];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/interop/redispy_lock.py %d hold shared",
              DT_SOURCE_DIR, srv.port);
     int to_py[2], from_py[2];
@@ -89,9 +89,9 @@ static void dlock_blocked_by_redispy(void)
     CHECK_INT(dt_now_ms() - t0, <, 5000); /* not the 30 s lease */
     CHECK(fgets(line, sizeof line, out) != NULL);
     CHECK(strncmp(line, "released", 8) == 0);
-    CHECK(strcmp(dt_redis_cli(&srv, "GET shared"), dlock_lock_token(l)) == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "GET shared"), dlock_lock_token(l)) == 0);
     CHECK_RC(dlock_release(l), DLOCK_OK);
-    CHECK(strcmp(dt_redis_cli(&srv, "EXISTS shared"), "0") == 0);
+    CHECK(strcmp(dt_server_cli(&srv, "EXISTS shared"), "0") == 0);
     fclose(out);
     close(to_py[1]);
     waitpid(pid, NULL, 0);
@@ -104,14 +104,14 @@ static void simple_release_refuses_foreign_token(void)
     dlock_client *c;
     dlock_lock *l;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "k", DLOCK_SIMPLE, &l), DLOCK_OK);
     CHECK_RC(dlock_acquire_for(l, 0, 10000), DLOCK_OK);
     /* someone else's client overwrote the key (expiry + re-take) */
-    dt_redis_cli(&srv, "SET k someone-else PX 10000");
+    dt_server_cli(&srv, "SET k someone-else PX 10000");
     CHECK_RC(dlock_release(l), DLOCK_ELOST);
-    CHECK(strcmp(dt_redis_cli(&srv, "GET k"), "someone-else") == 0); /* not deleted */
+    CHECK(strcmp(dt_server_cli(&srv, "GET k"), "someone-else") == 0); /* not deleted */
     dlock_lock_free(l);
     dlock_client_close(c);
 }

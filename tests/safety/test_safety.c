@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static dt_redis srv;
+static dt_server srv;
 
 static dlock_client *connect_client(const char *options)
 {
@@ -51,7 +51,7 @@ static void exclusion_run(unsigned flags, int fixed_lease)
     char path[256];
     pid_t pids[PROCS];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     snprintf(path, sizeof path, "%s/counter", srv.dir);
     write_counter(path, 0);
     for (int p = 0; p < PROCS; p++) {
@@ -126,7 +126,7 @@ static void exclusion_across_threads(void)
     char path[256];
     pthread_t t[THREADS];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     snprintf(path, sizeof path, "%s/counter", srv.dir);
     write_counter(path, 0);
     dlock_client *c = connect_client(NULL);
@@ -211,7 +211,7 @@ static void killed_holder_frees_within_lease(void)
     char line[64];
     int rd;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     pid_t child = spawn_holder("crash", "?lease=1s", &rd);
     read_line(rd, line, sizeof line, 10000);
     CHECK(line[0] == 'H');
@@ -238,7 +238,7 @@ static void frozen_holder_is_told_and_fenced_out(void)
     int rd;
     dlock_status st;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     pid_t child = spawn_holder("frozen", "?lease=600ms", &rd);
     read_line(rd, line, sizeof line, 10000);
     CHECK(line[0] == 'H');
@@ -272,7 +272,7 @@ static void killed_waiter_does_not_stall_queue(void)
 {
     dlock_status st;
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     /* A waiter in another process (forked before this one has threads)
      * queues behind the holder, then dies. */
     pid_t child = fork();
@@ -329,7 +329,7 @@ static void subscriber_connection_killed(void)
     pthread_t t[N];
     waiter_arg w[N];
 
-    dt_redis_start(&srv, NULL);
+    dt_server_start(&srv, "redis", 0, NULL);
     dlock_client *c = connect_client(NULL), *holder_client = connect_client(NULL);
     dlock_lock *holder;
     CHECK_RC(dlock_lock_open(holder_client, "notified", 0, &holder), DLOCK_OK);
@@ -340,7 +340,7 @@ static void subscriber_connection_killed(void)
     }
     DT_WAIT_UNTIL(dlock_query(c, "notified", 0, &st) == DLOCK_OK && st.waiters == N, 5000);
     /* the network drops the waiters' pub/sub connection */
-    CHECK(atoi(dt_redis_cli(&srv, "CLIENT KILL TYPE pubsub")) >= 1);
+    CHECK(atoi(dt_server_cli(&srv, "CLIENT KILL TYPE pubsub")) >= 1);
     int64_t released = dt_now_ms();
     CHECK_RC(dlock_release(holder), DLOCK_OK);
     for (int i = 0; i < N; i++) {

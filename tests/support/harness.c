@@ -1,6 +1,7 @@
 /* harness.c - see harness.h. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "server_kind.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 static const char *current_test = "?";
 
 static void stop_all(void);
+static int keep_dirs; /* a check failed: leave the logs */
 
 void dt_fail(const char *file, int line, const char *fmt, ...)
 {
@@ -33,6 +35,7 @@ void dt_fail(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     fflush(stderr);
+    keep_dirs = 1;
     stop_all();
     _exit(1);
 }
@@ -75,16 +78,22 @@ int dt_free_port(void)
     return port;
 }
 
-/* ---------------------------------------------------------------- redis */
+/* ---------------------------------------------------------------- cleanup */
 
-/* Servers still running when the test process exits are stopped by pid:
- * the dt_redis structs themselves usually lived on a test's stack. */
-#define MAX_SERVERS 16
-static pid_t servers[MAX_SERVERS];
+/* Helper processes still running when the test process exits are killed by
+ * pid: the structs describing them usually lived on a test's stack. Only the
+ * process that registered them does it: a forked worker inherits these
+ * tables and its atexit handlers, and must not stop the test's servers. */
+#define MAX_TRACKED 64
+static pid_t tracked[MAX_TRACKED];
+static char dirs[MAX_TRACKED][160];
+static pid_t registrar; /* the process the tables belong to */
 
-static void kill_and_reap(pid_t pid)
+void dt_kill_reap(pid_t pid)
 {
     int status;
+    if (pid <= 0)
+        return;
     kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -92,161 +101,110 @@ static void kill_and_reap(pid_t pid)
 
 static void stop_all(void)
 {
-    for (int i = 0; i < MAX_SERVERS; i++) {
-        if (servers[i] > 0)
-            kill_and_reap(servers[i]);
-        servers[i] = 0;
+    if (registrar != getpid())
+        return;
+    for (int i = 0; i < MAX_TRACKED; i++) {
+        if (tracked[i] > 0)
+            dt_kill_reap(tracked[i]);
+        tracked[i] = 0;
     }
-}
-
-static void forget(pid_t pid)
-{
-    for (int i = 0; i < MAX_SERVERS; i++) {
-        if (servers[i] == pid)
-            servers[i] = 0;
-    }
-}
-
-static int ping(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t) port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    char buf[64];
-    int fd = socket(AF_INET, SOCK_STREAM, 0), ok = 0;
-
-    if (fd < 0)
-        return 0;
-    if (connect(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
-        send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        /* -NOAUTH: alive, and wants a password */
-        ok = n >= 5 && (memcmp(buf, "+PONG", 5) == 0 || memcmp(buf, "-NOAUTH", 7) == 0);
-    }
-    close(fd);
-    return ok;
-}
-
-static void start(dt_redis *r, int port, va_list extra)
-{
-    char port_s[16];
-    const char *argv[64];
-    int argc = 0;
-
-    if (r->dir[0] == '\0') {
-        snprintf(r->dir, sizeof r->dir, "/tmp/dlock-test-XXXXXX");
-        if (mkdtemp(r->dir) == NULL)
-            dt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
-    }
-    r->port = port;
-    snprintf(port_s, sizeof port_s, "%d", port);
-    snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", port);
-    argv[argc++] = "redis-server";
-    argv[argc++] = "--port";
-    argv[argc++] = port_s;
-    argv[argc++] = "--bind";
-    argv[argc++] = "127.0.0.1";
-    argv[argc++] = "--save";
-    argv[argc++] = "";
-    argv[argc++] = "--appendonly";
-    argv[argc++] = "no";
-    argv[argc++] = "--dir";
-    argv[argc++] = r->dir;
-    argv[argc++] = "--logfile";
-    argv[argc++] = "redis.log";
-    argv[argc++] = "--daemonize";
-    argv[argc++] = "no";
-    if (extra != NULL) {
-        const char *a;
-        while ((a = va_arg(extra, const char *)) != NULL && argc < 62)
-            argv[argc++] = a;
-    }
-    argv[argc] = NULL;
-
-    r->pid = fork();
-    if (r->pid < 0)
-        dt_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
-    if (r->pid == 0) {
-        /* The server goes when the test goes, however it ends. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execvp("redis-server", (char *const *) argv);
-        _exit(127);
-    }
-    for (int i = 0; i < MAX_SERVERS; i++) {
-        if (servers[i] == 0) {
-            servers[i] = r->pid;
-            break;
+    const char *keep = getenv("DT_KEEP");
+    if (keep_dirs || (keep != NULL && strcmp(keep, "1") == 0)) {
+        for (int i = 0; i < MAX_TRACKED; i++) {
+            if (dirs[i][0] != '\0')
+                fprintf(stderr, "kept %s\n", dirs[i]);
         }
+        return;
     }
+    for (int i = 0; i < MAX_TRACKED; i++) {
+        if (dirs[i][0] != '\0')
+            dt__remove_tree(dirs[i]);
+        dirs[i][0] = '\0';
+    }
+}
+
+static void adopt_tables(void)
+{
     static int hooked;
+    if (registrar != getpid()) {
+        /* A fork's copy of the parent's tables: not this process's to clean. */
+        memset(tracked, 0, sizeof tracked);
+        memset(dirs, 0, sizeof dirs);
+        registrar = getpid();
+    }
     if (!hooked) {
         atexit(stop_all);
         hooked = 1;
     }
-    int64_t until = dt_now_ms() + 10000;
-    while (!ping(port)) {
-        int status;
-        if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
-            forget(r->pid);
-            r->pid = 0;
-            dt_fail(__FILE__, __LINE__, "redis-server exited at start (port %d, log %s/redis.log)",
-                    port, r->dir);
+}
+
+void dt_track_pid(pid_t pid)
+{
+    adopt_tables();
+    for (int i = 0; i < MAX_TRACKED; i++) {
+        if (tracked[i] == 0) {
+            tracked[i] = pid;
+            return;
         }
-        if (dt_now_ms() > until)
-            dt_fail(__FILE__, __LINE__, "redis-server on port %d did not answer PING", port);
-        dt_sleep_ms(5);
+    }
+    dt_fail(__FILE__, __LINE__, "more than %d helper processes", MAX_TRACKED);
+}
+
+void dt_untrack_pid(pid_t pid)
+{
+    for (int i = 0; i < MAX_TRACKED && registrar == getpid(); i++) {
+        if (tracked[i] == pid)
+            tracked[i] = 0;
     }
 }
 
-void dt_redis_start(dt_redis *r, ...)
+void dt_track_dir(const char *dir)
 {
-    va_list ap;
-    memset(r, 0, sizeof *r);
-    va_start(ap, r);
-    start(r, dt_free_port(), ap);
-    va_end(ap);
-}
-
-void dt_redis_start_on(dt_redis *r, int port)
-{
-    start(r, port, NULL);
-}
-
-void dt_redis_stop(dt_redis *r)
-{
-    if (r->pid <= 0)
-        return;
-    kill_and_reap(r->pid);
-    forget(r->pid);
-    r->pid = 0;
-}
-
-const char *dt_redis_cli(const dt_redis *r, const char *fmt, ...)
-{
-    static char out[4096];
-    char cmd[2048], line[1024];
-    va_list ap;
-    int n = snprintf(cmd, sizeof cmd, "redis-cli -p %d ", r->port);
-
-    va_start(ap, fmt);
-    vsnprintf(cmd + n, sizeof cmd - (size_t) n, fmt, ap);
-    va_end(ap);
-    FILE *p = popen(cmd, "r");
-    out[0] = '\0';
-    if (p == NULL)
-        return out;
-    size_t used = 0;
-    while (fgets(line, sizeof line, p) != NULL && used + strlen(line) < sizeof out) {
-        strcpy(out + used, line);
-        used += strlen(line);
+    adopt_tables();
+    for (int i = 0; i < MAX_TRACKED; i++) {
+        if (dirs[i][0] == '\0') {
+            snprintf(dirs[i], sizeof dirs[i], "%s", dir);
+            return;
+        }
     }
-    pclose(p);
-    while (used > 0 && (out[used - 1] == '\n' || out[used - 1] == '\r'))
-        out[--used] = '\0';
-    return out;
+}
+
+void dt_make_temp_dir(char *buf, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, len, "%s/dlock-test-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    if (mkdtemp(buf) == NULL)
+        dt_fail(__FILE__, __LINE__, "mkdtemp %s: %s", buf, strerror(errno));
+    dt_track_dir(buf);
+}
+
+int dt_wait_stopped(pid_t pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+    int64_t until = dt_now_ms() + 2000;
+    while (dt_now_ms() < until) {
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            return 0;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = '\0';
+        /* "pid (comm) S ...": comm may hold spaces and parens, the state
+         * follows the last ')' */
+        const char *p = strrchr(stat, ')');
+        if (p != NULL && (p[2] == 'T' || p[2] == 't'))
+            return 1;
+        if (p != NULL && (p[2] == 'Z' || p[2] == 'X'))
+            return 0;
+        dt_sleep_ms(1);
+    }
+    return 0;
+}
+
+void dt_keep_dirs(void)
+{
+    keep_dirs = 1;
 }
 
 /* ---------------------------------------------------------------- runner */

@@ -1,5 +1,7 @@
-/* harness.h - the test harness: checks that report both sides, and real
- * servers started on free loopback ports in temp dirs, stopped at exit.
+/* harness.h - the test harness: checks that report both sides, real
+ * servers started on free loopback ports in temp dirs and stopped at exit
+ * (server.h), and a fault proxy to put between clients and a server
+ * (proxy.h).
  *
  * A suite is one program: main() calls dt_run() with its table of tests;
  * `prog NAME` runs one test, `prog` runs them all, each in a fork so one
@@ -8,6 +10,8 @@
 #define DLOCK_TEST_HARNESS_H
 
 #include "dlock.h"
+#include "proxy.h"
+#include "server.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -49,26 +53,28 @@ int dt_run(int argc, char **argv, const dt_test *tests, size_t n);
 
 /* ---------------------------------------------------------------- servers */
 
-typedef struct dt_redis {
-    pid_t pid;
-    int port;
-    char dir[128];
-    char url[160]; /* redis://127.0.0.1:PORT */
-} dt_redis;
-
-/* Starts redis-server on a free loopback port (extra "--opt value" pairs
- * may follow, NULL-terminated) and waits until it answers PING. Aborts the
- * test if it cannot. Stopped at exit if still running. */
-void dt_redis_start(dt_redis *r, ...);
-/* Same, on a given port (a restart keeps the port). */
-void dt_redis_start_on(dt_redis *r, int port);
-void dt_redis_stop(dt_redis *r);
-/* Runs a redis-cli command line against r; returns its stdout (static). */
-const char *dt_redis_cli(const dt_redis *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
 /* A free TCP port on 127.0.0.1 (bound and released). */
 int dt_free_port(void);
+
+/* Processes and temp dirs the harness cleans up at exit: helper processes
+ * (servers, proxies) are killed by pid and reaped, dirs removed, but only
+ * in the process that registered them (a forked worker that exits stops
+ * nothing), and dirs are kept when a check failed or DT_KEEP=1 is set, so
+ * the logs can be read. */
+void dt_track_pid(pid_t pid);
+void dt_untrack_pid(pid_t pid);
+void dt_track_dir(const char *dir);
+/* Makes a fresh temp dir (/tmp/dlock-test-XXXXXX, or under $TMPDIR),
+ * removed at exit as above. */
+void dt_make_temp_dir(char *buf, size_t len);
+/* Keep temp dirs at exit (a failure found outside CHECK: call it first). */
+void dt_keep_dirs(void);
+/* Waits until SIGSTOP took effect on pid (every thread stopped: a signal is
+ * delivered asynchronously); 1 if stopped, 0 if it is gone or did not stop
+ * within 2 s. */
+int dt_wait_stopped(pid_t pid);
+/* SIGKILL and reap (EINTR-safe); nothing if pid <= 0. */
+void dt_kill_reap(pid_t pid);
 
 /* ---------------------------------------------------------------- misc */
 

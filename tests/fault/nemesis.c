@@ -1,0 +1,540 @@
+/* nemesis.c - the schedule of faults and its execution (see nemesis.h).
+ *
+ * The schedule is drawn from the seed only: the same seed, run length,
+ * lease and store give the same faults at the same offsets. What a client
+ * fault hits (which holder, which waiter) is chosen when it happens, from
+ * the processes in that state then; the history says which one it was.
+ *
+ * At most one server-wide fault runs at a time (a paused server is not also
+ * killed); client faults and partitions overlap freely, except two
+ * partitions of one link. Every start and end is logged in the history,
+ * with the time it took effect. */
+#define _GNU_SOURCE
+#include "nemesis.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s = mix(*s);
+    return *s;
+}
+
+static int64_t between(uint64_t *s, int64_t lo, int64_t hi)
+{
+    return hi <= lo ? lo : lo + (int64_t) (rnd(s) % (uint64_t) (hi - lo + 1));
+}
+
+const char *nem_kind_name(int kind)
+{
+    static const char *const names[NEM_COUNT] = {
+        "kill-client",  "pause-client", "kill-server", "restart-server",
+        "pause-server", "partition",    "op",          "heal-all",
+    };
+    return kind >= 0 && kind < NEM_COUNT ? names[kind] : "?";
+}
+
+/* The name a user gives --nemesis to allow a fault. */
+static const char *filter_name(const nem_event *e)
+{
+    if (e->kind == NEM_OP)
+        return e->op;
+    if (e->kind == NEM_PARTITION)
+        return dt_proxy_mode_name((dt_proxy_mode) e->mode);
+    return nem_kind_name(e->kind);
+}
+
+static int allowed(const fault_cfg *cfg, const char *name)
+{
+    const char *list = cfg->nemeses;
+    size_t len = strlen(name);
+    if (list == NULL || strcmp(list, "all") == 0)
+        return 1;
+    for (const char *p = list; *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t) (comma - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0)
+            return 1;
+        if (n == 9 && strncmp(p, "partition", 9) == 0 &&
+            (strcmp(name, "blackhole") == 0 || strcmp(name, "drop") == 0 ||
+             strcmp(name, "cut") == 0))
+            return 1;
+        p += n + (comma != NULL);
+    }
+    return 0;
+}
+
+/* Operations of the server kind that are faults, and how long they last
+ * (0: instantaneous). */
+static int server_wide(const nem_event *e)
+{
+    if (e->kind == NEM_KILL_SERVER || e->kind == NEM_RESTART_SERVER || e->kind == NEM_PAUSE_SERVER)
+        return 1;
+    return e->kind == NEM_OP;
+}
+
+/* A type of fault: what --nemesis names. Partitions come in three modes,
+ * operations by name. */
+typedef struct nem_type {
+    int kind, mode;
+    const char *op;
+    int weight; /* per cent of the random draws */
+} nem_type;
+
+/* Fills e with a fault of type t and its random parameters. */
+static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fault_cfg *cfg)
+{
+    int64_t lease = cfg->lease_ms;
+    memset(e, 0, sizeof *e);
+    e->kind = t->kind;
+    switch (t->kind) {
+    case NEM_KILL_CLIENT:
+        e->target = (int) (rnd(rng) % 3);
+        break;
+    case NEM_PAUSE_CLIENT:
+        e->target = (int) (rnd(rng) % 3);
+        /* short stalls and ones past the lease (Kleppmann's pause) */
+        e->dur_ms = between(rng, 100, 3 * lease);
+        break;
+    case NEM_KILL_SERVER:
+        e->target = rnd(rng) % 10 < 3 ? DT_WIPE : 0;
+        e->dur_ms = between(rng, 100, 2 * lease);
+        break;
+    case NEM_RESTART_SERVER:
+        e->target = rnd(rng) % 10 < 3 ? DT_WIPE : 0;
+        break;
+    case NEM_PAUSE_SERVER:
+        e->dur_ms = between(rng, 100, 2 * lease);
+        break;
+    case NEM_PARTITION:
+        e->mode = t->mode;
+        e->target = rnd(rng) % 2 ? -1 : (int) (rnd(rng) % (uint64_t) cfg->links);
+        e->dur_ms = between(rng, 100, 3 * lease);
+        break;
+    default:
+        snprintf(e->op, sizeof e->op, "%s", t->op);
+        if (strcmp(t->op, "drop_lock") == 0) {
+            snprintf(e->arg, sizeof e->arg, "%s",
+                     fault_locks[rnd(rng) % (uint64_t) fault_nlocks].name);
+        } else if (strcmp(t->op, "pause_clients") == 0 || strcmp(t->op, "sleep") == 0) {
+            e->dur_ms = between(rng, 100, 2 * lease);
+            snprintf(e->arg, sizeof e->arg, "%lld", (long long) e->dur_ms);
+        } else if (strcmp(t->op, "persist") == 0) {
+            snprintf(e->arg, sizeof e->arg, "%s", rnd(rng) % 2 ? "on" : "off");
+        }
+        break;
+    }
+}
+
+/* The allowed types: the generic faults, then the server kind's
+ * operations. Weights: client faults and partitions are the common case. */
+static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *types)
+{
+    static const nem_type generic[] = {
+        {NEM_KILL_CLIENT, 0, NULL, 16},    {NEM_PAUSE_CLIENT, 0, NULL, 20},
+        {NEM_KILL_SERVER, 0, NULL, 8},     {NEM_RESTART_SERVER, 0, NULL, 6},
+        {NEM_PAUSE_SERVER, 0, NULL, 8},    {NEM_PARTITION, DT_BLACKHOLE, NULL, 11},
+        {NEM_PARTITION, DT_DROP, NULL, 5}, {NEM_PARTITION, DT_CUT, NULL, 8},
+    };
+    const char *const *ops = dt_server_ops(server);
+    int n = 0, nops = 0;
+    for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
+        nem_event probe = {.kind = generic[i].kind, .mode = generic[i].mode};
+        if (allowed(cfg, filter_name(&probe)))
+            types[n++] = generic[i];
+    }
+    for (int i = 0; ops[i] != NULL; i++)
+        nops += allowed(cfg, ops[i]);
+    for (int i = 0; ops[i] != NULL; i++) {
+        if (allowed(cfg, ops[i]))
+            /* the operations share what is left of 100 */
+            types[n++] = (nem_type){NEM_OP, 0, ops[i], 18 / nops > 0 ? 18 / nops : 1};
+    }
+    return n;
+}
+
+static const nem_type *weighted(const nem_type *types, int n, uint64_t *rng)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += types[i].weight;
+    int r = (int) (rnd(rng) % (uint64_t) (total > 0 ? total : 1));
+    for (int i = 0; i < n; i++) {
+        if (r < types[i].weight)
+            return &types[i];
+        r -= types[i].weight;
+    }
+    return &types[n - 1];
+}
+
+int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
+{
+    uint64_t rng = mix(cfg->seed ^ 0x6e656d65ull);
+    nem_type types[48];
+    int ntypes = fault_types(cfg, server, types);
+    int n = 0, cap = 64;
+    int64_t end_ms = (int64_t) cfg->seconds * 1000;
+    int64_t server_busy_until = 0, link_busy_until[DT_PROXY_MAX_LINKS + 1] = {0};
+    nem_event *ev = malloc(sizeof *ev * (size_t) cap);
+    /* Every type once first, in an order of the seed's, so that even a
+     * short run meets each fault; then weighted draws. */
+    int pending[48], npending = ntypes;
+    for (int i = 0; i < ntypes; i++)
+        pending[i] = i;
+    for (int i = ntypes - 1; i > 0; i--) {
+        int j = (int) (rnd(&rng) % (uint64_t) (i + 1)), x = pending[i];
+        pending[i] = pending[j];
+        pending[j] = x;
+    }
+
+    int64_t t = 300;
+    while (ntypes > 0 && t < end_ms - 200) {
+        nem_event e;
+        int tries = 0, ok = 0;
+        /* draw until a fault fits what is running */
+        while (!ok && tries++ < 50) {
+            int from_pending = tries <= npending;
+            const nem_type *type =
+                from_pending ? &types[pending[tries - 1]] : weighted(types, ntypes, &rng);
+            draw_typed(&e, type, &rng, cfg);
+            e.at_ms = t;
+            if (e.at_ms + e.dur_ms > end_ms)
+                e.dur_ms = end_ms - e.at_ms;
+            if (server_wide(&e) && t < server_busy_until)
+                continue;
+            if (e.kind == NEM_PARTITION) {
+                int busy = 0;
+                for (int l = 0; l < cfg->links; l++) {
+                    if ((e.target < 0 || e.target == l) && t < link_busy_until[l])
+                        busy = 1;
+                }
+                if (busy)
+                    continue;
+            }
+            ok = 1;
+            if (from_pending) {
+                memmove(&pending[tries - 1], &pending[tries],
+                        sizeof *pending * (size_t) (npending - tries));
+                npending--;
+            }
+        }
+        if (ok) {
+            if (n == cap) {
+                cap *= 2;
+                ev = realloc(ev, sizeof *ev * (size_t) cap);
+            }
+            ev[n++] = e;
+            if (server_wide(&e))
+                /* a restart takes a while: leave it room */
+                server_busy_until = t + e.dur_ms + 500;
+            if (e.kind == NEM_PARTITION) {
+                for (int l = 0; l < cfg->links; l++) {
+                    if (e.target < 0 || e.target == l)
+                        link_busy_until[l] = t + e.dur_ms + 50;
+                }
+            }
+        }
+        t += between(&rng, cfg->gap_ms / 2, cfg->gap_ms * 3 / 2);
+    }
+    *out = ev;
+    return n;
+}
+
+void nem_format(const nem_event *e, char *buf, size_t len)
+{
+    static const char *const targets[] = {"any", "holder", "waiter"};
+    switch (e->kind) {
+    case NEM_KILL_CLIENT:
+        snprintf(buf, len, "+%lldms kill-client %s", (long long) e->at_ms, targets[e->target]);
+        break;
+    case NEM_PAUSE_CLIENT:
+        snprintf(buf, len, "+%lldms pause-client %s for %lldms", (long long) e->at_ms,
+                 targets[e->target], (long long) e->dur_ms);
+        break;
+    case NEM_KILL_SERVER:
+        snprintf(buf, len, "+%lldms kill-server, start again after %lldms%s", (long long) e->at_ms,
+                 (long long) e->dur_ms,
+                 (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+        break;
+    case NEM_RESTART_SERVER:
+        snprintf(buf, len, "+%lldms restart-server%s", (long long) e->at_ms,
+                 (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+        break;
+    case NEM_PAUSE_SERVER:
+        snprintf(buf, len, "+%lldms pause-server for %lldms", (long long) e->at_ms,
+                 (long long) e->dur_ms);
+        break;
+    case NEM_PARTITION:
+        if (e->target < 0)
+            snprintf(buf, len, "+%lldms %s all links for %lldms", (long long) e->at_ms,
+                     dt_proxy_mode_name((dt_proxy_mode) e->mode), (long long) e->dur_ms);
+        else
+            snprintf(buf, len, "+%lldms %s link %d for %lldms", (long long) e->at_ms,
+                     dt_proxy_mode_name((dt_proxy_mode) e->mode), e->target, (long long) e->dur_ms);
+        break;
+    case NEM_OP:
+        snprintf(buf, len, "+%lldms op %s%s%s", (long long) e->at_ms, e->op, e->arg[0] ? " " : "",
+                 e->arg);
+        break;
+    default:
+        snprintf(buf, len, "+%lldms %s", (long long) e->at_ms, nem_kind_name(e->kind));
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- execution */
+
+static int by_time(const void *a, const void *b)
+{
+    const nem_action *x = a, *y = b;
+    if (x->at_ms != y->at_ms)
+        return x->at_ms < y->at_ms ? -1 : 1;
+    /* ends before starts at the same moment: a link heals before it is cut again */
+    return y->end - x->end;
+}
+
+void nem_init(nemesis *n)
+{
+    n->actions = malloc(sizeof *n->actions * (size_t) (2 * n->nevents + 1));
+    n->event_pid = calloc((size_t) n->nevents + 1, sizeof *n->event_pid);
+    n->event_ok = calloc((size_t) n->nevents + 1, sizeof *n->event_ok);
+    n->nactions = 0;
+    for (int i = 0; i < n->nevents; i++) {
+        n->actions[n->nactions++] = (nem_action){n->events[i].at_ms, i, 0};
+        if (n->events[i].dur_ms > 0)
+            n->actions[n->nactions++] =
+                (nem_action){n->events[i].at_ms + n->events[i].dur_ms, i, 1};
+    }
+    qsort(n->actions, (size_t) n->nactions, sizeof *n->actions, by_time);
+    n->next_action = 0;
+}
+
+static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const char *fmt, ...)
+{
+    va_list ap;
+    fev *e = fs_log(n->shm, EV_NEM, n->lost_lock, -1);
+    e->kind = kind;
+    e->flags = flags;
+    e->pid = (int32_t) pid;
+    e->take = link;
+    va_start(ap, fmt);
+    vsnprintf(e->text, sizeof e->text, fmt, ap);
+    va_end(ap);
+    fs_commit(e);
+}
+
+static int is_paused(const nemesis *n, pid_t pid)
+{
+    for (int i = 0; i < n->npaused; i++) {
+        if (n->paused[i] == pid)
+            return 1;
+    }
+    return 0;
+}
+
+void nem_forget_pid(nemesis *n, pid_t pid)
+{
+    for (int i = 0; i < n->npaused; i++) {
+        if (n->paused[i] == pid)
+            n->paused[i] = n->paused[--n->npaused];
+    }
+}
+
+/* A live client process in the wanted state: a library worker's pid, or
+ * the dlock process of a `dlock run` actor. *actor gets the actor seen. */
+static pid_t pick_client(nemesis *n, int target, int *actor)
+{
+    fshm *s = n->shm;
+    int count = atomic_load(&s->next_actor);
+    int candidates[MAX_ACTORS], nc = 0;
+    for (int i = 0; i < count && i < MAX_ACTORS; i++) {
+        actor_slot *a = &s->actors[i];
+        if (!atomic_load(&a->live))
+            continue;
+        int st = atomic_load(&a->state);
+        if ((target == TG_HOLDER && st != AS_HOLDING) || (target == TG_WAITER && st != AS_WAITING))
+            continue;
+        pid_t pid = atomic_load(&a->sup_pid) > 0 ? atomic_load(&a->sup_pid) : atomic_load(&a->pid);
+        if (pid <= 0 || is_paused(n, pid))
+            continue;
+        candidates[nc++] = i;
+    }
+    if (nc == 0)
+        return 0;
+    int i = candidates[rnd(&n->rng) % (uint64_t) nc];
+    *actor = i;
+    pid_t sup = atomic_load(&s->actors[i].sup_pid);
+    return sup > 0 ? sup : atomic_load(&s->actors[i].pid);
+}
+
+static void start_server(nemesis *n, unsigned how)
+{
+    if (n->server->pid <= 0)
+        dt_server_start_again(n->server, how);
+}
+
+static void run_action(nemesis *n, const nem_action *a)
+{
+    nem_event *e = &n->events[a->event];
+    char what[96];
+    static const char *const targets[] = {"any", "holder", "waiter"};
+    int actor = -1, failed = 0;
+    pid_t pid;
+
+    nem_format(e, what, sizeof what);
+    switch (e->kind) {
+    case NEM_KILL_CLIENT:
+        pid = pick_client(n, e->target, &actor);
+        if (pid <= 0) {
+            log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1, "kill-client %s: none",
+                    targets[e->target]);
+            failed = 1;
+            break;
+        }
+        kill(pid, SIGKILL);
+        log_nem(n, e->kind, EVF_START | EVF_END, pid, -1, "kill-client %s a%d pid %d",
+                targets[e->target], actor, (int) pid);
+        break;
+    case NEM_PAUSE_CLIENT:
+        if (!a->end) {
+            pid = pick_client(n, e->target, &actor);
+            if (pid <= 0 || n->npaused == 64) {
+                log_nem(n, e->kind, EVF_START | EVF_FAILED, 0, -1, "pause-client %s: none",
+                        targets[e->target]);
+                failed = 1;
+                break;
+            }
+            kill(pid, SIGSTOP);
+            dt_wait_stopped(pid);
+            n->paused[n->npaused++] = pid;
+            n->event_pid[a->event] = pid;
+            log_nem(n, e->kind, EVF_START, pid, -1, "pause-client %s a%d pid %d",
+                    targets[e->target], actor, (int) pid);
+        } else if (n->event_pid[a->event] > 0) {
+            pid = n->event_pid[a->event];
+            if (is_paused(n, pid)) {
+                kill(pid, SIGCONT);
+                nem_forget_pid(n, pid);
+            }
+            log_nem(n, e->kind, EVF_END, pid, -1, "resume-client pid %d", (int) pid);
+        }
+        break;
+    case NEM_KILL_SERVER: {
+        int lost = !dt_server_keeps_data(n->server, DT_KILL | (unsigned) e->target);
+        if (!a->end) {
+            dt_server_kill(n->server);
+            log_nem(n, e->kind, EVF_START | (lost ? EVF_DATALOSS : 0), 0, -1, "kill-server%s",
+                    lost ? " (data lost)" : "");
+        } else {
+            start_server(n, (unsigned) e->target);
+            log_nem(n, e->kind, EVF_END | (lost ? EVF_DATALOSS : 0), n->server->pid, -1,
+                    "server started%s", (e->target & DT_WIPE) ? " (data wiped)" : "");
+        }
+        break;
+    }
+    case NEM_RESTART_SERVER: {
+        int lost = !dt_server_keeps_data(n->server, (unsigned) e->target);
+        log_nem(n, e->kind, EVF_START | (lost ? EVF_DATALOSS : 0), 0, -1, "restart-server%s",
+                (e->target & DT_WIPE) ? " (data wiped)" : "");
+        if (n->server->pid > 0)
+            dt_server_restart(n->server, (unsigned) e->target);
+        else
+            start_server(n, (unsigned) e->target);
+        log_nem(n, e->kind, EVF_END | (lost ? EVF_DATALOSS : 0), n->server->pid, -1,
+                "server restarted");
+        break;
+    }
+    case NEM_PAUSE_SERVER:
+        if (!a->end) {
+            dt_server_pause(n->server);
+            log_nem(n, e->kind, EVF_START, 0, -1, "pause-server");
+        } else {
+            dt_server_resume(n->server);
+            log_nem(n, e->kind, EVF_END, 0, -1, "resume-server");
+        }
+        break;
+    case NEM_PARTITION:
+        if (!a->end) {
+            dt_proxy_set(n->proxy, e->target, (dt_proxy_mode) e->mode);
+            log_nem(n, e->kind, EVF_START, 0, e->target, "%s link %d",
+                    dt_proxy_mode_name((dt_proxy_mode) e->mode), e->target);
+        } else {
+            dt_proxy_set(n->proxy, e->target, DT_PASS);
+            log_nem(n, e->kind, EVF_END, 0, e->target, "heal link %d", e->target);
+        }
+        break;
+    case NEM_OP:
+        if (!a->end) {
+            int64_t t0 = fs_now();
+            int loses = dt_server_op_loses_data(n->server, e->op);
+            int rc = n->server->pid > 0 && !n->server->paused
+                         ? dt_server_op(n->server, e->op, e->arg[0] ? e->arg : NULL)
+                         : -1;
+            int flags = (rc != 0 ? EVF_FAILED : 0) | (loses ? EVF_DATALOSS : 0);
+            failed = rc != 0;
+            /* which lock lost its data: all, or the one named */
+            n->lost_lock = -1;
+            for (int i = 0; loses == 2 && i < n->shm->nlocks; i++) {
+                if (strcmp(n->shm->locks[i].name, e->arg) == 0)
+                    n->lost_lock = i;
+            }
+            /* the op's own time (an eviction takes a while) is part of it */
+            fev *ev = fs_log(n->shm, EV_NEM, n->lost_lock, -1);
+            ev->t = t0;
+            ev->kind = e->kind;
+            ev->flags = EVF_START | (e->dur_ms == 0 ? EVF_END : 0) | flags;
+            snprintf(ev->text, sizeof ev->text, "op %.20s %.20s", e->op, e->arg);
+            fs_commit(ev);
+            if (e->dur_ms == 0)
+                log_nem(n, e->kind, EVF_END | flags, 0, -1, "op %s done", e->op);
+            n->lost_lock = -1;
+        } else {
+            log_nem(n, e->kind, EVF_END, 0, -1, "op %s over", e->op);
+        }
+        break;
+    default:
+        break;
+    }
+    if (!a->end && !failed)
+        n->event_ok[a->event] = 1;
+    if (n->cfg->verbose)
+        printf("nemesis %s%s%s\n", what, a->end ? " (end)" : "", failed ? " (failed)" : "");
+}
+
+int64_t nem_step(nemesis *n, int64_t now_ms)
+{
+    while (n->next_action < n->nactions && n->actions[n->next_action].at_ms <= now_ms)
+        run_action(n, &n->actions[n->next_action++]);
+    return n->next_action < n->nactions ? n->actions[n->next_action].at_ms : -1;
+}
+
+void nem_heal_all(nemesis *n)
+{
+    log_nem(n, NEM_HEAL_ALL, EVF_START, 0, -1, "heal-all");
+    for (int i = 0; i < n->npaused; i++)
+        kill(n->paused[i], SIGCONT);
+    n->npaused = 0;
+    dt_proxy_set(n->proxy, -1, DT_PASS);
+    dt_server_resume(n->server);
+    start_server(n, 0);
+    n->next_action = n->nactions;
+    log_nem(n, NEM_HEAL_ALL, EVF_END, 0, -1, "all healed");
+}

@@ -1,0 +1,393 @@
+/* server.c - dt_server: what every kind of server has in common (see
+ * server.h; each kind's specifics are in server_<kind>.c).
+ *
+ * A server is a child of the test process, run with exec (no shell) in
+ * its own temp dir, stdout and stderr to DIR/server.log. Its pid is the
+ * only handle on it: stop, kill, pause and resume are signals to that pid,
+ * and a stopped server is always reaped, so a port is free again when
+ * dt_server_stop() returns. */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "server_kind.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const dt_server_kind *const kinds[] = {&dt__redis_kind, &dt__zookeeper_kind, &dt__etcd_kind};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+const char *const *dt_server_kinds(void)
+{
+    static const char *names[NKINDS + 1];
+    for (size_t i = 0; i < NKINDS; i++)
+        names[i] = kinds[i]->name;
+    return names;
+}
+
+static const dt_server_kind *find_kind(const char *name)
+{
+    for (size_t i = 0; i < NKINDS; i++) {
+        if (strcmp(kinds[i]->name, name) == 0)
+            return kinds[i];
+    }
+    /* short names people type */
+    if (strcmp(name, "zk") == 0)
+        return &dt__zookeeper_kind;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+int dt__tcp_connect(int port, int timeout_ms)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t) port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *) &a, sizeof a) != 0) {
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (errno != EINPROGRESS || poll(&pfd, 1, timeout_ms) != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+int dt__run_quiet(const char *const *argv, int timeout_ms)
+{
+    int status;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execvp(argv[0], (char *const *) argv);
+        _exit(127);
+    }
+    int64_t until = dt_now_ms() + timeout_ms;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (dt_now_ms() > until) {
+            dt_kill_reap(pid);
+            return -1;
+        }
+        dt_sleep_ms(2);
+    }
+}
+
+void dt__remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char child[1024];
+        while (d != NULL && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+            dt__remove_tree(child);
+        }
+        if (d != NULL)
+            closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+static int reap_nohang(dt_server *s)
+{
+    int status;
+    if (s->pid > 0 && waitpid(s->pid, &status, WNOHANG) == s->pid) {
+        dt_untrack_pid(s->pid);
+        s->pid = 0;
+        s->paused = 0;
+        return 1;
+    }
+    return 0;
+}
+
+static void launch(dt_server *s)
+{
+    const char *argv[64];
+    char bufs[16][256];
+    char log[200];
+
+    s->kind->argv(s, argv, bufs);
+    snprintf(log, sizeof log, "%s/server.log", s->dir);
+    const char *const *env = s->kind->env != NULL ? s->kind->env(s) : NULL;
+
+    fflush(NULL);
+    s->pid = fork();
+    if (s->pid < 0)
+        dt_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (s->pid == 0) {
+        /* The server goes when the test goes, however it ends. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Its own process group: a terminal's ^C reaches the test, which
+         * stops it, not the server behind its back. */
+        setpgid(0, 0);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int in = open("/dev/null", O_RDONLY);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        if (in >= 0)
+            dup2(in, 0);
+        if (chdir(s->dir) != 0)
+            _exit(126);
+        for (int i = 0; env != NULL && env[i] != NULL; i++)
+            putenv((char *) env[i]);
+        execvp(argv[0], (char *const *) argv);
+        _exit(127);
+    }
+    s->paused = 0;
+    dt_track_pid(s->pid);
+
+    int64_t until = dt_now_ms() + s->kind->start_timeout_ms;
+    while (!s->kind->answers(s)) {
+        if (reap_nohang(s))
+            dt_fail(__FILE__, __LINE__, "%s exited at start (port %d, log %s)", s->kind->name,
+                    s->port, log);
+        if (dt_now_ms() > until)
+            dt_fail(__FILE__, __LINE__, "%s on port %d did not answer in %d ms (log %s)",
+                    s->kind->name, s->port, s->kind->start_timeout_ms, log);
+        dt_sleep_ms(10);
+    }
+}
+
+void dt_server_start(dt_server *s, const char *kind, unsigned flags, ...)
+{
+    va_list ap;
+    const char *a;
+
+    memset(s, 0, sizeof *s);
+    s->kind = find_kind(kind);
+    if (s->kind == NULL)
+        dt_fail(__FILE__, __LINE__, "no server kind '%s'", kind);
+    s->flags = flags;
+    va_start(ap, flags);
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        if (s->nargs == DT_SERVER_MAX_ARGS)
+            dt_fail(__FILE__, __LINE__, "more than %d server arguments", DT_SERVER_MAX_ARGS);
+        snprintf(s->args[s->nargs++], sizeof s->args[0], "%s", a);
+    }
+    va_end(ap);
+    dt_make_temp_dir(s->dir, sizeof s->dir);
+    s->port = dt_free_port();
+    if (s->kind->needs_peer_port) {
+        do
+            s->peer_port = dt_free_port();
+        while (s->peer_port == s->port);
+    }
+    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", s->kind->scheme, s->port);
+    launch(s);
+}
+
+static void wait_exit(dt_server *s, int ms)
+{
+    int64_t until = dt_now_ms() + ms;
+    while (s->pid > 0 && !reap_nohang(s)) {
+        if (dt_now_ms() > until) {
+            fprintf(stderr, "%s (pid %d) did not exit in %d ms: SIGKILL\n", s->kind->name,
+                    (int) s->pid, ms);
+            dt_server_kill(s);
+            return;
+        }
+        dt_sleep_ms(5);
+    }
+}
+
+static void stop(dt_server *s, int keep)
+{
+    if (s->pid <= 0)
+        return;
+    if (s->paused)
+        dt_server_resume(s);
+    if (s->kind->shutdown == NULL || s->kind->shutdown(s, keep) != 0)
+        kill(s->pid, SIGTERM);
+    wait_exit(s, 10000);
+}
+
+void dt_server_stop(dt_server *s)
+{
+    stop(s, 1);
+}
+
+void dt_server_kill(dt_server *s)
+{
+    if (s->pid <= 0)
+        return;
+    dt_kill_reap(s->pid);
+    dt_untrack_pid(s->pid);
+    s->pid = 0;
+    s->paused = 0;
+}
+
+void dt_server_pause(dt_server *s)
+{
+    if (s->pid > 0 && !s->paused) {
+        kill(s->pid, SIGSTOP);
+        s->paused = 1;
+        dt_wait_stopped(s->pid);
+    }
+}
+
+void dt_server_resume(dt_server *s)
+{
+    if (s->pid > 0 && s->paused) {
+        kill(s->pid, SIGCONT);
+        s->paused = 0;
+    }
+}
+
+void dt_server_start_again(dt_server *s, unsigned how)
+{
+    if (s->pid > 0)
+        dt_fail(__FILE__, __LINE__, "%s on port %d is still running", s->kind->name, s->port);
+    if (how & DT_WIPE)
+        s->kind->wipe(s);
+    s->restarts++;
+    launch(s);
+}
+
+void dt_server_restart(dt_server *s, unsigned how)
+{
+    if (how & DT_KILL)
+        dt_server_kill(s);
+    else
+        stop(s, !(how & DT_WIPE));
+    dt_server_start_again(s, how);
+}
+
+int dt_server_answers(const dt_server *s)
+{
+    return s->pid > 0 && !s->paused && s->kind->answers(s);
+}
+
+const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s://127.0.0.1:%d", s->kind->scheme, port);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- operations */
+
+const char *const *dt_server_ops(const dt_server *s)
+{
+    static const char *names[32];
+    int n = 0;
+    for (const dt_server_op_entry *o = s->kind->ops; o != NULL && o->name != NULL && n < 31; o++)
+        names[n++] = o->name;
+    names[n] = NULL;
+    return names;
+}
+
+static const dt_server_op_entry *find_op(const dt_server *s, const char *op)
+{
+    for (const dt_server_op_entry *o = s->kind->ops; o != NULL && o->name != NULL; o++) {
+        if (strcmp(o->name, op) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+const char *dt_server_op_help(const dt_server *s, const char *op)
+{
+    const dt_server_op_entry *o = find_op(s, op);
+    return o != NULL ? o->help : NULL;
+}
+
+int dt_server_op_loses_data(const dt_server *s, const char *op)
+{
+    const dt_server_op_entry *o = find_op(s, op);
+    return o != NULL ? o->loses_data : 0;
+}
+
+int dt_server_keeps_data(const dt_server *s, unsigned how)
+{
+    if (how & DT_WIPE)
+        return 0;
+    return s->kind->durable || (s->flags & DT_PERSIST) || !(how & DT_KILL);
+}
+
+int dt_server_op(dt_server *s, const char *op, const char *arg)
+{
+    const dt_server_op_entry *o = find_op(s, op);
+    if (o == NULL)
+        return -2;
+    return o->run(s, arg);
+}
+
+const char *dt_server_url_variant(const dt_server *s, int i)
+{
+    int n = 0;
+    while (s->kind->url_variants != NULL && s->kind->url_variants[n] != NULL)
+        n++;
+    return n == 0 ? "" : s->kind->url_variants[(i % n + n) % n];
+}
+
+const char *dt_server_cli(const dt_server *s, const char *fmt, ...)
+{
+    static char out[8192];
+    char cmd[4096], line[1024];
+    va_list ap;
+    size_t used = 0;
+
+    out[0] = '\0';
+    if (s->kind->cli_prefix == NULL)
+        return out;
+    s->kind->cli_prefix(s, cmd, sizeof cmd);
+    size_t n = strlen(cmd);
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - n, fmt, ap);
+    va_end(ap);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return out;
+    while (fgets(line, sizeof line, p) != NULL && used + strlen(line) < sizeof out) {
+        strcpy(out + used, line);
+        used += strlen(line);
+    }
+    pclose(p);
+    while (used > 0 && (out[used - 1] == '\n' || out[used - 1] == '\r'))
+        out[--used] = '\0';
+    return out;
+}

@@ -1,0 +1,135 @@
+/* server.h - real servers for tests, one abstraction for every store.
+ *
+ * A dt_server is one server process of some kind ("redis", "zookeeper",
+ * "etcd"), started on a free loopback port in its own temp dir, and driven
+ * through one set of calls: start, stop, kill -9, pause (SIGSTOP) and
+ * resume, restart on the same port with its data kept or wiped, and the
+ * kind's own operations (Redis: FLUSHALL, CLIENT PAUSE, DEBUG SLEEP, ...)
+ * looked up by name, so a fault test needs to know no store's commands. A
+ * new store is a new entry in server.c's table (see server_kind.h), not a
+ * new harness.
+ *
+ * Every server dies with the process that started it, however that ends:
+ * PR_SET_PDEATHSIG in the server, and an atexit kill by pid. PDEATHSIG
+ * follows the *thread* that forked the server: start, restart and stop
+ * servers from a thread that outlives them (the main thread). Processes
+ * forked by the test (workers) never stop the servers when they exit. */
+#ifndef DLOCK_TEST_SERVER_H
+#define DLOCK_TEST_SERVER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct dt_server_kind dt_server_kind;
+
+#define DT_SERVER_MAX_ARGS 16
+
+typedef struct dt_server {
+    const dt_server_kind *kind;
+    pid_t pid;      /* 0 when not running */
+    int port;       /* client port on 127.0.0.1 */
+    int peer_port;  /* a second port the kind needs (etcd's peer port), else 0 */
+    unsigned flags; /* DT_PERSIST... as given to dt_server_start() */
+    int paused;     /* stopped with SIGSTOP */
+    int restarts;   /* times restarted */
+    char dir[128];  /* temp dir: data, config and log (server.log) */
+    char url[160];  /* the store's URL: redis://127.0.0.1:PORT, zk://..., etcd://... */
+    /* Extra command-line arguments given at start, kept for restarts. */
+    int nargs;
+    char args[DT_SERVER_MAX_ARGS][128];
+} dt_server;
+
+/* Start flags. */
+enum {
+    /* Every acknowledged write survives a kill -9 (Redis: appendonly yes,
+     * appendfsync always). ZooKeeper and etcd always keep their log. */
+    DT_PERSIST = 1u << 0,
+};
+
+/* Restart flags. */
+enum {
+    DT_KILL = 1u << 0, /* kill -9 the server instead of stopping it cleanly */
+    DT_WIPE = 1u << 1, /* delete its data before starting again */
+};
+
+/* Starts a server of `kind` on a free loopback port and waits until it
+ * really answers (Redis PING, ZooKeeper "srvr", etcd health). Extra
+ * command-line arguments for the server (NULL-terminated) may follow.
+ * Aborts the test if it cannot. */
+void dt_server_start(dt_server *s, const char *kind, unsigned flags, ...);
+/* Stops it cleanly (SIGTERM; SIGKILL if it does not exit within 10 s) and
+ * reaps it. Nothing if not running. */
+void dt_server_stop(dt_server *s);
+/* kill -9 and reap. */
+void dt_server_kill(dt_server *s);
+/* SIGSTOP / SIGCONT. */
+void dt_server_pause(dt_server *s);
+void dt_server_resume(dt_server *s);
+/* Stops (DT_KILL: kills) the server if running, and starts it again on the
+ * same port and dir, with its data (DT_WIPE: wiped). Returns once it
+ * answers. What "kept" keeps is what the server itself kept: with
+ * DT_PERSIST everything acknowledged; a Redis without it keeps what a
+ * clean shutdown saves (SHUTDOWN SAVE), nothing after a kill -9. */
+void dt_server_restart(dt_server *s, unsigned how);
+/* The start half of a restart: starts a stopped or killed server again. */
+void dt_server_start_again(dt_server *s, unsigned how);
+/* 1 if the server answers now (within about 200 ms). */
+int dt_server_answers(const dt_server *s);
+
+/* The server's URL with another port in it (to go through a proxy). */
+const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len);
+
+/* 1 if a restart with `how` (DT_KILL, DT_WIPE) keeps every write the
+ * server acknowledged: not wiped, and the kind is durable (ZooKeeper, etcd)
+ * or started with DT_PERSIST, or the stop is clean (Redis saves then). */
+int dt_server_keeps_data(const dt_server *s, unsigned how);
+
+/* The kind's own operations, by name (NULL-terminated list; each with a
+ * one-line description in dt_server_op_help()). dt_server_op() runs one:
+ * returns 0 on success, -1 on failure (detail on stderr), -2 if the kind
+ * has no such operation. `arg` is operation-specific (a lock name, a
+ * duration in ms, "on"/"off"); NULL when unused.
+ *
+ *   redis:     wipe (FLUSHALL), drop_lock NAME (every key of lock NAME),
+ *              pause_clients MS (CLIENT PAUSE), sleep MS (DEBUG SLEEP,
+ *              returns at once), evict (maxmemory + allkeys-lru until
+ *              keys are evicted, then back to no limit), persist on|off
+ *              (appendonly, appendfsync always), kill_clients (CLIENT KILL
+ *              TYPE normal and pubsub)
+ *   etcd:      wipe (delete every key), drop_lock NAME (keys under NAME/
+ *              and NAME), compact (compact to the current revision)
+ *   zookeeper: none yet */
+const char *const *dt_server_ops(const dt_server *s);
+const char *dt_server_op_help(const dt_server *s, const char *op);
+/* 1 if the operation may lose acknowledged data (wipe, drop_lock, evict):
+ * after it a lock may be taken while its holder still holds it. 2 if only
+ * the lock named by its argument. */
+int dt_server_op_loses_data(const dt_server *s, const char *op);
+int dt_server_op(dt_server *s, const char *op, const char *arg);
+
+/* The i-th set of URL options clients of this kind are worth testing with
+ * (query-string text, "" for the defaults), i taken modulo their number:
+ * a test spreads its clients over them. */
+const char *dt_server_url_variant(const dt_server *s, int i);
+
+/* Runs the kind's command-line client (redis-cli -p PORT, etcdctl
+ * --endpoints..., zkCli.sh -server...) with the rest of the line (shell
+ * syntax) and returns its stdout without the trailing newline (static
+ * buffer, valid until the next call). */
+const char *dt_server_cli(const dt_server *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The kinds this harness knows (NULL-terminated), e.g. for a self-test. */
+const char *const *dt_server_kinds(void);
+
+/* ---------------------------------------------------------------- Redis (old API) */
+
+/* Kept for tests written before dt_server: a dt_redis is a dt_server of
+ * kind "redis". New tests use dt_server_* directly. */
+typedef dt_server dt_redis;
+#define dt_redis_start(r, ...)  dt_server_start((r), "redis", 0, __VA_ARGS__)
+#define dt_redis_start_on(r, p) dt_server_start_again((r), DT_WIPE)
+#define dt_redis_stop(r)        dt_server_kill(r)
+#define dt_redis_cli            dt_server_cli
+
+#endif

@@ -1,0 +1,60 @@
+/* server_kind.h - what one kind of server plugs into dt_server (server.c).
+ *
+ * A kind says how to run its server (argv, config files in the temp dir),
+ * how to tell it answers, which files are its data, how to stop it cleanly,
+ * and what store-specific operations it offers. server.c does everything
+ * common: ports, temp dirs, fork/exec with PDEATHSIG, waiting, signals,
+ * reaping, restarts. */
+#ifndef DLOCK_TEST_SERVER_KIND_H
+#define DLOCK_TEST_SERVER_KIND_H
+
+#include "server.h"
+
+typedef struct dt_server_op_entry {
+    const char *name;
+    const char *help;
+    int (*run)(dt_server *s, const char *arg);
+    int loses_data; /* acknowledged data may be gone after it (see dt_server_op_loses_data) */
+} dt_server_op_entry;
+
+struct dt_server_kind {
+    const char *name;   /* "redis" */
+    const char *scheme; /* URL scheme: "redis" */
+    int needs_peer_port;
+    int durable; /* keeps acknowledged writes across a kill -9 without DT_PERSIST */
+    int start_timeout_ms;
+    /* Writes config files to s->dir if needed and fills argv (NULL-terminated,
+     * at most 63 entries; strings may point into bufs). */
+    void (*argv)(const dt_server *s, const char **argv, char bufs[][256]);
+    /* Extra environment for the server (NULL-terminated "K=V" list) or NULL. */
+    const char *const *(*env)(const dt_server *s);
+    /* 1 if the server answers now. */
+    int (*answers)(const dt_server *s);
+    /* Removes the server's data from s->dir (config and logs stay). */
+    void (*wipe)(const dt_server *s);
+    /* Optional: asks a running server to stop cleanly, keeping its data or
+     * not; returns 0 if asked (server.c then waits for the exit), -1 to
+     * have SIGTERM sent instead. */
+    int (*shutdown)(dt_server *s, int keep);
+    /* Optional: the command line of the kind's CLI client, up to the
+     * command (e.g. "redis-cli -p 6379 "). */
+    void (*cli_prefix)(const dt_server *s, char *buf, size_t len);
+    const dt_server_op_entry *ops; /* terminated by a {NULL} entry */
+    /* URL options worth running clients with (NULL-terminated; "" is the
+     * default), e.g. Redis's two ways to notify waiters. */
+    const char *const *url_variants;
+};
+
+extern const dt_server_kind dt__redis_kind;
+extern const dt_server_kind dt__zookeeper_kind;
+extern const dt_server_kind dt__etcd_kind;
+
+/* Helpers shared by the kinds (server.c). */
+int dt__tcp_connect(int port, int timeout_ms);
+/* Runs argv (no shell) with stdout to /dev/null; returns its exit status, or
+ * -1 if it could not run or took longer than timeout_ms (then killed). */
+int dt__run_quiet(const char *const *argv, int timeout_ms);
+/* rm -rf of path (no shell). */
+void dt__remove_tree(const char *path);
+
+#endif
