@@ -173,9 +173,8 @@ static void fences_survive_a_lost_counter(void)
     }
     /* a restart that keeps nothing */
     uint64_t before = cycle(c, "r", 0);
-    int port = srv.port;
     dt_redis_stop(&srv);
-    dt_redis_start_on(&srv, port);
+    dt_redis_start_on(&srv, srv.port);
     CHECK_INT(cycle(c, "r", 0), >, before);
 
     /* a multi-lock in one step, and a hand-over, after the counter is gone */

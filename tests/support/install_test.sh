@@ -84,7 +84,8 @@ grep -q "holding hello with fence" "$tmp/pc/out" || fail "pkg-config program: $(
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 cc -o "$tmp/pc/app-static" "$tmp/pc/app.c" $(pkg-config --cflags dlock) \
-  "$(pkg-config --variable=libdir dlock)/libdlock.a" $(pkg-config --libs --static hiredis) -lpthread
+  "$(pkg-config --variable=libdir dlock)/libdlock.a" \
+  $(pkg-config --libs-only-l --static dlock | sed 's/-ldlock\b//')
 unset PKG_CONFIG_PATH
 ! ldd "$tmp/pc/app-static" | grep -q libdlock || fail "app-static needs libdlock.so"
 bash "$src/tests/support/with_redis.sh" "$tmp/pc/app-static" >"$tmp/pc/out" 2>&1 ||
