@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config        # build
   libhiredis-dev libssl-dev               # libdlock: Redis protocol, SHA1 of scripts
+  libcurl4-openssl-dev libjson-c-dev      # libdlock: etcd v3 JSON gateway
   redis-server redis-tools                # tests and demo start their own servers
+  etcd-server etcd-client                 # etcd tests start their own servers
   python3 python3-redis                   # interop test with redis-py's Lock
   clang-format                            # style check
   gnuplot-nox                             # benchmark chart
