@@ -600,6 +600,15 @@ static int get_i64(json_object *o, const char *name, int64_t min, int64_t *out)
     return DLOCK_OK;
 }
 
+/* A lease ID: present and > 0 (etcd never grants 0). */
+static int get_id(json_object *o, const char *name, int64_t *out)
+{
+    int rc = get_i64(o, name, 1, out);
+    if (rc == DLOCK_OK && *out == 0)
+        rc = bad("etcd: reply has no lease \"%s\"", name);
+    return rc;
+}
+
 static int get_bool(json_object *o, const char *name, int *out)
 {
     json_object *v = field(o, name);
@@ -887,7 +896,7 @@ int dlock__etcd_decode_lease_grant(const char *body, size_t n, dlock__etcd_lease
         return rc;
     rc = get_header(o, 1, &out->revision);
     if (rc == DLOCK_OK)
-        rc = get_i64(o, "ID", 1, &out->id);
+        rc = get_id(o, "ID", &out->id);
     if (rc == DLOCK_OK)
         rc = get_i64(o, "TTL", 1, &out->ttl);
     err = field(o, "error");
@@ -938,7 +947,7 @@ int dlock__etcd_decode_keepalive(const char *body, size_t n, dlock__etcd_lease *
     if (rc == DLOCK_OK)
         rc = get_header(res, 1, &out->revision);
     if (rc == DLOCK_OK)
-        rc = get_i64(res, "ID", 1, &out->id);
+        rc = get_id(res, "ID", &out->id);
     if (rc == DLOCK_OK)
         rc = get_i64(res, "TTL", 0, &out->ttl);
 out:
@@ -968,7 +977,7 @@ int dlock__etcd_decode_lease_ttl(const char *body, size_t n, dlock__etcd_lease_t
         return rc;
     rc = get_header(o, 1, &revision);
     if (rc == DLOCK_OK)
-        rc = get_i64(o, "ID", 1, &out->id);
+        rc = get_id(o, "ID", &out->id);
     if (rc == DLOCK_OK)
         rc = get_i64(o, "TTL", -1, &out->ttl);
     if (rc == DLOCK_OK)

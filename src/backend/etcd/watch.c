@@ -41,10 +41,13 @@
 #include "../../core/clock.h"
 #include "../../core/error.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define STREAM_BODY    ((curl_off_t) 1 << 30)
 #define STREAM_SLACK   (1 << 20) /* reopen once less than this is left to send */
@@ -86,6 +89,7 @@ struct dlock__etcd_watcher {
 
     /* The stream thread's own state. */
     CURL *easy;
+    curl_socket_t sock; /* its connection, CURL_SOCKET_BAD when none */
     char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *headers;
     size_t endpoint;
@@ -449,6 +453,24 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 
 /* ================================================================ stream */
 
+/* The stream's socket is remembered as it is opened and closed
+ * (CURLINFO_ACTIVESOCKET only answers once a transfer is over). */
+static curl_socket_t open_stream_socket(void *arg, curlsocktype purpose,
+                                        struct curl_sockaddr *address)
+{
+    dlock__etcd_watcher *w = arg;
+    w->sock = dlock__etcd_open_socket(NULL, purpose, address);
+    return w->sock;
+}
+
+static int close_stream_socket(void *arg, curl_socket_t fd)
+{
+    dlock__etcd_watcher *w = arg;
+    if (fd == w->sock)
+        w->sock = CURL_SOCKET_BAD;
+    return close(fd);
+}
+
 static void close_stream(dlock__etcd_watcher *w)
 {
     if (w->easy == NULL)
@@ -494,6 +516,10 @@ static int open_stream(dlock__etcd_watcher *w)
     curl_easy_setopt(w->easy, CURLOPT_HEADERDATA, w);
     curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->headers);
     curl_easy_setopt(w->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) c->connect_timeout_ms);
+    curl_easy_setopt(w->easy, CURLOPT_OPENSOCKETFUNCTION, open_stream_socket);
+    curl_easy_setopt(w->easy, CURLOPT_OPENSOCKETDATA, w);
+    curl_easy_setopt(w->easy, CURLOPT_CLOSESOCKETFUNCTION, close_stream_socket);
+    curl_easy_setopt(w->easy, CURLOPT_CLOSESOCKETDATA, w);
     curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPIDLE, 10L);
     curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPINTVL, 5L);
 
@@ -571,6 +597,21 @@ static int ended(dlock__etcd_watcher *w, CURLcode res, char *msg, size_t size)
     return DLOCK_EUNREACHABLE;
 }
 
+/* Whether the server closed the connection. libcurl sees the end of the
+ * response, but a transfer only ends when both directions have, and the
+ * upload is paused, waiting for us: it would never report it. So look at
+ * the socket: a peek that reads end-of-file (or an error) means it is gone;
+ * pending data or nothing to read means it is alive. */
+static int server_closed(dlock__etcd_watcher *w)
+{
+    char byte;
+
+    if (w->sock == CURL_SOCKET_BAD)
+        return 0;
+    ssize_t n = recv(w->sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* Drops the stream and tells every watch (under mu). */
 static void drop_stream(dlock__etcd_watcher *w, int code, const char *msg)
 {
@@ -613,6 +654,12 @@ static void *run(void *arg)
             if (m != NULL && m->msg == CURLMSG_DONE) {
                 int code = ended(w, m->data.result, msg, sizeof msg);
                 drop_stream(w, code, msg);
+                continue;
+            }
+            if (server_closed(w)) {
+                snprintf(msg, sizeof msg, "%s /v3/watch: %s closed the stream", c->label,
+                         c->hosts[w->endpoint]);
+                drop_stream(w, DLOCK_EUNREACHABLE, msg);
                 continue;
             }
             now = dlock__now_us();
@@ -668,6 +715,7 @@ static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
     if (w == NULL)
         return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory for the watcher");
     w->c = c;
+    w->sock = CURL_SOCKET_BAD;
     w->next_id = 1;
     w->backoff_ms = BACKOFF_MIN_MS;
     pthread_mutex_init(&w->mu, NULL);
