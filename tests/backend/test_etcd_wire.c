@@ -120,8 +120,8 @@ static void etcd_spawn(etcd_srv *s)
                            "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
                            "--initial-cluster-state", "new", "--initial-cluster-token", token,
                            /* a 1 s lease is allowed when the election timeout is short */
-                           "--heartbeat-interval", "10", "--election-timeout", "100",
-                           "--logger", "zap", "--log-level", "warn"};
+                           "--heartbeat-interval", "10", "--election-timeout", "100", "--logger",
+                           "zap", "--log-level", "warn"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv[argc++] = fixed[i];
     for (int i = 0; i < 8 && s->extra[i] != NULL; i++)
@@ -135,8 +135,7 @@ static void etcd_spawn(etcd_srv *s)
         struct utsname u;
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         /* etcd 3.4 runs only on amd64 and ppc64le without this */
-        if (uname(&u) == 0 && strcmp(u.machine, "x86_64") != 0 &&
-            strcmp(u.machine, "ppc64le") != 0)
+        if (uname(&u) == 0 && strcmp(u.machine, "x86_64") != 0 && strcmp(u.machine, "ppc64le") != 0)
             setenv("ETCD_UNSUPPORTED_ARCH", strcmp(u.machine, "aarch64") == 0 ? "arm64" : u.machine,
                    1);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -319,8 +318,7 @@ static int mutex_acquire(dlock__etcd *c, const char *name, int64_t lease, mutex_
                                       .limit = 1}};
     dlock__etcd_op success[2] = {
         {.type = DLOCK__ETCD_OP_PUT, .put = {.key = out->key, .lease = lease}}, owner};
-    dlock__etcd_op failure[2] = {{.type = DLOCK__ETCD_OP_RANGE, .range = {.key = out->key}},
-                                 owner};
+    dlock__etcd_op failure[2] = {{.type = DLOCK__ETCD_OP_RANGE, .range = {.key = out->key}}, owner};
     dlock__etcd_txn t = {&cmp, 1, success, 2, failure, 2};
     dlock__etcd_txn_result res;
     int rc = dlock__etcd_kv_txn(c, &t, in_ms(5000), &res);
@@ -350,8 +348,7 @@ static int mutex_acquire(dlock__etcd *c, const char *name, int64_t lease, mutex_
 
 /* The newest key under NAME/ created before my_rev ("" when none), and the
  * header revision of the read. */
-static int64_t predecessor(dlock__etcd *c, const char *name, int64_t my_rev, char *key,
-                           size_t size)
+static int64_t predecessor(dlock__etcd *c, const char *name, int64_t my_rev, char *key, size_t size)
 {
     char prefix[256];
     snprintf(prefix, sizeof prefix, "%s/", name);
@@ -465,8 +462,8 @@ static void test_codec_base64(void)
     /* binary, with a NUL inside */
     CHECK_INT(dlock__etcd_b64_decode("AP8A", 4, dec), ==, 3);
     CHECK(dec[0] == 0 && (unsigned char) dec[1] == 0xff && dec[2] == 0);
-    const char *bad[] = {"Zg=", "Zg", "Z===", "====", "Zg==Zg==", " Zg=", "Zg =", "Z\ng=",
-                         "Zm9v\n", "Zm-v", "Zm_v", "=Zg="};
+    const char *bad[] = {"Zg=",  "Zg",    "Z===",   "====", "Zg==Zg==", " Zg=",
+                         "Zg =", "Z\ng=", "Zm9v\n", "Zm-v", "Zm_v",     "=Zg="};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_INT(dlock__etcd_b64_decode(bad[i], strlen(bad[i]), dec), ==, -1);
 }
@@ -478,8 +475,18 @@ static void test_codec_int64(void)
     CHECK(dlock__etcd_parse_int64("9223372036854775807", 19, &v) == 0 && v == INT64_MAX);
     CHECK(dlock__etcd_parse_int64("-9223372036854775808", 20, &v) == 0 && v == INT64_MIN);
     CHECK(dlock__etcd_parse_int64("-1", 2, &v) == 0 && v == -1);
-    const char *bad[] = {"", "-", "+1", "1.5", "1e3", " 1", "1 ", "0x10", "9223372036854775808",
-                         "-9223372036854775809", "99999999999999999999", "12a"};
+    const char *bad[] = {"",
+                         "-",
+                         "+1",
+                         "1.5",
+                         "1e3",
+                         " 1",
+                         "1 ",
+                         "0x10",
+                         "9223372036854775808",
+                         "-9223372036854775809",
+                         "99999999999999999999",
+                         "12a"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_INT(dlock__etcd_parse_int64(bad[i], strlen(bad[i]), &v), ==, -1);
 
@@ -500,12 +507,14 @@ static void test_codec_requests(void)
     char *text;
     size_t len;
     dlock__etcd_compare cmp = {.key = "m/1f", .target = DLOCK__ETCD_TARGET_CREATE};
-    dlock__etcd_op ok[2] = {
-        {.type = DLOCK__ETCD_OP_PUT, .put = {.key = "m/1f", .lease = 31}},
-        {.type = DLOCK__ETCD_OP_RANGE,
-         .range = {.key = "m/", .range_end = "m0", .sort_target = DLOCK__ETCD_SORT_BY_CREATE,
-                   .sort_order = DLOCK__ETCD_SORT_DESCEND, .limit = 1,
-                   .max_create_revision = 41}}};
+    dlock__etcd_op ok[2] = {{.type = DLOCK__ETCD_OP_PUT, .put = {.key = "m/1f", .lease = 31}},
+                            {.type = DLOCK__ETCD_OP_RANGE,
+                             .range = {.key = "m/",
+                                       .range_end = "m0",
+                                       .sort_target = DLOCK__ETCD_SORT_BY_CREATE,
+                                       .sort_order = DLOCK__ETCD_SORT_DESCEND,
+                                       .limit = 1,
+                                       .max_create_revision = 41}}};
     dlock__etcd_op ko[1] = {{.type = DLOCK__ETCD_OP_DELETE, .del = {.key = "m/1f"}}};
     dlock__etcd_txn t = {&cmp, 1, ok, 2, ko, 1};
     CHECK_RC(dlock__etcd_encode_txn(&t, &text, &len), DLOCK_OK);
@@ -671,8 +680,7 @@ static void test_codec_replies(void)
                                          "user ID or password\",\"code\":3}"),
                                        &st),
              DLOCK_OK);
-    CHECK_RC(dlock__etcd_fail_status(&st, 400, "etcd://x", "/v3/auth/authenticate"),
-             DLOCK_ESERVER);
+    CHECK_RC(dlock__etcd_fail_status(&st, 400, "etcd://x", "/v3/auth/authenticate"), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "authentication failed") != NULL);
     CHECK_RC(dlock__etcd_decode_status(S("Not Found\n"), &st), DLOCK_EPROTO);
 }
@@ -720,8 +728,8 @@ static void test_codec_invalid(void)
              DLOCK_EPROTO);
     CHECK_RC(dlock__etcd_decode_lease_grant(S("{\"header\":{},\"TTL\":\"10\"}"), &l),
              DLOCK_EPROTO); /* a grant with no id */
-    CHECK_RC(dlock__etcd_decode_keepalive(S("{\"result\":{\"header\":{},\"ID\":\"1\",\"TTL\":\"-4\"}}"),
-                                          &l, &st),
+    CHECK_RC(dlock__etcd_decode_keepalive(
+                 S("{\"result\":{\"header\":{},\"ID\":\"1\",\"TTL\":\"-4\"}}"), &l, &st),
              DLOCK_EPROTO);
     dlock__etcd_watch_response w;
     CHECK_RC(dlock__etcd_decode_watch(S("{\"result\":{\"header\":{},\"events\":[{\"type\":\"MOVE\","
@@ -1027,8 +1035,7 @@ static void test_watch_reentrant(void)
     DT_WAIT_UNTIL(created(re.c) == 2, 5000);
     put(re.c, "reentry/first", "2"); /* canceled: not heard */
     put(re.c, "reentry/next", "1");
-    DT_WAIT_UNTIL(notes(&re.rec, atomic_load(&re.added), DLOCK__ETCD_WATCH_EVENT, NULL) == 1,
-                  5000);
+    DT_WAIT_UNTIL(notes(&re.rec, atomic_load(&re.added), DLOCK__ETCD_WATCH_EVENT, NULL) == 1, 5000);
     CHECK_INT(notes(&re.rec, id, DLOCK__ETCD_WATCH_EVENT, NULL), ==, 1);
     dlock__etcd_free(re.c);
 }
@@ -1055,6 +1062,27 @@ static void *range_in_thread(void *arg)
     return NULL;
 }
 
+/* Connections to port whose bytes wait unread in the server's receive
+ * queue (a stopped server's requests). */
+static int requests_queued(int port)
+{
+    char line[512];
+    int n = 0;
+    FILE *fp = fopen("/proc/self/net/tcp", "r");
+    while (fp != NULL && fgets(line, sizeof line, fp) != NULL) {
+        char local[64], queues[64];
+        if (sscanf(line, "%*s %63s %*s %*s %63s", local, queues) != 2)
+            continue;
+        char *colon = strrchr(local, ':'), *rx = strchr(queues, ':');
+        if (colon != NULL && rx != NULL && strtol(colon + 1, NULL, 16) == port &&
+            strtoul(rx + 1, NULL, 16) > 0)
+            n++;
+    }
+    if (fp != NULL)
+        fclose(fp);
+    return n;
+}
+
 static void test_server_killed(void)
 {
     etcd_srv s;
@@ -1076,10 +1104,11 @@ static void test_server_killed(void)
     CHECK(strstr(dlock_errmsg(), "no reply") != NULL);
 
     /* killed with a request in flight: the request fails at once */
+    int queued = requests_queued(s.port);
     slow_call sc = {.c = c};
     pthread_t th;
     pthread_create(&th, NULL, range_in_thread, &sc);
-    dt_sleep_ms(100); /* let it send; a request sent later fails the same way */
+    DT_WAIT_UNTIL(requests_queued(s.port) > queued, 5000); /* sent, unread by etcd */
     etcd_kill(&s);
     DT_WAIT_UNTIL(atomic_load(&sc.done), 3000);
     pthread_join(th, NULL);
@@ -1276,8 +1305,8 @@ static void test_endpoints_failover(void)
     CHECK(strstr(dlock_errmsg(), "cannot connect") != NULL);
     dlock__etcd_free(c);
 
-    const char *bad[] = {"", "h:0", "h:70000", "h:x", "h:1:2", "[::1", "a b:1", "h:1,,h:2",
-                         "http://h:1"};
+    const char *bad[] = {"",     "h:0",   "h:70000",  "h:x",       "h:1:2",
+                         "[::1", "a b:1", "h:1,,h:2", "http://h:1"};
     dlock__etcd_config cfg = {0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cfg.endpoints = bad[i];
@@ -1454,16 +1483,17 @@ static void test_garbage_replies(void)
          DLOCK_EPROTO, "larger than"},
         {"500 Oops", "oops", 0, DLOCK_EPROTO, "HTTP 500"},
         /* no gRPC code: not etcd's error shape */
-        {"404 Not Found", "{\"error\":\"etcdserver: requested lease not found\"}", 0,
-         DLOCK_EPROTO, "HTTP 404"},
+        {"404 Not Found", "{\"error\":\"etcdserver: requested lease not found\"}", 0, DLOCK_EPROTO,
+         "HTTP 404"},
         {"503 Service Unavailable",
          "{\"error\":\"etcdserver: no leader\",\"message\":\"etcdserver: no leader\",\"code\":14}",
          0, DLOCK_EUNREACHABLE, "no leader"},
-        {"400 Bad Request", "{\"error\":\"x\",\"message\":\"etcdserver: key is not provided\","
-                            "\"code\":3}",
+        {"400 Bad Request",
+         "{\"error\":\"x\",\"message\":\"etcdserver: key is not provided\","
+         "\"code\":3}",
          0, DLOCK_EINVAL, "key is not provided"},
-        {NULL, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"header\":", 0,
-         DLOCK_EUNREACHABLE, "broke"}, /* cut short */
+        {NULL, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"header\":", 0, DLOCK_EUNREACHABLE,
+         "broke"},                                     /* cut short */
         {NULL, NULL, 0, DLOCK_EUNREACHABLE, "broke"},  /* closed without a reply */
         {NULL, "", 0, DLOCK_EUNREACHABLE, "no reply"}, /* never answers */
     };
@@ -1525,8 +1555,8 @@ static int connections_to(int port, unsigned long *inodes, int max)
             char local[64], remote[64];
             unsigned long inode;
             /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-            if (sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote,
-                       &inode) != 3)
+            if (sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote, &inode) !=
+                3)
                 continue;
             char *colon = strrchr(remote, ':');
             if (colon != NULL && strtol(colon + 1, NULL, 16) == port && inode != 0)
@@ -1626,18 +1656,27 @@ static void test_interop_etcdctl_waits(void)
     mutex_try m;
     CHECK_RC(mutex_acquire(c, "shared", lease, &m), DLOCK_OK);
     CHECK(m.held);
-    const char *argv[] = {"etcdctl", "--endpoints", s.endpoint, "lock", "shared", "--", "true",
-                          NULL};
+    /* the command records the revision at which etcdctl got the lock */
+    char file[200], script[300], text[64] = "";
+    snprintf(file, sizeof file, "%s/lock_rev", s.dir);
+    snprintf(script, sizeof script, "echo $ETCD_LOCK_REV > %s", file);
+    const char *argv[] = {"etcdctl", "--endpoints", s.endpoint, "lock", "shared",
+                          "--",      "sh",          "-c",       script, NULL};
     pid_t pid = spawn(argv);
     DT_WAIT_UNTIL(count_prefix(c, "shared/") == 2, 10000); /* it queued behind us */
-    int status;
-    CHECK_INT(waitpid(pid, &status, WNOHANG), ==, 0); /* and waits */
     mutex_try again;
     CHECK_RC(mutex_acquire(c, "shared", lease, &again), DLOCK_OK);
     CHECK(again.held);
+    int64_t released = put(c, "unrelated", "x") + 1;
     CHECK_INT(del(c, m.key), ==, 1);
+    int status;
     DT_WAIT_UNTIL(waitpid(pid, &status, WNOHANG) == pid, 10000);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* it ran its command only after our delete */
+    FILE *fp = fopen(file, "r");
+    CHECK(fp != NULL && fgets(text, sizeof text, fp) != NULL);
+    fclose(fp);
+    CHECK_INT(strtoll(text, NULL, 10), >=, released);
     CHECK_INT(count_prefix(c, "shared/"), ==, 0);
     dlock__etcd_free(c);
 }
@@ -1780,10 +1819,8 @@ static void measure_layer(dlock__etcd *c, const char *endpoint, int threads, dou
     int64_t lease = grant(c, 60), start = dlock__now_us(), total = 0;
     double p0 = proposals(endpoint);
     for (int i = 0; i < threads; i++) {
-        w[i] = (bench_worker){.c = c,
-                              .index = i,
-                              .lease = lease,
-                              .until_us = start + (int64_t) (seconds * 1e6)};
+        w[i] = (bench_worker){
+            .c = c, .index = i, .lease = lease, .until_us = start + (int64_t) (seconds * 1e6)};
         pthread_create(&th[i], NULL, bench_thread, &w[i]);
     }
     for (int i = 0; i < threads; i++) {
@@ -1813,20 +1850,21 @@ static void measure_curl(dlock__etcd *c, const char *endpoint, int cycles)
     int fd = mkstemp(path);
     FILE *f = fdopen(fd, "w");
     for (int i = 0; i < cycles; i++) {
-        fprintf(f,
-                "%surl = \"http://%s/v3/kv/txn\"\nsilent\noutput = /dev/null\ndata = "
-                "\"{\\\"compare\\\":[{\\\"key\\\":\\\"%s\\\",\\\"target\\\":\\\"CREATE\\\","
-                "\\\"result\\\":\\\"EQUAL\\\",\\\"create_revision\\\":\\\"0\\\"}],\\\"success\\\":[{"
-                "\\\"request_put\\\":{\\\"key\\\":\\\"%s\\\",\\\"lease\\\":\\\"%" PRId64
-                "\\\"}},{\\\"request_range\\\":{\\\"key\\\":\\\"%s\\\",\\\"range_end\\\":\\\"%s\\\","
-                "\\\"sort_target\\\":\\\"CREATE\\\",\\\"sort_order\\\":\\\"ASCEND\\\",\\\"limit\\\":"
-                "\\\"1\\\"}}],\\\"failure\\\":[{\\\"request_range\\\":{\\\"key\\\":\\\"%s\\\"}},{"
-                "\\\"request_range\\\":{\\\"key\\\":\\\"%s\\\",\\\"range_end\\\":\\\"%s\\\","
-                "\\\"sort_target\\\":\\\"CREATE\\\",\\\"sort_order\\\":\\\"ASCEND\\\",\\\"limit\\\":"
-                "\\\"1\\\"}}]}\"\nnext\nurl = \"http://%s/v3/kv/deleterange\"\nsilent\noutput = "
-                "/dev/null\ndata = \"{\\\"key\\\":\\\"%s\\\"}\"\n",
-                i == 0 ? "" : "next\n", endpoint, b64key, b64key, lease, b64p, b64e, b64key, b64p,
-                b64e, endpoint, b64key);
+        fprintf(
+            f,
+            "%surl = \"http://%s/v3/kv/txn\"\nsilent\noutput = /dev/null\ndata = "
+            "\"{\\\"compare\\\":[{\\\"key\\\":\\\"%s\\\",\\\"target\\\":\\\"CREATE\\\","
+            "\\\"result\\\":\\\"EQUAL\\\",\\\"create_revision\\\":\\\"0\\\"}],\\\"success\\\":[{"
+            "\\\"request_put\\\":{\\\"key\\\":\\\"%s\\\",\\\"lease\\\":\\\"%" PRId64
+            "\\\"}},{\\\"request_range\\\":{\\\"key\\\":\\\"%s\\\",\\\"range_end\\\":\\\"%s\\\","
+            "\\\"sort_target\\\":\\\"CREATE\\\",\\\"sort_order\\\":\\\"ASCEND\\\",\\\"limit\\\":"
+            "\\\"1\\\"}}],\\\"failure\\\":[{\\\"request_range\\\":{\\\"key\\\":\\\"%s\\\"}},{"
+            "\\\"request_range\\\":{\\\"key\\\":\\\"%s\\\",\\\"range_end\\\":\\\"%s\\\","
+            "\\\"sort_target\\\":\\\"CREATE\\\",\\\"sort_order\\\":\\\"ASCEND\\\",\\\"limit\\\":"
+            "\\\"1\\\"}}]}\"\nnext\nurl = \"http://%s/v3/kv/deleterange\"\nsilent\noutput = "
+            "/dev/null\ndata = \"{\\\"key\\\":\\\"%s\\\"}\"\n",
+            i == 0 ? "" : "next\n", endpoint, b64key, b64key, lease, b64p, b64e, b64key, b64p, b64e,
+            endpoint, b64key);
     }
     fclose(f);
     double p0 = proposals(endpoint);
