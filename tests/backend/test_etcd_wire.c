@@ -1370,6 +1370,40 @@ static void test_auth(void)
     CHECK_INT(st.authentications, ==, 2);
     put(c, "auth/k", "w");
     DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, NULL) == 2, 5000);
+    /* The stream's token was dropped too: etcd refuses the next create on
+     * it ("permission denied"), and the stream is reopened once with the
+     * new token instead of the watch being given up. */
+    int64_t late = watch_key(c, &r, "auth/j", 0, 0);
+    rec_note n;
+    DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, &n) == 1, 5000);
+    CHECK_INT(n.code, ==, DLOCK_ESERVER);
+    DT_WAIT_UNTIL(created(c) == 4, 5000); /* auth/k and auth/j on the new stream */
+    put(c, "auth/j", "v");
+    DT_WAIT_UNTIL(notes(&r, late, DLOCK__ETCD_WATCH_EVENT, NULL) == 1, 5000);
+    CHECK_INT(notes(&r, 0, DLOCK__ETCD_WATCH_CANCELED, NULL), ==, 0);
+    dlock__etcd_get_stats(c, &st);
+    CHECK_INT(st.streams_opened, ==, 2);
+    CHECK_INT(st.authentications, ==, 2); /* the request already got the new token */
+    dlock__etcd_free(c);
+
+    /* A user without read permission: the create is refused again on the
+     * reopened stream, and then the watch is given up (once, no loop). */
+    CHECK_INT(sh(out, sizeof out,
+                 "etcdctl --endpoints %s --user root:s3cret user add limited:pw && "
+                 "etcdctl --endpoints %s --user root:s3cret role add nothing && "
+                 "etcdctl --endpoints %s --user root:s3cret user grant-role limited nothing",
+                 s.endpoint, s.endpoint, s.endpoint),
+              ==, 0);
+    c = client_cfg(s.endpoint, "limited", "pw");
+    recorder_init(&r);
+    id = watch_key(c, &r, "secret", 0, 0);
+    DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_CANCELED, NULL) == 1, 5000);
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, NULL), ==, 1);
+    dlock__etcd_get_stats(c, &st);
+    CHECK_INT(st.streams_opened, ==, 2);
+    CHECK_INT(st.watches, ==, 0);
+    CHECK_RC(dlock__etcd_kv_range(c, &q, in_ms(5000), &res), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "permission denied") != NULL);
     dlock__etcd_free(c);
 
     /* a user given to a server without auth is fine (as etcd's Go client) */

@@ -55,6 +55,8 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 #define IDLE_POLL_MS   1000
+/* A create refused this soon after reopening for a refusal is believed. */
+#define DENIED_RETRY_MS 10000
 
 enum { W_NEW, W_SENT, W_ACTIVE, W_DEAD };
 
@@ -105,6 +107,7 @@ struct dlock__etcd_watcher {
     char fail_msg[300];
     int need_reauth;
     uint64_t token_gen;
+    int64_t denied_reopen_us; /* when a denied create last made us reopen */
 };
 
 /* ================================================================ table */
@@ -292,6 +295,20 @@ static int on_created(dlock__etcd_watcher *w, const dlock__etcd_watch_response *
     w->stat_created++;
     wt = find(w, id);
     if (r->watch_id == -1 || r->canceled) {
+        int64_t now = dlock__now_us();
+        if (w->c->user != NULL && r->cancel_reason != NULL &&
+            (strstr(r->cancel_reason, "invalid auth token") != NULL ||
+             strstr(r->cancel_reason, "permission denied") != NULL) &&
+            now - w->denied_reopen_us > DENIED_RETRY_MS * 1000) {
+            /* etcd checks the stream's token on every create, and a simple
+             * token expires when idle (--auth-token-ttl): reopen the
+             * stream once with a new token before believing the refusal. */
+            w->need_reauth = 1;
+            w->denied_reopen_us = now;
+            return stream_fail(w, DLOCK_ESERVER,
+                               "%s /v3/watch: create refused, authenticating again: %s",
+                               r->cancel_reason);
+        }
         if (wt != NULL) {
             wt->state = W_DEAD;
             dlock__etcd_watch_note note = {
@@ -493,11 +510,17 @@ static int open_stream(dlock__etcd_watcher *w)
         return rc;
     w->need_reauth = 0;
     curl_slist_free_all(w->headers);
-    w->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    if (w->headers != NULL)
-        w->headers = curl_slist_append(w->headers, "Expect:");
-    if (w->headers != NULL && auth != NULL)
-        w->headers = curl_slist_append(w->headers, auth);
+    w->headers = NULL;
+    const char *lines[] = {"Content-Type: application/json", "Expect:", auth};
+    for (size_t i = 0; i < 3 && lines[i] != NULL; i++) {
+        struct curl_slist *h = curl_slist_append(w->headers, lines[i]);
+        if (h == NULL) {
+            curl_slist_free_all(w->headers);
+            w->headers = NULL;
+            break;
+        }
+        w->headers = h;
+    }
     free(auth);
     w->easy = w->headers != NULL ? curl_easy_init() : NULL;
     if (w->easy == NULL)
