@@ -837,6 +837,57 @@ static void test_mutex_txn(void)
     dlock__etcd_free(c);
 }
 
+/* Compares on value, version, lease and mod revision; keys_only. */
+static void test_txn_compares(void)
+{
+    etcd_srv s;
+    etcd_start(&s, NULL);
+    dlock__etcd *c = client_for(&s);
+    int64_t lease = grant(c, 30);
+    dlock__etcd_put p = {.key = "cmp/k", .value = "v\0w", .value_len = 3, .lease = lease};
+    int64_t rev;
+    CHECK_RC(dlock__etcd_kv_put(c, &p, in_ms(5000), &rev), DLOCK_OK);
+    dlock__etcd_compare all[4] = {
+        {.key = "cmp/k", .target = DLOCK__ETCD_TARGET_VALUE, .value = "v\0w", .value_len = 3},
+        {.key = "cmp/k", .target = DLOCK__ETCD_TARGET_VERSION, .number = 1},
+        {.key = "cmp/k", .target = DLOCK__ETCD_TARGET_LEASE, .number = lease},
+        {.key = "cmp/k",
+         .target = DLOCK__ETCD_TARGET_MOD,
+         .result = DLOCK__ETCD_CMP_LESS,
+         .number = rev + 1}};
+    dlock__etcd_op get = {.type = DLOCK__ETCD_OP_RANGE, .range = {.key = "cmp/k", .keys_only = 1}};
+    dlock__etcd_op drop = {.type = DLOCK__ETCD_OP_DELETE, .del = {.key = "cmp/k"}};
+    dlock__etcd_txn_result res;
+    for (int wrong = 0; wrong < 4; wrong++) {
+        dlock__etcd_compare cmp[4];
+        memcpy(cmp, all, sizeof cmp);
+        if (wrong == 0)
+            cmp[0].value = "v\0x";
+        else if (wrong == 1)
+            cmp[1].number = 2;
+        else if (wrong == 2)
+            cmp[2].number = lease + 1;
+        else
+            cmp[3].result = DLOCK__ETCD_CMP_GREATER;
+        dlock__etcd_txn t = {cmp, 4, &drop, 1, &get, 1};
+        CHECK_RC(dlock__etcd_kv_txn(c, &t, in_ms(5000), &res), DLOCK_OK);
+        CHECK(!res.succeeded);
+        CHECK_INT(res.responses[0].type, ==, DLOCK__ETCD_OP_RANGE);
+        CHECK_INT(res.responses[0].range.n_kvs, ==, 1);
+        CHECK_INT(res.responses[0].range.kvs[0].value_len, ==, 0); /* keys only */
+        CHECK_INT(res.responses[0].range.kvs[0].lease, ==, lease);
+        dlock__etcd_txn_result_free(&res);
+    }
+    dlock__etcd_txn t = {all, 4, &drop, 1, &get, 1};
+    CHECK_RC(dlock__etcd_kv_txn(c, &t, in_ms(5000), &res), DLOCK_OK);
+    CHECK(res.succeeded);
+    CHECK_INT(res.responses[0].type, ==, DLOCK__ETCD_OP_DELETE);
+    CHECK_INT(res.responses[0].deleted, ==, 1);
+    CHECK_INT(res.revision, ==, rev + 1);
+    dlock__etcd_txn_result_free(&res);
+    dlock__etcd_free(c);
+}
+
 static void test_mutex_ranking(void)
 {
     etcd_srv s;
@@ -926,6 +977,7 @@ static void test_watch_delete(void)
 static void test_watch_many_one_stream(void)
 {
     enum { N = 8 };
+    dlock__etcd_stats st;
     etcd_srv s;
     etcd_start(&s, NULL);
     dlock__etcd *c = client_for(&s);
@@ -951,8 +1003,10 @@ static void test_watch_many_one_stream(void)
         CHECK(strcmp(n.key, key[i]) == 0);
         CHECK_INT(n.type, ==, DLOCK__ETCD_EV_DELETE);
     }
-    /* a canceled watch hears nothing more; the others still do */
+    /* a canceled watch hears nothing more; the others still do. Its
+     * cancel_request, written into the open body, is confirmed by etcd. */
     dlock__etcd_watch_cancel(c, ids[0]);
+    DT_WAIT_UNTIL((dlock__etcd_get_stats(c, &st), st.cancels_confirmed == 1), 5000);
     int before = notes(&r, ids[0], DLOCK__ETCD_WATCH_EVENT, NULL);
     put(c, key[0], "after cancel");
     put(c, key[1], "v2");
@@ -963,7 +1017,6 @@ static void test_watch_many_one_stream(void)
     notes(&r, ids[1], DLOCK__ETCD_WATCH_EVENT, &n);
     CHECK_INT(n.type, ==, DLOCK__ETCD_EV_PUT);
 
-    dlock__etcd_stats st;
     dlock__etcd_get_stats(c, &st);
     CHECK_INT(st.streams_opened, ==, 1);
     CHECK_INT(st.watches_created, ==, N);
@@ -1940,6 +1993,7 @@ int main(int argc, char **argv)
         {"lease_lifecycle", test_lease_lifecycle},
         {"lease_expires", test_lease_expires},
         {"mutex_txn", test_mutex_txn},
+        {"txn_compares", test_txn_compares},
         {"mutex_ranking", test_mutex_ranking},
         {"watch_delete", test_watch_delete},
         {"watch_many_one_stream", test_watch_many_one_stream},

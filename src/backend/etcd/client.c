@@ -403,7 +403,7 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
     for (;;) {
         size_t ep = dlock__etcd_endpoint(c);
         int64_t left_ms = c->request_timeout_ms;
-        curl_off_t sent = 0;
+        long sent = 0;
 
         if (deadline_us != DLOCK__NEVER) {
             int64_t left = (deadline_us - dlock__now_us()) / 1000;

@@ -146,11 +146,12 @@ void dlock__etcd_watch_cancel(dlock__etcd *c, int64_t id);
 
 /* Counters for tests and diagnostics. */
 typedef struct dlock__etcd_stats {
-    uint64_t connections_made; /* request handles created (pool size reached) */
-    uint64_t authentications;  /* successful /v3/auth/authenticate calls */
-    uint64_t streams_opened;   /* watch stream (re)connections */
-    uint64_t watches_created;  /* "created" confirmations received */
-    size_t watches;            /* watches registered now */
+    uint64_t connections_made;  /* request handles created (pool size reached) */
+    uint64_t authentications;   /* successful /v3/auth/authenticate calls */
+    uint64_t streams_opened;    /* watch stream (re)connections */
+    uint64_t watches_created;   /* "created" confirmations received */
+    uint64_t cancels_confirmed; /* "canceled" replies to our cancel_requests */
+    size_t watches;             /* watches registered now */
 } dlock__etcd_stats;
 void dlock__etcd_get_stats(dlock__etcd *c, dlock__etcd_stats *out);
 

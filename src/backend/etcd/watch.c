@@ -87,7 +87,7 @@ struct dlock__etcd_watcher {
     size_t out_len, out_off, out_cap;
     int paused;    /* the read callback paused the upload */
     int connected; /* a stream is open: new watches are sent on it */
-    uint64_t stat_streams, stat_created;
+    uint64_t stat_streams, stat_created, stat_cancels;
 
     /* The stream thread's own state. */
     CURL *easy;
@@ -356,6 +356,8 @@ static int on_line(dlock__etcd_watcher *w, const char *p, size_t n)
     }
     if (r.canceled) {
         watch *wt = find(w, r.watch_id);
+        if (wt == NULL)
+            w->stat_cancels++; /* one we canceled */
         if (wt != NULL && wt->state != W_DEAD) {
             wt->state = W_DEAD;
             dlock__etcd_watch_note note = {.kind = DLOCK__ETCD_WATCH_CANCELED,
@@ -795,6 +797,7 @@ void dlock__etcd_watcher_stats(dlock__etcd *c, dlock__etcd_stats *out)
     pthread_mutex_lock(&w->mu);
     out->streams_opened = w->stat_streams;
     out->watches_created = w->stat_created;
+    out->cancels_confirmed = w->stat_cancels;
     out->watches = w->n_watches;
     pthread_mutex_unlock(&w->mu);
 }
