@@ -50,24 +50,39 @@ typedef struct etcd_srv {
     const char *extra[8];
 } etcd_srv;
 
-#define MAX_SRV 8
-static etcd_srv *live[MAX_SRV];
+/* Pids and data dirs are kept here by value: the etcd_srv structs usually
+ * live on a test's stack, gone by the time atexit runs. */
+#define MAX_SRV 16
+static pid_t live_pids[MAX_SRV];
+static char live_dirs[MAX_SRV][128];
 
 static void stop_all_etcd(void)
 {
     for (int i = 0; i < MAX_SRV; i++) {
-        if (live[i] != NULL && live[i]->pid > 0) {
-            kill(live[i]->pid, SIGKILL);
-            waitpid(live[i]->pid, NULL, 0);
-            live[i]->pid = 0;
+        if (live_pids[i] > 0) {
+            kill(live_pids[i], SIGKILL);
+            waitpid(live_pids[i], NULL, 0);
+            live_pids[i] = 0;
         }
-        if (live[i] != NULL && live[i]->dir[0] != '\0') {
+    }
+    for (int i = 0; i < MAX_SRV; i++) {
+        if (live_dirs[i][0] != '\0') {
             char cmd[200];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live[i]->dir);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_dirs[i]);
             if (system(cmd) != 0)
-                fprintf(stderr, "could not remove %s\n", live[i]->dir);
+                fprintf(stderr, "could not remove %s\n", live_dirs[i]);
+            live_dirs[i][0] = '\0';
         }
-        live[i] = NULL;
+    }
+}
+
+static void remember_pid(pid_t pid, pid_t old)
+{
+    for (int i = 0; i < MAX_SRV; i++) {
+        if (live_pids[i] == old) {
+            live_pids[i] = pid;
+            return;
+        }
     }
 }
 
@@ -146,15 +161,11 @@ static void etcd_spawn(etcd_srv *s)
         execvp("etcd", (char *const *) argv);
         _exit(127);
     }
-    for (int i = 0; i < MAX_SRV; i++) {
-        if (live[i] == NULL || live[i] == s) {
-            live[i] = s;
-            break;
-        }
-    }
+    remember_pid(s->pid, 0);
     int64_t until = dt_now_ms() + 20000;
     while (http_get(s->endpoint, "/health", body) != 200 || strstr(body, "true") == NULL) {
         if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+            remember_pid(0, s->pid);
             s->pid = 0;
             dt_fail(__FILE__, __LINE__, "etcd exited at start (log %s)", log);
         }
@@ -180,6 +191,12 @@ static void etcd_start(etcd_srv *s, ...)
     snprintf(s->dir, sizeof s->dir, "/tmp/dlock-etcd-XXXXXX");
     if (mkdtemp(s->dir) == NULL)
         dt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    for (int i = 0; i < MAX_SRV; i++) {
+        if (live_dirs[i][0] == '\0') {
+            snprintf(live_dirs[i], sizeof live_dirs[i], "%s", s->dir);
+            break;
+        }
+    }
     s->port = dt_free_port();
     do
         s->peer_port = dt_free_port();
@@ -197,6 +214,7 @@ static void etcd_kill(etcd_srv *s)
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
         waitpid(s->pid, NULL, 0);
+        remember_pid(0, s->pid);
         s->pid = 0;
     }
 }
