@@ -67,7 +67,7 @@ static void stop_all_etcd(void)
     }
     for (int i = 0; i < MAX_SRV; i++) {
         if (live_dirs[i][0] != '\0') {
-            char cmd[200];
+            char cmd[sizeof live_dirs + 16];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_dirs[i]);
             if (system(cmd) != 0)
                 fprintf(stderr, "could not remove %s\n", live_dirs[i]);
