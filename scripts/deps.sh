@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config        # build
   libhiredis-dev                          # libdlock: Redis protocol
-  libjson-c-dev                           # the dlock command: JSON output
+  libzookeeper-mt-dev                     # libdlock: ZooKeeper client
+  libcurl4-openssl-dev libssl-dev         # libdlock: etcd v3 JSON gateway (HTTP; base64)
+  libjson-c-dev                           # libdlock (etcd) and the dlock command: JSON
   redis-server redis-tools                # tests and demo start their own servers
   zookeeper default-jdk-headless          # test harness: ZooKeeper 3.8 servers (tests/support)
   etcd-server etcd-client                 # test harness: etcd 3.4 servers, etcdctl

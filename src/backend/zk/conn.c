@@ -50,8 +50,8 @@ struct dlock__zconn {
     _Atomic int refs;
     pthread_rwlock_t use; /* readers: calls on zh; writer: closing it */
     zhandle_t *zh;        /* NULL once closed */
-    pthread_mutex_t mu; /* state, why, watches */
-    pthread_cond_t cv;  /* state changes */
+    pthread_mutex_t mu;   /* state, why, watches */
+    pthread_cond_t cv;    /* state changes */
     int state;
     int auth_failed;
     int64_t id;
@@ -288,19 +288,18 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
      * the host program's threads. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    c->zh = zookeeper_init2(cfg->hosts, session_watcher, (int) cfg->session_ms, NULL, c, 0,
-                            quiet_log);
+    c->zh =
+        zookeeper_init2(cfg->hosts, session_watcher, (int) cfg->session_ms, NULL, c, 0, quiet_log);
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (c->zh == NULL) {
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s",
-                         cfg->label, strerror(saved));
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s", cfg->label,
+                         strerror(saved));
         goto fail;
     }
     pthread_mutex_lock(&c->mu);
     struct timespec until = dlock__timespec(sent + cfg->connect_ms * 1000);
-    while (c->state == CONNECTING &&
-           pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
+    while (c->state == CONNECTING && pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
         ;
     int state = c->state, auth_failed = c->auth_failed;
     pthread_mutex_unlock(&c->mu);
@@ -551,7 +550,8 @@ dlock__zreq *dlock__zreq_create(dlock__zconn *c, const char *path, const char *d
     dlock__zreq *q = req_new(c);
     if (q == NULL)
         return *rc = ZSYSTEMERROR, NULL;
-    int zrc = start(c, zoo_acreate2(ZH, path, data, datalen, &ZOO_OPEN_ACL_UNSAFE, mode, on_created, q));
+    int zrc =
+        start(c, zoo_acreate2(ZH, path, data, datalen, &ZOO_OPEN_ACL_UNSAFE, mode, on_created, q));
     return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
 }
 
@@ -680,8 +680,9 @@ static dlock__zreq *watched(dlock__zconn *c, const char *path, const char *token
     }
     wr->q = q;
     wr->w = w;
-    int zrc = children ? start(c, zoo_awget_children(ZH, path, watch_fired, w, on_watch_children, wr))
-                       : start(c, zoo_awget(ZH, path, watch_fired, w, on_watch_data, wr));
+    int zrc = children
+                  ? start(c, zoo_awget_children(ZH, path, watch_fired, w, on_watch_children, wr))
+                  : start(c, zoo_awget(ZH, path, watch_fired, w, on_watch_data, wr));
     if (zrc == ZOK)
         return q;
     watch_unset(w);
@@ -732,8 +733,7 @@ dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int 
         q->ops[i] = ops[i];
         if (ops[i].type == ZOO_CREATE_OP) {
             q->ops[i].create_op.path = keep(q, ops[i].create_op.path, -1);
-            q->ops[i].create_op.data =
-                keep(q, ops[i].create_op.data, ops[i].create_op.datalen);
+            q->ops[i].create_op.data = keep(q, ops[i].create_op.data, ops[i].create_op.datalen);
             q->ops[i].create_op.buflen = ops[i].create_op.buflen;
             q->ops[i].create_op.buf = malloc((size_t) ops[i].create_op.buflen);
             if (q->ops[i].create_op.buf != NULL)

@@ -23,12 +23,12 @@
 typedef struct dlock__zconn dlock__zconn;
 
 typedef struct dlock__zconn_cfg {
-    const char *hosts;      /* "h1:p1,h2:p2" */
-    const char *auth;       /* "user:password" for digest auth, or NULL */
-    const char *label;      /* for messages */
-    int64_t session_ms;     /* session timeout asked for */
-    int64_t connect_ms;     /* how long to wait for the session */
-    dlock__board *board;    /* waiters' wake-ups */
+    const char *hosts;   /* "h1:p1,h2:p2" */
+    const char *auth;    /* "user:password" for digest auth, or NULL */
+    const char *label;   /* for messages */
+    int64_t session_ms;  /* session timeout asked for */
+    int64_t connect_ms;  /* how long to wait for the session */
+    dlock__board *board; /* waiters' wake-ups */
     dlock__sessions *sessions;
 } dlock__zconn_cfg;
 
@@ -60,15 +60,15 @@ int64_t dlock__zconn_id(dlock__zconn *c);
 typedef struct dlock__zreq dlock__zreq;
 
 typedef struct dlock__zresult {
-    int rc;            /* ZOK, Z... */
-    struct Stat stat;  /* exists, get, create2 */
+    int rc;           /* ZOK, Z... */
+    struct Stat stat; /* exists, get, create2 */
     int have_stat;
-    char *path;        /* create: the node made */
-    char **children;   /* get_children */
+    char *path;      /* create: the node made */
+    char **children; /* get_children */
     int nchildren;
-    char *data;        /* get */
+    char *data; /* get */
     int datalen;
-    int nops;          /* multi: each op's error, and the path each create made */
+    int nops; /* multi: each op's error, and the path each create made */
     int *op_errors;
     char **op_paths;
 } dlock__zresult;

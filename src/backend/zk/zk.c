@@ -71,7 +71,7 @@ typedef struct zstore {
 
 typedef struct zlock {
     dlock__store_lock base;
-    char *path; /* BASE/name */
+    char *path;         /* BASE/name */
     pthread_mutex_t mu; /* node, conn, czxid: read by the renewal thread */
     char *node;         /* our node for the current wait or hold (full path) */
     dlock__zconn *conn; /* the session it lives in (a reference) */
@@ -698,10 +698,10 @@ static int zk_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         dlock__renewal *it = &items[i];
         if (zrc == ZOK) {
             answered = 1;
-            it->result = it->kind == DLOCK__RENEW_HOLD &&
-                                 r.stat.ephemeralOwner != dlock__zconn_id(conns[i])
-                             ? DLOCK__RENEW_GONE
-                             : DLOCK__RENEW_OK;
+            it->result =
+                it->kind == DLOCK__RENEW_HOLD && r.stat.ephemeralOwner != dlock__zconn_id(conns[i])
+                    ? DLOCK__RENEW_GONE
+                    : DLOCK__RENEW_OK;
         } else if (zrc == ZNONODE) {
             answered = 1;
             it->result = DLOCK__RENEW_GONE;
@@ -832,7 +832,7 @@ out:
 static int bad_path_char(const unsigned char *p)
 {
     if (p[0] == 0xee || (p[0] == 0xef && p[1] < 0xa4))
-        return 1; /* U+E000..U+F8FF */
+        return 1;                                        /* U+E000..U+F8FF */
     return p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xb0; /* U+FFF0..U+FFFF */
 }
 
@@ -945,8 +945,8 @@ static int parse_url(zstore *z, dlock__url *url)
     for (size_t i = 0; i < url->nhosts; i++) {
         const char *h = url->hosts[i].name;
         int port = url->hosts[i].port ? url->hosts[i].port : DEFAULT_PORT;
-        int n = snprintf(hosts + used, sizeof hosts - used, strchr(h, ':') ? "%s[%s]:%d" : "%s%s:%d",
-                         i ? "," : "", h, port);
+        int n = snprintf(hosts + used, sizeof hosts - used,
+                         strchr(h, ':') ? "%s[%s]:%d" : "%s%s:%d", i ? "," : "", h, port);
         if (n < 0 || (size_t) n >= sizeof hosts - used)
             return dlock__fail(DLOCK_EINVAL, "%s: host list too long", url->text);
         used += (size_t) n;
@@ -970,10 +970,12 @@ static int parse_url(zstore *z, dlock__url *url)
     z->base_path = strdup(base_path);
     z->label = strdup(label);
     if (url->user != NULL || url->password != NULL) {
-        size_t n = (url->user ? strlen(url->user) : 0) + (url->password ? strlen(url->password) : 0) + 2;
+        size_t n =
+            (url->user ? strlen(url->user) : 0) + (url->password ? strlen(url->password) : 0) + 2;
         z->auth = malloc(n);
         if (z->auth != NULL)
-            snprintf(z->auth, n, "%s:%s", url->user ? url->user : "", url->password ? url->password : "");
+            snprintf(z->auth, n, "%s:%s", url->user ? url->user : "",
+                     url->password ? url->password : "");
         if (z->auth == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }

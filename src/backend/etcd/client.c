@@ -1,0 +1,853 @@
+/* client.c - requests to etcd's JSON gateway over a pool of libcurl handles.
+ *
+ * Design note. Each request takes an easy handle from the client's pool (or
+ * makes one, up to max_connections; past that it waits for one to come
+ * back, until its deadline), runs it with curl_easy_perform on the calling
+ * thread and gives it back. A handle keeps its one HTTP/1.1 connection alive
+ * between requests, so a pool of N handles is N kept-alive connections and
+ * N requests in flight; threads never share a connection, so there is no
+ * pipelining to order (the gateway's HTTP/2 is not usable: cmux hands h2
+ * to the gRPC server).
+ *
+ * Endpoints: every thread sends to c->current. A failure to reach it moves
+ * c->current on (compare-and-swap, so one failure moves it once), and the
+ * request itself tries the next endpoint only if it was never sent: a
+ * request that was sent and then lost its connection or its reply may have
+ * run, so it fails with DLOCK_EUNREACHABLE and the caller decides.
+ *
+ * Authentication: the token is fetched on first use and again when etcd
+ * says it is invalid (simple tokens expire after --auth-token-ttl idle
+ * seconds), by one thread at a time; the others wait and reuse it. A
+ * request is retried once after a re-authentication.
+ *
+ * Deadlines: a request's curl timeout is the smaller of the request timeout
+ * and what is left of the caller's deadline; running out is
+ * DLOCK_EUNREACHABLE (never a conflict). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 2000
+#define DEFAULT_REQUEST_TIMEOUT_MS 10000
+#define DEFAULT_MAX_CONNECTIONS    64
+#define DEFAULT_MAX_REPLY          (4u << 20)
+#define DEFAULT_PORT               2379
+
+struct dlock__etcd_conn {
+    CURL *easy;
+    struct curl_slist *headers;
+    uint64_t headers_gen; /* token generation the headers carry */
+    int headers_auth;     /* they carry an Authorization line */
+    char errbuf[CURL_ERROR_SIZE];
+    char *buf; /* the reply body */
+    size_t len, cap, max;
+    int overflow;
+};
+
+/* ================================================================ setup */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+/* curl_global_init is not thread-safe and must run once per process; it is
+ * never undone (another user of libcurl in the process may still need it). */
+static void init_curl(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
+                                      struct curl_sockaddr *address)
+{
+    (void) arg;
+    (void) purpose;
+    /* curl 7.88 opens its sockets without SOCK_CLOEXEC. */
+    int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+void dlock__etcd_setup_handle(CURL *easy, char *errbuf)
+{
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_1_1);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http");
+#endif
+    curl_easy_setopt(easy, CURLOPT_PROXY, ""); /* never an http_proxy from the environment */
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, dlock__etcd_open_socket);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(easy, CURLOPT_USERAGENT, "dlock/" DLOCK_VERSION);
+}
+
+/* Splits "h1:p1,h2,[::1]:p3" into "host:port" strings. */
+static int parse_endpoints(dlock__etcd *c, const char *list)
+{
+    const char *p = list;
+
+    if (list == NULL || list[0] == '\0')
+        return dlock__fail(DLOCK_EINVAL, "etcd: no endpoint given");
+    for (const char *q = list; *q != '\0'; q++)
+        c->n_hosts += *q == ',';
+    c->n_hosts++;
+    c->hosts = calloc(c->n_hosts, sizeof *c->hosts);
+    if (c->hosts == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+    for (size_t i = 0; i < c->n_hosts; i++) {
+        size_t n = strcspn(p, ","), host_len = n;
+        const char *port = NULL;
+        long port_no = DEFAULT_PORT;
+
+        if (p[0] == '[') {
+            const char *close = memchr(p, ']', n);
+            if (close == NULL || close == p + 1)
+                goto bad;
+            for (const char *h = p + 1; h < close; h++) {
+                if (strchr("0123456789abcdefABCDEF:.", *h) == NULL)
+                    goto bad;
+            }
+            host_len = (size_t) (close - p) + 1;
+            if (host_len < n && p[host_len] != ':')
+                goto bad;
+        } else {
+            const char *colon = memchr(p, ':', n);
+            host_len = colon != NULL ? (size_t) (colon - p) : n;
+            for (size_t j = 0; j < host_len; j++) {
+                if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_",
+                           p[j]) == NULL)
+                    goto bad;
+            }
+        }
+        if (host_len == 0)
+            goto bad;
+        if (host_len < n) {
+            char *end;
+            port = p + host_len + 1;
+            errno = 0;
+            port_no = strtol(port, &end, 10);
+            if (end != p + n || end == port || errno != 0 || port_no < 1 || port_no > 65535)
+                goto bad;
+        }
+        c->hosts[i] = malloc(host_len + 8);
+        if (c->hosts[i] == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+        snprintf(c->hosts[i], host_len + 8, "%.*s:%ld", (int) host_len, p, port_no);
+        p += n + (p[n] == ',');
+    }
+    return DLOCK_OK;
+bad:
+    return dlock__fail(DLOCK_EINVAL, "etcd: bad endpoint \"%.*s\" (want host:port)",
+                       (int) strcspn(p, ","), p);
+}
+
+static int make_label(dlock__etcd *c)
+{
+    size_t n = strlen("etcd://") + (c->user != NULL ? strlen(c->user) + 1 : 0) + 1;
+    char *l;
+
+    for (size_t i = 0; i < c->n_hosts; i++)
+        n += strlen(c->hosts[i]) + 1;
+    l = malloc(n);
+    if (l == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+    strcpy(l, "etcd://");
+    if (c->user != NULL) {
+        strcat(l, c->user);
+        strcat(l, "@");
+    }
+    for (size_t i = 0; i < c->n_hosts; i++) {
+        if (i > 0)
+            strcat(l, ",");
+        strcat(l, c->hosts[i]);
+    }
+    c->label = l;
+    return DLOCK_OK;
+}
+
+static pthread_cond_t *init_monotonic_cond(pthread_cond_t *cv)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+    return cv;
+}
+
+int dlock__etcd_new(const dlock__etcd_config *cfg, dlock__etcd **out)
+{
+    dlock__etcd *c;
+    int rc;
+
+    pthread_once(&curl_once, init_curl);
+    if (curl_init_result != CURLE_OK)
+        return dlock__fail(DLOCK_ENOMEM, "etcd: curl_global_init failed: %s",
+                           curl_easy_strerror(curl_init_result));
+    c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+    pthread_mutex_init(&c->pool_mu, NULL);
+    init_monotonic_cond(&c->pool_cv);
+    pthread_mutex_init(&c->auth_mu, NULL);
+    pthread_mutex_init(&c->token_mu, NULL);
+    pthread_mutex_init(&c->watcher_mu, NULL);
+    c->connect_timeout_ms =
+        cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+    c->request_timeout_ms =
+        cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : DEFAULT_REQUEST_TIMEOUT_MS;
+    c->max_conns = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
+    c->max_reply = cfg->max_reply_bytes > 0 ? cfg->max_reply_bytes : DEFAULT_MAX_REPLY;
+    rc = parse_endpoints(c, cfg->endpoints);
+    if (rc != DLOCK_OK)
+        goto fail;
+    if (cfg->user != NULL && cfg->user[0] != '\0') {
+        c->user = strdup(cfg->user);
+        c->password = strdup(cfg->password != NULL ? cfg->password : "");
+        if (c->user == NULL || c->password == NULL) {
+            rc = dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+            goto fail;
+        }
+    }
+    rc = make_label(c);
+    if (rc != DLOCK_OK)
+        goto fail;
+    c->idle = calloc(c->max_conns, sizeof *c->idle);
+    if (c->idle == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+        goto fail;
+    }
+    *out = c;
+    return DLOCK_OK;
+fail:
+    dlock__etcd_free(c);
+    return rc;
+}
+
+static void conn_free(dlock__etcd_conn *k)
+{
+    if (k == NULL)
+        return;
+    curl_easy_cleanup(k->easy);
+    curl_slist_free_all(k->headers);
+    free(k->buf);
+    free(k);
+}
+
+void dlock__etcd_free(dlock__etcd *c)
+{
+    if (c == NULL)
+        return;
+    dlock__etcd_watcher_free(c);
+    for (size_t i = 0; i < c->n_idle; i++)
+        conn_free(c->idle[i]);
+    free(c->idle);
+    for (size_t i = 0; i < c->n_hosts; i++)
+        free(c->hosts[i]);
+    free(c->hosts);
+    if (c->password != NULL)
+        explicit_bzero(c->password, strlen(c->password));
+    free(c->user);
+    free(c->password);
+    free(c->token);
+    free(c->label);
+    pthread_mutex_destroy(&c->pool_mu);
+    pthread_cond_destroy(&c->pool_cv);
+    pthread_mutex_destroy(&c->auth_mu);
+    pthread_mutex_destroy(&c->token_mu);
+    pthread_mutex_destroy(&c->watcher_mu);
+    free(c);
+}
+
+const char *dlock__etcd_label(const dlock__etcd *c)
+{
+    return c->label;
+}
+
+size_t dlock__etcd_endpoint(dlock__etcd *c)
+{
+    return atomic_load(&c->current) % c->n_hosts;
+}
+
+void dlock__etcd_endpoint_failed(dlock__etcd *c, size_t ep)
+{
+    size_t expected = ep;
+    if (c->n_hosts > 1)
+        atomic_compare_exchange_strong(&c->current, &expected, (ep + 1) % c->n_hosts);
+}
+
+void dlock__etcd_get_stats(dlock__etcd *c, dlock__etcd_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->connections_made = atomic_load(&c->stat_conns);
+    out->authentications = atomic_load(&c->stat_auth);
+    dlock__etcd_watcher_stats(c, out);
+}
+
+/* ================================================================ pool */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    dlock__etcd_conn *k = arg;
+    size_t n = size * nmemb;
+
+    if (n > k->max - k->len) {
+        k->overflow = 1;
+        return 0; /* CURLE_WRITE_ERROR */
+    }
+    if (k->len + n + 1 > k->cap) {
+        size_t cap = k->cap > 0 ? k->cap : 4096;
+        while (cap < k->len + n + 1)
+            cap *= 2;
+        char *buf = realloc(k->buf, cap);
+        if (buf == NULL)
+            return 0;
+        k->buf = buf;
+        k->cap = cap;
+    }
+    memcpy(k->buf + k->len, data, n);
+    k->len += n;
+    k->buf[k->len] = '\0';
+    return n;
+}
+
+static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
+{
+    dlock__etcd_conn *k = calloc(1, sizeof *k);
+
+    if (k == NULL || (k->easy = curl_easy_init()) == NULL) {
+        free(k);
+        return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory for a connection");
+    }
+    k->max = c->max_reply;
+    dlock__etcd_setup_handle(k->easy, k->errbuf);
+    curl_easy_setopt(k->easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
+    /* One connection per handle: a handle moved to another endpoint drops
+     * the old one instead of keeping it. */
+    curl_easy_setopt(k->easy, CURLOPT_MAXCONNECTS, 1L);
+    atomic_fetch_add(&c->stat_conns, 1);
+    *out = k;
+    return DLOCK_OK;
+}
+
+static int conn_get(dlock__etcd *c, int64_t deadline_us, dlock__etcd_conn **out)
+{
+    int rc = DLOCK_OK, make = 0;
+
+    pthread_mutex_lock(&c->pool_mu);
+    while (c->n_idle == 0 && c->n_conns >= c->max_conns) {
+        struct timespec ts = dlock__timespec(deadline_us);
+        if (deadline_us != DLOCK__NEVER && dlock__now_us() >= deadline_us) {
+            rc = dlock__fail(DLOCK_EUNREACHABLE,
+                             "%s: all %zu connections stayed busy until the deadline", c->label,
+                             c->max_conns);
+            break;
+        }
+        if (deadline_us == DLOCK__NEVER)
+            pthread_cond_wait(&c->pool_cv, &c->pool_mu);
+        else
+            pthread_cond_timedwait(&c->pool_cv, &c->pool_mu, &ts);
+    }
+    if (rc == DLOCK_OK) {
+        if (c->n_idle > 0) {
+            *out = c->idle[--c->n_idle];
+        } else {
+            c->n_conns++;
+            make = 1;
+        }
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+    if (make) {
+        rc = conn_new(c, out);
+        if (rc != DLOCK_OK) {
+            pthread_mutex_lock(&c->pool_mu);
+            c->n_conns--;
+            pthread_cond_signal(&c->pool_cv);
+            pthread_mutex_unlock(&c->pool_mu);
+        }
+    }
+    return rc;
+}
+
+static void conn_put(dlock__etcd *c, dlock__etcd_conn *k)
+{
+    pthread_mutex_lock(&c->pool_mu);
+    c->idle[c->n_idle++] = k;
+    pthread_cond_signal(&c->pool_cv);
+    pthread_mutex_unlock(&c->pool_mu);
+}
+
+/* ================================================================ one POST */
+
+/* Runs one POST on k to the current endpoint, moving to the next endpoint
+ * while the request cannot even be sent. On DLOCK_OK the body is in k->buf
+ * and *status is the HTTP status. */
+static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const char *body, size_t len,
+                int64_t deadline_us, long *status)
+{
+    char url[320];
+    size_t tried = 0;
+    CURLcode res;
+
+    for (;;) {
+        size_t ep = dlock__etcd_endpoint(c);
+        int64_t left_ms = c->request_timeout_ms;
+        long sent = 0;
+
+        if (deadline_us != DLOCK__NEVER) {
+            int64_t left = (deadline_us - dlock__now_us()) / 1000;
+            if (left < left_ms)
+                left_ms = left;
+        }
+        if (left_ms <= 0)
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: deadline passed before it was sent",
+                               c->label, path);
+        snprintf(url, sizeof url, "http://%s%s", c->hosts[ep], path);
+        curl_easy_setopt(k->easy, CURLOPT_URL, url);
+        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
+        curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long) left_ms);
+        curl_easy_setopt(
+            k->easy, CURLOPT_CONNECTTIMEOUT_MS,
+            (long) (left_ms < c->connect_timeout_ms ? left_ms : c->connect_timeout_ms));
+        curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
+        k->len = 0;
+        k->overflow = 0;
+        k->errbuf[0] = '\0';
+        res = curl_easy_perform(k->easy);
+        if (res == CURLE_OK) {
+            curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, status);
+            if (k->buf == NULL) { /* no body at all yet on this handle */
+                k->buf = malloc(1);
+                if (k->buf == NULL)
+                    return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+                k->buf[0] = '\0';
+                k->cap = 1;
+            }
+            return DLOCK_OK;
+        }
+        if (res == CURLE_WRITE_ERROR && k->overflow)
+            return dlock__fail(DLOCK_EPROTO, "%s %s: reply larger than %zu bytes", c->label, path,
+                               c->max_reply);
+        if (res == CURLE_OUT_OF_MEMORY || res == CURLE_WRITE_ERROR)
+            return dlock__fail(DLOCK_ENOMEM, "%s %s: out of memory", c->label, path);
+        if (res == CURLE_WEIRD_SERVER_REPLY || res == CURLE_UNSUPPORTED_PROTOCOL ||
+            res == CURLE_BAD_CONTENT_ENCODING || res == CURLE_HTTP2 ||
+            res == CURLE_FILESIZE_EXCEEDED)
+            return dlock__fail(DLOCK_EPROTO, "%s %s: %s is not an HTTP/1.1 server: %s", c->label,
+                               path, c->hosts[ep],
+                               k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
+        /* Could not reach it: the next call starts at the next endpoint,
+         * and this one goes there too if the request was never sent. */
+        dlock__etcd_endpoint_failed(c, ep);
+        curl_easy_getinfo(k->easy, CURLINFO_REQUEST_SIZE, &sent);
+        int unsent = res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST ||
+                     (res == CURLE_OPERATION_TIMEDOUT && sent == 0);
+        if (unsent && ++tried < c->n_hosts)
+            continue;
+        if (res == CURLE_OPERATION_TIMEDOUT)
+            return dlock__fail(DLOCK_EUNREACHABLE,
+                               sent == 0 ? "%s %s: no connection to %s within %" PRId64 " ms"
+                                         : "%s %s: no reply from %s within %" PRId64
+                                           " ms (the request may or may not have run)",
+                               c->label, path, c->hosts[ep], left_ms);
+        if (unsent)
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: cannot connect to %s: %s", c->label,
+                               path, c->hosts[ep],
+                               k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s %s: connection to %s broke before the reply (the request may or "
+                           "may not have run): %s",
+                           c->label, path, c->hosts[ep],
+                           k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
+    }
+}
+
+/* ================================================================ auth */
+
+/* Rebuilds k's header list when the token changed since it was built. */
+static int set_headers(dlock__etcd_conn *k, const char *auth_line, uint64_t gen)
+{
+    struct curl_slist *h = NULL, *t;
+
+    if (k->headers != NULL && k->headers_gen == gen && k->headers_auth == (auth_line != NULL))
+        return DLOCK_OK;
+    h = curl_slist_append(NULL, "Content-Type: application/json");
+    /* libcurl would wait for a 100-continue on a large body; etcd never
+     * needs one. */
+    if (h != NULL && (t = curl_slist_append(h, "Expect:")) != NULL)
+        h = t;
+    else
+        goto nomem;
+    if (auth_line != NULL) {
+        t = curl_slist_append(h, auth_line);
+        if (t == NULL)
+            goto nomem;
+        h = t;
+    }
+    curl_slist_free_all(k->headers);
+    k->headers = h;
+    k->headers_gen = gen;
+    k->headers_auth = auth_line != NULL;
+    return DLOCK_OK;
+nomem:
+    curl_slist_free_all(h);
+    return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+}
+
+/* POST /v3/auth/authenticate on k (without a token) and store the token. */
+static int authenticate(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us)
+{
+    static const char path[] = "/v3/auth/authenticate";
+    char *body = NULL, *token = NULL;
+    size_t len;
+    long status = 0;
+    int rc;
+
+    rc = dlock__etcd_encode_authenticate(c->user, c->password, &body, &len);
+    if (rc == DLOCK_OK)
+        rc = set_headers(k, NULL, 0);
+    if (rc == DLOCK_OK)
+        rc = post(c, k, path, body, len, deadline_us, &status);
+    if (body != NULL) {
+        explicit_bzero(body, len);
+        free(body);
+    }
+    if (rc != DLOCK_OK)
+        return rc;
+    if (status == 200) {
+        rc = dlock__etcd_decode_token(k->buf, k->len, &token);
+        if (rc != DLOCK_OK)
+            return rc;
+        pthread_mutex_lock(&c->token_mu);
+        free(c->token);
+        c->token = token;
+        c->token_gen++;
+        pthread_mutex_unlock(&c->token_mu);
+        atomic_fetch_add(&c->stat_auth, 1);
+        return DLOCK_OK;
+    }
+    dlock__etcd_status st;
+    if (dlock__etcd_decode_status(k->buf, k->len, &st) != DLOCK_OK)
+        return dlock__fail(DLOCK_EPROTO, "%s %s: HTTP %ld and no etcd error in the reply", c->label,
+                           path, status);
+    if (dlock__etcd_status_kind(&st) == DLOCK__ETCD_ST_AUTH_NOT_ENABLED) {
+        /* As etcd's Go client does: a user given to a server without auth
+         * is not an error, requests just go without a token. */
+        atomic_store(&c->auth_off, 1);
+        return DLOCK_OK;
+    }
+    return dlock__etcd_fail_status(&st, (int) status, c->label, path);
+}
+
+/* The current token as a header line in *line (NULL when there is none). */
+static int token_line(dlock__etcd *c, char **line, uint64_t *gen)
+{
+    int have;
+
+    *line = NULL;
+    pthread_mutex_lock(&c->token_mu);
+    *gen = c->token_gen;
+    have = c->token != NULL;
+    if (have) {
+        size_t n = strlen(c->token) + sizeof "Authorization: ";
+        *line = malloc(n);
+        if (*line != NULL)
+            snprintf(*line, n, "Authorization: %s", c->token);
+    }
+    pthread_mutex_unlock(&c->token_mu);
+    if (have && *line == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
+    return DLOCK_OK;
+}
+
+/* Makes sure a token newer than generation seen exists (any token when
+ * !refresh), authenticating on k if needed. */
+static int need_token(dlock__etcd *c, dlock__etcd_conn *k, int refresh, uint64_t seen,
+                      int64_t deadline_us)
+{
+    int rc = DLOCK_OK;
+
+    pthread_mutex_lock(&c->auth_mu);
+    pthread_mutex_lock(&c->token_mu);
+    int fresh = c->token != NULL && (!refresh || c->token_gen != seen);
+    pthread_mutex_unlock(&c->token_mu);
+    if (!fresh && !atomic_load(&c->auth_off))
+        rc = authenticate(c, k, deadline_us);
+    pthread_mutex_unlock(&c->auth_mu);
+    return rc;
+}
+
+int dlock__etcd_auth_line(dlock__etcd *c, int refresh, uint64_t seen, int64_t deadline_us,
+                          char **line, uint64_t *gen)
+{
+    dlock__etcd_conn *k;
+    int rc;
+
+    *line = NULL;
+    *gen = 0;
+    if (c->user == NULL || atomic_load(&c->auth_off))
+        return DLOCK_OK;
+    rc = token_line(c, line, gen);
+    if (rc != DLOCK_OK || (*line != NULL && !(refresh && *gen == seen)))
+        return rc;
+    free(*line);
+    *line = NULL;
+    rc = conn_get(c, deadline_us, &k);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = need_token(c, k, refresh, seen, deadline_us);
+    conn_put(c, k);
+    return rc != DLOCK_OK ? rc : token_line(c, line, gen);
+}
+
+/* Gives k the headers of a request, with the current token. */
+static int prepare(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us, uint64_t *gen)
+{
+    char *line = NULL;
+    int rc;
+
+    *gen = 0;
+    if (c->user == NULL || atomic_load(&c->auth_off))
+        return set_headers(k, NULL, 0);
+    rc = token_line(c, &line, gen);
+    if (rc == DLOCK_OK && line == NULL) {
+        rc = need_token(c, k, 0, 0, deadline_us);
+        if (rc == DLOCK_OK)
+            rc = token_line(c, &line, gen);
+    }
+    if (rc == DLOCK_OK)
+        rc = set_headers(k, line, *gen);
+    free(line);
+    return rc;
+}
+
+/* ================================================================ calls */
+
+typedef int (*decode_fn)(dlock__etcd *c, const char *path, const char *body, size_t n, void *out);
+
+/* One request: body to path, the 2xx reply decoded into out. Errors from
+ * etcd are mapped to dlock codes; an expired token is renewed once. */
+static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_t deadline_us,
+                decode_fn decode, void *out)
+{
+    dlock__etcd_conn *k = NULL;
+    dlock__etcd_status st;
+    int rc;
+
+    rc = conn_get(c, deadline_us, &k);
+    if (rc != DLOCK_OK)
+        goto out;
+    for (int attempt = 0;; attempt++) {
+        uint64_t gen;
+        long status = 0;
+
+        rc = prepare(c, k, deadline_us, &gen);
+        if (rc == DLOCK_OK)
+            rc = post(c, k, path, body, len, deadline_us, &status);
+        if (rc != DLOCK_OK)
+            break;
+        if (status >= 200 && status < 300) {
+            rc = decode(c, path, k->buf, k->len, out);
+            break;
+        }
+        if (dlock__etcd_decode_status(k->buf, k->len, &st) != DLOCK_OK) {
+            rc = dlock__fail(DLOCK_EPROTO, "%s %s: HTTP %ld and no etcd error in the reply",
+                             c->label, path, status);
+            break;
+        }
+        int kind = dlock__etcd_status_kind(&st);
+        if (attempt == 0 && c->user != NULL && kind == DLOCK__ETCD_ST_REAUTH) {
+            rc = need_token(c, k, 1, gen, deadline_us);
+            if (rc != DLOCK_OK)
+                break;
+            continue;
+        }
+        if (attempt == 0 && c->user != NULL && kind == DLOCK__ETCD_ST_AUTH_REQUIRED &&
+            atomic_load(&c->auth_off)) {
+            /* auth was enabled since we were told it was off */
+            atomic_store(&c->auth_off, 0);
+            continue;
+        }
+        rc = dlock__etcd_fail_status(&st, (int) status, c->label, path);
+        break;
+    }
+out:
+    if (k != NULL)
+        conn_put(c, k);
+    free(body);
+    return rc;
+}
+
+/* A decoder's detail names the field; the path and endpoint are added here. */
+static int with_context(dlock__etcd *c, const char *path, int rc)
+{
+    if (rc == DLOCK_EPROTO) {
+        char detail[400];
+        snprintf(detail, sizeof detail, "%s", dlock_errmsg());
+        return dlock__fail(rc, "%s %s: %s", c->label, path, detail);
+    }
+    return rc;
+}
+
+static int dec_header(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    return with_context(c, path, dlock__etcd_decode_header(body, n, out));
+}
+
+static int dec_grant(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    return with_context(c, path, dlock__etcd_decode_lease_grant(body, n, out));
+}
+
+static int dec_keepalive(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    dlock__etcd_lease *lease = out;
+    dlock__etcd_status st;
+    int rc = with_context(c, path, dlock__etcd_decode_keepalive(body, n, lease, &st));
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (st.code != 0)
+        return dlock__etcd_fail_status(&st, 200, c->label, path);
+    /* A lease that no longer exists is answered with no TTL. */
+    if (lease->ttl <= 0)
+        return dlock__fail(DLOCK_ELOST, "%s %s: lease %" PRId64 " not found (expired or revoked)",
+                           c->label, path, lease->id);
+    return DLOCK_OK;
+}
+
+static int dec_ttl(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    return with_context(c, path, dlock__etcd_decode_lease_ttl(body, n, out));
+}
+
+static int dec_range(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    return with_context(c, path, dlock__etcd_decode_range(body, n, out));
+}
+
+typedef struct delete_out {
+    int64_t revision, deleted;
+} delete_out;
+
+static int dec_delete(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    delete_out *d = out;
+    return with_context(c, path, dlock__etcd_decode_delete(body, n, &d->revision, &d->deleted));
+}
+
+static int dec_txn(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
+{
+    return with_context(c, path, dlock__etcd_decode_txn(body, n, out));
+}
+
+int dlock__etcd_lease_grant(dlock__etcd *c, int64_t ttl_s, int64_t id, int64_t deadline_us,
+                            dlock__etcd_lease *out)
+{
+    char *body;
+    size_t len;
+    int rc = dlock__etcd_encode_lease_grant(ttl_s, id, &body, &len);
+    return rc != DLOCK_OK ? rc : call(c, "/v3/lease/grant", body, len, deadline_us, dec_grant, out);
+}
+
+int dlock__etcd_lease_keepalive(dlock__etcd *c, int64_t id, int64_t deadline_us,
+                                dlock__etcd_lease *out)
+{
+    char *body;
+    size_t len;
+    int rc = dlock__etcd_encode_lease_id(id, 0, &body, &len);
+    return rc != DLOCK_OK
+               ? rc
+               : call(c, "/v3/lease/keepalive", body, len, deadline_us, dec_keepalive, out);
+}
+
+int dlock__etcd_lease_revoke(dlock__etcd *c, int64_t id, int64_t deadline_us)
+{
+    char *body;
+    size_t len;
+    int64_t revision;
+    int rc = dlock__etcd_encode_lease_id(id, 0, &body, &len);
+    return rc != DLOCK_OK
+               ? rc
+               : call(c, "/v3/lease/revoke", body, len, deadline_us, dec_header, &revision);
+}
+
+int dlock__etcd_lease_timetolive(dlock__etcd *c, int64_t id, int keys, int64_t deadline_us,
+                                 dlock__etcd_lease_ttl *out)
+{
+    char *body;
+    size_t len;
+    int rc = dlock__etcd_encode_lease_id(id, keys, &body, &len);
+    return rc != DLOCK_OK ? rc
+                          : call(c, "/v3/lease/timetolive", body, len, deadline_us, dec_ttl, out);
+}
+
+int dlock__etcd_kv_range(dlock__etcd *c, const dlock__etcd_range *req, int64_t deadline_us,
+                         dlock__etcd_range_result *out)
+{
+    char *body;
+    size_t len;
+    int rc = dlock__etcd_encode_range(req, &body, &len);
+    return rc != DLOCK_OK ? rc : call(c, "/v3/kv/range", body, len, deadline_us, dec_range, out);
+}
+
+int dlock__etcd_kv_put(dlock__etcd *c, const dlock__etcd_put *req, int64_t deadline_us,
+                       int64_t *revision)
+{
+    char *body;
+    size_t len;
+    int rc = dlock__etcd_encode_put(req, &body, &len);
+    return rc != DLOCK_OK ? rc
+                          : call(c, "/v3/kv/put", body, len, deadline_us, dec_header, revision);
+}
+
+int dlock__etcd_kv_delete(dlock__etcd *c, const dlock__etcd_delete *req, int64_t deadline_us,
+                          int64_t *revision, int64_t *deleted)
+{
+    char *body;
+    size_t len;
+    delete_out d = {0, 0};
+    int rc = dlock__etcd_encode_delete(req, &body, &len);
+
+    if (rc == DLOCK_OK)
+        rc = call(c, "/v3/kv/deleterange", body, len, deadline_us, dec_delete, &d);
+    if (rc == DLOCK_OK) {
+        if (revision != NULL)
+            *revision = d.revision;
+        if (deleted != NULL)
+            *deleted = d.deleted;
+    }
+    return rc;
+}
+
+int dlock__etcd_kv_txn(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
+                       dlock__etcd_txn_result *out)
+{
+    char *body;
+    size_t len;
+    int rc = dlock__etcd_encode_txn(req, &body, &len);
+    return rc != DLOCK_OK ? rc : call(c, "/v3/kv/txn", body, len, deadline_us, dec_txn, out);
+}
+
+int dlock__etcd_compact(dlock__etcd *c, int64_t revision, int64_t deadline_us)
+{
+    char *body;
+    size_t len;
+    int64_t header_rev;
+    int rc = dlock__etcd_encode_compaction(revision, &body, &len);
+    return rc != DLOCK_OK
+               ? rc
+               : call(c, "/v3/kv/compaction", body, len, deadline_us, dec_header, &header_rev);
+}

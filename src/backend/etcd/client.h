@@ -1,0 +1,158 @@
+/* client.h - the etcd v3 wire layer: a client for etcd's JSON gateway.
+ *
+ * Everything that talks to etcd and nothing about locks: leases, kv range /
+ * put / delete / txn, and one watch stream per client. Request bodies and
+ * replies are typed (codec.h); HTTP/1.1 over libcurl, with a bounded pool
+ * of kept-alive connections shared by all threads.
+ *
+ * Thread safety: every call may be made from any thread at once, except
+ * dlock__etcd_free(). Each call takes a deadline on the monotonic clock
+ * (dlock__now_us(); DLOCK__NEVER for none), further capped by the request
+ * timeout.
+ *
+ * Errors: DLOCK_OK, or
+ *   DLOCK_EUNREACHABLE  no endpoint accepted a connection, the connection
+ *                       broke, or no reply came in time (a request that was
+ *                       sent may or may not have run; the message says
+ *                       which); also etcd's own "unavailable" (no leader...)
+ *   DLOCK_ELOST         the lease named does not exist (expired or revoked:
+ *                       etcd's "requested lease not found")
+ *   DLOCK_ESERVER       etcd refused the request (authentication failed,
+ *                       permission denied, ...; the message names it)
+ *   DLOCK_EINVAL        a bad argument, caught here or by etcd
+ *   DLOCK_EPROTO        the reply is malformed, oversized or not etcd's
+ *   DLOCK_ENOMEM
+ * with the detail in dlock_errmsg(). Results are only set on DLOCK_OK. */
+#ifndef DLOCK_ETCD_CLIENT_H
+#define DLOCK_ETCD_CLIENT_H
+
+#include "codec.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dlock__etcd dlock__etcd;
+
+typedef struct dlock__etcd_config {
+    /* "host:port[,host:port...]" (port 2379 when omitted; [v6]:port).
+     * Requests go to one endpoint; a connection failure moves every
+     * thread on to the next. */
+    const char *endpoints;
+    const char *user;           /* NULL: no authentication */
+    const char *password;       /* never shown in messages */
+    int64_t connect_timeout_ms; /* 0: 2000 */
+    int64_t request_timeout_ms; /* 0: 10000 */
+    size_t max_connections;     /* pool bound for requests; 0: 64 */
+    size_t max_reply_bytes;     /* larger replies are DLOCK_EPROTO; 0: 4 MiB */
+} dlock__etcd_config;
+
+/* Copies what it needs from cfg. Does not connect. DLOCK_EINVAL for a bad
+ * endpoint list. */
+int dlock__etcd_new(const dlock__etcd_config *cfg, dlock__etcd **out);
+/* Stops the watch stream (no callback runs once this returns) and closes
+ * every connection. NULL is fine. */
+void dlock__etcd_free(dlock__etcd *c);
+
+/* "etcd://[user@]host:port,...", for messages. */
+const char *dlock__etcd_label(const dlock__etcd *c);
+
+/* ---------------------------------------------------------------- leases */
+
+/* Grants a lease of ttl_s seconds (id 0: the server picks the id). */
+int dlock__etcd_lease_grant(dlock__etcd *c, int64_t ttl_s, int64_t id, int64_t deadline_us,
+                            dlock__etcd_lease *out);
+/* One keepalive round trip. out->ttl is the TTL renewed to. DLOCK_ELOST
+ * when the lease no longer exists. */
+int dlock__etcd_lease_keepalive(dlock__etcd *c, int64_t id, int64_t deadline_us,
+                                dlock__etcd_lease *out);
+/* Revokes a lease, deleting its keys. DLOCK_ELOST if it did not exist. */
+int dlock__etcd_lease_revoke(dlock__etcd *c, int64_t id, int64_t deadline_us);
+/* out->ttl is -1 when the lease does not exist (not an error). With keys,
+ * the attached keys too; free with dlock__etcd_lease_ttl_free(). */
+int dlock__etcd_lease_timetolive(dlock__etcd *c, int64_t id, int keys, int64_t deadline_us,
+                                 dlock__etcd_lease_ttl *out);
+
+/* ---------------------------------------------------------------- kv */
+
+/* Free results with dlock__etcd_range_result_free / _txn_result_free. */
+int dlock__etcd_kv_range(dlock__etcd *c, const dlock__etcd_range *req, int64_t deadline_us,
+                         dlock__etcd_range_result *out);
+int dlock__etcd_kv_put(dlock__etcd *c, const dlock__etcd_put *req, int64_t deadline_us,
+                       int64_t *revision);
+int dlock__etcd_kv_delete(dlock__etcd *c, const dlock__etcd_delete *req, int64_t deadline_us,
+                          int64_t *revision, int64_t *deleted);
+int dlock__etcd_kv_txn(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
+                       dlock__etcd_txn_result *out);
+/* Compacts the history up to revision (physical). */
+int dlock__etcd_compact(dlock__etcd *c, int64_t revision, int64_t deadline_us);
+
+/* ---------------------------------------------------------------- watch */
+
+/* What a watch callback is told. */
+enum {
+    /* event: one PUT or DELETE in the watched range. */
+    DLOCK__ETCD_WATCH_EVENT = 1,
+    /* The server ended the watch: compact_revision > 0 when its start
+     * revision was compacted away, else reason says why. The watch is gone;
+     * re-range and add a new one. The last note of a watch. */
+    DLOCK__ETCD_WATCH_CANCELED,
+    /* The stream broke (code and reason say why). The watch is kept and
+     * re-created from the revision after the last one delivered when the
+     * stream is back, so no event is lost - unless that revision has been
+     * compacted by then (then CANCELED follows), or the watch was added
+     * without a start revision and the break came before etcd confirmed it.
+     * Told once per break, not per reconnection attempt. */
+    DLOCK__ETCD_WATCH_BROKEN
+};
+
+typedef struct dlock__etcd_watch_note {
+    int kind;
+    int64_t watch; /* the id dlock__etcd_watch_add() returned */
+    /* EVENT */
+    const dlock__etcd_event *event;
+    int64_t revision; /* header revision of the reply that carried it */
+    /* CANCELED */
+    int64_t compact_revision;
+    /* CANCELED, BROKEN */
+    const char *reason;
+    int code; /* BROKEN: a DLOCK_E* code */
+} dlock__etcd_watch_note;
+
+/* Called on the client's watch thread, one note at a time, in stream order.
+ * It may add and cancel watches; it must not block for long (every watch
+ * of the client waits on it) and must not call dlock__etcd_free(). */
+typedef void (*dlock__etcd_watch_fn)(void *arg, const dlock__etcd_watch_note *note);
+
+typedef struct dlock__etcd_watch_spec {
+    const char *key;
+    const char *range_end;  /* NULL: key alone */
+    int64_t start_revision; /* 0: from now; give one to lose nothing */
+    int no_put;             /* deletes only */
+} dlock__etcd_watch_spec;
+
+/* Adds a watch to the client's one stream (opened, on a thread of its
+ * own, by the first watch) and returns at once with its id (> 0) in *id:
+ * the watch is created on the server soon after, from start_revision.
+ * Errors: DLOCK_EINVAL, DLOCK_ENOMEM; trouble reaching etcd is told to fn
+ * as BROKEN, never returned. */
+int dlock__etcd_watch_add(dlock__etcd *c, const dlock__etcd_watch_spec *spec,
+                          dlock__etcd_watch_fn fn, void *arg, int64_t *id);
+/* Ends a watch. Once this returns its callback is not running and will
+ * not run again (called from the callback itself: after it returns). An
+ * unknown or ended id is fine. */
+void dlock__etcd_watch_cancel(dlock__etcd *c, int64_t id);
+
+/* ---------------------------------------------------------------- stats */
+
+/* Counters for tests and diagnostics. */
+typedef struct dlock__etcd_stats {
+    uint64_t connections_made;  /* request handles created (pool size reached) */
+    uint64_t authentications;   /* successful /v3/auth/authenticate calls */
+    uint64_t streams_opened;    /* watch stream (re)connections */
+    uint64_t watches_created;   /* "created" confirmations received */
+    uint64_t cancels_confirmed; /* "canceled" replies to our cancel_requests */
+    size_t watches;             /* watches registered now */
+} dlock__etcd_stats;
+void dlock__etcd_get_stats(dlock__etcd *c, dlock__etcd_stats *out);
+
+#endif
