@@ -206,12 +206,13 @@ struct dlock__backend {
      * reader asking to write). */
     int (*acquire)(dlock__store *s, dlock__store_lock *l, dlock__attempt *a);
     /* Several mutexes in one step, if the store can: DLOCK_OK (all taken,
-     * fences[i] set), DLOCK_EBUSY (none taken; *busy is the index of one
-     * held by someone else, *busy_ttl_ms its lease left), or DLOCK_ENOTSUP
-     * (not these: take them one by one). NULL: never. */
+     * fences[i] set, sessions[i] as attempt.session), DLOCK_EBUSY (none
+     * taken; *busy is the index of one held by someone else, *busy_ttl_ms
+     * its lease left), or DLOCK_ENOTSUP (not these: take them one by one).
+     * NULL: never. */
     int (*acquire_many)(dlock__store *s, dlock__store_lock *const *ls, size_t n, const char *token,
-                        int64_t lease_ms, int64_t deadline_us, uint64_t *fences, size_t *busy,
-                        int64_t *busy_ttl_ms);
+                        int64_t lease_ms, int64_t deadline_us, uint64_t *fences,
+                        dlock__session **sessions, size_t *busy, int64_t *busy_ttl_ms);
     /* Makes wake-ups flow for waiters of l (after DLOCK__NEXT_PREPARE).
      * DLOCK_ENOTSUP: they cannot, poll instead. */
     int (*prepare_wait)(dlock__store *s, dlock__store_lock *l, int64_t deadline_us);

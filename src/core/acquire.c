@@ -39,6 +39,7 @@
 #define POLL_MAX_US        64000
 #define UNREACHABLE_MIN_US 50000
 #define UNREACHABLE_MAX_US 1000000
+#define LAST_TRY_US        20000 /* the last try of an unreachable store, before the end */
 #define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
 
 /* ---------------------------------------------------------------- cancel */
@@ -124,12 +125,36 @@ static int busy_error(const dlock_lock *l, int64_t ttl_ms)
     return dlock__fail(DLOCK_EBUSY, "lock '%s' %s", l->name, what);
 }
 
-/* Leaves the store's queue after giving up, keeping the error at hand. */
-static void leave_queue(dlock_lock *l)
+/* The bound of one request made during a wait that ends at `deadline`
+ * (0: a single attempt): a command timeout, and never more than one past
+ * the end of the wait, so that a wait overruns its budget by at most a
+ * command timeout however its requests fare. */
+static int64_t request_deadline(const dlock_lock *l, int64_t deadline)
+{
+    int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
+    if (deadline == 0 || deadline == DLOCK__NEVER || deadline >= now)
+        return now + timeout;
+    int64_t cap = deadline + timeout;
+    return cap > now + 100000 ? cap : now + 100000; /* the clean-up gets a chance */
+}
+
+/* Leaves the store's queue after giving up (passing on a lock handed to
+ * it meanwhile), keeping the error at hand. */
+static void leave_queue(dlock_lock *l, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    l->client->backend->cancel(l->client->store, l->sl, l->token, dlock__lock_op_deadline(l));
+    l->client->backend->cancel(l->client->store, l->sl, l->token, request_deadline(l, deadline));
+    dlock__restore_error(&saved);
+}
+
+/* Gives back a grant this wait will not use (cancelled, or its lease ran
+ * out before the reply came). */
+static void give_back(dlock_lock *l, int64_t deadline)
+{
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
+    l->client->backend->release(l->client->store, l->sl, l->token, request_deadline(l, deadline));
     dlock__restore_error(&saved);
 }
 
@@ -177,7 +202,6 @@ typedef struct take_state {
     int local;              /* holds the local queue's turn */
     int held_here;          /* the lock was found held: the local queue decides turns */
     int poll_only;          /* the store cannot wake waiters of this lock */
-    int reached;            /* an attempt of this wait was answered */
     int64_t poll_us;        /* next polling step */
     int64_t unreachable_us; /* next delay after an unreachable store */
     dlock__lq_ticket ticket;
@@ -209,7 +233,7 @@ static void drop_place(dlock_lock *l, take_state *st)
 }
 
 /* A hand-over arrived on the board: hold it. */
-static int take_grant(dlock_lock *l, take_state *st, int64_t lease_ms, int renew)
+static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
     int64_t since = st->w.queued_at_us;
@@ -218,7 +242,7 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t lease_ms, int renew
     drop_place(l, st);
     if (dlock__lock_cancelled(l)) {
         /* Cancelled just as it was handed over: pass it on. */
-        leave_queue(l);
+        leave_queue(l, deadline);
         return dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
     }
     /* The grant came after the store last said this attempt was queued:
@@ -227,8 +251,8 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t lease_ms, int renew
     if (since == 0 ||
         dlock__validity_end(since, lease_ms) - dlock__now_us() < lease_ms * 1000 / 2) {
         since = dlock__now_us();
-        int rc =
-            c->backend->extend(c->store, l->sl, l->token, lease_ms, 0, dlock__lock_op_deadline(l));
+        int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 0,
+                                    request_deadline(l, deadline));
         if (rc != DLOCK_OK)
             return rc;
     }
@@ -280,44 +304,63 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                             .wait = may_queue,
                             .again = st.queued,
                             .wait_id = st.w.wait_id,
-                            .deadline_us = dlock__lock_op_deadline(l),
+                            .deadline_us = request_deadline(l, deadline),
                             .wait_until_us = deadline,
                             .holder_ttl_ms = -1};
         int64_t sent = dlock__now_us();
         rc = b->acquire(c->store, l->sl, &a);
-        if (rc == DLOCK_EUNREACHABLE && waits && st.reached && sent < deadline) {
-            /* The store answered before and may be back soon (a restart, a
-             * failover): keep trying within the budget. (A store never
-             * reached is more likely a wrong address: that fails at once.) */
+        if (rc == DLOCK_OK && a.outcome == DLOCK__QUEUED)
+            st.queued = 1;
+        if (waits && dlock__lock_cancelled(l)) {
+            /* cancelled while the request was out: whatever it did is
+             * undone (a lock taken is passed on, a place left) */
+            if (rc == DLOCK_OK && a.outcome == DLOCK__TAKEN) {
+                dlock__session_unref(a.session);
+                give_back(l, deadline);
+            }
+            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+            goto give_up;
+        }
+        if (rc == DLOCK_EUNREACHABLE && waits && dlock__now_us() + LAST_TRY_US < deadline) {
+            /* The store may be back soon (a restart, a failover): keep
+             * trying within the budget, the last time just before it ends. */
             int64_t until = sent + st.unreachable_us + jitter_us(st.unreachable_us / 4);
             st.unreachable_us = st.unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
                                                                            : st.unreachable_us * 2;
-            if (until >= deadline) {
-                dlock__fail_context(rc,
-                                    "lock '%s': the store was still unreachable when the "
-                                    "wait ran out",
-                                    l->name);
-                goto give_up;
-            }
+            if (until > deadline - LAST_TRY_US)
+                until = deadline - LAST_TRY_US;
             pause_until(l, until);
             continue;
         }
+        if (rc == DLOCK_EUNREACHABLE && waits) {
+            dlock__fail_context(
+                rc, "lock '%s': the store was still unreachable when the wait ran out", l->name);
+            goto give_up;
+        }
         if (rc != DLOCK_OK)
             goto give_up;
-        st.reached = 1;
         st.unreachable_us = UNREACHABLE_MIN_US;
 
         if (a.outcome == DLOCK__TAKEN) {
             drop_place(l, &st); /* the entry now serves the hold */
             rc = dlock__lock_start_holding(l, a.fence, a.session, lease_ms, renew, sent);
+            if (rc == DLOCK_ELOST) {
+                /* the store's reply came after the lease it granted could
+                 * have run out: nothing to hold on to */
+                give_back(l, deadline);
+                if (waits && dlock__now_us() < deadline)
+                    continue;
+                rc = dlock__fail(DLOCK_EUNREACHABLE,
+                                 "lock '%s': the store answered only after the lease it "
+                                 "granted could have run out",
+                                 l->name);
+            }
             goto done;
         }
         if (!waits) {
             rc = busy_error(l, a.holder_ttl_ms);
             goto done;
         }
-        if (a.outcome == DLOCK__QUEUED)
-            st.queued = 1;
         if (!st.local && c->lq != NULL) {
             /* Within this client, one thread at a time waits in the store
              * for this lock; the others wait in the local queue, in order,
@@ -365,7 +408,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             continue;
         dlock__board_leave(&c->board, &st.w);
         st.on_board = 0;
-        rc = take_grant(l, &st, lease_ms, renew);
+        rc = take_grant(l, &st, deadline, lease_ms, renew);
         if (rc == DLOCK_ELOST)
             continue; /* taken from us already (expired, forced): wait on */
         if (rc != DLOCK_OK && rc != DLOCK_ECANCELED)
@@ -378,7 +421,7 @@ timed_out:
                      l->name, (long long) ((dlock__now_us() - start) / 1000));
 give_up:
     if (st.on_board || st.on_renewer || st.queued)
-        leave_queue(l);
+        leave_queue(l, deadline);
 done:
     drop_place(l, &st);
     if (st.on_board)
@@ -422,8 +465,8 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
                                    "a fixed lease (dlock_acquire_for)");
     if (rc != DLOCK_OK)
         return dlock__lock_leave(l, rc);
-    if (wait_ms != 0)
-        begin_wait(l);
+    /* every call is numbered, a try too: a cancel aimed at it ends with it */
+    begin_wait(l);
     if (l->nmembers > 0) {
         rc = dlock__multi_acquire(l, wait_ms, lease_ms, renew);
     } else {
@@ -432,8 +475,7 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
                                          : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
         rc = dlock__lock_take(l, deadline, lease_ms, renew);
     }
-    if (wait_ms != 0)
-        end_wait(l);
+    end_wait(l);
     return dlock__lock_leave(l, rc);
 }
 

@@ -157,6 +157,8 @@ static void lease_report(dlock__lease *e)
     snprintf(why, sizeof why, "%s", e->why);
     dlock__renewer_unlock(r, e);
     dlock_lock *target = l->parent != NULL ? l->parent : l;
+    if (l->parent != NULL && !atomic_load(&l->parent->settled))
+        return; /* the multi-lock's acquire is still going: it finds the loss itself */
     dlock__renewer_lock(r, &target->lease);
     dlock_lost_fn fn = target->on_lost;
     void *arg = target->on_lost_arg;
@@ -223,6 +225,7 @@ int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *s
     atomic_init(&l->busy, 0);
     atomic_init(&l->wait_state, 0);
     atomic_init(&l->cancel_for, 0);
+    atomic_init(&l->settled, 0);
     l->lease.owner = &lock_owner;
     l->lease.lock = l->sl;
     l->lease.token = l->token;

@@ -13,6 +13,8 @@ int64_t dlock__validity_end(int64_t sent_us, int64_t lease_ms)
     return sent_us + lease_ms * 1000 - dlock__drift_us(lease_ms);
 }
 
+/* DLOCK_ELOST (and nothing held) if the lease, counted from sent_us, could
+ * be over already. */
 int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
                               int64_t lease_ms, int renew, int64_t sent_us)
 {
@@ -35,6 +37,11 @@ int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *ses
         e->renew = renew;
         e->valid_until_us = dlock__validity_end(sent_us, lease_ms);
         e->due_us = renew ? sent_us + lease_ms * 1000 / 3 : DLOCK__NEVER;
+        if (e->valid_until_us <= dlock__now_us()) {
+            /* the grant's lease could be over already: never a hold */
+            l->holds = 0;
+            return DLOCK_ELOST;
+        }
     }
     int rc = dlock__renewer_add(&l->client->renewer, e);
     if (rc != DLOCK_OK) {
@@ -86,10 +93,15 @@ int dlock__lock_give(dlock_lock *l, int all)
         dlock__lock_stop_holding(l);
         return dlock__fail_context(DLOCK_ELOST, "lock '%s' was lost before the release", l->name);
     }
-    /* Unknown outcome: stop renewing so that, if the release did not
-     * happen, the lock still ends with its lease. A retry may succeed. */
-    dlock__renewer_update(&c->renewer, &l->lease, 0, 0, 0);
-    return rc;
+    /* Unknown outcome: the hold is given up here all the same, so that
+     * the handle's next acquire is a new one, not a re-entry into a lock
+     * the caller let go; if the release did not reach the store, the lock
+     * ends with its lease there (a session's: when its store deletes it). */
+    dlock__lock_stop_holding(l);
+    return dlock__fail_context(rc,
+                               "lock '%s' is given up here, but its release may not have "
+                               "reached the store",
+                               l->name);
 }
 
 int dlock_release(dlock_lock *l)

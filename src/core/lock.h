@@ -42,7 +42,11 @@ struct dlock_lock {
     dlock_lost_fn on_lost; /* guarded by the lease's renewer shard */
     void *on_lost_arg;
 
-    /* a multi-lock: its members, in canonical order; a member: its owner */
+    /* a multi-lock: its members, in canonical order; a member: its owner.
+     * settled: the multi-lock holds all its members (its acquire returned
+     * DLOCK_OK): only then is a member's loss the multi-lock's to report
+     * (before, the acquire itself finds it). */
+    atomic_int settled;
     dlock_lock **members;
     size_t nmembers;
     dlock_lock *parent;

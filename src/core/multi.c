@@ -120,6 +120,7 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
     dlock__store_lock **sls;
+    dlock__session **sessions;
     uint64_t *fences;
     size_t busy = 0;
     int64_t ttl = -1;
@@ -129,26 +130,46 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
         return DLOCK_ENOTSUP;
     sls = malloc(l->nmembers * sizeof *sls);
     fences = malloc(l->nmembers * sizeof *fences);
-    if (sls == NULL || fences == NULL) {
+    sessions = malloc(l->nmembers * sizeof *sessions);
+    if (sls == NULL || fences == NULL || sessions == NULL) {
         free(sls);
         free(fences);
+        free(sessions);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < l->nmembers; i++)
+    for (size_t i = 0; i < l->nmembers; i++) {
         sls[i] = l->members[i]->sl;
+        sessions[i] = NULL;
+    }
     int64_t sent = dlock__now_us();
     rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms,
-                                  sent + c->cfg.command_timeout_ms * 1000, fences, &busy, &ttl);
+                                  sent + c->cfg.command_timeout_ms * 1000, fences, sessions, &busy,
+                                  &ttl);
     for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
-        rc = dlock__lock_start_holding(l->members[i], fences[i], NULL, lease_ms, renew, sent);
-        if (rc != DLOCK_OK)
-            roll_back(l, l->nmembers);
+        rc =
+            dlock__lock_start_holding(l->members[i], fences[i], sessions[i], lease_ms, renew, sent);
+        sessions[i] = NULL; /* the hold's now, or dropped */
+        if (rc != DLOCK_OK) {
+            /* held here: [0, i); taken in the store but not held: [i, n) */
+            dlock__saved_error saved;
+            dlock__save_error(&saved);
+            for (size_t j = i; j < l->nmembers; j++) {
+                c->backend->release(c->store, l->members[j]->sl, l->token,
+                                    dlock__lock_op_deadline(l));
+                dlock__session_unref(sessions[j]);
+            }
+            dlock__restore_error(&saved);
+            roll_back(l, i);
+            if (rc == DLOCK_ELOST)
+                rc = DLOCK_EBUSY; /* its lease could be over already: not now */
+        }
     }
     if (rc == DLOCK_EBUSY)
         dlock__fail(DLOCK_EBUSY, "lock '%s' of multi-lock '%s' is held by someone else",
                     l->members[busy]->name, l->name);
     free(sls);
     free(fences);
+    free(sessions);
     return rc;
 }
 
@@ -172,14 +193,16 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         return DLOCK_OK;
     }
     rc = take_at_once(l, lease_ms, renew);
+    if (rc == DLOCK_OK)
+        atomic_store(&l->settled, 1);
     if (rc == DLOCK_EBUSY && wait_ms == 0)
         return rc;
     if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP)
         return rc;
-    if (rc != DLOCK_OK) {
-        int64_t deadline = wait_ms == 0  ? 0
-                           : wait_ms < 0 ? DLOCK__NEVER
-                                         : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+    int64_t deadline = wait_ms == 0  ? 0
+                       : wait_ms < 0 ? DLOCK__NEVER
+                                     : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+    while (rc != DLOCK_OK) {
         for (size_t i = 0; i < l->nmembers; i++) {
             if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
                 rc = dlock__fail(DLOCK_ETIMEDOUT, "no time left for '%s'", l->members[i]->name);
@@ -190,9 +213,24 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
                 return dlock__fail_context(rc, "multi-lock '%s'", l->name);
             }
         }
+        /* A member taken early may have lost its lease while the later
+         * ones were waited for: all or none, so give them all back and go
+         * again. */
+        size_t lost = 0;
+        while (lost < l->nmembers && dlock__lock_take_loss(l->members[lost]) == DLOCK_OK)
+            lost++;
+        if (lost == l->nmembers)
+            break;
+        roll_back(l, l->nmembers);
+        if (deadline == 0 || (deadline != DLOCK__NEVER && dlock__now_us() >= deadline))
+            return dlock__fail(DLOCK_ETIMEDOUT,
+                               "multi-lock '%s': '%s' was lost while the others were waited for",
+                               l->name, l->members[lost]->name);
+        rc = DLOCK_EBUSY;
     }
     l->holds = 1;
     l->fence = l->members[0]->fence;
+    atomic_store(&l->settled, 1);
     return DLOCK_OK;
 }
 
@@ -207,6 +245,7 @@ int dlock__multi_release(dlock_lock *l, int all)
         l->holds--;
         return DLOCK_OK;
     }
+    atomic_store(&l->settled, 0);
     for (size_t i = l->nmembers; i-- > 0;) {
         if (l->members[i]->holds == 0)
             continue;
@@ -264,6 +303,7 @@ int dlock__multi_check(dlock_lock *l, int64_t *left_ms)
 
 void dlock__multi_forget(dlock_lock *l)
 {
+    atomic_store(&l->settled, 0);
     for (size_t i = 0; i < l->nmembers; i++)
         dlock__lock_stop_holding(l->members[i]);
     l->holds = 0;

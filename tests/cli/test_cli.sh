@@ -808,13 +808,20 @@ test_bad_input()
     expect_rc "DLOCK_URL from the environment" 64 env DLOCK_URL=http://x "$DLOCK" status r-bad
 
     port=$(closed_port)
-    expect_rc "closed port (run)" 69 dl run -u "redis://127.0.0.1:$port" r-bad -- true
+    # a try fails at once; a wait rides out an unreachable store until its
+    # budget ends (a restart), then says why
+    expect_rc "closed port (run -n)" 69 dl run -n -u "redis://127.0.0.1:$port" r-bad -- true
     expect_eq "one line on stderr" 1 "$(wc -l <"$TMP/err")"
     line=$(cat "$TMP/err")
     expect_match "names the URL" "redis://127.0.0.1:$port" "$line"
     expect_match "says why" "Connection refused" "$line"
     expect_rc "closed port (status)" 69 dl status -u "redis://127.0.0.1:$port" r-bad
-    expect_rc "closed port (lock)" 69 dl lock -u "redis://127.0.0.1:$port" -l 5 r-bad
+    expect_rc "closed port (lock -n)" 69 dl lock -n -u "redis://127.0.0.1:$port" -l 5 r-bad
+    local t0
+    t0=$(now_ms)
+    expect_rc "closed port (run -w 1)" 69 dl run -w 1 -u "redis://127.0.0.1:$port" r-bad -- true
+    expect_match "the wait took its budget" "^1[0-9]{3}$|^2[0-9]{3}$" "$(($(now_ms) - t0))"
+    expect_match "says why after the wait" "unreachable when the wait ran out" "$(cat "$TMP/err")"
 
     expect_rc "-l 0" 64 dl run -l 0 r-bad -- true
     expect_rc "-l -1" 64 dl run -l -1 r-bad -- true
@@ -881,6 +888,10 @@ test_command_inherits_no_sockets()
     if grep -q 'socket:' "$TMP/out"; then
         fail "the command inherited sockets: $(grep socket: "$TMP/out" | tr '\n' ' ')"
     fi
+    # what dlock itself was given, the command gets too
+    expect_rc "an inherited descriptor" 0 \
+        dl run fdtest -- sh -c 'ls -l /proc/$$/fd/7' 7<"$TMP/err"
+    expect_match "fd 7 passed on" "7 -> " "$(cat "$TMP/out")"
 }
 
 # One duration syntax for flags and URL options: a bare number is seconds.

@@ -16,9 +16,11 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -256,6 +258,54 @@ static int build_env(command_env *e, const dlock_lock *lock, const char *url)
     return 0;
 }
 
+/* The descriptors dlock was started with (beyond 0-2), sorted: the command
+ * inherits these and no other. Whatever the libraries opened meanwhile (the
+ * store's connections, their internal pipes) is closed in the child before
+ * it runs the command, even a socket a thread opened at the moment of the
+ * fork, before it could mark it close-on-exec. */
+#define MAX_INHERITED 256
+static int inherited[MAX_INHERITED];
+static size_t ninherited;
+
+static int by_fd(const void *a, const void *b)
+{
+    return *(const int *) a - *(const int *) b;
+}
+
+static void note_inherited_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL && ninherited < MAX_INHERITED) {
+        int fd = atoi(e->d_name);
+        if (fd > 2 && fd != dirfd(d))
+            inherited[ninherited++] = fd;
+    }
+    closedir(d);
+    qsort(inherited, ninherited, sizeof *inherited, by_fd);
+}
+
+/* In the child (async-signal-safe): closes every descriptor above 2 but
+ * the inherited ones and keep. */
+static void close_all_but(int keep)
+{
+    int prev = 2;
+    for (size_t i = 0; i <= ninherited; i++) {
+        int next = i < ninherited ? inherited[i] : INT_MAX;
+        if (keep > prev && keep < next) {
+            if (keep > prev + 1)
+                close_range((unsigned) prev + 1, (unsigned) keep - 1, 0);
+            prev = keep;
+        }
+        if (next > prev + 1)
+            close_range((unsigned) prev + 1, next == INT_MAX ? ~0u : (unsigned) next - 1, 0);
+        prev = next;
+    }
+}
+
 /* Starts argv with the lock's facts in its environment. On exec failure
  * reports errno through an exec-status pipe. */
 static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *exec_errno)
@@ -289,6 +339,7 @@ static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
             _exit(EXIT_LOST); /* dlock died before we could arrange that */
         close(status_pipe[0]);
+        close_all_but(status_pipe[1]);
         execvpe(argv[0], argv, env.vars);
         int e = errno;
         if (write(status_pipe[1], &e, sizeof e) < 0) {
@@ -386,6 +437,7 @@ int cmd_run(int argc, char **argv)
 
     if (code >= 0)
         return code;
+    note_inherited_fds();
     if (o.kind.nnames == 0) {
         if (first >= argc) {
             fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);

@@ -368,12 +368,22 @@ static int handshake_guarded(redisContext *ctx, const dlock__rendpoint *ep, int 
     return rc;
 }
 
-redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code)
+static struct timeval timeval_ms(int64_t ms)
 {
-    struct timeval tv = {.tv_sec = ep->connect_timeout_ms / 1000,
-                         .tv_usec = (ep->connect_timeout_ms % 1000) * 1000};
-    struct timeval cmd_tv = {.tv_sec = ep->command_timeout_ms / 1000,
-                             .tv_usec = (ep->command_timeout_ms % 1000) * 1000};
+    if (ms < 1)
+        ms = 1;
+    return (struct timeval){.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+}
+
+redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+{
+    /* the connect timeout, and the handshake's command timeout, but never
+     * past the deadline of the request that needs the connection */
+    int64_t left_ms = (deadline_us - dlock__now_us()) / 1000;
+    struct timeval tv =
+        timeval_ms(ep->connect_timeout_ms < left_ms ? ep->connect_timeout_ms : left_ms);
+    struct timeval cmd_tv =
+        timeval_ms(ep->command_timeout_ms < left_ms ? ep->command_timeout_ms : left_ms);
     redisContext *ctx;
 
     if (ep->host != NULL)
@@ -414,17 +424,23 @@ redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code)
 }
 
 /* Called with mu held and no role taken by anyone: opens the socket. */
-static int connect_locked(dlock__rconn *c)
+static int connect_locked(dlock__rconn *c, int64_t deadline_us)
 {
     int code = DLOCK_OK, fd;
     redisContext *ctx;
 
     c->connecting = 1;
     pthread_mutex_unlock(&c->mu);
-    ctx = dlock__rconn_dial(&c->ep, &code);
+    ctx = dlock__rconn_dial(&c->ep, deadline_us, &code);
     fd = -1;
     if (ctx != NULL)
-        fd = redisFreeKeepFd(ctx); /* blocking, with send/receive timeouts */
+        fd = redisFreeKeepFd(ctx); /* blocking, with send/receive timeouts: */
+    if (fd >= 0) {
+        /* the command timeout (the handshake may have had less) */
+        struct timeval tv = timeval_ms(c->ep.command_timeout_ms);
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
     pthread_mutex_lock(&c->mu);
     c->connecting = 0;
     if (fd >= 0) {
@@ -534,7 +550,7 @@ static int ready_locked(dlock__rconn *c, int64_t deadline_us)
                 close(c->fd);
                 c->fd = -1;
             }
-            return connect_locked(c);
+            return connect_locked(c, deadline_us);
         }
         struct timespec ts = dlock__timespec(deadline_us);
         if (pthread_cond_timedwait(&c->state_cv, &c->mu, &ts) == ETIMEDOUT)

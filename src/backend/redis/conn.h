@@ -71,10 +71,11 @@ redisReader *dlock__rreader_new(void);
 /* Whether the last parse error on this thread was a refused array. */
 int dlock__rreader_refused(void);
 
-/* Opens a blocking hiredis context to ep and runs AUTH/SELECT; its socket is
- * close-on-exec and its parser bounded as above. On failure
+/* Opens a blocking hiredis context to ep and runs AUTH/SELECT, within the
+ * connect timeout and deadline_us; its socket is close-on-exec and its
+ * parser bounded as above. On failure
  * returns NULL with the detail recorded (dlock_errmsg) and *code set.
  * Shared with the subscriber connection. */
-redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int *code);
+redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
 
 #endif

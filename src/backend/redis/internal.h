@@ -75,7 +75,8 @@ int dlock__redis_notices_flow(rbackend *b);
 int dlock__redis_acquire(dlock__store *s, dlock__store_lock *l, dlock__attempt *a);
 int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t n,
                               const char *token, int64_t lease_ms, int64_t deadline_us,
-                              uint64_t *fences, size_t *busy, int64_t *busy_ttl_ms);
+                              uint64_t *fences, dlock__session **sessions, size_t *busy,
+                              int64_t *busy_ttl_ms);
 int dlock__redis_cancel(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline);
 int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token,
                          int64_t deadline);

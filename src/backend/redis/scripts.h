@@ -23,7 +23,6 @@ enum dlock__script_id {
     DLOCK__S_RENEW,
     DLOCK__S_HEARTBEAT,
     DLOCK__S_STATUS,
-    DLOCK__S_FENCE,
     DLOCK__S_COUNT
 };
 

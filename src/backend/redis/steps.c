@@ -50,120 +50,15 @@ static int64_t holder_ttl(long long pttl)
     return pttl >= 0 ? pttl : pttl == -1 ? DLOCK__TTL_NONE : DLOCK__TTL_UNKNOWN;
 }
 
-static const redisReply *exec_element(const redisReply *r, size_t i)
-{
-    return r->type == REDIS_REPLY_ARRAY && r->elements > i ? r->element[i] : NULL;
-}
-
-/* Fence counters below this were never seeded from the server's clock
- * (scripts/queue.lua, next_fence). */
-#define FENCE_SEEDED 1000000000000LL
-
-/* After the transaction's INCR found the counter missing or unseeded: seed
- * it from the server's clock (fence.lua). *fence is a fresh fence if token
- * still holds the lock, else 0. */
-static int seed_fence(rbackend *b, rlock *l, const char *token, int64_t deadline, uint64_t *fence)
-{
-    const char *argv[6];
-    size_t lens[6];
-    redisReply *r = NULL;
-    size_t n = put_keys(l, argv, lens, 2);
-    int rc;
-
-    argv[n] = token;
-    lens[n++] = strlen(token);
-    evalcall call = {DLOCK__S_FENCE, n, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
-        rc = dlock__redis_bad_reply(b, "fence", r);
-    else
-        *fence = (uint64_t) r->integer;
-    freeReplyObject(r);
-    return rc;
-}
-
-/* Gives back a lock this attempt took when the rest of its transaction
- * failed (MULTI/EXEC does not roll back). */
+/* Gives back a lock this attempt may have taken when its script failed
+ * half-way (Redis does not roll a script back). Token-checked: it touches
+ * nothing that is not this owner's. */
 static void undo_take(rbackend *b, rlock *l, const char *token, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
     dlock__redis_release(&b->base, &l->base, token, deadline);
     dlock__restore_error(&saved);
-}
-
-/*
- * An attempt that will not queue, without a script: MULTI, SET NX PX,
- * INCR, PTTL, EXEC, one round trip and a fraction of a script's cost on the
- * server. The INCR runs even when the SET finds the lock held, so fences
- * skip numbers; they still strictly increase from one holder to the next,
- * because a holder's INCR comes after every earlier holder's and before
- * every later one's. PTTL tells a refused caller how long the holder has.
- * A counter the store lost (the INCR gives a small number) is seeded from
- * the server's clock before its value is used, by whoever saw it small.
- * (A caller that already holds the lock under its token, after a lost
- * reply, is refused here; when it waits, the queueing script finds it.)
- */
-static int take_plain(rbackend *b, rlock *l, dlock__attempt *a, const char *lease, size_t nlease)
-{
-    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
-    const char *set[] = {"SET", l->keys[0], a->token, "NX", "PX", lease};
-    const char *incr[] = {"INCR", l->keys[1]}, *pttl[] = {"PTTL", l->keys[0]};
-    size_t multi_len[] = {5}, exec_len[] = {4}, incr_len[] = {4, l->key_lens[1]};
-    size_t set_len[] = {3, l->key_lens[0], strlen(a->token), 2, 2, nlease};
-    size_t pttl_len[] = {4, l->key_lens[0]};
-    dlock__rcmd cmds[5] = {{1, multi, multi_len},
-                           {6, set, set_len},
-                           {2, incr, incr_len},
-                           {2, pttl, pttl_len},
-                           {1, exec, exec_len}};
-    redisReply *r[5];
-    int rc = dlock__rconn_call(l->conn, 5, cmds, a->deadline_us, r);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    for (int i = 0; i < 5 && rc == DLOCK_OK; i++) {
-        if (r[i]->type == REDIS_REPLY_ERROR)
-            rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s", b->label,
-                             i == 4 ? "EXEC" : "MULTI", r[i]->str,
-                             strncmp(r[i]->str, "NOAUTH", 6) == 0
-                                 ? " (the server wants a password: redis://:PASSWORD@host)"
-                                 : "");
-    }
-    const redisReply *taken = exec_element(r[4], 0), *fence = exec_element(r[4], 1),
-                     *ttl = exec_element(r[4], 2);
-    int took = rc == DLOCK_OK && taken != NULL && taken->type == REDIS_REPLY_STATUS;
-    if (rc == DLOCK_OK && fence != NULL && fence->type == REDIS_REPLY_ERROR) {
-        rc = dlock__fail(DLOCK_ESERVER, "%s: server refused INCR %s: %s", b->label, l->keys[1],
-                         fence->str);
-    } else if (rc == DLOCK_OK) {
-        if (taken == NULL || fence == NULL || ttl == NULL || fence->type != REDIS_REPLY_INTEGER ||
-            ttl->type != REDIS_REPLY_INTEGER ||
-            (taken->type != REDIS_REPLY_STATUS && taken->type != REDIS_REPLY_NIL) ||
-            fence->integer <= 0)
-            rc = dlock__redis_bad_reply(b, "acquire", r[4]);
-    }
-    if (rc == DLOCK_OK) {
-        uint64_t value = (uint64_t) fence->integer;
-        if (fence->integer < FENCE_SEEDED)
-            rc = seed_fence(b, l, took ? a->token : "", a->deadline_us, &value);
-        if (rc == DLOCK_OK && took && value > 0) {
-            a->outcome = DLOCK__TAKEN;
-            a->fence = value;
-        } else if (rc == DLOCK_OK) {
-            /* held by someone else (or, rarely, our lease ran out before the
-             * fence was seeded: try again) */
-            a->outcome = DLOCK__HELD;
-            a->holder_ttl_ms = took ? 0 : holder_ttl(ttl->integer);
-        }
-    }
-    if (rc != DLOCK_OK && took)
-        undo_take(b, l, a->token, a->deadline_us);
-    for (int i = 0; i < 5; i++)
-        freeReplyObject(r[i]);
-    return rc;
 }
 
 static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, const char *lease,
@@ -178,7 +73,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     const char *argv[16];
     size_t lens[16];
     redisReply *r = NULL;
-    size_t n = put_keys(l, argv, lens, 1);
+    size_t n = put_keys(l, argv, lens, l->spec.simple ? 2 : 1);
     int rc;
 
     argv[n] = a->token;
@@ -223,6 +118,8 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     }
     evalcall call = {scripts[l->spec.kind], n, argv, lens};
     rc = dlock__redis_run_script(l->conn, &call, a->deadline_us, &r);
+    if (rc == DLOCK_ESERVER && l->spec.kind != DLOCK__SEMAPHORE && l->spec.kind != DLOCK__READ)
+        undo_take(b, l, a->token, a->deadline_us); /* it may have set L before failing */
     if (rc != DLOCK_OK)
         return rc;
     if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
@@ -258,8 +155,7 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
     /* Queue only where the hand-over notice can reach us: interop keys have
      * no queue, and notices flow once prepare_wait() has set them up. */
     int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
-    int rc = l->spec.kind == DLOCK__MUTEX && !join ? take_plain(b, l, a, lease, nlease)
-                                                   : acquire_script(b, l, a, join, lease, nlease);
+    int rc = acquire_script(b, l, a, join, lease, nlease);
 
     if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
         a->next = l->spec.simple || !a->wait ? DLOCK__NEXT_POLL : DLOCK__NEXT_PREPARE;
@@ -268,10 +164,13 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
 
 int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, size_t n,
                               const char *token, int64_t lease_ms, int64_t deadline_us,
-                              uint64_t *fences, size_t *busy, int64_t *busy_ttl_ms)
+                              uint64_t *fences, dlock__session **sessions, size_t *busy,
+                              int64_t *busy_ttl_ms)
 {
     rbackend *b = RBACKEND(s);
     const rlock *first = RLOCK(bls[0]);
+
+    (void) sessions; /* own leases: they stay NULL */
     char lease[24], count[24];
     const char **argv = calloc(n + 5, sizeof *argv);
     size_t *lens = calloc(n + 5, sizeof *lens);

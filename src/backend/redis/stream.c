@@ -198,7 +198,9 @@ static int read_once(dlock__rstream *s, int block_ms)
     int code;
 
     if (s->ctx == NULL) {
-        s->ctx = dlock__rconn_dial(&s->ep, &code);
+        s->ctx = dlock__rconn_dial(
+            &s->ep, dlock__now_us() + (s->ep.connect_timeout_ms + s->ep.command_timeout_ms) * 1000,
+            &code);
         if (s->ctx == NULL)
             return -1;
         redisReply *id = redisCommand(s->ctx, "CLIENT ID");

@@ -99,9 +99,9 @@ int dlock__rsub_ready(dlock__rsub *s)
 }
 
 /* Connects and subscribes; returns the socket or -1 (detail recorded). */
-static int subscribe(dlock__rsub *s, int *code)
+static int subscribe(dlock__rsub *s, int64_t deadline_us, int *code)
 {
-    redisContext *ctx = dlock__rconn_dial(&s->ep, code);
+    redisContext *ctx = dlock__rconn_dial(&s->ep, deadline_us, code);
     redisReply *r;
 
     if (ctx == NULL)
@@ -148,7 +148,7 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
     if (s->state == SUB_DOWN) {
         s->state = SUB_CONNECTING;
         pthread_mutex_unlock(&s->mu);
-        int fd = subscribe(s, &rc);
+        int fd = subscribe(s, deadline_us, &rc);
         redisReader *reader = fd >= 0 ? dlock__rreader_new() : NULL;
         if (fd >= 0 && reader == NULL) {
             close(fd);

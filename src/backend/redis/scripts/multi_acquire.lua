@@ -11,11 +11,9 @@ for i = 1, #KEYS do
 end
 local fences = {}
 for i = 1, #KEYS do
-  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    fences[i] = next_fence(KEYS[i] .. ':fence')
-  else
-    redis.call('PEXPIRE', KEYS[i], ARGV[2])
-    fences[i] = current_fence(KEYS[i] .. ':fence')
+  if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[i], ARGV[2]) -- already the caller's
   end
+  fences[i] = next_fence(KEYS[i] .. ':fence')
 end
 return fences

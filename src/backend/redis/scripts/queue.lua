@@ -13,29 +13,22 @@
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 
--- Fences. A counter that is missing or was never seeded (below 10^12: the
--- store lost it, through a restart without persistence, FLUSHALL or
--- eviction) starts again from the server's clock in microseconds, so a fence
--- exceeds every fence handed out before for the name, as long as the
--- server's clock does not go back and a name gets fewer than one new holder
--- per microsecond.
+-- Fences: the counter F, but never below the server's clock in
+-- microseconds: each new fence is max(F, now) + 1. So a fence exceeds every
+-- fence handed out before for the name even when the store lost or went
+-- back on its counter (a restart without persistence or from an old
+-- snapshot, FLUSHALL, eviction), as long as the server's clock does not go
+-- back and a name gets fewer than one new holder per microsecond on
+-- average. Any value of F read while a holder holds the lock is also a valid
+-- fence for it, but a fresh one costs the same and survives a loss: grants
+-- always take a fresh one.
 local function next_fence(F)
-  if (tonumber(redis.call('GET', F)) or 0) < 1e12 then
-    local t = redis.call('TIME')
-    redis.call('SET', F, t[1] .. string.format('%06d', tonumber(t[2])))
+  local t = redis.call('TIME')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  if (tonumber(redis.call('GET', F)) or 0) < tonumber(now) then
+    redis.call('SET', F, now)
   end
   return redis.call('INCR', F)
-end
-
--- A fence for the current holder: the counter as it is, once seeded (any
--- value read while the holder holds the lock is above every earlier
--- holder's and below every later one's).
-local function current_fence(F)
-  local v = tonumber(redis.call('GET', F)) or 0
-  if v < 1e12 then
-    return next_fence(F)
-  end
-  return v
 end
 
 local function now_ms()

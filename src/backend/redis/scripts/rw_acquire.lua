@@ -2,9 +2,9 @@
 -- queues. KEYS[1] the lock L. ARGV[1..8] as acquire.lua.
 -- Policy: first come, first served. Readers at the head of the queue are
 -- admitted together; a reader that comes after a queued writer waits for
--- it, so a stream of readers cannot starve writers. An owner that already
--- holds the lock (to read or to write) is admitted to read at once: that is
--- re-entry, and a writer taking the read lock is a downgrade.
+-- it, so a stream of readers cannot starve writers (not even readers whose
+-- token already holds a read share: re-entry is counted in the handle). The
+-- owner of the write lock is admitted to read at once: a downgrade.
 -- Returns the fence, {holder_ttl_ms, queued}, or -3 when a reader asks to
 -- write (an upgrade, which could deadlock: two readers each waiting for the
 -- other to leave).
@@ -19,8 +19,20 @@ local writer = redis.call('GET', L)
 local head = live_head(L)
 local first = not head or head[1] == token
 local ok
+if mode == 'w' and writer == token then
+  -- Handed to the caller while it was queued (its notice was missed), or
+  -- an earlier hold of this owner still on the server: the caller's, with
+  -- the lease it asked for.
+  if ARGV[5] == '1' or head then
+    leave(L, token)
+  end
+  redis.call('PEXPIRE', L, ARGV[2])
+  return next_fence(L .. ':fence')
+end
 if mode == 'r' then
-  ok = writer == token or (not writer and (first or reader))
+  -- a writer taking the read lock too (a downgrade); otherwise first come,
+  -- first served: a reader never passes a waiting writer
+  ok = writer == token or (not writer and first)
 else
   ok = not writer and first and redis.call('HLEN', L .. ':holders') == 0
 end

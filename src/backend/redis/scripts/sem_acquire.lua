@@ -15,12 +15,19 @@ if declared and declared ~= cap and
   return 'permits ' .. declared
 end
 redis.call('SET', L .. ':cap', cap)
-if redis.call('HEXISTS', L .. ':holders', token) == 1 then
-  -- an earlier attempt whose reply was lost, or a missed notice
-  if ARGV[5] == '1' then
-    leave(L, token)
-  end
-  return current_fence(L .. ':fence')
+local held = tonumber(redis.call('HGET', L .. ':holders', token))
+if held and ARGV[5] == '1' then
+  -- Handed to this wait while it was queued (its notice was missed): the
+  -- caller's, with the lease it asked for (counted from this request).
+  leave(L, token)
+  redis.call('ZADD', L .. ':exp', 'XX', now + tonumber(ARGV[2]), token)
+  return next_fence(L .. ':fence')
+elseif held then
+  -- An earlier hold of this handle that it has given up or lost while the
+  -- server still counts it: it goes, and this request takes its turn.
+  redis.call('DECRBY', L .. ':used', held)
+  redis.call('HDEL', L .. ':holders', token)
+  redis.call('ZREM', L .. ':exp', token)
 end
 local head = live_head(L)
 if (not head or head[1] == token) and
