@@ -838,6 +838,37 @@ static void blackholed_holder(void)
     dt_proxy_stop(&p);
 }
 
+/* A release etcd does not answer: EUNREACHABLE (not a false OK), the key
+ * is deleted in the background once etcd is back, and a second release
+ * says it is done. */
+static void release_unconfirmed(void)
+{
+    dt_proxy p;
+    char url[200];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
+    strcat(url, "?lease=6s&timeout=300ms");
+    dlock_client *c = NULL;
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = lock_of(c, "ru", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_proxy_set(&p, -1, DT_BLACKHOLE);
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "background") != NULL);
+    CHECK_INT(count_keys("ru/"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE); /* still away */
+    dt_proxy_set(&p, -1, DT_PASS);
+    DT_WAIT_UNTIL(count_keys("ru/") == 0, 5000); /* the renewal thread retried it */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_ENOTOWNER);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_proxy_stop(&p);
+}
+
 /* ---------------------------------------------------------------- fixed leases */
 
 /* dlock_acquire_for: the key is on a lease of its own (whole seconds,
@@ -1144,6 +1175,7 @@ int main(int argc, char **argv)
         {"outage_longer_than_lease", outage_longer_than_lease},
         {"frozen_holder", frozen_holder},
         {"blackholed_holder", blackholed_holder},
+        {"release_unconfirmed", release_unconfirmed},
         {"fixed_lease", fixed_lease},
         {"read_write", read_write},
         {"semaphore", semaphore},

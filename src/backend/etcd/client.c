@@ -29,12 +29,15 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_REQUEST_TIMEOUT_MS 10000
@@ -73,6 +76,67 @@ curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
     /* curl 7.88 opens its sockets without SOCK_CLOEXEC. */
     int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
     return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+/* The socket fds open now, sorted (readdir order is not). */
+static int int_cmp(const void *a, const void *b)
+{
+    int x = *(const int *) a, y = *(const int *) b;
+    return (x > y) - (x < y);
+}
+
+static size_t socket_fds(int **out)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    size_t n = 0, cap = 0;
+    int *fds = NULL;
+
+    *out = NULL;
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d) || fstat(fd, &st) != 0 ||
+            !S_ISSOCK(st.st_mode))
+            continue;
+        if (n == cap) {
+            int *grown = realloc(fds, (cap = cap ? 2 * cap : 64) * sizeof *fds);
+            if (grown == NULL)
+                break;
+            fds = grown;
+        }
+        fds[n++] = fd;
+    }
+    closedir(d);
+    if (fds != NULL)
+        qsort(fds, n, sizeof *fds, int_cmp);
+    *out = fds;
+    return n;
+}
+
+void dlock__etcd_cloexec_new_sockets(void (*make)(void *arg), void *arg)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int *before, *after;
+
+    pthread_mutex_lock(&mu);
+    size_t nb = socket_fds(&before);
+    make(arg);
+    size_t na = socket_fds(&after);
+    for (size_t i = 0; i < na; i++) {
+        struct sockaddr_storage a;
+        socklen_t len = sizeof a;
+        int fd = after[i];
+        if ((before != NULL && bsearch(&fd, before, nb, sizeof *before, int_cmp) != NULL) ||
+            getsockname(fd, (struct sockaddr *) &a, &len) != 0 || a.ss_family != AF_UNIX)
+            continue;
+        fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    }
+    pthread_mutex_unlock(&mu);
+    free(before);
+    free(after);
 }
 
 void dlock__etcd_setup_handle(CURL *easy, char *errbuf)
@@ -320,6 +384,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* curl_easy_perform makes the multi handle it keeps inside the easy
+ * handle (and that multi's wakeup socketpair) on its first call; without a
+ * URL that call fails at once, before any I/O. */
+static void make_inner_multi(void *easy)
+{
+    curl_easy_perform(easy);
+}
+
 static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
 {
     dlock__etcd_conn *k = calloc(1, sizeof *k);
@@ -336,6 +408,7 @@ static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
     /* One connection per handle: a handle moved to another endpoint drops
      * the old one instead of keeping it. */
     curl_easy_setopt(k->easy, CURLOPT_MAXCONNECTS, 1L);
+    dlock__etcd_cloexec_new_sockets(make_inner_multi, k->easy);
     atomic_fetch_add(&c->stat_conns, 1);
     *out = k;
     return DLOCK_OK;

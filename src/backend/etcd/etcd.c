@@ -160,8 +160,9 @@ typedef struct elock {
     pthread_mutex_t moving;
 
     /* the owner's */
-    int queued;    /* the current wait was queued: a semaphore grant tells the next */
-    ewatch *watch; /* what the waiter waits on, NULL if nothing */
+    char *releasing; /* the key of a release etcd did not confirm: retried in the background */
+    int queued;      /* the current wait was queued: a semaphore grant tells the next */
+    ewatch *watch;   /* what the waiter waits on, NULL if nothing */
     int64_t watch_id;
     char *watched;
 } elock;
@@ -501,6 +502,17 @@ static void retry_pending(estore *e, int64_t deadline)
         unclaim_key(e, p.key);
         free(p.key);
     }
+}
+
+/* Whether key is still waiting in the background. */
+static int pending_has(estore *e, const char *key)
+{
+    int found = 0;
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->npending && !found; i++)
+        found = e->pending[i].key != NULL && strcmp(e->pending[i].key, key) == 0;
+    pthread_mutex_unlock(&e->mu);
+    return found;
 }
 
 static int has_pending(estore *e)
@@ -929,6 +941,12 @@ static int tell_next(estore *e, elock *l, int64_t deadline)
 
 /* ---------------------------------------------------------------- acquire */
 
+static void forget_release(elock *l)
+{
+    free(l->releasing);
+    l->releasing = NULL;
+}
+
 /* Makes a fresh key name for a contender on `lease`. */
 static int new_key(estore *e, elock *l, int64_t lease, char **out)
 {
@@ -947,6 +965,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
     if (has_pending(e))
         retry_pending(e, deadline);
     rw_forget(e, l); /* not held while we try */
+    forget_release(l);
     if (l->base.spec.kind == DLOCK__WRITE && own_read_hold(e, l, a->token))
         return dlock__fail(DLOCK_EDEADLK,
                            "this owner holds the read lock: taking the write lock too would wait "
@@ -1098,20 +1117,43 @@ static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *toke
     keystate k;
 
     (void) token;
+    deadline = deadline_of(e, deadline);
     take_key(l, &k);
     watch_drop(e, l);
     rw_forget(e, l);
     l->queued = 0;
+    if (k.key == NULL && l->releasing != NULL) {
+        /* again, after etcd did not confirm it: is it done now? */
+        retry_pending(e, deadline);
+        if (pending_has(e, l->releasing))
+            return dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s: %s '%s': etcd still does not answer; the release is retried "
+                               "in the background",
+                               e->base.label, kind_name(l), l->name);
+        forget_release(l);
+        return DLOCK_OK;
+    }
     if (k.key == NULL)
         return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label, kind_name(l),
                            l->name);
-    char what[DLOCK_NAME_MAX + 64];
-    snprintf(what, sizeof what, "%s", k.key);
-    int there = remove_key(e, &k, deadline_of(e, deadline));
-    if (there == 0)
-        return dlock__fail(DLOCK_ELOST, "%s: key %s is gone (deleted, or its lease ended)",
-                           e->base.label, what);
-    return DLOCK_OK; /* deleted, or being deleted in the background */
+    char *what = strdup(k.key);
+    int there = remove_key(e, &k, deadline);
+    int rc = DLOCK_OK;
+    if (there == 0) {
+        rc = dlock__fail(DLOCK_ELOST, "%s: key %s is gone (deleted, or its lease ended)",
+                         e->base.label, what != NULL ? what : l->name);
+    } else if (there < 0) {
+        /* Not known to be gone: say so, and delete it in the background
+         * (until etcd answers; at the latest the lease ends it). */
+        forget_release(l);
+        l->releasing = what;
+        what = NULL;
+        rc = dlock__fail_context(DLOCK_EUNREACHABLE,
+                                 "%s '%s': the release is retried in the background", kind_name(l),
+                                 l->name);
+    }
+    free(what);
+    return rc;
 }
 
 static int etcd_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
@@ -1124,6 +1166,7 @@ static int etcd_cancel(dlock__store *s, dlock__store_lock *sl, const char *token
     take_key(l, &k);
     watch_drop(e, l);
     rw_forget(e, l);
+    forget_release(l);
     l->queued = 0;
     remove_key(e, &k, deadline_of(e, deadline));
     return DLOCK_OK;
@@ -1534,6 +1577,7 @@ static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
     take_key(l, &k);
     watch_drop(e, l);
     rw_forget(e, l);
+    forget_release(l);
     remove_key(e, &k, dlock__now_us() + e->timeout_ms * 1000);
     elock_free(l);
 }

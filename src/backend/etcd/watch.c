@@ -732,6 +732,11 @@ static void *run(void *arg)
 
 /* ================================================================ API */
 
+static void make_multi(void *out)
+{
+    *(CURLM **) out = curl_multi_init();
+}
+
 static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
 {
     dlock__etcd_watcher *w = calloc(1, sizeof *w);
@@ -748,7 +753,7 @@ static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&w->delivered, &attr);
     pthread_condattr_destroy(&attr);
-    w->multi = curl_multi_init();
+    dlock__etcd_cloexec_new_sockets(make_multi, &w->multi);
     if (w->multi == NULL || pthread_create(&w->thread, NULL, run, w) != 0) {
         curl_multi_cleanup(w->multi);
         pthread_mutex_destroy(&w->mu);
