@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_REQUEST_TIMEOUT_MS 10000
@@ -78,58 +78,74 @@ curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
     return fd < 0 ? CURL_SOCKET_BAD : fd;
 }
 
-/* The socket fds open now, sorted (readdir order is not). */
-static int int_cmp(const void *a, const void *b)
+/* A socket open now: its fd and inode. */
+typedef struct open_socket {
+    int fd;
+    unsigned long inode;
+} open_socket;
+
+static int socket_cmp(const void *a, const void *b)
 {
-    int x = *(const int *) a, y = *(const int *) b;
-    return (x > y) - (x < y);
+    const open_socket *x = a, *y = b;
+    if (x->fd != y->fd)
+        return (x->fd > y->fd) - (x->fd < y->fd);
+    return (x->inode > y->inode) - (x->inode < y->inode);
 }
 
-static size_t socket_fds(int **out)
+/* The sockets open now, sorted, read from /proc/self/fd's links: no call
+ * on the fds themselves, which other threads may be using. */
+static size_t open_sockets(open_socket **out)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
     size_t n = 0, cap = 0;
-    int *fds = NULL;
+    open_socket *all = NULL;
 
     *out = NULL;
     if (d == NULL)
         return 0;
     while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d) || fstat(fd, &st) != 0 ||
-            !S_ISSOCK(st.st_mode))
+        char path[300], target[64];
+        unsigned long inode;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
             continue;
         if (n == cap) {
-            int *grown = realloc(fds, (cap = cap ? 2 * cap : 64) * sizeof *fds);
+            open_socket *grown = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *all);
             if (grown == NULL)
                 break;
-            fds = grown;
+            all = grown;
         }
-        fds[n++] = fd;
+        all[n++] = (open_socket){.fd = atoi(e->d_name), .inode = inode};
     }
     closedir(d);
-    if (fds != NULL)
-        qsort(fds, n, sizeof *fds, int_cmp);
-    *out = fds;
+    if (all != NULL)
+        qsort(all, n, sizeof *all, socket_cmp);
+    *out = all;
     return n;
 }
 
 void dlock__etcd_cloexec_new_sockets(void (*make)(void *arg), void *arg)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    int *before, *after;
+    open_socket *before, *after;
 
     pthread_mutex_lock(&mu);
-    size_t nb = socket_fds(&before);
+    size_t nb = open_sockets(&before);
     make(arg);
-    size_t na = socket_fds(&after);
+    size_t na = open_sockets(&after);
     for (size_t i = 0; i < na; i++) {
         struct sockaddr_storage a;
         socklen_t len = sizeof a;
-        int fd = after[i];
-        if ((before != NULL && bsearch(&fd, before, nb, sizeof *before, int_cmp) != NULL) ||
+        int fd = after[i].fd;
+        if ((before != NULL &&
+             bsearch(&after[i], before, nb, sizeof *before, socket_cmp) != NULL) ||
             getsockname(fd, (struct sockaddr *) &a, &len) != 0 || a.ss_family != AF_UNIX)
             continue;
         fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);

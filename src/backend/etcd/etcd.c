@@ -55,6 +55,7 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -246,7 +247,16 @@ static int session_get(estore *e, int64_t deadline, esession **out)
         }
         if (!e->starting)
             break;
-        pthread_cond_wait(&e->cv, &e->mu); /* another thread starts it */
+        /* another thread starts it */
+        struct timespec until = dlock__timespec(deadline);
+        if (deadline != DLOCK__NEVER &&
+            pthread_cond_timedwait(&e->cv, &e->mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&e->mu);
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: no session lease from etcd in time",
+                               e->base.label);
+        }
+        if (deadline == DLOCK__NEVER)
+            pthread_cond_wait(&e->cv, &e->mu);
     }
     e->starting = 1;
     esession *old = e->cur;
@@ -1652,8 +1662,12 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
     *out = NULL;
     if (e == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->cv, &attr);
+    pthread_condattr_destroy(&attr);
     e->base.backend = &dlock__etcd_backend;
     e->base.caps = dlock__etcd_backend.caps;
     e->base.host = *host;
