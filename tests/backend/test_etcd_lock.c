@@ -280,6 +280,14 @@ static void layout_and_try(void)
     CHECK_INT((int64_t) dlock_lock_fence(l), ==, kvs[0].create);
     CHECK_INT(granted_ttl(kvs[0].lease), ==, 5);
     uint64_t first = dlock_lock_fence(l);
+    /* re-entry: counted in the handle, the same key and fence */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(l), ==, 2);
+    CHECK_INT(dlock_lock_fence(l), ==, first);
+    CHECK_INT(count_keys("job/"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_keys("job/"), ==, 1);
+    CHECK(dlock_lock_remaining_ms(l) > 3000);
 
     /* Tries from another client, plain and with a fixed lease: busy, and
      * no key or lease of theirs stays. */
