@@ -58,6 +58,13 @@ static dlock__etcd_store_stats stats(dlock_client *c)
     return st;
 }
 
+static dlock__etcd_stats wire_stats(dlock_client *c)
+{
+    dlock__etcd_stats st;
+    dlock__etcd_get_stats(dlock__etcd_store_client(c->store), &st);
+    return st;
+}
+
 /* A key as etcdctl shows it. */
 typedef struct kv {
     char key[600];
@@ -536,9 +543,7 @@ static void one_wakeup_per_release(void)
         join(&rs[i].w);
         CHECK_RC(rs[i].w.rc, DLOCK_OK);
     }
-    dlock__etcd_stats wire;
-    dlock__etcd_get_stats(dlock__etcd_store_client(c->store), &wire);
-    CHECK_INT(wire.streams_opened, ==, 1);
+    CHECK_INT(wire_stats(c).streams_opened, ==, 1);
     for (int i = 0; i < N; i++)
         dlock_lock_free(rs[i].w.lock);
     dlock_lock_free(holder);
@@ -843,6 +848,47 @@ static void blackholed_holder(void)
     dlock_lock_free(b);
     dlock_client_close(cp);
     dlock_client_close(cd);
+    dt_proxy_stop(&p);
+}
+
+/* A waiter's connections cut (reset) and back: its watch stream comes
+ * back, it keeps its place, and the release still wakes it. */
+static void cut_waiter(void)
+{
+    dt_proxy p;
+    char url[200];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
+    strcat(url, "?lease=6s&timeout=1s");
+    dlock_client *cw = NULL;
+    CHECK_RC(dlock_client_open(url, &cw), DLOCK_OK);
+    dlock_client *ch = client(NULL);
+    dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    waiter wt;
+    wait_async(&wt, w, 30000);
+    DT_WAIT_UNTIL(query(ch, "cut", 0).waiters == 1, 5000);
+    kv before[2];
+    CHECK_INT(keys_under("cut/", before, 2), ==, 2);
+    dt_proxy_set(&p, -1, DT_CUT);
+    DT_WAIT_UNTIL(dt_proxy_connections(&p, -1) == 0, 5000);
+    dt_proxy_set(&p, -1, DT_PASS);
+    /* back on a new stream: the waiter's watch is created again */
+    DT_WAIT_UNTIL(wire_stats(cw).streams_opened >= 2, 5000);
+    kv after[2];
+    CHECK_INT(keys_under("cut/", after, 2), ==, 2);
+    CHECK_INT(after[1].create, ==, before[1].create); /* same place */
+    CHECK(!atomic_load(&wt.done));
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    join(&wt);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    CHECK_INT((int64_t) wt.fence, ==, before[1].create);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_client_close(cw);
+    dlock_client_close(ch);
     dt_proxy_stop(&p);
 }
 
@@ -1184,6 +1230,7 @@ int main(int argc, char **argv)
         {"frozen_holder", frozen_holder},
         {"blackholed_holder", blackholed_holder},
         {"release_unconfirmed", release_unconfirmed},
+        {"cut_waiter", cut_waiter},
         {"fixed_lease", fixed_lease},
         {"read_write", read_write},
         {"semaphore", semaphore},
