@@ -47,15 +47,15 @@
  * Threads. The handle's key state is read by the renewal thread and so is
  * guarded by the handle's mutex; everything else of a handle is its
  * owner's. Store-wide state (the current session, slots, work to retry,
- * read-write holds) is under the store's mutex, never taken while a
- * handle's mutex is held. Watch callbacks only post on the board. */
+ * read-write holds: store.c) is under the store's mutex, never taken while
+ * a handle's mutex is held. Watch callbacks only post on the board. */
 #define _GNU_SOURCE
 #include "etcd.h"
+#include "store.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -64,114 +64,24 @@
 #include <string.h>
 
 #define DEFAULT_CONNECT_MS 2000
-#define MAX_PENDING        1024
 #define ROUNDS             8 /* attempts within one acquire before giving up */
-#define CLAIM_BUCKETS      256
 #define RW_SUFFIX          ".rwlock"
 #define SEM_SUFFIX         ".semaphore"
-#define HEX_MAX            24 /* "-" + slot digits after 16 hex digits */
 
 extern const dlock__backend dlock__etcd_backend;
 
-/* ---------------------------------------------------------------- types */
-
-/* A session: one lease of the client, and the core's session for it. */
-typedef struct esession {
-    _Atomic int refs;
-    int64_t lease;
-    int64_t ttl_s;
-    dlock__session *session; /* the store's reference, NULL once ended (store mu) */
-} esession;
-
-/* A claimed key name (see "Slots"). */
-typedef struct claim {
-    struct claim *next;
-    char key[];
-} claim;
-
-/* Work the store could not confirm, retried until etcd answers: delete
- * key (if it still has create revision rev; any if rev is 0), or revoke
- * lease. key, if set, is claimed until then. */
-typedef struct pending {
-    char *key;
-    int64_t rev;
-    int64_t lease;
-} pending;
-
-/* A read-write hold of this client: a reader asking to write gets EDEADLK,
- * and a writer's own read (a downgrade) passes its write. */
-typedef struct rw_hold {
-    struct rw_hold *next;
-    const void *owner; /* the handle (elock) */
-    char *prefix;
-    char *key;
-    char token[72];
-    int writer;
-} rw_hold;
-
-typedef struct estore {
-    dlock__store base;
-    dlock__etcd *cli;
-    int64_t timeout_ms;
-    int64_t ttl_s; /* session lease asked for */
-
-    pthread_mutex_t mu; /* everything below */
-    pthread_cond_t cv;  /* a session start ended */
-    esession *cur;      /* the current session (a reference), NULL before the first */
-    int starting;
-    claim *claims[CLAIM_BUCKETS];
-    pending pending[MAX_PENDING];
-    size_t npending;
-    rw_hold *rw_holds;
-
-    _Atomic uint64_t stat_wakeups, stat_rounds, stat_sessions;
-} estore;
-
 /* A watch's context: whose waiter to wake. */
-typedef struct ewatch {
-    estore *store;
+typedef struct dlock__etcd_wake {
+    dlock__etcd_store *store;
     char token[72];
     int range;        /* a prefix watch (it stays after an event) */
     _Atomic int over; /* the watched key went, or etcd ended the watch */
-} ewatch;
+} dlock__etcd_wake;
 
-/* A handle's key, moved out of the handle as a whole. */
-typedef struct keystate {
-    char *key;
-    int64_t rev;       /* its create revision; 0: unknown (a put whose outcome is unknown) */
-    esession *sess;    /* the session it was made in (a reference), or NULL */
-    int64_t own_lease; /* != 0: it is on this lease of its own (a fixed lease) */
-    int64_t own_ttl_s;
-} keystate;
+#define ESTORE(s) DLOCK__STORE_OF(dlock__etcd_store, s)
+#define ELOCK(l)  DLOCK__STORE_OF(dlock__etcd_lock, l)
 
-typedef struct elock {
-    dlock__store_lock base;
-    char *name;
-    char *prefix, *prefix_end;   /* the contenders' keys */
-    char *writers, *writers_end; /* read-write: the writers' keys */
-    const char *marker;          /* read-write: "r-" or "w-" in front of the id */
-    char value[32];              /* semaphore: "take/permits" */
-    size_t value_len;
-
-    pthread_mutex_t mu; /* k: read by the renewal thread */
-    keystate k;
-    /* Moving the key to another lease, by its owner (extend) or the renewal
-     * thread (keepalive of a fixed lease): one at a time, or the one that
-     * finishes last could revoke the lease the other just put the key on. */
-    pthread_mutex_t moving;
-
-    /* the owner's */
-    char *releasing; /* the key of a release etcd did not confirm: retried in the background */
-    int queued;      /* the current wait was queued: a semaphore grant tells the next */
-    ewatch *watch;   /* what the waiter waits on, NULL if nothing */
-    int64_t watch_id;
-    char *watched;
-} elock;
-
-#define ESTORE(s) DLOCK__STORE_OF(estore, s)
-#define ELOCK(l)  DLOCK__STORE_OF(elock, l)
-
-static int64_t deadline_of(const estore *e, int64_t deadline_us)
+static int64_t deadline_of(const dlock__etcd_store *e, int64_t deadline_us)
 {
     int64_t cap = dlock__now_us() + e->timeout_ms * 1000;
     return deadline_us < cap ? deadline_us : cap;
@@ -184,7 +94,7 @@ static int64_t ttl_of(int64_t lease_ms)
     return s < 1 ? 1 : s;
 }
 
-static const char *kind_name(const elock *l)
+static const char *kind_name(const dlock__etcd_lock *l)
 {
     switch (l->base.spec.kind) {
     case DLOCK__READ:
@@ -197,404 +107,11 @@ static const char *kind_name(const elock *l)
     }
 }
 
-/* ---------------------------------------------------------------- sessions */
-
-static esession *es_ref(esession *es)
-{
-    atomic_fetch_add(&es->refs, 1);
-    return es;
-}
-
-static void es_unref(esession *es)
-{
-    if (es != NULL && atomic_fetch_sub(&es->refs, 1) == 1)
-        free(es);
-}
-
-static void es_free_data(void *data)
-{
-    es_unref(data);
-}
-
-/* The session is over in etcd (or given up): its holds are lost. */
-static void session_end(estore *e, esession *es, const char *why)
-{
-    pthread_mutex_lock(&e->mu);
-    dlock__session *s = es->session;
-    es->session = NULL;
-    pthread_mutex_unlock(&e->mu);
-    if (s == NULL)
-        return;
-    char text[400];
-    snprintf(text, sizeof text, "%s: lease %" PRIx64 ": %s", e->base.label, (uint64_t) es->lease,
-             why);
-    dlock__session_end(s, text);
-    /* waiters: their keys went with the lease */
-    dlock__board_recheck(e->base.host.board, NULL);
-}
-
-/* The current session, started if there is none alive. *out is a reference. */
-static int session_get(estore *e, int64_t deadline, esession **out)
-{
-    *out = NULL;
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
-        esession *c = e->cur;
-        if (c != NULL && c->session != NULL && dlock__session_alive(c->session)) {
-            *out = es_ref(c);
-            pthread_mutex_unlock(&e->mu);
-            return DLOCK_OK;
-        }
-        if (!e->starting)
-            break;
-        /* another thread starts it */
-        struct timespec until = dlock__timespec(deadline);
-        if (deadline != DLOCK__NEVER &&
-            pthread_cond_timedwait(&e->cv, &e->mu, &until) == ETIMEDOUT) {
-            pthread_mutex_unlock(&e->mu);
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s: no session lease from etcd in time",
-                               e->base.label);
-        }
-        if (deadline == DLOCK__NEVER)
-            pthread_cond_wait(&e->cv, &e->mu);
-    }
-    e->starting = 1;
-    esession *old = e->cur;
-    e->cur = NULL;
-    pthread_mutex_unlock(&e->mu);
-    /* A session that is not alive any more was ended, or its validity ran
-     * out and the renewer is asking us to end it (session_lost). */
-    es_unref(old);
-
-    dlock__etcd_lease lease = {0};
-    esession *es = NULL;
-    int64_t sent = dlock__now_us();
-    int rc = dlock__etcd_lease_grant(e->cli, e->ttl_s, 0, deadline, &lease);
-    if (rc == DLOCK_OK && (es = calloc(1, sizeof *es)) == NULL)
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-    if (rc == DLOCK_OK) {
-        atomic_init(&es->refs, 2); /* the store's and the core session's */
-        es->lease = lease.id;
-        es->ttl_s = lease.ttl > 0 ? lease.ttl : e->ttl_s;
-        /* etcd may grant more than asked (its minimum TTL); the lease counts
-         * from when etcd got the request, after `sent`. */
-        rc = dlock__session_start(e->base.host.sessions, es->ttl_s * 1000, sent, es, es_free_data,
-                                  &es->session);
-        if (rc != DLOCK_OK) {
-            free(es);
-            es = NULL;
-        }
-    }
-    if (rc != DLOCK_OK && lease.id != 0 && es == NULL)
-        dlock__etcd_lease_revoke(e->cli, lease.id, deadline);
-    if (rc == DLOCK_OK)
-        atomic_fetch_add(&e->stat_sessions, 1);
-    pthread_mutex_lock(&e->mu);
-    e->starting = 0;
-    e->cur = es;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-    if (es != NULL)
-        *out = es_ref(es);
-    return rc;
-}
-
-/* A reference to es's core session for a grant, if it is still alive. */
-static dlock__session *session_for_grant(estore *e, esession *es)
-{
-    pthread_mutex_lock(&e->mu);
-    dlock__session *s = es->session;
-    if (s != NULL && dlock__session_alive(s))
-        dlock__session_ref(s);
-    else
-        s = NULL;
-    pthread_mutex_unlock(&e->mu);
-    return s;
-}
-
-/* ---------------------------------------------------------------- slots */
-
-static unsigned hash_key(const char *key)
-{
-    uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *) key; *p != '\0'; p++)
-        h = (h ^ *p) * 16777619u;
-    return h % CLAIM_BUCKETS;
-}
-
-static int claimed_locked(const estore *e, const char *key)
-{
-    for (const claim *c = e->claims[hash_key(key)]; c != NULL; c = c->next) {
-        if (strcmp(c->key, key) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* Claims the first free slot base, base-1, base-2... into *out. */
-static int claim_key(estore *e, const char *base, char **out)
-{
-    size_t n = strlen(base) + HEX_MAX;
-    claim *c = malloc(sizeof *c + n);
-    if (c == NULL)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    pthread_mutex_lock(&e->mu);
-    for (unsigned slot = 0;; slot++) {
-        if (slot == 0)
-            snprintf(c->key, n, "%s", base);
-        else
-            snprintf(c->key, n, "%s-%u", base, slot);
-        if (!claimed_locked(e, c->key))
-            break;
-    }
-    unsigned b = hash_key(c->key);
-    c->next = e->claims[b];
-    e->claims[b] = c;
-    pthread_mutex_unlock(&e->mu);
-    *out = strdup(c->key);
-    if (*out == NULL) {
-        pthread_mutex_lock(&e->mu);
-        e->claims[b] = c->next;
-        pthread_mutex_unlock(&e->mu);
-        free(c);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    return DLOCK_OK;
-}
-
-static void unclaim_key(estore *e, const char *key)
-{
-    if (key == NULL)
-        return;
-    pthread_mutex_lock(&e->mu);
-    for (claim **p = &e->claims[hash_key(key)]; *p != NULL; p = &(*p)->next) {
-        if (strcmp((*p)->key, key) == 0) {
-            claim *c = *p;
-            *p = c->next;
-            free(c);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* ---------------------------------------------------------------- key state */
-
-static void take_key(elock *l, keystate *out)
-{
-    pthread_mutex_lock(&l->mu);
-    *out = l->k;
-    memset(&l->k, 0, sizeof l->k);
-    pthread_mutex_unlock(&l->mu);
-}
-
-static void put_key(elock *l, const keystate *k)
-{
-    pthread_mutex_lock(&l->mu);
-    l->k = *k;
-    pthread_mutex_unlock(&l->mu);
-}
-
-/* Forgets a key without touching etcd (its lease is gone, or it is). */
-static void discard_key(estore *e, keystate *k)
-{
-    unclaim_key(e, k->key);
-    free(k->key);
-    es_unref(k->sess);
-    memset(k, 0, sizeof *k);
-}
-
-/* Hands k to the background: retried until etcd answers. */
-static void pend_key(estore *e, keystate *k)
-{
-    pthread_mutex_lock(&e->mu);
-    if (e->npending < MAX_PENDING) {
-        e->pending[e->npending++] =
-            (pending){.key = k->key, .rev = k->own_lease != 0 ? 0 : k->rev, .lease = k->own_lease};
-        k->key = NULL; /* claimed until then */
-    }
-    pthread_mutex_unlock(&e->mu);
-    discard_key(e, k); /* only a key the list had no room for loses its claim */
-}
-
-static void pend_revoke(estore *e, int64_t lease)
-{
-    pthread_mutex_lock(&e->mu);
-    if (e->npending < MAX_PENDING)
-        e->pending[e->npending++] = (pending){.lease = lease};
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* Deletes key if its create revision is still rev (any, when rev is 0).
- * DLOCK_OK with *deleted, or the request's error. */
-static int delete_key(estore *e, const char *key, int64_t rev, int64_t deadline, int *deleted)
-{
-    int rc;
-    *deleted = 0;
-    if (rev == 0) {
-        dlock__etcd_delete d = {.key = key};
-        int64_t revision, n = 0;
-        rc = dlock__etcd_kv_delete(e->cli, &d, deadline, &revision, &n);
-        *deleted = n > 0;
-        return rc;
-    }
-    dlock__etcd_compare cmp = {.key = key,
-                               .target = DLOCK__ETCD_TARGET_CREATE,
-                               .result = DLOCK__ETCD_CMP_EQUAL,
-                               .number = rev};
-    dlock__etcd_op del = {.type = DLOCK__ETCD_OP_DELETE, .del = {.key = key}};
-    dlock__etcd_txn t = {.compare = &cmp, .n_compare = 1, .success = &del, .n_success = 1};
-    dlock__etcd_txn_result r;
-    rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
-    if (rc == DLOCK_OK) {
-        *deleted = r.succeeded;
-        dlock__etcd_txn_result_free(&r);
-    }
-    return rc;
-}
-
-/* Removes k from etcd (its own lease revoked, or the key deleted), or
- * hands that to the background. Returns whether it was there: 1, 0 (gone
- * already), -1 (not known now). */
-static int remove_key(estore *e, keystate *k, int64_t deadline)
-{
-    int rc, deleted = 0;
-    if (k->key == NULL)
-        return 0;
-    if (k->own_lease != 0) {
-        rc = dlock__etcd_lease_revoke(e->cli, k->own_lease, deadline);
-        deleted = rc == DLOCK_OK;
-        if (rc == DLOCK_ELOST)
-            rc = DLOCK_OK;
-    } else {
-        rc = delete_key(e, k->key, k->rev, deadline, &deleted);
-    }
-    if (rc == DLOCK_OK || rc == DLOCK_EINVAL) {
-        discard_key(e, k);
-        return deleted;
-    }
-    pend_key(e, k);
-    return -1;
-}
-
-/* Retries what could not be confirmed, until etcd stops answering. */
-static void retry_pending(estore *e, int64_t deadline)
-{
-    for (;;) {
-        pthread_mutex_lock(&e->mu);
-        if (e->npending == 0) {
-            pthread_mutex_unlock(&e->mu);
-            return;
-        }
-        pending p = e->pending[--e->npending];
-        pthread_mutex_unlock(&e->mu);
-        dlock__saved_error saved;
-        dlock__save_error(&saved);
-        int rc, deleted;
-        if (p.lease != 0) {
-            rc = dlock__etcd_lease_revoke(e->cli, p.lease, deadline);
-            if (rc == DLOCK_ELOST)
-                rc = DLOCK_OK;
-        } else {
-            rc = delete_key(e, p.key, p.rev, deadline, &deleted);
-        }
-        dlock__restore_error(&saved);
-        if (rc == DLOCK_EUNREACHABLE) {
-            pthread_mutex_lock(&e->mu);
-            if (e->npending < MAX_PENDING) {
-                e->pending[e->npending++] = p;
-                p.key = NULL;
-            }
-            pthread_mutex_unlock(&e->mu);
-            if (p.key == NULL)
-                return; /* etcd is away: later */
-        }
-        unclaim_key(e, p.key);
-        free(p.key);
-    }
-}
-
-/* Whether key is still waiting in the background. */
-static int pending_has(estore *e, const char *key)
-{
-    int found = 0;
-    pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < e->npending && !found; i++)
-        found = e->pending[i].key != NULL && strcmp(e->pending[i].key, key) == 0;
-    pthread_mutex_unlock(&e->mu);
-    return found;
-}
-
-static int has_pending(estore *e)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = e->npending > 0;
-    pthread_mutex_unlock(&e->mu);
-    return n;
-}
-
-/* ---------------------------------------------------------------- read-write holds */
-
-static void rw_remember(estore *e, elock *l, const char *key, const char *token)
-{
-    rw_hold *h = calloc(1, sizeof *h);
-    if (h == NULL || (h->key = strdup(key)) == NULL) {
-        free(h);
-        return; /* only the deadlock check and the downgrade miss it */
-    }
-    h->owner = l;
-    h->prefix = l->prefix;
-    h->writer = l->base.spec.kind == DLOCK__WRITE;
-    snprintf(h->token, sizeof h->token, "%s", token);
-    pthread_mutex_lock(&e->mu);
-    h->next = e->rw_holds;
-    e->rw_holds = h;
-    pthread_mutex_unlock(&e->mu);
-}
-
-static void rw_forget(estore *e, const elock *l)
-{
-    pthread_mutex_lock(&e->mu);
-    for (rw_hold **p = &e->rw_holds; *p != NULL;) {
-        rw_hold *h = *p;
-        if (h->owner == l) {
-            *p = h->next;
-            free(h->key);
-            free(h);
-        } else {
-            p = &h->next;
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* Whether token holds the write key `key` in this client. */
-static int own_write_hold(estore *e, const char *key, const char *token)
-{
-    int own = 0;
-    pthread_mutex_lock(&e->mu);
-    for (const rw_hold *h = e->rw_holds; h != NULL && !own; h = h->next)
-        own = h->writer && strcmp(h->key, key) == 0 && strcmp(h->token, token) == 0;
-    pthread_mutex_unlock(&e->mu);
-    return own;
-}
-
-/* Whether token holds the read lock of l's name in this client. */
-static int own_read_hold(estore *e, const elock *l, const char *token)
-{
-    int own = 0;
-    pthread_mutex_lock(&e->mu);
-    for (const rw_hold *h = e->rw_holds; h != NULL && !own; h = h->next)
-        own = !h->writer && strcmp(h->prefix, l->prefix) == 0 && strcmp(h->token, token) == 0;
-    pthread_mutex_unlock(&e->mu);
-    return own;
-}
-
 /* ---------------------------------------------------------------- watches */
 
 static void on_watch(void *arg, const dlock__etcd_watch_note *note)
 {
-    ewatch *w = arg;
+    dlock__etcd_wake *w = arg;
     if (note->kind == DLOCK__ETCD_WATCH_EVENT)
         atomic_fetch_add(&w->store->stat_wakeups, 1);
     if (note->kind == DLOCK__ETCD_WATCH_CANCELED ||
@@ -605,7 +122,7 @@ static void on_watch(void *arg, const dlock__etcd_watch_note *note)
     dlock__board_recheck(w->store->base.host.board, w->token);
 }
 
-static void watch_drop(estore *e, elock *l)
+static void watch_drop(dlock__etcd_store *e, dlock__etcd_lock *l)
 {
     if (l->watch == NULL)
         return;
@@ -633,13 +150,14 @@ static void standing_clear(standing *st)
     memset(st, 0, sizeof *st);
 }
 
-static int watch_set(estore *e, elock *l, const standing *st, const char *token)
+static int watch_set(dlock__etcd_store *e, dlock__etcd_lock *l, const standing *st,
+                     const char *token)
 {
     if (l->watch != NULL && !atomic_load(&l->watch->over) && l->watch->range == st->watch_range &&
         strcmp(l->watched, st->watch_key) == 0)
         return DLOCK_OK; /* the same wait: the watch is still good */
     watch_drop(e, l);
-    ewatch *w = calloc(1, sizeof *w);
+    dlock__etcd_wake *w = calloc(1, sizeof *w);
     char *watched = strdup(st->watch_key);
     if (w == NULL || watched == NULL) {
         free(w);
@@ -669,7 +187,7 @@ static int watch_set(estore *e, elock *l, const standing *st, const char *token)
 
 /* The read that says where a contender with create revision rev stands
  * (rev 0: its key was put just now in the same Txn, so it is the newest). */
-static void view_op(const elock *l, int64_t rev, dlock__etcd_op *op)
+static void view_op(const dlock__etcd_lock *l, int64_t rev, dlock__etcd_op *op)
 {
     memset(op, 0, sizeof *op);
     op->type = DLOCK__ETCD_OP_RANGE;
@@ -727,8 +245,9 @@ static int parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *per
 }
 
 /* Reads a view's result for the contender `key` with create revision rev. */
-static int interpret(estore *e, const elock *l, const char *token, const char *key, int64_t rev,
-                     const dlock__etcd_range_result *view, standing *st)
+static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char *token,
+                     const char *key, int64_t rev, const dlock__etcd_range_result *view,
+                     standing *st)
 {
     const dlock__lock_spec *spec = &l->base.spec;
     const dlock__etcd_kv *ahead = NULL;
@@ -739,7 +258,8 @@ static int interpret(estore *e, const elock *l, const char *token, const char *k
                 ahead = &view->kvs[i];
         }
         st->holder = ahead == NULL;
-        if (spec->kind == DLOCK__READ && ahead != NULL && own_write_hold(e, ahead->key, token))
+        if (spec->kind == DLOCK__READ && ahead != NULL &&
+            dlock__etcd_own_write_hold(e, ahead->key, token))
             st->holder = 1; /* our own write: a downgrade */
         if (!st->holder && (st->watch_key = strdup(ahead->key)) == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -784,8 +304,8 @@ static int interpret(estore *e, const elock *l, const char *token, const char *k
 /* One round trip: puts our key on `lease` if it is not there (reading it
  * back if it is), and reads where it stands. Sets l->k.rev. DLOCK_ELOST:
  * the lease is gone. */
-static int stand(estore *e, elock *l, const char *token, int64_t lease, int64_t deadline,
-                 standing *st)
+static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, int64_t lease,
+                 int64_t deadline, standing *st)
 {
     const char *key = l->k.key;
     int64_t known = l->k.rev;
@@ -857,7 +377,8 @@ out:
 
 /* Moves our key to a lease of its own of lease_ms (rounded up to seconds),
  * if it still has our create revision. DLOCK_ELOST: it does not. */
-static int move_to_own_lease(estore *e, elock *l, int64_t lease_ms, int64_t deadline)
+static int move_to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
+                             int64_t deadline)
 {
     pthread_mutex_lock(&l->mu);
     char *key = l->k.key != NULL ? strdup(l->k.key) : NULL;
@@ -882,7 +403,7 @@ static int move_to_own_lease(estore *e, elock *l, int64_t lease_ms, int64_t dead
     dlock__etcd_txn t = {.compare = &cmp, .n_compare = 1, .success = &put, .n_success = 1};
     rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
     if (rc != DLOCK_OK) {
-        pend_revoke(e, lease.id); /* holds nothing, or a key we give up on */
+        dlock__etcd_pend_revoke(e, lease.id); /* holds nothing, or a key we give up on */
         goto out;
     }
     int moved = r.succeeded;
@@ -908,7 +429,7 @@ static int move_to_own_lease(estore *e, elock *l, int64_t lease_ms, int64_t dead
         dlock__saved_error saved;
         dlock__save_error(&saved);
         if (dlock__etcd_lease_revoke(e->cli, old, deadline) == DLOCK_EUNREACHABLE)
-            pend_revoke(e, old); /* holds nothing now; only tidiness */
+            dlock__etcd_pend_revoke(e, old); /* holds nothing now; only tidiness */
         dlock__restore_error(&saved);
     }
 out:
@@ -916,7 +437,8 @@ out:
     return rc;
 }
 
-static int to_own_lease(estore *e, elock *l, int64_t lease_ms, int64_t deadline)
+static int to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
+                        int64_t deadline)
 {
     pthread_mutex_lock(&l->moving);
     int rc = move_to_own_lease(e, l, lease_ms, deadline);
@@ -926,7 +448,7 @@ static int to_own_lease(estore *e, elock *l, int64_t lease_ms, int64_t deadline)
 
 /* Tells the semaphore waiter behind us that we went in: a put of our key
  * (unchanged) is the event it waits for. */
-static int tell_next(estore *e, elock *l, int64_t deadline)
+static int tell_next(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t deadline)
 {
     dlock__etcd_compare cmp = {.key = l->k.key,
                                .target = DLOCK__ETCD_TARGET_CREATE,
@@ -951,48 +473,48 @@ static int tell_next(estore *e, elock *l, int64_t deadline)
 
 /* ---------------------------------------------------------------- acquire */
 
-static void forget_release(elock *l)
+static void forget_release(dlock__etcd_lock *l)
 {
     free(l->releasing);
     l->releasing = NULL;
 }
 
 /* Makes a fresh key name for a contender on `lease`. */
-static int new_key(estore *e, elock *l, int64_t lease, char **out)
+static int new_key(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease, char **out)
 {
     char base[DLOCK_NAME_MAX + 64];
     snprintf(base, sizeof base, "%s%s%" PRIx64, l->prefix, l->marker, (uint64_t) lease);
-    return claim_key(e, base, out);
+    return dlock__etcd_claim_key(e, base, out);
 }
 
 static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
     int64_t deadline = deadline_of(e, a->deadline_us);
     int rc = DLOCK_OK;
 
-    if (has_pending(e))
-        retry_pending(e, deadline);
-    rw_forget(e, l); /* not held while we try */
+    if (dlock__etcd_has_pending(e))
+        dlock__etcd_retry_pending(e, deadline);
+    dlock__etcd_rw_forget(e, l); /* not held while we try */
     forget_release(l);
-    if (l->base.spec.kind == DLOCK__WRITE && own_read_hold(e, l, a->token))
+    if (l->base.spec.kind == DLOCK__WRITE && dlock__etcd_own_read_hold(e, l, a->token))
         return dlock__fail(DLOCK_EDEADLK,
                            "this owner holds the read lock: taking the write lock too would wait "
                            "for itself (release the read lock first; upgrades are refused)");
     if (!a->again)
         l->queued = 0;
     for (int round = 0; round < ROUNDS; round++) {
-        keystate k;
-        esession *es = NULL;
+        dlock__etcd_key k;
+        dlock__etcd_session *es = NULL;
         int64_t lease;
 
-        take_key(l, &k);
+        dlock__etcd_take_key(l, &k);
         if (k.key != NULL && k.own_lease != 0) {
             /* on a lease of its own: an earlier fixed hold that was lost, or
              * a first try whose outcome was unknown (nobody keeps that lease
              * alive, but it may be long) */
-            remove_key(e, &k, deadline);
+            dlock__etcd_remove_key(e, &k, deadline);
         }
         if (k.key == NULL && a->fixed && round == 0) {
             /* a first try of a fixed lease: straight onto a lease of its own */
@@ -1002,55 +524,55 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
                 rc = new_key(e, l, own.id, &k.key);
             if (rc != DLOCK_OK) {
                 if (own.id != 0)
-                    pend_revoke(e, own.id);
+                    dlock__etcd_pend_revoke(e, own.id);
                 return rc;
             }
             k.own_lease = own.id;
             k.own_ttl_s = own.ttl > 0 ? own.ttl : ttl_of(a->lease_ms);
             lease = own.id;
         } else {
-            rc = session_get(e, deadline, &es);
+            rc = dlock__etcd_session_get(e, deadline, &es);
             if (rc != DLOCK_OK) {
-                put_key(l, &k);
+                dlock__etcd_put_key(l, &k);
                 return rc;
             }
             if (k.key != NULL && (k.own_lease != 0 || k.sess != es)) {
                 /* made under a session that is over: so is the key */
-                discard_key(e, &k);
+                dlock__etcd_discard_key(e, &k);
             }
             if (k.key == NULL) {
                 rc = new_key(e, l, es->lease, &k.key);
                 if (rc != DLOCK_OK) {
-                    es_unref(es);
+                    dlock__etcd_session_unref(es);
                     return rc;
                 }
-                k.sess = es_ref(es);
+                k.sess = dlock__etcd_session_ref(es);
             }
             lease = es->lease;
-            es_unref(es);
+            dlock__etcd_session_unref(es);
         }
-        put_key(l, &k);
+        dlock__etcd_put_key(l, &k);
 
         standing st;
         rc = stand(e, l, a->token, lease, deadline, &st);
         if (rc == DLOCK_ELOST) {
             /* the lease is gone: its session ended, the key with it */
-            take_key(l, &k);
+            dlock__etcd_take_key(l, &k);
             if (k.sess != NULL)
-                session_end(e, k.sess, "etcd says the lease is gone");
-            discard_key(e, &k);
+                dlock__etcd_session_end(e, k.sess, "etcd says the lease is gone");
+            dlock__etcd_discard_key(e, &k);
             continue;
         }
         if (rc != DLOCK_OK) {
             if (!a->wait) {
-                take_key(l, &k);
-                remove_key(e, &k, deadline); /* a try leaves nothing behind */
+                dlock__etcd_take_key(l, &k);
+                dlock__etcd_remove_key(e, &k, deadline); /* a try leaves nothing behind */
             }
             return rc;
         }
         if (st.einval) {
-            take_key(l, &k);
-            remove_key(e, &k, deadline);
+            dlock__etcd_take_key(l, &k);
+            dlock__etcd_remove_key(e, &k, deadline);
             rc =
                 dlock__fail(DLOCK_EINVAL, "%s: semaphore '%s': %s", e->base.label, l->name, st.why);
             standing_clear(&st);
@@ -1060,7 +582,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
             standing_clear(&st);
             dlock__session *grant = NULL;
             if (l->k.own_lease == 0) {
-                grant = session_for_grant(e, l->k.sess);
+                grant = dlock__etcd_session_for_grant(e, l->k.sess);
                 if (grant == NULL)
                     continue; /* the session ended meanwhile (11456): start over */
                 if (a->fixed) {
@@ -1086,7 +608,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
             watch_drop(e, l);
             l->queued = 0;
             if (l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE)
-                rw_remember(e, l, l->k.key, a->token);
+                dlock__etcd_rw_remember(e, l, l->k.key, a->token);
             a->outcome = DLOCK__TAKEN;
             a->fence = (uint64_t) l->k.rev;
             a->session = grant;
@@ -1097,8 +619,8 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
             /* a try leaves no key behind; a fixed lease's first try waits on
              * the session instead (a lease of its own is not kept alive) */
             standing_clear(&st);
-            take_key(l, &k);
-            remove_key(e, &k, deadline);
+            dlock__etcd_take_key(l, &k);
+            dlock__etcd_remove_key(e, &k, deadline);
             if (a->wait)
                 continue;
             a->outcome = DLOCK__HELD;
@@ -1122,20 +644,20 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
 
 static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
-    keystate k;
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
 
     (void) token;
     deadline = deadline_of(e, deadline);
-    take_key(l, &k);
+    dlock__etcd_take_key(l, &k);
     watch_drop(e, l);
-    rw_forget(e, l);
+    dlock__etcd_rw_forget(e, l);
     l->queued = 0;
     if (k.key == NULL && l->releasing != NULL) {
         /* again, after etcd did not confirm it: is it done now? */
-        retry_pending(e, deadline);
-        if (pending_has(e, l->releasing))
+        dlock__etcd_retry_pending(e, deadline);
+        if (dlock__etcd_pending_has(e, l->releasing))
             return dlock__fail(DLOCK_EUNREACHABLE,
                                "%s: %s '%s': etcd still does not answer; the release is retried "
                                "in the background",
@@ -1147,7 +669,7 @@ static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *toke
         return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label, kind_name(l),
                            l->name);
     char *what = strdup(k.key);
-    int there = remove_key(e, &k, deadline);
+    int there = dlock__etcd_remove_key(e, &k, deadline);
     int rc = DLOCK_OK;
     if (there == 0) {
         rc = dlock__fail(DLOCK_ELOST, "%s: key %s is gone (deleted, or its lease ended)",
@@ -1168,22 +690,22 @@ static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *toke
 
 static int etcd_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
-    keystate k;
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
 
     (void) token;
-    take_key(l, &k);
+    dlock__etcd_take_key(l, &k);
     watch_drop(e, l);
-    rw_forget(e, l);
+    dlock__etcd_rw_forget(e, l);
     forget_release(l);
     l->queued = 0;
-    remove_key(e, &k, deadline_of(e, deadline));
+    dlock__etcd_remove_key(e, &k, deadline_of(e, deadline));
     return DLOCK_OK;
 }
 
 /* DLOCK_OK if key still has create revision rev, else DLOCK_ELOST. */
-static int confirm(estore *e, const char *key, int64_t rev, int64_t deadline)
+static int confirm(dlock__etcd_store *e, const char *key, int64_t rev, int64_t deadline)
 {
     dlock__etcd_range q = {.key = key, .keys_only = 1};
     dlock__etcd_range_result r;
@@ -1203,8 +725,8 @@ static int confirm(estore *e, const char *key, int64_t rev, int64_t deadline)
 static int etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
                        int at_least, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
     int rc;
 
     (void) token;
@@ -1245,8 +767,8 @@ static void note_error(char *error, size_t len)
 
 static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    keystate *held = calloc(n, sizeof *held);
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_key *held = calloc(n, sizeof *held);
     dlock__etcd_op *ops = calloc(n, sizeof *ops);
     size_t *which = calloc(n, sizeof *which);
     char error[300] = "";
@@ -1257,8 +779,8 @@ static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t 
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
-    if (has_pending(e))
-        retry_pending(e, deadline);
+    if (dlock__etcd_has_pending(e))
+        dlock__etcd_retry_pending(e, deadline);
 
     /* sessions: one keepalive round trip each */
     for (size_t i = 0; i < n; i++) {
@@ -1266,7 +788,7 @@ static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t 
         it->result = DLOCK__RENEW_FAILED;
         if (it->kind != DLOCK__RENEW_SESSION)
             continue;
-        esession *es = dlock__session_data(it->session);
+        dlock__etcd_session *es = dlock__session_data(it->session);
         dlock__etcd_lease ka;
         int krc = dlock__etcd_lease_keepalive(e->cli, es->lease, deadline, &ka);
         if (krc == DLOCK_OK) {
@@ -1275,7 +797,7 @@ static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t 
         } else if (krc == DLOCK_ELOST) {
             answered = 1;
             it->result = DLOCK__RENEW_GONE;
-            session_end(e, es, "etcd says the lease expired or was revoked");
+            dlock__etcd_session_end(e, es, "etcd says the lease expired or was revoked");
         } else {
             note_error(error, sizeof error);
         }
@@ -1288,7 +810,7 @@ static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t 
         dlock__renewal *it = &items[i];
         if (it->kind != DLOCK__RENEW_HOLD)
             continue;
-        elock *l = ELOCK(it->lock);
+        dlock__etcd_lock *l = ELOCK(it->lock);
         pthread_mutex_lock(&l->mu);
         if (l->k.key != NULL) {
             held[i] = l->k;
@@ -1353,8 +875,8 @@ out:
 
 static void etcd_session_lost(dlock__store *s, dlock__session *session, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    esession *es = dlock__session_data(session);
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_session *es = dlock__session_data(session);
 
     /* Revoke it now: etcd then deletes its keys at once, and nothing granted
      * under it outlives the loss the core reported. If etcd cannot be
@@ -1362,14 +884,15 @@ static void etcd_session_lost(dlock__store *s, dlock__session *session, int64_t 
      * the revoke is retried. */
     int rc = dlock__etcd_lease_revoke(e->cli, es->lease, deadline_of(e, deadline));
     if (rc != DLOCK_OK && rc != DLOCK_ELOST)
-        pend_revoke(e, es->lease);
-    session_end(e, es, "no keepalive reached etcd within the lease's TTL");
+        dlock__etcd_pend_revoke(e, es->lease);
+    dlock__etcd_session_end(e, es, "no keepalive reached etcd within the lease's TTL");
 }
 
 /* ---------------------------------------------------------------- operators */
 
 /* Every contender, oldest first. */
-static int contenders(estore *e, const elock *l, int64_t deadline, dlock__etcd_range_result *out)
+static int contenders(dlock__etcd_store *e, const dlock__etcd_lock *l, int64_t deadline,
+                      dlock__etcd_range_result *out)
 {
     dlock__etcd_range q = {.key = l->prefix,
                            .range_end = l->prefix_end,
@@ -1378,13 +901,13 @@ static int contenders(estore *e, const elock *l, int64_t deadline, dlock__etcd_r
     return dlock__etcd_kv_range(e->cli, &q, deadline, out);
 }
 
-static int is_writer(const elock *l, const dlock__etcd_kv *kv)
+static int is_writer(const dlock__etcd_lock *l, const dlock__etcd_kv *kv)
 {
     return strncmp(kv->key, l->writers, strlen(l->writers)) == 0;
 }
 
 /* How many of the contenders (oldest first) hold the lock. */
-static size_t holders(const elock *l, const dlock__etcd_range_result *r, unsigned *used,
+static size_t holders(const dlock__etcd_lock *l, const dlock__etcd_range_result *r, unsigned *used,
                       unsigned *permits)
 {
     size_t k = 0;
@@ -1417,8 +940,8 @@ static size_t holders(const elock *l, const dlock__etcd_range_result *r, unsigne
 
 static int etcd_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
     dlock__etcd_range_result r;
     unsigned used, permits;
 
@@ -1462,8 +985,8 @@ static int etcd_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, 
 
 static int etcd_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
     dlock__etcd_range_result r;
     unsigned used, permits;
 
@@ -1475,7 +998,7 @@ static int etcd_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t dea
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
         int deleted;
         /* only that holder's key: a new one of the same name is not it */
-        rc = delete_key(e, r.kvs[i].key, r.kvs[i].create_revision, deadline, &deleted);
+        rc = dlock__etcd_delete_key(e, r.kvs[i].key, r.kvs[i].create_revision, deadline, &deleted);
     }
     dlock__etcd_range_result_free(&r);
     return rc;
@@ -1505,7 +1028,7 @@ static int reserved_segment(const char *name, const char **which)
     return 0;
 }
 
-static void elock_free(elock *l)
+static void elock_free(dlock__etcd_lock *l)
 {
     if (l == NULL)
         return;
@@ -1523,7 +1046,7 @@ static int etcd_lock_new(dlock__store *s, const char *name, const dlock__lock_sp
                          dlock__store_lock **out)
 {
     const char *suffix = "";
-    elock *l;
+    dlock__etcd_lock *l;
     int rc = DLOCK_OK;
 
     (void) s;
@@ -1580,15 +1103,15 @@ fail:
 
 static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
-    estore *e = ESTORE(s);
-    elock *l = ELOCK(sl);
-    keystate k;
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
 
-    take_key(l, &k);
+    dlock__etcd_take_key(l, &k);
     watch_drop(e, l);
-    rw_forget(e, l);
+    dlock__etcd_rw_forget(e, l);
     forget_release(l);
-    remove_key(e, &k, dlock__now_us() + e->timeout_ms * 1000);
+    dlock__etcd_remove_key(e, &k, dlock__now_us() + e->timeout_ms * 1000);
     elock_free(l);
 }
 
@@ -1596,38 +1119,22 @@ static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
 
 static void etcd_close(dlock__store *s)
 {
-    estore *e = ESTORE(s);
+    dlock__etcd_store *e = ESTORE(s);
 
     if (e == NULL)
         return;
     int64_t deadline = dlock__now_us() + e->timeout_ms * 1000;
     if (e->cli != NULL) {
-        retry_pending(e, deadline);
+        dlock__etcd_retry_pending(e, deadline);
         if (e->cur != NULL) {
             /* its keys go at once, not a TTL later */
             dlock__etcd_lease_revoke(e->cli, e->cur->lease, deadline);
-            session_end(e, e->cur, "the client closed");
+            dlock__etcd_session_end(e, e->cur, "the client closed");
         }
     }
-    es_unref(e->cur);
+    dlock__etcd_session_unref(e->cur);
     dlock__etcd_free(e->cli); /* stops the watch stream */
-    for (size_t i = 0; i < e->npending; i++)
-        free(e->pending[i].key);
-    for (size_t b = 0; b < CLAIM_BUCKETS; b++) {
-        while (e->claims[b] != NULL) {
-            claim *c = e->claims[b];
-            e->claims[b] = c->next;
-            free(c);
-        }
-    }
-    while (e->rw_holds != NULL) {
-        rw_hold *h = e->rw_holds;
-        e->rw_holds = h->next;
-        free(h->key);
-        free(h);
-    }
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->cv);
+    dlock__etcd_store_fini(e);
     free((char *) e->base.label);
     free(e);
 }
@@ -1654,7 +1161,7 @@ static int endpoints_of(const dlock__url *url, char *buf, size_t len)
 
 static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
-    estore *e = calloc(1, sizeof *e);
+    dlock__etcd_store *e = calloc(1, sizeof *e);
     char endpoints[1024];
     int64_t connect_ms = DEFAULT_CONNECT_MS;
     int rc;
@@ -1662,12 +1169,7 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
     *out = NULL;
     if (e == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__etcd_store_init(e);
     e->base.backend = &dlock__etcd_backend;
     e->base.caps = dlock__etcd_backend.caps;
     e->base.host = *host;
@@ -1700,7 +1202,7 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
 
 void dlock__etcd_store_stats_get(dlock__store *s, dlock__etcd_store_stats *out)
 {
-    estore *e = ESTORE(s);
+    dlock__etcd_store *e = ESTORE(s);
     out->wakeups = atomic_load(&e->stat_wakeups);
     out->rounds = atomic_load(&e->stat_rounds);
     out->sessions = atomic_load(&e->stat_sessions);
