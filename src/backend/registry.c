@@ -16,6 +16,9 @@ extern const dlock__backend dlock__redis_backend;
 #ifdef DLOCK_WITH_ZOOKEEPER
 extern const dlock__backend dlock__zk_backend;
 #endif
+#ifdef DLOCK_WITH_ETCD
+extern const dlock__backend dlock__etcd_backend;
+#endif
 
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
@@ -23,6 +26,9 @@ static const dlock__backend *const built[] = {
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
     &dlock__zk_backend,
+#endif
+#ifdef DLOCK_WITH_ETCD
+    &dlock__etcd_backend,
 #endif
     NULL,
 };
@@ -39,7 +45,7 @@ static const struct {
                "no TLS"},
     {"zk", "this build of dlock has no ZooKeeper backend (configure with "
            "-DDLOCK_WITH_ZOOKEEPER=ON)"},
-    {"etcd", "this build of dlock has no etcd backend"},
+    {"etcd", "this build of dlock has no etcd backend (configure with -DDLOCK_WITH_ETCD=ON)"},
 };
 
 static size_t scheme_list(char *buf, size_t len)

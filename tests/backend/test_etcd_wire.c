@@ -1708,9 +1708,10 @@ static int own_connections(const unsigned long *inodes, int n)
 }
 
 /* A command run under a lock (fork + exec) inherits none of the client's
- * connections: the request pool's and the watch stream's sockets are
- * opened with SOCK_CLOEXEC. (libcurl 7.88's own wakeup socketpairs, one
- * per easy/multi handle, are not: curl issue #13618, fixed in 8.8.) */
+ * sockets: the request pool's and the watch stream's connections are
+ * opened with SOCK_CLOEXEC, and libcurl 7.88's own wakeup socketpairs (one
+ * per multi handle, and one inside each easy handle: curl issue #13618,
+ * fixed in 8.8) are made close-on-exec as they are created. */
 static void test_cloexec(void)
 {
     etcd_srv s;
@@ -1726,11 +1727,8 @@ static void test_cloexec(void)
     int n = connections_to(s.port, inodes, 256);
     CHECK_INT(own_connections(inodes, n), ==, 2); /* the pool's one and the stream */
     char out[8192];
-    CHECK_INT(sh(out, sizeof out, "for f in /proc/$$/fd/*; do readlink $f; done"), ==, 0);
-    int inherited = 0;
-    for (char *p = out; (p = strstr(p, "socket:[")) != NULL; p++)
-        inherited += listed(strtoul(p + 8, NULL, 10), inodes, n);
-    CHECK_INT(inherited, ==, 0);
+    CHECK_INT(sh(out, sizeof out, "for f in /proc/$$/fd/*; do readlink $f || true; done"), ==, 0);
+    CHECK(strstr(out, "socket:[") == NULL);
     dlock__etcd_free(c);
 }
 

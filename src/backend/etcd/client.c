@@ -29,12 +29,15 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_REQUEST_TIMEOUT_MS 10000
@@ -73,6 +76,83 @@ curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
     /* curl 7.88 opens its sockets without SOCK_CLOEXEC. */
     int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
     return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+/* A socket open now: its fd and inode. */
+typedef struct open_socket {
+    int fd;
+    unsigned long inode;
+} open_socket;
+
+static int socket_cmp(const void *a, const void *b)
+{
+    const open_socket *x = a, *y = b;
+    if (x->fd != y->fd)
+        return (x->fd > y->fd) - (x->fd < y->fd);
+    return (x->inode > y->inode) - (x->inode < y->inode);
+}
+
+/* The sockets open now, sorted, read from /proc/self/fd's links: no call
+ * on the fds themselves, which other threads may be using. */
+static size_t open_sockets(open_socket **out)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    size_t n = 0, cap = 0;
+    open_socket *all = NULL;
+
+    *out = NULL;
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], target[64];
+        unsigned long inode;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
+            continue;
+        if (n == cap) {
+            open_socket *grown = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *all);
+            if (grown == NULL)
+                break;
+            all = grown;
+        }
+        all[n++] = (open_socket){.fd = atoi(e->d_name), .inode = inode};
+    }
+    closedir(d);
+    if (all != NULL)
+        qsort(all, n, sizeof *all, socket_cmp);
+    *out = all;
+    return n;
+}
+
+void dlock__etcd_cloexec_new_sockets(void (*make)(void *arg), void *arg)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    open_socket *before, *after;
+
+    pthread_mutex_lock(&mu);
+    size_t nb = open_sockets(&before);
+    make(arg);
+    size_t na = open_sockets(&after);
+    for (size_t i = 0; i < na; i++) {
+        struct sockaddr_storage a;
+        socklen_t len = sizeof a;
+        int fd = after[i].fd;
+        if ((before != NULL &&
+             bsearch(&after[i], before, nb, sizeof *before, socket_cmp) != NULL) ||
+            getsockname(fd, (struct sockaddr *) &a, &len) != 0 || a.ss_family != AF_UNIX)
+            continue;
+        fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    }
+    pthread_mutex_unlock(&mu);
+    free(before);
+    free(after);
 }
 
 void dlock__etcd_setup_handle(CURL *easy, char *errbuf)
@@ -320,6 +400,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* curl_easy_perform makes the multi handle it keeps inside the easy
+ * handle (and that multi's wakeup socketpair) on its first call; without a
+ * URL that call fails at once, before any I/O. */
+static void make_inner_multi(void *easy)
+{
+    curl_easy_perform(easy);
+}
+
 static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
 {
     dlock__etcd_conn *k = calloc(1, sizeof *k);
@@ -336,6 +424,7 @@ static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
     /* One connection per handle: a handle moved to another endpoint drops
      * the old one instead of keeping it. */
     curl_easy_setopt(k->easy, CURLOPT_MAXCONNECTS, 1L);
+    dlock__etcd_cloexec_new_sockets(make_inner_multi, k->easy);
     atomic_fetch_add(&c->stat_conns, 1);
     *out = k;
     return DLOCK_OK;

@@ -40,6 +40,7 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../../base/thread.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -732,6 +733,11 @@ static void *run(void *arg)
 
 /* ================================================================ API */
 
+static void make_multi(void *out)
+{
+    *(CURLM **) out = curl_multi_init();
+}
+
 static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
 {
     dlock__etcd_watcher *w = calloc(1, sizeof *w);
@@ -748,8 +754,8 @@ static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&w->delivered, &attr);
     pthread_condattr_destroy(&attr);
-    w->multi = curl_multi_init();
-    if (w->multi == NULL || pthread_create(&w->thread, NULL, run, w) != 0) {
+    dlock__etcd_cloexec_new_sockets(make_multi, &w->multi);
+    if (w->multi == NULL || dlock__thread_start(&w->thread, run, w) != 0) {
         curl_multi_cleanup(w->multi);
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->delivered);

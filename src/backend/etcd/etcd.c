@@ -1,0 +1,1240 @@
+/* etcd.c - the etcd backend: etcd://host:port[,host:port...][?options].
+ *
+ * Design note.
+ *
+ * Layout. A mutex is etcd's concurrency.Mutex, so that `dlock run -u etcd://H
+ * NAME` and `etcdctl lock NAME` are one lock: every contender puts a key
+ * NAME/<lease id in lower-case hex> with an empty value, attached to its
+ * lease, in one Txn that also reads where it stands (compare
+ * create_revision == 0, else read the key back). The holder is the key with
+ * the lowest create revision under NAME/; any other contender watches only
+ * the newest key older than its own for its deletion, from the revision of
+ * the read that found it (no delete in between is missed), then looks
+ * again. A release deletes the key, which wakes the one waiter behind it.
+ * The fence is the holder key's create revision: a later holder's key was
+ * created after every earlier holder's was (it either queued behind it or
+ * came after its delete), so fences strictly increase. The read-write lock
+ * and the semaphore are layouts of our own on the same scheme
+ * (docs/etcd.md): keys under NAME.rwlock/ and NAME.semaphore/.
+ *
+ * Slots. One client has one session lease, and the Mutex gives a lease one
+ * key per name: two handles of one client waiting for one name would share
+ * it and both think they hold. So the first handle of a client takes the
+ * key NAME/<hex>, a second one at the same time NAME/<hex>-1, and so on.
+ * etcdctl and Go rank any key under NAME/ by create revision, so the extra
+ * slots keep the interop. A slot is claimed until its key is known to be
+ * gone (a delete whose outcome is unknown keeps it claimed until a retry
+ * confirms it), so a new attempt never finds an old key of ours and takes
+ * it for its own.
+ *
+ * Liveness. Grants live by the client's session: a lease of the URL's
+ * `lease` in whole seconds, granted on first use, kept alive by the core's
+ * renewer through renew() (one keepalive round trip), ended when etcd says
+ * the lease is gone, and revoked when the core gives up on it and at
+ * close. Holds are checked in renew() (the key still there with our create
+ * revision), so a key deleted by an operator is reported lost. A fixed
+ * lease (dlock_acquire_for) is a lease of the hold's own, never kept alive:
+ * a first attempt grants it and puts the key on it; a waiter waits on the
+ * session and moves its key to a lease of its own when it is granted (a
+ * put keeps the key's create revision, so its place and fence stay).
+ *
+ * etcd issue 11456 (3.4's Mutex grants after the wait without looking at
+ * its own key): a grant is only reported from a Txn that read our key back
+ * at that revision (so its lease was alive then), under a session the core
+ * still counts valid; a key that vanished while waiting is put again, at
+ * the back of the queue, and a lease that vanished ends the session.
+ *
+ * Threads. The handle's key state is read by the renewal thread and so is
+ * guarded by the handle's mutex; everything else of a handle is its
+ * owner's. Store-wide state (the current session, slots, work to retry,
+ * read-write holds: store.c) is under the store's mutex, never taken while
+ * a handle's mutex is held. Watch callbacks only post on the board. */
+#define _GNU_SOURCE
+#include "etcd.h"
+#include "store.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_CONNECT_MS 2000
+#define ROUNDS             8 /* attempts within one acquire before giving up */
+#define RW_SUFFIX          ".rwlock"
+#define SEM_SUFFIX         ".semaphore"
+
+extern const dlock__backend dlock__etcd_backend;
+
+/* A watch's context: whose waiter to wake. */
+typedef struct dlock__etcd_wake {
+    dlock__etcd_store *store;
+    char token[72];
+    int range;        /* a prefix watch (it stays after an event) */
+    _Atomic int over; /* the watched key went, or etcd ended the watch */
+} dlock__etcd_wake;
+
+#define ESTORE(s) DLOCK__STORE_OF(dlock__etcd_store, s)
+#define ELOCK(l)  DLOCK__STORE_OF(dlock__etcd_lock, l)
+
+static int64_t deadline_of(const dlock__etcd_store *e, int64_t deadline_us)
+{
+    int64_t cap = dlock__now_us() + e->timeout_ms * 1000;
+    return deadline_us < cap ? deadline_us : cap;
+}
+
+/* Whole seconds, rounded up: etcd leases have no finer grain. */
+static int64_t ttl_of(int64_t lease_ms)
+{
+    int64_t s = (lease_ms + 999) / 1000;
+    return s < 1 ? 1 : s;
+}
+
+static const char *kind_name(const dlock__etcd_lock *l)
+{
+    switch (l->base.spec.kind) {
+    case DLOCK__READ:
+    case DLOCK__WRITE:
+        return "read-write lock";
+    case DLOCK__SEMAPHORE:
+        return "semaphore";
+    default:
+        return "lock";
+    }
+}
+
+/* ---------------------------------------------------------------- watches */
+
+static void on_watch(void *arg, const dlock__etcd_watch_note *note)
+{
+    dlock__etcd_wake *w = arg;
+    if (note->kind == DLOCK__ETCD_WATCH_EVENT)
+        atomic_fetch_add(&w->store->stat_wakeups, 1);
+    if (note->kind == DLOCK__ETCD_WATCH_CANCELED ||
+        (note->kind == DLOCK__ETCD_WATCH_EVENT && !w->range))
+        atomic_store(&w->over, 1);
+    /* A broken stream is resumed without loss, but a waiter looks again
+     * anyway: its wait may be bounded by what it missed meanwhile. */
+    dlock__board_recheck(w->store->base.host.board, w->token);
+}
+
+static void watch_drop(dlock__etcd_store *e, dlock__etcd_lock *l)
+{
+    if (l->watch == NULL)
+        return;
+    dlock__etcd_watch_cancel(e->cli, l->watch_id); /* its callback is over after this */
+    free(l->watch);
+    free(l->watched);
+    l->watch = NULL;
+    l->watched = NULL;
+}
+
+/* What a waiter waits for. */
+typedef struct standing {
+    int holder;
+    int64_t revision; /* of the read it is based on */
+    char *watch_key;  /* a key to wait for, or the prefix (watch_range) */
+    int watch_range;  /* every delete under the prefix (the semaphore's first waiter) */
+    int watch_puts;   /* puts too (the semaphore waiter ahead is granted) */
+    int einval;       /* semaphore: in use with another number of permits */
+    char why[160];
+} standing;
+
+static void standing_clear(standing *st)
+{
+    free(st->watch_key);
+    memset(st, 0, sizeof *st);
+}
+
+static int watch_set(dlock__etcd_store *e, dlock__etcd_lock *l, const standing *st,
+                     const char *token)
+{
+    if (l->watch != NULL && !atomic_load(&l->watch->over) && l->watch->range == st->watch_range &&
+        strcmp(l->watched, st->watch_key) == 0)
+        return DLOCK_OK; /* the same wait: the watch is still good */
+    watch_drop(e, l);
+    dlock__etcd_wake *w = calloc(1, sizeof *w);
+    char *watched = strdup(st->watch_key);
+    if (w == NULL || watched == NULL) {
+        free(w);
+        free(watched);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    w->store = e;
+    w->range = st->watch_range;
+    snprintf(w->token, sizeof w->token, "%s", token);
+    atomic_init(&w->over, 0);
+    dlock__etcd_watch_spec spec = {.key = st->watch_key,
+                                   .range_end = st->watch_range ? l->prefix_end : NULL,
+                                   .start_revision = st->revision + 1,
+                                   .no_put = !st->watch_puts};
+    int rc = dlock__etcd_watch_add(e->cli, &spec, on_watch, w, &l->watch_id);
+    if (rc != DLOCK_OK) {
+        free(w);
+        free(watched);
+        return rc;
+    }
+    l->watch = w;
+    l->watched = watched;
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- where a key stands */
+
+/* The read that says where a contender with create revision rev stands
+ * (rev 0: its key was put just now in the same Txn, so it is the newest). */
+static void view_op(const dlock__etcd_lock *l, int64_t rev, dlock__etcd_op *op)
+{
+    memset(op, 0, sizeof *op);
+    op->type = DLOCK__ETCD_OP_RANGE;
+    dlock__etcd_range *r = &op->range;
+    r->sort_target = DLOCK__ETCD_SORT_BY_CREATE;
+    switch (l->base.spec.kind) {
+    case DLOCK__SEMAPHORE:
+        /* every contender up to us, in order, with their permits */
+        r->key = l->prefix;
+        r->range_end = l->prefix_end;
+        r->sort_order = DLOCK__ETCD_SORT_ASCEND;
+        r->max_create_revision = rev;
+        break;
+    case DLOCK__READ:
+        /* the newest writer older than us */
+        r->key = l->writers;
+        r->range_end = l->writers_end;
+        r->sort_order = DLOCK__ETCD_SORT_DESCEND;
+        r->max_create_revision = rev > 0 ? rev - 1 : 0;
+        r->limit = 1;
+        r->keys_only = 1;
+        break;
+    default:
+        /* the newest contender older than us (and us, when just put) */
+        r->key = l->prefix;
+        r->range_end = l->prefix_end;
+        r->sort_order = DLOCK__ETCD_SORT_DESCEND;
+        r->max_create_revision = rev > 0 ? rev - 1 : 0;
+        r->limit = rev > 0 ? 1 : 2;
+        r->keys_only = 1;
+        break;
+    }
+}
+
+/* "take/permits" of a semaphore key; 0 if it is not one of ours. */
+static int parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *permits)
+{
+    char buf[32];
+    unsigned long t, p;
+    char *end;
+    if (kv->value_len == 0 || kv->value_len >= sizeof buf)
+        return 0;
+    memcpy(buf, kv->value, kv->value_len);
+    buf[kv->value_len] = '\0';
+    t = strtoul(buf, &end, 10);
+    if (end == buf || *end != '/')
+        return 0;
+    const char *q = end + 1;
+    p = strtoul(q, &end, 10);
+    if (end == q || *end != '\0' || t == 0 || p == 0 || t > p || p > UINT32_MAX)
+        return 0;
+    *take = (unsigned) t;
+    *permits = (unsigned) p;
+    return 1;
+}
+
+/* Reads a view's result for the contender `key` with create revision rev. */
+static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char *token,
+                     const char *key, int64_t rev, const dlock__etcd_range_result *view,
+                     standing *st)
+{
+    const dlock__lock_spec *spec = &l->base.spec;
+    const dlock__etcd_kv *ahead = NULL;
+
+    if (spec->kind != DLOCK__SEMAPHORE) {
+        for (size_t i = 0; i < view->n_kvs && ahead == NULL; i++) {
+            if (view->kvs[i].create_revision < rev)
+                ahead = &view->kvs[i];
+        }
+        st->holder = ahead == NULL;
+        if (spec->kind == DLOCK__READ && ahead != NULL &&
+            dlock__etcd_own_write_hold(e, ahead->key, token))
+            st->holder = 1; /* our own write: a downgrade */
+        if (!st->holder && (st->watch_key = strdup(ahead->key)) == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return DLOCK_OK;
+    }
+
+    /* Semaphore: first come, first served; a contender holds when the
+     * permits of everyone before it and its own fit. */
+    uint64_t before = 0;
+    for (size_t i = 0; i < view->n_kvs; i++) {
+        const dlock__etcd_kv *kv = &view->kvs[i];
+        unsigned take, permits;
+        if (kv->create_revision >= rev || strcmp(kv->key, key) == 0)
+            continue;
+        if (!parse_permits(kv, &take, &permits)) {
+            st->einval = 1;
+            snprintf(st->why, sizeof st->why, "key %.60s is not a dlock semaphore's", kv->key);
+            return DLOCK_OK;
+        }
+        if (permits != spec->permits) {
+            st->einval = 1;
+            snprintf(st->why, sizeof st->why, "it is in use with %u permits, not %u", permits,
+                     spec->permits);
+            return DLOCK_OK;
+        }
+        before += take;
+        ahead = kv;
+    }
+    st->holder = before + spec->take <= spec->permits;
+    if (st->holder)
+        return DLOCK_OK;
+    /* The first waiter may go in on any release ahead of it; the others
+     * wait for the one before them to go in or away. */
+    st->watch_range = before <= spec->permits;
+    st->watch_puts = !st->watch_range;
+    st->watch_key = strdup(st->watch_range ? l->prefix : ahead->key);
+    if (st->watch_key == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_OK;
+}
+
+/* One round trip: puts our key on `lease` if it is not there (reading it
+ * back if it is), and reads where it stands. Sets l->k.rev. DLOCK_ELOST:
+ * the lease is gone. */
+static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, int64_t lease,
+                 int64_t deadline, standing *st)
+{
+    const char *key = l->k.key;
+    int64_t known = l->k.rev;
+    dlock__etcd_compare cmp = {
+        .key = key, .target = DLOCK__ETCD_TARGET_CREATE, .result = DLOCK__ETCD_CMP_EQUAL};
+    dlock__etcd_op ok[2], ko[2];
+    dlock__etcd_txn_result r;
+    dlock__etcd_range_result extra = {0};
+    const dlock__etcd_range_result *view = NULL;
+    int64_t rev;
+    int rc;
+
+    memset(st, 0, sizeof *st);
+    memset(ok, 0, sizeof ok);
+    memset(ko, 0, sizeof ko);
+    ok[0].type = DLOCK__ETCD_OP_PUT;
+    ok[0].put =
+        (dlock__etcd_put){.key = key, .value = l->value, .value_len = l->value_len, .lease = lease};
+    view_op(l, 0, &ok[1]);
+    ko[0].type = DLOCK__ETCD_OP_RANGE;
+    ko[0].range.key = key;
+    ko[0].range.keys_only = 1;
+    size_t nko = 1;
+    if (known > 0)
+        view_op(l, known, &ko[nko++]);
+    dlock__etcd_txn t = {.compare = &cmp,
+                         .n_compare = 1,
+                         .success = ok,
+                         .n_success = 2,
+                         .failure = ko,
+                         .n_failure = nko};
+    atomic_fetch_add(&e->stat_rounds, 1);
+    rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    st->revision = r.revision;
+    if (r.succeeded && r.n_responses == 2 && r.responses[1].type == DLOCK__ETCD_OP_RANGE) {
+        rev = r.revision;
+        view = &r.responses[1].range;
+    } else if (!r.succeeded && r.n_responses == nko && r.responses[0].range.n_kvs == 1) {
+        rev = r.responses[0].range.kvs[0].create_revision;
+        if (nko == 2 && rev == known)
+            view = &r.responses[1].range;
+    } else {
+        dlock__etcd_txn_result_free(&r);
+        return dlock__fail(DLOCK_EPROTO, "%s: the lock Txn's reply has an unexpected shape",
+                           e->base.label);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->k.rev = rev;
+    pthread_mutex_unlock(&l->mu);
+    if (view == NULL) {
+        /* found our key without knowing its revision before (an earlier
+         * put's outcome was unknown): where does it stand? */
+        dlock__etcd_op op;
+        view_op(l, rev, &op);
+        rc = dlock__etcd_kv_range(e->cli, &op.range, deadline, &extra);
+        if (rc != DLOCK_OK)
+            goto out;
+        st->revision = extra.revision;
+        view = &extra;
+    }
+    rc = interpret(e, l, token, key, rev, view, st);
+out:
+    dlock__etcd_range_result_free(&extra);
+    dlock__etcd_txn_result_free(&r);
+    return rc;
+}
+
+/* Moves our key to a lease of its own of lease_ms (rounded up to seconds),
+ * if it still has our create revision. DLOCK_ELOST: it does not. */
+static int move_to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
+                             int64_t deadline)
+{
+    pthread_mutex_lock(&l->mu);
+    char *key = l->k.key != NULL ? strdup(l->k.key) : NULL;
+    int64_t rev = l->k.rev, old = l->k.own_lease;
+    pthread_mutex_unlock(&l->mu);
+    dlock__etcd_lease lease = {0};
+    dlock__etcd_txn_result r;
+    int rc;
+
+    if (key == NULL)
+        return dlock__fail(DLOCK_ELOST, "%s: the lock's key is gone", e->base.label);
+    rc = dlock__etcd_lease_grant(e->cli, ttl_of(lease_ms), 0, deadline, &lease);
+    if (rc != DLOCK_OK)
+        goto out;
+    dlock__etcd_compare cmp = {.key = key,
+                               .target = DLOCK__ETCD_TARGET_CREATE,
+                               .result = DLOCK__ETCD_CMP_EQUAL,
+                               .number = rev};
+    dlock__etcd_op put = {
+        .type = DLOCK__ETCD_OP_PUT,
+        .put = {.key = key, .value = l->value, .value_len = l->value_len, .lease = lease.id}};
+    dlock__etcd_txn t = {.compare = &cmp, .n_compare = 1, .success = &put, .n_success = 1};
+    rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
+    if (rc != DLOCK_OK) {
+        dlock__etcd_pend_revoke(e, lease.id); /* holds nothing, or a key we give up on */
+        goto out;
+    }
+    int moved = r.succeeded;
+    dlock__etcd_txn_result_free(&r);
+    if (!moved) {
+        dlock__etcd_lease_revoke(e->cli, lease.id, deadline);
+        rc = dlock__fail(DLOCK_ELOST, "%s: key %s is gone", e->base.label, key);
+        goto out;
+    }
+    pthread_mutex_lock(&l->mu);
+    int same = l->k.key != NULL && strcmp(l->k.key, key) == 0 && l->k.rev == rev;
+    if (same) {
+        l->k.own_lease = lease.id;
+        l->k.own_ttl_s = lease.ttl > 0 ? lease.ttl : ttl_of(lease_ms);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (!same) {
+        /* released meanwhile (the renewal thread moves a key while its owner
+         * may release it): let the key go with its new lease */
+        dlock__etcd_lease_revoke(e->cli, lease.id, deadline);
+        rc = dlock__fail(DLOCK_ELOST, "%s: key %s was released", e->base.label, key);
+    } else if (old != 0) {
+        dlock__saved_error saved;
+        dlock__save_error(&saved);
+        if (dlock__etcd_lease_revoke(e->cli, old, deadline) == DLOCK_EUNREACHABLE)
+            dlock__etcd_pend_revoke(e, old); /* holds nothing now; only tidiness */
+        dlock__restore_error(&saved);
+    }
+out:
+    free(key);
+    return rc;
+}
+
+static int to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
+                        int64_t deadline)
+{
+    pthread_mutex_lock(&l->moving);
+    int rc = move_to_own_lease(e, l, lease_ms, deadline);
+    pthread_mutex_unlock(&l->moving);
+    return rc;
+}
+
+/* Tells the semaphore waiter behind us that we went in: a put of our key
+ * (unchanged) is the event it waits for. */
+static int tell_next(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t deadline)
+{
+    dlock__etcd_compare cmp = {.key = l->k.key,
+                               .target = DLOCK__ETCD_TARGET_CREATE,
+                               .result = DLOCK__ETCD_CMP_EQUAL,
+                               .number = l->k.rev};
+    dlock__etcd_op put = {
+        .type = DLOCK__ETCD_OP_PUT,
+        .put = {.key = l->k.key,
+                .value = l->value,
+                .value_len = l->value_len,
+                .lease = l->k.own_lease != 0 ? l->k.own_lease : l->k.sess->lease}};
+    dlock__etcd_txn t = {.compare = &cmp, .n_compare = 1, .success = &put, .n_success = 1};
+    dlock__etcd_txn_result r;
+    int rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    int ok = r.succeeded;
+    dlock__etcd_txn_result_free(&r);
+    return ok ? DLOCK_OK
+              : dlock__fail(DLOCK_ELOST, "%s: the semaphore's key is gone", e->base.label);
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+static void forget_release(dlock__etcd_lock *l)
+{
+    free(l->releasing);
+    l->releasing = NULL;
+}
+
+/* Makes a fresh key name for a contender on `lease`. */
+static int new_key(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease, char **out)
+{
+    char base[DLOCK_NAME_MAX + 64];
+    snprintf(base, sizeof base, "%s%s%" PRIx64, l->prefix, l->marker, (uint64_t) lease);
+    return dlock__etcd_claim_key(e, base, out);
+}
+
+static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    int64_t deadline = deadline_of(e, a->deadline_us);
+    int rc = DLOCK_OK;
+
+    if (dlock__etcd_has_pending(e))
+        dlock__etcd_retry_pending(e, deadline);
+    dlock__etcd_rw_forget(e, l); /* not held while we try */
+    forget_release(l);
+    if (l->base.spec.kind == DLOCK__WRITE && dlock__etcd_own_read_hold(e, l, a->token))
+        return dlock__fail(DLOCK_EDEADLK,
+                           "this owner holds the read lock: taking the write lock too would wait "
+                           "for itself (release the read lock first; upgrades are refused)");
+    if (!a->again)
+        l->queued = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        dlock__etcd_key k;
+        dlock__etcd_session *es = NULL;
+        int64_t lease;
+
+        dlock__etcd_take_key(l, &k);
+        if (k.key != NULL && k.own_lease != 0) {
+            /* on a lease of its own: an earlier fixed hold that was lost, or
+             * a first try whose outcome was unknown (nobody keeps that lease
+             * alive, but it may be long) */
+            dlock__etcd_remove_key(e, &k, deadline);
+        }
+        if (k.key == NULL && a->fixed && round == 0) {
+            /* a first try of a fixed lease: straight onto a lease of its own */
+            dlock__etcd_lease own = {0};
+            rc = dlock__etcd_lease_grant(e->cli, ttl_of(a->lease_ms), 0, deadline, &own);
+            if (rc == DLOCK_OK)
+                rc = new_key(e, l, own.id, &k.key);
+            if (rc != DLOCK_OK) {
+                if (own.id != 0)
+                    dlock__etcd_pend_revoke(e, own.id);
+                return rc;
+            }
+            k.own_lease = own.id;
+            k.own_ttl_s = own.ttl > 0 ? own.ttl : ttl_of(a->lease_ms);
+            lease = own.id;
+        } else {
+            rc = dlock__etcd_session_get(e, deadline, &es);
+            if (rc != DLOCK_OK) {
+                dlock__etcd_put_key(l, &k);
+                return rc;
+            }
+            if (k.key != NULL && (k.own_lease != 0 || k.sess != es)) {
+                /* made under a session that is over: so is the key */
+                dlock__etcd_discard_key(e, &k);
+            }
+            if (k.key == NULL) {
+                rc = new_key(e, l, es->lease, &k.key);
+                if (rc != DLOCK_OK) {
+                    dlock__etcd_session_unref(es);
+                    return rc;
+                }
+                k.sess = dlock__etcd_session_ref(es);
+            }
+            lease = es->lease;
+            dlock__etcd_session_unref(es);
+        }
+        dlock__etcd_put_key(l, &k);
+
+        standing st;
+        rc = stand(e, l, a->token, lease, deadline, &st);
+        if (rc == DLOCK_ELOST) {
+            /* the lease is gone: its session ended, the key with it */
+            dlock__etcd_take_key(l, &k);
+            if (k.sess != NULL)
+                dlock__etcd_session_end(e, k.sess, "etcd says the lease is gone");
+            dlock__etcd_discard_key(e, &k);
+            continue;
+        }
+        if (rc != DLOCK_OK) {
+            if (!a->wait) {
+                dlock__etcd_take_key(l, &k);
+                dlock__etcd_remove_key(e, &k, deadline); /* a try leaves nothing behind */
+            }
+            return rc;
+        }
+        if (st.einval) {
+            dlock__etcd_take_key(l, &k);
+            dlock__etcd_remove_key(e, &k, deadline);
+            rc =
+                dlock__fail(DLOCK_EINVAL, "%s: semaphore '%s': %s", e->base.label, l->name, st.why);
+            standing_clear(&st);
+            return rc;
+        }
+        if (st.holder) {
+            standing_clear(&st);
+            dlock__session *grant = NULL;
+            if (l->k.own_lease == 0) {
+                grant = dlock__etcd_session_for_grant(e, l->k.sess);
+                if (grant == NULL)
+                    continue; /* the session ended meanwhile (11456): start over */
+                if (a->fixed) {
+                    rc = to_own_lease(e, l, a->lease_ms, deadline);
+                    dlock__session_unref(grant);
+                    grant = NULL;
+                    if (rc == DLOCK_ELOST)
+                        continue; /* our key went: queue again */
+                    if (rc != DLOCK_OK)
+                        return rc;
+                }
+            }
+            if (l->base.spec.kind == DLOCK__SEMAPHORE && l->queued) {
+                rc = tell_next(e, l, deadline);
+                if (rc != DLOCK_OK) {
+                    if (grant != NULL)
+                        dlock__session_unref(grant);
+                    if (rc == DLOCK_ELOST)
+                        continue;
+                    return rc;
+                }
+            }
+            watch_drop(e, l);
+            l->queued = 0;
+            if (l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE)
+                dlock__etcd_rw_remember(e, l, l->k.key, a->token);
+            a->outcome = DLOCK__TAKEN;
+            a->fence = (uint64_t) l->k.rev;
+            a->session = grant;
+            return DLOCK_OK;
+        }
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        if (!a->wait || l->k.own_lease != 0) {
+            /* a try leaves no key behind; a fixed lease's first try waits on
+             * the session instead (a lease of its own is not kept alive) */
+            standing_clear(&st);
+            dlock__etcd_take_key(l, &k);
+            dlock__etcd_remove_key(e, &k, deadline);
+            if (a->wait)
+                continue;
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_POLL;
+            return DLOCK_OK;
+        }
+        rc = watch_set(e, l, &st, a->token);
+        standing_clear(&st);
+        if (rc != DLOCK_OK)
+            return rc;
+        l->queued = 1;
+        a->outcome = DLOCK__QUEUED;
+        a->keep_place = 0; /* the session's lease keeps the key */
+        return DLOCK_OK;
+    }
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: the %s's keys keep changing under us",
+                       e->base.label, kind_name(l));
+}
+
+/* ---------------------------------------------------------------- release */
+
+static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
+
+    (void) token;
+    deadline = deadline_of(e, deadline);
+    dlock__etcd_take_key(l, &k);
+    watch_drop(e, l);
+    dlock__etcd_rw_forget(e, l);
+    l->queued = 0;
+    if (k.key == NULL && l->releasing != NULL) {
+        /* again, after etcd did not confirm it: is it done now? */
+        dlock__etcd_retry_pending(e, deadline);
+        if (dlock__etcd_pending_has(e, l->releasing))
+            return dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s: %s '%s': etcd still does not answer; the release is retried "
+                               "in the background",
+                               e->base.label, kind_name(l), l->name);
+        forget_release(l);
+        return DLOCK_OK;
+    }
+    if (k.key == NULL)
+        return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label, kind_name(l),
+                           l->name);
+    char *what = strdup(k.key);
+    int there = dlock__etcd_remove_key(e, &k, deadline);
+    int rc = DLOCK_OK;
+    if (there == 0) {
+        rc = dlock__fail(DLOCK_ELOST, "%s: key %s is gone (deleted, or its lease ended)",
+                         e->base.label, what != NULL ? what : l->name);
+    } else if (there < 0) {
+        /* Not known to be gone: say so, and delete it in the background
+         * (until etcd answers; at the latest the lease ends it). */
+        forget_release(l);
+        l->releasing = what;
+        what = NULL;
+        rc = dlock__fail_context(DLOCK_EUNREACHABLE,
+                                 "%s '%s': the release is retried in the background", kind_name(l),
+                                 l->name);
+    }
+    free(what);
+    return rc;
+}
+
+static int etcd_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
+
+    (void) token;
+    dlock__etcd_take_key(l, &k);
+    watch_drop(e, l);
+    dlock__etcd_rw_forget(e, l);
+    forget_release(l);
+    l->queued = 0;
+    dlock__etcd_remove_key(e, &k, deadline_of(e, deadline));
+    return DLOCK_OK;
+}
+
+/* DLOCK_OK if key still has create revision rev, else DLOCK_ELOST. */
+static int confirm(dlock__etcd_store *e, const char *key, int64_t rev, int64_t deadline)
+{
+    dlock__etcd_range q = {.key = key, .keys_only = 1};
+    dlock__etcd_range_result r;
+    int rc = dlock__etcd_kv_range(e->cli, &q, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    int ours = r.n_kvs == 1 && r.kvs[0].create_revision == rev;
+    dlock__etcd_range_result_free(&r);
+    return ours ? DLOCK_OK
+                : dlock__fail(DLOCK_ELOST, "%s: key %s is gone (deleted, or its lease ended)",
+                              e->base.label, key);
+}
+
+/* Confirms the hold; with a lease asked for (!at_least, or a lease of its
+ * own shorter than asked), moves the key to a lease of its own of that
+ * length. */
+static int etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
+                       int at_least, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    int rc;
+
+    (void) token;
+    deadline = deadline_of(e, deadline);
+    pthread_mutex_lock(&l->mu);
+    char *key = l->k.key != NULL ? strdup(l->k.key) : NULL;
+    int64_t rev = l->k.rev, own = l->k.own_lease;
+    pthread_mutex_unlock(&l->mu);
+    if (key == NULL)
+        return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label, kind_name(l),
+                           l->name);
+    if (at_least && own == 0) {
+        rc = confirm(e, key, rev, deadline); /* its session keeps it */
+    } else if (at_least) {
+        dlock__etcd_lease_ttl t = {0};
+        rc = dlock__etcd_lease_timetolive(e->cli, own, 0, deadline, &t);
+        if (rc == DLOCK_OK && t.ttl < 0)
+            rc = dlock__fail(DLOCK_ELOST, "%s: the lease of key %s ended", e->base.label, key);
+        else if (rc == DLOCK_OK && t.ttl * 1000 >= lease_ms)
+            rc = confirm(e, key, rev, deadline);
+        else if (rc == DLOCK_OK)
+            rc = to_own_lease(e, l, lease_ms, deadline);
+        dlock__etcd_lease_ttl_free(&t);
+    } else {
+        rc = to_own_lease(e, l, lease_ms, deadline);
+    }
+    free(key);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- renewal */
+
+static void note_error(char *error, size_t len)
+{
+    if (error[0] == '\0')
+        snprintf(error, len, "%s", dlock_errmsg());
+}
+
+static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_key *held = calloc(n, sizeof *held);
+    dlock__etcd_op *ops = calloc(n, sizeof *ops);
+    size_t *which = calloc(n, sizeof *which);
+    char error[300] = "";
+    int answered = 0, rc = DLOCK_OK;
+
+    deadline = deadline_of(e, deadline);
+    if (held == NULL || ops == NULL || which == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (dlock__etcd_has_pending(e))
+        dlock__etcd_retry_pending(e, deadline);
+
+    /* sessions: one keepalive round trip each */
+    for (size_t i = 0; i < n; i++) {
+        dlock__renewal *it = &items[i];
+        it->result = DLOCK__RENEW_FAILED;
+        if (it->kind != DLOCK__RENEW_SESSION)
+            continue;
+        dlock__etcd_session *es = dlock__session_data(it->session);
+        dlock__etcd_lease ka;
+        int krc = dlock__etcd_lease_keepalive(e->cli, es->lease, deadline, &ka);
+        if (krc == DLOCK_OK) {
+            answered = 1;
+            it->result = DLOCK__RENEW_OK;
+        } else if (krc == DLOCK_ELOST) {
+            answered = 1;
+            it->result = DLOCK__RENEW_GONE;
+            dlock__etcd_session_end(e, es, "etcd says the lease expired or was revoked");
+        } else {
+            note_error(error, sizeof error);
+        }
+    }
+
+    /* holds: keys on leases of their own are kept alive (or moved to a
+     * longer one), then every key is checked in one Txn per 128 */
+    size_t nops = 0;
+    for (size_t i = 0; i < n; i++) {
+        dlock__renewal *it = &items[i];
+        if (it->kind != DLOCK__RENEW_HOLD)
+            continue;
+        dlock__etcd_lock *l = ELOCK(it->lock);
+        pthread_mutex_lock(&l->mu);
+        if (l->k.key != NULL) {
+            held[i] = l->k;
+            held[i].key = strdup(l->k.key);
+            held[i].sess = NULL;
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (held[i].key == NULL) {
+            it->result = DLOCK__RENEW_GONE;
+            continue;
+        }
+        if (held[i].own_lease != 0 && it->session == NULL) {
+            int krc;
+            if (held[i].own_ttl_s * 1000 >= it->lease_ms) {
+                dlock__etcd_lease ka;
+                krc = dlock__etcd_lease_keepalive(e->cli, held[i].own_lease, deadline, &ka);
+            } else {
+                krc = to_own_lease(e, l, it->lease_ms, deadline);
+            }
+            if (krc == DLOCK_ELOST) {
+                answered = 1;
+                it->result = DLOCK__RENEW_GONE;
+                continue;
+            }
+            if (krc != DLOCK_OK) {
+                note_error(error, sizeof error);
+                continue;
+            }
+        }
+        ops[nops].type = DLOCK__ETCD_OP_RANGE;
+        ops[nops].range = (dlock__etcd_range){.key = held[i].key, .keys_only = 1};
+        which[nops++] = i;
+    }
+    for (size_t from = 0; from < nops; from += DLOCK__ETCD_MAX_TXN_OPS) {
+        size_t count =
+            nops - from < DLOCK__ETCD_MAX_TXN_OPS ? nops - from : DLOCK__ETCD_MAX_TXN_OPS;
+        dlock__etcd_txn t = {.success = ops + from, .n_success = count};
+        dlock__etcd_txn_result r;
+        if (dlock__etcd_kv_txn(e->cli, &t, deadline, &r) != DLOCK_OK) {
+            note_error(error, sizeof error);
+            continue;
+        }
+        answered = 1;
+        for (size_t j = 0; j < count && j < r.n_responses; j++) {
+            size_t i = which[from + j];
+            const dlock__etcd_range_result *got = &r.responses[j].range;
+            int ours = got->n_kvs == 1 && got->kvs[0].create_revision == held[i].rev;
+            items[i].result = ours ? DLOCK__RENEW_OK : DLOCK__RENEW_GONE;
+        }
+        dlock__etcd_txn_result_free(&r);
+    }
+    if (!answered && error[0] != '\0')
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s", error);
+out:
+    for (size_t i = 0; held != NULL && i < n; i++)
+        free(held[i].key);
+    free(held);
+    free(ops);
+    free(which);
+    return rc;
+}
+
+static void etcd_session_lost(dlock__store *s, dlock__session *session, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_session *es = dlock__session_data(session);
+
+    /* Revoke it now: etcd then deletes its keys at once, and nothing granted
+     * under it outlives the loss the core reported. If etcd cannot be
+     * reached, the lease runs out by itself (nobody keeps it alive), and
+     * the revoke is retried. */
+    int rc = dlock__etcd_lease_revoke(e->cli, es->lease, deadline_of(e, deadline));
+    if (rc != DLOCK_OK && rc != DLOCK_ELOST)
+        dlock__etcd_pend_revoke(e, es->lease);
+    dlock__etcd_session_end(e, es, "no keepalive reached etcd within the lease's TTL");
+}
+
+/* ---------------------------------------------------------------- operators */
+
+/* Every contender, oldest first. */
+static int contenders(dlock__etcd_store *e, const dlock__etcd_lock *l, int64_t deadline,
+                      dlock__etcd_range_result *out)
+{
+    dlock__etcd_range q = {.key = l->prefix,
+                           .range_end = l->prefix_end,
+                           .sort_order = DLOCK__ETCD_SORT_ASCEND,
+                           .sort_target = DLOCK__ETCD_SORT_BY_CREATE};
+    return dlock__etcd_kv_range(e->cli, &q, deadline, out);
+}
+
+static int is_writer(const dlock__etcd_lock *l, const dlock__etcd_kv *kv)
+{
+    return strncmp(kv->key, l->writers, strlen(l->writers)) == 0;
+}
+
+/* How many of the contenders (oldest first) hold the lock. */
+static size_t holders(const dlock__etcd_lock *l, const dlock__etcd_range_result *r, unsigned *used,
+                      unsigned *permits)
+{
+    size_t k = 0;
+    *used = 0;
+    *permits = 0;
+    switch (l->base.spec.kind) {
+    case DLOCK__READ:
+    case DLOCK__WRITE:
+        if (r->n_kvs > 0 && is_writer(l, &r->kvs[0]))
+            return 1;
+        while (k < r->n_kvs && !is_writer(l, &r->kvs[k]))
+            k++;
+        return k;
+    case DLOCK__SEMAPHORE:
+        for (; k < r->n_kvs; k++) {
+            unsigned take, n;
+            if (!parse_permits(&r->kvs[k], &take, &n))
+                break;
+            if (*permits == 0)
+                *permits = n;
+            if (n != *permits || *used + take > n)
+                break;
+            *used += take;
+        }
+        return k;
+    default:
+        return r->n_kvs > 0 ? 1 : 0;
+    }
+}
+
+static int etcd_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_range_result r;
+    unsigned used, permits;
+
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    deadline = deadline_of(e, deadline);
+    int rc = contenders(e, l, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    size_t n = holders(l, &r, &used, &permits);
+    for (size_t i = 0; i < n; i++) {
+        if ((uint64_t) r.kvs[i].create_revision > st->last_fence)
+            st->last_fence = (uint64_t) r.kvs[i].create_revision;
+    }
+    st->held = n > 0;
+    st->waiters = (unsigned) (r.n_kvs - n);
+    int rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
+    int exclusive =
+        n == 1 && l->base.spec.kind != DLOCK__SEMAPHORE && (!rw || is_writer(l, &r.kvs[0]));
+    if (exclusive) {
+        /* the holder's key names it: its lease id (and slot) */
+        st->holds = 1;
+        snprintf(st->owner, sizeof st->owner, "%s", r.kvs[0].key + strlen(l->prefix));
+        if (r.kvs[0].lease != 0) {
+            dlock__etcd_lease_ttl t = {0};
+            if (dlock__etcd_lease_timetolive(e->cli, r.kvs[0].lease, 0, deadline, &t) == DLOCK_OK &&
+                t.ttl >= 0)
+                st->lease_ms = t.ttl * 1000;
+            dlock__etcd_lease_ttl_free(&t);
+        }
+    } else {
+        st->shared = (unsigned) n;
+    }
+    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
+        st->permits_used = used;
+        st->permits = permits;
+    }
+    dlock__etcd_range_result_free(&r);
+    return DLOCK_OK;
+}
+
+static int etcd_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_range_result r;
+    unsigned used, permits;
+
+    deadline = deadline_of(e, deadline);
+    int rc = contenders(e, l, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    size_t n = holders(l, &r, &used, &permits);
+    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
+        int deleted;
+        /* only that holder's key: a new one of the same name is not it */
+        rc = dlock__etcd_delete_key(e, r.kvs[i].key, r.kvs[i].create_revision, deadline, &deleted);
+    }
+    dlock__etcd_range_result_free(&r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- locks */
+
+/* A name segment (between '/') ending in one of these would make another
+ * lock's keys (see the layout in docs/etcd.md). */
+static int reserved_segment(const char *name, const char **which)
+{
+    static const char *const suffixes[] = {RW_SUFFIX, SEM_SUFFIX};
+    const char *p = name;
+    while (*p != '\0') {
+        size_t n = strcspn(p, "/");
+        for (size_t i = 0; i < 2; i++) {
+            size_t m = strlen(suffixes[i]);
+            if (n >= m && strncmp(p + n - m, suffixes[i], m) == 0) {
+                *which = suffixes[i];
+                return 1;
+            }
+        }
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return 0;
+}
+
+static void elock_free(dlock__etcd_lock *l)
+{
+    if (l == NULL)
+        return;
+    free(l->name);
+    free(l->prefix);
+    free(l->prefix_end);
+    free(l->writers);
+    free(l->writers_end);
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->moving);
+    free(l);
+}
+
+static int etcd_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
+                         dlock__store_lock **out)
+{
+    const char *suffix = "";
+    dlock__etcd_lock *l;
+    int rc = DLOCK_OK;
+
+    (void) s;
+    *out = NULL;
+    if (reserved_segment(name, &suffix))
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock name '%s': on etcd no part of a name (between '/') may end in "
+                           "'%s' (the read-write locks' and semaphores' keys live there)",
+                           name, suffix);
+    l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->moving, NULL);
+    l->base.spec = *spec;
+    l->marker = "";
+    size_t n = strlen(name) + 32;
+    l->prefix = malloc(n);
+    l->name = strdup(name);
+    if (l->prefix == NULL || l->name == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto fail;
+    }
+    switch (spec->kind) {
+    case DLOCK__READ:
+    case DLOCK__WRITE:
+        snprintf(l->prefix, n, "%s%s/", name, RW_SUFFIX);
+        l->marker = spec->kind == DLOCK__READ ? "r-" : "w-";
+        l->writers = malloc(n);
+        if (l->writers != NULL)
+            snprintf(l->writers, n, "%sw-", l->prefix);
+        if (l->writers == NULL || (l->writers_end = dlock__etcd_prefix_end(l->writers)) == NULL)
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        break;
+    case DLOCK__SEMAPHORE:
+        snprintf(l->prefix, n, "%s%s/", name, SEM_SUFFIX);
+        l->value_len =
+            (size_t) snprintf(l->value, sizeof l->value, "%u/%u", spec->take, spec->permits);
+        break;
+    default:
+        snprintf(l->prefix, n, "%s/", name);
+        break;
+    }
+    if (rc == DLOCK_OK && (l->prefix_end = dlock__etcd_prefix_end(l->prefix)) == NULL)
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (rc != DLOCK_OK)
+        goto fail;
+    *out = &l->base;
+    return DLOCK_OK;
+fail:
+    elock_free(l);
+    return rc;
+}
+
+static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
+
+    dlock__etcd_take_key(l, &k);
+    watch_drop(e, l);
+    dlock__etcd_rw_forget(e, l);
+    forget_release(l);
+    dlock__etcd_remove_key(e, &k, dlock__now_us() + e->timeout_ms * 1000);
+    elock_free(l);
+}
+
+/* ---------------------------------------------------------------- the store */
+
+static void etcd_close(dlock__store *s)
+{
+    dlock__etcd_store *e = ESTORE(s);
+
+    if (e == NULL)
+        return;
+    int64_t deadline = dlock__now_us() + e->timeout_ms * 1000;
+    if (e->cli != NULL) {
+        dlock__etcd_retry_pending(e, deadline);
+        if (e->cur != NULL) {
+            /* its keys go at once, not a TTL later */
+            dlock__etcd_lease_revoke(e->cli, e->cur->lease, deadline);
+            dlock__etcd_session_end(e, e->cur, "the client closed");
+        }
+    }
+    dlock__etcd_session_unref(e->cur);
+    dlock__etcd_free(e->cli); /* stops the watch stream */
+    dlock__etcd_store_fini(e);
+    free((char *) e->base.label);
+    free(e);
+}
+
+/* "h1:p1,h2:p2" from the URL's hosts. */
+static int endpoints_of(const dlock__url *url, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    if (url->nhosts == 0)
+        return dlock__fail(DLOCK_EINVAL, "%s: want at least one host (etcd://host:port)",
+                           url->text);
+    for (size_t i = 0; i < url->nhosts; i++) {
+        const char *h = url->hosts[i].name;
+        int port = url->hosts[i].port ? url->hosts[i].port : 2379;
+        int n = snprintf(buf + used, len - used, strchr(h, ':') ? "%s[%s]:%d" : "%s%s:%d",
+                         i ? "," : "", h, port);
+        if (n < 0 || (size_t) n >= len - used)
+            return dlock__fail(DLOCK_EINVAL, "%s: host list too long", url->text);
+        used += (size_t) n;
+    }
+    return DLOCK_OK;
+}
+
+static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **out)
+{
+    dlock__etcd_store *e = calloc(1, sizeof *e);
+    char endpoints[1024];
+    int64_t connect_ms = DEFAULT_CONNECT_MS;
+    int rc;
+
+    *out = NULL;
+    if (e == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    dlock__etcd_store_init(e);
+    e->base.backend = &dlock__etcd_backend;
+    e->base.caps = dlock__etcd_backend.caps;
+    e->base.host = *host;
+    e->timeout_ms = host->cfg->command_timeout_ms;
+    e->ttl_s = ttl_of(host->cfg->lease_ms);
+    rc = endpoints_of(url, endpoints, sizeof endpoints);
+    if (rc == DLOCK_OK && url->path[0] != '\0')
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "%s: an etcd URL has no path (a lock's keys are its name: NAME/...)",
+                         url->text);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    if (rc == DLOCK_OK) {
+        dlock__etcd_config cfg = {.endpoints = endpoints,
+                                  .user = url->user,
+                                  .password = url->password,
+                                  .connect_timeout_ms = connect_ms,
+                                  .request_timeout_ms = e->timeout_ms};
+        rc = dlock__etcd_new(&cfg, &e->cli);
+    }
+    if (rc == DLOCK_OK && (e->base.label = strdup(dlock__etcd_label(e->cli))) == NULL)
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (rc != DLOCK_OK) {
+        etcd_close(&e->base);
+        return rc;
+    }
+    *out = &e->base;
+    return DLOCK_OK;
+}
+
+void dlock__etcd_store_stats_get(dlock__store *s, dlock__etcd_store_stats *out)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    out->wakeups = atomic_load(&e->stat_wakeups);
+    out->rounds = atomic_load(&e->stat_rounds);
+    out->sessions = atomic_load(&e->stat_sessions);
+    pthread_mutex_lock(&e->mu);
+    out->pending = e->npending;
+    pthread_mutex_unlock(&e->mu);
+}
+
+dlock__etcd *dlock__etcd_store_client(dlock__store *s)
+{
+    return ESTORE(s)->cli;
+}
+
+static const char *const schemes[] = {"etcd", NULL};
+
+const dlock__backend dlock__etcd_backend = {
+    .version = DLOCK__BACKEND_VERSION,
+    .name = "etcd",
+    .schemes = schemes,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_FORCE_UNLOCK |
+            DLOCK_CAP_QUERY | DLOCK_CAP_FAIR | DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE |
+            DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION,
+    .open = etcd_open,
+    .close = etcd_close,
+    .lock_new = etcd_lock_new,
+    .lock_free = etcd_lock_free,
+    .acquire = etcd_acquire,
+    .cancel = etcd_cancel,
+    .release = etcd_release,
+    .extend = etcd_extend,
+    .renew = etcd_renew,
+    .session_lost = etcd_session_lost,
+    .query = etcd_query,
+    .force_unlock = etcd_force_unlock,
+};

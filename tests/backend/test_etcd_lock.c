@@ -1,0 +1,1241 @@
+/* test_etcd_lock.c - the etcd backend (etcd://) against a real etcd 3.4:
+ * concurrency.Mutex's key layout and interop with `etcdctl lock` both ways,
+ * fences as create revisions, one wake-up per release, the guard against
+ * etcd issue 11456, sessions and holds lost behind the client's back, etcd
+ * killed and restarted, a frozen holder, a blackholed connection, fixed
+ * leases, the read-write lock and the semaphore layouts, and bad input. */
+#define _GNU_SOURCE
+#include "../support/harness.h"
+#include "backend/etcd/codec.h"
+#include "backend/etcd/etcd.h"
+#include "core/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static dt_server srv;
+
+/* ---------------------------------------------------------------- helpers */
+
+static dlock_client *client(const char *options)
+{
+    char url[256];
+    dlock_client *c = NULL;
+    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    return c;
+}
+
+static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+static dlock_status query(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_status st;
+    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
+    return st;
+}
+
+static dlock__etcd_store_stats stats(dlock_client *c)
+{
+    dlock__etcd_store_stats st;
+    dlock__etcd_store_stats_get(c->store, &st);
+    return st;
+}
+
+static dlock__etcd_stats wire_stats(dlock_client *c)
+{
+    dlock__etcd_stats st;
+    dlock__etcd_get_stats(dlock__etcd_store_client(c->store), &st);
+    return st;
+}
+
+/* A key as etcdctl shows it. */
+typedef struct kv {
+    char key[600];
+    int64_t create;
+    int64_t lease;
+    char value[64];
+    size_t value_len;
+} kv;
+
+static int64_t json_i64(json_object *o, const char *field)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, field, &v) ? json_object_get_int64(v) : 0;
+}
+
+static void b64_field(json_object *o, const char *field, char *out, size_t len, size_t *n)
+{
+    json_object *v;
+    out[0] = '\0';
+    if (n != NULL)
+        *n = 0;
+    if (!json_object_object_get_ex(o, field, &v))
+        return;
+    const char *text = json_object_get_string(v);
+    size_t tl = strlen(text);
+    CHECK(3 * (tl / 4) + 1 <= len);
+    long got = dlock__etcd_b64_decode(text, tl, out);
+    CHECK(got >= 0);
+    if (n != NULL)
+        *n = (size_t) got;
+}
+
+/* The keys under prefix, oldest first (by create revision). */
+static int keys_under(const char *prefix, kv *out, int max)
+{
+    const char *text =
+        dt_server_cli(&srv, "get --prefix '%s' -w json --order=ASCEND --sort-by=CREATE", prefix);
+    json_object *root = json_tokener_parse(text), *kvs;
+    int n = 0;
+    if (root == NULL)
+        dt_fail(__FILE__, __LINE__, "etcdctl get: not JSON: %s", text);
+    if (json_object_object_get_ex(root, "kvs", &kvs)) {
+        for (size_t i = 0; i < json_object_array_length(kvs) && n < max; i++, n++) {
+            json_object *o = json_object_array_get_idx(kvs, i);
+            b64_field(o, "key", out[n].key, sizeof out[n].key, NULL);
+            b64_field(o, "value", out[n].value, sizeof out[n].value, &out[n].value_len);
+            out[n].create = json_i64(o, "create_revision");
+            out[n].lease = json_i64(o, "lease");
+        }
+    }
+    json_object_put(root);
+    return n;
+}
+
+static int count_keys(const char *prefix)
+{
+    kv kvs[16];
+    return keys_under(prefix, kvs, 16);
+}
+
+/* The TTL etcd granted lease (hex), or -1 if it is gone. */
+static int granted_ttl(int64_t lease)
+{
+    const char *out = dt_server_cli(&srv, "lease timetolive %" PRIx64, (uint64_t) lease);
+    const char *at = strstr(out, "granted with TTL(");
+    return at != NULL ? atoi(at + 17) : -1;
+}
+
+static int lease_count(void)
+{
+    const char *out = dt_server_cli(&srv, "lease list");
+    int n = -1;
+    sscanf(out, "found %d leases", &n);
+    return n;
+}
+
+/* Loss reports. */
+typedef struct lost_box {
+    atomic_int lost;
+    char why[256];
+} lost_box;
+
+static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    lost_box *b = arg;
+    (void) l;
+    CHECK_INT(code, ==, DLOCK_ELOST);
+    snprintf(b->why, sizeof b->why, "%s", why);
+    atomic_store(&b->lost, 1);
+}
+
+/* An acquisition on a thread of its own. */
+typedef struct waiter {
+    pthread_t thread;
+    dlock_lock *lock;
+    int64_t wait_ms;
+    int64_t lease_ms; /* > 0: dlock_acquire_for */
+    atomic_int done;
+    int rc;
+    uint64_t fence;
+} waiter;
+
+static void *waiter_run(void *arg)
+{
+    waiter *w = arg;
+    w->rc = w->lease_ms > 0 ? dlock_acquire_for(w->lock, w->wait_ms, w->lease_ms)
+                            : dlock_acquire(w->lock, w->wait_ms);
+    w->fence = dlock_lock_fence(w->lock);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void wait_async(waiter *w, dlock_lock *l, int64_t wait_ms)
+{
+    memset(w, 0, sizeof *w);
+    w->lock = l;
+    w->wait_ms = wait_ms;
+    CHECK_INT(pthread_create(&w->thread, NULL, waiter_run, w), ==, 0);
+}
+
+static void join(waiter *w)
+{
+    pthread_join(w->thread, NULL);
+}
+
+/* Runs argv in a child with stdout to *out_fd (if not NULL); its pid. */
+static pid_t spawn(const char *const *argv, int *out_fd)
+{
+    int fds[2] = {-1, -1};
+    if (out_fd != NULL)
+        CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        if (out_fd != NULL) {
+            dup2(fds[1], 1);
+            close(fds[0]);
+            close(fds[1]);
+        }
+        execvp(argv[0], (char *const *) argv);
+        _exit(127);
+    }
+    if (out_fd != NULL) {
+        close(fds[1]);
+        *out_fd = fds[0];
+    }
+    return pid;
+}
+
+/* A line from fd within ms (without its newline); 0 if none came. */
+static int read_line(int fd, char *buf, size_t len, int ms)
+{
+    size_t used = 0;
+    int64_t until = dt_now_ms() + ms;
+    while (used + 1 < len) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int left = (int) (until - dt_now_ms());
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            return 0;
+        char ch;
+        if (read(fd, &ch, 1) != 1)
+            return 0;
+        if (ch == '\n')
+            break;
+        buf[used++] = ch;
+    }
+    buf[used] = '\0';
+    return 1;
+}
+
+static int exit_status(pid_t pid)
+{
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+static void read_file(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+}
+
+static const char *endpoint(void)
+{
+    static char ep[64];
+    snprintf(ep, sizeof ep, "127.0.0.1:%d", srv.port);
+    return ep;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+/* The key is concurrency.Mutex's: NAME/<session lease in hex>, empty, on
+ * the session lease (TTL: the URL's lease, rounded up to seconds); the
+ * fence is its create revision; a try that fails leaves nothing behind. */
+static void layout_and_try(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client("?lease=4500ms");
+    dlock_lock *l = lock_of(c, "job", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    kv kvs[4];
+    CHECK_INT(keys_under("job/", kvs, 4), ==, 1);
+    char want[64];
+    snprintf(want, sizeof want, "job/%" PRIx64, (uint64_t) kvs[0].lease);
+    CHECK(strcmp(kvs[0].key, want) == 0);
+    CHECK_INT(kvs[0].value_len, ==, 0);
+    CHECK_INT((int64_t) dlock_lock_fence(l), ==, kvs[0].create);
+    CHECK_INT(granted_ttl(kvs[0].lease), ==, 5);
+    uint64_t first = dlock_lock_fence(l);
+    /* re-entry: counted in the handle, the same key and fence */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(l), ==, 2);
+    CHECK_INT(dlock_lock_fence(l), ==, first);
+    CHECK_INT(count_keys("job/"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_keys("job/"), ==, 1);
+    CHECK(dlock_lock_remaining_ms(l) > 3000);
+
+    /* Tries from another client, plain and with a fixed lease: busy, and
+     * no key or lease of theirs stays. */
+    dlock_client *c2 = client(NULL);
+    dlock_lock *l2 = lock_of(c2, "job", 0);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    CHECK_INT(count_keys("job/"), ==, 1);
+    int leases = lease_count(); /* the two clients' sessions */
+    CHECK_INT(leases, ==, 2);
+    CHECK_RC(dlock_acquire_for(l2, 0, 3000), DLOCK_EBUSY);
+    CHECK_INT(count_keys("job/"), ==, 1);
+    CHECK_INT(lease_count(), ==, leases);
+
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_keys("job/"), ==, 0);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    CHECK(dlock_lock_fence(l2) > first);
+    CHECK_INT(keys_under("job/", kvs, 4), ==, 1);
+    CHECK_INT((int64_t) dlock_lock_fence(l2), ==, kvs[0].create);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    CHECK_RC(dlock_release(l2), DLOCK_ENOTOWNER);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    /* closing revoked the sessions: nothing of ours is left */
+    CHECK_INT(lease_count(), ==, 0);
+}
+
+/* Two handles of one client (one session lease) on one name exclude each
+ * other: the second takes the next slot, NAME/<hex>-1. */
+static void one_client_two_handles(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL);
+    dlock_lock *a = lock_of(c, "dup", 0), *b = lock_of(c, "dup", 0);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+    waiter w;
+    wait_async(&w, b, 10000);
+    DT_WAIT_UNTIL(query(c, "dup", 0).waiters == 1, 5000);
+    kv kvs[4];
+    CHECK_INT(keys_under("dup/", kvs, 4), ==, 2);
+    char want[sizeof kvs[0].key + 8];
+    snprintf(want, sizeof want, "%s-1", kvs[0].key);
+    CHECK(strcmp(kvs[1].key, want) == 0);
+    CHECK_INT(kvs[0].lease, ==, kvs[1].lease);
+    CHECK(!atomic_load(&w.done));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK((int64_t) w.fence == kvs[1].create);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- interop */
+
+/* dlock holds; `etcdctl lock` waits until dlock releases. */
+static void interop_etcdctl_waits(void)
+{
+    char file[256], cmd[300], got[128];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    snprintf(file, sizeof file, "%s/etcdctl-ran", srv.dir);
+    snprintf(cmd, sizeof cmd, "echo \"$ETCD_LOCK_KEY\" > %s", file);
+    dlock_client *c = client(NULL);
+    dlock_lock *l = lock_of(c, "shared", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    const char *argv[] = {"etcdctl", "--endpoints", endpoint(), "lock", "shared",
+                          "--",      "sh",          "-c",       cmd,    NULL};
+    pid_t pid = spawn(argv, NULL);
+    DT_WAIT_UNTIL(query(c, "shared", 0).waiters == 1, 10000);
+    CHECK(!file_exists(file)); /* queued behind us, not running */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    DT_WAIT_UNTIL(file_exists(file), 10000);
+    CHECK_INT(exit_status(pid), ==, 0);
+    read_file(file, got, sizeof got);
+    CHECK(strncmp(got, "shared/", 7) == 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* `etcdctl lock` holds; `dlock run` waits until it lets go. */
+static void interop_dlock_run_waits(void)
+{
+    char file[256], cmd[300], line[256], url[200];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    snprintf(file, sizeof file, "%s/dlock-ran", srv.dir);
+    snprintf(cmd, sizeof cmd, "echo \"$DLOCK_FENCE\" > %s", file);
+    snprintf(url, sizeof url, "%s", srv.url);
+    const char *holder[] = {"etcdctl", "--endpoints", endpoint(), "lock", "shared", NULL};
+    int out;
+    pid_t etcdctl = spawn(holder, &out);
+    CHECK(read_line(out, line, sizeof line, 10000));
+    CHECK(strncmp(line, "shared/", 7) == 0);
+    kv kvs[4];
+    CHECK_INT(keys_under("shared/", kvs, 4), ==, 1);
+    CHECK(strcmp(kvs[0].key, line) == 0);
+
+    const char *run[] = {dt_bin("dlock"), "run", "-u", url,  "-w", "30",
+                         "shared",        "--",  "sh", "-c", cmd,  NULL};
+    pid_t dlock = spawn(run, NULL);
+    dlock_client *c = client(NULL);
+    DT_WAIT_UNTIL(query(c, "shared", 0).waiters == 1, 10000);
+    CHECK(!file_exists(file));
+    kill(etcdctl, SIGTERM); /* etcdctl deletes its key and exits */
+    exit_status(etcdctl);
+    close(out);
+    DT_WAIT_UNTIL(file_exists(file), 10000);
+    CHECK_INT(exit_status(dlock), ==, 0);
+    char fence[64];
+    read_file(file, fence, sizeof fence);
+    CHECK(strtoll(fence, NULL, 10) > kvs[0].create);
+    CHECK_INT(count_keys("shared/"), ==, 0);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- fences */
+
+/* Processes and threads (two handles per client) take one lock in turns:
+ * never two at once, and every holder's fence is above the last one's. */
+typedef struct fence_log {
+    atomic_int inside;
+    atomic_int bad;
+    _Atomic int64_t last;
+    atomic_int turns;
+} fence_log;
+
+typedef struct turn_arg {
+    dlock_lock *lock;
+    fence_log *log;
+    int cycles;
+} turn_arg;
+
+static void *take_turns(void *arg)
+{
+    turn_arg *t = arg;
+    for (int i = 0; i < t->cycles; i++) {
+        if (dlock_acquire(t->lock, 20000) != DLOCK_OK) {
+            atomic_fetch_add(&t->log->bad, 1);
+            continue;
+        }
+        int64_t fence = (int64_t) dlock_lock_fence(t->lock);
+        if (atomic_fetch_add(&t->log->inside, 1) != 0)
+            atomic_fetch_add(&t->log->bad, 1);
+        if (fence <= atomic_load(&t->log->last))
+            atomic_fetch_add(&t->log->bad, 1);
+        atomic_store(&t->log->last, fence);
+        atomic_fetch_add(&t->log->turns, 1);
+        atomic_fetch_sub(&t->log->inside, 1);
+        if (dlock_release(t->lock) != DLOCK_OK)
+            atomic_fetch_add(&t->log->bad, 1);
+    }
+    return NULL;
+}
+
+static void fences_increase(void)
+{
+    enum { PROCS = 3, THREADS = 2, CYCLES = 12 };
+    fence_log *log =
+        mmap(NULL, sizeof *log, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(log != MAP_FAILED);
+    dt_server_start(&srv, "etcd", 0, NULL);
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        CHECK(pids[p] >= 0);
+        if (pids[p] != 0)
+            continue;
+        dlock_client *c = client(NULL);
+        pthread_t th[THREADS];
+        turn_arg args[THREADS];
+        for (int t = 0; t < THREADS; t++) {
+            args[t] = (turn_arg){.lock = lock_of(c, "fenced", 0), .log = log, .cycles = CYCLES};
+            CHECK_INT(pthread_create(&th[t], NULL, take_turns, &args[t]), ==, 0);
+        }
+        for (int t = 0; t < THREADS; t++) {
+            pthread_join(th[t], NULL);
+            dlock_lock_free(args[t].lock);
+        }
+        dlock_client_close(c);
+        _exit(0);
+    }
+    for (int p = 0; p < PROCS; p++)
+        CHECK_INT(exit_status(pids[p]), ==, 0);
+    CHECK_INT(atomic_load(&log->bad), ==, 0);
+    CHECK_INT(atomic_load(&log->turns), ==, PROCS * THREADS * CYCLES);
+    CHECK_INT(count_keys("fenced/"), ==, 0);
+}
+
+/* ---------------------------------------------------------------- waking */
+
+/* Waiters queue in order, and each release wakes exactly the next one:
+ * one watch event and one round trip per hand-over, whatever the number
+ * of waiters; one watch stream for the whole client. */
+typedef struct relay {
+    waiter w;
+    atomic_int release; /* told to let go */
+    int order;          /* when it got the lock (1 = first) */
+} relay;
+
+static atomic_int relay_turn;
+
+static void *relay_run(void *arg)
+{
+    relay *r = arg;
+    r->w.rc = dlock_acquire(r->w.lock, 30000);
+    r->order = atomic_fetch_add(&relay_turn, 1) + 1;
+    atomic_store(&r->w.done, 1);
+    while (!atomic_load(&r->release))
+        dt_sleep_ms(2);
+    if (r->w.rc == DLOCK_OK)
+        r->w.rc = dlock_release(r->w.lock);
+    return NULL;
+}
+
+static void one_wakeup_per_release(void)
+{
+    enum { N = 6 };
+    relay rs[N];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL);
+    dlock_lock *holder = lock_of(c, "hot", 0);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        memset(&rs[i], 0, sizeof rs[i]);
+        rs[i].w.lock = lock_of(c, "hot", 0);
+        CHECK_INT(pthread_create(&rs[i].w.thread, NULL, relay_run, &rs[i]), ==, 0);
+        DT_WAIT_UNTIL(query(c, "hot", 0).waiters == (unsigned) i + 1, 5000);
+    }
+    dlock__etcd_store_stats before = stats(c);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        DT_WAIT_UNTIL(atomic_load(&rs[i].w.done), 10000);
+        CHECK_RC(rs[i].w.rc, DLOCK_OK);
+        CHECK_INT(rs[i].order, ==, i + 1);
+        dlock__etcd_store_stats now = stats(c);
+        CHECK_INT(now.wakeups - before.wakeups, ==, 1);
+        CHECK_INT(now.rounds - before.rounds, ==, 1);
+        for (int j = i + 1; j < N; j++)
+            CHECK(!atomic_load(&rs[j].w.done));
+        before = now;
+        atomic_store(&rs[i].release, 1);
+        join(&rs[i].w);
+        CHECK_RC(rs[i].w.rc, DLOCK_OK);
+    }
+    CHECK_INT(wire_stats(c).streams_opened, ==, 1);
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(rs[i].w.lock);
+    dlock_lock_free(holder);
+    dlock_client_close(c);
+}
+
+/* A waiter cancelled leaves the queue: its key goes. */
+static void cancel_leaves(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *a = lock_of(c, "cancel", 0), *b = lock_of(c2, "cancel", 0);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    waiter w;
+    wait_async(&w, b, DLOCK_WAIT_FOREVER);
+    DT_WAIT_UNTIL(count_keys("cancel/") == 2, 5000);
+    CHECK_RC(dlock_cancel(b), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_ECANCELED);
+    CHECK_INT(count_keys("cancel/"), ==, 1);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- 11456 */
+
+/* A waiter whose lease ends while it waits is not granted when the holder
+ * lets go (etcd 3.4's own Mutex would grant it: issue 11456): the one
+ * behind it is, and it queues again at the back. */
+static void lease_gone_while_waiting(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *ca = client(NULL), *cb = client("?lease=3s"), *cc = client(NULL);
+    dlock_lock *a = lock_of(ca, "g", 0), *b = lock_of(cb, "g", 0), *cl = lock_of(cc, "g", 0);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    waiter wb, wc;
+    wait_async(&wb, b, 30000);
+    DT_WAIT_UNTIL(count_keys("g/") == 2, 5000);
+    wait_async(&wc, cl, 30000);
+    DT_WAIT_UNTIL(count_keys("g/") == 3, 5000);
+    kv kvs[4];
+    CHECK_INT(keys_under("g/", kvs, 4), ==, 3);
+    int64_t b_lease = kvs[1].lease;
+    dt_server_cli(&srv, "lease revoke %" PRIx64, (uint64_t) b_lease);
+    /* b finds out (its keepalive fails) and queues again, behind c */
+    DT_WAIT_UNTIL(
+        keys_under("g/", kvs, 4) == 3 && kvs[2].lease != b_lease && kvs[1].lease != b_lease, 10000);
+    int64_t c_rev = kvs[1].create;
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&wc.done), 10000);
+    join(&wc);
+    CHECK_RC(wc.rc, DLOCK_OK);
+    CHECK_INT((int64_t) wc.fence, ==, c_rev);
+    CHECK(!atomic_load(&wb.done));
+    CHECK_INT(query(ca, "g", 0).waiters, ==, 1);
+    CHECK_RC(dlock_release(cl), DLOCK_OK);
+    join(&wb);
+    CHECK_RC(wb.rc, DLOCK_OK);
+    CHECK(wb.fence > wc.fence);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(cl);
+    dlock_client_close(ca);
+    dlock_client_close(cb);
+    dlock_client_close(cc);
+}
+
+/* ---------------------------------------------------------------- losses */
+
+/* The session lease revoked behind the client's back: the hold is
+ * reported lost; the next acquisition starts a new session. */
+static void session_revoked(void)
+{
+    lost_box box = {0};
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client("?lease=3s");
+    dlock_lock *l = lock_of(c, "rv", 0);
+    dlock_lock_on_lost(l, on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t first = dlock_lock_fence(l);
+    kv kvs[2];
+    CHECK_INT(keys_under("rv/", kvs, 2), ==, 1);
+    dt_server_cli(&srv, "lease revoke %" PRIx64, (uint64_t) kvs[0].lease);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 5000);
+    CHECK(strstr(box.why, "lease") != NULL);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK(dlock_lock_fence(l) > first);
+    CHECK_INT(keys_under("rv/", kvs, 2), ==, 1);
+    CHECK(kvs[0].lease != 0 && granted_ttl(kvs[0].lease) == 3);
+    CHECK_INT(stats(c).sessions, ==, 2);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* An operator deletes the holder's key: the holder is told at its next
+ * check (a third of the lease). */
+static void key_deleted(void)
+{
+    lost_box box = {0};
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client("?lease=3s");
+    dlock_lock *l = lock_of(c, "kd", 0);
+    dlock_lock_on_lost(l, on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    kv kvs[2];
+    CHECK_INT(keys_under("kd/", kvs, 2), ==, 1);
+    dt_server_cli(&srv, "del '%s'", kvs[0].key);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 4000);
+    CHECK(strstr(box.why, "removed") != NULL);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* dlock_force_unlock deletes the holder's key: the next waiter gets the
+ * lock, the holder is told. dlock_query names the holder and its fence. */
+static void query_and_force_unlock(void)
+{
+    lost_box box = {0};
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *ca = client("?lease=3s"), *cb = client(NULL);
+    dlock_lock *a = lock_of(ca, "fu", 0), *b = lock_of(cb, "fu", 0);
+    dlock_lock_on_lost(a, on_lost, &box);
+    dlock_status st = query(cb, "fu", 0);
+    CHECK(!st.held);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    waiter w;
+    wait_async(&w, b, 20000);
+    DT_WAIT_UNTIL(query(cb, "fu", 0).waiters == 1, 5000);
+    kv kvs[2];
+    CHECK_INT(keys_under("fu/", kvs, 2), ==, 2);
+    st = query(cb, "fu", 0);
+    CHECK(st.held);
+    CHECK_INT(st.holds, ==, 1);
+    CHECK_INT(st.last_fence, ==, dlock_lock_fence(a));
+    CHECK(strcmp(st.owner, kvs[0].key + 3) == 0);
+    CHECK(st.lease_ms > 0 && st.lease_ms <= 3000);
+    CHECK_RC(dlock_force_unlock(cb, "fu", 0), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(w.fence > dlock_lock_fence(a));
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 4000);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    CHECK_RC(dlock_force_unlock(cb, "fu", 0), DLOCK_OK); /* free: fine */
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(ca);
+    dlock_client_close(cb);
+}
+
+/* ---------------------------------------------------------------- faults */
+
+/* etcd killed and back within the lease: holds and waits survive. */
+static void restart_within_lease(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *ca = client("?lease=8s&timeout=1s"), *cb = client("?lease=8s&timeout=1s");
+    dlock_lock *a = lock_of(ca, "rs", 0), *b = lock_of(cb, "rs", 0);
+    lost_box box = {0};
+    dlock_lock_on_lost(a, on_lost, &box);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    waiter w;
+    wait_async(&w, b, 60000);
+    DT_WAIT_UNTIL(count_keys("rs/") == 2, 5000);
+    dt_server_kill(&srv);
+    dt_server_start_again(&srv, 0);
+    CHECK_INT(count_keys("rs/"), ==, 2);
+    CHECK_RC(dlock_lock_check(a), DLOCK_OK);
+    CHECK(!atomic_load(&w.done));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(w.fence > dlock_lock_fence(a));
+    CHECK(!atomic_load(&box.lost));
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(ca);
+    dlock_client_close(cb);
+}
+
+/* etcd down longer than the lease: the holder is told, and the waiter gets
+ * the lock once etcd is back and the old lease has ended, with a larger
+ * fence. */
+static void outage_longer_than_lease(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *ca = client("?lease=2s&timeout=500ms"), *cb = client("?lease=2s&timeout=500ms");
+    dlock_lock *a = lock_of(ca, "out", 0), *b = lock_of(cb, "out", 0);
+    lost_box box = {0};
+    dlock_lock_on_lost(a, on_lost, &box);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    waiter w;
+    wait_async(&w, b, 60000);
+    DT_WAIT_UNTIL(count_keys("out/") == 2, 5000);
+    dt_server_kill(&srv);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 5000);
+    CHECK(!atomic_load(&w.done));
+    dt_server_start_again(&srv, 0);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(w.fence > dlock_lock_fence(a));
+    CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(ca);
+    dlock_client_close(cb);
+}
+
+/* A holder frozen (SIGSTOP) past its lease: another client gets the lock
+ * with a larger fence; the first, resumed, is told it lost it. */
+static void frozen_holder(void)
+{
+    int up[2];
+    CHECK_INT(pipe(up), ==, 0);
+    dt_server_start(&srv, "etcd", 0, NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        lost_box box = {0};
+        char line[64];
+        dlock_client *c = client("?lease=1s");
+        dlock_lock *l = lock_of(c, "frozen", 0);
+        dlock_lock_on_lost(l, on_lost, &box);
+        if (dlock_acquire(l, 0) != DLOCK_OK)
+            _exit(2);
+        int n = snprintf(line, sizeof line, "%" PRIu64 "\n", dlock_lock_fence(l));
+        if (write(up[1], line, (size_t) n) != n)
+            _exit(3);
+        while (!atomic_load(&box.lost))
+            dt_sleep_ms(5);
+        n = snprintf(line, sizeof line, "lost %d\n", dlock_lock_check(l));
+        if (write(up[1], line, (size_t) n) != n)
+            _exit(3);
+        _exit(0);
+    }
+    close(up[1]);
+    char line[64];
+    CHECK(read_line(up[0], line, sizeof line, 10000));
+    uint64_t first = strtoull(line, NULL, 10);
+    kill(child, SIGSTOP);
+    CHECK(dt_wait_stopped(child));
+    dlock_client *c = client(NULL);
+    dlock_lock *l = lock_of(c, "frozen", 0);
+    CHECK_RC(dlock_acquire(l, 20000), DLOCK_OK);
+    CHECK(dlock_lock_fence(l) > first);
+    kill(child, SIGCONT);
+    CHECK(read_line(up[0], line, sizeof line, 10000));
+    char want[32];
+    snprintf(want, sizeof want, "lost %d", DLOCK_ELOST);
+    CHECK(strcmp(line, want) == 0);
+    CHECK_INT(exit_status(child), ==, 0);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A holder whose connection goes silent (blackholed): it is told within
+ * its lease; a client that can reach etcd then gets the lock with a larger
+ * fence; healed, the first one can take it again. */
+static void blackholed_holder(void)
+{
+    dt_proxy p;
+    char url[200];
+    lost_box box = {0};
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
+    strcat(url, "?lease=2s&timeout=500ms");
+    dlock_client *cp = NULL;
+    CHECK_RC(dlock_client_open(url, &cp), DLOCK_OK);
+    dlock_client *cd = client(NULL);
+    dlock_lock *a = lock_of(cp, "bh", 0), *b = lock_of(cd, "bh", 0);
+    dlock_lock_on_lost(a, on_lost, &box);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    dt_proxy_set(&p, -1, DT_BLACKHOLE);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 5000);
+    CHECK_RC(dlock_acquire(b, 20000), DLOCK_OK);
+    CHECK(dlock_lock_fence(b) > dlock_lock_fence(a));
+    dt_proxy_set(&p, -1, DT_PASS);
+    CHECK_RC(dlock_lock_check(a), DLOCK_ELOST);
+    CHECK_RC(dlock_release(a), DLOCK_ELOST); /* reported, and cleared */
+    waiter w;
+    wait_async(&w, a, 20000);
+    DT_WAIT_UNTIL(query(cd, "bh", 0).waiters == 1, 10000);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(w.fence > dlock_lock_fence(b));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(cp);
+    dlock_client_close(cd);
+    dt_proxy_stop(&p);
+}
+
+/* A waiter's connections cut (reset) and back: its watch stream comes
+ * back, it keeps its place, and the release still wakes it. */
+static void cut_waiter(void)
+{
+    dt_proxy p;
+    char url[200];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
+    strcat(url, "?lease=6s&timeout=1s");
+    dlock_client *cw = NULL;
+    CHECK_RC(dlock_client_open(url, &cw), DLOCK_OK);
+    dlock_client *ch = client(NULL);
+    dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    waiter wt;
+    wait_async(&wt, w, 30000);
+    DT_WAIT_UNTIL(query(ch, "cut", 0).waiters == 1, 5000);
+    kv before[2];
+    CHECK_INT(keys_under("cut/", before, 2), ==, 2);
+    dt_proxy_set(&p, -1, DT_CUT);
+    DT_WAIT_UNTIL(dt_proxy_connections(&p, -1) == 0, 5000);
+    dt_proxy_set(&p, -1, DT_PASS);
+    /* back on a new stream: the waiter's watch is created again */
+    DT_WAIT_UNTIL(wire_stats(cw).streams_opened >= 2, 5000);
+    kv after[2];
+    CHECK_INT(keys_under("cut/", after, 2), ==, 2);
+    CHECK_INT(after[1].create, ==, before[1].create); /* same place */
+    CHECK(!atomic_load(&wt.done));
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    join(&wt);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    CHECK_INT((int64_t) wt.fence, ==, before[1].create);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_client_close(cw);
+    dlock_client_close(ch);
+    dt_proxy_stop(&p);
+}
+
+/* A release etcd does not answer: EUNREACHABLE (not a false OK), the key
+ * is deleted in the background once etcd is back, and a second release
+ * says it is done. */
+static void release_unconfirmed(void)
+{
+    dt_proxy p;
+    char url[200];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
+    strcat(url, "?lease=6s&timeout=300ms");
+    dlock_client *c = NULL;
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = lock_of(c, "ru", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_proxy_set(&p, -1, DT_BLACKHOLE);
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "background") != NULL);
+    CHECK_INT(count_keys("ru/"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE); /* still away */
+    dt_proxy_set(&p, -1, DT_PASS);
+    DT_WAIT_UNTIL(count_keys("ru/") == 0, 5000); /* the renewal thread retried it */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_ENOTOWNER);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_proxy_stop(&p);
+}
+
+/* ---------------------------------------------------------------- fixed leases */
+
+/* dlock_acquire_for: the key is on a lease of its own (whole seconds,
+ * rounded up), not kept alive: it runs out, the holder is told, the next
+ * one gets a larger fence. dlock_extend moves the key to a new lease and
+ * keeps its create revision (the fence); dlock_keepalive keeps it alive. */
+static void fixed_lease(void)
+{
+    lost_box box = {0};
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *l = lock_of(c, "fx", 0), *l2 = lock_of(c2, "fx", 0);
+    dlock_lock_on_lost(l, on_lost, &box);
+    CHECK_RC(dlock_acquire_for(l, 0, 1500), DLOCK_OK);
+    kv kvs[2];
+    CHECK_INT(keys_under("fx/", kvs, 2), ==, 1);
+    CHECK_INT(granted_ttl(kvs[0].lease), ==, 2);
+    CHECK_INT((int64_t) dlock_lock_fence(l), ==, kvs[0].create);
+    CHECK_INT(lease_count(), ==, 1); /* no session needed */
+    CHECK_RC(dlock_acquire(l2, 10000), DLOCK_OK);
+    CHECK(atomic_load(&box.lost));
+    CHECK(dlock_lock_fence(l2) > dlock_lock_fence(l));
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+
+    /* extend: same key, same create revision, a new lease */
+    CHECK_RC(dlock_acquire_for(l, 0, 2000), DLOCK_ELOST); /* the loss, reported once */
+    CHECK_RC(dlock_acquire_for(l, 0, 2000), DLOCK_OK);
+    CHECK_INT(keys_under("fx/", kvs, 2), ==, 1);
+    int64_t rev = kvs[0].create, lease = kvs[0].lease;
+    CHECK_RC(dlock_extend(l, 5000), DLOCK_OK);
+    CHECK_INT(keys_under("fx/", kvs, 2), ==, 1);
+    CHECK_INT(kvs[0].create, ==, rev);
+    CHECK(kvs[0].lease != lease);
+    CHECK_INT(granted_ttl(kvs[0].lease), ==, 5);
+    CHECK_INT(granted_ttl(lease), ==, -1); /* the old one was revoked */
+    CHECK(dlock_lock_remaining_ms(l) > 3000);
+    /* keepalive: renewed from now on, past its 5 s */
+    CHECK_RC(dlock_keepalive(l), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l2, 7000), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK_INT(keys_under("fx/", kvs, 2), ==, 1);
+    CHECK_INT(kvs[0].create, ==, rev);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_keys("fx/"), ==, 0);
+
+    /* a waiter with a fixed lease waits on its session and gets a lease of
+     * its own when granted */
+    CHECK_RC(dlock_acquire(l2, 0), DLOCK_OK);
+    waiter w;
+    memset(&w, 0, sizeof w);
+    w.lock = l;
+    w.wait_ms = 10000;
+    w.lease_ms = 3000;
+    CHECK_INT(pthread_create(&w.thread, NULL, waiter_run, &w), ==, 0);
+    DT_WAIT_UNTIL(count_keys("fx/") == 2, 5000);
+    CHECK_INT(keys_under("fx/", kvs, 2), ==, 2);
+    int64_t session_lease = kvs[1].lease;
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_INT(keys_under("fx/", kvs, 2), ==, 1);
+    CHECK(kvs[0].lease != session_lease);
+    CHECK_INT(granted_ttl(kvs[0].lease), ==, 3);
+    CHECK_INT((int64_t) w.fence, ==, kvs[0].create);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- kinds */
+
+/* Read-write: readers share, a writer is alone, a reader behind a waiting
+ * writer waits (writers are not starved), a downgrade, and EDEADLK. */
+static void read_write(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *r1 = lock_of(c, "rw", DLOCK_READ), *r2 = lock_of(c2, "rw", DLOCK_READ);
+    dlock_lock *w1 = lock_of(c2, "rw", DLOCK_WRITE), *r3 = lock_of(c, "rw", DLOCK_READ);
+    dlock_lock *mx = lock_of(c, "rw", 0);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(mx, 0), DLOCK_OK); /* the mutex rw is another lock */
+    CHECK_RC(dlock_release(mx), DLOCK_OK);
+    dlock_status st = query(c, "rw", DLOCK_READ);
+    CHECK(st.held);
+    CHECK_INT(st.shared, ==, 2);
+    kv kvs[4];
+    CHECK_INT(keys_under("rw.rwlock/", kvs, 4), ==, 2);
+    CHECK(strncmp(kvs[0].key, "rw.rwlock/r-", 12) == 0);
+    CHECK_RC(dlock_try_acquire(w1), DLOCK_EBUSY);
+    CHECK_INT(count_keys("rw.rwlock/"), ==, 2);
+    waiter ww, wr;
+    wait_async(&ww, w1, 20000);
+    DT_WAIT_UNTIL(query(c, "rw", DLOCK_READ).waiters == 1, 5000);
+    wait_async(&wr, r3, 20000); /* behind the writer */
+    DT_WAIT_UNTIL(query(c, "rw", DLOCK_READ).waiters == 2, 5000);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_INT(query(c, "rw", DLOCK_READ).shared, ==, 1);
+    CHECK(!atomic_load(&ww.done));
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    join(&ww);
+    CHECK_RC(ww.rc, DLOCK_OK);
+    st = query(c, "rw", DLOCK_WRITE);
+    CHECK(st.held);
+    CHECK_INT(st.holds, ==, 1);
+    CHECK(!atomic_load(&wr.done));
+    /* downgrade: the writer's owner takes the read lock, then lets the
+     * write lock go */
+    dlock_lock *down = NULL;
+    CHECK_RC(dlock_lock_dup(w1, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_acquire(down, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(w1), DLOCK_OK);
+    join(&wr);
+    CHECK_RC(wr.rc, DLOCK_OK);
+    CHECK(wr.fence > ww.fence);
+    CHECK_INT(query(c, "rw", DLOCK_READ).shared, ==, 2);
+    /* a reader asking to write would wait for itself */
+    dlock_lock *up = NULL;
+    CHECK_RC(dlock_lock_dup(down, DLOCK_WRITE, &up), DLOCK_OK);
+    CHECK_RC(dlock_acquire(up, 1000), DLOCK_EDEADLK);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    CHECK_RC(dlock_release(r3), DLOCK_OK);
+    CHECK_INT(count_keys("rw.rwlock/"), ==, 0);
+    dlock_lock *bad = NULL;
+    CHECK_RC(dlock_lock_open(c, "x.rwlock", 0, &bad), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), ".rwlock") != NULL);
+    CHECK_RC(dlock_lock_open(c, "a/b.semaphore/c", DLOCK_READ, &bad), DLOCK_EINVAL);
+    dlock_lock_free(up);
+    dlock_lock_free(down);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(r3);
+    dlock_lock_free(w1);
+    dlock_lock_free(mx);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* Semaphore of 3: takes of 2 and 1 fit, a third of 2 waits and is not
+ * overtaken by a later take of 1; all or nothing; another number of
+ * permits is refused while in use. */
+static void semaphore(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *a = NULL, *b = NULL, *big = NULL, *small = NULL, *other = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "pool", 3, 2, &a), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, "pool", 3, 1, &b), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, "pool", 3, 2, &big), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c, "pool", 3, 1, &small), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c, "pool", 4, 1, &other), DLOCK_OK);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(b, 0), DLOCK_OK);
+    dlock_status st = query(c, "pool", DLOCK_SEMAPHORE);
+    CHECK_INT(st.permits_used, ==, 3);
+    CHECK_INT(st.permits, ==, 3);
+    CHECK_INT(st.shared, ==, 2);
+    kv kvs[8];
+    CHECK_INT(keys_under("pool.semaphore/", kvs, 8), ==, 2);
+    CHECK(strcmp(kvs[0].value, "2/3") == 0);
+    CHECK_RC(dlock_try_acquire(small), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(other, 0), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "3 permits") != NULL);
+    CHECK_INT(count_keys("pool.semaphore/"), ==, 2);
+    waiter wbig, wsmall;
+    wait_async(&wbig, big, 20000);
+    DT_WAIT_UNTIL(query(c, "pool", DLOCK_SEMAPHORE).waiters == 1, 5000);
+    wait_async(&wsmall, small, 20000);
+    DT_WAIT_UNTIL(query(c, "pool", DLOCK_SEMAPHORE).waiters == 2, 5000);
+    CHECK_RC(dlock_release(b), DLOCK_OK); /* 1 free: not enough for big, small stays behind */
+    DT_WAIT_UNTIL(query(c, "pool", DLOCK_SEMAPHORE).shared == 1, 5000);
+    CHECK(!atomic_load(&wbig.done));
+    CHECK(!atomic_load(&wsmall.done));
+    CHECK_RC(dlock_release(a), DLOCK_OK); /* now both go in: 2 + 1 */
+    join(&wbig);
+    join(&wsmall);
+    CHECK_RC(wbig.rc, DLOCK_OK);
+    CHECK_RC(wsmall.rc, DLOCK_OK);
+    CHECK(wsmall.fence > wbig.fence);
+    st = query(c, "pool", DLOCK_SEMAPHORE);
+    CHECK_INT(st.permits_used, ==, 3);
+    CHECK_RC(dlock_release(big), DLOCK_OK);
+    CHECK_RC(dlock_release(small), DLOCK_OK);
+    CHECK_RC(dlock_acquire(other, 0), DLOCK_OK); /* idle: any number goes */
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(big);
+    dlock_lock_free(small);
+    dlock_lock_free(other);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A multi-lock takes its members one by one, each a Mutex key. */
+static void multi_lock(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL);
+    const char *names[] = {"m2", "m1"};
+    dlock_lock *m = NULL;
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    CHECK_INT(count_keys("m1/"), ==, 1);
+    CHECK_INT(count_keys("m2/"), ==, 1);
+    CHECK(dlock_lock_fence(dlock_lock_member(m, 1)) > dlock_lock_fence(dlock_lock_member(m, 0)));
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    CHECK_INT(count_keys("m1/") + count_keys("m2/"), ==, 0);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+static void bad_input(void)
+{
+    dlock_client *c = NULL;
+    char url[200];
+    const char *bad[] = {
+        "etcd://",
+        "etcd://127.0.0.1:2379/some/path",
+        "etcd://127.0.0.1:99999",
+        "etcd://127.0.0.1:2379?nonsense=1",
+        "etcd://127.0.0.1:2379?connect_timeout=soon",
+        "etcd://127.0.0.1:2379?lease=-1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_RC(dlock_client_open(bad[i], &c), DLOCK_EINVAL);
+        CHECK(c == NULL);
+        CHECK(dlock_errmsg()[0] != '\0');
+    }
+
+    /* nobody listening: unreachable, promptly */
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d?connect_timeout=300ms&timeout=1s",
+             dt_free_port());
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_SESSION);
+    CHECK(strcmp(dlock_client_store(c), "etcd") == 0);
+    dlock_lock *l = lock_of(c, "x", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_EUNREACHABLE);
+    CHECK(dt_now_ms() - t0 < 3000);
+    CHECK(strstr(dlock_errmsg(), "127.0.0.1") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* names the layout cannot take, and names the core refuses */
+    dt_server_start(&srv, "etcd", 0, NULL);
+    c = client(NULL);
+    CHECK_RC(dlock_lock_open(c, "", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_open(c, "jobs.rwlock/x", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_open(c, "q.semaphore", 0, &l), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_open(c, "tab\there", 0, &l), DLOCK_EINVAL);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "x.semaphore", DLOCK_SEMAPHORE, &st), DLOCK_EINVAL);
+    CHECK_RC(dlock_lock_open(c, "/locks/job", 0, &l), DLOCK_OK); /* as etcdctl users name them */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(count_keys("/locks/job/"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* wrong credentials, none, then the right ones */
+    dt_server_cli(&srv, "user add root:s3cret 2>&1");
+    dt_server_cli(&srv, "user grant-role root root 2>&1");
+    CHECK(strstr(dt_server_cli(&srv, "auth enable 2>&1"), "Enabled") != NULL);
+    const char *creds[] = {"root:badpass@", "", "root:s3cret@"};
+    int want[] = {DLOCK_ESERVER, DLOCK_ESERVER, DLOCK_OK};
+    const char *says[] = {"authentication failed", "authentication", NULL};
+    for (int i = 0; i < 3; i++) {
+        snprintf(url, sizeof url, "etcd://%s127.0.0.1:%d", creds[i], srv.port);
+        CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+        l = lock_of(c, "auth", 0);
+        CHECK_RC(dlock_acquire(l, 0), want[i]);
+        if (says[i] != NULL) {
+            CHECK(strstr(dlock_errmsg(), says[i]) != NULL);
+            CHECK(strstr(dlock_errmsg(), "badpass") == NULL); /* no password in messages */
+        } else {
+            CHECK_RC(dlock_release(l), DLOCK_OK);
+        }
+        dlock_lock_free(l);
+        dlock_client_close(c);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"layout_and_try", layout_and_try},
+        {"one_client_two_handles", one_client_two_handles},
+        {"interop_etcdctl_waits", interop_etcdctl_waits},
+        {"interop_dlock_run_waits", interop_dlock_run_waits},
+        {"fences_increase", fences_increase},
+        {"one_wakeup_per_release", one_wakeup_per_release},
+        {"cancel_leaves", cancel_leaves},
+        {"lease_gone_while_waiting", lease_gone_while_waiting},
+        {"session_revoked", session_revoked},
+        {"key_deleted", key_deleted},
+        {"query_and_force_unlock", query_and_force_unlock},
+        {"restart_within_lease", restart_within_lease},
+        {"outage_longer_than_lease", outage_longer_than_lease},
+        {"frozen_holder", frozen_holder},
+        {"blackholed_holder", blackholed_holder},
+        {"release_unconfirmed", release_unconfirmed},
+        {"cut_waiter", cut_waiter},
+        {"fixed_lease", fixed_lease},
+        {"read_write", read_write},
+        {"semaphore", semaphore},
+        {"multi_lock", multi_lock},
+        {"bad_input", bad_input},
+    };
+    return DT_RUN(tests);
+}
