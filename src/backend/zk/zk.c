@@ -937,7 +937,7 @@ static void zk_close(dlock__store *s)
 
 static int parse_url(zstore *z, dlock__url *url)
 {
-    char hosts[1024] = "", label[1200];
+    char hosts[1024] = "", label[1600];
     size_t used = 0;
 
     if (url->nhosts == 0)
