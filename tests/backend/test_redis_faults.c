@@ -45,15 +45,19 @@ static dlock_status status_of(dlock_client *c, const char *name, unsigned flags)
  * is done, with a larger fence. */
 static void frozen_waiter_ignores_stale_grant(void)
 {
-    int report[2];
+    int report[2], go[2];
     dt_redis_start(&srv, NULL);
-    CHECK(pipe(report) == 0);
-    dlock_client *a = open_client("?lease=1s");
-    dlock_lock *la = open_lock(a, "L", 0);
-    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
-
+    CHECK(pipe(report) == 0 && pipe(go) == 0);
+    /* Forked before this process starts a client's threads (a fork of a
+     * threaded process may not start threads under TSan); the child waits
+     * for the word that A holds the lock. */
     pid_t w = fork();
     if (w == 0) {
+        char word;
+        close(report[0]);
+        close(go[1]);
+        if (read(go[0], &word, 1) != 1)
+            _exit(3);
         dlock_client *c = open_client("?lease=1s&waiter_lease=5s");
         dlock_lock *l = open_lock(c, "L", 0);
         int rc = dlock_acquire(l, 30000);
@@ -64,6 +68,13 @@ static void frozen_waiter_ignores_stale_grant(void)
         dlock_release(l);
         _exit(0);
     }
+    close(report[1]);
+    close(go[0]);
+    dlock_client *a = open_client("?lease=1s");
+    dlock_lock *la = open_lock(a, "L", 0);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    CHECK(write(go[1], "g", 1) == 1);
+    close(go[1]);
     DT_WAIT_UNTIL(status_of(a, "L", 0).waiters == 1, 5000);
     kill(w, SIGSTOP);
     CHECK_RC(dlock_release(la), DLOCK_OK); /* handed to the frozen waiter */
