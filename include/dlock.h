@@ -143,7 +143,9 @@ DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
 /* Closes the client: stops its renewal thread and closes its connections.
  * Free (or detach) every lock handle of the client first: a handle left open
  * is not released, and its lock stays held on the server until its lease
- * runs out. dlock_client_close(NULL) does nothing. */
+ * runs out. It returns within about one command timeout (URL option
+ * timeout): a renewal already sent is let finish or time out, never cut off
+ * half way. dlock_client_close(NULL) does nothing. */
 DLOCK_API void dlock_client_close(dlock_client *client);
 
 /* ---------------------------------------------------------------- capabilities */

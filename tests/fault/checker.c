@@ -333,6 +333,35 @@ static const window *data_lost(const checker *c, int lock, int64_t t0, int64_t t
     return NULL;
 }
 
+/* Was the whole store's data wiped in (t0, t1], on a store whose fences
+ * come from that data (fault_cfg.fences_from_data)? Returns the window or
+ * NULL. */
+static const window *fences_reset(const checker *c, int64_t t0, int64_t t1)
+{
+    if (!c->cfg->fences_from_data)
+        return NULL;
+    for (size_t i = 0; i < c->nwin; i++) {
+        const window *w = &c->win[i];
+        if (w->dataloss && w->lock < 0 && w->t1 > t0 && w->t0 <= t1)
+            return w;
+    }
+    return NULL;
+}
+
+/* How many such wipes began by t. */
+static int fence_epoch(const checker *c, int64_t t)
+{
+    int n = 0;
+    if (!c->cfg->fences_from_data)
+        return 0;
+    for (size_t i = 0; i < c->nwin; i++) {
+        const window *w = &c->win[i];
+        if (w->dataloss && w->lock < 0 && w->t0 <= t)
+            n++;
+    }
+    return n;
+}
+
 /* Could no request of actor reach the server at any time in [t0, t1]? (its
  * link partitioned, the server stopped or down, all along) */
 static const window *cut_off(const checker *c, int actor, int64_t t0, int64_t t1)
@@ -490,6 +519,12 @@ static void rebuild(checker *c)
             c->tot->holds++;
             break;
         case EV_ACQ_FAIL:
+            /* taking a held lock again is one way to be told it is lost */
+            if ((e->flags & EVF_REENTRANT) && e->rc == DLOCK_ELOST &&
+                (h = hold_of_op(c, e->op)) != NULL) {
+                report_loss(h, e->t, END_CHECK);
+                break;
+            }
             if (!(e->flags & EVF_REENTRANT) && (a = attempt_of_op(c, e->op)) != NULL) {
                 a->t_ret = e->t;
                 a->rc = e->rc;
@@ -660,6 +695,11 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
     const char *name = c->s->locks[lock].name;
     uint64_t fa = fence_of(c, ma), fb = fence_of(c, mb);
 
+    /* The store forgot A's hold and its fences: A's only protection was
+     * its loss report, and the documented assumption (such a store keeps
+     * its data) did not hold. */
+    if (fences_reset(c, a->t_ok, b->t_ok) != NULL)
+        return;
     if (fb <= fa) {
         violation(c, V_OVERLAP, a->t_ok, b->t_ok, lock, a->actor, b->actor,
                   "lock %s: a%d (%s, fence %llu) held from %.3f to %.3f (%s) while a%d (%s, "
@@ -750,31 +790,37 @@ static void check_fences(checker *c, int lock)
     memcpy(by_inv, list, sizeof *list * n);
     qsort_r(by_inv, n, sizeof *by_inv, by_inv_cmp, c);
     size_t p = 0;
-    uint64_t max_any = 0, max_excl = 0;
-    const member *who_any = NULL, *who_excl = NULL;
+    /* per fence epoch (fence_epoch: wipes of a store whose fences come from
+     * its data; 0 for other stores): a hold is compared with those granted
+     * in the epoch it was granted in */
+    enum { EPOCHS = 64 };
+    uint64_t max_any[EPOCHS] = {0}, max_excl[EPOCHS] = {0};
+    const member *who_any[EPOCHS] = {NULL}, *who_excl[EPOCHS] = {NULL};
     for (size_t i = 0; i < n; i++) {
         const member *b = &by_inv[i];
         while (p < n && H(c, &list[p])->t_ok < H(c, b)->t_inv) {
+            int e = fence_epoch(c, H(c, &list[p])->t_ok) % EPOCHS;
             uint64_t f = fence_of(c, &list[p]);
-            if (f > max_any) {
-                max_any = f;
-                who_any = &list[p];
+            if (f > max_any[e]) {
+                max_any[e] = f;
+                who_any[e] = &list[p];
             }
-            if (H(c, &list[p])->hkind != H_READ && f > max_excl) {
-                max_excl = f;
-                who_excl = &list[p];
+            if (H(c, &list[p])->hkind != H_READ && f > max_excl[e]) {
+                max_excl[e] = f;
+                who_excl[e] = &list[p];
             }
             p++;
         }
+        int e = fence_epoch(c, H(c, b)->t_ok) % EPOCHS;
         uint64_t fb = fence_of(c, b);
         const member *who = NULL;
         if (H(c, b)->hkind == H_READ) {
-            if (fb <= max_excl)
-                who = who_excl;
-            else if (fb < max_any)
-                who = who_any;
-        } else if (fb <= max_any) {
-            who = who_any;
+            if (fb <= max_excl[e])
+                who = who_excl[e];
+            else if (fb < max_any[e])
+                who = who_any[e];
+        } else if (fb <= max_any[e]) {
+            who = who_any[e];
         }
         /* The same handle again after its release failed on the connection:
          * the server never let go, so it is the same holder, same fence. */
@@ -835,9 +881,13 @@ static void check_attempts(checker *c)
         const window *fz = frozen(c, a->pid, a->sup_pid, a->t_inv, t_ret);
         int64_t took = t_ret - a->t_inv;
 
-        /* the bound of a wait: its budget plus a command timeout */
+        /* the bound of a wait: its budget plus a command timeout; a `dlock
+         * run` ends when its process does, which starts (300 ms) and closes
+         * its client (another command timeout: dlock_client_close lets a
+         * renewal in flight end) */
         if (a->wait_ms >= 0 && fz == NULL) {
-            int64_t bound = a->wait_ms * NS + timeout + c->slack + (a->run ? 300 * NS : 0);
+            int64_t bound =
+                a->wait_ms * NS + timeout + c->slack + (a->run ? 300 * NS + timeout : 0);
             if (took > bound)
                 violation(c, V_STALL, a->t_inv, t_ret, a->lock, a->actor, -1,
                           "lock %s: a%d's acquire (wait %lld ms) took %lld ms (bound %lld ms)%s%s",

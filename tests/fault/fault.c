@@ -198,7 +198,7 @@ static void wait_until(nemesis *nem, int64_t t, int respawn)
 /* Which kinds the store can do: a kind whose handle or try-acquire says
  * ENOTSUP is left out of the run (and named in the summary). Run in a
  * child: the main process opens no client. */
-static int probe_kinds(const char *url, int *unsupported)
+static int probe_kinds(const char *url, int *unsupported, unsigned *caps)
 {
     int fds[2], status = 0;
     if (pipe(fds) != 0)
@@ -207,7 +207,7 @@ static int probe_kinds(const char *url, int *unsupported)
     pid_t pid = fork();
     if (pid == 0) {
         dlock_client *c = NULL;
-        unsigned char res[H_COUNT] = {0};
+        unsigned char res[H_COUNT + sizeof(unsigned)] = {0};
         if (dlock_client_open(url, &c) != DLOCK_OK) {
             fprintf(stderr, "fault: %s\n", dlock_errmsg());
             _exit(3);
@@ -228,6 +228,8 @@ static int probe_kinds(const char *url, int *unsupported)
                 res[k] = rc == DLOCK_ENOTSUP;
                 dlock_lock_free(l);
             }
+            unsigned have = dlock_client_caps(c);
+            memcpy(res + H_COUNT, &have, sizeof have);
             dlock_client_close(c);
         }
         if (write(fds[1], res, sizeof res) != (ssize_t) sizeof res)
@@ -235,10 +237,11 @@ static int probe_kinds(const char *url, int *unsupported)
         _exit(0);
     }
     close(fds[1]);
-    unsigned char res[H_COUNT] = {0};
+    unsigned char res[H_COUNT + sizeof(unsigned)] = {0};
     if (read(fds[0], res, sizeof res) == (ssize_t) sizeof res) {
         for (int k = 0; k < H_COUNT; k++)
             unsupported[k] = res[k];
+        memcpy(caps, res + H_COUNT, sizeof *caps);
     }
     close(fds[0]);
     waitpid(pid, &status, 0);
@@ -265,6 +268,8 @@ static void check_left_free(void)
         int rc;
         for (;;) {
             rc = dlock_query(c, shm->locks[i].name, flags[shm->locks[i].kind], &st);
+            if (rc == DLOCK_ENOTSUP)
+                break; /* a kind the store lacks: never used in the run */
             if (rc == DLOCK_OK && !st.held && st.shared == 0 && st.permits_used == 0 &&
                 st.waiters == 0)
                 break;
@@ -577,6 +582,7 @@ int main(int argc, char **argv)
     }
 
     /* The store, and the proxy in front of it. */
+    cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
     dt_server_start(&server, cfg.store, 0, NULL);
     nem_event *events = NULL;
     int nevents = cfg.nemeses != NULL && strcmp(cfg.nemeses, "none") == 0
@@ -618,7 +624,7 @@ int main(int argc, char **argv)
     shm->multi[1] = 1;
 
     int unsupported[H_COUNT] = {0};
-    if (probe_kinds(cfg.direct_url, unsupported) != 0) {
+    if (probe_kinds(cfg.direct_url, unsupported, &cfg.caps) != 0) {
         fprintf(stderr, "fault: this libdlock cannot use %s (no backend for it yet?)\n",
                 cfg.direct_url);
         return 70;

@@ -164,6 +164,13 @@ typedef struct fault_cfg {
     int waiter_lease_ms;
     int timeout_ms; /* timeout= (command timeout) */
     int slack_ms;   /* scheduling tolerance of the time checks */
+    /* The store's fences come from its own data (etcd revisions, ZooKeeper
+     * zxids), so they start again when that data is wiped: what dlock
+     * documents as assumed of such stores. The checker then judges fences
+     * and exclusion afresh from each wipe on. (Redis fences also follow the
+     * server's clock and survive a wipe: no excuse for them.) */
+    int fences_from_data;
+    unsigned caps; /* the store's DLOCK_CAP_* bits (the probe asks) */
     int gap_ms;     /* mean time between faults */
     int verbose;
     int keep;
