@@ -171,7 +171,7 @@ typedef struct fault_cfg {
      * server's clock and survive a wipe: no excuse for them.) */
     int fences_from_data;
     unsigned caps; /* the store's DLOCK_CAP_* bits (the probe asks) */
-    int gap_ms;     /* mean time between faults */
+    int gap_ms;    /* mean time between faults */
     int verbose;
     int keep;
     int schedule_only;
