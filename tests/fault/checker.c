@@ -712,8 +712,11 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
     /* A frozen holder cannot be told in time, nor one whose lock the store
      * lost: their protection is the fence alone. */
     const window *fz = frozen(c, a->pid, a->sup_pid, a->t_ok, b->t_ok);
-    /* (a loss while B was still asking counts too: B's grant may predate it) */
-    const window *dl = data_lost(c, lock, a->t_ok < b->t_inv ? a->t_ok : b->t_inv, b->t_ok);
+    /* (a loss while B was still asking counts too: B's grant may predate
+     * it; and while A was asking: a multi-lock's member may have been taken
+     * long before the whole was) */
+    int64_t since = a->t_inv < b->t_inv ? a->t_inv : b->t_inv;
+    const window *dl = data_lost(c, lock, since, b->t_ok);
     if (fz == NULL && dl == NULL && a->t_end - b->t_ok > c->slack) {
         violation(c, V_LATE_LOSS, a->t_ok, b->t_ok, lock, a->actor, b->actor,
                   "lock %s: a%d (%s, fence %llu, not frozen) held until %.3f (%s), %lld ms "
