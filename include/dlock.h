@@ -36,6 +36,36 @@
  * CLOCK_MONOTONIC from the moment a request was sent, never from wall
  * clocks.
  *
+ * Guarantees, and what they assume (docs/faults.md shows how they are
+ * tested: a seeded fault suite against real servers):
+ *  - Exclusion with fences. Two handles hold one name at once only when the
+ *    store lost the first one's hold (its lease ran out while it was paused
+ *    or cut off, the store was wiped or evicted the key); then the later
+ *    holder's fence is larger, so a resource that refuses fences below the
+ *    highest it has seen refuses the stale holder's writes.
+ *  - Fences strictly increase per name, across holders, clients and
+ *    restarts, as long as: Redis: the server's clock (TIME) never goes back
+ *    and fewer than one holder per microsecond is granted (a missing
+ *    counter starts again from the clock, so FLUSHALL, eviction or a
+ *    restart without persistence does not make fences go back); etcd and
+ *    ZooKeeper: the store keeps its data (fences are its revisions and
+ *    zxids, which start again on a wiped or re-created cluster).
+ *  - A lost hold is reported (on_lost callback, DLOCK_ELOST on the next
+ *    call, dlock run stopping its command) before another client can take
+ *    the lock, provided the two machines' clocks run at the same rate
+ *    within the drift margin (1% of the lease + 2 ms) and the holder's
+ *    process is not paused (a paused or swapped-out holder is protected by
+ *    its fence alone). A store that deletes the lock (FLUSHALL, eviction,
+ *    an operator) can hand it out at once; the holder learns it at its next
+ *    renewal (a third of the lease).
+ *  - A killed holder's lock is free within its lease (Redis, etcd) or the
+ *    session timeout (ZooKeeper); a killed waiter's place within
+ *    waiter_lease (Redis) or its session's lease or timeout.
+ *  - A wait returns within its budget plus one command timeout, whatever
+ *    the store does; an unreachable store is retried within the budget and
+ *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
+ *  - A renewal never takes back a lock that lapsed.
+ *
  * Since 0.1 unless marked otherwise.
  */
 #ifndef DLOCK_H
@@ -405,7 +435,11 @@ DLOCK_API int64_t dlock_lock_remaining_ms(dlock_lock *lock);
  * `code` is DLOCK_ELOST and `why` a readable reason. The callback runs on
  * the client's renewal thread before any other client can have taken the
  * lock (as long as clocks run at the same rate within the drift margin); it
- * must return quickly and must not free the handle. Set before acquiring.
+ * must return quickly and must not free the handle. A call that ends the
+ * hold (dlock_release(), dlock_acquire() and the like returning DLOCK_ELOST
+ * for it, dlock_lock_free()) waits for a callback under way, and after it
+ * the callback is not called for that hold: when the call told the loss
+ * first, the callback never comes. Set before acquiring.
  */
 typedef void (*dlock_lost_fn)(dlock_lock *lock, int code, const char *why, void *arg);
 DLOCK_API void dlock_lock_on_lost(dlock_lock *lock, dlock_lost_fn fn, void *arg);

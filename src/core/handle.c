@@ -153,18 +153,23 @@ static void lease_report(dlock__lease *e)
     dlock__renewer *r = &l->client->renewer;
     char why[sizeof e->why];
 
+    pthread_mutex_lock(&l->report_mu);
     dlock__renewer_lock(r, e);
     snprintf(why, sizeof why, "%s", e->why);
+    int pending = e->lost; /* else an owner's call took the loss and ended the hold */
     dlock__renewer_unlock(r, e);
     dlock_lock *target = l->parent != NULL ? l->parent : l;
-    if (l->parent != NULL && !atomic_load(&l->parent->settled))
-        return; /* the multi-lock's acquire is still going: it finds the loss itself */
-    dlock__renewer_lock(r, &target->lease);
-    dlock_lost_fn fn = target->on_lost;
-    void *arg = target->on_lost_arg;
-    dlock__renewer_unlock(r, &target->lease);
-    if (fn != NULL)
-        fn(target, DLOCK_ELOST, why, arg);
+    /* (a member's loss while its multi-lock's acquire is still going is
+     * found by that acquire) */
+    if (pending && (l->parent == NULL || atomic_load(&l->parent->settled))) {
+        dlock__renewer_lock(r, &target->lease);
+        dlock_lost_fn fn = target->on_lost;
+        void *arg = target->on_lost_arg;
+        dlock__renewer_unlock(r, &target->lease);
+        if (fn != NULL)
+            fn(target, DLOCK_ELOST, why, arg);
+    }
+    pthread_mutex_unlock(&l->report_mu);
 }
 
 static const dlock__lease_owner lock_owner = {
@@ -180,6 +185,7 @@ static void destroy(dlock_lock *l)
     free(l->members);
     if (l->sl != NULL)
         l->client->backend->lock_free(l->client->store, l->sl);
+    pthread_mutex_destroy(&l->report_mu);
     free(l->name);
     free(l);
 }
@@ -220,6 +226,11 @@ int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *s
         }
         l->spec = *spec;
     }
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&l->report_mu, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     l->client = c;
     atomic_init(&l->refs, 1);
     atomic_init(&l->busy, 0);

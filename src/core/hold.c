@@ -53,8 +53,10 @@ int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *ses
 
 void dlock__lock_stop_holding(dlock_lock *l)
 {
+    pthread_mutex_lock(&l->report_mu); /* waits for a callback under way */
     dlock__renewer_remove(&l->client->renewer, &l->lease, NULL, 0);
     l->holds = 0;
+    pthread_mutex_unlock(&l->report_mu);
 }
 
 int dlock__lock_take_loss(dlock_lock *l)
@@ -83,6 +85,16 @@ int dlock__lock_give(dlock_lock *l, int all)
     if (l->holds > 1 && !all) {
         l->holds--; /* an inner hold: the lock stays held */
         return DLOCK_OK;
+    }
+    /* Off the renewer first: a renewal racing the release would find the
+     * lock gone and report it lost. What it found before is told here. */
+    char why[sizeof l->lease.why];
+    pthread_mutex_lock(&l->report_mu);
+    int lost = dlock__renewer_remove(&c->renewer, &l->lease, why, sizeof why);
+    pthread_mutex_unlock(&l->report_mu);
+    if (lost) {
+        dlock__lock_stop_holding(l);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
     }
     rc = c->backend->release(c->store, l->sl, l->token, dlock__lock_op_deadline(l));
     if (rc == DLOCK_OK) {

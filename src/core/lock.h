@@ -14,6 +14,7 @@
 
 #include "client.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #define DLOCK__TOKEN_MAX 64
@@ -41,6 +42,11 @@ struct dlock_lock {
 
     dlock_lost_fn on_lost; /* guarded by the lease's renewer shard */
     void *on_lost_arg;
+    /* Held (recursive: the callback may end the hold itself) while the
+     * on_lost callback runs and while a hold ends: a callback never comes
+     * after the call that ended the hold returned, and none comes for a
+     * loss that call already reported. */
+    pthread_mutex_t report_mu;
 
     /* a multi-lock: its members, in canonical order; a member: its owner.
      * settled: the multi-lock holds all its members (its acquire returned

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -355,6 +356,71 @@ static void subscriber_connection_killed(void)
     dlock_client_close(c);
 }
 
+/* A loss the owner's own call reports ends the hold: a callback under way
+ * for it finishes before that call returns, and none comes after. */
+static _Atomic int cb_started;
+static _Atomic int64_t cb_ended_ms;
+static void slow_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l, (void) code, (void) why, (void) arg;
+    atomic_store(&cb_started, 1);
+    dt_sleep_ms(300); /* a callback that takes its time */
+    atomic_store(&cb_ended_ms, dt_now_ms());
+}
+
+static void no_callback_after_the_loss_was_returned(void)
+{
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = connect_client(NULL);
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, "told", 0, &l), DLOCK_OK);
+    dlock_lock_on_lost(l, slow_lost, NULL);
+    CHECK_RC(dlock_acquire_for(l, 0, 200), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&cb_started), 3000); /* the fixed lease ran out */
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    int64_t returned = dt_now_ms();
+    CHECK_INT(atomic_load(&cb_ended_ms), >, 0);
+    CHECK_INT(atomic_load(&cb_ended_ms), <=, returned);
+    CHECK_RC(dlock_release(l), DLOCK_ENOTOWNER);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A renewal that meets the release on the server finds the lock gone: that
+ * is the release, not a loss. Holds last about one renewal period, so the
+ * two meet often. */
+static _Atomic int spurious;
+static void count_spurious(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l, (void) code, (void) arg;
+    /* (a lease that ran out on a machine too busy to renew in time is not
+     * what this test looks for) */
+    if (strstr(why, "lease ran out") == NULL && atomic_fetch_add(&spurious, 1) == 0)
+        fprintf(stderr, "on_lost: %s\n", why);
+}
+
+static void release_racing_a_renewal_is_no_loss(void)
+{
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = connect_client("?lease=90ms");
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, "race", 0, &l), DLOCK_OK);
+    dlock_lock_on_lost(l, count_spurious, NULL);
+    for (int i = 0; i < 150; i++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        dt_sleep_ms(30); /* a third of the lease: a renewal is due */
+        int rc = dlock_release(l);
+        if (rc == DLOCK_ELOST && strstr(dlock_errmsg(), "lease ran out") != NULL)
+            continue; /* too busy a machine: see count_spurious */
+        if (rc != DLOCK_OK)
+            fprintf(stderr, "release: %s\n", dlock_errmsg());
+        CHECK_RC(rc, DLOCK_OK);
+    }
+    CHECK_INT(atomic_load(&spurious), ==, 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -366,6 +432,8 @@ int main(int argc, char **argv)
         {"frozen_holder_is_told_and_fenced_out", frozen_holder_is_told_and_fenced_out},
         {"killed_waiter_does_not_stall_queue", killed_waiter_does_not_stall_queue},
         {"subscriber_connection_killed", subscriber_connection_killed},
+        {"no_callback_after_the_loss_was_returned", no_callback_after_the_loss_was_returned},
+        {"release_racing_a_renewal_is_no_loss", release_racing_a_renewal_is_no_loss},
     };
     return DT_RUN(tests);
 }
