@@ -10,10 +10,18 @@
  * Liveness is the client's ZooKeeper session (conn.h): every grant names it,
  * and the core reports every lock lost when the session expires or could
  * have expired (its validity is counted from the last round trip that
- * succeeded). The fencing token is the holder node's creation zxid (czxid):
- * ZooKeeper orders every write of the ensemble by zxid, and a later holder's
- * node was created after every earlier holder's, so fences strictly
- * increase from holder to holder, as long as the ensemble keeps its data.
+ * succeeded).
+ *
+ * Fences (fence_of): the holder node's creation time on the server (ctime,
+ * ms) times 2^20 plus its creation zxid (czxid). ZooKeeper orders every write
+ * of the ensemble by zxid, and a later holder's node was created after every
+ * earlier holder's, so while the ensemble keeps its data the zxid part grows
+ * and the time part does not shrink (leaders' clocks are not set back):
+ * fences strictly increase. An ensemble rebuilt from nothing starts its
+ * zxids again near 0; the time part still puts later fences above earlier
+ * ones once the rebuild took longer than old czxid / 2^20 ms (about 4 s per
+ * 2^32 zxids, i.e. per election epoch). The node's sequence number is no use:
+ * it restarts whenever the lock's container is reaped.
  *
  * State per handle (zlock): the node it created for its current wait or
  * hold. The renewal thread reads it to check a hold, so it is guarded by the
@@ -72,10 +80,10 @@ typedef struct zstore {
 typedef struct zlock {
     dlock__store_lock base;
     char *path;         /* BASE/name */
-    pthread_mutex_t mu; /* node, conn, czxid: read by the renewal thread */
+    pthread_mutex_t mu; /* node, conn, fence: read by the renewal thread */
     char *node;         /* our node for the current wait or hold (full path) */
     dlock__zconn *conn; /* the session it lives in (a reference) */
-    int64_t czxid;
+    uint64_t fence;
     char uuid[37];      /* of the node being made */
     int create_unknown; /* a create whose outcome is unknown: look for it first */
 } zlock;
@@ -87,6 +95,12 @@ static int64_t deadline_of(const zstore *z, int64_t deadline_us)
 {
     int64_t cap = dlock__now_us() + z->timeout_ms * 1000;
     return deadline_us < cap ? deadline_us : cap;
+}
+
+/* The fence of a holder's node (see the design note). */
+static uint64_t fence_of(const struct Stat *st)
+{
+    return ((uint64_t) st->ctime << 20) + (uint64_t) st->czxid;
 }
 
 /* ---------------------------------------------------------------- the session */
@@ -259,16 +273,16 @@ static void take_node(zlock *l, char **node, dlock__zconn **conn)
     *conn = l->conn;
     l->node = NULL;
     l->conn = NULL;
-    l->czxid = 0;
+    l->fence = 0;
     pthread_mutex_unlock(&l->mu);
 }
 
-static void set_node(zlock *l, char *node, dlock__zconn *conn, int64_t czxid)
+static void set_node(zlock *l, char *node, dlock__zconn *conn, uint64_t fence)
 {
     pthread_mutex_lock(&l->mu);
     l->node = node;
     l->conn = conn;
-    l->czxid = czxid;
+    l->fence = fence;
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -327,7 +341,7 @@ static int create_node(zstore *z, zlock *l, dlock__zconn *c, const char *token, 
         zrc = run(q, zrc, deadline, &r);
         if (zrc == ZOK) {
             dlock__zconn_ref(c);
-            set_node(l, r.path, c, r.stat.czxid);
+            set_node(l, r.path, c, fence_of(&r.stat));
             r.path = NULL;
             dlock__zresult_clear(&r);
             return DLOCK_OK;
@@ -369,7 +383,7 @@ static int find_lost_create(zstore *z, zlock *l, dlock__zconn *c, int64_t deadli
         if (zk_exists(c, node, deadline, &st) == ZOK &&
             st.stat.ephemeralOwner == dlock__zconn_id(c)) {
             dlock__zconn_ref(c);
-            set_node(l, strdup(node), c, st.stat.czxid);
+            set_node(l, strdup(node), c, fence_of(&st.stat));
         }
         dlock__zresult_clear(&st);
         break;
@@ -520,7 +534,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (ahead == NULL) {
             a->outcome = DLOCK__TAKEN;
             pthread_mutex_lock(&l->mu);
-            a->fence = (uint64_t) l->czxid;
+            a->fence = l->fence;
             pthread_mutex_unlock(&l->mu);
             a->session = dlock__zconn_session(c);
             dlock__session_ref(a->session);
@@ -776,8 +790,8 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
         snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
         dlock__zreq *q = dlock__zreq_get(c, node, &zrc2);
         if (run(q, zrc2, deadline, &d) == ZOK) {
-            if ((uint64_t) d.stat.czxid > st->last_fence)
-                st->last_fence = (uint64_t) d.stat.czxid;
+            if (fence_of(&d.stat) > st->last_fence)
+                st->last_fence = fence_of(&d.stat);
             if (i == 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0])))
                 snprintf(st->owner, sizeof st->owner, "%s", d.data != NULL ? d.data : "");
         }
@@ -874,8 +888,10 @@ static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
         return rc;
     size_t len = strlen(z->base_path) + strlen(name) + 2;
     if (len + 64 > PATH_MAX_LEN)
-        return dlock__fail(DLOCK_EINVAL, "lock name '%s' makes a path over %d bytes", name,
-                           PATH_MAX_LEN - 64);
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock name too long: its path would be %zu bytes, over the %d bytes "
+                           "a ZooKeeper lock path may have here (base '%.60s', name '%.60s...')",
+                           len - 1, PATH_MAX_LEN - 64, z->base_path, name);
     l = calloc(1, sizeof *l);
     if (l == NULL || (l->path = malloc(len)) == NULL) {
         free(l);
