@@ -53,6 +53,13 @@ static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
     return l;
 }
 
+static dlock_lock *sem_of(dlock_client *c, const char *name, unsigned permits, unsigned take)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_semaphore_open(c, name, permits, take, &l), DLOCK_OK);
+    return l;
+}
+
 static dlock_status query(dlock_client *c, const char *name, unsigned flags)
 {
     dlock_status st;
@@ -740,6 +747,187 @@ static void fences_increase(void)
     dlock_client_close(c2);
 }
 
+/* ---------------------------------------------------------------- semaphore */
+
+/* Curator's InterProcessSemaphoreV2 layout: admission through an
+ * InterProcessMutex on PATH/locks, one node per permit in PATH/leases;
+ * all-or-nothing takes; a waiter that gives up leaves nothing. */
+static void semaphore_layout(void)
+{
+    char names[8][128], path[300], data[128], want[128];
+    struct Stat st;
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client("?session_timeout=3s"), *c3 = client(NULL);
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_SEMAPHORE);
+    dlock_lock *a = sem_of(c, "pool", 3, 2), *b = sem_of(c2, "pool", 3, 2),
+               *d = sem_of(c3, "pool", 3, 1);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/pool", names, 8), ==, 2);
+    CHECK(strcmp(names[0], "leases") == 0 && strcmp(names[1], "locks") == 0);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    CHECK_INT(children("/dlock/pool/leases", names, 8), ==, 2);
+    snprintf(want, sizeof want, "%s 2/3", dlock_lock_token(a));
+    uint64_t top = 0;
+    for (int i = 0; i < 2; i++) {
+        CHECK(curator_name(names[i], "lease-"));
+        snprintf(path, sizeof path, "/dlock/pool/leases/%.127s", names[i]);
+        CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
+        CHECK(strcmp(data, want) == 0);
+        CHECK(st.ephemeralOwner != 0);
+        uint64_t f = ((uint64_t) st.ctime << 20) + (uint64_t) st.czxid;
+        top = f > top ? f : top;
+    }
+    CHECK_INT(dlock_lock_fence(a), ==, top);
+    /* 2 more do not fit: busy, nothing left behind */
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    CHECK_RC(dlock_try_acquire(d), DLOCK_OK);
+    dlock_status qs = query(c, "pool", DLOCK_SEMAPHORE);
+    CHECK(qs.held);
+    CHECK_INT(qs.permits_used, ==, 3);
+    CHECK_INT(qs.permits, ==, 3);
+    CHECK_INT(qs.shared, ==, 2);
+    CHECK_INT(qs.waiters, ==, 0);
+    /* a waiter: admitted, its nodes made, waiting for room */
+    waiter wb;
+    memset(&wb, 0, sizeof wb);
+    wait_async(&wb, b, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/pool/leases") == 5, 5000);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 1);
+    qs = query(c, "pool", DLOCK_SEMAPHORE);
+    CHECK_INT(qs.permits_used, ==, 3);
+    CHECK_INT(qs.waiters, ==, 1);
+    /* one freed permit is not enough for 2 */
+    CHECK_RC(dlock_release(d), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 4);
+    CHECK(!atomic_load(&wb.done));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    join(&wb);
+    CHECK_RC(wb.rc, DLOCK_OK);
+    CHECK(wb.fence > top);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    /* a waiter that gives up leaves nothing */
+    CHECK_RC(dlock_acquire(a, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    /* another number of permits is refused while the semaphore is in use */
+    dlock_lock *e = sem_of(c3, "pool", 4, 1);
+    CHECK_RC(dlock_try_acquire(e), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "3 permits") != NULL);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    /* force-unlock frees every permit; the holder is told */
+    lost_box box = {0};
+    dlock_lock_on_lost(b, on_lost, &box);
+    CHECK_RC(dlock_force_unlock(c, "pool", DLOCK_SEMAPHORE), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 0);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 15000);
+    CHECK_RC(dlock_release(b), DLOCK_ELOST);
+    CHECK_RC(dlock_try_acquire(e), DLOCK_OK); /* idle: any number */
+    CHECK_RC(dlock_release(e), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(d);
+    dlock_lock_free(e);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+    zh_close();
+}
+
+/* Six processes on a semaphore of 3 permits (one takes 2 at a time): the
+ * permits held at once, counted in shared memory, never go above 3, and
+ * do reach it. */
+static void semaphore_six_processes(void)
+{
+    enum { P = 6, ROUNDS = 8 };
+    struct shared {
+        atomic_int used, most, done;
+    } *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t pids[P];
+
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    for (int p = 0; p < P; p++) {
+        pids[p] = fork();
+        CHECK(pids[p] >= 0);
+        if (pids[p] == 0) {
+            unsigned take = p == 0 ? 2 : 1;
+            dlock_client *c = client(NULL);
+            dlock_lock *l = sem_of(c, "six", 3, take);
+            for (int i = 0; i < ROUNDS; i++) {
+                if (dlock_acquire(l, 60000) != DLOCK_OK)
+                    _exit(1);
+                int now = atomic_fetch_add(&sh->used, (int) take) + (int) take;
+                int most = atomic_load(&sh->most);
+                while (now > most && !atomic_compare_exchange_weak(&sh->most, &most, now))
+                    ;
+                dt_sleep_ms(15);
+                atomic_fetch_sub(&sh->used, (int) take);
+                if (dlock_release(l) != DLOCK_OK)
+                    _exit(2);
+            }
+            atomic_fetch_add(&sh->done, 1);
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < P; p++) {
+        int status = 0;
+        while (waitpid(pids[p], &status, 0) < 0 && errno == EINTR)
+            ;
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    CHECK_INT(atomic_load(&sh->done), ==, P);
+    CHECK_INT(atomic_load(&sh->most), <=, 3);
+    CHECK_INT(atomic_load(&sh->most), ==, 3);
+    CHECK_INT(count_children("/dlock/six/leases"), ==, 0);
+    munmap(sh, sizeof *sh);
+    zh_close();
+}
+
+/* A holder killed with kill -9: its permits come back when its session
+ * expires. */
+static void semaphore_killed_holder(void)
+{
+    int fds[2];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dlock_client *c = client("?session_timeout=1500ms");
+        dlock_lock *l = sem_of(c, "sk", 2, 2);
+        if (dlock_acquire(l, 10000) != DLOCK_OK)
+            _exit(1);
+        if (write(fds[1], "A", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(fds[1]);
+    CHECK_INT(read_byte(fds[0], 20000), ==, 'A');
+    close(fds[0]);
+    dlock_client *c = client(NULL);
+    dlock_lock *l = sem_of(c, "sk", 2, 1);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    dt_kill_reap(pid);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+    CHECK(dt_now_ms() - t0 <= 1500 + 1000);
+    CHECK_INT(count_children("/dlock/sk/leases"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    zh_close();
+}
+
 /* ---------------------------------------------------------------- input */
 
 static void bad_input(void)
@@ -843,6 +1031,9 @@ int main(int argc, char **argv)
         {"container_vanishes", container_vanishes},
         {"read_write", read_write},
         {"fences_increase", fences_increase},
+        {"semaphore_layout", semaphore_layout},
+        {"semaphore_six_processes", semaphore_six_processes},
+        {"semaphore_killed_holder", semaphore_killed_holder},
         {"bad_input", bad_input},
     };
     return DT_RUN(tests);
