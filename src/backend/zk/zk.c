@@ -351,7 +351,7 @@ static enum dlock__zk_marker marker_of(const zlock *l)
     }
 }
 
-static const enum dlock__zk_marker mutex_markers[] = {DLOCK__ZK_LOCK};
+static const enum dlock__zk_marker mutex_markers[] = {DLOCK__ZK_LOCK, DLOCK__ZK_KAZOO};
 static const enum dlock__zk_marker rw_markers[] = {DLOCK__ZK_READ, DLOCK__ZK_WRITE};
 
 static int is_rw(const zlock *l)
@@ -364,7 +364,7 @@ static void rank(const zlock *l, char **children, int n)
     if (is_rw(l))
         dlock__zk_rank(children, (size_t) n, rw_markers, 2);
     else
-        dlock__zk_rank(children, (size_t) n, mutex_markers, 1);
+        dlock__zk_rank(children, (size_t) n, mutex_markers, 2);
 }
 
 /* Makes an EPHEMERAL_SEQUENTIAL child of dir named "_c_<fresh uuid>-<marker>"
@@ -645,7 +645,7 @@ static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                 free(adm);
                 return dlock__zk_fail(zrc, z->label, "list the semaphore's admission queue");
             }
-            dlock__zk_rank(r.children, (size_t) r.nchildren, mutex_markers, 1);
+            dlock__zk_rank(r.children, (size_t) r.nchildren, mutex_markers, 2);
             int me = -1;
             for (int i = 0; i < r.nchildren; i++) {
                 if (strcmp(r.children[i], strrchr(adm, '/') + 1) == 0)
@@ -1190,7 +1190,7 @@ static int sem_query(zstore *z, zlock *l, dlock__zconn *c, dlock_status *st, int
     if (w.nchildren > 0) {
         char node[PATH_MAX_LEN];
         dlock__zresult d;
-        dlock__zk_rank(w.children, (size_t) w.nchildren, mutex_markers, 1);
+        dlock__zk_rank(w.children, (size_t) w.nchildren, mutex_markers, 2);
         snprintf(node, sizeof node, "%s/%s", l->locks_path, w.children[0]);
         int zrc3 = ZOK;
         dlock__zreq *q = dlock__zreq_get(c, node, &zrc3);
