@@ -928,6 +928,55 @@ static void semaphore_killed_holder(void)
     zh_close();
 }
 
+/* ---------------------------------------------------------------- multi */
+
+/* Multi-locks take their members one by one in the canonical order (the
+ * store declares no atomic way): all or none, rolled back when one is
+ * busy, a waiter granted all at once when the holder lets go. */
+static void multi_lock(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    CHECK(!(dlock_client_caps(c) & DLOCK_CAP_MULTI_ATOMIC));
+    const char *ab[] = {"m/b", "m/a"}, *bc[] = {"m/c", "m/b"};
+    dlock_lock *x = NULL, *y = NULL;
+    CHECK_RC(dlock_multi_open(c, ab, 2, 0, &x), DLOCK_OK);
+    CHECK_RC(dlock_multi_open(c2, bc, 2, 0, &y), DLOCK_OK);
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_members(x), ==, 2);
+    CHECK(strcmp(dlock_lock_name(dlock_lock_member(x, 0)), "m/a") == 0);
+    CHECK(dlock_lock_fence(dlock_lock_member(x, 0)) > 0);
+    CHECK(dlock_lock_fence(dlock_lock_member(x, 1)) > 0);
+    CHECK_INT(count_children("/dlock/m/a"), ==, 1);
+    CHECK_INT(count_children("/dlock/m/b"), ==, 1);
+    /* y's first member (m/b) is busy: nothing of y's stays */
+    CHECK_RC(dlock_try_acquire(y), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/m/b"), ==, 1);
+    CHECK_INT(count_children("/dlock/m/c"), ==, 0);
+    waiter w;
+    memset(&w, 0, sizeof w);
+    wait_async(&w, y, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/m/b") == 2, 5000);
+    CHECK(!atomic_load(&w.done));
+    uint64_t fb = dlock_lock_fence(dlock_lock_member(x, 1));
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(dlock_lock_fence(dlock_lock_member(y, 0)) > fb); /* m/b */
+    CHECK_INT(count_children("/dlock/m/a"), ==, 0);
+    CHECK_INT(count_children("/dlock/m/c"), ==, 1);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/m/a"), ==, 0);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
 /* ---------------------------------------------------------------- input */
 
 static void bad_input(void)
@@ -1034,6 +1083,7 @@ int main(int argc, char **argv)
         {"semaphore_layout", semaphore_layout},
         {"semaphore_six_processes", semaphore_six_processes},
         {"semaphore_killed_holder", semaphore_killed_holder},
+        {"multi_lock", multi_lock},
         {"bad_input", bad_input},
     };
     return DT_RUN(tests);
