@@ -13,6 +13,9 @@ packages=(
   zookeeper default-jdk-headless          # test harness: ZooKeeper 3.8 servers (tests/support)
   etcd-server etcd-client                 # test harness: etcd 3.4 servers, etcdctl
   python3 python3-redis                   # interop test with redis-py's Lock
+  python3-kazoo                           # interop test with kazoo's Lock (ZooKeeper)
+  libcurator-recipes-java libcurator-framework-java libcurator-client-java
+  libzookeeper-java libslf4j-java         # interop test with Curator (javac at test time)
   clang-format                            # style check
   gnuplot-nox                             # benchmark chart
 )

@@ -178,30 +178,67 @@ static void end_session(dlock__zconn *c, const char *why)
     }
 }
 
+/* Adds to inodes the sockets in `table` (/proc/self/net/tcp or tcp6)
+ * whose remote port is one of c's. */
+static size_t zk_socket_inodes(const dlock__zconn *c, const char *table, unsigned long *inodes,
+                               size_t n, size_t max)
+{
+    FILE *f = fopen(table, "re");
+    char line[512];
+
+    if (f == NULL)
+        return n;
+    while (n < max && fgets(line, sizeof line, f) != NULL) {
+        char remote[64];
+        unsigned long inode;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*[0-9]: %*s %63s %*s %*s %*s %*s %*s %*s %lu", remote, &inode) != 2)
+            continue;
+        const char *colon = strrchr(remote, ':');
+        int port = colon != NULL ? (int) strtol(colon + 1, NULL, 16) : 0;
+        for (size_t i = 0; i < c->nports; i++) {
+            if (port == c->ports[i] && inode != 0)
+                inodes[n++] = inode;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
 /* Sets close-on-exec on the sockets connected to a ZooKeeper port: the
  * client library opens them without it, and a command run under a lock
- * must not inherit them. */
+ * must not inherit them. The sockets are found by their inodes, from
+ * /proc's tables and fd links, never by calls on the fds themselves: other
+ * threads (other handles' I/O threads, the host program's) may be closing
+ * them. Only a socket to one of our ports is touched. */
 static void close_on_exec(const dlock__zconn *c)
 {
-    DIR *d = opendir("/proc/self/fd");
+    unsigned long inodes[256];
+    size_t n = zk_socket_inodes(c, "/proc/self/net/tcp", inodes, 0, 256);
+    n = zk_socket_inodes(c, "/proc/self/net/tcp6", inodes, n, 256);
+    DIR *d = n > 0 ? opendir("/proc/self/fd") : NULL;
     struct dirent *e;
 
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
-        int fd = atoi(e->d_name);
-        struct stat st;
-        struct sockaddr_storage peer;
-        socklen_t len = sizeof peer;
-        if (fd <= 2 || fd == dirfd(d) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-            getpeername(fd, (struct sockaddr *) &peer, &len) != 0)
+        char path[300], target[64];
+        unsigned long inode;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
-        int port = peer.ss_family == AF_INET    ? ntohs(((struct sockaddr_in *) &peer)->sin_port)
-                   : peer.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *) &peer)->sin6_port)
-                                                : 0;
-        for (size_t i = 0; i < c->nports; i++) {
-            if (port == c->ports[i])
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            if (inodes[i] == inode) {
+                int fd = atoi(e->d_name);
                 fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+                break;
+            }
         }
     }
     closedir(d);

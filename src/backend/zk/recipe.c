@@ -8,10 +8,8 @@
 #include <string.h>
 
 static const char *const marker_texts[] = {
-    [DLOCK__ZK_LOCK] = "lock-",
-    [DLOCK__ZK_READ] = "__READ__",
-    [DLOCK__ZK_WRITE] = "__WRIT__",
-    [DLOCK__ZK_LEASE] = "lease-",
+    [DLOCK__ZK_LOCK] = "lock-",   [DLOCK__ZK_READ] = "__READ__",  [DLOCK__ZK_WRITE] = "__WRIT__",
+    [DLOCK__ZK_LEASE] = "lease-", [DLOCK__ZK_KAZOO] = "__lock__",
 };
 
 const char *dlock__zk_marker_text(enum dlock__zk_marker m)

@@ -14,7 +14,12 @@
  * Contenders are ranked as Curator ranks them: every child of the path, by
  * the text after the last marker in its name (the whole name if it has
  * none), compared as strings. The first holds the mutex; any other watches
- * the one just before it. Nothing here does I/O. */
+ * the one just before it. A mutex also ranks kazoo's Lock nodes
+ * (<hex>__lock__<seq>) by their sequence, where Curator puts them last (by
+ * their whole name): so a kazoo holder (given extra_lock_patterns=["-lock-"]
+ * to see ours) excludes dlock too. Ranking them earlier only ever makes a
+ * dlock contender wait more than Curator would, never less. Nothing here
+ * does I/O. */
 #ifndef DLOCK_ZK_RECIPE_H
 #define DLOCK_ZK_RECIPE_H
 
@@ -25,6 +30,7 @@ enum dlock__zk_marker {
     DLOCK__ZK_READ,  /* "__READ__" */
     DLOCK__ZK_WRITE, /* "__WRIT__" */
     DLOCK__ZK_LEASE, /* "lease-" */
+    DLOCK__ZK_KAZOO, /* "__lock__": kazoo's Lock, ranked by its sequence (never made) */
 };
 
 /* The marker's text. */

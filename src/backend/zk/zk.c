@@ -10,10 +10,18 @@
  * Liveness is the client's ZooKeeper session (conn.h): every grant names it,
  * and the core reports every lock lost when the session expires or could
  * have expired (its validity is counted from the last round trip that
- * succeeded). The fencing token is the holder node's creation zxid (czxid):
- * ZooKeeper orders every write of the ensemble by zxid, and a later holder's
- * node was created after every earlier holder's, so fences strictly
- * increase from holder to holder, as long as the ensemble keeps its data.
+ * succeeded).
+ *
+ * Fences (fence_of): the holder node's creation time on the server (ctime,
+ * ms) times 2^20 plus its creation zxid (czxid). ZooKeeper orders every write
+ * of the ensemble by zxid, and a later holder's node was created after every
+ * earlier holder's, so while the ensemble keeps its data the zxid part grows
+ * and the time part does not shrink (leaders' clocks are not set back):
+ * fences strictly increase. An ensemble rebuilt from nothing starts its
+ * zxids again near 0; the time part still puts later fences above earlier
+ * ones once the rebuild took longer than old czxid / 2^20 ms (about 4 s per
+ * 2^32 zxids, i.e. per election epoch). The node's sequence number is no use:
+ * it restarts whenever the lock's container is reaped.
  *
  * State per handle (zlock): the node it created for its current wait or
  * hold. The renewal thread reads it to check a hold, so it is guarded by the
@@ -72,12 +80,18 @@ typedef struct zstore {
 typedef struct zlock {
     dlock__store_lock base;
     char *path;         /* BASE/name */
-    pthread_mutex_t mu; /* node, conn, czxid: read by the renewal thread */
+    pthread_mutex_t mu; /* node, conn, fence: read by the renewal thread */
     char *node;         /* our node for the current wait or hold (full path) */
     dlock__zconn *conn; /* the session it lives in (a reference) */
-    int64_t czxid;
-    char uuid[37];      /* of the node being made */
-    int create_unknown; /* a create whose outcome is unknown: look for it first */
+    uint64_t fence;
+    /* a semaphore: node is the admission node (in locks/) while it waits;
+     * leases are its lease nodes (in leases/), `take` of them once admitted */
+    char *locks_path, *leases_path;
+    char **leases;
+    unsigned nleases;
+    char uuid[37];                      /* of the node being made */
+    int create_unknown;                 /* a create whose outcome is unknown: look for it first */
+    char unknown_in[PATH_MAX_LEN - 32]; /* where it was made */
 } zlock;
 
 #define ZSTORE(s) DLOCK__STORE_OF(zstore, s)
@@ -87,6 +101,12 @@ static int64_t deadline_of(const zstore *z, int64_t deadline_us)
 {
     int64_t cap = dlock__now_us() + z->timeout_ms * 1000;
     return deadline_us < cap ? deadline_us : cap;
+}
+
+/* The fence of a holder's node (see the design note). */
+static uint64_t fence_of(const struct Stat *st)
+{
+    return ((uint64_t) st->ctime << 20) + (uint64_t) st->czxid;
 }
 
 /* ---------------------------------------------------------------- the session */
@@ -256,19 +276,50 @@ static void take_node(zlock *l, char **node, dlock__zconn **conn)
 {
     pthread_mutex_lock(&l->mu);
     *node = l->node;
-    *conn = l->conn;
-    l->node = NULL;
-    l->conn = NULL;
-    l->czxid = 0;
+    *conn = NULL;
+    if (l->node != NULL) {
+        *conn = l->conn;
+        l->node = NULL;
+        if (l->nleases > 0)
+            dlock__zconn_ref(*conn); /* the leases keep theirs */
+        else
+            l->conn = NULL;
+    }
+    l->fence = 0;
     pthread_mutex_unlock(&l->mu);
 }
 
-static void set_node(zlock *l, char *node, dlock__zconn *conn, int64_t czxid)
+/* Takes a semaphore's lease nodes (the caller owns them, and conn). */
+static char **take_leases(zlock *l, unsigned *n, dlock__zconn **conn)
+{
+    pthread_mutex_lock(&l->mu);
+    char **leases = l->leases;
+    *n = l->nleases;
+    *conn = NULL;
+    if (l->nleases > 0) {
+        *conn = l->conn;
+        if (l->node != NULL)
+            dlock__zconn_ref(*conn); /* the admission node keeps its */
+        else
+            l->conn = NULL;
+    }
+    l->leases = NULL;
+    l->nleases = 0;
+    pthread_mutex_unlock(&l->mu);
+    return leases;
+}
+
+/* Sets the lock's node; conn is a reference, given to the lock unless it
+ * has one to that connection already. */
+static void set_node(zlock *l, char *node, dlock__zconn *conn, uint64_t fence)
 {
     pthread_mutex_lock(&l->mu);
     l->node = node;
-    l->conn = conn;
-    l->czxid = czxid;
+    if (l->conn == NULL)
+        l->conn = conn;
+    else
+        dlock__zconn_unref(conn);
+    l->fence = fence;
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -276,10 +327,16 @@ static void set_node(zlock *l, char *node, dlock__zconn *conn, int64_t czxid)
 static void drop_node(zlock *l)
 {
     char *node;
-    dlock__zconn *conn;
+    dlock__zconn *conn, *lconn;
+    unsigned n;
     take_node(l, &node, &conn);
+    char **leases = take_leases(l, &n, &lconn);
     free(node);
     dlock__zconn_unref(conn);
+    for (unsigned i = 0; i < n; i++)
+        free(leases[i]);
+    free(leases);
+    dlock__zconn_unref(lconn);
 }
 
 static enum dlock__zk_marker marker_of(const zlock *l)
@@ -294,7 +351,7 @@ static enum dlock__zk_marker marker_of(const zlock *l)
     }
 }
 
-static const enum dlock__zk_marker mutex_markers[] = {DLOCK__ZK_LOCK};
+static const enum dlock__zk_marker mutex_markers[] = {DLOCK__ZK_LOCK, DLOCK__ZK_KAZOO};
 static const enum dlock__zk_marker rw_markers[] = {DLOCK__ZK_READ, DLOCK__ZK_WRITE};
 
 static int is_rw(const zlock *l)
@@ -307,27 +364,33 @@ static void rank(const zlock *l, char **children, int n)
     if (is_rw(l))
         dlock__zk_rank(children, (size_t) n, rw_markers, 2);
     else
-        dlock__zk_rank(children, (size_t) n, mutex_markers, 1);
+        dlock__zk_rank(children, (size_t) n, mutex_markers, 2);
 }
 
-/* Makes our node: EPHEMERAL_SEQUENTIAL, holding the owner token. */
-static int create_node(zstore *z, zlock *l, dlock__zconn *c, const char *token, int64_t deadline)
+/* Makes an EPHEMERAL_SEQUENTIAL child of dir named "_c_<fresh uuid>-<marker>"
+ * holding data: its full path in *out (the caller's) and its fence. A create
+ * whose outcome is unknown (no reply) is remembered, to be looked for first
+ * (find_child). */
+static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
+                        enum dlock__zk_marker marker, const char *data, int64_t deadline,
+                        char **out, uint64_t *fence)
 {
     char prefix[96], path[PATH_MAX_LEN];
     dlock__zresult r;
 
+    *out = NULL;
     if (dlock__zk_uuid(l->uuid) != 0)
         return dlock__fail(DLOCK_ENOMEM, "no randomness for a node name");
-    dlock__zk_node_prefix(prefix, sizeof prefix, l->uuid, marker_of(l));
-    snprintf(path, sizeof path, "%s/%s", l->path, prefix);
+    dlock__zk_node_prefix(prefix, sizeof prefix, l->uuid, marker);
+    snprintf(path, sizeof path, "%s/%s", dir, prefix);
     for (int tries = 0; tries < 3; tries++) {
         int zrc = ZOK;
         dlock__zreq *q =
-            dlock__zreq_create(c, path, token, (int) strlen(token), ZOO_EPHEMERAL_SEQUENTIAL, &zrc);
+            dlock__zreq_create(c, path, data, (int) strlen(data), ZOO_EPHEMERAL_SEQUENTIAL, &zrc);
         zrc = run(q, zrc, deadline, &r);
         if (zrc == ZOK) {
-            dlock__zconn_ref(c);
-            set_node(l, r.path, c, r.stat.czxid);
+            *out = r.path;
+            *fence = fence_of(&r.stat);
             r.path = NULL;
             dlock__zresult_clear(&r);
             return DLOCK_OK;
@@ -335,13 +398,15 @@ static int create_node(zstore *z, zlock *l, dlock__zconn *c, const char *token, 
         dlock__zresult_clear(&r);
         if (zrc == ZNONODE) {
             /* the lock's path (or a parent) is missing: containers are
-             * reaped once empty */
+             * reaped once empty, also between making them and this */
             zrc = make_parents(c, path, deadline);
             if (zrc == ZOK)
                 continue;
         }
-        if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT)
+        if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT) {
             l->create_unknown = 1; /* it may exist: find it by its uuid first */
+            snprintf(l->unknown_in, sizeof l->unknown_in, "%s", dir);
+        }
         return dlock__zk_fail(zrc, z->label, "create a lock node");
     }
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: the lock's path keeps disappearing", z->label);
@@ -349,12 +414,14 @@ static int create_node(zstore *z, zlock *l, dlock__zconn *c, const char *token, 
 
 /* After a create whose outcome was not known: our node, if it was made, in
  * this session (Curator's protection, and CURATOR-604: never a node of
- * another session). */
-static int find_lost_create(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline)
+ * another session). *out is NULL if there is none. */
+static int find_child(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline, char **out,
+                      uint64_t *fence)
 {
     dlock__zresult r;
-    int zrc = zk_children(c, l->path, deadline, &r);
+    int zrc = zk_children(c, l->unknown_in, deadline, &r);
 
+    *out = NULL;
     if (zrc != ZOK && zrc != ZNONODE) {
         dlock__zresult_clear(&r);
         return dlock__zk_fail(zrc, z->label, "list the lock's nodes");
@@ -365,11 +432,11 @@ static int find_lost_create(zstore *z, zlock *l, dlock__zconn *c, int64_t deadli
             continue;
         char node[PATH_MAX_LEN];
         dlock__zresult st;
-        snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
+        snprintf(node, sizeof node, "%s/%s", l->unknown_in, r.children[i]);
         if (zk_exists(c, node, deadline, &st) == ZOK &&
             st.stat.ephemeralOwner == dlock__zconn_id(c)) {
-            dlock__zconn_ref(c);
-            set_node(l, strdup(node), c, st.stat.czxid);
+            *out = strdup(node);
+            *fence = fence_of(&st.stat);
         }
         dlock__zresult_clear(&st);
         break;
@@ -422,6 +489,329 @@ static void remember_rw_hold(zstore *z, const char *node, const char *token, int
     pthread_mutex_unlock(&z->mu);
 }
 
+/* ---------------------------------------------------------------- semaphore */
+
+/*
+ * Curator's InterProcessSemaphoreV2 on PATH: an InterProcessMutex on
+ * PATH/locks admits one contender at a time; the admitted one creates its
+ * lease node(s) PATH/leases/_c_<uuid>-lease-<seq>, waits (a children watch
+ * on leases/) until leases/ has at most `permits` children, and then lets
+ * the next one in. A holder is its lease nodes; a release deletes them.
+ * Curator takes n leases one admission each; dlock takes its `take` leases
+ * in one admission, which only makes the others wait a little longer: both
+ * count every child of leases/, so they count against each other. Holders
+ * never have more than `permits` nodes between them: a contender goes in
+ * only when every existing lease node and its own fit. Lease nodes of ours
+ * hold "<token> <take>/<permits>", so that users disagreeing on permits are
+ * told (Curator's hold its host's address and cannot be).
+ */
+
+/* Deletes the admission node and the lease nodes (in the background if
+ * need be): the contender leaves. */
+static void sem_give_up(zstore *z, zlock *l, int64_t deadline)
+{
+    char *node;
+    dlock__zconn *c, *lc;
+    unsigned n;
+
+    take_node(l, &node, &c);
+    char **leases = take_leases(l, &n, &lc);
+    for (unsigned i = 0; i < n; i++) {
+        dlock__zconn_ref(lc);
+        delete_node(z, lc, leases[i], deadline);
+    }
+    free(leases);
+    dlock__zconn_unref(lc);
+    if (node != NULL)
+        delete_node(z, c, node, deadline);
+}
+
+/* Whether a lease node's data says another number of permits (*other). */
+static int other_permits(const char *data, unsigned permits, unsigned *other)
+{
+    unsigned take = 0, p = 0;
+    char token[33];
+    if (data == NULL || sscanf(data, "%32[0-9a-f] %u/%u", token, &take, &p) != 3 || p == 0)
+        return 0;
+    *other = p;
+    return p != permits;
+}
+
+/* Reads every lease node but ours (pipelined): DLOCK_EINVAL if a dlock
+ * user declared another number of permits. */
+static int sem_check_permits(zstore *z, zlock *l, dlock__zconn *c, char **children, int n,
+                             int64_t deadline)
+{
+    dlock__zreq **reqs = calloc((size_t) n + 1, sizeof *reqs);
+    unsigned other = 0;
+    int rc = DLOCK_OK, differs = 0;
+
+    if (reqs == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        if (dlock__zk_is_ours(children[i], l->uuid))
+            continue;
+        char node[PATH_MAX_LEN];
+        int zrc = ZOK;
+        snprintf(node, sizeof node, "%s/%s", l->leases_path, children[i]);
+        reqs[i] = dlock__zreq_get(c, node, &zrc);
+    }
+    for (int i = 0; i < n; i++) {
+        dlock__zresult r;
+        if (reqs[i] == NULL)
+            continue;
+        if (dlock__zreq_wait(reqs[i], deadline, &r) == ZOK && !differs)
+            differs = other_permits(r.data, l->base.spec.permits, &other);
+        dlock__zresult_clear(&r);
+    }
+    free(reqs);
+    if (differs)
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "%s: semaphore '%s' is in use with %u permits, not %u: every user must "
+                         "give the same number",
+                         z->label, l->path, other, l->base.spec.permits);
+    return rc;
+}
+
+static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, int64_t deadline)
+{
+    const unsigned take = l->base.spec.take, permits = l->base.spec.permits;
+    char data[96];
+    int rc;
+
+    snprintf(data, sizeof data, "%s %u/%u", a->token, take, permits);
+    for (int round = 0; round < 8 + (int) take; round++) {
+        pthread_mutex_lock(&l->mu);
+        int stale = (l->node != NULL || l->nleases > 0) && l->conn != c;
+        char *adm = l->node != NULL ? strdup(l->node) : NULL;
+        unsigned nleases = l->nleases;
+        pthread_mutex_unlock(&l->mu);
+        if (stale) {
+            /* made in a session that is gone: so are the nodes */
+            drop_node(l);
+            free(adm);
+            continue;
+        }
+        if (l->create_unknown) {
+            char *made = NULL;
+            uint64_t fence = 0;
+            int in_locks = strcmp(l->unknown_in, l->locks_path) == 0;
+            rc = find_child(z, l, c, deadline, &made, &fence);
+            if (rc == DLOCK_OK && made != NULL) {
+                if (in_locks) {
+                    dlock__zconn_ref(c);
+                    set_node(l, made, c, fence);
+                } else {
+                    pthread_mutex_lock(&l->mu);
+                    char **more = realloc(l->leases, (l->nleases + 1) * sizeof *more);
+                    if (more != NULL) {
+                        l->leases = more;
+                        l->leases[l->nleases++] = made;
+                        made = NULL;
+                        if (l->conn == NULL) {
+                            dlock__zconn_ref(c);
+                            l->conn = c;
+                        }
+                    }
+                    pthread_mutex_unlock(&l->mu);
+                    if (made != NULL) {
+                        dlock__zconn_ref(c);
+                        delete_node(z, c, made, deadline);
+                    }
+                }
+            }
+            free(adm);
+            if (rc != DLOCK_OK)
+                return rc;
+            continue;
+        }
+        if (nleases < take) {
+            char *made = NULL;
+            uint64_t fence = 0;
+            if (adm == NULL) {
+                /* queue for admission */
+                rc = create_child(z, l, c, l->locks_path, DLOCK__ZK_LOCK, a->token, deadline, &made,
+                                  &fence);
+                if (rc != DLOCK_OK)
+                    return rc;
+                dlock__zconn_ref(c);
+                set_node(l, made, c, fence);
+                continue;
+            }
+            dlock__zresult r;
+            int zrc = zk_children(c, l->locks_path, deadline, &r);
+            if (zrc != ZOK && zrc != ZNONODE) {
+                dlock__zresult_clear(&r);
+                free(adm);
+                return dlock__zk_fail(zrc, z->label, "list the semaphore's admission queue");
+            }
+            dlock__zk_rank(r.children, (size_t) r.nchildren, mutex_markers, 2);
+            int me = -1;
+            for (int i = 0; i < r.nchildren; i++) {
+                if (strcmp(r.children[i], strrchr(adm, '/') + 1) == 0)
+                    me = i;
+            }
+            char ahead[PATH_MAX_LEN] = "";
+            if (me > 0)
+                snprintf(ahead, sizeof ahead, "%s/%s", l->locks_path, r.children[me - 1]);
+            dlock__zresult_clear(&r);
+            free(adm);
+            if (me < 0) {
+                /* our admission node is gone (an operator): queue again */
+                char *gone;
+                dlock__zconn *in;
+                take_node(l, &gone, &in);
+                free(gone);
+                dlock__zconn_unref(in);
+                continue;
+            }
+            if (me > 0) {
+                a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+                if (!a->wait) {
+                    sem_give_up(z, l, deadline);
+                    a->outcome = DLOCK__HELD;
+                    a->next = DLOCK__NEXT_POLL;
+                    return DLOCK_OK;
+                }
+                zrc = ZOK;
+                dlock__zreq *q = dlock__zreq_watch(c, ahead, a->token, &zrc);
+                zrc = run(q, zrc, deadline, &r);
+                dlock__zresult_clear(&r);
+                if (zrc == ZNONODE)
+                    continue;
+                if (zrc != ZOK)
+                    return dlock__zk_fail(zrc, z->label, "watch the node ahead");
+                a->outcome = DLOCK__QUEUED;
+                a->keep_place = 0; /* the session keeps it */
+                return DLOCK_OK;
+            }
+            /* admitted: our lease nodes, all of them in this admission */
+            while (nleases < take) {
+                rc = create_child(z, l, c, l->leases_path, DLOCK__ZK_LEASE, data, deadline, &made,
+                                  &fence);
+                if (rc != DLOCK_OK)
+                    return rc;
+                pthread_mutex_lock(&l->mu);
+                char **more = realloc(l->leases, (l->nleases + 1) * sizeof *more);
+                if (more != NULL) {
+                    l->leases = more;
+                    l->leases[l->nleases++] = made;
+                    made = NULL;
+                }
+                nleases = l->nleases;
+                pthread_mutex_unlock(&l->mu);
+                if (made != NULL) {
+                    dlock__zconn_ref(c);
+                    delete_node(z, c, made, deadline);
+                    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+                }
+            }
+            continue;
+        }
+        free(adm);
+        /* Every lease node of ours exists: count them all. A waiter sets a
+         * children watch (woken by any release); only the admitted
+         * contender waits here, so a release wakes one. */
+        dlock__zresult r;
+        int zrc = ZOK;
+        dlock__zreq *q = a->wait ? dlock__zreq_watch_children(c, l->leases_path, a->token, &zrc)
+                                 : dlock__zreq_children(c, l->leases_path, &zrc);
+        zrc = run(q, zrc, deadline, &r);
+        if (zrc != ZOK && zrc != ZNONODE) {
+            dlock__zresult_clear(&r);
+            return dlock__zk_fail(zrc, z->label, "list the semaphore's leases");
+        }
+        unsigned found = 0;
+        uint64_t fence = 0;
+        pthread_mutex_lock(&l->mu);
+        for (unsigned k = 0; k < l->nleases; k++) {
+            const char *name = strrchr(l->leases[k], '/') + 1;
+            for (int i = 0; i < r.nchildren; i++) {
+                if (strcmp(r.children[i], name) == 0) {
+                    found++;
+                    break;
+                }
+            }
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (found < take) {
+            /* a lease node of ours is gone (an operator): start again */
+            dlock__zresult_clear(&r);
+            sem_give_up(z, l, deadline);
+            continue;
+        }
+        rc = sem_check_permits(z, l, c, r.children, r.nchildren, deadline);
+        int fits = r.nchildren <= (int) permits;
+        dlock__zresult_clear(&r);
+        if (rc != DLOCK_OK || (!fits && !a->wait)) {
+            sem_give_up(z, l, deadline);
+            if (rc != DLOCK_OK)
+                return rc;
+            a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_POLL;
+            return DLOCK_OK;
+        }
+        if (!fits) {
+            a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+            a->outcome = DLOCK__QUEUED;
+            a->keep_place = 0;
+            return DLOCK_OK;
+        }
+        /* in: let the next contender into admission */
+        char *node;
+        dlock__zconn *in;
+        take_node(l, &node, &in);
+        if (node != NULL)
+            delete_node(z, in, node, deadline);
+        for (unsigned k = 0; k < take; k++) {
+            dlock__zresult st;
+            pthread_mutex_lock(&l->mu);
+            char lease[PATH_MAX_LEN];
+            snprintf(lease, sizeof lease, "%s", l->leases[k]);
+            pthread_mutex_unlock(&l->mu);
+            if (zk_exists(c, lease, deadline, &st) == ZOK && fence_of(&st.stat) > fence)
+                fence = fence_of(&st.stat);
+            dlock__zresult_clear(&st);
+        }
+        pthread_mutex_lock(&l->mu);
+        l->fence = fence;
+        pthread_mutex_unlock(&l->mu);
+        a->outcome = DLOCK__TAKEN;
+        a->fence = fence;
+        a->session = dlock__zconn_session(c);
+        dlock__session_ref(a->session);
+        return DLOCK_OK;
+    }
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: the semaphore's nodes keep changing under us",
+                       z->label);
+}
+
+/* Releases a semaphore's permits: its lease nodes. */
+static int sem_release(zstore *z, zlock *l, int64_t deadline)
+{
+    dlock__zconn *c;
+    unsigned n;
+    char **leases = take_leases(l, &n, &c);
+    int gone = 0, alive = c != NULL && dlock__zconn_alive(c);
+
+    if (n == 0)
+        return dlock__fail(DLOCK_ELOST, "%s: semaphore '%s' is not held", z->label, l->path);
+    for (unsigned i = 0; i < n; i++) {
+        dlock__zconn_ref(c);
+        int zrc = delete_node(z, c, leases[i], deadline);
+        gone |= zrc == ZNONODE || (zrc != ZOK && !alive);
+    }
+    free(leases);
+    dlock__zconn_unref(c);
+    if (gone)
+        return dlock__fail(DLOCK_ELOST,
+                           "%s: semaphore '%s': a lease node is gone (removed, or its "
+                           "session ended)",
+                           z->label, l->path);
+    return DLOCK_OK;
+}
+
 /* ---------------------------------------------------------------- acquire */
 
 /*
@@ -470,6 +860,10 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (rc != DLOCK_OK)
         return rc;
     retry_deletes(z, deadline);
+    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
+        rc = sem_acquire(z, l, c, a, deadline);
+        goto out;
+    }
     if (l->base.spec.kind == DLOCK__WRITE && own_read_hold(z, l->path, a->token)) {
         rc = dlock__fail(DLOCK_EDEADLK,
                          "this owner holds the read lock: taking the write lock too would wait "
@@ -487,16 +881,18 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             free(node);
             node = NULL;
         }
-        if (node == NULL && l->create_unknown) {
-            rc = find_lost_create(z, l, c, deadline);
-            if (rc != DLOCK_OK)
-                goto out;
-            continue;
-        }
         if (node == NULL) {
-            rc = create_node(z, l, c, a->token, deadline);
+            char *made = NULL;
+            uint64_t fence = 0;
+            rc = l->create_unknown ? find_child(z, l, c, deadline, &made, &fence)
+                                   : create_child(z, l, c, l->path, marker_of(l), a->token,
+                                                  deadline, &made, &fence);
             if (rc != DLOCK_OK)
                 goto out;
+            if (made != NULL) {
+                dlock__zconn_ref(c);
+                set_node(l, made, c, fence);
+            }
             continue;
         }
         dlock__zresult r;
@@ -520,7 +916,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (ahead == NULL) {
             a->outcome = DLOCK__TAKEN;
             pthread_mutex_lock(&l->mu);
-            a->fence = (uint64_t) l->czxid;
+            a->fence = l->fence;
             pthread_mutex_unlock(&l->mu);
             a->session = dlock__zconn_session(c);
             dlock__session_ref(a->session);
@@ -581,6 +977,8 @@ static int zk_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     dlock__zconn *c;
 
     (void) token;
+    if (l->base.spec.kind == DLOCK__SEMAPHORE)
+        return sem_release(z, l, deadline_of(z, deadline));
     take_node(l, &node, &c);
     if (node == NULL)
         return dlock__fail(DLOCK_ELOST, "%s: lock '%s' is not held", z->label, l->path);
@@ -603,10 +1001,30 @@ static int zk_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, 
 
     (void) token;
     l->create_unknown = 0; /* a lost create lives at most as long as its session */
+    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
+        sem_give_up(z, l, deadline_of(z, deadline));
+        return DLOCK_OK;
+    }
     take_node(l, &node, &c);
     if (node != NULL)
         delete_node(z, c, node, deadline_of(z, deadline));
     return DLOCK_OK;
+}
+
+/* A copy of the node that stands for the hold (a semaphore's first lease
+ * node), and its connection (a reference); NULL if there is none. */
+static char *hold_node(zlock *l, dlock__zconn **conn)
+{
+    pthread_mutex_lock(&l->mu);
+    const char *node = l->base.spec.kind != DLOCK__SEMAPHORE ? l->node
+                       : l->nleases > 0                      ? l->leases[0]
+                                                             : NULL;
+    char *copy = node != NULL ? strdup(node) : NULL;
+    *conn = copy != NULL ? l->conn : NULL;
+    if (*conn != NULL)
+        dlock__zconn_ref(*conn);
+    pthread_mutex_unlock(&l->mu);
+    return copy;
 }
 
 /* Confirms the hold (a session's lease cannot be set). */
@@ -618,12 +1036,8 @@ static int zk_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
     dlock__zresult r;
 
     (void) token, (void) lease_ms, (void) at_least;
-    pthread_mutex_lock(&l->mu);
-    char *node = l->node != NULL ? strdup(l->node) : NULL;
-    dlock__zconn *c = l->conn;
-    if (c != NULL)
-        dlock__zconn_ref(c);
-    pthread_mutex_unlock(&l->mu);
+    dlock__zconn *c;
+    char *node = hold_node(l, &c);
     if (node == NULL)
         return dlock__fail(DLOCK_ELOST, "%s: lock '%s' is not held", z->label, l->path);
     int zrc = zk_exists(c, node, deadline_of(z, deadline), &r);
@@ -668,21 +1082,13 @@ static int zk_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
             }
             reqs[i] = dlock__zreq_exists(conns[i], "/", &zrc);
         } else if (it->kind == DLOCK__RENEW_HOLD) {
-            zlock *l = ZLOCK(it->lock);
-            pthread_mutex_lock(&l->mu);
-            char node[PATH_MAX_LEN];
-            int have = l->node != NULL;
-            if (have) {
-                snprintf(node, sizeof node, "%s", l->node);
-                conns[i] = l->conn;
-                dlock__zconn_ref(conns[i]);
-            }
-            pthread_mutex_unlock(&l->mu);
-            if (!have) {
+            char *node = hold_node(ZLOCK(it->lock), &conns[i]);
+            if (node == NULL) {
                 it->result = DLOCK__RENEW_GONE;
                 continue;
             }
             reqs[i] = dlock__zreq_exists(conns[i], node, &zrc);
+            free(node);
         }
         sent[i] = reqs[i] != NULL;
         if (!sent[i] && (zrc == ZINVALIDSTATE || zrc == ZSESSIONEXPIRED))
@@ -749,6 +1155,83 @@ static int holders(const zlock *l, char **children, int n)
     return k;
 }
 
+/* A semaphore's state: its lease nodes (each a permit; a holder of ours
+ * is the nodes holding one token), the admission queue's length, and the
+ * permits its dlock users declare. */
+static int sem_query(zstore *z, zlock *l, dlock__zconn *c, dlock_status *st, int64_t deadline)
+{
+    dlock__zresult r, w;
+    int rc = DLOCK_OK;
+    int zrc = zk_children(c, l->leases_path, deadline, &r);
+    int zrc2 = zk_children(c, l->locks_path, deadline, &w);
+    dlock__zreq **reqs = NULL;
+    char(*owners)[33] = NULL;
+
+    if ((zrc != ZOK && zrc != ZNONODE) || (zrc2 != ZOK && zrc2 != ZNONODE)) {
+        rc = dlock__zk_fail(zrc != ZOK && zrc != ZNONODE ? zrc : zrc2, z->label,
+                            "list the semaphore's nodes");
+        goto out;
+    }
+    reqs = calloc((size_t) r.nchildren + 1, sizeof *reqs);
+    owners = calloc((size_t) r.nchildren + 1, sizeof *owners);
+    if (reqs == NULL || owners == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < r.nchildren; i++) {
+        char node[PATH_MAX_LEN];
+        int zrc3 = ZOK;
+        snprintf(node, sizeof node, "%s/%s", l->leases_path, r.children[i]);
+        reqs[i] = dlock__zreq_get(c, node, &zrc3);
+    }
+    /* The first in the admission queue may have made lease nodes and wait
+     * for room: those are not held. Ours say whose they are. */
+    char admitted[33] = "";
+    if (w.nchildren > 0) {
+        char node[PATH_MAX_LEN];
+        dlock__zresult d;
+        dlock__zk_rank(w.children, (size_t) w.nchildren, mutex_markers, 2);
+        snprintf(node, sizeof node, "%s/%s", l->locks_path, w.children[0]);
+        int zrc3 = ZOK;
+        dlock__zreq *q = dlock__zreq_get(c, node, &zrc3);
+        if (run(q, zrc3, deadline, &d) == ZOK && d.data != NULL)
+            sscanf(d.data, "%32[0-9a-f]", admitted);
+        dlock__zresult_clear(&d);
+    }
+    for (int i = 0; i < r.nchildren; i++) {
+        dlock__zresult d;
+        unsigned take = 0, permits = 0;
+        if (reqs[i] == NULL)
+            continue;
+        snprintf(owners[i], sizeof owners[i], "%d", i); /* Curator's: one each */
+        if (dlock__zreq_wait(reqs[i], deadline, &d) == ZOK && d.data != NULL &&
+            sscanf(d.data, "%32[0-9a-f] %u/%u", owners[i], &take, &permits) == 3)
+            st->permits = permits;
+        if (admitted[0] != '\0' && strcmp(owners[i], admitted) == 0) {
+            dlock__zresult_clear(&d);
+            continue;
+        }
+        if (d.rc == ZOK && fence_of(&d.stat) > st->last_fence)
+            st->last_fence = fence_of(&d.stat);
+        dlock__zresult_clear(&d);
+        st->permits_used++;
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++)
+            seen = strcmp(owners[k], owners[i]) == 0;
+        st->shared += !seen;
+    }
+    st->held = st->permits_used > 0;
+    /* the admitted contender's admission node, while it waits for room,
+     * and every one behind it */
+    st->waiters = (unsigned) w.nchildren;
+out:
+    free(reqs);
+    free(owners);
+    dlock__zresult_clear(&r);
+    dlock__zresult_clear(&w);
+    return rc;
+}
+
 static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline)
 {
     zstore *z = ZSTORE(s);
@@ -762,6 +1245,11 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     if (rc != DLOCK_OK)
         return rc;
     deadline = deadline_of(z, deadline);
+    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
+        rc = sem_query(z, l, c, st, deadline);
+        dlock__zconn_unref(c);
+        return rc;
+    }
     int zrc = zk_children(c, l->path, deadline, &r);
     if (zrc != ZOK && zrc != ZNONODE) {
         rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
@@ -776,8 +1264,8 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
         snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
         dlock__zreq *q = dlock__zreq_get(c, node, &zrc2);
         if (run(q, zrc2, deadline, &d) == ZOK) {
-            if ((uint64_t) d.stat.czxid > st->last_fence)
-                st->last_fence = (uint64_t) d.stat.czxid;
+            if (fence_of(&d.stat) > st->last_fence)
+                st->last_fence = fence_of(&d.stat);
             if (i == 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0])))
                 snprintf(st->owner, sizeof st->owner, "%s", d.data != NULL ? d.data : "");
         }
@@ -804,16 +1292,19 @@ static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     if (rc != DLOCK_OK)
         return rc;
     deadline = deadline_of(z, deadline);
-    int zrc = zk_children(c, l->path, deadline, &r);
+    /* a semaphore's holders are every lease node */
+    const char *dir = l->base.spec.kind == DLOCK__SEMAPHORE ? l->leases_path : l->path;
+    int zrc = zk_children(c, dir, deadline, &r);
     if (zrc != ZOK && zrc != ZNONODE) {
         rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
         goto out;
     }
     rank(l, r.children, r.nchildren);
-    int n = holders(l, r.children, r.nchildren);
+    int n =
+        l->base.spec.kind == DLOCK__SEMAPHORE ? r.nchildren : holders(l, r.children, r.nchildren);
     for (int i = 0; i < n && rc == DLOCK_OK; i++) {
         char node[PATH_MAX_LEN];
-        snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
+        snprintf(node, sizeof node, "%s/%s", dir, r.children[i]);
         zrc = zk_delete(c, node, deadline);
         if (zrc != ZOK && zrc != ZNONODE)
             rc = dlock__zk_fail(zrc, z->label, "delete the holder's node");
@@ -874,8 +1365,10 @@ static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
         return rc;
     size_t len = strlen(z->base_path) + strlen(name) + 2;
     if (len + 64 > PATH_MAX_LEN)
-        return dlock__fail(DLOCK_EINVAL, "lock name '%s' makes a path over %d bytes", name,
-                           PATH_MAX_LEN - 64);
+        return dlock__fail(DLOCK_EINVAL,
+                           "lock name too long: its path would be %zu bytes, over the %d bytes "
+                           "a ZooKeeper lock path may have here (base '%.60s', name '%.60s...')",
+                           len - 1, PATH_MAX_LEN - 64, z->base_path, name);
     l = calloc(1, sizeof *l);
     if (l == NULL || (l->path = malloc(len)) == NULL) {
         free(l);
@@ -883,6 +1376,20 @@ static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
     }
     snprintf(l->path, len, "%s/%s", strcmp(z->base_path, "/") == 0 ? "" : z->base_path, name);
     l->base.spec = *spec;
+    if (spec->kind == DLOCK__SEMAPHORE) {
+        size_t n = strlen(l->path) + 8;
+        l->locks_path = malloc(n);
+        l->leases_path = malloc(n);
+        if (l->locks_path == NULL || l->leases_path == NULL) {
+            free(l->locks_path);
+            free(l->leases_path);
+            free(l->path);
+            free(l);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        snprintf(l->locks_path, n, "%s/locks", l->path);
+        snprintf(l->leases_path, n, "%s/leases", l->path);
+    }
     pthread_mutex_init(&l->mu, NULL);
     *out = &l->base;
     return DLOCK_OK;
@@ -891,14 +1398,12 @@ static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
 static void zk_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
     zlock *l = ZLOCK(sl);
-    char *node;
-    dlock__zconn *c;
 
-    take_node(l, &node, &c);
-    if (node != NULL)
-        delete_node(ZSTORE(s), c, node, dlock__now_us() + ZSTORE(s)->timeout_ms * 1000);
+    sem_give_up(ZSTORE(s), l, dlock__now_us() + ZSTORE(s)->timeout_ms * 1000);
     pthread_mutex_destroy(&l->mu);
     free(l->path);
+    free(l->locks_path);
+    free(l->leases_path);
     free(l);
 }
 
@@ -1027,7 +1532,7 @@ const dlock__backend dlock__zk_backend = {
     .name = "ZooKeeper",
     .schemes = schemes,
     .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_FAIR |
-            DLOCK_CAP_READ_WRITE | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION,
+            DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION,
     .open = zk_open,
     .close = zk_close,
     .lock_new = zk_lock_new,

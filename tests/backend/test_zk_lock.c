@@ -1,0 +1,1122 @@
+/* test_zk_lock.c - the ZooKeeper backend (zk://) against a real ZooKeeper
+ * 3.8: Curator's node layout, waiters woken one at a time in order (each
+ * watching only its predecessor), a holder cut off for longer than its
+ * session, a killed holder, a server restarted with its data and wiped,
+ * the lock's container vanishing, the read-write lock, fences, the
+ * semaphore (Curator's InterProcessSemaphoreV2 layout), multi-locks, and
+ * bad input.
+ *
+ * The tree is looked at with the C client's synchronous calls on a handle
+ * of the test's own, never through the library. Tests that fork do so
+ * before the parent starts any thread (ThreadSanitizer refuses threads in
+ * a child forked from a threaded process). */
+#define _GNU_SOURCE
+#define THREADED /* the multi-threaded client's synchronous API */
+#include "../support/harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zookeeper/zookeeper.h>
+
+static dt_server srv;
+
+/* ---------------------------------------------------------------- helpers */
+
+static dlock_client *client_at(const char *url, const char *options)
+{
+    char full[512];
+    dlock_client *c = NULL;
+    snprintf(full, sizeof full, "%s%s", url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(full, &c), DLOCK_OK);
+    return c;
+}
+
+static dlock_client *client(const char *options)
+{
+    return client_at(srv.url, options);
+}
+
+static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+static dlock_lock *sem_of(dlock_client *c, const char *name, unsigned permits, unsigned take)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_semaphore_open(c, name, permits, take, &l), DLOCK_OK);
+    return l;
+}
+
+static dlock_status query(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_status st;
+    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
+    return st;
+}
+
+/* The test's own ZooKeeper handle, to look at the tree. */
+static zhandle_t *zh;
+
+static void quiet_log(const char *message)
+{
+    (void) message;
+}
+
+static void zh_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+    (void) h, (void) type, (void) state, (void) path, (void) ctx;
+}
+
+static void zh_open(void)
+{
+    char hosts[64];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d", srv.port);
+    zh = zookeeper_init2(hosts, zh_watcher, 30000, NULL, NULL, 0, quiet_log);
+    CHECK(zh != NULL);
+    DT_WAIT_UNTIL(zoo_state(zh) == ZOO_CONNECTED_STATE, 20000);
+}
+
+static void zh_close(void)
+{
+    if (zh != NULL)
+        zookeeper_close(zh);
+    zh = NULL;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* The children of path, sorted by name, copied into names[max][128]. -1
+ * when path does not exist. */
+static int children(const char *path, char names[][128], int max)
+{
+    struct String_vector v = {0};
+    if (zh == NULL)
+        zh_open();
+    int zrc = zoo_get_children(zh, path, 0, &v);
+    if (zrc == ZNONODE)
+        return -1;
+    if (zrc != ZOK)
+        dt_fail(__FILE__, __LINE__, "get_children %s: %s", path, zerror(zrc));
+    qsort(v.data, (size_t) v.count, sizeof *v.data, by_name);
+    int n = 0;
+    for (int i = 0; i < v.count && n < max; i++, n++)
+        snprintf(names[n], 128, "%s", v.data[i]);
+    deallocate_String_vector(&v);
+    return n;
+}
+
+static int count_children(const char *path)
+{
+    char names[64][128];
+    int n = children(path, names, 64);
+    return n < 0 ? 0 : n;
+}
+
+/* A node's data (NUL-terminated into buf) and stat; the ZooKeeper code. */
+static int node_get(const char *path, char *buf, int len, struct Stat *st)
+{
+    if (zh == NULL)
+        zh_open();
+    int n = len - 1;
+    int zrc = zoo_get(zh, path, 0, buf, &n, st);
+    buf[zrc == ZOK && n > 0 ? n : 0] = '\0';
+    return zrc;
+}
+
+/* Whether name is "_c_" + a v4 UUID + "-" + marker + 10 digits. */
+static int curator_name(const char *name, const char *marker)
+{
+    size_t ml = strlen(marker);
+    if (strncmp(name, "_c_", 3) != 0 || strlen(name) != 3 + 36 + 1 + ml + 10)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        char ch = name[3 + i];
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? ch != '-' : !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+            return 0;
+    }
+    if (name[3 + 14] != '4' || name[39] != '-' || strncmp(name + 40, marker, ml) != 0)
+        return 0;
+    for (size_t i = 40 + ml; name[i] != '\0'; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+    }
+    return 1;
+}
+
+/* A four-letter command's answer (the server is started with every one
+ * allowed where a test needs it). */
+static const char *four_letters(const char *cmd)
+{
+    static char buf[65536];
+    size_t used = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t) srv.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(fd >= 0);
+    CHECK_INT(connect(fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+    CHECK_INT(write(fd, cmd, 4), ==, 4);
+    for (;;) {
+        ssize_t n = read(fd, buf + used, sizeof buf - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t) n;
+    }
+    buf[used] = '\0';
+    close(fd);
+    return buf;
+}
+
+/* How many sessions watch `path` exactly (from "wchp"). */
+static int watchers_of(const char *path)
+{
+    const char *out = four_letters("wchp");
+    size_t pl = strlen(path);
+    int n = 0, in = 0;
+    for (const char *line = out; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t) (end - line) : strlen(line);
+        if (line[0] == '/')
+            in = len == pl && strncmp(line, path, pl) == 0;
+        else if (in && len > 0)
+            n++;
+        line = end != NULL ? end + 1 : line + len;
+    }
+    return n;
+}
+
+/* Loss reports. */
+typedef struct lost_box {
+    atomic_int lost;
+    atomic_llong at_ms;
+    char why[256];
+} lost_box;
+
+static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    lost_box *b = arg;
+    (void) l;
+    CHECK_INT(code, ==, DLOCK_ELOST);
+    snprintf(b->why, sizeof b->why, "%s", why);
+    atomic_store(&b->at_ms, dt_now_ms());
+    atomic_store(&b->lost, 1);
+}
+
+/* An acquisition on a thread of its own. */
+typedef struct waiter {
+    pthread_t thread;
+    dlock_lock *lock;
+    int64_t wait_ms;
+    atomic_int done;
+    atomic_llong at_ms; /* when the call returned */
+    int rc;
+    uint64_t fence;
+    atomic_int *order; /* if set: the place this grant came in */
+    int place;
+} waiter;
+
+static void *waiter_run(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_acquire(w->lock, w->wait_ms);
+    atomic_store(&w->at_ms, dt_now_ms());
+    w->fence = dlock_lock_fence(w->lock);
+    if (w->order != NULL)
+        w->place = atomic_fetch_add(w->order, 1);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void wait_async(waiter *w, dlock_lock *l, int64_t wait_ms)
+{
+    w->lock = l;
+    w->wait_ms = wait_ms;
+    atomic_store(&w->done, 0);
+    CHECK_INT(pthread_create(&w->thread, NULL, waiter_run, w), ==, 0);
+}
+
+static void join(waiter *w)
+{
+    pthread_join(w->thread, NULL);
+}
+
+/* A byte from fd within ms; -1 if none came. */
+static int read_byte(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    unsigned char ch;
+    if (poll(&p, 1, ms) <= 0 || read(fd, &ch, 1) != 1)
+        return -1;
+    return ch;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+/* The holder's node is Curator's: an EPHEMERAL_SEQUENTIAL child of
+ * BASE/NAME named _c_<uuid>-lock-<10 digits>, owned by the client's
+ * session, holding the owner token. A try that finds it held leaves
+ * nothing behind; a release deletes the node. */
+static void layout(void)
+{
+    char names[8][128], data[128], path[256];
+    struct Stat st;
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_SESSION);
+    CHECK(strcmp(dlock_client_store(c), "ZooKeeper") == 0);
+    dlock_lock *l = lock_of(c, "jobs/nightly", 0), *l2 = lock_of(c2, "jobs/nightly", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/jobs/nightly", names, 8), ==, 1);
+    CHECK(curator_name(names[0], "lock-"));
+    snprintf(path, sizeof path, "/dlock/jobs/nightly/%s", names[0]);
+    CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
+    CHECK(strcmp(data, dlock_lock_token(l)) == 0);
+    CHECK(st.ephemeralOwner != 0);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_INT(fence, ==, ((uint64_t) st.ctime << 20) + (uint64_t) st.czxid);
+    /* the lock's path and its parents are containers: no owner, no data */
+    CHECK_INT(node_get("/dlock/jobs/nightly", data, sizeof data, &st), ==, ZOK);
+    CHECK_INT(st.ephemeralOwner, ==, 0);
+    CHECK_INT(st.dataLength, ==, 0);
+
+    /* re-entry: the same node and fence */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_holds(l), ==, 2);
+    CHECK_INT(dlock_lock_fence(l), ==, fence);
+    CHECK_INT(count_children("/dlock/jobs/nightly"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/jobs/nightly"), ==, 1);
+
+    /* another client: busy, and its node is gone again */
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/jobs/nightly"), ==, 1);
+    dlock_status qs = query(c2, "jobs/nightly", 0);
+    CHECK(qs.held);
+    CHECK(strcmp(qs.owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(qs.last_fence, ==, fence);
+    CHECK_INT(qs.waiters, ==, 0);
+
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/jobs/nightly"), ==, 0);
+    CHECK_RC(dlock_release(l), DLOCK_ENOTOWNER);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    CHECK(dlock_lock_fence(l2) > fence);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+
+    /* a URL's base path */
+    char url[256];
+    snprintf(url, sizeof url, "zk://127.0.0.1:%d/apps/billing/", srv.port);
+    dlock_client *c3 = client_at(url, NULL);
+    dlock_lock *l3 = lock_of(c3, "run", 0);
+    CHECK_RC(dlock_acquire(l3, 0), DLOCK_OK);
+    CHECK_INT(children("/apps/billing/run", names, 8), ==, 1);
+    CHECK(curator_name(names[0], "lock-"));
+    dlock_lock_free(l3); /* releases */
+    CHECK_INT(count_children("/apps/billing/run"), ==, 0);
+    dlock_client_close(c3);
+
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+/* Waiters queued one after another are granted in that order, one per
+ * release, and while they wait each watches only the node just ahead of
+ * it: never the lock's path (a children watch would wake every waiter). */
+static void waiters_in_order(void)
+{
+    enum { N = 5 };
+    char names[N + 2][128], path[256];
+    dlock_client *cs[N + 1];
+    dlock_lock *ls[N + 1];
+    waiter ws[N];
+    atomic_int order = 0;
+
+    dt_server_start(&srv, "zookeeper", 0, "4lw.commands.whitelist=*", NULL);
+    for (int i = 0; i <= N; i++) {
+        cs[i] = client(NULL);
+        ls[i] = lock_of(cs[i], "q", 0);
+    }
+    CHECK_RC(dlock_acquire(ls[0], 0), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        memset(&ws[i], 0, sizeof ws[i]);
+        ws[i].order = &order;
+        wait_async(&ws[i], ls[i + 1], 30000);
+        DT_WAIT_UNTIL(count_children("/dlock/q") == i + 2, 10000);
+        DT_WAIT_UNTIL(query(cs[0], "q", 0).waiters == (unsigned) i + 1, 5000);
+    }
+    /* ranked as Curator ranks them: by the sequence after the last '-' */
+    int n = children("/dlock/q", names, N + 2);
+    CHECK_INT(n, ==, N + 1);
+    char *ranked[N + 1];
+    for (int i = 0; i < n; i++)
+        ranked[i] = names[i];
+    for (int i = 0; i < n; i++) {
+        for (int j = i + 1; j < n; j++) {
+            if (strcmp(strrchr(ranked[j], '-'), strrchr(ranked[i], '-')) < 0) {
+                char *t = ranked[i];
+                ranked[i] = ranked[j];
+                ranked[j] = t;
+            }
+        }
+    }
+    /* every node but the last is watched by exactly one session; the
+     * lock's path by none */
+    DT_WAIT_UNTIL(watchers_of("/dlock/q") == 0, 2000);
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "/dlock/q/%s", ranked[i]);
+        CHECK_INT(watchers_of(path), ==, i < n - 1 ? 1 : 0);
+    }
+    /* one release, one grant, in order */
+    uint64_t last = dlock_lock_fence(ls[0]);
+    CHECK_RC(dlock_release(ls[0]), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        DT_WAIT_UNTIL(atomic_load(&ws[i].done), 10000);
+        join(&ws[i]);
+        CHECK_RC(ws[i].rc, DLOCK_OK);
+        CHECK_INT(ws[i].place, ==, i);
+        CHECK(ws[i].fence > last);
+        last = ws[i].fence;
+        for (int j = i + 1; j < N; j++)
+            CHECK(!atomic_load(&ws[j].done));
+        CHECK_INT(count_children("/dlock/q"), ==, N - i);
+        CHECK_RC(dlock_release(ls[i + 1]), DLOCK_OK);
+    }
+    CHECK_INT(count_children("/dlock/q"), ==, 0);
+    for (int i = 0; i <= N; i++) {
+        dlock_lock_free(ls[i]);
+        dlock_client_close(cs[i]);
+    }
+    zh_close();
+}
+
+/* A waiter that gives up (budget or cancel) leaves the queue: its node
+ * goes, and the one behind it now watches the one ahead. */
+static void waiter_gives_up(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL), *c3 = client(NULL);
+    dlock_lock *a = lock_of(c, "gu", 0), *b = lock_of(c2, "gu", 0), *d = lock_of(c3, "gu", 0);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(b, 300), DLOCK_ETIMEDOUT);
+    CHECK(dt_now_ms() - t0 >= 290);
+    CHECK_INT(count_children("/dlock/gu"), ==, 1);
+    waiter wb, wd;
+    memset(&wb, 0, sizeof wb);
+    memset(&wd, 0, sizeof wd);
+    wait_async(&wb, b, DLOCK_WAIT_FOREVER);
+    DT_WAIT_UNTIL(count_children("/dlock/gu") == 2, 5000);
+    wait_async(&wd, d, 30000);
+    DT_WAIT_UNTIL(count_children("/dlock/gu") == 3, 5000);
+    CHECK_RC(dlock_cancel(b), DLOCK_OK);
+    join(&wb);
+    CHECK_RC(wb.rc, DLOCK_ECANCELED);
+    CHECK_INT(count_children("/dlock/gu"), ==, 2);
+    CHECK(!atomic_load(&wd.done));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    join(&wd);
+    CHECK_RC(wd.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(d), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(d);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+    zh_close();
+}
+
+/* ---------------------------------------------------------------- liveness */
+
+/* A holder whose connection is blackholed for longer than its session:
+ * on_lost comes within the session timeout, before the server expires
+ * the session and the waiter is granted; the holder's next call says
+ * DLOCK_ELOST; once healed, it takes the lock again in a new session. */
+static void cut_holder(void)
+{
+    lost_box box = {0};
+    dt_proxy p;
+    char url[256];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    dt_server_url_at(&srv, p.ports[0], url, sizeof url);
+    dlock_client *ch = client_at(url, "?session_timeout=2s"), *cw = client(NULL);
+    dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
+    dlock_lock_on_lost(h, on_lost, &box);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(h);
+    waiter ww;
+    memset(&ww, 0, sizeof ww);
+    wait_async(&ww, w, 30000);
+    DT_WAIT_UNTIL(query(cw, "cut", 0).waiters == 1, 5000);
+    int64_t cut_at = dt_now_ms();
+    dt_proxy_set(&p, -1, DT_BLACKHOLE);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 4000);
+    CHECK(atomic_load(&box.at_ms) - cut_at <= 2000);
+    DT_WAIT_UNTIL(atomic_load(&ww.done), 10000);
+    join(&ww);
+    CHECK_RC(ww.rc, DLOCK_OK);
+    CHECK(atomic_load(&ww.at_ms) > atomic_load(&box.at_ms));
+    CHECK(ww.fence > fence);
+    CHECK_RC(dlock_lock_check(h), DLOCK_ELOST);
+    CHECK_RC(dlock_release(h), DLOCK_ELOST);
+    dt_proxy_set(&p, -1, DT_PASS);
+    CHECK_RC(dlock_try_acquire(h), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    CHECK(dlock_lock_fence(h) > ww.fence);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_client_close(ch);
+    dlock_client_close(cw);
+    dt_proxy_stop(&p);
+}
+
+/* kill -9 of a holder process: the lock frees when its session expires,
+ * within the session timeout (and a tick or two). */
+static void killed_holder(void)
+{
+    int fds[2];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork(); /* before any thread of the parent's */
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dlock_client *c = client("?session_timeout=1500ms");
+        dlock_lock *l = lock_of(c, "kh", 0);
+        if (dlock_acquire(l, 10000) != DLOCK_OK)
+            _exit(1);
+        if (write(fds[1], "A", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(fds[1]);
+    CHECK_INT(read_byte(fds[0], 20000), ==, 'A');
+    close(fds[0]);
+    dlock_client *c = client(NULL);
+    dlock_lock *l = lock_of(c, "kh", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    dt_kill_reap(pid);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+    int64_t took = dt_now_ms() - t0;
+    CHECK(took <= 1500 + 1000);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A server restarted with its data within the session timeout: the
+ * session lives on, so do its holds (no loss reported, others still find
+ * the lock held); fences go on growing. */
+static void restart_keeps_holds(void)
+{
+    lost_box box = {0};
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?session_timeout=30s"), *c2 = client("?session_timeout=30s");
+    dlock_lock *l = lock_of(c, "rs", 0), *l2 = lock_of(c2, "rs", 0);
+    dlock_lock_on_lost(l, on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    dt_server_restart(&srv, 0);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    CHECK(!atomic_load(&box.lost));
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK(strcmp(query(c2, "rs", 0).owner, dlock_lock_token(l)) == 0);
+    /* a renewal after the restart confirms the hold (renewals come every
+     * 10 s; one that failed during the restart waits for the next) */
+    int64_t left = dlock_lock_remaining_ms(l);
+    DT_WAIT_UNTIL(dlock_lock_remaining_ms(l) > left, 25000);
+    CHECK(!atomic_load(&box.lost));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    CHECK(dlock_lock_fence(l2) > fence);
+    uint64_t fence2 = dlock_lock_fence(l2);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+
+    /* killed and started again: the same */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_server_restart(&srv, DT_KILL);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK(dlock_lock_fence(l) > fence2);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK(!atomic_load(&box.lost));
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A server wiped (its data gone) and started again: it refuses the
+ * holder's client (which has seen later zxids than it has) and does not
+ * know its session, so the holder finds out only when its session's
+ * validity runs out; another client may take the lock before that (what
+ * fences are for): fences issued after the wipe are above the ones before
+ * (their time part), as long as the rebuild took longer than a few ms. */
+static void wipe_loses_holds(void)
+{
+    lost_box box = {0};
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?session_timeout=3s");
+    dlock_lock *l = lock_of(c, "wp", 0);
+    dlock_lock_on_lost(l, on_lost, &box);
+    /* many writes first, so the zxids before the wipe are the larger */
+    for (int i = 0; i < 50; i++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    dt_server_restart(&srv, DT_KILL | DT_WIPE);
+    dlock_client *c2 = client(NULL);
+    dlock_lock *l2 = lock_of(c2, "wp", 0);
+    CHECK_RC(dlock_acquire(l2, 5000), DLOCK_OK);
+    CHECK(dlock_lock_fence(l2) > fence);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 10000);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK(dlock_lock_fence(l) > dlock_lock_fence(l2));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* The lock's container (and its parents) removed between two
+ * acquisitions, as the server reaps empty containers: made again. An
+ * operator deleting the holder's node: the holder is told. */
+static void container_vanishes(void)
+{
+    lost_box box = {0};
+    char names[4][128], path[256];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *l = lock_of(c, "deep/er/x", 0), *l2 = lock_of(c2, "deep/er/x", 0);
+    for (int round = 0; round < 3; round++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+        /* what the container reaper does, one level at a time */
+        const char *dirs[] = {"/dlock/deep/er/x", "/dlock/deep/er", "/dlock/deep", "/dlock"};
+        for (int i = 0; i < (round == 0 ? 1 : 4); i++) {
+            if (zh == NULL)
+                zh_open();
+            CHECK_INT(zoo_delete(zh, dirs[i], -1), ==, ZOK);
+        }
+        CHECK_INT(children("/dlock/deep/er/x", names, 4), ==, -1);
+    }
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+
+    /* the holder's node deleted by an operator */
+    dlock_lock_on_lost(l, on_lost, &box);
+    CHECK_INT(children("/dlock/deep/er/x", names, 4), ==, 1);
+    snprintf(path, sizeof path, "/dlock/deep/er/x/%s", names[0]);
+    CHECK_INT(zoo_delete(zh, path, -1), ==, ZOK);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 15000);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* The client's sockets to ZooKeeper are close-on-exec (the C client opens
+ * them without it): a command run under a lock does not inherit them, also
+ * after a reconnect. */
+static void sockets_close_on_exec(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?session_timeout=20s");
+    dlock_lock *l = lock_of(c, "cx", 0);
+    for (int round = 0; round < 2; round++) {
+        CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+        int found = 0;
+        for (int fd = 3; fd < 1024; fd++) {
+            struct sockaddr_in peer;
+            socklen_t len = sizeof peer;
+            if (getpeername(fd, (struct sockaddr *) &peer, &len) != 0 ||
+                peer.sin_family != AF_INET || ntohs(peer.sin_port) != srv.port)
+                continue;
+            found++;
+            CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        }
+        CHECK_INT(found, ==, 1);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+        if (round == 0)
+            dt_server_restart(&srv, 0); /* the client connects again */
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- kinds */
+
+/* Readers share, a writer excludes them and waits for them; nodes are
+ * Curator's InterProcessReadWriteLock's (__READ__, __WRIT__). */
+static void read_write(void)
+{
+    char names[8][128];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL), *c3 = client(NULL);
+    dlock_lock *r1 = lock_of(c, "rw", DLOCK_READ), *r2 = lock_of(c2, "rw", DLOCK_READ);
+    dlock_lock *w = lock_of(c3, "rw", DLOCK_WRITE), *r3 = lock_of(c3, "rw", DLOCK_READ);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/rw", names, 8), ==, 2);
+    CHECK(curator_name(names[0], "__READ__") && curator_name(names[1], "__READ__"));
+    CHECK_INT(query(c, "rw", DLOCK_READ).shared, ==, 2);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY);
+    waiter ww;
+    memset(&ww, 0, sizeof ww);
+    wait_async(&ww, w, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/rw") == 3, 5000);
+    /* a reader behind a waiting writer waits for it */
+    CHECK_RC(dlock_try_acquire(r3), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK(!atomic_load(&ww.done));
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    join(&ww);
+    CHECK_RC(ww.rc, DLOCK_OK);
+    CHECK_INT(children("/dlock/rw", names, 8), ==, 1);
+    CHECK(curator_name(names[0], "__WRIT__"));
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_EBUSY);
+    /* the writer's owner may take the read lock (a downgrade) */
+    dlock_lock *down = NULL;
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(down), DLOCK_OK);
+    CHECK(dlock_lock_fence(down) > dlock_lock_fence(w));
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    /* a reader asking to write would wait for itself */
+    dlock_lock *up = NULL;
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_WRITE, &up), DLOCK_OK);
+    CHECK_RC(dlock_acquire(up, 1000), DLOCK_EDEADLK);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/rw"), ==, 0);
+    /* the mutex of the same name is another lock */
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    dlock_lock *m = lock_of(c2, "rw2", 0);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(up);
+    dlock_lock_free(down);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(r3);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+    zh_close();
+}
+
+/* Fences strictly increase from holder to holder, between two clients,
+ * for every kind, and force_unlock keeps them increasing. */
+static void fences_increase(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *ls[4] = {lock_of(c, "f", 0), lock_of(c2, "f", 0), lock_of(c, "f", DLOCK_FAIR),
+                         lock_of(c2, "f", DLOCK_FAIR)};
+    uint64_t last = 0;
+    for (int i = 0; i < 40; i++) {
+        dlock_lock *l = ls[i % 4];
+        CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+        CHECK(dlock_lock_fence(l) > last);
+        last = dlock_lock_fence(l);
+        if (i % 7 == 3) {
+            CHECK_RC(dlock_force_unlock(c2, "f", 0), DLOCK_OK);
+            CHECK_RC(dlock_release(l), DLOCK_ELOST);
+        } else {
+            CHECK_RC(dlock_release(l), DLOCK_OK);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        dlock_lock_free(ls[i]);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- semaphore */
+
+/* Curator's InterProcessSemaphoreV2 layout: admission through an
+ * InterProcessMutex on PATH/locks, one node per permit in PATH/leases;
+ * all-or-nothing takes; a waiter that gives up leaves nothing. */
+static void semaphore_layout(void)
+{
+    char names[8][128], path[300], data[128], want[128];
+    struct Stat st;
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client("?session_timeout=3s"), *c3 = client(NULL);
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_SEMAPHORE);
+    dlock_lock *a = sem_of(c, "pool", 3, 2), *b = sem_of(c2, "pool", 3, 2),
+               *d = sem_of(c3, "pool", 3, 1);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/pool", names, 8), ==, 2);
+    CHECK(strcmp(names[0], "leases") == 0 && strcmp(names[1], "locks") == 0);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    CHECK_INT(children("/dlock/pool/leases", names, 8), ==, 2);
+    snprintf(want, sizeof want, "%s 2/3", dlock_lock_token(a));
+    uint64_t top = 0;
+    for (int i = 0; i < 2; i++) {
+        CHECK(curator_name(names[i], "lease-"));
+        snprintf(path, sizeof path, "/dlock/pool/leases/%.127s", names[i]);
+        CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
+        CHECK(strcmp(data, want) == 0);
+        CHECK(st.ephemeralOwner != 0);
+        uint64_t f = ((uint64_t) st.ctime << 20) + (uint64_t) st.czxid;
+        top = f > top ? f : top;
+    }
+    CHECK_INT(dlock_lock_fence(a), ==, top);
+    /* 2 more do not fit: busy, nothing left behind */
+    CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    CHECK_RC(dlock_try_acquire(d), DLOCK_OK);
+    dlock_status qs = query(c, "pool", DLOCK_SEMAPHORE);
+    CHECK(qs.held);
+    CHECK_INT(qs.permits_used, ==, 3);
+    CHECK_INT(qs.permits, ==, 3);
+    CHECK_INT(qs.shared, ==, 2);
+    CHECK_INT(qs.waiters, ==, 0);
+    /* a waiter: admitted, its nodes made, waiting for room */
+    waiter wb;
+    memset(&wb, 0, sizeof wb);
+    wait_async(&wb, b, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/pool/leases") == 5, 5000);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 1);
+    qs = query(c, "pool", DLOCK_SEMAPHORE);
+    CHECK_INT(qs.permits_used, ==, 3);
+    CHECK_INT(qs.waiters, ==, 1);
+    /* one freed permit is not enough for 2 */
+    CHECK_RC(dlock_release(d), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 4);
+    CHECK(!atomic_load(&wb.done));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    join(&wb);
+    CHECK_RC(wb.rc, DLOCK_OK);
+    CHECK(wb.fence > top);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    /* a waiter that gives up leaves nothing */
+    CHECK_RC(dlock_acquire(a, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
+    /* another number of permits is refused while the semaphore is in use */
+    dlock_lock *e = sem_of(c3, "pool", 4, 1);
+    CHECK_RC(dlock_try_acquire(e), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "3 permits") != NULL);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
+    /* force-unlock frees every permit; the holder is told */
+    lost_box box = {0};
+    dlock_lock_on_lost(b, on_lost, &box);
+    CHECK_RC(dlock_force_unlock(c, "pool", DLOCK_SEMAPHORE), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/pool/leases"), ==, 0);
+    DT_WAIT_UNTIL(atomic_load(&box.lost), 15000);
+    CHECK_RC(dlock_release(b), DLOCK_ELOST);
+    CHECK_RC(dlock_try_acquire(e), DLOCK_OK); /* idle: any number */
+    CHECK_RC(dlock_release(e), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(d);
+    dlock_lock_free(e);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+    zh_close();
+}
+
+/* Six processes on a semaphore of 3 permits (one takes 2 at a time): the
+ * permits held at once, counted in shared memory, never go above 3, and
+ * do reach it. */
+static void semaphore_six_processes(void)
+{
+    enum { P = 6, ROUNDS = 8 };
+    struct shared {
+        atomic_int used, most, done;
+    } *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t pids[P];
+
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    for (int p = 0; p < P; p++) {
+        pids[p] = fork();
+        CHECK(pids[p] >= 0);
+        if (pids[p] == 0) {
+            unsigned take = p == 0 ? 2 : 1;
+            dlock_client *c = client(NULL);
+            dlock_lock *l = sem_of(c, "six", 3, take);
+            for (int i = 0; i < ROUNDS; i++) {
+                if (dlock_acquire(l, 60000) != DLOCK_OK)
+                    _exit(1);
+                int now = atomic_fetch_add(&sh->used, (int) take) + (int) take;
+                int most = atomic_load(&sh->most);
+                while (now > most && !atomic_compare_exchange_weak(&sh->most, &most, now))
+                    ;
+                dt_sleep_ms(15);
+                atomic_fetch_sub(&sh->used, (int) take);
+                if (dlock_release(l) != DLOCK_OK)
+                    _exit(2);
+            }
+            atomic_fetch_add(&sh->done, 1);
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < P; p++) {
+        int status = 0;
+        while (waitpid(pids[p], &status, 0) < 0 && errno == EINTR)
+            ;
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    CHECK_INT(atomic_load(&sh->done), ==, P);
+    CHECK_INT(atomic_load(&sh->most), <=, 3);
+    CHECK_INT(atomic_load(&sh->most), ==, 3);
+    CHECK_INT(count_children("/dlock/six/leases"), ==, 0);
+    munmap(sh, sizeof *sh);
+    zh_close();
+}
+
+/* A holder killed with kill -9: its permits come back when its session
+ * expires. */
+static void semaphore_killed_holder(void)
+{
+    int fds[2];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dlock_client *c = client("?session_timeout=1500ms");
+        dlock_lock *l = sem_of(c, "sk", 2, 2);
+        if (dlock_acquire(l, 10000) != DLOCK_OK)
+            _exit(1);
+        if (write(fds[1], "A", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(fds[1]);
+    CHECK_INT(read_byte(fds[0], 20000), ==, 'A');
+    close(fds[0]);
+    dlock_client *c = client(NULL);
+    dlock_lock *l = sem_of(c, "sk", 2, 1);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    dt_kill_reap(pid);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+    CHECK(dt_now_ms() - t0 <= 1500 + 1000);
+    CHECK_INT(count_children("/dlock/sk/leases"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    zh_close();
+}
+
+/* ---------------------------------------------------------------- multi */
+
+/* Multi-locks take their members one by one in the canonical order (the
+ * store declares no atomic way): all or none, rolled back when one is
+ * busy, a waiter granted all at once when the holder lets go. */
+static void multi_lock(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    CHECK(!(dlock_client_caps(c) & DLOCK_CAP_MULTI_ATOMIC));
+    const char *ab[] = {"m/b", "m/a"}, *bc[] = {"m/c", "m/b"};
+    dlock_lock *x = NULL, *y = NULL;
+    CHECK_RC(dlock_multi_open(c, ab, 2, 0, &x), DLOCK_OK);
+    CHECK_RC(dlock_multi_open(c2, bc, 2, 0, &y), DLOCK_OK);
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_members(x), ==, 2);
+    CHECK(strcmp(dlock_lock_name(dlock_lock_member(x, 0)), "m/a") == 0);
+    CHECK(dlock_lock_fence(dlock_lock_member(x, 0)) > 0);
+    CHECK(dlock_lock_fence(dlock_lock_member(x, 1)) > 0);
+    CHECK_INT(count_children("/dlock/m/a"), ==, 1);
+    CHECK_INT(count_children("/dlock/m/b"), ==, 1);
+    /* y's first member (m/b) is busy: nothing of y's stays */
+    CHECK_RC(dlock_try_acquire(y), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/m/b"), ==, 1);
+    CHECK_INT(count_children("/dlock/m/c"), ==, 0);
+    waiter w;
+    memset(&w, 0, sizeof w);
+    wait_async(&w, y, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/m/b") == 2, 5000);
+    CHECK(!atomic_load(&w.done));
+    uint64_t fb = dlock_lock_fence(dlock_lock_member(x, 1));
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    join(&w);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(dlock_lock_fence(dlock_lock_member(y, 0)) > fb); /* m/b */
+    CHECK_INT(count_children("/dlock/m/a"), ==, 0);
+    CHECK_INT(count_children("/dlock/m/c"), ==, 1);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_EBUSY);
+    CHECK_INT(count_children("/dlock/m/a"), ==, 0);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* ---------------------------------------------------------------- input */
+
+static void bad_input(void)
+{
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    char url[1024];
+
+    const char *bad[] = {
+        "zk://",
+        "zk://127.0.0.1:2181/zookeeper",
+        "zk://127.0.0.1:2181/zookeeper/x",
+        "zk://127.0.0.1:2181/a//b",
+        "zk://127.0.0.1:2181/a/../b",
+        "zk://127.0.0.1:2181?nonsense=1",
+        "zk://127.0.0.1:2181?session_timeout=soon",
+        "zk://127.0.0.1:2181?session_timeout=10ms",
+        "zk://127.0.0.1:2181?connect_timeout=0",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (dlock_client_open(bad[i], &c) != DLOCK_EINVAL)
+            dt_fail(__FILE__, __LINE__, "%s: not refused", bad[i]);
+        CHECK(c == NULL);
+        CHECK(dlock_errmsg()[0] != '\0');
+    }
+
+    /* nobody listening: unreachable within the connect timeout */
+    snprintf(url, sizeof url, "zk://127.0.0.1:%d?connect_timeout=500ms&timeout=1s", dt_free_port());
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = lock_of(c, "x", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_EUNREACHABLE);
+    CHECK(dt_now_ms() - t0 < 1500);
+    CHECK(strstr(dlock_errmsg(), "127.0.0.1") != NULL);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 2000), DLOCK_EUNREACHABLE);
+    CHECK(dt_now_ms() - t0 < 3000);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "x", 0, &st), DLOCK_EUNREACHABLE);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* names ZooKeeper cannot hold */
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    c = client(NULL);
+    char longname[DLOCK_NAME_MAX + 1];
+    memset(longname, 'n', DLOCK_NAME_MAX);
+    longname[DLOCK_NAME_MAX] = '\0';
+    for (int i = 50; i < DLOCK_NAME_MAX; i += 50)
+        longname[i] = '/';
+    snprintf(url, sizeof url, "zk://127.0.0.1:%d/%.*s", srv.port, 500, longname);
+    dlock_client *c2 = client_at(url, NULL);
+    struct {
+        dlock_client *c;
+        const char *name;
+        const char *says;
+    } names[] = {
+        {c, "/abs", "'/'"},
+        {c, "trailing/", "'/'"},
+        {c, "a//b", "empty"},
+        {c, ".", "'.'"},
+        {c, "a/./b", "'.'"},
+        {c, "a/..", "'..'"},
+        {c, "priv\xee\x80\x80use", "U+E000"},
+        {c, "bad\xef\xbf\xbf", "U+FFF0"},
+        {c, "", NULL},
+        {c, "tab\there", NULL},
+        {c2, longname, "bytes"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (dlock_lock_open(names[i].c, names[i].name, 0, &l) != DLOCK_EINVAL)
+            dt_fail(__FILE__, __LINE__, "name '%s': not refused", names[i].name);
+        if (names[i].says != NULL && strstr(dlock_errmsg(), names[i].says) == NULL)
+            dt_fail(__FILE__, __LINE__, "name '%s': message '%s' lacks '%s'", names[i].name,
+                    dlock_errmsg(), names[i].says);
+    }
+    CHECK_RC(dlock_query(c, "a//b", 0, &st), DLOCK_EINVAL);
+    CHECK_RC(dlock_force_unlock(c, "..", 0), DLOCK_EINVAL);
+    /* what is fine: parts with dots, spaces, UTF-8, the largest name */
+    const char *fine[] = {"a.b/..c/d..", "with space", "caf\xc3\xa9", "x/y/z"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        CHECK_RC(dlock_lock_open(c, fine[i], 0, &l), DLOCK_OK);
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+        dlock_lock_free(l);
+    }
+    dlock_client_close(c2);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"layout", layout},
+        {"waiters_in_order", waiters_in_order},
+        {"waiter_gives_up", waiter_gives_up},
+        {"cut_holder", cut_holder},
+        {"killed_holder", killed_holder},
+        {"restart_keeps_holds", restart_keeps_holds},
+        {"wipe_loses_holds", wipe_loses_holds},
+        {"container_vanishes", container_vanishes},
+        {"sockets_close_on_exec", sockets_close_on_exec},
+        {"read_write", read_write},
+        {"fences_increase", fences_increase},
+        {"semaphore_layout", semaphore_layout},
+        {"semaphore_six_processes", semaphore_six_processes},
+        {"semaphore_killed_holder", semaphore_killed_holder},
+        {"multi_lock", multi_lock},
+        {"bad_input", bad_input},
+    };
+    return DT_RUN(tests);
+}
