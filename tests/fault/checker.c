@@ -343,13 +343,14 @@ static const window *fences_reset(const checker *c, int64_t t0, int64_t t1)
         return NULL;
     for (size_t i = 0; i < c->nwin; i++) {
         const window *w = &c->win[i];
-        if (w->dataloss && w->lock < 0 && w->t1 > t0 && w->t0 <= t1)
+        if (w->dataloss && w->lock < 0 && w->t1 + c->slack > t0 && w->t0 - c->slack <= t1)
             return w;
     }
     return NULL;
 }
 
-/* How many such wipes began by t. */
+/* How many such wipes were over by t; -1 while one was under way (a grant
+ * then may come from the old data or the new: it is compared with none). */
 static int fence_epoch(const checker *c, int64_t t)
 {
     int n = 0;
@@ -357,8 +358,11 @@ static int fence_epoch(const checker *c, int64_t t)
         return 0;
     for (size_t i = 0; i < c->nwin; i++) {
         const window *w = &c->win[i];
-        if (w->dataloss && w->lock < 0 && w->t0 <= t)
-            n++;
+        if (!w->dataloss || w->lock >= 0 || w->t0 - c->slack > t)
+            continue;
+        if (w->t1 + c->slack >= t)
+            return -1;
+        n++;
     }
     return n;
 }
@@ -819,7 +823,12 @@ static void check_fences(checker *c, int lock)
     for (size_t i = 0; i < n; i++) {
         const member *b = &by_inv[i];
         while (p < n && H(c, &list[p])->t_ok < H(c, b)->t_inv) {
-            int e = fence_epoch(c, H(c, &list[p])->t_ok) % EPOCHS;
+            int e = fence_epoch(c, H(c, &list[p])->t_ok);
+            if (e < 0) {
+                p++;
+                continue;
+            }
+            e %= EPOCHS;
             uint64_t f = fence_of(c, &list[p]);
             if (f > max_any[e]) {
                 max_any[e] = f;
@@ -831,7 +840,10 @@ static void check_fences(checker *c, int lock)
             }
             p++;
         }
-        int e = fence_epoch(c, H(c, b)->t_ok) % EPOCHS;
+        int e = fence_epoch(c, H(c, b)->t_ok);
+        if (e < 0)
+            continue;
+        e %= EPOCHS;
         uint64_t fb = fence_of(c, b);
         const member *who = NULL;
         if (H(c, b)->hkind == H_READ) {
