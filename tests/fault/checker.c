@@ -708,10 +708,11 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
      * its data) did not hold. */
     if (fences_reset(c, a->t_ok, b->t_ok) != NULL)
         return;
-    /* A multi-lock taken member by member may have been granted this one
-     * before A, and the store may have lost it while B took the others: B
-     * is then the older holder, and its writes are the ones to refuse. */
-    if (fb < fa && b->nl > 1 && data_lost(c, lock, b->t_inv, b->t_ok) != NULL) {
+    /* B may have been granted the lock before A, and the store lost it
+     * before B's success was recorded (a multi-lock taking its other
+     * members; a `dlock run` starting its command): B is then the older
+     * holder, and its writes are the ones to refuse. */
+    if (fb < fa && data_lost(c, lock, b->t_inv, b->t_ok) != NULL) {
         if (b->last_ok[mb->m] > 0 && a->first_ok[ma->m] > 0 &&
             b->last_ok[mb->m] > a->first_ok[ma->m])
             violation(c, V_STALE_WRITE, b->t_ok, b->last_ok[mb->m], lock, b->actor, a->actor,
