@@ -8,11 +8,13 @@
  *   - no message shows a user-info. Whether a message shows the one of the
  *     input cannot be told from the message alone (it may quote other parts
  *     next to its own words, which can spell the same text), so the input is
- *     parsed a second time with a canary appended to its user-info (before
- *     the last '@' ahead of any '?', as the masking of an unparsed URL reads
- *     it): when that parse fails, its detail (dlock_errmsg) must not show the
- *     canary; when it succeeds and the canary is in the parsed user-info,
- *     neither the masked text nor any option message may show it;
+ *     parsed again with a canary in its user-info (which ends at the last
+ *     '@' ahead of any '?', as the masking of an unparsed URL reads it), once
+ *     at its end and once at the start of its secret (after the first ':'):
+ *     when that parse fails, its detail (dlock_errmsg) must not show the
+ *     canary, so no part of the user-info; when it succeeds and the canary is
+ *     in the parsed user-info, neither the masked text nor any option message
+ *     may show it;
  *   - a duration that parses is at least 0, at most DLOCK_DURATION_MAX_MS
  *     through the URL (the public parser's own bound is 2^53 ms plus a
  *     fraction of a unit); parsing is deterministic; options read back as
@@ -190,30 +192,26 @@ static void read_options(const char *text, dlock__url *url, int canary)
         violated("an option read is still unused", text, dlock_errmsg());
 }
 
-/* text parsed with CANARY at the end of its user-info. */
-static void canary_parse(const char *text)
+/* text parsed with CANARY inserted at text + pos, a place in the user-info
+ * that ends at text + at. */
+static void canary_parse(const char *text, size_t pos, size_t at)
 {
-    const char *at = userinfo_end(text), *start, *auth_at;
-    size_t head;
-    char *marked;
+    const char *start, *auth_at;
+    char *marked = malloc(strlen(text) + sizeof CANARY);
     dlock__url url;
 
-    if (at == NULL || strstr(text, CANARY) != NULL)
-        return;
-    head = (size_t) (at - text);
-    marked = malloc(strlen(text) + sizeof CANARY);
     if (marked == NULL)
         abort();
-    memcpy(marked, text, head);
-    strcpy(marked + head, CANARY);
-    strcat(marked, at);
+    memcpy(marked, text, pos);
+    strcpy(marked + pos, CANARY);
+    strcat(marked, text + pos);
     if (dlock__url_parse(marked, &url) != DLOCK_OK) {
         no_canary(marked, dlock_errmsg(), "a parse error shows the user-info");
         goto out;
     }
     /* Only what the parse read as the user-info is a secret now (an '@' in
      * the path ends none), and an option may spell the canary (%-escaped). */
-    int secret = secret_span(marked, &start, &auth_at) && auth_at == marked + head + strlen(CANARY);
+    int secret = secret_span(marked, &start, &auth_at) && auth_at == marked + at + strlen(CANARY);
     for (size_t i = 0; secret && i < url.noptions; i++)
         secret = strstr(url.options[i].key, CANARY) == NULL &&
                  strstr(url.options[i].value, CANARY) == NULL;
@@ -226,6 +224,20 @@ static void canary_parse(const char *text)
     dlock__url_clear(&url);
 out:
     free(marked);
+}
+
+/* The canary at the end of the user-info, and at the start of its secret
+ * (after its first ':', if any): a message must show no part of it. */
+static void canary_parses(const char *text)
+{
+    const char *at = userinfo_end(text), *begin, *colon;
+
+    if (at == NULL || strstr(text, CANARY) != NULL)
+        return;
+    begin = strstr(text, "://") + 3;
+    colon = memchr(begin, ':', (size_t) (at - begin));
+    canary_parse(text, (size_t) (at - text), (size_t) (at - text));
+    canary_parse(text, (size_t) ((colon != NULL ? colon + 1 : begin) - text), (size_t) (at - text));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -257,7 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         violated("the parse failed with another code than EINVAL, or without a detail", text,
                  first_detail);
     }
-    canary_parse(text);
+    canary_parses(text);
     free(text);
     return 0;
 }
