@@ -14,6 +14,7 @@ packages=(
   etcd-server etcd-client                 # test harness: etcd 3.4 servers, etcdctl
   python3 python3-redis                   # interop test with redis-py's Lock
   clang-format                            # style check
+  clang libclang-rt-14-dev                # fuzz targets: libFuzzer (only recommended by clang-14)
   gnuplot-nox                             # benchmark chart
 )
 
