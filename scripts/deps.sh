@@ -17,6 +17,7 @@ packages=(
   libcurator-recipes-java libcurator-framework-java libcurator-client-java
   libzookeeper-java libslf4j-java         # interop test with Curator (javac at test time)
   clang-format                            # style check
+  clang libclang-rt-14-dev                # fuzz targets: libFuzzer (only recommended by clang-14)
   gnuplot-nox                             # benchmark chart
 )
 

@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh Debian 12 checkout: installs what is
 # missing, builds, and runs every test against real servers it starts itself.
 # Then the same suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# the threaded suites under ThreadSanitizer, and the style check.
+# the threaded suites under ThreadSanitizer, a short run of each fuzz target,
+# and the style check.
 #
 #   scripts/test.sh           everything (what CI runs)
 #   scripts/test.sh --quick   the plain build's suite only
@@ -41,6 +42,39 @@ suite() {
   fi
 }
 
+# fuzz: builds the libFuzzer targets (tests/fuzz) with clang into build-fuzz
+# and runs each for 20 s on a copy of its seed corpus (the corpus in git is
+# left as it is). A crash, leak, timeout or broken property fails the suite
+# and names the input that did it, to replay with the same binary.
+fuzz() {
+  local dir=build-fuzz rc=0 t name corpus work
+  local targets=(fuzz_etcd_decode:etcd_decode fuzz_url:url fuzz_redis_reply:redis_reply)
+  echo "=== fuzz: configure and build ($dir, clang)"
+  CC=clang cmake -S . -B "$dir" -DDLOCK_WERROR=ON >/dev/null
+  cmake --build "$dir" -j"$jobs" --target "${targets[@]%%:*}" >"$dir/build.log" 2>&1 || {
+    cat "$dir/build.log"
+    return 1
+  }
+  for t in "${targets[@]}"; do
+    name=${t%%:*}
+    corpus=${t##*:}
+    work=$dir/fuzz-run/$name
+    rm -rf "$work"
+    mkdir -p "$work/corpus" "$work/crashes"
+    cp tests/fuzz/corpus/"$corpus"/* "$work/corpus/"
+    if "$dir/bin/$name" -max_total_time=20 -timeout=5 -rss_limit_mb=2048 \
+      -artifact_prefix="$work/crashes/" "$work/corpus" >"$work/log" 2>&1; then
+      echo "$name: $(grep -a '^Done' "$work/log")"
+    else
+      tail -n 40 "$work/log"
+      echo "FAILED $name; reproducer:" "$work"/crashes/*
+      echo "  replay it: $dir/bin/$name FILE (add it to tests/fuzz/corpus/$corpus once fixed)"
+      rc=1
+    fi
+  done
+  return $rc
+}
+
 suite plain '.*'
 if [ $quick -eq 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -48,6 +82,9 @@ if [ $quick -eq 0 ]; then
   suite asan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=address,undefined
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   suite tsan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=thread
+  if ! fuzz; then
+    failed+=("fuzz")
+  fi
   echo "=== style: clang-format"
   if ! bash scripts/check-format.sh; then
     failed+=("style")

@@ -89,8 +89,11 @@ static int parse_port(const char *s, size_t n, int *port)
     return 0;
 }
 
-/* One "host[:port]" or "[v6]:port" item of the host list. */
-static int parse_host(dlock__url *url, const char *s, size_t n)
+/* One "host[:port]" or "[v6]:port" item of the host list. Messages quote
+ * the item only when quote is set: an item that lies where an unparsed URL
+ * is masked (masked_raw) may be part of a password ("redis://:abc/def@h"
+ * reads "abc" as a port), and then they show the masked URL instead. */
+static int parse_host(dlock__url *url, const char *s, size_t n, int quote)
 {
     const char *name = s, *colon = NULL;
     size_t name_len = n;
@@ -115,14 +118,17 @@ static int parse_host(dlock__url *url, const char *s, size_t n)
             name_len = (size_t) (colon - s);
     }
     if (colon != NULL && parse_port(colon + 1, (size_t) (s + n - colon - 1), &port) != 0)
-        return dlock__fail(DLOCK_EINVAL, "bad port '%.*s' (want 1-65535)",
-                           (int) (s + n - colon - 1), colon + 1);
+        return quote ? dlock__fail(DLOCK_EINVAL, "bad port '%.*s' (want 1-65535)",
+                                   (int) (s + n - colon - 1), colon + 1)
+                     : dlock__fail(DLOCK_EINVAL, "bad port in '%s' (want 1-65535)", url->text);
     if (name_len == 0)
         return dlock__fail(DLOCK_EINVAL, "empty host name");
     for (size_t i = 0; i < name_len; i++) {
         unsigned char c = (unsigned char) name[i];
         if (!(isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%'))
-            return dlock__fail(DLOCK_EINVAL, "bad character '%c' in host name", c);
+            return quote ? dlock__fail(DLOCK_EINVAL, "bad character '%c' in host name", c)
+                         : dlock__fail(DLOCK_EINVAL, "bad character in a host name of '%s'",
+                                       url->text);
     }
     url->hosts[url->nhosts].name = dupn(name, name_len);
     if (url->hosts[url->nhosts].name == NULL)
@@ -190,22 +196,28 @@ static char *splice_mask(const char *text, const char *from, const char *to)
 /* A URL that may not parse, safe to print: whatever could be user info
  * (from after "scheme:" or "scheme://" up to the last '@' before any '?')
  * is replaced by "***". It may hide more than the credentials; it never
- * shows them. */
-static char *masked_raw(const char *text)
+ * shows them. raw_userinfo() returns that '@' (or NULL) and sets *start. */
+static const char *raw_userinfo(const char *text, const char **start)
 {
-    const char *start = strstr(text, "://");
     const char *end = text + strcspn(text, "?"), *at = NULL;
 
-    if (start != NULL)
-        start += 3;
-    else if ((start = strchr(text, ':')) != NULL)
-        start += 1;
+    *start = strstr(text, "://");
+    if (*start != NULL)
+        *start += 3;
+    else if ((*start = strchr(text, ':')) != NULL)
+        *start += 1;
     else
-        start = text;
-    for (const char *p = start; p < end; p++) {
+        *start = text;
+    for (const char *p = *start; p < end; p++) {
         if (*p == '@')
             at = p;
     }
+    return at;
+}
+
+static char *masked_raw(const char *text)
+{
+    const char *start, *at = raw_userinfo(text, &start);
     return at != NULL ? splice_mask(text, start, at) : strdup(text);
 }
 
@@ -242,7 +254,7 @@ static char *masked(const char *text, const dlock__url *url)
 
 int dlock__url_parse(const char *text, dlock__url *url)
 {
-    const char *p, *auth, *auth_end, *at, *hosts;
+    const char *p, *auth, *auth_end, *at, *hosts, *hidden_from, *hidden_to;
     int rc = DLOCK_EINVAL, bad;
 
     memset(url, 0, sizeof *url);
@@ -257,6 +269,7 @@ int dlock__url_parse(const char *text, dlock__url *url)
     url->text = masked_raw(text);
     if (url->text == NULL)
         goto oom;
+    hidden_to = raw_userinfo(text, &hidden_from);
     p = strstr(text, "://");
     if (p == NULL || p == text) {
         rc = dlock__fail(DLOCK_EINVAL, "'%s' is not a URL (want scheme://host...)", url->text);
@@ -300,7 +313,8 @@ int dlock__url_parse(const char *text, dlock__url *url)
     while (hosts < auth_end) {
         const char *comma = memchr(hosts, ',', (size_t) (auth_end - hosts));
         const char *item_end = comma != NULL ? comma : auth_end;
-        rc = parse_host(url, hosts, (size_t) (item_end - hosts));
+        rc = parse_host(url, hosts, (size_t) (item_end - hosts),
+                        hidden_to == NULL || hosts > hidden_to);
         if (rc != DLOCK_OK)
             goto fail;
         hosts = comma != NULL ? comma + 1 : auth_end;

@@ -6,6 +6,7 @@
  * renewal of 10,000 locks is 40 script calls and one round trip. */
 #include "../../base/error.h"
 #include "internal.h"
+#include "replies.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
     const char **argv = calloc(5 * n + 2 * n, sizeof *argv);
     size_t *lens = calloc(5 * n + 2 * n, sizeof *lens);
     size_t nchunks = 0, nargs = 0;
+    dlock__rrenewal renewed[RENEW_BATCH]; /* one chunk's results */
     int rc = DLOCK_OK;
 
     for (size_t i = 0; i < n; i++)
@@ -106,25 +108,20 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
     for (size_t c = 0; c < nchunks; c++) {
         size_t count = first[c + 1] - first[c];
         int hb = calls[c].script == DLOCK__S_HEARTBEAT;
-        if (!dlock__redis_int_array(replies[c], hb ? 2 * count : count)) {
+        if (dlock__reply_renew(replies[c], count, hb, renewed) != 0) {
             rc = dlock__redis_bad_reply(b, "renewal", replies[c]);
             continue;
         }
         for (size_t i = 0; i < count; i++) {
+            static const enum dlock__renew_result results[] = {
+                [DLOCK__RRENEWED_OK] = DLOCK__RENEW_OK,
+                [DLOCK__RRENEWED_GRANTED] = DLOCK__RENEW_GRANTED,
+                [DLOCK__RRENEWED_GONE] = DLOCK__RENEW_GONE,
+            };
             dlock__renewal *it = &items[order[first[c] + i].item];
-            long long v = replies[c]->element[hb ? 2 * i : i]->integer;
-            if (hb) {
-                long long fence = replies[c]->element[2 * i + 1]->integer;
-                it->result = v == 1   ? DLOCK__RENEW_OK
-                             : v == 2 ? DLOCK__RENEW_GRANTED
-                                      : DLOCK__RENEW_GONE;
-                if (v == 2 && fence <= 0)
-                    it->result = DLOCK__RENEW_GONE; /* handed over, fence unknown: the
-                                                       waiter asks again */
-                it->fence = fence > 0 ? (uint64_t) fence : 0;
-            } else {
-                it->result = v == 1 ? DLOCK__RENEW_OK : DLOCK__RENEW_GONE;
-            }
+            it->result = results[renewed[i].result];
+            if (hb)
+                it->fence = renewed[i].fence;
         }
     }
     for (size_t c = 0; c < nchunks; c++)

@@ -4,9 +4,8 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"
+#include "replies.h"
 
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,25 +121,25 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         undo_take(b, l, a->token, a->deadline_us); /* it may have set L before failing */
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+    dlock__racquire got;
+    if (dlock__reply_acquire(r, &got) != 0) {
+        rc = dlock__redis_bad_reply(b, "acquire", r);
+    } else if (got.outcome == DLOCK__RACQUIRE_TAKEN) {
         a->outcome = DLOCK__TAKEN;
-        a->fence = (uint64_t) r->integer;
-    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == -3) {
+        a->fence = got.fence;
+    } else if (got.outcome == DLOCK__RACQUIRE_UPGRADE) {
         rc = dlock__fail(DLOCK_EDEADLK,
                          "this owner holds the read lock: taking the write lock too would wait "
                          "for itself (release the read lock first; upgrades are refused)");
-    } else if (r->type == REDIS_REPLY_STRING && strncmp(r->str, "permits ", 8) == 0) {
+    } else if (got.outcome == DLOCK__RACQUIRE_PERMITS) {
         rc = dlock__fail(DLOCK_EINVAL,
                          "semaphore %s is in use with %s permits, not %u: every user of a "
                          "semaphore must give the same number",
-                         l->keys[0], r->str + 8, l->spec.permits);
-    } else if (dlock__redis_int_array(r, 2) && r->elements == 2 &&
-               (r->element[1]->integer == 0 || r->element[1]->integer == 1)) {
-        a->holder_ttl_ms = holder_ttl(r->element[0]->integer);
-        a->outcome = r->element[1]->integer == 1 ? DLOCK__QUEUED : DLOCK__HELD;
-        a->keep_place = a->outcome == DLOCK__QUEUED;
+                         l->keys[0], got.permits, l->spec.permits);
     } else {
-        rc = dlock__redis_bad_reply(b, "acquire", r);
+        a->holder_ttl_ms = holder_ttl(got.holder_pttl);
+        a->outcome = got.queued ? DLOCK__QUEUED : DLOCK__HELD;
+        a->keep_place = got.queued;
     }
     freeReplyObject(r);
     return rc;
@@ -206,20 +205,13 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
     evalcall call = {DLOCK__S_MULTI_ACQUIRE, at, argv, lens};
     rc = dlock__redis_run_script(first->conn, &call, deadline_us, &r);
     if (rc == DLOCK_OK) {
-        if (dlock__redis_int_array(r, 3) && r->element[0]->integer == -1 &&
-            r->element[1]->integer >= 1 && (size_t) r->element[1]->integer <= n) {
-            *busy = (size_t) r->element[1]->integer - 1;
-            *busy_ttl_ms = holder_ttl(r->element[2]->integer);
-            rc = DLOCK_EBUSY;
-        } else if (dlock__redis_int_array(r, n) && r->elements == n) {
-            for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
-                if (r->element[i]->integer <= 0)
-                    rc = dlock__redis_bad_reply(b, "multi-lock acquire", r);
-                else
-                    fences[i] = (uint64_t) r->element[i]->integer;
-            }
-        } else {
+        int busy_held;
+        long long pttl;
+        if (dlock__reply_multi_acquire(r, n, fences, &busy_held, busy, &pttl) != 0) {
             rc = dlock__redis_bad_reply(b, "multi-lock acquire", r);
+        } else if (busy_held) {
+            *busy_ttl_ms = holder_ttl(pttl);
+            rc = DLOCK_EBUSY;
         }
     }
     freeReplyObject(r);
@@ -284,11 +276,12 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
+    enum dlock__rrelease released;
+    if (dlock__reply_release(r, &released) != 0)
         rc = dlock__redis_bad_reply(b, "release", r);
-    else if (r->integer == -1)
+    else if (released == DLOCK__RRELEASE_NOTOWNER)
         rc = dlock__fail(DLOCK_ENOTOWNER, "%s is held by another owner", l->keys[0]);
-    else if (r->integer == -2)
+    else if (released == DLOCK__RRELEASE_LOST)
         rc = dlock__fail(DLOCK_ELOST,
                          "%s is not held by this owner any more (its lease had run out or it "
                          "was removed)",
@@ -331,9 +324,10 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *toke
     rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
+    int extended;
+    if (dlock__reply_extend(r, &extended) != 0)
         rc = dlock__redis_bad_reply(b, "extend", r);
-    else if (r->integer != 1)
+    else if (!extended)
         rc = dlock__fail(DLOCK_ELOST, "%s is no longer held by this owner", l->keys[0]);
     freeReplyObject(r);
     return rc;
@@ -361,31 +355,8 @@ int dlock__redis_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st,
     rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
+    if (dlock__reply_status(r, st) != 0)
         rc = dlock__redis_bad_reply(b, "status", r);
-    } else {
-        for (size_t i = 1; i < 8; i++) {
-            long long v = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -3;
-            /* counts are non-negative; the pttl and the last lease end may be
-             * -1 or -2 (none) */
-            if (v < (i == 1 || i == 7 ? -2 : 0) || (i != 1 && i != 2 && i != 7 && v > UINT_MAX))
-                rc = dlock__redis_bad_reply(b, "status", r);
-        }
-    }
-    if (rc == DLOCK_OK) {
-        snprintf(st->owner, sizeof st->owner, "%s", r->element[0]->str);
-        st->shared = (unsigned) r->element[4]->integer;
-        st->held = st->owner[0] != '\0' || st->shared > 0;
-        st->holds = st->owner[0] != '\0' ? 1 : 0;
-        st->lease_ms = st->owner[0] != '\0' ? r->element[1]->integer
-                       : st->shared > 0     ? r->element[7]->integer
-                                            : -1;
-        st->last_fence = (uint64_t) r->element[2]->integer;
-        st->waiters = (unsigned) r->element[3]->integer;
-        st->permits_used = (unsigned) r->element[5]->integer;
-        st->permits = (unsigned) r->element[6]->integer;
-    }
     freeReplyObject(r);
     return rc;
 }

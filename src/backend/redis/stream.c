@@ -19,7 +19,7 @@
  * caller on another connection), so the next one covers it at once. */
 #include "stream.h"
 
-#include "notice.h"
+#include "replies.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
@@ -156,37 +156,19 @@ void dlock__rstream_unwatch(dlock__rstream *s, const char *key)
 
 /* ---------------------------------------------------------------- reading */
 
-static void handle_entries(dlock__rstream *s, const redisReply *stream)
+static void on_notice(void *arg, const dlock__notice *n)
 {
-    /* [key, [[id, [field, value, ...]], ...]] */
-    if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2 ||
-        stream->element[0]->type != REDIS_REPLY_STRING ||
-        stream->element[1]->type != REDIS_REPLY_ARRAY)
-        return;
-    const char *key = stream->element[0]->str;
-    const redisReply *entries = stream->element[1];
-    const char *last = NULL;
-    for (size_t i = 0; i < entries->elements; i++) {
-        const redisReply *e = entries->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-            e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
-            continue;
-        last = e->element[0]->str;
-        const redisReply *fields = e->element[1];
-        for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-            dlock__notice n;
-            if (fields->element[f + 1]->type == REDIS_REPLY_STRING &&
-                dlock__notice_decode(fields->element[f + 1]->str, fields->element[f + 1]->len,
-                                     &n) == 0)
-                dlock__board_grant(s->board, n.token, n.wait_id, n.fence);
-        }
-    }
-    if (last == NULL)
-        return;
+    dlock__rstream *s = arg;
+    dlock__board_grant(s->board, n->token, n->wait_id, n->fence);
+}
+
+static void on_read(void *arg, const char *key, const char *last_id)
+{
+    dlock__rstream *s = arg;
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->nkeys; i++) {
         if (strcmp(s->keys[i].key, key) == 0)
-            snprintf(s->keys[i].last_id, sizeof s->keys[i].last_id, "%s", last);
+            snprintf(s->keys[i].last_id, sizeof s->keys[i].last_id, "%s", last_id);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -256,10 +238,10 @@ static int read_once(dlock__rstream *s, int block_ms)
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
-    if (r->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < r->elements; i++)
-            handle_entries(s, r->element[i]);
-    }
+    /* nil when the block timed out; an error (say, a stream key of another
+     * type) posts nothing, and waiters ask the store again in time */
+    const dlock__rxread_sink sink = {s, on_notice, on_read};
+    dlock__reply_xread(r, &sink);
     freeReplyObject(r);
     return 0;
 }

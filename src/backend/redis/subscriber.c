@@ -23,7 +23,7 @@
  * anew. */
 #include "subscriber.h"
 
-#include "notice.h"
+#include "replies.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
@@ -175,16 +175,11 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
 
 static void handle_message(dlock__rsub *s, const redisReply *r)
 {
-    /* ["message", channel, "<token> <wait id> <fence>"] */
     dlock__notice n;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
-        r->element[2]->type != REDIS_REPLY_STRING)
-        return;
-    if (dlock__notice_decode(r->element[2]->str, r->element[2]->len, &n) != 0)
-        return;
-    dlock__board_grant(s->board, n.token, n.wait_id, n.fence);
+    /* anything but a hand-over is dropped: its waiter asks the store again */
+    if (dlock__reply_message(r, &n) == 0)
+        dlock__board_grant(s->board, n.token, n.wait_id, n.fence);
 }
 
 /* The reader's loop: read and post hand-overs until w is woken or until_us.
