@@ -131,6 +131,9 @@ typedef struct dlock_client dlock_client;
  *   redis://[user:password@]host[:port][/db][?options]   one Redis server
  *   redis+unix:///path/to/redis.sock[?options]             the same over a unix socket
  *
+ * Redis user info: redis://secret@host and redis://:secret@host send AUTH
+ * secret, redis://user:secret@host AUTH user secret (docs/dlock.1, URLS).
+ *
  * Options (query string, durations in ms, or with a unit: 250ms, 2s, 1m):
  *   prefix=NAME           key prefix (default "dlock"); keys are PREFIX:{name}...
  *   connect_timeout=DUR   connect timeout (default 2s)
