@@ -131,6 +131,9 @@ typedef struct dlock_client dlock_client;
  *   redis://[user:password@]host[:port][/db][?options]   one Redis server
  *   redis+unix:///path/to/redis.sock[?options]             the same over a unix socket
  *
+ * Redis user info: redis://secret@host and redis://:secret@host send AUTH
+ * secret, redis://user:secret@host AUTH user secret (docs/dlock.1, URLS).
+ *
  * Options (query string, durations in ms, or with a unit: 250ms, 2s, 1m):
  *   prefix=NAME           key prefix (default "dlock"); keys are PREFIX:{name}...
  *   connect_timeout=DUR   connect timeout (default 2s)
@@ -177,6 +180,53 @@ DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
  * timeout): a renewal already sent is let finish or time out, never cut off
  * half way. dlock_client_close(NULL) does nothing. */
 DLOCK_API void dlock_client_close(dlock_client *client);
+
+/* ---------------------------------------------------------------- logging */
+
+/* Log levels, most severe first. Each level includes those above it. */
+enum {
+    DLOCK_LOG_OFF = 0,
+    DLOCK_LOG_ERROR = 1, /* a hold lost (renewal refused, validity ran out, the store
+                            no longer has it), a store's session lost */
+    DLOCK_LOG_WARN = 2,  /* a renewal or heartbeat failed and is retried; the store
+                            was unreachable during a wait and is tried again; a release
+                            that may not have reached the store */
+    DLOCK_LOG_INFO = 3,  /* renewals succeed again after failures (the store is back),
+                            the store reachable again during a wait, a lock acquired
+                            after a wait or handed over by the store, a wait
+                            cancelled, a forced unlock */
+    DLOCK_LOG_DEBUG = 4, /* every acquisition, re-entry, release, extension,
+                            verification and renewal round trip */
+};
+
+/*
+ * Receives one log message: a line of text without a newline, e.g.
+ * "lock 'billing' lost: renewal refused: ...". Messages name locks, fences,
+ * the store (its URL with the password masked) and errors; never a
+ * password or an owner token. `msg` is valid during the call only.
+ */
+typedef void (*dlock_log_fn)(int level, const char *msg, void *arg);
+
+/*
+ * Sends the client's log messages of `level` and more severe to fn (level
+ * DLOCK_LOG_OFF or fn NULL: no logging, the default). Logging is per
+ * client: two parts of a program with clients of their own log apart.
+ *
+ * fn is called on the thread where the event happens: the caller's (in an
+ * acquire, a release...) or the client's renewal and watchdog threads; it
+ * may be called from several threads at once, so it must be thread-safe,
+ * and it should return quickly (a renewal waits for it). It may call dlock
+ * functions, except dlock_client_set_log(). May be called at any time; once
+ * it returns, the previous fn is not called any more. When logging is off a
+ * message costs one atomic load.
+ * Returns DLOCK_OK or DLOCK_EINVAL (client NULL, level out of range).
+ * Since 0.2.
+ */
+DLOCK_API int dlock_client_set_log(dlock_client *client, int level, dlock_log_fn fn, void *arg);
+
+/* "error", "warn", "info", "debug" ("off" for DLOCK_LOG_OFF, "" for others).
+ * Since 0.2. */
+DLOCK_API const char *dlock_log_level_name(int level);
 
 /* ---------------------------------------------------------------- capabilities */
 
@@ -264,10 +314,15 @@ enum {
 
 /*
  * Makes a handle for the lock `name` on `client`. Nothing is sent to the
- * server. A name is 1..DLOCK_NAME_MAX bytes of printable characters (UTF-8
- * allowed); it may carry one Redis Cluster hash tag "{...}" and no other
- * braces. The handle gets a fresh random owner token (128 bits).
- * Returns DLOCK_OK, DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
+ * server. A name is 1..DLOCK_NAME_MAX bytes of well-formed UTF-8 text
+ * without control characters: no C0 control (U+0000..U+001F), DEL (U+007F)
+ * or C1 control (U+0080..U+009F), no overlong form, surrogate or code point
+ * above U+10FFFF, on every store (dlock_errmsg() names the byte and why).
+ * A store may refuse more: Redis names carry at most one Redis Cluster hash
+ * tag "{...}" and no other braces; ZooKeeper's path rules refuse
+ * characters above U+FFFF (emoji), U+E000..U+F8FF and U+FFF0..U+FFFF, when
+ * the lock's node is first created (DLOCK_EINVAL from the acquire). The handle gets a fresh random
+ * owner token (128 bits). Returns DLOCK_OK, DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
  */
 #define DLOCK_NAME_MAX 512
 DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned flags,
@@ -392,9 +447,26 @@ DLOCK_API int dlock_try_acquire(dlock_lock *lock);
  */
 DLOCK_API int dlock_release(dlock_lock *lock);
 
+/*
+ * Leases of a held lock, three calls:
+ *
+ *   dlock_renew(l)         lease back to its full length now; renewal as it was
+ *   dlock_extend(l, ms)    a fixed lease of ms from now; renewal OFF
+ *   dlock_keepalive(l)     renewal ON, with the client's lease
+ *
+ * A lock acquired with dlock_acquire() is renewed by the client until it is
+ * released; dlock_extend() turns that off: the lock then ends lease_ms from
+ * now unless extended again (call dlock_keepalive() to renew it again).
+ * A user of redsync's Extend() or Redisson's lock "touch" wants
+ * dlock_renew(), which keeps renewing a renewed lock.
+ */
+
 /* Sets the remaining lease of a held lock to lease_ms from now, and turns
- * automatic renewal off. Returns DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_ELOST,
- * DLOCK_EINVAL (lease <= 0) or a connection error. */
+ * automatic renewal OFF: the lock is held no longer than lease_ms unless
+ * extended again, even if it was acquired with dlock_acquire(). Returns
+ * DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_ELOST (the hold ends), DLOCK_EINVAL
+ * (lease <= 0), DLOCK_ENOTSUP (a store without "extend": ZooKeeper) or a
+ * connection error. */
 DLOCK_API int dlock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* Turns automatic renewal on for a held lock (as if acquired with
@@ -402,11 +474,56 @@ DLOCK_API int dlock_extend(dlock_lock *lock, int64_t lease_ms);
 DLOCK_API int dlock_keepalive(dlock_lock *lock);
 
 /*
+ * Renews a held lock now: its lease goes back to its full length from now
+ * (the client's lease for a renewed lock; the last fixed lease given, by
+ * dlock_acquire_for() or dlock_extend(), for one that is not), and
+ * automatic renewal stays as it was: a renewed lock goes on being renewed,
+ * a fixed lease stays fixed. A lock held by a session of its store
+ * (DLOCK_CAP_SESSION: ZooKeeper, etcd's renewed locks) has no lease of its
+ * own: the hold is confirmed with the store, and its session is kept
+ * alive by the client as before. Returns DLOCK_OK, DLOCK_ENOTOWNER,
+ * DLOCK_ELOST (the hold ends), DLOCK_ENOTSUP or a connection error.
+ * Since 0.2.
+ */
+DLOCK_API int dlock_renew(dlock_lock *lock);
+
+/*
  * Says whether the handle still holds the lock, without asking the server:
  * DLOCK_OK (held and locally valid), DLOCK_ELOST (lost; stays reported until
- * the next acquire or release), DLOCK_ENOTOWNER (not held).
+ * the next acquire or release), DLOCK_ENOTOWNER (not held). It knows what
+ * the renewer learned: a lock deleted in the store (dlock_force_unlock(),
+ * FLUSHALL) still says DLOCK_OK until the next renewal (a third of the
+ * lease) finds it gone; a lock with a fixed lease is not renewed, so only
+ * the end of its lease makes it DLOCK_ELOST. Ask the server with
+ * dlock_lock_verify().
  */
 DLOCK_API int dlock_lock_check(dlock_lock *lock);
+
+/*
+ * Asks the store whether this handle still holds the lock (one round trip;
+ * Redisson's isHeldByCurrentThread, etcd's IsOwner): DLOCK_OK (the store
+ * has it under this handle's owner token, and it is valid here too),
+ * DLOCK_ELOST (lost: the store no longer has it under this handle, or it
+ * was already known lost), DLOCK_ENOTOWNER (the handle does not hold it),
+ * DLOCK_EINVAL, or DLOCK_EUNREACHABLE (and the other connection errors:
+ * nothing is known then, and nothing changes).
+ *
+ * A loss found this way is reported like any other: the on_lost callback
+ * is called (on the calling thread, before this returns), and the handle
+ * says DLOCK_ELOST (dlock_lock_check(), the next acquire or release) until
+ * the next acquire or release. Nothing is changed in the store: the lease
+ * is neither lengthened nor shortened.
+ *
+ * Exclusive kinds (plain, fair, --simple, write): DLOCK_OK means nobody else
+ * holds the name. Shared kinds (a read hold, semaphore permits): DLOCK_OK
+ * means this handle's share is still there (its read hold, its `take`
+ * permits); it says nothing about the other holders. A multi-lock is
+ * verified member by member: DLOCK_OK when the store has every one. The
+ * answer is the store's at the moment it answered: use the fencing token
+ * to protect a resource, not a verification made before writing to it.
+ * Since 0.2.
+ */
+DLOCK_API int dlock_lock_verify(dlock_lock *lock);
 
 /* The fencing token of the current (or last) acquisition, 0 before any.
  * It strictly increases from one holder of the name to the next (numbers
@@ -434,8 +551,9 @@ DLOCK_API int64_t dlock_lock_remaining_ms(dlock_lock *lock);
  * lease expired, or renewals failed until the lease could have run out).
  * `code` is DLOCK_ELOST and `why` a readable reason. The callback runs on
  * the client's renewal thread before any other client can have taken the
- * lock (as long as clocks run at the same rate within the drift margin); it
- * must return quickly and must not free the handle. A call that ends the
+ * lock (as long as clocks run at the same rate within the drift margin),
+ * or on the thread in dlock_lock_verify() when the store tells it the lock
+ * is gone; it must return quickly and must not free the handle. A call that ends the
  * hold (dlock_release(), dlock_acquire() and the like returning DLOCK_ELOST
  * for it, dlock_lock_free()) waits for a callback under way, and after it
  * the callback is not called for that hold: when the call told the loss
@@ -472,6 +590,19 @@ DLOCK_API int dlock_query(dlock_client *client, const char *name, unsigned flags
  * The fence counter is kept, so fences keep increasing. Returns DLOCK_OK
  * (also when it was free), DLOCK_EINVAL or a connection error. */
 DLOCK_API int dlock_force_unlock(dlock_client *client, const char *name, unsigned flags);
+
+/*
+ * dlock_force_unlock(), and whether the lock was held: the store is asked
+ * first (as dlock_query()), then the lock is released whoever holds it.
+ * *was_held (if not NULL) is 1 if the query found it held (by an owner,
+ * readers or permit holders), 0 if it found it free, -1 if the store cannot
+ * say (no DLOCK_CAP_QUERY). Two requests, not one atomic step: a lock taken
+ * between them is released all the same but reported as free, and one
+ * released between them is reported as held. Returns as
+ * dlock_force_unlock(); *was_held is set only on DLOCK_OK. Since 0.2.
+ */
+DLOCK_API int dlock_force_unlock2(dlock_client *client, const char *name, unsigned flags,
+                                  int *was_held);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,7 @@
 
 #include "../base/url.h"
 #include "../core/board.h"
+#include "../core/log.h"
 #include "../core/session.h"
 #include "dlock.h"
 
@@ -71,6 +72,10 @@ typedef struct dlock__host {
     const dlock__client_cfg *cfg;
     dlock__board *board;       /* where waiters park: post their wake-ups here */
     dlock__sessions *sessions; /* where sessions are started (core/session.h) */
+    /* The client's log (core/log.h): a store may tell what the core cannot
+     * see, e.g. DLOCK__LOG(host->log, DLOCK_LOG_INFO, "%s: reconnected", label)
+     * on a reconnect. Never NULL; costs nothing when logging is off. */
+    dlock__log *log;
 } dlock__host;
 
 /* The kinds of lock. */
@@ -231,7 +236,8 @@ struct dlock__backend {
     /* Confirms that token holds the lock and sets its remaining lease to
      * lease_ms (at_least: only if that lengthens it; a session-bound hold
      * is only confirmed): DLOCK_OK, or DLOCK_ELOST when it does not hold
-     * it. */
+     * it. at_least with lease_ms 0 lengthens nothing: it only confirms
+     * (dlock_lock_verify), and must change nothing in the store. */
     int (*extend)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t lease_ms,
                   int at_least, int64_t deadline_us);
     /* Renews a batch; fills each item's result. Returns a code only when

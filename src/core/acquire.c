@@ -169,6 +169,8 @@ static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
 
     if (rc == DLOCK_ELOST) {
         dlock__lock_stop_holding(l);
+        DLOCK__LOG(&c->log, DLOCK_LOG_ERROR,
+                   "lock '%s' lost: a re-entry found it gone from the store", l->name);
         return dlock__fail(DLOCK_ELOST,
                            "lock '%s' was lost: the store no longer has it under "
                            "this owner",
@@ -177,6 +179,8 @@ static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
     if (rc != DLOCK_OK)
         return rc;
     l->holds++;
+    DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' entered again (%u holds, fence %llu)", l->name,
+               l->holds, (unsigned long long) l->fence);
     if (l->lease.session != NULL)
         return DLOCK_OK; /* lives by its session: nothing to change */
     /* The lease now runs at least lease_ms from `sent`; once renewed, a
@@ -204,6 +208,8 @@ typedef struct take_state {
     int poll_only;          /* the store cannot wake waiters of this lock */
     int64_t poll_us;        /* next polling step */
     int64_t unreachable_us; /* next delay after an unreachable store */
+    int waited;             /* found held: the caller waits (for the log) */
+    int unreachable;        /* the store was unreachable: tried again (for the log) */
     dlock__lq_ticket ticket;
 } take_state;
 
@@ -243,6 +249,8 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t l
     if (dlock__lock_cancelled(l)) {
         /* Cancelled just as it was handed over: pass it on. */
         leave_queue(l, deadline);
+        DLOCK__LOG(&c->log, DLOCK_LOG_INFO,
+                   "wait for lock '%s' cancelled as it was handed over: passed on", l->name);
         return dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
     }
     /* The grant came after the store last said this attempt was queued:
@@ -271,7 +279,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
     for (;;) {
         if (waits && dlock__lock_cancelled(l)) {
             rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
-            goto give_up;
+            goto cancelled;
         }
         /* With the local queue on, a thread waits in the store only in its
          * turn, and does not even try while another thread of this client
@@ -319,7 +327,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                 give_back(l, deadline);
             }
             rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
-            goto give_up;
+            goto cancelled;
         }
         if (rc == DLOCK_EUNREACHABLE && waits && dlock__now_us() + LAST_TRY_US < deadline) {
             /* The store may be back soon (a restart, a failover): keep
@@ -329,6 +337,9 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                                                                            : st.unreachable_us * 2;
             if (until > deadline - LAST_TRY_US)
                 until = deadline - LAST_TRY_US;
+            DLOCK__LOG(&c->log, DLOCK_LOG_WARN, "lock '%s': %s; trying again in %lld ms", l->name,
+                       dlock_errmsg(), (long long) ((until - dlock__now_us()) / 1000));
+            st.unreachable = 1;
             pause_until(l, until);
             continue;
         }
@@ -340,10 +351,22 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         if (rc != DLOCK_OK)
             goto give_up;
         st.unreachable_us = UNREACHABLE_MIN_US;
+        if (st.unreachable) {
+            st.unreachable = 0;
+            DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s': %s answers again", l->name,
+                       c->store->label);
+        }
 
         if (a.outcome == DLOCK__TAKEN) {
             drop_place(l, &st); /* the entry now serves the hold */
             rc = dlock__lock_start_holding(l, a.fence, a.session, lease_ms, renew, sent);
+            if (rc == DLOCK_OK)
+                DLOCK__LOG(&c->log, st.waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
+                           "lock '%s' acquired%s (fence %llu, %s)", l->name,
+                           st.waited ? " after a wait" : "", (unsigned long long) l->fence,
+                           a.session != NULL ? "held by its session"
+                           : renew           ? "renewed"
+                                             : "fixed lease");
             if (rc == DLOCK_ELOST) {
                 /* the store's reply came after the lease it granted could
                  * have run out: nothing to hold on to */
@@ -372,6 +395,14 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         if (now >= deadline)
             goto timed_out;
         int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
+        if (!st.waited) {
+            st.waited = 1;
+            DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' is held by someone else: waiting (%s)",
+                       l->name,
+                       a.outcome == DLOCK__QUEUED    ? "queued in the store"
+                       : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
+                                                     : "polling, or woken by the store");
+        }
 
         if (a.outcome == DLOCK__HELD) {
             if (a.next == DLOCK__NEXT_RETRY)
@@ -409,16 +440,30 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         dlock__board_leave(&c->board, &st.w);
         st.on_board = 0;
         rc = take_grant(l, &st, deadline, lease_ms, renew);
-        if (rc == DLOCK_ELOST)
+        if (rc == DLOCK_ELOST) {
+            DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG,
+                       "lock '%s' was handed over but gone before it was confirmed: waiting on",
+                       l->name);
             continue; /* taken from us already (expired, forced): wait on */
+        }
+        if (rc == DLOCK_OK)
+            DLOCK__LOG(&c->log, DLOCK_LOG_INFO,
+                       "lock '%s' handed over by the store after a wait of %lld ms (fence %llu)",
+                       l->name, (long long) ((dlock__now_us() - start) / 1000),
+                       (unsigned long long) l->fence);
         if (rc != DLOCK_OK && rc != DLOCK_ECANCELED)
             goto give_up; /* pass on what may be ours */
         goto done;
     }
 
+cancelled:
+    DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "wait for lock '%s' cancelled after %lld ms", l->name,
+               (long long) ((dlock__now_us() - start) / 1000));
+    goto give_up;
 timed_out:
     rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else after %lld ms",
                      l->name, (long long) ((dlock__now_us() - start) / 1000));
+    DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
 give_up:
     if (st.on_board || st.on_renewer || st.queued)
         leave_queue(l, deadline);

@@ -1,6 +1,7 @@
-/* client.c - opening a client from a URL, what its store can do, closing
- * it. The backend is found by the URL's scheme (backend/registry.c); the
- * core reads the options every store shares and the store the rest. */
+/* client.c - opening a client from a URL, what its store can do, its log,
+ * closing it. The backend is found by the URL's scheme
+ * (backend/registry.c); the core reads the options every store shares and
+ * the store the rest. */
 #include "client.h"
 
 #include "../base/clock.h"
@@ -9,6 +10,7 @@
 #include "../base/url.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,62 @@ int dlock__client_require(const dlock_client *c, unsigned caps, const char *what
     return dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot do %s (capability \"%s\" is missing)",
                        c->store->label, c->backend->name, what, dlock_cap_name(missing & -missing));
 }
+
+/* ---------------------------------------------------------------- log */
+
+void dlock__log_init(dlock__log *log)
+{
+    atomic_init(&log->level, DLOCK_LOG_OFF);
+    pthread_rwlock_init(&log->mu, NULL);
+    log->fn = NULL;
+    log->arg = NULL;
+}
+
+void dlock__log_fini(dlock__log *log)
+{
+    pthread_rwlock_destroy(&log->mu);
+}
+
+void dlock__log_emit(dlock__log *log, int level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_rwlock_rdlock(&log->mu);
+    /* the level again: a message formatted as logging was turned off */
+    if (log->fn != NULL && atomic_load(&log->level) >= level)
+        log->fn(level, msg, log->arg);
+    pthread_rwlock_unlock(&log->mu);
+}
+
+int dlock_client_set_log(dlock_client *c, int level, dlock_log_fn fn, void *arg)
+{
+    dlock__clear_error();
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if (level < DLOCK_LOG_OFF || level > DLOCK_LOG_DEBUG)
+        return dlock__fail(DLOCK_EINVAL, "log level %d: want DLOCK_LOG_OFF..DLOCK_LOG_DEBUG",
+                           level);
+    pthread_rwlock_wrlock(&c->log.mu);
+    c->log.fn = level != DLOCK_LOG_OFF ? fn : NULL;
+    c->log.arg = arg;
+    atomic_store(&c->log.level, fn != NULL ? level : DLOCK_LOG_OFF);
+    pthread_rwlock_unlock(&c->log.mu);
+    DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s: logging at level %s", c->store->label,
+               dlock_log_level_name(level));
+    return DLOCK_OK;
+}
+
+const char *dlock_log_level_name(int level)
+{
+    static const char *const names[] = {"off", "error", "warn", "info", "debug"};
+    return level >= DLOCK_LOG_OFF && level <= DLOCK_LOG_DEBUG ? names[level] : "";
+}
+
+/* ---------------------------------------------------------------- open */
 
 static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local_queue,
                              long *max_local)
@@ -115,9 +173,11 @@ int dlock_client_open(const char *text, dlock_client **out)
         goto fail;
     }
     dlock__board_init(&c->board);
+    dlock__log_init(&c->log);
     /* The renewer is the sessions' home: ready before the store opens. */
-    dlock__renewer_init(&c->renewer, NULL, &c->cfg);
-    dlock__host host = {.cfg = &c->cfg, .board = &c->board, .sessions = &c->renewer};
+    dlock__renewer_init(&c->renewer, NULL, &c->cfg, &c->log);
+    dlock__host host = {
+        .cfg = &c->cfg, .board = &c->board, .sessions = &c->renewer, .log = &c->log};
     rc = backend->open(&url, &host, &c->store);
     if (rc == DLOCK_OK)
         rc = dlock__url_check_unused(&url);
@@ -127,6 +187,7 @@ int dlock_client_open(const char *text, dlock_client **out)
             backend->close(c->store);
         dlock__renewer_fini(&c->renewer);
         dlock__board_fini(&c->board);
+        dlock__log_fini(&c->log);
         goto fail;
     }
     c->renewer.store = c->store;
@@ -153,5 +214,6 @@ void dlock_client_close(dlock_client *c)
     dlock__renewer_fini(&c->renewer);
     dlock__board_fini(&c->board);
     dlock__lq_free(c->lq);
+    dlock__log_fini(&c->log);
     free(c);
 }

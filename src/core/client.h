@@ -5,6 +5,7 @@
 #include "../backend/backend.h"
 #include "board.h"
 #include "local_queue.h"
+#include "log.h"
 #include "renewer.h"
 
 #include <stdatomic.h>
@@ -16,6 +17,7 @@ struct dlock_client {
     dlock__board board;
     dlock__renewer renewer;
     dlock__lq *lq; /* the local wait queue, NULL when off */
+    dlock__log log;
     atomic_uint_fast64_t next_wait_id;
 };
 

@@ -13,12 +13,15 @@
 
 /* ---------------------------------------------------------------- names */
 
-/* Length of the UTF-8 sequence at s (of at most n bytes), 0 if invalid. */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
+/* Length of the UTF-8 sequence at s (of at most n bytes), or 0 with *cp
+ * set to the code point decoded (or -1 if the bytes are no UTF-8 at all)
+ * and *why saying what is wrong. */
+static size_t utf8_sequence(const unsigned char *s, size_t n, long *cp_out, const char **why)
 {
     size_t len;
-    unsigned cp;
+    unsigned long cp;
 
+    *cp_out = -1;
     if (s[0] < 0x80)
         return 1;
     if (s[0] >= 0xc2 && s[0] <= 0xdf) {
@@ -31,22 +34,35 @@ static size_t utf8_sequence(const unsigned char *s, size_t n)
         len = 4;
         cp = s[0] & 0x07;
     } else {
+        *why = s[0] >= 0x80 && s[0] <= 0xbf ? "a continuation byte without a lead byte"
+                                            : "a byte that never occurs in UTF-8";
         return 0;
     }
-    if (len > n)
-        return 0;
     for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
+        if (i >= n || (s[i] & 0xc0) != 0x80) {
+            *why = "a sequence cut short";
             return 0;
+        }
         cp = cp << 6 | (s[i] & 0x3f);
     }
-    /* overlong forms, surrogates, beyond U+10FFFF, and the C1 controls */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
-        return 0;
-    return len;
+    *cp_out = (long) cp;
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000))
+        *why = "an overlong form";
+    else if (cp > 0x10ffff)
+        *why = "a code point above U+10FFFF";
+    else if (cp >= 0xd800 && cp <= 0xdfff)
+        *why = "a surrogate (U+D800..U+DFFF)";
+    else if (cp >= 0x80 && cp <= 0x9f)
+        *why = "a C1 control character";
+    else
+        return len;
+    return 0;
 }
 
+/* Every store takes the same names: text that prints as itself, so that a
+ * name in a message, a log line, a JSON document or a terminal is the name
+ * (no control characters, which would move the cursor or end a line, and
+ * no bytes that are not UTF-8, which JSON cannot carry). */
 int dlock__check_name(const char *name)
 {
     size_t len;
@@ -61,15 +77,22 @@ int dlock__check_name(const char *name)
                            DLOCK_NAME_MAX);
     for (size_t i = 0; i < len;) {
         const unsigned char *p = (const unsigned char *) name + i;
+        const char *why = "";
+        long cp;
         if (*p < 0x20 || *p == 0x7f)
-            return dlock__fail(
-                DLOCK_EINVAL, "lock name contains a control character (byte %zu is 0x%02x)", i, *p);
-        size_t n = utf8_sequence(p, len - i);
+            return dlock__fail(DLOCK_EINVAL,
+                               "lock name contains a control character (byte %zu is 0x%02x); "
+                               "names are UTF-8 text without control characters",
+                               i, *p);
+        size_t n = utf8_sequence(p, len - i, &cp, &why);
+        if (n == 0 && cp >= 0x80 && cp <= 0x9f)
+            return dlock__fail(DLOCK_EINVAL,
+                               "lock name contains a C1 control character (U+%04lX at byte %zu); "
+                               "names are UTF-8 text without control characters",
+                               (unsigned long) cp, i);
         if (n == 0)
             return dlock__fail(DLOCK_EINVAL,
-                               "lock name is not valid UTF-8 or holds a C1 control character "
-                               "(at byte %zu)",
-                               i);
+                               "lock name is not valid UTF-8: %s at byte %zu (0x%02x)", why, i, *p);
         i += n;
     }
     return DLOCK_OK;
@@ -240,6 +263,7 @@ int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *s
     l->lease.owner = &lock_owner;
     l->lease.lock = l->sl;
     l->lease.token = l->token;
+    l->lease.name = l->name;
     *out = l;
     return DLOCK_OK;
 }

@@ -1,5 +1,6 @@
 /* hold.c - a lock this handle holds: the lease on the renewer, giving it
- * up, extending it, and asking whether it is still held. */
+ * up, extending and renewing it, and asking whether it is still held (of
+ * the renewer: check; of the store: verify). */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -99,12 +100,20 @@ int dlock__lock_give(dlock_lock *l, int all)
     rc = c->backend->release(c->store, l->sl, l->token, dlock__lock_op_deadline(l));
     if (rc == DLOCK_OK) {
         dlock__lock_stop_holding(l);
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' released (fence %llu)", l->name,
+                   (unsigned long long) l->fence);
         return DLOCK_OK;
     }
     if (rc == DLOCK_ENOTOWNER || rc == DLOCK_ELOST) {
         dlock__lock_stop_holding(l);
+        DLOCK__LOG(&c->log, DLOCK_LOG_ERROR, "lock '%s' lost: the release found it gone: %s",
+                   l->name, dlock_errmsg());
         return dlock__fail_context(DLOCK_ELOST, "lock '%s' was lost before the release", l->name);
     }
+    DLOCK__LOG(&c->log, DLOCK_LOG_WARN,
+               "lock '%s' given up, but its release may not have reached the store (it ends "
+               "with its lease there): %s",
+               l->name, dlock_errmsg());
     /* Unknown outcome: the hold is given up here all the same, so that
      * the handle's next acquire is a new one, not a re-entry into a lock
      * the caller let go; if the release did not reach the store, the lock
@@ -127,6 +136,15 @@ int dlock_release(dlock_lock *l)
 
 /* ---------------------------------------------------------------- lease */
 
+/* The store says the handle no longer holds the lock (extend, renew). */
+static int lost_in_store(dlock_lock *l, const char *what)
+{
+    DLOCK__LOG(&l->client->log, DLOCK_LOG_ERROR, "lock '%s' lost: %s found it gone: %s", l->name,
+               what, dlock_errmsg());
+    dlock__lock_stop_holding(l);
+    return dlock__fail_context(DLOCK_ELOST, "lock '%s' was lost", l->name);
+}
+
 static int extend_one(dlock_lock *l, int64_t lease_ms)
 {
     int rc = dlock__lock_take_loss(l);
@@ -139,13 +157,54 @@ static int extend_one(dlock_lock *l, int64_t lease_ms)
     sent = dlock__now_us();
     rc = l->client->backend->extend(l->client->store, l->sl, l->token, lease_ms, 0,
                                     dlock__lock_op_deadline(l));
-    if (rc == DLOCK_ELOST) {
-        dlock__lock_stop_holding(l);
-        return dlock__fail_context(DLOCK_ELOST, "lock '%s' was lost", l->name);
-    }
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_ELOST)
+        return lost_in_store(l, "dlock_extend");
+    if (rc == DLOCK_OK) {
+        /* A set lease is the grant's own, not its session's any more (etcd
+         * moves the key to a lease of its own): renewing it from now on
+         * (keepalive, renew) is renewing that lease. */
+        if (l->lease.session != NULL)
+            dlock__renewer_leave_session(&l->client->renewer, &l->lease);
         dlock__renewer_update(&l->client->renewer, &l->lease, 0, lease_ms,
                               dlock__validity_end(sent, lease_ms));
+        DLOCK__LOG(&l->client->log, DLOCK_LOG_DEBUG,
+                   "lock '%s' extended: a fixed lease of %lld ms, not renewed", l->name,
+                   (long long) lease_ms);
+    }
+    return rc;
+}
+
+/* Back to the full lease now, renewal as it was. A hold that lives by a
+ * session has no lease of its own: it is confirmed. */
+static int renew_one(dlock_lock *l)
+{
+    dlock_client *c = l->client;
+    int rc = dlock__lock_take_loss(l);
+    int64_t sent, lease_ms = l->lease.lease_ms;
+    int session = l->lease.session != NULL;
+
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    if (!session) {
+        rc = dlock__client_require(c, DLOCK_CAP_EXTEND, "dlock_renew (set a lease)");
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    sent = dlock__now_us();
+    rc = c->backend->extend(c->store, l->sl, l->token, session ? 0 : lease_ms, session,
+                            dlock__lock_op_deadline(l));
+    if (rc == DLOCK_ELOST)
+        return lost_in_store(l, "dlock_renew");
+    if (rc == DLOCK_OK && !session)
+        dlock__renewer_update(&c->renewer, &l->lease, l->lease.renew, lease_ms,
+                              dlock__validity_end(sent, lease_ms));
+    if (rc == DLOCK_OK)
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' renewed: %s", l->name,
+                   session          ? "confirmed (its session keeps it)"
+                   : l->lease.renew ? "full lease again, renewed as before"
+                                    : "its fixed lease again from now");
     return rc;
 }
 
@@ -159,12 +218,21 @@ static int keepalive_one(dlock_lock *l)
         return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
     if (l->lease.session == NULL)
         dlock__renewer_update(&l->client->renewer, &l->lease, 1, l->client->cfg.lease_ms, 0);
+    DLOCK__LOG(&l->client->log, DLOCK_LOG_DEBUG, "lock '%s': renewed automatically from now on",
+               l->name);
     return DLOCK_OK; /* a session's hold is always kept */
 }
 
-int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
+int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode mode)
 {
-    return keepalive ? keepalive_one(l) : extend_one(l, lease_ms);
+    switch (mode) {
+    case DLOCK__EXTEND_KEEPALIVE:
+        return keepalive_one(l);
+    case DLOCK__EXTEND_RENEW:
+        return renew_one(l);
+    default:
+        return extend_one(l, lease_ms);
+    }
 }
 
 int dlock_extend(dlock_lock *l, int64_t lease_ms)
@@ -178,7 +246,8 @@ int dlock_extend(dlock_lock *l, int64_t lease_ms)
         rc = dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0 and at most %lld ms",
                          (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
     if (rc == DLOCK_OK)
-        rc = l->nmembers > 0 ? dlock__multi_extend(l, lease_ms, 0) : extend_one(l, lease_ms);
+        rc = l->nmembers > 0 ? dlock__multi_extend(l, lease_ms, DLOCK__EXTEND_SET)
+                             : extend_one(l, lease_ms);
     return dlock__lock_leave(l, rc);
 }
 
@@ -188,7 +257,18 @@ int dlock_keepalive(dlock_lock *l)
 
     if (rc != DLOCK_OK)
         return rc;
-    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_extend(l, 0, 1) : keepalive_one(l));
+    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_extend(l, 0, DLOCK__EXTEND_KEEPALIVE)
+                                                : keepalive_one(l));
+}
+
+int dlock_renew(dlock_lock *l)
+{
+    int rc = dlock__lock_enter(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_extend(l, 0, DLOCK__EXTEND_RENEW)
+                                                : renew_one(l));
 }
 
 /* ---------------------------------------------------------------- state */
@@ -207,6 +287,40 @@ int dlock_lock_check(dlock_lock *l)
     if (dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK)
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
     return DLOCK_OK;
+}
+
+int dlock__lock_verify(dlock_lock *l)
+{
+    dlock_client *c = l->client;
+    char why[sizeof l->lease.why];
+
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
+    if (dlock__renewer_check(&c->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+    /* at_least with no lease: the store confirms and changes nothing */
+    int rc = c->backend->extend(c->store, l->sl, l->token, 0, 1, dlock__lock_op_deadline(l));
+    if (rc == DLOCK_ELOST) {
+        /* Not ended here: reported like a loss the renewer found, so the
+         * handle and its callback tell it as they tell any other. */
+        snprintf(why, sizeof why, "the store no longer has it under this owner (%s)",
+                 dlock_errmsg());
+        dlock__renewer_lose(&c->renewer, &l->lease, why);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+    }
+    if (rc == DLOCK_OK)
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' verified: the store has it (fence %llu)",
+                   l->name, (unsigned long long) l->fence);
+    return rc;
+}
+
+int dlock_lock_verify(dlock_lock *l)
+{
+    int rc = dlock__lock_enter(l);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_verify(l) : dlock__lock_verify(l));
 }
 
 int64_t dlock_lock_remaining_ms(dlock_lock *l)

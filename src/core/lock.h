@@ -91,8 +91,16 @@ int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *ses
 void dlock__lock_stop_holding(dlock_lock *l);
 /* Gives up one hold, or all of them. */
 int dlock__lock_give(dlock_lock *l, int all);
-/* Sets the lease of a held lock (or, with keepalive, renews it from now on). */
-int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, int keepalive);
+/* Sets the lease of a held lock, renews it from now on, or renews it now. */
+enum dlock__extend_mode {
+    DLOCK__EXTEND_SET,       /* dlock_extend: a fixed lease of lease_ms */
+    DLOCK__EXTEND_KEEPALIVE, /* dlock_keepalive: renewed from now on */
+    DLOCK__EXTEND_RENEW,     /* dlock_renew: the full lease now, renewal as it was */
+};
+int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode mode);
+/* Asks the store whether the handle still holds the lock (a loss it finds
+ * is reported, not ended). */
+int dlock__lock_verify(dlock_lock *l);
 /* Clears and reports a loss of a held lock: DLOCK_OK or DLOCK_ELOST. */
 int dlock__lock_take_loss(dlock_lock *l);
 /* The end of validity of a lease granted at sent_us. */
@@ -101,7 +109,8 @@ int64_t dlock__validity_end(int64_t sent_us, int64_t lease_ms);
 /* multi.c: the multi-lock versions of the public calls. */
 int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew);
 int dlock__multi_release(dlock_lock *l, int all);
-int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive);
+int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode mode);
+int dlock__multi_verify(dlock_lock *l);
 int dlock__multi_check(dlock_lock *l, int64_t *left_ms);
 void dlock__multi_forget(dlock_lock *l); /* drop holds without releasing (detach) */
 

@@ -262,12 +262,12 @@ int dlock__multi_release(dlock_lock *l, int all)
     return dlock__fail_context(rc, "multi-lock '%s'", l->name);
 }
 
-int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
+int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode mode)
 {
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle", l->name);
     for (size_t i = 0; i < l->nmembers; i++) {
-        int rc = dlock__lock_extend(l->members[i], lease_ms, keepalive);
+        int rc = dlock__lock_extend(l->members[i], lease_ms, mode);
         if (rc == DLOCK_ELOST) {
             dlock__saved_error saved;
             dlock__save_error(&saved);
@@ -277,6 +277,19 @@ int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, int keepalive)
         }
         if (rc != DLOCK_OK)
             return rc;
+    }
+    return DLOCK_OK;
+}
+
+int dlock__multi_verify(dlock_lock *l)
+{
+    if (l->holds == 0)
+        return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle", l->name);
+    for (size_t i = 0; i < l->nmembers; i++) {
+        /* a member's loss is reported as the multi-lock's (settled) */
+        int rc = dlock__lock_verify(l->members[i]);
+        if (rc != DLOCK_OK)
+            return dlock__fail_context(rc, "multi-lock '%s'", l->name);
     }
     return DLOCK_OK;
 }

@@ -50,6 +50,9 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
         rc = dlock__fail(DLOCK_ENOTSUP, "lock '%s' has no lease in the store", name);
     if (rc == DLOCK_OK)
         rc = dlock__lock_start_holding(l, st.last_fence, NULL, st.lease_ms, 0, sent);
+    if (rc == DLOCK_OK)
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' adopted (fence %llu, %lld ms of lease)",
+                   name, (unsigned long long) l->fence, (long long) st.lease_ms);
     if (rc != DLOCK_OK) {
         dlock__lock_unref(l);
         *out = NULL;
@@ -98,5 +101,38 @@ int dlock_query(dlock_client *c, const char *name, unsigned flags, dlock_status 
 
 int dlock_force_unlock(dlock_client *c, const char *name, unsigned flags)
 {
-    return on_name(c, name, flags, NULL);
+    int rc = on_name(c, name, flags, NULL);
+    if (rc == DLOCK_OK)
+        DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' unlocked by force", name);
+    return rc;
+}
+
+/* A query, then the forced release: two requests, so the answer can be
+ * stale by the time the release runs (the header says which way). An
+ * atomic answer would need each store's force_unlock to say what it
+ * removed. */
+int dlock_force_unlock2(dlock_client *c, const char *name, unsigned flags, int *was_held)
+{
+    dlock_status st;
+    int held = -1, rc = DLOCK_OK;
+
+    dlock__clear_error();
+    if (c == NULL)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if (c->store->caps & DLOCK_CAP_QUERY) {
+        memset(&st, 0, sizeof st);
+        rc = on_name(c, name, flags, &st);
+        held = st.held != 0;
+    }
+    if (rc == DLOCK_OK)
+        rc = on_name(c, name, flags, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' unlocked by force (%s)", name,
+               held == 1   ? "it was held"
+               : held == 0 ? "it was free"
+                           : "the store cannot say whether it was held");
+    if (was_held != NULL)
+        *was_held = held;
+    return DLOCK_OK;
 }

@@ -124,7 +124,8 @@ static void thread_init(dlock__renewer_thread *t)
     atomic_init(&t->earliest_added_us, DLOCK__NEVER);
 }
 
-void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__client_cfg *cfg)
+void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__client_cfg *cfg,
+                         dlock__log *log)
 {
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
@@ -136,6 +137,7 @@ void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__cl
     }
     r->store = store;
     r->cfg = cfg;
+    r->log = log;
 }
 
 void dlock__renewer_stop(dlock__renewer *r)
@@ -202,10 +204,34 @@ static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
     out->entries[out->n++] = e;
 }
 
-static void report(reports *out)
+static const char *store_label(const dlock__renewer *r)
+{
+    return r->store != NULL ? r->store->label : "the store";
+}
+
+/* Every loss is logged here, whoever found it (threads, verify). */
+static void log_loss(dlock__renewer *r, dlock__lease *e)
+{
+    char why[sizeof e->why];
+
+    if (!dlock__log_on(r->log, DLOCK_LOG_ERROR))
+        return;
+    dlock__renewer_lock(r, e);
+    snprintf(why, sizeof why, "%s", e->why);
+    dlock__renewer_unlock(r, e);
+    if (e->kind == DLOCK__RENEW_SESSION)
+        dlock__log_emit(r->log, DLOCK_LOG_ERROR, "%s: session lost, with every lock held in it: %s",
+                        store_label(r), why);
+    else
+        dlock__log_emit(r->log, DLOCK_LOG_ERROR, "lock '%s' lost: %s", e->name ? e->name : "?",
+                        why);
+}
+
+static void report(dlock__renewer *r, reports *out)
 {
     for (size_t i = 0; i < out->n; i++) {
         dlock__lease *e = out->entries[i];
+        log_loss(r, e);
         e->owner->report(e);
         e->owner->unref(e);
     }
@@ -348,7 +374,7 @@ static void *watchdog_run(void *arg)
 
     for (;;) {
         int64_t next = watch_scan(r, &out);
-        report(&out);
+        report(r, &out);
         if (sleep_until(r, &r->watchdog, next))
             break;
     }
@@ -391,8 +417,70 @@ static int batch_push(batch *b, dlock__lease *e)
                                       .lease_ms = e->lease_ms,
                                       .session = e->session,
                                       .result = DLOCK__RENEW_FAILED};
+    /* the hold may leave its session while the batch is out (dlock_extend) */
+    if (e->kind == DLOCK__RENEW_HOLD && e->session != NULL)
+        dlock__session_ref(e->session);
     b->n++;
     return 0;
+}
+
+/* What a batch did, for the log (written after the shards are unlocked). */
+typedef struct batch_note {
+    size_t failed, recovered, gone_waiters;
+    const char *failed_name, *recovered_name; /* of an entry the batch holds a reference to */
+    unsigned most_failures;                   /* in a row, before one recovered */
+    int64_t retry_us;                         /* the soonest retry */
+    int64_t valid_left_us;                    /* the least validity left of a failed entry */
+} batch_note;
+
+/* With the entry's shard locked: notes e's result before it is applied. */
+static void note_locked(batch_note *note, const dlock__lease *e, const dlock__renewal *it,
+                        int64_t now)
+{
+    const char *name = e->kind == DLOCK__RENEW_SESSION ? "(a session)" : e->name;
+
+    if (it->result == DLOCK__RENEW_FAILED) {
+        if (note->failed++ == 0)
+            note->failed_name = name;
+        if (e->kind != DLOCK__RENEW_WAITER) {
+            int64_t left = valid_until(e) - now;
+            if (note->failed == 1 || left < note->valid_left_us)
+                note->valid_left_us = left;
+        }
+    } else if (e->failures > 0) {
+        if (note->recovered++ == 0)
+            note->recovered_name = name;
+        if (e->failures > note->most_failures)
+            note->most_failures = e->failures;
+    }
+    if (it->result == DLOCK__RENEW_GONE && e->kind == DLOCK__RENEW_WAITER)
+        note->gone_waiters++;
+}
+
+static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const char *error,
+                      int64_t sent_us, int64_t now)
+{
+    if (note->failed > 0 && dlock__log_on(r->log, DLOCK_LOG_WARN)) {
+        char left[64] = "";
+        if (note->valid_left_us > 0)
+            snprintf(left, sizeof left, "; %.3f s of validity left",
+                     (double) note->valid_left_us / 1e6);
+        dlock__log_emit(r->log, DLOCK_LOG_WARN,
+                        "%s: renewal failed for %zu of %zu leases ('%s'%s): %s; retrying in "
+                        "%lld ms%s",
+                        store_label(r), note->failed, n,
+                        note->failed_name ? note->failed_name : "?",
+                        note->failed > 1 ? " and others" : "", error[0] ? error : "no answer",
+                        (long long) (note->retry_us / 1000), left);
+    }
+    if (note->recovered > 0)
+        DLOCK__LOG(r->log, DLOCK_LOG_INFO,
+                   "%s: renewals succeed again ('%s'%s, after %u failed attempt%s)", store_label(r),
+                   note->recovered_name ? note->recovered_name : "?",
+                   note->recovered > 1 ? " and others" : "", note->most_failures,
+                   note->most_failures == 1 ? "" : "s");
+    DLOCK__LOG(r->log, DLOCK_LOG_DEBUG, "%s: renewed %zu of %zu leases in %lld us", store_label(r),
+               n - note->failed, n, (long long) (now - sent_us));
 }
 
 /* With the entry's shard locked: applies one result of a batch. */
@@ -524,19 +612,29 @@ static void *renewal_run(void *arg)
             snprintf(error, sizeof error, "%s", dlock_errmsg());
 
         int64_t now = dlock__now_us();
+        batch_note note = {0};
         for (size_t i = 0; i < b.n; i++) {
             dlock__lease *e = b.entries[i];
             dlock__renewer_shard *sh = shard_of(r, e);
             pthread_mutex_lock(&sh->mu);
-            if (e->linked && e->gen == b.gens[i])
+            if (e->linked && e->gen == b.gens[i]) {
+                note_locked(&note, e, &b.items[i], now);
                 apply_locked(r, e, &b.items[i], sent, now, error, &out);
-            else
+                if (b.items[i].result == DLOCK__RENEW_FAILED &&
+                    (note.failed == 1 || e->due_us - now < note.retry_us))
+                    note.retry_us = e->due_us - now;
+            } else {
                 e->in_flight = 0;
+            }
             pthread_mutex_unlock(&sh->mu);
         }
-        report(&out);
-        for (size_t i = 0; i < b.n; i++)
+        report(r, &out);
+        log_batch(r, &note, b.n, error, sent, now); /* names: the batch holds its entries */
+        for (size_t i = 0; i < b.n; i++) {
+            if (b.items[i].kind == DLOCK__RENEW_HOLD)
+                dlock__session_unref(b.items[i].session);
             b.entries[i]->owner->unref(b.entries[i]);
+        }
 
         pthread_mutex_lock(&r->mu);
         int stopping = r->stopping;
@@ -655,6 +753,34 @@ void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_
     int64_t until = e->linked ? valid_until(e) : DLOCK__NEVER;
     pthread_mutex_unlock(&sh->mu);
     note_entry(r, due, until);
+}
+
+int dlock__renewer_lose(dlock__renewer *r, dlock__lease *e, const char *why)
+{
+    dlock__renewer_shard *sh = shard_of(r, e);
+    reports out = {0};
+    int lost = 0;
+
+    pthread_mutex_lock(&sh->mu);
+    if (e->linked && !e->lost) {
+        lose_locked(e, &out, "%s", why);
+        lost = 1;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    report(r, &out);
+    free(out.entries);
+    return lost;
+}
+
+void dlock__renewer_leave_session(dlock__renewer *r, dlock__lease *e)
+{
+    dlock__renewer_shard *sh = shard_of(r, e);
+
+    pthread_mutex_lock(&sh->mu);
+    dlock__session *s = e->session;
+    e->session = NULL;
+    pthread_mutex_unlock(&sh->mu);
+    dlock__session_unref(s);
 }
 
 void dlock__renewer_lock(dlock__renewer *r, dlock__lease *e)
@@ -805,13 +931,17 @@ void dlock__session_end(dlock__session *s, const char *why)
     dlock__renewer_shard *sh = shard_of(r, &s->lease);
 
     pthread_mutex_lock(&sh->mu);
-    if (!atomic_load(&s->ended)) {
+    int ends = !atomic_load(&s->ended);
+    if (ends) {
         snprintf(s->lease.why, sizeof s->lease.why, "%s", why);
         atomic_store(&s->ended, 1);
         if (s->lease.linked)
             unlink_locked(&s->lease);
     }
     pthread_mutex_unlock(&sh->mu);
+    if (ends)
+        DLOCK__LOG(r->log, DLOCK_LOG_ERROR, "%s: session ended, with every lock held in it: %s",
+                   store_label(r), why);
     note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */
     dlock__session_unref(s);
 }

@@ -67,6 +67,7 @@ struct dlock__lease {
     /* outcome */
     int lost;
     char why[200];
+    const char *name; /* HOLD, WAITER: the lock's, for the log */
 };
 
 #define DLOCK__RENEWER_SHARDS 16
@@ -91,13 +92,15 @@ struct dlock__renewer {
     dlock__renewer_shard shards[DLOCK__RENEWER_SHARDS];
     dlock__store *store;
     const dlock__client_cfg *cfg;
+    dlock__log *log;                /* the client's */
     dlock__session **lost_sessions; /* waiting for the store's session_lost() */
     size_t nlost, lost_cap;
 };
 
 typedef struct dlock__renewer dlock__renewer;
 
-void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__client_cfg *cfg);
+void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__client_cfg *cfg,
+                         dlock__log *log);
 /* Stops the threads (entries stay: sessions can still be ended). */
 void dlock__renewer_stop(dlock__renewer *r);
 /* Stops the threads if need be; entries left are dropped. */
@@ -115,6 +118,16 @@ int dlock__renewer_remove(dlock__renewer *r, dlock__lease *e, char *why, size_t 
  * renewal on makes a renewal due at once. */
 void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_t lease_ms,
                            int64_t valid_until_us);
+
+/* Marks a held entry lost now (its owner found out from the store) and
+ * reports it as the threads do, on the calling thread. Returns 1 if it did,
+ * 0 if e was not watched or already lost. */
+int dlock__renewer_lose(dlock__renewer *r, dlock__lease *e, const char *why);
+
+/* A held entry that lived by its session has a lease of its own now (the
+ * store moved it: dlock_extend): it drops the session, and its validity
+ * and renewals are its own lease's. */
+void dlock__renewer_leave_session(dlock__renewer *r, dlock__lease *e);
 
 /* Guard fields of e's owner shared with the threads (the lost callback). */
 void dlock__renewer_lock(dlock__renewer *r, dlock__lease *e);

@@ -595,15 +595,11 @@ test_status_json_any_bytes()
     redis DEL r-bytes >/dev/null
 
     # Names with C1 control characters or bytes that are not UTF-8: refused
-    # as a usage error, or shown as valid JSON, never raw.
-    for name in $'c1\xc2\x85name' $'bad\xffname'; do
-        json=$(dl status --json "$name" 2>"$TMP/err")
-        local rc=$?
-        if [ "$rc" = 64 ]; then
-            continue
-        fi
-        expect_eq "status of an odd name" 0 "$rc"
-        json_field name <<<"$json" >/dev/null || fail "invalid JSON for name $(printf %q "$name"): $json"
+    # as a usage error (every store refuses them), never shown raw.
+    local name
+    for name in $'c1\xc2\x85name' $'bad\xffname' $'esc\x1b[2Jname'; do
+        expect_rc "status --json of $(printf %q "$name")" 64 dl status --json "$name"
+        expect_eq "no document for $(printf %q "$name")" "" "$(cat "$TMP/out")"
     done
 }
 
@@ -640,6 +636,16 @@ test_names()
     expect_match "brace message" "brace" "$(cat "$TMP/err")"
     expect_rc "unbalanced brace (status)" 64 dl status 'a}b'
     expect_rc "two hash tags" 64 dl lock -l 1 '{a}{b}'
+    # UTF-8 text without control characters, the same rule on every store
+    expect_rc "C1 control (NEL)" 64 dl run $'nel\xc2\x85' -- true
+    expect_match "C1 message" "C1 control character \(U\+0085 at byte 3\)" "$(cat "$TMP/err")"
+    expect_rc "C1 control (CSI), unlock" 64 dl unlock --force $'csi\xc2\x9b'
+    expect_rc "escape (C0), lock" 64 dl lock -l 1 $'esc\x1b[2J'
+    expect_match "C0 message" "control character \(byte 3 is 0x1b\)" "$(cat "$TMP/err")"
+    expect_rc "not UTF-8" 64 dl status $'bad\xff'
+    expect_match "UTF-8 message" "not valid UTF-8" "$(cat "$TMP/err")"
+    expect_rc "overlong UTF-8" 64 dl run $'slash\xc0\xaf' -- true
+    expect_rc "accented and CJK names" 0 dl run $'caf\xc3\xa9-\xe6\x97\xa5' -- true
 }
 
 # ------------------------------------------------------------ tests: shell habits
@@ -721,6 +727,57 @@ test_status_check()
     port=$(closed_port)
     expect_rc "--check, unreachable: 69" 69 dl status --check -q -u "redis://127.0.0.1:$port" r-chk
     expect_rc "--json with -q" 64 dl status --json -q r-chk
+}
+
+test_force_unlock_says_was_free()
+{
+    expect_rc "force a free lock" 0 dl unlock --force r-free
+    expect_eq "it says so" "dlock unlock: r-free was free" "$(cat "$TMP/err")"
+    expect_rc "--check: 1 when it was free" 1 dl unlock --force --check r-free
+    expect_rc "-q: nothing said" 0 dl unlock --force -q r-free
+    expect_eq "-q: empty stderr" "" "$(cat "$TMP/err")"
+    expect_rc "lock" 0 dl lock -l 30 r-free || return
+    expect_rc "--check: 0 when it was held" 0 dl unlock --force --check r-free
+    expect_eq "held: nothing said" "" "$(cat "$TMP/err")"
+    expect_free r-free
+    expect_rc "--check without --force" 64 dl unlock --check --owner 0123 r-free
+    # every kind
+    expect_rc "read lock, free" 1 dl unlock --force --check --read r-free
+    expect_rc "semaphore, free" 1 dl unlock --force --check --permits 2 r-free
+}
+
+test_verbose()
+{
+    local port
+    # -v: a wait and its hand-over; without it the library says nothing
+    expect_rc "lock" 0 dl lock -l 30 r-verbose || return
+    dl_bg "$TMP/t/w" run -v -w 10 r-verbose -- true
+    local waiter=$BG
+    wait_until 5 has_waiters r-verbose 1 || fail "the waiter did not queue"
+    expect_rc "unlock" 0 dl unlock --force -q r-verbose
+    reap "$waiter" 10
+    expect_eq "waiter status" 0 "$BG_RC"
+    expect_match "-v: the hand-over" "dlock: info: lock 'r-verbose' (handed over by the store|acquired after a wait)" \
+        "$(cat "$TMP/t/w.err")"
+    expect_rc "no -v" 0 dl run r-verbose -- true
+    expect_eq "no -v: silent" "" "$(cat "$TMP/err")"
+    # -vv: every step, on every subcommand
+    expect_rc "-vv run" 0 dl run -vv r-verbose -- true
+    expect_match "-vv: acquired" "dlock: debug: lock 'r-verbose' acquired \(fence [0-9]+" "$(cat "$TMP/err")"
+    expect_match "-vv: released" "dlock: debug: lock 'r-verbose' released" "$(cat "$TMP/err")"
+    expect_rc "-v -v = -vv (lock)" 0 dl lock -v -v -l 5 r-verbose
+    expect_match "-vv lock" "debug: lock 'r-verbose' acquired" "$(cat "$TMP/err")"
+    expect_rc "--verbose (unlock)" 0 dl unlock --verbose --force r-verbose
+    expect_match "-v unlock" "info: lock 'r-verbose' unlocked by force \(it was held\)" "$(cat "$TMP/err")"
+    expect_rc "-v status" 0 dl status -v r-verbose
+    expect_rc "-v bench" 0 dl bench -v --seconds 0.1
+    # the store unreachable during a wait: retried, said at -v
+    port=$(closed_port)
+    expect_rc "-v, unreachable" 69 dl run -v -w 0.5 -u "redis://:pw@127.0.0.1:$port" r-verbose -- true
+    expect_match "-v: retries told" "warn: lock 'r-verbose': .*Connection refused; trying again" "$(cat "$TMP/err")"
+    if grep -q ':pw@' "$TMP/err"; then
+        fail "the password shows in the log: $(cat "$TMP/err")"
+    fi
 }
 
 test_options_consistent()
@@ -1044,6 +1101,8 @@ run_test test_run_shell_command
 run_test test_owner_and_fence_names
 run_test test_status_check
 run_test test_options_consistent
+run_test test_force_unlock_says_was_free
+run_test test_verbose
 run_test test_scripts_run_by_digest
 run_test test_names
 run_test test_bad_input

@@ -255,25 +255,31 @@ int cmd_unlock(int argc, char **argv)
 {
     static const char usage[] =
         "usage: dlock unlock [-u URL] [--simple | --fair | --write] [-E CODE] [-q]\n"
-        "                    (--owner OWNER | --force) NAME\n"
-        "       dlock unlock [-u URL] (--read | --write | --permits N) --force NAME\n"
+        "                    (--owner OWNER | --force [--check]) NAME\n"
+        "       dlock unlock [-u URL] (--read | --write | --permits N) --force [--check] NAME\n"
         "Releases NAME: the lock held under the owner token OWNER (as printed by\n"
         "'dlock lock', or DLOCK_OWNER; --token is an old name of --owner), or, with\n"
         "--force, whoever holds it (the holder learns it lost the lock at its next\n"
         "renewal; fences keep increasing). Exit 1 (or -E CODE) if OWNER does not\n"
-        "hold it; -q: no message then.\n";
+        "hold it; -q: no message then. --force says 'NAME was free' on stderr when\n"
+        "nothing was held (-q: not) and exits 0; with --check it exits 1 then.\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
     dlock_lock *l;
     int code =
-        parse(argc, argv, CLI_URL | CLI_OWNER | CLI_FORCE | CLI_CONFLICT | CLI_QUIET | CLI_KIND,
+        parse(argc, argv,
+              CLI_URL | CLI_OWNER | CLI_FORCE | CLI_CHECK | CLI_CONFLICT | CLI_QUIET | CLI_KIND,
               usage, &o, &name);
 
     if (code >= 0)
         return code;
     if ((o.owner == NULL) == (o.force == 0)) {
         fprintf(stderr, "dlock unlock: give either --owner OWNER or --force\n%s", usage);
+        return EXIT_USAGE;
+    }
+    if (o.check && !o.force) {
+        fprintf(stderr, "dlock unlock: --check goes with --force (was anything held?)\n");
         return EXIT_USAGE;
     }
     if (o.owner != NULL &&
@@ -283,8 +289,19 @@ int cmd_unlock(int argc, char **argv)
     if (code != 0)
         return code;
     if (o.force) {
-        int rc = dlock_force_unlock(c, name, o.kind.flags);
+        /* a query, then the release: "was free" can be stale (dlock.h) */
+        int was_held = -1;
+        int rc = dlock_force_unlock2(c, name, o.kind.flags, &was_held);
         code = rc == DLOCK_OK ? 0 : cli_fail(rc, name);
+        if (rc == DLOCK_OK && was_held == 0) {
+            if (!o.quiet) {
+                fputs("dlock unlock: ", stderr);
+                cli_print_text_to(stderr, name);
+                fputs(" was free\n", stderr);
+            }
+            if (o.check)
+                code = EXIT_NOT_ACQUIRED;
+        }
     } else {
         code = adopt(&o, "unlock", name, c, &l);
         if (code == 0) {

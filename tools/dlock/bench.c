@@ -40,7 +40,7 @@
 static const char bench_usage[] =
     "usage: dlock bench [-u URL] [--workload seq|par|hot|herd|renew|memory] [--threads N]\n"
     "                   [--procs P] [--waiters W] [--locks K] [--seconds S] [--lease DUR]\n"
-    "                   [--kind K] [--permits N] [--simple] [--lib NAME]\n"
+    "                   [--kind K] [--permits N] [--simple] [--lib NAME] [-v | -vv]\n"
     "\n"
     "Measures lock+unlock cycles against the store at URL and prints one JSON line\n"
     "(version, dlock_version, lib, wl, kind, conc, cycles_per_s, p50_us, p99_us, and\n"
@@ -799,13 +799,21 @@ static int bench_memory(const bench_opts *o)
 int cmd_bench(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"url", required_argument, NULL, 'u'},     {"workload", required_argument, NULL, 'W'},
-        {"threads", required_argument, NULL, 't'}, {"procs", required_argument, NULL, 'p'},
-        {"waiters", required_argument, NULL, 'w'}, {"locks", required_argument, NULL, 'k'},
-        {"seconds", required_argument, NULL, 's'}, {"lease", required_argument, NULL, 'l'},
-        {"simple", no_argument, NULL, 'S'},        {"lib", required_argument, NULL, 'L'},
-        {"kind", required_argument, NULL, 'K'},    {"permits", required_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"url", required_argument, NULL, 'u'},
+        {"workload", required_argument, NULL, 'W'},
+        {"threads", required_argument, NULL, 't'},
+        {"procs", required_argument, NULL, 'p'},
+        {"waiters", required_argument, NULL, 'w'},
+        {"locks", required_argument, NULL, 'k'},
+        {"seconds", required_argument, NULL, 's'},
+        {"lease", required_argument, NULL, 'l'},
+        {"simple", no_argument, NULL, 'S'},
+        {"lib", required_argument, NULL, 'L'},
+        {"kind", required_argument, NULL, 'K'},
+        {"permits", required_argument, NULL, 'P'},
+        {"help", no_argument, NULL, 'h'},
+        {"verbose", no_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
     };
     bench_opts o = {.workload = "seq",
                     .lib = "dlock",
@@ -818,10 +826,10 @@ int cmd_bench(int argc, char **argv)
                     .seconds = 3,
                     .lease_ms = 3000};
     const char *url_flag = NULL;
-    int opt, threads_given = 0;
+    int opt, threads_given = 0, verbose = 0;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "u:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "u:hv", options, NULL)) != -1) {
         char *end = NULL;
         long v = 0;
         if (opt == 't' || opt == 'p' || opt == 'w' || opt == 'k' || opt == 'P') {
@@ -885,6 +893,9 @@ int cmd_bench(int argc, char **argv)
         case 'L':
             o.lib = optarg;
             break;
+        case 'v':
+            verbose++;
+            break;
         case 'h':
             fputs(bench_usage, stdout);
             return 0;
@@ -893,6 +904,7 @@ int cmd_bench(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    cli_log_level = cli_log_level_of(verbose);
     if (optind != argc) {
         fputs(bench_usage, stderr);
         return EXIT_USAGE;

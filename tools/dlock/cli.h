@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes (documented in docs/dlock.1). */
 enum {
@@ -86,7 +87,16 @@ typedef struct cli_opts {
     int64_t grace_ms; /* 5 s */
     int conflict_code;
     int quiet, json, force, check;
+    int verbose; /* -v: 1 (info), -vv: 2 (debug) */
 } cli_opts;
+
+/* The level of the library's log, on stderr, for every client cli_open()
+ * opens: off by default (dlock's own messages say what failed), INFO with
+ * -v (and so warnings and errors: retries, losses), DEBUG with -vv. Set by
+ * cli_parse(). */
+extern int cli_log_level;
+/* The level for n -v flags. */
+int cli_log_level_of(int n);
 
 /* Parses the options of subcommand argv[0], which accepts `accepted`
  * (CLI_* bits). In-order mode stops at the first operand (dlock run: what
@@ -117,6 +127,7 @@ int cli_open(const char *url, dlock_client **out);
 
 /* Prints text for a terminal: control characters as \xNN. */
 void cli_print_text(const char *text);
+void cli_print_text_to(FILE *f, const char *text);
 
 /* JSON documents (json.c). CLI_JSON_VERSION is every document's "version":
  * raised when a field changes meaning or goes away. */

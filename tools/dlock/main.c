@@ -22,6 +22,8 @@ static const char usage[] =
     "  bench   measure lock throughput (JSON)        dlock bench --help\n"
     "\n"
     "The store is -u URL, else $DLOCK_URL, else " DEFAULT_URL ".\n"
+    "Every command takes -v (what the library does: waits, hand-overs, retries)\n"
+    "and -vv (every step), on stderr.\n"
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' for exit codes.\n";
 
 const char *cli_url(const char *flag)
@@ -40,11 +42,16 @@ int cli_duration_ms(const char *text, int64_t *ms)
 
 void cli_print_text(const char *text)
 {
+    cli_print_text_to(stdout, text);
+}
+
+void cli_print_text_to(FILE *f, const char *text)
+{
     for (const unsigned char *p = (const unsigned char *) text; *p != '\0'; p++) {
         if (*p < 0x20 || *p == 0x7f)
-            printf("\\x%02x", *p);
+            fprintf(f, "\\x%02x", *p);
         else
-            putchar(*p);
+            putc(*p, f);
     }
 }
 
@@ -72,11 +79,38 @@ int cli_fail_msg(int rc, const char *what, const char *msg)
     }
 }
 
+int cli_log_level = DLOCK_LOG_OFF;
+
+int cli_log_level_of(int n)
+{
+    return n <= 0 ? DLOCK_LOG_OFF : n == 1 ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG;
+}
+
+/* The library's log on stderr, one line each, control characters shown
+ * as \xNN (a server's error text is not ours to trust). */
+static void log_line(int level, const char *msg, void *arg)
+{
+    char line[1024];
+    size_t n = 0;
+
+    (void) arg;
+    for (const unsigned char *p = (const unsigned char *) msg; *p != '\0' && n + 5 < sizeof line;
+         p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t) snprintf(line + n, sizeof line - n, "\\x%02x", *p);
+        else
+            line[n++] = (char) *p;
+    }
+    line[n] = '\0';
+    fprintf(stderr, "dlock: %s: %s\n", dlock_log_level_name(level), line);
+}
+
 int cli_open(const char *url, dlock_client **out)
 {
     int rc = dlock_client_open(url, out);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot open client");
+    dlock_client_set_log(*out, cli_log_level, log_line, NULL);
     return 0;
 }
 

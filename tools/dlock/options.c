@@ -4,7 +4,8 @@
  * Every subcommand's getopt knows every option: one that belongs to another
  * subcommand is refused by name ("--force is not an option of dlock
  * status"), not as unknown. Contradictions are refused, not resolved by
- * order: -n with -w, --json with -q, -c twice. */
+ * order: -n with -w, --json with -q, -c twice. -v (more: -vv) is every
+ * subcommand's. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -41,6 +42,7 @@ static const option_spec specs[] = {
     {"check", no_argument, CLI_OPT_CHECK, CLI_CHECK},
     {"grace", required_argument, CLI_OPT_GRACE, CLI_GRACE},
     {"command", required_argument, 'c', CLI_SHELL},
+    {"verbose", no_argument, 'v', 0},
     {"help", no_argument, 'h', 0},
 };
 #define NSPECS (sizeof specs / sizeof specs[0])
@@ -168,6 +170,9 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             }
             o->shell = optarg;
             break;
+        case 'v':
+            o->verbose++;
+            break;
         case 'h':
             fputs(usage, stdout);
             return 0;
@@ -187,6 +192,7 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     }
     if (cli_kind_check(&o->kind, cmd, (accepted & CLI_MULTI) != 0) != 0)
         return EXIT_USAGE;
+    cli_log_level = cli_log_level_of(o->verbose);
     o->url = cli_url(o->url);
     *first = optind;
     return -1;

@@ -56,6 +56,8 @@ static const char run_usage[] =
     "  -m, --multi NAME     a multi-lock: all the -m names or none (then no NAME)\n"
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
     "  -q, --quiet          no message when the lock is not acquired\n"
+    "  -v, --verbose        what the library does, on stderr (waits, hand-overs,\n"
+    "                       renewal retries, losses); -vv: every step\n"
     "\n"
     "COMMAND gets DLOCK_NAME, DLOCK_FENCE (the fencing token), DLOCK_OWNER (the\n"
     "owner token) and DLOCK_URL in its environment, and DLOCK_TOKEN, the old name\n"

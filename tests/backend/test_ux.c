@@ -1,0 +1,480 @@
+/* test_ux.c - what a user of the library expects beyond taking locks: a
+ * log of what happens (levels, renewals failing and coming back, losses,
+ * hand-overs, nothing secret in it), a server-checked ownership test
+ * (dlock_lock_verify) as opposed to the local one (dlock_lock_check), names
+ * refused the same way on every store, a forced unlock that says whether
+ * anything was held, and dlock_renew next to dlock_extend. Real servers:
+ * Redis, etcd and ZooKeeper, as built. */
+#include "../support/harness.h"
+#include "core/lock.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- a log */
+
+#define LOG_LINES 256
+
+typedef struct collected {
+    pthread_mutex_t mu;
+    int levels[LOG_LINES];
+    char lines[LOG_LINES][512];
+    int n;
+} collected;
+
+static collected logged = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void collect(int level, const char *msg, void *arg)
+{
+    collected *c = arg;
+    pthread_mutex_lock(&c->mu);
+    if (c->n < LOG_LINES) {
+        c->levels[c->n] = level;
+        snprintf(c->lines[c->n], sizeof c->lines[0], "%s", msg);
+        c->n++;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* How many lines at `level` contain all of the words (NULL-terminated). */
+static int count_lines(int level, const char *word, const char *word2)
+{
+    int n = 0;
+    pthread_mutex_lock(&logged.mu);
+    for (int i = 0; i < logged.n; i++) {
+        if (logged.levels[i] == level && strstr(logged.lines[i], word) != NULL &&
+            (word2 == NULL || strstr(logged.lines[i], word2) != NULL))
+            n++;
+    }
+    pthread_mutex_unlock(&logged.mu);
+    return n;
+}
+
+static int total_lines(void)
+{
+    pthread_mutex_lock(&logged.mu);
+    int n = logged.n;
+    pthread_mutex_unlock(&logged.mu);
+    return n;
+}
+
+static void dump_log(void)
+{
+    pthread_mutex_lock(&logged.mu);
+    for (int i = 0; i < logged.n; i++)
+        fprintf(stderr, "  log %s: %s\n", dlock_log_level_name(logged.levels[i]), logged.lines[i]);
+    pthread_mutex_unlock(&logged.mu);
+}
+
+static void clear_log(void)
+{
+    pthread_mutex_lock(&logged.mu);
+    logged.n = 0;
+    pthread_mutex_unlock(&logged.mu);
+}
+
+/* Fails unless a line at level holds word (and word2, if not NULL). */
+static void check_logged(const char *file, int line, int level, const char *word, const char *word2)
+{
+    if (count_lines(level, word, word2) > 0)
+        return;
+    dump_log();
+    dt_fail(file, line, "no %s line with '%s'%s%s", dlock_log_level_name(level), word,
+            word2 != NULL ? "' and '" : "", word2 != NULL ? word2 : "");
+}
+#define CHECK_LOGGED(level, word, word2) check_logged(__FILE__, __LINE__, level, word, word2)
+
+static dlock_client *open_client(const dt_server *srv, const char *options)
+{
+    char url[320];
+    dlock_client *c = NULL;
+    snprintf(url, sizeof url, "%s%s", srv->url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    return c;
+}
+
+static dlock_lock *open_lock(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+/* ---------------------------------------------------------------- log */
+
+/* Off by default; each level lets through what it says; nothing secret. */
+static void log_levels_and_secrets(void)
+{
+    dt_server srv;
+    char url[256];
+    dlock_client *c = NULL;
+
+    dt_server_start(&srv, "redis", 0, "--requirepass", "s3cretPW", NULL);
+    snprintf(url, sizeof url, "redis://:s3cretPW@127.0.0.1:%d", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(NULL, DLOCK_LOG_INFO, collect, &logged), DLOCK_EINVAL);
+    CHECK_RC(dlock_client_set_log(c, 7, collect, &logged), DLOCK_EINVAL);
+    CHECK_RC(dlock_client_set_log(c, -1, collect, &logged), DLOCK_EINVAL);
+    CHECK(strcmp(dlock_log_level_name(DLOCK_LOG_WARN), "warn") == 0);
+    CHECK(strcmp(dlock_log_level_name(9), "") == 0);
+
+    /* off: nothing */
+    dlock_lock *l = open_lock(c, "quiet", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(total_lines(), ==, 0);
+
+    /* info: a plain acquire and release are debug, not info */
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(total_lines(), ==, 0);
+    CHECK_RC(dlock_force_unlock(c, "quiet", 0), DLOCK_OK);
+    CHECK_LOGGED(DLOCK_LOG_INFO, "'quiet' unlocked by force", NULL);
+
+    /* debug: every step, naming the lock and its fence */
+    clear_log();
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_DEBUG, collect, &logged), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    char fence[64];
+    snprintf(fence, sizeof fence, "fence %llu", (unsigned long long) dlock_lock_fence(l));
+    CHECK_LOGGED(DLOCK_LOG_DEBUG, "lock 'quiet' acquired", fence);
+    CHECK_LOGGED(DLOCK_LOG_DEBUG, "'quiet' entered again", NULL);
+    CHECK_LOGGED(DLOCK_LOG_DEBUG, "'quiet' verified", NULL);
+    CHECK_LOGGED(DLOCK_LOG_DEBUG, "'quiet' released", NULL);
+    pthread_mutex_lock(&logged.mu);
+    for (int i = 0; i < logged.n; i++) {
+        if (strstr(logged.lines[i], "s3cretPW") != NULL ||
+            strstr(logged.lines[i], dlock_lock_token(l)) != NULL)
+            dt_fail(__FILE__, __LINE__, "a log line shows a secret: %s", logged.lines[i]);
+    }
+    pthread_mutex_unlock(&logged.mu);
+
+    /* off again: the function is not called any more */
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_OFF, collect, &logged), DLOCK_OK);
+    int before = total_lines();
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(total_lines(), ==, before);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Renewals that fail are logged and retried; when the server answers again
+ * that is logged too; a loss is an error. */
+static void log_renewal_failures_and_loss(void)
+{
+    dt_server srv;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = open_client(&srv, "?lease=3s&timeout=150ms");
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    dlock_lock *l = open_lock(c, "flaky", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+
+    dt_server_pause(&srv);
+    DT_WAIT_UNTIL(count_lines(DLOCK_LOG_WARN, "renewal failed", "'flaky'") > 0, 5000);
+    dt_server_resume(&srv);
+    DT_WAIT_UNTIL(count_lines(DLOCK_LOG_INFO, "renewals succeed again", "'flaky'") > 0, 5000);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK_INT(count_lines(DLOCK_LOG_ERROR, "lost", NULL), ==, 0);
+
+    /* now for good: the validity runs out, reported as an error */
+    dt_server_pause(&srv);
+    DT_WAIT_UNTIL(count_lines(DLOCK_LOG_ERROR, "lock 'flaky' lost", NULL) > 0, 6000);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    dt_server_resume(&srv);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+typedef struct waiter_arg {
+    dlock_lock *l;
+    atomic_int rc;
+} waiter_arg;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter_arg *w = arg;
+    atomic_store(&w->rc, dlock_acquire(w->l, 20000));
+    return NULL;
+}
+
+/* A waiter's client logs the hand-over, and a cancel. */
+static void log_handover_and_cancel(void)
+{
+    dt_server srv;
+    dlock_status st;
+    pthread_t t;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *holder_c = open_client(&srv, NULL);
+    dlock_client *waiter_c = open_client(&srv, NULL);
+    CHECK_RC(dlock_client_set_log(waiter_c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    dlock_lock *holder = open_lock(holder_c, "baton", 0);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+
+    waiter_arg w = {.l = open_lock(waiter_c, "baton", 0)};
+    atomic_init(&w.rc, -1);
+    CHECK(pthread_create(&t, NULL, wait_for_lock, &w) == 0);
+    DT_WAIT_UNTIL(dlock_query(holder_c, "baton", 0, &st) == DLOCK_OK && st.waiters == 1, 5000);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_LOGGED(DLOCK_LOG_INFO, "'baton' handed over by the store", NULL);
+
+    /* the holder now waits, and is cancelled */
+    waiter_arg h = {.l = holder};
+    atomic_init(&h.rc, -1);
+    CHECK_RC(dlock_client_set_log(holder_c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    CHECK(pthread_create(&t, NULL, wait_for_lock, &h) == 0);
+    DT_WAIT_UNTIL(dlock_query(holder_c, "baton", 0, &st) == DLOCK_OK && st.waiters == 1, 5000);
+    CHECK_RC(dlock_cancel(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&h.rc), DLOCK_ECANCELED);
+    CHECK_LOGGED(DLOCK_LOG_INFO, "wait for lock 'baton' cancelled", NULL);
+
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_close(waiter_c);
+    dlock_client_close(holder_c);
+}
+
+/* ---------------------------------------------------------------- every store */
+
+static atomic_int lost_calls;
+
+static void count_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) l, (void) why, (void) arg;
+    if (code == DLOCK_ELOST)
+        atomic_fetch_add(&lost_calls, 1);
+}
+
+/* The same names are refused on every store, with a message saying why. */
+static void names_refused(dlock_client *c, const char *kind)
+{
+    static const struct {
+        const char *name;
+        const char *words;
+    } bad[] = {
+        {"tab\there", "control character (byte 3 is 0x09)"},
+        {"del\x7f", "control character (byte 3 is 0x7f)"},
+        {"nel\xc2\x85", "C1 control character (U+0085 at byte 3)"},
+        {"csi\xc2\x9b[2J", "C1 control character (U+009B"},
+        {"bad\xff", "not valid UTF-8: a byte that never occurs in UTF-8 at byte 3"},
+        {"cont\x80", "a continuation byte without a lead byte at byte 4"},
+        {"cut\xe2\x82", "a sequence cut short at byte 3"},
+        {"over\xc0\xaf", "byte that never occurs"},
+        {"over\xe0\x80\xaf", "an overlong form at byte 4"},
+        {"sur\xed\xa0\x80", "a surrogate"},
+        {"big\xf4\x90\x80\x80", "above U+10FFFF"},
+    };
+    dlock_lock *l = NULL;
+    dlock_status st;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_RC(dlock_lock_open(c, bad[i].name, 0, &l), DLOCK_EINVAL);
+        CHECK(l == NULL);
+        if (strstr(dlock_errmsg(), bad[i].words) == NULL)
+            dt_fail(__FILE__, __LINE__, "name %zu: '%s', want '%s'", i, dlock_errmsg(),
+                    bad[i].words);
+        CHECK_RC(dlock_query(c, bad[i].name, 0, &st), DLOCK_EINVAL);
+        CHECK_RC(dlock_force_unlock(c, bad[i].name, 0), DLOCK_EINVAL);
+        const char *names[] = {"fine", bad[i].name};
+        CHECK_RC(dlock_multi_open(c, names, 2, 0, &l), DLOCK_EINVAL);
+    }
+    /* text that is not control characters is a name: accented, CJK,
+     * U+00A0 (the first after the C1 block) */
+    l = open_lock(c, "caf\xc3\xa9-\xe6\x97\xa5-\xc2\xa0", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    /* beyond U+FFFF (an emoji): ZooKeeper's path rules refuse what Java
+     * holds as surrogates, when the node is created (its backend does not
+     * check names yet: see the dlock.h note on names) */
+    l = open_lock(c, "lock-\xf0\x9f\x94\x92", 0);
+    CHECK_RC(dlock_acquire(l, 0), strcmp(kind, "zookeeper") == 0 ? DLOCK_EINVAL : DLOCK_OK);
+    dlock_release(l);
+    dlock_lock_free(l);
+}
+
+/* dlock_lock_check() knows only what the renewer learned; dlock_lock_verify()
+ * asks the store. A loss verify finds is reported like any other. */
+static void verify_against(dlock_client *c, dlock_client *op, unsigned flags, const char *name)
+{
+    dlock_lock *l = open_lock(c, name, flags);
+    int was_held = -7;
+
+    CHECK_RC(dlock_lock_verify(l), DLOCK_ENOTOWNER);
+    atomic_store(&lost_calls, 0);
+    dlock_lock_on_lost(l, count_lost, NULL);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_OK); /* changes nothing */
+    CHECK_RC(dlock_force_unlock2(op, name, flags, &was_held), DLOCK_OK);
+    CHECK_INT(was_held, ==, 1);
+    /* the renewer has not been round yet (a third of a 30 s lease) */
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_ELOST);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_ELOST); /* still reported, no second callback */
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST); /* cleared by the release */
+    CHECK_RC(dlock_lock_check(l), DLOCK_ENOTOWNER);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_ENOTOWNER);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    /* free now: the forced unlock says so */
+    was_held = -7;
+    CHECK_RC(dlock_force_unlock2(op, name, flags, &was_held), DLOCK_OK);
+    CHECK_INT(was_held, ==, 0);
+    CHECK_RC(dlock_force_unlock2(op, name, flags, NULL), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+/* dlock_renew: the lock stays as renewed (or not) as it was. */
+static void renew_keeps_mode(dlock_client *c, const char *name)
+{
+    dlock_lock *l = open_lock(c, name, 0);
+
+    CHECK_RC(dlock_renew(l), DLOCK_ENOTOWNER);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_renew(l), DLOCK_OK);
+    CHECK(l->lease.renew == 1);
+    if (dlock_client_caps(c) & DLOCK_CAP_EXTEND) {
+        CHECK_RC(dlock_extend(l, 20000), DLOCK_OK);
+        CHECK(l->lease.renew == 0);
+        CHECK_RC(dlock_renew(l), DLOCK_OK);
+        CHECK(l->lease.renew == 0); /* a fixed lease stays fixed */
+        CHECK_INT(l->lease.lease_ms, ==, 20000);
+        CHECK_RC(dlock_keepalive(l), DLOCK_OK);
+        CHECK(l->lease.renew == 1);
+    } else {
+        CHECK_RC(dlock_extend(l, 20000), DLOCK_ENOTSUP);
+    }
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+static void one_store(const char *kind)
+{
+    dt_server srv;
+
+    dt_server_start(&srv, kind, 0, NULL);
+    dlock_client *c = open_client(&srv, NULL);
+    dlock_client *op = open_client(&srv, NULL);
+    names_refused(c, kind);
+    verify_against(c, op, 0, "verified");
+    verify_against(c, op, DLOCK_WRITE, "verified-rw");
+    verify_against(c, op, DLOCK_READ, "verified-rw");
+    renew_keeps_mode(c, "renewed");
+    dlock_client_close(op);
+    dlock_client_close(c);
+}
+
+static void redis_store(void)
+{
+    one_store("redis");
+}
+
+#ifdef DLOCK_WITH_ETCD
+static void etcd_store(void)
+{
+    one_store("etcd");
+}
+#endif
+
+#ifdef DLOCK_WITH_ZOOKEEPER
+static void zookeeper_store(void)
+{
+    one_store("zookeeper");
+}
+#endif
+
+/* ---------------------------------------------------------------- Redis details */
+
+/* verify changes nothing in the store (no lease lengthened); renew sets the
+ * full lease again; shared holds and multi-locks are verified too. */
+static void redis_verify_renew_details(void)
+{
+    dt_server srv;
+    dlock_lock *l, *m, *s1, *s2;
+    long long pttl;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = open_client(&srv, NULL);
+    l = open_lock(c, "fixed", 0);
+    CHECK_RC(dlock_acquire_for(l, 0, 60000), DLOCK_OK);
+    dt_server_cli(&srv, "PEXPIRE dlock:{fixed} 20000");
+    CHECK_RC(dlock_lock_verify(l), DLOCK_OK);
+    pttl = atoll(dt_server_cli(&srv, "PTTL dlock:{fixed}"));
+    CHECK(pttl > 0 && pttl <= 20000);
+    CHECK_RC(dlock_renew(l), DLOCK_OK); /* its fixed lease again */
+    pttl = atoll(dt_server_cli(&srv, "PTTL dlock:{fixed}"));
+    CHECK(pttl > 50000 && pttl <= 60000);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+
+    /* a semaphore: each holder's share on its own */
+    CHECK_RC(dlock_semaphore_open(c, "pool", 3, 1, &s1), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c, "pool", 3, 2, &s2), DLOCK_OK);
+    CHECK_RC(dlock_acquire(s1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(s2, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(s1), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(s2), DLOCK_OK);
+    dt_server_cli(&srv, "HDEL dlock:{pool}:sem:holders %s", dlock_lock_token(s1));
+    CHECK_RC(dlock_lock_verify(s1), DLOCK_ELOST);
+    CHECK_RC(dlock_lock_verify(s2), DLOCK_OK);
+    CHECK_RC(dlock_release(s2), DLOCK_OK);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
+
+    /* a multi-lock: every member */
+    const char *names[] = {"m-a", "m-b"};
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    atomic_store(&lost_calls, 0);
+    dlock_lock_on_lost(m, count_lost, NULL);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(m), DLOCK_OK);
+    CHECK_RC(dlock_force_unlock(c, "m-b", 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_check(m), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(m), DLOCK_ELOST);
+    CHECK(strstr(dlock_errmsg(), "multi-lock") != NULL);
+    CHECK_INT(atomic_load(&lost_calls), ==, 1);
+    CHECK_RC(dlock_lock_check(m), DLOCK_ELOST);
+    dlock_lock_free(m);
+
+    /* unreachable: nothing known, nothing changed */
+    l = open_lock(c, "cut-off", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_server_kill(&srv);
+    CHECK_RC(dlock_lock_verify(l), DLOCK_EUNREACHABLE);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    dlock_lock_detach(l);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"log_levels_and_secrets", log_levels_and_secrets},
+        {"log_renewal_failures_and_loss", log_renewal_failures_and_loss},
+        {"log_handover_and_cancel", log_handover_and_cancel},
+        {"redis_store", redis_store},
+#ifdef DLOCK_WITH_ETCD
+        {"etcd_store", etcd_store},
+#endif
+#ifdef DLOCK_WITH_ZOOKEEPER
+        {"zookeeper_store", zookeeper_store},
+#endif
+        {"redis_verify_renew_details", redis_verify_renew_details},
+    };
+    return DT_RUN(tests);
+}
