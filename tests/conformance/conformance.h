@@ -23,11 +23,16 @@
  * time.
  *
  * Known bugs: a test that finds a bug in a backend or the core keeps its
- * assertion and says so with one line, DT_KNOWN_BUG("etcd", "why"), at its
- * start. On that store its failure is counted as a known bug, printed
- * loudly with the reason, and does not fail the run; on other stores the
- * line does nothing. If the test passes anyway, the runner says so (the
- * marker may be stale). */
+ * assertion and says so with one line, in one of two ways:
+ *   DT_KNOWN_BUG("etcd", "why") at the test's start: on that store the
+ *     test's failure is counted as a known bug, printed loudly with the
+ *     reason, and does not fail the run (if it passes anyway, the runner
+ *     says the marker may be stale);
+ *   DT_KNOWN_BUG_CHECK(cond, "etcd", "why") in place of CHECK(cond): on that
+ *     store a false cond is printed loudly and the test goes on, so the
+ *     checks after it still run; the test then counts as a known bug.
+ * On other stores both lines are plain checks. The reasons are the
+ * CT_BUG_* strings below, so the list of open bugs is in one place. */
 #ifndef DLOCK_CONFORMANCE_H
 #define DLOCK_CONFORMANCE_H
 
@@ -46,6 +51,8 @@ typedef struct ct_context {
     char store_name[32];  /* dlock_client_store(): "Redis" */
     dt_server srv;        /* the shared server (do not stop, kill or pause it) */
     char known_bug[512];  /* set by DT_KNOWN_BUG on this store (shared with the runner) */
+    int known_bug_declared; /* DT_KNOWN_BUG: a failure of the test is that bug */
+    int known_bug_seen;     /* a DT_KNOWN_BUG_CHECK failed on this store */
 } ct_context;
 
 extern ct_context *ct;
@@ -70,6 +77,22 @@ CT_TEST_LIST(CT_DECLARE)
  * comma-separated list of them) because of a bug outside the tests. */
 void ct_known_bug(const char *store, const char *why, const char *file, int line);
 #define DT_KNOWN_BUG(store, why) ct_known_bug((store), (why), __FILE__, __LINE__)
+void ct_known_bug_check(int ok, const char *cond, const char *store, const char *why,
+                        const char *file, int line);
+#define DT_KNOWN_BUG_CHECK(cond, store, why)                                                       \
+    ct_known_bug_check(!!(cond), #cond, (store), (why), __FILE__, __LINE__)
+
+/* Bugs the suite found, by the stores they show on (see the README). */
+#define CT_BUG_OWNER                                                                               \
+    "dlock_status.owner is the holder's key suffix (its lease id in hex), not its owner token "   \
+    "(dlock_lock_token): etcd_query() copies the key name"
+#define CT_BUG_DETACH                                                                              \
+    "dlock_lock_detach releases the lock at once: the backend's lock_free() deletes the node/key " \
+    "it still holds, and the interface does not tell it the handle was detached"
+
+/* The owner a query reports is the holder's token. */
+#define CT_CHECK_OWNER(owner, lock)                                                                \
+    DT_KNOWN_BUG_CHECK(strcmp((owner), dlock_lock_token(lock)) == 0, "etcd", CT_BUG_OWNER)
 
 /* 1 if the store has every capability in caps. */
 int ct_has(unsigned caps);

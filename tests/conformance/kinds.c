@@ -97,7 +97,7 @@ void ct_rw_readers_share(void)
     if (ct_has(DLOCK_CAP_QUERY)) {
         dlock_status st = ct_query(c, name, DLOCK_WRITE);
         CHECK_INT(st.held, ==, 1);
-        CHECK(strcmp(st.owner, dlock_lock_token(w)) == 0);
+        CT_CHECK_OWNER(st.owner, w);
     }
     /* a writer is alone: no reader, no other writer */
     CHECK_RC(dlock_try_acquire(r1), DLOCK_EBUSY);

@@ -12,19 +12,48 @@
 
 extern char **environ;
 
-void ct_known_bug(const char *store, const char *why, const char *file, int line)
+/* 1 if the store under test is one of the comma-separated kinds. */
+static int on_store(const char *stores)
 {
     size_t len = strlen(ct->kind);
-    for (const char *p = store; p != NULL && *p != '\0';) {
+    for (const char *p = stores; p != NULL && *p != '\0';) {
         const char *end = strchr(p, ',');
         size_t n = end != NULL ? (size_t) (end - p) : strlen(p);
-        if (n == len && strncmp(p, ct->kind, len) == 0) {
-            snprintf(ct->known_bug, sizeof ct->known_bug, "%s (%s:%d)", why, file, line);
-            fprintf(stderr, "*** KNOWN BUG in %s on %s: %s\n", ct->test, ct->kind, why);
-            return;
-        }
+        if (n == len && strncmp(p, ct->kind, len) == 0)
+            return 1;
         p = end != NULL ? end + 1 : NULL;
     }
+    return 0;
+}
+
+static void note_bug(const char *why, const char *file, int line)
+{
+    size_t used = strlen(ct->known_bug);
+    if (strstr(ct->known_bug, why) == NULL && used + 8 < sizeof ct->known_bug)
+        snprintf(ct->known_bug + used, sizeof ct->known_bug - used, "%s%s (%s:%d)",
+                 used ? "; " : "", why, file, line);
+}
+
+void ct_known_bug(const char *store, const char *why, const char *file, int line)
+{
+    if (!on_store(store))
+        return;
+    note_bug(why, file, line);
+    ct->known_bug_declared = 1;
+    fprintf(stderr, "*** KNOWN BUG in %s on %s: %s\n", ct->test, ct->kind, why);
+}
+
+void ct_known_bug_check(int ok, const char *cond, const char *store, const char *why,
+                        const char *file, int line)
+{
+    if (ok)
+        return;
+    if (!on_store(store))
+        dt_fail(file, line, "CHECK(%s) failed", cond);
+    note_bug(why, file, line);
+    ct->known_bug_seen = 1;
+    fprintf(stderr, "*** KNOWN BUG in %s on %s at %s:%d: CHECK(%s) failed: %s\n", ct->test,
+            ct->kind, file, line, cond, why);
 }
 
 int ct_has(unsigned caps)
