@@ -45,12 +45,12 @@
 
 /* The store under test, filled by the runner before each test's fork. */
 typedef struct ct_context {
-    const char *kind;     /* the harness's server kind: "redis", "zookeeper", "etcd" */
-    const char *test;     /* the running test's name */
-    unsigned caps;        /* DLOCK_CAP_* of the store */
-    char store_name[32];  /* dlock_client_store(): "Redis" */
-    dt_server srv;        /* the shared server (do not stop, kill or pause it) */
-    char known_bug[512];  /* set by DT_KNOWN_BUG on this store (shared with the runner) */
+    const char *kind;       /* the harness's server kind: "redis", "zookeeper", "etcd" */
+    const char *test;       /* the running test's name */
+    unsigned caps;          /* DLOCK_CAP_* of the store */
+    char store_name[32];    /* dlock_client_store(): "Redis" */
+    dt_server srv;          /* the shared server (do not stop, kill or pause it) */
+    char known_bug[512];    /* set by DT_KNOWN_BUG on this store (shared with the runner) */
     int known_bug_declared; /* DT_KNOWN_BUG: a failure of the test is that bug */
     int known_bug_seen;     /* a DT_KNOWN_BUG_CHECK failed on this store */
 } ct_context;
@@ -84,11 +84,16 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 
 /* Bugs the suite found, by the stores they show on (see the README). */
 #define CT_BUG_OWNER                                                                               \
-    "dlock_status.owner is the holder's key suffix (its lease id in hex), not its owner token "   \
+    "dlock_status.owner is the holder's key suffix (its lease id in hex), not its owner token "    \
     "(dlock_lock_token): etcd_query() copies the key name"
 #define CT_BUG_DETACH                                                                              \
     "dlock_lock_detach releases the lock at once: the backend's lock_free() deletes the node/key " \
     "it still holds, and the interface does not tell it the handle was detached"
+
+#define CT_BUG_ZK_LOG_RACE                                                                         \
+    "ThreadSanitizer: two ZooKeeper clients in one process race in libzookeeper_mt's static "      \
+    "endpoint buffer (sprintf in its connect-error log lines): the backend discards the log "      \
+    "(quiet_log) but leaves its level on, so the arguments are still formatted"
 
 /* The owner a query reports is the holder's token. */
 #define CT_CHECK_OWNER(owner, lock)                                                                \

@@ -162,8 +162,8 @@ void ct_semaphore_bounded(void)
     enum { N = 2, P = 4, ROUNDS = 8 };
     const char *name = CT_NAME("pool");
     pid_t pids[P];
-    sem_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
+    sem_shared *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
     atomic_store(&sh->inside, 0);
     atomic_store(&sh->most, 0);

@@ -76,13 +76,17 @@ static void lost_when(dt_proxy_mode mode)
     ct_loss loss = {0};
     ct_waiter w;
 
+#if defined(__SANITIZE_THREAD__)
+    DT_KNOWN_BUG("zookeeper", CT_BUG_ZK_LOG_RACE);
+#endif
     dt_proxy_start(&proxy, ct->srv.port, 1); /* before any client's threads */
     dlock_client *holder = ct_client_at(proxy.ports[0], "?lease=1s&timeout=300ms"
                                                         "&connect_timeout=300ms");
     dlock_client *other = ct_client("");
     dlock_lock *a = ct_lock(holder, name, 0), *b = ct_lock(other, name, 0);
     dlock_lock_on_lost(a, ct_on_lost, &loss);
-    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    /* free, but the first request of a 300 ms client may be slow (a sanitizer) */
+    CHECK_RC(dlock_acquire(a, 5000), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(a);
     CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
 

@@ -24,9 +24,10 @@ static void usage(FILE *to)
                 "  KIND: a server kind of tests/support (");
     for (const char *const *k = dt_server_kinds(); *k != NULL; k++)
         fprintf(to, "%s%s", k == dt_server_kinds() ? "" : ", ", *k);
-    fprintf(to, ")\n"
-                "  --list  the tests and the capabilities each needs\n"
-                "  CT_TEST_TIMEOUT=SECONDS  each test's limit (default %d)\n",
+    fprintf(to,
+            ")\n"
+            "  --list  the tests and the capabilities each needs\n"
+            "  CT_TEST_TIMEOUT=SECONDS  each test's limit (default %d)\n",
             DEFAULT_TEST_TIMEOUT_MS / 1000);
 }
 
@@ -136,8 +137,7 @@ static enum outcome run_test(const ct_test *t, int64_t limit_ms)
     int64_t took = dt_now_ms() - start;
     int ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (timed_out)
-        fprintf(stderr, "FAIL %s: no end within %lld ms (killed)\n", t->name,
-                (long long) limit_ms);
+        fprintf(stderr, "FAIL %s: no end within %lld ms (killed)\n", t->name, (long long) limit_ms);
     else if (WIFSIGNALED(status))
         fprintf(stderr, "FAIL %s: killed by signal %d\n", t->name, WTERMSIG(status));
     if (ct->known_bug_seen && (ok || ct->known_bug_declared)) {
@@ -192,7 +192,8 @@ int main(int argc, char **argv)
     for (const char *const *k = dt_server_kinds(); kind != NULL && *k != NULL; k++)
         known_kind |= strcmp(*k, kind) == 0;
     if (!known_kind) {
-        fprintf(stderr, "conformance: %s\n", kind == NULL ? "--store is required" : "no such store");
+        fprintf(stderr, "conformance: %s\n",
+                kind == NULL ? "--store is required" : "no such store");
         usage(stderr);
         return 2;
     }
