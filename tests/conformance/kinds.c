@@ -20,6 +20,7 @@ void ct_fair_fifo(void)
     const char *name = CT_NAME("fifo");
     char dir[160], path[200], order[64];
     pid_t pids[P];
+    CT_ZK_QSORT_BUG();
 
     dt_make_temp_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/order", dir);
@@ -213,6 +214,7 @@ void ct_semaphore_bounded(void)
     /* every user must give the same permits while it is in use */
     CHECK_RC(dlock_semaphore_open(c2, name, N + 3, 1, &wrong), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(wrong), DLOCK_EINVAL);
+    dlock_lock_free(wrong);
     CHECK_RC(dlock_release(s[0]), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(s[N]), DLOCK_OK);
     /* take > 1: all or nothing */
@@ -224,7 +226,9 @@ void ct_semaphore_bounded(void)
     CHECK_RC(dlock_try_acquire(big), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(s[0]), DLOCK_EBUSY);
     CHECK_RC(dlock_release(big), DLOCK_OK);
+    wrong = (dlock_lock *) &wrong;
     CHECK_RC(dlock_semaphore_open(c, name, N, N + 1, &wrong), DLOCK_EINVAL);
+    DT_KNOWN_BUG_CHECK(wrong == NULL, "redis,zookeeper,etcd", CT_BUG_SEM_OUT);
     for (int i = 0; i <= N; i++)
         dlock_lock_free(s[i]);
     dlock_lock_free(big);

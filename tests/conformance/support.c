@@ -126,6 +126,8 @@ static void *waiter_main(void *p)
     w->rc = w->lease_ms > 0 ? dlock_acquire_for(w->lock, w->wait_ms, w->lease_ms)
                             : dlock_acquire(w->lock, w->wait_ms);
     w->ended_ms = dt_now_ms();
+    if (w->check != NULL)
+        w->check_rc = dlock_lock_check(w->check);
     atomic_store(&w->done, 1);
     return NULL;
 }
@@ -143,6 +145,16 @@ void ct_wait_start_for(ct_waiter *w, dlock_lock *l, int64_t wait_ms, int64_t lea
 void ct_wait_start(ct_waiter *w, dlock_lock *l, int64_t wait_ms)
 {
     ct_wait_start_for(w, l, wait_ms, 0);
+}
+
+void ct_wait_start_check(ct_waiter *w, dlock_lock *l, int64_t wait_ms, dlock_lock *check)
+{
+    memset(w, 0, sizeof *w);
+    w->lock = l;
+    w->wait_ms = wait_ms;
+    w->check = check;
+    w->rc = -1;
+    CHECK(pthread_create(&w->thread, NULL, waiter_main, w) == 0);
 }
 
 int ct_wait_join(ct_waiter *w)
