@@ -1,0 +1,315 @@
+/* kinds.c - the lock family on every store that has it: fair order of
+ * waiters across processes, read-write locks (readers share, a writer is
+ * alone and not starved), semaphores (never more than N holders, from
+ * several processes), and multi-locks (all or nothing, no deadlock). */
+#define _GNU_SOURCE
+#include "conformance.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- fair */
+
+/* Processes queue one after another behind a holder; each writes its
+ * number to a file when its turn comes: the file reads 0, 1, 2... */
+void ct_fair_fifo(void)
+{
+    enum { P = 4 };
+    const char *name = CT_NAME("fifo");
+    char dir[160], path[200], order[64];
+    pid_t pids[P];
+    CT_ZK_QSORT_BUG();
+
+    dt_make_temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/order", dir);
+    ct_write_file(path, "");
+    for (int i = 0; i < P; i++) {
+        pids[i] = fork(); /* all before this process has threads */
+        if (pids[i] == 0) {
+            dlock_client *c = ct_client("");
+            dlock_lock *l = ct_lock(c, name, DLOCK_FAIR);
+            dlock_status st;
+            /* queue once the lock is held and every earlier one queued */
+            DT_WAIT_UNTIL(dlock_query(c, name, DLOCK_FAIR, &st) == DLOCK_OK && st.held &&
+                              st.waiters == (unsigned) i,
+                          15000);
+            CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
+            FILE *f = fopen(path, "a");
+            CHECK(f != NULL);
+            fprintf(f, "%d", i);
+            fclose(f);
+            CHECK_RC(dlock_release(l), DLOCK_OK);
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    dlock_client *c = ct_client("");
+    dlock_lock *holder = ct_lock(c, name, DLOCK_FAIR);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+    DT_WAIT_UNTIL(ct_waiters(c, name, DLOCK_FAIR) == P, 15000);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    for (int i = 0; i < P; i++)
+        ct_wait_worker(pids[i], "a fair waiter");
+    ct_read_file(path, order, sizeof order);
+    CHECK(strcmp(order, "0123") == 0); /* granted in the order they queued */
+    /* a fair handle and a plain one are the same lock */
+    dlock_lock *plain = ct_lock(c, name, 0);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(plain), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    dlock_lock_free(plain);
+    dlock_lock_free(holder);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- read-write */
+
+void ct_rw_readers_share(void)
+{
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    const char *name = CT_NAME("doc");
+    dlock_lock *r1 = ct_lock(c, name, DLOCK_READ), *r2 = ct_lock(c, name, DLOCK_READ);
+    dlock_lock *r3 = ct_lock(c2, name, DLOCK_READ), *w = ct_lock(c2, name, DLOCK_WRITE);
+    dlock_lock *w2 = ct_lock(c, name, DLOCK_WRITE), *mutex = ct_lock(c, name, 0);
+    dlock_lock *up = NULL;
+
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r3), DLOCK_OK); /* readers of two clients together */
+    if (ct_has(DLOCK_CAP_QUERY))
+        CHECK_INT(ct_query(c, name, DLOCK_READ).shared, ==, 3);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(w, 200), DLOCK_ETIMEDOUT);
+    /* the read-write lock is not the mutex of that name */
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_OK);
+    CHECK_RC(dlock_release(mutex), DLOCK_OK);
+    /* a reader asking to write could only wait for itself */
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_WRITE, &up), DLOCK_OK);
+    CHECK_RC(dlock_acquire(up, 1000), DLOCK_EDEADLK);
+    dlock_lock_free(up);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* one reader is enough */
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r3), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    if (ct_has(DLOCK_CAP_QUERY)) {
+        dlock_status st = ct_query(c, name, DLOCK_WRITE);
+        CHECK_INT(st.held, ==, 1);
+        CT_CHECK_OWNER(st.owner, w);
+    }
+    /* a writer is alone: no reader, no other writer */
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(r3);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_lock_free(mutex);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A reader holds; a writer queues; a later reader must wait behind the
+ * writer rather than join the first reader (else a stream of readers would
+ * starve the writer). */
+void ct_rw_writer_not_starved(void)
+{
+    dlock_client *c = ct_client(""), *c2 = ct_client(""), *c3 = ct_client("");
+    const char *name = CT_NAME("hot");
+    dlock_lock *r1 = ct_lock(c, name, DLOCK_READ), *w = ct_lock(c2, name, DLOCK_WRITE);
+    dlock_lock *r2 = ct_lock(c3, name, DLOCK_READ);
+    ct_waiter ww, rw;
+
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    ct_wait_start(&ww, w, 20000);
+    DT_WAIT_UNTIL(ct_waiters(c, name, DLOCK_WRITE) == 1, 5000);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_EBUSY);
+    ct_wait_start(&rw, r2, 20000);
+    DT_WAIT_UNTIL(ct_waiters(c, name, DLOCK_WRITE) == 2, 5000);
+    CHECK(!CT_DONE(&ww) && !CT_DONE(&rw));
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    DT_WAIT_UNTIL(CT_DONE(&ww), 3000);
+    CHECK_RC(ct_wait_join(&ww), DLOCK_OK);
+    CHECK(!CT_DONE(&rw)); /* the writer first, alone */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    DT_WAIT_UNTIL(CT_DONE(&rw), 3000);
+    CHECK_RC(ct_wait_join(&rw), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+}
+
+/* ---------------------------------------------------------------- semaphore */
+
+typedef struct sem_shared {
+    atomic_int inside, most, rounds;
+} sem_shared;
+
+void ct_semaphore_bounded(void)
+{
+    enum { N = 2, P = 4, ROUNDS = 8 };
+    const char *name = CT_NAME("pool");
+    pid_t pids[P];
+    sem_shared *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    atomic_store(&sh->inside, 0);
+    atomic_store(&sh->most, 0);
+    atomic_store(&sh->rounds, 0);
+    for (int p = 0; p < P; p++) {
+        pids[p] = fork(); /* all before this process has threads */
+        if (pids[p] == 0) {
+            dlock_client *c = ct_client("");
+            dlock_lock *l = NULL;
+            CHECK_RC(dlock_semaphore_open(c, name, N, 1, &l), DLOCK_OK);
+            for (int i = 0; i < ROUNDS; i++) {
+                CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
+                int now = atomic_fetch_add(&sh->inside, 1) + 1;
+                int most = atomic_load(&sh->most);
+                while (now > most && !atomic_compare_exchange_weak(&sh->most, &most, now))
+                    ;
+                dt_sleep_ms(20); /* long enough that holders overlap */
+                atomic_fetch_sub(&sh->inside, 1);
+                CHECK_RC(dlock_release(l), DLOCK_OK);
+                atomic_fetch_add(&sh->rounds, 1);
+            }
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < P; p++)
+        ct_wait_worker(pids[p], "a semaphore user");
+    printf("%s: at most %d of %d permits in use at once\n", ct->kind, atomic_load(&sh->most), N);
+    CHECK_INT(atomic_load(&sh->rounds), ==, P * ROUNDS);
+    CHECK_INT(atomic_load(&sh->most), <=, N);
+    CHECK_INT(atomic_load(&sh->most), >=, 1);
+
+    /* N holders, and the next one is refused */
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    dlock_lock *s[N + 1], *big = NULL, *wrong = NULL;
+    for (int i = 0; i <= N; i++)
+        CHECK_RC(dlock_semaphore_open(i % 2 ? c2 : c, name, N, 1, &s[i]), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        CHECK_RC(dlock_try_acquire(s[i]), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s[N]), DLOCK_EBUSY);
+    if (ct_has(DLOCK_CAP_QUERY)) {
+        dlock_status st = ct_query(c, name, DLOCK_SEMAPHORE);
+        CHECK_INT(st.permits_used, ==, N);
+        CHECK_INT(st.permits, ==, N);
+    }
+    /* every user must give the same permits while it is in use */
+    CHECK_RC(dlock_semaphore_open(c2, name, N + 3, 1, &wrong), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(wrong), DLOCK_EINVAL);
+    dlock_lock_free(wrong);
+    CHECK_RC(dlock_release(s[0]), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s[N]), DLOCK_OK);
+    /* take > 1: all or nothing */
+    CHECK_RC(dlock_semaphore_open(c, name, N, N, &big), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(big), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(s[1]), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(big), DLOCK_EBUSY); /* one free is not two */
+    CHECK_RC(dlock_release(s[N]), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(big), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s[0]), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(big), DLOCK_OK);
+    wrong = (dlock_lock *) &wrong;
+    CHECK_RC(dlock_semaphore_open(c, name, N, N + 1, &wrong), DLOCK_EINVAL);
+    DT_KNOWN_BUG_CHECK(wrong == NULL, "redis,zookeeper,etcd", CT_BUG_SEM_OUT);
+    for (int i = 0; i <= N; i++)
+        dlock_lock_free(s[i]);
+    dlock_lock_free(big);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- multi-lock */
+
+typedef struct multi_loop {
+    dlock_client *client;
+    const char *names[2];
+    int rounds, failures;
+} multi_loop;
+
+static void *multi_run(void *p)
+{
+    multi_loop *m = p;
+    dlock_lock *l = NULL;
+    if (dlock_multi_open(m->client, m->names, 2, 0, &l) != DLOCK_OK)
+        return (void *) 1;
+    for (int i = 0; i < m->rounds; i++) {
+        if (dlock_acquire(l, 10000) != DLOCK_OK || dlock_release(l) != DLOCK_OK)
+            m->failures++;
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+void ct_multi_all_or_nothing(void)
+{
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    char x[128], y[128];
+    snprintf(x, sizeof x, "%s", CT_NAME("x"));
+    snprintf(y, sizeof y, "%s", CT_NAME("y"));
+    const char *names[] = {y, x, y}; /* duplicates count once */
+    dlock_lock *m = NULL, *px = ct_lock(c2, x, 0), *py = ct_lock(c2, y, 0);
+
+    CHECK_RC(dlock_multi_open(c, names, 3, 0, &m), DLOCK_OK);
+    CHECK_INT(dlock_lock_members(m), ==, 2);
+    CHECK(strcmp(dlock_lock_name(dlock_lock_member(m, 0)), x) == 0); /* canonical order */
+    CHECK_RC(dlock_try_acquire(py), DLOCK_OK);
+    /* y is held: the multi-lock takes nothing */
+    CHECK_RC(dlock_try_acquire(m), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(px), DLOCK_OK);
+    CHECK_RC(dlock_release(px), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(dlock_lock_holds(m), ==, 0);
+    CHECK_RC(dlock_try_acquire(px), DLOCK_OK); /* given back */
+    CHECK_RC(dlock_release(px), DLOCK_OK);
+    /* y freed while the multi-lock waits: it gets both */
+    ct_waiter w;
+    ct_wait_start(&w, m, 10000);
+    CHECK_RC(dlock_release(py), DLOCK_OK);
+    CHECK_RC(ct_wait_join(&w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(px), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(py), DLOCK_EBUSY);
+    if (ct_has(DLOCK_CAP_FENCE)) {
+        CHECK(dlock_lock_fence(dlock_lock_member(m, 0)) > 0);
+        CHECK(dlock_lock_fence(dlock_lock_member(m, 1)) > 0);
+        CHECK_INT(dlock_lock_fence(m), ==, dlock_lock_fence(dlock_lock_member(m, 0)));
+    }
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(px), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(py), DLOCK_OK);
+    CHECK_RC(dlock_release(px), DLOCK_OK);
+    CHECK_RC(dlock_release(py), DLOCK_OK);
+
+    /* opposite orders from two clients never deadlock */
+    multi_loop a = {c, {x, y}, 15, 0}, b = {c2, {y, x}, 15, 0};
+    pthread_t ta, tb;
+    CHECK(pthread_create(&ta, NULL, multi_run, &a) == 0);
+    CHECK(pthread_create(&tb, NULL, multi_run, &b) == 0);
+    void *ra, *rb;
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    CHECK(ra == NULL && rb == NULL);
+    CHECK_INT(a.failures + b.failures, ==, 0);
+    dlock_lock_free(m);
+    dlock_lock_free(px);
+    dlock_lock_free(py);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}

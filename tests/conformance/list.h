@@ -1,0 +1,71 @@
+/* list.h - every conformance test, listed once: name, the capabilities it
+ * needs (DLOCK_CAP_*), and one line on what it checks. The runner runs them
+ * in this order; tests/conformance/README.md has the same table. */
+#ifndef DLOCK_CONFORMANCE_LIST_H
+#define DLOCK_CONFORMANCE_LIST_H
+
+/* clang-format off */
+#define CT_TEST_LIST(X)                                                                            \
+    X(open_close, 0,                                                                               \
+      "client open/close, caps and store name, handles before use, free releases")                 \
+    X(bad_url_options, 0,                                                                          \
+      "unknown or malformed URL options and ports are EINVAL naming the option")                   \
+    X(unreachable_server, 0,                                                                       \
+      "refused and silent servers are EUNREACHABLE within connect_timeout + timeout")              \
+    X(acquire_release, 0,                                                                          \
+      "try / acquire / release, holds, check, remaining, bad waits")                               \
+    X(second_client_excluded, 0,                                                                   \
+      "another client gets EBUSY / ETIMEDOUT until the release, other names stay free")            \
+    X(reentry, 0,                                                                                  \
+      "re-acquiring counts holds on the handle, keeps the fence, last release frees")              \
+    X(release_not_held, 0,                                                                         \
+      "release by a non-holder is ENOTOWNER and changes nothing; a second release too")            \
+    X(wait_timeout, DLOCK_CAP_QUERY,                                                               \
+      "a wait ends with ETIMEDOUT at its budget, leaves the queue, is not handed the lock")         \
+    X(wake_on_release, DLOCK_CAP_NOTIFY | DLOCK_CAP_QUERY,                                         \
+      "waiters are woken by each release within 1.5 s (the lease is 30 s), one per release")       \
+    X(cancel_from_thread, DLOCK_CAP_QUERY,                                                         \
+      "dlock_cancel from another thread ends the wait with ECANCELED and leaves the queue")        \
+    X(fences_increase, DLOCK_CAP_FENCE,                                                            \
+      "fences strictly increase across handles, clients and hand-overs")                           \
+    X(query_state, DLOCK_CAP_QUERY,                                                                \
+      "dlock_query: held, owner, holds, waiters, lease, last fence")                               \
+    X(force_unlock, DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY,                                      \
+      "force-unlock hands the lock to the waiter; the holder is told and gets ELOST")              \
+    X(refuses_what_it_lacks, 0,                                                                    \
+      "each call a missing capability guards is ENOTSUP naming the store and capability")         \
+    X(killed_holder_expires, 0,                                                                    \
+      "a kill -9ed holder process's lock is free within its lease / session timeout")              \
+    X(lost_when_cut, 0,                                                                            \
+      "holder's link reset: on_lost + ELOST within the lease, before another client holds")        \
+    X(lost_when_blackholed, 0,                                                                     \
+      "holder's link silent: on_lost + ELOST within the lease, before another client holds")       \
+    X(renewal_outlives_lease, 0,                                                                   \
+      "a renewed hold lasts three leases and more, with no loss reported")                         \
+    X(fixed_lease_expires, DLOCK_CAP_FIXED_LEASE,                                                  \
+      "dlock_acquire_for: the lease runs out, the holder is told before the next one holds")       \
+    X(extend_and_keepalive, DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND,                              \
+      "dlock_extend lengthens and shortens a lease; dlock_keepalive renews it")                     \
+    X(session_lifetime, DLOCK_CAP_SESSION,                                                         \
+      "closing a client ends its session: its detached locks are free at once")                    \
+    X(detached_lock_lifetime, 0,                                                                   \
+      "a detached lock of a closed client lives until its lease (session: its session)")           \
+    X(fair_fifo, DLOCK_CAP_FAIR | DLOCK_CAP_QUERY,                                                 \
+      "fair waiters in 4 processes are served in the order they queued")                           \
+    X(rw_readers_share, DLOCK_CAP_READ_WRITE,                                                      \
+      "readers share, a writer is alone, a reader asking to write is EDEADLK")                     \
+    X(rw_writer_not_starved, DLOCK_CAP_READ_WRITE | DLOCK_CAP_QUERY,                               \
+      "a reader arriving after a waiting writer waits behind it")                                  \
+    X(semaphore_bounded, DLOCK_CAP_SEMAPHORE,                                                      \
+      "4 processes on 2 permits never exceed 2; take K is all or nothing; permits must agree")      \
+    X(multi_all_or_nothing, 0,                                                                     \
+      "a multi-lock takes all names or none, gives back on timeout, no deadlock")                  \
+    X(fenced_counter, DLOCK_CAP_FENCE,                                                             \
+      "8 processes x 25 fenced increments through the lock = exactly 200")                         \
+    X(cli_run, 0,                                                                                  \
+      "dlock run: fence in DLOCK_TOKEN, command's status, -n / -E / -w, exit 64, 69, 127")         \
+    X(cli_run_lost, DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY,                                      \
+      "dlock run exits 75 when the lock is taken away while the command runs")
+/* clang-format on */
+
+#endif
