@@ -45,6 +45,7 @@ ROOT = os.path.dirname(HERE)
 STORES = ("redis", "zookeeper", "etcd")
 TITLES = {"redis": "Redis", "zookeeper": "ZooKeeper", "etcd": "etcd"}
 WLS = ("seq", "par", "hot")
+CANDIDATE = "dlock-candidate"
 PY = "/usr/bin/python3"  # Debian's python: the peers' modules are installed for it
 
 
@@ -355,6 +356,14 @@ def programs(a, store, srv):
         ("par", "dlock", dlock + ["--workload", "par", "--threads", str(a.threads)], None),
         ("hot", "dlock", dlock + ["--workload", "hot", "--procs", str(a.procs)], None),
     ]
+    if a.candidate:
+        # another build of dlock (a change being tried), in the same rounds
+        cand = [a.candidate] + dlock[1:] + ["--lib", CANDIDATE]
+        out += [
+            ("seq", CANDIDATE, cand + ["--workload", "seq"], None),
+            ("par", CANDIDATE, cand + ["--workload", "par", "--threads", str(a.threads)], None),
+            ("hot", CANDIDATE, cand + ["--workload", "hot", "--procs", str(a.procs)], None),
+        ]
     d = peers_dir(a, store)
     if store == "redis":
         port = str(srv.port)
@@ -488,6 +497,8 @@ def main():
                     help="bench/peers (node_modules installed by npm ci here and in etcd/)")
     ap.add_argument("--no-node", action="store_true", help="skip the node peers")
     ap.add_argument("--no-java", action="store_true", help="skip the Curator peers")
+    ap.add_argument("--candidate", help="another dlock build to run alongside (a change being "
+                    "tried): rows labelled dlock-candidate, left out of the best peer")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=50)
@@ -739,7 +750,7 @@ def num(v, fmt="{:.0f}"):
     return fmt.format(v) if v is not None else "-"
 
 
-def best_peer(med, wl, exclude=("dlock", "hiredis-floor")):
+def best_peer(med, wl, exclude=("dlock", "hiredis-floor", CANDIDATE)):
     peers = [(m["cycles_per_s"], label) for (w, label), m in med.items()
              if w == wl and label not in exclude and m["cycles_per_s"]]
     return max(peers) if peers else (None, "-")
@@ -785,7 +796,7 @@ def waits_table(lines, store, med):
     lines.append("| lib | waiting |")
     lines.append("|---|---|")
     for label in sorted({label for (_, label) in med}, key=lambda x: (x != "dlock", x)):
-        lines.append(f"| {label} | {WAITS[store].get(label, '-')} |")
+        lines.append(f"| {label} | {WAITS[store].get(label, WAITS[store]['dlock'])} |")
     lines.append("")
 
 
@@ -942,14 +953,18 @@ def store_report(a, store, results, med, extra, env):
                  "that round's run of the same peer.\n")
     lines.append("| workload | dlock / best peer | best peer | each round |")
     lines.append("|---|---:|---|---|")
-    for wl in WLS:
-        d = med.get((wl, "dlock"), {}).get("cycles_per_s")
-        best = best_peer(med, wl)
-        pairs = zip(results.get((wl, "dlock"), []), results.get((wl, best[1]), []))
-        each = " ".join(f"{x['cycles_per_s'] / y['cycles_per_s']:.2f}" if x and y and
-                        y.get("cycles_per_s") else "-" for x, y in pairs)
-        lines.append(f"| {wl} | {d / best[0] if d and best[0] else 0:.2f}x | {best[1]} | "
-                     f"{each} |")
+    for lib in ("dlock", CANDIDATE):
+        for wl in WLS:
+            d = med.get((wl, lib), {}).get("cycles_per_s")
+            if lib != "dlock" and d is None:
+                continue
+            best = best_peer(med, wl)
+            pairs = zip(results.get((wl, lib), []), results.get((wl, best[1]), []))
+            each = " ".join(f"{x['cycles_per_s'] / y['cycles_per_s']:.2f}" if x and y and
+                            y.get("cycles_per_s") else "-" for x, y in pairs)
+            name = wl if lib == "dlock" else f"{wl} ({lib})"
+            lines.append(f"| {name} | {d / best[0] if d and best[0] else 0:.2f}x | {best[1]} | "
+                         f"{each} |")
     lines.append("")
     lines.append("### Hand-over cost as waiters grow (dlock)\n")
     lines.append("`dlock bench --workload herd`: one holder and W waiters on one lock, over up "
