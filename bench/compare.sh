@@ -1,37 +1,77 @@
 #!/usr/bin/env bash
-# Benchmarks dlock side by side with the peer programs in bench/peers (node
-# redlock, redis-semaphore, redis-py's Lock) and the bare-hiredis floor
-# (bench/peers/limit.c), on one private redis-server, interleaved rounds, and
-# writes BENCHMARKS.md and bench/results.png. bench/README.md says what it
-# needs: Node.js with npm (the node peers are skipped with a warning
-# without them), Debian's python3-redis, gcc and libhiredis-dev.
+# Benchmarks dlock side by side with the peers of each store, on one private
+# server per store, in interleaved rounds, and writes that store's section of
+# BENCHMARKS.md and its chart (bench/compare.py does the measuring):
 #
-#   bench/compare.sh [--rounds N] [--seconds S] [--threads N] [--procs P]
+#   redis      the bare-hiredis floor (bench/peers/limit.c), node redlock and
+#              redis-semaphore, redis-py's Lock
+#   zookeeper  Curator InterProcessMutex and InterProcessSemaphoreMutex,
+#              kazoo's Lock (bench/peers/zk)
+#   etcd       npm etcd3 and python-etcd3 (bench/peers/etcd)
 #
-# It takes minutes and loads every core: run it on a quiet machine.
+#   bench/compare.sh [--store redis|zookeeper|etcd|all] [--rounds N] [--seconds S]
+#                    [--threads N] [--procs P]
+#
+# bench/README.md says what it needs: scripts/deps.sh --bench installs the
+# Debian packages (run here first); Node.js with npm for the node peers
+# (skipped with a warning without them), a JDK for Curator (likewise).
+# It takes minutes per store and loads every core: run it on a quiet machine.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 peers=$root/bench/peers
 
-bash scripts/deps.sh
+store=all
+args=("$@")
+while [ $# -gt 0 ]; do
+  case $1 in
+    --store) store=${2:?--store needs redis, zookeeper, etcd or all}; shift 2 ;;
+    --store=*) store=${1#--store=}; shift ;;
+    *) shift ;;
+  esac
+done
+case $store in
+  redis | zookeeper | etcd | all) ;;
+  *) echo "compare.sh: --store $store: want redis, zookeeper, etcd or all" >&2; exit 64 ;;
+esac
+wants() { [ "$store" = all ] || [ "$store" = "$1" ]; }
+
+bash scripts/deps.sh --bench
 out=build-bench
 cmake -S . -B $out -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build $out -j"$(nproc)" >/dev/null
+cmake --build $out -j"$(nproc)" --target dlock_cli >/dev/null
 
-gcc -O2 -o $out/limit "$peers/limit.c" -lhiredis -lpthread
-
-# The node peers, at the versions package-lock.json pins (npm ci).
-peers_arg=()
+extra=()
+have_node=0
 if command -v npm >/dev/null && command -v node >/dev/null; then
-  if [ ! -d "$peers/node_modules" ]; then
-    (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  fi
-  peers_arg=(--peers "$peers")
+  have_node=1
 else
-  echo "compare.sh: node/npm not found: comparing with the floor and redis-py only" >&2
-  peers_arg=(--peers "$peers" --no-node)
+  echo "compare.sh: node/npm not found: the node peers are left out" >&2
+  extra+=(--no-node)
+fi
+# npm ci: the node peers at the versions package-lock.json pins, once.
+npm_ci() {
+  if [ $have_node = 1 ] && [ ! -d "$1/node_modules" ]; then
+    (cd "$1" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+}
+
+if wants redis; then
+  gcc -O2 -o $out/limit "$peers/limit.c" -lhiredis -lpthread
+  extra+=(--limit "$root/$out/limit")
+  npm_ci "$peers"
+fi
+if wants zookeeper; then
+  if command -v javac >/dev/null; then
+    bash "$peers/zk/build.sh" >/dev/null
+  else
+    echo "compare.sh: javac not found: the Curator peers are left out" >&2
+    extra+=(--no-java)
+  fi
+fi
+if wants etcd; then
+  npm_ci "$peers/etcd"
 fi
 
-python3 bench/compare.py --dlock "$root/$out/bin/dlock" --limit "$root/$out/limit" \
-  "${peers_arg[@]}" --command "bench/compare.sh $*" "$@"
+python3 bench/compare.py --dlock "$root/$out/bin/dlock" --peers "$peers" \
+  "${extra[@]}" --command "bench/compare.sh ${args[*]}" "${args[@]}"

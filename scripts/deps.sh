@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages dlock needs to build, test, run the demo and
 # the benchmarks, when they are missing. Safe to run again.
+#
+#   scripts/deps.sh           build, tests, demo, the benchmark chart
+#   scripts/deps.sh --bench   also the peers bench/compare.sh measures dlock
+#                             against (kept out of the tests' list: Curator
+#                             and its Java libraries are large, and no test
+#                             needs them)
 set -euo pipefail
 
 packages=(
@@ -20,6 +26,14 @@ packages=(
   clang libclang-rt-14-dev                # fuzz targets: libFuzzer (only recommended by clang-14)
   gnuplot-nox                             # benchmark chart
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(
+    libcurator-recipes-java libcurator-framework-java libcurator-client-java
+    libslf4j-java                         # bench/peers/zk: Curator (javac from default-jdk-headless)
+    python3-kazoo                         # bench/peers/zk: kazoo
+    python3-etcd3                         # bench/peers/etcd: python-etcd3
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -11,11 +11,16 @@
  *   hot    --procs P processes, one thread each, all on one lock; adds each
  *          process's share (min_proc, max_proc cycles/s)
  *   herd   one holder and --waiters W waiters on one lock (W+1 threads over up to 8
- *          processes): Redis commands executed per hand-over, from the
- *          server's INFO; it must not grow with W
+ *          processes): hand-overs and their latency on any store; on Redis,
+ *          also the commands executed per hand-over, from the server's INFO
+ *          (it must not grow with W). Other stores' counters are not read
+ *          here (ZooKeeper's mntr, etcd's /metrics over HTTP): the line has
+ *          the hand-over count, and bench/compare.py reads the counters
+ *          around two runs of different lengths, whose difference leaves
+ *          out the set-up
  *   renew  --locks K held locks renewed by one client for --seconds:
- *          commands and client CPU per renewal period, locks lost (0)
- *   memory --locks K held locks: client bytes and Redis bytes per lock
+ *          commands and client CPU per renewal period, locks lost (0); Redis only
+ *   memory --locks K held locks: client bytes and Redis bytes per lock; Redis only
  *
  * The lock calls go through the public API only; the server's counters are
  * read with hiredis on a connection of the benchmark's own. */
@@ -46,6 +51,8 @@ static const char bench_usage[] =
     "(version, dlock_version, lib, wl, kind, conc, cycles_per_s, p50_us, p99_us, and\n"
     "per workload extras).\n"
     "Use a throwaway server: it takes locks named bench:* (keys PREFIX:{bench:...}).\n"
+    "herd reads Redis's counters on redis:// URLs only (elsewhere it counts the hand-overs);\n"
+    "renew and memory measure Redis's counters and need a redis:// URL.\n"
     "\n"
     "  --workload W   seq (default), par, hot, herd, renew, memory\n"
     "  --threads N    par: threads of one client (default 50); hot: per process (default 1)\n"
@@ -142,9 +149,15 @@ typedef struct server {
     redisContext *ctx;
 } server;
 
+static int is_redis_url(const char *url)
+{
+    return strncmp(url, "redis://", 8) == 0;
+}
+
 /* Connects to the URL's server to read its counters (INFO, MEMORY USAGE):
  * redis://[user:password@]host[:port] only. Returns 0, or an exit code
  * after saying why (the workload `wl` needs it). */
+
 static int server_open(const char *url, const char *wl, server *s)
 {
     char host[256] = "127.0.0.1", auth[256] = "";
@@ -152,8 +165,10 @@ static int server_open(const char *url, const char *wl, server *s)
     const char *p = url + 8;
 
     s->ctx = NULL;
-    if (strncmp(url, "redis://", 8) != 0) {
-        fprintf(stderr, "dlock bench: %s reads the server's counters: it needs a redis:// URL\n",
+    if (!is_redis_url(url)) {
+        fprintf(stderr,
+                "dlock bench: %s measures Redis's own counters (INFO, MEMORY USAGE): it needs a "
+                "redis:// URL\n",
                 wl);
         return EXIT_USAGE;
     }
@@ -591,12 +606,18 @@ static int bench_herd(const bench_opts *o)
     json_object *extra;
     double elapsed = 0;
 
-    int code = h == NULL ? EXIT_FAILURE_OTHER : server_open(o->url, "herd", &s);
+    /* Only Redis's counters are read here; on another store the line
+     * carries the hand-over count for whoever reads that store's own. */
+    int counted = is_redis_url(o->url);
+    int code = h == NULL ? EXIT_FAILURE_OTHER : counted ? server_open(o->url, "herd", &s) : 0;
     if (code != 0) {
         free(h);
         return code;
     }
-    if (run_processes(o, procs, contenders, "bench:herd", &s, counters, &res) != 0) {
+    if (!counted)
+        s.ctx = NULL;
+    if (run_processes(o, procs, contenders, "bench:herd", counted ? &s : NULL, counters, &res) !=
+        0) {
         server_close(&s);
         free(h);
         return EXIT_FAILURE_OTHER;
@@ -616,12 +637,18 @@ static int bench_herd(const bench_opts *o)
     extra = json_object_new_object();
     json_object_object_add(extra, "waiters", json_object_new_int(o->waiters));
     json_object_object_add(extra, "procs", json_object_new_int(procs));
+    json_object_object_add(extra, "handoffs", json_object_new_int64((int64_t) handoffs));
+    json_object_object_add(extra, "elapsed_s", cli_json_fixed(elapsed, 3));
     json_object_object_add(
         extra, "cmds_per_handoff",
-        cli_json_fixed(handoffs ? (double) (counters[2] - counters[0]) / (double) handoffs : 0, 2));
+        counted ? cli_json_fixed(
+                      handoffs ? (double) (counters[2] - counters[0]) / (double) handoffs : 0, 2)
+                : NULL);
     json_object_object_add(
         extra, "scripts_per_handoff",
-        cli_json_fixed(handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0, 2));
+        counted ? cli_json_fixed(
+                      handoffs ? (double) (counters[3] - counters[1]) / (double) handoffs : 0, 2)
+                : NULL);
     print_line(o, "herd", contenders, (double) handoffs / elapsed, h, extra);
     server_close(&s);
     free_results(res, procs);
