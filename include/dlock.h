@@ -134,7 +134,8 @@ typedef struct dlock_client dlock_client;
  * Redis user info: redis://secret@host and redis://:secret@host send AUTH
  * secret, redis://user:secret@host AUTH user secret (docs/dlock.1, URLS).
  *
- * Options (query string, durations in ms, or with a unit: 250ms, 2s, 1m):
+ * Options (query string; durations as dlock_parse_duration() reads them: a
+ * plain number is seconds, or with a unit: 250ms, 2s, 1m):
  *   prefix=NAME           key prefix (default "dlock"); keys are PREFIX:{name}...
  *   connect_timeout=DUR   connect timeout (default 2s)
  *   timeout=DUR           per-command timeout (default 5s)

@@ -313,6 +313,8 @@ int dlock_semaphore_open(dlock_client *c, const char *name, unsigned permits, un
     int rc;
 
     dlock__clear_error();
+    if (out != NULL)
+        *out = NULL; /* on every failure, as the other open calls */
     if (permits == 0 || take == 0 || take > permits || permits > 1000000000u)
         return dlock__fail(DLOCK_EINVAL,
                            "semaphore '%s': want 0 < take (%u) <= permits (%u) <= 10^9",

@@ -116,10 +116,6 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 #define CT_ZK_LEAK_BUG() ((void) 0)
 #endif
 
-#define CT_BUG_SEM_OUT                                                                             \
-    "dlock_semaphore_open() refusing permits/take (EINVAL) leaves *out as it was, where every "    \
-    "other open sets it to NULL (src/core/handle.c:281 returns before dlock__lock_new)"
-
 #define CT_BUG_LATE_LOSS                                                                           \
     "the on_lost callback came after another client had the lock: the renewer's wake-up at the "   \
     "end of local validity was later than the drift margin (1% + 2 ms: 12 ms of a 1 s lease) "     \

@@ -228,7 +228,7 @@ void ct_semaphore_bounded(void)
     CHECK_RC(dlock_release(big), DLOCK_OK);
     wrong = (dlock_lock *) &wrong;
     CHECK_RC(dlock_semaphore_open(c, name, N, N + 1, &wrong), DLOCK_EINVAL);
-    DT_KNOWN_BUG_CHECK(wrong == NULL, "redis,zookeeper,etcd", CT_BUG_SEM_OUT);
+    CHECK(wrong == NULL);
     for (int i = 0; i <= N; i++)
         dlock_lock_free(s[i]);
     dlock_lock_free(big);

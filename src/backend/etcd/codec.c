@@ -265,21 +265,21 @@ static int finish(json_object *o, int newline, char **out, size_t *len)
 
 int dlock__etcd_encode_range(const dlock__etcd_range *r, char **out, size_t *len)
 {
-    json_object *o;
+    json_object *o = NULL;
     int rc = range_object(r, &o);
     return rc != DLOCK_OK ? rc : finish(o, 0, out, len);
 }
 
 int dlock__etcd_encode_put(const dlock__etcd_put *p, char **out, size_t *len)
 {
-    json_object *o;
+    json_object *o = NULL;
     int rc = put_object(p, &o);
     return rc != DLOCK_OK ? rc : finish(o, 0, out, len);
 }
 
 int dlock__etcd_encode_delete(const dlock__etcd_delete *d, char **out, size_t *len)
 {
-    json_object *o;
+    json_object *o = NULL;
     int rc = delete_object(d, &o);
     return rc != DLOCK_OK ? rc : finish(o, 0, out, len);
 }

@@ -22,7 +22,10 @@ end
 if redis.call('GET', L) ~= token then
   return 0
 end
-if ARGV[3] ~= '1' or redis.call('PTTL', L) < lease then
+-- (a key without expiry, PTTL -1, stays so when only lengthening: a lease
+-- of 0 then only checks the hold)
+local pttl = redis.call('PTTL', L)
+if ARGV[3] ~= '1' or (pttl >= 0 and pttl < lease) then
   redis.call('PEXPIRE', L, lease)
 end
 return 1
