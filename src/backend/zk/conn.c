@@ -103,7 +103,9 @@ struct dlock__zconn {
     int closed;  /* the handle is closed */
     int64_t id;
     int64_t timeout_ms;      /* negotiated */
+    int64_t opened;          /* when zookeeper_init was called */
     int64_t connect_until;   /* dead if not READY by then */
+    int auth;                /* credentials were given */
     dlock__session *session; /* the store's reference, until it ends */
     dlock__sessions *sessions;
     dlock__board *board;
@@ -391,7 +393,9 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     c->watches.prev = c->watches.next = &c->watches;
     c->board = cfg->board;
     c->sessions = cfg->sessions;
-    c->connect_until = dlock__now_us() + cfg->connect_ms * 1000;
+    c->opened = dlock__now_us();
+    c->connect_until = c->opened + cfg->connect_ms * 1000;
+    c->auth = cfg->auth != NULL;
     snprintf(c->label, sizeof c->label, "%s", cfg->label);
     parse_ports(c, cfg->hosts);
 
@@ -427,19 +431,30 @@ fail:
     return rc;
 }
 
-/* The first round trip of an established connection: the credentials were
- * accepted (their answer comes first), and the core's session starts, valid
- * from its send time (the server counts the timeout from after it). */
+/* The core's session starts once the connection is established, valid from
+ * the send time of a request the server answered after it began counting
+ * (it counts the timeout from the connect request on). That is the time
+ * zookeeper_init was called, if the session came soon after it; else (a
+ * slow connect: validity counted from then would be mostly gone) and with
+ * credentials (whose answer comes before any later request's), one round
+ * trip first. */
 static int first_round_trip(dlock__zconn *c, int64_t until)
 {
     dlock__zresult r = {0};
     int zrc = ZOK, rc = DLOCK_OK;
     int64_t sent = dlock__now_us();
-    dlock__zreq *q = dlock__zreq_exists(c, "/", &zrc);
 
-    if (q != NULL)
-        zrc = dlock__zreq_wait(q, until, &r);
-    dlock__zresult_clear(&r);
+    pthread_mutex_lock(&c->mu);
+    int quick = !c->auth && sent - c->opened < c->timeout_ms * 1000 / 2;
+    pthread_mutex_unlock(&c->mu);
+    if (quick) {
+        sent = c->opened;
+    } else {
+        dlock__zreq *q = dlock__zreq_exists(c, "/", &zrc);
+        if (q != NULL)
+            zrc = dlock__zreq_wait(q, until, &r);
+        dlock__zresult_clear(&r);
+    }
     pthread_mutex_lock(&c->mu);
     int auth_failed = c->auth_failed || zrc == ZAUTHFAILED;
     int64_t timeout_ms = c->timeout_ms;
@@ -591,6 +606,14 @@ void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us)
     while (!c->closed && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&c->mu);
+}
+
+int dlock__zconn_connected(dlock__zconn *c)
+{
+    pthread_rwlock_rdlock(&c->use);
+    int connected = c->zh != NULL && zoo_state(c->zh) == ZOO_CONNECTED_STATE;
+    pthread_rwlock_unlock(&c->use);
+    return connected;
 }
 
 dlock__session *dlock__zconn_session(dlock__zconn *c)

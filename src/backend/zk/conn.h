@@ -61,6 +61,9 @@ int dlock__zconn_alive(dlock__zconn *c);
 /* Whether it is over for good (a new one must replace it); one still being
  * opened is not. */
 int dlock__zconn_dead(dlock__zconn *c);
+/* Whether the client library is connected to a server right now (it
+ * reconnects by itself after a connection is lost). */
+int dlock__zconn_connected(dlock__zconn *c);
 /* Ends its session now and closes its handle in the background, so that the
  * server deletes its nodes (the core gave up on it, or the store closes).
  * Returns at once. */

@@ -104,6 +104,21 @@ static int64_t deadline_of(const zstore *z, int64_t deadline_us)
     return deadline_us < cap ? deadline_us : cap;
 }
 
+/* The deadline of a release: the core's, but only a tenth of a command
+ * timeout while the client library is not connected (the connection was
+ * lost: the delete waits for a reconnect). Such a release says at once
+ * that it is not confirmed, and goes on in the background: several
+ * releases in a row (a multi-lock's members) do not each wait a command
+ * timeout for a server that is gone. */
+static int64_t release_deadline(const zstore *z, dlock__zconn *c, int64_t deadline_us)
+{
+    int64_t deadline = deadline_of(z, deadline_us);
+    int64_t soon = dlock__now_us() + z->timeout_ms * 100;
+    if (c != NULL && soon < deadline && !dlock__zconn_connected(c))
+        deadline = soon;
+    return deadline;
+}
+
 /* The fence of a holder's node (see the design note). */
 static uint64_t fence_of(const struct Stat *st)
 {
@@ -724,6 +739,7 @@ static int sem_release(zstore *z, zlock *l, int64_t deadline)
     char **leases = take_leases(l, &n, &c);
     int gone = 0, unconfirmed = ZOK, alive = c != NULL && dlock__zconn_alive(c);
 
+    deadline = release_deadline(z, c, deadline);
     if (n == 0)
         return dlock__fail(DLOCK_ELOST, "%s: semaphore '%s' is not held", z->label, l->path);
     for (unsigned i = 0; i < n; i++) {
@@ -921,14 +937,14 @@ static int zk_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 
     (void) token;
     if (l->base.spec.kind == DLOCK__SEMAPHORE)
-        return sem_release(z, l, deadline_of(z, deadline));
+        return sem_release(z, l, deadline);
     take_node(l, &node, &c);
     if (node == NULL)
         return dlock__fail(DLOCK_ELOST, "%s: lock '%s' is not held", z->label, l->path);
     int alive = dlock__zconn_alive(c);
     char what[PATH_MAX_LEN];
     snprintf(what, sizeof what, "%s", node);
-    int zrc = delete_node(z, c, node, deadline_of(z, deadline));
+    int zrc = delete_node(z, c, node, release_deadline(z, c, deadline));
     if (zrc == ZNONODE || (zrc != ZOK && (!alive || dlock__zk_session_over(zrc))))
         return dlock__fail(DLOCK_ELOST, "%s: %s is gone (removed, or its session ended)", z->label,
                            what);
@@ -1384,9 +1400,12 @@ static void zk_close(dlock__store *s)
     if (z == NULL)
         return;
     if (z->conn != NULL) {
-        /* the server deletes every node of the session, orphans too */
+        /* The server deletes every node of the session, orphans too. The
+         * close is waited for only a moment: dlock_client_close has a
+         * command timeout in all, which a renewal in flight may have used
+         * (a server that does not answer keeps zookeeper_close 1.5 s). */
         dlock__zconn_kill(z->conn, "the client closed");
-        dlock__zconn_wait_closed(z->conn, dlock__now_us() + z->timeout_ms * 1000);
+        dlock__zconn_wait_closed(z->conn, dlock__now_us() + z->timeout_ms * 100);
         dlock__zconn_unref(z->conn);
     }
     while (z->rw_holds != NULL) {
