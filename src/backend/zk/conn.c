@@ -317,6 +317,26 @@ static void close_on_exec(const dlock__zconn *c)
 
 static void orphans_kick(dlock__zconn *c);
 
+/* Wakes token's waiter (NULL: every waiter) to look again. The board is the
+ * client's: a handle closed in the background may still call its watchers
+ * after the client is gone, so the board is used under mu, and forgotten
+ * when the client lets go of the connection (dlock__zconn_detach). */
+static void recheck(dlock__zconn *c, const char *token)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->board != NULL)
+        dlock__board_recheck(c->board, token);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void dlock__zconn_detach(dlock__zconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->board = NULL;
+    c->sessions = NULL;
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* The handle's global watcher: session events only. */
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
@@ -338,13 +358,13 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
         orphans_kick(c); /* what failed while the connection was down */
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         end_session(c, "the ZooKeeper session expired");
-        dlock__board_recheck(c->board, NULL); /* waiters: their nodes are gone */
+        recheck(c, NULL); /* waiters: their nodes are gone */
     } else if (state == ZOO_AUTH_FAILED_STATE) {
         pthread_mutex_lock(&c->mu);
         c->auth_failed = 1;
         pthread_mutex_unlock(&c->mu);
         end_session(c, "authentication failed");
-        dlock__board_recheck(c->board, NULL);
+        recheck(c, NULL);
     }
 }
 
@@ -471,7 +491,12 @@ static int first_round_trip(dlock__zconn *c, int64_t until)
         return dlock__zk_fail(zrc, c->label, "the first request of the session");
     dlock__session *s = NULL;
     dlock__zconn_ref(c); /* the session's data */
-    rc = dlock__session_start(c->sessions, timeout_ms, sent, c, free_session_data, &s);
+    pthread_mutex_lock(&c->mu);
+    dlock__sessions *sessions = c->sessions;
+    pthread_mutex_unlock(&c->mu);
+    rc = sessions != NULL
+             ? dlock__session_start(sessions, timeout_ms, sent, c, free_session_data, &s)
+             : dlock__fail(DLOCK_EUNREACHABLE, "%s: the client is closing", c->label);
     if (rc != DLOCK_OK) {
         unref_deferred(c);
         return rc;
@@ -595,6 +620,11 @@ static void close_in_background(dlock__zconn *c)
 void dlock__zconn_kill(dlock__zconn *c, const char *why)
 {
     end_session(c, why);
+    /* Its waiters' nodes go with it, and no watch of it fires any more:
+     * they look again (in the next session). From now on it touches
+     * nothing of the client's. */
+    recheck(c, NULL);
+    dlock__zconn_detach(c);
     close_in_background(c);
     reap();
 }
@@ -890,7 +920,7 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
     if (type == ZOO_SESSION_EVENT && state != ZOO_EXPIRED_SESSION_STATE &&
         state != ZOO_AUTH_FAILED_STATE)
         return; /* disconnected or reconnected: the watch stays */
-    dlock__board_recheck(c->board, w->token);
+    recheck(c, w->token);
     pthread_mutex_lock(&c->mu);
     w->next->prev = w->prev;
     w->prev->next = w->next;

@@ -65,9 +65,12 @@ int dlock__zconn_dead(dlock__zconn *c);
  * reconnects by itself after a connection is lost). */
 int dlock__zconn_connected(dlock__zconn *c);
 /* Ends its session now and closes its handle in the background, so that the
- * server deletes its nodes (the core gave up on it, or the store closes).
- * Returns at once. */
+ * server deletes its nodes (the core gave up on it, or the store closes);
+ * its waiters look again, and it is detached (below). Returns at once. */
 void dlock__zconn_kill(dlock__zconn *c, const char *why);
+/* The client lets go of c (it closes): c no longer touches the client's
+ * board or sessions, whatever its handle's threads do until it is closed. */
+void dlock__zconn_detach(dlock__zconn *c);
 /* Waits until a killed connection's handle is closed, at most until
  * deadline_us. */
 void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us);
