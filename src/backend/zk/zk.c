@@ -92,7 +92,8 @@ typedef struct zlock {
     char *locks_path, *leases_path;
     char **leases;
     unsigned nleases;
-    char uuid[37]; /* of the node being made */
+    uint64_t lease_fence; /* the largest of the lease nodes' fences */
+    char uuid[37];        /* of the node being made */
 } zlock;
 
 #define ZSTORE(s) DLOCK__STORE_OF(zstore, s)
@@ -311,6 +312,7 @@ static char **take_leases(zlock *l, unsigned *n, dlock__zconn **conn)
     }
     l->leases = NULL;
     l->nleases = 0;
+    l->lease_fence = 0;
     pthread_mutex_unlock(&l->mu);
     return leases;
 }
@@ -633,6 +635,8 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                     l->leases = more;
                     l->leases[l->nleases++] = made;
                     made = NULL;
+                    if (fence > l->lease_fence)
+                        l->lease_fence = fence;
                 }
                 nleases = l->nleases;
                 pthread_mutex_unlock(&l->mu);
@@ -700,17 +704,10 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
         take_node(l, &node, &in);
         if (node != NULL)
             delete_node(z, in, node, deadline);
-        for (unsigned k = 0; k < take; k++) {
-            dlock__zresult st;
-            pthread_mutex_lock(&l->mu);
-            char lease[PATH_MAX_LEN];
-            snprintf(lease, sizeof lease, "%s", l->leases[k]);
-            pthread_mutex_unlock(&l->mu);
-            if (zk_exists(c, lease, deadline, &st) == ZOK && fence_of(&st.stat) > fence)
-                fence = fence_of(&st.stat);
-            dlock__zresult_clear(&st);
-        }
+        /* the fence: the newest lease node's, from its create (never 0, as
+         * one asked for again could be when the server does not answer) */
         pthread_mutex_lock(&l->mu);
+        fence = l->lease_fence;
         l->fence = fence;
         pthread_mutex_unlock(&l->mu);
         a->outcome = DLOCK__TAKEN;
