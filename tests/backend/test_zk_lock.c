@@ -686,6 +686,115 @@ static void sockets_close_on_exec(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- faults */
+
+/* A release whose delete ZooKeeper does not confirm (the server frozen)
+ * says DLOCK_EUNREACHABLE, never OK, within its command timeout; the node
+ * is deleted in the background once the server answers. */
+static void release_unconfirmed(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
+    dlock_lock *l = lock_of(c, "ru", 0), *l2 = lock_of(c2, "ru", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_server_pause(&srv);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE);
+    CHECK(dt_now_ms() - t0 <= 500 + 400);
+    CHECK(strstr(dlock_errmsg(), "background") != NULL);
+    dt_server_resume(&srv);
+    DT_WAIT_UNTIL(count_children("/dlock/ru") == 0, 5000);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* A try whose create is answered only after the try gave up (the server
+ * frozen meanwhile, the session alive): the node made then belongs to
+ * nobody, and is deleted as soon as the reply comes. Before, it stayed
+ * for the session's life and the lock with it. */
+static void late_create_reply(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
+    dlock_lock *l = lock_of(c, "lc", 0), *l2 = lock_of(c2, "lc", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK); /* session and path made */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_pause(&srv);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    dt_server_resume(&srv);
+    /* The create reaches the server first: without its clean-up, l2 would
+     * find it ahead for 20 s. */
+    DT_WAIT_UNTIL(dlock_try_acquire(l2) == DLOCK_OK, 5000);
+    CHECK_INT(count_children("/dlock/lc"), ==, 1);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/lc"), ==, 0);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* Opening a session is bounded by the call's deadline, not the connect
+ * timeout: a try against a frozen server is EUNREACHABLE within its
+ * command timeout; the session comes once the server answers again. */
+static void connect_within_deadline(void)
+{
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?timeout=500ms&connect_timeout=10s");
+    dlock_lock *l = lock_of(c, "cd", 0);
+    dt_server_pause(&srv);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(dt_now_ms() - t0 <= 500 + 400);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 300), DLOCK_EUNREACHABLE);
+    CHECK(dt_now_ms() - t0 <= 300 + 500 + 400);
+    dt_server_resume(&srv);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A cancel of a waiter while the server is frozen ends the wait without
+ * waiting a command timeout for the waiter's node to be deleted (that goes
+ * on in the background, and is done once the server answers). */
+static void cancel_server_frozen(void)
+{
+    char names[4][128], path[256];
+
+    dt_server_start(&srv, "zookeeper", 0, "4lw.commands.whitelist=*", NULL);
+    dlock_client *c = client(NULL), *c2 = client("?session_timeout=20s&timeout=3s");
+    dlock_lock *h = lock_of(c, "cf", 0), *w = lock_of(c2, "cf", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/cf", names, 4), ==, 1);
+    snprintf(path, sizeof path, "/dlock/cf/%s", names[0]);
+    waiter ww;
+    memset(&ww, 0, sizeof ww);
+    wait_async(&ww, w, 30000);
+    DT_WAIT_UNTIL(watchers_of(path) == 1, 5000); /* parked on its watch */
+    dt_server_pause(&srv);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_cancel(w), DLOCK_OK);
+    join(&ww);
+    CHECK_RC(ww.rc, DLOCK_ECANCELED);
+    CHECK(atomic_load(&ww.at_ms) - t0 <= 1500);
+    dt_server_resume(&srv);
+    DT_WAIT_UNTIL(count_children("/dlock/cf") == 1, 5000);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
 /* ---------------------------------------------------------------- kinds */
 
 /* Readers share, a writer excludes them and waits for them; nodes are
@@ -1110,6 +1219,10 @@ int main(int argc, char **argv)
         {"wipe_loses_holds", wipe_loses_holds},
         {"container_vanishes", container_vanishes},
         {"sockets_close_on_exec", sockets_close_on_exec},
+        {"release_unconfirmed", release_unconfirmed},
+        {"late_create_reply", late_create_reply},
+        {"connect_within_deadline", connect_within_deadline},
+        {"cancel_server_frozen", cancel_server_frozen},
         {"read_write", read_write},
         {"fences_increase", fences_increase},
         {"semaphore_layout", semaphore_layout},

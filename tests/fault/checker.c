@@ -1225,6 +1225,29 @@ typedef struct span {
     int lock, key, take, shared;
 } span;
 
+/* A store whose grants live as long as a session (ZooKeeper, etcd) restores
+ * its sessions when it is started again with its data, and gives each a
+ * fresh timeout from then (ZooKeeper's session tracker on loading; etcd's
+ * lessor on promotion): a node or key whose session's client is gone (it
+ * released in vain while the server was down, was told of the loss, or
+ * died) stays until a timeout after the restart. So what was still there
+ * when the server went down may be there up to a lease after it came
+ * back. */
+static int64_t restored_until(const checker *c, int64_t from, int64_t until, int64_t lease)
+{
+    if (!(c->cfg->caps & DLOCK_CAP_SESSION))
+        return until;
+    for (size_t i = 0; i < c->nwin; i++) {
+        const window *w = &c->win[i];
+        if (w->kind != NEM_KILL_SERVER && w->kind != NEM_RESTART_SERVER)
+            continue;
+        if (w->t0 - c->slack > until || w->t1 < from || w->t1 + lease * NS <= until)
+            continue;
+        until = w->t1 + lease * NS;
+    }
+    return until;
+}
+
 static int64_t hold_until(const checker *c, const hold *h, int64_t lease)
 {
     int64_t until;
@@ -1247,7 +1270,7 @@ static int64_t hold_until(const checker *c, const hold *h, int64_t lease)
         until += lease * NS;
     if (frozen(c, h->pid, h->sup_pid, h->t_ok, c->t_end))
         until = c->t_end;
-    return until;
+    return restored_until(c, h->t_inv, until, lease);
 }
 
 static int64_t attempt_until(const checker *c, const attempt *a, int64_t lease)
@@ -1257,7 +1280,7 @@ static int64_t attempt_until(const checker *c, const attempt *a, int64_t lease)
     const window *w = disturbed(c, a->actor, a->sup_pid, a->t_inv, end, 0);
     if (w != NULL && w->t1 > end)
         end = w->t1;
-    return end + lease * NS;
+    return restored_until(c, a->t_inv, end + lease * NS, lease);
 }
 
 /* The key of an owner token: the actor for a library handle, the hold for

@@ -5,16 +5,43 @@
  * as long as it may see the session; the connection holds the store's
  * reference to the session until it ends. A connection ends its session when
  * ZooKeeper says it expired, when authentication fails, or when it is killed
- * (the core gave up on it, or the store closes). Its handle is closed when
- * the last reference goes, but never on one of ZooKeeper's own threads (a
- * completion or a watcher may drop the last reference): handles to close go
- * to a graveyard, emptied by the next call from any other thread.
+ * (the core gave up on it, or the store closes). Its handle is closed on a
+ * thread of its own when it is killed (zookeeper_close waits up to seconds
+ * for a server that does not answer, and must never run on ZooKeeper's own
+ * threads); one never killed is closed when the last reference goes, and
+ * if that happens on a ZooKeeper thread (a completion or a watcher dropped
+ * it), it goes to a graveyard emptied by the next call from any other
+ * thread.
+ *
+ * Opening. zookeeper_init returns at once; the session is established by
+ * the client library's I/O thread. Callers wait for it (dlock__zconn_ready)
+ * no longer than their own deadline, so a slow or refused connect never
+ * holds a request past its bound; the first caller to see it connected
+ * makes one round trip (which also tells whether the credentials were
+ * accepted) and starts the core's session from that round trip's send time.
  *
  * Watches. A predecessor watch has a small context naming the waiter's
  * token; the watcher posts a recheck for it on the board. ZooKeeper calls a
  * watcher once for its node event, and also for session events; a context is
  * freed after its node event, after the session's end, or with the
- * connection. */
+ * connection.
+ *
+ * Orphans. A node of ours that nobody holds or waits with any more must not
+ * outlive the attempt that made it while the session lives, or it blocks
+ * everyone behind it for as long as the client runs. Two kinds are kept on
+ * the connection's orphan list and retried, from ZooKeeper's completion
+ * thread, after every reconnect and whenever the store kicks it (each
+ * renewal, each attempt), until ZooKeeper answers:
+ *   - a node whose delete was not confirmed: deleted again;
+ *   - a create whose outcome the caller never learned (no reply by its
+ *     deadline, or the connection lost): if its reply comes later with the
+ *     node's name, that node is deleted; if the connection was lost, the
+ *     node may exist or not, so the directory is listed and every child
+ *     named with the create's fresh uuid is deleted (Curator's protection
+ *     mode; the listing is repeated once later, for a server that had not
+ *     applied the create yet).
+ * Requests given up on and replies that come late are thereby harmless in
+ * any order. */
 #define _GNU_SOURCE
 #include "conn.h"
 
@@ -38,13 +65,30 @@
 
 #define MAX_PORTS 16
 
+#define MAX_ORPHANS     4096
+#define SEARCH_AGAIN_US 200000 /* the second listing for a lost create, at the earliest */
+
 typedef struct zwatch {
     struct zwatch *prev, *next;
     dlock__zconn *conn;
     char token[72];
 } zwatch;
 
-enum { CONNECTING, CONNECTED, DEAD };
+/* A node to delete, or (uuid set) a directory to search for a lost create's
+ * node. */
+typedef struct orphan {
+    struct orphan *next;
+    dlock__zconn *conn;
+    char *path;
+    char uuid[37];
+    int busy;           /* a request for it is in flight */
+    int searches;       /* listings that found nothing */
+    int64_t not_before; /* a search: not again before */
+} orphan;
+
+/* CONNECTING: zookeeper_init called; CONNECTED: the library says so;
+ * READY: the round trip succeeded and the core's session started. */
+enum { CONNECTING, CONNECTED, READY, DEAD };
 
 struct dlock__zconn {
     _Atomic int refs;
@@ -54,14 +98,24 @@ struct dlock__zconn {
     pthread_cond_t cv;    /* state changes */
     int state;
     int auth_failed;
+    int probing; /* a caller makes the first round trip */
+    int closing; /* a closer runs (or ran) */
+    int closed;  /* the handle is closed */
     int64_t id;
+    int64_t timeout_ms;      /* negotiated */
+    int64_t opened;          /* when zookeeper_init was called */
+    int64_t connect_until;   /* dead if not READY by then */
+    int auth;                /* credentials were given */
     dlock__session *session; /* the store's reference, until it ends */
+    dlock__sessions *sessions;
     dlock__board *board;
     char label[256];
     char why[200];
     int ports[MAX_PORTS];
     size_t nports;
     zwatch watches; /* sentinel */
+    orphan *orphans;
+    int norphans;
 };
 
 struct dlock__zreq {
@@ -69,6 +123,10 @@ struct dlock__zreq {
     pthread_cond_t cv;
     _Atomic int refs; /* the waiter's and the completion's */
     int done;
+    int abandoned; /* the waiter stopped waiting before the reply */
+    int owned;     /* dlock__zreq_create_owned: path is DIR/_c_<uuid>-... */
+    char *dir;
+    char uuid[37];
     dlock__zconn *conn; /* a reference, while in flight */
     dlock__zresult res;
     /* multi */
@@ -85,20 +143,33 @@ static dlock__zconn *graveyard[64];
 static size_t ngraveyard;
 
 /* Closes the handle now (not on a ZooKeeper thread): the server ends the
- * session and deletes its nodes. Requests in flight complete with ZCLOSING. */
+ * session and deletes its nodes. Requests in flight complete with ZCLOSING.
+ * The handle leaves c first, and the lock is not held across the close: a
+ * completion that starts another request (an orphan's) finds no handle
+ * instead of waiting for the close, which waits for it. */
 static void close_handle(dlock__zconn *c)
 {
     pthread_rwlock_wrlock(&c->use);
     zhandle_t *zh = c->zh;
     c->zh = NULL;
+    pthread_rwlock_unlock(&c->use);
     if (zh != NULL)
         zookeeper_close(zh); /* no callback of it runs after this */
-    pthread_rwlock_unlock(&c->use);
+    pthread_mutex_lock(&c->mu);
+    c->closed = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
 }
 
 static void destroy(dlock__zconn *c)
 {
     close_handle(c);
+    while (c->orphans != NULL) {
+        orphan *o = c->orphans;
+        c->orphans = o->next;
+        free(o->path);
+        free(o);
+    }
     while (c->watches.next != &c->watches) {
         zwatch *w = c->watches.next;
         w->next->prev = w->prev;
@@ -244,6 +315,28 @@ static void close_on_exec(const dlock__zconn *c)
     closedir(d);
 }
 
+static void orphans_kick(dlock__zconn *c);
+
+/* Wakes token's waiter (NULL: every waiter) to look again. The board is the
+ * client's: a handle closed in the background may still call its watchers
+ * after the client is gone, so the board is used under mu, and forgotten
+ * when the client lets go of the connection (dlock__zconn_detach). */
+static void recheck(dlock__zconn *c, const char *token)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->board != NULL)
+        dlock__board_recheck(c->board, token);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void dlock__zconn_detach(dlock__zconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->board = NULL;
+    c->sessions = NULL;
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* The handle's global watcher: session events only. */
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
@@ -258,18 +351,20 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
         if (c->state == CONNECTING) {
             c->state = CONNECTED;
             c->id = zoo_client_id(zh)->client_id;
+            c->timeout_ms = zoo_recv_timeout(zh);
             pthread_cond_broadcast(&c->cv);
         }
         pthread_mutex_unlock(&c->mu);
+        orphans_kick(c); /* what failed while the connection was down */
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         end_session(c, "the ZooKeeper session expired");
-        dlock__board_recheck(c->board, NULL); /* waiters: their nodes are gone */
+        recheck(c, NULL); /* waiters: their nodes are gone */
     } else if (state == ZOO_AUTH_FAILED_STATE) {
         pthread_mutex_lock(&c->mu);
         c->auth_failed = 1;
         pthread_mutex_unlock(&c->mu);
         end_session(c, "authentication failed");
-        dlock__board_recheck(c->board, NULL);
+        recheck(c, NULL);
     }
 }
 
@@ -317,10 +412,13 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     pthread_condattr_destroy(&attr);
     c->watches.prev = c->watches.next = &c->watches;
     c->board = cfg->board;
+    c->sessions = cfg->sessions;
+    c->opened = dlock__now_us();
+    c->connect_until = c->opened + cfg->connect_ms * 1000;
+    c->auth = cfg->auth != NULL;
     snprintf(c->label, sizeof c->label, "%s", cfg->label);
     parse_ports(c, cfg->hosts);
 
-    int64_t sent = dlock__now_us();
     /* Its threads inherit this mask: the host program's signals stay with
      * the host program's threads. */
     sigfillset(&all);
@@ -334,45 +432,11 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
                          strerror(saved));
         goto fail;
     }
-    pthread_mutex_lock(&c->mu);
-    struct timespec until = dlock__timespec(sent + cfg->connect_ms * 1000);
-    while (c->state == CONNECTING && pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
-        ;
-    int state = c->state, auth_failed = c->auth_failed;
-    pthread_mutex_unlock(&c->mu);
-    if (state != CONNECTED) {
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no ZooKeeper session within %lld ms", cfg->label,
-                         (long long) cfg->connect_ms);
-        goto fail;
-    }
-    if (cfg->auth != NULL) {
-        /* digest auth: answered before any later request */
-        if (zoo_add_auth(c->zh, "digest", cfg->auth, (int) strlen(cfg->auth), NULL, NULL) != ZOK) {
-            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot send the credentials", cfg->label);
-            goto fail;
-        }
-        dlock__zresult r = {0};
-        int zrc = ZOK;
-        dlock__zreq *q = dlock__zreq_exists(c, "/", &zrc);
-        if (q != NULL)
-            zrc = dlock__zreq_wait(q, dlock__now_us() + cfg->connect_ms * 1000, &r);
-        dlock__zresult_clear(&r);
-        pthread_mutex_lock(&c->mu);
-        auth_failed = c->auth_failed;
-        pthread_mutex_unlock(&c->mu);
-        if (auth_failed || zrc == ZAUTHFAILED) {
-            rc = dlock__fail(DLOCK_ESERVER, "%s: authentication failed (digest user:password)",
-                             cfg->label);
-            goto fail;
-        }
-    }
-    /* The negotiated timeout bounds the session; it is valid from before
-     * we asked for it. */
-    int64_t timeout_ms = zoo_recv_timeout(c->zh);
-    dlock__zconn_ref(c); /* the session's data */
-    rc = dlock__session_start(cfg->sessions, timeout_ms, sent, c, free_session_data, &c->session);
-    if (rc != DLOCK_OK) {
-        unref_deferred(c);
+    /* digest auth: sent when the connection is made (again after every
+     * reconnect), answered before any later request */
+    if (cfg->auth != NULL &&
+        zoo_add_auth(c->zh, "digest", cfg->auth, (int) strlen(cfg->auth), NULL, NULL) != ZOK) {
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot send the credentials", cfg->label);
         goto fail;
     }
     *out = c;
@@ -387,19 +451,199 @@ fail:
     return rc;
 }
 
+/* The core's session starts once the connection is established, valid from
+ * the send time of a request the server answered after it began counting
+ * (it counts the timeout from the connect request on). That is the time
+ * zookeeper_init was called, if the session came soon after it; else (a
+ * slow connect: validity counted from then would be mostly gone) and with
+ * credentials (whose answer comes before any later request's), one round
+ * trip first. */
+static int first_round_trip(dlock__zconn *c, int64_t until)
+{
+    dlock__zresult r = {0};
+    int zrc = ZOK, rc = DLOCK_OK;
+    int64_t sent = dlock__now_us();
+
+    pthread_mutex_lock(&c->mu);
+    int quick = !c->auth && sent - c->opened < c->timeout_ms * 1000 / 2;
+    pthread_mutex_unlock(&c->mu);
+    if (quick) {
+        sent = c->opened;
+    } else {
+        dlock__zreq *q = dlock__zreq_exists(c, "/", &zrc);
+        if (q != NULL)
+            zrc = dlock__zreq_wait(q, until, &r);
+        dlock__zresult_clear(&r);
+    }
+    pthread_mutex_lock(&c->mu);
+    int auth_failed = c->auth_failed || zrc == ZAUTHFAILED;
+    int64_t timeout_ms = c->timeout_ms;
+    pthread_mutex_unlock(&c->mu);
+    if (auth_failed) {
+        end_session(c, "authentication failed");
+        pthread_mutex_lock(&c->mu);
+        c->auth_failed = 1;
+        pthread_mutex_unlock(&c->mu);
+        return dlock__fail(DLOCK_ESERVER, "%s: authentication failed (digest user:password)",
+                           c->label);
+    }
+    if (zrc != ZOK)
+        return dlock__zk_fail(zrc, c->label, "the first request of the session");
+    dlock__session *s = NULL;
+    dlock__zconn_ref(c); /* the session's data */
+    pthread_mutex_lock(&c->mu);
+    dlock__sessions *sessions = c->sessions;
+    pthread_mutex_unlock(&c->mu);
+    rc = sessions != NULL
+             ? dlock__session_start(sessions, timeout_ms, sent, c, free_session_data, &s)
+             : dlock__fail(DLOCK_EUNREACHABLE, "%s: the client is closing", c->label);
+    if (rc != DLOCK_OK) {
+        unref_deferred(c);
+        return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    int ready = c->state == CONNECTED;
+    if (ready) {
+        c->state = READY;
+        c->session = s;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!ready) {
+        /* it died meanwhile (expired, killed) */
+        dlock__session_end(s, "the ZooKeeper session ended as it was established");
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: the ZooKeeper session ended as it began",
+                           c->label);
+    }
+    return DLOCK_OK;
+}
+
+int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
+{
+    int64_t until = deadline_us < c->connect_until ? deadline_us : c->connect_until;
+    int rc = DLOCK_OK;
+
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (c->state == READY || c->state == DEAD)
+            break;
+        if (c->state == CONNECTED && !c->probing) {
+            c->probing = 1;
+            pthread_mutex_unlock(&c->mu);
+            rc = first_round_trip(c, until);
+            pthread_mutex_lock(&c->mu);
+            c->probing = 0;
+            pthread_cond_broadcast(&c->cv);
+            if (rc != DLOCK_OK && c->state != DEAD && dlock__now_us() < until) {
+                /* a connection lost meanwhile: the library connects again;
+                 * try once more after a moment */
+                int64_t next = dlock__now_us() + 50000;
+                struct timespec ts = dlock__timespec(next < until ? next : until);
+                pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+                continue;
+            }
+            break;
+        }
+        if (dlock__now_us() >= until)
+            break;
+        struct timespec ts = dlock__timespec(until);
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    int state = c->state, auth_failed = c->auth_failed;
+    if (state != READY && state != DEAD && dlock__now_us() >= c->connect_until)
+        die_locked(c, "no session within the connect timeout");
+    pthread_mutex_unlock(&c->mu);
+    if (state == READY)
+        return DLOCK_OK;
+    if (state == DEAD && auth_failed)
+        return dlock__fail(DLOCK_ESERVER, "%s: authentication failed (digest user:password)",
+                           c->label);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (state == DEAD)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: the ZooKeeper session is over: %s", c->label,
+                           c->why);
+    return dlock__fail(DLOCK_EUNREACHABLE,
+                       "%s: no ZooKeeper session (yet) within the request's time", c->label);
+}
+
 int dlock__zconn_alive(dlock__zconn *c)
 {
     pthread_mutex_lock(&c->mu);
-    int alive = c->state == CONNECTED && c->session != NULL && dlock__session_alive(c->session);
+    int alive = c->state == READY && c->session != NULL && dlock__session_alive(c->session);
     pthread_mutex_unlock(&c->mu);
     return alive;
+}
+
+int dlock__zconn_dead(dlock__zconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int dead = c->state == DEAD || (c->state == READY && !dlock__session_alive(c->session)) ||
+               (c->state != READY && dlock__now_us() >= c->connect_until);
+    pthread_mutex_unlock(&c->mu);
+    return dead;
+}
+
+static void *closer_main(void *arg)
+{
+    dlock__zconn *c = arg;
+    close_handle(c);
+    dlock__zconn_unref(c);
+    return NULL;
+}
+
+/* Closes c's handle on a thread of its own (once). */
+static void close_in_background(dlock__zconn *c)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+
+    pthread_mutex_lock(&c->mu);
+    int first = !c->closing;
+    c->closing = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (!first)
+        return;
+    dlock__zconn_ref(c);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(&t, &attr, closer_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0)
+        closer_main(c); /* no thread to spare: here, then */
 }
 
 void dlock__zconn_kill(dlock__zconn *c, const char *why)
 {
     end_session(c, why);
-    close_handle(c);
+    /* Its waiters' nodes go with it, and no watch of it fires any more:
+     * they look again (in the next session). From now on it touches
+     * nothing of the client's. */
+    recheck(c, NULL);
+    dlock__zconn_detach(c);
+    close_in_background(c);
     reap();
+}
+
+void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us)
+{
+    struct timespec ts = dlock__timespec(deadline_us);
+    pthread_mutex_lock(&c->mu);
+    while (!c->closed && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int dlock__zconn_connected(dlock__zconn *c)
+{
+    pthread_rwlock_rdlock(&c->use);
+    int connected = c->zh != NULL && zoo_state(c->zh) == ZOO_CONNECTED_STATE;
+    pthread_rwlock_unlock(&c->use);
+    return connected;
 }
 
 dlock__session *dlock__zconn_session(dlock__zconn *c)
@@ -464,6 +708,7 @@ static void req_unref(dlock__zreq *q)
 {
     if (atomic_fetch_sub(&q->refs, 1) != 1)
         return;
+    free(q->dir);
     dlock__zresult_clear(&q->res);
     for (int i = 0; i < q->nstrings; i++)
         free(q->strings[i]);
@@ -528,19 +773,38 @@ static void on_data(int rc, const char *value, int len, const struct Stat *stat,
     req_done(q, rc);
 }
 
+static void orphan_add(dlock__zconn *c, const char *path, const char *uuid);
+
 static void on_created(int rc, const char *path, const struct Stat *stat, const void *data)
 {
     dlock__zreq *q = (dlock__zreq *) data;
-    if (rc == ZOK) {
+    char *made = rc == ZOK && path != NULL ? strdup(path) : NULL;
+    int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || (rc == ZOK && made == NULL);
+
+    /* Whose node is it? The waiter's if it takes this reply, else nobody's:
+     * decided under the mutex the waiter gives up under. */
+    pthread_mutex_lock(&q->mu);
+    int abandoned = q->abandoned;
+    if (made != NULL) {
         if (stat != NULL) {
             q->res.stat = *stat;
             q->res.have_stat = 1;
         }
-        q->res.path = path != NULL ? strdup(path) : NULL;
-        if (q->res.path == NULL)
-            rc = ZSYSTEMERROR;
+        if (!abandoned) {
+            q->res.path = made;
+            made = NULL;
+        }
     }
-    req_done(q, rc);
+    q->res.rc = rc == ZOK && made == NULL && q->res.path == NULL ? ZSYSTEMERROR : rc;
+    q->done = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    if (q->owned && made != NULL)
+        orphan_add(q->conn, made, NULL);
+    else if (q->owned && unknown)
+        orphan_add(q->conn, q->dir, q->uuid); /* made or not: look for it */
+    free(made);
+    req_unref(q);
 }
 
 static void on_children(int rc, const struct String_vector *v, const void *data)
@@ -592,6 +856,24 @@ dlock__zreq *dlock__zreq_create(dlock__zconn *c, const char *path, const char *d
     return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
 }
 
+dlock__zreq *dlock__zreq_create_owned(dlock__zconn *c, const char *path, const char *data,
+                                      int datalen, int *rc)
+{
+    const char *slash = strrchr(path, '/');
+    dlock__zreq *q = req_new(c);
+    if (q == NULL)
+        return *rc = ZSYSTEMERROR, NULL;
+    if (slash == NULL || strncmp(slash + 1, "_c_", 3) != 0 || strlen(slash + 4) < 36 ||
+        (q->dir = strndup(path, slash == path ? 1 : (size_t) (slash - path))) == NULL)
+        return req_not_sent(q, slash == NULL ? ZBADARGUMENTS : ZSYSTEMERROR, rc);
+    memcpy(q->uuid, slash + 4, 36);
+    q->uuid[36] = '\0';
+    q->owned = 1;
+    int zrc = start(c, zoo_acreate2(ZH, path, data, datalen, &ZOO_OPEN_ACL_UNSAFE,
+                                    ZOO_EPHEMERAL_SEQUENTIAL, on_created, q));
+    return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
+}
+
 dlock__zreq *dlock__zreq_delete(dlock__zconn *c, const char *path, int *rc)
 {
     dlock__zreq *q = req_new(c);
@@ -638,7 +920,7 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
     if (type == ZOO_SESSION_EVENT && state != ZOO_EXPIRED_SESSION_STATE &&
         state != ZOO_AUTH_FAILED_STATE)
         return; /* disconnected or reconnected: the watch stays */
-    dlock__board_recheck(c->board, w->token);
+    recheck(c, w->token);
     pthread_mutex_lock(&c->mu);
     w->next->prev = w->prev;
     w->prev->next = w->next;
@@ -805,10 +1087,166 @@ int dlock__zreq_wait(dlock__zreq *q, int64_t deadline_us, dlock__zresult *out)
         memset(&q->res, 0, sizeof q->res);
     } else {
         out->rc = ZOPERATIONTIMEOUT;
+        q->abandoned = 1; /* its completion disposes of what it made */
     }
     pthread_mutex_unlock(&q->mu);
     req_unref(q);
     return out->rc;
+}
+
+/* ---------------------------------------------------------------- orphans */
+
+int dlock__zk_session_over(int zrc)
+{
+    return zrc == ZSESSIONEXPIRED || zrc == ZCLOSING || zrc == ZINVALIDSTATE || zrc == ZAUTHFAILED;
+}
+
+/* With mu held: o leaves the list. */
+static void orphan_drop_locked(dlock__zconn *c, orphan *o)
+{
+    for (orphan **p = &c->orphans; *p != NULL; p = &(*p)->next) {
+        if (*p == o) {
+            *p = o->next;
+            c->norphans--;
+            break;
+        }
+    }
+    free(o->path);
+    free(o);
+}
+
+/* A node to delete (uuid NULL), or a directory to search for a node named
+ * with uuid; sent at once. Past MAX_ORPHANS the session is ended instead:
+ * the server deletes every node of it. */
+static void orphan_add(dlock__zconn *c, const char *path, const char *uuid)
+{
+    orphan *o = calloc(1, sizeof *o);
+    int full;
+
+    if (o != NULL && (o->path = strdup(path)) == NULL) {
+        free(o);
+        o = NULL;
+    }
+    if (o != NULL) {
+        o->conn = c;
+        if (uuid != NULL)
+            snprintf(o->uuid, sizeof o->uuid, "%s", uuid);
+    }
+    pthread_mutex_lock(&c->mu);
+    full = o == NULL || c->norphans >= MAX_ORPHANS;
+    if (!full) {
+        o->next = c->orphans;
+        c->orphans = o;
+        c->norphans++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (full) {
+        if (o != NULL)
+            free(o->path);
+        free(o);
+        /* The last resort. Its handle is closed by a thread of its own, so
+         * this is safe on ZooKeeper's threads too. */
+        end_session(c, "too many nodes of this client could not be deleted");
+        close_in_background(c);
+        return;
+    }
+    orphans_kick(c);
+}
+
+static void on_orphan_deleted(int rc, const void *data)
+{
+    orphan *o = (orphan *) data;
+    dlock__zconn *c = o->conn;
+
+    pthread_mutex_lock(&c->mu);
+    if (rc == ZOK || rc == ZNONODE || dlock__zk_session_over(rc))
+        orphan_drop_locked(c, o); /* gone, or its session is (and the node with it) */
+    else
+        o->busy = 0; /* the connection was lost: after the reconnect */
+    pthread_mutex_unlock(&c->mu);
+    unref_deferred(c);
+}
+
+static void on_orphan_children(int rc, const struct String_vector *v, const void *data)
+{
+    orphan *o = (orphan *) data;
+    dlock__zconn *c = o->conn;
+    char mark[48], node[1200];
+    int found = 0;
+
+    snprintf(mark, sizeof mark, "_c_%s-", o->uuid);
+    for (int i = 0; rc == ZOK && v != NULL && i < v->count; i++) {
+        if (strncmp(v->data[i], mark, strlen(mark)) != 0)
+            continue;
+        snprintf(node, sizeof node, "%s/%s", strcmp(o->path, "/") == 0 ? "" : o->path, v->data[i]);
+        orphan_add(c, node, NULL);
+        found = 1;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (found || rc == ZNONODE || dlock__zk_session_over(rc) || (rc == ZOK && ++o->searches >= 2)) {
+        orphan_drop_locked(c, o);
+    } else {
+        /* not there (yet), or no answer: once more, a moment later */
+        o->busy = 0;
+        o->not_before = dlock__now_us() + SEARCH_AGAIN_US;
+    }
+    pthread_mutex_unlock(&c->mu);
+    unref_deferred(c);
+}
+
+/* Sends a request for every orphan that has none in flight. Safe on
+ * ZooKeeper's threads (a request is only queued there). */
+static void orphans_kick(dlock__zconn *c)
+{
+    for (;;) {
+        int64_t now = dlock__now_us();
+        orphan *o;
+        pthread_mutex_lock(&c->mu);
+        for (o = c->orphans; o != NULL; o = o->next) {
+            if (!o->busy && o->not_before <= now)
+                break;
+        }
+        if (o != NULL)
+            o->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        if (o == NULL)
+            return;
+        dlock__zconn_ref(c); /* the request's */
+        int zrc = o->uuid[0] != '\0'
+                      ? start(c, zoo_aget_children(ZH, o->path, 0, on_orphan_children, o))
+                      : start(c, zoo_adelete(ZH, o->path, -1, on_orphan_deleted, o));
+        if (zrc != ZOK) {
+            /* not even queued: the handle is closed (the session with it)
+             * or the library refuses for now; the next kick tries again */
+            pthread_mutex_lock(&c->mu);
+            if (dlock__zk_session_over(zrc))
+                orphan_drop_locked(c, o);
+            else
+                o->busy = 0;
+            pthread_mutex_unlock(&c->mu);
+            unref_deferred(c);
+            if (!dlock__zk_session_over(zrc))
+                return;
+        }
+    }
+}
+
+void dlock__zconn_forget(dlock__zconn *c, const char *node)
+{
+    orphan_add(c, node, NULL);
+}
+
+void dlock__zconn_kick(dlock__zconn *c)
+{
+    orphans_kick(c);
+}
+
+int dlock__zconn_orphans(dlock__zconn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int n = c->norphans;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 /* ---------------------------------------------------------------- errors */

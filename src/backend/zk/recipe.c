@@ -73,6 +73,8 @@ static int by_key(const void *a, const void *b)
 void dlock__zk_rank(char **children, size_t n, const enum dlock__zk_marker *markers,
                     size_t nmarkers)
 {
+    if (n < 2)
+        return; /* children may be NULL then */
     sorting_markers = markers;
     sorting_nmarkers = nmarkers;
     qsort(children, n, sizeof *children, by_key);

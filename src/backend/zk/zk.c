@@ -25,15 +25,27 @@
  *
  * State per handle (zlock): the node it created for its current wait or
  * hold. The renewal thread reads it to check a hold, so it is guarded by the
- * lock's mutex. A node whose delete could not be confirmed is deleted again
- * in the background (with each renewal) until it is gone or its session is:
- * a node is never left to block others while the session lives. */
+ * lock's mutex.
+ *
+ * No node outlives the attempt that made it while its session lives (it
+ * would block everyone behind it): a try that does not take the lock, or
+ * fails half way, deletes what it made before it returns; a wait that gives
+ * up is cancelled by the core, which deletes it; a release deletes it. A
+ * delete that ZooKeeper does not confirm in time, and a create whose outcome
+ * the caller never learned, are left to the connection's orphan list
+ * (conn.h), which deletes them in the background until ZooKeeper confirms.
+ * A release whose delete was not confirmed says DLOCK_EUNREACHABLE.
+ *
+ * Every call ends by the deadline the core gives: opening a session is
+ * waited for only that long (conn.h), a session is closed in the
+ * background, and background deletes are never waited for. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../backend.h"
 #include "conn.h"
 #include "recipe.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,15 +55,8 @@
 #define DEFAULT_BASE       "/dlock"
 #define DEFAULT_CONNECT_MS 5000
 #define PATH_MAX_LEN       1024
-#define MAX_PENDING        1024
 
 extern const dlock__backend dlock__zk_backend;
-
-/* A node to delete again, in the session it belongs to. */
-typedef struct pending_delete {
-    dlock__zconn *conn;
-    char *node;
-} pending_delete;
 
 /* A hold of a read-write lock in this client: a reader asking to write gets
  * EDEADLK, and a writer's own read hold passes its write node (downgrade). */
@@ -68,12 +73,10 @@ typedef struct zstore {
     char *hosts, *auth, *base_path, *label;
     int64_t timeout_ms;
 
-    pthread_mutex_t mu; /* conn, connecting, pending, rw_holds */
-    pthread_cond_t cv;
+    pthread_mutex_t mu; /* conn, connecting, rw_holds */
+    pthread_cond_t cv;  /* connecting ends (CLOCK_MONOTONIC) */
     dlock__zconn *conn; /* the current session (a reference), NULL before the first */
     int connecting;
-    pending_delete pending[MAX_PENDING];
-    size_t npending;
     rw_hold *rw_holds;
 } zstore;
 
@@ -89,9 +92,8 @@ typedef struct zlock {
     char *locks_path, *leases_path;
     char **leases;
     unsigned nleases;
-    char uuid[37];                      /* of the node being made */
-    int create_unknown;                 /* a create whose outcome is unknown: look for it first */
-    char unknown_in[PATH_MAX_LEN - 32]; /* where it was made */
+    uint64_t lease_fence; /* the largest of the lease nodes' fences */
+    char uuid[37];        /* of the node being made */
 } zlock;
 
 #define ZSTORE(s) DLOCK__STORE_OF(zstore, s)
@@ -103,6 +105,21 @@ static int64_t deadline_of(const zstore *z, int64_t deadline_us)
     return deadline_us < cap ? deadline_us : cap;
 }
 
+/* The deadline of a release: the core's, but only a tenth of a command
+ * timeout while the client library is not connected (the connection was
+ * lost: the delete waits for a reconnect). Such a release says at once
+ * that it is not confirmed, and goes on in the background: several
+ * releases in a row (a multi-lock's members) do not each wait a command
+ * timeout for a server that is gone. */
+static int64_t release_deadline(const zstore *z, dlock__zconn *c, int64_t deadline_us)
+{
+    int64_t deadline = deadline_of(z, deadline_us);
+    int64_t soon = dlock__now_us() + z->timeout_ms * 100;
+    if (c != NULL && soon < deadline && !dlock__zconn_connected(c))
+        deadline = soon;
+    return deadline;
+}
+
 /* The fence of a holder's node (see the design note). */
 static uint64_t fence_of(const struct Stat *st)
 {
@@ -111,42 +128,59 @@ static uint64_t fence_of(const struct Stat *st)
 
 /* ---------------------------------------------------------------- the session */
 
-/* The current session, opened if there is none alive. *out is a reference. */
-static int get_conn(zstore *z, dlock__zconn **out)
+/* The current session, opened if there is none alive, waited for until
+ * deadline at most. *out is a reference. */
+static int get_conn(zstore *z, int64_t deadline, dlock__zconn **out)
 {
+    dlock__zconn *c = NULL, *old = NULL;
     int rc = DLOCK_OK;
 
+    *out = NULL;
     pthread_mutex_lock(&z->mu);
     for (;;) {
-        if (z->conn != NULL && dlock__zconn_alive(z->conn)) {
-            dlock__zconn_ref(z->conn);
-            *out = z->conn;
-            pthread_mutex_unlock(&z->mu);
-            return DLOCK_OK;
-        }
-        if (!z->connecting)
+        if (z->conn != NULL && !dlock__zconn_dead(z->conn)) {
+            c = z->conn;
+            dlock__zconn_ref(c);
             break;
-        pthread_cond_wait(&z->cv, &z->mu); /* another thread opens it */
+        }
+        if (!z->connecting) {
+            /* replace it: this thread opens the next one */
+            z->connecting = 1;
+            old = z->conn;
+            z->conn = NULL;
+            break;
+        }
+        /* another thread opens it (zookeeper_init returns at once) */
+        struct timespec ts = dlock__timespec(deadline);
+        if (pthread_cond_timedwait(&z->cv, &z->mu, &ts) == ETIMEDOUT && z->connecting) {
+            pthread_mutex_unlock(&z->mu);
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: no ZooKeeper session yet", z->label);
+        }
     }
-    z->connecting = 1;
-    dlock__zconn *old = z->conn;
-    z->conn = NULL;
     pthread_mutex_unlock(&z->mu);
-    if (old != NULL) {
-        dlock__zconn_kill(old, "replaced by a new session");
-        dlock__zconn_unref(old);
+    if (c == NULL) {
+        if (old != NULL) {
+            dlock__zconn_kill(old, "replaced by a new session");
+            dlock__zconn_unref(old);
+        }
+        rc = dlock__zconn_open(&z->cfg, &c);
+        pthread_mutex_lock(&z->mu);
+        z->connecting = 0;
+        z->conn = c;
+        if (c != NULL)
+            dlock__zconn_ref(c);
+        pthread_cond_broadcast(&z->cv);
+        pthread_mutex_unlock(&z->mu);
+        if (rc != DLOCK_OK)
+            return rc;
     }
-    dlock__zconn *c = NULL;
-    rc = dlock__zconn_open(&z->cfg, &c);
-    pthread_mutex_lock(&z->mu);
-    z->connecting = 0;
-    z->conn = c;
-    if (c != NULL)
-        dlock__zconn_ref(c);
-    pthread_cond_broadcast(&z->cv);
-    pthread_mutex_unlock(&z->mu);
+    rc = dlock__zconn_ready(c, deadline);
+    if (rc != DLOCK_OK) {
+        dlock__zconn_unref(c);
+        return rc;
+    }
     *out = c;
-    return rc;
+    return DLOCK_OK;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -206,7 +240,7 @@ static int make_parents(dlock__zconn *c, const char *path, int64_t deadline)
     return ZOK;
 }
 
-/* ---------------------------------------------------------------- background deletes */
+/* ---------------------------------------------------------------- deletes */
 
 static void forget_rw_hold(zstore *z, const char *node)
 {
@@ -224,49 +258,22 @@ static void forget_rw_hold(zstore *z, const char *node)
     pthread_mutex_unlock(&z->mu);
 }
 
-/* Deletes node (ours, in conn); if that cannot be confirmed now, again in
- * the background. Consumes the caller's reference to conn and node. Returns
- * the ZooKeeper code of the attempt made now. */
+/* Deletes node (ours, in conn), waiting for ZooKeeper's answer until
+ * deadline (0: not at all); one not confirmed by then is deleted in the
+ * background (conn.h), until it is gone or its session is. Consumes the
+ * caller's reference to conn and node. Returns the ZooKeeper code of the
+ * attempt made now (ZOPERATIONTIMEOUT when not waited for). */
 static int delete_node(zstore *z, dlock__zconn *conn, char *node, int64_t deadline)
 {
-    int zrc = zk_delete(conn, node, deadline);
+    int zrc = ZOPERATIONTIMEOUT;
+    if (deadline != 0 && dlock__now_us() < deadline)
+        zrc = zk_delete(conn, node, deadline);
     forget_rw_hold(z, node);
-    if (zrc == ZOK || zrc == ZNONODE || !dlock__zconn_alive(conn)) {
-        /* gone, or its session is (and with it the node) */
-        free(node);
-        dlock__zconn_unref(conn);
-        return zrc;
-    }
-    pthread_mutex_lock(&z->mu);
-    if (z->npending < MAX_PENDING) {
-        z->pending[z->npending++] = (pending_delete){conn, node};
-        conn = NULL;
-        node = NULL;
-    }
-    pthread_mutex_unlock(&z->mu);
+    if (zrc != ZOK && zrc != ZNONODE && !dlock__zk_session_over(zrc) && dlock__zconn_alive(conn))
+        dlock__zconn_forget(conn, node);
     free(node);
-    if (conn != NULL) {
-        /* no room to remember it: end the session rather than leave the
-         * node to block others */
-        dlock__zconn_kill(conn, "a node could not be deleted");
-        dlock__zconn_unref(conn);
-    }
+    dlock__zconn_unref(conn);
     return zrc;
-}
-
-static void retry_deletes(zstore *z, int64_t deadline)
-{
-    pthread_mutex_lock(&z->mu);
-    size_t n = z->npending;
-    pending_delete *todo = n > 0 ? malloc(n * sizeof *todo) : NULL;
-    if (todo != NULL) {
-        memcpy(todo, z->pending, n * sizeof *todo);
-        z->npending = 0;
-    }
-    pthread_mutex_unlock(&z->mu);
-    for (size_t i = 0; todo != NULL && i < n; i++)
-        delete_node(z, todo[i].conn, todo[i].node, deadline);
-    free(todo);
 }
 
 /* ---------------------------------------------------------------- per-lock state */
@@ -305,6 +312,7 @@ static char **take_leases(zlock *l, unsigned *n, dlock__zconn **conn)
     }
     l->leases = NULL;
     l->nleases = 0;
+    l->lease_fence = 0;
     pthread_mutex_unlock(&l->mu);
     return leases;
 }
@@ -368,9 +376,10 @@ static void rank(const zlock *l, char **children, int n)
 }
 
 /* Makes an EPHEMERAL_SEQUENTIAL child of dir named "_c_<fresh uuid>-<marker>"
- * holding data: its full path in *out (the caller's) and its fence. A create
- * whose outcome is unknown (no reply) is remembered, to be looked for first
- * (find_child). */
+ * holding data: its full path in *out (the caller's) and its fence. A node
+ * made whose reply the caller does not get (no reply in time, the
+ * connection lost) is deleted in the background (dlock__zreq_create_owned):
+ * the next attempt makes a fresh one. */
 static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
                         enum dlock__zk_marker marker, const char *data, int64_t deadline,
                         char **out, uint64_t *fence)
@@ -385,8 +394,7 @@ static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
     snprintf(path, sizeof path, "%s/%s", dir, prefix);
     for (int tries = 0; tries < 3; tries++) {
         int zrc = ZOK;
-        dlock__zreq *q =
-            dlock__zreq_create(c, path, data, (int) strlen(data), ZOO_EPHEMERAL_SEQUENTIAL, &zrc);
+        dlock__zreq *q = dlock__zreq_create_owned(c, path, data, (int) strlen(data), &zrc);
         zrc = run(q, zrc, deadline, &r);
         if (zrc == ZOK) {
             *out = r.path;
@@ -403,46 +411,9 @@ static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
             if (zrc == ZOK)
                 continue;
         }
-        if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT) {
-            l->create_unknown = 1; /* it may exist: find it by its uuid first */
-            snprintf(l->unknown_in, sizeof l->unknown_in, "%s", dir);
-        }
         return dlock__zk_fail(zrc, z->label, "create a lock node");
     }
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: the lock's path keeps disappearing", z->label);
-}
-
-/* After a create whose outcome was not known: our node, if it was made, in
- * this session (Curator's protection, and CURATOR-604: never a node of
- * another session). *out is NULL if there is none. */
-static int find_child(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline, char **out,
-                      uint64_t *fence)
-{
-    dlock__zresult r;
-    int zrc = zk_children(c, l->unknown_in, deadline, &r);
-
-    *out = NULL;
-    if (zrc != ZOK && zrc != ZNONODE) {
-        dlock__zresult_clear(&r);
-        return dlock__zk_fail(zrc, z->label, "list the lock's nodes");
-    }
-    l->create_unknown = 0;
-    for (int i = 0; i < r.nchildren; i++) {
-        if (!dlock__zk_is_ours(r.children[i], l->uuid))
-            continue;
-        char node[PATH_MAX_LEN];
-        dlock__zresult st;
-        snprintf(node, sizeof node, "%s/%s", l->unknown_in, r.children[i]);
-        if (zk_exists(c, node, deadline, &st) == ZOK &&
-            st.stat.ephemeralOwner == dlock__zconn_id(c)) {
-            *out = strdup(node);
-            *fence = fence_of(&st.stat);
-        }
-        dlock__zresult_clear(&st);
-        break;
-    }
-    dlock__zresult_clear(&r);
-    return DLOCK_OK;
 }
 
 /* Whether node (a full path) is a write hold of this client under token. */
@@ -573,7 +544,7 @@ static int sem_check_permits(zstore *z, zlock *l, dlock__zconn *c, char **childr
     return rc;
 }
 
-static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, int64_t deadline)
+static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, int64_t deadline)
 {
     const unsigned take = l->base.spec.take, permits = l->base.spec.permits;
     char data[96];
@@ -590,39 +561,6 @@ static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
             /* made in a session that is gone: so are the nodes */
             drop_node(l);
             free(adm);
-            continue;
-        }
-        if (l->create_unknown) {
-            char *made = NULL;
-            uint64_t fence = 0;
-            int in_locks = strcmp(l->unknown_in, l->locks_path) == 0;
-            rc = find_child(z, l, c, deadline, &made, &fence);
-            if (rc == DLOCK_OK && made != NULL) {
-                if (in_locks) {
-                    dlock__zconn_ref(c);
-                    set_node(l, made, c, fence);
-                } else {
-                    pthread_mutex_lock(&l->mu);
-                    char **more = realloc(l->leases, (l->nleases + 1) * sizeof *more);
-                    if (more != NULL) {
-                        l->leases = more;
-                        l->leases[l->nleases++] = made;
-                        made = NULL;
-                        if (l->conn == NULL) {
-                            dlock__zconn_ref(c);
-                            l->conn = c;
-                        }
-                    }
-                    pthread_mutex_unlock(&l->mu);
-                    if (made != NULL) {
-                        dlock__zconn_ref(c);
-                        delete_node(z, c, made, deadline);
-                    }
-                }
-            }
-            free(adm);
-            if (rc != DLOCK_OK)
-                return rc;
             continue;
         }
         if (nleases < take) {
@@ -697,6 +635,8 @@ static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                     l->leases = more;
                     l->leases[l->nleases++] = made;
                     made = NULL;
+                    if (fence > l->lease_fence)
+                        l->lease_fence = fence;
                 }
                 nleases = l->nleases;
                 pthread_mutex_unlock(&l->mu);
@@ -764,17 +704,10 @@ static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
         take_node(l, &node, &in);
         if (node != NULL)
             delete_node(z, in, node, deadline);
-        for (unsigned k = 0; k < take; k++) {
-            dlock__zresult st;
-            pthread_mutex_lock(&l->mu);
-            char lease[PATH_MAX_LEN];
-            snprintf(lease, sizeof lease, "%s", l->leases[k]);
-            pthread_mutex_unlock(&l->mu);
-            if (zk_exists(c, lease, deadline, &st) == ZOK && fence_of(&st.stat) > fence)
-                fence = fence_of(&st.stat);
-            dlock__zresult_clear(&st);
-        }
+        /* the fence: the newest lease node's, from its create (never 0, as
+         * one asked for again could be when the server does not answer) */
         pthread_mutex_lock(&l->mu);
+        fence = l->lease_fence;
         l->fence = fence;
         pthread_mutex_unlock(&l->mu);
         a->outcome = DLOCK__TAKEN;
@@ -787,20 +720,31 @@ static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                        z->label);
 }
 
+static int sem_acquire(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, int64_t deadline)
+{
+    int rc = sem_attempt(z, l, c, a, deadline);
+    if (rc != DLOCK_OK && !a->wait)
+        sem_give_up(z, l, deadline); /* a try that failed half way leaves nothing */
+    return rc;
+}
+
 /* Releases a semaphore's permits: its lease nodes. */
 static int sem_release(zstore *z, zlock *l, int64_t deadline)
 {
     dlock__zconn *c;
     unsigned n;
     char **leases = take_leases(l, &n, &c);
-    int gone = 0, alive = c != NULL && dlock__zconn_alive(c);
+    int gone = 0, unconfirmed = ZOK, alive = c != NULL && dlock__zconn_alive(c);
 
+    deadline = release_deadline(z, c, deadline);
     if (n == 0)
         return dlock__fail(DLOCK_ELOST, "%s: semaphore '%s' is not held", z->label, l->path);
     for (unsigned i = 0; i < n; i++) {
         dlock__zconn_ref(c);
         int zrc = delete_node(z, c, leases[i], deadline);
-        gone |= zrc == ZNONODE || (zrc != ZOK && !alive);
+        gone |= zrc == ZNONODE || (zrc != ZOK && (!alive || dlock__zk_session_over(zrc)));
+        if (zrc != ZOK && zrc != ZNONODE)
+            unconfirmed = zrc;
     }
     free(leases);
     dlock__zconn_unref(c);
@@ -809,6 +753,13 @@ static int sem_release(zstore *z, zlock *l, int64_t deadline)
                            "%s: semaphore '%s': a lease node is gone (removed, or its "
                            "session ended)",
                            z->label, l->path);
+    if (unconfirmed != ZOK) {
+        dlock__zk_fail(unconfirmed, z->label, "delete a lease node");
+        return dlock__fail_context(DLOCK_EUNREACHABLE,
+                                   "semaphore '%s': the release is not confirmed; its lease "
+                                   "nodes are deleted in the background",
+                                   l->path);
+    }
     return DLOCK_OK;
 }
 
@@ -855,11 +806,11 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     zlock *l = ZLOCK(sl);
     int64_t deadline = deadline_of(z, a->deadline_us);
     dlock__zconn *c = NULL;
-    int rc = get_conn(z, &c);
+    int rc = get_conn(z, deadline, &c);
 
     if (rc != DLOCK_OK)
         return rc;
-    retry_deletes(z, deadline);
+    dlock__zconn_kick(c);
     if (l->base.spec.kind == DLOCK__SEMAPHORE) {
         rc = sem_acquire(z, l, c, a, deadline);
         goto out;
@@ -884,15 +835,11 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (node == NULL) {
             char *made = NULL;
             uint64_t fence = 0;
-            rc = l->create_unknown ? find_child(z, l, c, deadline, &made, &fence)
-                                   : create_child(z, l, c, l->path, marker_of(l), a->token,
-                                                  deadline, &made, &fence);
+            rc = create_child(z, l, c, l->path, marker_of(l), a->token, deadline, &made, &fence);
             if (rc != DLOCK_OK)
                 goto out;
-            if (made != NULL) {
-                dlock__zconn_ref(c);
-                set_node(l, made, c, fence);
-            }
+            dlock__zconn_ref(c);
+            set_node(l, made, c, fence);
             continue;
         }
         dlock__zresult r;
@@ -963,6 +910,15 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     }
     rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: the lock's nodes keep changing under us", z->label);
 out:
+    if (rc != DLOCK_OK && !a->wait) {
+        /* a try that failed half way leaves nothing behind (no cancel
+         * follows a try) */
+        char *ours;
+        dlock__zconn *in;
+        take_node(l, &ours, &in);
+        if (ours != NULL)
+            delete_node(z, in, ours, deadline);
+    }
     dlock__zconn_unref(c);
     return rc;
 }
@@ -978,36 +934,51 @@ static int zk_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 
     (void) token;
     if (l->base.spec.kind == DLOCK__SEMAPHORE)
-        return sem_release(z, l, deadline_of(z, deadline));
+        return sem_release(z, l, deadline);
     take_node(l, &node, &c);
     if (node == NULL)
         return dlock__fail(DLOCK_ELOST, "%s: lock '%s' is not held", z->label, l->path);
     int alive = dlock__zconn_alive(c);
     char what[PATH_MAX_LEN];
     snprintf(what, sizeof what, "%s", node);
-    int zrc = delete_node(z, c, node, deadline_of(z, deadline));
-    if (zrc == ZNONODE || (zrc != ZOK && !alive))
+    int zrc = delete_node(z, c, node, release_deadline(z, c, deadline));
+    if (zrc == ZNONODE || (zrc != ZOK && (!alive || dlock__zk_session_over(zrc))))
         return dlock__fail(DLOCK_ELOST, "%s: %s is gone (removed, or its session ended)", z->label,
                            what);
-    return DLOCK_OK; /* deleted, or being deleted in the background */
+    if (zrc != ZOK) {
+        /* Not known to be gone: never OK. The node goes in the background
+         * (conn.h), at the latest with its session. */
+        dlock__zk_fail(zrc, z->label, "delete the lock node");
+        return dlock__fail_context(DLOCK_EUNREACHABLE,
+                                   "lock '%s': the release is not confirmed; its node is deleted "
+                                   "in the background",
+                                   l->path);
+    }
+    return DLOCK_OK;
 }
 
+/* The waiter leaves: its node is deleted, waited for only a moment (a
+ * cancel must end its wait soon, whatever the store does), then in the
+ * background. */
 static int zk_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
 {
     zstore *z = ZSTORE(s);
     zlock *l = ZLOCK(sl);
+    int64_t soon = dlock__now_us() + z->timeout_ms * 100; /* a tenth of a command timeout */
     char *node;
     dlock__zconn *c;
 
     (void) token;
-    l->create_unknown = 0; /* a lost create lives at most as long as its session */
+    deadline = deadline_of(z, deadline);
+    if (soon < deadline)
+        deadline = soon;
     if (l->base.spec.kind == DLOCK__SEMAPHORE) {
-        sem_give_up(z, l, deadline_of(z, deadline));
+        sem_give_up(z, l, deadline);
         return DLOCK_OK;
     }
     take_node(l, &node, &c);
     if (node != NULL)
-        delete_node(z, c, node, deadline_of(z, deadline));
+        delete_node(z, c, node, deadline);
     return DLOCK_OK;
 }
 
@@ -1067,7 +1038,15 @@ static int zk_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
-    retry_deletes(z, deadline);
+    pthread_mutex_lock(&z->mu);
+    dlock__zconn *current = z->conn;
+    if (current != NULL)
+        dlock__zconn_ref(current);
+    pthread_mutex_unlock(&z->mu);
+    if (current != NULL) {
+        dlock__zconn_kick(current); /* background deletes that failed */
+        dlock__zconn_unref(current);
+    }
     /* every request first (ZooKeeper pipelines them), then every reply */
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *it = &items[i];
@@ -1238,13 +1217,14 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     zlock *l = ZLOCK(sl);
     dlock__zconn *c = NULL;
     dlock__zresult r;
-    int rc = get_conn(z, &c);
+    int rc;
 
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
+    deadline = deadline_of(z, deadline);
+    rc = get_conn(z, deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
-    deadline = deadline_of(z, deadline);
     if (l->base.spec.kind == DLOCK__SEMAPHORE) {
         rc = sem_query(z, l, c, st, deadline);
         dlock__zconn_unref(c);
@@ -1287,11 +1267,12 @@ static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     zlock *l = ZLOCK(sl);
     dlock__zconn *c = NULL;
     dlock__zresult r;
-    int rc = get_conn(z, &c);
+    int rc;
 
+    deadline = deadline_of(z, deadline);
+    rc = get_conn(z, deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
-    deadline = deadline_of(z, deadline);
     /* a semaphore's holders are every lease node */
     const char *dir = l->base.spec.kind == DLOCK__SEMAPHORE ? l->leases_path : l->path;
     int zrc = zk_children(c, dir, deadline, &r);
@@ -1399,7 +1380,7 @@ static void zk_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
     zlock *l = ZLOCK(sl);
 
-    sem_give_up(ZSTORE(s), l, dlock__now_us() + ZSTORE(s)->timeout_ms * 1000);
+    sem_give_up(ZSTORE(s), l, 0); /* anything left: in the background */
     pthread_mutex_destroy(&l->mu);
     free(l->path);
     free(l->locks_path);
@@ -1415,13 +1396,13 @@ static void zk_close(dlock__store *s)
 
     if (z == NULL)
         return;
-    retry_deletes(z, dlock__now_us() + z->timeout_ms * 1000);
-    for (size_t i = 0; i < z->npending; i++) {
-        dlock__zconn_unref(z->pending[i].conn);
-        free(z->pending[i].node);
-    }
     if (z->conn != NULL) {
+        /* The server deletes every node of the session, orphans too. The
+         * close is waited for only a moment: dlock_client_close has a
+         * command timeout in all, which a renewal in flight may have used
+         * (a server that does not answer keeps zookeeper_close 1.5 s). */
         dlock__zconn_kill(z->conn, "the client closed");
+        dlock__zconn_wait_closed(z->conn, dlock__now_us() + z->timeout_ms * 100);
         dlock__zconn_unref(z->conn);
     }
     while (z->rw_holds != NULL) {
@@ -1498,8 +1479,12 @@ static int zk_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     *out = NULL;
     if (z == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_condattr_t attr;
     pthread_mutex_init(&z->mu, NULL);
-    pthread_cond_init(&z->cv, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&z->cv, &attr);
+    pthread_condattr_destroy(&attr);
     z->base.backend = &dlock__zk_backend;
     z->base.caps = dlock__zk_backend.caps;
     z->base.host = *host;
