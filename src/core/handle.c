@@ -354,9 +354,17 @@ int64_t dlock__lock_op_deadline(const dlock_lock *l)
     return dlock__now_us() + l->client->cfg.command_timeout_ms * 1000;
 }
 
+int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)
+{
+    int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
+    if (wait_deadline == 0 || wait_deadline == DLOCK__NEVER || wait_deadline >= now)
+        return now + timeout;
+    return wait_deadline + timeout;
+}
+
 static int release_all(dlock_lock *l)
 {
-    return l->nmembers > 0 ? dlock__multi_release(l, 1) : dlock__lock_give(l, 1);
+    return l->nmembers > 0 ? dlock__multi_release(l, 1) : dlock__lock_give(l, 1, 0);
 }
 
 void dlock_lock_free(dlock_lock *l)

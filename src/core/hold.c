@@ -74,7 +74,7 @@ int dlock__lock_take_loss(dlock_lock *l)
 
 /* ---------------------------------------------------------------- release */
 
-int dlock__lock_give(dlock_lock *l, int all)
+int dlock__lock_give(dlock_lock *l, int all, int64_t deadline)
 {
     dlock_client *c = l->client;
     int rc = dlock__lock_take_loss(l);
@@ -97,7 +97,11 @@ int dlock__lock_give(dlock_lock *l, int all)
         dlock__lock_stop_holding(l);
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
     }
-    rc = c->backend->release(c->store, l->sl, l->token, dlock__lock_op_deadline(l));
+    if (deadline == 0)
+        deadline = dlock__lock_op_deadline(l);
+    else if (deadline < dlock__now_us() + 100000)
+        deadline = dlock__now_us() + 100000; /* the request gets a chance */
+    rc = c->backend->release(c->store, l->sl, l->token, deadline);
     if (rc == DLOCK_OK) {
         dlock__lock_stop_holding(l);
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' released (fence %llu)", l->name,
@@ -131,7 +135,7 @@ int dlock_release(dlock_lock *l)
     if (rc != DLOCK_OK)
         return rc;
     return dlock__lock_leave(l,
-                             l->nmembers > 0 ? dlock__multi_release(l, 0) : dlock__lock_give(l, 0));
+                             l->nmembers > 0 ? dlock__multi_release(l, 0) : dlock__lock_give(l, 0, 0));
 }
 
 /* ---------------------------------------------------------------- lease */

@@ -70,6 +70,11 @@ int dlock__lock_enter(dlock_lock *l);
 int dlock__lock_leave(dlock_lock *l, int rc);
 /* The bound of one request made now. */
 int64_t dlock__lock_op_deadline(const dlock_lock *l);
+/* The bound of a clean-up (several requests, one after another) after a
+ * wait that ends at wait_deadline (0 or DLOCK__NEVER: none): a command
+ * timeout from now, never more than one past the wait's end. Each request
+ * of it still gets 100 ms (dlock__lock_give). */
+int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline);
 /* The spec a set of public flags asks for; semaphore: whether
  * DLOCK_SEMAPHORE is accepted (operator calls). */
 int dlock__spec_of(unsigned flags, int semaphore, dlock__lock_spec *spec);
@@ -90,7 +95,7 @@ int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *ses
                               int64_t lease_ms, int renew, int64_t sent_us);
 void dlock__lock_stop_holding(dlock_lock *l);
 /* Gives up one hold, or all of them. */
-int dlock__lock_give(dlock_lock *l, int all);
+int dlock__lock_give(dlock_lock *l, int all, int64_t deadline);
 /* Sets the lease of a held lock, renews it from now on, or renews it now. */
 enum dlock__extend_mode {
     DLOCK__EXTEND_SET,       /* dlock_extend: a fixed lease of lease_ms */

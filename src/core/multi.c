@@ -105,12 +105,15 @@ out:
 }
 
 /* Gives back members [0, n) after a failed acquisition, keeping the error. */
-static void roll_back(dlock_lock *l, size_t n)
+/* Gives back the first n members, all within one clean-up bound after a
+ * wait ending at wait_deadline (see dlock__lock_cleanup_deadline). */
+static void roll_back(dlock_lock *l, size_t n, int64_t wait_deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
+    int64_t deadline = dlock__lock_cleanup_deadline(l, wait_deadline);
     while (n-- > 0)
-        dlock__lock_give(l->members[n], 1);
+        dlock__lock_give(l->members[n], 1, deadline);
     dlock__restore_error(&saved);
 }
 
@@ -153,13 +156,13 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
             /* held here: [0, i); taken in the store but not held: [i, n) */
             dlock__saved_error saved;
             dlock__save_error(&saved);
+            int64_t deadline = dlock__lock_op_deadline(l);
             for (size_t j = i; j < l->nmembers; j++) {
-                c->backend->release(c->store, l->members[j]->sl, l->token,
-                                    dlock__lock_op_deadline(l));
+                c->backend->release(c->store, l->members[j]->sl, l->token, deadline);
                 dlock__session_unref(sessions[j]);
             }
             dlock__restore_error(&saved);
-            roll_back(l, i);
+            roll_back(l, i, 0);
             if (rc == DLOCK_ELOST)
                 rc = DLOCK_EBUSY; /* its lease could be over already: not now */
         }
@@ -209,7 +212,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
             else
                 rc = dlock__lock_take(l->members[i], deadline, lease_ms, renew);
             if (rc != DLOCK_OK) {
-                roll_back(l, i);
+                roll_back(l, i, deadline);
                 return dlock__fail_context(rc, "multi-lock '%s'", l->name);
             }
         }
@@ -221,7 +224,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
             lost++;
         if (lost == l->nmembers)
             break;
-        roll_back(l, l->nmembers);
+        roll_back(l, l->nmembers, deadline);
         if (deadline == 0 || (deadline != DLOCK__NEVER && dlock__now_us() >= deadline))
             return dlock__fail(DLOCK_ETIMEDOUT,
                                "multi-lock '%s': '%s' was lost while the others were waited for",
@@ -246,10 +249,11 @@ int dlock__multi_release(dlock_lock *l, int all)
         return DLOCK_OK;
     }
     atomic_store(&l->settled, 0);
+    int64_t deadline = dlock__lock_op_deadline(l); /* one bound for all members */
     for (size_t i = l->nmembers; i-- > 0;) {
         if (l->members[i]->holds == 0)
             continue;
-        int one = dlock__lock_give(l->members[i], 1);
+        int one = dlock__lock_give(l->members[i], 1, deadline);
         if (one != DLOCK_OK && rc == DLOCK_OK) {
             rc = one;
             dlock__save_error(&first);
