@@ -134,8 +134,8 @@ int dlock_release(dlock_lock *l)
     int rc = dlock__lock_enter(l);
     if (rc != DLOCK_OK)
         return rc;
-    return dlock__lock_leave(l,
-                             l->nmembers > 0 ? dlock__multi_release(l, 0) : dlock__lock_give(l, 0, 0));
+    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_release(l, 0)
+                                                : dlock__lock_give(l, 0, 0));
 }
 
 /* ---------------------------------------------------------------- lease */
