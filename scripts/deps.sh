@@ -4,9 +4,9 @@
 #
 #   scripts/deps.sh           build, tests, demo, the benchmark chart
 #   scripts/deps.sh --bench   also the peers bench/compare.sh measures dlock
-#                             against (kept out of the tests' list: Curator
-#                             and its Java libraries are large, and no test
-#                             needs them)
+#                             against (Curator and kazoo are in the tests'
+#                             list already, for the interop tests; this adds
+#                             python3-etcd3, which no test needs)
 set -euo pipefail
 
 packages=(
@@ -28,9 +28,6 @@ packages=(
 )
 if [ "${1:-}" = "--bench" ]; then
   packages+=(
-    libcurator-recipes-java libcurator-framework-java libcurator-client-java
-    libslf4j-java                         # bench/peers/zk: Curator (javac from default-jdk-headless)
-    python3-kazoo                         # bench/peers/zk: kazoo
     python3-etcd3                         # bench/peers/etcd: python-etcd3
   )
 fi
