@@ -784,7 +784,9 @@ static void cancel_server_frozen(void)
     CHECK_RC(dlock_cancel(w), DLOCK_OK);
     join(&ww);
     CHECK_RC(ww.rc, DLOCK_ECANCELED);
-    CHECK(atomic_load(&ww.at_ms) - t0 <= 1500);
+    /* within the command timeout (3 s) dlock_cancel promises, not when
+     * the frozen server answers (it never would: the wait is 30 s) */
+    CHECK(atomic_load(&ww.at_ms) - t0 <= 3000);
     dt_server_resume(&srv);
     DT_WAIT_UNTIL(count_children("/dlock/cf") == 1, 5000);
     CHECK_RC(dlock_release(h), DLOCK_OK);
