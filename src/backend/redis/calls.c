@@ -90,17 +90,6 @@ int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply
     return dlock__fail(DLOCK_EPROTO, "%s: unexpected reply to %s (%s)", b->label, what, types[t]);
 }
 
-int dlock__redis_int_array(const redisReply *r, size_t n)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < n)
-        return 0;
-    for (size_t i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return 0;
-    }
-    return 1;
-}
-
 /* Decimal text of a non-negative count or duration into buf (24 bytes);
  * returns its length. (snprintf was 5% of a lock cycle's instructions.) */
 size_t dlock__redis_number(char *buf, int64_t v)

@@ -58,7 +58,6 @@ int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, i
 int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadline,
                             redisReply **reply);
 int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply *r);
-int dlock__redis_int_array(const redisReply *r, size_t n);
 size_t dlock__redis_number(char *buf, int64_t v);
 #define NUM(buf, v) dlock__redis_number((buf), (int64_t) (v))
 
