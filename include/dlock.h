@@ -427,10 +427,12 @@ DLOCK_API int dlock_acquire_for(dlock_lock *lock, int64_t wait_ms, int64_t lease
 /*
  * Ends the current wait on this handle (in another thread), or the next one
  * if none is in progress, with DLOCK_ECANCELED; the waiter leaves the
- * server's queue, and a lock handed to it meanwhile is passed on. For a
- * program that must stop waiting on a signal: call it from a thread that
- * waits for signals (it is not async-signal-safe). Returns DLOCK_OK or
- * DLOCK_EINVAL. Since 0.1.
+ * server's queue, and a lock handed to it meanwhile is passed on. A parked
+ * waiter sees the cancel at once, one with a request to the store in flight
+ * when the request returns (within a command timeout); leaving the queue
+ * then takes at most one more command timeout. For a program that must stop
+ * waiting on a signal: call it from a thread that waits for signals (it is
+ * not async-signal-safe). Returns DLOCK_OK or DLOCK_EINVAL. Since 0.1.
  */
 DLOCK_API int dlock_cancel(dlock_lock *lock);
 
