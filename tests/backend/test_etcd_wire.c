@@ -1167,6 +1167,7 @@ static void test_server_killed(void)
 
     /* hung server: no reply in time is EUNREACHABLE, never a conflict */
     kill(s.pid, SIGSTOP);
+    CHECK(dt_wait_stopped(s.pid));
     dlock__etcd_range q = {.key = "killed/k"};
     dlock__etcd_range_result res;
     int64_t t0 = dt_now_ms();
@@ -1329,8 +1330,18 @@ static void test_watch_resumes_without_loss(void)
     CHECK_INT(created(c), ==, 1); /* still cut off */
 
     atomic_store(&px.up, 1);
-    DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, NULL) == 3, 10000);
+    int64_t until = dt_now_ms() + 10000;
+    while (notes(&r, id, DLOCK__ETCD_WATCH_EVENT, NULL) < 3 && dt_now_ms() < until)
+        dt_sleep_ms(5);
+    /* on failure, say which part did not come */
+    dlock__etcd_stats st;
+    dlock__etcd_get_stats(c, &st);
+    if (st.watches_created != 2)
+        fprintf(stderr, "streams opened %llu, watches created %llu\n",
+                (unsigned long long) st.streams_opened, (unsigned long long) st.watches_created);
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, NULL), ==, 1);
     CHECK_INT(created(c), ==, 2);
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, NULL), ==, 3);
     pthread_mutex_lock(&r.mu);
     int64_t seen[3];
     int k = 0;

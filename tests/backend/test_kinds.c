@@ -120,6 +120,7 @@ static void fair_no_overtaking(void)
     CHECK(read(ready[0], token, 32) == 32);
     DT_WAIT_UNTIL(waiters(c, "queue", DLOCK_FAIR) == 1, 10000);
     kill(waiter, SIGSTOP);
+    CHECK(dt_wait_stopped(waiter));
     /* the holder's lease lapses: the lock is free, its waiter queued */
     DT_WAIT_UNTIL(dlock_query(c, "queue", 0, &st) == DLOCK_OK && !st.held, 10000);
     CHECK_RC(dlock_try_acquire(newcomer), DLOCK_EBUSY);

@@ -77,6 +77,7 @@ static void frozen_waiter_ignores_stale_grant(void)
     close(go[1]);
     DT_WAIT_UNTIL(status_of(a, "L", 0).waiters == 1, 5000);
     kill(w, SIGSTOP);
+    CHECK(dt_wait_stopped(w));
     CHECK_RC(dlock_release(la), DLOCK_OK); /* handed to the frozen waiter */
     DT_WAIT_UNTIL(status_of(a, "L", 0).held == 1, 2000);
     DT_WAIT_UNTIL(status_of(a, "L", 0).held == 0, 5000); /* its 1 s grant lapsed */
@@ -125,6 +126,7 @@ static void late_renewal_does_not_revive_shared_holds(void)
     CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
     dt_sleep_ms(400); /* a renewal or two went through */
     kill(srv.pid, SIGSTOP);
+    CHECK(dt_wait_stopped(srv.pid));
     DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 2, 3000);
     dt_sleep_ms(500);       /* the server-side leases are over too */
     kill(srv.pid, SIGCONT); /* the renewals sent meanwhile run now */

@@ -696,7 +696,7 @@ static void release_unconfirmed(void)
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
     dlock_lock *l = lock_of(c, "ru", 0), *l2 = lock_of(c2, "ru", 0);
-    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK); /* a wait rides out a slow reply */
     dt_server_pause(&srv);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE);
@@ -722,7 +722,7 @@ static void late_create_reply(void)
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
     dlock_lock *l = lock_of(c, "lc", 0), *l2 = lock_of(c2, "lc", 0);
-    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK); /* session and path made */
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK); /* session and path made */
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dt_server_pause(&srv);
     CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);

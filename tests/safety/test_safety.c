@@ -246,6 +246,7 @@ static void frozen_holder_is_told_and_fenced_out(void)
     unsigned long long stale_fence = strtoull(line + 2, NULL, 10);
 
     kill(child, SIGSTOP); /* a GC pause, a VM migration... */
+    CHECK(dt_wait_stopped(child));
     dlock_client *c = connect_client(NULL);
     dlock_lock *l;
     CHECK_RC(dlock_lock_open(c, "frozen", 0, &l), DLOCK_OK);

@@ -4,6 +4,7 @@
 #include "server_kind.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -178,25 +179,59 @@ void dt_make_temp_dir(char *buf, size_t len)
     dt_track_dir(buf);
 }
 
+/* The state letter of /proc/<pid>/task/<tid>/stat ('?' if unreadable). */
+static char task_state(const char *path)
+{
+    char stat[512];
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return '?';
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* "tid (comm) S ...": comm may hold spaces and parens, the state
+     * follows the last ')' */
+    const char *p = strrchr(stat, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : '?';
+}
+
+/* 1: every thread of pid is stopped; 0: one still runs; -1: pid is gone. */
+static int all_stopped(pid_t pid)
+{
+    char dir[64], path[64 + sizeof(((struct dirent *) 0)->d_name) + 8];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int) pid);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    int stopped = 1, seen = 0;
+    struct dirent *e;
+    while (stopped == 1 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+        char st = task_state(path);
+        if (st == '?')
+            continue; /* a thread that just ended */
+        seen++;
+        if (st == 'Z' || st == 'X') {
+            if (atoi(e->d_name) == (int) pid)
+                stopped = -1; /* the process is gone */
+            /* else a thread on its way out */
+        } else if (st != 'T' && st != 't') {
+            stopped = 0;
+        }
+    }
+    closedir(d);
+    return seen == 0 ? -1 : stopped;
+}
+
 int dt_wait_stopped(pid_t pid)
 {
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
     int64_t until = dt_now_ms() + 2000;
     while (dt_now_ms() < until) {
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            return 0;
-        size_t n = fread(stat, 1, sizeof stat - 1, f);
-        fclose(f);
-        stat[n] = '\0';
-        /* "pid (comm) S ...": comm may hold spaces and parens, the state
-         * follows the last ')' */
-        const char *p = strrchr(stat, ')');
-        if (p != NULL && (p[2] == 'T' || p[2] == 't'))
-            return 1;
-        if (p != NULL && (p[2] == 'Z' || p[2] == 'X'))
-            return 0;
+        int st = all_stopped(pid);
+        if (st != 0)
+            return st == 1;
         dt_sleep_ms(1);
     }
     return 0;
