@@ -395,7 +395,7 @@ typedef struct rec_note {
     int64_t watch;
     int kind, type, code;
     char key[128];
-    int64_t mod_revision, compact;
+    int64_t mod_revision, compact, revision;
 } rec_note;
 
 typedef struct recorder {
@@ -416,6 +416,7 @@ static void record(void *arg, const dlock__etcd_watch_note *n)
         x->kind = n->kind;
         x->code = n->code;
         x->compact = n->compact_revision;
+        x->revision = n->revision;
         if (n->event != NULL) {
             x->type = n->event->type;
             x->mod_revision = n->event->kv.mod_revision;
@@ -1109,6 +1110,36 @@ static void test_watch_reentrant(void)
     DT_WAIT_UNTIL(notes(&re.rec, atomic_load(&re.added), DLOCK__ETCD_WATCH_EVENT, NULL) == 1, 5000);
     CHECK_INT(notes(&re.rec, id, DLOCK__ETCD_WATCH_EVENT, NULL), ==, 1);
     dlock__etcd_free(re.c);
+}
+
+/* A watch "from now" given the revision its caller last read at: told
+ * WATCH_LATE when etcd created it later than that (a change in between is
+ * not delivered), and not told when nothing changed. */
+static void test_watch_late(void)
+{
+    etcd_srv s;
+    etcd_start(&s, NULL);
+    dlock__etcd *c = client_for(&s);
+    recorder r;
+    recorder_init(&r);
+    int64_t seen = put(c, "late/a", "1");
+    dlock__etcd_watch_spec quiet = {.key = "late/a", .seen_revision = seen};
+    int64_t on_time = 0, late = 0;
+    CHECK_RC(dlock__etcd_watch_add(c, &quiet, record, &r, &on_time), DLOCK_OK);
+    DT_WAIT_UNTIL(created(c) == 1, 5000);
+    put(c, "late/a", "2"); /* after the create: an event, not a LATE */
+    DT_WAIT_UNTIL(notes(&r, on_time, DLOCK__ETCD_WATCH_EVENT, NULL) == 1, 5000);
+    CHECK_INT(notes(&r, on_time, DLOCK__ETCD_WATCH_LATE, NULL), ==, 0);
+
+    seen = put(c, "late/b", "1");
+    put(c, "late/b", "2"); /* missed by a watch created from now */
+    dlock__etcd_watch_spec missed = {.key = "late/b", .seen_revision = seen};
+    CHECK_RC(dlock__etcd_watch_add(c, &missed, record, &r, &late), DLOCK_OK);
+    rec_note n;
+    DT_WAIT_UNTIL(notes(&r, late, DLOCK__ETCD_WATCH_LATE, &n) == 1, 5000);
+    CHECK(n.revision > seen);
+    CHECK_INT(notes(&r, late, DLOCK__ETCD_WATCH_EVENT, NULL), ==, 0);
+    dlock__etcd_free(c);
 }
 
 /* ================================================================ faults */
@@ -2026,6 +2057,7 @@ int main(int argc, char **argv)
         {"watch_many_one_stream", test_watch_many_one_stream},
         {"watch_compacted", test_watch_compacted},
         {"watch_reentrant", test_watch_reentrant},
+        {"watch_late", test_watch_late},
         {"server_killed", test_server_killed},
         {"watch_resumes_without_loss", test_watch_resumes_without_loss},
         {"endpoints_failover", test_endpoints_failover},

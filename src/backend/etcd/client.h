@@ -102,7 +102,10 @@ enum {
      * compacted by then (then CANCELED follows), or the watch was added
      * without a start revision and the break came before etcd confirmed it.
      * Told once per break, not per reconnection attempt. */
-    DLOCK__ETCD_WATCH_BROKEN
+    DLOCK__ETCD_WATCH_BROKEN,
+    /* created later than the spec's seen_revision: what changed in between
+     * is not delivered; look again */
+    DLOCK__ETCD_WATCH_LATE
 };
 
 typedef struct dlock__etcd_watch_note {
@@ -128,6 +131,11 @@ typedef struct dlock__etcd_watch_spec {
     const char *range_end;  /* NULL: key alone */
     int64_t start_revision; /* 0: from now; give one to lose nothing */
     int no_put;             /* deletes only */
+    /* With start_revision 0: the revision the caller last read at. etcd
+     * delivers a watch from the past only once its 100 ms catch-up loop
+     * has run, so a watch "from now" is quicker; if "now" turns out later
+     * than this, the callback is told WATCH_LATE. */
+    int64_t seen_revision;
 } dlock__etcd_watch_spec;
 
 /* Adds a watch to the client's one stream (opened, on a thread of its

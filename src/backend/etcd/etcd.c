@@ -170,7 +170,8 @@ static int watch_set(dlock__etcd_store *e, dlock__etcd_lock *l, const standing *
     atomic_init(&w->over, 0);
     dlock__etcd_watch_spec spec = {.key = st->watch_key,
                                    .range_end = st->watch_range ? l->prefix_end : NULL,
-                                   .start_revision = st->revision + 1,
+                                   .start_revision = 0,
+                                   .seen_revision = st->revision,
                                    .no_put = !st->watch_puts};
     int rc = dlock__etcd_watch_add(e->cli, &spec, on_watch, w, &l->watch_id);
     if (rc != DLOCK_OK) {
@@ -321,6 +322,32 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     memset(st, 0, sizeof *st);
     memset(ok, 0, sizeof ok);
     memset(ko, 0, sizeof ko);
+    if (known > 0) {
+        /* Our key was there at `known` (a waiter looking again after a
+         * watch event): read whether it still is, and where it stands, in a
+         * Txn with no put in it, which etcd answers without a raft write. */
+        dlock__etcd_compare same = {.key = key,
+                                    .target = DLOCK__ETCD_TARGET_CREATE,
+                                    .result = DLOCK__ETCD_CMP_EQUAL,
+                                    .number = known};
+        ko[0].type = DLOCK__ETCD_OP_RANGE;
+        ko[0].range.key = key;
+        ko[0].range.keys_only = 1;
+        view_op(l, known, &ko[1]);
+        dlock__etcd_txn ro = {.compare = &same, .n_compare = 1, .success = ko, .n_success = 2};
+        atomic_fetch_add(&e->stat_rounds, 1);
+        rc = dlock__etcd_kv_txn(e->cli, &ro, deadline, &r);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (r.succeeded && r.n_responses == 2 && r.responses[0].range.n_kvs == 1) {
+            st->revision = r.revision;
+            rc = interpret(e, l, token, key, known, &r.responses[1].range, st);
+            dlock__etcd_txn_result_free(&r);
+            return rc;
+        }
+        dlock__etcd_txn_result_free(&r); /* gone: put it again below */
+        memset(ko, 0, sizeof ko);
+    }
     ok[0].type = DLOCK__ETCD_OP_PUT;
     ok[0].put =
         (dlock__etcd_put){.key = key, .value = l->value, .value_len = l->value_len, .lease = lease};

@@ -66,6 +66,7 @@ typedef struct watch {
     char *key, *range_end;
     int no_put;
     int64_t next_rev; /* re-create from here; 0: unknown ("now") */
+    int64_t seen_rev; /* spec's seen_revision */
     int state;        /* W_* on the current stream */
     int broken_told;  /* BROKEN told for the current outage */
     dlock__etcd_watch_fn fn;
@@ -327,8 +328,15 @@ static int on_created(dlock__etcd_watcher *w, const dlock__etcd_watch_response *
     }
     wt->state = W_ACTIVE;
     wt->broken_told = 0;
-    if (wt->next_rev == 0)
+    if (wt->next_rev == 0) {
         wt->next_rev = r->revision + 1;
+        if (wt->seen_rev > 0 && r->revision > wt->seen_rev) {
+            dlock__etcd_watch_note note = {
+                .kind = DLOCK__ETCD_WATCH_LATE, .watch = id, .revision = r->revision};
+            wt->seen_rev = 0;
+            deliver(w, &note);
+        }
+    }
     return 0;
 }
 
@@ -833,6 +841,7 @@ int dlock__etcd_watch_add(dlock__etcd *c, const dlock__etcd_watch_spec *spec,
         goto nomem;
     wt->no_put = spec->no_put;
     wt->next_rev = spec->start_revision;
+    wt->seen_rev = spec->start_revision == 0 ? spec->seen_revision : 0;
     wt->fn = fn;
     wt->arg = arg;
     wt->state = W_NEW;

@@ -427,6 +427,11 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
         zookeeper_init2(cfg->hosts, session_watcher, (int) cfg->session_ms, NULL, c, 0, quiet_log);
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* The client resolves the host names each time it polls (a cost felt
+     * per request); once a minute is enough, and it resolves again on a
+     * connection loss anyway. */
+    if (c->zh != NULL)
+        zoo_set_servers_resolution_delay(c->zh, 60000);
     if (c->zh == NULL) {
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s", cfg->label,
                          strerror(saved));
