@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Side-by-side lock benchmark: dlock against the peers of each store.
 
 For each store asked for (--store redis|zookeeper|etcd|all), starts one

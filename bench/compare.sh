@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Benchmarks dlock side by side with the peers of each store, on one private
 # server per store, in interleaved rounds, and writes that store's section of
 # BENCHMARKS.md and its chart (bench/compare.py does the measuring):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -DOUT=file.c -DDIR=scripts/ -DSCRIPTS=name:frag+frag,name:,... -P embed_lua.cmake
 #
 # Writes OUT: the table dlock__scripts[] of scripts.h, one entry per script of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The Redis backend's Lua scripts, embedded into libdlock as C strings with
 # their SHA1 digests, both computed at build time (cmake/embed_lua.cmake).
 # Defines DLOCK_REDIS_SCRIPTS_C, the generated source to compile.

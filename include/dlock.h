@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock.h - the whole public contract of libdlock, a distributed lock client.
  *

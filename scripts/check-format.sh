@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fails if any C source is not formatted as .clang-format says.
 # scripts/check-format.sh --fix rewrites them instead.
 set -euo pipefail

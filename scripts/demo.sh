@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs the flash-sale demo from a fresh Debian 12 checkout: installs what is missing
 # (scripts/deps.sh), builds dlock into build/, then runs examples/flash-sale/flash_sale.sh.
 # Exits with the demo's status.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian 12 packages dlock needs to build, test, run the demo and
 # the benchmarks, when they are missing. Safe to run again.
 #

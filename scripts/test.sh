@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole test suite, from a fresh Debian 12 checkout: installs what is
 # missing, builds, and runs every test against real servers it starts itself.
 # Then the same suite again under AddressSanitizer + UndefinedBehaviorSanitizer,

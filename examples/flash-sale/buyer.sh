@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # One buyer of the flash-sale demo (seed 003, 秒杀). flash_sale.sh starts eight of these at once.
 #
 #   buyer.sh nolock ID   buy until sold out, no lock at all (phase 1: oversells)

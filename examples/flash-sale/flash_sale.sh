@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The flash-sale demo (seed 003, 秒杀): eight buyer processes race for a stock of 100 items.
 #
 #   flash_sale.sh [PATH/TO/dlock]        (default: dlock from PATH)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hello.c - the README's ten lines, complete: take a lock with a renewed
  * lease, use its fencing token, release it.
  *

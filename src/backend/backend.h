@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backend.h - the private interface between the core and every store.
  *
  * The core (src/core) owns what is the same for every store: the lock

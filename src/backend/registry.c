@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* registry.c - which backend serves which URL scheme.
  *
  * Each backend is compiled behind its own build option (DLOCK_WITH_<STORE>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* clock.h - monotonic time. Validity and deadlines never use wall clocks. */
 #ifndef DLOCK_CORE_CLOCK_H
 #define DLOCK_CORE_CLOCK_H

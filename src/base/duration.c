@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* duration.c - the one duration syntax of URL options and the command line:
  * digits, an optional fraction, and a unit (ms, s, m, h; none = seconds).
  * Parsed by hand rather than with strtod, which would also take spaces,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.c - the error taxonomy's text and a per-thread failure detail.
  *
  * A client is shared by threads, so "the detail of the last failure" is kept

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.h - error codes' text and the calling thread's failure detail.
  *
  * The function that detects a failure records its detail once, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* park.h - a thread's wake-up word: park until someone unparks you or a
  * deadline passes. A futex with three states (empty, posted, sleeping): an
  * unpark costs a system call only if the thread is actually asleep, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* random.c - see random.h. */
 #include "random.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* random.h - random identifiers (owner tokens, client ids) from the kernel. */
 #ifndef DLOCK_BASE_RANDOM_H
 #define DLOCK_BASE_RANDOM_H

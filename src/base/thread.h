@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* thread.h - starting the library's own threads. */
 #ifndef DLOCK_CORE_THREAD_H
 #define DLOCK_CORE_THREAD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* url.c - store URL parsing. See url.h for the grammar. */
 #include "url.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* url.h - parsing of the store URL that picks the backend (nng style):
  *
  *   scheme://[user[:password]@]host[:port][,host[:port]...][/path][?key=value&...]

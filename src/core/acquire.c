@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* acquire.c - taking a lock: one attempt, or the wait loop around it.
  *
  * Each attempt asks the store once (backend.h says what it may answer):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* board.c - the wait board. See board.h. */
 #include "board.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* board.h - where a client's waiting threads park until the store wakes them.
  *
  * A waiter is entered on the board under its owner token before it asks to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.c - opening a client from a URL, what its store can do, its log,
  * closing it. The backend is found by the URL's scheme
  * (backend/registry.c); the core reads the options every store shares and

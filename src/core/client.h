@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.h - the client object shared by lock handles (internal). */
 #ifndef DLOCK_CORE_CLIENT_H
 #define DLOCK_CORE_CLIENT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* handle.c - lock handles: making them for a kind of lock, their lifetime
  * (reference counted: the renewer's threads hold a reference while they use
  * one), what they say about themselves, and freeing them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hold.c - a lock this handle holds: the lease on the renewer, giving it
  * up, extending and renewing it, and asking whether it is still held (of
  * the renewer: check; of the store: verify). */

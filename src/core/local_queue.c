@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* local_queue.c - see local_queue.h. A small hash table of lock keys, each
  * with the tickets of its local waiters in arrival order; the first ticket
  * has the turn. */

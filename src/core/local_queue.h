@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* local_queue.h - the in-process queue of a client's waiters (seed 004).
  *
  * With it on, the threads of one client that wait for the same lock do not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lock.h - the lock handle's insides, shared by the files of the core that
  * serve it: handle.c (making and freeing handles, their state), acquire.c
  * (taking a lock: the wait loop), hold.c (a lock held: release, extend,

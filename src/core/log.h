@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log.h - a client's log sink (dlock_client_set_log), for the core and,
  * through dlock__host, the stores.
  *

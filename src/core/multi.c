@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* multi.c - several locks taken as one (a multi-lock).
  *
  * A multi-lock is a handle over member handles, one per distinct name, all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* operator.c - calls about a lock name rather than a hold: what the store
  * says of it, an operator's forced release, and taking over a lock another
  * process holds (by its owner token). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* renewer.c - the client's lease threads and its sessions. See renewer.h
  * and session.h for the contracts.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* renewer.h - the threads of a client that keep leases alive and notice
  * when they end.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* session.h - sessions: the liveness a store's grants share.
  *
  * Some stores keep a lock exactly as long as something of their own lives:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_bad_input.c - wrong URLs, unreachable servers, bad names and leases,
  * and a server that answers garbage: each a clear error, no crash, nothing
  * held by mistake. */

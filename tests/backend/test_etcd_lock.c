@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_etcd_lock.c - the etcd backend (etcd://) against a real etcd 3.4:
  * concurrency.Mutex's key layout and interop with `etcdctl lock` both ways,
  * fences as create revisions, one wake-up per release, the guard against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_etcd_wire.c - the etcd v3 wire layer (src/backend/etcd/) against a
  * real etcd 3.4 started by each test on free loopback ports: the codec on
  * its own, leases, the concurrency.Mutex transactions, the shared watch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_kinds.c - the lock family against a real redis-server: fair lock,
  * read-write lock, semaphore, multi-lock, and the in-process wait queue. */
 #include "../support/harness.h"

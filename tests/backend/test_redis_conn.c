@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_redis_conn.c - the pipelined connection that threads share
  * (src/backend/redis/conn.c), against a real redis-server: commands issued
  * while replies are due travel together, and every reply reaches the

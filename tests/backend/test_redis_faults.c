@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_redis_faults.c - what a Redis store can do to a lock that the
  * scripts and the client must survive: a waiter frozen while its hand-over
  * lapses, renewals that arrive after a lease ended, a store that loses its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_redis_lock.c - the single-Redis lock against a real redis-server:
  * acquire/release, fences, reentrancy, ownership, leases, renewal, waiting,
  * operators' calls and hand-over by token. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_ux.c - what a user of the library expects beyond taking locks: a
  * log of what happens (levels, renewals failing and coming back, losses,
  * hand-overs, nothing secret in it), a server-checked ownership test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_zk_lock.c - the ZooKeeper backend (zk://) against a real ZooKeeper
  * 3.8: Curator's node layout, waiters woken one at a time in order (each
  * watching only its predecessor), a holder cut off for longer than its

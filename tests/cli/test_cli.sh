@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_cli.sh - tests of the dlock command against a real redis-server.
 #
 #   bash tests/cli/test_cli.sh path/to/dlock

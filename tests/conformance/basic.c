@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* basic.c - the plain lock on every store: a client's lifecycle, bad URLs,
  * an unreachable server, acquire / try / release, exclusion, re-entry,
  * waiting (timed out, woken, cancelled), fences, operators' calls, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conformance.h - behaviour tests written once against include/dlock.h and
  * run against every store the harness can start (tests/support/server.h).
  *

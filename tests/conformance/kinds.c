@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kinds.c - the lock family on every store that has it: fair order of
  * waiters across processes, read-write locks (readers share, a writer is
  * alone and not starved), semaphores (never more than N holders, from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* list.c - the table of conformance tests (list.h). */
 #include "conformance.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* list.h - every conformance test, listed once: name, the capabilities it
  * needs (DLOCK_CAP_*), and one line on what it checks. The runner runs them
  * in this order; tests/conformance/README.md has the same table. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* liveness.c - how long a hold lives on every store: a killed holder's lock
  * frees within its lease (or session timeout), a holder cut off from the
  * store is told before anyone else can take the lock, renewal keeps a hold

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* processes.c - many processes on one lock: the fenced counter (8
  * processes x N increments through the lock make exactly 8N, every write
  * with a larger fence than the one before), and the command line's

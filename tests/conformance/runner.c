@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runner.c - `conformance --store KIND [TEST...]`: one server of KIND for
  * the whole run, each test in a process (and process group) of its own with
  * a time limit, capability skips, known bugs, and a count line at the end.

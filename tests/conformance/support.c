@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* support.c - helpers the conformance tests share (conformance.h). */
 #define _GNU_SOURCE
 #include "conformance.h"

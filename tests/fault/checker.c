@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* checker.c - judges a run's history (see fault.h for the properties).
  *
  * The history is rebuilt into attempts (one acquire call each), holds (an

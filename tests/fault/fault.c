@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault.c - the fault suite: many clients on every lock kind, a nemesis on
  * a seeded schedule, and a checker over the recorded history (Jepsen's
  * method, on one machine). See docs/faults.md.

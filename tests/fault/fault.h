@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault.h - the fault suite's shared pieces: configuration, the run's shared
  * memory (history, actors, resources), and the parts that use it.
  *

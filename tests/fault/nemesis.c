@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nemesis.c - the schedule of faults and its execution (see nemesis.h).
  *
  * The schedule is drawn from the seed only: the same seed, run length,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nemesis.h - the faults of a run: a schedule made from the seed alone
  * (so --seed N replays it), and its execution against the run's server,
  * proxy and client processes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* resource.c - the protected resource: a counter in the run's shared
  * memory that refuses stale fences, as Kleppmann's storage service does.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* shm.c - the run's shared file: creating and attaching it, and appending
  * to the history.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* workload.c - the clients of a fault run: library workers, `dlock run`
  * loops, the command `dlock run` runs, and the monitor.
  *

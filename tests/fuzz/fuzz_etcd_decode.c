@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_etcd_decode.c - libFuzzer target for the etcd reply decoders
  * (src/backend/etcd/codec.c). The first input byte picks the decoder, the
  * rest is the reply. Every result is walked, so a bad pointer or length in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_redis_reply.c - libFuzzer target for the Redis backend's reply
  * decoders (src/backend/redis/replies.c) and the hand-over notice
  * (notice.c).

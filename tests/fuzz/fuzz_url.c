@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_url.c - libFuzzer target for the store URL parser (src/base/url.c)
  * and the duration syntax (dlock_parse_duration). The input is the URL.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replay.c - runs fuzz inputs through LLVMFuzzerTestOneInput without
  * libFuzzer: `replay FILE|DIR...`. With the seed corpus this is a plain
  * test (and a reproducer for a crash a fuzzer found). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* app.c - the consumer of tests/install: takes and releases one lock on the
  * store given as argv[1], and checks that the header and the library it was
  * linked with are the same version.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CuratorPeer.java - Apache Curator's InterProcessMutex and
 // InterProcessSemaphoreV2 (Debian's libcurator-*-java), driven by
 // test_zk_interop, which compiles it with javac at test time.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """kazoo's Lock (Debian python3-kazoo), driven by test_zk_interop.
 
 usage: kazoo_lock.py HOST:PORT PATH

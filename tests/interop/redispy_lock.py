@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """redis-py's Lock (Debian python3-redis), driven by test_interop.
 
 usage: redispy_lock.py PORT try NAME

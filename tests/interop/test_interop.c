@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_interop.c - simple mode against redis-py's Lock on the same key:
  * each excludes the other, both ways, and a dlock waiter gets the lock when
  * redis-py releases it. */

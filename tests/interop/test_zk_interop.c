@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_zk_interop.c - dlock's ZooKeeper locks against the peers on the same
  * path: kazoo's Lock (Debian python3-kazoo, run with /usr/bin/python3) and
  * Apache Curator's InterProcessMutex and InterProcessSemaphoreV2 (Debian's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_safety.c - faults: many processes on one lock, holders killed or
  * frozen past their lease. Every test ends with nothing lost: no two holders
  * overlap unless the later one has the larger fence, a killed holder's lock

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.c - see harness.h. */
 #define _GNU_SOURCE
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.h - the test harness: checks that report both sides, real
  * servers started on free loopback ports in temp dirs and stopped at exit
  * (server.h), and a fault proxy to put between clients and a server

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # install_test.sh BUILD_DIR SOURCE_DIR: follows the README as a user would.
 #
 # The README's "Build and install" commands are marked <!-- install_test: X -->

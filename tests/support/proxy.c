@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proxy.c - the fault proxy (see proxy.h).
  *
  * One forked process, one thread, one poll() loop over: the control

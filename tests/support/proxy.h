@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proxy.h - a fault proxy: TCP between clients and one server, whose links
  * a test can cut, blackhole and heal at any moment, without root.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server.c - dt_server: what every kind of server has in common (see
  * server.h; each kind's specifics are in server_<kind>.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server.h - real servers for tests, one abstraction for every store.
  *
  * A dt_server is one server process of some kind ("redis", "zookeeper",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server_etcd.c - the "etcd" server kind: a single-member etcd 3.4 with its
  * own client and peer ports and its data dir in the temp dir. Checked and
  * driven with etcdctl (the v3 API), never a hand-written HTTP client. */

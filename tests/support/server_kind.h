@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server_kind.h - what one kind of server plugs into dt_server (server.c).
  *
  * A kind says how to run its server (argv, config files in the temp dir),

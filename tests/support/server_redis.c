@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server_redis.c - the "redis" server kind: redis-server, and the Redis
  * faults a test can inject through dt_server_op(). Commands go through
  * hiredis, never by hand. */

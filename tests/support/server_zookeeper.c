@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server_zookeeper.c - the "zookeeper" server kind: a standalone ZooKeeper
  * 3.8 (Debian's jars) started straight with java, no wrapper script.
  *

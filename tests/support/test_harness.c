@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_harness.c - the test harness itself: every server kind starts on a
  * free port and answers, pauses and resumes, restarts on the same port with
  * its data kept or wiped, dies with kill -9; the fault proxy passes,

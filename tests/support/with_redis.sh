@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # with_redis.sh PROGRAM [ARGS...]: starts a throwaway redis-server on a free
 # loopback port, runs PROGRAM URL ARGS..., stops the server, exits with
 # PROGRAM's status.

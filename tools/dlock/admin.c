@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* admin.c - the operator's subcommands: status, lock, unlock, extend.
  *
  * `lock` takes a lock with a fixed lease and leaves it held, printing the

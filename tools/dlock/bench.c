@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.c - `dlock bench`: lock throughput and cost, one JSON line per run.
  *
  * The fields match the peer programs in bench/peers (lib, wl, conc,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cli.h - shared pieces of the dlock command-line tool. The tool uses only
  * the public API (include/dlock.h). */
 #ifndef DLOCK_CLI_H

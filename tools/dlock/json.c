@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json.c - the JSON documents the dlock command prints, built with json-c.
  *
  * Every document is one object on one line whose first field, "version",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kind.c - the options that choose a kind of lock, shared by the
  * subcommands: --simple, --fair, --read, --write, --permits N [--take K],
  * and -m NAME (repeated: a multi-lock). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c - the dlock command: dispatch, shared helpers, exit codes. */
 #include "cli.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* options.c - the options of run, lock, unlock, extend and status, parsed
  * in one place so that an option means the same wherever it is accepted.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c - `dlock run`: hold a lock while a command runs.
  *
  * The lock is taken, the command is started with the fencing token in its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.c - requests to etcd's JSON gateway over a pool of libcurl handles.
  *
  * Design note. Each request takes an easy handle from the client's pool (or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.h - the etcd v3 wire layer: a client for etcd's JSON gateway.
  *
  * Everything that talks to etcd and nothing about locks: leases, kv range /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* codec.c - etcd v3 JSON gateway messages (see codec.h). No I/O.
  *
  * Requests are built as json-c trees and printed; replies are parsed with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* codec.h - etcd v3 JSON gateway messages: request bodies and typed replies.
  *
  * No I/O here: encoders turn typed requests into JSON text, decoders turn

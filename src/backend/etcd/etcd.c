@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* etcd.c - the etcd backend: etcd://host:port[,host:port...][?options].
  *
  * Design note.

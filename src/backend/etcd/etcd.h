@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* etcd.h - what the etcd backend shows its own tests (nothing else uses it). */
 #ifndef DLOCK_ETCD_BACKEND_H
 #define DLOCK_ETCD_BACKEND_H

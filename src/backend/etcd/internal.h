@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* internal.h - what client.c shares with watch.c. */
 #ifndef DLOCK_ETCD_INTERNAL_H
 #define DLOCK_ETCD_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* store.c - the etcd store's bookkeeping: sessions, claimed key names,
  * work retried until etcd answers, read-write holds. See store.h. */
 #define _GNU_SOURCE

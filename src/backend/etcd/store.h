@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* store.h - the etcd store's state that outlives one request: its
  * sessions, the key names its handles claimed, the deletes and revokes it
  * retries until etcd answers, and the read-write locks it holds; and a

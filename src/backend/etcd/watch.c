@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* watch.c - one etcd watch stream per client, shared by all its watches.
  *
  * Design note. etcd's gateway serves the Watch RPC as one HTTP/1.1 POST to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* calls.c - running the Lua scripts over a connection, and reading their
  * replies. */
 #include "../../base/error.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conn.c - a pipelined Redis connection shared by threads.
  *
  * Design note. The state is one socket, one reply parser, a byte buffer of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conn.h - a Redis command connection shared by many threads.
  *
  * Callers on any thread submit commands and block until

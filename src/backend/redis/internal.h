@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* internal.h - what the files of the Redis backend share. */
 #ifndef DLOCK_REDIS_INTERNAL_H
 #define DLOCK_REDIS_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* notice.c - see notice.h. Strict on purpose: a notice that does not read
  * exactly as one is dropped (the waiter asks the store again), never read
  * as some other fence. */

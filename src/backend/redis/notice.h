@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* notice.h - the hand-over notice a release sends to the waiter it hands the
  * lock to: "<owner token> <wait id> <fence>" (scripts/queue.lua, grant). The
  * decoder does no I/O, so it can be fuzzed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* redis.c - the single-server Redis backend: URL and connections, keys,
  * waiting; the protocol's steps are in steps.c and renewal.c.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* renewal.c - renewing a batch of held locks and queued waiters.
  *
  * A batch is split into script calls over items of one group (held

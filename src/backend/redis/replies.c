@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replies.c - decoding the replies of the Redis backend's scripts and
  * readers; see replies.h. No I/O and no messages here: refusing is -1, and
  * the caller says what was refused and from whom. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replies.h - what each reply of the Redis backend's scripts and readers
  * means, decoded without I/O so it can be fuzzed (tests/fuzz).
  *

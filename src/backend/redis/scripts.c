@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scripts.c - access to the embedded Lua scripts and their digests, which
  * the build assembled and hashed (cmake/embed_lua.cmake). */
 #include "scripts.h"

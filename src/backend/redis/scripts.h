@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scripts.h - the Lua scripts of the Redis backend and their SHA1 digests,
  * run with EVALSHA and, when the server has not seen them (NOSCRIPT), EVAL.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* steps.c - each step of the lock protocol, for every kind of lock, as one
  * request: a script call (scripts/), or for the uncontended mutex a
  * MULTI/EXEC transaction. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stream.c - hand-over notices through Redis Streams (notify=stream).
  *
  * With pub/sub, a notice published while a client's subscriber connection

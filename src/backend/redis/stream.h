@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stream.h - hand-over notices through Redis Streams (see stream.c). */
 #ifndef DLOCK_REDIS_STREAM_H
 #define DLOCK_REDIS_STREAM_H

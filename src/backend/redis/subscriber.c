@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* subscriber.c - the one pub/sub connection of a client, read by its
  * waiters.
  *

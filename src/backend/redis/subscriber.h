@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* subscriber.h - the client's pub/sub connection that receives hand-overs. */
 #ifndef DLOCK_REDIS_SUBSCRIBER_H
 #define DLOCK_REDIS_SUBSCRIBER_H

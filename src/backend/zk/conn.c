@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conn.c - a ZooKeeper session and its requests. See conn.h.
  *
  * Lifetimes. The core's session (dlock__session) keeps a reference to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conn.h - one ZooKeeper session of a client: its handle, its dlock session
  * (core/session.h), requests bounded by deadlines, and the nodes it still
  * has to get rid of.

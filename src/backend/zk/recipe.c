@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* recipe.c - see recipe.h. */
 #include "recipe.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* recipe.h - the lock recipe's names and order, as Apache Curator writes and
  * reads them, so that dlock and Curator exclude one another on one path.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* zk.c - the ZooKeeper backend: zk://host:port[,host:port...][/base][?options].
  *
  * Locks are Apache Curator's recipes (recipe.h), so that dlock and Curator

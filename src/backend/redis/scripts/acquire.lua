@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Mutex: takes the lock, or queues for it. KEYS[1] the lock L, KEYS[2] (an
 -- interop key's) fence counter, else L:fence. ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] waiter
 -- lease ms, ARGV[4] client id, ARGV[5] '1' if an earlier attempt of this

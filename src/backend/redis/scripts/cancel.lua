@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- A waiter gives up: leaves the queue of KEYS[1], and if the lock was
 -- handed to it meanwhile (ARGV[2] says how: 'x' exclusive, 'r' a read
 -- hold, 's' permits), passes it on. ARGV[1] owner token.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Sets the lease of a lock the token holds. KEYS[1] the lock L.
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] '1' to only lengthen it
 -- (re-entry), ARGV[4] 's' for a shared hold (reader, permits), else

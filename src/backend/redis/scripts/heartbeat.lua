@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Keeps queued waiters' places: KEYS[i] the lock waiter i queues for,
 -- ARGV[1] waiter lease ms, ARGV[i + 1] its owner token. Returns two
 -- numbers per waiter:

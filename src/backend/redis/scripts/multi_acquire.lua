@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Several mutexes whose keys share one hash slot, all or nothing: KEYS
 -- the locks, ARGV[1] owner token, ARGV[2] lease ms. Takes every one if
 -- every one is free (or already the caller's after a lost reply).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The queue: shared by the scripts that queue waiters and grant locks
 -- (shared.lua adds what readers and semaphores need). A lock's keys all
 -- derive from its base key L (KEYS[1]), in one hash slot:

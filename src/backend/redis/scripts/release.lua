@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Mutex: releases the lock KEYS[1] and hands it to the next waiter.
 -- ARGV[1] owner token, ARGV[2] mode: '' normal, 'f' force (operator:
 -- whoever holds it), 's' simple (interop key: no queue).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Renews a batch of held locks: KEYS[i] lock, ARGV[1] lease ms, ARGV[2]
 -- 's' for shared holds (readers, permits), else exclusive; ARGV[i + 2] the
 -- owner token. Only a hold its token still has is renewed: a lapsed lock is

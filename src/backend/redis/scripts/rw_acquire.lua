@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Read-write lock: takes it to read (ARGV[10] 'r') or to write ('w'), or
 -- queues. KEYS[1] the lock L. ARGV[1..8] as acquire.lua.
 -- Policy: first come, first served. Readers at the head of the queue are

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Read-write lock: gives up a read hold (ARGV[2] 'r') or the write hold
 -- ('w') of ARGV[1], or with ARGV[3] '1' clears every holder (operator), and
 -- admits waiters. KEYS[1] the lock L.

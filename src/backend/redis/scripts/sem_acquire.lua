@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Semaphore: takes ARGV[11] of the ARGV[10] permits, or queues. KEYS[1]
 -- the semaphore L. ARGV[1..8] as acquire.lua. A holder's permits go when
 -- its lease runs out. Waiters are served in order.

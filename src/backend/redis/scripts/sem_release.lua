@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Semaphore: returns the permits ARGV[1] holds, or with ARGV[2] '1' every
 -- permit (operator), and admits waiters. KEYS[1] the semaphore L.
 -- Returns 0 released, -2 not held.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Shared holders (readers, semaphore permits): follows queue.lua in the
 -- scripts of the read-write lock and the semaphore.
 

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- What the server knows of a lock. KEYS[1] the lock L, KEYS[2] its fence
 -- counter. ARGV[1] '1' if it has a queue (not an interop key), ARGV[2] 'r'
 -- for a read-write lock, 's' for a semaphore (prunes lapsed holders first).
