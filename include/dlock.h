@@ -394,7 +394,10 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 /* Frees a handle WITHOUT releasing its lock: the lock stays held on the
  * server under the handle's token until its lease runs out, or until
  * another handle takes it over with dlock_lock_adopt(). Renewal stops. This
- * is how a lock is handed to another process. NULL does nothing. */
+ * is how a lock is handed to another process (DLOCK_CAP_ADOPT). On a
+ * session store (DLOCK_CAP_SESSION) the lock stays as long as the client's
+ * session: until dlock_client_close(), or the session's loss. NULL does
+ * nothing. */
 DLOCK_API void dlock_lock_detach(dlock_lock *lock);
 
 #define DLOCK_WAIT_FOREVER (-1)

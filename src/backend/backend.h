@@ -207,6 +207,11 @@ struct dlock__backend {
     int (*lock_new)(dlock__store *s, const char *name, const dlock__lock_spec *spec,
                     dlock__store_lock **out);
     void (*lock_free)(dlock__store *s, dlock__store_lock *l);
+    /* The handle leaves its hold in the store (dlock_lock_detach): forget
+     * it here, so that lock_free does not give it up; it lives on for its
+     * lease, or as long as its session. NULL: lock_free never gives up a
+     * hold by itself. */
+    void (*detach)(dlock__store *s, dlock__store_lock *l);
 
     /* One attempt. DLOCK_EDEADLK when it could only wait for itself (a
      * reader asking to write). */

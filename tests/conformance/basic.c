@@ -294,7 +294,6 @@ void ct_wait_timeout(void)
     dlock_client *c = ct_client(""), *c2 = ct_client("");
     const char *name = CT_NAME("busy");
     dlock_lock *a = ct_lock(c, name, 0), *b = ct_lock(c2, name, 0);
-    CT_ZK_QSORT_BUG();
 
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     int64_t t0 = dt_now_ms();
@@ -363,7 +362,6 @@ void ct_cancel_from_thread(void)
     const char *name = CT_NAME("cancel");
     dlock_lock *a = ct_lock(c, name, 0), *b = ct_lock(c2, name, 0);
     ct_waiter w;
-    CT_ZK_QSORT_BUG();
 
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     ct_wait_start(&w, b, 30000);
@@ -447,7 +445,6 @@ void ct_query_state(void)
     dlock_lock *a = ct_lock(c, name, 0), *b1 = ct_lock(c2, name, 0), *b2 = ct_lock(c2, name, 0);
     ct_waiter w1, w2;
     dlock_status st;
-    CT_ZK_QSORT_BUG();
 
     st = ct_query(c, name, 0);
     CHECK_INT(st.held, ==, 0);
@@ -497,7 +494,6 @@ void ct_force_unlock(void)
     dlock_lock *a = ct_lock(c, name, 0), *b = ct_lock(op, name, 0);
     ct_loss loss = {0};
     ct_waiter w;
-    CT_ZK_QSORT_BUG();
 
     CHECK_RC(dlock_force_unlock(op, name, 0), DLOCK_OK); /* free: nothing to do */
     dlock_lock_on_lost(a, ct_on_lost, &loss);
@@ -539,7 +535,6 @@ void ct_refuses_what_it_lacks(void)
     dlock_status st;
     int refused = 0, served = 0;
     char list[512] = "";
-    CT_ZK_QSORT_BUG();
 
     CHECK_RC(dlock_acquire(held, 0), DLOCK_OK);
     for (unsigned cap = 1; cap <= DLOCK_CAP_SESSION; cap <<= 1) {

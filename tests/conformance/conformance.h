@@ -87,25 +87,10 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 #define CT_BUG_OWNER                                                                               \
     "dlock_status.owner is the holder's key suffix (its lease id in hex), not its owner token "    \
     "(dlock_lock_token): etcd_query() copies the key name"
-#define CT_BUG_DETACH                                                                              \
-    "dlock_lock_detach releases the lock at once: the backend's lock_free() deletes the node/key " \
-    "it still holds, and the interface does not tell it the handle was detached"
-
 #define CT_BUG_ZK_LOG_RACE                                                                         \
     "ThreadSanitizer: two ZooKeeper clients in one process race in libzookeeper_mt's static "      \
     "endpoint buffer (sprintf in its connect-error log lines): the backend discards the log "      \
     "(quiet_log) but leaves its level on, so the arguments are still formatted"
-
-#define CT_BUG_ZK_QSORT                                                                            \
-    "UBSan: dlock__zk_rank() (src/backend/zk/recipe.c:80) calls qsort(NULL, 0, ...) for a lock "   \
-    "with no children (a query of a free lock), undefined behaviour that UBSan aborts on"
-/* Tests that query a free ZooKeeper lock: a failure there in a build with
- * UBSan (CT_UBSAN, from CMake) is that bug. */
-#if defined(CT_UBSAN)
-#define CT_ZK_QSORT_BUG() DT_KNOWN_BUG("zookeeper", CT_BUG_ZK_QSORT)
-#else
-#define CT_ZK_QSORT_BUG() ((void) 0)
-#endif
 
 #define CT_BUG_ZK_LEAK                                                                             \
     "LeakSanitizer: a renewal's exists request outstanding when a blackholed ZooKeeper session "   \

@@ -162,7 +162,6 @@ void ct_cli_run_lost(void)
     snprintf(url, sizeof url, "%s", ct_url("?lease=1s"));
     const char *argv[] = {dt_bin("dlock"), "run", "-u", url, "--grace", "1s", name, "--",
                           "sleep",         "60",  NULL};
-    CT_ZK_QSORT_BUG();
 
     pid_t pid = ct_spawn(argv);
     dlock_client *c = ct_client("");

@@ -1129,6 +1129,25 @@ fail:
     return rc;
 }
 
+/* The handle leaves its hold: its key stays, on its own lease (a fixed
+ * lease) or the session's (until the client closes, or the session ends),
+ * and is only forgotten here. */
+static void etcd_detach(dlock__store *s, dlock__store_lock *sl)
+{
+    dlock__etcd_store *e = ESTORE(s);
+    dlock__etcd_lock *l = ELOCK(sl);
+    dlock__etcd_key k;
+
+    dlock__etcd_take_key(l, &k);
+    watch_drop(e, l);
+    dlock__etcd_rw_forget(e, l);
+    forget_release(l);
+    /* the name stays claimed while the key may exist: another handle of
+     * this client on the same session must not put the same key */
+    free(k.key);
+    dlock__etcd_session_unref(k.sess);
+}
+
 static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
     dlock__etcd_store *e = ESTORE(s);
@@ -1257,6 +1276,7 @@ const dlock__backend dlock__etcd_backend = {
     .close = etcd_close,
     .lock_new = etcd_lock_new,
     .lock_free = etcd_lock_free,
+    .detach = etcd_detach,
     .acquire = etcd_acquire,
     .cancel = etcd_cancel,
     .release = etcd_release,

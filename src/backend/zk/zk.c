@@ -1377,6 +1377,28 @@ static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
     return DLOCK_OK;
 }
 
+/* The handle leaves its hold: its nodes stay for as long as the session
+ * lives (until the client closes, or the session ends), and are only
+ * forgotten here. */
+static void zk_detach(dlock__store *s, dlock__store_lock *sl)
+{
+    zlock *l = ZLOCK(sl);
+    char *node;
+    dlock__zconn *c, *lc;
+    unsigned n;
+
+    take_node(l, &node, &c);
+    char **leases = take_leases(l, &n, &lc);
+    for (unsigned i = 0; i < n; i++)
+        free(leases[i]);
+    free(leases);
+    dlock__zconn_unref(lc);
+    if (node != NULL)
+        forget_rw_hold(ZSTORE(s), node);
+    free(node);
+    dlock__zconn_unref(c);
+}
+
 static void zk_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
     zlock *l = ZLOCK(sl);
@@ -1523,6 +1545,7 @@ const dlock__backend dlock__zk_backend = {
     .close = zk_close,
     .lock_new = zk_lock_new,
     .lock_free = zk_lock_free,
+    .detach = zk_detach,
     .acquire = zk_acquire,
     .cancel = zk_cancel,
     .release = zk_release,
