@@ -270,8 +270,9 @@ static const char *endpoint(void)
 
 /* ---------------------------------------------------------------- layout */
 
-/* The key is concurrency.Mutex's: NAME/<session lease in hex>, empty, on
- * the session lease (TTL: the URL's lease, rounded up to seconds); the
+/* The key is concurrency.Mutex's: NAME/<session lease in hex>, holding the
+ * owner token (Go puts it empty; nothing there reads it), on the session
+ * lease (TTL: the URL's lease, rounded up to seconds); the
  * fence is its create revision; a try that fails leaves nothing behind. */
 static void layout_and_try(void)
 {
@@ -284,7 +285,8 @@ static void layout_and_try(void)
     char want[64];
     snprintf(want, sizeof want, "job/%" PRIx64, (uint64_t) kvs[0].lease);
     CHECK(strcmp(kvs[0].key, want) == 0);
-    CHECK_INT(kvs[0].value_len, ==, 0);
+    CHECK_INT(kvs[0].value_len, ==, strlen(dlock_lock_token(l)));
+    CHECK(strcmp(kvs[0].value, dlock_lock_token(l)) == 0);
     CHECK_INT((int64_t) dlock_lock_fence(l), ==, kvs[0].create);
     CHECK_INT(granted_ttl(kvs[0].lease), ==, 5);
     uint64_t first = dlock_lock_fence(l);
@@ -403,6 +405,8 @@ static void interop_dlock_run_waits(void)
     dlock_client *c = client(NULL);
     DT_WAIT_UNTIL(query(c, "shared", 0).waiters == 1, 10000);
     CHECK(!file_exists(file));
+    /* etcdctl's key holds no token: the owner shown is its lease id */
+    CHECK(strcmp(query(c, "shared", 0).owner, line + 7) == 0);
     kill(etcdctl, SIGTERM); /* etcdctl deletes its key and exits */
     exit_status(etcdctl);
     close(out);
@@ -688,7 +692,7 @@ static void query_and_force_unlock(void)
     CHECK(st.held);
     CHECK_INT(st.holds, ==, 1);
     CHECK_INT(st.last_fence, ==, dlock_lock_fence(a));
-    CHECK(strcmp(st.owner, kvs[0].key + 3) == 0);
+    CHECK(strcmp(st.owner, dlock_lock_token(a)) == 0);
     CHECK(st.lease_ms > 0 && st.lease_ms <= 3000);
     CHECK_RC(dlock_force_unlock(cb, "fu", 0), DLOCK_OK);
     join(&w);

@@ -84,9 +84,6 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
     ct_known_bug_check(!!(cond), #cond, (store), (why), __FILE__, __LINE__)
 
 /* Bugs the suite found, by the stores they show on (see the README). */
-#define CT_BUG_OWNER                                                                               \
-    "dlock_status.owner is the holder's key suffix (its lease id in hex), not its owner token "    \
-    "(dlock_lock_token): etcd_query() copies the key name"
 #define CT_BUG_ZK_LOG_RACE                                                                         \
     "ThreadSanitizer: two ZooKeeper clients in one process race in libzookeeper_mt's static "      \
     "endpoint buffer (sprintf in its connect-error log lines): the backend discards the log "      \
@@ -115,8 +112,7 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
     DT_KNOWN_BUG_CHECK((told_ms) <= (other_ms), "redis,zookeeper,etcd", CT_BUG_LATE_LOSS)
 
 /* The owner a query reports is the holder's token. */
-#define CT_CHECK_OWNER(owner, lock)                                                                \
-    DT_KNOWN_BUG_CHECK(strcmp((owner), dlock_lock_token(lock)) == 0, "etcd", CT_BUG_OWNER)
+#define CT_CHECK_OWNER(owner, lock) CHECK(strcmp((owner), dlock_lock_token(lock)) == 0)
 
 /* 1 if the store has every capability in caps. */
 int ct_has(unsigned caps);

@@ -323,6 +323,11 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     memset(st, 0, sizeof *st);
     memset(ok, 0, sizeof ok);
     memset(ko, 0, sizeof ko);
+    if (l->value_len == 0) {
+        /* a key's value is its owner's token (dlock_status.owner); set
+         * before the first put, so before any hold the renewer could read */
+        l->value_len = (size_t) snprintf(l->value, sizeof l->value, "%s", token);
+    }
     if (known > 0) {
         /* Our key was there at `known` (a waiter looking again after a
          * watch event): read whether it still is, and where it stands, in a
@@ -929,6 +934,17 @@ static int contenders(dlock__etcd_store *e, const dlock__etcd_lock *l, int64_t d
     return dlock__etcd_kv_range(e->cli, &q, deadline, out);
 }
 
+/* Whether a key's value can be a dlock owner token (printable ASCII, no
+ * spaces): what another program put there is not shown as one. */
+static int valid_token(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] <= ' ' || v[i] > '~')
+            return 0;
+    }
+    return n > 0;
+}
+
 static int is_writer(const dlock__etcd_lock *l, const dlock__etcd_kv *kv)
 {
     return strncmp(kv->key, l->writers, strlen(l->writers)) == 0;
@@ -990,9 +1006,14 @@ static int etcd_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, 
     int exclusive =
         n == 1 && l->base.spec.kind != DLOCK__SEMAPHORE && (!rw || is_writer(l, &r.kvs[0]));
     if (exclusive) {
-        /* the holder's key names it: its lease id (and slot) */
+        /* the holder's token is its key's value; a key another client
+         * made (etcdctl lock) has none: its name says who (the lease id) */
         st->holds = 1;
-        snprintf(st->owner, sizeof st->owner, "%s", r.kvs[0].key + strlen(l->prefix));
+        if (r.kvs[0].value_len > 0 && r.kvs[0].value_len < sizeof st->owner &&
+            valid_token(r.kvs[0].value, r.kvs[0].value_len))
+            memcpy(st->owner, r.kvs[0].value, r.kvs[0].value_len);
+        else
+            snprintf(st->owner, sizeof st->owner, "%s", r.kvs[0].key + strlen(l->prefix));
         if (r.kvs[0].lease != 0) {
             dlock__etcd_lease_ttl t = {0};
             if (dlock__etcd_lease_timetolive(e->cli, r.kvs[0].lease, 0, deadline, &t) == DLOCK_OK &&

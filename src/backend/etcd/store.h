@@ -89,7 +89,7 @@ typedef struct dlock__etcd_lock {
     char *prefix, *prefix_end;   /* the contenders' keys */
     char *writers, *writers_end; /* read-write: the writers' keys */
     const char *marker;          /* read-write: "r-" or "w-" in front of the id */
-    char value[32];              /* semaphore: "take/permits" */
+    char value[72];              /* semaphore: "take/permits"; else the owner token */
     size_t value_len;
 
     pthread_mutex_t mu; /* k: read by the renewal thread */
