@@ -53,7 +53,11 @@ struct dlock__session {
 
 int64_t dlock__drift_us(int64_t lease_ms)
 {
-    return lease_ms * 10 + 2000;
+    /* Clock drift (1% + 2 ms, as Redlock's), and an allowance for the
+     * watchdog waking late on a busy machine (5% of the lease, at most
+     * 50 ms): it must report a loss before the store's lease ends. */
+    int64_t allowance = lease_ms * 50 < 50000 ? lease_ms * 50 : 50000;
+    return lease_ms * 10 + 2000 + allowance;
 }
 
 static int64_t period_us(const dlock__renewer *r, const dlock__lease *e)

@@ -145,7 +145,8 @@ int dlock__renewer_check(dlock__renewer *r, dlock__lease *e, int64_t *left_us, c
 /* The lease a session was started with (its holds are checked every third). */
 int64_t dlock__session_lease_ms(const dlock__session *s);
 
-/* The drift margin subtracted from a lease, in microseconds: 1% + 2 ms. */
+/* The margin subtracted from a lease, in microseconds: 1% + 2 ms for clock
+ * drift, plus a scheduling allowance of 5% of the lease, at most 50 ms. */
 int64_t dlock__drift_us(int64_t lease_ms);
 
 #endif

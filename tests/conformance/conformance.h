@@ -100,16 +100,21 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 #endif
 
 #define CT_BUG_LATE_LOSS                                                                           \
-    "the on_lost callback came after another client had the lock: the renewer's wake-up at the "   \
-    "end of local validity was later than the drift margin (1% + 2 ms: 12 ms of a 1 s lease) "     \
-    "on a loaded machine; dlock_lock_check() said ELOST in time"
+    "the on_lost callback came after another client had the lock: the watchdog woke more than "  \
+    "the margin's scheduling allowance (5% of the lease, at most 50 ms) late, in a sanitizer "    \
+    "build; dlock_lock_check() said ELOST in time"
 /* The holder's loss callback ran before another client had the lock. The
- * margin is a dozen milliseconds at these leases, thinner than the
- * scheduling delays of a loaded machine (seen 11 ms late in a plain build
- * during a full test run, 24 ms under ASan): a known bug on every store.
- * The hard check is that the holder's own dlock_lock_check() says ELOST. */
+ * margin (1% + 2 ms, and 5% of the lease for scheduling: 62 ms of a 1 s
+ * lease) covers the scheduling delays of a loaded machine in a plain build
+ * (seen up to 23 ms); under a sanitizer threads run several times slower,
+ * and a late callback there is a known bug. The holder's own
+ * dlock_lock_check() saying ELOST is checked hard everywhere. */
+#if defined(CT_ASAN) || defined(CT_TSAN)
 #define CT_TOLD_BEFORE(told_ms, other_ms)                                                          \
     DT_KNOWN_BUG_CHECK((told_ms) <= (other_ms), "redis,zookeeper,etcd", CT_BUG_LATE_LOSS)
+#else
+#define CT_TOLD_BEFORE(told_ms, other_ms) CHECK((told_ms) <= (other_ms))
+#endif
 
 /* The owner a query reports is the holder's token. */
 #define CT_CHECK_OWNER(owner, lock) CHECK(strcmp((owner), dlock_lock_token(lock)) == 0)

@@ -77,7 +77,7 @@ static void lost_when(dt_proxy_mode mode)
     ct_loss loss = {0};
     ct_waiter w;
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(CT_TSAN)
     DT_KNOWN_BUG("zookeeper", CT_BUG_ZK_LOG_RACE);
 #endif
     CT_ZK_LEAK_BUG();

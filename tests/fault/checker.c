@@ -11,8 +11,8 @@
  * busy machine may add to a time that should be exact (a callback that
  * must come before another client's grant may come that much later);
  * `grace` is how long after a fault ends its errors may still surface
- * (2 command timeouts + 1 s). The drift margin is the library's own (1% of
- * the lease + 2 ms). */
+ * (2 command timeouts + 1 s). The margin is the library's own (1% of the
+ * lease + 2 ms, and 5%, at most 50 ms, for scheduling). */
 #define _GNU_SOURCE
 #include "fault.h"
 #include "nemesis.h"
@@ -207,7 +207,9 @@ static int by_t(const void *a, const void *b)
 
 static int64_t drift_ns(int64_t lease_ms)
 {
-    return (lease_ms * 10 + 2000) * 1000; /* the library's: 1% + 2 ms */
+    /* the library's: 1% + 2 ms, and 5% (at most 50 ms) for scheduling */
+    int64_t allowance = lease_ms * 50 < 50000 ? lease_ms * 50 : 50000;
+    return (lease_ms * 10 + 2000) * 1000 + allowance * 1000;
 }
 
 /* ---------------------------------------------------------------- windows */
