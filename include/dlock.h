@@ -57,9 +57,9 @@
  *    within the drift margin (1% of the lease + 2 ms) and the holder's
  *    process is not paused (a paused or swapped-out holder is protected by
  *    its fence alone). The margin also allows the holder's threads to be
- *    scheduled up to 5% of the lease (at most 50 ms) late. A store that deletes the lock (FLUSHALL, eviction,
- *    an operator) can hand it out at once; the holder learns it at its next
- *    renewal (a third of the lease).
+ *    scheduled up to 5% of the lease (at most 50 ms) late. A store that
+ *    deletes the lock (FLUSHALL, eviction, an operator) can hand it out at
+ *    once; the holder learns it at its next renewal (a third of the lease).
  *  - A killed holder's lock is free within its lease (Redis, etcd) or the
  *    session timeout (ZooKeeper); a killed waiter's place within
  *    waiter_lease (Redis) or its session's lease or timeout.
