@@ -100,8 +100,8 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 #endif
 
 #define CT_BUG_LATE_LOSS                                                                           \
-    "the on_lost callback came after another client had the lock: the watchdog woke more than "  \
-    "the margin's scheduling allowance (5% of the lease, at most 50 ms) late, in a sanitizer "    \
+    "the on_lost callback came after another client had the lock: the watchdog woke more than "    \
+    "the margin's scheduling allowance (5% of the lease, at most 50 ms) late, in a sanitizer "     \
     "build; dlock_lock_check() said ELOST in time"
 /* The holder's loss callback ran before another client had the lock. The
  * margin (1% + 2 ms, and 5% of the lease for scheduling: 62 ms of a 1 s
