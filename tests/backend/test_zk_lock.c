@@ -1199,6 +1199,7 @@ static void bad_input(void)
         {c, "a/..", "'..'"},
         {c, "priv\xee\x80\x80use", "U+E000"},
         {c, "bad\xef\xbf\xbf", "U+FFF0"},
+        {c, "emoji\xf0\x9f\x98\x80", "above U+FFFF"},
         {c, "", NULL},
         {c, "tab\there", NULL},
         {c2, longname, "bytes"},
@@ -1210,6 +1211,12 @@ static void bad_input(void)
             dt_fail(__FILE__, __LINE__, "name '%s': message '%s' lacks '%s'", names[i].name,
                     dlock_errmsg(), names[i].says);
     }
+    /* the server's word for what is refused above U+FFFF (or the check
+     * would refuse what works) */
+    if (zh == NULL)
+        zh_open();
+    CHECK_INT(zoo_create(zh, "/emoji\xf0\x9f\x98\x80", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+              ==, ZBADARGUMENTS);
     CHECK_RC(dlock_query(c, "a//b", 0, &st), DLOCK_EINVAL);
     CHECK_RC(dlock_force_unlock(c, "..", 0), DLOCK_EINVAL);
     /* what is fine: parts with dots, spaces, UTF-8, the largest name */
@@ -1222,6 +1229,7 @@ static void bad_input(void)
     }
     dlock_client_close(c2);
     dlock_client_close(c);
+    zh_close();
 }
 
 int main(int argc, char **argv)

@@ -1299,11 +1299,14 @@ out:
 
 /* ---------------------------------------------------------------- locks */
 
-/* ZooKeeper refuses these characters in paths (PathUtils.validatePath):
- * private use and the last 16 of the BMP; the core already refused control
- * characters and surrogates. */
+/* ZooKeeper refuses these characters in paths (PathUtils.validatePath, on
+ * Java's UTF-16): private use, the last 16 of the BMP, and every character
+ * above U+FFFF (a surrogate pair there); the core already refused control
+ * characters and lone surrogates. */
 static int bad_path_char(const unsigned char *p)
 {
+    if (p[0] >= 0xf0)
+        return 1; /* U+10000 and above */
     if (p[0] == 0xee || (p[0] == 0xef && p[1] < 0xa4))
         return 1;                                        /* U+E000..U+F8FF */
     return p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xb0; /* U+FFF0..U+FFFF */
@@ -1327,8 +1330,8 @@ static int check_path_name(const char *what, const char *name)
     for (const unsigned char *q = (const unsigned char *) name; *q != '\0'; q++) {
         if (*q >= 0xe0 && bad_path_char(q))
             return dlock__fail(DLOCK_EINVAL,
-                               "%s '%s': ZooKeeper does not take characters U+E000..U+F8FF or "
-                               "U+FFF0..U+FFFF in paths",
+                               "%s '%s': ZooKeeper does not take characters U+E000..U+F8FF, "
+                               "U+FFF0..U+FFFF or above U+FFFF (emoji, say) in paths",
                                what, name);
     }
     return DLOCK_OK;
