@@ -1215,8 +1215,8 @@ static void bad_input(void)
      * would refuse what works) */
     if (zh == NULL)
         zh_open();
-    CHECK_INT(zoo_create(zh, "/emoji\xf0\x9f\x98\x80", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
-              ==, ZBADARGUMENTS);
+    CHECK_INT(zoo_create(zh, "/emoji\xf0\x9f\x98\x80", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ==,
+              ZBADARGUMENTS);
     CHECK_RC(dlock_query(c, "a//b", 0, &st), DLOCK_EINVAL);
     CHECK_RC(dlock_force_unlock(c, "..", 0), DLOCK_EINVAL);
     /* what is fine: parts with dots, spaces, UTF-8, the largest name */
