@@ -323,9 +323,9 @@ enum {
  * above U+10FFFF, on every store (dlock_errmsg() names the byte and why).
  * A store may refuse more: Redis names carry at most one Redis Cluster hash
  * tag "{...}" and no other braces; ZooKeeper's path rules refuse
- * characters above U+FFFF (emoji), U+E000..U+F8FF and U+FFF0..U+FFFF, when
- * the lock's node is first created (DLOCK_EINVAL from the acquire). The handle gets a fresh random
- * owner token (128 bits). Returns DLOCK_OK, DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
+ * characters above U+FFFF (emoji), U+E000..U+F8FF and U+FFF0..U+FFFF. The
+ * handle gets a fresh random owner token (128 bits). Returns DLOCK_OK,
+ * DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
  */
 #define DLOCK_NAME_MAX 512
 DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned flags,

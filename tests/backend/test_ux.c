@@ -194,6 +194,28 @@ static void log_renewal_failures_and_loss(void)
     dlock_client_close(c);
 }
 
+/* A dropped Redis connection is a warning, connecting again news. */
+static void log_reconnect(void)
+{
+    dt_server srv;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = open_client(&srv, "?pool=1");
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    dlock_lock *l = open_lock(c, "re", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(count_lines(DLOCK_LOG_INFO, "connected again", NULL), ==, 0);
+    dt_server_restart(&srv, 0);
+    /* the first call after the restart finds the old connection closed */
+    DT_WAIT_UNTIL(dlock_acquire(l, 0) == DLOCK_OK, 5000);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_LOGGED(DLOCK_LOG_WARN, "connection dropped", NULL);
+    CHECK_LOGGED(DLOCK_LOG_INFO, "connected again", srv.url + strlen("redis://"));
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 typedef struct waiter_arg {
     dlock_lock *l;
     atomic_int rc;
@@ -298,11 +320,15 @@ static void names_refused(dlock_client *c, const char *kind)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     /* beyond U+FFFF (an emoji): ZooKeeper's path rules refuse what Java
-     * holds as surrogates, when the node is created (its backend does not
-     * check names yet: see the dlock.h note on names) */
+     * holds as surrogates, and so does its backend, at once */
+    if (strcmp(kind, "zookeeper") == 0) {
+        CHECK_RC(dlock_lock_open(c, "lock-\xf0\x9f\x94\x92", 0, &l), DLOCK_EINVAL);
+        CHECK(strstr(dlock_errmsg(), "above U+FFFF") != NULL);
+        return;
+    }
     l = open_lock(c, "lock-\xf0\x9f\x94\x92", 0);
-    CHECK_RC(dlock_acquire(l, 0), strcmp(kind, "zookeeper") == 0 ? DLOCK_EINVAL : DLOCK_OK);
-    dlock_release(l);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
 }
 
@@ -467,6 +493,7 @@ int main(int argc, char **argv)
     static const dt_test tests[] = {
         {"log_levels_and_secrets", log_levels_and_secrets},
         {"log_renewal_failures_and_loss", log_renewal_failures_and_loss},
+        {"log_reconnect", log_reconnect},
         {"log_handover_and_cancel", log_handover_and_cancel},
         {"redis_store", redis_store},
 #ifdef DLOCK_WITH_ETCD

@@ -69,7 +69,8 @@ struct dlock__rconn {
     dlock__rendpoint ep; /* strings owned */
     char *label;
 
-    int fd; /* -1: not connected */
+    int fd;            /* -1: not connected */
+    unsigned connects; /* made so far */
     int broken;
     int connecting;
     int reading, writing;
@@ -431,8 +432,16 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
     redisContext *ctx;
 
     c->connecting = 1;
+    int again = c->connects > 0;
     pthread_mutex_unlock(&c->mu);
     ctx = dlock__rconn_dial(&c->ep, deadline_us, &code);
+    if (c->ep.log != NULL) {
+        if (ctx == NULL)
+            DLOCK__LOG(c->ep.log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
+        else
+            DLOCK__LOG(c->ep.log, again ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG, "%s: %s", c->ep.label,
+                       again ? "connected again" : "connected");
+    }
     fd = -1;
     if (ctx != NULL)
         fd = redisFreeKeepFd(ctx); /* blocking, with send/receive timeouts: */
@@ -445,6 +454,7 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
     pthread_mutex_lock(&c->mu);
     c->connecting = 0;
     if (fd >= 0) {
+        c->connects++;
         c->fd = fd;
         c->broken = 0;
         c->last_read_us = dlock__now_us();
@@ -494,6 +504,8 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
     va_end(ap);
+    if (c->fd >= 0 && c->ep.log != NULL)
+        DLOCK__LOG(c->ep.log, DLOCK_LOG_WARN, "connection dropped: %s", c->fail_msg);
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
     while (c->head != NULL) {
@@ -519,7 +531,6 @@ static void settle_locked(dlock__rconn *c)
     }
 }
 
-/* With mu held: waits until the connection can take commands. */
 /* With mu held, on an idle stream: has the server hung up since we last
  * heard from it (a restart, an idle timeout)? Then start afresh rather than
  * send a request whose fate would be unknown. Checked only after a quiet
@@ -536,9 +547,13 @@ static void drop_if_hung_up_locked(dlock__rconn *c)
         /* Nothing is due, so anything readable is a hang-up or junk. */
         close(c->fd);
         c->fd = -1;
+        if (c->ep.log != NULL)
+            DLOCK__LOG(c->ep.log, DLOCK_LOG_WARN,
+                       "%s: connection dropped while idle (the server closed it)", c->label);
     }
 }
 
+/* With mu held: waits until the connection can take commands. */
 static int ready_locked(dlock__rconn *c, int64_t deadline_us)
 {
     if (c->fd >= 0 && !c->broken)

@@ -12,6 +12,8 @@
 #ifndef DLOCK_REDIS_CONN_H
 #define DLOCK_REDIS_CONN_H
 
+#include "../../core/log.h"
+
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +30,7 @@ typedef struct dlock__rendpoint {
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     const char *label; /* "redis://host:port" for messages */
+    dlock__log *log;   /* the client's (connects, losses); NULL: none */
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */

@@ -357,6 +357,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     *out = NULL;
     if (b == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    b->ep.log = host->log;
     pthread_mutex_init(&b->mu, NULL);
     b->base.backend = &dlock__redis_backend;
     b->base.caps = dlock__redis_backend.caps;
