@@ -30,4 +30,5 @@ fi
 rm -f "$log"
 
 echo
-exec bash examples/flash-sale/flash_sale.sh "$root/build/bin/dlock"
+# Options (-u LOCK_URL: the lock in another store) go to the demo.
+exec bash examples/flash-sale/flash_sale.sh "$@" "$root/build/bin/dlock"

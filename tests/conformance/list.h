@@ -66,7 +66,9 @@
     X(cli_run, 0,                                                                                  \
       "dlock run: fence in DLOCK_TOKEN, command's status, -n / -E / -w, exit 64, 69, 127")         \
     X(cli_run_lost, DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY,                                      \
-      "dlock run exits 75 when the lock is taken away while the command runs")
+      "dlock run exits 75 when the lock is taken away while the command runs")                     \
+    X(flash_sale_demo, DLOCK_CAP_FENCE,                                                            \
+      "the README's demo with its lock in this store: exactly 100 sold, fences increasing")
 /* clang-format on */
 
 #endif
