@@ -321,12 +321,19 @@ WAITS = {
                              "until it is the only one; about twice the round trips of a mutex",
         "kazoo": "Lock: an EPHEMERAL_SEQUENTIAL `<uuid>__lock__<seq>`; a waiter watches the node "
                  "just ahead of it (get with a watch), then lists again: one waiter per release",
+        "zk-floor": "never waits (seq and par only, each thread its own lock): the bare requests "
+                    "of an uncontended lock on one session, synchronous libzookeeper_mt calls "
+                    "(create EPHEMERAL_SEQUENTIAL, list, delete; bench/peers/zk/floor.c)",
     },
     "etcd": {
         "dlock": "no polling: concurrency.Mutex layout (a key NAME/<lease hex> per contender, "
                  "one session lease per client); a waiter watches only the key just ahead of it "
                  "(by create revision) for its DELETE, on the client's one watch stream: a "
                  "release wakes one waiter",
+        "etcd-floor": "never waits (seq and par only, each thread its own lock): the bare "
+                      "requests of an uncontended lock over the JSON gateway, libcurl, one "
+                      "connection per thread (a Txn put-if-absent + read, a delete; "
+                      "bench/peers/etcd/floor.c)",
         "npm-etcd3": "try-only: Lock.acquire fails on a held lock (each attempt a lease grant, "
                      "a Txn and a revoke), so node_bench.js retries after a random 0-10 ms "
                      "pause: polling",
@@ -389,6 +396,11 @@ def programs(a, store, srv):
         ]
     elif store == "zookeeper":
         hp = srv.hostport
+        if a.zk_floor:
+            out = [
+                ("seq", FLOORS[store], [a.zk_floor, hp, "1", s], None), out[0],
+                ("par", FLOORS[store], [a.zk_floor, hp, str(a.threads), s], None), out[1], out[2],
+            ] + out[3:]
         if not a.no_java:
             for lib in ("curator", "curator-semaphore"):
                 run = ["bash", "run.sh", hp]
@@ -405,6 +417,11 @@ def programs(a, store, srv):
         ]
     else:
         hp = srv.hostport
+        if a.etcd_floor:
+            out = [
+                ("seq", FLOORS[store], [a.etcd_floor, hp, "1", s], None), out[0],
+                ("par", FLOORS[store], [a.etcd_floor, hp, str(a.threads), s], None), out[1], out[2],
+            ] + out[3:]
         if not a.no_node:
             node = ["node", "node_bench.js", hp]
             out += [
@@ -494,6 +511,8 @@ def main():
                     help="which store's peers to measure dlock against (default all)")
     ap.add_argument("--dlock", help="the dlock command to measure")
     ap.add_argument("--limit", help="the built bench/peers/limit.c (Redis)")
+    ap.add_argument("--zk-floor", help="the built bench/peers/zk/floor.c (ZooKeeper)")
+    ap.add_argument("--etcd-floor", help="the built bench/peers/etcd/floor.c (etcd)")
     ap.add_argument("--peers", default=os.path.join(HERE, "peers"),
                     help="bench/peers (node_modules installed by npm ci here and in etcd/)")
     ap.add_argument("--no-node", action="store_true", help="skip the node peers")
@@ -751,7 +770,10 @@ def num(v, fmt="{:.0f}"):
     return fmt.format(v) if v is not None else "-"
 
 
-def best_peer(med, wl, exclude=("dlock", "hiredis-floor", CANDIDATE)):
+FLOORS = {"redis": "hiredis-floor", "zookeeper": "zk-floor", "etcd": "etcd-floor"}
+
+
+def best_peer(med, wl, exclude=("dlock", CANDIDATE) + tuple(FLOORS.values())):
     peers = [(m["cycles_per_s"], label) for (w, label), m in med.items()
              if w == wl and label not in exclude and m["cycles_per_s"]]
     return max(peers) if peers else (None, "-")
@@ -952,8 +974,8 @@ def store_report(a, store, results, med, extra, env):
     lines.append("### Ratios (same run)\n")
     lines.append("Medians against medians; the last column divides each round's dlock run by "
                  "that round's run of the same peer.\n")
-    lines.append("| workload | dlock / best peer | best peer | each round |")
-    lines.append("|---|---:|---|---|")
+    lines.append("| workload | dlock / best peer | best peer | each round | dlock / floor |")
+    lines.append("|---|---:|---|---|---:|")
     for lib in ("dlock", CANDIDATE):
         for wl in WLS:
             d = med.get((wl, lib), {}).get("cycles_per_s")
@@ -964,8 +986,10 @@ def store_report(a, store, results, med, extra, env):
             each = " ".join(f"{x['cycles_per_s'] / y['cycles_per_s']:.2f}" if x and y and
                             y.get("cycles_per_s") else "-" for x, y in pairs)
             name = wl if lib == "dlock" else f"{wl} ({lib})"
+            f = med.get((wl, FLOORS[store]), {}).get("cycles_per_s")
+            floor = f"{d / f:.2f}x" if d and f else "-"
             lines.append(f"| {name} | {d / best[0] if d and best[0] else 0:.2f}x | {best[1]} | "
-                         f"{each} |")
+                         f"{each} | {floor} |")
     lines.append("")
     lines.append("### Hand-over cost as waiters grow (dlock)\n")
     lines.append("`dlock bench --workload herd`: one holder and W waiters on one lock, over up "

@@ -63,6 +63,8 @@ if wants redis; then
   npm_ci "$peers"
 fi
 if wants zookeeper; then
+  gcc -O2 -o $out/zk_floor "$peers/zk/floor.c" -lzookeeper_mt -lpthread
+  extra+=(--zk-floor "$root/$out/zk_floor")
   if command -v javac >/dev/null; then
     bash "$peers/zk/build.sh" >/dev/null
   else
@@ -71,6 +73,8 @@ if wants zookeeper; then
   fi
 fi
 if wants etcd; then
+  gcc -O2 -o $out/etcd_floor "$peers/etcd/floor.c" -lcurl -lpthread
+  extra+=(--etcd-floor "$root/$out/etcd_floor")
   npm_ci "$peers/etcd"
 fi
 
