@@ -396,9 +396,10 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
  * server under the handle's token until its lease runs out, or until
  * another handle takes it over with dlock_lock_adopt(). Renewal stops. This
  * is how a lock is handed to another process (DLOCK_CAP_ADOPT). On a
- * session store (DLOCK_CAP_SESSION) the lock stays as long as the client's
- * session: until dlock_client_close(), or the session's loss. NULL does
- * nothing. */
+ * session store (DLOCK_CAP_SESSION) a lock taken with a renewed lease stays
+ * as long as the client's session (until dlock_client_close(), or the
+ * session's loss), and one with a fixed lease (dlock_acquire_for) until
+ * that lease ends. NULL does nothing. */
 DLOCK_API void dlock_lock_detach(dlock_lock *lock);
 
 #define DLOCK_WAIT_FOREVER (-1)

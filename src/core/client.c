@@ -77,11 +77,16 @@ void dlock__log_emit(dlock__log *log, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* the callback may call dlock functions: the detail of the failure
+     * being reported stays the caller's */
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
     pthread_rwlock_rdlock(&log->mu);
     /* the level again: a message formatted as logging was turned off */
     if (log->fn != NULL && atomic_load(&log->level) >= level)
         log->fn(level, msg, log->arg);
     pthread_rwlock_unlock(&log->mu);
+    dlock__restore_error(&saved);
 }
 
 int dlock_client_set_log(dlock_client *c, int level, dlock_log_fn fn, void *arg)

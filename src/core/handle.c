@@ -387,16 +387,18 @@ void dlock_lock_detach(dlock_lock *l)
         return;
     if (dlock__lock_enter(l) == DLOCK_OK) {
         const dlock__backend *b = l->client->backend;
-        if (l->holds > 0 && b->detach != NULL) {
+        int held = l->holds > 0;
+        /* off the renewer first: a renewal must not find the hold gone */
+        if (l->nmembers > 0)
+            dlock__multi_forget(l);
+        dlock__lock_stop_holding(l);
+        if (held && b->detach != NULL) {
             /* the store keeps what it holds: lock_free must not give it up */
             for (size_t i = 0; i < l->nmembers; i++)
                 b->detach(l->client->store, l->members[i]->sl);
             if (l->nmembers == 0)
                 b->detach(l->client->store, l->sl);
         }
-        if (l->nmembers > 0)
-            dlock__multi_forget(l);
-        dlock__lock_stop_holding(l);
         dlock__lock_leave(l, DLOCK_OK);
     }
     dlock__lock_unref(l);

@@ -84,6 +84,7 @@ static int post(CURL *h, const char *path, const char *body, reply *r)
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L); /* a hung request ends the run's wait */
     if (curl_easy_perform(h) != CURLE_OK)
         return -1;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -99,7 +100,7 @@ static void *run(void *arg)
 
     snprintf(prefix, sizeof prefix, "bench/floor-%d/", w->id);
     snprintf(end, sizeof end, "bench/floor-%d0", w->id); /* '/' + 1 */
-    snprintf(key, sizeof key, "%s%s", prefix, lease);
+    snprintf(key, sizeof key, "%s%llx", prefix, strtoull(lease, NULL, 10)); /* Mutex's: hex */
     b64(key, k64);
     b64(prefix, p64);
     b64(end, e64);
@@ -117,6 +118,7 @@ static void *run(void *arg)
         if (post(h, "/v3/kv/txn", txn, &r) != 0 || strstr(r.text, "\"succeeded\":true") == NULL ||
             post(h, "/v3/kv/deleterange", del, &r) != 0) {
             w->failures++;
+            post(h, "/v3/kv/deleterange", del, &r); /* a key left would fail every cycle */
             continue;
         }
         if (w->nsamples < MAX_SAMPLES)
@@ -162,6 +164,10 @@ int main(int argc, char **argv)
     double t0 = now();
     for (int i = 0; i < threads; i++) {
         w[i] = (worker){.id = i, .lat_us = malloc(sizeof(double) * MAX_SAMPLES)};
+        if (w[i].lat_us == NULL) {
+            fprintf(stderr, "floor: out of memory\n");
+            return 70;
+        }
         pthread_create(&th[i], NULL, run, &w[i]);
     }
     long cycles = 0, failures = 0, n = 0;

@@ -117,6 +117,10 @@ int main(int argc, char **argv)
     double t0 = now();
     for (int i = 0; i < threads; i++) {
         w[i] = (worker){.id = i, .lat_us = malloc(sizeof(double) * MAX_SAMPLES)};
+        if (w[i].lat_us == NULL) {
+            fprintf(stderr, "floor: out of memory\n");
+            return 70;
+        }
         pthread_create(&th[i], NULL, run, &w[i]);
     }
     long cycles = 0, failures = 0, n = 0;

@@ -5,13 +5,17 @@
  *
  * Layout. A mutex is etcd's concurrency.Mutex, so that `dlock run -u etcd://H
  * NAME` and `etcdctl lock NAME` are one lock: every contender puts a key
- * NAME/<lease id in lower-case hex> with an empty value, attached to its
- * lease, in one Txn that also reads where it stands (compare
- * create_revision == 0, else read the key back). The holder is the key with
- * the lowest create revision under NAME/; any other contender watches only
- * the newest key older than its own for its deletion, from the revision of
- * the read that found it (no delete in between is missed), then looks
- * again. A release deletes the key, which wakes the one waiter behind it.
+ * NAME/<lease id in lower-case hex> holding its owner token (Go puts it
+ * empty and never reads it), attached to its lease, in one Txn that also
+ * reads where it stands (compare create_revision == 0, else read the key
+ * back). The holder is the key with the lowest create revision under NAME/;
+ * any other contender watches only the newest key older than its own for
+ * its deletion, from now (quicker than from a past revision, which etcd
+ * serves only after a catch-up pass); when etcd created the watch past the
+ * revision of the read that found the key, a delete in between may have
+ * been missed, and the waiter looks again at once (WATCH_LATE). Looking
+ * again is a Txn that only reads while the waiter's key is still there. A
+ * release deletes the key, which wakes the one waiter behind it.
  * The fence is the holder key's create revision: a later holder's key was
  * created after every earlier holder's was (it either queued behind it or
  * came after its delete), so fences strictly increase. The read-write lock
@@ -1163,8 +1167,20 @@ static void etcd_detach(dlock__store *s, dlock__store_lock *sl)
     watch_drop(e, l);
     dlock__etcd_rw_forget(e, l);
     forget_release(l);
-    /* the name stays claimed while the key may exist: another handle of
-     * this client on the same session must not put the same key */
+    char own[DLOCK_NAME_MAX + 64];
+    size_t n = (size_t) snprintf(own, sizeof own, "%s%s%" PRIx64, l->prefix, l->marker,
+                                 (uint64_t) k.own_lease);
+    if (k.own_lease != 0 && k.key != NULL && strncmp(k.key, own, n) == 0 &&
+        (k.key[n] == '\0' || k.key[n] == '-')) {
+        /* named after a lease of its own (not the session's, as a key moved
+         * to its own lease after a wait is): no other attempt can make
+         * that name, so it needs no claim */
+        dlock__etcd_discard_key(e, &k);
+        return;
+    }
+    /* The name stays claimed while the key may exist (as long as the
+     * session): another handle of this client must not put the same key.
+     * One claim per key left held, as many as etcd keeps. */
     free(k.key);
     dlock__etcd_session_unref(k.sess);
 }

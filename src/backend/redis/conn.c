@@ -71,6 +71,7 @@ struct dlock__rconn {
 
     int fd;            /* -1: not connected */
     unsigned connects; /* made so far */
+    char dropped[300]; /* why the last connection went, logged at the next connect */
     int broken;
     int connecting;
     int reading, writing;
@@ -433,7 +434,13 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
 
     c->connecting = 1;
     int again = c->connects > 0;
+    char dropped[sizeof c->dropped];
+    snprintf(dropped, sizeof dropped, "%s", c->dropped);
+    c->dropped[0] = '\0';
     pthread_mutex_unlock(&c->mu);
+    /* logged here, with no lock held: the callback may call dlock */
+    if (c->ep.log != NULL && dropped[0] != '\0')
+        DLOCK__LOG(c->ep.log, DLOCK_LOG_WARN, "%s: connection dropped: %s", c->label, dropped);
     ctx = dlock__rconn_dial(&c->ep, deadline_us, &code);
     if (c->ep.log != NULL) {
         if (ctx == NULL)
@@ -504,8 +511,8 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
     va_end(ap);
-    if (c->fd >= 0 && c->ep.log != NULL)
-        DLOCK__LOG(c->ep.log, DLOCK_LOG_WARN, "connection dropped: %s", c->fail_msg);
+    if (c->fd >= 0)
+        snprintf(c->dropped, sizeof c->dropped, "%s", c->fail_msg); /* logged on reconnect */
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
     while (c->head != NULL) {
@@ -547,9 +554,7 @@ static void drop_if_hung_up_locked(dlock__rconn *c)
         /* Nothing is due, so anything readable is a hang-up or junk. */
         close(c->fd);
         c->fd = -1;
-        if (c->ep.log != NULL)
-            DLOCK__LOG(c->ep.log, DLOCK_LOG_WARN,
-                       "%s: connection dropped while idle (the server closed it)", c->label);
+        snprintf(c->dropped, sizeof c->dropped, "the server closed it while it was idle");
     }
 }
 
