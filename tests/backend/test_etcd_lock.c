@@ -928,6 +928,59 @@ static void release_unconfirmed(void)
     dt_proxy_stop(&p);
 }
 
+/* A delete etcd refuses (here: permission taken away; while it restarts
+ * etcd answers errors too) stays pending, and its key claimed, until it
+ * goes through: a new attempt then puts a new key and gets a larger fence.
+ * (The fault suite found the claim dropped after one refusal: a new
+ * attempt found the old key still there and took its revision, an old
+ * fence, for a new grant.) */
+static void refused_delete_stays_pending(void)
+{
+    static const char *const prefixes[] = {"pd/", "pe/"};
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_server_cli(&srv, "user add root:s3cret 2>&1");
+    dt_server_cli(&srv, "user grant-role root root 2>&1");
+    dt_server_cli(&srv, "user add u:pw 2>&1");
+    dt_server_cli(&srv, "role add pd 2>&1");
+    for (int i = 0; i < 2; i++)
+        dt_server_cli(&srv, "role grant-permission pd readwrite %s --prefix=true 2>&1",
+                      prefixes[i]);
+    dt_server_cli(&srv, "user grant-role u pd 2>&1");
+    CHECK(strstr(dt_server_cli(&srv, "auth enable 2>&1"), "Enabled") != NULL);
+    char url[200];
+    snprintf(url, sizeof url, "etcd://u:pw@127.0.0.1:%d?lease=10s", srv.port);
+    dlock_client *c = NULL;
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = lock_of(c, "pd", 0), *other = lock_of(c, "pe", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t first = dlock_lock_fence(l);
+
+    for (int i = 0; i < 2; i++)
+        CHECK(strstr(dt_server_cli(&srv,
+                                   "--user root:s3cret role revoke-permission pd %s "
+                                   "--prefix=true 2>&1",
+                                   prefixes[i]),
+                     "revoked") != NULL);
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE); /* retried in the background */
+    CHECK(strstr(dlock_errmsg(), "permission denied") != NULL);
+    /* other calls retry it first, and are refused too */
+    CHECK_RC(dlock_acquire(other, 0), DLOCK_ESERVER);
+    CHECK_RC(dlock_acquire(other, 0), DLOCK_ESERVER);
+
+    for (int i = 0; i < 2; i++)
+        CHECK(strstr(dt_server_cli(&srv,
+                                   "--user root:s3cret role grant-permission pd readwrite %s "
+                                   "--prefix=true 2>&1",
+                                   prefixes[i]),
+                     "updated") != NULL);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, first);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- fixed leases */
 
 /* dlock_acquire_for: the key is on a lease of its own (whole seconds,
@@ -1235,6 +1288,7 @@ int main(int argc, char **argv)
         {"frozen_holder", frozen_holder},
         {"blackholed_holder", blackholed_holder},
         {"release_unconfirmed", release_unconfirmed},
+        {"refused_delete_stays_pending", refused_delete_stays_pending},
         {"cut_waiter", cut_waiter},
         {"fixed_lease", fixed_lease},
         {"read_write", read_write},

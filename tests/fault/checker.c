@@ -1341,6 +1341,14 @@ static int token_get(const token_map *m, const char *token)
     return -1;
 }
 
+/* How long the server may keep a grant of `lease` ms after its last
+ * renewal (etcd rounds leases up to whole seconds and scans for expired
+ * ones twice a second). */
+static int64_t server_lease(const checker *c, int64_t lease)
+{
+    return c->cfg->server != NULL ? dt_server_lease_bound_ms(c->cfg->server, lease) : lease;
+}
+
 static int by_from(const void *a, const void *b)
 {
     const span *x = a, *y = b;
@@ -1366,7 +1374,7 @@ static void check_snapshots(checker *c)
     for (size_t k = 0; k < c->nholds; k++) {
         const hold *h = &c->holds[k];
         const attempt *a = &c->att[h->attempt];
-        int64_t lease = a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms;
+        int64_t lease = server_lease(c, a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms);
         int key = h->actor;
         if (h->run) {
             key = nkeys++;
@@ -1377,7 +1385,7 @@ static void check_snapshots(checker *c)
     }
     for (size_t k = 0; k < c->natt; k++) {
         const attempt *a = &c->att[k];
-        int64_t lease = a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms;
+        int64_t lease = server_lease(c, a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms);
         if (a->hold >= 0)
             continue;
         /* a dlock run that failed: its token is unknown, only counts matter */

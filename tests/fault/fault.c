@@ -585,6 +585,7 @@ int main(int argc, char **argv)
     /* The store, and the proxy in front of it. */
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
     dt_server_start(&server, cfg.store, 0, NULL);
+    cfg.server = &server;
     nem_event *events = NULL;
     int nevents = cfg.nemeses != NULL && strcmp(cfg.nemeses, "none") == 0
                       ? 0

@@ -171,8 +171,9 @@ typedef struct fault_cfg {
      * and exclusion afresh from each wipe on. (Redis fences also follow the
      * server's clock and survive a wipe: no excuse for them.) */
     int fences_from_data;
-    unsigned caps; /* the store's DLOCK_CAP_* bits (the probe asks) */
-    int gap_ms;    /* mean time between faults */
+    unsigned caps;                  /* the store's DLOCK_CAP_* bits (the probe asks) */
+    const struct dt_server *server; /* the store's server: how long its leases live */
+    int gap_ms;                     /* mean time between faults */
     int verbose;
     int keep;
     int schedule_only;

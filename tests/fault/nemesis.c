@@ -497,11 +497,12 @@ static void run_action(nemesis *n, const nem_action *a)
                 if (strcmp(n->shm->locks[i].name, e->arg) == 0)
                     n->lost_lock = i;
             }
-            /* the op's own time (an eviction takes a while) is part of it */
+            /* the op's own time (an eviction takes a while) is part of it:
+             * its window opens before the op and closes with "done" */
             fev *ev = fs_log(n->shm, EV_NEM, n->lost_lock, -1);
             ev->t = t0;
             ev->kind = e->kind;
-            ev->flags = EVF_START | (e->dur_ms == 0 ? EVF_END : 0) | flags;
+            ev->flags = EVF_START | flags;
             snprintf(ev->text, sizeof ev->text, "op %.20s %.20s", e->op, e->arg);
             fs_commit(ev);
             if (e->dur_ms == 0)

@@ -349,6 +349,14 @@ int dt_server_keeps_data(const dt_server *s, unsigned how)
     return s->kind->durable || (s->flags & DT_PERSIST) || !(how & DT_KILL);
 }
 
+int64_t dt_server_lease_bound_ms(const dt_server *s, int64_t lease_ms)
+{
+    int64_t unit = s->kind->lease_unit_ms;
+    if (unit > 0)
+        lease_ms = (lease_ms + unit - 1) / unit * unit;
+    return lease_ms + s->kind->expiry_lag_ms;
+}
+
 int dt_server_op(dt_server *s, const char *op, const char *arg)
 {
     const dt_server_op_entry *o = find_op(s, op);

@@ -19,6 +19,7 @@
 #define DLOCK_TEST_SERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct dt_server_kind dt_server_kind;
@@ -84,6 +85,10 @@ const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len
  * server acknowledged: not wiped, and the kind is durable (ZooKeeper, etcd)
  * or started with DT_PERSIST, or the stop is clean (Redis saves then). */
 int dt_server_keeps_data(const dt_server *s, unsigned how);
+/* The longest a grant of a lease of lease_ms (renewed last at t) may stay
+ * on the server after t: the lease as the server rounds it, and the lag of
+ * its expiry scan. */
+int64_t dt_server_lease_bound_ms(const dt_server *s, int64_t lease_ms);
 
 /* The kind's own operations, by name (NULL-terminated list; each with a
  * one-line description in dt_server_op_help()). dt_server_op() runs one:

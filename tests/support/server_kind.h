@@ -24,6 +24,12 @@ struct dt_server_kind {
     int needs_peer_port;
     int durable; /* keeps acknowledged writes across a kill -9 without DT_PERSIST */
     int start_timeout_ms;
+    /* How a lease asked of the server may outlive its time there: rounded
+     * up to a unit (etcd's whole-second TTLs; 0: kept as asked), and ended
+     * up to a lag late (the server's expiry scan: etcd's lessor every
+     * 500 ms, ZooKeeper's session buckets of one tick). */
+    int lease_unit_ms;
+    int expiry_lag_ms;
     /* Writes config files to s->dir if needed and fills argv (NULL-terminated,
      * at most 63 entries; strings may point into bufs). */
     void (*argv)(const dt_server *s, const char **argv, char bufs[][256]);

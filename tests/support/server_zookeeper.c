@@ -109,6 +109,7 @@ const dt_server_kind dt__zookeeper_kind = {
     .scheme = "zk",
     .durable = 1,
     .start_timeout_ms = 60000,
+    .expiry_lag_ms = 200, /* tickTime */
     .argv = zk_argv,
     .answers = zk_answers,
     .wipe = zk_wipe,

@@ -328,10 +328,16 @@ int dlock__etcd_remove_key(dlock__etcd_store *e, dlock__etcd_key *k, int64_t dea
     return -1;
 }
 
-/* Retries what could not be confirmed, until etcd stops answering. */
+/* Retries what could not be confirmed, each once, until etcd stops
+ * answering. What fails stays pending, and its key claimed: a new attempt
+ * of ours must never find such a key and take its old revision (and the
+ * permit or place it may have held) for a new grant. */
 void dlock__etcd_retry_pending(dlock__etcd_store *e, int64_t deadline)
 {
-    for (;;) {
+    pthread_mutex_lock(&e->mu);
+    size_t todo = e->npending;
+    pthread_mutex_unlock(&e->mu);
+    for (; todo > 0; todo--) {
         pthread_mutex_lock(&e->mu);
         if (e->npending == 0) {
             pthread_mutex_unlock(&e->mu);
@@ -350,15 +356,22 @@ void dlock__etcd_retry_pending(dlock__etcd_store *e, int64_t deadline)
             rc = dlock__etcd_delete_key(e, p.key, p.rev, deadline, &deleted);
         }
         dlock__restore_error(&saved);
-        if (rc == DLOCK_EUNREACHABLE) {
+        if (rc != DLOCK_OK && rc != DLOCK_EINVAL) {
+            /* not done (etcd away, or answering with an error while it
+             * restarts): back to the bottom of the list, so the others
+             * get their turn */
             pthread_mutex_lock(&e->mu);
-            if (e->npending < DLOCK__ETCD_MAX_PENDING) {
-                e->pending[e->npending++] = p;
-                p.key = NULL;
+            int kept = e->npending < DLOCK__ETCD_MAX_PENDING;
+            if (kept) {
+                memmove(&e->pending[1], &e->pending[0], sizeof e->pending[0] * e->npending);
+                e->pending[0] = p;
+                e->npending++;
             }
             pthread_mutex_unlock(&e->mu);
-            if (p.key == NULL)
+            if (kept && rc == DLOCK_EUNREACHABLE)
                 return; /* etcd is away: later */
+            if (kept)
+                continue;
         }
         dlock__etcd_unclaim_key(e, p.key);
         free(p.key);
