@@ -973,7 +973,9 @@ static void refused_delete_stays_pending(void)
                                    "--prefix=true 2>&1",
                                    prefixes[i]),
                      "updated") != NULL);
-    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    /* (15 s: a renewer's retry sent before the grant leaves the old key
+     * until its next pass, a third of the lease later) */
+    CHECK_RC(dlock_acquire(l, 15000), DLOCK_OK);
     CHECK_INT(dlock_lock_fence(l), >, first);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(other);

@@ -816,10 +816,8 @@ static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t 
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
-    if (dlock__etcd_has_pending(e))
-        dlock__etcd_retry_pending(e, deadline);
-
-    /* sessions: one keepalive round trip each */
+    /* sessions: one keepalive round trip each (first: they keep every
+     * hold of the session) */
     for (size_t i = 0; i < n; i++) {
         dlock__renewal *it = &items[i];
         it->result = DLOCK__RENEW_FAILED;
@@ -839,6 +837,9 @@ static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t 
             note_error(error, sizeof error);
         }
     }
+
+    if (dlock__etcd_has_pending(e))
+        dlock__etcd_retry_pending(e, deadline);
 
     /* holds: keys on leases of their own are kept alive (or moved to a
      * longer one), then every key is checked in one Txn per 128 */
@@ -1163,7 +1164,11 @@ static void etcd_detach(dlock__store *s, dlock__store_lock *sl)
     dlock__etcd_lock *l = ELOCK(sl);
     dlock__etcd_key k;
 
+    /* (not while a renewal moves the key to a lease of its own: it would
+     * find the key taken and revoke the lease the key is now on) */
+    pthread_mutex_lock(&l->moving);
     dlock__etcd_take_key(l, &k);
+    pthread_mutex_unlock(&l->moving);
     watch_drop(e, l);
     dlock__etcd_rw_forget(e, l);
     forget_release(l);

@@ -261,10 +261,15 @@ static void pend_key(dlock__etcd_store *e, dlock__etcd_key *k)
     if (e->npending < DLOCK__ETCD_MAX_PENDING) {
         e->pending[e->npending++] = (dlock__etcd_pending){
             .key = k->key, .rev = k->own_lease != 0 ? 0 : k->rev, .lease = k->own_lease};
-        k->key = NULL; /* claimed until then */
+    } else {
+        /* no room: given up on, but never unclaimed, as it may still be
+         * there (a claim is small; so many unconfirmed deletes are not
+         * expected) */
+        free(k->key);
     }
+    k->key = NULL; /* claimed until then */
     pthread_mutex_unlock(&e->mu);
-    dlock__etcd_discard_key(e, k); /* only a key the list had no room for loses its claim */
+    dlock__etcd_discard_key(e, k);
 }
 
 void dlock__etcd_pend_revoke(dlock__etcd_store *e, int64_t lease)
@@ -328,10 +333,11 @@ int dlock__etcd_remove_key(dlock__etcd_store *e, dlock__etcd_key *k, int64_t dea
     return -1;
 }
 
-/* Retries what could not be confirmed, each once, until etcd stops
- * answering. What fails stays pending, and its key claimed: a new attempt
- * of ours must never find such a key and take its old revision (and the
- * permit or place it may have held) for a new grant. */
+/* Retries what could not be confirmed, each at most once, until one fails
+ * (so a call costs one failed request at most). What fails stays pending,
+ * and its key claimed: a new attempt of ours must never find such a key
+ * and take its old revision (and the permit or place it may have held)
+ * for a new grant. */
 void dlock__etcd_retry_pending(dlock__etcd_store *e, int64_t deadline)
 {
     pthread_mutex_lock(&e->mu);
@@ -368,10 +374,9 @@ void dlock__etcd_retry_pending(dlock__etcd_store *e, int64_t deadline)
                 e->npending++;
             }
             pthread_mutex_unlock(&e->mu);
-            if (kept && rc == DLOCK_EUNREACHABLE)
-                return; /* etcd is away: later */
-            if (kept)
-                continue;
+            if (!kept)
+                free(p.key); /* no room: given up on, still claimed */
+            return;
         }
         dlock__etcd_unclaim_key(e, p.key);
         free(p.key);

@@ -511,8 +511,14 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
     va_end(ap);
-    if (c->fd >= 0)
-        snprintf(c->dropped, sizeof c->dropped, "%s", c->fail_msg); /* logged on reconnect */
+    if (c->fd >= 0) {
+        /* logged on reconnect, after the label the message starts with */
+        size_t n = strlen(c->label);
+        const char *why = c->fail_msg;
+        if (strncmp(why, c->label, n) == 0 && why[n] == ':' && why[n + 1] == ' ')
+            why += n + 2;
+        snprintf(c->dropped, sizeof c->dropped, "%s", why);
+    }
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
     while (c->head != NULL) {
