@@ -11,7 +11,6 @@
 #include "../base/url.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,41 +51,6 @@ int dlock__client_require(const dlock_client *c, unsigned caps, const char *what
         return DLOCK_OK;
     return dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot do %s (capability \"%s\" is missing)",
                        c->store->label, c->backend->name, what, dlock_cap_name(missing & -missing));
-}
-
-/* ---------------------------------------------------------------- log */
-
-void dlock__log_init(dlock__log *log)
-{
-    atomic_init(&log->level, DLOCK_LOG_OFF);
-    pthread_rwlock_init(&log->mu, NULL);
-    log->fn = NULL;
-    log->arg = NULL;
-}
-
-void dlock__log_fini(dlock__log *log)
-{
-    pthread_rwlock_destroy(&log->mu);
-}
-
-void dlock__log_emit(dlock__log *log, int level, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    /* the callback may call dlock functions: the detail of the failure
-     * being reported stays the caller's */
-    dlock__saved_error saved;
-    dlock__save_error(&saved);
-    pthread_rwlock_rdlock(&log->mu);
-    /* the level again: a message formatted as logging was turned off */
-    if (log->fn != NULL && atomic_load(&log->level) >= level)
-        log->fn(level, msg, log->arg);
-    pthread_rwlock_unlock(&log->mu);
-    dlock__restore_error(&saved);
 }
 
 int dlock_client_set_log(dlock_client *c, int level, dlock_log_fn fn, void *arg)
