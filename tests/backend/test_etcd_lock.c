@@ -934,19 +934,28 @@ static void release_unconfirmed(void)
  * (The fault suite found the claim dropped after one refusal: a new
  * attempt found the old key still there and took its revision, an old
  * fence, for a new grant.) */
-static void refused_delete_stays_pending(void)
+/* Role pd's read-write permission on pd/ and pe/: given (after auth is on,
+ * as root) or taken away. */
+static void pd_permissions(int grant)
 {
     static const char *const prefixes[] = {"pd/", "pe/"};
+    for (int i = 0; i < 2; i++)
+        CHECK(strstr(dt_server_cli(&srv, "--user root:s3cret role %s pd %s%s --prefix=true 2>&1",
+                                   grant ? "grant-permission" : "revoke-permission",
+                                   grant ? "readwrite " : "", prefixes[i]),
+                     grant ? "updated" : "revoked") != NULL);
+}
+
+static void refused_delete_stays_pending(void)
+{
     dt_server_start(&srv, "etcd", 0, NULL);
     dt_server_cli(&srv, "user add root:s3cret 2>&1");
     dt_server_cli(&srv, "user grant-role root root 2>&1");
     dt_server_cli(&srv, "user add u:pw 2>&1");
     dt_server_cli(&srv, "role add pd 2>&1");
-    for (int i = 0; i < 2; i++)
-        dt_server_cli(&srv, "role grant-permission pd readwrite %s --prefix=true 2>&1",
-                      prefixes[i]);
     dt_server_cli(&srv, "user grant-role u pd 2>&1");
     CHECK(strstr(dt_server_cli(&srv, "auth enable 2>&1"), "Enabled") != NULL);
+    pd_permissions(1);
     char url[200];
     snprintf(url, sizeof url, "etcd://u:pw@127.0.0.1:%d?lease=10s", srv.port);
     dlock_client *c = NULL;
@@ -955,24 +964,14 @@ static void refused_delete_stays_pending(void)
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     uint64_t first = dlock_lock_fence(l);
 
-    for (int i = 0; i < 2; i++)
-        CHECK(strstr(dt_server_cli(&srv,
-                                   "--user root:s3cret role revoke-permission pd %s "
-                                   "--prefix=true 2>&1",
-                                   prefixes[i]),
-                     "revoked") != NULL);
+    pd_permissions(0);
     CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE); /* retried in the background */
     CHECK(strstr(dlock_errmsg(), "permission denied") != NULL);
     /* other calls retry it first, and are refused too */
     CHECK_RC(dlock_acquire(other, 0), DLOCK_ESERVER);
     CHECK_RC(dlock_acquire(other, 0), DLOCK_ESERVER);
 
-    for (int i = 0; i < 2; i++)
-        CHECK(strstr(dt_server_cli(&srv,
-                                   "--user root:s3cret role grant-permission pd readwrite %s "
-                                   "--prefix=true 2>&1",
-                                   prefixes[i]),
-                     "updated") != NULL);
+    pd_permissions(1);
     /* (15 s: a renewer's retry sent before the grant leaves the old key
      * until its next pass, a third of the lease later) */
     CHECK_RC(dlock_acquire(l, 15000), DLOCK_OK);
