@@ -19,7 +19,8 @@ set(DLOCK_REDIS_SCRIPTS
     extend
     renew
     heartbeat
-    status:queue+shared)
+    status:queue+shared
+    holders:queue)
 
 set(_dir ${PROJECT_SOURCE_DIR}/src/backend/redis/scripts)
 set(DLOCK_REDIS_SCRIPTS_C ${PROJECT_BINARY_DIR}/generated/lua_scripts.c)

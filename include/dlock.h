@@ -143,6 +143,10 @@ typedef struct dlock_client dlock_client;
  *   timeout=DUR           per-command timeout (default 5s)
  *   lease=DUR             lease of locks acquired with renewal (default 30s);
  *                         they are renewed every lease/3
+ *   label=TEXT            a label recorded with every hold of this client, next
+ *                         to its host name, pid and start time, and shown by
+ *                         dlock_query_holders() and `dlock status`: up to 63
+ *                         bytes of UTF-8 without control characters (any store)
  *   pool=N                command connections shared by all threads (default 2,
  *                         at most 64); concurrent commands are pipelined on them
  *   waiter_lease=DUR      how long a queued waiter keeps its place without a
@@ -254,6 +258,7 @@ enum {
     DLOCK_CAP_NOTIFY = 1u << 11,      /* "notify": waiters are woken by the store, not polling */
     DLOCK_CAP_SESSION = 1u << 12,     /* "session": locks live as long as the client's session
                                          with the store, not by a lease of their own */
+    DLOCK_CAP_LIST = 1u << 13,        /* "list": dlock_list() finds the locks under a prefix */
 };
 
 /* The capabilities (DLOCK_CAP_* bits) of the client's store. Since 0.2. */
@@ -612,6 +617,56 @@ DLOCK_API int dlock_force_unlock(dlock_client *client, const char *name, unsigne
  */
 DLOCK_API int dlock_force_unlock2(dlock_client *client, const char *name, unsigned flags,
                                   int *was_held);
+
+/*
+ * One holder of a lock, as the store has it recorded. Every hold records
+ * who took it: the owner token, and the host name, pid and start time of
+ * the process's client, with the client's label (URL option label=).
+ * A holder whose record the store does not have (a hold taken by another
+ * library, e.g. Curator or etcdctl, or whose record expired) shows only
+ * its owner token. Since 0.2.
+ */
+typedef struct dlock_holder {
+    const char *owner;  /* owner token (the store's value for a foreign holder) */
+    unsigned count;     /* exclusive: 1; readers: the owner's read holds; semaphore: permits */
+    const char *host;   /* host name of the holder's process, "" if not recorded */
+    long pid;           /* its pid, 0 if not recorded */
+    int64_t started_ms; /* when its client was opened, ms since the Unix epoch, 0 if not
+                           recorded */
+    const char *label;  /* its client's label=, "" if none or not recorded */
+} dlock_holder;
+
+/* Called once per holder; the strings are valid during the call only. */
+typedef void (*dlock_holder_fn)(const dlock_holder *holder, void *arg);
+
+/*
+ * Calls fn for every holder of `name` the store knows of now: the
+ * exclusive holder, or each reader or semaphore holder (flags pick the
+ * lock as in dlock_query()). A free lock calls fn never. Returns DLOCK_OK,
+ * DLOCK_EINVAL, DLOCK_ENOTSUP (no DLOCK_CAP_QUERY) or a connection error.
+ * Since 0.2.
+ */
+DLOCK_API int dlock_query_holders(dlock_client *client, const char *name, unsigned flags,
+                                  dlock_holder_fn fn, void *arg);
+
+/* Called once per lock found; `name` is valid during the call only. flags
+ * say which lock of that name it is, as dlock_query() and
+ * dlock_query_holders() take them: 0 the mutex (and its fair handles),
+ * DLOCK_WRITE the read-write lock, DLOCK_SEMAPHORE the semaphore. */
+typedef void (*dlock_name_fn)(const char *name, unsigned flags, void *arg);
+
+/*
+ * Calls fn for every lock whose name starts with `prefix` ("" for all) that
+ * the store holds something of now: a holder or a queued waiter. Locks
+ * taken in interop mode (DLOCK_SIMPLE) are not found: their keys look like
+ * any other. The store is walked while it changes, so a lock taken or
+ * freed meanwhile may be missed or reported, and the order is the store's.
+ * At most `limit` locks are reported (0: no limit). Returns DLOCK_OK,
+ * DLOCK_EINVAL, DLOCK_ENOTSUP (no DLOCK_CAP_LIST) or a connection error.
+ * Since 0.2.
+ */
+DLOCK_API int dlock_list(dlock_client *client, const char *prefix, size_t limit, dlock_name_fn fn,
+                         void *arg);
 
 #ifdef __cplusplus
 }

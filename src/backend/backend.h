@@ -58,14 +58,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DLOCK__BACKEND_VERSION 1
+#define DLOCK__BACKEND_VERSION 2
 
 /* Client-wide settings the core reads from the URL; backends may read them. */
 typedef struct dlock__client_cfg {
     int64_t lease_ms;           /* lease of automatically renewed locks */
     int64_t waiter_lease_ms;    /* how long a queued waiter keeps its place without a heartbeat */
     int64_t command_timeout_ms; /* bound of every single request */
-    char client_id[17];         /* 16 hex digits, random per client */
+    char client_id[17];         /* 16 hex digits, random per client; every owner token the
+                                   client makes starts with them */
+    /* Who this client is, recorded with every hold so that an operator can
+     * tell who holds a lock (core/owner.h): one line of text, never empty.
+     * A store that keeps a value with each hold keeps "TOKEN\nINFO" (the
+     * owner token, a newline, this), and holders() reports the part after
+     * the newline as the holder's info; a store that keeps only the token
+     * keeps this once per client, under client_id (the token's start). */
+    char owner_info[384];
 } dlock__client_cfg;
 
 /* What the core gives a store when it opens it. */
@@ -188,6 +196,21 @@ typedef struct dlock__renewal {
     uint64_t fence; /* GRANTED */
 } dlock__renewal;
 
+/* ---------------------------------------------------------------- operators */
+
+/* One holder, as holders() reports it. */
+typedef struct dlock__holder_raw {
+    const char *owner; /* the owner token as the store has it */
+    unsigned count;    /* exclusive 1; a reader's holds; a semaphore holder's permits */
+    const char *info;  /* the owner_info its client recorded, NULL if none is known */
+} dlock__holder_raw;
+
+/* Receives one holder (holders()) or one lock name (list(); kind is
+ * DLOCK__MUTEX, DLOCK__WRITE for a read-write lock, or DLOCK__SEMAPHORE).
+ * Returns nonzero to stop: the backend then returns DLOCK_OK at once. */
+typedef int (*dlock__holder_sink)(void *arg, const dlock__holder_raw *h);
+typedef int (*dlock__name_sink)(void *arg, const char *name, enum dlock__kind kind);
+
 /* ---------------------------------------------------------------- the table */
 
 struct dlock__backend {
@@ -258,6 +281,18 @@ struct dlock__backend {
 
     int (*query)(dlock__store *s, dlock__store_lock *l, dlock_status *out, int64_t deadline_us);
     int (*force_unlock)(dlock__store *s, dlock__store_lock *l, int64_t deadline_us);
+
+    /* Since version 2. */
+    /* Every holder of l the store has now (none when it is free), with the
+     * info its client recorded (client_cfg.owner_info). With DLOCK_CAP_QUERY. */
+    int (*holders)(dlock__store *s, dlock__store_lock *l, dlock__holder_sink sink, void *arg,
+                   int64_t deadline_us);
+    /* Every lock whose name starts with prefix ("" for all) of which the
+     * store has a holder or a queued waiter now, once per name and kind, in
+     * any order. Names the store cannot tell from other data (interop keys)
+     * are left out. With DLOCK_CAP_LIST. */
+    int (*list)(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                int64_t deadline_us);
 };
 
 /* registry.c: the backend serving a URL scheme (lower case). NULL with a

@@ -9,6 +9,7 @@
 #include "../base/error.h"
 #include "../base/random.h"
 #include "../base/url.h"
+#include "owner.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 
 static const char *const cap_names[] = {
     "fence",      "fixed-lease", "extend",       "adopt",   "force-unlock", "query",   "fair",
-    "read-write", "semaphore",   "multi-atomic", "interop", "notify",       "session",
+    "read-write", "semaphore",   "multi-atomic", "interop", "notify",       "session", "list",
 };
 
 const char *dlock_cap_name(unsigned cap)
@@ -100,6 +101,9 @@ static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local
     }
     if (rc == DLOCK_OK && *max_local > 0 && !*local_queue)
         rc = dlock__fail(DLOCK_EINVAL, "option max_local_waiters needs local_queue=on");
+    if (rc == DLOCK_OK)
+        rc = dlock__owner_info_make(dlock__url_get(url, "label"), cfg->owner_info,
+                                    sizeof cfg->owner_info);
     return rc;
 }
 

@@ -60,43 +60,48 @@ static size_t utf8_sequence(const unsigned char *s, size_t n, long *cp_out, cons
     return 0;
 }
 
-/* Every store takes the same names: text that prints as itself, so that a
- * name in a message, a log line, a JSON document or a terminal is the name
- * (no control characters, which would move the cursor or end a line, and
- * no bytes that are not UTF-8, which JSON cannot carry). */
-int dlock__check_name(const char *name)
+/* Text that prints as itself, so that it reads the same in a message, a
+ * log line, a JSON document or a terminal: no control characters (which
+ * would move the cursor or end a line) and no bytes that are not UTF-8
+ * (which JSON cannot carry). `what` names it in messages ("lock name"),
+ * `whats` names its kind ("names"). */
+int dlock__check_text(const char *s, size_t max, const char *what, const char *whats)
 {
-    size_t len;
+    size_t len = strlen(s);
 
-    if (name == NULL)
-        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
-    len = strlen(name);
-    if (len == 0)
-        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
-    if (len > DLOCK_NAME_MAX)
-        return dlock__fail(DLOCK_EINVAL, "lock name is %zu bytes long; the limit is %d", len,
-                           DLOCK_NAME_MAX);
+    if (len > max)
+        return dlock__fail(DLOCK_EINVAL, "%s is %zu bytes long; the limit is %zu", what, len, max);
     for (size_t i = 0; i < len;) {
-        const unsigned char *p = (const unsigned char *) name + i;
+        const unsigned char *p = (const unsigned char *) s + i;
         const char *why = "";
         long cp;
         if (*p < 0x20 || *p == 0x7f)
             return dlock__fail(DLOCK_EINVAL,
-                               "lock name contains a control character (byte %zu is 0x%02x); "
-                               "names are UTF-8 text without control characters",
-                               i, *p);
+                               "%s contains a control character (byte %zu is 0x%02x); "
+                               "%s are UTF-8 text without control characters",
+                               what, i, *p, whats);
         size_t n = utf8_sequence(p, len - i, &cp, &why);
         if (n == 0 && cp >= 0x80 && cp <= 0x9f)
             return dlock__fail(DLOCK_EINVAL,
-                               "lock name contains a C1 control character (U+%04lX at byte %zu); "
-                               "names are UTF-8 text without control characters",
-                               (unsigned long) cp, i);
+                               "%s contains a C1 control character (U+%04lX at byte %zu); "
+                               "%s are UTF-8 text without control characters",
+                               what, (unsigned long) cp, i, whats);
         if (n == 0)
-            return dlock__fail(DLOCK_EINVAL,
-                               "lock name is not valid UTF-8: %s at byte %zu (0x%02x)", why, i, *p);
+            return dlock__fail(DLOCK_EINVAL, "%s is not valid UTF-8: %s at byte %zu (0x%02x)", what,
+                               why, i, *p);
         i += n;
     }
     return DLOCK_OK;
+}
+
+/* Every store takes the same names. */
+int dlock__check_name(const char *name)
+{
+    if (name == NULL)
+        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
+    if (name[0] == '\0')
+        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
+    return dlock__check_text(name, DLOCK_NAME_MAX, "lock name", "names");
 }
 
 /* ---------------------------------------------------------------- kinds */
@@ -269,9 +274,18 @@ int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *s
     return DLOCK_OK;
 }
 
+/* A token starts with its client's id (16 hex digits), so a store that
+ * keeps only the token can still tell whose it is (owner.h); 64 random bits
+ * follow. */
+int dlock__token_make(const dlock_client *c, char *out)
+{
+    memcpy(out, c->cfg.client_id, 16);
+    return dlock__random_hex(out + 16, 8);
+}
+
 static int new_token(dlock_lock **l)
 {
-    if (dlock__random_hex((*l)->token, 16) == 0)
+    if (dlock__token_make((*l)->client, (*l)->token) == 0)
         return DLOCK_OK;
     dlock_lock_free(*l);
     *l = NULL;

@@ -81,8 +81,14 @@ int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)
 int dlock__spec_of(unsigned flags, int semaphore, dlock__lock_spec *spec);
 /* Refuses (DLOCK_ENOTSUP) a spec the client's store cannot serve. */
 int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
+/* A fresh owner token of client c in out (33 bytes): the client's id, then
+ * 16 random hex digits. 0, or -1 without randomness. */
+int dlock__token_make(const dlock_client *c, char *out);
 /* Checks the parts of a lock name every store shares. */
 int dlock__check_name(const char *name);
+/* DLOCK_OK if s is at most max bytes of UTF-8 without control characters;
+ * else DLOCK_EINVAL naming it as `what` ("lock name") of `whats` ("names"). */
+int dlock__check_text(const char *s, size_t max, const char *what, const char *whats);
 
 /* acquire.c: one lock (not a multi-lock), inside the owner's call: take it
  * (waiting until deadline_us, DLOCK__NEVER, or not at all when 0). */

@@ -79,7 +79,7 @@ int dlock_multi_open(dlock_client *c, const char *const *names, size_t n, unsign
     free(l->name);
     l->name = joined;
     l->spec = spec;
-    if (dlock__random_hex(l->token, 16) != 0) {
+    if (dlock__token_make(c, l->token) != 0) {
         rc = dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
         goto out;
     }

@@ -3,11 +3,13 @@
  * says of it, an operator's forced release, and taking over a lock another
  * process holds (by its owner token). */
 #include "lock.h"
+#include "owner.h"
 
 #include "../base/clock.h"
 #include "../base/error.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsigned flags,
@@ -136,4 +138,100 @@ int dlock_force_unlock2(dlock_client *c, const char *name, unsigned flags, int *
     if (was_held != NULL)
         *was_held = held;
     return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- who holds */
+
+typedef struct holders_call {
+    dlock_holder_fn fn;
+    void *arg;
+} holders_call;
+
+static int one_holder(void *arg, const dlock__holder_raw *raw)
+{
+    holders_call *call = arg;
+    char buf[512];
+    dlock_holder h = {.owner = raw->owner, .count = raw->count};
+
+    dlock__owner_info_read(raw->info, &h, buf, sizeof buf);
+    call->fn(&h, call->arg);
+    return 0;
+}
+
+int dlock_query_holders(dlock_client *c, const char *name, unsigned flags, dlock_holder_fn fn,
+                        void *arg)
+{
+    dlock__lock_spec spec;
+    dlock__store_lock *sl = NULL;
+    holders_call call = {fn, arg};
+    int rc;
+
+    dlock__clear_error();
+    if (c == NULL || fn == NULL)
+        return dlock__fail(DLOCK_EINVAL, "%s is NULL", c == NULL ? "client" : "fn");
+    rc = dlock__client_require(c, DLOCK_CAP_QUERY, "dlock_query_holders");
+    if (rc == DLOCK_OK && c->backend->holders == NULL)
+        rc = dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot name the holders of a lock", c->store->label,
+                         c->backend->name);
+    if (rc == DLOCK_OK)
+        rc = dlock__spec_of(flags, 1, &spec);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_name(name);
+    if (rc == DLOCK_OK)
+        rc = dlock__client_supports_spec(c, &spec);
+    if (rc == DLOCK_OK)
+        rc = c->backend->lock_new(c->store, name, &spec, &sl);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;
+    rc = c->backend->holders(c->store, sl, one_holder, &call, deadline);
+    c->backend->lock_free(c->store, sl);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- listing */
+
+typedef struct list_call {
+    dlock_name_fn fn;
+    void *arg;
+    size_t limit, seen;
+} list_call;
+
+static int one_name(void *arg, const char *name, enum dlock__kind kind)
+{
+    list_call *call = arg;
+    unsigned flags = kind == DLOCK__SEMAPHORE                      ? DLOCK_SEMAPHORE
+                     : kind == DLOCK__READ || kind == DLOCK__WRITE ? DLOCK_WRITE
+                                                                   : 0;
+
+    /* A name the store holds that this library would refuse (written by
+     * another program) is left out: every name reported can be queried. */
+    if (dlock__check_name(name) != DLOCK_OK) {
+        dlock__clear_error();
+        return 0;
+    }
+    call->fn(name, flags, call->arg);
+    call->seen++;
+    return call->limit != 0 && call->seen >= call->limit;
+}
+
+int dlock_list(dlock_client *c, const char *prefix, size_t limit, dlock_name_fn fn, void *arg)
+{
+    list_call call = {fn, arg, limit, 0};
+    int rc;
+
+    dlock__clear_error();
+    if (c == NULL || fn == NULL)
+        return dlock__fail(DLOCK_EINVAL, "%s is NULL", c == NULL ? "client" : "fn");
+    if (prefix == NULL)
+        prefix = "";
+    rc = dlock__client_require(c, DLOCK_CAP_LIST, "dlock_list");
+    if (rc == DLOCK_OK && prefix[0] != '\0')
+        rc = dlock__check_text(prefix, DLOCK_NAME_MAX, "prefix", "prefixes");
+    if (rc != DLOCK_OK)
+        return rc;
+    /* A walk is many requests; each is bounded by the command timeout,
+     * the whole by ten of them. */
+    int64_t deadline = dlock__now_us() + c->cfg.command_timeout_ms * 10000;
+    return c->backend->list(c->store, prefix, one_name, &call, deadline);
 }

@@ -4,11 +4,13 @@
  * fences as create revisions, one wake-up per release, the guard against
  * etcd issue 11456, sessions and holds lost behind the client's back, etcd
  * killed and restarted, a frozen holder, a blackholed connection, fixed
- * leases, the read-write lock and the semaphore layouts, and bad input. */
+ * leases, the read-write lock and the semaphore layouts, who holds a lock
+ * (the owner record in each key's value), listing locks, and bad input. */
 #define _GNU_SOURCE
 #include "../support/harness.h"
 #include "backend/etcd/codec.h"
 #include "backend/etcd/etcd.h"
+#include "base/clock.h"
 #include "core/client.h"
 
 #include <errno.h>
@@ -23,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -71,7 +74,7 @@ typedef struct kv {
     char key[600];
     int64_t create;
     int64_t lease;
-    char value[64];
+    char value[600];
     size_t value_len;
 } kv;
 
@@ -271,7 +274,8 @@ static const char *endpoint(void)
 /* ---------------------------------------------------------------- layout */
 
 /* The key is concurrency.Mutex's: NAME/<session lease in hex>, holding the
- * owner token (Go puts it empty; nothing there reads it), on the session
+ * owner token and the client's owner record, "TOKEN\nINFO" (Go puts it
+ * empty; nothing there reads it), on the session
  * lease (TTL: the URL's lease, rounded up to seconds); the
  * fence is its create revision; a try that fails leaves nothing behind. */
 static void layout_and_try(void)
@@ -285,8 +289,10 @@ static void layout_and_try(void)
     char want[64];
     snprintf(want, sizeof want, "job/%" PRIx64, (uint64_t) kvs[0].lease);
     CHECK(strcmp(kvs[0].key, want) == 0);
-    CHECK_INT(kvs[0].value_len, ==, strlen(dlock_lock_token(l)));
-    CHECK(strcmp(kvs[0].value, dlock_lock_token(l)) == 0);
+    char value[600];
+    snprintf(value, sizeof value, "%s\n%s", dlock_lock_token(l), c->cfg.owner_info);
+    CHECK_INT(kvs[0].value_len, ==, strlen(value));
+    CHECK(strcmp(kvs[0].value, value) == 0);
     CHECK_INT((int64_t) dlock_lock_fence(l), ==, kvs[0].create);
     CHECK_INT(granted_ttl(kvs[0].lease), ==, 5);
     uint64_t first = dlock_lock_fence(l);
@@ -1144,7 +1150,9 @@ static void semaphore(void)
     CHECK_INT(st.shared, ==, 2);
     kv kvs[8];
     CHECK_INT(keys_under("pool.semaphore/", kvs, 8), ==, 2);
-    CHECK(strcmp(kvs[0].value, "2/3") == 0);
+    char value[600];
+    snprintf(value, sizeof value, "2/3\n%s\n%s", dlock_lock_token(a), c->cfg.owner_info);
+    CHECK(strcmp(kvs[0].value, value) == 0);
     CHECK_RC(dlock_try_acquire(small), DLOCK_EBUSY);
     CHECK_RC(dlock_acquire(other, 0), DLOCK_EINVAL);
     CHECK(strstr(dlock_errmsg(), "3 permits") != NULL);
@@ -1194,6 +1202,345 @@ static void multi_lock(void)
     CHECK_RC(dlock_release(m), DLOCK_OK);
     CHECK_INT(count_keys("m1/") + count_keys("m2/"), ==, 0);
     dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- who holds */
+
+/* What dlock_query_holders reported. */
+typedef struct holder_box {
+    int n;
+    struct {
+        char owner[128], host[256], label[64];
+        unsigned count;
+        long pid;
+        int64_t started_ms;
+    } h[8];
+} holder_box;
+
+static void on_holder(const dlock_holder *h, void *arg)
+{
+    holder_box *b = arg;
+    CHECK(b->n < 8);
+    snprintf(b->h[b->n].owner, sizeof b->h[b->n].owner, "%s", h->owner);
+    snprintf(b->h[b->n].host, sizeof b->h[b->n].host, "%s", h->host);
+    snprintf(b->h[b->n].label, sizeof b->h[b->n].label, "%s", h->label);
+    b->h[b->n].count = h->count;
+    b->h[b->n].pid = h->pid;
+    b->h[b->n].started_ms = h->started_ms;
+    b->n++;
+}
+
+static holder_box holders_of(dlock_client *c, const char *name, unsigned flags)
+{
+    holder_box b;
+    memset(&b, 0, sizeof b);
+    CHECK_RC(dlock_query_holders(c, name, flags, on_holder, &b), DLOCK_OK);
+    return b;
+}
+
+/* The holder b->h[i] is owner, recorded by this process under label. */
+static void check_holder(const holder_box *b, int i, const char *owner, unsigned count,
+                         const char *label)
+{
+    char host[256];
+    CHECK_INT(gethostname(host, sizeof host), ==, 0);
+    host[sizeof host - 1] = '\0';
+    CHECK(strcmp(b->h[i].owner, owner) == 0);
+    CHECK_INT(b->h[i].count, ==, count);
+    CHECK(strcmp(b->h[i].host, host) == 0);
+    CHECK_INT(b->h[i].pid, ==, getpid());
+    CHECK(b->h[i].started_ms > 1600000000000LL &&
+          b->h[i].started_ms <= (int64_t) time(NULL) * 1000 + 1000);
+    CHECK(strcmp(b->h[i].label, label) == 0);
+}
+
+/* Every key holds "TOKEN\nINFO" (a semaphore's after "TAKE/PERMITS\n"):
+ * dlock_query still shows the token alone, and dlock_query_holders the
+ * holders (never the waiters) with the host, pid and label= of their
+ * client: an owner's read holds and a semaphore holder's permits. */
+static void owner_record(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client("?label=nightly"), *c2 = client(NULL);
+    dlock_lock *l = lock_of(c, "who", 0), *w = lock_of(c2, "who", 0);
+    CHECK_INT(holders_of(c2, "who", 0).n, ==, 0); /* free: no call */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    waiter wt;
+    wait_async(&wt, w, 20000);
+    DT_WAIT_UNTIL(query(c, "who", 0).waiters == 1, 5000);
+    kv kvs[4];
+    CHECK_INT(keys_under("who/", kvs, 4), ==, 2);
+    char value[600];
+    snprintf(value, sizeof value, "%s\n%s", dlock_lock_token(l), c->cfg.owner_info);
+    CHECK(strcmp(kvs[0].value, value) == 0);
+    CHECK(strncmp(c->cfg.owner_info, "dlock1 ", 7) == 0);
+    CHECK(strcmp(query(c2, "who", 0).owner, dlock_lock_token(l)) == 0);
+    holder_box b = holders_of(c2, "who", 0);
+    CHECK_INT(b.n, ==, 1);
+    check_holder(&b, 0, dlock_lock_token(l), 1, "nightly");
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    join(&wt);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    b = holders_of(c, "who", 0);
+    CHECK_INT(b.n, ==, 1);
+    check_holder(&b, 0, dlock_lock_token(w), 1, "");
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+
+    /* readers: one owner with two read holds (a dup shares the token),
+     * another with one; a writer waiting behind them is not a holder */
+    dlock_lock *r1 = lock_of(c, "who", DLOCK_READ), *r2 = NULL;
+    dlock_lock *r3 = lock_of(c2, "who", DLOCK_READ), *wr = lock_of(c2, "who", DLOCK_WRITE);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r3, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    wait_async(&wt, wr, 20000);
+    DT_WAIT_UNTIL(query(c, "who", DLOCK_READ).waiters == 1, 5000);
+    b = holders_of(c2, "who", DLOCK_READ);
+    CHECK_INT(b.n, ==, 2);
+    check_holder(&b, 0, dlock_lock_token(r1), 2, "nightly");
+    check_holder(&b, 1, dlock_lock_token(r3), 1, "");
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r3), DLOCK_OK);
+    join(&wt);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    b = holders_of(c, "who", DLOCK_WRITE);
+    CHECK_INT(b.n, ==, 1);
+    check_holder(&b, 0, dlock_lock_token(wr), 1, "");
+    CHECK_RC(dlock_release(wr), DLOCK_OK);
+
+    /* semaphore: each holder with its permits; the waiter is not one */
+    dlock_lock *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "who", 4, 3, &s1), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, "who", 4, 1, &s2), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, "who", 4, 2, &s3), DLOCK_OK);
+    CHECK_RC(dlock_acquire(s1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(s2, 0), DLOCK_OK);
+    wait_async(&wt, s3, 20000);
+    DT_WAIT_UNTIL(query(c, "who", DLOCK_SEMAPHORE).waiters == 1, 5000);
+    CHECK_INT(keys_under("who.semaphore/", kvs, 4), ==, 3);
+    snprintf(value, sizeof value, "3/4\n%s\n%s", dlock_lock_token(s1), c->cfg.owner_info);
+    CHECK(strcmp(kvs[0].value, value) == 0);
+    b = holders_of(c, "who", DLOCK_SEMAPHORE);
+    CHECK_INT(b.n, ==, 2);
+    check_holder(&b, 0, dlock_lock_token(s1), 3, "nightly");
+    check_holder(&b, 1, dlock_lock_token(s2), 1, "");
+    CHECK_RC(dlock_release(s1), DLOCK_OK);
+    join(&wt);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(s2), DLOCK_OK);
+    CHECK_RC(dlock_release(s3), DLOCK_OK);
+    CHECK_INT(holders_of(c, "who", DLOCK_SEMAPHORE).n, ==, 0);
+    dlock_lock *locks[] = {l, w, r1, r2, r3, wr, s1, s2, s3};
+    for (size_t i = 0; i < sizeof locks / sizeof locks[0]; i++)
+        dlock_lock_free(locks[i]);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A key put as Go's concurrency.Mutex and `etcdctl lock` put it (an empty
+ * value) shows as a holder with its lease id for owner and nothing else;
+ * so does a key whose value is not ours. */
+static void holders_foreign(void)
+{
+    char line[256];
+    dt_server_start(&srv, "etcd", 0, NULL);
+    const char *holder[] = {"etcdctl", "--endpoints", endpoint(), "lock", "shared", NULL};
+    int out;
+    pid_t etcdctl = spawn(holder, &out);
+    CHECK(read_line(out, line, sizeof line, 10000));
+    CHECK(strncmp(line, "shared/", 7) == 0);
+    kv kvs[2];
+    CHECK_INT(keys_under("shared/", kvs, 2), ==, 1);
+    CHECK_INT(kvs[0].value_len, ==, 0);
+    dlock_client *c = client(NULL);
+    holder_box b = holders_of(c, "shared", 0);
+    CHECK_INT(b.n, ==, 1);
+    CHECK(strcmp(b.h[0].owner, line + 7) == 0);
+    CHECK_INT(b.h[0].count, ==, 1);
+    CHECK(strcmp(b.h[0].host, "") == 0);
+    CHECK_INT(b.h[0].pid, ==, 0);
+    CHECK_INT(b.h[0].started_ms, ==, 0);
+    CHECK(strcmp(b.h[0].label, "") == 0);
+    CHECK(strcmp(query(c, "shared", 0).owner, line + 7) == 0);
+    kill(etcdctl, SIGTERM);
+    exit_status(etcdctl);
+    close(out);
+    CHECK_INT(holders_of(c, "shared", 0).n, ==, 0);
+
+    /* a token alone (an older dlock's value): the token, no record */
+    const char *granted = dt_server_cli(&srv, "lease grant 60");
+    char lease[32] = "";
+    CHECK(sscanf(granted, "lease %31s granted", lease) == 1);
+    dt_server_cli(&srv, "put --lease=%s old/%s tok-1", lease, lease);
+    b = holders_of(c, "old", 0);
+    CHECK_INT(b.n, ==, 1);
+    CHECK(strcmp(b.h[0].owner, "tok-1") == 0);
+    CHECK_INT(b.h[0].pid, ==, 0);
+    CHECK(strcmp(query(c, "old", 0).owner, "tok-1") == 0);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- listing */
+
+/* What dlock_list reported: "NAME KIND" for each lock. */
+typedef struct name_box {
+    int n;
+    char names[1600][48];
+} name_box;
+
+static void on_name(const char *name, unsigned flags, void *arg)
+{
+    name_box *b = arg;
+    /* the read-write lock: flags as dlock_query() takes them */
+    const char *kind = flags == 0                 ? "mutex"
+                       : flags == DLOCK_WRITE     ? "rw"
+                       : flags == DLOCK_SEMAPHORE ? "sem"
+                                                  : NULL;
+    if (kind == NULL)
+        dt_fail(__FILE__, __LINE__, "lock %s: flags %u", name, flags);
+    CHECK(b->n < 1600);
+    snprintf(b->names[b->n++], sizeof b->names[0], "%s %s", name, kind);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* The locks under prefix, sorted, joined by ','. */
+static const char *listed(dlock_client *c, const char *prefix)
+{
+    static name_box b;
+    static char text[4096];
+    size_t used = 0;
+    b.n = 0;
+    CHECK_RC(dlock_list(c, prefix, 0, on_name, &b), DLOCK_OK);
+    qsort(b.names, (size_t) b.n, sizeof b.names[0], cmp_names);
+    text[0] = '\0';
+    for (int i = 0; i < b.n && used < sizeof text; i++)
+        used +=
+            (size_t) snprintf(text + used, sizeof text - used, "%s%s", i ? "," : "", b.names[i]);
+    return text;
+}
+
+/* dlock_list finds each lock with a contender's key under the prefix, once
+ * per name and kind, by the name each key spells (not by etcd's prefix
+ * range: "a" also ranges over "ab", "a/b" over "a/bb"); keys that are no
+ * contender's are left out; a released lock is gone. */
+static void list_locks(void)
+{
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_LIST);
+    CHECK(strcmp(listed(c, ""), "") == 0);
+    dlock_lock *abc = lock_of(c, "a/b/c", 0), *abb = lock_of(c, "a/bb", 0);
+    dlock_lock *abb2 = lock_of(c2, "a/bb", 0), *ab = lock_of(c, "ab", 0);
+    dlock_lock *r1 = lock_of(c, "rw/x", DLOCK_READ), *r2 = lock_of(c2, "rw/x", DLOCK_READ);
+    dlock_lock *sem = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "a/bb", 2, 1, &sem), DLOCK_OK);
+    CHECK_RC(dlock_acquire(abc, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(abb, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(ab, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
+    waiter wt; /* a second key of a/bb: a waiter */
+    wait_async(&wt, abb2, 20000);
+    DT_WAIT_UNTIL(query(c, "a/bb", 0).waiters == 1, 5000);
+    /* not contenders' keys: no lease, or a last part that is no lease id */
+    dt_server_cli(&srv, "put a/b/zz/1f data");
+    const char *granted = dt_server_cli(&srv, "lease grant 60");
+    char lease[32] = "";
+    CHECK(sscanf(granted, "lease %31s granted", lease) == 1);
+    dt_server_cli(&srv, "put --lease=%s a/q/notanid data", lease);
+    dt_server_cli(&srv, "put --lease=%s a/x.rwlock/q-1f data", lease);
+
+    CHECK(strcmp(listed(c, ""), "a/b/c mutex,a/bb mutex,a/bb sem,ab mutex,rw/x rw") == 0);
+    CHECK(strcmp(listed(c, "a/"), "a/b/c mutex,a/bb mutex,a/bb sem") == 0);
+    CHECK(strcmp(listed(c, "a/b"), "a/b/c mutex,a/bb mutex,a/bb sem") == 0);
+    CHECK(strcmp(listed(c, "a/b/"), "a/b/c mutex") == 0);
+    CHECK(strcmp(listed(c, "a"), "a/b/c mutex,a/bb mutex,a/bb sem,ab mutex") == 0);
+    CHECK(strcmp(listed(c, "a/bb."), "") == 0); /* keys a/bb.semaphore/..: name a/bb */
+    CHECK(strcmp(listed(c, "rw"), "rw/x rw") == 0);
+    CHECK(strcmp(listed(c, "zz"), "") == 0);
+    static name_box b;
+    CHECK_RC(dlock_list(c, "", 2, on_name, &b), DLOCK_OK); /* at most 2 */
+    CHECK_INT(b.n, ==, 2);
+
+    CHECK_RC(dlock_release(ab), DLOCK_OK);
+    CHECK_RC(dlock_release(sem), DLOCK_OK);
+    CHECK(strcmp(listed(c, ""), "a/b/c mutex,a/bb mutex,rw/x rw") == 0);
+    CHECK_RC(dlock_release(abb), DLOCK_OK);
+    join(&wt);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    CHECK(strcmp(listed(c, "a/b"), "a/b/c mutex,a/bb mutex") == 0); /* its waiter holds now */
+    CHECK_RC(dlock_release(abb2), DLOCK_OK);
+    CHECK_RC(dlock_release(abc), DLOCK_OK);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK(strcmp(listed(c, ""), "") == 0);
+    dlock_lock *locks[] = {abc, abb, abb2, ab, r1, r2, sem};
+    for (size_t i = 0; i < sizeof locks / sizeof locks[0]; i++)
+        dlock_lock_free(locks[i]);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* More locks than one range returns: the walk goes on page after page and
+ * still reports each name once (each has two keys, and some a lock nested
+ * under them whose keys sort between theirs). */
+static void list_pages(void)
+{
+    enum { NAMES = 1300 };
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dlock_client *c = client(NULL);
+    dlock__etcd *wire = dlock__etcd_store_client(c->store);
+    dlock__etcd_lease lease;
+    CHECK_RC(dlock__etcd_lease_grant(wire, 60, 0, dlock__now_us() + 10000000, &lease), DLOCK_OK);
+    static char keys[3 * NAMES][64];
+    dlock__etcd_op ops[DLOCK__ETCD_MAX_TXN_OPS];
+    int nkeys = 0, nested = 0;
+    for (int i = 0; i < NAMES; i++) {
+        snprintf(keys[nkeys++], sizeof keys[0], "pg/%04d/%" PRIx64, i, (uint64_t) lease.id);
+        snprintf(keys[nkeys++], sizeof keys[0], "pg/%04d/%" PRIx64 "-1", i, (uint64_t) lease.id);
+        if (i % 7 == 0) {
+            /* lock "pg/NNNN/<hex>-0": its key sorts between the two above */
+            snprintf(keys[nkeys++], sizeof keys[0], "pg/%04d/%" PRIx64 "-0/%" PRIx64, i,
+                     (uint64_t) lease.id, (uint64_t) lease.id);
+            nested++;
+        }
+    }
+    for (int from = 0; from < nkeys; from += DLOCK__ETCD_MAX_TXN_OPS) {
+        int n = nkeys - from < DLOCK__ETCD_MAX_TXN_OPS ? nkeys - from : DLOCK__ETCD_MAX_TXN_OPS;
+        for (int i = 0; i < n; i++) {
+            memset(&ops[i], 0, sizeof ops[i]);
+            ops[i].type = DLOCK__ETCD_OP_PUT;
+            ops[i].put = (dlock__etcd_put){.key = keys[from + i], .lease = lease.id};
+        }
+        dlock__etcd_txn t = {.success = ops, .n_success = (size_t) n};
+        dlock__etcd_txn_result r;
+        CHECK_RC(dlock__etcd_kv_txn(wire, &t, dlock__now_us() + 10000000, &r), DLOCK_OK);
+        dlock__etcd_txn_result_free(&r);
+    }
+    static name_box b;
+    b.n = 0;
+    CHECK_RC(dlock_list(c, "pg/", 0, on_name, &b), DLOCK_OK);
+    CHECK_INT(b.n, ==, NAMES + nested);
+    qsort(b.names, (size_t) b.n, sizeof b.names[0], cmp_names);
+    for (int i = 1; i < b.n; i++)
+        CHECK(strcmp(b.names[i - 1], b.names[i]) != 0);
+    char want[64];
+    CHECK(strcmp(b.names[0], "pg/0000 mutex") == 0);
+    snprintf(want, sizeof want, "pg/0000/%" PRIx64 "-0 mutex", (uint64_t) lease.id);
+    CHECK(strcmp(b.names[1], want) == 0);
+    b.n = 0;
+    CHECK_RC(dlock_list(c, "pg/", 700, on_name, &b), DLOCK_OK);
+    CHECK_INT(b.n, ==, 700);
+    CHECK_RC(dlock__etcd_lease_revoke(wire, lease.id, dlock__now_us() + 10000000), DLOCK_OK);
+    CHECK(strcmp(listed(c, "pg/"), "") == 0);
     dlock_client_close(c);
 }
 
@@ -1295,6 +1642,10 @@ int main(int argc, char **argv)
         {"read_write", read_write},
         {"semaphore", semaphore},
         {"multi_lock", multi_lock},
+        {"owner_record", owner_record},
+        {"holders_foreign", holders_foreign},
+        {"list_locks", list_locks},
+        {"list_pages", list_pages},
         {"bad_input", bad_input},
     };
     return DT_RUN(tests);

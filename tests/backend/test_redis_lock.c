@@ -5,7 +5,9 @@
 #include "../support/harness.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static dt_server srv;
 static dlock_client *client;
@@ -400,6 +402,63 @@ static void extend_and_keepalive(void)
     dlock_client_close(client);
 }
 
+static void count_holders(const dlock_holder *h, void *arg)
+{
+    int *n = arg;
+    (*n)++;
+    /* a record the client could not write: the token alone */
+    CHECK(h->pid == 0 && h->host[0] == '\0' && h->label[0] == '\0');
+}
+
+/* Who holds a lock: one record per client, P:owner:<client id>, found from
+ * the token's first 16 digits; keys of locks and records never mix; a
+ * store refusing the record still locks. */
+static void owner_records(void)
+{
+    setup("?label=batch%20one");
+    dlock_lock *a = open_lock("rec", 0), *b = open_lock("rec2", 0);
+    char key[64], want[512], host[256];
+
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(b, 0), DLOCK_OK);
+    snprintf(key, sizeof key, "dlock:owner:%.16s", dlock_lock_token(a));
+    CHECK(gethostname(host, sizeof host) == 0);
+    snprintf(want, sizeof want, "dlock1 %s %ld ", host, (long) getpid());
+    const char *rec = dt_server_cli(&srv, "GET %s", key);
+    CHECK(strncmp(rec, want, strlen(want)) == 0);
+    CHECK(strstr(rec, " batch one") != NULL);
+    long ttl = strtol(dt_server_cli(&srv, "PTTL %s", key), NULL, 10);
+    CHECK(ttl > 47L * 3600 * 1000 && ttl <= 48L * 3600 * 1000);
+    /* one record for the client's holds */
+    CHECK_INT(strtol(dt_server_cli(&srv, "EVAL \"return #redis.call('KEYS', "
+                                         "'dlock:owner:*')\" 0"),
+                     NULL, 10),
+              ==, 1);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(client);
+
+    /* a user that may lock but not write records: locking works, the
+     * holder shows with its token only */
+    dt_server_cli(&srv, "ACL SETUSER lockonly on '>pw' '~dlock:{*' '&*' +@all");
+    char url[256];
+    snprintf(url, sizeof url, "redis://lockonly:pw@127.0.0.1:%d", srv.port);
+    CHECK_RC(dlock_client_open(url, &client), DLOCK_OK);
+    a = open_lock("rec", 0);
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    int n = 0;
+    dlock_client *admin = NULL;
+    CHECK_RC(dlock_client_open(srv.url, &admin), DLOCK_OK);
+    CHECK_RC(dlock_query_holders(admin, "rec", 0, count_holders, &n), DLOCK_OK);
+    CHECK_INT(n, ==, 1);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_client_close(client);
+    dlock_client_close(admin);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -417,6 +476,7 @@ int main(int argc, char **argv)
         {"handover_keeps_fifo_order", handover_keeps_fifo_order},
         {"overlapping_calls_on_one_handle", overlapping_calls_on_one_handle},
         {"extend_and_keepalive", extend_and_keepalive},
+        {"owner_records", owner_records},
     };
     return DT_RUN(tests);
 }

@@ -4,8 +4,9 @@
  * watching only its predecessor), a holder cut off for longer than its
  * session, a killed holder, a server restarted with its data and wiped,
  * the lock's container vanishing, the read-write lock, fences, the
- * semaphore (Curator's InterProcessSemaphoreV2 layout), multi-locks, and
- * bad input.
+ * semaphore (Curator's InterProcessSemaphoreV2 layout), multi-locks, who
+ * holds a lock (the owner record in each node, a peer's node), listing the
+ * locks under a prefix, and bad input.
  *
  * The tree is looked at with the C client's synchronous calls on a handle
  * of the test's own, never through the library. Tests that fork do so
@@ -27,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
@@ -276,7 +278,7 @@ static int read_byte(int fd, int ms)
  * nothing behind; a release deletes the node. */
 static void layout(void)
 {
-    char names[8][128], data[128], path[256];
+    char names[8][128], data[512], path[256];
     struct Stat st;
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
@@ -289,7 +291,8 @@ static void layout(void)
     CHECK(curator_name(names[0], "lock-"));
     snprintf(path, sizeof path, "/dlock/jobs/nightly/%s", names[0]);
     CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
-    CHECK(strcmp(data, dlock_lock_token(l)) == 0);
+    CHECK(strncmp(data, dlock_lock_token(l), 32) == 0 && data[32] == '\n');
+    CHECK(strncmp(data + 33, "dlock1 ", 7) == 0);
     CHECK(st.ephemeralOwner != 0);
     uint64_t fence = dlock_lock_fence(l);
     CHECK_INT(fence, ==, ((uint64_t) st.ctime << 20) + (uint64_t) st.czxid);
@@ -913,7 +916,7 @@ static void fences_increase(void)
  * all-or-nothing takes; a waiter that gives up leaves nothing. */
 static void semaphore_layout(void)
 {
-    char names[8][128], path[300], data[128], want[128];
+    char names[8][128], path[300], data[512], want[128];
     struct Stat st;
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
@@ -932,7 +935,7 @@ static void semaphore_layout(void)
         CHECK(curator_name(names[i], "lease-"));
         snprintf(path, sizeof path, "/dlock/pool/leases/%.127s", names[i]);
         CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
-        CHECK(strcmp(data, want) == 0);
+        CHECK(strncmp(data, want, strlen(want)) == 0 && data[strlen(want)] == '\n');
         CHECK(st.ephemeralOwner != 0);
         uint64_t f = ((uint64_t) st.ctime << 20) + (uint64_t) st.czxid;
         top = f > top ? f : top;
@@ -1136,6 +1139,391 @@ static void multi_lock(void)
     zh_close();
 }
 
+/* ---------------------------------------------------------------- operators */
+
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        if (strcmp(a_, b_) != 0)                                                                   \
+            dt_fail(__FILE__, __LINE__, "'%s' is not '%s'", a_, b_);                               \
+    } while (0)
+
+/* What dlock_query_holders reported, one entry per holder. */
+typedef struct holders_seen {
+    int n;
+    struct {
+        char owner[80], host[256], label[64];
+        unsigned count;
+        long pid;
+        int64_t started_ms;
+    } h[8];
+} holders_seen;
+
+static void on_holder(const dlock_holder *h, void *arg)
+{
+    holders_seen *s = arg;
+    CHECK(s->n < 8);
+    snprintf(s->h[s->n].owner, sizeof s->h[s->n].owner, "%s", h->owner);
+    snprintf(s->h[s->n].host, sizeof s->h[s->n].host, "%s", h->host);
+    snprintf(s->h[s->n].label, sizeof s->h[s->n].label, "%s", h->label);
+    s->h[s->n].count = h->count;
+    s->h[s->n].pid = h->pid;
+    s->h[s->n].started_ms = h->started_ms;
+    s->n++;
+}
+
+static holders_seen holders_of(dlock_client *c, const char *name, unsigned flags)
+{
+    holders_seen s;
+    memset(&s, 0, sizeof s);
+    CHECK_RC(dlock_query_holders(c, name, flags, on_holder, &s), DLOCK_OK);
+    return s;
+}
+
+/* Where owner is among the holders seen; fails the test if absent. */
+static int holder_at(const holders_seen *s, const char *owner)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (strcmp(s->h[i].owner, owner) == 0)
+            return i;
+    }
+    dt_fail(__FILE__, __LINE__, "no holder %s", owner);
+    return -1;
+}
+
+/* Checks a holder's record: this process, host, label, start time. */
+static void check_record(const holders_seen *s, int i, const char *host, const char *label,
+                         int64_t started_ms)
+{
+    CHECK_STR(s->h[i].host, host);
+    CHECK_INT(s->h[i].pid, ==, (long) getpid());
+    CHECK_STR(s->h[i].label, label);
+    CHECK_INT(s->h[i].started_ms, ==, started_ms);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every node of a hold holds "TOKEN\nINFO": the owner token, a newline and
+ * the client's record ("dlock1 HOST PID STARTED_MS LABEL"), which
+ * dlock_query_holders reads back: a mutex's holder, a writer, each reader
+ * with its read holds, each semaphore holder with its permits. Waiters are
+ * no holders (a semaphore's contender admitted and waiting for room
+ * neither); a free lock has none. */
+static void owner_record(void)
+{
+    char host[256], data[1024], want[512], names[8][128], path[512];
+    struct Stat st;
+    holders_seen hs;
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    CHECK_INT(gethostname(host, sizeof host), ==, 0);
+    int64_t t0 = wall_ms();
+    dlock_client *c = client("?label=nightly%20billing"), *c2 = client(NULL);
+    int64_t t1 = wall_ms();
+
+    /* a mutex: its node, its holder, a waiter that is none */
+    dlock_lock *m = lock_of(c, "who/m", 0), *m2 = lock_of(c2, "who/m", 0);
+    CHECK_INT(holders_of(c2, "who/m", 0).n, ==, 0);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/who/m", names, 8), ==, 1);
+    snprintf(path, sizeof path, "/dlock/who/m/%s", names[0]);
+    CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
+    snprintf(want, sizeof want, "%s\ndlock1 %s %ld ", dlock_lock_token(m), host, (long) getpid());
+    CHECK(strncmp(data, want, strlen(want)) == 0);
+    char *end;
+    int64_t started = strtoll(data + strlen(want), &end, 10);
+    CHECK(started >= t0 && started <= t1);
+    CHECK_STR(end, " nightly billing");
+    CHECK_STR(query(c2, "who/m", 0).owner, dlock_lock_token(m));
+    waiter wm;
+    memset(&wm, 0, sizeof wm);
+    wait_async(&wm, m2, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/who/m") == 2, 5000);
+    hs = holders_of(c2, "who/m", 0);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK_STR(hs.h[0].owner, dlock_lock_token(m));
+    CHECK_INT(hs.h[0].count, ==, 1);
+    check_record(&hs, 0, host, "nightly billing", started);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    join(&wm);
+    CHECK_RC(wm.rc, DLOCK_OK);
+    hs = holders_of(c, "who/m", 0);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK_STR(hs.h[0].owner, dlock_lock_token(m2));
+    CHECK_STR(hs.h[0].label, "");
+    CHECK_STR(hs.h[0].host, host);
+    CHECK_RC(dlock_release(m2), DLOCK_OK);
+    CHECK_INT(holders_of(c, "who/m", 0).n, ==, 0);
+
+    /* a writer; then readers: one owner with two read holds, another with one */
+    dlock_lock *w = lock_of(c, "who/rw", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(w, 0), DLOCK_OK);
+    hs = holders_of(c2, "who/rw", DLOCK_READ);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK_STR(hs.h[0].owner, dlock_lock_token(w));
+    CHECK_INT(hs.h[0].count, ==, 1);
+    check_record(&hs, 0, host, "nightly billing", started);
+    CHECK_STR(query(c2, "who/rw", DLOCK_WRITE).owner, dlock_lock_token(w));
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock *r1 = lock_of(c, "who/rw", DLOCK_READ), *r1b = NULL,
+               *r2 = lock_of(c2, "who/rw", DLOCK_READ);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r1b), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r1b, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    CHECK_INT(count_children("/dlock/who/rw"), ==, 3);
+    hs = holders_of(c2, "who/rw", DLOCK_WRITE);
+    CHECK_INT(hs.n, ==, 2);
+    int i1 = holder_at(&hs, dlock_lock_token(r1)), i2 = holder_at(&hs, dlock_lock_token(r2));
+    CHECK_INT(hs.h[i1].count, ==, 2);
+    check_record(&hs, i1, host, "nightly billing", started);
+    CHECK_INT(hs.h[i2].count, ==, 1);
+    CHECK_STR(hs.h[i2].label, "");
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_release(r1b), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_INT(holders_of(c, "who/rw", DLOCK_READ).n, ==, 0);
+
+    /* a semaphore of 3: holders with their permits */
+    dlock_lock *s1 = sem_of(c, "who/pool", 3, 2), *s2 = sem_of(c2, "who/pool", 3, 1),
+               *s3 = sem_of(c2, "who/pool", 3, 2);
+    CHECK_RC(dlock_acquire(s1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(s2, 0), DLOCK_OK);
+    int n = children("/dlock/who/pool/leases", names, 8);
+    CHECK_INT(n, ==, 3);
+    snprintf(want, sizeof want, "%s 2/3\ndlock1 %s %ld %lld nightly billing", dlock_lock_token(s1),
+             host, (long) getpid(), (long long) started);
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "/dlock/who/pool/leases/%.127s", names[i]);
+        CHECK_INT(node_get(path, data, sizeof data, &st), ==, ZOK);
+        found += strcmp(data, want) == 0;
+    }
+    CHECK_INT(found, ==, 2);
+    hs = holders_of(c, "who/pool", DLOCK_SEMAPHORE);
+    CHECK_INT(hs.n, ==, 2);
+    i1 = holder_at(&hs, dlock_lock_token(s1));
+    i2 = holder_at(&hs, dlock_lock_token(s2));
+    CHECK_INT(hs.h[i1].count, ==, 2);
+    check_record(&hs, i1, host, "nightly billing", started);
+    CHECK_INT(hs.h[i2].count, ==, 1);
+    CHECK_STR(hs.h[i2].label, "");
+    /* admitted, its lease nodes made, waiting for room: no holder yet */
+    waiter ws;
+    memset(&ws, 0, sizeof ws);
+    wait_async(&ws, s3, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/who/pool/leases") == 5, 5000);
+    hs = holders_of(c, "who/pool", DLOCK_SEMAPHORE);
+    CHECK_INT(hs.n, ==, 2);
+    CHECK_RC(dlock_release(s1), DLOCK_OK);
+    join(&ws);
+    CHECK_RC(ws.rc, DLOCK_OK);
+    hs = holders_of(c, "who/pool", DLOCK_SEMAPHORE);
+    CHECK_INT(hs.n, ==, 2);
+    CHECK_INT(hs.h[holder_at(&hs, dlock_lock_token(s3))].count, ==, 2);
+    CHECK_INT(hs.h[holder_at(&hs, dlock_lock_token(s2))].count, ==, 1);
+    CHECK_RC(dlock_release(s2), DLOCK_OK);
+    CHECK_RC(dlock_release(s3), DLOCK_OK);
+    CHECK_INT(holders_of(c, "who/pool", DLOCK_SEMAPHORE).n, ==, 0);
+
+    dlock_lock_free(m);
+    dlock_lock_free(m2);
+    dlock_lock_free(w);
+    dlock_lock_free(r1);
+    dlock_lock_free(r1b);
+    dlock_lock_free(r2);
+    dlock_lock_free(s1);
+    dlock_lock_free(s2);
+    dlock_lock_free(s3);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* Creates path as a persistent node, if missing. */
+static void make_node(const char *path)
+{
+    int zrc = zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    if (zrc != ZOK && zrc != ZNODEEXISTS)
+        dt_fail(__FILE__, __LINE__, "create %s: %s", path, zerror(zrc));
+}
+
+/* A peer's contender node, as Curator makes it: its data is its host's
+ * address (no newline). Its full path in made. */
+static void peer_node(const char *dir, const char *marker, char *made, int len)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/_c_0b7c56f4-5d0e-4b43-9b2b-1c5b0e7d3a11-%s", dir, marker);
+    CHECK_INT(zoo_create(zh, path, "10.1.2.3", 8, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                         made, len),
+              ==, ZOK);
+}
+
+/* A peer's node (Curator's) is a holder whose owner is all its data, with
+ * nothing recorded: no host, pid, start time or label. Each of a peer's
+ * lease nodes is a holder of its own. */
+static void foreign_holder(void)
+{
+    char made[256], lease1[256], lease2[256];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL);
+    zh_open();
+    make_node("/dlock");
+    make_node("/dlock/peer");
+    peer_node("/dlock/peer", "lock-", made, sizeof made);
+    holders_seen hs = holders_of(c, "peer", 0);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK_STR(hs.h[0].owner, "10.1.2.3");
+    CHECK_INT(hs.h[0].count, ==, 1);
+    CHECK_STR(hs.h[0].host, "");
+    CHECK_INT(hs.h[0].pid, ==, 0);
+    CHECK_INT(hs.h[0].started_ms, ==, 0);
+    CHECK_STR(hs.h[0].label, "");
+    CHECK_STR(query(c, "peer", 0).owner, "10.1.2.3");
+    dlock_lock *l = lock_of(c, "peer", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+
+    /* Curator's semaphore leases */
+    make_node("/dlock/peerpool");
+    make_node("/dlock/peerpool/locks");
+    make_node("/dlock/peerpool/leases");
+    peer_node("/dlock/peerpool/leases", "lease-", lease1, sizeof lease1);
+    peer_node("/dlock/peerpool/leases", "lease-", lease2, sizeof lease2);
+    hs = holders_of(c, "peerpool", DLOCK_SEMAPHORE);
+    CHECK_INT(hs.n, ==, 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK_STR(hs.h[i].owner, "10.1.2.3");
+        CHECK_INT(hs.h[i].count, ==, 1);
+        CHECK_STR(hs.h[i].host, "");
+    }
+    dlock_status st = query(c, "peerpool", DLOCK_SEMAPHORE);
+    CHECK_INT(st.permits_used, ==, 2);
+    CHECK_INT(st.shared, ==, 2);
+
+    CHECK_INT(zoo_delete(zh, made, -1), ==, ZOK);
+    CHECK_INT(zoo_delete(zh, lease1, -1), ==, ZOK);
+    CHECK_INT(holders_of(c, "peer", 0).n, ==, 0);
+    CHECK_INT(holders_of(c, "peerpool", DLOCK_SEMAPHORE).n, ==, 1);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    zh_close();
+}
+
+/* The locks dlock_list reported, as "NAME" (a mutex), "NAME rw" or "NAME
+ * sem". */
+typedef struct names_seen {
+    int n;
+    char names[32][128];
+} names_seen;
+
+static void on_name(const char *name, unsigned flags, void *arg)
+{
+    names_seen *s = arg;
+    CHECK(s->n < 32);
+    snprintf(s->names[s->n++], 128, "%s%s", name,
+             flags == 0                 ? ""
+             : flags == DLOCK_SEMAPHORE ? " sem"
+             : flags == DLOCK_WRITE     ? " rw"
+                                        : " ?");
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp((const char *) a, (const char *) b);
+}
+
+/* What dlock_list reports, sorted and joined with ','. */
+static const char *list_of(dlock_client *c, const char *prefix)
+{
+    static char out[4096];
+    names_seen s;
+    size_t used = 0;
+
+    memset(&s, 0, sizeof s);
+    CHECK_RC(dlock_list(c, prefix, 0, on_name, &s), DLOCK_OK);
+    qsort(s.names, (size_t) s.n, sizeof s.names[0], by_text);
+    out[0] = '\0';
+    for (int i = 0; i < s.n; i++)
+        used += (size_t) snprintf(out + used, sizeof out - used, "%s%s", i ? "," : "", s.names[i]);
+    return out;
+}
+
+/* dlock_list walks the names under the base: nested names, each kind
+ * (the mutex and the read-write lock of one name are two locks), a
+ * prefix that is no whole part; waiters count, empty containers (a
+ * released lock's, a name's parents) do not. */
+static void list_locks(void)
+{
+    char url[256];
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_LIST);
+    CHECK_STR(list_of(c, ""), ""); /* not even the base yet */
+    dlock_lock *abc = lock_of(c, "a/b/c", 0), *abc2 = lock_of(c2, "a/b/c", 0),
+               *abb = lock_of(c, "a/bb", 0), *ab = lock_of(c, "ab", 0),
+               *abr = lock_of(c, "ab", DLOCK_READ), *rw = lock_of(c, "a/rw", DLOCK_READ),
+               *gone = lock_of(c, "a/gone", 0), *pool = sem_of(c, "a/b/pool", 2, 1);
+    dlock_lock *held[] = {abc, abb, ab, abr, rw, pool, gone};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        CHECK_RC(dlock_acquire(held[i], 0), DLOCK_OK);
+    CHECK_RC(dlock_release(gone), DLOCK_OK);
+    CHECK_INT(children("/dlock/a/gone", NULL, 0), ==, 0); /* an empty container stays */
+    waiter wc;
+    memset(&wc, 0, sizeof wc);
+    wait_async(&wc, abc2, 20000);
+    DT_WAIT_UNTIL(count_children("/dlock/a/b/c") == 2, 5000);
+
+    CHECK_STR(list_of(c2, ""), "a/b/c,a/b/pool sem,a/bb,a/rw rw,ab,ab rw");
+    CHECK_STR(list_of(c2, "a/"), "a/b/c,a/b/pool sem,a/bb,a/rw rw");
+    CHECK_STR(list_of(c2, "a/b"), "a/b/c,a/b/pool sem,a/bb");
+    CHECK_STR(list_of(c2, "a/b/"), "a/b/c,a/b/pool sem");
+    CHECK_STR(list_of(c2, "a/b/pool"), "a/b/pool sem");
+    CHECK_STR(list_of(c2, "ab"), "ab,ab rw");
+    CHECK_STR(list_of(c2, "a/g"), "");
+    CHECK_STR(list_of(c2, "zz"), "");
+    names_seen s;
+    memset(&s, 0, sizeof s);
+    CHECK_RC(dlock_list(c2, "", 2, on_name, &s), DLOCK_OK);
+    CHECK_INT(s.n, ==, 2);
+    /* names are relative to the client's base */
+    snprintf(url, sizeof url, "zk://127.0.0.1:%d/dlock/a", srv.port);
+    dlock_client *c3 = client_at(url, NULL);
+    CHECK_STR(list_of(c3, ""), "b/c,b/pool sem,bb,rw rw");
+    dlock_client_close(c3);
+
+    /* released: no longer listed (its container is still there) */
+    CHECK_RC(dlock_release(abb), DLOCK_OK);
+    CHECK_INT(children("/dlock/a/bb", NULL, 0), ==, 0);
+    CHECK_STR(list_of(c2, "a/"), "a/b/c,a/b/pool sem,a/rw rw");
+    CHECK_RC(dlock_release(pool), DLOCK_OK);
+    CHECK_STR(list_of(c2, "a/b"), "a/b/c");
+    CHECK_RC(dlock_release(abc), DLOCK_OK);
+    join(&wc);
+    CHECK_RC(wc.rc, DLOCK_OK);
+    CHECK_STR(list_of(c2, "a/b"), "a/b/c"); /* its waiter holds it now */
+    CHECK_RC(dlock_release(abc2), DLOCK_OK);
+    CHECK_RC(dlock_release(ab), DLOCK_OK);
+    CHECK_RC(dlock_release(abr), DLOCK_OK);
+    CHECK_RC(dlock_release(rw), DLOCK_OK);
+    CHECK_STR(list_of(c2, ""), "");
+
+    dlock_lock_free(abc2);
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        dlock_lock_free(held[i]);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
 /* ---------------------------------------------------------------- input */
 
 static void bad_input(void)
@@ -1256,6 +1644,9 @@ int main(int argc, char **argv)
         {"semaphore_six_processes", semaphore_six_processes},
         {"semaphore_killed_holder", semaphore_killed_holder},
         {"multi_lock", multi_lock},
+        {"owner_record", owner_record},
+        {"foreign_holder", foreign_holder},
+        {"list_locks", list_locks},
         {"bad_input", bad_input},
     };
     return DT_RUN(tests);

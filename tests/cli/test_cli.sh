@@ -503,7 +503,7 @@ test_lock_handoff_in_shell()
 }
 
 # The fields of every `dlock status --json` document, in order.
-STATUS_KEYS="version name kind held owner holds lease_ms expires last_fence waiters shared permits permits_used"
+STATUS_KEYS="version name kind held owner holds lease_ms expires last_fence waiters shared permits permits_used holders"
 
 test_status_text_and_json()
 {
@@ -1080,6 +1080,51 @@ start_redis
 export DLOCK_URL="redis://127.0.0.1:$PORT"
 T0=$(now_ms)
 
+# Who holds a lock: status shows each holder with its host, pid, start
+# and --label; list finds the locks under a prefix. Checked with a JSON
+# parser.
+test_who_and_list()
+{
+    local token json holders
+    token=$(dl lock -l 30 --label "night job ü" r-who/a | cut -d' ' -f1)
+    json=$(dl status --json r-who/a)
+    holders=$(json_field holders <<<"$json") || { fail "not valid JSON: $json"; return; }
+    expect_eq "one holder, with what its process recorded" \
+        "$token $(hostname) night job ü" \
+        "$(python3 -c 'import json,sys; h=json.loads(sys.argv[1]); assert len(h)==1, h; h=h[0]
+print(h["owner"], h["host"], h["label"]); assert h["pid"]>0 and h["started_ms"]>0 and h["count"]==1' "$holders")"
+    expect_match "status text names the holder" \
+        "holder: +$token on $(hostname), pid [0-9]+, started [-0-9]+ [0-9:]+ UTC, label night job ü" \
+        "$(dl status r-who/a)"
+    expect_eq "free: no holders" "[]" "$(field r-who/free holders)"
+    # a key set by another client in --simple mode: its value, nothing else
+    redis SET r-who/foreign someone-else PX 30000 >/dev/null
+    expect_eq "foreign holder" '[{"owner": "someone-else", "count": 1, "host": null, "pid": null, "started_ms": null, "label": null}]' \
+        "$(field r-who/foreign holders --simple)"
+    redis DEL r-who/foreign >/dev/null
+
+    dl run --read r-who/rw -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$TMP/who-done" &
+    local reader=$!
+    wait_until 10 eval '[ "$(field r-who/rw shared --read)" = 1 ]' || fail "the reader never held r-who/rw"
+    dl lock -l 30 r-whoelse >/dev/null
+    json=$(dl list --json r-who/)
+    expect_eq "list: valid JSON, the locks under the prefix" \
+        "r-who/a mutex 1 $token|r-who/rw read-write 1 ?" \
+        "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["version"]==1 and d["prefix"]=="r-who/"
+print("|".join("%s %s %d %s" % (l["name"], l["kind"], len(l["holders"]), l["holders"][0]["owner"] if l["kind"]=="mutex" else "?") for l in sorted(d["locks"], key=lambda l: l["name"])))' "$json")"
+    expect_match "list text" "r-who/a \(mutex\): held, 0 waiters" "$(dl list r-who/)"
+    expect_match "list text: holder" "  holder: +$token on $(hostname)" "$(dl list r-who/)"
+    expect_match "list of nothing says so" "no lock under 'r-nothing-here' is held or waited for" \
+        "$(dl list r-nothing-here)"
+    expect_rc "two prefixes" 64 dl list a b
+    expect_rc "a bad label" 64 dl lock -l 30 --label $'a\x01' r-who/bad
+    expect_rc "--label is not an option of status" 64 dl status --label x r-who/a
+    touch "$TMP/who-done"
+    wait "$reader" || fail "the reader exited $?"
+    dl unlock --force r-who/a >/dev/null
+    dl unlock --force r-whoelse >/dev/null
+}
+
 run_test test_run_exit_status
 run_test test_run_environment
 run_test test_run_holds_lock_while_running
@@ -1115,6 +1160,7 @@ run_test test_unix_socket
 run_test test_kinds_read_write
 run_test test_kinds_semaphore
 run_test test_kinds_fair_and_multi
+run_test test_who_and_list
 
 echo "# $(($(now_ms) - T0)) ms"
 if [ "$FAILED_TESTS" -ne 0 ]; then

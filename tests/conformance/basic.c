@@ -537,7 +537,7 @@ void ct_refuses_what_it_lacks(void)
     char list[512] = "";
 
     CHECK_RC(dlock_acquire(held, 0), DLOCK_OK);
-    for (unsigned cap = 1; cap <= DLOCK_CAP_SESSION; cap <<= 1) {
+    for (unsigned cap = 1; cap <= DLOCK_CAP_LIST; cap <<= 1) {
         int rc;
         l = NULL;
         switch (cap) {
@@ -580,6 +580,9 @@ void ct_refuses_what_it_lacks(void)
         case DLOCK_CAP_INTEROP:
             rc = dlock_lock_open(c, CT_NAME("simple"), DLOCK_SIMPLE, &l);
             break;
+        case DLOCK_CAP_LIST:
+            rc = dlock_list(c, CT_NAME(""), 0, ct_ignore_name, NULL);
+            break;
         default:
             continue; /* a property, not a call */
         }
@@ -618,7 +621,7 @@ void ct_refuses_what_it_lacks(void)
     dlock_lock_free(l);
     printf("%s: %d guarded calls served, %d refused%s%s\n", ct->store_name, served, refused,
            refused ? ": " : "", list);
-    CHECK_INT(served + refused, ==, 9);
+    CHECK_INT(served + refused, ==, 10);
     CHECK_RC(dlock_release(held), DLOCK_OK);
     dlock_lock_free(held);
     dlock_client_close(c);

@@ -127,6 +127,9 @@ int ct_has(unsigned caps);
 const char *ct_name(const char *name);
 #define CT_NAME(name) ct_name(name)
 
+/* A dlock_name_fn that does nothing. */
+void ct_ignore_name(const char *name, unsigned flags, void *arg);
+
 /* A client of the store; options is "" or a query string ("?lease=1s"). */
 dlock_client *ct_client(const char *options);
 /* A client of the store through another port (a proxy's link). */

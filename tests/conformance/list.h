@@ -59,6 +59,10 @@
       "a reader arriving after a waiting writer waits behind it")                                  \
     X(semaphore_bounded, DLOCK_CAP_SEMAPHORE,                                                      \
       "4 processes on 2 permits never exceed 2; take K is all or nothing; permits must agree")      \
+    X(who_holds, DLOCK_CAP_QUERY,                                                                  \
+      "dlock_query_holders: token, host, pid, start and label of every holder; bad labels")        \
+    X(list_locks, DLOCK_CAP_LIST,                                                                  \
+      "dlock_list: held and waited-for locks under a prefix, each once, with its kind; limit")     \
     X(multi_all_or_nothing, 0,                                                                     \
       "a multi-lock takes all names or none, gives back on timeout, no deadlock")                  \
     X(fenced_counter, DLOCK_CAP_FENCE,                                                             \

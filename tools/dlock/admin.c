@@ -93,7 +93,8 @@ static int exclusive_only(const cli_opts *o, const char *cmd)
 
 /* The document of `dlock status --json`: the same fields for every kind,
  * null where a field does not apply (docs/dlock.1). */
-static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st)
+static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st,
+                              json_object *holders)
 {
     unsigned f = k->flags;
     int shared = (f & (DLOCK_READ | DLOCK_WRITE | DLOCK_SEMAPHORE)) != 0;
@@ -125,6 +126,7 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
     json_object_object_add(doc, "permits", semaphore ? json_object_new_int64(st->permits) : NULL);
     json_object_object_add(doc, "permits_used",
                            semaphore ? json_object_new_int64(st->permits_used) : NULL);
+    json_object_object_add(doc, "holders", holders);
     cli_json_print(doc);
 }
 
@@ -164,7 +166,8 @@ int cmd_status(int argc, char **argv)
         "usage: dlock status [-u URL] [--simple | --fair | --read | --write | --permits N]\n"
         "                    [--json | --check [-q] | -q] NAME\n"
         "Shows whether NAME is held, by which owner token, for how much longer,\n"
-        "its fence and how many waiters are queued. For a semaphore in use, the\n"
+        "its fence and how many waiters are queued, and each holder: owner token,\n"
+        "host, pid, start time and label. For a semaphore in use, the\n"
         "permit count shown is the one its holders agreed on (a warning if not N).\n"
         "\n"
         "  --json    one line of JSON instead (fields in 'man dlock')\n"
@@ -183,18 +186,29 @@ int cmd_status(int argc, char **argv)
     if (code != 0)
         return code;
     int rc = dlock_query(c, name, o.kind.flags, &st);
-    dlock_client_close(c);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
+        dlock_client_close(c);
         return cli_fail(rc, "cannot read the lock's state");
+    }
     if ((o.kind.flags & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
         st.permits != o.kind.permits) {
         fprintf(stderr, "dlock status: %s has %u permits, not %u\n", name, st.permits,
                 o.kind.permits);
     }
-    if (o.json)
-        print_status_json(name, &o.kind, &st);
-    else if (!o.quiet)
+    /* Who holds it: a second request, so a holder may have come or gone
+     * since the first. */
+    if (o.json) {
+        json_object *holders = cli_holders_json(c, name, o.kind.flags, &rc);
+        print_status_json(name, &o.kind, &st, rc == DLOCK_OK ? holders : NULL);
+        if (rc != DLOCK_OK)
+            json_object_put(holders);
+    } else if (!o.quiet) {
         print_status_text(name, &o.kind, &st);
+        rc = cli_print_holders(c, name, o.kind.flags);
+    }
+    dlock_client_close(c);
+    if (rc != DLOCK_OK)
+        return cli_fail(rc, "cannot read who holds the lock");
     return o.check && !st.held ? EXIT_NOT_ACQUIRED : 0;
 }
 
@@ -202,7 +216,7 @@ int cmd_lock(int argc, char **argv)
 {
     static const char usage[] =
         "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q]\n"
-        "                  [--simple | --fair | --write] NAME\n"
+        "                  [--label TEXT] [--simple | --fair | --write] NAME\n"
         "Takes NAME with a fixed lease and leaves it held when dlock exits. Prints\n"
         "'<owner token> <fence>'; pass the owner token to 'dlock unlock --owner' or\n"
         "'dlock extend --owner' from any process. Exit 1 (or -E CODE) if it is held\n"
@@ -212,7 +226,8 @@ int cmd_lock(int argc, char **argv)
     dlock_client *c;
     dlock_lock *l;
     int code =
-        parse(argc, argv, CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET | CLI_KIND,
+        parse(argc, argv,
+              CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET | CLI_KIND | CLI_LABEL,
               usage, &o, &name);
 
     if (code >= 0)

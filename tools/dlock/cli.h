@@ -58,6 +58,7 @@ enum {
     CLI_OPT_JSON,
     CLI_OPT_CHECK,
     CLI_OPT_GRACE,
+    CLI_OPT_LABEL,
 };
 
 /* The options a subcommand accepts (options.c), so that one option means
@@ -76,12 +77,14 @@ enum {
     CLI_CHECK = 1u << 10,   /* --check */
     CLI_GRACE = 1u << 11,   /* --grace */
     CLI_SHELL = 1u << 12,   /* -c, --command */
+    CLI_LABEL = 1u << 13,   /* --label */
 };
 
 typedef struct cli_opts {
     const char *url;   /* -u, else $DLOCK_URL, else DEFAULT_URL */
     const char *owner; /* --owner / --token */
     const char *shell; /* -c STRING */
+    const char *label; /* --label: added to the URL as label= */
     cli_kind kind;
     int64_t wait_ms;  /* DLOCK_WAIT_FOREVER unless -n / -w */
     int64_t lease_ms; /* 0: none given */
@@ -146,7 +149,13 @@ void cli_json_print(json_object *doc);
  * U+FFFD (malloc'd). */
 char *cli_utf8_clean(const char *text, int may_be_cut);
 
+/* who.c: the holders of a lock, as a JSON array (*rc: the query's code),
+ * or printed a line each ("holder: TOKEN on HOST, pid N, ..."). */
+json_object *cli_holders_json(dlock_client *c, const char *name, unsigned flags, int *rc);
+int cli_print_holders(dlock_client *c, const char *name, unsigned flags);
+
 int cmd_run(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
 int cmd_lock(int argc, char **argv);

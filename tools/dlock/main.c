@@ -17,6 +17,7 @@ static const char usage[] =
     "  run     hold a lock while a command runs      dlock run NAME -- COMMAND [ARGS...]\n"
     "                                                dlock run NAME -c 'SHELL COMMAND'\n"
     "  status  show who holds a lock                 dlock status [--json | --check] NAME\n"
+    "  list    the locks under a prefix, and holders dlock list [--json] [PREFIX]\n"
     "  lock    take a lock, print its owner token    dlock lock -l SECONDS NAME\n"
     "  unlock  release a lock by owner, or force it  dlock unlock (--owner OWNER | --force) NAME\n"
     "  extend  set the lease of a lock by its owner  dlock extend --owner OWNER -l SECONDS NAME\n"
@@ -121,8 +122,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } commands[] = {
-        {"run", cmd_run},       {"status", cmd_status}, {"lock", cmd_lock},
-        {"unlock", cmd_unlock}, {"extend", cmd_extend}, {"bench", cmd_bench},
+        {"run", cmd_run},       {"status", cmd_status}, {"lock", cmd_lock}, {"unlock", cmd_unlock},
+        {"extend", cmd_extend}, {"bench", cmd_bench},   {"list", cmd_list},
     };
 
     if (argc < 2) {

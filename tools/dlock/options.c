@@ -43,6 +43,7 @@ static const option_spec specs[] = {
     {"check", no_argument, CLI_OPT_CHECK, CLI_CHECK},
     {"grace", required_argument, CLI_OPT_GRACE, CLI_GRACE},
     {"command", required_argument, 'c', CLI_SHELL},
+    {"label", required_argument, CLI_OPT_LABEL, CLI_LABEL},
     {"verbose", no_argument, 'v', 0},
     {"help", no_argument, 'h', 0},
 };
@@ -70,6 +71,32 @@ static int bad_value(const char *cmd, const char *opt, const char *arg, const ch
 {
     fprintf(stderr, "dlock %s: %s %s: %s\n", cmd, opt, arg, want);
     return EXIT_USAGE;
+}
+
+/* url with label=LABEL added to its options, percent-encoded. Kept for
+ * the life of the process. */
+static const char *with_label(const char *url, const char *label)
+{
+    static char *made;
+    size_t n = strlen(url);
+    char *p;
+
+    free(made);
+    made = malloc(n + 3 * strlen(label) + 16);
+    if (made == NULL) {
+        fputs("dlock: out of memory\n", stderr);
+        exit(EXIT_FAILURE_OTHER);
+    }
+    p = made + sprintf(made, "%s%slabel=", url, strchr(url, '?') != NULL ? "&" : "?");
+    for (const unsigned char *c = (const unsigned char *) label; *c != '\0'; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~", *c) != NULL)
+            *p++ = (char) *c;
+        else
+            p += sprintf(p, "%%%02X", *c);
+    }
+    *p = '\0';
+    return made;
 }
 
 int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
@@ -171,6 +198,9 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             }
             o->shell = optarg;
             break;
+        case CLI_OPT_LABEL:
+            o->label = optarg;
+            break;
         case 'v':
             o->verbose++;
             break;
@@ -195,6 +225,8 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
         return EXIT_USAGE;
     cli_log_level = cli_log_level_of(o->verbose);
     o->url = cli_url(o->url);
+    if (o->label != NULL)
+        o->url = with_label(o->url, o->label);
     *first = optind;
     return -1;
 }

@@ -35,6 +35,7 @@
 
 static const char run_usage[] =
     "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--grace SECONDS] [-q]\n"
+    "                 [--label TEXT]\n"
     "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
     "                 NAME ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
     "       dlock run [options] [--fair] -m NAME -m NAME... ([--] COMMAND [ARGS...] | -c '...')\n"
@@ -56,6 +57,7 @@ static const char run_usage[] =
     "      --permits N      the semaphore NAME of N permits; --take K of them (default 1)\n"
     "  -m, --multi NAME     a multi-lock: all the -m names or none (then no NAME)\n"
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
+    "      --label TEXT     recorded with the hold, shown by 'dlock status' and 'dlock list'\n"
     "  -q, --quiet          no message when the lock is not acquired\n"
     "  -v, --verbose        what the library does, on stderr (waits, hand-overs,\n"
     "                       renewal retries, losses); -vv: every step\n"
@@ -433,7 +435,7 @@ int cmd_run(int argc, char **argv)
     cli_opts o;
     int first, code = cli_parse(argc, argv,
                                 CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET |
-                                    CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL,
+                                    CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL | CLI_LABEL,
                                 1, run_usage, &o, &first);
     const char *name = NULL;
     char *shell_argv[4] = {"/bin/sh", "-c", NULL, NULL};

@@ -21,6 +21,12 @@
 
 #define DLOCK__ETCD_CLAIM_BUCKETS 256
 #define DLOCK__ETCD_MAX_PENDING   1024
+/* A key's value: "4294967295/4294967295\n", a token, '\n', an owner_info. */
+#define DLOCK__ETCD_VALUE_MAX 512
+_Static_assert(DLOCK__ETCD_VALUE_MAX >= sizeof "4294967295/4294967295\n" +
+                                            sizeof(((dlock_status *) 0)->owner) +
+                                            sizeof(((dlock__client_cfg *) 0)->owner_info),
+               "a key's value holds the permits, a token and an owner_info");
 
 /* A session: one lease of the client, and the core's session for it. */
 typedef struct dlock__etcd_session {
@@ -89,7 +95,10 @@ typedef struct dlock__etcd_lock {
     char *prefix, *prefix_end;   /* the contenders' keys */
     char *writers, *writers_end; /* read-write: the writers' keys */
     const char *marker;          /* read-write: "r-" or "w-" in front of the id */
-    char value[72];              /* semaphore: "take/permits"; else the owner token */
+    /* What our key holds (made at the first attempt): "TOKEN\nINFO", the
+     * owner token and the client's owner_info; a semaphore's starts with
+     * "TAKE/PERMITS\n" before them. */
+    char value[DLOCK__ETCD_VALUE_MAX];
     size_t value_len;
 
     pthread_mutex_t mu; /* k: read by the renewal thread */

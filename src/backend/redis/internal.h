@@ -10,6 +10,7 @@
 #include "subscriber.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define MAX_POOL    64
 #define RENEW_BATCH 256 /* locks per renewal script call */
@@ -24,9 +25,13 @@ typedef struct rbackend {
     size_t npool;
     dlock__board *board;
 
-    int notify_stream;  /* hand-over notices through streams, not pub/sub */
-    char *wake_channel; /* P:wake:<client id>: this client's pub/sub notices */
-    pthread_mutex_t mu; /* guards sub and stream */
+    int notify_stream;              /* hand-over notices through streams, not pub/sub */
+    char *wake_channel;             /* P:wake:<client id>: this client's pub/sub notices */
+    char *owner_key;                /* P:owner:<client id>: this client's owner record (owner.c) */
+    _Atomic int64_t owner_until_us; /* when the record written last ends (monotonic) */
+    _Atomic int64_t owner_retry_us; /* after a refusal: not tried again before */
+    atomic_int owner_writing;       /* a thread is writing it */
+    pthread_mutex_t mu;             /* guards sub and stream */
     dlock__rsub *sub;
     dlock__rstream *stream;
 } rbackend;
@@ -68,6 +73,9 @@ extern const dlock__backend dlock__redis_backend;
 #define RLOCK(l)    DLOCK__STORE_OF(rlock, l)
 
 /* redis.c */
+/* Whether name is a lock name with a hash tag of its own (its base key is
+ * P:name) that no derived key of another lock spells. */
+int dlock__redis_own_tag_name(const char *name);
 /* Whether hand-over notices reach this client's waiters now (no waiting). */
 int dlock__redis_notices_flow(rbackend *b);
 
@@ -84,6 +92,16 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *l, const char *token
                         int at_least, int64_t deadline);
 int dlock__redis_query(dlock__store *s, dlock__store_lock *l, dlock_status *st, int64_t deadline);
 int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline);
+
+/* owner.c */
+/* Writes this client's owner record if it is missing or would end within
+ * lease_ms (or a day): DLOCK_OK also when the store refuses it; a
+ * connection error when the store cannot be reached. */
+int dlock__redis_note_owner(rbackend *b, int64_t lease_ms, int64_t deadline_us);
+int dlock__redis_holders(dlock__store *s, dlock__store_lock *l, dlock__holder_sink sink, void *arg,
+                         int64_t deadline);
+int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                      int64_t deadline);
 
 /* renewal.c */
 int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline);

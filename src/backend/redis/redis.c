@@ -78,6 +78,17 @@ static int name_spells_a_key(const char *name)
     return 0;
 }
 
+int dlock__redis_own_tag_name(const char *name)
+{
+    dlock__saved_error saved;
+    int has_tag = 0;
+
+    dlock__save_error(&saved);
+    int ok = name_has_tag(name, &has_tag) == DLOCK_OK && has_tag && !name_spells_a_key(name);
+    dlock__restore_error(&saved);
+    return ok;
+}
+
 static char *join(const char *a, const char *b, const char *c, const char *d, size_t *len)
 {
     size_t n = strlen(a) + strlen(b) + strlen(c) + strlen(d);
@@ -271,6 +282,7 @@ static void close_backend(dlock__store *store)
     pthread_mutex_destroy(&b->mu);
     free(b->prefix);
     free(b->wake_channel);
+    free(b->owner_key);
     free(b->host);
     free(b->unix_path);
     free(b->user);
@@ -391,7 +403,10 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         rc = dlock__url_int(url, "pool", 1, MAX_POOL, &pool);
     if (rc != DLOCK_OK)
         goto fail;
-    if (b->prefix == NULL || b->wake_channel == NULL) {
+    size_t owner_key_len;
+    b->owner_key =
+        b->prefix != NULL ? join(b->prefix, ":owner:", cfg->client_id, "", &owner_key_len) : NULL;
+    if (b->prefix == NULL || b->wake_channel == NULL || b->owner_key == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }
@@ -418,7 +433,8 @@ const dlock__backend dlock__redis_backend = {
     .schemes = schemes,
     .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT |
             DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_FAIR | DLOCK_CAP_READ_WRITE |
-            DLOCK_CAP_SEMAPHORE | DLOCK_CAP_MULTI_ATOMIC | DLOCK_CAP_INTEROP | DLOCK_CAP_NOTIFY,
+            DLOCK_CAP_SEMAPHORE | DLOCK_CAP_MULTI_ATOMIC | DLOCK_CAP_INTEROP | DLOCK_CAP_NOTIFY |
+            DLOCK_CAP_LIST,
     .open = open_backend,
     .close = close_backend,
     .lock_new = lock_new,
@@ -433,4 +449,6 @@ const dlock__backend dlock__redis_backend = {
     .renew = dlock__redis_renew,
     .query = dlock__redis_query,
     .force_unlock = dlock__redis_force_unlock,
+    .holders = dlock__redis_holders,
+    .list = dlock__redis_list,
 };

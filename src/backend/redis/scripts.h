@@ -24,6 +24,7 @@ enum dlock__script_id {
     DLOCK__S_RENEW,
     DLOCK__S_HEARTBEAT,
     DLOCK__S_STATUS,
+    DLOCK__S_HOLDERS,
     DLOCK__S_COUNT
 };
 

@@ -155,7 +155,9 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
     /* Queue only where the hand-over notice can reach us: interop keys have
      * no queue, and notices flow once prepare_wait() has set them up. */
     int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
-    int rc = acquire_script(b, l, a, join, lease, nlease);
+    int rc = dlock__redis_note_owner(b, a->lease_ms, a->deadline_us);
+    if (rc == DLOCK_OK)
+        rc = acquire_script(b, l, a, join, lease, nlease);
 
     if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
         a->next = l->spec.simple || !a->wait ? DLOCK__NEXT_POLL : DLOCK__NEXT_PREPARE;
@@ -186,10 +188,11 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
             return DLOCK_ENOTSUP;
         }
     }
-    if (argv == NULL || lens == NULL) {
+    rc = dlock__redis_note_owner(b, lease_ms, deadline_us);
+    if (rc != DLOCK_OK || argv == NULL || lens == NULL) {
         free(argv);
         free(lens);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return rc != DLOCK_OK ? rc : dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     size_t at = 2;
     argv[at] = count;

@@ -90,3 +90,21 @@ int dlock__zk_is_writer(const char *child)
 {
     return strstr(child, marker_texts[DLOCK__ZK_WRITE]) != NULL;
 }
+
+int dlock__zk_contender(const char *child)
+{
+    size_t n = strlen(child);
+
+    if (n < 10)
+        return -1;
+    for (size_t i = n - 10; i < n; i++) {
+        if (child[i] < '0' || child[i] > '9')
+            return -1;
+    }
+    for (size_t m = 0; m < sizeof marker_texts / sizeof marker_texts[0]; m++) {
+        size_t ml = strlen(marker_texts[m]);
+        if (n - 10 >= ml && memcmp(child + n - 10 - ml, marker_texts[m], ml) == 0)
+            return (int) m;
+    }
+    return -1;
+}

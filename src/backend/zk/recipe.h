@@ -62,4 +62,10 @@ int dlock__zk_is_ours(const char *child, const char *uuid);
 /* Whether child holds the write marker (a writer of a read-write lock). */
 int dlock__zk_is_writer(const char *child);
 
+/* The marker of a contender's node: a name ending in a marker and the
+ * 10-digit sequence ZooKeeper appends ("..._c_<uuid>-lock-0000000042",
+ * "<hex>__lock__0000000007"). -1 for any other name (a lock path's part,
+ * a semaphore's "locks" or "leases"). */
+int dlock__zk_contender(const char *child);
+
 #endif

@@ -24,6 +24,12 @@
  * 2^32 zxids, i.e. per election epoch). The node's sequence number is no use:
  * it restarts whenever the lock's container is reaped.
  *
+ * Node data: every contender's node holds "TOKEN\nINFO", its owner token, a
+ * newline and the client's owner_info (backend.h; a lease node's first line
+ * is "TOKEN TAKE/PERMITS"), so that an operator sees who holds a lock
+ * (zk_holders). A peer's node (Curator's, kazoo's) has no newline: all of
+ * its data is its owner. Only the first line is ever read as the owner.
+ *
  * State per handle (zlock): the node it created for its current wait or
  * hold. The renewal thread reads it to check a hold, so it is guarded by the
  * lock's mutex.
@@ -56,6 +62,7 @@
 #define DEFAULT_BASE       "/dlock"
 #define DEFAULT_CONNECT_MS 5000
 #define PATH_MAX_LEN       1024
+#define NODE_DATA_MAX      512 /* a token, its lease's take/permits, the owner_info */
 
 extern const dlock__backend dlock__zk_backend;
 
@@ -376,6 +383,15 @@ static void rank(const zlock *l, char **children, int n)
         dlock__zk_rank(children, (size_t) n, mutex_markers, 2);
 }
 
+/* What a contender's node holds: "FIRST\nINFO", FIRST the owner token (a
+ * lease node: "TOKEN TAKE/PERMITS") and INFO the client's owner_info
+ * (backend.h), so that an operator can tell who holds a lock. Whatever
+ * reads a node's owner reads its first line only (split_data). */
+static void node_data(const zstore *z, const char *first, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s\n%s", first, z->base.host.cfg->owner_info);
+}
+
 /* Makes an EPHEMERAL_SEQUENTIAL child of dir named "_c_<fresh uuid>-<marker>"
  * holding data: its full path in *out (the caller's) and its fence. A node
  * made whose reply the caller does not get (no reply in time, the
@@ -548,10 +564,12 @@ static int sem_check_permits(zstore *z, zlock *l, dlock__zconn *c, char **childr
 static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, int64_t deadline)
 {
     const unsigned take = l->base.spec.take, permits = l->base.spec.permits;
-    char data[96];
+    char lease[96], data[NODE_DATA_MAX], admission[NODE_DATA_MAX];
     int rc;
 
-    snprintf(data, sizeof data, "%s %u/%u", a->token, take, permits);
+    snprintf(lease, sizeof lease, "%s %u/%u", a->token, take, permits);
+    node_data(z, lease, data, sizeof data);
+    node_data(z, a->token, admission, sizeof admission);
     for (int round = 0; round < 8 + (int) take; round++) {
         pthread_mutex_lock(&l->mu);
         int stale = (l->node != NULL || l->nleases > 0) && l->conn != c;
@@ -569,8 +587,8 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
             uint64_t fence = 0;
             if (adm == NULL) {
                 /* queue for admission */
-                rc = create_child(z, l, c, l->locks_path, DLOCK__ZK_LOCK, a->token, deadline, &made,
-                                  &fence);
+                rc = create_child(z, l, c, l->locks_path, DLOCK__ZK_LOCK, admission, deadline,
+                                  &made, &fence);
                 if (rc != DLOCK_OK)
                     return rc;
                 dlock__zconn_ref(c);
@@ -836,7 +854,9 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (node == NULL) {
             char *made = NULL;
             uint64_t fence = 0;
-            rc = create_child(z, l, c, l->path, marker_of(l), a->token, deadline, &made, &fence);
+            char data[NODE_DATA_MAX];
+            node_data(z, a->token, data, sizeof data);
+            rc = create_child(z, l, c, l->path, marker_of(l), data, deadline, &made, &fence);
             if (rc != DLOCK_OK)
                 goto out;
             dlock__zconn_ref(c);
@@ -1135,78 +1155,165 @@ static int holders(const zlock *l, char **children, int n)
     return k;
 }
 
-/* A semaphore's state: its lease nodes (each a permit; a holder of ours
- * is the nodes holding one token), the admission queue's length, and the
- * permits its dlock users declare. */
-static int sem_query(zstore *z, zlock *l, dlock__zconn *c, dlock_status *st, int64_t deadline)
+/* One holder's node, read. */
+typedef struct held_node {
+    dlock__zresult got; /* its get, the data split in place (split_data) */
+    const char *owner;  /* into got: the owner token, "" if none */
+    const char *info;   /* into got: its client's owner_info, NULL if none */
+    unsigned permits;   /* a lease node of ours: the permits it declares; else 0 */
+} held_node;
+
+/* Who holds a lock now, as its nodes say. */
+typedef struct holding {
+    held_node *nodes; /* the holders' nodes in rank order (a semaphore: lease nodes) */
+    int n;
+    int exclusive;    /* nodes[0] is a mutex's holder or a writer */
+    unsigned waiters; /* contenders not holding (a semaphore: its admission queue) */
+    unsigned permits; /* a semaphore: the permits its dlock users declare, 0 if none */
+} holding;
+
+static void holding_clear(holding *h)
+{
+    for (int i = 0; i < h->n; i++)
+        dlock__zresult_clear(&h->nodes[i].got);
+    free(h->nodes);
+    memset(h, 0, sizeof *h);
+}
+
+/* Splits a node's data in place (node_data): returns the owner, the first
+ * line (a lease node of ours: the token before " TAKE/PERMITS", *permits
+ * set), and *info, what follows the newline. A peer's node has no newline
+ * (Curator's holds its host's address, kazoo's an identifier): all of it is
+ * the owner, and *info is NULL. */
+static const char *split_data(char *data, int lease, const char **info, unsigned *permits)
+{
+    *info = NULL;
+    *permits = 0;
+    if (data == NULL)
+        return "";
+    char *nl = strchr(data, '\n');
+    if (nl != NULL) {
+        *nl = '\0';
+        *info = nl + 1;
+    }
+    char *sp = lease ? strchr(data, ' ') : NULL;
+    unsigned take = 0, declared = 0;
+    char more;
+    if (sp != NULL && sscanf(sp, " %u/%u%c", &take, &declared, &more) == 2 && declared > 0) {
+        *sp = '\0';
+        *permits = declared;
+    }
+    return data;
+}
+
+/* Reads the nodes dir/names[0..n) (pipelined) into h->nodes, lease nodes
+ * if `lease`. A node gone meanwhile is left out: it holds nothing now. */
+static int read_nodes(zstore *z, dlock__zconn *c, const char *dir, char **names, int n, int lease,
+                      int64_t deadline, holding *h)
+{
+    dlock__zreq **reqs = calloc((size_t) n + 1, sizeof *reqs);
+    int *sent = calloc((size_t) n + 1, sizeof *sent);
+    int rc = DLOCK_OK;
+
+    h->n = 0;
+    h->nodes = calloc((size_t) n + 1, sizeof *h->nodes);
+    if (reqs == NULL || sent == NULL || h->nodes == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        char node[PATH_MAX_LEN];
+        snprintf(node, sizeof node, "%s/%s", dir, names[i]);
+        sent[i] = ZOK;
+        reqs[i] = dlock__zreq_get(c, node, &sent[i]);
+    }
+    /* every reply is collected, also after an error: each request is
+     * consumed once */
+    for (int i = 0; i < n; i++) {
+        held_node *hn = &h->nodes[h->n];
+        int zrc = run(reqs[i], sent[i], rc == DLOCK_OK ? deadline : 0, &hn->got);
+        if (zrc == ZOK) {
+            hn->owner = split_data(hn->got.data, lease, &hn->info, &hn->permits);
+            h->n++;
+            continue;
+        }
+        dlock__zresult_clear(&hn->got);
+        if (zrc != ZNONODE && rc == DLOCK_OK)
+            rc = dlock__zk_fail(zrc, z->label, "read a holder's node");
+    }
+out:
+    free(reqs);
+    free(sent);
+    return rc;
+}
+
+/* The holders of l now: a mutex's first node, a read-write lock's writer or
+ * readers at the head, a semaphore's lease nodes but those of the
+ * contender admitted and still waiting for room (they hold nothing yet). */
+static int read_holders(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline, holding *h)
 {
     dlock__zresult r, w;
-    int rc = DLOCK_OK;
-    int zrc = zk_children(c, l->leases_path, deadline, &r);
-    int zrc2 = zk_children(c, l->locks_path, deadline, &w);
-    dlock__zreq **reqs = NULL;
-    char(*owners)[33] = NULL;
+    char *admitted = NULL;
+    int rc = DLOCK_OK, zrc, zrc2;
 
+    memset(h, 0, sizeof *h);
+    memset(&r, 0, sizeof r);
+    memset(&w, 0, sizeof w);
+    if (l->base.spec.kind != DLOCK__SEMAPHORE) {
+        zrc = zk_children(c, l->path, deadline, &r);
+        if (zrc != ZOK && zrc != ZNONODE) {
+            rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
+            goto out;
+        }
+        rank(l, r.children, r.nchildren);
+        int n = holders(l, r.children, r.nchildren);
+        h->exclusive = n > 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0]));
+        h->waiters = (unsigned) (r.nchildren - n);
+        rc = read_nodes(z, c, l->path, r.children, n, 0, deadline, h);
+        goto out;
+    }
+    zrc = zk_children(c, l->leases_path, deadline, &r);
+    zrc2 = zk_children(c, l->locks_path, deadline, &w);
     if ((zrc != ZOK && zrc != ZNONODE) || (zrc2 != ZOK && zrc2 != ZNONODE)) {
         rc = dlock__zk_fail(zrc != ZOK && zrc != ZNONODE ? zrc : zrc2, z->label,
                             "list the semaphore's nodes");
         goto out;
     }
-    reqs = calloc((size_t) r.nchildren + 1, sizeof *reqs);
-    owners = calloc((size_t) r.nchildren + 1, sizeof *owners);
-    if (reqs == NULL || owners == NULL) {
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < r.nchildren; i++) {
-        char node[PATH_MAX_LEN];
-        int zrc3 = ZOK;
-        snprintf(node, sizeof node, "%s/%s", l->leases_path, r.children[i]);
-        reqs[i] = dlock__zreq_get(c, node, &zrc3);
-    }
-    /* The first in the admission queue may have made lease nodes and wait
-     * for room: those are not held. Ours say whose they are. */
-    char admitted[33] = "";
+    h->waiters = (unsigned) w.nchildren;
     if (w.nchildren > 0) {
-        char node[PATH_MAX_LEN];
-        dlock__zresult d;
+        /* the first in the admission queue may have made its lease nodes
+         * and wait for room: its owner */
+        holding first;
+        memset(&first, 0, sizeof first);
         dlock__zk_rank(w.children, (size_t) w.nchildren, mutex_markers, 2);
-        snprintf(node, sizeof node, "%s/%s", l->locks_path, w.children[0]);
-        int zrc3 = ZOK;
-        dlock__zreq *q = dlock__zreq_get(c, node, &zrc3);
-        if (run(q, zrc3, deadline, &d) == ZOK && d.data != NULL)
-            sscanf(d.data, "%32[0-9a-f]", admitted);
-        dlock__zresult_clear(&d);
+        rc = read_nodes(z, c, l->locks_path, w.children, 1, 0, deadline, &first);
+        if (rc == DLOCK_OK && first.n == 1) {
+            admitted = strdup(first.nodes[0].owner);
+            if (admitted == NULL)
+                rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        holding_clear(&first);
+        if (rc != DLOCK_OK)
+            goto out;
     }
-    for (int i = 0; i < r.nchildren; i++) {
-        dlock__zresult d;
-        unsigned take = 0, permits = 0;
-        if (reqs[i] == NULL)
-            continue;
-        snprintf(owners[i], sizeof owners[i], "%d", i); /* Curator's: one each */
-        if (dlock__zreq_wait(reqs[i], deadline, &d) == ZOK && d.data != NULL &&
-            sscanf(d.data, "%32[0-9a-f] %u/%u", owners[i], &take, &permits) == 3)
-            st->permits = permits;
-        if (admitted[0] != '\0' && strcmp(owners[i], admitted) == 0) {
-            dlock__zresult_clear(&d);
+    rc = read_nodes(z, c, l->leases_path, r.children, r.nchildren, 1, deadline, h);
+    int kept = 0;
+    for (int i = 0; rc == DLOCK_OK && i < h->n; i++) {
+        held_node *hn = &h->nodes[i];
+        if (hn->permits > 0)
+            h->permits = hn->permits;
+        if (admitted != NULL && hn->permits > 0 && strcmp(hn->owner, admitted) == 0) {
+            dlock__zresult_clear(&hn->got);
             continue;
         }
-        if (d.rc == ZOK && fence_of(&d.stat) > st->last_fence)
-            st->last_fence = fence_of(&d.stat);
-        dlock__zresult_clear(&d);
-        st->permits_used++;
-        int seen = 0;
-        for (int k = 0; k < i && !seen; k++)
-            seen = strcmp(owners[k], owners[i]) == 0;
-        st->shared += !seen;
+        h->nodes[kept++] = *hn;
     }
-    st->held = st->permits_used > 0;
-    /* the admitted contender's admission node, while it waits for room,
-     * and every one behind it */
-    st->waiters = (unsigned) w.nchildren;
+    if (rc == DLOCK_OK)
+        h->n = kept;
 out:
-    free(reqs);
-    free(owners);
+    if (rc != DLOCK_OK)
+        holding_clear(h);
+    free(admitted);
     dlock__zresult_clear(&r);
     dlock__zresult_clear(&w);
     return rc;
@@ -1217,7 +1324,7 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     zstore *z = ZSTORE(s);
     zlock *l = ZLOCK(sl);
     dlock__zconn *c = NULL;
-    dlock__zresult r;
+    holding h;
     int rc;
 
     memset(st, 0, sizeof *st);
@@ -1226,40 +1333,82 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     rc = get_conn(z, deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
-    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
-        rc = sem_query(z, l, c, st, deadline);
-        dlock__zconn_unref(c);
-        return rc;
-    }
-    int zrc = zk_children(c, l->path, deadline, &r);
-    if (zrc != ZOK && zrc != ZNONODE) {
-        rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
-        goto out;
-    }
-    rank(l, r.children, r.nchildren);
-    int n = holders(l, r.children, r.nchildren);
-    for (int i = 0; i < n; i++) {
-        char node[PATH_MAX_LEN];
-        dlock__zresult d;
-        int zrc2 = ZOK;
-        snprintf(node, sizeof node, "%s/%s", l->path, r.children[i]);
-        dlock__zreq *q = dlock__zreq_get(c, node, &zrc2);
-        if (run(q, zrc2, deadline, &d) == ZOK) {
-            if (fence_of(&d.stat) > st->last_fence)
-                st->last_fence = fence_of(&d.stat);
-            if (i == 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0])))
-                snprintf(st->owner, sizeof st->owner, "%s", d.data != NULL ? d.data : "");
-        }
-        dlock__zresult_clear(&d);
-    }
-    st->held = n > 0;
-    st->holds = st->owner[0] != '\0' ? 1 : 0;
-    st->shared = is_rw(l) && n > 0 && !dlock__zk_is_writer(r.children[0]) ? (unsigned) n : 0;
-    st->waiters = (unsigned) (r.nchildren - n);
-out:
-    dlock__zresult_clear(&r);
+    rc = read_holders(z, l, c, deadline, &h);
     dlock__zconn_unref(c);
-    return rc;
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < h.n; i++) {
+        if (fence_of(&h.nodes[i].got.stat) > st->last_fence)
+            st->last_fence = fence_of(&h.nodes[i].got.stat);
+    }
+    st->held = h.n > 0;
+    st->waiters = h.waiters;
+    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
+        /* a permit per lease node; a holder of ours is the nodes of one
+         * token, a peer's node is a holder of its own */
+        st->permits = h.permits;
+        st->permits_used = (unsigned) h.n;
+        for (int i = 0; i < h.n; i++) {
+            int seen = 0;
+            for (int k = 0; k < i && !seen && h.nodes[i].permits > 0; k++)
+                seen = h.nodes[k].permits > 0 && strcmp(h.nodes[k].owner, h.nodes[i].owner) == 0;
+            st->shared += !seen;
+        }
+    } else {
+        if (h.exclusive && h.n > 0)
+            snprintf(st->owner, sizeof st->owner, "%s", h.nodes[0].owner);
+        st->holds = st->owner[0] != '\0' ? 1 : 0;
+        st->shared = is_rw(l) && !h.exclusive ? (unsigned) h.n : 0;
+    }
+    holding_clear(&h);
+    return DLOCK_OK;
+}
+
+/* Whether nodes a and b are holds of one holder: the same owner (a
+ * reader's read holds, a semaphore holder's permits). A peer's lease node
+ * is a holder of its own: Curator's data is its host's address. */
+static int same_holder(const zlock *l, const held_node *a, const held_node *b)
+{
+    if (l->base.spec.kind == DLOCK__SEMAPHORE && (a->permits == 0 || b->permits == 0))
+        return 0;
+    return strcmp(a->owner, b->owner) == 0;
+}
+
+static int zk_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    zlock *l = ZLOCK(sl);
+    dlock__zconn *c = NULL;
+    holding h;
+    int rc;
+
+    deadline = deadline_of(z, deadline);
+    rc = get_conn(z, deadline, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = read_holders(z, l, c, deadline, &h);
+    dlock__zconn_unref(c);
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < h.n; i++) {
+        int seen = 0;
+        unsigned count = 1;
+        for (int k = 0; k < h.n && !seen; k++) {
+            if (k != i && same_holder(l, &h.nodes[k], &h.nodes[i])) {
+                seen = k < i;
+                count++;
+            }
+        }
+        if (seen)
+            continue;
+        dlock__holder_raw raw = {
+            .owner = h.nodes[i].owner, .count = h.exclusive ? 1 : count, .info = h.nodes[i].info};
+        if (sink(arg, &raw) != 0)
+            break;
+    }
+    holding_clear(&h);
+    return DLOCK_OK;
 }
 
 static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline)
@@ -1293,6 +1442,190 @@ static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     }
 out:
     dlock__zresult_clear(&r);
+    dlock__zconn_unref(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- listing */
+
+/*
+ * dlock_list walks the tree under the base path, depth first. A node is a
+ * lock when it has contender children (dlock__zk_contender): a mutex when
+ * one has a mutex marker (Curator's or kazoo's), a read-write lock when one
+ * has a read or write marker (both, when both share the path). A node with
+ * a `leases` child is a semaphore, taken or waited for when its `leases` or
+ * `locks` has a contender child; those two are its own, not parts of
+ * longer names. Every other child is walked as part of a longer name,
+ * unless no name under it can start with the prefix, or the name would be
+ * longer than a lock's may be (zk_lock_new): that bounds the depth. At most
+ * LIST_MAX_NODES znodes are listed (more is DLOCK_EINVAL: a longer prefix
+ * will do), LIST_BATCH at a time (pipelined), each request bounded by the
+ * command timeout and the whole walk by the caller's deadline. Contender
+ * nodes are ephemeral, so never walked into.
+ */
+#define LIST_MAX_NODES 100000
+#define LIST_BATCH     64
+
+typedef struct walk_item {
+    char *path;  /* the znode */
+    size_t name; /* where its lock name starts in path (the base: at its end) */
+    int sem;     /* a semaphore's path: list its leases/ and locks/ */
+} walk_item;
+
+typedef struct walk {
+    walk_item *items; /* a stack */
+    size_t n, cap;
+} walk;
+
+/* Pushes path (taken: freed if it cannot be). */
+static int walk_push(walk *w, char *path, size_t name, int sem)
+{
+    if (path == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (w->n == w->cap) {
+        size_t cap = w->cap != 0 ? w->cap * 2 : 64;
+        walk_item *more = realloc(w->items, cap * sizeof *more);
+        if (more == NULL) {
+            free(path);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        w->items = more;
+        w->cap = cap;
+    }
+    w->items[w->n++] = (walk_item){path, name, sem};
+    return DLOCK_OK;
+}
+
+/* Whether a name at or under `name` (name/...) may start with prefix. */
+static int may_match(const char *name, const char *prefix)
+{
+    size_t n = strlen(name), p = strlen(prefix);
+    if (strncmp(name, prefix, n < p ? n : p) != 0)
+        return 0;
+    return n >= p || prefix[n] == '/';
+}
+
+/* One walked node's children in r (a semaphore: r[0] its leases, r[1] its
+ * locks): reports the locks it is, and pushes the children to walk. */
+static int visit(zstore *z, walk *w, const walk_item *it, dlock__zresult *r, const char *prefix,
+                 dlock__name_sink sink, void *arg, int *stop)
+{
+    const char *name = it->path + it->name;
+    int named = name[0] != '\0' && strncmp(name, prefix, strlen(prefix)) == 0;
+    int nr = it->sem ? 2 : 1, mutex = 0, rw = 0, sem = 0;
+
+    for (int j = 0; j < nr; j++) {
+        if (r[j].rc != ZOK && r[j].rc != ZNONODE)
+            return dlock__zk_fail(r[j].rc, z->label, "list the locks");
+    }
+    if (it->sem) {
+        int found = 0;
+        for (int j = 0; j < nr; j++) {
+            for (int i = 0; i < r[j].nchildren; i++)
+                found |= dlock__zk_contender(r[j].children[i]) >= 0;
+        }
+        *stop = found && sink(arg, name, DLOCK__SEMAPHORE) != 0;
+        return DLOCK_OK;
+    }
+    for (int i = 0; i < r->nchildren; i++) {
+        int m = dlock__zk_contender(r->children[i]);
+        mutex |= m == DLOCK__ZK_LOCK || m == DLOCK__ZK_KAZOO;
+        rw |= m == DLOCK__ZK_READ || m == DLOCK__ZK_WRITE;
+        sem |= strcmp(r->children[i], "leases") == 0;
+    }
+    if ((named && mutex && sink(arg, name, DLOCK__MUTEX) != 0) ||
+        (named && rw && sink(arg, name, DLOCK__WRITE) != 0)) {
+        *stop = 1;
+        return DLOCK_OK;
+    }
+    int rc = DLOCK_OK;
+    if (named && sem)
+        rc = walk_push(w, strdup(it->path), it->name, 1);
+    int root = strcmp(it->path, "/") == 0;
+    for (int i = 0; i < r->nchildren && rc == DLOCK_OK; i++) {
+        const char *child = r->children[i];
+        if (dlock__zk_contender(child) >= 0 || (root && strcmp(child, "zookeeper") == 0) ||
+            (sem && (strcmp(child, "leases") == 0 || strcmp(child, "locks") == 0)))
+            continue;
+        char path[PATH_MAX_LEN];
+        int len = snprintf(path, sizeof path, "%s/%s", root ? "" : it->path, child);
+        if (len < 0 || (size_t) len + 64 > PATH_MAX_LEN)
+            continue; /* longer than a lock's path may be, and so is all under it */
+        /* the child's name: its path past the base, and the '/' after it */
+        size_t at = name[0] != '\0' ? it->name : it->name + (root ? 0 : 1);
+        if ((size_t) len - at > DLOCK_NAME_MAX || !may_match(path + at, prefix))
+            continue;
+        rc = walk_push(w, strdup(path), at, 0);
+    }
+    return rc;
+}
+
+static int zk_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                   int64_t deadline)
+{
+    zstore *z = ZSTORE(s);
+    dlock__zconn *c = NULL;
+    walk w = {0};
+    size_t listed = 0;
+    int stop = 0;
+    int rc = get_conn(z, deadline_of(z, deadline), &c);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = walk_push(&w, strdup(z->base_path), strlen(z->base_path), 0);
+    while (rc == DLOCK_OK && !stop && w.n > 0) {
+        walk_item batch[LIST_BATCH];
+        dlock__zreq *reqs[2 * LIST_BATCH];
+        int sent[2 * LIST_BATCH];
+        size_t nb = 0, need = 0;
+
+        if (dlock__now_us() >= deadline) {
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: listing locks took too long", z->label);
+            break;
+        }
+        for (size_t i = w.n; i > 0 && nb < LIST_BATCH; i--) {
+            need += w.items[i - 1].sem ? 2 : 1;
+            nb++;
+        }
+        if (listed + need > LIST_MAX_NODES) {
+            rc = dlock__fail(DLOCK_EINVAL,
+                             "%s: more than %d nodes to walk under %s: give a longer prefix",
+                             z->label, LIST_MAX_NODES, z->base_path);
+            break;
+        }
+        listed += need;
+        for (size_t i = 0; i < nb; i++) {
+            walk_item *it = &batch[i];
+            char path[PATH_MAX_LEN];
+            *it = w.items[--w.n];
+            for (int j = 0; j < (it->sem ? 2 : 1); j++) {
+                snprintf(path, sizeof path, "%s%s", it->path,
+                         !it->sem ? ""
+                         : j == 0 ? "/leases"
+                                  : "/locks");
+                sent[2 * i + j] = ZOK;
+                reqs[2 * i + j] = dlock__zreq_children(c, path, &sent[2 * i + j]);
+            }
+        }
+        /* every reply is collected, also after an error or a stop: each
+         * request is consumed once */
+        int64_t step = deadline_of(z, deadline);
+        for (size_t i = 0; i < nb; i++) {
+            dlock__zresult r[2];
+            int nr = batch[i].sem ? 2 : 1;
+            memset(r, 0, sizeof r);
+            for (int j = 0; j < nr; j++)
+                run(reqs[2 * i + j], sent[2 * i + j], rc == DLOCK_OK && !stop ? step : 0, &r[j]);
+            if (rc == DLOCK_OK && !stop)
+                rc = visit(z, &w, &batch[i], r, prefix, sink, arg, &stop);
+            for (int j = 0; j < nr; j++)
+                dlock__zresult_clear(&r[j]);
+            free(batch[i].path);
+        }
+    }
+    for (size_t i = 0; i < w.n; i++)
+        free(w.items[i].path);
+    free(w.items);
     dlock__zconn_unref(c);
     return rc;
 }
@@ -1543,7 +1876,8 @@ const dlock__backend dlock__zk_backend = {
     .name = "ZooKeeper",
     .schemes = schemes,
     .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_FAIR |
-            DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION,
+            DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION |
+            DLOCK_CAP_LIST,
     .open = zk_open,
     .close = zk_close,
     .lock_new = zk_lock_new,
@@ -1557,4 +1891,6 @@ const dlock__backend dlock__zk_backend = {
     .session_lost = zk_session_lost,
     .query = zk_query,
     .force_unlock = zk_force_unlock,
+    .holders = zk_holders,
+    .list = zk_list,
 };

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/* owner.c - who holds a lock: the client's owner record, a lock's holders,
+ * and the locks under a prefix.
+ *
+ * A lock's keys hold owner tokens only (the scripts compare them), so what
+ * a client is (client_cfg.owner_info: host, pid, start, label) is kept
+ * once per client, at P:owner:<client id>, and found from a holder's token,
+ * which starts with that id. The record is written before the client's
+ * first attempt, and again before an attempt when less than a day (or the
+ * attempt's lease, if longer) is left of it: it outlives every lease the
+ * client gave. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "internal.h"
+#include "replies.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RECORD_TTL_MS   (48LL * 3600 * 1000) /* an owner record lives two days */
+#define RECORD_RENEW_MS (24LL * 3600 * 1000) /* written again when a day is left */
+#define RECORD_RETRY_US (60LL * 1000 * 1000) /* after a refusal (ACL, OOM), tried again */
+#define CLIENT_ID_LEN   16
+#define HOLDERS_MAX     4096 /* holders reported per lock */
+#define SCAN_COUNT      "1000"
+
+/* ---------------------------------------------------------------- the record */
+
+static int is_conn_error(int rc)
+{
+    return rc == DLOCK_EUNREACHABLE || rc == DLOCK_EPROTO;
+}
+
+int dlock__redis_note_owner(rbackend *b, int64_t lease_ms, int64_t deadline_us)
+{
+    int64_t now = dlock__now_us();
+    int64_t keep_ms = lease_ms > RECORD_RENEW_MS ? lease_ms : RECORD_RENEW_MS;
+
+    if (atomic_load(&b->owner_until_us) - now > keep_ms * 1000)
+        return DLOCK_OK;
+    if (atomic_load(&b->owner_retry_us) > now || atomic_exchange(&b->owner_writing, 1))
+        return DLOCK_OK; /* refused a minute ago, or another thread is at it */
+    int64_t ttl_ms = keep_ms + RECORD_TTL_MS - RECORD_RENEW_MS;
+    char ttl[24];
+    const char *argv[] = {"SET", b->owner_key, b->cfg.owner_info, "PX", ttl};
+    size_t lens[] = {3, strlen(b->owner_key), strlen(b->cfg.owner_info), 2, NUM(ttl, ttl_ms)};
+    dlock__rcmd cmd = {5, argv, lens};
+    redisReply *r = NULL;
+    int rc = dlock__rconn_call(b->pool[0], 1, &cmd, deadline_us, &r);
+
+    if (rc == DLOCK_OK && r->type == REDIS_REPLY_STATUS) {
+        atomic_store(&b->owner_until_us, now + ttl_ms * 1000);
+    } else {
+        /* The record only informs: a store that refuses it still locks. */
+        DLOCK__LOG(b->base.host.log, DLOCK_LOG_DEBUG, "%s: owner record not written: %s", b->label,
+                   rc == DLOCK_OK && r->type == REDIS_REPLY_ERROR ? r->str : dlock_errmsg());
+        if (!is_conn_error(rc))
+            atomic_store(&b->owner_retry_us, now + RECORD_RETRY_US);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    atomic_store(&b->owner_writing, 0);
+    /* A server that cannot be reached fails the attempt as it would have. */
+    return is_conn_error(rc) ? rc : DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- holders */
+
+static int record_key(const rbackend *b, const char *token, size_t len, char *key, size_t n)
+{
+    if (len < CLIENT_ID_LEN)
+        return 0;
+    for (size_t i = 0; i < CLIENT_ID_LEN; i++) {
+        char ch = token[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+            return 0;
+    }
+    snprintf(key, n, "%s:owner:%.*s", b->prefix, CLIENT_ID_LEN, token);
+    return 1;
+}
+
+int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                         int64_t deadline)
+{
+    rbackend *b = RBACKEND(s);
+    rlock *l = RLOCK(sl);
+    const char *argv[5] = {NULL, NULL, "1", l->keys[0], ""};
+    size_t lens[5] = {0, 0, 1, l->key_lens[0], 0};
+    redisReply *r = NULL, *records = NULL;
+    int rc;
+
+    argv[4] = l->spec.kind == DLOCK__READ || l->spec.kind == DLOCK__WRITE ? "r"
+              : l->spec.kind == DLOCK__SEMAPHORE                          ? "s"
+                                                                          : "";
+    lens[4] = strlen(argv[4]);
+    evalcall call = {DLOCK__S_HOLDERS, 5, argv, lens};
+    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1) {
+        rc = dlock__redis_bad_reply(b, "holders", r);
+        freeReplyObject(r);
+        return rc;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) {
+            rc = dlock__redis_bad_reply(b, "holders", r);
+            freeReplyObject(r);
+            return rc;
+        }
+    }
+    /* Holders at 0 (the exclusive one, "" when none) and at 1, 3, 5...: one
+     * MGET of their clients' records. */
+    size_t nholders = (r->elements - 1) / 2 + 1;
+    if (nholders > HOLDERS_MAX)
+        nholders = HOLDERS_MAX;
+    const char **margv = calloc(nholders + 1, sizeof *margv);
+    size_t *mlens = calloc(nholders + 1, sizeof *mlens);
+    char(*keys)[96] = calloc(nholders, sizeof *keys);
+    size_t *of = calloc(nholders, sizeof *of); /* holder j's record is at of[j] - 1, 0: none */
+    size_t nkeys = 0;
+    if (margv == NULL || mlens == NULL || keys == NULL || of == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    margv[0] = "MGET";
+    mlens[0] = 4;
+    for (size_t j = 0; j < nholders; j++) {
+        const redisReply *t = r->element[j == 0 ? 0 : 2 * j - 1];
+        if (record_key(b, t->str, t->len, keys[j], sizeof keys[j])) {
+            margv[1 + nkeys] = keys[j];
+            mlens[1 + nkeys] = strlen(keys[j]);
+            of[j] = ++nkeys;
+        }
+    }
+    if (nkeys > 0) {
+        dlock__rcmd cmd = {1 + nkeys, margv, mlens};
+        rc = dlock__rconn_call(l->conn, 1, &cmd, deadline, &records);
+        if (rc != DLOCK_OK)
+            goto out;
+        if (records->type != REDIS_REPLY_ARRAY || records->elements != nkeys) {
+            rc = dlock__redis_bad_reply(b, "MGET of owner records", records);
+            goto out;
+        }
+    }
+    for (size_t j = 0; j < nholders; j++) {
+        const redisReply *t = r->element[j == 0 ? 0 : 2 * j - 1];
+        if (j == 0 && t->len == 0)
+            continue; /* no exclusive holder */
+        const redisReply *rec = of[j] != 0 ? records->element[of[j] - 1] : NULL;
+        dlock__holder_raw h = {
+            .owner = t->str,
+            .count = j == 0 ? 1u : (unsigned) strtoul(r->element[2 * j]->str, NULL, 10),
+            .info = rec != NULL && rec->type == REDIS_REPLY_STRING ? rec->str : NULL,
+        };
+        if (sink(arg, &h) != 0)
+            break;
+    }
+out:
+    free(margv);
+    free(mlens);
+    free(keys);
+    free(of);
+    if (records != NULL)
+        freeReplyObject(records);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- listing */
+
+/* What a key says of the lock it belongs to: its name, and its kind; 0 for a
+ * key that is no sign of a holder or a waiter (a fence counter, a waiter's
+ * place, the owner records, anything else). */
+static int key_names_lock(const char *rest, size_t len, char *name, size_t n,
+                          enum dlock__kind *kind)
+{
+    static const struct {
+        const char *suffix;
+        enum dlock__kind kind;
+    } signs[] = {
+        {":rw:holders", DLOCK__WRITE},
+        {":rw:queue", DLOCK__WRITE},
+        {":sem:holders", DLOCK__SEMAPHORE},
+        {":sem:queue", DLOCK__SEMAPHORE},
+        {":rw", DLOCK__WRITE},
+        {":queue", DLOCK__MUTEX},
+        {"", DLOCK__MUTEX},
+    };
+    for (size_t i = 0; i < sizeof signs / sizeof signs[0]; i++) {
+        size_t sl = strlen(signs[i].suffix);
+        if (len <= sl || memcmp(rest + len - sl, signs[i].suffix, sl) != 0)
+            continue;
+        size_t base = len - sl;
+        const char *open = memchr(rest, '{', base);
+        const char *close = open != NULL ? memchr(open, '}', base - (size_t) (open - rest)) : NULL;
+        if (open == NULL || close == NULL || close == open + 1)
+            return 0; /* every lock key has a hash tag */
+        if (open == rest && close == rest + base - 1) {
+            /* P:{N}: the name is inside the braces */
+            if (base - 2 >= n)
+                return 0;
+            memcpy(name, rest + 1, base - 2);
+            name[base - 2] = '\0';
+        } else {
+            /* P:N, N with a tag of its own */
+            if (base >= n)
+                return 0;
+            memcpy(name, rest, base);
+            name[base] = '\0';
+            if (!dlock__redis_own_tag_name(name))
+                return 0; /* a derived key: {N}:fence, {N}:w:<token>... */
+        }
+        *kind = signs[i].kind;
+        return 1;
+    }
+    return 0;
+}
+
+/* A Redis glob matching text as written. */
+static void glob_escape(const char *text, char *out)
+{
+    for (; *text != '\0'; text++) {
+        if (strchr("*?[]\\", *text) != NULL)
+            *out++ = '\\';
+        *out++ = *text;
+    }
+    *out = '\0';
+}
+
+typedef struct found {
+    char *name;
+    enum dlock__kind kind;
+} found;
+
+static int by_name_kind(const void *pa, const void *pb)
+{
+    const found *a = pa, *b = pb;
+    int c = strcmp(a->name, b->name);
+    return c != 0 ? c : (int) a->kind - (int) b->kind;
+}
+
+/* SCANs keys matching pattern, adding the locks named with prefix to *all. */
+static int scan(rbackend *b, const char *pattern, const char *prefix, found **all, size_t *n,
+                size_t *cap, int64_t deadline)
+{
+    char cursor[32] = "0";
+    size_t plen = strlen(b->prefix);
+
+    do {
+        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
+        size_t lens[] = {4, strlen(cursor), 5, strlen(pattern), 5, strlen(SCAN_COUNT)};
+        dlock__rcmd cmd = {6, argv, lens};
+        redisReply *r = NULL;
+        int64_t step = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+        int rc = dlock__rconn_call(b->pool[0], 1, &cmd, step < deadline ? step : deadline, &r);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len >= sizeof cursor ||
+            r->element[1]->type != REDIS_REPLY_ARRAY) {
+            rc = dlock__redis_bad_reply(b, "SCAN", r);
+            freeReplyObject(r);
+            return rc;
+        }
+        memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const redisReply *k = r->element[1]->element[i];
+            char name[DLOCK_NAME_MAX + 1];
+            enum dlock__kind kind;
+            if (k->type != REDIS_REPLY_STRING || k->len <= plen + 1 ||
+                memcmp(k->str, b->prefix, plen) != 0 || k->str[plen] != ':' ||
+                !key_names_lock(k->str + plen + 1, k->len - plen - 1, name, sizeof name, &kind) ||
+                strncmp(name, prefix, strlen(prefix)) != 0)
+                continue;
+            if (*n == *cap) {
+                size_t more = *cap != 0 ? *cap * 2 : 64;
+                found *grown = realloc(*all, more * sizeof *grown);
+                if (grown == NULL) {
+                    freeReplyObject(r);
+                    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+                }
+                *all = grown;
+                *cap = more;
+            }
+            if (((*all)[*n].name = strdup(name)) == NULL) {
+                freeReplyObject(r);
+                return dlock__fail(DLOCK_ENOMEM, "out of memory");
+            }
+            (*all)[(*n)++].kind = kind;
+        }
+        freeReplyObject(r);
+        if (strcmp(cursor, "0") != 0 && dlock__now_us() >= deadline)
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: listing locks took too long", b->label);
+    } while (strcmp(cursor, "0") != 0);
+    return DLOCK_OK;
+}
+
+int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                      int64_t deadline)
+{
+    rbackend *b = RBACKEND(s);
+    size_t plen = strlen(b->prefix), n = 0, cap = 0;
+    found *all = NULL;
+    char *escaped = malloc(2 * strlen(prefix) + 1);
+    char *pattern = malloc(plen + 2 * strlen(prefix) + 8);
+    int rc = DLOCK_OK;
+
+    if (escaped == NULL || pattern == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    glob_escape(prefix, escaped);
+    /* Names are P:{N} (untagged) or P:N (a tag of their own): with no
+     * prefix, P:* finds both; a prefix with a brace can only begin the
+     * latter. */
+    if (prefix[0] != '\0' && strchr(prefix, '{') == NULL) {
+        sprintf(pattern, "%s:{%s*", b->prefix, escaped);
+        rc = scan(b, pattern, prefix, &all, &n, &cap, deadline);
+    }
+    if (rc == DLOCK_OK) {
+        sprintf(pattern, "%s:%s*", b->prefix, escaped);
+        rc = scan(b, pattern, prefix, &all, &n, &cap, deadline);
+    }
+    if (rc != DLOCK_OK)
+        goto out;
+    /* A lock has several keys, and SCAN may return a key twice. */
+    qsort(all, n, sizeof *all, by_name_kind);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && by_name_kind(&all[i - 1], &all[i]) == 0)
+            continue;
+        if (sink(arg, all[i].name, all[i].kind) != 0)
+            break;
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+        free(all[i].name);
+    free(all);
+    free(escaped);
+    free(pattern);
+    return rc;
+}
