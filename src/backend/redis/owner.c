@@ -325,7 +325,8 @@ int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink
     if (rc != DLOCK_OK)
         goto out;
     /* A lock has several keys, and SCAN may return a key twice. */
-    qsort(all, n, sizeof *all, by_name_kind);
+    if (n > 1)
+        qsort(all, n, sizeof *all, by_name_kind);
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && by_name_kind(&all[i - 1], &all[i]) == 0)
             continue;
