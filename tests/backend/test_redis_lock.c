@@ -439,6 +439,16 @@ static void owner_records(void)
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_client_close(client);
+    /* closed, with nothing left held: its record goes with it */
+    CHECK_INT(strtol(dt_server_cli(&srv, "EXISTS %s", key), NULL, 10), ==, 0);
+    /* a hold left in the store keeps its client's record after the close */
+    CHECK_RC(dlock_client_open(srv.url, &client), DLOCK_OK);
+    a = open_lock("left", 0);
+    CHECK_RC(dlock_acquire_for(a, 0, 30000), DLOCK_OK);
+    snprintf(key, sizeof key, "dlock:owner:%.16s", dlock_lock_token(a));
+    dlock_lock_detach(a);
+    dlock_client_close(client);
+    CHECK_INT(strtol(dt_server_cli(&srv, "EXISTS %s", key), NULL, 10), ==, 1);
 
     /* a user that may lock but not write records: locking works, the
      * holder shows with its token only */
@@ -459,6 +469,36 @@ static void owner_records(void)
     dlock_client_close(admin);
 }
 
+static void keep_name(const char *name, unsigned flags, void *arg)
+{
+    (void) flags;
+    strcat((char *) arg, name);
+    strcat((char *) arg, ";");
+}
+
+/* The keys of readers and queues outlive their members until a script
+ * touches the lock: a lock whose holders all lapsed is not listed. */
+static void list_skips_lapsed_holders(void)
+{
+    setup(NULL);
+    dlock_lock *r = open_lock("lapsed", DLOCK_READ), *m = open_lock("held", 0);
+    char names[256] = "";
+
+    CHECK_RC(dlock_acquire_for(r, 0, 300), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    CHECK_RC(dlock_list(client, "", 0, keep_name, names), DLOCK_OK);
+    CHECK(strcmp(names, "held;lapsed;") == 0);
+    dlock_lock_detach(r); /* as a reader that died */
+    dt_sleep_ms(600);     /* the fault: its lease runs out */
+    CHECK_INT(strtol(dt_server_cli(&srv, "EXISTS dlock:{lapsed}:rw:holders"), NULL, 10), ==, 1);
+    names[0] = '\0';
+    CHECK_RC(dlock_list(client, "", 0, keep_name, names), DLOCK_OK);
+    CHECK(strcmp(names, "held;") == 0);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_client_close(client);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -477,6 +517,7 @@ int main(int argc, char **argv)
         {"overlapping_calls_on_one_handle", overlapping_calls_on_one_handle},
         {"extend_and_keepalive", extend_and_keepalive},
         {"owner_records", owner_records},
+        {"list_skips_lapsed_holders", list_skips_lapsed_holders},
     };
     return DT_RUN(tests);
 }

@@ -31,22 +31,42 @@ static void free_replies(redisReply **replies, size_t n)
     }
 }
 
-/* Runs n script calls as one pipelined batch on c; a script the server
- * does not have is sent again in full. Replies that are errors are turned
- * into DLOCK_ESERVER. On DLOCK_OK every replies[i] is set. */
-int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
-                             redisReply **replies)
+/* Runs n script calls as one pipelined batch on c, after the command
+ * `before` if not NULL (its reply, whatever it is, in *before_reply); a
+ * script the server does not have is sent again in full. Replies of the
+ * scripts that are errors are turned into DLOCK_ESERVER. On DLOCK_OK every
+ * replies[i] is set. */
+static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const evalcall *calls,
+                     int64_t deadline, redisReply **before_reply, redisReply **replies)
 {
-    dlock__rcmd stack_cmds[8] = {{0}}, *cmds = n <= 8 ? stack_cmds : calloc(n, sizeof *cmds);
+    size_t k = before != NULL ? 1 : 0;
+    dlock__rcmd stack_cmds[9] = {{0}};
+    dlock__rcmd *cmds = n + k <= 9 ? stack_cmds : calloc(n + k, sizeof *cmds);
+    redisReply *stack_replies[9] = {NULL};
+    redisReply **got = n + k <= 9 ? stack_replies : calloc(n + k, sizeof *got);
     int rc;
 
-    if (cmds == NULL)
+    if (cmds == NULL || got == NULL) {
+        if (cmds != stack_cmds)
+            free(cmds);
+        if (got != stack_replies)
+            free(got);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    if (before != NULL)
+        cmds[0] = *before;
     for (size_t i = 0; i < n; i++)
-        cmds[i] = as_command(&calls[i], 0);
-    rc = dlock__rconn_call(c, n, cmds, deadline, replies);
+        cmds[k + i] = as_command(&calls[i], 0);
+    rc = dlock__rconn_call(c, n + k, cmds, deadline, got);
+    if (rc == DLOCK_OK) {
+        if (before != NULL)
+            *before_reply = got[0];
+        memcpy(replies, got + k, n * sizeof *replies);
+    }
     if (cmds != stack_cmds)
         free(cmds);
+    if (got != stack_replies)
+        free(got);
     if (rc != DLOCK_OK)
         return rc;
     for (size_t i = 0; i < n; i++) {
@@ -78,10 +98,23 @@ int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, i
     return rc;
 }
 
+int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
+                             redisReply **replies)
+{
+    return run_batch(c, NULL, n, calls, deadline, NULL, replies);
+}
+
 int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadline,
                             redisReply **reply)
 {
-    return dlock__redis_run_scripts(c, 1, call, deadline, reply);
+    return run_batch(c, NULL, 1, call, deadline, NULL, reply);
+}
+
+int dlock__redis_run_script_after(dlock__rconn *c, const dlock__rcmd *before, const evalcall *call,
+                                  int64_t deadline, redisReply **before_reply, redisReply **reply)
+{
+    *before_reply = NULL;
+    return run_batch(c, before, 1, call, deadline, before_reply, reply);
 }
 
 int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply *r)

@@ -31,6 +31,7 @@ typedef struct rbackend {
     _Atomic int64_t owner_until_us; /* when the record written last ends (monotonic) */
     _Atomic int64_t owner_retry_us; /* after a refusal: not tried again before */
     atomic_int owner_writing;       /* a thread is writing it */
+    atomic_int owner_kept;          /* a hold was detached: keep the record at close */
     pthread_mutex_t mu;             /* guards sub and stream */
     dlock__rsub *sub;
     dlock__rstream *stream;
@@ -63,6 +64,12 @@ int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, i
                              redisReply **replies);
 int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadline,
                             redisReply **reply);
+/* As dlock__redis_run_script, with the command `before` in the same
+ * write, ahead of the script: no round trip of its own. *before_reply gets
+ * its reply, whatever it is, if the batch was answered (NULL if not); the
+ * caller frees it. */
+int dlock__redis_run_script_after(dlock__rconn *c, const dlock__rcmd *before, const evalcall *call,
+                                  int64_t deadline, redisReply **before_reply, redisReply **reply);
 int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply *r);
 size_t dlock__redis_number(char *buf, int64_t v);
 #define NUM(buf, v) dlock__redis_number((buf), (int64_t) (v))
@@ -94,10 +101,24 @@ int dlock__redis_query(dlock__store *s, dlock__store_lock *l, dlock_status *st, 
 int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline);
 
 /* owner.c */
-/* Writes this client's owner record if it is missing or would end within
- * lease_ms (or a day): DLOCK_OK also when the store refuses it; a
- * connection error when the store cannot be reached. */
-int dlock__redis_note_owner(rbackend *b, int64_t lease_ms, int64_t deadline_us);
+/* The SET of this client's owner record, sent with an attempt when the
+ * record is missing or would end within lease_ms (or a day). */
+typedef struct dlock__owner_write {
+    const char *argv[5];
+    size_t lens[5];
+    char ttl[24];
+    int64_t until_us; /* when the record ends at the latest, if written */
+    dlock__rcmd cmd;
+} dlock__owner_write;
+/* 1 and w filled when an attempt of lease_ms should carry the record (one
+ * thread at a time: it must then call dlock__redis_owner_sent), else 0. */
+int dlock__redis_owner_due(rbackend *b, int64_t lease_ms, dlock__owner_write *w);
+/* The reply to w's SET (NULL: none came), which it frees. A refusal only
+ * delays the next try: the record informs, the lock does not need it. */
+void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *reply);
+/* At close: deletes the record unless a hold of this client was left in
+ * the store (detach), whose holder it still names. */
+void dlock__redis_owner_forget(rbackend *b);
 int dlock__redis_holders(dlock__store *s, dlock__store_lock *l, dlock__holder_sink sink, void *arg,
                          int64_t deadline);
 int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,

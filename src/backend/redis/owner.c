@@ -5,10 +5,13 @@
  * A lock's keys hold owner tokens only (the scripts compare them), so what
  * a client is (client_cfg.owner_info: host, pid, start, label) is kept
  * once per client, at P:owner:<client id>, and found from a holder's token,
- * which starts with that id. The record is written before the client's
- * first attempt, and again before an attempt when less than a day (or the
- * attempt's lease, if longer) is left of it: it outlives every lease the
- * client gave. */
+ * which starts with that id. The record goes with the client's first
+ * attempt, in the same write (no round trip of its own), and again with an
+ * attempt when less than a day (or the attempt's lease, if longer) is left
+ * of it: it outlives every lease the client gave. A client that closes
+ * deletes it, unless it left a hold in the store (dlock_lock_detach: `dlock
+ * lock`), which the record goes on naming; one of a process that died
+ * lives two days. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"
@@ -21,47 +24,68 @@
 #define RECORD_RENEW_MS (24LL * 3600 * 1000) /* written again when a day is left */
 #define RECORD_RETRY_US (60LL * 1000 * 1000) /* after a refusal (ACL, OOM), tried again */
 #define CLIENT_ID_LEN   16
-#define HOLDERS_MAX     4096 /* holders reported per lock */
+#define FORGET_MS       250  /* the bound of deleting the record at close */
+#define MGET_MAX        1024 /* owner records read per MGET */
 #define SCAN_COUNT      "1000"
 
 /* ---------------------------------------------------------------- the record */
 
-static int is_conn_error(int rc)
-{
-    return rc == DLOCK_EUNREACHABLE || rc == DLOCK_EPROTO;
-}
-
-int dlock__redis_note_owner(rbackend *b, int64_t lease_ms, int64_t deadline_us)
+int dlock__redis_owner_due(rbackend *b, int64_t lease_ms, dlock__owner_write *w)
 {
     int64_t now = dlock__now_us();
     int64_t keep_ms = lease_ms > RECORD_RENEW_MS ? lease_ms : RECORD_RENEW_MS;
 
-    if (atomic_load(&b->owner_until_us) - now > keep_ms * 1000)
-        return DLOCK_OK;
-    if (atomic_load(&b->owner_retry_us) > now || atomic_exchange(&b->owner_writing, 1))
-        return DLOCK_OK; /* refused a minute ago, or another thread is at it */
+    if (atomic_load(&b->owner_until_us) - now > keep_ms * 1000 ||
+        atomic_load(&b->owner_retry_us) > now || atomic_exchange(&b->owner_writing, 1))
+        return 0; /* written, refused a minute ago, or another thread is at it */
     int64_t ttl_ms = keep_ms + RECORD_TTL_MS - RECORD_RENEW_MS;
-    char ttl[24];
-    const char *argv[] = {"SET", b->owner_key, b->cfg.owner_info, "PX", ttl};
-    size_t lens[] = {3, strlen(b->owner_key), strlen(b->cfg.owner_info), 2, NUM(ttl, ttl_ms)};
-    dlock__rcmd cmd = {5, argv, lens};
-    redisReply *r = NULL;
-    int rc = dlock__rconn_call(b->pool[0], 1, &cmd, deadline_us, &r);
+    w->argv[0] = "SET";
+    w->lens[0] = 3;
+    w->argv[1] = b->owner_key;
+    w->lens[1] = strlen(b->owner_key);
+    w->argv[2] = b->cfg.owner_info;
+    w->lens[2] = strlen(b->cfg.owner_info);
+    w->argv[3] = "PX";
+    w->lens[3] = 2;
+    w->argv[4] = w->ttl;
+    w->lens[4] = NUM(w->ttl, ttl_ms);
+    w->cmd = (dlock__rcmd){5, w->argv, w->lens};
+    /* counted from before it is sent: the record ends no later than this */
+    w->until_us = now + ttl_ms * 1000;
+    return 1;
+}
 
-    if (rc == DLOCK_OK && r->type == REDIS_REPLY_STATUS) {
-        atomic_store(&b->owner_until_us, now + ttl_ms * 1000);
-    } else {
-        /* The record only informs: a store that refuses it still locks. */
+void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *reply)
+{
+    if (reply != NULL && reply->type == REDIS_REPLY_STATUS) {
+        atomic_store(&b->owner_until_us, w->until_us);
+    } else if (reply != NULL) {
         DLOCK__LOG(b->base.host.log, DLOCK_LOG_DEBUG, "%s: owner record not written: %s", b->label,
-                   rc == DLOCK_OK && r->type == REDIS_REPLY_ERROR ? r->str : dlock_errmsg());
-        if (!is_conn_error(rc))
-            atomic_store(&b->owner_retry_us, now + RECORD_RETRY_US);
+                   reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        atomic_store(&b->owner_retry_us, dlock__now_us() + RECORD_RETRY_US);
     }
-    if (r != NULL)
-        freeReplyObject(r);
+    if (reply != NULL)
+        freeReplyObject(reply);
     atomic_store(&b->owner_writing, 0);
-    /* A server that cannot be reached fails the attempt as it would have. */
-    return is_conn_error(rc) ? rc : DLOCK_OK;
+}
+
+void dlock__redis_owner_forget(rbackend *b)
+{
+    if (atomic_load(&b->owner_until_us) == 0 || atomic_load(&b->owner_kept))
+        return;
+    const char *argv[] = {"DEL", b->owner_key};
+    size_t lens[] = {3, strlen(b->owner_key)};
+    dlock__rcmd cmd = {2, argv, lens};
+    redisReply *r = NULL;
+    dlock__saved_error saved;
+    int64_t bound_ms =
+        b->cfg.command_timeout_ms < FORGET_MS ? b->cfg.command_timeout_ms : FORGET_MS;
+
+    /* best effort, briefly: a record left behind ends by itself */
+    dlock__save_error(&saved);
+    if (dlock__rconn_call(b->pool[0], 1, &cmd, dlock__now_us() + bound_ms * 1000, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__restore_error(&saved);
 }
 
 /* ---------------------------------------------------------------- holders */
@@ -87,7 +111,7 @@ int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_s
     const char *argv[5] = {NULL, NULL, "1", l->keys[0], ""};
     size_t lens[5] = {0, 0, 1, l->key_lens[0], 0};
     redisReply *r = NULL, *records = NULL;
-    int rc;
+    int rc, stop = 0;
 
     argv[4] = l->spec.kind == DLOCK__READ || l->spec.kind == DLOCK__WRITE ? "r"
               : l->spec.kind == DLOCK__SEMAPHORE                          ? "s"
@@ -109,52 +133,55 @@ int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_s
             return rc;
         }
     }
-    /* Holders at 0 (the exclusive one, "" when none) and at 1, 3, 5...: one
-     * MGET of their clients' records. */
-    size_t nholders = (r->elements - 1) / 2 + 1;
-    if (nholders > HOLDERS_MAX)
-        nholders = HOLDERS_MAX;
-    const char **margv = calloc(nholders + 1, sizeof *margv);
-    size_t *mlens = calloc(nholders + 1, sizeof *mlens);
-    char(*keys)[96] = calloc(nholders, sizeof *keys);
-    size_t *of = calloc(nholders, sizeof *of); /* holder j's record is at of[j] - 1, 0: none */
-    size_t nkeys = 0;
+    /* Holders at 0 (the exclusive one, "" when none) and at 1, 3, 5...;
+     * their clients' records read by MGETs of up to MGET_MAX keys. */
+    size_t nholders = (r->elements - 1) / 2 + 1, chunk = nholders < MGET_MAX ? nholders : MGET_MAX;
+    const char **margv = calloc(chunk + 1, sizeof *margv);
+    size_t *mlens = calloc(chunk + 1, sizeof *mlens);
+    char(*keys)[96] = calloc(chunk, sizeof *keys);
+    size_t *of = calloc(chunk, sizeof *of); /* holder j's record is at of[j] - 1, 0: none */
     if (margv == NULL || mlens == NULL || keys == NULL || of == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
     margv[0] = "MGET";
     mlens[0] = 4;
-    for (size_t j = 0; j < nholders; j++) {
-        const redisReply *t = r->element[j == 0 ? 0 : 2 * j - 1];
-        if (record_key(b, t->str, t->len, keys[j], sizeof keys[j])) {
-            margv[1 + nkeys] = keys[j];
-            mlens[1 + nkeys] = strlen(keys[j]);
-            of[j] = ++nkeys;
+    for (size_t from = 0; from < nholders && !stop; from += chunk) {
+        size_t to = from + chunk < nholders ? from + chunk : nholders, nkeys = 0;
+        for (size_t j = from; j < to; j++) {
+            const redisReply *t = r->element[j == 0 ? 0 : 2 * j - 1];
+            of[j - from] = 0;
+            if (record_key(b, t->str, t->len, keys[j - from], sizeof keys[0])) {
+                margv[1 + nkeys] = keys[j - from];
+                mlens[1 + nkeys] = strlen(keys[j - from]);
+                of[j - from] = ++nkeys;
+            }
         }
-    }
-    if (nkeys > 0) {
-        dlock__rcmd cmd = {1 + nkeys, margv, mlens};
-        rc = dlock__rconn_call(l->conn, 1, &cmd, deadline, &records);
-        if (rc != DLOCK_OK)
-            goto out;
-        if (records->type != REDIS_REPLY_ARRAY || records->elements != nkeys) {
-            rc = dlock__redis_bad_reply(b, "MGET of owner records", records);
-            goto out;
+        if (nkeys > 0) {
+            dlock__rcmd cmd = {1 + nkeys, margv, mlens};
+            rc = dlock__rconn_call(l->conn, 1, &cmd, deadline, &records);
+            if (rc != DLOCK_OK)
+                goto out;
+            if (records->type != REDIS_REPLY_ARRAY || records->elements != nkeys) {
+                rc = dlock__redis_bad_reply(b, "MGET of owner records", records);
+                goto out;
+            }
         }
-    }
-    for (size_t j = 0; j < nholders; j++) {
-        const redisReply *t = r->element[j == 0 ? 0 : 2 * j - 1];
-        if (j == 0 && t->len == 0)
-            continue; /* no exclusive holder */
-        const redisReply *rec = of[j] != 0 ? records->element[of[j] - 1] : NULL;
-        dlock__holder_raw h = {
-            .owner = t->str,
-            .count = j == 0 ? 1u : (unsigned) strtoul(r->element[2 * j]->str, NULL, 10),
-            .info = rec != NULL && rec->type == REDIS_REPLY_STRING ? rec->str : NULL,
-        };
-        if (sink(arg, &h) != 0)
-            break;
+        for (size_t j = from; j < to && !stop; j++) {
+            const redisReply *t = r->element[j == 0 ? 0 : 2 * j - 1];
+            if (j == 0 && t->len == 0)
+                continue; /* no exclusive holder */
+            const redisReply *rec = of[j - from] != 0 ? records->element[of[j - from] - 1] : NULL;
+            dlock__holder_raw h = {
+                .owner = t->str,
+                .count = j == 0 ? 1u : (unsigned) strtoul(r->element[2 * j]->str, NULL, 10),
+                .info = rec != NULL && rec->type == REDIS_REPLY_STRING ? rec->str : NULL,
+            };
+            stop = sink(arg, &h) != 0;
+        }
+        if (records != NULL)
+            freeReplyObject(records);
+        records = NULL;
     }
 out:
     free(margv);
@@ -296,6 +323,30 @@ static int scan(rbackend *b, const char *pattern, const char *prefix, found **al
     return DLOCK_OK;
 }
 
+/* Whether the lock a key named has a holder or a queued waiter now: the
+ * keys of shared holders and queues outlive their members until a script
+ * touches the lock again, so each lock found is asked (status.lua, which
+ * drops lapsed holders first). */
+static int still_there(rbackend *b, const found *f, int64_t deadline, int *live)
+{
+    dlock__lock_spec spec = {.kind = f->kind};
+    dlock__store_lock *sl = NULL;
+    dlock_status st;
+    dlock__saved_error saved;
+
+    *live = 0;
+    dlock__save_error(&saved);
+    int rc = b->base.backend->lock_new(&b->base, f->name, &spec, &sl);
+    dlock__restore_error(&saved);
+    if (rc != DLOCK_OK)
+        return DLOCK_OK; /* not a name of ours after all */
+    int64_t step = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+    rc = dlock__redis_query(&b->base, sl, &st, step < deadline ? step : deadline);
+    b->base.backend->lock_free(&b->base, sl);
+    *live = rc == DLOCK_OK && (st.held || st.waiters > 0);
+    return rc;
+}
+
 int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
                       int64_t deadline)
 {
@@ -327,10 +378,12 @@ int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink
     /* A lock has several keys, and SCAN may return a key twice. */
     if (n > 1)
         qsort(all, n, sizeof *all, by_name_kind);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
         if (i > 0 && by_name_kind(&all[i - 1], &all[i]) == 0)
             continue;
-        if (sink(arg, all[i].name, all[i].kind) != 0)
+        int live = 0;
+        rc = still_there(b, &all[i], deadline, &live);
+        if (rc == DLOCK_OK && live && sink(arg, all[i].name, all[i].kind) != 0)
             break;
     }
 out:

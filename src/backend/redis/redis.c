@@ -191,6 +191,14 @@ oom:
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
 }
 
+/* A hold left in the store: it keeps its lease, and the client's owner
+ * record outlives the client to name its holder. */
+static void detach(dlock__store *store, dlock__store_lock *l)
+{
+    (void) l;
+    atomic_store(&RBACKEND(store)->owner_kept, 1);
+}
+
 static void lock_free(dlock__store *store, dlock__store_lock *l)
 {
     (void) store;
@@ -275,6 +283,7 @@ static void close_backend(dlock__store *store)
 
     if (b == NULL)
         return;
+    dlock__redis_owner_forget(b);
     dlock__rsub_free(b->sub);
     dlock__rstream_free(b->stream);
     for (size_t i = 0; i < b->npool; i++)
@@ -439,6 +448,7 @@ const dlock__backend dlock__redis_backend = {
     .close = close_backend,
     .lock_new = lock_new,
     .lock_free = lock_free,
+    .detach = detach,
     .acquire = dlock__redis_acquire,
     .acquire_many = dlock__redis_acquire_many,
     .prepare_wait = prepare_wait,

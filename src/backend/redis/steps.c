@@ -117,7 +117,15 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         break;
     }
     evalcall call = {scripts[l->spec.kind], n, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, a->deadline_us, &r);
+    dlock__owner_write record;
+    if (dlock__redis_owner_due(b, a->lease_ms, &record)) {
+        redisReply *written = NULL;
+        rc = dlock__redis_run_script_after(l->conn, &record.cmd, &call, a->deadline_us, &written,
+                                           &r);
+        dlock__redis_owner_sent(b, &record, written);
+    } else {
+        rc = dlock__redis_run_script(l->conn, &call, a->deadline_us, &r);
+    }
     if (rc == DLOCK_ESERVER && l->spec.kind != DLOCK__SEMAPHORE && l->spec.kind != DLOCK__READ)
         undo_take(b, l, a->token, a->deadline_us); /* it may have set L before failing */
     if (rc != DLOCK_OK)
@@ -155,9 +163,7 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
     /* Queue only where the hand-over notice can reach us: interop keys have
      * no queue, and notices flow once prepare_wait() has set them up. */
     int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
-    int rc = dlock__redis_note_owner(b, a->lease_ms, a->deadline_us);
-    if (rc == DLOCK_OK)
-        rc = acquire_script(b, l, a, join, lease, nlease);
+    int rc = acquire_script(b, l, a, join, lease, nlease);
 
     if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
         a->next = l->spec.simple || !a->wait ? DLOCK__NEXT_POLL : DLOCK__NEXT_PREPARE;
@@ -188,11 +194,10 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
             return DLOCK_ENOTSUP;
         }
     }
-    rc = dlock__redis_note_owner(b, lease_ms, deadline_us);
-    if (rc != DLOCK_OK || argv == NULL || lens == NULL) {
+    if (argv == NULL || lens == NULL) {
         free(argv);
         free(lens);
-        return rc != DLOCK_OK ? rc : dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     size_t at = 2;
     argv[at] = count;
@@ -207,7 +212,15 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
     argv[at] = lease;
     lens[at++] = NUM(lease, lease_ms);
     evalcall call = {DLOCK__S_MULTI_ACQUIRE, at, argv, lens};
-    rc = dlock__redis_run_script(first->conn, &call, deadline_us, &r);
+    dlock__owner_write record;
+    if (dlock__redis_owner_due(b, lease_ms, &record)) {
+        redisReply *written = NULL;
+        rc = dlock__redis_run_script_after(first->conn, &record.cmd, &call, deadline_us, &written,
+                                           &r);
+        dlock__redis_owner_sent(b, &record, written);
+    } else {
+        rc = dlock__redis_run_script(first->conn, &call, deadline_us, &r);
+    }
     if (rc == DLOCK_OK) {
         int busy_held;
         long long pttl;
