@@ -63,18 +63,18 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
     return rc;
 }
 
-/* Runs query (st != NULL) or force-unlock on a lock state made for the call. */
-static int on_name(dlock_client *c, const char *name, unsigned flags, dlock_status *st)
+/* A lock state made for one operator's call on `name` (what: the call,
+ * which needs cap), after the checks every such call shares. */
+static int lock_for_call(dlock_client *c, const char *name, unsigned flags, unsigned cap,
+                         const char *what, dlock__store_lock **sl)
 {
     dlock__lock_spec spec;
-    dlock__store_lock *sl = NULL;
     int rc;
 
     dlock__clear_error();
     if (c == NULL)
         return dlock__fail(DLOCK_EINVAL, "client is NULL");
-    rc = st != NULL ? dlock__client_require(c, DLOCK_CAP_QUERY, "dlock_query")
-                    : dlock__client_require(c, DLOCK_CAP_FORCE_UNLOCK, "dlock_force_unlock");
+    rc = dlock__client_require(c, cap, what);
     if (rc == DLOCK_OK)
         rc = dlock__spec_of(flags, 1, &spec);
     if (rc == DLOCK_OK)
@@ -82,7 +82,18 @@ static int on_name(dlock_client *c, const char *name, unsigned flags, dlock_stat
     if (rc == DLOCK_OK)
         rc = dlock__client_supports_spec(c, &spec);
     if (rc == DLOCK_OK)
-        rc = c->backend->lock_new(c->store, name, &spec, &sl);
+        rc = c->backend->lock_new(c->store, name, &spec, sl);
+    return rc;
+}
+
+/* Runs query (st != NULL) or force-unlock on a lock state made for the call. */
+static int on_name(dlock_client *c, const char *name, unsigned flags, dlock_status *st)
+{
+    dlock__store_lock *sl = NULL;
+    int rc = st != NULL
+                 ? lock_for_call(c, name, flags, DLOCK_CAP_QUERY, "dlock_query", &sl)
+                 : lock_for_call(c, name, flags, DLOCK_CAP_FORCE_UNLOCK, "dlock_force_unlock", &sl);
+
     if (rc != DLOCK_OK)
         return rc;
     int64_t deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;
@@ -161,30 +172,23 @@ static int one_holder(void *arg, const dlock__holder_raw *raw)
 int dlock_query_holders(dlock_client *c, const char *name, unsigned flags, dlock_holder_fn fn,
                         void *arg)
 {
-    dlock__lock_spec spec;
     dlock__store_lock *sl = NULL;
     holders_call call = {fn, arg};
     int rc;
 
-    dlock__clear_error();
-    if (c == NULL || fn == NULL)
-        return dlock__fail(DLOCK_EINVAL, "%s is NULL", c == NULL ? "client" : "fn");
-    rc = dlock__client_require(c, DLOCK_CAP_QUERY, "dlock_query_holders");
-    if (rc == DLOCK_OK && c->backend->holders == NULL)
-        rc = dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot name the holders of a lock", c->store->label,
-                         c->backend->name);
-    if (rc == DLOCK_OK)
-        rc = dlock__spec_of(flags, 1, &spec);
-    if (rc == DLOCK_OK)
-        rc = dlock__check_name(name);
-    if (rc == DLOCK_OK)
-        rc = dlock__client_supports_spec(c, &spec);
-    if (rc == DLOCK_OK)
-        rc = c->backend->lock_new(c->store, name, &spec, &sl);
+    if (c != NULL && fn == NULL) {
+        dlock__clear_error();
+        return dlock__fail(DLOCK_EINVAL, "fn is NULL");
+    }
+    rc = lock_for_call(c, name, flags, DLOCK_CAP_QUERY, "dlock_query_holders", &sl);
     if (rc != DLOCK_OK)
         return rc;
     int64_t deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;
-    rc = c->backend->holders(c->store, sl, one_holder, &call, deadline);
+    if (c->backend->holders != NULL)
+        rc = c->backend->holders(c->store, sl, one_holder, &call, deadline);
+    else /* a backend of interface version 1 */
+        rc = dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot name the holders of a lock", c->store->label,
+                         c->backend->name);
     c->backend->lock_free(c->store, sl);
     return rc;
 }
