@@ -66,6 +66,11 @@
  *  - A wait returns within its budget plus one command timeout, whatever
  *    the store does; an unreachable store is retried within the budget and
  *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
+ *    The time after the budget is shared by the wait's last request and
+ *    its clean-up (leaving the queue; a multi-lock giving back the names it
+ *    took, or a release of one, each name a share): a clean-up the store
+ *    does not answer in time is given up, and what it would have freed
+ *    ends with its lease (or waiter lease, or session) in the store.
  *  - A renewal never takes back a lock that lapsed.
  *
  * Since 0.1 unless marked otherwise.

@@ -126,17 +126,20 @@ static int busy_error(const dlock_lock *l, int64_t ttl_ms)
     return dlock__fail(DLOCK_EBUSY, "lock '%s' %s", l->name, what);
 }
 
-/* The bound of one request made during a wait that ends at `deadline`
- * (0: a single attempt): a command timeout, and never more than one past
- * the end of the wait, so that a wait overruns its budget by at most a
- * command timeout however its requests fare. */
+/* The bound of one request made during a wait that ends at `deadline` (0:
+ * a single attempt): a command timeout, and never more than half of one
+ * past the end of the wait. The other half is the clean-up's (leaving the
+ * queue, giving back a grant: dlock__lock_cleanup_deadline), so that a wait
+ * overruns its budget by at most one command timeout however its requests
+ * fare. A clean-up left no time is not sent: the place or grant it would
+ * give back ends with its waiter lease or lease in the store. */
 static int64_t request_deadline(const dlock_lock *l, int64_t deadline)
 {
     int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
-    if (deadline == 0 || deadline == DLOCK__NEVER || deadline >= now)
+    if (deadline == 0 || deadline == DLOCK__NEVER)
         return now + timeout;
-    int64_t cap = deadline + timeout;
-    return cap > now + 100000 ? cap : now + 100000; /* the clean-up gets a chance */
+    int64_t cap = deadline + timeout / 2;
+    return now + timeout < cap ? now + timeout : cap;
 }
 
 /* Leaves the store's queue after giving up (passing on a lock handed to
@@ -145,7 +148,8 @@ static void leave_queue(dlock_lock *l, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    l->client->backend->cancel(l->client->store, l->sl, l->token, request_deadline(l, deadline));
+    l->client->backend->cancel(l->client->store, l->sl, l->token,
+                              dlock__lock_cleanup_deadline(l, deadline));
     dlock__restore_error(&saved);
 }
 
@@ -155,7 +159,8 @@ static void give_back(dlock_lock *l, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    l->client->backend->release(l->client->store, l->sl, l->token, request_deadline(l, deadline));
+    l->client->backend->release(l->client->store, l->sl, l->token,
+                               dlock__lock_cleanup_deadline(l, deadline));
     dlock__restore_error(&saved);
 }
 
@@ -265,7 +270,8 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t l
         if (rc != DLOCK_OK)
             return rc;
     }
-    return dlock__lock_start_holding(l, fence, NULL, lease_ms, renew, since);
+    int rc = dlock__lock_start_holding(l, fence, NULL, lease_ms, renew, since);
+    return rc == DLOCK_OK && l->parent == NULL ? dlock__lock_settle(l) : rc;
 }
 
 static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
@@ -361,6 +367,9 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         if (a.outcome == DLOCK__TAKEN) {
             drop_place(l, &st); /* the entry now serves the hold */
             rc = dlock__lock_start_holding(l, a.fence, a.session, lease_ms, renew, sent);
+            int late = rc == DLOCK_ELOST;
+            if (rc == DLOCK_OK && l->parent == NULL)
+                rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */
             if (rc == DLOCK_OK)
                 DLOCK__LOG(&c->log, st.waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
                            "lock '%s' acquired%s (fence %llu, %s)", l->name,
@@ -370,14 +379,18 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                                              : "fixed lease");
             if (rc == DLOCK_ELOST) {
                 /* the store's reply came after the lease it granted could
-                 * have run out: nothing to hold on to */
+                 * have run out (late), or the grant was lost (its session
+                 * ended) before it was the caller's: nothing to hold on to */
                 give_back(l, deadline);
                 if (waits && dlock__now_us() < deadline)
                     continue;
-                rc = dlock__fail(DLOCK_EUNREACHABLE,
-                                 "lock '%s': the store answered only after the lease it "
-                                 "granted could have run out",
-                                 l->name);
+                if (late)
+                    rc = dlock__fail(DLOCK_EUNREACHABLE,
+                                     "lock '%s': the store answered only after the lease it "
+                                     "granted could have run out",
+                                     l->name);
+                else
+                    rc = dlock__fail_context(DLOCK_EUNREACHABLE, "lock '%s'", l->name);
             }
             goto done;
         }

@@ -188,9 +188,9 @@ static void lease_report(dlock__lease *e)
     int pending = e->lost; /* else an owner's call took the loss and ended the hold */
     dlock__renewer_unlock(r, e);
     dlock_lock *target = l->parent != NULL ? l->parent : l;
-    /* (a member's loss while its multi-lock's acquire is still going is
-     * found by that acquire) */
-    if (pending && (l->parent == NULL || atomic_load(&l->parent->settled))) {
+    /* (a loss while the acquire is still going is found by that acquire:
+     * dlock__lock_settle) */
+    if (pending && atomic_load(&target->settled)) {
         dlock__renewer_lock(r, &target->lease);
         dlock_lost_fn fn = target->on_lost;
         void *arg = target->on_lost_arg;

@@ -58,7 +58,27 @@ void dlock__lock_stop_holding(dlock_lock *l)
     pthread_mutex_lock(&l->report_mu); /* waits for a callback under way */
     dlock__renewer_remove(&l->client->renewer, &l->lease, NULL, 0);
     l->holds = 0;
+    if (l->parent == NULL && l->nmembers == 0)
+        atomic_store(&l->settled, 0);
     pthread_mutex_unlock(&l->report_mu);
+}
+
+int dlock__lock_settle(dlock_lock *l)
+{
+    char why[sizeof l->lease.why];
+
+    /* under report_mu, as the renewer's report (lease_report): a loss is
+     * either found here or reported after, never both, never neither */
+    pthread_mutex_lock(&l->report_mu);
+    int ok = dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) ==
+             DLOCK_OK;
+    if (ok)
+        atomic_store(&l->settled, 1);
+    pthread_mutex_unlock(&l->report_mu);
+    if (ok)
+        return DLOCK_OK;
+    dlock__lock_stop_holding(l);
+    return dlock__fail(DLOCK_ELOST, "lock '%s' was lost as it was taken: %s", l->name, why);
 }
 
 int dlock__lock_take_loss(dlock_lock *l)
@@ -100,8 +120,6 @@ int dlock__lock_give(dlock_lock *l, int all, int64_t deadline)
     }
     if (deadline == 0)
         deadline = dlock__lock_op_deadline(l);
-    else if (deadline < dlock__now_us() + 100000)
-        deadline = dlock__now_us() + 100000; /* the request gets a chance */
     rc = c->backend->release(c->store, l->sl, l->token, deadline);
     if (rc == DLOCK_OK) {
         dlock__lock_stop_holding(l);

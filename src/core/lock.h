@@ -49,10 +49,12 @@ struct dlock_lock {
      * loss that call already reported. */
     pthread_mutex_t report_mu;
 
-    /* a multi-lock: its members, in canonical order; a member: its owner.
-     * settled: the multi-lock holds all its members (its acquire returned
-     * DLOCK_OK): only then is a member's loss the multi-lock's to report
-     * (before, the acquire itself finds it). */
+    /* settled: the hold is the caller's (its acquire or adopt returned
+     * DLOCK_OK; on a multi-lock, it holds all its members): only then is a
+     * loss reported through on_lost. Before, the acquire itself finds it
+     * and waits on (dlock__lock_settle); a member's loss is its
+     * multi-lock's, by the multi-lock's settled.
+     * a multi-lock: its members, in canonical order; a member: its owner. */
     atomic_int settled;
     dlock_lock **members;
     size_t nmembers;
@@ -73,8 +75,9 @@ int dlock__lock_leave(dlock_lock *l, int rc);
 int64_t dlock__lock_op_deadline(const dlock_lock *l);
 /* The bound of a clean-up (several requests, one after another) after a
  * wait that ends at wait_deadline (0 or DLOCK__NEVER: none): a command
- * timeout from now, never more than one past the wait's end. Each request
- * of it still gets 100 ms (dlock__lock_give). */
+ * timeout from now, never more than one past the wait's end. The requests
+ * share it, so that a wait returns within its budget plus one command
+ * timeout however many members a multi-lock gives back. */
 int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline);
 /* The spec a set of public flags asks for; semaphore: whether
  * DLOCK_SEMAPHORE is accepted (operator calls). */
@@ -101,7 +104,14 @@ int dlock__lock_cancelled(dlock_lock *l);
 int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
                               int64_t lease_ms, int renew, int64_t sent_us);
 void dlock__lock_stop_holding(dlock_lock *l);
-/* Gives up one hold, or all of them. */
+/* A hold just started becomes the caller's (settled): DLOCK_OK, or
+ * DLOCK_ELOST, the hold ended, if it was lost before (never told through
+ * on_lost: the caller had not been given it). */
+int dlock__lock_settle(dlock_lock *l);
+/* Gives up one hold, or all of them; the release's request ends by
+ * deadline (0: one command timeout from now). A release that could not be
+ * sent in time is given up here all the same, and the lock ends with its
+ * lease (or session) in the store. */
 int dlock__lock_give(dlock_lock *l, int all, int64_t deadline);
 /* Sets the lease of a held lock, renews it from now on, or renews it now. */
 enum dlock__extend_mode {

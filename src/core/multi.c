@@ -105,16 +105,24 @@ out:
     return rc;
 }
 
-/* Gives back members [0, n) after a failed acquisition, keeping the error. */
-/* Gives back the first n members, all within one clean-up bound after a
- * wait ending at wait_deadline (see dlock__lock_cleanup_deadline). */
-static void roll_back(dlock_lock *l, size_t n, int64_t wait_deadline)
+/* The deadline of one of `left` releases still to make by `deadline`: an
+ * equal share of the time left. A store that does not answer thus costs
+ * each release its share, never the whole bound to the first one; a
+ * release left no time is not sent, and its lock ends with its lease. */
+static int64_t share_of(int64_t deadline, size_t left)
+{
+    int64_t now = dlock__now_us();
+    return deadline <= now ? deadline : now + (deadline - now) / (int64_t) left;
+}
+
+/* Gives back the first n members after a failed acquisition, keeping the
+ * error, all by one deadline (dlock__lock_cleanup_deadline). */
+static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    int64_t deadline = dlock__lock_cleanup_deadline(l, wait_deadline);
-    while (n-- > 0)
-        dlock__lock_give(l->members[n], 1, deadline);
+    for (size_t left = n; left > 0; left--)
+        dlock__lock_give(l->members[left - 1], 1, share_of(deadline, left));
     dlock__restore_error(&saved);
 }
 
@@ -157,13 +165,14 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
             /* held here: [0, i); taken in the store but not held: [i, n) */
             dlock__saved_error saved;
             dlock__save_error(&saved);
-            int64_t deadline = dlock__lock_op_deadline(l);
+            int64_t deadline = dlock__lock_op_deadline(l); /* one bound for all */
             for (size_t j = i; j < l->nmembers; j++) {
-                c->backend->release(c->store, l->members[j]->sl, l->token, deadline);
+                c->backend->release(c->store, l->members[j]->sl, l->token,
+                                    share_of(deadline, l->nmembers - j + i));
                 dlock__session_unref(sessions[j]);
             }
             dlock__restore_error(&saved);
-            roll_back(l, i, 0);
+            roll_back(l, i, deadline);
             if (rc == DLOCK_ELOST)
                 rc = DLOCK_EBUSY; /* its lease could be over already: not now */
         }
@@ -213,7 +222,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
             else
                 rc = dlock__lock_take(l->members[i], deadline, lease_ms, renew);
             if (rc != DLOCK_OK) {
-                roll_back(l, i, deadline);
+                roll_back(l, i, dlock__lock_cleanup_deadline(l, deadline));
                 return dlock__fail_context(rc, "multi-lock '%s'", l->name);
             }
         }
@@ -225,7 +234,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
             lost++;
         if (lost == l->nmembers)
             break;
-        roll_back(l, l->nmembers, deadline);
+        roll_back(l, l->nmembers, dlock__lock_cleanup_deadline(l, deadline));
         if (deadline == 0 || (deadline != DLOCK__NEVER && dlock__now_us() >= deadline))
             return dlock__fail(DLOCK_ETIMEDOUT,
                                "multi-lock '%s': '%s' was lost while the others were waited for",
@@ -251,10 +260,13 @@ int dlock__multi_release(dlock_lock *l, int all)
     }
     atomic_store(&l->settled, 0);
     int64_t deadline = dlock__lock_op_deadline(l); /* one bound for all members */
+    size_t left = 0;
+    for (size_t i = 0; i < l->nmembers; i++)
+        left += l->members[i]->holds > 0;
     for (size_t i = l->nmembers; i-- > 0;) {
         if (l->members[i]->holds == 0)
             continue;
-        int one = dlock__lock_give(l->members[i], 1, deadline);
+        int one = dlock__lock_give(l->members[i], 1, share_of(deadline, left--));
         if (one != DLOCK_OK && rc == DLOCK_OK) {
             rc = one;
             dlock__save_error(&first);

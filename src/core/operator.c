@@ -54,6 +54,8 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
     if (rc == DLOCK_OK)
         rc = dlock__lock_start_holding(l, st.last_fence, NULL, st.lease_ms, 0, sent);
     if (rc == DLOCK_OK)
+        rc = dlock__lock_settle(l);
+    if (rc == DLOCK_OK)
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' adopted (fence %llu, %lld ms of lease)",
                    name, (unsigned long long) l->fence, (long long) st.lease_ms);
     if (rc != DLOCK_OK) {

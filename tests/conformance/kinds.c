@@ -2,7 +2,8 @@
 /* kinds.c - the lock family on every store that has it: fair order of
  * waiters across processes, read-write locks (readers share, a writer is
  * alone and not starved), semaphores (never more than N holders, from
- * several processes), and multi-locks (all or nothing, no deadlock). */
+ * several processes), and multi-locks (all or nothing, no deadlock, given
+ * back within one command timeout). */
 #define _GNU_SOURCE
 #include "conformance.h"
 
@@ -312,4 +313,81 @@ void ct_multi_all_or_nothing(void)
     dlock_lock_free(py);
     dlock_client_close(c);
     dlock_client_close(c2);
+}
+
+/* A multi-lock whose store goes silent gives its members back within one
+ * command timeout in all, however many members it has: each release gets a
+ * share of the bound, not the whole of it (a member not released in time
+ * ends with its lease). Both when the holder releases, and when a wait
+ * runs out and the members taken so far are given back. */
+enum { MULTI_MEMBERS = 8, MULTI_TIMEOUT_MS = 300, MULTI_SLACK_MS = 300 };
+
+static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128])
+{
+    const char *list[MULTI_MEMBERS];
+    dlock_lock *m = NULL;
+    for (int i = 0; i < MULTI_MEMBERS; i++) {
+        char part[32];
+        snprintf(part, sizeof part, "%s%d", stem, i);
+        snprintf(names[i], 128, "%s", CT_NAME(part));
+        list[i] = names[i];
+    }
+    CHECK_RC(dlock_multi_open(c, list, MULTI_MEMBERS, 0, &m), DLOCK_OK);
+    return m;
+}
+
+void ct_multi_bounded_when_silent(void)
+{
+    char held[MULTI_MEMBERS][128], waited[MULTI_MEMBERS][128];
+    dt_proxy proxy;
+    ct_waiter w;
+
+    dt_proxy_start(&proxy, ct->srv.port, 1); /* before any client's threads */
+    dlock_client *c = ct_client_at(proxy.ports[0], "?lease=10s&timeout=300ms"
+                                                   "&connect_timeout=300ms");
+    dlock_client *other = ct_client("");
+
+    /* released while the store is silent */
+    dlock_lock *m = multi_of(c, "r", held);
+    CHECK_RC(dlock_acquire(m, 5000), DLOCK_OK);
+    dt_proxy_set(&proxy, 0, DT_BLACKHOLE);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_release(m);
+    int64_t took = dt_now_ms() - t0;
+    printf("%s: releasing %d members of a silent store took %lld ms (%s)\n", ct->kind,
+           MULTI_MEMBERS, (long long) took, dlock_strerror(rc));
+    CHECK_INT(took, <=, MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    CHECK_INT(dlock_lock_holds(m), ==, 0);
+    dlock_lock_free(m);
+
+    /* a new client: the silent one's session may be given up by now */
+    dt_proxy_set(&proxy, 0, DT_PASS);
+    dlock_client_close(c);
+    c = ct_client_at(proxy.ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
+
+    /* a wait that runs out while the store is silent: the last member is
+     * busy, the others are taken and then given back */
+    m = multi_of(c, "w", waited);
+    dlock_lock *busy = ct_lock(other, waited[MULTI_MEMBERS - 1], 0);
+    CHECK_RC(dlock_try_acquire(busy), DLOCK_OK);
+    const int64_t budget = 1500;
+    ct_wait_start(&w, m, budget);
+    DT_WAIT_UNTIL(ct_waiters(other, waited[MULTI_MEMBERS - 1], 0) >= 1 || CT_DONE(&w), 5000);
+    CHECK(!CT_DONE(&w)); /* queued for the last member, holding the others */
+    dt_proxy_set(&proxy, 0, DT_BLACKHOLE);
+    rc = ct_wait_join(&w);
+    took = w.ended_ms - w.started_ms;
+    printf("%s: a wait of %lld ms for %d members ended after %lld ms (%s)\n", ct->kind,
+           (long long) budget, MULTI_MEMBERS, (long long) took, dlock_strerror(rc));
+    CHECK(rc != DLOCK_OK);
+    CHECK_INT(took, <=, budget + MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    CHECK_INT(dlock_lock_holds(m), ==, 0);
+
+    dt_proxy_set(&proxy, 0, DT_PASS);
+    CHECK_RC(dlock_release(busy), DLOCK_OK);
+    dlock_lock_free(busy);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+    dlock_client_close(other);
+    dt_proxy_stop(&proxy);
 }

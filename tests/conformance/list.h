@@ -65,6 +65,8 @@
       "dlock_list: held and waited-for locks under a prefix, each once, with its kind; limit")     \
     X(multi_all_or_nothing, 0,                                                                     \
       "a multi-lock takes all names or none, gives back on timeout, no deadlock")                  \
+    X(multi_bounded_when_silent, DLOCK_CAP_QUERY,                                                  \
+      "8 members released, or given back by a wait, in one command timeout of a silent store")    \
     X(fenced_counter, DLOCK_CAP_FENCE,                                                             \
       "8 processes x 25 fenced increments through the lock = exactly 200")                         \
     X(cli_run, 0,                                                                                  \
