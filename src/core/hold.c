@@ -70,8 +70,8 @@ int dlock__lock_settle(dlock_lock *l)
     /* under report_mu, as the renewer's report (lease_report): a loss is
      * either found here or reported after, never both, never neither */
     pthread_mutex_lock(&l->report_mu);
-    int ok = dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) ==
-             DLOCK_OK;
+    int ok =
+        dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) == DLOCK_OK;
     if (ok)
         atomic_store(&l->settled, 1);
     pthread_mutex_unlock(&l->report_mu);
