@@ -149,7 +149,7 @@ static void leave_queue(dlock_lock *l, int64_t deadline)
     dlock__saved_error saved;
     dlock__save_error(&saved);
     l->client->backend->cancel(l->client->store, l->sl, l->token,
-                              dlock__lock_cleanup_deadline(l, deadline));
+                               dlock__lock_cleanup_deadline(l, deadline));
     dlock__restore_error(&saved);
 }
 
@@ -160,7 +160,7 @@ static void give_back(dlock_lock *l, int64_t deadline)
     dlock__saved_error saved;
     dlock__save_error(&saved);
     l->client->backend->release(l->client->store, l->sl, l->token,
-                               dlock__lock_cleanup_deadline(l, deadline));
+                                dlock__lock_cleanup_deadline(l, deadline));
     dlock__restore_error(&saved);
 }
 
