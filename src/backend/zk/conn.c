@@ -724,6 +724,18 @@ dlock__session *dlock__zconn_session(dlock__zconn *c)
     return s;
 }
 
+dlock__session *dlock__zconn_session_ref(dlock__zconn *c)
+{
+    /* under mu: the connection's own reference holds it until end_session
+     * takes it away, which it does under mu */
+    pthread_mutex_lock(&c->mu);
+    dlock__session *s = c->session;
+    if (s != NULL)
+        dlock__session_ref(s);
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
 int64_t dlock__zconn_id(dlock__zconn *c)
 {
     return c->id;
@@ -738,7 +750,7 @@ void dlock__zresult_clear(dlock__zresult *r)
         free(r->children[i]);
     free(r->children);
     free(r->data);
-    for (int i = 0; i < r->nops; i++)
+    for (int i = 0; r->op_paths != NULL && i < r->nops; i++)
         free(r->op_paths[i]);
     free(r->op_paths);
     free(r->op_errors);
@@ -898,21 +910,94 @@ static void on_children(int rc, const struct String_vector *v, const void *data)
     req_done(q, rc);
 }
 
+static int is_create(const zoo_op_t *op)
+{
+    return op->type == ZOO_CREATE_OP || op->type == ZOO_CREATE_CONTAINER_OP;
+}
+
+/* A create of a contender node: the uuid of its name DIR/_c_<uuid>-..., or
+ * NULL. */
+static const char *owned_uuid(const zoo_op_t *op)
+{
+    const char *slash = is_create(op) ? strrchr(op->create_op.path, '/') : NULL;
+    if (slash == NULL || strncmp(slash + 1, "_c_", 3) != 0 || strlen(slash + 4) < 36)
+        return NULL;
+    return slash + 4;
+}
+
+/* The contender nodes a transaction made nobody will own: deleted (made
+ * known), or searched for by their uuids and deleted (made or not). */
+static void multi_orphans(dlock__zreq *q, char **made)
+{
+    for (int i = 0; i < q->res.nops; i++) {
+        const char *uuid = owned_uuid(&q->ops[i]);
+        if (uuid == NULL)
+            continue;
+        if (made != NULL && made[i] != NULL) {
+            orphan_add(q->conn, made[i], NULL);
+            continue;
+        }
+        const char *path = q->ops[i].create_op.path, *slash = strrchr(path, '/');
+        char dir[1200], id[37];
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int) (slash - path), path);
+        snprintf(id, sizeof id, "%.36s", uuid);
+        orphan_add(q->conn, dir, id);
+    }
+}
+
+/* As on_created, for every contender node of the transaction: the waiter's
+ * if it takes a reply that names them all, else nobody's. */
 static void on_multi(int rc, const void *data)
 {
     dlock__zreq *q = (dlock__zreq *) data;
-    q->res.op_errors = calloc((size_t) q->res.nops, sizeof *q->res.op_errors);
-    q->res.op_paths = calloc((size_t) q->res.nops, sizeof *q->res.op_paths);
-    if (q->res.op_errors == NULL || q->res.op_paths == NULL) {
+    int n = q->res.nops;
+    int *errors = calloc((size_t) n, sizeof *errors);
+    char **made = calloc((size_t) n, sizeof *made);
+    int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+
+    if (errors == NULL || made == NULL) {
+        unknown |= rc == ZOK;
         rc = ZSYSTEMERROR;
-    } else {
-        for (int i = 0; i < q->res.nops; i++) {
-            q->res.op_errors[i] = q->results[i].err;
-            if (q->ops[i].type == ZOO_CREATE_OP && q->results[i].err == ZOK)
-                q->res.op_paths[i] = strdup(q->results[i].value);
+    }
+    for (int i = 0; errors != NULL && made != NULL && i < n; i++) {
+        errors[i] = q->results[i].err;
+        if (rc != ZOK || !is_create(&q->ops[i]))
+            continue;
+        made[i] = q->results[i].value != NULL ? strdup(q->results[i].value) : NULL;
+        if (made[i] == NULL) {
+            /* made, but which node is not known here: search for them */
+            for (int k = 0; k < i; k++) {
+                free(made[k]);
+                made[k] = NULL;
+            }
+            unknown = 1;
+            rc = ZSYSTEMERROR;
+            break;
         }
     }
-    req_done(q, rc);
+    pthread_mutex_lock(&q->mu);
+    int abandoned = q->abandoned;
+    if (!abandoned) {
+        q->res.op_errors = errors;
+        errors = NULL;
+        if (rc == ZOK) {
+            q->res.op_paths = made;
+            made = NULL;
+        }
+    }
+    q->res.rc = rc;
+    q->done = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    if (rc == ZOK && made != NULL)
+        multi_orphans(q, made); /* the waiter gave up before the reply */
+    else if (unknown)
+        multi_orphans(q, NULL);
+    for (int i = 0; made != NULL && i < n; i++)
+        free(made[i]);
+    free(made);
+    free(errors);
+    req_unref(q);
 }
 
 dlock__zreq *dlock__zreq_create(dlock__zconn *c, const char *path, const char *data, int datalen,
@@ -1120,14 +1205,15 @@ dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int 
     q->res.nops = n;
     for (int i = 0; i < n; i++) {
         q->ops[i] = ops[i];
-        if (ops[i].type == ZOO_CREATE_OP) {
+        if (is_create(&ops[i])) {
             q->ops[i].create_op.path = keep(q, ops[i].create_op.path, -1);
             q->ops[i].create_op.data = keep(q, ops[i].create_op.data, ops[i].create_op.datalen);
             q->ops[i].create_op.buflen = ops[i].create_op.buflen;
             q->ops[i].create_op.buf = malloc((size_t) ops[i].create_op.buflen);
             if (q->ops[i].create_op.buf != NULL)
                 q->strings[q->nstrings++] = q->ops[i].create_op.buf;
-            if (q->ops[i].create_op.path == NULL || q->ops[i].create_op.buf == NULL)
+            if (q->ops[i].create_op.path == NULL || q->ops[i].create_op.buf == NULL ||
+                (ops[i].create_op.data != NULL && q->ops[i].create_op.data == NULL))
                 return req_not_sent(q, ZSYSTEMERROR, rc);
             q->results[i].value = q->ops[i].create_op.buf;
             q->results[i].valuelen = q->ops[i].create_op.buflen;
@@ -1137,7 +1223,12 @@ dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int 
                 return req_not_sent(q, ZSYSTEMERROR, rc);
         }
     }
-    int zrc = start(c, zoo_amulti(ZH, n, q->ops, q->results, on_multi, q));
+    /* zoo_amulti (3.8) does not refuse a session that is over: it fails to
+     * marshal, leaking its parts */
+    int zrc = start(c, zoo_state(ZH) == ZOO_EXPIRED_SESSION_STATE ||
+                               zoo_state(ZH) == ZOO_AUTH_FAILED_STATE
+                           ? ZINVALIDSTATE
+                           : zoo_amulti(ZH, n, q->ops, q->results, on_multi, q));
     return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
 }
 

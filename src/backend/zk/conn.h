@@ -80,6 +80,9 @@ void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us);
  * ZooKeeper session id (the ephemeralOwner of its nodes). */
 dlock__session *dlock__zconn_session(dlock__zconn *c);
 int64_t dlock__zconn_id(dlock__zconn *c);
+/* A reference to the core's session for a grant, or NULL once it ended
+ * (the nodes of it are gone). */
+dlock__session *dlock__zconn_session_ref(dlock__zconn *c);
 
 /* ---------------------------------------------------------------- orphans */
 
@@ -140,7 +143,12 @@ dlock__zreq *dlock__zreq_watch(dlock__zconn *c, const char *path, const char *to
 dlock__zreq *dlock__zreq_watch_children(dlock__zconn *c, const char *path, const char *token,
                                         int *rc);
 /* Several creates and deletes as one transaction (ops and the strings they
- * point to are copied). */
+ * point to are copied). A create of a contender node (DIR/_c_<uuid>-...)
+ * is owned as dlock__zreq_create_owned's: the caller owns the nodes only
+ * when dlock__zreq_wait() returns ZOK (op_paths names them); whatever else
+ * happens, the nodes the transaction made are deleted in the background. A
+ * transaction that fails makes nothing; op_errors says which op failed
+ * (the others say ZOK or ZRUNTIMEINCONSISTENCY). */
 dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int *rc);
 
 /* Waits for req until deadline_us and moves its result to *out (the caller
