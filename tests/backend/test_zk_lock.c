@@ -4,7 +4,8 @@
  * watching only its predecessor), a holder cut off for longer than its
  * session, a killed holder, a server restarted with its data and wiped,
  * the lock's container vanishing, the read-write lock, fences, the
- * semaphore (Curator's InterProcessSemaphoreV2 layout), multi-locks, who
+ * semaphore (Curator's InterProcessSemaphoreV2 layout), multi-locks (one
+ * transaction), who
  * holds a lock (the owner record in each node, a peer's node), listing the
  * locks under a prefix, and bad input.
  *
@@ -1092,26 +1093,44 @@ static void semaphore_killed_holder(void)
 
 /* ---------------------------------------------------------------- multi */
 
-/* Multi-locks take their members one by one in the canonical order (the
- * store declares no atomic way): all or none, rolled back when one is
- * busy, a waiter granted all at once when the holder lets go. */
+/* The stat of the one node under path (a held mutex's). */
+static struct Stat only_node(const char *path)
+{
+    char names[4][128], node[512], data[1024];
+    struct Stat st;
+    memset(&st, 0, sizeof st);
+    CHECK_INT(children(path, names, 4), ==, 1);
+    snprintf(node, sizeof node, "%s/%s", path, names[0]);
+    CHECK_INT(node_get(node, data, (int) sizeof data, &st), ==, ZOK);
+    return st;
+}
+
+/* A free multi-lock is one transaction (multi-atomic): its members' nodes
+ * share the zxid that made them (one create each would give each its own),
+ * and so their fences; its paths, missing at first, are made (a
+ * transaction fails whole on a missing parent). A busy member: a try
+ * leaves nothing behind; a wait takes the members one by one and gets them
+ * all when the holder lets go. */
 static void multi_lock(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    CHECK(!(dlock_client_caps(c) & DLOCK_CAP_MULTI_ATOMIC));
-    const char *ab[] = {"m/b", "m/a"}, *bc[] = {"m/c", "m/b"};
+    CHECK(dlock_client_caps(c) & DLOCK_CAP_MULTI_ATOMIC);
+    const char *ab[] = {"m/b", "m/a", "n/d/e"}, *bc[] = {"m/c", "m/b"};
     dlock_lock *x = NULL, *y = NULL;
-    CHECK_RC(dlock_multi_open(c, ab, 2, 0, &x), DLOCK_OK);
+    CHECK_RC(dlock_multi_open(c, ab, 3, 0, &x), DLOCK_OK);
     CHECK_RC(dlock_multi_open(c2, bc, 2, 0, &y), DLOCK_OK);
+    CHECK_INT(children("/dlock/m/a", NULL, 0), ==, -1);
     CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
-    CHECK_INT(dlock_lock_members(x), ==, 2);
+    CHECK_INT(dlock_lock_members(x), ==, 3);
     CHECK(strcmp(dlock_lock_name(dlock_lock_member(x, 0)), "m/a") == 0);
+    struct Stat sa = only_node("/dlock/m/a"), sb = only_node("/dlock/m/b"),
+                se = only_node("/dlock/n/d/e");
+    CHECK(sa.czxid == sb.czxid && sb.czxid == se.czxid);
     CHECK(dlock_lock_fence(dlock_lock_member(x, 0)) > 0);
-    CHECK(dlock_lock_fence(dlock_lock_member(x, 1)) > 0);
-    CHECK_INT(count_children("/dlock/m/a"), ==, 1);
-    CHECK_INT(count_children("/dlock/m/b"), ==, 1);
-    /* y's first member (m/b) is busy: nothing of y's stays */
+    CHECK(dlock_lock_fence(dlock_lock_member(x, 0)) == dlock_lock_fence(dlock_lock_member(x, 1)));
+    CHECK(dlock_lock_fence(dlock_lock_member(x, 1)) == dlock_lock_fence(dlock_lock_member(x, 2)));
+    /* y's m/b is busy: nothing of y's stays */
     CHECK_RC(dlock_try_acquire(y), DLOCK_EBUSY);
     CHECK_INT(count_children("/dlock/m/b"), ==, 1);
     CHECK_INT(count_children("/dlock/m/c"), ==, 0);
@@ -1129,9 +1148,110 @@ static void multi_lock(void)
     CHECK_INT(count_children("/dlock/m/c"), ==, 1);
     CHECK_RC(dlock_try_acquire(x), DLOCK_EBUSY);
     CHECK_INT(count_children("/dlock/m/a"), ==, 0);
+    CHECK_INT(count_children("/dlock/n/d/e"), ==, 0);
     CHECK_RC(dlock_release(y), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
     CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    zh_close();
+}
+
+/* Multi-locks over overlapping names, each on a client of its own, in a
+ * loop: none ever waits for ever (each try in one step sees the other's
+ * transaction ahead of it and gives back, then the core's order), and no
+ * two hold a name at once. */
+enum { MW_NAMES = 5, MW_ROUNDS = 25 };
+static const char *const mw_names[MW_NAMES] = {"ov/v", "ov/w", "ov/x", "ov/y", "ov/z"};
+static atomic_int mw_inside[MW_NAMES];
+
+typedef struct multi_worker {
+    pthread_t thread;
+    dlock_client *client;
+    int picks[3]; /* into mw_names */
+    int rc;
+    int overlap;
+    int taken;
+} multi_worker;
+
+static void *multi_work(void *arg)
+{
+    multi_worker *m = arg;
+    const char *names[3];
+    dlock_lock *l = NULL;
+    for (int k = 0; k < 3; k++)
+        names[k] = mw_names[m->picks[k]];
+    m->rc = dlock_multi_open(m->client, names, 3, 0, &l);
+    for (int i = 0; m->rc == DLOCK_OK && i < MW_ROUNDS; i++) {
+        m->rc = dlock_acquire(l, 20000);
+        if (m->rc != DLOCK_OK)
+            break;
+        for (int k = 0; k < 3; k++)
+            m->overlap |= atomic_fetch_add(&mw_inside[m->picks[k]], 1) != 0;
+        usleep(1000);
+        for (int k = 0; k < 3; k++)
+            atomic_fetch_sub(&mw_inside[m->picks[k]], 1);
+        m->rc = dlock_release(l);
+        m->taken++;
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void multi_overlapping(void)
+{
+    multi_worker m[3] = {
+        {.picks = {2, 3, 4}}, /* x y z */
+        {.picks = {4, 3, 1}}, /* z y w */
+        {.picks = {1, 2, 0}}, /* w x v */
+    };
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    for (int i = 0; i < 3; i++) {
+        m[i].client = client(NULL);
+        CHECK_INT(pthread_create(&m[i].thread, NULL, multi_work, &m[i]), ==, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(m[i].thread, NULL);
+        CHECK_RC(m[i].rc, DLOCK_OK);
+        CHECK_INT(m[i].taken, ==, MW_ROUNDS);
+        CHECK(!m[i].overlap);
+        dlock_client_close(m[i].client);
+    }
+    for (int k = 0; k < MW_NAMES; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "/dlock/%s", mw_names[k]);
+        CHECK_INT(count_children(path), ==, 0);
+    }
+    zh_close();
+}
+
+/* A multi-lock's try whose transaction is answered only after the try gave
+ * up (the server frozen meanwhile, the session alive): the nodes it made
+ * belong to nobody, and are deleted as soon as the reply comes. Before,
+ * they stayed for the session's life and the locks with them. */
+static void multi_late_reply(void)
+{
+    const char *names[] = {"ml/a", "ml/b", "ml/c"};
+    dlock_lock *x = NULL, *y = NULL;
+
+    dt_server_start(&srv, "zookeeper", 0, NULL);
+    dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
+    CHECK_RC(dlock_multi_open(c, names, 3, 0, &x), DLOCK_OK);
+    CHECK_RC(dlock_multi_open(c2, names, 3, 0, &y), DLOCK_OK);
+    CHECK_RC(dlock_acquire(x, 10000), DLOCK_OK); /* session and paths made */
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dt_server_pause(&srv);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_EUNREACHABLE);
+    dt_server_resume(&srv);
+    /* the transaction reaches the server first: without its clean-up, y
+     * would find its nodes ahead for 20 s */
+    DT_WAIT_UNTIL(dlock_try_acquire(y) == DLOCK_OK, 5000);
+    CHECK_INT(count_children("/dlock/ml/a"), ==, 1);
+    CHECK_INT(count_children("/dlock/ml/b"), ==, 1);
+    CHECK_INT(count_children("/dlock/ml/c"), ==, 1);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
     dlock_lock_free(x);
     dlock_lock_free(y);
     dlock_client_close(c);
@@ -1644,6 +1764,8 @@ int main(int argc, char **argv)
         {"semaphore_six_processes", semaphore_six_processes},
         {"semaphore_killed_holder", semaphore_killed_holder},
         {"multi_lock", multi_lock},
+        {"multi_overlapping", multi_overlapping},
+        {"multi_late_reply", multi_late_reply},
         {"owner_record", owner_record},
         {"foreign_holder", foreign_holder},
         {"list_locks", list_locks},

@@ -89,16 +89,6 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
     "endpoint buffer (sprintf in its connect-error log lines): the backend discards the log "      \
     "(quiet_log) but leaves its level on, so the arguments are still formatted"
 
-#define CT_BUG_ZK_LEAK                                                                             \
-    "LeakSanitizer: a renewal's exists request outstanding when a blackholed ZooKeeper session "   \
-    "is given up is never completed; it and its zconn (conn.c:265, req_new conn.c:410 from "       \
-    "zk_renew zk.c:685) leak with libzookeeper's completion entry (about 1 run in 2)"
-#if defined(CT_ASAN)
-#define CT_ZK_LEAK_BUG() DT_KNOWN_BUG("zookeeper", CT_BUG_ZK_LEAK)
-#else
-#define CT_ZK_LEAK_BUG() ((void) 0)
-#endif
-
 #define CT_BUG_LATE_LOSS                                                                           \
     "the on_lost callback came after another client had the lock: the watchdog woke more than "    \
     "the margin's scheduling allowance (5% of the lease, at most 50 ms) late, in a sanitizer "     \

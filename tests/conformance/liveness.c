@@ -80,7 +80,6 @@ static void lost_when(dt_proxy_mode mode)
 #if defined(CT_TSAN)
     DT_KNOWN_BUG("zookeeper", CT_BUG_ZK_LOG_RACE);
 #endif
-    CT_ZK_LEAK_BUG();
     dt_proxy_start(&proxy, ct->srv.port, 1); /* before any client's threads */
     dlock_client *holder = ct_client_at(proxy.ports[0], "?lease=1s&timeout=300ms"
                                                         "&connect_timeout=300ms");

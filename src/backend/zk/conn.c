@@ -6,13 +6,31 @@
  * as long as it may see the session; the connection holds the store's
  * reference to the session until it ends. A connection ends its session when
  * ZooKeeper says it expired, when authentication fails, or when it is killed
- * (the core gave up on it, or the store closes). Its handle is closed on a
- * thread of its own when it is killed (zookeeper_close waits up to seconds
- * for a server that does not answer, and must never run on ZooKeeper's own
- * threads); one never killed is closed when the last reference goes, and
- * if that happens on a ZooKeeper thread (a completion or a watcher dropped
- * it), it goes to a graveyard emptied by the next call from any other
- * thread.
+ * (the core gave up on it, or the store closes). Its handle is closed when
+ * it is killed, when ZooKeeper says the session is over, or when the last
+ * reference goes; the connection itself is freed once its handle is closed
+ * and no reference is left, whichever comes last.
+ *
+ * Closing (the handle's own completion thread does it). zookeeper_close()
+ * completes the requests still in flight with ZCLOSING, but in
+ * libzookeeper_mt 3.8 only those its completion thread still finds: it
+ * sets close_requested, on which that thread stops looking, before it
+ * queues them, and the I/O thread may queue more (a reply, a session event)
+ * until it is joined; destroy() in the multi-threaded build processes no
+ * completions, so whatever is queued after the completion thread's last
+ * look is never called nor freed, and a request of ours among them leaks
+ * with its connection. Called from a callback on the completion thread,
+ * zookeeper_close() instead joins the I/O thread and returns; the
+ * completion thread then goes on with its queue, which holds everything
+ * there will ever be, calls each completion (ZCLOSING for those still
+ * waiting), and frees the handle as it ends (sending the server the close
+ * first, waiting up to 4.5 s for a server that does not answer). To get
+ * onto that thread, closing sends one request (exists "/") whose
+ * completion closes: it comes within a round trip, or when the library
+ * gives up on the connection (2/3 of the session timeout at most); on a
+ * session that is over (no request can be sent), the session event that
+ * says so closes. The completion thread's end (a thread-specific value's
+ * destructor) tells that no callback of the handle runs any more.
  *
  * Opening. zookeeper_init returns at once; the session is established by
  * the client library's I/O thread. Callers wait for it (dlock__zconn_ready)
@@ -93,15 +111,16 @@ enum { CONNECTING, CONNECTED, READY, DEAD };
 
 struct dlock__zconn {
     _Atomic int refs;
-    pthread_rwlock_t use; /* readers: calls on zh; writer: closing it */
-    zhandle_t *zh;        /* NULL once closed */
+    pthread_rwlock_t use; /* readers: calls on zh; writer: taking it to close */
+    zhandle_t *zh;        /* for requests; NULL once being closed */
+    zhandle_t *close_zh;  /* (under use) being closed, by whichever callback comes first */
     pthread_mutex_t mu;   /* state, why, watches */
     pthread_cond_t cv;    /* state changes */
     int state;
     int auth_failed;
     int probing; /* a caller makes the first round trip */
-    int closing; /* a closer runs (or ran) */
-    int closed;  /* the handle is closed */
+    int closed;  /* the handle is closed: no callback of it runs any more */
+    int doomed;  /* no reference is left: freed once closed */
     int64_t id;
     int64_t timeout_ms;      /* negotiated */
     int64_t opened;          /* when zookeeper_init was called */
@@ -137,34 +156,11 @@ struct dlock__zreq {
     int nstrings;
 };
 
-/* ---------------------------------------------------------------- graveyard */
+/* ---------------------------------------------------------------- closing */
 
-static pthread_mutex_t graveyard_mu = PTHREAD_MUTEX_INITIALIZER;
-static dlock__zconn *graveyard[64];
-static size_t ngraveyard;
-
-/* Closes the handle now (not on a ZooKeeper thread): the server ends the
- * session and deletes its nodes. Requests in flight complete with ZCLOSING.
- * The handle leaves c first, and the lock is not held across the close: a
- * completion that starts another request (an orphan's) finds no handle
- * instead of waiting for the close, which waits for it. */
-static void close_handle(dlock__zconn *c)
-{
-    pthread_rwlock_wrlock(&c->use);
-    zhandle_t *zh = c->zh;
-    c->zh = NULL;
-    pthread_rwlock_unlock(&c->use);
-    if (zh != NULL)
-        zookeeper_close(zh); /* no callback of it runs after this */
-    pthread_mutex_lock(&c->mu);
-    c->closed = 1;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-}
-
+/* Frees c: its handle is closed and no reference is left. */
 static void destroy(dlock__zconn *c)
 {
-    close_handle(c);
     while (c->orphans != NULL) {
         orphan *o = c->orphans;
         c->orphans = o->next;
@@ -183,18 +179,126 @@ static void destroy(dlock__zconn *c)
     free(c);
 }
 
-/* Closes the handles of connections that went while on ZooKeeper's
- * threads. Call from any other thread. */
-static void reap(void)
+/* The handle is gone: no callback of it runs any more. c goes too if no
+ * reference is left; nothing of c is touched afterwards. */
+static void handle_gone(dlock__zconn *c)
 {
-    for (;;) {
-        pthread_mutex_lock(&graveyard_mu);
-        dlock__zconn *c = ngraveyard > 0 ? graveyard[--ngraveyard] : NULL;
-        pthread_mutex_unlock(&graveyard_mu);
-        if (c == NULL)
-            return;
+    pthread_mutex_lock(&c->mu);
+    c->closed = 1;
+    int doomed = c->doomed;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (doomed)
         destroy(c);
+}
+
+/* Set on a completion thread that closed its handle: its end is the
+ * handle's. */
+static pthread_key_t gone_key;
+static int gone_key_made;
+static pthread_once_t gone_once = PTHREAD_ONCE_INIT;
+
+static void thread_gone(void *c)
+{
+    handle_gone(c);
+}
+
+static void make_gone_key(void)
+{
+    gone_key_made = pthread_key_create(&gone_key, thread_gone) == 0;
+}
+
+typedef struct closer {
+    dlock__zconn *conn;
+    zhandle_t *zh;
+} closer;
+
+static void *closer_main(void *arg)
+{
+    closer *k = arg;
+    zookeeper_close(k->zh); /* no callback of it runs after this */
+    handle_gone(k->conn);
+    free(k);
+    return NULL;
+}
+
+/* The last resort, when zh cannot be closed from its completion thread (no
+ * memory): zookeeper_close() on a thread of its own, which may leave a
+ * completion behind (see the design note). With no thread to spare either,
+ * zh is closed here and c is never freed: a callback of it may still come. */
+static void close_elsewhere(dlock__zconn *c, zhandle_t *zh)
+{
+    closer *k = malloc(sizeof *k);
+    pthread_attr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+    int err = ENOMEM;
+
+    if (k != NULL) {
+        k->conn = c;
+        k->zh = zh;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        err = pthread_create(&t, &attr, closer_main, k);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
     }
+    if (err != 0) {
+        free(k);
+        zookeeper_close(zh);
+    }
+}
+
+/* On c's completion thread (a callback of its handle): closes the handle c
+ * still has, if nobody has yet. */
+static void close_here(dlock__zconn *c)
+{
+    pthread_rwlock_wrlock(&c->use);
+    zhandle_t *zh = c->zh != NULL ? c->zh : c->close_zh;
+    c->zh = NULL;
+    c->close_zh = NULL;
+    pthread_rwlock_unlock(&c->use);
+    if (zh == NULL)
+        return;
+    pthread_once(&gone_once, make_gone_key);
+    if (!gone_key_made || pthread_setspecific(gone_key, c) != 0) {
+        close_elsewhere(c, zh);
+        return;
+    }
+    /* Returns once the I/O thread is joined; this thread then completes
+     * what is queued, frees the handle and ends (thread_gone). */
+    zookeeper_close(zh);
+}
+
+static void on_close_reply(int rc, const struct Stat *stat, const void *data)
+{
+    (void) rc, (void) stat;
+    close_here((dlock__zconn *) data);
+}
+
+/* Starts closing c's handle (once) and returns at once; safe on any thread.
+ * No request of ours is sent on it any more. */
+static void begin_close(dlock__zconn *c)
+{
+    pthread_rwlock_wrlock(&c->use);
+    zhandle_t *zh = c->zh;
+    c->zh = NULL;
+    if (zh != NULL) {
+        c->close_zh = zh;
+        int zrc = zoo_aexists(zh, "/", 0, on_close_reply, c);
+        /* ZINVALIDSTATE: the session is over, and the event saying so
+         * comes (or came: then it found c->zh) on the completion thread,
+         * which closes (session_watcher) */
+        if (zrc == ZOK || zrc == ZINVALIDSTATE)
+            zh = NULL;
+        else
+            c->close_zh = NULL;
+    }
+    pthread_rwlock_unlock(&c->use);
+    if (zh != NULL)
+        close_elsewhere(c, zh);
 }
 
 void dlock__zconn_ref(dlock__zconn *c)
@@ -202,26 +306,19 @@ void dlock__zconn_ref(dlock__zconn *c)
     atomic_fetch_add(&c->refs, 1);
 }
 
-/* Drops a reference from anywhere, ZooKeeper's threads included. */
-static void unref_deferred(dlock__zconn *c)
-{
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    pthread_mutex_lock(&graveyard_mu);
-    if (ngraveyard < sizeof graveyard / sizeof graveyard[0]) {
-        graveyard[ngraveyard++] = c;
-        c = NULL;
-    }
-    pthread_mutex_unlock(&graveyard_mu);
-    if (c != NULL)
-        destroy(c); /* the graveyard is full: only ever on the caller's thread */
-}
-
+/* Drops a reference from anywhere, ZooKeeper's threads included: the last
+ * one closes the handle, and c goes once it is closed. */
 void dlock__zconn_unref(dlock__zconn *c)
 {
-    if (c != NULL)
-        unref_deferred(c);
-    reap();
+    if (c == NULL || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    begin_close(c); /* before doomed: until then nothing frees c */
+    pthread_mutex_lock(&c->mu);
+    c->doomed = 1;
+    int closed = c->closed;
+    pthread_mutex_unlock(&c->mu);
+    if (closed)
+        destroy(c);
 }
 
 /* ---------------------------------------------------------------- session */
@@ -360,12 +457,14 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         end_session(c, "the ZooKeeper session expired");
         recheck(c, NULL); /* waiters: their nodes are gone */
+        close_here(c);    /* the handle is of no use any more */
     } else if (state == ZOO_AUTH_FAILED_STATE) {
         pthread_mutex_lock(&c->mu);
         c->auth_failed = 1;
         pthread_mutex_unlock(&c->mu);
         end_session(c, "authentication failed");
         recheck(c, NULL);
+        close_here(c);
     }
 }
 
@@ -376,7 +475,7 @@ static void quiet_log(const char *message)
 
 static void free_session_data(void *data)
 {
-    unref_deferred(data);
+    dlock__zconn_unref(data);
 }
 
 static void parse_ports(dlock__zconn *c, const char *hosts)
@@ -401,7 +500,6 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     int rc;
 
     *out = NULL;
-    reap();
     if (c == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     atomic_init(&c->refs, 1);
@@ -451,9 +549,9 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
 fail:
     pthread_mutex_lock(&c->mu);
     die_locked(c, "could not connect");
+    c->closed = c->zh == NULL; /* else it is closed as the reference goes */
     pthread_mutex_unlock(&c->mu);
-    unref_deferred(c);
-    reap();
+    dlock__zconn_unref(c);
     return rc;
 }
 
@@ -504,7 +602,7 @@ static int first_round_trip(dlock__zconn *c, int64_t until)
              ? dlock__session_start(sessions, timeout_ms, sent, c, free_session_data, &s)
              : dlock__fail(DLOCK_EUNREACHABLE, "%s: the client is closing", c->label);
     if (rc != DLOCK_OK) {
-        unref_deferred(c);
+        dlock__zconn_unref(c);
         return rc;
     }
     pthread_mutex_lock(&c->mu);
@@ -590,39 +688,6 @@ int dlock__zconn_dead(dlock__zconn *c)
     return dead;
 }
 
-static void *closer_main(void *arg)
-{
-    dlock__zconn *c = arg;
-    close_handle(c);
-    dlock__zconn_unref(c);
-    return NULL;
-}
-
-/* Closes c's handle on a thread of its own (once). */
-static void close_in_background(dlock__zconn *c)
-{
-    pthread_attr_t attr;
-    pthread_t t;
-    sigset_t all, old;
-
-    pthread_mutex_lock(&c->mu);
-    int first = !c->closing;
-    c->closing = 1;
-    pthread_mutex_unlock(&c->mu);
-    if (!first)
-        return;
-    dlock__zconn_ref(c);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int err = pthread_create(&t, &attr, closer_main, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (err != 0)
-        closer_main(c); /* no thread to spare: here, then */
-}
-
 void dlock__zconn_kill(dlock__zconn *c, const char *why)
 {
     end_session(c, why);
@@ -631,8 +696,7 @@ void dlock__zconn_kill(dlock__zconn *c, const char *why)
      * nothing of the client's. */
     recheck(c, NULL);
     dlock__zconn_detach(c);
-    close_in_background(c);
-    reap();
+    begin_close(c);
 }
 
 void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us)
@@ -660,6 +724,18 @@ dlock__session *dlock__zconn_session(dlock__zconn *c)
     return s;
 }
 
+dlock__session *dlock__zconn_session_ref(dlock__zconn *c)
+{
+    /* under mu: the connection's own reference holds it until end_session
+     * takes it away, which it does under mu */
+    pthread_mutex_lock(&c->mu);
+    dlock__session *s = c->session;
+    if (s != NULL)
+        dlock__session_ref(s);
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
 int64_t dlock__zconn_id(dlock__zconn *c)
 {
     return c->id;
@@ -674,7 +750,7 @@ void dlock__zresult_clear(dlock__zresult *r)
         free(r->children[i]);
     free(r->children);
     free(r->data);
-    for (int i = 0; i < r->nops; i++)
+    for (int i = 0; r->op_paths != NULL && i < r->nops; i++)
         free(r->op_paths[i]);
     free(r->op_paths);
     free(r->op_errors);
@@ -723,7 +799,7 @@ static void req_unref(dlock__zreq *q)
     free(q->results);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
-    unref_deferred(q->conn);
+    dlock__zconn_unref(q->conn);
     free(q);
 }
 
@@ -834,21 +910,94 @@ static void on_children(int rc, const struct String_vector *v, const void *data)
     req_done(q, rc);
 }
 
+static int is_create(const zoo_op_t *op)
+{
+    return op->type == ZOO_CREATE_OP || op->type == ZOO_CREATE_CONTAINER_OP;
+}
+
+/* A create of a contender node: the uuid of its name DIR/_c_<uuid>-..., or
+ * NULL. */
+static const char *owned_uuid(const zoo_op_t *op)
+{
+    const char *slash = is_create(op) ? strrchr(op->create_op.path, '/') : NULL;
+    if (slash == NULL || strncmp(slash + 1, "_c_", 3) != 0 || strlen(slash + 4) < 36)
+        return NULL;
+    return slash + 4;
+}
+
+/* The contender nodes a transaction made nobody will own: deleted (made
+ * known), or searched for by their uuids and deleted (made or not). */
+static void multi_orphans(dlock__zreq *q, char **made)
+{
+    for (int i = 0; i < q->res.nops; i++) {
+        const char *uuid = owned_uuid(&q->ops[i]);
+        if (uuid == NULL)
+            continue;
+        if (made != NULL && made[i] != NULL) {
+            orphan_add(q->conn, made[i], NULL);
+            continue;
+        }
+        const char *path = q->ops[i].create_op.path, *slash = strrchr(path, '/');
+        char dir[1200], id[37];
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int) (slash - path), path);
+        snprintf(id, sizeof id, "%.36s", uuid);
+        orphan_add(q->conn, dir, id);
+    }
+}
+
+/* As on_created, for every contender node of the transaction: the waiter's
+ * if it takes a reply that names them all, else nobody's. */
 static void on_multi(int rc, const void *data)
 {
     dlock__zreq *q = (dlock__zreq *) data;
-    q->res.op_errors = calloc((size_t) q->res.nops, sizeof *q->res.op_errors);
-    q->res.op_paths = calloc((size_t) q->res.nops, sizeof *q->res.op_paths);
-    if (q->res.op_errors == NULL || q->res.op_paths == NULL) {
+    int n = q->res.nops;
+    int *errors = calloc((size_t) n, sizeof *errors);
+    char **made = calloc((size_t) n, sizeof *made);
+    int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+
+    if (errors == NULL || made == NULL) {
+        unknown |= rc == ZOK;
         rc = ZSYSTEMERROR;
-    } else {
-        for (int i = 0; i < q->res.nops; i++) {
-            q->res.op_errors[i] = q->results[i].err;
-            if (q->ops[i].type == ZOO_CREATE_OP && q->results[i].err == ZOK)
-                q->res.op_paths[i] = strdup(q->results[i].value);
+    }
+    for (int i = 0; errors != NULL && made != NULL && i < n; i++) {
+        errors[i] = q->results[i].err;
+        if (rc != ZOK || !is_create(&q->ops[i]))
+            continue;
+        made[i] = q->results[i].value != NULL ? strdup(q->results[i].value) : NULL;
+        if (made[i] == NULL) {
+            /* made, but which node is not known here: search for them */
+            for (int k = 0; k < i; k++) {
+                free(made[k]);
+                made[k] = NULL;
+            }
+            unknown = 1;
+            rc = ZSYSTEMERROR;
+            break;
         }
     }
-    req_done(q, rc);
+    pthread_mutex_lock(&q->mu);
+    int abandoned = q->abandoned;
+    if (!abandoned) {
+        q->res.op_errors = errors;
+        errors = NULL;
+        if (rc == ZOK) {
+            q->res.op_paths = made;
+            made = NULL;
+        }
+    }
+    q->res.rc = rc;
+    q->done = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    if (rc == ZOK && made != NULL)
+        multi_orphans(q, made); /* the waiter gave up before the reply */
+    else if (unknown)
+        multi_orphans(q, NULL);
+    for (int i = 0; made != NULL && i < n; i++)
+        free(made[i]);
+    free(made);
+    free(errors);
+    req_unref(q);
 }
 
 dlock__zreq *dlock__zreq_create(dlock__zconn *c, const char *path, const char *data, int datalen,
@@ -1056,14 +1205,15 @@ dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int 
     q->res.nops = n;
     for (int i = 0; i < n; i++) {
         q->ops[i] = ops[i];
-        if (ops[i].type == ZOO_CREATE_OP) {
+        if (is_create(&ops[i])) {
             q->ops[i].create_op.path = keep(q, ops[i].create_op.path, -1);
             q->ops[i].create_op.data = keep(q, ops[i].create_op.data, ops[i].create_op.datalen);
             q->ops[i].create_op.buflen = ops[i].create_op.buflen;
             q->ops[i].create_op.buf = malloc((size_t) ops[i].create_op.buflen);
             if (q->ops[i].create_op.buf != NULL)
                 q->strings[q->nstrings++] = q->ops[i].create_op.buf;
-            if (q->ops[i].create_op.path == NULL || q->ops[i].create_op.buf == NULL)
+            if (q->ops[i].create_op.path == NULL || q->ops[i].create_op.buf == NULL ||
+                (ops[i].create_op.data != NULL && q->ops[i].create_op.data == NULL))
                 return req_not_sent(q, ZSYSTEMERROR, rc);
             q->results[i].value = q->ops[i].create_op.buf;
             q->results[i].valuelen = q->ops[i].create_op.buflen;
@@ -1073,7 +1223,12 @@ dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int 
                 return req_not_sent(q, ZSYSTEMERROR, rc);
         }
     }
-    int zrc = start(c, zoo_amulti(ZH, n, q->ops, q->results, on_multi, q));
+    /* zoo_amulti (3.8) does not refuse a session that is over: it fails to
+     * marshal, leaking its parts */
+    int zrc = start(c, zoo_state(ZH) == ZOO_EXPIRED_SESSION_STATE ||
+                               zoo_state(ZH) == ZOO_AUTH_FAILED_STATE
+                           ? ZINVALIDSTATE
+                           : zoo_amulti(ZH, n, q->ops, q->results, on_multi, q));
     return zrc == ZOK ? q : req_not_sent(q, zrc, rc);
 }
 
@@ -1150,10 +1305,11 @@ static void orphan_add(dlock__zconn *c, const char *path, const char *uuid)
         if (o != NULL)
             free(o->path);
         free(o);
-        /* The last resort. Its handle is closed by a thread of its own, so
-         * this is safe on ZooKeeper's threads too. */
+        /* The last resort. Closing only starts here (the handle's own
+         * completion thread closes it), so this is safe on ZooKeeper's
+         * threads too. */
         end_session(c, "too many nodes of this client could not be deleted");
-        close_in_background(c);
+        begin_close(c);
         return;
     }
     orphans_kick(c);
@@ -1170,7 +1326,7 @@ static void on_orphan_deleted(int rc, const void *data)
     else
         o->busy = 0; /* the connection was lost: after the reconnect */
     pthread_mutex_unlock(&c->mu);
-    unref_deferred(c);
+    dlock__zconn_unref(c);
 }
 
 static void on_orphan_children(int rc, const struct String_vector *v, const void *data)
@@ -1197,7 +1353,7 @@ static void on_orphan_children(int rc, const struct String_vector *v, const void
         o->not_before = dlock__now_us() + SEARCH_AGAIN_US;
     }
     pthread_mutex_unlock(&c->mu);
-    unref_deferred(c);
+    dlock__zconn_unref(c);
 }
 
 /* Sends a request for every orphan that has none in flight. Safe on
@@ -1230,7 +1386,7 @@ static void orphans_kick(dlock__zconn *c)
             else
                 o->busy = 0;
             pthread_mutex_unlock(&c->mu);
-            unref_deferred(c);
+            dlock__zconn_unref(c);
             if (!dlock__zk_session_over(zrc))
                 return;
         }

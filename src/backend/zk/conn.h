@@ -11,8 +11,8 @@
  *
  * Nothing here blocks a caller past the deadline it gives: a session is
  * opened in the background and waited for (dlock__zconn_ready), and a
- * handle is closed on a thread of its own (zookeeper_close may wait seconds
- * for a server that does not answer).
+ * handle is closed by its own completion thread (zookeeper_close may wait
+ * seconds for a server that does not answer; conn.c says why there).
  *
  * A connection is alive until its session expires, its authentication
  * fails, it is not established within the connect timeout, or it is killed
@@ -53,8 +53,8 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out);
 int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us);
 
 void dlock__zconn_ref(dlock__zconn *c);
-/* Drops a reference; the last one closes the handle (never call it on a
- * ZooKeeper thread: zookeeper_close would wait for itself). */
+/* Drops a reference (from any thread, ZooKeeper's too); the last one
+ * starts closing the handle, and c is freed once it is closed. */
 void dlock__zconn_unref(dlock__zconn *c);
 
 /* Whether the session can still be used for new requests. */
@@ -72,14 +72,17 @@ void dlock__zconn_kill(dlock__zconn *c, const char *why);
 /* The client lets go of c (it closes): c no longer touches the client's
  * board or sessions, whatever its handle's threads do until it is closed. */
 void dlock__zconn_detach(dlock__zconn *c);
-/* Waits until a killed connection's handle is closed, at most until
- * deadline_us. */
+/* Waits until a killed connection's handle is closed (every callback of it
+ * has run), at most until deadline_us. */
 void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us);
 
 /* The core's session for it (the connection's reference), and the
  * ZooKeeper session id (the ephemeralOwner of its nodes). */
 dlock__session *dlock__zconn_session(dlock__zconn *c);
 int64_t dlock__zconn_id(dlock__zconn *c);
+/* A reference to the core's session for a grant, or NULL once it ended
+ * (the nodes of it are gone). */
+dlock__session *dlock__zconn_session_ref(dlock__zconn *c);
 
 /* ---------------------------------------------------------------- orphans */
 
@@ -140,7 +143,12 @@ dlock__zreq *dlock__zreq_watch(dlock__zconn *c, const char *path, const char *to
 dlock__zreq *dlock__zreq_watch_children(dlock__zconn *c, const char *path, const char *token,
                                         int *rc);
 /* Several creates and deletes as one transaction (ops and the strings they
- * point to are copied). */
+ * point to are copied). A create of a contender node (DIR/_c_<uuid>-...)
+ * is owned as dlock__zreq_create_owned's: the caller owns the nodes only
+ * when dlock__zreq_wait() returns ZOK (op_paths names them); whatever else
+ * happens, the nodes the transaction made are deleted in the background. A
+ * transaction that fails makes nothing; op_errors says which op failed
+ * (the others say ZOK or ZRUNTIMEINCONSISTENCY). */
 dlock__zreq *dlock__zreq_multi(dlock__zconn *c, int n, const zoo_op_t *ops, int *rc);
 
 /* Waits for req until deadline_us and moves its result to *out (the caller
