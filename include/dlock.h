@@ -380,9 +380,10 @@ DLOCK_API int dlock_semaphore_open(dlock_client *client, const char *name, unsig
 /*
  * Makes a handle on several mutexes at once (a multi-lock): acquiring it
  * takes all of `names` or none, within one wait budget; releasing it
- * releases them all. Names whose keys share one Redis Cluster hash slot
- * (the same hash tag, e.g. "order:{42}" and "stock:{42}") are taken in one
- * atomic step when all are free; otherwise they are taken one by one in
+ * releases them all. On a store with DLOCK_CAP_MULTI_ATOMIC (Redis: one
+ * script; ZooKeeper: one multi transaction creating every node) a
+ * multi-lock whose names are all free is taken in one atomic step;
+ * otherwise, or while the store is unreachable, they are taken one by one in
  * one canonical order (sorted names), given back if the budget runs out, so
  * two multi-locks over the same names never deadlock. Duplicate names count
  * once. flags: 0 or DLOCK_FAIR. Each member has its own fence

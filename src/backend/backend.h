@@ -222,9 +222,11 @@ struct dlock__backend {
     /* Opens a store from the URL parts it knows (marking options used; the
      * core refuses the rest). Connects lazily or at once, as it likes, but
      * starts no session before the first call that needs one. close() ends
-     * (dlock__session_end) the sessions it still holds. */
+     * (dlock__session_end) the sessions it still holds, and returns by
+     * deadline_us (what it could not say to the store by then, the store
+     * ends by itself: leases, sessions). */
     int (*open)(dlock__url *url, const dlock__host *host, dlock__store **out);
-    void (*close)(dlock__store *s);
+    void (*close)(dlock__store *s, int64_t deadline_us);
 
     /* Checks `name` for this store and prepares the lock's state. */
     int (*lock_new)(dlock__store *s, const char *name, const dlock__lock_spec *spec,

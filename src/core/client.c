@@ -158,7 +158,7 @@ int dlock_client_open(const char *text, dlock_client **out)
     if (rc != DLOCK_OK) {
         dlock__renewer_stop(&c->renewer);
         if (c->store != NULL)
-            backend->close(c->store);
+            backend->close(c->store, dlock__now_us() + c->cfg.command_timeout_ms * 1000);
         dlock__renewer_fini(&c->renewer);
         dlock__board_fini(&c->board);
         dlock__log_fini(&c->log);
@@ -181,10 +181,13 @@ void dlock_client_close(dlock_client *c)
 {
     if (c == NULL)
         return;
+    /* One command timeout in all: a renewal in flight, then the store's
+     * goodbyes, share it. */
+    int64_t deadline = dlock__now_us() + c->cfg.command_timeout_ms * 1000;
     /* Threads first: they call into the store, which may still end its
      * sessions on the renewer as it closes. */
     dlock__renewer_stop(&c->renewer);
-    c->backend->close(c->store);
+    c->backend->close(c->store, deadline);
     dlock__renewer_fini(&c->renewer);
     dlock__board_fini(&c->board);
     dlock__lq_free(c->lq);

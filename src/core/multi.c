@@ -210,7 +210,9 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         atomic_store(&l->settled, 1);
     if (rc == DLOCK_EBUSY && wait_ms == 0)
         return rc;
-    if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP)
+    /* an unreachable store is retried within the budget, one by one */
+    if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP &&
+        (rc != DLOCK_EUNREACHABLE || wait_ms == 0))
         return rc;
     int64_t deadline = wait_ms == 0  ? 0
                        : wait_ms < 0 ? DLOCK__NEVER

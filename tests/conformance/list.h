@@ -35,6 +35,8 @@
       "force-unlock hands the lock to the waiter; the holder is told and gets ELOST")              \
     X(refuses_what_it_lacks, 0,                                                                    \
       "each call a missing capability guards is ENOTSUP naming the store and capability")         \
+    X(close_bounded_when_silent, 0,                                                                \
+      "dlock_client_close on a silent store, a renewal in flight, returns in one command timeout")  \
     X(killed_holder_expires, 0,                                                                    \
       "a kill -9ed holder process's lock is free within its lease / session timeout")              \
     X(lost_when_cut, 0,                                                                            \

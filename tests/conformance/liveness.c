@@ -3,7 +3,7 @@
  * frees within its lease (or session timeout), a holder cut off from the
  * store is told before anyone else can take the lock, renewal keeps a hold
  * past many leases, fixed leases run out and can be extended, and what
- * closing a client does to the locks it left behind.
+ * closing a client does to the locks it left behind, and how long it takes.
  *
  * Timings: the lease is 1 s in these tests (2 s where a store rounds it up
  * would not change a bound); bounds are lease + a slack that covers a
@@ -18,6 +18,37 @@
 #include <unistd.h>
 
 enum { LEASE_MS = 1000, SLACK_MS = 1500 };
+
+/* ---------------------------------------------------------------- close */
+
+/* dlock_client_close on a silent store returns within one command timeout
+ * in all, while a renewal is in flight: the renewal and the store's
+ * goodbyes (etcd's lease revoke, Redis's owner record) share it. */
+void ct_close_bounded_when_silent(void)
+{
+    enum { TIMEOUT_MS = 600, CLOSE_SLACK_MS = 150 };
+    dt_proxy proxy;
+
+    dt_proxy_start(&proxy, ct->srv.port, 1); /* before any client's threads */
+    dlock_client *c = ct_client_at(proxy.ports[0], "?lease=1s&timeout=600ms&"
+                                                   "connect_timeout=600ms");
+    dlock_lock *l = ct_lock(c, CT_NAME("close"), 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    int64_t full = dlock_lock_remaining_ms(l);
+    dt_proxy_set(&proxy, 0, DT_BLACKHOLE);
+    /* renewed every third of the lease: once the validity has not grown for
+     * 400 ms, a renewal is out, waiting for its command timeout */
+    DT_WAIT_UNTIL(dlock_lock_remaining_ms(l) < full - 400, 5000);
+    dlock_lock_detach(l); /* left to its lease: only the close is timed */
+    int64_t t0 = dt_now_ms();
+    dlock_client_close(c);
+    int64_t took = dt_now_ms() - t0;
+    printf("%s: closing a client of a silent store, a renewal in flight, took %lld ms "
+           "(timeout %d ms)\n",
+           ct->kind, (long long) took, TIMEOUT_MS);
+    CHECK_INT(took, <=, TIMEOUT_MS + CLOSE_SLACK_MS);
+    dt_proxy_stop(&proxy);
+}
 
 /* ---------------------------------------------------------------- killed holder */
 

@@ -1557,13 +1557,12 @@ out:
 
 /* ---------------------------------------------------------------- the store */
 
-static void etcd_close(dlock__store *s)
+static void etcd_close(dlock__store *s, int64_t deadline)
 {
     dlock__etcd_store *e = ESTORE(s);
 
     if (e == NULL)
         return;
-    int64_t deadline = dlock__now_us() + e->timeout_ms * 1000;
     if (e->cli != NULL) {
         dlock__etcd_retry_pending(e, deadline);
         if (e->cur != NULL) {
@@ -1633,7 +1632,7 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
     if (rc == DLOCK_OK && (e->base.label = strdup(dlock__etcd_label(e->cli))) == NULL)
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (rc != DLOCK_OK) {
-        etcd_close(&e->base);
+        etcd_close(&e->base, dlock__now_us());
         return rc;
     }
     *out = &e->base;

@@ -118,7 +118,7 @@ int dlock__redis_owner_due(rbackend *b, int64_t lease_ms, dlock__owner_write *w)
 void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *reply);
 /* At close: deletes the record unless a hold of this client was left in
  * the store (detach), whose holder it still names. */
-void dlock__redis_owner_forget(rbackend *b);
+void dlock__redis_owner_forget(rbackend *b, int64_t deadline_us);
 int dlock__redis_holders(dlock__store *s, dlock__store_lock *l, dlock__holder_sink sink, void *arg,
                          int64_t deadline);
 int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,

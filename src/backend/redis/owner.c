@@ -69,7 +69,7 @@ void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *rep
     atomic_store(&b->owner_writing, 0);
 }
 
-void dlock__redis_owner_forget(rbackend *b)
+void dlock__redis_owner_forget(rbackend *b, int64_t deadline)
 {
     if (atomic_load(&b->owner_until_us) == 0 || atomic_load(&b->owner_kept))
         return;
@@ -80,10 +80,11 @@ void dlock__redis_owner_forget(rbackend *b)
     dlock__saved_error saved;
     int64_t bound_ms =
         b->cfg.command_timeout_ms < FORGET_MS ? b->cfg.command_timeout_ms : FORGET_MS;
+    int64_t until = dlock__now_us() + bound_ms * 1000;
 
     /* best effort, briefly: a record left behind ends by itself */
     dlock__save_error(&saved);
-    if (dlock__rconn_call(b->pool[0], 1, &cmd, dlock__now_us() + bound_ms * 1000, &r) == DLOCK_OK)
+    if (dlock__rconn_call(b->pool[0], 1, &cmd, until < deadline ? until : deadline, &r) == DLOCK_OK)
         freeReplyObject(r);
     dlock__restore_error(&saved);
 }

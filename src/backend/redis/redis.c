@@ -277,13 +277,13 @@ static enum dlock__wake wait_wake(dlock__store *store, dlock__store_lock *sl, dl
 
 /* ---------------------------------------------------------------- client */
 
-static void close_backend(dlock__store *store)
+static void close_backend(dlock__store *store, int64_t deadline)
 {
     rbackend *b = RBACKEND(store);
 
     if (b == NULL)
         return;
-    dlock__redis_owner_forget(b);
+    dlock__redis_owner_forget(b, deadline);
     dlock__rsub_free(b->sub);
     dlock__rstream_free(b->stream);
     for (size_t i = 0; i < b->npool; i++)
@@ -430,7 +430,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     *out = &b->base;
     return DLOCK_OK;
 fail:
-    close_backend(&b->base);
+    close_backend(&b->base, dlock__now_us());
     return rc;
 }
 

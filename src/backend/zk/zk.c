@@ -2045,7 +2045,7 @@ static void zk_lock_free(dlock__store *s, dlock__store_lock *sl)
 
 /* ---------------------------------------------------------------- the store */
 
-static void zk_close(dlock__store *s)
+static void zk_close(dlock__store *s, int64_t deadline)
 {
     zstore *z = ZSTORE(s);
 
@@ -2057,7 +2057,8 @@ static void zk_close(dlock__store *s)
          * command timeout in all, which a renewal in flight may have used
          * (a server that does not answer keeps zookeeper_close 1.5 s). */
         dlock__zconn_kill(z->conn, "the client closed");
-        dlock__zconn_wait_closed(z->conn, dlock__now_us() + z->timeout_ms * 100);
+        int64_t moment = dlock__now_us() + z->timeout_ms * 100;
+        dlock__zconn_wait_closed(z->conn, moment < deadline ? moment : deadline);
         dlock__zconn_unref(z->conn);
     }
     while (z->rw_holds != NULL) {
@@ -2150,7 +2151,7 @@ static int zk_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
     if (rc != DLOCK_OK) {
-        zk_close(&z->base);
+        zk_close(&z->base, dlock__now_us());
         return rc;
     }
     z->cfg = (dlock__zconn_cfg){.hosts = z->hosts,
