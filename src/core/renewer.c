@@ -289,6 +289,8 @@ static int sleep_until(dlock__renewer *r, dlock__renewer_thread *t, int64_t next
 
 /* ---------------------------------------------------------------- the watchdog */
 
+static void queue_lost_session(dlock__renewer *r, dlock__session *s);
+
 /* With the session's shard locked: the session's validity ran out. Its
  * holds follow on their own (their validity is bounded by it); the store is
  * asked to end it by the renewal thread. */
@@ -302,6 +304,14 @@ static void lose_session_locked(dlock__renewer *r, dlock__lease *e, reports *out
                 (long long) ((now - e->last_ok_us) / 1000), error[0] ? " (" : "", error,
                 error[0] ? ")" : "");
     atomic_store(&s->ended, 1); /* after its why: readers of `ended` read the why */
+    queue_lost_session(r, s);
+}
+
+/* The store is asked to end s (backend session_lost) by the renewal
+ * thread: a session lost here must not live on in the store, holding its
+ * locks from everyone while nobody holds them. */
+static void queue_lost_session(dlock__renewer *r, dlock__session *s)
+{
     pthread_mutex_lock(&r->mu);
     if (r->nlost == r->lost_cap) {
         size_t cap = r->lost_cap ? r->lost_cap * 2 : 8;
@@ -523,6 +533,7 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
         if (e->kind == DLOCK__RENEW_SESSION) {
             lose_locked(e, out, "the store ended the session");
             atomic_store(&e->session->ended, 1); /* after its why */
+            queue_lost_session(r, e->session);   /* ended there for sure */
             note_event(r, &r->watchdog, now);    /* its holds go too */
         } else {
             lose_locked(e, out,

@@ -824,6 +824,28 @@ static int bench_memory(const bench_opts *o)
 
 /* ---------------------------------------------------------------- main */
 
+/* Before any workload: one try on a probe lock, so that a store that is
+ * down or refuses us is a clear error at once, not a wait forever. */
+static int probe_store(const char *url)
+{
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    int rc = dlock_client_open(url, &c);
+    if (rc == DLOCK_OK)
+        rc = dlock_lock_open(c, "bench:probe", 0, &l);
+    if (rc == DLOCK_OK)
+        rc = dlock_try_acquire(l);
+    if (rc == DLOCK_OK)
+        rc = dlock_release(l);
+    else if (rc == DLOCK_EBUSY)
+        rc = DLOCK_OK; /* reached: someone else benches too */
+    if (rc != DLOCK_OK)
+        rc = fail_rc(rc, "store");
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const struct option options[] = {
@@ -939,6 +961,9 @@ int cmd_bench(int argc, char **argv)
     }
     o.url = cli_url(url_flag);
     o.hot_threads = threads_given ? o.threads : 1;
+    int probe = probe_store(o.url);
+    if (probe != 0)
+        return probe;
     if (strcmp(o.workload, "seq") == 0)
         return bench_threads(&o, 1, "seq");
     if (strcmp(o.workload, "par") == 0)
