@@ -25,10 +25,12 @@
  * does; `test_ensemble TEST` one test; DT_LOG=1 shows the clients' logs. */
 #define _GNU_SOURCE
 #include "../support/harness.h"
+#include "../support/server_kind.h" /* dt__tcp_connect */
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct store {
     const char *kind;
@@ -40,14 +42,16 @@ typedef struct store {
     /* The longest the remaining members may take to agree on a new
      * leader after losing theirs (twice what runs here take, loaded). */
     int64_t election_ms;
+    const char *server_args; /* for every member (NULL: none) */
 } store;
 
 /* ZooKeeper (ticks of 200 ms): followers leave a silent leader after
  * syncLimit (5 ticks), then a round of votes (finalizeWait 200 ms) and the
  * new leader's sync. etcd (election timeout 500 ms): randomized in
  * [500, 1000) ms, then a vote. */
-static const store zookeeper = {"zookeeper", "?session_timeout=2s&timeout=1s", 2000, 8000};
-static const store etcd = {"etcd", "?lease=2s&timeout=500ms", 2000, 5000};
+static const store zookeeper = {"zookeeper", "?session_timeout=2s&timeout=1s", 2000, 8000,
+                                "4lw.commands.whitelist=*"};
+static const store etcd = {"etcd", "?lease=2s&timeout=500ms", 2000, 5000, NULL};
 
 static int64_t t_start;
 
@@ -66,8 +70,10 @@ static dlock_client *client_at(const char *url, const char *options, const char 
     snprintf(full, sizeof full, "%s%s", url, options);
     CHECK_RC(dlock_client_open(full, &c), DLOCK_OK);
     const char *log = getenv("DT_LOG");
-    if (log != NULL && strcmp(log, "1") == 0)
-        CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_INFO, log_line, (void *) role), DLOCK_OK);
+    if (log != NULL && (strcmp(log, "1") == 0 || strcmp(log, "debug") == 0))
+        CHECK_RC(dlock_client_set_log(c, log[0] == '1' ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG, log_line,
+                                      (void *) role),
+                 DLOCK_OK);
     return c;
 }
 
@@ -179,6 +185,54 @@ static int wait_leader(dt_ensemble *e, int not, int answering, int64_t ms, dlock
     }
 }
 
+/* A ZooKeeper four-letter command's answer from member i ("" if none). */
+static const char *four_letters(const dt_ensemble *e, int i, const char *cmd)
+{
+    static char buf[16384];
+    size_t used = 0;
+    ssize_t n;
+    buf[0] = '\0';
+    int fd = dt__tcp_connect(e->members[i].port, 1000);
+    if (fd < 0)
+        return buf;
+    if (write(fd, cmd, 4) == 4) {
+        while (used + 1 < sizeof buf && (n = read(fd, buf + used, sizeof buf - 1 - used)) > 0)
+            used += (size_t) n;
+    }
+    buf[used] = '\0';
+    close(fd);
+    return buf;
+}
+
+/* Waits until the waiter's call returns, at most until `until`; if it
+ * does not, says what the store has (a fresh client's dlock_query, and
+ * ZooKeeper's sessions and connections on each member) before failing:
+ * e.g. the lock still held in a session whose client reported it lost,
+ * and a connection of that session still pinging ("cons"). */
+static void wait_granted(const dt_ensemble *e, const store *st, waiter *w, int64_t until)
+{
+    while (!atomic_load(&w->done)) {
+        if (dt_now_ms() > until) {
+            dlock_status qs = {0};
+            dlock_client *c = client_at(e->url, st->options, "query");
+            int rc = dlock_query(c, "leader", 0, &qs);
+            for (int i = 0; strcmp(st->kind, "zookeeper") == 0 && i < e->n; i++) {
+                if (e->members[i].pid <= 0 || e->members[i].paused)
+                    continue;
+                fprintf(stderr, "member %d srvr:\n%s", i, four_letters(e, i, "srvr"));
+                fprintf(stderr, "member %d dump:\n%s", i, four_letters(e, i, "dump"));
+                fprintf(stderr, "member %d cons:\n%s", i, four_letters(e, i, "cons"));
+            }
+            dt_fail(__FILE__, __LINE__,
+                    "the waiter (token %s) still waits; the store says (%s): held %d by %s, %u "
+                    "waiters, last fence %llu",
+                    dlock_lock_token(w->lock), dlock_strerror(rc), qs.held, qs.owner, qs.waiters,
+                    (unsigned long long) qs.last_fence);
+        }
+        dt_sleep_ms(5);
+    }
+}
+
 /* ---------------------------------------------------------------- the leader lost */
 
 enum {
@@ -206,13 +260,13 @@ static dlock_client *client_of_member(const dt_ensemble *e, int i, const store *
 static void leader_lost(const store *st, unsigned how)
 {
     dt_ensemble e;
-    lost_box box = {0};
+    lost_box box = {0}, wbox = {0};
     resource res = {PTHREAD_MUTEX_INITIALIZER, 0};
     waiter ww;
     int old;
 
     t_start = dt_now_ms();
-    dt_ensemble_start(&e, st->kind, 3, NULL);
+    dt_ensemble_start(&e, st->kind, 3, st->server_args, NULL);
     int64_t started = dt_now_ms() - t_start;
     old = wait_leader(&e, -1, 3, st->election_ms, NULL, NULL, 0);
     dlock_client *ch = (how & STRANDED) ? client_of_member(&e, old, st, "holder")
@@ -220,6 +274,7 @@ static void leader_lost(const store *st, unsigned how)
     dlock_client *cw = client_at(e.url, st->options, "waiter");
     dlock_lock *h = lock_of(ch, "leader"), *w = lock_of(cw, "leader");
     dlock_lock_on_lost(h, on_lost, &box);
+    dlock_lock_on_lost(w, on_lost, &wbox);
     CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(h);
     CHECK(holder_writes(h, &res, fence));
@@ -258,6 +313,7 @@ static void leader_lost(const store *st, unsigned how)
         dt_sleep_ms(20);
     }
     int64_t decided = dt_now_ms() - t0, freed_at;
+    const char *outcome = verdict == DLOCK_OK ? "kept its lock" : "lost its lock";
     if (how & STRANDED)
         CHECK_RC(verdict, DLOCK_ELOST);
     if (verdict == DLOCK_OK) {
@@ -271,10 +327,13 @@ static void leader_lost(const store *st, unsigned how)
         freed_at = dt_now_ms();
         int rc = dlock_release(h);
         /* lost between the verification and the release: told, too */
-        if (rc == DLOCK_ELOST)
+        if (rc == DLOCK_ELOST) {
             CHECK(atomic_load(&box.lost));
-        else
+            freed_at = atomic_load(&box.at_ms);
+            outcome = "kept its lock, then lost it before its release";
+        } else {
             CHECK_RC(rc, DLOCK_OK);
+        }
     } else {
         /* Lost: told through on_lost, and by the next call. */
         DT_WAIT_UNTIL(atomic_load(&box.lost), 1000);
@@ -282,7 +341,7 @@ static void leader_lost(const store *st, unsigned how)
         CHECK_RC(dlock_lock_check(h), DLOCK_ELOST);
         CHECK_RC(dlock_release(h), DLOCK_ELOST);
     }
-    DT_WAIT_UNTIL(atomic_load(&ww.done), bound + 1000);
+    wait_granted(&e, st, &ww, t0 + bound + 1000);
     pthread_join(ww.thread, NULL);
     CHECK_RC(ww.rc, DLOCK_OK);
     CHECK(ww.fence > fence);
@@ -303,9 +362,22 @@ static void leader_lost(const store *st, unsigned how)
     int64_t back = dt_now_ms() - t1;
     dlock_client *co = client_of_member(&e, old, st, "old");
     dlock_lock *o = lock_of(co, "leader");
-    CHECK_RC(dlock_try_acquire(o), DLOCK_EBUSY);
-    CHECK_RC(dlock_release(w), DLOCK_OK);
-    CHECK_RC(dlock_acquire(o, 5000), DLOCK_OK);
+    /* The waiter went through the change too: it may have lost its hold
+     * since (told, as the holder), or hold it still (its write accepted). */
+    int took = dlock_try_acquire(o);
+    if (took == DLOCK_OK) {
+        CHECK(atomic_load(&wbox.lost));
+        CHECK_RC(dlock_release(w), DLOCK_ELOST);
+    } else {
+        CHECK_RC(took, DLOCK_EBUSY);
+        holder_writes(w, &res, ww.fence);
+        int rc = dlock_release(w);
+        if (rc != DLOCK_OK) {
+            CHECK_RC(rc, DLOCK_ELOST);
+            CHECK(atomic_load(&wbox.lost));
+        }
+        CHECK_RC(dlock_acquire(o, 5000), DLOCK_OK);
+    }
     CHECK(dlock_lock_fence(o) > ww.fence);
     CHECK(fenced_write(&res, dlock_lock_fence(o)));
     CHECK_RC(dlock_release(o), DLOCK_OK);
@@ -319,8 +391,8 @@ static void leader_lost(const store *st, unsigned how)
            "ms\n",
            st->kind, old, (how & PAUSE) ? "paused" : "killed",
            (how & STRANDED) ? " with the holder" : "", (long long) started, leader,
-           (long long) elected, verdict == DLOCK_OK ? "kept its lock" : "lost its lock",
-           (long long) decided, (long long) (atomic_load(&ww.at_ms) - freed_at), (long long) back);
+           (long long) elected, outcome, (long long) decided,
+           (long long) (atomic_load(&ww.at_ms) - freed_at), (long long) back);
     dlock_lock_free(h);
     dlock_lock_free(w);
     dlock_lock_free(o);

@@ -20,6 +20,7 @@
 #include "server_kind.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,7 +87,13 @@ static void zk_argv(const dt_server *s, const char **argv, char bufs[][256])
     argv[argc++] = "-XX:-UsePerfData";
     argv[argc++] = "-Dzookeeper.admin.enableServer=false";
     argv[argc++] = "-Dzookeeper.jmx.log4j.disable=true";
-    argv[argc++] = "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn";
+    /* DT_ZK_LOG_LEVEL=info (or debug) to see what the servers did */
+    const char *level = getenv("DT_ZK_LOG_LEVEL");
+    snprintf(bufs[2], 256, "-Dorg.slf4j.simpleLogger.defaultLogLevel=%s",
+             level != NULL && level[0] != '\0' ? level : "warn");
+    argv[argc++] = bufs[2];
+    argv[argc++] = "-Dorg.slf4j.simpleLogger.showDateTime=true";
+    argv[argc++] = "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS";
     argv[argc++] = "-cp";
     argv[argc++] = bufs[0];
     argv[argc++] = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
