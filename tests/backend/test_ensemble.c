@@ -317,16 +317,17 @@ static void leader_lost(const store *st, unsigned how)
     if (how & STRANDED)
         CHECK_RC(verdict, DLOCK_ELOST);
     if (verdict == DLOCK_OK) {
-        /* Kept: the waiter cannot have been granted, and the holder's
-         * fenced write still goes through. */
-        CHECK(holder_writes(h, &res, fence));
-        CHECK(!atomic_load(&box.lost));
-        if (atomic_load(&ww.done))
+        /* Kept, the store said: the holder's fenced write goes through
+         * while it believes it holds, and the waiter is not granted before
+         * a release or a loss. Verifying lengthens nothing, so the hold
+         * may still lapse here (its session's keepalives failed): then it
+         * is told. */
+        holder_writes(h, &res, fence);
+        if (atomic_load(&ww.done) && !atomic_load(&box.lost))
             dt_fail(__FILE__, __LINE__, "the waiter returned %d (%s) while the holder holds", ww.rc,
                     dlock_strerror(ww.rc));
         freed_at = dt_now_ms();
         int rc = dlock_release(h);
-        /* lost between the verification and the release: told, too */
         if (rc == DLOCK_ELOST) {
             CHECK(atomic_load(&box.lost));
             freed_at = atomic_load(&box.at_ms);
