@@ -144,7 +144,8 @@ static int reap_nohang(dt_server *s)
     return 0;
 }
 
-static void launch(dt_server *s)
+/* Forks and execs the server; returns at once. */
+static void spawn(dt_server *s)
 {
     const char *argv[64];
     char bufs[16][256];
@@ -181,44 +182,88 @@ static void launch(dt_server *s)
     }
     s->paused = 0;
     dt_track_pid(s->pid);
+}
 
-    int64_t until = dt_now_ms() + s->kind->start_timeout_ms;
+/* Waits until a spawned server answers, at most until `until`. */
+static void wait_answers(dt_server *s, int64_t until)
+{
     while (!s->kind->answers(s)) {
         if (reap_nohang(s))
-            dt_fail(__FILE__, __LINE__, "%s exited at start (port %d, log %s)", s->kind->name,
-                    s->port, log);
+            dt_fail(__FILE__, __LINE__, "%s exited at start (port %d, log %s/server.log)",
+                    s->kind->name, s->port, s->dir);
         if (dt_now_ms() > until)
-            dt_fail(__FILE__, __LINE__, "%s on port %d did not answer in %d ms (log %s)",
-                    s->kind->name, s->port, s->kind->start_timeout_ms, log);
+            dt_fail(__FILE__, __LINE__, "%s on port %d did not answer in %d ms (log %s/server.log)",
+                    s->kind->name, s->port, s->kind->start_timeout_ms, s->dir);
         dt_sleep_ms(10);
+    }
+}
+
+static void launch(dt_server *s)
+{
+    spawn(s);
+    wait_answers(s, dt_now_ms() + s->kind->start_timeout_ms);
+}
+
+/* Ports handed out to one server or ensemble: dt_free_port() may give a
+ * port twice, since it releases what it found. */
+typedef struct port_set {
+    int n;
+    int ports[3 * DT_ENSEMBLE_MAX];
+} port_set;
+
+static int new_port(port_set *ps)
+{
+    int p, again;
+    do {
+        p = dt_free_port();
+        again = 0;
+        for (int i = 0; i < ps->n; i++)
+            again |= ps->ports[i] == p;
+    } while (again);
+    ps->ports[ps->n++] = p;
+    return p;
+}
+
+/* Fills s (kind, temp dir, ports, URL) for a server not started yet. */
+static void prepare(dt_server *s, const char *kind, unsigned flags, const dt_ensemble *e,
+                    int member, port_set *ports)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = find_kind(kind);
+    if (s->kind == NULL)
+        dt_fail(__FILE__, __LINE__, "no server kind '%s'", kind);
+    s->flags = flags;
+    s->ensemble = e;
+    s->member = member;
+    dt_make_temp_dir(s->dir, sizeof s->dir);
+    s->port = new_port(ports);
+    int extra = e != NULL ? s->kind->ensemble_ports : s->kind->needs_peer_port;
+    if (extra >= 1)
+        s->peer_port = new_port(ports);
+    if (extra >= 2)
+        s->election_port = new_port(ports);
+    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", s->kind->scheme, s->port);
+}
+
+static void add_args(dt_server *s, va_list ap)
+{
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        if (s->nargs == DT_SERVER_MAX_ARGS)
+            dt_fail(__FILE__, __LINE__, "more than %d server arguments", DT_SERVER_MAX_ARGS);
+        snprintf(s->args[s->nargs++], sizeof s->args[0], "%s", a);
     }
 }
 
 void dt_server_start(dt_server *s, const char *kind, unsigned flags, ...)
 {
     va_list ap;
-    const char *a;
+    port_set ports = {0};
 
-    memset(s, 0, sizeof *s);
-    s->kind = find_kind(kind);
-    if (s->kind == NULL)
-        dt_fail(__FILE__, __LINE__, "no server kind '%s'", kind);
-    s->flags = flags;
+    prepare(s, kind, flags, NULL, 0, &ports);
     va_start(ap, flags);
-    while ((a = va_arg(ap, const char *)) != NULL) {
-        if (s->nargs == DT_SERVER_MAX_ARGS)
-            dt_fail(__FILE__, __LINE__, "more than %d server arguments", DT_SERVER_MAX_ARGS);
-        snprintf(s->args[s->nargs++], sizeof s->args[0], "%s", a);
-    }
+    add_args(s, ap);
     va_end(ap);
-    dt_make_temp_dir(s->dir, sizeof s->dir);
-    s->port = dt_free_port();
-    if (s->kind->needs_peer_port) {
-        do
-            s->peer_port = dt_free_port();
-        while (s->peer_port == s->port);
-    }
-    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", s->kind->scheme, s->port);
     launch(s);
 }
 
@@ -306,6 +351,119 @@ int dt_server_answers(const dt_server *s)
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len)
 {
     snprintf(buf, len, "%s://127.0.0.1:%d", s->kind->scheme, port);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- ensembles */
+
+/* Every member is prepared (ports for all of them known) before any is
+ * started, since each one's configuration names the others; and every
+ * one is started before any is waited for, since none answers without a
+ * quorum. */
+void dt_ensemble_start(dt_ensemble *e, const char *kind, int n, ...)
+{
+    va_list ap;
+    port_set ports = {0};
+    size_t used;
+
+    memset(e, 0, sizeof *e);
+    if (n < 1 || n > DT_ENSEMBLE_MAX)
+        dt_fail(__FILE__, __LINE__, "an ensemble of %d servers (1 to %d)", n, DT_ENSEMBLE_MAX);
+    e->n = n;
+    for (int i = 0; i < n; i++) {
+        dt_server *s = &e->members[i];
+        prepare(s, kind, 0, e, i, &ports);
+        if (s->kind->ensemble_ports == 0 || s->kind->leads == NULL)
+            dt_fail(__FILE__, __LINE__, "%s servers do not form ensembles here", s->kind->name);
+        va_start(ap, n);
+        add_args(s, ap);
+        va_end(ap);
+    }
+    used = (size_t) snprintf(e->url, sizeof e->url, "%s://", e->members[0].kind->scheme);
+    for (int i = 0; i < n && used < sizeof e->url; i++)
+        used += (size_t) snprintf(e->url + used, sizeof e->url - used, "%s127.0.0.1:%d",
+                                  i > 0 ? "," : "", e->members[i].port);
+    for (int i = 0; i < n; i++)
+        spawn(&e->members[i]);
+    int64_t until = dt_now_ms() + e->members[0].kind->start_timeout_ms;
+    for (int i = 0; i < n; i++)
+        wait_answers(&e->members[i], until);
+}
+
+void dt_ensemble_stop(dt_ensemble *e)
+{
+    for (int i = 0; i < e->n; i++)
+        dt_server_stop(&e->members[i]);
+}
+
+int dt_ensemble_leader(const dt_ensemble *e)
+{
+    int leader = -1, seen = 0;
+    for (int i = 0; i < e->n; i++) {
+        const dt_server *s = &e->members[i];
+        if (s->pid > 0 && !s->paused && s->kind->leads(s)) {
+            leader = i;
+            seen++;
+        }
+    }
+    return seen == 1 ? leader : -1;
+}
+
+int dt_ensemble_answering(const dt_ensemble *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->n; i++)
+        n += dt_server_answers(&e->members[i]);
+    return n;
+}
+
+static dt_server *member(dt_ensemble *e, int i)
+{
+    if (i < 0 || i >= e->n)
+        dt_fail(__FILE__, __LINE__, "no member %d in an ensemble of %d", i, e->n);
+    return &e->members[i];
+}
+
+void dt_ensemble_kill(dt_ensemble *e, int i)
+{
+    dt_server_kill(member(e, i));
+}
+
+void dt_ensemble_stop_member(dt_ensemble *e, int i)
+{
+    dt_server_stop(member(e, i));
+}
+
+void dt_ensemble_pause(dt_ensemble *e, int i)
+{
+    dt_server_pause(member(e, i));
+}
+
+void dt_ensemble_resume(dt_ensemble *e, int i)
+{
+    dt_server_resume(member(e, i));
+}
+
+void dt_ensemble_restart(dt_ensemble *e, int i, unsigned how)
+{
+    dt_server *s = member(e, i);
+    if (how & DT_WIPE)
+        dt_fail(__FILE__, __LINE__, "an ensemble member restarts with its data (no DT_WIPE)");
+    if (how & DT_KILL)
+        dt_server_kill(s);
+    else
+        stop(s, 1);
+    dt_server_start_again(s, 0);
+}
+
+const char *dt_ensemble_url_from(const dt_ensemble *e, int first, char *buf, size_t len)
+{
+    size_t used = (size_t) snprintf(buf, len, "%s://", e->members[0].kind->scheme);
+    for (int k = 0; k < e->n && used < len; k++) {
+        int i = (first + k) % e->n;
+        used += (size_t) snprintf(buf + used, len - used, "%s127.0.0.1:%d", k > 0 ? "," : "",
+                                  e->members[i].port);
+    }
     return buf;
 }
 

@@ -14,7 +14,11 @@
  * PR_SET_PDEATHSIG in the server, and an atexit kill by pid. PDEATHSIG
  * follows the *thread* that forked the server: start, restart and stop
  * servers from a thread that outlives them (the main thread). Processes
- * forked by the test (workers) never stop the servers when they exit. */
+ * forked by the test (workers) never stop the servers when they exit.
+ *
+ * A dt_ensemble (below) is several servers of one kind forming one
+ * replicated store (a ZooKeeper ensemble, an etcd cluster); each member is
+ * a dt_server like any other. */
 #ifndef DLOCK_TEST_SERVER_H
 #define DLOCK_TEST_SERVER_H
 
@@ -23,19 +27,25 @@
 #include <sys/types.h>
 
 typedef struct dt_server_kind dt_server_kind;
+typedef struct dt_ensemble dt_ensemble;
 
 #define DT_SERVER_MAX_ARGS 16
 
 typedef struct dt_server {
     const dt_server_kind *kind;
-    pid_t pid;      /* 0 when not running */
-    int port;       /* client port on 127.0.0.1 */
-    int peer_port;  /* a second port the kind needs (etcd's peer port), else 0 */
-    unsigned flags; /* DT_PERSIST... as given to dt_server_start() */
-    int paused;     /* stopped with SIGSTOP */
-    int restarts;   /* times restarted */
-    char dir[128];  /* temp dir: data, config and log (server.log) */
-    char url[160];  /* the store's URL: redis://127.0.0.1:PORT, zk://..., etcd://... */
+    pid_t pid;         /* 0 when not running */
+    int port;          /* client port on 127.0.0.1 */
+    int peer_port;     /* a second port the kind needs (etcd's peer port, ZooKeeper's
+                          quorum port in an ensemble), else 0 */
+    int election_port; /* a third (ZooKeeper's leader election port in an ensemble), else 0 */
+    unsigned flags;    /* DT_PERSIST... as given to dt_server_start() */
+    int paused;        /* stopped with SIGSTOP */
+    int restarts;      /* times restarted */
+    char dir[128];     /* temp dir: data, config and log (server.log) */
+    char url[160];     /* the store's URL: redis://127.0.0.1:PORT, zk://..., etcd://... */
+    /* The ensemble it is a member of, and its index there; NULL and 0 alone. */
+    const dt_ensemble *ensemble;
+    int member;
     /* Extra command-line arguments given at start, kept for restarts. */
     int nargs;
     char args[DT_SERVER_MAX_ARGS][128];
@@ -127,6 +137,51 @@ const char *dt_server_cli(const dt_server *s, const char *fmt, ...)
 
 /* The kinds this harness knows (NULL-terminated), e.g. for a self-test. */
 const char *const *dt_server_kinds(void);
+
+/* ---------------------------------------------------------------- ensembles */
+
+#define DT_ENSEMBLE_MAX 5
+
+/* n servers of one kind forming one store: ZooKeeper (server.N lines,
+ * myid files) or etcd (--initial-cluster). Every member is a dt_server in
+ * its own temp dir with its own ports, so the one-server calls work on
+ * &e->members[i] too; the calls below add what only an ensemble has. A
+ * member points back to its ensemble: do not copy a started dt_ensemble. */
+struct dt_ensemble {
+    int n;
+    dt_server members[DT_ENSEMBLE_MAX];
+    char url[512]; /* every member's client address: zk://h:p1,h:p2,h:p3, etcd://... */
+};
+
+/* Starts n (at most DT_ENSEMBLE_MAX) servers of `kind` as one ensemble and
+ * waits until every member answers (which needs a quorum, so all are
+ * started before any is waited for). Extra server arguments
+ * (NULL-terminated) go to every member. Aborts the test if it cannot, or
+ * if the kind has no ensembles (redis). */
+void dt_ensemble_start(dt_ensemble *e, const char *kind, int n, ...);
+/* Stops every member cleanly. */
+void dt_ensemble_stop(dt_ensemble *e);
+/* The index of the member that says it leads now (ZooKeeper "srvr": Mode:
+ * leader; etcd: its endpoint status names itself as leader), asking only
+ * members running and not paused; -1 when none or more than one does. */
+int dt_ensemble_leader(const dt_ensemble *e);
+/* How many members answer now (a ZooKeeper member answers only while it
+ * serves, an etcd member only while a quorum lets it read). */
+int dt_ensemble_answering(const dt_ensemble *e);
+/* One member: kill -9, stop cleanly, SIGSTOP, SIGCONT (as the dt_server
+ * calls). */
+void dt_ensemble_kill(dt_ensemble *e, int i);
+void dt_ensemble_stop_member(dt_ensemble *e, int i);
+void dt_ensemble_pause(dt_ensemble *e, int i);
+void dt_ensemble_resume(dt_ensemble *e, int i);
+/* Starts a stopped or killed member again (DT_KILL: kills it first if it
+ * runs), with its data: it rejoins the ensemble and catches up. Returns
+ * once it answers, which needs a quorum. DT_WIPE is refused: an etcd
+ * member that lost its data must be removed and added again. */
+void dt_ensemble_restart(dt_ensemble *e, int i, unsigned how);
+/* The ensemble's URL with member `first` listed first and the others in
+ * order (a client tries its first endpoint first). */
+const char *dt_ensemble_url_from(const dt_ensemble *e, int first, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- Redis (old API) */
 

@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* server_etcd.c - the "etcd" server kind: a single-member etcd 3.4 with its
  * own client and peer ports and its data dir in the temp dir. Checked and
- * driven with etcdctl (the v3 API), never a hand-written HTTP client. */
+ * driven with etcdctl (the v3 API), never a hand-written HTTP client.
+ *
+ * A member of an ensemble is member n<index+1> of a cluster named in
+ * --initial-cluster, with the first member's client port as its token (so
+ * two clusters of one test never join each other). It ticks twice as
+ * slowly as a single member: three members on two busy cores must not
+ * lose a leader to a late heartbeat, which would move the leader behind a
+ * test's back. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "server_kind.h"
@@ -14,14 +21,24 @@
 static void etcd_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
     int argc = 0;
+    const dt_ensemble *e = s->ensemble;
     snprintf(bufs[0], 256, "%s/data", s->dir);
     snprintf(bufs[1], 256, "http://127.0.0.1:%d", s->port);
     snprintf(bufs[2], 256, "http://127.0.0.1:%d", s->peer_port);
-    snprintf(bufs[3], 256, "n1=http://127.0.0.1:%d", s->peer_port);
-    snprintf(bufs[4], 256, "t%d", s->port);
+    snprintf(bufs[4], 256, "t%d", e != NULL ? e->members[0].port : s->port);
+    snprintf(bufs[5], 256, "n%d", s->member + 1);
+    if (e == NULL) {
+        snprintf(bufs[3], 256, "n1=http://127.0.0.1:%d", s->peer_port);
+    } else {
+        size_t used = 0;
+        bufs[3][0] = '\0';
+        for (int i = 0; i < e->n && used < 256; i++)
+            used += (size_t) snprintf(bufs[3] + used, 256 - used, "%sn%d=http://127.0.0.1:%d",
+                                      i > 0 ? "," : "", i + 1, e->members[i].peer_port);
+    }
     argv[argc++] = "etcd";
     argv[argc++] = "--name";
-    argv[argc++] = "n1";
+    argv[argc++] = bufs[5];
     argv[argc++] = "--data-dir";
     argv[argc++] = bufs[0];
     argv[argc++] = "--listen-client-urls";
@@ -43,9 +60,9 @@ static void etcd_argv(const dt_server *s, const char **argv, char bufs[][256])
     /* A single member still waits one election timeout after a start or
      * restart before it leads and answers: keep that short. */
     argv[argc++] = "--heartbeat-interval";
-    argv[argc++] = "25";
+    argv[argc++] = e != NULL ? "50" : "25";
     argv[argc++] = "--election-timeout";
-    argv[argc++] = "250";
+    argv[argc++] = e != NULL ? "500" : "250";
     argv[argc++] = "--logger";
     argv[argc++] = "zap";
     argv[argc++] = "--log-level";
@@ -94,6 +111,19 @@ static int etcd_answers(const dt_server *s)
         return 0;
     close(fd);
     return etcdctl(s, 3000, "endpoint", "health", NULL, NULL) == 0;
+}
+
+/* Whether the member's own status names it as the leader. */
+static int etcd_leads(const dt_server *s)
+{
+    const char *out =
+        dt_server_cli(s, "endpoint status -w fields --dial-timeout=300ms --command-timeout=1s "
+                         "2>/dev/null");
+    const char *id = strstr(out, "\"MemberID\" : "), *leader = strstr(out, "\"Leader\" : ");
+    if (id == NULL || leader == NULL)
+        return 0;
+    unsigned long long me = strtoull(id + 13, NULL, 10), lead = strtoull(leader + 11, NULL, 10);
+    return me != 0 && me == lead;
 }
 
 static void etcd_wipe(const dt_server *s)
@@ -153,6 +183,7 @@ const dt_server_kind dt__etcd_kind = {
     .name = "etcd",
     .scheme = "etcd",
     .needs_peer_port = 1,
+    .ensemble_ports = 1,
     .durable = 1,
     .start_timeout_ms = 20000,
     .lease_unit_ms = 1000,
@@ -160,6 +191,7 @@ const dt_server_kind dt__etcd_kind = {
     .argv = etcd_argv,
     .env = etcd_env,
     .answers = etcd_answers,
+    .leads = etcd_leads,
     .wipe = etcd_wipe,
     .cli_prefix = etcd_cli_prefix,
     .ops = etcd_ops,

@@ -22,6 +22,10 @@ struct dt_server_kind {
     const char *name;   /* "redis" */
     const char *scheme; /* URL scheme: "redis" */
     int needs_peer_port;
+    /* Ports a member of an ensemble needs besides its client port (1:
+     * peer_port; 2: peer_port and election_port); 0: the kind has no
+     * ensembles. */
+    int ensemble_ports;
     int durable; /* keeps acknowledged writes across a kill -9 without DT_PERSIST */
     int start_timeout_ms;
     /* How a lease asked of the server may outlive its time there: rounded
@@ -31,12 +35,16 @@ struct dt_server_kind {
     int lease_unit_ms;
     int expiry_lag_ms;
     /* Writes config files to s->dir if needed and fills argv (NULL-terminated,
-     * at most 63 entries; strings may point into bufs). */
+     * at most 63 entries; strings may point into bufs). A member of an
+     * ensemble (s->ensemble set) names every member's ports. Called at each
+     * start and restart. */
     void (*argv)(const dt_server *s, const char **argv, char bufs[][256]);
     /* Extra environment for the server (NULL-terminated "K=V" list) or NULL. */
     const char *const *(*env)(const dt_server *s);
     /* 1 if the server answers now. */
     int (*answers)(const dt_server *s);
+    /* Ensembles: 1 if this member says it leads now (it runs, unpaused). */
+    int (*leads)(const dt_server *s);
     /* Removes the server's data from s->dir (config and logs stay). */
     void (*wipe)(const dt_server *s);
     /* Optional: asks a running server to stop cleanly, keeping its data or
