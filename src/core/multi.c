@@ -127,8 +127,10 @@ static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
 }
 
 /* All members in one step, if the store can: DLOCK_OK, DLOCK_EBUSY (not
- * now), or DLOCK_ENOTSUP (take them one by one). */
-static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
+ * now), or DLOCK_ENOTSUP (take them one by one). Part of a wait ending at
+ * deadline (0: none), its request ends no later than half a command
+ * timeout after it, as a single lock's (acquire.c, request_deadline). */
+static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t deadline)
 {
     dlock_client *c = l->client;
     dlock__store_lock **sls;
@@ -153,10 +155,12 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
         sls[i] = l->members[i]->sl;
         sessions[i] = NULL;
     }
-    int64_t sent = dlock__now_us();
-    rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms,
-                                  sent + c->cfg.command_timeout_ms * 1000, fences, sessions, &busy,
-                                  &ttl);
+    int64_t sent = dlock__now_us(), timeout = c->cfg.command_timeout_ms * 1000;
+    int64_t until = sent + timeout;
+    if (deadline != 0 && deadline != DLOCK__NEVER && deadline + timeout / 2 < until)
+        until = deadline + timeout / 2;
+    rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms, until, fences,
+                                  sessions, &busy, &ttl);
     for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
         rc =
             dlock__lock_start_holding(l->members[i], fences[i], sessions[i], lease_ms, renew, sent);
@@ -165,14 +169,14 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew)
             /* held here: [0, i); taken in the store but not held: [i, n) */
             dlock__saved_error saved;
             dlock__save_error(&saved);
-            int64_t deadline = dlock__lock_op_deadline(l); /* one bound for all */
+            int64_t bound = dlock__lock_op_deadline(l); /* one for all */
             for (size_t j = i; j < l->nmembers; j++) {
                 c->backend->release(c->store, l->members[j]->sl, l->token,
-                                    share_of(deadline, l->nmembers - j + i));
+                                    share_of(bound, l->nmembers - j + i));
                 dlock__session_unref(sessions[j]);
             }
             dlock__restore_error(&saved);
-            roll_back(l, i, deadline);
+            roll_back(l, i, bound);
             if (rc == DLOCK_ELOST)
                 rc = DLOCK_EBUSY; /* its lease could be over already: not now */
         }
@@ -205,7 +209,11 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         l->holds++;
         return DLOCK_OK;
     }
-    rc = take_at_once(l, lease_ms, renew);
+    /* one budget, the one-step try included */
+    int64_t deadline = wait_ms == 0  ? 0
+                       : wait_ms < 0 ? DLOCK__NEVER
+                                     : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+    rc = take_at_once(l, lease_ms, renew, deadline);
     if (rc == DLOCK_OK)
         atomic_store(&l->settled, 1);
     if (rc == DLOCK_EBUSY && wait_ms == 0)
@@ -214,9 +222,11 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP &&
         (rc != DLOCK_EUNREACHABLE || wait_ms == 0))
         return rc;
-    int64_t deadline = wait_ms == 0  ? 0
-                       : wait_ms < 0 ? DLOCK__NEVER
-                                     : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
+    if ((rc == DLOCK_EUNREACHABLE || rc == DLOCK_ENOTSUP) && deadline != 0 &&
+        deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
+        return dlock__fail_context(DLOCK_EUNREACHABLE,
+                                   "multi-lock '%s': no answer to its one-step try within the wait",
+                                   l->name);
     while (rc != DLOCK_OK) {
         for (size_t i = 0; i < l->nmembers; i++) {
             if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
