@@ -8,7 +8,7 @@
  * session or lease may survive it or not. What must hold either way:
  *  - the holder keeps its lock (the store confirms it, dlock_lock_check
  *    says so, and a write fenced with its token is still accepted by the
- *    resource) or it is told it lost it (on_lost, DLOCK_ELOST), before the
+ *    resource) or it is told it lost it (dt_on_lost, DLOCK_ELOST), before the
  *    waiter is granted;
  *  - whenever the holder believes it holds, the resource accepts its
  *    write: the waiter writes as soon as it is granted, with its larger
@@ -105,23 +105,6 @@ static int fenced_write(resource *r, uint64_t fence)
         r->highest = fence;
     pthread_mutex_unlock(&r->mu);
     return ok;
-}
-
-/* Loss reports. */
-typedef struct lost_box {
-    atomic_int lost;
-    atomic_llong at_ms;
-    char why[256];
-} lost_box;
-
-static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
-{
-    lost_box *b = arg;
-    (void) l;
-    CHECK_INT(code, ==, DLOCK_ELOST);
-    snprintf(b->why, sizeof b->why, "%s", why);
-    atomic_store(&b->at_ms, dt_now_ms());
-    atomic_store(&b->lost, 1);
 }
 
 /* An acquisition on a thread of its own that writes to the resource as
@@ -260,7 +243,7 @@ static dlock_client *client_of_member(const dt_ensemble *e, int i, const store *
 static void leader_lost(const store *st, unsigned how)
 {
     dt_ensemble e;
-    lost_box box = {0}, wbox = {0};
+    dt_lost_box box = {0}, wbox = {0};
     resource res = {PTHREAD_MUTEX_INITIALIZER, 0};
     waiter ww;
     int old;
@@ -273,8 +256,8 @@ static void leader_lost(const store *st, unsigned how)
                                         : client_at(e.url, st->options, "holder");
     dlock_client *cw = client_at(e.url, st->options, "waiter");
     dlock_lock *h = lock_of(ch, "leader"), *w = lock_of(cw, "leader");
-    dlock_lock_on_lost(h, on_lost, &box);
-    dlock_lock_on_lost(w, on_lost, &wbox);
+    dlock_lock_on_lost(h, dt_on_lost, &box);
+    dlock_lock_on_lost(w, dt_on_lost, &wbox);
     CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(h);
     CHECK(holder_writes(h, &res, fence));
@@ -336,7 +319,7 @@ static void leader_lost(const store *st, unsigned how)
             CHECK_RC(rc, DLOCK_OK);
         }
     } else {
-        /* Lost: told through on_lost, and by the next call. */
+        /* Lost: told through dt_on_lost, and by the next call. */
         DT_WAIT_UNTIL(atomic_load(&box.lost), 1000);
         freed_at = atomic_load(&box.at_ms);
         CHECK_RC(dlock_lock_check(h), DLOCK_ELOST);

@@ -145,21 +145,6 @@ static int lease_count(void)
     return n;
 }
 
-/* Loss reports. */
-typedef struct lost_box {
-    atomic_int lost;
-    char why[256];
-} lost_box;
-
-static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
-{
-    lost_box *b = arg;
-    (void) l;
-    CHECK_INT(code, ==, DLOCK_ELOST);
-    snprintf(b->why, sizeof b->why, "%s", why);
-    atomic_store(&b->lost, 1);
-}
-
 /* An acquisition on a thread of its own. */
 typedef struct waiter {
     pthread_t thread;
@@ -633,11 +618,11 @@ static void lease_gone_while_waiting(void)
  * reported lost; the next acquisition starts a new session. */
 static void session_revoked(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client("?lease=3s");
     dlock_lock *l = lock_of(c, "rv", 0);
-    dlock_lock_on_lost(l, on_lost, &box);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     uint64_t first = dlock_lock_fence(l);
     kv kvs[2];
@@ -661,11 +646,11 @@ static void session_revoked(void)
  * check (a third of the lease). */
 static void key_deleted(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client("?lease=3s");
     dlock_lock *l = lock_of(c, "kd", 0);
-    dlock_lock_on_lost(l, on_lost, &box);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     kv kvs[2];
     CHECK_INT(keys_under("kd/", kvs, 2), ==, 1);
@@ -681,11 +666,11 @@ static void key_deleted(void)
  * lock, the holder is told. dlock_query names the holder and its fence. */
 static void query_and_force_unlock(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client("?lease=3s"), *cb = client(NULL);
     dlock_lock *a = lock_of(ca, "fu", 0), *b = lock_of(cb, "fu", 0);
-    dlock_lock_on_lost(a, on_lost, &box);
+    dlock_lock_on_lost(a, dt_on_lost, &box);
     dlock_status st = query(cb, "fu", 0);
     CHECK(!st.held);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
@@ -721,8 +706,8 @@ static void restart_within_lease(void)
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client("?lease=8s&timeout=1s"), *cb = client("?lease=8s&timeout=1s");
     dlock_lock *a = lock_of(ca, "rs", 0), *b = lock_of(cb, "rs", 0);
-    lost_box box = {0};
-    dlock_lock_on_lost(a, on_lost, &box);
+    dt_lost_box box = {0};
+    dlock_lock_on_lost(a, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     waiter w;
     wait_async(&w, b, 60000);
@@ -752,8 +737,8 @@ static void outage_longer_than_lease(void)
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client("?lease=2s&timeout=500ms"), *cb = client("?lease=2s&timeout=500ms");
     dlock_lock *a = lock_of(ca, "out", 0), *b = lock_of(cb, "out", 0);
-    lost_box box = {0};
-    dlock_lock_on_lost(a, on_lost, &box);
+    dt_lost_box box = {0};
+    dlock_lock_on_lost(a, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     waiter w;
     wait_async(&w, b, 60000);
@@ -783,11 +768,11 @@ static void frozen_holder(void)
     pid_t child = fork();
     CHECK(child >= 0);
     if (child == 0) {
-        lost_box box = {0};
+        dt_lost_box box = {0};
         char line[64];
         dlock_client *c = client("?lease=1s");
         dlock_lock *l = lock_of(c, "frozen", 0);
-        dlock_lock_on_lost(l, on_lost, &box);
+        dlock_lock_on_lost(l, dt_on_lost, &box);
         if (dlock_acquire(l, 0) != DLOCK_OK)
             _exit(2);
         int n = snprintf(line, sizeof line, "%" PRIu64 "\n", dlock_lock_fence(l));
@@ -829,7 +814,7 @@ static void blackholed_holder(void)
 {
     dt_proxy p;
     char url[200];
-    lost_box box = {0};
+    dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dt_proxy_start(&p, srv.port, 1);
     dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
@@ -838,7 +823,7 @@ static void blackholed_holder(void)
     CHECK_RC(dlock_client_open(url, &cp), DLOCK_OK);
     dlock_client *cd = client(NULL);
     dlock_lock *a = lock_of(cp, "bh", 0), *b = lock_of(cd, "bh", 0);
-    dlock_lock_on_lost(a, on_lost, &box);
+    dlock_lock_on_lost(a, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     dt_proxy_set(&p, -1, DT_BLACKHOLE);
     DT_WAIT_UNTIL(atomic_load(&box.lost), 5000);
@@ -996,11 +981,11 @@ static void refused_delete_stays_pending(void)
  * keeps its create revision (the fence); dlock_keepalive keeps it alive. */
 static void fixed_lease(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
     dlock_lock *l = lock_of(c, "fx", 0), *l2 = lock_of(c2, "fx", 0);
-    dlock_lock_on_lost(l, on_lost, &box);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire_for(l, 0, 1500), DLOCK_OK);
     kv kvs[2];
     CHECK_INT(keys_under("fx/", kvs, 2), ==, 1);

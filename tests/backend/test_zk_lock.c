@@ -206,23 +206,6 @@ static int watchers_of(const char *path)
     return n;
 }
 
-/* Loss reports. */
-typedef struct lost_box {
-    atomic_int lost;
-    atomic_llong at_ms;
-    char why[256];
-} lost_box;
-
-static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
-{
-    lost_box *b = arg;
-    (void) l;
-    CHECK_INT(code, ==, DLOCK_ELOST);
-    snprintf(b->why, sizeof b->why, "%s", why);
-    atomic_store(&b->at_ms, dt_now_ms());
-    atomic_store(&b->lost, 1);
-}
-
 /* An acquisition on a thread of its own. */
 typedef struct waiter {
     pthread_t thread;
@@ -457,12 +440,12 @@ static void waiter_gives_up(void)
 /* ---------------------------------------------------------------- liveness */
 
 /* A holder whose connection is blackholed for longer than its session:
- * on_lost comes within the session timeout, before the server expires
+ * dt_on_lost comes within the session timeout, before the server expires
  * the session and the waiter is granted; the holder's next call says
  * DLOCK_ELOST; once healed, it takes the lock again in a new session. */
 static void cut_holder(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
     dt_proxy p;
     char url[256];
 
@@ -471,7 +454,7 @@ static void cut_holder(void)
     dt_server_url_at(&srv, p.ports[0], url, sizeof url);
     dlock_client *ch = client_at(url, "?session_timeout=2s"), *cw = client(NULL);
     dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
-    dlock_lock_on_lost(h, on_lost, &box);
+    dlock_lock_on_lost(h, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(h);
     waiter ww;
@@ -544,12 +527,12 @@ static void killed_holder(void)
  * the lock held); fences go on growing. */
 static void restart_keeps_holds(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=30s"), *c2 = client("?session_timeout=30s");
     dlock_lock *l = lock_of(c, "rs", 0), *l2 = lock_of(c2, "rs", 0);
-    dlock_lock_on_lost(l, on_lost, &box);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     dt_server_restart(&srv, 0);
@@ -590,12 +573,12 @@ static void restart_keeps_holds(void)
  * (their time part), as long as the rebuild took longer than a few ms. */
 static void wipe_loses_holds(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=3s");
     dlock_lock *l = lock_of(c, "wp", 0);
-    dlock_lock_on_lost(l, on_lost, &box);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
     /* many writes first, so the zxids before the wipe are the larger */
     for (int i = 0; i < 50; i++) {
         CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
@@ -625,7 +608,7 @@ static void wipe_loses_holds(void)
  * operator deleting the holder's node: the holder is told. */
 static void container_vanishes(void)
 {
-    lost_box box = {0};
+    dt_lost_box box = {0};
     char names[4][128], path[256];
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
@@ -647,7 +630,7 @@ static void container_vanishes(void)
     CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
 
     /* the holder's node deleted by an operator */
-    dlock_lock_on_lost(l, on_lost, &box);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_INT(children("/dlock/deep/er/x", names, 4), ==, 1);
     snprintf(path, sizeof path, "/dlock/deep/er/x/%s", names[0]);
     CHECK_INT(zoo_delete(zh, path, -1), ==, ZOK);
@@ -982,8 +965,8 @@ static void semaphore_layout(void)
     CHECK(strstr(dlock_errmsg(), "3 permits") != NULL);
     CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
     /* force-unlock frees every permit; the holder is told */
-    lost_box box = {0};
-    dlock_lock_on_lost(b, on_lost, &box);
+    dt_lost_box box = {0};
+    dlock_lock_on_lost(b, dt_on_lost, &box);
     CHECK_RC(dlock_force_unlock(c, "pool", DLOCK_SEMAPHORE), DLOCK_OK);
     CHECK_INT(count_children("/dlock/pool/leases"), ==, 0);
     DT_WAIT_UNTIL(atomic_load(&box.lost), 15000);

@@ -49,6 +49,16 @@ int64_t dt_now_ms(void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void dt_on_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    dt_lost_box *b = arg;
+    (void) l;
+    CHECK_RC(code, DLOCK_ELOST);
+    snprintf(b->why, sizeof b->why, "%s", why);
+    atomic_store(&b->at_ms, dt_now_ms());
+    atomic_store(&b->lost, 1);
+}
+
 void dt_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000};

@@ -14,6 +14,7 @@
 #include "proxy.h"
 #include "server.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,15 @@ int64_t dt_now_ms(void);
         }                                                                                          \
     } while (0)
 void dt_sleep_ms(int ms);
+
+/* Loss reports: dt_on_lost, given to dlock_lock_on_lost with a dt_lost_box,
+ * checks the code is DLOCK_ELOST and records why and when. */
+typedef struct dt_lost_box {
+    atomic_int lost;
+    atomic_llong at_ms; /* dt_now_ms() of the report */
+    char why[256];
+} dt_lost_box;
+void dt_on_lost(dlock_lock *l, int code, const char *why, void *arg);
 
 /* Path of a built program (bin/dlock, test helpers) from the DT_BIN_DIR
  * environment variable or the build's default. */

@@ -191,6 +191,14 @@ static int get_conn(zstore *z, int64_t deadline, dlock__zconn **out)
     return DLOCK_OK;
 }
 
+/* The opening of a call: *deadline capped at one command timeout, then
+ * the session (a reference in *out), waited for until then. */
+static int open_call(zstore *z, int64_t *deadline, dlock__zconn **out)
+{
+    *deadline = deadline_of(z, *deadline);
+    return get_conn(z, *deadline, out);
+}
+
 /* A grant found the session over (it ended after the call began): its
  * nodes are gone; the next call opens a new one. */
 static int session_ended(const zstore *z)
@@ -834,9 +842,9 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
     zstore *z = ZSTORE(s);
     zlock *l = ZLOCK(sl);
-    int64_t deadline = deadline_of(z, a->deadline_us);
+    int64_t deadline = a->deadline_us;
     dlock__zconn *c = NULL;
-    int rc = get_conn(z, deadline, &c);
+    int rc = open_call(z, &deadline, &c);
 
     if (rc != DLOCK_OK)
         return rc;
@@ -1625,8 +1633,7 @@ static int zk_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
 
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    deadline = deadline_of(z, deadline);
-    rc = get_conn(z, deadline, &c);
+    rc = open_call(z, &deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
     rc = read_holders(z, l, c, deadline, &h);
@@ -1679,8 +1686,7 @@ static int zk_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     holding h;
     int rc;
 
-    deadline = deadline_of(z, deadline);
-    rc = get_conn(z, deadline, &c);
+    rc = open_call(z, &deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
     rc = read_holders(z, l, c, deadline, &h);
@@ -1715,8 +1721,7 @@ static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     dlock__zresult r;
     int rc;
 
-    deadline = deadline_of(z, deadline);
-    rc = get_conn(z, deadline, &c);
+    rc = open_call(z, &deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
     /* a semaphore's holders are every lease node */
