@@ -126,11 +126,22 @@ static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
     dlock__restore_error(&saved);
 }
 
-/* All members in one step, if the store can: DLOCK_OK, DLOCK_EBUSY (not
- * now), or DLOCK_ENOTSUP (take them one by one). Part of a wait ending at
- * deadline (0: none), its request ends no later than half a command
- * timeout after it, as a single lock's (acquire.c, request_deadline). */
-static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t deadline)
+/* When the one-step try's request ends: within one command timeout, and,
+ * part of a wait ending at deadline (0: a try), no later than half a
+ * command timeout after it, as a single lock's (acquire.c,
+ * request_deadline). */
+static int64_t one_step_until(const dlock_lock *l, int64_t sent, int64_t deadline)
+{
+    int64_t timeout = l->client->cfg.command_timeout_ms * 1000;
+    int64_t until = sent + timeout;
+    if (deadline != 0 && deadline != DLOCK__NEVER && deadline + timeout / 2 < until)
+        until = deadline + timeout / 2;
+    return until;
+}
+
+/* All members in one step, if the store can, the request ending at until:
+ * DLOCK_OK, DLOCK_EBUSY (not now), or DLOCK_ENOTSUP (take them one by one). */
+static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t until)
 {
     dlock_client *c = l->client;
     dlock__store_lock **sls;
@@ -155,10 +166,7 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t dead
         sls[i] = l->members[i]->sl;
         sessions[i] = NULL;
     }
-    int64_t sent = dlock__now_us(), timeout = c->cfg.command_timeout_ms * 1000;
-    int64_t until = sent + timeout;
-    if (deadline != 0 && deadline != DLOCK__NEVER && deadline + timeout / 2 < until)
-        until = deadline + timeout / 2;
+    int64_t sent = dlock__now_us();
     rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms, until, fences,
                                   sessions, &busy, &ttl);
     for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
@@ -213,7 +221,8 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     int64_t deadline = wait_ms == 0  ? 0
                        : wait_ms < 0 ? DLOCK__NEVER
                                      : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
-    rc = take_at_once(l, lease_ms, renew, deadline);
+    int64_t until = one_step_until(l, dlock__now_us(), deadline);
+    rc = take_at_once(l, lease_ms, renew, until);
     if (rc == DLOCK_OK)
         atomic_store(&l->settled, 1);
     if (rc == DLOCK_EBUSY && wait_ms == 0)
@@ -222,11 +231,14 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP &&
         (rc != DLOCK_EUNREACHABLE || wait_ms == 0))
         return rc;
-    if ((rc == DLOCK_EUNREACHABLE || rc == DLOCK_ENOTSUP) && deadline != 0 &&
-        deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
+    /* ... unless the try used up the time: the budget of a wait, or the one
+     * command timeout of a try (which the members' tries would take again) */
+    int64_t spent = deadline == 0 ? until - l->client->cfg.command_timeout_ms * 250 : deadline;
+    if ((rc == DLOCK_EUNREACHABLE || rc == DLOCK_ENOTSUP) && deadline != DLOCK__NEVER &&
+        dlock__now_us() >= spent)
         return dlock__fail_context(DLOCK_EUNREACHABLE,
-                                   "multi-lock '%s': no answer to its one-step try within the wait",
-                                   l->name);
+                                   "multi-lock '%s': no answer to its one-step try within %s",
+                                   l->name, deadline == 0 ? "the command timeout" : "the wait");
     while (rc != DLOCK_OK) {
         for (size_t i = 0; i < l->nmembers; i++) {
             if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline)

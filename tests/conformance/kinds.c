@@ -319,7 +319,8 @@ void ct_multi_all_or_nothing(void)
  * command timeout in all, however many members it has: each release gets a
  * share of the bound, not the whole of it (a member not released in time
  * ends with its lease). Both when the holder releases, and when a wait
- * runs out and the members taken so far are given back. */
+ * runs out and the members taken so far are given back. A try of a silent
+ * store ends within one command timeout. */
 enum { MULTI_MEMBERS = 8, MULTI_TIMEOUT_MS = 300, MULTI_SLACK_MS = 300 };
 
 static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128])
@@ -338,7 +339,7 @@ static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128]
 
 void ct_multi_bounded_when_silent(void)
 {
-    char held[MULTI_MEMBERS][128], waited[MULTI_MEMBERS][128];
+    char held[MULTI_MEMBERS][128], waited[MULTI_MEMBERS][128], tried[MULTI_MEMBERS][128];
     dt_proxy proxy;
     ct_waiter w;
 
@@ -386,6 +387,26 @@ void ct_multi_bounded_when_silent(void)
     dt_proxy_set(&proxy, 0, DT_PASS);
     CHECK_RC(dlock_release(busy), DLOCK_OK);
     dlock_lock_free(busy);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+
+    /* a try while the store is silent: one command timeout in all, the
+     * store's one-step try and the members' tries together, not one each */
+    c = ct_client_at(proxy.ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
+    m = multi_of(c, "t", tried);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK); /* the session and the paths made */
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dt_proxy_set(&proxy, 0, DT_BLACKHOLE);
+    t0 = dt_now_ms();
+    rc = dlock_try_acquire(m);
+    took = dt_now_ms() - t0;
+    printf("%s: a try of %d members of a silent store took %lld ms (%s)\n", ct->kind, MULTI_MEMBERS,
+           (long long) took, dlock_strerror(rc));
+    CHECK(rc != DLOCK_OK);
+    CHECK_INT(took, <=, 2 * MULTI_TIMEOUT_MS - 50);
+    CHECK_INT(dlock_lock_holds(m), ==, 0);
+
+    dt_proxy_set(&proxy, 0, DT_PASS);
     dlock_lock_free(m);
     dlock_client_close(c);
     dlock_client_close(other);

@@ -599,6 +599,7 @@ static void rebuild(checker *c)
                     a->rc = e->rc == 1     ? (a->wait_ms == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT)
                             : e->rc == 69  ? DLOCK_EUNREACHABLE
                             : e->rc == 70  ? DLOCK_ESERVER
+                            : e->rc == 75  ? DLOCK_ELOST /* judged with the runs */
                             : e->rc >= 128 ? DLOCK_ECANCELED
                                            : -2;
                 } else {
@@ -1234,6 +1235,14 @@ typedef struct span {
     int lock, key, take, shared;
 } span;
 
+/* How long the server may keep a grant of `lease` ms after its last
+ * renewal (etcd rounds leases up to whole seconds and scans for expired
+ * ones twice a second). */
+static int64_t server_lease(const checker *c, int64_t lease)
+{
+    return c->cfg->server != NULL ? dt_server_lease_bound_ms(c->cfg->server, lease) : lease;
+}
+
 /* A store whose grants live as long as a session (ZooKeeper, etcd) restores
  * its sessions when it is started again with its data, and gives each a
  * fresh timeout from then (ZooKeeper's session tracker on loading; etcd's
@@ -1248,6 +1257,14 @@ static int64_t restored_until(const checker *c, int64_t from, int64_t until, int
         return until;
     for (size_t i = 0; i < c->nwin; i++) {
         const window *w = &c->win[i];
+        if (w->kind == NEM_PAUSE_SERVER) {
+            /* a stopped server ends nothing: what falls due while it is
+             * stopped ends once it goes on (its next expiry round) */
+            int64_t lag = server_lease(c, 0) * NS + c->slack;
+            if (until >= w->t0 && until < w->t1 + lag)
+                until = w->t1 + lag;
+            continue;
+        }
         if (w->kind != NEM_KILL_SERVER && w->kind != NEM_RESTART_SERVER)
             continue;
         if (w->t0 - c->slack > until || w->t1 < from || w->t1 + lease * NS <= until)
@@ -1345,14 +1362,6 @@ static int token_get(const token_map *m, const char *token)
         j = (j + 1) % m->cap;
     }
     return -1;
-}
-
-/* How long the server may keep a grant of `lease` ms after its last
- * renewal (etcd rounds leases up to whole seconds and scans for expired
- * ones twice a second). */
-static int64_t server_lease(const checker *c, int64_t lease)
-{
-    return c->cfg->server != NULL ? dt_server_lease_bound_ms(c->cfg->server, lease) : lease;
 }
 
 static int by_from(const void *a, const void *b)
