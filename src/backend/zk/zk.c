@@ -408,19 +408,37 @@ static void node_data(const zstore *z, const char *first, char *buf, size_t len)
     snprintf(buf, len, "%s\n%s", first, z->base.host.cfg->owner_info);
 }
 
+/* Lets go of a request whose answer is not wanted (its completion frees it). */
+static void discard(dlock__zreq *q)
+{
+    dlock__zresult r;
+    if (q != NULL) {
+        dlock__zreq_wait(q, 0, &r);
+        dlock__zresult_clear(&r);
+    }
+}
+
 /* Makes an EPHEMERAL_SEQUENTIAL child of dir named "_c_<fresh uuid>-<marker>"
  * holding data: its full path in *out (the caller's) and its fence. A node
  * made whose reply the caller does not get (no reply in time, the
  * connection lost) is deleted in the background (dlock__zreq_create_owned):
- * the next attempt makes a fresh one. */
+ * the next attempt makes a fresh one.
+ *
+ * With listing not NULL, a list of dir's children goes out right behind the
+ * create, in the same round trip: ZooKeeper runs a session's requests in
+ * the order they were sent, so it sees the node made. *listing is that
+ * request, to be waited for, once the create succeeded (NULL if it could
+ * not be sent). */
 static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
                         enum dlock__zk_marker marker, const char *data, int64_t deadline,
-                        char **out, uint64_t *fence)
+                        char **out, uint64_t *fence, dlock__zreq **listing)
 {
     char prefix[96], path[PATH_MAX_LEN];
     dlock__zresult r;
 
     *out = NULL;
+    if (listing != NULL)
+        *listing = NULL;
     if (dlock__zk_uuid(l->uuid) != 0)
         return dlock__fail(DLOCK_ENOMEM, "no randomness for a node name");
     dlock__zk_node_prefix(prefix, sizeof prefix, l->uuid, marker);
@@ -428,15 +446,21 @@ static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
     for (int tries = 0; tries < 3; tries++) {
         int zrc = ZOK;
         dlock__zreq *q = dlock__zreq_create_owned(c, path, data, (int) strlen(data), &zrc);
+        int lrc = ZOK;
+        dlock__zreq *list =
+            q != NULL && listing != NULL ? dlock__zreq_children(c, dir, &lrc) : NULL;
         zrc = run(q, zrc, deadline, &r);
         if (zrc == ZOK) {
             *out = r.path;
             *fence = fence_of(&r.stat);
             r.path = NULL;
             dlock__zresult_clear(&r);
+            if (listing != NULL)
+                *listing = list;
             return DLOCK_OK;
         }
         dlock__zresult_clear(&r);
+        discard(list);
         if (zrc == ZNONODE) {
             /* the lock's path (or a parent) is missing: containers are
              * reaped once empty, also between making them and this */
@@ -604,7 +628,7 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
             if (adm == NULL) {
                 /* queue for admission */
                 rc = create_child(z, l, c, l->locks_path, DLOCK__ZK_LOCK, admission, deadline,
-                                  &made, &fence);
+                                  &made, &fence, NULL);
                 if (rc != DLOCK_OK)
                     return rc;
                 dlock__zconn_ref(c);
@@ -661,7 +685,7 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
             /* admitted: our lease nodes, all of them in this admission */
             while (nleases < take) {
                 rc = create_child(z, l, c, l->leases_path, DLOCK__ZK_LEASE, data, deadline, &made,
-                                  &fence);
+                                  &fence, NULL);
                 if (rc != DLOCK_OK)
                     return rc;
                 pthread_mutex_lock(&l->mu);
@@ -859,6 +883,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                          "for itself (release the read lock first; upgrades are refused)");
         goto out;
     }
+    dlock__zreq *listing = NULL; /* the children, asked for right behind our create */
     for (int round = 0; round < 8; round++) {
         pthread_mutex_lock(&l->mu);
         int stale = l->node != NULL && l->conn != c;
@@ -875,7 +900,8 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             uint64_t fence = 0;
             char data[NODE_DATA_MAX];
             node_data(z, a->token, data, sizeof data);
-            rc = create_child(z, l, c, l->path, marker_of(l), data, deadline, &made, &fence);
+            rc = create_child(z, l, c, l->path, marker_of(l), data, deadline, &made, &fence,
+                              &listing);
             if (rc != DLOCK_OK)
                 goto out;
             dlock__zconn_ref(c);
@@ -883,7 +909,10 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             continue;
         }
         dlock__zresult r;
-        int zrc = zk_children(c, l->path, deadline, &r);
+        int listed_early = listing != NULL;
+        int zrc = listed_early ? dlock__zreq_wait(listing, deadline, &r)
+                               : zk_children(c, l->path, deadline, &r);
+        listing = NULL;
         if (zrc != ZOK && zrc != ZNONODE) {
             dlock__zresult_clear(&r);
             free(node);
@@ -893,6 +922,12 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         rank(l, r.children, r.nchildren);
         const char *ahead = NULL;
         int me = standing(z, l, r.children, r.nchildren, strrchr(node, '/') + 1, a->token, &ahead);
+        if (me < 0 && listed_early) {
+            /* not in the listing sent behind its create: not trusted, list again */
+            dlock__zresult_clear(&r);
+            free(node);
+            continue;
+        }
         if (me < 0) {
             /* our node is gone (removed by an operator): make another */
             dlock__zresult_clear(&r);
@@ -956,6 +991,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     }
     rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: the lock's nodes keep changing under us", z->label);
 out:
+    discard(listing);
     if (rc != DLOCK_OK && !a->wait) {
         /* a try that failed half way leaves nothing behind (no cancel
          * follows a try) */
