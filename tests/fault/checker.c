@@ -1274,6 +1274,26 @@ static int64_t restored_until(const checker *c, int64_t from, int64_t until, int
     return until;
 }
 
+/* The last heal, in [t0, t1], of a blackhole on actor's link (0: none):
+ * the bytes it held back reach the server then, late (tests/support/proxy.h),
+ * and a keep-alive among them renews a session or lease from then. */
+static int64_t last_blackhole_heal(const checker *c, int actor, int64_t t0, int64_t t1)
+{
+    const actor_info *a = &c->actors[actor];
+    int64_t last = 0;
+    for (size_t i = 0; i < c->nwin; i++) {
+        const window *w = &c->win[i];
+        if (w->kind != NEM_PARTITION || strncmp(w->what, "blackhole", 9) != 0)
+            continue;
+        if (w->t0 - c->slack > t1 || w->t1 < t0)
+            continue;
+        if ((w->scope == W_ALL || (w->scope == W_LINK && (w->link < 0 || w->link == a->link))) &&
+            w->t1 > last)
+            last = w->t1;
+    }
+    return last;
+}
+
 static int64_t hold_until(const checker *c, const hold *h, int64_t lease)
 {
     int64_t until;
@@ -1294,6 +1314,12 @@ static int64_t hold_until(const checker *c, const hold *h, int64_t lease)
     if (h->rel_rc == DLOCK_EUNREACHABLE || h->rel_rc == DLOCK_ESERVER ||
         h->rel_rc == DLOCK_ETIMEDOUT)
         until += lease * NS;
+    if (h->end != END_RELEASE || h->run || h->rel_rc != DLOCK_OK) {
+        /* not confirmed gone: the holder's last words may come late */
+        int64_t heal = last_blackhole_heal(c, h->actor, h->t_end, until);
+        if (heal > 0 && heal + lease * NS > until)
+            until = heal + lease * NS;
+    }
     if (frozen(c, h->pid, h->sup_pid, h->t_ok, c->t_end))
         until = c->t_end;
     return restored_until(c, h->t_inv, until, lease);
