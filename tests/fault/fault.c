@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +146,12 @@ static pid_t spawn(int role, int idx)
     if (pid != 0)
         return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* a worker that crashes leaves a core (where kernel.core_pattern says) */
+    struct rlimit core;
+    if (getrlimit(RLIMIT_CORE, &core) == 0 && core.rlim_cur != core.rlim_max) {
+        core.rlim_cur = core.rlim_max;
+        setrlimit(RLIMIT_CORE, &core);
+    }
     if (role == 2)
         wl_monitor(shm, &cfg);
     /* library workers and runners take the variants in turn */
