@@ -868,6 +868,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     zlock *l = ZLOCK(sl);
     int64_t deadline = a->deadline_us;
     dlock__zconn *c = NULL;
+    dlock__zreq *listing = NULL; /* the children, asked for right behind our create */
     int rc = open_call(z, &deadline, &c);
 
     if (rc != DLOCK_OK)
@@ -883,7 +884,6 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                          "for itself (release the read lock first; upgrades are refused)");
         goto out;
     }
-    dlock__zreq *listing = NULL; /* the children, asked for right behind our create */
     for (int round = 0; round < 8; round++) {
         pthread_mutex_lock(&l->mu);
         int stale = l->node != NULL && l->conn != c;
