@@ -126,22 +126,6 @@ static int busy_error(const dlock_lock *l, int64_t ttl_ms)
     return dlock__fail(DLOCK_EBUSY, "lock '%s' %s", l->name, what);
 }
 
-/* The bound of one request made during a wait that ends at `deadline` (0:
- * a single attempt): a command timeout, and never more than half of one
- * past the end of the wait. The other half is the clean-up's (leaving the
- * queue, giving back a grant: dlock__lock_cleanup_deadline), so that a wait
- * overruns its budget by at most one command timeout however its requests
- * fare. A clean-up left no time is not sent: the place or grant it would
- * give back ends with its waiter lease or lease in the store. */
-static int64_t request_deadline(const dlock_lock *l, int64_t deadline)
-{
-    int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
-    if (deadline == 0 || deadline == DLOCK__NEVER)
-        return now + timeout;
-    int64_t cap = deadline + timeout / 2;
-    return now + timeout < cap ? now + timeout : cap;
-}
-
 /* Leaves the store's queue after giving up (passing on a lock handed to
  * it meanwhile), keeping the error at hand. */
 static void leave_queue(dlock_lock *l, int64_t deadline)
@@ -266,7 +250,7 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t l
         dlock__validity_end(since, lease_ms) - dlock__now_us() < lease_ms * 1000 / 2) {
         since = dlock__now_us();
         int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 0,
-                                    request_deadline(l, deadline));
+                                    dlock__lock_request_deadline(l, deadline));
         if (rc != DLOCK_OK)
             return rc;
     }
@@ -319,7 +303,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                             .wait = may_queue,
                             .again = st.queued,
                             .wait_id = st.w.wait_id,
-                            .deadline_us = request_deadline(l, deadline),
+                            .deadline_us = dlock__lock_request_deadline(l, deadline),
                             .wait_until_us = deadline,
                             .holder_ttl_ms = -1};
         int64_t sent = dlock__now_us();

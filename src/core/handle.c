@@ -369,6 +369,15 @@ int64_t dlock__lock_op_deadline(const dlock_lock *l)
     return dlock__now_us() + l->client->cfg.command_timeout_ms * 1000;
 }
 
+int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline)
+{
+    int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
+    if (deadline == 0 || deadline == DLOCK__NEVER)
+        return now + timeout;
+    int64_t cap = deadline + timeout / 2;
+    return now + timeout < cap ? now + timeout : cap;
+}
+
 int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)
 {
     int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;

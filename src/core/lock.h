@@ -73,6 +73,14 @@ int dlock__lock_enter(dlock_lock *l);
 int dlock__lock_leave(dlock_lock *l, int rc);
 /* The bound of one request made now. */
 int64_t dlock__lock_op_deadline(const dlock_lock *l);
+/* The bound of one request made during a wait that ends at `deadline` (0:
+ * a single attempt; DLOCK__NEVER: no end): a command timeout, and never
+ * more than half of one past the end of the wait. The other half is the
+ * clean-up's (leaving the queue, giving back a grant), so that a wait
+ * overruns its budget by at most one command timeout however its requests
+ * fare. A clean-up left no time is not sent: the place or grant it would
+ * give back ends with its waiter lease or lease in the store. */
+int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline);
 /* The bound of a clean-up (several requests, one after another) after a
  * wait that ends at wait_deadline (0 or DLOCK__NEVER: none): a command
  * timeout from now, never more than one past the wait's end. The requests

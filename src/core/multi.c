@@ -126,20 +126,8 @@ static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
     dlock__restore_error(&saved);
 }
 
-/* When the one-step try's request ends: within one command timeout, and,
- * part of a wait ending at deadline (0: a try), no later than half a
- * command timeout after it, as a single lock's (acquire.c,
- * request_deadline). */
-static int64_t one_step_until(const dlock_lock *l, int64_t sent, int64_t deadline)
-{
-    int64_t timeout = l->client->cfg.command_timeout_ms * 1000;
-    int64_t until = sent + timeout;
-    if (deadline != 0 && deadline != DLOCK__NEVER && deadline + timeout / 2 < until)
-        until = deadline + timeout / 2;
-    return until;
-}
-
-/* All members in one step, if the store can, the request ending at until:
+/* All members in one step, if the store can, the request ending at until
+ * (dlock__lock_request_deadline, as a single lock's request of the wait):
  * DLOCK_OK, DLOCK_EBUSY (not now), or DLOCK_ENOTSUP (take them one by one). */
 static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t until)
 {
@@ -221,7 +209,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     int64_t deadline = wait_ms == 0  ? 0
                        : wait_ms < 0 ? DLOCK__NEVER
                                      : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
-    int64_t until = one_step_until(l, dlock__now_us(), deadline);
+    int64_t until = dlock__lock_request_deadline(l, deadline);
     rc = take_at_once(l, lease_ms, renew, until);
     if (rc == DLOCK_OK)
         atomic_store(&l->settled, 1);
