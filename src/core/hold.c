@@ -183,9 +183,10 @@ static int extend_one(dlock_lock *l, int64_t lease_ms)
     if (rc == DLOCK_ELOST)
         return lost_in_store(l, "dlock_extend");
     if (rc == DLOCK_OK) {
-        /* A set lease is the grant's own, not its session's any more (etcd
-         * moves the key to a lease of its own): renewing it from now on
-         * (keepalive, renew) is renewing that lease. */
+        /* A set lease is the grant's own, not its session's any more (a
+         * store of session leases gives the hold a lease of its own):
+         * renewing it from now on (keepalive, renew) is renewing that
+         * lease. */
         if (l->lease.session != NULL)
             dlock__renewer_leave_session(&l->client->renewer, &l->lease);
         dlock__renewer_update(&l->client->renewer, &l->lease, 0, lease_ms,

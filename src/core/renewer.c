@@ -179,10 +179,13 @@ void dlock__renewer_fini(dlock__renewer *r)
 
 /* ---------------------------------------------------------------- reports */
 
-/* Entries whose loss is to be reported once no lock is held. */
+/* Entries whose loss is to be reported once no lock is held, and the
+ * sessions among them to end in the store once that is done. */
 typedef struct reports {
     dlock__lease **entries;
     size_t n, cap;
+    dlock__session **ended;
+    size_t nended, ended_cap;
 } reports;
 
 /* With the entry's shard locked: marks e lost and queues the report. */
@@ -304,7 +307,31 @@ static void lose_session_locked(dlock__renewer *r, dlock__lease *e, reports *out
                 (long long) ((now - e->last_ok_us) / 1000), error[0] ? " (" : "", error,
                 error[0] ? ")" : "");
     atomic_store(&s->ended, 1); /* after its why: readers of `ended` read the why */
-    queue_lost_session(r, s);
+    if (out->nended == out->ended_cap) {
+        size_t cap = out->ended_cap ? out->ended_cap * 2 : 8;
+        dlock__session **grown = realloc(out->ended, cap * sizeof *grown);
+        if (grown == NULL) {
+            queue_lost_session(r, s); /* ended late is worse than told late */
+            return;
+        }
+        out->ended = grown;
+        out->ended_cap = cap;
+    }
+    dlock__session_ref(s);
+    out->ended[out->nended++] = s;
+}
+
+/* After report(): the sessions the scan found lost go to the renewal
+ * thread, which ends them in the store (deleting their keys or nodes).
+ * Not before: until every hold of a session is told of its loss, another
+ * client must not be able to take its locks. */
+static void end_reported_sessions(dlock__renewer *r, reports *out)
+{
+    for (size_t i = 0; i < out->nended; i++) {
+        queue_lost_session(r, out->ended[i]);
+        dlock__session_unref(out->ended[i]);
+    }
+    out->nended = 0;
 }
 
 /* The store is asked to end s (backend session_lost) by the renewal
@@ -342,21 +369,24 @@ static void lose_expired_locked(dlock__lease *e, reports *out, int64_t now)
 }
 
 /* One pass: reports every entry whose validity ran out or whose session
- * ended; returns the earliest end of validity left. */
+ * ended; returns the earliest end of validity left. Sessions first, every
+ * shard of them, so that the holds of a session lost in this pass are
+ * lost in it too (whatever shard they are in), and reported with it. */
 static int64_t watch_scan(dlock__renewer *r, reports *out)
 {
     int64_t next = DLOCK__NEVER;
 
-    for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
-        dlock__renewer_shard *sh = &r->shards[i];
+    for (unsigned k = 0; k < 2 * DLOCK__RENEWER_SHARDS; k++) {
+        int sessions = k < DLOCK__RENEWER_SHARDS;
+        dlock__renewer_shard *sh = &r->shards[k % DLOCK__RENEWER_SHARDS];
         int64_t now = dlock__now_us();
         pthread_mutex_lock(&sh->mu);
         for (dlock__lease *e = sh->list.next, *following; e != &sh->list; e = following) {
             following = e->next;
-            if (!watched_for_validity(e))
+            if (!watched_for_validity(e) || sessions != (e->kind == DLOCK__RENEW_SESSION))
                 continue;
             int64_t until = valid_until(e);
-            if (e->kind == DLOCK__RENEW_SESSION) {
+            if (sessions) {
                 if (until <= now)
                     lose_session_locked(r, e, out, now);
                 else if (until < next)
@@ -390,10 +420,12 @@ static void *watchdog_run(void *arg)
     for (;;) {
         int64_t next = watch_scan(r, &out);
         report(r, &out);
+        end_reported_sessions(r, &out);
         if (sleep_until(r, &r->watchdog, next))
             break;
     }
     free(out.entries);
+    free(out.ended);
     return NULL;
 }
 

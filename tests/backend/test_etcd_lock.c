@@ -41,6 +41,20 @@ static dlock_client *client(const char *options)
     return c;
 }
 
+/* Starts etcd and a one-link fault proxy in front of it; a client through
+ * the proxy, with URL options (e.g. "?lease=6s&timeout=1s"). */
+static dlock_client *proxied_client(dt_proxy *p, const char *options)
+{
+    char url[256];
+    dlock_client *c = NULL;
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(p, srv.port, 1);
+    dt_server_url_at(&srv, p->ports[0], url, sizeof url - 64);
+    strcat(url, options);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    return c;
+}
+
 static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
 {
     dlock_lock *l = NULL;
@@ -813,14 +827,8 @@ static void frozen_holder(void)
 static void blackholed_holder(void)
 {
     dt_proxy p;
-    char url[200];
     dt_lost_box box = {0};
-    dt_server_start(&srv, "etcd", 0, NULL);
-    dt_proxy_start(&p, srv.port, 1);
-    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
-    strcat(url, "?lease=2s&timeout=500ms");
-    dlock_client *cp = NULL;
-    CHECK_RC(dlock_client_open(url, &cp), DLOCK_OK);
+    dlock_client *cp = proxied_client(&p, "?lease=2s&timeout=500ms");
     dlock_client *cd = client(NULL);
     dlock_lock *a = lock_of(cp, "bh", 0), *b = lock_of(cd, "bh", 0);
     dlock_lock_on_lost(a, dt_on_lost, &box);
@@ -852,13 +860,7 @@ static void blackholed_holder(void)
 static void cut_waiter(void)
 {
     dt_proxy p;
-    char url[200];
-    dt_server_start(&srv, "etcd", 0, NULL);
-    dt_proxy_start(&p, srv.port, 1);
-    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
-    strcat(url, "?lease=6s&timeout=1s");
-    dlock_client *cw = NULL;
-    CHECK_RC(dlock_client_open(url, &cw), DLOCK_OK);
+    dlock_client *cw = proxied_client(&p, "?lease=6s&timeout=1s");
     dlock_client *ch = client(NULL);
     dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
@@ -894,13 +896,7 @@ static void cut_waiter(void)
 static void release_unconfirmed(void)
 {
     dt_proxy p;
-    char url[200];
-    dt_server_start(&srv, "etcd", 0, NULL);
-    dt_proxy_start(&p, srv.port, 1);
-    dt_server_url_at(&srv, p.ports[0], url, sizeof url - 40);
-    strcat(url, "?lease=6s&timeout=300ms");
-    dlock_client *c = NULL;
-    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_client *c = proxied_client(&p, "?lease=6s&timeout=300ms");
     dlock_lock *l = lock_of(c, "ru", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     dt_proxy_set(&p, -1, DT_BLACKHOLE);
@@ -914,6 +910,81 @@ static void release_unconfirmed(void)
     DT_WAIT_UNTIL(count_keys("ru/") == 0, 5000); /* the renewal thread retried it */
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_proxy_stop(&p);
+}
+
+typedef struct reset_later {
+    dt_proxy *proxy;
+    int after_ms;
+    pthread_t thread;
+} reset_later;
+
+static void *reset_run(void *arg)
+{
+    reset_later *r = arg;
+    dt_sleep_ms(r->after_ms); /* the schedule of the fault, not a wait */
+    dt_proxy_reset(r->proxy, -1);
+    return NULL;
+}
+
+/* A release whose kept-alive connection is reset halfway through its
+ * timeout, while a new connection would be accepted and never answered:
+ * libcurl sends the request again on a new connection, and that retry must
+ * not get a timeout of its own. The release ends within the command
+ * timeout (before the fix: 0.5 s past it). */
+static void release_reset_midway(void)
+{
+    dt_proxy p;
+    dlock_client *c = proxied_client(&p, "?lease=6s&timeout=1s");
+    dlock_lock *l = lock_of(c, "rr", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_proxy_set(&p, -1, DT_DROP);
+    reset_later r = {&p, 500, 0};
+    pthread_create(&r.thread, NULL, reset_run, &r);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE);
+    int64_t took = dt_now_ms() - t0;
+    pthread_join(r.thread, NULL);
+    CHECK_INT(took, <=, 1000 + 150);
+    dt_proxy_set(&p, -1, DT_PASS);
+    DT_WAIT_UNTIL(count_keys("rr/") == 0, 5000); /* deleted in the background */
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_proxy_stop(&p);
+}
+
+/* A member that takes connections and never answers (paused; here a
+ * blackholed proxy in front of the first endpoint) costs a request that
+ * may run twice half its time, not all of it: the release goes on to the
+ * next endpoint and succeeds. (The ensemble test found a release sent to a
+ * paused member fail after its whole timeout while two members were up.) */
+static void release_member_silent(void)
+{
+    dt_proxy p;
+    char url[256];
+    dlock_client *c = NULL;
+    dt_server_start(&srv, "etcd", 0, NULL);
+    dt_proxy_start(&p, srv.port, 1);
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d?lease=6s&timeout=600ms", p.ports[0],
+             srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = lock_of(c, "rs", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(dt_proxy_connections(&p, 0), >, 0); /* the first endpoint serves it */
+    dt_proxy_set(&p, 0, DT_BLACKHOLE);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    int64_t took = dt_now_ms() - t0;
+    CHECK_INT(took, >=, 300 - 10); /* it waited for the silent member first */
+    CHECK_INT(took, <=, 600 + 150);
+    CHECK_INT(count_keys("rs/"), ==, 0);
+    /* the lock is free: another handle takes it at once */
+    dlock_lock *l2 = lock_of(c, "rs", 0);
+    CHECK_RC(dlock_acquire(l2, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l2);
     dlock_lock_free(l);
     dlock_client_close(c);
     dt_proxy_stop(&p);
@@ -1621,6 +1692,8 @@ int main(int argc, char **argv)
         {"frozen_holder", frozen_holder},
         {"blackholed_holder", blackholed_holder},
         {"release_unconfirmed", release_unconfirmed},
+        {"release_reset_midway", release_reset_midway},
+        {"release_member_silent", release_member_silent},
         {"refused_delete_stays_pending", refused_delete_stays_pending},
         {"cut_waiter", cut_waiter},
         {"fixed_lease", fixed_lease},

@@ -17,7 +17,8 @@
  *              bound again to the same port when the link leaves cut.
  *
  * The control protocol is one line each way: "set LINK MODE" -> "ok",
- * "count LINK" -> "N". A mode is in effect when its "ok" is sent. */
+ * "reset LINK" -> "ok", "count LINK" -> "N". A mode is in effect when its
+ * "ok" is sent. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -245,6 +246,12 @@ static void answer(proxy_state *st, const char *line)
         mode >= DT_PASS && mode <= DT_CUT) {
         set_mode(st, link, (dt_proxy_mode) mode);
         snprintf(reply, sizeof reply, "ok\n");
+    } else if (sscanf(line, "reset %d", &link) == 1 && link >= 0 && link < st->links) {
+        for (int i = 0; i < MAX_CONNS; i++) {
+            if (st->conns[i].used && st->conns[i].link == link)
+                conn_close(&st->conns[i], 1);
+        }
+        snprintf(reply, sizeof reply, "ok\n");
     } else if (sscanf(line, "count %d", &link) == 1) {
         int n = 0;
         for (int i = 0; i < MAX_CONNS; i++)
@@ -461,6 +468,19 @@ void dt_proxy_set(dt_proxy *p, int link, dt_proxy_mode mode)
         if (strcmp(reply, "ok") != 0)
             dt_fail(__FILE__, __LINE__, "proxy: %s", reply);
         p->modes[l] = mode;
+    }
+}
+
+void dt_proxy_reset(dt_proxy *p, int link)
+{
+    char cmd[64], reply[64];
+    for (int l = 0; l < p->links; l++) {
+        if (link >= 0 && l != link)
+            continue;
+        snprintf(cmd, sizeof cmd, "reset %d\n", l);
+        request(p, cmd, reply, sizeof reply);
+        if (strcmp(reply, "ok") != 0)
+            dt_fail(__FILE__, __LINE__, "proxy: %s", reply);
     }
 }
 

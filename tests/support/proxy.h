@@ -51,6 +51,10 @@ typedef struct dt_proxy {
 void dt_proxy_start(dt_proxy *p, int upstream_port, int links);
 /* Sets link `link`'s mode, or every link's when link is -1. */
 void dt_proxy_set(dt_proxy *p, int link, dt_proxy_mode mode);
+/* Resets (RST) every connection open through link (-1: all links), as a
+ * server that dies or a middlebox that drops state would; the mode stays,
+ * and so does the listening port: clients may connect again at once. */
+void dt_proxy_reset(dt_proxy *p, int link);
 /* Connections currently open through link (-1: all links), as the proxy
  * counts them. */
 int dt_proxy_connections(dt_proxy *p, int link);

@@ -3,8 +3,9 @@
  *
  * Design note. Each request takes an easy handle from the client's pool (or
  * makes one, up to max_connections; past that it waits for one to come
- * back, until its deadline), runs it with curl_easy_perform on the calling
- * thread and gives it back. A handle keeps its one HTTP/1.1 connection alive
+ * back, until its deadline), runs it on the calling thread (through a multi
+ * handle of its own, so that the deadline is a hard one: see perform) and
+ * gives it back. A handle keeps its one HTTP/1.1 connection alive
  * between requests, so a pool of N handles is N kept-alive connections and
  * N requests in flight; threads never share a connection, so there is no
  * pipelining to order (the gateway's HTTP/2 is not usable: cmux hands h2
@@ -14,7 +15,15 @@
  * c->current on (compare-and-swap, so one failure moves it once), and the
  * request itself tries the next endpoint only if it was never sent: a
  * request that was sent and then lost its connection or its reply may have
- * run, so it fails with DLOCK_EUNREACHABLE and the caller decides.
+ * run, so it fails with DLOCK_EUNREACHABLE and the caller decides. A
+ * request that may run twice (a read, a keepalive, a revoke, a delete the
+ * caller declares so) is the exception: with more than one endpoint its
+ * first try gets half of its time, and when that passes with no reply, or
+ * its connection breaks, it is sent again to the next endpoint with the
+ * rest. A member that accepts connections and never answers (paused, or
+ * cut off) then costs half a request, not the request; the caller is told
+ * that the request was sent twice (`replayed`), since what it finds may be
+ * its own first try's doing.
  *
  * Authentication: the token is fetched on first use and again when etcd
  * says it is invalid (simple tokens expire after --auth-token-ttl idle
@@ -47,6 +56,7 @@
 #define DEFAULT_PORT               2379
 
 struct dlock__etcd_conn {
+    CURLM *multi; /* runs easy, and keeps its connection between requests */
     CURL *easy;
     struct curl_slist *headers;
     uint64_t headers_gen; /* token generation the headers carry */
@@ -132,14 +142,14 @@ static size_t open_sockets(open_socket **out)
     return n;
 }
 
-void dlock__etcd_cloexec_new_sockets(void (*make)(void *arg), void *arg)
+CURLM *dlock__etcd_multi_new(void)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     open_socket *before, *after;
 
     pthread_mutex_lock(&mu);
     size_t nb = open_sockets(&before);
-    make(arg);
+    CURLM *multi = curl_multi_init();
     size_t na = open_sockets(&after);
     for (size_t i = 0; i < na; i++) {
         struct sockaddr_storage a;
@@ -154,6 +164,7 @@ void dlock__etcd_cloexec_new_sockets(void (*make)(void *arg), void *arg)
     pthread_mutex_unlock(&mu);
     free(before);
     free(after);
+    return multi;
 }
 
 void dlock__etcd_setup_handle(CURL *easy, char *errbuf)
@@ -319,6 +330,7 @@ static void conn_free(dlock__etcd_conn *k)
     if (k == NULL)
         return;
     curl_easy_cleanup(k->easy);
+    curl_multi_cleanup(k->multi);
     curl_slist_free_all(k->headers);
     free(k->buf);
     free(k);
@@ -401,19 +413,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* curl_easy_perform makes the multi handle it keeps inside the easy
- * handle (and that multi's wakeup socketpair) on its first call; without a
- * URL that call fails at once, before any I/O. */
-static void make_inner_multi(void *easy)
-{
-    curl_easy_perform(easy);
-}
-
 static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
 {
     dlock__etcd_conn *k = calloc(1, sizeof *k);
 
-    if (k == NULL || (k->easy = curl_easy_init()) == NULL) {
+    if (k == NULL || (k->easy = curl_easy_init()) == NULL ||
+        (k->multi = dlock__etcd_multi_new()) == NULL) {
+        if (k != NULL)
+            curl_easy_cleanup(k->easy);
         free(k);
         return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory for a connection");
     }
@@ -424,8 +431,7 @@ static int conn_new(dlock__etcd *c, dlock__etcd_conn **out)
     curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
     /* One connection per handle: a handle moved to another endpoint drops
      * the old one instead of keeping it. */
-    curl_easy_setopt(k->easy, CURLOPT_MAXCONNECTS, 1L);
-    dlock__etcd_cloexec_new_sockets(make_inner_multi, k->easy);
+    curl_multi_setopt(k->multi, CURLMOPT_MAXCONNECTS, 1L);
     atomic_fetch_add(&c->stat_conns, 1);
     *out = k;
     return DLOCK_OK;
@@ -480,29 +486,71 @@ static void conn_put(dlock__etcd *c, dlock__etcd_conn *k)
 
 /* ================================================================ one POST */
 
+/* Runs k's transfer until it ends or until `until_us`, as
+ * curl_easy_perform would, but with a hard end: when a reused connection
+ * dies before the reply, libcurl sends the request again on a new one, and
+ * that retry starts CURLOPT_TIMEOUT_MS afresh (a 1 s request that lost its
+ * connection at 0.6 s would end at 1.6 s). Past the end the transfer is
+ * dropped, with its connection, and reported as timed out. */
+static CURLcode perform(dlock__etcd_conn *k, int64_t until_us)
+{
+    CURLcode res = CURLE_OPERATION_TIMEDOUT;
+    CURLMcode mc = curl_multi_add_handle(k->multi, k->easy);
+
+    if (mc != CURLM_OK)
+        return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+    for (;;) {
+        int running = 0, queued = 0;
+        mc = curl_multi_perform(k->multi, &running);
+        if (mc != CURLM_OK) {
+            res = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+            break;
+        }
+        CURLMsg *m = curl_multi_info_read(k->multi, &queued);
+        if (m != NULL && m->msg == CURLMSG_DONE) {
+            res = m->data.result;
+            break;
+        }
+        int64_t left_us = until_us - dlock__now_us();
+        if (left_us <= 0)
+            break;
+        curl_multi_poll(k->multi, NULL, 0, (int) ((left_us + 999) / 1000), NULL);
+    }
+    curl_multi_remove_handle(k->multi, k->easy);
+    return res;
+}
+
+/* How a request may be retried on another endpoint once it was sent. */
+typedef struct call_mode {
+    int idempotent; /* may run twice: see the design note */
+    int replayed;   /* out: it was sent again after a try that may have run */
+} call_mode;
+
 /* Runs one POST on k to the current endpoint, moving to the next endpoint
- * while the request cannot even be sent. On DLOCK_OK the body is in k->buf
- * and *status is the HTTP status. */
+ * while the request cannot even be sent (or, idempotent, was not answered).
+ * On DLOCK_OK the body is in k->buf and *status is the HTTP status. */
 static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const char *body, size_t len,
-                int64_t deadline_us, long *status)
+                int64_t deadline_us, call_mode *mode, long *status)
 {
     char url[320];
     size_t tried = 0;
     CURLcode res;
+    int64_t until_us = dlock__now_us() + c->request_timeout_ms * 1000;
 
+    if (deadline_us != DLOCK__NEVER && deadline_us < until_us)
+        until_us = deadline_us;
     for (;;) {
         size_t ep = dlock__etcd_endpoint(c);
-        int64_t left_ms = c->request_timeout_ms;
+        int64_t left_ms = (until_us - dlock__now_us()) / 1000;
         long sent = 0;
 
-        if (deadline_us != DLOCK__NEVER) {
-            int64_t left = (deadline_us - dlock__now_us()) / 1000;
-            if (left < left_ms)
-                left_ms = left;
-        }
         if (left_ms <= 0)
             return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: deadline passed before it was sent",
                                c->label, path);
+        /* an idempotent request's first try keeps half for another member */
+        int split = mode->idempotent && tried == 0 && c->n_hosts > 1 && left_ms >= 2;
+        if (split)
+            left_ms /= 2;
         snprintf(url, sizeof url, "http://%s%s", c->hosts[ep], path);
         curl_easy_setopt(k->easy, CURLOPT_URL, url);
         curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, body);
@@ -515,7 +563,7 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
         k->len = 0;
         k->overflow = 0;
         k->errbuf[0] = '\0';
-        res = curl_easy_perform(k->easy);
+        res = perform(k, dlock__now_us() + left_ms * 1000);
         if (res == CURLE_OK) {
             curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, status);
             if (k->buf == NULL) { /* no body at all yet on this handle */
@@ -546,6 +594,11 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
                      (res == CURLE_OPERATION_TIMEDOUT && sent == 0);
         if (unsent && ++tried < c->n_hosts)
             continue;
+        if (split) { /* sent, not answered: again, elsewhere, with the rest */
+            mode->replayed = 1;
+            tried++;
+            continue;
+        }
         if (res == CURLE_OPERATION_TIMEDOUT)
             return dlock__fail(DLOCK_EUNREACHABLE,
                                sent == 0 ? "%s %s: no connection to %s within %" PRId64 " ms"
@@ -603,13 +656,14 @@ static int authenticate(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us
     char *body = NULL, *token = NULL;
     size_t len;
     long status = 0;
+    call_mode again = {1, 0}; /* a second token is no harm */
     int rc;
 
     rc = dlock__etcd_encode_authenticate(c->user, c->password, &body, &len);
     if (rc == DLOCK_OK)
         rc = set_headers(k, NULL, 0);
     if (rc == DLOCK_OK)
-        rc = post(c, k, path, body, len, deadline_us, &status);
+        rc = post(c, k, path, body, len, deadline_us, &again, &status);
     if (body != NULL) {
         explicit_bzero(body, len);
         free(body);
@@ -730,7 +784,7 @@ typedef int (*decode_fn)(dlock__etcd *c, const char *path, const char *body, siz
 /* One request: body to path, the 2xx reply decoded into out. Errors from
  * etcd are mapped to dlock codes; an expired token is renewed once. */
 static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_t deadline_us,
-                decode_fn decode, void *out)
+                call_mode *mode, decode_fn decode, void *out)
 {
     dlock__etcd_conn *k = NULL;
     dlock__etcd_status st;
@@ -745,7 +799,7 @@ static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_
 
         rc = prepare(c, k, deadline_us, &gen);
         if (rc == DLOCK_OK)
-            rc = post(c, k, path, body, len, deadline_us, &status);
+            rc = post(c, k, path, body, len, deadline_us, mode, &status);
         if (rc != DLOCK_OK)
             break;
         if (status >= 200 && status < 300) {
@@ -846,73 +900,86 @@ static int dec_txn(dlock__etcd *c, const char *path, const char *body, size_t n,
 int dlock__etcd_lease_grant(dlock__etcd *c, int64_t ttl_s, int64_t id, int64_t deadline_us,
                             dlock__etcd_lease *out)
 {
+    call_mode once = {0, 0};
     char *body;
     size_t len;
     int rc = dlock__etcd_encode_lease_grant(ttl_s, id, &body, &len);
-    return rc != DLOCK_OK ? rc : call(c, "/v3/lease/grant", body, len, deadline_us, dec_grant, out);
+    return rc != DLOCK_OK
+               ? rc
+               : call(c, "/v3/lease/grant", body, len, deadline_us, &once, dec_grant, out);
 }
 
 int dlock__etcd_lease_keepalive(dlock__etcd *c, int64_t id, int64_t deadline_us,
                                 dlock__etcd_lease *out)
 {
+    call_mode again = {1, 0};
     char *body;
     size_t len;
     int rc = dlock__etcd_encode_lease_id(id, 0, &body, &len);
     return rc != DLOCK_OK
                ? rc
-               : call(c, "/v3/lease/keepalive", body, len, deadline_us, dec_keepalive, out);
+               : call(c, "/v3/lease/keepalive", body, len, deadline_us, &again, dec_keepalive, out);
 }
 
 int dlock__etcd_lease_revoke(dlock__etcd *c, int64_t id, int64_t deadline_us)
 {
+    call_mode again = {1, 0};
     char *body;
     size_t len;
     int64_t revision;
     int rc = dlock__etcd_encode_lease_id(id, 0, &body, &len);
-    return rc != DLOCK_OK
-               ? rc
-               : call(c, "/v3/lease/revoke", body, len, deadline_us, dec_header, &revision);
+    if (rc == DLOCK_OK)
+        rc = call(c, "/v3/lease/revoke", body, len, deadline_us, &again, dec_header, &revision);
+    /* sent twice: the first may have revoked it */
+    return rc == DLOCK_ELOST && again.replayed ? DLOCK_OK : rc;
 }
 
 int dlock__etcd_lease_timetolive(dlock__etcd *c, int64_t id, int keys, int64_t deadline_us,
                                  dlock__etcd_lease_ttl *out)
 {
+    call_mode again = {1, 0};
     char *body;
     size_t len;
     int rc = dlock__etcd_encode_lease_id(id, keys, &body, &len);
-    return rc != DLOCK_OK ? rc
-                          : call(c, "/v3/lease/timetolive", body, len, deadline_us, dec_ttl, out);
+    return rc != DLOCK_OK
+               ? rc
+               : call(c, "/v3/lease/timetolive", body, len, deadline_us, &again, dec_ttl, out);
 }
 
 int dlock__etcd_kv_range(dlock__etcd *c, const dlock__etcd_range *req, int64_t deadline_us,
                          dlock__etcd_range_result *out)
 {
+    call_mode again = {1, 0};
     char *body;
     size_t len;
     int rc = dlock__etcd_encode_range(req, &body, &len);
-    return rc != DLOCK_OK ? rc : call(c, "/v3/kv/range", body, len, deadline_us, dec_range, out);
+    return rc != DLOCK_OK ? rc
+                          : call(c, "/v3/kv/range", body, len, deadline_us, &again, dec_range, out);
 }
 
 int dlock__etcd_kv_put(dlock__etcd *c, const dlock__etcd_put *req, int64_t deadline_us,
                        int64_t *revision)
 {
+    call_mode once = {0, 0};
     char *body;
     size_t len;
     int rc = dlock__etcd_encode_put(req, &body, &len);
-    return rc != DLOCK_OK ? rc
-                          : call(c, "/v3/kv/put", body, len, deadline_us, dec_header, revision);
+    return rc != DLOCK_OK
+               ? rc
+               : call(c, "/v3/kv/put", body, len, deadline_us, &once, dec_header, revision);
 }
 
 int dlock__etcd_kv_delete(dlock__etcd *c, const dlock__etcd_delete *req, int64_t deadline_us,
                           int64_t *revision, int64_t *deleted)
 {
+    call_mode once = {0, 0};
     char *body;
     size_t len;
     delete_out d = {0, 0};
     int rc = dlock__etcd_encode_delete(req, &body, &len);
 
     if (rc == DLOCK_OK)
-        rc = call(c, "/v3/kv/deleterange", body, len, deadline_us, dec_delete, &d);
+        rc = call(c, "/v3/kv/deleterange", body, len, deadline_us, &once, dec_delete, &d);
     if (rc == DLOCK_OK) {
         if (revision != NULL)
             *revision = d.revision;
@@ -922,22 +989,39 @@ int dlock__etcd_kv_delete(dlock__etcd *c, const dlock__etcd_delete *req, int64_t
     return rc;
 }
 
-int dlock__etcd_kv_txn(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
-                       dlock__etcd_txn_result *out)
+static int txn(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us, call_mode *mode,
+               dlock__etcd_txn_result *out)
 {
     char *body;
     size_t len;
     int rc = dlock__etcd_encode_txn(req, &body, &len);
-    return rc != DLOCK_OK ? rc : call(c, "/v3/kv/txn", body, len, deadline_us, dec_txn, out);
+    return rc != DLOCK_OK ? rc : call(c, "/v3/kv/txn", body, len, deadline_us, mode, dec_txn, out);
+}
+
+int dlock__etcd_kv_txn(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
+                       dlock__etcd_txn_result *out)
+{
+    call_mode once = {0, 0};
+    return txn(c, req, deadline_us, &once, out);
+}
+
+int dlock__etcd_kv_txn_again(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
+                             dlock__etcd_txn_result *out, int *replayed)
+{
+    call_mode again = {1, 0};
+    int rc = txn(c, req, deadline_us, &again, out);
+    *replayed = again.replayed;
+    return rc;
 }
 
 int dlock__etcd_compact(dlock__etcd *c, int64_t revision, int64_t deadline_us)
 {
+    call_mode again = {1, 0};
     char *body;
     size_t len;
     int64_t header_rev;
     int rc = dlock__etcd_encode_compaction(revision, &body, &len);
-    return rc != DLOCK_OK
-               ? rc
-               : call(c, "/v3/kv/compaction", body, len, deadline_us, dec_header, &header_rev);
+    return rc != DLOCK_OK ? rc
+                          : call(c, "/v3/kv/compaction", body, len, deadline_us, &again, dec_header,
+                                 &header_rev);
 }

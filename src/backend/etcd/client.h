@@ -66,7 +66,11 @@ int dlock__etcd_lease_grant(dlock__etcd *c, int64_t ttl_s, int64_t id, int64_t d
  * when the lease no longer exists. */
 int dlock__etcd_lease_keepalive(dlock__etcd *c, int64_t id, int64_t deadline_us,
                                 dlock__etcd_lease *out);
-/* Revokes a lease, deleting its keys. DLOCK_ELOST if it did not exist. */
+/* Revokes a lease, deleting its keys. DLOCK_ELOST if it did not exist
+ * (DLOCK_OK if it was sent twice, to two members: the first may have
+ * revoked it). Keepalives, TTL queries, ranges, compactions and revokes
+ * may run twice, so with more than one endpoint they move on to the next
+ * one when a member does not answer in half their time (client.c). */
 int dlock__etcd_lease_revoke(dlock__etcd *c, int64_t id, int64_t deadline_us);
 /* out->ttl is -1 when the lease does not exist (not an error). With keys,
  * the attached keys too; free with dlock__etcd_lease_ttl_free(). */
@@ -84,6 +88,13 @@ int dlock__etcd_kv_delete(dlock__etcd *c, const dlock__etcd_delete *req, int64_t
                           int64_t *revision, int64_t *deleted);
 int dlock__etcd_kv_txn(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
                        dlock__etcd_txn_result *out);
+/* A transaction that may run twice (its compares make a second run do
+ * nothing: a delete of one revision of a key, a read): as a keepalive, it
+ * moves on to the next endpoint when a member does not answer in half its
+ * time. *replayed: it was sent twice, so what it found (a key gone, a
+ * compare failed) may be its own first run's doing. */
+int dlock__etcd_kv_txn_again(dlock__etcd *c, const dlock__etcd_txn *req, int64_t deadline_us,
+                             dlock__etcd_txn_result *out, int *replayed);
 /* Compacts the history up to revision (physical). */
 int dlock__etcd_compact(dlock__etcd *c, int64_t revision, int64_t deadline_us);
 

@@ -48,13 +48,12 @@ struct dlock__etcd {
 curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
                                       struct curl_sockaddr *address);
 
-/* Runs make(arg), then marks close-on-exec every unix socket it created.
- * libcurl 7.88 makes a wakeup socketpair for each multi handle (also the
- * one curl_easy_perform keeps inside an easy handle) without it (curl issue
+/* A new multi handle (NULL: out of memory) whose wakeup socketpair is
+ * close-on-exec. libcurl 7.88 makes that pair without it (curl issue
  * #13618, fixed in 8.8), and a command run under a lock must not inherit
- * them. One caller at a time in the process; the window is one libcurl
- * call that does no I/O. */
-void dlock__etcd_cloexec_new_sockets(void (*make)(void *arg), void *arg);
+ * it. The window is one libcurl call that does no I/O, one caller at a time
+ * in the process. */
+CURLM *dlock__etcd_multi_new(void);
 
 /* Options every handle of ours gets (HTTP/1.1, no proxy, no signals, the
  * socket opener, error buffer). */

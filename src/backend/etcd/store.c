@@ -301,9 +301,13 @@ int dlock__etcd_delete_key(dlock__etcd_store *e, const char *key, int64_t rev, i
     dlock__etcd_op del = {.type = DLOCK__ETCD_OP_DELETE, .del = {.key = key}};
     dlock__etcd_txn t = {.compare = &cmp, .n_compare = 1, .success = &del, .n_success = 1};
     dlock__etcd_txn_result r;
-    rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
+    int replayed = 0;
+    rc = dlock__etcd_kv_txn_again(e->cli, &t, deadline, &r, &replayed);
     if (rc == DLOCK_OK) {
-        *deleted = r.succeeded;
+        /* Sent twice (a member did not answer in time): a key found gone
+         * may be the first send's delete, so it counts as deleted. A hold
+         * that lapsed is told by its own clock, not by this answer. */
+        *deleted = r.succeeded || replayed;
         dlock__etcd_txn_result_free(&r);
     }
     return rc;

@@ -742,11 +742,6 @@ static void *run(void *arg)
 
 /* ================================================================ API */
 
-static void make_multi(void *out)
-{
-    *(CURLM **) out = curl_multi_init();
-}
-
 static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
 {
     dlock__etcd_watcher *w = calloc(1, sizeof *w);
@@ -763,7 +758,7 @@ static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&w->delivered, &attr);
     pthread_condattr_destroy(&attr);
-    dlock__etcd_cloexec_new_sockets(make_multi, &w->multi);
+    w->multi = dlock__etcd_multi_new();
     if (w->multi == NULL || dlock__thread_start(&w->thread, run, w) != 0) {
         curl_multi_cleanup(w->multi);
         pthread_mutex_destroy(&w->mu);
