@@ -1271,6 +1271,24 @@ static void *proxy_run(void *arg)
         }
         if (poll(pfd, (nfds_t) (1 + 2 * np), 10) <= 0)
             continue;
+        /* Forward first, over the pairs just polled only: a pair accepted
+         * below has no poll result yet, and a read on it would block (etcd
+         * says nothing before the request, which waits on the other side). */
+        for (int i = np - 1; i >= 0; i--) {
+            for (int side = 0; side < 2; side++) {
+                if (!(pfd[1 + 2 * i + side].revents & (POLLIN | POLLHUP | POLLERR)))
+                    continue;
+                ssize_t n = read(pairs[i][side], buf, sizeof buf);
+                if (n <= 0 || write(pairs[i][1 - side], buf, (size_t) n) != n) {
+                    close(pairs[i][0]);
+                    close(pairs[i][1]);
+                    pairs[i][0] = pairs[np - 1][0];
+                    pairs[i][1] = pairs[np - 1][1];
+                    np--;
+                    break;
+                }
+            }
+        }
         if (pfd[0].revents & POLLIN) {
             int cfd = accept4(px->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             struct sockaddr_in a = {.sin_family = AF_INET,
@@ -1286,21 +1304,6 @@ static void *proxy_run(void *arg)
                 if (cfd >= 0)
                     close(cfd);
                 close(ufd);
-            }
-        }
-        for (int i = np - 1; i >= 0; i--) {
-            for (int side = 0; side < 2; side++) {
-                if (!(pfd[1 + 2 * i + side].revents & (POLLIN | POLLHUP | POLLERR)))
-                    continue;
-                ssize_t n = read(pairs[i][side], buf, sizeof buf);
-                if (n <= 0 || write(pairs[i][1 - side], buf, (size_t) n) != n) {
-                    close(pairs[i][0]);
-                    close(pairs[i][1]);
-                    pairs[i][0] = pairs[np - 1][0];
-                    pairs[i][1] = pairs[np - 1][1];
-                    np--;
-                    break;
-                }
             }
         }
     }
