@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "../support/harness.h"
 #include "backend/etcd/client.h"
+#include "backend/etcd/internal.h" /* dlock__etcd_endpoint_failed */
 #include "base/clock.h"
 
 #include <arpa/inet.h>
@@ -1541,8 +1542,11 @@ typedef struct fake {
     const char *reply; /* NULL: close without answering; "" : never answer */
     size_t reply_len;
     size_t pad; /* bytes of spaces sent after reply */
+    /* when set, requests for this path get this reply instead */
+    const char *path, *path_reply;
     pthread_t thread;
     atomic_int stop;
+    atomic_int served; /* requests read */
 } fake;
 
 static void *fake_run(void *arg)
@@ -1564,14 +1568,18 @@ static void *fake_run(void *arg)
             buf[got] = '\0';
             end = strstr(buf, "\r\n\r\n");
         }
-        if (f->reply != NULL && f->reply[0] == '\0') {
+        atomic_fetch_add(&f->served, 1);
+        const char *reply = f->reply;
+        if (f->path != NULL && strstr(buf, f->path) != NULL)
+            reply = f->path_reply;
+        if (reply != NULL && reply[0] == '\0') {
             for (;;) { /* until the client goes */
                 ssize_t n = read(cfd, buf, sizeof buf);
                 if (n == 0 || atomic_load(&f->stop) || (n < 0 && errno != EAGAIN))
                     break;
             }
-        } else if (f->reply != NULL) {
-            if (write(cfd, f->reply, f->reply_len) < 0)
+        } else if (reply != NULL) {
+            if (write(cfd, reply, reply == f->reply ? f->reply_len : strlen(reply)) < 0)
                 perror("fake write");
             char spaces[4096];
             memset(spaces, ' ', sizeof spaces);
@@ -1585,7 +1593,10 @@ static void *fake_run(void *arg)
     return NULL;
 }
 
-static void fake_start(fake *f, const char *reply, size_t pad)
+/* A fake server answering every request with reply (and pad spaces), or
+ * those whose request head holds path (if not NULL) with path_reply. */
+static void fake_start(fake *f, const char *reply, size_t pad, const char *path,
+                       const char *path_reply)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
@@ -1593,6 +1604,8 @@ static void fake_start(fake *f, const char *reply, size_t pad)
     f->reply = reply;
     f->reply_len = reply != NULL ? strlen(reply) : 0;
     f->pad = pad;
+    f->path = path;
+    f->path_reply = path_reply;
     f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(f->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -1659,7 +1672,7 @@ static void test_garbage_replies(void)
                      cases[i].status, strlen(cases[i].reply), cases[i].reply);
             raw = reply;
         }
-        fake_start(&f, raw, cases[i].pad);
+        fake_start(&f, raw, cases[i].pad, NULL, NULL);
         snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
         dlock__etcd_config cfg = {.endpoints = ep, .max_reply_bytes = 1 << 20};
         dlock__etcd *c;
@@ -1677,7 +1690,8 @@ static void test_garbage_replies(void)
     /* a watch stream that answers garbage is reported broken, as EPROTO */
     fake f;
     char ep[32];
-    fake_start(&f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nnope!\n\r\n", 0);
+    fake_start(&f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nnope!\n\r\n", 0, NULL,
+               NULL);
     snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
     dlock__etcd *c = client_cfg(ep, NULL, NULL);
     recorder r;
@@ -1688,6 +1702,89 @@ static void test_garbage_replies(void)
     CHECK_INT(n.code, ==, DLOCK_EPROTO);
     dlock__etcd_free(c);
     fake_stop(&f);
+}
+
+/* An HTTP/1.1 reply with a JSON body. */
+static void http_reply(char *out, size_t size, const char *json)
+{
+    snprintf(out, size,
+             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(json), json);
+}
+
+/* A leader paused or cut off, and not yet told of the next term, renews
+ * leases in its own memory (etcd 3.4): its replies carry its old raft term.
+ * Here a fake member plays it (term 1, every lease alive for 30 s) beside a
+ * real one at a later term. The client does not believe it: the keepalive
+ * and the TTL query go on to the real member; with no other member, they
+ * fail as unreachable, never as renewed. A lease said gone is believed.
+ * And a cluster made anew (wiped: its terms start again) is followed from
+ * its first grant. */
+static void test_stale_term_not_believed(void)
+{
+    etcd_srv s;
+    fake f;
+    char ka[512], ttl[512], eps[64];
+    etcd_start(&s, NULL);
+    etcd_kill(&s); /* started again: a later term than the fake's */
+    etcd_spawn(&s);
+    http_reply(ka, sizeof ka,
+               "{\"result\":{\"header\":{\"cluster_id\":\"1\",\"member_id\":\"2\",\"revision\":"
+               "\"5\",\"raft_term\":\"1\"},\"ID\":\"7\",\"TTL\":\"30\"}}");
+    http_reply(ttl, sizeof ttl,
+               "{\"header\":{\"cluster_id\":\"1\",\"member_id\":\"2\",\"revision\":\"5\","
+               "\"raft_term\":\"1\"},\"ID\":\"7\",\"TTL\":\"30\",\"grantedTTL\":\"30\"}");
+    fake_start(&f, ka, 0, "/v3/lease/timetolive", ttl);
+    snprintf(eps, sizeof eps, "%s,127.0.0.1:%d", s.endpoint, f.port);
+    dlock__etcd *c = client_cfg(eps, NULL, NULL);
+    dlock__etcd_lease l;
+    CHECK_RC(dlock__etcd_lease_grant(c, 10, 0, in_ms(5000), &l), DLOCK_OK);
+    if (l.raft_term <= 1)
+        dt_fail(__FILE__, __LINE__, "etcd restarted at raft term %lld: the fake's 1 is not behind",
+                (long long) l.raft_term);
+    int64_t id = l.id, term = l.raft_term;
+
+    /* the fake answers first: not believed, the real member renews */
+    dlock__etcd_endpoint_failed(c, 0);
+    CHECK_RC(dlock__etcd_lease_keepalive(c, id, in_ms(5000), &l), DLOCK_OK);
+    CHECK_INT(atomic_load(&f.served), ==, 1);
+    CHECK_INT(l.ttl, <=, 10);
+    CHECK_INT(l.raft_term, ==, term);
+    dlock__etcd_endpoint_failed(c, 0);
+    dlock__etcd_lease_ttl t;
+    CHECK_RC(dlock__etcd_lease_timetolive(c, id, 0, in_ms(5000), &t), DLOCK_OK);
+    CHECK_INT(atomic_load(&f.served), ==, 2);
+    CHECK_INT(t.granted_ttl, ==, 10);
+    dlock__etcd_lease_ttl_free(&t);
+
+    /* the real member gone: nobody left to believe */
+    etcd_kill(&s);
+    dlock__etcd_endpoint_failed(c, 0);
+    CHECK_RC(dlock__etcd_lease_keepalive(c, id, in_ms(5000), &l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "not believed") != NULL);
+    CHECK_RC(dlock__etcd_lease_timetolive(c, id, 0, in_ms(5000), &t), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "not believed") != NULL);
+    dlock__etcd_free(c);
+    fake_stop(&f);
+
+    /* The cluster made anew: its terms start again. A client that saw the
+     * old one's later term believes the new one's "lease not found" (a
+     * loss is believed from any term), and follows the new cluster from its
+     * first grant on. */
+    etcd_spawn(&s);
+    c = client_for(&s);
+    id = grant(c, 10);
+    etcd_kill(&s);
+    CHECK_INT(sh(NULL, 0, "rm -rf %s/data", s.dir), ==, 0);
+    etcd_spawn(&s);
+    CHECK_RC(dlock__etcd_lease_keepalive(c, id, in_ms(5000), &l), DLOCK_ELOST);
+    CHECK_RC(dlock__etcd_lease_grant(c, 10, 0, in_ms(5000), &l), DLOCK_OK);
+    if (l.raft_term >= term)
+        dt_fail(__FILE__, __LINE__, "the wiped etcd is at raft term %lld, not below %lld",
+                (long long) l.raft_term, (long long) term);
+    CHECK_RC(dlock__etcd_lease_keepalive(c, l.id, in_ms(5000), &l), DLOCK_OK);
+    CHECK_INT(l.ttl, ==, 10);
+    dlock__etcd_free(c);
 }
 
 /* ================================================================ exec */
@@ -2067,6 +2164,7 @@ int main(int argc, char **argv)
         {"endpoints_failover", test_endpoints_failover},
         {"auth", test_auth},
         {"garbage_replies", test_garbage_replies},
+        {"stale_term_not_believed", test_stale_term_not_believed},
         {"cloexec", test_cloexec},
         {"interop_etcdctl_waits", test_interop_etcdctl_waits},
         {"interop_etcdctl_holds", test_interop_etcdctl_holds},

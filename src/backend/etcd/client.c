@@ -25,6 +25,20 @@
  * that the request was sent twice (`replayed`), since what it finds may be
  * its own first try's doing.
  *
+ * Raft terms: every reply's header carries the raft term of the member that
+ * answered. etcd 3.4 answers keepalives and TTL queries from the leader's
+ * own memory, without a quorum, so a leader that was paused or cut off and
+ * has not yet heard that another member leads in a later term still renews
+ * leases, while the real leader lets them run out (etcd issue 15247). Its
+ * replies carry its old term. The client keeps the highest term it has
+ * seen, and does not believe a lease alive on the word of a member behind
+ * it: the request goes to the next member, and with none left it fails
+ * with DLOCK_EUNREACHABLE, never as renewed. A lease said to be gone is
+ * believed from any member (a loss told early is safe). A grant is
+ * committed through raft, so one answered from a lower term means the
+ * cluster was made anew (wiped and started again): the client follows it
+ * from there.
+ *
  * Authentication: the token is fetched on first use and again when etcd
  * says it is invalid (simple tokens expire after --auth-token-ttl idle
  * seconds), by one thread at a time; the others wait and reuse it. A
@@ -65,6 +79,7 @@ struct dlock__etcd_conn {
     char *buf; /* the reply body */
     size_t len, cap, max;
     int overflow;
+    size_t ep; /* the endpoint its last request went to */
 };
 
 /* ================================================================ setup */
@@ -552,6 +567,7 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
         if (split)
             left_ms /= 2;
         snprintf(url, sizeof url, "http://%s%s", c->hosts[ep], path);
+        k->ep = ep;
         curl_easy_setopt(k->easy, CURLOPT_URL, url);
         curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
@@ -781,6 +797,34 @@ static int prepare(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us, uin
 
 typedef int (*decode_fn)(dlock__etcd *c, const char *path, const char *body, size_t n, void *out);
 
+/* A decoder's verdict on a reply that a member behind the newest term gave
+ * from its own memory (see "raft terms" above). The detail is recorded;
+ * call() sends the request to the next member, or fails with
+ * DLOCK_EUNREACHABLE. Never returned from this file. */
+#define BEHIND 1000
+
+static void term_seen(dlock__etcd *c, int64_t term)
+{
+    int64_t seen = atomic_load(&c->raft_term);
+    while (term > seen && !atomic_compare_exchange_weak(&c->raft_term, &seen, term))
+        ;
+}
+
+/* BEHIND when a reply from `term` saying lease id is alive is not to be
+ * believed; else DLOCK_OK, the term noted. */
+static int lease_alive_at(dlock__etcd *c, const char *path, int64_t id, int64_t term)
+{
+    int64_t seen = atomic_load(&c->raft_term);
+    if (term > 0 && term < seen)
+        return dlock__fail(BEHIND,
+                           "%s %s: lease %" PRId64 " said alive by a member at raft term %" PRId64
+                           ", behind term %" PRId64 " (a leader that has not heard of the next "
+                           "one): not believed",
+                           c->label, path, id, term, seen);
+    term_seen(c, term);
+    return DLOCK_OK;
+}
+
 /* One request: body to path, the 2xx reply decoded into out. Errors from
  * etcd are mapped to dlock codes; an expired token is renewed once. */
 static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_t deadline_us,
@@ -790,6 +834,13 @@ static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_
     dlock__etcd_status st;
     int rc;
 
+    /* one bound for every try: a member behind the newest term is
+     * skipped within it */
+    int64_t until_us = dlock__now_us() + c->request_timeout_ms * 1000;
+    size_t behind = 0;
+
+    if (deadline_us != DLOCK__NEVER && deadline_us < until_us)
+        until_us = deadline_us;
     rc = conn_get(c, deadline_us, &k);
     if (rc != DLOCK_OK)
         goto out;
@@ -799,11 +850,18 @@ static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_
 
         rc = prepare(c, k, deadline_us, &gen);
         if (rc == DLOCK_OK)
-            rc = post(c, k, path, body, len, deadline_us, mode, &status);
+            rc = post(c, k, path, body, len, until_us, mode, &status);
         if (rc != DLOCK_OK)
             break;
         if (status >= 200 && status < 300) {
             rc = decode(c, path, k->buf, k->len, out);
+            if (rc == BEHIND) {
+                dlock__etcd_endpoint_failed(c, k->ep);
+                mode->replayed = 1; /* the next member gets it again */
+                if (++behind < c->n_hosts && dlock__now_us() < until_us)
+                    continue;
+                rc = DLOCK_EUNREACHABLE; /* the detail says why */
+            }
             break;
         }
         if (dlock__etcd_decode_status(k->buf, k->len, &st) != DLOCK_OK) {
@@ -852,7 +910,14 @@ static int dec_header(dlock__etcd *c, const char *path, const char *body, size_t
 
 static int dec_grant(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
 {
-    return with_context(c, path, dlock__etcd_decode_lease_grant(body, n, out));
+    dlock__etcd_lease *lease = out;
+    int rc = with_context(c, path, dlock__etcd_decode_lease_grant(body, n, lease));
+
+    if (rc == DLOCK_OK && lease->raft_term > 0 && lease->raft_term < atomic_load(&c->raft_term))
+        atomic_store(&c->raft_term, lease->raft_term); /* a cluster made anew */
+    else if (rc == DLOCK_OK)
+        term_seen(c, lease->raft_term);
+    return rc;
 }
 
 static int dec_keepalive(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
@@ -869,17 +934,30 @@ static int dec_keepalive(dlock__etcd *c, const char *path, const char *body, siz
     if (lease->ttl <= 0)
         return dlock__fail(DLOCK_ELOST, "%s %s: lease %" PRId64 " not found (expired or revoked)",
                            c->label, path, lease->id);
-    return DLOCK_OK;
+    return lease_alive_at(c, path, lease->id, lease->raft_term);
 }
 
 static int dec_ttl(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
 {
-    return with_context(c, path, dlock__etcd_decode_lease_ttl(body, n, out));
+    dlock__etcd_lease_ttl *t = out;
+    int rc = with_context(c, path, dlock__etcd_decode_lease_ttl(body, n, t));
+
+    if (rc == DLOCK_OK && t->ttl >= 0) {
+        rc = lease_alive_at(c, path, t->id, t->raft_term);
+        if (rc != DLOCK_OK)
+            dlock__etcd_lease_ttl_free(t);
+    }
+    return rc;
 }
 
 static int dec_range(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
 {
-    return with_context(c, path, dlock__etcd_decode_range(body, n, out));
+    dlock__etcd_range_result *r = out;
+    int rc = with_context(c, path, dlock__etcd_decode_range(body, n, r));
+
+    if (rc == DLOCK_OK)
+        term_seen(c, r->raft_term);
+    return rc;
 }
 
 typedef struct delete_out {
@@ -894,7 +972,12 @@ static int dec_delete(dlock__etcd *c, const char *path, const char *body, size_t
 
 static int dec_txn(dlock__etcd *c, const char *path, const char *body, size_t n, void *out)
 {
-    return with_context(c, path, dlock__etcd_decode_txn(body, n, out));
+    dlock__etcd_txn_result *t = out;
+    int rc = with_context(c, path, dlock__etcd_decode_txn(body, n, t));
+
+    if (rc == DLOCK_OK)
+        term_seen(c, t->raft_term);
+    return rc;
 }
 
 int dlock__etcd_lease_grant(dlock__etcd *c, int64_t ttl_s, int64_t id, int64_t deadline_us,

@@ -683,17 +683,23 @@ static int get_object(json_object *o, const char *name, int required, json_objec
     return DLOCK_OK;
 }
 
-/* header.revision of a reply. Top-level replies must carry a header: an
- * object without one is not an etcd reply. */
-static int get_header(json_object *o, int required, int64_t *revision)
+/* header.revision of a reply, and header.raft_term when term is not NULL
+ * (0 when absent). Top-level replies must carry a header: an object without
+ * one is not an etcd reply. */
+static int get_header(json_object *o, int required, int64_t *revision, int64_t *term)
 {
     json_object *h;
     int rc = get_object(o, "header", required, &h);
 
     *revision = 0;
+    if (term != NULL)
+        *term = 0;
     if (rc != DLOCK_OK || h == NULL)
         return rc;
-    return get_i64(h, "revision", 0, revision);
+    rc = get_i64(h, "revision", 0, revision);
+    if (rc == DLOCK_OK && term != NULL)
+        rc = get_i64(h, "raft_term", 0, term);
+    return rc;
 }
 
 static void kv_free(dlock__etcd_kv *kv)
@@ -744,7 +750,7 @@ static int get_range(json_object *o, int top, dlock__etcd_range_result *out)
     int rc;
 
     memset(out, 0, sizeof *out);
-    rc = get_header(o, top, &out->revision);
+    rc = get_header(o, top, &out->revision, top ? &out->raft_term : NULL);
     if (rc == DLOCK_OK)
         rc = get_i64(o, "count", 0, &out->count);
     if (rc == DLOCK_OK)
@@ -774,7 +780,7 @@ int dlock__etcd_decode_header(const char *body, size_t n, int64_t *revision)
 
     if (rc != DLOCK_OK)
         return rc;
-    rc = get_header(o, 1, revision);
+    rc = get_header(o, 1, revision, NULL);
     json_object_put(o);
     return rc;
 }
@@ -805,7 +811,7 @@ int dlock__etcd_decode_delete(const char *body, size_t n, int64_t *revision, int
 
     if (rc != DLOCK_OK)
         return rc;
-    rc = get_header(o, 1, revision);
+    rc = get_header(o, 1, revision, NULL);
     if (rc == DLOCK_OK)
         rc = get_i64(o, "deleted", 0, deleted);
     json_object_put(o);
@@ -840,13 +846,13 @@ static int get_op_result(json_object *o, dlock__etcd_op_result *out)
         rc = get_object(o, "response_put", 0, &inner);
     if (rc == DLOCK_OK && inner != NULL) {
         out->type = DLOCK__ETCD_OP_PUT;
-        return get_header(inner, 0, &out->revision);
+        return get_header(inner, 0, &out->revision, NULL);
     }
     if (rc == DLOCK_OK)
         rc = get_object(o, "response_delete_range", 0, &inner);
     if (rc == DLOCK_OK && inner != NULL) {
         out->type = DLOCK__ETCD_OP_DELETE;
-        rc = get_header(inner, 0, &out->revision);
+        rc = get_header(inner, 0, &out->revision, NULL);
         if (rc == DLOCK_OK)
             rc = get_i64(inner, "deleted", 0, &out->deleted);
         return rc;
@@ -865,7 +871,7 @@ int dlock__etcd_decode_txn(const char *body, size_t n, dlock__etcd_txn_result *o
     rc = parse(body, n, &o);
     if (rc != DLOCK_OK)
         return rc;
-    rc = get_header(o, 1, &out->revision);
+    rc = get_header(o, 1, &out->revision, &out->raft_term);
     if (rc == DLOCK_OK)
         rc = get_bool(o, "succeeded", &out->succeeded);
     if (rc == DLOCK_OK)
@@ -895,7 +901,7 @@ int dlock__etcd_decode_lease_grant(const char *body, size_t n, dlock__etcd_lease
     rc = parse(body, n, &o);
     if (rc != DLOCK_OK)
         return rc;
-    rc = get_header(o, 1, &out->revision);
+    rc = get_header(o, 1, &out->revision, &out->raft_term);
     if (rc == DLOCK_OK)
         rc = get_id(o, "ID", &out->id);
     if (rc == DLOCK_OK)
@@ -946,7 +952,7 @@ int dlock__etcd_decode_keepalive(const char *body, size_t n, dlock__etcd_lease *
     if (rc == DLOCK_OK)
         rc = get_object(o, "result", 1, &res);
     if (rc == DLOCK_OK)
-        rc = get_header(res, 1, &out->revision);
+        rc = get_header(res, 1, &out->revision, &out->raft_term);
     if (rc == DLOCK_OK)
         rc = get_id(res, "ID", &out->id);
     if (rc == DLOCK_OK)
@@ -976,7 +982,7 @@ int dlock__etcd_decode_lease_ttl(const char *body, size_t n, dlock__etcd_lease_t
     rc = parse(body, n, &o);
     if (rc != DLOCK_OK)
         return rc;
-    rc = get_header(o, 1, &revision);
+    rc = get_header(o, 1, &revision, &out->raft_term);
     if (rc == DLOCK_OK)
         rc = get_id(o, "ID", &out->id);
     if (rc == DLOCK_OK)
@@ -1020,7 +1026,7 @@ int dlock__etcd_decode_token(const char *body, size_t n, char **token)
     rc = parse(body, n, &o);
     if (rc != DLOCK_OK)
         return rc;
-    rc = get_header(o, 1, &revision);
+    rc = get_header(o, 1, &revision, NULL);
     t = field(o, "token");
     if (rc == DLOCK_OK &&
         (t == NULL || !json_object_is_type(t, json_type_string) ||
@@ -1091,7 +1097,7 @@ int dlock__etcd_decode_watch(const char *body, size_t n, dlock__etcd_watch_respo
     if (rc == DLOCK_OK)
         rc = get_object(o, "result", 1, &res);
     if (rc == DLOCK_OK)
-        rc = get_header(res, 1, &out->revision);
+        rc = get_header(res, 1, &out->revision, NULL);
     if (rc == DLOCK_OK)
         rc = get_i64(res, "watch_id", -1, &out->watch_id);
     if (rc == DLOCK_OK)

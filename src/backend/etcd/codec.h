@@ -152,7 +152,8 @@ typedef struct dlock__etcd_kv {
 } dlock__etcd_kv;
 
 typedef struct dlock__etcd_range_result {
-    int64_t revision; /* header.revision: the store's revision when read */
+    int64_t revision;  /* header.revision: the store's revision when read */
+    int64_t raft_term; /* header.raft_term of a whole reply (0: absent) */
     dlock__etcd_kv *kvs;
     size_t n_kvs;
     int64_t count; /* keys in the range (ignores limit and create-revision filters) */
@@ -168,6 +169,7 @@ typedef struct dlock__etcd_op_result {
 
 typedef struct dlock__etcd_txn_result {
     int64_t revision;
+    int64_t raft_term; /* 0: absent */
     int succeeded;
     dlock__etcd_op_result *responses;
     size_t n_responses;
@@ -177,13 +179,15 @@ typedef struct dlock__etcd_lease {
     int64_t id;
     int64_t ttl; /* seconds granted, or left (keepalive) */
     int64_t revision;
+    int64_t raft_term; /* the answering member's term (0: absent) */
 } dlock__etcd_lease;
 
 typedef struct dlock__etcd_lease_ttl {
     int64_t id;
     int64_t ttl; /* seconds left; -1: the lease does not exist */
     int64_t granted_ttl;
-    char **keys; /* attached keys when asked for, NUL-terminated */
+    int64_t raft_term; /* the answering member's term (0: absent) */
+    char **keys;       /* attached keys when asked for, NUL-terminated */
     size_t n_keys;
 } dlock__etcd_lease_ttl;
 

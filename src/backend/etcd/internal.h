@@ -16,6 +16,8 @@ struct dlock__etcd {
     char **hosts; /* "host:port" */
     size_t n_hosts;
     _Atomic size_t current; /* the endpoint requests go to */
+    /* The highest raft term a reply carried: see "raft terms" in client.c. */
+    _Atomic int64_t raft_term;
     char *user, *password;
     char *label;
     int64_t connect_timeout_ms, request_timeout_ms;
