@@ -336,6 +336,16 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             continue;
         }
         if (rc == DLOCK_EUNREACHABLE && waits) {
+            /* The last try failed just before the budget's end: the wait
+             * still takes its whole budget (a cancel ends it sooner). */
+            dlock__saved_error why;
+            dlock__save_error(&why);
+            pause_until(l, deadline);
+            if (dlock__lock_cancelled(l)) {
+                rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+                goto cancelled;
+            }
+            dlock__restore_error(&why);
             dlock__fail_context(
                 rc, "lock '%s': the store was still unreachable when the wait ran out", l->name);
             goto give_up;
