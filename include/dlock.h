@@ -60,6 +60,13 @@
  *    scheduled up to 5% of the lease (at most 50 ms) late. A store that
  *    deletes the lock (FLUSHALL, eviction, an operator) can hand it out at
  *    once; the holder learns it at its next renewal (a third of the lease).
+ *    So can an etcd before 3.5.12 (Debian 12 ships 3.4.23): a leader that
+ *    stalls (paused, swapped out) for longer than a lease and comes back
+ *    revokes the leases that ran out in its own memory meanwhile, though
+ *    their clients renewed them with the new leader (etcd issue 15247);
+ *    keep etcd leases longer than the longest stall you expect. A renewal
+ *    such a stale leader answers is not believed (its raft term is behind
+ *    one the client has seen), when the URL names another member.
  *  - A killed holder's lock is free within its lease (Redis, etcd) or the
  *    session timeout (ZooKeeper); a killed waiter's place within
  *    waiter_lease (Redis) or its session's lease or timeout.
