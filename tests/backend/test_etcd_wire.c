@@ -397,6 +397,7 @@ typedef struct rec_note {
     int64_t watch;
     int kind, type, code;
     char key[128];
+    char reason[200]; /* CANCELED, BROKEN */
     int64_t mod_revision, compact, revision;
 } rec_note;
 
@@ -419,6 +420,8 @@ static void record(void *arg, const dlock__etcd_watch_note *n)
         x->code = n->code;
         x->compact = n->compact_revision;
         x->revision = n->revision;
+        if (n->reason != NULL)
+            snprintf(x->reason, sizeof x->reason, "%s", n->reason);
         if (n->event != NULL) {
             x->type = n->event->type;
             x->mod_revision = n->event->kv.mod_revision;
@@ -1395,6 +1398,51 @@ static void test_watch_resumes_without_loss(void)
     proxy_stop(&px);
 }
 
+/* A member that goes silent with the stream open (paused, or cut off
+ * behind a middlebox): after a second with nothing received the stream asks
+ * for progress, and when no answer comes within the request timeout it
+ * drops the member and goes on at the next endpoint, from the revision it
+ * had reached, so the event that came meanwhile is delivered. (Before, the
+ * stream sat on the silent member for good.) */
+static void test_watch_silent_member(void)
+{
+    etcd_srv s;
+    dt_proxy p;
+    char eps[64];
+    etcd_start(&s, NULL);
+    dt_proxy_start(&p, s.port, 1);
+    snprintf(eps, sizeof eps, "127.0.0.1:%d,%s", p.ports[0], s.endpoint);
+    dlock__etcd_config cfg = {
+        .endpoints = eps, .connect_timeout_ms = 500, .request_timeout_ms = 800};
+    dlock__etcd *c = NULL, *other = client_for(&s);
+    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    recorder r;
+    recorder_init(&r);
+    int64_t id = watch_key(c, &r, "silent/a", 0, 0);
+    DT_WAIT_UNTIL(created(c) == 1, 5000);
+    CHECK_INT(dt_proxy_connections(&p, 0), ==, 1); /* the stream is on the first member */
+    /* idle, it is kept: progress requests are answered */
+    dt_sleep_ms(2500); /* a span of idle time, not a wait for a condition */
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, NULL), ==, 0);
+
+    dt_proxy_set(&p, 0, DT_BLACKHOLE);
+    int64_t t0 = dt_now_ms();
+    int64_t rev = put(other, "silent/a", "1");
+    DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, NULL) == 1, 5000);
+    int64_t took = dt_now_ms() - t0;
+    /* at most: a second of silence, the request timeout, a reconnection */
+    CHECK_INT(took, <=, 1000 + 800 + 700);
+    rec_note n;
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, &n), ==, 1);
+    CHECK_INT(n.mod_revision, ==, rev);
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, &n), ==, 1);
+    if (strstr(n.reason, "progress request") == NULL)
+        dt_fail(__FILE__, __LINE__, "broken for another reason: %s", n.reason);
+    dlock__etcd_free(c);
+    dlock__etcd_free(other);
+    dt_proxy_stop(&p);
+}
+
 static void test_endpoints_failover(void)
 {
     etcd_srv s;
@@ -2161,6 +2209,7 @@ int main(int argc, char **argv)
         {"watch_late", test_watch_late},
         {"server_killed", test_server_killed},
         {"watch_resumes_without_loss", test_watch_resumes_without_loss},
+        {"watch_silent_member", test_watch_silent_member},
         {"endpoints_failover", test_endpoints_failover},
         {"auth", test_auth},
         {"garbage_replies", test_garbage_replies},

@@ -31,6 +31,14 @@
  * order and are also matched against the FIFO of creates sent (a failed
  * create answers with watch_id -1).
  *
+ * A member that stops answering (paused, or cut off behind a middlebox that
+ * keeps the connection open) would leave the stream silent, and its waiters
+ * woken only by their rechecks. So after PROGRESS_IDLE_MS with nothing
+ * received, the stream sends a progress request (etcd 3.4+), which any
+ * live member answers at once with its revision; when no byte comes back
+ * within the request timeout, the member is dropped, the client moves on
+ * to the next endpoint, and the watches are re-created there.
+ *
  * No event is lost across a reconnection: each watch remembers the revision
  * after the last event delivered (or after the revision it was created at)
  * and is re-created from there. Callbacks run on the stream thread without
@@ -57,6 +65,9 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 #define IDLE_POLL_MS   1000
+/* A stream silent this long asks the member for its progress. */
+#define PROGRESS_IDLE_MS 1000
+#define PROGRESS_LINE    "{\"progress_request\":{}}\n"
 /* A create refused this soon after reopening for a refusal is believed. */
 #define DENIED_RETRY_MS 10000
 
@@ -99,6 +110,8 @@ struct dlock__etcd_watcher {
     struct curl_slist *headers;
     size_t endpoint;
     int64_t opened_us, last_nudge_us, retry_at_us, backoff_ms;
+    int64_t last_rx_us;  /* when a reply byte last came */
+    int64_t progress_us; /* when an unanswered progress request went; 0: none */
     int got_header;
     long http_status;
     curl_off_t body_sent;
@@ -405,6 +418,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     size_t n = size * nmemb, max = w->c->max_reply;
     int ok = 1;
 
+    w->last_rx_us = dlock__now_us();
+    w->progress_us = 0;
     if (n > max || w->line_len > max - n) {
         stream_fail(w, DLOCK_EPROTO, "%s /v3/watch: %s", "reply line larger than the reply limit");
         return 0;
@@ -564,7 +579,8 @@ static int open_stream(dlock__etcd_watcher *w)
     w->line_len = 0;
     w->fail_code = 0;
     w->fail_msg[0] = '\0';
-    w->opened_us = w->last_nudge_us = dlock__now_us();
+    w->opened_us = w->last_nudge_us = w->last_rx_us = dlock__now_us();
+    w->progress_us = 0;
 
     pthread_mutex_lock(&w->mu);
     w->out_len = w->out_off = 0;
@@ -713,6 +729,31 @@ static void *run(void *arg)
                     w->last_nudge_us = now;
                 }
                 wait_ms = NUDGE_MS;
+            }
+            if (w->got_header && w->http_status == 200) {
+                int64_t next_us;
+                if (w->progress_us != 0) {
+                    next_us = w->progress_us + c->request_timeout_ms * 1000;
+                    if (now >= next_us) {
+                        snprintf(msg, sizeof msg,
+                                 "%s /v3/watch: %s did not answer a progress request within "
+                                 "%" PRId64 " ms",
+                                 c->label, c->hosts[w->endpoint], c->request_timeout_ms);
+                        dlock__etcd_endpoint_failed(c, w->endpoint);
+                        drop_stream(w, DLOCK_EUNREACHABLE, msg);
+                        continue;
+                    }
+                } else {
+                    next_us = w->last_rx_us + PROGRESS_IDLE_MS * 1000;
+                    if (now >= next_us &&
+                        queue_bytes(w, PROGRESS_LINE, strlen(PROGRESS_LINE)) == 0) {
+                        w->progress_us = now;
+                        next_us = now + c->request_timeout_ms * 1000;
+                    }
+                }
+                int64_t in_ms = next_us > now ? (next_us - now) / 1000 + 1 : 1;
+                if (in_ms < wait_ms)
+                    wait_ms = in_ms;
             }
             if (w->body_sent + (curl_off_t) (w->out_len - w->out_off) >
                 STREAM_BODY - STREAM_SLACK) {
