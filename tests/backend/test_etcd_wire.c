@@ -1400,10 +1400,11 @@ static void test_watch_resumes_without_loss(void)
 
 /* A member that goes silent with the stream open (paused, or cut off
  * behind a middlebox): after a second with nothing received the stream asks
- * for progress, and when no answer comes within the request timeout it
- * drops the member and goes on at the next endpoint, from the revision it
- * had reached, so the event that came meanwhile is delivered. (Before, the
- * stream sat on the silent member for good.) */
+ * for progress, and when neither that nor a status request is answered
+ * within the request timeout it drops the member and goes on at the next
+ * endpoint, from the revision it had reached, so the event that came
+ * meanwhile is delivered. (Before, the stream sat on the silent member for
+ * good.) */
 static void test_watch_silent_member(void)
 {
     etcd_srv s;
@@ -1430,13 +1431,14 @@ static void test_watch_silent_member(void)
     int64_t rev = put(other, "silent/a", "1");
     DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, NULL) == 1, 5000);
     int64_t took = dt_now_ms() - t0;
-    /* at most: a second of silence, the request timeout, a reconnection */
-    CHECK_INT(took, <=, 1000 + 800 + 700);
+    /* at most: a second of silence, a progress and a status request's
+     * timeouts, a reconnection */
+    CHECK_INT(took, <=, 1000 + 800 + 800 + 700);
     rec_note n;
     CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_EVENT, &n), ==, 1);
     CHECK_INT(n.mod_revision, ==, rev);
     CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, &n), ==, 1);
-    if (strstr(n.reason, "progress request") == NULL)
+    if (strstr(n.reason, "answered neither a progress request") == NULL)
         dt_fail(__FILE__, __LINE__, "broken for another reason: %s", n.reason);
     dlock__etcd_free(c);
     dlock__etcd_free(other);
@@ -1585,66 +1587,115 @@ static void test_auth(void)
 
 /* A loopback HTTP server thread answering every request with one canned
  * reply (or none), for replies etcd never sends. */
+#define FAKE_CONNS 16
+
 typedef struct fake {
     int fd, port;
     const char *reply; /* NULL: close without answering; "" : never answer */
     size_t reply_len;
     size_t pad; /* bytes of spaces sent after reply */
-    /* when set, requests for this path get this reply instead */
+    /* when set, requests for this path get this reply instead, and with
+     * path_hold the connection then stays open until the client goes */
     const char *path, *path_reply;
+    int path_hold;
     pthread_t thread;
+    pthread_t conns[FAKE_CONNS]; /* a thread per connection */
+    int n_conns;
     atomic_int stop;
     atomic_int served; /* requests read */
 } fake;
+
+typedef struct fake_conn {
+    fake *f;
+    int fd;
+} fake_conn;
+
+/* Reads until the client goes or the fake stops. */
+static void fake_hold(fake *f, int cfd)
+{
+    char buf[8192];
+    for (;;) {
+        ssize_t n = read(cfd, buf, sizeof buf);
+        if (n == 0 || atomic_load(&f->stop) || (n < 0 && errno != EAGAIN))
+            break;
+    }
+}
+
+static void *fake_serve(void *arg)
+{
+    fake_conn *fc = arg;
+    fake *f = fc->f;
+    int cfd = fc->fd;
+    char buf[8192];
+    size_t got = 0;
+    char *end = NULL;
+    free(fc);
+    /* read the header and a Content-Length body (not the watch's GiB) */
+    while (end == NULL && got < sizeof buf - 1) {
+        ssize_t n = read(cfd, buf + got, sizeof buf - 1 - got);
+        if (n <= 0 && !(n < 0 && errno == EAGAIN && !atomic_load(&f->stop)))
+            break;
+        if (n <= 0)
+            continue;
+        got += (size_t) n;
+        buf[got] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    buf[got] = '\0';
+    atomic_fetch_add(&f->served, 1);
+    const char *reply = f->reply;
+    int hold = 0;
+    if (f->path != NULL && strstr(buf, f->path) != NULL) {
+        reply = f->path_reply;
+        hold = f->path_hold;
+    }
+    if (reply != NULL && reply[0] == '\0') {
+        fake_hold(f, cfd);
+    } else if (reply != NULL) {
+        if (write(cfd, reply, reply == f->reply ? f->reply_len : strlen(reply)) < 0)
+            perror("fake write");
+        char spaces[4096];
+        memset(spaces, ' ', sizeof spaces);
+        for (size_t sent = 0; sent < f->pad; sent += sizeof spaces) {
+            if (write(cfd, spaces, sizeof spaces) < 0)
+                break;
+        }
+        if (hold)
+            fake_hold(f, cfd);
+    }
+    close(cfd);
+    return NULL;
+}
 
 static void *fake_run(void *arg)
 {
     fake *f = arg;
     while (!atomic_load(&f->stop)) {
-        int cfd = accept(f->fd, NULL, NULL);
+        int cfd = accept4(f->fd, NULL, NULL, SOCK_CLOEXEC);
         if (cfd < 0)
             continue;
-        char buf[8192];
-        size_t got = 0;
-        char *end = NULL;
-        /* read the header and a Content-Length body (not the watch's GiB) */
-        while (end == NULL && got < sizeof buf - 1) {
-            ssize_t n = read(cfd, buf + got, sizeof buf - 1 - got);
-            if (n <= 0)
-                break;
-            got += (size_t) n;
-            buf[got] = '\0';
-            end = strstr(buf, "\r\n\r\n");
+        struct timeval tv = {0, 100000}; /* so that a read notices the stop */
+        setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        fake_conn *fc = malloc(sizeof *fc);
+        if (f->n_conns == FAKE_CONNS || fc == NULL) {
+            free(fc);
+            close(cfd);
+            continue;
         }
-        atomic_fetch_add(&f->served, 1);
-        const char *reply = f->reply;
-        if (f->path != NULL && strstr(buf, f->path) != NULL)
-            reply = f->path_reply;
-        if (reply != NULL && reply[0] == '\0') {
-            for (;;) { /* until the client goes */
-                ssize_t n = read(cfd, buf, sizeof buf);
-                if (n == 0 || atomic_load(&f->stop) || (n < 0 && errno != EAGAIN))
-                    break;
-            }
-        } else if (reply != NULL) {
-            if (write(cfd, reply, reply == f->reply ? f->reply_len : strlen(reply)) < 0)
-                perror("fake write");
-            char spaces[4096];
-            memset(spaces, ' ', sizeof spaces);
-            for (size_t sent = 0; sent < f->pad; sent += sizeof spaces) {
-                if (write(cfd, spaces, sizeof spaces) < 0)
-                    break;
-            }
-        }
-        close(cfd);
+        fc->f = f;
+        fc->fd = cfd;
+        pthread_create(&f->conns[f->n_conns++], NULL, fake_serve, fc);
     }
+    for (int i = 0; i < f->n_conns; i++)
+        pthread_join(f->conns[i], NULL);
     return NULL;
 }
 
 /* A fake server answering every request with reply (and pad spaces), or
- * those whose request head holds path (if not NULL) with path_reply. */
+ * those whose request head holds path (if not NULL) with path_reply, then
+ * (path_hold) keeping their connection open until the client goes. */
 static void fake_start(fake *f, const char *reply, size_t pad, const char *path,
-                       const char *path_reply)
+                       const char *path_reply, int path_hold)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
@@ -1654,6 +1705,7 @@ static void fake_start(fake *f, const char *reply, size_t pad, const char *path,
     f->pad = pad;
     f->path = path;
     f->path_reply = path_reply;
+    f->path_hold = path_hold;
     f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(f->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -1720,7 +1772,7 @@ static void test_garbage_replies(void)
                      cases[i].status, strlen(cases[i].reply), cases[i].reply);
             raw = reply;
         }
-        fake_start(&f, raw, cases[i].pad, NULL, NULL);
+        fake_start(&f, raw, cases[i].pad, NULL, NULL, 0);
         snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
         dlock__etcd_config cfg = {.endpoints = ep, .max_reply_bytes = 1 << 20};
         dlock__etcd *c;
@@ -1739,7 +1791,7 @@ static void test_garbage_replies(void)
     fake f;
     char ep[32];
     fake_start(&f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nnope!\n\r\n", 0, NULL,
-               NULL);
+               NULL, 0);
     snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
     dlock__etcd *c = client_cfg(ep, NULL, NULL);
     recorder r;
@@ -1782,7 +1834,7 @@ static void test_stale_term_not_believed(void)
     http_reply(ttl, sizeof ttl,
                "{\"header\":{\"cluster_id\":\"1\",\"member_id\":\"2\",\"revision\":\"5\","
                "\"raft_term\":\"1\"},\"ID\":\"7\",\"TTL\":\"30\",\"grantedTTL\":\"30\"}");
-    fake_start(&f, ka, 0, "/v3/lease/timetolive", ttl);
+    fake_start(&f, ka, 0, "/v3/lease/timetolive", ttl, 0);
     snprintf(eps, sizeof eps, "%s,127.0.0.1:%d", s.endpoint, f.port);
     dlock__etcd *c = client_cfg(eps, NULL, NULL);
     dlock__etcd_lease l;
@@ -1833,6 +1885,42 @@ static void test_stale_term_not_believed(void)
     CHECK_RC(dlock__etcd_lease_keepalive(c, l.id, in_ms(5000), &l), DLOCK_OK);
     CHECK_INT(l.ttl, ==, 10);
     dlock__etcd_free(c);
+}
+
+/* A member that serves but keeps its progress to itself (later etcd
+ * releases answer a progress request only while every watch of the stream
+ * is synced and not ahead of the store): its status request is answered, so
+ * the stream stays on it, and asks for progress less and less often. */
+static void test_watch_quiet_member_kept(void)
+{
+    fake f;
+    char ep[32], status[256];
+    http_reply(status, sizeof status, "{\"header\":{\"revision\":\"5\",\"raft_term\":\"2\"}}");
+    /* the watch: a header, the create confirmed, then silence */
+    static const char watch[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "45\r\n{\"result\":{\"header\":{\"revision\":\"5\"},\"watch_id\":\"1\",\"created\":true}}"
+        "\n\r\n";
+    fake_start(&f, status, 0, "/v3/watch", watch, 1);
+    snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
+    dlock__etcd_config cfg = {
+        .endpoints = ep, .connect_timeout_ms = 500, .request_timeout_ms = 500};
+    dlock__etcd *c = NULL;
+    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    recorder r;
+    recorder_init(&r);
+    int64_t id = watch_key(c, &r, "quiet/a", 6, 1);
+    CHECK_INT(id, ==, 1); /* the id the fake confirms */
+    DT_WAIT_UNTIL(created(c) == 1, 5000);
+    /* a first progress request (after 1 s) and its status request (0.5 s
+     * later), then a second after 2 s more and its status */
+    DT_WAIT_UNTIL(atomic_load(&f.served) >= 3, 6000);
+    CHECK_INT(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, NULL), ==, 0);
+    dlock__etcd_stats st;
+    dlock__etcd_get_stats(c, &st);
+    CHECK_INT(st.streams_opened, ==, 1);
+    dlock__etcd_free(c);
+    fake_stop(&f);
 }
 
 /* ================================================================ exec */
@@ -2210,6 +2298,7 @@ int main(int argc, char **argv)
         {"server_killed", test_server_killed},
         {"watch_resumes_without_loss", test_watch_resumes_without_loss},
         {"watch_silent_member", test_watch_silent_member},
+        {"watch_quiet_member_kept", test_watch_quiet_member_kept},
         {"endpoints_failover", test_endpoints_failover},
         {"auth", test_auth},
         {"garbage_replies", test_garbage_replies},

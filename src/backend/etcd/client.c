@@ -793,6 +793,35 @@ static int prepare(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us, uin
     return rc;
 }
 
+int dlock__etcd_member_answers(dlock__etcd *c, size_t ep, int64_t deadline_us)
+{
+    dlock__etcd_conn *k = NULL;
+    char url[320];
+
+    if (ep >= c->n_hosts || conn_get(c, deadline_us, &k) != DLOCK_OK)
+        return 0;
+    int64_t left_ms = (deadline_us - dlock__now_us()) / 1000;
+    CURLcode res = CURLE_OPERATION_TIMEDOUT;
+    /* any reply will do, so no token is fetched for it */
+    if (left_ms > 0 && (k->headers != NULL || set_headers(k, NULL, 0) == DLOCK_OK)) {
+        snprintf(url, sizeof url, "http://%s/v3/maintenance/status", c->hosts[ep]);
+        curl_easy_setopt(k->easy, CURLOPT_URL, url);
+        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, "{}");
+        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) 2);
+        curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long) left_ms);
+        curl_easy_setopt(
+            k->easy, CURLOPT_CONNECTTIMEOUT_MS,
+            (long) (left_ms < c->connect_timeout_ms ? left_ms : c->connect_timeout_ms));
+        curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
+        k->len = 0;
+        k->overflow = 0;
+        k->errbuf[0] = '\0';
+        res = perform(k, deadline_us);
+    }
+    conn_put(c, k);
+    return res == CURLE_OK;
+}
+
 /* ================================================================ calls */
 
 typedef int (*decode_fn)(dlock__etcd *c, const char *path, const char *body, size_t n, void *out);
@@ -808,6 +837,23 @@ static void term_seen(dlock__etcd *c, int64_t term)
     int64_t seen = atomic_load(&c->raft_term);
     while (term > seen && !atomic_compare_exchange_weak(&c->raft_term, &seen, term))
         ;
+}
+
+/* A grant is committed through raft: one answered from a term below the
+ * newest seen means the cluster was made anew, and its terms are followed
+ * from there. (A grant answered by a member that has not yet heard of an
+ * election the client saw elsewhere lowers it too, for as long as the next
+ * reply from the new leader takes to raise it again: then a stale renewal
+ * is believed, as it was before terms were checked.) */
+static void term_follow_grant(dlock__etcd *c, int64_t term)
+{
+    int64_t seen = atomic_load(&c->raft_term);
+    if (term <= 0)
+        return;
+    if (term >= seen)
+        term_seen(c, term);
+    else
+        atomic_compare_exchange_strong(&c->raft_term, &seen, term);
 }
 
 /* BEHIND when a reply from `term` saying lease id is alive is not to be
@@ -834,21 +880,25 @@ static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_
     dlock__etcd_status st;
     int rc;
 
-    /* one bound for every try: a member behind the newest term is
-     * skipped within it */
-    int64_t until_us = dlock__now_us() + c->request_timeout_ms * 1000;
-    size_t behind = 0;
+    int64_t until_us = 0; /* the bound of the tries since the last authentication */
+    size_t behind = 0;    /* members skipped as behind the newest term */
+    int reauthed = 0;     /* once per call */
 
-    if (deadline_us != DLOCK__NEVER && deadline_us < until_us)
-        until_us = deadline_us;
     rc = conn_get(c, deadline_us, &k);
     if (rc != DLOCK_OK)
         goto out;
-    for (int attempt = 0;; attempt++) {
+    for (;;) {
         uint64_t gen;
         long status = 0;
 
         rc = prepare(c, k, deadline_us, &gen);
+        if (rc == DLOCK_OK && until_us == 0) {
+            /* one bound for the request's tries: a member behind the newest
+             * term is skipped within it */
+            until_us = dlock__now_us() + c->request_timeout_ms * 1000;
+            if (deadline_us != DLOCK__NEVER && deadline_us < until_us)
+                until_us = deadline_us;
+        }
         if (rc == DLOCK_OK)
             rc = post(c, k, path, body, len, until_us, mode, &status);
         if (rc != DLOCK_OK)
@@ -870,16 +920,20 @@ static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_
             break;
         }
         int kind = dlock__etcd_status_kind(&st);
-        if (attempt == 0 && c->user != NULL && kind == DLOCK__ETCD_ST_REAUTH) {
+        if (!reauthed && c->user != NULL && kind == DLOCK__ETCD_ST_REAUTH) {
+            reauthed = 1;
             rc = need_token(c, k, 1, gen, deadline_us);
             if (rc != DLOCK_OK)
                 break;
+            until_us = 0; /* the request again, with its own time */
             continue;
         }
-        if (attempt == 0 && c->user != NULL && kind == DLOCK__ETCD_ST_AUTH_REQUIRED &&
+        if (!reauthed && c->user != NULL && kind == DLOCK__ETCD_ST_AUTH_REQUIRED &&
             atomic_load(&c->auth_off)) {
             /* auth was enabled since we were told it was off */
+            reauthed = 1;
             atomic_store(&c->auth_off, 0);
+            until_us = 0;
             continue;
         }
         rc = dlock__etcd_fail_status(&st, (int) status, c->label, path);
@@ -913,10 +967,8 @@ static int dec_grant(dlock__etcd *c, const char *path, const char *body, size_t 
     dlock__etcd_lease *lease = out;
     int rc = with_context(c, path, dlock__etcd_decode_lease_grant(body, n, lease));
 
-    if (rc == DLOCK_OK && lease->raft_term > 0 && lease->raft_term < atomic_load(&c->raft_term))
-        atomic_store(&c->raft_term, lease->raft_term); /* a cluster made anew */
-    else if (rc == DLOCK_OK)
-        term_seen(c, lease->raft_term);
+    if (rc == DLOCK_OK)
+        term_follow_grant(c, lease->raft_term);
     return rc;
 }
 

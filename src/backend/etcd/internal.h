@@ -74,6 +74,11 @@ int dlock__etcd_auth_line(dlock__etcd *c, int refresh, uint64_t seen, int64_t de
 size_t dlock__etcd_endpoint(dlock__etcd *c);
 void dlock__etcd_endpoint_failed(dlock__etcd *c, size_t ep);
 
+/* 1 when member ep sends back any HTTP reply to a status request
+ * (/v3/maintenance/status) by deadline_us: its server is up and serving,
+ * whatever it does not say elsewhere. 0 otherwise. */
+int dlock__etcd_member_answers(dlock__etcd *c, size_t ep, int64_t deadline_us);
+
 /* watch.c: stops and frees the watcher (client teardown). */
 void dlock__etcd_watcher_free(dlock__etcd *c);
 void dlock__etcd_watcher_stats(dlock__etcd *c, dlock__etcd_stats *out);

@@ -33,11 +33,16 @@
  *
  * A member that stops answering (paused, or cut off behind a middlebox that
  * keeps the connection open) would leave the stream silent, and its waiters
- * woken only by their rechecks. So after PROGRESS_IDLE_MS with nothing
- * received, the stream sends a progress request (etcd 3.4+), which any
- * live member answers at once with its revision; when no byte comes back
- * within the request timeout, the member is dropped, the client moves on
- * to the next endpoint, and the watches are re-created there.
+ * woken only by their rechecks. So after a second with nothing received
+ * (and watches to serve), the stream sends a progress request (etcd 3.4+),
+ * which etcd 3.4.23 answers at once with its revision. When no byte comes
+ * back within the request timeout, the member is asked for its status on a
+ * request connection: if that too goes unanswered, the member is dropped,
+ * the client moves on to the next endpoint, and the watches are re-created
+ * there. Later etcd releases answer a progress request only while every
+ * watch of the stream is synced and not ahead of the store (etcd PRs 15237
+ * and 20229), so a member that answers its status is kept, and the stream
+ * waits twice as long before its next progress request (up to 30 s).
  *
  * No event is lost across a reconnection: each watch remembers the revision
  * after the last event delivered (or after the revision it was created at)
@@ -65,9 +70,11 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 #define IDLE_POLL_MS   1000
-/* A stream silent this long asks the member for its progress. */
-#define PROGRESS_IDLE_MS 1000
-#define PROGRESS_LINE    "{\"progress_request\":{}}\n"
+/* A stream silent this long asks the member for its progress (doubling up
+ * to the maximum while the member answers its status and not that). */
+#define PROGRESS_IDLE_MS     1000
+#define PROGRESS_IDLE_MAX_MS 30000
+#define PROGRESS_LINE        "{\"progress_request\":{}}\n"
 /* A create refused this soon after reopening for a refusal is believed. */
 #define DENIED_RETRY_MS 10000
 
@@ -112,6 +119,7 @@ struct dlock__etcd_watcher {
     int64_t opened_us, last_nudge_us, retry_at_us, backoff_ms;
     int64_t last_rx_us;  /* when a reply byte last came */
     int64_t progress_us; /* when an unanswered progress request went; 0: none */
+    int64_t progress_idle_ms;
     int got_header;
     long http_status;
     curl_off_t body_sent;
@@ -730,21 +738,36 @@ static void *run(void *arg)
                 }
                 wait_ms = NUDGE_MS;
             }
-            if (w->got_header && w->http_status == 200) {
+            if (w->n_watches == 0)
+                w->progress_us = 0; /* nothing to serve: nothing to ask */
+            if (w->got_header && w->http_status == 200 && w->n_watches > 0) {
                 int64_t next_us;
                 if (w->progress_us != 0) {
                     next_us = w->progress_us + c->request_timeout_ms * 1000;
                     if (now >= next_us) {
+                        size_t ep = w->endpoint;
+                        pthread_mutex_unlock(&w->mu);
+                        int alive = dlock__etcd_member_answers(
+                            c, ep, dlock__now_us() + c->request_timeout_ms * 1000);
+                        pthread_mutex_lock(&w->mu);
+                        if (alive) { /* it serves, and keeps its progress to itself */
+                            w->progress_us = 0;
+                            w->last_rx_us = dlock__now_us();
+                            w->progress_idle_ms = w->progress_idle_ms * 2 > PROGRESS_IDLE_MAX_MS
+                                                      ? PROGRESS_IDLE_MAX_MS
+                                                      : w->progress_idle_ms * 2;
+                            continue;
+                        }
                         snprintf(msg, sizeof msg,
-                                 "%s /v3/watch: %s did not answer a progress request within "
-                                 "%" PRId64 " ms",
-                                 c->label, c->hosts[w->endpoint], c->request_timeout_ms);
-                        dlock__etcd_endpoint_failed(c, w->endpoint);
+                                 "%s /v3/watch: %s answered neither a progress request nor a "
+                                 "status request within %" PRId64 " ms each",
+                                 c->label, c->hosts[ep], c->request_timeout_ms);
+                        dlock__etcd_endpoint_failed(c, ep);
                         drop_stream(w, DLOCK_EUNREACHABLE, msg);
                         continue;
                     }
                 } else {
-                    next_us = w->last_rx_us + PROGRESS_IDLE_MS * 1000;
+                    next_us = w->last_rx_us + w->progress_idle_ms * 1000;
                     if (now >= next_us &&
                         queue_bytes(w, PROGRESS_LINE, strlen(PROGRESS_LINE)) == 0) {
                         w->progress_us = now;
@@ -794,6 +817,7 @@ static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
     w->sock = CURL_SOCKET_BAD;
     w->next_id = 1;
     w->backoff_ms = BACKOFF_MIN_MS;
+    w->progress_idle_ms = PROGRESS_IDLE_MS;
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
