@@ -1445,6 +1445,41 @@ static void test_watch_silent_member(void)
     dt_proxy_stop(&p);
 }
 
+/* A member cut off from the quorum (both others paused) still answers its
+ * stream's progress requests from a store that no longer moves. The stream
+ * asks for a leader, so the member ends it within three election timeouts
+ * (the gateway closes it), and the client moves on. (Before, it stayed.) */
+static void test_watch_no_leader(void)
+{
+    dt_ensemble e;
+    char eps[128];
+    dt_ensemble_start(&e, "etcd", 3, NULL);
+    snprintf(eps, sizeof eps, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", e.members[0].port,
+             e.members[1].port, e.members[2].port);
+    dlock__etcd_config cfg = {
+        .endpoints = eps, .connect_timeout_ms = 500, .request_timeout_ms = 1000};
+    dlock__etcd *c = NULL;
+    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    recorder r;
+    recorder_init(&r);
+    int64_t id = watch_key(c, &r, "noleader/a", 0, 0);
+    DT_WAIT_UNTIL(created(c) == 1, 5000);
+    CHECK_INT(dlock__etcd_endpoint(c), ==, 0);
+    dt_ensemble_pause(&e, 1);
+    dt_ensemble_pause(&e, 2);
+    /* election timeout 500 ms: no leader after one or two, streams ended
+     * after three more, checked every election timeout */
+    rec_note n;
+    DT_WAIT_UNTIL(notes(&r, id, DLOCK__ETCD_WATCH_BROKEN, &n) >= 1, 8000);
+    if (strstr(n.reason, "no leader") == NULL && strstr(n.reason, "closed the stream") == NULL)
+        dt_fail(__FILE__, __LINE__, "broken for another reason: %s", n.reason);
+    CHECK_INT(dlock__etcd_endpoint(c), !=, 0); /* moved on */
+    dt_ensemble_resume(&e, 1);
+    dt_ensemble_resume(&e, 2);
+    dlock__etcd_free(c);
+    dt_ensemble_stop(&e);
+}
+
 static void test_endpoints_failover(void)
 {
     etcd_srv s;
@@ -2299,6 +2334,7 @@ int main(int argc, char **argv)
         {"watch_resumes_without_loss", test_watch_resumes_without_loss},
         {"watch_silent_member", test_watch_silent_member},
         {"watch_quiet_member_kept", test_watch_quiet_member_kept},
+        {"watch_no_leader", test_watch_no_leader},
         {"endpoints_failover", test_endpoints_failover},
         {"auth", test_auth},
         {"garbage_replies", test_garbage_replies},

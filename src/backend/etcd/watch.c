@@ -44,6 +44,11 @@
  * and 20229), so a member that answers its status is kept, and the stream
  * waits twice as long before its next progress request (up to 30 s).
  *
+ * The stream asks for a leader (the hasleader metadata, through the
+ * gateway's Grpc-Metadata- headers): a member cut off from the quorum ends
+ * it (the gateway closes it, or says "no leader" to a new one), and the
+ * client moves on to the next endpoint.
+ *
  * No event is lost across a reconnection: each watch remembers the revision
  * after the last event delivered (or after the revision it was created at)
  * and is re-created from there. Callbacks run on the stream thread without
@@ -546,8 +551,12 @@ static int open_stream(dlock__etcd_watcher *w)
     w->need_reauth = 0;
     curl_slist_free_all(w->headers);
     w->headers = NULL;
-    const char *lines[] = {"Content-Type: application/json", "Expect:", auth};
-    for (size_t i = 0; i < 3 && lines[i] != NULL; i++) {
+    /* hasleader: a member that has no leader (cut off from the quorum)
+     * ends the stream with "no leader" after three election timeouts,
+     * instead of serving it from a store that no longer moves. */
+    const char *lines[] = {"Content-Type: application/json",
+                           "Expect:", "Grpc-Metadata-hasleader: true", auth};
+    for (size_t i = 0; i < 4 && lines[i] != NULL; i++) {
         struct curl_slist *h = curl_slist_append(w->headers, lines[i]);
         if (h == NULL) {
             curl_slist_free_all(w->headers);
@@ -622,6 +631,8 @@ static int ended(dlock__etcd_watcher *w, CURLcode res, char *msg, size_t size)
     const char *why = w->errbuf[0] ? w->errbuf : curl_easy_strerror(res);
 
     if (w->fail_code != 0) {
+        if (w->fail_code == DLOCK_EUNREACHABLE) /* e.g. "no leader": try another */
+            dlock__etcd_endpoint_failed(c, w->endpoint);
         snprintf(msg, size, "%s", w->fail_msg);
         return w->fail_code;
     }
@@ -649,6 +660,8 @@ static int ended(dlock__etcd_watcher *w, CURLcode res, char *msg, size_t size)
         int kind = dlock__etcd_status_kind(&st);
         w->need_reauth = kind == DLOCK__ETCD_ST_REAUTH || kind == DLOCK__ETCD_ST_AUTH_REQUIRED;
         code = dlock__etcd_fail_status(&st, (int) w->http_status, c->label, "/v3/watch");
+        if (code == DLOCK_EUNREACHABLE)
+            dlock__etcd_endpoint_failed(c, w->endpoint);
         snprintf(msg, size, "%s", dlock_errmsg());
         return code;
     }
@@ -718,6 +731,7 @@ static void *run(void *arg)
             if (server_closed(w)) {
                 snprintf(msg, sizeof msg, "%s /v3/watch: %s closed the stream", c->label,
                          c->hosts[w->endpoint]);
+                dlock__etcd_endpoint_failed(c, w->endpoint); /* e.g. it lost its leader */
                 drop_stream(w, DLOCK_EUNREACHABLE, msg);
                 continue;
             }
