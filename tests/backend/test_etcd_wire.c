@@ -267,6 +267,16 @@ static dlock__etcd *client_cfg(const char *endpoints, const char *user, const ch
     return c;
 }
 
+/* A client of endpoints with short timeouts, for tests of silent members. */
+static dlock__etcd *client_timed(const char *endpoints, int64_t connect_ms, int64_t request_ms)
+{
+    dlock__etcd_config cfg = {
+        .endpoints = endpoints, .connect_timeout_ms = connect_ms, .request_timeout_ms = request_ms};
+    dlock__etcd *c = NULL;
+    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    return c;
+}
+
 static dlock__etcd *client_for(const etcd_srv *s)
 {
     return client_cfg(s->endpoint, NULL, NULL);
@@ -1413,10 +1423,7 @@ static void test_watch_silent_member(void)
     etcd_start(&s, NULL);
     dt_proxy_start(&p, s.port, 1);
     snprintf(eps, sizeof eps, "127.0.0.1:%d,%s", p.ports[0], s.endpoint);
-    dlock__etcd_config cfg = {
-        .endpoints = eps, .connect_timeout_ms = 500, .request_timeout_ms = 800};
-    dlock__etcd *c = NULL, *other = client_for(&s);
-    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    dlock__etcd *c = client_timed(eps, 500, 800), *other = client_for(&s);
     recorder r;
     recorder_init(&r);
     int64_t id = watch_key(c, &r, "silent/a", 0, 0);
@@ -1456,10 +1463,7 @@ static void test_watch_no_leader(void)
     dt_ensemble_start(&e, "etcd", 3, NULL);
     snprintf(eps, sizeof eps, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", e.members[0].port,
              e.members[1].port, e.members[2].port);
-    dlock__etcd_config cfg = {
-        .endpoints = eps, .connect_timeout_ms = 500, .request_timeout_ms = 1000};
-    dlock__etcd *c = NULL;
-    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    dlock__etcd *c = client_timed(eps, 500, 1000);
     recorder r;
     recorder_init(&r);
     int64_t id = watch_key(c, &r, "noleader/a", 0, 0);
@@ -1938,10 +1942,7 @@ static void test_watch_quiet_member_kept(void)
         "\n\r\n";
     fake_start(&f, status, 0, "/v3/watch", watch, 1);
     snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
-    dlock__etcd_config cfg = {
-        .endpoints = ep, .connect_timeout_ms = 500, .request_timeout_ms = 500};
-    dlock__etcd *c = NULL;
-    CHECK_RC(dlock__etcd_new(&cfg, &c), DLOCK_OK);
+    dlock__etcd *c = client_timed(ep, 500, 500);
     recorder r;
     recorder_init(&r);
     int64_t id = watch_key(c, &r, "quiet/a", 6, 1);

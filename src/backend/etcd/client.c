@@ -535,6 +535,28 @@ static CURLcode perform(dlock__etcd_conn *k, int64_t until_us)
     return res;
 }
 
+/* Sends body to path on endpoint ep with k, its reply into k->buf, within
+ * left_ms (> 0). */
+static CURLcode send_to(dlock__etcd *c, dlock__etcd_conn *k, size_t ep, const char *path,
+                        const char *body, size_t len, int64_t left_ms)
+{
+    char url[320];
+
+    snprintf(url, sizeof url, "http://%s%s", c->hosts[ep], path);
+    k->ep = ep;
+    curl_easy_setopt(k->easy, CURLOPT_URL, url);
+    curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
+    curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long) left_ms);
+    curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long) (left_ms < c->connect_timeout_ms ? left_ms : c->connect_timeout_ms));
+    curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
+    k->len = 0;
+    k->overflow = 0;
+    k->errbuf[0] = '\0';
+    return perform(k, dlock__now_us() + left_ms * 1000);
+}
+
 /* How a request may be retried on another endpoint once it was sent. */
 typedef struct call_mode {
     int idempotent; /* may run twice: see the design note */
@@ -547,7 +569,6 @@ typedef struct call_mode {
 static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const char *body, size_t len,
                 int64_t deadline_us, call_mode *mode, long *status)
 {
-    char url[320];
     size_t tried = 0;
     CURLcode res;
     int64_t until_us = dlock__now_us() + c->request_timeout_ms * 1000;
@@ -566,20 +587,7 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
         int split = mode->idempotent && tried == 0 && c->n_hosts > 1 && left_ms >= 2;
         if (split)
             left_ms /= 2;
-        snprintf(url, sizeof url, "http://%s%s", c->hosts[ep], path);
-        k->ep = ep;
-        curl_easy_setopt(k->easy, CURLOPT_URL, url);
-        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
-        curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long) left_ms);
-        curl_easy_setopt(
-            k->easy, CURLOPT_CONNECTTIMEOUT_MS,
-            (long) (left_ms < c->connect_timeout_ms ? left_ms : c->connect_timeout_ms));
-        curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
-        k->len = 0;
-        k->overflow = 0;
-        k->errbuf[0] = '\0';
-        res = perform(k, dlock__now_us() + left_ms * 1000);
+        res = send_to(c, k, ep, path, body, len, left_ms);
         if (res == CURLE_OK) {
             curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, status);
             if (k->buf == NULL) { /* no body at all yet on this handle */
@@ -796,28 +804,14 @@ static int prepare(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us, uin
 int dlock__etcd_member_answers(dlock__etcd *c, size_t ep, int64_t deadline_us)
 {
     dlock__etcd_conn *k = NULL;
-    char url[320];
 
     if (ep >= c->n_hosts || conn_get(c, deadline_us, &k) != DLOCK_OK)
         return 0;
     int64_t left_ms = (deadline_us - dlock__now_us()) / 1000;
     CURLcode res = CURLE_OPERATION_TIMEDOUT;
     /* any reply will do, so no token is fetched for it */
-    if (left_ms > 0 && (k->headers != NULL || set_headers(k, NULL, 0) == DLOCK_OK)) {
-        snprintf(url, sizeof url, "http://%s/v3/maintenance/status", c->hosts[ep]);
-        curl_easy_setopt(k->easy, CURLOPT_URL, url);
-        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, "{}");
-        curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) 2);
-        curl_easy_setopt(k->easy, CURLOPT_TIMEOUT_MS, (long) left_ms);
-        curl_easy_setopt(
-            k->easy, CURLOPT_CONNECTTIMEOUT_MS,
-            (long) (left_ms < c->connect_timeout_ms ? left_ms : c->connect_timeout_ms));
-        curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->headers);
-        k->len = 0;
-        k->overflow = 0;
-        k->errbuf[0] = '\0';
-        res = perform(k, deadline_us);
-    }
+    if (left_ms > 0 && (k->headers != NULL || set_headers(k, NULL, 0) == DLOCK_OK))
+        res = send_to(c, k, ep, "/v3/maintenance/status", "{}", 2, left_ms);
     conn_put(c, k);
     return res == CURLE_OK;
 }
