@@ -598,7 +598,10 @@ typedef struct dlock_status {
     unsigned holds;        /* 1 when held: re-entrant counts live in the owning handle */
     int64_t lease_ms;      /* remaining lease on the server, -1 if none */
     uint64_t last_fence;   /* the fence counter: the holder's fence, or above it when
-                              attempts were refused since (fences may skip numbers) */
+                              attempts were refused since (fences may skip numbers);
+                              ZooKeeper and etcd keep no counter (their fences are
+                              zxids and revisions): there it is the holder's fence,
+                              0 when free */
     unsigned waiters;      /* waiters queued on the server */
     unsigned shared;       /* readers, or semaphore holders */
     unsigned permits_used; /* semaphore: permits taken */

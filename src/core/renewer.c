@@ -987,9 +987,12 @@ void dlock__session_end(dlock__session *s, const char *why)
             unlink_locked(&s->lease);
     }
     pthread_mutex_unlock(&sh->mu);
+    pthread_mutex_lock(&r->mu);
+    int closing = r->stopping; /* the client closes: an end, not a failure */
+    pthread_mutex_unlock(&r->mu);
     if (ends)
-        DLOCK__LOG(r->log, DLOCK_LOG_ERROR, "%s: session ended, with every lock held in it: %s",
-                   store_label(r), why);
+        DLOCK__LOG(r->log, closing ? DLOCK_LOG_DEBUG : DLOCK_LOG_ERROR,
+                   "%s: session ended, with every lock held in it: %s", store_label(r), why);
     note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */
     dlock__session_unref(s);
 }

@@ -901,6 +901,8 @@ test_bad_input()
     expect_rc "unknown option" 64 dl run --frobnicate r-bad -- true
     expect_rc "unknown subcommand" 64 dl frobnicate r-bad
     expect_match "unknown subcommand message" "unknown command" "$(cat "$TMP/err")"
+    expect_rc "an option before the command" 64 dl -u redis://127.0.0.1:1 run r-bad -- true
+    expect_match "says where options go" "options go after the command" "$(cat "$TMP/err")"
     expect_rc "no subcommand" 64 dl
 
     expect_rc "dlock --help" 0 dl --help

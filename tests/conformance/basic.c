@@ -6,9 +6,20 @@
 #define _GNU_SOURCE
 #include "conformance.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- clients */
+
+/* A log callback counting the error lines, and printing them. */
+static void count_errors(int level, const char *msg, void *arg)
+{
+    if (level == DLOCK_LOG_ERROR) {
+        fprintf(stderr, "logged as an error: %s\n", msg);
+        atomic_fetch_add((atomic_int *) arg, 1);
+    }
+}
 
 void ct_open_close(void)
 {
@@ -39,15 +50,19 @@ void ct_open_close(void)
     dlock_client_close(c);
 
     /* open, use and close again and again: nothing is left behind that
-     * keeps the next client from the lock */
+     * keeps the next client from the lock, and nothing is logged as an
+     * error (closing a client ends its session: an end, not a failure) */
+    atomic_int errors = 0;
     for (int i = 0; i < 5; i++) {
         c = ct_client("");
+        CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_DEBUG, count_errors, &errors), DLOCK_OK);
         l = ct_lock(c, CT_NAME("cycle"), 0);
         CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
         CHECK_RC(dlock_release(l), DLOCK_OK);
         dlock_lock_free(l);
         dlock_client_close(c);
     }
+    CHECK_INT(atomic_load(&errors), ==, 0);
     /* freeing a handle that holds its lock releases it */
     c = ct_client("");
     dlock_client *other = ct_client("");

@@ -8,7 +8,7 @@
 /* clang-format off */
 #define CT_TEST_LIST(X)                                                                            \
     X(open_close, 0,                                                                               \
-      "client open/close, caps and store name, handles before use, free releases")                 \
+      "client open/close (no error logged), caps, store name, handles before use, free releases")   \
     X(bad_url_options, 0,                                                                          \
       "unknown or malformed URL options and ports are EINVAL naming the option")                   \
     X(unreachable_server, 0,                                                                       \

@@ -23,7 +23,8 @@ static const char usage[] =
     "  extend  set the lease of a lock by its owner  dlock extend --owner OWNER -l SECONDS NAME\n"
     "  bench   measure lock throughput (JSON)        dlock bench --help\n"
     "\n"
-    "The store is -u URL, else $DLOCK_URL, else " DEFAULT_URL ".\n"
+    "The store is -u URL (after the command: dlock run -u URL NAME -- ...), else\n"
+    "$DLOCK_URL, else " DEFAULT_URL ".\n"
     "Every command takes -v (what the library does: waits, hand-overs, retries)\n"
     "and -vv (every step), on stderr.\n"
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' for exit codes.\n";
@@ -143,6 +144,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     }
-    fprintf(stderr, "dlock: unknown command '%s'\n%s", argv[1], usage);
+    if (argv[1][0] == '-')
+        fprintf(stderr, "dlock: options go after the command (dlock run %s ...)\n%s", argv[1],
+                usage);
+    else
+        fprintf(stderr, "dlock: unknown command '%s'\n%s", argv[1], usage);
     return EXIT_USAGE;
 }
