@@ -268,10 +268,8 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         .w = {.token = l->token}, .poll_us = POLL_MIN_US, .unreachable_us = UNREACHABLE_MIN_US};
 
     for (;;) {
-        if (waits && dlock__lock_cancelled(l)) {
-            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+        if (waits && dlock__lock_cancelled(l))
             goto cancelled;
-        }
         /* With the local queue on, a thread waits in the store only in its
          * turn, and does not even try while another thread of this client
          * waits for the lock: the try would fail. */
@@ -317,7 +315,6 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                 dlock__session_unref(a.session);
                 give_back(l, deadline);
             }
-            rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
             goto cancelled;
         }
         if (rc == DLOCK_EUNREACHABLE && waits && dlock__now_us() + LAST_TRY_US < deadline) {
@@ -338,14 +335,9 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         if (rc == DLOCK_EUNREACHABLE && waits) {
             /* The last try failed just before the budget's end: the wait
              * still takes its whole budget (a cancel ends it sooner). */
-            dlock__saved_error why;
-            dlock__save_error(&why);
             pause_until(l, deadline);
-            if (dlock__lock_cancelled(l)) {
-                rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+            if (dlock__lock_cancelled(l))
                 goto cancelled;
-            }
-            dlock__restore_error(&why);
             dlock__fail_context(
                 rc, "lock '%s': the store was still unreachable when the wait ran out", l->name);
             goto give_up;
@@ -466,6 +458,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
     }
 
 cancelled:
+    rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
     DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "wait for lock '%s' cancelled after %lld ms", l->name,
                (long long) ((dlock__now_us() - start) / 1000));
     goto give_up;
