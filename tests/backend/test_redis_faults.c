@@ -2,9 +2,9 @@
 /* test_redis_faults.c - what a Redis store can do to a lock that the
  * scripts and the client must survive: a waiter frozen while its hand-over
  * lapses, renewals that arrive after a lease ended, a store that loses its
- * fence counters, a transaction whose second half fails, a user who may not
- * run scripts. Each was a bug once (issue 9); each test fails without its
- * fix. */
+ * fence counters or one key of a shared lock, a transaction whose second
+ * half fails, a user who may not run scripts. Each was a bug once (issue
+ * 9); each test fails without its fix. */
 #include "../support/harness.h"
 
 #include <signal.h>
@@ -142,6 +142,55 @@ static void late_renewal_does_not_revive_shared_holds(void)
     CHECK_RC(dlock_release(sem), DLOCK_ELOST);
     dlock_lock_free(reader);
     dlock_lock_free(sem);
+    dlock_client_close(c);
+    dlock_client_close(probe);
+}
+
+/* The store loses one key of a shared lock and keeps the other (eviction
+ * takes keys one at a time): L:holders without L:exp, or L:exp without
+ * L:holders. The holds are lost, as when the store loses a mutex's key:
+ * their holders are told, and the lock is free again at once, never held
+ * for good by holders that have no lease end (a fault run found a
+ * semaphore left held that way). */
+static void partly_lost_shared_state_heals(void)
+{
+    static const char *const lost_keys[] = {"exp", "holders"};
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = open_client("?lease=1s");
+    dlock_client *probe = open_client(NULL);
+    for (int k = 0; k < 2; k++) {
+        __atomic_store_n(&lost_calls, 0, __ATOMIC_SEQ_CST);
+        dlock_lock *reader = open_lock(c, "part", DLOCK_READ), *sem = NULL;
+        CHECK_RC(dlock_semaphore_open(c, "part", 3, 2, &sem), DLOCK_OK);
+        dlock_lock_on_lost(reader, count_lost, NULL);
+        dlock_lock_on_lost(sem, count_lost, NULL);
+        CHECK_RC(dlock_acquire(reader, 0), DLOCK_OK);
+        CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
+        CHECK_INT(status_of(probe, "part", DLOCK_SEMAPHORE).permits_used, ==, 2);
+        dt_redis_cli(&srv, "DEL dlock:{part}:rw:%s dlock:{part}:sem:%s", lost_keys[k],
+                     lost_keys[k]);
+
+        dlock_status st = status_of(probe, "part", DLOCK_READ);
+        CHECK_INT(st.shared, ==, 0);
+        st = status_of(probe, "part", DLOCK_SEMAPHORE);
+        CHECK_INT(st.shared, ==, 0);
+        CHECK_INT(st.permits_used, ==, 0);
+        /* free for others at once: every permit, and the write lock */
+        dlock_lock *all = NULL, *writer = open_lock(probe, "part", DLOCK_WRITE);
+        CHECK_RC(dlock_semaphore_open(probe, "part", 3, 3, &all), DLOCK_OK);
+        CHECK_RC(dlock_try_acquire(all), DLOCK_OK);
+        CHECK_RC(dlock_try_acquire(writer), DLOCK_OK);
+        /* the holders learn it at their next renewal */
+        DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 2, 3000);
+        CHECK_RC(dlock_release(reader), DLOCK_ELOST);
+        CHECK_RC(dlock_release(sem), DLOCK_ELOST);
+        CHECK_RC(dlock_release(all), DLOCK_OK);
+        CHECK_RC(dlock_release(writer), DLOCK_OK);
+        dlock_lock_free(all);
+        dlock_lock_free(writer);
+        dlock_lock_free(reader);
+        dlock_lock_free(sem);
+    }
     dlock_client_close(c);
     dlock_client_close(probe);
 }
@@ -295,6 +344,7 @@ int main(int argc, char **argv)
     static const dt_test tests[] = {
         {"frozen_waiter_ignores_stale_grant", frozen_waiter_ignores_stale_grant},
         {"late_renewal_does_not_revive_shared_holds", late_renewal_does_not_revive_shared_holds},
+        {"partly_lost_shared_state_heals", partly_lost_shared_state_heals},
         {"fences_survive_a_lost_counter", fences_survive_a_lost_counter},
         {"failed_fence_leaves_nothing_held", failed_fence_leaves_nothing_held},
         {"refused_renewals_back_off", refused_renewals_back_off},

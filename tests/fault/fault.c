@@ -282,13 +282,19 @@ static void check_left_free(void)
                 st.waiters == 0)
                 break;
             if (fs_now() > until) {
-                if (rc == DLOCK_OK)
+                if (rc == DLOCK_OK) {
+                    /* the history's text is short: the whole state goes to stderr */
+                    fprintf(stderr,
+                            "left held: %s owner '%s' lease %lld ms shared %u permits %u/%u "
+                            "waiters %u\n",
+                            shm->locks[i].name, st.owner, (long long) st.lease_ms, st.shared,
+                            st.permits_used, st.permits, st.waiters);
                     note_violation(shm, V_LIVENESS,
                                    "%s still held %lld ms after all stopped (owner %.8s shared %u "
                                    "waiters %u)",
                                    shm->locks[i].name, (long long) bound_ms, st.owner, st.shared,
                                    st.waiters);
-                else
+                } else
                     note_violation(shm, V_LIVENESS, "%s: query failed after the run: %s",
                                    shm->locks[i].name, dlock_strerror(rc));
                 break;

@@ -13,11 +13,14 @@ if kind == 'x' then
 elseif kind == 'w' then
   if redis.call('GET', L) == token then
     redis.call('DEL', L)
-    admit_rw(L, now_ms())
+    local now = now_ms()
+    prune(L, now)
+    admit_rw(L, now)
     return 1
   end
 elseif redis.call('HEXISTS', L .. ':holders', token) == 1 then
   local now = now_ms()
+  prune(L, now) -- before anyone is admitted (shared.lua)
   if kind == 'r' then
     if redis.call('HINCRBY', L .. ':holders', token, -1) <= 0 then
       redis.call('HDEL', L .. ':holders', token)
@@ -25,7 +28,6 @@ elseif redis.call('HEXISTS', L .. ':holders', token) == 1 then
     end
     admit_rw(L, now)
   else
-    redis.call('DECRBY', L .. ':used', redis.call('HGET', L .. ':holders', token))
     redis.call('HDEL', L .. ':holders', token)
     redis.call('ZREM', L .. ':exp', token)
     admit_sem(L, now)

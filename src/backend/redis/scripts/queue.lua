@@ -10,7 +10,7 @@
 --                     a stream, else the pub/sub channel to publish to
 --   L:holders         shared holders: token -> holds (readers) or permits (semaphore)
 --   L:exp             shared holders' lease ends (zset, server ms)
---   L:used, L:cap     semaphore permits taken, and declared
+--   L:cap             semaphore: the permits its users declare
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 

@@ -7,12 +7,12 @@
 local L, token = KEYS[1], ARGV[1]
 local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
-prune(L, now, true)
+prune(L, now)
 -- What its users declare: all the same while anyone holds or waits; an
 -- idle semaphore takes the new number.
 local declared = tonumber(redis.call('GET', L .. ':cap'))
 if declared and declared ~= cap and
-    ((tonumber(redis.call('GET', L .. ':used')) or 0) > 0 or live_head(L)) then
+    (permits_used(L) > 0 or live_head(L)) then
   return 'permits ' .. declared
 end
 redis.call('SET', L .. ':cap', cap)
@@ -26,13 +26,12 @@ if held and ARGV[5] == '1' then
 elseif held then
   -- An earlier hold of this handle that it has given up or lost while the
   -- server still counts it: it goes, and this request takes its turn.
-  redis.call('DECRBY', L .. ':used', held)
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
 end
 local head = live_head(L)
 if (not head or head[1] == token) and
-    (tonumber(redis.call('GET', L .. ':used')) or 0) + take <= cap then
+    permits_used(L) + take <= cap then
   if ARGV[5] == '1' or head then
     leave(L, token)
   end

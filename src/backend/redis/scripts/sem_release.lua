@@ -4,9 +4,9 @@
 -- Returns 0 released, -2 not held.
 local L, token = KEYS[1], ARGV[1]
 local now = now_ms()
-prune(L, now, true)
+prune(L, now)
 if ARGV[2] == '1' then
-  redis.call('DEL', L .. ':holders', L .. ':exp', L .. ':used')
+  redis.call('DEL', L .. ':holders', L .. ':exp')
 else
   local n = redis.call('HGET', L .. ':holders', token)
   if not n then
@@ -14,7 +14,6 @@ else
   end
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
-  redis.call('DECRBY', L .. ':used', n)
 end
 admit_sem(L, now)
 return 0

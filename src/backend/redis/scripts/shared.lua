@@ -3,24 +3,49 @@
 -- scripts of the read-write lock and the semaphore.
 
 -- Shared holders whose lease ran out are gone (their permits with them).
-local function prune(L, now, permits)
-  local dead = redis.call('ZRANGEBYSCORE', L .. ':exp', '-inf', now)
+-- L:holders and L:exp name the same tokens, but the store may lose one and
+-- keep the other (eviction takes keys one at a time): a holder without a
+-- lease end is gone too, and so is a lease end without a holder. Every
+-- script that adds a holder prunes first, so the two can only differ in
+-- size after such a loss.
+local function prune(L, now)
+  local H, E = L .. ':holders', L .. ':exp'
+  local dead = redis.call('ZRANGEBYSCORE', E, '-inf', now)
   for _, t in ipairs(dead) do
-    if permits then
-      redis.call('DECRBY', L .. ':used', tonumber(redis.call('HGET', L .. ':holders', t)) or 0)
-    end
-    redis.call('HDEL', L .. ':holders', t)
+    redis.call('HDEL', H, t)
   end
   if #dead > 0 then
-    redis.call('ZREMRANGEBYSCORE', L .. ':exp', '-inf', now)
+    redis.call('ZREMRANGEBYSCORE', E, '-inf', now)
   end
+  if redis.call('HLEN', H) ~= redis.call('ZCARD', E) then
+    for _, t in ipairs(redis.call('HKEYS', H)) do
+      if not redis.call('ZSCORE', E, t) then
+        redis.call('HDEL', H, t)
+      end
+    end
+    for _, t in ipairs(redis.call('ZRANGE', E, 0, -1)) do
+      if redis.call('HEXISTS', H, t) == 0 then
+        redis.call('ZREM', E, t)
+      end
+    end
+  end
+end
+
+-- Semaphore: the permits its holders have taken. Counted from L:holders
+-- each time rather than kept in a key of its own, which the store could
+-- lose apart from the holders.
+local function permits_used(L)
+  local used = 0
+  for _, n in ipairs(redis.call('HVALS', L .. ':holders')) do
+    used = used + tonumber(n)
+  end
+  return used
 end
 
 -- Makes token a shared holder (again) until now + lease.
 local function hold_shared(L, token, count, now, lease, permits)
   if permits then
     redis.call('HSET', L .. ':holders', token, count)
-    redis.call('INCRBY', L .. ':used', count)
   else
     redis.call('HINCRBY', L .. ':holders', token, count)
   end
@@ -56,12 +81,14 @@ end
 -- order: a big request at the head is not overtaken by small ones).
 local function admit_sem(L, now)
   local cap = tonumber(redis.call('GET', L .. ':cap')) or 0
+  local used = permits_used(L)
   for _ = 1, 1000 do
     local w = live_head(L)
-    if not w or (tonumber(redis.call('GET', L .. ':used')) or 0) + w[5] > cap then
+    if not w or used + w[5] > cap then
       return
     end
     hold_shared(L, w[1], w[5], now, w[2], true)
+    used = used + w[5]
     grant(L, w, next_fence(L .. ':fence'))
   end
 end

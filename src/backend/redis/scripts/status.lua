@@ -9,9 +9,9 @@ local L = KEYS[1]
 local shared, used, cap, last = 0, 0, 0, -1
 if ARGV[2] == 'r' or ARGV[2] == 's' then
   local now = now_ms()
-  prune(L, now, ARGV[2] == 's')
+  prune(L, now)
   shared = redis.call('HLEN', L .. ':holders')
-  used = tonumber(redis.call('GET', L .. ':used')) or 0
+  used = permits_used(L)
   cap = tonumber(redis.call('GET', L .. ':cap')) or 0
   local e = redis.call('ZRANGE', L .. ':exp', -1, -1, 'WITHSCORES')
   if e[2] then
