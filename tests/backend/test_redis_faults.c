@@ -2,11 +2,12 @@
 /* test_redis_faults.c - what a Redis store can do to a lock that the
  * scripts and the client must survive: a waiter frozen while its hand-over
  * lapses, renewals that arrive after a lease ended, a store that loses its
- * fence counters or one key of a shared lock, a transaction whose second
- * half fails, a user who may not run scripts. Each was a bug once (issue
- * 9); each test fails without its fix. */
+ * fence counters, one key of a shared lock or a queue, a transaction
+ * whose second half fails, a user who may not run scripts. Each was a bug
+ * once (issue 9); each test fails without its fix. */
 #include "../support/harness.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -195,6 +196,79 @@ static void partly_lost_shared_state_heals(void)
     dlock_client_close(probe);
 }
 
+/* A handle that takes a lock, holds it a moment and queues for it again,
+ * until told to stop: two of them keep a lock handed from one to the other. */
+typedef struct taker {
+    dlock_lock *l;
+    int *stop;
+} taker;
+
+static void *take_turns(void *arg)
+{
+    taker *t = arg;
+    while (!__atomic_load_n(t->stop, __ATOMIC_SEQ_CST)) {
+        if (dlock_acquire(t->l, 10000) == DLOCK_OK) {
+            dt_sleep_ms(20);
+            dlock_release(t->l);
+        }
+    }
+    return NULL;
+}
+
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+    int done;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_acquire(w->l, 6000);
+    __atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* The store loses a lock's queue and keeps a waiter's place: the waiter
+ * joins the queue again at its next heartbeat. Before, it stayed out of the
+ * queue, and while others kept the lock busy (handing it over from one to
+ * the next) it never reached the head, until its wait ran out. */
+static void waiter_rejoins_a_lost_queue(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *h = open_client(NULL), *a = open_client("?waiter_lease=600ms");
+    dlock_client *others = open_client(NULL);
+    dlock_lock *holder = open_lock(h, "q", 0);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+    waiter w = {open_lock(a, "q", 0), -1, 0};
+    pthread_t wt;
+    CHECK(pthread_create(&wt, NULL, wait_for_lock, &w) == 0);
+    DT_WAIT_UNTIL(status_of(h, "q", 0).waiters == 1, 3000);
+    dt_redis_cli(&srv, "DEL dlock:{q}:queue");
+
+    int stop = 0;
+    taker t[2] = {{open_lock(others, "q", 0), &stop}, {open_lock(others, "q", 0), &stop}};
+    pthread_t tt[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&tt[i], NULL, take_turns, &t[i]) == 0);
+    DT_WAIT_UNTIL(status_of(h, "q", 0).waiters >= 2, 3000);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    DT_WAIT_UNTIL(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST), 4000);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(tt[i], NULL);
+        dlock_lock_free(t[i].l);
+    }
+    pthread_join(wt, NULL);
+    dlock_lock_free(w.l);
+    dlock_lock_free(holder);
+    dlock_client_close(h);
+    dlock_client_close(a);
+    dlock_client_close(others);
+}
+
 /* ---------------------------------------------------------------- item 3 */
 
 /* One acquire/release of `name` of the given kind; returns the fence. */
@@ -345,6 +419,7 @@ int main(int argc, char **argv)
         {"frozen_waiter_ignores_stale_grant", frozen_waiter_ignores_stale_grant},
         {"late_renewal_does_not_revive_shared_holds", late_renewal_does_not_revive_shared_holds},
         {"partly_lost_shared_state_heals", partly_lost_shared_state_heals},
+        {"waiter_rejoins_a_lost_queue", waiter_rejoins_a_lost_queue},
         {"fences_survive_a_lost_counter", fences_survive_a_lost_counter},
         {"failed_fence_leaves_nothing_held", failed_fence_leaves_nothing_held},
         {"refused_renewals_back_off", refused_renewals_back_off},
