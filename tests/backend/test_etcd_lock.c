@@ -1602,6 +1602,21 @@ static void list_pages(void)
 
 /* ---------------------------------------------------------------- bad input */
 
+/* The warnings a client logs: how many, and the first. */
+typedef struct warn_log {
+    atomic_int count;
+    char first[256];
+} warn_log;
+
+static void collect_warnings(int level, const char *msg, void *arg)
+{
+    warn_log *w = arg;
+    if (level != DLOCK_LOG_WARN)
+        return;
+    if (atomic_fetch_add(&w->count, 1) == 0)
+        snprintf(w->first, sizeof w->first, "%s", msg);
+}
+
 static void bad_input(void)
 {
     dlock_client *c = NULL;
@@ -1649,6 +1664,24 @@ static void bad_input(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
+
+    /* credentials for a server without authentication: not an error (as
+     * etcd's own client), but said once, without the password */
+    warn_log warned = {0};
+    snprintf(url, sizeof url, "etcd://someone:hush@127.0.0.1:%d", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, collect_warnings, &warned), DLOCK_OK);
+    l = lock_of(c, "noauth", 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    CHECK_INT(atomic_load(&warned.count), ==, 1);
+    CHECK(strstr(warned.first, "authentication is not enabled") != NULL);
+    CHECK(strstr(warned.first, "'someone'") != NULL);
+    CHECK(strstr(warned.first, "hush") == NULL);
 
     /* wrong credentials, none, then the right ones */
     dt_server_cli(&srv, "user add root:s3cret 2>&1");

@@ -314,6 +314,7 @@ int dlock__etcd_new(const dlock__etcd_config *cfg, dlock__etcd **out)
         cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : DEFAULT_REQUEST_TIMEOUT_MS;
     c->max_conns = cfg->max_connections > 0 ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     c->max_reply = cfg->max_reply_bytes > 0 ? cfg->max_reply_bytes : DEFAULT_MAX_REPLY;
+    c->log = cfg->log;
     rc = parse_endpoints(c, cfg->endpoints);
     if (rc != DLOCK_OK)
         goto fail;
@@ -745,15 +746,23 @@ static int token_line(dlock__etcd *c, char **line, uint64_t *gen)
 static int need_token(dlock__etcd *c, dlock__etcd_conn *k, int refresh, uint64_t seen,
                       int64_t deadline_us)
 {
-    int rc = DLOCK_OK;
+    int rc = DLOCK_OK, turned_off = 0;
 
     pthread_mutex_lock(&c->auth_mu);
     pthread_mutex_lock(&c->token_mu);
     int fresh = c->token != NULL && (!refresh || c->token_gen != seen);
     pthread_mutex_unlock(&c->token_mu);
-    if (!fresh && !atomic_load(&c->auth_off))
+    if (!fresh && !atomic_load(&c->auth_off)) {
         rc = authenticate(c, k, deadline_us);
+        turned_off = atomic_load(&c->auth_off); /* once: nobody authenticates after */
+    }
     pthread_mutex_unlock(&c->auth_mu);
+    /* logged with no lock held: the callback may call dlock */
+    if (turned_off && c->log != NULL)
+        DLOCK__LOG(c->log, DLOCK_LOG_WARN,
+                   "%s: authentication is not enabled on this etcd: the URL's user '%s' is not "
+                   "used, requests go without a token",
+                   c->label, c->user);
     return rc;
 }
 

@@ -29,6 +29,8 @@
 
 #include "codec.h"
 
+#include "../../core/log.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +47,7 @@ typedef struct dlock__etcd_config {
     int64_t request_timeout_ms; /* 0: 10000 */
     size_t max_connections;     /* pool bound for requests; 0: 64 */
     size_t max_reply_bytes;     /* larger replies are DLOCK_EPROTO; 0: 4 MiB */
+    dlock__log *log;            /* the client's log: what is worth telling */
 } dlock__etcd_config;
 
 /* Copies what it needs from cfg. Does not connect. DLOCK_EINVAL for a bad

@@ -1626,7 +1626,8 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
                                   .user = url->user,
                                   .password = url->password,
                                   .connect_timeout_ms = connect_ms,
-                                  .request_timeout_ms = e->timeout_ms};
+                                  .request_timeout_ms = e->timeout_ms,
+                                  .log = host->log};
         rc = dlock__etcd_new(&cfg, &e->cli);
     }
     if (rc == DLOCK_OK && (e->base.label = strdup(dlock__etcd_label(e->cli))) == NULL)

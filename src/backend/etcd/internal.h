@@ -38,6 +38,7 @@ struct dlock__etcd {
     char *token;
     uint64_t token_gen;
     _Atomic int auth_off; /* the server said auth is not enabled */
+    dlock__log *log;      /* the client's, or NULL */
 
     pthread_mutex_t watcher_mu; /* creating the watcher */
     dlock__etcd_watcher *watcher;
