@@ -99,11 +99,11 @@ extern "C" {
 #endif
 
 #define DLOCK_VERSION_MAJOR 0
-#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_MINOR 2
 #define DLOCK_VERSION_PATCH 0
-#define DLOCK_VERSION       "0.1.0"
+#define DLOCK_VERSION       "0.2.0"
 
-/* Returns the library's version string ("0.1.0"). */
+/* Returns the library's version string ("0.2.0"). */
 DLOCK_API const char *dlock_version(void);
 
 /* ---------------------------------------------------------------- errors */
@@ -208,10 +208,12 @@ enum {
     DLOCK_LOG_ERROR = 1, /* a hold lost (renewal refused, validity ran out, the store
                             no longer has it), a store's session lost */
     DLOCK_LOG_WARN = 2,  /* a renewal or heartbeat failed and is retried; the store
-                            was unreachable during a wait and is tried again; a release
-                            that may not have reached the store */
+                            unreachable during a wait (once per outage); a release
+                            that may not have reached the store; credentials the
+                            store does not use */
     DLOCK_LOG_INFO = 3,  /* renewals succeed again after failures (the store is back),
-                            the store reachable again during a wait, a lock acquired
+                            each retry of a wait on an unreachable store, the store
+                            reachable again during a wait, a lock acquired
                             after a wait or handed over by the store, a wait
                             cancelled, a forced unlock */
     DLOCK_LOG_DEBUG = 4, /* every acquisition, re-entry, release, extension,

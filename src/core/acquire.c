@@ -326,8 +326,10 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             if (until > deadline - LAST_TRY_US)
                 until = deadline - LAST_TRY_US;
             int64_t in_ms = (until - dlock__now_us()) / 1000; /* < 0: the request was slow */
-            DLOCK__LOG(&c->log, DLOCK_LOG_WARN, "lock '%s': %s; trying again in %lld ms", l->name,
-                       dlock_errmsg(), (long long) (in_ms > 0 ? in_ms : 0));
+            /* a warning once per outage, the retries after it at info */
+            DLOCK__LOG(&c->log, st.unreachable ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
+                       "lock '%s': %s; trying again in %lld ms", l->name, dlock_errmsg(),
+                       (long long) (in_ms > 0 ? in_ms : 0));
             st.unreachable = 1;
             pause_until(l, until);
             continue;

@@ -880,6 +880,9 @@ test_bad_input()
     expect_rc "closed port (run -w 1)" 69 dl run -w 1 -u "redis://127.0.0.1:$port" r-bad -- true
     expect_match "the wait took its budget" "^1[0-9]{3}$|^2[0-9]{3}$" "$(($(now_ms) - t0))"
     expect_match "says why after the wait" "unreachable when the wait ran out" "$(cat "$TMP/err")"
+    # and is not silent meanwhile: the library's warnings show without -v
+    expect_match "the retries are told without -v" \
+        "dlock: warn: lock 'r-bad': .*Connection refused; trying again" "$(cat "$TMP/err")"
 
     expect_rc "-l 0" 64 dl run -l 0 r-bad -- true
     expect_rc "-l -1" 64 dl run -l -1 r-bad -- true

@@ -25,8 +25,9 @@ static const char usage[] =
     "\n"
     "The store is -u URL (after the command: dlock run -u URL NAME -- ...), else\n"
     "$DLOCK_URL, else " DEFAULT_URL ".\n"
-    "Every command takes -v (what the library does: waits, hand-overs, retries)\n"
-    "and -vv (every step), on stderr.\n"
+    "The library's warnings (a store that does not answer, a renewal retried) go to\n"
+    "stderr; every command takes -v for more (waits, hand-overs, retries) and -vv\n"
+    "for every step.\n"
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' for exit codes.\n";
 
 const char *cli_url(const char *flag)
@@ -82,11 +83,15 @@ int cli_fail_msg(int rc, const char *what, const char *msg)
     }
 }
 
-int cli_log_level = DLOCK_LOG_OFF;
+int cli_log_level = DLOCK_LOG_WARN;
 
+/* Without -v the library's warnings show (a store that does not answer, a
+ * renewal that failed and is retried): a wait on a store that is down is
+ * not silent. Its errors (a hold lost) are left out: the command reports
+ * those itself. */
 int cli_log_level_of(int n)
 {
-    return n <= 0 ? DLOCK_LOG_OFF : n == 1 ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG;
+    return n <= 0 ? DLOCK_LOG_WARN : n == 1 ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG;
 }
 
 /* The library's log on stderr, one line each, control characters shown
@@ -97,6 +102,8 @@ static void log_line(int level, const char *msg, void *arg)
     size_t n = 0;
 
     (void) arg;
+    if (level == DLOCK_LOG_ERROR && cli_log_level == DLOCK_LOG_WARN)
+        return; /* without -v: the command's own message says it */
     for (const unsigned char *p = (const unsigned char *) msg; *p != '\0' && n + 5 < sizeof line;
          p++) {
         if (*p < 0x20 || *p == 0x7f)

@@ -527,8 +527,13 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (rc != DLOCK_OK) {
-        char what[600];
-        snprintf(what, sizeof what, "cannot take lock '%s'", dlock_lock_name(lock));
+        /* the library's message names the lock when it knows it: once is enough */
+        char what[600], quoted[560];
+        snprintf(quoted, sizeof quoted, "'%s'", dlock_lock_name(lock));
+        if (strstr(dlock_errmsg(), quoted) != NULL)
+            snprintf(what, sizeof what, "cannot take the lock");
+        else
+            snprintf(what, sizeof what, "cannot take lock %s", quoted);
         code = cli_fail(rc, what);
         goto out;
     }
