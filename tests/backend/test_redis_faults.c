@@ -181,6 +181,8 @@ static void partly_lost_shared_state_heals(void)
         CHECK_RC(dlock_semaphore_open(probe, "part", 3, 3, &all), DLOCK_OK);
         CHECK_RC(dlock_try_acquire(all), DLOCK_OK);
         CHECK_RC(dlock_try_acquire(writer), DLOCK_OK);
+        /* the count dlock 0.1 clients read is right again too */
+        CHECK(strcmp(dt_redis_cli(&srv, "GET dlock:{part}:sem:used"), "3") == 0);
         /* the holders learn it at their next renewal */
         DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 2, 3000);
         CHECK_RC(dlock_release(reader), DLOCK_ELOST);

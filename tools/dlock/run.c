@@ -559,9 +559,9 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
         } else {
-            if (rc != DLOCK_OK)
-                fprintf(stderr, "dlock: release: %s (the lock ends with its lease)\n",
-                        dlock_errmsg());
+            /* any other failure: the release may not have reached the
+             * store, which the library's warning (shown at every
+             * verbosity) has said; the command's status stands */
             code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
     }

@@ -14,24 +14,27 @@ elseif kind == 'w' then
   if redis.call('GET', L) == token then
     redis.call('DEL', L)
     local now = now_ms()
-    prune(L, now)
+    prune(L, now, false) -- before anyone is admitted (shared.lua)
     admit_rw(L, now)
     return 1
   end
-elseif redis.call('HEXISTS', L .. ':holders', token) == 1 then
+else
   local now = now_ms()
-  prune(L, now) -- before anyone is admitted (shared.lua)
-  if kind == 'r' then
-    if redis.call('HINCRBY', L .. ':holders', token, -1) <= 0 then
+  prune(L, now, kind == 's') -- a share whose lease ran out is not passed on
+  if redis.call('HEXISTS', L .. ':holders', token) == 1 then
+    if kind == 'r' then
+      if redis.call('HINCRBY', L .. ':holders', token, -1) <= 0 then
+        redis.call('HDEL', L .. ':holders', token)
+        redis.call('ZREM', L .. ':exp', token)
+      end
+      admit_rw(L, now)
+    else
+      redis.call('DECRBY', L .. ':used', redis.call('HGET', L .. ':holders', token))
       redis.call('HDEL', L .. ':holders', token)
       redis.call('ZREM', L .. ':exp', token)
+      admit_sem(L, now)
     end
-    admit_rw(L, now)
-  else
-    redis.call('HDEL', L .. ':holders', token)
-    redis.call('ZREM', L .. ':exp', token)
-    admit_sem(L, now)
+    return 1
   end
-  return 1
 end
 return 0

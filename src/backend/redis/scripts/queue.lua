@@ -10,7 +10,8 @@
 --                     a stream, else the pub/sub channel to publish to
 --   L:holders         shared holders: token -> holds (readers) or permits (semaphore)
 --   L:exp             shared holders' lease ends (zset, server ms)
---   L:cap             semaphore: the permits its users declare
+--   L:used, L:cap     semaphore: permits taken (kept for dlock 0.1, which reads
+--                     it; this release sums L:holders), and declared
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 

@@ -11,7 +11,7 @@
 -- other to leave).
 local L, token, mode = KEYS[1], ARGV[1], ARGV[10]
 local now = now_ms()
-prune(L, now)
+prune(L, now, false)
 local reader = redis.call('HEXISTS', L .. ':holders', token) == 1
 if mode == 'w' and reader then
   return -3

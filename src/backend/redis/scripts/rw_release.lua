@@ -5,7 +5,7 @@
 -- Returns 0 released, -1 held by another owner, -2 not held.
 local L, token = KEYS[1], ARGV[1]
 local now = now_ms()
-prune(L, now)
+prune(L, now, false)
 if ARGV[3] == '1' then
   redis.call('DEL', L, L .. ':holders', L .. ':exp')
 elseif ARGV[2] == 'w' then

@@ -7,7 +7,7 @@
 local L, token = KEYS[1], ARGV[1]
 local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
-prune(L, now)
+prune(L, now, true)
 -- What its users declare: all the same while anyone holds or waits; an
 -- idle semaphore takes the new number.
 local declared = tonumber(redis.call('GET', L .. ':cap'))
@@ -26,6 +26,7 @@ if held and ARGV[5] == '1' then
 elseif held then
   -- An earlier hold of this handle that it has given up or lost while the
   -- server still counts it: it goes, and this request takes its turn.
+  redis.call('DECRBY', L .. ':used', held)
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
 end

@@ -4,9 +4,9 @@
 -- Returns 0 released, -2 not held.
 local L, token = KEYS[1], ARGV[1]
 local now = now_ms()
-prune(L, now)
+prune(L, now, true)
 if ARGV[2] == '1' then
-  redis.call('DEL', L .. ':holders', L .. ':exp')
+  redis.call('DEL', L .. ':holders', L .. ':exp', L .. ':used')
 else
   local n = redis.call('HGET', L .. ':holders', token)
   if not n then
@@ -14,6 +14,7 @@ else
   end
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
+  redis.call('DECRBY', L .. ':used', n)
 end
 admit_sem(L, now)
 return 0

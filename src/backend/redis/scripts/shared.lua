@@ -2,16 +2,30 @@
 -- Shared holders (readers, semaphore permits): follows queue.lua in the
 -- scripts of the read-write lock and the semaphore.
 
+-- Semaphore: the permits its holders have taken, summed from L:holders.
+-- L:used counts them too, but only for clients of dlock 0.1, which read it:
+-- this release keeps it up to date and never reads it, since the store may
+-- lose it apart from the holders (eviction takes keys one at a time).
+local function permits_used(L)
+  local used = 0
+  for _, n in ipairs(redis.call('HVALS', L .. ':holders')) do
+    used = used + tonumber(n)
+  end
+  return used
+end
+
 -- Shared holders whose lease ran out are gone (their permits with them).
 -- L:holders and L:exp name the same tokens, but the store may lose one and
--- keep the other (eviction takes keys one at a time): a holder without a
--- lease end is gone too, and so is a lease end without a holder. Every
--- script that adds a holder prunes first, so the two can only differ in
--- size after such a loss.
-local function prune(L, now)
+-- keep the other: a holder without a lease end is gone too, and so is a
+-- lease end without a holder. Every script that adds or removes a holder
+-- prunes first, so the two can only differ in size after such a loss.
+local function prune(L, now, permits)
   local H, E = L .. ':holders', L .. ':exp'
   local dead = redis.call('ZRANGEBYSCORE', E, '-inf', now)
   for _, t in ipairs(dead) do
+    if permits then
+      redis.call('DECRBY', L .. ':used', tonumber(redis.call('HGET', H, t)) or 0)
+    end
     redis.call('HDEL', H, t)
   end
   if #dead > 0 then
@@ -28,24 +42,17 @@ local function prune(L, now)
         redis.call('ZREM', E, t)
       end
     end
+    if permits then
+      redis.call('SET', L .. ':used', permits_used(L))
+    end
   end
-end
-
--- Semaphore: the permits its holders have taken. Counted from L:holders
--- each time rather than kept in a key of its own, which the store could
--- lose apart from the holders.
-local function permits_used(L)
-  local used = 0
-  for _, n in ipairs(redis.call('HVALS', L .. ':holders')) do
-    used = used + tonumber(n)
-  end
-  return used
 end
 
 -- Makes token a shared holder (again) until now + lease.
 local function hold_shared(L, token, count, now, lease, permits)
   if permits then
     redis.call('HSET', L .. ':holders', token, count)
+    redis.call('INCRBY', L .. ':used', count)
   else
     redis.call('HINCRBY', L .. ':holders', token, count)
   end

@@ -9,9 +9,11 @@ local L = KEYS[1]
 local shared, used, cap, last = 0, 0, 0, -1
 if ARGV[2] == 'r' or ARGV[2] == 's' then
   local now = now_ms()
-  prune(L, now)
+  prune(L, now, ARGV[2] == 's')
   shared = redis.call('HLEN', L .. ':holders')
-  used = permits_used(L)
+  if ARGV[2] == 's' then
+    used = permits_used(L)
+  end
   cap = tonumber(redis.call('GET', L .. ':cap')) or 0
   local e = redis.call('ZRANGE', L .. ':exp', -1, -1, 'WITHSCORES')
   if e[2] then
