@@ -133,6 +133,20 @@ enum dlock__outcome {
                           and will be woken through the board */
 };
 
+/* Which lock of the same name holds it, when that is not the kind an attempt
+ * asked for. One name is one lock: every kind on a name excludes the others
+ * (a mutex and a fair handle are the same kind; an interop key, the
+ * read-write lock and the semaphore are kinds of their own), so a store
+ * that finds another kind holding the name answers HELD or QUEUED and says
+ * which kind here; the core names it in its message. */
+enum dlock__held_as {
+    DLOCK__HELD_AS_SAME = 0, /* the kind asked for, or not known */
+    DLOCK__HELD_AS_MUTEX,    /* a mutex (plain or fair handles) */
+    DLOCK__HELD_AS_SIMPLE,   /* an interop key (DLOCK_SIMPLE) */
+    DLOCK__HELD_AS_RW,       /* the read-write lock (readers or a writer) */
+    DLOCK__HELD_AS_SEMAPHORE,
+};
+
 #define DLOCK__TTL_UNKNOWN (-1)
 #define DLOCK__TTL_NONE    (-2)
 
@@ -157,15 +171,17 @@ typedef struct dlock__attempt {
     int64_t wait_until_us; /* a store that waits inside the server may block until then */
     /* out */
     enum dlock__outcome outcome;
-    uint64_t fence;          /* TAKEN: the holder's fence, > 0 */
-    dlock__session *session; /* TAKEN: the grant lives as long as this session (the
-                                attempt's reference, kept by the hold); NULL: its own
-                                lease, counted from the send time */
-    int64_t holder_ttl_ms;   /* HELD, QUEUED: the holder's lease left in ms, or
-                                DLOCK__TTL_UNKNOWN, or DLOCK__TTL_NONE (held without an
-                                expiry: it never ends by itself) */
-    enum dlock__next next;   /* HELD */
-    int keep_place;          /* QUEUED: the place lapses unless renew() heartbeats it */
+    uint64_t fence;              /* TAKEN: the holder's fence, > 0 */
+    dlock__session *session;     /* TAKEN: the grant lives as long as this session (the
+                                    attempt's reference, kept by the hold); NULL: its own
+                                    lease, counted from the send time */
+    int64_t holder_ttl_ms;       /* HELD, QUEUED: the holder's lease left in ms, or
+                                    DLOCK__TTL_UNKNOWN, or DLOCK__TTL_NONE (held without an
+                                    expiry: it never ends by itself) */
+    enum dlock__next next;       /* HELD */
+    int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
+    enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
+                                    holder_ttl_ms is that holder's) */
 } dlock__attempt;
 
 /* ---------------------------------------------------------------- renewal */

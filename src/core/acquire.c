@@ -113,17 +113,47 @@ static int64_t jitter_us(int64_t max)
     return (int64_t) (strtoul(hex, NULL, 16) % (unsigned long) max);
 }
 
-static int busy_error(const dlock_lock *l, int64_t ttl_ms)
+/* " as a semaphore (this handle asks for a mutex: ...)" when the name is
+ * held as another kind of lock than l's, else "". */
+static const char *other_kind(const dlock_lock *l, enum dlock__held_as held_as, char *buf,
+                              size_t size)
 {
-    const char *what =
-        l->spec.kind == DLOCK__SEMAPHORE ? "has too few permits free" : "is held by someone else";
+    static const char *const as[] = {
+        [DLOCK__HELD_AS_MUTEX] = "a mutex",
+        [DLOCK__HELD_AS_SIMPLE] = "an interop key (--simple)",
+        [DLOCK__HELD_AS_RW] = "a read-write lock",
+        [DLOCK__HELD_AS_SEMAPHORE] = "a semaphore",
+    };
+    const char *mine = l->spec.simple                     ? "an interop key (--simple)"
+                       : l->spec.kind == DLOCK__READ      ? "the read lock"
+                       : l->spec.kind == DLOCK__WRITE     ? "the write lock"
+                       : l->spec.kind == DLOCK__SEMAPHORE ? "a semaphore"
+                                                          : "a mutex";
+    if (held_as == DLOCK__HELD_AS_SAME || (unsigned) held_as >= sizeof as / sizeof as[0]) {
+        buf[0] = '\0';
+        return buf;
+    }
+    snprintf(buf, size,
+             " as %s, and this handle asks for %s: one name is one lock, so every user of a "
+             "name must ask for the same kind",
+             as[held_as], mine);
+    return buf;
+}
+
+static int busy_error(const dlock_lock *l, int64_t ttl_ms, enum dlock__held_as held_as)
+{
+    char as[192];
+    const char *what = held_as != DLOCK__HELD_AS_SAME     ? "is held"
+                       : l->spec.kind == DLOCK__SEMAPHORE ? "has too few permits free"
+                                                          : "is held by someone else";
+    other_kind(l, held_as, as, sizeof as);
     if (ttl_ms >= 0)
-        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s (a lease ends in %lld ms)", l->name, what,
-                           (long long) ttl_ms);
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s%s (a lease ends in %lld ms)", l->name, what,
+                           as, (long long) ttl_ms);
     if (ttl_ms == DLOCK__TTL_NONE)
-        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s, with no lease (it never ends by itself)",
-                           l->name, what);
-    return dlock__fail(DLOCK_EBUSY, "lock '%s' %s", l->name, what);
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s%s, with no lease (it never ends by itself)",
+                           l->name, what, as);
+    return dlock__fail(DLOCK_EBUSY, "lock '%s' %s%s", l->name, what, as);
 }
 
 /* Leaves the store's queue after giving up (passing on a lock handed to
@@ -191,15 +221,16 @@ static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
 typedef struct take_state {
     dlock__waiter w; /* on the board while attempts may queue */
     int on_board;
-    int on_renewer;         /* the lease entry keeps the queue place (heartbeats) */
-    int queued;             /* an attempt of this wait was queued */
-    int local;              /* holds the local queue's turn */
-    int held_here;          /* the lock was found held: the local queue decides turns */
-    int poll_only;          /* the store cannot wake waiters of this lock */
-    int64_t poll_us;        /* next polling step */
-    int64_t unreachable_us; /* next delay after an unreachable store */
-    int waited;             /* found held: the caller waits (for the log) */
-    int unreachable;        /* the store was unreachable: tried again (for the log) */
+    int on_renewer;              /* the lease entry keeps the queue place (heartbeats) */
+    int queued;                  /* an attempt of this wait was queued */
+    int local;                   /* holds the local queue's turn */
+    int held_here;               /* the lock was found held: the local queue decides turns */
+    int poll_only;               /* the store cannot wake waiters of this lock */
+    int64_t poll_us;             /* next polling step */
+    int64_t unreachable_us;      /* next delay after an unreachable store */
+    int waited;                  /* found held: the caller waits (for the log) */
+    int unreachable;             /* the store was unreachable: tried again (for the log) */
+    enum dlock__held_as held_as; /* the last attempt found another kind holding the name */
     dlock__lq_ticket ticket;
 } take_state;
 
@@ -384,7 +415,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             goto done;
         }
         if (!waits) {
-            rc = busy_error(l, a.holder_ttl_ms);
+            rc = busy_error(l, a.holder_ttl_ms, a.held_as);
             goto done;
         }
         if (!st.local && c->lq != NULL) {
@@ -394,6 +425,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             st.held_here = 1;
             continue;
         }
+        st.held_as = a.held_as;
         int64_t now = dlock__now_us();
         if (now >= deadline)
             goto timed_out;
@@ -464,9 +496,13 @@ cancelled:
     DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "wait for lock '%s' cancelled after %lld ms", l->name,
                (long long) ((dlock__now_us() - start) / 1000));
     goto give_up;
-timed_out:
-    rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held by someone else after %lld ms",
-                     l->name, (long long) ((dlock__now_us() - start) / 1000));
+timed_out : {
+    char as[192];
+    rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held%s after %lld ms%s", l->name,
+                     st.held_as != DLOCK__HELD_AS_SAME ? "" : " by someone else",
+                     (long long) ((dlock__now_us() - start) / 1000),
+                     other_kind(l, st.held_as, as, sizeof as));
+}
     DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
 give_up:
     if (st.on_board || st.on_renewer || st.queued)
