@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* steps.c - each step of the lock protocol, for every kind of lock, as one
- * request: a script call (scripts/), or for the uncontended mutex a
- * MULTI/EXEC transaction. */
+/* steps.c - each step of the lock protocol for one lock of any kind (take
+ * or queue, take several at once, cancel a wait, release, force, extend,
+ * status) as one request: one script call (scripts/, EVALSHA), the
+ * uncontended mutex included (acquire.lua). An attempt to take a lock
+ * carries the client's owner record ahead of its script, in the same
+ * write, when the record is due. The renewer's batches are in renewal.c,
+ * holders and listing in owner.c. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"
