@@ -1,40 +1,77 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs the Debian 12 packages dlock needs to build, test, run the demo and
-# the benchmarks, when they are missing. Safe to run again.
+# Installs the Debian 12 packages dlock needs, when they are missing. Safe to
+# run again. What to install is the union of the groups named (the build's
+# packages always):
 #
-#   scripts/deps.sh           build, tests, demo, the benchmark chart
-#   scripts/deps.sh --bench   also the peers bench/compare.sh measures dlock
-#                             against (Curator and kazoo are in the tests'
-#                             list already, for the interop tests; this adds
-#                             python3-etcd3, which no test needs)
+#   scripts/deps.sh                the build, the demo and the tests (a developer's machine)
+#   scripts/deps.sh --build        the library and the dlock command: compiler, cmake,
+#                                  the client libraries of every store
+#   scripts/deps.sh --demo         and redis-server (scripts/demo.sh; -u zk:// or etcd://
+#                                  needs only the client libraries, which the build has)
+#   scripts/deps.sh --redis | --zookeeper | --etcd
+#                                  and that store's server
+#   scripts/deps.sh --test         and every server, the interop peers (redis-py, kazoo,
+#                                  Curator with a JDK), clang for the fuzz targets and
+#                                  clang-format (scripts/test.sh)
+#   scripts/deps.sh --bench        the tests' and the peers bench/compare.sh measures dlock
+#                                  against (python3-etcd3, which no test needs), and gnuplot
+#                                  for the chart
 set -euo pipefail
 
-packages=(
-  build-essential cmake pkg-config        # build
-  libhiredis-dev                          # libdlock: Redis protocol
-  libzookeeper-mt-dev                     # libdlock: ZooKeeper client
-  libcurl4-openssl-dev libssl-dev         # libdlock: etcd v3 JSON gateway (HTTP; base64)
-  libjson-c-dev                           # libdlock (etcd) and the dlock command: JSON
-  redis-server redis-tools                # tests and demo start their own servers
-  zookeeper default-jdk-headless          # test harness: ZooKeeper 3.8 servers (tests/support)
-  etcd-server etcd-client                 # test harness: etcd 3.4 servers, etcdctl
-  python3 python3-redis                   # interop test with redis-py's Lock
-  python3-kazoo                           # interop test with kazoo's Lock (ZooKeeper)
-  libcurator-recipes-java libcurator-framework-java libcurator-client-java
-  libzookeeper-java libslf4j-java         # interop test with Curator (javac at test time)
-  clang-format                            # style check
-  clang libclang-rt-14-dev                # fuzz targets: libFuzzer (only recommended by clang-14)
-  gnuplot-nox                             # benchmark chart
+build=(
+  build-essential cmake pkg-config # compiler and build
+  libhiredis-dev                   # libdlock: Redis protocol
+  libzookeeper-mt-dev              # libdlock: ZooKeeper client (C, no Java)
+  libcurl4-openssl-dev libssl-dev  # libdlock: etcd v3 JSON gateway (HTTP; base64)
+  libjson-c-dev                    # libdlock (etcd) and the dlock command: JSON
 )
-if [ "${1:-}" = "--bench" ]; then
-  packages+=(
-    python3-etcd3                         # bench/peers/etcd: python-etcd3
-  )
-fi
+redis=(redis-server redis-tools)
+# ZooKeeper 3.8 started straight with java (tests/support/server_zookeeper.c):
+# its jars and slf4j-simple's; the package brings a Java runtime.
+zookeeper=(zookeeper libzookeeper-java libslf4j-java)
+etcd=(etcd-server etcd-client) # etcd 3.4; the harness checks it with etcdctl
+demo=("${redis[@]}" python3)   # examples/flash-sale: its shop's own redis-server
+test=(
+  "${redis[@]}" "${zookeeper[@]}" "${etcd[@]}" # servers the tests start
+  python3 python3-redis                        # interop test with redis-py's Lock
+  python3-kazoo                                # interop test with kazoo's Lock (ZooKeeper)
+  libcurator-recipes-java libcurator-framework-java libcurator-client-java
+  default-jdk-headless  # interop test with Curator (javac at test time)
+  clang-format          # style check
+  clang libclang-rt-14-dev # fuzz targets: libFuzzer (only recommended by clang-14)
+)
+bench=(
+  "${test[@]}"
+  python3-etcd3 # bench/peers/etcd: python-etcd3
+  gnuplot-nox   # the benchmark chart
+)
+
+usage() {
+  sed -n 's/^# \{0,1\}//; 3,19p' "${BASH_SOURCE[0]}" >&2
+  exit 64
+}
+
+packages=("${build[@]}")
+[ $# -gt 0 ] || set -- --demo --test
+for group in "$@"; do
+  case $group in
+    --build) ;;
+    --demo) packages+=("${demo[@]}") ;;
+    --redis) packages+=("${redis[@]}") ;;
+    --zookeeper) packages+=("${zookeeper[@]}") ;;
+    --etcd) packages+=("${etcd[@]}") ;;
+    --test) packages+=("${test[@]}") ;;
+    --bench) packages+=("${bench[@]}") ;;
+    *)
+      echo "deps.sh: no group $group" >&2
+      usage
+      ;;
+  esac
+done
 
 missing=()
-for p in "${packages[@]}"; do
+for p in $(printf '%s\n' "${packages[@]}" | sort -u); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then

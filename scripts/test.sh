@@ -15,7 +15,7 @@ cd "$root"
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
-bash scripts/deps.sh
+bash scripts/deps.sh --test
 
 jobs=$(nproc)
 failed=()
