@@ -10,7 +10,7 @@
 #   scripts/deps.sh --demo         and redis-server (scripts/demo.sh; -u zk:// or etcd://
 #                                  needs only the client libraries, which the build has)
 #   scripts/deps.sh --redis | --zookeeper | --etcd
-#                                  and that store's server
+#                                  and that store's server (scripts/store.sh)
 #   scripts/deps.sh --test         and every server, the interop peers (redis-py, kazoo,
 #                                  Curator with a JDK), clang for the fuzz targets and
 #                                  clang-format (scripts/test.sh)
