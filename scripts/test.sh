@@ -4,7 +4,9 @@
 # missing, builds, and runs every test against real servers it starts itself.
 # Then the same suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the threaded suites under ThreadSanitizer, a short run of each fuzz target,
-# and the style check.
+# and the style check. Every suite includes the documents' C examples,
+# compiled from README.md, include/dlock.h and docs/dlock.1 and built with
+# that suite's sanitizer (doc_examples, tests/docs/doc_examples.py).
 #
 #   scripts/test.sh           everything (what CI runs)
 #   scripts/test.sh --quick   the plain build's suite only

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* hello.c - the README's ten lines, complete: take a lock with a renewed
+/* hello.c - the README's ten lines with defaults for the URL and the lock's
+ * name, and an exit status for each outcome: take a lock with a renewed
  * lease, use its fencing token, release it.
  *
  *   build/bin/hello [URL] [NAME]     (default redis://127.0.0.1:6379 hello) */
