@@ -151,6 +151,7 @@ typedef struct dlock_client dlock_client;
  * Options (query string; durations as dlock_parse_duration() reads them: a
  * plain number is seconds, or with a unit: 250ms, 2s, 1m):
  *   prefix=NAME           key prefix (default "dlock"); keys are PREFIX:{name}...
+ *                         (letters, digits and _-.:/)
  *   connect_timeout=DUR   connect timeout (default 2s)
  *   timeout=DUR           per-command timeout (default 5s)
  *   lease=DUR             lease of locks acquired with renewal (default 30s);
@@ -339,12 +340,18 @@ enum {
  * server. A name is 1..DLOCK_NAME_MAX bytes of well-formed UTF-8 text
  * without control characters: no C0 control (U+0000..U+001F), DEL (U+007F)
  * or C1 control (U+0080..U+009F), no overlong form, surrogate or code point
- * above U+10FFFF, on every store (dlock_errmsg() names the byte and why).
- * A store may refuse more: Redis names carry at most one Redis Cluster hash
- * tag "{...}" and no other braces; ZooKeeper's path rules refuse
- * characters above U+FFFF (emoji), U+E000..U+F8FF and U+FFF0..U+FFFF. The
- * handle gets a fresh random owner token (128 bits). Returns DLOCK_OK,
- * DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
+ * above U+10FFFF (dlock_errmsg() names the byte and why). Every such name
+ * is a name on every store, one lock per name, and dlock_list() gives it
+ * back as it was given: a store writes into its keys or paths, as
+ * percent-escapes (%XX of the UTF-8 bytes), only what it cannot hold or
+ * would read as structure (ZooKeeper: characters its paths refuse, empty,
+ * "." and ".." parts; etcd: '/'; Redis: a first '}'; each store's doc lists
+ * them, '%' with them), so every other name has the key or path peers
+ * use for it. The one store limit: a name whose escaped path would be
+ * longer than a ZooKeeper lock path may be (959 bytes, the base included)
+ * is DLOCK_EINVAL there, saying so. On failure *out is NULL. The handle gets
+ * a fresh random owner token (128 bits). Returns DLOCK_OK, DLOCK_EINVAL (bad
+ * name or flags) or DLOCK_ENOMEM.
  */
 #define DLOCK_NAME_MAX 512
 DLOCK_API int dlock_lock_open(dlock_client *client, const char *name, unsigned flags,

@@ -298,6 +298,8 @@ int dlock_lock_open(dlock_client *c, const char *name, unsigned flags, dlock_loc
     int rc;
 
     dlock__clear_error();
+    if (out != NULL)
+        *out = NULL; /* also when the flags are refused */
     rc = dlock__spec_of(flags, 0, &spec);
     if (rc == DLOCK_OK)
         rc = dlock__lock_new(c, name, &spec, out);

@@ -65,6 +65,10 @@
       "dlock_query_holders: token, host, pid, start and label of every holder; bad labels")        \
     X(list_locks, DLOCK_CAP_LIST,                                                                  \
       "dlock_list: held and waited-for locks under a prefix, each once, with its kind; limit")     \
+    X(awkward_names, 0,                                                                            \
+      "the same awkward names (/ : { } % . kind suffixes, emoji) taken, listed as given, released") \
+    X(names_apart, 0,                                                                              \
+      "`a` and `a/0`, `x` and `x.rwlock`, the semaphore `S` and `S/locks` are locks of their own")   \
     X(multi_all_or_nothing, 0,                                                                     \
       "a multi-lock takes all names or none, gives back on timeout, no deadlock")                  \
     X(multi_bounded_when_silent, DLOCK_CAP_QUERY,                                                  \

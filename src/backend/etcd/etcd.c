@@ -57,6 +57,7 @@
  * a handle's mutex is held. Watch callbacks only post on the board. */
 #define _GNU_SOURCE
 #include "etcd.h"
+#include "names.h"
 #include "store.h"
 
 #include "../../base/clock.h"
@@ -71,8 +72,6 @@
 
 #define DEFAULT_CONNECT_MS 2000
 #define ROUNDS             8 /* attempts within one acquire before giving up */
-#define RW_SUFFIX          ".rwlock"
-#define SEM_SUFFIX         ".semaphore"
 
 extern const dlock__backend dlock__etcd_backend;
 
@@ -1190,28 +1189,6 @@ out:
 
 /* ---------------------------------------------------------------- locks */
 
-/* A name segment (between '/') ending in one of these would make another
- * lock's keys (see the layout in docs/etcd.md). */
-static int reserved_segment(const char *name, const char **which)
-{
-    static const char *const suffixes[] = {RW_SUFFIX, SEM_SUFFIX};
-    const char *p = name;
-    while (*p != '\0') {
-        size_t n = strcspn(p, "/");
-        for (size_t i = 0; i < 2; i++) {
-            size_t m = strlen(suffixes[i]);
-            if (n >= m && strncmp(p + n - m, suffixes[i], m) == 0) {
-                *which = suffixes[i];
-                return 1;
-            }
-        }
-        p += n;
-        if (*p == '/')
-            p++;
-    }
-    return 0;
-}
-
 static void elock_free(dlock__etcd_lock *l)
 {
     if (l == NULL)
@@ -1229,17 +1206,11 @@ static void elock_free(dlock__etcd_lock *l)
 static int etcd_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
                          dlock__store_lock **out)
 {
-    const char *suffix = "";
     dlock__etcd_lock *l;
     int rc = DLOCK_OK;
 
     (void) s;
     *out = NULL;
-    if (reserved_segment(name, &suffix))
-        return dlock__fail(DLOCK_EINVAL,
-                           "lock name '%s': on etcd no part of a name (between '/') may end in "
-                           "'%s' (the read-write locks' and semaphores' keys live there)",
-                           name, suffix);
     l = calloc(1, sizeof *l);
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -1247,30 +1218,20 @@ static int etcd_lock_new(dlock__store *s, const char *name, const dlock__lock_sp
     pthread_mutex_init(&l->moving, NULL);
     l->base.spec = *spec;
     l->marker = "";
-    size_t n = strlen(name) + 32;
-    l->prefix = malloc(n);
+    l->prefix = dlock__etcd_lock_prefix(name, spec->kind);
     l->name = strdup(name);
     if (l->prefix == NULL || l->name == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }
-    switch (spec->kind) {
-    case DLOCK__READ:
-    case DLOCK__WRITE:
-        snprintf(l->prefix, n, "%s%s/", name, RW_SUFFIX);
+    if (spec->kind == DLOCK__READ || spec->kind == DLOCK__WRITE) {
         l->marker = spec->kind == DLOCK__READ ? "r-" : "w-";
+        size_t n = strlen(l->prefix) + 3;
         l->writers = malloc(n);
         if (l->writers != NULL)
             snprintf(l->writers, n, "%sw-", l->prefix);
         if (l->writers == NULL || (l->writers_end = dlock__etcd_prefix_end(l->writers)) == NULL)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        break;
-    case DLOCK__SEMAPHORE:
-        snprintf(l->prefix, n, "%s%s/", name, SEM_SUFFIX);
-        break;
-    default:
-        snprintf(l->prefix, n, "%s/", name);
-        break;
     }
     if (rc == DLOCK_OK && (l->prefix_end = dlock__etcd_prefix_end(l->prefix)) == NULL)
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -1407,51 +1368,13 @@ static void seen_free(seen_set *set)
     free(set->buckets);
 }
 
-/* A contender's id, the last part of its key: the lease in lower-case hex
- * (as Go's %x writes it), then "-<slot>" for a further handle of one
- * client (see "Slots"). */
-static int is_contender_id(const char *id)
-{
-    size_t hex = strspn(id, "0123456789abcdef");
-    if (hex == 0 || hex > 16)
-        return 0;
-    id += hex;
-    if (*id == '\0')
-        return 1;
-    size_t digits = strspn(id + 1, "0123456789");
-    return *id == '-' && digits > 0 && digits <= 10 && id[1 + digits] == '\0';
-}
-
-/* The lock a key is a contender of (docs/etcd.md, each layout): its name
- * into name (len bytes) and its kind. 0 when the key is not a contender's
- * of a name this backend accepts. */
+/* The lock a key is a contender of (names.h): its name into name (len
+ * bytes) and its kind. 0 when the key is not a contender's of a name this
+ * backend writes. */
 static int lock_of_key(const dlock__etcd_kv *kv, char *name, size_t len, enum dlock__kind *kind)
 {
-    const char *key = kv->key;
-    const char *slash = strrchr(key, '/');
-    const char *which;
-
-    /* contenders' keys live on leases; a NUL inside is no name's */
-    if (kv->lease == 0 || strlen(key) != kv->key_len || slash == NULL)
-        return 0;
-    const char *id = slash + 1;
-    size_t n = (size_t) (slash - key), rw = strlen(RW_SUFFIX), sem = strlen(SEM_SUFFIX);
-    *kind = DLOCK__MUTEX;
-    if (n > rw && strncmp(slash - rw, RW_SUFFIX, rw) == 0) {
-        if ((id[0] != 'r' && id[0] != 'w') || id[1] != '-')
-            return 0;
-        id += 2;
-        n -= rw;
-        *kind = DLOCK__WRITE;
-    } else if (n > sem && strncmp(slash - sem, SEM_SUFFIX, sem) == 0) {
-        n -= sem;
-        *kind = DLOCK__SEMAPHORE;
-    }
-    if (n == 0 || n >= len || !is_contender_id(id))
-        return 0;
-    memcpy(name, key, n);
-    name[n] = '\0';
-    return !reserved_segment(name, &which);
+    /* contenders' keys live on leases */
+    return kv->lease != 0 && dlock__etcd_key_lock(kv->key, kv->key_len, name, len, kind);
 }
 
 /* Where the page after one ending with kv starts. Usually at kv's key
@@ -1508,8 +1431,14 @@ static int etcd_list(dlock__store *s, const char *prefix, dlock__name_sink sink,
 
     /* No name begins below ' ' (names hold no control characters), and
      * etcd takes no empty key: " " stands for "every name". */
-    char *start = strdup(plen > 0 ? prefix : " ");
-    char *end = plen > 0 ? dlock__etcd_prefix_end(prefix) : strdup("");
+    char *start = dlock__etcd_list_start(prefix), *end = NULL;
+    if (start != NULL && start[0] == '\0') {
+        free(start);
+        start = strdup(" ");
+        end = strdup("");
+    } else if (start != NULL) {
+        end = dlock__etcd_prefix_end(start);
+    }
     if (start == NULL || end == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;

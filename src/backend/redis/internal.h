@@ -5,6 +5,7 @@
 
 #include "../backend.h"
 #include "conn.h"
+#include "keys.h"
 #include "scripts.h"
 #include "stream.h"
 #include "subscriber.h"
@@ -39,11 +40,11 @@ typedef struct rbackend {
 
 /* One lock of the client. Its base key L is P:{N} (a mutex), P:{N}:rw (a
  * read-write lock), P:{N}:sem (a semaphore), or N itself (a mutex in
- * simple mode); the scripts derive the rest from L (scripts/queue.lua). */
+ * simple mode), as keys.h writes them; the scripts derive the rest from L
+ * (scripts/queue.lua). */
 typedef struct rlock {
     dlock__store_lock base;
     dlock__lock_spec spec;
-    int has_tag;   /* the name carries its own hash tag */
     unsigned slot; /* Cluster hash slot of its keys */
     dlock__rconn *conn;
     char *keys[2]; /* L, and its fence counter */
@@ -80,9 +81,6 @@ extern const dlock__backend dlock__redis_backend;
 #define RLOCK(l)    DLOCK__STORE_OF(rlock, l)
 
 /* redis.c */
-/* Whether name is a lock name with a hash tag of its own (its base key is
- * P:name) that no derived key of another lock spells. */
-int dlock__redis_own_tag_name(const char *name);
 /* Whether hand-over notices reach this client's waiters now (no waiting). */
 int dlock__redis_notices_flow(rbackend *b);
 

@@ -200,60 +200,32 @@ out:
 /* What a key says of the lock it belongs to: its name, and its kind; 0 for a
  * key that is no sign of a holder or a waiter (a fence counter, a waiter's
  * place, the owner records, anything else). */
-static int key_names_lock(const char *rest, size_t len, char *name, size_t n,
+static int key_names_lock(const char *prefix, const char *key, size_t len, char *name, size_t n,
                           enum dlock__kind *kind)
 {
     static const struct {
-        const char *suffix;
+        const char *rest;
         enum dlock__kind kind;
     } signs[] = {
+        {"", DLOCK__MUTEX},
+        {":queue", DLOCK__MUTEX},
+        {":rw", DLOCK__WRITE},
         {":rw:holders", DLOCK__WRITE},
         {":rw:queue", DLOCK__WRITE},
         {":sem:holders", DLOCK__SEMAPHORE},
         {":sem:queue", DLOCK__SEMAPHORE},
-        {":rw", DLOCK__WRITE},
-        {":queue", DLOCK__MUTEX},
-        {"", DLOCK__MUTEX},
     };
+    const char *rest;
+    if (!dlock__redis_key_lock(prefix, key, len, name, n, &rest))
+        return 0;
+    size_t rlen = len - (size_t) (rest - key);
     for (size_t i = 0; i < sizeof signs / sizeof signs[0]; i++) {
-        size_t sl = strlen(signs[i].suffix);
-        if (len <= sl || memcmp(rest + len - sl, signs[i].suffix, sl) != 0)
-            continue;
-        size_t base = len - sl;
-        const char *open = memchr(rest, '{', base);
-        const char *close = open != NULL ? memchr(open, '}', base - (size_t) (open - rest)) : NULL;
-        if (open == NULL || close == NULL || close == open + 1)
-            return 0; /* every lock key has a hash tag */
-        if (open == rest && close == rest + base - 1) {
-            /* P:{N}: the name is inside the braces */
-            if (base - 2 >= n)
-                return 0;
-            memcpy(name, rest + 1, base - 2);
-            name[base - 2] = '\0';
-        } else {
-            /* P:N, N with a tag of its own */
-            if (base >= n)
-                return 0;
-            memcpy(name, rest, base);
-            name[base] = '\0';
-            if (!dlock__redis_own_tag_name(name))
-                return 0; /* a derived key: {N}:fence, {N}:w:<token>... */
+        if (strlen(signs[i].rest) == rlen && memcmp(rest, signs[i].rest, rlen) == 0) {
+            *kind = signs[i].kind;
+            return 1;
         }
-        *kind = signs[i].kind;
-        return 1;
     }
     return 0;
-}
-
-/* A Redis glob matching text as written. */
-static void glob_escape(const char *text, char *out)
-{
-    for (; *text != '\0'; text++) {
-        if (strchr("*?[]\\", *text) != NULL)
-            *out++ = '\\';
-        *out++ = *text;
-    }
-    *out = '\0';
 }
 
 typedef struct found {
@@ -273,7 +245,6 @@ static int scan(rbackend *b, const char *pattern, const char *prefix, found **al
                 size_t *cap, int64_t deadline)
 {
     char cursor[32] = "0";
-    size_t plen = strlen(b->prefix);
 
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
@@ -296,9 +267,8 @@ static int scan(rbackend *b, const char *pattern, const char *prefix, found **al
             const redisReply *k = r->element[1]->element[i];
             char name[DLOCK_NAME_MAX + 1];
             enum dlock__kind kind;
-            if (k->type != REDIS_REPLY_STRING || k->len <= plen + 1 ||
-                memcmp(k->str, b->prefix, plen) != 0 || k->str[plen] != ':' ||
-                !key_names_lock(k->str + plen + 1, k->len - plen - 1, name, sizeof name, &kind) ||
+            if (k->type != REDIS_REPLY_STRING ||
+                !key_names_lock(b->prefix, k->str, k->len, name, sizeof name, &kind) ||
                 strncmp(name, prefix, strlen(prefix)) != 0)
                 continue;
             if (*n == *cap) {
@@ -352,28 +322,16 @@ int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink
                       int64_t deadline)
 {
     rbackend *b = RBACKEND(s);
-    size_t plen = strlen(b->prefix), n = 0, cap = 0;
+    size_t n = 0, cap = 0;
     found *all = NULL;
-    char *escaped = malloc(2 * strlen(prefix) + 1);
-    char *pattern = malloc(plen + 2 * strlen(prefix) + 8);
+    char *pattern = dlock__redis_list_pattern(b->prefix, prefix);
     int rc = DLOCK_OK;
 
-    if (escaped == NULL || pattern == NULL) {
+    if (pattern == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
-    glob_escape(prefix, escaped);
-    /* Names are P:{N} (untagged) or P:N (a tag of their own): with no
-     * prefix, P:* finds both; a prefix with a brace can only begin the
-     * latter. */
-    if (prefix[0] != '\0' && strchr(prefix, '{') == NULL) {
-        sprintf(pattern, "%s:{%s*", b->prefix, escaped);
-        rc = scan(b, pattern, prefix, &all, &n, &cap, deadline);
-    }
-    if (rc == DLOCK_OK) {
-        sprintf(pattern, "%s:%s*", b->prefix, escaped);
-        rc = scan(b, pattern, prefix, &all, &n, &cap, deadline);
-    }
+    rc = scan(b, pattern, prefix, &all, &n, &cap, deadline);
     if (rc != DLOCK_OK)
         goto out;
     /* A lock has several keys, and SCAN may return a key twice. */
@@ -391,7 +349,6 @@ out:
     for (size_t i = 0; i < n; i++)
         free(all[i].name);
     free(all);
-    free(escaped);
     free(pattern);
     return rc;
 }

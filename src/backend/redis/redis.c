@@ -2,8 +2,8 @@
 /* redis.c - the single-server Redis backend: URL and connections, keys,
  * waiting; the protocol's steps are in steps.c and renewal.c.
  *
- * Keys of lock N under prefix P share the hash tag {N} (or N's own tag), so
- * a lock lives in one Cluster slot; the layout is in scripts/README.md. All
+ * Keys of lock N under prefix P share the hash tag {N} (keys.h), so a lock
+ * lives in one Cluster slot; the layout is in scripts/README.md. All
  * commands of one lock go over one of the client's pooled connections,
  * picked by the key's hash, and calls from many threads are pipelined
  * there (conn.c). */
@@ -23,71 +23,6 @@
 #define PREFIX_MAX     64
 
 /* ---------------------------------------------------------------- keys */
-
-/* Braces in a name are allowed only as one Redis Cluster hash tag with
- * something inside, which then decides the slot of all the lock's keys. */
-static int name_has_tag(const char *name, int *has_tag)
-{
-    const char *open = strchr(name, '{'), *close = strchr(name, '}');
-
-    *has_tag = 0;
-    if (open == NULL && close == NULL)
-        return DLOCK_OK;
-    if (open != NULL && close != NULL && close > open + 1 && strchr(open + 1, '{') == NULL &&
-        strchr(close + 1, '}') == NULL && strchr(close + 1, '{') == NULL) {
-        *has_tag = 1;
-        return DLOCK_OK;
-    }
-    return dlock__fail(DLOCK_EINVAL,
-                       "lock name '%s': braces are allowed only as one Redis "
-                       "Cluster hash tag, e.g. 'order:{42}'",
-                       name);
-}
-
-/* Derived keys of a lock add these to its base key (scripts/README.md). A
- * name with its own hash tag is its base key, so it must not end as a
- * derived key of another lock does ('{acct}:fence' would be the fence
- * counter of 'acct'). Names without a tag are wrapped in braces and cannot. */
-static int name_spells_a_key(const char *name)
-{
-    static const char *const last[] = {"fence", "queue", "holders", "exp",
-                                       "used",  "cap",   "rw",      "sem"};
-    static const char *const before_last[] = {"w", "wake"};
-    const char *tail = strrchr(name, '}'), *end = name + strlen(name);
-    const char *last_colon = NULL, *colon_before = NULL;
-
-    for (const char *p = tail; p != NULL && p < end; p++) {
-        if (*p == ':') {
-            colon_before = last_colon;
-            last_colon = p;
-        }
-    }
-    if (last_colon == NULL)
-        return 0;
-    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
-        if (strcmp(last_colon + 1, last[i]) == 0)
-            return 1;
-    }
-    for (size_t i = 0; colon_before != NULL && i < sizeof before_last / sizeof before_last[0];
-         i++) {
-        size_t n = strlen(before_last[i]);
-        if ((size_t) (last_colon - colon_before - 1) == n &&
-            strncmp(colon_before + 1, before_last[i], n) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-int dlock__redis_own_tag_name(const char *name)
-{
-    dlock__saved_error saved;
-    int has_tag = 0;
-
-    dlock__save_error(&saved);
-    int ok = name_has_tag(name, &has_tag) == DLOCK_OK && has_tag && !name_spells_a_key(name);
-    dlock__restore_error(&saved);
-    return ok;
-}
 
 static char *join(const char *a, const char *b, const char *c, const char *d, size_t *len)
 {
@@ -139,56 +74,24 @@ static void free_rlock(rlock *l)
 static int lock_new(dlock__store *store, const char *name, const dlock__lock_spec *spec,
                     dlock__store_lock **out)
 {
-    static const char *suffix[] = {[DLOCK__MUTEX] = "",
-                                   [DLOCK__FAIR] = "",
-                                   [DLOCK__READ] = ":rw",
-                                   [DLOCK__WRITE] = ":rw",
-                                   [DLOCK__SEMAPHORE] = ":sem"};
     rbackend *b = RBACKEND(store);
     rlock *l;
-    int has_tag, rc;
 
     *out = NULL;
-    rc = name_has_tag(name, &has_tag);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (has_tag && name_spells_a_key(name))
-        return dlock__fail(DLOCK_EINVAL,
-                           "lock name '%s' ends like a key of another lock (':fence', ':queue', "
-                           "':rw', ':sem', ':w:...'...): with a hash tag, the name is the key",
-                           name);
     l = calloc(1, sizeof *l);
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     l->base.spec = *spec;
     l->spec = *spec;
-    l->has_tag = has_tag;
-    /* base: P:{N}, or P:N when N carries its own tag */
-    const char *open = has_tag ? ":" : ":{", *close = has_tag ? "" : "}";
-    size_t base_len;
-    char *base = join(b->prefix, open, name, close, &base_len);
-    if (base == NULL)
-        goto oom;
-    if (spec->simple) {
-        l->keys[0] = strdup(name);
-        l->key_lens[0] = strlen(name);
-    } else {
-        l->keys[0] = join(base, suffix[spec->kind], "", "", &l->key_lens[0]);
-    }
-    l->keys[1] = join(l->keys[0] != NULL && !spec->simple ? l->keys[0] : base, ":fence", "", "",
-                      &l->key_lens[1]);
-    free(base);
-    if (l->keys[0] == NULL || l->keys[1] == NULL) {
-        base = NULL;
-        goto oom;
+    int rc = dlock__redis_keys_of(b->prefix, name, spec->kind, spec->simple, l->keys, l->key_lens);
+    if (rc != DLOCK_OK) {
+        free(l);
+        return rc;
     }
     l->slot = cluster_slot(l->keys[0], l->key_lens[0]);
     l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
     *out = &l->base;
     return DLOCK_OK;
-oom:
-    free_rlock(l);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
 }
 
 /* A hold left in the store: it keeps its lease, and the client's owner

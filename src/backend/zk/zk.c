@@ -50,6 +50,7 @@
 #include "../../base/error.h"
 #include "../backend.h"
 #include "conn.h"
+#include "names.h"
 #include "recipe.h"
 
 #include <errno.h>
@@ -391,12 +392,26 @@ static int is_rw(const zlock *l)
     return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
 }
 
-static void rank(const zlock *l, char **children, int n)
+/* Puts the contenders among children first, ranked, and returns how many
+ * there are. A lock's path also holds the paths of longer names (`a/b`
+ * under `a`) and a semaphore's own nodes, which are never contenders
+ * (names.h keeps them from looking like one): ranked among them, a path
+ * like `a/0` would come first and block `a` while it exists. */
+static int rank(const zlock *l, char **children, int n)
 {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (dlock__zk_contender(children[i]) >= 0) {
+            char *other = children[m];
+            children[m++] = children[i];
+            children[i] = other;
+        }
+    }
     if (is_rw(l))
-        dlock__zk_rank(children, (size_t) n, rw_markers, 2);
+        dlock__zk_rank(children, (size_t) m, rw_markers, 2);
     else
-        dlock__zk_rank(children, (size_t) n, mutex_markers, 2);
+        dlock__zk_rank(children, (size_t) m, mutex_markers, 2);
+    return m;
 }
 
 /* What a contender's node holds: "FIRST\nINFO", FIRST the owner token (a
@@ -919,9 +934,9 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
             goto out;
         }
-        rank(l, r.children, r.nchildren);
+        int ranked = rank(l, r.children, r.nchildren);
         const char *ahead = NULL;
-        int me = standing(z, l, r.children, r.nchildren, strrchr(node, '/') + 1, a->token, &ahead);
+        int me = standing(z, l, r.children, ranked, strrchr(node, '/') + 1, a->token, &ahead);
         if (me < 0 && listed_early) {
             /* not in the listing sent behind its create: not trusted, list again */
             dlock__zresult_clear(&r);
@@ -1228,9 +1243,9 @@ static int zk_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t
                 dlock__zk_fail(kzrc != ZOK ? kzrc : szrc, z->label, "look at a multi-lock's nodes");
         } else if (rc == DLOCK_OK) {
             const char *ahead = NULL;
-            rank(l, kids.children, kids.nchildren);
-            int me = standing(z, l, kids.children, kids.nchildren, strrchr(made[i], '/') + 1, token,
-                              &ahead);
+            int ranked = rank(l, kids.children, kids.nchildren);
+            int me =
+                standing(z, l, kids.children, ranked, strrchr(made[i], '/') + 1, token, &ahead);
             if (me < 0) {
                 rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s is gone", z->label, made[i]);
             } else if (ahead != NULL && !found_busy) {
@@ -1605,10 +1620,10 @@ static int read_holders(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline, 
             rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
             goto out;
         }
-        rank(l, r.children, r.nchildren);
-        int n = holders(l, r.children, r.nchildren);
+        int ranked = rank(l, r.children, r.nchildren);
+        int n = holders(l, r.children, ranked);
         h->exclusive = n > 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0]));
-        h->waiters = (unsigned) (r.nchildren - n);
+        h->waiters = (unsigned) (ranked - n);
         rc = read_nodes(z, c, l->path, r.children, n, 0, deadline, h);
         goto out;
     }
@@ -1767,9 +1782,8 @@ static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
         rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
         goto out;
     }
-    rank(l, r.children, r.nchildren);
-    int n =
-        l->base.spec.kind == DLOCK__SEMAPHORE ? r.nchildren : holders(l, r.children, r.nchildren);
+    int ranked = rank(l, r.children, r.nchildren);
+    int n = l->base.spec.kind == DLOCK__SEMAPHORE ? ranked : holders(l, r.children, ranked);
     for (int i = 0; i < n && rc == DLOCK_OK; i++) {
         char node[PATH_MAX_LEN];
         snprintf(node, sizeof node, "%s/%s", dir, r.children[i]);
@@ -1787,14 +1801,15 @@ out:
 
 /*
  * dlock_list walks the tree under the base path, depth first. A node is a
- * lock when it has contender children (dlock__zk_contender): a mutex when
+ * lock when its path is one names.h writes for a name (the name listed is
+ * that name) and it has contender children (dlock__zk_contender): a mutex when
  * one has a mutex marker (Curator's or kazoo's), a read-write lock when one
  * has a read or write marker (both, when both share the path). A node with
  * a `leases` child is a semaphore, taken or waited for when its `leases` or
- * `locks` has a contender child; those two are its own, not parts of
- * longer names. Every other child is walked as part of a longer name,
- * unless no name under it can start with the prefix, or the name would be
- * longer than a lock's may be (zk_lock_new): that bounds the depth. At most
+ * `locks` has a contender child; those two are its own, never parts of
+ * names. Every other child is walked as part of a longer name, unless no
+ * name under it can start with the prefix, or the name would be longer than
+ * a lock's may be (zk_lock_new): that bounds the depth. At most
  * LIST_MAX_NODES znodes are listed (more is DLOCK_EINVAL: a longer prefix
  * will do), LIST_BATCH at a time (pipelined), each request bounded by the
  * command timeout and the whole walk by the caller's deadline. Contender
@@ -1847,8 +1862,14 @@ static int may_match(const char *name, const char *prefix)
 static int visit(zstore *z, walk *w, const walk_item *it, dlock__zresult *r, const char *prefix,
                  dlock__name_sink sink, void *arg, int *stop)
 {
-    const char *name = it->path + it->name;
-    int named = name[0] != '\0' && strncmp(name, prefix, strlen(prefix)) == 0;
+    const char *rel = it->path + it->name;
+    char name[DLOCK_NAME_MAX + 1];
+    int root = strcmp(it->path, "/") == 0;
+    /* only a path as names.h writes a name's is a lock (a peer's node may
+     * be under the base too) */
+    int named = rel[0] != '\0' &&
+                dlock__zk_name_of(strcmp(z->base_path, "/") == 0, rel, name, sizeof name) &&
+                strncmp(name, prefix, strlen(prefix)) == 0;
     int nr = it->sem ? 2 : 1, mutex = 0, rw = 0, sem = 0;
 
     for (int j = 0; j < nr; j++) {
@@ -1878,19 +1899,21 @@ static int visit(zstore *z, walk *w, const walk_item *it, dlock__zresult *r, con
     int rc = DLOCK_OK;
     if (named && sem)
         rc = walk_push(w, strdup(it->path), it->name, 1);
-    int root = strcmp(it->path, "/") == 0;
     for (int i = 0; i < r->nchildren && rc == DLOCK_OK; i++) {
         const char *child = r->children[i];
+        /* a name's part is never "leases" or "locks" (names.h): those are
+         * a semaphore's own */
         if (dlock__zk_contender(child) >= 0 || (root && strcmp(child, "zookeeper") == 0) ||
-            (sem && (strcmp(child, "leases") == 0 || strcmp(child, "locks") == 0)))
+            strcmp(child, "leases") == 0 || strcmp(child, "locks") == 0)
             continue;
         char path[PATH_MAX_LEN];
         int len = snprintf(path, sizeof path, "%s/%s", root ? "" : it->path, child);
         if (len < 0 || (size_t) len + 64 > PATH_MAX_LEN)
             continue; /* longer than a lock's path may be, and so is all under it */
         /* the child's name: its path past the base, and the '/' after it */
-        size_t at = name[0] != '\0' ? it->name : it->name + (root ? 0 : 1);
-        if ((size_t) len - at > DLOCK_NAME_MAX || !may_match(path + at, prefix))
+        size_t at = rel[0] != '\0' ? it->name : it->name + (root ? 0 : 1);
+        char text[DLOCK_NAME_MAX + 1];
+        if (dlock__zk_no_name_under(path + at, text, sizeof text) || !may_match(text, prefix))
             continue;
         rc = walk_push(w, strdup(path), at, 0);
     }
@@ -1969,44 +1992,6 @@ static int zk_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
 
 /* ---------------------------------------------------------------- locks */
 
-/* ZooKeeper refuses these characters in paths (PathUtils.validatePath, on
- * Java's UTF-16): private use, the last 16 of the BMP, and every character
- * above U+FFFF (a surrogate pair there); the core already refused control
- * characters and lone surrogates. */
-static int bad_path_char(const unsigned char *p)
-{
-    if (p[0] >= 0xf0)
-        return 1; /* U+10000 and above */
-    if (p[0] == 0xee || (p[0] == 0xef && p[1] < 0xa4))
-        return 1;                                        /* U+E000..U+F8FF */
-    return p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xb0; /* U+FFF0..U+FFFF */
-}
-
-static int check_path_name(const char *what, const char *name)
-{
-    const char *p = name;
-    if (*p == '/' || name[strlen(name) - 1] == '/')
-        return dlock__fail(DLOCK_EINVAL, "%s '%s': no '/' at either end", what, name);
-    while (*p != '\0') {
-        size_t n = strcspn(p, "/");
-        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-            return dlock__fail(DLOCK_EINVAL,
-                               "%s '%s': ZooKeeper paths have no empty, '.' or '..' parts", what,
-                               name);
-        p += n;
-        if (*p == '/')
-            p++;
-    }
-    for (const unsigned char *q = (const unsigned char *) name; *q != '\0'; q++) {
-        if (*q >= 0xe0 && bad_path_char(q))
-            return dlock__fail(DLOCK_EINVAL,
-                               "%s '%s': ZooKeeper does not take characters U+E000..U+F8FF, "
-                               "U+FFF0..U+FFFF or above U+FFFF (emoji, say) in paths",
-                               what, name);
-    }
-    return DLOCK_OK;
-}
-
 static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
                        dlock__store_lock **out)
 {
@@ -2015,21 +2000,15 @@ static int zk_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
     int rc;
 
     *out = NULL;
-    rc = check_path_name("lock name", name);
+    char path[PATH_MAX_LEN];
+    rc = dlock__zk_path_of(z->base_path, name, path, sizeof path);
     if (rc != DLOCK_OK)
         return rc;
-    size_t len = strlen(z->base_path) + strlen(name) + 2;
-    if (len + 64 > PATH_MAX_LEN)
-        return dlock__fail(DLOCK_EINVAL,
-                           "lock name too long: its path would be %zu bytes, over the %d bytes "
-                           "a ZooKeeper lock path may have here (base '%.60s', name '%.60s...')",
-                           len - 1, PATH_MAX_LEN - 64, z->base_path, name);
     l = calloc(1, sizeof *l);
-    if (l == NULL || (l->path = malloc(len)) == NULL) {
+    if (l == NULL || (l->path = strdup(path)) == NULL) {
         free(l);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    snprintf(l->path, len, "%s/%s", strcmp(z->base_path, "/") == 0 ? "" : z->base_path, name);
     l->base.spec = *spec;
     if (spec->kind == DLOCK__SEMAPHORE) {
         size_t n = strlen(l->path) + 8;
@@ -2142,11 +2121,23 @@ static int parse_url(zstore *z, dlock__url *url)
     while (bl > 1 && base_path[bl - 1] == '/')
         base_path[--bl] = '\0';
     if (strcmp(base_path, "/") != 0) {
-        int rc = check_path_name("base path", base_path + 1);
-        if (rc != DLOCK_OK)
-            return rc;
+        char name[sizeof base_path], path[PATH_MAX_LEN];
         if (strcmp(base_path, "/zookeeper") == 0 || strncmp(base_path, "/zookeeper/", 11) == 0)
             return dlock__fail(DLOCK_EINVAL, "%s: /zookeeper is ZooKeeper's own", url->text);
+        /* a base is a path dlock would write for a name (names.h): so no
+         * base's path is another's lock node, whatever the two hold */
+        if (dlock__zk_no_name_under(base_path + 1, name, sizeof name))
+            return dlock__fail(DLOCK_EINVAL,
+                               "%s: base path '%s' has a '%%' that is not an escape (%%XX)",
+                               url->text, base_path);
+        if (!dlock__zk_name_of(1, base_path + 1, name, sizeof name)) {
+            int rc = dlock__zk_path_of("/", name, path, sizeof path);
+            return rc != DLOCK_OK ? rc
+                                  : dlock__fail(DLOCK_EINVAL,
+                                                "%s: base path '%s' is not written as dlock writes "
+                                                "paths (docs/zookeeper.md, Names): write '%s'",
+                                                url->text, base_path, path);
+        }
     }
     snprintf(label, sizeof label, "zk://%s%s", hosts, base_path);
     z->hosts = strdup(hosts);

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* keys.h - where a lock lives in Redis: the keys of (prefix, name, kind),
+ * and the lock a key belongs to. Nothing here does I/O.
+ *
+ * Every key of lock N under prefix P begins with P:{E}, E being N as it
+ * is, except that a first '}' or '%' of N is written %7D or %25 (escape.h):
+ * the hash tag {E} is then never empty, so all of a lock's keys share one
+ * Redis Cluster slot, and a name that begins with a tag of its own
+ * ("{acct}:1") shares the slot of every name that begins with it (its tag
+ * is "{acct"). The prefix holds no brace (URL option prefix=), so the first
+ * '{' of a key follows P:, and no part of a key after the name holds a '}'
+ * (kinds, derived keys, owner tokens and client ids do not), so the last
+ * '}' closes the name: a key names one lock or none.
+ *
+ *   P:{E}        mutex (plain and fair)     P:{E}:rw   read-write lock
+ *   P:{E}:sem    semaphore                  N          interop key (simple)
+ *
+ * and the keys derived from each (scripts/README.md): L:fence, L:queue,
+ * L:w:<token>, L:wake:<client id>, L:holders, L:exp, L:used, L:cap. An
+ * interop lock's fence counter is its mutex's, P:{E}:fence. The interop
+ * key N is the name itself, the key other libraries use: it belongs to
+ * whoever names it, not to this layout. */
+#ifndef DLOCK_REDIS_KEYS_H
+#define DLOCK_REDIS_KEYS_H
+
+#include "../backend.h"
+
+#include <stddef.h>
+
+/* The base key of a lock (keys[0]: L, or N in simple mode) and its fence
+ * counter (keys[1]), malloc'ed, with their lengths. DLOCK_OK or
+ * DLOCK_ENOMEM (recorded). */
+int dlock__redis_keys_of(const char *prefix, const char *name, enum dlock__kind kind, int simple,
+                         char *keys[2], size_t lens[2]);
+
+/* The lock a key of prefix's layout belongs to: 1 with its name in name
+ * (cap bytes) and *rest at what follows the name's tag ("", ":rw:queue",
+ * ":fence"...), 0 for any other key (another prefix's, an owner record, a
+ * tag that is no name's encoding). */
+int dlock__redis_key_lock(const char *prefix, const char *key, size_t len, char *name, size_t cap,
+                          const char **rest);
+
+/* The SCAN pattern matching the keys of every lock of prefix whose name
+ * starts with name_prefix ("" for all). malloc'ed; NULL when out of
+ * memory. */
+char *dlock__redis_list_pattern(const char *prefix, const char *name_prefix);
+
+#endif
