@@ -131,7 +131,7 @@ static void free_rlock(rlock *l)
 {
     if (l == NULL)
         return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         free(l->keys[i]);
     free(l);
 }
@@ -178,7 +178,9 @@ static int lock_new(dlock__store *store, const char *name, const dlock__lock_spe
     l->keys[1] = join(l->keys[0] != NULL && !spec->simple ? l->keys[0] : base, ":fence", "", "",
                       &l->key_lens[1]);
     free(base);
-    if (l->keys[0] == NULL || l->keys[1] == NULL) {
+    l->keys[2] = strdup(name);
+    l->key_lens[2] = strlen(name);
+    if (l->keys[0] == NULL || l->keys[1] == NULL || l->keys[2] == NULL) {
         base = NULL;
         goto oom;
     }
