@@ -6,19 +6,21 @@
 # Each entry is NAME:FRAGMENTS, FRAGMENTS being the shared .lua files (joined
 # by '+') put before the script or at its "-- @prelude" line: queue.lua for
 # the scripts that queue or grant, shared.lua too for those of readers and
-# semaphores. Every id of scripts.h has one entry.
+# semaphores, kinds.lua for those that take a lock (one name is one lock:
+# a kind is not taken while another kind of the name is held or waited for).
+# Every id of scripts.h has one entry.
 set(DLOCK_REDIS_SCRIPTS
-    acquire:queue
+    acquire:queue+kinds
     release:queue
-    rw_acquire:queue+shared
+    rw_acquire:queue+shared+kinds
     rw_release:queue+shared
-    sem_acquire:queue+shared
+    sem_acquire:queue+shared+kinds
     sem_release:queue+shared
-    multi_acquire:queue
+    multi_acquire:queue+kinds
     cancel:queue+shared
     extend
     renew
-    heartbeat
+    heartbeat:queue+shared
     status:queue+shared
     holders:queue)
 

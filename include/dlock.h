@@ -69,7 +69,12 @@
  *    one the client has seen), when the URL names another member.
  *  - A killed holder's lock is free within its lease (Redis, etcd) or the
  *    session timeout (ZooKeeper); a killed waiter's place within
- *    waiter_lease (Redis) or its session's lease or timeout.
+ *    waiter_lease (Redis) or its session's lease or timeout. A lock handed
+ *    to a waiter that had died is free again within about waiter_lease of
+ *    its death (Redis: a hand-over carries only what is left of the
+ *    waiter's place until its new holder renews it; the waiters behind
+ *    learn at their next heartbeat); on ZooKeeper and etcd a dead waiter's
+ *    node or key goes with its session.
  *  - A wait returns within its budget plus one command timeout, whatever
  *    the store does; an unreachable store is retried within the budget and
  *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
@@ -306,23 +311,37 @@ DLOCK_API int dlock_parse_duration(const char *text, int64_t *ms);
 
 typedef struct dlock_lock dlock_lock;
 
-/* Flags for dlock_lock_open() and friends: the kind of lock. */
+/* Flags for dlock_lock_open() and friends: the kind of lock.
+ *
+ * One name is one lock: every kind on a name excludes the others, on every
+ * store (a plain and a fair handle are the same mutex; the interop key, the
+ * read-write lock and the semaphore are kinds of their own). A request of
+ * one kind on a name held, or waited for, as another kind is DLOCK_EBUSY
+ * for a try (dlock_errmsg() names the kind it is held as), and a wait waits
+ * until that kind lets the name go; never do two kinds hold a name at once.
+ * Across kinds there is no order: a waiting kind may be overtaken by the
+ * holding kind's own waiters (on Redis it polls, bounded by the other
+ * holder's lease). Since 0.3; before, the kinds of one name were separate
+ * locks. Use one kind per name. */
 enum {
     /* Interop mode: the lock is the plain key NAME holding the owner token,
      * taken with SET NX PX and released by compare-and-delete, the
      * convention of redis-py's Lock, node-redlock and redsync, so all of them
      * exclude each other on the same key. Waiters poll (with backoff bounded
      * by the holder's remaining lease) since other clients publish nothing.
-     * Fencing tokens still come from the counter PREFIX:{NAME}:fence. */
+     * Fencing tokens still come from the counter PREFIX:{NAME}:fence. The
+     * name's other kinds look at the key NAME too (a key another client set
+     * holds the name for them), unless the client's ACL does not let it read
+     * NAME; other clients look only at NAME. */
     DLOCK_SIMPLE = 1u << 0,
     /* Fair lock: the same lock as a plain one of that name, taken strictly
      * in the order requests reached the server. A plain handle may take a
      * free lock ahead of the queue (after a holder's lease ran out); a fair
      * handle never does, and hands such a lock to the head of the queue. */
     DLOCK_FAIR = 1u << 1,
-    /* Read-write lock NAME (a lock of its own, apart from the mutex NAME):
-     * a DLOCK_READ handle holds it shared with other readers, a DLOCK_WRITE
-     * handle alone. First come, first served: readers at the head of the
+    /* Read-write lock NAME: a DLOCK_READ handle holds the name shared with
+     * other readers, a DLOCK_WRITE handle alone. First come, first served:
+     * readers at the head of the
      * queue go in together, and a reader that comes after a waiting writer
      * waits for it, so writers are not starved. An owner holding the write
      * lock may take the read lock (dlock_lock_dup()) and then release the

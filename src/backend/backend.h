@@ -32,7 +32,12 @@
  * How a waiter waits, as the store can (dlock__attempt.outcome / next):
  *   - queued in the store and woken through the client's board: a hand-over
  *     (GRANTED, with the fence: Redis) or a change to look at (RECHECK: a
- *     watched predecessor went away, ZooKeeper, etcd);
+ *     watched predecessor went away, ZooKeeper, etcd). A hand-over is kept
+ *     by the store at least the shorter of the hold's lease and the waiter
+ *     lease, counted from the send time of the waiter's last request the
+ *     store answered "queued" (its attempt, or a heartbeat that kept its
+ *     place), and no longer than its place would have lived, until the
+ *     holder renews it: a waiter that died is not handed a whole lease;
  *   - polled: tried again after a backoff bounded by the holder's lease
  *     (stores that cannot notify, interop keys);
  *   - blocked in the store, up to a slice of the wait budget (a database's

@@ -274,18 +274,24 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t l
                    "wait for lock '%s' cancelled as it was handed over: passed on", l->name);
         return dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
     }
-    /* The grant came after the store last said this attempt was queued:
-     * count validity from then. If that is long ago, or unknown, confirm
-     * with the store so the caller gets a full lease. */
-    if (since == 0 ||
-        dlock__validity_end(since, lease_ms) - dlock__now_us() < lease_ms * 1000 / 2) {
+    /* The grant came after the store last said this attempt was queued
+     * (its attempt or a heartbeat): count validity from then. A hand-over
+     * carries the waiter's place, not a whole lease (backend.h): at least
+     * the shorter of the lease and the waiter lease from then, until the
+     * holder renews it. If too little of that is left, or the send time is
+     * unknown, or a fixed lease must be made whole, confirm with the store
+     * now (which sets the whole lease). */
+    int64_t granted_ms = lease_ms < c->cfg.waiter_lease_ms ? lease_ms : c->cfg.waiter_lease_ms;
+    if (since == 0 || (!renew && granted_ms < lease_ms) ||
+        dlock__validity_end(since, granted_ms) - dlock__now_us() < granted_ms * 1000 / 2) {
         since = dlock__now_us();
+        granted_ms = lease_ms;
         int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 0,
                                     dlock__lock_request_deadline(l, deadline));
         if (rc != DLOCK_OK)
             return rc;
     }
-    int rc = dlock__lock_start_holding(l, fence, NULL, lease_ms, renew, since);
+    int rc = dlock__lock_start_handed(l, fence, lease_ms, granted_ms, renew, since);
     return rc == DLOCK_OK && l->parent == NULL ? dlock__lock_settle(l) : rc;
 }
 

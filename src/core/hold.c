@@ -17,8 +17,8 @@ int64_t dlock__validity_end(int64_t sent_us, int64_t lease_ms)
 
 /* DLOCK_ELOST (and nothing held) if the lease, counted from sent_us, could
  * be over already. */
-int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
-                              int64_t lease_ms, int renew, int64_t sent_us)
+static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t lease_ms,
+                 int64_t granted_ms, int renew, int64_t sent_us)
 {
     dlock__lease *e = &l->lease;
 
@@ -35,10 +35,11 @@ int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *ses
         e->valid_until_us = DLOCK__NEVER;
         e->due_us = sent_us + e->lease_ms * 1000 / 3;
     } else {
+        /* granted_ms until the first renewal, which sets lease_ms */
         e->lease_ms = lease_ms;
         e->renew = renew;
-        e->valid_until_us = dlock__validity_end(sent_us, lease_ms);
-        e->due_us = renew ? sent_us + lease_ms * 1000 / 3 : DLOCK__NEVER;
+        e->valid_until_us = dlock__validity_end(sent_us, granted_ms);
+        e->due_us = renew ? sent_us + granted_ms * 1000 / 3 : DLOCK__NEVER;
         if (e->valid_until_us <= dlock__now_us()) {
             /* the grant's lease could be over already: never a hold */
             l->holds = 0;
@@ -51,6 +52,18 @@ int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *ses
         l->holds = 0;
     }
     return rc;
+}
+
+int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
+                              int64_t lease_ms, int renew, int64_t sent_us)
+{
+    return start(l, fence, session, lease_ms, lease_ms, renew, sent_us);
+}
+
+int dlock__lock_start_handed(dlock_lock *l, uint64_t fence, int64_t lease_ms, int64_t granted_ms,
+                             int renew, int64_t since_us)
+{
+    return start(l, fence, NULL, lease_ms, granted_ms, renew, since_us);
 }
 
 void dlock__lock_stop_holding(dlock_lock *l)

@@ -111,6 +111,11 @@ int dlock__lock_cancelled(dlock_lock *l);
 /* Starts holding: the renewer watches (and renews) the lease, or the session. */
 int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
                               int64_t lease_ms, int renew, int64_t sent_us);
+/* Starts holding a hand-over the store keeps granted_ms (<= lease_ms) from
+ * since_us: valid that long, and renewed (to lease_ms) within a third of
+ * it. */
+int dlock__lock_start_handed(dlock_lock *l, uint64_t fence, int64_t lease_ms, int64_t granted_ms,
+                             int renew, int64_t since_us);
 void dlock__lock_stop_holding(dlock_lock *l);
 /* A hold just started becomes the caller's (settled): DLOCK_OK, or
  * DLOCK_ELOST, the hold ended, if it was lost before (never told through

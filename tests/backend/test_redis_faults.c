@@ -162,27 +162,27 @@ static void partly_lost_shared_state_heals(void)
     for (int k = 0; k < 2; k++) {
         __atomic_store_n(&lost_calls, 0, __ATOMIC_SEQ_CST);
         dlock_lock *reader = open_lock(c, "part", DLOCK_READ), *sem = NULL;
-        CHECK_RC(dlock_semaphore_open(c, "part", 3, 2, &sem), DLOCK_OK);
+        CHECK_RC(dlock_semaphore_open(c, "psem", 3, 2, &sem), DLOCK_OK);
         dlock_lock_on_lost(reader, count_lost, NULL);
         dlock_lock_on_lost(sem, count_lost, NULL);
         CHECK_RC(dlock_acquire(reader, 0), DLOCK_OK);
         CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
-        CHECK_INT(status_of(probe, "part", DLOCK_SEMAPHORE).permits_used, ==, 2);
-        dt_redis_cli(&srv, "DEL dlock:{part}:rw:%s dlock:{part}:sem:%s", lost_keys[k],
+        CHECK_INT(status_of(probe, "psem", DLOCK_SEMAPHORE).permits_used, ==, 2);
+        dt_redis_cli(&srv, "DEL dlock:{part}:rw:%s dlock:{psem}:sem:%s", lost_keys[k],
                      lost_keys[k]);
 
         dlock_status st = status_of(probe, "part", DLOCK_READ);
         CHECK_INT(st.shared, ==, 0);
-        st = status_of(probe, "part", DLOCK_SEMAPHORE);
+        st = status_of(probe, "psem", DLOCK_SEMAPHORE);
         CHECK_INT(st.shared, ==, 0);
         CHECK_INT(st.permits_used, ==, 0);
         /* free for others at once: every permit, and the write lock */
         dlock_lock *all = NULL, *writer = open_lock(probe, "part", DLOCK_WRITE);
-        CHECK_RC(dlock_semaphore_open(probe, "part", 3, 3, &all), DLOCK_OK);
+        CHECK_RC(dlock_semaphore_open(probe, "psem", 3, 3, &all), DLOCK_OK);
         CHECK_RC(dlock_try_acquire(all), DLOCK_OK);
         CHECK_RC(dlock_try_acquire(writer), DLOCK_OK);
         /* the count dlock 0.1 clients read is right again too */
-        CHECK(strcmp(dt_redis_cli(&srv, "GET dlock:{part}:sem:used"), "3") == 0);
+        CHECK(strcmp(dt_redis_cli(&srv, "GET dlock:{psem}:sem:used"), "3") == 0);
         /* the holders learn it at their next renewal */
         DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 2, 3000);
         CHECK_RC(dlock_release(reader), DLOCK_ELOST);

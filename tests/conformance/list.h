@@ -39,6 +39,8 @@
       "dlock_client_close on a silent store, a renewal in flight, returns in one command timeout")  \
     X(killed_holder_expires, 0,                                                                    \
       "a kill -9ed holder process's lock is free within its lease / session timeout")              \
+    X(fair_fifo_after_holder_killed, DLOCK_CAP_FAIR | DLOCK_CAP_QUERY,                             \
+      "5 fair waiters behind a kill -9ed holder are served in the order they queued (3 rounds)")   \
     X(lost_when_cut, 0,                                                                            \
       "holder's link reset: on_lost + ELOST within the lease, before another client holds")        \
     X(lost_when_blackholed, 0,                                                                     \

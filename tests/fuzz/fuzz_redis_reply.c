@@ -103,7 +103,9 @@ static void acquire(const redisReply *r)
         sink += strlen(a.permits);
         break;
     case DLOCK__RACQUIRE_BUSY:
-        MUST(is_int_array(r, 2) && a.holder_pttl >= -2 && (a.queued == 0 || a.queued == 1));
+        MUST((is_int_array(r, 2) && a.held_as == 0 && (a.queued == 0 || a.queued == 1)) ||
+             (is_int_array(r, 3) && a.held_as >= 1 && a.held_as <= 4 && a.queued == 0));
+        MUST(a.holder_pttl >= -2);
         break;
     default:
         MUST(!"an outcome no script has");

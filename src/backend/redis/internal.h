@@ -47,8 +47,9 @@ typedef struct rlock {
     dlock__lock_spec spec;
     unsigned slot; /* Cluster hash slot of its keys */
     dlock__rconn *conn;
-    char *keys[2]; /* L, and its fence counter */
-    size_t key_lens[2];
+    char *keys[3]; /* L, its fence counter, and the name N (its interop key, which
+                      the scripts that take a lock look at: one name is one lock) */
+    size_t key_lens[3];
 } rlock;
 
 /* One EVALSHA: argv[0], argv[1] are filled in (EVALSHA sha / EVAL body),

@@ -24,7 +24,8 @@
 /* acquire.lua, rw_acquire.lua, sem_acquire.lua */
 enum dlock__racquire_outcome {
     DLOCK__RACQUIRE_TAKEN,   /* a fence > 0: the lock is ours */
-    DLOCK__RACQUIRE_BUSY,    /* {pttl, 0}: held by another; {pttl, 1}: and we are queued */
+    DLOCK__RACQUIRE_BUSY,    /* {pttl, 0}: held by another; {pttl, 1}: and we are queued;
+                                {pttl, 0, kind}: held as another kind of lock */
     DLOCK__RACQUIRE_UPGRADE, /* -3: this owner holds the read lock and asked for the write lock */
     DLOCK__RACQUIRE_PERMITS, /* "permits N": the semaphore is in use with another count */
 };
@@ -34,6 +35,8 @@ typedef struct dlock__racquire {
     uint64_t fence;        /* TAKEN */
     long long holder_pttl; /* BUSY: the holder's PTTL (-1: no expiry, -2: gone meanwhile) */
     int queued;            /* BUSY */
+    int held_as;           /* BUSY: {pttl, 0, kind}: held as another kind of lock of the
+                              name (enum dlock__held_as of backend.h, 1..4), else 0 */
     const char *permits;   /* PERMITS: the count the semaphore's users declare (in the reply) */
 } dlock__racquire;
 

@@ -77,6 +77,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     const char *argv[16];
     size_t lens[16];
     redisReply *r = NULL;
+    /* simple: N and the name's fence counter; else L, and N goes last */
     size_t n = put_keys(l, argv, lens, l->spec.simple ? 2 : 1);
     int rc;
 
@@ -101,7 +102,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     switch (l->spec.kind) {
     case DLOCK__MUTEX:
     case DLOCK__FAIR:
-        argv[n] = l->spec.kind == DLOCK__FAIR ? "1" : "0";
+        argv[n] = l->spec.simple ? "i" : l->spec.kind == DLOCK__FAIR ? "1" : "0";
         lens[n++] = 1;
         break;
     case DLOCK__READ:
@@ -119,6 +120,13 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         argv[n] = take;
         lens[n++] = NUM(take, l->spec.take);
         break;
+    }
+    if (!l->spec.simple) {
+        /* The name's interop key, which kinds.lua looks at: an argument,
+         * not a key, so that a user whose ACL covers only the prefix can
+         * take locks (the script then cannot look at it). */
+        argv[n] = l->keys[2];
+        lens[n++] = l->key_lens[2];
     }
     evalcall call = {scripts[l->spec.kind], n, argv, lens};
     dlock__owner_write record;
@@ -153,6 +161,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         a->holder_ttl_ms = holder_ttl(got.holder_pttl);
         a->outcome = got.queued ? DLOCK__QUEUED : DLOCK__HELD;
         a->keep_place = got.queued;
+        a->held_as = (enum dlock__held_as) got.held_as;
     }
     freeReplyObject(r);
     return rc;
@@ -169,8 +178,12 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
     int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
     int rc = acquire_script(b, l, a, join, lease, nlease);
 
+    /* Held as another kind of lock: no notice comes from that kind's
+     * release to this kind's waiters, so poll (bounded by its lease). */
     if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
-        a->next = l->spec.simple || !a->wait ? DLOCK__NEXT_POLL : DLOCK__NEXT_PREPARE;
+        a->next = l->spec.simple || !a->wait || a->held_as != DLOCK__HELD_AS_SAME
+                      ? DLOCK__NEXT_POLL
+                      : DLOCK__NEXT_PREPARE;
     return rc;
 }
 
@@ -184,8 +197,8 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
 
     (void) sessions; /* own leases: they stay NULL */
     char lease[24], count[24];
-    const char **argv = calloc(n + 5, sizeof *argv);
-    size_t *lens = calloc(n + 5, sizeof *lens);
+    const char **argv = calloc(2 * n + 5, sizeof *argv);
+    size_t *lens = calloc(2 * n + 5, sizeof *lens);
     redisReply *r = NULL;
     int rc;
 
@@ -215,6 +228,11 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
     lens[at++] = strlen(token);
     argv[at] = lease;
     lens[at++] = NUM(lease, lease_ms);
+    for (size_t i = 0; i < n; i++) {
+        const rlock *l = RLOCK(bls[i]);
+        argv[at] = l->keys[2];
+        lens[at++] = l->key_lens[2];
+    }
     evalcall call = {DLOCK__S_MULTI_ACQUIRE, at, argv, lens};
     dlock__owner_write record;
     if (dlock__redis_owner_due(b, lease_ms, &record)) {

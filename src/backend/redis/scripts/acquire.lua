@@ -1,15 +1,51 @@
 -- SPDX-License-Identifier: MIT
--- Mutex: takes the lock, or queues for it. KEYS[1] the lock L, KEYS[2] (an
--- interop key's) fence counter, else L:fence. ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] waiter
--- lease ms, ARGV[4] client id, ARGV[5] '1' if an earlier attempt of this
--- wait queued, ARGV[6] wait id, ARGV[7] notify ('s' stream, else the pub/sub channel),
--- ARGV[8] '1' to queue, ARGV[9] '1' for a fair lock (no overtaking waiters).
+-- Mutex: takes the lock, or queues for it. KEYS[1] the lock L (the name's
+-- mutex M); for an interop key (ARGV[9] 'i') KEYS[1] is the name N and
+-- KEYS[2] the fence counter M:fence of the name's mutex M. ARGV[1] owner
+-- token, ARGV[2] lease ms, ARGV[3] waiter lease ms, ARGV[4] client id,
+-- ARGV[5] '1' if an earlier attempt of this wait queued, ARGV[6] wait id,
+-- ARGV[7] notify ('s' stream, else the pub/sub channel), ARGV[8] '1' to
+-- queue, ARGV[9] '1' for a fair lock (no overtaking waiters), 'i' for an
+-- interop key (never queued), else '0', ARGV[10] the name N (not for an
+-- interop key).
 -- Returns the fence (> 0) when the caller holds the lock now, else
--- {holder_ttl_ms, 1 if the caller is queued}.
+-- {holder_ttl_ms, 1 if the caller is queued}, or {holder_ttl_ms, 0, kind}
+-- when another kind of lock of the name holds it (kinds.lua).
 local L, token = KEYS[1], ARGV[1]
-local F = KEYS[2] or (L .. ':fence') -- an interop key's counter is apart
+local interop = ARGV[9] == 'i'
+local M = interop and string.sub(KEYS[2], 1, -7) or L
+local N = interop and L or ARGV[10]
+local F = interop and KEYS[2] or (L .. ':fence')
+
+-- The lock is the caller's already: handed to it while it was queued (its
+-- notice was missed, or is on its way), taken by an earlier attempt whose
+-- reply was lost, or an earlier hold of this owner still on the server. It
+-- is the caller's with the lease it asked for (the client counts it from
+-- this request). The counter, read while the caller holds the lock, is a
+-- fence above every earlier holder's and below every later one's.
+local function already_mine()
+  if not interop then
+    leave(L, token)
+  end
+  redis.call('PEXPIRE', L, ARGV[2])
+  return next_fence(F)
+end
+
+local other = other_kind(M, N, interop and 'i' or 'x')
+if other then
+  if redis.call('GET', L) == token then
+    return already_mine()
+  end
+  return {other[2], 0, other[1]}
+end
 local head
 if ARGV[9] == '1' then
+  -- Looked at before the queue: a fair waiter handed the lock while this
+  -- request was on its way is no longer at the head, and must not queue
+  -- again behind the others (it would hold the lock and wait for it).
+  if redis.call('GET', L) == token then
+    return already_mine()
+  end
   head = live_head(L)
   if head and head[1] ~= token and redis.call('EXISTS', L) == 0 then
     -- Free, with someone waiting (its holder's lease ran out): it is theirs.
@@ -18,20 +54,13 @@ if ARGV[9] == '1' then
 end
 if not head or head[1] == token then
   local owner = redis.call('SET', L, token, 'NX', 'PX', ARGV[2], 'GET')
-  if not owner or owner == token then
+  if owner == token then
+    return already_mine()
+  end
+  if not owner then
     if ARGV[5] == '1' or head then
       leave(L, token)
     end
-    if not owner then
-      return next_fence(F)
-    end
-    -- Handed to the caller while it was queued (its notice was missed), or
-    -- an earlier attempt whose reply was lost took it, or an earlier hold
-    -- of this owner is still on the server. It is the caller's now, with
-    -- the lease it asked for (the client counts it from this request). The
-    -- counter, read while the caller holds the lock, is a fence above every
-    -- earlier holder's and below every later one's.
-    redis.call('PEXPIRE', L, ARGV[2])
     return next_fence(F)
   end
 end

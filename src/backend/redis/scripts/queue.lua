@@ -39,8 +39,9 @@ local function now_ms()
 end
 
 -- The first waiter whose place is still alive, dropping dead ones before
--- it: {token, lease, client, kind, count, waitid, notify}, or nil. `first`,
--- if given, is the queue's head as the caller just read it.
+-- it: {token, lease, client, kind, count, waitid, notify, place_ms}, or nil
+-- (place_ms: what is left of its place's waiter lease). `first`, if given,
+-- is the queue's head as the caller just read it.
 local function live_head(L, first)
   local head = first
   for _ = 1, 64 do
@@ -53,13 +54,28 @@ local function live_head(L, first)
       local lease, client, kind, count, waitid, notify =
         string.match(entry, '^(%d+) (%x+) (%a) (%d+) (%d+) (%S+)$')
       if lease then
-        return {head, lease, client, kind, tonumber(count), waitid, notify}
+        local place_ms = redis.call('PTTL', L .. ':w:' .. head)
+        return {head, lease, client, kind, tonumber(count), waitid, notify, place_ms}
       end
     end
     redis.call('LPOP', L .. ':queue')
     head = nil
   end
   return nil
+end
+
+-- The lease a hand-over to w carries: the one it asked for, but no longer
+-- than what is left of its place. A waiter that died is handed the lock
+-- for at most the rest of its waiter lease, not a whole lease; a live one
+-- renews it to its whole lease (its client counts the grant's validity from
+-- its last request the store answered "queued", attempt or heartbeat,
+-- which set the place's expiry).
+local function grant_lease(w)
+  local lease = tonumber(w[2])
+  if w[8] > 0 and w[8] < lease then
+    return w[8]
+  end
+  return lease
 end
 
 -- Takes the head waiter w off the queue and tells its client that w now
@@ -99,7 +115,7 @@ end
 local function admit_exclusive(L, first)
   local w = live_head(L, first)
   if w then
-    redis.call('SET', L, w[1], 'PX', w[2])
+    redis.call('SET', L, w[1], 'PX', grant_lease(w))
     grant(L, w, next_fence(L .. ':fence'))
   else
     redis.call('DEL', L)

@@ -1,14 +1,16 @@
 -- SPDX-License-Identifier: MIT
 -- Read-write lock: takes it to read (ARGV[10] 'r') or to write ('w'), or
--- queues. KEYS[1] the lock L. ARGV[1..8] as acquire.lua.
+-- queues. KEYS[1] the lock L (M:rw of the name's mutex M). ARGV[1..8] as
+-- acquire.lua, ARGV[11] the name N (its interop key).
 -- Policy: first come, first served. Readers at the head of the queue are
 -- admitted together; a reader that comes after a queued writer waits for
 -- it, so a stream of readers cannot starve writers (not even readers whose
 -- token already holds a read share: re-entry is counted in the handle). The
 -- owner of the write lock is admitted to read at once: a downgrade.
--- Returns the fence, {holder_ttl_ms, queued}, or -3 when a reader asks to
--- write (an upgrade, which could deadlock: two readers each waiting for the
--- other to leave).
+-- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, 0, kind}
+-- when another kind of lock of the name holds it (kinds.lua), or -3 when a
+-- reader asks to write (an upgrade, which could deadlock: two readers each
+-- waiting for the other to leave).
 local L, token, mode = KEYS[1], ARGV[1], ARGV[10]
 local now = now_ms()
 prune(L, now, false)
@@ -29,6 +31,10 @@ if mode == 'w' and writer == token then
   end
   redis.call('PEXPIRE', L, ARGV[2])
   return next_fence(L .. ':fence')
+end
+local other = other_kind(string.sub(L, 1, -4), ARGV[11], 'r')
+if other then
+  return {other[2], 0, other[1]}
 end
 if mode == 'r' then
   -- a writer taking the read lock too (a downgrade); otherwise first come,

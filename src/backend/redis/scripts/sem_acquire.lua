@@ -1,9 +1,12 @@
 -- SPDX-License-Identifier: MIT
 -- Semaphore: takes ARGV[11] of the ARGV[10] permits, or queues. KEYS[1]
--- the semaphore L. ARGV[1..8] as acquire.lua. A holder's permits go when
--- its lease runs out. Waiters are served in order.
+-- the semaphore L (M:sem of the name's mutex M). ARGV[1..8] as acquire.lua,
+-- ARGV[12] the name N (its interop key). A holder's permits go when its
+-- lease runs out. Waiters are served in order.
 -- Returns the fence, or {ttl_ms until the first lease could end, queued},
--- or "permits N" if the semaphore, in use, has N permits, not ARGV[10].
+-- {holder_ttl_ms, 0, kind} when another kind of lock of the name holds it
+-- (kinds.lua), or "permits N" if the semaphore, in use, has N permits, not
+-- ARGV[10].
 local L, token = KEYS[1], ARGV[1]
 local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
 local now = now_ms()
@@ -29,6 +32,10 @@ elseif held then
   redis.call('DECRBY', L .. ':used', held)
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
+end
+local other = other_kind(string.sub(L, 1, -5), ARGV[12], 's')
+if other then
+  return {other[2], 0, other[1]}
 end
 local head = live_head(L)
 if (not head or head[1] == token) and

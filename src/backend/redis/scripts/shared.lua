@@ -73,12 +73,12 @@ local function admit_rw(L, now)
     end
     if w[4] == 'w' then
       if readers == 0 then
-        redis.call('SET', L, w[1], 'PX', w[2])
+        redis.call('SET', L, w[1], 'PX', grant_lease(w))
         grant(L, w, next_fence(L .. ':fence'))
       end
       return
     end
-    hold_shared(L, w[1], 1, now, w[2], false)
+    hold_shared(L, w[1], 1, now, grant_lease(w), false)
     grant(L, w, next_fence(L .. ':fence'))
     readers = readers + 1
   end
@@ -94,7 +94,7 @@ local function admit_sem(L, now)
     if not w or used + w[5] > cap then
       return
     end
-    hold_shared(L, w[1], w[5], now, w[2], true)
+    hold_shared(L, w[1], w[5], now, grant_lease(w), true)
     used = used + w[5]
     grant(L, w, next_fence(L .. ':fence'))
   end
