@@ -973,6 +973,13 @@ static void semaphore_layout(void)
     CHECK_RC(dlock_release(b), DLOCK_ELOST);
     CHECK_RC(dlock_try_acquire(e), DLOCK_OK); /* idle: any number */
     CHECK_RC(dlock_release(e), DLOCK_OK);
+    /* its empty locks/ and leases/ (until the server reaps them) are no
+     * holders of the mutex of that name, nor nodes force-unlock deletes */
+    qs = query(c, "pool", 0);
+    CHECK_INT(qs.held, ==, 0);
+    CHECK_INT(qs.waiters, ==, 0);
+    CHECK_RC(dlock_force_unlock(c, "pool", 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/pool", names, 8), ==, 2);
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_lock_free(d);

@@ -391,12 +391,26 @@ static int is_rw(const zlock *l)
     return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
 }
 
-static void rank(const zlock *l, char **children, int n)
+/* Ranks a lock path's children as l's recipe ranks them, for the
+ * operators (query, holders, force-unlock). Children that are no contender
+ * (a semaphore's locks/ and leases/, the parts of longer names) go last and
+ * are not counted: they neither hold nor wait. Returns the count of the
+ * others. */
+static int rank(const zlock *l, char **children, int n)
 {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (dlock__zk_contender(children[i]) >= 0) {
+            char *first = children[k];
+            children[k++] = children[i];
+            children[i] = first;
+        }
+    }
     if (is_rw(l))
-        dlock__zk_rank(children, (size_t) n, rw_markers, 2);
+        dlock__zk_rank(children, (size_t) k, rw_markers, 2);
     else
-        dlock__zk_rank(children, (size_t) n, mutex_markers, 2);
+        dlock__zk_rank(children, (size_t) k, mutex_markers, 2);
+    return k;
 }
 
 /* What a contender's node holds: "FIRST\nINFO", FIRST the owner token (a
@@ -1605,10 +1619,10 @@ static int read_holders(zstore *z, zlock *l, dlock__zconn *c, int64_t deadline, 
             rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
             goto out;
         }
-        rank(l, r.children, r.nchildren);
-        int n = holders(l, r.children, r.nchildren);
+        int contenders = rank(l, r.children, r.nchildren);
+        int n = holders(l, r.children, contenders);
         h->exclusive = n > 0 && (!is_rw(l) || dlock__zk_is_writer(r.children[0]));
-        h->waiters = (unsigned) (r.nchildren - n);
+        h->waiters = (unsigned) (contenders - n);
         rc = read_nodes(z, c, l->path, r.children, n, 0, deadline, h);
         goto out;
     }
@@ -1767,9 +1781,8 @@ static int zk_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
         rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
         goto out;
     }
-    rank(l, r.children, r.nchildren);
-    int n =
-        l->base.spec.kind == DLOCK__SEMAPHORE ? r.nchildren : holders(l, r.children, r.nchildren);
+    int contenders = rank(l, r.children, r.nchildren);
+    int n = l->base.spec.kind == DLOCK__SEMAPHORE ? contenders : holders(l, r.children, contenders);
     for (int i = 0; i < n && rc == DLOCK_OK; i++) {
         char node[PATH_MAX_LEN];
         snprintf(node, sizeof node, "%s/%s", dir, r.children[i]);
