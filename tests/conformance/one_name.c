@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* A kind of lock, as a user opens it. */
 typedef struct kind {
@@ -217,6 +219,77 @@ void ct_kinds_first_come(void)
     dlock_client_close(cx);
     dlock_client_close(wy.c);
     dlock_client_close(wz.c);
+}
+
+/* Processes take one name as every kind in turn, at once: two kinds never
+ * hold it together (shared counters, raised after the acquire and lowered
+ * before the release), nor two mutex holders or writers, nor a writer and
+ * readers, nor more semaphore holders than permits. */
+typedef struct inside {
+    atomic_int by_kind[NKINDS];
+    atomic_int overlaps, rounds;
+} inside;
+
+static int overlaps_with(inside *in, int k)
+{
+    int n = atomic_load(&in->by_kind[k]), clash = 0;
+    for (int j = 0; j < NKINDS; j++) {
+        if (j != k && atomic_load(&in->by_kind[j]) > 0 &&
+            (strcmp(kinds[j].as, kinds[k].as) != 0 || kinds[j].flags == DLOCK_WRITE ||
+             kinds[k].flags == DLOCK_WRITE))
+            clash = 1; /* another kind, or a writer beside readers */
+    }
+    int most = kinds[k].flags == DLOCK_SEMAPHORE ? PERMITS
+               : kinds[k].flags == DLOCK_READ    ? 1 << 20
+                                                 : 1;
+    return clash || n > most;
+}
+
+void ct_kinds_never_overlap(void)
+{
+    enum { P = 4, ROUNDS = 12 };
+    const char *name = CT_NAME("mixed");
+    pid_t pids[P];
+    inside *in = mmap(NULL, sizeof *in, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(in != MAP_FAILED);
+    memset(in, 0, sizeof *in);
+    for (int p = 0; p < P; p++) {
+        pids[p] = fork(); /* all before this process has threads */
+        if (pids[p] == 0) {
+            dlock_client *c = ct_client("");
+            dlock_lock *mine[NKINDS] = {0};
+            for (int k = 0; k < NKINDS; k++) {
+                if (ct_has(kinds[k].needs))
+                    mine[k] = open_kind(c, name, &kinds[k]);
+            }
+            for (int i = 0; i < ROUNDS; i++) {
+                int k = (p + i) % NKINDS;
+                while (mine[k] == NULL)
+                    k = (k + 1) % NKINDS;
+                CHECK_RC(dlock_acquire(mine[k], 30000), DLOCK_OK);
+                atomic_fetch_add(&in->by_kind[k], 1);
+                if (overlaps_with(in, k))
+                    atomic_fetch_add(&in->overlaps, 1);
+                dt_sleep_ms(5); /* widen the window an overlap needs */
+                if (overlaps_with(in, k))
+                    atomic_fetch_add(&in->overlaps, 1);
+                atomic_fetch_sub(&in->by_kind[k], 1);
+                CHECK_RC(dlock_release(mine[k]), DLOCK_OK);
+                atomic_fetch_add(&in->rounds, 1);
+            }
+            for (int k = 0; k < NKINDS; k++)
+                dlock_lock_free(mine[k]);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < P; p++)
+        ct_wait_worker(pids[p], "a process of mixed kinds");
+    printf("%s: %d rounds of mixed kinds, %d overlaps\n", ct->kind, atomic_load(&in->rounds),
+           atomic_load(&in->overlaps));
+    CHECK_INT(atomic_load(&in->rounds), ==, P * ROUNDS);
+    CHECK_INT(atomic_load(&in->overlaps), ==, 0);
+    munmap(in, sizeof *in);
 }
 
 /* The command line: while `dlock run NAME -- sleep` holds the mutex, a
