@@ -99,7 +99,8 @@ static void start_waiting(ct_waiter *t, watched_client *w, dlock_lock *l)
 enum { WOKEN_MS = 1500 };
 
 /* a holds; b is refused, naming a's kind; b waits and gets the name only
- * after a's release, promptly; then a is refused, naming b's kind. */
+ * after a's release, promptly; then a is refused, naming b's kind. Each new
+ * holder of the name has a larger fence, whatever its kind. */
 static void pair(dlock_client *ca, watched_client *wb, const kind *a, const kind *b)
 {
     char tag[64];
@@ -109,6 +110,7 @@ static void pair(dlock_client *ca, watched_client *wb, const kind *a, const kind
     ct_waiter t;
 
     CHECK_RC(dlock_try_acquire(la), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(la);
     CHECK_RC(dlock_try_acquire(lb), DLOCK_EBUSY);
     CHECK_HELD_AS(a);
     start_waiting(&t, wb, lb);
@@ -119,10 +121,15 @@ static void pair(dlock_client *ca, watched_client *wb, const kind *a, const kind
            b->tag, (long long) (t.ended_ms - released));
     CHECK_INT(t.ended_ms, >=, released);
     CHECK_INT(t.ended_ms - released, <=, WOKEN_MS);
+    if (ct_has(DLOCK_CAP_FENCE))
+        CHECK_INT(dlock_lock_fence(lb), >, fence);
+    fence = dlock_lock_fence(lb);
     CHECK_RC(dlock_try_acquire(la), DLOCK_EBUSY);
     CHECK_HELD_AS(b);
     CHECK_RC(dlock_release(lb), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(la), DLOCK_OK); /* nothing left behind */
+    if (ct_has(DLOCK_CAP_FENCE))
+        CHECK_INT(dlock_lock_fence(la), >, fence);
     CHECK_RC(dlock_release(la), DLOCK_OK);
     dlock_lock_free(la);
     dlock_lock_free(lb);
