@@ -996,11 +996,12 @@ static void release_member_silent(void)
  * (The fault suite found the claim dropped after one refusal: a new
  * attempt found the old key still there and took its revision, an old
  * fence, for a new grant.) */
-/* Role pd's read-write permission on pd/ and pe/: given (after auth is on,
- * as root) or taken away. */
+/* Role pd's read-write permission on the locks pd and pe (every key
+ * starting so: the other kinds' keys of a name too, which an attempt
+ * reads): given (after auth is on, as root) or taken away. */
 static void pd_permissions(int grant)
 {
-    static const char *const prefixes[] = {"pd/", "pe/"};
+    static const char *const prefixes[] = {"pd", "pe"};
     for (int i = 0; i < 2; i++)
         CHECK(strstr(dt_server_cli(&srv, "--user root:s3cret role %s pd %s%s --prefix=true 2>&1",
                                    grant ? "grant-permission" : "revoke-permission",
@@ -1128,8 +1129,8 @@ static void read_write(void)
     dlock_lock *mx = lock_of(c, "rw", 0);
     CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
-    CHECK_RC(dlock_acquire(mx, 0), DLOCK_OK); /* the mutex rw is another lock */
-    CHECK_RC(dlock_release(mx), DLOCK_OK);
+    CHECK_RC(dlock_acquire(mx, 0), DLOCK_EBUSY); /* one name is one lock */
+    CHECK_INT(count_keys("rw/"), ==, 0);         /* the try left nothing */
     dlock_status st = query(c, "rw", DLOCK_READ);
     CHECK(st.held);
     CHECK_INT(st.shared, ==, 2);
@@ -1486,9 +1487,10 @@ static const char *listed(dlock_client *c, const char *prefix)
 }
 
 /* dlock_list finds each lock with a contender's key under the prefix, once
- * per name and kind, by the name each key spells (not by etcd's prefix
- * range: "a" also ranges over "ab", "a/b" over "a/bb"); keys that are no
- * contender's are left out; a released lock is gone. */
+ * per name and kind (a name's mutex held and its semaphore waited for are
+ * two), by the name each key spells (not by etcd's prefix range: "a" also
+ * ranges over "ab", "a/b" over "a/bb"); keys that are no contender's are
+ * left out; a released lock is gone. */
 static void list_locks(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
@@ -1505,10 +1507,11 @@ static void list_locks(void)
     CHECK_RC(dlock_acquire(ab, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
-    CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
-    waiter wt; /* a second key of a/bb: a waiter */
+    waiter wt, ws; /* a second key of a/bb: a waiter */
     wait_async(&wt, abb2, 20000);
     DT_WAIT_UNTIL(query(c, "a/bb", 0).waiters == 1, 5000);
+    wait_async(&ws, sem, 20000); /* behind the mutex a/bb: one name is one lock */
+    DT_WAIT_UNTIL(count_keys("a/bb.semaphore/") == 1, 5000);
     /* not contenders' keys: no lease, or a last part that is no lease id */
     dt_server_cli(&srv, "put a/b/zz/1f data");
     const char *granted = dt_server_cli(&srv, "lease grant 60");
@@ -1532,7 +1535,9 @@ static void list_locks(void)
     CHECK_INT(b.n, ==, 2);
 
     CHECK_RC(dlock_release(ab), DLOCK_OK);
-    CHECK_RC(dlock_release(sem), DLOCK_OK);
+    CHECK_RC(dlock_cancel(sem), DLOCK_OK);
+    join(&ws);
+    CHECK_RC(ws.rc, DLOCK_ECANCELED);
     CHECK(strcmp(listed(c, ""), "a/b/c mutex,a/bb mutex,rw/x rw") == 0);
     CHECK_RC(dlock_release(abb), DLOCK_OK);
     join(&wt);

@@ -973,6 +973,13 @@ static void semaphore_layout(void)
     CHECK_RC(dlock_release(b), DLOCK_ELOST);
     CHECK_RC(dlock_try_acquire(e), DLOCK_OK); /* idle: any number */
     CHECK_RC(dlock_release(e), DLOCK_OK);
+    /* its empty locks/ and leases/ (until the server reaps them) are no
+     * holders of the mutex of that name, nor nodes force-unlock deletes */
+    qs = query(c, "pool", 0);
+    CHECK_INT(qs.held, ==, 0);
+    CHECK_INT(qs.waiters, ==, 0);
+    CHECK_RC(dlock_force_unlock(c, "pool", 0), DLOCK_OK);
+    CHECK_INT(children("/dlock/pool", names, 8), ==, 2);
     dlock_lock_free(a);
     dlock_lock_free(b);
     dlock_lock_free(d);
@@ -1560,9 +1567,9 @@ static const char *list_of(dlock_client *c, const char *prefix)
 }
 
 /* dlock_list walks the names under the base: nested names, each kind
- * (the mutex and the read-write lock of one name are two locks), a
- * prefix that is no whole part; waiters count, empty containers (a
- * released lock's, a name's parents) do not. */
+ * (a name's mutex held and its read-write lock waited for are listed
+ * once each), a prefix that is no whole part; waiters count, empty
+ * containers (a released lock's, a name's parents) do not. */
 static void list_locks(void)
 {
     char url[256];
@@ -1575,15 +1582,18 @@ static void list_locks(void)
                *abb = lock_of(c, "a/bb", 0), *ab = lock_of(c, "ab", 0),
                *abr = lock_of(c, "ab", DLOCK_READ), *rw = lock_of(c, "a/rw", DLOCK_READ),
                *gone = lock_of(c, "a/gone", 0), *pool = sem_of(c, "a/b/pool", 2, 1);
-    dlock_lock *held[] = {abc, abb, ab, abr, rw, pool, gone};
+    dlock_lock *held[] = {abc, abb, ab, rw, pool, gone};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
         CHECK_RC(dlock_acquire(held[i], 0), DLOCK_OK);
     CHECK_RC(dlock_release(gone), DLOCK_OK);
     CHECK_INT(children("/dlock/a/gone", NULL, 0), ==, 0); /* an empty container stays */
-    waiter wc;
+    waiter wc, wr;
     memset(&wc, 0, sizeof wc);
+    memset(&wr, 0, sizeof wr);
     wait_async(&wc, abc2, 20000);
     DT_WAIT_UNTIL(count_children("/dlock/a/b/c") == 2, 5000);
+    wait_async(&wr, abr, 20000); /* behind the mutex ab: one name is one lock */
+    DT_WAIT_UNTIL(count_children("/dlock/ab") == 2, 5000);
 
     CHECK_STR(list_of(c2, ""), "a/b/c,a/b/pool sem,a/bb,a/rw rw,ab,ab rw");
     CHECK_STR(list_of(c2, "a/"), "a/b/c,a/b/pool sem,a/bb,a/rw rw");
@@ -1615,11 +1625,14 @@ static void list_locks(void)
     CHECK_STR(list_of(c2, "a/b"), "a/b/c"); /* its waiter holds it now */
     CHECK_RC(dlock_release(abc2), DLOCK_OK);
     CHECK_RC(dlock_release(ab), DLOCK_OK);
+    join(&wr);
+    CHECK_RC(wr.rc, DLOCK_OK);
     CHECK_RC(dlock_release(abr), DLOCK_OK);
     CHECK_RC(dlock_release(rw), DLOCK_OK);
     CHECK_STR(list_of(c2, ""), "");
 
     dlock_lock_free(abc2);
+    dlock_lock_free(abr);
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
         dlock_lock_free(held[i]);
     dlock_client_close(c);

@@ -63,6 +63,12 @@
       "a reader arriving after a waiting writer waits behind it")                                  \
     X(semaphore_bounded, DLOCK_CAP_SEMAPHORE,                                                      \
       "4 processes on 2 permits never exceed 2; take K is all or nothing; permits must agree")      \
+    X(kinds_exclude, DLOCK_CAP_READ_WRITE,                                                         \
+      "one name is one lock: every pair of kinds excludes, busy names the kind, waits are woken")   \
+    X(kinds_first_come, DLOCK_CAP_READ_WRITE,                                                      \
+      "across kinds first come, first served: a newcomer waits behind another kind's waiter")      \
+    X(kinds_never_overlap, DLOCK_CAP_READ_WRITE,                                                   \
+      "4 processes take one name as every kind in turn: two kinds never hold it at once")          \
     X(who_holds, DLOCK_CAP_QUERY,                                                                  \
       "dlock_query_holders: token, host, pid, start and label of every holder; bad labels")        \
     X(list_locks, DLOCK_CAP_LIST,                                                                  \
@@ -81,6 +87,8 @@
       "dlock run: fence in DLOCK_TOKEN, command's status, -n / -E / -w, exit 64, 69, 127")         \
     X(cli_run_lost, DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY,                                      \
       "dlock run exits 75 when the lock is taken away while the command runs")                     \
+    X(cli_kinds_exclude, 0,                                                                        \
+      "dlock run -n --write/--read/--permits/--simple exits 1 while dlock run holds the mutex")     \
     X(flash_sale_demo, DLOCK_CAP_FENCE,                                                            \
       "the README's demo with its lock in this store: exactly 100 sold, fences increasing")
 /* clang-format on */

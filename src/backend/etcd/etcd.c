@@ -23,6 +23,14 @@
  * and the semaphore are layouts of our own on the same scheme
  * (docs/etcd.md): keys under NAME.rwlock/ and NAME.semaphore/.
  *
+ * One name is one lock: the kinds of a name exclude each other, first come,
+ * first served by create revision (etcd's one order of writes). The Txn that
+ * puts a key or looks again also reads, for each other kind, the newest key
+ * older than ours (views_op): any keeps us out, and we wait for the newest
+ * of those that do, as within a kind. No one waits for a newer key, so two
+ * contenders never wait for each other; and the reads ride in the Txn that
+ * is sent anyway.
+ *
  * Slots. One client has one session lease, and the Mutex gives a lease one
  * key per name: two handles of one client waiting for one name would share
  * it and both think they hold. So the first handle of a client takes the
@@ -147,6 +155,7 @@ typedef struct standing {
     int watch_puts;   /* puts too (the semaphore waiter ahead is granted) */
     int einval;       /* semaphore: in use with another number of permits */
     char why[160];
+    enum dlock__held_as held_as; /* kept out by another kind of lock only: which */
 } standing;
 
 static void standing_clear(standing *st)
@@ -228,6 +237,42 @@ static void view_op(const dlock__etcd_lock *l, int64_t rev, dlock__etcd_op *op)
     }
 }
 
+/* The reads that say where a contender stands: its own kind's (view_op),
+ * then the newest contender of each other kind of the name older than it
+ * (one name is one lock: every other kind's contender that came first,
+ * holder or waiter, keeps it out). In the Txn that takes or looks again:
+ * they cost no round trip. Fills ops[0..NVIEWS). */
+#define NVIEWS 3
+
+static void views_op(const dlock__etcd_lock *l, int64_t rev, dlock__etcd_op *ops)
+{
+    view_op(l, rev, &ops[0]);
+    for (int i = 0; i < 2; i++) {
+        dlock__etcd_op *op = &ops[1 + i];
+        memset(op, 0, sizeof *op);
+        op->type = DLOCK__ETCD_OP_RANGE;
+        op->range = (dlock__etcd_range){.key = l->others[i],
+                                        .range_end = l->others_end[i],
+                                        .sort_target = DLOCK__ETCD_SORT_BY_CREATE,
+                                        .sort_order = DLOCK__ETCD_SORT_DESCEND,
+                                        .max_create_revision = rev > 0 ? rev - 1 : 0,
+                                        .limit = 1,
+                                        .keys_only = 1};
+    }
+}
+
+/* Whether a Txn's responses from `at` on are the NVIEWS reads. */
+static int views_in(const dlock__etcd_txn_result *r, size_t at)
+{
+    if (r->n_responses != at + NVIEWS)
+        return 0;
+    for (size_t i = at; i < r->n_responses; i++) {
+        if (r->responses[i].type != DLOCK__ETCD_OP_RANGE)
+            return 0;
+    }
+    return 1;
+}
+
 /* "take/permits" of a semaphore key (its value's first line); 0 if it is
  * not one of ours. */
 static int parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *permits)
@@ -253,24 +298,43 @@ static int parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *per
     return 1;
 }
 
-/* Reads a view's result for the contender `key` with create revision rev. */
+/* Reads the views' results (views_op) for the contender `key` with create
+ * revision rev. */
 static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char *token,
-                     const char *key, int64_t rev, const dlock__etcd_range_result *view,
-                     standing *st)
+                     const char *key, int64_t rev, const dlock__etcd_op_result *views, standing *st)
 {
     const dlock__lock_spec *spec = &l->base.spec;
-    const dlock__etcd_kv *ahead = NULL;
+    const dlock__etcd_range_result *view = &views[0].range;
+    const dlock__etcd_kv *ahead = NULL, *other = NULL;
+    enum dlock__held_as other_as = DLOCK__HELD_AS_SAME;
 
+    /* the newest contender of another kind that came before us */
+    for (int i = 0; i < 2; i++) {
+        const dlock__etcd_range_result *o = &views[1 + i].range;
+        if (o->n_kvs > 0 && o->kvs[0].create_revision < rev &&
+            (other == NULL || o->kvs[0].create_revision > other->create_revision)) {
+            other = &o->kvs[0];
+            other_as = l->others_as[i];
+        }
+    }
     if (spec->kind != DLOCK__SEMAPHORE) {
         for (size_t i = 0; i < view->n_kvs && ahead == NULL; i++) {
             if (view->kvs[i].create_revision < rev)
                 ahead = &view->kvs[i];
         }
-        st->holder = ahead == NULL;
+        int own = ahead == NULL;
         if (spec->kind == DLOCK__READ && ahead != NULL &&
             dlock__etcd_own_write_hold(e, ahead->key, token))
-            st->holder = 1; /* our own write: a downgrade */
-        if (!st->holder && (st->watch_key = strdup(ahead->key)) == NULL)
+            own = 1; /* our own write: a downgrade */
+        st->holder = own && other == NULL;
+        if (st->holder)
+            return DLOCK_OK;
+        /* wait for the newest of those that keep us out: the nearest ahead */
+        if (own || (other != NULL && other->create_revision > ahead->create_revision))
+            ahead = other;
+        st->held_as = own ? other_as : DLOCK__HELD_AS_SAME;
+        st->watch_key = strdup(ahead->key);
+        if (st->watch_key == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         return DLOCK_OK;
     }
@@ -298,6 +362,15 @@ static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char
         ahead = kv;
     }
     st->holder = before + spec->take <= spec->permits;
+    if (other != NULL) {
+        /* another kind came first: wait for it to go */
+        st->held_as = st->holder ? other_as : DLOCK__HELD_AS_SAME;
+        st->holder = 0;
+        st->watch_key = strdup(other->key);
+        if (st->watch_key == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return DLOCK_OK;
+    }
     if (st->holder)
         return DLOCK_OK;
     /* The first waiter may go in on any release ahead of it; the others
@@ -332,8 +405,8 @@ static int make_value(const dlock__etcd_store *e, dlock__etcd_lock *l, const cha
 }
 
 /* One round trip: puts our key on `lease` if it is not there (reading it
- * back if it is), and reads where it stands. Sets l->k.rev. DLOCK_ELOST:
- * the lease is gone. */
+ * back if it is), and reads where it stands (views_op). Sets l->k.rev.
+ * DLOCK_ELOST: the lease is gone. */
 static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, int64_t lease,
                  int64_t deadline, standing *st)
 {
@@ -341,10 +414,9 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     int64_t known = l->k.rev;
     dlock__etcd_compare cmp = {
         .key = key, .target = DLOCK__ETCD_TARGET_CREATE, .result = DLOCK__ETCD_CMP_EQUAL};
-    dlock__etcd_op ok[2], ko[2];
-    dlock__etcd_txn_result r;
-    dlock__etcd_range_result extra = {0};
-    const dlock__etcd_range_result *view = NULL;
+    dlock__etcd_op ok[1 + NVIEWS], ko[1 + NVIEWS];
+    dlock__etcd_txn_result r, extra = {0};
+    const dlock__etcd_op_result *views = NULL;
     int64_t rev;
     int rc;
 
@@ -368,15 +440,16 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
         ko[0].type = DLOCK__ETCD_OP_RANGE;
         ko[0].range.key = key;
         ko[0].range.keys_only = 1;
-        view_op(l, known, &ko[1]);
-        dlock__etcd_txn ro = {.compare = &same, .n_compare = 1, .success = ko, .n_success = 2};
+        views_op(l, known, &ko[1]);
+        dlock__etcd_txn ro = {
+            .compare = &same, .n_compare = 1, .success = ko, .n_success = 1 + NVIEWS};
         atomic_fetch_add(&e->stat_rounds, 1);
         rc = dlock__etcd_kv_txn(e->cli, &ro, deadline, &r);
         if (rc != DLOCK_OK)
             return rc;
-        if (r.succeeded && r.n_responses == 2 && r.responses[0].range.n_kvs == 1) {
+        if (r.succeeded && views_in(&r, 1) && r.responses[0].range.n_kvs == 1) {
             st->revision = r.revision;
-            rc = interpret(e, l, token, key, known, &r.responses[1].range, st);
+            rc = interpret(e, l, token, key, known, &r.responses[1], st);
             dlock__etcd_txn_result_free(&r);
             return rc;
         }
@@ -386,17 +459,19 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     ok[0].type = DLOCK__ETCD_OP_PUT;
     ok[0].put =
         (dlock__etcd_put){.key = key, .value = l->value, .value_len = l->value_len, .lease = lease};
-    view_op(l, 0, &ok[1]);
+    views_op(l, 0, &ok[1]);
     ko[0].type = DLOCK__ETCD_OP_RANGE;
     ko[0].range.key = key;
     ko[0].range.keys_only = 1;
     size_t nko = 1;
-    if (known > 0)
-        view_op(l, known, &ko[nko++]);
+    if (known > 0) {
+        views_op(l, known, &ko[1]);
+        nko += NVIEWS;
+    }
     dlock__etcd_txn t = {.compare = &cmp,
                          .n_compare = 1,
                          .success = ok,
-                         .n_success = 2,
+                         .n_success = 1 + NVIEWS,
                          .failure = ko,
                          .n_failure = nko};
     atomic_fetch_add(&e->stat_rounds, 1);
@@ -404,13 +479,14 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     if (rc != DLOCK_OK)
         return rc;
     st->revision = r.revision;
-    if (r.succeeded && r.n_responses == 2 && r.responses[1].type == DLOCK__ETCD_OP_RANGE) {
+    if (r.succeeded && views_in(&r, 1)) {
         rev = r.revision;
-        view = &r.responses[1].range;
-    } else if (!r.succeeded && r.n_responses == nko && r.responses[0].range.n_kvs == 1) {
+        views = &r.responses[1];
+    } else if (!r.succeeded && r.n_responses == nko &&
+               r.responses[0].type == DLOCK__ETCD_OP_RANGE && r.responses[0].range.n_kvs == 1) {
         rev = r.responses[0].range.kvs[0].create_revision;
-        if (nko == 2 && rev == known)
-            view = &r.responses[1].range;
+        if (nko > 1 && rev == known && views_in(&r, 1))
+            views = &r.responses[1];
     } else {
         dlock__etcd_txn_result_free(&r);
         return dlock__fail(DLOCK_EPROTO, "%s: the lock Txn's reply has an unexpected shape",
@@ -419,20 +495,26 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     pthread_mutex_lock(&l->mu);
     l->k.rev = rev;
     pthread_mutex_unlock(&l->mu);
-    if (view == NULL) {
+    if (views == NULL) {
         /* found our key without knowing its revision before (an earlier
          * put's outcome was unknown): where does it stand? */
-        dlock__etcd_op op;
-        view_op(l, rev, &op);
-        rc = dlock__etcd_kv_range(e->cli, &op.range, deadline, &extra);
+        dlock__etcd_op ops[NVIEWS];
+        views_op(l, rev, ops);
+        dlock__etcd_txn reads = {.success = ops, .n_success = NVIEWS};
+        rc = dlock__etcd_kv_txn(e->cli, &reads, deadline, &extra);
         if (rc != DLOCK_OK)
             goto out;
+        if (!views_in(&extra, 0)) {
+            rc = dlock__fail(DLOCK_EPROTO, "%s: the lock's reads came back in an unexpected shape",
+                             e->base.label);
+            goto out;
+        }
         st->revision = extra.revision;
-        view = &extra;
+        views = extra.responses;
     }
-    rc = interpret(e, l, token, key, rev, view, st);
+    rc = interpret(e, l, token, key, rev, views, st);
 out:
-    dlock__etcd_range_result_free(&extra);
+    dlock__etcd_txn_result_free(&extra);
     dlock__etcd_txn_result_free(&r);
     return rc;
 }
@@ -677,6 +759,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
             return DLOCK_OK;
         }
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        a->held_as = st.held_as;
         if (!a->wait || l->k.own_lease != 0) {
             /* a try leaves no key behind; a fixed lease's first try waits on
              * the session instead (a lease of its own is not kept alive) */
@@ -1198,9 +1281,38 @@ static void elock_free(dlock__etcd_lock *l)
     free(l->prefix_end);
     free(l->writers);
     free(l->writers_end);
+    for (int i = 0; i < 2; i++) {
+        free(l->others[i]);
+        free(l->others_end[i]);
+    }
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->moving);
     free(l);
+}
+
+/* The other kinds' key ranges of the name (lock_new): a kind's prefix is
+ * dlock__etcd_lock_prefix's, the read-write lock's both modes alike. */
+static int other_kinds(dlock__etcd_lock *l, const char *name)
+{
+    static const enum dlock__kind kinds[] = {DLOCK__MUTEX, DLOCK__WRITE, DLOCK__SEMAPHORE};
+    static const enum dlock__held_as as[] = {DLOCK__HELD_AS_MUTEX, DLOCK__HELD_AS_RW,
+                                             DLOCK__HELD_AS_SEMAPHORE};
+    enum dlock__kind mine = l->base.spec.kind == DLOCK__READ ? DLOCK__WRITE : l->base.spec.kind;
+    if (mine == DLOCK__FAIR)
+        mine = DLOCK__MUTEX;
+    size_t k = 0;
+    for (size_t i = 0; i < 3; i++) {
+        if (kinds[i] == mine)
+            continue;
+        l->others_as[k] = as[i];
+        l->others[k] = dlock__etcd_lock_prefix(name, kinds[i]);
+        if (l->others[k] == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        l->others_end[k] = dlock__etcd_prefix_end(l->others[k]);
+        if (l->others_end[k++] == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    return DLOCK_OK;
 }
 
 static int etcd_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
@@ -1235,6 +1347,8 @@ static int etcd_lock_new(dlock__store *s, const char *name, const dlock__lock_sp
     }
     if (rc == DLOCK_OK && (l->prefix_end = dlock__etcd_prefix_end(l->prefix)) == NULL)
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (rc == DLOCK_OK)
+        rc = other_kinds(l, name);
     if (rc != DLOCK_OK)
         goto fail;
     *out = &l->base;

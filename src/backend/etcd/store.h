@@ -94,7 +94,12 @@ typedef struct dlock__etcd_lock {
     char *name;
     char *prefix, *prefix_end;   /* the contenders' keys */
     char *writers, *writers_end; /* read-write: the writers' keys */
-    const char *marker;          /* read-write: "r-" or "w-" in front of the id */
+    /* The other kinds' contenders of the name (one name is one lock: the
+     * mutex, the read-write lock and the semaphore of a name exclude each
+     * other), and what a busy message calls each. */
+    char *others[2], *others_end[2];
+    enum dlock__held_as others_as[2];
+    const char *marker; /* read-write: "r-" or "w-" in front of the id */
     /* What our key holds (made at the first attempt): "TOKEN\nINFO", the
      * owner token and the client's owner_info; a semaphore's starts with
      * "TAKE/PERMITS\n" before them. */

@@ -81,6 +81,25 @@ void dlock__zk_rank(char **children, size_t n, const enum dlock__zk_marker *mark
     qsort(children, n, sizeof *children, by_key);
 }
 
+/* A contender ranks by the sequence ZooKeeper appended, its last 10 digits
+ * (dlock__zk_contender checked them), before any other child. */
+static int by_sequence(const void *a, const void *b)
+{
+    const char *x = *(char *const *) a, *y = *(char *const *) b;
+    int cx = dlock__zk_contender(x) >= 0, cy = dlock__zk_contender(y) >= 0;
+    if (cx != cy)
+        return cy - cx;
+    if (!cx)
+        return strcmp(x, y);
+    return strcmp(x + strlen(x) - 10, y + strlen(y) - 10);
+}
+
+void dlock__zk_rank_all(char **children, size_t n)
+{
+    if (n >= 2)
+        qsort(children, n, sizeof *children, by_sequence);
+}
+
 int dlock__zk_is_ours(const char *child, const char *uuid)
 {
     return strncmp(child, "_c_", 3) == 0 && strncmp(child + 3, uuid, 36) == 0 && child[39] == '-';

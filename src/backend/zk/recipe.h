@@ -12,15 +12,19 @@
  *   semaphore (InterProcessSemaphoreV2)     leases/_c_<uuid>-lease-0000000007
  *                                           (admission: locks/_c_<uuid>-lock-...)
  *
- * Contenders are ranked as Curator ranks them: every child of the path, by
- * the text after the last marker in its name (the whole name if it has
- * none), compared as strings. The first holds the mutex; any other watches
- * the one just before it. A mutex also ranks kazoo's Lock nodes
- * (<hex>__lock__<seq>) by their sequence, where Curator puts them last (by
- * their whole name): so a kazoo holder (given extra_lock_patterns=["-lock-"]
- * to see ours) excludes dlock too. Ranking them earlier only ever makes a
- * dlock contender wait more than Curator would, never less. Nothing here
- * does I/O. */
+ * Curator ranks the contenders of one recipe by the text after its own
+ * marker (the sequence), and any other child by its whole name, after its
+ * own: so its mutex and its read-write lock on one path do not exclude each
+ * other. dlock ranks the contenders of every kind on the path together, by
+ * their sequence (dlock__zk_rank_all): ZooKeeper numbers a path's children
+ * from one counter, so that is the order they were created in, and one name
+ * is one lock (a mutex contender and a read-write contender block each
+ * other, first come, first served). Within one recipe this is Curator's
+ * order. kazoo's Lock nodes (<hex>__lock__<seq>) are mutex contenders too,
+ * where Curator puts them last (by their whole name): so a kazoo holder
+ * (given extra_lock_patterns=["-lock-"] to see ours) excludes dlock too.
+ * Ranking them earlier only ever makes a dlock contender wait more than
+ * Curator would, never less. Nothing here does I/O. */
 #ifndef DLOCK_ZK_RECIPE_H
 #define DLOCK_ZK_RECIPE_H
 
@@ -53,6 +57,12 @@ const char *dlock__zk_sort_key(const char *child, const enum dlock__zk_marker *m
 /* Sorts children in place by their sort keys. */
 void dlock__zk_rank(char **children, size_t n, const enum dlock__zk_marker *markers,
                     size_t nmarkers);
+
+/* Sorts children in place: the contenders of every kind first
+ * (dlock__zk_contender), by their sequence, then the other children (a
+ * semaphore's locks/ and leases/, the parts of longer names, which never
+ * hold anything), by name. */
+void dlock__zk_rank_all(char **children, size_t n);
 
 /* Whether child was made by the contender whose node name starts with
  * "_c_<uuid>-" (Curator's protection: finding one's node after a connection

@@ -96,6 +96,8 @@ typedef struct zlock {
     char *node;         /* our node for the current wait or hold (full path) */
     dlock__zconn *conn; /* the session it lives in (a reference) */
     uint64_t fence;
+    int64_t czxid; /* node's creation zxid: its place among the contenders of every
+                      kind of the name (see "One name, one lock") */
     /* a semaphore: node is the admission node (in locks/) while it waits;
      * leases are its lease nodes (in leases/), `take` of them once admitted */
     char *locks_path, *leases_path;
@@ -342,9 +344,9 @@ static char **take_leases(zlock *l, unsigned *n, dlock__zconn **conn)
     return leases;
 }
 
-/* Sets the lock's node; conn is a reference, given to the lock unless it
- * has one to that connection already. */
-static void set_node(zlock *l, char *node, dlock__zconn *conn, uint64_t fence)
+/* Sets the lock's node, whose stat is st; conn is a reference, given to the
+ * lock unless it has one to that connection already. */
+static void set_node(zlock *l, char *node, dlock__zconn *conn, const struct Stat *st)
 {
     pthread_mutex_lock(&l->mu);
     l->node = node;
@@ -352,7 +354,8 @@ static void set_node(zlock *l, char *node, dlock__zconn *conn, uint64_t fence)
         l->conn = conn;
     else
         dlock__zconn_unref(conn);
-    l->fence = fence;
+    l->fence = fence_of(st);
+    l->czxid = st->czxid;
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -434,7 +437,7 @@ static void discard(dlock__zreq *q)
 }
 
 /* Makes an EPHEMERAL_SEQUENTIAL child of dir named "_c_<fresh uuid>-<marker>"
- * holding data: its full path in *out (the caller's) and its fence. A node
+ * holding data: its full path in *out (the caller's) and its stat. A node
  * made whose reply the caller does not get (no reply in time, the
  * connection lost) is deleted in the background (dlock__zreq_create_owned):
  * the next attempt makes a fresh one.
@@ -446,7 +449,7 @@ static void discard(dlock__zreq *q)
  * not be sent). */
 static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
                         enum dlock__zk_marker marker, const char *data, int64_t deadline,
-                        char **out, uint64_t *fence, dlock__zreq **listing)
+                        char **out, struct Stat *st, dlock__zreq **listing)
 {
     char prefix[96], path[PATH_MAX_LEN];
     dlock__zresult r;
@@ -467,7 +470,7 @@ static int create_child(zstore *z, zlock *l, dlock__zconn *c, const char *dir,
         zrc = run(q, zrc, deadline, &r);
         if (zrc == ZOK) {
             *out = r.path;
-            *fence = fence_of(&r.stat);
+            *st = r.stat;
             r.path = NULL;
             dlock__zresult_clear(&r);
             if (listing != NULL)
@@ -530,6 +533,144 @@ static void remember_rw_hold(zstore *z, const char *node, const char *token, int
     h->next = z->rw_holds;
     z->rw_holds = h;
     pthread_mutex_unlock(&z->mu);
+}
+
+/* ---------------------------------------------------------------- one name, one lock */
+
+/*
+ * One name is one lock: the mutex, the read-write lock and the semaphore of
+ * a name exclude each other, first come, first served (a contender waits
+ * for every contender of another kind that came before it, holder or
+ * waiter, as it does for its own kind's). The mutex's and the read-write
+ * lock's nodes share the name's path, so their sequence orders them
+ * (dlock__zk_rank_all, standing). The semaphore's nodes are one level down
+ * (locks/ to be admitted, leases/ to hold), so between the semaphore and
+ * the other kinds the order is the creation zxid, ZooKeeper's order of
+ * every write: a semaphore contender's place is its admission node's.
+ *
+ *  - A mutex or read-write contender that no node of the path keeps out
+ *    waits for any lease node (a holder, or the contender admitted and
+ *    waiting for room) and for an admission node made before its own node
+ *    (semaphore_ahead). It lists locks/ before leases/: a semaphore
+ *    contender deletes its admission node only after its lease nodes are
+ *    made, so one of the two lists shows it.
+ *  - A semaphore contender at the head of admission, before it makes its
+ *    lease nodes, waits for the oldest mutex or read-write node of the
+ *    path if that was made before its admission node (kinds_ahead).
+ *
+ * Each side makes its node first and looks after, so of two contenders the
+ * later one sees the earlier; neither waits for a later one, so two never
+ * wait for each other. A semaphore contender makes lease nodes only once it
+ * found no older node of another kind, so a lease node keeps out only those
+ * that came after its holder. A lock used as one kind only pays nothing for
+ * this: a mutex's listing (sent with its create) shows no locks/ or leases/,
+ * and a semaphore's listing of the path goes with its admission listing.
+ * Curator's and kazoo's recipes look only at their own kind: they do not
+ * wait for dlock's other kinds (docs/zookeeper.md).
+ */
+
+/* The kind of lock a child of a lock's path contends for (SAME: none). */
+static enum dlock__held_as kind_of_node(const char *child)
+{
+    switch (dlock__zk_contender(child)) {
+    case DLOCK__ZK_LOCK:
+    case DLOCK__ZK_KAZOO:
+        return DLOCK__HELD_AS_MUTEX;
+    case DLOCK__ZK_READ:
+    case DLOCK__ZK_WRITE:
+        return DLOCK__HELD_AS_RW;
+    default:
+        return DLOCK__HELD_AS_SAME;
+    }
+}
+
+static enum dlock__held_as kind_of_lock(const zlock *l)
+{
+    if (l->base.spec.kind == DLOCK__SEMAPHORE)
+        return DLOCK__HELD_AS_SEMAPHORE;
+    return is_rw(l) ? DLOCK__HELD_AS_RW : DLOCK__HELD_AS_MUTEX;
+}
+
+/* Whether a lock path's children include a semaphore's (locks/, leases/). */
+static int has_semaphore(char **children, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(children[i], "locks") == 0 || strcmp(children[i], "leases") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A mutex or read-write contender whose node was made at zxid mine, and
+ * which no node of the path keeps out: the node of the semaphore of its
+ * name to wait for (full path into blocker, PATH_MAX_LEN bytes), or "".
+ * A ZooKeeper code; ZNONODE: a node went while we looked, look again. */
+static int semaphore_ahead(const zlock *l, dlock__zconn *c, int64_t mine, int64_t deadline,
+                           char *blocker)
+{
+    char locks[PATH_MAX_LEN], leases[PATH_MAX_LEN];
+    dlock__zresult adm, held, st;
+    int asent = ZOK, lsent = ZOK;
+
+    blocker[0] = '\0';
+    snprintf(locks, sizeof locks, "%s/locks", l->path);
+    snprintf(leases, sizeof leases, "%s/leases", l->path);
+    /* admission first (see above), both in one round trip */
+    dlock__zreq *aq = dlock__zreq_children(c, locks, &asent);
+    dlock__zreq *lq = dlock__zreq_children(c, leases, &lsent);
+    int azrc = run(aq, asent, deadline, &adm);
+    int lzrc = run(lq, lsent, deadline, &held);
+    int zrc = azrc != ZOK && azrc != ZNONODE ? azrc : lzrc != ZOK && lzrc != ZNONODE ? lzrc : ZOK;
+    memset(&st, 0, sizeof st);
+    if (zrc != ZOK)
+        goto out;
+    dlock__zk_rank_all(held.children, (size_t) held.nchildren);
+    dlock__zk_rank_all(adm.children, (size_t) adm.nchildren);
+    if (held.nchildren > 0 && dlock__zk_contender(held.children[0]) >= 0) {
+        snprintf(blocker, PATH_MAX_LEN, "%s/leases/%s", l->path, held.children[0]);
+    } else if (adm.nchildren > 0 && dlock__zk_contender(adm.children[0]) >= 0) {
+        /* the oldest admission node (a path's sequence follows its creates) */
+        char oldest[PATH_MAX_LEN];
+        snprintf(oldest, sizeof oldest, "%s/locks/%s", l->path, adm.children[0]);
+        zrc = zk_exists(c, oldest, deadline, &st);
+        if (zrc == ZOK && st.stat.czxid < mine)
+            snprintf(blocker, PATH_MAX_LEN, "%s", oldest);
+    }
+out:
+    dlock__zresult_clear(&adm);
+    dlock__zresult_clear(&held);
+    dlock__zresult_clear(&st);
+    return zrc;
+}
+
+/* A semaphore contender at the head of admission, whose admission node was
+ * made at zxid mine: the oldest mutex or read-write contender among
+ * children (the name's path's), if it came first (full path into blocker,
+ * PATH_MAX_LEN bytes, its kind in *held_as), else "". A ZooKeeper code;
+ * ZNONODE: it went while we looked, look again. */
+static int kinds_ahead(const zlock *l, dlock__zconn *c, char **children, int n, int64_t mine,
+                       int64_t deadline, char *blocker, enum dlock__held_as *held_as)
+{
+    dlock__zresult st;
+    int first = -1, zrc;
+
+    blocker[0] = '\0';
+    dlock__zk_rank_all(children, (size_t) n);
+    for (int i = 0; i < n && first < 0; i++) {
+        if (kind_of_node(children[i]) != DLOCK__HELD_AS_SAME)
+            first = i;
+    }
+    if (first < 0)
+        return ZOK;
+    char oldest[PATH_MAX_LEN];
+    snprintf(oldest, sizeof oldest, "%s/%s", l->path, children[first]);
+    zrc = zk_exists(c, oldest, deadline, &st);
+    if (zrc == ZOK && st.stat.czxid < mine) {
+        snprintf(blocker, PATH_MAX_LEN, "%s", oldest);
+        *held_as = kind_of_node(children[first]);
+    }
+    dlock__zresult_clear(&st);
+    return zrc;
 }
 
 /* ---------------------------------------------------------------- semaphore */
@@ -626,9 +767,11 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
     node_data(z, lease, data, sizeof data);
     node_data(z, a->token, admission, sizeof admission);
     for (int round = 0; round < 8 + (int) take; round++) {
+        a->held_as = DLOCK__HELD_AS_SAME;
         pthread_mutex_lock(&l->mu);
         int stale = (l->node != NULL || l->nleases > 0) && l->conn != c;
         char *adm = l->node != NULL ? strdup(l->node) : NULL;
+        int64_t mine = l->czxid;
         unsigned nleases = l->nleases;
         pthread_mutex_unlock(&l->mu);
         if (stale) {
@@ -639,24 +782,33 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
         }
         if (nleases < take) {
             char *made = NULL;
-            uint64_t fence = 0;
+            struct Stat st;
             if (adm == NULL) {
                 /* queue for admission */
                 rc = create_child(z, l, c, l->locks_path, DLOCK__ZK_LOCK, admission, deadline,
-                                  &made, &fence, NULL);
+                                  &made, &st, NULL);
                 if (rc != DLOCK_OK)
                     return rc;
                 dlock__zconn_ref(c);
-                set_node(l, made, c, fence);
+                set_node(l, made, c, &st);
                 continue;
             }
-            dlock__zresult r;
-            int zrc = zk_children(c, l->locks_path, deadline, &r);
-            if (zrc != ZOK && zrc != ZNONODE) {
+            /* the admission queue, and in the same round trip the name's
+             * path: the other kinds' contenders */
+            dlock__zresult r, kinds;
+            int sent = ZOK, ksent = ZOK;
+            dlock__zreq *aq = dlock__zreq_children(c, l->locks_path, &sent);
+            dlock__zreq *kq = dlock__zreq_children(c, l->path, &ksent);
+            int zrc = run(aq, sent, deadline, &r);
+            int kzrc = run(kq, ksent, deadline, &kinds);
+            if ((zrc != ZOK && zrc != ZNONODE) || (kzrc != ZOK && kzrc != ZNONODE)) {
                 dlock__zresult_clear(&r);
+                dlock__zresult_clear(&kinds);
                 free(adm);
-                return dlock__zk_fail(zrc, z->label, "list the semaphore's admission queue");
+                return dlock__zk_fail(zrc != ZOK && zrc != ZNONODE ? zrc : kzrc, z->label,
+                                      "list the semaphore's admission queue");
             }
+            kzrc = ZOK; /* a path that is gone has no contenders */
             dlock__zk_rank(r.children, (size_t) r.nchildren, mutex_markers, 2);
             int me = -1;
             for (int i = 0; i < r.nchildren; i++) {
@@ -668,6 +820,17 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                 snprintf(ahead, sizeof ahead, "%s/%s", l->locks_path, r.children[me - 1]);
             dlock__zresult_clear(&r);
             free(adm);
+            if (me == 0) {
+                /* first to be admitted: not before another kind's older
+                 * contender is gone */
+                kzrc = kinds_ahead(l, c, kinds.children, kinds.nchildren, mine, deadline, ahead,
+                                   &a->held_as);
+            }
+            dlock__zresult_clear(&kinds);
+            if (kzrc == ZNONODE)
+                continue;
+            if (kzrc != ZOK)
+                return dlock__zk_fail(kzrc, z->label, "look at the lock's other kinds");
             if (me < 0) {
                 /* our admission node is gone (an operator): queue again */
                 char *gone;
@@ -677,7 +840,7 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                 dlock__zconn_unref(in);
                 continue;
             }
-            if (me > 0) {
+            if (ahead[0] != '\0') {
                 a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
                 if (!a->wait) {
                     sem_give_up(z, l, deadline);
@@ -700,7 +863,7 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
             /* admitted: our lease nodes, all of them in this admission */
             while (nleases < take) {
                 rc = create_child(z, l, c, l->leases_path, DLOCK__ZK_LEASE, data, deadline, &made,
-                                  &fence, NULL);
+                                  &st, NULL);
                 if (rc != DLOCK_OK)
                     return rc;
                 pthread_mutex_lock(&l->mu);
@@ -709,8 +872,8 @@ static int sem_attempt(zstore *z, zlock *l, dlock__zconn *c, dlock__attempt *a, 
                     l->leases = more;
                     l->leases[l->nleases++] = made;
                     made = NULL;
-                    if (fence > l->lease_fence)
-                        l->lease_fence = fence;
+                    if (fence_of(&st) > l->lease_fence)
+                        l->lease_fence = fence_of(&st);
                 }
                 nleases = l->nleases;
                 pthread_mutex_unlock(&l->mu);
@@ -843,29 +1006,35 @@ static int sem_release(zstore *z, zlock *l, int64_t deadline)
 /* ---------------------------------------------------------------- acquire */
 
 /*
- * Where our node stands among the sorted children: -1 if it is not among
- * them, else its index; *ahead is the child to watch (NULL: we hold it).
+ * Where our node stands among the children of the lock's path, ranked by
+ * dlock__zk_rank_all (every kind's contenders together: one name is one
+ * lock): -1 if it is not among them, else its index; *ahead is the child to
+ * watch (NULL: no contender of the path keeps us out), and *held_as the
+ * kind of the first contender when that is another kind than ours.
  */
 static int standing(zstore *z, const zlock *l, char **children, int n, const char *ours,
-                    const char *token, const char **ahead)
+                    const char *token, const char **ahead, enum dlock__held_as *held_as)
 {
     int me = -1;
     *ahead = NULL;
+    *held_as = DLOCK__HELD_AS_SAME;
     for (int i = 0; i < n; i++) {
         if (strcmp(children[i], ours) == 0)
             me = i;
     }
     if (me < 0)
         return -1;
+    if (me > 0 && kind_of_node(children[0]) != kind_of_lock(l))
+        *held_as = kind_of_node(children[0]);
     if (l->base.spec.kind != DLOCK__READ) {
         if (me > 0)
             *ahead = children[me - 1];
         return me;
     }
-    /* A reader holds unless a writer ranks ahead of it (its own write hold
-     * aside: a downgrade); it watches the nearest such writer. */
+    /* A reader holds unless a writer or a mutex contender ranks ahead of it
+     * (its own write hold aside: a downgrade); it watches the nearest. */
     for (int i = me - 1; i >= 0; i--) {
-        if (!dlock__zk_is_writer(children[i]))
+        if (dlock__zk_contender(children[i]) == DLOCK__ZK_READ)
             continue;
         char node[PATH_MAX_LEN];
         snprintf(node, sizeof node, "%s/%s", l->path, children[i]);
@@ -903,6 +1072,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         pthread_mutex_lock(&l->mu);
         int stale = l->node != NULL && l->conn != c;
         char *node = l->node != NULL ? strdup(l->node) : NULL;
+        int64_t mine = l->czxid;
         pthread_mutex_unlock(&l->mu);
         if (stale) {
             /* made in a session that is gone: so is the node */
@@ -912,15 +1082,14 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         }
         if (node == NULL) {
             char *made = NULL;
-            uint64_t fence = 0;
+            struct Stat st;
             char data[NODE_DATA_MAX];
             node_data(z, a->token, data, sizeof data);
-            rc = create_child(z, l, c, l->path, marker_of(l), data, deadline, &made, &fence,
-                              &listing);
+            rc = create_child(z, l, c, l->path, marker_of(l), data, deadline, &made, &st, &listing);
             if (rc != DLOCK_OK)
                 goto out;
             dlock__zconn_ref(c);
-            set_node(l, made, c, fence);
+            set_node(l, made, c, &st);
             continue;
         }
         dlock__zresult r;
@@ -934,9 +1103,11 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             rc = dlock__zk_fail(zrc, z->label, "list the lock's nodes");
             goto out;
         }
-        int ranked = rank(l, r.children, r.nchildren);
+        dlock__zk_rank_all(r.children, (size_t) r.nchildren);
         const char *ahead = NULL;
-        int me = standing(z, l, r.children, ranked, strrchr(node, '/') + 1, a->token, &ahead);
+        enum dlock__held_as held_as;
+        int me = standing(z, l, r.children, r.nchildren, strrchr(node, '/') + 1, a->token, &ahead,
+                          &held_as);
         if (me < 0 && listed_early) {
             /* not in the listing sent behind its create: not trusted, list again */
             dlock__zresult_clear(&r);
@@ -950,7 +1121,26 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             drop_node(l);
             continue;
         }
-        if (ahead == NULL) {
+        char watched[PATH_MAX_LEN] = "";
+        if (ahead != NULL) {
+            snprintf(watched, sizeof watched, "%s/%s", l->path, ahead);
+        } else if (has_semaphore(r.children, r.nchildren)) {
+            zrc = semaphore_ahead(l, c, mine, deadline, watched);
+            if (zrc == ZNONODE) {
+                dlock__zresult_clear(&r);
+                free(node);
+                continue;
+            }
+            if (zrc != ZOK) {
+                dlock__zresult_clear(&r);
+                free(node);
+                rc = dlock__zk_fail(zrc, z->label, "look at the semaphore of the same name");
+                goto out;
+            }
+            if (watched[0] != '\0')
+                held_as = DLOCK__HELD_AS_SEMAPHORE;
+        }
+        if (watched[0] == '\0') {
             a->session = dlock__zconn_session_ref(c);
             if (a->session == NULL) {
                 dlock__zresult_clear(&r);
@@ -971,6 +1161,7 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             goto out;
         }
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        a->held_as = held_as;
         if (!a->wait) {
             /* a try: leave no node behind */
             dlock__zresult_clear(&r);
@@ -985,8 +1176,6 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             goto out;
         }
         /* Watch the one ahead; if it is already gone, look again. */
-        char watched[PATH_MAX_LEN];
-        snprintf(watched, sizeof watched, "%s/%s", l->path, ahead);
         dlock__zresult_clear(&r);
         free(node);
         zrc = ZOK;
@@ -1193,6 +1382,7 @@ static int zk_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t
     dlock__zconn *c = NULL;
     char **made = NULL;
     dlock__zreq **reqs = NULL;
+    struct Stat *stats = NULL; /* of the nodes made */
     int *sent = NULL, found_busy = 0;
     int rc = DLOCK_OK;
 
@@ -1210,7 +1400,8 @@ static int zk_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t
     made = calloc(n, sizeof *made);
     reqs = calloc(2 * n, sizeof *reqs);
     sent = calloc(2 * n, sizeof *sent);
-    if (made == NULL || reqs == NULL || sent == NULL) {
+    stats = calloc(n, sizeof *stats);
+    if (made == NULL || reqs == NULL || sent == NULL || stats == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
@@ -1243,16 +1434,21 @@ static int zk_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t
                 dlock__zk_fail(kzrc != ZOK ? kzrc : szrc, z->label, "look at a multi-lock's nodes");
         } else if (rc == DLOCK_OK) {
             const char *ahead = NULL;
-            int ranked = rank(l, kids.children, kids.nchildren);
-            int me =
-                standing(z, l, kids.children, ranked, strrchr(made[i], '/') + 1, token, &ahead);
+            enum dlock__held_as held_as;
+            dlock__zk_rank_all(kids.children, (size_t) kids.nchildren);
+            int me = standing(z, l, kids.children, kids.nchildren, strrchr(made[i], '/') + 1, token,
+                              &ahead, &held_as);
             if (me < 0) {
                 rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s is gone", z->label, made[i]);
+            } else if (ahead == NULL && has_semaphore(kids.children, kids.nchildren)) {
+                /* the semaphore of that name may hold it: one by one */
+                rc = DLOCK_ENOTSUP;
             } else if (ahead != NULL && !found_busy) {
                 found_busy = 1;
                 *busy = i;
             }
             fences[i] = fence_of(&st.stat);
+            stats[i] = st.stat;
         }
         dlock__zresult_clear(&kids);
         dlock__zresult_clear(&st);
@@ -1283,7 +1479,7 @@ static int zk_acquire_many(dlock__store *s, dlock__store_lock *const *ls, size_t
     }
     for (size_t i = 0; i < n; i++) {
         dlock__zconn_ref(c);
-        set_node(ZLOCK(ls[i]), made[i], c, fences[i]);
+        set_node(ZLOCK(ls[i]), made[i], c, &stats[i]);
         made[i] = NULL;
     }
 out:
@@ -1292,6 +1488,7 @@ out:
     free(made);
     free(reqs);
     free(sent);
+    free(stats);
     dlock__zconn_unref(c);
     /* not in one step now: the core takes them one by one (see above) */
     if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOMEM)
