@@ -11,16 +11,16 @@
 # Every id of scripts.h has one entry.
 set(DLOCK_REDIS_SCRIPTS
     acquire:queue+kinds
-    release:queue
+    release:queue+kinds
     rw_acquire:queue+shared+kinds
-    rw_release:queue+shared
+    rw_release:queue+shared+kinds
     sem_acquire:queue+shared+kinds
-    sem_release:queue+shared
+    sem_release:queue+shared+kinds
     multi_acquire:queue+kinds
     cancel:queue+shared
     extend
     renew
-    heartbeat:queue+shared
+    heartbeat:queue+shared+kinds
     status:queue+shared
     holders:queue)
 

@@ -234,6 +234,14 @@ typedef struct take_state {
     dlock__lq_ticket ticket;
 } take_state;
 
+/* The next polling step: short, growing, jittered. */
+static int64_t poll_step(take_state *st)
+{
+    int64_t step = st->poll_us + jitter_us(st->poll_us / 2);
+    st->poll_us = st->poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : st->poll_us * 2;
+    return step;
+}
+
 /* The queue place is kept by the renewer's heartbeats, for attempt wait_id. */
 static int keep_place(dlock_lock *l, take_state *st, int64_t lease_ms, int64_t sent)
 {
@@ -456,8 +464,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                 continue;
             }
             /* Poll: a short, growing, jittered step, bounded by the lease. */
-            int64_t step = st.poll_us + jitter_us(st.poll_us / 2);
-            st.poll_us = st.poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : st.poll_us * 2;
+            int64_t step = poll_step(&st);
             int64_t until = now + (step < ttl_us ? step : ttl_us);
             pause_until(l, until < deadline ? until : deadline);
             continue;
@@ -472,6 +479,14 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                 goto give_up;
         }
         int64_t until = ttl_us == DLOCK__NEVER ? now + lease_ms * 1000 : now + ttl_us;
+        if (a.held_as != DLOCK__HELD_AS_SAME) {
+            /* Queued behind another kind of lock of the name: that kind's
+             * release tells this one nothing, so look again on the polling
+             * period (the place keeps newcomers of that kind behind us). */
+            int64_t step = poll_step(&st);
+            if (now + step < until)
+                until = now + step;
+        }
         if (until > deadline)
             until = deadline;
         enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st.w, until)

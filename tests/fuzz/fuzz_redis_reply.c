@@ -104,7 +104,8 @@ static void acquire(const redisReply *r)
         break;
     case DLOCK__RACQUIRE_BUSY:
         MUST((is_int_array(r, 2) && a.held_as == 0 && (a.queued == 0 || a.queued == 1)) ||
-             (is_int_array(r, 3) && a.held_as >= 1 && a.held_as <= 4 && a.queued == 0));
+             (is_int_array(r, 3) && a.held_as >= 1 && a.held_as <= 4 &&
+              (a.queued == 0 || a.queued == 1)));
         MUST(a.holder_pttl >= -2);
         break;
     default:

@@ -304,9 +304,22 @@ static void redis_keys_one_to_one(void)
                 CHECK_INT(lens[0], ==, strlen(keys[0]));
                 const char *tag0;
                 size_t tag0_len = hash_tag(keys[0], &tag0);
+                if (kinds[k] != DLOCK__MUTEX) {
+                    /* a name's one fence counter, for every kind: the mutex's */
+                    char *mutex[2];
+                    size_t mlens[2];
+                    CHECK_RC(
+                        dlock__redis_keys_of(prefixes[p], ns.all[i], DLOCK__MUTEX, 0, mutex, mlens),
+                        DLOCK_OK);
+                    CHECK(strcmp(keys[1], mutex[1]) == 0);
+                    free(mutex[0]);
+                    free(mutex[1]);
+                }
                 for (size_t d = 0; d < sizeof derived / sizeof derived[0]; d++) {
                     char key[2048];
                     snprintf(key, sizeof key, "%s%s", keys[0], derived[d]);
+                    if (d == 1 && kinds[k] != DLOCK__MUTEX)
+                        continue; /* not a key of it: it counts on the mutex's */
                     if (d == 1)
                         CHECK(strcmp(key, keys[1]) == 0);
                     touch_add(&t, key, owner, 0);
@@ -326,14 +339,13 @@ static void redis_keys_one_to_one(void)
                     CHECK(tag != key);
                     CHECK(tag_len == tag0_len && memcmp(tag, tag0, tag_len) == 0);
                 }
-                /* interop: the key is the name; its fence is the mutex's */
+                /* interop: the key is the name; its fence is the name's counter */
                 char *simple[2];
                 size_t slens[2];
                 CHECK_RC(dlock__redis_keys_of(prefixes[p], ns.all[i], kinds[k], 1, simple, slens),
                          DLOCK_OK);
                 CHECK(strcmp(simple[0], ns.all[i]) == 0);
-                if (kinds[k] == DLOCK__MUTEX)
-                    CHECK(strcmp(simple[1], keys[1]) == 0);
+                CHECK(strcmp(simple[1], keys[1]) == 0);
                 for (int j = 0; j < 2; j++) {
                     free(keys[j]);
                     free(simple[j]);

@@ -49,8 +49,9 @@ int dlock__redis_keys_of(const char *prefix, const char *name, enum dlock__kind 
     keys[0][at++] = '{';
     at += encode(name, keys[0] + at);
     keys[0][at++] = '}';
-    at += (size_t) snprintf(keys[0] + at, cap - at, "%s", kind_text);
+    /* one fence counter for every kind of the name: one name is one lock */
     lens[1] = (size_t) snprintf(keys[1], cap, "%.*s:fence", (int) at, keys[0]);
+    at += (size_t) snprintf(keys[0] + at, cap - at, "%s", kind_text);
     if (simple) {
         snprintf(keys[0], cap, "%s", name);
         at = strlen(name);

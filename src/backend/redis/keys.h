@@ -15,9 +15,12 @@
  *   P:{E}        mutex (plain and fair)     P:{E}:rw   read-write lock
  *   P:{E}:sem    semaphore                  N          interop key (simple)
  *
- * and the keys derived from each (scripts/README.md): L:fence, L:queue,
- * L:w:<token>, L:wake:<client id>, L:holders, L:exp, L:used, L:cap. An
- * interop lock's fence counter is its mutex's, P:{E}:fence. The interop
+ * and the keys derived from each (scripts/README.md): L:queue,
+ * L:w:<token>, L:wake:<client id>, L:holders, L:exp, L:used, L:cap. Every
+ * kind of a name, the interop lock too, counts fences on one counter, the
+ * mutex's P:{E}:fence: one name is one lock, and its fences one sequence
+ * (an old read-write lock's P:{E}:rw:fence, or semaphore's, is no longer
+ * written; the server's clock keeps fences above them). The interop
  * key N is the name itself, the key other libraries use: it belongs to
  * whoever names it, not to this layout. */
 #ifndef DLOCK_REDIS_KEYS_H
@@ -27,8 +30,8 @@
 
 #include <stddef.h>
 
-/* The base key of a lock (keys[0]: L, or N in simple mode) and its fence
- * counter (keys[1]), malloc'ed, with their lengths. DLOCK_OK or
+/* The base key of a lock (keys[0]: L, or N in simple mode) and its name's
+ * fence counter (keys[1]), malloc'ed, with their lengths. DLOCK_OK or
  * DLOCK_ENOMEM (recorded). */
 int dlock__redis_keys_of(const char *prefix, const char *name, enum dlock__kind kind, int simple,
                          char *keys[2], size_t lens[2]);

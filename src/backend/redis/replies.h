@@ -25,7 +25,7 @@
 enum dlock__racquire_outcome {
     DLOCK__RACQUIRE_TAKEN,   /* a fence > 0: the lock is ours */
     DLOCK__RACQUIRE_BUSY,    /* {pttl, 0}: held by another; {pttl, 1}: and we are queued;
-                                {pttl, 0, kind}: held as another kind of lock */
+                                {pttl, queued, kind}: held as another kind of lock */
     DLOCK__RACQUIRE_UPGRADE, /* -3: this owner holds the read lock and asked for the write lock */
     DLOCK__RACQUIRE_PERMITS, /* "permits N": the semaphore is in use with another count */
 };
@@ -35,7 +35,7 @@ typedef struct dlock__racquire {
     uint64_t fence;        /* TAKEN */
     long long holder_pttl; /* BUSY: the holder's PTTL (-1: no expiry, -2: gone meanwhile) */
     int queued;            /* BUSY */
-    int held_as;           /* BUSY: {pttl, 0, kind}: held as another kind of lock of the
+    int held_as;           /* BUSY: {pttl, queued, kind}: held as another kind of lock of the
                               name (enum dlock__held_as of backend.h, 1..4), else 0 */
     const char *permits;   /* PERMITS: the count the semaphore's users declare (in the reply) */
 } dlock__racquire;

@@ -178,10 +178,13 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
     int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
     int rc = acquire_script(b, l, a, join, lease, nlease);
 
-    /* Held as another kind of lock: no notice comes from that kind's
-     * release to this kind's waiters, so poll (bounded by its lease). */
+    /* Held as another kind of lock, and not queued behind it (another kind
+     * waits already): no notice comes from that kind's release, so poll
+     * (bounded by its lease). Queueing behind it needs notices flowing
+     * first, as any queueing does (kinds.lua). */
     if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
-        a->next = l->spec.simple || !a->wait || a->held_as != DLOCK__HELD_AS_SAME
+        a->next = l->spec.simple || !a->wait ||
+                          (a->held_as != DLOCK__HELD_AS_SAME && dlock__redis_notices_flow(b))
                       ? DLOCK__NEXT_POLL
                       : DLOCK__NEXT_PREPARE;
     return rc;

@@ -9,8 +9,8 @@
 -- interop key (never queued), else '0', ARGV[10] the name N (not for an
 -- interop key).
 -- Returns the fence (> 0) when the caller holds the lock now, else
--- {holder_ttl_ms, 1 if the caller is queued}, or {holder_ttl_ms, 0, kind}
--- when another kind of lock of the name holds it (kinds.lua).
+-- {holder_ttl_ms, 1 if the caller is queued}, or {holder_ttl_ms, queued,
+-- kind} when another kind of lock of the name holds it (kinds.lua).
 local L, token = KEYS[1], ARGV[1]
 local interop = ARGV[9] == 'i'
 local M = interop and string.sub(KEYS[2], 1, -7) or L
@@ -35,6 +35,10 @@ local other = other_kind(M, N, interop and 'i' or 'x')
 if other then
   if redis.call('GET', L) == token then
     return already_mine()
+  end
+  if ARGV[8] == '1' and other[3] == 1 then
+    enqueue(L, token, ARGV[2], 'x', 1)
+    return {other[2], 1, other[1]}
   end
   return {other[2], 0, other[1]}
 end

@@ -25,6 +25,13 @@ end
 -- Hands on a lock of kind k ('x' mutex, 'r' or 'w' read-write, 's'
 -- semaphore) that lapsed with waiters queued.
 local function admit_lapsed(L, k)
+  -- the name's mutex key, and whether another kind holds the name (its
+  -- waiters may queue behind another kind: kinds.lua)
+  local M = (k == 'r' or k == 'w') and string.sub(L, 1, -4) or k == 's' and string.sub(L, 1, -5) or L
+  local other = other_kind(M, nil, (k == 'r' or k == 'w') and 'r' or k)
+  if other then
+    return
+  end
   if k == 'x' then
     if redis.call('EXISTS', L) == 0 then
       admit_exclusive(L)
@@ -62,7 +69,7 @@ for i = 1, #KEYS do
   if redis.call('EXISTS', place) == 1 then
     out[2 * i - 1], out[2 * i] = 1, 0
   elseif redis.call('GET', L) == token or holds_share(L, token) then
-    out[2 * i - 1], out[2 * i] = 2, tonumber(redis.call('GET', L .. ':fence')) or 0
+    out[2 * i - 1], out[2 * i] = 2, tonumber(redis.call('GET', counter_of(L))) or 0
   else
     out[2 * i - 1], out[2 * i] = 0, 0
   end

@@ -4,12 +4,19 @@
 -- (P:{N}): the read-write lock is M:rw, the semaphore M:sem; the interop
 -- key is the name N itself. A plain and a fair handle are the same mutex M.
 --
--- A kind is taken, or queued for, only while no other kind of the name has
--- a holder or a live queued waiter. So at any moment at most one kind of a
--- name has holders or waiters, and a hand-over to the head of a kind's
--- queue (release, cancel, an operator's unlock) never needs to look at the
--- other kinds: none of them can have been taken while that queue had a live
--- waiter. (A foreign client on the interop key, redis-py's Lock, say, looks
+-- A kind is taken only while no other kind of the name has a holder or a
+-- live queued waiter. A request that waits queues in its kind's queue
+-- behind another kind's holders too, unless another kind waits already (or
+-- the interop key holds the name): so at most one kind of a name has live
+-- waiters at a time, newcomers of the holding kind wait behind them (first
+-- come, first served across two kinds), and two kinds never wait for each
+-- other. A kind waiting behind another is told nothing when that kind lets
+-- go: its waiters look again on a short, growing period (the core's poll
+-- steps), and a heartbeat hands the name to them when it finds it free. A
+-- hand-over after a release (or a cancel) needs no look at the other kinds:
+-- none could be taken while the releasing kind held the name. One that may
+-- find the name free without a release (an operator's unlock, a heartbeat
+-- handing on a lapsed lock) looks first. (A foreign client on the interop key, redis-py's Lock, say, looks
 -- at nothing but N: it excludes dlock's interop handles only.)
 --
 -- The scripts of the other kinds get N as an argument, not a key, and look
@@ -18,11 +25,13 @@
 -- user take it).
 
 -- Which other kind of lock of the name holds it, or is waited for, now: nil
--- if none, else {code, ms left (-1: a key without expiry)}, code as the
--- core's dlock__held_as: 1 the mutex, 2 the interop key, 3 the read-write
--- lock, 4 the semaphore. The time left is the holder's lease, or for a kind
--- only waited for, its first waiter's place. mine is the caller's kind: 'x'
--- mutex, 'i' interop key, 'r' read-write lock, 's' semaphore.
+-- if none, else {code, ms left (-1: a key without expiry), may queue},
+-- code as the core's dlock__held_as: 1 the mutex, 2 the interop key, 3 the
+-- read-write lock, 4 the semaphore. The time left is the holder's lease, or
+-- for a kind only waited for, its first waiter's place. may queue is 1 when
+-- the caller may wait in its kind's queue (above). mine is the caller's
+-- kind: 'x' mutex, 'i' interop key, 'r' read-write lock, 's' semaphore. N
+-- may be nil (not known: not looked at).
 local function other_kind(M, N, mine)
   -- N first: the probe without it is the prefix's keys only
   local probe = {mine ~= 'i' and N or nil}
@@ -69,32 +78,38 @@ local function other_kind(M, N, mine)
     local w = live_head(L)
     return w and w[8]
   end
-  local left
-  if mine ~= 'x' then
-    left = exclusive(M) or waited(M)
-    if left then
-      return {1, left}
+  -- the kind holding the name is the one named; failing that, one waiting
+  local held, queued
+  local function note(code, left, is_queue)
+    if left and is_queue then
+      queued = queued or {code, left}
+    elseif left then
+      held = held or {code, left}
     end
   end
+  if mine ~= 'x' then
+    note(1, exclusive(M))
+    note(1, waited(M), true)
+  end
   if mine ~= 'i' and N then
-    left = exclusive(N)
-    if left then
-      return {2, left}
-    end
+    note(2, exclusive(N))
   end
   if mine ~= 'r' then
     local rw = M .. ':rw'
-    left = exclusive(rw) or shared(rw) or waited(rw)
-    if left then
-      return {3, left}
-    end
+    note(3, exclusive(rw) or shared(rw))
+    note(3, waited(rw), true)
   end
   if mine ~= 's' then
     local sem = M .. ':sem'
-    left = shared(sem) or waited(sem)
-    if left then
-      return {4, left}
-    end
+    note(4, shared(sem))
+    note(4, waited(sem), true)
   end
-  return nil
+  local found = held or queued
+  if found then
+    -- The caller may queue behind another kind's holders, its kind being
+    -- the one that waits for the name, unless another kind waits already
+    -- or the interop key holds it (whose holders never hand over).
+    found[3] = (not queued and found[1] ~= 2) and 1 or 0
+  end
+  return found
 end

@@ -3,7 +3,8 @@
 -- (shared.lua adds what readers and semaphores need). A lock's keys all
 -- derive from its base key L (KEYS[1]), in one hash slot:
 --   L                 the exclusive holder's owner token (mutex, writer), PX = lease
---   L:fence           fence counter, INCR for every new holder
+--   M:fence           the name's fence counter (M its mutex key, for every
+--                     kind of the name), moved on by every new holder
 --   L:queue           waiters' tokens in arrival order (list)
 --   L:w:<token>       a waiter's place, PX = waiter lease, kept by heartbeats:
 --                     "lease client kind count waitid notify", notify: 's' for
@@ -31,6 +32,13 @@ local function next_fence(F)
     redis.call('SET', F, now)
   end
   return redis.call('INCR', F)
+end
+
+-- The name's fence counter, M:fence of its mutex key M, for every kind of
+-- lock of the name: one name is one lock, and its fences one sequence.
+-- (Keys end in the name's tag, '}', and then the kind: ':rw', ':sem'.)
+local function counter_of(L)
+  return (string.match(L, '^(.*}):rw$') or string.match(L, '^(.*}):sem$') or L) .. ':fence'
 end
 
 local function now_ms()
@@ -116,7 +124,7 @@ local function admit_exclusive(L, first)
   local w = live_head(L, first)
   if w then
     redis.call('SET', L, w[1], 'PX', grant_lease(w))
-    grant(L, w, next_fence(L .. ':fence'))
+    grant(L, w, next_fence(counter_of(L)))
   else
     redis.call('DEL', L)
   end

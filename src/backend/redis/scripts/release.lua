@@ -21,5 +21,11 @@ if not head then
   return 0
 end
 -- @prelude
+if ARGV[2] == 'f' and other_kind(L, nil, 'x') then
+  -- an operator's unlock of a mutex whose waiters queue behind another
+  -- kind's holders (kinds.lua): they take it when that kind lets go
+  redis.call('DEL', L)
+  return 0
+end
 admit_exclusive(L, head)
 return 0

@@ -7,7 +7,7 @@
 -- it, so a stream of readers cannot starve writers (not even readers whose
 -- token already holds a read share: re-entry is counted in the handle). The
 -- owner of the write lock is admitted to read at once: a downgrade.
--- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, 0, kind}
+-- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, queued, kind}
 -- when another kind of lock of the name holds it (kinds.lua), or -3 when a
 -- reader asks to write (an upgrade, which could deadlock: two readers each
 -- waiting for the other to leave).
@@ -30,10 +30,14 @@ if mode == 'w' and writer == token then
     leave(L, token)
   end
   redis.call('PEXPIRE', L, ARGV[2])
-  return next_fence(L .. ':fence')
+  return next_fence(counter_of(L))
 end
 local other = other_kind(string.sub(L, 1, -4), ARGV[11], 'r')
 if other then
+  if ARGV[8] == '1' and other[3] == 1 then
+    enqueue(L, token, ARGV[2], mode, 1)
+    return {other[2], 1, other[1]}
+  end
   return {other[2], 0, other[1]}
 end
 if mode == 'r' then
@@ -52,7 +56,7 @@ if ok then
   else
     redis.call('SET', L, token, 'PX', ARGV[2])
   end
-  return next_fence(L .. ':fence')
+  return next_fence(counter_of(L))
 end
 admit_rw(L, now) -- the lock may be free for those ahead (a holder's lease ran out)
 local ttl = -1

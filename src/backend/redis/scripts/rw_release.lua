@@ -26,5 +26,9 @@ else
     redis.call('ZREM', L .. ':exp', token)
   end
 end
-admit_rw(L, now)
+-- (after an operator's clearing, not while another kind holds the name:
+-- the waiters may queue behind it, kinds.lua)
+if ARGV[3] ~= '1' or not other_kind(string.sub(L, 1, -4), nil, 'r') then
+  admit_rw(L, now)
+end
 return 0

@@ -4,7 +4,7 @@
 -- ARGV[12] the name N (its interop key). A holder's permits go when its
 -- lease runs out. Waiters are served in order.
 -- Returns the fence, or {ttl_ms until the first lease could end, queued},
--- {holder_ttl_ms, 0, kind} when another kind of lock of the name holds it
+-- {holder_ttl_ms, queued, kind} when another kind of lock of the name holds it
 -- (kinds.lua), or "permits N" if the semaphore, in use, has N permits, not
 -- ARGV[10].
 local L, token = KEYS[1], ARGV[1]
@@ -25,7 +25,7 @@ if held and ARGV[5] == '1' then
   -- caller's, with the lease it asked for (counted from this request).
   leave(L, token)
   redis.call('ZADD', L .. ':exp', 'XX', now + tonumber(ARGV[2]), token)
-  return next_fence(L .. ':fence')
+  return next_fence(counter_of(L))
 elseif held then
   -- An earlier hold of this handle that it has given up or lost while the
   -- server still counts it: it goes, and this request takes its turn.
@@ -35,6 +35,10 @@ elseif held then
 end
 local other = other_kind(string.sub(L, 1, -5), ARGV[12], 's')
 if other then
+  if ARGV[8] == '1' and other[3] == 1 then
+    enqueue(L, token, ARGV[2], 's', take)
+    return {other[2], 1, other[1]}
+  end
   return {other[2], 0, other[1]}
 end
 local head = live_head(L)
@@ -44,7 +48,7 @@ if (not head or head[1] == token) and
     leave(L, token)
   end
   hold_shared(L, token, take, now, tonumber(ARGV[2]), true)
-  return next_fence(L .. ':fence')
+  return next_fence(counter_of(L))
 end
 admit_sem(L, now)
 local ttl = -1

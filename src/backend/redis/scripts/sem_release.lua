@@ -16,5 +16,9 @@ else
   redis.call('ZREM', L .. ':exp', token)
   redis.call('DECRBY', L .. ':used', n)
 end
-admit_sem(L, now)
+-- (after an operator's clearing, not while another kind holds the name:
+-- the waiters may queue behind it, kinds.lua)
+if ARGV[2] ~= '1' or not other_kind(string.sub(L, 1, -5), nil, 's') then
+  admit_sem(L, now)
+end
 return 0

@@ -74,12 +74,12 @@ local function admit_rw(L, now)
     if w[4] == 'w' then
       if readers == 0 then
         redis.call('SET', L, w[1], 'PX', grant_lease(w))
-        grant(L, w, next_fence(L .. ':fence'))
+        grant(L, w, next_fence(counter_of(L)))
       end
       return
     end
     hold_shared(L, w[1], 1, now, grant_lease(w), false)
-    grant(L, w, next_fence(L .. ':fence'))
+    grant(L, w, next_fence(counter_of(L)))
     readers = readers + 1
   end
 end
@@ -96,6 +96,6 @@ local function admit_sem(L, now)
     end
     hold_shared(L, w[1], w[5], now, grant_lease(w), true)
     used = used + w[5]
-    grant(L, w, next_fence(L .. ':fence'))
+    grant(L, w, next_fence(counter_of(L)))
   end
 end
