@@ -319,10 +319,12 @@ typedef struct dlock_lock dlock_lock;
  * one kind on a name held, or waited for, as another kind is DLOCK_EBUSY
  * for a try (dlock_errmsg() names the kind it is held as), and a wait waits
  * until that kind lets the name go; never do two kinds hold a name at once.
- * Across kinds there is no order: a waiting kind may be overtaken by the
- * holding kind's own waiters (on Redis it polls, bounded by the other
- * holder's lease). Since 0.3; before, the kinds of one name were separate
- * locks. Use one kind per name. */
+ * Across kinds, first come, first served: a request waits behind waiters
+ * of another kind that came before it (on Redis for two kinds at a time: a
+ * third kind waits by polling, in no order). A waiter behind another kind
+ * takes the name within some 100 ms of its release (Redis: it polls for
+ * it; ZooKeeper, etcd: a watch). Since 0.3; before, the kinds of one name
+ * were separate locks. Use one kind per name. */
 enum {
     /* Interop mode: the lock is the plain key NAME holding the owner token,
      * taken with SET NX PX and released by compare-and-delete, the
