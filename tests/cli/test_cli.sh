@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# test_cli.sh - tests of the dlock command against a real redis-server.
+# test_cli.sh - tests of the dlock command against real servers.
 #
 #   bash tests/cli/test_cli.sh path/to/dlock
 #
 # Starts its own redis-server on a free loopback port (and a unix socket) in a
-# temporary directory and stops it on exit. Each test is a function; a failed
-# check prints what was expected and what came, and the suite exits 1 at the
-# end. Nothing sleeps in place of a condition: helpers poll `dlock status
-# --json`, a file, or a process, each with a bound.
+# temporary directory, and, for the tests whose behaviour differs by store,
+# a ZooKeeper and an etcd too (DLOCK_CLI_STORES: the stores to run those on,
+# default "redis zookeeper etcd"; ctest passes the ones the build has), and
+# stops them on exit (DLOCK_CLI_ONLY=REGEX: only the tests whose names, as
+# "test_x" or "test_x[store]", match). Each test is a function; a failed check prints what was
+# expected and what came, and the suite exits 1 at the end. Nothing sleeps in
+# place of a condition: helpers poll `dlock status --json`, a file, or a
+# process, each with a bound.
 #
 # Commands for sh -c are single-quoted on purpose: the command's shell expands them.
 # shellcheck disable=SC2016
@@ -23,16 +27,40 @@ if [ ! -x "$DLOCK" ]; then
     echo "$0: $1 is not an executable" >&2
     exit 64
 fi
-for tool in redis-server redis-cli timeout python3; do
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+read -r -a STORES <<<"${DLOCK_CLI_STORES:-redis zookeeper etcd}"
+needed=(redis-server redis-cli timeout python3 "${CC:-cc}")
+for store in "${STORES[@]}"; do
+    case $store in
+    redis) ;;
+    zookeeper) needed+=(java) ;;
+    etcd) needed+=(etcd etcdctl) ;;
+    *)
+        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd)" >&2
+        exit 64
+        ;;
+    esac
+done
+for tool in "${needed[@]}"; do
     if ! command -v "$tool" >/dev/null; then
-        echo "$0: $tool not found (install redis-server, redis-tools, coreutils)" >&2
+        echo "$0: $tool not found (scripts/deps.sh installs it; DLOCK_CLI_STORES chooses the stores)" >&2
         exit 1
     fi
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-cli.XXXXXX")
 REDIS_PID=
+ZK_PID=
+ETCD_PID=
 BG_PIDS=()
+
+stop_server()
+{
+    if [ -n "$1" ]; then
+        kill -TERM "$1" 2>/dev/null
+        wait "$1" 2>/dev/null
+    fi
+}
 
 cleanup()
 {
@@ -40,10 +68,9 @@ cleanup()
     for p in "${BG_PIDS[@]}"; do
         kill -KILL "$p" 2>/dev/null
     done
-    if [ -n "$REDIS_PID" ]; then
-        kill -TERM "$REDIS_PID" 2>/dev/null
-        wait "$REDIS_PID" 2>/dev/null
-    fi
+    stop_server "$REDIS_PID"
+    stop_server "$ZK_PID"
+    stop_server "$ETCD_PID"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -177,17 +204,19 @@ expect_free()
     expect_eq "$1 is free afterwards (status --json held)" false "$held"
 }
 
+# run_test TEST [LABEL]: LABEL (default TEST) in messages.
 run_test()
 {
-    CURRENT=$1
+    CURRENT=${2:-$1}
+    [[ $CURRENT =~ ${DLOCK_CLI_ONLY:-} ]] || return 0
     TEST_FAILED=0
     rm -rf "${TMP:?}/t"
     mkdir "$TMP/t"
     "$1"
     if [ "$TEST_FAILED" = 0 ]; then
-        echo "ok $1"
+        echo "ok $CURRENT"
     else
-        echo "not ok $1"
+        echo "not ok $CURRENT"
         FAILED_TESTS=$((FAILED_TESTS + 1))
     fi
 }
@@ -214,6 +243,83 @@ start_redis()
         REDIS_PID=
     done
     echo "$0: could not start redis-server (log: $(tail -3 "$TMP/redis.log" 2>/dev/null))" >&2
+    exit 1
+}
+
+# A loopback port free now (the kernel's choice).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# A standalone ZooKeeper 3.8 (Debian's jars), started as tests/support/server_zookeeper.c
+# starts it: ticks of 200 ms (sessions from 400 ms), no admin server, a small heap.
+# (A server still starting may take the connection and say nothing: bounded.)
+zk_serves()
+{
+    [[ $(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf srvr >&3 && cat <&3' "$1" \
+        2>/dev/null) == *"Mode: "* ]]
+}
+start_zookeeper()
+{
+    local port dir=$TMP/zookeeper _
+    mkdir -p "$dir/data"
+    for _ in 1 2 3; do
+        port=$(free_port)
+        printf '%s\n' tickTime=200 initLimit=10 syncLimit=5 "dataDir=$dir/data" \
+            "clientPort=$port" clientPortAddress=127.0.0.1 admin.enableServer=false \
+            4lw.commands.whitelist=srvr forceSync=no minSessionTimeout=400 \
+            maxSessionTimeout=60000 maxClientCnxns=0 >"$dir/zoo.cfg"
+        java -Xmx128m -Xms32m -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
+            -XX:-UsePerfData -Dzookeeper.admin.enableServer=false \
+            -Dzookeeper.jmx.log4j.disable=true -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+            -cp "${DT_ZK_CLASSPATH:-/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar}" \
+            org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >"$dir/log" 2>&1 &
+        ZK_PID=$!
+        if wait_until 30 eval 'zk_serves $port || ! kill -0 $ZK_PID 2>/dev/null' &&
+            kill -0 "$ZK_PID" 2>/dev/null; then
+            ZK_URL="zk://127.0.0.1:$port"
+            return 0
+        fi
+        stop_server "$ZK_PID"
+        ZK_PID=
+    done
+    echo "$0: could not start ZooKeeper (log: $(tail -3 "$dir/log" 2>/dev/null))" >&2
+    exit 1
+}
+
+# A single-member etcd 3.4, as tests/support/server_etcd.c starts it.
+start_etcd()
+{
+    local port peer dir=$TMP/etcd arch _
+    mkdir -p "$dir"
+    case $(uname -m) in
+    x86_64 | ppc64le) arch= ;;
+    aarch64) arch=arm64 ;;
+    arm*) arch=arm ;;
+    *) arch=$(uname -m) ;;
+    esac
+    for _ in 1 2 3; do
+        port=$(free_port)
+        peer=$(free_port)
+        ETCD_UNSUPPORTED_ARCH=$arch etcd --name n1 --data-dir "$dir/data" \
+            --listen-client-urls "http://127.0.0.1:$port" \
+            --advertise-client-urls "http://127.0.0.1:$port" \
+            --listen-peer-urls "http://127.0.0.1:$peer" \
+            --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+            --initial-cluster "n1=http://127.0.0.1:$peer" --initial-cluster-state new \
+            --heartbeat-interval 25 --election-timeout 250 --logger zap --log-level warn \
+            >"$dir/log" 2>&1 &
+        ETCD_PID=$!
+        if wait_until 20 eval 'ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:$port \
+                                  --dial-timeout=500ms endpoint health >/dev/null 2>&1 ||
+                              ! kill -0 $ETCD_PID 2>/dev/null' &&
+            kill -0 "$ETCD_PID" 2>/dev/null; then
+            ETCD_URL="etcd://127.0.0.1:$port"
+            return 0
+        fi
+        stop_server "$ETCD_PID"
+        ETCD_PID=
+        rm -rf "$dir/data"
+    done
+    echo "$0: could not start etcd (log: $(tail -3 "$dir/log" 2>/dev/null))" >&2
     exit 1
 }
 
@@ -1081,6 +1187,67 @@ test_kinds_fair_and_multi()
     expect_rc "-m with --read" 64 dl run --read -m a -m b -- true
 }
 
+# ------------------------------------------------------------ tests: every store
+
+# Each of these runs on every store of STORES (the loop at the end), with
+# STORE set to its name and DLOCK_URL to its URL.
+
+# The numbers of the descriptors `ls -l /proc/self/fd` lists in file $1 (as
+# the command's output), but ls's own (the directory it reads) and 0-2.
+fd_numbers()
+{
+    awk '$(NF-1) == "->" && $NF !~ /^\/proc\/[0-9]+\/fd$/ && $(NF-2) > 2 { print $(NF-2) }' "$1" |
+        sort -n | tr '\n' ' '
+}
+
+# The command inherits no descriptor of dlock's (its connections, the
+# libraries' pipes), even while other clients contend for the lock and
+# threads connect as the command is started; and none when close_range()
+# fails and the fallback closes them.
+test_command_inherits_no_descriptors()
+{
+    local base got i variant url=$DLOCK_URL multi_url=$DLOCK_URL loops=()
+    [ "$STORE" = redis ] && multi_url="$DLOCK_URL?notify=stream"
+    timeout -k 2 20 ls -l /proc/self/fd >"$TMP/t/base"
+    base=$(fd_numbers "$TMP/t/base")
+    for variant in --write --read; do
+        (while [ ! -e "$TMP/t/stop" ]; do "$DLOCK" run "$variant" s-fd -- true; done) >/dev/null 2>&1 &
+        loops+=($!)
+        BG_PIDS+=($!)
+    done
+    (while [ ! -e "$TMP/t/stop" ]; do "$DLOCK" run -u "$multi_url" -m s-fd1 -m s-fd2 -- true; done) \
+        >/dev/null 2>&1 &
+    loops+=($!)
+    BG_PIDS+=($!)
+    for i in 1 2 3 4 5 6 7 8; do
+        for variant in "--read s-fd" "--write s-fd" "-m s-fd1 -m s-fd2"; do
+            [ "$variant" = "-m s-fd1 -m s-fd2" ] && url=$multi_url || url=$DLOCK_URL
+            # shellcheck disable=SC2086 # the words of $variant
+            dl run -u "$url" -w 20 $variant -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" ||
+                { fail "run $variant: $(cat "$TMP/err")"; continue; }
+            got=$(fd_numbers "$TMP/t/got")
+            if [ "$got" != "$base" ]; then
+                fail "run $variant (run $i): the command has descriptors '$got', without dlock '$base': $(grep -- '->' "$TMP/t/got" | tr '\n' ' ')"
+            fi
+        done
+    done
+    # close_range() refused: the fallback closes them, and keeps what dlock
+    # was given
+    for i in 1 2 3; do
+        LD_PRELOAD=$NO_CLOSE_RANGE ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+            dl run -w 20 --read s-fd -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" 7<"$TMP/t/base" ||
+            { fail "run without close_range: $(cat "$TMP/err")"; continue; }
+        got=$(fd_numbers "$TMP/t/got")
+        if [ "$got" != "$(echo "$base" 7 | tr ' ' '\n' | grep . | sort -n | tr '\n' ' ')" ]; then
+            fail "without close_range (run $i): the command has descriptors '$got', expected '$base' and 7: $(grep -- '->' "$TMP/t/got" | tr '\n' ' ')"
+        fi
+    done
+    touch "$TMP/t/stop"
+    for i in "${loops[@]}"; do
+        reap "$i" 20
+    done
+}
+
 start_redis
 export DLOCK_URL="redis://127.0.0.1:$PORT"
 T0=$(now_ms)
@@ -1166,6 +1333,29 @@ run_test test_kinds_read_write
 run_test test_kinds_semaphore
 run_test test_kinds_fair_and_multi
 run_test test_who_and_list
+
+# The behaviour that differs by store, on each.
+${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||
+    { echo "$0: cannot build no_close_range.so" >&2; exit 1; }
+NO_CLOSE_RANGE=$TMP/no_close_range.so
+REDIS_URL=$DLOCK_URL
+for STORE in "${STORES[@]}"; do
+    case $STORE in
+    redis) DLOCK_URL=$REDIS_URL ;;
+    zookeeper)
+        start_zookeeper
+        DLOCK_URL=$ZK_URL
+        ;;
+    etcd)
+        start_etcd
+        DLOCK_URL=$ETCD_URL
+        ;;
+    esac
+    for t in test_command_inherits_no_descriptors; do
+        run_test "$t" "$t[$STORE]"
+    done
+done
+DLOCK_URL=$REDIS_URL
 
 echo "# $(($(now_ms) - T0)) ms"
 if [ "$FAILED_TESTS" -ne 0 ]; then

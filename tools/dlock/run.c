@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -265,12 +266,14 @@ static int build_env(command_env *e, const dlock_lock *lock, const char *url)
 
 /* The descriptors dlock was started with (beyond 0-2), sorted: the command
  * inherits these and no other. Whatever the libraries opened meanwhile (the
- * store's connections, their internal pipes) is closed in the child before
- * it runs the command, even a socket a thread opened at the moment of the
- * fork, before it could mark it close-on-exec. */
+ * store's connections, their internal pipes: libzookeeper's are not
+ * close-on-exec) is closed in the child before it runs the command, even a
+ * socket a thread opened at the moment of the fork, before it could mark it
+ * close-on-exec (hiredis connects without SOCK_CLOEXEC). */
 #define MAX_INHERITED 256
 static int inherited[MAX_INHERITED];
 static size_t ninherited;
+static unsigned fd_limit = 1u << 20; /* RLIMIT_NOFILE: no descriptor at or above it */
 
 static int by_fd(const void *a, const void *b)
 {
@@ -281,7 +284,11 @@ static void note_inherited_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
+    struct rlimit limit;
 
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_max != RLIM_INFINITY &&
+        limit.rlim_max < fd_limit)
+        fd_limit = (unsigned) limit.rlim_max;
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL && ninherited < MAX_INHERITED) {
@@ -293,8 +300,20 @@ static void note_inherited_fds(void)
     qsort(inherited, ninherited, sizeof *inherited, by_fd);
 }
 
-/* In the child (async-signal-safe): closes every descriptor above 2 but
- * the inherited ones and keep. */
+/* In the child (async-signal-safe): closes the descriptors first..last
+ * (~0u: all above first). close_range() needs Linux 5.9, and a seccomp
+ * filter (an older container runtime's) may refuse it: then one by one, up
+ * to the limit of descriptors a process may have. */
+static void close_fds(unsigned first, unsigned last)
+{
+    if (close_range(first, last, 0) == 0)
+        return;
+    for (unsigned fd = first; fd <= last && fd < fd_limit; fd++)
+        close((int) fd);
+}
+
+/* In the child: closes every descriptor above 2 but the inherited ones and
+ * keep. */
 static void close_all_but(int keep)
 {
     int prev = 2;
@@ -302,11 +321,11 @@ static void close_all_but(int keep)
         int next = i < ninherited ? inherited[i] : INT_MAX;
         if (keep > prev && keep < next) {
             if (keep > prev + 1)
-                close_range((unsigned) prev + 1, (unsigned) keep - 1, 0);
+                close_fds((unsigned) prev + 1, (unsigned) keep - 1);
             prev = keep;
         }
         if (next > prev + 1)
-            close_range((unsigned) prev + 1, next == INT_MAX ? ~0u : (unsigned) next - 1, 0);
+            close_fds((unsigned) prev + 1, next == INT_MAX ? ~0u : (unsigned) next - 1);
         prev = next;
     }
 }
