@@ -609,7 +609,7 @@ test_lock_handoff_in_shell()
 }
 
 # The fields of every `dlock status --json` document, in order.
-STATUS_KEYS="version name kind held owner holds lease_ms expires last_fence waiters shared permits permits_used holders"
+STATUS_KEYS="version name kind held owner holds lease_ms expires session last_fence waiters shared permits permits_used holders"
 
 test_status_text_and_json()
 {
@@ -1192,6 +1192,29 @@ test_kinds_fair_and_multi()
 # Each of these runs on every store of STORES (the loop at the end), with
 # STORE set to its name and DLOCK_URL to its URL.
 
+# status of a held lock says what frees it: its lease, or, on a store
+# whose locks live with their holder's session, that session.
+test_status_session_words()
+{
+    local text doc
+    expect_rc "status from inside the command" 0 dl run s-sess -- sh -c \
+        '"$0" status s-sess && "$0" status --json s-sess' "$DLOCK" || return
+    text=$(grep '^lease left:' "$TMP/out")
+    doc=$(grep '^{' "$TMP/out")
+    if [ "$STORE" = zookeeper ]; then
+        expect_eq "the holder's session" \
+            "lease left: none (held by its holder's ZooKeeper session: freed within the session timeout if the holder dies)" \
+            "$text"
+        expect_eq "json: session" true "$(json_field session <<<"$doc")"
+        expect_eq "json: expires" false "$(json_field expires <<<"$doc")"
+    else
+        expect_match "a lease" '^lease left: +[0-9]+\.[0-9]+ s$' "$text"
+        expect_eq "json: session" false "$(json_field session <<<"$doc")"
+        expect_eq "json: expires" true "$(json_field expires <<<"$doc")"
+    fi
+    expect_eq "free: session" null "$(field s-sess session)"
+}
+
 # The numbers of the descriptors `ls -l /proc/self/fd` lists in file $1 (as
 # the command's output), but ls's own (the directory it reads) and 0-2.
 fd_numbers()
@@ -1351,7 +1374,7 @@ for STORE in "${STORES[@]}"; do
         DLOCK_URL=$ETCD_URL
         ;;
     esac
-    for t in test_command_inherits_no_descriptors; do
+    for t in test_status_session_words test_command_inherits_no_descriptors; do
         run_test "$t" "$t[$STORE]"
     done
 done

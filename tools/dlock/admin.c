@@ -94,7 +94,7 @@ static int exclusive_only(const cli_opts *o, const char *cmd)
 /* The document of `dlock status --json`: the same fields for every kind,
  * null where a field does not apply (docs/dlock.1). */
 static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st,
-                              json_object *holders)
+                              unsigned caps, json_object *holders)
 {
     unsigned f = k->flags;
     int shared = (f & (DLOCK_READ | DLOCK_WRITE | DLOCK_SEMAPHORE)) != 0;
@@ -118,6 +118,11 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
                                                          : NULL);
     json_object_object_add(doc, "expires",
                            st->held ? json_object_new_boolean(st->lease_ms >= 0) : NULL);
+    /* held with no lease of its own on a session store: it lives as long
+     * as its holder's session (ZooKeeper) */
+    json_object_object_add(
+        doc, "session",
+        st->held ? json_object_new_boolean(st->lease_ms < 0 && (caps & DLOCK_CAP_SESSION)) : NULL);
     json_object_object_add(doc, "last_fence", json_object_new_uint64(st->last_fence));
     /* --simple keys have no queue */
     json_object_object_add(doc, "waiters",
@@ -130,7 +135,8 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
     cli_json_print(doc);
 }
 
-static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st)
+static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st,
+                              dlock_client *c)
 {
     unsigned f = k->flags;
 
@@ -152,8 +158,11 @@ static void print_status_text(const char *name, const cli_kind *k, const dlock_s
         if (st->lease_ms >= 0)
             printf("lease left: %.3f s%s\n", (double) st->lease_ms / 1000,
                    st->owner[0] == '\0' ? " (the longest shared lease)" : "");
-        else
-            printf("lease left: none (never expires)\n");
+        else {
+            printf("lease left: ");
+            cli_print_no_lease(dlock_client_caps(c), dlock_client_store(c));
+            putchar('\n');
+        }
     }
     printf("last fence: %" PRIu64 "\n", st->last_fence);
     if (!(f & DLOCK_SIMPLE))
@@ -199,11 +208,12 @@ int cmd_status(int argc, char **argv)
      * since the first. */
     if (o.json) {
         json_object *holders = cli_holders_json(c, name, o.kind.flags, &rc);
-        print_status_json(name, &o.kind, &st, rc == DLOCK_OK ? holders : NULL);
+        print_status_json(name, &o.kind, &st, dlock_client_caps(c),
+                          rc == DLOCK_OK ? holders : NULL);
         if (rc != DLOCK_OK)
             json_object_put(holders);
     } else if (!o.quiet) {
-        print_status_text(name, &o.kind, &st);
+        print_status_text(name, &o.kind, &st, c);
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);

@@ -154,6 +154,11 @@ char *cli_utf8_clean(const char *text, int may_be_cut);
 json_object *cli_holders_json(dlock_client *c, const char *name, unsigned flags, int *rc);
 int cli_print_holders(dlock_client *c, const char *name, unsigned flags);
 
+/* lease.c: what holds a lock when no lease of its own runs out, in words. */
+/* The status line of a lock held with no lease running out on a store of
+ * capabilities caps (store: its name), without a newline. */
+void cli_print_no_lease(unsigned caps, const char *store);
+
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_status(int argc, char **argv);
