@@ -123,7 +123,7 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
     json_object_object_add(
         doc, "session",
         st->held ? json_object_new_boolean(st->lease_ms < 0 && (caps & DLOCK_CAP_SESSION)) : NULL);
-    json_object_object_add(doc, "last_fence", json_object_new_uint64(st->last_fence));
+    cli_json_add_u64(doc, "last_fence", st->last_fence);
     /* --simple keys have no queue */
     json_object_object_add(doc, "waiters",
                            f & DLOCK_SIMPLE ? NULL : json_object_new_int64(st->waiters));

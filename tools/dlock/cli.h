@@ -134,7 +134,11 @@ void cli_print_text(const char *text);
 void cli_print_text_to(FILE *f, const char *text);
 
 /* JSON documents (json.c). CLI_JSON_VERSION is every document's "version":
- * raised when a field changes meaning or goes away. */
+ * raised when a field changes meaning or goes away (a new field does not
+ * raise it). A number that can exceed 2^53 (a fence: ZooKeeper's are near
+ * 2^61), which JSON tools read as a double and round, comes twice: "F" as a
+ * number, for the documents' earlier readers, and "F_str" as its decimal
+ * string, exact for every reader (cli_json_add_u64). */
 #define CLI_JSON_VERSION 1
 /* A new document: an object holding "version". */
 json_object *cli_json_doc(void);
@@ -143,6 +147,8 @@ json_object *cli_json_doc(void);
 json_object *cli_json_text(const char *text, int may_be_cut);
 /* A number printed with `decimals` decimals (an integer for 0). */
 json_object *cli_json_fixed(double v, int decimals);
+/* Adds "key": v and "key_str": "v" to doc. */
+void cli_json_add_u64(json_object *doc, const char *key, uint64_t v);
 /* Prints doc on one line and frees it. */
 void cli_json_print(json_object *doc);
 /* text with every byte that is not part of well-formed UTF-8 replaced by
