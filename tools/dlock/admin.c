@@ -20,25 +20,31 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
 
     if (code >= 0)
         return code;
-    if (first != argc - 1) {
-        fprintf(stderr, "dlock %s: want exactly one NAME\n%s", argv[0], usage);
-        return EXIT_USAGE;
-    }
+    if (first != argc - 1)
+        return cli_usage_error(argv[0], "want exactly one NAME");
     *name = argv[first];
     return -1;
 }
 
-/* The exit code for rc: a conflict (held by someone else, not the owner)
- * gives -E's code and, with -q, no message. */
-static int fail(const cli_opts *o, int rc, const char *what)
+/* The exit code for rc of a call on lock `name` by "dlock cmd": a conflict
+ * (held by someone else, not the owner) gives -E's code and, with -q, no
+ * message; what the store cannot do is a usage error naming `option`, and
+ * so is a bad name (the message says what is wrong with it, byte by byte:
+ * the name itself may not print). */
+static int fail(const cli_opts *o, int rc, const char *name, const char *cmd, const char *option)
 {
+    if (rc == DLOCK_ENOTSUP)
+        return cli_fail_unsupported(cmd, option);
+    if (rc == DLOCK_EINVAL) {
+        fprintf(stderr, "dlock %s: %s\n", cmd, dlock_errmsg());
+        return EXIT_USAGE;
+    }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ENOTOWNER) {
         if (!o->quiet)
-            fprintf(stderr, "dlock: %s: %s\n", what,
-                    dlock_errmsg()[0] != '\0' ? dlock_errmsg() : dlock_strerror(rc));
+            cli_fail_lock(rc, name);
         return o->conflict_code;
     }
-    return cli_fail(rc, what);
+    return cli_fail_lock(rc, name);
 }
 
 /* Owner tokens and fencing tokens are easy to mix up in a script: the
@@ -196,8 +202,10 @@ int cmd_status(int argc, char **argv)
         return code;
     int rc = dlock_query(c, name, o.kind.flags, &st);
     if (rc != DLOCK_OK) {
+        code = rc == DLOCK_ENOTSUP ? cli_fail_unsupported("status", NULL)
+                                   : cli_fail(rc, "cannot read the lock's state");
         dlock_client_close(c);
-        return cli_fail(rc, "cannot read the lock's state");
+        return code;
     }
     if ((o.kind.flags & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
         st.permits != o.kind.permits) {
@@ -217,9 +225,19 @@ int cmd_status(int argc, char **argv)
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);
+    if (rc == DLOCK_ENOTSUP)
+        return cli_fail_unsupported("status", NULL);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read who holds the lock");
     return o.check && !st.held ? EXIT_NOT_ACQUIRED : 0;
+}
+
+/* The option of lock, unlock or extend that asked for what the store
+ * cannot do (DLOCK_ENOTSUP): `option` if the store lacks `cap`, what the
+ * subcommand needs it for, else the kind option (NULL: none). */
+static const char *lock_option(const cli_opts *o, dlock_client *c, unsigned cap, const char *option)
+{
+    return !(dlock_client_caps(c) & cap) ? option : cli_kind_option_text(&o->kind);
 }
 
 int cmd_lock(int argc, char **argv)
@@ -227,10 +245,11 @@ int cmd_lock(int argc, char **argv)
     static const char usage[] =
         "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q]\n"
         "                  [--label TEXT] [--simple | --fair | --write] NAME\n"
-        "Takes NAME with a fixed lease and leaves it held when dlock exits. Prints\n"
-        "'<owner token> <fence>'; pass the owner token to 'dlock unlock --owner' or\n"
-        "'dlock extend --owner' from any process. Exit 1 (or -E CODE) if it is held\n"
-        "by someone else; -q: no message then. --timeout is -w.\n";
+        "Takes NAME with a fixed lease (-l, not renewed) and leaves it held when\n"
+        "dlock exits. Prints '<owner token> <fence>'; pass the owner token to\n"
+        "'dlock unlock --owner' or 'dlock extend --owner' from any process. Exit 1\n"
+        "(or -E CODE) if it is held by someone else; -q: no message then. --timeout\n"
+        "is -w.\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
@@ -242,10 +261,8 @@ int cmd_lock(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if (o.lease_ms <= 0) {
-        fprintf(stderr, "dlock lock: -l SECONDS is required: a lock left held needs a lease\n");
-        return EXIT_USAGE;
-    }
+    if (o.lease_ms <= 0)
+        return cli_usage_error("lock", "-l SECONDS is required: a lock left held needs a lease");
     if (exclusive_only(&o, "lock") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
@@ -256,10 +273,12 @@ int cmd_lock(int argc, char **argv)
         rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
         if (rc == DLOCK_OK)
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
-        code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
+        code = rc == DLOCK_OK
+                   ? 0
+                   : fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
         dlock_lock_detach(l); /* stays held: that is the point */
     } else {
-        code = cli_fail(rc, name);
+        code = fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
     }
     dlock_client_close(c);
     return code;
@@ -272,7 +291,7 @@ static int adopt(const cli_opts *o, const char *cmd, const char *name, dlock_cli
     int rc = dlock_lock_adopt(c, name, o->owner, o->kind.flags, l);
     if (rc == DLOCK_OK)
         return 0;
-    int code = fail(o, rc, name);
+    int code = fail(o, rc, name, cmd, lock_option(o, c, DLOCK_CAP_ADOPT, "--owner"));
     explain_owner_failure(o, cmd, rc);
     return code;
 }
@@ -300,10 +319,8 @@ int cmd_unlock(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if ((o.owner == NULL) == (o.force == 0)) {
-        fprintf(stderr, "dlock unlock: give either --owner OWNER or --force\n%s", usage);
-        return EXIT_USAGE;
-    }
+    if ((o.owner == NULL) == (o.force == 0))
+        return cli_usage_error("unlock", "give either --owner OWNER or --force");
     if (o.check && !o.force) {
         fprintf(stderr, "dlock unlock: --check goes with --force (was anything held?)\n");
         return EXIT_USAGE;
@@ -318,7 +335,9 @@ int cmd_unlock(int argc, char **argv)
         /* a query, then the release: "was free" can be stale (dlock.h) */
         int was_held = -1;
         int rc = dlock_force_unlock2(c, name, o.kind.flags, &was_held);
-        code = rc == DLOCK_OK ? 0 : cli_fail(rc, name);
+        code = rc == DLOCK_OK ? 0
+                              : fail(&o, rc, name, "unlock",
+                                     lock_option(&o, c, DLOCK_CAP_FORCE_UNLOCK, "--force"));
         if (rc == DLOCK_OK && was_held == 0) {
             if (!o.quiet) {
                 fputs("dlock unlock: ", stderr);
@@ -334,7 +353,7 @@ int cmd_unlock(int argc, char **argv)
             int rc = DLOCK_OK;
             while (rc == DLOCK_OK && dlock_lock_holds(l) > 0)
                 rc = dlock_release(l);
-            code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
+            code = rc == DLOCK_OK ? 0 : fail(&o, rc, name, "unlock", NULL);
             dlock_lock_free(l);
         }
     }
@@ -359,10 +378,8 @@ int cmd_extend(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if (o.owner == NULL || o.lease_ms <= 0) {
-        fprintf(stderr, "dlock extend: --owner and -l are required\n%s", usage);
-        return EXIT_USAGE;
-    }
+    if (o.owner == NULL || o.lease_ms <= 0)
+        return cli_usage_error("extend", "--owner and -l are required");
     if (exclusive_only(&o, "extend") != 0 || check_owner(&o, "extend") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
@@ -375,7 +392,9 @@ int cmd_extend(int argc, char **argv)
          * owner no longer holds the lock, as if it had not at all (1). */
         if (rc == DLOCK_ELOST)
             rc = DLOCK_ENOTOWNER;
-        code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
+        code = rc == DLOCK_OK
+                   ? 0
+                   : fail(&o, rc, name, "extend", lock_option(&o, c, DLOCK_CAP_EXTEND, "-l"));
         dlock_lock_detach(l);
     }
     dlock_client_close(c);

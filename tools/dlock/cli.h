@@ -14,7 +14,8 @@
 enum {
     EXIT_NOT_ACQUIRED = 1,   /* held by someone else / not the owner / free (status --check);
                                 -E changes it where it means a conflict */
-    EXIT_USAGE = 64,         /* bad flags, URL, name or duration */
+    EXIT_USAGE = 64,         /* bad flags, URL, name or duration; a kind of lock or an
+                                option the store cannot do (DLOCK_ENOTSUP) */
     EXIT_UNREACHABLE = 69,   /* the server cannot be reached */
     EXIT_FAILURE_OTHER = 70, /* the server refused, answered garbage, or an internal error */
     EXIT_LOST = 75,          /* the lock was lost while the command ran */
@@ -41,6 +42,9 @@ int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
 /* The kind's name in messages and documents: "mutex", "fair", "simple",
  * "read-write" or "semaphore". */
 const char *cli_kind_name(const cli_kind *k);
+/* The option that chose the kind ("--simple", "-m"...), NULL for the plain
+ * mutex: for a message on what a store cannot do. */
+const char *cli_kind_option_text(const cli_kind *k);
 /* Opens the handle the options describe. */
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
 
@@ -111,13 +115,22 @@ int cli_log_level_of(int n);
 int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
               cli_opts *o, int *first);
 
+/* A usage error of "dlock cmd": prints "dlock CMD: MESSAGE" and a pointer
+ * to 'dlock CMD --help' (help itself prints the whole usage), and returns
+ * EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 
-/* Parses a duration with dlock_parse_duration(): "1.5", "250ms", "2s", "1m",
- * "1h" (plain numbers are seconds, as with flock -w; the URL's options read
- * the same). Returns 0, or -1 if it is not one. */
-int cli_duration_ms(const char *text, int64_t *ms);
+/* Reads the duration `text` of option `opt` of "dlock cmd" with
+ * dlock_parse_duration() ("1.5", "250ms", "2s", "1m", "1h"; plain numbers
+ * are seconds, as with flock -w; the URL's options read the same), at
+ * least min_ms and at most DLOCK_DURATION_MAX_MS. Returns 0, or prints what
+ * is wrong (an unknown unit, the units there are; too short or too long)
+ * and returns EXIT_USAGE. */
+int cli_duration_option(const char *cmd, const char *opt, const char *text, int64_t min_ms,
+                        int64_t *ms);
 
 /* ---------------------------------------------------------------- output */
 
@@ -125,6 +138,16 @@ int cli_duration_ms(const char *text, int64_t *ms);
 int cli_fail(int rc, const char *what);
 /* As cli_fail(), with the detail msg (say, from another thread). */
 int cli_fail_msg(int rc, const char *what, const char *msg);
+/* As cli_fail() for a call on lock `name`: "dlock: <detail>" when the
+ * detail names the lock already ('NAME'), else "dlock: NAME: <detail>". */
+int cli_fail_lock(int rc, const char *name);
+/* Whether dlock_errmsg() names lock `name` ('NAME'). */
+int cli_errmsg_names(const char *name);
+/* What the store cannot do, asked for by the user's `option` of "dlock
+ * cmd" (DLOCK_ENOTSUP: the library's detail names the store and the
+ * capability): "dlock CMD: OPTION: <detail>" ("dlock CMD: <detail>" when
+ * option is NULL: the subcommand itself), and EXIT_USAGE. */
+int cli_fail_unsupported(const char *cmd, const char *option);
 
 /* Opens the client, or prints why not and returns the exit code. */
 int cli_open(const char *url, dlock_client **out);

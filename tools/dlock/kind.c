@@ -96,6 +96,18 @@ const char *cli_kind_name(const cli_kind *k)
                                             : "mutex";
 }
 
+const char *cli_kind_option_text(const cli_kind *k)
+{
+    unsigned f = k->flags;
+    return f & DLOCK_SIMPLE      ? "--simple"
+           : f & DLOCK_SEMAPHORE ? "--permits"
+           : f & DLOCK_READ      ? "--read"
+           : f & DLOCK_WRITE     ? "--write"
+           : f & DLOCK_FAIR      ? "--fair"
+           : k->nnames > 0       ? "-m"
+                                 : NULL;
+}
+
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out)
 {
     if (k->nnames > 0)

@@ -105,6 +105,7 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     struct option longopts[NSPECS + 1];
     char shortopts[2 * NSPECS + 2] = "", *p = shortopts;
     const char *cmd = argv[0];
+    char prog[64];
     int nonblock = 0, wait = 0, opt, longindex;
 
     memset(o, 0, sizeof *o);
@@ -125,23 +126,27 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     *p = '\0';
     longopts[NSPECS] = (struct option){NULL, 0, NULL, 0};
 
+    snprintf(prog, sizeof prog, "dlock %s", cmd);
     optind = 1;
-    for (longindex = -1; (opt = getopt_long(argc, argv, shortopts, longopts, &longindex)) != -1;
-         longindex = -1) {
+    for (;;) {
+        longindex = -1;
+        /* getopt's own messages begin with argv[0]: "dlock run", as ours */
+        argv[0] = prog;
+        opt = getopt_long(argc, argv, shortopts, longopts, &longindex);
+        argv[0] = (char *) cmd;
+        if (opt == -1)
+            break;
         const option_spec *spec = spec_of(opt);
         char name[64];
         char *end;
 
         if (spec == NULL) { /* getopt said what was wrong */
-            fputs(usage, stderr);
+            fprintf(stderr, "Try 'dlock %s --help'.\n", cmd);
             return EXIT_USAGE;
         }
         option_text(opt, longindex, name, sizeof name);
-        if (spec->bit != 0 && !(accepted & spec->bit)) {
-            fprintf(stderr, "dlock %s: %s is not an option of 'dlock %s'\n%s", cmd, name, cmd,
-                    usage);
-            return EXIT_USAGE;
-        }
+        if (spec->bit != 0 && !(accepted & spec->bit))
+            return cli_usage_error(cmd, "%s is not an option of 'dlock %s'", name, cmd);
         int k = cli_kind_option(&o->kind, opt, optarg, cmd);
         if (k < 0)
             return EXIT_USAGE;
@@ -157,12 +162,12 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             break;
         case 'w':
             wait = 1;
-            if (cli_duration_ms(optarg, &o->wait_ms) != 0)
-                return bad_value(cmd, name, optarg, "not a duration");
+            if (cli_duration_option(cmd, name, optarg, 0, &o->wait_ms) != 0)
+                return EXIT_USAGE;
             break;
         case 'l':
-            if (cli_duration_ms(optarg, &o->lease_ms) != 0 || o->lease_ms <= 0)
-                return bad_value(cmd, name, optarg, "the lease must be a duration > 0");
+            if (cli_duration_option(cmd, name, optarg, 1, &o->lease_ms) != 0)
+                return EXIT_USAGE;
             break;
         case 'E': {
             long code = strtol(optarg, &end, 10);
@@ -188,8 +193,8 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             o->check = 1;
             break;
         case CLI_OPT_GRACE:
-            if (cli_duration_ms(optarg, &o->grace_ms) != 0)
-                return bad_value(cmd, name, optarg, "not a duration");
+            if (cli_duration_option(cmd, name, optarg, 0, &o->grace_ms) != 0)
+                return EXIT_USAGE;
             break;
         case 'c':
             if (o->shell != NULL) {

@@ -35,11 +35,12 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--grace SECONDS] [-q]\n"
-    "                 [--label TEXT]\n"
+    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE]\n"
+    "                 [--grace SECONDS] [-q] [--label TEXT]\n"
     "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
     "                 NAME ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
-    "       dlock run [options] [--fair] -m NAME -m NAME... ([--] COMMAND [ARGS...] | -c '...')\n"
+    "       dlock run [options] [--fair] -m NAME -m NAME...\n"
+    "                 ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
     "\n"
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
     "with COMMAND's status.\n"
@@ -66,7 +67,7 @@ static const char run_usage[] =
     "COMMAND gets DLOCK_NAME, DLOCK_FENCE (the fencing token), DLOCK_OWNER (the\n"
     "owner token) and DLOCK_URL in its environment, and DLOCK_TOKEN, the old name\n"
     "of DLOCK_FENCE; a multi-lock adds DLOCK_FENCES (one NAME=FENCE line per name).\n"
-    "Durations take a unit: 250ms, 2s, 1m; a plain number is seconds.\n";
+    "Durations take a unit: 250ms, 2s, 1m, 1h; a plain number is seconds.\n";
 
 /* Self-pipe: the signal thread and the lost-lock callback write one byte. */
 static int wake_pipe[2] = {-1, -1};
@@ -422,7 +423,7 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
                 kill(child, SIGKILL);
                 kill_at = -1;
             } else {
-                timeout = (int) left;
+                timeout = left < INT_MAX ? (int) left : INT_MAX; /* --grace may be 366 days */
             }
         }
         struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
@@ -449,6 +450,49 @@ static int shell_option_at(int argc, char **argv, int i, const char **shell)
     return 0;
 }
 
+/* The command after the options: argv[*first...], or -c's STRING in
+ * *shell. Sets *name (not with -m). Returns -1 to go on, or EXIT_USAGE. */
+static int find_command(int argc, char **argv, cli_opts *o, int *first, const char **name)
+{
+    int at = *first;
+
+    if (o->kind.nnames == 0) {
+        if (at >= argc)
+            return cli_usage_error("run", "missing NAME");
+        *name = argv[at++];
+        if (at < argc && strcmp(argv[at], "--") == 0) {
+            at++;
+        } else if (at < argc) {
+            /* dlock run NAME -c STRING, flock's order */
+            const char *after = NULL;
+            int shell_at = shell_option_at(argc, argv, at, &after);
+            if (shell_at > 0 && o->shell != NULL)
+                return cli_usage_error("run", "-c given twice: give one command string");
+            if (shell_at > 0) {
+                o->shell = after;
+                at = shell_at + 1;
+            } else if (at == argc - 1 &&
+                       (strcmp(argv[at], "-c") == 0 || strcmp(argv[at], "--command") == 0)) {
+                return cli_usage_error("run", "%s needs a command string", argv[at]);
+            }
+        }
+    }
+    if (o->shell != NULL && at < argc)
+        return cli_usage_error("run", "give COMMAND [ARGS...] or -c STRING, not both");
+    if (o->shell == NULL && at >= argc)
+        return cli_usage_error("run", "missing COMMAND");
+    *first = at;
+    return -1;
+}
+
+/* The option that asked for what the store cannot do (DLOCK_ENOTSUP). */
+static const char *unsupported_option(dlock_client *c, const cli_opts *o)
+{
+    if (o->lease_ms > 0 && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE))
+        return "-l";
+    return cli_kind_option_text(&o->kind);
+}
+
 int cmd_run(int argc, char **argv)
 {
     cli_opts o;
@@ -462,40 +506,9 @@ int cmd_run(int argc, char **argv)
     if (code >= 0)
         return code;
     note_inherited_fds();
-    if (o.kind.nnames == 0) {
-        if (first >= argc) {
-            fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);
-            return EXIT_USAGE;
-        }
-        name = argv[first++];
-        if (first < argc && strcmp(argv[first], "--") == 0) {
-            first++;
-        } else {
-            /* dlock run NAME -c STRING, flock's order */
-            const char *after = NULL;
-            int at = shell_option_at(argc, argv, first, &after);
-            if (at > 0 && o.shell != NULL) {
-                fprintf(stderr, "dlock run: -c given twice: give one command string\n");
-                return EXIT_USAGE;
-            }
-            if (at > 0) {
-                o.shell = after;
-                first = at + 1;
-            } else if (first == argc - 1 &&
-                       (strcmp(argv[first], "-c") == 0 || strcmp(argv[first], "--command") == 0)) {
-                fprintf(stderr, "dlock run: %s needs a command string\n", argv[first]);
-                return EXIT_USAGE;
-            }
-        }
-    }
-    if (o.shell != NULL && first < argc) {
-        fprintf(stderr, "dlock run: give COMMAND [ARGS...] or -c STRING, not both\n%s", run_usage);
-        return EXIT_USAGE;
-    }
-    if (o.shell == NULL && first >= argc) {
-        fprintf(stderr, "dlock run: missing COMMAND\n%s", run_usage);
-        return EXIT_USAGE;
-    }
+    code = find_command(argc, argv, &o, &first, &name);
+    if (code >= 0)
+        return code;
     shell_argv[2] = (char *) o.shell;
     char **command = o.shell != NULL ? shell_argv : argv + first;
     const char *url = o.url;
@@ -515,7 +528,13 @@ int cmd_run(int argc, char **argv)
         return code;
     rc = cli_kind_open(client, &kind, name, &lock);
     if (rc != DLOCK_OK) {
-        code = cli_fail(rc, "bad lock");
+        code = EXIT_USAGE;
+        if (rc == DLOCK_ENOTSUP)
+            cli_fail_unsupported("run", unsupported_option(client, &o));
+        else if (rc == DLOCK_EINVAL) /* the name, or the kind's numbers */
+            fprintf(stderr, "dlock run: %s\n", dlock_errmsg());
+        else
+            code = cli_fail(rc, "cannot make the lock");
         dlock_client_close(client);
         return code;
     }
@@ -545,14 +564,17 @@ int cmd_run(int argc, char **argv)
         code = conflict_code;
         goto out;
     }
+    if (rc == DLOCK_ENOTSUP) {
+        code = cli_fail_unsupported("run", unsupported_option(client, &o));
+        goto out;
+    }
     if (rc != DLOCK_OK) {
         /* the library's message names the lock when it knows it: once is enough */
-        char what[600], quoted[560];
-        snprintf(quoted, sizeof quoted, "'%s'", dlock_lock_name(lock));
-        if (strstr(dlock_errmsg(), quoted) != NULL)
+        char what[600];
+        if (cli_errmsg_names(dlock_lock_name(lock)))
             snprintf(what, sizeof what, "cannot take the lock");
         else
-            snprintf(what, sizeof what, "cannot take lock %s", quoted);
+            snprintf(what, sizeof what, "cannot take lock '%s'", dlock_lock_name(lock));
         code = cli_fail(rc, what);
         goto out;
     }
@@ -569,6 +591,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     int status = supervise(child, dlock_lock_name(lock), grace_ms, &was_lost);
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (was_lost) {
         code = EXIT_LOST;
     } else {
@@ -577,12 +600,10 @@ int cmd_run(int argc, char **argv)
             /* lost between the command's end and the release */
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
-        } else {
-            /* any other failure: the release may not have reached the
-             * store, which the library's warning (shown at every
-             * verbosity) has said; the command's status stands */
-            code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
+        /* any other failure: the release may not have reached the store,
+         * which the library's warning (shown at every verbosity) has said;
+         * the command's status stands */
     }
 out:
     dlock_lock_free(lock);
