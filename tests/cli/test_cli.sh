@@ -1253,6 +1253,30 @@ test_messages()
     fi
 }
 
+# A command word that is one of dlock's options, after NAME and before any
+# --, is refused before anything is taken.
+test_misplaced_options()
+{
+    local port
+    expect_rc "dlock run NAME -w 5 echo hi" 64 dl run m-place -w 5 echo hi
+    expect_match "with the fix" "^dlock run: -w after NAME would be the command: put dlock's options before NAME, or use -- before a command that starts with -w" \
+        "$(cat "$TMP/err")"
+    expect_eq "nothing ran" "" "$(cat "$TMP/out")"
+    # refused before the store is asked: 64, not unreachable (69)
+    port=$(closed_port)
+    expect_rc "before anything is taken" 64 dl run -u "redis://127.0.0.1:$port" m-place -w 5 echo hi
+    expect_rc "a long option" 64 dl run m-place --wait=5 echo hi
+    expect_rc "an abbreviated one" 64 dl run m-place --nonbl echo hi
+    expect_rc "-v" 64 dl run m-place -v true
+    expect_free m-place
+    # after --, the command's
+    expect_rc "dlock run NAME -- -w: the command -w" 127 dl run m-place -- -w 5
+    expect_match "-- -w: run as the command" "cannot run '-w'" "$(cat "$TMP/err")"
+    # an option of the command, after the command word
+    expect_rc "the command's options" 0 dl run m-place echo -w 5
+    expect_eq "echo -w 5" "-w 5" "$(cat "$TMP/out")"
+}
+
 # ------------------------------------------------------------ tests: every store
 
 # Each of these runs on every store of STORES (the loop at the end), with
@@ -1468,6 +1492,7 @@ run_test test_kinds_fair_and_multi
 run_test test_who_and_list
 
 run_test test_messages
+run_test test_misplaced_options
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

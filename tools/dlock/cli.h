@@ -115,6 +115,11 @@ int cli_log_level_of(int n);
 int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
               cli_opts *o, int *first);
 
+/* Whether word is one of dlock's options as getopt would read it ("-w",
+ * "-w5", "-nq", "--wait=5", "--wai"), so that one found where the command
+ * should start is told apart from the command. */
+int cli_is_option(const char *word);
+
 /* A usage error of "dlock cmd": prints "dlock CMD: MESSAGE" and a pointer
  * to 'dlock CMD --help' (help itself prints the whole usage), and returns
  * EXIT_USAGE. */

@@ -73,6 +73,25 @@ static int bad_value(const char *cmd, const char *opt, const char *arg, const ch
     return EXIT_USAGE;
 }
 
+int cli_is_option(const char *word)
+{
+    if (word[0] != '-' || word[1] == '\0')
+        return 0;
+    if (word[1] == '-') { /* getopt_long takes any unambiguous prefix */
+        size_t n = strcspn(word + 2, "=");
+        for (size_t i = 0; n > 0 && i < NSPECS; i++) {
+            if (strncmp(specs[i].name, word + 2, n) == 0)
+                return 1;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < NSPECS; i++) {
+        if (specs[i].code == (unsigned char) word[1])
+            return 1;
+    }
+    return 0;
+}
+
 /* url with label=LABEL added to its options, percent-encoded. Kept for
  * the life of the process. */
 static const char *with_label(const char *url, const char *label)

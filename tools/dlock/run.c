@@ -44,6 +44,7 @@ static const char run_usage[] =
     "\n"
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
     "with COMMAND's status.\n"
+    "dlock's options go before NAME; after it, everything is COMMAND's.\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -474,6 +475,14 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
             } else if (at == argc - 1 &&
                        (strcmp(argv[at], "-c") == 0 || strcmp(argv[at], "--command") == 0)) {
                 return cli_usage_error("run", "%s needs a command string", argv[at]);
+            } else if (cli_is_option(argv[at])) {
+                /* dlock run NAME -w 5 cmd: -w would be run as the command,
+                 * after the lock was taken */
+                return cli_usage_error("run",
+                                       "%s after NAME would be the command: put dlock's options "
+                                       "before NAME, or use -- before a command that starts "
+                                       "with %s",
+                                       argv[at], argv[at]);
             }
         }
     }
