@@ -1300,6 +1300,47 @@ test_fence_strings()
     fi
 }
 
+# -v reports an acquisition nobody contended for, and the release.
+test_verbose_reports()
+{
+    local fence err session
+    case $STORE in
+    redis) session= ;;
+    zookeeper) session=ZooKeeper ;;
+    etcd) session=etcd ;;
+    esac
+    expect_rc "run -v" 0 dl run -v s-verbose -- sh -c 'echo "$DLOCK_FENCE"' || return
+    fence=$(cat "$TMP/out")
+    err=$(cat "$TMP/err")
+    expect_eq "run -v: two lines" 2 "$(wc -l <<<"$err")"
+    if [ -n "$session" ]; then
+        expect_match "run -v: the acquisition, on the store's session" \
+            "^dlock: lock 's-verbose' acquired in [0-9]+\.[0-9]+ m?s: fence $fence; held by dlock's $session session \(timeout 30s\), kept alive while dlock runs$" \
+            "$(sed -n 1p <<<"$err")"
+    else
+        expect_match "run -v: the acquisition, with a renewed lease" \
+            "^dlock: lock 's-verbose' acquired in [0-9]+\.[0-9]+ m?s: fence $fence; lease 30s, renewed every 10s$" \
+            "$(sed -n 1p <<<"$err")"
+    fi
+    expect_match "run -v: the release" \
+        "^dlock: lock 's-verbose' released after [0-9]+\.[0-9]+ m?s: fence $fence$" "$(sed -n 2p <<<"$err")"
+    expect_rc "run -v, lease=3s" 0 dl run -v -u "$DLOCK_URL?lease=3s" s-verbose -- true
+    expect_match "run -v, lease=3s: that lease" "(lease 3s, renewed every 1s|\(timeout 3s\))" "$(cat "$TMP/err")"
+    expect_rc "run -v -m" 0 dl run -v -m s-verbose1 -m s-verbose2 -- true
+    expect_match "run -v -m: every name and fence" \
+        "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
+        "$(cat "$TMP/err")"
+    [ "$STORE" = zookeeper ] && return # no fixed leases there
+    expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
+    expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
+        "$(sed -n 1p "$TMP/err")"
+    expect_rc "lock -v" 0 dl lock -v -l 5 s-verbose
+    expect_match "lock -v: left held" \
+        "^dlock: lock 's-verbose' acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed; left held when dlock exits$" \
+        "$(cat "$TMP/err")"
+    dl unlock --force s-verbose >/dev/null
+}
+
 # A capability the store lacks, asked for by an option, is a usage error
 # naming the option, the capability and the store.
 test_unsupported_is_usage()
@@ -1511,8 +1552,8 @@ for STORE in "${STORES[@]}"; do
         DLOCK_URL=$ETCD_URL
         ;;
     esac
-    for t in test_fence_strings test_unsupported_is_usage test_status_session_words \
-        test_command_inherits_no_descriptors; do
+    for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
+        test_status_session_words test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         run_test "$t" "$t[$STORE]"
     done

@@ -243,13 +243,13 @@ static const char *lock_option(const cli_opts *o, dlock_client *c, unsigned cap,
 int cmd_lock(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q]\n"
+        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q] [-v]\n"
         "                  [--label TEXT] [--simple | --fair | --write] NAME\n"
         "Takes NAME with a fixed lease (-l, not renewed) and leaves it held when\n"
         "dlock exits. Prints '<owner token> <fence>'; pass the owner token to\n"
         "'dlock unlock --owner' or 'dlock extend --owner' from any process. Exit 1\n"
         "(or -E CODE) if it is held by someone else; -q: no message then. --timeout\n"
-        "is -w.\n";
+        "is -w. -v: how long taking it took, its fence and lease, on stderr.\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
@@ -270,9 +270,14 @@ int cmd_lock(int argc, char **argv)
         return code;
     int rc = dlock_lock_open(c, name, o.kind.flags, &l);
     if (rc == DLOCK_OK) {
+        int64_t asked_us = cli_now_us();
         rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
-        if (rc == DLOCK_OK)
+        if (rc == DLOCK_OK) {
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
+            fflush(stdout);
+            if (o.verbose > 0)
+                cli_report_acquired(c, l, o.url, o.lease_ms, cli_now_us() - asked_us, 1);
+        }
         code = rc == DLOCK_OK
                    ? 0
                    : fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));

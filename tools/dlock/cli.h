@@ -128,6 +128,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 
+/* The value of option `key` in url's query string (as written, up to the
+ * next '&'), or NULL; *len gets its length. */
+const char *cli_url_option(const char *url, const char *key, size_t *len);
+
 /* Reads the duration `text` of option `opt` of "dlock cmd" with
  * dlock_parse_duration() ("1.5", "250ms", "2s", "1m", "1h"; plain numbers
  * are seconds, as with flock -w; the URL's options read the same), at
@@ -188,10 +192,20 @@ char *cli_utf8_clean(const char *text, int may_be_cut);
 json_object *cli_holders_json(dlock_client *c, const char *name, unsigned flags, int *rc);
 int cli_print_holders(dlock_client *c, const char *name, unsigned flags);
 
-/* lease.c: what holds a lock when no lease of its own runs out, in words. */
+/* lease.c: what holds a lock when no lease of its own runs out, in words,
+ * and the -v reports of an acquisition and a release. */
+/* Prints the -v line of an acquisition that took took_us: its fence, and
+ * its lease (fixed_ms > 0: fixed; else renewed, from url's lease=, or the
+ * store's session); left_held: dlock lock, which leaves it held. */
+void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, int64_t fixed_ms,
+                         int64_t took_us, int left_held);
+/* Prints the -v line of a release, after held_us held. */
+void cli_report_released(const dlock_lock *l, int64_t held_us);
 /* The status line of a lock held with no lease running out on a store of
  * capabilities caps (store: its name), without a newline. */
 void cli_print_no_lease(unsigned caps, const char *store);
+/* A monotonic clock in microseconds. */
+int64_t cli_now_us(void);
 
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);

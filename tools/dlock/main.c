@@ -40,6 +40,20 @@ const char *cli_url(const char *flag)
     return env != NULL && env[0] != '\0' ? env : DEFAULT_URL;
 }
 
+const char *cli_url_option(const char *url, const char *key, size_t *len)
+{
+    const char *q = strchr(url, '?');
+    size_t n = strlen(key);
+
+    for (const char *p = q; p != NULL; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, key, n) == 0 && p[1 + n] == '=') {
+            *len = strcspn(p + 2 + n, "&");
+            return p + 2 + n;
+        }
+    }
+    return NULL;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -36,7 +36,7 @@
 
 static const char run_usage[] =
     "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE]\n"
-    "                 [--grace SECONDS] [-q] [--label TEXT]\n"
+    "                 [--grace SECONDS] [-q] [-v] [--label TEXT]\n"
     "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
     "                 NAME ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
     "       dlock run [options] [--fair] -m NAME -m NAME...\n"
@@ -62,8 +62,9 @@ static const char run_usage[] =
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
     "      --label TEXT     recorded with the hold, shown by 'dlock status' and 'dlock list'\n"
     "  -q, --quiet          no message when the lock is not acquired\n"
-    "  -v, --verbose        what the library does, on stderr (waits, hand-overs,\n"
-    "                       renewal retries, losses); -vv: every step\n"
+    "  -v, --verbose        on stderr: how long taking the lock took, its fence and\n"
+    "                       lease, its release, and what the library does (waits,\n"
+    "                       hand-overs, renewal retries, losses); -vv: every step\n"
     "\n"
     "COMMAND gets DLOCK_NAME, DLOCK_FENCE (the fencing token), DLOCK_OWNER (the\n"
     "owner token) and DLOCK_URL in its environment, and DLOCK_TOKEN, the old name\n"
@@ -555,7 +556,9 @@ int cmd_run(int argc, char **argv)
     if (first_signal != 0)
         dlock_cancel(lock);
     pthread_mutex_unlock(&sig_mu);
+    int64_t asked_us = cli_now_us();
     rc = lease_ms > 0 ? dlock_acquire_for(lock, wait_ms, lease_ms) : dlock_acquire(lock, wait_ms);
+    int64_t acquired_us = cli_now_us();
     pthread_mutex_lock(&sig_mu);
     waiting_lock = NULL;
     int signalled = first_signal;
@@ -587,6 +590,8 @@ int cmd_run(int argc, char **argv)
         code = cli_fail(rc, what);
         goto out;
     }
+    if (o.verbose > 0)
+        cli_report_acquired(client, lock, url, lease_ms, acquired_us - asked_us, 0);
 
     int exec_errno, was_lost;
     pid_t child = start_command(command, lock, url, &exec_errno);
@@ -609,6 +614,8 @@ int cmd_run(int argc, char **argv)
             /* lost between the command's end and the release */
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
+        } else if (rc == DLOCK_OK && o.verbose > 0) {
+            cli_report_released(lock, cli_now_us() - acquired_us);
         }
         /* any other failure: the release may not have reached the store,
          * which the library's warning (shown at every verbosity) has said;
