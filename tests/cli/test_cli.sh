@@ -999,9 +999,8 @@ test_bad_input()
     expect_rc "lock without -l" 64 dl lock r-bad
     expect_rc "missing NAME" 64 dl run
     expect_match "missing NAME message" "NAME" "$(cat "$TMP/err")"
-    expect_rc "missing COMMAND" 64 dl run r-bad
-    expect_match "missing COMMAND message" "COMMAND" "$(cat "$TMP/err")"
     expect_rc "missing COMMAND after --" 64 dl run r-bad --
+    expect_match "missing COMMAND message" "COMMAND" "$(cat "$TMP/err")"
     expect_rc "status without NAME" 64 dl status
     expect_rc "unlock without --token or --force" 64 dl unlock r-bad
     expect_rc "unlock with both" 64 dl unlock --force --token x r-bad
@@ -1199,7 +1198,8 @@ test_messages()
     expect_eq "-l 400d: the unit" \
         "dlock run: -l 400d: unknown unit 'd': the units are ms, s, m and h (a number without one is seconds)" \
         "$(cat "$TMP/err")"
-    for args in "run -w 5d m-msg -- true" "run --grace 2x m-msg -- true" "lock -l 3w m-msg" "extend --owner 0123456789abcdef0123456789abcdef -l 3days m-msg" \
+    for args in "run -w 5d m-msg -- true" "run --grace 2x m-msg -- true" "run -L 1y m-msg" \
+        "lock -l 3w m-msg" "extend --owner 0123456789abcdef0123456789abcdef -l 3days m-msg" \
         "bench --lease 1d"; do
         # shellcheck disable=SC2086 # the words of $args
         expect_rc "dlock $args" 64 dl $args
@@ -1236,7 +1236,7 @@ test_messages()
     expect_match "bench: dlock bench" "^dlock bench: unrecognized option" "$(cat "$TMP/err")"
 
     # a usage error is the line that matters and a pointer to --help
-    for args in "run" "run --write --read m-msg -- true" "status -l 5 m-msg" "status" "lock m-msg" \
+    for args in "run" "run -x --read m-msg -- true" "status -l 5 m-msg" "status" "lock m-msg" \
         "unlock m-msg" "extend m-msg" "list a b" "bench nothing" "frobnicate" ""; do
         # shellcheck disable=SC2086 # the words of $args
         expect_rc "dlock $args" 64 dl $args
@@ -1275,6 +1275,29 @@ test_misplaced_options()
     # an option of the command, after the command word
     expect_rc "the command's options" 0 dl run m-place echo -w 5
     expect_eq "echo -w 5" "-w 5" "$(cat "$TMP/out")"
+}
+
+# flock's -s and -x: --read and --write.
+test_flock_shared_exclusive()
+{
+    dl_bg "$TMP/t/r1" run -s f-rw -- sh -c ': > "$0/in1"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    local r1=$BG
+    wait_until 10 test -e "$TMP/t/in1" || { fail "the first reader never started"; return; }
+    expect_eq "-s is a reader of the read-write lock" 1 "$(field f-rw shared --read)"
+    expect_rc "--shared goes in beside it" 0 dl run -n --shared f-rw -- true
+    expect_rc "-x is kept out" 1 dl run -n -x f-rw -- true
+    expect_rc "--exclusive too" 1 dl run -n --exclusive f-rw -- true
+    expect_rc "the plain lock f-rw is another lock" 0 dl run -n f-rw -- true
+    touch "$TMP/t/go"
+    reap "$r1" 10
+    expect_eq "the reader" 0 "$BG_RC"
+    expect_rc "-x alone" 0 dl run -n -x f-rw -- sh -c '"$0" status -x --json f-rw' "$DLOCK"
+    expect_eq "-x is the writer" '"read-write"' "$(json_field kind <"$TMP/out")"
+    expect_match "-x is the writer" '^"[0-9a-f]{32}"$' "$(json_field owner <"$TMP/out")"
+    expect_rc "-s with -x" 64 dl run -s -x f-rw -- true
+    expect_rc "lock -s: only exclusive holds are handed on" 64 dl lock -s -l 5 f-rw
+    expect_rc "lock -x" 0 dl lock -x -l 5 f-rw
+    expect_rc "unlock -x --force" 0 dl unlock -x --force --check f-rw
 }
 
 # ------------------------------------------------------------ tests: every store
@@ -1324,8 +1347,8 @@ test_verbose_reports()
     fi
     expect_match "run -v: the release" \
         "^dlock: lock 's-verbose' released after [0-9]+\.[0-9]+ m?s: fence $fence$" "$(sed -n 2p <<<"$err")"
-    expect_rc "run -v, lease=3s" 0 dl run -v -u "$DLOCK_URL?lease=3s" s-verbose -- true
-    expect_match "run -v, lease=3s: that lease" "(lease 3s, renewed every 1s|\(timeout 3s\))" "$(cat "$TMP/err")"
+    expect_rc "run -v -L 3s" 0 dl run -v -L 3s s-verbose -- true
+    expect_match "run -v -L 3s: that lease" "(lease 3s, renewed every 1s|\(timeout 3s\))" "$(cat "$TMP/err")"
     expect_rc "run -v -m" 0 dl run -v -m s-verbose1 -m s-verbose2 -- true
     expect_match "run -v -m: every name and fence" \
         "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
@@ -1352,7 +1375,8 @@ test_unsupported_is_usage()
         expect_rc "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*ZooKeeper .*"interop"' "$(cat "$TMP/err")"
         expect_rc "lock" 64 dl lock -l 5 s-cap
-        expect_match "lock: named" '^dlock lock: -l: .*"fixed-lease"' "$(cat "$TMP/err")"
+        expect_match "lock: named, and what to do" \
+            $'^dlock lock: -l: .*"fixed-lease".*\n.*\'dlock run NAME\' holds it until interrupted' "$(cat "$TMP/err")"
         expect_rc "extend" 64 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 s-cap
         expect_match "extend: named" '^dlock extend: --owner: .*"adopt"' "$(cat "$TMP/err")"
         ;;
@@ -1388,6 +1412,70 @@ test_status_session_words()
         expect_eq "json: expires" true "$(json_field expires <<<"$doc")"
     fi
     expect_eq "free: session" null "$(field s-sess session)"
+}
+
+# -L sets the renewed lease: a killed dlock blocks the others that long.
+test_renewed_lease_flag()
+{
+    local t0 elapsed
+    dl_bg "$TMP/t/h" run -L 1s s-ttl -- sleep 30
+    wait_until 10 is_held s-ttl || { fail "the lock was never held"; return; }
+    kill -KILL "$BG"
+    reap "$BG" 10 2>/dev/null
+    t0=$(now_ms)
+    wait_until 20 is_free s-ttl || fail "the lock of a killed dlock run -L 1s was never freed"
+    elapsed=$(($(now_ms) - t0))
+    if [ "$elapsed" -gt 5000 ]; then
+        fail "the lock of a killed dlock run -L 1s was freed after $elapsed ms"
+    fi
+    expect_rc "--ttl, etcdctl's name" 0 dl run -v --ttl 2s s-ttl -- true
+    expect_match "--ttl 2s: that lease" "(lease 2s, renewed|\(timeout 2s\))" "$(cat "$TMP/err")"
+    expect_rc "-L with -l" 64 dl run -L 2s -l 2s s-ttl -- true
+    expect_match "-L with -l: contradict" "contradict" "$(cat "$TMP/err")"
+    expect_rc "-L with the URL's lease=" 64 dl run -u "$DLOCK_URL?lease=2s" -L 2s s-ttl -- true
+    expect_match "-L with lease=: give one" "the URL's lease= say the same thing: give one" "$(cat "$TMP/err")"
+    expect_rc "lock -L" 64 dl lock -L 2s s-ttl
+}
+
+# dlock run NAME without a command holds the lock until a signal.
+test_hold_without_command()
+{
+    local line token fence pid
+    dl_bg "$TMP/t/h" run s-hold
+    wait_until 10 test -s "$TMP/t/h.out" || { fail "no owner token and fence printed"; return; }
+    line=$(cat "$TMP/t/h.out")
+    expect_match "one line: owner token and fence" '^[0-9a-f]{32} [1-9][0-9]*$' "$line" || return
+    token=${line% *}
+    fence=${line#* }
+    expect_eq "held under that owner token" "\"$token\"" "$(field s-hold owner)"
+    expect_eq "with that fence" "\"$fence\"" "$(field s-hold last_fence_str)"
+    kill -TERM "$BG"
+    reap "$BG" 10
+    expect_eq "SIGTERM: released, exit 0" 0 "$BG_RC"
+    expect_eq "SIGTERM: nothing said" "" "$(cat "$TMP/t/h.err")"
+    expect_free s-hold
+
+    # ^C, as in a terminal (a script's background jobs start with SIGINT
+    # ignored: env gives it back its default)
+    env --default-signal=INT "$DLOCK" run s-hold >"$TMP/t/i.out" 2>"$TMP/t/i.err" &
+    pid=$!
+    BG_PIDS+=("$pid")
+    wait_until 10 test -s "$TMP/t/i.out" || fail "no owner token and fence printed"
+    kill -INT "$pid"
+    reap "$pid" 10
+    expect_eq "SIGINT: released, exit 0" 0 "$BG_RC"
+    expect_free s-hold
+
+    # lost meanwhile: 75
+    dl_bg "$TMP/t/l" run -L 1s s-hold
+    wait_until 10 test -s "$TMP/t/l.out" || { fail "no owner token and fence printed"; return; }
+    expect_rc "unlock --force" 0 dl unlock --force s-hold
+    reap "$BG" 10
+    expect_eq "lost: exit 75" 75 "$BG_RC"
+    expect_match "lost: said" "^dlock: lock 's-hold' was lost" "$(cat "$TMP/t/l.err")"
+
+    expect_rc "-- and no command" 64 dl run s-hold --
+    expect_match "-- and no command: said" "missing COMMAND after --" "$(cat "$TMP/err")"
 }
 
 # The numbers of the descriptors `ls -l /proc/self/fd` lists in file $1 (as
@@ -1534,6 +1622,7 @@ run_test test_who_and_list
 
 run_test test_messages
 run_test test_misplaced_options
+run_test test_flock_shared_exclusive
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||
@@ -1553,7 +1642,8 @@ for STORE in "${STORES[@]}"; do
         ;;
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
-        test_status_session_words test_command_inherits_no_descriptors; do
+        test_status_session_words test_renewed_lease_flag test_hold_without_command \
+        test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         run_test "$t" "$t[$STORE]"
     done

@@ -244,12 +244,13 @@ int cmd_lock(int argc, char **argv)
 {
     static const char usage[] =
         "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q] [-v]\n"
-        "                  [--label TEXT] [--simple | --fair | --write] NAME\n"
+        "                  [--label TEXT] [--simple | --fair | --write | -x] NAME\n"
         "Takes NAME with a fixed lease (-l, not renewed) and leaves it held when\n"
         "dlock exits. Prints '<owner token> <fence>'; pass the owner token to\n"
         "'dlock unlock --owner' or 'dlock extend --owner' from any process. Exit 1\n"
         "(or -E CODE) if it is held by someone else; -q: no message then. --timeout\n"
-        "is -w. -v: how long taking it took, its fence and lease, on stderr.\n";
+        "is -w. -v: how long taking it took, its fence and lease, on stderr.\n"
+        "(To hold a lock with a renewed lease until interrupted: 'dlock run NAME'.)\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
@@ -262,7 +263,8 @@ int cmd_lock(int argc, char **argv)
     if (code >= 0)
         return code;
     if (o.lease_ms <= 0)
-        return cli_usage_error("lock", "-l SECONDS is required: a lock left held needs a lease");
+        return cli_usage_error("lock", "-l SECONDS is required: a lock left held needs a lease "
+                                       "(to hold one until interrupted: dlock run NAME)");
     if (exclusive_only(&o, "lock") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
@@ -281,6 +283,12 @@ int cmd_lock(int argc, char **argv)
         code = rc == DLOCK_OK
                    ? 0
                    : fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
+        if (rc == DLOCK_ENOTSUP && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE) &&
+            (dlock_client_caps(c) & DLOCK_CAP_SESSION))
+            fprintf(stderr,
+                    "(a %s lock lives with its holder's session and cannot outlive dlock: "
+                    "'dlock run NAME' holds it until interrupted)\n",
+                    dlock_client_store(c));
         dlock_lock_detach(l); /* stays held: that is the point */
     } else {
         code = fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));

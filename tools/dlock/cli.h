@@ -82,6 +82,7 @@ enum {
     CLI_GRACE = 1u << 11,   /* --grace */
     CLI_SHELL = 1u << 12,   /* -c, --command */
     CLI_LABEL = 1u << 13,   /* --label */
+    CLI_RENEWED = 1u << 14, /* -L, --renewed-lease, --ttl */
 };
 
 typedef struct cli_opts {
@@ -91,7 +92,8 @@ typedef struct cli_opts {
     const char *label; /* --label: added to the URL as label= */
     cli_kind kind;
     int64_t wait_ms;  /* DLOCK_WAIT_FOREVER unless -n / -w */
-    int64_t lease_ms; /* 0: none given */
+    int64_t lease_ms; /* -l, the fixed lease; 0: none given */
+    const char *ttl;  /* -L as given: added to the URL as lease= */
     int64_t grace_ms; /* 5 s */
     int conflict_code;
     int quiet, json, force, check;

@@ -4,9 +4,10 @@
  * the status line of a lock with no lease running out.
  *
  * A hold has a fixed lease (-l), a lease the client renews (the URL's
- * lease=), or, on a session store (DLOCK_CAP_SESSION), lives with the
- * client's session with the store, kept alive as long as dlock runs: what a
- * user needs to know is how long a killed holder would block the others. */
+ * lease=, which -L sets), or, on a session store (DLOCK_CAP_SESSION), lives
+ * with the client's session with the store, kept alive as long as dlock
+ * runs: what a user needs to know is how long a killed holder would block
+ * the others. */
 #include "cli.h"
 
 #include <inttypes.h>

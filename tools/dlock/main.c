@@ -18,6 +18,7 @@ static const char usage[] =
     "commands:\n"
     "  run     hold a lock while a command runs      dlock run NAME -- COMMAND [ARGS...]\n"
     "                                                dlock run NAME -c 'SHELL COMMAND'\n"
+    "          or until interrupted                  dlock run NAME\n"
     "  status  show who holds a lock                 dlock status [--json | --check] NAME\n"
     "  list    the locks under a prefix, and holders dlock list [--json] [PREFIX]\n"
     "  lock    take a lock, print its owner token    dlock lock -l SECONDS NAME\n"

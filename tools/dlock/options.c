@@ -5,8 +5,8 @@
  * Every subcommand's getopt knows every option: one that belongs to another
  * subcommand is refused by name ("--force is not an option of dlock
  * status"), not as unknown. Contradictions are refused, not resolved by
- * order: -n with -w, --json with -q, -c twice. -v (more: -vv) is every
- * subcommand's. */
+ * order: -n with -w, -l with -L, --json with -q, -c twice. -v (more: -vv)
+ * is every subcommand's. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -27,12 +27,16 @@ static const option_spec specs[] = {
     {"wait", required_argument, 'w', CLI_WAIT},
     {"timeout", required_argument, 'w', CLI_WAIT},
     {"lease", required_argument, 'l', CLI_LEASE},
+    {"renewed-lease", required_argument, 'L', CLI_RENEWED},
+    {"ttl", required_argument, 'L', CLI_RENEWED}, /* etcdctl lock's name */
     {"conflict-exit-code", required_argument, 'E', CLI_CONFLICT},
     {"quiet", no_argument, 'q', CLI_QUIET},
     {"simple", no_argument, CLI_OPT_SIMPLE, CLI_KIND},
     {"fair", no_argument, CLI_OPT_FAIR, CLI_KIND},
     {"read", no_argument, CLI_OPT_READ, CLI_KIND},
     {"write", no_argument, CLI_OPT_WRITE, CLI_KIND},
+    {"shared", no_argument, 's', CLI_KIND},    /* flock's name of --read */
+    {"exclusive", no_argument, 'x', CLI_KIND}, /* flock's name of --write */
     {"permits", required_argument, CLI_OPT_PERMITS, CLI_KIND},
     {"take", required_argument, CLI_OPT_TAKE, CLI_MULTI},
     {"multi", required_argument, 'm', CLI_MULTI},
@@ -92,22 +96,29 @@ int cli_is_option(const char *word)
     return 0;
 }
 
-/* url with label=LABEL added to its options, percent-encoded. Kept for
- * the life of the process. */
-static const char *with_label(const char *url, const char *label)
+/* url with key=VALUE added to its options, percent-encoded, or NULL (a
+ * message printed) when the URL sets key itself: given twice, the library
+ * would refuse it without naming the option that did. Kept for the life of
+ * the process. */
+static const char *with_option(const char *cmd, const char *url, const char *key, const char *value,
+                               const char *option)
 {
-    static char *made;
-    size_t n = strlen(url);
-    char *p;
+    static char *made; /* url may be the one made before */
+    size_t len;
+    char *next, *p;
 
-    free(made);
-    made = malloc(n + 3 * strlen(label) + 16);
-    if (made == NULL) {
+    if (cli_url_option(url, key, &len) != NULL) {
+        fprintf(stderr, "dlock %s: %s and the URL's %s= say the same thing: give one\n", cmd,
+                option, key);
+        return NULL;
+    }
+    next = malloc(strlen(url) + strlen(key) + 3 * strlen(value) + 3);
+    if (next == NULL) {
         fputs("dlock: out of memory\n", stderr);
         exit(EXIT_FAILURE_OTHER);
     }
-    p = made + sprintf(made, "%s%slabel=", url, strchr(url, '?') != NULL ? "&" : "?");
-    for (const unsigned char *c = (const unsigned char *) label; *c != '\0'; c++) {
+    p = next + sprintf(next, "%s%s%s=", url, strchr(url, '?') != NULL ? "&" : "?", key);
+    for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
         if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
             strchr("-._~", *c) != NULL)
             *p++ = (char) *c;
@@ -115,6 +126,8 @@ static const char *with_label(const char *url, const char *label)
             p += sprintf(p, "%%%02X", *c);
     }
     *p = '\0';
+    free(made);
+    made = next;
     return made;
 }
 
@@ -188,6 +201,13 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             if (cli_duration_option(cmd, name, optarg, 1, &o->lease_ms) != 0)
                 return EXIT_USAGE;
             break;
+        case 'L': {
+            int64_t ms;
+            if (cli_duration_option(cmd, name, optarg, 1, &ms) != 0)
+                return EXIT_USAGE;
+            o->ttl = optarg;
+            break;
+        }
         case 'E': {
             long code = strtol(optarg, &end, 10);
             if (*end != '\0' || end == optarg || code < 0 || code > 255)
@@ -240,6 +260,13 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
                 cmd);
         return EXIT_USAGE;
     }
+    if (o->lease_ms > 0 && o->ttl != NULL) {
+        fprintf(stderr,
+                "dlock %s: -l (a fixed lease) and -L (a renewed lease) contradict each other: "
+                "give one\n",
+                cmd);
+        return EXIT_USAGE;
+    }
     if (o->json && o->quiet) {
         fprintf(stderr, "dlock %s: --json prints a document and -q prints nothing: give one\n",
                 cmd);
@@ -249,8 +276,11 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
         return EXIT_USAGE;
     cli_log_level = cli_log_level_of(o->verbose);
     o->url = cli_url(o->url);
-    if (o->label != NULL)
-        o->url = with_label(o->url, o->label);
+    if (o->label != NULL &&
+        (o->url = with_option(cmd, o->url, "label", o->label, "--label")) == NULL)
+        return EXIT_USAGE;
+    if (o->ttl != NULL && (o->url = with_option(cmd, o->url, "lease", o->ttl, "-L")) == NULL)
+        return EXIT_USAGE;
     *first = optind;
     return -1;
 }

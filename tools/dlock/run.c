@@ -8,6 +8,9 @@
  * dlock with kill(1) are passed on to the command; signals from the
  * terminal already reach it (same process group) and are not sent twice.
  * When the command ends the lock is released and its status is dlock's.
+ * Without a command (etcdctl lock's habit) dlock prints the owner token and
+ * the fence, and holds the lock until a signal (then releases it, exit 0)
+ * or its loss (exit 75).
  *
  * Signals are taken by one thread with sigwaitinfo(), never by handlers, so
  * that a signal while waiting for the lock can cancel the wait properly
@@ -35,28 +38,36 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE]\n"
+    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS | -L SECONDS] [-E CODE]\n"
     "                 [--grace SECONDS] [-q] [-v] [--label TEXT]\n"
     "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
-    "                 NAME ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
+    "                 NAME [([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')]\n"
     "       dlock run [options] [--fair] -m NAME -m NAME...\n"
-    "                 ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
+    "                 [([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')]\n"
     "\n"
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
-    "with COMMAND's status.\n"
+    "with COMMAND's status. Without COMMAND, prints '<owner token> <fence>' and\n"
+    "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
     "dlock's options go before NAME; after it, everything is COMMAND's.\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
     "  -w, --wait, --timeout SECONDS\n"
     "                       wait at most this long (default: wait forever)\n"
-    "  -l, --lease SECONDS  fixed lease, not renewed (default: renewed while COMMAND runs)\n"
+    "  -L, --renewed-lease, --ttl SECONDS\n"
+    "                       the RENEWED lease (the default kind): renewed while dlock\n"
+    "                       runs; if dlock is killed, the lock ends within SECONDS\n"
+    "                       (default 30, or the URL's lease=)\n"
+    "  -l, --lease SECONDS  a FIXED lease instead: not renewed, the lock ends SECONDS\n"
+    "                       after it was taken even if COMMAND still runs\n"
     "  -E, --conflict-exit-code CODE\n"
     "                       exit code when the lock is not acquired (default 1)\n"
     "  -c, --command STRING run STRING with /bin/sh -c instead of COMMAND (as flock -c)\n"
     "      --simple         interop mode: plain SET NX key NAME, as redis-py, redlock, redsync\n"
     "      --fair           strictly first come, first served\n"
-    "      --read, --write  the read-write lock NAME: shared to read, alone to write\n"
+    "  -s, --read, --shared the read-write lock NAME, shared with other readers\n"
+    "  -x, --write, --exclusive\n"
+    "                       the read-write lock NAME, alone (not the plain lock NAME)\n"
     "      --permits N      the semaphore NAME of N permits; --take K of them (default 1)\n"
     "  -m, --multi NAME     a multi-lock: all the -m names or none (then no NAME)\n"
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
@@ -453,7 +464,8 @@ static int shell_option_at(int argc, char **argv, int i, const char **shell)
 }
 
 /* The command after the options: argv[*first...], or -c's STRING in
- * *shell. Sets *name (not with -m). Returns -1 to go on, or EXIT_USAGE. */
+ * *shell, or none (*first == argc, *shell NULL: hold until a signal). Sets
+ * *name (not with -m). Returns -1 to go on, or EXIT_USAGE. */
 static int find_command(int argc, char **argv, cli_opts *o, int *first, const char **name)
 {
     int at = *first;
@@ -463,7 +475,8 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
             return cli_usage_error("run", "missing NAME");
         *name = argv[at++];
         if (at < argc && strcmp(argv[at], "--") == 0) {
-            at++;
+            if (++at >= argc && o->shell == NULL)
+                return cli_usage_error("run", "missing COMMAND after --");
         } else if (at < argc) {
             /* dlock run NAME -c STRING, flock's order */
             const char *after = NULL;
@@ -486,13 +499,39 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
                                        argv[at], argv[at]);
             }
         }
+    } else if (at >= argc && at > 1 && strcmp(argv[at - 1], "--") == 0 && o->shell == NULL) {
+        return cli_usage_error("run", "missing COMMAND after --");
     }
     if (o->shell != NULL && at < argc)
         return cli_usage_error("run", "give COMMAND [ARGS...] or -c STRING, not both");
-    if (o->shell == NULL && at >= argc)
-        return cli_usage_error("run", "missing COMMAND");
     *first = at;
     return -1;
+}
+
+/* Without a command: holds the lock until a signal (released: 0) or its
+ * loss (EXIT_LOST). */
+static int hold_until_signal(dlock_lock *lock)
+{
+    for (;;) {
+        pthread_mutex_lock(&sig_mu);
+        int sig = first_signal;
+        pthread_mutex_unlock(&sig_mu);
+        pthread_mutex_lock(&lost_mu);
+        int now_lost = lost;
+        if (now_lost)
+            fprintf(stderr, "dlock: lock '%s' was lost (%s)\n", dlock_lock_name(lock), lost_why);
+        pthread_mutex_unlock(&lost_mu);
+        if (now_lost)
+            return EXIT_LOST;
+        if (sig != 0)
+            return 0;
+        struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
+        if (poll(&p, 1, -1) > 0) {
+            char buf[64];
+            if (read(wake_pipe[0], buf, sizeof buf) < 0 && errno != EAGAIN && errno != EINTR)
+                return EXIT_FAILURE_OTHER;
+        }
+    }
 }
 
 /* The option that asked for what the store cannot do (DLOCK_ENOTSUP). */
@@ -506,10 +545,11 @@ static const char *unsupported_option(dlock_client *c, const cli_opts *o)
 int cmd_run(int argc, char **argv)
 {
     cli_opts o;
-    int first, code = cli_parse(argc, argv,
-                                CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET |
-                                    CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL | CLI_LABEL,
-                                1, run_usage, &o, &first);
+    int first,
+        code = cli_parse(argc, argv,
+                         CLI_URL | CLI_WAIT | CLI_LEASE | CLI_RENEWED | CLI_CONFLICT | CLI_QUIET |
+                             CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL | CLI_LABEL,
+                         1, run_usage, &o, &first);
     const char *name = NULL;
     char *shell_argv[4] = {"/bin/sh", "-c", NULL, NULL};
 
@@ -520,7 +560,7 @@ int cmd_run(int argc, char **argv)
     if (code >= 0)
         return code;
     shell_argv[2] = (char *) o.shell;
-    char **command = o.shell != NULL ? shell_argv : argv + first;
+    char **command = o.shell != NULL ? shell_argv : first < argc ? argv + first : NULL;
     const char *url = o.url;
     int64_t wait_ms = o.wait_ms, lease_ms = o.lease_ms, grace_ms = o.grace_ms;
     int conflict_code = o.conflict_code, quiet = o.quiet;
@@ -593,19 +633,28 @@ int cmd_run(int argc, char **argv)
     if (o.verbose > 0)
         cli_report_acquired(client, lock, url, lease_ms, acquired_us - asked_us, 0);
 
-    int exec_errno, was_lost;
-    pid_t child = start_command(command, lock, url, &exec_errno);
-    if (child < 0 || exec_errno != 0) {
-        int e = child < 0 ? errno : exec_errno;
-        fprintf(stderr, "dlock: cannot run '%s': %s\n", command[0], strerror(e));
-        if (child > 0)
-            waitpid(child, NULL, 0);
-        code = e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
-        dlock_release(lock);
-        goto out;
+    int status = 0, was_lost = 0;
+    if (command == NULL) {
+        /* etcdctl lock's habit: the hold's facts for a script, then wait */
+        printf("%s %" PRIu64 "\n", dlock_lock_token(lock), dlock_lock_fence(lock));
+        fflush(stdout);
+        code = hold_until_signal(lock);
+        was_lost = code == EXIT_LOST;
+    } else {
+        int exec_errno;
+        pid_t child = start_command(command, lock, url, &exec_errno);
+        if (child < 0 || exec_errno != 0) {
+            int e = child < 0 ? errno : exec_errno;
+            fprintf(stderr, "dlock: cannot run '%s': %s\n", command[0], strerror(e));
+            if (child > 0)
+                waitpid(child, NULL, 0);
+            code = e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+            dlock_release(lock);
+            goto out;
+        }
+        status = supervise(child, dlock_lock_name(lock), grace_ms, &was_lost);
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
-    int status = supervise(child, dlock_lock_name(lock), grace_ms, &was_lost);
-    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (was_lost) {
         code = EXIT_LOST;
     } else {
