@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# test_cli.sh - tests of the dlock command against a real redis-server.
+# test_cli.sh - tests of the dlock command against real servers.
 #
 #   bash tests/cli/test_cli.sh path/to/dlock
 #
 # Starts its own redis-server on a free loopback port (and a unix socket) in a
-# temporary directory and stops it on exit. Each test is a function; a failed
-# check prints what was expected and what came, and the suite exits 1 at the
-# end. Nothing sleeps in place of a condition: helpers poll `dlock status
-# --json`, a file, or a process, each with a bound.
+# temporary directory, and, for the tests whose behaviour differs by store,
+# a ZooKeeper and an etcd too (DLOCK_CLI_STORES: the stores to run those on,
+# default "redis zookeeper etcd"; ctest passes the ones the build has), and
+# stops them on exit (DLOCK_CLI_ONLY=REGEX: only the tests whose names, as
+# "test_x" or "test_x[store]", match). Each test is a function; a failed check prints what was
+# expected and what came, and the suite exits 1 at the end. Nothing sleeps in
+# place of a condition: helpers poll `dlock status --json`, a file, or a
+# process, each with a bound.
 #
 # Commands for sh -c are single-quoted on purpose: the command's shell expands them.
 # shellcheck disable=SC2016
@@ -23,16 +27,40 @@ if [ ! -x "$DLOCK" ]; then
     echo "$0: $1 is not an executable" >&2
     exit 64
 fi
-for tool in redis-server redis-cli timeout python3; do
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+read -r -a STORES <<<"${DLOCK_CLI_STORES:-redis zookeeper etcd}"
+needed=(redis-server redis-cli timeout python3 "${CC:-cc}")
+for store in "${STORES[@]}"; do
+    case $store in
+    redis) ;;
+    zookeeper) needed+=(java) ;;
+    etcd) needed+=(etcd etcdctl) ;;
+    *)
+        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd)" >&2
+        exit 64
+        ;;
+    esac
+done
+for tool in "${needed[@]}"; do
     if ! command -v "$tool" >/dev/null; then
-        echo "$0: $tool not found (install redis-server, redis-tools, coreutils)" >&2
+        echo "$0: $tool not found (scripts/deps.sh installs it; DLOCK_CLI_STORES chooses the stores)" >&2
         exit 1
     fi
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-cli.XXXXXX")
 REDIS_PID=
+ZK_PID=
+ETCD_PID=
 BG_PIDS=()
+
+stop_server()
+{
+    if [ -n "$1" ]; then
+        kill -TERM "$1" 2>/dev/null
+        wait "$1" 2>/dev/null
+    fi
+}
 
 cleanup()
 {
@@ -40,10 +68,9 @@ cleanup()
     for p in "${BG_PIDS[@]}"; do
         kill -KILL "$p" 2>/dev/null
     done
-    if [ -n "$REDIS_PID" ]; then
-        kill -TERM "$REDIS_PID" 2>/dev/null
-        wait "$REDIS_PID" 2>/dev/null
-    fi
+    stop_server "$REDIS_PID"
+    stop_server "$ZK_PID"
+    stop_server "$ETCD_PID"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -177,17 +204,19 @@ expect_free()
     expect_eq "$1 is free afterwards (status --json held)" false "$held"
 }
 
+# run_test TEST [LABEL]: LABEL (default TEST) in messages.
 run_test()
 {
-    CURRENT=$1
+    CURRENT=${2:-$1}
+    [[ $CURRENT =~ ${DLOCK_CLI_ONLY:-} ]] || return 0
     TEST_FAILED=0
     rm -rf "${TMP:?}/t"
     mkdir "$TMP/t"
     "$1"
     if [ "$TEST_FAILED" = 0 ]; then
-        echo "ok $1"
+        echo "ok $CURRENT"
     else
-        echo "not ok $1"
+        echo "not ok $CURRENT"
         FAILED_TESTS=$((FAILED_TESTS + 1))
     fi
 }
@@ -214,6 +243,83 @@ start_redis()
         REDIS_PID=
     done
     echo "$0: could not start redis-server (log: $(tail -3 "$TMP/redis.log" 2>/dev/null))" >&2
+    exit 1
+}
+
+# A loopback port free now (the kernel's choice).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# A standalone ZooKeeper 3.8 (Debian's jars), started as tests/support/server_zookeeper.c
+# starts it: ticks of 200 ms (sessions from 400 ms), no admin server, a small heap.
+# (A server still starting may take the connection and say nothing: bounded.)
+zk_serves()
+{
+    [[ $(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf srvr >&3 && cat <&3' "$1" \
+        2>/dev/null) == *"Mode: "* ]]
+}
+start_zookeeper()
+{
+    local port dir=$TMP/zookeeper _
+    mkdir -p "$dir/data"
+    for _ in 1 2 3; do
+        port=$(free_port)
+        printf '%s\n' tickTime=200 initLimit=10 syncLimit=5 "dataDir=$dir/data" \
+            "clientPort=$port" clientPortAddress=127.0.0.1 admin.enableServer=false \
+            4lw.commands.whitelist=srvr forceSync=no minSessionTimeout=400 \
+            maxSessionTimeout=60000 maxClientCnxns=0 >"$dir/zoo.cfg"
+        java -Xmx128m -Xms32m -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
+            -XX:-UsePerfData -Dzookeeper.admin.enableServer=false \
+            -Dzookeeper.jmx.log4j.disable=true -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+            -cp "${DT_ZK_CLASSPATH:-/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar}" \
+            org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >"$dir/log" 2>&1 &
+        ZK_PID=$!
+        if wait_until 30 eval 'zk_serves $port || ! kill -0 $ZK_PID 2>/dev/null' &&
+            kill -0 "$ZK_PID" 2>/dev/null; then
+            ZK_URL="zk://127.0.0.1:$port"
+            return 0
+        fi
+        stop_server "$ZK_PID"
+        ZK_PID=
+    done
+    echo "$0: could not start ZooKeeper (log: $(tail -3 "$dir/log" 2>/dev/null))" >&2
+    exit 1
+}
+
+# A single-member etcd 3.4, as tests/support/server_etcd.c starts it.
+start_etcd()
+{
+    local port peer dir=$TMP/etcd arch _
+    mkdir -p "$dir"
+    case $(uname -m) in
+    x86_64 | ppc64le) arch= ;;
+    aarch64) arch=arm64 ;;
+    arm*) arch=arm ;;
+    *) arch=$(uname -m) ;;
+    esac
+    for _ in 1 2 3; do
+        port=$(free_port)
+        peer=$(free_port)
+        ETCD_UNSUPPORTED_ARCH=$arch etcd --name n1 --data-dir "$dir/data" \
+            --listen-client-urls "http://127.0.0.1:$port" \
+            --advertise-client-urls "http://127.0.0.1:$port" \
+            --listen-peer-urls "http://127.0.0.1:$peer" \
+            --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+            --initial-cluster "n1=http://127.0.0.1:$peer" --initial-cluster-state new \
+            --heartbeat-interval 25 --election-timeout 250 --logger zap --log-level warn \
+            >"$dir/log" 2>&1 &
+        ETCD_PID=$!
+        if wait_until 20 eval 'ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:$port \
+                                  --dial-timeout=500ms endpoint health >/dev/null 2>&1 ||
+                              ! kill -0 $ETCD_PID 2>/dev/null' &&
+            kill -0 "$ETCD_PID" 2>/dev/null; then
+            ETCD_URL="etcd://127.0.0.1:$port"
+            return 0
+        fi
+        stop_server "$ETCD_PID"
+        ETCD_PID=
+        rm -rf "$dir/data"
+    done
+    echo "$0: could not start etcd (log: $(tail -3 "$dir/log" 2>/dev/null))" >&2
     exit 1
 }
 
@@ -503,7 +609,7 @@ test_lock_handoff_in_shell()
 }
 
 # The fields of every `dlock status --json` document, in order.
-STATUS_KEYS="version name kind held owner holds lease_ms expires last_fence waiters shared permits permits_used holders"
+STATUS_KEYS="version name kind held owner holds lease_ms expires session last_fence last_fence_str waiters shared permits permits_used holders"
 
 test_status_text_and_json()
 {
@@ -893,9 +999,8 @@ test_bad_input()
     expect_rc "lock without -l" 64 dl lock r-bad
     expect_rc "missing NAME" 64 dl run
     expect_match "missing NAME message" "NAME" "$(cat "$TMP/err")"
-    expect_rc "missing COMMAND" 64 dl run r-bad
-    expect_match "missing COMMAND message" "COMMAND" "$(cat "$TMP/err")"
     expect_rc "missing COMMAND after --" 64 dl run r-bad --
+    expect_match "missing COMMAND message" "COMMAND" "$(cat "$TMP/err")"
     expect_rc "status without NAME" 64 dl status
     expect_rc "unlock without --token or --force" 64 dl unlock r-bad
     expect_rc "unlock with both" 64 dl unlock --force --token x r-bad
@@ -1081,6 +1186,354 @@ test_kinds_fair_and_multi()
     expect_rc "-m with --read" 64 dl run --read -m a -m b -- true
 }
 
+# ------------------------------------------------------------ tests: messages
+
+# What a new user meets: messages that say what is wrong, once, under
+# dlock's name, in a line or two.
+test_messages()
+{
+    local args
+    # a duration says what is wrong with it, in every duration option
+    expect_rc "-l 400d" 64 dl run -l 400d m-msg -- true
+    expect_eq "-l 400d: the unit" \
+        "dlock run: -l 400d: unknown unit 'd': the units are ms, s, m and h (a number without one is seconds)" \
+        "$(cat "$TMP/err")"
+    for args in "run -w 5d m-msg -- true" "run --grace 2x m-msg -- true" "run -L 1y m-msg" \
+        "lock -l 3w m-msg" "extend --owner 0123456789abcdef0123456789abcdef -l 3days m-msg" \
+        "bench --lease 1d"; do
+        # shellcheck disable=SC2086 # the words of $args
+        expect_rc "dlock $args" 64 dl $args
+        expect_match "dlock $args: the unit" "^dlock [a-z]+: -?-?[a-zL]+ [0-9]+[a-z]+: unknown unit '[a-z]+': the units are ms, s, m and h" \
+            "$(cat "$TMP/err")"
+    done
+    expect_rc "-w abc" 64 dl run -w abc m-msg -- true
+    expect_match "-w abc: what a duration is" "^dlock run: -w abc: not a duration: give a number and a unit" "$(cat "$TMP/err")"
+    expect_rc "-l 0" 64 dl run -l 0 m-msg -- true
+    expect_eq "-l 0: more than 0" "dlock run: -l 0: must be more than 0" "$(cat "$TMP/err")"
+    expect_rc "-w 9000h" 64 dl run -w 9000h m-msg -- true
+    expect_match "-w 9000h: too long" "longer than 366 days" "$(cat "$TMP/err")"
+
+    # lock, unlock and extend name the lock once
+    expect_rc "lock" 0 dl lock -l 30 m-msg || return
+    expect_rc "lock when held" 1 dl lock -n -l 30 m-msg
+    expect_match "lock when held: one line" "^dlock: lock 'm-msg' is held by someone else" "$(cat "$TMP/err")"
+    expect_eq "lock when held: the name once" 1 "$(grep -o m-msg "$TMP/err" | wc -l)"
+    expect_rc "unlock by a stranger" 1 dl unlock --owner 0123456789abcdef0123456789abcdef m-msg
+    expect_eq "unlock: the name once" "dlock: lock 'm-msg' is held under another owner token" "$(cat "$TMP/err")"
+    expect_rc "extend by a stranger" 1 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 m-msg
+    expect_eq "extend: the name once" 1 "$(grep -o m-msg "$TMP/err" | wc -l)"
+    dl unlock --force m-msg >/dev/null
+
+    # getopt's own messages under dlock's name, then where help is
+    expect_rc "unknown option" 64 dl run --frobnicate m-msg -- true
+    expect_eq "unknown option: two lines" \
+        $'dlock run: unrecognized option \'--frobnicate\'\nTry \'dlock run --help\'.' "$(cat "$TMP/err")"
+    expect_rc "a value missing" 64 dl run -w
+    expect_match "a value missing" "^dlock run: option requires an argument -- 'w'" "$(cat "$TMP/err")"
+    expect_rc "status, unknown option" 64 dl status --frobnicate m-msg
+    expect_match "status: dlock status" "^dlock status: unrecognized option" "$(cat "$TMP/err")"
+    expect_rc "bench, unknown option" 64 dl bench --frobnicate
+    expect_match "bench: dlock bench" "^dlock bench: unrecognized option" "$(cat "$TMP/err")"
+
+    # a usage error is the line that matters and a pointer to --help
+    for args in "run" "run -x --read m-msg -- true" "status -l 5 m-msg" "status" "lock m-msg" \
+        "unlock m-msg" "extend m-msg" "list a b" "bench nothing" "frobnicate" ""; do
+        # shellcheck disable=SC2086 # the words of $args
+        expect_rc "dlock $args" 64 dl $args
+        if [ "$(wc -l <"$TMP/err")" -gt 2 ]; then
+            fail "dlock $args: a usage error of $(wc -l <"$TMP/err") lines: $(cat "$TMP/err")"
+        fi
+    done
+    expect_rc "run: missing NAME" 64 dl run
+    expect_eq "run: missing NAME" $'dlock run: missing NAME\nTry \'dlock run --help\'.' "$(cat "$TMP/err")"
+    # help itself is whole
+    expect_rc "run --help" 0 dl run --help
+    if [ "$(wc -l <"$TMP/out")" -lt 20 ]; then
+        fail "dlock run --help is $(wc -l <"$TMP/out") lines"
+    fi
+}
+
+# A command word that is one of dlock's options, after NAME and before any
+# --, is refused before anything is taken.
+test_misplaced_options()
+{
+    local port
+    expect_rc "dlock run NAME -w 5 echo hi" 64 dl run m-place -w 5 echo hi
+    expect_match "with the fix" "^dlock run: -w after NAME would be the command: put dlock's options before NAME, or use -- before a command that starts with -w" \
+        "$(cat "$TMP/err")"
+    expect_eq "nothing ran" "" "$(cat "$TMP/out")"
+    # refused before the store is asked: 64, not unreachable (69)
+    port=$(closed_port)
+    expect_rc "before anything is taken" 64 dl run -u "redis://127.0.0.1:$port" m-place -w 5 echo hi
+    expect_rc "a long option" 64 dl run m-place --wait=5 echo hi
+    expect_rc "an abbreviated one" 64 dl run m-place --nonbl echo hi
+    expect_rc "-v" 64 dl run m-place -v true
+    expect_free m-place
+    # after --, the command's
+    expect_rc "dlock run NAME -- -w: the command -w" 127 dl run m-place -- -w 5
+    expect_match "-- -w: run as the command" "cannot run '-w'" "$(cat "$TMP/err")"
+    # an option of the command, after the command word
+    expect_rc "the command's options" 0 dl run m-place echo -w 5
+    expect_eq "echo -w 5" "-w 5" "$(cat "$TMP/out")"
+}
+
+# flock's -s and -x: --read and --write.
+test_flock_shared_exclusive()
+{
+    dl_bg "$TMP/t/r1" run -s f-rw -- sh -c ': > "$0/in1"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    local r1=$BG
+    wait_until 10 test -e "$TMP/t/in1" || { fail "the first reader never started"; return; }
+    expect_eq "-s is a reader of the read-write lock" 1 "$(field f-rw shared --read)"
+    expect_rc "--shared goes in beside it" 0 dl run -n --shared f-rw -- true
+    expect_rc "-x is kept out" 1 dl run -n -x f-rw -- true
+    expect_rc "--exclusive too" 1 dl run -n --exclusive f-rw -- true
+    expect_rc "the plain lock f-rw is another lock" 0 dl run -n f-rw -- true
+    touch "$TMP/t/go"
+    reap "$r1" 10
+    expect_eq "the reader" 0 "$BG_RC"
+    expect_rc "-x alone" 0 dl run -n -x f-rw -- sh -c '"$0" status -x --json f-rw' "$DLOCK"
+    expect_eq "-x is the writer" '"read-write"' "$(json_field kind <"$TMP/out")"
+    expect_match "-x is the writer" '^"[0-9a-f]{32}"$' "$(json_field owner <"$TMP/out")"
+    expect_rc "-s with -x" 64 dl run -s -x f-rw -- true
+    expect_rc "lock -s: only exclusive holds are handed on" 64 dl lock -s -l 5 f-rw
+    expect_rc "lock -x" 0 dl lock -x -l 5 f-rw
+    expect_rc "unlock -x --force" 0 dl unlock -x --force --check f-rw
+}
+
+# ------------------------------------------------------------ tests: every store
+
+# Each of these runs on every store of STORES (the loop at the end), with
+# STORE set to its name and DLOCK_URL to its URL.
+
+# Fences beyond 2^53 (ZooKeeper's are near 2^61) come out of JSON readers
+# that read numbers as doubles (jq 1.6, JavaScript) rounded, so that two can
+# compare equal: status --json gives the fence as a string too.
+test_fence_strings()
+{
+    local doc fence
+    expect_rc "status --json from inside the command" 0 dl run s-fence -- sh -c \
+        '"$0" status --json s-fence && echo "$DLOCK_FENCE"' "$DLOCK" || return
+    doc=$(sed -n 1p "$TMP/out")
+    fence=$(sed -n 2p "$TMP/out")
+    expect_match "DLOCK_FENCE" '^[1-9][0-9]*$' "$fence" || return
+    expect_eq "last_fence_str: the fence, exactly" "\"$fence\"" "$(json_field last_fence_str <<<"$doc")"
+    expect_eq "last_fence: the fence, as before" "$fence" "$(json_field last_fence <<<"$doc")"
+    if [ "$STORE" = zookeeper ] && [ "${#fence}" -lt 17 ]; then
+        fail "ZooKeeper's fences are above 2^53 (the case the string is for), not $fence"
+    fi
+}
+
+# -v reports an acquisition nobody contended for, and the release.
+test_verbose_reports()
+{
+    local fence err session
+    case $STORE in
+    redis) session= ;;
+    zookeeper) session=ZooKeeper ;;
+    etcd) session=etcd ;;
+    esac
+    expect_rc "run -v" 0 dl run -v s-verbose -- sh -c 'echo "$DLOCK_FENCE"' || return
+    fence=$(cat "$TMP/out")
+    err=$(cat "$TMP/err")
+    expect_eq "run -v: two lines" 2 "$(wc -l <<<"$err")"
+    if [ -n "$session" ]; then
+        expect_match "run -v: the acquisition, on the store's session" \
+            "^dlock: lock 's-verbose' acquired in [0-9]+\.[0-9]+ m?s: fence $fence; held by dlock's $session session \(timeout 30s\), kept alive while dlock runs$" \
+            "$(sed -n 1p <<<"$err")"
+    else
+        expect_match "run -v: the acquisition, with a renewed lease" \
+            "^dlock: lock 's-verbose' acquired in [0-9]+\.[0-9]+ m?s: fence $fence; lease 30s, renewed every 10s$" \
+            "$(sed -n 1p <<<"$err")"
+    fi
+    expect_match "run -v: the release" \
+        "^dlock: lock 's-verbose' released after [0-9]+\.[0-9]+ m?s: fence $fence$" "$(sed -n 2p <<<"$err")"
+    expect_rc "run -v -L 3s" 0 dl run -v -L 3s s-verbose -- true
+    expect_match "run -v -L 3s: that lease" "(lease 3s, renewed every 1s|\(timeout 3s\))" "$(cat "$TMP/err")"
+    expect_rc "run -v -m" 0 dl run -v -m s-verbose1 -m s-verbose2 -- true
+    expect_match "run -v -m: every name and fence" \
+        "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
+        "$(cat "$TMP/err")"
+    [ "$STORE" = zookeeper ] && return # no fixed leases there
+    expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
+    expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
+        "$(sed -n 1p "$TMP/err")"
+    expect_rc "lock -v" 0 dl lock -v -l 5 s-verbose
+    expect_match "lock -v: left held" \
+        "^dlock: lock 's-verbose' acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed; left held when dlock exits$" \
+        "$(cat "$TMP/err")"
+    dl unlock --force s-verbose >/dev/null
+}
+
+# A capability the store lacks, asked for by an option, is a usage error
+# naming the option, the capability and the store.
+test_unsupported_is_usage()
+{
+    case $STORE in
+    zookeeper)
+        expect_rc "-l" 64 dl run -l 5 s-cap -- true
+        expect_match "-l: named" '^dlock run: -l: .*ZooKeeper .*"fixed-lease"' "$(cat "$TMP/err")"
+        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_match "--simple: named" '^dlock run: --simple: .*ZooKeeper .*"interop"' "$(cat "$TMP/err")"
+        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_match "lock: named, and what to do" \
+            $'^dlock lock: -l: .*"fixed-lease".*\n.*\'dlock run NAME\' holds it until interrupted' "$(cat "$TMP/err")"
+        expect_rc "extend" 64 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 s-cap
+        expect_match "extend: named" '^dlock extend: --owner: .*"adopt"' "$(cat "$TMP/err")"
+        ;;
+    etcd)
+        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_match "--simple: named" '^dlock run: --simple: .*etcd .*"interop"' "$(cat "$TMP/err")"
+        expect_rc "status --simple" 64 dl status --simple s-cap
+        expect_rc "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
+        expect_match "unlock --owner: named" '^dlock unlock: --owner: .*etcd .*"adopt"' "$(cat "$TMP/err")"
+        ;;
+    esac
+    expect_free s-cap
+}
+
+# status of a held lock says what frees it: its lease, or, on a store
+# whose locks live with their holder's session, that session.
+test_status_session_words()
+{
+    local text doc
+    expect_rc "status from inside the command" 0 dl run s-sess -- sh -c \
+        '"$0" status s-sess && "$0" status --json s-sess' "$DLOCK" || return
+    text=$(grep '^lease left:' "$TMP/out")
+    doc=$(grep '^{' "$TMP/out")
+    if [ "$STORE" = zookeeper ]; then
+        expect_eq "the holder's session" \
+            "lease left: none (held by its holder's ZooKeeper session: freed within the session timeout if the holder dies)" \
+            "$text"
+        expect_eq "json: session" true "$(json_field session <<<"$doc")"
+        expect_eq "json: expires" false "$(json_field expires <<<"$doc")"
+    else
+        expect_match "a lease" '^lease left: +[0-9]+\.[0-9]+ s$' "$text"
+        expect_eq "json: session" false "$(json_field session <<<"$doc")"
+        expect_eq "json: expires" true "$(json_field expires <<<"$doc")"
+    fi
+    expect_eq "free: session" null "$(field s-sess session)"
+}
+
+# -L sets the renewed lease: a killed dlock blocks the others that long.
+test_renewed_lease_flag()
+{
+    local t0 elapsed
+    dl_bg "$TMP/t/h" run -L 1s s-ttl -- sleep 30
+    wait_until 10 is_held s-ttl || { fail "the lock was never held"; return; }
+    kill -KILL "$BG"
+    reap "$BG" 10 2>/dev/null
+    t0=$(now_ms)
+    wait_until 20 is_free s-ttl || fail "the lock of a killed dlock run -L 1s was never freed"
+    elapsed=$(($(now_ms) - t0))
+    if [ "$elapsed" -gt 5000 ]; then
+        fail "the lock of a killed dlock run -L 1s was freed after $elapsed ms"
+    fi
+    expect_rc "--ttl, etcdctl's name" 0 dl run -v --ttl 2s s-ttl -- true
+    expect_match "--ttl 2s: that lease" "(lease 2s, renewed|\(timeout 2s\))" "$(cat "$TMP/err")"
+    expect_rc "-L with -l" 64 dl run -L 2s -l 2s s-ttl -- true
+    expect_match "-L with -l: contradict" "contradict" "$(cat "$TMP/err")"
+    expect_rc "-L with the URL's lease=" 64 dl run -u "$DLOCK_URL?lease=2s" -L 2s s-ttl -- true
+    expect_match "-L with lease=: give one" "the URL's lease= say the same thing: give one" "$(cat "$TMP/err")"
+    expect_rc "lock -L" 64 dl lock -L 2s s-ttl
+}
+
+# dlock run NAME without a command holds the lock until a signal.
+test_hold_without_command()
+{
+    local line token fence pid
+    dl_bg "$TMP/t/h" run s-hold
+    wait_until 10 test -s "$TMP/t/h.out" || { fail "no owner token and fence printed"; return; }
+    line=$(cat "$TMP/t/h.out")
+    expect_match "one line: owner token and fence" '^[0-9a-f]{32} [1-9][0-9]*$' "$line" || return
+    token=${line% *}
+    fence=${line#* }
+    expect_eq "held under that owner token" "\"$token\"" "$(field s-hold owner)"
+    expect_eq "with that fence" "\"$fence\"" "$(field s-hold last_fence_str)"
+    kill -TERM "$BG"
+    reap "$BG" 10
+    expect_eq "SIGTERM: released, exit 0" 0 "$BG_RC"
+    expect_eq "SIGTERM: nothing said" "" "$(cat "$TMP/t/h.err")"
+    expect_free s-hold
+
+    # ^C, as in a terminal (a script's background jobs start with SIGINT
+    # ignored: env gives it back its default)
+    env --default-signal=INT "$DLOCK" run s-hold >"$TMP/t/i.out" 2>"$TMP/t/i.err" &
+    pid=$!
+    BG_PIDS+=("$pid")
+    wait_until 10 test -s "$TMP/t/i.out" || fail "no owner token and fence printed"
+    kill -INT "$pid"
+    reap "$pid" 10
+    expect_eq "SIGINT: released, exit 0" 0 "$BG_RC"
+    expect_free s-hold
+
+    # lost meanwhile: 75
+    dl_bg "$TMP/t/l" run -L 1s s-hold
+    wait_until 10 test -s "$TMP/t/l.out" || { fail "no owner token and fence printed"; return; }
+    expect_rc "unlock --force" 0 dl unlock --force s-hold
+    reap "$BG" 10
+    expect_eq "lost: exit 75" 75 "$BG_RC"
+    expect_match "lost: said" "^dlock: lock 's-hold' was lost" "$(cat "$TMP/t/l.err")"
+
+    expect_rc "-- and no command" 64 dl run s-hold --
+    expect_match "-- and no command: said" "missing COMMAND after --" "$(cat "$TMP/err")"
+}
+
+# The numbers of the descriptors `ls -l /proc/self/fd` lists in file $1 (as
+# the command's output), but ls's own (the directory it reads) and 0-2.
+fd_numbers()
+{
+    awk '$(NF-1) == "->" && $NF !~ /^\/proc\/[0-9]+\/fd$/ && $(NF-2) > 2 { print $(NF-2) }' "$1" |
+        sort -n | tr '\n' ' '
+}
+
+# The command inherits no descriptor of dlock's (its connections, the
+# libraries' pipes), even while other clients contend for the lock and
+# threads connect as the command is started; and none when close_range()
+# fails and the fallback closes them.
+test_command_inherits_no_descriptors()
+{
+    local base got i variant url=$DLOCK_URL multi_url=$DLOCK_URL loops=()
+    [ "$STORE" = redis ] && multi_url="$DLOCK_URL?notify=stream"
+    timeout -k 2 20 ls -l /proc/self/fd >"$TMP/t/base"
+    base=$(fd_numbers "$TMP/t/base")
+    for variant in --write --read; do
+        (while [ ! -e "$TMP/t/stop" ]; do "$DLOCK" run "$variant" s-fd -- true; done) >/dev/null 2>&1 &
+        loops+=($!)
+        BG_PIDS+=($!)
+    done
+    (while [ ! -e "$TMP/t/stop" ]; do "$DLOCK" run -u "$multi_url" -m s-fd1 -m s-fd2 -- true; done) \
+        >/dev/null 2>&1 &
+    loops+=($!)
+    BG_PIDS+=($!)
+    for i in 1 2 3 4 5 6 7 8; do
+        for variant in "--read s-fd" "--write s-fd" "-m s-fd1 -m s-fd2"; do
+            [ "$variant" = "-m s-fd1 -m s-fd2" ] && url=$multi_url || url=$DLOCK_URL
+            # shellcheck disable=SC2086 # the words of $variant
+            dl run -u "$url" -w 20 $variant -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" ||
+                { fail "run $variant: $(cat "$TMP/err")"; continue; }
+            got=$(fd_numbers "$TMP/t/got")
+            if [ "$got" != "$base" ]; then
+                fail "run $variant (run $i): the command has descriptors '$got', without dlock '$base': $(grep -- '->' "$TMP/t/got" | tr '\n' ' ')"
+            fi
+        done
+    done
+    # close_range() refused: the fallback closes them, and keeps what dlock
+    # was given
+    for i in 1 2 3; do
+        LD_PRELOAD=$NO_CLOSE_RANGE ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+            dl run -w 20 --read s-fd -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" 7<"$TMP/t/base" ||
+            { fail "run without close_range: $(cat "$TMP/err")"; continue; }
+        got=$(fd_numbers "$TMP/t/got")
+        if [ "$got" != "$(echo "$base" 7 | tr ' ' '\n' | grep . | sort -n | tr '\n' ' ')" ]; then
+            fail "without close_range (run $i): the command has descriptors '$got', expected '$base' and 7: $(grep -- '->' "$TMP/t/got" | tr '\n' ' ')"
+        fi
+    done
+    touch "$TMP/t/stop"
+    for i in "${loops[@]}"; do
+        reap "$i" 20
+    done
+}
+
 start_redis
 export DLOCK_URL="redis://127.0.0.1:$PORT"
 T0=$(now_ms)
@@ -1166,6 +1619,36 @@ run_test test_kinds_read_write
 run_test test_kinds_semaphore
 run_test test_kinds_fair_and_multi
 run_test test_who_and_list
+
+run_test test_messages
+run_test test_misplaced_options
+run_test test_flock_shared_exclusive
+
+# The behaviour that differs by store, on each.
+${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||
+    { echo "$0: cannot build no_close_range.so" >&2; exit 1; }
+NO_CLOSE_RANGE=$TMP/no_close_range.so
+REDIS_URL=$DLOCK_URL
+for STORE in "${STORES[@]}"; do
+    case $STORE in
+    redis) DLOCK_URL=$REDIS_URL ;;
+    zookeeper)
+        start_zookeeper
+        DLOCK_URL=$ZK_URL
+        ;;
+    etcd)
+        start_etcd
+        DLOCK_URL=$ETCD_URL
+        ;;
+    esac
+    for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
+        test_status_session_words test_renewed_lease_flag test_hold_without_command \
+        test_command_inherits_no_descriptors; do
+        [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
+        run_test "$t" "$t[$STORE]"
+    done
+done
+DLOCK_URL=$REDIS_URL
 
 echo "# $(($(now_ms) - T0)) ms"
 if [ "$FAILED_TESTS" -ne 0 ]; then

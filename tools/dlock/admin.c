@@ -20,25 +20,31 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
 
     if (code >= 0)
         return code;
-    if (first != argc - 1) {
-        fprintf(stderr, "dlock %s: want exactly one NAME\n%s", argv[0], usage);
-        return EXIT_USAGE;
-    }
+    if (first != argc - 1)
+        return cli_usage_error(argv[0], "want exactly one NAME");
     *name = argv[first];
     return -1;
 }
 
-/* The exit code for rc: a conflict (held by someone else, not the owner)
- * gives -E's code and, with -q, no message. */
-static int fail(const cli_opts *o, int rc, const char *what)
+/* The exit code for rc of a call on lock `name` by "dlock cmd": a conflict
+ * (held by someone else, not the owner) gives -E's code and, with -q, no
+ * message; what the store cannot do is a usage error naming `option`, and
+ * so is a bad name (the message says what is wrong with it, byte by byte:
+ * the name itself may not print). */
+static int fail(const cli_opts *o, int rc, const char *name, const char *cmd, const char *option)
 {
+    if (rc == DLOCK_ENOTSUP)
+        return cli_fail_unsupported(cmd, option);
+    if (rc == DLOCK_EINVAL) {
+        fprintf(stderr, "dlock %s: %s\n", cmd, dlock_errmsg());
+        return EXIT_USAGE;
+    }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ENOTOWNER) {
         if (!o->quiet)
-            fprintf(stderr, "dlock: %s: %s\n", what,
-                    dlock_errmsg()[0] != '\0' ? dlock_errmsg() : dlock_strerror(rc));
+            cli_fail_lock(rc, name);
         return o->conflict_code;
     }
-    return cli_fail(rc, what);
+    return cli_fail_lock(rc, name);
 }
 
 /* Owner tokens and fencing tokens are easy to mix up in a script: the
@@ -94,7 +100,7 @@ static int exclusive_only(const cli_opts *o, const char *cmd)
 /* The document of `dlock status --json`: the same fields for every kind,
  * null where a field does not apply (docs/dlock.1). */
 static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st,
-                              json_object *holders)
+                              unsigned caps, json_object *holders)
 {
     unsigned f = k->flags;
     int shared = (f & (DLOCK_READ | DLOCK_WRITE | DLOCK_SEMAPHORE)) != 0;
@@ -118,7 +124,12 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
                                                          : NULL);
     json_object_object_add(doc, "expires",
                            st->held ? json_object_new_boolean(st->lease_ms >= 0) : NULL);
-    json_object_object_add(doc, "last_fence", json_object_new_uint64(st->last_fence));
+    /* held with no lease of its own on a session store: it lives as long
+     * as its holder's session (ZooKeeper) */
+    json_object_object_add(
+        doc, "session",
+        st->held ? json_object_new_boolean(st->lease_ms < 0 && (caps & DLOCK_CAP_SESSION)) : NULL);
+    cli_json_add_u64(doc, "last_fence", st->last_fence);
     /* --simple keys have no queue */
     json_object_object_add(doc, "waiters",
                            f & DLOCK_SIMPLE ? NULL : json_object_new_int64(st->waiters));
@@ -130,7 +141,8 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
     cli_json_print(doc);
 }
 
-static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st)
+static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st,
+                              dlock_client *c)
 {
     unsigned f = k->flags;
 
@@ -152,8 +164,11 @@ static void print_status_text(const char *name, const cli_kind *k, const dlock_s
         if (st->lease_ms >= 0)
             printf("lease left: %.3f s%s\n", (double) st->lease_ms / 1000,
                    st->owner[0] == '\0' ? " (the longest shared lease)" : "");
-        else
-            printf("lease left: none (never expires)\n");
+        else {
+            printf("lease left: ");
+            cli_print_no_lease(dlock_client_caps(c), dlock_client_store(c));
+            putchar('\n');
+        }
     }
     printf("last fence: %" PRIu64 "\n", st->last_fence);
     if (!(f & DLOCK_SIMPLE))
@@ -187,8 +202,10 @@ int cmd_status(int argc, char **argv)
         return code;
     int rc = dlock_query(c, name, o.kind.flags, &st);
     if (rc != DLOCK_OK) {
+        code = rc == DLOCK_ENOTSUP ? cli_fail_unsupported("status", NULL)
+                                   : cli_fail(rc, "cannot read the lock's state");
         dlock_client_close(c);
-        return cli_fail(rc, "cannot read the lock's state");
+        return code;
     }
     if ((o.kind.flags & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
         st.permits != o.kind.permits) {
@@ -199,28 +216,41 @@ int cmd_status(int argc, char **argv)
      * since the first. */
     if (o.json) {
         json_object *holders = cli_holders_json(c, name, o.kind.flags, &rc);
-        print_status_json(name, &o.kind, &st, rc == DLOCK_OK ? holders : NULL);
+        print_status_json(name, &o.kind, &st, dlock_client_caps(c),
+                          rc == DLOCK_OK ? holders : NULL);
         if (rc != DLOCK_OK)
             json_object_put(holders);
     } else if (!o.quiet) {
-        print_status_text(name, &o.kind, &st);
+        print_status_text(name, &o.kind, &st, c);
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);
+    if (rc == DLOCK_ENOTSUP)
+        return cli_fail_unsupported("status", NULL);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read who holds the lock");
     return o.check && !st.held ? EXIT_NOT_ACQUIRED : 0;
 }
 
+/* The option of lock, unlock or extend that asked for what the store
+ * cannot do (DLOCK_ENOTSUP): `option` if the store lacks `cap`, what the
+ * subcommand needs it for, else the kind option (NULL: none). */
+static const char *lock_option(const cli_opts *o, dlock_client *c, unsigned cap, const char *option)
+{
+    return !(dlock_client_caps(c) & cap) ? option : cli_kind_option_text(&o->kind);
+}
+
 int cmd_lock(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q]\n"
-        "                  [--label TEXT] [--simple | --fair | --write] NAME\n"
-        "Takes NAME with a fixed lease and leaves it held when dlock exits. Prints\n"
-        "'<owner token> <fence>'; pass the owner token to 'dlock unlock --owner' or\n"
-        "'dlock extend --owner' from any process. Exit 1 (or -E CODE) if it is held\n"
-        "by someone else; -q: no message then. --timeout is -w.\n";
+        "usage: dlock lock [-u URL] [-n | -w SECONDS] -l SECONDS [-E CODE] [-q] [-v]\n"
+        "                  [--label TEXT] [--simple | --fair | --write | -x] NAME\n"
+        "Takes NAME with a fixed lease (-l, not renewed) and leaves it held when\n"
+        "dlock exits. Prints '<owner token> <fence>'; pass the owner token to\n"
+        "'dlock unlock --owner' or 'dlock extend --owner' from any process. Exit 1\n"
+        "(or -E CODE) if it is held by someone else; -q: no message then. --timeout\n"
+        "is -w. -v: how long taking it took, its fence and lease, on stderr.\n"
+        "(To hold a lock with a renewed lease until interrupted: 'dlock run NAME'.)\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
@@ -232,10 +262,9 @@ int cmd_lock(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if (o.lease_ms <= 0) {
-        fprintf(stderr, "dlock lock: -l SECONDS is required: a lock left held needs a lease\n");
-        return EXIT_USAGE;
-    }
+    if (o.lease_ms <= 0)
+        return cli_usage_error("lock", "-l SECONDS is required: a lock left held needs a lease "
+                                       "(to hold one until interrupted: dlock run NAME)");
     if (exclusive_only(&o, "lock") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
@@ -243,13 +272,26 @@ int cmd_lock(int argc, char **argv)
         return code;
     int rc = dlock_lock_open(c, name, o.kind.flags, &l);
     if (rc == DLOCK_OK) {
+        int64_t asked_us = cli_now_us();
         rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
-        if (rc == DLOCK_OK)
+        if (rc == DLOCK_OK) {
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
-        code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
+            fflush(stdout);
+            if (o.verbose > 0)
+                cli_report_acquired(c, l, o.url, o.lease_ms, cli_now_us() - asked_us, 1);
+        }
+        code = rc == DLOCK_OK
+                   ? 0
+                   : fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
+        if (rc == DLOCK_ENOTSUP && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE) &&
+            (dlock_client_caps(c) & DLOCK_CAP_SESSION))
+            fprintf(stderr,
+                    "(a %s lock lives with its holder's session and cannot outlive dlock: "
+                    "'dlock run NAME' holds it until interrupted)\n",
+                    dlock_client_store(c));
         dlock_lock_detach(l); /* stays held: that is the point */
     } else {
-        code = cli_fail(rc, name);
+        code = fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
     }
     dlock_client_close(c);
     return code;
@@ -262,7 +304,7 @@ static int adopt(const cli_opts *o, const char *cmd, const char *name, dlock_cli
     int rc = dlock_lock_adopt(c, name, o->owner, o->kind.flags, l);
     if (rc == DLOCK_OK)
         return 0;
-    int code = fail(o, rc, name);
+    int code = fail(o, rc, name, cmd, lock_option(o, c, DLOCK_CAP_ADOPT, "--owner"));
     explain_owner_failure(o, cmd, rc);
     return code;
 }
@@ -290,10 +332,8 @@ int cmd_unlock(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if ((o.owner == NULL) == (o.force == 0)) {
-        fprintf(stderr, "dlock unlock: give either --owner OWNER or --force\n%s", usage);
-        return EXIT_USAGE;
-    }
+    if ((o.owner == NULL) == (o.force == 0))
+        return cli_usage_error("unlock", "give either --owner OWNER or --force");
     if (o.check && !o.force) {
         fprintf(stderr, "dlock unlock: --check goes with --force (was anything held?)\n");
         return EXIT_USAGE;
@@ -308,7 +348,9 @@ int cmd_unlock(int argc, char **argv)
         /* a query, then the release: "was free" can be stale (dlock.h) */
         int was_held = -1;
         int rc = dlock_force_unlock2(c, name, o.kind.flags, &was_held);
-        code = rc == DLOCK_OK ? 0 : cli_fail(rc, name);
+        code = rc == DLOCK_OK ? 0
+                              : fail(&o, rc, name, "unlock",
+                                     lock_option(&o, c, DLOCK_CAP_FORCE_UNLOCK, "--force"));
         if (rc == DLOCK_OK && was_held == 0) {
             if (!o.quiet) {
                 fputs("dlock unlock: ", stderr);
@@ -324,7 +366,7 @@ int cmd_unlock(int argc, char **argv)
             int rc = DLOCK_OK;
             while (rc == DLOCK_OK && dlock_lock_holds(l) > 0)
                 rc = dlock_release(l);
-            code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
+            code = rc == DLOCK_OK ? 0 : fail(&o, rc, name, "unlock", NULL);
             dlock_lock_free(l);
         }
     }
@@ -349,10 +391,8 @@ int cmd_extend(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if (o.owner == NULL || o.lease_ms <= 0) {
-        fprintf(stderr, "dlock extend: --owner and -l are required\n%s", usage);
-        return EXIT_USAGE;
-    }
+    if (o.owner == NULL || o.lease_ms <= 0)
+        return cli_usage_error("extend", "--owner and -l are required");
     if (exclusive_only(&o, "extend") != 0 || check_owner(&o, "extend") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
@@ -365,7 +405,9 @@ int cmd_extend(int argc, char **argv)
          * owner no longer holds the lock, as if it had not at all (1). */
         if (rc == DLOCK_ELOST)
             rc = DLOCK_ENOTOWNER;
-        code = rc == DLOCK_OK ? 0 : fail(&o, rc, name);
+        code = rc == DLOCK_OK
+                   ? 0
+                   : fail(&o, rc, name, "extend", lock_option(&o, c, DLOCK_CAP_EXTEND, "-l"));
         dlock_lock_detach(l);
     }
     dlock_client_close(c);

@@ -878,6 +878,7 @@ int cmd_bench(int argc, char **argv)
     const char *url_flag = NULL;
     int opt, threads_given = 0, verbose = 0;
 
+    argv[0] = "dlock bench"; /* for getopt's own messages */
     optind = 1;
     while ((opt = getopt_long(argc, argv, "u:hv", options, NULL)) != -1) {
         char *end = NULL;
@@ -932,10 +933,8 @@ int cmd_bench(int argc, char **argv)
             }
             break;
         case 'l':
-            if (cli_duration_ms(optarg, &o.lease_ms) != 0 || o.lease_ms < 30) {
-                fprintf(stderr, "dlock bench: --lease %s: want a duration >= 30ms\n", optarg);
+            if (cli_duration_option("bench", "--lease", optarg, 30, &o.lease_ms) != 0)
                 return EXIT_USAGE;
-            }
             break;
         case 'S':
             o.simple = 1;
@@ -949,16 +948,14 @@ int cmd_bench(int argc, char **argv)
         case 'h':
             fputs(bench_usage, stdout);
             return 0;
-        default:
-            fputs(bench_usage, stderr);
+        default: /* getopt said what */
+            fputs("Try 'dlock bench --help'.\n", stderr);
             return EXIT_USAGE;
         }
     }
     cli_log_level = cli_log_level_of(verbose);
-    if (optind != argc) {
-        fputs(bench_usage, stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc)
+        return cli_usage_error("bench", "'%s': bench takes no operands", argv[optind]);
     o.url = cli_url(url_flag);
     o.hot_threads = threads_given ? o.threads : 1;
     int probe = probe_store(o.url);
@@ -976,6 +973,8 @@ int cmd_bench(int argc, char **argv)
         return bench_renew(&o);
     if (strcmp(o.workload, "memory") == 0)
         return bench_memory(&o);
-    fprintf(stderr, "dlock bench: unknown workload '%s'\n%s", o.workload, bench_usage);
-    return EXIT_USAGE;
+    return cli_usage_error("bench",
+                           "unknown workload '%s': want seq, par, hot, herd, renew or "
+                           "memory",
+                           o.workload);
 }

@@ -14,7 +14,8 @@
 enum {
     EXIT_NOT_ACQUIRED = 1,   /* held by someone else / not the owner / free (status --check);
                                 -E changes it where it means a conflict */
-    EXIT_USAGE = 64,         /* bad flags, URL, name or duration */
+    EXIT_USAGE = 64,         /* bad flags, URL, name or duration; a kind of lock or an
+                                option the store cannot do (DLOCK_ENOTSUP) */
     EXIT_UNREACHABLE = 69,   /* the server cannot be reached */
     EXIT_FAILURE_OTHER = 70, /* the server refused, answered garbage, or an internal error */
     EXIT_LOST = 75,          /* the lock was lost while the command ran */
@@ -41,6 +42,9 @@ int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
 /* The kind's name in messages and documents: "mutex", "fair", "simple",
  * "read-write" or "semaphore". */
 const char *cli_kind_name(const cli_kind *k);
+/* The option that chose the kind ("--simple", "-m"...), NULL for the plain
+ * mutex: for a message on what a store cannot do. */
+const char *cli_kind_option_text(const cli_kind *k);
 /* Opens the handle the options describe. */
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
 
@@ -78,6 +82,7 @@ enum {
     CLI_GRACE = 1u << 11,   /* --grace */
     CLI_SHELL = 1u << 12,   /* -c, --command */
     CLI_LABEL = 1u << 13,   /* --label */
+    CLI_RENEWED = 1u << 14, /* -L, --renewed-lease, --ttl */
 };
 
 typedef struct cli_opts {
@@ -87,7 +92,8 @@ typedef struct cli_opts {
     const char *label; /* --label: added to the URL as label= */
     cli_kind kind;
     int64_t wait_ms;  /* DLOCK_WAIT_FOREVER unless -n / -w */
-    int64_t lease_ms; /* 0: none given */
+    int64_t lease_ms; /* -l, the fixed lease; 0: none given */
+    const char *ttl;  /* -L as given: added to the URL as lease= */
     int64_t grace_ms; /* 5 s */
     int conflict_code;
     int quiet, json, force, check;
@@ -111,13 +117,31 @@ int cli_log_level_of(int n);
 int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
               cli_opts *o, int *first);
 
+/* Whether word is one of dlock's options as getopt would read it ("-w",
+ * "-w5", "-nq", "--wait=5", "--wai"), so that one found where the command
+ * should start is told apart from the command. */
+int cli_is_option(const char *word);
+
+/* A usage error of "dlock cmd": prints "dlock CMD: MESSAGE" and a pointer
+ * to 'dlock CMD --help' (help itself prints the whole usage), and returns
+ * EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 
-/* Parses a duration with dlock_parse_duration(): "1.5", "250ms", "2s", "1m",
- * "1h" (plain numbers are seconds, as with flock -w; the URL's options read
- * the same). Returns 0, or -1 if it is not one. */
-int cli_duration_ms(const char *text, int64_t *ms);
+/* The value of option `key` in url's query string (as written, up to the
+ * next '&'), or NULL; *len gets its length. */
+const char *cli_url_option(const char *url, const char *key, size_t *len);
+
+/* Reads the duration `text` of option `opt` of "dlock cmd" with
+ * dlock_parse_duration() ("1.5", "250ms", "2s", "1m", "1h"; plain numbers
+ * are seconds, as with flock -w; the URL's options read the same), at
+ * least min_ms and at most DLOCK_DURATION_MAX_MS. Returns 0, or prints what
+ * is wrong (an unknown unit, the units there are; too short or too long)
+ * and returns EXIT_USAGE. */
+int cli_duration_option(const char *cmd, const char *opt, const char *text, int64_t min_ms,
+                        int64_t *ms);
 
 /* ---------------------------------------------------------------- output */
 
@@ -125,6 +149,16 @@ int cli_duration_ms(const char *text, int64_t *ms);
 int cli_fail(int rc, const char *what);
 /* As cli_fail(), with the detail msg (say, from another thread). */
 int cli_fail_msg(int rc, const char *what, const char *msg);
+/* As cli_fail() for a call on lock `name`: "dlock: <detail>" when the
+ * detail names the lock already ('NAME'), else "dlock: NAME: <detail>". */
+int cli_fail_lock(int rc, const char *name);
+/* Whether dlock_errmsg() names lock `name` ('NAME'). */
+int cli_errmsg_names(const char *name);
+/* What the store cannot do, asked for by the user's `option` of "dlock
+ * cmd" (DLOCK_ENOTSUP: the library's detail names the store and the
+ * capability): "dlock CMD: OPTION: <detail>" ("dlock CMD: <detail>" when
+ * option is NULL: the subcommand itself), and EXIT_USAGE. */
+int cli_fail_unsupported(const char *cmd, const char *option);
 
 /* Opens the client, or prints why not and returns the exit code. */
 int cli_open(const char *url, dlock_client **out);
@@ -134,7 +168,11 @@ void cli_print_text(const char *text);
 void cli_print_text_to(FILE *f, const char *text);
 
 /* JSON documents (json.c). CLI_JSON_VERSION is every document's "version":
- * raised when a field changes meaning or goes away. */
+ * raised when a field changes meaning or goes away (a new field does not
+ * raise it). A number that can exceed 2^53 (a fence: ZooKeeper's are near
+ * 2^61), which JSON tools read as a double and round, comes twice: "F" as a
+ * number, for the documents' earlier readers, and "F_str" as its decimal
+ * string, exact for every reader (cli_json_add_u64). */
 #define CLI_JSON_VERSION 1
 /* A new document: an object holding "version". */
 json_object *cli_json_doc(void);
@@ -143,6 +181,8 @@ json_object *cli_json_doc(void);
 json_object *cli_json_text(const char *text, int may_be_cut);
 /* A number printed with `decimals` decimals (an integer for 0). */
 json_object *cli_json_fixed(double v, int decimals);
+/* Adds "key": v and "key_str": "v" to doc. */
+void cli_json_add_u64(json_object *doc, const char *key, uint64_t v);
 /* Prints doc on one line and frees it. */
 void cli_json_print(json_object *doc);
 /* text with every byte that is not part of well-formed UTF-8 replaced by
@@ -153,6 +193,21 @@ char *cli_utf8_clean(const char *text, int may_be_cut);
  * or printed a line each ("holder: TOKEN on HOST, pid N, ..."). */
 json_object *cli_holders_json(dlock_client *c, const char *name, unsigned flags, int *rc);
 int cli_print_holders(dlock_client *c, const char *name, unsigned flags);
+
+/* lease.c: what holds a lock when no lease of its own runs out, in words,
+ * and the -v reports of an acquisition and a release. */
+/* Prints the -v line of an acquisition that took took_us: its fence, and
+ * its lease (fixed_ms > 0: fixed; else renewed, from url's lease=, or the
+ * store's session); left_held: dlock lock, which leaves it held. */
+void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, int64_t fixed_ms,
+                         int64_t took_us, int left_held);
+/* Prints the -v line of a release, after held_us held. */
+void cli_report_released(const dlock_lock *l, int64_t held_us);
+/* The status line of a lock held with no lease running out on a store of
+ * capabilities caps (store: its name), without a newline. */
+void cli_print_no_lease(unsigned caps, const char *store);
+/* A monotonic clock in microseconds. */
+int64_t cli_now_us(void);
 
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);

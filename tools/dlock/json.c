@@ -13,9 +13,15 @@
  * json-c then escapes '"', '\' and the control characters below 0x20. A
  * string that may have been cut at the end of a fixed buffer (the owner in
  * dlock_status) loses an incomplete last sequence rather than ending in a
- * replacement character for half a character. */
+ * replacement character for half a character.
+ *
+ * Numbers are doubles to most JSON readers (jq 1.6, JavaScript): exact up
+ * to 2^53 only. A fence can be far above (ZooKeeper's are creation time
+ * times 2^20 plus a zxid, near 2^61): two fences would read as one. So a
+ * 64-bit number comes as a decimal string too (cli_json_add_u64). */
 #include "cli.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +117,16 @@ json_object *cli_json_fixed(double v, int decimals)
     /* json-c would print a double with 17 significant digits */
     snprintf(digits, sizeof digits, "%.*f", decimals, v);
     return need(json_object_new_double_s(v, digits));
+}
+
+void cli_json_add_u64(json_object *doc, const char *key, uint64_t v)
+{
+    char name[64], digits[24];
+
+    snprintf(name, sizeof name, "%s_str", key);
+    snprintf(digits, sizeof digits, "%" PRIu64, v);
+    json_object_object_add(doc, key, need(json_object_new_uint64(v)));
+    json_object_object_add(doc, name, need(json_object_new_string(digits)));
 }
 
 void cli_json_print(json_object *doc)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kind.c - the options that choose a kind of lock, shared by the
- * subcommands: --simple, --fair, --read, --write, --permits N [--take K],
- * and -m NAME (repeated: a multi-lock). */
+ * subcommands: --simple, --fair, --read (flock's -s), --write (flock's -x),
+ * --permits N [--take K], and -m NAME (repeated: a multi-lock). */
 #include "cli.h"
 
 #include <errno.h>
@@ -32,9 +32,11 @@ int cli_kind_option(cli_kind *k, int opt, const char *arg, const char *cmd)
         k->flags |= DLOCK_FAIR;
         return 1;
     case CLI_OPT_READ:
+    case 's':
         k->flags |= DLOCK_READ;
         return 1;
     case CLI_OPT_WRITE:
+    case 'x':
         k->flags |= DLOCK_WRITE;
         return 1;
     case CLI_OPT_PERMITS:
@@ -63,8 +65,8 @@ int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi)
     if (kinds > 1 || (f == DLOCK_SEMAPHORE && k->nnames > 0) ||
         (k->nnames > 0 && (f & ~(unsigned) DLOCK_FAIR) != 0)) {
         fprintf(stderr,
-                "dlock %s: choose one kind: --simple, --fair, --read, --write or --permits "
-                "(-m works with plain or --fair locks)\n",
+                "dlock %s: choose one kind: --simple, --fair, --read (-s), --write (-x) or "
+                "--permits (-m works with plain or --fair locks)\n",
                 cmd);
         return EXIT_USAGE;
     }
@@ -94,6 +96,18 @@ const char *cli_kind_name(const cli_kind *k)
            : f & DLOCK_SIMPLE               ? "simple"
            : f & DLOCK_FAIR                 ? "fair"
                                             : "mutex";
+}
+
+const char *cli_kind_option_text(const cli_kind *k)
+{
+    unsigned f = k->flags;
+    return f & DLOCK_SIMPLE      ? "--simple"
+           : f & DLOCK_SEMAPHORE ? "--permits"
+           : f & DLOCK_READ      ? "--read"
+           : f & DLOCK_WRITE     ? "--write"
+           : f & DLOCK_FAIR      ? "--fair"
+           : k->nnames > 0       ? "-m"
+                                 : NULL;
 }
 
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out)

@@ -3,7 +3,9 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@ static const char usage[] =
     "commands:\n"
     "  run     hold a lock while a command runs      dlock run NAME -- COMMAND [ARGS...]\n"
     "                                                dlock run NAME -c 'SHELL COMMAND'\n"
+    "          or until interrupted                  dlock run NAME\n"
     "  status  show who holds a lock                 dlock status [--json | --check] NAME\n"
     "  list    the locks under a prefix, and holders dlock list [--json] [PREFIX]\n"
     "  lock    take a lock, print its owner token    dlock lock -l SECONDS NAME\n"
@@ -38,10 +41,83 @@ const char *cli_url(const char *flag)
     return env != NULL && env[0] != '\0' ? env : DEFAULT_URL;
 }
 
-int cli_duration_ms(const char *text, int64_t *ms)
+const char *cli_url_option(const char *url, const char *key, size_t *len)
+{
+    const char *q = strchr(url, '?');
+    size_t n = strlen(key);
+
+    for (const char *p = q; p != NULL; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, key, n) == 0 && p[1 + n] == '=') {
+            *len = strcspn(p + 2 + n, "&");
+            return p + 2 + n;
+        }
+    }
+    return NULL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "dlock %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'dlock %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+/* The unit after the number at the start of text ("d" in "400d"), if the
+ * rest of text is letters: a unit dlock does not know. */
+static const char *unknown_unit(const char *text)
+{
+    const char *p = text + strspn(text, "0123456789");
+
+    if (p == text)
+        return NULL;
+    if (*p == '.' && p[1] >= '0' && p[1] <= '9')
+        p += 1 + strspn(p + 1, "0123456789");
+    for (const char *c = p; *c != '\0'; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+            return NULL;
+    }
+    return *p != '\0' ? p : NULL;
+}
+
+int cli_duration_option(const char *cmd, const char *opt, const char *text, int64_t min_ms,
+                        int64_t *ms)
 {
     /* the library's syntax, the same as the URL's: one rule everywhere */
-    return dlock_parse_duration(text, ms) == DLOCK_OK ? 0 : -1;
+    const char *unit;
+
+    if (dlock_parse_duration(text, ms) != DLOCK_OK) {
+        unit = unknown_unit(text);
+        if (unit != NULL)
+            fprintf(stderr,
+                    "dlock %s: %s %s: unknown unit '%s': the units are ms, s, m and h (a "
+                    "number without one is seconds)\n",
+                    cmd, opt, text, unit);
+        else
+            fprintf(stderr,
+                    "dlock %s: %s %s: not a duration: give a number and a unit, as 250ms, "
+                    "1.5s, 2m or 1h (a number without one is seconds)\n",
+                    cmd, opt, text);
+        return EXIT_USAGE;
+    }
+    if (*ms > DLOCK_DURATION_MAX_MS) {
+        fprintf(stderr, "dlock %s: %s %s: longer than 366 days, the longest dlock takes\n", cmd,
+                opt, text);
+        return EXIT_USAGE;
+    }
+    if (*ms < min_ms) {
+        if (min_ms == 1)
+            fprintf(stderr, "dlock %s: %s %s: must be more than 0\n", cmd, opt, text);
+        else
+            fprintf(stderr, "dlock %s: %s %s: must be at least %" PRId64 "ms\n", cmd, opt, text,
+                    min_ms);
+        return EXIT_USAGE;
+    }
+    return 0;
 }
 
 void cli_print_text(const char *text)
@@ -64,11 +140,12 @@ int cli_fail(int rc, const char *what)
     return cli_fail_msg(rc, what, dlock_errmsg());
 }
 
-int cli_fail_msg(int rc, const char *what, const char *msg)
+/* The exit code of a failure rc. */
+static int exit_code_of(int rc)
 {
-    fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
     switch (rc) {
     case DLOCK_EINVAL:
+    case DLOCK_ENOTSUP: /* what the user's options asked of a store that cannot */
         return EXIT_USAGE;
     case DLOCK_EUNREACHABLE:
     case DLOCK_ETIMEDOUT:
@@ -81,6 +158,41 @@ int cli_fail_msg(int rc, const char *what, const char *msg)
     default:
         return EXIT_FAILURE_OTHER;
     }
+}
+
+int cli_fail_msg(int rc, const char *what, const char *msg)
+{
+    fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
+    return exit_code_of(rc);
+}
+
+int cli_errmsg_names(const char *name)
+{
+    const char *msg = dlock_errmsg(), *at;
+    size_t n = strlen(name);
+
+    for (at = strchr(msg, '\''); at != NULL; at = strchr(at + 1, '\'')) {
+        if (strncmp(at + 1, name, n) == 0 && at[1 + n] == '\'')
+            return 1;
+    }
+    return 0;
+}
+
+int cli_fail_lock(int rc, const char *name)
+{
+    if (cli_errmsg_names(name)) {
+        fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+        return exit_code_of(rc);
+    }
+    return cli_fail(rc, name);
+}
+
+int cli_fail_unsupported(const char *cmd, const char *option)
+{
+    const char *msg = dlock_errmsg();
+    fprintf(stderr, "dlock %s: %s%s%s\n", cmd, option != NULL ? option : "",
+            option != NULL ? ": " : "", msg[0] != '\0' ? msg : dlock_strerror(DLOCK_ENOTSUP));
+    return EXIT_USAGE;
 }
 
 int cli_log_level = DLOCK_LOG_WARN;
@@ -135,7 +247,10 @@ int main(int argc, char **argv)
     };
 
     if (argc < 2) {
-        fputs(usage, stderr);
+        fputs("usage: dlock COMMAND [OPTIONS] NAME ...\n"
+              "commands: run, status, list, lock, unlock, extend, bench; 'dlock --help' says "
+              "more\n",
+              stderr);
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
@@ -152,9 +267,13 @@ int main(int argc, char **argv)
             return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-')
-        fprintf(stderr, "dlock: options go after the command (dlock run %s ...)\n%s", argv[1],
-                usage);
+        fprintf(stderr,
+                "dlock: options go after the command (dlock run %s ...)\nTry 'dlock --help'.\n",
+                argv[1]);
     else
-        fprintf(stderr, "dlock: unknown command '%s'\n%s", argv[1], usage);
+        fprintf(stderr,
+                "dlock: unknown command '%s': the commands are run, status, list, lock, unlock, "
+                "extend and bench\nTry 'dlock --help'.\n",
+                argv[1]);
     return EXIT_USAGE;
 }

@@ -5,8 +5,8 @@
  * Every subcommand's getopt knows every option: one that belongs to another
  * subcommand is refused by name ("--force is not an option of dlock
  * status"), not as unknown. Contradictions are refused, not resolved by
- * order: -n with -w, --json with -q, -c twice. -v (more: -vv) is every
- * subcommand's. */
+ * order: -n with -w, -l with -L, --json with -q, -c twice. -v (more: -vv)
+ * is every subcommand's. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -27,12 +27,16 @@ static const option_spec specs[] = {
     {"wait", required_argument, 'w', CLI_WAIT},
     {"timeout", required_argument, 'w', CLI_WAIT},
     {"lease", required_argument, 'l', CLI_LEASE},
+    {"renewed-lease", required_argument, 'L', CLI_RENEWED},
+    {"ttl", required_argument, 'L', CLI_RENEWED}, /* etcdctl lock's name */
     {"conflict-exit-code", required_argument, 'E', CLI_CONFLICT},
     {"quiet", no_argument, 'q', CLI_QUIET},
     {"simple", no_argument, CLI_OPT_SIMPLE, CLI_KIND},
     {"fair", no_argument, CLI_OPT_FAIR, CLI_KIND},
     {"read", no_argument, CLI_OPT_READ, CLI_KIND},
     {"write", no_argument, CLI_OPT_WRITE, CLI_KIND},
+    {"shared", no_argument, 's', CLI_KIND},    /* flock's name of --read */
+    {"exclusive", no_argument, 'x', CLI_KIND}, /* flock's name of --write */
     {"permits", required_argument, CLI_OPT_PERMITS, CLI_KIND},
     {"take", required_argument, CLI_OPT_TAKE, CLI_MULTI},
     {"multi", required_argument, 'm', CLI_MULTI},
@@ -73,22 +77,48 @@ static int bad_value(const char *cmd, const char *opt, const char *arg, const ch
     return EXIT_USAGE;
 }
 
-/* url with label=LABEL added to its options, percent-encoded. Kept for
- * the life of the process. */
-static const char *with_label(const char *url, const char *label)
+int cli_is_option(const char *word)
 {
-    static char *made;
-    size_t n = strlen(url);
-    char *p;
+    if (word[0] != '-' || word[1] == '\0')
+        return 0;
+    if (word[1] == '-') { /* getopt_long takes any unambiguous prefix */
+        size_t n = strcspn(word + 2, "=");
+        for (size_t i = 0; n > 0 && i < NSPECS; i++) {
+            if (strncmp(specs[i].name, word + 2, n) == 0)
+                return 1;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < NSPECS; i++) {
+        if (specs[i].code == (unsigned char) word[1])
+            return 1;
+    }
+    return 0;
+}
 
-    free(made);
-    made = malloc(n + 3 * strlen(label) + 16);
-    if (made == NULL) {
+/* url with key=VALUE added to its options, percent-encoded, or NULL (a
+ * message printed) when the URL sets key itself: given twice, the library
+ * would refuse it without naming the option that did. Kept for the life of
+ * the process. */
+static const char *with_option(const char *cmd, const char *url, const char *key, const char *value,
+                               const char *option)
+{
+    static char *made; /* url may be the one made before */
+    size_t len;
+    char *next, *p;
+
+    if (cli_url_option(url, key, &len) != NULL) {
+        fprintf(stderr, "dlock %s: %s and the URL's %s= say the same thing: give one\n", cmd,
+                option, key);
+        return NULL;
+    }
+    next = malloc(strlen(url) + strlen(key) + 3 * strlen(value) + 3);
+    if (next == NULL) {
         fputs("dlock: out of memory\n", stderr);
         exit(EXIT_FAILURE_OTHER);
     }
-    p = made + sprintf(made, "%s%slabel=", url, strchr(url, '?') != NULL ? "&" : "?");
-    for (const unsigned char *c = (const unsigned char *) label; *c != '\0'; c++) {
+    p = next + sprintf(next, "%s%s%s=", url, strchr(url, '?') != NULL ? "&" : "?", key);
+    for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
         if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
             strchr("-._~", *c) != NULL)
             *p++ = (char) *c;
@@ -96,6 +126,8 @@ static const char *with_label(const char *url, const char *label)
             p += sprintf(p, "%%%02X", *c);
     }
     *p = '\0';
+    free(made);
+    made = next;
     return made;
 }
 
@@ -105,6 +137,7 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     struct option longopts[NSPECS + 1];
     char shortopts[2 * NSPECS + 2] = "", *p = shortopts;
     const char *cmd = argv[0];
+    char prog[64];
     int nonblock = 0, wait = 0, opt, longindex;
 
     memset(o, 0, sizeof *o);
@@ -125,23 +158,27 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     *p = '\0';
     longopts[NSPECS] = (struct option){NULL, 0, NULL, 0};
 
+    snprintf(prog, sizeof prog, "dlock %s", cmd);
     optind = 1;
-    for (longindex = -1; (opt = getopt_long(argc, argv, shortopts, longopts, &longindex)) != -1;
-         longindex = -1) {
+    for (;;) {
+        longindex = -1;
+        /* getopt's own messages begin with argv[0]: "dlock run", as ours */
+        argv[0] = prog;
+        opt = getopt_long(argc, argv, shortopts, longopts, &longindex);
+        argv[0] = (char *) cmd;
+        if (opt == -1)
+            break;
         const option_spec *spec = spec_of(opt);
         char name[64];
         char *end;
 
         if (spec == NULL) { /* getopt said what was wrong */
-            fputs(usage, stderr);
+            fprintf(stderr, "Try 'dlock %s --help'.\n", cmd);
             return EXIT_USAGE;
         }
         option_text(opt, longindex, name, sizeof name);
-        if (spec->bit != 0 && !(accepted & spec->bit)) {
-            fprintf(stderr, "dlock %s: %s is not an option of 'dlock %s'\n%s", cmd, name, cmd,
-                    usage);
-            return EXIT_USAGE;
-        }
+        if (spec->bit != 0 && !(accepted & spec->bit))
+            return cli_usage_error(cmd, "%s is not an option of 'dlock %s'", name, cmd);
         int k = cli_kind_option(&o->kind, opt, optarg, cmd);
         if (k < 0)
             return EXIT_USAGE;
@@ -157,13 +194,20 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             break;
         case 'w':
             wait = 1;
-            if (cli_duration_ms(optarg, &o->wait_ms) != 0)
-                return bad_value(cmd, name, optarg, "not a duration");
+            if (cli_duration_option(cmd, name, optarg, 0, &o->wait_ms) != 0)
+                return EXIT_USAGE;
             break;
         case 'l':
-            if (cli_duration_ms(optarg, &o->lease_ms) != 0 || o->lease_ms <= 0)
-                return bad_value(cmd, name, optarg, "the lease must be a duration > 0");
+            if (cli_duration_option(cmd, name, optarg, 1, &o->lease_ms) != 0)
+                return EXIT_USAGE;
             break;
+        case 'L': {
+            int64_t ms;
+            if (cli_duration_option(cmd, name, optarg, 1, &ms) != 0)
+                return EXIT_USAGE;
+            o->ttl = optarg;
+            break;
+        }
         case 'E': {
             long code = strtol(optarg, &end, 10);
             if (*end != '\0' || end == optarg || code < 0 || code > 255)
@@ -188,8 +232,8 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             o->check = 1;
             break;
         case CLI_OPT_GRACE:
-            if (cli_duration_ms(optarg, &o->grace_ms) != 0)
-                return bad_value(cmd, name, optarg, "not a duration");
+            if (cli_duration_option(cmd, name, optarg, 0, &o->grace_ms) != 0)
+                return EXIT_USAGE;
             break;
         case 'c':
             if (o->shell != NULL) {
@@ -216,6 +260,13 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
                 cmd);
         return EXIT_USAGE;
     }
+    if (o->lease_ms > 0 && o->ttl != NULL) {
+        fprintf(stderr,
+                "dlock %s: -l (a fixed lease) and -L (a renewed lease) contradict each other: "
+                "give one\n",
+                cmd);
+        return EXIT_USAGE;
+    }
     if (o->json && o->quiet) {
         fprintf(stderr, "dlock %s: --json prints a document and -q prints nothing: give one\n",
                 cmd);
@@ -225,8 +276,11 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
         return EXIT_USAGE;
     cli_log_level = cli_log_level_of(o->verbose);
     o->url = cli_url(o->url);
-    if (o->label != NULL)
-        o->url = with_label(o->url, o->label);
+    if (o->label != NULL &&
+        (o->url = with_option(cmd, o->url, "label", o->label, "--label")) == NULL)
+        return EXIT_USAGE;
+    if (o->ttl != NULL && (o->url = with_option(cmd, o->url, "lease", o->ttl, "-L")) == NULL)
+        return EXIT_USAGE;
     *first = optind;
     return -1;
 }

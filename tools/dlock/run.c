@@ -8,6 +8,9 @@
  * dlock with kill(1) are passed on to the command; signals from the
  * terminal already reach it (same process group) and are not sent twice.
  * When the command ends the lock is released and its status is dlock's.
+ * Without a command (etcdctl lock's habit) dlock prints the owner token and
+ * the fence, and holds the lock until a signal (then releases it, exit 0)
+ * or its loss (exit 75).
  *
  * Signals are taken by one thread with sigwaitinfo(), never by handlers, so
  * that a signal while waiting for the lock can cancel the wait properly
@@ -29,43 +32,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char run_usage[] =
-    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS] [-E CODE] [--grace SECONDS] [-q]\n"
-    "                 [--label TEXT]\n"
+    "usage: dlock run [-u URL] [-n | -w SECONDS] [-l SECONDS | -L SECONDS] [-E CODE]\n"
+    "                 [--grace SECONDS] [-q] [-v] [--label TEXT]\n"
     "                 [--simple | --fair | --read | --write | --permits N [--take K]]\n"
-    "                 NAME ([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')\n"
-    "       dlock run [options] [--fair] -m NAME -m NAME... ([--] COMMAND [ARGS...] | -c '...')\n"
+    "                 NAME [([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')]\n"
+    "       dlock run [options] [--fair] -m NAME -m NAME...\n"
+    "                 [([--] COMMAND [ARGS...] | -c 'SHELL COMMAND')]\n"
     "\n"
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
-    "with COMMAND's status.\n"
+    "with COMMAND's status. Without COMMAND, prints '<owner token> <fence>' and\n"
+    "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
+    "dlock's options go before NAME; after it, everything is COMMAND's.\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
     "  -w, --wait, --timeout SECONDS\n"
     "                       wait at most this long (default: wait forever)\n"
-    "  -l, --lease SECONDS  fixed lease, not renewed (default: renewed while COMMAND runs)\n"
+    "  -L, --renewed-lease, --ttl SECONDS\n"
+    "                       the RENEWED lease (the default kind): renewed while dlock\n"
+    "                       runs; if dlock is killed, the lock ends within SECONDS\n"
+    "                       (default 30, or the URL's lease=)\n"
+    "  -l, --lease SECONDS  a FIXED lease instead: not renewed, the lock ends SECONDS\n"
+    "                       after it was taken even if COMMAND still runs\n"
     "  -E, --conflict-exit-code CODE\n"
     "                       exit code when the lock is not acquired (default 1)\n"
     "  -c, --command STRING run STRING with /bin/sh -c instead of COMMAND (as flock -c)\n"
     "      --simple         interop mode: plain SET NX key NAME, as redis-py, redlock, redsync\n"
     "      --fair           strictly first come, first served\n"
-    "      --read, --write  the read-write lock NAME: shared to read, alone to write\n"
+    "  -s, --read, --shared the read-write lock NAME, shared with other readers\n"
+    "  -x, --write, --exclusive\n"
+    "                       the read-write lock NAME, alone (not the plain lock NAME)\n"
     "      --permits N      the semaphore NAME of N permits; --take K of them (default 1)\n"
     "  -m, --multi NAME     a multi-lock: all the -m names or none (then no NAME)\n"
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
     "      --label TEXT     recorded with the hold, shown by 'dlock status' and 'dlock list'\n"
     "  -q, --quiet          no message when the lock is not acquired\n"
-    "  -v, --verbose        what the library does, on stderr (waits, hand-overs,\n"
-    "                       renewal retries, losses); -vv: every step\n"
+    "  -v, --verbose        on stderr: how long taking the lock took, its fence and\n"
+    "                       lease, its release, and what the library does (waits,\n"
+    "                       hand-overs, renewal retries, losses); -vv: every step\n"
     "\n"
     "COMMAND gets DLOCK_NAME, DLOCK_FENCE (the fencing token), DLOCK_OWNER (the\n"
     "owner token) and DLOCK_URL in its environment, and DLOCK_TOKEN, the old name\n"
     "of DLOCK_FENCE; a multi-lock adds DLOCK_FENCES (one NAME=FENCE line per name).\n"
-    "Durations take a unit: 250ms, 2s, 1m; a plain number is seconds.\n";
+    "Durations take a unit: 250ms, 2s, 1m, 1h; a plain number is seconds.\n";
 
 /* Self-pipe: the signal thread and the lost-lock callback write one byte. */
 static int wake_pipe[2] = {-1, -1};
@@ -265,12 +280,14 @@ static int build_env(command_env *e, const dlock_lock *lock, const char *url)
 
 /* The descriptors dlock was started with (beyond 0-2), sorted: the command
  * inherits these and no other. Whatever the libraries opened meanwhile (the
- * store's connections, their internal pipes) is closed in the child before
- * it runs the command, even a socket a thread opened at the moment of the
- * fork, before it could mark it close-on-exec. */
+ * store's connections, their internal pipes: libzookeeper's are not
+ * close-on-exec) is closed in the child before it runs the command, even a
+ * socket a thread opened at the moment of the fork, before it could mark it
+ * close-on-exec (hiredis connects without SOCK_CLOEXEC). */
 #define MAX_INHERITED 256
 static int inherited[MAX_INHERITED];
 static size_t ninherited;
+static unsigned fd_limit = 1u << 20; /* RLIMIT_NOFILE: no descriptor at or above it */
 
 static int by_fd(const void *a, const void *b)
 {
@@ -281,7 +298,11 @@ static void note_inherited_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
+    struct rlimit limit;
 
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_max != RLIM_INFINITY &&
+        limit.rlim_max < fd_limit)
+        fd_limit = (unsigned) limit.rlim_max;
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL && ninherited < MAX_INHERITED) {
@@ -293,8 +314,20 @@ static void note_inherited_fds(void)
     qsort(inherited, ninherited, sizeof *inherited, by_fd);
 }
 
-/* In the child (async-signal-safe): closes every descriptor above 2 but
- * the inherited ones and keep. */
+/* In the child (async-signal-safe): closes the descriptors first..last
+ * (~0u: all above first). close_range() needs Linux 5.9, and a seccomp
+ * filter (an older container runtime's) may refuse it: then one by one, up
+ * to the limit of descriptors a process may have. */
+static void close_fds(unsigned first, unsigned last)
+{
+    if (close_range(first, last, 0) == 0)
+        return;
+    for (unsigned fd = first; fd <= last && fd < fd_limit; fd++)
+        close((int) fd);
+}
+
+/* In the child: closes every descriptor above 2 but the inherited ones and
+ * keep. */
 static void close_all_but(int keep)
 {
     int prev = 2;
@@ -302,11 +335,11 @@ static void close_all_but(int keep)
         int next = i < ninherited ? inherited[i] : INT_MAX;
         if (keep > prev && keep < next) {
             if (keep > prev + 1)
-                close_range((unsigned) prev + 1, (unsigned) keep - 1, 0);
+                close_fds((unsigned) prev + 1, (unsigned) keep - 1);
             prev = keep;
         }
         if (next > prev + 1)
-            close_range((unsigned) prev + 1, next == INT_MAX ? ~0u : (unsigned) next - 1, 0);
+            close_fds((unsigned) prev + 1, next == INT_MAX ? ~0u : (unsigned) next - 1);
         prev = next;
     }
 }
@@ -403,7 +436,7 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
                 kill(child, SIGKILL);
                 kill_at = -1;
             } else {
-                timeout = (int) left;
+                timeout = left < INT_MAX ? (int) left : INT_MAX; /* --grace may be 366 days */
             }
         }
         struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
@@ -430,55 +463,104 @@ static int shell_option_at(int argc, char **argv, int i, const char **shell)
     return 0;
 }
 
+/* The command after the options: argv[*first...], or -c's STRING in
+ * *shell, or none (*first == argc, *shell NULL: hold until a signal). Sets
+ * *name (not with -m). Returns -1 to go on, or EXIT_USAGE. */
+static int find_command(int argc, char **argv, cli_opts *o, int *first, const char **name)
+{
+    int at = *first;
+
+    if (o->kind.nnames == 0) {
+        if (at >= argc)
+            return cli_usage_error("run", "missing NAME");
+        *name = argv[at++];
+        if (at < argc && strcmp(argv[at], "--") == 0) {
+            if (++at >= argc && o->shell == NULL)
+                return cli_usage_error("run", "missing COMMAND after --");
+        } else if (at < argc) {
+            /* dlock run NAME -c STRING, flock's order */
+            const char *after = NULL;
+            int shell_at = shell_option_at(argc, argv, at, &after);
+            if (shell_at > 0 && o->shell != NULL)
+                return cli_usage_error("run", "-c given twice: give one command string");
+            if (shell_at > 0) {
+                o->shell = after;
+                at = shell_at + 1;
+            } else if (at == argc - 1 &&
+                       (strcmp(argv[at], "-c") == 0 || strcmp(argv[at], "--command") == 0)) {
+                return cli_usage_error("run", "%s needs a command string", argv[at]);
+            } else if (cli_is_option(argv[at])) {
+                /* dlock run NAME -w 5 cmd: -w would be run as the command,
+                 * after the lock was taken */
+                return cli_usage_error("run",
+                                       "%s after NAME would be the command: put dlock's options "
+                                       "before NAME, or use -- before a command that starts "
+                                       "with %s",
+                                       argv[at], argv[at]);
+            }
+        }
+    } else if (at >= argc && at > 1 && strcmp(argv[at - 1], "--") == 0 && o->shell == NULL) {
+        return cli_usage_error("run", "missing COMMAND after --");
+    }
+    if (o->shell != NULL && at < argc)
+        return cli_usage_error("run", "give COMMAND [ARGS...] or -c STRING, not both");
+    *first = at;
+    return -1;
+}
+
+/* Without a command: holds the lock until a signal (released: 0) or its
+ * loss (EXIT_LOST). */
+static int hold_until_signal(dlock_lock *lock)
+{
+    for (;;) {
+        pthread_mutex_lock(&sig_mu);
+        int sig = first_signal;
+        pthread_mutex_unlock(&sig_mu);
+        pthread_mutex_lock(&lost_mu);
+        int now_lost = lost;
+        if (now_lost)
+            fprintf(stderr, "dlock: lock '%s' was lost (%s)\n", dlock_lock_name(lock), lost_why);
+        pthread_mutex_unlock(&lost_mu);
+        if (now_lost)
+            return EXIT_LOST;
+        if (sig != 0)
+            return 0;
+        struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
+        if (poll(&p, 1, -1) > 0) {
+            char buf[64];
+            if (read(wake_pipe[0], buf, sizeof buf) < 0 && errno != EAGAIN && errno != EINTR)
+                return EXIT_FAILURE_OTHER;
+        }
+    }
+}
+
+/* The option that asked for what the store cannot do (DLOCK_ENOTSUP). */
+static const char *unsupported_option(dlock_client *c, const cli_opts *o)
+{
+    if (o->lease_ms > 0 && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE))
+        return "-l";
+    return cli_kind_option_text(&o->kind);
+}
+
 int cmd_run(int argc, char **argv)
 {
     cli_opts o;
-    int first, code = cli_parse(argc, argv,
-                                CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET |
-                                    CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL | CLI_LABEL,
-                                1, run_usage, &o, &first);
+    int first,
+        code = cli_parse(argc, argv,
+                         CLI_URL | CLI_WAIT | CLI_LEASE | CLI_RENEWED | CLI_CONFLICT | CLI_QUIET |
+                             CLI_KIND | CLI_MULTI | CLI_GRACE | CLI_SHELL | CLI_LABEL,
+                         1, run_usage, &o, &first);
     const char *name = NULL;
     char *shell_argv[4] = {"/bin/sh", "-c", NULL, NULL};
 
     if (code >= 0)
         return code;
     note_inherited_fds();
-    if (o.kind.nnames == 0) {
-        if (first >= argc) {
-            fprintf(stderr, "dlock run: missing NAME\n%s", run_usage);
-            return EXIT_USAGE;
-        }
-        name = argv[first++];
-        if (first < argc && strcmp(argv[first], "--") == 0) {
-            first++;
-        } else {
-            /* dlock run NAME -c STRING, flock's order */
-            const char *after = NULL;
-            int at = shell_option_at(argc, argv, first, &after);
-            if (at > 0 && o.shell != NULL) {
-                fprintf(stderr, "dlock run: -c given twice: give one command string\n");
-                return EXIT_USAGE;
-            }
-            if (at > 0) {
-                o.shell = after;
-                first = at + 1;
-            } else if (first == argc - 1 &&
-                       (strcmp(argv[first], "-c") == 0 || strcmp(argv[first], "--command") == 0)) {
-                fprintf(stderr, "dlock run: %s needs a command string\n", argv[first]);
-                return EXIT_USAGE;
-            }
-        }
-    }
-    if (o.shell != NULL && first < argc) {
-        fprintf(stderr, "dlock run: give COMMAND [ARGS...] or -c STRING, not both\n%s", run_usage);
-        return EXIT_USAGE;
-    }
-    if (o.shell == NULL && first >= argc) {
-        fprintf(stderr, "dlock run: missing COMMAND\n%s", run_usage);
-        return EXIT_USAGE;
-    }
+    code = find_command(argc, argv, &o, &first, &name);
+    if (code >= 0)
+        return code;
     shell_argv[2] = (char *) o.shell;
-    char **command = o.shell != NULL ? shell_argv : argv + first;
+    char **command = o.shell != NULL ? shell_argv : first < argc ? argv + first : NULL;
     const char *url = o.url;
     int64_t wait_ms = o.wait_ms, lease_ms = o.lease_ms, grace_ms = o.grace_ms;
     int conflict_code = o.conflict_code, quiet = o.quiet;
@@ -496,7 +578,13 @@ int cmd_run(int argc, char **argv)
         return code;
     rc = cli_kind_open(client, &kind, name, &lock);
     if (rc != DLOCK_OK) {
-        code = cli_fail(rc, "bad lock");
+        code = EXIT_USAGE;
+        if (rc == DLOCK_ENOTSUP)
+            cli_fail_unsupported("run", unsupported_option(client, &o));
+        else if (rc == DLOCK_EINVAL) /* the name, or the kind's numbers */
+            fprintf(stderr, "dlock run: %s\n", dlock_errmsg());
+        else
+            code = cli_fail(rc, "cannot make the lock");
         dlock_client_close(client);
         return code;
     }
@@ -508,7 +596,9 @@ int cmd_run(int argc, char **argv)
     if (first_signal != 0)
         dlock_cancel(lock);
     pthread_mutex_unlock(&sig_mu);
+    int64_t asked_us = cli_now_us();
     rc = lease_ms > 0 ? dlock_acquire_for(lock, wait_ms, lease_ms) : dlock_acquire(lock, wait_ms);
+    int64_t acquired_us = cli_now_us();
     pthread_mutex_lock(&sig_mu);
     waiting_lock = NULL;
     int signalled = first_signal;
@@ -526,30 +616,45 @@ int cmd_run(int argc, char **argv)
         code = conflict_code;
         goto out;
     }
+    if (rc == DLOCK_ENOTSUP) {
+        code = cli_fail_unsupported("run", unsupported_option(client, &o));
+        goto out;
+    }
     if (rc != DLOCK_OK) {
         /* the library's message names the lock when it knows it: once is enough */
-        char what[600], quoted[560];
-        snprintf(quoted, sizeof quoted, "'%s'", dlock_lock_name(lock));
-        if (strstr(dlock_errmsg(), quoted) != NULL)
+        char what[600];
+        if (cli_errmsg_names(dlock_lock_name(lock)))
             snprintf(what, sizeof what, "cannot take the lock");
         else
-            snprintf(what, sizeof what, "cannot take lock %s", quoted);
+            snprintf(what, sizeof what, "cannot take lock '%s'", dlock_lock_name(lock));
         code = cli_fail(rc, what);
         goto out;
     }
+    if (o.verbose > 0)
+        cli_report_acquired(client, lock, url, lease_ms, acquired_us - asked_us, 0);
 
-    int exec_errno, was_lost;
-    pid_t child = start_command(command, lock, url, &exec_errno);
-    if (child < 0 || exec_errno != 0) {
-        int e = child < 0 ? errno : exec_errno;
-        fprintf(stderr, "dlock: cannot run '%s': %s\n", command[0], strerror(e));
-        if (child > 0)
-            waitpid(child, NULL, 0);
-        code = e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
-        dlock_release(lock);
-        goto out;
+    int status = 0, was_lost = 0;
+    if (command == NULL) {
+        /* etcdctl lock's habit: the hold's facts for a script, then wait */
+        printf("%s %" PRIu64 "\n", dlock_lock_token(lock), dlock_lock_fence(lock));
+        fflush(stdout);
+        code = hold_until_signal(lock);
+        was_lost = code == EXIT_LOST;
+    } else {
+        int exec_errno;
+        pid_t child = start_command(command, lock, url, &exec_errno);
+        if (child < 0 || exec_errno != 0) {
+            int e = child < 0 ? errno : exec_errno;
+            fprintf(stderr, "dlock: cannot run '%s': %s\n", command[0], strerror(e));
+            if (child > 0)
+                waitpid(child, NULL, 0);
+            code = e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+            dlock_release(lock);
+            goto out;
+        }
+        status = supervise(child, dlock_lock_name(lock), grace_ms, &was_lost);
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
-    int status = supervise(child, dlock_lock_name(lock), grace_ms, &was_lost);
     if (was_lost) {
         code = EXIT_LOST;
     } else {
@@ -558,12 +663,12 @@ int cmd_run(int argc, char **argv)
             /* lost between the command's end and the release */
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
-        } else {
-            /* any other failure: the release may not have reached the
-             * store, which the library's warning (shown at every
-             * verbosity) has said; the command's status stands */
-            code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        } else if (rc == DLOCK_OK && o.verbose > 0) {
+            cli_report_released(lock, cli_now_us() - acquired_us);
         }
+        /* any other failure: the release may not have reached the store,
+         * which the library's warning (shown at every verbosity) has said;
+         * the command's status stands */
     }
 out:
     dlock_lock_free(lock);

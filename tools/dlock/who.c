@@ -154,10 +154,8 @@ int cmd_list(int argc, char **argv)
 
     if (code >= 0)
         return code;
-    if (argc - first > 1) {
-        fprintf(stderr, "dlock list: want at most one PREFIX\n%s", usage);
-        return EXIT_USAGE;
-    }
+    if (argc - first > 1)
+        return cli_usage_error("list", "want at most one PREFIX");
     const char *prefix = first < argc ? argv[first] : "";
     code = cli_open(o.url, &c);
     if (code != 0)
@@ -173,7 +171,8 @@ int cmd_list(int argc, char **argv)
     for (size_t i = 0; i < all.n && rc == DLOCK_OK; i++)
         rc = show_lock(c, &all.items[i], locks);
     if (rc != DLOCK_OK) {
-        code = cli_fail(rc, "cannot list the locks");
+        code = rc == DLOCK_ENOTSUP ? cli_fail_unsupported("list", NULL)
+                                   : cli_fail(rc, "cannot list the locks");
         json_object_put(locks);
         json_object_put(doc);
     } else if (doc != NULL) {

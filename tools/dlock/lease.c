@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* lease.c - what keeps a hold alive, in words: the -v reports of an
+ * acquisition and a release (as flock -v says how long the lock took), and
+ * the status line of a lock with no lease running out.
+ *
+ * A hold has a fixed lease (-l), a lease the client renews (the URL's
+ * lease=, which -L sets), or, on a session store (DLOCK_CAP_SESSION), lives
+ * with the client's session with the store, kept alive as long as dlock
+ * runs: what a user needs to know is how long a killed holder would block
+ * the others. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The library's default of lease= (dlock.h, dlock_client_open). */
+#define LIBRARY_DEFAULT_LEASE_MS 30000
+
+int64_t cli_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* "30s", "1m", "250ms" */
+static void duration_text(int64_t ms, char *buf, size_t n)
+{
+    if (ms % 3600000 == 0)
+        snprintf(buf, n, "%" PRId64 "h", ms / 3600000);
+    else if (ms % 60000 == 0)
+        snprintf(buf, n, "%" PRId64 "m", ms / 60000);
+    else if (ms % 1000 == 0)
+        snprintf(buf, n, "%" PRId64 "s", ms / 1000);
+    else
+        snprintf(buf, n, "%" PRId64 "ms", ms);
+}
+
+/* "2.3 ms", "1.520 s" */
+static void elapsed_text(int64_t us, char *buf, size_t n)
+{
+    if (us < 1000000)
+        snprintf(buf, n, "%.1f ms", (double) us / 1000);
+    else
+        snprintf(buf, n, "%.3f s", (double) us / 1000000);
+}
+
+/* A duration option of url, or fallback when it has none (or a bad one:
+ * the client would not have opened). */
+static int64_t url_duration(const char *url, const char *key, int64_t fallback)
+{
+    char text[64];
+    size_t len;
+    int64_t ms;
+    const char *value = cli_url_option(url, key, &len);
+
+    if (value == NULL || len >= sizeof text)
+        return fallback;
+    memcpy(text, value, len);
+    text[len] = '\0';
+    return dlock_parse_duration(text, &ms) == DLOCK_OK ? ms : fallback;
+}
+
+/* The names and fences of l: "lock 'x' ... fence 17", or, for a
+ * multi-lock, each name with its own. */
+static void print_what(const dlock_lock *l, const char *verb, const char *took)
+{
+    size_t n = dlock_lock_members(l);
+
+    if (n <= 1) {
+        fprintf(stderr, "dlock: lock '%s' %s%s: fence %" PRIu64, dlock_lock_name(l), verb, took,
+                dlock_lock_fence(l));
+        return;
+    }
+    fputs("dlock: multi-lock of", stderr);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "%s '%s'", i > 0 ? "," : "", dlock_lock_name(dlock_lock_member(l, i)));
+    fprintf(stderr, " %s%s: fences", verb, took);
+    for (size_t i = 0; i < n; i++) {
+        const dlock_lock *m = dlock_lock_member(l, i);
+        fprintf(stderr, "%s '%s' %" PRIu64, i > 0 ? "," : "", dlock_lock_name(m),
+                dlock_lock_fence(m));
+    }
+}
+
+void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, int64_t fixed_ms,
+                         int64_t took_us, int left_held)
+{
+    char elapsed[32], took[48], lease[32], every[32];
+    int64_t renewed_ms = url_duration(url, "lease", LIBRARY_DEFAULT_LEASE_MS);
+
+    elapsed_text(took_us, elapsed, sizeof elapsed);
+    snprintf(took, sizeof took, " in %s", elapsed);
+    print_what(l, "acquired", took);
+    if (fixed_ms > 0) {
+        duration_text(fixed_ms, lease, sizeof lease);
+        fprintf(stderr, "; fixed lease %s, not renewed", lease);
+    } else if (dlock_client_caps(c) & DLOCK_CAP_SESSION) {
+        /* a ZooKeeper session's timeout is its own option, by default the lease */
+        duration_text(url_duration(url, "session_timeout", renewed_ms), lease, sizeof lease);
+        fprintf(stderr, "; held by dlock's %s session (timeout %s), kept alive while dlock runs",
+                dlock_client_store(c), lease);
+    } else {
+        duration_text(renewed_ms, lease, sizeof lease);
+        duration_text(renewed_ms / 3, every, sizeof every);
+        fprintf(stderr, "; lease %s, renewed every %s", lease, every);
+    }
+    fprintf(stderr, "%s\n", left_held ? "; left held when dlock exits" : "");
+}
+
+void cli_report_released(const dlock_lock *l, int64_t held_us)
+{
+    char elapsed[32], held[48];
+
+    elapsed_text(held_us, elapsed, sizeof elapsed);
+    snprintf(held, sizeof held, " after %s", elapsed);
+    print_what(l, "released", held);
+    fputc('\n', stderr);
+}
+
+void cli_print_no_lease(unsigned caps, const char *store)
+{
+    if (caps & DLOCK_CAP_SESSION)
+        printf("none (held by its holder's %s session: freed within the session timeout if "
+               "the holder dies)",
+               store);
+    else
+        printf("none (never expires)");
+}
