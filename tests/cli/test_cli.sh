@@ -1287,7 +1287,7 @@ test_flock_shared_exclusive()
     expect_rc "--shared goes in beside it" 0 dl run -n --shared f-rw -- true
     expect_rc "-x is kept out" 1 dl run -n -x f-rw -- true
     expect_rc "--exclusive too" 1 dl run -n --exclusive f-rw -- true
-    expect_rc "the plain lock f-rw is another lock" 0 dl run -n f-rw -- true
+    expect_rc "the plain lock f-rw is the same name: held" 1 dl run -n f-rw -- true
     touch "$TMP/t/go"
     reap "$r1" 10
     expect_eq "the reader" 0 "$BG_RC"
