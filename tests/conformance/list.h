@@ -67,6 +67,8 @@
       "one name is one lock: every pair of kinds excludes, busy names the kind, waits are woken")   \
     X(kinds_first_come, DLOCK_CAP_READ_WRITE,                                                      \
       "across kinds first come, first served: a newcomer waits behind another kind's waiter")      \
+    X(kinds_self_deadlock, DLOCK_CAP_READ_WRITE,                                                   \
+      "an owner asking for its name as another kind (dlock_lock_dup) gets EDEADLK at once")         \
     X(kinds_never_overlap, DLOCK_CAP_READ_WRITE,                                                   \
       "4 processes take one name as every kind in turn: two kinds never hold it at once")          \
     X(who_holds, DLOCK_CAP_QUERY,                                                                  \

@@ -299,6 +299,35 @@ void ct_kinds_never_overlap(void)
     munmap(in, sizeof *in);
 }
 
+/* An owner holding the name as one kind asks for it as another, through a
+ * handle of its own (dlock_lock_dup): it could only wait for itself, so it
+ * is DLOCK_EDEADLK at once, as a reader asking to write is, whatever the
+ * budget (before: it waited for itself until the budget ran out, forever
+ * with DLOCK_WAIT_FOREVER). */
+void ct_kinds_self_deadlock(void)
+{
+    static const unsigned pairs[][2] = {
+        {0, DLOCK_READ}, {0, DLOCK_WRITE}, {DLOCK_READ, 0}, {DLOCK_WRITE, 0}};
+    dlock_client *c = ct_client("");
+
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "self%zu", i);
+        dlock_lock *held = ct_lock(c, CT_NAME(tag), pairs[i][0]), *other = NULL;
+        CHECK_RC(dlock_try_acquire(held), DLOCK_OK);
+        CHECK_RC(dlock_lock_dup(held, pairs[i][1], &other), DLOCK_OK);
+        int64_t t0 = dt_now_ms();
+        CHECK_RC(dlock_acquire(other, 20000), DLOCK_EDEADLK);
+        CHECK_INT(dt_now_ms() - t0, <, 2000);
+        CHECK_RC(dlock_release(held), DLOCK_OK);
+        CHECK_RC(dlock_acquire(other, 0), DLOCK_OK); /* free of the other kind: its own */
+        CHECK_RC(dlock_release(other), DLOCK_OK);
+        dlock_lock_free(other);
+        dlock_lock_free(held);
+    }
+    dlock_client_close(c);
+}
+
 /* The command line: while `dlock run NAME -- sleep` holds the mutex, a
  * `dlock run -n` of every other kind exits 1 without running its command
  * (one cron host with --write must not run the job twice). */

@@ -98,6 +98,9 @@ static void acquire(const redisReply *r)
     case DLOCK__RACQUIRE_UPGRADE:
         MUST(is_int(r, -3));
         break;
+    case DLOCK__RACQUIRE_SELF:
+        MUST(is_int(r, -4));
+        break;
     case DLOCK__RACQUIRE_PERMITS:
         MUST(r->type == REDIS_REPLY_STRING && a.permits == r->str + 8);
         sink += strlen(a.permits);

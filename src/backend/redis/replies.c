@@ -43,6 +43,10 @@ int dlock__reply_acquire(const redisReply *r, dlock__racquire *out)
         out->outcome = DLOCK__RACQUIRE_UPGRADE;
         return 0;
     }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == -4) {
+        out->outcome = DLOCK__RACQUIRE_SELF;
+        return 0;
+    }
     if (r->type == REDIS_REPLY_STRING && r->len > 8 && strncmp(r->str, "permits ", 8) == 0) {
         out->outcome = DLOCK__RACQUIRE_PERMITS;
         out->permits = r->str + 8;

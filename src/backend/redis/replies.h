@@ -27,6 +27,7 @@ enum dlock__racquire_outcome {
     DLOCK__RACQUIRE_BUSY,    /* {pttl, 0}: held by another; {pttl, 1}: and we are queued;
                                 {pttl, queued, kind}: held as another kind of lock */
     DLOCK__RACQUIRE_UPGRADE, /* -3: this owner holds the read lock and asked for the write lock */
+    DLOCK__RACQUIRE_SELF,    /* -4: this owner holds the name as another kind of lock */
     DLOCK__RACQUIRE_PERMITS, /* "permits N": the semaphore is in use with another count */
 };
 

@@ -152,6 +152,10 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         rc = dlock__fail(DLOCK_EDEADLK,
                          "this owner holds the read lock: taking the write lock too would wait "
                          "for itself (release the read lock first; upgrades are refused)");
+    } else if (got.outcome == DLOCK__RACQUIRE_SELF) {
+        rc = dlock__fail(DLOCK_EDEADLK,
+                         "this owner holds the name as another kind of lock: asking for it as "
+                         "this kind would wait for itself (one name is one lock)");
     } else if (got.outcome == DLOCK__RACQUIRE_PERMITS) {
         rc = dlock__fail(DLOCK_EINVAL,
                          "semaphore %s is in use with %s permits, not %u: every user of a "

@@ -10,7 +10,8 @@
 -- interop key).
 -- Returns the fence (> 0) when the caller holds the lock now, else
 -- {holder_ttl_ms, 1 if the caller is queued}, or {holder_ttl_ms, queued,
--- kind} when another kind of lock of the name holds it (kinds.lua).
+-- kind} when another kind of lock of the name holds it (kinds.lua), or -4
+-- when that other kind is held by this owner.
 local L, token = KEYS[1], ARGV[1]
 local interop = ARGV[9] == 'i'
 local M = interop and string.sub(KEYS[2], 1, -7) or L
@@ -35,6 +36,9 @@ local other = other_kind(M, N, interop and 'i' or 'x')
 if other then
   if redis.call('GET', L) == token then
     return already_mine()
+  end
+  if holds_other_kind(M, N, interop and 'i' or 'x', token) then
+    return -4
   end
   if ARGV[8] == '1' and other[3] == 1 then
     enqueue(L, token, ARGV[2], 'x', 1)

@@ -113,3 +113,16 @@ local function other_kind(M, N, mine)
   end
   return found
 end
+
+-- Whether token, the caller's owner, holds the name as another kind than
+-- mine (a handle made by dlock_lock_dup of one that holds it): waiting for
+-- that kind would wait for itself.
+local function holds_other_kind(M, N, mine, token)
+  local function share(L)
+    return redis.call('HEXISTS', L .. ':holders', token) == 1
+  end
+  return (mine ~= 'x' and redis.call('GET', M) == token) or
+           (mine ~= 'i' and N ~= nil and redis.pcall('GET', N) == token) or
+           (mine ~= 'r' and (redis.call('GET', M .. ':rw') == token or share(M .. ':rw'))) or
+           (mine ~= 's' and share(M .. ':sem'))
+end

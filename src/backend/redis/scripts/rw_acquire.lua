@@ -8,7 +8,8 @@
 -- token already holds a read share: re-entry is counted in the handle). The
 -- owner of the write lock is admitted to read at once: a downgrade.
 -- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, queued, kind}
--- when another kind of lock of the name holds it (kinds.lua), or -3 when a
+-- when another kind of lock of the name holds it (kinds.lua; -4 when this
+-- owner does: it would wait for itself), or -3 when a
 -- reader asks to write (an upgrade, which could deadlock: two readers each
 -- waiting for the other to leave).
 local L, token, mode = KEYS[1], ARGV[1], ARGV[10]
@@ -33,6 +34,9 @@ if mode == 'w' and writer == token then
   return next_fence(counter_of(L))
 end
 local other = other_kind(string.sub(L, 1, -4), ARGV[11], 'r')
+if other and holds_other_kind(string.sub(L, 1, -4), ARGV[11], 'r', token) then
+  return -4
+end
 if other then
   if ARGV[8] == '1' and other[3] == 1 then
     enqueue(L, token, ARGV[2], mode, 1)

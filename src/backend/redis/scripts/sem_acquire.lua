@@ -5,7 +5,8 @@
 -- lease runs out. Waiters are served in order.
 -- Returns the fence, or {ttl_ms until the first lease could end, queued},
 -- {holder_ttl_ms, queued, kind} when another kind of lock of the name holds it
--- (kinds.lua), or "permits N" if the semaphore, in use, has N permits, not
+-- (kinds.lua; -4 when this owner does: it would wait for itself), or
+-- "permits N" if the semaphore, in use, has N permits, not
 -- ARGV[10].
 local L, token = KEYS[1], ARGV[1]
 local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
@@ -34,6 +35,9 @@ elseif held then
   redis.call('ZREM', L .. ':exp', token)
 end
 local other = other_kind(string.sub(L, 1, -5), ARGV[12], 's')
+if other and holds_other_kind(string.sub(L, 1, -5), ARGV[12], 's', token) then
+  return -4
+end
 if other then
   if ARGV[8] == '1' and other[3] == 1 then
     enqueue(L, token, ARGV[2], 's', take)
