@@ -58,7 +58,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DLOCK__BACKEND_VERSION 2
+#define DLOCK__BACKEND_VERSION 3
 
 /* Client-wide settings the core reads from the URL; backends may read them. */
 typedef struct dlock__client_cfg {
@@ -311,6 +311,16 @@ struct dlock__backend {
      * are left out. With DLOCK_CAP_LIST. */
     int (*list)(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
                 int64_t deadline_us);
+
+    /* Since version 3. */
+    /* Whether the store has answered this client since it was opened, on any
+     * thread: a connection made and its first exchange answered (a
+     * handshake, a session established, a reply to a request). Never back
+     * to 0. The core gives a store never reached a moment only (a wrong
+     * address or a server that is down is reported within seconds), and
+     * one that answered before up to unreachable_wait (an outage). NULL:
+     * taken as reached. */
+    int (*reached)(dlock__store *s);
 };
 
 /* registry.c: the backend serving a URL scheme (lower case). NULL with a

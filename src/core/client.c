@@ -44,6 +44,12 @@ const char *dlock_client_store(const dlock_client *c)
     return c != NULL ? c->backend->name : "";
 }
 
+int dlock__client_reached(const dlock_client *c)
+{
+    const dlock__backend *b = c->backend;
+    return b->version < 3 || b->reached == NULL || b->reached(c->store);
+}
+
 int dlock__client_require(const dlock_client *c, unsigned caps, const char *what)
 {
     unsigned missing = caps & ~c->store->caps;

@@ -449,6 +449,8 @@ redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us,
         redisFree(ctx);
         return NULL;
     }
+    if (ep->reached != NULL)
+        atomic_store(ep->reached, 1);
     return ctx;
 }
 
