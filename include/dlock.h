@@ -153,8 +153,9 @@ typedef struct dlock_client dlock_client;
  *   prefix=NAME           key prefix (default "dlock"); keys are PREFIX:{name}...
  *   connect_timeout=DUR   connect timeout (default 2s)
  *   timeout=DUR           per-command timeout (default 5s)
- *   lease=DUR             lease of locks acquired with renewal (default 30s);
- *                         they are renewed every lease/3
+ *   lease=DUR             lease of locks acquired with renewal (default 30s,
+ *                         at least DLOCK_LEASE_MIN_MS); they are renewed every
+ *                         lease/3
  *   label=TEXT            a label recorded with every hold of this client, next
  *                         to its host name, pid and start time, and shown by
  *                         dlock_query_holders() and `dlock status`: up to 63
@@ -162,7 +163,8 @@ typedef struct dlock_client dlock_client;
  *   pool=N                command connections shared by all threads (default 2,
  *                         at most 64); concurrent commands are pipelined on them
  *   waiter_lease=DUR      how long a queued waiter keeps its place without a
- *                         heartbeat (default 6s); waiters send one every third
+ *                         heartbeat (default 6s, at least 100ms); waiters send
+ *                         one every third
  *   local_queue=on|off    (default off) threads of this client waiting for the
  *                         same lock queue here, in arrival order, and only the
  *                         first of them queues on the server: one waiter per
@@ -300,6 +302,17 @@ DLOCK_API int dlock_parse_duration(const char *text, int64_t *ms);
 /* The longest lease and the longest wait (other than DLOCK_WAIT_FOREVER)
  * the library takes: 366 days. Longer ones are DLOCK_EINVAL. Since 0.2. */
 #define DLOCK_DURATION_MAX_MS (366LL * 24 * 3600 * 1000)
+
+/* The shortest lease the library takes, fixed (dlock_acquire_for,
+ * dlock_extend) or renewed (the URL's lease=): 20 ms. Shorter ones are
+ * DLOCK_EINVAL. Why: a lease is valid from the send of the request that
+ * took it, less the drift margin (1% + 2 ms, and up to 5% for scheduling:
+ * 3.2 ms of 20 ms), and the reply's round trip is spent from it as well.
+ * 20 ms keeps more than half of the lease after a 5 ms round trip; a 3 ms
+ * lease kept 0.8 ms before the reply came, and one of 2 ms or less none at
+ * all: a grant that could never be held, only taken and given back.
+ * Since 0.2. */
+#define DLOCK_LEASE_MIN_MS 20
 
 /* ---------------------------------------------------------------- locks */
 
@@ -445,9 +458,9 @@ DLOCK_API void dlock_lock_detach(dlock_lock *lock);
  */
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
 
-/* As dlock_acquire() but with a fixed lease of lease_ms (> 0) that is not
+/* As dlock_acquire() but with a fixed lease of lease_ms that is not
  * renewed: the lock expires lease_ms after it was granted unless extended.
- * A lease <= 0 is DLOCK_EINVAL. */
+ * A lease shorter than DLOCK_LEASE_MIN_MS is DLOCK_EINVAL. */
 DLOCK_API int dlock_acquire_for(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
 
 /*
@@ -494,8 +507,8 @@ DLOCK_API int dlock_release(dlock_lock *lock);
  * automatic renewal OFF: the lock is held no longer than lease_ms unless
  * extended again, even if it was acquired with dlock_acquire(). Returns
  * DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_ELOST (the hold ends), DLOCK_EINVAL
- * (lease <= 0), DLOCK_ENOTSUP (a store without "extend": ZooKeeper) or a
- * connection error. */
+ * (lease shorter than DLOCK_LEASE_MIN_MS), DLOCK_ENOTSUP (a store without
+ * "extend": ZooKeeper) or a connection error. */
 DLOCK_API int dlock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* Turns automatic renewal on for a held lock (as if acquired with

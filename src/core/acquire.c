@@ -542,10 +542,9 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         rc = dlock__fail(DLOCK_EINVAL,
                          "wait of %lld ms: want at most %lld ms, or DLOCK_WAIT_FOREVER",
                          (long long) wait_ms, (long long) DLOCK_DURATION_MAX_MS);
-    else if (lease_ms <= 0 || lease_ms > DLOCK_DURATION_MAX_MS)
-        rc = dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0 and at most %lld ms",
-                         (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
     else if (!renew)
+        rc = dlock__check_lease(lease_ms);
+    if (rc == DLOCK_OK && !renew)
         rc = dlock__client_require(l->client, DLOCK_CAP_FIXED_LEASE,
                                    "a fixed lease (dlock_acquire_for)");
     if (rc != DLOCK_OK)

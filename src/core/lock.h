@@ -95,6 +95,9 @@ int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
 /* A fresh owner token of client c in out (33 bytes): the client's id, then
  * 16 random hex digits. 0, or -1 without randomness. */
 int dlock__token_make(const dlock_client *c, char *out);
+/* A fixed lease's length: DLOCK_LEASE_MIN_MS..DLOCK_DURATION_MAX_MS, else
+ * DLOCK_EINVAL saying so. */
+int dlock__check_lease(int64_t lease_ms);
 /* Checks the parts of a lock name every store shares. */
 int dlock__check_name(const char *name);
 /* DLOCK_OK if s is at most max bytes of UTF-8 without control characters;

@@ -219,7 +219,8 @@ static void bad_names_and_leases(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
 
     CHECK_RC(dlock_acquire_for(l, 0, 0), DLOCK_EINVAL);
-    CHECK(strstr(dlock_errmsg(), "lease must be > 0") != NULL);
+    CHECK(strstr(dlock_errmsg(), "lease must be at least 20 ms") != NULL);
+    CHECK_RC(dlock_acquire_for(l, 0, DLOCK_LEASE_MIN_MS - 1), DLOCK_EINVAL);
     CHECK_RC(dlock_acquire_for(l, 0, -5), DLOCK_EINVAL);
     CHECK_RC(dlock_acquire(l, -7), DLOCK_EINVAL);
     /* leases and waits are bounded: nothing near INT64 overflow reaches the store */

@@ -885,6 +885,12 @@ test_bad_input()
         "dlock: warn: lock 'r-bad': .*Connection refused; trying again" "$(cat "$TMP/err")"
 
     expect_rc "-l 0" 64 dl run -l 0 r-bad -- true
+    # a lease too short to hold is refused up front, never tried in a loop
+    expect_rc "-l 1ms" 64 dl run -l 1ms r-bad -- true
+    expect_match "-l 1ms: the minimum" "at least 20 ms" "$(cat "$TMP/err")"
+    expect_rc "-l 0.019" 64 dl run -l 0.019 r-bad -- true
+    expect_rc "lock -l 2ms" 64 dl lock -l 2ms r-bad
+    expect_rc "URL lease=19ms" 64 dl run -u "$DLOCK_URL?lease=19ms" r-bad -- true
     expect_rc "-l -1" 64 dl run -l -1 r-bad -- true
     expect_rc "-l 5x" 64 dl run -l 5x r-bad -- true
     expect_rc "-w abc" 64 dl run -w abc r-bad -- true

@@ -95,7 +95,7 @@ void ct_bad_url_options(void)
     expect_bad_url(ct_url("?no_such_option=1"), "no_such_option");
     expect_bad_url(ct_url("?lease=abc"), "lease");
     expect_bad_url(ct_url("?lease=-1s"), "lease");
-    expect_bad_url(ct_url("?lease=1ms"), "lease"); /* below the 10 ms floor */
+    expect_bad_url(ct_url("?lease=19ms"), "lease"); /* below DLOCK_LEASE_MIN_MS */
     expect_bad_url(ct_url("?timeout=soon"), "timeout");
     expect_bad_url(ct_url("?connect_timeout=1y"), "connect_timeout");
     expect_bad_url(ct_url("?waiter_lease=x"), "waiter_lease");
