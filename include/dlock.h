@@ -73,6 +73,14 @@
  *  - A wait returns within its budget plus one command timeout, whatever
  *    the store does; an unreachable store is retried within the budget and
  *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
+ *    A wait never hangs on a store that does not answer, budget or not: it
+ *    tries one that stopped answering for the client's unreachable_wait
+ *    (30 s unless the URL says otherwise) from the first failed try, and
+ *    one it never reached for 1 s, then returns DLOCK_EUNREACHABLE (its
+ *    last try, and leaving the queue, may take a command timeout each). A
+ *    wait parked behind a holder finds an outage at the client's next
+ *    failed renewal or heartbeat (a third of the lease, or of
+ *    waiter_lease), or when the holder's lease ends.
  *    The time after the budget is shared by the wait's last request and
  *    its clean-up (leaving the queue; a multi-lock giving back the names it
  *    took, or a release of one, each name a share): a clean-up the store
@@ -156,6 +164,14 @@ typedef struct dlock_client dlock_client;
  *   lease=DUR             lease of locks acquired with renewal (default 30s,
  *                         at least DLOCK_LEASE_MIN_MS); they are renewed every
  *                         lease/3
+ *   unreachable_wait=DUR|forever
+ *                         how long a wait goes on trying a store that stopped
+ *                         answering (default 30s), counted from the first
+ *                         try that found it so; then the wait ends with
+ *                         DLOCK_EUNREACHABLE. forever: until its budget ends
+ *                         or it is cancelled. A store this client never
+ *                         reached is tried for 1 s at most (less when this is
+ *                         shorter), whatever is asked here (any store)
  *   label=TEXT            a label recorded with every hold of this client, next
  *                         to its host name, pid and start time, and shown by
  *                         dlock_query_holders() and `dlock status`: up to 63
@@ -187,7 +203,10 @@ typedef struct dlock_client dlock_client;
  *                         the client's XREAD is blocked on others.
  *
  * The client connects lazily: a server that is down is reported by the first
- * call that needs it, as DLOCK_EUNREACHABLE. On success *out owns a client
+ * call that needs it, as DLOCK_EUNREACHABLE, within seconds also by a wait
+ * (see unreachable_wait), with its address and the cause (refused, a name
+ * that does not resolve). Refused credentials are DLOCK_ESERVER, at once. On
+ * success *out owns a client
  * that must be closed with dlock_client_close(). On failure *out is NULL.
  * Returns DLOCK_OK, DLOCK_EINVAL (bad URL, detail in dlock_errmsg()) or
  * DLOCK_ENOMEM.

@@ -62,11 +62,13 @@
 
 /* Client-wide settings the core reads from the URL; backends may read them. */
 typedef struct dlock__client_cfg {
-    int64_t lease_ms;           /* lease of automatically renewed locks */
-    int64_t waiter_lease_ms;    /* how long a queued waiter keeps its place without a heartbeat */
-    int64_t command_timeout_ms; /* bound of every single request */
-    char client_id[17];         /* 16 hex digits, random per client; every owner token the
-                                   client makes starts with them */
+    int64_t lease_ms;            /* lease of automatically renewed locks */
+    int64_t waiter_lease_ms;     /* how long a queued waiter keeps its place without a heartbeat */
+    int64_t command_timeout_ms;  /* bound of every single request */
+    int64_t unreachable_wait_ms; /* how long a wait goes on trying a store that stopped
+                                    answering; -1: for ever (the core's business) */
+    char client_id[17];          /* 16 hex digits, random per client; every owner token the
+                                    client makes starts with them */
     /* Who this client is, recorded with every hold so that an operator can
      * tell who holds a lock (core/owner.h): one line of text, never empty.
      * A store that keeps a value with each hold keeps "TOKEN\nINFO" (the

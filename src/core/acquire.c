@@ -22,10 +22,14 @@
  * the store answered "queued" for that same id, which came before the
  * grant; when that is long ago, the hold is confirmed with the store first.
  *
- * A wait survives the store being unreachable for a while: the attempt is
- * repeated with a growing delay until the budget runs out, and only then
- * is the failure returned. dlock_cancel() ends the wait in progress (or the
- * next one), also one that was just granted: the lock is passed on. */
+ * A wait rides out a store that stops answering for a while (a restart, a
+ * failover): the attempt is repeated with a growing, jittered delay, within
+ * the budget and for at most the client's unreachable_wait from the first
+ * failure. A store never reached since the client opened (a wrong address,
+ * a server that is down) gets a moment only, FIRST_CONTACT_MS, enough for a
+ * restart under way: it is reported within seconds, not after the budget.
+ * dlock_cancel() ends the wait in progress (or the next one), also one that
+ * was just granted: the lock is passed on. */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -41,6 +45,7 @@
 #define UNREACHABLE_MIN_US 50000
 #define UNREACHABLE_MAX_US 1000000
 #define LAST_TRY_US        20000 /* the last try of an unreachable store, before the end */
+#define FIRST_CONTACT_MS   1000  /* how long a store never reached is tried */
 #define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
 
 /* ---------------------------------------------------------------- cancel */
@@ -228,6 +233,7 @@ typedef struct take_state {
     int poll_only;               /* the store cannot wake waiters of this lock */
     int64_t poll_us;             /* next polling step */
     int64_t unreachable_us;      /* next delay after an unreachable store */
+    int64_t outage_since;        /* send time of the outage's first failed attempt, or 0 */
     int waited;                  /* found held: the caller waits (for the log) */
     int unreachable;             /* the store was unreachable: tried again (for the log) */
     enum dlock__held_as held_as; /* the last attempt found another kind holding the name */
@@ -257,6 +263,86 @@ static void drop_place(dlock_lock *l, take_state *st)
     if (st->on_renewer)
         dlock__renewer_remove(&l->client->renewer, &l->lease, NULL, 0);
     st->on_renewer = 0;
+}
+
+enum ride { RIDE_AGAIN, RIDE_CANCELLED, RIDE_OVER };
+
+/* After an attempt sent at `sent` that found the store unreachable (the
+ * detail recorded): waits out the next delay and says RIDE_AGAIN, or, past
+ * what the outage is given, RIDE_OVER with the detail put in context (or
+ * RIDE_CANCELLED). The outage runs from its first failed attempt; it is
+ * given unreachable_wait, or FIRST_CONTACT_MS at most if the store never
+ * answered this client, and never more than the wait's budget. */
+static enum ride ride_outage(dlock_lock *l, take_state *st, int64_t sent, int64_t deadline)
+{
+    dlock_client *c = l->client;
+    int reached = dlock__client_reached(c);
+    int64_t given_ms = c->cfg.unreachable_wait_ms;
+
+    if (!reached && (given_ms < 0 || given_ms > FIRST_CONTACT_MS))
+        given_ms = FIRST_CONTACT_MS;
+    if (st->outage_since == 0)
+        st->outage_since = sent;
+    int64_t over =
+        given_ms < 0 ? DLOCK__NEVER : dlock__deadline_after_ms(st->outage_since, given_ms);
+    int64_t end = over < deadline ? over : deadline;
+    if (dlock__now_us() + LAST_TRY_US < end) {
+        /* The store may be back soon (a restart, a failover): try again, the
+         * last time just before the end. */
+        int64_t until = sent + st->unreachable_us + jitter_us(st->unreachable_us / 4);
+        st->unreachable_us = st->unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
+                                                                         : st->unreachable_us * 2;
+        if (until > end - LAST_TRY_US)
+            until = end - LAST_TRY_US;
+        int64_t in_ms = (until - dlock__now_us()) / 1000; /* < 0: the request was slow */
+        char bound[96] = "";
+        if (!reached)
+            snprintf(bound, sizeof bound, " (never reached yet: given %lld ms)",
+                     (long long) given_ms);
+        else if (over != DLOCK__NEVER && over <= deadline)
+            snprintf(bound, sizeof bound, " (unreachable_wait: given %lld ms)",
+                     (long long) given_ms);
+        /* a warning once per outage, the retries after it at info */
+        DLOCK__LOG(&c->log, st->unreachable ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
+                   "lock '%s': %s; trying again in %lld ms%s", l->name, dlock_errmsg(),
+                   (long long) (in_ms > 0 ? in_ms : 0), bound);
+        st->unreachable = 1;
+        pause_until(l, until);
+        return RIDE_AGAIN;
+    }
+    /* The last try failed just before the end: the wait still takes its
+     * time up to the end (a cancel ends it sooner). */
+    pause_until(l, end);
+    if (dlock__lock_cancelled(l))
+        return RIDE_CANCELLED;
+    int64_t for_ms = (dlock__now_us() - st->outage_since) / 1000;
+    if (over > deadline)
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store was still unreachable when the wait ran out",
+                            l->name);
+    else if (!reached)
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store was never reached (tried for %lld ms)", l->name,
+                            (long long) for_ms);
+    else
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store stayed unreachable for %lld ms, past the "
+                            "client's unreachable_wait of %lld ms",
+                            l->name, (long long) for_ms, (long long) given_ms);
+    return RIDE_OVER;
+}
+
+/* An attempt came to something (a grant held, or the lock found held):
+ * the outage, if there was one, is over. */
+static void outage_over(dlock_lock *l, take_state *st)
+{
+    st->unreachable_us = UNREACHABLE_MIN_US;
+    st->outage_since = 0;
+    if (st->unreachable) {
+        st->unreachable = 0;
+        DLOCK__LOG(&l->client->log, DLOCK_LOG_INFO, "lock '%s': %s answers again", l->name,
+                   l->client->store->label);
+    }
 }
 
 /* A hand-over arrived on the board: hold it. */
@@ -348,41 +434,16 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             }
             goto cancelled;
         }
-        if (rc == DLOCK_EUNREACHABLE && waits && dlock__now_us() + LAST_TRY_US < deadline) {
-            /* The store may be back soon (a restart, a failover): keep
-             * trying within the budget, the last time just before it ends. */
-            int64_t until = sent + st.unreachable_us + jitter_us(st.unreachable_us / 4);
-            st.unreachable_us = st.unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
-                                                                           : st.unreachable_us * 2;
-            if (until > deadline - LAST_TRY_US)
-                until = deadline - LAST_TRY_US;
-            int64_t in_ms = (until - dlock__now_us()) / 1000; /* < 0: the request was slow */
-            /* a warning once per outage, the retries after it at info */
-            DLOCK__LOG(&c->log, st.unreachable ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
-                       "lock '%s': %s; trying again in %lld ms", l->name, dlock_errmsg(),
-                       (long long) (in_ms > 0 ? in_ms : 0));
-            st.unreachable = 1;
-            pause_until(l, until);
-            continue;
-        }
         if (rc == DLOCK_EUNREACHABLE && waits) {
-            /* The last try failed just before the budget's end: the wait
-             * still takes its whole budget (a cancel ends it sooner). */
-            pause_until(l, deadline);
-            if (dlock__lock_cancelled(l))
+            enum ride ride = ride_outage(l, &st, sent, deadline);
+            if (ride == RIDE_AGAIN)
+                continue;
+            if (ride == RIDE_CANCELLED)
                 goto cancelled;
-            dlock__fail_context(
-                rc, "lock '%s': the store was still unreachable when the wait ran out", l->name);
             goto give_up;
         }
         if (rc != DLOCK_OK)
             goto give_up;
-        st.unreachable_us = UNREACHABLE_MIN_US;
-        if (st.unreachable) {
-            st.unreachable = 0;
-            DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s': %s answers again", l->name,
-                       c->store->label);
-        }
 
         if (a.outcome == DLOCK__TAKEN) {
             drop_place(l, &st); /* the entry now serves the hold */
@@ -390,6 +451,8 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             int late = rc == DLOCK_ELOST;
             if (rc == DLOCK_OK && l->parent == NULL)
                 rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */
+            if (rc == DLOCK_OK)
+                outage_over(l, &st);
             if (rc == DLOCK_OK)
                 DLOCK__LOG(&c->log, st.waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
                            "lock '%s' acquired%s (fence %llu, %s)", l->name,
@@ -414,6 +477,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             }
             goto done;
         }
+        outage_over(l, &st);
         if (!waits) {
             rc = busy_error(l, a.holder_ttl_ms, a.held_as);
             goto done;

@@ -19,6 +19,8 @@
 #define DEFAULT_LEASE_MS        30000
 #define DEFAULT_WAITER_LEASE_MS 6000
 #define DEFAULT_TIMEOUT_MS      5000
+/* As long as a hold with the default lease rides an outage. */
+#define DEFAULT_UNREACHABLE_WAIT_MS 30000
 
 static const char *const cap_names[] = {
     "fence",      "fixed-lease", "extend",       "adopt",   "force-unlock", "query",   "fair",
@@ -95,6 +97,8 @@ static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "waiter_lease", 100, &cfg->waiter_lease_ms);
     if (rc == DLOCK_OK)
+        rc = dlock__url_duration_or_forever(url, "unreachable_wait", &cfg->unreachable_wait_ms);
+    if (rc == DLOCK_OK)
         rc = dlock__url_int(url, "max_local_waiters", 0, 1000000000L, max_local);
     const char *lq = dlock__url_get(url, "local_queue");
     if (rc == DLOCK_OK && lq != NULL) {
@@ -143,6 +147,7 @@ int dlock_client_open(const char *text, dlock_client **out)
     c->cfg.lease_ms = DEFAULT_LEASE_MS;
     c->cfg.waiter_lease_ms = DEFAULT_WAITER_LEASE_MS;
     c->cfg.command_timeout_ms = DEFAULT_TIMEOUT_MS;
+    c->cfg.unreachable_wait_ms = DEFAULT_UNREACHABLE_WAIT_MS;
     rc = read_core_options(&url, &c->cfg, &local_queue, &max_local);
     if (rc == DLOCK_OK && local_queue)
         rc = dlock__lq_new((unsigned) max_local, &c->lq);

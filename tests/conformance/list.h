@@ -43,6 +43,10 @@
       "holder's link reset: on_lost + ELOST within the lease, before another client holds")        \
     X(lost_when_blackholed, 0,                                                                     \
       "holder's link silent: on_lost + ELOST within the lease, before another client holds")       \
+    X(never_reached, 0,                                                                            \
+      "a store never reached (refused, no such host) is EUNREACHABLE in seconds; dlock run exits 69") \
+    X(outage_bounded, 0,                                                                           \
+      "an outage in a wait is ridden through up to unreachable_wait, then EUNREACHABLE; or forever") \
     X(renewal_outlives_lease, 0,                                                                   \
       "a renewed hold lasts three leases and more, with no loss reported")                         \
     X(fixed_lease_expires, DLOCK_CAP_FIXED_LEASE,                                                  \

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* outage.c - never hang: waits on a store that cannot be reached, or that
+ * stops answering.
+ *
+ * A store never reached since the client opened (nobody listens on the
+ * port; a name that does not resolve) is reported within seconds, even to a
+ * wait without a budget and to `dlock run` without -w; an outage during a
+ * wait is ridden through for the client's unreachable_wait and no longer
+ * (for ever when asked). */
+#define _GNU_SOURCE
+#include "conformance.h"
+
+#include <string.h>
+
+/* How soon a store never reached is reported: the core tries it for 1 s
+ * (acquire.c), and each try here ends within connect_timeout. */
+enum { NEVER_REACHED_MS = 1000, NEVER_SLACK_MS = 2500 };
+
+/* A copy of url with 127.0.0.1 replaced by host (static storage). */
+static const char *with_host(const char *url, const char *host)
+{
+    static char buf[512];
+    const char *at = strstr(url, "127.0.0.1");
+    CHECK(at != NULL);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int) (at - url), url, host, at + strlen("127.0.0.1"));
+    return buf;
+}
+
+/* A wait without a budget, and `dlock run` without -w, on url: both end
+ * with EUNREACHABLE (exit 69) within seconds, naming `where`. */
+static void never_reached_at(const char *url, const char *where)
+{
+    dlock_client *c = NULL;
+    ct_waiter w;
+
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = ct_lock(c, CT_NAME("x"), 0);
+    ct_wait_start(&w, l, DLOCK_WAIT_FOREVER);
+    DT_WAIT_UNTIL(CT_DONE(&w), NEVER_REACHED_MS + 1000 + NEVER_SLACK_MS);
+    CHECK_RC(ct_wait_join(&w), DLOCK_EUNREACHABLE);
+    const char *msg = w.errmsg;
+    printf("%s: a wait without a budget on %s ended after %lld ms: %s\n", ct->kind, where,
+           (long long) (w.ended_ms - w.started_ms), msg);
+    if (strstr(msg, where) == NULL)
+        dt_fail(__FILE__, __LINE__, "the message does not name %s: %s", where, msg);
+    CHECK(strstr(msg, "never reached") != NULL);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* dlock run without -w: the same, as exit 69 */
+    const char *argv[] = {dt_bin("dlock"), "run", "-q",   "-u", url,
+                          CT_NAME("x"),    "--",  "true", NULL};
+    int64_t t0 = dt_now_ms();
+    CHECK_INT(ct_run_program(argv, NEVER_REACHED_MS + 1000 + NEVER_SLACK_MS), ==, 69);
+    printf("%s: dlock run without -w on %s exited 69 after %lld ms\n", ct->kind, where,
+           (long long) (dt_now_ms() - t0));
+}
+
+void ct_never_reached(void)
+{
+    char base[256], where[64], url[512];
+    int port = dt_free_port(); /* nobody listens there */
+
+    dt_server_url_at(&ct->srv, port, base, sizeof base);
+    snprintf(url, sizeof url, "%s?connect_timeout=1s&timeout=1s", base);
+    snprintf(where, sizeof where, "127.0.0.1:%d", port);
+    never_reached_at(url, where);
+
+    snprintf(where, sizeof where, "no-such-host.invalid");
+    never_reached_at(with_host(url, where), where);
+}
+
+/* ---------------------------------------------------------------- outages */
+
+enum { OUTAGE_BOUND_MS = 2000, OUTAGE_SLACK_MS = 3000 };
+
+/* Waiters cut off from the store while they wait behind a holder: an
+ * outage shorter than unreachable_wait is ridden through, a longer (and
+ * silent) one ends the wait with EUNREACHABLE about unreachable_wait after
+ * the waiter found the store gone (within a renewal period and a request
+ * of the cut), and unreachable_wait=forever goes on waiting until
+ * cancelled. */
+void ct_outage_bounded(void)
+{
+    /* heartbeats and session renewals every third of a second, so that a
+     * parked waiter hears of the outage soon */
+    const char *bounded = "?unreachable_wait=2s&lease=1s&waiter_lease=1s&timeout=500ms"
+                          "&connect_timeout=500ms";
+    const char *forever = "?unreachable_wait=forever&lease=1s&waiter_lease=1s&timeout=500ms"
+                          "&connect_timeout=500ms";
+    const char *name = CT_NAME("out");
+    dt_proxy proxy;
+    ct_waiter w1, w2, w3;
+
+    dt_proxy_start(&proxy, ct->srv.port, 3); /* before any client's threads */
+    dlock_client *holder = ct_client("");
+    dlock_client *c1 = ct_client_at(proxy.ports[0], bounded);
+    dlock_client *c2 = ct_client_at(proxy.ports[1], bounded);
+    dlock_client *c3 = ct_client_at(proxy.ports[2], forever);
+    dlock_lock *h = ct_lock(holder, name, 0);
+    dlock_lock *l1 = ct_lock(c1, name, 0), *l2 = ct_lock(c2, name, 0), *l3 = ct_lock(c3, name, 0);
+
+    /* a short outage: ridden through, the lock comes after it */
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    ct_wait_start(&w1, l1, DLOCK_WAIT_FOREVER);
+    if (ct_has(DLOCK_CAP_QUERY))
+        DT_WAIT_UNTIL(ct_waiters(holder, name, 0) == 1, 5000);
+    dt_proxy_set(&proxy, 0, DT_CUT);
+    dt_sleep_ms(OUTAGE_BOUND_MS / 2); /* the fault: half the bound */
+    dt_proxy_set(&proxy, 0, DT_PASS);
+    CHECK(!CT_DONE(&w1));
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    DT_WAIT_UNTIL(CT_DONE(&w1), 10000);
+    CHECK_RC(ct_wait_join(&w1), DLOCK_OK);
+    CHECK_RC(dlock_release(l1), DLOCK_OK);
+
+    /* a long one: the bounded wait ends, the other goes on */
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    ct_wait_start(&w2, l2, DLOCK_WAIT_FOREVER);
+    ct_wait_start(&w3, l3, DLOCK_WAIT_FOREVER);
+    if (ct_has(DLOCK_CAP_QUERY))
+        DT_WAIT_UNTIL(ct_waiters(holder, name, 0) == 2, 5000);
+    int64_t cut_at = dt_now_ms();
+    dt_proxy_set(&proxy, 1, DT_BLACKHOLE); /* silence: nothing tells them but their requests */
+    dt_proxy_set(&proxy, 2, DT_BLACKHOLE);
+    DT_WAIT_UNTIL(CT_DONE(&w2), OUTAGE_BOUND_MS + OUTAGE_SLACK_MS);
+    CHECK_RC(ct_wait_join(&w2), DLOCK_EUNREACHABLE);
+    int64_t took = w2.ended_ms - cut_at;
+    printf("%s: a wait cut off for good ended after %lld ms (unreachable_wait %d ms): %s\n",
+           ct->kind, (long long) took, OUTAGE_BOUND_MS, w2.errmsg);
+    CHECK_INT(took, >=, OUTAGE_BOUND_MS);
+    CHECK(strstr(w2.errmsg, "unreachable_wait") != NULL);
+    CHECK_INT(dlock_lock_holds(l2), ==, 0);
+    /* unreachable_wait=forever: still waiting well past the others' bound */
+    dt_sleep_ms(1000);
+    CHECK(!CT_DONE(&w3));
+    int64_t cancelled_at = dt_now_ms();
+    CHECK_RC(dlock_cancel(l3), DLOCK_OK);
+    DT_WAIT_UNTIL(CT_DONE(&w3), 3000);
+    CHECK_RC(ct_wait_join(&w3), DLOCK_ECANCELED);
+    printf("%s: a wait with unreachable_wait=forever was still on after %lld ms, cancelled in "
+           "%lld ms\n",
+           ct->kind, (long long) (cancelled_at - cut_at), (long long) (w3.ended_ms - cancelled_at));
+
+    dt_proxy_set(&proxy, -1, DT_PASS);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(l1);
+    dlock_lock_free(l2);
+    dlock_lock_free(l3);
+    dlock_client_close(holder);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+    dt_proxy_stop(&proxy);
+}
