@@ -4,9 +4,9 @@
  *
  * A store never reached since the client opened (nobody listens on the
  * port; a name that does not resolve) is reported within seconds, even to a
- * wait without a budget and to `dlock run` without -w; an outage during a
- * wait is ridden through for the client's unreachable_wait and no longer
- * (for ever when asked). */
+ * wait without a budget and to `dlock run` without -w, with its address
+ * and the cause; an outage during a wait is ridden through for the
+ * client's unreachable_wait and no longer (for ever when asked). */
 #define _GNU_SOURCE
 #include "conformance.h"
 
@@ -26,9 +26,16 @@ static const char *with_host(const char *url, const char *host)
     return buf;
 }
 
+static int contains_any(const char *text, const char *a, const char *b)
+{
+    return strcasestr(text, a) != NULL || (b != NULL && strcasestr(text, b) != NULL);
+}
+
 /* A wait without a budget, and `dlock run` without -w, on url: both end
- * with EUNREACHABLE (exit 69) within seconds, naming `where`. */
-static void never_reached_at(const char *url, const char *where)
+ * with EUNREACHABLE (exit 69) within seconds, naming `where` and a cause
+ * (one of cause_a, cause_b). */
+static void never_reached_at(const char *url, const char *where, const char *cause_a,
+                             const char *cause_b)
 {
     dlock_client *c = NULL;
     ct_waiter w;
@@ -41,8 +48,9 @@ static void never_reached_at(const char *url, const char *where)
     const char *msg = w.errmsg;
     printf("%s: a wait without a budget on %s ended after %lld ms: %s\n", ct->kind, where,
            (long long) (w.ended_ms - w.started_ms), msg);
-    if (strstr(msg, where) == NULL)
-        dt_fail(__FILE__, __LINE__, "the message does not name %s: %s", where, msg);
+    if (strstr(msg, where) == NULL || !contains_any(msg, cause_a, cause_b))
+        dt_fail(__FILE__, __LINE__, "the message does not name %s and its cause (%s): %s", where,
+                cause_a, msg);
     CHECK(strstr(msg, "never reached") != NULL);
     CHECK_INT(dlock_lock_holds(l), ==, 0);
     dlock_lock_free(l);
@@ -65,10 +73,10 @@ void ct_never_reached(void)
     dt_server_url_at(&ct->srv, port, base, sizeof base);
     snprintf(url, sizeof url, "%s?connect_timeout=1s&timeout=1s", base);
     snprintf(where, sizeof where, "127.0.0.1:%d", port);
-    never_reached_at(url, where);
+    never_reached_at(url, where, "refused", NULL);
 
     snprintf(where, sizeof where, "no-such-host.invalid");
-    never_reached_at(with_host(url, where), where);
+    never_reached_at(with_host(url, where), where, "resol", "not known");
 }
 
 /* ---------------------------------------------------------------- outages */
