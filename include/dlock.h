@@ -80,7 +80,10 @@
  *    last try, and leaving the queue, may take a command timeout each). A
  *    wait parked behind a holder finds an outage at the client's next
  *    failed renewal or heartbeat (a third of the lease, or of
- *    waiter_lease), or when the holder's lease ends.
+ *    waiter_lease), or when the holder's lease ends. A grant that comes
+ *    back after its lease could have run out counts as no answer, and
+ *    every retry waits a growing, jittered delay first (a few tries a
+ *    second at most): a wait that cannot succeed never floods the store.
  *    The time after the budget is shared by the wait's last request and
  *    its clean-up (leaving the queue; a multi-lock giving back the names it
  *    took, or a release of one, each name a share): a clean-up the store

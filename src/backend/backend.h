@@ -41,6 +41,13 @@
  * steps, and bounds every park by the holder's lease when the store names
  * one, so a lost wake-up costs at most that.
  *
+ * Retries: within one call a backend repeats a request a bounded number of
+ * times at most (a race lost to another client, a member that did not
+ * answer), never until the store answers; the core tries calls again after
+ * a growing, jittered delay, and a backend's own background work
+ * (reconnecting, reopening a stream) waits such a delay too. No path sends
+ * without a floor, however the store fails.
+ *
  * Threads: every function may be called from any thread at once; a backend
  * makes its own state thread-safe. Calls for one store lock never overlap
  * (one owner at a time), except renew(), which may include the lock while

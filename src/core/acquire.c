@@ -27,9 +27,15 @@
  * the budget and for at most the client's unreachable_wait from the first
  * failure. A store never reached since the client opened (a wrong address,
  * a server that is down) gets a moment only, FIRST_CONTACT_MS, enough for a
- * restart under way: it is reported within seconds, not after the budget.
- * dlock_cancel() ends the wait in progress (or the next one), also one that
- * was just granted: the lock is passed on. */
+ * restart under way: it is reported within seconds, not after the budget. A
+ * grant whose reply came after its lease could have run out counts as such
+ * a failure (the store does not answer in time), never as a reason to try
+ * again at once. The other paths that go round again without a wait of
+ * their own (the store asks for it; a hand-over gone before it was
+ * confirmed; a wake-up with nothing for us) go at once the first time and
+ * after a growing delay when they repeat: no path of the loop sends without
+ * a floor. dlock_cancel() ends the wait in progress (or the next one), also
+ * one that was just granted: the lock is passed on. */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -37,7 +43,6 @@
 #include "../base/random.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define POLL_MIN_US        1000
@@ -46,6 +51,8 @@
 #define UNREACHABLE_MAX_US 1000000
 #define LAST_TRY_US        20000 /* the last try of an unreachable store, before the end */
 #define FIRST_CONTACT_MS   1000  /* how long a store never reached is tried */
+#define AGAIN_MIN_US       1000  /* the floor of a repeated quick retry, growing to: */
+#define AGAIN_MAX_US       250000
 #define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
 
 /* ---------------------------------------------------------------- cancel */
@@ -110,12 +117,11 @@ static void pause_until(dlock_lock *l, int64_t until)
 
 /* ---------------------------------------------------------------- helpers */
 
-static int64_t jitter_us(int64_t max)
+void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64_t deadline)
 {
-    char hex[5];
-    if (max <= 0 || dlock__random_hex(hex, 2) != 0)
-        return 0;
-    return (int64_t) (strtoul(hex, NULL, 16) % (unsigned long) max);
+    int64_t until = dlock__now_us() + *step_us + dlock__random_below(*step_us / 2);
+    *step_us = *step_us * 2 > max_us ? max_us : *step_us * 2;
+    pause_until(l, until < deadline ? until : deadline);
 }
 
 /* " as a semaphore (this handle asks for a mutex: ...)" when the name is
@@ -234,6 +240,7 @@ typedef struct take_state {
     int64_t poll_us;             /* next polling step */
     int64_t unreachable_us;      /* next delay after an unreachable store */
     int64_t outage_since;        /* send time of the outage's first failed attempt, or 0 */
+    int64_t again_us;            /* floor of the next quick retry (pace) */
     int waited;                  /* found held: the caller waits (for the log) */
     int unreachable;             /* the store was unreachable: tried again (for the log) */
     enum dlock__held_as held_as; /* the last attempt found another kind holding the name */
@@ -265,6 +272,25 @@ static void drop_place(dlock_lock *l, take_state *st)
     st->on_renewer = 0;
 }
 
+/* Before going round again at once after an attempt sent at `sent` that
+ * came to nothing: the first time at once, then after a floor that doubles
+ * (jittered) while the retries keep coming quickly; one that comes slowly
+ * by itself starts the floor afresh. */
+static void pace(dlock_lock *l, take_state *st, int64_t sent, int64_t deadline)
+{
+    if (dlock__now_us() - sent >= AGAIN_MAX_US) {
+        st->again_us = 0;
+        return;
+    }
+    if (st->again_us > 0) {
+        int64_t until = sent + st->again_us + dlock__random_below(st->again_us / 2);
+        pause_until(l, until < deadline ? until : deadline);
+    }
+    st->again_us = st->again_us == 0                 ? AGAIN_MIN_US
+                   : st->again_us * 2 > AGAIN_MAX_US ? AGAIN_MAX_US
+                                                     : st->again_us * 2;
+}
+
 enum ride { RIDE_AGAIN, RIDE_CANCELLED, RIDE_OVER };
 
 /* After an attempt sent at `sent` that found the store unreachable (the
@@ -289,7 +315,7 @@ static enum ride ride_outage(dlock_lock *l, take_state *st, int64_t sent, int64_
     if (dlock__now_us() + LAST_TRY_US < end) {
         /* The store may be back soon (a restart, a failover): try again, the
          * last time just before the end. */
-        int64_t until = sent + st->unreachable_us + jitter_us(st->unreachable_us / 4);
+        int64_t until = sent + st->unreachable_us + dlock__random_below(st->unreachable_us / 4);
         st->unreachable_us = st->unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
                                                                          : st->unreachable_us * 2;
         if (until > end - LAST_TRY_US)
@@ -423,6 +449,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                             .holder_ttl_ms = -1};
         int64_t sent = dlock__now_us();
         rc = b->acquire(c->store, l->sl, &a);
+        int64_t answered = dlock__now_us();
         if (rc == DLOCK_OK && a.outcome == DLOCK__QUEUED)
             st.queued = 1;
         if (waits && dlock__lock_cancelled(l)) {
@@ -463,17 +490,25 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             if (rc == DLOCK_ELOST) {
                 /* the store's reply came after the lease it granted could
                  * have run out (late), or the grant was lost (its session
-                 * ended) before it was the caller's: nothing to hold on to */
+                 * ended) before it was the caller's: nothing to hold on to,
+                 * and as good as no answer. A store that is that slow is
+                 * tried again as an unreachable one is, never at once. */
                 give_back(l, deadline);
-                if (waits && dlock__now_us() < deadline)
-                    continue;
                 if (late)
                     rc = dlock__fail(DLOCK_EUNREACHABLE,
-                                     "lock '%s': the store answered only after the lease it "
+                                     "%s answered after %lld ms, when the lease of %lld ms it "
                                      "granted could have run out",
-                                     l->name);
+                                     c->store->label, (long long) ((answered - sent) / 1000),
+                                     (long long) lease_ms);
                 else
-                    rc = dlock__fail_context(DLOCK_EUNREACHABLE, "lock '%s'", l->name);
+                    rc = DLOCK_EUNREACHABLE;
+                if (waits) {
+                    enum ride ride = ride_outage(l, &st, sent, deadline);
+                    if (ride == RIDE_AGAIN)
+                        continue;
+                    if (ride == RIDE_CANCELLED)
+                        goto cancelled;
+                }
             }
             goto done;
         }
@@ -504,17 +539,20 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         }
 
         if (a.outcome == DLOCK__HELD) {
-            if (a.next == DLOCK__NEXT_RETRY)
+            if (a.next == DLOCK__NEXT_RETRY) {
+                pace(l, &st, sent, deadline);
                 continue;
+            }
             if (a.next == DLOCK__NEXT_PREPARE && !st.poll_only) {
                 rc = b->prepare_wait != NULL ? b->prepare_wait(c->store, l->sl, deadline)
                                              : DLOCK_ENOTSUP;
                 if (rc != DLOCK_OK)
                     st.poll_only = 1; /* no wake-ups for us: poll */
+                pace(l, &st, sent, deadline);
                 continue;
             }
             /* Poll: a short, growing, jittered step, bounded by the lease. */
-            int64_t step = st.poll_us + jitter_us(st.poll_us / 2);
+            int64_t step = st.poll_us + dlock__random_below(st.poll_us / 2);
             st.poll_us = st.poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : st.poll_us * 2;
             int64_t until = now + (step < ttl_us ? step : ttl_us);
             pause_until(l, until < deadline ? until : deadline);
@@ -534,8 +572,10 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             until = deadline;
         enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st.w, until)
                                                 : dlock__board_park(&c->board, &st.w, until);
-        if (wake != DLOCK__WAKE_GRANTED)
+        if (wake != DLOCK__WAKE_GRANTED) {
+            pace(l, &st, sent, deadline); /* slow by itself, unless the wake-ups flood */
             continue;
+        }
         dlock__board_leave(&c->board, &st.w);
         st.on_board = 0;
         rc = take_grant(l, &st, deadline, lease_ms, renew);
@@ -543,6 +583,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG,
                        "lock '%s' was handed over but gone before it was confirmed: waiting on",
                        l->name);
+            pace(l, &st, sent, deadline);
             continue; /* taken from us already (expired, forced): wait on */
         }
         if (rc == DLOCK_OK)

@@ -107,6 +107,10 @@ int dlock__check_text(const char *s, size_t max, const char *what, const char *w
 /* acquire.c: one lock (not a multi-lock), inside the owner's call: take it
  * (waiting until deadline_us, DLOCK__NEVER, or not at all when 0). */
 int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int renew);
+/* Sleeps *step_us and up to half as much again (jitter), never past
+ * deadline, waking early if the wait is cancelled; then doubles *step_us,
+ * up to max_us. */
+void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64_t deadline);
 /* Whether the wait the handle (or its multi-lock) is in was cancelled. */
 int dlock__lock_cancelled(dlock_lock *l);
 
