@@ -78,6 +78,17 @@
  *  - A wait returns within its budget plus one command timeout, whatever
  *    the store does; an unreachable store is retried within the budget and
  *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
+ *    A wait never hangs on a store that does not answer, budget or not: it
+ *    tries one that stopped answering for the client's unreachable_wait
+ *    (30 s unless the URL says otherwise) from the first failed try, and
+ *    one it never reached for 1 s, then returns DLOCK_EUNREACHABLE (its
+ *    last try, and leaving the queue, may take a command timeout each). A
+ *    wait parked behind a holder finds an outage at the client's next
+ *    failed renewal or heartbeat (a third of the lease, or of
+ *    waiter_lease), or when the holder's lease ends. A grant that comes
+ *    back after its lease could have run out counts as no answer, and
+ *    every retry waits a growing, jittered delay first (a few tries a
+ *    second at most): a wait that cannot succeed never floods the store.
  *    The time after the budget is shared by the wait's last request and
  *    its clean-up (leaving the queue; a multi-lock giving back the names it
  *    took, or a release of one, each name a share): a clean-up the store
@@ -159,8 +170,17 @@ typedef struct dlock_client dlock_client;
  *                         (letters, digits and _-.:/)
  *   connect_timeout=DUR   connect timeout (default 2s)
  *   timeout=DUR           per-command timeout (default 5s)
- *   lease=DUR             lease of locks acquired with renewal (default 30s);
- *                         they are renewed every lease/3
+ *   lease=DUR             lease of locks acquired with renewal (default 30s,
+ *                         at least DLOCK_LEASE_MIN_MS); they are renewed every
+ *                         lease/3
+ *   unreachable_wait=DUR|forever
+ *                         how long a wait goes on trying a store that stopped
+ *                         answering (default 30s), counted from the first
+ *                         try that found it so; then the wait ends with
+ *                         DLOCK_EUNREACHABLE. forever: until its budget ends
+ *                         or it is cancelled. A store this client never
+ *                         reached is tried for 1 s at most (less when this is
+ *                         shorter), whatever is asked here (any store)
  *   label=TEXT            a label recorded with every hold of this client, next
  *                         to its host name, pid and start time, and shown by
  *                         dlock_query_holders() and `dlock status`: up to 63
@@ -168,7 +188,8 @@ typedef struct dlock_client dlock_client;
  *   pool=N                command connections shared by all threads (default 2,
  *                         at most 64); concurrent commands are pipelined on them
  *   waiter_lease=DUR      how long a queued waiter keeps its place without a
- *                         heartbeat (default 6s); waiters send one every third
+ *                         heartbeat (default 6s, at least 100ms); waiters send
+ *                         one every third
  *   local_queue=on|off    (default off) threads of this client waiting for the
  *                         same lock queue here, in arrival order, and only the
  *                         first of them queues on the server: one waiter per
@@ -191,7 +212,10 @@ typedef struct dlock_client dlock_client;
  *                         the client's XREAD is blocked on others.
  *
  * The client connects lazily: a server that is down is reported by the first
- * call that needs it, as DLOCK_EUNREACHABLE. On success *out owns a client
+ * call that needs it, as DLOCK_EUNREACHABLE, within seconds also by a wait
+ * (see unreachable_wait), with its address and the cause (refused, a name
+ * that does not resolve). Refused credentials are DLOCK_ESERVER, at once. On
+ * success *out owns a client
  * that must be closed with dlock_client_close(). On failure *out is NULL.
  * Returns DLOCK_OK, DLOCK_EINVAL (bad URL, detail in dlock_errmsg()) or
  * DLOCK_ENOMEM.
@@ -306,6 +330,17 @@ DLOCK_API int dlock_parse_duration(const char *text, int64_t *ms);
 /* The longest lease and the longest wait (other than DLOCK_WAIT_FOREVER)
  * the library takes: 366 days. Longer ones are DLOCK_EINVAL. Since 0.2. */
 #define DLOCK_DURATION_MAX_MS (366LL * 24 * 3600 * 1000)
+
+/* The shortest lease the library takes, fixed (dlock_acquire_for,
+ * dlock_extend) or renewed (the URL's lease=): 20 ms. Shorter ones are
+ * DLOCK_EINVAL. Why: a lease is valid from the send of the request that
+ * took it, less the drift margin (1% + 2 ms, and up to 5% for scheduling:
+ * 3.2 ms of 20 ms), and the reply's round trip is spent from it as well.
+ * 20 ms keeps more than half of the lease after a 5 ms round trip; a 3 ms
+ * lease kept 0.8 ms before the reply came, and one of 2 ms or less none at
+ * all: a grant that could never be held, only taken and given back.
+ * Since 0.2. */
+#define DLOCK_LEASE_MIN_MS 20
 
 /* ---------------------------------------------------------------- locks */
 
@@ -473,9 +508,9 @@ DLOCK_API void dlock_lock_detach(dlock_lock *lock);
  */
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
 
-/* As dlock_acquire() but with a fixed lease of lease_ms (> 0) that is not
+/* As dlock_acquire() but with a fixed lease of lease_ms that is not
  * renewed: the lock expires lease_ms after it was granted unless extended.
- * A lease <= 0 is DLOCK_EINVAL. */
+ * A lease shorter than DLOCK_LEASE_MIN_MS is DLOCK_EINVAL. */
 DLOCK_API int dlock_acquire_for(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
 
 /*
@@ -522,8 +557,8 @@ DLOCK_API int dlock_release(dlock_lock *lock);
  * automatic renewal OFF: the lock is held no longer than lease_ms unless
  * extended again, even if it was acquired with dlock_acquire(). Returns
  * DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_ELOST (the hold ends), DLOCK_EINVAL
- * (lease <= 0), DLOCK_ENOTSUP (a store without "extend": ZooKeeper) or a
- * connection error. */
+ * (lease shorter than DLOCK_LEASE_MIN_MS), DLOCK_ENOTSUP (a store without
+ * "extend": ZooKeeper) or a connection error. */
 DLOCK_API int dlock_extend(dlock_lock *lock, int64_t lease_ms);
 
 /* Turns automatic renewal on for a held lock (as if acquired with

@@ -46,6 +46,13 @@
  * steps, and bounds every park by the holder's lease when the store names
  * one, so a lost wake-up costs at most that.
  *
+ * Retries: within one call a backend repeats a request a bounded number of
+ * times at most (a race lost to another client, a member that did not
+ * answer), never until the store answers; the core tries calls again after
+ * a growing, jittered delay, and a backend's own background work
+ * (reconnecting, reopening a stream) waits such a delay too. No path sends
+ * without a floor, however the store fails.
+ *
  * Threads: every function may be called from any thread at once; a backend
  * makes its own state thread-safe. Calls for one store lock never overlap
  * (one owner at a time), except renew(), which may include the lock while
@@ -63,15 +70,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DLOCK__BACKEND_VERSION 2
+#define DLOCK__BACKEND_VERSION 3
 
 /* Client-wide settings the core reads from the URL; backends may read them. */
 typedef struct dlock__client_cfg {
-    int64_t lease_ms;           /* lease of automatically renewed locks */
-    int64_t waiter_lease_ms;    /* how long a queued waiter keeps its place without a heartbeat */
-    int64_t command_timeout_ms; /* bound of every single request */
-    char client_id[17];         /* 16 hex digits, random per client; every owner token the
-                                   client makes starts with them */
+    int64_t lease_ms;            /* lease of automatically renewed locks */
+    int64_t waiter_lease_ms;     /* how long a queued waiter keeps its place without a heartbeat */
+    int64_t command_timeout_ms;  /* bound of every single request */
+    int64_t unreachable_wait_ms; /* how long a wait goes on trying a store that stopped
+                                    answering; -1: for ever (the core's business) */
+    char client_id[17];          /* 16 hex digits, random per client; every owner token the
+                                    client makes starts with them */
     /* Who this client is, recorded with every hold so that an operator can
      * tell who holds a lock (core/owner.h): one line of text, never empty.
      * A store that keeps a value with each hold keeps "TOKEN\nINFO" (the
@@ -316,6 +325,16 @@ struct dlock__backend {
      * are left out. With DLOCK_CAP_LIST. */
     int (*list)(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
                 int64_t deadline_us);
+
+    /* Since version 3. */
+    /* Whether the store has answered this client since it was opened, on any
+     * thread: a connection made and its first exchange answered (a
+     * handshake, a session established, a reply to a request). Never back
+     * to 0. The core gives a store never reached a moment only (a wrong
+     * address or a server that is down is reported within seconds), and
+     * one that answered before up to unreachable_wait (an outage). NULL:
+     * taken as reached. */
+    int (*reached)(dlock__store *s);
 };
 
 /* registry.c: the backend serving a URL scheme (lower case). NULL with a

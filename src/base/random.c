@@ -5,6 +5,15 @@
 #include <errno.h>
 #include <sys/random.h>
 
+int64_t dlock__random_below(int64_t n)
+{
+    uint64_t r;
+
+    if (n <= 0 || getrandom(&r, sizeof r, 0) != (ssize_t) sizeof r)
+        return 0;
+    return (int64_t) (r % (uint64_t) n);
+}
+
 int dlock__random_hex(char *buf, size_t n)
 {
     unsigned char raw[64];

@@ -389,6 +389,19 @@ int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_
     return DLOCK_OK;
 }
 
+int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms)
+{
+    const char *v = dlock__url_get(url, key);
+
+    if (v != NULL && strcmp(v, "forever") == 0) {
+        *ms = -1;
+        return DLOCK_OK;
+    }
+    if (v != NULL && dlock_parse_duration(v, &(int64_t){0}) != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL, "option %s=%s: want a duration or forever", key, v);
+    return dlock__url_duration(url, key, 0, ms);
+}
+
 int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value)
 {
     const char *v = dlock__url_get(url, key);

@@ -50,6 +50,9 @@ const char *dlock__url_get(dlock__url *url, const char *key);
  * DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms);
 
+/* As dlock__url_duration (from 0 ms), and also "forever", read as -1. */
+int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms);
+
 /* Reads an integer option in [min, max]. Returns DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value);
 

@@ -22,10 +22,20 @@
  * the store answered "queued" for that same id, which came before the
  * grant; when that is long ago, the hold is confirmed with the store first.
  *
- * A wait survives the store being unreachable for a while: the attempt is
- * repeated with a growing delay until the budget runs out, and only then
- * is the failure returned. dlock_cancel() ends the wait in progress (or the
- * next one), also one that was just granted: the lock is passed on. */
+ * A wait rides out a store that stops answering for a while (a restart, a
+ * failover): the attempt is repeated with a growing, jittered delay, within
+ * the budget and for at most the client's unreachable_wait from the first
+ * failure. A store never reached since the client opened (a wrong address,
+ * a server that is down) gets a moment only, FIRST_CONTACT_MS, enough for a
+ * restart under way: it is reported within seconds, not after the budget. A
+ * grant whose reply came after its lease could have run out counts as such
+ * a failure (the store does not answer in time), never as a reason to try
+ * again at once. The other paths that go round again without a wait of
+ * their own (the store asks for it; a hand-over gone before it was
+ * confirmed; a wake-up with nothing for us) go at once the first time and
+ * after a growing delay when they repeat: no path of the loop sends without
+ * a floor. dlock_cancel() ends the wait in progress (or the next one), also
+ * one that was just granted: the lock is passed on. */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -33,7 +43,6 @@
 #include "../base/random.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define POLL_MIN_US        1000
@@ -41,6 +50,9 @@
 #define UNREACHABLE_MIN_US 50000
 #define UNREACHABLE_MAX_US 1000000
 #define LAST_TRY_US        20000 /* the last try of an unreachable store, before the end */
+#define FIRST_CONTACT_MS   1000  /* how long a store never reached is tried */
+#define AGAIN_MIN_US       1000  /* the floor of a repeated quick retry, growing to: */
+#define AGAIN_MAX_US       250000
 #define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
 
 /* ---------------------------------------------------------------- cancel */
@@ -105,12 +117,11 @@ static void pause_until(dlock_lock *l, int64_t until)
 
 /* ---------------------------------------------------------------- helpers */
 
-static int64_t jitter_us(int64_t max)
+void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64_t deadline)
 {
-    char hex[5];
-    if (max <= 0 || dlock__random_hex(hex, 2) != 0)
-        return 0;
-    return (int64_t) (strtoul(hex, NULL, 16) % (unsigned long) max);
+    int64_t until = dlock__now_us() + *step_us + dlock__random_below(*step_us / 2);
+    *step_us = *step_us * 2 > max_us ? max_us : *step_us * 2;
+    pause_until(l, until < deadline ? until : deadline);
 }
 
 /* " as a semaphore (this handle asks for a mutex: ...)" when the name is
@@ -228,6 +239,8 @@ typedef struct take_state {
     int poll_only;               /* the store cannot wake waiters of this lock */
     int64_t poll_us;             /* next polling step */
     int64_t unreachable_us;      /* next delay after an unreachable store */
+    int64_t outage_since;        /* send time of the outage's first failed attempt, or 0 */
+    int64_t again_us;            /* floor of the next quick retry (pace) */
     int waited;                  /* found held: the caller waits (for the log) */
     int unreachable;             /* the store was unreachable: tried again (for the log) */
     enum dlock__held_as held_as; /* the last attempt found another kind holding the name */
@@ -237,7 +250,7 @@ typedef struct take_state {
 /* The next polling step: short, growing, jittered. */
 static int64_t poll_step(take_state *st)
 {
-    int64_t step = st->poll_us + jitter_us(st->poll_us / 2);
+    int64_t step = st->poll_us + dlock__random_below(st->poll_us / 2);
     st->poll_us = st->poll_us * 2 > POLL_MAX_US ? POLL_MAX_US : st->poll_us * 2;
     return step;
 }
@@ -265,6 +278,105 @@ static void drop_place(dlock_lock *l, take_state *st)
     if (st->on_renewer)
         dlock__renewer_remove(&l->client->renewer, &l->lease, NULL, 0);
     st->on_renewer = 0;
+}
+
+/* Before going round again at once after an attempt sent at `sent` that
+ * came to nothing: the first time at once, then after a floor that doubles
+ * (jittered) while the retries keep coming quickly; one that comes slowly
+ * by itself starts the floor afresh. */
+static void pace(dlock_lock *l, take_state *st, int64_t sent, int64_t deadline)
+{
+    if (dlock__now_us() - sent >= AGAIN_MAX_US) {
+        st->again_us = 0;
+        return;
+    }
+    if (st->again_us > 0) {
+        int64_t until = sent + st->again_us + dlock__random_below(st->again_us / 2);
+        pause_until(l, until < deadline ? until : deadline);
+    }
+    st->again_us = st->again_us == 0                 ? AGAIN_MIN_US
+                   : st->again_us * 2 > AGAIN_MAX_US ? AGAIN_MAX_US
+                                                     : st->again_us * 2;
+}
+
+enum ride { RIDE_AGAIN, RIDE_CANCELLED, RIDE_OVER };
+
+/* After an attempt sent at `sent` that found the store unreachable (the
+ * detail recorded): waits out the next delay and says RIDE_AGAIN, or, past
+ * what the outage is given, RIDE_OVER with the detail put in context (or
+ * RIDE_CANCELLED). The outage runs from its first failed attempt; it is
+ * given unreachable_wait, or FIRST_CONTACT_MS at most if the store never
+ * answered this client, and never more than the wait's budget. */
+static enum ride ride_outage(dlock_lock *l, take_state *st, int64_t sent, int64_t deadline)
+{
+    dlock_client *c = l->client;
+    int reached = dlock__client_reached(c);
+    int64_t given_ms = c->cfg.unreachable_wait_ms;
+
+    if (!reached && (given_ms < 0 || given_ms > FIRST_CONTACT_MS))
+        given_ms = FIRST_CONTACT_MS;
+    if (st->outage_since == 0)
+        st->outage_since = sent;
+    int64_t over =
+        given_ms < 0 ? DLOCK__NEVER : dlock__deadline_after_ms(st->outage_since, given_ms);
+    int64_t end = over < deadline ? over : deadline;
+    if (dlock__now_us() + LAST_TRY_US < end) {
+        /* The store may be back soon (a restart, a failover): try again, the
+         * last time just before the end. */
+        int64_t until = sent + st->unreachable_us + dlock__random_below(st->unreachable_us / 4);
+        st->unreachable_us = st->unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
+                                                                         : st->unreachable_us * 2;
+        if (until > end - LAST_TRY_US)
+            until = end - LAST_TRY_US;
+        int64_t in_ms = (until - dlock__now_us()) / 1000; /* < 0: the request was slow */
+        char bound[96] = "";
+        if (!reached)
+            snprintf(bound, sizeof bound, " (never reached yet: given %lld ms)",
+                     (long long) given_ms);
+        else if (over != DLOCK__NEVER && over <= deadline)
+            snprintf(bound, sizeof bound, " (unreachable_wait: given %lld ms)",
+                     (long long) given_ms);
+        /* a warning once per outage, the retries after it at info */
+        DLOCK__LOG(&c->log, st->unreachable ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
+                   "lock '%s': %s; trying again in %lld ms%s", l->name, dlock_errmsg(),
+                   (long long) (in_ms > 0 ? in_ms : 0), bound);
+        st->unreachable = 1;
+        pause_until(l, until);
+        return RIDE_AGAIN;
+    }
+    /* The last try failed just before the end: the wait still takes its
+     * time up to the end (a cancel ends it sooner). */
+    pause_until(l, end);
+    if (dlock__lock_cancelled(l))
+        return RIDE_CANCELLED;
+    int64_t for_ms = (dlock__now_us() - st->outage_since) / 1000;
+    if (over > deadline)
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store was still unreachable when the wait ran out",
+                            l->name);
+    else if (!reached)
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store was never reached (tried for %lld ms)", l->name,
+                            (long long) for_ms);
+    else
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store stayed unreachable for %lld ms, past the "
+                            "client's unreachable_wait of %lld ms",
+                            l->name, (long long) for_ms, (long long) given_ms);
+    return RIDE_OVER;
+}
+
+/* An attempt came to something (a grant held, or the lock found held):
+ * the outage, if there was one, is over. */
+static void outage_over(dlock_lock *l, take_state *st)
+{
+    st->unreachable_us = UNREACHABLE_MIN_US;
+    st->outage_since = 0;
+    if (st->unreachable) {
+        st->unreachable = 0;
+        DLOCK__LOG(&l->client->log, DLOCK_LOG_INFO, "lock '%s': %s answers again", l->name,
+                   l->client->store->label);
+    }
 }
 
 /* A hand-over arrived on the board: hold it. */
@@ -351,6 +463,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
                             .holder_ttl_ms = -1};
         int64_t sent = dlock__now_us();
         rc = b->acquire(c->store, l->sl, &a);
+        int64_t answered = dlock__now_us();
         if (rc == DLOCK_OK && a.outcome == DLOCK__QUEUED)
             st.queued = 1;
         if (waits && dlock__lock_cancelled(l)) {
@@ -362,41 +475,16 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             }
             goto cancelled;
         }
-        if (rc == DLOCK_EUNREACHABLE && waits && dlock__now_us() + LAST_TRY_US < deadline) {
-            /* The store may be back soon (a restart, a failover): keep
-             * trying within the budget, the last time just before it ends. */
-            int64_t until = sent + st.unreachable_us + jitter_us(st.unreachable_us / 4);
-            st.unreachable_us = st.unreachable_us * 2 > UNREACHABLE_MAX_US ? UNREACHABLE_MAX_US
-                                                                           : st.unreachable_us * 2;
-            if (until > deadline - LAST_TRY_US)
-                until = deadline - LAST_TRY_US;
-            int64_t in_ms = (until - dlock__now_us()) / 1000; /* < 0: the request was slow */
-            /* a warning once per outage, the retries after it at info */
-            DLOCK__LOG(&c->log, st.unreachable ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
-                       "lock '%s': %s; trying again in %lld ms", l->name, dlock_errmsg(),
-                       (long long) (in_ms > 0 ? in_ms : 0));
-            st.unreachable = 1;
-            pause_until(l, until);
-            continue;
-        }
         if (rc == DLOCK_EUNREACHABLE && waits) {
-            /* The last try failed just before the budget's end: the wait
-             * still takes its whole budget (a cancel ends it sooner). */
-            pause_until(l, deadline);
-            if (dlock__lock_cancelled(l))
+            enum ride ride = ride_outage(l, &st, sent, deadline);
+            if (ride == RIDE_AGAIN)
+                continue;
+            if (ride == RIDE_CANCELLED)
                 goto cancelled;
-            dlock__fail_context(
-                rc, "lock '%s': the store was still unreachable when the wait ran out", l->name);
             goto give_up;
         }
         if (rc != DLOCK_OK)
             goto give_up;
-        st.unreachable_us = UNREACHABLE_MIN_US;
-        if (st.unreachable) {
-            st.unreachable = 0;
-            DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s': %s answers again", l->name,
-                       c->store->label);
-        }
 
         if (a.outcome == DLOCK__TAKEN) {
             drop_place(l, &st); /* the entry now serves the hold */
@@ -404,6 +492,8 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             int late = rc == DLOCK_ELOST;
             if (rc == DLOCK_OK && l->parent == NULL)
                 rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */
+            if (rc == DLOCK_OK)
+                outage_over(l, &st);
             if (rc == DLOCK_OK)
                 DLOCK__LOG(&c->log, st.waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
                            "lock '%s' acquired%s (fence %llu, %s)", l->name,
@@ -414,20 +504,29 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             if (rc == DLOCK_ELOST) {
                 /* the store's reply came after the lease it granted could
                  * have run out (late), or the grant was lost (its session
-                 * ended) before it was the caller's: nothing to hold on to */
+                 * ended) before it was the caller's: nothing to hold on to,
+                 * and as good as no answer. A store that is that slow is
+                 * tried again as an unreachable one is, never at once. */
                 give_back(l, deadline);
-                if (waits && dlock__now_us() < deadline)
-                    continue;
                 if (late)
                     rc = dlock__fail(DLOCK_EUNREACHABLE,
-                                     "lock '%s': the store answered only after the lease it "
+                                     "%s answered after %lld ms, when the lease of %lld ms it "
                                      "granted could have run out",
-                                     l->name);
+                                     c->store->label, (long long) ((answered - sent) / 1000),
+                                     (long long) lease_ms);
                 else
-                    rc = dlock__fail_context(DLOCK_EUNREACHABLE, "lock '%s'", l->name);
+                    rc = DLOCK_EUNREACHABLE;
+                if (waits) {
+                    enum ride ride = ride_outage(l, &st, sent, deadline);
+                    if (ride == RIDE_AGAIN)
+                        continue;
+                    if (ride == RIDE_CANCELLED)
+                        goto cancelled;
+                }
             }
             goto done;
         }
+        outage_over(l, &st);
         if (!waits) {
             rc = busy_error(l, a.holder_ttl_ms, a.held_as);
             goto done;
@@ -454,13 +553,16 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
         }
 
         if (a.outcome == DLOCK__HELD) {
-            if (a.next == DLOCK__NEXT_RETRY)
+            if (a.next == DLOCK__NEXT_RETRY) {
+                pace(l, &st, sent, deadline);
                 continue;
+            }
             if (a.next == DLOCK__NEXT_PREPARE && !st.poll_only) {
                 rc = b->prepare_wait != NULL ? b->prepare_wait(c->store, l->sl, deadline)
                                              : DLOCK_ENOTSUP;
                 if (rc != DLOCK_OK)
                     st.poll_only = 1; /* no wake-ups for us: poll */
+                pace(l, &st, sent, deadline);
                 continue;
             }
             /* Poll: a short, growing, jittered step, bounded by the lease. */
@@ -491,8 +593,10 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             until = deadline;
         enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st.w, until)
                                                 : dlock__board_park(&c->board, &st.w, until);
-        if (wake != DLOCK__WAKE_GRANTED)
+        if (wake != DLOCK__WAKE_GRANTED) {
+            pace(l, &st, sent, deadline); /* slow by itself, unless the wake-ups flood */
             continue;
+        }
         dlock__board_leave(&c->board, &st.w);
         st.on_board = 0;
         rc = take_grant(l, &st, deadline, lease_ms, renew);
@@ -500,6 +604,7 @@ static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
             DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG,
                        "lock '%s' was handed over but gone before it was confirmed: waiting on",
                        l->name);
+            pace(l, &st, sent, deadline);
             continue; /* taken from us already (expired, forced): wait on */
         }
         if (rc == DLOCK_OK)
@@ -563,10 +668,9 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         rc = dlock__fail(DLOCK_EINVAL,
                          "wait of %lld ms: want at most %lld ms, or DLOCK_WAIT_FOREVER",
                          (long long) wait_ms, (long long) DLOCK_DURATION_MAX_MS);
-    else if (lease_ms <= 0 || lease_ms > DLOCK_DURATION_MAX_MS)
-        rc = dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0 and at most %lld ms",
-                         (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
     else if (!renew)
+        rc = dlock__check_lease(lease_ms);
+    if (rc == DLOCK_OK && !renew)
         rc = dlock__client_require(l->client, DLOCK_CAP_FIXED_LEASE,
                                    "a fixed lease (dlock_acquire_for)");
     if (rc != DLOCK_OK)

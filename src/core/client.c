@@ -19,6 +19,8 @@
 #define DEFAULT_LEASE_MS        30000
 #define DEFAULT_WAITER_LEASE_MS 6000
 #define DEFAULT_TIMEOUT_MS      5000
+/* As long as a hold with the default lease rides an outage. */
+#define DEFAULT_UNREACHABLE_WAIT_MS 30000
 
 static const char *const cap_names[] = {
     "fence",      "fixed-lease", "extend",       "adopt",   "force-unlock", "query",   "fair",
@@ -42,6 +44,12 @@ unsigned dlock_client_caps(const dlock_client *c)
 const char *dlock_client_store(const dlock_client *c)
 {
     return c != NULL ? c->backend->name : "";
+}
+
+int dlock__client_reached(const dlock_client *c)
+{
+    const dlock__backend *b = c->backend;
+    return b->version < 3 || b->reached == NULL || b->reached(c->store);
 }
 
 int dlock__client_require(const dlock_client *c, unsigned caps, const char *what)
@@ -83,11 +91,13 @@ const char *dlock_log_level_name(int level)
 static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local_queue,
                              long *max_local)
 {
-    int rc = dlock__url_duration(url, "lease", 10, &cfg->lease_ms);
+    int rc = dlock__url_duration(url, "lease", DLOCK_LEASE_MIN_MS, &cfg->lease_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "timeout", 1, &cfg->command_timeout_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "waiter_lease", 100, &cfg->waiter_lease_ms);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_duration_or_forever(url, "unreachable_wait", &cfg->unreachable_wait_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_int(url, "max_local_waiters", 0, 1000000000L, max_local);
     const char *lq = dlock__url_get(url, "local_queue");
@@ -137,6 +147,7 @@ int dlock_client_open(const char *text, dlock_client **out)
     c->cfg.lease_ms = DEFAULT_LEASE_MS;
     c->cfg.waiter_lease_ms = DEFAULT_WAITER_LEASE_MS;
     c->cfg.command_timeout_ms = DEFAULT_TIMEOUT_MS;
+    c->cfg.unreachable_wait_ms = DEFAULT_UNREACHABLE_WAIT_MS;
     rc = read_core_options(&url, &c->cfg, &local_queue, &max_local);
     if (rc == DLOCK_OK && local_queue)
         rc = dlock__lq_new((unsigned) max_local, &c->lq);

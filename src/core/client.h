@@ -28,6 +28,10 @@ static inline uint64_t dlock__client_wait_id(dlock_client *c)
     return (uint64_t) atomic_fetch_add(&c->next_wait_id, 1) + 1;
 }
 
+/* Whether the client's store has answered since the client opened
+ * (backend.h: reached). */
+int dlock__client_reached(const dlock_client *c);
+
 /* DLOCK_OK if the client's store has every capability in caps, else
  * DLOCK_ENOTSUP naming the store, the first one missing and `what` needs
  * it ("dlock_acquire_for"). */

@@ -104,6 +104,19 @@ int dlock__check_name(const char *name)
     return dlock__check_text(name, DLOCK_NAME_MAX, "lock name", "names");
 }
 
+int dlock__check_lease(int64_t lease_ms)
+{
+    if (lease_ms < DLOCK_LEASE_MIN_MS)
+        return dlock__fail(DLOCK_EINVAL,
+                           "lease of %lld ms: a lease must be at least %d ms (of a shorter one, "
+                           "the drift margin and a round trip leave too little to hold)",
+                           (long long) lease_ms, DLOCK_LEASE_MIN_MS);
+    if (lease_ms > DLOCK_DURATION_MAX_MS)
+        return dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be at most %lld ms",
+                           (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
+    return DLOCK_OK;
+}
+
 /* ---------------------------------------------------------------- kinds */
 
 int dlock__spec_of(unsigned flags, int semaphore, dlock__lock_spec *spec)

@@ -279,9 +279,8 @@ int dlock_extend(dlock_lock *l, int64_t lease_ms)
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__client_require(l->client, DLOCK_CAP_EXTEND, "dlock_extend (set a lease)");
-    if (rc == DLOCK_OK && (lease_ms <= 0 || lease_ms > DLOCK_DURATION_MAX_MS))
-        rc = dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be > 0 and at most %lld ms",
-                         (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_lease(lease_ms);
     if (rc == DLOCK_OK)
         rc = l->nmembers > 0 ? dlock__multi_extend(l, lease_ms, DLOCK__EXTEND_SET)
                              : extend_one(l, lease_ms);

@@ -95,6 +95,9 @@ int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
 /* A fresh owner token of client c in out (33 bytes): the client's id, then
  * 16 random hex digits. 0, or -1 without randomness. */
 int dlock__token_make(const dlock_client *c, char *out);
+/* A fixed lease's length: DLOCK_LEASE_MIN_MS..DLOCK_DURATION_MAX_MS, else
+ * DLOCK_EINVAL saying so. */
+int dlock__check_lease(int64_t lease_ms);
 /* Checks the parts of a lock name every store shares. */
 int dlock__check_name(const char *name);
 /* DLOCK_OK if s is at most max bytes of UTF-8 without control characters;
@@ -104,6 +107,10 @@ int dlock__check_text(const char *s, size_t max, const char *what, const char *w
 /* acquire.c: one lock (not a multi-lock), inside the owner's call: take it
  * (waiting until deadline_us, DLOCK__NEVER, or not at all when 0). */
 int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int renew);
+/* Sleeps *step_us and up to half as much again (jitter), never past
+ * deadline, waking early if the wait is cancelled; then doubles *step_us,
+ * up to max_us. */
+void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64_t deadline);
 /* Whether the wait the handle (or its multi-lock) is in was cancelled. */
 int dlock__lock_cancelled(dlock_lock *l);
 

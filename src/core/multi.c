@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define AGAIN_MIN_US 10000 /* the pause before gathering the members again, growing to: */
+#define AGAIN_MAX_US 1000000
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(const char *const *) a, *(const char *const *) b);
@@ -227,6 +230,7 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         return dlock__fail_context(DLOCK_EUNREACHABLE,
                                    "multi-lock '%s': no answer to its one-step try within %s",
                                    l->name, deadline == 0 ? "the command timeout" : "the wait");
+    int64_t again_us = AGAIN_MIN_US;
     while (rc != DLOCK_OK) {
         for (size_t i = 0; i < l->nmembers; i++) {
             if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
@@ -251,6 +255,11 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
             return dlock__fail(DLOCK_ETIMEDOUT,
                                "multi-lock '%s': '%s' was lost while the others were waited for",
                                l->name, l->members[lost]->name);
+        /* Going round again at once could be a loop: a lease too short for
+         * the time the members take to gather loses one every time. */
+        dlock__lock_back_off(l, &again_us, AGAIN_MAX_US, deadline);
+        if (dlock__lock_cancelled(l))
+            return dlock__fail(DLOCK_ECANCELED, "wait for multi-lock '%s' cancelled", l->name);
         rc = DLOCK_EBUSY;
     }
     l->holds = 1;

@@ -540,6 +540,15 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
         e->due_us = now + retry_us(r, e);
         if (error[0] != '\0' && e->kind != DLOCK__RENEW_WAITER)
             snprintf(e->why, sizeof e->why, "%s", error); /* named if the lease runs out */
+        /* The store may be down, which a waiter parked behind a holder
+         * would learn only when the holder's lease ends: the first failure
+         * in a row wakes this waiter (its heartbeat failed) or every waiter
+         * of the client (a session's or a hold's renewal), to try once
+         * itself; one the store does not answer starts riding the outage,
+         * within unreachable_wait (acquire.c). */
+        if (e->failures == 1)
+            dlock__board_recheck(r->store->host.board,
+                                 e->kind == DLOCK__RENEW_WAITER ? e->token : NULL);
         return;
     }
     e->failures = 0;

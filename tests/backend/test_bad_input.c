@@ -216,7 +216,8 @@ static void bad_names_and_leases(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
 
     CHECK_RC(dlock_acquire_for(l, 0, 0), DLOCK_EINVAL);
-    CHECK(strstr(dlock_errmsg(), "lease must be > 0") != NULL);
+    CHECK(strstr(dlock_errmsg(), "lease must be at least 20 ms") != NULL);
+    CHECK_RC(dlock_acquire_for(l, 0, DLOCK_LEASE_MIN_MS - 1), DLOCK_EINVAL);
     CHECK_RC(dlock_acquire_for(l, 0, -5), DLOCK_EINVAL);
     CHECK_RC(dlock_acquire(l, -7), DLOCK_EINVAL);
     /* leases and waits are bounded: nothing near INT64 overflow reaches the store */
@@ -386,6 +387,22 @@ static void server_answers_bad_fences(void)
     against_fake_reply("*3\r\n:30000\r\n:0\r\n:0\r\n", DLOCK_EPROTO, "unexpected reply");
 }
 
+/* Everything a client logs, one line after another. */
+typedef struct logged {
+    pthread_mutex_t mu;
+    char text[4096];
+} logged;
+
+static void log_into(int level, const char *msg, void *arg)
+{
+    logged *into = arg;
+    (void) level;
+    pthread_mutex_lock(&into->mu);
+    size_t n = strlen(into->text);
+    snprintf(into->text + n, sizeof into->text - n, "%s\n", msg);
+    pthread_mutex_unlock(&into->mu);
+}
+
 static void wrong_password(void)
 {
     dt_server srv;
@@ -400,14 +417,28 @@ static void wrong_password(void)
     CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "AUTH") != NULL);
     CHECK(strstr(dlock_errmsg(), "wrong") == NULL || strstr(dlock_errmsg(), "WRONGPASS"));
+    int64_t t_wrong = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_ESERVER); /* refused: not retried */
+    CHECK_INT(dt_now_ms() - t_wrong, <, 1000);
     dlock_lock_free(l);
     dlock_client_close(c);
 
-    /* no password at all */
+    /* no password at all: said plainly (not the server's protocol error on
+     * a long command it cut off, nor a connection "dropped" after it), and
+     * at once, also to a wait without a budget */
     CHECK_RC(dlock_client_open(srv.url, &c), DLOCK_OK);
+    logged warned = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, log_into, &warned), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "NOAUTH") != NULL);
+    CHECK(strstr(dlock_errmsg(), "wants a password") != NULL);
+    CHECK(strstr(dlock_errmsg(), "Protocol error") == NULL);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_ESERVER);
+    CHECK_INT(dt_now_ms() - t0, <, 1000);
+    if (strstr(warned.text, "dropped") != NULL)
+        dt_fail(__FILE__, __LINE__, "a spurious warning: %s", warned.text);
     dlock_lock_free(l);
     dlock_client_close(c);
 

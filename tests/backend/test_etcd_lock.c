@@ -1709,6 +1709,10 @@ static void bad_input(void)
         if (says[i] != NULL) {
             CHECK(strstr(dlock_errmsg(), says[i]) != NULL);
             CHECK(strstr(dlock_errmsg(), "badpass") == NULL); /* no password in messages */
+            /* refused, not unreachable: a wait without a budget says so at once */
+            int64_t refused_at = dt_now_ms();
+            CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), want[i]);
+            CHECK_INT(dt_now_ms() - refused_at, <, 1000);
         } else {
             CHECK_RC(dlock_release(l), DLOCK_OK);
         }

@@ -1634,7 +1634,8 @@ typedef struct fake {
     size_t reply_len;
     size_t pad; /* bytes of spaces sent after reply */
     /* when set, requests for this path get this reply instead, and with
-     * path_hold the connection then stays open until the client goes */
+     * path_hold 1 the connection then stays open until the client goes
+     * (path_hold > 1: for that many ms) */
     const char *path, *path_reply;
     int path_hold;
     pthread_t thread;
@@ -1699,8 +1700,10 @@ static void *fake_serve(void *arg)
             if (write(cfd, spaces, sizeof spaces) < 0)
                 break;
         }
-        if (hold)
+        if (hold == 1)
             fake_hold(f, cfd);
+        else if (hold > 1)
+            dt_sleep_ms(hold);
     }
     close(cfd);
     return NULL;
@@ -1955,6 +1958,37 @@ static void test_watch_quiet_member_kept(void)
     dlock__etcd_stats st;
     dlock__etcd_get_stats(c, &st);
     CHECK_INT(st.streams_opened, ==, 1);
+    dlock__etcd_free(c);
+    fake_stop(&f);
+}
+
+/* A member that takes the watch stream (200, the watch created) and ends it
+ * soon after, time and again, as one without a leader does ("no leader"
+ * after three election timeouts): the stream is opened again after a
+ * pause that grows (jittered), not every 50 ms. (Before, its 200 reset the
+ * pause, so a flapping member was reopened at the floor.) */
+static void test_watch_reopen_backs_off(void)
+{
+    enum { WATCH_MS = 3000, MAX_OPENS = 10 };
+    fake f;
+    char ep[32];
+    static const char watch[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "45\r\n{\"result\":{\"header\":{\"revision\":\"5\"},\"watch_id\":\"1\",\"created\":true}}"
+        "\n\r\n";
+    fake_start(&f, NULL, 0, "/v3/watch", watch, 100); /* ended 100 ms after */
+    snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
+    dlock__etcd *c = client_timed(ep, 500, 500);
+    recorder r;
+    recorder_init(&r);
+    watch_key(c, &r, "flap/a", 6, 1);
+    dt_sleep_ms(WATCH_MS); /* the member flaps meanwhile */
+    dlock__etcd_stats st;
+    dlock__etcd_get_stats(c, &st);
+    printf("a flapping member: the watch stream opened %llu times in %d ms\n",
+           (unsigned long long) st.streams_opened, WATCH_MS);
+    CHECK(st.streams_opened >= 3); /* it did flap */
+    CHECK_INT(st.streams_opened, <=, MAX_OPENS);
     dlock__etcd_free(c);
     fake_stop(&f);
 }
@@ -2335,6 +2369,7 @@ int main(int argc, char **argv)
         {"watch_resumes_without_loss", test_watch_resumes_without_loss},
         {"watch_silent_member", test_watch_silent_member},
         {"watch_quiet_member_kept", test_watch_quiet_member_kept},
+        {"watch_reopen_backs_off", test_watch_reopen_backs_off},
         {"watch_no_leader", test_watch_no_leader},
         {"endpoints_failover", test_endpoints_failover},
         {"auth", test_auth},

@@ -415,6 +415,57 @@ static void refused_renewals_back_off(void)
     dlock_client_close(c);
 }
 
+static void *wait_without_budget(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_acquire(w->l, DLOCK_WAIT_FOREVER);
+    __atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* With notify=stream, a waiter reads its stream on a connection of its
+ * own. When the server goes away the reader dials it again after a pause
+ * that grows (jittered) up to a second, not every 50 ms slice. */
+static void stream_reader_backs_off(void)
+{
+    enum { WATCH_MS = 3000, MAX_DIALS = 15 };
+    dt_proxy proxy;
+    char url[256];
+    dlock_client *c = NULL;
+
+    dt_redis_start(&srv, NULL);
+    dt_proxy_start(&proxy, srv.port, 1); /* before the clients' threads */
+    dlock_client *holder = open_client("");
+    dlock_lock *h = open_lock(holder, "s", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    /* heartbeats every 10 s and no bound: only the reader dials meanwhile */
+    snprintf(url, sizeof url,
+             "redis://127.0.0.1:%d?notify=stream&waiter_lease=30s"
+             "&unreachable_wait=forever",
+             proxy.ports[0]);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = open_lock(c, "s", 0);
+    waiter w = {.l = l};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_without_budget, &w) == 0);
+    DT_WAIT_UNTIL(status_of(holder, "s", 0).waiters == 1, 5000);
+    dt_redis_stop(&srv); /* the proxy stays: every dial is accepted, then reset */
+    long long before = dt_proxy_accepted(&proxy, 0);
+    dt_sleep_ms(WATCH_MS);
+    long long dials = dt_proxy_accepted(&proxy, 0) - before;
+    printf("the server away for %d ms: %lld connection attempts\n", WATCH_MS, dials);
+    CHECK(dials >= 3); /* it did try */
+    CHECK_INT(dials, <=, MAX_DIALS);
+    CHECK_RC(dlock_cancel(l), DLOCK_OK);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_RC(w.rc, DLOCK_ECANCELED);
+    dlock_lock_free(l);
+    dlock_lock_free(h);
+    dlock_client_close(c);
+    dlock_client_close(holder);
+    dt_proxy_stop(&proxy);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -425,6 +476,7 @@ int main(int argc, char **argv)
         {"fences_survive_a_lost_counter", fences_survive_a_lost_counter},
         {"failed_fence_leaves_nothing_held", failed_fence_leaves_nothing_held},
         {"refused_renewals_back_off", refused_renewals_back_off},
+        {"stream_reader_backs_off", stream_reader_backs_off},
     };
     return DT_RUN(tests);
 }

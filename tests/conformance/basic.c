@@ -95,7 +95,8 @@ void ct_bad_url_options(void)
     expect_bad_url(ct_url("?no_such_option=1"), "no_such_option");
     expect_bad_url(ct_url("?lease=abc"), "lease");
     expect_bad_url(ct_url("?lease=-1s"), "lease");
-    expect_bad_url(ct_url("?lease=1ms"), "lease"); /* below the 10 ms floor */
+    expect_bad_url(ct_url("?lease=19ms"), "lease"); /* below DLOCK_LEASE_MIN_MS */
+    expect_bad_url(ct_url("?unreachable_wait=soon"), "unreachable_wait");
     expect_bad_url(ct_url("?timeout=soon"), "timeout");
     expect_bad_url(ct_url("?connect_timeout=1y"), "connect_timeout");
     expect_bad_url(ct_url("?waiter_lease=x"), "waiter_lease");
@@ -111,7 +112,7 @@ void ct_bad_url_options(void)
 
     /* and options every store shares are taken by every store */
     dlock_client *c = ct_client("?lease=2s&timeout=3s&connect_timeout=1s&waiter_lease=2s"
-                                "&local_queue=on&max_local_waiters=8");
+                                "&local_queue=on&max_local_waiters=8&unreachable_wait=forever");
     dlock_lock *l = ct_lock(c, CT_NAME("good"), 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
     CHECK(dlock_lock_remaining_ms(l) <= 2000);
@@ -145,7 +146,8 @@ void ct_unreachable_server(void)
     CHECK_INT(dt_now_ms() - t0, <=, CONNECT_MS + TIMEOUT_MS + SLACK_MS);
     if (strstr(dlock_errmsg(), where) == NULL)
         dt_fail(__FILE__, __LINE__, "message does not name %s: %s", where, dlock_errmsg());
-    /* a wait rides it out within its budget, then says why */
+    /* a wait tries it within its budget (a store never reached: for a
+     * moment only), then says why */
     t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(l, 1000), DLOCK_EUNREACHABLE);
     CHECK_INT(dt_now_ms() - t0, <=, 1000 + TIMEOUT_MS + SLACK_MS);

@@ -142,6 +142,7 @@ typedef struct ct_waiter {
     atomic_int done;
     int rc;
     int64_t started_ms, ended_ms;
+    char errmsg[512];  /* dlock_errmsg() of the acquire, on its thread */
     dlock_lock *check; /* if set: dlock_lock_check() of it as soon as the acquire returns */
     int check_rc;
 } ct_waiter;

@@ -45,6 +45,16 @@
       "holder's link reset: on_lost + ELOST within the lease, before another client holds")        \
     X(lost_when_blackholed, 0,                                                                     \
       "holder's link silent: on_lost + ELOST within the lease, before another client holds")       \
+    X(never_reached, 0,                                                                            \
+      "a store never reached (refused, no such host) is EUNREACHABLE in seconds; dlock run exits 69") \
+    X(outage_bounded, 0,                                                                           \
+      "an outage in a wait is ridden through up to unreachable_wait, then EUNREACHABLE; or forever") \
+    X(no_flood_late_grants, DLOCK_CAP_FIXED_LEASE,                                                 \
+      "grants that always come back too late: a few requests a second, EUNREACHABLE after the bound") \
+    X(no_flood_multi_short_lease, DLOCK_CAP_FIXED_LEASE,                                           \
+      "a multi-lock whose lease runs out as it gathers its names backs off, a few requests a second") \
+    X(no_flood_behind_holder, 0,                                                                   \
+      "a waiter behind a holder that never lets go sends a few requests a second")                 \
     X(renewal_outlives_lease, 0,                                                                   \
       "a renewed hold lasts three leases and more, with no loss reported")                         \
     X(fixed_lease_expires, DLOCK_CAP_FIXED_LEASE,                                                  \

@@ -127,6 +127,7 @@ static void *waiter_main(void *p)
     w->rc = w->lease_ms > 0 ? dlock_acquire_for(w->lock, w->wait_ms, w->lease_ms)
                             : dlock_acquire(w->lock, w->wait_ms);
     w->ended_ms = dt_now_ms();
+    snprintf(w->errmsg, sizeof w->errmsg, "%s", dlock_errmsg());
     if (w->check != NULL)
         w->check_rc = dlock_lock_check(w->check);
     atomic_store(&w->done, 1);

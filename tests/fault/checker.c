@@ -24,6 +24,9 @@
 #include <sys/wait.h>
 
 #define NS 1000000LL /* ns per ms */
+/* The core's (src/core/acquire.c): a wait tries a store its client never
+ * reached for this long, whatever its budget, then gives up. */
+#define FIRST_CONTACT_MS 1000
 
 const char *check_class_name(int v)
 {
@@ -899,6 +902,24 @@ static void check_lost_updates(checker *c)
     }
 }
 
+/* Whether a's client had been answered by the store before a began: a
+ * `dlock run` is a client of its own, fresh each time; a worker's client is
+ * the process's, answered once one of its calls got a grant or found the
+ * lock held. */
+static int reached_before(const checker *c, const attempt *a)
+{
+    if (a->run)
+        return 0;
+    for (size_t i = 0; i < c->natt; i++) {
+        const attempt *b = &c->att[i];
+        int64_t t_ret = b->hold >= 0 ? c->holds[b->hold].t_ok : b->t_ret;
+        if (b->pid == a->pid && !b->run && t_ret != 0 && t_ret < a->t_inv &&
+            (b->hold >= 0 || b->rc == DLOCK_EBUSY || b->rc == DLOCK_ETIMEDOUT))
+            return 1;
+    }
+    return 0;
+}
+
 /* The codes a call may return, given what was going on. */
 static void check_attempts(checker *c)
 {
@@ -982,11 +1003,14 @@ static void check_attempts(checker *c)
                       a->rc >= 0 ? dlock_strerror(a->rc) : "dlock run exit status", a->detail,
                       w == NULL && fz == NULL ? " with no fault going on" : "");
         } else if (a->rc == DLOCK_EUNREACHABLE && a->wait_ms > 0 && w != NULL && fz == NULL) {
-            /* a waiter with budget left must ride out a short outage */
+            /* a waiter with budget left must ride out a short outage, but a
+             * client that never reached the store tries it for a moment only
+             * (a wrong address is said within seconds) */
             int64_t outage_end = w->t1;
             int64_t budget_end = a->t_inv + a->wait_ms * NS;
+            int first_contact = took >= FIRST_CONTACT_MS * NS - c->slack && !reached_before(c, a);
             if (t_ret < budget_end - timeout && outage_end + 2 * timeout < budget_end &&
-                t_ret < outage_end + timeout &&
+                t_ret < outage_end + timeout && !first_contact &&
                 first_time(c, V_EARLY_GIVEUP, (uint64_t) a->actor, window_index(c, w)))
                 violation(c, V_EARLY_GIVEUP, a->t_inv, t_ret, a->lock, a->actor, -1,
                           "lock %s: a%d gave up its wait (budget %lld ms) after %lld ms with "

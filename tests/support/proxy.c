@@ -16,9 +16,14 @@
  *              close the listening socket, so connects are refused; it is
  *              bound again to the same port when the link leaves cut.
  *
+ * A link's delay holds what the server sends for that long before the
+ * client gets it: each read from upstream is a segment due at its arrival
+ * plus the delay, and only segments that are due are written on.
+ *
  * The control protocol is one line each way: "set LINK MODE" -> "ok",
- * "reset LINK" -> "ok", "count LINK" -> "N". A mode is in effect when its
- * "ok" is sent. */
+ * "reset LINK" -> "ok", "count LINK" -> "N", "delay LINK MS" -> "ok",
+ * "sent LINK" -> "CHUNKS BYTES", "accepted LINK" -> "N". A mode is in
+ * effect when its "ok" is sent. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -37,10 +42,18 @@
 
 #define MAX_CONNS 512
 #define BUF_SIZE  (64 * 1024)
+#define MAX_SEGS  256
 
 typedef struct pipe_buf {
     size_t len;
     char data[BUF_SIZE];
+    /* server -> client: the bytes in arrival order, each read a segment
+     * with the time it may go on (the link's delay) */
+    size_t nsegs;
+    struct {
+        int64_t due_ms;
+        size_t len;
+    } segs[MAX_SEGS];
 } pipe_buf;
 
 typedef struct conn {
@@ -61,6 +74,9 @@ typedef struct proxy_state {
     int ports[DT_PROXY_MAX_LINKS];
     int listeners[DT_PROXY_MAX_LINKS];
     dt_proxy_mode modes[DT_PROXY_MAX_LINKS];
+    int delay_ms[DT_PROXY_MAX_LINKS];
+    long long chunks[DT_PROXY_MAX_LINKS], bytes[DT_PROXY_MAX_LINKS]; /* clients -> server */
+    long long accepted[DT_PROXY_MAX_LINKS];
     conn conns[MAX_CONNS];
 } proxy_state;
 
@@ -160,6 +176,7 @@ static void accept_on(proxy_state *st, int link)
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        st->accepted[link]++;
         memset(c, 0, sizeof *c);
         c->used = 1;
         c->link = link;
@@ -172,6 +189,7 @@ static void accept_on(proxy_state *st, int link)
             continue;
         }
         c->to_up->len = c->to_cli->len = 0;
+        c->to_up->nsegs = c->to_cli->nsegs = 0;
         if (st->modes[link] == DT_PASS)
             connect_upstream(st, c);
     }
@@ -206,8 +224,8 @@ static void set_mode(proxy_state *st, int link, dt_proxy_mode mode)
 }
 
 /* Moves bytes from fd into b (or throws them away); returns -1 on EOF or
- * error, else 0. */
-static int pull(int fd, pipe_buf *b, int discard, int *dropped)
+ * error, else the number of bytes read. */
+static ssize_t pull(int fd, pipe_buf *b, int discard, int *dropped)
 {
     char scratch[BUF_SIZE];
     char *dst = discard ? scratch : b->data + b->len;
@@ -223,18 +241,43 @@ static int pull(int fd, pipe_buf *b, int discard, int *dropped)
         *dropped = 1;
     else
         b->len += (size_t) n;
-    return 0;
+    return n;
 }
 
+/* The bytes of b that may go on now: all of them but the segments not due. */
+static size_t due_len(const pipe_buf *b, int64_t now_ms)
+{
+    size_t held = 0;
+    for (size_t i = 0; i < b->nsegs; i++) {
+        if (b->segs[i].due_ms > now_ms)
+            held += b->segs[i].len;
+    }
+    return held < b->len ? b->len - held : 0;
+}
+
+/* Writes what of b is due to fd; -1 on error, else 0. */
 static int push(int fd, pipe_buf *b)
 {
-    if (b->len == 0)
+    size_t len = due_len(b, dt_now_ms());
+    if (len == 0)
         return 0;
-    ssize_t n = send(fd, b->data, b->len, MSG_NOSIGNAL);
+    ssize_t n = send(fd, b->data, len, MSG_NOSIGNAL);
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
     memmove(b->data, b->data + n, b->len - (size_t) n);
     b->len -= (size_t) n;
+    /* the segments written (those of bytes without one went first) */
+    size_t untracked = b->len + (size_t) n, left = (size_t) n;
+    for (size_t i = 0; i < b->nsegs; i++)
+        untracked -= b->segs[i].len;
+    left -= left < untracked ? left : untracked;
+    while (left > 0 && b->nsegs > 0) {
+        size_t take = left < b->segs[0].len ? left : b->segs[0].len;
+        b->segs[0].len -= take;
+        left -= take;
+        if (b->segs[0].len == 0)
+            memmove(b->segs, b->segs + 1, --b->nsegs * sizeof b->segs[0]);
+    }
     return 0;
 }
 
@@ -252,6 +295,14 @@ static void answer(proxy_state *st, const char *line)
                 conn_close(&st->conns[i], 1);
         }
         snprintf(reply, sizeof reply, "ok\n");
+    } else if (sscanf(line, "delay %d %d", &link, &mode) == 2 && link >= 0 && link < st->links &&
+               mode >= 0) {
+        st->delay_ms[link] = mode;
+        snprintf(reply, sizeof reply, "ok\n");
+    } else if (sscanf(line, "sent %d", &link) == 1 && link >= 0 && link < st->links) {
+        snprintf(reply, sizeof reply, "%lld %lld\n", st->chunks[link], st->bytes[link]);
+    } else if (sscanf(line, "accepted %d", &link) == 1 && link >= 0 && link < st->links) {
+        snprintf(reply, sizeof reply, "%lld\n", st->accepted[link]);
     } else if (sscanf(line, "count %d", &link) == 1) {
         int n = 0;
         for (int i = 0; i < MAX_CONNS; i++)
@@ -273,6 +324,7 @@ static void serve(proxy_state *st)
 
     for (;;) {
         int n = 0;
+        int64_t now_ms = dt_now_ms(), wake_ms = -1; /* the next delayed segment due */
         fds[n] = (struct pollfd){st->control, POLLIN, 0};
         owner[n++] = -1000;
         for (int l = 0; l < st->links; l++) {
@@ -304,19 +356,24 @@ static void serve(proxy_state *st)
             } else {
                 if (c->to_up->len < BUF_SIZE)
                     ce |= POLLIN;
-                if (c->to_cli->len < BUF_SIZE)
+                if (c->to_cli->len < BUF_SIZE && c->to_cli->nsegs < MAX_SEGS)
                     ue |= POLLIN;
                 if (c->to_up->len > 0)
                     ue |= POLLOUT;
-                if (c->to_cli->len > 0)
+                if (due_len(c->to_cli, now_ms) > 0)
                     ce |= POLLOUT;
+                for (size_t g = 0; g < c->to_cli->nsegs; g++) {
+                    int64_t due = c->to_cli->segs[g].due_ms;
+                    if (due > now_ms && (wake_ms < 0 || due - now_ms < wake_ms))
+                        wake_ms = due - now_ms;
+                }
             }
             fds[n] = (struct pollfd){c->cfd, ce, 0};
             owner[n++] = i;
             fds[n] = (struct pollfd){c->ufd, ue, 0};
             owner[n++] = i;
         }
-        if (poll(fds, (nfds_t) n, -1) < 0) {
+        if (poll(fds, (nfds_t) n, (int) wake_ms) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
@@ -352,7 +409,7 @@ static void serve(proxy_state *st)
             int fd = fds[k].fd, bad = 0;
             if (st->modes[c->link] == DT_DROP) {
                 if (fds[k].revents & (POLLIN | POLLHUP | POLLERR))
-                    bad = pull(fd, NULL, 1, &c->dropped) != 0;
+                    bad = pull(fd, NULL, 1, &c->dropped) < 0;
             } else if (!is_client && c->connecting) {
                 int err = 0;
                 socklen_t len = sizeof err;
@@ -364,8 +421,18 @@ static void serve(proxy_state *st)
             } else {
                 pipe_buf *in = is_client ? c->to_up : c->to_cli;
                 pipe_buf *out = is_client ? c->to_cli : c->to_up;
-                if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && pull(fd, in, 0, NULL) != 0)
+                ssize_t got = 0;
+                if (fds[k].revents & (POLLIN | POLLHUP | POLLERR))
+                    got = pull(fd, in, 0, NULL);
+                if (got < 0) {
                     bad = 1;
+                } else if (got > 0 && is_client) {
+                    st->chunks[c->link]++;
+                    st->bytes[c->link] += got;
+                } else if (got > 0 && in->nsegs < MAX_SEGS) {
+                    in->segs[in->nsegs].due_ms = dt_now_ms() + st->delay_ms[c->link];
+                    in->segs[in->nsegs++].len = (size_t) got;
+                }
                 if (!bad && (fds[k].revents & POLLOUT) && push(fd, out) != 0)
                     bad = 1;
             }
@@ -490,6 +557,41 @@ int dt_proxy_connections(dt_proxy *p, int link)
     snprintf(cmd, sizeof cmd, "count %d\n", link);
     request(p, cmd, reply, sizeof reply);
     return atoi(reply);
+}
+
+void dt_proxy_delay(dt_proxy *p, int link, int ms)
+{
+    char cmd[64], reply[64];
+    for (int l = 0; l < p->links; l++) {
+        if (link >= 0 && l != link)
+            continue;
+        snprintf(cmd, sizeof cmd, "delay %d %d\n", l, ms);
+        request(p, cmd, reply, sizeof reply);
+        if (strcmp(reply, "ok") != 0)
+            dt_fail(__FILE__, __LINE__, "proxy: %s", reply);
+    }
+}
+
+void dt_proxy_sent(dt_proxy *p, int link, long long *chunks, long long *bytes)
+{
+    char cmd[64], reply[64];
+    long long c = 0, b = 0;
+    snprintf(cmd, sizeof cmd, "sent %d\n", link);
+    request(p, cmd, reply, sizeof reply);
+    if (sscanf(reply, "%lld %lld", &c, &b) != 2)
+        dt_fail(__FILE__, __LINE__, "proxy: %s", reply);
+    if (chunks != NULL)
+        *chunks = c;
+    if (bytes != NULL)
+        *bytes = b;
+}
+
+long long dt_proxy_accepted(dt_proxy *p, int link)
+{
+    char cmd[64], reply[64];
+    snprintf(cmd, sizeof cmd, "accepted %d\n", link);
+    request(p, cmd, reply, sizeof reply);
+    return atoll(reply);
 }
 
 void dt_proxy_stop(dt_proxy *p)

@@ -58,6 +58,17 @@ void dt_proxy_reset(dt_proxy *p, int link);
 /* Connections currently open through link (-1: all links), as the proxy
  * counts them. */
 int dt_proxy_connections(dt_proxy *p, int link);
+/* Holds what the server sends on link (-1: every link) for ms before the
+ * client gets it (0: none, the start), as a long, slow path would; bytes
+ * already held keep the time they were given. The mode applies as before. */
+void dt_proxy_delay(dt_proxy *p, int link, int ms);
+/* What the clients of link have sent towards the server so far: reads of
+ * their sockets that got bytes (about one per request, or per batch a
+ * client writes at once; a store-neutral count of requests) and bytes. */
+void dt_proxy_sent(dt_proxy *p, int link, long long *chunks, long long *bytes);
+/* Connections the proxy accepted on link so far (a client's connection
+ * attempts, also those it resets at once because the server is down). */
+long long dt_proxy_accepted(dt_proxy *p, int link);
 void dt_proxy_stop(dt_proxy *p);
 const char *dt_proxy_mode_name(dt_proxy_mode mode);
 

@@ -245,6 +245,50 @@ static void proxy_modes(void)
     dt_proxy_stop(&p);
 }
 
+/* A link's delay holds the server's replies for that long, and the proxy
+ * counts what the clients sent. */
+static void proxy_delay_and_count(void)
+{
+    dt_server s;
+    dt_proxy p;
+    char buf[256];
+    long long chunks, bytes;
+
+    dt_server_start(&s, "redis", 0, NULL);
+    dt_proxy_start(&p, s.port, 2);
+    int a = connect_to(p.ports[0]), b = connect_to(p.ports[1]);
+    dt_proxy_delay(&p, 0, 300);
+    int64_t t0 = dt_now_ms();
+    CHECK_INT(roundtrip(a, "PING\r\n", buf, sizeof buf, 2000), >, 0);
+    CHECK(strncmp(buf, "+PONG", 5) == 0);
+    CHECK_INT(dt_now_ms() - t0, >=, 290);
+    /* the other link is not delayed */
+    t0 = dt_now_ms();
+    CHECK_INT(roundtrip(b, "PING\r\n", buf, sizeof buf, 2000), >, 0);
+    CHECK_INT(dt_now_ms() - t0, <, 250);
+    /* the request itself went at once: the server had it before the reply */
+    CHECK_INT(roundtrip(a, "INCR n\r\n", buf, sizeof buf, 100), ==, -1);
+    CHECK(strcmp(dt_server_cli(&s, "GET n"), "1") == 0);
+    struct pollfd pf = {a, POLLIN, 0};
+    CHECK_INT(poll(&pf, 1, 2000), ==, 1);
+    CHECK_INT(recv(a, buf, sizeof buf - 1, 0), >, 0);
+    dt_proxy_delay(&p, 0, 0);
+    t0 = dt_now_ms();
+    CHECK_INT(roundtrip(a, "PING\r\n", buf, sizeof buf, 2000), >, 0);
+    CHECK_INT(dt_now_ms() - t0, <, 250);
+    /* three requests on link 0 (20 bytes), one on link 1 */
+    dt_proxy_sent(&p, 0, &chunks, &bytes);
+    CHECK_INT(chunks, ==, 3);
+    CHECK_INT(bytes, ==, 6 + 8 + 6);
+    dt_proxy_sent(&p, 1, &chunks, &bytes);
+    CHECK_INT(chunks, ==, 1);
+    CHECK_INT(dt_proxy_accepted(&p, 0), ==, 1);
+    close(a);
+    close(b);
+    dt_proxy_stop(&p);
+    dt_server_stop(&s);
+}
+
 /* A server and a proxy die with the process that started them, also on
  * kill -9. */
 static void helpers_die_with_test(void)
@@ -274,9 +318,13 @@ static void helpers_die_with_test(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"redis_lifecycle", redis_lifecycle}, {"zookeeper_lifecycle", zookeeper_lifecycle},
-        {"etcd_lifecycle", etcd_lifecycle},   {"redis_operations", redis_operations},
-        {"proxy_modes", proxy_modes},         {"helpers_die_with_test", helpers_die_with_test},
+        {"redis_lifecycle", redis_lifecycle},
+        {"zookeeper_lifecycle", zookeeper_lifecycle},
+        {"etcd_lifecycle", etcd_lifecycle},
+        {"redis_operations", redis_operations},
+        {"proxy_modes", proxy_modes},
+        {"proxy_delay_and_count", proxy_delay_and_count},
+        {"helpers_die_with_test", helpers_die_with_test},
     };
     return DT_RUN(tests);
 }

@@ -590,6 +590,7 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
             left_ms /= 2;
         res = send_to(c, k, ep, path, body, len, left_ms);
         if (res == CURLE_OK) {
+            atomic_store(&c->answered, 1);
             curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, status);
             if (k->buf == NULL) { /* no body at all yet on this handle */
                 k->buf = malloc(1);
@@ -630,6 +631,12 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
                                          : "%s %s: no reply from %s within %" PRId64
                                            " ms (the request may or may not have run)",
                                c->label, path, c->hosts[ep], left_ms);
+        long os_errno = 0;
+        if (res == CURLE_COULDNT_CONNECT)
+            curl_easy_getinfo(k->easy, CURLINFO_OS_ERRNO, &os_errno);
+        if (unsent && os_errno != 0) /* curl's own text hides it: "Couldn't connect" */
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: cannot connect to %s: %s", c->label,
+                               path, c->hosts[ep], strerror((int) os_errno));
         if (unsent)
             return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: cannot connect to %s: %s", c->label,
                                path, c->hosts[ep],
@@ -640,6 +647,11 @@ static int post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, const cha
                            c->label, path, c->hosts[ep],
                            k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
     }
+}
+
+int dlock__etcd_answered(dlock__etcd *c)
+{
+    return atomic_load(&c->answered);
 }
 
 /* ================================================================ auth */

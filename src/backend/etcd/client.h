@@ -165,6 +165,10 @@ int dlock__etcd_watch_add(dlock__etcd *c, const dlock__etcd_watch_spec *spec,
  * unknown or ended id is fine. */
 void dlock__etcd_watch_cancel(dlock__etcd *c, int64_t id);
 
+/* 1 once a member has sent back a reply (any HTTP status) to a request
+ * of this client. */
+int dlock__etcd_answered(dlock__etcd *c);
+
 /* ---------------------------------------------------------------- stats */
 
 /* Counters for tests and diagnostics. */

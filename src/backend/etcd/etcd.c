@@ -1699,6 +1699,11 @@ dlock__etcd *dlock__etcd_store_client(dlock__store *s)
     return ESTORE(s)->cli;
 }
 
+static int etcd_reached(dlock__store *s)
+{
+    return dlock__etcd_answered(ESTORE(s)->cli);
+}
+
 static const char *const schemes[] = {"etcd", NULL};
 
 const dlock__backend dlock__etcd_backend = {
@@ -1723,4 +1728,5 @@ const dlock__backend dlock__etcd_backend = {
     .force_unlock = etcd_force_unlock,
     .holders = etcd_holders,
     .list = etcd_list,
+    .reached = etcd_reached,
 };

@@ -44,6 +44,7 @@ struct dlock__etcd {
     dlock__etcd_watcher *watcher;
 
     _Atomic uint64_t stat_conns, stat_auth;
+    _Atomic int answered; /* a member sent back a reply once */
 };
 
 /* The opensocket callback every curl handle of ours uses: the socket is

@@ -59,6 +59,7 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../../base/random.h"
 #include "../../base/thread.h"
 
 #include <errno.h>
@@ -122,6 +123,7 @@ struct dlock__etcd_watcher {
     struct curl_slist *headers;
     size_t endpoint;
     int64_t opened_us, last_nudge_us, retry_at_us, backoff_ms;
+    int64_t served_us;   /* when the stream's 200 came; 0 before */
     int64_t last_rx_us;  /* when a reply byte last came */
     int64_t progress_us; /* when an unanswered progress request went; 0: none */
     int64_t progress_idle_ms;
@@ -691,7 +693,16 @@ static void drop_stream(dlock__etcd_watcher *w, int code, const char *msg)
     close_stream(w);
     pthread_mutex_lock(&w->mu);
     tell_broken(w, code, msg);
-    w->retry_at_us = dlock__now_us() + w->backoff_ms * 1000;
+    /* A stream that served a while starts the backoff afresh; one that
+     * ends as it opens (a member without a leader answers 200, then
+     * closes) makes it grow, as a refused one does: never a reopening loop
+     * at the floor. Jittered: clients that lost a member together do not
+     * come back in step. */
+    int64_t now = dlock__now_us();
+    if (w->served_us != 0 && now - w->served_us >= BACKOFF_MAX_MS * 1000)
+        w->backoff_ms = BACKOFF_MIN_MS;
+    w->served_us = 0;
+    w->retry_at_us = now + w->backoff_ms * 1000 + dlock__random_below(w->backoff_ms * 500);
     w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
 }
 
@@ -736,8 +747,8 @@ static void *run(void *arg)
                 continue;
             }
             now = dlock__now_us();
-            if (w->got_header && w->http_status == 200)
-                w->backoff_ms = BACKOFF_MIN_MS;
+            if (w->got_header && w->http_status == 200 && w->served_us == 0)
+                w->served_us = now;
             if (!w->got_header) {
                 if (now - w->opened_us > (c->connect_timeout_ms + c->request_timeout_ms) * 1000) {
                     snprintf(msg, sizeof msg,

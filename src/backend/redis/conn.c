@@ -316,20 +316,30 @@ int dlock__rreader_refused(void)
 
 /* ---------------------------------------------------------------- dialing */
 
-static int handshake(redisContext *ctx, const dlock__rendpoint *ep, int *code)
+/* The first exchange of every connection: AUTH, or without a password a
+ * PING, so that a server that wants one says so now (NOAUTH), rather than
+ * through a request it cuts off ("Protocol error: unauthenticated
+ * multibulk length", and the connection closed), and a connection counts
+ * as made only once the server answered. Other refusals of the PING
+ * (LOADING...) are left to the requests, as before. wait_ms: the time
+ * each reply is given. */
+static int handshake(redisContext *ctx, const dlock__rendpoint *ep, int64_t wait_ms, int *code)
 {
     redisReply *r = NULL;
+    const char *step = ep->password != NULL ? "AUTH" : "PING";
 
-    if (ep->password != NULL) {
-        if (ep->user != NULL)
-            r = redisCommand(ctx, "AUTH %s %s", ep->user, ep->password);
-        else
-            r = redisCommand(ctx, "AUTH %s", ep->password);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR)
-            goto refused;
-        freeReplyObject(r);
-    }
+    if (ep->password != NULL && ep->user != NULL)
+        r = redisCommand(ctx, "AUTH %s %s", ep->user, ep->password);
+    else if (ep->password != NULL)
+        r = redisCommand(ctx, "AUTH %s", ep->password);
+    else
+        r = redisCommand(ctx, "PING");
+    if (r == NULL || (r->type == REDIS_REPLY_ERROR &&
+                      (ep->password != NULL || strncmp(r->str, "NOAUTH", 6) == 0)))
+        goto refused;
+    freeReplyObject(r);
     if (ep->db > 0) {
+        step = "SELECT";
         r = redisCommand(ctx, "SELECT %d", ep->db);
         if (r == NULL || r->type == REDIS_REPLY_ERROR)
             goto refused;
@@ -338,33 +348,47 @@ static int handshake(redisContext *ctx, const dlock__rendpoint *ep, int *code)
     return 0;
 
 refused:
-    if (r == NULL) {
+    if (r == NULL && ctx->err == REDIS_ERR_IO && strcmp(ctx->errstr, strerror(EAGAIN)) == 0) {
+        /* the socket's receive timeout: connected, but not answered */
         *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: %s", ep->label, ctx->errstr);
+        dlock__fail(*code, "%s: connected, but no reply to %s within %lld ms", ep->label, step,
+                    (long long) wait_ms);
+    } else if (r == NULL && (ctx->err == REDIS_ERR_PROTOCOL || ctx->err == REDIS_ERR_OOM)) {
+        /* the parser's: what came back is no reply (or one too large) */
+        *code = DLOCK_EPROTO;
+        dlock__fail(*code, "%s: server sent an invalid reply to %s (%s)", ep->label, step,
+                    dlock__rreader_refused() ? "an array too large to be a reply" : ctx->errstr);
+    } else if (r == NULL) {
+        *code = DLOCK_EUNREACHABLE;
+        dlock__fail(*code, "%s: %s: %s", ep->label, step, ctx->errstr);
+    } else if (strncmp(r->str, "NOAUTH", 6) == 0) {
+        *code = DLOCK_ESERVER;
+        dlock__fail(*code,
+                    "%s: the server wants a password (%.*s): give it in the URL, "
+                    "redis://:PASSWORD@host or redis://USER:PASSWORD@host",
+                    ep->label, (int) r->len, r->str);
     } else {
         *code = DLOCK_ESERVER;
-        dlock__fail(*code, "%s: %s refused: %.*s", ep->label,
-                    ep->password != NULL ? "AUTH" : "SELECT", (int) r->len, r->str);
-        freeReplyObject(r);
+        dlock__fail(*code, "%s: %s refused: %.*s", ep->label, step, (int) r->len, r->str);
     }
+    freeReplyObject(r);
     return -1;
 }
 
 /* hiredis writes the handshake with write(2). A peer that closes first
  * (say, maxclients reached) would raise SIGPIPE in the host program: keep it
  * blocked meanwhile and swallow one raised here. */
-static int handshake_guarded(redisContext *ctx, const dlock__rendpoint *ep, int *code)
+static int handshake_guarded(redisContext *ctx, const dlock__rendpoint *ep, int64_t wait_ms,
+                             int *code)
 {
     sigset_t pipe_only, old, pending;
     struct timespec zero = {0, 0};
     int rc;
 
-    if (ep->password == NULL && ep->db <= 0)
-        return 0;
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-    rc = handshake(ctx, ep, code);
+    rc = handshake(ctx, ep, wait_ms, code);
     if (!sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
         sigtimedwait(&pipe_only, NULL, &zero);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -415,14 +439,18 @@ redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us,
     }
     redisReaderFree(ctx->reader);
     ctx->reader = bounded;
-    if (redisSetTimeout(ctx, cmd_tv) != REDIS_OK || handshake_guarded(ctx, ep, code) != 0) {
-        if (ctx->err) {
-            *code = DLOCK_EUNREACHABLE;
-            dlock__fail(*code, "%s: %s", ep->label, ctx->errstr);
-        }
+    if (redisSetTimeout(ctx, cmd_tv) != REDIS_OK) {
+        *code = DLOCK_EUNREACHABLE;
+        dlock__fail(*code, "%s: %s", ep->label, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
+    if (handshake_guarded(ctx, ep, cmd_tv.tv_sec * 1000 + cmd_tv.tv_usec / 1000, code) != 0) {
+        redisFree(ctx);
+        return NULL;
+    }
+    if (ep->reached != NULL)
+        atomic_store(ep->reached, 1);
     return ctx;
 }
 

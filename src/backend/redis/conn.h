@@ -15,6 +15,7 @@
 #include "../../core/log.h"
 
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,8 +30,10 @@ typedef struct dlock__rendpoint {
     int db;                /* SELECT when > 0 */
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
-    const char *label; /* "redis://host:port" for messages */
-    dlock__log *log;   /* the client's (connects, losses); NULL: none */
+    const char *label;   /* "redis://host:port" for messages */
+    dlock__log *log;     /* the client's (connects, losses); NULL: none */
+    atomic_int *reached; /* set to 1 by every connection made (its handshake answered);
+                            NULL: not kept */
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */

@@ -21,6 +21,7 @@ typedef struct rbackend {
     dlock__client_cfg cfg;
     char *prefix;
     dlock__rendpoint ep;
+    atomic_int reached; /* a connection was made (ep.reached) */
     char *host, *unix_path, *user, *password, *label;
     dlock__rconn *pool[MAX_POOL];
     size_t npool;

@@ -289,6 +289,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     if (b == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     b->ep.log = host->log;
+    b->ep.reached = &b->reached;
     pthread_mutex_init(&b->mu, NULL);
     b->base.backend = &dlock__redis_backend;
     b->base.caps = dlock__redis_backend.caps;
@@ -344,6 +345,13 @@ fail:
     return rc;
 }
 
+/* Any connection's handshake answered: the pool's, the subscriber's, the
+ * stream reader's (they all dial with b->ep). */
+static int reached(dlock__store *store)
+{
+    return atomic_load(&RBACKEND(store)->reached);
+}
+
 static const char *const schemes[] = {"redis", "redis+unix", NULL};
 
 const dlock__backend dlock__redis_backend = {
@@ -371,4 +379,5 @@ const dlock__backend dlock__redis_backend = {
     .force_unlock = dlock__redis_force_unlock,
     .holders = dlock__redis_holders,
     .list = dlock__redis_list,
+    .reached = reached,
 };

@@ -24,6 +24,7 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../../base/random.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 
 #define READ_SLICE_MS 50
+#define AWAY_MAX_MS   1000 /* the longest pause between reads of a server that is away */
 #define MAX_KEPT      4096 /* streams watched, or idle with their read position */
 
 typedef struct watched {
@@ -44,6 +46,7 @@ struct dlock__rstream {
     pthread_mutex_t mu;
     int reading;  /* a waiter holds the reader role */
     int in_xread; /* an XREAD BLOCK is under way on ctx */
+    int away_ms;  /* the reader role's: the pause after the next failed read */
     redisContext *ctx;
     long long ctx_id;    /* CLIENT ID of ctx; 0 if unknown */
     dlock__rendpoint ep; /* strings borrowed from the backend */
@@ -258,8 +261,9 @@ static int take_role(void *source)
 }
 
 /* Reads in slices, so that streams of locks waited for meanwhile join the
- * next XREAD. A server that is away is tried again each slice: what was
- * added to the streams meanwhile is still there. */
+ * next XREAD. A server that is away is tried again after a pause that
+ * doubles from a slice to AWAY_MAX_MS (jittered), not dialled every slice:
+ * what was added to the streams meanwhile is still there. */
 static int read_as_reader(void *source, dlock__waiter *w, int64_t until_us)
 {
     dlock__rstream *s = source;
@@ -268,8 +272,22 @@ static int read_as_reader(void *source, dlock__waiter *w, int64_t until_us)
         if (left <= 0)
             break;
         int ms = left / 1000 < READ_SLICE_MS ? (int) (left / 1000) + 1 : READ_SLICE_MS;
-        if (read_once(s, ms) != 0)
-            dlock__sleep_until(dlock__now_us() + ms * 1000);
+        if (read_once(s, ms) == 0) {
+            s->away_ms = 0;
+            continue;
+        }
+        s->away_ms = s->away_ms == 0 ? READ_SLICE_MS : s->away_ms * 2;
+        if (s->away_ms > AWAY_MAX_MS)
+            s->away_ms = AWAY_MAX_MS;
+        int64_t resume =
+            dlock__now_us() + s->away_ms * 1000 + dlock__random_below(s->away_ms * 500);
+        if (resume > until_us)
+            resume = until_us;
+        /* in slices: a wake-up (a cancel) is seen as soon as before */
+        for (int64_t now = dlock__now_us(); now < resume && !dlock__board_woken(s->board, w);
+             now = dlock__now_us())
+            dlock__sleep_until(resume - now > READ_SLICE_MS * 1000 ? now + READ_SLICE_MS * 1000
+                                                                   : resume);
     }
     return 0;
 }

@@ -71,7 +71,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -83,6 +85,8 @@
 #include <unistd.h>
 
 #define MAX_PORTS 16
+
+#define PROBE_AFTER_US 100000 /* no session this long after the start: ask why (probe) */
 
 #define MAX_ORPHANS     4096
 #define SEARCH_AGAIN_US 200000 /* the second listing for a lost create, at the earliest */
@@ -119,6 +123,7 @@ struct dlock__zconn {
     int state;
     int auth_failed;
     int probing; /* a caller makes the first round trip */
+    int asking;  /* a caller probes the hosts (probe_hosts) */
     int closed;  /* the handle is closed: no callback of it runs any more */
     int doomed;  /* no reference is left: freed once closed */
     int64_t id;
@@ -131,6 +136,7 @@ struct dlock__zconn {
     dlock__board *board;
     char label[256];
     char why[200];
+    char hosts[1024]; /* "h1:p1,[v6]:p2", for probe_hosts */
     int ports[MAX_PORTS];
     size_t nports;
     zwatch watches; /* sentinel */
@@ -468,6 +474,80 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     }
 }
 
+/* One host:port of a host list: connects (a socket of our own, closed at
+ * once) within until_us. 0 when it accepted, else -1 with the cause in why. */
+static int probe_one(const char *host, const char *port, int64_t until_us, char *why, size_t len)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
+    int grc = getaddrinfo(host, port, &hints, &res);
+    int err = ETIMEDOUT;
+
+    if (grc != 0) {
+        snprintf(why, len, "cannot resolve the name: %s",
+                 grc == EAI_SYSTEM ? strerror(errno) : gai_strerror(grc));
+        return -1;
+    }
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+        int fd =
+            socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        err = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+        if (err == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            int64_t left_ms = (until_us - dlock__now_us()) / 1000;
+            socklen_t elen = sizeof err;
+            err = ETIMEDOUT;
+            if (left_ms > 0 && poll(&p, 1, (int) left_ms) == 1 &&
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+                err = errno;
+        }
+        close(fd);
+        if (err == 0)
+            break;
+    }
+    freeaddrinfo(res);
+    if (err == 0)
+        return 0;
+    snprintf(why, len, "connect: %s", strerror(err));
+    return -1;
+}
+
+/* Why there is no session: the client library keeps trying and does not
+ * say (its log is quiet), so connect to each host ourselves, by until_us.
+ * 1 if one of them accepts (the server is there; the session is only
+ * slow), else 0 with each host's cause in why ("127.0.0.1:1: connect:
+ * Connection refused"). */
+static int probe_hosts(const char *hosts, int64_t until_us, char *why, size_t len)
+{
+    size_t used = 0;
+
+    why[0] = '\0';
+    for (const char *p = hosts; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        char item[300], cause[200];
+        snprintf(item, sizeof item, "%.*s", (int) n, p);
+        p += n + (p[n] == ',');
+        char *colon = strrchr(item, ':'), *host = item;
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        if (host[0] == '[' && colon > host && colon[-1] == ']') {
+            host++;
+            colon[-1] = '\0';
+        }
+        if (probe_one(host, colon + 1, until_us, cause, sizeof cause) == 0)
+            return 1;
+        int w = snprintf(why + used, len - used, "%s%s%s%s:%s: %s", used ? "; " : "",
+                         host != item ? "[" : "", host, host != item ? "]" : "", colon + 1, cause);
+        if (w > 0)
+            used += (size_t) w < len - used ? (size_t) w : len - used - 1;
+    }
+    return 0;
+}
+
 static void quiet_log(const char *message)
 {
     (void) message; /* the library's own log would go to stderr */
@@ -516,6 +596,7 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     c->connect_until = c->opened + cfg->connect_ms * 1000;
     c->auth = cfg->auth != NULL;
     snprintf(c->label, sizeof c->label, "%s", cfg->label);
+    snprintf(c->hosts, sizeof c->hosts, "%s", cfg->hosts);
     parse_ports(c, cfg->hosts);
 
     /* Its threads inherit this mask: the host program's signals stay with
@@ -532,8 +613,14 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     if (c->zh != NULL)
         zoo_set_servers_resolution_delay(c->zh, 60000);
     if (c->zh == NULL) {
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s", cfg->label,
-                         strerror(saved));
+        /* it gives up on a host it cannot resolve: say which, and why */
+        char why[512];
+        if (probe_hosts(c->hosts, c->connect_until, why, sizeof why) == 0)
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s",
+                             cfg->label, why);
+        else
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot start a ZooKeeper session: %s",
+                             cfg->label, strerror(saved));
         goto fail;
     }
     /* digest auth: sent when the connection is made (again after every
@@ -625,7 +712,8 @@ static int first_round_trip(dlock__zconn *c, int64_t until)
 int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
 {
     int64_t until = deadline_us < c->connect_until ? deadline_us : c->connect_until;
-    int rc = DLOCK_OK;
+    int rc = DLOCK_OK, asked = 0, accepted = 0;
+    char why[512];
 
     pthread_mutex_lock(&c->mu);
     for (;;) {
@@ -648,9 +736,24 @@ int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
             }
             break;
         }
-        if (dlock__now_us() >= until)
+        int64_t now = dlock__now_us(), ask_at = c->opened + PROBE_AFTER_US;
+        if (now >= until)
             break;
-        struct timespec ts = dlock__timespec(until);
+        if (c->state == CONNECTING && !asked && !c->asking && now >= ask_at) {
+            /* no session yet: a server that refuses or a host that does
+             * not resolve is said now, with its cause, not after the
+             * request's whole time as "no session yet" */
+            asked = c->asking = 1;
+            pthread_mutex_unlock(&c->mu);
+            accepted = probe_hosts(c->hosts, until, why, sizeof why);
+            pthread_mutex_lock(&c->mu);
+            c->asking = 0;
+            pthread_cond_broadcast(&c->cv);
+            if (!accepted && c->state == CONNECTING)
+                break;
+            continue;
+        }
+        struct timespec ts = dlock__timespec(asked || ask_at >= until ? until : ask_at);
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
     int state = c->state, auth_failed = c->auth_failed;
@@ -667,8 +770,13 @@ int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
     if (state == DEAD)
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: the ZooKeeper session is over: %s", c->label,
                            c->why);
+    if (asked && !accepted)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", c->label, why);
     return dlock__fail(DLOCK_EUNREACHABLE,
-                       "%s: no ZooKeeper session (yet) within the request's time", c->label);
+                       "%s: no ZooKeeper session (yet) within the request's "
+                       "time%s",
+                       c->label,
+                       asked ? ": the server accepts connections but has not answered" : "");
 }
 
 int dlock__zconn_alive(dlock__zconn *c)

@@ -55,6 +55,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ typedef struct zstore {
     dlock__zconn *conn; /* the current session (a reference), NULL before the first */
     int connecting;
     rw_hold *rw_holds;
+    atomic_int reached; /* a session was established once */
 } zstore;
 
 typedef struct zlock {
@@ -190,8 +192,14 @@ static int get_conn(zstore *z, int64_t deadline, dlock__zconn **out)
         dlock__zconn_unref(c);
         return rc;
     }
+    atomic_store(&z->reached, 1);
     *out = c;
     return DLOCK_OK;
+}
+
+static int zk_reached(dlock__store *s)
+{
+    return atomic_load(&ZSTORE(s)->reached);
 }
 
 /* The opening of a call: *deadline capped at one command timeout, then
@@ -2420,4 +2428,5 @@ const dlock__backend dlock__zk_backend = {
     .force_unlock = zk_force_unlock,
     .holders = zk_holders,
     .list = zk_list,
+    .reached = zk_reached,
 };
