@@ -16,9 +16,13 @@
  *              close the listening socket, so connects are refused; it is
  *              bound again to the same port when the link leaves cut.
  *
+ * A link's delay (any mode) marks the bytes read from either side with the
+ * time they may go on; a buffer's bytes go out in order, up to the first
+ * mark not yet due, and the poll wakes for the earliest mark due.
+ *
  * The control protocol is one line each way: "set LINK MODE" -> "ok",
- * "reset LINK" -> "ok", "count LINK" -> "N". A mode is in effect when its
- * "ok" is sent. */
+ * "reset LINK" -> "ok", "delay LINK MS" -> "ok", "count LINK" -> "N". A
+ * mode is in effect when its "ok" is sent. */
 #define _GNU_SOURCE
 #include "harness.h"
 
@@ -33,13 +37,23 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CONNS 512
 #define BUF_SIZE  (64 * 1024)
+#define MAX_MARKS 64
+#define NOT_DUE   INT64_MAX
 
 typedef struct pipe_buf {
     size_t len;
+    /* delayed bytes: data[0, marks[i].end) may go out at marks[i].due_ns
+     * (ascending); bytes past the last mark go with it */
+    size_t nmarks;
+    struct {
+        size_t end;
+        int64_t due_ns;
+    } marks[MAX_MARKS];
     char data[BUF_SIZE];
 } pipe_buf;
 
@@ -61,8 +75,35 @@ typedef struct proxy_state {
     int ports[DT_PROXY_MAX_LINKS];
     int listeners[DT_PROXY_MAX_LINKS];
     dt_proxy_mode modes[DT_PROXY_MAX_LINKS];
+    int64_t delay_ns[DT_PROXY_MAX_LINKS];
     conn conns[MAX_CONNS];
 } proxy_state;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* How many of b's bytes may go out at `now` (NOT_DUE: all of them). */
+static size_t due_bytes(const pipe_buf *b, int64_t now)
+{
+    size_t i = 0;
+    while (i < b->nmarks && b->marks[i].due_ns <= now)
+        i++;
+    return i == b->nmarks ? b->len : i == 0 ? 0 : b->marks[i - 1].end;
+}
+
+/* When b's next held bytes are due (NOT_DUE: none are held). */
+static int64_t next_due(const pipe_buf *b, int64_t now)
+{
+    for (size_t i = 0; i < b->nmarks; i++) {
+        if (b->marks[i].due_ns > now)
+            return b->marks[i].due_ns;
+    }
+    return NOT_DUE;
+}
 
 const char *dt_proxy_mode_name(dt_proxy_mode mode)
 {
@@ -172,6 +213,7 @@ static void accept_on(proxy_state *st, int link)
             continue;
         }
         c->to_up->len = c->to_cli->len = 0;
+        c->to_up->nmarks = c->to_cli->nmarks = 0;
         if (st->modes[link] == DT_PASS)
             connect_upstream(st, c);
     }
@@ -205,9 +247,9 @@ static void set_mode(proxy_state *st, int link, dt_proxy_mode mode)
     }
 }
 
-/* Moves bytes from fd into b (or throws them away); returns -1 on EOF or
- * error, else 0. */
-static int pull(int fd, pipe_buf *b, int discard, int *dropped)
+/* Moves bytes from fd into b (or throws them away), held delay_ns before
+ * they may go on; returns -1 on EOF or error, else 0. */
+static int pull(int fd, pipe_buf *b, int discard, int *dropped, int64_t delay_ns)
 {
     char scratch[BUF_SIZE];
     char *dst = discard ? scratch : b->data + b->len;
@@ -219,22 +261,40 @@ static int pull(int fd, pipe_buf *b, int discard, int *dropped)
         return -1;
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
-    if (discard)
+    if (discard) {
         *dropped = 1;
-    else
-        b->len += (size_t) n;
+        return 0;
+    }
+    b->len += (size_t) n;
+    if (delay_ns > 0) {
+        /* out of marks: the newest takes these bytes too (held a little longer) */
+        if (b->nmarks == MAX_MARKS)
+            b->nmarks--;
+        b->marks[b->nmarks].end = b->len;
+        b->marks[b->nmarks++].due_ns = now_ns() + delay_ns;
+    }
     return 0;
 }
 
-static int push(int fd, pipe_buf *b)
+/* Sends b's bytes that are due at `now` (NOT_DUE: all). */
+static int push(int fd, pipe_buf *b, int64_t now)
 {
-    if (b->len == 0)
+    size_t due = due_bytes(b, now);
+    if (due == 0)
         return 0;
-    ssize_t n = send(fd, b->data, b->len, MSG_NOSIGNAL);
+    ssize_t n = send(fd, b->data, due, MSG_NOSIGNAL);
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
     memmove(b->data, b->data + n, b->len - (size_t) n);
     b->len -= (size_t) n;
+    size_t keep = 0;
+    for (size_t i = 0; i < b->nmarks; i++) {
+        if (b->marks[i].end > (size_t) n) {
+            b->marks[keep] = b->marks[i];
+            b->marks[keep++].end -= (size_t) n;
+        }
+    }
+    b->nmarks = keep;
     return 0;
 }
 
@@ -245,6 +305,10 @@ static void answer(proxy_state *st, const char *line)
     if (sscanf(line, "set %d %d", &link, &mode) == 2 && link >= 0 && link < st->links &&
         mode >= DT_PASS && mode <= DT_CUT) {
         set_mode(st, link, (dt_proxy_mode) mode);
+        snprintf(reply, sizeof reply, "ok\n");
+    } else if (sscanf(line, "delay %d %d", &link, &mode) == 2 && link >= 0 && link < st->links &&
+               mode >= 0) {
+        st->delay_ns[link] = (int64_t) mode * 1000000;
         snprintf(reply, sizeof reply, "ok\n");
     } else if (sscanf(line, "reset %d", &link) == 1 && link >= 0 && link < st->links) {
         for (int i = 0; i < MAX_CONNS; i++) {
@@ -273,6 +337,7 @@ static void serve(proxy_state *st)
 
     for (;;) {
         int n = 0;
+        int64_t now = now_ns(), wake = NOT_DUE;
         fds[n] = (struct pollfd){st->control, POLLIN, 0};
         owner[n++] = -1000;
         for (int l = 0; l < st->links; l++) {
@@ -306,17 +371,21 @@ static void serve(proxy_state *st)
                     ce |= POLLIN;
                 if (c->to_cli->len < BUF_SIZE)
                     ue |= POLLIN;
-                if (c->to_up->len > 0)
+                if (due_bytes(c->to_up, now) > 0)
                     ue |= POLLOUT;
-                if (c->to_cli->len > 0)
+                if (due_bytes(c->to_cli, now) > 0)
                     ce |= POLLOUT;
+                int64_t up = next_due(c->to_up, now), cli = next_due(c->to_cli, now);
+                wake = up < wake ? up : wake;
+                wake = cli < wake ? cli : wake;
             }
             fds[n] = (struct pollfd){c->cfd, ce, 0};
             owner[n++] = i;
             fds[n] = (struct pollfd){c->ufd, ue, 0};
             owner[n++] = i;
         }
-        if (poll(fds, (nfds_t) n, -1) < 0) {
+        int timeout_ms = wake == NOT_DUE ? -1 : (int) ((wake - now + 999999) / 1000000);
+        if (poll(fds, (nfds_t) n, timeout_ms) < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
@@ -352,7 +421,7 @@ static void serve(proxy_state *st)
             int fd = fds[k].fd, bad = 0;
             if (st->modes[c->link] == DT_DROP) {
                 if (fds[k].revents & (POLLIN | POLLHUP | POLLERR))
-                    bad = pull(fd, NULL, 1, &c->dropped) != 0;
+                    bad = pull(fd, NULL, 1, &c->dropped, 0) != 0;
             } else if (!is_client && c->connecting) {
                 int err = 0;
                 socklen_t len = sizeof err;
@@ -364,16 +433,17 @@ static void serve(proxy_state *st)
             } else {
                 pipe_buf *in = is_client ? c->to_up : c->to_cli;
                 pipe_buf *out = is_client ? c->to_cli : c->to_up;
-                if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) && pull(fd, in, 0, NULL) != 0)
+                if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                    pull(fd, in, 0, NULL, st->delay_ns[c->link]) != 0)
                     bad = 1;
-                if (!bad && (fds[k].revents & POLLOUT) && push(fd, out) != 0)
+                if (!bad && (fds[k].revents & POLLOUT) && push(fd, out, now_ns()) != 0)
                     bad = 1;
             }
             if (bad) {
                 /* One side ended: hand over what it said, then end the other. */
                 if (c->ufd >= 0 && !c->connecting)
-                    push(c->ufd, c->to_up);
-                push(c->cfd, c->to_cli);
+                    push(c->ufd, c->to_up, NOT_DUE);
+                push(c->cfd, c->to_cli, NOT_DUE);
                 conn_close(c, 1);
             }
         }
@@ -478,6 +548,19 @@ void dt_proxy_reset(dt_proxy *p, int link)
         if (link >= 0 && l != link)
             continue;
         snprintf(cmd, sizeof cmd, "reset %d\n", l);
+        request(p, cmd, reply, sizeof reply);
+        if (strcmp(reply, "ok") != 0)
+            dt_fail(__FILE__, __LINE__, "proxy: %s", reply);
+    }
+}
+
+void dt_proxy_delay(dt_proxy *p, int link, int ms)
+{
+    char cmd[64], reply[64];
+    for (int l = 0; l < p->links; l++) {
+        if (link >= 0 && l != link)
+            continue;
+        snprintf(cmd, sizeof cmd, "delay %d %d\n", l, ms);
         request(p, cmd, reply, sizeof reply);
         if (strcmp(reply, "ok") != 0)
             dt_fail(__FILE__, __LINE__, "proxy: %s", reply);

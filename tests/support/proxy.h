@@ -51,6 +51,10 @@ typedef struct dt_proxy {
 void dt_proxy_start(dt_proxy *p, int upstream_port, int links);
 /* Sets link `link`'s mode, or every link's when link is -1. */
 void dt_proxy_set(dt_proxy *p, int link, dt_proxy_mode mode);
+/* Holds every byte that passes through link (-1: all links) ms before it
+ * goes on, both ways, in order (0: none): a slow network or server, whose
+ * every request is answered, late. Bytes already read keep their time. */
+void dt_proxy_delay(dt_proxy *p, int link, int ms);
 /* Resets (RST) every connection open through link (-1: all links), as a
  * server that dies or a middlebox that drops state would; the mode stays,
  * and so does the listening port: clients may connect again at once. */
