@@ -115,6 +115,18 @@ static int64_t share_of(int64_t deadline, size_t left)
     return deadline <= now ? deadline : now + (deadline - now) / (int64_t) left;
 }
 
+/* Gives back member m, taken by a failed acquisition, by deadline. One
+ * lost meanwhile holds nothing to give up, but the store may still keep
+ * its key (its lease not over there), and the backend its memory of it,
+ * which freeing the handle would clear later with a command timeout of its
+ * own: both are given back here, within the acquisition's bound. */
+static void give_back(dlock_lock *m, int64_t deadline)
+{
+    if (m->holds > 0 && dlock__lock_give(m, 1, deadline) != DLOCK_ELOST)
+        return;
+    m->client->backend->release(m->client->store, m->sl, m->token, deadline);
+}
+
 /* Gives back the first n members after a failed acquisition, keeping the
  * error, all by one deadline (dlock__lock_cleanup_deadline). */
 static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
@@ -122,7 +134,7 @@ static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
     dlock__saved_error saved;
     dlock__save_error(&saved);
     for (size_t left = n; left > 0; left--)
-        dlock__lock_give(l->members[left - 1], 1, share_of(deadline, left));
+        give_back(l->members[left - 1], share_of(deadline, left));
     dlock__restore_error(&saved);
 }
 
