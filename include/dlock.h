@@ -70,14 +70,19 @@
  *  - A killed holder's lock is free within its lease (Redis, etcd) or the
  *    session timeout (ZooKeeper); a killed waiter's place within
  *    waiter_lease (Redis) or its session's lease or timeout.
- *  - A wait returns within its budget plus one command timeout, whatever
- *    the store does; an unreachable store is retried within the budget and
- *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
- *    The time after the budget is shared by the wait's last request and
- *    its clean-up (leaving the queue; a multi-lock giving back the names it
- *    took, or a release of one, each name a share): a clean-up the store
- *    does not answer in time is given up, and what it would have freed
- *    ends with its lease (or waiter lease, or session) in the store.
+ *  - A wait returns within its budget plus one command timeout, and a try
+ *    (a wait of 0) within one command timeout, whatever the store does; an
+ *    unreachable store is retried within the budget and reported as
+ *    DLOCK_EUNREACHABLE, never as a lock held by someone else. A wait's
+ *    requests end at most half a command timeout after its budget, and its
+ *    clean-up (leaving the queue; a multi-lock giving back the names it
+ *    took) at most a whole one after it. A try's requests (a multi-lock's
+ *    one-step request and its names taken one by one) all end one command
+ *    timeout after the call began, and its clean-up gets what they leave
+ *    of it. A release of a multi-lock shares one command timeout among its
+ *    names. A clean-up the store does not answer in time is given up, and
+ *    what it would have freed ends with its lease (or waiter lease, or
+ *    session) in the store.
  *  - A renewal never takes back a lock that lapsed.
  *
  * Since 0.1 unless marked otherwise.

@@ -320,8 +320,10 @@ void ct_multi_all_or_nothing(void)
  * share of the bound, not the whole of it (a member not released in time
  * ends with its lease). Both when the holder releases, and when a wait
  * runs out and the members taken so far are given back. A try of a silent
- * store ends within one command timeout. */
-enum { MULTI_MEMBERS = 8, MULTI_TIMEOUT_MS = 300, MULTI_SLACK_MS = 300 };
+ * store ends within one command timeout, and so does a try of a slow one:
+ * its members' tries share the first request's time, and its give-back
+ * gets what they leave. */
+enum { MULTI_MEMBERS = 8, MULTI_TIMEOUT_MS = 300, MULTI_SLACK_MS = 300, MULTI_DELAY_MS = 60 };
 
 static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128])
 {
@@ -335,6 +337,70 @@ static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128]
     }
     CHECK_RC(dlock_multi_open(c, list, MULTI_MEMBERS, 0, &m), DLOCK_OK);
     return m;
+}
+
+/* A try through a link that holds every byte MULTI_DELAY_MS each way: each
+ * request is answered, but the members taken one by one take longer than
+ * a command timeout together. With reset, the link's connections are reset
+ * while the first request is out, which makes a one-step request fail
+ * early (ZooKeeper: the connection lost) so that the members are taken one
+ * by one after it. Before, each member's try had a command timeout of its
+ * own, and so had the give-back after them. */
+static void slow_try(dt_proxy *proxy, const char *stem, int reset)
+{
+    char names[MULTI_MEMBERS][128];
+    ct_waiter w;
+    dlock_client *c =
+        ct_client_at(proxy->ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
+    dlock_lock *m = multi_of(c, stem, names);
+
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK); /* the session, paths and scripts made */
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dt_proxy_delay(proxy, 0, MULTI_DELAY_MS);
+    ct_wait_start(&w, m, 0);
+    if (reset) {
+        dt_sleep_ms(MULTI_DELAY_MS / 2); /* the fault's timing: the first request is out */
+        dt_proxy_reset(proxy, 0);
+    }
+    int rc = ct_wait_join(&w);
+    int64_t took = w.ended_ms - w.started_ms;
+    printf("%s: a try of %d members of a store %d ms away%s took %lld ms (%s)\n", ct->kind,
+           MULTI_MEMBERS, MULTI_DELAY_MS, reset ? ", its connection reset" : "", (long long) took,
+           dlock_strerror(rc));
+    CHECK_INT(took, <=, MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    CHECK_INT(dlock_lock_holds(m), ==, rc == DLOCK_OK ? 1 : 0);
+    dt_proxy_delay(proxy, 0, 0);
+    if (rc == DLOCK_OK)
+        CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+/* A multi-lock taken again (re-entry) through a link that holds every byte
+ * MULTI_DELAY_MS each way: each member confirms its hold in turn, all
+ * within one command timeout (before, each member had one of its own). */
+static void slow_reentry(dt_proxy *proxy, const char *stem)
+{
+    char names[MULTI_MEMBERS][128];
+    dlock_client *c =
+        ct_client_at(proxy->ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
+    dlock_lock *m = multi_of(c, stem, names);
+
+    CHECK_RC(dlock_acquire(m, 5000), DLOCK_OK);
+    dt_proxy_delay(proxy, 0, MULTI_DELAY_MS);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(m, 0);
+    int64_t took = dt_now_ms() - t0;
+    printf("%s: taking %d members again through a store %d ms away took %lld ms (%s)\n", ct->kind,
+           MULTI_MEMBERS, MULTI_DELAY_MS, (long long) took, dlock_strerror(rc));
+    CHECK_INT(took, <=, MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    dt_proxy_delay(proxy, 0, 0);
+    /* a re-entry that fails gives the multi-lock up */
+    CHECK_INT(dlock_lock_holds(m), ==, rc == DLOCK_OK ? 2 : 0);
+    if (rc == DLOCK_OK)
+        CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m); /* (releases the outer hold) */
+    dlock_client_close(c);
 }
 
 /* A wait that runs out while the store is silent: the last name is busy,
@@ -427,6 +493,11 @@ void ct_multi_bounded_when_silent(void)
     dt_proxy_set(&proxy, 0, DT_PASS);
     dlock_lock_free(m);
     dlock_client_close(c);
+
+    /* a try of a slow store, and of one whose one-step request fails early */
+    slow_try(&proxy, "s", 0);
+    slow_try(&proxy, "z", 1);
+    slow_reentry(&proxy, "e");
 
     dlock_client_close(other);
     dt_proxy_stop(&proxy);
