@@ -75,6 +75,7 @@ typedef struct hold {
     int64_t t_inv, t_ok, t_end, t_report, t_rel_ret;
     int end, rel_rc, report_kind;
     int64_t first_ok[MULTI_MEMBERS], last_ok[MULTI_MEMBERS];
+    int renewed; /* taken again with a renewed lease: renewed from then on */
     pid_t pid, sup_pid;
     char token[TEXT_LEN];
 } hold;
@@ -468,6 +469,11 @@ static void rebuild(checker *c)
             snprintf(ai->token, sizeof ai->token, "%s", e->text);
             break;
         case EV_ACQ_INV:
+            /* a re-entry keeps the lease at least the client's, renewed
+             * from then on (it may have reached the store even if it failed) */
+            if ((e->flags & EVF_REENTRANT) && e->lease_ms == 0 &&
+                (h = hold_of_op(c, e->op)) != NULL)
+                h->renewed = 1;
             if (ai == NULL || (e->flags & EVF_REENTRANT))
                 break;
             GROW(c->att, c->natt, c->catt);
@@ -1510,7 +1516,10 @@ static void check_snapshots(checker *c)
     for (size_t k = 0; k < c->nholds; k++) {
         const hold *h = &c->holds[k];
         const attempt *a = &c->att[h->attempt];
-        int64_t lease = server_lease(c, a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms);
+        int64_t lease_ms = a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms;
+        if (h->renewed && lease_ms < c->cfg->lease_ms)
+            lease_ms = c->cfg->lease_ms;
+        int64_t lease = server_lease(c, lease_ms);
         int key = h->actor;
         if (h->run) {
             key = nkeys++;
