@@ -75,10 +75,20 @@
  *    waiter's place until its new holder renews it; the waiters behind
  *    learn at their next heartbeat); on ZooKeeper and etcd a dead waiter's
  *    node or key goes with its session.
- *  - A wait returns within its budget plus one command timeout, whatever
- *    the store does; an unreachable store is retried within the budget and
- *    reported as DLOCK_EUNREACHABLE, never as a lock held by someone else.
- *    A wait never hangs on a store that does not answer, budget or not: it
+ *  - A wait returns within its budget plus one command timeout, and a try
+ *    (a wait of 0) within one command timeout, whatever the store does; an
+ *    unreachable store is retried within the budget and reported as
+ *    DLOCK_EUNREACHABLE, never as a lock held by someone else. A wait's
+ *    requests end at most half a command timeout after its budget, and its
+ *    clean-up (leaving the queue; a multi-lock giving back the names it
+ *    took) at most a whole one after it. A try's requests (a multi-lock's
+ *    one-step request and its names taken one by one) all end one command
+ *    timeout after the call began, and its clean-up gets what they leave
+ *    of it. A release of a multi-lock shares one command timeout among its
+ *    names. A clean-up the store does not answer in time is given up, and
+ *    what it would have freed ends with its lease (or waiter lease, or
+ *    session) in the store.
+ *  - A wait never hangs on a store that does not answer, budget or not: it
  *    tries one that stopped answering for the client's unreachable_wait
  *    (30 s unless the URL says otherwise) from the first failed try, and
  *    one it never reached for 1 s, then returns DLOCK_EUNREACHABLE (its
@@ -89,11 +99,6 @@
  *    back after its lease could have run out counts as no answer, and
  *    every retry waits a growing, jittered delay first (a few tries a
  *    second at most): a wait that cannot succeed never floods the store.
- *    The time after the budget is shared by the wait's last request and
- *    its clean-up (leaving the queue; a multi-lock giving back the names it
- *    took, or a release of one, each name a share): a clean-up the store
- *    does not answer in time is given up, and what it would have freed
- *    ends with its lease (or waiter lease, or session) in the store.
  *  - A renewal never takes back a lock that lapsed.
  *
  * Since 0.1 unless marked otherwise.

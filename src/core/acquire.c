@@ -191,12 +191,14 @@ static void give_back(dlock_lock *l, int64_t deadline)
 
 /* Re-entry: the handle already holds the lock. The count is the handle's;
  * the store is asked only to confirm the token still holds it and to make
- * the lease at least lease_ms. */
-static int reenter(dlock_lock *l, int64_t lease_ms, int renew)
+ * the lease at least lease_ms, as a request of the wait (or try) that ends
+ * at deadline. */
+static int reenter(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
     int64_t sent = dlock__now_us();
-    int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 1, dlock__lock_op_deadline(l));
+    int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 1,
+                                dlock__lock_request_deadline(l, deadline));
 
     if (rc == DLOCK_ELOST) {
         dlock__lock_stop_holding(l);
@@ -649,7 +651,7 @@ int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int r
     if (rc != DLOCK_OK)
         return rc;
     if (l->holds > 0)
-        return reenter(l, lease_ms, renew);
+        return reenter(l, deadline_us, lease_ms, renew);
     return take(l, deadline_us, lease_ms, renew);
 }
 

@@ -370,6 +370,7 @@ int dlock__lock_enter(dlock_lock *l)
                            "lock handle '%s' is in use by another call (one owner, one call "
                            "at a time)",
                            l->name);
+    l->call_began_us = dlock__now_us();
     return DLOCK_OK;
 }
 
@@ -384,10 +385,21 @@ int64_t dlock__lock_op_deadline(const dlock_lock *l)
     return dlock__now_us() + l->client->cfg.command_timeout_ms * 1000;
 }
 
+/* The end of a try's time, which its requests and its clean-up share: one
+ * command timeout from the start of the call (a member's: its
+ * multi-lock's). */
+static int64_t try_end(const dlock_lock *l)
+{
+    const dlock_lock *call = l->parent != NULL ? l->parent : l;
+    return call->call_began_us + l->client->cfg.command_timeout_ms * 1000;
+}
+
 int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline)
 {
     int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
-    if (deadline == 0 || deadline == DLOCK__NEVER)
+    if (deadline == 0)
+        return try_end(l);
+    if (deadline == DLOCK__NEVER)
         return now + timeout;
     int64_t cap = deadline + timeout / 2;
     return now + timeout < cap ? now + timeout : cap;
@@ -396,7 +408,9 @@ int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline)
 int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)
 {
     int64_t now = dlock__now_us(), timeout = l->client->cfg.command_timeout_ms * 1000;
-    if (wait_deadline == 0 || wait_deadline == DLOCK__NEVER || wait_deadline >= now)
+    if (wait_deadline == 0)
+        return try_end(l);
+    if (wait_deadline == DLOCK__NEVER || wait_deadline >= now)
         return now + timeout;
     return wait_deadline + timeout;
 }

@@ -40,6 +40,9 @@ struct dlock_lock {
     unsigned holds;
     uint64_t fence;
     dlock__lease lease; /* on the renewer while holds > 0, or while queued */
+    /* when the owner's call in progress began (dlock__lock_enter): a try's
+     * requests and clean-up share one command timeout from then */
+    int64_t call_began_us;
 
     dlock_lost_fn on_lost; /* guarded by the lease's renewer shard */
     void *on_lost_arg;
@@ -73,19 +76,23 @@ int dlock__lock_enter(dlock_lock *l);
 int dlock__lock_leave(dlock_lock *l, int rc);
 /* The bound of one request made now. */
 int64_t dlock__lock_op_deadline(const dlock_lock *l);
-/* The bound of one request made during a wait that ends at `deadline` (0:
- * a single attempt; DLOCK__NEVER: no end): a command timeout, and never
- * more than half of one past the end of the wait. The other half is the
- * clean-up's (leaving the queue, giving back a grant), so that a wait
- * overruns its budget by at most one command timeout however its requests
- * fare. A clean-up left no time is not sent: the place or grant it would
- * give back ends with its waiter lease or lease in the store. */
+/* The bound of one request made during a wait that ends at `deadline`
+ * (DLOCK__NEVER: no end): a command timeout, and never more than half of
+ * one past the end of the wait. The other half is the clean-up's (leaving
+ * the queue, giving back a grant), so that a wait overruns its budget by at
+ * most one command timeout however its requests fare. A try (deadline 0)
+ * has no budget: its requests (a multi-lock's one-step request and its
+ * members' tries) all end one command timeout after its call began, the
+ * first request's bound. A clean-up left no time is not sent: the place or
+ * grant it would give back ends with its waiter lease or lease in the
+ * store. */
 int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline);
 /* The bound of a clean-up (several requests, one after another) after a
- * wait that ends at wait_deadline (0 or DLOCK__NEVER: none): a command
- * timeout from now, never more than one past the wait's end. The requests
- * share it, so that a wait returns within its budget plus one command
- * timeout however many members a multi-lock gives back. */
+ * wait that ends at wait_deadline (DLOCK__NEVER: none): a command timeout
+ * from now, never more than one past the wait's end; after a try (0): what
+ * its requests left of its command timeout. The requests share it, so that
+ * a call returns within its budget plus one command timeout however many
+ * members a multi-lock gives back. */
 int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline);
 /* The spec a set of public flags asks for; semaphore: whether
  * DLOCK_SEMAPHORE is accepted (operator calls). */

@@ -7,7 +7,10 @@
  * keys share a hash slot) and they are all free, that is one request;
  * otherwise the members are taken one after another in the canonical order,
  * each waiting within what is left of the one budget, and on any failure
- * those already taken are given back. Two multi-locks over overlapping names
+ * those already taken are given back. A try has no budget: its one-step
+ * request and its members' tries all end by the first request's deadline,
+ * and the give-back gets what they leave (dlock__lock_request_deadline and
+ * dlock__lock_cleanup_deadline). Two multi-locks over overlapping names
  * thus always take the shared names in the same order: neither can hold one
  * the other needs while waiting for one the other holds.
  *
@@ -118,6 +121,18 @@ static int64_t share_of(int64_t deadline, size_t left)
     return deadline <= now ? deadline : now + (deadline - now) / (int64_t) left;
 }
 
+/* Gives back member m, taken by a failed acquisition, by deadline. One
+ * lost meanwhile holds nothing to give up, but the store may still keep
+ * its key (its lease not over there), and the backend its memory of it,
+ * which freeing the handle would clear later with a command timeout of its
+ * own: both are given back here, within the acquisition's bound. */
+static void give_back(dlock_lock *m, int64_t deadline)
+{
+    if (m->holds > 0 && dlock__lock_give(m, 1, deadline) != DLOCK_ELOST)
+        return;
+    m->client->backend->release(m->client->store, m->sl, m->token, deadline);
+}
+
 /* Gives back the first n members after a failed acquisition, keeping the
  * error, all by one deadline (dlock__lock_cleanup_deadline). */
 static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
@@ -125,14 +140,14 @@ static void roll_back(dlock_lock *l, size_t n, int64_t deadline)
     dlock__saved_error saved;
     dlock__save_error(&saved);
     for (size_t left = n; left > 0; left--)
-        dlock__lock_give(l->members[left - 1], 1, share_of(deadline, left));
+        give_back(l->members[left - 1], share_of(deadline, left));
     dlock__restore_error(&saved);
 }
 
-/* All members in one step, if the store can, the request ending at until
- * (dlock__lock_request_deadline, as a single lock's request of the wait):
- * DLOCK_OK, DLOCK_EBUSY (not now), or DLOCK_ENOTSUP (take them one by one). */
-static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t until)
+/* All members in one step, if the store can, as a single lock's request of
+ * the wait that ends at deadline (0: a try): DLOCK_OK, DLOCK_EBUSY (not
+ * now), or DLOCK_ENOTSUP (take them one by one). */
+static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t deadline)
 {
     dlock_client *c = l->client;
     dlock__store_lock **sls;
@@ -158,8 +173,9 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t unti
         sessions[i] = NULL;
     }
     int64_t sent = dlock__now_us();
-    rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms, until, fences,
-                                  sessions, &busy, &ttl);
+    rc = c->backend->acquire_many(c->store, sls, l->nmembers, l->token, lease_ms,
+                                  dlock__lock_request_deadline(l, deadline), fences, sessions,
+                                  &busy, &ttl);
     for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
         rc =
             dlock__lock_start_holding(l->members[i], fences[i], sessions[i], lease_ms, renew, sent);
@@ -168,7 +184,7 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t unti
             /* held here: [0, i); taken in the store but not held: [i, n) */
             dlock__saved_error saved;
             dlock__save_error(&saved);
-            int64_t bound = dlock__lock_op_deadline(l); /* one for all */
+            int64_t bound = dlock__lock_cleanup_deadline(l, deadline); /* one for all */
             for (size_t j = i; j < l->nmembers; j++) {
                 c->backend->release(c->store, l->members[j]->sl, l->token,
                                     share_of(bound, l->nmembers - j + i));
@@ -189,18 +205,45 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t unti
     return rc;
 }
 
+/* Releases every member held, all by one deadline, and ends the hold. */
+static int give_all(dlock_lock *l, int64_t deadline)
+{
+    int rc = DLOCK_OK;
+    dlock__saved_error first;
+
+    atomic_store(&l->settled, 0);
+    size_t left = 0;
+    for (size_t i = 0; i < l->nmembers; i++)
+        left += l->members[i]->holds > 0;
+    for (size_t i = l->nmembers; i-- > 0;) {
+        if (l->members[i]->holds == 0)
+            continue;
+        int one = dlock__lock_give(l->members[i], 1, share_of(deadline, left--));
+        if (one != DLOCK_OK && rc == DLOCK_OK) {
+            rc = one;
+            dlock__save_error(&first);
+        }
+    }
+    l->holds = 0;
+    if (rc == DLOCK_OK)
+        return DLOCK_OK;
+    dlock__restore_error(&first);
+    return dlock__fail_context(rc, "multi-lock '%s'", l->name);
+}
+
 int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
 {
     int rc;
 
     if (l->holds > 0) {
-        /* Re-entry: every member confirms and keeps its lease. */
+        /* Re-entry: every member confirms and keeps its lease, all within
+         * one try's time, their give-back too. */
         for (size_t i = 0; i < l->nmembers; i++) {
             rc = dlock__lock_take(l->members[i], 0, lease_ms, renew);
             if (rc != DLOCK_OK) {
                 dlock__saved_error saved;
                 dlock__save_error(&saved);
-                dlock__multi_release(l, 1);
+                give_all(l, dlock__lock_cleanup_deadline(l, 0));
                 dlock__restore_error(&saved);
                 return dlock__fail_context(rc, "multi-lock '%s'", l->name);
             }
@@ -208,12 +251,12 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         l->holds++;
         return DLOCK_OK;
     }
-    /* one budget, the one-step try included */
+    /* one budget, the one-step try included; a try's requests, one-step and
+     * members', all end by the first one's deadline */
     int64_t deadline = wait_ms == 0  ? 0
                        : wait_ms < 0 ? DLOCK__NEVER
                                      : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
-    int64_t until = dlock__lock_request_deadline(l, deadline);
-    rc = take_at_once(l, lease_ms, renew, until);
+    rc = take_at_once(l, lease_ms, renew, deadline);
     if (rc == DLOCK_OK)
         atomic_store(&l->settled, 1);
     if (rc == DLOCK_EBUSY && wait_ms == 0)
@@ -222,9 +265,9 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (rc != DLOCK_OK && rc != DLOCK_EBUSY && rc != DLOCK_ENOTSUP &&
         (rc != DLOCK_EUNREACHABLE || wait_ms == 0))
         return rc;
-    /* ... unless the try used up the time: the budget of a wait, or the one
-     * command timeout of a try (which the members' tries would take again) */
-    int64_t spent = deadline == 0 ? until - l->client->cfg.command_timeout_ms * 250 : deadline;
+    /* ... unless the one-step try used up the time: the budget of a wait, or
+     * the one command timeout of a try */
+    int64_t spent = deadline == 0 ? dlock__lock_request_deadline(l, 0) : deadline;
     if ((rc == DLOCK_EUNREACHABLE || rc == DLOCK_ENOTSUP) && deadline != DLOCK__NEVER &&
         dlock__now_us() >= spent)
         return dlock__fail_context(DLOCK_EUNREACHABLE,
@@ -270,34 +313,13 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
 
 int dlock__multi_release(dlock_lock *l, int all)
 {
-    int rc = DLOCK_OK;
-    dlock__saved_error first;
-
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "multi-lock '%s' is not held by this handle", l->name);
     if (l->holds > 1 && !all) {
         l->holds--;
         return DLOCK_OK;
     }
-    atomic_store(&l->settled, 0);
-    int64_t deadline = dlock__lock_op_deadline(l); /* one bound for all members */
-    size_t left = 0;
-    for (size_t i = 0; i < l->nmembers; i++)
-        left += l->members[i]->holds > 0;
-    for (size_t i = l->nmembers; i-- > 0;) {
-        if (l->members[i]->holds == 0)
-            continue;
-        int one = dlock__lock_give(l->members[i], 1, share_of(deadline, left--));
-        if (one != DLOCK_OK && rc == DLOCK_OK) {
-            rc = one;
-            dlock__save_error(&first);
-        }
-    }
-    l->holds = 0;
-    if (rc == DLOCK_OK)
-        return DLOCK_OK;
-    dlock__restore_error(&first);
-    return dlock__fail_context(rc, "multi-lock '%s'", l->name);
+    return give_all(l, dlock__lock_op_deadline(l)); /* one bound for all members */
 }
 
 int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode mode)

@@ -320,8 +320,10 @@ void ct_multi_all_or_nothing(void)
  * share of the bound, not the whole of it (a member not released in time
  * ends with its lease). Both when the holder releases, and when a wait
  * runs out and the members taken so far are given back. A try of a silent
- * store ends within one command timeout. */
-enum { MULTI_MEMBERS = 8, MULTI_TIMEOUT_MS = 300, MULTI_SLACK_MS = 300 };
+ * store ends within one command timeout, and so does a try of a slow one:
+ * its members' tries share the first request's time, and its give-back
+ * gets what they leave. */
+enum { MULTI_MEMBERS = 8, MULTI_TIMEOUT_MS = 300, MULTI_SLACK_MS = 300, MULTI_DELAY_MS = 120 };
 
 static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128])
 {
@@ -337,11 +339,119 @@ static dlock_lock *multi_of(dlock_client *c, const char *stem, char names[][128]
     return m;
 }
 
+/* A try through a link that holds every reply MULTI_DELAY_MS: each
+ * request is answered, but the members taken one by one take longer than
+ * a command timeout together. With reset, the link's connections are reset
+ * while the first request is out, which makes a one-step request fail
+ * early (ZooKeeper: the connection lost) so that the members are taken one
+ * by one after it. Before, each member's try had a command timeout of its
+ * own, and so had the give-back after them. */
+static void slow_try(dt_proxy *proxy, const char *stem, int reset)
+{
+    char names[MULTI_MEMBERS][128];
+    ct_waiter w;
+    dlock_client *c =
+        ct_client_at(proxy->ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
+    dlock_lock *m = multi_of(c, stem, names);
+
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK); /* the session, paths and scripts made */
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dt_proxy_delay(proxy, 0, MULTI_DELAY_MS);
+    ct_wait_start(&w, m, 0);
+    if (reset) {
+        dt_sleep_ms(MULTI_DELAY_MS / 2); /* the fault's timing: the first request is out */
+        dt_proxy_reset(proxy, 0);
+    }
+    int rc = ct_wait_join(&w);
+    int64_t took = w.ended_ms - w.started_ms;
+    printf("%s: a try of %d members of a store %d ms away%s took %lld ms (%s)\n", ct->kind,
+           MULTI_MEMBERS, MULTI_DELAY_MS, reset ? ", its connection reset" : "", (long long) took,
+           dlock_strerror(rc));
+    CHECK_INT(took, <=, MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    CHECK_INT(dlock_lock_holds(m), ==, rc == DLOCK_OK ? 1 : 0);
+    dt_proxy_delay(proxy, 0, 0);
+    if (rc == DLOCK_OK) {
+        /* (a release while the client connects again after the reset is
+         * not confirmed, and goes on in the background) */
+        int released = dlock_release(m);
+        CHECK(released == DLOCK_OK || (reset && released == DLOCK_EUNREACHABLE));
+    }
+    dlock_lock_free(m);
+    dlock_client_close(c);
+}
+
+/* A multi-lock taken again (re-entry) through a link that holds every reply
+ * MULTI_DELAY_MS: each member confirms its hold in turn, all
+ * within one command timeout (before, each member had one of its own). */
+static void slow_reentry(dt_proxy *proxy, const char *stem)
+{
+    char names[MULTI_MEMBERS][128];
+    dlock_client *c =
+        ct_client_at(proxy->ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
+    dlock_lock *m = multi_of(c, stem, names);
+
+    CHECK_RC(dlock_acquire(m, 5000), DLOCK_OK);
+    dt_proxy_delay(proxy, 0, MULTI_DELAY_MS);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(m, 0);
+    int64_t took = dt_now_ms() - t0;
+    printf("%s: taking %d members again through a store %d ms away took %lld ms (%s)\n", ct->kind,
+           MULTI_MEMBERS, MULTI_DELAY_MS, (long long) took, dlock_strerror(rc));
+    CHECK_INT(took, <=, MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    dt_proxy_delay(proxy, 0, 0);
+    /* a re-entry that fails gives the multi-lock up */
+    CHECK_INT(dlock_lock_holds(m), ==, rc == DLOCK_OK ? 2 : 0);
+    if (rc == DLOCK_OK)
+        CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m); /* (releases the outer hold) */
+    dlock_client_close(c);
+}
+
+/* A wait that runs out while the store is silent: the last name is busy,
+ * the others are taken and then given back, within the budget and one
+ * command timeout. lease: the client's lease= (a short one ends while the
+ * last name is waited for: the names taken are lost). Each name given back,
+ * the lost ones too, the handle is freed at once, the store still silent:
+ * before, a lost name was left for dlock_lock_free, which gave it a command
+ * timeout of its own (etcd), past the wait's bound. */
+static void silent_wait(dt_proxy *proxy, dlock_client *other, const char *stem, const char *lease,
+                        int64_t budget)
+{
+    char names[MULTI_MEMBERS][128], options[128];
+    ct_waiter w;
+
+    snprintf(options, sizeof options, "%s&timeout=300ms&connect_timeout=300ms", lease);
+    dlock_client *c = ct_client_at(proxy->ports[0], options);
+    dlock_lock *m = multi_of(c, stem, names);
+    dlock_lock *busy = ct_lock(other, names[MULTI_MEMBERS - 1], 0);
+    CHECK_RC(dlock_try_acquire(busy), DLOCK_OK);
+    ct_wait_start(&w, m, budget);
+    DT_WAIT_UNTIL(ct_waiters(other, names[MULTI_MEMBERS - 1], 0) >= 1 || CT_DONE(&w), 5000);
+    CHECK(!CT_DONE(&w)); /* queued for the last member, holding the others */
+    dt_proxy_set(proxy, 0, DT_BLACKHOLE);
+    int rc = ct_wait_join(&w);
+    int64_t took = w.ended_ms - w.started_ms;
+    printf("%s: a wait of %lld ms for %d members (%s) ended after %lld ms (%s)\n", ct->kind,
+           (long long) budget, MULTI_MEMBERS, lease + 1, (long long) took, dlock_strerror(rc));
+    CHECK(rc != DLOCK_OK);
+    CHECK_INT(took, <=, budget + MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
+    CHECK_INT(dlock_lock_holds(m), ==, 0);
+    int64_t t0 = dt_now_ms();
+    dlock_lock_free(m);
+    took = dt_now_ms() - t0;
+    printf("%s: freeing it then took %lld ms\n", ct->kind, (long long) took);
+    CHECK_INT(took, <=, MULTI_TIMEOUT_MS / 3);
+
+    dt_proxy_set(proxy, 0, DT_PASS);
+    CHECK_RC(dlock_release(busy), DLOCK_OK);
+    dlock_lock_free(busy);
+    dlock_client_close(c);
+}
+
 void ct_multi_bounded_when_silent(void)
 {
-    char held[MULTI_MEMBERS][128], waited[MULTI_MEMBERS][128], tried[MULTI_MEMBERS][128];
+    char held[MULTI_MEMBERS][128], tried[MULTI_MEMBERS][128];
     dt_proxy proxy;
-    ct_waiter w;
 
     dt_proxy_start(&proxy, ct->srv.port, 1); /* before any client's threads */
     dlock_client *c = ct_client_at(proxy.ports[0], "?lease=10s&timeout=300ms"
@@ -364,31 +474,9 @@ void ct_multi_bounded_when_silent(void)
     /* a new client: the silent one's session may be given up by now */
     dt_proxy_set(&proxy, 0, DT_PASS);
     dlock_client_close(c);
-    c = ct_client_at(proxy.ports[0], "?lease=10s&timeout=300ms&connect_timeout=300ms");
-
-    /* a wait that runs out while the store is silent: the last member is
-     * busy, the others are taken and then given back */
-    m = multi_of(c, "w", waited);
-    dlock_lock *busy = ct_lock(other, waited[MULTI_MEMBERS - 1], 0);
-    CHECK_RC(dlock_try_acquire(busy), DLOCK_OK);
-    const int64_t budget = 1500;
-    ct_wait_start(&w, m, budget);
-    DT_WAIT_UNTIL(ct_waiters(other, waited[MULTI_MEMBERS - 1], 0) >= 1 || CT_DONE(&w), 5000);
-    CHECK(!CT_DONE(&w)); /* queued for the last member, holding the others */
-    dt_proxy_set(&proxy, 0, DT_BLACKHOLE);
-    rc = ct_wait_join(&w);
-    took = w.ended_ms - w.started_ms;
-    printf("%s: a wait of %lld ms for %d members ended after %lld ms (%s)\n", ct->kind,
-           (long long) budget, MULTI_MEMBERS, (long long) took, dlock_strerror(rc));
-    CHECK(rc != DLOCK_OK);
-    CHECK_INT(took, <=, budget + MULTI_TIMEOUT_MS + MULTI_SLACK_MS);
-    CHECK_INT(dlock_lock_holds(m), ==, 0);
-
-    dt_proxy_set(&proxy, 0, DT_PASS);
-    CHECK_RC(dlock_release(busy), DLOCK_OK);
-    dlock_lock_free(busy);
-    dlock_lock_free(m);
-    dlock_client_close(c);
+    silent_wait(&proxy, other, "w", "?lease=10s", 1500);
+    /* the names taken are lost (their lease ends) while the last is waited for */
+    silent_wait(&proxy, other, "l", "?lease=1s", 2500);
 
     /* a try while the store is silent: one command timeout in all, the
      * store's one-step try and the members' tries together, not one each */
@@ -409,6 +497,12 @@ void ct_multi_bounded_when_silent(void)
     dt_proxy_set(&proxy, 0, DT_PASS);
     dlock_lock_free(m);
     dlock_client_close(c);
+
+    /* a try of a slow store, and of one whose one-step request fails early */
+    slow_try(&proxy, "s", 0);
+    slow_try(&proxy, "z", 1);
+    slow_reentry(&proxy, "e");
+
     dlock_client_close(other);
     dt_proxy_stop(&proxy);
 }

@@ -31,9 +31,9 @@
 const char *check_class_name(int v)
 {
     static const char *const names[V_COUNT] = {
-        "overlap", "late-loss",    "stale-write",   "lost-update", "fence-order", "error",
-        "stall",   "liveness",     "spurious-loss", "phantom",     "cancel",      "run-exit",
-        "crash",   "early-giveup", "fd-leak",       "history",
+        "overlap",  "late-loss", "stale-write",  "lost-update",   "fence-order", "fair-order",
+        "error",    "stall",     "liveness",     "spurious-loss", "phantom",     "cancel",
+        "run-exit", "crash",     "early-giveup", "fd-leak",       "history",
     };
     return v >= 0 && v < V_COUNT ? names[v] : "?";
 }
@@ -59,6 +59,7 @@ typedef struct attempt {
     int actor, hkind, lock, run, flags, take;
     uint64_t op;
     int64_t t_inv, t_ret; /* t_ret 0: never returned */
+    int64_t t_queued;     /* the store said it is queued, at the latest then (0: not known) */
     int rc;               /* -1: unknown */
     int64_t wait_ms, lease_ms;
     int hold;
@@ -77,6 +78,7 @@ typedef struct hold {
     int64_t t_inv, t_ok, t_end, t_report, t_rel_ret;
     int end, rel_rc, report_kind;
     int64_t first_ok[MULTI_MEMBERS], last_ok[MULTI_MEMBERS];
+    int renewed; /* taken again with a renewed lease: renewed from then on */
     pid_t pid, sup_pid;
     char token[TEXT_LEN];
 } hold;
@@ -470,6 +472,11 @@ static void rebuild(checker *c)
             snprintf(ai->token, sizeof ai->token, "%s", e->text);
             break;
         case EV_ACQ_INV:
+            /* a re-entry keeps the lease at least the client's, renewed
+             * from then on (it may have reached the store even if it failed) */
+            if ((e->flags & EVF_REENTRANT) && e->lease_ms == 0 &&
+                (h = hold_of_op(c, e->op)) != NULL)
+                h->renewed = 1;
             if (ai == NULL || (e->flags & EVF_REENTRANT))
                 break;
             GROW(c->att, c->natt, c->catt);
@@ -496,6 +503,12 @@ static void rebuild(checker *c)
         case EV_SPAWN:
             if ((a = attempt_of_op(c, e->op)) != NULL)
                 a->sup_pid = e->rc;
+            break;
+        case EV_QUEUED:
+            if ((a = attempt_of_op(c, e->op)) != NULL && a->t_queued == 0) {
+                a->t_queued = e->t;
+                c->tot->fair_queued += a->hkind == H_FAIR;
+            }
             break;
         case EV_ACQ_OK:
             if ((e->flags & EVF_REENTRANT) || (a = attempt_of_op(c, e->op)) == NULL)
@@ -1142,13 +1155,41 @@ static void check_holds(checker *c)
     }
 }
 
-/* Was dlock_cancel() called on actor's handle in [t0, t1]? */
-static int cancelled_between(const checker *c, const int64_t *const *by_actor, const int *count,
-                             int actor, int64_t t0, int64_t t1)
+/* The times of the dlock_cancel() calls aimed at each actor. */
+typedef struct cancel_index {
+    int64_t **by_actor;
+    int *count;
+} cancel_index;
+
+static cancel_index index_cancels(const checker *c)
 {
-    (void) c;
-    for (int i = 0; i < count[actor]; i++) {
-        if (by_actor[actor][i] >= t0 && by_actor[actor][i] <= t1)
+    cancel_index x = {calloc((size_t) c->nactors + 1, sizeof *x.by_actor),
+                      calloc((size_t) c->nactors + 1, sizeof *x.count)};
+    int *caps = calloc((size_t) c->nactors + 1, sizeof *caps);
+    for (size_t i = 0; i < c->nev; i++) {
+        fev *e = c->ev[i];
+        if (e->type != EV_CANCEL_INV || e->actor < 0 || e->actor >= c->nactors)
+            continue;
+        GROW(x.by_actor[e->actor], x.count[e->actor], caps[e->actor]);
+        x.by_actor[e->actor][x.count[e->actor]++] = e->t;
+    }
+    free(caps);
+    return x;
+}
+
+static void free_cancels(const checker *c, cancel_index *x)
+{
+    for (int i = 0; i < c->nactors; i++)
+        free(x->by_actor[i]);
+    free(x->by_actor);
+    free(x->count);
+}
+
+/* Was dlock_cancel() called on actor's handle in [t0, t1]? */
+static int cancelled_between(const cancel_index *x, int actor, int64_t t0, int64_t t1)
+{
+    for (int i = 0; i < x->count[actor]; i++) {
+        if (x->by_actor[actor][i] >= t0 && x->by_actor[actor][i] <= t1)
             return 1;
     }
     return 0;
@@ -1158,22 +1199,7 @@ static int cancelled_between(const checker *c, const int64_t *const *by_actor, c
  * not end a later wait when the wait it hit had already ended by itself. */
 static void check_cancels(checker *c)
 {
-    int64_t **by_actor = calloc((size_t) c->nactors + 1, sizeof *by_actor);
-    int *count = calloc((size_t) c->nactors + 1, sizeof *count);
-    int *caps = calloc((size_t) c->nactors + 1, sizeof *caps);
-    int64_t *last_ret = calloc((size_t) c->nactors + 1, sizeof *last_ret);
-    for (size_t i = 0; i < c->nev; i++) {
-        fev *e = c->ev[i];
-        if (e->type != EV_CANCEL_INV || e->actor < 0 || e->actor >= c->nactors)
-            continue;
-        GROW(by_actor[e->actor], count[e->actor], caps[e->actor]);
-        by_actor[e->actor][count[e->actor]++] = e->t;
-    }
-    for (size_t i = 0; i < c->nev; i++) {
-        fev *e = c->ev[i];
-        if (e->type == EV_CANCEL_RET && e->actor >= 0 && e->actor < c->nactors)
-            last_ret[e->actor] = e->t;
-    }
+    cancel_index cancels = index_cancels(c);
     for (size_t i = 0; i < c->nev; i++) {
         fev *e = c->ev[i];
         if (e->type != EV_CANCEL_INV || e->actor < 0 || e->actor >= c->nactors)
@@ -1215,8 +1241,7 @@ static void check_cancels(checker *c)
                 continue;
             if (next->rc == DLOCK_ECANCELED && next->t_ret > 0) {
                 /* any other cancel aimed at this wait? */
-                if (!cancelled_between(c, (const int64_t *const *) by_actor, count, e->actor,
-                                       hit_ret, next->t_ret))
+                if (!cancelled_between(&cancels, e->actor, hit_ret, next->t_ret))
                     violation(c, V_CANCEL, e->t, next->t_ret, next->lock, e->actor, -1,
                               "lock %s: a%d's next wait (begun %.3f) ended ECANCELED at %.3f "
                               "by a cancel aimed at the wait before, which had already "
@@ -1232,17 +1257,93 @@ static void check_cancels(checker *c)
         attempt *a = &c->att[i];
         if (a->rc != DLOCK_ECANCELED || a->run)
             continue;
-        if (!cancelled_between(c, (const int64_t *const *) by_actor, count, a->actor, 0, a->t_ret))
+        if (!cancelled_between(&cancels, a->actor, 0, a->t_ret))
             violation(c, V_CANCEL, a->t_inv, a->t_ret, a->lock, a->actor, -1,
                       "lock %s: a%d's wait ended ECANCELED with no dlock_cancel() ever called",
                       c->s->locks[a->lock].name, a->actor);
     }
-    for (int i = 0; i < c->nactors; i++)
-        free(by_actor[i]);
-    free(by_actor);
-    free(count);
-    free(caps);
-    free(last_ret);
+    free_cancels(c, &cancels);
+}
+
+/* Fair order (DLOCK_FAIR): fair waiters are served in the order the store
+ * queued them. W1 is ahead of W2 for sure when the store said W1 was queued
+ * (EV_QUEUED, logged once its answer had come) before W2's acquire began,
+ * and so before W2's first request was sent. W2 granted while W1 was still
+ * waiting is a violation when W1 cannot have left the queue meanwhile: no
+ * fault touched W1's process, its link or the server from its acquire on
+ * (nor within the grace before), it was not cancelled, and its budget was
+ * not over. Nor can W2 have kept a place from before: a library handle
+ * keeps its token from wait to wait, so a place its previous wait failed
+ * to leave would put it ahead; so no fault may have touched W2 since its
+ * previous acquire either (a dlock run has a token of its own). */
+static void check_fair_order(checker *c)
+{
+    cancel_index cancels = index_cancels(c);
+    int *last = malloc(sizeof *last * ((size_t) c->nactors + 1));
+    int *prev = malloc(sizeof *prev * (c->natt + 1));
+    size_t *queued = malloc(sizeof *queued * (c->natt + 1));
+    size_t nqueued = 0;
+    long timed_out = 0;
+
+    for (int i = 0; i <= c->nactors; i++)
+        last[i] = -1;
+    for (size_t i = 0; i < c->natt; i++) {
+        const attempt *a = &c->att[i];
+        prev[i] = last[a->actor];
+        last[a->actor] = (int) i;
+        if (a->hkind == H_FAIR && a->t_queued > 0)
+            queued[nqueued++] = i;
+        timed_out += a->hkind == H_FAIR && !a->run && a->rc == DLOCK_ETIMEDOUT;
+    }
+    for (size_t j = 0; j < c->natt; j++) {
+        const attempt *w2 = &c->att[j];
+        if (w2->hkind != H_FAIR || w2->hold < 0)
+            continue;
+        int64_t t2 = c->holds[w2->hold].t_ok;
+        int64_t since2 = prev[j] >= 0 ? c->att[prev[j]].t_inv : w2->t_inv;
+        int fresh = w2->run || disturbed(c, w2->actor, 0, since2, t2, c->grace) == NULL;
+        for (size_t q = 0; q < nqueued; q++) {
+            const attempt *w1 = &c->att[queued[q]];
+            if (w1->lock != w2->lock || w1->actor == w2->actor || w1->t_queued >= w2->t_inv)
+                continue;
+            int64_t r1 = w1->hold >= 0 ? c->holds[w1->hold].t_ok : w1->t_ret;
+            if (r1 != 0 && r1 <= w2->t_inv)
+                continue; /* over before W2 came */
+            if (w1->hold >= 0 && r1 < t2) {
+                c->tot->fair_pairs++; /* served first */
+                continue;
+            }
+            if ((r1 != 0 && r1 <= t2) || !fresh)
+                continue;
+            if (w1->wait_ms >= 0 && w1->t_inv + w1->wait_ms * NS <= t2)
+                continue; /* its budget was over: it may have left */
+            int64_t since1 = prev[queued[q]] >= 0 ? c->att[prev[queued[q]]].t_inv : 0;
+            if (w1->rc == DLOCK_ECANCELED || cancelled_between(&cancels, w1->actor, since1, t2))
+                continue;
+            if (disturbed(c, w1->actor, w1->sup_pid, w1->t_inv, t2, c->grace) != NULL)
+                continue;
+            c->tot->fair_pairs++;
+            violation(c, V_FAIR_ORDER, w1->t_inv, t2, w2->lock, w1->actor, w2->actor,
+                      "lock %s: a%d (fair%s) got the lock at %.3f, while a%d (fair), which the "
+                      "store had queued by %.3f, before a%d's acquire began at %.3f, was still "
+                      "waiting (no fault touched it, not cancelled, its budget not over)",
+                      c->s->locks[w2->lock].name, w2->actor, w2->run ? ", dlock run" : "",
+                      rel(c, t2), w1->actor, rel(c, w1->t_queued), w2->actor, rel(c, w2->t_inv));
+            break; /* one per grant */
+        }
+    }
+    /* the queued answers come from the library's log text: without them
+     * this check judges nothing, and must say so */
+    if ((c->cfg->caps & DLOCK_CAP_FAIR) && timed_out >= 20 && c->tot->fair_queued == 0)
+        violation(c, V_HISTORY, c->t_end, c->t_end, -1, -1, -1,
+                  "%ld fair waits timed out, none was seen queued by the store: has the "
+                  "library's debug log line \"... waiting (queued in the store)\" changed? "
+                  "fair order cannot be judged",
+                  timed_out);
+    free(queued);
+    free(prev);
+    free(last);
+    free_cancels(c, &cancels);
 }
 
 /* The server's view against who may hold: an owner, or a count of readers
@@ -1439,7 +1540,10 @@ static void check_snapshots(checker *c)
     for (size_t k = 0; k < c->nholds; k++) {
         const hold *h = &c->holds[k];
         const attempt *a = &c->att[h->attempt];
-        int64_t lease = server_lease(c, a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms);
+        int64_t lease_ms = a->lease_ms > 0 ? a->lease_ms : c->cfg->lease_ms;
+        if (h->renewed && lease_ms < c->cfg->lease_ms)
+            lease_ms = c->cfg->lease_ms;
+        int64_t lease = server_lease(c, lease_ms);
         int key = h->actor;
         if (h->run) {
             key = nkeys++;
@@ -1654,6 +1758,7 @@ int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals)
     check_holds(&c);
     check_waiters_at_heal(&c);
     check_cancels(&c);
+    check_fair_order(&c);
     check_snapshots(&c);
     check_processes(&c);
 

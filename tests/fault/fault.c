@@ -367,9 +367,10 @@ static void print_json(const check_totals *t, const nemesis *nem, const int *uns
     printf("],\"history_records\":%ld,\"ops\":{\"acquire\":%ld,\"acquired\":%ld,\"release\":%ld,"
            "\"dlock_run\":%ld,"
            "\"cancel\":%ld,\"access\":%ld,\"accepted\":%ld,\"refused_stale\":%ld,"
-           "\"loss_reports\":%ld,\"server_snapshots\":%ld},",
+           "\"loss_reports\":%ld,\"server_snapshots\":%ld,\"fair_queued\":%ld,"
+           "\"fair_pairs\":%ld},",
            t->events, t->acquires, t->acquired, t->releases, t->runs, t->cancels, t->accesses,
-           t->accepted, t->refused, t->lost_reports, t->snaps);
+           t->accepted, t->refused, t->lost_reports, t->snaps, t->fair_queued, t->fair_pairs);
     printf("\"faults\":{\"kill-client\":%d,\"pause-client\":%d,\"kill-server\":%d,"
            "\"restart-server\":%d,\"pause-server\":%d,\"blackhole\":%d,\"drop\":%d,\"cut\":%d",
            counts[NEM_KILL_CLIENT], counts[NEM_PAUSE_CLIENT], counts[NEM_KILL_SERVER],

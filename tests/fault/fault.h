@@ -72,6 +72,8 @@ enum {
     EV_PHASE,    /* run phase change: kind = PH_* */
     EV_EXIT,     /* a worker process ended: pid, rc = status (wait() style) */
     EV_VIOL,     /* a violation the main process saw itself: kind = V_*, text */
+    EV_QUEUED,   /* the store said a library actor's wait is queued: op, kind (the
+                    library's debug log, logged once per wait after the answer came) */
 };
 
 enum {
@@ -231,6 +233,7 @@ enum {
     V_STALE_WRITE,   /* a stale holder's access accepted after the newer holder's */
     V_LOST_UPDATE,   /* an accepted write clobbered another's */
     V_FENCE_ORDER,   /* a fence not above every fence handed out before */
+    V_FAIR_ORDER,    /* a fair waiter served before one the store had queued ahead of it */
     V_ERROR,         /* an error code outside those documented for the faults then */
     V_STALL,         /* a call past its documented bound */
     V_LIVENESS,      /* after the last heal: a waiter not served, a lock left held */
@@ -251,6 +254,8 @@ const char *check_class_name(int v);
 typedef struct check_totals {
     long events, acquires, acquired, releases, accesses, accepted, refused, lost_reports, runs,
         cancels, holds, snaps;
+    long fair_queued; /* fair waits the store said were queued (EV_QUEUED) */
+    long fair_pairs;  /* fair grants ordered against a wait queued ahead of them */
     long violations[V_COUNT];
 } check_totals;
 int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals);

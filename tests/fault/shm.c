@@ -126,9 +126,10 @@ int fs_hkind_lock_kind(int hkind)
 const char *fs_type_name(int type)
 {
     static const char *const names[] = {
-        "?",        "actor",    "acquire",    "acquired", "acq-fail", "release",    "released",
-        "rel-fail", "LOST",     "check-lost", "TERM",     "cancel",   "cancel-ret", "access",
-        "spawn",    "run-exit", "nemesis",    "snap",     "phase",    "exit",       "violation",
+        "?",          "actor",    "acquire",   "acquired",   "acq-fail", "release",
+        "released",   "rel-fail", "LOST",      "check-lost", "TERM",     "cancel",
+        "cancel-ret", "access",   "spawn",     "run-exit",   "nemesis",  "snap",
+        "phase",      "exit",     "violation", "queued",
     };
     return type > 0 && type < (int) (sizeof names / sizeof names[0]) ? names[type] : "?";
 }

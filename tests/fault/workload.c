@@ -9,7 +9,9 @@
  * it believes it holds the lock it does fenced read-modify-writes on the
  * lock's resource, and checks dlock_lock_check() before each. Everything
  * it does is logged before and after (invoke / ok / fail), and so is every
- * on_lost callback, with the op of the hold it ends.
+ * on_lost callback, with the op of the hold it ends, and the moment the
+ * store says a wait is queued (the library's debug log), which orders fair
+ * waiters.
  *
  * Actors never decide whether something went wrong: the checker does,
  * over the history. An actor only logs and goes on. */
@@ -125,6 +127,31 @@ typedef struct actor {
     _Atomic uint64_t hold_op; /* the hold in progress, for on_lost */
     pthread_t thread;
 } actor;
+
+/* The actor whose thread this is (library workers). */
+static __thread actor *this_actor;
+
+/* What the library logs (debug, in the waiting thread, once per wait) when
+ * the store's answer to an attempt was that it is queued (src/core/acquire.c). */
+#define QUEUED_LOG "waiting (queued in the store)"
+
+/* The library's log of a worker's client: the store's word that a wait of
+ * this thread's actor has a place in its queue, at the latest now. For fair
+ * waiters that is arrival order the checker can rely on. */
+static void on_log(int level, const char *msg, void *arg)
+{
+    actor *a = this_actor;
+    (void) level;
+    if (a == NULL || strstr(msg, QUEUED_LOG) == NULL)
+        return;
+    uint64_t op = atomic_load(&a->acq_op);
+    if (op == 0)
+        return;
+    fev *e = fs_log(arg, EV_QUEUED, a->lock, a->id);
+    e->op = op;
+    e->kind = a->hkind;
+    fs_commit(e);
+}
 
 static void on_lost(dlock_lock *l, int code, const char *why, void *arg)
 {
@@ -328,6 +355,7 @@ static void hold(actor *a, uint64_t op, const plan *p, int flags)
 static void *actor_main(void *arg)
 {
     actor *a = arg;
+    this_actor = a;
     fev *e = fs_log(a->s, EV_ACTOR, a->lock, a->id);
     e->kind = a->hkind;
     e->take = a->link;
@@ -442,6 +470,7 @@ void wl_library_worker(fshm *s, const fault_cfg *cfg, int widx, const char *url)
         fprintf(stderr, "fault worker %d: %s: %s\n", widx, url, dlock_errmsg());
         _exit(70);
     }
+    dlock_client_set_log(client, DLOCK_LOG_DEBUG, on_log, s);
     for (int t = 0; t < n; t++) {
         actor *a = &actors[t];
         memset(a, 0, sizeof *a);

@@ -2,8 +2,8 @@
 /* test_harness.c - the test harness itself: every server kind starts on a
  * free port and answers, pauses and resumes, restarts on the same port with
  * its data kept or wiped, dies with kill -9; the fault proxy passes,
- * blackholes, drops, cuts and heals. A store that cannot be started here
- * fails the test: the fault suite depends on all of them. */
+ * blackholes, drops, cuts, delays and heals. A store that cannot be started
+ * here fails the test: the fault suite depends on all of them. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "server_kind.h"
@@ -233,6 +233,23 @@ static void proxy_modes(void)
     int c = connect_to(p.ports[1]);
     CHECK_INT(roundtrip(c, "PING\r\n", buf, sizeof buf, 2000), >, 0);
     CHECK(strncmp(buf, "+PONG", 5) == 0);
+
+    /* delay: the server's bytes held 200 ms on link 0 (a round trip of
+     * 200 ms, answered in full), link 1 as fast as ever */
+    dt_proxy_delay(&p, 0, 200);
+    int d = connect_to(p.ports[0]);
+    int64_t t0 = dt_now_ms();
+    CHECK_INT(roundtrip(d, "PING\r\n", buf, sizeof buf, 2000), >, 0);
+    CHECK_INT(dt_now_ms() - t0, >=, 195);
+    CHECK(strncmp(buf, "+PONG", 5) == 0);
+    t0 = dt_now_ms();
+    CHECK_INT(roundtrip(c, "PING\r\n", buf, sizeof buf, 2000), >, 0);
+    CHECK_INT(dt_now_ms() - t0, <, 100);
+    dt_proxy_delay(&p, 0, 0);
+    t0 = dt_now_ms();
+    CHECK_INT(roundtrip(d, "PING\r\n", buf, sizeof buf, 2000), >, 0);
+    CHECK_INT(dt_now_ms() - t0, <, 100);
+    close(d);
 
     /* the server killed behind the proxy: the client sees the end */
     dt_server_kill(&s);
