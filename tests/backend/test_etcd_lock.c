@@ -1545,7 +1545,7 @@ static void list_locks(void)
     wait_async(&wt, abb2, 20000);
     DT_WAIT_UNTIL(query(c, "a/bb", 0).waiters == 1, 5000);
     wait_async(&ws, sem, 20000); /* behind the mutex a/bb: one name is one lock */
-    DT_WAIT_UNTIL(count_keys("a/bb.semaphore/") == 1, 5000);
+    DT_WAIT_UNTIL(count_keys("a%2Fbb.semaphore/") == 1, 5000);
     /* not contenders' keys: no lease, or a last part that is no lease id */
     dt_server_cli(&srv, "put a/b/zz/1f data");
     const char *granted = dt_server_cli(&srv, "lease grant 60");
