@@ -143,7 +143,8 @@ enum {
     DLOCK_ESERVER = 9,      /* the server refused the request (auth, OOM, read-only...) */
     DLOCK_ENOTSUP = 10,     /* the backend cannot do this */
     DLOCK_ECANCELED = 11,   /* the wait was ended by dlock_cancel() */
-    DLOCK_EDEADLK = 12,     /* it could only wait for itself (a reader asking to write) */
+    DLOCK_EDEADLK = 12,     /* it could only wait for itself (a reader asking to write;
+                               an owner asking for its name as another kind) */
     DLOCK_EQUEUEFULL = 13,  /* too many threads of this client wait for the lock */
 };
 
@@ -359,6 +360,9 @@ typedef struct dlock_lock dlock_lock;
  * one kind on a name held, or waited for, as another kind is DLOCK_EBUSY
  * for a try (dlock_errmsg() names the kind it is held as), and a wait waits
  * until that kind lets the name go; never do two kinds hold a name at once.
+ * An owner asking for its name as another kind than it holds it (a handle
+ * made by dlock_lock_dup()) gets DLOCK_EDEADLK at once: it would wait for
+ * itself.
  * Across kinds, first come, first served: a request waits behind waiters
  * of another kind that came before it (on Redis for two kinds at a time: a
  * third kind waits by polling, in no order). A waiter behind another kind

@@ -269,7 +269,8 @@ struct dlock__backend {
     void (*detach)(dlock__store *s, dlock__store_lock *l);
 
     /* One attempt. DLOCK_EDEADLK when it could only wait for itself (a
-     * reader asking to write). */
+     * reader asking to write; an owner asking for its name as another kind
+     * than it holds it). */
     int (*acquire)(dlock__store *s, dlock__store_lock *l, dlock__attempt *a);
     /* Several mutexes in one step, if the store can: DLOCK_OK (all taken,
      * fences[i] set, sessions[i] as attempt.session), DLOCK_EBUSY (none

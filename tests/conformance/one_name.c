@@ -299,6 +299,74 @@ void ct_kinds_never_overlap(void)
     munmap(in, sizeof *in);
 }
 
+/* The owner's hold is not the contender just ahead: another client's
+ * contender of the held kind stands between (a mutex waiter behind the
+ * owner's mutex; a reader ahead of the owner's read hold). Still EDEADLK at
+ * once, and the other client's contender is served as before. */
+static void self_behind_others(dlock_client *c, watched_client *wb)
+{
+    ct_waiter t;
+    dlock_lock *held = ct_lock(c, CT_NAME("between"), 0), *other = NULL;
+    dlock_lock *queued = ct_lock(wb->c, CT_NAME("between"), 0);
+    CHECK_RC(dlock_try_acquire(held), DLOCK_OK);
+    start_waiting(&t, wb, queued);
+    CHECK_RC(dlock_lock_dup(held, DLOCK_READ, &other), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(other, 20000), DLOCK_EDEADLK);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    CHECK_RC(dlock_release(held), DLOCK_OK);
+    CHECK_RC(ct_wait_join(&t), DLOCK_OK);
+    CHECK_RC(dlock_release(queued), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(queued);
+    dlock_lock_free(held);
+
+    dlock_lock *first = ct_lock(wb->c, CT_NAME("second-reader"), DLOCK_READ);
+    held = ct_lock(c, CT_NAME("second-reader"), DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(first), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(held), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(held, 0, &other), DLOCK_OK);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(other, 20000), DLOCK_EDEADLK);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    CHECK_RC(dlock_release(held), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_EBUSY); /* the other reader's, not its own */
+    CHECK_RC(dlock_release(first), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(first);
+    dlock_lock_free(held);
+}
+
+/* A handle of the owner's that waits holds nothing: with another client
+ * holding the name (as a mutex, as a semaphore) and the owner's reader
+ * waiting behind it, the owner asking for the mutex is busy, not EDEADLK;
+ * once its reader is in, it is EDEADLK. */
+static void self_waiting(watched_client *wa, watched_client *wb, const kind *x)
+{
+    char tag[32];
+    snprintf(tag, sizeof tag, "waiting-%s", x->tag);
+    const char *name = CT_NAME(tag);
+    dlock_lock *holder = open_kind(wb->c, name, x), *reader = ct_lock(wa->c, name, DLOCK_READ);
+    dlock_lock *mutex = NULL;
+    ct_waiter t;
+
+    CHECK_RC(dlock_try_acquire(holder), DLOCK_OK);
+    start_waiting(&t, wa, reader);
+    CHECK_RC(dlock_lock_dup(reader, 0, &mutex), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    CHECK_RC(ct_wait_join(&t), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_EDEADLK);
+    CHECK_RC(dlock_release(reader), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_OK);
+    CHECK_RC(dlock_release(mutex), DLOCK_OK);
+    dlock_lock_free(mutex);
+    dlock_lock_free(reader);
+    dlock_lock_free(holder);
+}
+
 /* An owner holding the name as one kind asks for it as another, through a
  * handle of its own (dlock_lock_dup): it could only wait for itself, so it
  * is DLOCK_EDEADLK at once, as a reader asking to write is, whatever the
@@ -325,6 +393,16 @@ void ct_kinds_self_deadlock(void)
         dlock_lock_free(other);
         dlock_lock_free(held);
     }
+
+    watched_client wa, wb;
+    watched_open(&wa);
+    watched_open(&wb);
+    self_behind_others(c, &wb);
+    self_waiting(&wa, &wb, kind_of("mutex"));
+    if (ct_has(DLOCK_CAP_SEMAPHORE))
+        self_waiting(&wa, &wb, kind_of("sem"));
+    dlock_client_close(wa.c);
+    dlock_client_close(wb.c);
     dlock_client_close(c);
 }
 

@@ -29,7 +29,9 @@
  * older than ours (views_op): any keeps us out, and we wait for the newest
  * of those that do, as within a kind. No one waits for a newer key, so two
  * contenders never wait for each other; and the reads ride in the Txn that
- * is sent anyway.
+ * is sent anyway. Only a contender that finds an older key of another kind
+ * reads that kind's holders' values (owner_holds_other): if one is its own
+ * owner's, it would wait for itself, and it is EDEADLK.
  *
  * Slots. One client has one session lease, and the Mutex gives a lease one
  * key per name: two handles of one client waiting for one name would share
@@ -156,6 +158,7 @@ typedef struct standing {
     int einval;       /* semaphore: in use with another number of permits */
     char why[160];
     enum dlock__held_as held_as; /* kept out by another kind of lock only: which */
+    unsigned others_before;      /* bit i: a contender of l->others[i] came before us */
 } standing;
 
 static void standing_clear(standing *st)
@@ -316,6 +319,8 @@ static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char
             other = &o->kvs[0];
             other_as = l->others_as[i];
         }
+        if (o->n_kvs > 0 && o->kvs[0].create_revision < rev)
+            st->others_before |= 1u << i;
     }
     if (spec->kind != DLOCK__SEMAPHORE) {
         for (size_t i = 0; i < view->n_kvs && ahead == NULL; i++) {
@@ -381,6 +386,102 @@ static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char
     if (st->watch_key == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     return DLOCK_OK;
+}
+
+/* Whether a key's value is "TOKEN\n..." (our keys' values: make_value). */
+static int owned_by(const dlock__etcd_kv *kv, const char *token)
+{
+    size_t n = strlen(token);
+    return kv->value_len > n && memcmp(kv->value, token, n) == 0 && kv->value[n] == '\n';
+}
+
+/* A range of the keys under prefix (to its end), oldest first. */
+static dlock__etcd_op oldest_op(const char *prefix, const char *end, int64_t limit, int keys_only)
+{
+    dlock__etcd_op op = {.type = DLOCK__ETCD_OP_RANGE};
+    op.range = (dlock__etcd_range){.key = prefix,
+                                   .range_end = end,
+                                   .sort_target = DLOCK__ETCD_SORT_BY_CREATE,
+                                   .sort_order = DLOCK__ETCD_SORT_ASCEND,
+                                   .limit = limit,
+                                   .keys_only = keys_only};
+    return op;
+}
+
+/* Whether token holds the name as another kind than l's, a contender of
+ * which came before ours (create revision rev; st->others_before): an
+ * owner asking for its name as another kind than it holds it (a handle
+ * made by dlock_lock_dup) would wait for itself. Read only then: a name
+ * used as one kind pays nothing. The holders of that kind are its oldest
+ * key (a mutex's, a writer's) or its readers at the head, older than every
+ * key of the other kinds (one name is one lock); their values start with
+ * their owner's token. A semaphore's keys are never an owner's other kind:
+ * a semaphore handle has a token of its own (dlock_lock_dup makes none and
+ * copies none's), so they are not read, nor is anything for a semaphore. */
+static int owner_holds_other(dlock__etcd_store *e, const dlock__etcd_lock *l, const char *token,
+                             int64_t rev, unsigned others_before, int64_t deadline, int *holds)
+{
+    enum { PAGE = 64 }; /* readers at a time */
+    int i = l->others_as[0] == DLOCK__HELD_AS_SEMAPHORE ? 1 : 0;
+    int rw = l->others_as[i] == DLOCK__HELD_AS_RW;
+    size_t plen = strlen(l->others[i]);
+    dlock__etcd_txn_result r;
+    dlock__etcd_range_result more = {0};
+
+    *holds = 0;
+    if (l->base.spec.kind == DLOCK__SEMAPHORE || !(others_before & (1u << i)))
+        return DLOCK_OK;
+    /* that kind's head, and the oldest key of each of the other two */
+    dlock__etcd_op ops[3] = {oldest_op(l->others[i], l->others_end[i], rw ? PAGE : 1, 0),
+                             oldest_op(l->prefix, l->prefix_end, 1, 1),
+                             oldest_op(l->others[1 - i], l->others_end[1 - i], 1, 1)};
+    ops[0].range.max_create_revision = rev - 1;
+    dlock__etcd_txn reads = {.success = ops, .n_success = 3};
+    int rc = dlock__etcd_kv_txn(e->cli, &reads, deadline, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    for (size_t k = 0; k < 3; k++) {
+        if (r.n_responses != 3 || r.responses[k].type != DLOCK__ETCD_OP_RANGE) {
+            dlock__etcd_txn_result_free(&r);
+            return dlock__fail(DLOCK_EPROTO,
+                               "%s: the lock's reads came back in an unexpected shape",
+                               e->base.label);
+        }
+    }
+    int64_t bound = rev; /* a key of that kind from here on holds nothing */
+    for (size_t k = 1; k < 3; k++) {
+        const dlock__etcd_range_result *o = &r.responses[k].range;
+        if (o->n_kvs > 0 && o->kvs[0].create_revision < bound)
+            bound = o->kvs[0].create_revision;
+    }
+    dlock__etcd_range q = ops[0].range;
+    const dlock__etcd_range_result *page = &r.responses[0].range;
+    for (;;) {
+        int end = 0;
+        for (size_t k = 0; k < page->n_kvs && !end; k++) {
+            const dlock__etcd_kv *kv = &page->kvs[k];
+            int writer = rw && strncmp(kv->key + plen, "w-", 2) == 0;
+            /* a writer behind readers holds nothing; one at the head, alone */
+            end = kv->create_revision >= bound || (writer && q.min_create_revision > 0);
+            if (end)
+                break;
+            *holds = owned_by(kv, token);
+            q.min_create_revision = kv->create_revision + 1;
+            end = *holds || writer;
+        }
+        if (end || !(rw && page->more))
+            break;
+        /* more readers at the head than a page (rare) */
+        dlock__etcd_range_result_free(&more);
+        q.max_create_revision = bound - 1;
+        rc = dlock__etcd_kv_range(e->cli, &q, deadline, &more);
+        if (rc != DLOCK_OK)
+            break;
+        page = &more;
+    }
+    dlock__etcd_range_result_free(&more);
+    dlock__etcd_txn_result_free(&r);
+    return rc;
 }
 
 /* What our key holds: "TOKEN\nINFO" (dlock_status.owner is the token; the
@@ -721,6 +822,22 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
                 dlock__fail(DLOCK_EINVAL, "%s: semaphore '%s': %s", e->base.label, l->name, st.why);
             standing_clear(&st);
             return rc;
+        }
+        int self = 0;
+        if (!st.holder && st.others_before != 0) {
+            rc = owner_holds_other(e, l, a->token, l->k.rev, st.others_before, deadline, &self);
+            if (rc != DLOCK_OK || self) {
+                standing_clear(&st);
+                if (self || !a->wait) {
+                    dlock__etcd_take_key(l, &k);
+                    dlock__etcd_remove_key(e, &k, deadline);
+                }
+                if (self)
+                    rc = dlock__fail(DLOCK_EDEADLK, "this owner holds the name as another kind of "
+                                                    "lock: asking for it as this kind would wait "
+                                                    "for itself (one name is one lock)");
+                return rc;
+            }
         }
         if (st.holder) {
             standing_clear(&st);

@@ -574,7 +574,9 @@ static void remember_rw_hold(zstore *z, const char *node, const char *token, int
  * this: a mutex's listing (sent with its create) shows no locks/ or leases/,
  * and a semaphore's listing of the path goes with its admission listing.
  * Curator's and kazoo's recipes look only at their own kind: they do not
- * wait for dlock's other kinds (docs/zookeeper.md).
+ * wait for dlock's other kinds (docs/zookeeper.md). A contender that finds
+ * another kind at the head reads those holders' data (owner_leads): if it
+ * is its own owner's, it would wait for itself, and it is EDEADLK.
  */
 
 /* The kind of lock a child of a lock's path contends for (SAME: none). */
@@ -1054,6 +1056,9 @@ static int standing(zstore *z, const zlock *l, char **children, int n, const cha
     return me;
 }
 
+static int owner_leads(zstore *z, const zlock *l, dlock__zconn *c, char **children, int n, int me,
+                       const char *token, int64_t deadline, int *leads);
+
 static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
     zstore *z = ZSTORE(s);
@@ -1128,6 +1133,24 @@ static int zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             free(node);
             drop_node(l);
             continue;
+        }
+        int self = 0;
+        rc = held_as == DLOCK__HELD_AS_SAME
+                 ? DLOCK_OK
+                 : owner_leads(z, l, c, r.children, r.nchildren, me, a->token, deadline, &self);
+        if (rc != DLOCK_OK || self) {
+            dlock__zresult_clear(&r);
+            free(node);
+            if (self) {
+                char *ours;
+                dlock__zconn *in;
+                take_node(l, &ours, &in);
+                delete_node(z, in, ours, deadline);
+                rc = dlock__fail(DLOCK_EDEADLK,
+                                 "this owner holds the name as another kind of lock: asking for "
+                                 "it as this kind would wait for itself (one name is one lock)");
+            }
+            goto out;
         }
         char watched[PATH_MAX_LEN] = "";
         if (ahead != NULL) {
@@ -1804,6 +1827,43 @@ static int read_nodes(zstore *z, dlock__zconn *c, const char *dir, char **names,
 out:
     free(reqs);
     free(sent);
+    return rc;
+}
+
+/* Whether token holds the name as the other kind that leads children (n,
+ * all kinds ranked together, the asking contender at me > 0): an owner
+ * asking for its name as another kind than it holds it (a handle made by
+ * dlock_lock_dup) would wait for itself. Read only when another kind
+ * leads: a name used as one kind pays nothing. The holders are the first
+ * node, or the readers at the head, unless the semaphore of the name keeps
+ * them out (they wait); their data starts with their owner's token. */
+static int owner_leads(zstore *z, const zlock *l, dlock__zconn *c, char **children, int n, int me,
+                       const char *token, int64_t deadline, int *leads)
+{
+    holding h;
+    int64_t czxid = 0;
+    int heads = 1;
+
+    *leads = 0;
+    memset(&h, 0, sizeof h);
+    while (dlock__zk_contender(children[0]) == DLOCK__ZK_READ && heads < me &&
+           dlock__zk_contender(children[heads]) == DLOCK__ZK_READ)
+        heads++;
+    int rc = read_nodes(z, c, l->path, children, heads, 0, deadline, &h);
+    for (int i = 0; rc == DLOCK_OK && i < h.n && !*leads; i++) {
+        *leads = strcmp(h.nodes[i].owner, token) == 0;
+        czxid = h.nodes[i].got.stat.czxid;
+    }
+    holding_clear(&h);
+    if (*leads && has_semaphore(children, n)) {
+        char blocker[PATH_MAX_LEN];
+        int zrc = ZNONODE;
+        for (int tries = 0; zrc == ZNONODE && tries < 3; tries++)
+            zrc = semaphore_ahead(l, c, czxid, deadline, blocker); /* ZNONODE: look again */
+        if (zrc != ZOK)
+            rc = dlock__zk_fail(zrc, z->label, "look at the semaphore of the same name");
+        *leads = zrc == ZOK && blocker[0] == '\0';
+    }
     return rc;
 }
 
