@@ -120,11 +120,11 @@ extern "C" {
 #endif
 
 #define DLOCK_VERSION_MAJOR 0
-#define DLOCK_VERSION_MINOR 2
+#define DLOCK_VERSION_MINOR 3
 #define DLOCK_VERSION_PATCH 0
-#define DLOCK_VERSION       "0.2.0"
+#define DLOCK_VERSION       "0.3.0"
 
-/* Returns the library's version string ("0.2.0"). */
+/* Returns the library's version string ("0.3.0"). */
 DLOCK_API const char *dlock_version(void);
 
 /* ---------------------------------------------------------------- errors */
@@ -180,7 +180,7 @@ typedef struct dlock_client dlock_client;
  *                         at least DLOCK_LEASE_MIN_MS); they are renewed every
  *                         lease/3
  *   unreachable_wait=DUR|forever
- *                         how long a wait goes on trying a store that stopped
+ *                         (since 0.3) how long a wait goes on trying a store that stopped
  *                         answering (default 30s), counted from the first
  *                         try that found it so; then the wait ends with
  *                         DLOCK_EUNREACHABLE. forever: until its budget ends
@@ -345,7 +345,7 @@ DLOCK_API int dlock_parse_duration(const char *text, int64_t *ms);
  * 20 ms keeps more than half of the lease after a 5 ms round trip; a 3 ms
  * lease kept 0.8 ms before the reply came, and one of 2 ms or less none at
  * all: a grant that could never be held, only taken and given back.
- * Since 0.2. */
+ * Since 0.3. */
 #define DLOCK_LEASE_MIN_MS 20
 
 /* ---------------------------------------------------------------- locks */
