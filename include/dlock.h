@@ -243,12 +243,14 @@ enum {
     DLOCK_LOG_OFF = 0,
     DLOCK_LOG_ERROR = 1, /* a hold lost (renewal refused, validity ran out, the store
                             no longer has it), a store's session lost */
-    DLOCK_LOG_WARN = 2,  /* a renewal or heartbeat failed and is retried; the store
+    DLOCK_LOG_WARN = 2,  /* a renewal or heartbeat failed and is retried (once per
+                            outage; the retries after it at info); the store
                             unreachable during a wait (once per outage); a release
                             that may not have reached the store; credentials the
                             store does not use */
     DLOCK_LOG_INFO = 3,  /* renewals succeed again after failures (the store is back),
-                            each retry of a wait on an unreachable store, the store
+                            each further failed renewal of an outage, each retry of
+                            a wait on an unreachable store, the store
                             reachable again during a wait, a lock acquired
                             after a wait or handed over by the store, a wait
                             cancelled, a forced unlock */

@@ -474,6 +474,7 @@ static int batch_push(batch *b, dlock__lease *e)
 /* What a batch did, for the log (written after the shards are unlocked). */
 typedef struct batch_note {
     size_t failed, recovered, gone_waiters;
+    size_t newly_failed; /* failed after a success: the first failure of an outage */
     const char *failed_name, *recovered_name; /* of an entry the batch holds a reference to */
     unsigned most_failures;                   /* in a row, before one recovered */
     int64_t retry_us;                         /* the soonest retry */
@@ -489,6 +490,8 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
     if (it->result == DLOCK__RENEW_FAILED) {
         if (note->failed++ == 0)
             note->failed_name = name;
+        if (e->failures == 0)
+            note->newly_failed++;
         if (e->kind != DLOCK__RENEW_WAITER) {
             int64_t left = valid_until(e) - now;
             if (note->failed == 1 || left < note->valid_left_us)
@@ -507,12 +510,14 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
 static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const char *error,
                       int64_t sent_us, int64_t now)
 {
-    if (note->failed > 0 && dlock__log_on(r->log, DLOCK_LOG_WARN)) {
+    /* a warning when an outage starts, its retries at info (as a wait's) */
+    int level = note->newly_failed > 0 ? DLOCK_LOG_WARN : DLOCK_LOG_INFO;
+    if (note->failed > 0 && dlock__log_on(r->log, level)) {
         char left[64] = "";
         if (note->valid_left_us > 0)
             snprintf(left, sizeof left, "; %.3f s of validity left",
                      (double) note->valid_left_us / 1e6);
-        dlock__log_emit(r->log, DLOCK_LOG_WARN,
+        dlock__log_emit(r->log, level,
                         "%s: renewal failed for %zu of %zu leases ('%s'%s): %s; retrying in "
                         "%lld ms%s",
                         store_label(r), note->failed, n,

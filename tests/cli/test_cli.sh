@@ -1400,9 +1400,38 @@ test_unsupported_is_usage()
         expect_rc "status --simple" 64 dl status --simple s-cap
         expect_rc "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
         expect_match "unlock --owner: named" '^dlock unlock: --owner: .*etcd .*"adopt"' "$(cat "$TMP/err")"
+        # a lock its owner token could not release is not taken
+        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_match "lock: named, and what to do" \
+            '^dlock lock: etcd .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
         ;;
     esac
     expect_free s-cap
+}
+
+# One name is one lock: status of a kind that is free says which other kind
+# of the name holds it, and --check calls the name held (on ZooKeeper, the
+# read-write lock's status no longer counts a mutex's node as a reader).
+test_status_other_kind()
+{
+    dl_bg "$TMP/t/sk" run --permits 2 s-kind -- sh -c ': > "$0/in"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    local holder=$BG
+    wait_until 10 test -e "$TMP/t/in" || { fail "the semaphore holder never started"; return; }
+    expect_match "the mutex's status names the kind" '^state: +held as a semaphore lock' \
+        "$(dl status s-kind | grep '^state:')"
+    expect_rc "status --check: the name is held" 0 dl status --check -q s-kind
+    expect_eq "held_as in JSON" '"semaphore"' "$(field s-kind held_as)"
+    touch "$TMP/t/go"
+    reap "$holder" 10
+    expect_rc "free once it is let go" 1 dl status --check -q s-kind
+    rm -f "$TMP/t/go" "$TMP/t/in"
+    dl_bg "$TMP/t/mk" run m-kind -- sh -c ': > "$0/in"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/in" || { fail "the mutex holder never started"; return; }
+    expect_eq "a mutex's node is no reader" 0 "$(field m-kind shared --read)"
+    expect_eq "the read-write lock is held as a mutex" '"mutex"' "$(field m-kind held_as --read)"
+    touch "$TMP/t/go"
+    reap "$holder" 10
 }
 
 # status of a held lock says what frees it: its lease, or, on a store
@@ -1656,7 +1685,8 @@ for STORE in "${STORES[@]}"; do
         ;;
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
-        test_status_session_words test_renewed_lease_flag test_hold_without_command \
+        test_status_session_words test_status_other_kind test_renewed_lease_flag \
+        test_hold_without_command \
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         run_test "$t" "$t[$STORE]"

@@ -97,10 +97,37 @@ static int exclusive_only(const cli_opts *o, const char *cmd)
     return 0;
 }
 
+/* One name is one lock: when the kind asked about is free, which other
+ * kind of the name holds it ("semaphore"), or NULL. One query per other
+ * kind the store has; an error counts as not held (the status shown is the
+ * kind asked about). */
+static const char *held_as_other_kind(dlock_client *c, const char *name, unsigned flags)
+{
+    static const struct {
+        unsigned flags, family, cap;
+        const char *kind;
+    } kinds[] = {
+        {0, DLOCK_FAIR, 0, "mutex"},
+        {DLOCK_WRITE, DLOCK_READ | DLOCK_WRITE, DLOCK_CAP_READ_WRITE, "read-write"},
+        {DLOCK_SEMAPHORE, DLOCK_SEMAPHORE, DLOCK_CAP_SEMAPHORE, "semaphore"},
+        {DLOCK_SIMPLE, DLOCK_SIMPLE, DLOCK_CAP_INTEROP, "simple"},
+    };
+    unsigned caps = dlock_client_caps(c);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        dlock_status st;
+        int mine = kinds[i].flags == 0 ? (flags & ~DLOCK_FAIR) == 0 : (flags & kinds[i].family);
+        if (mine || (caps & kinds[i].cap) != kinds[i].cap)
+            continue;
+        if (dlock_query(c, name, kinds[i].flags, &st) == DLOCK_OK && st.held)
+            return kinds[i].kind;
+    }
+    return NULL;
+}
+
 /* The document of `dlock status --json`: the same fields for every kind,
  * null where a field does not apply (docs/dlock.1). */
 static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st,
-                              unsigned caps, json_object *holders)
+                              unsigned caps, json_object *holders, const char *held_as)
 {
     unsigned f = k->flags;
     int shared = (f & (DLOCK_READ | DLOCK_WRITE | DLOCK_SEMAPHORE)) != 0;
@@ -110,6 +137,9 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
     json_object_object_add(doc, "name", cli_json_text(name, 0));
     json_object_object_add(doc, "kind", json_object_new_string(cli_kind_name(k)));
     json_object_object_add(doc, "held", json_object_new_boolean(st->held));
+    /* free as this kind, held as another kind of the same name */
+    json_object_object_add(doc, "held_as",
+                           held_as != NULL ? json_object_new_string(held_as) : NULL);
     /* the owner may have been cut to fit dlock_status */
     json_object_object_add(doc, "owner",
                            st->owner[0] != '\0'
@@ -142,14 +172,18 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
 }
 
 static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st,
-                              dlock_client *c)
+                              dlock_client *c, const char *held_as)
 {
     unsigned f = k->flags;
 
     printf("name:       ");
     cli_print_text(name);
     printf(" (%s)\n", cli_kind_name(k));
-    printf("state:      %s\n", st->held ? "held" : "free");
+    if (held_as != NULL)
+        printf("state:      held as a %s lock, not as a %s (one name is one lock)\n", held_as,
+               cli_kind_name(k));
+    else
+        printf("state:      %s\n", st->held ? "held" : "free");
     if (st->owner[0] != '\0') {
         printf("%-12s", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner:");
         cli_print_text(st->owner);
@@ -212,16 +246,17 @@ int cmd_status(int argc, char **argv)
         fprintf(stderr, "dlock status: %s has %u permits, not %u\n", name, st.permits,
                 o.kind.permits);
     }
+    const char *held_as = st.held ? NULL : held_as_other_kind(c, name, o.kind.flags);
     /* Who holds it: a second request, so a holder may have come or gone
      * since the first. */
     if (o.json) {
         json_object *holders = cli_holders_json(c, name, o.kind.flags, &rc);
-        print_status_json(name, &o.kind, &st, dlock_client_caps(c),
-                          rc == DLOCK_OK ? holders : NULL);
+        print_status_json(name, &o.kind, &st, dlock_client_caps(c), rc == DLOCK_OK ? holders : NULL,
+                          held_as);
         if (rc != DLOCK_OK)
             json_object_put(holders);
     } else if (!o.quiet) {
-        print_status_text(name, &o.kind, &st, c);
+        print_status_text(name, &o.kind, &st, c, held_as);
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);
@@ -229,7 +264,7 @@ int cmd_status(int argc, char **argv)
         return cli_fail_unsupported("status", NULL);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read who holds the lock");
-    return o.check && !st.held ? EXIT_NOT_ACQUIRED : 0;
+    return o.check && !st.held && held_as == NULL ? EXIT_NOT_ACQUIRED : 0;
 }
 
 /* The option of lock, unlock or extend that asked for what the store
@@ -270,6 +305,19 @@ int cmd_lock(int argc, char **argv)
     code = cli_open(o.url, &c);
     if (code != 0)
         return code;
+    unsigned caps = dlock_client_caps(c);
+    if ((caps & DLOCK_CAP_FIXED_LEASE) && !(caps & DLOCK_CAP_ADOPT)) {
+        /* It could take the lock, but its owner token could never release
+         * or extend it from another process: refused before it is taken. */
+        code = cli_usage_error("lock",
+                               "%s cannot hand a lock from one process to another (capability "
+                               "\"%s\" is missing), so a lock 'dlock lock' left held could not "
+                               "be released with its owner token; 'dlock run NAME' holds it until "
+                               "interrupted, 'dlock run NAME -- COMMAND' while COMMAND runs",
+                               dlock_client_store(c), dlock_cap_name(DLOCK_CAP_ADOPT));
+        dlock_client_close(c);
+        return code;
+    }
     int rc = dlock_lock_open(c, name, o.kind.flags, &l);
     if (rc == DLOCK_OK) {
         int64_t asked_us = cli_now_us();

@@ -1033,11 +1033,12 @@ static const char *owned_uuid(const zoo_op_t *op)
     return slash + 4;
 }
 
-/* The contender nodes a transaction made nobody will own: deleted (made
- * known), or searched for by their uuids and deleted (made or not). */
-static void multi_orphans(dlock__zreq *q, char **made)
+/* The contender nodes of a transaction of n ops that nobody will own:
+ * deleted (made known), or searched for by their uuids and deleted (made or
+ * not). n is the caller's: q->res is the waiter's once done is set. */
+static void multi_orphans(dlock__zreq *q, int n, char **made)
 {
-    for (int i = 0; i < q->res.nops; i++) {
+    for (int i = 0; i < n; i++) {
         const char *uuid = owned_uuid(&q->ops[i]);
         if (uuid == NULL)
             continue;
@@ -1098,9 +1099,9 @@ static void on_multi(int rc, const void *data)
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     if (rc == ZOK && made != NULL)
-        multi_orphans(q, made); /* the waiter gave up before the reply */
+        multi_orphans(q, n, made); /* the waiter gave up before the reply */
     else if (unknown)
-        multi_orphans(q, NULL);
+        multi_orphans(q, n, NULL);
     for (int i = 0; made != NULL && i < n; i++)
         free(made[i]);
     free(made);

@@ -403,16 +403,30 @@ static int is_rw(const zlock *l)
     return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
 }
 
-/* Puts the contenders among children first, ranked, and returns how many
- * there are. A lock's path also holds the paths of longer names (`a/b`
- * under `a`) and a semaphore's own nodes, which are never contenders
- * (names.h keeps them from looking like one): ranked among them, a path
- * like `a/0` would come first and block `a` while it exists. */
+/* Whether a contender with this marker is one of l's own kind: the path of
+ * a name holds the mutex's and the read-write lock's nodes together (one
+ * name is one lock: the acquire ranks them all, dlock__zk_rank_all), but an
+ * operator's call (query, holders, force-unlock) is about one kind. */
+static int own_marker(const zlock *l, int marker)
+{
+    if (is_rw(l))
+        return marker == DLOCK__ZK_READ || marker == DLOCK__ZK_WRITE;
+    return marker == DLOCK__ZK_LOCK || marker == DLOCK__ZK_KAZOO ||
+           (l->base.spec.kind == DLOCK__SEMAPHORE && marker == DLOCK__ZK_LEASE);
+}
+
+/* Puts l's own kind's contenders among children first, ranked, and returns
+ * how many there are. A lock's path also holds the paths of longer names
+ * (`a/b` under `a`), a semaphore's own nodes and the contenders of the
+ * name's other kinds, which are none of this kind's holders or waiters
+ * (names.h keeps the first two from looking like contenders): ranked among
+ * them, a path like `a/0` would come first and block `a` while it
+ * exists. */
 static int rank(const zlock *l, char **children, int n)
 {
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (dlock__zk_contender(children[i]) >= 0) {
+        if (own_marker(l, dlock__zk_contender(children[i]))) {
             char *other = children[m];
             children[m++] = children[i];
             children[i] = other;
