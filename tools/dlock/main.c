@@ -31,7 +31,8 @@ static const char usage[] =
     "The library's warnings (a store that does not answer, a renewal retried) go to\n"
     "stderr; every command takes -v for more (waits, hand-overs, retries) and -vv\n"
     "for every step.\n"
-    "Run 'dlock COMMAND --help' for a command's options; 'man dlock' for exit codes.\n";
+    "Run 'dlock COMMAND --help' for a command's options; 'man dlock' (in the source\n"
+    "tree: 'man -l docs/dlock.1') for exit codes.\n";
 
 const char *cli_url(const char *flag)
 {
