@@ -46,10 +46,12 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &signals, NULL);
 
     dt_server_start(&s, argv[1], 0, NULL);
-    printf("%s\n", s.url);
-    fflush(stdout);
+    /* where it lives first, then the URL: whoever reads the URL may look at
+     * the other line at once (tests/docs/test_store.sh does) */
     fprintf(stderr, "%s on 127.0.0.1:%d (data and server.log in %s); Ctrl-C stops it\n", argv[1],
             s.port, s.dir);
+    printf("%s\n", s.url);
+    fflush(stdout);
 
     for (;;) {
         int status, sig = sigwaitinfo(&signals, NULL);
