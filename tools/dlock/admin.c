@@ -18,6 +18,7 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
 {
     int first, code = cli_parse(argc, argv, accepted, 0, usage, o, &first);
 
+    *name = NULL; /* (set on -1 only; gcc -O3 cannot tell) */
     if (code >= 0)
         return code;
     if (first != argc - 1)
