@@ -166,6 +166,13 @@ typedef struct ct_loss {
 } ct_loss;
 void ct_on_lost(dlock_lock *l, int code, const char *why, void *arg);
 
+/* A fair waiter process's life: a client with options, the fair lock
+ * name, queued once the lock is held and waiters 0..i-1 queued; when it gets
+ * the lock it appends i to the file at path, releases and exits. Never
+ * returns. */
+void ct_fair_waiter(const char *name, const char *options, int i, const char *path)
+    __attribute__((noreturn));
+
 /* Reads one line (without its newline) from fd within ms; fails the test
  * if none comes. */
 void ct_read_line(int fd, char *buf, size_t len, int ms);

@@ -29,22 +29,7 @@ void ct_fair_fifo(void)
     for (int i = 0; i < P; i++) {
         pids[i] = fork(); /* all before this process has threads */
         if (pids[i] == 0) {
-            dlock_client *c = ct_client("");
-            dlock_lock *l = ct_lock(c, name, DLOCK_FAIR);
-            dlock_status st;
-            /* queue once the lock is held and every earlier one queued */
-            DT_WAIT_UNTIL(dlock_query(c, name, DLOCK_FAIR, &st) == DLOCK_OK && st.held &&
-                              st.waiters == (unsigned) i,
-                          15000);
-            CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
-            FILE *f = fopen(path, "a");
-            CHECK(f != NULL);
-            fprintf(f, "%d", i);
-            fclose(f);
-            CHECK_RC(dlock_release(l), DLOCK_OK);
-            dlock_lock_free(l);
-            dlock_client_close(c);
-            _exit(0);
+            ct_fair_waiter(name, "", i, path);
         }
     }
     dlock_client *c = ct_client("");

@@ -135,22 +135,7 @@ void ct_fair_fifo_after_holder_killed(void)
         for (int i = 0; i < P; i++) {
             waiters[i] = fork();
             if (waiters[i] == 0) {
-                dlock_client *c = ct_client("?lease=1s&waiter_lease=3s");
-                dlock_lock *l = ct_lock(c, name, DLOCK_FAIR);
-                dlock_status st;
-                /* queue once the lock is held and every earlier one queued */
-                DT_WAIT_UNTIL(dlock_query(c, name, DLOCK_FAIR, &st) == DLOCK_OK && st.held &&
-                                  st.waiters == (unsigned) i,
-                              20000);
-                CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
-                FILE *f = fopen(path, "a");
-                CHECK(f != NULL);
-                fprintf(f, "%d", i);
-                fclose(f);
-                CHECK_RC(dlock_release(l), DLOCK_OK);
-                dlock_lock_free(l);
-                dlock_client_close(c);
-                _exit(0);
+                ct_fair_waiter(name, "?lease=1s&waiter_lease=3s", i, path);
             }
         }
         ct_read_line(fds[0], line, sizeof line, 25000);

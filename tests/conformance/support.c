@@ -258,3 +258,23 @@ void ct_read_file(const char *path, char *buf, size_t len)
         close(fd);
     buf[n > 0 ? n : 0] = '\0';
 }
+
+void ct_fair_waiter(const char *name, const char *options, int i, const char *path)
+{
+    dlock_client *c = ct_client(options);
+    dlock_lock *l = ct_lock(c, name, DLOCK_FAIR);
+    dlock_status st;
+    /* queue once the lock is held and every earlier one queued */
+    DT_WAIT_UNTIL(dlock_query(c, name, DLOCK_FAIR, &st) == DLOCK_OK && st.held &&
+                      st.waiters == (unsigned) i,
+                  20000);
+    CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
+    FILE *f = fopen(path, "a");
+    CHECK(f != NULL);
+    fprintf(f, "%d", i);
+    fclose(f);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    _exit(0);
+}
