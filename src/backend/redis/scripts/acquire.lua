@@ -13,6 +13,25 @@
 -- kind} when another kind of lock of the name holds it (kinds.lua), or -4
 -- when that other kind is held by this owner.
 local L, token = KEYS[1], ARGV[1]
+
+-- The common case first, before the shared functions are defined (defining
+-- them costs the server more than this path): a plain mutex, nothing of
+-- another kind of the name there (kinds.lua's probe, keys as literals),
+-- free. The fence as queue.lua's next_fence makes it. Anything else (held,
+-- another kind there, an interop key the ACL hides, L of another type) goes
+-- the whole way below, which finds the same and more.
+if ARGV[9] == '0' and ARGV[5] ~= '1' and
+    redis.pcall('EXISTS', ARGV[10], L .. ':rw', L .. ':rw:exp', L .. ':rw:queue', L .. ':sem:exp',
+                L .. ':sem:queue') == 0 and
+    redis.pcall('SET', L, token, 'NX', 'PX', ARGV[2], 'GET') == false then
+  local F, t = L .. ':fence', redis.call('TIME')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  if (tonumber(redis.call('GET', F)) or 0) < tonumber(now) then
+    redis.call('SET', F, now)
+  end
+  return redis.call('INCR', F)
+end
+-- @prelude
 local interop = ARGV[9] == 'i'
 local M = interop and string.sub(KEYS[2], 1, -7) or L
 local N = interop and L or ARGV[10]
