@@ -297,23 +297,24 @@ static void redis_keys_one_to_one(void)
         for (size_t i = 0; i < ns.n; i++) {
             for (size_t k = 0; k < 3; k++) {
                 int owner = (int) ((p * ns.n + i) * 3 + k);
-                char *keys[2];
-                size_t lens[2];
+                char *keys[3];
+                size_t lens[3];
                 CHECK_RC(dlock__redis_keys_of(prefixes[p], ns.all[i], kinds[k], 0, keys, lens),
                          DLOCK_OK);
-                CHECK_INT(lens[0], ==, strlen(keys[0]));
+                for (int j = 0; j < 3; j++)
+                    CHECK_INT(lens[j], ==, strlen(keys[j]));
+                CHECK(strcmp(keys[2], ns.all[i]) == 0);
                 const char *tag0;
                 size_t tag0_len = hash_tag(keys[0], &tag0);
                 if (kinds[k] != DLOCK__MUTEX) {
                     /* a name's one fence counter, for every kind: the mutex's */
-                    char *mutex[2];
-                    size_t mlens[2];
+                    char *mutex[3];
+                    size_t mlens[3];
                     CHECK_RC(
                         dlock__redis_keys_of(prefixes[p], ns.all[i], DLOCK__MUTEX, 0, mutex, mlens),
                         DLOCK_OK);
                     CHECK(strcmp(keys[1], mutex[1]) == 0);
                     free(mutex[0]);
-                    free(mutex[1]);
                 }
                 for (size_t d = 0; d < sizeof derived / sizeof derived[0]; d++) {
                     char key[2048];
@@ -340,40 +341,39 @@ static void redis_keys_one_to_one(void)
                     CHECK(tag_len == tag0_len && memcmp(tag, tag0, tag_len) == 0);
                 }
                 /* interop: the key is the name; its fence is the name's counter */
-                char *simple[2];
-                size_t slens[2];
+                char *simple[3];
+                size_t slens[3];
                 CHECK_RC(dlock__redis_keys_of(prefixes[p], ns.all[i], kinds[k], 1, simple, slens),
                          DLOCK_OK);
+                for (int j = 0; j < 3; j++)
+                    CHECK_INT(slens[j], ==, strlen(simple[j]));
                 CHECK(strcmp(simple[0], ns.all[i]) == 0);
                 CHECK(strcmp(simple[1], keys[1]) == 0);
-                for (int j = 0; j < 2; j++) {
-                    free(keys[j]);
-                    free(simple[j]);
-                }
+                CHECK(strcmp(simple[2], ns.all[i]) == 0);
+                free(keys[0]); /* each block whole (keys.h) */
+                free(simple[0]);
             }
         }
     }
     no_two_owners(&t, "Redis");
     /* names that begin with their own tag share a slot, as in 0.2 */
-    char *a[2], *b[2];
-    size_t la[2], lb[2];
+    char *a[3], *b[3];
+    size_t la[3], lb[3];
     const char *ta, *tb;
     CHECK_RC(dlock__redis_keys_of("dlock", "{acct}:1", DLOCK__MUTEX, 0, a, la), DLOCK_OK);
     CHECK_RC(dlock__redis_keys_of("dlock", "{acct}:2", DLOCK__MUTEX, 0, b, lb), DLOCK_OK);
     size_t na = hash_tag(a[0], &ta), nb = hash_tag(b[0], &tb);
     CHECK(na == nb && memcmp(ta, tb, na) == 0 && strncmp(ta, "{acct", na) == 0);
     CHECK(strcmp(a[0], "dlock:{{acct}:1}") == 0);
-    for (int j = 0; j < 2; j++) {
-        free(a[j]);
-        free(b[j]);
-    }
+    free(a[0]);
+    free(b[0]);
     /* the listing's pattern: every key of a name with the prefix matches */
     for (size_t i = 0; i < ns.n; i++) {
         size_t cut = strlen(ns.all[i]) / 2 + 1;
         char prefix[DLOCK_NAME_MAX + 1];
         snprintf(prefix, sizeof prefix, "%.*s", (int) cut, ns.all[i]);
-        char *pattern = dlock__redis_list_pattern("dlock", prefix), *keys[2];
-        size_t lens[2], at = 0;
+        char *pattern = dlock__redis_list_pattern("dlock", prefix), *keys[3];
+        size_t lens[3], at = 0;
         char head[2048];
         CHECK(pattern != NULL);
         for (const char *q = pattern; *q != '\0' && *q != '*'; q++)
@@ -384,7 +384,6 @@ static void redis_keys_one_to_one(void)
         if (strncmp(keys[0], head, strlen(head)) != 0)
             dt_fail(__FILE__, __LINE__, "'%s' does not match '%s'", keys[0], pattern);
         free(keys[0]);
-        free(keys[1]);
         free(pattern);
     }
     free_touches(&t);

@@ -23,40 +23,65 @@ static size_t encode(const char *name, char *out)
     return at + n - 1;
 }
 
+/* P:{E} at out (plen + strlen(name) + 5 bytes at most, no NUL); its length. */
+static size_t write_tag(const char *prefix, size_t plen, const char *name, char *out)
+{
+    memcpy(out, prefix, plen);
+    size_t at = plen;
+    out[at++] = ':';
+    out[at++] = '{';
+    at += encode(name, out + at);
+    out[at++] = '}';
+    return at;
+}
+
 int dlock__redis_keys_of(const char *prefix, const char *name, enum dlock__kind kind, int simple,
-                         char *keys[2], size_t lens[2])
+                         char *keys[3], size_t lens[3])
 {
     static const char *const kinds[] = {[DLOCK__MUTEX] = "",
                                         [DLOCK__FAIR] = "",
                                         [DLOCK__READ] = ":rw",
                                         [DLOCK__WRITE] = ":rw",
                                         [DLOCK__SEMAPHORE] = ":sem"};
+    static const char fence[] = ":fence";
     const char *kind_text = simple ? "" : kinds[kind];
-    size_t plen = strlen(prefix), cap = plen + 3 * strlen(name) + 32;
+    size_t plen = strlen(prefix), nlen = strlen(name), klen = strlen(kind_text);
+    /* L, the fence counter and N, each with its NUL: a tag P:{E} is at most
+     * plen + nlen + 5 bytes (E: nlen + 2) */
+    size_t tag_cap = plen + nlen + 5;
+    char *block = malloc((tag_cap + klen + 1) + (tag_cap + sizeof fence) + (nlen + 1));
 
-    keys[0] = malloc(cap);
-    keys[1] = malloc(cap);
-    if (keys[0] == NULL || keys[1] == NULL) {
-        free(keys[0]);
-        free(keys[1]);
-        keys[0] = keys[1] = NULL;
+    if (block == NULL) {
+        keys[0] = keys[1] = keys[2] = NULL;
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    /* P:{E}<kind> */
-    memcpy(keys[0], prefix, plen);
-    size_t at = plen;
-    keys[0][at++] = ':';
-    keys[0][at++] = '{';
-    at += encode(name, keys[0] + at);
-    keys[0][at++] = '}';
-    /* one fence counter for every kind of the name: one name is one lock */
-    lens[1] = (size_t) snprintf(keys[1], cap, "%.*s:fence", (int) at, keys[0]);
-    at += (size_t) snprintf(keys[0] + at, cap - at, "%s", kind_text);
+    char *at = block;
+    size_t tag;
     if (simple) {
-        snprintf(keys[0], cap, "%s", name);
-        at = strlen(name);
+        /* L is N itself */
+        memcpy(at, name, nlen + 1);
+        keys[0] = keys[2] = at;
+        lens[0] = lens[2] = nlen;
+        at += nlen + 1;
+        tag = write_tag(prefix, plen, name, at);
+    } else {
+        tag = write_tag(prefix, plen, name, at);
+        memcpy(at + tag, kind_text, klen + 1);
+        keys[0] = at;
+        lens[0] = tag + klen;
+        at += tag + klen + 1;
+        memcpy(at, block, tag);
     }
-    lens[0] = at;
+    /* one fence counter for every kind of the name: one name is one lock */
+    memcpy(at + tag, fence, sizeof fence);
+    keys[1] = at;
+    lens[1] = tag + sizeof fence - 1;
+    if (!simple) {
+        at += tag + sizeof fence;
+        memcpy(at, name, nlen + 1);
+        keys[2] = at;
+        lens[2] = nlen;
+    }
     return DLOCK_OK;
 }
 

@@ -30,11 +30,13 @@
 
 #include <stddef.h>
 
-/* The base key of a lock (keys[0]: L, or N in simple mode) and its name's
- * fence counter (keys[1]), malloc'ed, with their lengths. DLOCK_OK or
- * DLOCK_ENOMEM (recorded). */
+/* The keys of a lock, in one malloc'ed block that keys[0] begins (free
+ * keys[0] alone), with their lengths: its base key (keys[0]: L, or N in
+ * simple mode), its name's fence counter (keys[1]) and its name N
+ * (keys[2], the interop key, which the scripts that take a lock look at).
+ * DLOCK_OK or DLOCK_ENOMEM (recorded). */
 int dlock__redis_keys_of(const char *prefix, const char *name, enum dlock__kind kind, int simple,
-                         char *keys[2], size_t lens[2]);
+                         char *keys[3], size_t lens[3]);
 
 /* The lock a key of prefix's layout belongs to: 1 with its name in name
  * (cap bytes) and *rest at what follows the name's tag ("", ":rw:queue",

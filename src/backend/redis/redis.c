@@ -66,8 +66,7 @@ static void free_rlock(rlock *l)
 {
     if (l == NULL)
         return;
-    for (int i = 0; i < 3; i++)
-        free(l->keys[i]);
+    free(l->keys[0]); /* the block of all three (keys.h) */
     free(l);
 }
 
@@ -87,13 +86,6 @@ static int lock_new(dlock__store *store, const char *name, const dlock__lock_spe
     if (rc != DLOCK_OK) {
         free(l);
         return rc;
-    }
-    /* the name itself: its interop key, which kinds.lua looks at */
-    l->keys[2] = strdup(name);
-    l->key_lens[2] = strlen(name);
-    if (l->keys[2] == NULL) {
-        free_rlock(l);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     l->slot = cluster_slot(l->keys[0], l->key_lens[0]);
     l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
