@@ -82,9 +82,12 @@ extern const dlock__backend dlock__redis_backend;
 #define RBACKEND(s) DLOCK__STORE_OF(rbackend, s)
 #define RLOCK(l)    DLOCK__STORE_OF(rlock, l)
 
-/* redis.c */
+/* waiting.c */
 /* Whether hand-over notices reach this client's waiters now (no waiting). */
 int dlock__redis_notices_flow(rbackend *b);
+int dlock__redis_prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t deadline_us);
+enum dlock__wake dlock__redis_wait(dlock__store *store, dlock__store_lock *sl, dlock__waiter *w,
+                                   int64_t until_us);
 
 /* steps.c */
 int dlock__redis_acquire(dlock__store *s, dlock__store_lock *l, dlock__attempt *a);
@@ -119,6 +122,13 @@ void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *rep
 /* At close: deletes the record unless a hold of this client was left in
  * the store (detach), whose holder it still names. */
 void dlock__redis_owner_forget(rbackend *b, int64_t deadline_us);
+/* The key of the owner record of the client whose token this is (it starts
+ * with the client's id): 1 with it in key (n bytes), 0 if the token is no
+ * dlock owner token. */
+int dlock__redis_owner_record_key(const rbackend *b, const char *token, size_t len, char *key,
+                                  size_t n);
+
+/* holders.c */
 int dlock__redis_holders(dlock__store *s, dlock__store_lock *l, dlock__holder_sink sink, void *arg,
                          int64_t deadline);
 int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,

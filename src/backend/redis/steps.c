@@ -5,7 +5,7 @@
  * uncontended mutex included (acquire.lua). An attempt to take a lock
  * carries the client's owner record ahead of its script, in the same
  * write, when the record is due. The renewer's batches are in renewal.c,
- * holders and listing in owner.c. */
+ * holders and listing in holders.c. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/* waiting.c - a queued waiter waits for its hand-over notice: PUBLISHed to
+ * the client's channel (subscriber.c) or XADDed to its stream (stream.c,
+ * notify=stream), whichever the URL chose, and read by one connection of
+ * the client's for all its waiters, which wakes the one a notice names. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "internal.h"
+
+#include <stdio.h>
+
+int dlock__redis_notices_flow(rbackend *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
+    pthread_mutex_unlock(&b->mu);
+    return ready;
+}
+
+int dlock__redis_prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t deadline_us)
+{
+    rbackend *b = RBACKEND(store);
+    int rc = DLOCK_OK;
+    int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
+
+    if (RLOCK(l)->spec.simple)
+        return DLOCK_ENOTSUP; /* other clients publish nothing: poll */
+    pthread_mutex_lock(&b->mu);
+    if (b->notify_stream) {
+        if (b->stream == NULL)
+            rc = dlock__rstream_new(&b->ep, b->board, &b->stream);
+        pthread_mutex_unlock(&b->mu);
+        return rc;
+    }
+    if (b->sub == NULL)
+        rc = dlock__rsub_new(&b->ep, b->wake_channel, b->board, &b->sub);
+    pthread_mutex_unlock(&b->mu);
+    return rc != DLOCK_OK ? rc : dlock__rsub_connect(b->sub, deadline_us < cap ? deadline_us : cap);
+}
+
+/* Cuts short the XREAD blocked on connection `id` (it returns as if timed
+ * out). If this fails, the reader still comes round within a slice. */
+static void interrupt_reading(dlock__rconn *c, long long id, int64_t until_us)
+{
+    char digits[24];
+    const char *argv[] = {"CLIENT", "UNBLOCK", digits};
+    size_t lens[] = {6, 7, 0};
+    redisReply *r = NULL;
+
+    lens[2] = (size_t) snprintf(digits, sizeof digits, "%lld", id);
+    dlock__rcmd cmd = {3, argv, lens};
+    if (dlock__rconn_call(c, 1, &cmd, until_us, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__clear_error();
+}
+
+enum dlock__wake dlock__redis_wait(dlock__store *store, dlock__store_lock *sl, dlock__waiter *w,
+                                   int64_t until_us)
+{
+    rbackend *b = RBACKEND(store);
+    if (b->notify_stream) {
+        const rlock *l = RLOCK(sl);
+        char key[1100];
+        snprintf(key, sizeof key, "%s:wake:%s", l->keys[0], b->cfg.client_id);
+        long long reading_id;
+        if (dlock__rstream_watch(b->stream, key, &reading_id) != DLOCK_OK)
+            return dlock__board_park(b->board, w, until_us);
+        if (reading_id != 0)
+            interrupt_reading(l->conn, reading_id, until_us);
+        enum dlock__wake wake = dlock__rstream_wait(b->stream, w, until_us);
+        dlock__rstream_unwatch(b->stream, key);
+        return wake;
+    }
+    /* The subscriber exists: dlock__redis_prepare_wait made it before anyone queued. */
+    if (!dlock__rsub_ready(b->sub))
+        dlock__redis_prepare_wait(store, sl, until_us); /* dropped meanwhile: come back */
+    return dlock__rsub_wait(b->sub, w, until_us);
+}
