@@ -101,13 +101,6 @@ static dlock_client *client_at(const char *url, const char *options, const char 
     return c;
 }
 
-static dlock_lock *lock_of(dlock_client *c, const char *name)
-{
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, 0, &l), DLOCK_OK);
-    return l;
-}
-
 static unsigned waiters(dlock_client *c, const char *name)
 {
     dlock_status st;
@@ -279,7 +272,7 @@ static void leader_lost(const store *st, unsigned how)
     dlock_client *ch = (how & STRANDED) ? client_of_member(&e, old, st, "holder")
                                         : client_at(e.url, st->options, "holder");
     dlock_client *cw = client_at(e.url, st->waiter_options, "waiter");
-    dlock_lock *h = lock_of(ch, "leader"), *w = lock_of(cw, "leader");
+    dlock_lock *h = dt_lock(ch, "leader", 0), *w = dt_lock(cw, "leader", 0);
     dlock_lock_on_lost(h, dt_on_lost, &box);
     dlock_lock_on_lost(w, dt_on_lost, &wbox);
     CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
@@ -369,7 +362,7 @@ static void leader_lost(const store *st, unsigned how)
     wait_leader(&e, old, 3, 20000, NULL, NULL, 0);
     int64_t back = dt_now_ms() - t1;
     dlock_client *co = client_of_member(&e, old, st, "old");
-    dlock_lock *o = lock_of(co, "leader");
+    dlock_lock *o = dt_lock(co, "leader", 0);
     /* The waiter went through the change too: it may have lost its hold
      * since (told, as the holder), or hold it still (its write accepted). */
     int took = dlock_try_acquire(o);
@@ -435,7 +428,7 @@ static void member_down(const store *st)
     t_start = dt_now_ms();
     dt_ensemble_start(&e, st->kind, 3, NULL);
     dlock_client *c1 = client_at(e.url, st->options, "old");
-    dlock_lock *l1 = lock_of(c1, "down");
+    dlock_lock *l1 = dt_lock(c1, "down", 0);
     for (int i = 0; i < 3; i++)
         take_release(l1, &last);
 
@@ -448,7 +441,7 @@ static void member_down(const store *st)
     int64_t t1 = dt_now_ms();
     dt_ensemble_url_from(&e, old, url, sizeof url); /* the stopped member first */
     dlock_client *c2 = client_at(url, st->options, "new");
-    dlock_lock *l2 = lock_of(c2, "down");
+    dlock_lock *l2 = dt_lock(c2, "down", 0);
     take_release(l2, &last);
     int64_t first = dt_now_ms() - t1;
     CHECK_INT(first, <=, 5000);
@@ -462,7 +455,7 @@ static void member_down(const store *st)
     int64_t rejoined = dt_now_ms() - t2;
     CHECK_INT(dt_ensemble_answering(&e), ==, 3);
     dlock_client *c3 = client_of_member(&e, old, st, "back");
-    dlock_lock *l3 = lock_of(c3, "down");
+    dlock_lock *l3 = dt_lock(c3, "down", 0);
     take_release(l3, &last);
     take_release(l1, &last);
     take_release(l2, &last);

@@ -55,20 +55,6 @@ static dlock_client *proxied_client(dt_proxy *p, const char *options)
     return c;
 }
 
-static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
-    return l;
-}
-
-static dlock_status query(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_status st;
-    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
-    return st;
-}
-
 static dlock__etcd_store_stats stats(dlock_client *c)
 {
     dlock__etcd_store_stats st;
@@ -281,7 +267,7 @@ static void layout_and_try(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client("?lease=4500ms");
-    dlock_lock *l = lock_of(c, "job", 0);
+    dlock_lock *l = dt_lock(c, "job", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     kv kvs[4];
     CHECK_INT(keys_under("job/", kvs, 4), ==, 1);
@@ -307,7 +293,7 @@ static void layout_and_try(void)
     /* Tries from another client, plain and with a fixed lease: busy, and
      * no key or lease of theirs stays. */
     dlock_client *c2 = client(NULL);
-    dlock_lock *l2 = lock_of(c2, "job", 0);
+    dlock_lock *l2 = dt_lock(c2, "job", 0);
     CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
     CHECK_INT(count_keys("job/"), ==, 1);
     int leases = lease_count(); /* the two clients' sessions */
@@ -338,12 +324,12 @@ static void one_client_two_handles(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL);
-    dlock_lock *a = lock_of(c, "dup", 0), *b = lock_of(c, "dup", 0);
+    dlock_lock *a = dt_lock(c, "dup", 0), *b = dt_lock(c, "dup", 0);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
     waiter w;
     wait_async(&w, b, 10000);
-    DT_WAIT_UNTIL(query(c, "dup", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "dup", 0).waiters == 1, 5000);
     kv kvs[4];
     CHECK_INT(keys_under("dup/", kvs, 4), ==, 2);
     char want[sizeof kvs[0].key + 8];
@@ -371,12 +357,12 @@ static void interop_etcdctl_waits(void)
     snprintf(file, sizeof file, "%s/etcdctl-ran", srv.dir);
     snprintf(cmd, sizeof cmd, "echo \"$ETCD_LOCK_KEY\" > %s", file);
     dlock_client *c = client(NULL);
-    dlock_lock *l = lock_of(c, "shared", 0);
+    dlock_lock *l = dt_lock(c, "shared", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     const char *argv[] = {"etcdctl", "--endpoints", endpoint(), "lock", "shared",
                           "--",      "sh",          "-c",       cmd,    NULL};
     pid_t pid = spawn(argv, NULL);
-    DT_WAIT_UNTIL(query(c, "shared", 0).waiters == 1, 10000);
+    DT_WAIT_UNTIL(dt_query(c, "shared", 0).waiters == 1, 10000);
     CHECK(!file_exists(file)); /* queued behind us, not running */
     CHECK_RC(dlock_release(l), DLOCK_OK);
     DT_WAIT_UNTIL(file_exists(file), 10000);
@@ -408,10 +394,10 @@ static void interop_dlock_run_waits(void)
                          "shared",        "--",  "sh", "-c", cmd,  NULL};
     pid_t dlock = spawn(run, NULL);
     dlock_client *c = client(NULL);
-    DT_WAIT_UNTIL(query(c, "shared", 0).waiters == 1, 10000);
+    DT_WAIT_UNTIL(dt_query(c, "shared", 0).waiters == 1, 10000);
     CHECK(!file_exists(file));
     /* etcdctl's key holds no token: the owner shown is its lease id */
-    CHECK(strcmp(query(c, "shared", 0).owner, line + 7) == 0);
+    CHECK(strcmp(dt_query(c, "shared", 0).owner, line + 7) == 0);
     kill(etcdctl, SIGTERM); /* etcdctl deletes its key and exits */
     exit_status(etcdctl);
     close(out);
@@ -480,7 +466,7 @@ static void fences_increase(void)
         pthread_t th[THREADS];
         turn_arg args[THREADS];
         for (int t = 0; t < THREADS; t++) {
-            args[t] = (turn_arg){.lock = lock_of(c, "fenced", 0), .log = log, .cycles = CYCLES};
+            args[t] = (turn_arg){.lock = dt_lock(c, "fenced", 0), .log = log, .cycles = CYCLES};
             CHECK_INT(pthread_create(&th[t], NULL, take_turns, &args[t]), ==, 0);
         }
         for (int t = 0; t < THREADS; t++) {
@@ -529,13 +515,13 @@ static void one_wakeup_per_release(void)
     relay rs[N];
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL);
-    dlock_lock *holder = lock_of(c, "hot", 0);
+    dlock_lock *holder = dt_lock(c, "hot", 0);
     CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
     for (int i = 0; i < N; i++) {
         memset(&rs[i], 0, sizeof rs[i]);
-        rs[i].w.lock = lock_of(c, "hot", 0);
+        rs[i].w.lock = dt_lock(c, "hot", 0);
         CHECK_INT(pthread_create(&rs[i].w.thread, NULL, relay_run, &rs[i]), ==, 0);
-        DT_WAIT_UNTIL(query(c, "hot", 0).waiters == (unsigned) i + 1, 5000);
+        DT_WAIT_UNTIL(dt_query(c, "hot", 0).waiters == (unsigned) i + 1, 5000);
     }
     dlock__etcd_store_stats before = stats(c);
     CHECK_RC(dlock_release(holder), DLOCK_OK);
@@ -565,7 +551,7 @@ static void cancel_leaves(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    dlock_lock *a = lock_of(c, "cancel", 0), *b = lock_of(c2, "cancel", 0);
+    dlock_lock *a = dt_lock(c, "cancel", 0), *b = dt_lock(c2, "cancel", 0);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     waiter w;
     wait_async(&w, b, DLOCK_WAIT_FOREVER);
@@ -591,7 +577,7 @@ static void lease_gone_while_waiting(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client(NULL), *cb = client("?lease=3s"), *cc = client(NULL);
-    dlock_lock *a = lock_of(ca, "g", 0), *b = lock_of(cb, "g", 0), *cl = lock_of(cc, "g", 0);
+    dlock_lock *a = dt_lock(ca, "g", 0), *b = dt_lock(cb, "g", 0), *cl = dt_lock(cc, "g", 0);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     waiter wb, wc;
     wait_async(&wb, b, 30000);
@@ -612,7 +598,7 @@ static void lease_gone_while_waiting(void)
     CHECK_RC(wc.rc, DLOCK_OK);
     CHECK_INT((int64_t) wc.fence, ==, c_rev);
     CHECK(!atomic_load(&wb.done));
-    CHECK_INT(query(ca, "g", 0).waiters, ==, 1);
+    CHECK_INT(dt_query(ca, "g", 0).waiters, ==, 1);
     CHECK_RC(dlock_release(cl), DLOCK_OK);
     join(&wb);
     CHECK_RC(wb.rc, DLOCK_OK);
@@ -635,7 +621,7 @@ static void session_revoked(void)
     dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client("?lease=3s");
-    dlock_lock *l = lock_of(c, "rv", 0);
+    dlock_lock *l = dt_lock(c, "rv", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     uint64_t first = dlock_lock_fence(l);
@@ -663,7 +649,7 @@ static void key_deleted(void)
     dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client("?lease=3s");
-    dlock_lock *l = lock_of(c, "kd", 0);
+    dlock_lock *l = dt_lock(c, "kd", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     kv kvs[2];
@@ -683,17 +669,17 @@ static void query_and_force_unlock(void)
     dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client("?lease=3s"), *cb = client(NULL);
-    dlock_lock *a = lock_of(ca, "fu", 0), *b = lock_of(cb, "fu", 0);
+    dlock_lock *a = dt_lock(ca, "fu", 0), *b = dt_lock(cb, "fu", 0);
     dlock_lock_on_lost(a, dt_on_lost, &box);
-    dlock_status st = query(cb, "fu", 0);
+    dlock_status st = dt_query(cb, "fu", 0);
     CHECK(!st.held);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     waiter w;
     wait_async(&w, b, 20000);
-    DT_WAIT_UNTIL(query(cb, "fu", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(cb, "fu", 0).waiters == 1, 5000);
     kv kvs[2];
     CHECK_INT(keys_under("fu/", kvs, 2), ==, 2);
-    st = query(cb, "fu", 0);
+    st = dt_query(cb, "fu", 0);
     CHECK(st.held);
     CHECK_INT(st.holds, ==, 1);
     CHECK_INT(st.last_fence, ==, dlock_lock_fence(a));
@@ -719,7 +705,7 @@ static void restart_within_lease(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client("?lease=8s&timeout=1s"), *cb = client("?lease=8s&timeout=1s");
-    dlock_lock *a = lock_of(ca, "rs", 0), *b = lock_of(cb, "rs", 0);
+    dlock_lock *a = dt_lock(ca, "rs", 0), *b = dt_lock(cb, "rs", 0);
     dt_lost_box box = {0};
     dlock_lock_on_lost(a, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
@@ -750,7 +736,7 @@ static void outage_longer_than_lease(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *ca = client("?lease=2s&timeout=500ms"), *cb = client("?lease=2s&timeout=500ms");
-    dlock_lock *a = lock_of(ca, "out", 0), *b = lock_of(cb, "out", 0);
+    dlock_lock *a = dt_lock(ca, "out", 0), *b = dt_lock(cb, "out", 0);
     dt_lost_box box = {0};
     dlock_lock_on_lost(a, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
@@ -785,7 +771,7 @@ static void frozen_holder(void)
         dt_lost_box box = {0};
         char line[64];
         dlock_client *c = client("?lease=1s");
-        dlock_lock *l = lock_of(c, "frozen", 0);
+        dlock_lock *l = dt_lock(c, "frozen", 0);
         dlock_lock_on_lost(l, dt_on_lost, &box);
         if (dlock_acquire(l, 0) != DLOCK_OK)
             _exit(2);
@@ -806,7 +792,7 @@ static void frozen_holder(void)
     kill(child, SIGSTOP);
     CHECK(dt_wait_stopped(child));
     dlock_client *c = client(NULL);
-    dlock_lock *l = lock_of(c, "frozen", 0);
+    dlock_lock *l = dt_lock(c, "frozen", 0);
     CHECK_RC(dlock_acquire(l, 20000), DLOCK_OK);
     CHECK(dlock_lock_fence(l) > first);
     kill(child, SIGCONT);
@@ -830,7 +816,7 @@ static void blackholed_holder(void)
     dt_lost_box box = {0};
     dlock_client *cp = proxied_client(&p, "?lease=2s&timeout=500ms");
     dlock_client *cd = client(NULL);
-    dlock_lock *a = lock_of(cp, "bh", 0), *b = lock_of(cd, "bh", 0);
+    dlock_lock *a = dt_lock(cp, "bh", 0), *b = dt_lock(cd, "bh", 0);
     dlock_lock_on_lost(a, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     dt_proxy_set(&p, -1, DT_BLACKHOLE);
@@ -842,7 +828,7 @@ static void blackholed_holder(void)
     CHECK_RC(dlock_release(a), DLOCK_ELOST); /* reported, and cleared */
     waiter w;
     wait_async(&w, a, 20000);
-    DT_WAIT_UNTIL(query(cd, "bh", 0).waiters == 1, 10000);
+    DT_WAIT_UNTIL(dt_query(cd, "bh", 0).waiters == 1, 10000);
     CHECK_RC(dlock_release(b), DLOCK_OK);
     join(&w);
     CHECK_RC(w.rc, DLOCK_OK);
@@ -862,11 +848,11 @@ static void cut_waiter(void)
     dt_proxy p;
     dlock_client *cw = proxied_client(&p, "?lease=6s&timeout=1s");
     dlock_client *ch = client(NULL);
-    dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
+    dlock_lock *h = dt_lock(ch, "cut", 0), *w = dt_lock(cw, "cut", 0);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
     waiter wt;
     wait_async(&wt, w, 30000);
-    DT_WAIT_UNTIL(query(ch, "cut", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(ch, "cut", 0).waiters == 1, 5000);
     kv before[2];
     CHECK_INT(keys_under("cut/", before, 2), ==, 2);
     dt_proxy_set(&p, -1, DT_CUT);
@@ -897,7 +883,7 @@ static void release_unconfirmed(void)
 {
     dt_proxy p;
     dlock_client *c = proxied_client(&p, "?lease=6s&timeout=300ms");
-    dlock_lock *l = lock_of(c, "ru", 0);
+    dlock_lock *l = dt_lock(c, "ru", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     dt_proxy_set(&p, -1, DT_BLACKHOLE);
     CHECK_RC(dlock_release(l), DLOCK_EUNREACHABLE);
@@ -938,7 +924,7 @@ static void release_reset_midway(void)
 {
     dt_proxy p;
     dlock_client *c = proxied_client(&p, "?lease=6s&timeout=1s");
-    dlock_lock *l = lock_of(c, "rr", 0);
+    dlock_lock *l = dt_lock(c, "rr", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     dt_proxy_set(&p, -1, DT_DROP);
     reset_later r = {&p, 500, 0};
@@ -970,7 +956,7 @@ static void release_member_silent(void)
     snprintf(url, sizeof url, "etcd://127.0.0.1:%d,127.0.0.1:%d?lease=6s&timeout=600ms", p.ports[0],
              srv.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    dlock_lock *l = lock_of(c, "rs", 0);
+    dlock_lock *l = dt_lock(c, "rs", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_INT(dt_proxy_connections(&p, 0), >, 0); /* the first endpoint serves it */
     dt_proxy_set(&p, 0, DT_BLACKHOLE);
@@ -981,7 +967,7 @@ static void release_member_silent(void)
     CHECK_INT(took, <=, 600 + 150);
     CHECK_INT(count_keys("rs/"), ==, 0);
     /* the lock is free: another handle takes it at once */
-    dlock_lock *l2 = lock_of(c, "rs", 0);
+    dlock_lock *l2 = dt_lock(c, "rs", 0);
     CHECK_RC(dlock_acquire(l2, 0), DLOCK_OK);
     CHECK_RC(dlock_release(l2), DLOCK_OK);
     dlock_lock_free(l2);
@@ -1023,7 +1009,7 @@ static void refused_delete_stays_pending(void)
     snprintf(url, sizeof url, "etcd://u:pw@127.0.0.1:%d?lease=10s", srv.port);
     dlock_client *c = NULL;
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    dlock_lock *l = lock_of(c, "pd", 0), *other = lock_of(c, "pe", 0);
+    dlock_lock *l = dt_lock(c, "pd", 0), *other = dt_lock(c, "pe", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     uint64_t first = dlock_lock_fence(l);
 
@@ -1056,7 +1042,7 @@ static void fixed_lease(void)
     dt_lost_box box = {0};
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    dlock_lock *l = lock_of(c, "fx", 0), *l2 = lock_of(c2, "fx", 0);
+    dlock_lock *l = dt_lock(c, "fx", 0), *l2 = dt_lock(c2, "fx", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire_for(l, 0, 1500), DLOCK_OK);
     kv kvs[2];
@@ -1124,14 +1110,14 @@ static void read_write(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    dlock_lock *r1 = lock_of(c, "rw", DLOCK_READ), *r2 = lock_of(c2, "rw", DLOCK_READ);
-    dlock_lock *w1 = lock_of(c2, "rw", DLOCK_WRITE), *r3 = lock_of(c, "rw", DLOCK_READ);
-    dlock_lock *mx = lock_of(c, "rw", 0);
+    dlock_lock *r1 = dt_lock(c, "rw", DLOCK_READ), *r2 = dt_lock(c2, "rw", DLOCK_READ);
+    dlock_lock *w1 = dt_lock(c2, "rw", DLOCK_WRITE), *r3 = dt_lock(c, "rw", DLOCK_READ);
+    dlock_lock *mx = dt_lock(c, "rw", 0);
     CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(mx, 0), DLOCK_EBUSY); /* one name is one lock */
     CHECK_INT(count_keys("rw/"), ==, 0);         /* the try left nothing */
-    dlock_status st = query(c, "rw", DLOCK_READ);
+    dlock_status st = dt_query(c, "rw", DLOCK_READ);
     CHECK(st.held);
     CHECK_INT(st.shared, ==, 2);
     kv kvs[4];
@@ -1141,16 +1127,16 @@ static void read_write(void)
     CHECK_INT(count_keys("rw.rwlock/"), ==, 2);
     waiter ww, wr;
     wait_async(&ww, w1, 20000);
-    DT_WAIT_UNTIL(query(c, "rw", DLOCK_READ).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "rw", DLOCK_READ).waiters == 1, 5000);
     wait_async(&wr, r3, 20000); /* behind the writer */
-    DT_WAIT_UNTIL(query(c, "rw", DLOCK_READ).waiters == 2, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "rw", DLOCK_READ).waiters == 2, 5000);
     CHECK_RC(dlock_release(r1), DLOCK_OK);
-    CHECK_INT(query(c, "rw", DLOCK_READ).shared, ==, 1);
+    CHECK_INT(dt_query(c, "rw", DLOCK_READ).shared, ==, 1);
     CHECK(!atomic_load(&ww.done));
     CHECK_RC(dlock_release(r2), DLOCK_OK);
     join(&ww);
     CHECK_RC(ww.rc, DLOCK_OK);
-    st = query(c, "rw", DLOCK_WRITE);
+    st = dt_query(c, "rw", DLOCK_WRITE);
     CHECK(st.held);
     CHECK_INT(st.holds, ==, 1);
     CHECK(!atomic_load(&wr.done));
@@ -1163,7 +1149,7 @@ static void read_write(void)
     join(&wr);
     CHECK_RC(wr.rc, DLOCK_OK);
     CHECK(wr.fence > ww.fence);
-    CHECK_INT(query(c, "rw", DLOCK_READ).shared, ==, 2);
+    CHECK_INT(dt_query(c, "rw", DLOCK_READ).shared, ==, 2);
     /* a reader asking to write would wait for itself */
     dlock_lock *up = NULL;
     CHECK_RC(dlock_lock_dup(down, DLOCK_WRITE, &up), DLOCK_OK);
@@ -1172,7 +1158,7 @@ static void read_write(void)
     CHECK_RC(dlock_release(r3), DLOCK_OK);
     CHECK_INT(count_keys("rw.rwlock/"), ==, 0);
     /* a name ending as another kind's prefix has its dot escaped (names.h) */
-    dlock_lock *own = lock_of(c, "rw.rwlock", 0);
+    dlock_lock *own = dt_lock(c, "rw.rwlock", 0);
     CHECK_RC(dlock_acquire(own, 0), DLOCK_OK);
     CHECK_INT(count_keys("rw%2Erwlock/"), ==, 1);
     CHECK_INT(count_keys("rw.rwlock/"), ==, 0);
@@ -1198,9 +1184,9 @@ static void self_deadlock_many_readers(void)
     enum { READERS = 70 };
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    dlock_lock *readers[READERS], *mine = lock_of(c, "many", DLOCK_READ), *mutex = NULL;
+    dlock_lock *readers[READERS], *mine = dt_lock(c, "many", DLOCK_READ), *mutex = NULL;
     for (int i = 0; i < READERS; i++) {
-        readers[i] = lock_of(c2, "many", DLOCK_READ);
+        readers[i] = dt_lock(c2, "many", DLOCK_READ);
         CHECK_RC(dlock_acquire(readers[i], 0), DLOCK_OK);
     }
     CHECK_RC(dlock_acquire(mine, 0), DLOCK_OK);
@@ -1238,7 +1224,7 @@ static void semaphore(void)
     CHECK_RC(dlock_semaphore_open(c, "pool", 4, 1, &other), DLOCK_OK);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(b, 0), DLOCK_OK);
-    dlock_status st = query(c, "pool", DLOCK_SEMAPHORE);
+    dlock_status st = dt_query(c, "pool", DLOCK_SEMAPHORE);
     CHECK_INT(st.permits_used, ==, 3);
     CHECK_INT(st.permits, ==, 3);
     CHECK_INT(st.shared, ==, 2);
@@ -1253,11 +1239,11 @@ static void semaphore(void)
     CHECK_INT(count_keys("pool.semaphore/"), ==, 2);
     waiter wbig, wsmall;
     wait_async(&wbig, big, 20000);
-    DT_WAIT_UNTIL(query(c, "pool", DLOCK_SEMAPHORE).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "pool", DLOCK_SEMAPHORE).waiters == 1, 5000);
     wait_async(&wsmall, small, 20000);
-    DT_WAIT_UNTIL(query(c, "pool", DLOCK_SEMAPHORE).waiters == 2, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "pool", DLOCK_SEMAPHORE).waiters == 2, 5000);
     CHECK_RC(dlock_release(b), DLOCK_OK); /* 1 free: not enough for big, small stays behind */
-    DT_WAIT_UNTIL(query(c, "pool", DLOCK_SEMAPHORE).shared == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "pool", DLOCK_SEMAPHORE).shared == 1, 5000);
     CHECK(!atomic_load(&wbig.done));
     CHECK(!atomic_load(&wsmall.done));
     CHECK_RC(dlock_release(a), DLOCK_OK); /* now both go in: 2 + 1 */
@@ -1266,7 +1252,7 @@ static void semaphore(void)
     CHECK_RC(wbig.rc, DLOCK_OK);
     CHECK_RC(wsmall.rc, DLOCK_OK);
     CHECK(wsmall.fence > wbig.fence);
-    st = query(c, "pool", DLOCK_SEMAPHORE);
+    st = dt_query(c, "pool", DLOCK_SEMAPHORE);
     CHECK_INT(st.permits_used, ==, 3);
     CHECK_RC(dlock_release(big), DLOCK_OK);
     CHECK_RC(dlock_release(small), DLOCK_OK);
@@ -1301,40 +1287,8 @@ static void multi_lock(void)
 
 /* ---------------------------------------------------------------- who holds */
 
-/* What dlock_query_holders reported. */
-typedef struct holder_box {
-    int n;
-    struct {
-        char owner[128], host[256], label[64];
-        unsigned count;
-        long pid;
-        int64_t started_ms;
-    } h[8];
-} holder_box;
-
-static void on_holder(const dlock_holder *h, void *arg)
-{
-    holder_box *b = arg;
-    CHECK(b->n < 8);
-    snprintf(b->h[b->n].owner, sizeof b->h[b->n].owner, "%s", h->owner);
-    snprintf(b->h[b->n].host, sizeof b->h[b->n].host, "%s", h->host);
-    snprintf(b->h[b->n].label, sizeof b->h[b->n].label, "%s", h->label);
-    b->h[b->n].count = h->count;
-    b->h[b->n].pid = h->pid;
-    b->h[b->n].started_ms = h->started_ms;
-    b->n++;
-}
-
-static holder_box holders_of(dlock_client *c, const char *name, unsigned flags)
-{
-    holder_box b;
-    memset(&b, 0, sizeof b);
-    CHECK_RC(dlock_query_holders(c, name, flags, on_holder, &b), DLOCK_OK);
-    return b;
-}
-
 /* The holder b->h[i] is owner, recorded by this process under label. */
-static void check_holder(const holder_box *b, int i, const char *owner, unsigned count,
+static void check_holder(const dt_holders *b, int i, const char *owner, unsigned count,
                          const char *label)
 {
     char host[256];
@@ -1357,41 +1311,41 @@ static void owner_record(void)
 {
     dt_server_start(&srv, "etcd", 0, NULL);
     dlock_client *c = client("?label=nightly"), *c2 = client(NULL);
-    dlock_lock *l = lock_of(c, "who", 0), *w = lock_of(c2, "who", 0);
-    CHECK_INT(holders_of(c2, "who", 0).n, ==, 0); /* free: no call */
+    dlock_lock *l = dt_lock(c, "who", 0), *w = dt_lock(c2, "who", 0);
+    CHECK_INT(dt_query_holders(c2, "who", 0).n, ==, 0); /* free: no call */
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     waiter wt;
     wait_async(&wt, w, 20000);
-    DT_WAIT_UNTIL(query(c, "who", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "who", 0).waiters == 1, 5000);
     kv kvs[4];
     CHECK_INT(keys_under("who/", kvs, 4), ==, 2);
     char value[600];
     snprintf(value, sizeof value, "%s\n%s", dlock_lock_token(l), c->cfg.owner_info);
     CHECK(strcmp(kvs[0].value, value) == 0);
     CHECK(strncmp(c->cfg.owner_info, "dlock1 ", 7) == 0);
-    CHECK(strcmp(query(c2, "who", 0).owner, dlock_lock_token(l)) == 0);
-    holder_box b = holders_of(c2, "who", 0);
+    CHECK(strcmp(dt_query(c2, "who", 0).owner, dlock_lock_token(l)) == 0);
+    dt_holders b = dt_query_holders(c2, "who", 0);
     CHECK_INT(b.n, ==, 1);
     check_holder(&b, 0, dlock_lock_token(l), 1, "nightly");
     CHECK_RC(dlock_release(l), DLOCK_OK);
     join(&wt);
     CHECK_RC(wt.rc, DLOCK_OK);
-    b = holders_of(c, "who", 0);
+    b = dt_query_holders(c, "who", 0);
     CHECK_INT(b.n, ==, 1);
     check_holder(&b, 0, dlock_lock_token(w), 1, "");
     CHECK_RC(dlock_release(w), DLOCK_OK);
 
     /* readers: one owner with two read holds (a dup shares the token),
      * another with one; a writer waiting behind them is not a holder */
-    dlock_lock *r1 = lock_of(c, "who", DLOCK_READ), *r2 = NULL;
-    dlock_lock *r3 = lock_of(c2, "who", DLOCK_READ), *wr = lock_of(c2, "who", DLOCK_WRITE);
+    dlock_lock *r1 = dt_lock(c, "who", DLOCK_READ), *r2 = NULL;
+    dlock_lock *r3 = dt_lock(c2, "who", DLOCK_READ), *wr = dt_lock(c2, "who", DLOCK_WRITE);
     CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
     CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r3, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
     wait_async(&wt, wr, 20000);
-    DT_WAIT_UNTIL(query(c, "who", DLOCK_READ).waiters == 1, 5000);
-    b = holders_of(c2, "who", DLOCK_READ);
+    DT_WAIT_UNTIL(dt_query(c, "who", DLOCK_READ).waiters == 1, 5000);
+    b = dt_query_holders(c2, "who", DLOCK_READ);
     CHECK_INT(b.n, ==, 2);
     check_holder(&b, 0, dlock_lock_token(r1), 2, "nightly");
     check_holder(&b, 1, dlock_lock_token(r3), 1, "");
@@ -1400,7 +1354,7 @@ static void owner_record(void)
     CHECK_RC(dlock_release(r3), DLOCK_OK);
     join(&wt);
     CHECK_RC(wt.rc, DLOCK_OK);
-    b = holders_of(c, "who", DLOCK_WRITE);
+    b = dt_query_holders(c, "who", DLOCK_WRITE);
     CHECK_INT(b.n, ==, 1);
     check_holder(&b, 0, dlock_lock_token(wr), 1, "");
     CHECK_RC(dlock_release(wr), DLOCK_OK);
@@ -1413,11 +1367,11 @@ static void owner_record(void)
     CHECK_RC(dlock_acquire(s1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(s2, 0), DLOCK_OK);
     wait_async(&wt, s3, 20000);
-    DT_WAIT_UNTIL(query(c, "who", DLOCK_SEMAPHORE).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "who", DLOCK_SEMAPHORE).waiters == 1, 5000);
     CHECK_INT(keys_under("who.semaphore/", kvs, 4), ==, 3);
     snprintf(value, sizeof value, "3/4\n%s\n%s", dlock_lock_token(s1), c->cfg.owner_info);
     CHECK(strcmp(kvs[0].value, value) == 0);
-    b = holders_of(c, "who", DLOCK_SEMAPHORE);
+    b = dt_query_holders(c, "who", DLOCK_SEMAPHORE);
     CHECK_INT(b.n, ==, 2);
     check_holder(&b, 0, dlock_lock_token(s1), 3, "nightly");
     check_holder(&b, 1, dlock_lock_token(s2), 1, "");
@@ -1426,7 +1380,7 @@ static void owner_record(void)
     CHECK_RC(wt.rc, DLOCK_OK);
     CHECK_RC(dlock_release(s2), DLOCK_OK);
     CHECK_RC(dlock_release(s3), DLOCK_OK);
-    CHECK_INT(holders_of(c, "who", DLOCK_SEMAPHORE).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "who", DLOCK_SEMAPHORE).n, ==, 0);
     dlock_lock *locks[] = {l, w, r1, r2, r3, wr, s1, s2, s3};
     for (size_t i = 0; i < sizeof locks / sizeof locks[0]; i++)
         dlock_lock_free(locks[i]);
@@ -1450,7 +1404,7 @@ static void holders_foreign(void)
     CHECK_INT(keys_under("shared/", kvs, 2), ==, 1);
     CHECK_INT(kvs[0].value_len, ==, 0);
     dlock_client *c = client(NULL);
-    holder_box b = holders_of(c, "shared", 0);
+    dt_holders b = dt_query_holders(c, "shared", 0);
     CHECK_INT(b.n, ==, 1);
     CHECK(strcmp(b.h[0].owner, line + 7) == 0);
     CHECK_INT(b.h[0].count, ==, 1);
@@ -1458,22 +1412,22 @@ static void holders_foreign(void)
     CHECK_INT(b.h[0].pid, ==, 0);
     CHECK_INT(b.h[0].started_ms, ==, 0);
     CHECK(strcmp(b.h[0].label, "") == 0);
-    CHECK(strcmp(query(c, "shared", 0).owner, line + 7) == 0);
+    CHECK(strcmp(dt_query(c, "shared", 0).owner, line + 7) == 0);
     kill(etcdctl, SIGTERM);
     exit_status(etcdctl);
     close(out);
-    CHECK_INT(holders_of(c, "shared", 0).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "shared", 0).n, ==, 0);
 
     /* a token alone (an older dlock's value): the token, no record */
     const char *granted = dt_server_cli(&srv, "lease grant 60");
     char lease[32] = "";
     CHECK(sscanf(granted, "lease %31s granted", lease) == 1);
     dt_server_cli(&srv, "put --lease=%s old/%s tok-1", lease, lease);
-    b = holders_of(c, "old", 0);
+    b = dt_query_holders(c, "old", 0);
     CHECK_INT(b.n, ==, 1);
     CHECK(strcmp(b.h[0].owner, "tok-1") == 0);
     CHECK_INT(b.h[0].pid, ==, 0);
-    CHECK(strcmp(query(c, "old", 0).owner, "tok-1") == 0);
+    CHECK(strcmp(dt_query(c, "old", 0).owner, "tok-1") == 0);
     dlock_client_close(c);
 }
 
@@ -1531,9 +1485,9 @@ static void list_locks(void)
     dlock_client *c = client(NULL), *c2 = client(NULL);
     CHECK(dlock_client_caps(c) & DLOCK_CAP_LIST);
     CHECK(strcmp(listed(c, ""), "") == 0);
-    dlock_lock *abc = lock_of(c, "a/b/c", 0), *abb = lock_of(c, "a/bb", 0);
-    dlock_lock *abb2 = lock_of(c2, "a/bb", 0), *ab = lock_of(c, "ab", 0);
-    dlock_lock *r1 = lock_of(c, "rw/x", DLOCK_READ), *r2 = lock_of(c2, "rw/x", DLOCK_READ);
+    dlock_lock *abc = dt_lock(c, "a/b/c", 0), *abb = dt_lock(c, "a/bb", 0);
+    dlock_lock *abb2 = dt_lock(c2, "a/bb", 0), *ab = dt_lock(c, "ab", 0);
+    dlock_lock *r1 = dt_lock(c, "rw/x", DLOCK_READ), *r2 = dt_lock(c2, "rw/x", DLOCK_READ);
     dlock_lock *sem = NULL;
     CHECK_RC(dlock_semaphore_open(c, "a/bb", 2, 1, &sem), DLOCK_OK);
     CHECK_RC(dlock_acquire(abc, 0), DLOCK_OK);
@@ -1543,7 +1497,7 @@ static void list_locks(void)
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
     waiter wt, ws; /* a second key of a/bb: a waiter */
     wait_async(&wt, abb2, 20000);
-    DT_WAIT_UNTIL(query(c, "a/bb", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(c, "a/bb", 0).waiters == 1, 5000);
     wait_async(&ws, sem, 20000); /* behind the mutex a/bb: one name is one lock */
     DT_WAIT_UNTIL(count_keys("a%2Fbb.semaphore/") == 1, 5000);
     /* not contenders' keys: no lease, or a last part that is no lease id */
@@ -1685,7 +1639,7 @@ static void bad_input(void)
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     CHECK(dlock_client_caps(c) & DLOCK_CAP_SESSION);
     CHECK(strcmp(dlock_client_store(c), "etcd") == 0);
-    dlock_lock *l = lock_of(c, "x", 0);
+    dlock_lock *l = dt_lock(c, "x", 0);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(l, 0), DLOCK_EUNREACHABLE);
     CHECK(dt_now_ms() - t0 < 3000);
@@ -1716,7 +1670,7 @@ static void bad_input(void)
     snprintf(url, sizeof url, "etcd://someone:hush@127.0.0.1:%d", srv.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, collect_warnings, &warned), DLOCK_OK);
-    l = lock_of(c, "noauth", 0);
+    l = dt_lock(c, "noauth", 0);
     for (int i = 0; i < 2; i++) {
         CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
         CHECK_RC(dlock_release(l), DLOCK_OK);
@@ -1738,7 +1692,7 @@ static void bad_input(void)
     for (int i = 0; i < 3; i++) {
         snprintf(url, sizeof url, "etcd://%s127.0.0.1:%d", creds[i], srv.port);
         CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-        l = lock_of(c, "auth", 0);
+        l = dt_lock(c, "auth", 0);
         CHECK_RC(dlock_acquire(l, 0), want[i]);
         if (says[i] != NULL) {
             CHECK(strstr(dlock_errmsg(), says[i]) != NULL);

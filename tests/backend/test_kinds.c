@@ -14,22 +14,6 @@
 
 static dt_server srv;
 
-static dlock_client *connect_client(const char *options)
-{
-    char url[256];
-    dlock_client *c = NULL;
-    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
-    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    return c;
-}
-
-static dlock_lock *open_lock(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
-    return l;
-}
-
 static unsigned waiters(dlock_client *c, const char *name, unsigned flags)
 {
     dlock_status st;
@@ -57,8 +41,8 @@ static void fair_order_across_processes(void)
     for (int i = 0; i < P; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
-            dlock_client *c = connect_client(NULL);
-            dlock_lock *l = open_lock(c, "fifo", DLOCK_FAIR);
+            dlock_client *c = dt_client(srv.url, NULL);
+            dlock_lock *l = dt_lock(c, "fifo", DLOCK_FAIR);
             /* queue once the lock is held and every earlier one queued */
             DT_WAIT_UNTIL(dlock_query(c, "fifo", DLOCK_FAIR, &st) == DLOCK_OK && st.held &&
                               st.waiters == (unsigned) i,
@@ -73,8 +57,8 @@ static void fair_order_across_processes(void)
             _exit(0);
         }
     }
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *holder = open_lock(c, "fifo", DLOCK_FAIR);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(c, "fifo", DLOCK_FAIR);
     CHECK_RC(dlock_try_acquire(holder), DLOCK_OK);
     DT_WAIT_UNTIL(waiters(c, "fifo", DLOCK_FAIR) == P, 10000);
     CHECK_RC(dlock_release(holder), DLOCK_OK);
@@ -105,17 +89,17 @@ static void fair_no_overtaking(void)
     CHECK(pipe(ready) == 0);
     pid_t waiter = fork();
     if (waiter == 0) {
-        dlock_client *c = connect_client(NULL);
-        dlock_lock *l = open_lock(c, "queue", DLOCK_FAIR);
+        dlock_client *c = dt_client(srv.url, NULL);
+        dlock_lock *l = dt_lock(c, "queue", DLOCK_FAIR);
         DT_WAIT_UNTIL(dlock_query(c, "queue", DLOCK_FAIR, &st) == DLOCK_OK && st.held, 10000);
         CHECK(write(ready[1], dlock_lock_token(l), 32) == 32);
         CHECK_RC(dlock_acquire(l, 60000), DLOCK_OK);
         _exit(0);
     }
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *holder = open_lock(c, "queue", DLOCK_FAIR);
-    dlock_lock *newcomer = open_lock(c, "queue", DLOCK_FAIR);
-    dlock_lock *plain = open_lock(c, "queue", 0);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(c, "queue", DLOCK_FAIR);
+    dlock_lock *newcomer = dt_lock(c, "queue", DLOCK_FAIR);
+    dlock_lock *plain = dt_lock(c, "queue", 0);
     char token[33] = {0};
     CHECK_RC(dlock_acquire_for(holder, 0, 800), DLOCK_OK);
     CHECK(read(ready[0], token, 32) == 32);
@@ -142,9 +126,9 @@ static void fair_no_overtaking(void)
 static void fair_timed_out_waiter_leaves_no_trace(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *holder = open_lock(c, "trace", DLOCK_FAIR);
-    dlock_lock *late = open_lock(c, "trace", DLOCK_FAIR);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(c, "trace", DLOCK_FAIR);
+    dlock_lock *late = dt_lock(c, "trace", DLOCK_FAIR);
     dlock_status st;
 
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
@@ -166,14 +150,14 @@ static void fair_killed_waiter_bounded(void)
     dt_server_start(&srv, "redis", 0, NULL);
     pid_t child = fork();
     if (child == 0) {
-        dlock_client *cc = connect_client("?waiter_lease=300ms");
-        dlock_lock *w = open_lock(cc, "dead", DLOCK_FAIR);
+        dlock_client *cc = dt_client(srv.url, "?waiter_lease=300ms");
+        dlock_lock *w = dt_lock(cc, "dead", DLOCK_FAIR);
         DT_WAIT_UNTIL(dlock_query(cc, "dead", DLOCK_FAIR, &st) == DLOCK_OK && st.held, 5000);
         dlock_acquire(w, 60000);
         _exit(0);
     }
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *holder = open_lock(c, "dead", DLOCK_FAIR), *next = open_lock(c, "dead", DLOCK_FAIR);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(c, "dead", DLOCK_FAIR), *next = dt_lock(c, "dead", DLOCK_FAIR);
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
     DT_WAIT_UNTIL(waiters(c, "dead", DLOCK_FAIR) == 1, 5000);
     kill(child, SIGKILL);
@@ -215,7 +199,7 @@ static dlock_lock *open_kind(dlock_client *c, const char *name, unsigned flags)
     if (flags == DLOCK_SEMAPHORE)
         CHECK_RC(dlock_semaphore_open(c, name, 1, 1, &l), DLOCK_OK);
     else
-        l = open_lock(c, name, flags);
+        l = dt_lock(c, name, flags);
     return l;
 }
 
@@ -238,7 +222,7 @@ static void dead_waiters_cost_a_waiter_lease(void)
         for (int i = 0; i < cases[k].dead; i++) {
             kids[k][i] = fork();
             if (kids[k][i] == 0) {
-                dlock_client *cc = connect_client("?waiter_lease=1s");
+                dlock_client *cc = dt_client(srv.url, "?waiter_lease=1s");
                 dlock_lock *w = open_kind(cc, name[k], cases[k].flags);
                 DT_WAIT_UNTIL(dlock_query(cc, name[k], cases[k].flags, &st) == DLOCK_OK &&
                                   st.held && st.waiters == (unsigned) i,
@@ -248,7 +232,7 @@ static void dead_waiters_cost_a_waiter_lease(void)
             }
         }
     }
-    dlock_client *c = connect_client("?waiter_lease=1s");
+    dlock_client *c = dt_client(srv.url, "?waiter_lease=1s");
     for (size_t k = 0; k < NCASES; k++) {
         dlock_lock *holder = open_kind(c, name[k], cases[k].flags);
         handed_on next = {.lock = open_kind(c, name[k], cases[k].flags)};
@@ -290,10 +274,10 @@ static void count_waits(int level, const char *msg, void *arg)
 static void interop_key_is_the_same_lock(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_DEBUG, count_waits, NULL), DLOCK_OK);
-    dlock_lock *simple = open_lock(c, "mix", DLOCK_SIMPLE), *mutex = open_lock(c, "mix", 0);
-    dlock_lock *writer = open_lock(c, "mix", DLOCK_WRITE), *sem = NULL;
+    dlock_lock *simple = dt_lock(c, "mix", DLOCK_SIMPLE), *mutex = dt_lock(c, "mix", 0);
+    dlock_lock *writer = dt_lock(c, "mix", DLOCK_WRITE), *sem = NULL;
     CHECK_RC(dlock_semaphore_open(c, "mix", 2, 1, &sem), DLOCK_OK);
 
     CHECK_RC(dlock_try_acquire(mutex), DLOCK_OK);
@@ -343,13 +327,13 @@ static void interop_key_is_the_same_lock(void)
 static void readers_overlap_writer_alone(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *r[3], *w = open_lock(c, "doc", DLOCK_WRITE), *w2 = open_lock(c, "doc", DLOCK_WRITE);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *r[3], *w = dt_lock(c, "doc", DLOCK_WRITE), *w2 = dt_lock(c, "doc", DLOCK_WRITE);
     dlock_status st;
     uint64_t last = 0;
 
     for (int i = 0; i < 3; i++) {
-        r[i] = open_lock(c, "doc", DLOCK_READ);
+        r[i] = dt_lock(c, "doc", DLOCK_READ);
         CHECK_RC(dlock_try_acquire(r[i]), DLOCK_OK);
         CHECK_INT(dlock_lock_fence(r[i]), >, last);
         last = dlock_lock_fence(r[i]);
@@ -359,7 +343,7 @@ static void readers_overlap_writer_alone(void)
     CHECK(st.held && st.owner[0] == '\0' && st.lease_ms > 0);
     CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY);
     /* one name is one lock: the mutex of the same name is held too */
-    dlock_lock *m = open_lock(c, "doc", 0);
+    dlock_lock *m = dt_lock(c, "doc", 0);
     CHECK_RC(dlock_try_acquire(m), DLOCK_EBUSY);
     CHECK(strstr(dlock_errmsg(), "held as a read-write lock") != NULL);
     dlock_lock_free(m);
@@ -391,9 +375,9 @@ static void readers_overlap_writer_alone(void)
 static void downgrade_and_upgrade(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *w = open_lock(c, "cfg", DLOCK_WRITE), *r, *other = open_lock(c, "cfg", DLOCK_READ);
-    dlock_lock *w2 = open_lock(c, "cfg", DLOCK_WRITE), *up;
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *w = dt_lock(c, "cfg", DLOCK_WRITE), *r, *other = dt_lock(c, "cfg", DLOCK_READ);
+    dlock_lock *w2 = dt_lock(c, "cfg", DLOCK_WRITE), *up;
 
     CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
     CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
@@ -432,7 +416,7 @@ typedef struct stream_arg {
 static void *reader_stream(void *p)
 {
     stream_arg *a = p;
-    dlock_lock *r = open_lock(a->client, "hotdoc", DLOCK_READ);
+    dlock_lock *r = dt_lock(a->client, "hotdoc", DLOCK_READ);
     while (!atomic_load(a->stop)) {
         CHECK_RC(dlock_acquire(r, 20000), DLOCK_OK);
         atomic_fetch_add(a->readers_in, 1);
@@ -453,12 +437,12 @@ static void writer_not_starved(void)
     pthread_t t[READERS];
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     stream_arg a = {c, &stop, &readers_in, &violations, &writer_in};
     for (int i = 0; i < READERS; i++)
         pthread_create(&t[i], NULL, reader_stream, &a);
     DT_WAIT_UNTIL(atomic_load(&readers_in) > 0, 5000);
-    dlock_lock *w = open_lock(c, "hotdoc", DLOCK_WRITE);
+    dlock_lock *w = dt_lock(c, "hotdoc", DLOCK_WRITE);
     for (int round = 0; round < 3; round++) {
         CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK); /* not starved */
         atomic_store(&writer_in, 1);
@@ -506,7 +490,7 @@ static void semaphore_never_more_than_n(void)
     for (int i = 0; i < P; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
-            dlock_client *c = connect_client("?lease=1s");
+            dlock_client *c = dt_client(srv.url, "?lease=1s");
             dlock_lock *s;
             CHECK_RC(dlock_semaphore_open(c, "pool", N, 1, &s), DLOCK_OK);
             for (int k = 0; k < 40; k++) {
@@ -528,7 +512,7 @@ static void semaphore_never_more_than_n(void)
      * its lease, and the others carry on */
     pid_t victim = fork();
     if (victim == 0) {
-        dlock_client *c = connect_client("?lease=1s");
+        dlock_client *c = dt_client(srv.url, "?lease=1s");
         dlock_lock *s;
         CHECK_RC(dlock_semaphore_open(c, "pool", N, 1, &s), DLOCK_OK);
         CHECK_RC(dlock_acquire(s, 20000), DLOCK_OK);
@@ -536,7 +520,7 @@ static void semaphore_never_more_than_n(void)
         atomic_store(victim_in, 1);
         pause();
     }
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_status st;
     DT_WAIT_UNTIL(atomic_load(victim_in) == 1, 10000);
     kill(victim, SIGKILL);
@@ -558,7 +542,7 @@ static void semaphore_never_more_than_n(void)
 static void semaphore_takes_k_at_once(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_lock *a, *b, *small, *again;
     dlock_status st;
 
@@ -622,7 +606,7 @@ static void semaphore_takes_k_at_once(void)
 static void *multi_loop(void *p)
 {
     const char **names = p;
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_lock *m;
     CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
     for (int i = 0; i < 60; i++) {
@@ -653,8 +637,8 @@ static void multi_one_slot_all_or_nothing(void)
     /* names that begin with one hash tag share a slot (keys.h) */
     static const char *names[] = {"{42}:stock", "{42}:order", "{42}:stock"};
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *m, *other = open_lock(c, "{42}:order", 0);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *m, *other = dt_lock(c, "{42}:order", 0);
     dlock_status st;
 
     CHECK_RC(dlock_multi_open(c, names, 3, 0, &m), DLOCK_OK);
@@ -688,8 +672,8 @@ static void multi_rolls_back_on_timeout(void)
 {
     static const char *names[] = {"left", "right"};
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
-    dlock_lock *m, *right = open_lock(c, "right", 0);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *m, *right = dt_lock(c, "right", 0);
     dlock_status st;
 
     CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
@@ -720,7 +704,7 @@ static void multi_loss_reported(void)
 {
     static const char *names[] = {"one", "two"};
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client("?lease=600ms");
+    dlock_client *c = dt_client(srv.url, "?lease=600ms");
     dlock_lock *m;
 
     CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
@@ -750,7 +734,7 @@ typedef struct local_arg {
 static void *local_waiter(void *p)
 {
     local_arg *a = p;
-    dlock_lock *l = open_lock(a->client, "busy", 0);
+    dlock_lock *l = dt_lock(a->client, "busy", 0);
     a->rc = dlock_acquire(l, 20000);
     if (a->rc == DLOCK_OK) {
         a->order[atomic_fetch_add(a->next, 1)] = a->index;
@@ -784,9 +768,9 @@ static void local_queue_order_and_limit(void)
     local_arg a[N];
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client("?local_queue=on&max_local_waiters=3");
-    dlock_client *other = connect_client(NULL);
-    dlock_lock *holder = open_lock(other, "busy", 0), *probe = open_lock(c, "busy", 0);
+    dlock_client *c = dt_client(srv.url, "?local_queue=on&max_local_waiters=3");
+    dlock_client *other = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(other, "busy", 0), *probe = dt_lock(c, "busy", 0);
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
     long tries = 0;
     for (int i = 0; i < N; i++) {
@@ -833,10 +817,10 @@ static void stream_notices(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
     /* heartbeats every 10 s: only a notice can wake the waiter sooner */
-    dlock_client *c = connect_client("?notify=stream&waiter_lease=30s");
-    dlock_client *other = connect_client(NULL);
-    dlock_lock *holder = open_lock(other, "streamed", 0);
-    waiter_arg w = {open_lock(c, "streamed", 0), -1};
+    dlock_client *c = dt_client(srv.url, "?notify=stream&waiter_lease=30s");
+    dlock_client *other = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(other, "streamed", 0);
+    waiter_arg w = {dt_lock(c, "streamed", 0), -1};
     pthread_t t;
 
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
@@ -890,10 +874,10 @@ static void stream_notices(void)
 static void pubsub_notices(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client("?waiter_lease=30s");
-    dlock_client *other = connect_client(NULL);
-    dlock_lock *holder = open_lock(other, "published", 0);
-    waiter_arg w = {open_lock(c, "published", 0), -1};
+    dlock_client *c = dt_client(srv.url, "?waiter_lease=30s");
+    dlock_client *other = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(other, "published", 0);
+    waiter_arg w = {dt_lock(c, "published", 0), -1};
     pthread_t t;
 
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
@@ -922,10 +906,10 @@ static void pubsub_notices(void)
 static void stream_second_lock_joins(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client("?notify=stream&waiter_lease=30s");
-    dlock_client *other = connect_client(NULL);
-    dlock_lock *h1 = open_lock(other, "first", 0);
-    waiter_arg w1 = {open_lock(c, "first", 0), -1};
+    dlock_client *c = dt_client(srv.url, "?notify=stream&waiter_lease=30s");
+    dlock_client *other = dt_client(srv.url, NULL);
+    dlock_lock *h1 = dt_lock(other, "first", 0);
+    waiter_arg w1 = {dt_lock(c, "first", 0), -1};
     pthread_t t1;
     int cut = 0;
 
@@ -936,8 +920,8 @@ static void stream_second_lock_joins(void)
     for (int attempt = 0; attempt < 3 && !cut; attempt++) {
         char name[32];
         snprintf(name, sizeof name, "second-%d", attempt);
-        dlock_lock *h2 = open_lock(other, name, 0);
-        waiter_arg w2 = {open_lock(c, name, 0), -1};
+        dlock_lock *h2 = dt_lock(other, name, 0);
+        waiter_arg w2 = {dt_lock(c, name, 0), -1};
         pthread_t t2;
         CHECK_RC(dlock_acquire_for(h2, 0, 30000), DLOCK_OK);
         pthread_create(&t2, NULL, wait_long, &w2);

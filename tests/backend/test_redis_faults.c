@@ -16,29 +16,6 @@
 
 static dt_redis srv;
 
-static dlock_client *open_client(const char *options)
-{
-    char url[256];
-    dlock_client *c = NULL;
-    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
-    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    return c;
-}
-
-static dlock_lock *open_lock(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
-    return l;
-}
-
-static dlock_status status_of(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_status st;
-    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
-    return st;
-}
-
 /* ---------------------------------------------------------------- item 1 */
 
 /* A waiter frozen while the lock is handed to it, whose grant lapses and
@@ -60,8 +37,8 @@ static void frozen_waiter_ignores_stale_grant(void)
         close(go[1]);
         if (read(go[0], &word, 1) != 1)
             _exit(3);
-        dlock_client *c = open_client("?lease=1s&waiter_lease=5s");
-        dlock_lock *l = open_lock(c, "L", 0);
+        dlock_client *c = dt_client(srv.url, "?lease=1s&waiter_lease=5s");
+        dlock_lock *l = dt_lock(c, "L", 0);
         int rc = dlock_acquire(l, 30000);
         int64_t got[3] = {rc, dt_now_ms(), (int64_t) dlock_lock_fence(l)};
         dt_sleep_ms(200);
@@ -72,19 +49,19 @@ static void frozen_waiter_ignores_stale_grant(void)
     }
     close(report[1]);
     close(go[0]);
-    dlock_client *a = open_client("?lease=1s");
-    dlock_lock *la = open_lock(a, "L", 0);
+    dlock_client *a = dt_client(srv.url, "?lease=1s");
+    dlock_lock *la = dt_lock(a, "L", 0);
     CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
     CHECK(write(go[1], "g", 1) == 1);
     close(go[1]);
-    DT_WAIT_UNTIL(status_of(a, "L", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(a, "L", 0).waiters == 1, 5000);
     kill(w, SIGSTOP);
     CHECK(dt_wait_stopped(w));
     CHECK_RC(dlock_release(la), DLOCK_OK); /* handed to the frozen waiter */
-    DT_WAIT_UNTIL(status_of(a, "L", 0).held == 1, 2000);
-    DT_WAIT_UNTIL(status_of(a, "L", 0).held == 0, 5000); /* its 1 s grant lapsed */
-    dlock_client *x = open_client(NULL);
-    dlock_lock *lx = open_lock(x, "L", 0);
+    DT_WAIT_UNTIL(dt_query(a, "L", 0).held == 1, 2000);
+    DT_WAIT_UNTIL(dt_query(a, "L", 0).held == 0, 5000); /* its 1 s grant lapsed */
+    dlock_client *x = dt_client(srv.url, NULL);
+    dlock_lock *lx = dt_lock(x, "L", 0);
     CHECK_RC(dlock_acquire_for(lx, 0, 5000), DLOCK_OK);
     kill(w, SIGCONT);
     dt_sleep_ms(1500); /* the waiter would have started by now if it believed the notice */
@@ -118,9 +95,9 @@ static void count_lost(dlock_lock *l, int code, const char *why, void *arg)
 static void late_renewal_does_not_revive_shared_holds(void)
 {
     dt_redis_start(&srv, NULL);
-    dlock_client *c = open_client("?lease=1s&timeout=5s");
-    dlock_client *probe = open_client(NULL);
-    dlock_lock *reader = open_lock(c, "shared", DLOCK_READ), *sem = NULL;
+    dlock_client *c = dt_client(srv.url, "?lease=1s&timeout=5s");
+    dlock_client *probe = dt_client(srv.url, NULL);
+    dlock_lock *reader = dt_lock(c, "shared", DLOCK_READ), *sem = NULL;
     CHECK_RC(dlock_semaphore_open(c, "sem", 3, 1, &sem), DLOCK_OK);
     dlock_lock_on_lost(reader, count_lost, NULL);
     dlock_lock_on_lost(sem, count_lost, NULL);
@@ -133,10 +110,10 @@ static void late_renewal_does_not_revive_shared_holds(void)
     dt_sleep_ms(500);       /* the server-side leases are over too */
     kill(srv.pid, SIGCONT); /* the renewals sent meanwhile run now */
     dt_sleep_ms(300);
-    dlock_status st = status_of(probe, "shared", DLOCK_READ);
+    dlock_status st = dt_query(probe, "shared", DLOCK_READ);
     CHECK_INT(st.shared, ==, 0);
     CHECK_INT(st.held, ==, 0);
-    st = status_of(probe, "sem", DLOCK_SEMAPHORE);
+    st = dt_query(probe, "sem", DLOCK_SEMAPHORE);
     CHECK_INT(st.shared, ==, 0);
     CHECK_INT(st.permits_used, ==, 0);
     CHECK_RC(dlock_release(reader), DLOCK_ELOST);
@@ -157,27 +134,27 @@ static void partly_lost_shared_state_heals(void)
 {
     static const char *const lost_keys[] = {"exp", "holders"};
     dt_redis_start(&srv, NULL);
-    dlock_client *c = open_client("?lease=1s");
-    dlock_client *probe = open_client(NULL);
+    dlock_client *c = dt_client(srv.url, "?lease=1s");
+    dlock_client *probe = dt_client(srv.url, NULL);
     for (int k = 0; k < 2; k++) {
         __atomic_store_n(&lost_calls, 0, __ATOMIC_SEQ_CST);
-        dlock_lock *reader = open_lock(c, "part", DLOCK_READ), *sem = NULL;
+        dlock_lock *reader = dt_lock(c, "part", DLOCK_READ), *sem = NULL;
         CHECK_RC(dlock_semaphore_open(c, "psem", 3, 2, &sem), DLOCK_OK);
         dlock_lock_on_lost(reader, count_lost, NULL);
         dlock_lock_on_lost(sem, count_lost, NULL);
         CHECK_RC(dlock_acquire(reader, 0), DLOCK_OK);
         CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
-        CHECK_INT(status_of(probe, "psem", DLOCK_SEMAPHORE).permits_used, ==, 2);
+        CHECK_INT(dt_query(probe, "psem", DLOCK_SEMAPHORE).permits_used, ==, 2);
         dt_redis_cli(&srv, "DEL dlock:{part}:rw:%s dlock:{psem}:sem:%s", lost_keys[k],
                      lost_keys[k]);
 
-        dlock_status st = status_of(probe, "part", DLOCK_READ);
+        dlock_status st = dt_query(probe, "part", DLOCK_READ);
         CHECK_INT(st.shared, ==, 0);
-        st = status_of(probe, "psem", DLOCK_SEMAPHORE);
+        st = dt_query(probe, "psem", DLOCK_SEMAPHORE);
         CHECK_INT(st.shared, ==, 0);
         CHECK_INT(st.permits_used, ==, 0);
         /* free for others at once: every permit, and the write lock */
-        dlock_lock *all = NULL, *writer = open_lock(probe, "part", DLOCK_WRITE);
+        dlock_lock *all = NULL, *writer = dt_lock(probe, "part", DLOCK_WRITE);
         CHECK_RC(dlock_semaphore_open(probe, "psem", 3, 3, &all), DLOCK_OK);
         CHECK_RC(dlock_try_acquire(all), DLOCK_OK);
         CHECK_RC(dlock_try_acquire(writer), DLOCK_OK);
@@ -238,22 +215,22 @@ static void *wait_for_lock(void *arg)
 static void waiter_rejoins_a_lost_queue(void)
 {
     dt_redis_start(&srv, NULL);
-    dlock_client *h = open_client(NULL), *a = open_client("?waiter_lease=600ms");
-    dlock_client *others = open_client(NULL);
-    dlock_lock *holder = open_lock(h, "q", 0);
+    dlock_client *h = dt_client(srv.url, NULL), *a = dt_client(srv.url, "?waiter_lease=600ms");
+    dlock_client *others = dt_client(srv.url, NULL);
+    dlock_lock *holder = dt_lock(h, "q", 0);
     CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
-    waiter w = {open_lock(a, "q", 0), -1, 0};
+    waiter w = {dt_lock(a, "q", 0), -1, 0};
     pthread_t wt;
     CHECK(pthread_create(&wt, NULL, wait_for_lock, &w) == 0);
-    DT_WAIT_UNTIL(status_of(h, "q", 0).waiters == 1, 3000);
+    DT_WAIT_UNTIL(dt_query(h, "q", 0).waiters == 1, 3000);
     dt_redis_cli(&srv, "DEL dlock:{q}:queue");
 
     int stop = 0;
-    taker t[2] = {{open_lock(others, "q", 0), &stop}, {open_lock(others, "q", 0), &stop}};
+    taker t[2] = {{dt_lock(others, "q", 0), &stop}, {dt_lock(others, "q", 0), &stop}};
     pthread_t tt[2];
     for (int i = 0; i < 2; i++)
         CHECK(pthread_create(&tt[i], NULL, take_turns, &t[i]) == 0);
-    DT_WAIT_UNTIL(status_of(h, "q", 0).waiters >= 2, 3000);
+    DT_WAIT_UNTIL(dt_query(h, "q", 0).waiters >= 2, 3000);
     CHECK_RC(dlock_release(holder), DLOCK_OK);
     DT_WAIT_UNTIL(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST), 4000);
     CHECK_RC(w.rc, DLOCK_OK);
@@ -280,7 +257,7 @@ static uint64_t cycle(dlock_client *c, const char *name, unsigned flags)
     if (flags == DLOCK_SEMAPHORE)
         CHECK_RC(dlock_semaphore_open(c, name, 2, 1, &l), DLOCK_OK);
     else
-        l = open_lock(c, name, flags);
+        l = dt_lock(c, name, flags);
     CHECK_RC(dlock_acquire(l, 1000), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     CHECK_RC(dlock_release(l), DLOCK_OK);
@@ -294,7 +271,7 @@ static void fences_survive_a_lost_counter(void)
 {
     static const unsigned kinds[] = {0, DLOCK_FAIR, DLOCK_READ, DLOCK_WRITE, DLOCK_SEMAPHORE};
     dt_redis_start(&srv, NULL);
-    dlock_client *c = open_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
 
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         uint64_t last = 0;
@@ -339,8 +316,8 @@ static void fences_survive_a_lost_counter(void)
 static void failed_fence_leaves_nothing_held(void)
 {
     dt_redis_start(&srv, NULL);
-    dlock_client *c = open_client(NULL);
-    dlock_lock *l = open_lock(c, "broken", 0);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_lock *l = dt_lock(c, "broken", 0);
     dt_redis_cli(&srv, "HSET dlock:{broken}:fence x 1"); /* the fence fails: WRONGTYPE */
     CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
@@ -381,7 +358,7 @@ static void refused_renewals_back_off(void)
     snprintf(url, sizeof url, "redis://norenew:pw@127.0.0.1:%d?lease=3s", srv.port);
     dlock_client *c = NULL;
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    dlock_lock *l = open_lock(c, "ro", 0);
+    dlock_lock *l = dt_lock(c, "ro", 0);
     dlock_lock_on_lost(l, remember_lost, NULL);
     lost_calls = 0;
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
@@ -397,8 +374,8 @@ static void refused_renewals_back_off(void)
     dlock_client_close(c);
 
     /* the server gone: retrying costs little CPU */
-    c = open_client("?lease=3s");
-    l = open_lock(c, "down", 0);
+    c = dt_client(srv.url, "?lease=3s");
+    l = dt_lock(c, "down", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     struct rusage before, after;
     getrusage(RUSAGE_SELF, &before);
@@ -435,8 +412,8 @@ static void stream_reader_backs_off(void)
 
     dt_redis_start(&srv, NULL);
     dt_proxy_start(&proxy, srv.port, 1); /* before the clients' threads */
-    dlock_client *holder = open_client("");
-    dlock_lock *h = open_lock(holder, "s", 0);
+    dlock_client *holder = dt_client(srv.url, "");
+    dlock_lock *h = dt_lock(holder, "s", 0);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
     /* heartbeats every 10 s and no bound: only the reader dials meanwhile */
     snprintf(url, sizeof url,
@@ -444,11 +421,11 @@ static void stream_reader_backs_off(void)
              "&unreachable_wait=forever",
              proxy.ports[0]);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    dlock_lock *l = open_lock(c, "s", 0);
+    dlock_lock *l = dt_lock(c, "s", 0);
     waiter w = {.l = l};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, wait_without_budget, &w) == 0);
-    DT_WAIT_UNTIL(status_of(holder, "s", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(holder, "s", 0).waiters == 1, 5000);
     dt_redis_stop(&srv); /* the proxy stays: every dial is accepted, then reset */
     long long before = dt_proxy_accepted(&proxy, 0);
     dt_sleep_ms(WATCH_MS);

@@ -86,22 +86,6 @@ static void check_logged(const char *file, int line, int level, const char *word
 }
 #define CHECK_LOGGED(level, word, word2) check_logged(__FILE__, __LINE__, level, word, word2)
 
-static dlock_client *open_client(const dt_server *srv, const char *options)
-{
-    char url[320];
-    dlock_client *c = NULL;
-    snprintf(url, sizeof url, "%s%s", srv->url, options != NULL ? options : "");
-    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    return c;
-}
-
-static dlock_lock *open_lock(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
-    return l;
-}
-
 /* ---------------------------------------------------------------- log */
 
 /* Off by default; each level lets through what it says; nothing secret. */
@@ -121,7 +105,7 @@ static void log_levels_and_secrets(void)
     CHECK(strcmp(dlock_log_level_name(9), "") == 0);
 
     /* off: nothing */
-    dlock_lock *l = open_lock(c, "quiet", 0);
+    dlock_lock *l = dt_lock(c, "quiet", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     CHECK_INT(total_lines(), ==, 0);
@@ -173,9 +157,9 @@ static void log_renewal_failures_and_loss(void)
     dt_server srv;
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = open_client(&srv, "?lease=3s&timeout=150ms");
+    dlock_client *c = dt_client(srv.url, "?lease=3s&timeout=150ms");
     CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
-    dlock_lock *l = open_lock(c, "flaky", 0);
+    dlock_lock *l = dt_lock(c, "flaky", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
 
     dt_server_pause(&srv);
@@ -200,9 +184,9 @@ static void log_reconnect(void)
     dt_server srv;
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = open_client(&srv, "?pool=1");
+    dlock_client *c = dt_client(srv.url, "?pool=1");
     CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
-    dlock_lock *l = open_lock(c, "re", 0);
+    dlock_lock *l = dt_lock(c, "re", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     CHECK_INT(count_lines(DLOCK_LOG_INFO, "connected again", NULL), ==, 0);
@@ -236,13 +220,13 @@ static void log_handover_and_cancel(void)
     pthread_t t;
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *holder_c = open_client(&srv, NULL);
-    dlock_client *waiter_c = open_client(&srv, NULL);
+    dlock_client *holder_c = dt_client(srv.url, NULL);
+    dlock_client *waiter_c = dt_client(srv.url, NULL);
     CHECK_RC(dlock_client_set_log(waiter_c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
-    dlock_lock *holder = open_lock(holder_c, "baton", 0);
+    dlock_lock *holder = dt_lock(holder_c, "baton", 0);
     CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
 
-    waiter_arg w = {.l = open_lock(waiter_c, "baton", 0)};
+    waiter_arg w = {.l = dt_lock(waiter_c, "baton", 0)};
     atomic_init(&w.rc, -1);
     CHECK(pthread_create(&t, NULL, wait_for_lock, &w) == 0);
     DT_WAIT_UNTIL(dlock_query(holder_c, "baton", 0, &st) == DLOCK_OK && st.waiters == 1, 5000);
@@ -315,13 +299,13 @@ static void names_refused(dlock_client *c)
     }
     /* text that is not control characters is a name: accented, CJK,
      * U+00A0 (the first after the C1 block) */
-    l = open_lock(c, "caf\xc3\xa9-\xe6\x97\xa5-\xc2\xa0", 0);
+    l = dt_lock(c, "caf\xc3\xa9-\xe6\x97\xa5-\xc2\xa0", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     /* beyond U+FFFF (an emoji): a name on every store (ZooKeeper, whose
      * paths cannot hold it, has it escaped) */
-    l = open_lock(c, "lock-\xf0\x9f\x94\x92", 0);
+    l = dt_lock(c, "lock-\xf0\x9f\x94\x92", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
@@ -331,7 +315,7 @@ static void names_refused(dlock_client *c)
  * asks the store. A loss verify finds is reported like any other. */
 static void verify_against(dlock_client *c, dlock_client *op, unsigned flags, const char *name)
 {
-    dlock_lock *l = open_lock(c, name, flags);
+    dlock_lock *l = dt_lock(c, name, flags);
     int was_held = -7;
 
     CHECK_RC(dlock_lock_verify(l), DLOCK_ENOTOWNER);
@@ -364,7 +348,7 @@ static void verify_against(dlock_client *c, dlock_client *op, unsigned flags, co
 /* dlock_renew: the lock stays as renewed (or not) as it was. */
 static void renew_keeps_mode(dlock_client *c, const char *name)
 {
-    dlock_lock *l = open_lock(c, name, 0);
+    dlock_lock *l = dt_lock(c, name, 0);
 
     CHECK_RC(dlock_renew(l), DLOCK_ENOTOWNER);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
@@ -390,8 +374,8 @@ static void one_store(const char *kind)
     dt_server srv;
 
     dt_server_start(&srv, kind, 0, NULL);
-    dlock_client *c = open_client(&srv, NULL);
-    dlock_client *op = open_client(&srv, NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
+    dlock_client *op = dt_client(srv.url, NULL);
     names_refused(c);
     verify_against(c, op, 0, "verified");
     verify_against(c, op, DLOCK_WRITE, "verified-rw");
@@ -431,8 +415,8 @@ static void redis_verify_renew_details(void)
     long long pttl;
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = open_client(&srv, NULL);
-    l = open_lock(c, "fixed", 0);
+    dlock_client *c = dt_client(srv.url, NULL);
+    l = dt_lock(c, "fixed", 0);
     CHECK_RC(dlock_acquire_for(l, 0, 60000), DLOCK_OK);
     dt_server_cli(&srv, "PEXPIRE dlock:{fixed} 20000");
     CHECK_RC(dlock_lock_verify(l), DLOCK_OK);
@@ -474,7 +458,7 @@ static void redis_verify_renew_details(void)
     dlock_lock_free(m);
 
     /* unreachable: nothing known, nothing changed */
-    l = open_lock(c, "cut-off", 0);
+    l = dt_lock(c, "cut-off", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     dt_server_kill(&srv);
     CHECK_RC(dlock_lock_verify(l), DLOCK_EUNREACHABLE);

@@ -51,25 +51,11 @@ static dlock_client *client(const char *options)
     return client_at(srv.url, options);
 }
 
-static dlock_lock *lock_of(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
-    return l;
-}
-
 static dlock_lock *sem_of(dlock_client *c, const char *name, unsigned permits, unsigned take)
 {
     dlock_lock *l = NULL;
     CHECK_RC(dlock_semaphore_open(c, name, permits, take, &l), DLOCK_OK);
     return l;
-}
-
-static dlock_status query(dlock_client *c, const char *name, unsigned flags)
-{
-    dlock_status st;
-    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
-    return st;
 }
 
 /* The test's own ZooKeeper handle, to look at the tree. */
@@ -269,7 +255,7 @@ static void layout(void)
     dlock_client *c = client(NULL), *c2 = client(NULL);
     CHECK(dlock_client_caps(c) & DLOCK_CAP_SESSION);
     CHECK(strcmp(dlock_client_store(c), "ZooKeeper") == 0);
-    dlock_lock *l = lock_of(c, "jobs/nightly", 0), *l2 = lock_of(c2, "jobs/nightly", 0);
+    dlock_lock *l = dt_lock(c, "jobs/nightly", 0), *l2 = dt_lock(c2, "jobs/nightly", 0);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     CHECK_INT(children("/dlock/jobs/nightly", names, 8), ==, 1);
     CHECK(curator_name(names[0], "lock-"));
@@ -296,7 +282,7 @@ static void layout(void)
     /* another client: busy, and its node is gone again */
     CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
     CHECK_INT(count_children("/dlock/jobs/nightly"), ==, 1);
-    dlock_status qs = query(c2, "jobs/nightly", 0);
+    dlock_status qs = dt_query(c2, "jobs/nightly", 0);
     CHECK(qs.held);
     CHECK(strcmp(qs.owner, dlock_lock_token(l)) == 0);
     CHECK_INT(qs.last_fence, ==, fence);
@@ -313,7 +299,7 @@ static void layout(void)
     char url[256];
     snprintf(url, sizeof url, "zk://127.0.0.1:%d/apps/billing/", srv.port);
     dlock_client *c3 = client_at(url, NULL);
-    dlock_lock *l3 = lock_of(c3, "run", 0);
+    dlock_lock *l3 = dt_lock(c3, "run", 0);
     CHECK_RC(dlock_acquire(l3, 0), DLOCK_OK);
     CHECK_INT(children("/apps/billing/run", names, 8), ==, 1);
     CHECK(curator_name(names[0], "lock-"));
@@ -345,7 +331,7 @@ static void waiters_in_order(void)
     dt_server_start(&srv, "zookeeper", 0, "4lw.commands.whitelist=*", NULL);
     for (int i = 0; i <= N; i++) {
         cs[i] = client(NULL);
-        ls[i] = lock_of(cs[i], "q", 0);
+        ls[i] = dt_lock(cs[i], "q", 0);
     }
     CHECK_RC(dlock_acquire(ls[0], 0), DLOCK_OK);
     for (int i = 0; i < N; i++) {
@@ -353,7 +339,7 @@ static void waiters_in_order(void)
         ws[i].order = &order;
         wait_async(&ws[i], ls[i + 1], 30000);
         DT_WAIT_UNTIL(count_children("/dlock/q") == i + 2, 10000);
-        DT_WAIT_UNTIL(query(cs[0], "q", 0).waiters == (unsigned) i + 1, 5000);
+        DT_WAIT_UNTIL(dt_query(cs[0], "q", 0).waiters == (unsigned) i + 1, 5000);
     }
     /* ranked as Curator ranks them: by the sequence after the last '-' */
     int n = children("/dlock/q", names, N + 2);
@@ -406,7 +392,7 @@ static void waiter_gives_up(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL), *c3 = client(NULL);
-    dlock_lock *a = lock_of(c, "gu", 0), *b = lock_of(c2, "gu", 0), *d = lock_of(c3, "gu", 0);
+    dlock_lock *a = dt_lock(c, "gu", 0), *b = dt_lock(c2, "gu", 0), *d = dt_lock(c3, "gu", 0);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(b, 300), DLOCK_ETIMEDOUT);
@@ -453,14 +439,14 @@ static void cut_holder(void)
     dt_proxy_start(&p, srv.port, 1);
     dt_server_url_at(&srv, p.ports[0], url, sizeof url);
     dlock_client *ch = client_at(url, "?session_timeout=2s"), *cw = client(NULL);
-    dlock_lock *h = lock_of(ch, "cut", 0), *w = lock_of(cw, "cut", 0);
+    dlock_lock *h = dt_lock(ch, "cut", 0), *w = dt_lock(cw, "cut", 0);
     dlock_lock_on_lost(h, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(h);
     waiter ww;
     memset(&ww, 0, sizeof ww);
     wait_async(&ww, w, 30000);
-    DT_WAIT_UNTIL(query(cw, "cut", 0).waiters == 1, 5000);
+    DT_WAIT_UNTIL(dt_query(cw, "cut", 0).waiters == 1, 5000);
     int64_t cut_at = dt_now_ms();
     dt_proxy_set(&p, -1, DT_BLACKHOLE);
     DT_WAIT_UNTIL(atomic_load(&box.lost), 4000);
@@ -498,7 +484,7 @@ static void killed_holder(void)
     if (pid == 0) {
         close(fds[0]);
         dlock_client *c = client("?session_timeout=1500ms");
-        dlock_lock *l = lock_of(c, "kh", 0);
+        dlock_lock *l = dt_lock(c, "kh", 0);
         if (dlock_acquire(l, 10000) != DLOCK_OK)
             _exit(1);
         if (write(fds[1], "A", 1) != 1)
@@ -510,7 +496,7 @@ static void killed_holder(void)
     CHECK_INT(read_byte(fds[0], 20000), ==, 'A');
     close(fds[0]);
     dlock_client *c = client(NULL);
-    dlock_lock *l = lock_of(c, "kh", 0);
+    dlock_lock *l = dt_lock(c, "kh", 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
     int64_t t0 = dt_now_ms();
     dt_kill_reap(pid);
@@ -531,7 +517,7 @@ static void restart_keeps_holds(void)
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=30s"), *c2 = client("?session_timeout=30s");
-    dlock_lock *l = lock_of(c, "rs", 0), *l2 = lock_of(c2, "rs", 0);
+    dlock_lock *l = dt_lock(c, "rs", 0), *l2 = dt_lock(c2, "rs", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
@@ -539,7 +525,7 @@ static void restart_keeps_holds(void)
     CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
     CHECK(!atomic_load(&box.lost));
     CHECK_RC(dlock_lock_check(l), DLOCK_OK);
-    CHECK(strcmp(query(c2, "rs", 0).owner, dlock_lock_token(l)) == 0);
+    CHECK(strcmp(dt_query(c2, "rs", 0).owner, dlock_lock_token(l)) == 0);
     /* a renewal after the restart confirms the hold (renewals come every
      * 10 s; one that failed during the restart waits for the next) */
     int64_t left = dlock_lock_remaining_ms(l);
@@ -577,7 +563,7 @@ static void wipe_loses_holds(void)
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=3s");
-    dlock_lock *l = lock_of(c, "wp", 0);
+    dlock_lock *l = dt_lock(c, "wp", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     /* many writes first, so the zxids before the wipe are the larger */
     for (int i = 0; i < 50; i++) {
@@ -588,7 +574,7 @@ static void wipe_loses_holds(void)
     uint64_t fence = dlock_lock_fence(l);
     dt_server_restart(&srv, DT_KILL | DT_WIPE);
     dlock_client *c2 = client(NULL);
-    dlock_lock *l2 = lock_of(c2, "wp", 0);
+    dlock_lock *l2 = dt_lock(c2, "wp", 0);
     CHECK_RC(dlock_acquire(l2, 5000), DLOCK_OK);
     CHECK(dlock_lock_fence(l2) > fence);
     DT_WAIT_UNTIL(atomic_load(&box.lost), 10000);
@@ -613,7 +599,7 @@ static void container_vanishes(void)
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    dlock_lock *l = lock_of(c, "deep/er/x", 0), *l2 = lock_of(c2, "deep/er/x", 0);
+    dlock_lock *l = dt_lock(c, "deep/er/x", 0), *l2 = dt_lock(c2, "deep/er/x", 0);
     for (int round = 0; round < 3; round++) {
         CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
         CHECK_RC(dlock_release(l), DLOCK_OK);
@@ -652,7 +638,7 @@ static void sockets_close_on_exec(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=20s");
-    dlock_lock *l = lock_of(c, "cx", 0);
+    dlock_lock *l = dt_lock(c, "cx", 0);
     for (int round = 0; round < 2; round++) {
         /* (after the restart the wait rides out the client's reconnection
          * and a server still warming up: CI's loaded machine took > 10 s) */
@@ -685,7 +671,7 @@ static void release_unconfirmed(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
-    dlock_lock *l = lock_of(c, "ru", 0), *l2 = lock_of(c2, "ru", 0);
+    dlock_lock *l = dt_lock(c, "ru", 0), *l2 = dt_lock(c2, "ru", 0);
     CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK); /* a wait rides out a slow reply */
     dt_server_pause(&srv);
     int64_t t0 = dt_now_ms();
@@ -711,7 +697,7 @@ static void late_create_reply(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?session_timeout=20s&timeout=500ms"), *c2 = client(NULL);
-    dlock_lock *l = lock_of(c, "lc", 0), *l2 = lock_of(c2, "lc", 0);
+    dlock_lock *l = dt_lock(c, "lc", 0), *l2 = dt_lock(c2, "lc", 0);
     CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK); /* session and path made */
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dt_server_pause(&srv);
@@ -737,7 +723,7 @@ static void connect_within_deadline(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client("?timeout=500ms&connect_timeout=10s");
-    dlock_lock *l = lock_of(c, "cd", 0);
+    dlock_lock *l = dt_lock(c, "cd", 0);
     dt_server_pause(&srv);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
@@ -770,7 +756,7 @@ static void cancel_server_frozen(void)
 
     dt_server_start(&srv, "zookeeper", 0, "4lw.commands.whitelist=*", NULL);
     dlock_client *c = client(NULL), *c2 = client("?session_timeout=20s&timeout=3s");
-    dlock_lock *h = lock_of(c, "cf", 0), *w = lock_of(c2, "cf", 0);
+    dlock_lock *h = dt_lock(c, "cf", 0), *w = dt_lock(c2, "cf", 0);
     atomic_int parked = 0;
     CHECK_RC(dlock_client_set_log(c2, DLOCK_LOG_DEBUG, count_parked, &parked), DLOCK_OK);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
@@ -811,13 +797,13 @@ static void read_write(void)
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL), *c3 = client(NULL);
-    dlock_lock *r1 = lock_of(c, "rw", DLOCK_READ), *r2 = lock_of(c2, "rw", DLOCK_READ);
-    dlock_lock *w = lock_of(c3, "rw", DLOCK_WRITE), *r3 = lock_of(c3, "rw", DLOCK_READ);
+    dlock_lock *r1 = dt_lock(c, "rw", DLOCK_READ), *r2 = dt_lock(c2, "rw", DLOCK_READ);
+    dlock_lock *w = dt_lock(c3, "rw", DLOCK_WRITE), *r3 = dt_lock(c3, "rw", DLOCK_READ);
     CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
     CHECK_INT(children("/dlock/rw", names, 8), ==, 2);
     CHECK(curator_name(names[0], "__READ__") && curator_name(names[1], "__READ__"));
-    CHECK_INT(query(c, "rw", DLOCK_READ).shared, ==, 2);
+    CHECK_INT(dt_query(c, "rw", DLOCK_READ).shared, ==, 2);
     CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY);
     waiter ww;
     memset(&ww, 0, sizeof ww);
@@ -849,7 +835,7 @@ static void read_write(void)
     CHECK_INT(count_children("/dlock/rw"), ==, 0);
     /* the mutex of the same name is another lock */
     CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
-    dlock_lock *m = lock_of(c2, "rw2", 0);
+    dlock_lock *m = dt_lock(c2, "rw2", 0);
     CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
     CHECK_RC(dlock_release(m), DLOCK_OK);
     CHECK_RC(dlock_release(r1), DLOCK_OK);
@@ -872,8 +858,8 @@ static void fences_increase(void)
 {
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dlock_client *c = client(NULL), *c2 = client(NULL);
-    dlock_lock *ls[4] = {lock_of(c, "f", 0), lock_of(c2, "f", 0), lock_of(c, "f", DLOCK_FAIR),
-                         lock_of(c2, "f", DLOCK_FAIR)};
+    dlock_lock *ls[4] = {dt_lock(c, "f", 0), dt_lock(c2, "f", 0), dt_lock(c, "f", DLOCK_FAIR),
+                         dt_lock(c2, "f", DLOCK_FAIR)};
     uint64_t last = 0;
     for (int i = 0; i < 40; i++) {
         dlock_lock *l = ls[i % 4];
@@ -930,7 +916,7 @@ static void semaphore_layout(void)
     CHECK_INT(count_children("/dlock/pool/leases"), ==, 2);
     CHECK_INT(count_children("/dlock/pool/locks"), ==, 0);
     CHECK_RC(dlock_try_acquire(d), DLOCK_OK);
-    dlock_status qs = query(c, "pool", DLOCK_SEMAPHORE);
+    dlock_status qs = dt_query(c, "pool", DLOCK_SEMAPHORE);
     CHECK(qs.held);
     CHECK_INT(qs.permits_used, ==, 3);
     CHECK_INT(qs.permits, ==, 3);
@@ -942,7 +928,7 @@ static void semaphore_layout(void)
     wait_async(&wb, b, 20000);
     DT_WAIT_UNTIL(count_children("/dlock/pool/leases") == 5, 5000);
     CHECK_INT(count_children("/dlock/pool/locks"), ==, 1);
-    qs = query(c, "pool", DLOCK_SEMAPHORE);
+    qs = dt_query(c, "pool", DLOCK_SEMAPHORE);
     CHECK_INT(qs.permits_used, ==, 3);
     CHECK_INT(qs.waiters, ==, 1);
     /* one freed permit is not enough for 2 */
@@ -975,7 +961,7 @@ static void semaphore_layout(void)
     CHECK_RC(dlock_release(e), DLOCK_OK);
     /* its empty locks/ and leases/ (until the server reaps them) are no
      * holders of the mutex of that name, nor nodes force-unlock deletes */
-    qs = query(c, "pool", 0);
+    qs = dt_query(c, "pool", 0);
     CHECK_INT(qs.held, ==, 0);
     CHECK_INT(qs.waiters, ==, 0);
     CHECK_RC(dlock_force_unlock(c, "pool", 0), DLOCK_OK);
@@ -1258,40 +1244,8 @@ static void multi_late_reply(void)
             dt_fail(__FILE__, __LINE__, "'%s' is not '%s'", a_, b_);                               \
     } while (0)
 
-/* What dlock_query_holders reported, one entry per holder. */
-typedef struct holders_seen {
-    int n;
-    struct {
-        char owner[80], host[256], label[64];
-        unsigned count;
-        long pid;
-        int64_t started_ms;
-    } h[8];
-} holders_seen;
-
-static void on_holder(const dlock_holder *h, void *arg)
-{
-    holders_seen *s = arg;
-    CHECK(s->n < 8);
-    snprintf(s->h[s->n].owner, sizeof s->h[s->n].owner, "%s", h->owner);
-    snprintf(s->h[s->n].host, sizeof s->h[s->n].host, "%s", h->host);
-    snprintf(s->h[s->n].label, sizeof s->h[s->n].label, "%s", h->label);
-    s->h[s->n].count = h->count;
-    s->h[s->n].pid = h->pid;
-    s->h[s->n].started_ms = h->started_ms;
-    s->n++;
-}
-
-static holders_seen holders_of(dlock_client *c, const char *name, unsigned flags)
-{
-    holders_seen s;
-    memset(&s, 0, sizeof s);
-    CHECK_RC(dlock_query_holders(c, name, flags, on_holder, &s), DLOCK_OK);
-    return s;
-}
-
 /* Where owner is among the holders seen; fails the test if absent. */
-static int holder_at(const holders_seen *s, const char *owner)
+static int holder_at(const dt_holders *s, const char *owner)
 {
     for (int i = 0; i < s->n; i++) {
         if (strcmp(s->h[i].owner, owner) == 0)
@@ -1302,7 +1256,7 @@ static int holder_at(const holders_seen *s, const char *owner)
 }
 
 /* Checks a holder's record: this process, host, label, start time. */
-static void check_record(const holders_seen *s, int i, const char *host, const char *label,
+static void check_record(const dt_holders *s, int i, const char *host, const char *label,
                          int64_t started_ms)
 {
     CHECK_STR(s->h[i].host, host);
@@ -1328,7 +1282,7 @@ static void owner_record(void)
 {
     char host[256], data[1024], want[512], names[8][128], path[512];
     struct Stat st;
-    holders_seen hs;
+    dt_holders hs;
 
     dt_server_start(&srv, "zookeeper", 0, NULL);
     CHECK_INT(gethostname(host, sizeof host), ==, 0);
@@ -1337,8 +1291,8 @@ static void owner_record(void)
     int64_t t1 = wall_ms();
 
     /* a mutex: its node, its holder, a waiter that is none */
-    dlock_lock *m = lock_of(c, "who/m", 0), *m2 = lock_of(c2, "who/m", 0);
-    CHECK_INT(holders_of(c2, "who/m", 0).n, ==, 0);
+    dlock_lock *m = dt_lock(c, "who/m", 0), *m2 = dt_lock(c2, "who/m", 0);
+    CHECK_INT(dt_query_holders(c2, "who/m", 0).n, ==, 0);
     CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
     CHECK_INT(children("/dlock/who/m", names, 8), ==, 1);
     snprintf(path, sizeof path, "/dlock/who/m/%s", names[0]);
@@ -1349,12 +1303,12 @@ static void owner_record(void)
     int64_t started = strtoll(data + strlen(want), &end, 10);
     CHECK(started >= t0 && started <= t1);
     CHECK_STR(end, " nightly billing");
-    CHECK_STR(query(c2, "who/m", 0).owner, dlock_lock_token(m));
+    CHECK_STR(dt_query(c2, "who/m", 0).owner, dlock_lock_token(m));
     waiter wm;
     memset(&wm, 0, sizeof wm);
     wait_async(&wm, m2, 20000);
     DT_WAIT_UNTIL(count_children("/dlock/who/m") == 2, 5000);
-    hs = holders_of(c2, "who/m", 0);
+    hs = dt_query_holders(c2, "who/m", 0);
     CHECK_INT(hs.n, ==, 1);
     CHECK_STR(hs.h[0].owner, dlock_lock_token(m));
     CHECK_INT(hs.h[0].count, ==, 1);
@@ -1362,32 +1316,32 @@ static void owner_record(void)
     CHECK_RC(dlock_release(m), DLOCK_OK);
     join(&wm);
     CHECK_RC(wm.rc, DLOCK_OK);
-    hs = holders_of(c, "who/m", 0);
+    hs = dt_query_holders(c, "who/m", 0);
     CHECK_INT(hs.n, ==, 1);
     CHECK_STR(hs.h[0].owner, dlock_lock_token(m2));
     CHECK_STR(hs.h[0].label, "");
     CHECK_STR(hs.h[0].host, host);
     CHECK_RC(dlock_release(m2), DLOCK_OK);
-    CHECK_INT(holders_of(c, "who/m", 0).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "who/m", 0).n, ==, 0);
 
     /* a writer; then readers: one owner with two read holds, another with one */
-    dlock_lock *w = lock_of(c, "who/rw", DLOCK_WRITE);
+    dlock_lock *w = dt_lock(c, "who/rw", DLOCK_WRITE);
     CHECK_RC(dlock_acquire(w, 0), DLOCK_OK);
-    hs = holders_of(c2, "who/rw", DLOCK_READ);
+    hs = dt_query_holders(c2, "who/rw", DLOCK_READ);
     CHECK_INT(hs.n, ==, 1);
     CHECK_STR(hs.h[0].owner, dlock_lock_token(w));
     CHECK_INT(hs.h[0].count, ==, 1);
     check_record(&hs, 0, host, "nightly billing", started);
-    CHECK_STR(query(c2, "who/rw", DLOCK_WRITE).owner, dlock_lock_token(w));
+    CHECK_STR(dt_query(c2, "who/rw", DLOCK_WRITE).owner, dlock_lock_token(w));
     CHECK_RC(dlock_release(w), DLOCK_OK);
-    dlock_lock *r1 = lock_of(c, "who/rw", DLOCK_READ), *r1b = NULL,
-               *r2 = lock_of(c2, "who/rw", DLOCK_READ);
+    dlock_lock *r1 = dt_lock(c, "who/rw", DLOCK_READ), *r1b = NULL,
+               *r2 = dt_lock(c2, "who/rw", DLOCK_READ);
     CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r1b), DLOCK_OK);
     CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r1b, 0), DLOCK_OK);
     CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
     CHECK_INT(count_children("/dlock/who/rw"), ==, 3);
-    hs = holders_of(c2, "who/rw", DLOCK_WRITE);
+    hs = dt_query_holders(c2, "who/rw", DLOCK_WRITE);
     CHECK_INT(hs.n, ==, 2);
     int i1 = holder_at(&hs, dlock_lock_token(r1)), i2 = holder_at(&hs, dlock_lock_token(r2));
     CHECK_INT(hs.h[i1].count, ==, 2);
@@ -1397,7 +1351,7 @@ static void owner_record(void)
     CHECK_RC(dlock_release(r1), DLOCK_OK);
     CHECK_RC(dlock_release(r1b), DLOCK_OK);
     CHECK_RC(dlock_release(r2), DLOCK_OK);
-    CHECK_INT(holders_of(c, "who/rw", DLOCK_READ).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "who/rw", DLOCK_READ).n, ==, 0);
 
     /* a semaphore of 3: holders with their permits */
     dlock_lock *s1 = sem_of(c, "who/pool", 3, 2), *s2 = sem_of(c2, "who/pool", 3, 1),
@@ -1415,7 +1369,7 @@ static void owner_record(void)
         found += strcmp(data, want) == 0;
     }
     CHECK_INT(found, ==, 2);
-    hs = holders_of(c, "who/pool", DLOCK_SEMAPHORE);
+    hs = dt_query_holders(c, "who/pool", DLOCK_SEMAPHORE);
     CHECK_INT(hs.n, ==, 2);
     i1 = holder_at(&hs, dlock_lock_token(s1));
     i2 = holder_at(&hs, dlock_lock_token(s2));
@@ -1428,18 +1382,18 @@ static void owner_record(void)
     memset(&ws, 0, sizeof ws);
     wait_async(&ws, s3, 20000);
     DT_WAIT_UNTIL(count_children("/dlock/who/pool/leases") == 5, 5000);
-    hs = holders_of(c, "who/pool", DLOCK_SEMAPHORE);
+    hs = dt_query_holders(c, "who/pool", DLOCK_SEMAPHORE);
     CHECK_INT(hs.n, ==, 2);
     CHECK_RC(dlock_release(s1), DLOCK_OK);
     join(&ws);
     CHECK_RC(ws.rc, DLOCK_OK);
-    hs = holders_of(c, "who/pool", DLOCK_SEMAPHORE);
+    hs = dt_query_holders(c, "who/pool", DLOCK_SEMAPHORE);
     CHECK_INT(hs.n, ==, 2);
     CHECK_INT(hs.h[holder_at(&hs, dlock_lock_token(s3))].count, ==, 2);
     CHECK_INT(hs.h[holder_at(&hs, dlock_lock_token(s2))].count, ==, 1);
     CHECK_RC(dlock_release(s2), DLOCK_OK);
     CHECK_RC(dlock_release(s3), DLOCK_OK);
-    CHECK_INT(holders_of(c, "who/pool", DLOCK_SEMAPHORE).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "who/pool", DLOCK_SEMAPHORE).n, ==, 0);
 
     dlock_lock_free(m);
     dlock_lock_free(m2);
@@ -1487,7 +1441,7 @@ static void foreign_holder(void)
     make_node("/dlock");
     make_node("/dlock/peer");
     peer_node("/dlock/peer", "lock-", made, sizeof made);
-    holders_seen hs = holders_of(c, "peer", 0);
+    dt_holders hs = dt_query_holders(c, "peer", 0);
     CHECK_INT(hs.n, ==, 1);
     CHECK_STR(hs.h[0].owner, "10.1.2.3");
     CHECK_INT(hs.h[0].count, ==, 1);
@@ -1495,8 +1449,8 @@ static void foreign_holder(void)
     CHECK_INT(hs.h[0].pid, ==, 0);
     CHECK_INT(hs.h[0].started_ms, ==, 0);
     CHECK_STR(hs.h[0].label, "");
-    CHECK_STR(query(c, "peer", 0).owner, "10.1.2.3");
-    dlock_lock *l = lock_of(c, "peer", 0);
+    CHECK_STR(dt_query(c, "peer", 0).owner, "10.1.2.3");
+    dlock_lock *l = dt_lock(c, "peer", 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
 
     /* Curator's semaphore leases */
@@ -1505,21 +1459,21 @@ static void foreign_holder(void)
     make_node("/dlock/peerpool/leases");
     peer_node("/dlock/peerpool/leases", "lease-", lease1, sizeof lease1);
     peer_node("/dlock/peerpool/leases", "lease-", lease2, sizeof lease2);
-    hs = holders_of(c, "peerpool", DLOCK_SEMAPHORE);
+    hs = dt_query_holders(c, "peerpool", DLOCK_SEMAPHORE);
     CHECK_INT(hs.n, ==, 2);
     for (int i = 0; i < 2; i++) {
         CHECK_STR(hs.h[i].owner, "10.1.2.3");
         CHECK_INT(hs.h[i].count, ==, 1);
         CHECK_STR(hs.h[i].host, "");
     }
-    dlock_status st = query(c, "peerpool", DLOCK_SEMAPHORE);
+    dlock_status st = dt_query(c, "peerpool", DLOCK_SEMAPHORE);
     CHECK_INT(st.permits_used, ==, 2);
     CHECK_INT(st.shared, ==, 2);
 
     CHECK_INT(zoo_delete(zh, made, -1), ==, ZOK);
     CHECK_INT(zoo_delete(zh, lease1, -1), ==, ZOK);
-    CHECK_INT(holders_of(c, "peer", 0).n, ==, 0);
-    CHECK_INT(holders_of(c, "peerpool", DLOCK_SEMAPHORE).n, ==, 1);
+    CHECK_INT(dt_query_holders(c, "peer", 0).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "peerpool", DLOCK_SEMAPHORE).n, ==, 1);
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
@@ -1578,10 +1532,10 @@ static void list_locks(void)
     dlock_client *c = client(NULL), *c2 = client(NULL);
     CHECK(dlock_client_caps(c) & DLOCK_CAP_LIST);
     CHECK_STR(list_of(c, ""), ""); /* not even the base yet */
-    dlock_lock *abc = lock_of(c, "a/b/c", 0), *abc2 = lock_of(c2, "a/b/c", 0),
-               *abb = lock_of(c, "a/bb", 0), *ab = lock_of(c, "ab", 0),
-               *abr = lock_of(c, "ab", DLOCK_READ), *rw = lock_of(c, "a/rw", DLOCK_READ),
-               *gone = lock_of(c, "a/gone", 0), *pool = sem_of(c, "a/b/pool", 2, 1);
+    dlock_lock *abc = dt_lock(c, "a/b/c", 0), *abc2 = dt_lock(c2, "a/b/c", 0),
+               *abb = dt_lock(c, "a/bb", 0), *ab = dt_lock(c, "ab", 0),
+               *abr = dt_lock(c, "ab", DLOCK_READ), *rw = dt_lock(c, "a/rw", DLOCK_READ),
+               *gone = dt_lock(c, "a/gone", 0), *pool = sem_of(c, "a/b/pool", 2, 1);
     dlock_lock *held[] = {abc, abb, ab, rw, pool, gone};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
         CHECK_RC(dlock_acquire(held[i], 0), DLOCK_OK);
@@ -1671,7 +1625,7 @@ static void bad_input(void)
     /* nobody listening: unreachable within the connect timeout */
     snprintf(url, sizeof url, "zk://127.0.0.1:%d?connect_timeout=500ms&timeout=1s", dt_free_port());
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    l = lock_of(c, "x", 0);
+    l = dt_lock(c, "x", 0);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(l, 0), DLOCK_EUNREACHABLE);
     CHECK(dt_now_ms() - t0 < 1500);

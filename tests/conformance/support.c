@@ -103,16 +103,12 @@ dlock_client *ct_client_at(int port, const char *options)
 
 dlock_lock *ct_lock(dlock_client *c, const char *name, unsigned flags)
 {
-    dlock_lock *l = NULL;
-    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
-    return l;
+    return dt_lock(c, name, flags);
 }
 
 dlock_status ct_query(dlock_client *c, const char *name, unsigned flags)
 {
-    dlock_status st;
-    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
-    return st;
+    return dt_query(c, name, flags);
 }
 
 unsigned ct_waiters(dlock_client *c, const char *name, unsigned flags)

@@ -16,15 +16,6 @@
 
 static dt_server srv;
 
-static dlock_client *connect_client(const char *options)
-{
-    char url[256];
-    dlock_client *c = NULL;
-    snprintf(url, sizeof url, "%s%s", srv.url, options != NULL ? options : "");
-    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
-    return c;
-}
-
 /* A counter in a file, read, incremented and written back non-atomically:
  * without mutual exclusion, updates are lost. */
 static long read_counter(const char *path)
@@ -59,7 +50,7 @@ static void exclusion_run(unsigned flags, int fixed_lease)
     for (int p = 0; p < PROCS; p++) {
         pids[p] = fork();
         if (pids[p] == 0) {
-            dlock_client *c = connect_client(NULL);
+            dlock_client *c = dt_client(srv.url, NULL);
             dlock_lock *l;
             CHECK_RC(dlock_lock_open(c, "counter", flags, &l), DLOCK_OK);
             for (int i = 0; i < ITERS; i++) {
@@ -131,7 +122,7 @@ static void exclusion_across_threads(void)
     dt_server_start(&srv, "redis", 0, NULL);
     snprintf(path, sizeof path, "%s/counter", srv.dir);
     write_counter(path, 0);
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     thread_arg a = {c, path, ITERS};
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, thread_body, &a);
@@ -163,7 +154,7 @@ static pid_t spawn_holder(const char *name, const char *options, int *read_end)
     if (pid == 0) {
         close(fds[0]);
         report_fd = fds[1];
-        dlock_client *c = connect_client(options);
+        dlock_client *c = dt_client(srv.url, options);
         dlock_lock *l;
         char line[64];
         CHECK_RC(dlock_lock_open(c, name, 0, &l), DLOCK_OK);
@@ -219,7 +210,7 @@ static void killed_holder_frees_within_lease(void)
     CHECK(line[0] == 'H');
     unsigned long long first = strtoull(line + 2, NULL, 10);
 
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_lock *l;
     CHECK_RC(dlock_lock_open(c, "crash", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
@@ -248,7 +239,7 @@ static void frozen_holder_is_told_and_fenced_out(void)
 
     kill(child, SIGSTOP); /* a GC pause, a VM migration... */
     CHECK(dt_wait_stopped(child));
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_lock *l;
     CHECK_RC(dlock_lock_open(c, "frozen", 0, &l), DLOCK_OK);
     CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
@@ -280,14 +271,14 @@ static void killed_waiter_does_not_stall_queue(void)
      * queues behind the holder, then dies. */
     pid_t child = fork();
     if (child == 0) {
-        dlock_client *cc = connect_client("?waiter_lease=300ms");
+        dlock_client *cc = dt_client(srv.url, "?waiter_lease=300ms");
         dlock_lock *w;
         CHECK_RC(dlock_lock_open(cc, "queue", 0, &w), DLOCK_OK);
         DT_WAIT_UNTIL(dlock_query(cc, "queue", 0, &st) == DLOCK_OK && st.held, 5000);
         dlock_acquire(w, 60000);
         _exit(0);
     }
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_lock *holder, *later;
     CHECK_RC(dlock_lock_open(c, "queue", 0, &holder), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "queue", 0, &later), DLOCK_OK);
@@ -333,7 +324,7 @@ static void subscriber_connection_killed(void)
     waiter_arg w[N];
 
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL), *holder_client = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL), *holder_client = dt_client(srv.url, NULL);
     dlock_lock *holder;
     CHECK_RC(dlock_lock_open(holder_client, "notified", 0, &holder), DLOCK_OK);
     CHECK_RC(dlock_acquire_for(holder, 0, 30000), DLOCK_OK);
@@ -373,7 +364,7 @@ static void slow_lost(dlock_lock *l, int code, const char *why, void *arg)
 static void no_callback_after_the_loss_was_returned(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client(NULL);
+    dlock_client *c = dt_client(srv.url, NULL);
     dlock_lock *l = NULL;
     CHECK_RC(dlock_lock_open(c, "told", 0, &l), DLOCK_OK);
     dlock_lock_on_lost(l, slow_lost, NULL);
@@ -404,7 +395,7 @@ static void count_spurious(dlock_lock *l, int code, const char *why, void *arg)
 static void release_racing_a_renewal_is_no_loss(void)
 {
     dt_server_start(&srv, "redis", 0, NULL);
-    dlock_client *c = connect_client("?lease=90ms");
+    dlock_client *c = dt_client(srv.url, "?lease=90ms");
     dlock_lock *l = NULL;
     CHECK_RC(dlock_lock_open(c, "race", 0, &l), DLOCK_OK);
     dlock_lock_on_lost(l, count_spurious, NULL);

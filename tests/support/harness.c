@@ -295,3 +295,49 @@ int dt_run(int argc, char **argv, const dt_test *tests, size_t n)
     printf("%d/%d passed\n", ran - failed, ran);
     return failed ? 1 : 0;
 }
+
+/* ---------------------------------------------------------------- set-up */
+
+dlock_client *dt_client(const char *url, const char *options)
+{
+    char full[1024];
+    dlock_client *c = NULL;
+    snprintf(full, sizeof full, "%s%s", url, options != NULL ? options : "");
+    CHECK_RC(dlock_client_open(full, &c), DLOCK_OK);
+    return c;
+}
+
+dlock_lock *dt_lock(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, name, flags, &l), DLOCK_OK);
+    return l;
+}
+
+dlock_status dt_query(dlock_client *c, const char *name, unsigned flags)
+{
+    dlock_status st;
+    CHECK_RC(dlock_query(c, name, flags, &st), DLOCK_OK);
+    return st;
+}
+
+static void on_holder(const dlock_holder *h, void *arg)
+{
+    dt_holders *s = arg;
+    CHECK(s->n < 8);
+    snprintf(s->h[s->n].owner, sizeof s->h[s->n].owner, "%s", h->owner);
+    snprintf(s->h[s->n].host, sizeof s->h[s->n].host, "%s", h->host);
+    snprintf(s->h[s->n].label, sizeof s->h[s->n].label, "%s", h->label);
+    s->h[s->n].count = h->count;
+    s->h[s->n].pid = h->pid;
+    s->h[s->n].started_ms = h->started_ms;
+    s->n++;
+}
+
+dt_holders dt_query_holders(dlock_client *c, const char *name, unsigned flags)
+{
+    dt_holders s;
+    memset(&s, 0, sizeof s);
+    CHECK_RC(dlock_query_holders(c, name, flags, on_holder, &s), DLOCK_OK);
+    return s;
+}

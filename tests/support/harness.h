@@ -102,6 +102,25 @@ typedef struct dt_lost_box {
 } dt_lost_box;
 void dt_on_lost(dlock_lock *l, int code, const char *why, void *arg);
 
+/* Checked calls of the public API for a test's set-up: a failure fails the
+ * test. dt_client opens url with options appended ("?lease=1s"; NULL:
+ * none). */
+dlock_client *dt_client(const char *url, const char *options);
+dlock_lock *dt_lock(dlock_client *c, const char *name, unsigned flags);
+dlock_status dt_query(dlock_client *c, const char *name, unsigned flags);
+
+/* What dlock_query_holders reported, one entry per holder (8 at most). */
+typedef struct dt_holders {
+    int n;
+    struct {
+        char owner[128], host[256], label[64];
+        unsigned count;
+        long pid;
+        int64_t started_ms;
+    } h[8];
+} dt_holders;
+dt_holders dt_query_holders(dlock_client *c, const char *name, unsigned flags);
+
 /* Path of a built program (bin/dlock, test helpers) from the DT_BIN_DIR
  * environment variable or the build's default. */
 const char *dt_bin(const char *name);
