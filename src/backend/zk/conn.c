@@ -1,36 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* conn.c - a ZooKeeper session and its requests. See conn.h.
  *
- * Lifetimes. The core's session (dlock__session) keeps a reference to the
- * connection as its data, so that the renewal thread may use the connection
- * as long as it may see the session; the connection holds the store's
- * reference to the session until it ends. A connection ends its session when
- * ZooKeeper says it expired, when authentication fails, or when it is killed
- * (the core gave up on it, or the store closes). Its handle is closed when
- * it is killed, when ZooKeeper says the session is over, or when the last
- * reference goes; the connection itself is freed once its handle is closed
- * and no reference is left, whichever comes last.
- *
- * Closing (the handle's own completion thread does it). zookeeper_close()
- * completes the requests still in flight with ZCLOSING, but in
- * libzookeeper_mt 3.8 only those its completion thread still finds: it
- * sets close_requested, on which that thread stops looking, before it
- * queues them, and the I/O thread may queue more (a reply, a session event)
- * until it is joined; destroy() in the multi-threaded build processes no
- * completions, so whatever is queued after the completion thread's last
- * look is never called nor freed, and a request of ours among them leaks
- * with its connection. Called from a callback on the completion thread,
- * zookeeper_close() instead joins the I/O thread and returns; the
- * completion thread then goes on with its queue, which holds everything
- * there will ever be, calls each completion (ZCLOSING for those still
- * waiting), and frees the handle as it ends (sending the server the close
- * first, waiting up to 4.5 s for a server that does not answer). To get
- * onto that thread, closing sends one request (exists "/") whose
- * completion closes: it comes within a round trip, or when the library
- * gives up on the connection (2/3 of the session timeout at most); on a
- * session that is over (no request can be sent), the session event that
- * says so closes. The completion thread's end (a thread-specific value's
- * destructor) tells that no callback of the handle runs any more.
+ * The end of a connection (its lifetime, the close sequence) is close.c's;
+ * the nodes it still has to delete are orphans.c's; conn_int.h is what the
+ * three files share.
  *
  * Opening. zookeeper_init returns at once; the session is established by
  * the client library's I/O thread. Callers wait for it (dlock__zconn_ready)
@@ -43,26 +16,10 @@
  * token; the watcher posts a recheck for it on the board. ZooKeeper calls a
  * watcher once for its node event, and also for session events; a context is
  * freed after its node event, after the session's end, or with the
- * connection.
- *
- * Orphans. A node of ours that nobody holds or waits with any more must not
- * outlive the attempt that made it while the session lives, or it blocks
- * everyone behind it for as long as the client runs. Two kinds are kept on
- * the connection's orphan list and retried, from ZooKeeper's completion
- * thread, after every reconnect and whenever the store kicks it (each
- * renewal, each attempt), until ZooKeeper answers:
- *   - a node whose delete was not confirmed: deleted again;
- *   - a create whose outcome the caller never learned (no reply by its
- *     deadline, or the connection lost): if its reply comes later with the
- *     node's name, that node is deleted; if the connection was lost, the
- *     node may exist or not, so the directory is listed and every child
- *     named with the create's fresh uuid is deleted (Curator's protection
- *     mode; the listing is repeated once later, for a server that had not
- *     applied the create yet).
- * Requests given up on and replies that come late are thereby harmless in
- * any order. */
+ * connection. */
 #define _GNU_SOURCE
 #include "conn.h"
+#include "conn_int.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
@@ -84,65 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_PORTS 16
-
 #define PROBE_AFTER_US 100000 /* no session this long after the start: ask why (probe) */
-
-#define MAX_ORPHANS     4096
-#define SEARCH_AGAIN_US 200000 /* the second listing for a lost create, at the earliest */
-
-typedef struct zwatch {
-    struct zwatch *prev, *next;
-    dlock__zconn *conn;
-    char token[72];
-} zwatch;
-
-/* A node to delete, or (uuid set) a directory to search for a lost create's
- * node. */
-typedef struct orphan {
-    struct orphan *next;
-    dlock__zconn *conn;
-    char *path;
-    char uuid[37];
-    int busy;           /* a request for it is in flight */
-    int searches;       /* listings that found nothing */
-    int64_t not_before; /* a search: not again before */
-} orphan;
-
-/* CONNECTING: zookeeper_init called; CONNECTED: the library says so;
- * READY: the round trip succeeded and the core's session started. */
-enum { CONNECTING, CONNECTED, READY, DEAD };
-
-struct dlock__zconn {
-    _Atomic int refs;
-    pthread_rwlock_t use; /* readers: calls on zh; writer: taking it to close */
-    zhandle_t *zh;        /* for requests; NULL once being closed */
-    zhandle_t *close_zh;  /* (under use) being closed, by whichever callback comes first */
-    pthread_mutex_t mu;   /* state, why, watches */
-    pthread_cond_t cv;    /* state changes */
-    int state;
-    int auth_failed;
-    int probing; /* a caller makes the first round trip */
-    int asking;  /* a caller probes the hosts (probe_hosts) */
-    int closed;  /* the handle is closed: no callback of it runs any more */
-    int doomed;  /* no reference is left: freed once closed */
-    int64_t id;
-    int64_t timeout_ms;      /* negotiated */
-    int64_t opened;          /* when zookeeper_init was called */
-    int64_t connect_until;   /* dead if not READY by then */
-    int auth;                /* credentials were given */
-    dlock__session *session; /* the store's reference, until it ends */
-    dlock__sessions *sessions;
-    dlock__board *board;
-    char label[256];
-    char why[200];
-    char hosts[1024]; /* "h1:p1,[v6]:p2", for probe_hosts */
-    int ports[MAX_PORTS];
-    size_t nports;
-    zwatch watches; /* sentinel */
-    orphan *orphans;
-    int norphans;
-};
 
 struct dlock__zreq {
     pthread_mutex_t mu;
@@ -162,196 +61,7 @@ struct dlock__zreq {
     int nstrings;
 };
 
-/* ---------------------------------------------------------------- closing */
-
-/* Frees c: its handle is closed and no reference is left. */
-static void destroy(dlock__zconn *c)
-{
-    while (c->orphans != NULL) {
-        orphan *o = c->orphans;
-        c->orphans = o->next;
-        free(o->path);
-        free(o);
-    }
-    while (c->watches.next != &c->watches) {
-        zwatch *w = c->watches.next;
-        w->next->prev = w->prev;
-        w->prev->next = w->next;
-        free(w);
-    }
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
-    pthread_rwlock_destroy(&c->use);
-    free(c);
-}
-
-/* The handle is gone: no callback of it runs any more. c goes too if no
- * reference is left; nothing of c is touched afterwards. */
-static void handle_gone(dlock__zconn *c)
-{
-    pthread_mutex_lock(&c->mu);
-    c->closed = 1;
-    int doomed = c->doomed;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    if (doomed)
-        destroy(c);
-}
-
-/* Set on a completion thread that closed its handle: its end is the
- * handle's. */
-static pthread_key_t gone_key;
-static int gone_key_made;
-static pthread_once_t gone_once = PTHREAD_ONCE_INIT;
-
-static void thread_gone(void *c)
-{
-    handle_gone(c);
-}
-
-static void make_gone_key(void)
-{
-    gone_key_made = pthread_key_create(&gone_key, thread_gone) == 0;
-}
-
-typedef struct closer {
-    dlock__zconn *conn;
-    zhandle_t *zh;
-} closer;
-
-static void *closer_main(void *arg)
-{
-    closer *k = arg;
-    zookeeper_close(k->zh); /* no callback of it runs after this */
-    handle_gone(k->conn);
-    free(k);
-    return NULL;
-}
-
-/* The last resort, when zh cannot be closed from its completion thread (no
- * memory): zookeeper_close() on a thread of its own, which may leave a
- * completion behind (see the design note). With no thread to spare either,
- * zh is closed here and c is never freed: a callback of it may still come. */
-static void close_elsewhere(dlock__zconn *c, zhandle_t *zh)
-{
-    closer *k = malloc(sizeof *k);
-    pthread_attr_t attr;
-    pthread_t t;
-    sigset_t all, old;
-    int err = ENOMEM;
-
-    if (k != NULL) {
-        k->conn = c;
-        k->zh = zh;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        err = pthread_create(&t, &attr, closer_main, k);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    if (err != 0) {
-        free(k);
-        zookeeper_close(zh);
-    }
-}
-
-/* On c's completion thread (a callback of its handle): closes the handle c
- * still has, if nobody has yet. */
-static void close_here(dlock__zconn *c)
-{
-    pthread_rwlock_wrlock(&c->use);
-    zhandle_t *zh = c->zh != NULL ? c->zh : c->close_zh;
-    c->zh = NULL;
-    c->close_zh = NULL;
-    pthread_rwlock_unlock(&c->use);
-    if (zh == NULL)
-        return;
-    pthread_once(&gone_once, make_gone_key);
-    if (!gone_key_made || pthread_setspecific(gone_key, c) != 0) {
-        close_elsewhere(c, zh);
-        return;
-    }
-    /* Returns once the I/O thread is joined; this thread then completes
-     * what is queued, frees the handle and ends (thread_gone). */
-    zookeeper_close(zh);
-}
-
-static void on_close_reply(int rc, const struct Stat *stat, const void *data)
-{
-    (void) rc, (void) stat;
-    close_here((dlock__zconn *) data);
-}
-
-/* Starts closing c's handle (once) and returns at once; safe on any thread.
- * No request of ours is sent on it any more. */
-static void begin_close(dlock__zconn *c)
-{
-    pthread_rwlock_wrlock(&c->use);
-    zhandle_t *zh = c->zh;
-    c->zh = NULL;
-    if (zh != NULL) {
-        c->close_zh = zh;
-        int zrc = zoo_aexists(zh, "/", 0, on_close_reply, c);
-        /* ZINVALIDSTATE: the session is over, and the event saying so
-         * comes (or came: then it found c->zh) on the completion thread,
-         * which closes (session_watcher) */
-        if (zrc == ZOK || zrc == ZINVALIDSTATE)
-            zh = NULL;
-        else
-            c->close_zh = NULL;
-    }
-    pthread_rwlock_unlock(&c->use);
-    if (zh != NULL)
-        close_elsewhere(c, zh);
-}
-
-void dlock__zconn_ref(dlock__zconn *c)
-{
-    atomic_fetch_add(&c->refs, 1);
-}
-
-/* Drops a reference from anywhere, ZooKeeper's threads included: the last
- * one closes the handle, and c goes once it is closed. */
-void dlock__zconn_unref(dlock__zconn *c)
-{
-    if (c == NULL || atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    begin_close(c); /* before doomed: until then nothing frees c */
-    pthread_mutex_lock(&c->mu);
-    c->doomed = 1;
-    int closed = c->closed;
-    pthread_mutex_unlock(&c->mu);
-    if (closed)
-        destroy(c);
-}
-
 /* ---------------------------------------------------------------- session */
-
-/* With mu held: the connection is dead; its session ends (once). */
-static void die_locked(dlock__zconn *c, const char *why)
-{
-    if (c->state == DEAD)
-        return;
-    c->state = DEAD;
-    snprintf(c->why, sizeof c->why, "%s", why);
-    pthread_cond_broadcast(&c->cv);
-}
-
-static void end_session(dlock__zconn *c, const char *why)
-{
-    pthread_mutex_lock(&c->mu);
-    dlock__session *s = c->session;
-    c->session = NULL;
-    die_locked(c, why);
-    pthread_mutex_unlock(&c->mu);
-    if (s != NULL) {
-        char text[300];
-        snprintf(text, sizeof text, "%s: %s", c->label, why);
-        dlock__session_end(s, text);
-    }
-}
 
 /* Adds to inodes the sockets in `table` (/proc/self/net/tcp or tcp6)
  * whose remote port is one of c's. */
@@ -419,8 +129,6 @@ static void close_on_exec(const dlock__zconn *c)
     closedir(d);
 }
 
-static void orphans_kick(dlock__zconn *c);
-
 /* Wakes token's waiter (NULL: every waiter) to look again. The board is the
  * client's: a handle closed in the background may still call its watchers
  * after the client is gone, so the board is used under mu, and forgotten
@@ -459,18 +167,18 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
             pthread_cond_broadcast(&c->cv);
         }
         pthread_mutex_unlock(&c->mu);
-        orphans_kick(c); /* what failed while the connection was down */
+        dlock__zconn_kick(c); /* what failed while the connection was down */
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
-        end_session(c, "the ZooKeeper session expired");
-        recheck(c, NULL); /* waiters: their nodes are gone */
-        close_here(c);    /* the handle is of no use any more */
+        dlock__zk_end_session(c, "the ZooKeeper session expired");
+        recheck(c, NULL);        /* waiters: their nodes are gone */
+        dlock__zk_close_here(c); /* the handle is of no use any more */
     } else if (state == ZOO_AUTH_FAILED_STATE) {
         pthread_mutex_lock(&c->mu);
         c->auth_failed = 1;
         pthread_mutex_unlock(&c->mu);
-        end_session(c, "authentication failed");
+        dlock__zk_end_session(c, "authentication failed");
         recheck(c, NULL);
-        close_here(c);
+        dlock__zk_close_here(c);
     }
 }
 
@@ -635,7 +343,7 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
 
 fail:
     pthread_mutex_lock(&c->mu);
-    die_locked(c, "could not connect");
+    dlock__zk_die_locked(c, "could not connect");
     c->closed = c->zh == NULL; /* else it is closed as the reference goes */
     pthread_mutex_unlock(&c->mu);
     dlock__zconn_unref(c);
@@ -671,7 +379,7 @@ static int first_round_trip(dlock__zconn *c, int64_t until)
     int64_t timeout_ms = c->timeout_ms;
     pthread_mutex_unlock(&c->mu);
     if (auth_failed) {
-        end_session(c, "authentication failed");
+        dlock__zk_end_session(c, "authentication failed");
         pthread_mutex_lock(&c->mu);
         c->auth_failed = 1;
         pthread_mutex_unlock(&c->mu);
@@ -758,7 +466,7 @@ int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
     }
     int state = c->state, auth_failed = c->auth_failed;
     if (state != READY && state != DEAD && dlock__now_us() >= c->connect_until)
-        die_locked(c, "no session within the connect timeout");
+        dlock__zk_die_locked(c, "no session within the connect timeout");
     pthread_mutex_unlock(&c->mu);
     if (state == READY)
         return DLOCK_OK;
@@ -798,13 +506,13 @@ int dlock__zconn_dead(dlock__zconn *c)
 
 void dlock__zconn_kill(dlock__zconn *c, const char *why)
 {
-    end_session(c, why);
+    dlock__zk_end_session(c, why);
     /* Its waiters' nodes go with it, and no watch of it fires any more:
      * they look again (in the next session). From now on it touches
      * nothing of the client's. */
     recheck(c, NULL);
     dlock__zconn_detach(c);
-    begin_close(c);
+    dlock__zk_begin_close(c);
 }
 
 void dlock__zconn_wait_closed(dlock__zconn *c, int64_t deadline_us)
@@ -834,7 +542,7 @@ dlock__session *dlock__zconn_session(dlock__zconn *c)
 
 dlock__session *dlock__zconn_session_ref(dlock__zconn *c)
 {
-    /* under mu: the connection's own reference holds it until end_session
+    /* under mu: the connection's own reference holds it until dlock__zk_end_session
      * takes it away, which it does under mu */
     pthread_mutex_lock(&c->mu);
     dlock__session *s = c->session;
@@ -864,17 +572,6 @@ void dlock__zresult_clear(dlock__zresult *r)
     free(r->op_errors);
     memset(r, 0, sizeof *r);
 }
-
-/* Starts a call on c's handle unless it was closed: `call` names the
- * handle ZH. */
-#define start(c, call)                                                                             \
-    ({                                                                                             \
-        pthread_rwlock_rdlock(&(c)->use);                                                          \
-        zhandle_t *ZH = (c)->zh;                                                                   \
-        int zrc_ = ZH != NULL ? (call) : ZINVALIDSTATE;                                            \
-        pthread_rwlock_unlock(&(c)->use);                                                          \
-        zrc_;                                                                                      \
-    })
 
 static dlock__zreq *req_new(dlock__zconn *c)
 {
@@ -963,8 +660,6 @@ static void on_data(int rc, const char *value, int len, const struct Stat *stat,
     req_done(q, rc);
 }
 
-static void orphan_add(dlock__zconn *c, const char *path, const char *uuid);
-
 static void on_created(int rc, const char *path, const struct Stat *stat, const void *data)
 {
     dlock__zreq *q = (dlock__zreq *) data;
@@ -990,9 +685,9 @@ static void on_created(int rc, const char *path, const struct Stat *stat, const 
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     if (q->owned && made != NULL)
-        orphan_add(q->conn, made, NULL);
+        dlock__zk_orphan_add(q->conn, made, NULL);
     else if (q->owned && unknown)
-        orphan_add(q->conn, q->dir, q->uuid); /* made or not: look for it */
+        dlock__zk_orphan_add(q->conn, q->dir, q->uuid); /* made or not: look for it */
     free(made);
     req_unref(q);
 }
@@ -1043,14 +738,14 @@ static void multi_orphans(dlock__zreq *q, int n, char **made)
         if (uuid == NULL)
             continue;
         if (made != NULL && made[i] != NULL) {
-            orphan_add(q->conn, made[i], NULL);
+            dlock__zk_orphan_add(q->conn, made[i], NULL);
             continue;
         }
         const char *path = q->ops[i].create_op.path, *slash = strrchr(path, '/');
         char dir[1200], id[37];
         snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int) (slash - path), path);
         snprintf(id, sizeof id, "%.36s", uuid);
-        orphan_add(q->conn, dir, id);
+        dlock__zk_orphan_add(q->conn, dir, id);
     }
 }
 
@@ -1362,162 +1057,6 @@ int dlock__zreq_wait(dlock__zreq *q, int64_t deadline_us, dlock__zresult *out)
     pthread_mutex_unlock(&q->mu);
     req_unref(q);
     return out->rc;
-}
-
-/* ---------------------------------------------------------------- orphans */
-
-int dlock__zk_session_over(int zrc)
-{
-    return zrc == ZSESSIONEXPIRED || zrc == ZCLOSING || zrc == ZINVALIDSTATE || zrc == ZAUTHFAILED;
-}
-
-/* With mu held: o leaves the list. */
-static void orphan_drop_locked(dlock__zconn *c, orphan *o)
-{
-    for (orphan **p = &c->orphans; *p != NULL; p = &(*p)->next) {
-        if (*p == o) {
-            *p = o->next;
-            c->norphans--;
-            break;
-        }
-    }
-    free(o->path);
-    free(o);
-}
-
-/* A node to delete (uuid NULL), or a directory to search for a node named
- * with uuid; sent at once. Past MAX_ORPHANS the session is ended instead:
- * the server deletes every node of it. */
-static void orphan_add(dlock__zconn *c, const char *path, const char *uuid)
-{
-    orphan *o = calloc(1, sizeof *o);
-    int full;
-
-    if (o != NULL && (o->path = strdup(path)) == NULL) {
-        free(o);
-        o = NULL;
-    }
-    if (o != NULL) {
-        o->conn = c;
-        if (uuid != NULL)
-            snprintf(o->uuid, sizeof o->uuid, "%s", uuid);
-    }
-    pthread_mutex_lock(&c->mu);
-    full = o == NULL || c->norphans >= MAX_ORPHANS;
-    if (!full) {
-        o->next = c->orphans;
-        c->orphans = o;
-        c->norphans++;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (full) {
-        if (o != NULL)
-            free(o->path);
-        free(o);
-        /* The last resort. Closing only starts here (the handle's own
-         * completion thread closes it), so this is safe on ZooKeeper's
-         * threads too. */
-        end_session(c, "too many nodes of this client could not be deleted");
-        begin_close(c);
-        return;
-    }
-    orphans_kick(c);
-}
-
-static void on_orphan_deleted(int rc, const void *data)
-{
-    orphan *o = (orphan *) data;
-    dlock__zconn *c = o->conn;
-
-    pthread_mutex_lock(&c->mu);
-    if (rc == ZOK || rc == ZNONODE || dlock__zk_session_over(rc))
-        orphan_drop_locked(c, o); /* gone, or its session is (and the node with it) */
-    else
-        o->busy = 0; /* the connection was lost: after the reconnect */
-    pthread_mutex_unlock(&c->mu);
-    dlock__zconn_unref(c);
-}
-
-static void on_orphan_children(int rc, const struct String_vector *v, const void *data)
-{
-    orphan *o = (orphan *) data;
-    dlock__zconn *c = o->conn;
-    char mark[48], node[1200];
-    int found = 0;
-
-    snprintf(mark, sizeof mark, "_c_%s-", o->uuid);
-    for (int i = 0; rc == ZOK && v != NULL && i < v->count; i++) {
-        if (strncmp(v->data[i], mark, strlen(mark)) != 0)
-            continue;
-        snprintf(node, sizeof node, "%s/%s", strcmp(o->path, "/") == 0 ? "" : o->path, v->data[i]);
-        orphan_add(c, node, NULL);
-        found = 1;
-    }
-    pthread_mutex_lock(&c->mu);
-    if (found || rc == ZNONODE || dlock__zk_session_over(rc) || (rc == ZOK && ++o->searches >= 2)) {
-        orphan_drop_locked(c, o);
-    } else {
-        /* not there (yet), or no answer: once more, a moment later */
-        o->busy = 0;
-        o->not_before = dlock__now_us() + SEARCH_AGAIN_US;
-    }
-    pthread_mutex_unlock(&c->mu);
-    dlock__zconn_unref(c);
-}
-
-/* Sends a request for every orphan that has none in flight. Safe on
- * ZooKeeper's threads (a request is only queued there). */
-static void orphans_kick(dlock__zconn *c)
-{
-    for (;;) {
-        int64_t now = dlock__now_us();
-        orphan *o;
-        pthread_mutex_lock(&c->mu);
-        for (o = c->orphans; o != NULL; o = o->next) {
-            if (!o->busy && o->not_before <= now)
-                break;
-        }
-        if (o != NULL)
-            o->busy = 1;
-        pthread_mutex_unlock(&c->mu);
-        if (o == NULL)
-            return;
-        dlock__zconn_ref(c); /* the request's */
-        int zrc = o->uuid[0] != '\0'
-                      ? start(c, zoo_aget_children(ZH, o->path, 0, on_orphan_children, o))
-                      : start(c, zoo_adelete(ZH, o->path, -1, on_orphan_deleted, o));
-        if (zrc != ZOK) {
-            /* not even queued: the handle is closed (the session with it)
-             * or the library refuses for now; the next kick tries again */
-            pthread_mutex_lock(&c->mu);
-            if (dlock__zk_session_over(zrc))
-                orphan_drop_locked(c, o);
-            else
-                o->busy = 0;
-            pthread_mutex_unlock(&c->mu);
-            dlock__zconn_unref(c);
-            if (!dlock__zk_session_over(zrc))
-                return;
-        }
-    }
-}
-
-void dlock__zconn_forget(dlock__zconn *c, const char *node)
-{
-    orphan_add(c, node, NULL);
-}
-
-void dlock__zconn_kick(dlock__zconn *c)
-{
-    orphans_kick(c);
-}
-
-int dlock__zconn_orphans(dlock__zconn *c)
-{
-    pthread_mutex_lock(&c->mu);
-    int n = c->norphans;
-    pthread_mutex_unlock(&c->mu);
-    return n;
 }
 
 /* ---------------------------------------------------------------- errors */

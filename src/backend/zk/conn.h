@@ -12,12 +12,16 @@
  * Nothing here blocks a caller past the deadline it gives: a session is
  * opened in the background and waited for (dlock__zconn_ready), and a
  * handle is closed by its own completion thread (zookeeper_close may wait
- * seconds for a server that does not answer; conn.c says why there).
+ * seconds for a server that does not answer; close.c says why there).
  *
  * A connection is alive until its session expires, its authentication
  * fails, it is not established within the connect timeout, or it is killed
  * (the core gave up on it, or the store closes): then it is dead for good,
- * its handle is closed, and the store opens a new one for new grants. */
+ * its handle is closed, and the store opens a new one for new grants.
+ *
+ * Three files implement it, sharing conn_int.h: conn.c (opening the
+ * session, requests, watches), close.c (the end of a connection) and
+ * orphans.c (the nodes it still has to delete). */
 #ifndef DLOCK_ZK_CONN_H
 #define DLOCK_ZK_CONN_H
 
