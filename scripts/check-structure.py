@@ -6,7 +6,8 @@
 
 Fails, naming the files, on:
   - an include circle among src/ files: x.c and x.h count as one unit, so
-    a.c including b.h while b.c includes a.h is a circle;
+    a.c including b.h while b.c includes a.h is a circle (x_int.h, the
+    inside of x shared by the files that implement it, belongs to x);
   - two files of src/ whose compiled code calls each other both ways (read
     from the symbols of BUILD_DIR's objects, default build/), unless the
     top of both says why, in a line holding "Calls both ways with
@@ -33,7 +34,12 @@ def sources():
 
 
 def unit(path):
-    return os.path.splitext(path)[0]
+    """x.c and x.h are one unit, and so is x_int.h, the inside of x that
+    only the files implementing x share."""
+    base = os.path.splitext(path)[0]
+    if path.endswith("_int.h") and os.path.exists(os.path.join(ROOT, base[: -len("_int")] + ".c")):
+        return base[: -len("_int")]
+    return base
 
 
 def include_graph(files):
