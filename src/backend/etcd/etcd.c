@@ -45,9 +45,9 @@
  *
  * Liveness. Grants live by the client's session: a lease of the URL's
  * `lease` in whole seconds, granted on first use, kept alive by the core's
- * renewer through renew() (one keepalive round trip), ended when etcd says
- * the lease is gone, and revoked when the core gives up on it and at
- * close. Holds are checked in renew() (the key still there with our create
+ * renewer through renew() (lease.c; one keepalive round trip), ended when
+ * etcd says the lease is gone, and revoked when the core gives up on it
+ * and at close. Holds are checked in renew() (the key still there with our create
  * revision), so a key deleted by an operator is reported lost. A fixed
  * lease (dlock_acquire_for) is a lease of the hold's own, never kept alive:
  * a first attempt grants it and puts the key on it; a waiter waits on the
@@ -64,10 +64,18 @@
  * guarded by the handle's mutex; everything else of a handle is its
  * owner's. Store-wide state (the current session, slots, work to retry,
  * read-write holds: store.c) is under the store's mutex, never taken while
- * a handle's mutex is held. Watch callbacks only post on the board. */
+ * a handle's mutex is held. Watch callbacks only post on the board.
+ *
+ * Files. This one has the store (open, close, the backend table) and a
+ * lock's acquire and release; lease.c keeps holds alive (extend, renewal,
+ * the moves to a fixed lease), operator.c answers query, holders and
+ * force-unlock and lists locks, store.c keeps the bookkeeping above
+ * (README.md has the map). */
 #define _GNU_SOURCE
 #include "etcd.h"
+#include "lease.h"
 #include "names.h"
+#include "operator.h"
 #include "store.h"
 
 #include "../../base/clock.h"
@@ -95,32 +103,6 @@ typedef struct dlock__etcd_wake {
 
 #define ESTORE(s) DLOCK__STORE_OF(dlock__etcd_store, s)
 #define ELOCK(l)  DLOCK__STORE_OF(dlock__etcd_lock, l)
-
-static int64_t deadline_of(const dlock__etcd_store *e, int64_t deadline_us)
-{
-    int64_t cap = dlock__now_us() + e->timeout_ms * 1000;
-    return deadline_us < cap ? deadline_us : cap;
-}
-
-/* Whole seconds, rounded up: etcd leases have no finer grain. */
-static int64_t ttl_of(int64_t lease_ms)
-{
-    int64_t s = (lease_ms + 999) / 1000;
-    return s < 1 ? 1 : s;
-}
-
-static const char *kind_name(const dlock__etcd_lock *l)
-{
-    switch (l->base.spec.kind) {
-    case DLOCK__READ:
-    case DLOCK__WRITE:
-        return "read-write lock";
-    case DLOCK__SEMAPHORE:
-        return "semaphore";
-    default:
-        return "lock";
-    }
-}
 
 /* ---------------------------------------------------------------- watches */
 
@@ -276,31 +258,6 @@ static int views_in(const dlock__etcd_txn_result *r, size_t at)
     return 1;
 }
 
-/* "take/permits" of a semaphore key (its value's first line); 0 if it is
- * not one of ours. */
-static int parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *permits)
-{
-    char buf[32];
-    unsigned long t, p;
-    char *end;
-    const char *nl = memchr(kv->value, '\n', kv->value_len);
-    size_t n = nl != NULL ? (size_t) (nl - kv->value) : kv->value_len;
-    if (n == 0 || n >= sizeof buf)
-        return 0;
-    memcpy(buf, kv->value, n);
-    buf[n] = '\0';
-    t = strtoul(buf, &end, 10);
-    if (end == buf || *end != '/')
-        return 0;
-    const char *q = end + 1;
-    p = strtoul(q, &end, 10);
-    if (end == q || *end != '\0' || t == 0 || p == 0 || t > p || p > UINT32_MAX)
-        return 0;
-    *take = (unsigned) t;
-    *permits = (unsigned) p;
-    return 1;
-}
-
 /* Reads the views' results (views_op) for the contender `key` with create
  * revision rev. */
 static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char *token,
@@ -352,7 +309,7 @@ static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char
         unsigned take, permits;
         if (kv->create_revision >= rev || strcmp(kv->key, key) == 0)
             continue;
-        if (!parse_permits(kv, &take, &permits)) {
+        if (!dlock__etcd_parse_permits(kv, &take, &permits)) {
             st->einval = 1;
             snprintf(st->why, sizeof st->why, "key %.60s is not a dlock semaphore's", kv->key);
             return DLOCK_OK;
@@ -620,77 +577,6 @@ out:
     return rc;
 }
 
-/* Moves our key to a lease of its own of lease_ms (rounded up to seconds),
- * if it still has our create revision. DLOCK_ELOST: it does not. */
-static int move_to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
-                             int64_t deadline)
-{
-    pthread_mutex_lock(&l->mu);
-    char *key = l->k.key != NULL ? strdup(l->k.key) : NULL;
-    int64_t rev = l->k.rev, old = l->k.own_lease;
-    pthread_mutex_unlock(&l->mu);
-    dlock__etcd_lease lease = {0};
-    dlock__etcd_txn_result r;
-    int rc;
-
-    if (key == NULL)
-        return dlock__fail(DLOCK_ELOST, "%s: the lock's key is gone", e->base.label);
-    rc = dlock__etcd_lease_grant(e->cli, ttl_of(lease_ms), 0, deadline, &lease);
-    if (rc != DLOCK_OK)
-        goto out;
-    dlock__etcd_compare cmp = {.key = key,
-                               .target = DLOCK__ETCD_TARGET_CREATE,
-                               .result = DLOCK__ETCD_CMP_EQUAL,
-                               .number = rev};
-    dlock__etcd_op put = {
-        .type = DLOCK__ETCD_OP_PUT,
-        .put = {.key = key, .value = l->value, .value_len = l->value_len, .lease = lease.id}};
-    dlock__etcd_txn t = {.compare = &cmp, .n_compare = 1, .success = &put, .n_success = 1};
-    rc = dlock__etcd_kv_txn(e->cli, &t, deadline, &r);
-    if (rc != DLOCK_OK) {
-        dlock__etcd_pend_revoke(e, lease.id); /* holds nothing, or a key we give up on */
-        goto out;
-    }
-    int moved = r.succeeded;
-    dlock__etcd_txn_result_free(&r);
-    if (!moved) {
-        dlock__etcd_lease_revoke(e->cli, lease.id, deadline);
-        rc = dlock__fail(DLOCK_ELOST, "%s: key %s is gone", e->base.label, key);
-        goto out;
-    }
-    pthread_mutex_lock(&l->mu);
-    int same = l->k.key != NULL && strcmp(l->k.key, key) == 0 && l->k.rev == rev;
-    if (same) {
-        l->k.own_lease = lease.id;
-        l->k.own_ttl_s = lease.ttl > 0 ? lease.ttl : ttl_of(lease_ms);
-    }
-    pthread_mutex_unlock(&l->mu);
-    if (!same) {
-        /* released meanwhile (the renewal thread moves a key while its owner
-         * may release it): let the key go with its new lease */
-        dlock__etcd_lease_revoke(e->cli, lease.id, deadline);
-        rc = dlock__fail(DLOCK_ELOST, "%s: key %s was released", e->base.label, key);
-    } else if (old != 0) {
-        dlock__saved_error saved;
-        dlock__save_error(&saved);
-        if (dlock__etcd_lease_revoke(e->cli, old, deadline) == DLOCK_EUNREACHABLE)
-            dlock__etcd_pend_revoke(e, old); /* holds nothing now; only tidiness */
-        dlock__restore_error(&saved);
-    }
-out:
-    free(key);
-    return rc;
-}
-
-static int to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
-                        int64_t deadline)
-{
-    pthread_mutex_lock(&l->moving);
-    int rc = move_to_own_lease(e, l, lease_ms, deadline);
-    pthread_mutex_unlock(&l->moving);
-    return rc;
-}
-
 /* Tells the semaphore waiter behind us that we went in: a put of our key
  * (unchanged) is the event it waits for. */
 static int tell_next(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t deadline)
@@ -736,7 +622,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
 {
     dlock__etcd_store *e = ESTORE(s);
     dlock__etcd_lock *l = ELOCK(sl);
-    int64_t deadline = deadline_of(e, a->deadline_us);
+    int64_t deadline = dlock__etcd_deadline_of(e, a->deadline_us);
     int rc = DLOCK_OK;
 
     if (dlock__etcd_has_pending(e))
@@ -764,7 +650,8 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
         if (k.key == NULL && a->fixed && round == 0) {
             /* a first try of a fixed lease: straight onto a lease of its own */
             dlock__etcd_lease own = {0};
-            rc = dlock__etcd_lease_grant(e->cli, ttl_of(a->lease_ms), 0, deadline, &own);
+            rc =
+                dlock__etcd_lease_grant(e->cli, dlock__etcd_ttl_of(a->lease_ms), 0, deadline, &own);
             if (rc == DLOCK_OK)
                 rc = new_key(e, l, own.id, &k.key);
             if (rc != DLOCK_OK) {
@@ -773,7 +660,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
                 return rc;
             }
             k.own_lease = own.id;
-            k.own_ttl_s = own.ttl > 0 ? own.ttl : ttl_of(a->lease_ms);
+            k.own_ttl_s = own.ttl > 0 ? own.ttl : dlock__etcd_ttl_of(a->lease_ms);
             lease = own.id;
         } else {
             rc = dlock__etcd_session_get(e, deadline, &es);
@@ -847,7 +734,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
                 if (grant == NULL)
                     continue; /* the session ended meanwhile (11456): start over */
                 if (a->fixed) {
-                    rc = to_own_lease(e, l, a->lease_ms, deadline);
+                    rc = dlock__etcd_to_own_lease(e, l, a->lease_ms, deadline);
                     dlock__session_unref(grant);
                     grant = NULL;
                     if (rc == DLOCK_ELOST)
@@ -899,7 +786,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
         return DLOCK_OK;
     }
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: the %s's keys keep changing under us",
-                       e->base.label, kind_name(l));
+                       e->base.label, dlock__etcd_kind_name(l));
 }
 
 /* ---------------------------------------------------------------- release */
@@ -911,7 +798,7 @@ static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *toke
     dlock__etcd_key k;
 
     (void) token;
-    deadline = deadline_of(e, deadline);
+    deadline = dlock__etcd_deadline_of(e, deadline);
     dlock__etcd_take_key(l, &k);
     watch_drop(e, l);
     dlock__etcd_rw_forget(e, l);
@@ -923,13 +810,13 @@ static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *toke
             return dlock__fail(DLOCK_EUNREACHABLE,
                                "%s: %s '%s': etcd still does not answer; the release is retried "
                                "in the background",
-                               e->base.label, kind_name(l), l->name);
+                               e->base.label, dlock__etcd_kind_name(l), l->name);
         forget_release(l);
         return DLOCK_OK;
     }
     if (k.key == NULL)
-        return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label, kind_name(l),
-                           l->name);
+        return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label,
+                           dlock__etcd_kind_name(l), l->name);
     char *what = strdup(k.key);
     int there = dlock__etcd_remove_key(e, &k, deadline);
     int rc = DLOCK_OK;
@@ -943,8 +830,8 @@ static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *toke
         l->releasing = what;
         what = NULL;
         rc = dlock__fail_context(DLOCK_EUNREACHABLE,
-                                 "%s '%s': the release is retried in the background", kind_name(l),
-                                 l->name);
+                                 "%s '%s': the release is retried in the background",
+                                 dlock__etcd_kind_name(l), l->name);
     }
     free(what);
     return rc;
@@ -962,429 +849,8 @@ static int etcd_cancel(dlock__store *s, dlock__store_lock *sl, const char *token
     dlock__etcd_rw_forget(e, l);
     forget_release(l);
     l->queued = 0;
-    dlock__etcd_remove_key(e, &k, deadline_of(e, deadline));
+    dlock__etcd_remove_key(e, &k, dlock__etcd_deadline_of(e, deadline));
     return DLOCK_OK;
-}
-
-/* DLOCK_OK if key still has create revision rev, else DLOCK_ELOST. */
-static int confirm(dlock__etcd_store *e, const char *key, int64_t rev, int64_t deadline)
-{
-    dlock__etcd_range q = {.key = key, .keys_only = 1};
-    dlock__etcd_range_result r;
-    int rc = dlock__etcd_kv_range(e->cli, &q, deadline, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    int ours = r.n_kvs == 1 && r.kvs[0].create_revision == rev;
-    dlock__etcd_range_result_free(&r);
-    return ours ? DLOCK_OK
-                : dlock__fail(DLOCK_ELOST, "%s: key %s is gone (deleted, or its lease ended)",
-                              e->base.label, key);
-}
-
-/* Confirms the hold; with a lease asked for (!at_least, or a lease of its
- * own shorter than asked), moves the key to a lease of its own of that
- * length. */
-static int etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                       int at_least, int64_t deadline)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    dlock__etcd_lock *l = ELOCK(sl);
-    int rc;
-
-    (void) token;
-    deadline = deadline_of(e, deadline);
-    pthread_mutex_lock(&l->mu);
-    char *key = l->k.key != NULL ? strdup(l->k.key) : NULL;
-    int64_t rev = l->k.rev, own = l->k.own_lease;
-    pthread_mutex_unlock(&l->mu);
-    if (key == NULL)
-        return dlock__fail(DLOCK_ELOST, "%s: %s '%s' is not held", e->base.label, kind_name(l),
-                           l->name);
-    if (at_least && own == 0) {
-        rc = confirm(e, key, rev, deadline); /* its session keeps it */
-    } else if (at_least) {
-        dlock__etcd_lease_ttl t = {0};
-        rc = dlock__etcd_lease_timetolive(e->cli, own, 0, deadline, &t);
-        if (rc == DLOCK_OK && t.ttl < 0)
-            rc = dlock__fail(DLOCK_ELOST, "%s: the lease of key %s ended", e->base.label, key);
-        else if (rc == DLOCK_OK && t.ttl * 1000 >= lease_ms)
-            rc = confirm(e, key, rev, deadline);
-        else if (rc == DLOCK_OK)
-            rc = to_own_lease(e, l, lease_ms, deadline);
-        dlock__etcd_lease_ttl_free(&t);
-    } else {
-        rc = to_own_lease(e, l, lease_ms, deadline);
-    }
-    free(key);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- renewal */
-
-static void note_error(char *error, size_t len)
-{
-    if (error[0] == '\0')
-        snprintf(error, len, "%s", dlock_errmsg());
-}
-
-static int etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    dlock__etcd_key *held = calloc(n, sizeof *held);
-    dlock__etcd_op *ops = calloc(n, sizeof *ops);
-    size_t *which = calloc(n, sizeof *which);
-    char error[300] = "";
-    int answered = 0, rc = DLOCK_OK;
-
-    deadline = deadline_of(e, deadline);
-    if (held == NULL || ops == NULL || which == NULL) {
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto out;
-    }
-    /* sessions: one keepalive round trip each (first: they keep every
-     * hold of the session) */
-    for (size_t i = 0; i < n; i++) {
-        dlock__renewal *it = &items[i];
-        it->result = DLOCK__RENEW_FAILED;
-        if (it->kind != DLOCK__RENEW_SESSION)
-            continue;
-        dlock__etcd_session *es = dlock__session_data(it->session);
-        dlock__etcd_lease ka;
-        int krc = dlock__etcd_lease_keepalive(e->cli, es->lease, deadline, &ka);
-        if (krc == DLOCK_OK) {
-            answered = 1;
-            it->result = DLOCK__RENEW_OK;
-        } else if (krc == DLOCK_ELOST) {
-            answered = 1;
-            it->result = DLOCK__RENEW_GONE;
-            dlock__etcd_session_end(e, es, "etcd says the lease expired or was revoked");
-        } else {
-            note_error(error, sizeof error);
-        }
-    }
-
-    if (dlock__etcd_has_pending(e))
-        dlock__etcd_retry_pending(e, deadline);
-
-    /* holds: keys on leases of their own are kept alive (or moved to a
-     * longer one), then every key is checked in one Txn per 128 */
-    size_t nops = 0;
-    for (size_t i = 0; i < n; i++) {
-        dlock__renewal *it = &items[i];
-        if (it->kind != DLOCK__RENEW_HOLD)
-            continue;
-        dlock__etcd_lock *l = ELOCK(it->lock);
-        pthread_mutex_lock(&l->mu);
-        if (l->k.key != NULL) {
-            held[i] = l->k;
-            held[i].key = strdup(l->k.key);
-            held[i].sess = NULL;
-        }
-        pthread_mutex_unlock(&l->mu);
-        if (held[i].key == NULL) {
-            it->result = DLOCK__RENEW_GONE;
-            continue;
-        }
-        if (held[i].own_lease != 0 && it->session == NULL) {
-            int krc;
-            if (held[i].own_ttl_s * 1000 >= it->lease_ms) {
-                dlock__etcd_lease ka;
-                krc = dlock__etcd_lease_keepalive(e->cli, held[i].own_lease, deadline, &ka);
-            } else {
-                krc = to_own_lease(e, l, it->lease_ms, deadline);
-            }
-            if (krc == DLOCK_ELOST) {
-                answered = 1;
-                it->result = DLOCK__RENEW_GONE;
-                continue;
-            }
-            if (krc != DLOCK_OK) {
-                note_error(error, sizeof error);
-                continue;
-            }
-        }
-        ops[nops].type = DLOCK__ETCD_OP_RANGE;
-        ops[nops].range = (dlock__etcd_range){.key = held[i].key, .keys_only = 1};
-        which[nops++] = i;
-    }
-    for (size_t from = 0; from < nops; from += DLOCK__ETCD_MAX_TXN_OPS) {
-        size_t count =
-            nops - from < DLOCK__ETCD_MAX_TXN_OPS ? nops - from : DLOCK__ETCD_MAX_TXN_OPS;
-        dlock__etcd_txn t = {.success = ops + from, .n_success = count};
-        dlock__etcd_txn_result r;
-        if (dlock__etcd_kv_txn(e->cli, &t, deadline, &r) != DLOCK_OK) {
-            note_error(error, sizeof error);
-            continue;
-        }
-        answered = 1;
-        for (size_t j = 0; j < count && j < r.n_responses; j++) {
-            size_t i = which[from + j];
-            const dlock__etcd_range_result *got = &r.responses[j].range;
-            int ours = got->n_kvs == 1 && got->kvs[0].create_revision == held[i].rev;
-            items[i].result = ours ? DLOCK__RENEW_OK : DLOCK__RENEW_GONE;
-        }
-        dlock__etcd_txn_result_free(&r);
-    }
-    if (!answered && error[0] != '\0')
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s", error);
-out:
-    for (size_t i = 0; held != NULL && i < n; i++)
-        free(held[i].key);
-    free(held);
-    free(ops);
-    free(which);
-    return rc;
-}
-
-static void etcd_session_lost(dlock__store *s, dlock__session *session, int64_t deadline)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    dlock__etcd_session *es = dlock__session_data(session);
-
-    /* Revoke it now: etcd then deletes its keys at once, and nothing granted
-     * under it outlives the loss the core reported. If etcd cannot be
-     * reached, the lease runs out by itself (nobody keeps it alive), and
-     * the revoke is retried. */
-    int rc = dlock__etcd_lease_revoke(e->cli, es->lease, deadline_of(e, deadline));
-    if (rc != DLOCK_OK && rc != DLOCK_ELOST)
-        dlock__etcd_pend_revoke(e, es->lease);
-    dlock__etcd_session_end(e, es, "no keepalive reached etcd within the lease's TTL");
-}
-
-/* ---------------------------------------------------------------- operators */
-
-/* Every contender, oldest first. */
-static int contenders(dlock__etcd_store *e, const dlock__etcd_lock *l, int64_t deadline,
-                      dlock__etcd_range_result *out)
-{
-    dlock__etcd_range q = {.key = l->prefix,
-                           .range_end = l->prefix_end,
-                           .sort_order = DLOCK__ETCD_SORT_ASCEND,
-                           .sort_target = DLOCK__ETCD_SORT_BY_CREATE};
-    return dlock__etcd_kv_range(e->cli, &q, deadline, out);
-}
-
-/* Whether a key's value can be a dlock owner token (printable ASCII, no
- * spaces): what another program put there is not shown as one. */
-static int valid_token(const char *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] <= ' ' || v[i] > '~')
-            return 0;
-    }
-    return n > 0;
-}
-
-/* Who put a contender's key, from its value "TOKEN\nINFO" (a semaphore's
- * after its "TAKE/PERMITS\n" line): the owner shown is the token, or, when
- * the value has none a dlock client could have made (Go and etcdctl put it
- * empty), the key's name after the lock's prefix: the lease id in hex.
- * *info is what follows the token's line, NULL if nothing does (or the
- * token is not one). Returns owner (in buf, len bytes) or a pointer into
- * kv's key. */
-static const char *owner_of(const dlock__etcd_lock *l, const dlock__etcd_kv *kv, char *buf,
-                            size_t len, const char **info)
-{
-    const char *v = kv->value, *end = kv->value + kv->value_len;
-    const char *nl;
-
-    *info = NULL;
-    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
-        nl = memchr(v, '\n', kv->value_len);
-        v = nl != NULL ? nl + 1 : end; /* an older dlock's "2/3": no owner */
-    }
-    nl = memchr(v, '\n', (size_t) (end - v));
-    size_t n = nl != NULL ? (size_t) (nl - v) : (size_t) (end - v);
-    if (n >= len || !valid_token(v, n))
-        return kv->key + strlen(l->prefix);
-    memcpy(buf, v, n);
-    buf[n] = '\0';
-    /* the value is NUL-terminated (codec.h): the info runs to its end */
-    if (nl != NULL && nl[1] != '\0')
-        *info = nl + 1;
-    return buf;
-}
-
-static int is_writer(const dlock__etcd_lock *l, const dlock__etcd_kv *kv)
-{
-    return strncmp(kv->key, l->writers, strlen(l->writers)) == 0;
-}
-
-/* How many of the contenders (oldest first) hold the lock. */
-static size_t count_holders(const dlock__etcd_lock *l, const dlock__etcd_range_result *r,
-                            unsigned *used, unsigned *permits)
-{
-    size_t k = 0;
-    *used = 0;
-    *permits = 0;
-    switch (l->base.spec.kind) {
-    case DLOCK__READ:
-    case DLOCK__WRITE:
-        if (r->n_kvs > 0 && is_writer(l, &r->kvs[0]))
-            return 1;
-        while (k < r->n_kvs && !is_writer(l, &r->kvs[k]))
-            k++;
-        return k;
-    case DLOCK__SEMAPHORE:
-        for (; k < r->n_kvs; k++) {
-            unsigned take, n;
-            if (!parse_permits(&r->kvs[k], &take, &n))
-                break;
-            if (*permits == 0)
-                *permits = n;
-            if (n != *permits || *used + take > n)
-                break;
-            *used += take;
-        }
-        return k;
-    default:
-        return r->n_kvs > 0 ? 1 : 0;
-    }
-}
-
-static int etcd_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    dlock__etcd_lock *l = ELOCK(sl);
-    dlock__etcd_range_result r;
-    unsigned used, permits;
-
-    memset(st, 0, sizeof *st);
-    st->lease_ms = -1;
-    deadline = deadline_of(e, deadline);
-    int rc = contenders(e, l, deadline, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    size_t n = count_holders(l, &r, &used, &permits);
-    for (size_t i = 0; i < n; i++) {
-        if ((uint64_t) r.kvs[i].create_revision > st->last_fence)
-            st->last_fence = (uint64_t) r.kvs[i].create_revision;
-    }
-    st->held = n > 0;
-    st->waiters = (unsigned) (r.n_kvs - n);
-    int rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
-    int exclusive =
-        n == 1 && l->base.spec.kind != DLOCK__SEMAPHORE && (!rw || is_writer(l, &r.kvs[0]));
-    if (exclusive) {
-        /* the holder's token starts its key's value; a key another client
-         * made (etcdctl lock) has none: its name says who (the lease id) */
-        char token[sizeof st->owner];
-        const char *info;
-        st->holds = 1;
-        snprintf(st->owner, sizeof st->owner, "%s",
-                 owner_of(l, &r.kvs[0], token, sizeof token, &info));
-        if (r.kvs[0].lease != 0) {
-            dlock__etcd_lease_ttl t = {0};
-            if (dlock__etcd_lease_timetolive(e->cli, r.kvs[0].lease, 0, deadline, &t) == DLOCK_OK &&
-                t.ttl >= 0)
-                st->lease_ms = t.ttl * 1000;
-            dlock__etcd_lease_ttl_free(&t);
-        }
-    } else {
-        st->shared = (unsigned) n;
-    }
-    if (l->base.spec.kind == DLOCK__SEMAPHORE) {
-        st->permits_used = used;
-        st->permits = permits;
-    }
-    dlock__etcd_range_result_free(&r);
-    return DLOCK_OK;
-}
-
-static int etcd_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    dlock__etcd_lock *l = ELOCK(sl);
-    dlock__etcd_range_result r;
-    unsigned used, permits;
-
-    deadline = deadline_of(e, deadline);
-    int rc = contenders(e, l, deadline, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    size_t n = count_holders(l, &r, &used, &permits);
-    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
-        int deleted;
-        /* only that holder's key: a new one of the same name is not it */
-        rc = dlock__etcd_delete_key(e, r.kvs[i].key, r.kvs[i].create_revision, deadline, &deleted);
-    }
-    dlock__etcd_range_result_free(&r);
-    return rc;
-}
-
-/* One holder's key, as holders() reports it. */
-typedef struct held_key {
-    size_t at; /* its place among the contenders */
-    char token[72];
-    const char *owner, *info;
-    unsigned count;
-    int merged; /* counted with an older key of the same owner */
-} held_key;
-
-static int by_owner(const void *a, const void *b)
-{
-    const held_key *x = *(const held_key *const *) a, *y = *(const held_key *const *) b;
-    int c = strcmp(x->owner, y->owner);
-    return c != 0 ? c : (x->at > y->at) - (x->at < y->at);
-}
-
-/* The holders, oldest first, once per owner: handles made by
- * dlock_lock_dup share their owner token and have a key each, so an
- * owner's read holds (or permits) are the sum over its keys. */
-static int etcd_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
-                        int64_t deadline)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    dlock__etcd_lock *l = ELOCK(sl);
-    dlock__etcd_range_result r;
-    held_key *h = NULL, **sorted = NULL;
-    unsigned used, permits;
-
-    int rc = contenders(e, l, deadline_of(e, deadline), &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    size_t n = count_holders(l, &r, &used, &permits);
-    if (n == 0)
-        goto out;
-    h = calloc(n, sizeof *h);
-    sorted = calloc(n, sizeof *sorted);
-    if (h == NULL || sorted == NULL) {
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned take = 1, of;
-        /* count_holders() read every holder's permits already */
-        if (l->base.spec.kind == DLOCK__SEMAPHORE)
-            parse_permits(&r.kvs[i], &take, &of);
-        h[i].at = i;
-        h[i].count = take;
-        h[i].owner = owner_of(l, &r.kvs[i], h[i].token, sizeof h[i].token, &h[i].info);
-        sorted[i] = &h[i];
-    }
-    qsort(sorted, n, sizeof *sorted, by_owner);
-    /* each owner's keys are together now, its oldest first */
-    for (size_t i = 0, j; i < n; i = j) {
-        held_key *first = sorted[i];
-        for (j = i + 1; j < n && strcmp(sorted[j]->owner, first->owner) == 0; j++) {
-            first->count += sorted[j]->count;
-            if (first->info == NULL)
-                first->info = sorted[j]->info;
-            sorted[j]->merged = 1;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (h[i].merged)
-            continue;
-        dlock__holder_raw raw = {.owner = h[i].owner, .count = h[i].count, .info = h[i].info};
-        if (sink(arg, &raw) != 0)
-            break;
-    }
-out:
-    free(sorted);
-    free(h);
-    dlock__etcd_range_result_free(&r);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- locks */
@@ -1524,197 +990,6 @@ static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
     elock_free(l);
 }
 
-/* ---------------------------------------------------------------- listing */
-
-#define LIST_PAGE     500 /* keys per range of a walk: ours are at most ~560 bytes */
-#define SEEN_BUCKETS0 64
-
-/* The locks a walk has reported, by name and kind. */
-typedef struct seen_lock {
-    struct seen_lock *next;
-    enum dlock__kind kind;
-    char name[];
-} seen_lock;
-
-typedef struct seen_set {
-    seen_lock **buckets;
-    size_t n_buckets, count;
-} seen_set;
-
-static size_t seen_hash(const char *name, enum dlock__kind kind, size_t n_buckets)
-{
-    uint64_t h = 14695981039346656037u ^ (uint64_t) kind;
-    for (const unsigned char *p = (const unsigned char *) name; *p != '\0'; p++)
-        h = (h ^ *p) * 1099511628211u;
-    return (size_t) (h % n_buckets);
-}
-
-/* 1 if name/kind is new (and now remembered), 0 if seen, -1 out of memory. */
-static int seen_add(seen_set *set, const char *name, enum dlock__kind kind)
-{
-    if (set->count >= 2 * set->n_buckets) {
-        size_t grown = set->n_buckets == 0 ? SEEN_BUCKETS0 : 4 * set->n_buckets;
-        seen_lock **b = calloc(grown, sizeof *b);
-        if (b == NULL)
-            return -1;
-        for (size_t i = 0; i < set->n_buckets; i++) {
-            while (set->buckets[i] != NULL) {
-                seen_lock *it = set->buckets[i];
-                set->buckets[i] = it->next;
-                size_t at = seen_hash(it->name, it->kind, grown);
-                it->next = b[at];
-                b[at] = it;
-            }
-        }
-        free(set->buckets);
-        set->buckets = b;
-        set->n_buckets = grown;
-    }
-    size_t at = seen_hash(name, kind, set->n_buckets);
-    for (const seen_lock *it = set->buckets[at]; it != NULL; it = it->next) {
-        if (it->kind == kind && strcmp(it->name, name) == 0)
-            return 0;
-    }
-    size_t len = strlen(name) + 1;
-    seen_lock *it = malloc(sizeof *it + len);
-    if (it == NULL)
-        return -1;
-    it->kind = kind;
-    memcpy(it->name, name, len);
-    it->next = set->buckets[at];
-    set->buckets[at] = it;
-    set->count++;
-    return 1;
-}
-
-static void seen_free(seen_set *set)
-{
-    for (size_t i = 0; i < set->n_buckets; i++) {
-        while (set->buckets[i] != NULL) {
-            seen_lock *it = set->buckets[i];
-            set->buckets[i] = it->next;
-            free(it);
-        }
-    }
-    free(set->buckets);
-}
-
-/* The lock a key is a contender of (names.h): its name into name (len
- * bytes) and its kind. 0 when the key is not a contender's of a name this
- * backend writes. */
-static int lock_of_key(const dlock__etcd_kv *kv, char *name, size_t len, enum dlock__kind *kind)
-{
-    /* contenders' keys live on leases */
-    return kv->lease != 0 && dlock__etcd_key_lock(kv->key, kv->key_len, name, len, kind);
-}
-
-/* Where the page after one ending with kv starts. Usually at kv's key
- * itself (the caller skips it when it comes again: a key cannot be given
- * as "just after"), but past every key that cannot be a contender's when
- * kv's key could not be sent (too long for a request's key, or holding a
- * NUL): a walk always moves on. NULL with *done when nothing is left. */
-static char *next_start(const dlock__etcd_kv *kv, int *skip_start, int *done)
-{
-    size_t n = strlen(kv->key);
-    char *next;
-
-    *skip_start = 0;
-    *done = 0;
-    if (n >= DLOCK__ETCD_MAX_KEY) {
-        /* every key beginning as this one is as long: none is a contender's */
-        char cut[DLOCK__ETCD_MAX_KEY + 1];
-        memcpy(cut, kv->key, DLOCK__ETCD_MAX_KEY);
-        cut[DLOCK__ETCD_MAX_KEY] = '\0';
-        next = dlock__etcd_prefix_end(cut);
-        if (next != NULL && next[0] == '\0') {
-            free(next);
-            *done = 1;
-            return NULL;
-        }
-    } else if (n < kv->key_len) {
-        /* key "K\0...": every key beginning "K\0" holds a NUL; go on at "K\1" */
-        next = malloc(n + 2);
-        if (next != NULL) {
-            memcpy(next, kv->key, n);
-            next[n] = '\001';
-            next[n + 1] = '\0';
-        }
-    } else {
-        next = strdup(kv->key);
-        *skip_start = 1;
-    }
-    if (next == NULL)
-        dlock__fail(DLOCK_ENOMEM, "out of memory");
-    return next;
-}
-
-/* Walks the keys from prefix on, a page at a time, and reports each lock
- * whose name starts with prefix once per kind. Key order is not name order
- * (the keys of "a" come around those of "a/1f"), hence the set. */
-static int etcd_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
-                     int64_t deadline_us)
-{
-    dlock__etcd_store *e = ESTORE(s);
-    size_t plen = strlen(prefix);
-    seen_set seen = {0};
-    char name[DLOCK_NAME_MAX + 1];
-    int rc = DLOCK_OK, skip_start = 0, done = 0;
-
-    /* No name begins below ' ' (names hold no control characters), and
-     * etcd takes no empty key: " " stands for "every name". */
-    char *start = dlock__etcd_list_start(prefix), *end = NULL;
-    if (start != NULL && start[0] == '\0') {
-        free(start);
-        start = strdup(" ");
-        end = strdup("");
-    } else if (start != NULL) {
-        end = dlock__etcd_prefix_end(start);
-    }
-    if (start == NULL || end == NULL) {
-        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto out;
-    }
-    while (!done) {
-        dlock__etcd_range q = {.key = start, .range_end = end, .limit = LIST_PAGE, .keys_only = 1};
-        dlock__etcd_range_result r;
-        rc = dlock__etcd_kv_range(e->cli, &q, deadline_of(e, deadline_us), &r);
-        if (rc != DLOCK_OK)
-            goto out;
-        for (size_t i = 0; i < r.n_kvs && !done; i++) {
-            enum dlock__kind kind;
-            if (i == 0 && skip_start && r.kvs[0].key_len == strlen(start) &&
-                strcmp(r.kvs[0].key, start) == 0)
-                continue; /* the last page's last key */
-            if (!lock_of_key(&r.kvs[i], name, sizeof name, &kind) ||
-                strncmp(name, prefix, plen) != 0)
-                continue;
-            int fresh = seen_add(&seen, name, kind);
-            if (fresh < 0) {
-                rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-                done = 1;
-            } else if (fresh && sink(arg, name, kind) != 0) {
-                done = 1;
-            }
-        }
-        if (!done && (!r.more || r.n_kvs == 0))
-            done = 1;
-        if (!done) {
-            free(start);
-            start = next_start(&r.kvs[r.n_kvs - 1], &skip_start, &done);
-            if (start == NULL && !done)
-                rc = DLOCK_ENOMEM;
-            if (start == NULL)
-                done = 1;
-        }
-        dlock__etcd_range_result_free(&r);
-    }
-out:
-    seen_free(&seen);
-    free(start);
-    free(end);
-    return rc;
-}
-
 /* ---------------------------------------------------------------- the store */
 
 static void etcd_close(dlock__store *s, int64_t deadline)
@@ -1773,7 +1048,7 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
     e->base.caps = dlock__etcd_backend.caps;
     e->base.host = *host;
     e->timeout_ms = host->cfg->command_timeout_ms;
-    e->ttl_s = ttl_of(host->cfg->lease_ms);
+    e->ttl_s = dlock__etcd_ttl_of(host->cfg->lease_ms);
     rc = endpoints_of(url, endpoints, sizeof endpoints);
     if (rc == DLOCK_OK && url->path[0] != '\0')
         rc = dlock__fail(DLOCK_EINVAL,
@@ -1838,12 +1113,12 @@ const dlock__backend dlock__etcd_backend = {
     .acquire = etcd_acquire,
     .cancel = etcd_cancel,
     .release = etcd_release,
-    .extend = etcd_extend,
-    .renew = etcd_renew,
-    .session_lost = etcd_session_lost,
-    .query = etcd_query,
-    .force_unlock = etcd_force_unlock,
-    .holders = etcd_holders,
-    .list = etcd_list,
+    .extend = dlock__etcd_extend,
+    .renew = dlock__etcd_renew,
+    .session_lost = dlock__etcd_session_lost,
+    .query = dlock__etcd_query,
+    .force_unlock = dlock__etcd_force_unlock,
+    .holders = dlock__etcd_holders,
+    .list = dlock__etcd_list,
     .reached = etcd_reached,
 };

@@ -1,88 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* internal.h - what client.c shares with watch.c. */
+/* internal.h - the client's transport (transport.h), under the name
+ * tests/backend/test_etcd_wire.c includes it by (for
+ * dlock__etcd_endpoint_failed). Code of this folder includes transport.h. */
 #ifndef DLOCK_ETCD_INTERNAL_H
 #define DLOCK_ETCD_INTERNAL_H
 
-#include "client.h"
-
-#include <curl/curl.h>
-#include <pthread.h>
-#include <stdatomic.h>
-
-typedef struct dlock__etcd_conn dlock__etcd_conn;
-typedef struct dlock__etcd_watcher dlock__etcd_watcher;
-
-struct dlock__etcd {
-    char **hosts; /* "host:port" */
-    size_t n_hosts;
-    _Atomic size_t current; /* the endpoint requests go to */
-    /* The highest raft term a reply carried: see "raft terms" in client.c. */
-    _Atomic int64_t raft_term;
-    char *user, *password;
-    char *label;
-    int64_t connect_timeout_ms, request_timeout_ms;
-    size_t max_conns, max_reply;
-
-    /* Idle request connections, most recently used last (so the warm ones
-     * are reused and the rest may time out on the server). */
-    pthread_mutex_t pool_mu;
-    pthread_cond_t pool_cv; /* a connection came back */
-    dlock__etcd_conn **idle;
-    size_t n_idle, n_conns;
-
-    /* The token is read by every request and replaced by one thread at a
-     * time (auth_mu), so a burst of "invalid auth token" replies costs one
-     * authentication, not one per thread. token_gen counts replacements. */
-    pthread_mutex_t auth_mu;
-    pthread_mutex_t token_mu;
-    char *token;
-    uint64_t token_gen;
-    _Atomic int auth_off; /* the server said auth is not enabled */
-    dlock__log *log;      /* the client's, or NULL */
-
-    pthread_mutex_t watcher_mu; /* creating the watcher */
-    dlock__etcd_watcher *watcher;
-
-    _Atomic uint64_t stat_conns, stat_auth;
-    _Atomic int answered; /* a member sent back a reply once */
-};
-
-/* The opensocket callback every curl handle of ours uses: the socket is
- * created close-on-exec, so a command run under a lock never inherits it. */
-curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
-                                      struct curl_sockaddr *address);
-
-/* A new multi handle (NULL: out of memory) whose wakeup socketpair is
- * close-on-exec. libcurl 7.88 makes that pair without it (curl issue
- * #13618, fixed in 8.8), and a command run under a lock must not inherit
- * it. The window is one libcurl call that does no I/O, one caller at a time
- * in the process. */
-CURLM *dlock__etcd_multi_new(void);
-
-/* Options every handle of ours gets (HTTP/1.1, no proxy, no signals, the
- * socket opener, error buffer). */
-void dlock__etcd_setup_handle(CURL *easy, char *errbuf);
-
-/* The "Authorization: <token>" header line for a request, authenticating
- * first when there is no token yet (or when refresh and the token is still
- * the one of generation seen). *line is malloc'd, or NULL when the client
- * has no user (or the server has auth off); *gen is the token's
- * generation. */
-int dlock__etcd_auth_line(dlock__etcd *c, int refresh, uint64_t seen, int64_t deadline_us,
-                          char **line, uint64_t *gen);
-
-/* The endpoint requests go to now, and moving on from it after a failure
- * to reach it (a no-op if another thread already moved on). */
-size_t dlock__etcd_endpoint(dlock__etcd *c);
-void dlock__etcd_endpoint_failed(dlock__etcd *c, size_t ep);
-
-/* 1 when member ep sends back any HTTP reply to a status request
- * (/v3/maintenance/status) by deadline_us: its server is up and serving,
- * whatever it does not say elsewhere. 0 otherwise. */
-int dlock__etcd_member_answers(dlock__etcd *c, size_t ep, int64_t deadline_us);
-
-/* watch.c: stops and frees the watcher (client teardown). */
-void dlock__etcd_watcher_free(dlock__etcd *c);
-void dlock__etcd_watcher_stats(dlock__etcd *c, dlock__etcd_stats *out);
+#include "transport.h"
 
 #endif

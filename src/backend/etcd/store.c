@@ -47,6 +47,59 @@ void dlock__etcd_store_fini(dlock__etcd_store *e)
     pthread_cond_destroy(&e->cv);
 }
 
+/* ---------------------------------------------------------------- for the lock's files */
+
+int64_t dlock__etcd_deadline_of(const dlock__etcd_store *e, int64_t deadline_us)
+{
+    int64_t cap = dlock__now_us() + e->timeout_ms * 1000;
+    return deadline_us < cap ? deadline_us : cap;
+}
+
+/* Whole seconds, rounded up: etcd leases have no finer grain. */
+int64_t dlock__etcd_ttl_of(int64_t lease_ms)
+{
+    int64_t s = (lease_ms + 999) / 1000;
+    return s < 1 ? 1 : s;
+}
+
+const char *dlock__etcd_kind_name(const dlock__etcd_lock *l)
+{
+    switch (l->base.spec.kind) {
+    case DLOCK__READ:
+    case DLOCK__WRITE:
+        return "read-write lock";
+    case DLOCK__SEMAPHORE:
+        return "semaphore";
+    default:
+        return "lock";
+    }
+}
+
+/* "take/permits" of a semaphore key (its value's first line); 0 if it is
+ * not one of ours. */
+int dlock__etcd_parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *permits)
+{
+    char buf[32];
+    unsigned long t, p;
+    char *end;
+    const char *nl = memchr(kv->value, '\n', kv->value_len);
+    size_t n = nl != NULL ? (size_t) (nl - kv->value) : kv->value_len;
+    if (n == 0 || n >= sizeof buf)
+        return 0;
+    memcpy(buf, kv->value, n);
+    buf[n] = '\0';
+    t = strtoul(buf, &end, 10);
+    if (end == buf || *end != '/')
+        return 0;
+    const char *q = end + 1;
+    p = strtoul(q, &end, 10);
+    if (end == q || *end != '\0' || t == 0 || p == 0 || t > p || p > UINT32_MAX)
+        return 0;
+    *take = (unsigned) t;
+    *permits = (unsigned) p;
+    return 1;
+}
+
 /* ---------------------------------------------------------------- sessions */
 
 dlock__etcd_session *dlock__etcd_session_ref(dlock__etcd_session *es)

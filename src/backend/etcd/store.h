@@ -2,8 +2,9 @@
 /* store.h - the etcd store's state that outlives one request: its
  * sessions, the key names its handles claimed, the deletes and revokes it
  * retries until etcd answers, and the read-write locks it holds; and a
- * handle's key. Shared by etcd.c (the lock recipe) and store.c (this
- * bookkeeping). See etcd.c's design note for why each exists.
+ * handle's key. Shared by etcd.c (the lock recipe), lease.c (keeping holds
+ * alive), operator.c (query, holders, force-unlock, listing) and store.c
+ * (this bookkeeping). See etcd.c's design note for why each exists.
  *
  * Locking: the store's mutex guards its part; a handle's mutex guards the
  * handle's key (the renewal thread reads it). The store's mutex is never
@@ -124,6 +125,18 @@ typedef struct dlock__etcd_lock {
 void dlock__etcd_store_init(dlock__etcd_store *e);
 /* Frees what the store still keeps (claims, work left, read-write holds). */
 void dlock__etcd_store_fini(dlock__etcd_store *e);
+
+/* ---------------------------------------------------------------- for the lock's files */
+
+/* deadline_us, capped by the store's command timeout. */
+int64_t dlock__etcd_deadline_of(const dlock__etcd_store *e, int64_t deadline_us);
+/* Whole seconds, rounded up: etcd leases have no finer grain. */
+int64_t dlock__etcd_ttl_of(int64_t lease_ms);
+/* What messages call l's kind: "lock", "read-write lock" or "semaphore". */
+const char *dlock__etcd_kind_name(const dlock__etcd_lock *l);
+/* "take/permits" of a semaphore key (its value's first line); 0 if it is
+ * not one of ours. */
+int dlock__etcd_parse_permits(const dlock__etcd_kv *kv, unsigned *take, unsigned *permits);
 
 /* ---------------------------------------------------------------- sessions */
 

@@ -55,7 +55,8 @@
  * `mu` held; `delivering` lets dlock__etcd_watch_cancel wait out a callback
  * in progress, so after it returns the callback never runs again. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "watch.h"
+#include "transport.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
