@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #include "../support/harness.h"
 #include "backend/etcd/client.h"
-#include "backend/etcd/internal.h" /* dlock__etcd_endpoint_failed */
+#include "backend/etcd/transport.h" /* dlock__etcd_endpoint_failed */
 #include "base/clock.h"
 
 #include <arpa/inet.h>
