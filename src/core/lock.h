@@ -105,11 +105,6 @@ int dlock__token_make(const dlock_client *c, char *out);
 /* A fixed lease's length: DLOCK_LEASE_MIN_MS..DLOCK_DURATION_MAX_MS, else
  * DLOCK_EINVAL saying so. */
 int dlock__check_lease(int64_t lease_ms);
-/* Checks the parts of a lock name every store shares. */
-int dlock__check_name(const char *name);
-/* DLOCK_OK if s is at most max bytes of UTF-8 without control characters;
- * else DLOCK_EINVAL naming it as `what` ("lock name") of `whats` ("names"). */
-int dlock__check_text(const char *s, size_t max, const char *what, const char *whats);
 
 /* acquire.c: one lock (not a multi-lock), inside the owner's call: take it
  * (waiting until deadline_us, DLOCK__NEVER, or not at all when 0). */
