@@ -34,8 +34,8 @@
  * their own (the store asks for it; a hand-over gone before it was
  * confirmed; a wake-up with nothing for us) go at once the first time and
  * after a growing delay when they repeat: no path of the loop sends without
- * a floor. dlock_cancel() ends the wait in progress (or the next one), also
- * one that was just granted: the lock is passed on. */
+ * a floor. dlock_cancel() (handle.c) ends the wait in progress (or the next
+ * one), also one that was just granted: the lock is passed on. */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -57,51 +57,9 @@
 
 /* ---------------------------------------------------------------- cancel */
 
-/* The handle whose calls own the wait: a member's is its multi-lock. */
-static dlock_lock *owner_of(dlock_lock *l)
-{
-    return l->parent != NULL ? l->parent : l;
-}
-
-static void begin_wait(dlock_lock *l)
-{
-    uint64_t n = (atomic_load(&l->wait_state) >> 1) + 1;
-    atomic_store(&l->wait_state, n << 1 | 1);
-}
-
-static void end_wait(dlock_lock *l)
-{
-    atomic_store(&l->wait_state, atomic_load(&l->wait_state) & ~(uint64_t) 1);
-}
-
-int dlock__lock_cancelled(dlock_lock *l)
-{
-    dlock_lock *o = owner_of(l);
-    uint64_t state = atomic_load(&o->wait_state);
-    return (state & 1) && atomic_load(&o->cancel_for) == state >> 1;
-}
-
 static int lq_cancelled(void *arg)
 {
     return dlock__lock_cancelled(arg);
-}
-
-int dlock_cancel(dlock_lock *l)
-{
-    if (l == NULL)
-        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
-    dlock_lock *o = owner_of(l);
-    /* The wait in progress, else the next one. */
-    uint64_t state = atomic_load(&o->wait_state);
-    uint64_t target = state & 1 ? state >> 1 : (state >> 1) + 1;
-    uint64_t seen = atomic_load(&o->cancel_for);
-    while (seen < target && !atomic_compare_exchange_weak(&o->cancel_for, &seen, target))
-        ;
-    /* Members of a multi-lock share its token: this wakes whichever waits. */
-    dlock__board_recheck(&o->client->board, o->token);
-    if (o->client->lq != NULL)
-        dlock__lq_wake(o->client->lq);
-    return DLOCK_OK;
 }
 
 /* Sleeps until `until`, waking early if the wait is cancelled. */
@@ -653,55 +611,4 @@ int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int r
     if (l->holds > 0)
         return reenter(l, deadline_us, lease_ms, renew);
     return take(l, deadline_us, lease_ms, renew);
-}
-
-/* ---------------------------------------------------------------- public calls */
-
-static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
-{
-    int rc = dlock__lock_enter(l);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
-        rc = dlock__fail(DLOCK_EINVAL, "wait of %lld ms: want >= 0 or DLOCK_WAIT_FOREVER",
-                         (long long) wait_ms);
-    else if (wait_ms > DLOCK_DURATION_MAX_MS)
-        rc = dlock__fail(DLOCK_EINVAL,
-                         "wait of %lld ms: want at most %lld ms, or DLOCK_WAIT_FOREVER",
-                         (long long) wait_ms, (long long) DLOCK_DURATION_MAX_MS);
-    else if (!renew)
-        rc = dlock__check_lease(lease_ms);
-    if (rc == DLOCK_OK && !renew)
-        rc = dlock__client_require(l->client, DLOCK_CAP_FIXED_LEASE,
-                                   "a fixed lease (dlock_acquire_for)");
-    if (rc != DLOCK_OK)
-        return dlock__lock_leave(l, rc);
-    /* every call is numbered, a try too: a cancel aimed at it ends with it */
-    begin_wait(l);
-    if (l->nmembers > 0) {
-        rc = dlock__multi_acquire(l, wait_ms, lease_ms, renew);
-    } else {
-        int64_t deadline = wait_ms == 0  ? 0
-                           : wait_ms < 0 ? DLOCK__NEVER
-                                         : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
-        rc = dlock__lock_take(l, deadline, lease_ms, renew);
-    }
-    end_wait(l);
-    return dlock__lock_leave(l, rc);
-}
-
-int dlock_acquire(dlock_lock *l, int64_t wait_ms)
-{
-    return acquire_entry(l, wait_ms, l != NULL ? l->client->cfg.lease_ms : 1, 1);
-}
-
-int dlock_acquire_for(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
-{
-    return acquire_entry(l, wait_ms, lease_ms, 0);
-}
-
-int dlock_try_acquire(dlock_lock *l)
-{
-    return dlock_acquire(l, 0);
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* handle.c - lock handles: making them for a kind of lock, their lifetime
  * (reference counted: the renewer's threads hold a reference while they use
- * one), what they say about themselves, and freeing them. */
+ * one), the owner's calls on them (entered one at a time) and their
+ * bounds, their wait's cancellation, and freeing them. The public calls on
+ * a handle are calls.c's. */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -12,21 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------- leases */
-
-int dlock__check_lease(int64_t lease_ms)
-{
-    if (lease_ms < DLOCK_LEASE_MIN_MS)
-        return dlock__fail(DLOCK_EINVAL,
-                           "lease of %lld ms: a lease must be at least %d ms (of a shorter one, "
-                           "the drift margin and a round trip leave too little to hold)",
-                           (long long) lease_ms, DLOCK_LEASE_MIN_MS);
-    if (lease_ms > DLOCK_DURATION_MAX_MS)
-        return dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be at most %lld ms",
-                           (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
-    return DLOCK_OK;
-}
 
 /* ---------------------------------------------------------------- kinds */
 
@@ -207,63 +194,6 @@ int dlock__token_make(const dlock_client *c, char *out)
     return dlock__random_hex(out + 16, 8);
 }
 
-static int new_token(dlock_lock **l)
-{
-    if (dlock__token_make((*l)->client, (*l)->token) == 0)
-        return DLOCK_OK;
-    dlock_lock_free(*l);
-    *l = NULL;
-    return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
-}
-
-int dlock_lock_open(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
-{
-    dlock__lock_spec spec;
-    int rc;
-
-    dlock__clear_error();
-    if (out != NULL)
-        *out = NULL; /* also when the flags are refused */
-    rc = dlock__spec_of(flags, 0, &spec);
-    if (rc == DLOCK_OK)
-        rc = dlock__lock_new(c, name, &spec, out);
-    return rc == DLOCK_OK ? new_token(out) : rc;
-}
-
-int dlock_lock_dup(const dlock_lock *l, unsigned flags, dlock_lock **out)
-{
-    dlock__lock_spec spec;
-    int rc;
-
-    dlock__clear_error();
-    if (l == NULL || l->nmembers > 0 || l->spec.kind == DLOCK__SEMAPHORE)
-        return dlock__fail(DLOCK_EINVAL, "dlock_lock_dup: want a lock handle (not a semaphore "
-                                         "or multi-lock)");
-    rc = dlock__spec_of(flags, 0, &spec);
-    if (rc == DLOCK_OK)
-        rc = dlock__lock_new(l->client, l->name, &spec, out);
-    if (rc == DLOCK_OK)
-        snprintf((*out)->token, sizeof(*out)->token, "%s", l->token);
-    return rc;
-}
-
-int dlock_semaphore_open(dlock_client *c, const char *name, unsigned permits, unsigned take,
-                         dlock_lock **out)
-{
-    dlock__lock_spec spec = {.kind = DLOCK__SEMAPHORE, .permits = permits, .take = take};
-    int rc;
-
-    dlock__clear_error();
-    if (out != NULL)
-        *out = NULL; /* on every failure, as the other open calls */
-    if (permits == 0 || take == 0 || take > permits || permits > 1000000000u)
-        return dlock__fail(DLOCK_EINVAL,
-                           "semaphore '%s': want 0 < take (%u) <= permits (%u) <= 10^9",
-                           name != NULL ? name : "", take, permits);
-    rc = dlock__lock_new(c, name, &spec, out);
-    return rc == DLOCK_OK ? new_token(out) : rc;
-}
-
 /* ---------------------------------------------------------------- calls */
 
 int dlock__lock_enter(dlock_lock *l)
@@ -326,89 +256,22 @@ int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)
     return wait_deadline + timeout;
 }
 
-static int release_all(dlock_lock *l)
+/* ---------------------------------------------------------------- cancel */
+
+void dlock__lock_begin_wait(dlock_lock *l)
 {
-    return l->nmembers > 0 ? dlock__multi_release(l, 1) : dlock__lock_give(l, 1, 0);
+    uint64_t n = (atomic_load(&l->wait_state) >> 1) + 1;
+    atomic_store(&l->wait_state, n << 1 | 1);
 }
 
-void dlock_lock_free(dlock_lock *l)
+void dlock__lock_end_wait(dlock_lock *l)
 {
-    if (l == NULL)
-        return;
-    if (dlock__lock_enter(l) == DLOCK_OK) {
-        if (l->holds > 0)
-            release_all(l);
-        dlock__lock_stop_holding(l);
-        dlock__lock_leave(l, DLOCK_OK);
-    }
-    dlock__lock_unref(l);
+    atomic_store(&l->wait_state, atomic_load(&l->wait_state) & ~(uint64_t) 1);
 }
 
-void dlock_lock_detach(dlock_lock *l)
+int dlock__lock_cancelled(dlock_lock *l)
 {
-    if (l == NULL)
-        return;
-    if (dlock__lock_enter(l) == DLOCK_OK) {
-        const dlock__backend *b = l->client->backend;
-        int held = l->holds > 0;
-        /* off the renewer first: a renewal must not find the hold gone */
-        if (l->nmembers > 0)
-            dlock__multi_forget(l);
-        dlock__lock_stop_holding(l);
-        if (held && b->detach != NULL) {
-            /* the store keeps what it holds: lock_free must not give it up */
-            for (size_t i = 0; i < l->nmembers; i++)
-                b->detach(l->client->store, l->members[i]->sl);
-            if (l->nmembers == 0)
-                b->detach(l->client->store, l->sl);
-        }
-        dlock__lock_leave(l, DLOCK_OK);
-    }
-    dlock__lock_unref(l);
-}
-
-/* ---------------------------------------------------------------- state */
-
-uint64_t dlock_lock_fence(const dlock_lock *l)
-{
-    return l != NULL ? l->fence : 0;
-}
-
-const char *dlock_lock_token(const dlock_lock *l)
-{
-    return l != NULL ? l->token : "";
-}
-
-const char *dlock_lock_name(const dlock_lock *l)
-{
-    return l != NULL ? l->name : "";
-}
-
-unsigned dlock_lock_holds(const dlock_lock *l)
-{
-    return l != NULL ? l->holds : 0;
-}
-
-size_t dlock_lock_members(const dlock_lock *l)
-{
-    return l == NULL ? 0 : l->nmembers > 0 ? l->nmembers : 1;
-}
-
-const dlock_lock *dlock_lock_member(const dlock_lock *l, size_t i)
-{
-    if (l == NULL)
-        return NULL;
-    if (l->nmembers == 0)
-        return i == 0 ? l : NULL;
-    return i < l->nmembers ? l->members[i] : NULL;
-}
-
-void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
-{
-    if (l == NULL)
-        return;
-    dlock__renewer_lock(&l->client->renewer, &l->lease);
-    l->on_lost = fn;
-    l->on_lost_arg = arg;
-    dlock__renewer_unlock(&l->client->renewer, &l->lease);
+    dlock_lock *o = dlock__lock_owner(l);
+    uint64_t state = atomic_load(&o->wait_state);
+    return (state & 1) && atomic_load(&o->cancel_for) == state >> 1;
 }
