@@ -29,7 +29,7 @@
 
 #include "codec.h"
 
-#include "../../core/log.h"
+#include "../log.h"
 
 #include <stddef.h>
 #include <stdint.h>
