@@ -24,7 +24,7 @@
  *     tables);
  *   - a session: the grant lives exactly as long as a session of the store
  *     (a ZooKeeper session, an etcd lease, a database connection). The
- *     backend starts sessions on the client's renewer (core/session.h),
+ *     backend starts sessions on the client's renewer (session.h),
  *     which keeps each alive through renew() and counts its validity the
  *     same way; when a session ends, every grant made under it is lost and
  *     reported.
@@ -62,10 +62,10 @@
 #define DLOCK_BACKEND_H
 
 #include "../base/url.h"
-#include "../core/board.h"
-#include "../core/log.h"
-#include "../core/session.h"
+#include "board.h"
 #include "dlock.h"
+#include "log.h"
+#include "session.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -90,12 +90,16 @@ typedef struct dlock__client_cfg {
     char owner_info[384];
 } dlock__client_cfg;
 
-/* What the core gives a store when it opens it. */
+/* What the core gives a store when it opens it: the host's services. A
+ * store sees them only through their declarations here in src/backend
+ * (board.h, log.h, session.h), which the core implements, never through
+ * the core's own headers: the core includes this file, and nothing here
+ * includes the core. */
 typedef struct dlock__host {
     const dlock__client_cfg *cfg;
-    dlock__board *board;       /* where waiters park: post their wake-ups here */
-    dlock__sessions *sessions; /* where sessions are started (core/session.h) */
-    /* The client's log (core/log.h): a store may tell what the core cannot
+    dlock__board *board;       /* where waiters park: post their wake-ups here (board.h) */
+    dlock__sessions *sessions; /* where sessions are started (session.h) */
+    /* The client's log (log.h): a store may tell what the core cannot
      * see, e.g. DLOCK__LOG(host->log, DLOCK_LOG_INFO, "%s: reconnected", label)
      * on a reconnect. Never NULL; costs nothing when logging is off. */
     dlock__log *log;

@@ -34,8 +34,8 @@
  * their own (the store asks for it; a hand-over gone before it was
  * confirmed; a wake-up with nothing for us) go at once the first time and
  * after a growing delay when they repeat: no path of the loop sends without
- * a floor. dlock_cancel() ends the wait in progress (or the next one), also
- * one that was just granted: the lock is passed on. */
+ * a floor. dlock_cancel() (handle.c) ends the wait in progress (or the next
+ * one), also one that was just granted: the lock is passed on. */
 #include "lock.h"
 
 #include "../base/clock.h"
@@ -57,51 +57,9 @@
 
 /* ---------------------------------------------------------------- cancel */
 
-/* The handle whose calls own the wait: a member's is its multi-lock. */
-static dlock_lock *owner_of(dlock_lock *l)
-{
-    return l->parent != NULL ? l->parent : l;
-}
-
-static void begin_wait(dlock_lock *l)
-{
-    uint64_t n = (atomic_load(&l->wait_state) >> 1) + 1;
-    atomic_store(&l->wait_state, n << 1 | 1);
-}
-
-static void end_wait(dlock_lock *l)
-{
-    atomic_store(&l->wait_state, atomic_load(&l->wait_state) & ~(uint64_t) 1);
-}
-
-int dlock__lock_cancelled(dlock_lock *l)
-{
-    dlock_lock *o = owner_of(l);
-    uint64_t state = atomic_load(&o->wait_state);
-    return (state & 1) && atomic_load(&o->cancel_for) == state >> 1;
-}
-
 static int lq_cancelled(void *arg)
 {
     return dlock__lock_cancelled(arg);
-}
-
-int dlock_cancel(dlock_lock *l)
-{
-    if (l == NULL)
-        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
-    dlock_lock *o = owner_of(l);
-    /* The wait in progress, else the next one. */
-    uint64_t state = atomic_load(&o->wait_state);
-    uint64_t target = state & 1 ? state >> 1 : (state >> 1) + 1;
-    uint64_t seen = atomic_load(&o->cancel_for);
-    while (seen < target && !atomic_compare_exchange_weak(&o->cancel_for, &seen, target))
-        ;
-    /* Members of a multi-lock share its token: this wakes whichever waits. */
-    dlock__board_recheck(&o->client->board, o->token);
-    if (o->client->lq != NULL)
-        dlock__lq_wake(o->client->lq);
-    return DLOCK_OK;
 }
 
 /* Sleeps until `until`, waking early if the wait is cancelled. */
@@ -247,6 +205,12 @@ typedef struct take_state {
     int unreachable;             /* the store was unreachable: tried again (for the log) */
     enum dlock__held_as held_as; /* the last attempt found another kind holding the name */
     dlock__lq_ticket ticket;
+    /* the call, as take() was asked */
+    int64_t deadline; /* the wait's end: DLOCK__NEVER for none, 0 for a try */
+    int64_t lease_ms;
+    int renew;
+    int waits;     /* deadline != 0: the caller waits while the lock is held */
+    int64_t start; /* when the call began (for messages) */
 } take_state;
 
 /* The next polling step: short, growing, jittered. */
@@ -417,231 +381,325 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t l
     return rc == DLOCK_OK && l->parent == NULL ? dlock__lock_settle(l) : rc;
 }
 
-static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
+/* ---------------------------------------------------------------- take(), step by step */
+
+/* take() (at the end) goes round attempt() until a step settles the wait,
+ * then finish()es. One round, in order: take_turn (the local queue),
+ * onto_board, send_attempt, and by the store's answer hold_taken (TAKEN),
+ * wait_held (HELD) or wait_queued (QUEUED, then a hand-over). */
+
+/* What a step of take() leaves it to do next. */
+enum step {
+    STEP_NEXT,      /* go on with this attempt */
+    STEP_AGAIN,     /* go round again: another attempt */
+    STEP_DONE,      /* return rc */
+    STEP_GIVE_UP,   /* leave the store's queue (passing on what may be ours), return rc */
+    STEP_CANCELLED, /* the wait was cancelled */
+    STEP_TIMED_OUT, /* the budget ran out, the lock still held */
+};
+
+/* With the local queue on, a thread waits in the store only in its turn,
+ * and does not even try while another thread of this client waits for the
+ * lock: the try would fail. */
+static enum step take_turn(dlock_lock *l, take_state *st, int *rc)
+{
+    dlock_client *c = l->client;
+
+    if (st->waits && !st->local && c->lq != NULL &&
+        (st->held_here || dlock__lq_waiting(c->lq, (int) l->spec.kind, l->name) > 0)) {
+        *rc = dlock__lq_enter(c->lq, (int) l->spec.kind, l->name, st->deadline, lq_cancelled, l,
+                              &st->ticket);
+        if (*rc == DLOCK_ETIMEDOUT)
+            return STEP_TIMED_OUT;
+        if (*rc != DLOCK_OK)
+            return STEP_DONE;
+        st->local = 1;
+    }
+    return STEP_NEXT;
+}
+
+/* Whether this attempt may queue in the store. If so, the waiter is on the
+ * board before the request goes out, so that a hand-over overtaking the
+ * reply is kept; under a fresh wait id. */
+static int onto_board(dlock_lock *l, take_state *st)
+{
+    dlock_client *c = l->client;
+    int may_queue = st->waits && !st->poll_only && (st->local || c->lq == NULL);
+
+    if (may_queue) {
+        if (!st->on_board) {
+            st->w.wait_id = dlock__client_wait_id(c);
+            dlock__board_enter(&c->board, &st->w);
+            st->on_board = 1;
+        } else {
+            dlock__board_rename(&c->board, &st->w, dlock__client_wait_id(c));
+        }
+    }
+    return may_queue;
+}
+
+/* Asks the store once (backend.h: acquire), noting when the request was
+ * sent and when it was answered. */
+static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__attempt *a,
+                        int64_t *sent, int64_t *answered)
+{
+    dlock_client *c = l->client;
+
+    *a = (dlock__attempt){.token = l->token,
+                          .lease_ms = st->lease_ms,
+                          .fixed = !st->renew,
+                          .wait = may_queue,
+                          .again = st->queued,
+                          .wait_id = st->w.wait_id,
+                          .deadline_us = dlock__lock_request_deadline(l, st->deadline),
+                          .wait_until_us = st->deadline,
+                          .holder_ttl_ms = -1};
+    *sent = dlock__now_us();
+    int rc = c->backend->acquire(c->store, l->sl, a);
+    *answered = dlock__now_us();
+    if (rc == DLOCK_OK && a->outcome == DLOCK__QUEUED)
+        st->queued = 1;
+    return rc;
+}
+
+/* The store answered TAKEN: hold the lock (settled, unless a member's). */
+static enum step hold_taken(dlock_lock *l, take_state *st, const dlock__attempt *a, int64_t sent,
+                            int64_t answered, int *rc)
+{
+    dlock_client *c = l->client;
+
+    drop_place(l, st); /* the entry now serves the hold */
+    *rc = dlock__lock_start_holding(l, a->fence, a->session, st->lease_ms, st->renew, sent);
+    int late = *rc == DLOCK_ELOST;
+    if (*rc == DLOCK_OK && l->parent == NULL)
+        *rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */
+    if (*rc == DLOCK_OK)
+        outage_over(l, st);
+    if (*rc == DLOCK_OK)
+        DLOCK__LOG(&c->log, st->waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
+                   "lock '%s' acquired%s (fence %llu, %s)", l->name,
+                   st->waited ? " after a wait" : "", (unsigned long long) l->fence,
+                   a->session != NULL ? "held by its session"
+                   : st->renew        ? "renewed"
+                                      : "fixed lease");
+    if (*rc == DLOCK_ELOST) {
+        /* the store's reply came after the lease it granted could
+         * have run out (late), or the grant was lost (its session
+         * ended) before it was the caller's: nothing to hold on to,
+         * and as good as no answer. A store that is that slow is
+         * tried again as an unreachable one is, never at once. */
+        give_back(l, st->deadline);
+        if (late)
+            *rc = dlock__fail(DLOCK_EUNREACHABLE,
+                              "%s answered after %lld ms, when the lease of %lld ms it "
+                              "granted could have run out",
+                              c->store->label, (long long) ((answered - sent) / 1000),
+                              (long long) st->lease_ms);
+        else
+            *rc = DLOCK_EUNREACHABLE;
+        if (st->waits) {
+            enum ride ride = ride_outage(l, st, sent, st->deadline);
+            if (ride == RIDE_AGAIN)
+                return STEP_AGAIN;
+            if (ride == RIDE_CANCELLED)
+                return STEP_CANCELLED;
+        }
+    }
+    return STEP_DONE;
+}
+
+/* The store answered HELD (not queued): try again at once (it waited for a
+ * slice), after making its wake-ups flow, or after a polling step. */
+static void wait_held(dlock_lock *l, take_state *st, const dlock__attempt *a, int64_t sent,
+                      int64_t now, int64_t ttl_us)
 {
     dlock_client *c = l->client;
     const dlock__backend *b = c->backend;
-    int64_t start = dlock__now_us();
-    int waits = deadline != 0, rc;
-    take_state st = {
-        .w = {.token = l->token}, .poll_us = POLL_MIN_US, .unreachable_us = UNREACHABLE_MIN_US};
 
-    for (;;) {
-        if (waits && dlock__lock_cancelled(l))
-            goto cancelled;
-        /* With the local queue on, a thread waits in the store only in its
-         * turn, and does not even try while another thread of this client
-         * waits for the lock: the try would fail. */
-        if (waits && !st.local && c->lq != NULL &&
-            (st.held_here || dlock__lq_waiting(c->lq, (int) l->spec.kind, l->name) > 0)) {
-            rc = dlock__lq_enter(c->lq, (int) l->spec.kind, l->name, deadline, lq_cancelled, l,
-                                 &st.ticket);
-            if (rc == DLOCK_ETIMEDOUT)
-                goto timed_out;
-            if (rc != DLOCK_OK)
-                goto done;
-            st.local = 1;
-        }
-        int may_queue = waits && !st.poll_only && (st.local || c->lq == NULL);
-        if (may_queue) {
-            /* On the board before the request goes out, so that a hand-over
-             * overtaking the reply is kept; under a fresh wait id. */
-            if (!st.on_board) {
-                st.w.wait_id = dlock__client_wait_id(c);
-                dlock__board_enter(&c->board, &st.w);
-                st.on_board = 1;
-            } else {
-                dlock__board_rename(&c->board, &st.w, dlock__client_wait_id(c));
-            }
-        }
-        dlock__attempt a = {.token = l->token,
-                            .lease_ms = lease_ms,
-                            .fixed = !renew,
-                            .wait = may_queue,
-                            .again = st.queued,
-                            .wait_id = st.w.wait_id,
-                            .deadline_us = dlock__lock_request_deadline(l, deadline),
-                            .wait_until_us = deadline,
-                            .holder_ttl_ms = -1};
-        int64_t sent = dlock__now_us();
-        rc = b->acquire(c->store, l->sl, &a);
-        int64_t answered = dlock__now_us();
-        if (rc == DLOCK_OK && a.outcome == DLOCK__QUEUED)
-            st.queued = 1;
-        if (waits && dlock__lock_cancelled(l)) {
-            /* cancelled while the request was out: whatever it did is
-             * undone (a lock taken is passed on, a place left) */
-            if (rc == DLOCK_OK && a.outcome == DLOCK__TAKEN) {
-                dlock__session_unref(a.session);
-                give_back(l, deadline);
-            }
-            goto cancelled;
-        }
-        if (rc == DLOCK_EUNREACHABLE && waits) {
-            enum ride ride = ride_outage(l, &st, sent, deadline);
-            if (ride == RIDE_AGAIN)
-                continue;
-            if (ride == RIDE_CANCELLED)
-                goto cancelled;
-            goto give_up;
-        }
-        if (rc != DLOCK_OK)
-            goto give_up;
-
-        if (a.outcome == DLOCK__TAKEN) {
-            drop_place(l, &st); /* the entry now serves the hold */
-            rc = dlock__lock_start_holding(l, a.fence, a.session, lease_ms, renew, sent);
-            int late = rc == DLOCK_ELOST;
-            if (rc == DLOCK_OK && l->parent == NULL)
-                rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */
-            if (rc == DLOCK_OK)
-                outage_over(l, &st);
-            if (rc == DLOCK_OK)
-                DLOCK__LOG(&c->log, st.waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
-                           "lock '%s' acquired%s (fence %llu, %s)", l->name,
-                           st.waited ? " after a wait" : "", (unsigned long long) l->fence,
-                           a.session != NULL ? "held by its session"
-                           : renew           ? "renewed"
-                                             : "fixed lease");
-            if (rc == DLOCK_ELOST) {
-                /* the store's reply came after the lease it granted could
-                 * have run out (late), or the grant was lost (its session
-                 * ended) before it was the caller's: nothing to hold on to,
-                 * and as good as no answer. A store that is that slow is
-                 * tried again as an unreachable one is, never at once. */
-                give_back(l, deadline);
-                if (late)
-                    rc = dlock__fail(DLOCK_EUNREACHABLE,
-                                     "%s answered after %lld ms, when the lease of %lld ms it "
-                                     "granted could have run out",
-                                     c->store->label, (long long) ((answered - sent) / 1000),
-                                     (long long) lease_ms);
-                else
-                    rc = DLOCK_EUNREACHABLE;
-                if (waits) {
-                    enum ride ride = ride_outage(l, &st, sent, deadline);
-                    if (ride == RIDE_AGAIN)
-                        continue;
-                    if (ride == RIDE_CANCELLED)
-                        goto cancelled;
-                }
-            }
-            goto done;
-        }
-        outage_over(l, &st);
-        if (!waits) {
-            rc = busy_error(l, a.holder_ttl_ms, a.held_as);
-            goto done;
-        }
-        if (!st.local && c->lq != NULL) {
-            /* Within this client, one thread at a time waits in the store
-             * for this lock; the others wait in the local queue, in order,
-             * and try again in their turn. */
-            st.held_here = 1;
-            continue;
-        }
-        st.held_as = a.held_as;
-        int64_t now = dlock__now_us();
-        if (now >= deadline)
-            goto timed_out;
-        int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
-        if (!st.waited) {
-            st.waited = 1;
-            DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' is held by someone else: waiting (%s)",
-                       l->name,
-                       a.outcome == DLOCK__QUEUED    ? "queued in the store"
-                       : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
-                                                     : "polling, or woken by the store");
-        }
-
-        if (a.outcome == DLOCK__HELD) {
-            if (a.next == DLOCK__NEXT_RETRY) {
-                pace(l, &st, sent, deadline);
-                continue;
-            }
-            if (a.next == DLOCK__NEXT_PREPARE && !st.poll_only) {
-                rc = b->prepare_wait != NULL ? b->prepare_wait(c->store, l->sl, deadline)
-                                             : DLOCK_ENOTSUP;
-                if (rc != DLOCK_OK)
-                    st.poll_only = 1; /* no wake-ups for us: poll */
-                pace(l, &st, sent, deadline);
-                continue;
-            }
-            /* Poll: a short, growing, jittered step, bounded by the lease. */
-            int64_t step = poll_step(&st);
-            int64_t until = now + (step < ttl_us ? step : ttl_us);
-            pause_until(l, until < deadline ? until : deadline);
-            continue;
-        }
-
-        /* Queued: parked until the store wakes us, bounded by the holder's
-         * lease in case the wake-up is lost. */
-        dlock__board_queued(&c->board, l->token, st.w.wait_id, sent);
-        if (a.keep_place) {
-            rc = keep_place(l, &st, lease_ms, sent);
-            if (rc != DLOCK_OK)
-                goto give_up;
-        }
-        int64_t until = ttl_us == DLOCK__NEVER ? now + lease_ms * 1000 : now + ttl_us;
-        if (a.held_as != DLOCK__HELD_AS_SAME) {
-            /* Queued behind another kind of lock of the name: that kind's
-             * release tells this one nothing, so look again on the polling
-             * period (the place keeps newcomers of that kind behind us). */
-            int64_t step = poll_step(&st);
-            if (now + step < until)
-                until = now + step;
-        }
-        if (until > deadline)
-            until = deadline;
-        enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st.w, until)
-                                                : dlock__board_park(&c->board, &st.w, until);
-        if (wake != DLOCK__WAKE_GRANTED) {
-            pace(l, &st, sent, deadline); /* slow by itself, unless the wake-ups flood */
-            continue;
-        }
-        dlock__board_leave(&c->board, &st.w);
-        st.on_board = 0;
-        rc = take_grant(l, &st, deadline, lease_ms, renew);
-        if (rc == DLOCK_ELOST) {
-            DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG,
-                       "lock '%s' was handed over but gone before it was confirmed: waiting on",
-                       l->name);
-            pace(l, &st, sent, deadline);
-            continue; /* taken from us already (expired, forced): wait on */
-        }
-        if (rc == DLOCK_OK)
-            DLOCK__LOG(&c->log, DLOCK_LOG_INFO,
-                       "lock '%s' handed over by the store after a wait of %lld ms (fence %llu)",
-                       l->name, (long long) ((dlock__now_us() - start) / 1000),
-                       (unsigned long long) l->fence);
-        if (rc != DLOCK_OK && rc != DLOCK_ECANCELED)
-            goto give_up; /* pass on what may be ours */
-        goto done;
+    if (a->next == DLOCK__NEXT_RETRY) {
+        pace(l, st, sent, st->deadline);
+        return;
     }
-
-cancelled:
-    rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
-    DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "wait for lock '%s' cancelled after %lld ms", l->name,
-               (long long) ((dlock__now_us() - start) / 1000));
-    goto give_up;
-timed_out : {
-    char as[192];
-    rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held%s after %lld ms%s", l->name,
-                     st.held_as != DLOCK__HELD_AS_SAME ? "" : " by someone else",
-                     (long long) ((dlock__now_us() - start) / 1000),
-                     other_kind(l, st.held_as, as, sizeof as));
+    if (a->next == DLOCK__NEXT_PREPARE && !st->poll_only) {
+        int rc = b->prepare_wait != NULL ? b->prepare_wait(c->store, l->sl, st->deadline)
+                                         : DLOCK_ENOTSUP;
+        if (rc != DLOCK_OK)
+            st->poll_only = 1; /* no wake-ups for us: poll */
+        pace(l, st, sent, st->deadline);
+        return;
+    }
+    /* Poll: a short, growing, jittered step, bounded by the lease. */
+    int64_t step = poll_step(st);
+    int64_t until = now + (step < ttl_us ? step : ttl_us);
+    pause_until(l, until < st->deadline ? until : st->deadline);
 }
-    DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
-give_up:
-    if (st.on_board || st.on_renewer || st.queued)
-        leave_queue(l, deadline);
-done:
-    drop_place(l, &st);
-    if (st.on_board)
-        dlock__board_leave(&c->board, &st.w);
-    if (st.local)
-        dlock__lq_leave(c->lq, &st.ticket);
+
+/* The store answered QUEUED: parked until the store wakes us, bounded by
+ * the holder's lease in case the wake-up is lost; a hand-over is held. */
+static enum step wait_queued(dlock_lock *l, take_state *st, const dlock__attempt *a, int64_t sent,
+                             int64_t now, int64_t ttl_us, int *rc)
+{
+    dlock_client *c = l->client;
+    const dlock__backend *b = c->backend;
+
+    dlock__board_queued(&c->board, l->token, st->w.wait_id, sent);
+    if (a->keep_place) {
+        *rc = keep_place(l, st, st->lease_ms, sent);
+        if (*rc != DLOCK_OK)
+            return STEP_GIVE_UP;
+    }
+    int64_t until = ttl_us == DLOCK__NEVER ? now + st->lease_ms * 1000 : now + ttl_us;
+    if (a->held_as != DLOCK__HELD_AS_SAME) {
+        /* Queued behind another kind of lock of the name: that kind's
+         * release tells this one nothing, so look again on the polling
+         * period (the place keeps newcomers of that kind behind us). */
+        int64_t step = poll_step(st);
+        if (now + step < until)
+            until = now + step;
+    }
+    if (until > st->deadline)
+        until = st->deadline;
+    enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st->w, until)
+                                            : dlock__board_park(&c->board, &st->w, until);
+    if (wake != DLOCK__WAKE_GRANTED) {
+        pace(l, st, sent, st->deadline); /* slow by itself, unless the wake-ups flood */
+        return STEP_AGAIN;
+    }
+    dlock__board_leave(&c->board, &st->w);
+    st->on_board = 0;
+    *rc = take_grant(l, st, st->deadline, st->lease_ms, st->renew);
+    if (*rc == DLOCK_ELOST) {
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG,
+                   "lock '%s' was handed over but gone before it was confirmed: waiting on",
+                   l->name);
+        pace(l, st, sent, st->deadline);
+        return STEP_AGAIN; /* taken from us already (expired, forced): wait on */
+    }
+    if (*rc == DLOCK_OK)
+        DLOCK__LOG(&c->log, DLOCK_LOG_INFO,
+                   "lock '%s' handed over by the store after a wait of %lld ms (fence %llu)",
+                   l->name, (long long) ((dlock__now_us() - st->start) / 1000),
+                   (unsigned long long) l->fence);
+    if (*rc != DLOCK_OK && *rc != DLOCK_ECANCELED)
+        return STEP_GIVE_UP; /* pass on what may be ours */
+    return STEP_DONE;
+}
+
+/* One round of the wait loop: an attempt, and what its answer asks for. */
+static enum step attempt(dlock_lock *l, take_state *st, int *rc)
+{
+    dlock_client *c = l->client;
+    dlock__attempt a;
+    int64_t sent, answered;
+
+    if (st->waits && dlock__lock_cancelled(l))
+        return STEP_CANCELLED;
+    enum step step = take_turn(l, st, rc);
+    if (step != STEP_NEXT)
+        return step;
+    int may_queue = onto_board(l, st);
+    *rc = send_attempt(l, st, may_queue, &a, &sent, &answered);
+    if (st->waits && dlock__lock_cancelled(l)) {
+        /* cancelled while the request was out: whatever it did is
+         * undone (a lock taken is passed on, a place left) */
+        if (*rc == DLOCK_OK && a.outcome == DLOCK__TAKEN) {
+            dlock__session_unref(a.session);
+            give_back(l, st->deadline);
+        }
+        return STEP_CANCELLED;
+    }
+    if (*rc == DLOCK_EUNREACHABLE && st->waits) {
+        enum ride ride = ride_outage(l, st, sent, st->deadline);
+        if (ride == RIDE_AGAIN)
+            return STEP_AGAIN;
+        if (ride == RIDE_CANCELLED)
+            return STEP_CANCELLED;
+        return STEP_GIVE_UP;
+    }
+    if (*rc != DLOCK_OK)
+        return STEP_GIVE_UP;
+    if (a.outcome == DLOCK__TAKEN)
+        return hold_taken(l, st, &a, sent, answered, rc);
+
+    outage_over(l, st);
+    if (!st->waits) {
+        *rc = busy_error(l, a.holder_ttl_ms, a.held_as);
+        return STEP_DONE;
+    }
+    if (!st->local && c->lq != NULL) {
+        /* Within this client, one thread at a time waits in the store
+         * for this lock; the others wait in the local queue, in order,
+         * and try again in their turn. */
+        st->held_here = 1;
+        return STEP_AGAIN;
+    }
+    st->held_as = a.held_as;
+    int64_t now = dlock__now_us();
+    if (now >= st->deadline)
+        return STEP_TIMED_OUT;
+    int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
+    if (!st->waited) {
+        st->waited = 1;
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' is held by someone else: waiting (%s)",
+                   l->name,
+                   a.outcome == DLOCK__QUEUED    ? "queued in the store"
+                   : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
+                                                 : "polling, or woken by the store");
+    }
+    if (a.outcome == DLOCK__HELD) {
+        wait_held(l, st, &a, sent, now, ttl_us);
+        return STEP_AGAIN;
+    }
+    return wait_queued(l, st, &a, sent, now, ttl_us, rc);
+}
+
+/* How take() ends (step: the last one's outcome): the failure described
+ * (cancelled, timed out), the store's queue left unless the wait is done,
+ * and all it set up taken down. */
+static int finish(dlock_lock *l, take_state *st, enum step step, int rc)
+{
+    dlock_client *c = l->client;
+
+    if (step == STEP_CANCELLED) {
+        rc = dlock__fail(DLOCK_ECANCELED, "wait for lock '%s' cancelled", l->name);
+        DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "wait for lock '%s' cancelled after %lld ms", l->name,
+                   (long long) ((dlock__now_us() - st->start) / 1000));
+    } else if (step == STEP_TIMED_OUT) {
+        char as[192];
+        rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held%s after %lld ms%s", l->name,
+                         st->held_as != DLOCK__HELD_AS_SAME ? "" : " by someone else",
+                         (long long) ((dlock__now_us() - st->start) / 1000),
+                         other_kind(l, st->held_as, as, sizeof as));
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
+    }
+    if (step != STEP_DONE && (st->on_board || st->on_renewer || st->queued))
+        leave_queue(l, st->deadline);
+    drop_place(l, st);
+    if (st->on_board)
+        dlock__board_leave(&c->board, &st->w);
+    if (st->local)
+        dlock__lq_leave(c->lq, &st->ticket);
     return rc;
+}
+
+/* Takes the lock: attempt after attempt until one settles the wait. */
+static int take(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
+{
+    take_state st = {.w = {.token = l->token},
+                     .poll_us = POLL_MIN_US,
+                     .unreachable_us = UNREACHABLE_MIN_US,
+                     .deadline = deadline,
+                     .lease_ms = lease_ms,
+                     .renew = renew,
+                     .waits = deadline != 0,
+                     .start = dlock__now_us()};
+    enum step step;
+    int rc = DLOCK_OK;
+
+    do
+        step = attempt(l, &st, &rc);
+    while (step == STEP_AGAIN);
+    return finish(l, &st, step, rc);
 }
 
 int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int renew)
@@ -653,55 +711,4 @@ int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int r
     if (l->holds > 0)
         return reenter(l, deadline_us, lease_ms, renew);
     return take(l, deadline_us, lease_ms, renew);
-}
-
-/* ---------------------------------------------------------------- public calls */
-
-static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew)
-{
-    int rc = dlock__lock_enter(l);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
-        rc = dlock__fail(DLOCK_EINVAL, "wait of %lld ms: want >= 0 or DLOCK_WAIT_FOREVER",
-                         (long long) wait_ms);
-    else if (wait_ms > DLOCK_DURATION_MAX_MS)
-        rc = dlock__fail(DLOCK_EINVAL,
-                         "wait of %lld ms: want at most %lld ms, or DLOCK_WAIT_FOREVER",
-                         (long long) wait_ms, (long long) DLOCK_DURATION_MAX_MS);
-    else if (!renew)
-        rc = dlock__check_lease(lease_ms);
-    if (rc == DLOCK_OK && !renew)
-        rc = dlock__client_require(l->client, DLOCK_CAP_FIXED_LEASE,
-                                   "a fixed lease (dlock_acquire_for)");
-    if (rc != DLOCK_OK)
-        return dlock__lock_leave(l, rc);
-    /* every call is numbered, a try too: a cancel aimed at it ends with it */
-    begin_wait(l);
-    if (l->nmembers > 0) {
-        rc = dlock__multi_acquire(l, wait_ms, lease_ms, renew);
-    } else {
-        int64_t deadline = wait_ms == 0  ? 0
-                           : wait_ms < 0 ? DLOCK__NEVER
-                                         : dlock__deadline_after_ms(dlock__now_us(), wait_ms);
-        rc = dlock__lock_take(l, deadline, lease_ms, renew);
-    }
-    end_wait(l);
-    return dlock__lock_leave(l, rc);
-}
-
-int dlock_acquire(dlock_lock *l, int64_t wait_ms)
-{
-    return acquire_entry(l, wait_ms, l != NULL ? l->client->cfg.lease_ms : 1, 1);
-}
-
-int dlock_acquire_for(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
-{
-    return acquire_entry(l, wait_ms, lease_ms, 0);
-}
-
-int dlock_try_acquire(dlock_lock *l)
-{
-    return dlock_acquire(l, 0);
 }

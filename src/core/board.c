@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* board.c - the wait board. See board.h. */
-#include "board.h"
+/* board.c - the wait board. See backend/board.h. */
+#include "../backend/board.h"
 
 #include "../base/clock.h"
 

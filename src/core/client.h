@@ -4,9 +4,9 @@
 #define DLOCK_CORE_CLIENT_H
 
 #include "../backend/backend.h"
-#include "board.h"
+#include "../backend/board.h"
+#include "../backend/log.h"
 #include "local_queue.h"
-#include "log.h"
 #include "renewer.h"
 
 #include <stdatomic.h>

@@ -1,121 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* handle.c - lock handles: making them for a kind of lock, their lifetime
  * (reference counted: the renewer's threads hold a reference while they use
- * one), what they say about themselves, and freeing them. */
+ * one), the owner's calls on them (entered one at a time) and their
+ * bounds, their wait's cancellation, and freeing them. The public calls on
+ * a handle are calls.c's. */
 #include "lock.h"
 
 #include "../base/clock.h"
 #include "../base/error.h"
 #include "../base/random.h"
+#include "../base/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------- names */
-
-/* Length of the UTF-8 sequence at s (of at most n bytes), or 0 with *cp
- * set to the code point decoded (or -1 if the bytes are no UTF-8 at all)
- * and *why saying what is wrong. */
-static size_t utf8_sequence(const unsigned char *s, size_t n, long *cp_out, const char **why)
-{
-    size_t len;
-    unsigned long cp;
-
-    *cp_out = -1;
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        len = 2;
-        cp = s[0] & 0x1f;
-    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        len = 3;
-        cp = s[0] & 0x0f;
-    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        len = 4;
-        cp = s[0] & 0x07;
-    } else {
-        *why = s[0] >= 0x80 && s[0] <= 0xbf ? "a continuation byte without a lead byte"
-                                            : "a byte that never occurs in UTF-8";
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if (i >= n || (s[i] & 0xc0) != 0x80) {
-            *why = "a sequence cut short";
-            return 0;
-        }
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    *cp_out = (long) cp;
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000))
-        *why = "an overlong form";
-    else if (cp > 0x10ffff)
-        *why = "a code point above U+10FFFF";
-    else if (cp >= 0xd800 && cp <= 0xdfff)
-        *why = "a surrogate (U+D800..U+DFFF)";
-    else if (cp >= 0x80 && cp <= 0x9f)
-        *why = "a C1 control character";
-    else
-        return len;
-    return 0;
-}
-
-/* Text that prints as itself, so that it reads the same in a message, a
- * log line, a JSON document or a terminal: no control characters (which
- * would move the cursor or end a line) and no bytes that are not UTF-8
- * (which JSON cannot carry). `what` names it in messages ("lock name"),
- * `whats` names its kind ("names"). */
-int dlock__check_text(const char *s, size_t max, const char *what, const char *whats)
-{
-    size_t len = strlen(s);
-
-    if (len > max)
-        return dlock__fail(DLOCK_EINVAL, "%s is %zu bytes long; the limit is %zu", what, len, max);
-    for (size_t i = 0; i < len;) {
-        const unsigned char *p = (const unsigned char *) s + i;
-        const char *why = "";
-        long cp;
-        if (*p < 0x20 || *p == 0x7f)
-            return dlock__fail(DLOCK_EINVAL,
-                               "%s contains a control character (byte %zu is 0x%02x); "
-                               "%s are UTF-8 text without control characters",
-                               what, i, *p, whats);
-        size_t n = utf8_sequence(p, len - i, &cp, &why);
-        if (n == 0 && cp >= 0x80 && cp <= 0x9f)
-            return dlock__fail(DLOCK_EINVAL,
-                               "%s contains a C1 control character (U+%04lX at byte %zu); "
-                               "%s are UTF-8 text without control characters",
-                               what, (unsigned long) cp, i, whats);
-        if (n == 0)
-            return dlock__fail(DLOCK_EINVAL, "%s is not valid UTF-8: %s at byte %zu (0x%02x)", what,
-                               why, i, *p);
-        i += n;
-    }
-    return DLOCK_OK;
-}
-
-/* Every store takes the same names. */
-int dlock__check_name(const char *name)
-{
-    if (name == NULL)
-        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
-    if (name[0] == '\0')
-        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
-    return dlock__check_text(name, DLOCK_NAME_MAX, "lock name", "names");
-}
-
-int dlock__check_lease(int64_t lease_ms)
-{
-    if (lease_ms < DLOCK_LEASE_MIN_MS)
-        return dlock__fail(DLOCK_EINVAL,
-                           "lease of %lld ms: a lease must be at least %d ms (of a shorter one, "
-                           "the drift margin and a round trip leave too little to hold)",
-                           (long long) lease_ms, DLOCK_LEASE_MIN_MS);
-    if (lease_ms > DLOCK_DURATION_MAX_MS)
-        return dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be at most %lld ms",
-                           (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);
-    return DLOCK_OK;
-}
 
 /* ---------------------------------------------------------------- kinds */
 
@@ -296,63 +194,6 @@ int dlock__token_make(const dlock_client *c, char *out)
     return dlock__random_hex(out + 16, 8);
 }
 
-static int new_token(dlock_lock **l)
-{
-    if (dlock__token_make((*l)->client, (*l)->token) == 0)
-        return DLOCK_OK;
-    dlock_lock_free(*l);
-    *l = NULL;
-    return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
-}
-
-int dlock_lock_open(dlock_client *c, const char *name, unsigned flags, dlock_lock **out)
-{
-    dlock__lock_spec spec;
-    int rc;
-
-    dlock__clear_error();
-    if (out != NULL)
-        *out = NULL; /* also when the flags are refused */
-    rc = dlock__spec_of(flags, 0, &spec);
-    if (rc == DLOCK_OK)
-        rc = dlock__lock_new(c, name, &spec, out);
-    return rc == DLOCK_OK ? new_token(out) : rc;
-}
-
-int dlock_lock_dup(const dlock_lock *l, unsigned flags, dlock_lock **out)
-{
-    dlock__lock_spec spec;
-    int rc;
-
-    dlock__clear_error();
-    if (l == NULL || l->nmembers > 0 || l->spec.kind == DLOCK__SEMAPHORE)
-        return dlock__fail(DLOCK_EINVAL, "dlock_lock_dup: want a lock handle (not a semaphore "
-                                         "or multi-lock)");
-    rc = dlock__spec_of(flags, 0, &spec);
-    if (rc == DLOCK_OK)
-        rc = dlock__lock_new(l->client, l->name, &spec, out);
-    if (rc == DLOCK_OK)
-        snprintf((*out)->token, sizeof(*out)->token, "%s", l->token);
-    return rc;
-}
-
-int dlock_semaphore_open(dlock_client *c, const char *name, unsigned permits, unsigned take,
-                         dlock_lock **out)
-{
-    dlock__lock_spec spec = {.kind = DLOCK__SEMAPHORE, .permits = permits, .take = take};
-    int rc;
-
-    dlock__clear_error();
-    if (out != NULL)
-        *out = NULL; /* on every failure, as the other open calls */
-    if (permits == 0 || take == 0 || take > permits || permits > 1000000000u)
-        return dlock__fail(DLOCK_EINVAL,
-                           "semaphore '%s': want 0 < take (%u) <= permits (%u) <= 10^9",
-                           name != NULL ? name : "", take, permits);
-    rc = dlock__lock_new(c, name, &spec, out);
-    return rc == DLOCK_OK ? new_token(out) : rc;
-}
-
 /* ---------------------------------------------------------------- calls */
 
 int dlock__lock_enter(dlock_lock *l)
@@ -415,89 +256,22 @@ int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)
     return wait_deadline + timeout;
 }
 
-static int release_all(dlock_lock *l)
+/* ---------------------------------------------------------------- cancel */
+
+void dlock__lock_begin_wait(dlock_lock *l)
 {
-    return l->nmembers > 0 ? dlock__multi_release(l, 1) : dlock__lock_give(l, 1, 0);
+    uint64_t n = (atomic_load(&l->wait_state) >> 1) + 1;
+    atomic_store(&l->wait_state, n << 1 | 1);
 }
 
-void dlock_lock_free(dlock_lock *l)
+void dlock__lock_end_wait(dlock_lock *l)
 {
-    if (l == NULL)
-        return;
-    if (dlock__lock_enter(l) == DLOCK_OK) {
-        if (l->holds > 0)
-            release_all(l);
-        dlock__lock_stop_holding(l);
-        dlock__lock_leave(l, DLOCK_OK);
-    }
-    dlock__lock_unref(l);
+    atomic_store(&l->wait_state, atomic_load(&l->wait_state) & ~(uint64_t) 1);
 }
 
-void dlock_lock_detach(dlock_lock *l)
+int dlock__lock_cancelled(dlock_lock *l)
 {
-    if (l == NULL)
-        return;
-    if (dlock__lock_enter(l) == DLOCK_OK) {
-        const dlock__backend *b = l->client->backend;
-        int held = l->holds > 0;
-        /* off the renewer first: a renewal must not find the hold gone */
-        if (l->nmembers > 0)
-            dlock__multi_forget(l);
-        dlock__lock_stop_holding(l);
-        if (held && b->detach != NULL) {
-            /* the store keeps what it holds: lock_free must not give it up */
-            for (size_t i = 0; i < l->nmembers; i++)
-                b->detach(l->client->store, l->members[i]->sl);
-            if (l->nmembers == 0)
-                b->detach(l->client->store, l->sl);
-        }
-        dlock__lock_leave(l, DLOCK_OK);
-    }
-    dlock__lock_unref(l);
-}
-
-/* ---------------------------------------------------------------- state */
-
-uint64_t dlock_lock_fence(const dlock_lock *l)
-{
-    return l != NULL ? l->fence : 0;
-}
-
-const char *dlock_lock_token(const dlock_lock *l)
-{
-    return l != NULL ? l->token : "";
-}
-
-const char *dlock_lock_name(const dlock_lock *l)
-{
-    return l != NULL ? l->name : "";
-}
-
-unsigned dlock_lock_holds(const dlock_lock *l)
-{
-    return l != NULL ? l->holds : 0;
-}
-
-size_t dlock_lock_members(const dlock_lock *l)
-{
-    return l == NULL ? 0 : l->nmembers > 0 ? l->nmembers : 1;
-}
-
-const dlock_lock *dlock_lock_member(const dlock_lock *l, size_t i)
-{
-    if (l == NULL)
-        return NULL;
-    if (l->nmembers == 0)
-        return i == 0 ? l : NULL;
-    return i < l->nmembers ? l->members[i] : NULL;
-}
-
-void dlock_lock_on_lost(dlock_lock *l, dlock_lost_fn fn, void *arg)
-{
-    if (l == NULL)
-        return;
-    dlock__renewer_lock(&l->client->renewer, &l->lease);
-    l->on_lost = fn;
-    l->on_lost_arg = arg;
-    dlock__renewer_unlock(&l->client->renewer, &l->lease);
+    dlock_lock *o = dlock__lock_owner(l);
+    uint64_t state = atomic_load(&o->wait_state);
+    return (state & 1) && atomic_load(&o->cancel_for) == state >> 1;
 }

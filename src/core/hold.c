@@ -161,15 +161,6 @@ int dlock__lock_give(dlock_lock *l, int all, int64_t deadline)
                                l->name);
 }
 
-int dlock_release(dlock_lock *l)
-{
-    int rc = dlock__lock_enter(l);
-    if (rc != DLOCK_OK)
-        return rc;
-    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_release(l, 0)
-                                                : dlock__lock_give(l, 0, 0));
-}
-
 /* ---------------------------------------------------------------- lease */
 
 /* The store says the handle no longer holds the lock (extend, renew). */
@@ -272,58 +263,7 @@ int dlock__lock_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode 
     }
 }
 
-int dlock_extend(dlock_lock *l, int64_t lease_ms)
-{
-    int rc = dlock__lock_enter(l);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__client_require(l->client, DLOCK_CAP_EXTEND, "dlock_extend (set a lease)");
-    if (rc == DLOCK_OK)
-        rc = dlock__check_lease(lease_ms);
-    if (rc == DLOCK_OK)
-        rc = l->nmembers > 0 ? dlock__multi_extend(l, lease_ms, DLOCK__EXTEND_SET)
-                             : extend_one(l, lease_ms);
-    return dlock__lock_leave(l, rc);
-}
-
-int dlock_keepalive(dlock_lock *l)
-{
-    int rc = dlock__lock_enter(l);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_extend(l, 0, DLOCK__EXTEND_KEEPALIVE)
-                                                : keepalive_one(l));
-}
-
-int dlock_renew(dlock_lock *l)
-{
-    int rc = dlock__lock_enter(l);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_extend(l, 0, DLOCK__EXTEND_RENEW)
-                                                : renew_one(l));
-}
-
 /* ---------------------------------------------------------------- state */
-
-int dlock_lock_check(dlock_lock *l)
-{
-    char why[sizeof l->lease.why];
-
-    dlock__clear_error();
-    if (l == NULL)
-        return dlock__fail(DLOCK_EINVAL, "lock handle is NULL");
-    if (l->holds == 0)
-        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
-    if (l->nmembers > 0)
-        return dlock__multi_check(l, NULL);
-    if (dlock__renewer_check(&l->client->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK)
-        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
-    return DLOCK_OK;
-}
 
 int dlock__lock_verify(dlock_lock *l)
 {
@@ -348,27 +288,4 @@ int dlock__lock_verify(dlock_lock *l)
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' verified: the store has it (fence %llu)",
                    l->name, (unsigned long long) l->fence);
     return rc;
-}
-
-int dlock_lock_verify(dlock_lock *l)
-{
-    int rc = dlock__lock_enter(l);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    return dlock__lock_leave(l, l->nmembers > 0 ? dlock__multi_verify(l) : dlock__lock_verify(l));
-}
-
-int64_t dlock_lock_remaining_ms(dlock_lock *l)
-{
-    char why[sizeof l->lease.why];
-    int64_t left = 0;
-
-    if (l == NULL || l->holds == 0)
-        return 0;
-    if (l->nmembers > 0)
-        return dlock__multi_check(l, &left) == DLOCK_OK ? left : 0;
-    if (dlock__renewer_check(&l->client->renewer, &l->lease, &left, why, sizeof why) != DLOCK_OK)
-        return 0;
-    return left / 1000;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* lock.h - the lock handle's insides, shared by the files of the core that
- * serve it: handle.c (making and freeing handles, their state), acquire.c
- * (taking a lock: the wait loop), hold.c (a lock held: release, extend,
- * check), operator.c (query, force-unlock, adopt) and multi.c (several
- * locks as one).
+ * serve it: calls.c (the owner's public calls, which dispatch to the
+ * others), multi.c (several locks as one), acquire.c (taking a lock: the
+ * wait loop), hold.c (a lock held: release, extend, check), operator.c
+ * (query, force-unlock, adopt) and handle.c (making and freeing handles,
+ * their state, cancellation). README.md says what may call what.
  *
  * A handle is idle (holds == 0) or holding (holds > 0, with a fence and a
  * lease entry on the client's renewer). Only the owner's calls change holds
@@ -64,6 +65,12 @@ struct dlock_lock {
     dlock_lock *parent;
 };
 
+/* The handle whose calls own the wait: a member's is its multi-lock. */
+static inline dlock_lock *dlock__lock_owner(dlock_lock *l)
+{
+    return l->parent != NULL ? l->parent : l;
+}
+
 /* handle.c */
 
 /* A handle for name and spec (NULL spec: a multi-lock, no store state),
@@ -102,14 +109,12 @@ int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
 /* A fresh owner token of client c in out (33 bytes): the client's id, then
  * 16 random hex digits. 0, or -1 without randomness. */
 int dlock__token_make(const dlock_client *c, char *out);
-/* A fixed lease's length: DLOCK_LEASE_MIN_MS..DLOCK_DURATION_MAX_MS, else
- * DLOCK_EINVAL saying so. */
-int dlock__check_lease(int64_t lease_ms);
-/* Checks the parts of a lock name every store shares. */
-int dlock__check_name(const char *name);
-/* DLOCK_OK if s is at most max bytes of UTF-8 without control characters;
- * else DLOCK_EINVAL naming it as `what` ("lock name") of `whats` ("names"). */
-int dlock__check_text(const char *s, size_t max, const char *what, const char *whats);
+/* Numbers a call's wait (begin: in progress; end: over), so that a
+ * dlock_cancel() ends the one in progress, or the next. */
+void dlock__lock_begin_wait(dlock_lock *l);
+void dlock__lock_end_wait(dlock_lock *l);
+/* Whether the wait the handle (or its multi-lock) is in was cancelled. */
+int dlock__lock_cancelled(dlock_lock *l);
 
 /* acquire.c: one lock (not a multi-lock), inside the owner's call: take it
  * (waiting until deadline_us, DLOCK__NEVER, or not at all when 0). */
@@ -118,8 +123,6 @@ int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int r
  * deadline, waking early if the wait is cancelled; then doubles *step_us,
  * up to max_us. */
 void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64_t deadline);
-/* Whether the wait the handle (or its multi-lock) is in was cancelled. */
-int dlock__lock_cancelled(dlock_lock *l);
 
 /* hold.c: a held lock, inside the owner's call. */
 /* Starts holding: the renewer watches (and renews) the lease, or the session. */
@@ -155,7 +158,7 @@ int dlock__lock_take_loss(dlock_lock *l);
 /* The end of validity of a lease granted at sent_us. */
 int64_t dlock__validity_end(int64_t sent_us, int64_t lease_ms);
 
-/* multi.c: the multi-lock versions of the public calls. */
+/* multi.c: the multi-lock versions of the owner's calls (calls.c). */
 int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int renew);
 int dlock__multi_release(dlock_lock *l, int all);
 int dlock__multi_extend(dlock_lock *l, int64_t lease_ms, enum dlock__extend_mode mode);

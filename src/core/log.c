@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* log.c - a client's log sink: see log.h. */
-#include "log.h"
+/* log.c - a client's log sink: see backend/log.h. */
+#include "../backend/log.h"
 #include "../base/error.h"
 
 #include <stdarg.h>

@@ -19,6 +19,7 @@
 #include "../base/clock.h"
 #include "../base/error.h"
 #include "../base/random.h"
+#include "../base/text.h"
 #include "lock.h"
 
 #include <stdio.h>

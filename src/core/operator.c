@@ -7,6 +7,7 @@
 
 #include "../base/clock.h"
 #include "../base/error.h"
+#include "../base/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #include "owner.h"
 
 #include "../base/error.h"
-#include "lock.h"
+#include "../base/text.h"
 
 #include <inttypes.h>
 #include <stdio.h>

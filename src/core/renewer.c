@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* renewer.c - the client's lease threads and its sessions. See renewer.h
- * and session.h for the contracts.
+ * and backend/session.h for the contracts.
  *
  * Timing. A held lock renewed automatically is renewed every lease/3; a
  * queued waiter sends a heartbeat every waiter_lease/3; a session is kept

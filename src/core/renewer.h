@@ -4,7 +4,7 @@
  *
  * Every lock a client holds has a lease entry here; so does every waiter
  * whose place in a store's queue is kept by heartbeats, and every session
- * of the store (session.h). Two threads serve them:
+ * of the store (backend/session.h). Two threads serve them:
  *
  *   - the renewal thread sends, in one batch, every renewal, heartbeat and
  *     session keep-alive that is due (and those due within the next half
@@ -28,7 +28,7 @@
 #define DLOCK_CORE_RENEWER_H
 
 #include "../backend/backend.h"
-#include "session.h"
+#include "../backend/session.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -30,7 +30,7 @@
 #include "codec.h"
 #include "watch.h"
 
-#include "../../core/log.h"
+#include "../log.h"
 
 #include <stddef.h>
 #include <stdint.h>

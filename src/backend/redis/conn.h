@@ -12,7 +12,7 @@
 #ifndef DLOCK_REDIS_CONN_H
 #define DLOCK_REDIS_CONN_H
 
-#include "../../core/log.h"
+#include "../log.h"
 
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>

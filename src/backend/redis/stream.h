@@ -3,7 +3,7 @@
 #ifndef DLOCK_REDIS_STREAM_H
 #define DLOCK_REDIS_STREAM_H
 
-#include "../../core/board.h"
+#include "../board.h"
 #include "conn.h"
 
 typedef struct dlock__rstream dlock__rstream;

@@ -3,7 +3,7 @@
 #ifndef DLOCK_REDIS_SUBSCRIBER_H
 #define DLOCK_REDIS_SUBSCRIBER_H
 
-#include "../../core/board.h"
+#include "../board.h"
 #include "conn.h"
 
 typedef struct dlock__rsub dlock__rsub;

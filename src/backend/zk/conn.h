@@ -25,8 +25,8 @@
 #ifndef DLOCK_ZK_CONN_H
 #define DLOCK_ZK_CONN_H
 
-#include "../../core/board.h"
-#include "../../core/session.h"
+#include "../board.h"
+#include "../session.h"
 
 #include <stdint.h>
 #include <zookeeper/zookeeper.h>

@@ -4,9 +4,12 @@
  * A waiter is entered on the board under its owner token before it asks to
  * join the server's queue, so a wake-up that overtakes the reply to that
  * request is kept, not lost. Backends post wake-ups by token; the renewal
- * thread posts what waiter heartbeats learn. */
-#ifndef DLOCK_CORE_BOARD_H
-#define DLOCK_CORE_BOARD_H
+ * thread posts what waiter heartbeats learn.
+ *
+ * A service of the host to its stores (backend.h, dlock__host.board):
+ * declared here for them, implemented by the core (core/board.c). */
+#ifndef DLOCK_BACKEND_BOARD_H
+#define DLOCK_BACKEND_BOARD_H
 
 #include <pthread.h>
 #include <stdint.h>

@@ -17,9 +17,12 @@
  *     the backend table), so that nothing granted under it outlives the
  *     report.
  * A session that is lost is never revived: the store starts a new one for
- * its next grant (dlock__session_alive says when). */
-#ifndef DLOCK_CORE_SESSION_H
-#define DLOCK_CORE_SESSION_H
+ * its next grant (dlock__session_alive says when).
+ *
+ * A service of the host to its stores (backend.h, dlock__host.sessions):
+ * declared here for them, implemented by the core (core/renewer.c). */
+#ifndef DLOCK_BACKEND_SESSION_H
+#define DLOCK_BACKEND_SESSION_H
 
 #include <stdint.h>
 

@@ -9,9 +9,12 @@
  * returns only when no call of the old function is under way. Never log
  * while holding a lock of the core (a shard's, a board's): the function may
  * call back into dlock. Messages never carry an owner token or a password
- * (store labels are masked URLs). */
-#ifndef DLOCK_CORE_LOG_H
-#define DLOCK_CORE_LOG_H
+ * (store labels are masked URLs).
+ *
+ * A service of the host to its stores (backend.h, dlock__host.log):
+ * declared here for them, implemented by the core (core/log.c). */
+#ifndef DLOCK_BACKEND_LOG_H
+#define DLOCK_BACKEND_LOG_H
 
 #include "dlock.h"
 
