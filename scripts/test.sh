@@ -4,9 +4,11 @@
 # missing, builds, and runs every test against real servers it starts itself.
 # Then the same suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the threaded suites under ThreadSanitizer, a short run of each fuzz target,
-# and the style check. Every suite includes the documents' C examples,
-# compiled from README.md, include/dlock.h and docs/dlock.1 and built with
-# that suite's sanitizer (doc_examples, tests/docs/doc_examples.py).
+# and the style checks (clang-format; no include circle, no two files calling
+# each other, no file over 1,500 lines: scripts/check-structure.py). Every
+# suite includes the documents' C examples, compiled from README.md,
+# include/dlock.h and docs/dlock.1 and built with that suite's sanitizer
+# (doc_examples, tests/docs/doc_examples.py).
 #
 #   scripts/test.sh           everything (what CI runs)
 #   scripts/test.sh --quick   the plain build's suite only
@@ -88,9 +90,12 @@ if [ $quick -eq 0 ]; then
   if ! fuzz; then
     failed+=("fuzz")
   fi
-  echo "=== style: clang-format"
+  echo "=== style: clang-format, and the tree's shape (scripts/check-structure.py)"
   if ! bash scripts/check-format.sh; then
     failed+=("style")
+  fi
+  if ! python3 scripts/check-structure.py build; then
+    failed+=("structure")
   fi
 fi
 

@@ -4,8 +4,8 @@
  * unpark costs a system call only if the thread is actually asleep, and the
  * woken thread needs no lock to see why. Callers always re-check their
  * condition after dlock__park() returns. */
-#ifndef DLOCK_CORE_PARK_H
-#define DLOCK_CORE_PARK_H
+#ifndef DLOCK_BASE_PARK_H
+#define DLOCK_BASE_PARK_H
 
 #include "clock.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* hold.c - a lock this handle holds: the lease on the renewer, giving it
  * up, extending and renewing it, and asking whether it is still held (of
- * the renewer: check; of the store: verify). */
+ * the renewer, for dlock_lock_check in calls.c; of the store: verify). */
 #include "lock.h"
 
 #include "../base/clock.h"

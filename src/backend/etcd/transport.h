@@ -7,7 +7,7 @@
 #ifndef DLOCK_ETCD_TRANSPORT_H
 #define DLOCK_ETCD_TRANSPORT_H
 
-#include "../../core/log.h"
+#include "../log.h"
 
 #include <curl/curl.h>
 #include <pthread.h>

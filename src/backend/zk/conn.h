@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* conn.h - one ZooKeeper session of a client: its handle, its dlock session
- * (core/session.h), requests bounded by deadlines, and the nodes it still
+ * (../session.h), requests bounded by deadlines, and the nodes it still
  * has to get rid of.
  *
  * The ZooKeeper C client (libzookeeper_mt) runs an I/O thread and a
