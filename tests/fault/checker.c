@@ -800,13 +800,25 @@ static void check_exclusion(checker *c, int lock)
             int used = b->take;
             for (size_t j = 0; j < na; j++)
                 used += H(c, &active[j])->take;
-            /* too many permits: the holders that have held longest are the
-             * stale ones (their permits are the ones that should have gone) */
+            /* too many permits: some holders' permits should have gone. The
+             * store does not say whose: a holder that could have lost its
+             * permit unseen (frozen, or the store lost its data) is taken
+             * first, then the holders that have held longest. Taking the
+             * oldest first would blame a live holder for the permit of a
+             * frozen one whose session the store rightly ended. */
             while (used > cap && na > 0) {
                 size_t low = 0;
-                for (size_t j = 1; j < na; j++) {
-                    if (H(c, &active[j])->t_ok < H(c, &active[low])->t_ok)
+                int low_excused = 0;
+                for (size_t j = 0; j < na; j++) {
+                    const hold *a = H(c, &active[j]);
+                    int64_t since = a->t_inv < b->t_inv ? a->t_inv : b->t_inv;
+                    int excused = frozen(c, a->pid, a->sup_pid, a->t_ok, b->t_ok) != NULL ||
+                                  data_lost(c, lock, since, b->t_ok) != NULL;
+                    if (j == 0 || excused > low_excused ||
+                        (excused == low_excused && a->t_ok < H(c, &active[low])->t_ok)) {
                         low = j;
+                        low_excused = excused;
+                    }
                 }
                 judge_pair(c, lock, &active[low], &list[i]);
                 used -= H(c, &active[low])->take;

@@ -8,7 +8,12 @@
  * behind it, a1 first (the store said so before a2's acquire began); the
  * store then serves a2 before a1. That is a fair-order violation, unless
  * something let a1 leave the queue or kept a2 an older place: each variant
- * adds one such thing and must not be judged a violation. */
+ * adds one such thing and must not be judged a violation.
+ *
+ * sem_frozen_holder: a semaphore of 3 permits held by a0 (2) and a1 (1);
+ * a1 is frozen past its lease and a2 is granted its permit. The store did
+ * right: a1 is the one whose permit went. Judged a late loss only when a1
+ * was not frozen (then someone held a permit the store had given away). */
 #define _GNU_SOURCE
 #include "../support/harness.h"
 #include "fault.h"
@@ -262,11 +267,54 @@ static void reentered_lease(void)
     }
 }
 
+/* One semaphore hold: acquire at `at` (take permits), granted at ok,
+ * released at rel. */
+static void sem_hold(int id, int take, double at, double ok, double rel)
+{
+    fev *e = rec(EV_ACQ_INV, id, at);
+    e->op = next_op++;
+    e->kind = H_SEM;
+    e->take = take;
+    e->wait_ms = 10000;
+    fs_commit(e);
+    uint64_t op = e->op;
+    record(EV_ACQ_OK, id, op, ok);
+    record(EV_REL_INV, id, op, rel);
+    record(EV_REL_OK, id, op, rel + 0.01);
+}
+
+static void sem_frozen_holder(void)
+{
+    for (int frozen = 1; frozen >= 0; frozen--) {
+        start_history();
+        shm->locks[0] = (lock_def){"sem0", LK_SEM, 3};
+        actor(HOLDER, H_SEM, 0);
+        actor(FIRST, H_SEM, 0);
+        actor(SECOND, H_SEM, 0);
+        sem_hold(HOLDER, 2, 1.0, 1.01, 3.5);
+        sem_hold(FIRST, 1, 1.1, 1.11, 4.1);
+        if (frozen) {
+            fault_at(NEM_PAUSE_CLIENT, EVF_START, 100 + FIRST, -1, 1.5, "pause-client a1");
+            fault_at(NEM_PAUSE_CLIENT, EVF_END, 100 + FIRST, -1, 4.0, "resume-client a1");
+        }
+        sem_hold(SECOND, 1, 1.2, 3.0, 3.2);
+        check_totals t = verdict();
+        long others = 0;
+        for (int k = 0; k < V_COUNT; k++)
+            others += k != V_LATE_LOSS ? t.violations[k] : 0;
+        printf("  a1 %s: late-loss %ld, others %ld\n", frozen ? "frozen" : "not frozen",
+               t.violations[V_LATE_LOSS], others);
+        CHECK_INT(t.violations[V_LATE_LOSS], ==, frozen ? 0 : 1);
+        CHECK_INT(others, ==, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"fair_order", fair_order},
         {"reentered_lease", reentered_lease},
+        {"sem_frozen_holder", sem_frozen_holder},
     };
     return DT_RUN(tests);
 }
