@@ -1032,7 +1032,7 @@ static void test_watch_many_one_stream(void)
     for (int i = N - 1; i >= 0; i--)
         CHECK_INT(del(c, key[i]), ==, 1);
     for (int i = 0; i < N; i++) {
-        rec_note n;
+        rec_note n = {0};
         DT_WAIT_UNTIL(notes(&r, ids[i], DLOCK__ETCD_WATCH_EVENT, &n) == 1, 5000);
         CHECK(strcmp(n.key, key[i]) == 0);
         CHECK_INT(n.type, ==, DLOCK__ETCD_EV_DELETE);
@@ -1047,8 +1047,8 @@ static void test_watch_many_one_stream(void)
     DT_WAIT_UNTIL(notes(&r, ids[1], DLOCK__ETCD_WATCH_EVENT, NULL) == 2, 5000);
     CHECK_INT(notes(&r, ids[0], DLOCK__ETCD_WATCH_EVENT, NULL), ==, before);
     /* a put is an event too when not filtered */
-    rec_note n;
-    notes(&r, ids[1], DLOCK__ETCD_WATCH_EVENT, &n);
+    rec_note n = {0};
+    CHECK_INT(notes(&r, ids[1], DLOCK__ETCD_WATCH_EVENT, &n), ==, 2); /* n: the last */
     CHECK_INT(n.type, ==, DLOCK__ETCD_EV_PUT);
 
     dlock__etcd_get_stats(c, &st);

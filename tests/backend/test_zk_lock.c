@@ -37,18 +37,9 @@ static dt_server srv;
 
 /* ---------------------------------------------------------------- helpers */
 
-static dlock_client *client_at(const char *url, const char *options)
-{
-    char full[512];
-    dlock_client *c = NULL;
-    snprintf(full, sizeof full, "%s%s", url, options != NULL ? options : "");
-    CHECK_RC(dlock_client_open(full, &c), DLOCK_OK);
-    return c;
-}
-
 static dlock_client *client(const char *options)
 {
-    return client_at(srv.url, options);
+    return dt_client(srv.url, options);
 }
 
 static dlock_lock *sem_of(dlock_client *c, const char *name, unsigned permits, unsigned take)
@@ -298,7 +289,7 @@ static void layout(void)
     /* a URL's base path */
     char url[256];
     snprintf(url, sizeof url, "zk://127.0.0.1:%d/apps/billing/", srv.port);
-    dlock_client *c3 = client_at(url, NULL);
+    dlock_client *c3 = dt_client(url, NULL);
     dlock_lock *l3 = dt_lock(c3, "run", 0);
     CHECK_RC(dlock_acquire(l3, 0), DLOCK_OK);
     CHECK_INT(children("/apps/billing/run", names, 8), ==, 1);
@@ -438,7 +429,7 @@ static void cut_holder(void)
     dt_server_start(&srv, "zookeeper", 0, NULL);
     dt_proxy_start(&p, srv.port, 1);
     dt_server_url_at(&srv, p.ports[0], url, sizeof url);
-    dlock_client *ch = client_at(url, "?session_timeout=2s"), *cw = client(NULL);
+    dlock_client *ch = dt_client(url, "?session_timeout=2s"), *cw = client(NULL);
     dlock_lock *h = dt_lock(ch, "cut", 0), *w = dt_lock(cw, "cut", 0);
     dlock_lock_on_lost(h, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
@@ -1563,7 +1554,7 @@ static void list_locks(void)
     CHECK_INT(s.n, ==, 2);
     /* names are relative to the client's base */
     snprintf(url, sizeof url, "zk://127.0.0.1:%d/dlock/a", srv.port);
-    dlock_client *c3 = client_at(url, NULL);
+    dlock_client *c3 = dt_client(url, NULL);
     CHECK_STR(list_of(c3, ""), "b/c,b/pool sem,bb,rw rw");
     dlock_client_close(c3);
 
@@ -1647,7 +1638,7 @@ static void bad_input(void)
     for (int i = 50; i < DLOCK_NAME_MAX; i += 50)
         longname[i] = '/';
     snprintf(url, sizeof url, "zk://127.0.0.1:%d/%.*s", srv.port, 500, longname);
-    dlock_client *c2 = client_at(url, NULL);
+    dlock_client *c2 = dt_client(url, NULL);
     static const struct {
         const char *name, *path;
     } escaped[] = {
