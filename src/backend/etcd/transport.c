@@ -43,10 +43,9 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../sockets.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,77 +67,24 @@ curl_socket_t dlock__etcd_open_socket(void *arg, curlsocktype purpose,
     return fd < 0 ? CURL_SOCKET_BAD : fd;
 }
 
-/* A socket open now: its fd and inode. */
-typedef struct open_socket {
-    int fd;
-    unsigned long inode;
-} open_socket;
-
-static int socket_cmp(const void *a, const void *b)
-{
-    const open_socket *x = a, *y = b;
-    if (x->fd != y->fd)
-        return (x->fd > y->fd) - (x->fd < y->fd);
-    return (x->inode > y->inode) - (x->inode < y->inode);
-}
-
-/* The sockets open now, sorted, read from /proc/self/fd's links: no call
- * on the fds themselves, which other threads may be using. */
-static size_t open_sockets(open_socket **out)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    size_t n = 0, cap = 0;
-    open_socket *all = NULL;
-
-    *out = NULL;
-    if (d == NULL)
-        return 0;
-    while ((e = readdir(d)) != NULL) {
-        char path[300], target[64];
-        unsigned long inode;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        if (len <= 0)
-            continue;
-        target[len] = '\0';
-        if (sscanf(target, "socket:[%lu]", &inode) != 1)
-            continue;
-        if (n == cap) {
-            open_socket *grown = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *all);
-            if (grown == NULL)
-                break;
-            all = grown;
-        }
-        all[n++] = (open_socket){.fd = atoi(e->d_name), .inode = inode};
-    }
-    closedir(d);
-    if (all != NULL)
-        qsort(all, n, sizeof *all, socket_cmp);
-    *out = all;
-    return n;
-}
-
 CURLM *dlock__etcd_multi_new(void)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    open_socket *before, *after;
+    dlock__open_socket *before, *after;
 
     pthread_mutex_lock(&mu);
-    size_t nb = open_sockets(&before);
+    size_t nb = dlock__open_sockets(&before);
     CURLM *multi = curl_multi_init();
-    size_t na = open_sockets(&after);
+    size_t na = dlock__open_sockets(&after);
     for (size_t i = 0; i < na; i++) {
         struct sockaddr_storage a;
         socklen_t len = sizeof a;
         int fd = after[i].fd;
         if ((before != NULL &&
-             bsearch(&after[i], before, nb, sizeof *before, socket_cmp) != NULL) ||
+             bsearch(&after[i], before, nb, sizeof *before, dlock__open_socket_cmp) != NULL) ||
             getsockname(fd, (struct sockaddr *) &a, &len) != 0 || a.ss_family != AF_UNIX)
             continue;
-        fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+        dlock__set_cloexec(fd);
     }
     pthread_mutex_unlock(&mu);
     free(before);

@@ -23,11 +23,10 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../sockets.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -101,32 +100,18 @@ static void close_on_exec(const dlock__zconn *c)
     unsigned long inodes[256];
     size_t n = zk_socket_inodes(c, "/proc/self/net/tcp", inodes, 0, 256);
     n = zk_socket_inodes(c, "/proc/self/net/tcp6", inodes, n, 256);
-    DIR *d = n > 0 ? opendir("/proc/self/fd") : NULL;
-    struct dirent *e;
+    dlock__open_socket *open = NULL;
+    size_t nopen = n > 0 ? dlock__open_sockets(&open) : 0;
 
-    if (d == NULL)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        char path[300], target[64];
-        unsigned long inode;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        if (len <= 0)
-            continue;
-        target[len] = '\0';
-        if (sscanf(target, "socket:[%lu]", &inode) != 1)
-            continue;
+    for (size_t k = 0; k < nopen; k++) {
         for (size_t i = 0; i < n; i++) {
-            if (inodes[i] == inode) {
-                int fd = atoi(e->d_name);
-                fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+            if (inodes[i] == open[k].inode) {
+                dlock__set_cloexec(open[k].fd);
                 break;
             }
         }
     }
-    closedir(d);
+    free(open);
 }
 
 /* Wakes token's waiter (NULL: every waiter) to look again. The board is the
