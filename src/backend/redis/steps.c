@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "replies.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,7 +74,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         [DLOCK__READ] = DLOCK__S_RW_ACQUIRE,       [DLOCK__WRITE] = DLOCK__S_RW_ACQUIRE,
         [DLOCK__SEMAPHORE] = DLOCK__S_SEM_ACQUIRE,
     };
-    char wlease[24], wait_id[24], permits[24], take[24];
+    char flags[4], waiter[192], permits[24], take[24]; /* waiter: the prefix is at most 64 */
     const char *argv[16];
     size_t lens[16];
     redisReply *r = NULL;
@@ -81,45 +82,38 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     size_t n = put_keys(l, argv, lens, l->spec.simple ? 2 : 1);
     int rc;
 
+    /* Few arguments: each costs the server about as much as a small
+     * command (scripts/README.md). What only a queued attempt needs goes
+     * in one, as the waiter's place keeps it. */
+    flags[0] = a->again ? '1' : '0';
+    flags[1] = join ? '1' : '0';
+    flags[2] = '\0';
+    if (l->spec.kind == DLOCK__MUTEX || l->spec.kind == DLOCK__FAIR)
+        flags[2] = l->spec.simple ? 'i' : l->spec.kind == DLOCK__FAIR ? '1' : '0';
+    else if (l->spec.kind != DLOCK__SEMAPHORE)
+        flags[2] = kind_letter(l)[0];
+    flags[3] = '\0';
     argv[n] = a->token;
     lens[n++] = strlen(a->token);
     argv[n] = lease;
     lens[n++] = nlease;
-    argv[n] = wlease;
-    lens[n++] = NUM(wlease, b->cfg.waiter_lease_ms);
-    argv[n] = b->cfg.client_id;
-    lens[n++] = 16;
-    argv[n] = a->again ? "1" : "0";
-    lens[n++] = 1;
-    argv[n] = wait_id;
-    lens[n++] = NUM(wait_id, a->wait_id);
-    /* how to send the hand-over notice: "s" stream, else the channel */
-    argv[n] = b->notify_stream ? "s" : b->wake_channel;
-    lens[n] = strlen(argv[n]);
-    n++;
-    argv[n] = join ? "1" : "0";
-    lens[n++] = 1;
-    switch (l->spec.kind) {
-    case DLOCK__MUTEX:
-    case DLOCK__FAIR:
-        argv[n] = l->spec.simple ? "i" : l->spec.kind == DLOCK__FAIR ? "1" : "0";
-        lens[n++] = 1;
-        break;
-    case DLOCK__READ:
-    case DLOCK__WRITE:
-        argv[n] = "";
-        lens[n++] = 0;
-        argv[n] = kind_letter(l);
-        lens[n++] = 1;
-        break;
-    case DLOCK__SEMAPHORE:
-        argv[n] = "";
-        lens[n++] = 0;
+    argv[n] = flags;
+    lens[n++] = strlen(flags);
+    /* the place a queued waiter keeps, but its lease and kind: how to send
+     * its hand-over notice ("s" stream, else the channel) last */
+    int len = join ? snprintf(waiter, sizeof waiter, "%" PRId64 " %s %" PRIu64 " %s",
+                              b->cfg.waiter_lease_ms, b->cfg.client_id, a->wait_id,
+                              b->notify_stream ? "s" : b->wake_channel)
+                   : 0;
+    if (len < 0 || (size_t) len >= sizeof waiter)
+        return dlock__fail(DLOCK_EINVAL, "the wake-up channel's name is too long");
+    argv[n] = waiter;
+    lens[n++] = (size_t) len;
+    if (l->spec.kind == DLOCK__SEMAPHORE) {
         argv[n] = permits;
         lens[n++] = NUM(permits, l->spec.permits);
         argv[n] = take;
         lens[n++] = NUM(take, l->spec.take);
-        break;
     }
     if (!l->spec.simple) {
         /* The name's interop key, which kinds.lua looks at: an argument,

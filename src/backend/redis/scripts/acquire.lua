@@ -1,13 +1,12 @@
 -- SPDX-License-Identifier: MIT
 -- Mutex: takes the lock, or queues for it. KEYS[1] the lock L (the name's
--- mutex M); for an interop key (ARGV[9] 'i') KEYS[1] is the name N and
+-- mutex M); for an interop key (flag 'i') KEYS[1] is the name N and
 -- KEYS[2] the fence counter M:fence of the name's mutex M. ARGV[1] owner
--- token, ARGV[2] lease ms, ARGV[3] waiter lease ms, ARGV[4] client id,
--- ARGV[5] '1' if an earlier attempt of this wait queued, ARGV[6] wait id,
--- ARGV[7] notify ('s' stream, else the pub/sub channel), ARGV[8] '1' to
--- queue, ARGV[9] '1' for a fair lock (no overtaking waiters), 'i' for an
--- interop key (never queued), else '0', ARGV[10] the name N (not for an
--- interop key).
+-- token, ARGV[2] lease ms, ARGV[3] three flags: '1' if an earlier attempt
+-- of this wait queued, else '0'; '1' to queue, else '0'; '1' for a fair
+-- lock (no overtaking waiters), 'i' for an interop key (never queued), else
+-- '0'. ARGV[4] the waiter (queue.lua's enqueue; empty when not queueing),
+-- ARGV[5] the name N (not for an interop key).
 -- Returns the fence (> 0) when the caller holds the lock now, else
 -- {holder_ttl_ms, 1 if the caller is queued}, or {holder_ttl_ms, queued,
 -- kind} when another kind of lock of the name holds it (kinds.lua), or -4
@@ -20,21 +19,25 @@ local L, token = KEYS[1], ARGV[1]
 -- free. The fence as queue.lua's next_fence makes it. Anything else (held,
 -- another kind there, an interop key the ACL hides, L of another type) goes
 -- the whole way below, which finds the same and more.
-if ARGV[9] == '0' and ARGV[5] ~= '1' and
-    redis.pcall('EXISTS', ARGV[10], L .. ':rw', L .. ':rw:exp', L .. ':rw:queue', L .. ':sem:exp',
+if (ARGV[3] == '000' or ARGV[3] == '010') and
+    redis.pcall('EXISTS', ARGV[5], L .. ':rw', L .. ':rw:exp', L .. ':rw:queue', L .. ':sem:exp',
                 L .. ':sem:queue') == 0 and
     redis.pcall('SET', L, token, 'NX', 'PX', ARGV[2], 'GET') == false then
   local F, t = L .. ':fence', redis.call('TIME')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  if (tonumber(redis.call('GET', F)) or 0) < tonumber(now) then
-    redis.call('SET', F, now)
+  local fence = redis.call('INCR', F)
+  if fence >= tonumber(now) then
+    return fence
   end
-  return redis.call('INCR', F)
+  redis.call('SET', F, now)
+  return tonumber(now)
 end
 -- @prelude
-local interop = ARGV[9] == 'i'
+local again, join = string.sub(ARGV[3], 1, 1) == '1', string.sub(ARGV[3], 2, 2) == '1'
+local mode = string.sub(ARGV[3], 3, 3)
+local interop = mode == 'i'
 local M = interop and string.sub(KEYS[2], 1, -7) or L
-local N = interop and L or ARGV[10]
+local N = interop and L or ARGV[5]
 local F = interop and KEYS[2] or (L .. ':fence')
 
 -- The lock is the caller's already: handed to it while it was queued (its
@@ -59,14 +62,14 @@ if other then
   if holds_other_kind(M, N, interop and 'i' or 'x', token) then
     return -4
   end
-  if ARGV[8] == '1' and other[3] == 1 then
+  if join and other[3] == 1 then
     enqueue(L, token, ARGV[2], 'x', 1)
     return {other[2], 1, other[1]}
   end
   return {other[2], 0, other[1]}
 end
 local head
-if ARGV[9] == '1' then
+if mode == '1' then
   -- Looked at before the queue: a fair waiter handed the lock while this
   -- request was on its way is no longer at the head, and must not queue
   -- again behind the others (it would hold the lock and wait for it).
@@ -85,14 +88,14 @@ if not head or head[1] == token then
     return already_mine()
   end
   if not owner then
-    if ARGV[5] == '1' or head then
+    if again or head then
       leave(L, token)
     end
     return next_fence(F)
   end
 end
 local ttl = redis.call('PTTL', L)
-if ARGV[8] ~= '1' then
+if not join then
   return {ttl, 0}
 end
 enqueue(L, token, ARGV[2], 'x', 1)

@@ -17,7 +17,7 @@
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 
 -- Fences: the counter F, but never below the server's clock in
--- microseconds: each new fence is max(F, now) + 1. So a fence exceeds every
+-- microseconds: each new fence is max(F + 1, now). So a fence exceeds every
 -- fence handed out before for the name even when the store lost or went
 -- back on its counter (a restart without persistence or from an old
 -- snapshot, FLUSHALL, eviction), as long as the server's clock does not go
@@ -28,10 +28,12 @@
 local function next_fence(F)
   local t = redis.call('TIME')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  if (tonumber(redis.call('GET', F)) or 0) < tonumber(now) then
-    redis.call('SET', F, now)
+  local fence = redis.call('INCR', F)
+  if fence >= tonumber(now) then
+    return fence
   end
-  return redis.call('INCR', F)
+  redis.call('SET', F, now) -- (a string: a number this large would be written 1.7e+15)
+  return tonumber(now)
 end
 
 -- The name's fence counter, M:fence of its mutex key M, for every kind of
@@ -103,13 +105,15 @@ local function grant(L, w, fence)
 end
 
 -- Queues token unless it is queued already; its place lives a waiter lease.
--- ARGV[3] waiter lease, ARGV[4] client id, ARGV[6] wait id, ARGV[7] notify.
+-- ARGV[4] the waiter: "WAITER_LEASE CLIENT WAIT_ID NOTIFY" (notify: 's'
+-- stream, else the pub/sub channel).
 local function enqueue(L, token, lease, kind, count)
-  local place = table.concat({lease, ARGV[4], kind, count, ARGV[6], ARGV[7]}, ' ')
-  if not redis.call('SET', L .. ':w:' .. token, place, 'PX', ARGV[3], 'GET') then
+  local wlease, client, rest = string.match(ARGV[4], '^(%d+) (%S+) (.*)$')
+  local place = table.concat({lease, client, kind, count, rest}, ' ')
+  if not redis.call('SET', L .. ':w:' .. token, place, 'PX', wlease, 'GET') then
     redis.call('RPUSH', L .. ':queue', token)
   end
-  redis.call('PEXPIRE', L .. ':queue', 2 * tonumber(ARGV[3]))
+  redis.call('PEXPIRE', L .. ':queue', 2 * tonumber(wlease))
 end
 
 -- Leaves the place an earlier attempt took.

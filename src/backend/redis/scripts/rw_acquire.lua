@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
--- Read-write lock: takes it to read (ARGV[10] 'r') or to write ('w'), or
--- queues. KEYS[1] the lock L (M:rw of the name's mutex M). ARGV[1..8] as
--- acquire.lua, ARGV[11] the name N (its interop key).
+-- Read-write lock: takes it to read (third flag 'r') or to write ('w'), or
+-- queues. KEYS[1] the lock L (M:rw of the name's mutex M). ARGV[1..4] as
+-- acquire.lua, ARGV[5] the name N (its interop key).
 -- Policy: first come, first served. Readers at the head of the queue are
 -- admitted together; a reader that comes after a queued writer waits for
 -- it, so a stream of readers cannot starve writers (not even readers whose
@@ -12,7 +12,8 @@
 -- owner does: it would wait for itself), or -3 when a
 -- reader asks to write (an upgrade, which could deadlock: two readers each
 -- waiting for the other to leave).
-local L, token, mode = KEYS[1], ARGV[1], ARGV[10]
+local L, token, mode = KEYS[1], ARGV[1], string.sub(ARGV[3], 3, 3)
+local again, join = string.sub(ARGV[3], 1, 1) == '1', string.sub(ARGV[3], 2, 2) == '1'
 local now = now_ms()
 prune(L, now, false)
 local reader = redis.call('HEXISTS', L .. ':holders', token) == 1
@@ -27,18 +28,18 @@ if mode == 'w' and writer == token then
   -- Handed to the caller while it was queued (its notice was missed), or
   -- an earlier hold of this owner still on the server: the caller's, with
   -- the lease it asked for.
-  if ARGV[5] == '1' or head then
+  if again or head then
     leave(L, token)
   end
   redis.call('PEXPIRE', L, ARGV[2])
   return next_fence(counter_of(L))
 end
-local other = other_kind(string.sub(L, 1, -4), ARGV[11], 'r')
-if other and holds_other_kind(string.sub(L, 1, -4), ARGV[11], 'r', token) then
+local other = other_kind(string.sub(L, 1, -4), ARGV[5], 'r')
+if other and holds_other_kind(string.sub(L, 1, -4), ARGV[5], 'r', token) then
   return -4
 end
 if other then
-  if ARGV[8] == '1' and other[3] == 1 then
+  if join and other[3] == 1 then
     enqueue(L, token, ARGV[2], mode, 1)
     return {other[2], 1, other[1]}
   end
@@ -52,7 +53,7 @@ else
   ok = not writer and first and redis.call('HLEN', L .. ':holders') == 0
 end
 if ok then
-  if ARGV[5] == '1' or head then
+  if again or head then
     leave(L, token)
   end
   if mode == 'r' then
@@ -72,7 +73,7 @@ else
     ttl = tonumber(last[2]) - now
   end
 end
-if ARGV[8] ~= '1' then
+if not join then
   return {ttl, 0}
 end
 enqueue(L, token, ARGV[2], mode, 1)

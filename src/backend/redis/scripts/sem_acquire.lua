@@ -1,15 +1,16 @@
 -- SPDX-License-Identifier: MIT
--- Semaphore: takes ARGV[11] of the ARGV[10] permits, or queues. KEYS[1]
--- the semaphore L (M:sem of the name's mutex M). ARGV[1..8] as acquire.lua,
--- ARGV[12] the name N (its interop key). A holder's permits go when its
+-- Semaphore: takes ARGV[6] of the ARGV[5] permits, or queues. KEYS[1]
+-- the semaphore L (M:sem of the name's mutex M). ARGV[1..4] as acquire.lua
+-- (two flags), ARGV[7] the name N (its interop key). A holder's permits go when its
 -- lease runs out. Waiters are served in order.
 -- Returns the fence, or {ttl_ms until the first lease could end, queued},
 -- {holder_ttl_ms, queued, kind} when another kind of lock of the name holds it
 -- (kinds.lua; -4 when this owner does: it would wait for itself), or
 -- "permits N" if the semaphore, in use, has N permits, not
--- ARGV[10].
+-- ARGV[5].
 local L, token = KEYS[1], ARGV[1]
-local cap, take = tonumber(ARGV[10]), tonumber(ARGV[11])
+local cap, take = tonumber(ARGV[5]), tonumber(ARGV[6])
+local again, join = string.sub(ARGV[3], 1, 1) == '1', string.sub(ARGV[3], 2, 2) == '1'
 local now = now_ms()
 prune(L, now, true)
 -- What its users declare: all the same while anyone holds or waits; an
@@ -21,7 +22,7 @@ if declared and declared ~= cap and
 end
 redis.call('SET', L .. ':cap', cap)
 local held = tonumber(redis.call('HGET', L .. ':holders', token))
-if held and ARGV[5] == '1' then
+if held and again then
   -- Handed to this wait while it was queued (its notice was missed): the
   -- caller's, with the lease it asked for (counted from this request).
   leave(L, token)
@@ -34,12 +35,12 @@ elseif held then
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
 end
-local other = other_kind(string.sub(L, 1, -5), ARGV[12], 's')
-if other and holds_other_kind(string.sub(L, 1, -5), ARGV[12], 's', token) then
+local other = other_kind(string.sub(L, 1, -5), ARGV[7], 's')
+if other and holds_other_kind(string.sub(L, 1, -5), ARGV[7], 's', token) then
   return -4
 end
 if other then
-  if ARGV[8] == '1' and other[3] == 1 then
+  if join and other[3] == 1 then
     enqueue(L, token, ARGV[2], 's', take)
     return {other[2], 1, other[1]}
   end
@@ -48,7 +49,7 @@ end
 local head = live_head(L)
 if (not head or head[1] == token) and
     permits_used(L) + take <= cap then
-  if ARGV[5] == '1' or head then
+  if again or head then
     leave(L, token)
   end
   hold_shared(L, token, take, now, tonumber(ARGV[2]), true)
@@ -60,7 +61,7 @@ local first = redis.call('ZRANGE', L .. ':exp', 0, 0, 'WITHSCORES')
 if first[2] then
   ttl = tonumber(first[2]) - now
 end
-if ARGV[8] ~= '1' then
+if not join then
   return {ttl, 0}
 end
 enqueue(L, token, ARGV[2], 's', take)
