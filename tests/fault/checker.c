@@ -1377,7 +1377,10 @@ typedef struct span {
  * ones twice a second). */
 static int64_t server_lease(const checker *c, int64_t lease)
 {
-    return c->cfg->server != NULL ? dt_server_lease_bound_ms(c->cfg->server, lease) : lease;
+    int64_t unit = c->cfg->lease_unit_ms;
+    if (unit > 0)
+        lease = (lease + unit - 1) / unit * unit;
+    return lease + c->cfg->expiry_lag_ms;
 }
 
 /* A store whose grants live as long as a session (ZooKeeper, etcd) restores

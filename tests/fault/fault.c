@@ -43,6 +43,7 @@ const int fault_nlocks = (int) (sizeof fault_locks / sizeof fault_locks[0]);
 static const char usage[] =
     "usage: fault [options]        one fault run; exit 0 when no violation\n"
     "       fault dump SHM [aN|LOCK]...   a run's history (SHM: RUN_DIR/shm)\n"
+    "       fault check SHM [-v]          judge a kept run's history again\n"
     "  --store KIND        server kind: redis (default), zookeeper, etcd\n"
     "  --seconds N         faults are injected for N s (default 30)\n"
     "  --final N           then all is healed and clients go on N s (default from the lease)\n"
@@ -438,6 +439,60 @@ static int dump(int argc, char **argv)
     return 0;
 }
 
+/* Keeps in the history what the checker judges it by (fshm.judge). */
+static void judge_keep(fshm *s, const fault_cfg *c)
+{
+    snprintf(s->judge.store, sizeof s->judge.store, "%s", c->store);
+    s->judge.lease_ms = c->lease_ms;
+    s->judge.waiter_lease_ms = c->waiter_lease_ms;
+    s->judge.timeout_ms = c->timeout_ms;
+    s->judge.slack_ms = c->slack_ms;
+    s->judge.fences_from_data = c->fences_from_data;
+    s->judge.caps = c->caps;
+    s->judge.lease_unit_ms = c->lease_unit_ms;
+    s->judge.expiry_lag_ms = c->expiry_lag_ms;
+}
+
+/* `fault check SHM [-v]`: judges a kept run's history again, by the
+ * settings it ran with, with this build's checker (a checker fixed since
+ * the run, or one told to show every violation). Exits 0 when it finds no
+ * violation, 1 when it does, 70 when the history cannot be read. */
+static int check_again(int argc, char **argv)
+{
+    if (argc < 3 || (argc > 3 && strcmp(argv[3], "-v") != 0)) {
+        fprintf(stderr, "usage: fault check SHM [-v]\n");
+        return 64;
+    }
+    fshm *s = fs_attach(argv[2]);
+    if (s == NULL)
+        return 70;
+    if (s->judge.lease_ms <= 0) {
+        fprintf(stderr,
+                "%s: this history keeps no settings to judge it by (a run of an older "
+                "fault, or one that ended before its clients started)\n",
+                argv[2]);
+        return 70;
+    }
+    fault_cfg c = {0};
+    c.store = s->judge.store;
+    c.lease_ms = s->judge.lease_ms;
+    c.waiter_lease_ms = s->judge.waiter_lease_ms;
+    c.timeout_ms = s->judge.timeout_ms;
+    c.slack_ms = s->judge.slack_ms;
+    c.fences_from_data = s->judge.fences_from_data;
+    c.caps = s->judge.caps;
+    c.lease_unit_ms = s->judge.lease_unit_ms;
+    c.expiry_lag_ms = s->judge.expiry_lag_ms;
+    c.verbose = argc > 3;
+    printf("fault check: %s, a run on %s (lease %d ms, timeout %d ms)\n", argv[2], c.store,
+           c.lease_ms, c.timeout_ms);
+    check_totals totals;
+    int violations = check_run(s, &c, stdout, &totals);
+    printf("checked %ld history records: %d violation%s\n", totals.events, violations,
+           violations == 1 ? "" : "s");
+    return violations > 0 ? 1 : 0;
+}
+
 static int self_path(char *buf, size_t len)
 {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
@@ -479,6 +534,8 @@ int main(int argc, char **argv)
         return wl_command(argc, argv);
     if (argc > 1 && strcmp(argv[1], "dump") == 0)
         return dump(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "check") == 0)
+        return check_again(argc, argv);
 
     cfg.store = "redis";
     cfg.seconds = 30;
@@ -599,7 +656,12 @@ int main(int argc, char **argv)
     /* The store, and the proxy in front of it. */
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
     dt_server_start(&server, cfg.store, 0, NULL);
-    cfg.server = &server;
+    /* the kind's lease rounding, read back through the harness's bound:
+     * a lease of 0 ends a lag late, one of 1 ms a unit and a lag late */
+    cfg.expiry_lag_ms = (int) dt_server_lease_bound_ms(&server, 0);
+    cfg.lease_unit_ms = (int) dt_server_lease_bound_ms(&server, 1) - cfg.expiry_lag_ms;
+    if (cfg.lease_unit_ms <= 1)
+        cfg.lease_unit_ms = 0;
     nem_event *events = NULL;
     int nevents = cfg.nemeses != NULL && strcmp(cfg.nemeses, "none") == 0
                       ? 0
@@ -660,6 +722,8 @@ int main(int argc, char **argv)
             return 70;
         }
     }
+
+    judge_keep(shm, &cfg);
 
     /* Clients. */
     int64_t start = fs_now();

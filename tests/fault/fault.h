@@ -149,6 +149,15 @@ typedef struct fshm {
     int multi[MULTI_MEMBERS]; /* lock indexes of the multi-lock's members */
     actor_slot actors[MAX_ACTORS];
     fres res[MAX_LOCKS];
+    /* What the checker judges the history by (fault_cfg's fields of the
+     * same names), kept so that `fault check SHM` can judge a kept run
+     * again with the checker as it is now. */
+    struct {
+        char store[32];
+        int lease_ms, waiter_lease_ms, timeout_ms, slack_ms, fences_from_data;
+        unsigned caps;
+        int lease_unit_ms, expiry_lag_ms;
+    } judge;
     fev ev[]; /* cap records */
 } fshm;
 
@@ -173,9 +182,11 @@ typedef struct fault_cfg {
      * and exclusion afresh from each wipe on. (Redis fences also follow the
      * server's clock and survive a wipe: no excuse for them.) */
     int fences_from_data;
-    unsigned caps;                  /* the store's DLOCK_CAP_* bits (the probe asks) */
-    const struct dt_server *server; /* the store's server: how long its leases live */
-    int gap_ms;                     /* mean time between faults */
+    unsigned caps; /* the store's DLOCK_CAP_* bits (the probe asks) */
+    /* How long the store's server keeps a lease of L ms: L rounded up to
+     * lease_unit_ms (0: as asked), plus expiry_lag_ms (dt_server_kind) */
+    int lease_unit_ms, expiry_lag_ms;
+    int gap_ms; /* mean time between faults */
     int verbose;
     int keep;
     int schedule_only;

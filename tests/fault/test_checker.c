@@ -20,12 +20,16 @@
 #include "nemesis.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 enum { HOLDER, FIRST, SECOND }; /* actors a0, a1, a2 */
 enum { LINK_HOLDER, LINK_FIRST, LINK_SECOND };
 
 static fshm *shm;
+static char shm_path[300];
 static uint64_t next_op;
 
 /* A record at `at` seconds into the run. */
@@ -93,11 +97,11 @@ enum variant {
 /* A new, empty run file with one lock, mx0, and three actors. */
 static void start_history(void)
 {
-    char dir[256], path[300];
+    char dir[256];
 
     dt_make_temp_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/shm", dir);
-    shm = fs_create(path, 1000);
+    snprintf(shm_path, sizeof shm_path, "%s/shm", dir);
+    shm = fs_create(shm_path, 1000);
     CHECK(shm != NULL);
     shm->nlocks = 1;
     shm->locks[0] = (lock_def){"mx0", LK_MUTEX, 1};
@@ -283,21 +287,27 @@ static void sem_hold(int id, int take, double at, double ok, double rel)
     record(EV_REL_OK, id, op, rel + 0.01);
 }
 
+/* The history of sem_frozen_holder: a1 frozen or not. */
+static void sem_history(int frozen)
+{
+    start_history();
+    shm->locks[0] = (lock_def){"sem0", LK_SEM, 3};
+    actor(HOLDER, H_SEM, 0);
+    actor(FIRST, H_SEM, 0);
+    actor(SECOND, H_SEM, 0);
+    sem_hold(HOLDER, 2, 1.0, 1.01, 3.5);
+    sem_hold(FIRST, 1, 1.1, 1.11, 4.1);
+    if (frozen) {
+        fault_at(NEM_PAUSE_CLIENT, EVF_START, 100 + FIRST, -1, 1.5, "pause-client a1");
+        fault_at(NEM_PAUSE_CLIENT, EVF_END, 100 + FIRST, -1, 4.0, "resume-client a1");
+    }
+    sem_hold(SECOND, 1, 1.2, 3.0, 3.2);
+}
+
 static void sem_frozen_holder(void)
 {
     for (int frozen = 1; frozen >= 0; frozen--) {
-        start_history();
-        shm->locks[0] = (lock_def){"sem0", LK_SEM, 3};
-        actor(HOLDER, H_SEM, 0);
-        actor(FIRST, H_SEM, 0);
-        actor(SECOND, H_SEM, 0);
-        sem_hold(HOLDER, 2, 1.0, 1.01, 3.5);
-        sem_hold(FIRST, 1, 1.1, 1.11, 4.1);
-        if (frozen) {
-            fault_at(NEM_PAUSE_CLIENT, EVF_START, 100 + FIRST, -1, 1.5, "pause-client a1");
-            fault_at(NEM_PAUSE_CLIENT, EVF_END, 100 + FIRST, -1, 4.0, "resume-client a1");
-        }
-        sem_hold(SECOND, 1, 1.2, 3.0, 3.2);
+        sem_history(frozen);
         check_totals t = verdict();
         long others = 0;
         for (int k = 0; k < V_COUNT; k++)
@@ -309,12 +319,44 @@ static void sem_frozen_holder(void)
     }
 }
 
+/* `fault check SHM` on a kept history: the settings the run kept in it,
+ * and the exit status saying whether it found a violation. */
+static int fault_check(void)
+{
+    char cmd[700];
+    atomic_store(&shm->next_op, next_op);
+    msync(shm, sizeof *shm, MS_SYNC);
+    snprintf(cmd, sizeof cmd, "%s check %s >/dev/null 2>&1", dt_bin("fault"), shm_path);
+    int st = system(cmd);
+    CHECK(st != -1 && WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void check_again(void)
+{
+    for (int frozen = 1; frozen >= 0; frozen--) {
+        sem_history(frozen);
+        /* kept before the clients start: a run that never started */
+        CHECK_INT(fault_check(), ==, 70);
+        snprintf(shm->judge.store, sizeof shm->judge.store, "test");
+        shm->judge.lease_ms = 1500;
+        shm->judge.waiter_lease_ms = 2000;
+        shm->judge.timeout_ms = 1000;
+        shm->judge.slack_ms = 250;
+        shm->judge.caps = DLOCK_CAP_FAIR;
+        int rc = fault_check();
+        printf("  a1 %s: fault check exits %d\n", frozen ? "frozen" : "not frozen", rc);
+        CHECK_INT(rc, ==, frozen ? 0 : 1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"fair_order", fair_order},
         {"reentered_lease", reentered_lease},
         {"sem_frozen_holder", sem_frozen_holder},
+        {"check_again", check_again},
     };
     return DT_RUN(tests);
 }
