@@ -28,6 +28,7 @@ import argparse
 import base64
 import concurrent.futures
 import datetime
+import glob
 import json
 import os
 import platform
@@ -92,19 +93,22 @@ class Server:
 
 
 class Redis(Server):
-    """A throwaway redis-server on a free loopback port."""
+    """A throwaway redis-server on a free loopback port (under callgrind when
+    `wrap` says so: Server cost below)."""
 
     name = "redis"
 
-    def __init__(self):
+    def __init__(self, wrap=()):
         self.dir = tempfile.mkdtemp(prefix="dlock-bench-")
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
+            list(wrap) +
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--logfile", "redis.log"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: self.cli("PING") == "PONG", 10, "redis-server", self.proc)
+        wait_until(lambda: self.cli("PING") == "PONG", 60 if wrap else 10, "redis-server",
+                   self.proc)
 
     def cli(self, *args):
         r = subprocess.run(["redis-cli", "-p", str(self.port), *args],
@@ -529,7 +533,15 @@ def main():
                     help="where to keep the measurements and environment (results-STORE.json)")
     ap.add_argument("--from", dest="from_file",
                     help="write a store's section from a saved results file; run nothing")
+    ap.add_argument("--server-cost-only", action="store_true",
+                    help="only count the Redis server's instructions per cycle of each program "
+                    "(callgrind) and print them as JSON; write nothing")
     a = ap.parse_args()
+    if a.server_cost_only:
+        if not a.dlock or not a.limit:
+            ap.error("--server-cost-only needs --dlock and --limit")
+        print(json.dumps(server_cost(a)))
+        return
 
     if a.from_file:
         with open(a.from_file) as f:
@@ -599,6 +611,8 @@ def measure(a, store):
             extra["instructions"] = instructions(a, srv)
     finally:
         srv.stop()
+    if store == "redis":
+        extra["server_cost"] = server_cost(a)
 
     save(a, store, results, extra, env)
     write_report(a, store, results, extra, env)
@@ -658,6 +672,62 @@ def instructions(a, srv):
         short, long_ = callgrind(cmd(1), 1), callgrind(cmd(3), 3)
         if short and long_ and long_[1] > short[1]:
             out[label] = (long_[0] - short[0]) / (long_[1] - short[1])
+    return out
+
+
+def server_cost(a):
+    """Server instructions per lock+unlock cycle of each program, one
+    worker (seq), counted by callgrind on a redis-server of its own: what
+    bounds every client in par once the single-threaded server saturates,
+    and, unlike times, stable on a noisy machine. Counters are zeroed before
+    and dumped after each program's run (callgrind_control); the cycles are
+    the DEL commands the server ran (every program's release deletes its
+    key once), so start-up and INFO are in, a few hundred instructions per
+    cycle at most. Returns {label: {"instructions": n, "commands": m}}."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return {}
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        srv = Redis(wrap=["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg"])
+        try:
+            port, s = str(srv.port), "3"
+            peers = os.path.join(a.peers)
+            runs = [
+                ("dlock", [a.dlock, "bench", "-u", srv.url, "--seconds", s], None),
+                ("hiredis-floor", [a.limit, port, "1", s], None),
+            ]
+            if not a.no_node:
+                runs += [(f"node {lib}", ["node", "node_bench.js", port, "seq", lib, "1", s], peers)
+                         for lib in ("semaphore", "redlock")]
+            runs.append(("redis-py", [PY, "py_bench.py", port, "seq", "1", s], peers))
+            for label, cmd, cwd in runs:
+                # a first run loads the program's scripts; the second is measured
+                for measured in (False, True):
+                    srv.flush()
+                    srv.cli("CONFIG", "RESETSTAT")
+                    subprocess.run(["callgrind_control", "-z", str(srv.proc.pid)],
+                                   capture_output=True)
+                    run_json(cmd, cwd=cwd)
+                stats = srv.cli("INFO", "commandstats")
+                for f in glob.glob(f"{d}/cg*"):
+                    os.unlink(f)
+                subprocess.run(["callgrind_control", "-d", str(srv.proc.pid)], capture_output=True)
+                total = 0
+                for f in glob.glob(f"{d}/cg*"):
+                    with open(f) as fh:
+                        for line in fh:
+                            if line.startswith(("summary:", "totals:")):
+                                total = max(total, int(line.split()[1]))
+                calls = {m.group(1): int(m.group(2))
+                         for m in re.finditer(r"cmdstat_([^:]+):calls=(\d+)", stats)}
+                cycles = calls.get("del", 0)
+                commands = sum(v for k, v in calls.items() if k not in ("info", "config|resetstat"))
+                if total and cycles:
+                    out[label] = {"instructions": round(total / cycles),
+                                  "commands": round(commands / cycles, 1)}
+                print(f"  server cost {label:18} {out.get(label)}", file=sys.stderr)
+        finally:
+            srv.stop()
     return out
 
 
@@ -912,6 +982,19 @@ def redis_report(a, store, results, med, extra, env):
         lines.append("Client instructions per lock+unlock cycle, one thread (callgrind; the "
                      "difference between a 1 s and a 3 s run, so start-up cancels out): " +
                      ", ".join(f"**{k}** {v:,.0f}" for k, v in ins.items()) + ".\n")
+    cost = extra.get("server_cost") or {}
+    if cost:
+        lines.append("Server instructions per lock+unlock cycle, one worker (callgrind on a "
+                     "redis-server of its own, counters zeroed before each program's second "
+                     "run; cycles = the DEL commands it ran), and the Redis commands per cycle "
+                     "(INFO commandstats: scripts and the commands they run, SET NX, DEL...). "
+                     "In par the single-threaded server saturates, so this bounds each "
+                     "program's throughput there:\n")
+        lines.append("| lib | server instructions per cycle | commands per cycle |")
+        lines.append("|---|---:|---:|")
+        for label, c in sorted(cost.items(), key=lambda kv: kv[1]["instructions"]):
+            lines.append(f"| {label} | {c['instructions']:,} | {c['commands']} |")
+        lines.append("")
     lines.append("![Redis: throughput and p99 per workload](bench/results.png)\n")
     return "\n".join(lines)
 

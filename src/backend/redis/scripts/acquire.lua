@@ -24,13 +24,13 @@ if (ARGV[3] == '000' or ARGV[3] == '010') and
                 L .. ':sem:queue') == 0 and
     redis.pcall('SET', L, token, 'NX', 'PX', ARGV[2], 'GET') == false then
   local F, t = L .. ':fence', redis.call('TIME')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  local now = t[1] * 1000000 + t[2]
   local fence = redis.call('INCR', F)
-  if fence >= tonumber(now) then
-    return fence
+  if fence < now then
+    redis.call('INCRBY', F, now - fence)
+    return now
   end
-  redis.call('SET', F, now)
-  return tonumber(now)
+  return fence
 end
 -- @prelude
 local again, join = string.sub(ARGV[3], 1, 1) == '1', string.sub(ARGV[3], 2, 2) == '1'
