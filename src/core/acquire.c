@@ -453,6 +453,8 @@ static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__att
                           .wait_id = st->w.wait_id,
                           .deadline_us = dlock__lock_request_deadline(l, st->deadline),
                           .wait_until_us = st->deadline,
+                          .cancelled = lq_cancelled,
+                          .cancel_arg = l,
                           .holder_ttl_ms = -1};
     *sent = dlock__now_us();
     int rc = c->backend->acquire(c->store, l->sl, a);
