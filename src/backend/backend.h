@@ -55,6 +55,8 @@
  *         50 ms, and when that says so ends the wait in the server (a
  *         cancel request, a KILL QUERY) and answers HELD, NEXT_RETRY (or
  *         TAKEN if the grant won the race: the core gives it back);
+ *       - it sets due_us to the slice's end: a store silent past it is
+ *         unreachable from then (an outage is not counted from before it);
  *       - the core goes round again at once after a slice, but after a
  *         growing floor (1 ms doubling to 250 ms, jittered) when slices keep
  *         ending early, so a store that returns at once cannot make it spin.
@@ -222,6 +224,9 @@ typedef struct dlock__attempt {
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
     enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
                                     holder_ttl_ms is that holder's) */
+    int64_t due_us; /* when the store's answer was due, if later than the send (a wait
+                       blocked in the server: its slice's end): a store that does not
+                       answer is counted silent from then, not from the send; 0: the send */
 } dlock__attempt;
 
 /* ---------------------------------------------------------------- renewal */

@@ -611,7 +611,9 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
         return STEP_CANCELLED;
     }
     if (*rc == DLOCK_EUNREACHABLE && st->waits) {
-        enum ride ride = ride_outage(l, st, sent, st->deadline);
+        /* a wait blocked in the store is silent until its slice ends */
+        int64_t silent = a.due_us > sent && a.due_us < answered ? a.due_us : sent;
+        enum ride ride = ride_outage(l, st, silent, st->deadline);
         if (ride == RIDE_AGAIN)
             return STEP_AGAIN;
         if (ride == RIDE_CANCELLED)

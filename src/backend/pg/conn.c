@@ -88,6 +88,7 @@ static void conn_free(void *arg)
     dlock__pgconn *c = arg;
     if (c->pg != NULL)
         PQfinish(c->pg);
+    free(c->held_name);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -192,9 +193,10 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
     return collect(p, c, deadline_us, cancelled, arg, res);
 }
 
-int dlock__pg_send(dlock__pgconn *c, const char *sql)
+int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params)
 {
-    if (c->pg == NULL || c->pending || !PQsendQuery(c->pg, sql))
+    if (c->pg == NULL || c->pending ||
+        !PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0))
         return DLOCK_EUNREACHABLE;
     (void) PQflush(c->pg);
     return DLOCK_OK;
@@ -211,7 +213,7 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     static const char schema[] =
         "SELECT pg_advisory_xact_lock(7236828461357345792);"
         "CREATE TABLE IF NOT EXISTS dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
-        "fence bigint NOT NULL);"
+        "fence bigint NOT NULL, owner_pid integer NOT NULL, expires timestamptz NOT NULL);"
         "CREATE TABLE IF NOT EXISTS dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
         "since timestamptz NOT NULL DEFAULT now());";
     const dlock__client_cfg *cfg = p->base.host.cfg;
@@ -371,6 +373,8 @@ int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
 void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
 {
     c->holding = 0;
+    free(c->held_name);
+    c->held_name = NULL;
     if (c->pg == NULL || atomic_load(&c->lost) || PQstatus(c->pg) == CONNECTION_BAD) {
         dlock__pg_discard(p, c, "its connection was closed");
         return;
@@ -423,7 +427,7 @@ void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why)
         dlock__session_end(s, why); /* the store's reference: c may be freed */
 }
 
-void dlock__pg_close_all(dlock__pgstore *p)
+void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
 {
     for (;;) {
         pthread_mutex_lock(&p->mu);
@@ -432,6 +436,19 @@ void dlock__pg_close_all(dlock__pgstore *p)
         if (c == NULL)
             return;
         pthread_mutex_lock(&c->mu);
+        if (c->held_name != NULL && c->pg != NULL && !c->pending &&
+            dlock__now_us() < deadline_us) {
+            /* a detached lock: its row's lease ends with it, so that the
+             * next holder does not wait for it (closing the connection
+             * frees the advisory lock) */
+            const char *params[] = {c->held_name};
+            PGresult *r = NULL;
+            (void) dlock__pg_exec(p, c,
+                                  "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = "
+                                  "$1 AND owner_pid = pg_backend_pid()",
+                                  1, params, deadline_us, NULL, NULL, &r);
+            PQclear(r);
+        }
         dlock__pg_discard(p, c, "the client closed");
     }
 }
@@ -502,9 +519,18 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
             if (collect(p, c, dlock__now_us(), NULL, NULL, &old) == DLOCK_OK)
                 PQclear(old);
         }
-        ps[np++].state = !c->pending && dlock__pg_send(c, "SELECT 1") == DLOCK_OK ? PING_SENT
-                         : c->pending                                                ? PING_LATE
-                                                                                     : PING_DEAD;
+        /* a connection holding a lock renews its row's lease (README.md);
+         * another one is only pinged */
+        const char *params[] = {c->held_name, p->lease_text};
+        int sent = c->pending ? DLOCK_EUNREACHABLE
+                   : c->held_name != NULL
+                       ? dlock__pg_send(c,
+                                        "UPDATE dlock_fence SET expires = clock_timestamp() + "
+                                        "$2::interval WHERE name = $1 AND owner_pid = "
+                                        "pg_backend_pid()",
+                                        2, params)
+                       : dlock__pg_send(c, "SELECT 1", 0, NULL);
+        ps[np++].state = sent == DLOCK_OK ? PING_SENT : c->pending ? PING_LATE : PING_DEAD;
         if (ps[np - 1].state == PING_DEAD) {
             snprintf(why, sizeof why, "%s: connection lost: %s", p->label,
                      PQerrorMessage(c->pg));
@@ -520,7 +546,10 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         dlock__pgconn *c = ps[j].c;
         PGresult *r = NULL;
         int rc = collect(p, c, deadline_us, NULL, NULL, &r);
-        if (rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK) {
+        int renewed = rc == DLOCK_OK && (PQresultStatus(r) == PGRES_TUPLES_OK ||
+                                         (PQresultStatus(r) == PGRES_COMMAND_OK &&
+                                          strcmp(PQcmdTuples(r), "1") == 0));
+        if (renewed) {
             ps[j].state = PING_ALIVE;
             pthread_mutex_unlock(&c->mu);
         } else if (rc == DLOCK_EUNREACHABLE && c->pending) {
@@ -529,7 +558,10 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         } else {
             ps[j].state = PING_DEAD;
             snprintf(why, sizeof why, "%s", dlock_errmsg());
-            if (rc == DLOCK_OK)
+            if (rc == DLOCK_OK && PQresultStatus(r) == PGRES_COMMAND_OK)
+                snprintf(why, sizeof why, "%s: the lock's row is not its holder's any more",
+                         p->label);
+            else if (rc == DLOCK_OK)
                 snprintf(why, sizeof why, "%s: the connection failed: %s", p->label,
                          PQresultErrorMessage(r));
             dlock__pg_discard(p, c, why);

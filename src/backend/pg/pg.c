@@ -129,19 +129,31 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
 
 /* ---------------------------------------------------------------- acquire */
 
+/* The grant, in one statement: the advisory lock ($1), then the name's row
+ * ($2) under it: the fence bumped, and the row made ours (owner_pid,
+ * expires = now + the lease $5) unless a holder's lease is still running
+ * there (a holder whose connection dropped before it could know: see the
+ * design note in README.md). ON CONFLICT DO UPDATE sees the row's latest
+ * version, whatever the statement's snapshot. Answers the fence, whether
+ * the row is ours, and the ms left of the lease it still has. */
+#define TAKE_ROW                                                                                 \
+    "INSERT INTO dlock_fence AS f (name, key, fence, owner_pid, expires) "                        \
+    "SELECT $2, $1::bigint, 1, pg_backend_pid(), clock_timestamp() + $5::interval FROM l %s "      \
+    "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                                      \
+    "owner_pid = CASE WHEN f.expires > clock_timestamp() THEN f.owner_pid ELSE pg_backend_pid() " \
+    "END, expires = CASE WHEN f.expires > clock_timestamp() THEN f.expires ELSE "                 \
+    "clock_timestamp() + $5::interval END "                                                       \
+    "RETURNING f.fence, f.owner_pid = pg_backend_pid(), "                                         \
+    "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
+#define TAKE_SET                                                                                 \
+    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                    \
+    "set_config('application_name', $4, false)), "
+
 static const char *const take_sql[2] = {
     /* a try */
-    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "
-    "set_config('application_name', $4, false)), "
-    "l AS (SELECT pg_try_advisory_lock($1::bigint) AS ok FROM s) "
-    "INSERT INTO dlock_fence AS f (name, key, fence) SELECT $2, $1::bigint, 1 FROM l WHERE l.ok "
-    "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence",
+    TAKE_SET "l AS (SELECT pg_try_advisory_lock($1::bigint) AS ok FROM s) " TAKE_ROW,
     /* a wait of a slice */
-    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "
-    "set_config('application_name', $4, false)), "
-    "l AS (SELECT pg_advisory_lock($1::bigint) FROM s) "
-    "INSERT INTO dlock_fence AS f (name, key, fence) SELECT $2, $1::bigint, 1 FROM l "
-    "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence",
+    TAKE_SET "l AS (SELECT pg_advisory_lock($1::bigint) FROM s) " TAKE_ROW,
 };
 
 /* After a failed attempt: the connection lets go of whatever the statement
@@ -159,6 +171,50 @@ static void after_failure(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
         dlock__pg_discard(p, c, "closed after a failed attempt");
 }
 
+/* Sleeps until `until`, asking cancelled() every 50 ms: 1 if it said so. */
+static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
+{
+    for (;;) {
+        int64_t now = dlock__now_us();
+        if (cancelled != NULL && cancelled(arg))
+            return 1;
+        if (now >= until)
+            return 0;
+        dlock__sleep_until(until - now > 50000 ? now + 50000 : until);
+    }
+}
+
+/* The lock is ours in the server, but its row still has a holder's lease
+ * running: wait for its end within the slice, then make the row ours.
+ * DLOCK_OK with *taken set, or a failure (c given back or closed). */
+static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__attempt *a,
+                     int64_t left_ms, int64_t slice_end, int block, int *taken)
+{
+    PGresult *r = NULL;
+    int64_t end = dlock__now_us() + left_ms * 1000;
+    *taken = 0;
+    if (block && end <= slice_end && !sleep_until(end, a->cancelled, a->cancel_arg)) {
+        const char *params[] = {l->name, p->lease_text};
+        int rc = dlock__pg_exec(p, c,
+                                "UPDATE dlock_fence SET owner_pid = pg_backend_pid(), expires = "
+                                "clock_timestamp() + $2::interval WHERE name = $1 AND expires <= "
+                                "clock_timestamp()",
+                                2, params, a->deadline_us, NULL, NULL, &r);
+        if (rc != DLOCK_OK) {
+            dlock__pg_discard(p, c, "closed: an attempt got no answer");
+            return rc;
+        }
+        *taken = PQresultStatus(r) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(r), "1") == 0;
+        PQclear(r);
+        if (*taken)
+            return DLOCK_OK;
+    }
+    /* not in this slice: let go, and say how long the lease has left */
+    a->holder_ttl_ms = left_ms;
+    after_failure(p, c, a->deadline_us);
+    return DLOCK_OK;
+}
+
 static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
     dlock__pgstore *p = PGSTORE(s);
@@ -166,8 +222,12 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     dlock__pgconn *c;
     char timeout[24], app[96];
 
-    if (l->conn != NULL)
-        return dlock__fail(DLOCK_EPROTO, "lock '%s': already held by this handle", l->name);
+    if (l->conn != NULL) {
+        /* the connection of a hold the core found lost (and so never
+         * released here): closed, so that nothing of it lives on */
+        pthread_mutex_lock(&l->conn->mu);
+        unbind(p, l, 1, "closed: its lock was lost");
+    }
     int64_t now = dlock__now_us();
     /* The slice (backend.h): up to the wait's end, and up to the request's
      * bound less a fifth of a command timeout for the reply. */
@@ -176,6 +236,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (a->wait_until_us < slice_end)
         slice_end = a->wait_until_us;
     int block = a->wait && slice_end - now >= MIN_SLICE_US;
+    a->due_us = block ? slice_end : now;
     int rc = dlock__pg_get(p, a->deadline_us, &c);
     if (rc != DLOCK_OK)
         return rc;
@@ -185,28 +246,44 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         slice_ms = 1;
     snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
     snprintf(app, sizeof app, "dlock:%s", a->token);
-    const char *params[] = {l->key_text, l->name, timeout, app};
+    const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text};
     PGresult *r = NULL;
-    rc = dlock__pg_exec(p, c, take_sql[block], 4, params, a->deadline_us,
-                        block ? a->cancelled : NULL, a->cancel_arg, &r);
+    char sql[2048];
+    snprintf(sql, sizeof sql, take_sql[block], block ? "" : "WHERE l.ok");
+    rc = dlock__pg_exec(p, c, sql, 5, params, a->deadline_us, block ? a->cancelled : NULL,
+                        a->cancel_arg, &r);
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
         return rc;
     }
     ExecStatusType st = PQresultStatus(r);
+    a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
     if (st == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        a->outcome = DLOCK__TAKEN;
-        a->fence = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+        uint64_t fence = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+        int taken = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+        int64_t left_ms = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
         PQclear(r);
-        atomic_store(&c->holding, 1);
-        l->conn = c;
-        dlock__session_ref(c->session); /* the lock's */
-        dlock__session_ref(c->session); /* the attempt's */
-        a->session = c->session;
-        pthread_mutex_unlock(&c->mu);
-        return DLOCK_OK;
-    }
-    if (st == PGRES_TUPLES_OK) {
+        if (!taken) {
+            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, block, &taken);
+            if (rc != DLOCK_OK)
+                return rc;
+        }
+        if (taken && (c->held_name = strdup(l->name)) == NULL) {
+            after_failure(p, c, a->deadline_us);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        if (taken) {
+            a->outcome = DLOCK__TAKEN;
+            a->fence = fence;
+            atomic_store(&c->holding, 1);
+            l->conn = c;
+            dlock__session_ref(c->session); /* the lock's */
+            dlock__session_ref(c->session); /* the attempt's */
+            a->session = c->session;
+            pthread_mutex_unlock(&c->mu);
+            return DLOCK_OK;
+        }
+    } else if (st == PGRES_TUPLES_OK) {
         PQclear(r); /* a try that found it held */
         dlock__pg_put(p, c);
     } else {
@@ -222,7 +299,6 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     }
     a->outcome = DLOCK__HELD;
     a->next = DLOCK__NEXT_RETRY;
-    a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
     return DLOCK_OK;
 }
 
@@ -235,6 +311,24 @@ static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token,
 }
 
 /* ---------------------------------------------------------------- release, extend */
+
+/* 'text' as an SQL literal (standard_conforming_strings is on: the
+ * connection sets it). */
+static int literal_of(const char *text, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[n++] = '\'';
+    for (const char *t = text; *t != '\0'; t++) {
+        if (n + 3 >= len)
+            return DLOCK_EINVAL;
+        if (*t == '\'')
+            buf[n++] = '\'';
+        buf[n++] = *t;
+    }
+    buf[n++] = '\'';
+    buf[n] = '\0';
+    return DLOCK_OK;
+}
 
 static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
                       int64_t deadline_us)
@@ -250,10 +344,18 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
         unbind(p, l, 1, "");
         return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
     }
-    const char *params[] = {l->key_text};
+    /* One implicit transaction: the row's lease ends, then the advisory
+     * lock; the row stays locked until both are done, so the next holder
+     * (blocked on the row in its INSERT ... ON CONFLICT) sees it ended. */
+    char sql[1200], name[900];
+    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
+    snprintf(sql, sizeof sql,
+             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND owner_pid = "
+             "pg_backend_pid(); SELECT pg_advisory_unlock(%s)",
+             name, l->key_text);
     PGresult *r = NULL;
-    int rc = dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params, deadline_us,
-                            NULL, NULL, &r);
+    int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline_us, NULL, NULL, &r);
     if (rc != DLOCK_OK) {
         /* closing the connection lets go of the lock as soon as the server
          * sees it closed */
@@ -412,12 +514,20 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     if (left > p->timeout_ms)
         left = p->timeout_ms;
     snprintf(wait_ms, sizeof wait_ms, "%lld", (long long) (left > 1 ? left : 1));
-    const char *params[] = {l->classid, l->objid, wait_ms};
+    char sql[2000], name[900];
+    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
+    /* the row's lease ends first, and the row stays locked until the
+     * holder's session has ended: the next holder sees it ended */
+    snprintf(sql, sizeof sql,
+             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s; "
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*) "
+             "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = %s "
+             "AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = "
+             "current_database()) AND l.granted",
+             name, wait_ms, l->classid, l->objid);
     PGresult *r = NULL;
-    int rc = operate(p,
-                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, $3::bigint)), "
-                     "count(*) FROM pg_locks l WHERE " LOCK_ROWS " AND l.granted",
-                     3, params, deadline_us, &r);
+    int rc = operate(p, sql, 0, NULL, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (strcmp(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1)) != 0)
@@ -461,8 +571,7 @@ static int pg_reached(dlock__store *s)
 static void pg_close(dlock__store *s, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
-    (void) deadline_us;
-    dlock__pg_close_all(p);
+    dlock__pg_close_all(p, deadline_us);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }
@@ -524,8 +633,10 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     int interval_s = (int) (lease_s / 9 > 1 ? lease_s / 9 : 1);
     snprintf(p->options, sizeof p->options,
              "-c idle_session_timeout=%lld -c tcp_keepalives_idle=%d "
-             "-c tcp_keepalives_interval=%d -c tcp_keepalives_count=3 -c tcp_user_timeout=%lld",
+             "-c tcp_keepalives_interval=%d -c tcp_keepalives_count=3 -c tcp_user_timeout=%lld "
+             "-c standard_conforming_strings=on",
              (long long) (p->lease_ms * 3 / 2), idle_s, interval_s, (long long) p->lease_ms);
+    snprintf(p->lease_text, sizeof p->lease_text, "%lld milliseconds", (long long) p->lease_ms);
     snprintf(p->connect_timeout, sizeof p->connect_timeout, "%lld",
              (long long) (connect_ms + 999) / 1000);
     snprintf(p->keepalives_idle, sizeof p->keepalives_idle, "%d", idle_s);

@@ -36,6 +36,7 @@ typedef struct dlock__pgconn {
     int pending;          /* a renewal's ping was sent and its answer not read yet */
     int pid;              /* its server process (pg_backend_pid) */
     int in_pool;          /* in the store's idle list */
+    char *held_name;      /* the name of the lock it holds (renewals extend its row) */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__pgconn;
@@ -47,7 +48,7 @@ typedef struct dlock__pgstore {
     const char *keys[20];
     const char *vals[20];
     char host[200], port[16], user[128], password[256], dbname[128], options[512];
-    char sslmode[24], connect_timeout[24], keepalives_idle[16], keepalives_interval[16], user_timeout[24];
+    char lease_text[40], sslmode[24], connect_timeout[24], keepalives_idle[16], keepalives_interval[16], user_timeout[24];
     int64_t timeout_ms, connect_ms, lease_ms;
     pthread_mutex_t mu; /* the lists below, schema_ready */
     dlock__pgconn *idle;
@@ -81,13 +82,13 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
                    const char *const *params, int64_t deadline_us, int (*cancelled)(void *),
                    void *arg, PGresult **res);
 /* Sends without waiting (renewals: all sent, then all read). */
-int dlock__pg_send(dlock__pgconn *c, const char *sql);
+int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params);
 /* The SQLSTATE of an error result, "" if none. */
 const char *dlock__pg_state(const PGresult *r);
 /* Records a failed result as DLOCK_ESERVER with its message. */
 int dlock__pg_fail(dlock__pgstore *p, const PGresult *r, const char *what);
 /* Closes every connection (close()). */
-void dlock__pg_close_all(dlock__pgstore *p);
+void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us);
 /* The core gave up on the session: close its connection. */
 void dlock__pg_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
 /* renew(): every connection named is pinged (all sent, then all read). */
