@@ -224,9 +224,10 @@ typedef struct dlock__attempt {
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
     enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
                                     holder_ttl_ms is that holder's) */
-    int64_t due_us; /* when the store's answer was due, if later than the send (a wait
-                       blocked in the server: its slice's end): a store that does not
-                       answer is counted silent from then, not from the send; 0: the send */
+    /* When the store's answer was due, if later than the send (a wait blocked
+     * in the server: its slice's end): a store that does not answer is
+     * counted silent from then, not from the send. 0: the send. */
+    int64_t due_us;
 } dlock__attempt;
 
 /* ---------------------------------------------------------------- renewal */

@@ -265,8 +265,8 @@ struct shared {
  * inside at once, no stale fence. */
 static void fenced_processes(void)
 {
-    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                             -1, 0);
+    struct shared *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
     memset(sh, 0, sizeof *sh);
     pid_t pids[PROCS];

@@ -70,19 +70,35 @@ static void init_cluster(const dt_server *s)
     if (as_root()) {
         struct passwd *u = getpwnam("postgres");
         if (u == NULL)
-            dt_fail(__FILE__, __LINE__, "no user 'postgres' to run the server as (apt-get install "
-                                        "postgresql)");
+            dt_fail(__FILE__, __LINE__,
+                    "no user 'postgres' to run the server as (apt-get install "
+                    "postgresql)");
         if (chown(s->dir, u->pw_uid, u->pw_gid) != 0 || chown(pw, u->pw_uid, u->pw_gid) != 0)
             dt_fail(__FILE__, __LINE__, "cannot give %s to user postgres", s->dir);
     }
     snprintf(initdb, sizeof initdb, "%s/initdb", pg_bin());
     snprintf(chdir_to, sizeof chdir_to, "--chdir=%s", s->dir);
     snprintf(pw, sizeof pw, "--pwfile=%s/pw", s->dir);
-    const char *argv[] = {"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
-                          "--",      "env",              chdir_to,          initdb,
-                          "-D",      data,               "-U",              "dlock",
-                          pw,        "--auth-local=trust", "--auth-host=scram-sha-256",
-                          "--no-sync", "--no-instructions", "-E", "UTF8", NULL};
+    const char *argv[] = {"setpriv",
+                          "--reuid=postgres",
+                          "--regid=postgres",
+                          "--init-groups",
+                          "--",
+                          "env",
+                          chdir_to,
+                          initdb,
+                          "-D",
+                          data,
+                          "-U",
+                          "dlock",
+                          pw,
+                          "--auth-local=trust",
+                          "--auth-host=scram-sha-256",
+                          "--no-sync",
+                          "--no-instructions",
+                          "-E",
+                          "UTF8",
+                          NULL};
     const char *const *run = as_root() ? argv : argv + 5;
     if (dt__run_quiet(run, 60000) != 0)
         dt_fail(__FILE__, __LINE__, "initdb into %s failed", data);

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX      8     /* idle connections kept */
+#define POOL_MAX       8     /* idle connections kept */
 #define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
 
 /* ---------------------------------------------------------------- helpers */
@@ -109,8 +109,8 @@ static void send_cancel(dlock__pgconn *c)
 }
 
 /* Reads every result of the request in flight until deadline. */
-static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
-                   int (*cancelled)(void *), void *arg, PGresult **res)
+static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
+                   void *arg, PGresult **res)
 {
     PGresult *keep = NULL;
     int cancel_sent = 0;
@@ -184,9 +184,8 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
         if (rc != DLOCK_OK)
             return rc;
     }
-    int sent = nparams > 0
-                   ? PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0)
-                   : PQsendQuery(c->pg, sql);
+    int sent = nparams > 0 ? PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0)
+                           : PQsendQuery(c->pg, sql);
     if (!sent)
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
                            message_of(c->pg, msg, sizeof msg));
@@ -239,8 +238,9 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     free(sql);
     if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
         PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = dlock__pg_fail(p, r, ready ? "recording the owner info (table dlock_owner)"
-                                        : "creating dlock's tables (dlock_fence, dlock_owner)");
+        rc = dlock__pg_fail(p, r,
+                            ready ? "recording the owner info (table dlock_owner)"
+                                  : "creating dlock's tables (dlock_fence, dlock_owner)");
     PQclear(r);
     if (rc == DLOCK_OK && !ready) {
         pthread_mutex_lock(&p->mu);
@@ -296,8 +296,8 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
     }
     atomic_store(&p->reached, 1);
     if (PQsetnonblocking(c->pg, 1) != 0) {
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label,
-                         message_of(c->pg, msg, sizeof msg));
+        rc =
+            dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label, message_of(c->pg, msg, sizeof msg));
         goto fail;
     }
     c->pid = PQbackendPID(c->pg);
@@ -306,8 +306,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
     if (rc != DLOCK_OK)
         goto fail;
     pthread_mutex_lock(&c->mu);
-    rc = dlock__session_start(p->base.host.sessions, p->lease_ms, sent, c, conn_free,
-                              &c->session);
+    rc = dlock__session_start(p->base.host.sessions, p->lease_ms, sent, c, conn_free, &c->session);
     if (rc != DLOCK_OK) {
         pthread_mutex_unlock(&c->mu);
         goto fail;
@@ -436,8 +435,7 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
         if (c == NULL)
             return;
         pthread_mutex_lock(&c->mu);
-        if (c->held_name != NULL && c->pg != NULL && !c->pending &&
-            dlock__now_us() < deadline_us) {
+        if (c->held_name != NULL && c->pg != NULL && !c->pending && dlock__now_us() < deadline_us) {
             /* a detached lock: its row's lease ends with it, so that the
              * next holder does not wait for it (closing the connection
              * frees the advisory lock) */
@@ -532,8 +530,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
                        : dlock__pg_send(c, "SELECT 1", 0, NULL);
         ps[np++].state = sent == DLOCK_OK ? PING_SENT : c->pending ? PING_LATE : PING_DEAD;
         if (ps[np - 1].state == PING_DEAD) {
-            snprintf(why, sizeof why, "%s: connection lost: %s", p->label,
-                     PQerrorMessage(c->pg));
+            snprintf(why, sizeof why, "%s: connection lost: %s", p->label, PQerrorMessage(c->pg));
             dlock__pg_discard(p, c, why);
         } else if (ps[np - 1].state == PING_LATE) {
             pthread_mutex_unlock(&c->mu);
@@ -546,9 +543,9 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         dlock__pgconn *c = ps[j].c;
         PGresult *r = NULL;
         int rc = collect(p, c, deadline_us, NULL, NULL, &r);
-        int renewed = rc == DLOCK_OK && (PQresultStatus(r) == PGRES_TUPLES_OK ||
-                                         (PQresultStatus(r) == PGRES_COMMAND_OK &&
-                                          strcmp(PQcmdTuples(r), "1") == 0));
+        int renewed = rc == DLOCK_OK &&
+                      (PQresultStatus(r) == PGRES_TUPLES_OK ||
+                       (PQresultStatus(r) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(r), "1") == 0));
         if (renewed) {
             ps[j].state = PING_ALIVE;
             pthread_mutex_unlock(&c->mu);

@@ -61,9 +61,9 @@ int64_t dlock__pg_key(const char *name)
 
 /* The part of pg_locks that is l's advisory lock, in this database
  * ($1 classid, $2 objid). */
-#define LOCK_ROWS                                                                      \
-    "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid AND "          \
-    "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = " \
+#define LOCK_ROWS                                                                                  \
+    "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid AND "                      \
+    "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "             \
     "current_database())"
 
 /* ---------------------------------------------------------------- locks */
@@ -136,17 +136,17 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * design note in README.md). ON CONFLICT DO UPDATE sees the row's latest
  * version, whatever the statement's snapshot. Answers the fence, whether
  * the row is ours, and the ms left of the lease it still has. */
-#define TAKE_ROW                                                                                 \
-    "INSERT INTO dlock_fence AS f (name, key, fence, owner_pid, expires) "                        \
+#define TAKE_ROW                                                                                   \
+    "INSERT INTO dlock_fence AS f (name, key, fence, owner_pid, expires) "                         \
     "SELECT $2, $1::bigint, 1, pg_backend_pid(), clock_timestamp() + $5::interval FROM l %s "      \
-    "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                                      \
-    "owner_pid = CASE WHEN f.expires > clock_timestamp() THEN f.owner_pid ELSE pg_backend_pid() " \
-    "END, expires = CASE WHEN f.expires > clock_timestamp() THEN f.expires ELSE "                 \
-    "clock_timestamp() + $5::interval END "                                                       \
-    "RETURNING f.fence, f.owner_pid = pg_backend_pid(), "                                         \
+    "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                                       \
+    "owner_pid = CASE WHEN f.expires > clock_timestamp() THEN f.owner_pid ELSE pg_backend_pid() "  \
+    "END, expires = CASE WHEN f.expires > clock_timestamp() THEN f.expires ELSE "                  \
+    "clock_timestamp() + $5::interval END "                                                        \
+    "RETURNING f.fence, f.owner_pid = pg_backend_pid(), "                                          \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
-#define TAKE_SET                                                                                 \
-    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                    \
+#define TAKE_SET                                                                                   \
+    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
     "set_config('application_name', $4, false)), "
 
 static const char *const take_sql[2] = {
@@ -161,8 +161,8 @@ static const char *const take_sql[2] = {
 static void after_failure(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
 {
     PGresult *r = NULL;
-    int rc = dlock__pg_exec(p, c, "SELECT pg_advisory_unlock_all()", 0, NULL, deadline, NULL,
-                            NULL, &r);
+    int rc =
+        dlock__pg_exec(p, c, "SELECT pg_advisory_unlock_all()", 0, NULL, deadline, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     if (ok)
@@ -303,8 +303,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 }
 
 /* Nothing is queued in the server: a wait there ended with its request. */
-static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token,
-                     int64_t deadline_us)
+static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
     (void) s, (void) sl, (void) token, (void) deadline_us;
     return DLOCK_OK;
@@ -386,12 +385,12 @@ static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
     pthread_mutex_lock(&c->mu);
     const char *params[] = {l->classid, l->objid};
     PGresult *r = NULL;
-    int rc = c->pg == NULL ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed",
-                                         l->name)
-                           : dlock__pg_exec(p, c,
-                                            "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE " LOCK_ROWS
-                                            " AND l.pid = pg_backend_pid() AND l.granted)",
-                                            2, params, deadline_us, NULL, NULL, &r);
+    int rc = c->pg == NULL
+                 ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name)
+                 : dlock__pg_exec(p, c,
+                                  "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE " LOCK_ROWS
+                                  " AND l.pid = pg_backend_pid() AND l.granted)",
+                                  2, params, deadline_us, NULL, NULL, &r);
     if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
         rc = dlock__pg_fail(p, r, "confirming the advisory lock");
     else if (rc == DLOCK_OK && strcmp(PQgetvalue(r, 0, 0), "t") != 0)
@@ -453,13 +452,14 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     PGresult *r = NULL;
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    int rc = operate(PGSTORE(s),
-                     "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
-                     "l.granted), coalesce(max(a.application_name) FILTER (WHERE l.granted), ''), "
-                     "coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
-                     "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3) "
-                     "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE " LOCK_ROWS,
-                     3, params, deadline_us, &r);
+    int rc =
+        operate(PGSTORE(s),
+                "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
+                "l.granted), coalesce(max(a.application_name) FILTER (WHERE l.granted), ''), "
+                "coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
+                "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3) "
+                "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE " LOCK_ROWS,
+                3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);

@@ -31,12 +31,12 @@ typedef struct dlock__pgconn {
     pthread_mutex_t mu; /* one request at a time; held through a request */
     PGconn *pg;         /* NULL once closed */
     dlock__session *session;
-    _Atomic int holding;  /* holds a lock now (not in the pool) */
-    _Atomic int lost;     /* the core gave up on its session: close at the next chance */
-    int pending;          /* a renewal's ping was sent and its answer not read yet */
-    int pid;              /* its server process (pg_backend_pid) */
-    int in_pool;          /* in the store's idle list */
-    char *held_name;      /* the name of the lock it holds (renewals extend its row) */
+    _Atomic int holding; /* holds a lock now (not in the pool) */
+    _Atomic int lost;    /* the core gave up on its session: close at the next chance */
+    int pending;         /* a renewal's ping was sent and its answer not read yet */
+    int pid;             /* its server process (pg_backend_pid) */
+    int in_pool;         /* in the store's idle list */
+    char *held_name;     /* the name of the lock it holds (renewals extend its row) */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__pgconn;
@@ -48,7 +48,8 @@ typedef struct dlock__pgstore {
     const char *keys[20];
     const char *vals[20];
     char host[200], port[16], user[128], password[256], dbname[128], options[512];
-    char lease_text[40], sslmode[24], connect_timeout[24], keepalives_idle[16], keepalives_interval[16], user_timeout[24];
+    char lease_text[40], sslmode[24], connect_timeout[24], keepalives_idle[16],
+        keepalives_interval[16], user_timeout[24];
     int64_t timeout_ms, connect_ms, lease_ms;
     pthread_mutex_t mu; /* the lists below, schema_ready */
     dlock__pgconn *idle;
