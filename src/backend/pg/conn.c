@@ -17,6 +17,7 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../../base/random.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -212,7 +213,7 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     static const char schema[] =
         "SELECT pg_advisory_xact_lock(7236828461357345792);"
         "CREATE TABLE IF NOT EXISTS dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
-        "fence bigint NOT NULL, owner_pid integer NOT NULL, expires timestamptz NOT NULL);"
+        "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL);"
         "CREATE TABLE IF NOT EXISTS dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
         "since timestamptz NOT NULL DEFAULT now());";
     const dlock__client_cfg *cfg = p->base.host.cfg;
@@ -301,6 +302,10 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
         goto fail;
     }
     c->pid = PQbackendPID(c->pg);
+    if (dlock__random_hex(c->nonce, 8) != 0) {
+        rc = dlock__fail(DLOCK_ENOMEM, "no random bytes for a connection's id");
+        goto fail;
+    }
     PQsetNoticeProcessor(c->pg, no_notice, NULL);
     rc = set_up(p, c, deadline);
     if (rc != DLOCK_OK)
@@ -439,12 +444,12 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
             /* a detached lock: its row's lease ends with it, so that the
              * next holder does not wait for it (closing the connection
              * frees the advisory lock) */
-            const char *params[] = {c->held_name};
+            const char *params[] = {c->held_name, c->nonce};
             PGresult *r = NULL;
             (void) dlock__pg_exec(p, c,
                                   "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = "
-                                  "$1 AND owner_pid = pg_backend_pid()",
-                                  1, params, deadline_us, NULL, NULL, &r);
+                                  "$1 AND holder = $2",
+                                  2, params, deadline_us, NULL, NULL, &r);
             PQclear(r);
         }
         dlock__pg_discard(p, c, "the client closed");
@@ -519,14 +524,13 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         }
         /* a connection holding a lock renews its row's lease (README.md);
          * another one is only pinged */
-        const char *params[] = {c->held_name, p->lease_text};
+        const char *params[] = {c->held_name, p->lease_text, c->nonce};
         int sent = c->pending ? DLOCK_EUNREACHABLE
                    : c->held_name != NULL
                        ? dlock__pg_send(c,
                                         "UPDATE dlock_fence SET expires = clock_timestamp() + "
-                                        "$2::interval WHERE name = $1 AND owner_pid = "
-                                        "pg_backend_pid()",
-                                        2, params)
+                                        "$2::interval WHERE name = $1 AND holder = $3",
+                                        3, params)
                        : dlock__pg_send(c, "SELECT 1", 0, NULL);
         ps[np++].state = sent == DLOCK_OK ? PING_SENT : c->pending ? PING_LATE : PING_DEAD;
         if (ps[np - 1].state == PING_DEAD) {

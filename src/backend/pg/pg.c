@@ -130,20 +130,21 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
 /* ---------------------------------------------------------------- acquire */
 
 /* The grant, in one statement: the advisory lock ($1), then the name's row
- * ($2) under it: the fence bumped, and the row made ours (owner_pid,
+ * ($2) under it: the fence bumped, and the row made ours (holder: the
+ * connection's random id $6,
  * expires = now + the lease $5) unless a holder's lease is still running
  * there (a holder whose connection dropped before it could know: see the
  * design note in README.md). ON CONFLICT DO UPDATE sees the row's latest
  * version, whatever the statement's snapshot. Answers the fence, whether
  * the row is ours, and the ms left of the lease it still has. */
 #define TAKE_ROW                                                                                   \
-    "INSERT INTO dlock_fence AS f (name, key, fence, owner_pid, expires) "                         \
-    "SELECT $2, $1::bigint, 1, pg_backend_pid(), clock_timestamp() + $5::interval FROM l %s "      \
+    "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires) "                            \
+    "SELECT $2, $1::bigint, 1, $6, clock_timestamp() + $5::interval FROM l %s "                    \
     "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                                       \
-    "owner_pid = CASE WHEN f.expires > clock_timestamp() THEN f.owner_pid ELSE pg_backend_pid() "  \
-    "END, expires = CASE WHEN f.expires > clock_timestamp() THEN f.expires ELSE "                  \
+    "holder = CASE WHEN f.expires > clock_timestamp() THEN f.holder ELSE $6 END, "                 \
+    "expires = CASE WHEN f.expires > clock_timestamp() THEN f.expires ELSE "                       \
     "clock_timestamp() + $5::interval END "                                                        \
-    "RETURNING f.fence, f.owner_pid = pg_backend_pid(), "                                          \
+    "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
 #define TAKE_SET                                                                                   \
     "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
@@ -194,12 +195,11 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     int64_t end = dlock__now_us() + left_ms * 1000;
     *taken = 0;
     if (block && end <= slice_end && !sleep_until(end, a->cancelled, a->cancel_arg)) {
-        const char *params[] = {l->name, p->lease_text};
+        const char *params[] = {l->name, p->lease_text, c->nonce};
         int rc = dlock__pg_exec(p, c,
-                                "UPDATE dlock_fence SET owner_pid = pg_backend_pid(), expires = "
-                                "clock_timestamp() + $2::interval WHERE name = $1 AND expires <= "
-                                "clock_timestamp()",
-                                2, params, a->deadline_us, NULL, NULL, &r);
+                                "UPDATE dlock_fence SET holder = $3, expires = clock_timestamp() + "
+                                "$2::interval WHERE name = $1 AND expires <= clock_timestamp()",
+                                3, params, a->deadline_us, NULL, NULL, &r);
         if (rc != DLOCK_OK) {
             dlock__pg_discard(p, c, "closed: an attempt got no answer");
             return rc;
@@ -246,11 +246,11 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         slice_ms = 1;
     snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
     snprintf(app, sizeof app, "dlock:%s", a->token);
-    const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text};
+    const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
     PGresult *r = NULL;
     char sql[2048];
     snprintf(sql, sizeof sql, take_sql[block], block ? "" : "WHERE l.ok");
-    rc = dlock__pg_exec(p, c, sql, 5, params, a->deadline_us, block ? a->cancelled : NULL,
+    rc = dlock__pg_exec(p, c, sql, 6, params, a->deadline_us, block ? a->cancelled : NULL,
                         a->cancel_arg, &r);
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
@@ -337,6 +337,9 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     (void) token;
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
+    char sql[1500], name[1100];
+    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
     dlock__pgconn *c = l->conn;
     pthread_mutex_lock(&c->mu);
     if (c->pg == NULL) {
@@ -346,13 +349,10 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     /* One implicit transaction: the row's lease ends, then the advisory
      * lock; the row stays locked until both are done, so the next holder
      * (blocked on the row in its INSERT ... ON CONFLICT) sees it ended. */
-    char sql[1200], name[900];
-    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
-        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
     snprintf(sql, sizeof sql,
-             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND owner_pid = "
-             "pg_backend_pid(); SELECT pg_advisory_unlock(%s)",
-             name, l->key_text);
+             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND holder = "
+             "'%s'; SELECT pg_advisory_unlock(%s)",
+             name, c->nonce, l->key_text);
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline_us, NULL, NULL, &r);
     if (rc != DLOCK_OK) {
@@ -514,7 +514,7 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     if (left > p->timeout_ms)
         left = p->timeout_ms;
     snprintf(wait_ms, sizeof wait_ms, "%lld", (long long) (left > 1 ? left : 1));
-    char sql[2000], name[900];
+    char sql[2500], name[1100];
     if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
         return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
     /* the row's lease ends first, and the row stays locked until the

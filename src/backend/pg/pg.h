@@ -37,6 +37,7 @@ typedef struct dlock__pgconn {
     int pid;             /* its server process (pg_backend_pid) */
     int in_pool;         /* in the store's idle list */
     char *held_name;     /* the name of the lock it holds (renewals extend its row) */
+    char nonce[17];      /* random: names it as the holder in the lock's row */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__pgconn;
