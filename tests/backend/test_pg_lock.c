@@ -198,6 +198,46 @@ static void blocked_wait(void)
     dlock_client_close(h);
 }
 
+/* ---------------------------------------------------------------- connections */
+
+/* Advisory locks re-enter per connection: two handles of one client on one
+ * name must not share the connection that holds it (they exclude each
+ * other); locks of different names share connections (a client holding 8
+ * does not need 8). */
+static void shared_connections(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *a1 = dt_lock(c, "same", 0), *a2 = dt_lock(c, "same", 0);
+    CHECK_RC(dlock_try_acquire(a1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(a2), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(a2, 300), DLOCK_ETIMEDOUT);
+    dlock_lock *many[8];
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "many-%d", i);
+        many[i] = dt_lock(c, name, 0);
+        CHECK_RC(dlock_try_acquire(many[i]), DLOCK_OK);
+    }
+    long long conns = sql_number("SELECT count(*) FROM pg_stat_activity WHERE application_name "
+                                 "= 'dlock'");
+    printf("shared connections: 9 locks held on %lld connections\n", conns);
+    CHECK_INT(conns, <=, 3);
+    CHECK_RC(dlock_try_acquire(a2), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(a1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(a2), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(a2), >, dlock_lock_fence(a1));
+    for (int i = 0; i < 8; i++) {
+        CHECK_INT(advisory_rows(dlock_lock_name(many[i]), 1), ==, 1);
+        CHECK_RC(dlock_release(many[i]), DLOCK_OK);
+        CHECK_INT(advisory_rows(dlock_lock_name(many[i]), 1), ==, 0);
+        dlock_lock_free(many[i]);
+    }
+    CHECK_RC(dlock_release(a2), DLOCK_OK);
+    dlock_lock_free(a1);
+    dlock_lock_free(a2);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 static void bad_input(void)
@@ -318,9 +358,9 @@ static void fenced_processes(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"key_mapping", key_mapping},           {"terminated_holder", terminated_holder},
-        {"blocked_wait", blocked_wait},         {"bad_input", bad_input},
-        {"fenced_processes", fenced_processes},
+        {"key_mapping", key_mapping},   {"terminated_holder", terminated_holder},
+        {"blocked_wait", blocked_wait}, {"shared_connections", shared_connections},
+        {"bad_input", bad_input},       {"fenced_processes", fenced_processes},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

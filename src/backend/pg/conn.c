@@ -89,7 +89,7 @@ static void conn_free(void *arg)
     dlock__pgconn *c = arg;
     if (c->pg != NULL)
         PQfinish(c->pg);
-    free(c->held_name);
+    free(c->keys);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -213,7 +213,8 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     static const char schema[] =
         "SELECT pg_advisory_xact_lock(7236828461357345792);"
         "CREATE TABLE IF NOT EXISTS dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
-        "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL);"
+        "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
+        "owner text NOT NULL, holder_pid integer NOT NULL);"
         "CREATE TABLE IF NOT EXISTS dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
         "since timestamptz NOT NULL DEFAULT now());";
     const dlock__client_cfg *cfg = p->base.host.cfg;
@@ -351,6 +352,70 @@ static int still_open(dlock__pgconn *c)
     return 1;
 }
 
+int dlock__pg_hold(dlock__pgconn *c, int64_t key)
+{
+    if (c->nkeys == c->capkeys) {
+        size_t cap = c->capkeys ? c->capkeys * 2 : 4;
+        int64_t *grown = realloc(c->keys, cap * sizeof *grown);
+        if (grown == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        c->keys = grown;
+        c->capkeys = cap;
+    }
+    c->keys[c->nkeys++] = key;
+    atomic_fetch_add(&c->nheld, 1);
+    return DLOCK_OK;
+}
+
+void dlock__pg_unhold(dlock__pgconn *c, int64_t key)
+{
+    for (size_t i = 0; i < c->nkeys; i++) {
+        if (c->keys[i] == key) {
+            c->keys[i] = c->keys[--c->nkeys];
+            atomic_fetch_sub(&c->nheld, 1);
+            return;
+        }
+    }
+}
+
+static int holds_key(const dlock__pgconn *c, int64_t key)
+{
+    for (size_t i = 0; i < c->nkeys; i++) {
+        if (c->keys[i] == key)
+            return 1;
+    }
+    return 0;
+}
+
+int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dlock__pgconn **out)
+{
+    dlock__pgconn *found = NULL;
+    /* (a trylock under the store's mutex: the usual order is a
+     * connection's, then the store's, so it must not wait here) */
+    pthread_mutex_lock(&p->mu);
+    for (int pass = 0; pass < 2 && found == NULL; pass++) {
+        for (dlock__pgconn *c = p->all; c != NULL; c = c->next_all) {
+            if ((pass == 0) != (atomic_load(&c->nheld) > 0) || c->in_pool)
+                continue;
+            if (pthread_mutex_trylock(&c->mu) != 0)
+                continue;
+            if (c->pg != NULL && !atomic_load(&c->lost) && !holds_key(c, key)) {
+                found = c;
+                break;
+            }
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (found != NULL && still_open(found)) {
+        *out = found;
+        return DLOCK_OK;
+    }
+    if (found != NULL)
+        dlock__pg_discard(p, found, "its connection was closed");
+    return dlock__pg_get(p, deadline_us, out);
+}
+
 int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
 {
     for (;;) {
@@ -376,9 +441,10 @@ int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
 
 void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
 {
-    c->holding = 0;
-    free(c->held_name);
-    c->held_name = NULL;
+    if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !atomic_load(&c->lost)) {
+        pthread_mutex_unlock(&c->mu); /* it holds locks: not idle */
+        return;
+    }
     if (c->pg == NULL || atomic_load(&c->lost) || PQstatus(c->pg) == CONNECTION_BAD) {
         dlock__pg_discard(p, c, "its connection was closed");
         return;
@@ -440,16 +506,16 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
         if (c == NULL)
             return;
         pthread_mutex_lock(&c->mu);
-        if (c->held_name != NULL && c->pg != NULL && !c->pending && dlock__now_us() < deadline_us) {
-            /* a detached lock: its row's lease ends with it, so that the
-             * next holder does not wait for it (closing the connection
-             * frees the advisory lock) */
-            const char *params[] = {c->held_name, c->nonce};
+        if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !c->pending &&
+            dlock__now_us() < deadline_us) {
+            /* detached locks: their rows' leases end with them, so that
+             * the next holders do not wait for them (closing the
+             * connection frees the advisory locks) */
+            const char *params[] = {c->nonce};
             PGresult *r = NULL;
-            (void) dlock__pg_exec(p, c,
-                                  "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = "
-                                  "$1 AND holder = $2",
-                                  2, params, deadline_us, NULL, NULL, &r);
+            (void) dlock__pg_exec(
+                p, c, "UPDATE dlock_fence SET expires = clock_timestamp() WHERE holder = $1", 1,
+                params, deadline_us, NULL, NULL, &r);
             PQclear(r);
         }
         dlock__pg_discard(p, c, "the client closed");
@@ -509,7 +575,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         if (pthread_mutex_trylock(&c->mu) != 0) {
             /* in use: a wait blocked in the server holds nothing, and finds
              * a dead connection by itself; a holder's call is short */
-            ps[np++].state = c->holding ? PING_BUSY : PING_BUSY_WAITING;
+            ps[np++].state = atomic_load(&c->nheld) > 0 ? PING_BUSY : PING_BUSY_WAITING;
             continue;
         }
         if (c->pg == NULL || atomic_load(&c->lost)) {
@@ -522,15 +588,15 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
             if (collect(p, c, dlock__now_us(), NULL, NULL, &old) == DLOCK_OK)
                 PQclear(old);
         }
-        /* a connection holding a lock renews its row's lease (README.md);
-         * another one is only pinged */
-        const char *params[] = {c->held_name, p->lease_text, c->nonce};
+        /* a connection holding locks renews their rows' leases in one
+         * statement (README.md); another one is only pinged */
+        const char *params[] = {p->lease_text, c->nonce};
         int sent = c->pending ? DLOCK_EUNREACHABLE
-                   : c->held_name != NULL
+                   : atomic_load(&c->nheld) > 0
                        ? dlock__pg_send(c,
                                         "UPDATE dlock_fence SET expires = clock_timestamp() + "
-                                        "$2::interval WHERE name = $1 AND holder = $3",
-                                        3, params)
+                                        "$1::interval WHERE holder = $2",
+                                        2, params)
                        : dlock__pg_send(c, "SELECT 1", 0, NULL);
         ps[np++].state = sent == DLOCK_OK ? PING_SENT : c->pending ? PING_LATE : PING_DEAD;
         if (ps[np - 1].state == PING_DEAD) {
@@ -547,9 +613,8 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         dlock__pgconn *c = ps[j].c;
         PGresult *r = NULL;
         int rc = collect(p, c, deadline_us, NULL, NULL, &r);
-        int renewed = rc == DLOCK_OK &&
-                      (PQresultStatus(r) == PGRES_TUPLES_OK ||
-                       (PQresultStatus(r) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(r), "1") == 0));
+        int renewed = rc == DLOCK_OK && (PQresultStatus(r) == PGRES_TUPLES_OK ||
+                                         PQresultStatus(r) == PGRES_COMMAND_OK);
         if (renewed) {
             ps[j].state = PING_ALIVE;
             pthread_mutex_unlock(&c->mu);
@@ -559,10 +624,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         } else {
             ps[j].state = PING_DEAD;
             snprintf(why, sizeof why, "%s", dlock_errmsg());
-            if (rc == DLOCK_OK && PQresultStatus(r) == PGRES_COMMAND_OK)
-                snprintf(why, sizeof why, "%s: the lock's row is not its holder's any more",
-                         p->label);
-            else if (rc == DLOCK_OK)
+            if (rc == DLOCK_OK)
                 snprintf(why, sizeof why, "%s: the connection failed: %s", p->label,
                          PQresultErrorMessage(r));
             dlock__pg_discard(p, c, why);

@@ -3,24 +3,23 @@
  * a lock is a session-level advisory lock (README.md has the key mapping,
  * the schema and what this mode cannot do).
  *
- * An attempt takes a connection of the pool (conn.c) and, in one
- * statement, takes the advisory lock and bumps the name's fence counter
- * under it:
+ * An attempt takes a connection (conn.c: a wait one that holds nothing, a
+ * try any that does not hold the key) and, in one statement, takes the
+ * advisory lock and bumps the name's fence counter under it:
  *
- *   WITH s AS (SELECT set_config('lock_timeout', $3, true),
- *                     set_config('application_name', $4, false)),
+ *   WITH s AS (SELECT set_config('lock_timeout', $3, true)),
  *        l AS (SELECT pg_advisory_lock($1) FROM s)
  *   INSERT INTO dlock_fence ... SELECT ... FROM l
- *   ON CONFLICT (name) DO UPDATE SET fence = dlock_fence.fence + 1 RETURNING fence
+ *   ON CONFLICT (name) DO UPDATE SET fence = dlock_fence.fence + 1 ... RETURNING fence
  *
  * The INSERT reads l's row first, so the counter moves only under the
  * lock. A waiter blocks in the server for a slice (lock_timeout, backend.h:
  * NEXT_RETRY); a try uses pg_try_advisory_lock and blocks nowhere. A
  * session-level advisory lock outlives the failed statement it was taken
- * in, so after any failed attempt the connection lets go of everything
- * (pg_advisory_unlock_all: it holds nothing else) or is closed. The
- * connection that took the lock holds it until the release: it leaves the
- * pool, and goes back after pg_advisory_unlock. */
+ * in, so after any failed attempt the connection lets go of the key (it
+ * did not hold it before) or is closed. The connection that took the lock
+ * holds it until the release (pg_advisory_unlock); it may hold other
+ * names' locks beside it, and goes back to the pool when it holds none. */
 #include "pg.h"
 
 #include "../../base/clock.h"
@@ -102,14 +101,30 @@ static void unbind(dlock__pgstore *p, pglock *l, int discard, const char *why)
     dlock__session_unref(session);
 }
 
+/* A hold the core will not release (lost, or freed without a release):
+ * its connection lets go of the key (closed if it cannot say so: other
+ * locks it holds are then lost, and reported). */
+static void let_go(dlock__pgstore *p, pglock *l)
+{
+    dlock__pgconn *c = l->conn;
+    PGresult *r = NULL;
+    const char *params[] = {l->key_text};
+    pthread_mutex_lock(&c->mu);
+    dlock__pg_unhold(c, l->key);
+    int rc = c->pg == NULL
+                 ? DLOCK_EUNREACHABLE
+                 : dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params,
+                                  dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
+    int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
+    PQclear(r);
+    unbind(p, l, !ok, "closed: it could not let go of a lock");
+}
+
 static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
     pglock *l = PGLOCK(sl);
-    if (l->conn != NULL) {
-        /* never released (the core releases before freeing): close it */
-        pthread_mutex_lock(&l->conn->mu);
-        unbind(PGSTORE(s), l, 1, "its lock handle was freed");
-    }
+    if (l->conn != NULL)
+        let_go(PGSTORE(s), l); /* never released (the core releases before freeing) */
     free(l->name);
     free(l);
 }
@@ -131,24 +146,25 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
 
 /* The grant, in one statement: the advisory lock ($1), then the name's row
  * ($2) under it: the fence bumped, and the row made ours (holder: the
- * connection's random id $6,
- * expires = now + the lease $5) unless a holder's lease is still running
- * there (a holder whose connection dropped before it could know: see the
- * design note in README.md). ON CONFLICT DO UPDATE sees the row's latest
- * version, whatever the statement's snapshot. Answers the fence, whether
- * the row is ours, and the ms left of the lease it still has. */
+ * connection's random id $6; owner: "dlock:TOKEN" $4 and the server pid,
+ * for operators; expires = now + the lease $5) unless a holder's lease is
+ * still running there (a holder whose connection dropped before it could
+ * know: see README.md). ON CONFLICT DO UPDATE sees the row's latest version,
+ * whatever the statement's snapshot, and every CASE the same old row.
+ * Answers the fence, whether the row is ours, and the ms left of the lease
+ * it still has. */
+#define STILL_HELD "f.expires > clock_timestamp()"
 #define TAKE_ROW                                                                                   \
-    "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires) "                            \
-    "SELECT $2, $1::bigint, 1, $6, clock_timestamp() + $5::interval FROM l %s "                    \
-    "ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                                       \
-    "holder = CASE WHEN f.expires > clock_timestamp() THEN f.holder ELSE $6 END, "                 \
-    "expires = CASE WHEN f.expires > clock_timestamp() THEN f.expires ELSE "                       \
-    "clock_timestamp() + $5::interval END "                                                        \
+    "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid) "         \
+    "SELECT $2, $1::bigint, 1, $6, clock_timestamp() + $5::interval, $4, pg_backend_pid() "        \
+    "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                             \
+    "holder = CASE WHEN " STILL_HELD " THEN f.holder ELSE $6 END, "                                \
+    "owner = CASE WHEN " STILL_HELD " THEN f.owner ELSE $4 END, "                                  \
+    "holder_pid = CASE WHEN " STILL_HELD " THEN f.holder_pid ELSE pg_backend_pid() END, "          \
+    "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
     "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
-#define TAKE_SET                                                                                   \
-    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
-    "set_config('application_name', $4, false)), "
+#define TAKE_SET "WITH s AS (SELECT set_config('lock_timeout', $3, true)), "
 
 static const char *const take_sql[2] = {
     /* a try */
@@ -157,13 +173,15 @@ static const char *const take_sql[2] = {
     TAKE_SET "l AS (SELECT pg_advisory_lock($1::bigint) FROM s) " TAKE_ROW,
 };
 
-/* After a failed attempt: the connection lets go of whatever the statement
- * may have taken before it failed, or is closed. */
-static void after_failure(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
+/* After a failed attempt: the connection lets go of the key, which the
+ * statement may have taken before it failed (a session lock outlives the
+ * failed statement; the connection did not hold it before), or is closed. */
+static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key, int64_t deadline)
 {
     PGresult *r = NULL;
-    int rc =
-        dlock__pg_exec(p, c, "SELECT pg_advisory_unlock_all()", 0, NULL, deadline, NULL, NULL, &r);
+    const char *params[] = {key};
+    int rc = dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params, deadline,
+                            NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     if (ok)
@@ -195,11 +213,14 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     int64_t end = dlock__now_us() + left_ms * 1000;
     *taken = 0;
     if (block && end <= slice_end && !sleep_until(end, a->cancelled, a->cancel_arg)) {
-        const char *params[] = {l->name, p->lease_text, c->nonce};
+        char app[96];
+        snprintf(app, sizeof app, "dlock:%s", a->token);
+        const char *params[] = {l->name, p->lease_text, c->nonce, app};
         int rc = dlock__pg_exec(p, c,
-                                "UPDATE dlock_fence SET holder = $3, expires = clock_timestamp() + "
-                                "$2::interval WHERE name = $1 AND expires <= clock_timestamp()",
-                                3, params, a->deadline_us, NULL, NULL, &r);
+                                "UPDATE dlock_fence SET holder = $3, owner = $4, holder_pid = "
+                                "pg_backend_pid(), expires = clock_timestamp() + $2::interval "
+                                "WHERE name = $1 AND expires <= clock_timestamp()",
+                                4, params, a->deadline_us, NULL, NULL, &r);
         if (rc != DLOCK_OK) {
             dlock__pg_discard(p, c, "closed: an attempt got no answer");
             return rc;
@@ -211,7 +232,7 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     }
     /* not in this slice: let go, and say how long the lease has left */
     a->holder_ttl_ms = left_ms;
-    after_failure(p, c, a->deadline_us);
+    after_failure(p, c, l->key_text, a->deadline_us);
     return DLOCK_OK;
 }
 
@@ -222,12 +243,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     dlock__pgconn *c;
     char timeout[24], app[96];
 
-    if (l->conn != NULL) {
-        /* the connection of a hold the core found lost (and so never
-         * released here): closed, so that nothing of it lives on */
-        pthread_mutex_lock(&l->conn->mu);
-        unbind(p, l, 1, "closed: its lock was lost");
-    }
+    if (l->conn != NULL)
+        let_go(p, l); /* a hold the core found lost (and so never released here) */
     int64_t now = dlock__now_us();
     /* The slice (backend.h): up to the wait's end, and up to the request's
      * bound less a fifth of a command timeout for the reply. */
@@ -237,7 +254,9 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         slice_end = a->wait_until_us;
     int block = a->wait && slice_end - now >= MIN_SLICE_US;
     a->due_us = block ? slice_end : now;
-    int rc = dlock__pg_get(p, a->deadline_us, &c);
+    /* a wait keeps its connection busy for a slice: one that holds nothing */
+    int rc = block ? dlock__pg_get(p, a->deadline_us, &c)
+                   : dlock__pg_get_shared(p, l->key, a->deadline_us, &c);
     if (rc != DLOCK_OK)
         return rc;
     now = dlock__now_us();
@@ -268,14 +287,13 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             if (rc != DLOCK_OK)
                 return rc;
         }
-        if (taken && (c->held_name = strdup(l->name)) == NULL) {
-            after_failure(p, c, a->deadline_us);
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        if (taken && dlock__pg_hold(c, l->key) != DLOCK_OK) {
+            after_failure(p, c, l->key_text, a->deadline_us);
+            return DLOCK_ENOMEM;
         }
         if (taken) {
             a->outcome = DLOCK__TAKEN;
             a->fence = fence;
-            atomic_store(&c->holding, 1);
             l->conn = c;
             dlock__session_ref(c->session); /* the lock's */
             dlock__session_ref(c->session); /* the attempt's */
@@ -293,7 +311,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (!slice_over)
             rc = dlock__pg_fail(p, r, "taking the advisory lock");
         PQclear(r);
-        after_failure(p, c, a->deadline_us);
+        after_failure(p, c, l->key_text, a->deadline_us);
         if (!slice_over)
             return rc;
     }
@@ -368,6 +386,7 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     else if (!released)
         rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
     PQclear(r);
+    dlock__pg_unhold(c, l->key);
     unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
     return rc;
 }
@@ -434,8 +453,8 @@ static int operate(dlock__pgstore *p, const char *sql, int n, const char *const 
     return rc;
 }
 
-/* The owner token of a holder from its application_name ("dlock:TOKEN"),
- * or "pg pid N" for a session that is not dlock's. */
+/* The owner token of a holder from its row's owner ("dlock:TOKEN"), or
+ * "pg pid N" for a session that is not dlock's. */
 static const char *owner_of(const char *app, const char *pid, char *buf, size_t len)
 {
     if (strncmp(app, "dlock:", 6) == 0 && app[6] != '\0')
@@ -452,14 +471,14 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     PGresult *r = NULL;
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    int rc =
-        operate(PGSTORE(s),
-                "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
-                "l.granted), coalesce(max(a.application_name) FILTER (WHERE l.granted), ''), "
-                "coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
-                "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3) "
-                "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE " LOCK_ROWS,
-                3, params, deadline_us, &r);
+    /* the owner is the row's, when its server pid holds the key */
+    int rc = operate(PGSTORE(s),
+                     "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
+                     "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
+                     "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
+                     "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3) "
+                     "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
+                     3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);
@@ -480,13 +499,13 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
                       int64_t deadline_us)
 {
     pglock *l = PGLOCK(sl);
-    const char *params[] = {l->classid, l->objid};
+    const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
     int rc = operate(PGSTORE(s),
-                     "SELECT coalesce(a.application_name, ''), l.pid, o.info FROM pg_locks l "
-                     "LEFT JOIN pg_stat_activity a ON a.pid = l.pid LEFT JOIN dlock_owner o ON "
-                     "o.pid = l.pid WHERE " LOCK_ROWS " AND l.granted",
-                     2, params, deadline_us, &r);
+                     "SELECT coalesce(CASE WHEN l.pid = f.holder_pid THEN f.owner END, ''), l.pid, "
+                     "o.info FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
+                     "LEFT JOIN dlock_owner o ON o.pid = l.pid WHERE " LOCK_ROWS " AND l.granted",
+                     3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(r); i++) {

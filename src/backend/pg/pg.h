@@ -6,9 +6,11 @@
  * lock on a 64-bit key made from its name (dlock__pg_key), held by one
  * connection of the store's pool; each connection is a session of the
  * host (session.h), so when it dies every lock it held is lost and
- * reported. A connection holds at most one lock at a time: advisory locks
- * are re-entrant per connection, so two handles sharing one would both
- * "hold" the name. */
+ * reported. A connection holds several locks, never two of one key:
+ * advisory locks are re-entrant per connection, so two handles of one name
+ * on one connection would both "hold". A wait that blocks in the server
+ * takes a connection that holds nothing (its request keeps it busy for a
+ * slice); a try or a release is short, and shares. */
 #ifndef DLOCK_BACKEND_PG_H
 #define DLOCK_BACKEND_PG_H
 
@@ -31,13 +33,14 @@ typedef struct dlock__pgconn {
     pthread_mutex_t mu; /* one request at a time; held through a request */
     PGconn *pg;         /* NULL once closed */
     dlock__session *session;
-    _Atomic int holding; /* holds a lock now (not in the pool) */
-    _Atomic int lost;    /* the core gave up on its session: close at the next chance */
-    int pending;         /* a renewal's ping was sent and its answer not read yet */
-    int pid;             /* its server process (pg_backend_pid) */
-    int in_pool;         /* in the store's idle list */
-    char *held_name;     /* the name of the lock it holds (renewals extend its row) */
-    char nonce[17];      /* random: names it as the holder in the lock's row */
+    _Atomic int nheld; /* locks it holds now (out of the pool while any) */
+    _Atomic int lost;  /* the core gave up on its session: close at the next chance */
+    int pending;       /* a renewal's ping was sent and its answer not read yet */
+    int pid;           /* its server process (pg_backend_pid) */
+    int in_pool;       /* in the store's idle list */
+    int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
+    size_t nkeys, capkeys;
+    char nonce[17]; /* random: names it as the holder in the lock's row */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__pgconn;
@@ -69,8 +72,14 @@ int64_t dlock__pg_key(const char *name);
 /* conn.c: connections. */
 /* An idle connection of the pool, or a new one (its session started). */
 int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out);
-/* Back to the pool (or closed when the pool is full), its mutex held by the
- * caller and released here. */
+/* For a request that does not block: a connection not busy that does not
+ * hold key (one that holds locks first), else as dlock__pg_get. */
+int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dlock__pgconn **out);
+/* The connection holds key now / no more (its mutex held). */
+int dlock__pg_hold(dlock__pgconn *c, int64_t key);
+void dlock__pg_unhold(dlock__pgconn *c, int64_t key);
+/* Done with it (its mutex held by the caller and released here): back to
+ * the pool if it holds nothing (closed when the pool is full). */
 void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c);
 /* Closes the connection (its session ended with why: every lock under it
  * is reported lost), its mutex held by the caller and released here. */
