@@ -210,9 +210,13 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
                      int64_t left_ms, int64_t slice_end, int block, int *taken)
 {
     PGresult *r = NULL;
-    int64_t end = dlock__now_us() + left_ms * 1000;
+    int64_t end = dlock__now_us() + left_ms * 1000 + 2000; /* (a little past it, by our clock) */
     *taken = 0;
-    if (block && end <= slice_end && !sleep_until(end, a->cancelled, a->cancel_arg)) {
+    /* A wait sleeps to the lease's end, or to the slice's: holding the
+     * advisory lock, it keeps its place ahead of later waiters. */
+    int cancelled =
+        block && sleep_until(end < slice_end ? end : slice_end, a->cancelled, a->cancel_arg);
+    if (block && !cancelled && end <= slice_end) {
         char app[96];
         snprintf(app, sizeof app, "dlock:%s", a->token);
         const char *params[] = {l->name, p->lease_text, c->nonce, app};
