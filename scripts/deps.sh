@@ -9,7 +9,7 @@
 #                                  the client libraries of every store
 #   scripts/deps.sh --demo         and redis-server (scripts/demo.sh; -u zk:// or etcd://
 #                                  needs only the client libraries, which the build has)
-#   scripts/deps.sh --redis | --zookeeper | --etcd
+#   scripts/deps.sh --redis | --zookeeper | --etcd | --postgres
 #                                  and that store's server (scripts/store.sh)
 #   scripts/deps.sh --test         and every server, the interop peers (redis-py, kazoo,
 #                                  Curator with a JDK), clang for the fuzz targets and
@@ -25,15 +25,18 @@ build=(
   libzookeeper-mt-dev              # libdlock: ZooKeeper client (C, no Java)
   libcurl4-openssl-dev libssl-dev  # libdlock: etcd v3 JSON gateway (HTTP; base64)
   libjson-c-dev                    # libdlock (etcd) and the dlock command: JSON
+  libpq-dev                        # libdlock: PostgreSQL client (libpq)
 )
 redis=(redis-server redis-tools)
 # ZooKeeper 3.8 started straight with java (tests/support/server_zookeeper.c):
 # its jars and slf4j-simple's; the package brings a Java runtime.
 zookeeper=(zookeeper libzookeeper-java libslf4j-java)
 etcd=(etcd-server etcd-client) # etcd 3.4; the harness checks it with etcdctl
+postgres=(postgresql)          # PostgreSQL 15: initdb, postgres, psql (run as user postgres)
 demo=("${redis[@]}" python3)   # examples/flash-sale: its shop's own redis-server
 test=(
   "${redis[@]}" "${zookeeper[@]}" "${etcd[@]}" # servers the tests start
+  "${postgres[@]}"
   python3 python3-redis                        # interop test with redis-py's Lock
   python3-kazoo                                # interop test with kazoo's Lock (ZooKeeper)
   libcurator-recipes-java libcurator-framework-java libcurator-client-java
@@ -61,6 +64,7 @@ for group in "$@"; do
     --redis) packages+=("${redis[@]}") ;;
     --zookeeper) packages+=("${zookeeper[@]}") ;;
     --etcd) packages+=("${etcd[@]}") ;;
+    --postgres) packages+=("${postgres[@]}") ;;
     --test) packages+=("${test[@]}") ;;
     --bench) packages+=("${bench[@]}") ;;
     *)

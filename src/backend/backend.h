@@ -41,7 +41,26 @@
  *   - polled: tried again after a backoff bounded by the holder's lease
  *     (stores that cannot notify, interop keys);
  *   - blocked in the store, up to a slice of the wait budget (a database's
- *     GET_LOCK): tried again at once until the budget ends.
+ *     GET_LOCK, an advisory lock under lock_timeout): tried again at once
+ *     until the budget ends. The contract of such a store (NEXT_RETRY):
+ *       - it blocks only when the attempt says the caller waits (`wait`)
+ *         and wait_until_us is still ahead; otherwise it only tries (a try,
+ *         and an attempt outside the caller's turn in the local queue, never
+ *         block);
+ *       - a slice ends by the earlier of wait_until_us (the wait's budget)
+ *         and deadline_us (the request's bound, at most one command timeout
+ *         away) less the time its reply needs, so a slice never outlives
+ *         the budget or the request; a store may make it shorter;
+ *       - while it blocks it asks cancelled(cancel_arg) at least every
+ *         50 ms, and when that says so ends the wait in the server (a
+ *         cancel request, a KILL QUERY) and answers HELD, NEXT_RETRY (or
+ *         TAKEN if the grant won the race: the core gives it back);
+ *       - it sets due_us to the slice's end: a store silent past it is
+ *         unreachable from then (an outage is not counted from before it);
+ *       - the core goes round again at once after a slice, but after a
+ *         growing floor (1 ms doubling to 250 ms, jittered) when slices keep
+ *         ending early, so a store that returns at once cannot make it spin.
+
  * The core bounds every wait by the budget, checks for cancellation between
  * steps, and bounds every park by the holder's lease when the store names
  * one, so a lost wake-up costs at most that.
@@ -187,6 +206,11 @@ typedef struct dlock__attempt {
     uint64_t wait_id;      /* names this attempt in hand-over notices (board) */
     int64_t deadline_us;   /* bound of this request */
     int64_t wait_until_us; /* a store that waits inside the server may block until then */
+    /* A store that blocks in the server (NEXT_RETRY) asks this at least every
+     * 50 ms and ends its wait when it returns nonzero: dlock_cancel(). NULL:
+     * nothing to ask (the store need not block). */
+    int (*cancelled)(void *cancel_arg);
+    void *cancel_arg;
     /* out */
     enum dlock__outcome outcome;
     uint64_t fence;              /* TAKEN: the holder's fence, > 0 */
@@ -200,6 +224,10 @@ typedef struct dlock__attempt {
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
     enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
                                     holder_ttl_ms is that holder's) */
+    /* When the store's answer was due, if later than the send (a wait blocked
+     * in the server: its slice's end): a store that does not answer is
+     * counted silent from then, not from the send. 0: the send. */
+    int64_t due_us;
 } dlock__attempt;
 
 /* ---------------------------------------------------------------- renewal */

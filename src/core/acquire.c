@@ -453,6 +453,8 @@ static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__att
                           .wait_id = st->w.wait_id,
                           .deadline_us = dlock__lock_request_deadline(l, st->deadline),
                           .wait_until_us = st->deadline,
+                          .cancelled = lq_cancelled,
+                          .cancel_arg = l,
                           .holder_ttl_ms = -1};
     *sent = dlock__now_us();
     int rc = c->backend->acquire(c->store, l->sl, a);
@@ -609,7 +611,9 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
         return STEP_CANCELLED;
     }
     if (*rc == DLOCK_EUNREACHABLE && st->waits) {
-        enum ride ride = ride_outage(l, st, sent, st->deadline);
+        /* a wait blocked in the store is silent until its slice ends */
+        int64_t silent = a.due_us > sent && a.due_us < answered ? a.due_us : sent;
+        enum ride ride = ride_outage(l, st, silent, st->deadline);
         if (ride == RIDE_AGAIN)
             return STEP_AGAIN;
         if (ride == RIDE_CANCELLED)

@@ -35,8 +35,9 @@ for store in "${STORES[@]}"; do
     redis) ;;
     zookeeper) needed+=(java) ;;
     etcd) needed+=(etcd etcdctl) ;;
+    postgres) [ -x "$(dirname "$DLOCK")/store" ] || needed+=("$(dirname "$DLOCK")/store") ;;
     *)
-        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd)" >&2
+        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres)" >&2
         exit 64
         ;;
     esac
@@ -52,6 +53,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlock-cli.XXXXXX")
 REDIS_PID=
 ZK_PID=
 ETCD_PID=
+PG_PID=
 BG_PIDS=()
 
 stop_server()
@@ -71,6 +73,10 @@ cleanup()
     stop_server "$REDIS_PID"
     stop_server "$ZK_PID"
     stop_server "$ETCD_PID"
+    if [ -n "$PG_PID" ]; then
+        kill -INT "$PG_PID" 2>/dev/null # the harness's store stops its server on SIGINT
+        wait "$PG_PID" 2>/dev/null
+    fi
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -320,6 +326,21 @@ start_etcd()
         rm -rf "$dir/data"
     done
     echo "$0: could not start etcd (log: $(tail -3 "$dir/log" 2>/dev/null))" >&2
+    exit 1
+}
+
+# PostgreSQL as the tests start it (tests/support/server_postgres.c), through
+# the build's store program: it prints the URL, and stops on SIGINT.
+start_postgres()
+{
+    "$(dirname "$DLOCK")/store" postgres >"$TMP/pg.url" 2>"$TMP/pg.err" &
+    PG_PID=$!
+    if wait_until 60 eval 'test -s "$TMP/pg.url" || ! kill -0 $PG_PID 2>/dev/null' &&
+        test -s "$TMP/pg.url"; then
+        PG_URL=$(head -1 "$TMP/pg.url")
+        return 0
+    fi
+    echo "$0: could not start postgres: $(cat "$TMP/pg.err")" >&2
     exit 1
 }
 
@@ -1345,6 +1366,7 @@ test_verbose_reports()
     redis) session= ;;
     zookeeper) session=ZooKeeper ;;
     etcd) session=etcd ;;
+    postgres) session=PostgreSQL ;;
     esac
     expect_rc "run -v" 0 dl run -v s-verbose -- sh -c 'echo "$DLOCK_FENCE"' || return
     fence=$(cat "$TMP/out")
@@ -1367,7 +1389,7 @@ test_verbose_reports()
     expect_match "run -v -m: every name and fence" \
         "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
         "$(cat "$TMP/err")"
-    [ "$STORE" = zookeeper ] && return # no fixed leases there
+    [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] && return # no fixed leases there
     expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
     expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
         "$(sed -n 1p "$TMP/err")"
@@ -1394,6 +1416,17 @@ test_unsupported_is_usage()
             $'^dlock lock: -l: .*"fixed-lease".*\n.*\'dlock run NAME\' holds it until interrupted' "$(cat "$TMP/err")"
         expect_rc "extend" 64 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 s-cap
         expect_match "extend: named" '^dlock extend: --owner: .*"adopt"' "$(cat "$TMP/err")"
+        ;;
+    postgres)
+        expect_rc "-l" 64 dl run -l 5 s-cap -- true
+        expect_match "-l: named" '^dlock run: -l: .*PostgreSQL .*"fixed-lease"' "$(cat "$TMP/err")"
+        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_match "--simple: named" '^dlock run: --simple: .*PostgreSQL .*"interop"' "$(cat "$TMP/err")"
+        expect_rc "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read: .*PostgreSQL .*"read-write"' "$(cat "$TMP/err")"
+        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_match "--permits: named" '^dlock run: --permits: .*PostgreSQL .*"semaphore"' "$(cat "$TMP/err")"
+        expect_rc "lock" 64 dl lock -l 5 s-cap
         ;;
     etcd)
         expect_rc "--simple" 64 dl run --simple s-cap -- true
@@ -1444,9 +1477,11 @@ test_status_session_words()
         '"$0" status s-sess && "$0" status --json s-sess' "$DLOCK" || return
     text=$(grep '^lease left:' "$TMP/out")
     doc=$(grep '^{' "$TMP/out")
-    if [ "$STORE" = zookeeper ]; then
+    if [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ]; then
+        local which=ZooKeeper
+        [ "$STORE" = postgres ] && which=PostgreSQL
         expect_eq "the holder's session" \
-            "lease left: none (held by its holder's ZooKeeper session: freed within the session timeout if the holder dies)" \
+            "lease left: none (held by its holder's $which session: freed within the session timeout if the holder dies)" \
             "$text"
         expect_eq "json: session" true "$(json_field session <<<"$doc")"
         expect_eq "json: expires" false "$(json_field expires <<<"$doc")"
@@ -1537,10 +1572,13 @@ fd_numbers()
 test_command_inherits_no_descriptors()
 {
     local base got i variant url=$DLOCK_URL multi_url=$DLOCK_URL loops=()
+    local wr=--write rd=--read
     [ "$STORE" = redis ] && multi_url="$DLOCK_URL?notify=stream"
+    # no read-write lock there: the plain lock (-v: its chatter to stderr)
+    [ "$STORE" = postgres ] && wr=-v && rd=-v
     timeout -k 2 20 ls -l /proc/self/fd >"$TMP/t/base"
     base=$(fd_numbers "$TMP/t/base")
-    for variant in --write --read; do
+    for variant in $wr $rd; do
         (while [ ! -e "$TMP/t/stop" ]; do "$DLOCK" run "$variant" s-fd -- true; done) >/dev/null 2>&1 &
         loops+=($!)
         BG_PIDS+=($!)
@@ -1550,7 +1588,7 @@ test_command_inherits_no_descriptors()
     loops+=($!)
     BG_PIDS+=($!)
     for i in 1 2 3 4 5 6 7 8; do
-        for variant in "--read s-fd" "--write s-fd" "-m s-fd1 -m s-fd2"; do
+        for variant in "$rd s-fd" "$wr s-fd" "-m s-fd1 -m s-fd2"; do
             [ "$variant" = "-m s-fd1 -m s-fd2" ] && url=$multi_url || url=$DLOCK_URL
             # shellcheck disable=SC2086 # the words of $variant
             dl run -u "$url" -w 20 $variant -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" ||
@@ -1565,7 +1603,7 @@ test_command_inherits_no_descriptors()
     # was given
     for i in 1 2 3; do
         LD_PRELOAD=$NO_CLOSE_RANGE ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
-            dl run -w 20 --read s-fd -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" 7<"$TMP/t/base" ||
+            dl run -w 20 $rd s-fd -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" 7<"$TMP/t/base" ||
             { fail "run without close_range: $(cat "$TMP/err")"; continue; }
         got=$(fd_numbers "$TMP/t/got")
         if [ "$got" != "$(echo "$base" 7 | tr ' ' '\n' | grep . | sort -n | tr '\n' ' ')" ]; then
@@ -1684,12 +1722,19 @@ for STORE in "${STORES[@]}"; do
         start_etcd
         DLOCK_URL=$ETCD_URL
         ;;
+    postgres)
+        start_postgres
+        DLOCK_URL=$PG_URL
+        ;;
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
         test_hold_without_command \
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
+        # (it takes the name as a semaphore, which PostgreSQL's session
+        # mode does not have)
+        [ "$t" = test_status_other_kind ] && [ "$STORE" = postgres ] && continue
         run_test "$t" "$t[$STORE]"
     done
 done

@@ -26,7 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const dt_server_kind *const kinds[] = {&dt__redis_kind, &dt__zookeeper_kind, &dt__etcd_kind};
+static const dt_server_kind *const kinds[] = {&dt__redis_kind, &dt__zookeeper_kind, &dt__etcd_kind,
+                                              &dt__postgres_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)
@@ -242,7 +243,7 @@ static void prepare(dt_server *s, const char *kind, unsigned flags, const dt_ens
         s->peer_port = new_port(ports);
     if (extra >= 2)
         s->election_port = new_port(ports);
-    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", s->kind->scheme, s->port);
+    dt_server_url_at(s, s->port, s->url, sizeof s->url);
 }
 
 static void add_args(dt_server *s, va_list ap)
@@ -350,7 +351,9 @@ int dt_server_answers(const dt_server *s)
 
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s://127.0.0.1:%d", s->kind->scheme, port);
+    snprintf(buf, len, "%s://%s127.0.0.1:%d%s", s->kind->scheme,
+             s->kind->url_auth != NULL ? s->kind->url_auth : "", port,
+             s->kind->url_path != NULL ? s->kind->url_path : "");
     return buf;
 }
 

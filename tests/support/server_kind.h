@@ -58,11 +58,16 @@ struct dt_server_kind {
     /* URL options worth running clients with (NULL-terminated; "" is the
      * default), e.g. Redis's two ways to notify waiters. */
     const char *const *url_variants;
+    /* Optional: what the URL holds besides scheme://127.0.0.1:PORT: user
+     * and password ("user:pass@") and a path ("/db"); NULL: nothing. */
+    const char *url_auth;
+    const char *url_path;
 };
 
 extern const dt_server_kind dt__redis_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
+extern const dt_server_kind dt__postgres_kind;
 
 /* Helpers shared by the kinds (server.c). */
 int dt__tcp_connect(int port, int timeout_ms);

@@ -1,0 +1,647 @@
+/* SPDX-License-Identifier: MIT */
+/* conn.c - the PostgreSQL backend's connections: opened with a deadline,
+ * pooled while idle, each one a session of the host's renewer, and every
+ * request on them bounded by a deadline (libpq's blocking calls have
+ * none: everything here runs on its non-blocking calls and poll()).
+ *
+ * A connection is a session (session.h): the renewer keeps it alive by a
+ * ping (renew() below: every connection's ping sent first, then every
+ * answer read, so N connections cost one round trip, not N). A ping that
+ * finds the connection closed (the server restarted, pg_terminate_backend,
+ * a broken link) ends its session: every lock under it is reported lost.
+ * A ping that finds the connection busy with a wait of its own (an
+ * attempt blocked in pg_advisory_lock: it holds nothing yet) counts as
+ * alive, since that request finds a dead connection by itself. */
+#define _GNU_SOURCE
+#include "pg.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../../base/random.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_MAX       8     /* idle connections kept */
+#define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Waits until fd has `events` or until_us: 1 ready, 0 timed out. */
+static int wait_fd(int fd, short events, int64_t until_us)
+{
+    for (;;) {
+        int64_t left = until_us - dlock__now_us();
+        if (left <= 0)
+            return 0;
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int n = poll(&pfd, 1, (int) ((left + 999) / 1000));
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return 1; /* let libpq find the error */
+    }
+}
+
+/* libpq's last message on one line, without its trailing newline. */
+static const char *message_of(PGconn *pg, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", pg != NULL ? PQerrorMessage(pg) : "no connection");
+    for (char *s = buf; *s != '\0'; s++) {
+        if (*s == '\n' || *s == '\t')
+            *s = (s[1] == '\0') ? '\0' : ' ';
+    }
+    size_t n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n'))
+        buf[--n] = '\0';
+    return buf;
+}
+
+const char *dlock__pg_state(const PGresult *r)
+{
+    const char *s = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return s != NULL ? s : "";
+}
+
+int dlock__pg_fail(dlock__pgstore *p, const PGresult *r, const char *what)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", r != NULL ? PQresultErrorMessage(r) : "no result");
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    return dlock__fail(DLOCK_ESERVER, "%s: %s: %s (SQLSTATE %s)", p->label, what, msg,
+                       dlock__pg_state(r));
+}
+
+/* Notices (CREATE TABLE IF NOT EXISTS, an unlock of a lock not held) are
+ * not for the user's stderr. */
+static void no_notice(void *arg, const char *message)
+{
+    (void) arg, (void) message;
+}
+
+static void conn_free(void *arg)
+{
+    dlock__pgconn *c = arg;
+    if (c->pg != NULL)
+        PQfinish(c->pg);
+    free(c->keys);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static void send_cancel(dlock__pgconn *c)
+{
+    /* PQcancel opens a connection of its own to the server (a blocking
+     * connect, on the address this one reached) and sends the cancel
+     * request: the server ends the wait of this connection's query. */
+    PGcancel *cn = PQgetCancel(c->pg);
+    char err[256];
+    if (cn != NULL) {
+        (void) PQcancel(cn, err, sizeof err);
+        PQfreeCancel(cn);
+    }
+}
+
+/* Reads every result of the request in flight until deadline. */
+static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
+                   void *arg, PGresult **res)
+{
+    PGresult *keep = NULL;
+    int cancel_sent = 0;
+    char msg[512];
+
+    *res = NULL;
+    for (;;) {
+        int flushing = PQflush(c->pg);
+        if (flushing < 0)
+            goto broken;
+        while (!PQisBusy(c->pg)) {
+            PGresult *r = PQgetResult(c->pg);
+            if (r == NULL) {
+                if (PQstatus(c->pg) == CONNECTION_BAD)
+                    goto broken;
+                c->pending = 0;
+                *res = keep;
+                return keep != NULL ? DLOCK_OK
+                                    : dlock__fail(DLOCK_EPROTO, "%s: no result", p->label);
+            }
+            /* the first error, else the last result */
+            if (keep == NULL || (PQresultStatus(r) == PGRES_FATAL_ERROR &&
+                                 PQresultStatus(keep) != PGRES_FATAL_ERROR)) {
+                PQclear(keep);
+                keep = r;
+            } else if (PQresultStatus(keep) != PGRES_FATAL_ERROR) {
+                PQclear(keep);
+                keep = r;
+            } else {
+                PQclear(r);
+            }
+        }
+        int64_t now = dlock__now_us();
+        if (now >= deadline) {
+            PQclear(keep);
+            c->pending = 1;
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: no answer within the request's bound",
+                               p->label);
+        }
+        if (!cancel_sent && cancelled != NULL && cancelled(arg)) {
+            send_cancel(c);
+            cancel_sent = 1;
+        }
+        int64_t until = deadline;
+        if (cancelled != NULL && !cancel_sent && until - now > CANCEL_STEP_US)
+            until = now + CANCEL_STEP_US;
+        wait_fd(PQsocket(c->pg), (short) (POLLIN | (flushing ? POLLOUT : 0)), until);
+        if (PQconsumeInput(c->pg) == 0)
+            goto broken;
+    }
+broken:
+    PQclear(keep);
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                       message_of(c->pg, msg, sizeof msg));
+}
+
+int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int nparams,
+                   const char *const *params, int64_t deadline_us, int (*cancelled)(void *),
+                   void *arg, PGresult **res)
+{
+    char msg[512];
+
+    *res = NULL;
+    if (c->pg == NULL)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (c->pending) {
+        /* a renewal's ping still out: its answer comes first */
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    int sent = nparams > 0 ? PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0)
+                           : PQsendQuery(c->pg, sql);
+    if (!sent)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect(p, c, deadline_us, cancelled, arg, res);
+}
+
+int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params)
+{
+    if (c->pg == NULL || c->pending ||
+        !PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0))
+        return DLOCK_EUNREACHABLE;
+    (void) PQflush(c->pg);
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- connecting */
+
+/* Creates dlock's tables if missing (README.md: schema), once per store,
+ * under a transaction-level advisory lock so that clients starting
+ * together do not race in CREATE TABLE; and records this connection's
+ * owner info under its server pid. */
+static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
+{
+    static const char schema[] =
+        "SELECT pg_advisory_xact_lock(7236828461357345792);"
+        "CREATE TABLE IF NOT EXISTS dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
+        "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
+        "owner text NOT NULL, holder_pid integer NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
+        "since timestamptz NOT NULL DEFAULT now());";
+    const dlock__client_cfg *cfg = p->base.host.cfg;
+    char *info = PQescapeLiteral(c->pg, cfg->owner_info, strlen(cfg->owner_info));
+    if (info == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_lock(&p->mu);
+    int ready = p->schema_ready;
+    pthread_mutex_unlock(&p->mu);
+    size_t len = sizeof schema + strlen(info) + 256;
+    char *sql = malloc(len);
+    if (sql == NULL) {
+        PQfreemem(info);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    snprintf(sql, len,
+             "%sINSERT INTO dlock_owner (pid, info) VALUES (pg_backend_pid(), %s) "
+             "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now()",
+             ready ? "" : schema, info);
+    PQfreemem(info);
+    PGresult *r = NULL;
+    int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
+    free(sql);
+    if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = dlock__pg_fail(p, r,
+                            ready ? "recording the owner info (table dlock_owner)"
+                                  : "creating dlock's tables (dlock_fence, dlock_owner)");
+    PQclear(r);
+    if (rc == DLOCK_OK && !ready) {
+        pthread_mutex_lock(&p->mu);
+        p->schema_ready = 1;
+        pthread_mutex_unlock(&p->mu);
+    }
+    return rc;
+}
+
+/* A new connection, set up, its session started; its mutex held. */
+static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
+{
+    int64_t sent = dlock__now_us();
+    int64_t until = sent + p->connect_ms * 1000;
+    char msg[512];
+    int rc;
+
+    *out = NULL;
+    if (until > deadline)
+        until = deadline;
+    dlock__pgconn *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    c->pg = PQconnectStartParams(p->keys, p->vals, 0);
+    if (c->pg == NULL) {
+        conn_free(c);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    PostgresPollingStatusType st =
+        PQstatus(c->pg) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+        short ev = st == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+        if (!wait_fd(PQsocket(c->pg), ev, until)) {
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
+                             (long long) ((dlock__now_us() - sent) / 1000));
+            goto fail;
+        }
+        st = PQconnectPoll(c->pg);
+    }
+    if (st == PGRES_POLLING_FAILED) {
+        message_of(c->pg, msg, sizeof msg);
+        /* The server answered and refused (a password, a database that is
+         * not there, pg_hba.conf, too many connections): not an outage. */
+        if (strstr(msg, "FATAL") != NULL) {
+            atomic_store(&p->reached, 1);
+            rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s", p->label,
+                             msg);
+        } else {
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, msg);
+        }
+        goto fail;
+    }
+    atomic_store(&p->reached, 1);
+    if (PQsetnonblocking(c->pg, 1) != 0) {
+        rc =
+            dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label, message_of(c->pg, msg, sizeof msg));
+        goto fail;
+    }
+    c->pid = PQbackendPID(c->pg);
+    if (dlock__random_hex(c->nonce, 8) != 0) {
+        rc = dlock__fail(DLOCK_ENOMEM, "no random bytes for a connection's id");
+        goto fail;
+    }
+    PQsetNoticeProcessor(c->pg, no_notice, NULL);
+    rc = set_up(p, c, deadline);
+    if (rc != DLOCK_OK)
+        goto fail;
+    pthread_mutex_lock(&c->mu);
+    rc = dlock__session_start(p->base.host.sessions, p->lease_ms, sent, c, conn_free, &c->session);
+    if (rc != DLOCK_OK) {
+        pthread_mutex_unlock(&c->mu);
+        goto fail;
+    }
+    pthread_mutex_lock(&p->mu);
+    c->next_all = p->all;
+    if (p->all != NULL)
+        p->all->prev_all = c;
+    p->all = c;
+    pthread_mutex_unlock(&p->mu);
+    *out = c;
+    return DLOCK_OK;
+fail:
+    conn_free(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the pool */
+
+/* Whether an idle connection still looks open: a passive read of what the
+ * server sent meanwhile (a FATAL before it closed, the close itself). */
+static int still_open(dlock__pgconn *c)
+{
+    if (c->pg == NULL || atomic_load(&c->lost) || PQstatus(c->pg) == CONNECTION_BAD)
+        return 0;
+    struct pollfd pfd = {.fd = PQsocket(c->pg), .events = POLLIN};
+    if (poll(&pfd, 1, 0) > 0) {
+        if (PQconsumeInput(c->pg) == 0 || PQstatus(c->pg) == CONNECTION_BAD)
+            return 0;
+        if (!c->pending) {
+            /* nothing was asked: whatever came is a notice; drop results */
+            PGresult *r;
+            while (!PQisBusy(c->pg) && (r = PQgetResult(c->pg)) != NULL)
+                PQclear(r);
+        }
+    }
+    return 1;
+}
+
+int dlock__pg_hold(dlock__pgconn *c, int64_t key)
+{
+    if (c->nkeys == c->capkeys) {
+        size_t cap = c->capkeys ? c->capkeys * 2 : 4;
+        int64_t *grown = realloc(c->keys, cap * sizeof *grown);
+        if (grown == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        c->keys = grown;
+        c->capkeys = cap;
+    }
+    c->keys[c->nkeys++] = key;
+    atomic_fetch_add(&c->nheld, 1);
+    return DLOCK_OK;
+}
+
+void dlock__pg_unhold(dlock__pgconn *c, int64_t key)
+{
+    for (size_t i = 0; i < c->nkeys; i++) {
+        if (c->keys[i] == key) {
+            c->keys[i] = c->keys[--c->nkeys];
+            atomic_fetch_sub(&c->nheld, 1);
+            return;
+        }
+    }
+}
+
+static int holds_key(const dlock__pgconn *c, int64_t key)
+{
+    for (size_t i = 0; i < c->nkeys; i++) {
+        if (c->keys[i] == key)
+            return 1;
+    }
+    return 0;
+}
+
+int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dlock__pgconn **out)
+{
+    dlock__pgconn *found = NULL;
+    /* (a trylock under the store's mutex: the usual order is a
+     * connection's, then the store's, so it must not wait here) */
+    pthread_mutex_lock(&p->mu);
+    for (int pass = 0; pass < 2 && found == NULL; pass++) {
+        for (dlock__pgconn *c = p->all; c != NULL; c = c->next_all) {
+            if ((pass == 0) != (atomic_load(&c->nheld) > 0) || c->in_pool)
+                continue;
+            if (pthread_mutex_trylock(&c->mu) != 0)
+                continue;
+            if (c->pg != NULL && !atomic_load(&c->lost) && !holds_key(c, key)) {
+                found = c;
+                break;
+            }
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (found != NULL && still_open(found)) {
+        *out = found;
+        return DLOCK_OK;
+    }
+    if (found != NULL)
+        dlock__pg_discard(p, found, "its connection was closed");
+    return dlock__pg_get(p, deadline_us, out);
+}
+
+int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        dlock__pgconn *c = p->idle;
+        if (c != NULL) {
+            p->idle = c->next_idle;
+            p->nidle--;
+            c->in_pool = 0;
+            c->next_idle = NULL;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (c == NULL)
+            return connect_one(p, deadline_us, out);
+        pthread_mutex_lock(&c->mu);
+        if (still_open(c)) {
+            *out = c;
+            return DLOCK_OK;
+        }
+        dlock__pg_discard(p, c, "its connection was closed");
+    }
+}
+
+void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
+{
+    if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !atomic_load(&c->lost)) {
+        pthread_mutex_unlock(&c->mu); /* it holds locks: not idle */
+        return;
+    }
+    if (c->pg == NULL || atomic_load(&c->lost) || PQstatus(c->pg) == CONNECTION_BAD) {
+        dlock__pg_discard(p, c, "its connection was closed");
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    int keep = p->nidle < POOL_MAX;
+    if (keep) {
+        c->next_idle = p->idle;
+        p->idle = c;
+        p->nidle++;
+        c->in_pool = 1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (keep)
+        pthread_mutex_unlock(&c->mu);
+    else
+        dlock__pg_discard(p, c, "closed: the pool has enough idle connections");
+}
+
+void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why)
+{
+    pthread_mutex_lock(&p->mu);
+    if (c->in_pool) {
+        dlock__pgconn **pp = &p->idle;
+        while (*pp != NULL && *pp != c)
+            pp = &(*pp)->next_idle;
+        if (*pp == c)
+            *pp = c->next_idle;
+        p->nidle--;
+        c->in_pool = 0;
+    }
+    int listed = c->pg != NULL;
+    if (listed) {
+        if (c->prev_all != NULL)
+            c->prev_all->next_all = c->next_all;
+        else if (p->all == c)
+            p->all = c->next_all;
+        if (c->next_all != NULL)
+            c->next_all->prev_all = c->prev_all;
+        c->prev_all = c->next_all = NULL;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (c->pg != NULL) {
+        PQfinish(c->pg); /* (non-blocking: the goodbye is sent if it can be) */
+        c->pg = NULL;
+    }
+    dlock__session *s = c->session;
+    pthread_mutex_unlock(&c->mu);
+    if (listed)
+        dlock__session_end(s, why); /* the store's reference: c may be freed */
+}
+
+void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        dlock__pgconn *c = p->all;
+        pthread_mutex_unlock(&p->mu);
+        if (c == NULL)
+            return;
+        pthread_mutex_lock(&c->mu);
+        if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !c->pending &&
+            dlock__now_us() < deadline_us) {
+            /* detached locks: their rows' leases end with them, so that
+             * the next holders do not wait for them (closing the
+             * connection frees the advisory locks) */
+            const char *params[] = {c->nonce};
+            PGresult *r = NULL;
+            (void) dlock__pg_exec(
+                p, c, "UPDATE dlock_fence SET expires = clock_timestamp() WHERE holder = $1", 1,
+                params, deadline_us, NULL, NULL, &r);
+            PQclear(r);
+        }
+        dlock__pg_discard(p, c, "the client closed");
+    }
+}
+
+void dlock__pg_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us)
+{
+    dlock__pgconn *c = dlock__session_data(session);
+    (void) deadline_us;
+    atomic_store(&c->lost, 1);
+    /* busy: its user finds it lost when done, and closes it */
+    if (pthread_mutex_trylock(&c->mu) == 0) {
+        if (c->pg != NULL)
+            dlock__pg_discard(PGSTORE(s), c, "its session was lost");
+        else
+            pthread_mutex_unlock(&c->mu);
+    }
+}
+
+/* ---------------------------------------------------------------- renewal */
+
+enum ping { PING_NONE, PING_SENT, PING_ALIVE, PING_BUSY_WAITING, PING_BUSY, PING_DEAD, PING_LATE };
+
+struct pinged {
+    dlock__pgconn *c;
+    enum ping state;
+};
+
+static dlock__pgconn *conn_of(const dlock__renewal *it)
+{
+    if (it->kind == DLOCK__RENEW_SESSION)
+        return it->session != NULL ? dlock__session_data(it->session) : NULL;
+    if (it->session != NULL)
+        return dlock__session_data(it->session);
+    return NULL;
+}
+
+int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    struct pinged *ps = calloc(n > 0 ? n : 1, sizeof *ps);
+    size_t np = 0;
+    char why[600];
+
+    if (ps == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    /* every connection once: its ping sent */
+    for (size_t i = 0; i < n; i++) {
+        dlock__pgconn *c = conn_of(&items[i]);
+        size_t j = 0;
+        while (j < np && ps[j].c != c)
+            j++;
+        if (c == NULL || j < np)
+            continue;
+        ps[np].c = c;
+        if (pthread_mutex_trylock(&c->mu) != 0) {
+            /* in use: a wait blocked in the server holds nothing, and finds
+             * a dead connection by itself; a holder's call is short */
+            ps[np++].state = atomic_load(&c->nheld) > 0 ? PING_BUSY : PING_BUSY_WAITING;
+            continue;
+        }
+        if (c->pg == NULL || atomic_load(&c->lost)) {
+            pthread_mutex_unlock(&c->mu);
+            ps[np++].state = PING_DEAD;
+            continue;
+        }
+        if (c->pending) {
+            PGresult *old = NULL;
+            if (collect(p, c, dlock__now_us(), NULL, NULL, &old) == DLOCK_OK)
+                PQclear(old);
+        }
+        /* a connection holding locks renews their rows' leases in one
+         * statement (README.md); another one is only pinged */
+        const char *params[] = {p->lease_text, c->nonce};
+        int sent = c->pending ? DLOCK_EUNREACHABLE
+                   : atomic_load(&c->nheld) > 0
+                       ? dlock__pg_send(c,
+                                        "UPDATE dlock_fence SET expires = clock_timestamp() + "
+                                        "$1::interval WHERE holder = $2",
+                                        2, params)
+                       : dlock__pg_send(c, "SELECT 1", 0, NULL);
+        ps[np++].state = sent == DLOCK_OK ? PING_SENT : c->pending ? PING_LATE : PING_DEAD;
+        if (ps[np - 1].state == PING_DEAD) {
+            snprintf(why, sizeof why, "%s: connection lost: %s", p->label, PQerrorMessage(c->pg));
+            dlock__pg_discard(p, c, why);
+        } else if (ps[np - 1].state == PING_LATE) {
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+    /* then every answer */
+    for (size_t j = 0; j < np; j++) {
+        if (ps[j].state != PING_SENT)
+            continue;
+        dlock__pgconn *c = ps[j].c;
+        PGresult *r = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &r);
+        int renewed = rc == DLOCK_OK && (PQresultStatus(r) == PGRES_TUPLES_OK ||
+                                         PQresultStatus(r) == PGRES_COMMAND_OK);
+        if (renewed) {
+            ps[j].state = PING_ALIVE;
+            pthread_mutex_unlock(&c->mu);
+        } else if (rc == DLOCK_EUNREACHABLE && c->pending) {
+            ps[j].state = PING_LATE; /* no answer yet: read before its next use */
+            pthread_mutex_unlock(&c->mu);
+        } else {
+            ps[j].state = PING_DEAD;
+            snprintf(why, sizeof why, "%s", dlock_errmsg());
+            if (rc == DLOCK_OK)
+                snprintf(why, sizeof why, "%s: the connection failed: %s", p->label,
+                         PQresultErrorMessage(r));
+            dlock__pg_discard(p, c, why);
+        }
+        PQclear(r);
+    }
+    for (size_t i = 0; i < n; i++) {
+        dlock__pgconn *c = conn_of(&items[i]);
+        enum ping st = PING_DEAD;
+        for (size_t j = 0; j < np; j++) {
+            if (ps[j].c == c)
+                st = ps[j].state;
+        }
+        items[i].result = st == PING_ALIVE || st == PING_BUSY_WAITING ? DLOCK__RENEW_OK
+                          : st == PING_DEAD                           ? DLOCK__RENEW_GONE
+                                                                      : DLOCK__RENEW_FAILED;
+    }
+    free(ps);
+    return DLOCK_OK;
+}

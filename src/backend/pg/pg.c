@@ -1,0 +1,725 @@
+/* SPDX-License-Identifier: MIT */
+/* pg.c - the PostgreSQL backend (postgres://, postgresql://), session mode:
+ * a lock is a session-level advisory lock (README.md has the key mapping,
+ * the schema and what this mode cannot do).
+ *
+ * An attempt takes a connection (conn.c: a wait one that holds nothing, a
+ * try any that does not hold the key) and, in one statement, takes the
+ * advisory lock and bumps the name's fence counter under it:
+ *
+ *   WITH s AS (SELECT set_config('lock_timeout', $3, true)),
+ *        l AS (SELECT pg_advisory_lock($1) FROM s)
+ *   INSERT INTO dlock_fence ... SELECT ... FROM l
+ *   ON CONFLICT (name) DO UPDATE SET fence = dlock_fence.fence + 1 ... RETURNING fence
+ *
+ * The INSERT reads l's row first, so the counter moves only under the
+ * lock. A waiter blocks in the server for a slice (lock_timeout, backend.h:
+ * NEXT_RETRY); a try uses pg_try_advisory_lock and blocks nowhere. A
+ * session-level advisory lock outlives the failed statement it was taken
+ * in, so after any failed attempt the connection lets go of the key (it
+ * did not hold it before) or is closed. The connection that took the lock
+ * holds it until the release (pg_advisory_unlock); it may hold other
+ * names' locks beside it, and goes back to the pool when it holds none. */
+#include "pg.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_PORT       5432
+#define DEFAULT_CONNECT_MS 2000
+#define MIN_SLICE_US       20000 /* a shorter slice is a try */
+
+typedef struct pglock {
+    dlock__store_lock base;
+    char *name;
+    int64_t key;
+    char key_text[24], classid[16], objid[16];
+    dlock__pgconn *conn; /* the connection holding it (the lock's session reference) */
+} pglock;
+
+#define PGLOCK(p) DLOCK__STORE_OF(pglock, p)
+
+extern const dlock__backend dlock__pg_backend;
+
+/* ---------------------------------------------------------------- keys */
+
+int64_t dlock__pg_key(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
+    for (const unsigned char *s = (const unsigned char *) name; *s != '\0'; s++) {
+        h ^= *s;
+        h *= 0x100000001b3ULL;
+    }
+    return (int64_t) ((DLOCK__PG_KEY_NAMESPACE << 48) | (h & 0xffffffffffffULL));
+}
+
+/* The part of pg_locks that is l's advisory lock, in this database
+ * ($1 classid, $2 objid). */
+#define LOCK_ROWS                                                                                  \
+    "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid AND "                      \
+    "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "             \
+    "current_database())"
+
+/* ---------------------------------------------------------------- locks */
+
+static int pg_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
+                       dlock__store_lock **out)
+{
+    (void) s;
+    *out = NULL;
+    pglock *l = calloc(1, sizeof *l);
+    if (l == NULL || (l->name = strdup(name)) == NULL) {
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    l->base.spec = *spec;
+    l->key = dlock__pg_key(name);
+    uint64_t k = (uint64_t) l->key;
+    snprintf(l->key_text, sizeof l->key_text, "%" PRId64, l->key);
+    snprintf(l->classid, sizeof l->classid, "%u", (unsigned) (k >> 32));
+    snprintf(l->objid, sizeof l->objid, "%u", (unsigned) (k & 0xffffffffULL));
+    *out = &l->base;
+    return DLOCK_OK;
+}
+
+/* The connection goes back to the pool (or is closed), and the lock's
+ * reference to its session with it. */
+static void unbind(dlock__pgstore *p, pglock *l, int discard, const char *why)
+{
+    dlock__pgconn *c = l->conn;
+    dlock__session *session = c->session;
+    l->conn = NULL;
+    if (discard)
+        dlock__pg_discard(p, c, why);
+    else
+        dlock__pg_put(p, c);
+    dlock__session_unref(session);
+}
+
+/* A hold the core will not release (lost, or freed without a release):
+ * its connection lets go of the key (closed if it cannot say so: other
+ * locks it holds are then lost, and reported). */
+static void let_go(dlock__pgstore *p, pglock *l)
+{
+    dlock__pgconn *c = l->conn;
+    PGresult *r = NULL;
+    const char *params[] = {l->key_text};
+    pthread_mutex_lock(&c->mu);
+    dlock__pg_unhold(c, l->key);
+    int rc = c->pg == NULL
+                 ? DLOCK_EUNREACHABLE
+                 : dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params,
+                                  dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
+    int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
+    PQclear(r);
+    unbind(p, l, !ok, "closed: it could not let go of a lock");
+}
+
+static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
+{
+    pglock *l = PGLOCK(sl);
+    if (l->conn != NULL)
+        let_go(PGSTORE(s), l); /* never released (the core releases before freeing) */
+    free(l->name);
+    free(l);
+}
+
+/* The hold stays in the server as long as its connection: the connection
+ * stays open, out of the pool, until the client closes. */
+static void pg_detach(dlock__store *s, dlock__store_lock *sl)
+{
+    pglock *l = PGLOCK(sl);
+    (void) s;
+    if (l->conn != NULL) {
+        dlock__session *session = l->conn->session;
+        l->conn = NULL;
+        dlock__session_unref(session);
+    }
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+/* The grant, in one statement: the advisory lock ($1), then the name's row
+ * ($2) under it: the fence bumped, and the row made ours (holder: the
+ * connection's random id $6; owner: "dlock:TOKEN" $4 and the server pid,
+ * for operators; expires = now + the lease $5) unless a holder's lease is
+ * still running there (a holder whose connection dropped before it could
+ * know: see README.md). ON CONFLICT DO UPDATE sees the row's latest version,
+ * whatever the statement's snapshot, and every CASE the same old row.
+ * Answers the fence, whether the row is ours, and the ms left of the lease
+ * it still has. */
+#define STILL_HELD "f.expires > clock_timestamp()"
+#define TAKE_ROW                                                                                   \
+    "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid) "         \
+    "SELECT $2, $1::bigint, 1, $6, clock_timestamp() + $5::interval, $4, pg_backend_pid() "        \
+    "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                             \
+    "holder = CASE WHEN " STILL_HELD " THEN f.holder ELSE $6 END, "                                \
+    "owner = CASE WHEN " STILL_HELD " THEN f.owner ELSE $4 END, "                                  \
+    "holder_pid = CASE WHEN " STILL_HELD " THEN f.holder_pid ELSE pg_backend_pid() END, "          \
+    "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
+    "RETURNING f.fence, f.holder = $6, "                                                           \
+    "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
+#define TAKE_SET "WITH s AS (SELECT set_config('lock_timeout', $3, true)), "
+
+static const char *const take_sql[2] = {
+    /* a try */
+    TAKE_SET "l AS (SELECT pg_try_advisory_lock($1::bigint) AS ok FROM s) " TAKE_ROW,
+    /* a wait of a slice */
+    TAKE_SET "l AS (SELECT pg_advisory_lock($1::bigint) FROM s) " TAKE_ROW,
+};
+
+/* After a failed attempt: the connection lets go of the key, which the
+ * statement may have taken before it failed (a session lock outlives the
+ * failed statement; the connection did not hold it before), or is closed. */
+static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key, int64_t deadline)
+{
+    PGresult *r = NULL;
+    const char *params[] = {key};
+    int rc = dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params, deadline,
+                            NULL, NULL, &r);
+    int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
+    PQclear(r);
+    if (ok)
+        dlock__pg_put(p, c);
+    else
+        dlock__pg_discard(p, c, "closed after a failed attempt");
+}
+
+/* Sleeps until `until`, asking cancelled() every 50 ms: 1 if it said so. */
+static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
+{
+    for (;;) {
+        int64_t now = dlock__now_us();
+        if (cancelled != NULL && cancelled(arg))
+            return 1;
+        if (now >= until)
+            return 0;
+        dlock__sleep_until(until - now > 50000 ? now + 50000 : until);
+    }
+}
+
+/* The lock is ours in the server, but its row still has a holder's lease
+ * running: wait for its end within the slice, then make the row ours.
+ * DLOCK_OK with *taken set, or a failure (c given back or closed). */
+static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__attempt *a,
+                     int64_t left_ms, int64_t slice_end, int block, int *taken)
+{
+    PGresult *r = NULL;
+    int64_t end = dlock__now_us() + left_ms * 1000 + 2000; /* (a little past it, by our clock) */
+    *taken = 0;
+    /* A wait sleeps to the lease's end, or to the slice's: holding the
+     * advisory lock, it keeps its place ahead of later waiters. */
+    int cancelled =
+        block && sleep_until(end < slice_end ? end : slice_end, a->cancelled, a->cancel_arg);
+    if (block && !cancelled && end <= slice_end) {
+        char app[96];
+        snprintf(app, sizeof app, "dlock:%s", a->token);
+        const char *params[] = {l->name, p->lease_text, c->nonce, app};
+        int rc = dlock__pg_exec(p, c,
+                                "UPDATE dlock_fence SET holder = $3, owner = $4, holder_pid = "
+                                "pg_backend_pid(), expires = clock_timestamp() + $2::interval "
+                                "WHERE name = $1 AND expires <= clock_timestamp()",
+                                4, params, a->deadline_us, NULL, NULL, &r);
+        if (rc != DLOCK_OK) {
+            dlock__pg_discard(p, c, "closed: an attempt got no answer");
+            return rc;
+        }
+        *taken = PQresultStatus(r) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(r), "1") == 0;
+        PQclear(r);
+        if (*taken)
+            return DLOCK_OK;
+    }
+    /* not in this slice: let go, and say how long the lease has left */
+    a->holder_ttl_ms = left_ms;
+    after_failure(p, c, l->key_text, a->deadline_us);
+    return DLOCK_OK;
+}
+
+static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    pglock *l = PGLOCK(sl);
+    dlock__pgconn *c;
+    char timeout[24], app[96];
+
+    if (l->conn != NULL)
+        let_go(p, l); /* a hold the core found lost (and so never released here) */
+    int64_t now = dlock__now_us();
+    /* The slice (backend.h): up to the wait's end, and up to the request's
+     * bound less a fifth of a command timeout for the reply. */
+    int64_t reserve = p->timeout_ms * 1000 / 5;
+    int64_t slice_end = a->deadline_us - reserve;
+    if (a->wait_until_us < slice_end)
+        slice_end = a->wait_until_us;
+    int block = a->wait && slice_end - now >= MIN_SLICE_US;
+    a->due_us = block ? slice_end : now;
+    /* a wait keeps its connection busy for a slice: one that holds nothing */
+    int rc = block ? dlock__pg_get(p, a->deadline_us, &c)
+                   : dlock__pg_get_shared(p, l->key, a->deadline_us, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    now = dlock__now_us();
+    int64_t slice_ms = block ? (slice_end - now) / 1000 : p->timeout_ms / 2;
+    if (slice_ms < 1)
+        slice_ms = 1;
+    snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
+    snprintf(app, sizeof app, "dlock:%s", a->token);
+    const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
+    PGresult *r = NULL;
+    char sql[2048];
+    snprintf(sql, sizeof sql, take_sql[block], block ? "" : "WHERE l.ok");
+    rc = dlock__pg_exec(p, c, sql, 6, params, a->deadline_us, block ? a->cancelled : NULL,
+                        a->cancel_arg, &r);
+    if (rc != DLOCK_OK) {
+        dlock__pg_discard(p, c, "closed: an attempt got no answer");
+        return rc;
+    }
+    ExecStatusType st = PQresultStatus(r);
+    a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+    if (st == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        uint64_t fence = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+        int taken = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+        int64_t left_ms = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+        PQclear(r);
+        if (!taken) {
+            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, block, &taken);
+            if (rc != DLOCK_OK)
+                return rc;
+        }
+        if (taken && dlock__pg_hold(c, l->key) != DLOCK_OK) {
+            after_failure(p, c, l->key_text, a->deadline_us);
+            return DLOCK_ENOMEM;
+        }
+        if (taken) {
+            a->outcome = DLOCK__TAKEN;
+            a->fence = fence;
+            l->conn = c;
+            dlock__session_ref(c->session); /* the lock's */
+            dlock__session_ref(c->session); /* the attempt's */
+            a->session = c->session;
+            pthread_mutex_unlock(&c->mu);
+            return DLOCK_OK;
+        }
+    } else if (st == PGRES_TUPLES_OK) {
+        PQclear(r); /* a try that found it held */
+        dlock__pg_put(p, c);
+    } else {
+        const char *state = dlock__pg_state(r);
+        /* 55P03: lock_timeout ended the slice; 57014: dlock_cancel() */
+        int slice_over = strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0;
+        if (!slice_over)
+            rc = dlock__pg_fail(p, r, "taking the advisory lock");
+        PQclear(r);
+        after_failure(p, c, l->key_text, a->deadline_us);
+        if (!slice_over)
+            return rc;
+    }
+    a->outcome = DLOCK__HELD;
+    a->next = DLOCK__NEXT_RETRY;
+    return DLOCK_OK;
+}
+
+/* Nothing is queued in the server: a wait there ended with its request. */
+static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
+{
+    (void) s, (void) sl, (void) token, (void) deadline_us;
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- release, extend */
+
+/* 'text' as an SQL literal (standard_conforming_strings is on: the
+ * connection sets it). */
+static int literal_of(const char *text, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[n++] = '\'';
+    for (const char *t = text; *t != '\0'; t++) {
+        if (n + 3 >= len)
+            return DLOCK_EINVAL;
+        if (*t == '\'')
+            buf[n++] = '\'';
+        buf[n++] = *t;
+    }
+    buf[n++] = '\'';
+    buf[n] = '\0';
+    return DLOCK_OK;
+}
+
+static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
+                      int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    pglock *l = PGLOCK(sl);
+    (void) token;
+    if (l->conn == NULL)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
+    char sql[1500], name[1100];
+    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
+    dlock__pgconn *c = l->conn;
+    pthread_mutex_lock(&c->mu);
+    if (c->pg == NULL) {
+        unbind(p, l, 1, "");
+        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
+    }
+    /* One implicit transaction: the row's lease ends, then the advisory
+     * lock; the row stays locked until both are done, so the next holder
+     * (blocked on the row in its INSERT ... ON CONFLICT) sees it ended. */
+    snprintf(sql, sizeof sql,
+             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND holder = "
+             "'%s'; SELECT pg_advisory_unlock(%s)",
+             name, c->nonce, l->key_text);
+    PGresult *r = NULL;
+    int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline_us, NULL, NULL, &r);
+    if (rc != DLOCK_OK) {
+        /* closing the connection lets go of the lock as soon as the server
+         * sees it closed */
+        unbind(p, l, 1, "closed: a release got no answer");
+        return rc;
+    }
+    int released = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                   strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = dlock__pg_fail(p, r, "releasing the advisory lock");
+    else if (!released)
+        rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
+    PQclear(r);
+    dlock__pg_unhold(c, l->key);
+    unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
+    return rc;
+}
+
+/* Whether the lock's connection still holds its advisory lock. */
+static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
+                     int at_least, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    pglock *l = PGLOCK(sl);
+    (void) token, (void) lease_ms, (void) at_least;
+    if (l->conn == NULL)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
+    dlock__pgconn *c = l->conn;
+    pthread_mutex_lock(&c->mu);
+    const char *params[] = {l->classid, l->objid};
+    PGresult *r = NULL;
+    int rc = c->pg == NULL
+                 ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name)
+                 : dlock__pg_exec(p, c,
+                                  "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE " LOCK_ROWS
+                                  " AND l.pid = pg_backend_pid() AND l.granted)",
+                                  2, params, deadline_us, NULL, NULL, &r);
+    if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = dlock__pg_fail(p, r, "confirming the advisory lock");
+    else if (rc == DLOCK_OK && strcmp(PQgetvalue(r, 0, 0), "t") != 0)
+        rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer holds it", l->name);
+    PQclear(r);
+    if (rc == DLOCK_EUNREACHABLE && c->pg != NULL && PQstatus(c->pg) == CONNECTION_BAD) {
+        /* the connection is gone, and the lock with it */
+        char why[600];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        dlock__pg_discard(p, c, why);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- operators */
+
+/* Runs an operator's query on a pooled connection. */
+static int operate(dlock__pgstore *p, const char *sql, int n, const char *const *params,
+                   int64_t deadline, PGresult **res)
+{
+    dlock__pgconn *c;
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline > cap)
+        deadline = cap;
+    int rc = dlock__pg_get(p, deadline, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__pg_exec(p, c, sql, n, params, deadline, NULL, NULL, res);
+    if (rc != DLOCK_OK) {
+        dlock__pg_discard(p, c, "closed: a request got no answer");
+        return rc;
+    }
+    dlock__pg_put(p, c);
+    if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
+        rc = dlock__pg_fail(p, *res, "reading pg_locks");
+        PQclear(*res);
+        *res = NULL;
+    }
+    return rc;
+}
+
+/* The owner token of a holder from its row's owner ("dlock:TOKEN"), or
+ * "pg pid N" for a session that is not dlock's. */
+static const char *owner_of(const char *app, const char *pid, char *buf, size_t len)
+{
+    if (strncmp(app, "dlock:", 6) == 0 && app[6] != '\0')
+        snprintf(buf, len, "%s", app + 6);
+    else
+        snprintf(buf, len, "pg pid %s", pid);
+    return buf;
+}
+
+static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
+{
+    pglock *l = PGLOCK(sl);
+    const char *params[] = {l->classid, l->objid, l->name};
+    PGresult *r = NULL;
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    /* the owner is the row's, when its server pid holds the key */
+    int rc = operate(PGSTORE(s),
+                     "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
+                     "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
+                     "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
+                     "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3) "
+                     "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
+                     3, params, deadline_us, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);
+    st->waiters = (unsigned) strtoul(PQgetvalue(r, 0, 1), NULL, 10);
+    st->last_fence = strtoull(PQgetvalue(r, 0, 4), NULL, 10);
+    st->held = held > 0;
+    if (held == 1) {
+        st->holds = 1;
+        owner_of(PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), st->owner, sizeof st->owner);
+    } else if (held > 1) {
+        st->shared = held;
+    }
+    PQclear(r);
+    return DLOCK_OK;
+}
+
+static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline_us)
+{
+    pglock *l = PGLOCK(sl);
+    const char *params[] = {l->classid, l->objid, l->name};
+    PGresult *r = NULL;
+    int rc = operate(PGSTORE(s),
+                     "SELECT coalesce(CASE WHEN l.pid = f.holder_pid THEN f.owner END, ''), l.pid, "
+                     "o.info FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
+                     "LEFT JOIN dlock_owner o ON o.pid = l.pid WHERE " LOCK_ROWS " AND l.granted",
+                     3, params, deadline_us, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        char owner[80];
+        dlock__holder_raw h = {
+            .owner = owner_of(PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), owner, sizeof owner),
+            .count = 1,
+            .info = PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2)};
+        if (sink(arg, &h) != 0)
+            break;
+    }
+    PQclear(r);
+    return DLOCK_OK;
+}
+
+/* Ends the holder's session in the server (pg_terminate_backend, waiting
+ * until it is gone): the lock goes to the next waiter there, and the holder
+ * finds its connection closed at its next renewal. */
+static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    pglock *l = PGLOCK(sl);
+    char wait_ms[24];
+    int64_t left = (deadline_us - dlock__now_us()) / 1000 - 100;
+    if (left > p->timeout_ms)
+        left = p->timeout_ms;
+    snprintf(wait_ms, sizeof wait_ms, "%lld", (long long) (left > 1 ? left : 1));
+    char sql[2500], name[1100];
+    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
+    /* the row's lease ends first, and the row stays locked until the
+     * holder's session has ended: the next holder sees it ended */
+    snprintf(sql, sizeof sql,
+             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s; "
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*) "
+             "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = %s "
+             "AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = "
+             "current_database()) AND l.granted",
+             name, wait_ms, l->classid, l->objid);
+    PGresult *r = NULL;
+    int rc = operate(p, sql, 0, NULL, deadline_us, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (strcmp(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1)) != 0)
+        rc = dlock__fail(DLOCK_ESERVER,
+                         "%s: lock '%s': a holder's session did not end (pg_terminate_backend "
+                         "needs the holder's role, or pg_signal_backend)",
+                         p->label, l->name);
+    PQclear(r);
+    return rc;
+}
+
+static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                   int64_t deadline_us)
+{
+    const char *params[] = {prefix};
+    PGresult *r = NULL;
+    int rc = operate(PGSTORE(s),
+                     "SELECT DISTINCT f.name FROM dlock_fence f JOIN pg_locks l ON "
+                     "l.locktype = 'advisory' AND l.objsubid = 1 AND "
+                     "((l.classid::bigint << 32) | l.objid::bigint) = f.key AND l.database = "
+                     "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+                     "WHERE starts_with(f.name, $1)",
+                     1, params, deadline_us, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (sink(arg, PQgetvalue(r, i, 0), DLOCK__MUTEX) != 0)
+            break;
+    }
+    PQclear(r);
+    return DLOCK_OK;
+}
+
+static int pg_reached(dlock__store *s)
+{
+    return atomic_load(&PGSTORE(s)->reached);
+}
+
+/* ---------------------------------------------------------------- open, close */
+
+static void pg_close(dlock__store *s, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    dlock__pg_close_all(p, deadline_us);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+static void param(dlock__pgstore *p, size_t *n, const char *key, const char *value)
+{
+    p->keys[*n] = key;
+    p->vals[*n] = value;
+    (*n)++;
+}
+
+static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
+{
+    *out = NULL;
+    const char *mode = dlock__url_get(url, "mode");
+    if (mode != NULL && strcmp(mode, "table") == 0)
+        return dlock__fail(DLOCK_ENOTSUP,
+                           "%s: mode=table (the lock table with LISTEN/NOTIFY) is not built yet; "
+                           "mode=session (advisory locks) is",
+                           url->text);
+    if (mode != NULL && strcmp(mode, "session") != 0)
+        return dlock__fail(DLOCK_EINVAL, "%s: unknown mode '%s' (want mode=session)", url->text,
+                           mode);
+    if (url->nhosts != 1)
+        return dlock__fail(DLOCK_EINVAL, "%s: want one host (postgres://user:pass@host:port/db)",
+                           url->text);
+    if (strchr(url->path, '/') != NULL)
+        return dlock__fail(DLOCK_EINVAL, "%s: the path is the database's name, one word",
+                           url->text);
+    int64_t connect_ms = DEFAULT_CONNECT_MS;
+    int rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *sslmode = dlock__url_get(url, "sslmode");
+
+    dlock__pgstore *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&p->mu, NULL);
+    p->base.backend = &dlock__pg_backend;
+    p->base.caps = dlock__pg_backend.caps;
+    p->base.host = *host;
+    p->base.label = p->label;
+    p->timeout_ms = host->cfg->command_timeout_ms;
+    p->connect_ms = connect_ms;
+    p->lease_ms = host->cfg->lease_ms;
+    int port = url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT;
+    snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
+    snprintf(p->port, sizeof p->port, "%d", port);
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%d%s%s", url->scheme,
+             strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", port,
+             url->path[0] ? "/" : "", url->path);
+    /* The server's own bound on a dead or frozen holder, close to the lease
+     * (README.md): keepalives find a dead peer in about half a lease, and a
+     * session that sends nothing for 1.5 leases (its renewer pings every
+     * third of one) is ended by the server. */
+    int64_t lease_s = p->lease_ms / 1000;
+    int idle_s = (int) (lease_s / 3 > 1 ? lease_s / 3 : 1);
+    int interval_s = (int) (lease_s / 9 > 1 ? lease_s / 9 : 1);
+    snprintf(p->options, sizeof p->options,
+             "-c idle_session_timeout=%lld -c tcp_keepalives_idle=%d "
+             "-c tcp_keepalives_interval=%d -c tcp_keepalives_count=3 -c tcp_user_timeout=%lld "
+             "-c standard_conforming_strings=on",
+             (long long) (p->lease_ms * 3 / 2), idle_s, interval_s, (long long) p->lease_ms);
+    snprintf(p->lease_text, sizeof p->lease_text, "%lld milliseconds", (long long) p->lease_ms);
+    snprintf(p->connect_timeout, sizeof p->connect_timeout, "%lld",
+             (long long) (connect_ms + 999) / 1000);
+    snprintf(p->keepalives_idle, sizeof p->keepalives_idle, "%d", idle_s);
+    snprintf(p->keepalives_interval, sizeof p->keepalives_interval, "%d", interval_s);
+    snprintf(p->user_timeout, sizeof p->user_timeout, "%lld", (long long) p->lease_ms);
+    size_t n = 0;
+    param(p, &n, "host", p->host);
+    param(p, &n, "port", p->port);
+    if (url->user != NULL) {
+        snprintf(p->user, sizeof p->user, "%s", url->user);
+        param(p, &n, "user", p->user);
+    }
+    if (url->password != NULL) {
+        snprintf(p->password, sizeof p->password, "%s", url->password);
+        param(p, &n, "password", p->password);
+    }
+    if (url->path[0] != '\0') {
+        snprintf(p->dbname, sizeof p->dbname, "%s", url->path);
+        param(p, &n, "dbname", p->dbname);
+    }
+    if (sslmode != NULL) {
+        snprintf(p->sslmode, sizeof p->sslmode, "%s", sslmode);
+        param(p, &n, "sslmode", p->sslmode);
+    }
+    param(p, &n, "application_name", "dlock");
+    param(p, &n, "connect_timeout", p->connect_timeout);
+    param(p, &n, "keepalives", "1");
+    param(p, &n, "keepalives_idle", p->keepalives_idle);
+    param(p, &n, "keepalives_interval", p->keepalives_interval);
+    param(p, &n, "keepalives_count", "3");
+    param(p, &n, "tcp_user_timeout", p->user_timeout);
+    param(p, &n, "options", p->options);
+    p->keys[n] = NULL;
+    p->vals[n] = NULL;
+    *out = &p->base;
+    return DLOCK_OK;
+}
+
+static const char *const schemes[] = {"postgres", "postgresql", NULL};
+
+const dlock__backend dlock__pg_backend = {
+    .version = DLOCK__BACKEND_VERSION,
+    .name = "PostgreSQL",
+    .schemes = schemes,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_NOTIFY |
+            DLOCK_CAP_SESSION | DLOCK_CAP_LIST,
+    .open = pg_open,
+    .close = pg_close,
+    .lock_new = pg_lock_new,
+    .lock_free = pg_lock_free,
+    .detach = pg_detach,
+    .acquire = pg_acquire,
+    .cancel = pg_cancel,
+    .release = pg_release,
+    .extend = pg_extend,
+    .renew = dlock__pg_renew,
+    .session_lost = dlock__pg_session_lost,
+    .query = pg_query,
+    .force_unlock = pg_force_unlock,
+    .holders = pg_holders,
+    .list = pg_list,
+    .reached = pg_reached,
+};

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/* pg.h - the PostgreSQL backend's own state: the store, its connections
+ * (conn.c) and its locks (pg.c). README.md maps the files.
+ *
+ * Session mode (the only mode built): a lock is a session-level advisory
+ * lock on a 64-bit key made from its name (dlock__pg_key), held by one
+ * connection of the store's pool; each connection is a session of the
+ * host (session.h), so when it dies every lock it held is lost and
+ * reported. A connection holds several locks, never two of one key:
+ * advisory locks are re-entrant per connection, so two handles of one name
+ * on one connection would both "hold". A wait that blocks in the server
+ * takes a connection that holds nothing (its request keeps it busy for a
+ * slice); a try or a release is short, and shares. */
+#ifndef DLOCK_BACKEND_PG_H
+#define DLOCK_BACKEND_PG_H
+
+#include "../backend.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* The high 16 bits of every key dlock makes ('d' 'l'): a dlock key is
+ * recognisable in pg_locks (classid 0x646cXXXX). */
+#define DLOCK__PG_KEY_NAMESPACE 0x646cULL
+
+/* One connection. Its memory belongs to its session (freed when the last
+ * reference to the session goes), so a renewal or a hold that still names
+ * it never finds it freed; the PostgreSQL connection in it is closed
+ * earlier, when the store discards it. */
+typedef struct dlock__pgconn {
+    pthread_mutex_t mu; /* one request at a time; held through a request */
+    PGconn *pg;         /* NULL once closed */
+    dlock__session *session;
+    _Atomic int nheld; /* locks it holds now (out of the pool while any) */
+    _Atomic int lost;  /* the core gave up on its session: close at the next chance */
+    int pending;       /* a renewal's ping was sent and its answer not read yet */
+    int pid;           /* its server process (pg_backend_pid) */
+    int in_pool;       /* in the store's idle list */
+    int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
+    size_t nkeys, capkeys;
+    char nonce[17]; /* random: names it as the holder in the lock's row */
+    struct dlock__pgconn *next_idle;
+    struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
+} dlock__pgconn;
+
+typedef struct dlock__pgstore {
+    dlock__store base;
+    char label[320];
+    /* the connection parameters, for PQconnectStartParams */
+    const char *keys[20];
+    const char *vals[20];
+    char host[200], port[16], user[128], password[256], dbname[128], options[512];
+    char lease_text[40], sslmode[24], connect_timeout[24], keepalives_idle[16],
+        keepalives_interval[16], user_timeout[24];
+    int64_t timeout_ms, connect_ms, lease_ms;
+    pthread_mutex_t mu; /* the lists below, schema_ready */
+    dlock__pgconn *idle;
+    int nidle;
+    dlock__pgconn *all;
+    int schema_ready;
+    _Atomic int reached;
+} dlock__pgstore;
+
+#define PGSTORE(s) DLOCK__STORE_OF(dlock__pgstore, s)
+
+/* keys: the advisory key of a name (README.md: FNV-1a 64 of the name's
+ * bytes, its low 48 bits under the namespace). */
+int64_t dlock__pg_key(const char *name);
+
+/* conn.c: connections. */
+/* An idle connection of the pool, or a new one (its session started). */
+int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out);
+/* For a request that does not block: a connection not busy that does not
+ * hold key (one that holds locks first), else as dlock__pg_get. */
+int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dlock__pgconn **out);
+/* The connection holds key now / no more (its mutex held). */
+int dlock__pg_hold(dlock__pgconn *c, int64_t key);
+void dlock__pg_unhold(dlock__pgconn *c, int64_t key);
+/* Done with it (its mutex held by the caller and released here): back to
+ * the pool if it holds nothing (closed when the pool is full). */
+void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c);
+/* Closes the connection (its session ended with why: every lock under it
+ * is reported lost), its mutex held by the caller and released here. */
+void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why);
+/* Sends sql with text params and reads its one result until deadline_us,
+ * checking cancelled(arg) every 50 ms (then the query is cancelled in the
+ * server, and its answer still awaited). DLOCK_OK with *res set (an error
+ * result too: the caller looks at it), or DLOCK_EUNREACHABLE (the
+ * connection is broken or timed out: discard it) with the detail recorded. */
+int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int nparams,
+                   const char *const *params, int64_t deadline_us, int (*cancelled)(void *),
+                   void *arg, PGresult **res);
+/* Sends without waiting (renewals: all sent, then all read). */
+int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params);
+/* The SQLSTATE of an error result, "" if none. */
+const char *dlock__pg_state(const PGresult *r);
+/* Records a failed result as DLOCK_ESERVER with its message. */
+int dlock__pg_fail(dlock__pgstore *p, const PGresult *r, const char *what);
+/* Closes every connection (close()). */
+void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us);
+/* The core gave up on the session: close its connection. */
+void dlock__pg_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
+/* renew(): every connection named is pinged (all sent, then all read). */
+int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
+
+#endif

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/* test_pg_lock.c - the PostgreSQL backend (postgres://), session mode,
+ * against a real PostgreSQL started once for the program: the name-to-key
+ * mapping (and a lock shared with SQL that calls pg_advisory_lock itself),
+ * a holder's connection ended from the server side (pg_terminate_backend),
+ * a wait blocked in the server: its slices, a try that never blocks, and a
+ * cancel that reaches it; bad input; and processes incrementing a fenced
+ * counter through one lock.
+ *
+ * The server is looked at with psql (dt_server_cli), never through the
+ * library. Tests that fork do so before they open a client. */
+#define _GNU_SOURCE
+#include "../support/harness.h"
+
+#include "backend/pg/pg.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static dt_server srv;
+
+static dlock_client *client(const char *options)
+{
+    return dt_client(srv.url, options);
+}
+
+/* psql's one-line answer, as a number. */
+static long long sql_number(const char *sql)
+{
+    const char *out = dt_server_cli(&srv, "-c \"%s\"", sql);
+    return strtoll(out, NULL, 10);
+}
+
+/* How many sessions hold (granted) or wait for the advisory key of name. */
+static long long advisory_rows(const char *name, int granted)
+{
+    char sql[400];
+    uint64_t key = (uint64_t) dlock__pg_key(name);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %u AND "
+             "objid = %u AND objsubid = 1 AND granted = %s",
+             (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu), granted ? "true" : "false");
+    return sql_number(sql);
+}
+
+/* ---------------------------------------------------------------- keys */
+
+/* The documented mapping: FNV-1a 64 of the name's bytes, its low 48 bits
+ * under 0x646c ("dl"); the key is the one the server shows, and SQL that
+ * takes that key itself is excluded by dlock's holder and excludes it. */
+static void key_mapping(void)
+{
+    /* FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c */
+    CHECK(dlock__pg_key("a") == (int64_t) 0x646cdc4c8601ec8cLL);
+    CHECK(dlock__pg_key("") == (int64_t) 0x646c9ce484222325LL);
+    CHECK(((uint64_t) dlock__pg_key("some/long name ✓") >> 48) == 0x646c);
+    CHECK(dlock__pg_key("a") != dlock__pg_key("b"));
+    CHECK(dlock__pg_key("a") != dlock__pg_key("A"));
+
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "a", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(advisory_rows("a", 1), ==, 1);
+    /* SQL of its own on the same key: pg_try_advisory_lock fails */
+    CHECK_INT(sql_number("SELECT pg_try_advisory_lock(7236400922501442700)::int"), ==, 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(advisory_rows("a", 1), ==, 0);
+    /* and the other way: held by SQL (psql in the background), dlock waits */
+    dt_server_cli(&srv,
+                  "-c 'SELECT pg_advisory_lock(7236400922501442700)' -c 'SELECT pg_sleep(1.5)' "
+                  ">/dev/null 2>&1 </dev/null &");
+    DT_WAIT_UNTIL(advisory_rows("a", 1) == 1, 5000);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, >=, 500);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- terminated */
+
+/* The holder's connection is ended by the server (pg_terminate_backend, as
+ * an operator or a failover would): the loss is reported within the lease,
+ * and another client gets the lock with a larger fence. */
+static void terminated_holder(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("?lease=2s"), *c2 = client(NULL);
+    dlock_lock *l = dt_lock(c, "term", 0), *l2 = dt_lock(c2, "term", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    uint64_t key = (uint64_t) dlock__pg_key("term");
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_locks "
+             "WHERE locktype = 'advisory' AND classid = %u AND objid = %u AND granted",
+             (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu));
+    int64_t t0 = dt_now_ms();
+    CHECK_INT(sql_number(sql), ==, 1);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 2000 + 1000);
+    printf("terminated: loss reported after %lld ms: %s\n", (long long) (dt_now_ms() - t0),
+           box.why);
+    CHECK_RC(dlock_acquire(l2, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l2), >, fence);
+    /* not before the holder was told */
+    CHECK_INT(atomic_load(&box.at_ms), <=, dt_now_ms());
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    /* the lost handle takes it again, on a new connection */
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, dlock_lock_fence(l2));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- waits */
+
+struct waiter {
+    dlock_lock *l;
+    int64_t wait_ms;
+    _Atomic int rc;
+    _Atomic int done;
+    _Atomic long long ended_ms;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    int rc = dlock_acquire(w->l, w->wait_ms);
+    atomic_store(&w->ended_ms, dt_now_ms());
+    atomic_store(&w->rc, rc);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* A wait blocks in the server (one waiting row in pg_locks, no polling),
+ * slice after slice; a try never blocks; a budget ends on time; a cancel
+ * of the blocked wait returns at once and leaves nothing in the server. */
+static void blocked_wait(void)
+{
+    /* timeout 2s: slices of about 1.6 s */
+    dlock_client *h = client(NULL), *c = client("?timeout=2s");
+    dlock_lock *hl = dt_lock(h, "bw", 0), *l = dt_lock(c, "bw", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK_INT(dt_now_ms() - t0, <, 500);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 700), DLOCK_ETIMEDOUT);
+    int64_t took = dt_now_ms() - t0;
+    CHECK_INT(took, >=, 690);
+    CHECK_INT(took, <, 1500);
+
+    /* across several slices, then cancelled */
+    struct waiter w = {.l = l, .wait_ms = 60000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(advisory_rows("bw", 0) == 1, 5000);
+    dt_sleep_ms(4000); /* two slices and more */
+    CHECK(!atomic_load(&w.done));
+    CHECK_INT(advisory_rows("bw", 0), ==, 1);
+    int64_t cancel_at = dt_now_ms();
+    CHECK_RC(dlock_cancel(l), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 2000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_ECANCELED);
+    long long cancel_took = atomic_load(&w.ended_ms) - cancel_at;
+    printf("blocked wait: cancelled in %lld ms\n", cancel_took);
+    CHECK_INT(cancel_took, <, 300);
+    CHECK_INT(advisory_rows("bw", 0), ==, 0);
+
+    /* a release wakes a blocked waiter at once */
+    struct waiter w2 = {.l = l, .wait_ms = 60000};
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w2), ==, 0);
+    DT_WAIT_UNTIL(advisory_rows("bw", 0) == 1, 5000);
+    int64_t released_at = dt_now_ms();
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w2.done), 2000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w2.rc), DLOCK_OK);
+    CHECK_INT(atomic_load(&w2.ended_ms) - released_at, <, 300);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(hl);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+/* Advisory locks re-enter per connection: two handles of one client on one
+ * name must not share the connection that holds it (they exclude each
+ * other); locks of different names share connections (a client holding 8
+ * does not need 8). */
+static void shared_connections(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *a1 = dt_lock(c, "same", 0), *a2 = dt_lock(c, "same", 0);
+    CHECK_RC(dlock_try_acquire(a1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(a2), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(a2, 300), DLOCK_ETIMEDOUT);
+    dlock_lock *many[8];
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "many-%d", i);
+        many[i] = dt_lock(c, name, 0);
+        CHECK_RC(dlock_try_acquire(many[i]), DLOCK_OK);
+    }
+    long long conns = sql_number("SELECT count(*) FROM pg_stat_activity WHERE application_name "
+                                 "= 'dlock'");
+    printf("shared connections: 9 locks held on %lld connections\n", conns);
+    CHECK_INT(conns, <=, 3);
+    CHECK_RC(dlock_try_acquire(a2), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(a1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(a2), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(a2), >, dlock_lock_fence(a1));
+    for (int i = 0; i < 8; i++) {
+        CHECK_INT(advisory_rows(dlock_lock_name(many[i]), 1), ==, 1);
+        CHECK_RC(dlock_release(many[i]), DLOCK_OK);
+        CHECK_INT(advisory_rows(dlock_lock_name(many[i]), 1), ==, 0);
+        dlock_lock_free(many[i]);
+    }
+    CHECK_RC(dlock_release(a2), DLOCK_OK);
+    dlock_lock_free(a1);
+    dlock_lock_free(a2);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+static void bad_input(void)
+{
+    char url[300];
+    dlock_client *c = NULL;
+    dlock_lock *l;
+
+    snprintf(url, sizeof url, "postgres://dlock:wrong@127.0.0.1:%d/postgres", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "password authentication failed") != NULL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    snprintf(url, sizeof url, "postgresql://dlock:dlock@127.0.0.1:%d/nosuchdb", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "\"nosuchdb\" does not exist") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    snprintf(url, sizeof url, "%s?mode=rows", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "unknown mode 'rows'") != NULL);
+    snprintf(url, sizeof url, "%s?mode=table", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "not built yet") != NULL);
+    snprintf(url, sizeof url, "%s?mode=session", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_client_close(c);
+
+    /* nobody listens: unreachable, within the core's bound for a store
+     * never reached */
+    snprintf(url, sizeof url, "postgres://dlock:dlock@127.0.0.1:%d/postgres", dt_free_port());
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 30000), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 3000);
+    CHECK(strstr(dlock_errmsg(), "Connection refused") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- processes */
+
+#define PROCS  6
+#define ROUNDS 25
+
+struct shared {
+    _Atomic int inside;
+    _Atomic int overlaps;
+    _Atomic long long counter;
+    _Atomic unsigned long long last_fence;
+    _Atomic int stale;
+};
+
+/* Processes increment a counter through the lock, each write fenced (a
+ * fence not above the last one written is refused): exact count, never two
+ * inside at once, no stale fence. */
+static void fenced_processes(void)
+{
+    struct shared *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    pid_t pids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        pids[i] = fork(); /* before any client of this process */
+        CHECK(pids[i] >= 0);
+        if (pids[i] == 0) {
+            dlock_client *c = NULL;
+            dlock_lock *l = NULL;
+            if (dlock_client_open(srv.url, &c) != DLOCK_OK ||
+                dlock_lock_open(c, "procs", 0, &l) != DLOCK_OK)
+                _exit(2);
+            for (int r = 0; r < ROUNDS; r++) {
+                if (dlock_acquire(l, 60000) != DLOCK_OK)
+                    _exit(3);
+                if (atomic_fetch_add(&sh->inside, 1) != 0)
+                    atomic_fetch_add(&sh->overlaps, 1);
+                unsigned long long f = dlock_lock_fence(l);
+                unsigned long long last = atomic_load(&sh->last_fence);
+                if (f <= last) {
+                    atomic_fetch_add(&sh->stale, 1);
+                } else {
+                    atomic_store(&sh->last_fence, f);
+                    long long v = atomic_load(&sh->counter);
+                    usleep(200);
+                    atomic_store(&sh->counter, v + 1);
+                }
+                atomic_fetch_sub(&sh->inside, 1);
+                if (dlock_release(l) != DLOCK_OK)
+                    _exit(4);
+            }
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int status = 0;
+        CHECK_INT(waitpid(pids[i], &status, 0), ==, pids[i]);
+        CHECK(WIFEXITED(status));
+        CHECK_INT(WEXITSTATUS(status), ==, 0);
+    }
+    CHECK_INT(atomic_load(&sh->overlaps), ==, 0);
+    CHECK_INT(atomic_load(&sh->stale), ==, 0);
+    CHECK_INT(atomic_load(&sh->counter), ==, PROCS * ROUNDS);
+    munmap(sh, sizeof *sh);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"key_mapping", key_mapping},   {"terminated_holder", terminated_holder},
+        {"blocked_wait", blocked_wait}, {"shared_connections", shared_connections},
+        {"bad_input", bad_input},       {"fenced_processes", fenced_processes},
+    };
+    dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
+    return DT_RUN(tests);
+}
