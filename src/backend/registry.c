@@ -20,6 +20,9 @@ extern const dlock__backend dlock__zk_backend;
 #ifdef DLOCK_WITH_ETCD
 extern const dlock__backend dlock__etcd_backend;
 #endif
+#ifdef DLOCK_WITH_SQLITE
+extern const dlock__backend dlock__sqlite_backend;
+#endif
 
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
@@ -30,6 +33,9 @@ static const dlock__backend *const built[] = {
 #endif
 #ifdef DLOCK_WITH_ETCD
     &dlock__etcd_backend,
+#endif
+#ifdef DLOCK_WITH_SQLITE
+    &dlock__sqlite_backend,
 #endif
     NULL,
 };
@@ -47,6 +53,7 @@ static const struct {
     {"zk", "this build of dlock has no ZooKeeper backend (configure with "
            "-DDLOCK_WITH_ZOOKEEPER=ON)"},
     {"etcd", "this build of dlock has no etcd backend (configure with -DDLOCK_WITH_ETCD=ON)"},
+    {"sqlite", "this build of dlock has no SQLite backend (configure with -DDLOCK_WITH_SQLITE=ON)"},
 };
 
 static size_t scheme_list(char *buf, size_t len)

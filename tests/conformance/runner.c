@@ -40,7 +40,7 @@ static void list_tests(void)
         for (unsigned bit = 1; bit != 0 && bit <= ct_tests[i].needs; bit <<= 1) {
             if (ct_tests[i].needs & bit)
                 used += (size_t) snprintf(needs + used, sizeof needs - used, "%s%s",
-                                          used ? "," : "", dlock_cap_name(bit));
+                                          used ? "," : "", ct_need_name(bit));
         }
         printf("%-32s %-28s %s\n", ct_tests[i].name, used ? needs : "-", ct_tests[i].what);
     }
@@ -82,7 +82,14 @@ static void probe_store(void)
     if (answer.rc != DLOCK_OK)
         dt_fail(__FILE__, __LINE__, "cannot open a client of %s: %s", ct->srv.url, answer.msg);
     ct->caps = answer.caps;
+    if (ct->srv.port != 0)
+        ct->caps |= CT_LINK;
     snprintf(ct->store_name, sizeof ct->store_name, "%s", answer.name);
+}
+
+const char *ct_need_name(unsigned bit)
+{
+    return bit == CT_LINK ? "link" : dlock_cap_name(bit);
 }
 
 static void missing_caps(unsigned missing, char *buf, size_t len)
@@ -92,7 +99,7 @@ static void missing_caps(unsigned missing, char *buf, size_t len)
     for (unsigned bit = 1; bit != 0 && bit <= missing; bit <<= 1) {
         if ((missing & bit) && used < len)
             used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
-                                      dlock_cap_name(bit));
+                                      ct_need_name(bit));
     }
 }
 

@@ -58,11 +58,17 @@ struct dt_server_kind {
     /* URL options worth running clients with (NULL-terminated; "" is the
      * default), e.g. Redis's two ways to notify waiters. */
     const char *const *url_variants;
+    /* No server at all: the store is a file in s->dir (SQLite). Nothing is
+     * started, s->pid and s->port stay 0, the URL is
+     * "SCHEME://DIR/<file>" (file below), the store always "answers", and
+     * stop, kill, pause and resume have nothing to act on. */
+    const char *file;
 };
 
 extern const dt_server_kind dt__redis_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
+extern const dt_server_kind dt__sqlite_kind;
 
 /* Helpers shared by the kinds (server.c). */
 int dt__tcp_connect(int port, int timeout_ms);
