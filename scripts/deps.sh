@@ -25,6 +25,7 @@ build=(
   libzookeeper-mt-dev              # libdlock: ZooKeeper client (C, no Java)
   libcurl4-openssl-dev libssl-dev  # libdlock: etcd v3 JSON gateway (HTTP; base64)
   libjson-c-dev                    # libdlock (etcd) and the dlock command: JSON
+  libsqlite3-dev                   # libdlock: SQLite backend (sqlite:///path)
 )
 redis=(redis-server redis-tools)
 # ZooKeeper 3.8 started straight with java (tests/support/server_zookeeper.c):

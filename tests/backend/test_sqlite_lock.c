@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -349,6 +351,76 @@ static void fence_counter_kept(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- no spinning */
+
+static int64_t cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+typedef struct waiting {
+    dlock_lock *l;
+    int64_t wait_ms;
+    int rc;
+} waiting;
+
+static void *wait_thread(void *arg)
+{
+    waiting *w = arg;
+    w->rc = dlock_acquire(w->l, w->wait_ms);
+    return NULL;
+}
+
+/* A waiter polls behind a live holder without burning the CPU; a request
+ * that finds the database's write lock taken by another process sleeps in
+ * the busy handler until that ends, or fails at its timeout. */
+static void no_spin(void)
+{
+    fresh();
+    dlock_client *c = client("?timeout=3s");
+    dlock_lock *h = dt_lock(c, "spin", 0), *l = dt_lock(c, "spin", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    waiting w = {.l = l, .wait_ms = 3000};
+    pthread_t t;
+    int64_t cpu0 = cpu_ms(), t0 = dt_now_ms();
+    CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0);
+    pthread_join(t, NULL);
+    int64_t cpu = cpu_ms() - cpu0, took = dt_now_ms() - t0;
+    printf("a 3 s wait behind a holder: %lld ms, %lld ms of CPU\n", (long long) took,
+           (long long) cpu);
+    CHECK_RC(w.rc, DLOCK_ETIMEDOUT);
+    CHECK_INT(cpu, <, 600); /* a sanitizer's slow polls included */
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+
+    /* another process's write transaction: the try waits for it */
+    sqlite3 *db = db_open();
+    db_exec(db, "BEGIN IMMEDIATE");
+    cpu0 = cpu_ms();
+    t0 = dt_now_ms();
+    dlock_client *quick = client("?timeout=300ms");
+    dlock_lock *q = dt_lock(quick, "spin", 0);
+    CHECK_RC(dlock_try_acquire(q), DLOCK_EUNREACHABLE);
+    took = dt_now_ms() - t0;
+    printf("a try while the write lock is taken: %s after %lld ms (%s)\n",
+           dlock_strerror(DLOCK_EUNREACHABLE), (long long) took, dlock_errmsg());
+    CHECK(strstr(dlock_errmsg(), "locked") != NULL);
+    CHECK_INT(took, >=, 250);
+    CHECK_INT(took, <, 2000);
+    CHECK_INT(cpu_ms() - cpu0, <, 300);
+    db_exec(db, "COMMIT");
+    CHECK_RC(dlock_try_acquire(q), DLOCK_OK);
+    CHECK_RC(dlock_release(q), DLOCK_OK);
+    sqlite3_close(db);
+    dlock_lock_free(q);
+    dlock_client_close(quick);
+    dlock_lock_free(h);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- schema */
 
 /* The first client makes the tables (WAL mode); a second one finds them
@@ -494,6 +566,7 @@ int main(int argc, char **argv)
         {"detached_outlives_process", detached_outlives_process},
         {"foreign_rows", foreign_rows},
         {"fence_counter_kept", fence_counter_kept},
+        {"no_spin", no_spin},
         {"schema_made_once", schema_made_once},
         {"bad_input", bad_input},
         {"long_names", long_names},
