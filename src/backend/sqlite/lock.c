@@ -210,6 +210,7 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
 {
     dlock__sq_row *rows;
     size_t n;
+    memset(v, 0, sizeof *v);
     int rc = dlock__sq_rows(s, SQ_ROWS, name, &rows, &n);
     if (rc != DLOCK_OK)
         return rc;
