@@ -111,9 +111,10 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 
 /* A need of the tests, not a capability of the API: the store is reached
  * over a link (a port) that a proxy can cut, blackhole or slow down. The
- * runner adds it to the caps of every store with a server; a store with
- * no server (sqlite: a file) lacks it, and the tests that need it are
- * skipped as "store lacks link". */
+ * runner and ct_has() count it as there for every store with a server (a
+ * port); a store with no server (sqlite: a file) lacks it, and the tests
+ * that need it are skipped as "store lacks link". ct->caps is the store's
+ * own, without it. */
 #define CT_LINK (1u << 30)
 /* The name of a need: dlock_cap_name(), or "link". */
 const char *ct_need_name(unsigned bit);

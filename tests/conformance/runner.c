@@ -82,8 +82,6 @@ static void probe_store(void)
     if (answer.rc != DLOCK_OK)
         dt_fail(__FILE__, __LINE__, "cannot open a client of %s: %s", ct->srv.url, answer.msg);
     ct->caps = answer.caps;
-    if (ct->srv.port != 0)
-        ct->caps |= CT_LINK;
     snprintf(ct->store_name, sizeof ct->store_name, "%s", answer.name);
 }
 
@@ -239,7 +237,7 @@ int main(int argc, char **argv)
             chosen |= strcmp(names[n], t->name) == 0;
         if (!chosen)
             continue;
-        unsigned missing = t->needs & ~ct->caps;
+        unsigned missing = t->needs & ~(ct->caps | (ct->srv.port != 0 ? CT_LINK : 0));
         if (missing != 0) {
             char caps[256];
             missing_caps(missing, caps, sizeof caps);

@@ -191,11 +191,16 @@ static int schema(dlock__sq_store *s)
     /* Most opens find the tables there: a read, no write lock. */
     rc = sqlite3_prepare_v2(s->db, "SELECT value FROM dlock_meta WHERE key = 'schema'", -1, &st,
                             NULL);
-    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        version = sqlite3_column_int(st, 0);
-    else if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_ERROR) /* SQLITE_ERROR: no such table */
-        return dlock__sq_error(s, rc, "reading the schema");
+    if (rc == SQLITE_OK) {
+        int step = sqlite3_step(st);
+        if (step == SQLITE_ROW)
+            version = sqlite3_column_int(st, 0);
+        else if (step != SQLITE_DONE)
+            rc = step;
+    }
     sqlite3_finalize(st);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_ERROR) /* SQLITE_ERROR: no such table */
+        return dlock__sq_error(s, rc, "reading the schema");
     if (version > SCHEMA_VERSION)
         return dlock__fail(DLOCK_ENOTSUP,
                            "%s: the lock tables are of schema %d, made by a newer dlock (this "
@@ -250,13 +255,21 @@ int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms)
     if (src != SQLITE_OK)
         return dlock__sq_error(s, src, "opening the database");
     sqlite3_busy_handler(s->db, on_busy, s);
-    rc = journal_wal(s);
+    /* Switching a new file to WAL, or reading it while another process
+     * does, can be SQLITE_BUSY at once, without the busy handler (SQLite
+     * refuses to wait where two connections could wait for each other):
+     * try again after the same sleeps, until connect_ms is over. */
+    for (int tries = 0;; tries++) {
+        rc = journal_wal(s);
+        if (rc == DLOCK_OK)
+            rc = schema(s);
+        if (rc != DLOCK_EUNREACHABLE || !on_busy(s, tries))
+            break;
+    }
     /* FULL: a commit is on disk before it is answered, so that the fence
      * counter never goes back, even across a power loss. */
     if (rc == DLOCK_OK)
         rc = exec(s, "PRAGMA synchronous = FULL", "setting synchronous");
-    if (rc == DLOCK_OK)
-        rc = schema(s);
     for (int i = 0; rc == DLOCK_OK && i < SQ_NSTMTS; i++) {
         src = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[i],
                                  NULL);
