@@ -26,6 +26,7 @@ build=(
   libcurl4-openssl-dev libssl-dev  # libdlock: etcd v3 JSON gateway (HTTP; base64)
   libjson-c-dev                    # libdlock (etcd) and the dlock command: JSON
   libpq-dev                        # libdlock: PostgreSQL client (libpq)
+  libsqlite3-dev                   # libdlock: SQLite backend (sqlite:///path)
 )
 redis=(redis-server redis-tools)
 # ZooKeeper 3.8 started straight with java (tests/support/server_zookeeper.c):

@@ -23,6 +23,9 @@ extern const dlock__backend dlock__etcd_backend;
 #ifdef DLOCK_WITH_POSTGRES
 extern const dlock__backend dlock__pg_backend;
 #endif
+#ifdef DLOCK_WITH_SQLITE
+extern const dlock__backend dlock__sqlite_backend;
+#endif
 
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
@@ -36,6 +39,9 @@ static const dlock__backend *const built[] = {
 #endif
 #ifdef DLOCK_WITH_POSTGRES
     &dlock__pg_backend,
+#endif
+#ifdef DLOCK_WITH_SQLITE
+    &dlock__sqlite_backend,
 #endif
     NULL,
 };
@@ -57,6 +63,7 @@ static const struct {
                  "-DDLOCK_WITH_POSTGRES=ON)"},
     {"postgresql", "this build of dlock has no PostgreSQL backend (configure with "
                    "-DDLOCK_WITH_POSTGRES=ON)"},
+    {"sqlite", "this build of dlock has no SQLite backend (configure with -DDLOCK_WITH_SQLITE=ON)"},
 };
 
 static size_t scheme_list(char *buf, size_t len)

@@ -378,7 +378,7 @@ static void one_store(const char *kind)
     dlock_client *op = dt_client(srv.url, NULL);
     names_refused(c);
     verify_against(c, op, 0, "verified");
-    if (dlock_client_caps(c) & DLOCK_CAP_READ_WRITE) {
+    if (dlock_client_caps(c) & DLOCK_CAP_READ_WRITE) { /* (SQLite: mutexes only) */
         verify_against(c, op, DLOCK_WRITE, "verified-rw");
         verify_against(c, op, DLOCK_READ, "verified-rw");
     }
@@ -410,6 +410,13 @@ static void postgres_store(void)
 static void zookeeper_store(void)
 {
     one_store("zookeeper");
+}
+#endif
+
+#ifdef DLOCK_WITH_SQLITE
+static void sqlite_store(void)
+{
+    one_store("sqlite");
 }
 #endif
 
@@ -492,6 +499,9 @@ int main(int argc, char **argv)
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
         {"zookeeper_store", zookeeper_store},
+#endif
+#ifdef DLOCK_WITH_SQLITE
+        {"sqlite_store", sqlite_store},
 #endif
         {"redis_verify_renew_details", redis_verify_renew_details},
     };

@@ -36,8 +36,9 @@ for store in "${STORES[@]}"; do
     zookeeper) needed+=(java) ;;
     etcd) needed+=(etcd etcdctl) ;;
     postgres) [ -x "$(dirname "$DLOCK")/store" ] || needed+=("$(dirname "$DLOCK")/store") ;;
+    sqlite) ;; # a file, no server
     *)
-        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres)" >&2
+        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres, sqlite)" >&2
         exit 64
         ;;
     esac
@@ -1363,7 +1364,7 @@ test_verbose_reports()
 {
     local fence err session
     case $STORE in
-    redis) session= ;;
+    redis | sqlite) session= ;;
     zookeeper) session=ZooKeeper ;;
     etcd) session=etcd ;;
     postgres) session=PostgreSQL ;;
@@ -1438,6 +1439,14 @@ test_unsupported_is_usage()
         expect_rc "lock" 64 dl lock -l 5 s-cap
         expect_match "lock: named, and what to do" \
             '^dlock lock: etcd .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
+        ;;
+    sqlite)
+        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_match "--simple: named" '^dlock run: --simple: .*SQLite .*"interop"' "$(cat "$TMP/err")"
+        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_match "--permits: named" '^dlock run: --permits: .*SQLite .*"semaphore"' "$(cat "$TMP/err")"
+        expect_rc "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
         ;;
     esac
     expect_free s-cap
@@ -1571,14 +1580,15 @@ fd_numbers()
 # fails and the fallback closes them.
 test_command_inherits_no_descriptors()
 {
-    local base got i variant url=$DLOCK_URL multi_url=$DLOCK_URL loops=()
-    local wr=--write rd=--read
+    local base got i variant url=$DLOCK_URL multi_url=$DLOCK_URL loops=() rd=--read wr=--write
     [ "$STORE" = redis ] && multi_url="$DLOCK_URL?notify=stream"
-    # no read-write lock there: the plain lock (-v: its chatter to stderr)
+    # no read-write lock there: the plain lock (-v: its chatter to stderr;
+    # on SQLite its database file is what must not reach the command)
     [ "$STORE" = postgres ] && wr=-v && rd=-v
+    [ "$STORE" = sqlite ] && rd=-q wr=-q
     timeout -k 2 20 ls -l /proc/self/fd >"$TMP/t/base"
     base=$(fd_numbers "$TMP/t/base")
-    for variant in $wr $rd; do
+    for variant in "$wr" "$rd"; do
         (while [ ! -e "$TMP/t/stop" ]; do "$DLOCK" run "$variant" s-fd -- true; done) >/dev/null 2>&1 &
         loops+=($!)
         BG_PIDS+=($!)
@@ -1603,7 +1613,7 @@ test_command_inherits_no_descriptors()
     # was given
     for i in 1 2 3; do
         LD_PRELOAD=$NO_CLOSE_RANGE ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
-            dl run -w 20 $rd s-fd -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" 7<"$TMP/t/base" ||
+            dl run -w 20 "$rd" s-fd -- ls -l /proc/self/fd >"$TMP/t/got" 2>"$TMP/err" 7<"$TMP/t/base" ||
             { fail "run without close_range: $(cat "$TMP/err")"; continue; }
         got=$(fd_numbers "$TMP/t/got")
         if [ "$got" != "$(echo "$base" 7 | tr ' ' '\n' | grep . | sort -n | tr '\n' ' ')" ]; then
@@ -1726,6 +1736,7 @@ for STORE in "${STORES[@]}"; do
         start_postgres
         DLOCK_URL=$PG_URL
         ;;
+    sqlite) DLOCK_URL=sqlite://$TMP/cli-locks.db ;;
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
@@ -1733,8 +1744,8 @@ for STORE in "${STORES[@]}"; do
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
-        # mode does not have)
-        [ "$t" = test_status_other_kind ] && [ "$STORE" = postgres ] && continue
+        # mode and SQLite do not have)
+        [ "$t" = test_status_other_kind ] && { [ "$STORE" = postgres ] || [ "$STORE" = sqlite ]; } && continue
         run_test "$t" "$t[$STORE]"
     done
 done

@@ -40,7 +40,7 @@ static void list_tests(void)
         for (unsigned bit = 1; bit != 0 && bit <= ct_tests[i].needs; bit <<= 1) {
             if (ct_tests[i].needs & bit)
                 used += (size_t) snprintf(needs + used, sizeof needs - used, "%s%s",
-                                          used ? "," : "", dlock_cap_name(bit));
+                                          used ? "," : "", ct_need_name(bit));
         }
         printf("%-32s %-28s %s\n", ct_tests[i].name, used ? needs : "-", ct_tests[i].what);
     }
@@ -85,6 +85,11 @@ static void probe_store(void)
     snprintf(ct->store_name, sizeof ct->store_name, "%s", answer.name);
 }
 
+const char *ct_need_name(unsigned bit)
+{
+    return bit == CT_LINK ? "link" : dlock_cap_name(bit);
+}
+
 static void missing_caps(unsigned missing, char *buf, size_t len)
 {
     size_t used = 0;
@@ -92,7 +97,7 @@ static void missing_caps(unsigned missing, char *buf, size_t len)
     for (unsigned bit = 1; bit != 0 && bit <= missing; bit <<= 1) {
         if ((missing & bit) && used < len)
             used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
-                                      dlock_cap_name(bit));
+                                      ct_need_name(bit));
     }
 }
 
@@ -232,7 +237,7 @@ int main(int argc, char **argv)
             chosen |= strcmp(names[n], t->name) == 0;
         if (!chosen)
             continue;
-        unsigned missing = t->needs & ~ct->caps;
+        unsigned missing = t->needs & ~(ct->caps | (ct->srv.port != 0 ? CT_LINK : 0));
         if (missing != 0) {
             char caps[256];
             missing_caps(missing, caps, sizeof caps);

@@ -59,7 +59,8 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 
 int ct_has(unsigned caps)
 {
-    return (ct->caps & caps) == caps;
+    unsigned have = ct->caps | (ct->srv.port != 0 ? CT_LINK : 0); /* a server: a link */
+    return (have & caps) == caps;
 }
 
 const char *ct_name(const char *name)

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 static const dt_server_kind *const kinds[] = {&dt__redis_kind, &dt__zookeeper_kind, &dt__etcd_kind,
-                                              &dt__postgres_kind};
+                                              &dt__postgres_kind, &dt__sqlite_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)
@@ -201,6 +201,8 @@ static void wait_answers(dt_server *s, int64_t until)
 
 static void launch(dt_server *s)
 {
+    if (s->kind->file != NULL)
+        return; /* serverless: nothing to start */
     spawn(s);
     wait_answers(s, dt_now_ms() + s->kind->start_timeout_ms);
 }
@@ -237,6 +239,12 @@ static void prepare(dt_server *s, const char *kind, unsigned flags, const dt_ens
     s->ensemble = e;
     s->member = member;
     dt_make_temp_dir(s->dir, sizeof s->dir);
+    if (s->kind->file != NULL) {
+        if ((size_t) snprintf(s->url, sizeof s->url, "%s://%s/%s", s->kind->scheme, s->dir,
+                              s->kind->file) >= sizeof s->url)
+            dt_fail(__FILE__, __LINE__, "temp dir %s too long for a URL", s->dir);
+        return;
+    }
     s->port = new_port(ports);
     int extra = e != NULL ? s->kind->ensemble_ports : s->kind->needs_peer_port;
     if (extra >= 1)
@@ -346,11 +354,17 @@ void dt_server_restart(dt_server *s, unsigned how)
 
 int dt_server_answers(const dt_server *s)
 {
+    if (s->kind->file != NULL)
+        return 1;
     return s->pid > 0 && !s->paused && s->kind->answers(s);
 }
 
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len)
 {
+    if (s->kind->file != NULL) { /* no port to go through */
+        snprintf(buf, len, "%s", s->url);
+        return buf;
+    }
     snprintf(buf, len, "%s://%s127.0.0.1:%d%s", s->kind->scheme,
              s->kind->url_auth != NULL ? s->kind->url_auth : "", port,
              s->kind->url_path != NULL ? s->kind->url_path : "");

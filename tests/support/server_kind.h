@@ -62,12 +62,18 @@ struct dt_server_kind {
      * and password ("user:pass@") and a path ("/db"); NULL: nothing. */
     const char *url_auth;
     const char *url_path;
+    /* No server at all: the store is a file in s->dir (SQLite). Nothing is
+     * started, s->pid and s->port stay 0, the URL is
+     * "SCHEME://DIR/<file>" (file below), the store always "answers", and
+     * stop, kill, pause and resume have nothing to act on. */
+    const char *file;
 };
 
 extern const dt_server_kind dt__redis_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
 extern const dt_server_kind dt__postgres_kind;
+extern const dt_server_kind dt__sqlite_kind;
 
 /* Helpers shared by the kinds (server.c). */
 int dt__tcp_connect(int port, int timeout_ms);

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/* db.c - the SQLite connection of one store: opening the file (and making
+ * the lock tables if they are missing), transactions, and what SQLite's
+ * codes mean to a caller.
+ *
+ * One connection per client, used by one thread at a time (the store's
+ * mutex, held for a whole transaction; the connection is opened
+ * SQLITE_OPEN_NOMUTEX since that mutex already serialises it). Every write
+ * is in BEGIN IMMEDIATE, which takes the database's write lock at once, so
+ * two writers never both read and then fail to upgrade (SQLITE_BUSY in the
+ * middle of a transaction). Reads run in a plain BEGIN: in WAL mode they
+ * never wait for a writer.
+ *
+ * When another process holds the write lock, SQLite calls the busy handler
+ * below, which sleeps (1 ms doubling to 32 ms, jittered) until the
+ * request's deadline, then gives up: SQLITE_BUSY, reported as
+ * DLOCK_EUNREACHABLE (the store did not answer in time). Never a spin. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../../base/random.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCHEMA_VERSION 1
+
+/* The schema (README.md explains each column). */
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS dlock_meta (\n"
+    "  key TEXT PRIMARY KEY,\n"
+    "  value INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "INSERT OR IGNORE INTO dlock_meta (key, value) VALUES ('schema', 1);\n"
+    "CREATE TABLE IF NOT EXISTS dlock_fence (\n"
+    "  name TEXT PRIMARY KEY,\n"
+    "  fence INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS dlock_hold (\n"
+    "  name TEXT NOT NULL,\n"
+    "  owner TEXT NOT NULL,\n"
+    "  kind INTEGER NOT NULL,\n"
+    "  count INTEGER NOT NULL,\n"
+    "  info TEXT NOT NULL,\n"
+    "  fence INTEGER NOT NULL,\n"
+    "  boot TEXT NOT NULL,\n"
+    "  expires INTEGER NOT NULL,\n"
+    "  pid INTEGER NOT NULL,\n"
+    "  start INTEGER NOT NULL,\n"
+    "  pidns TEXT NOT NULL,\n"
+    "  PRIMARY KEY (name, owner)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS dlock_wait (\n"
+    "  name TEXT NOT NULL,\n"
+    "  owner TEXT NOT NULL,\n"
+    "  boot TEXT NOT NULL,\n"
+    "  expires INTEGER NOT NULL,\n"
+    "  pid INTEGER NOT NULL,\n"
+    "  start INTEGER NOT NULL,\n"
+    "  pidns TEXT NOT NULL,\n"
+    "  PRIMARY KEY (name, owner)\n"
+    ") WITHOUT ROWID;\n";
+
+static const char *const stmt_sql[SQ_NSTMTS] = {
+    [SQ_ROWS] = "SELECT owner, kind, count, info, fence, boot, expires, pid, start, pidns "
+                "FROM dlock_hold WHERE name = ?1",
+    [SQ_DEL_HOLD] = "DELETE FROM dlock_hold WHERE name = ?1 AND owner = ?2",
+    [SQ_NEXT_FENCE] = "INSERT INTO dlock_fence (name, fence) VALUES (?1, 1) "
+                      "ON CONFLICT (name) DO UPDATE SET fence = fence + 1 RETURNING fence",
+    [SQ_FENCE] = "SELECT fence FROM dlock_fence WHERE name = ?1",
+    [SQ_INSERT] = "INSERT INTO dlock_hold (name, owner, kind, count, info, fence, boot, expires, "
+                  "pid, start, pidns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    [SQ_LEASE] = "UPDATE dlock_hold SET expires = ?3, pid = ?4, start = ?5, pidns = ?6 "
+                 "WHERE name = ?1 AND owner = ?2",
+    [SQ_DETACH] = "UPDATE dlock_hold SET pid = 0 WHERE name = ?1 AND owner = ?2",
+    [SQ_DEL_NAME] = "DELETE FROM dlock_hold WHERE name = ?1",
+    [SQ_ALL_ROWS] = "SELECT name, owner, kind, count, info, fence, boot, expires, pid, start, "
+                    "pidns FROM dlock_hold ORDER BY name, kind",
+    [SQ_WAITS] = "SELECT owner, 0, 1, '', 0, boot, expires, pid, start, pidns "
+                 "FROM dlock_wait WHERE name = ?1",
+    [SQ_ALL_WAITS] = "SELECT name, owner, 0, 1, '', 0, boot, expires, pid, start, pidns "
+                     "FROM dlock_wait ORDER BY name",
+    [SQ_WAIT_PUT] = "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (name, owner) DO UPDATE SET "
+                    "boot = excluded.boot, expires = excluded.expires, pid = excluded.pid, "
+                    "start = excluded.start, pidns = excluded.pidns",
+    [SQ_WAIT_DEL] = "DELETE FROM dlock_wait WHERE name = ?1 AND owner = ?2",
+    [SQ_WAIT_SWEEP] = "DELETE FROM dlock_wait WHERE name = ?1 AND (boot <> ?2 OR expires <= ?3)",
+};
+
+int dlock__sq_error(dlock__sq_store *s, int rc, const char *what)
+{
+    const char *msg = s->db != NULL ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    int sys = s->db != NULL ? sqlite3_system_errno(s->db) : 0;
+    char why[160] = "";
+
+    if (sys != 0)
+        snprintf(why, sizeof why, " (%s)", strerror(sys));
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s: %s: the database stayed locked by another process until the "
+                           "deadline (%s)",
+                           s->label, what, msg);
+    case SQLITE_NOMEM:
+        return dlock__fail(DLOCK_ENOMEM, "%s: %s: out of memory", s->label, what);
+    case SQLITE_NOTADB:
+        return dlock__fail(DLOCK_EINVAL, "%s: %s: %s is not an SQLite database (%s)", s->label,
+                           what, s->path, msg);
+    case SQLITE_CORRUPT:
+        return dlock__fail(DLOCK_EPROTO, "%s: %s: the database is damaged (%s)", s->label, what,
+                           msg);
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return dlock__fail(DLOCK_ESERVER,
+                           "%s: %s: cannot write the database or its -wal and -shm files "
+                           "beside it: %s%s",
+                           s->label, what, msg, why);
+    default:
+        return dlock__fail(DLOCK_ESERVER, "%s: %s: %s%s", s->label, what, msg, why);
+    }
+}
+
+/* SQLite's busy handler: sleep a little, until the request's deadline. */
+static int on_busy(void *arg, int count)
+{
+    dlock__sq_store *s = arg;
+    int64_t left = s->busy_until_us - dlock__now_us();
+    if (left <= 0)
+        return 0;
+    int64_t us = 1000ll << (count < 5 ? count : 5);
+    us = us / 2 + dlock__random_below(us / 2 + 1);
+    if (us > left)
+        us = left;
+    struct timespec ts = {(time_t) (us / 1000000), (long) (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
+static int exec(dlock__sq_store *s, const char *sql, const char *what)
+{
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? DLOCK_OK : dlock__sq_error(s, rc, what);
+}
+
+/* A clear message for a path that cannot be a database file, before
+ * SQLite says something vaguer. */
+static int check_path(dlock__sq_store *s)
+{
+    struct stat st;
+    char dir[sizeof s->path];
+
+    if (stat(s->path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return dlock__fail(DLOCK_EINVAL, "%s: %s is a directory, not a database file", s->label,
+                               s->path);
+        if (!S_ISREG(st.st_mode))
+            return dlock__fail(DLOCK_EINVAL, "%s: %s is not a regular file", s->label, s->path);
+        return DLOCK_OK;
+    }
+    if (errno != ENOENT)
+        return dlock__fail(DLOCK_ESERVER, "%s: %s: %s", s->label, s->path, strerror(errno));
+    snprintf(dir, sizeof dir, "%s", s->path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash != NULL)
+        *slash = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return dlock__fail(DLOCK_EINVAL, "%s: the directory %s does not exist", s->label, dir);
+    return DLOCK_OK;
+}
+
+/* The tables, made if missing; a database made by a newer dlock is
+ * refused rather than misread. */
+static int schema(dlock__sq_store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, version = 0;
+
+    /* Most opens find the tables there: a read, no write lock. */
+    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM dlock_meta WHERE key = 'schema'", -1, &st,
+                            NULL);
+    if (rc == SQLITE_OK) {
+        int step = sqlite3_step(st);
+        if (step == SQLITE_ROW)
+            version = sqlite3_column_int(st, 0);
+        else if (step != SQLITE_DONE)
+            rc = step;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_ERROR) /* SQLITE_ERROR: no such table */
+        return dlock__sq_error(s, rc, "reading the schema");
+    if (version > SCHEMA_VERSION)
+        return dlock__fail(DLOCK_ENOTSUP,
+                           "%s: the lock tables are of schema %d, made by a newer dlock (this "
+                           "one knows %d)",
+                           s->label, version, SCHEMA_VERSION);
+    if (version == SCHEMA_VERSION)
+        return DLOCK_OK;
+    rc = exec(s, "BEGIN IMMEDIATE", "creating the lock tables");
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = exec(s, schema_sql, "creating the lock tables");
+    if (rc == DLOCK_OK)
+        rc = exec(s, "COMMIT", "creating the lock tables");
+    if (rc != DLOCK_OK)
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+static int journal_wal(dlock__sq_store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            const char *mode = (const char *) sqlite3_column_text(st, 0);
+            rc = mode != NULL && strcmp(mode, "wal") == 0
+                     ? DLOCK_OK
+                     : dlock__fail(DLOCK_ESERVER,
+                                   "%s: the database cannot use WAL mode (journal mode '%s'): "
+                                   "is it on a network file system?",
+                                   s->label, mode != NULL ? mode : "");
+            sqlite3_finalize(st);
+            return rc;
+        }
+    }
+    rc = dlock__sq_error(s, rc, "setting WAL mode");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms)
+{
+    int rc = check_path(s);
+    if (rc != DLOCK_OK)
+        return rc;
+    s->busy_until_us = dlock__now_us() + connect_ms * 1000;
+    int src = sqlite3_open_v2(s->path, &s->db,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                                  SQLITE_OPEN_EXRESCODE,
+                              NULL);
+    if (src != SQLITE_OK)
+        return dlock__sq_error(s, src, "opening the database");
+    sqlite3_busy_handler(s->db, on_busy, s);
+    /* Switching a new file to WAL, or reading it while another process
+     * does, can be SQLITE_BUSY at once, without the busy handler (SQLite
+     * refuses to wait where two connections could wait for each other):
+     * try again after the same sleeps, until connect_ms is over. */
+    for (int tries = 0;; tries++) {
+        rc = journal_wal(s);
+        if (rc == DLOCK_OK)
+            rc = schema(s);
+        if (rc != DLOCK_EUNREACHABLE || !on_busy(s, tries))
+            break;
+    }
+    /* FULL: a commit is on disk before it is answered, so that the fence
+     * counter never goes back, even across a power loss. */
+    if (rc == DLOCK_OK)
+        rc = exec(s, "PRAGMA synchronous = FULL", "setting synchronous");
+    for (int i = 0; rc == DLOCK_OK && i < SQ_NSTMTS; i++) {
+        src = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[i],
+                                 NULL);
+        if (src != SQLITE_OK)
+            rc = dlock__sq_error(s, src, "preparing a statement");
+    }
+    return rc;
+}
+
+void dlock__sq_db_close(dlock__sq_store *s)
+{
+    for (int i = 0; i < SQ_NSTMTS; i++) {
+        sqlite3_finalize(s->stmts[i]);
+        s->stmts[i] = NULL;
+    }
+    if (s->db != NULL)
+        sqlite3_close_v2(s->db);
+    s->db = NULL;
+}
+
+sqlite3_stmt *dlock__sq_stmt(dlock__sq_store *s, enum dlock__sq_stmt which)
+{
+    sqlite3_stmt *st = s->stmts[which];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+}
+
+int dlock__sq_begin(dlock__sq_store *s, int write, int64_t deadline_us)
+{
+    pthread_mutex_lock(&s->mu);
+    s->busy_until_us = deadline_us;
+    int rc = exec(s, write ? "BEGIN IMMEDIATE" : "BEGIN", "starting a transaction");
+    if (rc != DLOCK_OK)
+        pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int dlock__sq_end(dlock__sq_store *s, int commit, int rc)
+{
+    for (int i = 0; i < SQ_NSTMTS; i++)
+        sqlite3_reset(s->stmts[i]); /* no statement keeps the transaction open */
+    if (commit) {
+        /* if the commit fails the transaction is rolled back: nothing of
+         * it happened, and the caller reports the failure, not rc */
+        int crc = exec(s, "COMMIT", "committing");
+        if (crc != DLOCK_OK) {
+            rc = crc;
+            if (!sqlite3_get_autocommit(s->db))
+                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        }
+    } else if (!sqlite3_get_autocommit(s->db)) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+const dlock__sq_proc *dlock__sq_me(dlock__sq_store *s)
+{
+    if (s->self.pid != (int64_t) getpid())
+        dlock__sq_self(&s->self);
+    return &s->self;
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* internal.h - the SQLite backend's state, shared by its files (README.md
+ * has the map, sqlite.c the design note). */
+#ifndef DLOCK_SQLITE_INTERNAL_H
+#define DLOCK_SQLITE_INTERNAL_H
+
+#include "../backend.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The kind column of dlock_hold. Only the mutex is written today; the other
+ * values are reserved so that a row of another kind is recognised. */
+enum { DLOCK__SQ_MUTEX = 0, DLOCK__SQ_READ = 1, DLOCK__SQ_WRITE = 2, DLOCK__SQ_SEMAPHORE = 3 };
+
+/* Who a process is on this host: pid, its start time (clock ticks after
+ * boot, /proc/PID/stat field 22) and its pid namespace
+ * (readlink /proc/self/ns/pid), all three needed to tell it apart from a
+ * later process that got the same pid. */
+typedef struct dlock__sq_proc {
+    int64_t pid;
+    int64_t start;
+    char pidns[48];
+} dlock__sq_proc;
+
+/* The statements a store keeps prepared (db.c has their text). */
+enum dlock__sq_stmt {
+    SQ_ROWS,       /* the holds of a name */
+    SQ_DEL_HOLD,   /* one hold (name, owner) */
+    SQ_NEXT_FENCE, /* the name's fence counter, one up */
+    SQ_FENCE,      /* the name's fence counter */
+    SQ_INSERT,     /* a new hold */
+    SQ_LEASE,      /* a hold's new expiry and process */
+    SQ_DETACH,     /* a hold no longer bound to its process */
+    SQ_DEL_NAME,   /* every hold of a name */
+    SQ_ALL_ROWS,   /* every hold (list) */
+    SQ_WAITS,      /* the waiters of a name, as rows of holds */
+    SQ_ALL_WAITS,  /* every waiter (list) */
+    SQ_WAIT_PUT,   /* a waiter's row, new or renewed */
+    SQ_WAIT_DEL,   /* a waiter's row gone */
+    SQ_WAIT_SWEEP, /* the expired waiter rows of a name gone */
+    SQ_NSTMTS
+};
+
+typedef struct dlock__sq_store {
+    dlock__store base;
+    pthread_mutex_t mu; /* one transaction at a time on db */
+    sqlite3 *db;
+    sqlite3_stmt *stmts[SQ_NSTMTS];
+    int64_t busy_until_us; /* the busy handler gives up then (under mu) */
+    int64_t timeout_ms;    /* the client's command timeout */
+    dlock__sq_proc self; /* this process, as holds record it (under mu; read again after a fork) */
+    char boot[48];       /* this boot's id */
+    char path[4096];
+    char label[4200]; /* "sqlite:///path" */
+} dlock__sq_store;
+
+typedef struct dlock__sq_lock {
+    dlock__store_lock base;
+    char *name;
+    char token[72]; /* the owner token of the last grant (for detach) */
+} dlock__sq_lock;
+
+#define SQSTORE(s) DLOCK__STORE_OF(dlock__sq_store, s)
+#define SQLOCK(l)  DLOCK__STORE_OF(dlock__sq_lock, l)
+
+/* One row of dlock_hold, as read (strings point into buffers of the row). */
+typedef struct dlock__sq_row {
+    char owner[72];
+    int kind;
+    int64_t count;
+    char info[400];
+    uint64_t fence;
+    char boot[48];
+    int64_t expires_ms; /* on CLOCK_BOOTTIME of boot */
+    dlock__sq_proc proc;
+} dlock__sq_row;
+
+/* ------------------------------------------------ host.c: this host's clock and processes */
+
+/* Milliseconds on CLOCK_BOOTTIME: shared by every process of the host,
+ * never going back while the host runs (suspend included). */
+int64_t dlock__sq_boot_ms(void);
+/* This boot's id (/proc/sys/kernel/random/boot_id) into buf. */
+int dlock__sq_boot_id(char *buf, size_t len);
+/* Who the calling process is (read again after a fork). */
+void dlock__sq_self(dlock__sq_proc *out);
+/* Whether the process p names is gone: 1 gone (no such pid, or the pid is
+ * another process now, or a zombie), 0 alive or not known (another pid
+ * namespace, /proc unreadable, p->pid 0: a detached hold). */
+int dlock__sq_proc_gone(const dlock__sq_proc *p);
+
+/* ------------------------------------------------ db.c: the connection and transactions */
+
+/* Opens (and creates if need be) the database at s->path with the lock
+ * tables, WAL mode and the busy handler, waiting up to connect_ms for
+ * another process's write lock. */
+int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms);
+void dlock__sq_db_close(dlock__sq_store *s);
+/* Takes the store's mutex and bounds SQLite's busy waits by deadline_us;
+ * then BEGIN IMMEDIATE (write) or BEGIN (read). On failure the mutex is
+ * released and the code returned. */
+int dlock__sq_begin(dlock__sq_store *s, int write, int64_t deadline_us);
+/* COMMIT (commit) or ROLLBACK, and releases the mutex; returns rc, or
+ * COMMIT's failure if it failed (nothing was written then). */
+int dlock__sq_end(dlock__sq_store *s, int commit, int rc);
+/* A prepared statement, reset and cleared (under the mutex). */
+sqlite3_stmt *dlock__sq_stmt(dlock__sq_store *s, enum dlock__sq_stmt which);
+/* A DLOCK_E* code for SQLite's rc, with the detail recorded. */
+int dlock__sq_error(dlock__sq_store *s, int rc, const char *what);
+
+/* This process (under the mutex). */
+const dlock__sq_proc *dlock__sq_me(dlock__sq_store *s);
+
+/* ------------------------------------------------ rows.c: holds as rows */
+
+/* Reads every hold (which: SQ_ROWS) or waiter (SQ_WAITS) of name into
+ * *rows (malloc'd, *n of them). */
+int dlock__sq_rows(dlock__sq_store *s, enum dlock__sq_stmt which, const char *name,
+                   dlock__sq_row **rows, size_t *n);
+/* 1 if the row's hold is live now (this boot, before its expiry, its
+ * process not known gone); why (if not NULL) says why not. */
+int dlock__sq_row_live(const dlock__sq_store *s, const dlock__sq_row *r, int64_t now_ms,
+                       const char **why);
+/* Deletes one hold. */
+int dlock__sq_delete(dlock__sq_store *s, const char *name, const char *owner);
+/* The name's fence counter (0: never held). */
+int dlock__sq_fence(dlock__sq_store *s, const char *name, uint64_t *fence);
+/* Calls fn for every hold (which: SQ_ALL_ROWS) or waiter (SQ_ALL_WAITS)
+ * of every name, in name order, until it returns a code other than
+ * DLOCK_OK (returned). */
+int dlock__sq_each_row(dlock__sq_store *s, enum dlock__sq_stmt which,
+                       int (*fn)(void *arg, const char *name, const dlock__sq_row *r), void *arg);
+/* The held_as of a row's kind, seen by a mutex. */
+enum dlock__held_as dlock__sq_held_as(int kind);
+
+#endif

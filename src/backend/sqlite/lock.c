@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: MIT */
+/* lock.c - a mutex in the SQLite store: take, give back, keep alive.
+ *
+ * A hold is one row of dlock_hold (name, owner token, expiry, the holding
+ * process). A contender first looks in a read transaction (WAL readers
+ * never wait); only when nobody else holds the name live does it take the
+ * write lock (BEGIN IMMEDIATE), look again, delete the rows that are no
+ * longer holds (rows.c: an earlier boot, an expired lease, a dead
+ * process), count the name's fence up and write its row, all in one
+ * transaction. The fence counter (dlock_fence) is a row per name that is
+ * only ever incremented and never deleted, so fences strictly increase
+ * for every new holder, whatever happened to the rows of the holds.
+ *
+ * SQLite cannot wake anyone: a contender that finds the name held answers
+ * HELD with DLOCK__NEXT_POLL and the holder's lease left, and the core
+ * polls with its backoff (bounded by that lease). */
+#include "lock.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the holds of a name say to a contender. */
+typedef struct view {
+    int held;             /* someone else holds it live: */
+    int64_t holder_until; /* the longest expiry of those holds */
+    int holder_kind;
+    int own; /* the contender holds it live already */
+    uint64_t own_fence;
+    size_t stale; /* rows that hold nothing any more */
+} view;
+
+/* A hold of the caller is live by its boot and lease alone: the caller is
+ * the process that would be judged, and it runs. */
+static int own_live(const dlock__sq_store *s, const dlock__sq_row *r, int64_t now_ms)
+{
+    return strcmp(r->boot, s->boot) == 0 && r->expires_ms > now_ms;
+}
+
+static int is_own(const dlock__sq_row *r, const char *token)
+{
+    return token != NULL && strcmp(r->owner, token) == 0;
+}
+
+static void look(const dlock__sq_store *s, const dlock__sq_row *rows, size_t n, const char *token,
+                 int64_t now_ms, view *v)
+{
+    memset(v, 0, sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        const dlock__sq_row *r = &rows[i];
+        if (is_own(r, token)) {
+            if (own_live(s, r, now_ms)) {
+                v->own = 1;
+                v->own_fence = r->fence;
+            } else {
+                v->stale++;
+            }
+        } else if (dlock__sq_row_live(s, r, now_ms, NULL)) {
+            if (!v->held || r->expires_ms > v->holder_until) {
+                v->holder_until = r->expires_ms;
+                v->holder_kind = r->kind;
+            }
+            v->held = 1;
+        } else {
+            v->stale++;
+        }
+    }
+}
+
+/* Deletes the rows of name that hold nothing (in a write transaction). */
+static int sweep(dlock__sq_store *s, const char *name, const dlock__sq_row *rows, size_t n,
+                 const char *token, int64_t now_ms)
+{
+    for (size_t i = 0; i < n; i++) {
+        const dlock__sq_row *r = &rows[i];
+        const char *why = "its lease ran out";
+        int live =
+            is_own(r, token) ? own_live(s, r, now_ms) : dlock__sq_row_live(s, r, now_ms, &why);
+        if (live)
+            continue;
+        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO,
+                   "%s: lock '%s': the hold of %s (pid %lld) is over: %s", s->label, name, r->owner,
+                   (long long) r->proc.pid, why);
+        int rc = dlock__sq_delete(s, name, r->owner);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    return DLOCK_OK;
+}
+
+static int next_fence(dlock__sq_store *s, const char *name, uint64_t *fence)
+{
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_NEXT_FENCE);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *fence = (uint64_t) sqlite3_column_int64(st, 0);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "counting the fence");
+}
+
+static void bind_proc(dlock__sq_store *s, sqlite3_stmt *st, int first)
+{
+    const dlock__sq_proc *me = dlock__sq_me(s);
+    sqlite3_bind_int64(st, first, me->pid);
+    sqlite3_bind_int64(st, first + 1, me->start);
+    sqlite3_bind_text(st, first + 2, me->pidns, -1, SQLITE_STATIC);
+}
+
+/* Sets the expiry of (name, token) and binds the hold to this process
+ * (the one that keeps it alive now, after an adoption too). */
+static int set_lease(dlock__sq_store *s, const char *name, const char *token, int64_t until_ms)
+{
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_LEASE);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, until_ms);
+    bind_proc(s, st, 4);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "renewing a hold");
+}
+
+/* Writes a new hold of name for token, with the name's next fence. */
+static int insert_hold(dlock__sq_store *s, const char *name, const char *token, int64_t until_ms,
+                       uint64_t *fence)
+{
+    int rc = next_fence(s, name, fence);
+    if (rc != DLOCK_OK)
+        return rc;
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_INSERT);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, DLOCK__SQ_MUTEX);
+    sqlite3_bind_int64(st, 4, 1);
+    sqlite3_bind_text(st, 5, s->base.host.cfg->owner_info, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64) *fence);
+    sqlite3_bind_text(st, 7, s->boot, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, until_ms);
+    bind_proc(s, st, 9);
+    int src = sqlite3_step(st);
+    sqlite3_reset(st);
+    return src == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, src, "writing a hold");
+}
+
+/* A waiter's row: the waiter counts (query) and its name is listed until
+ * it takes the lock, gives up (cancel), or stops polling for a waiter
+ * lease (its row expires, or its process dies). */
+static int wait_put(dlock__sq_store *s, const char *name, const char *token, int64_t until_ms)
+{
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_WAIT_PUT);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, s->boot, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, until_ms);
+    bind_proc(s, st, 5);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "writing a waiter");
+}
+
+static int wait_del(dlock__sq_store *s, const char *name, const char *token)
+{
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_WAIT_DEL);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "deleting a waiter");
+}
+
+/* Deletes the waiter rows of name whose lease ran out or of another boot. */
+static int wait_sweep(dlock__sq_store *s, const char *name, int64_t now_ms)
+{
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_WAIT_SWEEP);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, s->boot, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, now_ms);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "deleting old waiters");
+}
+
+/* The expiry of token's waiter row of name (0: none). */
+static int wait_until(dlock__sq_store *s, const char *name, const char *token, int64_t *until_ms)
+{
+    dlock__sq_row *rows;
+    size_t n;
+    int rc = dlock__sq_rows(s, SQ_WAITS, name, &rows, &n);
+    *until_ms = 0;
+    for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
+        if (is_own(&rows[i], token) && strcmp(rows[i].boot, s->boot) == 0)
+            *until_ms = rows[i].expires_ms;
+    }
+    free(rows);
+    return rc;
+}
+
+/* Looks at name (any transaction) and, in a write transaction (take),
+ * takes it for token unless someone else holds it live: *v says what was
+ * found, *fence the fence taken. A taker's waiter row goes with the
+ * take. */
+static int look_take(dlock__sq_store *s, const char *name, const char *token, int64_t lease_ms,
+                     int take, view *v, int64_t *now_ms, uint64_t *fence)
+{
+    dlock__sq_row *rows;
+    size_t n;
+    memset(v, 0, sizeof *v);
+    int rc = dlock__sq_rows(s, SQ_ROWS, name, &rows, &n);
+    if (rc != DLOCK_OK)
+        return rc;
+    *now_ms = dlock__sq_boot_ms();
+    look(s, rows, n, token, *now_ms, v);
+    if (take && !v->held) {
+        if (v->stale > 0)
+            rc = sweep(s, name, rows, n, token, *now_ms);
+        if (rc == DLOCK_OK && v->own) { /* ours already (a retried attempt): keep its fence */
+            *fence = v->own_fence;
+            rc = set_lease(s, name, token, *now_ms + lease_ms);
+        } else if (rc == DLOCK_OK) {
+            rc = insert_hold(s, name, token, *now_ms + lease_ms, fence);
+        }
+        if (rc == DLOCK_OK)
+            rc = wait_del(s, name, token);
+        if (rc == DLOCK_OK)
+            rc = wait_sweep(s, name, *now_ms);
+    }
+    free(rows);
+    return rc;
+}
+
+int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    dlock__sq_lock *l = SQLOCK(sl);
+    int64_t waiter_ms = s->base.host.cfg->waiter_lease_ms;
+    view v;
+    int64_t now_ms = 0, until_ms = 0;
+    uint64_t fence = 0;
+
+    /* A read first: a contender that finds the name held (most polls)
+     * takes no write lock, unless its waiter row needs renewing (half its
+     * lease gone). */
+    for (int write = 0; write <= 1; write++) {
+        int rc = dlock__sq_begin(s, write, a->deadline_us);
+        if (rc != DLOCK_OK)
+            return rc;
+        rc = look_take(s, l->name, a->token, a->lease_ms, write, &v, &now_ms, &fence);
+        if (rc == DLOCK_OK && v.held && a->wait) {
+            rc = wait_until(s, l->name, a->token, &until_ms);
+            if (rc == DLOCK_OK && write)
+                rc = wait_put(s, l->name, a->token, now_ms + waiter_ms);
+        }
+        int renew_wait = v.held && a->wait && until_ms - now_ms < waiter_ms / 2;
+        rc = dlock__sq_end(s, write && rc == DLOCK_OK, rc);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (v.held && (write || !renew_wait)) {
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_POLL;
+            a->holder_ttl_ms = v.holder_until - now_ms;
+            a->held_as = dlock__sq_held_as(v.holder_kind);
+            return DLOCK_OK;
+        }
+        if (write) {
+            a->outcome = DLOCK__TAKEN;
+            a->fence = fence;
+            a->session = NULL;
+            snprintf(l->token, sizeof l->token, "%s", a->token);
+            return DLOCK_OK;
+        }
+    }
+    return DLOCK_OK; /* not reached */
+}
+
+int dlock__sq_cancel(dlock__store *st, dlock__store_lock *sl, const char *token,
+                     int64_t deadline_us)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    int rc = dlock__sq_begin(s, 1, deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = wait_del(s, SQLOCK(sl)->name, token);
+    return dlock__sq_end(s, rc == DLOCK_OK, rc);
+}
+
+int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_t n,
+                           const char *token, int64_t lease_ms, int64_t deadline_us,
+                           uint64_t *fences, dlock__session **sessions, size_t *busy,
+                           int64_t *busy_ttl_ms)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    view v = {0};
+    int64_t now_ms = 0;
+    int rc = dlock__sq_begin(s, 1, deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* all in one transaction: a name found held rolls back the others */
+    size_t i;
+    for (i = 0; i < n && rc == DLOCK_OK; i++) {
+        sessions[i] = NULL;
+        rc = look_take(s, SQLOCK(ls[i])->name, token, lease_ms, 1, &v, &now_ms, &fences[i]);
+        if (rc == DLOCK_OK && v.held)
+            break;
+    }
+    rc = dlock__sq_end(s, rc == DLOCK_OK && !v.held, rc);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (v.held) {
+        *busy = i;
+        *busy_ttl_ms = v.holder_until - now_ms;
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else", SQLOCK(ls[i])->name);
+    }
+    for (i = 0; i < n; i++)
+        snprintf(SQLOCK(ls[i])->token, sizeof SQLOCK(ls[i])->token, "%s", token);
+    return DLOCK_OK;
+}
+
+/* The caller's own hold of name, live: 1, with *r; 0 if it has none. */
+static int own_hold(dlock__sq_store *s, const char *name, const char *token, int64_t now_ms,
+                    dlock__sq_row *r, int *other_live, int *rc)
+{
+    dlock__sq_row *rows;
+    size_t n;
+    int found = 0;
+
+    *other_live = 0;
+    *rc = dlock__sq_rows(s, SQ_ROWS, name, &rows, &n);
+    for (size_t i = 0; *rc == DLOCK_OK && i < n; i++) {
+        if (is_own(&rows[i], token)) {
+            *r = rows[i];
+            found = 1;
+        } else if (dlock__sq_row_live(s, &rows[i], now_ms, NULL)) {
+            *other_live = 1;
+        }
+    }
+    free(rows);
+    return found;
+}
+
+int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token,
+                      int64_t deadline_us)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    dlock__sq_lock *l = SQLOCK(sl);
+    dlock__sq_row r;
+    int other, rc = dlock__sq_begin(s, 1, deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t now_ms = dlock__sq_boot_ms();
+    int found = own_hold(s, l->name, token, now_ms, &r, &other, &rc);
+    if (rc == DLOCK_OK && found)
+        rc = dlock__sq_delete(s, l->name, token);
+    int live = found && own_live(s, &r, now_ms);
+    rc = dlock__sq_end(s, rc == DLOCK_OK && found, rc);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (live)
+        return DLOCK_OK;
+    if (found)
+        return dlock__fail(DLOCK_ELOST, "lock '%s': its lease had run out in %s", l->name,
+                           s->label);
+    if (other)
+        return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is held by another owner", l->name);
+    return dlock__fail(DLOCK_ELOST, "lock '%s' is not held", l->name);
+}
+
+int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token, int64_t lease_ms,
+                     int at_least, int64_t deadline_us)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    dlock__sq_lock *l = SQLOCK(sl);
+    dlock__sq_row r;
+    int confirm = at_least && lease_ms == 0; /* dlock_lock_verify: change nothing */
+    int other, rc = dlock__sq_begin(s, !confirm, deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t now_ms = dlock__sq_boot_ms();
+    int found = own_hold(s, l->name, token, now_ms, &r, &other, &rc);
+    int live = found && own_live(s, &r, now_ms);
+    int write = 0;
+    if (rc == DLOCK_OK && found && !live && !confirm) {
+        rc = dlock__sq_delete(s, l->name, token);
+        write = 1;
+    } else if (rc == DLOCK_OK && live && !confirm &&
+               !(at_least && now_ms + lease_ms <= r.expires_ms)) {
+        rc = set_lease(s, l->name, token, now_ms + lease_ms);
+        write = 1;
+    }
+    rc = dlock__sq_end(s, write && rc == DLOCK_OK, rc);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!live)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' is %s", l->name,
+                           found ? "no longer held: its lease had run out"
+                                 : "no longer held under this owner");
+    return DLOCK_OK;
+}
+
+int dlock__sq_renew(dlock__store *st, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    dlock__sq_row r;
+    int other, rc;
+
+    for (size_t i = 0; i < n; i++)
+        items[i].result = DLOCK__RENEW_FAILED;
+    rc = dlock__sq_begin(s, 1, deadline_us); /* the whole batch in one transaction */
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t now_ms = dlock__sq_boot_ms();
+    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
+        dlock__renewal *it = &items[i];
+        if (it->kind != DLOCK__RENEW_HOLD) {
+            it->result = DLOCK__RENEW_GONE; /* no queues, no sessions here */
+            continue;
+        }
+        const char *name = SQLOCK(it->lock)->name;
+        int found = own_hold(s, name, it->token, now_ms, &r, &other, &rc);
+        if (rc != DLOCK_OK)
+            break;
+        if (found && own_live(s, &r, now_ms)) {
+            rc = set_lease(s, name, it->token, now_ms + it->lease_ms);
+            it->result = DLOCK__RENEW_OK;
+        } else {
+            if (found)
+                rc = dlock__sq_delete(s, name, it->token);
+            it->result = DLOCK__RENEW_GONE;
+        }
+    }
+    rc = dlock__sq_end(s, rc == DLOCK_OK, rc);
+    if (rc != DLOCK_OK) {
+        for (size_t i = 0; i < n; i++)
+            items[i].result = DLOCK__RENEW_FAILED;
+    }
+    return rc;
+}
+
+void dlock__sq_detach(dlock__store *st, dlock__store_lock *sl)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    dlock__sq_lock *l = SQLOCK(sl);
+    int64_t deadline = dlock__now_us() + s->timeout_ms * 1000;
+
+    if (l->token[0] == '\0')
+        return;
+    /* A detached hold outlives this process: bind it to none (pid 0), so
+     * that it lasts its lease rather than end when this process does. */
+    int rc = dlock__sq_begin(s, 1, deadline);
+    if (rc == DLOCK_OK) {
+        sqlite3_stmt *q = dlock__sq_stmt(s, SQ_DETACH);
+        sqlite3_bind_text(q, 1, l->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, l->token, -1, SQLITE_STATIC);
+        int src = sqlite3_step(q);
+        rc = src == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, src, "detaching a hold");
+        rc = dlock__sq_end(s, rc == DLOCK_OK, rc);
+    }
+    if (rc != DLOCK_OK)
+        DLOCK__LOG(s->base.host.log, DLOCK_LOG_WARN,
+                   "%s: lock '%s' detached, but still bound to this process (it ends when this "
+                   "process does): %s",
+                   s->label, l->name, dlock_errmsg());
+}

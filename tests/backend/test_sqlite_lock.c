@@ -1,0 +1,617 @@
+/* SPDX-License-Identifier: MIT */
+/* test_sqlite_lock.c - the SQLite backend (sqlite:///path) on a database
+ * file in a temp dir: many processes on one file counting under the lock
+ * with fences, a holder killed with SIGKILL (and one that exits holding)
+ * freed at once rather than after its lease, rows of another boot or of a
+ * pid now used by another process, a detached hold that outlives its
+ * process, the fence counter across deleted rows and force-unlock, the
+ * schema made once and reused, and bad input.
+ *
+ * The file is looked at with SQLite's own API on a connection of the
+ * test's, never through the library. Tests that fork do so before the
+ * process opens any client (ThreadSanitizer refuses threads in a child
+ * forked from a threaded process). */
+#define _GNU_SOURCE
+#include "../support/harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[160];
+static char url[300];
+
+/* A fresh temp dir and the URL of locks.db in it. */
+static void fresh(void)
+{
+    dt_make_temp_dir(dir, sizeof dir);
+    snprintf(url, sizeof url, "sqlite://%s/locks.db", dir);
+}
+
+static dlock_client *client(const char *options)
+{
+    return dt_client(url, options);
+}
+
+/* The test's own connection to the file. */
+static sqlite3 *db_open(void)
+{
+    char path[200];
+    sqlite3 *db = NULL;
+    snprintf(path, sizeof path, "%s/locks.db", dir);
+    CHECK_INT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), ==, SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+static int64_t db_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    CHECK_INT(sqlite3_prepare_v2(db, sql, -1, &st, NULL), ==, SQLITE_OK);
+    CHECK_INT(sqlite3_step(st), ==, SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void db_exec(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+        dt_fail(__FILE__, __LINE__, "%s: %s", sql, err != NULL ? err : "?");
+}
+
+static void read_line(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    int64_t until = dt_now_ms() + 20000;
+    while (n + 1 < len && dt_now_ms() < until) {
+        ssize_t r = read(fd, buf + n, 1);
+        if (r == 1 && buf[n] == '\n')
+            break;
+        if (r == 1)
+            n++;
+        else if (r == 0)
+            break;
+    }
+    buf[n] = '\0';
+}
+
+/* ---------------------------------------------------------------- processes */
+
+enum { WORKERS = 8, ROUNDS = 25 };
+
+typedef struct shared {
+    atomic_int inside, most, stale;
+    atomic_ullong last_fence;
+    long counter; /* only touched under the lock */
+} shared;
+
+static void worker(shared *sh)
+{
+    dlock_client *c = client("?lease=5s");
+    dlock_lock *l = dt_lock(c, "counter", 0);
+    for (int i = 0; i < ROUNDS; i++) {
+        CHECK_RC(dlock_acquire(l, 30000), DLOCK_OK);
+        int in = atomic_fetch_add(&sh->inside, 1) + 1;
+        int most = atomic_load(&sh->most);
+        while (in > most && !atomic_compare_exchange_weak(&sh->most, &most, in))
+            ;
+        uint64_t fence = dlock_lock_fence(l);
+        if (fence <= atomic_load(&sh->last_fence))
+            atomic_fetch_add(&sh->stale, 1);
+        atomic_store(&sh->last_fence, fence);
+        long v = sh->counter;
+        usleep(200); /* widen the window a second holder would need */
+        sh->counter = v + 1;
+        atomic_fetch_sub(&sh->inside, 1);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* 8 processes x 25 fenced increments on one file: never two holders,
+ * fences strictly increasing, exactly 200. */
+static void many_processes(void)
+{
+    pid_t pids[WORKERS];
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    fresh();
+    int64_t t0 = dt_now_ms();
+    for (int i = 0; i < WORKERS; i++) {
+        pids[i] = fork();
+        CHECK(pids[i] >= 0);
+        if (pids[i] == 0) {
+            worker(sh);
+            fflush(NULL);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        int status;
+        CHECK_INT(waitpid(pids[i], &status, 0), ==, pids[i]);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    printf("%d processes x %d increments = %ld in %lld ms, at most %d inside, last fence %llu\n",
+           WORKERS, ROUNDS, sh->counter, (long long) (dt_now_ms() - t0), atomic_load(&sh->most),
+           (unsigned long long) atomic_load(&sh->last_fence));
+    CHECK_INT(sh->counter, ==, WORKERS * ROUNDS);
+    CHECK_INT(atomic_load(&sh->most), ==, 1);
+    CHECK_INT(atomic_load(&sh->stale), ==, 0);
+    CHECK_INT(atomic_load(&sh->last_fence), ==, WORKERS * ROUNDS);
+    munmap(sh, sizeof *sh);
+}
+
+/* 8 processes open a new file at the same moment, 10 times over: each
+ * open waits out the others' switch to WAL mode and table making (which
+ * SQLite may refuse at once, without its busy handler), none fails. */
+static void first_opens_race(void)
+{
+    for (int round = 0; round < 10; round++) {
+        int go[2];
+        pid_t pids[WORKERS];
+        fresh();
+        CHECK(pipe(go) == 0);
+        fflush(NULL);
+        for (int i = 0; i < WORKERS; i++) {
+            pids[i] = fork();
+            CHECK(pids[i] >= 0);
+            if (pids[i] == 0) {
+                char byte;
+                close(go[1]);
+                CHECK(read(go[0], &byte, 1) == 0); /* all start when the pipe closes */
+                dlock_client *c = client("");
+                dlock_lock *l = dt_lock(c, "first", 0);
+                CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+                CHECK_RC(dlock_release(l), DLOCK_OK);
+                dlock_lock_free(l);
+                dlock_client_close(c);
+                fflush(NULL);
+                _exit(0);
+            }
+        }
+        close(go[0]);
+        close(go[1]);
+        for (int i = 0; i < WORKERS; i++) {
+            int status;
+            CHECK_INT(waitpid(pids[i], &status, 0), ==, pids[i]);
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        sqlite3 *db = db_open();
+        CHECK_INT(db_int(db, "SELECT fence FROM dlock_fence WHERE name = 'first'"), ==, WORKERS);
+        sqlite3_close(db);
+    }
+}
+
+/* A child takes the lock (a 30 s lease) and tells its fence on the pipe;
+ * then it waits to be killed (how 0), or exits holding (how 1). */
+static pid_t holder_child(const char *name, int how, int *fd)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dlock_client *c = client("?lease=30s");
+        dlock_lock *l = dt_lock(c, name, 0);
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        dprintf(fds[1], "%llu\n", (unsigned long long) dlock_lock_fence(l));
+        if (how == 1)
+            _exit(0); /* no release, no close: the process is gone */
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    *fd = fds[0];
+    return pid;
+}
+
+/* A holder killed with SIGKILL (not reaped yet: a zombie) and one that
+ * exits holding: the next waiter takes the lock at once, with a larger
+ * fence, not after the 30 s lease. */
+static void dead_holder_freed(void)
+{
+    char line[64];
+    int fd;
+
+    fresh();
+    pid_t killed = holder_child("k", 0, &fd);
+    read_line(fd, line, sizeof line);
+    close(fd);
+    uint64_t f1 = strtoull(line, NULL, 10);
+    CHECK(f1 > 0);
+    pid_t exited = holder_child("e", 1, &fd);
+    read_line(fd, line, sizeof line);
+    close(fd);
+    uint64_t f2 = strtoull(line, NULL, 10);
+    CHECK(f2 > 0);
+    int status;
+    CHECK_INT(waitpid(exited, &status, 0), ==, exited);
+
+    dlock_client *c = client("");
+    dlock_lock *k = dt_lock(c, "k", 0), *e = dt_lock(c, "e", 0);
+    CHECK_RC(dlock_try_acquire(k), DLOCK_EBUSY); /* the holder lives */
+    kill(killed, SIGKILL);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(k, 5000), DLOCK_OK); /* its zombie is no holder */
+    int64_t took = dt_now_ms() - t0;
+    printf("a kill -9ed holder's lock (lease 30 s) was taken %lld ms after the kill\n",
+           (long long) took);
+    CHECK_INT(took, <, 2000);
+    CHECK_INT(dlock_lock_fence(k), >, f1);
+    CHECK_RC(dlock_try_acquire(e), DLOCK_OK); /* exited holding */
+    CHECK_INT(dlock_lock_fence(e), >, f2);
+    CHECK_INT(waitpid(killed, &status, 0), ==, killed);
+    CHECK_RC(dlock_release(k), DLOCK_OK);
+    CHECK_RC(dlock_release(e), DLOCK_OK);
+    dlock_lock_free(k);
+    dlock_lock_free(e);
+    dlock_client_close(c);
+}
+
+/* A detached hold is bound to no process: it outlives its process and
+ * lasts its lease. */
+static void detached_outlives_process(void)
+{
+    int fds[2];
+    char line[64];
+
+    fresh();
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dlock_client *c = client("");
+        dlock_lock *l = dt_lock(c, "d", 0);
+        CHECK_RC(dlock_acquire_for(l, 0, 1500), DLOCK_OK);
+        dlock_lock_detach(l);
+        dlock_client_close(c);
+        dprintf(fds[1], "detached\n");
+        _exit(0);
+    }
+    close(fds[1]);
+    read_line(fds[0], line, sizeof line);
+    close(fds[0]);
+    CHECK(strcmp(line, "detached") == 0);
+    int status;
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    dlock_client *c = client("");
+    dlock_lock *l = dt_lock(c, "d", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, >=, 500); /* waited for the lease, not for the process */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- rows */
+
+/* Rows the library did not write: of another boot, of a pid that is now
+ * another process (this one, started earlier), of a pid that does not
+ * exist: none is a holder. A row of this process with its own start time
+ * and a live lease is. */
+static void foreign_rows(void)
+{
+    char sql[1024];
+    fresh();
+    dlock_client *c = client("");
+    sqlite3 *db = db_open();
+    const char *boot_now = NULL;
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    CHECK(f != NULL && fgets(boot, sizeof boot, f) != NULL);
+    fclose(f);
+    boot[strcspn(boot, "\n")] = '\0';
+    boot_now = boot;
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    long long far = (long long) ts.tv_sec * 1000 + 600000; /* 10 minutes on */
+    char ns[64] = "";
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+
+    const struct {
+        const char *name, *boot;
+        long long pid, start;
+        int held;
+    } rows[] = {
+        {"old-boot", "00000000-0000-0000-0000-000000000000", 0, 0, 0},
+        {"reused-pid", boot_now, (long long) getpid(), 1, 0}, /* our pid, another start */
+        {"no-such-pid", boot_now, 4194303, 5, 0},
+        {"detached", boot_now, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO dlock_hold VALUES ('%s', 'someone', 0, 1, 'test', 1, '%s', %lld, "
+                 "%lld, %lld, '%s'); INSERT INTO dlock_fence VALUES ('%s', 7);",
+                 rows[i].name, rows[i].boot, far, rows[i].pid, rows[i].start, ns, rows[i].name);
+        db_exec(db, sql);
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        dlock_lock *l = dt_lock(c, rows[i].name, 0);
+        dlock_status st = dt_query(c, rows[i].name, 0);
+        CHECK_INT(st.held, ==, rows[i].held);
+        CHECK_INT(st.last_fence, ==, 7);
+        CHECK_RC(dlock_try_acquire(l), rows[i].held ? DLOCK_EBUSY : DLOCK_OK);
+        if (!rows[i].held) {
+            CHECK_INT(dlock_lock_fence(l), ==, 8);
+            CHECK_RC(dlock_release(l), DLOCK_OK);
+        }
+        dlock_lock_free(l);
+    }
+    sqlite3_close(db);
+    dlock_client_close(c);
+}
+
+/* The fence counter never goes back: not when the hold's row is deleted
+ * behind the library's back, nor after a force-unlock. */
+static void fence_counter_kept(void)
+{
+    fresh();
+    dlock_client *c = client("");
+    dlock_lock *l = dt_lock(c, "f", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(l);
+    sqlite3 *db = db_open();
+    db_exec(db, "DELETE FROM dlock_hold");
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK); /* the handle does not know yet */
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    uint64_t f2 = dlock_lock_fence(l);
+    CHECK_INT(f2, >, f1);
+    CHECK_RC(dlock_force_unlock(c, "f", 0), DLOCK_OK);
+    dlock_lock *m = dt_lock(c, "f", 0);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(m), >, f2);
+    CHECK_INT(db_int(db, "SELECT fence FROM dlock_fence WHERE name = 'f'"), ==,
+              (int64_t) dlock_lock_fence(m));
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(l);
+    sqlite3_close(db);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- no spinning */
+
+static int64_t cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+typedef struct waiting {
+    dlock_lock *l;
+    int64_t wait_ms;
+    int rc;
+} waiting;
+
+static void *wait_thread(void *arg)
+{
+    waiting *w = arg;
+    w->rc = dlock_acquire(w->l, w->wait_ms);
+    return NULL;
+}
+
+/* A waiter polls behind a live holder without burning the CPU; a request
+ * that finds the database's write lock taken by another process sleeps in
+ * the busy handler until that ends, or fails at its timeout. */
+static void no_spin(void)
+{
+    fresh();
+    dlock_client *c = client("?timeout=3s");
+    dlock_lock *h = dt_lock(c, "spin", 0), *l = dt_lock(c, "spin", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    waiting w = {.l = l, .wait_ms = 3000};
+    pthread_t t;
+    int64_t cpu0 = cpu_ms(), t0 = dt_now_ms();
+    CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0);
+    pthread_join(t, NULL);
+    int64_t cpu = cpu_ms() - cpu0, took = dt_now_ms() - t0;
+    printf("a 3 s wait behind a holder: %lld ms, %lld ms of CPU\n", (long long) took,
+           (long long) cpu);
+    CHECK_RC(w.rc, DLOCK_ETIMEDOUT);
+    CHECK_INT(cpu, <, 600); /* a sanitizer's slow polls included */
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+
+    /* another process's write transaction: the try waits for it */
+    sqlite3 *db = db_open();
+    db_exec(db, "BEGIN IMMEDIATE");
+    cpu0 = cpu_ms();
+    t0 = dt_now_ms();
+    dlock_client *quick = client("?timeout=300ms");
+    dlock_lock *q = dt_lock(quick, "spin", 0);
+    CHECK_RC(dlock_try_acquire(q), DLOCK_EUNREACHABLE);
+    took = dt_now_ms() - t0;
+    printf("a try while the write lock is taken: %s after %lld ms (%s)\n",
+           dlock_strerror(DLOCK_EUNREACHABLE), (long long) took, dlock_errmsg());
+    CHECK(strstr(dlock_errmsg(), "locked") != NULL);
+    CHECK_INT(took, >=, 250);
+    CHECK_INT(took, <, 2000);
+    CHECK_INT(cpu_ms() - cpu0, <, 300);
+    db_exec(db, "COMMIT");
+    CHECK_RC(dlock_try_acquire(q), DLOCK_OK);
+    CHECK_RC(dlock_release(q), DLOCK_OK);
+    sqlite3_close(db);
+    dlock_lock_free(q);
+    dlock_client_close(quick);
+    dlock_lock_free(h);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- schema */
+
+/* The first client makes the tables (WAL mode); a second one finds them
+ * and changes nothing in the schema; fences go on where they were. */
+static void schema_made_once(void)
+{
+    fresh();
+    dlock_client *c1 = client("");
+    sqlite3 *db = db_open();
+    CHECK_INT(db_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                         "('dlock_meta', 'dlock_fence', 'dlock_hold', 'dlock_wait')"),
+              ==, 4);
+    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 1);
+    sqlite3_stmt *st = NULL;
+    CHECK_INT(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), ==, SQLITE_OK);
+    CHECK_INT(sqlite3_step(st), ==, SQLITE_ROW);
+    CHECK(strcmp((const char *) sqlite3_column_text(st, 0), "wal") == 0);
+    sqlite3_finalize(st);
+    int64_t version = db_int(db, "PRAGMA schema_version");
+    dlock_lock *l = dt_lock(c1, "s", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    uint64_t f1 = dlock_lock_fence(l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c1);
+
+    dlock_client *c2 = client("");
+    CHECK_INT(db_int(db, "PRAGMA schema_version"), ==, version);
+    l = dt_lock(c2, "s", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), ==, f1 + 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c2);
+
+    /* a schema from a newer dlock is refused, not misread */
+    db_exec(db, "UPDATE dlock_meta SET value = 99 WHERE key = 'schema'");
+    dlock_client *c3 = NULL;
+    CHECK_RC(dlock_client_open(url, &c3), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "newer") != NULL);
+    sqlite3_close(db);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+static void expect_open(const char *u, int code, const char *says)
+{
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(u, &c);
+    printf("%s: %s (%s)\n", u, dlock_strerror(rc), dlock_errmsg());
+    CHECK_RC(rc, code);
+    CHECK(c == NULL);
+    if (says != NULL && strstr(dlock_errmsg(), says) == NULL)
+        dt_fail(__FILE__, __LINE__, "'%s' does not say '%s'", dlock_errmsg(), says);
+}
+
+static void bad_input(void)
+{
+    char u[400], path[300];
+    fresh();
+
+    /* relative paths: two slashes read the first part as a host */
+    expect_open("sqlite://locks.db", DLOCK_EINVAL, "absolute");
+    expect_open("sqlite://./locks.db", DLOCK_EINVAL, "absolute");
+    expect_open("sqlite://", DLOCK_EINVAL, "absolute");
+    expect_open("sqlite:///", DLOCK_EINVAL, "absolute");
+    /* a directory */
+    snprintf(u, sizeof u, "sqlite://%s", dir);
+    expect_open(u, DLOCK_EINVAL, "is a directory");
+    snprintf(u, sizeof u, "sqlite://%s/", dir);
+    expect_open(u, DLOCK_EINVAL, "directory");
+    /* a directory that is not there */
+    snprintf(u, sizeof u, "sqlite://%s/no/such/dir/locks.db", dir);
+    expect_open(u, DLOCK_EINVAL, "does not exist");
+    /* a file that is not a database: refused, and left as it was */
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    for (int i = 0; i < 100; i++)
+        fprintf(f, "line %d of a text file that is not a database\n", i);
+    fclose(f);
+    struct stat before, after;
+    CHECK(stat(path, &before) == 0);
+    snprintf(u, sizeof u, "sqlite://%s", path);
+    expect_open(u, DLOCK_EINVAL, "not an SQLite database");
+    CHECK(stat(path, &after) == 0);
+    CHECK_INT(after.st_size, ==, before.st_size);
+    CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+          after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+    /* options it does not know, and bad values of the ones it does */
+    snprintf(u, sizeof u, "%s?mode=wal", url);
+    expect_open(u, DLOCK_EINVAL, "mode");
+    snprintf(u, sizeof u, "%s?connect_timeout=soon", url);
+    expect_open(u, DLOCK_EINVAL, "connect_timeout");
+    /* a read-only place: /proc takes no new files, even from root; and a
+     * read-only directory when not root */
+    expect_open("sqlite:///proc/dlock-test.db", DLOCK_ESERVER, "cannot write");
+    if (geteuid() != 0) {
+        char ro[300];
+        snprintf(ro, sizeof ro, "%s/ro", dir);
+        CHECK(mkdir(ro, 0555) == 0);
+        snprintf(u, sizeof u, "sqlite://%s/locks.db", ro);
+        expect_open(u, DLOCK_ESERVER, "cannot write");
+    }
+    /* after all that, the good URL works */
+    dlock_client *c = client("");
+    dlock_lock *l = dt_lock(c, "after", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    /* what the API refuses for every store */
+    dlock_lock *bad = NULL;
+    CHECK_RC(dlock_lock_open(c, "", 0, &bad), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire_for(l, 0, 0), DLOCK_EINVAL);
+    CHECK_RC(dlock_semaphore_open(c, "s", 2, 1, &bad), DLOCK_ENOTSUP);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* The longest name the API takes is stored and found as given. */
+static void long_names(void)
+{
+    char name[DLOCK_NAME_MAX + 1];
+    fresh();
+    memset(name, 'n', DLOCK_NAME_MAX);
+    name[DLOCK_NAME_MAX] = '\0';
+    memcpy(name, "\xc3\xa9t\xc3\xa9 ", 6);
+    dlock_client *c = client("");
+    dlock_lock *l = dt_lock(c, name, 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    dlock_status st = dt_query(c, name, 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"many_processes", many_processes},
+        {"first_opens_race", first_opens_race},
+        {"dead_holder_freed", dead_holder_freed},
+        {"detached_outlives_process", detached_outlives_process},
+        {"foreign_rows", foreign_rows},
+        {"fence_counter_kept", fence_counter_kept},
+        {"no_spin", no_spin},
+        {"schema_made_once", schema_made_once},
+        {"bad_input", bad_input},
+        {"long_names", long_names},
+    };
+    return DT_RUN(tests);
+}
