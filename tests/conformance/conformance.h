@@ -65,6 +65,15 @@ typedef struct ct_test {
     const char *what; /* one line for --list and the README */
 } ct_test;
 
+/* Not a store's capability but the harness's: the store is one server at
+ * one address, which a proxy (proxy.h) put before it cuts a client off
+ * from. A Sentinel group is several (a client asks the sentinels, then
+ * connects to the master they name): the tests that cut clients off with
+ * a proxy are skipped there, as lacking it. */
+#define CT_ONE_ADDRESS (1u << 31)
+#define CT_ONE_ADDRESS_NAME                                                                        \
+    "one address (the tests' proxy fronts one server; a Sentinel group is several)"
+
 extern const ct_test ct_tests[];
 extern const size_t ct_ntests;
 

@@ -11,7 +11,7 @@
       "client open/close (no error logged), caps, store name, handles before use, free releases")   \
     X(bad_url_options, 0,                                                                          \
       "unknown or malformed URL options and ports are EINVAL naming the option")                   \
-    X(unreachable_server, 0,                                                                       \
+    X(unreachable_server, CT_ONE_ADDRESS,                                                          \
       "refused and silent servers are EUNREACHABLE within connect_timeout + timeout")              \
     X(acquire_release, 0,                                                                          \
       "try / acquire / release, holds, check, remaining, bad waits")                               \
@@ -35,25 +35,25 @@
       "force-unlock hands the lock to the waiter; the holder is told and gets ELOST")              \
     X(refuses_what_it_lacks, 0,                                                                    \
       "each call a missing capability guards is ENOTSUP naming the store and capability")         \
-    X(close_bounded_when_silent, 0,                                                                \
+    X(close_bounded_when_silent, CT_ONE_ADDRESS,                                                   \
       "dlock_client_close on a silent store, a renewal in flight, returns in one command timeout")  \
     X(killed_holder_expires, 0,                                                                    \
       "a kill -9ed holder process's lock is free within its lease / session timeout")              \
     X(fair_fifo_after_holder_killed, DLOCK_CAP_FAIR | DLOCK_CAP_QUERY,                             \
       "5 fair waiters behind a kill -9ed holder are served in the order they queued (3 rounds)")   \
-    X(lost_when_cut, 0,                                                                            \
+    X(lost_when_cut, CT_ONE_ADDRESS,                                                               \
       "holder's link reset: on_lost + ELOST within the lease, before another client holds")        \
-    X(lost_when_blackholed, 0,                                                                     \
+    X(lost_when_blackholed, CT_ONE_ADDRESS,                                                        \
       "holder's link silent: on_lost + ELOST within the lease, before another client holds")       \
     X(never_reached, 0,                                                                            \
       "a store never reached (refused, no such host) is EUNREACHABLE in seconds; dlock run exits 69") \
-    X(outage_bounded, 0,                                                                           \
+    X(outage_bounded, CT_ONE_ADDRESS,                                                              \
       "an outage in a wait is ridden through up to unreachable_wait, then EUNREACHABLE; or forever") \
-    X(no_flood_late_grants, DLOCK_CAP_FIXED_LEASE,                                                 \
+    X(no_flood_late_grants, DLOCK_CAP_FIXED_LEASE | CT_ONE_ADDRESS,                                \
       "grants that always come back too late: a few requests a second, EUNREACHABLE after the bound") \
-    X(no_flood_multi_short_lease, DLOCK_CAP_FIXED_LEASE,                                           \
+    X(no_flood_multi_short_lease, DLOCK_CAP_FIXED_LEASE | CT_ONE_ADDRESS,                          \
       "a multi-lock whose lease runs out as it gathers its names backs off, a few requests a second") \
-    X(no_flood_behind_holder, 0,                                                                   \
+    X(no_flood_behind_holder, CT_ONE_ADDRESS,                                                      \
       "a waiter behind a holder that never lets go sends a few requests a second")                 \
     X(renewal_outlives_lease, 0,                                                                   \
       "a renewed hold lasts three leases and more, with no loss reported")                         \
@@ -91,7 +91,7 @@
       "`a` and `a/0`, `x` and `x.rwlock`, the semaphore `S` and `S/locks` are locks of their own")   \
     X(multi_all_or_nothing, 0,                                                                     \
       "a multi-lock takes all names or none, gives back on timeout, no deadlock")                  \
-    X(multi_bounded_when_silent, DLOCK_CAP_QUERY,                                                  \
+    X(multi_bounded_when_silent, DLOCK_CAP_QUERY | CT_ONE_ADDRESS,                                 \
       "8 members released, or given back by a wait, in one command timeout of a silent store")    \
     X(fenced_counter, DLOCK_CAP_FENCE,                                                             \
       "8 processes x 25 fenced increments through the lock = exactly 200")                         \

@@ -39,8 +39,9 @@ static void list_tests(void)
         size_t used = 0;
         for (unsigned bit = 1; bit != 0 && bit <= ct_tests[i].needs; bit <<= 1) {
             if (ct_tests[i].needs & bit)
-                used += (size_t) snprintf(needs + used, sizeof needs - used, "%s%s",
-                                          used ? "," : "", dlock_cap_name(bit));
+                used +=
+                    (size_t) snprintf(needs + used, sizeof needs - used, "%s%s", used ? "," : "",
+                                      bit == CT_ONE_ADDRESS ? "one_address" : dlock_cap_name(bit));
         }
         printf("%-32s %-28s %s\n", ct_tests[i].name, used ? needs : "-", ct_tests[i].what);
     }
@@ -92,7 +93,8 @@ static void missing_caps(unsigned missing, char *buf, size_t len)
     for (unsigned bit = 1; bit != 0 && bit <= missing; bit <<= 1) {
         if ((missing & bit) && used < len)
             used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
-                                      dlock_cap_name(bit));
+                                      bit == CT_ONE_ADDRESS ? CT_ONE_ADDRESS_NAME
+                                                            : dlock_cap_name(bit));
     }
 }
 
@@ -220,6 +222,8 @@ int main(int argc, char **argv)
     int64_t t0 = dt_now_ms();
     dt_server_start(&ct->srv, kind, 0, NULL);
     probe_store();
+    if (ct->srv.group == NULL)
+        ct->caps |= CT_ONE_ADDRESS;
     printf("conformance on %s (%s, %s), started in %lld ms\n", kind, ct->store_name, ct->srv.url,
            (long long) (dt_now_ms() - t0));
     fflush(stdout);

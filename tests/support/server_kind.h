@@ -58,11 +58,25 @@ struct dt_server_kind {
     /* URL options worth running clients with (NULL-terminated; "" is the
      * default), e.g. Redis's two ways to notify waiters. */
     const char *const *url_variants;
+    /* Optional, for a kind that is a group of processes (a Sentinel
+     * deployment): s is its first process, launched; group_start starts
+     * the others (state in s->group) and may set s->url; group_stop stops
+     * them (kill: kill -9), before s itself is stopped. */
+    void (*group_start)(dt_server *s);
+    void (*group_stop)(dt_server *s, int kill);
+    /* Optional: the path after host:port in a URL of this kind ("/name"). */
+    const char *url_path;
 };
 
 extern const dt_server_kind dt__redis_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
+extern const dt_server_kind dt__sentinel_kind;
+
+/* Starts a server of a kind not in the table (a group's member), as
+ * dt_server_start does; args NULL-terminated (or NULL). */
+void dt__server_start_kind(dt_server *s, const dt_server_kind *kind, unsigned flags,
+                           const char *const *args);
 
 /* Helpers shared by the kinds (server.c). */
 int dt__tcp_connect(int port, int timeout_ms);

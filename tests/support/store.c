@@ -18,7 +18,7 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: store redis|zookeeper|etcd\n");
+    fprintf(stderr, "usage: store redis|sentinel|zookeeper|etcd\n");
     return 64;
 }
 
