@@ -94,6 +94,9 @@ static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
     argv[argc++] = "no";
     argv[argc++] = "--enable-debug-command";
     argv[argc++] = "local";
+    /* a replica in sync at once, not after the default 5 s */
+    argv[argc++] = "--repl-diskless-sync-delay";
+    argv[argc++] = "0";
     for (int i = 0; i < s->nargs && argc < 62; i++) {
         if (strncmp(s->args[i], "sentinel:", 9) != 0)
             argv[argc++] = s->args[i];

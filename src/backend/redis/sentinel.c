@@ -18,17 +18,23 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../../base/thread.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_SENTINEL_PORT 26379
 #define RETRY_US              100000 /* between rounds while no master is found */
 #define SENTINEL_WAIT_MS      1000   /* the most one sentinel is given to answer */
 #define NAME_MAX_LEN          200
+#define WATCH_SLICE_MS        100 /* how often the watcher looks at `stop` */
+#define WATCH_RETRY_US        500000
 
 typedef struct sentinel_addr {
     char *host;
@@ -45,6 +51,13 @@ struct dlock__rsentinel {
     atomic_uint moved;
     char master_host[256]; /* the master found last ("" before the first) */
     int master_port;
+
+    /* the watcher: a thread subscribed to +switch-master on a sentinel,
+     * started by the first dial */
+    pthread_t watcher;
+    int watching;          /* under mu: started */
+    atomic_int stop;       /* the watcher ends */
+    dlock__rendpoint data; /* the data endpoint's timeouts, for the watcher's dials */
 };
 
 static void sleep_until(int64_t until_us)
@@ -106,6 +119,10 @@ void dlock__rsentinel_free(dlock__rsentinel *s)
 {
     if (s == NULL)
         return;
+    if (s->watching) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->watcher, NULL);
+    }
     for (size_t i = 0; i < s->n; i++)
         free(s->sentinels[i].host);
     free(s->name);
@@ -153,10 +170,14 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
         .label = label,
     };
     redisContext *ctx = dlock__rconn_dial_at(&ep, deadline_us, &code);
-    if (ctx == NULL) {
+    if (ctx == NULL && code == DLOCK_ESERVER && s->password == NULL &&
+        strstr(dlock_errmsg(), "NOAUTH") != NULL)
+        snprintf(why, why_len,
+                 "%s wants a password (NOAUTH): give it as option sentinel_password=", label);
+    else if (ctx == NULL)
         snprintf(why, why_len, "%s", dlock_errmsg());
+    if (ctx == NULL)
         return code == DLOCK_ESERVER ? ANSWER_REFUSED : ANSWER_NONE;
-    }
     redisReply *r = redisCommand(ctx, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", s->name);
     if (r == NULL) {
         snprintf(why, why_len, "%s: SENTINEL GET-MASTER-ADDR-BY-NAME: %s", label, ctx->errstr);
@@ -262,12 +283,149 @@ static void found(dlock__rsentinel *s, const char *host, int port)
                    host, port);
 }
 
+/* ---------------------------------------------------------------- watching */
+
+/* Sleeps `us`, in slices, unless the watcher is to end. */
+static void nap(dlock__rsentinel *s, int64_t us)
+{
+    int64_t until = dlock__now_us() + us;
+    while (!atomic_load(&s->stop) && dlock__now_us() < until)
+        sleep_until(dlock__now_us() + WATCH_SLICE_MS * 1000);
+}
+
+/* Subscribes to +switch-master on the first sentinel that lets it; the
+ * socket, or -1. */
+static int watch_subscribe(dlock__rsentinel *s)
+{
+    sentinel_addr order[DLOCK__URL_MAX_HOSTS];
+    char label[300];
+    size_t n;
+
+    pthread_mutex_lock(&s->mu);
+    n = s->n;
+    memcpy(order, s->sentinels, n * sizeof *order);
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < n && !atomic_load(&s->stop); i++) {
+        int code = DLOCK_OK;
+        snprintf(label, sizeof label, "sentinel %.250s:%d", order[i].host, order[i].port);
+        dlock__rendpoint ep = {
+            .host = order[i].host,
+            .port = order[i].port,
+            .user = s->user,
+            .password = s->password,
+            .connect_timeout_ms = SENTINEL_WAIT_MS,
+            .command_timeout_ms = SENTINEL_WAIT_MS,
+            .label = label,
+        };
+        redisContext *ctx =
+            dlock__rconn_dial_at(&ep, dlock__now_us() + SENTINEL_WAIT_MS * 1000, &code);
+        if (ctx == NULL)
+            continue;
+        redisReply *r = redisCommand(ctx, "SUBSCRIBE +switch-master");
+        int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+        freeReplyObject(r);
+        if (ok)
+            return redisFreeKeepFd(ctx);
+        redisFree(ctx);
+    }
+    return -1;
+}
+
+/* A message of +switch-master: "<name> <old ip> <old port> <new ip> <new port>". */
+static void on_message(dlock__rsentinel *s, const redisReply *r)
+{
+    char name[NAME_MAX_LEN + 1], old_host[256], new_host[256];
+    int old_port, new_port;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    if (sscanf(r->element[2]->str, "%200s %255s %d %255s %d", name, old_host, &old_port, new_host,
+               &new_port) == 5 &&
+        strcmp(name, s->name) == 0 && new_port > 0 && new_port < 65536)
+        found(s, new_host, new_port);
+}
+
+/* The watcher: the sentinels announce a failover (+switch-master) as soon
+ * as it is done, while the old master may still take writes from the
+ * clients connected to it, for seconds (until the sentinels reconfigure
+ * it, and only then kill its clients): every connection must leave it
+ * now, not when it is demoted. A switch while the watcher was not
+ * subscribed is found by asking once after each subscription. */
+static void *watch_run(void *arg)
+{
+    dlock__rsentinel *s = arg;
+    redisReader *reader = NULL;
+    int fd = -1;
+
+    while (!atomic_load(&s->stop)) {
+        if (fd < 0) {
+            fd = watch_subscribe(s);
+            reader = fd >= 0 ? dlock__rreader_new() : NULL;
+            if (reader == NULL) {
+                if (fd >= 0)
+                    close(fd);
+                fd = -1;
+                nap(s, WATCH_RETRY_US);
+                continue;
+            }
+            char host[256], why[1024];
+            int port = 0;
+            if (find_master(s, &s->data, dlock__now_us() + SENTINEL_WAIT_MS * 1000, host,
+                            sizeof host, &port, why, sizeof why) == ANSWER_ADDR)
+                found(s, host, port);
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = poll(&p, 1, WATCH_SLICE_MS);
+        if (ready == 0 || (ready < 0 && errno == EINTR))
+            continue;
+        char buf[4096];
+        ssize_t got = ready > 0 ? read(fd, buf, sizeof buf) : -1;
+        int broken = got <= 0 || redisReaderFeed(reader, buf, (size_t) got) != REDIS_OK;
+        while (!broken) {
+            void *reply = NULL;
+            if (redisReaderGetReply(reader, &reply) != REDIS_OK) {
+                broken = 1;
+                break;
+            }
+            if (reply == NULL)
+                break;
+            on_message(s, reply);
+            freeReplyObject(reply);
+        }
+        if (broken) {
+            close(fd);
+            fd = -1;
+            redisReaderFree(reader);
+            reader = NULL;
+            nap(s, WATCH_RETRY_US / 5);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (reader != NULL)
+        redisReaderFree(reader);
+    return NULL;
+}
+
+static void start_watching(dlock__rsentinel *s, const dlock__rendpoint *ep)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->watching) {
+        s->data.connect_timeout_ms = ep->connect_timeout_ms;
+        s->data.command_timeout_ms = ep->command_timeout_ms;
+        s->watching = dlock__thread_start(&s->watcher, watch_run, s) == 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static redisContext *dial_master(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
 {
     dlock__rsentinel *s = ep->node;
     char host[256], why[1024], label[700], role[128];
     int port = 0;
 
+    start_watching(s, ep);
     for (;;) {
         enum answer a = find_master(s, ep, deadline_us, host, sizeof host, &port, why, sizeof why);
         if (a == ANSWER_UNKNOWN || a == ANSWER_REFUSED) {
