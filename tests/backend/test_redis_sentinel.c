@@ -432,8 +432,8 @@ static void readonly_finds_the_master(void)
     fake_sentinel f = {0};
     char url[256];
 
-    dt_server_start(&x, "redis", 0, NULL);
-    dt_server_start(&y, "redis", 0, NULL);
+    dt_server_start(&x, "redis", 0, "--repl-diskless-sync-delay", "0", NULL);
+    dt_server_start(&y, "redis", 0, "--repl-diskless-sync-delay", "0", NULL);
     replicaof(y.port, x.port);
     fake_sentinel_start(&f, x.port);
     snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/m?lease=30s&pool=1", f.port);
