@@ -266,8 +266,10 @@ static void failover_key_survives(const char *options)
     /* a renewal period (lease 3 s: every second) and more on the new master */
     dt_sleep_ms(2500);
     if (atomic_load(&lost.lost))
-        dt_fail(__FILE__, __LINE__, "the holder was told it lost the lock %lld ms after the "
-                "failover began: %s", (long long) (atomic_load(&lost.at_ms) - t0), lost.why);
+        dt_fail(__FILE__, __LINE__,
+                "the holder was told it lost the lock %lld ms after the "
+                "failover began: %s",
+                (long long) (atomic_load(&lost.at_ms) - t0), lost.why);
     CHECK_RC(dlock_lock_verify(la), DLOCK_OK);
     CHECK_INT(w.got_ms, ==, 0); /* still waiting */
     CHECK_INT(dt_query(a, name, 0).waiters, ==, 1);
