@@ -14,6 +14,7 @@
  * named is down or not the master yet (a failover under way): asked again
  * every RETRY_US until the deadline, then DLOCK_EUNREACHABLE naming what
  * each step saw. */
+#define _GNU_SOURCE /* pipe2 */
 #include "sentinel.h"
 
 #include "../../base/clock.h"
@@ -21,6 +22,7 @@
 #include "../../base/thread.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,7 +35,7 @@
 #define RETRY_US              100000 /* between rounds while no master is found */
 #define SENTINEL_WAIT_MS      1000   /* the most one sentinel is given to answer */
 #define NAME_MAX_LEN          200
-#define WATCH_SLICE_MS        100 /* how often the watcher looks at `stop` */
+#define WATCH_SLICE_MS        1000 /* the longest the watcher's poll sleeps */
 #define WATCH_RETRY_US        500000
 
 typedef struct sentinel_addr {
@@ -57,6 +59,7 @@ struct dlock__rsentinel {
     pthread_t watcher;
     int watching;          /* under mu: started */
     atomic_int stop;       /* the watcher ends */
+    int wake[2];           /* a byte written to wake[1] wakes it to end */
     dlock__rendpoint data; /* the data endpoint's timeouts, for the watcher's dials */
 };
 
@@ -95,6 +98,7 @@ int dlock__rsentinel_new(dlock__url *url, dlock__log *log, dlock__rsentinel **ou
     if (s == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
+    s->wake[0] = s->wake[1] = -1;
     s->log = log;
     s->name = strdup(url->path);
     s->user = user != NULL ? strdup(user) : NULL;
@@ -121,7 +125,13 @@ void dlock__rsentinel_free(dlock__rsentinel *s)
         return;
     if (s->watching) {
         atomic_store(&s->stop, 1);
+        ssize_t w = write(s->wake[1], "", 1);
+        (void) w; /* a full pipe is already a wake-up */
         pthread_join(s->watcher, NULL);
+    }
+    if (s->wake[0] >= 0) {
+        close(s->wake[0]);
+        close(s->wake[1]);
     }
     for (size_t i = 0; i < s->n; i++)
         free(s->sentinels[i].host);
@@ -285,12 +295,12 @@ static void found(dlock__rsentinel *s, const char *host, int port)
 
 /* ---------------------------------------------------------------- watching */
 
-/* Sleeps `us`, in slices, unless the watcher is to end. */
+/* Sleeps `us` unless the watcher is to end. */
 static void nap(dlock__rsentinel *s, int64_t us)
 {
-    int64_t until = dlock__now_us() + us;
-    while (!atomic_load(&s->stop) && dlock__now_us() < until)
-        sleep_until(dlock__now_us() + WATCH_SLICE_MS * 1000);
+    struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
+    if (!atomic_load(&s->stop))
+        poll(&p, 1, (int) (us / 1000));
 }
 
 /* Subscribes to +switch-master on the first sentinel that lets it; the
@@ -375,9 +385,9 @@ static void *watch_run(void *arg)
                             sizeof host, &port, why, sizeof why) == ANSWER_ADDR)
                 found(s, host, port);
         }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int ready = poll(&p, 1, WATCH_SLICE_MS);
-        if (ready == 0 || (ready < 0 && errno == EINTR))
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
+        int ready = poll(p, 2, WATCH_SLICE_MS);
+        if (ready == 0 || (ready < 0 && errno == EINTR) || (ready > 0 && !p[0].revents))
             continue;
         char buf[4096];
         ssize_t got = ready > 0 ? read(fd, buf, sizeof buf) : -1;
@@ -411,7 +421,7 @@ static void *watch_run(void *arg)
 static void start_watching(dlock__rsentinel *s, const dlock__rendpoint *ep)
 {
     pthread_mutex_lock(&s->mu);
-    if (!s->watching) {
+    if (!s->watching && (s->wake[0] >= 0 || pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0)) {
         s->data.connect_timeout_ms = ep->connect_timeout_ms;
         s->data.command_timeout_ms = ep->command_timeout_ms;
         s->watching = dlock__thread_start(&s->watcher, watch_run, s) == 0;

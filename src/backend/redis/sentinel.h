@@ -9,7 +9,14 @@
  * Whenever the master found differs from the one known before, or a node
  * turns out not to be the master, the endpoint's `moved` count goes up, and
  * every connection made before (pool, subscriber, stream reader) is made
- * again, to the master found then. */
+ * again, to the master found then.
+ *
+ * A thread of the endpoint, started by its first dial, subscribes to
+ * +switch-master on a sentinel: the old master of a failover takes writes
+ * for seconds after the switch (until the sentinels demote it, and only then
+ * kill its clients), so the switch itself must move every connection. It
+ * ends at dlock__rsentinel_free (at once, unless it is asking a sentinel
+ * that does not answer: up to a second per sentinel). */
 #ifndef DLOCK_REDIS_SENTINEL_H
 #define DLOCK_REDIS_SENTINEL_H
 
