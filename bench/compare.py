@@ -1152,20 +1152,20 @@ store, at least 1.5x under concurrency (**par**, **hot**), a fair share in
 
 def write_section(path, store, text):
     """Replaces store's section of BENCHMARKS.md (between its markers) and
-    keeps the others; sections stay in STORES order."""
+    keeps the others; sections stay in STORES order, then any other
+    (written by hand)."""
     sections = {}
     try:
         with open(path) as f:
             old = f.read()
     except OSError:
         old = ""
-    for s in STORES:
-        m = re.search(rf"<!-- store:{s} -->\n(.*?)<!-- /store:{s} -->\n", old, re.S)
-        if m:
-            sections[s] = m.group(1)
+    # every section, its own stores' and those written by hand (kept, after them)
+    for m in re.finditer(r"<!-- store:([a-z0-9_-]+) -->\n(.*?)<!-- /store:\1 -->\n", old, re.S):
+        sections[m.group(1)] = m.group(2)
     sections[store] = text.rstrip("\n") + "\n"
     out = [HEADER]
-    for s in STORES:
+    for s in list(STORES) + [s for s in sections if s not in STORES]:
         if s in sections:
             out.append(f"<!-- store:{s} -->\n{sections[s]}<!-- /store:{s} -->\n")
     with open(path, "w") as f:

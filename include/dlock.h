@@ -166,6 +166,14 @@ typedef struct dlock_client dlock_client;
  *
  *   redis://[user:password@]host[:port][/db][?options]   one Redis server
  *   redis+unix:///path/to/redis.sock[?options]             the same over a unix socket
+ *   redis+sentinel://[user:password@]s1[:port],s2[:port],.../MASTERNAME[?options]
+ *                         (since 0.3) the master of a Sentinel-managed Redis, found
+ *                         through any sentinel that answers (port 26379 by default),
+ *                         followed across failovers; user info is the data nodes'
+ *                         auth, sentinel_password=PW (and sentinel_user=NAME) the
+ *                         sentinels', db=N the database. A lock whose keys a
+ *                         failover lost (asynchronous replication) is reported
+ *                         lost by its next renewal. wait=N is not built yet.
  *
  * Redis user info: redis://secret@host and redis://:secret@host send AUTH
  * secret, redis://user:secret@host AUTH user secret (docs/dlock.1, URLS).

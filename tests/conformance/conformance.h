@@ -110,14 +110,18 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
 #define CT_CHECK_OWNER(owner, lock) CHECK(strcmp((owner), dlock_lock_token(lock)) == 0)
 
 /* A need of the tests, not a capability of the API: the store is reached
- * over a link (a port) that a proxy can cut, blackhole or slow down. The
- * runner and ct_has() count it as there for every store with a server (a
- * port); a store with no server (sqlite: a file) lacks it, and the tests
+ * over one link (one server at one port) that a proxy can cut, blackhole or
+ * slow down. The runner and ct_has() count it as there for every store that
+ * is one server; a store with no server (sqlite: a file) lacks it, and so
+ * does a Sentinel group (a client asks the sentinels, then connects to the
+ * master they name: a proxy before one port cuts neither), and the tests
  * that need it are skipped as "store lacks link". ct->caps is the store's
  * own, without it. */
 #define CT_LINK (1u << 30)
 /* The name of a need: dlock_cap_name(), or "link". */
 const char *ct_need_name(unsigned bit);
+/* The store's capabilities and the tests' needs it meets (CT_LINK). */
+unsigned ct_have(void);
 
 /* 1 if the store has every capability in caps. */
 int ct_has(unsigned caps);

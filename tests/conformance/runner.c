@@ -237,7 +237,7 @@ int main(int argc, char **argv)
             chosen |= strcmp(names[n], t->name) == 0;
         if (!chosen)
             continue;
-        unsigned missing = t->needs & ~(ct->caps | (ct->srv.port != 0 ? CT_LINK : 0));
+        unsigned missing = t->needs & ~ct_have();
         if (missing != 0) {
             char caps[256];
             missing_caps(missing, caps, sizeof caps);

@@ -57,10 +57,15 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
             ct->kind, file, line, cond, why);
 }
 
+unsigned ct_have(void)
+{
+    /* one server, one port: a link */
+    return ct->caps | (ct->srv.port != 0 && ct->srv.group == NULL ? CT_LINK : 0);
+}
+
 int ct_has(unsigned caps)
 {
-    unsigned have = ct->caps | (ct->srv.port != 0 ? CT_LINK : 0); /* a server: a link */
-    return (have & caps) == caps;
+    return (ct_have() & caps) == caps;
 }
 
 const char *ct_name(const char *name)

@@ -26,8 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const dt_server_kind *const kinds[] = {&dt__redis_kind, &dt__zookeeper_kind, &dt__etcd_kind,
-                                              &dt__postgres_kind, &dt__sqlite_kind};
+static const dt_server_kind *const kinds[] = {&dt__redis_kind,  &dt__zookeeper_kind,
+                                              &dt__etcd_kind,   &dt__postgres_kind,
+                                              &dt__sqlite_kind, &dt__sentinel_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)
@@ -228,13 +229,11 @@ static int new_port(port_set *ps)
 }
 
 /* Fills s (kind, temp dir, ports, URL) for a server not started yet. */
-static void prepare(dt_server *s, const char *kind, unsigned flags, const dt_ensemble *e,
-                    int member, port_set *ports)
+static void prepare_kind(dt_server *s, const dt_server_kind *kind, unsigned flags,
+                         const dt_ensemble *e, int member, port_set *ports)
 {
     memset(s, 0, sizeof *s);
-    s->kind = find_kind(kind);
-    if (s->kind == NULL)
-        dt_fail(__FILE__, __LINE__, "no server kind '%s'", kind);
+    s->kind = kind;
     s->flags = flags;
     s->ensemble = e;
     s->member = member;
@@ -252,6 +251,15 @@ static void prepare(dt_server *s, const char *kind, unsigned flags, const dt_ens
     if (extra >= 2)
         s->election_port = new_port(ports);
     dt_server_url_at(s, s->port, s->url, sizeof s->url);
+}
+
+static void prepare(dt_server *s, const char *kind, unsigned flags, const dt_ensemble *e,
+                    int member, port_set *ports)
+{
+    const dt_server_kind *k = find_kind(kind);
+    if (k == NULL)
+        dt_fail(__FILE__, __LINE__, "no server kind '%s'", kind);
+    prepare_kind(s, k, flags, e, member, ports);
 }
 
 static void add_args(dt_server *s, va_list ap)
@@ -274,6 +282,22 @@ void dt_server_start(dt_server *s, const char *kind, unsigned flags, ...)
     add_args(s, ap);
     va_end(ap);
     launch(s);
+    if (s->kind->group_start != NULL)
+        s->kind->group_start(s);
+}
+
+void dt__server_start_kind(dt_server *s, const dt_server_kind *kind, unsigned flags,
+                           const char *const *args)
+{
+    port_set ports = {0};
+
+    prepare_kind(s, kind, flags, NULL, 0, &ports);
+    for (int i = 0; args != NULL && args[i] != NULL; i++) {
+        if (s->nargs == DT_SERVER_MAX_ARGS)
+            dt_fail(__FILE__, __LINE__, "more than %d server arguments", DT_SERVER_MAX_ARGS);
+        snprintf(s->args[s->nargs++], sizeof s->args[0], "%s", args[i]);
+    }
+    launch(s);
 }
 
 static void wait_exit(dt_server *s, int ms)
@@ -292,6 +316,8 @@ static void wait_exit(dt_server *s, int ms)
 
 static void stop(dt_server *s, int keep)
 {
+    if (s->kind != NULL && s->kind->group_stop != NULL)
+        s->kind->group_stop(s, 0);
     if (s->pid <= 0)
         return;
     if (s->paused)
@@ -308,6 +334,8 @@ void dt_server_stop(dt_server *s)
 
 void dt_server_kill(dt_server *s)
 {
+    if (s->kind != NULL && s->kind->group_stop != NULL)
+        s->kind->group_stop(s, 1);
     if (s->pid <= 0)
         return;
     dt_kill_reap(s->pid);

@@ -49,6 +49,7 @@ typedef struct dt_server {
     /* Extra command-line arguments given at start, kept for restarts. */
     int nargs;
     char args[DT_SERVER_MAX_ARGS][128];
+    void *group; /* a kind that is a group of processes: the others (server_kind.h) */
 } dt_server;
 
 /* Start flags. */
@@ -182,6 +183,30 @@ void dt_ensemble_restart(dt_ensemble *e, int i, unsigned how);
 /* The ensemble's URL with member `first` listed first and the others in
  * order (a client tries its first endpoint first). */
 const char *dt_ensemble_url_from(const dt_ensemble *e, int first, char *buf, size_t len);
+
+/* ---------------------------------------------------------------- Sentinel */
+
+/* The kind "sentinel" is a Sentinel deployment started and stopped as one
+ * server: its dt_server is the first master (a redis-server), and its
+ * start also starts a replica of it and 3 sentinels watching it as master
+ * DT_SENTINEL_MASTER (down-after 1 s, failover-timeout 4 s), and waits
+ * until they can fail over. Its url is
+ * redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/DT_SENTINEL_MASTER.
+ * Extra start arguments go to both data nodes, except those starting with
+ * "sentinel:", whose rest is a line of every sentinel's config.
+ * dt_server_op() and the CLI reach the first master, whatever its role
+ * now. */
+#define DT_SENTINEL_MASTER "dtmaster"
+/* Data node i (0: the first master, 1: its replica) and sentinel i (0..2). */
+dt_server *dt_sentinel_node(dt_server *s, int i);
+dt_server *dt_sentinel_sentinel(dt_server *s, int i);
+/* The data node the sentinels name as master now (0 or 1), -1 if none. */
+int dt_sentinel_master(dt_server *s);
+/* SENTINEL FAILOVER, and waits (20 s at most, else the test fails) until
+ * every sentinel names the other node, which says it is the master, and
+ * the old one follows it as a replica, in sync. Returns the new master's
+ * index. */
+int dt_sentinel_failover(dt_server *s);
 
 /* ---------------------------------------------------------------- Redis (old API) */
 

@@ -67,6 +67,12 @@ struct dt_server_kind {
      * "SCHEME://DIR/<file>" (file below), the store always "answers", and
      * stop, kill, pause and resume have nothing to act on. */
     const char *file;
+    /* Optional, for a kind that is a group of processes (a Sentinel
+     * deployment): s is its first process, launched; group_start starts
+     * the others (state in s->group) and may set s->url; group_stop stops
+     * them (kill: kill -9), before s itself is stopped. */
+    void (*group_start)(dt_server *s);
+    void (*group_stop)(dt_server *s, int kill);
 };
 
 extern const dt_server_kind dt__redis_kind;
@@ -74,6 +80,12 @@ extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
 extern const dt_server_kind dt__postgres_kind;
 extern const dt_server_kind dt__sqlite_kind;
+extern const dt_server_kind dt__sentinel_kind;
+
+/* Starts a server of a kind not in the table (a group's member), as
+ * dt_server_start does; args NULL-terminated (or NULL). */
+void dt__server_start_kind(dt_server *s, const dt_server_kind *kind, unsigned flags,
+                           const char *const *args);
 
 /* Helpers shared by the kinds (server.c). */
 int dt__tcp_connect(int port, int timeout_ms);

@@ -4,8 +4,15 @@
 #include "../../base/error.h"
 #include "internal.h"
 
+#include "../../base/clock.h"
+
 #include <stdlib.h>
 #include <string.h>
+
+/* run_batch_once's: every script was refused by a node that is not the
+ * master (never returned by run_batch) */
+#define DLOCK__NOT_MASTER -1
+#define NOT_MASTER_TRIES  3
 
 /* The command of a call: EVALSHA <sha>, or EVAL <body>, then the rest. */
 static dlock__rcmd as_command(const evalcall *e, int with_body)
@@ -36,8 +43,9 @@ static void free_replies(redisReply **replies, size_t n)
  * script the server does not have is sent again in full. Replies of the
  * scripts that are errors are turned into DLOCK_ESERVER. On DLOCK_OK every
  * replies[i] is set. */
-static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const evalcall *calls,
-                     int64_t deadline, redisReply **before_reply, redisReply **replies)
+static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
+                          const evalcall *calls, int64_t deadline, redisReply **before_reply,
+                          redisReply **replies)
 {
     size_t k = before != NULL ? 1 : 0;
     dlock__rcmd stack_cmds[9] = {{0}};
@@ -82,6 +90,20 @@ static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const
             return rc;
         }
     }
+    size_t not_master = 0;
+    for (size_t i = 0; i < n; i++)
+        not_master += dlock__rreply_not_master(replies[i]);
+    if (not_master > 0 && dlock__rconn_moved(c)) {
+        /* The node does not take writes as the master (a demoted master,
+         * a replica loading): nothing of a refused script ran. A fixed
+         * server (redis://) that says so is refused below, as before. */
+        rc = dlock__fail(not_master == n ? DLOCK__NOT_MASTER : DLOCK_EUNREACHABLE, "%s: %s: %s%s",
+                         dlock__rconn_label(c), dlock__script_get(calls[0].script)->name,
+                         not_master == n ? "" : "the node stopped being the master in a batch: ",
+                         replies[0]->type == REDIS_REPLY_ERROR ? replies[0]->str : "");
+        free_replies(replies, n);
+        return rc;
+    }
     for (size_t i = 0; i < n; i++) {
         if (replies[i]->type == REDIS_REPLY_ERROR) {
             const char *e = replies[i]->str;
@@ -96,6 +118,27 @@ static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const
         }
     }
     return rc;
+}
+
+/* run_batch_once, again while the node it reached was not the master
+ * (READONLY, LOADING, MASTERDOWN: nothing ran) and time is left: each try
+ * connects to the master found then (sentinel.c). */
+static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const evalcall *calls,
+                     int64_t deadline, redisReply **before_reply, redisReply **replies)
+{
+    int rc;
+    for (int tries = 0;; tries++) {
+        rc = run_batch_once(c, before, n, calls, deadline, before_reply, replies);
+        if (rc != DLOCK__NOT_MASTER)
+            return rc;
+        if (before_reply != NULL) {
+            freeReplyObject(*before_reply);
+            *before_reply = NULL;
+        }
+        if (tries == NOT_MASTER_TRIES - 1 || dlock__now_us() >= deadline)
+            break;
+    }
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s (no master took it in time)", dlock_errmsg());
 }
 
 int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,

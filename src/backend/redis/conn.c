@@ -71,6 +71,7 @@ struct dlock__rconn {
 
     int fd;            /* -1: not connected */
     unsigned connects; /* made so far */
+    unsigned moved;    /* *ep.moved when the connection was made */
     char dropped[300]; /* why the last connection went, logged at the next connect */
     int broken;
     int connecting;
@@ -261,6 +262,30 @@ const char *dlock__rconn_label(const dlock__rconn *c)
     return c->label;
 }
 
+int dlock__rconn_moved(dlock__rconn *c)
+{
+    if (c->ep.moved == NULL)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    /* only if this connection still counts as made to the current node:
+     * many replies from one demoted node move the endpoint once */
+    if (c->fd >= 0 && c->moved == atomic_load(c->ep.moved))
+        atomic_fetch_add(c->ep.moved, 1);
+    pthread_mutex_unlock(&c->mu);
+    return 1;
+}
+
+int dlock__rreply_not_master(const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ERROR)
+        return 0;
+    /* a script's error keeps the code of the command that failed in it
+     * (Redis 7: "READONLY ... script: ..."); older servers wrap it in
+     * "ERR Error running script ...: -READONLY ..." */
+    return strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0 ||
+           strncmp(r->str, "MASTERDOWN", 10) == 0 || strstr(r->str, "-READONLY") != NULL;
+}
+
 size_t dlock__rconn_held_back(dlock__rconn *c)
 {
     pthread_mutex_lock(&c->mu);
@@ -404,6 +429,13 @@ static struct timeval timeval_ms(int64_t ms)
 
 redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
 {
+    if (ep->dial != NULL)
+        return ep->dial(ep, deadline_us, code);
+    return dlock__rconn_dial_at(ep, deadline_us, code);
+}
+
+redisContext *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+{
     /* the connect timeout, and the handshake's command timeout, but never
      * past the deadline of the request that needs the connection */
     int64_t left_ms = (deadline_us - dlock__now_us()) / 1000;
@@ -462,6 +494,8 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
 
     c->connecting = 1;
     int again = c->connects > 0;
+    /* read before the dial: a move during it makes the next call dial again */
+    unsigned moved = c->ep.moved != NULL ? atomic_load(c->ep.moved) : 0;
     char dropped[sizeof c->dropped];
     snprintf(dropped, sizeof dropped, "%s", c->dropped);
     c->dropped[0] = '\0';
@@ -490,6 +524,7 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
     c->connecting = 0;
     if (fd >= 0) {
         c->connects++;
+        c->moved = moved;
         c->fd = fd;
         c->broken = 0;
         c->last_read_us = dlock__now_us();
@@ -597,6 +632,8 @@ static int ready_locked(dlock__rconn *c, int64_t deadline_us)
 {
     if (c->fd >= 0 && !c->broken)
         drop_if_hung_up_locked(c);
+    if (c->ep.moved != NULL && c->fd >= 0 && !c->broken && atomic_load(c->ep.moved) != c->moved)
+        fail_locked(c, DLOCK_EUNREACHABLE, "%s: the master moved", c->label);
     for (;;) {
         if (c->fd >= 0 && !c->broken)
             return DLOCK_OK;

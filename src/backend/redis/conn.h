@@ -34,6 +34,15 @@ typedef struct dlock__rendpoint {
     dlock__log *log;     /* the client's (connects, losses); NULL: none */
     atomic_int *reached; /* set to 1 by every connection made (its handshake answered);
                             NULL: not kept */
+    /* A changeable endpoint (Sentinel's master, sentinel.h): when dial is
+     * set, every connection to ep is made by dial(ep, ...), which finds
+     * the node to connect to, and `moved` counts the times that node
+     * changed: a connection made before the count it sees now is to a
+     * node that may no longer be the master, and is made again. NULL for
+     * one fixed server (host, port or unix_path above). */
+    struct redisContext *(*dial)(const struct dlock__rendpoint *ep, int64_t deadline_us, int *code);
+    void *node;         /* dial's state */
+    atomic_uint *moved; /* NULL: never moves */
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */
@@ -84,5 +93,18 @@ int dlock__rreader_refused(void);
  * returns NULL with the detail recorded (dlock_errmsg) and *code set.
  * Shared with the subscriber connection. */
 redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
+/* The same to host:port (or unix_path) of ep, whatever its dial: what a
+ * dial of a changeable endpoint uses once it knows the node. */
+redisContext *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
+
+/* The node of a changeable endpoint is not the master any more (a reply
+ * READONLY, LOADING or MASTERDOWN came from it): every connection to the
+ * endpoint is made again, to the node found then; returns 1. A fixed
+ * endpoint: nothing, returns 0. */
+int dlock__rconn_moved(dlock__rconn *c);
+/* Whether a reply says that its node does not take writes as a master
+ * now (READONLY, LOADING, MASTERDOWN): the command did not run, and may
+ * be sent again once the master is found. */
+int dlock__rreply_not_master(const redisReply *r);
 
 #endif

@@ -7,6 +7,7 @@
 #include "conn.h"
 #include "keys.h"
 #include "scripts.h"
+#include "sentinel.h"
 #include "stream.h"
 #include "subscriber.h"
 
@@ -21,7 +22,8 @@ typedef struct rbackend {
     dlock__client_cfg cfg;
     char *prefix;
     dlock__rendpoint ep;
-    atomic_int reached; /* a connection was made (ep.reached) */
+    dlock__rsentinel *sentinel; /* redis+sentinel://: ep is its master's (sentinel.h) */
+    atomic_int reached;         /* a connection was made (ep.reached) */
     char *host, *unix_path, *user, *password, *label;
     dlock__rconn *pool[MAX_POOL];
     size_t npool;

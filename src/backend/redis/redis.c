@@ -122,6 +122,7 @@ static void close_backend(dlock__store *store, int64_t deadline)
     dlock__rstream_free(b->stream);
     for (size_t i = 0; i < b->npool; i++)
         dlock__rconn_free(b->pool[i]);
+    dlock__rsentinel_free(b->sentinel); /* after every connection that dials through it */
     pthread_mutex_destroy(&b->mu);
     free(b->prefix);
     free(b->wake_channel);
@@ -160,6 +161,24 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
             return DLOCK_ENOMEM;
         snprintf(b->unix_path, n, "/%s", url->path);
         snprintf(label, sizeof label, "redis+unix://%s", b->unix_path);
+    } else if (strcmp(url->scheme, "redis+sentinel") == 0) {
+        int rc = dlock__rsentinel_new(url, b->ep.log, &b->sentinel);
+        if (rc != DLOCK_OK)
+            return rc;
+        dlock__rsentinel_attach(b->sentinel, &b->ep);
+        long db = 0;
+        rc = dlock__url_int(url, "db", 0, 1000000, &db);
+        if (rc != DLOCK_OK)
+            return rc;
+        b->ep.db = (int) db;
+        size_t used = (size_t) snprintf(label, sizeof label, "redis+sentinel://");
+        for (size_t i = 0; i < url->nhosts && used < sizeof label; i++)
+            used += (size_t) snprintf(label + used, sizeof label - used,
+                                      strchr(url->hosts[i].name, ':') ? "%s[%s]:%d" : "%s%s:%d",
+                                      i > 0 ? "," : "", url->hosts[i].name,
+                                      url->hosts[i].port ? url->hosts[i].port : 26379);
+        if (used < sizeof label)
+            snprintf(label + used, sizeof label - used, "/%s", url->path);
     } else {
         char *end;
         long db;
@@ -242,6 +261,13 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         rc = dlock__fail(DLOCK_EINVAL, "option notify=%s: want pubsub or stream", notify);
         goto fail;
     }
+    if (dlock__url_get(url, "wait") != NULL) {
+        /* Redisson's checkLockSyncedSlaves: issue 22 plans it, not built yet */
+        rc = dlock__fail(DLOCK_ENOTSUP,
+                         "option wait=N (WAIT for N replicas after each step) is not built yet: "
+                         "leave it out");
+        goto fail;
+    }
     rc = dlock__url_duration(url, "connect_timeout", 1, &b->ep.connect_timeout_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_int(url, "pool", 1, MAX_POOL, &pool);
@@ -276,7 +302,7 @@ static int reached(dlock__store *store)
     return atomic_load(&RBACKEND(store)->reached);
 }
 
-static const char *const schemes[] = {"redis", "redis+unix", NULL};
+static const char *const schemes[] = {"redis", "redis+unix", "redis+sentinel", NULL};
 
 const dlock__backend dlock__redis_backend = {
     .version = DLOCK__BACKEND_VERSION,

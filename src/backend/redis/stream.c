@@ -49,6 +49,7 @@ struct dlock__rstream {
     int away_ms;  /* the reader role's: the pause after the next failed read */
     redisContext *ctx;
     long long ctx_id;    /* CLIENT ID of ctx; 0 if unknown */
+    unsigned ctx_moved;  /* *ep.moved when ctx was dialed (conn.h) */
     dlock__rendpoint ep; /* strings borrowed from the backend */
     dlock__board *board;
     watched *keys;
@@ -183,7 +184,12 @@ static int read_once(dlock__rstream *s, int block_ms)
 {
     int code;
 
+    if (s->ctx != NULL && s->ep.moved != NULL && atomic_load(s->ep.moved) != s->ctx_moved) {
+        redisFree(s->ctx); /* to a node that may no longer be the master */
+        s->ctx = NULL;
+    }
     if (s->ctx == NULL) {
+        s->ctx_moved = s->ep.moved != NULL ? atomic_load(s->ep.moved) : 0;
         s->ctx = dlock__rconn_dial(
             &s->ep, dlock__now_us() + (s->ep.connect_timeout_ms + s->ep.command_timeout_ms) * 1000,
             &code);

@@ -47,8 +47,9 @@ struct dlock__rsub {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* state changes */
     enum sub_state state;
-    int fd;      /* READY: the subscribed socket */
-    int reading; /* a waiter holds the reader role */
+    int fd;         /* READY: the subscribed socket */
+    unsigned moved; /* *ep.moved when it was dialed (conn.h) */
+    int reading;    /* a waiter holds the reader role */
     redisReader *reader;
 
     dlock__rendpoint ep; /* strings borrowed from the backend, which outlives us */
@@ -91,10 +92,16 @@ void dlock__rsub_free(dlock__rsub *s)
     free(s);
 }
 
+/* With mu held: subscribed to a node that may no longer be the master. */
+static int moved_locked(const dlock__rsub *s)
+{
+    return s->ep.moved != NULL && atomic_load(s->ep.moved) != s->moved;
+}
+
 int dlock__rsub_ready(dlock__rsub *s)
 {
     pthread_mutex_lock(&s->mu);
-    int ready = s->state == SUB_READY;
+    int ready = s->state == SUB_READY && !moved_locked(s);
     pthread_mutex_unlock(&s->mu);
     return ready;
 }
@@ -146,9 +153,18 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
                                s->ep.label);
         }
     }
+    int stale = s->state == SUB_READY && !s->reading && moved_locked(s);
+    if (stale) {
+        /* (a reader sees the move within a slice, and drops it itself);
+         * waiters already queued may miss their notices: they check */
+        close(s->fd);
+        s->fd = -1;
+        s->state = SUB_DOWN;
+    }
     if (s->state == SUB_DOWN) {
         s->state = SUB_CONNECTING;
         pthread_mutex_unlock(&s->mu);
+        unsigned moved = s->ep.moved != NULL ? atomic_load(s->ep.moved) : 0;
         int fd = subscribe(s, deadline_us, &rc);
         redisReader *reader = fd >= 0 ? dlock__rreader_new() : NULL;
         if (fd >= 0 && reader == NULL) {
@@ -161,6 +177,7 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
             if (s->reader != NULL)
                 redisReaderFree(s->reader);
             s->reader = reader;
+            s->moved = moved;
             s->fd = fd;
             s->state = SUB_READY;
         } else {
@@ -169,6 +186,8 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
+    if (stale)
+        dlock__board_recheck(s->board, NULL);
     return rc;
 }
 
@@ -191,6 +210,10 @@ static int pump(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
 
     while (!dlock__board_woken(s->board, w)) {
         int64_t now = dlock__now_us();
+        /* subscribed to a node that may no longer be the master (Sentinel):
+         * subscribe again, to the master, and have every waiter check */
+        if (s->ep.moved != NULL && atomic_load(s->ep.moved) != s->moved)
+            return -1;
         if (now >= until_us)
             return 0;
         /* The socket's receive timeout is one slice: a whole slice needs
