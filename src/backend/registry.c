@@ -23,6 +23,9 @@ extern const dlock__backend dlock__etcd_backend;
 #ifdef DLOCK_WITH_POSTGRES
 extern const dlock__backend dlock__pg_backend;
 #endif
+#ifdef DLOCK_WITH_MYSQL
+extern const dlock__backend dlock__my_backend;
+#endif
 
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
@@ -36,6 +39,9 @@ static const dlock__backend *const built[] = {
 #endif
 #ifdef DLOCK_WITH_POSTGRES
     &dlock__pg_backend,
+#endif
+#ifdef DLOCK_WITH_MYSQL
+    &dlock__my_backend,
 #endif
     NULL,
 };
@@ -57,6 +63,10 @@ static const struct {
                  "-DDLOCK_WITH_POSTGRES=ON)"},
     {"postgresql", "this build of dlock has no PostgreSQL backend (configure with "
                    "-DDLOCK_WITH_POSTGRES=ON)"},
+    {"mysql", "this build of dlock has no MariaDB/MySQL backend (configure with "
+              "-DDLOCK_WITH_MYSQL=ON)"},
+    {"mariadb", "this build of dlock has no MariaDB/MySQL backend (configure with "
+                "-DDLOCK_WITH_MYSQL=ON)"},
 };
 
 static size_t scheme_list(char *buf, size_t len)

@@ -30,7 +30,7 @@ for kind in "$@"; do
   # the URL line, or end of file if the store never got that far
   exec 3<"$tmp/url"
   read -r -t 120 -u 3 url || fail "$kind: no URL from store.sh"
-  [[ $url =~ ^(redis|zk|etcd|postgres)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ]] || fail "$kind: printed '$url'"
+  [[ $url =~ ^(redis|zk|etcd|postgres|mysql)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ]] || fail "$kind: printed '$url'"
   port=${BASH_REMATCH[3]}
   dir=$(sed -n 's/.* in \(\/[^)]*\)).*/\1/p' "$tmp/err")
   [ -d "$dir" ] || fail "$kind: no temp dir named on stderr"

@@ -68,6 +68,7 @@ extern const dt_server_kind dt__redis_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
 extern const dt_server_kind dt__postgres_kind;
+extern const dt_server_kind dt__mariadb_kind;
 
 /* Helpers shared by the kinds (server.c). */
 int dt__tcp_connect(int port, int timeout_ms);

@@ -18,7 +18,7 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: store redis|zookeeper|etcd|postgres\n");
+    fprintf(stderr, "usage: store redis|zookeeper|etcd|postgres|mariadb\n");
     return 64;
 }
 
