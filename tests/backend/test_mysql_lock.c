@@ -15,6 +15,7 @@
 #include "backend/mysql/my.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -194,6 +195,49 @@ static void killed_holder(void)
     dlock_lock_free(l2);
     dlock_client_close(c);
     dlock_client_close(c2);
+}
+
+/* A holder that freezes (SIGSTOP: its socket stays open, its renewals
+ * stop) loses its lock in the server within about a lease and a half (the
+ * connection's wait_timeout), not MariaDB's default 8 hours; the next
+ * holder's fence is larger. */
+static void frozen_holder(void)
+{
+    int fds[2];
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork(); /* before any client of this process */
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dlock_client *c = NULL;
+        dlock_lock *l = NULL;
+        char url[300];
+        snprintf(url, sizeof url, "%s?lease=2s", srv.url);
+        if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "frozen", 0, &l) != 0 ||
+            dlock_acquire(l, 5000) != DLOCK_OK)
+            _exit(2);
+        unsigned long long fence = dlock_lock_fence(l);
+        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
+            _exit(3);
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    close(fds[1]);
+    unsigned long long fence = 0;
+    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
+    close(fds[0]);
+    int64_t t0 = dt_now_ms();
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "frozen", 0);
+    CHECK_RC(dlock_acquire(l, 15000), DLOCK_OK);
+    int64_t took = dt_now_ms() - t0;
+    printf("frozen holder (lease 2 s): the lock was free again after %lld ms\n", (long long) took);
+    CHECK_INT(took, <, 2 * 2000 + 1500);
+    CHECK_INT(dlock_lock_fence(l), >, fence);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- waits */
@@ -399,9 +443,10 @@ static void fenced_processes(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"name_mapping", name_mapping},   {"exact_names", exact_names},
-        {"killed_holder", killed_holder}, {"blocked_wait", blocked_wait},
-        {"bad_input", bad_input},         {"fenced_processes", fenced_processes},
+        {"name_mapping", name_mapping},         {"exact_names", exact_names},
+        {"killed_holder", killed_holder},       {"frozen_holder", frozen_holder},
+        {"blocked_wait", blocked_wait},         {"bad_input", bad_input},
+        {"fenced_processes", fenced_processes},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -13,18 +13,13 @@
 #define DLOCK_BACKEND_MY_H
 
 #include "../backend.h"
+#include "names.h"
 
 #include <mysql.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* GET_LOCK's name limit (MySQL 5.7+: 64 characters; MariaDB: 192 bytes). */
-#define DLOCK__MY_NAME_MAX 64
-/* dlock's names in the server: "dlock:NAME" as it is, "dlock#HASH" else. */
-#define DLOCK__MY_PLAIN_PREFIX  "dlock:"
-#define DLOCK__MY_HASHED_PREFIX "dlock#"
 
 /* One connection. Its memory belongs to its session (freed when the last
  * reference to the session goes), so a renewal or a hold that still names
@@ -74,14 +69,6 @@ typedef struct dlock__myres {
     char msg[300];
     int killed; /* a KILL QUERY was sent for it (cancelled) */
 } dlock__myres;
-
-/* names.c: the GET_LOCK name of a dlock name (README.md): *out gets at
- * most DLOCK__MY_NAME_MAX characters. DLOCK_EINVAL (exact: a name that
- * cannot be exact). */
-int dlock__my_name(const char *name, int exact, char *out, size_t len);
-/* 'text' as an SQL literal: CONVERT(X'..' USING utf8mb4) (binary: X'..'),
- * malloc'ed; NULL when out of memory. */
-char *dlock__my_literal(const char *text, int binary);
 
 /* conn.c: connections. */
 /* An idle connection of the pool, or a new one (its session started); its

@@ -265,6 +265,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__my_exec(p, c, sql, a->deadline_us, block ? a->cancelled : NULL, a->cancel_arg, &res);
     free(sql);
     if (rc != DLOCK_OK) {
+        free(token);
         dlock__my_discard(p, c, "closed: an attempt got no answer");
         return rc;
     }

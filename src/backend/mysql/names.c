@@ -14,9 +14,12 @@
  * collision of 160 bits. With ?names=exact the name goes to GET_LOCK as it
  * is, to share the lock with code that calls GET_LOCK itself; a name that
  * cannot be passed as it is (over 64 characters) is refused. */
-#include "my.h"
+#include "names.h"
 
 #include "../../base/error.h"
+#include "dlock.h"
+
+#include <stdint.h>
 
 #include <stdio.h>
 #include <stdlib.h>
