@@ -9,7 +9,7 @@
 #                                  the client libraries of every store
 #   scripts/deps.sh --demo         and redis-server (scripts/demo.sh; -u zk:// or etcd://
 #                                  needs only the client libraries, which the build has)
-#   scripts/deps.sh --redis | --zookeeper | --etcd | --postgres
+#   scripts/deps.sh --redis | --zookeeper | --etcd | --postgres | --mariadb
 #                                  and that store's server (scripts/store.sh)
 #   scripts/deps.sh --test         and every server, the interop peers (redis-py, kazoo,
 #                                  Curator with a JDK), clang for the fuzz targets and
@@ -27,6 +27,7 @@ build=(
   libjson-c-dev                    # libdlock (etcd) and the dlock command: JSON
   libpq-dev                        # libdlock: PostgreSQL client (libpq)
   libsqlite3-dev                   # libdlock: SQLite backend (sqlite:///path)
+  libmariadb-dev                   # libdlock: MariaDB/MySQL client (libmariadb)
 )
 redis=(redis-server redis-tools)
 # ZooKeeper 3.8 started straight with java (tests/support/server_zookeeper.c):
@@ -34,10 +35,11 @@ redis=(redis-server redis-tools)
 zookeeper=(zookeeper libzookeeper-java libslf4j-java)
 etcd=(etcd-server etcd-client) # etcd 3.4; the harness checks it with etcdctl
 postgres=(postgresql)          # PostgreSQL 15: initdb, postgres, psql (run as user postgres)
+mariadb=(mariadb-server)       # MariaDB 10.11: mariadb-install-db, mariadbd, mariadb (user mysql)
 demo=("${redis[@]}" python3)   # examples/flash-sale: its shop's own redis-server
 test=(
   "${redis[@]}" "${zookeeper[@]}" "${etcd[@]}" # servers the tests start
-  "${postgres[@]}"
+  "${postgres[@]}" "${mariadb[@]}"
   python3 python3-redis                        # interop test with redis-py's Lock
   python3-kazoo                                # interop test with kazoo's Lock (ZooKeeper)
   libcurator-recipes-java libcurator-framework-java libcurator-client-java
@@ -66,6 +68,7 @@ for group in "$@"; do
     --zookeeper) packages+=("${zookeeper[@]}") ;;
     --etcd) packages+=("${etcd[@]}") ;;
     --postgres) packages+=("${postgres[@]}") ;;
+    --mariadb) packages+=("${mariadb[@]}") ;;
     --test) packages+=("${test[@]}") ;;
     --bench) packages+=("${bench[@]}") ;;
     *)

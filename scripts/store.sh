@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: MIT
 # A throwaway server of a store to try dlock against:
 #
-#   scripts/store.sh redis|sentinel|zookeeper|etcd|postgres
+#   scripts/store.sh redis|sentinel|zookeeper|etcd|postgres|mariadb
 #
 # installs the server when it is missing (scripts/deps.sh), builds the test
 # harness's `store` program into build/ (DLOCK_BUILD_DIR to use another), and
 # runs it: it starts the server on a free 127.0.0.1 port in a temp dir, prints
 # its dlock URL (redis://, zk://, etcd://127.0.0.1:PORT,
-# postgres://dlock:dlock@127.0.0.1:PORT/postgres; sentinel: a master, a
+# postgres://dlock:dlock@127.0.0.1:PORT/postgres,
+# mysql://dlock:dlock@127.0.0.1:PORT/dlock; sentinel: a master, a
 # replica and 3 sentinels, redis+sentinel://...) on stdout, and on
 # Ctrl-C (or SIGTERM) stops it and removes the dir. The URL is all it prints
 # on stdout; the rest goes to stderr.
@@ -17,9 +18,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kind=${1:-}
 case $kind in
-  redis | sentinel | zookeeper | etcd | postgres) ;;
+  redis | sentinel | zookeeper | etcd | postgres | mariadb) ;;
   *)
-    echo "usage: scripts/store.sh redis|sentinel|zookeeper|etcd|postgres" >&2
+    echo "usage: scripts/store.sh redis|sentinel|zookeeper|etcd|postgres|mariadb" >&2
     exit 64
     ;;
 esac

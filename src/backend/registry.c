@@ -26,6 +26,9 @@ extern const dlock__backend dlock__pg_backend;
 #ifdef DLOCK_WITH_SQLITE
 extern const dlock__backend dlock__sqlite_backend;
 #endif
+#ifdef DLOCK_WITH_MYSQL
+extern const dlock__backend dlock__my_backend;
+#endif
 
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
@@ -42,6 +45,9 @@ static const dlock__backend *const built[] = {
 #endif
 #ifdef DLOCK_WITH_SQLITE
     &dlock__sqlite_backend,
+#endif
+#ifdef DLOCK_WITH_MYSQL
+    &dlock__my_backend,
 #endif
     NULL,
 };
@@ -64,6 +70,10 @@ static const struct {
     {"postgresql", "this build of dlock has no PostgreSQL backend (configure with "
                    "-DDLOCK_WITH_POSTGRES=ON)"},
     {"sqlite", "this build of dlock has no SQLite backend (configure with -DDLOCK_WITH_SQLITE=ON)"},
+    {"mysql", "this build of dlock has no MariaDB/MySQL backend (configure with "
+              "-DDLOCK_WITH_MYSQL=ON)"},
+    {"mariadb", "this build of dlock has no MariaDB/MySQL backend (configure with "
+                "-DDLOCK_WITH_MYSQL=ON)"},
 };
 
 static size_t scheme_list(char *buf, size_t len)

@@ -406,6 +406,13 @@ static void postgres_store(void)
 }
 #endif
 
+#ifdef DLOCK_WITH_MYSQL
+static void mariadb_store(void)
+{
+    one_store("mariadb");
+}
+#endif
+
 #ifdef DLOCK_WITH_ZOOKEEPER
 static void zookeeper_store(void)
 {
@@ -496,6 +503,9 @@ int main(int argc, char **argv)
 #endif
 #ifdef DLOCK_WITH_POSTGRES
         {"postgres_store", postgres_store},
+#endif
+#ifdef DLOCK_WITH_MYSQL
+        {"mariadb_store", mariadb_store},
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
         {"zookeeper_store", zookeeper_store},

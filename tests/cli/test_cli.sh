@@ -35,10 +35,10 @@ for store in "${STORES[@]}"; do
     redis) ;;
     zookeeper) needed+=(java) ;;
     etcd) needed+=(etcd etcdctl) ;;
-    postgres) [ -x "$(dirname "$DLOCK")/store" ] || needed+=("$(dirname "$DLOCK")/store") ;;
+    postgres | mariadb) [ -x "$(dirname "$DLOCK")/store" ] || needed+=("$(dirname "$DLOCK")/store") ;;
     sqlite) ;; # a file, no server
     *)
-        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres, sqlite)" >&2
+        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres, mariadb, sqlite)" >&2
         exit 64
         ;;
     esac
@@ -55,6 +55,7 @@ REDIS_PID=
 ZK_PID=
 ETCD_PID=
 PG_PID=
+MY_PID=
 BG_PIDS=()
 
 stop_server()
@@ -77,6 +78,10 @@ cleanup()
     if [ -n "$PG_PID" ]; then
         kill -INT "$PG_PID" 2>/dev/null # the harness's store stops its server on SIGINT
         wait "$PG_PID" 2>/dev/null
+    fi
+    if [ -n "$MY_PID" ]; then
+        kill -INT "$MY_PID" 2>/dev/null
+        wait "$MY_PID" 2>/dev/null
     fi
     rm -rf "$TMP"
 }
@@ -342,6 +347,20 @@ start_postgres()
         return 0
     fi
     echo "$0: could not start postgres: $(cat "$TMP/pg.err")" >&2
+    exit 1
+}
+
+# MariaDB as the tests start it (tests/support/server_mariadb.c), likewise.
+start_mariadb()
+{
+    "$(dirname "$DLOCK")/store" mariadb >"$TMP/my.url" 2>"$TMP/my.err" &
+    MY_PID=$!
+    if wait_until 90 eval 'test -s "$TMP/my.url" || ! kill -0 $MY_PID 2>/dev/null' &&
+        test -s "$TMP/my.url"; then
+        MY_URL=$(head -1 "$TMP/my.url")
+        return 0
+    fi
+    echo "$0: could not start mariadb: $(cat "$TMP/my.err")" >&2
     exit 1
 }
 
@@ -1368,6 +1387,7 @@ test_verbose_reports()
     zookeeper) session=ZooKeeper ;;
     etcd) session=etcd ;;
     postgres) session=PostgreSQL ;;
+    mariadb) session=MariaDB/MySQL ;;
     esac
     expect_rc "run -v" 0 dl run -v s-verbose -- sh -c 'echo "$DLOCK_FENCE"' || return
     fence=$(cat "$TMP/out")
@@ -1390,7 +1410,8 @@ test_verbose_reports()
     expect_match "run -v -m: every name and fence" \
         "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
         "$(cat "$TMP/err")"
-    [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] && return # no fixed leases there
+    [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] &&
+        return # no fixed leases there
     expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
     expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
         "$(sed -n 1p "$TMP/err")"
@@ -1427,6 +1448,17 @@ test_unsupported_is_usage()
         expect_match "--read: named" '^dlock run: --read: .*PostgreSQL .*"read-write"' "$(cat "$TMP/err")"
         expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*PostgreSQL .*"semaphore"' "$(cat "$TMP/err")"
+        expect_rc "lock" 64 dl lock -l 5 s-cap
+        ;;
+    mariadb)
+        expect_rc "-l" 64 dl run -l 5 s-cap -- true
+        expect_match "-l: named" '^dlock run: -l: .*MariaDB/MySQL .*"fixed-lease"' "$(cat "$TMP/err")"
+        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_match "--simple: named" '^dlock run: --simple: .*MariaDB/MySQL .*"interop"' "$(cat "$TMP/err")"
+        expect_rc "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
+        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_match "--permits: named" '^dlock run: --permits: .*MariaDB/MySQL .*"semaphore"' "$(cat "$TMP/err")"
         expect_rc "lock" 64 dl lock -l 5 s-cap
         ;;
     etcd)
@@ -1486,9 +1518,10 @@ test_status_session_words()
         '"$0" status s-sess && "$0" status --json s-sess' "$DLOCK" || return
     text=$(grep '^lease left:' "$TMP/out")
     doc=$(grep '^{' "$TMP/out")
-    if [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ]; then
+    if [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] || [ "$STORE" = mariadb ]; then
         local which=ZooKeeper
         [ "$STORE" = postgres ] && which=PostgreSQL
+        [ "$STORE" = mariadb ] && which=MariaDB/MySQL
         expect_eq "the holder's session" \
             "lease left: none (held by its holder's $which session: freed within the session timeout if the holder dies)" \
             "$text"
@@ -1584,7 +1617,7 @@ test_command_inherits_no_descriptors()
     [ "$STORE" = redis ] && multi_url="$DLOCK_URL?notify=stream"
     # no read-write lock there: the plain lock (-v: its chatter to stderr;
     # on SQLite its database file is what must not reach the command)
-    [ "$STORE" = postgres ] && wr=-v && rd=-v
+    { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ]; } && wr=-v && rd=-v
     [ "$STORE" = sqlite ] && rd=-q wr=-q
     timeout -k 2 20 ls -l /proc/self/fd >"$TMP/t/base"
     base=$(fd_numbers "$TMP/t/base")
@@ -1736,6 +1769,10 @@ for STORE in "${STORES[@]}"; do
         start_postgres
         DLOCK_URL=$PG_URL
         ;;
+    mariadb)
+        start_mariadb
+        DLOCK_URL=$MY_URL
+        ;;
     sqlite) DLOCK_URL=sqlite://$TMP/cli-locks.db ;;
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
@@ -1744,8 +1781,10 @@ for STORE in "${STORES[@]}"; do
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
-        # mode and SQLite do not have)
-        [ "$t" = test_status_other_kind ] && { [ "$STORE" = postgres ] || [ "$STORE" = sqlite ]; } && continue
+        # mode, MariaDB's and SQLite do not have)
+        [ "$t" = test_status_other_kind ] &&
+            { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] || [ "$STORE" = sqlite ]; } &&
+            continue
         run_test "$t" "$t[$STORE]"
     done
 done

@@ -31,7 +31,7 @@ for kind in "$@"; do
   exec 3<"$tmp/url"
   read -r -t 120 -u 3 url || fail "$kind: no URL from store.sh"
   # (a Sentinel group: its sentinels, then the master's name)
-  [[ $url =~ ^(redis|zk|etcd|postgres)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ||
+  [[ $url =~ ^(redis|zk|etcd|postgres|mysql)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ||
     $url =~ ^(redis\+sentinel)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+)+/[a-z]+$ ]] ||
     fail "$kind: printed '$url'"
   port=${BASH_REMATCH[3]}

@@ -26,9 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const dt_server_kind *const kinds[] = {&dt__redis_kind,  &dt__zookeeper_kind,
-                                              &dt__etcd_kind,   &dt__postgres_kind,
-                                              &dt__sqlite_kind, &dt__sentinel_kind};
+static const dt_server_kind *const kinds[] = {
+    &dt__redis_kind,  &dt__zookeeper_kind, &dt__etcd_kind,   &dt__postgres_kind,
+    &dt__sqlite_kind, &dt__sentinel_kind,  &dt__mariadb_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)

@@ -79,6 +79,7 @@ extern const dt_server_kind dt__redis_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
 extern const dt_server_kind dt__postgres_kind;
+extern const dt_server_kind dt__mariadb_kind;
 extern const dt_server_kind dt__sqlite_kind;
 extern const dt_server_kind dt__sentinel_kind;
 

@@ -41,6 +41,9 @@
 #ifdef DLOCK_WITH_ETCD
 #include "backend/etcd/names.h"
 #endif
+#ifdef DLOCK_WITH_MYSQL
+#include "backend/mysql/names.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,6 +574,55 @@ static void etcd_keys_one_to_one(void)
 }
 #endif
 
+/* ---------------------------------------------------------------- MariaDB/MySQL */
+
+#ifdef DLOCK_WITH_MYSQL
+/* GET_LOCK's names as the laxest server compares them: without regard to
+ * ASCII case (MySQL) or trailing spaces (PAD SPACE collations). */
+static void fold(char *s)
+{
+    for (char *t = s; *t != '\0'; t++) {
+        if (*t >= 'A' && *t <= 'Z')
+            *t = (char) (*t - 'A' + 'a');
+    }
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == ' ')
+        s[--n] = '\0';
+}
+
+static int by_mapped(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void mysql_names_one_to_one(void)
+{
+    names ns = make_names(600);
+    char **mapped = calloc(ns.n, sizeof *mapped);
+    char out[DLOCK__MY_NAME_MAX * 4 + 1];
+
+    CHECK(mapped != NULL);
+    for (size_t i = 0; i < ns.n; i++) {
+        CHECK_RC(dlock__my_name(ns.all[i], 0, out, sizeof out), DLOCK_OK);
+        CHECK_INT(strlen(out), <=, DLOCK__MY_NAME_MAX);
+        for (const unsigned char *t = (const unsigned char *) out; *t != '\0'; t++)
+            CHECK(*t > ' ' && *t < 0x7f);
+        fold(out);
+        mapped[i] = strdup(out);
+        CHECK(mapped[i] != NULL);
+    }
+    qsort(mapped, ns.n, sizeof *mapped, by_mapped);
+    for (size_t j = 1; j < ns.n; j++) {
+        if (strcmp(mapped[j], mapped[j - 1]) == 0)
+            dt_fail(__FILE__, __LINE__, "two names share the GET_LOCK name '%s'", mapped[j]);
+    }
+    for (size_t j = 0; j < ns.n; j++)
+        free(mapped[j]);
+    free(mapped);
+    free_names(&ns);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -583,6 +635,9 @@ int main(int argc, char **argv)
 #endif
 #ifdef DLOCK_WITH_ETCD
         {"etcd_keys_one_to_one", etcd_keys_one_to_one},
+#endif
+#ifdef DLOCK_WITH_MYSQL
+        {"mysql_names_one_to_one", mysql_names_one_to_one},
 #endif
     };
     return DT_RUN(tests);

@@ -1,0 +1,666 @@
+/* SPDX-License-Identifier: MIT */
+/* conn.c - the MariaDB/MySQL backend's connections: opened with a
+ * deadline, pooled while idle, each one a session of the host's renewer,
+ * and every request on them bounded by a deadline. libmariadb's blocking
+ * calls have no deadline below a second: everything here runs on its
+ * non-blocking calls (MYSQL_OPT_NONBLOCK, *_start / *_cont) and poll().
+ *
+ * A connection is a session (session.h): the renewer keeps it alive by a
+ * ping (renew() below: every connection's ping started first, then every
+ * answer read, so N connections cost one round trip, not N). A ping that
+ * finds the connection closed (KILL, the server restarted, wait_timeout, a
+ * broken link) ends its session: every lock under it is reported lost. A
+ * ping that finds the connection busy with a wait of its own (an attempt
+ * blocked in GET_LOCK: it holds nothing yet) counts as alive, since that
+ * request finds a dead connection by itself.
+ *
+ * The server's own bound on a dead holder is set close to the lease: the
+ * session's wait_timeout is 1.5 leases (the renewer pings every third of
+ * one), so a frozen or vanished client's connection, and its lock, end in
+ * the server within about a lease and a half; TCP keepalive and
+ * TCP_USER_TIMEOUT on the client's socket find a dead server as soon. */
+#define _GNU_SOURCE
+#include "my.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../../base/random.h"
+
+#include <errmsg.h>
+#include <errno.h>
+#include <mysqld_error.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define POOL_MAX       8     /* idle connections kept */
+#define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
+
+static pthread_once_t library_once = PTHREAD_ONCE_INIT;
+
+static void library_init(void)
+{
+    (void) mysql_library_init(0, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Waits for what a non-blocking call asked (status: MYSQL_WAIT_*) until
+ * deadline, asking cancelled() every 50 ms; then KILL QUERY is sent once
+ * (*killed). The events that came, to pass to *_cont, or -1 when the
+ * deadline passed. */
+static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t deadline,
+                int (*cancelled)(void *), void *arg, int *killed);
+
+static void conn_free(void *arg)
+{
+    dlock__myconn *c = arg;
+    if (c->m != NULL)
+        mysql_close(c->m);
+    free(c->held_lit);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* Closes a connection whatever state its request was left in: the socket
+ * is shut first, so that mysql_close's goodbye cannot block. */
+static void hang_up(MYSQL *m)
+{
+    int fd = (int) mysql_get_socket(m);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    mysql_close(m);
+}
+
+/* Whether a client error code means the connection is gone. */
+static int broken(unsigned err)
+{
+    return err >= 2000 && err < 3000;
+}
+
+void dlock__my_res_free(dlock__myres *res)
+{
+    for (int i = 0; i < DLOCK__MY_MAX_STMTS; i++) {
+        if (res->rows[i] != NULL)
+            mysql_free_result(res->rows[i]);
+        res->rows[i] = NULL;
+    }
+}
+
+const char *dlock__my_value(const dlock__myres *res, int i, unsigned col)
+{
+    if (i >= res->n || res->rows[i] == NULL || mysql_num_fields(res->rows[i]) <= col)
+        return NULL;
+    mysql_data_seek(res->rows[i], 0);
+    MYSQL_ROW row = mysql_fetch_row(res->rows[i]);
+    return row != NULL ? row[col] : NULL;
+}
+
+int dlock__my_fail(dlock__mystore *p, const dlock__myres *res, const char *what)
+{
+    return dlock__fail(DLOCK_ESERVER, "%s: %s: %s (error %u)", p->label, what, res->msg, res->err);
+}
+
+/* KILL [QUERY] id from a connection of its own: a blocking one, bounded by
+ * libmariadb's timeouts (this runs on a waiter's thread, or an operator's). */
+static int kill_from_aside(dlock__mystore *p, const char *what, unsigned long id)
+{
+    MYSQL *m = mysql_init(NULL);
+    unsigned int secs = 2;
+    char sql[64];
+    int rc = DLOCK_OK;
+    if (m == NULL)
+        return DLOCK_ENOMEM;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &secs);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
+    snprintf(sql, sizeof sql, "KILL %s %lu", what, id);
+    if (mysql_real_connect(m, p->host, p->user, p->password, p->dbname, p->port, NULL, 0) == NULL ||
+        mysql_query(m, sql) != 0)
+        rc = mysql_errno(m) == ER_NO_SUCH_THREAD ? DLOCK_OK : DLOCK_EUNREACHABLE;
+    mysql_close(m);
+    return rc;
+}
+
+static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t deadline,
+                int (*cancelled)(void *), void *arg, int *killed)
+{
+    int fd = (int) mysql_get_socket(c->m);
+    int64_t lib_until = -1;
+    if (status & MYSQL_WAIT_TIMEOUT)
+        lib_until = dlock__now_us() + (int64_t) mysql_get_timeout_value_ms(c->m) * 1000;
+    for (;;) {
+        int64_t now = dlock__now_us();
+        if (now >= deadline)
+            return -1;
+        if (killed != NULL && !*killed && cancelled != NULL && cancelled(arg)) {
+            (void) kill_from_aside(p, "QUERY", c->id);
+            *killed = 1;
+        }
+        if (lib_until >= 0 && now >= lib_until)
+            return MYSQL_WAIT_TIMEOUT;
+        int64_t until = deadline;
+        if (cancelled != NULL && killed != NULL && !*killed && until - now > CANCEL_STEP_US)
+            until = now + CANCEL_STEP_US;
+        if (lib_until >= 0 && lib_until < until)
+            until = lib_until;
+        struct pollfd pfd = {.fd = fd, .events = 0};
+        if (status & MYSQL_WAIT_READ)
+            pfd.events |= POLLIN;
+        if (status & MYSQL_WAIT_WRITE)
+            pfd.events |= POLLOUT;
+        if (status & MYSQL_WAIT_EXCEPT)
+            pfd.events |= POLLPRI;
+        int n = poll(&pfd, 1, (int) ((until - now + 999) / 1000));
+        if (n > 0) {
+            int ev = 0;
+            if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
+                ev |= MYSQL_WAIT_READ;
+            if (pfd.revents & (POLLOUT | POLLHUP | POLLERR))
+                ev |= MYSQL_WAIT_WRITE;
+            if (pfd.revents & POLLPRI)
+                ev |= MYSQL_WAIT_EXCEPT;
+            ev &= status | MYSQL_WAIT_READ | MYSQL_WAIT_WRITE;
+            return ev != 0 ? ev : status & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE);
+        }
+        if (n < 0 && errno != EINTR)
+            return status & (MYSQL_WAIT_READ | MYSQL_WAIT_WRITE); /* let libmariadb fail */
+    }
+}
+
+/* ---------------------------------------------------------------- requests */
+
+int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
+                   int (*cancelled)(void *), void *arg, dlock__myres *res)
+{
+    int err = 0, ev;
+    memset(res, 0, sizeof *res);
+    if (c->m == NULL)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    int st = mysql_real_query_start(&err, c->m, sql, (unsigned long) strlen(sql));
+    while (st != 0) {
+        if ((ev = step(p, c, st, deadline_us, cancelled, arg, &res->killed)) < 0)
+            goto late;
+        st = mysql_real_query_cont(&err, c->m, ev);
+    }
+    for (;;) {
+        if (err != 0) {
+            res->err = mysql_errno(c->m);
+            snprintf(res->msg, sizeof res->msg, "%s", mysql_error(c->m));
+            if (broken(res->err) || res->err == ER_CONNECTION_KILLED || res->err == 0)
+                goto gone;
+            return DLOCK_OK; /* a statement failed: the later ones did not run */
+        }
+        if (res->n >= DLOCK__MY_MAX_STMTS)
+            return dlock__fail(DLOCK_EPROTO, "%s: too many results", p->label);
+        if (mysql_field_count(c->m) > 0) {
+            MYSQL_RES *rows = NULL;
+            st = mysql_store_result_start(&rows, c->m);
+            while (st != 0) {
+                if ((ev = step(p, c, st, deadline_us, NULL, NULL, NULL)) < 0)
+                    goto late;
+                st = mysql_store_result_cont(&rows, c->m, ev);
+            }
+            if (rows == NULL) {
+                err = 1;
+                continue;
+            }
+            res->rows[res->n] = rows;
+        } else {
+            res->affected[res->n] = (uint64_t) mysql_affected_rows(c->m);
+        }
+        res->n++;
+        if (!mysql_more_results(c->m))
+            break;
+        st = mysql_next_result_start(&err, c->m);
+        while (st != 0) {
+            if ((ev = step(p, c, st, deadline_us, cancelled, arg, &res->killed)) < 0)
+                goto late;
+            st = mysql_next_result_cont(&err, c->m, ev);
+        }
+        if (err < 0)
+            break; /* no more */
+    }
+    atomic_store(&p->reached, 1);
+    return DLOCK_OK;
+late:
+    dlock__my_res_free(res);
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: no answer within the request's bound", p->label);
+gone:
+    dlock__my_res_free(res);
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s (error %u)", p->label, res->msg,
+                       res->err);
+}
+
+/* ---------------------------------------------------------------- connecting */
+
+/* The server's bound on this connection (wait_timeout, 1.5 leases), and
+ * dlock's table if missing (README.md: schema), once per store. */
+static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
+{
+    static const char schema[] =
+        "; CREATE TABLE IF NOT EXISTS dlock_fence ("
+        "name VARBINARY(256) NOT NULL PRIMARY KEY, "
+        "lock_name VARBINARY(2048) NOT NULL, fence BIGINT UNSIGNED NOT NULL, "
+        "conn BIGINT UNSIGNED NOT NULL, holder CHAR(16) NOT NULL, expires DATETIME(6) NOT NULL, "
+        "owner VARCHAR(255) NOT NULL, info TEXT NOT NULL) "
+        "ENGINE=InnoDB";
+    char sql[sizeof schema + 200];
+    dlock__myres res;
+    pthread_mutex_lock(&p->mu);
+    int ready = p->schema_ready;
+    pthread_mutex_unlock(&p->mu);
+    int64_t wait_s = (p->lease_ms * 3 / 2 + 999) / 1000;
+    snprintf(sql, sizeof sql,
+             "SET SESSION wait_timeout = %lld, SESSION interactive_timeout = %lld%s",
+             (long long) (wait_s > 1 ? wait_s : 1), (long long) (wait_s > 1 ? wait_s : 1),
+             ready ? "" : schema);
+    int rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, &res);
+    if (rc == DLOCK_OK && res.err != 0)
+        rc = dlock__my_fail(p, &res,
+                            ready ? "setting the session's wait_timeout"
+                                  : "creating dlock's table (dlock_fence)");
+    dlock__my_res_free(&res);
+    if (rc == DLOCK_OK && !ready) {
+        pthread_mutex_lock(&p->mu);
+        p->schema_ready = 1;
+        pthread_mutex_unlock(&p->mu);
+    }
+    return rc;
+}
+
+static void keepalive(dlock__mystore *p, int fd)
+{
+    int on = 1, idle = (int) (p->lease_ms / 3000), intvl = (int) (p->lease_ms / 9000), cnt = 3;
+    unsigned int user_timeout = (unsigned int) p->lease_ms;
+    if (idle < 1)
+        idle = 1;
+    if (intvl < 1)
+        intvl = 1;
+    (void) setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    (void) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+}
+
+/* A new connection, set up, its session started; its mutex held. */
+static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
+{
+    int64_t sent = dlock__now_us();
+    int64_t until = sent + p->connect_ms * 1000;
+    int rc, ev;
+    MYSQL *ret = NULL;
+
+    *out = NULL;
+    pthread_once(&library_once, library_init);
+    if (until > deadline)
+        until = deadline;
+    dlock__myconn *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    c->m = mysql_init(NULL);
+    if (c->m == NULL) {
+        conn_free(c);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    unsigned int secs = (unsigned int) ((p->connect_ms + 999) / 1000);
+    my_bool off = 0;
+    mysql_options(c->m, MYSQL_OPT_NONBLOCK, 0);
+    mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+    mysql_options(c->m, MYSQL_OPT_RECONNECT, &off); /* a new connection would hold nothing */
+    mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    mysql_options(c->m, MYSQL_OPT_LOCAL_INFILE, &off);
+    int st = mysql_real_connect_start(&ret, c->m, p->host, p->user, p->password,
+                                      p->dbname[0] ? p->dbname : NULL, p->port, NULL,
+                                      CLIENT_MULTI_STATEMENTS | CLIENT_FOUND_ROWS);
+    while (st != 0) {
+        if ((ev = step(p, c, st, until, NULL, NULL, NULL)) < 0) {
+            hang_up(c->m);
+            c->m = NULL;
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
+                             (long long) ((dlock__now_us() - sent) / 1000));
+            goto fail;
+        }
+        st = mysql_real_connect_cont(&ret, c->m, ev);
+    }
+    if (ret == NULL) {
+        unsigned err = mysql_errno(c->m);
+        /* The server answered and refused (a password, a database that is
+         * not there, too many connections): not an outage. */
+        if (!broken(err)) {
+            atomic_store(&p->reached, 1);
+            rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s (error %u)",
+                             p->label, mysql_error(c->m), err);
+        } else {
+            /* libmariadb ends its message with the errno in parentheses:
+             * say it in words too */
+            const char *msg = mysql_error(c->m), *paren = strrchr(msg, '(');
+            int sys = paren != NULL ? atoi(paren + 1) : 0;
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s%s%s", p->label, msg,
+                             sys != 0 ? ": " : "",
+                             sys > 0   ? strerror(sys)
+                             : sys < 0 ? gai_strerror(sys)
+                                       : "");
+        }
+        goto fail;
+    }
+    atomic_store(&p->reached, 1);
+    c->id = mysql_thread_id(c->m);
+    if (dlock__random_hex(c->nonce, 8) != 0) {
+        rc = dlock__fail(DLOCK_ENOMEM, "no random bytes for a connection's id");
+        goto fail;
+    }
+    keepalive(p, (int) mysql_get_socket(c->m));
+    rc = set_up(p, c, deadline);
+    if (rc != DLOCK_OK)
+        goto fail;
+    pthread_mutex_lock(&c->mu);
+    rc = dlock__session_start(p->base.host.sessions, p->lease_ms, sent, c, conn_free, &c->session);
+    if (rc != DLOCK_OK) {
+        pthread_mutex_unlock(&c->mu);
+        goto fail;
+    }
+    pthread_mutex_lock(&p->mu);
+    c->next_all = p->all;
+    if (p->all != NULL)
+        p->all->prev_all = c;
+    p->all = c;
+    pthread_mutex_unlock(&p->mu);
+    *out = c;
+    return DLOCK_OK;
+fail:
+    if (c->m != NULL) {
+        hang_up(c->m);
+        c->m = NULL;
+    }
+    conn_free(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the pool */
+
+/* Whether an idle connection still looks open: a passive look at its
+ * socket (the server sends nothing to an idle connection unless it closes
+ * it: KILL, wait_timeout, a shutdown). */
+static int still_open(dlock__myconn *c)
+{
+    if (c->m == NULL || atomic_load(&c->lost))
+        return 0;
+    struct pollfd pfd = {.fd = (int) mysql_get_socket(c->m), .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
+}
+
+int dlock__my_get(dlock__mystore *p, int64_t deadline_us, dlock__myconn **out)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        dlock__myconn *c = p->idle;
+        if (c != NULL) {
+            p->idle = c->next_idle;
+            p->nidle--;
+            c->in_pool = 0;
+            c->next_idle = NULL;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (c == NULL)
+            return connect_one(p, deadline_us, out);
+        pthread_mutex_lock(&c->mu);
+        if (still_open(c)) {
+            *out = c;
+            return DLOCK_OK;
+        }
+        dlock__my_discard(p, c, "its connection was closed");
+    }
+}
+
+void dlock__my_put(dlock__mystore *p, dlock__myconn *c)
+{
+    atomic_store(&c->holding, 0);
+    free(c->held_lit);
+    c->held_lit = NULL;
+    if (c->m == NULL || atomic_load(&c->lost)) {
+        dlock__my_discard(p, c, "its connection was closed");
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    int keep = p->nidle < POOL_MAX;
+    if (keep) {
+        c->next_idle = p->idle;
+        p->idle = c;
+        p->nidle++;
+        c->in_pool = 1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (keep)
+        pthread_mutex_unlock(&c->mu);
+    else
+        dlock__my_discard(p, c, "closed: the pool has enough idle connections");
+}
+
+void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why)
+{
+    pthread_mutex_lock(&p->mu);
+    if (c->in_pool) {
+        dlock__myconn **pp = &p->idle;
+        while (*pp != NULL && *pp != c)
+            pp = &(*pp)->next_idle;
+        if (*pp == c)
+            *pp = c->next_idle;
+        p->nidle--;
+        c->in_pool = 0;
+    }
+    int listed = c->m != NULL;
+    if (listed) {
+        if (c->prev_all != NULL)
+            c->prev_all->next_all = c->next_all;
+        else if (p->all == c)
+            p->all = c->next_all;
+        if (c->next_all != NULL)
+            c->next_all->prev_all = c->prev_all;
+        c->prev_all = c->next_all = NULL;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (c->m != NULL) {
+        hang_up(c->m);
+        c->m = NULL;
+    }
+    dlock__session *s = c->session;
+    pthread_mutex_unlock(&c->mu);
+    if (listed)
+        dlock__session_end(s, why); /* the store's reference: c may be freed */
+}
+
+void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        dlock__myconn *c = p->all;
+        pthread_mutex_unlock(&p->mu);
+        if (c == NULL)
+            return;
+        pthread_mutex_lock(&c->mu);
+        if (c->held_lit != NULL && c->m != NULL && !atomic_load(&c->lost) &&
+            dlock__now_us() < deadline_us) {
+            /* a detached lock: its row's lease ends with it, so that the
+             * next holder does not wait for it (closing the connection
+             * frees the named lock) */
+            char sql[1200];
+            dlock__myres res;
+            snprintf(sql, sizeof sql,
+                     "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND holder "
+                     "= '%s'",
+                     c->held_lit, c->nonce);
+            if (dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res) == DLOCK_OK)
+                dlock__my_res_free(&res);
+        }
+        dlock__my_discard(p, c, "the client closed");
+    }
+}
+
+void dlock__my_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us)
+{
+    dlock__myconn *c = dlock__session_data(session);
+    (void) deadline_us;
+    atomic_store(&c->lost, 1);
+    /* busy: its user finds it lost when done, and closes it */
+    if (pthread_mutex_trylock(&c->mu) == 0) {
+        if (c->m != NULL)
+            dlock__my_discard(MYSTORE(s), c, "its session was lost");
+        else
+            pthread_mutex_unlock(&c->mu);
+    }
+}
+
+/* ---------------------------------------------------------------- renewal */
+
+enum ping { PING_NONE, PING_SENT, PING_ALIVE, PING_BUSY_WAITING, PING_BUSY, PING_DEAD };
+
+struct pinged {
+    dlock__myconn *c;
+    enum ping state;
+    int status; /* what the ping waits for (MYSQL_WAIT_*) */
+    int update; /* an UPDATE of its row's lease, not a ping */
+};
+
+static dlock__myconn *conn_of(const dlock__renewal *it)
+{
+    return it->session != NULL ? dlock__session_data(it->session) : NULL;
+}
+
+static void ping_done(dlock__mystore *p, struct pinged *pg, int err)
+{
+    char why[400];
+    if (err == 0 && pg->update && mysql_affected_rows(pg->c->m) != 1) {
+        pg->state = PING_DEAD;
+        snprintf(why, sizeof why, "%s: the lock's row is not its holder's any more", p->label);
+        dlock__my_discard(p, pg->c, why);
+        return;
+    }
+    if (err == 0) {
+        pg->state = PING_ALIVE;
+        pthread_mutex_unlock(&pg->c->mu);
+        return;
+    }
+    pg->state = PING_DEAD;
+    snprintf(why, sizeof why, "%s: connection lost: %s (error %u)", p->label, mysql_error(pg->c->m),
+             mysql_errno(pg->c->m));
+    dlock__my_discard(p, pg->c, why);
+}
+
+int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    struct pinged *ps = calloc(n > 0 ? n : 1, sizeof *ps);
+    struct pollfd *fds = calloc(n > 0 ? n : 1, sizeof *fds);
+    size_t np = 0;
+    int err;
+
+    if (ps == NULL || fds == NULL) {
+        free(ps);
+        free(fds);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    /* every connection once: its ping started */
+    for (size_t i = 0; i < n; i++) {
+        dlock__myconn *c = conn_of(&items[i]);
+        size_t j = 0;
+        while (j < np && ps[j].c != c)
+            j++;
+        if (c == NULL || j < np)
+            continue;
+        ps[np].c = c;
+        if (pthread_mutex_trylock(&c->mu) != 0) {
+            /* in use: a wait blocked in the server holds nothing, and finds
+             * a dead connection by itself; a holder's call is short */
+            ps[np++].state = atomic_load(&c->holding) ? PING_BUSY : PING_BUSY_WAITING;
+            continue;
+        }
+        if (c->m == NULL || atomic_load(&c->lost)) {
+            pthread_mutex_unlock(&c->mu);
+            ps[np++].state = PING_DEAD;
+            continue;
+        }
+        err = 0;
+        /* a connection holding a lock renews its row's lease (README.md);
+         * another one is only pinged */
+        if (c->held_lit != NULL) {
+            char sql[1200];
+            snprintf(sql, sizeof sql,
+                     "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND "
+                     "WHERE name = %s AND holder = '%s'",
+                     p->lease_us, c->held_lit, c->nonce);
+            ps[np].update = 1;
+            ps[np].status = mysql_real_query_start(&err, c->m, sql, (unsigned long) strlen(sql));
+        } else {
+            ps[np].status = mysql_ping_start(&err, c->m);
+        }
+        ps[np].state = PING_SENT;
+        if (ps[np].status == 0)
+            ping_done(p, &ps[np], err);
+        np++;
+    }
+    /* then every answer */
+    for (;;) {
+        size_t nf = 0;
+        for (size_t j = 0; j < np; j++) {
+            if (ps[j].state != PING_SENT)
+                continue;
+            fds[nf].fd = (int) mysql_get_socket(ps[j].c->m);
+            fds[nf].events = (short) (((ps[j].status & MYSQL_WAIT_READ) ? POLLIN : 0) |
+                                      ((ps[j].status & MYSQL_WAIT_WRITE) ? POLLOUT : 0));
+            fds[nf].revents = 0;
+            nf++;
+        }
+        int64_t left = deadline_us - dlock__now_us();
+        if (nf == 0 || left <= 0)
+            break;
+        int ready = poll(fds, nf, (int) ((left + 999) / 1000));
+        if (ready < 0 && errno != EINTR)
+            break;
+        size_t f = 0;
+        for (size_t j = 0; j < np; j++) {
+            if (ps[j].state != PING_SENT)
+                continue;
+            short rev = fds[f++].revents;
+            if (rev == 0)
+                continue;
+            int ev = ((rev & (POLLIN | POLLHUP | POLLERR)) ? MYSQL_WAIT_READ : 0) |
+                     ((rev & (POLLOUT | POLLHUP | POLLERR)) ? MYSQL_WAIT_WRITE : 0);
+            err = 0;
+            ev = ev & ps[j].status ? ev & ps[j].status : ps[j].status;
+            ps[j].status = ps[j].update ? mysql_real_query_cont(&err, ps[j].c->m, ev)
+                                        : mysql_ping_cont(&err, ps[j].c->m, ev);
+            if (ps[j].status == 0)
+                ping_done(p, &ps[j], err);
+        }
+    }
+    /* a ping still out: the connection is left mid-request, so it goes */
+    for (size_t j = 0; j < np; j++) {
+        if (ps[j].state == PING_SENT) {
+            ps[j].state = PING_BUSY;
+            atomic_store(&ps[j].c->lost, 1);
+            pthread_mutex_unlock(&ps[j].c->mu);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        dlock__myconn *c = conn_of(&items[i]);
+        enum ping st = PING_DEAD;
+        for (size_t j = 0; j < np; j++) {
+            if (ps[j].c == c)
+                st = ps[j].state;
+        }
+        items[i].result = st == PING_ALIVE || st == PING_BUSY_WAITING ? DLOCK__RENEW_OK
+                          : st == PING_DEAD                           ? DLOCK__RENEW_GONE
+                                                                      : DLOCK__RENEW_FAILED;
+    }
+    free(ps);
+    free(fds);
+    return DLOCK_OK;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* my.h - the MariaDB/MySQL backend's own state: the store, its connections
+ * (conn.c), its names (names.c) and its locks (mysql.c). README.md maps the
+ * files.
+ *
+ * Session mode (the only mode built): a lock is a GET_LOCK named lock,
+ * held by one connection of the store's pool; each connection is a session
+ * of the host (session.h), so when it dies every lock it held is lost and
+ * reported. A connection holds at most one lock at a time: GET_LOCK is
+ * re-entrant per connection, so two handles sharing one would both "hold"
+ * the name. */
+#ifndef DLOCK_BACKEND_MY_H
+#define DLOCK_BACKEND_MY_H
+
+#include "../backend.h"
+#include "names.h"
+
+#include <mysql.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One connection. Its memory belongs to its session (freed when the last
+ * reference to the session goes), so a renewal or a hold that still names
+ * it never finds it freed; the MySQL connection in it is closed earlier,
+ * when the store discards it. */
+typedef struct dlock__myconn {
+    pthread_mutex_t mu; /* one request at a time; held through a request */
+    MYSQL *m;           /* NULL once closed */
+    dlock__session *session;
+    _Atomic int holding; /* holds a lock now (not in the pool) */
+    _Atomic int lost;    /* the core gave up on its session: close at the next chance */
+    unsigned long id;    /* its server connection id (CONNECTION_ID()) */
+    char nonce[17];      /* random: names it as the holder in the lock's row */
+    char *held_lit;      /* the literal of the GET_LOCK name it holds (renewals extend its
+                            row's lease), NULL */
+    int in_pool;         /* in the store's idle list */
+    struct dlock__myconn *next_idle;
+    struct dlock__myconn *prev_all, *next_all; /* every open connection of the store */
+} dlock__myconn;
+
+typedef struct dlock__mystore {
+    dlock__store base;
+    char label[320];
+    char host[200], user[128], password[256], dbname[128];
+    unsigned port;
+    int exact_names; /* ?names=exact: names go to GET_LOCK as they are */
+    int64_t timeout_ms, connect_ms, lease_ms;
+    char *info_lit;     /* the client's owner info as an SQL literal */
+    char lease_us[24];  /* the lease in microseconds, for INTERVAL ... MICROSECOND */
+    pthread_mutex_t mu; /* the lists below, schema_ready */
+    dlock__myconn *idle;
+    int nidle;
+    dlock__myconn *all;
+    int schema_ready;
+    _Atomic int reached;
+} dlock__mystore;
+
+#define MYSTORE(s) DLOCK__STORE_OF(dlock__mystore, s)
+
+/* The results of one request (several statements). */
+#define DLOCK__MY_MAX_STMTS 4
+typedef struct dlock__myres {
+    int n;                                  /* statements answered without an error */
+    MYSQL_RES *rows[DLOCK__MY_MAX_STMTS];   /* each one's rows, NULL if it had none */
+    uint64_t affected[DLOCK__MY_MAX_STMTS]; /* each one's affected rows */
+    unsigned err;                           /* the server's error of statement n, 0: none */
+    char msg[300];
+    int killed; /* a KILL QUERY was sent for it (cancelled) */
+} dlock__myres;
+
+/* conn.c: connections. */
+/* An idle connection of the pool, or a new one (its session started); its
+ * mutex held. */
+int dlock__my_get(dlock__mystore *p, int64_t deadline_us, dlock__myconn **out);
+/* Back to the pool (or closed when the pool is full), its mutex held by the
+ * caller and released here. */
+void dlock__my_put(dlock__mystore *p, dlock__myconn *c);
+/* Closes the connection (its session ended with why: every lock under it
+ * is reported lost), its mutex held by the caller and released here. */
+void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why);
+/* Sends sql (statements separated by ';') and reads every result until
+ * deadline_us, asking cancelled(arg) every 50 ms (then the query is ended
+ * in the server by KILL QUERY from another connection, and its answer still
+ * awaited). DLOCK_OK with *res filled (a server error too: res->err), or
+ * DLOCK_EUNREACHABLE (the connection is broken or timed out: discard it)
+ * with the detail recorded. dlock__my_res_free() in every case. */
+int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
+                   int (*cancelled)(void *), void *arg, dlock__myres *res);
+void dlock__my_res_free(dlock__myres *res);
+/* The first column of the first row of statement i's rows, NULL if none
+ * (or SQL NULL). */
+const char *dlock__my_value(const dlock__myres *res, int i, unsigned col);
+/* Records res's server error as DLOCK_ESERVER. */
+int dlock__my_fail(dlock__mystore *p, const dlock__myres *res, const char *what);
+/* Closes every connection (close()); a detached lock's row lease ends
+ * first, if the server answers by deadline_us. */
+void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us);
+/* The core gave up on the session: close its connection. */
+void dlock__my_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
+/* renew(): every connection named is pinged (all sent, then all read). */
+int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
+
+#endif

@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: MIT */
+/* mysql.c - the MariaDB/MySQL backend (mysql://, mariadb://), session
+ * mode: a lock is a GET_LOCK named lock (README.md has the name mapping,
+ * the schema and what this mode cannot do).
+ *
+ * An attempt takes a connection of the pool (conn.c) and, in one request
+ * of three statements, takes the named lock and bumps its fence counter
+ * under it:
+ *
+ *   SELECT GET_LOCK(N, SLICE);
+ *   INSERT INTO dlock_fence ... SELECT ... WHERE IS_USED_LOCK(N) = CONNECTION_ID()
+ *     ON DUPLICATE KEY UPDATE fence = fence + 1, ...;
+ *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID()
+ *
+ * The counter moves only while this connection holds the lock, so fences
+ * strictly increase per GET_LOCK name. A waiter blocks in the server for a
+ * slice (GET_LOCK's timeout, in fractional seconds: backend.h, NEXT_RETRY);
+ * a try uses a timeout of 0 and blocks nowhere; dlock_cancel() reaches a
+ * waiter by KILL QUERY from another connection (conn.c). After any failed
+ * or cancelled attempt the connection lets go of everything
+ * (RELEASE_ALL_LOCKS: it holds nothing else) or is closed. The connection
+ * that took the lock holds it until the release: it leaves the pool, and
+ * goes back after RELEASE_LOCK. */
+#include "my.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <inttypes.h>
+#include <mysqld_error.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_PORT       3306
+#define DEFAULT_CONNECT_MS 2000
+#define MIN_SLICE_US       20000 /* a shorter slice is a try */
+
+typedef struct mylock {
+    dlock__store_lock base;
+    char *name;
+    char server_name[DLOCK__MY_NAME_MAX * 4 + 1]; /* its GET_LOCK name */
+    char *lit;                                    /* server_name as an SQL literal */
+    char *name_lit;                               /* name as a binary literal */
+    dlock__myconn *conn; /* the connection holding it (the lock's session reference) */
+} mylock;
+
+#define MYLOCK(p) DLOCK__STORE_OF(mylock, p)
+
+extern const dlock__backend dlock__my_backend;
+
+/* ---------------------------------------------------------------- locks */
+
+static int my_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
+                       dlock__store_lock **out)
+{
+    dlock__mystore *p = MYSTORE(s);
+    *out = NULL;
+    mylock *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = dlock__my_name(name, p->exact_names, l->server_name, sizeof l->server_name);
+    if (rc != DLOCK_OK) {
+        free(l);
+        return rc;
+    }
+    l->base.spec = *spec;
+    l->name = strdup(name);
+    l->lit = dlock__my_literal(l->server_name, 0);
+    l->name_lit = dlock__my_literal(name, 1);
+    if (l->name == NULL || l->lit == NULL || l->name_lit == NULL) {
+        free(l->name);
+        free(l->lit);
+        free(l->name_lit);
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    *out = &l->base;
+    return DLOCK_OK;
+}
+
+/* The connection goes back to the pool (or is closed), and the lock's
+ * reference to its session with it. */
+static void unbind(dlock__mystore *p, mylock *l, int discard, const char *why)
+{
+    dlock__myconn *c = l->conn;
+    dlock__session *session = c->session;
+    l->conn = NULL;
+    if (discard)
+        dlock__my_discard(p, c, why);
+    else
+        dlock__my_put(p, c);
+    dlock__session_unref(session);
+}
+
+static void my_lock_free(dlock__store *s, dlock__store_lock *sl)
+{
+    mylock *l = MYLOCK(sl);
+    if (l->conn != NULL) {
+        /* never released (the core releases before freeing): close it */
+        pthread_mutex_lock(&l->conn->mu);
+        unbind(MYSTORE(s), l, 1, "its lock handle was freed");
+    }
+    free(l->name);
+    free(l->lit);
+    free(l->name_lit);
+    free(l);
+}
+
+/* The hold stays in the server as long as its connection: the connection
+ * stays open, out of the pool, until the client closes. */
+static void my_detach(dlock__store *s, dlock__store_lock *sl)
+{
+    mylock *l = MYLOCK(sl);
+    (void) s;
+    if (l->conn != NULL) {
+        dlock__session *session = l->conn->session;
+        l->conn = NULL;
+        dlock__session_unref(session);
+    }
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+/* After a failed or cancelled attempt: the connection lets go of whatever
+ * the request may have taken before it failed, or is closed. A KILL QUERY
+ * that came after the request's end may end the next statement instead:
+ * then once more. */
+static void after_failure(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
+{
+    dlock__myres res;
+    int ok = 0;
+    for (int i = 0; i < 2 && !ok; i++) {
+        int rc = dlock__my_exec(p, c, "DO RELEASE_ALL_LOCKS()", deadline, NULL, NULL, &res);
+        ok = rc == DLOCK_OK && res.err == 0;
+        dlock__my_res_free(&res);
+        if (rc != DLOCK_OK || (res.err != ER_QUERY_INTERRUPTED && !ok))
+            break;
+    }
+    if (ok)
+        dlock__my_put(p, c);
+    else
+        dlock__my_discard(p, c, "closed after a failed attempt");
+}
+
+/* The row as this attempt left it: its fence, whether it is ours, and the
+ * ms its holder's lease has left. */
+#define TAKEN_ROW                                                                                  \
+    "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / "   \
+    "1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = CONNECTION_ID()"
+
+/* Sleeps until `until`, asking cancelled() every 50 ms: 1 if it said so. */
+static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
+{
+    for (;;) {
+        int64_t now = dlock__now_us();
+        if (cancelled != NULL && cancelled(arg))
+            return 1;
+        if (now >= until)
+            return 0;
+        dlock__sleep_until(until - now > 50000 ? now + 50000 : until);
+    }
+}
+
+/* The named lock is ours in the server, but its row still has a holder's
+ * lease running (a holder whose connection dropped before it could know:
+ * README.md): wait for its end within the slice, then make the row ours.
+ * DLOCK_OK with *taken set (c kept), or not (c given back or closed). */
+static int take_over(dlock__mystore *p, mylock *l, dlock__myconn *c, dlock__attempt *a,
+                     int64_t left_ms, int64_t slice_end, int block, const char *token, int *taken)
+{
+    int64_t end = dlock__now_us() + left_ms * 1000;
+    *taken = 0;
+    if (block && end <= slice_end && !sleep_until(end, a->cancelled, a->cancel_arg)) {
+        size_t len =
+            2 * strlen(l->lit) + strlen(l->name_lit) + strlen(token) + strlen(p->info_lit) + 400;
+        char *sql = malloc(len);
+        dlock__myres res;
+        if (sql == NULL) {
+            after_failure(p, c, a->deadline_us);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        snprintf(sql, len,
+                 "UPDATE dlock_fence SET holder = '%s', conn = CONNECTION_ID(), owner = %s, "
+                 "info = %s, lock_name = %s, expires = UTC_TIMESTAMP(6) + INTERVAL %s "
+                 "MICROSECOND WHERE name = %s AND expires <= UTC_TIMESTAMP(6) AND "
+                 "IS_USED_LOCK(%s) = CONNECTION_ID()",
+                 c->nonce, token, p->info_lit, l->name_lit, p->lease_us, l->lit, l->lit);
+        int rc = dlock__my_exec(p, c, sql, a->deadline_us, NULL, NULL, &res);
+        free(sql);
+        if (rc != DLOCK_OK) {
+            dlock__my_discard(p, c, "closed: an attempt got no answer");
+            return rc;
+        }
+        *taken = res.err == 0 && res.affected[0] == 1;
+        dlock__my_res_free(&res);
+        if (*taken)
+            return DLOCK_OK;
+    }
+    /* not in this slice: let go, and say how long the lease has left */
+    a->outcome = DLOCK__HELD;
+    a->next = DLOCK__NEXT_RETRY;
+    a->holder_ttl_ms = left_ms;
+    after_failure(p, c, a->deadline_us);
+    return DLOCK_OK;
+}
+
+static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
+{
+    dlock__mystore *p = MYSTORE(s);
+    mylock *l = MYLOCK(sl);
+    dlock__myconn *c;
+
+    if (l->conn != NULL) {
+        /* the connection of a hold the core found lost (and so never
+         * released here): closed, so that nothing of it lives on */
+        pthread_mutex_lock(&l->conn->mu);
+        unbind(p, l, 1, "closed: its lock was lost");
+    }
+    int64_t now = dlock__now_us();
+    /* The slice (backend.h): up to the wait's end, and up to the request's
+     * bound less a fifth of a command timeout for the reply. */
+    int64_t reserve = p->timeout_ms * 1000 / 5;
+    int64_t slice_end = a->deadline_us - reserve;
+    if (a->wait_until_us < slice_end)
+        slice_end = a->wait_until_us;
+    int block = a->wait && slice_end - now >= MIN_SLICE_US;
+    a->due_us = block ? slice_end : now;
+    int rc = dlock__my_get(p, a->deadline_us, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    now = dlock__now_us();
+    int64_t slice_ms = block ? (slice_end - now) / 1000 : 0;
+    if (slice_ms < 0)
+        slice_ms = 0;
+    char *token = dlock__my_literal(a->token, 0);
+    size_t len = 8 * strlen(l->lit) + strlen(l->name_lit) + (token ? strlen(token) : 0) +
+                 strlen(p->info_lit) + 2000;
+    char *sql = token != NULL ? malloc(len) : NULL;
+    if (sql == NULL) {
+        free(token);
+        dlock__my_put(p, c);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
+     * before: holder first (kept while its lease runs), then the rest only
+     * if the row is ours now */
+    snprintf(sql, len,
+             "SELECT GET_LOCK(%s, %lld.%03lld); "
+             "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
+             "info) SELECT %s, %s, 1, CONNECTION_ID(), '%s', UTC_TIMESTAMP(6) + INTERVAL %s "
+             "MICROSECOND, %s, %s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
+             "ON DUPLICATE KEY UPDATE fence = fence + 1, "
+             "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
+             "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
+             "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
+             "info = IF(holder = VALUES(holder), VALUES(info), info), "
+             "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
+             "expires = IF(holder = VALUES(holder), VALUES(expires), expires); " TAKEN_ROW,
+             l->lit, (long long) (slice_ms / 1000), (long long) (slice_ms % 1000), l->lit,
+             l->name_lit, c->nonce, p->lease_us, token, p->info_lit, l->lit, c->nonce, l->lit,
+             l->lit);
+    dlock__myres res;
+    rc =
+        dlock__my_exec(p, c, sql, a->deadline_us, block ? a->cancelled : NULL, a->cancel_arg, &res);
+    free(sql);
+    if (rc != DLOCK_OK) {
+        free(token);
+        dlock__my_discard(p, c, "closed: an attempt got no answer");
+        return rc;
+    }
+    a->holder_ttl_ms = DLOCK__TTL_NONE;
+    const char *got = dlock__my_value(&res, 0, 0);
+    const char *fence = dlock__my_value(&res, 2, 0);
+    const char *mine = dlock__my_value(&res, 2, 1);
+    int ours = fence != NULL && mine != NULL && strcmp(mine, "1") == 0;
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && fence != NULL) {
+        uint64_t fence_value = strtoull(fence, NULL, 10);
+        if (!ours) {
+            const char *left = dlock__my_value(&res, 2, 2);
+            int64_t left_ms = left != NULL ? strtoll(left, NULL, 10) : 1;
+            dlock__my_res_free(&res);
+            int taken = 0;
+            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, block, token, &taken);
+            free(token);
+            if (rc != DLOCK_OK || !taken)
+                return rc;
+        } else {
+            dlock__my_res_free(&res);
+            free(token);
+        }
+        if ((c->held_lit = strdup(l->lit)) == NULL) {
+            after_failure(p, c, a->deadline_us);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        a->outcome = DLOCK__TAKEN;
+        a->fence = fence_value;
+        atomic_store(&c->holding, 1);
+        l->conn = c;
+        dlock__session_ref(c->session); /* the lock's */
+        dlock__session_ref(c->session); /* the attempt's */
+        a->session = c->session;
+        pthread_mutex_unlock(&c->mu);
+        return DLOCK_OK;
+    }
+    free(token);
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "0") == 0) {
+        /* held by another: this connection holds nothing */
+        dlock__my_res_free(&res);
+        dlock__my_put(p, c);
+    } else {
+        /* cancelled (KILL QUERY), or a failure */
+        int slice_over = res.killed;
+        if (!slice_over)
+            rc = res.err != 0
+                     ? dlock__my_fail(p, &res, "taking the named lock (GET_LOCK)")
+                     : dlock__fail(DLOCK_ESERVER, "%s: GET_LOCK answered %s for lock '%s' (%s)",
+                                   p->label, got ? got : "NULL", l->name, l->server_name);
+        dlock__my_res_free(&res);
+        after_failure(p, c, a->deadline_us);
+        if (!slice_over)
+            return rc;
+    }
+    a->outcome = DLOCK__HELD;
+    a->next = DLOCK__NEXT_RETRY;
+    return DLOCK_OK;
+}
+
+/* Nothing is queued in the server: a wait there ended with its request. */
+static int my_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
+{
+    (void) s, (void) sl, (void) token, (void) deadline_us;
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- release, extend */
+
+static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
+                      int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    mylock *l = MYLOCK(sl);
+    (void) token;
+    if (l->conn == NULL)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
+    dlock__myconn *c = l->conn;
+    pthread_mutex_lock(&c->mu);
+    if (c->m == NULL || atomic_load(&c->lost)) {
+        unbind(p, l, 1, "its session was lost");
+        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
+    }
+    /* the row's lease ends first, then the named lock: the next holder sees
+     * the row ended */
+    char sql[2000];
+    snprintf(sql, sizeof sql,
+             "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND holder = "
+             "'%s'; SELECT RELEASE_LOCK(%s)",
+             l->lit, c->nonce, l->lit);
+    dlock__myres res;
+    int rc = dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res);
+    if (rc != DLOCK_OK) {
+        /* closing the connection lets go of the lock as soon as the server
+         * sees it closed */
+        unbind(p, l, 1, "closed: a release got no answer");
+        return rc;
+    }
+    const char *v = dlock__my_value(&res, 1, 0);
+    if (res.err != 0)
+        rc = dlock__my_fail(p, &res, "releasing the named lock (RELEASE_LOCK)");
+    else if (v == NULL || strcmp(v, "1") != 0)
+        rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
+    dlock__my_res_free(&res);
+    unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
+    return rc;
+}
+
+/* Whether the lock's connection still holds its named lock. */
+static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
+                     int at_least, int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    mylock *l = MYLOCK(sl);
+    (void) token, (void) lease_ms, (void) at_least;
+    if (l->conn == NULL)
+        return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
+    dlock__myconn *c = l->conn;
+    pthread_mutex_lock(&c->mu);
+    char sql[1000];
+    snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", l->lit);
+    dlock__myres res;
+    int rc = c->m == NULL || atomic_load(&c->lost)
+                 ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name)
+                 : dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res);
+    if (rc == DLOCK_EUNREACHABLE) {
+        /* the connection is gone, or left mid-request: the lock with it */
+        char why[600];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        dlock__my_discard(p, c, why);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+    }
+    if (rc == DLOCK_OK) {
+        const char *v = dlock__my_value(&res, 0, 0);
+        if (res.err != 0)
+            rc = dlock__my_fail(p, &res, "confirming the named lock");
+        else if (v == NULL || strcmp(v, "1") != 0)
+            rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer holds it", l->name);
+        dlock__my_res_free(&res);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- operators */
+
+/* Runs an operator's request on a pooled connection. */
+static int operate(dlock__mystore *p, const char *sql, int64_t deadline, dlock__myres *res,
+                   const char *what)
+{
+    dlock__myconn *c;
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline > cap)
+        deadline = cap;
+    int rc = dlock__my_get(p, deadline, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, res);
+    if (rc != DLOCK_OK) {
+        dlock__my_discard(p, c, "closed: a request got no answer");
+        return rc;
+    }
+    dlock__my_put(p, c);
+    if (res->err != 0) {
+        rc = dlock__my_fail(p, res, what);
+        dlock__my_res_free(res);
+    }
+    return rc;
+}
+
+/* The holder of l: its connection id, owner token, info and the last
+ * fence, and the number of connections waiting in GET_LOCK for it (those
+ * the user can see in the process list: its own, or all with PROCESS). */
+#define HOLDER_SQL                                                                                 \
+    "SELECT h.id, f.owner, f.info, (SELECT fence FROM dlock_fence WHERE name = %s), "              \
+    "(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND "          \
+    "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%') "                                             \
+    "FROM (SELECT IS_USED_LOCK(%s) AS id) h LEFT JOIN dlock_fence f ON f.name = %s AND "           \
+    "f.conn = h.id"
+
+static int holder_of(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myres *res)
+{
+    char hex[DLOCK__MY_NAME_MAX * 8 + 1], sql[3000];
+    size_t n = 0;
+    for (const unsigned char *t = (const unsigned char *) l->server_name; *t != '\0'; t++)
+        n += (size_t) snprintf(hex + n, sizeof hex - n, "%02x", *t);
+    hex[n] = '\0';
+    snprintf(sql, sizeof sql, HOLDER_SQL, l->lit, hex, l->lit, l->lit);
+    return operate(p, sql, deadline, res, "reading the named lock's holder");
+}
+
+static const char *owner_of(const char *owner, const char *id, char *buf, size_t len)
+{
+    if (owner != NULL && owner[0] != '\0')
+        snprintf(buf, len, "%s", owner);
+    else
+        snprintf(buf, len, "mysql connection %s", id);
+    return buf;
+}
+
+static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
+{
+    dlock__myres res;
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
+               *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
+    st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
+    st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
+    if (id != NULL) {
+        st->held = 1;
+        st->holds = 1;
+        owner_of(owner, id, st->owner, sizeof st->owner);
+    }
+    dlock__my_res_free(&res);
+    return DLOCK_OK;
+}
+
+static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline_us)
+{
+    dlock__myres res;
+    int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
+               *info = dlock__my_value(&res, 0, 2);
+    if (id != NULL) {
+        char buf[300];
+        dlock__holder_raw h = {.owner = owner_of(owner, id, buf, sizeof buf),
+                               .count = 1,
+                               .info = owner != NULL ? info : NULL};
+        (void) sink(arg, &h);
+    }
+    dlock__my_res_free(&res);
+    return DLOCK_OK;
+}
+
+/* Ends the holder's connection in the server (KILL CONNECTION, then waits
+ * until the lock is no longer that connection's): the lock goes to the
+ * next waiter there, and the holder finds its connection closed at its
+ * next renewal. KILL needs the holder's user, or CONNECTION ADMIN / SUPER. */
+static int my_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    mylock *l = MYLOCK(sl);
+    dlock__myres res;
+    char sql[2000], id[32];
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline_us > cap)
+        deadline_us = cap;
+    snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s)", l->lit);
+    int rc = operate(p, sql, deadline_us, &res, "reading the named lock's holder");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *v = dlock__my_value(&res, 0, 0);
+    snprintf(id, sizeof id, "%s", v != NULL ? v : "");
+    dlock__my_res_free(&res);
+    if (id[0] == '\0')
+        return DLOCK_OK; /* free already */
+    snprintf(sql, sizeof sql,
+             "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND conn = %s; "
+             "KILL CONNECTION %s",
+             l->lit, id, id);
+    rc = operate(p, sql, deadline_us, &res, "ending the holder's connection (KILL)");
+    if (rc != DLOCK_OK && !strstr(dlock_errmsg(), "Unknown thread id"))
+        return rc;
+    if (rc == DLOCK_OK)
+        dlock__my_res_free(&res);
+    /* the killed connection lets go when its thread sees the kill */
+    snprintf(sql, sizeof sql, "SELECT COALESCE(IS_USED_LOCK(%s), 0) = %s", l->lit, id);
+    for (;;) {
+        rc = operate(p, sql, deadline_us, &res, "reading the named lock's holder");
+        if (rc != DLOCK_OK)
+            return rc;
+        v = dlock__my_value(&res, 0, 0);
+        int still = v != NULL && strcmp(v, "1") == 0;
+        dlock__my_res_free(&res);
+        if (!still)
+            return DLOCK_OK;
+        if (dlock__now_us() + 20000 >= deadline_us)
+            return dlock__fail(DLOCK_ETIMEDOUT,
+                               "%s: lock '%s': its holder's connection %s did "
+                               "not end in time",
+                               p->label, l->name, id);
+        dlock__sleep_until(dlock__now_us() + 10000);
+    }
+}
+
+/* The names of dlock_fence whose GET_LOCK name is held now. */
+static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                   int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    char *lit = dlock__my_literal(prefix, 1);
+    if (lit == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    size_t len = strlen(lit) * 2 + 300;
+    char *sql = malloc(len);
+    if (sql == NULL) {
+        free(lit);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    snprintf(sql, len,
+             "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
+             "IS_USED_LOCK(name) IS NOT NULL",
+             lit, lit);
+    free(lit);
+    dlock__myres res;
+    int rc = operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
+    free(sql);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (res.rows[0] != NULL) {
+        MYSQL_ROW row;
+        while ((row = mysql_fetch_row(res.rows[0])) != NULL) {
+            if (row[0] != NULL && sink(arg, row[0], DLOCK__MUTEX) != 0)
+                break;
+        }
+    }
+    dlock__my_res_free(&res);
+    return DLOCK_OK;
+}
+
+static int my_reached(dlock__store *s)
+{
+    return atomic_load(&MYSTORE(s)->reached);
+}
+
+/* ---------------------------------------------------------------- open, close */
+
+static void my_close(dlock__store *s, int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    dlock__my_close_all(p, deadline_us);
+    pthread_mutex_destroy(&p->mu);
+    free(p->info_lit);
+    free(p);
+}
+
+static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
+{
+    *out = NULL;
+    const char *mode = dlock__url_get(url, "mode");
+    if (mode != NULL && (strcmp(mode, "table") == 0 || strcmp(mode, "row") == 0))
+        return dlock__fail(
+            DLOCK_ENOTSUP, "%s: mode=%s (%s) is not built yet; mode=session (GET_LOCK) is",
+            url->text, mode, mode[0] == 't' ? "the lock table" : "SELECT ... FOR UPDATE on a row");
+    if (mode != NULL && strcmp(mode, "session") != 0)
+        return dlock__fail(DLOCK_EINVAL, "%s: unknown mode '%s' (want mode=session)", url->text,
+                           mode);
+    const char *names = dlock__url_get(url, "names");
+    if (names != NULL && strcmp(names, "exact") != 0 && strcmp(names, "mapped") != 0)
+        return dlock__fail(
+            DLOCK_EINVAL, "%s: unknown names '%s' (want names=mapped, the default, or names=exact)",
+            url->text, names);
+    if (url->nhosts != 1)
+        return dlock__fail(DLOCK_EINVAL, "%s: want one host (mysql://user:pass@host:port/db)",
+                           url->text);
+    if (url->path[0] == '\0' || strchr(url->path, '/') != NULL)
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: the path is the database's name, one word (dlock keeps its "
+                           "table dlock_fence there)",
+                           url->text);
+    int64_t connect_ms = DEFAULT_CONNECT_MS;
+    int rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+
+    dlock__mystore *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    p->info_lit = dlock__my_literal(host->cfg->owner_info, 0);
+    if (p->info_lit == NULL) {
+        free(p);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    p->base.backend = &dlock__my_backend;
+    p->base.caps = dlock__my_backend.caps;
+    p->base.host = *host;
+    p->base.label = p->label;
+    p->timeout_ms = host->cfg->command_timeout_ms;
+    p->connect_ms = connect_ms;
+    p->lease_ms = host->cfg->lease_ms;
+    snprintf(p->lease_us, sizeof p->lease_us, "%lld", (long long) p->lease_ms * 1000);
+    p->exact_names = names != NULL && strcmp(names, "exact") == 0;
+    p->port = (unsigned) (url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT);
+    snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%u/%s", url->scheme,
+             strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", p->port,
+             url->path);
+    if (url->user != NULL)
+        snprintf(p->user, sizeof p->user, "%s", url->user);
+    if (url->password != NULL)
+        snprintf(p->password, sizeof p->password, "%s", url->password);
+    snprintf(p->dbname, sizeof p->dbname, "%s", url->path);
+    *out = &p->base;
+    return DLOCK_OK;
+}
+
+static const char *const schemes[] = {"mysql", "mariadb", NULL};
+
+const dlock__backend dlock__my_backend = {
+    .version = DLOCK__BACKEND_VERSION,
+    .name = "MariaDB/MySQL",
+    .schemes = schemes,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_NOTIFY |
+            DLOCK_CAP_SESSION | DLOCK_CAP_LIST,
+    .open = my_open,
+    .close = my_close,
+    .lock_new = my_lock_new,
+    .lock_free = my_lock_free,
+    .detach = my_detach,
+    .acquire = my_acquire,
+    .cancel = my_cancel,
+    .release = my_release,
+    .extend = my_extend,
+    .renew = dlock__my_renew,
+    .session_lost = dlock__my_session_lost,
+    .query = my_query,
+    .force_unlock = my_force_unlock,
+    .holders = my_holders,
+    .list = my_list,
+    .reached = my_reached,
+};

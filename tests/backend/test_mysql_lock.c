@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: MIT */
+/* test_mysql_lock.c - the MariaDB/MySQL backend (mysql://), session mode,
+ * against a real MariaDB started once for the program: the name mapping
+ * (long names, upper case, exact names, and a lock shared with SQL that
+ * calls GET_LOCK itself), a holder's connection killed from the server
+ * side (KILL), a wait blocked in GET_LOCK: its slices, a try that never
+ * blocks, and a cancel that reaches it; bad input; and processes
+ * incrementing a fenced counter through one lock.
+ *
+ * The server is looked at with the mariadb client (dt_server_cli), never
+ * through the library. Tests that fork do so before they open a client. */
+#define _GNU_SOURCE
+#include "../support/harness.h"
+
+#include "backend/mysql/my.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static dt_server srv;
+
+static dlock_client *client(const char *options)
+{
+    return dt_client(srv.url, options);
+}
+
+/* The mariadb client's one-line answer, as a number (-1: NULL). */
+static long long sql_number(const char *sql)
+{
+    const char *out = dt_server_cli(&srv, "-e \"%s\"", sql);
+    if (strncmp(out, "NULL", 4) == 0)
+        return -1;
+    return strtoll(out, NULL, 10);
+}
+
+static const char *server_name(const char *name, int exact)
+{
+    static char out[DLOCK__MY_NAME_MAX * 4 + 1];
+    CHECK_RC(dlock__my_name(name, exact, out, sizeof out), DLOCK_OK);
+    return out;
+}
+
+/* Whether the GET_LOCK name is held (by anyone). */
+static int held(const char *server)
+{
+    char sql[300];
+    snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK('%s') IS NOT NULL", server);
+    return (int) sql_number(sql);
+}
+
+/* How many connections wait in GET_LOCK for a dlock-mapped name. */
+static long long waiting(const char *server)
+{
+    char sql[600], hex[300];
+    size_t n = 0;
+    for (const unsigned char *t = (const unsigned char *) server; *t != '\0'; t++)
+        n += (size_t) snprintf(hex + n, sizeof hex - n, "%02x", *t);
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND "
+             "INFO LIKE '%%%s%%'",
+             hex);
+    return sql_number(sql);
+}
+
+/* ---------------------------------------------------------------- names */
+
+/* The documented mapping: "dlock:" + a plain lower-case name, "dlock#" + 40
+ * hex digits of SHA-256 otherwise; the server holds exactly that name, and
+ * names that GET_LOCK would confuse (case, length) stay apart. */
+static void name_mapping(void)
+{
+    char long_a[200], long_b[200];
+    memset(long_a, 'a', sizeof long_a - 1);
+    long_a[sizeof long_a - 1] = '\0';
+    snprintf(long_b, sizeof long_b, "%s", long_a);
+    long_b[sizeof long_b - 2] = 'b';
+
+    CHECK(strcmp(server_name("jobs/nightly-1", 0), "dlock:jobs/nightly-1") == 0);
+    /* SHA-256("Hello") = 185f8db3... */
+    CHECK(strcmp(server_name("Hello", 0), "dlock#185f8db32271fe25f561a6fc938b2e264306ec30") == 0);
+    CHECK_INT(strlen(server_name(long_a, 0)), ==, 46);
+    char a[100];
+    snprintf(a, sizeof a, "%s", server_name(long_a, 0));
+    CHECK(strcmp(a, server_name(long_b, 0)) != 0);
+    snprintf(a, sizeof a, "%s", server_name("job", 0));
+    CHECK(strcmp(a, server_name("JOB", 0)) != 0);
+    CHECK(strcmp(a, server_name("job ", 0)) != 0); /* GET_LOCK ignores trailing spaces */
+    CHECK(strcmp(server_name("MyJob", 1), "MyJob") == 0);
+
+    /* distinct dlock names are distinct locks, even where GET_LOCK's own
+     * names would not be */
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *lo = dt_lock(c, "job", 0), *up = dt_lock(c2, "JOB", 0);
+    dlock_lock *la = dt_lock(c, long_a, 0), *lb = dt_lock(c2, long_b, 0);
+    CHECK_RC(dlock_acquire(lo, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(up), DLOCK_OK);
+    CHECK_RC(dlock_acquire(la, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(lb), DLOCK_OK);
+    CHECK_INT(held("dlock:job"), ==, 1);
+    CHECK_INT(held(server_name("JOB", 0)), ==, 1);
+    CHECK_INT(held(server_name(long_b, 0)), ==, 1);
+    CHECK_RC(dlock_release(lo), DLOCK_OK);
+    CHECK_RC(dlock_release(up), DLOCK_OK);
+    CHECK_RC(dlock_release(la), DLOCK_OK);
+    CHECK_RC(dlock_release(lb), DLOCK_OK);
+    CHECK_INT(held("dlock:job"), ==, 0);
+    dlock_lock_free(lo);
+    dlock_lock_free(up);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* names=exact: the name goes to GET_LOCK as it is, so dlock and SQL that
+ * calls GET_LOCK itself with the same name exclude one another (MariaDB
+ * compares the names exactly; MySQL 5.7+ without regard to case); a name
+ * GET_LOCK cannot take is refused. */
+static void exact_names(void)
+{
+    char url[300];
+    snprintf(url, sizeof url, "%s?names=exact", srv.url);
+    dlock_client *c = NULL;
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, "MyJob", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(held("MyJob"), ==, 1);
+    /* SQL of its own on the same name: GET_LOCK fails */
+    CHECK_INT(sql_number("SELECT GET_LOCK('MyJob', 0)"), ==, 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(held("MyJob"), ==, 0);
+    /* and the other way: held by SQL (the client in the background), dlock waits */
+    dt_server_cli(&srv, "-e \"SELECT GET_LOCK('MyJob', 5); SELECT SLEEP(1.5)\" >/dev/null 2>&1 "
+                        "</dev/null &");
+    DT_WAIT_UNTIL(held("MyJob") == 1, 5000);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, >=, 500);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+
+    /* 65 characters cannot be exact */
+    char name[80];
+    memset(name, 'x', 65);
+    name[65] = '\0';
+    dlock_lock *bad = NULL;
+    int rc = dlock_lock_open(c, name, 0, &bad);
+    if (rc == DLOCK_OK)
+        rc = dlock_try_acquire(bad);
+    CHECK_RC(rc, DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "names=exact") != NULL);
+    dlock_lock_free(bad);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- killed */
+
+/* The holder's connection is killed in the server (KILL, as an operator
+ * would): the loss is reported within the lease, and another client gets
+ * the lock with a larger fence. */
+static void killed_holder(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("?lease=2s"), *c2 = client(NULL);
+    dlock_lock *l = dt_lock(c, "term", 0), *l2 = dt_lock(c2, "term", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:term')");
+    CHECK_INT(id, >, 0);
+    char sql[100];
+    snprintf(sql, sizeof sql, "KILL %lld", id);
+    int64_t t0 = dt_now_ms();
+    dt_server_cli(&srv, "-e \"%s\"", sql);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 2000 + 1000);
+    printf("killed: loss reported after %lld ms: %s\n", (long long) (dt_now_ms() - t0), box.why);
+    CHECK_RC(dlock_acquire(l2, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l2), >, fence);
+    /* not before the holder was told */
+    CHECK_INT(atomic_load(&box.at_ms), <=, dt_now_ms());
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    /* the lost handle takes it again, on a new connection */
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, dlock_lock_fence(l2));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A holder that freezes (SIGSTOP: its socket stays open, its renewals
+ * stop) loses its lock in the server within about a lease and a half (the
+ * connection's wait_timeout), not MariaDB's default 8 hours; the next
+ * holder's fence is larger. */
+static void frozen_holder(void)
+{
+    int fds[2];
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork(); /* before any client of this process */
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dlock_client *c = NULL;
+        dlock_lock *l = NULL;
+        char url[300];
+        snprintf(url, sizeof url, "%s?lease=2s", srv.url);
+        if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "frozen", 0, &l) != 0 ||
+            dlock_acquire(l, 5000) != DLOCK_OK)
+            _exit(2);
+        unsigned long long fence = dlock_lock_fence(l);
+        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
+            _exit(3);
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    close(fds[1]);
+    unsigned long long fence = 0;
+    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
+    close(fds[0]);
+    int64_t t0 = dt_now_ms();
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "frozen", 0);
+    CHECK_RC(dlock_acquire(l, 15000), DLOCK_OK);
+    int64_t took = dt_now_ms() - t0;
+    printf("frozen holder (lease 2 s): the lock was free again after %lld ms\n", (long long) took);
+    CHECK_INT(took, <, 2 * 2000 + 1500);
+    CHECK_INT(dlock_lock_fence(l), >, fence);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- waits */
+
+struct waiter {
+    dlock_lock *l;
+    int64_t wait_ms;
+    _Atomic int rc;
+    _Atomic int done;
+    _Atomic long long ended_ms;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    int rc = dlock_acquire(w->l, w->wait_ms);
+    atomic_store(&w->ended_ms, dt_now_ms());
+    atomic_store(&w->rc, rc);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* A wait blocks in GET_LOCK (one connection in state "User lock", no
+ * polling), slice after slice; a try never blocks; a budget ends on time;
+ * a cancel of the blocked wait returns at once and leaves nothing waiting
+ * in the server. */
+static void blocked_wait(void)
+{
+    /* timeout 2s: slices of about 1.6 s */
+    dlock_client *h = client(NULL), *c = client("?timeout=2s");
+    dlock_lock *hl = dt_lock(h, "bw", 0), *l = dt_lock(c, "bw", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK_INT(dt_now_ms() - t0, <, 500);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 700), DLOCK_ETIMEDOUT);
+    int64_t took = dt_now_ms() - t0;
+    CHECK_INT(took, >=, 690);
+    CHECK_INT(took, <, 1500);
+
+    /* across several slices, then cancelled */
+    struct waiter w = {.l = l, .wait_ms = 60000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:bw") == 1, 5000);
+    dt_sleep_ms(4000); /* two slices and more */
+    CHECK(!atomic_load(&w.done));
+    CHECK_INT(waiting("dlock:bw"), ==, 1);
+    int64_t cancel_at = dt_now_ms();
+    CHECK_RC(dlock_cancel(l), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 2000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_ECANCELED);
+    long long cancel_took = atomic_load(&w.ended_ms) - cancel_at;
+    printf("blocked wait: cancelled in %lld ms\n", cancel_took);
+    CHECK_INT(cancel_took, <, 300);
+    CHECK_INT(waiting("dlock:bw"), ==, 0);
+
+    /* a release wakes a blocked waiter at once */
+    struct waiter w2 = {.l = l, .wait_ms = 60000};
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w2), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:bw") == 1, 5000);
+    int64_t released_at = dt_now_ms();
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w2.done), 2000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w2.rc), DLOCK_OK);
+    CHECK_INT(atomic_load(&w2.ended_ms) - released_at, <, 300);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(hl);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+static void bad_input(void)
+{
+    char url[300];
+    dlock_client *c = NULL;
+    dlock_lock *l;
+
+    snprintf(url, sizeof url, "mysql://dlock:wrong@127.0.0.1:%d/dlock", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "Access denied") != NULL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    snprintf(url, sizeof url, "mariadb://dlock:dlock@127.0.0.1:%d/nosuchdb", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "nosuchdb") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    snprintf(url, sizeof url, "%s?mode=rows", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "unknown mode 'rows'") != NULL);
+    snprintf(url, sizeof url, "%s?mode=table", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "not built yet") != NULL);
+    snprintf(url, sizeof url, "%s?mode=row", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "not built yet") != NULL);
+    snprintf(url, sizeof url, "%s?names=upper", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    snprintf(url, sizeof url, "mysql://dlock:dlock@127.0.0.1:%d", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "database") != NULL);
+    snprintf(url, sizeof url, "%s?mode=session", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_client_close(c);
+
+    /* nobody listens: unreachable, within the core's bound for a store
+     * never reached */
+    snprintf(url, sizeof url, "mysql://dlock:dlock@127.0.0.1:%d/dlock", dt_free_port());
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 30000), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 3000);
+    CHECK(strstr(dlock_errmsg(), "refused") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- processes */
+
+#define PROCS  6
+#define ROUNDS 25
+
+struct shared {
+    _Atomic int inside;
+    _Atomic int overlaps;
+    _Atomic long long counter;
+    _Atomic unsigned long long last_fence;
+    _Atomic int stale;
+};
+
+/* Processes increment a counter through the lock, each write fenced (a
+ * fence not above the last one written is refused): exact count, never two
+ * inside at once, no stale fence. */
+static void fenced_processes(void)
+{
+    struct shared *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    pid_t pids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        pids[i] = fork(); /* before any client of this process */
+        CHECK(pids[i] >= 0);
+        if (pids[i] == 0) {
+            dlock_client *c = NULL;
+            dlock_lock *l = NULL;
+            if (dlock_client_open(srv.url, &c) != DLOCK_OK ||
+                dlock_lock_open(c, "procs", 0, &l) != DLOCK_OK)
+                _exit(2);
+            for (int r = 0; r < ROUNDS; r++) {
+                if (dlock_acquire(l, 60000) != DLOCK_OK)
+                    _exit(3);
+                if (atomic_fetch_add(&sh->inside, 1) != 0)
+                    atomic_fetch_add(&sh->overlaps, 1);
+                unsigned long long f = dlock_lock_fence(l);
+                unsigned long long last = atomic_load(&sh->last_fence);
+                if (f <= last) {
+                    atomic_fetch_add(&sh->stale, 1);
+                } else {
+                    atomic_store(&sh->last_fence, f);
+                    long long v = atomic_load(&sh->counter);
+                    usleep(200);
+                    atomic_store(&sh->counter, v + 1);
+                }
+                atomic_fetch_sub(&sh->inside, 1);
+                if (dlock_release(l) != DLOCK_OK)
+                    _exit(4);
+            }
+            dlock_lock_free(l);
+            dlock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int status = 0;
+        CHECK_INT(waitpid(pids[i], &status, 0), ==, pids[i]);
+        CHECK(WIFEXITED(status));
+        CHECK_INT(WEXITSTATUS(status), ==, 0);
+    }
+    CHECK_INT(atomic_load(&sh->overlaps), ==, 0);
+    CHECK_INT(atomic_load(&sh->stale), ==, 0);
+    CHECK_INT(atomic_load(&sh->counter), ==, PROCS * ROUNDS);
+    munmap(sh, sizeof *sh);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"name_mapping", name_mapping},         {"exact_names", exact_names},
+        {"killed_holder", killed_holder},       {"frozen_holder", frozen_holder},
+        {"blocked_wait", blocked_wait},         {"bad_input", bad_input},
+        {"fenced_processes", fenced_processes},
+    };
+    dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
+    return DT_RUN(tests);
+}
