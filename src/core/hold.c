@@ -272,8 +272,14 @@ int dlock__lock_verify(dlock_lock *l)
 
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
-    if (dlock__renewer_check(&c->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK)
+    if (dlock__renewer_check(&c->renewer, &l->lease, NULL, why, sizeof why) != DLOCK_OK) {
+        /* Its session ended or its validity ran out, and the renewer has
+         * not got round to it: found here, so reported here, on this
+         * thread, before this returns (dlock.h). */
+        if (!dlock__renewer_lose(&c->renewer, &l->lease, why))
+            dlock__renewer_wait_reported(&c->renewer, &l->lease);
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
+    }
     /* at_least with no lease: the store confirms and changes nothing */
     int rc = c->backend->extend(c->store, l->sl, l->token, 0, 1, dlock__lock_op_deadline(l));
     if (rc == DLOCK_ELOST) {
@@ -281,7 +287,10 @@ int dlock__lock_verify(dlock_lock *l)
          * handle and its callback tell it as they tell any other. */
         snprintf(why, sizeof why, "the store no longer has it under this owner (%s)",
                  dlock_errmsg());
-        dlock__renewer_lose(&c->renewer, &l->lease, why);
+        /* (the store may have ended the hold's session as it answered:
+         * the renewer's report of it is then done before this returns) */
+        if (!dlock__renewer_lose(&c->renewer, &l->lease, why))
+            dlock__renewer_wait_reported(&c->renewer, &l->lease);
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
     }
     if (rc == DLOCK_OK)

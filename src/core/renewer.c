@@ -138,6 +138,7 @@ void dlock__renewer_init(dlock__renewer *r, dlock__store *store, const dlock__cl
     thread_init(&r->watchdog);
     for (unsigned i = 0; i < DLOCK__RENEWER_SHARDS; i++) {
         pthread_mutex_init(&r->shards[i].mu, NULL);
+        pthread_cond_init(&r->shards[i].reported, NULL);
         r->shards[i].list.prev = r->shards[i].list.next = &r->shards[i].list;
     }
     r->store = store;
@@ -171,6 +172,7 @@ void dlock__renewer_fini(dlock__renewer *r)
         while (list->next != list)
             unlink_locked(list->next);
         pthread_mutex_destroy(&r->shards[i].mu);
+        pthread_cond_destroy(&r->shards[i].reported);
     }
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->renewal.cv);
@@ -209,6 +211,7 @@ static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
         out->cap = cap;
     }
     e->owner->ref(e);
+    e->reporting = 1;
     out->entries[out->n++] = e;
 }
 
@@ -241,6 +244,11 @@ static void report(dlock__renewer *r, reports *out)
         dlock__lease *e = out->entries[i];
         log_loss(r, e);
         e->owner->report(e);
+        dlock__renewer_shard *sh = shard_of(r, e);
+        pthread_mutex_lock(&sh->mu);
+        e->reporting = 0;
+        pthread_cond_broadcast(&sh->reported);
+        pthread_mutex_unlock(&sh->mu);
         e->owner->unref(e);
     }
     out->n = 0;
@@ -832,6 +840,16 @@ int dlock__renewer_lose(dlock__renewer *r, dlock__lease *e, const char *why)
     report(r, &out);
     free(out.entries);
     return lost;
+}
+
+void dlock__renewer_wait_reported(dlock__renewer *r, dlock__lease *e)
+{
+    dlock__renewer_shard *sh = shard_of(r, e);
+
+    pthread_mutex_lock(&sh->mu);
+    while (e->reporting)
+        pthread_cond_wait(&sh->reported, &sh->mu);
+    pthread_mutex_unlock(&sh->mu);
 }
 
 void dlock__renewer_leave_session(dlock__renewer *r, dlock__lease *e)

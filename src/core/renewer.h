@@ -67,6 +67,7 @@ struct dlock__lease {
     unsigned failures;      /* renewals failed in a row */
     /* outcome */
     int lost;
+    int reporting; /* lost, and its report (owner->report) not done yet: under the shard's mu */
     char why[200];
     const char *name; /* HOLD, WAITER: the lock's, for the log */
 };
@@ -74,8 +75,9 @@ struct dlock__lease {
 #define DLOCK__RENEWER_SHARDS 16
 
 typedef struct dlock__renewer_shard {
-    pthread_mutex_t mu; /* guards the entries of the shard */
-    dlock__lease list;  /* sentinel */
+    pthread_mutex_t mu;      /* guards the entries of the shard */
+    pthread_cond_t reported; /* an entry's report is done (reporting back to 0) */
+    dlock__lease list;       /* sentinel */
 } __attribute__((aligned(64))) dlock__renewer_shard;
 
 /* A thread of the renewer and when it next wakes. */
@@ -124,6 +126,9 @@ void dlock__renewer_update(dlock__renewer *r, dlock__lease *e, int renew, int64_
  * reports it as the threads do, on the calling thread. Returns 1 if it did,
  * 0 if e was not watched or already lost. */
 int dlock__renewer_lose(dlock__renewer *r, dlock__lease *e, const char *why);
+/* Waits until a report of e's loss under way on another thread (its
+ * callback) is done. */
+void dlock__renewer_wait_reported(dlock__renewer *r, dlock__lease *e);
 
 /* A held entry that lived by its session has a lease of its own now (the
  * store moved it: dlock_extend): it drops the session, and its validity
