@@ -168,6 +168,26 @@ broken:
                        message_of(c->pg, msg, sizeof msg));
 }
 
+/* Prepares sql as `name` (one round trip, once per connection). */
+static int prepare(dlock__pgstore *p, dlock__pgconn *c, const char *name, const char *sql,
+                   int nparams, int64_t deadline_us, PGresult **res)
+{
+    char msg[512];
+
+    *res = NULL;
+    if (c->pending) {
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    if (!PQsendPrepare(c->pg, name, sql, nparams, NULL))
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect(p, c, deadline_us, NULL, NULL, res);
+}
+
 int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int nparams,
                    const char *const *params, int64_t deadline_us, int (*cancelled)(void *),
                    void *arg, PGresult **res)
@@ -188,6 +208,37 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
     int sent = nparams > 0 ? PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0)
                            : PQsendQuery(c->pg, sql);
     if (!sent)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect(p, c, deadline_us, cancelled, arg, res);
+}
+
+int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                            int nparams, const char *const *params, int64_t deadline_us,
+                            int (*cancelled)(void *), void *arg, PGresult **res)
+{
+    char msg[512], name[24];
+
+    *res = NULL;
+    snprintf(name, sizeof name, "dlock_%u", which);
+    if (c->pg != NULL && !(c->prepared & (1u << which))) {
+        int rc = prepare(p, c, name, sql, nparams, deadline_us, res);
+        if (rc != DLOCK_OK || PQresultStatus(*res) != PGRES_COMMAND_OK)
+            return rc;
+        PQclear(*res);
+        *res = NULL;
+        c->prepared |= 1u << which;
+    }
+    if (c->pg == NULL)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (c->pending) {
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    if (!PQsendQueryPrepared(c->pg, name, nparams, params, NULL, NULL, 0))
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
                            message_of(c->pg, msg, sizeof msg));
     return collect(p, c, deadline_us, cancelled, arg, res);
