@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX       8     /* idle connections kept */
+#define POOL_MAX       8     /* idle connections kept, or as many as are busy */
 #define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
 
 /* ---------------------------------------------------------------- helpers */
@@ -373,6 +373,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
     if (p->all != NULL)
         p->all->prev_all = c;
     p->all = c;
+    p->nall++;
     pthread_mutex_unlock(&p->mu);
     *out = c;
     return DLOCK_OK;
@@ -501,7 +502,9 @@ void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
         return;
     }
     pthread_mutex_lock(&p->mu);
-    int keep = p->nidle < POOL_MAX;
+    /* a client whose waits keep N connections busy keeps N idle (else
+     * every wait beyond the 8th would connect anew: TCP, a backend, SCRAM) */
+    int keep = p->nidle < POOL_MAX || p->nidle < p->nall - p->nidle;
     if (keep) {
         c->next_idle = p->idle;
         p->idle = c;
@@ -536,6 +539,7 @@ void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why)
         if (c->next_all != NULL)
             c->next_all->prev_all = c->prev_all;
         c->prev_all = c->next_all = NULL;
+        p->nall--;
     }
     pthread_mutex_unlock(&p->mu);
     if (c->pg != NULL) {

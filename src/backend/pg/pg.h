@@ -60,6 +60,7 @@ typedef struct dlock__pgstore {
     dlock__pgconn *idle;
     int nidle;
     dlock__pgconn *all;
+    int nall; /* open connections (in the list all) */
     int schema_ready;
     _Atomic int reached;
 } dlock__pgstore;
