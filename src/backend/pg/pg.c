@@ -120,8 +120,7 @@ static void let_go(dlock__pgstore *p, pglock *l)
     int rc = c->pg == NULL
                  ? DLOCK_EUNREACHABLE
                  : dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params,
-                                           dlock__now_us() + p->timeout_ms * 1000, NULL, NULL,
-                                           &r);
+                                           dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     unbind(p, l, !ok, "closed: it could not let go of a lock");
@@ -187,8 +186,8 @@ static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key, 
 {
     PGresult *r = NULL;
     const char *params[] = {key};
-    int rc = dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params, deadline, NULL,
-                                     NULL, &r);
+    int rc =
+        dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params, deadline, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     if (ok)
@@ -280,8 +279,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     PGresult *r = NULL;
     char sql[2048];
     snprintf(sql, sizeof sql, take_sql[block], block ? "" : "WHERE l.ok");
-    rc = dlock__pg_exec_prepared(p, c, block ? PREP_WAIT : PREP_TRY, sql, 6, params,
-                                 a->deadline_us, block ? a->cancelled : NULL, a->cancel_arg, &r);
+    rc = dlock__pg_exec_prepared(p, c, block ? PREP_WAIT : PREP_TRY, sql, 6, params, a->deadline_us,
+                                 block ? a->cancelled : NULL, a->cancel_arg, &r);
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
         return rc;
@@ -366,8 +365,8 @@ static int literal_of(const char *text, char *buf, size_t len)
  * end lost in a server crash only makes a next holder wait for the rest of
  * the lease, never take a lock early. */
 #define RELEASE_SQL                                                                                \
-    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "   \
-    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "      \
+    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "  \
+    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "     \
     "'off', true) FROM (SELECT count(*) FROM u) AS x"
 
 static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
@@ -386,8 +385,8 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     }
     const char *params[] = {l->key_text, l->name, c->nonce};
     PGresult *r = NULL;
-    int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, deadline_us,
-                                     NULL, NULL, &r);
+    int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, deadline_us, NULL,
+                                     NULL, &r);
     if (rc != DLOCK_OK) {
         /* closing the connection lets go of the lock as soon as the server
          * sees it closed */
