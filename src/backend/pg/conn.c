@@ -276,6 +276,8 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     int ready = p->schema_ready;
     pthread_mutex_unlock(&p->mu);
     size_t len = sizeof schema + strlen(info) + 256;
+    for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
+        len += strlen(p->prep_sql[i]) + 32;
     char *sql = malloc(len);
     if (sql == NULL) {
         PQfreemem(info);
@@ -286,6 +288,14 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
              "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now()",
              ready ? "" : schema, info);
     PQfreemem(info);
+    /* the hot path's statements, prepared in the same round trip (after
+     * the tables they name) */
+    unsigned prepared = 0;
+    for (unsigned i = 0; i < 8 && p->prep_sql[i] != NULL; i++) {
+        size_t used = strlen(sql);
+        snprintf(sql + used, len - used, "; PREPARE dlock_%u AS %s", i, p->prep_sql[i]);
+        prepared |= 1u << i;
+    }
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
@@ -295,6 +305,8 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
                             ready ? "recording the owner info (table dlock_owner)"
                                   : "creating dlock's tables (dlock_fence, dlock_owner)");
     PQclear(r);
+    if (rc == DLOCK_OK)
+        c->prepared = prepared;
     if (rc == DLOCK_OK && !ready) {
         pthread_mutex_lock(&p->mu);
         p->schema_ready = 1;

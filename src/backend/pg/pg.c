@@ -277,9 +277,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     snprintf(app, sizeof app, "dlock:%s", a->token);
     const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
     PGresult *r = NULL;
-    char sql[2048];
-    snprintf(sql, sizeof sql, take_sql[block], block ? "" : "WHERE l.ok");
-    rc = dlock__pg_exec_prepared(p, c, block ? PREP_WAIT : PREP_TRY, sql, 6, params, a->deadline_us,
+    rc = dlock__pg_exec_prepared(p, c, block ? PREP_WAIT : PREP_TRY,
+                                 block ? p->take_wait : p->take_try, 6, params, a->deadline_us,
                                  block ? a->cancelled : NULL, a->cancel_arg, &r);
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
@@ -704,6 +703,12 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     param(p, &n, "options", p->options);
     p->keys[n] = NULL;
     p->vals[n] = NULL;
+    snprintf(p->take_try, sizeof p->take_try, take_sql[0], "WHERE l.ok");
+    snprintf(p->take_wait, sizeof p->take_wait, take_sql[1], "");
+    p->prep_sql[PREP_TRY] = p->take_try;
+    p->prep_sql[PREP_WAIT] = p->take_wait;
+    p->prep_sql[PREP_RELEASE] = RELEASE_SQL;
+    p->prep_sql[PREP_UNLOCK] = UNLOCK_SQL;
     *out = &p->base;
     return DLOCK_OK;
 }

@@ -61,6 +61,10 @@ typedef struct dlock__pgstore {
     int nidle;
     dlock__pgconn *all;
     int nall; /* open connections (in the list all) */
+    /* the statements of the hot path (pg.c), prepared by each connection's
+     * set-up as "dlock_<i>" in its one round trip; NULL ends the list */
+    const char *prep_sql[8];
+    char take_try[2048], take_wait[2048];
     int schema_ready;
     _Atomic int reached;
 } dlock__pgstore;
