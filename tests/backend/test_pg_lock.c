@@ -4,8 +4,8 @@
  * mapping (and a lock shared with SQL that calls pg_advisory_lock itself),
  * a holder's connection ended from the server side (pg_terminate_backend),
  * a wait blocked in the server: its slices, a try that never blocks, and a
- * cancel that reaches it; bad input; and processes incrementing a fenced
- * counter through one lock.
+ * cancel that reaches it; a release that ends the row's lease; bad input; and processes
+ * incrementing a fenced counter through one lock.
  *
  * The server is looked at with psql (dt_server_cli), never through the
  * library. Tests that fork do so before they open a client. */
@@ -198,6 +198,37 @@ static void blocked_wait(void)
     dlock_client_close(h);
 }
 
+/* ---------------------------------------------------------------- hand-over */
+
+/* The release (one statement: the row's lease ended, then the advisory
+ * lock; README.md: what a cycle costs) leaves the row's lease ended, so a
+ * try of another client takes the lock at once, with a higher fence; and a
+ * client's second cycle on one connection runs the prepared statements. */
+static void release_ends_lease(void)
+{
+    dlock_client *c = client(NULL), *h = client(NULL);
+    dlock_lock *a = dt_lock(c, "handover", 0), *b = dt_lock(h, "handover", 0);
+    for (int round = 0; round < 2; round++) {
+        CHECK_RC(dlock_try_acquire(a), DLOCK_OK);
+        CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'handover' AND "
+                             "expires > clock_timestamp()"),
+                  ==, 1);
+        CHECK_RC(dlock_try_acquire(b), DLOCK_EBUSY);
+        CHECK_RC(dlock_release(a), DLOCK_OK);
+        CHECK_INT(advisory_rows("handover", 1), ==, 0);
+        CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'handover' AND "
+                             "expires <= clock_timestamp()"),
+                  ==, 1);
+        CHECK_RC(dlock_try_acquire(b), DLOCK_OK);
+        CHECK_INT(dlock_lock_fence(b), >, dlock_lock_fence(a));
+        CHECK_RC(dlock_release(b), DLOCK_OK);
+    }
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
 /* ---------------------------------------------------------------- connections */
 
 /* Advisory locks re-enter per connection: two handles of one client on one
@@ -358,9 +389,13 @@ static void fenced_processes(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"key_mapping", key_mapping},   {"terminated_holder", terminated_holder},
-        {"blocked_wait", blocked_wait}, {"shared_connections", shared_connections},
-        {"bad_input", bad_input},       {"fenced_processes", fenced_processes},
+        {"key_mapping", key_mapping},
+        {"terminated_holder", terminated_holder},
+        {"blocked_wait", blocked_wait},
+        {"shared_connections", shared_connections},
+        {"bad_input", bad_input},
+        {"fenced_processes", fenced_processes},
+        {"release_ends_lease", release_ends_lease},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX       8     /* idle connections kept */
+#define POOL_MAX       8     /* idle connections kept, or as many as are busy */
 #define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
 
 /* ---------------------------------------------------------------- helpers */
@@ -168,6 +168,26 @@ broken:
                        message_of(c->pg, msg, sizeof msg));
 }
 
+/* Prepares sql as `name` (one round trip, once per connection). */
+static int prepare(dlock__pgstore *p, dlock__pgconn *c, const char *name, const char *sql,
+                   int nparams, int64_t deadline_us, PGresult **res)
+{
+    char msg[512];
+
+    *res = NULL;
+    if (c->pending) {
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    if (!PQsendPrepare(c->pg, name, sql, nparams, NULL))
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect(p, c, deadline_us, NULL, NULL, res);
+}
+
 int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int nparams,
                    const char *const *params, int64_t deadline_us, int (*cancelled)(void *),
                    void *arg, PGresult **res)
@@ -188,6 +208,37 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
     int sent = nparams > 0 ? PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0)
                            : PQsendQuery(c->pg, sql);
     if (!sent)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect(p, c, deadline_us, cancelled, arg, res);
+}
+
+int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                            int nparams, const char *const *params, int64_t deadline_us,
+                            int (*cancelled)(void *), void *arg, PGresult **res)
+{
+    char msg[512], name[24];
+
+    *res = NULL;
+    snprintf(name, sizeof name, "dlock_%u", which);
+    if (c->pg != NULL && !(c->prepared & (1u << which))) {
+        int rc = prepare(p, c, name, sql, nparams, deadline_us, res);
+        if (rc != DLOCK_OK || PQresultStatus(*res) != PGRES_COMMAND_OK)
+            return rc;
+        PQclear(*res);
+        *res = NULL;
+        c->prepared |= 1u << which;
+    }
+    if (c->pg == NULL)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (c->pending) {
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    if (!PQsendQueryPrepared(c->pg, name, nparams, params, NULL, NULL, 0))
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
                            message_of(c->pg, msg, sizeof msg));
     return collect(p, c, deadline_us, cancelled, arg, res);
@@ -225,6 +276,8 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     int ready = p->schema_ready;
     pthread_mutex_unlock(&p->mu);
     size_t len = sizeof schema + strlen(info) + 256;
+    for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
+        len += strlen(p->prep_sql[i]) + 32;
     char *sql = malloc(len);
     if (sql == NULL) {
         PQfreemem(info);
@@ -235,6 +288,14 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
              "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now()",
              ready ? "" : schema, info);
     PQfreemem(info);
+    /* the hot path's statements, prepared in the same round trip (after
+     * the tables they name) */
+    unsigned prepared = 0;
+    for (unsigned i = 0; i < 8 && p->prep_sql[i] != NULL; i++) {
+        size_t used = strlen(sql);
+        snprintf(sql + used, len - used, "; PREPARE dlock_%u AS %s", i, p->prep_sql[i]);
+        prepared |= 1u << i;
+    }
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
@@ -244,6 +305,8 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
                             ready ? "recording the owner info (table dlock_owner)"
                                   : "creating dlock's tables (dlock_fence, dlock_owner)");
     PQclear(r);
+    if (rc == DLOCK_OK)
+        c->prepared = prepared;
     if (rc == DLOCK_OK && !ready) {
         pthread_mutex_lock(&p->mu);
         p->schema_ready = 1;
@@ -322,6 +385,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
     if (p->all != NULL)
         p->all->prev_all = c;
     p->all = c;
+    p->nall++;
     pthread_mutex_unlock(&p->mu);
     *out = c;
     return DLOCK_OK;
@@ -450,7 +514,9 @@ void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
         return;
     }
     pthread_mutex_lock(&p->mu);
-    int keep = p->nidle < POOL_MAX;
+    /* a client whose waits keep N connections busy keeps N idle (else
+     * every wait beyond the 8th would connect anew: TCP, a backend, SCRAM) */
+    int keep = p->nidle < POOL_MAX || p->nidle < p->nall - p->nidle;
     if (keep) {
         c->next_idle = p->idle;
         p->idle = c;
@@ -485,6 +551,7 @@ void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why)
         if (c->next_all != NULL)
             c->next_all->prev_all = c->prev_all;
         c->prev_all = c->next_all = NULL;
+        p->nall--;
     }
     pthread_mutex_unlock(&p->mu);
     if (c->pg != NULL) {

@@ -34,6 +34,12 @@
 #define DEFAULT_CONNECT_MS 2000
 #define MIN_SLICE_US       20000 /* a shorter slice is a try */
 
+/* The statements of the hot path, prepared once per connection
+ * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
+ * the unlock after a failed attempt. */
+enum { PREP_TRY, PREP_WAIT, PREP_RELEASE, PREP_UNLOCK };
+#define UNLOCK_SQL "SELECT pg_advisory_unlock($1::bigint)"
+
 typedef struct pglock {
     dlock__store_lock base;
     char *name;
@@ -113,8 +119,8 @@ static void let_go(dlock__pgstore *p, pglock *l)
     dlock__pg_unhold(c, l->key);
     int rc = c->pg == NULL
                  ? DLOCK_EUNREACHABLE
-                 : dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params,
-                                  dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
+                 : dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params,
+                                           dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     unbind(p, l, !ok, "closed: it could not let go of a lock");
@@ -180,8 +186,8 @@ static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key, 
 {
     PGresult *r = NULL;
     const char *params[] = {key};
-    int rc = dlock__pg_exec(p, c, "SELECT pg_advisory_unlock($1::bigint)", 1, params, deadline,
-                            NULL, NULL, &r);
+    int rc =
+        dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params, deadline, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     if (ok)
@@ -271,10 +277,9 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     snprintf(app, sizeof app, "dlock:%s", a->token);
     const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
     PGresult *r = NULL;
-    char sql[2048];
-    snprintf(sql, sizeof sql, take_sql[block], block ? "" : "WHERE l.ok");
-    rc = dlock__pg_exec(p, c, sql, 6, params, a->deadline_us, block ? a->cancelled : NULL,
-                        a->cancel_arg, &r);
+    rc = dlock__pg_exec_prepared(p, c, block ? PREP_WAIT : PREP_TRY,
+                                 block ? p->take_wait : p->take_try, 6, params, a->deadline_us,
+                                 block ? a->cancelled : NULL, a->cancel_arg, &r);
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
         return rc;
@@ -351,6 +356,18 @@ static int literal_of(const char *text, char *buf, size_t len)
     return DLOCK_OK;
 }
 
+/* The release, in one statement: the row's lease ends (the row stays
+ * locked by the UPDATE until the commit, so the next holder, blocked on it
+ * in its grant, sees it ended), then the advisory lock, which the
+ * aggregate over u keeps after the UPDATE. Its commit does not wait for
+ * the WAL's flush (synchronous_commit off for this transaction): a lease
+ * end lost in a server crash only makes a next holder wait for the rest of
+ * the lease, never take a lock early. */
+#define RELEASE_SQL                                                                                \
+    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "  \
+    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "     \
+    "'off', true) FROM (SELECT count(*) FROM u) AS x"
+
 static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
                       int64_t deadline_us)
 {
@@ -359,24 +376,16 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     (void) token;
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
-    char sql[1500], name[1100];
-    if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
-        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
     dlock__pgconn *c = l->conn;
     pthread_mutex_lock(&c->mu);
     if (c->pg == NULL) {
         unbind(p, l, 1, "");
         return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
     }
-    /* One implicit transaction: the row's lease ends, then the advisory
-     * lock; the row stays locked until both are done, so the next holder
-     * (blocked on the row in its INSERT ... ON CONFLICT) sees it ended. */
-    snprintf(sql, sizeof sql,
-             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND holder = "
-             "'%s'; SELECT pg_advisory_unlock(%s)",
-             name, c->nonce, l->key_text);
+    const char *params[] = {l->key_text, l->name, c->nonce};
     PGresult *r = NULL;
-    int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline_us, NULL, NULL, &r);
+    int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, deadline_us, NULL,
+                                     NULL, &r);
     if (rc != DLOCK_OK) {
         /* closing the connection lets go of the lock as soon as the server
          * sees it closed */
@@ -694,6 +703,12 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     param(p, &n, "options", p->options);
     p->keys[n] = NULL;
     p->vals[n] = NULL;
+    snprintf(p->take_try, sizeof p->take_try, take_sql[0], "WHERE l.ok");
+    snprintf(p->take_wait, sizeof p->take_wait, take_sql[1], "");
+    p->prep_sql[PREP_TRY] = p->take_try;
+    p->prep_sql[PREP_WAIT] = p->take_wait;
+    p->prep_sql[PREP_RELEASE] = RELEASE_SQL;
+    p->prep_sql[PREP_UNLOCK] = UNLOCK_SQL;
     *out = &p->base;
     return DLOCK_OK;
 }

@@ -38,6 +38,7 @@ typedef struct dlock__pgconn {
     int pending;       /* a renewal's ping was sent and its answer not read yet */
     int pid;           /* its server process (pg_backend_pid) */
     int in_pool;       /* in the store's idle list */
+    unsigned prepared; /* the statements (dlock__pg_exec_prepared) prepared on it, by bit */
     int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
     size_t nkeys, capkeys;
     char nonce[17]; /* random: names it as the holder in the lock's row */
@@ -59,6 +60,11 @@ typedef struct dlock__pgstore {
     dlock__pgconn *idle;
     int nidle;
     dlock__pgconn *all;
+    int nall; /* open connections (in the list all) */
+    /* the statements of the hot path (pg.c), prepared by each connection's
+     * set-up as "dlock_<i>" in its one round trip; NULL ends the list */
+    const char *prep_sql[8];
+    char take_try[2048], take_wait[2048];
     int schema_ready;
     _Atomic int reached;
 } dlock__pgstore;
@@ -92,6 +98,13 @@ void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why);
 int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int nparams,
                    const char *const *params, int64_t deadline_us, int (*cancelled)(void *),
                    void *arg, PGresult **res);
+/* As dlock__pg_exec, for a statement of the hot path: prepared on the
+ * connection (once, as "dlock_<which>", which < 32) and then only bound
+ * and executed, so the server parses and plans it once per connection. A
+ * failed PREPARE is answered as the statement's own error result. */
+int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                            int nparams, const char *const *params, int64_t deadline_us,
+                            int (*cancelled)(void *), void *arg, PGresult **res);
 /* Sends without waiting (renewals: all sent, then all read). */
 int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params);
 /* The SQLSTATE of an error result, "" if none. */
