@@ -1016,6 +1016,25 @@ static void reader_takes_share_handed_while_polling(void)
     CHECK_INT(left, >, 20000);
     freeReplyObject(r);
     freeReplyObject(now);
+    /* A reader newcomer hands the reader its share the same way. Queueing
+     * again, the reader would have been handed a second share after it
+     * (one token, two holds), of which its one release gives back one: the
+     * other held the name for nobody until its lease ran out (the 30 s
+     * timeouts of kinds_never_overlap). */
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}:rw:holders t:{handed}:rw:exp "
+                                     "t:{handed}:rw:queue t:{handed}:rw:w:writer"));
+    freeReplyObject(redisCommand(rc, "SET t:{handed} mutex-holder PX 30000"));
+    freeReplyObject(rw_acquire(rc, "reader", "01r", "6000 c1 3 ch1"));
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}"));
+    r = rw_acquire(rc, "reader2", "01r", "6000 c3 1 ch3");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    freeReplyObject(r);
+    r = rw_acquire(rc, "reader", "11r", "6000 c1 4 ch1");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    freeReplyObject(r);
+    r = redisCommand(rc, "HGET t:{handed}:rw:holders reader");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
+    freeReplyObject(r);
     redisFree(rc);
 }
 
