@@ -1035,6 +1035,30 @@ static void reader_takes_share_handed_while_polling(void)
     r = redisCommand(rc, "HGET t:{handed}:rw:holders reader");
     CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
     freeReplyObject(r);
+    /* A heartbeat finding the name free hands the reader its share (and
+     * says so for the wait id it keeps, the step before). With nobody
+     * ahead, the reader's next step took a second share beside it, with a
+     * whole lease: one release later, the name stayed held for its lease. */
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}:rw:holders t:{handed}:rw:exp "
+                                     "t:{handed}:rw:queue t:{handed}:rw:w:reader2"));
+    freeReplyObject(redisCommand(rc, "SET t:{handed} mutex-holder PX 30000"));
+    freeReplyObject(rw_acquire(rc, "reader", "01r", "6000 c1 5 ch1"));
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}"));
+    const dlock__script *hb = dlock__script_get(DLOCK__S_HEARTBEAT);
+    const char *argv[] = {"EVAL", hb->body, "1", "t:{handed}:rw", "6000", "reader"};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++)
+        lens[i] = i == 1 ? hb->len : strlen(argv[i]);
+    r = redisCommandArgv(rc, 6, argv, lens);
+    CHECK(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    CHECK_INT(r->element[0]->integer, ==, 2); /* handed to it */
+    freeReplyObject(r);
+    r = rw_acquire(rc, "reader", "11r", "6000 c1 6 ch1");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    freeReplyObject(r);
+    r = redisCommand(rc, "HGET t:{handed}:rw:holders reader");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
+    freeReplyObject(r);
     redisFree(rc);
 }
 
