@@ -2,11 +2,15 @@
 /* test_kinds.c - the lock family against a real redis-server: fair lock,
  * read-write lock, semaphore, multi-lock, and the in-process wait queue. */
 #include "../support/harness.h"
+#include "backend/redis/scripts.h"
 #include "core/lock.h"
+
+#include <hiredis/hiredis.h>
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -949,6 +953,115 @@ static void stream_second_lock_joins(void)
     dlock_client_close(c);
 }
 
+/* A reader handed its share while it was queued, and who missed the
+ * notice (a waiter behind another kind looks again on its polling steps,
+ * each under a fresh wait id, so a notice meant for the step before is
+ * ignored), takes the share when it asks again: it does not queue again
+ * behind the writer that waits for that very share, which would hold the
+ * name for nobody until the share's lease ran out. The scripts step by
+ * step, as the clients would run them (one at a time: no race to lose). */
+static redisReply *rw_acquire(redisContext *rc, const char *token, const char *flags,
+                              const char *waiter)
+{
+    const dlock__script *s = dlock__script_get(DLOCK__S_RW_ACQUIRE);
+    const char *argv[] = {"EVAL",  s->body, "1",    "t:{handed}:rw", token,
+                          "30000", flags,   waiter, "handed"};
+    size_t lens[9];
+    for (int i = 0; i < 9; i++)
+        lens[i] = i == 1 ? s->len : strlen(argv[i]);
+    redisReply *r = redisCommandArgv(rc, 9, argv, lens);
+    CHECK(r != NULL);
+    return r;
+}
+
+static void reader_takes_share_handed_while_polling(void)
+{
+    dt_server_start(&srv, "redis", 0, NULL);
+    struct timeval tv = {5, 0};
+    redisContext *rc = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
+    CHECK(rc != NULL && rc->err == 0);
+    redisSetTimeout(rc, tv);
+    /* a mutex holds the name; the reader queues behind it (held as 1) */
+    freeReplyObject(redisCommand(rc, "SET t:{handed} mutex-holder PX 30000"));
+    redisReply *r = rw_acquire(rc, "reader", "01r", "6000 c1 1 ch1");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    CHECK_INT(r->element[1]->integer, ==, 1);
+    CHECK_INT(r->element[2]->integer, ==, 1);
+    freeReplyObject(r);
+    /* the mutex lets go (telling the reader nothing); a writer comes, finds
+     * the name free and the reader at the head: the reader is handed its
+     * share (its notice to ch1 is missed), the writer queues behind it */
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}"));
+    r = rw_acquire(rc, "writer", "01w", "6000 c2 1 ch2");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    CHECK_INT(r->element[1]->integer, ==, 1);
+    freeReplyObject(r);
+    r = redisCommand(rc, "HGET t:{handed}:rw:holders reader");
+    CHECK(r->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    /* the reader's next polling step, under its next wait id: it holds */
+    r = rw_acquire(rc, "reader", "11r", "6000 c1 2 ch1");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    freeReplyObject(r);
+    r = redisCommand(rc, "LRANGE t:{handed}:rw:queue 0 -1");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    CHECK(strcmp(r->element[0]->str, "writer") == 0);
+    freeReplyObject(r);
+    /* with the lease it asked for, not what was left of its place */
+    r = redisCommand(rc, "ZSCORE t:{handed}:rw:exp reader");
+    redisReply *now = redisCommand(rc, "TIME");
+    CHECK(r->type == REDIS_REPLY_STRING && now->type == REDIS_REPLY_ARRAY);
+    long long left =
+        atoll(r->str) - (atoll(now->element[0]->str) * 1000 + atoll(now->element[1]->str) / 1000);
+    CHECK_INT(left, >, 20000);
+    freeReplyObject(r);
+    freeReplyObject(now);
+    /* A reader newcomer hands the reader its share the same way. Queueing
+     * again, the reader would have been handed a second share after it
+     * (one token, two holds), of which its one release gives back one: the
+     * other held the name for nobody until its lease ran out (the 30 s
+     * timeouts of kinds_never_overlap). */
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}:rw:holders t:{handed}:rw:exp "
+                                     "t:{handed}:rw:queue t:{handed}:rw:w:writer"));
+    freeReplyObject(redisCommand(rc, "SET t:{handed} mutex-holder PX 30000"));
+    freeReplyObject(rw_acquire(rc, "reader", "01r", "6000 c1 3 ch1"));
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}"));
+    r = rw_acquire(rc, "reader2", "01r", "6000 c3 1 ch3");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    freeReplyObject(r);
+    r = rw_acquire(rc, "reader", "11r", "6000 c1 4 ch1");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    freeReplyObject(r);
+    r = redisCommand(rc, "HGET t:{handed}:rw:holders reader");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
+    freeReplyObject(r);
+    /* A heartbeat finding the name free hands the reader its share (and
+     * says so for the wait id it keeps, the step before). With nobody
+     * ahead, the reader's next step took a second share beside it, with a
+     * whole lease: one release later, the name stayed held for its lease. */
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}:rw:holders t:{handed}:rw:exp "
+                                     "t:{handed}:rw:queue t:{handed}:rw:w:reader2"));
+    freeReplyObject(redisCommand(rc, "SET t:{handed} mutex-holder PX 30000"));
+    freeReplyObject(rw_acquire(rc, "reader", "01r", "6000 c1 5 ch1"));
+    freeReplyObject(redisCommand(rc, "DEL t:{handed}"));
+    const dlock__script *hb = dlock__script_get(DLOCK__S_HEARTBEAT);
+    const char *argv[] = {"EVAL", hb->body, "1", "t:{handed}:rw", "6000", "reader"};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++)
+        lens[i] = i == 1 ? hb->len : strlen(argv[i]);
+    r = redisCommandArgv(rc, 6, argv, lens);
+    CHECK(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    CHECK_INT(r->element[0]->integer, ==, 2); /* handed to it */
+    freeReplyObject(r);
+    r = rw_acquire(rc, "reader", "11r", "6000 c1 6 ch1");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer > 0);
+    freeReplyObject(r);
+    r = redisCommand(rc, "HGET t:{handed}:rw:holders reader");
+    CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -961,6 +1074,7 @@ int main(int argc, char **argv)
         {"readers_overlap_writer_alone", readers_overlap_writer_alone},
         {"downgrade_and_upgrade", downgrade_and_upgrade},
         {"writer_not_starved", writer_not_starved},
+        {"reader_takes_share_handed_while_polling", reader_takes_share_handed_while_polling},
         {"semaphore_never_more_than_n", semaphore_never_more_than_n},
         {"semaphore_takes_k_at_once", semaphore_takes_k_at_once},
         {"multi_opposite_orders_no_deadlock", multi_opposite_orders_no_deadlock},

@@ -5,8 +5,10 @@
 -- Policy: first come, first served. Readers at the head of the queue are
 -- admitted together; a reader that comes after a queued writer waits for
 -- it, so a stream of readers cannot starve writers (not even readers whose
--- token already holds a read share: re-entry is counted in the handle). The
--- owner of the write lock is admitted to read at once: a downgrade.
+-- token already holds a read share: re-entry is counted in the handle),
+-- except a reader whose share was handed to this very wait (it asks again,
+-- and its place is gone): that share is its own. The owner of the write
+-- lock is admitted to read at once: a downgrade.
 -- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, queued, kind}
 -- when another kind of lock of the name holds it (kinds.lua; -4 when this
 -- owner does: it would wait for itself), or -3 when a
@@ -32,6 +34,17 @@ if mode == 'w' and writer == token then
     leave(L, token)
   end
   redis.call('PEXPIRE', L, ARGV[2])
+  return next_fence(counter_of(L))
+end
+if mode == 'r' and reader and again and redis.call('EXISTS', L .. ':w:' .. token) == 0 then
+  -- Handed a read share while this wait was queued (its notice was missed:
+  -- a waiter behind another kind looks again on its polling steps, each
+  -- under a fresh wait id, and a notice for the step before is ignored):
+  -- the hand-over took its place, and the share is the caller's, with the
+  -- lease it asked for. Queueing again would wait behind a writer that
+  -- waits for this very share, until the share's lease ran out.
+  leave(L, token)
+  redis.call('ZADD', L .. ':exp', 'XX', now + tonumber(ARGV[2]), token)
   return next_fence(counter_of(L))
 end
 local other = other_kind(string.sub(L, 1, -4), ARGV[5], 'r')
