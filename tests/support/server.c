@@ -390,7 +390,8 @@ int dt_server_answers(const dt_server *s)
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len)
 {
     if (s->kind->file != NULL) { /* no port to go through */
-        snprintf(buf, len, "%s", s->url);
+        if (buf != s->url)
+            snprintf(buf, len, "%.*s", (int) sizeof s->url, s->url);
         return buf;
     }
     snprintf(buf, len, "%s://%s127.0.0.1:%d%s", s->kind->scheme,
