@@ -302,6 +302,50 @@ static void detached_outlives_process(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
+
+    /* Adopted by another process, extended and detached again (`dlock
+     * extend --owner`): still bound to none, so it outlives that process
+     * too, with the longer lease. */
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dlock_client *h = client("");
+        dlock_lock *held = dt_lock(h, "d", 0);
+        CHECK_RC(dlock_acquire_for(held, 0, 1500), DLOCK_OK);
+        dprintf(fds[1], "%s\n", dlock_lock_token(held));
+        dlock_lock_detach(held);
+        dlock_client_close(h);
+        _exit(0);
+    }
+    close(fds[1]);
+    char token[128];
+    read_line(fds[0], token, sizeof token);
+    close(fds[0]);
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dlock_client *a = client("");
+        dlock_lock *adopted = NULL;
+        CHECK_RC(dlock_lock_adopt(a, "d", token, 0, &adopted), DLOCK_OK);
+        CHECK_RC(dlock_extend(adopted, 3000), DLOCK_OK);
+        dlock_lock_detach(adopted);
+        dlock_client_close(a);
+        _exit(0);
+    }
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    c = client("");
+    l = dt_lock(c, "d", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY); /* the extender's exit freed nothing */
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 6000), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, >=, 2000); /* the extended lease, not the first */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
 }
 
 /* ---------------------------------------------------------------- rows */

@@ -399,6 +399,9 @@ int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token,
         return dlock__fail(DLOCK_ELOST, "lock '%s' is %s", l->name,
                            found ? "no longer held: its lease had run out"
                                  : "no longer held under this owner");
+    /* The handle holds it under this token now (an adoption confirms with
+     * this call): a detach then unbinds the hold from this process. */
+    snprintf(l->token, sizeof l->token, "%s", token);
     return DLOCK_OK;
 }
 
