@@ -164,6 +164,24 @@ static void exact_names(void)
 /* The holder's connection is killed in the server (KILL, as an operator
  * would): the loss is reported within the lease, and another client gets
  * the lock with a larger fence. */
+/* The holder's connection is killed and the holder releases before its
+ * renewer has noticed (a `dlock run` whose command ends then): the release
+ * says the lock was lost (it went with the connection, maybe before the
+ * work was done), not that it merely may not have reached the store. */
+static void released_after_kill(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "kill-rel", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:kill-rel')");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK(strstr(dlock_errmsg(), "lost with its connection") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 static void killed_holder(void)
 {
     dt_lost_box box = {0};
@@ -443,10 +461,10 @@ static void fenced_processes(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"name_mapping", name_mapping},         {"exact_names", exact_names},
-        {"killed_holder", killed_holder},       {"frozen_holder", frozen_holder},
-        {"blocked_wait", blocked_wait},         {"bad_input", bad_input},
-        {"fenced_processes", fenced_processes},
+        {"name_mapping", name_mapping},   {"exact_names", exact_names},
+        {"killed_holder", killed_holder}, {"released_after_kill", released_after_kill},
+        {"frozen_holder", frozen_holder}, {"blocked_wait", blocked_wait},
+        {"bad_input", bad_input},         {"fenced_processes", fenced_processes},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

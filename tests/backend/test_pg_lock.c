@@ -88,6 +88,28 @@ static void key_mapping(void)
 /* The holder's connection is ended by the server (pg_terminate_backend, as
  * an operator or a failover would): the loss is reported within the lease,
  * and another client gets the lock with a larger fence. */
+/* The holder's connection is terminated and the holder releases before its
+ * renewer has noticed (a `dlock run` whose command ends then): the release
+ * says the lock was lost (it went with the connection, maybe before the
+ * work was done), not that it merely may not have reached the store. */
+static void released_after_terminate(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "term-rel", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    uint64_t key = (uint64_t) dlock__pg_key("term-rel");
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_locks "
+             "WHERE locktype = 'advisory' AND classid = %u AND objid = %u AND granted",
+             (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu));
+    CHECK_INT(sql_number(sql), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK(strstr(dlock_errmsg(), "lost with its connection") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 static void terminated_holder(void)
 {
     dt_lost_box box = {0};
@@ -391,6 +413,7 @@ int main(int argc, char **argv)
     static const dt_test tests[] = {
         {"key_mapping", key_mapping},
         {"terminated_holder", terminated_holder},
+        {"released_after_terminate", released_after_terminate},
         {"blocked_wait", blocked_wait},
         {"shared_connections", shared_connections},
         {"bad_input", bad_input},

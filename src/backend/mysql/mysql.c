@@ -359,9 +359,19 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     dlock__myres res;
     int rc = dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res);
     if (rc != DLOCK_OK) {
-        /* closing the connection lets go of the lock as soon as the server
-         * sees it closed */
+        /* The connection is gone (killed by the server: KILL, a shutdown;
+         * or its link broke: 2006, 2013, MariaDB's 1927): the lock went
+         * with it, maybe before the holder's work was done, so it is lost,
+         * not merely unreleased. (No answer in time: closing the connection
+         * lets go of the lock as soon as the server sees it.) */
+        unsigned err = c->m != NULL ? mysql_errno(c->m) : 2006;
+        int gone = rc == DLOCK_EUNREACHABLE && (err == 2006 || err == 2013 || err == 1927);
+        char why[300];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
         unbind(p, l, 1, "closed: a release got no answer");
+        if (gone)
+            return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection: %s", l->name,
+                               why);
         return rc;
     }
     const char *v = dlock__my_value(&res, 1, 0);

@@ -387,9 +387,18 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, deadline_us, NULL,
                                      NULL, &r);
     if (rc != DLOCK_OK) {
-        /* closing the connection lets go of the lock as soon as the server
-         * sees it closed */
+        /* The connection is gone (the server ended it: an operator's
+         * pg_terminate_backend, a shutdown; or its link broke): the lock
+         * went with it, maybe before the holder's work was done, so it is
+         * lost, not merely unreleased. (No answer in time: closing the
+         * connection lets go of the lock as soon as the server sees it.) */
+        int gone = rc == DLOCK_EUNREACHABLE && (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD);
+        char why[300];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
         unbind(p, l, 1, "closed: a release got no answer");
+        if (gone)
+            return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection: %s", l->name,
+                               why);
         return rc;
     }
     int released = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
