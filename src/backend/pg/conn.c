@@ -350,7 +350,14 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
         message_of(c->pg, msg, sizeof msg);
         /* The server answered and refused (a password, a database that is
          * not there, pg_hba.conf, too many connections): not an outage. */
-        if (strstr(msg, "FATAL") != NULL) {
+        if (strstr(msg, "FATAL") != NULL && strstr(msg, "the database system is") != NULL) {
+            /* shutting down, starting up, in recovery, not yet accepting
+             * connections (57P03): an outage to ride out, as a server that
+             * does not answer is */
+            atomic_store(&p->reached, 1);
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: the server is not taking connections now: %s",
+                             p->label, msg);
+        } else if (strstr(msg, "FATAL") != NULL) {
             atomic_store(&p->reached, 1);
             rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s", p->label,
                              msg);
