@@ -13,7 +13,9 @@
  * at once (waiting will not help); no sentinel answered, or the master
  * named is down or not the master yet (a failover under way): asked again
  * every RETRY_US until the deadline, then DLOCK_EUNREACHABLE naming what
- * each step saw. */
+ * each step saw; no sentinel answered at all: DLOCK_EUNREACHABLE after one
+ * round, and the core tries again as it tries any store that does not
+ * answer (a store never reached is given a moment, not the deadline). */
 #define _GNU_SOURCE /* pipe2 */
 #include "sentinel.h"
 
@@ -441,6 +443,13 @@ static redisContext *dial_master(const dlock__rendpoint *ep, int64_t deadline_us
         if (a == ANSWER_UNKNOWN || a == ANSWER_REFUSED) {
             *code = DLOCK_ESERVER;
             dlock__fail(*code, "%s: %s", ep->label, why);
+            return NULL;
+        }
+        if (a == ANSWER_NONE) {
+            /* no sentinel answered: the core's outage rules say how long
+             * to try again (a store never reached: a moment) */
+            *code = DLOCK_EUNREACHABLE;
+            dlock__fail(*code, "%s: no sentinel answered: %s", ep->label, why);
             return NULL;
         }
         if (a == ANSWER_ADDR) {
