@@ -110,6 +110,36 @@ static void released_after_terminate(void)
     dlock_client_close(c);
 }
 
+/* A role that may not create tables in the schema (least privilege: only
+ * DML on dlock's tables, made for it) takes locks: the tables are created
+ * only when missing (README.md: privileges). */
+static void role_without_create(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *made = dt_lock(c, "made", 0);
+    CHECK_RC(dlock_acquire(made, 5000), DLOCK_OK); /* the tables exist from here on */
+    CHECK_RC(dlock_release(made), DLOCK_OK);
+    dlock_lock_free(made);
+    dlock_client_close(c);
+    sql_number("SELECT 1; CREATE ROLE dlock_lim LOGIN PASSWORD 'lim'; "
+               "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_fence, dlock_owner TO dlock_lim; "
+               "REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    CHECK_INT(sql_number("SELECT count(*) FROM pg_roles WHERE rolname = 'dlock_lim' AND NOT "
+                         "has_schema_privilege('dlock_lim', 'public', 'CREATE')"),
+              ==, 1);
+    char url[512];
+    const char *at = strchr(srv.url, '@');
+    CHECK(at != NULL);
+    snprintf(url, sizeof url, "postgres://dlock_lim:lim%s", at);
+    dlock_client *lim = dt_client(url, NULL);
+    dlock_lock *l = dt_lock(lim, "limited", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(lim);
+}
+
 static void terminated_holder(void)
 {
     dt_lost_box box = {0};
@@ -417,6 +447,7 @@ int main(int argc, char **argv)
         {"blocked_wait", blocked_wait},
         {"shared_connections", shared_connections},
         {"bad_input", bad_input},
+        {"role_without_create", role_without_create},
         {"fenced_processes", fenced_processes},
         {"release_ends_lease", release_ends_lease},
     };

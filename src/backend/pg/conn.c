@@ -263,11 +263,16 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
 {
     static const char schema[] =
         "SELECT pg_advisory_xact_lock(7236828461357345792);"
-        "CREATE TABLE IF NOT EXISTS dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
+        /* created only when missing: a role without CREATE on the schema
+         * uses tables made for it (README.md: privileges) */
+        "DO $dlock$ BEGIN "
+        "IF to_regclass('dlock_fence') IS NULL THEN "
+        "CREATE TABLE dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
         "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
-        "owner text NOT NULL, holder_pid integer NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
-        "since timestamptz NOT NULL DEFAULT now());";
+        "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
+        "IF to_regclass('dlock_owner') IS NULL THEN "
+        "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
+        "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
     const dlock__client_cfg *cfg = p->base.host.cfg;
     char *info = PQescapeLiteral(c->pg, cfg->owner_info, strlen(cfg->owner_info));
     if (info == NULL)
