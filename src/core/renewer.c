@@ -238,12 +238,19 @@ static void log_loss(dlock__renewer *r, dlock__lease *e)
                         why);
 }
 
+/* Set while this thread runs a loss report (an on_lost callback): a call
+ * the callback makes that would wait for reports under way must not wait
+ * for its own. */
+static _Thread_local int reporting_here;
+
 static void report(dlock__renewer *r, reports *out)
 {
     for (size_t i = 0; i < out->n; i++) {
         dlock__lease *e = out->entries[i];
         log_loss(r, e);
+        reporting_here = 1;
         e->owner->report(e);
+        reporting_here = 0;
         dlock__renewer_shard *sh = shard_of(r, e);
         pthread_mutex_lock(&sh->mu);
         e->reporting = 0;
@@ -846,6 +853,8 @@ void dlock__renewer_wait_reported(dlock__renewer *r, dlock__lease *e)
 {
     dlock__renewer_shard *sh = shard_of(r, e);
 
+    if (reporting_here)
+        return; /* called from an on_lost callback: its own report is under way */
     pthread_mutex_lock(&sh->mu);
     while (e->reporting)
         pthread_cond_wait(&sh->reported, &sh->mu);

@@ -429,6 +429,38 @@ static void sqlite_store(void)
 
 /* ---------------------------------------------------------------- Redis details */
 
+/* An on_lost callback that asks dlock_lock_verify() about its own lock (on
+ * the renewal thread, while its report is under way) is told ELOST at once:
+ * verify waits for a report under way on another thread, never for its
+ * own. */
+static _Atomic int verify_in_callback = -1;
+
+static void verify_on_lost(dlock_lock *l, int code, const char *why, void *arg)
+{
+    (void) code;
+    (void) why;
+    (void) arg;
+    atomic_store(&verify_in_callback, dlock_lock_verify(l));
+}
+
+static void redis_verify_in_on_lost(void)
+{
+    dt_server srv;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = dt_client(srv.url, "?lease=900ms");
+    dlock_lock *l = dt_lock(c, "cb", 0);
+    dlock_lock_on_lost(l, verify_on_lost, NULL);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_server_cli(&srv, "DEL dlock:{cb}"); /* the next renewal finds it gone */
+    DT_WAIT_UNTIL(atomic_load(&verify_in_callback) != -1, 5000);
+    CHECK_INT(atomic_load(&verify_in_callback), ==, DLOCK_ELOST);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&srv);
+}
+
 /* verify changes nothing in the store (no lease lengthened); renew sets the
  * full lease again; shared holds and multi-locks are verified too. */
 static void redis_verify_renew_details(void)
@@ -514,6 +546,7 @@ int main(int argc, char **argv)
         {"sqlite_store", sqlite_store},
 #endif
         {"redis_verify_renew_details", redis_verify_renew_details},
+        {"redis_verify_in_on_lost", redis_verify_in_on_lost},
     };
     return DT_RUN(tests);
 }
