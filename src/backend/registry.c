@@ -14,6 +14,9 @@
 #ifdef DLOCK_WITH_REDIS
 extern const dlock__backend dlock__redis_backend;
 #endif
+#ifdef DLOCK_WITH_REDLOCK
+extern const dlock__backend dlock__redlock_backend;
+#endif
 #ifdef DLOCK_WITH_ZOOKEEPER
 extern const dlock__backend dlock__zk_backend;
 #endif
@@ -33,6 +36,9 @@ extern const dlock__backend dlock__my_backend;
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
     &dlock__redis_backend,
+#endif
+#ifdef DLOCK_WITH_REDLOCK
+    &dlock__redlock_backend,
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
     &dlock__zk_backend,
@@ -62,6 +68,7 @@ static const struct {
      "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"rediss", "TLS (rediss://) needs hiredis >= 1.0 built with SSL; Debian 12's hiredis 0.14 has "
                "no TLS"},
+    {"redlock", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"zk", "this build of dlock has no ZooKeeper backend (configure with "
            "-DDLOCK_WITH_ZOOKEEPER=ON)"},
     {"etcd", "this build of dlock has no etcd backend (configure with -DDLOCK_WITH_ETCD=ON)"},

@@ -1,0 +1,48 @@
+-- node.lua - the one script redlock:// runs on each of its N nodes (README.md).
+-- KEYS[1]: the lock's key L = P:{E}; KEYS[2]: the name's fence counter L:fence.
+-- ARGV[1] names the step:
+--   take TOKEN LEASE_MS    -> {1, counter} taken (or already ours: lease set again)
+--                             {0, counter, pttl} held by another owner
+--   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
+--   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
+--                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
+--   release TOKEN          -> 1 deleted, 0 free, -1 another's
+local op = ARGV[1]
+if op == 'take' then
+  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return {1, counter}
+  end
+  if redis.call('GET', KEYS[1]) == ARGV[2] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return {1, counter}
+  end
+  return {0, counter, redis.call('PTTL', KEYS[1])}
+elseif op == 'fence' then
+  local value = tonumber(ARGV[2])
+  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if value > counter then
+    redis.call('SET', KEYS[2], ARGV[2])
+  end
+  return 1
+elseif op == 'renew' then
+  local v = redis.call('GET', KEYS[1])
+  if v == ARGV[2] then
+    local lease = tonumber(ARGV[3])
+    if lease > 0 and (ARGV[4] == '0' or redis.call('PTTL', KEYS[1]) < lease) then
+      redis.call('PEXPIRE', KEYS[1], lease)
+    end
+    return 1
+  end
+  if v then return -1 end
+  return 0
+elseif op == 'release' then
+  local v = redis.call('GET', KEYS[1])
+  if v == ARGV[2] then
+    redis.call('DEL', KEYS[1])
+    return 1
+  end
+  if v then return -1 end
+  return 0
+end
+return redis.error_reply('redlock node.lua: unknown step ' .. tostring(op))
