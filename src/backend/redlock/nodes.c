@@ -206,28 +206,29 @@ static int is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Runs the round's calls on node nd: EVALSHA, and EVAL for those the server
- * did not have (a restart, SCRIPT FLUSH). The calls are shared by the N
- * workers and only read here; an EVAL is a vector of the worker's own. */
-static int run_calls(dlock__rlnodes *ns, node *nd, const dlock__rlround *r, int64_t deadline,
-                     redisReply **replies)
+/* Runs n calls (of one or more rounds) on node nd as one pipelined batch:
+ * EVALSHA, and EVAL for those the server did not have (a restart, SCRIPT
+ * FLUSH). The calls are shared by the N workers and only read here; an
+ * EVAL is a vector of the worker's own. */
+static int run_calls(dlock__rlnodes *ns, node *nd, const rlcall *const *calls, size_t n,
+                     int64_t deadline, redisReply **replies)
 {
     dlock__rcmd stack[16];
-    dlock__rcmd *cmds = r->ncmds <= 16 ? stack : calloc(r->ncmds, sizeof *cmds);
+    dlock__rcmd *cmds = n <= 16 ? stack : calloc(n, sizeof *cmds);
     int rc;
     if (cmds == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    for (size_t k = 0; k < r->ncmds; k++)
-        cmds[k] = (dlock__rcmd){r->calls[k].argc, r->calls[k].argv, r->calls[k].lens};
-    rc = dlock__rconn_call(nd->conn, r->ncmds, cmds, deadline, replies);
+    for (size_t k = 0; k < n; k++)
+        cmds[k] = (dlock__rcmd){calls[k]->argc, calls[k]->argv, calls[k]->lens};
+    rc = dlock__rconn_call(nd->conn, n, cmds, deadline, replies);
     if (cmds != stack)
         free(cmds);
-    for (size_t k = 0; rc == DLOCK_OK && k < r->ncmds; k++) {
+    for (size_t k = 0; rc == DLOCK_OK && k < n; k++) {
         if (!is_noscript(replies[k]))
             continue;
         freeReplyObject(replies[k]);
         replies[k] = NULL;
-        const rlcall *c = &r->calls[k];
+        const rlcall *c = calls[k];
         const char **argv = calloc(c->argc, sizeof *argv);
         size_t *lens = calloc(c->argc, sizeof *lens);
         if (argv == NULL || lens == NULL) {
@@ -245,7 +246,7 @@ static int run_calls(dlock__rlnodes *ns, node *nd, const dlock__rlround *r, int6
         free(argv);
         free(lens);
         if (rc != DLOCK_OK) {
-            for (size_t j = 0; j < r->ncmds; j++) {
+            for (size_t j = 0; j < n; j++) {
                 freeReplyObject(replies[j]);
                 replies[j] = NULL;
             }
@@ -254,59 +255,110 @@ static int run_calls(dlock__rlnodes *ns, node *nd, const dlock__rlround *r, int6
     return rc;
 }
 
-static void run_job(node *nd, job *j, int64_t deadline)
+/* Node nd's answer to round r: rc, and on DLOCK_OK its replies (taken). */
+static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, const char *err)
 {
-    dlock__rlround *r = j->round;
-    redisReply **replies = calloc(r->ncmds ? r->ncmds : 1, sizeof *replies);
-    int rc;
-    char err[256] = "";
-
-    if (replies == NULL) {
-        rc = DLOCK_ENOMEM;
-        snprintf(err, sizeof err, "%s: out of memory", nd->label);
-    } else if (dlock__now_us() >= deadline) {
-        rc = DLOCK_EUNREACHABLE;
-        snprintf(err, sizeof err, "%s: not sent in time (busy with an earlier request)", nd->label);
-    } else {
-        rc = run_calls(nd->owner, nd, r, deadline, replies);
-        if (rc != DLOCK_OK)
-            snprintf(err, sizeof err, "%s", dlock_errmsg());
-    }
     pthread_mutex_lock(&r->mu);
     dlock__rlanswer *a = &r->answers[nd->index];
     a->rc = rc;
-    if (rc == DLOCK_OK) {
+    if (rc == DLOCK_OK)
         a->replies = replies;
-        replies = NULL;
-    }
-    memcpy(a->err, err, sizeof a->err);
+    snprintf(a->err, sizeof a->err, "%s", err);
     a->done = 1;
     r->ndone++;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    free(replies);
     round_unref(r);
 }
+
+/* Sends the rounds of jobs (n of them, taken off the queue, freed here) in one
+ * pipelined batch: the requests of many callers share a write and a read,
+ * as conn.c does for the threads of one client. A round whose time passed
+ * while the node was busy is answered without being sent. */
+static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
+{
+    size_t ncalls = 0, live = 0;
+    int64_t deadline = 0, now = dlock__now_us();
+    char err[256];
+
+    for (size_t i = 0; i < n; i++) {
+        dlock__rlround *r = jobs[i]->round;
+        if (now >= r->deadline_us || now >= stop_deadline) {
+            snprintf(err, sizeof err, "%s: not sent in time (busy with an earlier request)",
+                     nd->label);
+            answer(nd, r, DLOCK_EUNREACHABLE, NULL, err);
+            free(jobs[i]);
+            continue;
+        }
+        jobs[live++] = jobs[i];
+        ncalls += r->ncmds;
+        if (r->deadline_us > deadline)
+            deadline = r->deadline_us;
+    }
+    if (live == 0)
+        return;
+    if (deadline > stop_deadline)
+        deadline = stop_deadline;
+    const rlcall **calls = calloc(ncalls, sizeof *calls);
+    redisReply **replies = calloc(ncalls, sizeof *replies);
+    int rc = DLOCK_ENOMEM;
+    snprintf(err, sizeof err, "%s: out of memory", nd->label);
+    if (calls != NULL && replies != NULL) {
+        size_t k = 0;
+        for (size_t i = 0; i < live; i++) {
+            for (size_t c = 0; c < jobs[i]->round->ncmds; c++)
+                calls[k++] = &jobs[i]->round->calls[c];
+        }
+        rc = run_calls(nd->owner, nd, calls, ncalls, deadline, replies);
+        if (rc != DLOCK_OK)
+            snprintf(err, sizeof err, "%s", dlock_errmsg());
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < live; i++) {
+        dlock__rlround *r = jobs[i]->round;
+        redisReply **mine = NULL;
+        int my_rc = rc;
+        if (rc == DLOCK_OK) {
+            mine = calloc(r->ncmds ? r->ncmds : 1, sizeof *mine);
+            if (mine == NULL) {
+                my_rc = DLOCK_ENOMEM;
+                snprintf(err, sizeof err, "%s: out of memory", nd->label);
+                for (size_t c = 0; c < r->ncmds; c++)
+                    freeReplyObject(replies[k + c]);
+            } else {
+                memcpy(mine, replies + k, r->ncmds * sizeof *mine);
+            }
+            k += r->ncmds;
+        }
+        answer(nd, r, my_rc, mine, my_rc == DLOCK_OK ? "" : err);
+        free(jobs[i]);
+    }
+    free(calls);
+    free(replies);
+}
+
+#define MAX_BATCH 256 /* rounds sent in one write */
 
 static void *worker(void *arg)
 {
     node *nd = arg;
+    job *batch[MAX_BATCH];
     pthread_mutex_lock(&nd->mu);
     for (;;) {
         while (nd->head == NULL && !nd->stop)
             pthread_cond_wait(&nd->cv, &nd->mu);
-        job *j = nd->head;
-        if (j == NULL)
+        if (nd->head == NULL)
             break; /* stopped, and nothing left to send */
-        nd->head = j->next;
+        size_t n = 0;
+        while (nd->head != NULL && n < MAX_BATCH) {
+            batch[n++] = nd->head;
+            nd->head = nd->head->next;
+        }
         if (nd->head == NULL)
             nd->tail = NULL;
-        int64_t deadline = j->round->deadline_us;
-        if (nd->stop && deadline > nd->stop_deadline_us)
-            deadline = nd->stop_deadline_us;
+        int64_t stop_deadline = nd->stop ? nd->stop_deadline_us : INT64_MAX;
         pthread_mutex_unlock(&nd->mu);
-        run_job(nd, j, deadline);
-        free(j);
+        run_jobs(nd, batch, n, stop_deadline);
         pthread_mutex_lock(&nd->mu);
     }
     pthread_mutex_unlock(&nd->mu);
