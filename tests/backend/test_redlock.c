@@ -3,7 +3,8 @@
  * its mistakes, a node frozen or killed (the quorum carries on), a
  * majority gone (fails fast, a hold is reported lost), fences across
  * nodes failing and coming back, a release that reaches a node only once
- * it answers again, and a waiter that polls its way to the lock.
+ * it answers again, a waiter that polls its way to the lock, and the
+ * interop key of simple mode.
  *
  * The nodes are 3 servers of kind redis, so that each can be paused,
  * stopped and restarted alone. main() starts them before any test forks,
@@ -289,6 +290,52 @@ static void fences_increase_across_faults(void)
     dlock_client_close(b);
 }
 
+/* Simple mode (DLOCK_SIMPLE): the plain key NAME holding the owner token
+ * on a quorum, as node-redlock and redsync keep it, so that they and dlock
+ * exclude each other; and one name is one lock: the mutex and the plain
+ * key of a name exclude each other, each saying which holds it. */
+static void simple_mode(void)
+{
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *simple = dt_lock(c, "plain-job", DLOCK_SIMPLE);
+    dlock_lock *mutex = dt_lock(c, "plain-job", 0);
+
+    CHECK_RC(dlock_acquire(simple, 0), DLOCK_OK);
+    for (int i = 0; i < NNODES; i++) {
+        redisReply *r = node_command(i, "GET plain-job");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING);
+        CHECK(strcmp(r->str, dlock_lock_token(simple)) == 0);
+        freeReplyObject(r);
+    }
+    CHECK(!key_on(0, "plain-job"));
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "interop") != NULL);
+    uint64_t fence = dlock_lock_fence(simple);
+    CHECK_RC(dlock_release(simple), DLOCK_OK);
+    redisReply *r = node_command(1, "EXISTS plain-job");
+    CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+
+    /* the mutex holds the name: the plain key is not taken */
+    CHECK_RC(dlock_acquire(mutex, 0), DLOCK_OK);
+    CHECK(dlock_lock_fence(mutex) > fence); /* one name, one sequence */
+    CHECK_RC(dlock_try_acquire(simple), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "mutex") != NULL);
+    CHECK_RC(dlock_release(mutex), DLOCK_OK);
+
+    /* a foreign holder of the plain key on a quorum (node-redlock's SET)
+     * keeps dlock out */
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(node_command(i, "SET plain-job f00d PX 10000"));
+    CHECK_RC(dlock_try_acquire(simple), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_EBUSY);
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(node_command(i, "DEL plain-job"));
+    dlock_lock_free(simple);
+    dlock_lock_free(mutex);
+    dlock_client_close(c);
+}
+
 /* A waiter polls: it gets the lock soon after the release, within a bound
  * that does not depend on the holder's lease. */
 typedef struct waiter {
@@ -340,6 +387,7 @@ int main(int argc, char **argv)
         {"release_reaches_frozen_node", release_reaches_frozen_node},
         {"fences_increase_across_faults", fences_increase_across_faults},
         {"waiter_gets_it", waiter_gets_it},
+        {"simple_mode", simple_mode},
     };
     /* once for the program, before any test forks (no threads yet) */
     start_nodes();

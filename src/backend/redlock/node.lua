@@ -1,8 +1,12 @@
 -- node.lua - the one script redlock:// runs on each of its N nodes (README.md).
 -- KEYS[1]: the lock's key L = P:{E}; KEYS[2]: the name's fence counter L:fence.
 -- ARGV[1] names the step:
---   take TOKEN LEASE_MS    -> {1, counter} taken (or already ours: lease set again)
+--   take TOKEN LEASE_MS OTHER -> {1, counter} taken (or already ours: lease set again)
 --                             {0, counter, pttl} held by another owner
+--                             {0, counter, pttl, 1} OTHER, the name's key of the other
+--                             layout (the interop key N, or the mutex's L), is held:
+--                             one name is one lock. OTHER is looked at with pcall (an
+--                             ACL may hide it); '' looks at nothing.
 --   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
 --   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
 --                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
@@ -10,6 +14,12 @@
 local op = ARGV[1]
 if op == 'take' then
   local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if ARGV[4] ~= '' then
+    local left = redis.pcall('PTTL', ARGV[4])
+    if type(left) == 'number' and left ~= -2 then
+      return {0, counter, left, 1}
+    end
+  end
   if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
     return {1, counter}
   end

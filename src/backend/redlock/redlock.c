@@ -47,8 +47,10 @@ typedef struct rlbackend {
 
 typedef struct rllock {
     dlock__store_lock base;
-    char *keys[3]; /* L, L:fence, the name (keys.h; one block at keys[0]) */
+    char *keys[3]; /* L (or N in simple mode), the fence counter, the name N (keys.h;
+                      one block at keys[0]) */
     size_t key_lens[3];
+    char *other; /* the name's key of the other layout: N for a mutex, L for simple */
 } rllock;
 
 #define RLB(s) DLOCK__STORE_OF(rlbackend, s)
@@ -235,18 +237,18 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     rllock *l = RLL(sl);
     int64_t start = dlock__now_us();
     char lease[24];
-    const char *argv[] = {"take", att->token, lease};
-    size_t lens[] = {4, strlen(att->token), number(lease, att->lease_ms)};
+    const char *argv[] = {"take", att->token, lease, l->other};
+    size_t lens[] = {4, strlen(att->token), number(lease, att->lease_ms), strlen(l->other)};
     /* past this the lock would be invalid on arrival: no reason to wait */
     int64_t valid_until = start + att->lease_ms * 1000 - drift_us(att->lease_ms);
     int64_t until = att->deadline_us < valid_until ? att->deadline_us : valid_until;
     int rc = DLOCK_OK;
 
-    dlock__rlround *r = send_one(b, l, 3, argv, lens, att->deadline_us);
+    dlock__rlround *r = send_one(b, l, 4, argv, lens, att->deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
     const dlock__rlanswer *a = dlock__rlround_wait(r, take_decided, b, until);
-    size_t taken = 0, held = 0, failed = 0;
+    size_t taken = 0, held = 0, failed = 0, held_other = 0;
     long long counter = 0, ttl = -1;
     for (size_t i = 0; i < b->n; i++) {
         int says = said(&a[i], 0);
@@ -261,6 +263,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                 counter = c;
         } else {
             held++;
+            held_other += int_at(a[i].replies[0], 3, 0) == 1;
             long long t = int_at(a[i].replies[0], 2, -1);
             if (t > 0 && (ttl < 0 || t < ttl))
                 ttl = t;
@@ -299,7 +302,9 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     att->outcome = DLOCK__HELD;
     att->next = DLOCK__NEXT_POLL;
     att->holder_ttl_ms = ttl > 0 ? ttl : DLOCK__TTL_UNKNOWN;
-    att->held_as = DLOCK__HELD_AS_SAME;
+    att->held_as = held_other == 0            ? DLOCK__HELD_AS_SAME
+                   : l->base.spec.simple != 0 ? DLOCK__HELD_AS_MUTEX
+                                              : DLOCK__HELD_AS_SIMPLE;
 out:
     dlock__rlround_drop(r);
     return rc;
@@ -457,8 +462,27 @@ static int lock_new(dlock__store *s, const char *name, const dlock__lock_spec *s
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     l->base.spec = *spec;
-    int rc = dlock__redis_keys_of(b->prefix, name, DLOCK__MUTEX, 0, l->keys, l->key_lens);
+    int rc =
+        dlock__redis_keys_of(b->prefix, name, DLOCK__MUTEX, spec->simple, l->keys, l->key_lens);
     if (rc != DLOCK_OK) {
+        free(l);
+        return rc;
+    }
+    if (spec->simple) {
+        char *keys[3];
+        size_t lens[3];
+        rc = dlock__redis_keys_of(b->prefix, name, DLOCK__MUTEX, 0, keys, lens);
+        if (rc == DLOCK_OK) {
+            l->other = strdup(keys[0]);
+            free(keys[0]);
+        }
+    } else {
+        l->other = strdup(l->keys[2]);
+    }
+    if (rc == DLOCK_OK && l->other == NULL)
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (rc != DLOCK_OK) {
+        free(l->keys[0]);
         free(l);
         return rc;
     }
@@ -472,6 +496,7 @@ static void lock_free(dlock__store *s, dlock__store_lock *sl)
     if (sl == NULL)
         return;
     free(RLL(sl)->keys[0]);
+    free(RLL(sl)->other);
     free(RLL(sl));
 }
 
@@ -603,7 +628,7 @@ const dlock__backend dlock__redlock_backend = {
     .version = DLOCK__BACKEND_VERSION,
     .name = "Redlock",
     .schemes = schemes,
-    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_INTEROP,
     .open = open_backend,
     .close = close_backend,
     .lock_new = lock_new,
