@@ -172,8 +172,9 @@ static void majority_down(void)
         strstr(dlock_errmsg(), "quorum") == NULL)
         dt_fail(__FILE__, __LINE__, "the message names neither the nodes nor the quorum: %s",
                 dlock_errmsg());
-    /* nothing left on the one that answered */
-    CHECK(!key_on(0, "majority"));
+    /* nothing left on the one that answered (the give-back is sent without
+     * waiting: it may land just after) */
+    DT_WAIT_UNTIL(!key_on(0, "majority"), 300); /* (its lease is 1 s) */
     dt_server_start_again(&nodes[1], 0);
     dt_server_start_again(&nodes[2], 0);
 
@@ -222,7 +223,7 @@ static void release_reaches_frozen_node(void)
     dlock_client *c = dt_client(url, NULL);
     dlock_lock *l = dt_lock(c, "late-release", 0);
     CHECK_RC(dlock_acquire_for(l, 0, 20000), DLOCK_OK);
-    CHECK(key_on(2, "late-release"));
+    DT_WAIT_UNTIL(key_on(2, "late-release"), 2000);
     pause_node(2);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     CHECK(!key_on(0, "late-release") && !key_on(1, "late-release"));
@@ -290,6 +291,45 @@ static void fences_increase_across_faults(void)
     dlock_client_close(b);
 }
 
+/* Renewal by quorum: a hold whose key one node lost (a restart without its
+ * data, an eviction) is still held while the other two keep it; once two
+ * lost it, the next renewal reports the loss, long before the lease. */
+static void renewal_by_quorum(void)
+{
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=900ms"), NULL);
+    dt_lost_box box = {0};
+    dlock_lock *l = dt_lock(c, "quorum-renew", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    /* (the acquisition returned once a quorum had it: the third may come after) */
+    DT_WAIT_UNTIL(key_on(2, "quorum-renew"), 2000);
+    freeReplyObject(node_command(2, "DEL redlock:{quorum-renew}"));
+    dt_sleep_ms(2000); /* six renewals */
+    CHECK_INT(atomic_load(&box.lost), ==, 0);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK(key_on(0, "quorum-renew") && key_on(1, "quorum-renew"));
+    CHECK(!key_on(2, "quorum-renew")); /* renewal never re-creates a key */
+
+    int64_t dropped = dt_now_ms();
+    freeReplyObject(node_command(1, "DEL redlock:{quorum-renew}"));
+    DT_WAIT_UNTIL(atomic_load(&box.lost) != 0, 2000);
+    /* told by the next renewal (every lease/3), not by the lease running out */
+    CHECK_INT(atomic_load(&box.at_ms) - dropped, <, 600);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static int plain_key_set(int i)
+{
+    redisReply *r = node_command(i, "EXISTS plain-job");
+    int set = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return set;
+}
+
 /* Simple mode (DLOCK_SIMPLE): the plain key NAME holding the owner token
  * on a quorum, as node-redlock and redsync keep it, so that they and dlock
  * exclude each other; and one name is one lock: the mutex and the plain
@@ -301,6 +341,7 @@ static void simple_mode(void)
     dlock_lock *mutex = dt_lock(c, "plain-job", 0);
 
     CHECK_RC(dlock_acquire(simple, 0), DLOCK_OK);
+    DT_WAIT_UNTIL(plain_key_set(2), 2000); /* the third may come after the quorum */
     for (int i = 0; i < NNODES; i++) {
         redisReply *r = node_command(i, "GET plain-job");
         CHECK(r != NULL && r->type == REDIS_REPLY_STRING);
@@ -387,6 +428,7 @@ int main(int argc, char **argv)
         {"release_reaches_frozen_node", release_reaches_frozen_node},
         {"fences_increase_across_faults", fences_increase_across_faults},
         {"waiter_gets_it", waiter_gets_it},
+        {"renewal_by_quorum", renewal_by_quorum},
         {"simple_mode", simple_mode},
     };
     /* once for the program, before any test forks (no threads yet) */
