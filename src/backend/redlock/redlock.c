@@ -100,14 +100,17 @@ static void unanswered(const rlbackend *b, const dlock__rlanswer *a, char *buf, 
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < b->n && used < len; i++) {
-        const char *why = !a[i].done                                   ? "no reply in time"
+        const char *why = !a[i].done                                   ? "no reply yet"
                           : a[i].rc != DLOCK_OK                        ? a[i].err
                           : a[i].replies[0]->type == REDIS_REPLY_ERROR ? a[i].replies[0]->str
                                                                        : NULL;
         if (why == NULL)
             continue;
-        int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "",
-                         dlock__rlnodes_label(b->nodes, i), why);
+        const char *label = dlock__rlnodes_label(b->nodes, i);
+        size_t label_len = strlen(label);
+        if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
+            why += label_len + 2; /* (the connection's message names the node too) */
+        int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
         if (w < 0)
             break;
         used += (size_t) w;
@@ -294,9 +297,8 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     if (failed > b->n - b->quorum) {
         char why[700];
         unanswered(b, a, why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE,
-                         "%s: %zu of %zu nodes did not answer, a quorum of %zu is out of reach: %s",
-                         b->label, failed, b->n, b->quorum, why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu of %zu nodes is out of reach: %s",
+                         b->label, b->quorum, b->n, why);
         goto out;
     }
     att->outcome = DLOCK__HELD;
