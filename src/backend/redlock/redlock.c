@@ -282,6 +282,11 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         } else {
             rc = write_fence(b, l, fence, until, att->deadline_us);
         }
+        if (rc == DLOCK_OK && dlock__now_us() >= valid_until)
+            rc = dlock__fail(DLOCK_EUNREACHABLE,
+                             "%s: the fence reached a quorum only after the lease of %" PRId64
+                             " ms had run out",
+                             b->label, att->lease_ms);
         if (rc == DLOCK_OK) {
             att->outcome = DLOCK__TAKEN;
             att->fence = fence;
