@@ -3,8 +3,9 @@
  * its mistakes, a node frozen or killed (the quorum carries on), a
  * majority gone (fails fast, a hold is reported lost), fences across
  * nodes failing and coming back, a release that reaches a node only once
- * it answers again, a waiter that polls its way to the lock, and the
- * interop key of simple mode.
+ * it answers again, a waiter that polls its way to the lock, renewal by
+ * quorum, the interop key of simple mode, fences after a node comes back
+ * empty, and five masters.
  *
  * The nodes are 3 servers of kind redis, so that each can be paused,
  * stopped and restarted alone. main() starts them before any test forks,
@@ -377,6 +378,90 @@ static void simple_mode(void)
     dlock_client_close(c);
 }
 
+/* A node restarted without its data, after the delayed restart the README
+ * asks for (one lease), in the only quorum left with a node that missed
+ * the last fences: the fence still increases (the counter never starts
+ * below the node's clock). */
+static void fences_after_wiped_restart(void)
+{
+    start_nodes(); /* its own: it stops, wipes and restarts them */
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=500ms&timeout=2s"), NULL);
+    dlock_lock *l = dt_lock(c, "wiped", 0);
+    uint64_t last = 0;
+
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_stop(&nodes[2]); /* misses the fences below */
+    for (int i = 0; i < 20; i++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK(dlock_lock_fence(l) > last);
+        last = dlock_lock_fence(l);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dt_server_start_again(&nodes[2], 0); /* back with its older counter */
+    dt_server_stop(&nodes[1]);
+    dt_sleep_ms(500); /* the delayed restart: one lease down */
+    dt_server_start_again(&nodes[1], DT_WIPE);
+    pause_node(0); /* the quorum is {1: wiped, 2: behind} */
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    if (dlock_lock_fence(l) <= last)
+        dt_fail(__FILE__, __LINE__, "fence %llu after %llu",
+                (unsigned long long) dlock_lock_fence(l), (unsigned long long) last);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_resume(&nodes[0]);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Five masters: the quorum is 3; two down changes nothing, three down is
+ * a clear error with nothing left held on the two that answer. */
+static void five_nodes(void)
+{
+    dt_server five[5];
+    char text[512];
+    size_t used = (size_t) snprintf(text, sizeof text, "redlock://");
+    for (int i = 0; i < 5; i++) {
+        dt_server_start(&five[i], "redis", 0, NULL);
+        used += (size_t) snprintf(text + used, sizeof text - used, "%s127.0.0.1:%d", i ? "," : "",
+                                  five[i].port);
+    }
+    dlock_client *c = dt_client(text, "?lease=1s");
+    dlock_lock *l = dt_lock(c, "five", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+
+    dt_server_stop(&five[3]);
+    dt_server_stop(&five[4]);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK(dlock_lock_fence(l) > fence);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+
+    dt_server_stop(&five[2]);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "a quorum of 3 of 5") != NULL);
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = NULL;
+        int64_t until = dt_now_ms() + 300; /* (the give-back is not waited for) */
+        for (;;) {
+            redisContext *rc = redisConnect("127.0.0.1", five[i].port);
+            CHECK(rc != NULL && !rc->err);
+            r = redisCommand(rc, "EXISTS redlock:{five}");
+            redisFree(rc);
+            CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER);
+            if (r->integer == 0 || dt_now_ms() > until)
+                break;
+            freeReplyObject(r);
+            dt_sleep_ms(5);
+        }
+        CHECK_INT(r->integer, ==, 0);
+        freeReplyObject(r);
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* A waiter polls: it gets the lock soon after the release, within a bound
  * that does not depend on the holder's lease. */
 typedef struct waiter {
@@ -430,6 +515,8 @@ int main(int argc, char **argv)
         {"waiter_gets_it", waiter_gets_it},
         {"renewal_by_quorum", renewal_by_quorum},
         {"simple_mode", simple_mode},
+        {"fences_after_wiped_restart", fences_after_wiped_restart},
+        {"five_nodes", five_nodes},
     };
     /* once for the program, before any test forks (no threads yet) */
     start_nodes();

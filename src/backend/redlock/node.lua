@@ -1,7 +1,8 @@
 -- node.lua - the one script redlock:// runs on each of its N nodes (README.md).
 -- KEYS[1]: the lock's key L = P:{E}; KEYS[2]: the name's fence counter L:fence.
 -- ARGV[1] names the step:
---   take TOKEN LEASE_MS OTHER -> {1, counter} taken (or already ours: lease set again)
+--   take TOKEN LEASE_MS OTHER -> {1, counter} taken (or already ours: lease set again);
+--                             counter: the fence counter, or the node's clock in µs if higher
 --                             {0, counter, pttl} held by another owner
 --                             {0, counter, pttl, 1} OTHER, the name's key of the other
 --                             layout (the interop key N, or the mutex's L), is held:
@@ -13,7 +14,17 @@
 --   release TOKEN          -> 1 deleted, 0 free, -1 another's
 local op = ARGV[1]
 if op == 'take' then
+  -- The counter is never below the node's clock in microseconds (as the
+  -- Redis backend's fences): a node that comes back without its data, after
+  -- the delayed restart the README asks for, starts above every fence given
+  -- before it went down, as long as the nodes' clocks agree within that
+  -- delay. (Lua's numbers hold microseconds since 1970 exactly.)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if counter < now then
+    counter = now
+  end
   if ARGV[4] ~= '' then
     local left = redis.pcall('PTTL', ARGV[4])
     if type(left) == 'number' and left ~= -2 then
