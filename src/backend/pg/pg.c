@@ -170,7 +170,13 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
     "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
-#define TAKE_SET "WITH s AS (SELECT set_config('lock_timeout', $3, true)), "
+/* The grant's commit waits for the WAL, whatever the server's
+ * synchronous_commit says: a fence bump lost in a crash would be handed
+ * out again (the fault suite's kill-server found it on a server with
+ * synchronous_commit=off). */
+#define TAKE_SET                                                                                   \
+    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
+    "set_config('synchronous_commit', 'on', true)), "
 
 static const char *const take_sql[2] = {
     /* a try */
