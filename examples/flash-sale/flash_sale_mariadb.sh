@@ -43,10 +43,8 @@ if [ -z "$DLOCK" ] || [ ! -x "$DLOCK" ]; then
   exit 2
 fi
 DLOCK=$(cd "$(dirname "$DLOCK")" && pwd)/$(basename "$DLOCK")
-for tool in mysql; do
-  command -v "$tool" >/dev/null ||
-    { echo "flash_sale.sh: $tool not found (run scripts/deps.sh --mariadb)" >&2; exit 2; }
-done
+command -v mysql >/dev/null ||
+  { echo "flash_sale.sh: mysql not found (run scripts/deps.sh --mariadb)" >&2; exit 2; }
 store=$(dirname "$DLOCK")/store
 [ -x "$store" ] || store=$here/../../scripts/store.sh
 if [ ! -x "$store" ] && [ ! -f "$store" ]; then
@@ -169,6 +167,7 @@ echo "         a fenced UPDATE under 'dlock run -w 30 flash-sale' ..."
 reset_shop
 phase2_ok=1
 # Its own process group (set -m): the pid is the group the buyer stops, dlock run and itself.
+# shellcheck disable=SC2016  # $PPID and $0 are the inner shell's: dlock run's pid, the script
 STALE_FENCE_FILE=$tmp/stale.fence "$DLOCK" run -q -L "$STALE_LEASE" -w 30 flash-sale -- \
   bash -c 'STALE_PGID=$PPID exec "$0" stale 0' "$here/buyer_mariadb.sh" &
 stale_pid=$!
@@ -191,7 +190,6 @@ stale_fence=$(cat "$tmp/stale.fence")
 echo "  the stale holder took fence $stale_fence, read the stock and is paused"
 run_buyers locked || { echo "phase 2: a buyer failed" >&2; phase2_ok=0; }
 sold2=$(sql 'SELECT COUNT(*) FROM sales')
-left2=$(sql 'SELECT qty FROM stock WHERE id = 1')
 over2=$((sold2 - STOCK))
 echo "  sold $sold2 in ${elapsed}s; per buyer:$(per_buyer)"
 # Continued: its dlock run notices the loss (exit 75); its write goes out first, with the

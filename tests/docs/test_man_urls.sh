@@ -22,5 +22,5 @@ if LC_ALL=C grep -n '[[:cntrl:]]' "$page" | grep -v $'\t' | grep -q .; then
   LC_ALL=C grep -n '[[:cntrl:]]' "$page" | cat -A | head -5 >&2
   fail=1
 fi
-[ "$fail" -eq 0 ] && echo "docs/dlock.1 names: $(echo $schemes)"
+[ "$fail" -eq 0 ] && echo "docs/dlock.1 names every scheme: ${schemes//$'\n'/ }"
 exit "$fail"
