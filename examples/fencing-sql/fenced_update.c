@@ -4,15 +4,18 @@
  * last holder that wrote it, and each write is an UPDATE conditional on
  * `fence < ?`.
  *
- *   build/bin/fenced_update LOCK_URL [mysql://user:pass@host:port/db]
+ *   build/bin/fenced_update mysql://user:pass@host:port/db [LOCK_URL]
  *
- * The lock lives at LOCK_URL (any store); the data in the MariaDB/MySQL
- * database of the second URL (default: LOCK_URL, when it is a mysql:// one).
- * Holder A takes the lock and adds 10 to an account with a fenced write;
- * its lock ends and holder B takes it (a larger fence) and adds 5. Then A's
- * late write arrives, as from a holder paused past its lease: it changes 0
- * rows, and A is told its fence was refused. Exits 0 when the balance is 15
- * and the late write was refused; 1 when not; 2 on a set-up error. */
+ * The data lives in the MariaDB/MySQL database of the first URL; the lock
+ * at LOCK_URL (any store; default: the same MariaDB). Holder A takes the
+ * lock and adds 10 to an account with a fenced write; its lock ends and
+ * holder B takes it (a larger fence) and adds 5. Then A's late write
+ * arrives, as from a holder paused past its lease: it changes 0 rows, and A
+ * is told its fence was refused. On a store with fixed leases A's lock ends
+ * as a paused holder's does, its 300 ms lease running out while it waits;
+ * on the others (MariaDB's GET_LOCK lives with its connection) by a
+ * release. Exits 0 when the balance is 15 and the late write was refused;
+ * 1 when not; 2 on a set-up error. */
 #include <dlock.h>
 
 #include <mysql.h>
@@ -79,10 +82,13 @@ static long long balance(MYSQL *db)
     return value;
 }
 
-/* Takes the lock with handle l, prints its fence, and makes its write. */
-static long long take_and_write(dlock_lock *l, const char *who, MYSQL *db, int amount)
+/* Takes the lock with handle l (a fixed lease of lease_ms, or renewed
+ * when 0), prints its fence, and makes its write. */
+static long long take_and_write(dlock_lock *l, const char *who, int64_t lease_ms, MYSQL *db,
+                                int amount)
 {
-    if (dlock_acquire(l, 10000) != DLOCK_OK) {
+    int rc = lease_ms > 0 ? dlock_acquire_for(l, 10000, lease_ms) : dlock_acquire(l, 10000);
+    if (rc != DLOCK_OK) {
         fprintf(stderr, "fenced_update: %s: %s\n", who, dlock_errmsg());
         return -1;
     }
@@ -101,10 +107,10 @@ int main(int argc, char **argv)
     int status = 2;
 
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: fenced_update LOCK_URL [mysql://user:pass@host:port/db]\n");
+        fprintf(stderr, "usage: fenced_update mysql://user:pass@host:port/db [LOCK_URL]\n");
         return 2;
     }
-    if (parse_db_url(argv[argc - 1], &u) != 0)
+    if (parse_db_url(argv[1], &u) != 0)
         return 2;
     db = mysql_init(NULL);
     if (db == NULL ||
@@ -118,20 +124,25 @@ int main(int argc, char **argv)
                     "fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB") != 0 ||
         run_sql(db, "INSERT INTO fenced_account (id, balance) VALUES (1, 0)") != 0)
         goto done;
-    if (dlock_client_open(argv[1], &c) != DLOCK_OK ||
+    if (dlock_client_open(argv[argc - 1], &c) != DLOCK_OK ||
         dlock_lock_open(c, "account-1", 0, &a) != DLOCK_OK ||
         dlock_lock_open(c, "account-1", 0, &b) != DLOCK_OK) {
         fprintf(stderr, "fenced_update: %s\n", dlock_errmsg());
         goto done;
     }
 
-    if (take_and_write(a, "A", db, 10) != 1)
+    int fixed = (dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE) != 0;
+    if (take_and_write(a, "A", fixed ? 300 : 0, db, 10) != 1)
         goto fail;
     uint64_t fence_a = dlock_lock_fence(a);
-    /* A's lock ends (here a release; in life, a lease that ran out while A
-     * was paused) and B takes it: a larger fence. */
-    dlock_release(a);
-    if (take_and_write(b, "B", db, 5) != 1)
+    /* A's lock ends and B takes it, with a larger fence: A is paused and
+     * B's wait outlasts A's lease; or, where a lock lives with its
+     * connection, A releases. */
+    if (fixed)
+        printf("A pauses; its 300 ms lease runs out\n");
+    else
+        dlock_release(a);
+    if (take_and_write(b, "B", 0, db, 5) != 1)
         goto fail;
     /* A resumes and sends the write it had prepared under fence_a */
     long long late = fenced_add(db, fence_a, 10);
