@@ -653,6 +653,18 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (rc != DLOCK_OK)
         return rc;
     const char *sslmode = dlock__url_get(url, "sslmode");
+    /* libpq's modes; a typo is a bad URL, told at open, not at the first
+     * connection (where libpq would refuse it without a server) */
+    static const char *const sslmodes[] = {"disable", "allow",     "prefer",
+                                           "require", "verify-ca", "verify-full"};
+    int sslmode_known = sslmode == NULL;
+    for (size_t i = 0; !sslmode_known && i < sizeof sslmodes / sizeof sslmodes[0]; i++)
+        sslmode_known = strcmp(sslmode, sslmodes[i]) == 0;
+    if (!sslmode_known)
+        return dlock__fail(DLOCK_EINVAL,
+                           "option sslmode=%s: want disable, allow, prefer, require, verify-ca "
+                           "or verify-full",
+                           sslmode);
 
     dlock__pgstore *p = calloc(1, sizeof *p);
     if (p == NULL)
