@@ -339,6 +339,34 @@ static void bad_input(void)
     dlock_lock_free(l);
     dlock_client_close(c);
 
+    /* no password, to a server that wants one, and SSL asked of a server
+     * without it: refused as a wrong password is (not an outage waited
+     * out: that was EUNREACHABLE, exit 69), saying what to do */
+    unsetenv("PGPASSWORD");
+    setenv("PGPASSFILE", "/nonexistent/dlock-test-pgpass", 1);
+    snprintf(url, sizeof url, "postgres://dlock@127.0.0.1:%d/postgres", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "wants a password") != NULL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    snprintf(url, sizeof url, "%s?sslmode=require", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "sslmode=prefer") != NULL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    /* a mode libpq does not know: a bad URL */
+    snprintf(url, sizeof url, "%s?sslmode=required", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "sslmode=required: want disable") != NULL);
+
     snprintf(url, sizeof url, "postgresql://dlock:dlock@127.0.0.1:%d/nosuchdb", srv.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     l = dt_lock(c, "bad", 0);

@@ -170,7 +170,13 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
     "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
-#define TAKE_SET "WITH s AS (SELECT set_config('lock_timeout', $3, true)), "
+/* The grant's commit waits for the WAL, whatever the server's
+ * synchronous_commit says: a fence bump lost in a crash would be handed
+ * out again (the fault suite's kill-server found it on a server with
+ * synchronous_commit=off). */
+#define TAKE_SET                                                                                   \
+    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
+    "set_config('synchronous_commit', 'on', true)), "
 
 static const char *const take_sql[2] = {
     /* a try */
@@ -647,6 +653,18 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (rc != DLOCK_OK)
         return rc;
     const char *sslmode = dlock__url_get(url, "sslmode");
+    /* libpq's modes; a typo is a bad URL, told at open, not at the first
+     * connection (where libpq would refuse it without a server) */
+    static const char *const sslmodes[] = {"disable", "allow",     "prefer",
+                                           "require", "verify-ca", "verify-full"};
+    int sslmode_known = sslmode == NULL;
+    for (size_t i = 0; !sslmode_known && i < sizeof sslmodes / sizeof sslmodes[0]; i++)
+        sslmode_known = strcmp(sslmode, sslmodes[i]) == 0;
+    if (!sslmode_known)
+        return dlock__fail(DLOCK_EINVAL,
+                           "option sslmode=%s: want disable, allow, prefer, require, verify-ca "
+                           "or verify-full",
+                           sslmode);
 
     dlock__pgstore *p = calloc(1, sizeof *p);
     if (p == NULL)
