@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_mysql_lock.c - the MariaDB/MySQL backend (mysql://), session mode,
+/* test_mysql_lock.c - the MariaDB/MySQL backend (mysql://), session mode (mode=session),
  * against a real MariaDB started once for the program: the name mapping
  * (long names, upper case, exact names, and a lock shared with SQL that
  * calls GET_LOCK itself), a holder's connection killed from the server
@@ -24,9 +24,13 @@
 
 static dt_server srv;
 
+/* A client of session mode (mode=table is the default: test_mysql_table.c);
+ * options: "&lease=2s", NULL. */
 static dlock_client *client(const char *options)
 {
-    return dt_client(srv.url, options);
+    char opts[200];
+    snprintf(opts, sizeof opts, "?mode=session%s", options != NULL ? options : "");
+    return dt_client(srv.url, opts);
 }
 
 /* The mariadb client's one-line answer, as a number (-1: NULL). */
@@ -124,7 +128,7 @@ static void name_mapping(void)
 static void exact_names(void)
 {
     char url[300];
-    snprintf(url, sizeof url, "%s?names=exact", srv.url);
+    snprintf(url, sizeof url, "%s?mode=session&names=exact", srv.url);
     dlock_client *c = NULL;
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     dlock_lock *l = dt_lock(c, "MyJob", 0);
@@ -185,7 +189,7 @@ static void released_after_kill(void)
 static void killed_holder(void)
 {
     dt_lost_box box = {0};
-    dlock_client *c = client("?lease=2s"), *c2 = client(NULL);
+    dlock_client *c = client("&lease=2s"), *c2 = client(NULL);
     dlock_lock *l = dt_lock(c, "term", 0), *l2 = dt_lock(c2, "term", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
@@ -259,7 +263,7 @@ static void frozen_holder(void)
         dlock_client *c = NULL;
         dlock_lock *l = NULL;
         char url[300];
-        snprintf(url, sizeof url, "%s?lease=2s", srv.url);
+        snprintf(url, sizeof url, "%s?mode=session&lease=2s", srv.url);
         if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "frozen", 0, &l) != 0 ||
             dlock_acquire(l, 5000) != DLOCK_OK)
             _exit(2);
@@ -315,7 +319,7 @@ static void *wait_thread(void *arg)
 static void blocked_wait(void)
 {
     /* timeout 2s: slices of about 1.6 s */
-    dlock_client *h = client(NULL), *c = client("?timeout=2s");
+    dlock_client *h = client(NULL), *c = client("&timeout=2s");
     dlock_lock *hl = dt_lock(h, "bw", 0), *l = dt_lock(c, "bw", 0);
     CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
 
@@ -449,7 +453,9 @@ static void fenced_processes(void)
         if (pids[i] == 0) {
             dlock_client *c = NULL;
             dlock_lock *l = NULL;
-            if (dlock_client_open(srv.url, &c) != DLOCK_OK ||
+            char url[300];
+            snprintf(url, sizeof url, "%s?mode=session", srv.url);
+            if (dlock_client_open(url, &c) != DLOCK_OK ||
                 dlock_lock_open(c, "procs", 0, &l) != DLOCK_OK)
                 _exit(2);
             for (int r = 0; r < ROUNDS; r++) {

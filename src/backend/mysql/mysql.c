@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* mysql.c - the MariaDB/MySQL backend (mysql://, mariadb://), session
- * mode: a lock is a GET_LOCK named lock (README.md has the name mapping,
- * the schema and what this mode cannot do).
+/* mysql.c - the MariaDB/MySQL backend (mysql://, mariadb://): the URL and
+ * its mode, and session mode (mode=session): a lock is a GET_LOCK named
+ * lock (README.md has the name mapping, the schema and what this mode
+ * cannot do). The lock table (mode=table, the default) is table.c: each
+ * step below hands it over first.
  *
  * An attempt takes a connection of the pool (conn.c) and, in one request
  * of three statements, takes the named lock and bumps its fence counter
@@ -657,9 +659,9 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
                            url->text);
     if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0)
         return dlock__fail(DLOCK_EINVAL,
-                           "%s: unknown mode '%s' (want mode=table or mode=session, the default)",
+                           "%s: unknown mode '%s' (want mode=table, the default, or mode=session)",
                            url->text, mode);
-    int table = mode != NULL && strcmp(mode, "table") == 0;
+    int table = mode == NULL || strcmp(mode, "table") == 0;
     const char *names = dlock__url_get(url, "names");
     if (names != NULL && strcmp(names, "exact") != 0 && strcmp(names, "mapped") != 0)
         return dlock__fail(
@@ -668,7 +670,7 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (table && names != NULL && strcmp(names, "exact") == 0)
         return dlock__fail(DLOCK_EINVAL,
                            "%s: names=exact shares a GET_LOCK name with other code: it is for "
-                           "mode=session, not mode=table",
+                           "mode=session, not mode=table (the default): add mode=session",
                            url->text);
     if (url->nhosts != 1)
         return dlock__fail(DLOCK_EINVAL, "%s: want one host (mysql://user:pass@host:port/db)",
