@@ -16,6 +16,7 @@
 #include "../sqltable/sqltable.h"
 #include "my.h"
 
+#include <mysqld_error.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,14 +68,23 @@ static int ensure_table(dlock__mystore *p, int64_t deadline)
     return DLOCK_OK;
 }
 
-/* Runs a request of the table: the table made first if need be. */
+/* Runs a request of the table (and frees sql): the table made first if
+ * need be. A statement InnoDB chose as a deadlock's victim (1213: takers,
+ * waiters' rows and renewals lock the same rows in different orders under
+ * contention) changed nothing: it is sent again, twice at most. */
 static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res, const char *what)
 {
+    memset(res, 0, sizeof *res);
     if (sql == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     int rc = ensure_table(p, deadline);
-    if (rc == DLOCK_OK)
+    for (int tries = 1; rc == DLOCK_OK; tries++) {
         rc = dlock__my_operate(p, sql, deadline, res, what);
+        if (rc == DLOCK_ESERVER && res->err == ER_LOCK_DEADLOCK && tries < 3)
+            rc = DLOCK_OK;
+        else
+            break;
+    }
     free(sql);
     return rc;
 }
