@@ -14,7 +14,9 @@
 #include <stdint.h>
 
 enum dlock__sqlt_dialect {
-    DLOCK__SQLT_MARIADB = 1, /* MariaDB 10.11 and MySQL 8 */
+    DLOCK__SQLT_MARIADB = 1, /* MariaDB 10.11 and MySQL 8: requests of several statements */
+    DLOCK__SQLT_PG = 2,      /* PostgreSQL 14+: each request one statement, whose result is
+                                the last statement's of MariaDB's request */
 };
 
 /* The tables: the locks, and the waiters polling for them (for query and
