@@ -77,12 +77,19 @@ const char *ct_name(const char *name)
     return b;
 }
 
+/* base, the run's options (--options) and a test's own ("?lease=1s"). */
 static const char *with_options(const char *base, const char *options)
 {
     static char bufs[4][512];
     static int next;
     char *b = bufs[next++ % 4];
-    snprintf(b, sizeof bufs[0], "%s%s", base, options != NULL ? options : "");
+    if (options == NULL)
+        options = "";
+    if (ct->options != NULL && ct->options[0] != '\0')
+        snprintf(b, sizeof bufs[0], "%s?%s%s%s", base, ct->options, options[0] ? "&" : "",
+                 options[0] == '?' || options[0] == '&' ? options + 1 : options);
+    else
+        snprintf(b, sizeof bufs[0], "%s%s", base, options);
     return b;
 }
 
