@@ -77,12 +77,17 @@ const char *ct_name(const char *name)
     return b;
 }
 
+/* options start with '?'; a URL with options of its own already (the TLS
+ * store's ?cacert=...) takes them after '&'. */
 static const char *with_options(const char *base, const char *options)
 {
     static char bufs[4][512];
     static int next;
     char *b = bufs[next++ % 4];
-    snprintf(b, sizeof bufs[0], "%s%s", base, options != NULL ? options : "");
+    if (options != NULL && options[0] == '?' && strchr(base, '?') != NULL)
+        snprintf(b, sizeof bufs[0], "%s&%s", base, options + 1);
+    else
+        snprintf(b, sizeof bufs[0], "%s%s", base, options != NULL ? options : "");
     return b;
 }
 

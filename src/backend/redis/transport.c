@@ -112,6 +112,9 @@ int dlock__rtls_new(const dlock__rtls_opts *opts, dlock__rtls **out)
     /* a write may stop part way and go on from another buffer (conn.c
      * swaps its buffers between writes) */
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* one recv for whatever has arrived, not one for a record's header and
+     * one for its body (what is read ahead is what SSL_has_pending sees) */
+    SSL_CTX_set_read_ahead(t->ctx, 1);
     if (opts->insecure) {
         SSL_CTX_set_verify(t->ctx, SSL_VERIFY_NONE, NULL);
     } else {
@@ -358,6 +361,20 @@ static ssize_t tls_io(dlock__rlink *l, int writing, void *buf, size_t len, int64
 {
     if (deadline_us == 0)
         deadline_us = dlock__now_us() + l->timeout_ms * 1000;
+    /* When the last read had to wait, this one likely will too (one
+     * caller at a time): wait for the socket first, unless bytes wait
+     * inside the SSL object; a poll and a read, not a read that finds
+     * nothing, a poll and a read again. When replies were there at once
+     * (pipelined, under load), read first. */
+    int waited = 0;
+    if (!writing && l->poll_first && !dlock__rlink_pending(l)) {
+        waited = 1;
+        int w = wait_fd(l->fd, POLLIN, deadline_us);
+        if (w == 0)
+            errno = EAGAIN;
+        if (w <= 0)
+            return -1;
+    }
     for (;;) {
         size_t n;
         int err_no;
@@ -365,6 +382,8 @@ static ssize_t tls_io(dlock__rlink *l, int writing, void *buf, size_t len, int64
         int w;
         switch (e) {
         case SSL_ERROR_NONE:
+            if (!writing)
+                l->poll_first = waited;
             return (ssize_t) n;
         case SSL_ERROR_ZERO_RETURN: /* close_notify */
             if (writing) {
@@ -373,6 +392,7 @@ static ssize_t tls_io(dlock__rlink *l, int writing, void *buf, size_t len, int64
             }
             return 0;
         case SSL_ERROR_WANT_READ:
+            waited = 1;
             w = wait_fd(l->fd, POLLIN, deadline_us);
             break;
         case SSL_ERROR_WANT_WRITE:

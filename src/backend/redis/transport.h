@@ -61,6 +61,7 @@ typedef struct dlock__rlink {
     int err;             /* the last dlock__rlink_command's failure (DLOCK__RLINK_E...) */
     unsigned exchanges;  /* commands sent by dlock__rlink_command */
     int no_cert;         /* TLS, with no client certificate offered */
+    int poll_first;      /* TLS: the last read had to wait (the reader's own) */
     char errstr[200];
 } dlock__rlink;
 
