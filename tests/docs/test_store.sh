@@ -30,9 +30,10 @@ for kind in "$@"; do
   # the URL line, or end of file if the store never got that far
   exec 3<"$tmp/url"
   read -r -t 120 -u 3 url || fail "$kind: no URL from store.sh"
-  # (a Sentinel group: its sentinels, then the master's name)
+  # (a Sentinel group: its sentinels, then the master's name; TLS: its CA)
   [[ $url =~ ^(redis|zk|etcd|postgres|mysql)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ||
-    $url =~ ^(redis\+sentinel)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+)+/[a-z]+$ ]] ||
+    $url =~ ^(redis\+sentinel)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+)+/[a-z]+$ ||
+    $url =~ ^(rediss)://()127\.0\.0\.1:([0-9]+)\?cacert=/[^?\&]+/ca\.crt$ ]] ||
     fail "$kind: printed '$url'"
   port=${BASH_REMATCH[3]}
   dir=$(sed -n 's/.* in \(\/[^)]*\)).*/\1/p' "$tmp/err")

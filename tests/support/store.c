@@ -18,7 +18,8 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: store redis|sentinel|zookeeper|etcd|postgres|mariadb|sqlite\n");
+    fprintf(stderr,
+            "usage: store redis|redis-tls|sentinel|zookeeper|etcd|postgres|mariadb|sqlite\n");
     return 64;
 }
 
