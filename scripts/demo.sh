@@ -7,12 +7,26 @@
 #
 #   scripts/demo.sh [-u LOCK_URL]     (-u zk://HOST:PORT or etcd://HOST:PORT: the lock in a
 #                                      store you run, e.g. one scripts/store.sh started)
+#   scripts/demo.sh --store mariadb [-u LOCK_URL]
+#                                     the shop in a throwaway MariaDB (the test harness's
+#                                     `store`, built too), each purchase a fenced UPDATE, and
+#                                     a holder paused past its lease refused by the database
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-bash scripts/deps.sh --demo
+targets=(dlock_cli)
+deps=(--demo)
+if [ "${1:-}" = --store ]; then
+  case ${2:-} in
+    redis) ;;
+    mariadb) targets+=(store) deps=(--mariadb) ;;
+    *) echo "demo.sh: --store wants redis or mariadb" >&2; exit 2 ;;
+  esac
+fi
+
+bash scripts/deps.sh "${deps[@]}"
 
 # Configure once; after that the build only recompiles what changed. The demo needs the
 # dlock command (and the library it links), not the tests.
@@ -20,7 +34,7 @@ build() {
   if [ ! -f build/CMakeCache.txt ]; then
     cmake -S . -B build
   fi
-  cmake --build build -j"$(nproc)" --target dlock_cli
+  cmake --build build -j"$(nproc)" --target "${targets[@]}"
 }
 
 # The build's chatter stays out of the demo's output, unless the build fails.
@@ -35,5 +49,5 @@ fi
 rm -f "$log"
 
 echo
-# Options (-u LOCK_URL: the lock in another store) go to the demo.
+# Options (--store, -u LOCK_URL: the lock in another store) go to the demo.
 exec bash examples/flash-sale/flash_sale.sh "$@" "$root/build/bin/dlock"

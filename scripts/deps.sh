@@ -35,7 +35,8 @@ redis=(redis-server redis-tools)
 zookeeper=(zookeeper libzookeeper-java libslf4j-java)
 etcd=(etcd-server etcd-client) # etcd 3.4; the harness checks it with etcdctl
 postgres=(postgresql)          # PostgreSQL 15: initdb, postgres, psql (run as user postgres)
-mariadb=(mariadb-server)       # MariaDB 10.11: mariadb-install-db, mariadbd, mariadb (user mysql)
+# MariaDB 10.11: mariadb-install-db, mariadbd (user mysql); the mysql client (demo --store mariadb)
+mariadb=(mariadb-server mariadb-client)
 demo=("${redis[@]}" python3)   # examples/flash-sale: its shop's own redis-server
 test=(
   "${redis[@]}" "${zookeeper[@]}" "${etcd[@]}" # servers the tests start

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 # The flash-sale demo (seed 003, 秒杀): eight buyer processes race for a stock of 100 items.
 #
-#   flash_sale.sh [-u LOCK_URL] [PATH/TO/dlock]        (default: dlock from PATH)
+#   flash_sale.sh [--store redis|mariadb] [-u LOCK_URL] [PATH/TO/dlock]   (default: dlock from PATH)
+#
+# --store mariadb runs the same demo with the shop in a MariaDB table and each purchase a fenced
+# UPDATE, and a holder paused past its lease refused by the database (flash_sale_mariadb.sh).
 #
 # It starts a private redis-server on a free 127.0.0.1 port in a temp dir (the shop: its stock
 # and sales), then
@@ -20,6 +23,13 @@ readonly STOCK=${STOCK:-100} # the environment may make it smaller (the test sui
 readonly BUYERS=8
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ "${1:-}" = --store ]; then
+  case ${2:-} in
+    redis) shift 2 ;;
+    mariadb) shift 2; exec bash "$here/flash_sale_mariadb.sh" "$@" ;;
+    *) echo "flash_sale.sh: --store wants redis or mariadb" >&2; exit 2 ;;
+  esac
+fi
 lock_url=
 if [ "${1:-}" = -u ]; then
   lock_url=${2:?flash_sale.sh: -u needs a URL}

@@ -14,6 +14,9 @@
 #ifdef DLOCK_WITH_REDIS
 extern const dlock__backend dlock__redis_backend;
 #endif
+#ifdef DLOCK_WITH_REDLOCK
+extern const dlock__backend dlock__redlock_backend;
+#endif
 #ifdef DLOCK_WITH_ZOOKEEPER
 extern const dlock__backend dlock__zk_backend;
 #endif
@@ -33,6 +36,9 @@ extern const dlock__backend dlock__my_backend;
 static const dlock__backend *const built[] = {
 #ifdef DLOCK_WITH_REDIS
     &dlock__redis_backend,
+#endif
+#ifdef DLOCK_WITH_REDLOCK
+    &dlock__redlock_backend,
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
     &dlock__zk_backend,
@@ -61,6 +67,7 @@ static const struct {
     {"redis+unix",
      "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"rediss", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
+    {"redlock", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"zk", "this build of dlock has no ZooKeeper backend (configure with "
            "-DDLOCK_WITH_ZOOKEEPER=ON)"},
     {"etcd", "this build of dlock has no etcd backend (configure with -DDLOCK_WITH_ETCD=ON)"},

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_mysql_lock.c - the MariaDB/MySQL backend (mysql://), session mode,
+/* test_mysql_lock.c - the MariaDB/MySQL backend (mysql://), session mode (mode=session),
  * against a real MariaDB started once for the program: the name mapping
  * (long names, upper case, exact names, and a lock shared with SQL that
  * calls GET_LOCK itself), a holder's connection killed from the server
@@ -24,9 +24,13 @@
 
 static dt_server srv;
 
+/* A client of session mode (mode=table is the default: test_mysql_table.c);
+ * options: "&lease=2s", NULL. */
 static dlock_client *client(const char *options)
 {
-    return dt_client(srv.url, options);
+    char opts[200];
+    snprintf(opts, sizeof opts, "?mode=session%s", options != NULL ? options : "");
+    return dt_client(srv.url, opts);
 }
 
 /* The mariadb client's one-line answer, as a number (-1: NULL). */
@@ -124,7 +128,7 @@ static void name_mapping(void)
 static void exact_names(void)
 {
     char url[300];
-    snprintf(url, sizeof url, "%s?names=exact", srv.url);
+    snprintf(url, sizeof url, "%s?mode=session&names=exact", srv.url);
     dlock_client *c = NULL;
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     dlock_lock *l = dt_lock(c, "MyJob", 0);
@@ -185,7 +189,7 @@ static void released_after_kill(void)
 static void killed_holder(void)
 {
     dt_lost_box box = {0};
-    dlock_client *c = client("?lease=2s"), *c2 = client(NULL);
+    dlock_client *c = client("&lease=2s"), *c2 = client(NULL);
     dlock_lock *l = dt_lock(c, "term", 0), *l2 = dt_lock(c2, "term", 0);
     dlock_lock_on_lost(l, dt_on_lost, &box);
     CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
@@ -215,6 +219,36 @@ static void killed_holder(void)
     dlock_client_close(c2);
 }
 
+/* A holder whose connection dropped (KILL from the server's side) leaves
+ * its row's lease running: the lock is held until it ends (the next taker
+ * waits for it, README.md), so status says held, and force-unlock ends it
+ * at once. (It said free while a try said held, and force-unlock, finding
+ * no connection holding the named lock, left the lease running.) */
+static void force_unlock_after_kill(void)
+{
+    dlock_client *c = client(NULL), *op = client(NULL);
+    dlock_lock *l = dt_lock(c, "fk", 0), *l2 = dt_lock(op, "fk", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:fk')");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    DT_WAIT_UNTIL(sql_number("SELECT IS_USED_LOCK('dlock:fk')") == -1, 5000);
+    dlock_status st;
+    CHECK_RC(dlock_query(op, "fk", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    CHECK_RC(dlock_force_unlock(op, "fk", 0), DLOCK_OK);
+    CHECK_RC(dlock_query(op, "fk", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(op);
+}
+
 /* A holder that freezes (SIGSTOP: its socket stays open, its renewals
  * stop) loses its lock in the server within about a lease and a half (the
  * connection's wait_timeout), not MariaDB's default 8 hours; the next
@@ -229,7 +263,7 @@ static void frozen_holder(void)
         dlock_client *c = NULL;
         dlock_lock *l = NULL;
         char url[300];
-        snprintf(url, sizeof url, "%s?lease=2s", srv.url);
+        snprintf(url, sizeof url, "%s?mode=session&lease=2s", srv.url);
         if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "frozen", 0, &l) != 0 ||
             dlock_acquire(l, 5000) != DLOCK_OK)
             _exit(2);
@@ -285,7 +319,7 @@ static void *wait_thread(void *arg)
 static void blocked_wait(void)
 {
     /* timeout 2s: slices of about 1.6 s */
-    dlock_client *h = client(NULL), *c = client("?timeout=2s");
+    dlock_client *h = client(NULL), *c = client("&timeout=2s");
     dlock_lock *hl = dt_lock(h, "bw", 0), *l = dt_lock(c, "bw", 0);
     CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
 
@@ -362,9 +396,9 @@ static void bad_input(void)
     snprintf(url, sizeof url, "%s?mode=rows", srv.url);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
     CHECK(strstr(dlock_errmsg(), "unknown mode 'rows'") != NULL);
-    snprintf(url, sizeof url, "%s?mode=table", srv.url);
-    CHECK_RC(dlock_client_open(url, &c), DLOCK_ENOTSUP);
-    CHECK(strstr(dlock_errmsg(), "not built yet") != NULL);
+    snprintf(url, sizeof url, "%s?mode=table&names=exact", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "names=exact") != NULL);
     snprintf(url, sizeof url, "%s?mode=row", srv.url);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_ENOTSUP);
     CHECK(strstr(dlock_errmsg(), "not built yet") != NULL);
@@ -419,7 +453,9 @@ static void fenced_processes(void)
         if (pids[i] == 0) {
             dlock_client *c = NULL;
             dlock_lock *l = NULL;
-            if (dlock_client_open(srv.url, &c) != DLOCK_OK ||
+            char url[300];
+            snprintf(url, sizeof url, "%s?mode=session", srv.url);
+            if (dlock_client_open(url, &c) != DLOCK_OK ||
                 dlock_lock_open(c, "procs", 0, &l) != DLOCK_OK)
                 _exit(2);
             for (int r = 0; r < ROUNDS; r++) {
@@ -461,10 +497,15 @@ static void fenced_processes(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"name_mapping", name_mapping},   {"exact_names", exact_names},
-        {"killed_holder", killed_holder}, {"released_after_kill", released_after_kill},
-        {"frozen_holder", frozen_holder}, {"blocked_wait", blocked_wait},
-        {"bad_input", bad_input},         {"fenced_processes", fenced_processes},
+        {"name_mapping", name_mapping},
+        {"exact_names", exact_names},
+        {"killed_holder", killed_holder},
+        {"released_after_kill", released_after_kill},
+        {"frozen_holder", frozen_holder},
+        {"blocked_wait", blocked_wait},
+        {"bad_input", bad_input},
+        {"fenced_processes", fenced_processes},
+        {"force_unlock_after_kill", force_unlock_after_kill},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

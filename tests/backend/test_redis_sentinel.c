@@ -94,12 +94,12 @@ static void bad_urls(void)
     expect_open_fails("redis+sentinel://127.0.0.1:26379/my master", DLOCK_EINVAL, "");
     expect_open_fails("redis+sentinel://127.0.0.1:26379/m?sentinel_user=u", DLOCK_EINVAL,
                       "sentinel_password");
-    expect_open_fails("redis+sentinel://127.0.0.1:26379/m?wait=1", DLOCK_ENOTSUP, "not built yet");
+    expect_open_fails("redis+sentinel://127.0.0.1:26379/m?wait=65", DLOCK_EINVAL, "wait=65");
     expect_open_fails("redis+sentinel://127.0.0.1:26379/m?db=x", DLOCK_EINVAL, "db");
     expect_open_fails("redis+sentinel://127.0.0.1:26379/m?bogus=1", DLOCK_EINVAL, "bogus");
     /* what is well formed opens (no connection is made yet) */
-    dlock_client *c =
-        dt_client("redis+sentinel://127.0.0.1,[::1]:26380/m", "?sentinel_password=x&db=2&pool=3");
+    dlock_client *c = dt_client("redis+sentinel://127.0.0.1,[::1]:26380/m",
+                                "?sentinel_password=x&db=2&pool=3&wait=1");
     dlock_client_close(c);
 }
 
@@ -349,6 +349,24 @@ static void failover_key_lost(void)
     dlock_client_close(a);
 }
 
+/* wait=1 on the group: a grant and a release are on the replica when they
+ * return (WAIT; test_redis_replicas has the rest of the option). */
+static void wait_for_the_replica(void)
+{
+    wait_replicated();
+    int m = dt_sentinel_master(&group);
+    CHECK(m >= 0);
+    int replica = dt_sentinel_node(&group, 1 - m)->port;
+    dlock_client *c = dt_client(group.url, "?wait=1");
+    dlock_lock *l = dt_lock(c, "synced", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_INT(integer(replica, "EXISTS %s", "dlock:{synced}"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(integer(replica, "EXISTS %s", "dlock:{synced}"), ==, 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- READONLY */
 
 /* A stand-in sentinel: answers PING and SENTINEL GET-MASTER-ADDR-BY-NAME
@@ -494,6 +512,7 @@ int main(int argc, char **argv)
         {"unknown_master", unknown_master},
         {"first_sentinel_down", first_sentinel_down},
         {"with_auth", with_auth},
+        {"wait_for_the_replica", wait_for_the_replica},
         {"failover_key_survives_pubsub", failover_key_survives_pubsub},
         {"failover_key_survives_stream", failover_key_survives_stream},
         {"failover_key_lost", failover_key_lost},

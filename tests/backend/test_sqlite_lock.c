@@ -562,6 +562,40 @@ static void expect_open(const char *u, int code, const char *says)
         dt_fail(__FILE__, __LINE__, "'%s' does not say '%s'", dlock_errmsg(), says);
 }
 
+/* A database file this user may not write, and a directory where it may
+ * not create one: each message names the file or directory and what to do.
+ * As root (whom permissions do not stop), in a child that runs as nobody. */
+static void unwritable_places(void)
+{
+    char u[400], ro_file[300], ro_dir[300];
+
+    CHECK(chmod(dir, 0755) == 0); /* nobody may look inside */
+    snprintf(ro_dir, sizeof ro_dir, "%s/ro", dir);
+    CHECK(mkdir(ro_dir, 0555) == 0);
+    snprintf(ro_file, sizeof ro_file, "%s/ro.db", dir);
+    dlock_client *c = NULL;
+    snprintf(u, sizeof u, "sqlite://%s", ro_file);
+    CHECK_RC(dlock_client_open(u, &c), DLOCK_OK); /* a database, made by its owner */
+    dlock_client_close(c);
+    CHECK(chmod(ro_file, 0444) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0)
+            CHECK(setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0);
+        expect_open(u, DLOCK_ESERVER, "is not readable and writable by this user");
+        CHECK(strstr(dlock_errmsg(), ro_file) != NULL && strstr(dlock_errmsg(), "chmod") != NULL);
+        snprintf(u, sizeof u, "sqlite://%s/locks.db", ro_dir);
+        expect_open(u, DLOCK_ESERVER, "is not writable for this user");
+        CHECK(strstr(dlock_errmsg(), ro_dir) != NULL &&
+              strstr(dlock_errmsg(), "give the user write permission on the directory") != NULL);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void bad_input(void)
 {
     char u[400], path[300];
@@ -572,6 +606,13 @@ static void bad_input(void)
     expect_open("sqlite://./locks.db", DLOCK_EINVAL, "absolute");
     expect_open("sqlite://", DLOCK_EINVAL, "absolute");
     expect_open("sqlite:///", DLOCK_EINVAL, "absolute");
+    /* ... and the message says the absolute URL of the file meant */
+    char cwd[200], want[300];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(want, sizeof want, "sqlite://%s/locks.db", strcmp(cwd, "/") == 0 ? "" : cwd);
+    expect_open("sqlite://./locks.db", DLOCK_EINVAL, want);
+    snprintf(want, sizeof want, "sqlite://%s/sub/locks.db", strcmp(cwd, "/") == 0 ? "" : cwd);
+    expect_open("sqlite://sub/locks.db", DLOCK_EINVAL, want);
     /* a directory */
     snprintf(u, sizeof u, "sqlite://%s", dir);
     expect_open(u, DLOCK_EINVAL, "is a directory");
@@ -579,7 +620,7 @@ static void bad_input(void)
     expect_open(u, DLOCK_EINVAL, "directory");
     /* a directory that is not there */
     snprintf(u, sizeof u, "sqlite://%s/no/such/dir/locks.db", dir);
-    expect_open(u, DLOCK_EINVAL, "does not exist");
+    expect_open(u, DLOCK_EINVAL, "does not exist: create it (mkdir -p ");
     /* a file that is not a database: refused, and left as it was */
     snprintf(path, sizeof path, "%s/notes.txt", dir);
     FILE *f = fopen(path, "w");
@@ -595,21 +636,18 @@ static void bad_input(void)
     CHECK_INT(after.st_size, ==, before.st_size);
     CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
           after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
-    /* options it does not know, and bad values of the ones it does */
+    /* options it does not know, and bad values of the ones it does: refused
+     * before the file is made */
     snprintf(u, sizeof u, "%s?mode=wal", url);
-    expect_open(u, DLOCK_EINVAL, "mode");
+    expect_open(u, DLOCK_EINVAL, "unknown option 'mode'");
     snprintf(u, sizeof u, "%s?connect_timeout=soon", url);
     expect_open(u, DLOCK_EINVAL, "connect_timeout");
+    snprintf(path, sizeof path, "%s/locks.db", dir);
+    CHECK(access(path, F_OK) != 0 && errno == ENOENT);
     /* a read-only place: /proc takes no new files, even from root; and a
      * read-only directory when not root */
     expect_open("sqlite:///proc/dlock-test.db", DLOCK_ESERVER, "cannot write");
-    if (geteuid() != 0) {
-        char ro[300];
-        snprintf(ro, sizeof ro, "%s/ro", dir);
-        CHECK(mkdir(ro, 0555) == 0);
-        snprintf(u, sizeof u, "sqlite://%s/locks.db", ro);
-        expect_open(u, DLOCK_ESERVER, "cannot write");
-    }
+    unwritable_places();
     /* after all that, the good URL works */
     dlock_client *c = client("");
     dlock_lock *l = dt_lock(c, "after", 0);

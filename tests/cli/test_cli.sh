@@ -1383,11 +1383,10 @@ test_verbose_reports()
 {
     local fence err session
     case $STORE in
-    redis | sqlite) session= ;;
+    redis | sqlite | mariadb) session= ;; # (MariaDB: its lock table, the default mode)
     zookeeper) session=ZooKeeper ;;
     etcd) session=etcd ;;
     postgres) session=PostgreSQL ;;
-    mariadb) session=MariaDB/MySQL ;;
     esac
     expect_rc "run -v" 0 dl run -v s-verbose -- sh -c 'echo "$DLOCK_FENCE"' || return
     fence=$(cat "$TMP/out")
@@ -1410,7 +1409,7 @@ test_verbose_reports()
     expect_match "run -v -m: every name and fence" \
         "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
         "$(cat "$TMP/err")"
-    [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] &&
+    [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] &&
         return # no fixed leases there
     expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
     expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
@@ -1450,16 +1449,13 @@ test_unsupported_is_usage()
         expect_match "--permits: named" '^dlock run: --permits: .*PostgreSQL .*"semaphore"' "$(cat "$TMP/err")"
         expect_rc "lock" 64 dl lock -l 5 s-cap
         ;;
-    mariadb)
-        expect_rc "-l" 64 dl run -l 5 s-cap -- true
-        expect_match "-l: named" '^dlock run: -l: .*MariaDB/MySQL .*"fixed-lease"' "$(cat "$TMP/err")"
+    mariadb) # its lock table (the default mode): fixed leases and adopt, a mutex only
         expect_rc "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*MariaDB/MySQL .*"interop"' "$(cat "$TMP/err")"
         expect_rc "--read" 64 dl run --read s-cap -- true
         expect_match "--read: named" '^dlock run: --read: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
         expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*MariaDB/MySQL .*"semaphore"' "$(cat "$TMP/err")"
-        expect_rc "lock" 64 dl lock -l 5 s-cap
         ;;
     etcd)
         expect_rc "--simple" 64 dl run --simple s-cap -- true
@@ -1518,10 +1514,9 @@ test_status_session_words()
         '"$0" status s-sess && "$0" status --json s-sess' "$DLOCK" || return
     text=$(grep '^lease left:' "$TMP/out")
     doc=$(grep '^{' "$TMP/out")
-    if [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] || [ "$STORE" = mariadb ]; then
+    if [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ]; then
         local which=ZooKeeper
         [ "$STORE" = postgres ] && which=PostgreSQL
-        [ "$STORE" = mariadb ] && which=MariaDB/MySQL
         expect_eq "the holder's session" \
             "lease left: none (held by its holder's $which session: freed within the session timeout if the holder dies)" \
             "$text"

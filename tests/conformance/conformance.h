@@ -47,6 +47,8 @@
 /* The store under test, filled by the runner before each test's fork. */
 typedef struct ct_context {
     const char *kind;       /* the harness's server kind: "redis", "zookeeper", "etcd" */
+    const char *options;    /* --options: URL options every client of the run gets
+                               ("mode=table"), NULL: none */
     const char *test;       /* the running test's name */
     unsigned caps;          /* DLOCK_CAP_* of the store */
     char store_name[32];    /* dlock_client_store(): "Redis" */

@@ -21,12 +21,13 @@ ct_context *ct;
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: conformance --store KIND [--list] [TEST...]\n"
+    fprintf(to, "usage: conformance --store KIND [--options URLOPTIONS] [--list] [TEST...]\n"
                 "  KIND: a server kind of tests/support (");
     for (const char *const *k = dt_server_kinds(); *k != NULL; k++)
         fprintf(to, "%s%s", k == dt_server_kinds() ? "" : ", ", *k);
     fprintf(to,
             ")\n"
+            "  --options URLOPTIONS  added to every client's URL (mode=table)\n"
             "  --list  the tests and the capabilities each needs\n"
             "  CT_TEST_TIMEOUT=SECONDS  each test's limit (default %d)\n",
             DEFAULT_TEST_TIMEOUT_MS / 1000);
@@ -171,6 +172,7 @@ int main(int argc, char **argv)
     const char *kind = NULL;
     const char *names[256];
     int nnames = 0, list = 0;
+    const char *options = NULL;
     int64_t limit_ms = DEFAULT_TEST_TIMEOUT_MS;
 
     for (int i = 1; i < argc; i++) {
@@ -178,6 +180,8 @@ int main(int argc, char **argv)
             kind = argv[++i];
         } else if (strncmp(argv[i], "--store=", 8) == 0) {
             kind = argv[i] + 8;
+        } else if (strcmp(argv[i], "--options") == 0 && i + 1 < argc) {
+            options = argv[++i];
         } else if (strcmp(argv[i], "--list") == 0) {
             list = 1;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -222,10 +226,12 @@ int main(int argc, char **argv)
         dt_fail(__FILE__, __LINE__, "mmap: %s", strerror(errno));
     memset(ct, 0, sizeof *ct);
     ct->kind = kind;
+    ct->options = options;
     int64_t t0 = dt_now_ms();
     dt_server_start(&ct->srv, kind, 0, NULL);
     probe_store();
-    printf("conformance on %s (%s, %s), started in %lld ms\n", kind, ct->store_name, ct->srv.url,
+    printf("conformance on %s (%s, %s%s%s), started in %lld ms\n", kind, ct->store_name,
+           ct->srv.url, options != NULL ? "?" : "", options != NULL ? options : "",
            (long long) (dt_now_ms() - t0));
     fflush(stdout);
 

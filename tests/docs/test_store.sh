@@ -30,17 +30,26 @@ for kind in "$@"; do
   # the URL line, or end of file if the store never got that far
   exec 3<"$tmp/url"
   read -r -t 120 -u 3 url || fail "$kind: no URL from store.sh"
-  # (a Sentinel group: its sentinels, then the master's name; TLS: its CA)
+  # (a Sentinel group: its sentinels, then the master's name; Redlock: its
+  # nodes; TLS: its CA)
   [[ $url =~ ^(redis|zk|etcd|postgres|mysql)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ||
     $url =~ ^(redis\+sentinel)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+)+/[a-z]+$ ||
+    $url =~ ^(redlock)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+){2}$ ||
     $url =~ ^(rediss)://()127\.0\.0\.1:([0-9]+)\?cacert=/[^?\&]+/ca\.crt$ ]] ||
     fail "$kind: printed '$url'"
   port=${BASH_REMATCH[3]}
   dir=$(sed -n 's/.* in \(\/[^)]*\)).*/\1/p' "$tmp/err")
   [ -d "$dir" ] || fail "$kind: no temp dir named on stderr"
 
-  "$dlock" run -u "$url" docs-store -- "$dlock" status -u "$url" --check -q docs-store ||
-    fail "$kind: a lock taken with 'dlock run -u $url' is not seen held there"
+  if [ "$kind" = redlock ]; then
+    # (no dlock status there: a second dlock run -n is refused, exit 1)
+    rc=0
+    "$dlock" run -u "$url" docs-store -- "$dlock" run -n -q -u "$url" docs-store -- true || rc=$?
+    [ "$rc" -eq 1 ] || fail "$kind: a lock taken with 'dlock run -u $url' is not seen held there"
+  else
+    "$dlock" run -u "$url" docs-store -- "$dlock" status -u "$url" --check -q docs-store ||
+      fail "$kind: a lock taken with 'dlock run -u $url' is not seen held there"
+  fi
 
   kill -INT "$pid"
   rc=0

@@ -196,8 +196,9 @@ static int open_handle(actor *a)
         const char *names[MULTI_MEMBERS];
         for (int i = 0; i < MULTI_MEMBERS; i++)
             names[i] = s->locks[s->multi[i]].name;
-        int rc =
-            dlock_multi_open(a->client, names, MULTI_MEMBERS, (a->rng & 1) ? DLOCK_FAIR : 0, &a->h);
+        /* fair half the time, where the store can (the same draw either way) */
+        unsigned fair = (a->rng & 1) && (s->judge.caps & DLOCK_CAP_FAIR) ? DLOCK_FAIR : 0;
+        int rc = dlock_multi_open(a->client, names, MULTI_MEMBERS, fair, &a->h);
         if (rc != DLOCK_OK)
             return rc;
         for (size_t i = 0; i < MULTI_MEMBERS; i++)

@@ -27,8 +27,9 @@
 #include <unistd.h>
 
 static const dt_server_kind *const kinds[] = {
-    &dt__redis_kind,  &dt__zookeeper_kind, &dt__etcd_kind,    &dt__postgres_kind,
-    &dt__sqlite_kind, &dt__sentinel_kind,  &dt__mariadb_kind, &dt__redis_tls_kind};
+    &dt__redis_kind,    &dt__zookeeper_kind, &dt__etcd_kind,
+    &dt__postgres_kind, &dt__sqlite_kind,    &dt__sentinel_kind,
+    &dt__mariadb_kind,  &dt__redlock_kind,   &dt__redis_tls_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)
@@ -344,10 +345,40 @@ void dt_server_kill(dt_server *s)
     s->paused = 0;
 }
 
+/* A signal to the server and its children: a server of several processes
+ * (PostgreSQL's postmaster and a backend per connection, each in a session
+ * of its own, so not in the server's process group) stops and goes on as a
+ * whole; a stopped postmaster alone would leave its connections served.
+ * The server first: a stopped server starts no more children. */
+static void signal_all(const dt_server *s, int sig)
+{
+    kill(s->pid, sig);
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        pid_t pid = (pid_t) atoi(e->d_name), ppid = 0;
+        if (pid <= 0 || pid == s->pid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *after = strrchr(buf, ')'); /* the name may hold spaces */
+        if (after != NULL && sscanf(after + 1, " %*c %d", &ppid) == 1 && ppid == s->pid)
+            kill(pid, sig);
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
 void dt_server_pause(dt_server *s)
 {
     if (s->pid > 0 && !s->paused) {
-        kill(s->pid, SIGSTOP);
+        signal_all(s, SIGSTOP);
         s->paused = 1;
         dt_wait_stopped(s->pid);
     }
@@ -356,7 +387,7 @@ void dt_server_pause(dt_server *s)
 void dt_server_resume(dt_server *s)
 {
     if (s->pid > 0 && s->paused) {
-        kill(s->pid, SIGCONT);
+        signal_all(s, SIGCONT);
         s->paused = 0;
     }
 }

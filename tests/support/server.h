@@ -208,6 +208,16 @@ int dt_sentinel_master(dt_server *s);
  * index. */
 int dt_sentinel_failover(dt_server *s);
 
+/* ---------------------------------------------------------------- Redlock */
+
+/* The kind "redlock" is 3 independent redis-servers started and stopped as
+ * one server: its dt_server is the first node, and its url is
+ * redlock://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3. Extra start arguments
+ * go to every node. Stopping or killing the dt_server stops every node;
+ * to fault one node alone, pause node 0, or stop, kill or restart node 1
+ * or 2. */
+dt_server *dt_redlock_node(dt_server *s, int i);
+
 /* ---------------------------------------------------------------- Redis (old API) */
 
 /* Kept for tests written before dt_server: a dt_redis is a dt_server of

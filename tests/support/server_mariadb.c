@@ -44,6 +44,11 @@ static void write_config(const dt_server *s)
             "datadir=%s/data\n"
             "socket=%s/mysqld.sock\n"
             "pid-file=%s/mysqld.pid\n"
+            /* its own: in the shared /tmp a bootstrap's temporary table
+             * was found gone ("Could not remove temporary table
+             * '/tmp/#sql-temptable-...'", error 2) while other servers
+             * ran, and mariadb-install-db failed */
+            "tmpdir=%s\n"
             "port=%d\n"
             "bind-address=127.0.0.1\n"
             "skip-name-resolve\n"
@@ -55,7 +60,7 @@ static void write_config(const dt_server *s)
             "innodb-flush-log-at-trx-commit=2\n"
             "max-connections=400\n"
             "max-connect-errors=100000\n",
-            s->dir, s->dir, s->dir, s->port);
+            s->dir, s->dir, s->dir, s->dir, s->port);
     fclose(f);
     if (as_root()) {
         struct passwd *u = getpwnam("mysql");

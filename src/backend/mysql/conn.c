@@ -237,10 +237,34 @@ gone:
                        res->err);
 }
 
+int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dlock__myres *res,
+                      const char *what)
+{
+    dlock__myconn *c;
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline > cap)
+        deadline = cap;
+    int rc = dlock__my_get(p, deadline, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, res);
+    if (rc != DLOCK_OK) {
+        dlock__my_discard(p, c, "closed: a request got no answer");
+        return rc;
+    }
+    dlock__my_put(p, c);
+    if (res->err != 0) {
+        rc = dlock__my_fail(p, res, what);
+        dlock__my_res_free(res);
+    }
+    return rc;
+}
+
 /* ---------------------------------------------------------------- connecting */
 
 /* The server's bound on this connection (wait_timeout, 1.5 leases), and
- * dlock's table if missing (README.md: schema), once per store. */
+ * (session mode) dlock's table if missing (README.md: schema), once per
+ * store; table mode makes its own table (table.c). */
 static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
     static const char schema[] =
@@ -253,7 +277,7 @@ static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
     char sql[sizeof schema + 200];
     dlock__myres res;
     pthread_mutex_lock(&p->mu);
-    int ready = p->schema_ready;
+    int ready = p->schema_ready || p->table;
     pthread_mutex_unlock(&p->mu);
     int64_t wait_s = (p->lease_ms * 3 / 2 + 999) / 1000;
     snprintf(sql, sizeof sql,

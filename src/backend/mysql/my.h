@@ -3,7 +3,11 @@
  * (conn.c), its names (names.c) and its locks (mysql.c). README.md maps the
  * files.
  *
- * Session mode (the only mode built): a lock is a GET_LOCK named lock,
+ * Table mode (mode=table, table.c): a lock is a row of dlock's lock table
+ * with a lease on the server's clock (../sqltable/); any pooled connection
+ * serves any request, and no hold depends on a connection.
+ *
+ * Session mode (mode=session): a lock is a GET_LOCK named lock,
  * held by one connection of the store's pool; each connection is a session
  * of the host (session.h), so when it dies every lock it held is lost and
  * reported. A connection holds at most one lock at a time: GET_LOCK is
@@ -46,6 +50,7 @@ typedef struct dlock__mystore {
     char host[200], user[128], password[256], dbname[128];
     unsigned port;
     int exact_names; /* ?names=exact: names go to GET_LOCK as they are */
+    int table;       /* mode=table (table.c); else session mode */
     int64_t timeout_ms, connect_ms, lease_ms;
     char *info_lit;     /* the client's owner info as an SQL literal */
     char lease_us[24];  /* the lease in microseconds, for INTERVAL ... MICROSECOND */
@@ -53,11 +58,25 @@ typedef struct dlock__mystore {
     dlock__myconn *idle;
     int nidle;
     dlock__myconn *all;
-    int schema_ready;
+    int schema_ready; /* session mode: dlock_fence; table mode: dlock_lock */
     _Atomic int reached;
 } dlock__mystore;
 
 #define MYSTORE(s) DLOCK__STORE_OF(dlock__mystore, s)
+
+/* One lock. */
+typedef struct dlock__mylock {
+    dlock__store_lock base;
+    char *name;
+    char server_name[DLOCK__MY_NAME_MAX * 4 + 1]; /* its GET_LOCK name; table mode: its key */
+    char *lit;                                    /* server_name as an SQL literal */
+    char *name_lit;                               /* name as a binary literal */
+    char *key_lit;                                /* server_name as a binary literal */
+    dlock__myconn *conn; /* session mode: the connection holding it (the lock's session
+                            reference) */
+} dlock__mylock;
+
+#define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
 
 /* The results of one request (several statements). */
 #define DLOCK__MY_MAX_STMTS 4
@@ -94,6 +113,11 @@ void dlock__my_res_free(dlock__myres *res);
 const char *dlock__my_value(const dlock__myres *res, int i, unsigned col);
 /* Records res's server error as DLOCK_ESERVER. */
 int dlock__my_fail(dlock__mystore *p, const dlock__myres *res, const char *what);
+/* Runs an operator's request (or a table mode's) on a pooled connection,
+ * bounded by one command timeout: DLOCK_OK with *res (free it), or the
+ * failure recorded (a server error: DLOCK_ESERVER naming what). */
+int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dlock__myres *res,
+                      const char *what);
 /* Closes every connection (close()); a detached lock's row lease ends
  * first, if the server answers by deadline_us. */
 void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us);
@@ -101,5 +125,21 @@ void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us);
 void dlock__my_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
 /* renew(): every connection named is pinged (all sent, then all read). */
 int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
+
+/* table.c: table mode (mode=table), the backend's steps for it. */
+int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);
+int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us);
+int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us);
+int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t lease_ms,
+                      int at_least, int64_t deadline_us);
+/* Renews the items that are table holds (HOLD with no session), all in one
+ * request; leaves the others as they are and returns how many it took. */
+size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int64_t deadline_us);
+int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us);
+int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
+                       int64_t deadline_us);
+int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
+                    int64_t deadline_us);
 
 #endif

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* mysql.c - the MariaDB/MySQL backend (mysql://, mariadb://), session
- * mode: a lock is a GET_LOCK named lock (README.md has the name mapping,
- * the schema and what this mode cannot do).
+/* mysql.c - the MariaDB/MySQL backend (mysql://, mariadb://): the URL and
+ * its mode, and session mode (mode=session): a lock is a GET_LOCK named
+ * lock (README.md has the name mapping, the schema and what this mode
+ * cannot do). The lock table (mode=table, the default) is table.c: each
+ * step below hands it over first.
  *
  * An attempt takes a connection of the pool (conn.c) and, in one request
  * of three statements, takes the named lock and bumps its fence counter
@@ -35,17 +37,11 @@
 #define DEFAULT_PORT       3306
 #define DEFAULT_CONNECT_MS 2000
 #define MIN_SLICE_US       20000 /* a shorter slice is a try */
+#define COMMON_CAPS        (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
+#define SESSION_CAPS       (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
+#define TABLE_CAPS         (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
 
-typedef struct mylock {
-    dlock__store_lock base;
-    char *name;
-    char server_name[DLOCK__MY_NAME_MAX * 4 + 1]; /* its GET_LOCK name */
-    char *lit;                                    /* server_name as an SQL literal */
-    char *name_lit;                               /* name as a binary literal */
-    dlock__myconn *conn; /* the connection holding it (the lock's session reference) */
-} mylock;
-
-#define MYLOCK(p) DLOCK__STORE_OF(mylock, p)
+typedef dlock__mylock mylock;
 
 extern const dlock__backend dlock__my_backend;
 
@@ -68,10 +64,12 @@ static int my_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
     l->name = strdup(name);
     l->lit = dlock__my_literal(l->server_name, 0);
     l->name_lit = dlock__my_literal(name, 1);
-    if (l->name == NULL || l->lit == NULL || l->name_lit == NULL) {
+    l->key_lit = dlock__my_literal(l->server_name, 1);
+    if (l->name == NULL || l->lit == NULL || l->name_lit == NULL || l->key_lit == NULL) {
         free(l->name);
         free(l->lit);
         free(l->name_lit);
+        free(l->key_lit);
         free(l);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -104,6 +102,7 @@ static void my_lock_free(dlock__store *s, dlock__store_lock *sl)
     free(l->name);
     free(l->lit);
     free(l->name_lit);
+    free(l->key_lit);
     free(l);
 }
 
@@ -211,6 +210,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     mylock *l = MYLOCK(sl);
     dlock__myconn *c;
 
+    if (p->table)
+        return dlock__myt_acquire(p, l, a);
     if (l->conn != NULL) {
         /* the connection of a hold the core found lost (and so never
          * released here): closed, so that nothing of it lives on */
@@ -326,10 +327,12 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     return DLOCK_OK;
 }
 
-/* Nothing is queued in the server: a wait there ended with its request. */
+/* Session mode: nothing is queued in the server, a wait there ended with
+ * its request. Table mode: the waiter's row goes. */
 static int my_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
-    (void) s, (void) sl, (void) token, (void) deadline_us;
+    if (MYSTORE(s)->table)
+        return dlock__myt_cancel(MYSTORE(s), MYLOCK(sl), token, deadline_us);
     return DLOCK_OK;
 }
 
@@ -340,7 +343,8 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
-    (void) token;
+    if (p->table)
+        return dlock__myt_release(p, l, token, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__myconn *c = l->conn;
@@ -390,7 +394,8 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
-    (void) token, (void) lease_ms, (void) at_least;
+    if (p->table)
+        return dlock__myt_extend(p, l, token, lease_ms, at_least, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__myconn *c = l->conn;
@@ -422,39 +427,18 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 
 /* ---------------------------------------------------------------- operators */
 
-/* Runs an operator's request on a pooled connection. */
-static int operate(dlock__mystore *p, const char *sql, int64_t deadline, dlock__myres *res,
-                   const char *what)
-{
-    dlock__myconn *c;
-    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    if (deadline > cap)
-        deadline = cap;
-    int rc = dlock__my_get(p, deadline, &c);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, res);
-    if (rc != DLOCK_OK) {
-        dlock__my_discard(p, c, "closed: a request got no answer");
-        return rc;
-    }
-    dlock__my_put(p, c);
-    if (res->err != 0) {
-        rc = dlock__my_fail(p, res, what);
-        dlock__my_res_free(res);
-    }
-    return rc;
-}
-
 /* The holder of l: its connection id, owner token, info and the last
  * fence, and the number of connections waiting in GET_LOCK for it (those
- * the user can see in the process list: its own, or all with PROCESS). */
+ * the user can see in the process list: its own, or all with PROCESS).
+ * When no connection holds the named lock but the row's lease still runs
+ * (a holder whose connection dropped: README.md), that row's holder is
+ * the holder: the next taker waits for its lease, so the lock is held. */
 #define HOLDER_SQL                                                                                 \
     "SELECT h.id, f.owner, f.info, (SELECT fence FROM dlock_fence WHERE name = %s), "              \
     "(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND "          \
     "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%') "                                             \
     "FROM (SELECT IS_USED_LOCK(%s) AS id) h LEFT JOIN dlock_fence f ON f.name = %s AND "           \
-    "f.conn = h.id"
+    "(f.conn = h.id OR (h.id IS NULL AND f.expires > UTC_TIMESTAMP(6)))"
 
 static int holder_of(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myres *res)
 {
@@ -464,7 +448,7 @@ static int holder_of(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myre
         n += (size_t) snprintf(hex + n, sizeof hex - n, "%02x", *t);
     hex[n] = '\0';
     snprintf(sql, sizeof sql, HOLDER_SQL, l->lit, hex, l->lit, l->lit);
-    return operate(p, sql, deadline, res, "reading the named lock's holder");
+    return dlock__my_operate(p, sql, deadline, res, "reading the named lock's holder");
 }
 
 static const char *owner_of(const char *owner, const char *id, char *buf, size_t len)
@@ -479,6 +463,8 @@ static const char *owner_of(const char *owner, const char *id, char *buf, size_t
 static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
 {
     dlock__myres res;
+    if (MYSTORE(s)->table)
+        return dlock__myt_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
     int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
@@ -488,7 +474,7 @@ static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
                *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
-    if (id != NULL) {
+    if (id != NULL || owner != NULL) {
         st->held = 1;
         st->holds = 1;
         owner_of(owner, id, st->owner, sizeof st->owner);
@@ -501,12 +487,14 @@ static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
                       int64_t deadline_us)
 {
     dlock__myres res;
+    if (MYSTORE(s)->table)
+        return dlock__myt_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
     int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
     if (rc != DLOCK_OK)
         return rc;
     const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
                *info = dlock__my_value(&res, 0, 2);
-    if (id != NULL) {
+    if (id != NULL || owner != NULL) {
         char buf[300];
         dlock__holder_raw h = {.owner = owner_of(owner, id, buf, sizeof buf),
                                .count = 1,
@@ -527,23 +515,36 @@ static int my_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     mylock *l = MYLOCK(sl);
     dlock__myres res;
     char sql[2000], id[32];
+    if (p->table)
+        return dlock__myt_force_unlock(p, l, deadline_us);
     int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
     if (deadline_us > cap)
         deadline_us = cap;
     snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s)", l->lit);
-    int rc = operate(p, sql, deadline_us, &res, "reading the named lock's holder");
+    int rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the named lock's holder");
     if (rc != DLOCK_OK)
         return rc;
     const char *v = dlock__my_value(&res, 0, 0);
     snprintf(id, sizeof id, "%s", v != NULL ? v : "");
     dlock__my_res_free(&res);
-    if (id[0] == '\0')
-        return DLOCK_OK; /* free already */
+    if (id[0] == '\0') {
+        /* no connection holds it, but a row's lease may still run (a
+         * holder whose connection dropped): ended, so the next taker does
+         * not wait for it */
+        snprintf(sql, sizeof sql,
+                 "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND "
+                 "expires > UTC_TIMESTAMP(6) AND IS_USED_LOCK(%s) IS NULL",
+                 l->lit, l->lit);
+        rc = dlock__my_operate(p, sql, deadline_us, &res, "ending the row's lease");
+        if (rc == DLOCK_OK)
+            dlock__my_res_free(&res);
+        return rc;
+    }
     snprintf(sql, sizeof sql,
              "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND conn = %s; "
              "KILL CONNECTION %s",
              l->lit, id, id);
-    rc = operate(p, sql, deadline_us, &res, "ending the holder's connection (KILL)");
+    rc = dlock__my_operate(p, sql, deadline_us, &res, "ending the holder's connection (KILL)");
     if (rc != DLOCK_OK && !strstr(dlock_errmsg(), "Unknown thread id"))
         return rc;
     if (rc == DLOCK_OK)
@@ -551,7 +552,7 @@ static int my_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     /* the killed connection lets go when its thread sees the kill */
     snprintf(sql, sizeof sql, "SELECT COALESCE(IS_USED_LOCK(%s), 0) = %s", l->lit, id);
     for (;;) {
-        rc = operate(p, sql, deadline_us, &res, "reading the named lock's holder");
+        rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the named lock's holder");
         if (rc != DLOCK_OK)
             return rc;
         v = dlock__my_value(&res, 0, 0);
@@ -573,6 +574,8 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
                    int64_t deadline_us)
 {
     dlock__mystore *p = MYSTORE(s);
+    if (p->table)
+        return dlock__myt_list(p, prefix, sink, arg, deadline_us);
     char *lit = dlock__my_literal(prefix, 1);
     if (lit == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -588,7 +591,7 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
              lit, lit);
     free(lit);
     dlock__myres res;
-    int rc = operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
+    int rc = dlock__my_operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
     free(sql);
     if (rc != DLOCK_OK)
         return rc;
@@ -601,6 +604,32 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     }
     dlock__my_res_free(&res);
     return DLOCK_OK;
+}
+
+/* Table holds in one request (table.c), connections' sessions pinged
+ * (conn.c): both in table mode, where every pooled connection is still a
+ * session of the renewer, kept alive but holding nothing. */
+static int my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    dlock__mystore *p = MYSTORE(s);
+    if (!p->table || dlock__myt_renew(p, items, n, deadline_us) == 0)
+        return dlock__my_renew(s, items, n, deadline_us);
+    size_t m = 0;
+    dlock__renewal *rest = calloc(n, sizeof *rest);
+    if (rest == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL)
+            rest[m++] = items[i];
+    }
+    int rc = m > 0 ? dlock__my_renew(s, rest, m, deadline_us) : DLOCK_OK;
+    m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL)
+            items[i].result = rest[m++].result;
+    }
+    free(rest);
+    return rc;
 }
 
 static int my_reached(dlock__store *s)
@@ -623,18 +652,26 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
     const char *mode = dlock__url_get(url, "mode");
-    if (mode != NULL && (strcmp(mode, "table") == 0 || strcmp(mode, "row") == 0))
-        return dlock__fail(
-            DLOCK_ENOTSUP, "%s: mode=%s (%s) is not built yet; mode=session (GET_LOCK) is",
-            url->text, mode, mode[0] == 't' ? "the lock table" : "SELECT ... FOR UPDATE on a row");
-    if (mode != NULL && strcmp(mode, "session") != 0)
-        return dlock__fail(DLOCK_EINVAL, "%s: unknown mode '%s' (want mode=session)", url->text,
-                           mode);
+    if (mode != NULL && strcmp(mode, "row") == 0)
+        return dlock__fail(DLOCK_ENOTSUP,
+                           "%s: mode=row (SELECT ... FOR UPDATE on a row) is not built yet; "
+                           "mode=table and mode=session (GET_LOCK) are",
+                           url->text);
+    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: unknown mode '%s' (want mode=table, the default, or mode=session)",
+                           url->text, mode);
+    int table = mode == NULL || strcmp(mode, "table") == 0;
     const char *names = dlock__url_get(url, "names");
     if (names != NULL && strcmp(names, "exact") != 0 && strcmp(names, "mapped") != 0)
         return dlock__fail(
             DLOCK_EINVAL, "%s: unknown names '%s' (want names=mapped, the default, or names=exact)",
             url->text, names);
+    if (table && names != NULL && strcmp(names, "exact") == 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: names=exact shares a GET_LOCK name with other code: it is for "
+                           "mode=session, not mode=table (the default): add mode=session",
+                           url->text);
     if (url->nhosts != 1)
         return dlock__fail(DLOCK_EINVAL, "%s: want one host (mysql://user:pass@host:port/db)",
                            url->text);
@@ -658,7 +695,8 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     }
     pthread_mutex_init(&p->mu, NULL);
     p->base.backend = &dlock__my_backend;
-    p->base.caps = dlock__my_backend.caps;
+    p->table = table;
+    p->base.caps = dlock__my_backend.caps & (table ? TABLE_CAPS : SESSION_CAPS);
     p->base.host = *host;
     p->base.label = p->label;
     p->timeout_ms = host->cfg->command_timeout_ms;
@@ -686,8 +724,7 @@ const dlock__backend dlock__my_backend = {
     .version = DLOCK__BACKEND_VERSION,
     .name = "MariaDB/MySQL",
     .schemes = schemes,
-    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_NOTIFY |
-            DLOCK_CAP_SESSION | DLOCK_CAP_LIST,
+    .caps = SESSION_CAPS | TABLE_CAPS,
     .open = my_open,
     .close = my_close,
     .lock_new = my_lock_new,
@@ -697,7 +734,7 @@ const dlock__backend dlock__my_backend = {
     .cancel = my_cancel,
     .release = my_release,
     .extend = my_extend,
-    .renew = dlock__my_renew,
+    .renew = my_renew,
     .session_lost = dlock__my_session_lost,
     .query = my_query,
     .force_unlock = my_force_unlock,

@@ -320,6 +320,28 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     return rc;
 }
 
+/* What to do about a connection the client's own settings made fail
+ * after the server answered (libpq says these without the server's
+ * FATAL), or NULL when msg is not one: a refusal like a wrong password,
+ * not an outage to wait out. */
+static const char *settings_refused(const char *msg)
+{
+    if (strstr(msg, "no password supplied") != NULL)
+        return "the server wants a password and none was given: put it in the URL "
+               "(postgres://user:PASSWORD@host:port/db), or in libpq's PGPASSWORD or "
+               "~/.pgpass";
+    if (strstr(msg, "SSL was required") != NULL || strstr(msg, "does not support SSL") != NULL)
+        return "the URL's sslmode asks for SSL and the server has none: use sslmode=prefer "
+               "or disable, or turn ssl on in the server";
+    if (strstr(msg, "root certificate file") != NULL ||
+        strstr(msg, "does not match host name") != NULL ||
+        strstr(msg, "certificate verify failed") != NULL)
+        return "the server's certificate cannot be verified as the URL's sslmode asks "
+               "(verify-ca, verify-full): install the CA's certificate for libpq "
+               "(~/.postgresql/root.crt), or use sslmode=require";
+    return NULL;
+}
+
 /* A new connection, set up, its session started; its mutex held. */
 static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
 {
@@ -366,6 +388,10 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
             atomic_store(&p->reached, 1);
             rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s", p->label,
                              msg);
+        } else if (settings_refused(msg) != NULL) {
+            /* refused as a wrong password is: told at once, not retried */
+            atomic_store(&p->reached, 1);
+            rc = dlock__fail(DLOCK_ESERVER, "%s: %s (%s)", p->label, settings_refused(msg), msg);
         } else {
             rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, msg);
         }

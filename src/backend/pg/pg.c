@@ -34,6 +34,10 @@
 #define DEFAULT_CONNECT_MS 2000
 #define MIN_SLICE_US       20000 /* a shorter slice is a try */
 
+#define COMMON_CAPS  (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
+#define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
+#define TABLE_CAPS   (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
+
 /* The statements of the hot path, prepared once per connection
  * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
  * the unlock after a failed attempt. */
@@ -45,6 +49,7 @@ typedef struct pglock {
     char *name;
     int64_t key;
     char key_text[24], classid[16], objid[16];
+    char *key_lit;       /* table mode: the name as a bytea literal, its row's key */
     dlock__pgconn *conn; /* the connection holding it (the lock's session reference) */
 } pglock;
 
@@ -84,6 +89,11 @@ static int pg_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     l->base.spec = *spec;
+    if ((l->key_lit = dlock__pgt_bytea(name)) == NULL) {
+        free(l->name);
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     l->key = dlock__pg_key(name);
     uint64_t k = (uint64_t) l->key;
     snprintf(l->key_text, sizeof l->key_text, "%" PRId64, l->key);
@@ -132,6 +142,7 @@ static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
     if (l->conn != NULL)
         let_go(PGSTORE(s), l); /* never released (the core releases before freeing) */
     free(l->name);
+    free(l->key_lit);
     free(l);
 }
 
@@ -170,7 +181,13 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
     "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
-#define TAKE_SET "WITH s AS (SELECT set_config('lock_timeout', $3, true)), "
+/* The grant's commit waits for the WAL, whatever the server's
+ * synchronous_commit says: a fence bump lost in a crash would be handed
+ * out again (the fault suite's kill-server found it on a server with
+ * synchronous_commit=off). */
+#define TAKE_SET                                                                                   \
+    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
+    "set_config('synchronous_commit', 'on', true)), "
 
 static const char *const take_sql[2] = {
     /* a try */
@@ -253,6 +270,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     dlock__pgconn *c;
     char timeout[24], app[96];
 
+    if (p->table)
+        return dlock__pgt_acquire(p, l->name, l->key_lit, a);
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
     int64_t now = dlock__now_us();
@@ -332,7 +351,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 /* Nothing is queued in the server: a wait there ended with its request. */
 static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
-    (void) s, (void) sl, (void) token, (void) deadline_us;
+    if (PGSTORE(s)->table) /* table mode: the waiter's row goes */
+        return dlock__pgt_cancel(PGSTORE(s), PGLOCK(sl)->key_lit, token, deadline_us);
     return DLOCK_OK;
 }
 
@@ -373,7 +393,8 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 {
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
-    (void) token;
+    if (p->table)
+        return dlock__pgt_release(p, l->name, l->key_lit, token, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__pgconn *c = l->conn;
@@ -419,7 +440,8 @@ static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 {
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
-    (void) token, (void) lease_ms, (void) at_least;
+    if (p->table)
+        return dlock__pgt_extend(p, l->name, l->key_lit, token, lease_ms, at_least, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__pgconn *c = l->conn;
@@ -489,6 +511,8 @@ static const char *owner_of(const char *app, const char *pid, char *buf, size_t 
 static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
 {
     pglock *l = PGLOCK(sl);
+    if (PGSTORE(s)->table)
+        return dlock__pgt_query(PGSTORE(s), l->key_lit, st, deadline_us);
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
     memset(st, 0, sizeof *st);
@@ -521,6 +545,8 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
                       int64_t deadline_us)
 {
     pglock *l = PGLOCK(sl);
+    if (PGSTORE(s)->table)
+        return dlock__pgt_holders(PGSTORE(s), l->key_lit, sink, arg, deadline_us);
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
     int rc = operate(PGSTORE(s),
@@ -551,6 +577,8 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     char wait_ms[24];
+    if (p->table)
+        return dlock__pgt_force_unlock(p, l->key_lit, deadline_us);
     int64_t left = (deadline_us - dlock__now_us()) / 1000 - 100;
     if (left > p->timeout_ms)
         left = p->timeout_ms;
@@ -585,6 +613,8 @@ static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
 {
     const char *params[] = {prefix};
     PGresult *r = NULL;
+    if (PGSTORE(s)->table)
+        return dlock__pgt_list(PGSTORE(s), prefix, sink, arg, deadline_us);
     int rc = operate(PGSTORE(s),
                      "SELECT DISTINCT f.name FROM dlock_fence f JOIN pg_locks l ON "
                      "l.locktype = 'advisory' AND l.objsubid = 1 AND "
@@ -600,6 +630,54 @@ static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     }
     PQclear(r);
     return DLOCK_OK;
+}
+
+/* Table holds in one request (table.c), connections' sessions pinged
+ * (conn.c): in table mode every pooled connection is still a session of
+ * the renewer, kept alive but holding nothing. */
+static int pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    size_t m = 0, k = 0, rest_n = 0;
+    for (size_t i = 0; p->table && i < n; i++)
+        m += items[i].kind == DLOCK__RENEW_HOLD && items[i].session == NULL;
+    if (m == 0)
+        return dlock__pg_renew(s, items, n, deadline_us);
+    dlock__sqlt_hold *h = calloc(m, sizeof *h);
+    dlock__renewal *rest = calloc(n, sizeof *rest);
+    int rc = h != NULL && rest != NULL ? DLOCK_OK : DLOCK_ENOMEM;
+    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
+        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL) {
+            rest[rest_n++] = items[i];
+            continue;
+        }
+        pglock *l = PGLOCK(items[i].lock);
+        h[k].key_lit = l->key_lit;
+        h[k].key = l->name;
+        h[k].owner = items[i].token;
+        h[k].lease_ms = items[i].lease_ms;
+        if ((h[k].owner_lit = dlock__pgt_bytea(items[i].token)) == NULL)
+            rc = DLOCK_ENOMEM;
+        k++;
+    }
+    int renewed = rc == DLOCK_OK ? dlock__pgt_renew(p, h, k, deadline_us) : rc;
+    if (rc == DLOCK_OK && rest_n > 0)
+        rc = dlock__pg_renew(s, rest, rest_n, deadline_us);
+    k = rest_n = 0;
+    for (size_t i = 0; i < n && h != NULL && rest != NULL; i++) {
+        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL) {
+            items[i].result = rest[rest_n++].result;
+            continue;
+        }
+        items[i].result = renewed != DLOCK_OK ? DLOCK__RENEW_FAILED
+                          : h[k].held         ? DLOCK__RENEW_OK
+                                              : DLOCK__RENEW_GONE;
+        free((char *) h[k].owner_lit);
+        k++;
+    }
+    free(h);
+    free(rest);
+    return rc == DLOCK_ENOMEM ? dlock__fail(DLOCK_ENOMEM, "out of memory") : rc;
 }
 
 static int pg_reached(dlock__store *s)
@@ -628,14 +706,11 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
     const char *mode = dlock__url_get(url, "mode");
-    if (mode != NULL && strcmp(mode, "table") == 0)
-        return dlock__fail(DLOCK_ENOTSUP,
-                           "%s: mode=table (the lock table with LISTEN/NOTIFY) is not built yet; "
-                           "mode=session (advisory locks) is",
-                           url->text);
-    if (mode != NULL && strcmp(mode, "session") != 0)
-        return dlock__fail(DLOCK_EINVAL, "%s: unknown mode '%s' (want mode=session)", url->text,
-                           mode);
+    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: unknown mode '%s' (want mode=session, the default, or mode=table)",
+                           url->text, mode);
+    int table = mode != NULL && strcmp(mode, "table") == 0;
     if (url->nhosts != 1)
         return dlock__fail(DLOCK_EINVAL, "%s: want one host (postgres://user:pass@host:port/db)",
                            url->text);
@@ -647,13 +722,26 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (rc != DLOCK_OK)
         return rc;
     const char *sslmode = dlock__url_get(url, "sslmode");
+    /* libpq's modes; a typo is a bad URL, told at open, not at the first
+     * connection (where libpq would refuse it without a server) */
+    static const char *const sslmodes[] = {"disable", "allow",     "prefer",
+                                           "require", "verify-ca", "verify-full"};
+    int sslmode_known = sslmode == NULL;
+    for (size_t i = 0; !sslmode_known && i < sizeof sslmodes / sizeof sslmodes[0]; i++)
+        sslmode_known = strcmp(sslmode, sslmodes[i]) == 0;
+    if (!sslmode_known)
+        return dlock__fail(DLOCK_EINVAL,
+                           "option sslmode=%s: want disable, allow, prefer, require, verify-ca "
+                           "or verify-full",
+                           sslmode);
 
     dlock__pgstore *p = calloc(1, sizeof *p);
     if (p == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&p->mu, NULL);
     p->base.backend = &dlock__pg_backend;
-    p->base.caps = dlock__pg_backend.caps;
+    p->table = table;
+    p->base.caps = dlock__pg_backend.caps & (table ? TABLE_CAPS : SESSION_CAPS);
     p->base.host = *host;
     p->base.label = p->label;
     p->timeout_ms = host->cfg->command_timeout_ms;
@@ -728,8 +816,7 @@ const dlock__backend dlock__pg_backend = {
     .version = DLOCK__BACKEND_VERSION,
     .name = "PostgreSQL",
     .schemes = schemes,
-    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_NOTIFY |
-            DLOCK_CAP_SESSION | DLOCK_CAP_LIST,
+    .caps = SESSION_CAPS | TABLE_CAPS,
     .open = pg_open,
     .close = pg_close,
     .lock_new = pg_lock_new,
@@ -739,7 +826,7 @@ const dlock__backend dlock__pg_backend = {
     .cancel = pg_cancel,
     .release = pg_release,
     .extend = pg_extend,
-    .renew = dlock__pg_renew,
+    .renew = pg_renew,
     .session_lost = dlock__pg_session_lost,
     .query = pg_query,
     .force_unlock = pg_force_unlock,

@@ -15,6 +15,7 @@
 #define DLOCK_BACKEND_PG_H
 
 #include "../backend.h"
+#include "../sqltable/sqltable.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -66,6 +67,8 @@ typedef struct dlock__pgstore {
     const char *prep_sql[8];
     char take_try[2048], take_wait[2048];
     int schema_ready;
+    int table;       /* mode=table (table.c); else session mode */
+    int table_ready; /* table mode: its tables are there */
     _Atomic int reached;
 } dlock__pgstore;
 
@@ -117,5 +120,24 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us);
 void dlock__pg_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
 /* renew(): every connection named is pinged (all sent, then all read). */
 int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
+
+/* table.c: table mode (mode=table), the backend's steps for it; a lock is
+ * named by its name and its key literal (dlock__pgt_bytea of the name). */
+char *dlock__pgt_bytea(const char *text); /* a bytea literal, malloc'd; NULL: no memory */
+int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, dlock__attempt *a);
+int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
+                      int64_t deadline_us);
+int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
+                       int64_t deadline_us);
+int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
+                      int64_t lease_ms, int at_least, int64_t deadline_us);
+/* Every hold of h in one request: each one's held set when renewed. */
+int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int64_t deadline_us);
+int dlock__pgt_query(dlock__pgstore *p, const char *key_lit, dlock_status *st, int64_t deadline_us);
+int dlock__pgt_holders(dlock__pgstore *p, const char *key_lit, dlock__holder_sink sink, void *arg,
+                       int64_t deadline_us);
+int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t deadline_us);
+int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink, void *arg,
+                    int64_t deadline_us);
 
 #endif

@@ -39,20 +39,22 @@ static void free_replies(redisReply **replies, size_t n)
 }
 
 /* Runs n script calls as one pipelined batch on c, after the command
- * `before` if not NULL (its reply, whatever it is, in *before_reply); a
+ * `before` if not NULL (its reply, whatever it is, in *before_reply) and
+ * before the command `after` if not NULL (its reply in *after_reply: it
+ * comes after every script has run, those sent again included); a
  * script the server does not have is sent again in full. Replies of the
  * scripts that are errors are turned into DLOCK_ESERVER. On DLOCK_OK every
  * replies[i] is set. */
 static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
-                          const evalcall *calls, int64_t deadline, redisReply **before_reply,
-                          redisReply **replies)
+                          const evalcall *calls, const dlock__rcmd *after, int64_t deadline,
+                          redisReply **before_reply, redisReply **replies, redisReply **after_reply)
 {
-    size_t k = before != NULL ? 1 : 0;
-    dlock__rcmd stack_cmds[9] = {{0}};
-    dlock__rcmd *cmds = n + k <= 9 ? stack_cmds : calloc(n + k, sizeof *cmds);
-    redisReply *stack_replies[9] = {NULL};
-    redisReply **got = n + k <= 9 ? stack_replies : calloc(n + k, sizeof *got);
-    int rc;
+    size_t k = before != NULL ? 1 : 0, m = n + k + (after != NULL ? 1 : 0);
+    dlock__rcmd stack_cmds[10] = {{0}};
+    dlock__rcmd *cmds = m <= 10 ? stack_cmds : calloc(m, sizeof *cmds);
+    redisReply *stack_replies[10] = {NULL};
+    redisReply **got = m <= 10 ? stack_replies : calloc(m, sizeof *got);
+    int rc, sent_again = 0;
 
     if (cmds == NULL || got == NULL) {
         if (cmds != stack_cmds)
@@ -65,11 +67,15 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         cmds[0] = *before;
     for (size_t i = 0; i < n; i++)
         cmds[k + i] = as_command(&calls[i], 0);
-    rc = dlock__rconn_call(c, n + k, cmds, deadline, got);
+    if (after != NULL)
+        cmds[m - 1] = *after;
+    rc = dlock__rconn_call(c, m, cmds, deadline, got);
     if (rc == DLOCK_OK) {
         if (before != NULL)
             *before_reply = got[0];
         memcpy(replies, got + k, n * sizeof *replies);
+        if (after != NULL)
+            *after_reply = got[m - 1];
     }
     if (cmds != stack_cmds)
         free(cmds);
@@ -85,6 +91,17 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         replies[i] = NULL;
         dlock__rcmd full = as_command(&calls[i], 1);
         rc = dlock__rconn_call(c, 1, &full, deadline, &replies[i]);
+        if (rc != DLOCK_OK) {
+            free_replies(replies, n);
+            return rc;
+        }
+        sent_again = 1;
+    }
+    if (sent_again && after != NULL) {
+        /* `after` must follow every script: those sent again came later */
+        freeReplyObject(*after_reply);
+        *after_reply = NULL;
+        rc = dlock__rconn_call(c, 1, after, deadline, after_reply);
         if (rc != DLOCK_OK) {
             free_replies(replies, n);
             return rc;
@@ -124,16 +141,26 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
  * (READONLY, LOADING, MASTERDOWN: nothing ran) and time is left: each try
  * connects to the master found then (sentinel.c). */
 static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const evalcall *calls,
-                     int64_t deadline, redisReply **before_reply, redisReply **replies)
+                     const dlock__rcmd *after, int64_t deadline, redisReply **before_reply,
+                     redisReply **replies, redisReply **after_reply)
 {
     int rc;
     for (int tries = 0;; tries++) {
-        rc = run_batch_once(c, before, n, calls, deadline, before_reply, replies);
+        rc = run_batch_once(c, before, n, calls, after, deadline, before_reply, replies,
+                            after_reply);
+        if (rc != DLOCK__NOT_MASTER && rc != DLOCK_OK && after_reply != NULL) {
+            freeReplyObject(*after_reply); /* replies only on success */
+            *after_reply = NULL;
+        }
         if (rc != DLOCK__NOT_MASTER)
             return rc;
         if (before_reply != NULL) {
             freeReplyObject(*before_reply);
             *before_reply = NULL;
+        }
+        if (after_reply != NULL) {
+            freeReplyObject(*after_reply);
+            *after_reply = NULL;
         }
         if (tries == NOT_MASTER_TRIES - 1 || dlock__now_us() >= deadline)
             break;
@@ -144,20 +171,32 @@ static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const
 int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
                              redisReply **replies)
 {
-    return run_batch(c, NULL, n, calls, deadline, NULL, replies);
+    return run_batch(c, NULL, n, calls, NULL, deadline, NULL, replies, NULL);
 }
 
 int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadline,
                             redisReply **reply)
 {
-    return run_batch(c, NULL, 1, call, deadline, NULL, reply);
+    return run_batch(c, NULL, 1, call, NULL, deadline, NULL, reply, NULL);
 }
 
 int dlock__redis_run_script_after(dlock__rconn *c, const dlock__rcmd *before, const evalcall *call,
                                   int64_t deadline, redisReply **before_reply, redisReply **reply)
 {
     *before_reply = NULL;
-    return run_batch(c, before, 1, call, deadline, before_reply, reply);
+    return run_batch(c, before, 1, call, NULL, deadline, before_reply, reply, NULL);
+}
+
+int dlock__redis_run_between(dlock__rconn *c, const dlock__rcmd *before, size_t n,
+                             const evalcall *calls, const dlock__rcmd *after, int64_t deadline,
+                             redisReply **before_reply, redisReply **replies,
+                             redisReply **after_reply)
+{
+    if (before_reply != NULL)
+        *before_reply = NULL;
+    if (after_reply != NULL)
+        *after_reply = NULL;
+    return run_batch(c, before, n, calls, after, deadline, before_reply, replies, after_reply);
 }
 
 int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply *r)

@@ -40,6 +40,13 @@ typedef struct rbackend {
     pthread_mutex_t mu;             /* guards sub and stream */
     dlock__rsub *sub;
     dlock__rstream *stream;
+
+    /* wait=N (replicas.c): 0, or the replicas that must have each change */
+    unsigned sync_replicas;
+    int64_t sync_timeout_ms; /* WAIT's bound (wait_timeout=) */
+    pthread_mutex_t sync_mu; /* guards the idle connections below */
+    dlock__rconn *sync_idle[8];
+    size_t sync_nidle;
 } rbackend;
 
 /* One lock of the client. Its base key L is P:{N} (a mutex), P:{N}:rw (a
@@ -76,6 +83,12 @@ int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadl
  * caller frees it. */
 int dlock__redis_run_script_after(dlock__rconn *c, const dlock__rcmd *before, const evalcall *call,
                                   int64_t deadline, redisReply **before_reply, redisReply **reply);
+/* n script calls with `before` ahead and `after` behind them, in one
+ * write (as above; either may be NULL, and its reply pointer then too). */
+int dlock__redis_run_between(dlock__rconn *c, const dlock__rcmd *before, size_t n,
+                             const evalcall *calls, const dlock__rcmd *after, int64_t deadline,
+                             redisReply **before_reply, redisReply **replies,
+                             redisReply **after_reply);
 int dlock__redis_bad_reply(const rbackend *b, const char *what, const redisReply *r);
 size_t dlock__redis_number(char *buf, int64_t v);
 #define NUM(buf, v) dlock__redis_number((buf), (int64_t) (v))
@@ -84,6 +97,19 @@ extern const dlock__backend dlock__redis_backend;
 
 #define RBACKEND(s) DLOCK__STORE_OF(rbackend, s)
 #define RLOCK(l)    DLOCK__STORE_OF(rlock, l)
+
+/* replicas.c */
+/* A step that changes locks: n script calls (after `before`, as
+ * dlock__redis_run_between) on c; with wait=N, on a connection of its own
+ * followed by WAIT, and *acked is the number of replicas that acknowledged
+ * it in time (else -1: not asked). */
+int dlock__redis_step(rbackend *b, dlock__rconn *c, const dlock__rcmd *before, size_t n,
+                      const evalcall *calls, int64_t deadline, redisReply **before_reply,
+                      redisReply **replies, long long *acked);
+/* Whether a step's *acked falls short of wait=N. */
+int dlock__redis_unconfirmed(const rbackend *b, long long acked);
+/* At close: the idle connections of wait=N. */
+void dlock__redis_replicas_close(rbackend *b);
 
 /* waiting.c */
 /* Whether hand-over notices reach this client's waiters now (no waiting). */

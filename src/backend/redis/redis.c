@@ -19,10 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_PORT   6379
-#define DEFAULT_PREFIX "dlock"
-#define DEFAULT_POOL   2
-#define PREFIX_MAX     64
+#define DEFAULT_PORT            6379
+#define DEFAULT_PREFIX          "dlock"
+#define DEFAULT_POOL            2
+#define PREFIX_MAX              64
+#define DEFAULT_SYNC_TIMEOUT_MS 1000 /* wait_timeout: Redisson's slavesSyncTimeout */
 
 /* ---------------------------------------------------------------- keys */
 
@@ -122,9 +123,11 @@ static void close_backend(dlock__store *store, int64_t deadline)
     dlock__rstream_free(b->stream);
     for (size_t i = 0; i < b->npool; i++)
         dlock__rconn_free(b->pool[i]);
+    dlock__redis_replicas_close(b);
     dlock__rsentinel_free(b->sentinel); /* after every connection that dials through it */
     dlock__rtls_free(b->tls);           /* after every link made with it */
     pthread_mutex_destroy(&b->mu);
+    pthread_mutex_destroy(&b->sync_mu);
     free(b->prefix);
     free(b->wake_channel);
     free(b->owner_key);
@@ -278,6 +281,29 @@ static int parse_tls(rbackend *b, dlock__url *url)
     return DLOCK_OK;
 }
 
+/* wait=N and wait_timeout= (replicas.c): how many replicas must have each
+ * change, and how long a step waits for them. */
+static int parse_wait(rbackend *b, dlock__url *url)
+{
+    long n = 0;
+    int rc = dlock__url_int(url, "wait", 0, 64, &n);
+    if (rc != DLOCK_OK)
+        return rc;
+    b->sync_replicas = (unsigned) n;
+    b->sync_timeout_ms = b->cfg.command_timeout_ms / 2;
+    if (b->sync_timeout_ms > DEFAULT_SYNC_TIMEOUT_MS)
+        b->sync_timeout_ms = DEFAULT_SYNC_TIMEOUT_MS;
+    rc = dlock__url_duration(url, "wait_timeout", 1, &b->sync_timeout_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (b->sync_timeout_ms >= b->cfg.command_timeout_ms)
+        return dlock__fail(DLOCK_EINVAL,
+                           "option wait_timeout=%lldms: want less than the request timeout "
+                           "(timeout=%lldms), which bounds the step and its WAIT",
+                           (long long) b->sync_timeout_ms, (long long) b->cfg.command_timeout_ms);
+    return DLOCK_OK;
+}
+
 static int open_backend(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     rbackend *b = calloc(1, sizeof *b);
@@ -292,6 +318,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     b->ep.log = host->log;
     b->ep.reached = &b->reached;
     pthread_mutex_init(&b->mu, NULL);
+    pthread_mutex_init(&b->sync_mu, NULL);
     b->base.backend = &dlock__redis_backend;
     b->base.caps = dlock__redis_backend.caps;
     b->base.host = *host;
@@ -321,14 +348,9 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         rc = dlock__fail(DLOCK_EINVAL, "option notify=%s: want pubsub or stream", notify);
         goto fail;
     }
-    if (dlock__url_get(url, "wait") != NULL) {
-        /* Redisson's checkLockSyncedSlaves: issue 22 plans it, not built yet */
-        rc = dlock__fail(DLOCK_ENOTSUP,
-                         "option wait=N (WAIT for N replicas after each step) is not built yet: "
-                         "leave it out");
-        goto fail;
-    }
-    rc = dlock__url_duration(url, "connect_timeout", 1, &b->ep.connect_timeout_ms);
+    rc = parse_wait(b, url);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_duration(url, "connect_timeout", 1, &b->ep.connect_timeout_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_int(url, "pool", 1, MAX_POOL, &pool);
     if (rc != DLOCK_OK)

@@ -103,9 +103,22 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
         nargs += at;
     }
 
-    rc = dlock__redis_run_scripts(b->pool[0], nchunks, calls, deadline, replies);
+    long long acked;
+    rc = dlock__redis_step(b, b->pool[0], NULL, nchunks, calls, deadline, NULL, replies, &acked);
     if (rc != DLOCK_OK)
         goto out;
+    if (dlock__redis_unconfirmed(b, acked)) {
+        /* Renewed on the master only: not counted, so a hold whose
+         * replicas stay behind for a lease is reported lost (a failover
+         * then would lose it), as if the master had not answered. */
+        for (size_t c = 0; c < nchunks; c++)
+            freeReplyObject(replies[c]);
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "%s: renewed on the master, but %lld of the %u replicas asked (wait=%u) "
+                         "acknowledged it in time",
+                         b->label, acked, b->sync_replicas, b->sync_replicas);
+        goto out;
+    }
     for (size_t c = 0; c < nchunks; c++) {
         size_t count = first[c + 1] - first[c];
         int hb = calls[c].script == DLOCK__S_HEARTBEAT;

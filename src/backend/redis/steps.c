@@ -66,6 +66,32 @@ static void undo_take(rbackend *b, rlock *l, const char *token, int64_t deadline
     dlock__restore_error(&saved);
 }
 
+/* An attempt's script on c, with the client's owner record ahead of it
+ * when the record is due (one write), as a step of replicas.c. */
+static int step_with_record(rbackend *b, dlock__rconn *c, const evalcall *call, int64_t lease_ms,
+                            int64_t deadline, redisReply **r, long long *acked)
+{
+    dlock__owner_write record;
+    if (!dlock__redis_owner_due(b, lease_ms, &record))
+        return dlock__redis_step(b, c, NULL, 1, call, deadline, NULL, r, acked);
+    redisReply *written = NULL;
+    int rc = dlock__redis_step(b, c, &record.cmd, 1, call, deadline, &written, r, acked);
+    dlock__redis_owner_sent(b, &record, written);
+    return rc;
+}
+
+/* A grant the master made that fewer replicas than wait=N acknowledged in
+ * time (it has been given back). */
+static int not_replicated(const rbackend *b, const char *key, long long acked)
+{
+    return dlock__fail(DLOCK_EUNREACHABLE,
+                       "%s: took %s on the master, but %lld of the %u replicas asked (wait=%u) "
+                       "acknowledged it within %lld ms, so a failover could lose it: gave it back "
+                       "(are the replicas connected and in sync? INFO replication on the master)",
+                       b->label, key, acked, b->sync_replicas, b->sync_replicas,
+                       (long long) b->sync_timeout_ms);
+}
+
 static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, const char *lease,
                           size_t nlease)
 {
@@ -123,15 +149,8 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         lens[n++] = l->key_lens[2];
     }
     evalcall call = {scripts[l->spec.kind], n, argv, lens};
-    dlock__owner_write record;
-    if (dlock__redis_owner_due(b, a->lease_ms, &record)) {
-        redisReply *written = NULL;
-        rc = dlock__redis_run_script_after(l->conn, &record.cmd, &call, a->deadline_us, &written,
-                                           &r);
-        dlock__redis_owner_sent(b, &record, written);
-    } else {
-        rc = dlock__redis_run_script(l->conn, &call, a->deadline_us, &r);
-    }
+    long long acked;
+    rc = step_with_record(b, l->conn, &call, a->lease_ms, a->deadline_us, &r, &acked);
     if (rc == DLOCK_ESERVER && l->spec.kind != DLOCK__SEMAPHORE && l->spec.kind != DLOCK__READ)
         undo_take(b, l, a->token, a->deadline_us); /* it may have set L before failing */
     if (rc != DLOCK_OK)
@@ -139,6 +158,9 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     dlock__racquire got;
     if (dlock__reply_acquire(r, &got) != 0) {
         rc = dlock__redis_bad_reply(b, "acquire", r);
+    } else if (got.outcome == DLOCK__RACQUIRE_TAKEN && dlock__redis_unconfirmed(b, acked)) {
+        undo_take(b, l, a->token, a->deadline_us);
+        rc = not_replicated(b, l->keys[0], acked);
     } else if (got.outcome == DLOCK__RACQUIRE_TAKEN) {
         a->outcome = DLOCK__TAKEN;
         a->fence = got.fence;
@@ -235,15 +257,8 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
         lens[at++] = l->key_lens[2];
     }
     evalcall call = {DLOCK__S_MULTI_ACQUIRE, at, argv, lens};
-    dlock__owner_write record;
-    if (dlock__redis_owner_due(b, lease_ms, &record)) {
-        redisReply *written = NULL;
-        rc = dlock__redis_run_script_after(first->conn, &record.cmd, &call, deadline_us, &written,
-                                           &r);
-        dlock__redis_owner_sent(b, &record, written);
-    } else {
-        rc = dlock__redis_run_script(first->conn, &call, deadline_us, &r);
-    }
+    long long acked;
+    rc = step_with_record(b, first->conn, &call, lease_ms, deadline_us, &r, &acked);
     if (rc == DLOCK_OK) {
         int busy_held;
         long long pttl;
@@ -252,6 +267,10 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
         } else if (busy_held) {
             *busy_ttl_ms = holder_ttl(pttl);
             rc = DLOCK_EBUSY;
+        } else if (dlock__redis_unconfirmed(b, acked)) {
+            for (size_t i = 0; i < n; i++)
+                undo_take(b, RLOCK(bls[i]), token, deadline_us);
+            rc = not_replicated(b, first->keys[0], acked);
         }
     }
     freeReplyObject(r);
@@ -313,12 +332,19 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     for (size_t i = 4; i < n; i++)
         lens[i] = strlen(argv[i]);
     evalcall call = {script, n, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    long long acked;
+    rc = dlock__redis_step(b, l->conn, NULL, 1, &call, deadline, NULL, &r, &acked);
     if (rc != DLOCK_OK)
         return rc;
     enum dlock__rrelease released;
     if (dlock__reply_release(r, &released) != 0)
         rc = dlock__redis_bad_reply(b, "release", r);
+    else if (released == DLOCK__RRELEASE_OK && dlock__redis_unconfirmed(b, acked))
+        /* Released on the master: what the replicas still have ends with
+         * its lease (a failover meanwhile brings back a hold that expires). */
+        DLOCK__LOG(b->base.host.log, DLOCK_LOG_WARN,
+                   "%s: released %s, but %lld of %u replicas acknowledged it in time (wait=%u)",
+                   b->label, l->keys[0], acked, b->sync_replicas, b->sync_replicas);
     else if (released == DLOCK__RRELEASE_NOTOWNER)
         rc = dlock__fail(DLOCK_ENOTOWNER, "%s is held by another owner", l->keys[0]);
     else if (released == DLOCK__RRELEASE_LOST)
@@ -361,7 +387,8 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *toke
     argv[n] = is_shared(l) ? "s" : "x";
     lens[n++] = 1;
     evalcall call = {DLOCK__S_EXTEND, n, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    long long acked;
+    rc = dlock__redis_step(b, l->conn, NULL, 1, &call, deadline, NULL, &r, &acked);
     if (rc != DLOCK_OK)
         return rc;
     int extended;
@@ -369,6 +396,11 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *toke
         rc = dlock__redis_bad_reply(b, "extend", r);
     else if (!extended)
         rc = dlock__fail(DLOCK_ELOST, "%s is no longer held by this owner", l->keys[0]);
+    else if (dlock__redis_unconfirmed(b, acked))
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "%s: extended %s on the master, but %lld of the %u replicas asked "
+                         "(wait=%u) acknowledged it in time: not counted",
+                         b->label, l->keys[0], acked, b->sync_replicas, b->sync_replicas);
     freeReplyObject(r);
     return rc;
 }

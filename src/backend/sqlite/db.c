@@ -124,7 +124,8 @@ int dlock__sq_error(dlock__sq_store *s, int rc, const char *what)
     case SQLITE_AUTH:
         return dlock__fail(DLOCK_ESERVER,
                            "%s: %s: cannot write the database or its -wal and -shm files "
-                           "beside it: %s%s",
+                           "beside it: %s%s: the user must be able to create and write files "
+                           "in its directory",
                            s->label, what, msg, why);
     default:
         return dlock__fail(DLOCK_ESERVER, "%s: %s: %s%s", s->label, what, msg, why);
@@ -177,8 +178,62 @@ static int check_path(dlock__sq_store *s)
     else if (slash != NULL)
         *slash = '\0';
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return dlock__fail(DLOCK_EINVAL, "%s: the directory %s does not exist", s->label, dir);
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: the directory %s does not exist: create it (mkdir -p %s) or "
+                           "name a file in a directory that exists",
+                           s->label, dir, dir);
     return DLOCK_OK;
+}
+
+/* Why the database could not be written, said with what to do, when the
+ * cause is this user's rights or a read-only file system (SQLite's own
+ * words, "attempt to write a readonly database" or "unable to open
+ * database file", name neither the file nor the fix); rc when it is
+ * something else. */
+static int why_unwritable(dlock__sq_store *s, int rc)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    char file[sizeof s->path + 8], dir[sizeof s->path];
+    unsigned uid = (unsigned) geteuid();
+
+    if (rc != DLOCK_ESERVER)
+        return rc;
+    /* the database, then the files SQLite keeps beside it in WAL mode */
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        snprintf(file, sizeof file, "%s%s", s->path, suffixes[i]);
+        if (access(file, F_OK) != 0 || access(file, R_OK | W_OK) == 0)
+            continue;
+        if (errno == EROFS)
+            return dlock__fail(DLOCK_ESERVER,
+                               "%s: %s is on a read-only file system: put the database on a "
+                               "writable one",
+                               s->label, file);
+        return dlock__fail(DLOCK_ESERVER,
+                           "%s: %s is not readable and writable by this user (uid %u)%s: give "
+                           "the user read and write permission on it (chown or chmod), or use "
+                           "another path",
+                           s->label, file, uid,
+                           i == 0 ? "" : ", and SQLite keeps it beside the database in WAL mode");
+    }
+    snprintf(dir, sizeof dir, "%s", s->path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash != NULL)
+        *slash = '\0';
+    if (access(dir, W_OK | X_OK) != 0) {
+        int rofs = errno == EROFS;
+        int exists = access(s->path, F_OK) == 0;
+        return dlock__fail(DLOCK_ESERVER,
+                           "%s: the directory %s is %s for this user (uid %u), and SQLite "
+                           "creates %s -wal and -shm files there: %s",
+                           s->label, dir, rofs ? "on a read-only file system" : "not writable", uid,
+                           exists ? "the database's" : "the database and its",
+                           rofs ? "put the database on a writable file system"
+                                : "give the user write permission on the directory, or use a "
+                                  "path in one it may write");
+    }
+    return rc;
 }
 
 /* The tables, made if missing; a database made by a newer dlock is
@@ -253,7 +308,7 @@ int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms)
                                   SQLITE_OPEN_EXRESCODE,
                               NULL);
     if (src != SQLITE_OK)
-        return dlock__sq_error(s, src, "opening the database");
+        return why_unwritable(s, dlock__sq_error(s, src, "opening the database"));
     sqlite3_busy_handler(s->db, on_busy, s);
     /* Switching a new file to WAL, or reading it while another process
      * does, can be SQLITE_BUSY at once, without the busy handler (SQLite
@@ -266,6 +321,7 @@ int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms)
         if (rc != DLOCK_EUNREACHABLE || !on_busy(s, tries))
             break;
     }
+    rc = why_unwritable(s, rc);
     /* FULL: a commit is on disk before it is answered, so that the fence
      * counter never goes back, even across a power loss. */
     if (rc == DLOCK_OK)

@@ -41,16 +41,33 @@
 
 #include "../../base/error.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern const dlock__backend dlock__sqlite_backend;
 
 static int parse_url(dlock__sq_store *s, dlock__url *url)
 {
     /* sqlite:///tmp/x.db has no host and the path "tmp/x.db"; a host
-     * means the path was given relative (sqlite://x.db, sqlite://./x.db) */
+     * means the path was given relative (sqlite://x.db, sqlite://./x.db):
+     * the message gives the absolute URL of that file */
+    char cwd[PATH_MAX], rel[PATH_MAX];
+    if (url->nhosts > 0 && url->user == NULL && url->hosts[0].port == 0 &&
+        getcwd(cwd, sizeof cwd) != NULL) {
+        const char *host = url->hosts[0].name;
+        if (strcmp(host, ".") == 0)
+            snprintf(rel, sizeof rel, "%s", url->path);
+        else
+            snprintf(rel, sizeof rel, "%s%s%s", host, url->path[0] ? "/" : "", url->path);
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: the path must be absolute, after three slashes (two slashes "
+                           "read '%s' as a host): for %s in the current directory, "
+                           "sqlite://%s/%s",
+                           url->text, host, rel, strcmp(cwd, "/") == 0 ? "" : cwd, rel);
+    }
     if (url->nhosts > 0 || url->user != NULL || url->path[0] == '\0')
         return dlock__fail(DLOCK_EINVAL,
                            "%s: want sqlite:///absolute/path/to/file.db (three slashes: the "
@@ -99,6 +116,11 @@ static int sq_open(dlock__url *url, const dlock__host *host, dlock__store **out)
      * for another process's write lock (making the tables, WAL mode) */
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    /* every option this store reads is read: an unknown one is refused
+     * here, before the open creates the file (the core's own check comes
+     * after the open) */
+    if (rc == DLOCK_OK)
+        rc = dlock__url_check_unused(url);
     if (rc == DLOCK_OK)
         rc = dlock__sq_boot_id(s->boot, sizeof s->boot);
     if (rc == DLOCK_OK) {

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/* table.c - the PostgreSQL backend's table mode (mode=table): a lock is a
+ * row of dlock's lock table, dlock_lock, with its holder, its fence and a
+ * lease on the server's clock, as MariaDB's (../mysql/README.md: "Table
+ * mode"); the statements and their answers are ../sqltable/ (the PG
+ * dialect: each request one statement), run here on the store's pooled
+ * connections (conn.c). No hold depends on a connection; waiters poll
+ * (LISTEN/NOTIFY wake-ups are not built yet); every held lock of a batch
+ * is renewed by one UPDATE. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../sqltable/sqltable.h"
+#include "pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define D DLOCK__SQLT_PG
+
+char *dlock__pgt_bytea(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(2 * n + 16);
+    if (out == NULL)
+        return NULL;
+    size_t k = (size_t) sprintf(out, "'\\x");
+    for (size_t i = 0; i < n; i++)
+        k += (size_t) sprintf(out + k, "%02x", (unsigned char) text[i]);
+    sprintf(out + k, "'::bytea");
+    return out;
+}
+
+/* text as a text literal, whatever its bytes (valid UTF-8 expected). */
+static char *text_literal(const char *text)
+{
+    char *b = dlock__pgt_bytea(text);
+    if (b == NULL)
+        return NULL;
+    char *out = malloc(strlen(b) + 32);
+    if (out != NULL)
+        sprintf(out, "convert_from(%s, 'UTF8')", b);
+    free(b);
+    return out;
+}
+
+/* One request on a pooled connection, bounded by a command timeout (and
+ * sql freed): DLOCK_OK with *res (PQclear it), or the failure recorded. */
+static int request(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
+{
+    dlock__pgconn *c;
+    *res = NULL;
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline > cap)
+        deadline = cap;
+    int rc = dlock__pg_get(p, deadline, &c);
+    if (rc == DLOCK_OK) {
+        rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
+        if (rc != DLOCK_OK)
+            dlock__pg_discard(p, c, "closed: a request got no answer");
+        else
+            dlock__pg_put(p, c);
+    }
+    free(sql);
+    if (rc == DLOCK_OK && PQresultStatus(*res) != PGRES_TUPLES_OK &&
+        PQresultStatus(*res) != PGRES_COMMAND_OK) {
+        rc = dlock__pg_fail(p, *res, what);
+        PQclear(*res);
+        *res = NULL;
+    }
+    return rc;
+}
+
+static const char *value(const PGresult *r, int row, int col)
+{
+    if (r == NULL || row >= PQntuples(r) || col >= PQnfields(r) || PQgetisnull(r, row, col))
+        return NULL;
+    return PQgetvalue(r, row, col);
+}
+
+/* The tables, made when missing. */
+static int ensure_table(dlock__pgstore *p, int64_t deadline)
+{
+    pthread_mutex_lock(&p->mu);
+    int ready = p->table_ready;
+    pthread_mutex_unlock(&p->mu);
+    if (ready)
+        return DLOCK_OK;
+    PGresult *res;
+    int rc = request(p, dlock__sqlt_exists(D), deadline, &res, "looking for dlock's table");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *v = value(res, 0, 0);
+    int exists = v != NULL && strcmp(v, "2") == 0;
+    PQclear(res);
+    if (!exists) {
+        rc = request(p, dlock__sqlt_schema(D), deadline, &res, "creating dlock's table");
+        if (rc == DLOCK_ESERVER) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", dlock_errmsg());
+            return dlock__fail(DLOCK_ESERVER,
+                               "%s; the role needs CREATE on the schema, or an administrator "
+                               "creates the tables " DLOCK__SQLT_TABLE " and " DLOCK__SQLT_WAIT,
+                               why);
+        }
+        if (rc != DLOCK_OK)
+            return rc;
+        PQclear(res);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->table_ready = 1;
+    pthread_mutex_unlock(&p->mu);
+    return DLOCK_OK;
+}
+
+static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
+{
+    *res = NULL;
+    int rc = ensure_table(p, deadline);
+    if (rc != DLOCK_OK) {
+        free(sql);
+        return rc;
+    }
+    return request(p, sql, deadline, res, what);
+}
+
+int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, dlock__attempt *a)
+{
+    PGresult *res;
+    char *owner = dlock__pgt_bytea(a->token), *info = text_literal(p->base.host.cfg->owner_info);
+    char *sql = owner != NULL && info != NULL
+                    ? dlock__sqlt_take(D, key_lit, key_lit, owner, info, a->lease_ms,
+                                       a->wait ? p->base.host.cfg->waiter_lease_ms : 0)
+                    : NULL;
+    free(owner);
+    free(info);
+    (void) name;
+    int rc = run(p, sql, a->deadline_us, &res, "taking the lock's row");
+    if (rc != DLOCK_OK)
+        return rc;
+    uint64_t fence;
+    int64_t left_ms;
+    if (dlock__sqlt_taken(value(res, 0, 0), value(res, 0, 1), value(res, 0, 2), &fence, &left_ms)) {
+        a->outcome = DLOCK__TAKEN;
+        a->fence = fence;
+        a->session = NULL;
+    } else {
+        a->outcome = DLOCK__HELD;
+        a->next = DLOCK__NEXT_POLL;
+        a->holder_ttl_ms = left_ms;
+    }
+    PQclear(res);
+    return DLOCK_OK;
+}
+
+int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
+                      int64_t deadline_us)
+{
+    PGresult *res;
+    char *owner = dlock__pgt_bytea(token);
+    char *sql = owner != NULL ? dlock__sqlt_leave(D, key_lit, owner) : NULL;
+    free(owner);
+    int rc = run(p, sql, deadline_us, &res, "leaving the waiters");
+    PQclear(res);
+    return rc;
+}
+
+int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
+                       int64_t deadline_us)
+{
+    PGresult *res;
+    char *owner = dlock__pgt_bytea(token);
+    char *sql = owner != NULL ? dlock__sqlt_release(D, key_lit, owner) : NULL;
+    free(owner);
+    int rc = run(p, sql, deadline_us, &res, "releasing the lock's row");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *n = value(res, 0, 0);
+    if (n == NULL || strcmp(n, "1") != 0)
+        rc = value(res, 0, 1) != NULL
+                 ? dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is held by someone else", name)
+                 : dlock__fail(DLOCK_ELOST,
+                               "lock '%s' was not held by this owner any more (its lease ran "
+                               "out, or it was force-unlocked)",
+                               name);
+    PQclear(res);
+    return rc;
+}
+
+int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
+                      int64_t lease_ms, int at_least, int64_t deadline_us)
+{
+    PGresult *res;
+    char *owner = dlock__pgt_bytea(token);
+    char *sql = owner != NULL ? dlock__sqlt_extend(D, key_lit, owner, lease_ms, at_least) : NULL;
+    free(owner);
+    int rc = run(p, sql, deadline_us, &res, "extending the lock's lease");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *v = value(res, 0, 0);
+    if (v == NULL || strcmp(v, "1") != 0)
+        rc = dlock__fail(DLOCK_ELOST,
+                         "lock '%s' is not held by this owner any more (its lease ran out, or it "
+                         "was force-unlocked)",
+                         name);
+    PQclear(res);
+    return rc;
+}
+
+int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int64_t deadline_us)
+{
+    PGresult *res;
+    int rc = run(p, dlock__sqlt_renew(D, h, n), deadline_us, &res, "renewing leases");
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < PQntuples(res); i++)
+        dlock__sqlt_renewed(h, n, value(res, i, 0), value(res, i, 1));
+    PQclear(res);
+    return DLOCK_OK;
+}
+
+/* (owner, info, fence, ms left, waiters) of the lock; *held: a live holder. */
+static int row_of(dlock__pgstore *p, const char *key_lit, int64_t deadline, PGresult **res,
+                  int *held)
+{
+    int rc = run(p, dlock__sqlt_query(D, key_lit), deadline, res, "reading the lock's row");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *owner = value(*res, 0, 0), *left = value(*res, 0, 3);
+    *held = owner != NULL && owner[0] != '\0' && left != NULL && strtoll(left, NULL, 10) > 0;
+    return DLOCK_OK;
+}
+
+int dlock__pgt_query(dlock__pgstore *p, const char *key_lit, dlock_status *st, int64_t deadline_us)
+{
+    PGresult *res;
+    int held;
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    int rc = row_of(p, key_lit, deadline_us, &res, &held);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *fence = value(res, 0, 2), *waiters = value(res, 0, 4);
+    st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
+    st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
+    if (held) {
+        st->held = 1;
+        st->holds = 1;
+        snprintf(st->owner, sizeof st->owner, "%s", value(res, 0, 0));
+        st->lease_ms = strtoll(value(res, 0, 3), NULL, 10);
+    }
+    PQclear(res);
+    return DLOCK_OK;
+}
+
+int dlock__pgt_holders(dlock__pgstore *p, const char *key_lit, dlock__holder_sink sink, void *arg,
+                       int64_t deadline_us)
+{
+    PGresult *res;
+    int held;
+    int rc = row_of(p, key_lit, deadline_us, &res, &held);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (held) {
+        dlock__holder_raw h = {.owner = value(res, 0, 0), .count = 1, .info = value(res, 0, 1)};
+        (void) sink(arg, &h);
+    }
+    PQclear(res);
+    return DLOCK_OK;
+}
+
+int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t deadline_us)
+{
+    PGresult *res;
+    int rc = run(p, dlock__sqlt_force(D, key_lit), deadline_us, &res, "clearing the lock's row");
+    PQclear(res);
+    return rc;
+}
+
+int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink, void *arg,
+                    int64_t deadline_us)
+{
+    PGresult *res;
+    char *lit = dlock__pgt_bytea(prefix);
+    if (lit == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = run(p, dlock__sqlt_list(D, lit), deadline_us, &res, "listing the locks held");
+    free(lit);
+    if (rc != DLOCK_OK)
+        return rc;
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *v = value(res, i, 0);
+        if (v != NULL && sink(arg, v, DLOCK__MUTEX) != 0)
+            break;
+    }
+    PQclear(res);
+    return DLOCK_OK;
+}

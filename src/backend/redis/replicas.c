@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* replicas.c - option wait=N: a step that changes a lock counts only once
+ * N replicas of the master have it (Redis WAIT), so that a failover to one
+ * of them keeps it.
+ *
+ * WAIT blocks the connection it is sent on until the replicas acknowledge
+ * the writes made on that connection, or its timeout: on the pooled
+ * connections, which other threads' commands share, one slow replica would
+ * hold every thread back. So each step runs, with its WAIT, on a
+ * connection of its own, taken from a small set of idle ones (made when
+ * none is idle) and given back after. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "internal.h"
+
+#include <stdlib.h>
+
+/* Idle connections kept for the next steps; more are made when threads
+ * step at once, and closed when given back beyond these. */
+#define SYNC_IDLE_MAX (sizeof((rbackend *) 0)->sync_idle / sizeof(dlock__rconn *))
+
+static dlock__rconn *take(rbackend *b)
+{
+    dlock__rconn *c = NULL;
+    pthread_mutex_lock(&b->sync_mu);
+    if (b->sync_nidle > 0)
+        c = b->sync_idle[--b->sync_nidle];
+    pthread_mutex_unlock(&b->sync_mu);
+    if (c == NULL && dlock__rconn_new(&b->ep, &c) != DLOCK_OK)
+        c = NULL;
+    return c;
+}
+
+static void give_back(rbackend *b, dlock__rconn *c)
+{
+    pthread_mutex_lock(&b->sync_mu);
+    if (b->sync_nidle < SYNC_IDLE_MAX) {
+        b->sync_idle[b->sync_nidle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&b->sync_mu);
+    dlock__rconn_free(c);
+}
+
+void dlock__redis_replicas_close(rbackend *b)
+{
+    for (size_t i = 0; i < b->sync_nidle; i++)
+        dlock__rconn_free(b->sync_idle[i]);
+    b->sync_nidle = 0;
+}
+
+int dlock__redis_step(rbackend *b, dlock__rconn *c, const dlock__rcmd *before, size_t n,
+                      const evalcall *calls, int64_t deadline, redisReply **before_reply,
+                      redisReply **replies, long long *acked)
+{
+    *acked = -1;
+    if (b->sync_replicas == 0)
+        return dlock__redis_run_between(c, before, n, calls, NULL, deadline, before_reply, replies,
+                                        NULL);
+
+    /* WAIT's own bound: the option's, within what is left of the request
+     * (its reply must come back before the deadline); never 0, which
+     * would wait for ever. */
+    int64_t left_ms = (deadline - dlock__now_us()) / 1000;
+    int64_t ms = b->sync_timeout_ms < left_ms * 3 / 4 ? b->sync_timeout_ms : left_ms * 3 / 4;
+    char replicas[24], timeout[24];
+    const char *argv[] = {"WAIT", replicas, timeout};
+    size_t lens[] = {4, NUM(replicas, b->sync_replicas), NUM(timeout, ms > 1 ? ms : 1)};
+    dlock__rcmd wait = {3, argv, lens};
+    redisReply *waited = NULL;
+
+    dlock__rconn *own = take(b);
+    if (own == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = dlock__redis_run_between(own, before, n, calls, &wait, deadline, before_reply, replies,
+                                      &waited);
+    give_back(b, own);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (waited->type == REDIS_REPLY_INTEGER) {
+        *acked = waited->integer;
+    } else {
+        /* WAIT refused (a replica itself, an ACL without it): confirmed by none */
+        DLOCK__LOG(b->base.host.log, DLOCK_LOG_WARN, "%s: WAIT refused: %s", b->label,
+                   waited->type == REDIS_REPLY_ERROR ? waited->str : "(not a number)");
+        *acked = 0;
+    }
+    freeReplyObject(waited);
+    return DLOCK_OK;
+}
+
+int dlock__redis_unconfirmed(const rbackend *b, long long acked)
+{
+    return acked >= 0 && acked < (long long) b->sync_replicas;
+}

@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: MIT */
+/* nodes.c - one worker thread per node sends the rounds (nodes.h).
+ *
+ * Why a thread per node: conn.c's call blocks its caller until the replies
+ * are in, and one caller must reach N nodes at once. A worker per node keeps
+ * conn.c as it is (one caller at a time per node here) and makes the rounds
+ * overlap; a node that is frozen holds up only its own worker, whose queue
+ * then drops requests whose time passed without sending them.
+ *
+ * Ownership: a round is counted, once for its caller and once for every
+ * worker it was handed to; the last to let go frees it and the replies. */
+#include "nodes.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rlcall {
+    size_t argc; /* with EVALSHA and the digest */
+    const char **argv;
+    size_t *lens;
+    char *block; /* the copied arguments */
+} rlcall;
+
+struct dlock__rlround {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    size_t ncmds;
+    rlcall *calls;
+    int64_t deadline_us;
+    dlock__rlanswer answers[DLOCK__REDLOCK_MAX_NODES];
+    dlock__rlanswer snap[DLOCK__REDLOCK_MAX_NODES];
+    size_t nnodes, ndone;
+};
+
+typedef struct job {
+    struct job *next;
+    dlock__rlround *round;
+} job;
+
+typedef struct node {
+    struct dlock__rlnodes *owner;
+    size_t index;
+    dlock__rconn *conn;
+    char *label;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job *head, *tail;
+    int stop;
+    int64_t stop_deadline_us;
+} node;
+
+struct dlock__rlnodes {
+    size_t n;
+    const char *script;
+    size_t script_len;
+    char sha[41];
+    node nodes[DLOCK__REDLOCK_MAX_NODES];
+};
+
+/* ---------------------------------------------------------------- rounds */
+
+dlock__rlround *dlock__rlround_new(size_t ncmds)
+{
+    dlock__rlround *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->calls = calloc(ncmds ? ncmds : 1, sizeof *r->calls);
+    if (r->calls == NULL) {
+        free(r);
+        return NULL;
+    }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&r->mu, NULL);
+    r->refs = 1;
+    r->ncmds = ncmds;
+    return r;
+}
+
+int dlock__rlround_set(dlock__rlround *r, size_t i, size_t argc, const char *const *argv,
+                       const size_t *lens)
+{
+    rlcall *c = &r->calls[i];
+    size_t bytes = 0;
+    for (size_t k = 0; k < argc; k++)
+        bytes += lens[k] + 1;
+    c->argv = calloc(argc + 2, sizeof *c->argv);
+    c->lens = calloc(argc + 2, sizeof *c->lens);
+    c->block = malloc(bytes ? bytes : 1);
+    if (c->argv == NULL || c->lens == NULL || c->block == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    char *p = c->block;
+    for (size_t k = 0; k < argc; k++) {
+        memcpy(p, argv[k], lens[k]);
+        p[lens[k]] = '\0';
+        c->argv[k + 2] = p;
+        c->lens[k + 2] = lens[k];
+        p += lens[k] + 1;
+    }
+    c->argc = argc + 2;
+    return DLOCK_OK;
+}
+
+static void round_unref(dlock__rlround *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int left = --r->refs;
+    pthread_mutex_unlock(&r->mu);
+    if (left > 0)
+        return;
+    for (size_t i = 0; i < r->nnodes; i++) {
+        if (r->answers[i].replies != NULL) {
+            for (size_t k = 0; k < r->ncmds; k++)
+                freeReplyObject(r->answers[i].replies[k]);
+            free(r->answers[i].replies);
+        }
+    }
+    for (size_t k = 0; k < r->ncmds; k++) {
+        free(r->calls[k].argv);
+        free(r->calls[k].lens);
+        free(r->calls[k].block);
+    }
+    free(r->calls);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+void dlock__rlround_drop(dlock__rlround *r)
+{
+    if (r != NULL)
+        round_unref(r);
+}
+
+void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
+{
+    r->deadline_us = deadline_us;
+    r->nnodes = ns->n;
+    for (size_t k = 0; k < r->ncmds; k++) {
+        r->calls[k].argv[0] = "EVALSHA";
+        r->calls[k].lens[0] = 7;
+        r->calls[k].argv[1] = ns->sha;
+        r->calls[k].lens[1] = 40;
+    }
+    for (size_t i = 0; i < ns->n; i++) {
+        node *nd = &ns->nodes[i];
+        job *j = malloc(sizeof *j);
+        if (j == NULL) {
+            pthread_mutex_lock(&r->mu);
+            r->answers[i].done = 1;
+            r->answers[i].rc = DLOCK_ENOMEM;
+            snprintf(r->answers[i].err, sizeof r->answers[i].err, "%s: out of memory", nd->label);
+            r->ndone++;
+            pthread_mutex_unlock(&r->mu);
+            continue;
+        }
+        j->next = NULL;
+        j->round = r;
+        pthread_mutex_lock(&r->mu);
+        r->refs++;
+        pthread_mutex_unlock(&r->mu);
+        pthread_mutex_lock(&nd->mu);
+        if (nd->tail != NULL)
+            nd->tail->next = j;
+        else
+            nd->head = j;
+        nd->tail = j;
+        pthread_cond_signal(&nd->cv);
+        pthread_mutex_unlock(&nd->mu);
+    }
+}
+
+const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,
+                                           int (*decided)(void *arg, const dlock__rlanswer *a,
+                                                          size_t n),
+                                           void *arg, int64_t until_us)
+{
+    struct timespec ts = {until_us / 1000000, (long) (until_us % 1000000) * 1000};
+    pthread_mutex_lock(&r->mu);
+    while (r->ndone < r->nnodes && !decided(arg, r->answers, r->nnodes)) {
+        if (dlock__now_us() >= until_us)
+            break;
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+    memcpy(r->snap, r->answers, r->nnodes * sizeof r->snap[0]);
+    pthread_mutex_unlock(&r->mu);
+    return r->snap;
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Runs n calls (of one or more rounds) on node nd as one pipelined batch:
+ * EVALSHA, and EVAL for those the server did not have (a restart, SCRIPT
+ * FLUSH). The calls are shared by the N workers and only read here; an
+ * EVAL is a vector of the worker's own. */
+static int run_calls(dlock__rlnodes *ns, node *nd, const rlcall *const *calls, size_t n,
+                     int64_t deadline, redisReply **replies)
+{
+    dlock__rcmd stack[16];
+    dlock__rcmd *cmds = n <= 16 ? stack : calloc(n, sizeof *cmds);
+    int rc;
+    if (cmds == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++)
+        cmds[k] = (dlock__rcmd){calls[k]->argc, calls[k]->argv, calls[k]->lens};
+    rc = dlock__rconn_call(nd->conn, n, cmds, deadline, replies);
+    if (cmds != stack)
+        free(cmds);
+    for (size_t k = 0; rc == DLOCK_OK && k < n; k++) {
+        if (!is_noscript(replies[k]))
+            continue;
+        freeReplyObject(replies[k]);
+        replies[k] = NULL;
+        const rlcall *c = calls[k];
+        const char **argv = calloc(c->argc, sizeof *argv);
+        size_t *lens = calloc(c->argc, sizeof *lens);
+        if (argv == NULL || lens == NULL) {
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        } else {
+            memcpy(argv, c->argv, c->argc * sizeof *argv);
+            memcpy(lens, c->lens, c->argc * sizeof *lens);
+            argv[0] = "EVAL";
+            lens[0] = 4;
+            argv[1] = ns->script;
+            lens[1] = ns->script_len;
+            dlock__rcmd full = {c->argc, argv, lens};
+            rc = dlock__rconn_call(nd->conn, 1, &full, deadline, &replies[k]);
+        }
+        free(argv);
+        free(lens);
+        if (rc != DLOCK_OK) {
+            for (size_t j = 0; j < n; j++) {
+                freeReplyObject(replies[j]);
+                replies[j] = NULL;
+            }
+        }
+    }
+    return rc;
+}
+
+/* Node nd's answer to round r: rc, and on DLOCK_OK its replies (taken). */
+static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, const char *err)
+{
+    pthread_mutex_lock(&r->mu);
+    dlock__rlanswer *a = &r->answers[nd->index];
+    a->rc = rc;
+    if (rc == DLOCK_OK)
+        a->replies = replies;
+    snprintf(a->err, sizeof a->err, "%s", err);
+    a->done = 1;
+    r->ndone++;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    round_unref(r);
+}
+
+/* Sends the rounds of jobs (n of them, taken off the queue, freed here) in one
+ * pipelined batch: the requests of many callers share a write and a read,
+ * as conn.c does for the threads of one client. A round whose time passed
+ * while the node was busy is answered without being sent. */
+static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
+{
+    size_t ncalls = 0, live = 0;
+    int64_t deadline = 0, now = dlock__now_us();
+    char err[256];
+
+    for (size_t i = 0; i < n; i++) {
+        dlock__rlround *r = jobs[i]->round;
+        if (now >= r->deadline_us || now >= stop_deadline) {
+            snprintf(err, sizeof err, "%s: not sent in time (busy with an earlier request)",
+                     nd->label);
+            answer(nd, r, DLOCK_EUNREACHABLE, NULL, err);
+            free(jobs[i]);
+            continue;
+        }
+        jobs[live++] = jobs[i];
+        ncalls += r->ncmds;
+        if (r->deadline_us > deadline)
+            deadline = r->deadline_us;
+    }
+    if (live == 0)
+        return;
+    if (deadline > stop_deadline)
+        deadline = stop_deadline;
+    const rlcall **calls = calloc(ncalls, sizeof *calls);
+    redisReply **replies = calloc(ncalls, sizeof *replies);
+    int rc = DLOCK_ENOMEM;
+    snprintf(err, sizeof err, "%s: out of memory", nd->label);
+    if (calls != NULL && replies != NULL) {
+        size_t k = 0;
+        for (size_t i = 0; i < live; i++) {
+            for (size_t c = 0; c < jobs[i]->round->ncmds; c++)
+                calls[k++] = &jobs[i]->round->calls[c];
+        }
+        rc = run_calls(nd->owner, nd, calls, ncalls, deadline, replies);
+        if (rc != DLOCK_OK)
+            snprintf(err, sizeof err, "%s", dlock_errmsg());
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < live; i++) {
+        dlock__rlround *r = jobs[i]->round;
+        redisReply **mine = NULL;
+        int my_rc = rc;
+        if (rc == DLOCK_OK) {
+            mine = calloc(r->ncmds ? r->ncmds : 1, sizeof *mine);
+            if (mine == NULL) {
+                my_rc = DLOCK_ENOMEM;
+                snprintf(err, sizeof err, "%s: out of memory", nd->label);
+                for (size_t c = 0; c < r->ncmds; c++)
+                    freeReplyObject(replies[k + c]);
+            } else {
+                memcpy(mine, replies + k, r->ncmds * sizeof *mine);
+            }
+            k += r->ncmds;
+        }
+        answer(nd, r, my_rc, mine, my_rc == DLOCK_OK ? "" : err);
+        free(jobs[i]);
+    }
+    free(calls);
+    free(replies);
+}
+
+#define MAX_BATCH 256 /* rounds sent in one write */
+
+static void *worker(void *arg)
+{
+    node *nd = arg;
+    job *batch[MAX_BATCH];
+    pthread_mutex_lock(&nd->mu);
+    for (;;) {
+        while (nd->head == NULL && !nd->stop)
+            pthread_cond_wait(&nd->cv, &nd->mu);
+        if (nd->head == NULL)
+            break; /* stopped, and nothing left to send */
+        size_t n = 0;
+        while (nd->head != NULL && n < MAX_BATCH) {
+            batch[n++] = nd->head;
+            nd->head = nd->head->next;
+        }
+        if (nd->head == NULL)
+            nd->tail = NULL;
+        int64_t stop_deadline = nd->stop ? nd->stop_deadline_us : INT64_MAX;
+        pthread_mutex_unlock(&nd->mu);
+        run_jobs(nd, batch, n, stop_deadline);
+        pthread_mutex_lock(&nd->mu);
+    }
+    pthread_mutex_unlock(&nd->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script, const char *sha,
+                       dlock__rlnodes **out)
+{
+    dlock__rlnodes *ns = calloc(1, sizeof *ns);
+    int rc = DLOCK_OK;
+
+    *out = NULL;
+    if (ns == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    ns->script = script;
+    ns->script_len = strlen(script);
+    snprintf(ns->sha, sizeof ns->sha, "%s", sha);
+    for (size_t i = 0; i < n; i++) {
+        node *nd = &ns->nodes[i];
+        nd->owner = ns;
+        nd->index = i;
+        pthread_mutex_init(&nd->mu, NULL);
+        pthread_cond_init(&nd->cv, NULL);
+        ns->n = i + 1;
+        nd->label = strdup(eps[i].label);
+        if (nd->label == NULL || dlock__rconn_new(&eps[i], &nd->conn) != DLOCK_OK) {
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+            goto fail;
+        }
+        if (pthread_create(&nd->thread, NULL, worker, nd) != 0) {
+            rc = dlock__fail(DLOCK_ENOMEM, "cannot start a thread for %s", nd->label);
+            goto fail;
+        }
+        nd->started = 1;
+    }
+    *out = ns;
+    return DLOCK_OK;
+fail:
+    dlock__rlnodes_free(ns, dlock__now_us());
+    return rc;
+}
+
+void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us)
+{
+    if (ns == NULL)
+        return;
+    for (size_t i = 0; i < ns->n; i++) {
+        node *nd = &ns->nodes[i];
+        pthread_mutex_lock(&nd->mu);
+        nd->stop = 1;
+        nd->stop_deadline_us = deadline_us;
+        pthread_cond_signal(&nd->cv);
+        pthread_mutex_unlock(&nd->mu);
+    }
+    for (size_t i = 0; i < ns->n; i++) {
+        node *nd = &ns->nodes[i];
+        if (nd->started)
+            pthread_join(nd->thread, NULL);
+        dlock__rconn_free(nd->conn);
+        free(nd->label);
+        pthread_mutex_destroy(&nd->mu);
+        pthread_cond_destroy(&nd->cv);
+    }
+    free(ns);
+}
+
+size_t dlock__rlnodes_count(const dlock__rlnodes *ns)
+{
+    return ns->n;
+}
+
+const char *dlock__rlnodes_label(const dlock__rlnodes *ns, size_t i)
+{
+    return ns->nodes[i].label;
+}

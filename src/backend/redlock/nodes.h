@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* nodes.h - the N independent Redis masters of redlock://, and one request
+ * sent to all of them at once.
+ *
+ * Each node has one pipelined connection (../redis/conn.h) and one worker
+ * thread that sends to it: a round (the same commands for every node) is
+ * handed to every worker at once, so the N round trips overlap, and the
+ * caller waits only until it can decide (a quorum answered, or the quorum is
+ * out of reach), never for the slowest node. The round lives on, counted,
+ * until every worker is done with it: a late reply is read and dropped, and
+ * what a caller sends without waiting (a release) still goes out, in order
+ * behind what it sent before to the same node. */
+#ifndef DLOCK_REDLOCK_NODES_H
+#define DLOCK_REDLOCK_NODES_H
+
+#include "../redis/conn.h"
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DLOCK__REDLOCK_MAX_NODES 16
+
+typedef struct dlock__rlnodes dlock__rlnodes;
+typedef struct dlock__rlround dlock__rlround;
+
+/* What one node answered in a round: rc DLOCK_OK with every reply set
+ * (a script's error is a reply), or the failure, with its detail in err. */
+typedef struct dlock__rlanswer {
+    int done;
+    int rc;
+    redisReply **replies; /* ncmds of them */
+    char err[256];
+} dlock__rlanswer;
+
+/* One endpoint per node (copied), script: the Lua text run with EVALSHA
+ * sha (EVAL on NOSCRIPT). Starts the workers; connects lazily. */
+int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script, const char *sha,
+                       dlock__rlnodes **out);
+/* Stops the workers once what was queued is sent, each request bounded by
+ * deadline_us, and frees everything. */
+void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us);
+size_t dlock__rlnodes_count(const dlock__rlnodes *ns);
+const char *dlock__rlnodes_label(const dlock__rlnodes *ns, size_t i);
+
+/* A round of ncmds script calls, the same for every node: each call's
+ * arguments after EVALSHA sha (numkeys, keys, args), copied. */
+dlock__rlround *dlock__rlround_new(size_t ncmds);
+/* Sets call i; DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__rlround_set(dlock__rlround *r, size_t i, size_t argc, const char *const *argv,
+                       const size_t *lens);
+/* Hands the round to every node's worker, each request bounded by
+ * deadline_us. The caller keeps its reference. */
+void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us);
+/* Waits until decided(arg, answers, n) returns nonzero, every node has
+ * answered, or until_us; answers[i] is node i's (done 0: not yet). decided
+ * runs with the round's lock held, on the caller's thread. On return
+ * `answers` is a snapshot the caller may read until it drops the round:
+ * an entry done stays as it is. */
+const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,
+                                           int (*decided)(void *arg, const dlock__rlanswer *a,
+                                                          size_t n),
+                                           void *arg, int64_t until_us);
+/* Drops the caller's reference (the workers hold theirs). */
+void dlock__rlround_drop(dlock__rlround *r);
+
+#endif

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/* sqltable.c - the lock table's statements and answers (sqltable.h). No I/O.
+ *
+ * One row per lock: its holder (owner token and info; '' when free), its
+ * last fence and its lease's end on the server's clock. Every condition on
+ * time is the server's (UTC_TIMESTAMP(6): one value per statement), never
+ * the client's.
+ *
+ * The fence is a hybrid of a counter and the server's clock: each new holder
+ * gets GREATEST(fence + 1, the server's time in microseconds since 1970). It
+ * strictly increases for each new holder while the row lives (the + 1), and
+ * a row deleted by an operator starts again above every fence it gave (the
+ * clock has moved past the last grant: a grant is a write, well over a
+ * microsecond), unless the server's clock was set back by more than the
+ * time between the last grant and the new one. dlock itself never deletes a
+ * row: a release and force_unlock clear its holder and keep its fence. */
+#include "sqltable.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOW     "UTC_TIMESTAMP(6)"
+#define NOW_US  "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " NOW ")"
+#define ENDED   "'1970-01-01 00:00:01'" /* a lease that ended: the row is free */
+#define MS_LEFT "CEIL(TIMESTAMPDIFF(MICROSECOND, " NOW ", expires) / 1000)"
+
+/* PostgreSQL: now() is the statement's (autocommit) start, one value per
+ * statement like UTC_TIMESTAMP(6); names and owners are bytea (byte-exact),
+ * read back as text. Each request is one statement (data-modifying CTEs),
+ * its one result the row(s) MariaDB's last statement gives. */
+#define PG_NOW_US  "(EXTRACT(EPOCH FROM now()) * 1000000)::bigint"
+#define PG_ENDED   "'epoch'::timestamptz"
+#define PG_TEXT(x) "convert_from(" x ", 'UTF8')"
+
+/* A growing string; NULL once out of memory (every later add does nothing). */
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    if (b->s == NULL && b->cap != 0)
+        return; /* out of memory before */
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        goto oom;
+    if (b->len + (size_t) n + 1 > b->cap) {
+        size_t cap = (b->len + (size_t) n + 1) * 2;
+        char *s = realloc(b->s, cap);
+        if (s == NULL)
+            goto oom;
+        b->s = s;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t) n;
+    return;
+oom:
+    free(b->s);
+    b->s = NULL;
+    b->cap = 1;
+}
+
+char *dlock__sqlt_exists(enum dlock__sqlt_dialect d)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b, "SELECT (to_regclass('" DLOCK__SQLT_TABLE
+                "') IS NOT NULL)::int + (to_regclass('" DLOCK__SQLT_WAIT "') IS NOT NULL)::int");
+        return b.s;
+    }
+    add(&b, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND "
+            "TABLE_NAME IN ('" DLOCK__SQLT_TABLE "', '" DLOCK__SQLT_WAIT "')");
+    return b.s;
+}
+
+char *dlock__sqlt_schema(enum dlock__sqlt_dialect d)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b, "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_TABLE
+                " (name bytea PRIMARY KEY, lock_name bytea NOT NULL, owner bytea NOT NULL, "
+                "info text NOT NULL, fence bigint NOT NULL, expires timestamptz NOT NULL); "
+                "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_WAIT
+                " (name bytea NOT NULL, owner bytea NOT NULL, lock_name bytea NOT NULL, "
+                "expires timestamptz NOT NULL, PRIMARY KEY (name, owner))");
+        return b.s;
+    }
+    add(&b, "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_TABLE
+            " (name VARBINARY(256) NOT NULL PRIMARY KEY, "
+            "lock_name VARBINARY(2048) NOT NULL, owner VARBINARY(255) NOT NULL, "
+            "info TEXT CHARACTER SET utf8mb4 NOT NULL, fence BIGINT UNSIGNED NOT NULL, "
+            "expires DATETIME(6) NOT NULL) ENGINE=InnoDB; "
+            "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_WAIT
+            " (name VARBINARY(256) NOT NULL, owner VARBINARY(255) NOT NULL, "
+            "lock_name VARBINARY(2048) NOT NULL, expires DATETIME(6) NOT NULL, "
+            "PRIMARY KEY (name, owner)) ENGINE=InnoDB");
+    return b.s;
+}
+
+char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        /* ON CONFLICT ... DO UPDATE ... WHERE locks the row and looks at its
+         * latest version: of two takers one wins */
+        add(&b,
+            "WITH t AS (INSERT INTO " DLOCK__SQLT_TABLE
+            " AS l (name, lock_name, owner, info, fence, expires) VALUES (%s, %s, %s, "
+            "%s, " PG_NOW_US ", now() + %" PRId64
+            " * interval '1 microsecond') ON CONFLICT (name) DO UPDATE SET "
+            "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
+            "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = EXCLUDED.expires WHERE "
+            "l.expires <= now() OR l.owner = EXCLUDED.owner RETURNING l.fence)",
+            key, lock_name, owner, info, lease_ms * 1000);
+        if (wait_ms > 0)
+            add(&b,
+                ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires) "
+                "SELECT %s, %s, %s, now() + %" PRId64 " * interval '1 microsecond' WHERE NOT "
+                "EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE SET expires = "
+                "EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
+                " WHERE name = %s AND ((owner = %s AND EXISTS (SELECT 1 FROM t)) OR (owner <> %s "
+                "AND expires <= now())) RETURNING 1)",
+                key, owner, lock_name, wait_ms * 1000, key, owner, owner);
+        add(&b,
+            " SELECT t.fence, CASE WHEN t.fence IS NULL THEN 0 ELSE 1 END, CEIL(EXTRACT(EPOCH "
+            "FROM (o.expires - now())) * 1000)::bigint FROM (SELECT 1) d LEFT JOIN t ON true "
+            "LEFT JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
+            key);
+        return b.s;
+    }
+    /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
+     * before: every column under the same condition (expires and owner
+     * still as they were), owner last but one, expires last (on whether
+     * owner is ours now) */
+    const char *cond = "expires <= " NOW " OR owner = VALUES(owner)";
+    add(&b,
+        "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
+        "VALUES (%s, %s, %s, %s, " NOW_US ", " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
+        "ON DUPLICATE KEY UPDATE fence = IF(%s, GREATEST(fence + 1, VALUES(fence)), fence), "
+        "info = IF(%s, VALUES(info), info), lock_name = IF(%s, VALUES(lock_name), lock_name), "
+        "owner = IF(%s, VALUES(owner), owner), "
+        "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
+        "SELECT fence, owner = %s, " MS_LEFT " FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        key, lock_name, owner, info, lease_ms * 1000, cond, cond, cond, cond, owner, key);
+    if (wait_ms > 0)
+        /* a waiter's row while the lock is someone else's (its lease kept
+         * up by each poll); gone once it holds, with the expired ones */
+        add(&b,
+            "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires) SELECT %s, %s, "
+            "%s, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM DUAL WHERE NOT EXISTS (SELECT 1 "
+            "FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner = %s) ON DUPLICATE KEY UPDATE "
+            "expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND "
+            "(expires <= " NOW " OR (owner = %s AND EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE
+            " WHERE name = %s AND owner = %s)))",
+            key, owner, lock_name, wait_ms * 1000, key, owner, key, owner, key, owner);
+    return b.s;
+}
+
+int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, uint64_t *fence_out,
+                      int64_t *left_ms)
+{
+    *fence_out = 0;
+    *left_ms = 1;
+    if (fence != NULL && mine != NULL && strcmp(mine, "1") == 0) {
+        *fence_out = strtoull(fence, NULL, 10);
+        return *fence_out > 0;
+    }
+    if (left != NULL && strtoll(left, NULL, 10) > 0)
+        *left_ms = strtoll(left, NULL, 10);
+    return 0;
+}
+
+char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0};
+    (void) d; /* the same in both */
+    add(&b, "DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND owner = %s", key, owner);
+    return b.s;
+}
+
+char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b,
+            "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
+            " WHERE name = %s AND owner = %s AND expires > now() RETURNING 1) SELECT (SELECT "
+            "count(*) FROM u), (SELECT " PG_TEXT(
+                "owner") " FROM " DLOCK__SQLT_TABLE
+                         " WHERE name = %s AND owner <> ''::bytea AND expires > now())",
+            key, owner, key);
+        return b.s;
+    }
+    add(&b,
+        "UPDATE " DLOCK__SQLT_TABLE " SET owner = '', expires = " ENDED " WHERE name = %s AND "
+        "owner = %s AND expires > " NOW "; SELECT owner FROM " DLOCK__SQLT_TABLE
+        " WHERE name = %s AND owner <> '' AND expires > " NOW,
+        key, owner, key);
+    return b.s;
+}
+
+char *dlock__sqlt_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
+                         int64_t lease_ms, int at_least)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        if (at_least && lease_ms <= 0)
+            add(&b,
+                "SELECT count(*) FROM " DLOCK__SQLT_TABLE
+                " WHERE name = %s AND owner = %s AND expires > now()",
+                key, owner);
+        else
+            add(&b,
+                "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " SET expires = %snow() + %" PRId64
+                " * interval '1 microsecond'%s WHERE name = %s AND owner = %s AND expires > now() "
+                "RETURNING 1) SELECT count(*) FROM u",
+                at_least ? "GREATEST(expires, " : "", lease_ms * 1000, at_least ? ")" : "", key,
+                owner);
+        return b.s;
+    }
+    if (at_least && lease_ms <= 0)
+        add(&b, "DO 0; ");
+    else
+        add(&b,
+            "UPDATE " DLOCK__SQLT_TABLE " SET expires = %s" NOW " + INTERVAL %" PRId64
+            " MICROSECOND%s WHERE name = %s AND owner = %s AND expires > " NOW "; ",
+            at_least ? "GREATEST(expires, " : "", lease_ms * 1000, at_least ? ")" : "", key, owner);
+    add(&b,
+        "SELECT COUNT(*) FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner = %s AND "
+        "expires > " NOW,
+        key, owner);
+    return b.s;
+}
+
+char *dlock__sqlt_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b, "UPDATE " DLOCK__SQLT_TABLE " SET expires = now() + CASE name");
+        for (size_t i = 0; i < n; i++)
+            add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
+        add(&b, " END * interval '1 microsecond' WHERE expires > now() AND (name, owner) IN (");
+        for (size_t i = 0; i < n; i++)
+            add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+        add(&b, ") RETURNING " PG_TEXT("name") ", " PG_TEXT("owner"));
+        return b.s;
+    }
+    add(&b, "UPDATE " DLOCK__SQLT_TABLE " SET expires = " NOW " + INTERVAL CASE name");
+    for (size_t i = 0; i < n; i++)
+        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
+    add(&b, " END MICROSECOND WHERE expires > " NOW " AND name IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
+    add(&b, ") AND (name, owner) IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    add(&b,
+        "); SELECT name, owner FROM " DLOCK__SQLT_TABLE " WHERE expires > " NOW " AND name IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
+    add(&b, ")");
+    return b.s;
+}
+
+void dlock__sqlt_renewed(dlock__sqlt_hold *h, size_t n, const char *key, const char *owner)
+{
+    if (key == NULL || owner == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(h[i].key, key) == 0 && strcmp(h[i].owner, owner) == 0)
+            h[i].held = 1;
+    }
+}
+
+char *dlock__sqlt_query(enum dlock__sqlt_dialect d, const char *key)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b,
+            "SELECT " PG_TEXT(
+                "l.owner") ", l.info, l.fence, CEIL(EXTRACT(EPOCH FROM (l.expires - "
+                           "now())) * 1000)::bigint, (SELECT count(*) FROM " DLOCK__SQLT_WAIT
+                           " WHERE name = %s AND expires > now()) FROM (SELECT 1) d LEFT "
+                           "JOIN " DLOCK__SQLT_TABLE " l ON l.name = %s",
+            key, key);
+        return b.s;
+    }
+    add(&b,
+        "SELECT l.owner, l.info, l.fence, CEIL(TIMESTAMPDIFF(MICROSECOND, " NOW
+        ", l.expires) / 1000), (SELECT COUNT(*) FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND "
+        "expires > " NOW ") FROM (SELECT 1) d LEFT JOIN " DLOCK__SQLT_TABLE " l ON l.name = %s",
+        key, key);
+    return b.s;
+}
+
+char *dlock__sqlt_force(enum dlock__sqlt_dialect d, const char *key)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b,
+            "UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
+            " WHERE name = %s",
+            key);
+        return b.s;
+    }
+    add(&b, "UPDATE " DLOCK__SQLT_TABLE " SET owner = '', expires = " ENDED " WHERE name = %s",
+        key);
+    return b.s;
+}
+
+char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG) {
+        add(&b,
+            "SELECT " PG_TEXT("lock_name") " FROM " DLOCK__SQLT_TABLE
+                                           " WHERE substring(lock_name FROM 1 FOR length(%s)) = %s "
+                                           "AND owner <> ''::bytea AND "
+                                           "expires > now() UNION SELECT " PG_TEXT(
+                                               "lock_name") " FROM " DLOCK__SQLT_WAIT
+                                                            " WHERE substring(lock_name FROM 1 FOR "
+                                                            "length(%s)) = %s AND expires > now()",
+            prefix, prefix, prefix, prefix);
+        return b.s;
+    }
+    add(&b,
+        "SELECT lock_name FROM " DLOCK__SQLT_TABLE " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
+        "owner <> '' AND expires > " NOW " UNION SELECT lock_name FROM " DLOCK__SQLT_WAIT
+        " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND expires > " NOW,
+        prefix, prefix, prefix, prefix);
+    return b.s;
+}

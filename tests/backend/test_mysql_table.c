@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/* test_mysql_table.c - the MariaDB/MySQL backend's lock table
+ * (mysql://...?mode=table) against a real MariaDB started once for the
+ * program: a holder frozen past its lease (SIGSTOP) loses the lock to the
+ * next holder, with a larger fence, and is told; a row deleted by an
+ * operator is reported lost and the next fence is still larger; many held
+ * locks are renewed by one UPDATE (counted with the server's Com_update);
+ * bad input (an unknown mode, a user who may not create the missing
+ * table).
+ *
+ * The server is looked at and changed with the mariadb client
+ * (dt_server_cli as the test's user; root on the server's own socket to
+ * make users), never through the library. Tests that fork do so before
+ * they open a client. */
+#define _GNU_SOURCE
+#include "../support/harness.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static dt_server srv;
+
+static dlock_client *client(const char *options)
+{
+    char opts[200];
+    snprintf(opts, sizeof opts, "?mode=table%s%s", options != NULL ? "&" : "",
+             options != NULL ? options : "");
+    return dt_client(srv.url, opts);
+}
+
+/* The mariadb client's one-line answer, as a number (-1: NULL or none). */
+static long long sql_number(const char *sql)
+{
+    const char *out = dt_server_cli(&srv, "-e \"%s\"", sql);
+    if (out[0] == '\0' || strncmp(out, "NULL", 4) == 0)
+        return -1;
+    return strtoll(out, NULL, 10);
+}
+
+/* ---------------------------------------------------------------- frozen */
+
+/* A holder frozen past its lease (SIGSTOP: no renewal) loses the lock to
+ * the next taker, whose fence is larger, and once it runs again it is told
+ * it lost it (its release says so too). */
+static void frozen_holder(void)
+{
+    int fds[2];
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork(); /* before any client of this process */
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dt_lost_box box = {0};
+        dlock_client *c = client("lease=1s");
+        dlock_lock *l = dt_lock(c, "frozen", 0);
+        dlock_lock_on_lost(l, dt_on_lost, &box);
+        if (dlock_acquire(l, 5000) != DLOCK_OK)
+            _exit(2);
+        unsigned long long fence = dlock_lock_fence(l);
+        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
+            _exit(3);
+        raise(SIGSTOP);
+        int64_t until = dt_now_ms() + 5000;
+        while (!atomic_load(&box.lost) && dt_now_ms() < until)
+            usleep(10000);
+        if (!atomic_load(&box.lost))
+            _exit(4);
+        if (dlock_release(l) != DLOCK_ELOST)
+            _exit(5);
+        dlock_lock_free(l);
+        dlock_client_close(c);
+        _exit(0);
+    }
+    close(fds[1]);
+    unsigned long long fence = 0;
+    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
+    close(fds[0]);
+    int status = 0;
+    CHECK_INT(waitpid(pid, &status, WUNTRACED), ==, pid);
+    CHECK(WIFSTOPPED(status));
+
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "frozen", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_OK);
+    printf("frozen: taken after %lld ms (the holder's lease: 1 s)\n",
+           (long long) (dt_now_ms() - t0));
+    CHECK_INT(dlock_lock_fence(l), >, fence);
+    CHECK_INT(kill(pid, SIGCONT), ==, 0);
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    CHECK(WIFEXITED(status));
+    CHECK_INT(WEXITSTATUS(status), ==, 0);
+    /* the new holder kept it */
+    CHECK_RC(dlock_lock_verify(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- deleted */
+
+/* An operator deletes the lock's row: the holder is told at its next
+ * renewal, and the next holder's fence is still larger than the lost
+ * one's (the fence does not start again with the row). */
+static void deleted_row(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("lease=1s"), *c2 = client(NULL);
+    dlock_lock *l = dt_lock(c, "deleted", 0), *l2 = dt_lock(c2, "deleted", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_lock WHERE name = 'dlock:deleted'"), ==, 1);
+    int64_t t0 = dt_now_ms();
+    dt_server_cli(&srv, "-e \"DELETE FROM dlock_lock WHERE name = 'dlock:deleted'\"");
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    printf("deleted: loss reported after %lld ms: %s\n", (long long) (dt_now_ms() - t0), box.why);
+    CHECK_RC(dlock_try_acquire(l2), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l2), >, fence);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- batches */
+
+#define MANY 40
+
+/* MANY locks held by one client are renewed together: the server counts
+ * an UPDATE per renewal (Com_update), not one per lock. A renewal is seen
+ * as a change of a row's expiry. (Locks taken slowly, as under a sanitizer,
+ * may take a renewal or two to fall into one batch: the bound is far below
+ * one per lock, 3 * MANY, rather than exactly 3.) */
+static void batched_renewal(void)
+{
+    dlock_client *c = client("lease=1500ms");
+    dlock_lock *ls[MANY];
+    char name[32];
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "batch-%02d", i);
+        ls[i] = dt_lock(c, name, 0);
+        CHECK_RC(dlock_acquire(ls[i], 5000), DLOCK_OK);
+    }
+    const char *expiry = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires) FROM dlock_lock "
+                         "WHERE name = 'dlock:batch-00'";
+    long long e = sql_number(expiry);
+    for (int renewals = 0; renewals < 2; renewals++) { /* falling into step */
+        long long prev = e;
+        DT_WAIT_UNTIL((e = sql_number(expiry)) != prev, 3000);
+    }
+    long long u0 = sql_number("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE "
+                              "VARIABLE_NAME = 'COM_UPDATE'");
+    e = sql_number(expiry);
+    for (int renewals = 0; renewals < 3; renewals++) {
+        long long prev = e;
+        DT_WAIT_UNTIL((e = sql_number(expiry)) != prev, 3000);
+    }
+    long long u1 = sql_number("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE "
+                              "VARIABLE_NAME = 'COM_UPDATE'");
+    printf("batches: %d locks, 3 renewals seen, %lld UPDATE statements\n", MANY, u1 - u0);
+    /* 3 renewals seen (1 UPDATE each in a plain build), perhaps a 4th
+     * under way; one per lock would be 3 * MANY */
+    CHECK_INT(u1 - u0, >=, 3);
+    CHECK_INT(u1 - u0, <, MANY / 2);
+    for (int i = 0; i < MANY; i++) {
+        CHECK_RC(dlock_lock_verify(ls[i]), DLOCK_OK);
+        CHECK_RC(dlock_release(ls[i]), DLOCK_OK);
+        dlock_lock_free(ls[i]);
+    }
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+/* As root on the server's own socket (the test's user may not make users). */
+static void root_sql(const char *sql)
+{
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "mariadb --no-defaults --socket=%s/mysqld.sock -uroot -e \"%s\"",
+             srv.dir, sql);
+    CHECK_INT(system(cmd), ==, 0);
+}
+
+static void bad_input(void)
+{
+    dlock_client *c = NULL;
+    char url[400];
+
+    snprintf(url, sizeof url, "%s?mode=tables", srv.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "unknown mode 'tables'") != NULL);
+
+    /* a user with rights on the rows but not to create the missing table:
+     * the first request says what is missing */
+    root_sql("CREATE DATABASE IF NOT EXISTS weakdb; "
+             "CREATE USER IF NOT EXISTS 'weak'@'127.0.0.1' IDENTIFIED BY 'weak'; "
+             "GRANT SELECT, INSERT, UPDATE, DELETE ON weakdb.* TO 'weak'@'127.0.0.1'");
+    snprintf(url, sizeof url, "mysql://weak:weak@127.0.0.1:%d/weakdb?mode=table", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, "weak", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    printf("no CREATE: %s\n", dlock_errmsg());
+    CHECK(strstr(dlock_errmsg(), "needs CREATE") != NULL);
+    CHECK(strstr(dlock_errmsg(), "dlock_lock") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* the tables made by someone who may: the same user takes locks */
+    root_sql("GRANT CREATE ON weakdb.* TO 'weak'@'127.0.0.1'");
+    snprintf(url, sizeof url, "mysql://weak:weak@127.0.0.1:%d/weakdb?mode=table", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "weak", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    root_sql("REVOKE CREATE ON weakdb.* FROM 'weak'@'127.0.0.1'");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "weak", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK); /* the tables are there: no CREATE needed */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"frozen_holder", frozen_holder},
+        {"deleted_row", deleted_row},
+        {"batched_renewal", batched_renewal},
+        {"bad_input", bad_input},
+    };
+    dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
+    return DT_RUN(tests);
+}

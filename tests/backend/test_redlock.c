@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: MIT */
+/* test_redlock.c - redlock:// over 3 independent redis-servers: the URL and
+ * its mistakes, a node frozen or killed (the quorum carries on), a
+ * majority gone (fails fast, a hold is reported lost), fences across
+ * nodes failing and coming back, a release that reaches a node only once
+ * it answers again, a waiter that polls its way to the lock, renewal by
+ * quorum, the interop key of simple mode, fences after a node comes back
+ * empty, and five masters.
+ *
+ * The nodes are 3 servers of kind redis, so that each can be paused,
+ * stopped and restarted alone. main() starts them before any test forks,
+ * for the tests that only freeze and wake nodes (SIGSTOP, SIGCONT: any
+ * process may); a test that stops and restarts nodes starts 3 of its own
+ * (a server is reaped and started again by the process that started it).
+ * Every test runs in a process of its own (dt_run). */
+#include "../support/harness.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NNODES 3
+static dt_server nodes[NNODES];
+static char url[256];
+
+static char *url_with(char *buf, size_t len, const char *options)
+{
+    snprintf(buf, len, "%s%s%s", url, options != NULL ? "?" : "", options != NULL ? options : "");
+    return buf;
+}
+
+/* One command to node i; NULL if it does not answer within 1 s. */
+static redisReply *node_command(int i, const char *fmt, ...)
+{
+    va_list ap;
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", nodes[i].port, tv);
+    if (c == NULL || c->err) {
+        if (c != NULL)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return r;
+}
+
+/* Whether lock `name`'s key is on node i (with the default prefix). */
+static int key_on(int i, const char *name)
+{
+    redisReply *r = node_command(i, "EXISTS redlock:{%s}", name);
+    if (r == NULL)
+        dt_fail(__FILE__, __LINE__, "node %d does not answer", i);
+    int there = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return there;
+}
+
+static void pause_node(int i)
+{
+    dt_server_pause(&nodes[i]);
+    CHECK(dt_wait_stopped(nodes[i].pid));
+}
+
+static void start_nodes(void)
+{
+    for (int i = 0; i < NNODES; i++)
+        dt_server_start(&nodes[i], "redis", 0, NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", nodes[0].port,
+             nodes[1].port, nodes[2].port);
+}
+
+/* ---------------------------------------------------------------- URLs */
+
+static void expect_open_fails(const char *text, int code, const char *says)
+{
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(text, &c);
+    if (rc != code || strstr(dlock_errmsg(), says) == NULL)
+        dt_fail(__FILE__, __LINE__, "open %s: got %d (%s), want %d saying '%s'", text, rc,
+                dlock_errmsg(), code, says);
+    CHECK(c == NULL);
+}
+
+static void bad_urls(void)
+{
+    char text[512];
+    expect_open_fails("redlock://127.0.0.1:1", DLOCK_EINVAL, "at least 3");
+    expect_open_fails("redlock://127.0.0.1:1,127.0.0.1:2", DLOCK_EINVAL, "at least 3");
+    expect_open_fails("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:1", DLOCK_EINVAL,
+                      "127.0.0.1:1 is listed twice");
+    expect_open_fails("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0", DLOCK_EINVAL, "no path");
+    expect_open_fails(url_with(text, sizeof text, "bogus=1"), DLOCK_EINVAL, "bogus");
+    expect_open_fails(url_with(text, sizeof text, "prefix=a{b"), DLOCK_EINVAL, "prefix");
+
+    /* what it cannot do is refused by name */
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, "x", DLOCK_FAIR, &l), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "fair") != NULL);
+    CHECK_RC(dlock_lock_open(c, "x", DLOCK_WRITE, &l), DLOCK_ENOTSUP);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "x", 0, &st), DLOCK_ENOTSUP);
+    dlock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- faults */
+
+/* One node frozen, then one killed: taking, renewing and releasing go on
+ * with the other two, without waiting for the one that is gone. */
+static void one_node_down(void)
+{
+    start_nodes(); /* its own: it stops and restarts them */
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=600ms&timeout=3s"), NULL);
+    dt_lost_box box = {0};
+
+    pause_node(2);
+    dlock_lock *l = dt_lock(c, "one-down", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    /* two answers make the quorum: not the frozen node's timeout of 3 s */
+    CHECK_INT(dt_now_ms() - t0, <, 1000);
+    CHECK(dlock_lock_fence(l) > 0);
+    CHECK(key_on(0, "one-down") && key_on(1, "one-down"));
+    /* renewed through three leases by the two that answer */
+    dt_sleep_ms(1800);
+    CHECK_INT(atomic_load(&box.lost), ==, 0);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, <, 1000);
+    CHECK(!key_on(0, "one-down") && !key_on(1, "one-down"));
+    dt_server_resume(&nodes[2]);
+
+    /* killed (connection refused) rather than frozen */
+    dt_server_stop(&nodes[1]);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_sleep_ms(1200);
+    CHECK_INT(atomic_load(&box.lost), ==, 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_start_again(&nodes[1], 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Two of three stopped: an attempt fails at once with EUNREACHABLE naming
+ * them; two frozen: a hold is reported lost within about its lease. */
+static void majority_down(void)
+{
+    start_nodes(); /* its own: it stops and restarts them */
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=1s&timeout=500ms"), NULL);
+    dt_lost_box box = {0};
+    dlock_lock *l = dt_lock(c, "majority", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+
+    dt_server_stop(&nodes[1]);
+    dt_server_stop(&nodes[2]);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 1000);
+    char port1[16], port2[16];
+    snprintf(port1, sizeof port1, ":%d", nodes[1].port);
+    snprintf(port2, sizeof port2, ":%d", nodes[2].port);
+    if (strstr(dlock_errmsg(), port1) == NULL || strstr(dlock_errmsg(), port2) == NULL ||
+        strstr(dlock_errmsg(), "quorum") == NULL)
+        dt_fail(__FILE__, __LINE__, "the message names neither the nodes nor the quorum: %s",
+                dlock_errmsg());
+    /* nothing left on the one that answered (the give-back is sent without
+     * waiting: it may land just after) */
+    DT_WAIT_UNTIL(!key_on(0, "majority"), 300); /* (its lease is 1 s) */
+    dt_server_start_again(&nodes[1], 0);
+    dt_server_start_again(&nodes[2], 0);
+
+    /* held, then two frozen: lost within about a lease */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    pause_node(1);
+    pause_node(2);
+    int64_t frozen = dt_now_ms();
+    DT_WAIT_UNTIL(atomic_load(&box.lost) != 0, 3000);
+    CHECK_INT(atomic_load(&box.at_ms) - frozen, <=, 1000 + 300);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    dt_server_resume(&nodes[1]);
+    dt_server_resume(&nodes[2]);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A quorum out of reach ends an attempt at once: two nodes held by
+ * another owner, the third frozen, a try is EBUSY without waiting for the
+ * third, and what it may take there is given back. */
+static void fails_fast(void)
+{
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "timeout=3s"), NULL);
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(node_command(i, "SET redlock:{fast} someone-else PX 10000"));
+    pause_node(2);
+    dlock_lock *l = dt_lock(c, "fast", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK_INT(dt_now_ms() - t0, <, 1000);
+    dt_server_resume(&nodes[2]);
+    /* the take sent to the frozen node ran when it woke, and the release
+     * sent behind it gave it back */
+    DT_WAIT_UNTIL(!key_on(2, "fast"), 2000);
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(node_command(i, "DEL redlock:{fast}"));
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A release while a node is frozen reaches it when it wakes: the lock is
+ * not left there for its lease. */
+static void release_reaches_frozen_node(void)
+{
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *l = dt_lock(c, "late-release", 0);
+    CHECK_RC(dlock_acquire_for(l, 0, 20000), DLOCK_OK);
+    DT_WAIT_UNTIL(key_on(2, "late-release"), 2000);
+    pause_node(2);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK(!key_on(0, "late-release") && !key_on(1, "late-release"));
+    dt_server_resume(&nodes[2]);
+    /* well before its lease of 20 s */
+    DT_WAIT_UNTIL(!key_on(2, "late-release"), 2000);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Fences strictly increase across holders while nodes freeze, wake, stop
+ * and restart with their data, one at a time: a node back from a stop
+ * has a counter lower than the others', which a quorum outvotes. */
+static void fences_increase_across_faults(void)
+{
+    start_nodes(); /* its own: it stops and restarts them */
+    char text[512];
+    dlock_client *a = dt_client(url_with(text, sizeof text, "timeout=2s"), NULL);
+    dlock_client *b = dt_client(url_with(text, sizeof text, "timeout=2s"), NULL);
+    dlock_lock *la = dt_lock(a, "fenced", 0), *lb = dt_lock(b, "fenced", 0);
+    uint64_t last = 0;
+
+    for (int round = 0; round < 60; round++) {
+        int node = round / 10 % NNODES;
+        switch (round % 10) {
+        case 2:
+            pause_node(node);
+            break;
+        case 4:
+            dt_server_resume(&nodes[node]);
+            break;
+        case 5:           /* stopped: it misses the counters written meanwhile */
+            if (node > 0) /* (node 0 keeps running: the others restart) */
+                dt_server_stop(&nodes[node]);
+            break;
+        case 8: /* back with its data, behind the others, and in the only quorum left */
+            if (node > 0) {
+                dt_server_start_again(&nodes[node], 0);
+                pause_node(3 - node);
+            }
+            break;
+        case 9:
+            if (node > 0)
+                dt_server_resume(&nodes[3 - node]);
+            break;
+        default:
+            break;
+        }
+        dlock_lock *l = round % 2 ? la : lb;
+        CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+        uint64_t fence = dlock_lock_fence(l);
+        if (fence <= last)
+            dt_fail(__FILE__, __LINE__, "round %d: fence %llu after %llu", round,
+                    (unsigned long long) fence, (unsigned long long) last);
+        last = fence;
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    for (int i = 0; i < NNODES; i++) {
+        if (nodes[i].paused)
+            dt_server_resume(&nodes[i]);
+    }
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+/* Renewal by quorum: a hold whose key one node lost (a restart without its
+ * data, an eviction) is still held while the other two keep it; once two
+ * lost it, the next renewal reports the loss, long before the lease. */
+static void renewal_by_quorum(void)
+{
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=900ms"), NULL);
+    dt_lost_box box = {0};
+    dlock_lock *l = dt_lock(c, "quorum-renew", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    /* (the acquisition returned once a quorum had it: the third may come after) */
+    DT_WAIT_UNTIL(key_on(2, "quorum-renew"), 2000);
+    freeReplyObject(node_command(2, "DEL redlock:{quorum-renew}"));
+    dt_sleep_ms(2000); /* six renewals */
+    CHECK_INT(atomic_load(&box.lost), ==, 0);
+    CHECK_RC(dlock_lock_check(l), DLOCK_OK);
+    CHECK(key_on(0, "quorum-renew") && key_on(1, "quorum-renew"));
+    CHECK(!key_on(2, "quorum-renew")); /* renewal never re-creates a key */
+
+    int64_t dropped = dt_now_ms();
+    freeReplyObject(node_command(1, "DEL redlock:{quorum-renew}"));
+    DT_WAIT_UNTIL(atomic_load(&box.lost) != 0, 2000);
+    /* told by the next renewal (every lease/3), not by the lease running out */
+    CHECK_INT(atomic_load(&box.at_ms) - dropped, <, 600);
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static int plain_key_set(int i)
+{
+    redisReply *r = node_command(i, "EXISTS plain-job");
+    int set = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return set;
+}
+
+/* Simple mode (DLOCK_SIMPLE): the plain key NAME holding the owner token
+ * on a quorum, as node-redlock and redsync keep it, so that they and dlock
+ * exclude each other; and one name is one lock: the mutex and the plain
+ * key of a name exclude each other, each saying which holds it. */
+static void simple_mode(void)
+{
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *simple = dt_lock(c, "plain-job", DLOCK_SIMPLE);
+    dlock_lock *mutex = dt_lock(c, "plain-job", 0);
+
+    CHECK_RC(dlock_acquire(simple, 0), DLOCK_OK);
+    DT_WAIT_UNTIL(plain_key_set(2), 2000); /* the third may come after the quorum */
+    for (int i = 0; i < NNODES; i++) {
+        redisReply *r = node_command(i, "GET plain-job");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING);
+        CHECK(strcmp(r->str, dlock_lock_token(simple)) == 0);
+        freeReplyObject(r);
+    }
+    CHECK(!key_on(0, "plain-job"));
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "interop") != NULL);
+    uint64_t fence = dlock_lock_fence(simple);
+    CHECK_RC(dlock_release(simple), DLOCK_OK);
+    redisReply *r = node_command(1, "EXISTS plain-job");
+    CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+
+    /* the mutex holds the name: the plain key is not taken */
+    CHECK_RC(dlock_acquire(mutex, 0), DLOCK_OK);
+    CHECK(dlock_lock_fence(mutex) > fence); /* one name, one sequence */
+    CHECK_RC(dlock_try_acquire(simple), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "mutex") != NULL);
+    CHECK_RC(dlock_release(mutex), DLOCK_OK);
+
+    /* a foreign holder of the plain key on a quorum (node-redlock's SET)
+     * keeps dlock out */
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(node_command(i, "SET plain-job f00d PX 10000"));
+    CHECK_RC(dlock_try_acquire(simple), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(mutex), DLOCK_EBUSY);
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(node_command(i, "DEL plain-job"));
+    dlock_lock_free(simple);
+    dlock_lock_free(mutex);
+    dlock_client_close(c);
+}
+
+/* A node restarted without its data, after the delayed restart the README
+ * asks for (one lease), in the only quorum left with a node that missed
+ * the last fences: the fence still increases (the counter never starts
+ * below the node's clock). */
+static void fences_after_wiped_restart(void)
+{
+    start_nodes(); /* its own: it stops, wipes and restarts them */
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=500ms&timeout=2s"), NULL);
+    dlock_lock *l = dt_lock(c, "wiped", 0);
+    uint64_t last = 0;
+
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_stop(&nodes[2]); /* misses the fences below */
+    for (int i = 0; i < 20; i++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK(dlock_lock_fence(l) > last);
+        last = dlock_lock_fence(l);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dt_server_start_again(&nodes[2], 0); /* back with its older counter */
+    dt_server_stop(&nodes[1]);
+    dt_sleep_ms(500); /* the delayed restart: one lease down */
+    dt_server_start_again(&nodes[1], DT_WIPE);
+    pause_node(0); /* the quorum is {1: wiped, 2: behind} */
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    if (dlock_lock_fence(l) <= last)
+        dt_fail(__FILE__, __LINE__, "fence %llu after %llu",
+                (unsigned long long) dlock_lock_fence(l), (unsigned long long) last);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_resume(&nodes[0]);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Five masters: the quorum is 3; two down changes nothing, three down is
+ * a clear error with nothing left held on the two that answer. */
+static void five_nodes(void)
+{
+    dt_server five[5];
+    char text[512];
+    size_t used = (size_t) snprintf(text, sizeof text, "redlock://");
+    for (int i = 0; i < 5; i++) {
+        dt_server_start(&five[i], "redis", 0, NULL);
+        used += (size_t) snprintf(text + used, sizeof text - used, "%s127.0.0.1:%d", i ? "," : "",
+                                  five[i].port);
+    }
+    dlock_client *c = dt_client(text, "?lease=1s");
+    dlock_lock *l = dt_lock(c, "five", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+
+    dt_server_stop(&five[3]);
+    dt_server_stop(&five[4]);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK(dlock_lock_fence(l) > fence);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+
+    dt_server_stop(&five[2]);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "a quorum of 3 of 5") != NULL);
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = NULL;
+        int64_t until = dt_now_ms() + 300; /* (the give-back is not waited for) */
+        for (;;) {
+            redisContext *rc = redisConnect("127.0.0.1", five[i].port);
+            CHECK(rc != NULL && !rc->err);
+            r = redisCommand(rc, "EXISTS redlock:{five}");
+            redisFree(rc);
+            CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER);
+            if (r->integer == 0 || dt_now_ms() > until)
+                break;
+            freeReplyObject(r);
+            dt_sleep_ms(5);
+        }
+        CHECK_INT(r->integer, ==, 0);
+        freeReplyObject(r);
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A waiter polls: it gets the lock soon after the release, within a bound
+ * that does not depend on the holder's lease. */
+typedef struct waiter {
+    dlock_lock *l;
+    int rc;
+    atomic_llong got_ms;
+} waiter;
+
+static void *wait_for_it(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_acquire(w->l, 20000);
+    atomic_store(&w->got_ms, dt_now_ms());
+    return NULL;
+}
+
+static void waiter_gets_it(void)
+{
+    dlock_client *a = dt_client(url, NULL), *b = dt_client(url, NULL);
+    dlock_lock *held = dt_lock(a, "handover", 0);
+    waiter w = {.l = dt_lock(b, "handover", 0)};
+    pthread_t t;
+
+    CHECK_RC(dlock_acquire(held, 0), DLOCK_OK);
+    uint64_t first = dlock_lock_fence(held);
+    CHECK(pthread_create(&t, NULL, wait_for_it, &w) == 0);
+    dt_sleep_ms(300); /* the waiter is polling behind the holder */
+    CHECK_INT(atomic_load(&w.got_ms), ==, 0);
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(held), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_INT(atomic_load(&w.got_ms) - released, <, 500);
+    CHECK(dlock_lock_fence(w.l) > first);
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(held);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"bad_urls", bad_urls},
+        {"one_node_down", one_node_down},
+        {"majority_down", majority_down},
+        {"fails_fast", fails_fast},
+        {"release_reaches_frozen_node", release_reaches_frozen_node},
+        {"fences_increase_across_faults", fences_increase_across_faults},
+        {"waiter_gets_it", waiter_gets_it},
+        {"renewal_by_quorum", renewal_by_quorum},
+        {"simple_mode", simple_mode},
+        {"fences_after_wiped_restart", fences_after_wiped_restart},
+        {"five_nodes", five_nodes},
+    };
+    /* once for the program, before any test forks (no threads yet) */
+    start_nodes();
+    int rc = DT_RUN(tests);
+    for (int i = 0; i < NNODES; i++)
+        dt_server_stop(&nodes[i]);
+    return rc;
+}
