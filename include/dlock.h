@@ -165,6 +165,11 @@ typedef struct dlock_client dlock_client;
  * backend:
  *
  *   redis://[user:password@]host[:port][/db][?options]   one Redis server
+ *   rediss://[user:password@]host[:port][/db][?options]  (since 0.3) the same over TLS:
+ *                         the server's certificate verified (the system's CAs, or
+ *                         cacert=FILE) for the host (or sni=NAME); cert=FILE and
+ *                         key=FILE a client certificate; insecure=1 verifies
+ *                         nothing (logged as a warning). Not verified: DLOCK_ESERVER
  *   redis+unix:///path/to/redis.sock[?options]             the same over a unix socket
  *   redis+sentinel://[user:password@]s1[:port],s2[:port],.../MASTERNAME[?options]
  *                         (since 0.3) the master of a Sentinel-managed Redis, found

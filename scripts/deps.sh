@@ -23,7 +23,7 @@ build=(
   build-essential cmake pkg-config # compiler and build
   libhiredis-dev                   # libdlock: Redis protocol
   libzookeeper-mt-dev              # libdlock: ZooKeeper client (C, no Java)
-  libcurl4-openssl-dev libssl-dev  # libdlock: etcd v3 JSON gateway (HTTP; base64)
+  libcurl4-openssl-dev libssl-dev  # libdlock: etcd v3 JSON gateway (HTTP; base64); rediss:// (TLS)
   libjson-c-dev                    # libdlock (etcd) and the dlock command: JSON
   libpq-dev                        # libdlock: PostgreSQL client (libpq)
   libsqlite3-dev                   # libdlock: SQLite backend (sqlite:///path)

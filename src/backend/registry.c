@@ -66,8 +66,7 @@ static const struct {
     {"redis", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"redis+unix",
      "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
-    {"rediss", "TLS (rediss://) needs hiredis >= 1.0 built with SSL; Debian 12's hiredis 0.14 has "
-               "no TLS"},
+    {"rediss", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"redlock", "this build of dlock has no Redis backend (configure with -DDLOCK_WITH_REDIS=ON)"},
     {"zk", "this build of dlock has no ZooKeeper backend (configure with "
            "-DDLOCK_WITH_ZOOKEEPER=ON)"},

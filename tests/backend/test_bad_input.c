@@ -44,7 +44,9 @@ static void malformed_urls(void)
     expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL, "given twice");
     expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
-    expect_open_fails("rediss://host", DLOCK_ENOTSUP, "TLS");
+    expect_open_fails("redis://host?insecure=1", DLOCK_EINVAL, "is for TLS");
+    expect_open_fails("rediss://host?cacert=/nonexistent", DLOCK_EINVAL, "cacert");
+    expect_open_fails("rediss+sentinel://host/m", DLOCK_ENOTSUP, "not built yet");
     /* the password never shows in messages, even in URLs that do not parse */
     expect_open_fails("redis://user:s3cret@host?bogus=1", DLOCK_EINVAL, "***");
     CHECK(strstr(dlock_errmsg(), "s3cret") == NULL);

@@ -79,7 +79,9 @@ void ct_never_reached(void)
     int port = dt_free_port(); /* nobody listens there */
 
     dt_server_url_at(&ct->srv, port, base, sizeof base);
-    snprintf(url, sizeof url, "%s?connect_timeout=1s&timeout=1s", base);
+    /* (the TLS store's URL has options of its own) */
+    snprintf(url, sizeof url, "%s%cconnect_timeout=1s&timeout=1s", base,
+             strchr(base, '?') != NULL ? '&' : '?');
     snprintf(where, sizeof where, "127.0.0.1:%d", port);
     never_reached_at(url, where, "refused", NULL);
 

@@ -145,7 +145,8 @@ void ct_cli_run(void)
     if (ct_has(CT_LINK)) { /* a file store has no address to miss */
         char base[256];
         dt_server_url_at(&ct->srv, dt_free_port(), base, sizeof base);
-        snprintf(unreachable, sizeof unreachable, "%s?connect_timeout=300ms&timeout=500ms", base);
+        snprintf(unreachable, sizeof unreachable, "%s%cconnect_timeout=300ms&timeout=500ms", base,
+                 strchr(base, '?') != NULL ? '&' : '?');
         const char *quick[] = {"-w", "500ms", "-q", name, "--", "true", NULL};
         CHECK_INT(dlock_run(unreachable, quick, 20000), ==, 69);
     }

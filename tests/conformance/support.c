@@ -77,7 +77,9 @@ const char *ct_name(const char *name)
     return b;
 }
 
-/* base, the run's options (--options) and a test's own ("?lease=1s"). */
+/* base, the run's options (--options) and a test's own ("?lease=1s"); a
+ * URL with options of its own already (the TLS store's ?cacert=...) takes
+ * more after '&'. */
 static const char *with_options(const char *base, const char *options)
 {
     static char bufs[4][512];
@@ -85,9 +87,12 @@ static const char *with_options(const char *base, const char *options)
     char *b = bufs[next++ % 4];
     if (options == NULL)
         options = "";
+    char sep = strchr(base, '?') != NULL ? '&' : '?';
     if (ct->options != NULL && ct->options[0] != '\0')
-        snprintf(b, sizeof bufs[0], "%s?%s%s%s", base, ct->options, options[0] ? "&" : "",
+        snprintf(b, sizeof bufs[0], "%s%c%s%s%s", base, sep, ct->options, options[0] ? "&" : "",
                  options[0] == '?' || options[0] == '&' ? options + 1 : options);
+    else if (options[0] == '?' && sep == '&')
+        snprintf(b, sizeof bufs[0], "%s&%s", base, options + 1);
     else
         snprintf(b, sizeof bufs[0], "%s%s", base, options);
     return b;

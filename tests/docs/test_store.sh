@@ -31,10 +31,11 @@ for kind in "$@"; do
   exec 3<"$tmp/url"
   read -r -t 120 -u 3 url || fail "$kind: no URL from store.sh"
   # (a Sentinel group: its sentinels, then the master's name; Redlock: its
-  # nodes)
+  # nodes; TLS: its CA)
   [[ $url =~ ^(redis|zk|etcd|postgres|mysql)://([a-z]+:[a-z]+@)?127\.0\.0\.1:([0-9]+)(/[a-z]+)?$ ||
     $url =~ ^(redis\+sentinel)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+)+/[a-z]+$ ||
-    $url =~ ^(redlock)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+){2}$ ]] ||
+    $url =~ ^(redlock)://()127\.0\.0\.1:([0-9]+)(,127\.0\.0\.1:[0-9]+){2}$ ||
+    $url =~ ^(rediss)://()127\.0\.0\.1:([0-9]+)\?cacert=/[^?\&]+/ca\.crt$ ]] ||
     fail "$kind: printed '$url'"
   port=${BASH_REMATCH[3]}
   dir=$(sed -n 's/.* in \(\/[^)]*\)).*/\1/p' "$tmp/err")

@@ -27,8 +27,9 @@
 #include <unistd.h>
 
 static const dt_server_kind *const kinds[] = {
-    &dt__redis_kind,  &dt__zookeeper_kind, &dt__etcd_kind,    &dt__postgres_kind,
-    &dt__sqlite_kind, &dt__sentinel_kind,  &dt__mariadb_kind, &dt__redlock_kind};
+    &dt__redis_kind,    &dt__zookeeper_kind, &dt__etcd_kind,
+    &dt__postgres_kind, &dt__sqlite_kind,    &dt__sentinel_kind,
+    &dt__mariadb_kind,  &dt__redlock_kind,   &dt__redis_tls_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)
@@ -424,9 +425,12 @@ const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len
             snprintf(buf, len, "%.*s", (int) sizeof s->url, s->url);
         return buf;
     }
-    snprintf(buf, len, "%s://%s127.0.0.1:%d%s", s->kind->scheme,
+    char options[256] = "";
+    if (s->kind->url_options != NULL)
+        s->kind->url_options(s, options, sizeof options);
+    snprintf(buf, len, "%s://%s127.0.0.1:%d%s%s", s->kind->scheme,
              s->kind->url_auth != NULL ? s->kind->url_auth : "", port,
-             s->kind->url_path != NULL ? s->kind->url_path : "");
+             s->kind->url_path != NULL ? s->kind->url_path : "", options);
     return buf;
 }
 

@@ -62,6 +62,8 @@ struct dt_server_kind {
      * and password ("user:pass@") and a path ("/db"); NULL: nothing. */
     const char *url_auth;
     const char *url_path;
+    /* Optional: options appended to the URL ("?cacert=DIR/..."). */
+    void (*url_options)(const dt_server *s, char *buf, size_t len);
     /* No server at all: the store is a file in s->dir (SQLite). Nothing is
      * started, s->pid and s->port stay 0, the URL is
      * "SCHEME://DIR/<file>" (file below), the store always "answers", and
@@ -76,6 +78,7 @@ struct dt_server_kind {
 };
 
 extern const dt_server_kind dt__redis_kind;
+extern const dt_server_kind dt__redis_tls_kind;
 extern const dt_server_kind dt__zookeeper_kind;
 extern const dt_server_kind dt__etcd_kind;
 extern const dt_server_kind dt__postgres_kind;

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* server_redis.c - the "redis" server kind: redis-server, and the Redis
  * faults a test can inject through dt_server_op(). Commands go through
- * hiredis, never by hand. */
+ * hiredis, never by hand.
+ *
+ * The "redis-tls" kind is the same server taking clients over TLS only
+ * (rediss://) on its port, with a throwaway CA made in its temp dir (see
+ * tls_files); the harness itself talks to it over a plain port on
+ * loopback, its peer_port, so every operation below works on both. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "server_kind.h"
@@ -10,11 +15,18 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-static void redis_argv(const dt_server *s, const char **argv, char bufs[][256])
+/* The harness's own connections: the plain port. */
+static int admin_port(const dt_server *s)
+{
+    return s->kind->needs_peer_port ? s->peer_port : s->port;
+}
+
+static int redis_argv_common(const dt_server *s, const char **argv, char bufs[][256])
 {
     int argc = 0;
-    snprintf(bufs[0], 256, "%d", s->port);
+    snprintf(bufs[0], 256, "%d", admin_port(s));
     argv[argc++] = "redis-server";
     argv[argc++] = "--port";
     argv[argc++] = bufs[0];
@@ -33,6 +45,12 @@ static void redis_argv(const dt_server *s, const char **argv, char bufs[][256])
     /* DEBUG SLEEP is one of the faults (Redis 7 refuses DEBUG by default). */
     argv[argc++] = "--enable-debug-command";
     argv[argc++] = "local";
+    return argc;
+}
+
+static void redis_argv(const dt_server *s, const char **argv, char bufs[][256])
+{
+    int argc = redis_argv_common(s, argv, bufs);
     for (int i = 0; i < s->nargs && argc < 62; i++)
         argv[argc++] = s->args[i];
     argv[argc] = NULL;
@@ -41,7 +59,7 @@ static void redis_argv(const dt_server *s, const char **argv, char bufs[][256])
 static redisContext *connect_to(const dt_server *s, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", admin_port(s), tv);
     if (c == NULL)
         return NULL;
     if (c->err) {
@@ -93,7 +111,7 @@ static int redis_shutdown(dt_server *s, int keep)
 
 static void redis_cli_prefix(const dt_server *s, char *buf, size_t len)
 {
-    snprintf(buf, len, "redis-cli -p %d ", s->port);
+    snprintf(buf, len, "redis-cli -p %d ", admin_port(s));
 }
 
 /* ---------------------------------------------------------------- operations */
@@ -104,7 +122,7 @@ static int command(dt_server *s, const char *what, redisReply **out, const char 
     va_list ap;
     redisContext *c = connect_to(s, 2000);
     if (c == NULL) {
-        fprintf(stderr, "redis %s: cannot connect to port %d\n", what, s->port);
+        fprintf(stderr, "redis %s: cannot connect to port %d\n", what, admin_port(s));
         return -1;
     }
     va_start(ap, fmt);
@@ -335,4 +353,84 @@ const dt_server_kind dt__redis_kind = {
     .cli_prefix = redis_cli_prefix,
     .ops = redis_ops,
     .url_variants = redis_url_variants,
+};
+
+/* ---------------------------------------------------------------- redis-tls */
+
+/* Makes, once per server dir, DIR/tls/: ca.crt (the CA the server's
+ * certificate and the client's are signed by), server.crt/.key (for
+ * 127.0.0.1 and localhost), client.crt/.key, and other-ca.crt (a CA that
+ * signed nothing here: a wrong cacert). EC keys: each takes milliseconds. */
+#define K "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+static void tls_files(const dt_server *s)
+{
+    char dir[200], script[4096], done[256];
+    struct stat st;
+
+    snprintf(dir, sizeof dir, "%s/tls", s->dir);
+    snprintf(done, sizeof done, "%s/other-ca.crt", dir);
+    if (stat(done, &st) == 0)
+        return;
+    snprintf(script, sizeof script,
+             "set -e; mkdir -p %s; cd %s; "
+             "openssl req -x509 " K " -keyout ca.key -out ca.crt -days 3 -subj /CN=dlock-test-ca; "
+             "openssl req -x509 " K " -keyout other-ca.key -out other.tmp -days 3 "
+             "-subj /CN=dlock-other-ca; "
+             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext; "
+             "openssl req " K " -keyout server.key -out server.csr -subj /CN=localhost; "
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out server.crt -days 3 -extfile server.ext; "
+             "openssl req " K " -keyout client.key -out client.csr -subj /CN=dlock-test-client; "
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out client.crt -days 3; "
+             "mv other.tmp other-ca.crt",
+             dir, dir);
+    char cmd[4500];
+    snprintf(cmd, sizeof cmd, "sh -c \"%s\" >%s/openssl.log 2>&1", script, s->dir);
+    if (system(cmd) != 0)
+        dt_fail(__FILE__, __LINE__,
+                "openssl could not make the test certificates (see %s/openssl.log)", s->dir);
+}
+
+static void redis_tls_argv(const dt_server *s, const char **argv, char bufs[][256])
+{
+    tls_files(s);
+    int argc = redis_argv_common(s, argv, bufs);
+    snprintf(bufs[1], 256, "%d", s->port);
+    snprintf(bufs[2], 256, "%s/tls/server.crt", s->dir);
+    snprintf(bufs[3], 256, "%s/tls/server.key", s->dir);
+    snprintf(bufs[4], 256, "%s/tls/ca.crt", s->dir);
+    argv[argc++] = "--tls-port";
+    argv[argc++] = bufs[1];
+    argv[argc++] = "--tls-cert-file";
+    argv[argc++] = bufs[2];
+    argv[argc++] = "--tls-key-file";
+    argv[argc++] = bufs[3];
+    argv[argc++] = "--tls-ca-cert-file";
+    argv[argc++] = bufs[4];
+    /* a test asks for client certificates with "--tls-auth-clients yes" */
+    argv[argc++] = "--tls-auth-clients";
+    argv[argc++] = "no";
+    for (int i = 0; i < s->nargs && argc < 62; i++)
+        argv[argc++] = s->args[i];
+    argv[argc] = NULL;
+}
+
+static void redis_tls_url_options(const dt_server *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "?cacert=%s/tls/ca.crt", s->dir);
+}
+
+const dt_server_kind dt__redis_tls_kind = {
+    .name = "redis-tls",
+    .scheme = "rediss",
+    .needs_peer_port = 1,
+    .start_timeout_ms = 10000,
+    .argv = redis_tls_argv,
+    .answers = redis_answers,
+    .wipe = redis_wipe,
+    .shutdown = redis_shutdown,
+    .cli_prefix = redis_cli_prefix,
+    .ops = redis_ops,
+    .url_options = redis_tls_url_options,
 };

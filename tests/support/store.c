@@ -18,7 +18,9 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: store redis|sentinel|redlock|zookeeper|etcd|postgres|mariadb|sqlite\n");
+    fprintf(
+        stderr,
+        "usage: store redis|redis-tls|sentinel|redlock|zookeeper|etcd|postgres|mariadb|sqlite\n");
     return 64;
 }
 

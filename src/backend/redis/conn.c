@@ -69,10 +69,10 @@ struct dlock__rconn {
     dlock__rendpoint ep; /* strings owned */
     char *label;
 
-    int fd;            /* -1: not connected */
-    unsigned connects; /* made so far */
-    unsigned moved;    /* *ep.moved when the connection was made */
-    char dropped[300]; /* why the last connection went, logged at the next connect */
+    dlock__rlink *link; /* NULL: not connected */
+    unsigned connects;  /* made so far */
+    unsigned moved;     /* *ep.moved when the connection was made */
+    char dropped[300];  /* why the last connection went, logged at the next connect */
     int broken;
     int connecting;
     int reading, writing;
@@ -214,7 +214,6 @@ int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out)
         dlock__rconn_free(c);
         return DLOCK_ENOMEM;
     }
-    c->fd = -1;
     /* Critical sections here are a few hundred instructions; under load
      * many threads pass through: spin briefly before sleeping. */
     pthread_mutexattr_t mattr;
@@ -234,8 +233,7 @@ void dlock__rconn_free(dlock__rconn *c)
 {
     if (c == NULL)
         return;
-    if (c->fd >= 0)
-        close(c->fd);
+    dlock__rlink_close(c->link);
     /* Only abandoned requests can be left: their owners are gone. */
     while (c->head != NULL) {
         request *r = c->head;
@@ -269,7 +267,7 @@ int dlock__rconn_moved(dlock__rconn *c)
     pthread_mutex_lock(&c->mu);
     /* only if this connection still counts as made to the current node:
      * many replies from one demoted node move the endpoint once */
-    if (c->fd >= 0 && c->moved == atomic_load(c->ep.moved))
+    if (c->link != NULL && c->moved == atomic_load(c->ep.moved))
         atomic_fetch_add(c->ep.moved, 1);
     pthread_mutex_unlock(&c->mu);
     return 1;
@@ -348,24 +346,25 @@ int dlock__rreader_refused(void)
  * as made only once the server answered. Other refusals of the PING
  * (LOADING...) are left to the requests, as before. wait_ms: the time
  * each reply is given. */
-static int handshake(redisContext *ctx, const dlock__rendpoint *ep, int64_t wait_ms, int *code)
+static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_ms, int *code)
 {
     redisReply *r = NULL;
     const char *step = ep->password != NULL ? "AUTH" : "PING";
+    int64_t deadline_us = dlock__now_us() + wait_ms * 1000;
 
     if (ep->password != NULL && ep->user != NULL)
-        r = redisCommand(ctx, "AUTH %s %s", ep->user, ep->password);
+        r = dlock__rlink_commandf(l, deadline_us, "AUTH %s %s", ep->user, ep->password);
     else if (ep->password != NULL)
-        r = redisCommand(ctx, "AUTH %s", ep->password);
+        r = dlock__rlink_commandf(l, deadline_us, "AUTH %s", ep->password);
     else
-        r = redisCommand(ctx, "PING");
+        r = dlock__rlink_commandf(l, deadline_us, "PING");
     if (r == NULL || (r->type == REDIS_REPLY_ERROR &&
                       (ep->password != NULL || strncmp(r->str, "NOAUTH", 6) == 0)))
         goto refused;
     freeReplyObject(r);
     if (ep->db > 0) {
         step = "SELECT";
-        r = redisCommand(ctx, "SELECT %d", ep->db);
+        r = dlock__rlink_commandf(l, deadline_us, "SELECT %d", ep->db);
         if (r == NULL || r->type == REDIS_REPLY_ERROR)
             goto refused;
         freeReplyObject(r);
@@ -373,19 +372,19 @@ static int handshake(redisContext *ctx, const dlock__rendpoint *ep, int64_t wait
     return 0;
 
 refused:
-    if (r == NULL && ctx->err == REDIS_ERR_IO && strcmp(ctx->errstr, strerror(EAGAIN)) == 0) {
+    if (r == NULL && l->err == DLOCK__RLINK_ETIMEDOUT) {
         /* the socket's receive timeout: connected, but not answered */
         *code = DLOCK_EUNREACHABLE;
         dlock__fail(*code, "%s: connected, but no reply to %s within %lld ms", ep->label, step,
                     (long long) wait_ms);
-    } else if (r == NULL && (ctx->err == REDIS_ERR_PROTOCOL || ctx->err == REDIS_ERR_OOM)) {
+    } else if (r == NULL && l->err == DLOCK__RLINK_EPROTO) {
         /* the parser's: what came back is no reply (or one too large) */
         *code = DLOCK_EPROTO;
         dlock__fail(*code, "%s: server sent an invalid reply to %s (%s)", ep->label, step,
-                    dlock__rreader_refused() ? "an array too large to be a reply" : ctx->errstr);
+                    dlock__rreader_refused() ? "an array too large to be a reply" : l->errstr);
     } else if (r == NULL) {
         *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: %s: %s", ep->label, step, ctx->errstr);
+        dlock__fail(*code, "%s: %s: %s", ep->label, step, l->errstr);
     } else if (strncmp(r->str, "NOAUTH", 6) == 0) {
         *code = DLOCK_ESERVER;
         dlock__fail(*code,
@@ -400,97 +399,57 @@ refused:
     return -1;
 }
 
-/* hiredis writes the handshake with write(2). A peer that closes first
- * (say, maxclients reached) would raise SIGPIPE in the host program: keep it
- * blocked meanwhile and swallow one raised here. */
-static int handshake_guarded(redisContext *ctx, const dlock__rendpoint *ep, int64_t wait_ms,
-                             int *code)
-{
-    sigset_t pipe_only, old, pending;
-    struct timespec zero = {0, 0};
-    int rc;
-
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-    rc = handshake(ctx, ep, wait_ms, code);
-    if (!sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
-        sigtimedwait(&pipe_only, NULL, &zero);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
-static struct timeval timeval_ms(int64_t ms)
-{
-    if (ms < 1)
-        ms = 1;
-    return (struct timeval){.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-}
-
-redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+dlock__rlink *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
 {
     if (ep->dial != NULL)
         return ep->dial(ep, deadline_us, code);
     return dlock__rconn_dial_at(ep, deadline_us, code);
 }
 
-redisContext *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
 {
     /* the connect timeout, and the handshake's command timeout, but never
      * past the deadline of the request that needs the connection */
-    int64_t left_ms = (deadline_us - dlock__now_us()) / 1000;
-    struct timeval tv =
-        timeval_ms(ep->connect_timeout_ms < left_ms ? ep->connect_timeout_ms : left_ms);
-    struct timeval cmd_tv =
-        timeval_ms(ep->command_timeout_ms < left_ms ? ep->command_timeout_ms : left_ms);
-    redisContext *ctx;
+    int64_t now = dlock__now_us(), left_ms = (deadline_us - now) / 1000;
+    int64_t connect_ms = ep->connect_timeout_ms < left_ms ? ep->connect_timeout_ms : left_ms;
+    int64_t cmd_ms = ep->command_timeout_ms < left_ms ? ep->command_timeout_ms : left_ms;
 
-    if (ep->host != NULL)
-        ctx = redisConnectWithTimeout(ep->host, ep->port, tv);
-    else
-        ctx = redisConnectUnixWithTimeout(ep->unix_path, tv);
-    if (ctx == NULL) {
-        *code = DLOCK_ENOMEM;
-        dlock__fail(*code, "%s: out of memory connecting", ep->label);
+    if (cmd_ms < 1)
+        cmd_ms = 1;
+    dlock__rlink *l =
+        dlock__rlink_open(ep->host, ep->port, ep->unix_path, ep->tls,
+                          now + (connect_ms < 1 ? 1 : connect_ms) * 1000, ep->label, code);
+    if (l == NULL)
         return NULL;
-    }
-    if (ctx->err) {
-        *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: connect: %s", ep->label, ctx->errstr);
-        redisFree(ctx);
-        return NULL;
-    }
-    /* A command run under a lock (dlock run) must not inherit the socket. */
-    fcntl(ctx->fd, F_SETFD, FD_CLOEXEC);
     redisReader *bounded = dlock__rreader_new();
     if (bounded == NULL) {
         *code = DLOCK_ENOMEM;
         dlock__fail(*code, "%s: out of memory connecting", ep->label);
-        redisFree(ctx);
+        dlock__rlink_close(l);
         return NULL;
     }
-    redisReaderFree(ctx->reader);
-    ctx->reader = bounded;
-    if (redisSetTimeout(ctx, cmd_tv) != REDIS_OK) {
+    redisReaderFree(l->reader);
+    l->reader = bounded;
+    if (dlock__rlink_set_timeout(l, cmd_ms) != 0) {
         *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: %s", ep->label, ctx->errstr);
-        redisFree(ctx);
+        dlock__fail(*code, "%s: cannot set the socket's timeouts: %s", ep->label, strerror(errno));
+        dlock__rlink_close(l);
         return NULL;
     }
-    if (handshake_guarded(ctx, ep, cmd_tv.tv_sec * 1000 + cmd_tv.tv_usec / 1000, code) != 0) {
-        redisFree(ctx);
+    if (handshake(l, ep, cmd_ms, code) != 0) {
+        dlock__rlink_close(l);
         return NULL;
     }
     if (ep->reached != NULL)
         atomic_store(ep->reached, 1);
-    return ctx;
+    return l;
 }
 
 /* Called with mu held and no role taken by anyone: opens the socket. */
 static int connect_locked(dlock__rconn *c, int64_t deadline_us)
 {
-    int code = DLOCK_OK, fd;
-    redisContext *ctx;
+    int code = DLOCK_OK;
+    dlock__rlink *l;
 
     c->connecting = 1;
     int again = c->connects > 0;
@@ -503,37 +462,32 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
     /* logged here, with no lock held: the callback may call dlock */
     if (c->ep.log != NULL && dropped[0] != '\0')
         DLOCK__LOG(c->ep.log, DLOCK_LOG_WARN, "%s: connection dropped: %s", c->label, dropped);
-    ctx = dlock__rconn_dial(&c->ep, deadline_us, &code);
+    l = dlock__rconn_dial(&c->ep, deadline_us, &code);
     if (c->ep.log != NULL) {
-        if (ctx == NULL)
+        if (l == NULL)
             DLOCK__LOG(c->ep.log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
         else
             DLOCK__LOG(c->ep.log, again ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG, "%s: %s", c->ep.label,
                        again ? "connected again" : "connected");
     }
-    fd = -1;
-    if (ctx != NULL)
-        fd = redisFreeKeepFd(ctx); /* blocking, with send/receive timeouts: */
-    if (fd >= 0) {
-        /* the command timeout (the handshake may have had less) */
-        struct timeval tv = timeval_ms(c->ep.command_timeout_ms);
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    }
+    /* blocking (TLS: as if), with send/receive timeouts: the command
+     * timeout (the handshake may have had less) */
+    if (l != NULL)
+        dlock__rlink_set_timeout(l, c->ep.command_timeout_ms);
     pthread_mutex_lock(&c->mu);
     c->connecting = 0;
-    if (fd >= 0) {
+    if (l != NULL) {
         c->connects++;
         c->moved = moved;
-        c->fd = fd;
+        c->link = l;
         c->broken = 0;
         c->last_read_us = dlock__now_us();
         /* A fresh parser: the old one may hold half a reply. */
         redisReaderFree(c->reader);
         c->reader = dlock__rreader_new();
         if (c->reader == NULL) {
-            close(fd);
-            c->fd = -1;
+            dlock__rlink_close(l);
+            c->link = NULL;
             code = DLOCK_ENOMEM;
         }
     }
@@ -574,7 +528,7 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
     va_end(ap);
-    if (c->fd >= 0) {
+    if (c->link != NULL) {
         /* logged on reconnect, after the label the message starts with */
         size_t n = strlen(c->label);
         const char *why = c->fail_msg;
@@ -582,8 +536,8 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
             why += n + 2;
         snprintf(c->dropped, sizeof c->dropped, "%s", why);
     }
-    if (c->fd >= 0)
-        shutdown(c->fd, SHUT_RDWR);
+    if (c->link != NULL)
+        dlock__rlink_shutdown(c->link);
     while (c->head != NULL) {
         request *r = c->head;
         c->head = r->next;
@@ -600,9 +554,9 @@ static void fail_locked(dlock__rconn *c, int code, const char *fmt, ...)
  * can be using it. */
 static void settle_locked(dlock__rconn *c)
 {
-    if (c->broken && !c->reading && !c->writing && c->fd >= 0) {
-        close(c->fd);
-        c->fd = -1;
+    if (c->broken && !c->reading && !c->writing && c->link != NULL) {
+        dlock__rlink_close(c->link);
+        c->link = NULL;
         pthread_cond_broadcast(&c->state_cv);
     }
 }
@@ -614,15 +568,12 @@ static void settle_locked(dlock__rconn *c)
 #define IDLE_CHECK_US 1000
 static void drop_if_hung_up_locked(dlock__rconn *c)
 {
-    struct pollfd p = {.fd = c->fd, .events = POLLIN};
-
     if (c->head != NULL || c->reading || c->writing ||
         dlock__now_us() - c->last_read_us < IDLE_CHECK_US)
         return;
-    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
-        /* Nothing is due, so anything readable is a hang-up or junk. */
-        close(c->fd);
-        c->fd = -1;
+    if (dlock__rlink_hung_up(c->link)) {
+        dlock__rlink_close(c->link);
+        c->link = NULL;
         snprintf(c->dropped, sizeof c->dropped, "the server closed it while it was idle");
     }
 }
@@ -630,17 +581,18 @@ static void drop_if_hung_up_locked(dlock__rconn *c)
 /* With mu held: waits until the connection can take commands. */
 static int ready_locked(dlock__rconn *c, int64_t deadline_us)
 {
-    if (c->fd >= 0 && !c->broken)
+    if (c->link != NULL && !c->broken)
         drop_if_hung_up_locked(c);
-    if (c->ep.moved != NULL && c->fd >= 0 && !c->broken && atomic_load(c->ep.moved) != c->moved)
+    if (c->ep.moved != NULL && c->link != NULL && !c->broken &&
+        atomic_load(c->ep.moved) != c->moved)
         fail_locked(c, DLOCK_EUNREACHABLE, "%s: the master moved", c->label);
     for (;;) {
-        if (c->fd >= 0 && !c->broken)
+        if (c->link != NULL && !c->broken)
             return DLOCK_OK;
         if (!c->connecting && !c->reading && !c->writing) {
-            if (c->fd >= 0) {
-                close(c->fd);
-                c->fd = -1;
+            if (c->link != NULL) {
+                dlock__rlink_close(c->link);
+                c->link = NULL;
             }
             return connect_locked(c, deadline_us);
         }
@@ -652,23 +604,6 @@ static int ready_locked(dlock__rconn *c, int64_t deadline_us)
 }
 
 /* ---------------------------------------------------------------- roles */
-
-static int wait_fd(int fd, short events, int64_t deadline_us)
-{
-    for (;;) {
-        int64_t left = deadline_us - dlock__now_us();
-        struct pollfd p = {.fd = fd, .events = events};
-        int rc;
-
-        if (left <= 0)
-            return 0;
-        rc = poll(&p, 1, (int) ((left + 999) / 1000));
-        if (rc > 0)
-            return 1;
-        if (rc < 0 && errno != EINTR)
-            return -1;
-    }
-}
 
 /* Writer role, entered and left with mu held. */
 static void write_pending(dlock__rconn *c)
@@ -692,13 +627,13 @@ static void write_pending(dlock__rconn *c)
         for (request *r = c->first_unsent; r != NULL; r = r->next)
             r->unsent = 0;
         c->first_unsent = NULL;
-        int fd = c->fd;
+        dlock__rlink *l = c->link;
         pthread_mutex_unlock(&c->mu);
         const char *err = NULL;
         while (done < len) {
-            /* send(): a write to a socket shut down by fail_locked() must not
-             * raise SIGPIPE in the host program. */
-            ssize_t n = send(fd, buf + done, len - done, MSG_NOSIGNAL);
+            /* a write to a socket shut down by fail_locked() does not raise
+             * SIGPIPE in the host program (transport.h) */
+            ssize_t n = dlock__rlink_write(l, buf + done, len - done);
             if (n > 0) {
                 done += (size_t) n;
             } else if (n < 0 && errno == EINTR) {
@@ -754,7 +689,8 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
 {
     char buf[16384];
     request *answered = NULL, **last = &answered;
-    int fd = c->fd, timed_out = 0;
+    dlock__rlink *l = c->link;
+    int timed_out = 0;
     const char *err = NULL;
     int err_code = DLOCK_EUNREACHABLE;
 
@@ -767,18 +703,9 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
     int64_t left = deadline_us - dlock__now_us();
     int must_poll = left < c->ep.command_timeout_ms * 900;
     for (;;) {
-        if (must_poll) {
-            int w = wait_fd(fd, POLLIN, deadline_us);
-            if (w == 0) {
-                timed_out = 1;
-                break;
-            }
-            if (w < 0) {
-                err = strerror(errno);
-                break;
-            }
-        }
-        ssize_t got = read(fd, buf, sizeof buf);
+        /* with a deadline, the link waits for it (and a TLS link always
+         * waits itself: a readable socket may hold no reply yet) */
+        ssize_t got = dlock__rlink_read(l, buf, sizeof buf, must_poll ? deadline_us : 0);
         if (got > 0) {
             if (c->reader->len - c->reader->pos + (size_t) got > DLOCK__REPLY_MAX_BYTES) {
                 err_code = DLOCK_EPROTO;
@@ -795,7 +722,7 @@ static int read_some(dlock__rconn *c, int64_t deadline_us)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            timed_out = 1; /* SO_RCVTIMEO */
+            timed_out = 1; /* the deadline, or SO_RCVTIMEO */
             break;
         }
         err = strerror(errno);
@@ -1023,7 +950,7 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
     for (;;) {
         if (all_settled(reqs, n))
             break;
-        if (!c->reading && !c->broken && c->fd >= 0) {
+        if (!c->reading && !c->broken && c->link != NULL) {
             int timed_out = read_some(c, deadline_us);
             settle_locked(c);
             if (timed_out && !all_settled(reqs, n))

@@ -13,6 +13,7 @@
 #define DLOCK_REDIS_CONN_H
 
 #include "../log.h"
+#include "transport.h"
 
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
@@ -30,17 +31,18 @@ typedef struct dlock__rendpoint {
     int db;                /* SELECT when > 0 */
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
-    const char *label;   /* "redis://host:port" for messages */
-    dlock__log *log;     /* the client's (connects, losses); NULL: none */
-    atomic_int *reached; /* set to 1 by every connection made (its handshake answered);
-                            NULL: not kept */
+    const dlock__rtls *tls; /* rediss://: TLS with these settings; NULL: plain */
+    const char *label;      /* "redis://host:port" for messages */
+    dlock__log *log;        /* the client's (connects, losses); NULL: none */
+    atomic_int *reached;    /* set to 1 by every connection made (its handshake answered);
+                               NULL: not kept */
     /* A changeable endpoint (Sentinel's master, sentinel.h): when dial is
      * set, every connection to ep is made by dial(ep, ...), which finds
      * the node to connect to, and `moved` counts the times that node
      * changed: a connection made before the count it sees now is to a
      * node that may no longer be the master, and is made again. NULL for
      * one fixed server (host, port or unix_path above). */
-    struct redisContext *(*dial)(const struct dlock__rendpoint *ep, int64_t deadline_us, int *code);
+    dlock__rlink *(*dial)(const struct dlock__rendpoint *ep, int64_t deadline_us, int *code);
     void *node;         /* dial's state */
     atomic_uint *moved; /* NULL: never moves */
 } dlock__rendpoint;
@@ -87,15 +89,16 @@ redisReader *dlock__rreader_new(void);
 /* Whether the last parse error on this thread was a refused array. */
 int dlock__rreader_refused(void);
 
-/* Opens a blocking hiredis context to ep and runs AUTH/SELECT, within the
- * connect timeout and deadline_us; its socket is close-on-exec and its
- * parser bounded as above. On failure
+/* Opens a link to ep (transport.h: a socket, or TLS) and runs AUTH/SELECT
+ * over it, within the connect timeout and deadline_us; its socket is
+ * close-on-exec, its timeout the command timeout (or what is left before
+ * deadline_us) and its parser bounded as above. On failure
  * returns NULL with the detail recorded (dlock_errmsg) and *code set.
  * Shared with the subscriber connection. */
-redisContext *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
+dlock__rlink *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
 /* The same to host:port (or unix_path) of ep, whatever its dial: what a
  * dial of a changeable endpoint uses once it knows the node. */
-redisContext *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
+dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
 
 /* The node of a changeable endpoint is not the master any more (a reply
  * READONLY, LOADING or MASTERDOWN came from it): every connection to the

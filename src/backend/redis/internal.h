@@ -23,6 +23,7 @@ typedef struct rbackend {
     char *prefix;
     dlock__rendpoint ep;
     dlock__rsentinel *sentinel; /* redis+sentinel://: ep is its master's (sentinel.h) */
+    dlock__rtls *tls;           /* rediss://: ep.tls (transport.h); NULL: plain */
     atomic_int reached;         /* a connection was made (ep.reached) */
     char *host, *unix_path, *user, *password, *label;
     dlock__rconn *pool[MAX_POOL];

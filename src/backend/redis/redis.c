@@ -125,6 +125,7 @@ static void close_backend(dlock__store *store, int64_t deadline)
         dlock__rconn_free(b->pool[i]);
     dlock__redis_replicas_close(b);
     dlock__rsentinel_free(b->sentinel); /* after every connection that dials through it */
+    dlock__rtls_free(b->tls);           /* after every link made with it */
     pthread_mutex_destroy(&b->mu);
     pthread_mutex_destroy(&b->sync_mu);
     free(b->prefix);
@@ -164,7 +165,8 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
             return DLOCK_ENOMEM;
         snprintf(b->unix_path, n, "/%s", url->path);
         snprintf(label, sizeof label, "redis+unix://%s", b->unix_path);
-    } else if (strcmp(url->scheme, "redis+sentinel") == 0) {
+    } else if (strcmp(url->scheme, "redis+sentinel") == 0 ||
+               strcmp(url->scheme, "rediss+sentinel") == 0) {
         int rc = dlock__rsentinel_new(url, b->ep.log, &b->sentinel);
         if (rc != DLOCK_OK)
             return rc;
@@ -174,7 +176,7 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
         if (rc != DLOCK_OK)
             return rc;
         b->ep.db = (int) db;
-        size_t used = (size_t) snprintf(label, sizeof label, "redis+sentinel://");
+        size_t used = (size_t) snprintf(label, sizeof label, "%s://", url->scheme);
         for (size_t i = 0; i < url->nhosts && used < sizeof label; i++)
             used += (size_t) snprintf(label + used, sizeof label - used,
                                       strchr(url->hosts[i].name, ':') ? "%s[%s]:%d" : "%s%s:%d",
@@ -200,9 +202,9 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
             b->ep.db = (int) db;
         }
         if (strchr(b->host, ':') != NULL)
-            snprintf(label, sizeof label, "redis://[%s]:%d", b->host, b->ep.port);
+            snprintf(label, sizeof label, "%s://[%s]:%d", url->scheme, b->host, b->ep.port);
         else
-            snprintf(label, sizeof label, "redis://%s:%d", b->host, b->ep.port);
+            snprintf(label, sizeof label, "%s://%s:%d", url->scheme, b->host, b->ep.port);
     }
     b->label = strdup(label);
     if ((url->user != NULL && (b->user = strdup(url->user)) == NULL) ||
@@ -220,6 +222,62 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
     b->ep.user = b->user;
     b->ep.password = b->password;
     b->ep.label = b->label;
+    return DLOCK_OK;
+}
+
+/* An on/off option: absent (or 0/false/no) is off; given bare (?insecure)
+ * or as 1/true/yes, on. */
+static int flag_option(dlock__url *url, const char *key, int *on)
+{
+    const char *v = dlock__url_get(url, key);
+    *on = 0;
+    if (v == NULL || strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
+        return DLOCK_OK;
+    if (*v == '\0' || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0) {
+        *on = 1;
+        return DLOCK_OK;
+    }
+    return dlock__fail(DLOCK_EINVAL, "option %s=%s: want 1 or 0", key, v);
+}
+
+/* rediss:// and rediss+sentinel://: TLS to every node, with the options
+ * redis-cli names its flags after. Elsewhere those options are refused. */
+static int parse_tls(rbackend *b, dlock__url *url)
+{
+    static const char *const keys[] = {"cacert", "cert", "key", "sni", "insecure"};
+    int tls = strncmp(url->scheme, "rediss", 6) == 0;
+    dlock__rtls_opts opts = {0};
+
+    if (strcmp(url->scheme, "rediss+sentinel") == 0)
+        /* the sentinels' and the data nodes' links take ep.tls already
+         * (sentinel.c); no test runs a Sentinel group over TLS yet */
+        return dlock__fail(DLOCK_ENOTSUP,
+                           "rediss+sentinel:// (TLS to the sentinels and the data nodes) is not "
+                           "built yet: use redis+sentinel://");
+    if (!tls) {
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            if (dlock__url_get(url, keys[i]) != NULL)
+                return dlock__fail(DLOCK_EINVAL,
+                                   "option %s= is for TLS: use rediss:// (or rediss+sentinel://)",
+                                   keys[i]);
+        }
+        return DLOCK_OK;
+    }
+    opts.cacert = dlock__url_get(url, "cacert");
+    opts.cert = dlock__url_get(url, "cert");
+    opts.key = dlock__url_get(url, "key");
+    opts.sni = dlock__url_get(url, "sni");
+    int rc = flag_option(url, "insecure", &opts.insecure);
+    if (rc == DLOCK_OK)
+        rc = dlock__rtls_new(&opts, &b->tls);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (opts.insecure && b->ep.log != NULL)
+        DLOCK__LOG(b->ep.log, DLOCK_LOG_WARN,
+                   "%s: insecure=1: the server's certificate is not verified (anyone on the way "
+                   "can read and change what is sent)",
+                   b->label);
+    b->ep.tls = b->tls;
     return DLOCK_OK;
 }
 
@@ -271,6 +329,8 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     rc = parse_endpoint(b, url);
     if (rc == DLOCK_ENOMEM)
         dlock__fail(rc, "out of memory");
+    if (rc == DLOCK_OK)
+        rc = parse_tls(b, url);
     if (rc != DLOCK_OK)
         goto fail;
     prefix = dlock__url_get(url, "prefix");
@@ -324,7 +384,8 @@ static int reached(dlock__store *store)
     return atomic_load(&RBACKEND(store)->reached);
 }
 
-static const char *const schemes[] = {"redis", "redis+unix", "redis+sentinel", NULL};
+static const char *const schemes[] = {"redis",          "rediss",          "redis+unix",
+                                      "redis+sentinel", "rediss+sentinel", NULL};
 
 const dlock__backend dlock__redis_backend = {
     .version = DLOCK__BACKEND_VERSION,

@@ -62,7 +62,7 @@ struct dlock__rsentinel {
     int watching;          /* under mu: started */
     atomic_int stop;       /* the watcher ends */
     int wake[2];           /* a byte written to wake[1] wakes it to end */
-    dlock__rendpoint data; /* the data endpoint's timeouts, for the watcher's dials */
+    dlock__rendpoint data; /* the data endpoint's timeouts and TLS, for the watcher's dials */
 };
 
 static void sleep_until(int64_t until_us)
@@ -179,9 +179,10 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
                                                                           : SENTINEL_WAIT_MS,
         .command_timeout_ms = data->command_timeout_ms < SENTINEL_WAIT_MS ? data->command_timeout_ms
                                                                           : SENTINEL_WAIT_MS,
+        .tls = data->tls, /* rediss+sentinel://: the sentinels speak TLS too */
         .label = label,
     };
-    redisContext *ctx = dlock__rconn_dial_at(&ep, deadline_us, &code);
+    dlock__rlink *ctx = dlock__rconn_dial_at(&ep, deadline_us, &code);
     if (ctx == NULL && code == DLOCK_ESERVER && s->password == NULL &&
         strstr(dlock_errmsg(), "NOAUTH") != NULL)
         snprintf(why, why_len,
@@ -190,7 +191,8 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
         snprintf(why, why_len, "%s", dlock_errmsg());
     if (ctx == NULL)
         return code == DLOCK_ESERVER ? ANSWER_REFUSED : ANSWER_NONE;
-    redisReply *r = redisCommand(ctx, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", s->name);
+    redisReply *r = dlock__rlink_commandf(ctx, dlock__now_us() + ep.command_timeout_ms * 1000,
+                                          "SENTINEL GET-MASTER-ADDR-BY-NAME %s", s->name);
     if (r == NULL) {
         snprintf(why, why_len, "%s: SENTINEL GET-MASTER-ADDR-BY-NAME: %s", label, ctx->errstr);
     } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
@@ -213,14 +215,14 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
         snprintf(why, why_len, "%s: unexpected reply to SENTINEL GET-MASTER-ADDR-BY-NAME", label);
     }
     freeReplyObject(r);
-    redisFree(ctx);
+    dlock__rlink_close(ctx);
     return got;
 }
 
 /* The role a node says it has ("master", "slave", ...) into role. */
-static int role_of(redisContext *ctx, char *role, size_t len)
+static int role_of(dlock__rlink *ctx, int64_t deadline_us, char *role, size_t len)
 {
-    redisReply *r = redisCommand(ctx, "ROLE");
+    redisReply *r = dlock__rlink_commandf(ctx, deadline_us, "ROLE");
     int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
              r->element[0]->type == REDIS_REPLY_STRING;
     snprintf(role, len, "%s",
@@ -306,8 +308,8 @@ static void nap(dlock__rsentinel *s, int64_t us)
 }
 
 /* Subscribes to +switch-master on the first sentinel that lets it; the
- * socket, or -1. */
-static int watch_subscribe(dlock__rsentinel *s)
+ * link, or NULL. */
+static dlock__rlink *watch_subscribe(dlock__rsentinel *s)
 {
     sentinel_addr order[DLOCK__URL_MAX_HOSTS];
     char label[300];
@@ -327,20 +329,22 @@ static int watch_subscribe(dlock__rsentinel *s)
             .password = s->password,
             .connect_timeout_ms = SENTINEL_WAIT_MS,
             .command_timeout_ms = SENTINEL_WAIT_MS,
+            .tls = s->data.tls,
             .label = label,
         };
-        redisContext *ctx =
+        dlock__rlink *ctx =
             dlock__rconn_dial_at(&ep, dlock__now_us() + SENTINEL_WAIT_MS * 1000, &code);
         if (ctx == NULL)
             continue;
-        redisReply *r = redisCommand(ctx, "SUBSCRIBE +switch-master");
+        redisReply *r = dlock__rlink_commandf(ctx, dlock__now_us() + SENTINEL_WAIT_MS * 1000,
+                                              "SUBSCRIBE +switch-master");
         int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
         freeReplyObject(r);
         if (ok)
-            return redisFreeKeepFd(ctx);
-        redisFree(ctx);
+            return ctx;
+        dlock__rlink_close(ctx);
     }
-    return -1;
+    return NULL;
 }
 
 /* A message of +switch-master: "<name> <old ip> <old port> <new ip> <new port>". */
@@ -367,17 +371,12 @@ static void on_message(dlock__rsentinel *s, const redisReply *r)
 static void *watch_run(void *arg)
 {
     dlock__rsentinel *s = arg;
-    redisReader *reader = NULL;
-    int fd = -1;
+    dlock__rlink *link = NULL;
 
     while (!atomic_load(&s->stop)) {
-        if (fd < 0) {
-            fd = watch_subscribe(s);
-            reader = fd >= 0 ? dlock__rreader_new() : NULL;
-            if (reader == NULL) {
-                if (fd >= 0)
-                    close(fd);
-                fd = -1;
+        if (link == NULL) {
+            link = watch_subscribe(s);
+            if (link == NULL) {
                 nap(s, WATCH_RETRY_US);
                 continue;
             }
@@ -387,12 +386,20 @@ static void *watch_run(void *arg)
                             sizeof host, &port, why, sizeof why) == ANSWER_ADDR)
                 found(s, host, port);
         }
-        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
-        int ready = poll(p, 2, WATCH_SLICE_MS);
-        if (ready == 0 || (ready < 0 && errno == EINTR) || (ready > 0 && !p[0].revents))
+        /* bytes already inside a TLS link show on no poll() */
+        struct pollfd p[2] = {{.fd = link->fd, .events = POLLIN},
+                              {.fd = s->wake[0], .events = POLLIN}};
+        int ready = dlock__rlink_pending(link) ? 1 : poll(p, 2, WATCH_SLICE_MS);
+        if (!dlock__rlink_pending(link) &&
+            (ready == 0 || (ready < 0 && errno == EINTR) || (ready > 0 && !p[0].revents)))
             continue;
         char buf[4096];
-        ssize_t got = ready > 0 ? read(fd, buf, sizeof buf) : -1;
+        redisReader *reader = link->reader;
+        /* a TLS record with no data in it (a session ticket) is no message */
+        ssize_t got =
+            ready > 0 ? dlock__rlink_read(link, buf, sizeof buf, dlock__now_us() + 1000) : -1;
+        if (got < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
         int broken = got <= 0 || redisReaderFeed(reader, buf, (size_t) got) != REDIS_OK;
         while (!broken) {
             void *reply = NULL;
@@ -406,17 +413,12 @@ static void *watch_run(void *arg)
             freeReplyObject(reply);
         }
         if (broken) {
-            close(fd);
-            fd = -1;
-            redisReaderFree(reader);
-            reader = NULL;
+            dlock__rlink_close(link);
+            link = NULL;
             nap(s, WATCH_RETRY_US / 5);
         }
     }
-    if (fd >= 0)
-        close(fd);
-    if (reader != NULL)
-        redisReaderFree(reader);
+    dlock__rlink_close(link);
     return NULL;
 }
 
@@ -426,12 +428,13 @@ static void start_watching(dlock__rsentinel *s, const dlock__rendpoint *ep)
     if (!s->watching && (s->wake[0] >= 0 || pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) == 0)) {
         s->data.connect_timeout_ms = ep->connect_timeout_ms;
         s->data.command_timeout_ms = ep->command_timeout_ms;
+        s->data.tls = ep->tls;
         s->watching = dlock__thread_start(&s->watcher, watch_run, s) == 0;
     }
     pthread_mutex_unlock(&s->mu);
 }
 
-static redisContext *dial_master(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+static dlock__rlink *dial_master(const dlock__rendpoint *ep, int64_t deadline_us, int *code)
 {
     dlock__rsentinel *s = ep->node;
     char host[256], why[1024], label[700], role[128];
@@ -460,18 +463,20 @@ static redisContext *dial_master(const dlock__rendpoint *ep, int64_t deadline_us
             at.unix_path = NULL;
             snprintf(label, sizeof label, "%.400s (master %.250s:%d)", ep->label, host, port);
             at.label = label;
-            redisContext *ctx = dlock__rconn_dial_at(&at, deadline_us, code);
+            dlock__rlink *ctx = dlock__rconn_dial_at(&at, deadline_us, code);
             if (ctx == NULL && *code == DLOCK_ESERVER)
                 return NULL; /* our AUTH refused by the data node: no wait helps */
             if (ctx == NULL) {
                 snprintf(why, sizeof why, "%s", dlock_errmsg());
-            } else if (role_of(ctx, role, sizeof role) == 0 && strcmp(role, "master") == 0) {
+            } else if (role_of(ctx, dlock__now_us() + ep->command_timeout_ms * 1000, role,
+                               sizeof role) == 0 &&
+                       strcmp(role, "master") == 0) {
                 return ctx;
             } else {
                 snprintf(why, sizeof why,
                          "%.700s: the sentinels name it, but it says its role is %.128s", label,
                          role);
-                redisFree(ctx);
+                dlock__rlink_close(ctx);
                 /* connections made to it before are to a node that is
                  * not the master: they are made again */
                 atomic_fetch_add(&s->moved, 1);

@@ -45,11 +45,11 @@ typedef struct watched {
 struct dlock__rstream {
     pthread_mutex_t mu;
     int reading;  /* a waiter holds the reader role */
-    int in_xread; /* an XREAD BLOCK is under way on ctx */
+    int in_xread; /* an XREAD BLOCK is under way on link */
     int away_ms;  /* the reader role's: the pause after the next failed read */
-    redisContext *ctx;
-    long long ctx_id;    /* CLIENT ID of ctx; 0 if unknown */
-    unsigned ctx_moved;  /* *ep.moved when ctx was dialed (conn.h) */
+    dlock__rlink *link;
+    long long ctx_id;    /* CLIENT ID of link; 0 if unknown */
+    unsigned ctx_moved;  /* *ep.moved when link was dialed (conn.h) */
     dlock__rendpoint ep; /* strings borrowed from the backend */
     dlock__board *board;
     watched *keys;
@@ -73,8 +73,7 @@ void dlock__rstream_free(dlock__rstream *s)
 {
     if (s == NULL)
         return;
-    if (s->ctx != NULL)
-        redisFree(s->ctx);
+    dlock__rlink_close(s->link);
     for (size_t i = 0; i < s->nkeys; i++)
         free(s->keys[i].key);
     free(s->keys);
@@ -184,18 +183,19 @@ static int read_once(dlock__rstream *s, int block_ms)
 {
     int code;
 
-    if (s->ctx != NULL && s->ep.moved != NULL && atomic_load(s->ep.moved) != s->ctx_moved) {
-        redisFree(s->ctx); /* to a node that may no longer be the master */
-        s->ctx = NULL;
+    if (s->link != NULL && s->ep.moved != NULL && atomic_load(s->ep.moved) != s->ctx_moved) {
+        dlock__rlink_close(s->link); /* to a node that may no longer be the master */
+        s->link = NULL;
     }
-    if (s->ctx == NULL) {
+    if (s->link == NULL) {
         s->ctx_moved = s->ep.moved != NULL ? atomic_load(s->ep.moved) : 0;
-        s->ctx = dlock__rconn_dial(
+        s->link = dlock__rconn_dial(
             &s->ep, dlock__now_us() + (s->ep.connect_timeout_ms + s->ep.command_timeout_ms) * 1000,
             &code);
-        if (s->ctx == NULL)
+        if (s->link == NULL)
             return -1;
-        redisReply *id = redisCommand(s->ctx, "CLIENT ID");
+        redisReply *id = dlock__rlink_commandf(
+            s->link, dlock__now_us() + s->ep.command_timeout_ms * 1000, "CLIENT ID");
         long long ctx_id = id != NULL && id->type == REDIS_REPLY_INTEGER ? id->integer : 0;
         freeReplyObject(id);
         pthread_mutex_lock(&s->mu);
@@ -232,7 +232,9 @@ static int read_once(dlock__rstream *s, int block_ms)
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < 2 * n + 4; i++)
         lens[i] = argv[i] != NULL ? strlen(argv[i]) : 0;
-    redisReply *r = redisCommandArgv(s->ctx, (int) (2 * n + 4), argv, lens);
+    redisReply *r = dlock__rlink_command(
+        s->link, dlock__now_us() + (block_ms + s->ep.command_timeout_ms) * 1000, (int) (2 * n + 4),
+        argv, lens);
     pthread_mutex_lock(&s->mu);
     s->in_xread = 0;
     pthread_mutex_unlock(&s->mu);
@@ -241,8 +243,8 @@ static int read_once(dlock__rstream *s, int block_ms)
     free(argv);
     free(lens);
     if (r == NULL) {
-        redisFree(s->ctx);
-        s->ctx = NULL;
+        dlock__rlink_close(s->link);
+        s->link = NULL;
         pthread_mutex_lock(&s->mu);
         s->ctx_id = 0;
         pthread_mutex_unlock(&s->mu);

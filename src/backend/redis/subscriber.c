@@ -31,10 +31,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* How often a reader looks up from the socket for wake-ups posted by
@@ -47,10 +47,9 @@ struct dlock__rsub {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* state changes */
     enum sub_state state;
-    int fd;         /* READY: the subscribed socket */
-    unsigned moved; /* *ep.moved when it was dialed (conn.h) */
-    int reading;    /* a waiter holds the reader role */
-    redisReader *reader;
+    dlock__rlink *link; /* READY: the subscribed connection (its reader parses) */
+    unsigned moved;     /* *ep.moved when it was dialed (conn.h) */
+    int reading;        /* a waiter holds the reader role */
 
     dlock__rendpoint ep; /* strings borrowed from the backend, which outlives us */
     char channel[160];
@@ -69,7 +68,6 @@ int dlock__rsub_new(const dlock__rendpoint *ep, const char *channel, dlock__boar
     s->ep = *ep;
     snprintf(s->channel, sizeof s->channel, "%s", channel);
     s->board = board;
-    s->fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -83,10 +81,7 @@ void dlock__rsub_free(dlock__rsub *s)
 {
     if (s == NULL)
         return;
-    if (s->fd >= 0)
-        close(s->fd);
-    if (s->reader != NULL)
-        redisReaderFree(s->reader);
+    dlock__rlink_close(s->link);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -106,38 +101,39 @@ int dlock__rsub_ready(dlock__rsub *s)
     return ready;
 }
 
-/* Connects and subscribes; returns the socket or -1 (detail recorded). */
-static int subscribe(dlock__rsub *s, int64_t deadline_us, int *code)
+/* Connects and subscribes; returns the link or NULL (detail recorded). */
+static dlock__rlink *subscribe(dlock__rsub *s, int64_t deadline_us, int *code)
 {
-    redisContext *ctx = dlock__rconn_dial(&s->ep, deadline_us, code);
+    dlock__rlink *l = dlock__rconn_dial(&s->ep, deadline_us, code);
     redisReply *r;
 
-    if (ctx == NULL)
-        return -1;
-    r = redisCommand(ctx, "SUBSCRIBE %s", s->channel);
+    if (l == NULL)
+        return NULL;
+    r = dlock__rlink_commandf(l, dlock__now_us() + s->ep.command_timeout_ms * 1000, "SUBSCRIBE %s",
+                              s->channel);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "subscribe") != 0) {
         *code = r != NULL && r->type == REDIS_REPLY_ERROR ? DLOCK_ESERVER : DLOCK_EUNREACHABLE;
         dlock__fail(*code, "%s: SUBSCRIBE failed: %s", s->ep.label,
-                    r == NULL                      ? ctx->errstr
+                    r == NULL                      ? l->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
                                                    : "unexpected reply");
         freeReplyObject(r);
-        redisFree(ctx);
-        return -1;
+        dlock__rlink_close(l);
+        return NULL;
     }
     freeReplyObject(r);
-    redisEnableKeepAlive(ctx);
+    int on = 1;
+    setsockopt(l->fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
     /* A read blocks at most one slice (see pump). */
-    struct timeval slice = {0, READER_SLICE_US};
-    if (redisSetTimeout(ctx, slice) != REDIS_OK) {
+    if (dlock__rlink_set_timeout(l, READER_SLICE_US / 1000) != 0) {
         *code = DLOCK_EUNREACHABLE;
         dlock__fail(*code, "%s: cannot set the subscriber's read timeout: %s", s->ep.label,
-                    ctx->errstr);
-        redisFree(ctx);
-        return -1;
+                    strerror(errno));
+        dlock__rlink_close(l);
+        return NULL;
     }
-    return redisFreeKeepFd(ctx);
+    return l;
 }
 
 int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
@@ -157,28 +153,20 @@ int dlock__rsub_connect(dlock__rsub *s, int64_t deadline_us)
     if (stale) {
         /* (a reader sees the move within a slice, and drops it itself);
          * waiters already queued may miss their notices: they check */
-        close(s->fd);
-        s->fd = -1;
+        dlock__rlink_close(s->link);
+        s->link = NULL;
         s->state = SUB_DOWN;
     }
     if (s->state == SUB_DOWN) {
         s->state = SUB_CONNECTING;
         pthread_mutex_unlock(&s->mu);
         unsigned moved = s->ep.moved != NULL ? atomic_load(s->ep.moved) : 0;
-        int fd = subscribe(s, deadline_us, &rc);
-        redisReader *reader = fd >= 0 ? dlock__rreader_new() : NULL;
-        if (fd >= 0 && reader == NULL) {
-            close(fd);
-            fd = -1;
-            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        }
+        dlock__rlink *l = subscribe(s, deadline_us, &rc);
         pthread_mutex_lock(&s->mu);
-        if (fd >= 0) {
-            if (s->reader != NULL)
-                redisReaderFree(s->reader);
-            s->reader = reader;
+        if (l != NULL) {
+            dlock__rlink_close(s->link);
             s->moved = moved;
-            s->fd = fd;
+            s->link = l;
             s->state = SUB_READY;
         } else {
             s->state = SUB_DOWN;
@@ -216,26 +204,20 @@ static int pump(dlock__rsub *s, dlock__waiter *w, int64_t until_us)
             return -1;
         if (now >= until_us)
             return 0;
-        /* The socket's receive timeout is one slice: a whole slice needs
-         * no poll() first (one system call per notice); a shorter one,
-         * up to until_us, does. */
-        if (until_us - now < READER_SLICE_US) {
-            struct pollfd p = {.fd = s->fd, .events = POLLIN};
-            int ready = poll(&p, 1, (int) ((until_us - now + 999) / 1000));
-            if (ready < 0 && errno != EINTR)
-                return -1;
-            if (ready <= 0)
-                continue;
-        }
-        ssize_t got = read(s->fd, buf, sizeof buf);
+        /* The link's receive timeout is one slice: a whole slice needs
+         * no deadline (one system call per notice); a shorter one, up to
+         * until_us, has one. */
+        redisReader *reader = s->link->reader;
+        ssize_t got = dlock__rlink_read(s->link, buf, sizeof buf,
+                                        until_us - now < READER_SLICE_US ? until_us : 0);
         if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
-        if (got <= 0 || s->reader->len - s->reader->pos + (size_t) got > DLOCK__REPLY_MAX_BYTES ||
-            redisReaderFeed(s->reader, buf, (size_t) got) != REDIS_OK)
+        if (got <= 0 || reader->len - reader->pos + (size_t) got > DLOCK__REPLY_MAX_BYTES ||
+            redisReaderFeed(reader, buf, (size_t) got) != REDIS_OK)
             return -1; /* broken, or junk: reconnect */
         for (;;) {
             void *reply = NULL;
-            if (redisReaderGetReply(s->reader, &reply) != REDIS_OK)
+            if (redisReaderGetReply(reader, &reply) != REDIS_OK)
                 return -1;
             if (reply == NULL)
                 break;
@@ -268,8 +250,8 @@ static void leave_role(void *source, int broken)
     pthread_mutex_lock(&s->mu);
     s->reading = 0;
     if (broken && s->state == SUB_READY) {
-        close(s->fd);
-        s->fd = -1;
+        dlock__rlink_close(s->link);
+        s->link = NULL;
         s->state = SUB_DOWN;
     }
     pthread_mutex_unlock(&s->mu);
