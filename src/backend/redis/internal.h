@@ -108,6 +108,9 @@ int dlock__redis_step(rbackend *b, dlock__rconn *c, const dlock__rcmd *before, s
                       redisReply **replies, long long *acked);
 /* Whether a step's *acked falls short of wait=N. */
 int dlock__redis_unconfirmed(const rbackend *b, long long acked);
+/* How many replicas the master behind c says are connected to it (ROLE),
+ * or -1 if it does not say. */
+long long dlock__redis_replicas_connected(rbackend *b, dlock__rconn *c, int64_t deadline);
 /* At close: the idle connections of wait=N. */
 void dlock__redis_replicas_close(rbackend *b);
 

@@ -290,6 +290,9 @@ static int parse_wait(rbackend *b, dlock__url *url)
     if (rc != DLOCK_OK)
         return rc;
     b->sync_replicas = (unsigned) n;
+    if (n == 0 && dlock__url_get(url, "wait_timeout") != NULL)
+        return dlock__fail(DLOCK_EINVAL, "option wait_timeout= bounds the WAIT of wait=N: give "
+                                         "wait=N too, or leave it out");
     b->sync_timeout_ms = b->cfg.command_timeout_ms / 2;
     if (b->sync_timeout_ms > DEFAULT_SYNC_TIMEOUT_MS)
         b->sync_timeout_ms = DEFAULT_SYNC_TIMEOUT_MS;

@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Idle connections kept for the next steps; more are made when threads
  * step at once, and closed when given back beyond these. */
@@ -92,4 +93,25 @@ int dlock__redis_step(rbackend *b, dlock__rconn *c, const dlock__rcmd *before, s
 int dlock__redis_unconfirmed(const rbackend *b, long long acked)
 {
     return acked >= 0 && acked < (long long) b->sync_replicas;
+}
+
+long long dlock__redis_replicas_connected(rbackend *b, dlock__rconn *c, int64_t deadline)
+{
+    const char *argv[] = {"ROLE"};
+    size_t lens[] = {4};
+    dlock__rcmd role = {1, argv, lens};
+    redisReply *r = NULL;
+    long long n = -1;
+
+    (void) b;
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
+    /* ROLE of a master: "master", its offset, and one entry per connected replica */
+    if (dlock__rconn_call(c, 1, &role, deadline, &r) == DLOCK_OK && r->type == REDIS_REPLY_ARRAY &&
+        r->elements >= 3 && r->element[0]->type == REDIS_REPLY_STRING &&
+        strcmp(r->element[0]->str, "master") == 0 && r->element[2]->type == REDIS_REPLY_ARRAY)
+        n = (long long) r->element[2]->elements;
+    freeReplyObject(r);
+    dlock__restore_error(&saved);
+    return n;
 }

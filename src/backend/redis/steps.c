@@ -58,11 +58,13 @@ static int64_t holder_ttl(long long pttl)
 /* Gives back a lock this attempt may have taken when its script failed
  * half-way (Redis does not roll a script back). Token-checked: it touches
  * nothing that is not this owner's. */
+static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, int64_t deadline);
+
 static void undo_take(rbackend *b, rlock *l, const char *token, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    dlock__redis_release(&b->base, &l->base, token, deadline);
+    run_release(b, l, token, 0, deadline); /* no WAIT: nobody was told it is held */
     dlock__restore_error(&saved);
 }
 
@@ -81,9 +83,19 @@ static int step_with_record(rbackend *b, dlock__rconn *c, const evalcall *call, 
 }
 
 /* A grant the master made that fewer replicas than wait=N acknowledged in
- * time (it has been given back). */
-static int not_replicated(const rbackend *b, const char *key, long long acked)
+ * time (it has been given back). Fewer replicas than that connected to the
+ * master is a setting to change, not an outage to wait out: refused at
+ * once; else the replicas are behind, and a wait may try again. */
+static int not_replicated(rbackend *b, rlock *l, const char *key, long long acked, int64_t deadline)
 {
+    long long connected = dlock__redis_replicas_connected(b, l->conn, deadline);
+    if (connected >= 0 && connected < (long long) b->sync_replicas)
+        return dlock__fail(DLOCK_ESERVER,
+                           "%s: the master has %lld connected replica%s, and wait=%u asks %u to "
+                           "acknowledge every change: lower wait= or attach replicas (took %s "
+                           "and gave it back)",
+                           b->label, connected, connected == 1 ? "" : "s", b->sync_replicas,
+                           b->sync_replicas, key);
     return dlock__fail(DLOCK_EUNREACHABLE,
                        "%s: took %s on the master, but %lld of the %u replicas asked (wait=%u) "
                        "acknowledged it within %lld ms, so a failover could lose it: gave it back "
@@ -160,7 +172,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         rc = dlock__redis_bad_reply(b, "acquire", r);
     } else if (got.outcome == DLOCK__RACQUIRE_TAKEN && dlock__redis_unconfirmed(b, acked)) {
         undo_take(b, l, a->token, a->deadline_us);
-        rc = not_replicated(b, l->keys[0], acked);
+        rc = not_replicated(b, l, l->keys[0], acked, a->deadline_us);
     } else if (got.outcome == DLOCK__RACQUIRE_TAKEN) {
         a->outcome = DLOCK__TAKEN;
         a->fence = got.fence;
@@ -270,7 +282,7 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
         } else if (dlock__redis_unconfirmed(b, acked)) {
             for (size_t i = 0; i < n; i++)
                 undo_take(b, RLOCK(bls[i]), token, deadline_us);
-            rc = not_replicated(b, first->keys[0], acked);
+            rc = not_replicated(b, RLOCK(bls[0]), first->keys[0], acked, deadline_us);
         }
     }
     freeReplyObject(r);
@@ -302,7 +314,7 @@ int dlock__redis_cancel(dlock__store *s, dlock__store_lock *sl, const char *toke
 }
 
 /* The release script of l's kind, for token (NULL: forced). */
-static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadline)
+static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, int64_t deadline)
 {
     const char *argv[8];
     size_t lens[8];
@@ -332,8 +344,9 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
     for (size_t i = 4; i < n; i++)
         lens[i] = strlen(argv[i]);
     evalcall call = {script, n, argv, lens};
-    long long acked;
-    rc = dlock__redis_step(b, l->conn, NULL, 1, &call, deadline, NULL, &r, &acked);
+    long long acked = -1;
+    rc = with_wait ? dlock__redis_step(b, l->conn, NULL, 1, &call, deadline, NULL, &r, &acked)
+                   : dlock__redis_run_script(l->conn, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
     enum dlock__rrelease released;
@@ -358,12 +371,12 @@ static int run_release(rbackend *b, rlock *l, const char *token, int64_t deadlin
 
 int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline)
 {
-    return run_release(RBACKEND(s), RLOCK(l), token, deadline);
+    return run_release(RBACKEND(s), RLOCK(l), token, 1, deadline);
 }
 
 int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline)
 {
-    return run_release(RBACKEND(s), RLOCK(l), NULL, deadline);
+    return run_release(RBACKEND(s), RLOCK(l), NULL, 1, deadline);
 }
 
 int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
