@@ -42,7 +42,8 @@ typedef struct rlbackend {
     char *label;
     dlock__rlnodes *nodes;
     size_t n, quorum;
-    atomic_int reached;
+    /* Per node: a connection to it was made once (its endpoint's `reached`) */
+    atomic_int reached[DLOCK__REDLOCK_MAX_NODES];
 } rlbackend;
 
 typedef struct rllock {
@@ -610,7 +611,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
             .command_timeout_ms = b->cfg.command_timeout_ms,
             .label = labels[i],
             .log = host->log,
-            .reached = &b->reached,
+            .reached = &b->reached[i],
         };
     }
     rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA, &b->nodes);
@@ -624,9 +625,16 @@ fail:
     return rc;
 }
 
+/* Reached once a quorum of nodes was: with fewer, the store as a whole
+ * was never there (a majority mistyped or never up), and a wait gives up
+ * as soon as for a server never reached. */
 static int reached(dlock__store *s)
 {
-    return atomic_load(&RLB(s)->reached);
+    const rlbackend *b = RLB(s);
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        n += atomic_load(&b->reached[i]) != 0;
+    return n >= b->quorum;
 }
 
 static const char *const schemes[] = {"redlock", NULL};
