@@ -264,9 +264,10 @@ enum {
     DLOCK_LOG_INFO = 3,  /* renewals succeed again after failures (the store is back),
                             each further failed renewal of an outage, each retry of
                             a wait on an unreachable store, the store
-                            reachable again during a wait, a lock acquired
-                            after a wait or handed over by the store, a wait
-                            cancelled, a forced unlock */
+                            reachable again during a wait, a lock found held
+                            and waited for (how: queued, blocked in the store or
+                            polling), a lock acquired after a wait or handed over
+                            by the store, a wait cancelled, a forced unlock */
     DLOCK_LOG_DEBUG = 4, /* every acquisition, re-entry, release, extension,
                             verification and renewal round trip */
 };

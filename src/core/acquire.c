@@ -644,11 +644,12 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
     int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
     if (!st->waited) {
         st->waited = 1;
-        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' is held by someone else: waiting (%s)",
+        DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' is held by someone else: waiting (%s)",
                    l->name,
                    a.outcome == DLOCK__QUEUED    ? "queued in the store"
                    : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
-                                                 : "polling, or woken by the store");
+                   : a.next == DLOCK__NEXT_POLL  ? "polling"
+                                                 : "woken by the store");
     }
     if (a.outcome == DLOCK__HELD) {
         wait_held(l, st, &a, sent, now, ttl_us);

@@ -63,7 +63,7 @@ static dlock_lock *open_kind(dlock_client *c, const char *name, const kind *k)
     } while (0)
 
 /* A client whose log says when one of its acquires found the name held and
- * started waiting (the core logs it at debug level after the store said
+ * started waiting (the core logs it at info level after the store said
  * so): the condition a test waits for before it lets the holder go. */
 typedef struct watched_client {
     dlock_client *c;

@@ -442,6 +442,11 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
     }
     if (ep->reached != NULL)
         atomic_store(ep->reached, 1);
+    if (dlock__rtls_insecure_once((dlock__rtls *) ep->tls))
+        DLOCK__LOG(ep->log, DLOCK_LOG_WARN,
+                   "%s: insecure=1: the server's certificate is not verified (anyone on the way "
+                   "can read and change what is sent)",
+                   ep->label);
     return l;
 }
 

@@ -272,12 +272,7 @@ static int parse_tls(rbackend *b, dlock__url *url)
         rc = dlock__rtls_new(&opts, &b->tls);
     if (rc != DLOCK_OK)
         return rc;
-    if (opts.insecure && b->ep.log != NULL)
-        DLOCK__LOG(b->ep.log, DLOCK_LOG_WARN,
-                   "%s: insecure=1: the server's certificate is not verified (anyone on the way "
-                   "can read and change what is sent)",
-                   b->label);
-    b->ep.tls = b->tls;
+    b->ep.tls = b->tls; /* insecure=1 is logged at the first connection (conn.c) */
     return DLOCK_OK;
 }
 

@@ -14,6 +14,7 @@
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,14 @@ struct dlock__rtls {
     SSL_CTX *ctx;
     char *sni;
     int insecure;
-    int has_cert; /* a client certificate is offered */
+    int has_cert;    /* a client certificate is offered */
+    atomic_int told; /* insecure: the warning was logged (dlock__rtls_insecure_once) */
 };
+
+int dlock__rtls_insecure_once(dlock__rtls *t)
+{
+    return t != NULL && t->insecure && atomic_exchange(&t->told, 1) == 0;
+}
 
 /* ---------------------------------------------------------------- the socket BIO */
 

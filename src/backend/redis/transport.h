@@ -49,6 +49,10 @@ typedef struct dlock__rtls dlock__rtls;
  * option and OpenSSL's reason in the message. */
 int dlock__rtls_new(const dlock__rtls_opts *opts, dlock__rtls **out);
 void dlock__rtls_free(dlock__rtls *t);
+/* 1 the first time it is asked of a context with verification off
+ * (insecure=1), so that the warning is logged once, at the first
+ * connection: the client's log may be set only after it opened. */
+int dlock__rtls_insecure_once(dlock__rtls *t);
 
 enum { DLOCK__RLINK_EIO = 1, DLOCK__RLINK_ETIMEDOUT, DLOCK__RLINK_EPROTO };
 
