@@ -56,6 +56,8 @@ typedef struct node {
     job *head, *tail;
     int stop;
     int64_t stop_deadline_us;
+    dlock__log *log; /* the client's */
+    int down;        /* its last batch found it out of reach (the worker's own) */
 } node;
 
 struct dlock__rlnodes {
@@ -312,6 +314,20 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
         rc = run_calls(nd->owner, nd, calls, ncalls, deadline, replies);
         if (rc != DLOCK_OK)
             snprintf(err, sizeof err, "%s", dlock_errmsg());
+        /* A node going and coming is told once each way: the quorum hides
+         * it from every call, and a spare node lost is an operator's to know. */
+        if (rc == DLOCK_EUNREACHABLE && !nd->down) {
+            size_t len = strlen(nd->label);
+            const char *why =
+                strncmp(err, nd->label, len) == 0 && err[len] == ':' ? err + len + 2 : err;
+            nd->down = 1;
+            DLOCK__LOG(nd->log, DLOCK_LOG_WARN,
+                       "%s: node out of reach (the others decide while a quorum answers): %s",
+                       nd->label, why);
+        } else if (rc == DLOCK_OK && nd->down) {
+            nd->down = 0;
+            DLOCK__LOG(nd->log, DLOCK_LOG_INFO, "%s: node answers again", nd->label);
+        }
     }
     size_t k = 0;
     for (size_t i = 0; i < live; i++) {
@@ -387,6 +403,7 @@ int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script
         pthread_cond_init(&nd->cv, NULL);
         ns->n = i + 1;
         nd->label = strdup(eps[i].label);
+        nd->log = eps[i].log;
         if (nd->label == NULL || dlock__rconn_new(&eps[i], &nd->conn) != DLOCK_OK) {
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
             goto fail;
