@@ -383,8 +383,12 @@ refused:
         dlock__fail(*code, "%s: server sent an invalid reply to %s (%s)", ep->label, step,
                     dlock__rreader_refused() ? "an array too large to be a reply" : l->errstr);
     } else if (r == NULL) {
+        /* a TLS port drops a plain client's first bytes: say so */
         *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: %s: %s", ep->label, step, l->errstr);
+        dlock__fail(*code, "%s: %s: %s%s", ep->label, step, l->errstr,
+                    ep->tls == NULL && strstr(l->errstr, "reset by peer") != NULL
+                        ? " (if the port takes TLS only, use rediss://)"
+                        : "");
     } else if (strncmp(r->str, "NOAUTH", 6) == 0) {
         *code = DLOCK_ESERVER;
         dlock__fail(*code,

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct dlock__rtls {
     SSL_CTX *ctx;
@@ -126,6 +127,11 @@ int dlock__rtls_new(const dlock__rtls_opts *opts, dlock__rtls **out)
         SSL_CTX_set_verify(t->ctx, SSL_VERIFY_NONE, NULL);
     } else {
         SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
+        if (opts->cacert != NULL && access(opts->cacert, R_OK) != 0) {
+            rc = dlock__fail(DLOCK_EINVAL, "option cacert=%s: cannot read it: %s", opts->cacert,
+                             strerror(errno));
+            goto fail;
+        }
         int loaded = opts->cacert != NULL
                          ? SSL_CTX_load_verify_locations(t->ctx, opts->cacert, NULL)
                          : SSL_CTX_set_default_verify_paths(t->ctx);
@@ -140,6 +146,14 @@ int dlock__rtls_new(const dlock__rtls_opts *opts, dlock__rtls **out)
         rc = dlock__fail(DLOCK_EINVAL, "option key= needs cert= (the certificate it goes with)");
         goto fail;
     }
+    for (int i = 0; i < 2; i++) {
+        const char *file = i == 0 ? opts->cert : opts->key;
+        if (file != NULL && access(file, R_OK) != 0) {
+            rc = dlock__fail(DLOCK_EINVAL, "option %s=%s: cannot read it: %s",
+                             i == 0 ? "cert" : "key", file, strerror(errno));
+            goto fail;
+        }
+    }
     if (opts->cert != NULL) {
         const char *key = opts->key != NULL ? opts->key : opts->cert;
         if (SSL_CTX_use_certificate_chain_file(t->ctx, opts->cert) != 1) {
@@ -149,8 +163,11 @@ int dlock__rtls_new(const dlock__rtls_opts *opts, dlock__rtls **out)
         }
         if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1 ||
             SSL_CTX_check_private_key(t->ctx) != 1) {
-            rc = dlock__fail(DLOCK_EINVAL, "option key=%s: cannot load it for cert=%s: %s", key,
-                             opts->cert, ssl_reason(why, sizeof why));
+            rc = dlock__fail(DLOCK_EINVAL,
+                             opts->key != NULL ? "option key=%s: cannot load it for cert=%s: %s"
+                                               : "option cert=%s: no key= given, and no private "
+                                                 "key in that file%.0s: %s",
+                             key, opts->cert, ssl_reason(why, sizeof why));
             goto fail;
         }
     }
