@@ -168,6 +168,12 @@ static void spawn(dt_server *s)
         /* Its own process group: a terminal's ^C reaches the test, which
          * stops it, not the server behind its back. */
         setpgid(0, 0);
+        /* Signals the starter blocks (build/bin/store waits for SIGTERM and
+         * SIGINT in sigwaitinfo) must reach the server: a blocked SIGTERM
+         * is inherited through exec, and `kill PID` would do nothing. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         int in = open("/dev/null", O_RDONLY);
         if (out >= 0) {
