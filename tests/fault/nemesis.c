@@ -156,6 +156,14 @@ static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *
     int n = 0, nops = 0;
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
         nem_event probe = {.kind = generic[i].kind, .mode = generic[i].mode};
+        /* A store with no server process (SQLite's file) has nothing to
+         * kill, pause or restart, and its clients no link to cut: such a
+         * fault would do nothing but be logged (and excuse the errors of
+         * clients it never touched), and a wiped restart would delete the
+         * database under its holders. Only client faults apply. */
+        if (!dt_server_has_process(server) && probe.kind != NEM_KILL_CLIENT &&
+            probe.kind != NEM_PAUSE_CLIENT)
+            continue;
         if (allowed(cfg, filter_name(&probe)))
             types[n++] = generic[i];
     }

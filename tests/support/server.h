@@ -88,6 +88,10 @@ void dt_server_restart(dt_server *s, unsigned how);
 void dt_server_start_again(dt_server *s, unsigned how);
 /* 1 if the server answers now (within about 200 ms). */
 int dt_server_answers(const dt_server *s);
+/* 1 if the kind runs a server process (0: the store is a file, SQLite):
+ * only then can it be stopped, killed, paused, restarted or cut off by a
+ * proxy. */
+int dt_server_has_process(const dt_server *s);
 
 /* The server's URL with another port in it (to go through a proxy). */
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len);
