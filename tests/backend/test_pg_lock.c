@@ -285,6 +285,30 @@ static void cancel_when_paused(void)
     dlock_client_close(h);
 }
 
+/* Fences keep increasing when the lock's row of dlock_fence is deleted
+ * (an operator's DELETE): before, the counter started again from 1 (the
+ * fault suite's drop_lock on postgres, seed 7: a fence below one handed
+ * out before). */
+static void fence_after_row_deleted(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "rd", 0);
+    uint64_t last = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+        CHECK_INT(dlock_lock_fence(l), >, last);
+        last = dlock_lock_fence(l);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dt_server_cli(&srv, "-c \"DELETE FROM dlock_fence WHERE name = 'rd'\"");
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'rd'"), ==, 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, last);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- hand-over */
 
 /* The release (one statement: the row's lease ended, then the advisory
@@ -514,6 +538,7 @@ int main(int argc, char **argv)
         {"role_without_create", role_without_create},
         {"fenced_processes", fenced_processes},
         {"release_ends_lease", release_ends_lease},
+        {"fence_after_row_deleted", fence_after_row_deleted},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);
