@@ -494,7 +494,8 @@ static void run_action(nemesis *n, const nem_action *a)
         if (!a->end) {
             int64_t t0 = fs_now();
             int loses = dt_server_op_loses_data(n->server, e->op);
-            int rc = n->server->pid > 0 && !n->server->paused
+            int up = n->server->pid > 0 || !dt_server_has_process(n->server);
+            int rc = up && !n->server->paused
                          ? dt_server_op(n->server, e->op, e->arg[0] ? e->arg : NULL)
                          : -1;
             int flags = (rc != 0 ? EVF_FAILED : 0) | (loses ? EVF_DATALOSS : 0);

@@ -119,7 +119,9 @@ int64_t dt_server_lease_bound_ms(const dt_server *s, int64_t lease_ms);
  *              TYPE normal and pubsub)
  *   etcd:      wipe (delete every key), drop_lock NAME (keys under NAME/
  *              and NAME), compact (compact to the current revision)
- *   zookeeper: none yet */
+ *   zookeeper: none yet
+ *   postgres:  drop_lock NAME (its row of dlock_fence)
+ *   sqlite:    drop_lock NAME (its rows of dlock_hold) */
 const char *const *dt_server_ops(const dt_server *s);
 const char *dt_server_op_help(const dt_server *s, const char *op);
 /* 1 if the operation may lose acknowledged data (wipe, drop_lock, evict):
