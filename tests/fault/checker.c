@@ -314,6 +314,9 @@ static const window *disturbed(const checker *c, int actor, pid_t sup, int64_t t
         if (w->scope == W_ALL || (w->scope == W_LINK && (w->link < 0 || w->link == a->link)) ||
             (w->scope == W_PID && (w->pid == a->pid || (sup > 0 && w->pid == sup))))
             return w;
+        /* a paused client may hold the store's one write lock (SQLite) */
+        if (w->kind == NEM_PAUSE_CLIENT && c->cfg->pause_stops_store)
+            return w;
     }
     return NULL;
 }

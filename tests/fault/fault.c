@@ -480,6 +480,7 @@ static int check_again(int argc, char **argv)
     c.timeout_ms = s->judge.timeout_ms;
     c.slack_ms = s->judge.slack_ms;
     c.fences_from_data = s->judge.fences_from_data;
+    c.pause_stops_store = strcmp(c.store, "sqlite") == 0;
     c.caps = s->judge.caps;
     c.lease_unit_ms = s->judge.lease_unit_ms;
     c.expiry_lag_ms = s->judge.expiry_lag_ms;
@@ -655,6 +656,7 @@ int main(int argc, char **argv)
 
     /* The store, and the proxy in front of it. */
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
+    cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
     /* the kind's lease rounding, read back through the harness's bound:
      * a lease of 0 ends a lag late, one of 1 ms a unit and a lag late */

@@ -182,6 +182,12 @@ typedef struct fault_cfg {
      * and exclusion afresh from each wipe on. (Redis fences also follow the
      * server's clock and survive a wipe: no excuse for them.) */
     int fences_from_data;
+    /* The store is a file every client writes under one lock (SQLite): a
+     * client paused inside a write transaction stops every other client's
+     * writes until it goes on (documented: src/backend/sqlite/README.md),
+     * so a pause-client disturbs every client, as a pause-server does. Set
+     * from the store's name, by the run and by `fault check` alike. */
+    int pause_stops_store;
     unsigned caps; /* the store's DLOCK_CAP_* bits (the probe asks) */
     /* How long the store's server keeps a lease of L ms: L rounded up to
      * lease_unit_ms (0: as asked), plus expiry_lag_ms (dt_server_kind) */

@@ -156,6 +156,14 @@ static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *
     int n = 0, nops = 0;
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
         nem_event probe = {.kind = generic[i].kind, .mode = generic[i].mode};
+        /* A store with no server process (SQLite's file) has nothing to
+         * kill, pause or restart, and its clients no link to cut: such a
+         * fault would do nothing but be logged (and excuse the errors of
+         * clients it never touched), and a wiped restart would delete the
+         * database under its holders. Only client faults apply. */
+        if (!dt_server_has_process(server) && probe.kind != NEM_KILL_CLIENT &&
+            probe.kind != NEM_PAUSE_CLIENT)
+            continue;
         if (allowed(cfg, filter_name(&probe)))
             types[n++] = generic[i];
     }
@@ -486,7 +494,8 @@ static void run_action(nemesis *n, const nem_action *a)
         if (!a->end) {
             int64_t t0 = fs_now();
             int loses = dt_server_op_loses_data(n->server, e->op);
-            int rc = n->server->pid > 0 && !n->server->paused
+            int up = n->server->pid > 0 || !dt_server_has_process(n->server);
+            int rc = up && !n->server->paused
                          ? dt_server_op(n->server, e->op, e->arg[0] ? e->arg : NULL)
                          : -1;
             int flags = (rc != 0 ? EVF_FAILED : 0) | (loses ? EVF_DATALOSS : 0);

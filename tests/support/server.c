@@ -424,6 +424,11 @@ int dt_server_answers(const dt_server *s)
     return s->pid > 0 && !s->paused && s->kind->answers(s);
 }
 
+int dt_server_has_process(const dt_server *s)
+{
+    return s->kind->file == NULL;
+}
+
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len)
 {
     if (s->kind->file != NULL) { /* no port to go through */

@@ -88,6 +88,10 @@ void dt_server_restart(dt_server *s, unsigned how);
 void dt_server_start_again(dt_server *s, unsigned how);
 /* 1 if the server answers now (within about 200 ms). */
 int dt_server_answers(const dt_server *s);
+/* 1 if the kind runs a server process (0: the store is a file, SQLite):
+ * only then can it be stopped, killed, paused, restarted or cut off by a
+ * proxy. */
+int dt_server_has_process(const dt_server *s);
 
 /* The server's URL with another port in it (to go through a proxy). */
 const char *dt_server_url_at(const dt_server *s, int port, char *buf, size_t len);
@@ -115,7 +119,9 @@ int64_t dt_server_lease_bound_ms(const dt_server *s, int64_t lease_ms);
  *              TYPE normal and pubsub)
  *   etcd:      wipe (delete every key), drop_lock NAME (keys under NAME/
  *              and NAME), compact (compact to the current revision)
- *   zookeeper: none yet */
+ *   zookeeper: none yet
+ *   postgres:  drop_lock NAME (its row of dlock_fence)
+ *   sqlite:    drop_lock NAME (its rows of dlock_hold) */
 const char *const *dt_server_ops(const dt_server *s);
 const char *dt_server_op_help(const dt_server *s, const char *op);
 /* 1 if the operation may lose acknowledged data (wipe, drop_lock, evict):

@@ -179,7 +179,40 @@ static void pg_cli_prefix(const dt_server *s, char *buf, size_t len)
              s->port);
 }
 
+/* Deletes lock NAME's row of dlock_fence (its fence counter and lease):
+ * the lock table row of a session-mode lock. The advisory lock itself, on
+ * its holder's connection, stays. */
+static int op_drop_lock(dt_server *s, const char *name)
+{
+    char psql[300], port[16], sql[600];
+    if (name == NULL || strchr(name, '\'') != NULL) {
+        fprintf(stderr, "postgres drop_lock: want a lock name without quotes\n");
+        return -1;
+    }
+    snprintf(psql, sizeof psql, "%s/psql", pg_bin());
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(sql, sizeof sql, "DELETE FROM dlock_fence WHERE name = '%s'", name);
+    const char *argv[] = {psql,
+                          "-X",
+                          "-q",
+                          "-h",
+                          s->dir,
+                          "-p",
+                          port,
+                          "-U",
+                          "dlock",
+                          "-d",
+                          "postgres",
+                          "-v",
+                          "ON_ERROR_STOP=1",
+                          "-c",
+                          sql,
+                          NULL};
+    return dt__run_quiet(argv, 5000) == 0 ? 0 : -1;
+}
+
 static const dt_server_op_entry pg_ops[] = {
+    {"drop_lock", "delete lock NAME's row of dlock_fence (its fence and lease)", op_drop_lock, 2},
     {NULL, NULL, NULL, 0},
 };
 

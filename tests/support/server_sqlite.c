@@ -10,6 +10,7 @@
 #include "server_kind.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static void sqlite_argv(const dt_server *s, const char **argv, char bufs[][256])
@@ -40,7 +41,26 @@ static void sqlite_cli_prefix(const dt_server *s, char *buf, size_t len)
     snprintf(buf, len, "sqlite3 %s/locks.db ", s->dir);
 }
 
-static const dt_server_op_entry sqlite_ops[] = {{NULL, NULL, NULL, 0}};
+/* Deletes lock NAME's hold rows (dlock_hold): the store forgets who holds
+ * it. Its fence counter (dlock_fence) stays. */
+static int op_drop_lock(dt_server *s, const char *name)
+{
+    char path[256], sql[600];
+    if (name == NULL || strchr(name, '\'') != NULL) {
+        fprintf(stderr, "sqlite drop_lock: want a lock name without quotes\n");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/locks.db", s->dir);
+    snprintf(sql, sizeof sql, "DELETE FROM dlock_hold WHERE name = '%s';", name);
+    const char *argv[] = {"sqlite3", "-bail", "-cmd", ".timeout 5000", path, sql, NULL};
+    return dt__run_quiet(argv, 8000) == 0 ? 0 : -1;
+}
+
+static const dt_server_op_entry sqlite_ops[] = {
+    {"drop_lock", "delete lock NAME's hold rows (dlock_hold; the fence counter stays)",
+     op_drop_lock, 2},
+    {NULL, NULL, NULL, 0},
+};
 
 const dt_server_kind dt__sqlite_kind = {
     .name = "sqlite",

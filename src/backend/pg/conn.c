@@ -18,6 +18,7 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../../base/random.h"
+#include "../../base/thread.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -25,8 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX       8     /* idle connections kept, or as many as are busy */
-#define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
+#define POOL_MAX       8      /* idle connections kept, or as many as are busy */
+#define CANCEL_STEP_US 50000  /* how often a blocked request asks whether it is cancelled */
+#define CANCEL_WAIT_US 150000 /* how long a cancelled request waits for its answer */
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -84,9 +86,12 @@ static void no_notice(void *arg, const char *message)
     (void) arg, (void) message;
 }
 
+static void cancel_unref(struct cancel_job *j);
+
 static void conn_free(void *arg)
 {
     dlock__pgconn *c = arg;
+    cancel_unref(c->cancel);
     if (c->pg != NULL)
         PQfinish(c->pg);
     free(c->keys);
@@ -96,17 +101,85 @@ static void conn_free(void *arg)
 
 /* ---------------------------------------------------------------- requests */
 
+/* A cancel request in flight: libpq's PQcancel (before PostgreSQL 17's
+ * PQcancelStart, the only way to send one) connects and waits for the
+ * server to close that connection, with no bound: a paused server, or a
+ * link that is silent or drops bytes, kept the dlock_cancel()led request
+ * (and its wait's budget) waiting until the fault ended (the fault suite's
+ * stalls on postgres, seed 10: 1.2-2.1 s past a wait's bound). So it runs
+ * on a thread of its own, which the request does not wait for: the
+ * request goes on reading its answer within its own deadline (the server
+ * ends the wait when the cancel arrives, or when the slice's lock_timeout
+ * does). The job is shared by the thread and the connection, freed by
+ * whichever lets go last. */
+typedef struct cancel_job {
+    PGcancel *cn;
+    _Atomic int done; /* the server has it (or it failed) */
+    _Atomic int refs;
+} cancel_job;
+
+#define CANCELS_MAX 16 /* cancel threads in flight in the process, at most */
+static _Atomic int cancels_running;
+
+static void cancel_unref(cancel_job *j)
+{
+    if (j != NULL && atomic_fetch_sub(&j->refs, 1) == 1) {
+        PQfreeCancel(j->cn);
+        free(j);
+    }
+}
+
+static void *cancel_main(void *arg)
+{
+    cancel_job *j = arg;
+    char err[256];
+    (void) PQcancel(j->cn, err, sizeof err);
+    atomic_store(&j->done, 1);
+    atomic_fetch_sub(&cancels_running, 1);
+    cancel_unref(j);
+    return NULL;
+}
+
+/* Sends a cancel for c's request without waiting for it. With no thread
+ * to spare, none is sent: the slice's lock_timeout ends the wait. */
 static void send_cancel(dlock__pgconn *c)
 {
-    /* PQcancel opens a connection of its own to the server (a blocking
-     * connect, on the address this one reached) and sends the cancel
-     * request: the server ends the wait of this connection's query. */
-    PGcancel *cn = PQgetCancel(c->pg);
-    char err[256];
-    if (cn != NULL) {
-        (void) PQcancel(cn, err, sizeof err);
-        PQfreeCancel(cn);
+    if (atomic_fetch_add(&cancels_running, 1) >= CANCELS_MAX) {
+        atomic_fetch_sub(&cancels_running, 1);
+        return;
     }
+    cancel_job *j = calloc(1, sizeof *j);
+    pthread_t t;
+    if (j != NULL)
+        j->cn = PQgetCancel(c->pg);
+    if (j == NULL || j->cn == NULL) {
+        free(j);
+        atomic_fetch_sub(&cancels_running, 1);
+        return;
+    }
+    atomic_store(&j->refs, 2);
+    if (dlock__thread_start(&t, cancel_main, j) != 0) {
+        PQfreeCancel(j->cn);
+        free(j);
+        atomic_fetch_sub(&cancels_running, 1);
+        return;
+    }
+    pthread_detach(t);
+    cancel_unref(c->cancel); /* an earlier one's, done or not */
+    c->cancel = j;
+}
+
+/* 1 while a cancel sent for an earlier request of c may still reach the
+ * server: it would end whatever c runs then. */
+static int cancel_in_flight(dlock__pgconn *c)
+{
+    if (c->cancel == NULL)
+        return 0;
+    if (!atomic_load(&c->cancel->done))
+        return 1;
+    cancel_unref(c->cancel);
+    c->cancel = NULL;
+    return 0;
 }
 
 /* Reads every result of the request in flight until deadline. */
@@ -148,12 +221,18 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
         if (now >= deadline) {
             PQclear(keep);
             c->pending = 1;
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s: no answer within the request's bound",
-                               p->label);
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label,
+                               cancel_sent ? "no answer to a cancelled request"
+                                           : "no answer within the request's bound");
         }
         if (!cancel_sent && cancelled != NULL && cancelled(arg)) {
             send_cancel(c);
             cancel_sent = 1;
+            /* the server answers a cancelled wait at once; one that does
+             * not (paused, cut off) is given up on soon: the caller
+             * wanted out, and the connection is then closed */
+            if (deadline > now + CANCEL_WAIT_US)
+                deadline = now + CANCEL_WAIT_US;
         }
         int64_t until = deadline;
         if (cancelled != NULL && !cancel_sent && until - now > CANCEL_STEP_US)
@@ -549,6 +628,10 @@ void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
     }
     if (c->pg == NULL || atomic_load(&c->lost) || PQstatus(c->pg) == CONNECTION_BAD) {
         dlock__pg_discard(p, c, "its connection was closed");
+        return;
+    }
+    if (cancel_in_flight(c)) { /* it would cancel the next request of whoever takes it */
+        dlock__pg_discard(p, c, "closed: a cancel sent for its wait may still arrive");
         return;
     }
     pthread_mutex_lock(&p->mu);

@@ -10,7 +10,7 @@
  *   WITH s AS (SELECT set_config('lock_timeout', $3, true)),
  *        l AS (SELECT pg_advisory_lock($1) FROM s)
  *   INSERT INTO dlock_fence ... SELECT ... FROM l
- *   ON CONFLICT (name) DO UPDATE SET fence = dlock_fence.fence + 1 ... RETURNING fence
+ *   ON CONFLICT (name) DO UPDATE SET fence = greatest(fence + 1, the xid) ... RETURNING fence
  *
  * The INSERT reads l's row first, so the counter moves only under the
  * lock. A waiter blocks in the server for a slice (lock_timeout, backend.h:
@@ -169,12 +169,22 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * know: see README.md). ON CONFLICT DO UPDATE sees the row's latest version,
  * whatever the statement's snapshot, and every CASE the same old row.
  * Answers the fence, whether the row is ours, and the ms left of the lease
- * it still has. */
+ * it still has.
+ *
+ * The fence is the row's counter + 1, raised to the grant's transaction id
+ * (xid8, 64 bits, never reused) when that is larger: the transaction takes
+ * its id after the advisory lock (its first write, or the call in the
+ * select list, runs once the lock's row is there), so under one name's
+ * lock every later grant's id is larger. So a row deleted (by an
+ * operator, a DELETE, a TRUNCATE) does not make fences start again from 1:
+ * the fault suite's drop_lock found them going back. They still would on
+ * a re-created cluster, whose ids start again (as etcd's revisions do). */
 #define STILL_HELD "f.expires > clock_timestamp()"
 #define TAKE_ROW                                                                                   \
     "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid) "         \
-    "SELECT $2, $1::bigint, 1, $6, clock_timestamp() + $5::interval, $4, pg_backend_pid() "        \
-    "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, "                             \
+    "SELECT $2, $1::bigint, pg_current_xact_id()::text::bigint, $6, "                              \
+    "clock_timestamp() + $5::interval, $4, pg_backend_pid() "                                      \
+    "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence + 1, excluded.fence), "   \
     "holder = CASE WHEN " STILL_HELD " THEN f.holder ELSE $6 END, "                                \
     "owner = CASE WHEN " STILL_HELD " THEN f.owner ELSE $4 END, "                                  \
     "holder_pid = CASE WHEN " STILL_HELD " THEN f.holder_pid ELSE pg_backend_pid() END, "          \

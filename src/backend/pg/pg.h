@@ -42,7 +42,8 @@ typedef struct dlock__pgconn {
     unsigned prepared; /* the statements (dlock__pg_exec_prepared) prepared on it, by bit */
     int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
     size_t nkeys, capkeys;
-    char nonce[17]; /* random: names it as the holder in the lock's row */
+    char nonce[17];            /* random: names it as the holder in the lock's row */
+    struct cancel_job *cancel; /* the last cancel sent for its requests (conn.c), or NULL */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__pgconn;

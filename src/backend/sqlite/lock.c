@@ -28,8 +28,7 @@ typedef struct view {
     int held;             /* someone else holds it live: */
     int64_t holder_until; /* the longest expiry of those holds */
     int holder_kind;
-    int own; /* the contender holds it live already */
-    uint64_t own_fence;
+    int own;      /* the contender has a live row of the name already */
     size_t stale; /* rows that hold nothing any more */
 } view;
 
@@ -52,12 +51,10 @@ static void look(const dlock__sq_store *s, const dlock__sq_row *rows, size_t n, 
     for (size_t i = 0; i < n; i++) {
         const dlock__sq_row *r = &rows[i];
         if (is_own(r, token)) {
-            if (own_live(s, r, now_ms)) {
+            if (own_live(s, r, now_ms))
                 v->own = 1;
-                v->own_fence = r->fence;
-            } else {
+            else
                 v->stale++;
-            }
         } else if (dlock__sq_row_live(s, r, now_ms, NULL)) {
             if (!v->held || r->expires_ms > v->holder_until) {
                 v->holder_until = r->expires_ms;
@@ -219,12 +216,15 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
     if (take && !v->held) {
         if (v->stale > 0)
             rc = sweep(s, name, rows, n, token, *now_ms);
-        if (rc == DLOCK_OK && v->own) { /* ours already (a retried attempt): keep its fence */
-            *fence = v->own_fence;
-            rc = set_lease(s, name, token, *now_ms + lease_ms);
-        } else if (rc == DLOCK_OK) {
+        /* A live row of ours is a hold the caller no longer has: one it
+         * was told it lost (the library ends a lease a margin before the
+         * row does), or an attempt whose answer it never got. Either way
+         * this is a new hold: a new row with the next fence, never the
+         * old hold's fence again. */
+        if (rc == DLOCK_OK && v->own)
+            rc = dlock__sq_delete(s, name, token);
+        if (rc == DLOCK_OK)
             rc = insert_hold(s, name, token, *now_ms + lease_ms, fence);
-        }
         if (rc == DLOCK_OK)
             rc = wait_del(s, name, token);
         if (rc == DLOCK_OK)
