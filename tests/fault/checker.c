@@ -715,7 +715,8 @@ static member *members_of(checker *c, int lock, size_t *n)
             }
         }
     }
-    qsort_r(list, *n, sizeof *list, by_ok, c);
+    if (*n > 1) /* (list is NULL when no hold took the lock) */
+        qsort_r(list, *n, sizeof *list, by_ok, c);
     return list;
 }
 
