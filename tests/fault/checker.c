@@ -848,8 +848,10 @@ static void check_fences(checker *c, int lock)
     size_t n;
     member *list = members_of(c, lock, &n);
     member *by_inv = malloc(sizeof *by_inv * (n + 1));
-    memcpy(by_inv, list, sizeof *list * n);
-    qsort_r(by_inv, n, sizeof *by_inv, by_inv_cmp, c);
+    if (n > 0) /* (list is NULL when no hold took the lock) */
+        memcpy(by_inv, list, sizeof *list * n);
+    if (n > 1)
+        qsort_r(by_inv, n, sizeof *by_inv, by_inv_cmp, c);
     size_t p = 0;
     /* per fence epoch (fence_epoch: wipes of a store whose fences come from
      * its data; 0 for other stores): a hold is compared with those granted
