@@ -29,7 +29,7 @@ build=(
   libsqlite3-dev                   # libdlock: SQLite backend (sqlite:///path)
   libmariadb-dev                   # libdlock: MariaDB/MySQL client (libmariadb)
 )
-redis=(redis-server redis-tools)
+redis=(redis-server redis-tools openssl) # openssl: the throwaway CA of a redis-tls test server
 # ZooKeeper 3.8 started straight with java (tests/support/server_zookeeper.c):
 # its jars and slf4j-simple's; the package brings a Java runtime.
 zookeeper=(zookeeper libzookeeper-java libslf4j-java)
