@@ -5,6 +5,7 @@
 #include "../../base/error.h"
 #include "../escape.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,4 +150,18 @@ char *dlock__redis_list_pattern(const char *prefix, const char *name_prefix)
     pattern[at] = '\0';
     free(tag);
     return pattern;
+}
+
+int dlock__redis_check_prefix(const char *p)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > DLOCK__REDIS_PREFIX_MAX)
+        return dlock__fail(DLOCK_EINVAL, "option prefix=%s: want 1..%d characters", p,
+                           DLOCK__REDIS_PREFIX_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char) p[i];
+        if (!(isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':' || c == '/'))
+            return dlock__fail(DLOCK_EINVAL, "option prefix=%s: use letters, digits and _-.:/", p);
+    }
+    return DLOCK_OK;
 }

@@ -50,4 +50,9 @@ int dlock__redis_key_lock(const char *prefix, const char *key, size_t len, char 
  * memory. */
 char *dlock__redis_list_pattern(const char *prefix, const char *name_prefix);
 
+/* A prefix= option a key can start with: 1..DLOCK__REDIS_PREFIX_MAX letters,
+ * digits and _-.:/ (DLOCK_EINVAL saying so otherwise). */
+#define DLOCK__REDIS_PREFIX_MAX 64
+int dlock__redis_check_prefix(const char *p);
+
 #endif

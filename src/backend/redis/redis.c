@@ -13,7 +13,6 @@
 #include "../../base/error.h"
 #include "internal.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +21,6 @@
 #define DEFAULT_PORT            6379
 #define DEFAULT_PREFIX          "dlock"
 #define DEFAULT_POOL            2
-#define PREFIX_MAX              64
 #define DEFAULT_SYNC_TIMEOUT_MS 1000 /* wait_timeout: Redisson's slavesSyncTimeout */
 
 /* ---------------------------------------------------------------- keys */
@@ -137,19 +135,6 @@ static void close_backend(dlock__store *store, int64_t deadline)
     free(b->password);
     free(b->label);
     free(b);
-}
-
-static int check_prefix(const char *p)
-{
-    size_t n = strlen(p);
-    if (n == 0 || n > PREFIX_MAX)
-        return dlock__fail(DLOCK_EINVAL, "option prefix=%s: want 1..%d characters", p, PREFIX_MAX);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char) p[i];
-        if (!(isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':' || c == '/'))
-            return dlock__fail(DLOCK_EINVAL, "option prefix=%s: use letters, digits and _-.:/", p);
-    }
-    return DLOCK_OK;
 }
 
 static int parse_endpoint(rbackend *b, dlock__url *url)
@@ -332,7 +317,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     if (rc != DLOCK_OK)
         goto fail;
     prefix = dlock__url_get(url, "prefix");
-    rc = check_prefix(prefix != NULL ? prefix : DEFAULT_PREFIX);
+    rc = dlock__redis_check_prefix(prefix != NULL ? prefix : DEFAULT_PREFIX);
     if (rc != DLOCK_OK)
         goto fail;
     b->prefix = strdup(prefix != NULL ? prefix : DEFAULT_PREFIX);

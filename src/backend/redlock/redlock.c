@@ -23,7 +23,6 @@
 #include "nodes.h"
 #include "redlock_script.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,7 +31,6 @@
 
 #define DEFAULT_PORT   6379
 #define DEFAULT_PREFIX "redlock"
-#define PREFIX_MAX     64
 #define MIN_NODES      3
 
 typedef struct rlbackend {
@@ -521,19 +519,6 @@ static void close_backend(dlock__store *s, int64_t deadline_us)
     free(b);
 }
 
-static int check_prefix(const char *p)
-{
-    size_t n = strlen(p);
-    if (n == 0 || n > PREFIX_MAX)
-        return dlock__fail(DLOCK_EINVAL, "option prefix=%s: want 1..%d characters", p, PREFIX_MAX);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char) p[i];
-        if (!(isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':' || c == '/'))
-            return dlock__fail(DLOCK_EINVAL, "option prefix=%s: use letters, digits and _-.:/", p);
-    }
-    return DLOCK_OK;
-}
-
 static int open_backend(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     rlbackend *b = calloc(1, sizeof *b);
@@ -585,7 +570,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
                                       labels[i]);
     }
     const char *prefix = dlock__url_get(url, "prefix");
-    rc = check_prefix(prefix != NULL ? prefix : DEFAULT_PREFIX);
+    rc = dlock__redis_check_prefix(prefix != NULL ? prefix : DEFAULT_PREFIX);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "connect_timeout", 1, &connect_timeout_ms);
     if (rc != DLOCK_OK)
