@@ -44,7 +44,8 @@ static const char usage[] =
     "usage: fault [options]        one fault run; exit 0 when no violation\n"
     "       fault dump SHM [aN|LOCK]...   a run's history (SHM: RUN_DIR/shm)\n"
     "       fault check SHM [-v]          judge a kept run's history again\n"
-    "  --store KIND        server kind: redis (default), zookeeper, etcd\n"
+    "  --store KIND        server kind: redis (default), zookeeper, etcd, postgres,\n"
+    "                      mariadb, sqlite (one server; not sentinel or redlock)\n"
     "  --seconds N         faults are injected for N s (default 30)\n"
     "  --final N           then all is healed and clients go on N s (default from the lease)\n"
     "  --seed N            the schedule's seed (default: from the clock; printed)\n"
@@ -658,6 +659,17 @@ int main(int argc, char **argv)
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
     cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
+    if (server.group != NULL) {
+        /* Sentinel and Redlock are several servers: the nemesis and the
+         * proxy act on one server at one port, which would fault one member
+         * and leave the clients' other addresses untouched. */
+        fprintf(stderr,
+                "fault: store %s is a group of servers; the fault suite runs on one server "
+                "behind its proxy (redis, zookeeper, etcd, postgres, mariadb, sqlite)\n",
+                cfg.store);
+        dt_server_stop(&server);
+        return 64;
+    }
     /* the kind's lease rounding, read back through the harness's bound:
      * a lease of 0 ends a lag late, one of 1 ms a unit and a lag late */
     cfg.expiry_lag_ms = (int) dt_server_lease_bound_ms(&server, 0);
