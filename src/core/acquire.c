@@ -642,7 +642,10 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
     if (now >= st->deadline)
         return STEP_TIMED_OUT;
     int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
-    if (!st->waited) {
+    /* Said once the wait has begun: not while wake-ups are still being set
+     * up for it (the attempt after that queues, and a newcomer is behind) */
+    int preparing = a.outcome == DLOCK__HELD && a.next == DLOCK__NEXT_PREPARE && !st->poll_only;
+    if (!st->waited && !preparing) {
         st->waited = 1;
         DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' is held by someone else: waiting (%s)",
                    l->name,
