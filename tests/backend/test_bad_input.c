@@ -46,7 +46,8 @@ static void malformed_urls(void)
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
     expect_open_fails("redis://host?insecure=1", DLOCK_EINVAL, "is for TLS");
     expect_open_fails("rediss://host?cacert=/nonexistent", DLOCK_EINVAL, "cacert");
-    expect_open_fails("rediss+sentinel://host/m", DLOCK_ENOTSUP, "not built yet");
+    expect_open_fails("rediss+sentinel://host/m?cacert=/nonexistent", DLOCK_EINVAL, "cacert");
+    expect_open_fails("redis+sentinel://host/m?insecure=1", DLOCK_EINVAL, "is for TLS");
     /* the password never shows in messages, even in URLs that do not parse */
     expect_open_fails("redis://user:s3cret@host?bogus=1", DLOCK_EINVAL, "***");
     CHECK(strstr(dlock_errmsg(), "s3cret") == NULL);

@@ -19,11 +19,31 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-static dt_server group; /* started by main() */
+static dt_server group; /* started by main(): "sentinel", or "sentinel-tls" */
+
+/* The port to ask a process of the group on: plain, whatever the clients
+ * use (sentinel-tls: TLS on .port, plain on .peer_port). */
+static int admin_port(const dt_server *s)
+{
+    return s->peer_port != 0 ? s->peer_port : s->port;
+}
+
+/* A client of the group with URL options "?a=b&..." (after the group's own
+ * options, the TLS group's cacert=, if any). */
+static dlock_client *group_client(const char *options)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", group.url, options != NULL ? options : "");
+    char *second = strchr(url, '?') != NULL ? strchr(strchr(url, '?') + 1, '?') : NULL;
+    if (second != NULL)
+        *second = '&';
+    return dt_client(url, NULL);
+}
 
 /* One command to the server on port (AUTH password first unless NULL). */
 static redisReply *command(int port, const char *password, const char *fmt, ...)
@@ -71,7 +91,8 @@ static void wait_replicated(void)
 {
     int m = dt_sentinel_master(&group);
     CHECK(m >= 0);
-    int master = dt_sentinel_node(&group, m)->port, replica = dt_sentinel_node(&group, 1 - m)->port;
+    int master = admin_port(dt_sentinel_node(&group, m));
+    int replica = admin_port(dt_sentinel_node(&group, 1 - m));
     DT_WAIT_UNTIL(integer(master, "DBSIZE", NULL) == integer(replica, "DBSIZE", NULL), 5000);
 }
 
@@ -246,7 +267,7 @@ static void start_waiter(waiter *w, const char *name, const char *options, pthre
 {
     memset(w, 0, sizeof *w);
     w->name = name;
-    w->c = dt_client(group.url, options);
+    w->c = group_client(options);
     w->l = dt_lock(w->c, name, 0);
     CHECK(pthread_create(t, NULL, wait_for_lock, w) == 0);
 }
@@ -263,7 +284,7 @@ static void failover_key_survives(const char *options)
     waiter w;
 
     snprintf(name, sizeof name, "survives%s", options);
-    dlock_client *a = dt_client(group.url, options);
+    dlock_client *a = group_client(options);
     dlock_lock *la = dt_lock(a, name, 0);
     dlock_lock_on_lost(la, dt_on_lost, &lost);
     CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
@@ -321,7 +342,7 @@ static void failover_key_lost(void)
     pthread_t t;
     waiter w;
 
-    dlock_client *a = dt_client(group.url, "?lease=3s");
+    dlock_client *a = group_client("?lease=3s");
     dlock_lock *la = dt_lock(a, name, 0);
     dlock_lock_on_lost(la, dt_on_lost, &lost);
     CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
@@ -332,7 +353,7 @@ static void failover_key_lost(void)
 
     int m = dt_sentinel_failover(&group);
     int64_t dropped = dt_now_ms();
-    drop_lock(dt_sentinel_node(&group, m)->port, name);
+    drop_lock(admin_port(dt_sentinel_node(&group, m)), name);
     /* lease 3 s: renewed every second; told within a period and a retry */
     DT_WAIT_UNTIL(atomic_load(&lost.lost) == 1, 3000);
     printf("the holder was told %lld ms after its key was lost: %s\n",
@@ -356,8 +377,8 @@ static void wait_for_the_replica(void)
     wait_replicated();
     int m = dt_sentinel_master(&group);
     CHECK(m >= 0);
-    int replica = dt_sentinel_node(&group, 1 - m)->port;
-    dlock_client *c = dt_client(group.url, "?wait=1");
+    int replica = admin_port(dt_sentinel_node(&group, 1 - m));
+    dlock_client *c = group_client("?wait=1");
     dlock_lock *l = dt_lock(c, "synced", 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
     CHECK_INT(integer(replica, "EXISTS %s", "dlock:{synced}"), ==, 1);
@@ -518,9 +539,18 @@ int main(int argc, char **argv)
         {"failover_key_lost", failover_key_lost},
         {"readonly_finds_the_master", readonly_finds_the_master},
     };
+    /* rediss+sentinel://: the same failovers with every link over TLS */
+    static const dt_test tls_tests[] = {
+        {"wait_for_the_replica", wait_for_the_replica},
+        {"failover_key_survives_pubsub", failover_key_survives_pubsub},
+        {"failover_key_survives_stream", failover_key_survives_stream},
+        {"failover_key_lost", failover_key_lost},
+    };
+    const char *kind = getenv("DT_SENTINEL_KIND");
+    int tls = kind != NULL && strcmp(kind, "sentinel-tls") == 0;
     /* once for the program, before any test forks (no threads yet) */
-    dt_server_start(&group, "sentinel", 0, NULL);
-    int rc = DT_RUN(tests);
+    dt_server_start(&group, tls ? "sentinel-tls" : "sentinel", 0, NULL);
+    int rc = tls ? DT_RUN(tls_tests) : DT_RUN(tests);
     dt_server_stop(&group);
     return rc;
 }

@@ -85,6 +85,7 @@ extern const dt_server_kind dt__postgres_kind;
 extern const dt_server_kind dt__mariadb_kind;
 extern const dt_server_kind dt__sqlite_kind;
 extern const dt_server_kind dt__sentinel_kind;
+extern const dt_server_kind dt__sentinel_tls_kind;
 extern const dt_server_kind dt__redlock_kind;
 
 /* Starts a server of a kind not in the table (a group's member), as
@@ -99,5 +100,9 @@ int dt__tcp_connect(int port, int timeout_ms);
 int dt__run_quiet(const char *const *argv, int timeout_ms);
 /* rm -rf of path (no shell). */
 void dt__remove_tree(const char *path);
+/* Makes, once, s->dir/tls/: a test CA (ca.crt), a server certificate it
+ * signed for 127.0.0.1 and localhost (server.crt/.key), a client's
+ * (client.crt/.key) and an unrelated CA (other-ca.crt) (server_redis.c). */
+void dt__redis_tls_files(const dt_server *s);
 
 #endif

@@ -362,7 +362,7 @@ const dt_server_kind dt__redis_kind = {
  * 127.0.0.1 and localhost), client.crt/.key, and other-ca.crt (a CA that
  * signed nothing here: a wrong cacert). EC keys: each takes milliseconds. */
 #define K "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-static void tls_files(const dt_server *s)
+void dt__redis_tls_files(const dt_server *s)
 {
     char dir[200], script[4096], done[256];
     struct stat st;
@@ -394,7 +394,7 @@ static void tls_files(const dt_server *s)
 
 static void redis_tls_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
-    tls_files(s);
+    dt__redis_tls_files(s);
     int argc = redis_argv_common(s, argv, bufs);
     snprintf(bufs[1], 256, "%d", s->port);
     snprintf(bufs[2], 256, "%s/tls/server.crt", s->dir);

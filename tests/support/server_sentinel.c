@@ -3,7 +3,14 @@
  * (a master, a replica of it, 3 sentinels) started and stopped as one
  * server (server.h). The dt_server is the first master; the other four
  * processes are its group, each a dt_server of its own so that every
- * one-server call works on them. Commands go through hiredis. */
+ * one-server call works on them. Commands go through hiredis.
+ *
+ * "sentinel-tls" is the same group speaking TLS everywhere: clients reach
+ * every process on its port (s->port) over TLS, the data nodes replicate
+ * and the sentinels talk to them and to each other over TLS
+ * (tls-replication), all with certificates of one test CA (the first
+ * master's dir/tls, server_redis.c). The harness itself asks each process
+ * over a plain port of its own (s->peer_port). */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "server_kind.h"
@@ -27,6 +34,18 @@ typedef struct group {
  * a heap block. */
 #define MAX_GROUPS 4
 static group groups[MAX_GROUPS];
+
+/* The group speaks TLS to its clients (sentinel-tls). */
+static int tls_group(const dt_server *s)
+{
+    return s->kind->needs_peer_port;
+}
+
+/* The port the harness asks a process on: plain, whatever its clients use. */
+static int admin(const dt_server *s)
+{
+    return tls_group(s) ? s->peer_port : s->port;
+}
 
 static redisContext *connect_port(int port, int timeout_ms)
 {
@@ -82,13 +101,48 @@ static const char *data_password(const dt_server *s)
 
 /* ---------------------------------------------------------------- data nodes */
 
+/* The group's certificates: the dir a member was given ("tls-dir:D"), or
+ * the first master's own, made now. */
+static void tls_dir(const dt_server *s, char *buf, size_t len)
+{
+    for (int i = 0; i < s->nargs; i++) {
+        if (strncmp(s->args[i], "tls-dir:", 8) == 0) {
+            snprintf(buf, len, "%s", s->args[i] + 8);
+            return;
+        }
+    }
+    dt__redis_tls_files(s);
+    snprintf(buf, len, "%s/tls", s->dir);
+}
+
 static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
     int argc = 0;
-    snprintf(bufs[0], 256, "%d", s->port);
+    snprintf(bufs[0], 256, "%d", admin(s));
     argv[argc++] = "redis-server";
     argv[argc++] = "--port";
     argv[argc++] = bufs[0];
+    if (tls_group(s)) {
+        char dir[200];
+        tls_dir(s, dir, sizeof dir);
+        snprintf(bufs[1], 256, "%d", s->port);
+        snprintf(bufs[2], 256, "%s/server.crt", dir);
+        snprintf(bufs[3], 256, "%s/server.key", dir);
+        snprintf(bufs[4], 256, "%s/ca.crt", dir);
+        argv[argc++] = "--tls-port";
+        argv[argc++] = bufs[1];
+        argv[argc++] = "--tls-cert-file";
+        argv[argc++] = bufs[2];
+        argv[argc++] = "--tls-key-file";
+        argv[argc++] = bufs[3];
+        argv[argc++] = "--tls-ca-cert-file";
+        argv[argc++] = bufs[4];
+        argv[argc++] = "--tls-auth-clients";
+        argv[argc++] = "no";
+        /* to its master over TLS, and announcing its TLS port */
+        argv[argc++] = "--tls-replication";
+        argv[argc++] = "yes";
+    }
     argv[argc++] = "--bind";
     argv[argc++] = "127.0.0.1";
     argv[argc++] = "--save";
@@ -105,7 +159,7 @@ static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
     argv[argc++] = "--repl-diskless-sync-delay";
     argv[argc++] = "0";
     for (int i = 0; i < s->nargs && argc < 62; i++) {
-        if (strncmp(s->args[i], "sentinel:", 9) != 0)
+        if (strncmp(s->args[i], "sentinel:", 9) != 0 && strncmp(s->args[i], "tls-dir:", 8) != 0)
             argv[argc++] = s->args[i];
     }
     argv[argc] = NULL;
@@ -116,7 +170,7 @@ static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
 static int data_shutdown(dt_server *s, int keep)
 {
     struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", admin(s), tv);
     if (c == NULL || c->err) {
         if (c != NULL)
             redisFree(c);
@@ -149,6 +203,16 @@ static const dt_server_kind replica_kind = {
     .shutdown = data_shutdown,
 };
 
+static const dt_server_kind replica_tls_kind = {
+    .name = "redis-tls",
+    .scheme = "rediss",
+    .needs_peer_port = 1,
+    .start_timeout_ms = 10000,
+    .argv = data_argv,
+    .answers = data_answers,
+    .shutdown = data_shutdown,
+};
+
 /* ---------------------------------------------------------------- sentinels */
 
 /* A sentinel's config: args[0] is the master's port, the rest are lines. */
@@ -163,13 +227,17 @@ static void sentinel_argv(const dt_server *s, const char **argv, char bufs[][256
         f = fopen(path, "w");
         if (f == NULL)
             dt_fail(__FILE__, __LINE__, "cannot write %s", path);
+        if (tls_group(s))
+            fprintf(f, "port %d\ntls-port %d\n", s->peer_port, s->port);
+        else
+            fprintf(f, "port %d\n", s->port);
         fprintf(f,
-                "port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\n"
+                "bind 127.0.0.1\ndaemonize no\ndir %s\n"
                 "sentinel monitor %s 127.0.0.1 %s 2\n"
                 "sentinel down-after-milliseconds %s 1000\n"
                 "sentinel failover-timeout %s 4000\n"
                 "sentinel parallel-syncs %s 1\n",
-                s->port, s->dir, DT_SENTINEL_MASTER, s->args[0], DT_SENTINEL_MASTER,
+                s->dir, DT_SENTINEL_MASTER, s->args[0], DT_SENTINEL_MASTER,
                 DT_SENTINEL_MASTER, DT_SENTINEL_MASTER);
         for (int i = 1; i < s->nargs; i++)
             fprintf(f, "%s\n", s->args[i]);
@@ -190,6 +258,15 @@ static const dt_server_kind sentinel_process_kind = {
     .answers = data_answers,
 };
 
+static const dt_server_kind sentinel_tls_process_kind = {
+    .name = "redis-sentinel-tls",
+    .scheme = "rediss",
+    .needs_peer_port = 1,
+    .start_timeout_ms = 10000,
+    .argv = sentinel_argv,
+    .answers = data_answers,
+};
+
 /* ---------------------------------------------------------------- the group */
 
 static int reply_ok(const redisReply *r)
@@ -201,7 +278,7 @@ static int reply_ok(const redisReply *r)
 static int named_master(dt_server *s, int i)
 {
     group *g = s->group;
-    redisReply *r = ask(g->sentinels[i].port, sentinel_password(s),
+    redisReply *r = ask(admin(&g->sentinels[i]), sentinel_password(s),
                         "SENTINEL GET-MASTER-ADDR-BY-NAME %s", DT_SENTINEL_MASTER);
     int port = 0;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -217,7 +294,7 @@ static const char *role_of(dt_server *s, int i, int *linked)
 {
     static char role[32];
     dt_server *n = dt_sentinel_node(s, i);
-    redisReply *r = ask(n->port, data_password(s), "ROLE");
+    redisReply *r = ask(admin(n), data_password(s), "ROLE");
     role[0] = '\0';
     *linked = 0;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
@@ -245,13 +322,13 @@ static int settled(dt_server *s, int m)
     for (int i = 0; i < NSENTINELS; i++) {
         if (named_master(s, i) != dt_sentinel_node(s, m)->port)
             return 0;
-        redisReply *r = ask(g->sentinels[i].port, sentinel_password(s), "SENTINEL CKQUORUM %s",
+        redisReply *r = ask(admin(&g->sentinels[i]), sentinel_password(s), "SENTINEL CKQUORUM %s",
                             DT_SENTINEL_MASTER);
         int ok = reply_ok(r);
         freeReplyObject(r);
         if (!ok)
             return 0;
-        r = ask(g->sentinels[i].port, sentinel_password(s), "SENTINEL REPLICAS %s",
+        r = ask(admin(&g->sentinels[i]), sentinel_password(s), "SENTINEL REPLICAS %s",
                 DT_SENTINEL_MASTER);
         ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1;
         /* a replica still flagged down (s_down) after its master changed */
@@ -288,9 +365,9 @@ static void wait_settled(dt_server *s, int m, const char *what)
 static void group_start(dt_server *s)
 {
     group *g = NULL;
-    const char *args[DT_SERVER_MAX_ARGS + 4];
-    char port[16];
-    int n = 0;
+    const char *args[DT_SERVER_MAX_ARGS + 10];
+    char port[16], dir[200], lines[5][256];
+    int n = 0, tls = tls_group(s);
 
     for (int i = 0; i < MAX_GROUPS && g == NULL; i++) {
         if (!groups[i].used)
@@ -309,23 +386,44 @@ static void group_start(dt_server *s)
     args[n++] = "--replicaof";
     args[n++] = "127.0.0.1";
     args[n++] = port;
+    if (tls) {
+        snprintf(dir, sizeof dir, "%s/tls", s->dir); /* made by s's start */
+        snprintf(lines[0], sizeof lines[0], "tls-dir:%s", dir);
+        args[n++] = lines[0];
+    }
     args[n] = NULL;
-    dt__server_start_kind(&g->replica, &replica_kind, s->flags, args);
+    dt__server_start_kind(&g->replica, tls ? &replica_tls_kind : &replica_kind, s->flags, args);
     n = 0;
     args[n++] = port;
     for (int i = 0; i < s->nargs; i++) {
         if (strncmp(s->args[i], "sentinel:", 9) == 0)
             args[n++] = s->args[i] + 9;
     }
+    if (tls) {
+        /* to the data nodes and to each other over TLS, announcing the
+         * TLS port */
+        snprintf(lines[1], sizeof lines[1], "tls-cert-file %s/server.crt", dir);
+        snprintf(lines[2], sizeof lines[2], "tls-key-file %s/server.key", dir);
+        snprintf(lines[3], sizeof lines[3], "tls-ca-cert-file %s/ca.crt", dir);
+        for (int i = 1; i < 4; i++)
+            args[n++] = lines[i];
+        args[n++] = "tls-auth-clients no";
+        args[n++] = "tls-replication yes";
+    }
     args[n] = NULL;
     for (int i = 0; i < NSENTINELS; i++)
-        dt__server_start_kind(&g->sentinels[i], &sentinel_process_kind, 0, args);
-    size_t used = (size_t) snprintf(s->url, sizeof s->url, "redis+sentinel://");
+        dt__server_start_kind(&g->sentinels[i],
+                              tls ? &sentinel_tls_process_kind : &sentinel_process_kind, 0, args);
+    size_t used = (size_t) snprintf(s->url, sizeof s->url, "%s://", s->kind->scheme);
     for (int i = 0; i < NSENTINELS && used < sizeof s->url; i++)
         used += (size_t) snprintf(s->url + used, sizeof s->url - used, "%s127.0.0.1:%d",
                                   i > 0 ? "," : "", g->sentinels[i].port);
     if (used < sizeof s->url)
-        snprintf(s->url + used, sizeof s->url - used, "/%s", DT_SENTINEL_MASTER);
+        used += (size_t) snprintf(s->url + used, sizeof s->url - used, "/%s", DT_SENTINEL_MASTER);
+    if (tls && used < sizeof s->url &&
+        (size_t) snprintf(s->url + used, sizeof s->url - used, "?cacert=%.*s/ca.crt",
+                          (int) (sizeof s->url - used), dir) >= sizeof s->url - used)
+        dt_fail(__FILE__, __LINE__, "the sentinel-tls URL does not fit: %s", dir);
     wait_settled(s, 0, "the start");
 }
 
@@ -378,7 +476,7 @@ int dt_sentinel_failover(dt_server *s)
     for (;;) {
         /* refused while a replica is not ready (NOGOODSLAVE) or a failover
          * is under way (INPROG): asked again */
-        redisReply *r = ask(dt_sentinel_sentinel(s, 0)->port, sentinel_password(s),
+        redisReply *r = ask(admin(dt_sentinel_sentinel(s, 0)), sentinel_password(s),
                             "SENTINEL FAILOVER %s", DT_SENTINEL_MASTER);
         int ok = reply_ok(r);
         freeReplyObject(r);
@@ -394,12 +492,26 @@ int dt_sentinel_failover(dt_server *s)
 
 static void group_cli_prefix(const dt_server *s, char *buf, size_t len)
 {
-    snprintf(buf, len, "redis-cli -p %d ", s->port);
+    snprintf(buf, len, "redis-cli -p %d ", admin(s));
 }
 
 const dt_server_kind dt__sentinel_kind = {
     .name = "sentinel",
     .scheme = "redis+sentinel",
+    .start_timeout_ms = 10000,
+    .argv = data_argv,
+    .answers = data_answers,
+    .shutdown = data_shutdown,
+    .cli_prefix = group_cli_prefix,
+    .group_start = group_start,
+    .group_stop = group_stop,
+    .url_path = "/" DT_SENTINEL_MASTER,
+};
+
+const dt_server_kind dt__sentinel_tls_kind = {
+    .name = "sentinel-tls",
+    .scheme = "rediss+sentinel",
+    .needs_peer_port = 1,
     .start_timeout_ms = 10000,
     .argv = data_argv,
     .answers = data_answers,

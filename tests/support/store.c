@@ -18,9 +18,10 @@
 
 static int usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: store redis|redis-tls|sentinel|redlock|zookeeper|etcd|postgres|mariadb|sqlite\n");
+    fprintf(stderr, "usage: store ");
+    for (const char *const *k = dt_server_kinds(); *k != NULL; k++)
+        fprintf(stderr, "%s%s", k == dt_server_kinds() ? "" : "|", *k);
+    fprintf(stderr, "\n");
     return 64;
 }
 

@@ -233,12 +233,6 @@ static int parse_tls(rbackend *b, dlock__url *url)
     int tls = strncmp(url->scheme, "rediss", 6) == 0;
     dlock__rtls_opts opts = {0};
 
-    if (strcmp(url->scheme, "rediss+sentinel") == 0)
-        /* the sentinels' and the data nodes' links take ep.tls already
-         * (sentinel.c); no test runs a Sentinel group over TLS yet */
-        return dlock__fail(DLOCK_ENOTSUP,
-                           "rediss+sentinel:// (TLS to the sentinels and the data nodes) is not "
-                           "built yet: use redis+sentinel://");
     if (!tls) {
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             if (dlock__url_get(url, keys[i]) != NULL)
