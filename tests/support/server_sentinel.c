@@ -237,8 +237,8 @@ static void sentinel_argv(const dt_server *s, const char **argv, char bufs[][256
                 "sentinel down-after-milliseconds %s 1000\n"
                 "sentinel failover-timeout %s 4000\n"
                 "sentinel parallel-syncs %s 1\n",
-                s->dir, DT_SENTINEL_MASTER, s->args[0], DT_SENTINEL_MASTER,
-                DT_SENTINEL_MASTER, DT_SENTINEL_MASTER);
+                s->dir, DT_SENTINEL_MASTER, s->args[0], DT_SENTINEL_MASTER, DT_SENTINEL_MASTER,
+                DT_SENTINEL_MASTER);
         for (int i = 1; i < s->nargs; i++)
             fprintf(f, "%s\n", s->args[i]);
         fclose(f);
