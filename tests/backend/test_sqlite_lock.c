@@ -587,6 +587,161 @@ static void no_spin(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- first in line */
+
+enum { HAMMERS = 4, HOLD_US = 30000 };
+
+typedef struct hammer {
+    dlock_client *c;
+    atomic_int *stop;
+    atomic_long rounds;
+    int rc; /* the first failure, or DLOCK_OK */
+} hammer;
+
+/* Takes "hot", works under it for a moment and gives it back, until told
+ * to stop: a client that has just released looks again at once, while a
+ * waiter's backoff has grown to 64 ms. */
+static void *hammer_loop(void *arg)
+{
+    hammer *h = arg;
+    dlock_lock *l = dt_lock(h->c, "hot", 0);
+    while (!atomic_load(h->stop) && h->rc == DLOCK_OK) {
+        h->rc = dlock_acquire(l, 20000);
+        if (h->rc == DLOCK_OK) {
+            atomic_fetch_add(&h->rounds, 1);
+            usleep(HOLD_US); /* the work done under the lock */
+            h->rc = dlock_release(l);
+        }
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static long rounds(hammer *hs)
+{
+    long sum = 0;
+    for (int i = 0; i < HAMMERS; i++)
+        sum += atomic_load(&hs[i].rounds);
+    return sum;
+}
+
+/* How long a wait for l takes beside the hammers (its budget: 5 s). */
+static int64_t served_in(dlock_lock *l, const char *what)
+{
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(l, 5000);
+    int64_t took = dt_now_ms() - t0;
+    printf("%s beside %d clients in tight loops: %s after %lld ms\n", what, HAMMERS,
+           dlock_strerror(rc), (long long) took);
+    CHECK_RC(rc, DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    return took;
+}
+
+/* Issue 23: a waiter polls with a backoff that grows to 64 ms, while a
+ * client that has just released looks again at once, so under steady load
+ * the waiter used to lose every round (the fault suite's final phase: a
+ * multi-lock waiter not served in 14 s). A free name now goes to the
+ * oldest live waiter first: a plain waiter and a multi-lock waiter on the
+ * hot name and another are each served well within their budget beside
+ * clients that take and give back the hot name in tight loops. */
+static void waiter_not_starved(void)
+{
+    fresh();
+    atomic_int stop = 0;
+    hammer hs[HAMMERS];
+    pthread_t ts[HAMMERS];
+    for (int i = 0; i < HAMMERS; i++) {
+        hs[i] = (hammer){.c = client("?lease=5s"), .stop = &stop, .rc = DLOCK_OK};
+        CHECK(pthread_create(&ts[i], NULL, hammer_loop, &hs[i]) == 0);
+    }
+    DT_WAIT_UNTIL(rounds(hs) >= HAMMERS, 10000);
+
+    dlock_client *c = client("?lease=5s");
+    dlock_lock *plain = dt_lock(c, "hot", 0), *multi = NULL;
+    const char *names[] = {"hot", "other"};
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &multi), DLOCK_OK);
+    int64_t took_plain = served_in(plain, "a plain waiter");
+    int64_t took_multi = served_in(multi, "a multi-lock waiter (hot, other)");
+    /* and every hammer is served, not only the one that just released */
+    long before[HAMMERS];
+    for (int i = 0; i < HAMMERS; i++)
+        before[i] = atomic_load(&hs[i].rounds);
+    for (int i = 0; i < HAMMERS; i++)
+        DT_WAIT_UNTIL(atomic_load(&hs[i].rounds) >= before[i] + 2, 5000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < HAMMERS; i++) {
+        pthread_join(ts[i], NULL);
+        CHECK_RC(hs[i].rc, DLOCK_OK);
+        dlock_client_close(hs[i].c);
+    }
+    CHECK_INT(took_plain, <, 3000);
+    CHECK_INT(took_multi, <, 3000);
+    dlock_lock_free(plain);
+    dlock_lock_free(multi);
+    dlock_client_close(c);
+}
+
+/* A free name waited for by an older live waiter is that waiter's: the
+ * holder that releases cannot take it straight back, nor can a try; a
+ * waiter row of a process that is gone, of another boot or past its lease
+ * claims nothing. */
+static void free_name_goes_to_waiter(void)
+{
+    fresh();
+    dlock_client *c = client("?lease=5s"), *w = client("?lease=5s");
+    dlock_lock *h = dt_lock(c, "q", 0), *t = dt_lock(c, "q", 0), *wl = dt_lock(w, "q", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    waiting wt = {.l = wl, .wait_ms = 5000};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, wait_thread, &wt) == 0);
+    DT_WAIT_UNTIL(dt_query(c, "q", 0).waiters == 1, 5000);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    /* held by the waiter already, or left to it: either way not ours */
+    CHECK_RC(dlock_try_acquire(t), DLOCK_EBUSY);
+    printf("a try after the release, beside a waiter: %s\n", dlock_errmsg());
+    pthread_join(th, NULL);
+    CHECK_RC(wt.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(wl), DLOCK_OK);
+
+    /* rows that claim nothing: a gone process, another boot, a lapsed one */
+    char boot_now[48] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    CHECK(f != NULL && fgets(boot_now, sizeof boot_now, f) != NULL);
+    fclose(f);
+    boot_now[strcspn(boot_now, "\n")] = '\0';
+    char ns[64] = "";
+    ssize_t nl = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[nl > 0 ? nl : 0] = '\0';
+    sqlite3 *db = db_open();
+    char sql[700];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns, since) "
+             "VALUES ('q', 'gone', '%s', 1e15, 4194303, 5, '%s', 0), "
+             "('q', 'old-boot', '00000000-0000-0000-0000-000000000000', 1e15, %lld, 0, '', 0), "
+             "('q', 'lapsed', '%s', 1, %lld, 0, '', 0)",
+             boot_now, ns, (long long) getpid(), boot_now, (long long) getpid());
+    db_exec(db, sql);
+    CHECK_RC(dlock_try_acquire(t), DLOCK_OK);
+    CHECK_RC(dlock_release(t), DLOCK_OK);
+    /* ... and a live one does: this process, its lease ahead */
+    snprintf(sql, sizeof sql,
+             "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns, since) "
+             "VALUES ('q', 'live', '%s', 1e15, 0, 0, '', 0)",
+             boot_now);
+    db_exec(db, sql);
+    CHECK_RC(dlock_try_acquire(t), DLOCK_EBUSY);
+    db_exec(db, "DELETE FROM dlock_wait WHERE owner = 'live'");
+    CHECK_RC(dlock_try_acquire(t), DLOCK_OK);
+    CHECK_RC(dlock_release(t), DLOCK_OK);
+    sqlite3_close(db);
+    dlock_lock_free(h);
+    dlock_lock_free(t);
+    dlock_lock_free(wl);
+    dlock_client_close(w);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- schema */
 
 /* The first client makes the tables (WAL mode); a second one finds them
@@ -599,7 +754,7 @@ static void schema_made_once(void)
     CHECK_INT(db_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                          "('dlock_meta', 'dlock_fence', 'dlock_hold', 'dlock_wait')"),
               ==, 4);
-    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 1);
+    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 2);
     sqlite3_stmt *st = NULL;
     CHECK_INT(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), ==, SQLITE_OK);
     CHECK_INT(sqlite3_step(st), ==, SQLITE_ROW);
@@ -621,6 +776,20 @@ static void schema_made_once(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c2);
+
+    /* the tables of schema 1 (no since in dlock_wait) are upgraded */
+    db_exec(db, "ALTER TABLE dlock_wait DROP COLUMN since");
+    db_exec(db, "UPDATE dlock_meta SET value = 1 WHERE key = 'schema'");
+    dlock_client *c4 = client("");
+    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 2);
+    CHECK_INT(db_int(db, "SELECT count(*) FROM pragma_table_info('dlock_wait') WHERE name = "
+                         "'since'"),
+              ==, 1);
+    l = dt_lock(c4, "s", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c4);
 
     /* a schema from a newer dlock is refused, not misread */
     db_exec(db, "UPDATE dlock_meta SET value = 99 WHERE key = 'schema'");
@@ -774,6 +943,8 @@ int main(int argc, char **argv)
         {"lost_hold_new_fence", lost_hold_new_fence},
         {"bounded_beside_busy_thread", bounded_beside_busy_thread},
         {"no_spin", no_spin},
+        {"waiter_not_starved", waiter_not_starved},
+        {"free_name_goes_to_waiter", free_name_goes_to_waiter},
         {"schema_made_once", schema_made_once},
         {"bad_input", bad_input},
         {"long_names", long_names},

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 /* The schema (README.md explains each column). */
 static const char schema_sql[] =
@@ -38,7 +38,7 @@ static const char schema_sql[] =
     "  key TEXT PRIMARY KEY,\n"
     "  value INTEGER NOT NULL\n"
     ") WITHOUT ROWID;\n"
-    "INSERT OR IGNORE INTO dlock_meta (key, value) VALUES ('schema', 1);\n"
+    "INSERT OR IGNORE INTO dlock_meta (key, value) VALUES ('schema', 2);\n"
     "CREATE TABLE IF NOT EXISTS dlock_fence (\n"
     "  name TEXT PRIMARY KEY,\n"
     "  fence INTEGER NOT NULL\n"
@@ -65,8 +65,16 @@ static const char schema_sql[] =
     "  pid INTEGER NOT NULL,\n"
     "  start INTEGER NOT NULL,\n"
     "  pidns TEXT NOT NULL,\n"
+    "  since INTEGER NOT NULL DEFAULT 0,\n"
     "  PRIMARY KEY (name, owner)\n"
     ") WITHOUT ROWID;\n";
+
+/* Schema 1 to 2: a waiter's row says since when it waits (the oldest live
+ * waiter has the first claim on a free name, lock.c). A row written by a
+ * dlock of schema 1 has 0 there. */
+static const char upgrade_1_sql[] = "ALTER TABLE dlock_wait ADD COLUMN since INTEGER NOT NULL "
+                                    "DEFAULT 0;\n"
+                                    "UPDATE dlock_meta SET value = 2 WHERE key = 'schema';\n";
 
 static const char *const stmt_sql[SQ_NSTMTS] = {
     [SQ_ROWS] = "SELECT owner, kind, count, info, fence, boot, expires, pid, start, pidns "
@@ -83,14 +91,19 @@ static const char *const stmt_sql[SQ_NSTMTS] = {
     [SQ_DEL_NAME] = "DELETE FROM dlock_hold WHERE name = ?1",
     [SQ_ALL_ROWS] = "SELECT name, owner, kind, count, info, fence, boot, expires, pid, start, "
                     "pidns FROM dlock_hold ORDER BY name, kind",
-    [SQ_WAITS] = "SELECT owner, 0, 1, '', 0, boot, expires, pid, start, pidns "
-                 "FROM dlock_wait WHERE name = ?1",
+    [SQ_WAITS] = "SELECT owner, 0, 1, '', 0, boot, expires, pid, start, pidns, since "
+                 "FROM dlock_wait WHERE name = ?1 ORDER BY since, owner",
     [SQ_ALL_WAITS] = "SELECT name, owner, 0, 1, '', 0, boot, expires, pid, start, pidns "
                      "FROM dlock_wait ORDER BY name",
-    [SQ_WAIT_PUT] = "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (name, owner) DO UPDATE SET "
-                    "boot = excluded.boot, expires = excluded.expires, pid = excluded.pid, "
-                    "start = excluded.start, pidns = excluded.pidns",
+    /* a row that had lapsed (another boot, its lease over) starts its wait
+     * again: since is kept only for a waiter that kept its place */
+    [SQ_WAIT_PUT] =
+        "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns, since) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (name, owner) DO UPDATE SET "
+        "since = CASE WHEN dlock_wait.boot = excluded.boot AND dlock_wait.expires > "
+        "excluded.since THEN dlock_wait.since ELSE excluded.since END, "
+        "boot = excluded.boot, expires = excluded.expires, pid = excluded.pid, "
+        "start = excluded.start, pidns = excluded.pidns",
     [SQ_WAIT_DEL] = "DELETE FROM dlock_wait WHERE name = ?1 AND owner = ?2",
     [SQ_WAIT_SWEEP] = "DELETE FROM dlock_wait WHERE name = ?1 AND (boot <> ?2 OR expires <= ?3)",
 };
@@ -266,7 +279,24 @@ static int schema(dlock__sq_store *s)
     rc = exec(s, "BEGIN IMMEDIATE", "creating the lock tables");
     if (rc != DLOCK_OK)
         return rc;
-    rc = exec(s, schema_sql, "creating the lock tables");
+    /* again under the write lock: another process may have made or
+     * upgraded the tables since the read above */
+    version = 0;
+    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM dlock_meta WHERE key = 'schema'", -1, &st,
+                            NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    rc = DLOCK_OK;
+    if (version > SCHEMA_VERSION)
+        rc = dlock__fail(DLOCK_ENOTSUP,
+                         "%s: the lock tables are of schema %d, made by a newer dlock (this "
+                         "one knows %d)",
+                         s->label, version, SCHEMA_VERSION);
+    if (version == 1)
+        rc = exec(s, upgrade_1_sql, "upgrading the lock tables");
+    if (rc == DLOCK_OK && version < SCHEMA_VERSION)
+        rc = exec(s, schema_sql, "creating the lock tables");
     if (rc == DLOCK_OK)
         rc = exec(s, "COMMIT", "creating the lock tables");
     if (rc != DLOCK_OK)

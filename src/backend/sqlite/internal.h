@@ -36,7 +36,7 @@ enum dlock__sq_stmt {
     SQ_DETACH,     /* a hold no longer bound to its process */
     SQ_DEL_NAME,   /* every hold of a name */
     SQ_ALL_ROWS,   /* every hold (list) */
-    SQ_WAITS,      /* the waiters of a name, as rows of holds */
+    SQ_WAITS,      /* the waiters of a name, as rows of holds, oldest first */
     SQ_ALL_WAITS,  /* every waiter (list) */
     SQ_WAIT_PUT,   /* a waiter's row, new or renewed */
     SQ_WAIT_DEL,   /* a waiter's row gone */
@@ -76,6 +76,7 @@ typedef struct dlock__sq_row {
     char boot[48];
     int64_t expires_ms; /* on CLOCK_BOOTTIME of boot */
     dlock__sq_proc proc;
+    int64_t since_ms; /* a waiter's: since when it waits (CLOCK_BOOTTIME) */
 } dlock__sq_row;
 
 /* ------------------------------------------------ host.c: this host's clock and processes */

@@ -13,7 +13,36 @@
  *
  * SQLite cannot wake anyone: a contender that finds the name held answers
  * HELD with DLOCK__NEXT_POLL and the holder's lease left, and the core
- * polls with its backoff (bounded by that lease). */
+ * polls with its backoff (bounded by that lease).
+ *
+ * First in line. Polling alone lets a waiter starve: its backoff grows to
+ * 64 ms while a client that has just released polls again from 1 ms, and
+ * under steady load the long waiter loses every round. So a waiter keeps a
+ * row in dlock_wait with the time it began to wait (since), and a free
+ * name goes to the oldest live waiter: anyone else, a waiter younger than
+ * it or a contender with no row (a try, a first attempt, a multi-lock's
+ * one-step take), finds the name "held" while that waiter is there. A
+ * waiter row counts while it is live as a hold is (this boot, its process
+ * not gone) and its waiter lease is not over: the row is renewed when half
+ * of it is gone, so a waiter that stops polling (paused, stuck) keeps the
+ * name at most one waiter lease, as a hand-over to it would on a store
+ * that queues. The first in line polls at a short step (HEAD_POLL_MS,
+ * through the holder's lease left that bounds the core's backoff), so a
+ * release reaches it within that step, not the backoff's 64 ms.
+ *
+ * No deadlock: the oldest live waiter of a free name takes it at its next
+ * attempt whatever else it waits for, so a claim lasts one poll; waiters
+ * hold names only as holds, and a multi-lock takes its names in one order
+ * (the core's), so no two wait for each other. A waiter is served after
+ * the waiters older than it on its name, each one hold: in bounded time.
+ *
+ * The cost is on a hot name: a hand-over waits for the next waiter's poll
+ * (about 10 ms with three commits) where a client that had just released
+ * used to take the name straight back. A wake-up that does not poll would
+ * remove it on one host: a futex word per name hash in a file mapped
+ * beside the database, or inotify on the -wal file (every commit writes
+ * it), with the head of the line blocking in the store (NEXT_RETRY). Not
+ * built. */
 #include "lock.h"
 
 #include "../../base/clock.h"
@@ -23,13 +52,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the holds of a name say to a contender. */
+/* How often the first waiter in line looks, at most (ms); the next ones
+ * twice as long each, up to the core's backoff (64 ms). */
+#define HEAD_POLL_MS 4
+#define NEAR_HEAD    5 /* waiters counted ahead: beyond, the backoff rules */
+
+/* What the holds and waiters of a name say to a contender. */
 typedef struct view {
     int held;             /* someone else holds it live: */
     int64_t holder_until; /* the longest expiry of those holds */
     int holder_kind;
-    int own;      /* the contender has a live row of the name already */
-    size_t stale; /* rows that hold nothing any more */
+    int own;           /* the contender has a live row of the name already */
+    size_t stale;      /* rows that hold nothing any more */
+    int behind;        /* an older live waiter has the first claim on the name */
+    int ahead;         /* live waiters older than the contender (up to NEAR_HEAD) */
+    int64_t own_until; /* the expiry of the contender's waiter row (0: none) */
+    size_t waiters;    /* waiter rows of the name, live or not */
 } view;
 
 /* A hold of the caller is live by its boot and lease alone: the caller is
@@ -148,7 +186,8 @@ static int insert_hold(dlock__sq_store *s, const char *name, const char *token, 
 /* A waiter's row: the waiter counts (query) and its name is listed until
  * it takes the lock, gives up (cancel), or stops polling for a waiter
  * lease (its row expires, or its process dies). */
-static int wait_put(dlock__sq_store *s, const char *name, const char *token, int64_t until_ms)
+static int wait_put(dlock__sq_store *s, const char *name, const char *token, int64_t now_ms,
+                    int64_t until_ms)
 {
     sqlite3_stmt *st = dlock__sq_stmt(s, SQ_WAIT_PUT);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -156,6 +195,7 @@ static int wait_put(dlock__sq_store *s, const char *name, const char *token, int
     sqlite3_bind_text(st, 3, s->boot, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, until_ms);
     bind_proc(s, st, 5);
+    sqlite3_bind_int64(st, 8, now_ms); /* since, if the row is new or had lapsed */
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "writing a waiter");
@@ -183,25 +223,36 @@ static int wait_sweep(dlock__sq_store *s, const char *name, int64_t now_ms)
     return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "deleting old waiters");
 }
 
-/* The expiry of token's waiter row of name (0: none). */
-static int wait_until(dlock__sq_store *s, const char *name, const char *token, int64_t *until_ms)
+/* Where the contender stands among the waiters of name (in v): how many
+ * live waiters are older (behind one of them, it may not take the name)
+ * and its own row's expiry. Rows come oldest first; a row of the
+ * contender's that lapsed starts again (wait_put) and counts as none. */
+static int line_up(dlock__sq_store *s, const char *name, const char *token, int64_t now_ms, view *v)
 {
     dlock__sq_row *rows;
     size_t n;
     int rc = dlock__sq_rows(s, SQ_WAITS, name, &rows, &n);
-    *until_ms = 0;
+    v->waiters = n;
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
-        if (is_own(&rows[i], token) && strcmp(rows[i].boot, s->boot) == 0)
-            *until_ms = rows[i].expires_ms;
+        const dlock__sq_row *r = &rows[i];
+        if (is_own(r, token)) {
+            if (strcmp(r->boot, s->boot) == 0)
+                v->own_until = r->expires_ms;
+            if (own_live(s, r, now_ms))
+                break; /* the rows after it are younger */
+        } else if (v->ahead < NEAR_HEAD && dlock__sq_row_live(s, r, now_ms, NULL)) {
+            v->ahead++;
+        }
     }
+    v->behind = v->ahead > 0;
     free(rows);
     return rc;
 }
 
 /* Looks at name (any transaction) and, in a write transaction (take),
- * takes it for token unless someone else holds it live: *v says what was
- * found, *fence the fence taken. A taker's waiter row goes with the
- * take. */
+ * takes it for token unless someone else holds it live or an older live
+ * waiter has the first claim on it: *v says what was found, *fence the
+ * fence taken. A taker's waiter row goes with the take. */
 static int look_take(dlock__sq_store *s, const char *name, const char *token, int64_t lease_ms,
                      int take, view *v, int64_t *now_ms, uint64_t *fence)
 {
@@ -213,7 +264,8 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
         return rc;
     *now_ms = dlock__sq_boot_ms();
     look(s, rows, n, token, *now_ms, v);
-    if (take && !v->held) {
+    rc = line_up(s, name, token, *now_ms, v);
+    if (rc == DLOCK_OK && take && !v->held && !v->behind) {
         if (v->stale > 0)
             rc = sweep(s, name, rows, n, token, *now_ms);
         /* A live row of ours is a hold the caller no longer has: one it
@@ -225,9 +277,9 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
             rc = dlock__sq_delete(s, name, token);
         if (rc == DLOCK_OK)
             rc = insert_hold(s, name, token, *now_ms + lease_ms, fence);
-        if (rc == DLOCK_OK)
+        if (rc == DLOCK_OK && v->waiters > 0)
             rc = wait_del(s, name, token);
-        if (rc == DLOCK_OK)
+        if (rc == DLOCK_OK && v->waiters > 0)
             rc = wait_sweep(s, name, *now_ms);
     }
     free(rows);
@@ -240,31 +292,40 @@ int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a
     dlock__sq_lock *l = SQLOCK(sl);
     int64_t waiter_ms = s->base.host.cfg->waiter_lease_ms;
     view v;
-    int64_t now_ms = 0, until_ms = 0;
+    int64_t now_ms = 0;
     uint64_t fence = 0;
 
-    /* A read first: a contender that finds the name held (most polls)
-     * takes no write lock, unless its waiter row needs renewing (half its
-     * lease gone). */
+    /* A read first: a contender that finds the name held or claimed (most
+     * polls) takes no write lock, unless its waiter row needs writing (new,
+     * or half its lease gone). */
     for (int write = 0; write <= 1; write++) {
         int rc = dlock__sq_begin(s, write, a->deadline_us);
         if (rc != DLOCK_OK)
             return rc;
         rc = look_take(s, l->name, a->token, a->lease_ms, write, &v, &now_ms, &fence);
-        if (rc == DLOCK_OK && v.held && a->wait) {
-            rc = wait_until(s, l->name, a->token, &until_ms);
-            if (rc == DLOCK_OK && write)
-                rc = wait_put(s, l->name, a->token, now_ms + waiter_ms);
-        }
-        int renew_wait = v.held && a->wait && until_ms - now_ms < waiter_ms / 2;
+        int busy = v.held || v.behind;
+        if (rc == DLOCK_OK && busy && a->wait && write)
+            rc = wait_put(s, l->name, a->token, now_ms, now_ms + waiter_ms);
+        int renew_wait = busy && a->wait && v.own_until - now_ms < waiter_ms / 2;
         rc = dlock__sq_end(s, write && rc == DLOCK_OK, rc);
         if (rc != DLOCK_OK)
             return rc;
-        if (v.held && (write || !renew_wait)) {
+        if (busy && (write || !renew_wait)) {
             a->outcome = DLOCK__HELD;
             a->next = DLOCK__NEXT_POLL;
-            a->holder_ttl_ms = v.holder_until - now_ms;
-            a->held_as = dlock__sq_held_as(v.holder_kind);
+            /* free but claimed by an older waiter: no lease to wait for
+             * (that waiter takes it at its next poll) */
+            a->holder_ttl_ms = v.held ? v.holder_until - now_ms : DLOCK__TTL_UNKNOWN;
+            /* Those near the head of the line look again soon, the first
+             * every HEAD_POLL_MS, the next twice as long each: a release
+             * reaches the first within that step, and a new first was
+             * looking often already. The core's step is bounded by the
+             * lease left that is answered here. */
+            int64_t step_ms = (int64_t) HEAD_POLL_MS << v.ahead;
+            if (a->wait && v.ahead < NEAR_HEAD &&
+                (a->holder_ttl_ms < 0 || a->holder_ttl_ms > step_ms))
+                a->holder_ttl_ms = step_ms;
+            a->held_as = v.held ? dlock__sq_held_as(v.holder_kind) : DLOCK__HELD_AS_SAME;
             return DLOCK_OK;
         }
         if (write) {
@@ -305,15 +366,16 @@ int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_
     for (i = 0; i < n && rc == DLOCK_OK; i++) {
         sessions[i] = NULL;
         rc = look_take(s, SQLOCK(ls[i])->name, token, lease_ms, 1, &v, &now_ms, &fences[i]);
-        if (rc == DLOCK_OK && v.held)
+        if (rc == DLOCK_OK && (v.held || v.behind))
             break;
     }
-    rc = dlock__sq_end(s, rc == DLOCK_OK && !v.held, rc);
+    int taken = !v.held && !v.behind;
+    rc = dlock__sq_end(s, rc == DLOCK_OK && taken, rc);
     if (rc != DLOCK_OK)
         return rc;
-    if (v.held) {
+    if (!taken) {
         *busy = i;
-        *busy_ttl_ms = v.holder_until - now_ms;
+        *busy_ttl_ms = v.held ? v.holder_until - now_ms : DLOCK__TTL_UNKNOWN;
         return dlock__fail(DLOCK_EBUSY, "lock '%s' is held by someone else", SQLOCK(ls[i])->name);
     }
     for (i = 0; i < n; i++)

@@ -25,7 +25,7 @@ static void text_col(sqlite3_stmt *st, int col, char *buf, size_t len)
 }
 
 /* Columns from `first` on: owner, kind, count, info, fence, boot, expires,
- * pid, start, pidns. */
+ * pid, start, pidns, and a waiter's since if there is an eleventh. */
 static void read_row(sqlite3_stmt *st, int first, dlock__sq_row *r)
 {
     memset(r, 0, sizeof *r);
@@ -39,6 +39,8 @@ static void read_row(sqlite3_stmt *st, int first, dlock__sq_row *r)
     r->proc.pid = sqlite3_column_int64(st, first + 7);
     r->proc.start = sqlite3_column_int64(st, first + 8);
     text_col(st, first + 9, r->proc.pidns, sizeof r->proc.pidns);
+    if (sqlite3_column_count(st) > first + 10)
+        r->since_ms = sqlite3_column_int64(st, first + 10); /* a waiter's row */
 }
 
 int dlock__sq_rows(dlock__sq_store *s, enum dlock__sq_stmt which, const char *name,
