@@ -933,9 +933,12 @@ static int list_batch(rlbackend *b, char **batch, size_t n, dlock__name_sink sin
         rc = dlock__rlround_set(r, k, 7, argv, lens);
     }
     if (rc == DLOCK_OK) {
-        dlock__rlround_send(b->nodes, r, deadline_us);
+        int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+        if (until > deadline_us)
+            until = deadline_us;
+        dlock__rlround_send(b->nodes, r, until);
         status_verdict v = {b, n};
-        const dlock__rlanswer *a = dlock__rlround_wait(r, status_decided, &v, deadline_us);
+        const dlock__rlanswer *a = dlock__rlround_wait(r, status_decided, &v, until);
         for (size_t k = 0; k < n && !*stop; k++) {
             rlstate st;
             state_of(b, a, k, &st);
