@@ -5,19 +5,20 @@
 -- ARGV[1] names the step:
 --   take TOKEN LEASE_MS OTHER MARK_MS RECORD INFO RECORD_MS
 --                          -> {1, counter} taken (or already ours: lease set again);
---                             MARK_MS > 0 (a waiter): when held, TOKEN's waiting mark is
---                             set for MARK_MS; taken, it goes. RECORD ~= '': the client's
---                             owner record, SET RECORD INFO PX RECORD_MS;
 --                             counter: the fence counter, or the node's clock in µs if higher
 --                             {0, counter, pttl} held by another owner
 --                             {0, counter, pttl, 1} OTHER, the name's key of the other
 --                             layout (the interop key N, or the mutex's L), is held:
 --                             one name is one lock. OTHER is looked at with pcall (an
 --                             ACL may hide it); '' looks at nothing.
+--                             MARK_MS > 0 (a waiter): when held, TOKEN's waiting mark is
+--                             set for MARK_MS; taken, it goes. RECORD ~= '': the client's
+--                             owner record goes too (SET RECORD INFO PX RECORD_MS).
 --   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
 --   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
 --                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
---   release TOKEN          -> 1 deleted, 0 free, -1 another's (TOKEN's waiting mark goes)
+--   release TOKEN KEEP_MARK -> 1 deleted, 0 free, -1 another's; TOKEN's waiting mark goes
+--                             unless KEEP_MARK is '1' (a waiter's attempt giving back)
 --   status OTHER RECORDS   -> {L's value or '', its PTTL, OTHER's value or '', its PTTL,
 --                             the fence counter, live waiting marks, the owner record of
 --                             L's holder or '', of OTHER's or ''}; RECORDS: the records'
@@ -102,7 +103,9 @@ elseif op == 'renew' then
   if v then return -1 end
   return 0
 elseif op == 'release' then
-  redis.call('ZREM', KEYS[3], ARGV[2])
+  if ARGV[3] ~= '1' then
+    redis.call('ZREM', KEYS[3], ARGV[2])
+  end
   local v = redis.call('GET', KEYS[1])
   if v == ARGV[2] then
     redis.call('DEL', KEYS[1])

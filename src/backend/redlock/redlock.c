@@ -111,13 +111,19 @@ static int said(const dlock__rlanswer *a, size_t k)
     return (int) int_at(a->replies[k], 0, NO_ANSWER);
 }
 
-/* The message naming the nodes that did not answer: "h1:p1 (why); ..." */
-static void unanswered(const rlbackend *b, const dlock__rlanswer *a, char *buf, size_t len)
+/* The message naming the nodes that did not answer: "h1:p1 (why); ...".
+ * A node that had not answered yet is named only when the wait ran out
+ * (timed_out): a round decided before it answered did not wait for it,
+ * and it may well be up. */
+static void unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
+                       size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < b->n && used < len; i++) {
-        const char *why = !a[i].done                                   ? "no reply yet"
+        if (!a[i].done && !timed_out)
+            continue;
+        const char *why = !a[i].done                                   ? "no reply in time"
                           : a[i].rc != DLOCK_OK                        ? a[i].err
                           : a[i].replies[0]->type == REDIS_REPLY_ERROR ? a[i].replies[0]->str
                                                                        : NULL;
@@ -158,15 +164,25 @@ static void tally(const dlock__rlanswer *a, size_t n, size_t k, int yes_is, size
     }
 }
 
+/* Nodes that have not answered (or failed) yet. */
+static size_t pending_of(const dlock__rlanswer *a, size_t n)
+{
+    size_t pending = 0;
+    for (size_t i = 0; i < n; i++)
+        pending += !a[i].done;
+    return pending;
+}
+
+/* Decided once the outcome is known: yes from a quorum, no from more than
+ * a quorum spares, or neither whatever the nodes not heard from yet say
+ * (too many failed). Not before: a live node that is a little slower is
+ * waited for rather than counted out. */
 static int decided_one(void *arg, const dlock__rlanswer *a, size_t n)
 {
     const verdict *v = arg;
-    size_t yes, no, none, done = 0;
+    size_t yes, no, none, pending = pending_of(a, n), q = v->b->quorum;
     tally(a, n, v->k, v->yes, &yes, &no, &none);
-    for (size_t i = 0; i < n; i++)
-        done += a[i].done;
-    /* no, or failed (done without an answer), beyond what a quorum spares */
-    return yes >= v->b->quorum || no + (none - (n - done)) > n - v->b->quorum;
+    return yes >= q || no > n - q || (yes + pending < q && no + pending <= n - q);
 }
 
 /* A round of one script call (the same on every node), sent. NULL when out
@@ -195,31 +211,49 @@ static dlock__rlround *send_one(rlbackend *b, const rllock *l, size_t argc, cons
 }
 
 /* Sends the release of token to every node, answered or not, without
- * waiting: what an attempt took is given back. */
-static void release_everywhere(rlbackend *b, const rllock *l, const char *token)
+ * waiting: what an attempt took is given back. A waiter's give-back keeps
+ * its waiting mark: it goes on polling. */
+static void release_everywhere(rlbackend *b, const rllock *l, const char *token, int waiter)
 {
-    const char *argv[] = {"release", token};
-    size_t lens[] = {7, strlen(token)};
+    const char *argv[] = {"release", token, waiter ? "1" : "0"};
+    size_t lens[] = {7, strlen(token), 1};
     dlock__rlround *r =
-        send_one(b, l, 2, argv, lens, dlock__now_us() + b->cfg.command_timeout_ms * 1000);
+        send_one(b, l, 3, argv, lens, dlock__now_us() + b->cfg.command_timeout_ms * 1000);
     dlock__rlround_drop(r);
 }
 
 /* ---------------------------------------------------------------- steps */
 
+/* Decided once a quorum answered, or so many failed that it cannot. */
+static int answered_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    const rlbackend *b = arg;
+    size_t answered = 0, failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int says = said(&a[i], 0);
+        answered += says != NO_ANSWER;
+        failed += a[i].done && says == NO_ANSWER;
+    }
+    return answered >= b->quorum || failed > n - b->quorum;
+}
+
+/* Decided once taken on a quorum, or once the nodes not heard from yet
+ * can change neither that nor whether the others failed beyond what a
+ * quorum spares (EUNREACHABLE) or not (held: a poll). */
 static int take_decided(void *arg, const dlock__rlanswer *a, size_t n)
 {
     const rlbackend *b = arg;
-    size_t yes = 0, no = 0;
+    size_t yes = 0, failed = 0, pending = 0, q = b->quorum;
     for (size_t i = 0; i < n; i++) {
+        int says = said(&a[i], 0);
         if (!a[i].done)
-            continue;
-        if (said(&a[i], 0) == 1)
+            pending++;
+        else if (says == 1)
             yes++;
-        else
-            no++;
+        else if (says == NO_ANSWER)
+            failed++;
     }
-    return yes >= b->quorum || no > n - b->quorum;
+    return yes >= q || (yes + pending < q && (failed + pending <= n - q || failed > n - q));
 }
 
 /* Writes fence back to a quorum (the counter becomes at least fence on
@@ -241,7 +275,7 @@ static int write_fence(rlbackend *b, const rllock *l, uint64_t fence, int64_t un
     tally(a, b->n, 0, 1, &yes, &no, &none);
     if (yes < b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE,
                          "%s: the fence could not be written to a quorum of %zu of %zu nodes in "
                          "time: %s",
@@ -349,16 +383,16 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             att->fence = fence;
             att->session = NULL;
         } else {
-            release_everywhere(b, l, att->token);
+            release_everywhere(b, l, att->token, 0);
         }
         goto out;
     }
     /* not taken: give back what was taken (and what may still be) */
     if (taken > 0 || failed > 0)
-        release_everywhere(b, l, att->token);
+        release_everywhere(b, l, att->token, att->wait);
     if (failed > b->n - b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !take_decided(b, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu of %zu nodes is out of reach: %s",
                          b->label, b->quorum, b->n, why);
         goto out;
@@ -383,8 +417,7 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
     if (r == NULL)
         return DLOCK_ENOMEM;
     /* the release goes to every node; its outcome is known from a quorum */
-    verdict v = {b, 0, 1};
-    const dlock__rlanswer *a = dlock__rlround_wait(r, decided_one, &v, deadline_us);
+    const dlock__rlanswer *a = dlock__rlround_wait(r, answered_decided, b, deadline_us);
     size_t deleted = 0, other = 0, answered = 0;
     for (size_t i = 0; i < b->n; i++) {
         int says = said(&a[i], 0);
@@ -402,25 +435,12 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
                          b->label);
     else {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: release: a quorum of %zu did not answer: %s",
                          b->label, b->quorum, why);
     }
     dlock__rlround_drop(r);
     return rc;
-}
-
-/* Decided once a quorum answered, or so many failed that it cannot. */
-static int answered_decided(void *arg, const dlock__rlanswer *a, size_t n)
-{
-    const rlbackend *b = arg;
-    size_t answered = 0, failed = 0;
-    for (size_t i = 0; i < n; i++) {
-        int says = said(&a[i], 0);
-        answered += says != NO_ANSWER;
-        failed += a[i].done && says == NO_ANSWER;
-    }
-    return answered >= b->quorum || failed > n - b->quorum;
 }
 
 /* A waiter gives up. It never queues (waiters poll), but an attempt that
@@ -460,7 +480,7 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
                          b->label, b->quorum);
     } else if (yes < b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu did not confirm the lock: %s",
                          b->label, b->quorum, why);
     }
@@ -511,9 +531,11 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
     dlock__rlround_send(b->nodes, r, deadline_us);
     batch_verdict bv = {b, n};
     const dlock__rlanswer *a = dlock__rlround_wait(r, batch_decided, &bv, deadline_us);
+    /* a node not heard from counts only if the wait ran out before it */
+    int timed_out = !batch_decided(&bv, a, b->n);
     size_t failed = 0;
     for (size_t i = 0; i < b->n; i++)
-        failed += a[i].rc != DLOCK_OK || !a[i].done;
+        failed += a[i].done ? a[i].rc != DLOCK_OK : timed_out;
     for (size_t k = 0; k < n; k++) {
         size_t yes, no, none;
         tally(a, b->n, k, 1, &yes, &no, &none);
@@ -528,7 +550,7 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
     }
     if (failed > b->n - b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, timed_out, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: renewal: a quorum of %zu did not answer: %s",
                          b->label, b->quorum, why);
     }
@@ -755,7 +777,7 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     if (st->verdict == RL_HELD || st->verdict == RL_FREE)
         return DLOCK_OK;
     char why[700];
-    unanswered(b, a, why, sizeof why);
+    unanswered(b, a, 1, why, sizeof why);
     return dlock__fail(DLOCK_EUNREACHABLE,
                        "%s: the nodes that answered do not say alike whether the lock is held "
                        "(a quorum of %zu of %zu nodes must): %s",
@@ -816,7 +838,7 @@ static int force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline
     tally(a, b->n, 0, 1, &yes, &no, &none);
     if (yes < b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE,
                          "%s: force-unlock: a quorum of %zu of %zu nodes did not answer (the "
                          "nodes that did let go): %s",
