@@ -187,6 +187,11 @@ static void majority_down(void)
     DT_WAIT_UNTIL(atomic_load(&box.lost) != 0, 3000);
     CHECK_INT(atomic_load(&box.at_ms) - frozen, <=, 1000 + 300);
     CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    /* the reason, with the last renewal's error if one came in time, is
+     * whole: not cut by the report's fixed size */
+    size_t why_len = strlen(box.why);
+    if (why_len == 0 || (strchr(box.why, '(') != NULL && box.why[why_len - 1] != ')'))
+        dt_fail(__FILE__, __LINE__, "the reason of the loss is cut: '%s'", box.why);
     dt_server_resume(&nodes[1]);
     dt_server_resume(&nodes[2]);
     dlock_lock_free(l);
@@ -539,7 +544,7 @@ static void keep_holder(const dlock_holder *h, void *arg)
 
 /* The holder of a name is the value a quorum has: a minority's leftover
  * is free, two different values on two nodes are free, the lease is the
- * quorum's (the second longest of three), the interop key counts for the
+ * quorum's (the second longest of those that answered), the interop key counts for the
  * name; with one node silent and the two others split, nobody can tell:
  * EUNREACHABLE after the request's bound, naming the silent node. */
 static void query_by_quorum(void)
@@ -564,7 +569,9 @@ static void query_by_quorum(void)
     st = dt_query(c, "q", 0);
     CHECK_INT(st.held, ==, 1);
     CHECK(strcmp(st.owner, "leftover") == 0);
-    CHECK_INT(st.lease_ms, >, 8000); /* node 0's 10 s: the second longest */
+    /* a quorum's: node 0's 10 s, the second longest, or node 1's 4 s when the
+     * round was decided on nodes 0 and 1 alone; never node 2's 20 s */
+    CHECK_INT(st.lease_ms, >, 3000);
     CHECK_INT(st.lease_ms, <=, 10000);
     holder_count = 0;
     CHECK_RC(dlock_query_holders(c, "q", 0, keep_holder, NULL), DLOCK_OK);

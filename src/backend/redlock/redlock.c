@@ -111,16 +111,18 @@ static int said(const dlock__rlanswer *a, size_t k)
     return (int) int_at(a->replies[k], 0, NO_ANSWER);
 }
 
-/* The message naming the nodes that did not answer: "h1:p1 (why); ...".
- * A node that had not answered yet is named only when the wait ran out
- * (timed_out): a round decided before it answered did not wait for it,
- * and it may well be up. */
+/* The message naming the nodes that did not answer: "h1:p1 (why); ...",
+ * in len bytes: the nodes that do not fit are counted ("and 2 more"), so
+ * that the text never ends mid-word. A node that had not answered yet is
+ * named only when the wait ran out (timed_out): a round decided before it
+ * answered did not wait for it, and it may well be up. */
 static void unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
                        size_t len)
 {
-    size_t used = 0;
+    enum { MORE = 16 }; /* room kept for " and 15 more" */
+    size_t used = 0, more = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < b->n && used < len; i++) {
+    for (size_t i = 0; i < b->n; i++) {
         if (!a[i].done && !timed_out)
             continue;
         const char *why = !a[i].done                                   ? "no reply in time"
@@ -133,11 +135,16 @@ static void unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_o
         size_t label_len = strlen(label);
         if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
             why += label_len + 2; /* (the connection's message names the node too) */
-        int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
-        if (w < 0)
-            break;
-        used += (size_t) w;
+        size_t need = (used ? 2 : 0) + label_len + strlen(why) + 3;
+        if (more > 0 || used + need + MORE >= len) {
+            more++;
+            continue;
+        }
+        used +=
+            (size_t) snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
     }
+    if (more > 0)
+        snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
 }
 
 /* A decision on call k: yes from a quorum, or a quorum out of reach (no +
@@ -549,10 +556,14 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
             items[k].result = DLOCK__RENEW_FAILED;
     }
     if (failed > b->n - b->quorum) {
-        char why[700];
+        /* Short, and without the store's label (the renewer names the
+         * store): the loss this may become quotes it in a line of its own
+         * (a lost lock's reason is 200 bytes at most). */
+        char why[96];
         unanswered(b, a, timed_out, why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: renewal: a quorum of %zu did not answer: %s",
-                         b->label, b->quorum, why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "renewal: a quorum of %zu of %zu nodes did not answer: %s", b->quorum,
+                         b->n, why);
     }
     dlock__rlround_drop(r);
     return rc;
