@@ -1045,7 +1045,10 @@ static int list(dlock__store *s, const char *prefix, dlock__name_sink sink, void
     all.n = unique;
     for (size_t from = 0; from < all.n && rc == DLOCK_OK && !stop; from += LIST_BATCH) {
         size_t n = all.n - from < LIST_BATCH ? all.n - from : LIST_BATCH;
-        rc = list_batch(b, all.v + from, n, sink, arg, deadline_us, &stop);
+        if (dlock__now_us() >= deadline_us)
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: listing locks took too long", b->label);
+        else
+            rc = list_batch(b, all.v + from, n, sink, arg, deadline_us, &stop);
     }
 out:
     for (size_t i = 0; i < all.n; i++)
