@@ -104,8 +104,8 @@ static void bad_urls(void)
     CHECK_RC(dlock_lock_open(c, "x", DLOCK_FAIR, &l), DLOCK_ENOTSUP);
     CHECK(strstr(dlock_errmsg(), "fair") != NULL);
     CHECK_RC(dlock_lock_open(c, "x", DLOCK_WRITE, &l), DLOCK_ENOTSUP);
-    dlock_status st;
-    CHECK_RC(dlock_query(c, "x", 0, &st), DLOCK_ENOTSUP);
+    CHECK_RC(dlock_lock_adopt(c, "x", "sometoken", 0, &l), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "adopt") != NULL);
     dlock_client_close(c);
 }
 
@@ -187,6 +187,11 @@ static void majority_down(void)
     DT_WAIT_UNTIL(atomic_load(&box.lost) != 0, 3000);
     CHECK_INT(atomic_load(&box.at_ms) - frozen, <=, 1000 + 300);
     CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    /* the reason, with the last renewal's error if one came in time, is
+     * whole: not cut by the report's fixed size */
+    size_t why_len = strlen(box.why);
+    if (why_len == 0 || (strchr(box.why, '(') != NULL && box.why[why_len - 1] != ')'))
+        dt_fail(__FILE__, __LINE__, "the reason of the loss is cut: '%s'", box.why);
     dt_server_resume(&nodes[1]);
     dt_server_resume(&nodes[2]);
     dlock_lock_free(l);
@@ -503,6 +508,249 @@ static void waiter_gets_it(void)
     dlock_client_close(b);
 }
 
+/* ---------------------------------------------------------------- operators */
+
+/* Sets key to value on the nodes listed (-1 ends the list), expiring in px ms. */
+static void set_on(const char *key, const char *value, int px, const int *which)
+{
+    for (; *which >= 0; which++) {
+        redisReply *r = node_command(*which, "SET %s %s PX %d", key, value, px);
+        CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+}
+
+static void del_everywhere_but(int but, const char *key)
+{
+    for (int i = 0; i < NNODES; i++) {
+        if (i != but)
+            freeReplyObject(node_command(i, "DEL %s", key));
+    }
+}
+
+static void del_everywhere(const char *key)
+{
+    del_everywhere_but(-1, key);
+}
+
+static int holder_count;
+static char holder_owner[80];
+static void keep_holder(const dlock_holder *h, void *arg)
+{
+    (void) arg;
+    holder_count++;
+    snprintf(holder_owner, sizeof holder_owner, "%s", h->owner);
+}
+
+/* The holder of a name is the value a quorum has: a minority's leftover
+ * is free, two different values on two nodes are free, the lease is the
+ * quorum's (the second longest of those that answered), the interop key counts for the
+ * name; with one node silent and the two others split, nobody can tell:
+ * EUNREACHABLE after the request's bound, naming the silent node. */
+static void query_by_quorum(void)
+{
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "timeout=1s"), NULL);
+    dlock_status st;
+
+    set_on("redlock:{q}", "leftover", 10000, (const int[]){0, -1});
+    st = dt_query(c, "q", 0);
+    CHECK_INT(st.held, ==, 0);
+    CHECK_INT(st.lease_ms, ==, -1);
+    holder_count = 0;
+    CHECK_RC(dlock_query_holders(c, "q", 0, keep_holder, NULL), DLOCK_OK);
+    CHECK_INT(holder_count, ==, 0);
+
+    set_on("redlock:{q}", "other", 10000, (const int[]){1, -1});
+    CHECK_INT(dt_query(c, "q", 0).held, ==, 0); /* a split vote */
+
+    set_on("redlock:{q}", "leftover", 4000, (const int[]){1, -1});
+    set_on("redlock:{q}", "leftover", 20000, (const int[]){2, -1});
+    st = dt_query(c, "q", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, "leftover") == 0);
+    /* a quorum's: node 0's 10 s, the second longest, or node 1's 4 s when the
+     * round was decided on nodes 0 and 1 alone; never node 2's 20 s */
+    CHECK_INT(st.lease_ms, >, 3000);
+    CHECK_INT(st.lease_ms, <=, 10000);
+    holder_count = 0;
+    CHECK_RC(dlock_query_holders(c, "q", 0, keep_holder, NULL), DLOCK_OK);
+    CHECK_INT(holder_count, ==, 1);
+    CHECK(strcmp(holder_owner, "leftover") == 0);
+    del_everywhere("redlock:{q}");
+
+    /* the interop key held on a quorum: the name is held */
+    set_on("q", "f00d", 10000, (const int[]){0, 2, -1});
+    st = dt_query(c, "q", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, "f00d") == 0);
+    del_everywhere("q");
+
+    /* one node silent, the others split: unknown */
+    set_on("redlock:{q}", "leftover", 10000, (const int[]){0, -1});
+    pause_node(2);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_query(c, "q", 0, &st), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    char port[16];
+    snprintf(port, sizeof port, ":%d", nodes[2].port);
+    if (strstr(dlock_errmsg(), port) == NULL)
+        dt_fail(__FILE__, __LINE__, "the message does not name the silent node: %s",
+                dlock_errmsg());
+    /* ...but two that agree decide without it */
+    del_everywhere_but(2, "redlock:{q}");
+    t0 = dt_now_ms();
+    CHECK_INT(dt_query(c, "q", 0).held, ==, 0);
+    CHECK_INT(dt_now_ms() - t0, <, 500);
+    dt_server_resume(&nodes[2]);
+    dlock_client_close(c);
+}
+
+/* Polling waiters are counted (their marks), and leave the count when they
+ * give up or get the lock. */
+static void waiters_counted(void)
+{
+    dlock_client *a = dt_client(url, NULL), *b = dt_client(url, NULL);
+    dlock_lock *held = dt_lock(a, "counted", 0);
+    waiter w = {.l = dt_lock(b, "counted", 0)};
+    pthread_t t;
+
+    CHECK_RC(dlock_acquire(held, 0), DLOCK_OK);
+    CHECK(pthread_create(&t, NULL, wait_for_it, &w) == 0);
+    DT_WAIT_UNTIL(dt_query(a, "counted", 0).waiters == 1, 2000);
+    CHECK_RC(dlock_release(held), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    dlock_status st = dt_query(a, "counted", 0);
+    CHECK_INT(st.waiters, ==, 0);
+    CHECK(strcmp(st.owner, dlock_lock_token(w.l)) == 0);
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(held);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+/* force-unlock with a node frozen: the two others let go and it is done;
+ * the holder's next renewal reports the loss; the name is free when the
+ * frozen node wakes. A quorum out of reach: EUNREACHABLE. */
+static void force_unlock_by_quorum(void)
+{
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "lease=3s&timeout=1s"), NULL);
+    dlock_client *op = dt_client(url_with(text, sizeof text, "timeout=1s"), NULL);
+    dlock_lock *l = dt_lock(c, "forced", 0);
+    dt_lost_box box = {0};
+
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    DT_WAIT_UNTIL(key_on(2, "forced"), 2000);
+    pause_node(2);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_force_unlock(op, "forced", 0), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, <, 500);
+    CHECK(!key_on(0, "forced") && !key_on(1, "forced"));
+    DT_WAIT_UNTIL(atomic_load(&box.lost) != 0, 3000); /* renewed every second */
+    CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
+    dt_server_resume(&nodes[2]);
+    /* whether the unlock queued for it reaches it in time or not, a
+     * leftover there would be a minority's */
+    CHECK_INT(dt_query(op, "forced", 0).held, ==, 0);
+
+    /* a quorum out of reach: EUNREACHABLE */
+    pause_node(1);
+    pause_node(2);
+    CHECK_RC(dlock_force_unlock(op, "forced", 0), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "quorum") != NULL);
+    dt_server_resume(&nodes[1]);
+    dt_server_resume(&nodes[2]);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dlock_client_close(op);
+}
+
+static int listed_count;
+static char listed_names[8][64];
+static void keep_name(const char *name, unsigned flags, void *arg)
+{
+    (void) arg;
+    CHECK_INT(flags, ==, 0);
+    if (listed_count < 8)
+        snprintf(listed_names[listed_count], sizeof listed_names[0], "%s", name);
+    listed_count++;
+}
+
+/* list: the names a quorum holds (or waiters mark), not a minority's
+ * leftover; with one node frozen, the two others are walked, and the
+ * frozen one costs a command timeout twice at most (its page of SCAN, and
+ * the round that asks about a name the two others split on). */
+static void list_by_quorum(void)
+{
+    char text[512];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "timeout=1s"), NULL);
+    dlock_lock *l = dt_lock(c, "ls/held", 0);
+
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    set_on("redlock:{ls/leftover}", "gone", 10000, (const int[]){1, -1});
+    listed_count = 0;
+    CHECK_RC(dlock_list(c, "ls/", 0, keep_name, NULL), DLOCK_OK);
+    CHECK_INT(listed_count, ==, 1);
+    CHECK(strcmp(listed_names[0], "ls/held") == 0);
+
+    pause_node(0);
+    int64_t t0 = dt_now_ms();
+    listed_count = 0;
+    CHECK_RC(dlock_list(c, "ls/", 0, keep_name, NULL), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, <, 2 * 1000 + 800); /* its SCAN, then its status */
+    CHECK_INT(listed_count, ==, 1);
+    pause_node(1);
+    CHECK_RC(dlock_list(c, "ls/", 0, keep_name, NULL), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "quorum") != NULL);
+    dt_server_resume(&nodes[0]);
+    dt_server_resume(&nodes[1]);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    del_everywhere("redlock:{ls/leftover}");
+    listed_count = 0;
+    CHECK_RC(dlock_list(c, "ls/", 0, keep_name, NULL), DLOCK_OK);
+    CHECK_INT(listed_count, ==, 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A node down (refusing) and one slow but up (CLIENT PAUSE): the slow one
+ * is waited for, not counted out. A try on a lock another owner holds on
+ * both up nodes is EBUSY, not "a quorum out of reach"; an extend that one
+ * up node confirms and the other denies is EUNREACHABLE naming the node
+ * that is down, not the slow one as "no reply yet". */
+static void slow_node_is_not_down(void)
+{
+    start_nodes(); /* its own: it stops and restarts one */
+    char text[512], port1[16];
+    dlock_client *c = dt_client(url_with(text, sizeof text, "timeout=3s"), NULL);
+    dlock_lock *l = dt_lock(c, "slow", 0), *mine = dt_lock(c, "slow2", 0);
+
+    snprintf(port1, sizeof port1, ":%d", nodes[1].port);
+    set_on("redlock:{slow}", "someone-else", 10000, (const int[]){0, 1, -1});
+    dt_server_stop(&nodes[2]);
+    CHECK_RC(dlock_acquire_for(mine, 0, 10000), DLOCK_OK);
+    freeReplyObject(node_command(1, "CLIENT PAUSE 300 ALL"));
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "held by someone else") != NULL);
+
+    freeReplyObject(node_command(0, "DEL redlock:{slow2}"));
+    freeReplyObject(node_command(1, "CLIENT PAUSE 300 ALL"));
+    CHECK_RC(dlock_extend(mine, 10000), DLOCK_EUNREACHABLE);
+    /* (the store's label, first, names every node) */
+    const char *named = strstr(dlock_errmsg(), "the lock: ");
+    if (named == NULL || strstr(named, port1) != NULL)
+        dt_fail(__FILE__, __LINE__, "the message names the node that is up (%s): %s", port1,
+                dlock_errmsg());
+    dt_server_start_again(&nodes[2], 0);
+    dlock_lock_free(l);
+    dlock_lock_free(mine);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -517,6 +765,11 @@ int main(int argc, char **argv)
         {"simple_mode", simple_mode},
         {"fences_after_wiped_restart", fences_after_wiped_restart},
         {"five_nodes", five_nodes},
+        {"query_by_quorum", query_by_quorum},
+        {"waiters_counted", waiters_counted},
+        {"force_unlock_by_quorum", force_unlock_by_quorum},
+        {"list_by_quorum", list_by_quorum},
+        {"slow_node_is_not_down", slow_node_is_not_down},
     };
     /* once for the program, before any test forks (no threads yet) */
     start_nodes();

@@ -35,10 +35,10 @@ for store in "${STORES[@]}"; do
     redis) ;;
     zookeeper) needed+=(java) ;;
     etcd) needed+=(etcd etcdctl) ;;
-    postgres | mariadb) [ -x "$(dirname "$DLOCK")/store" ] || needed+=("$(dirname "$DLOCK")/store") ;;
+    postgres | mariadb | redlock) [ -x "$(dirname "$DLOCK")/store" ] || needed+=("$(dirname "$DLOCK")/store") ;;
     sqlite) ;; # a file, no server
     *)
-        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres, mariadb, sqlite)" >&2
+        echo "$0: DLOCK_CLI_STORES: unknown store '$store' (redis, zookeeper, etcd, postgres, mariadb, redlock, sqlite)" >&2
         exit 64
         ;;
     esac
@@ -56,6 +56,7 @@ ZK_PID=
 ETCD_PID=
 PG_PID=
 MY_PID=
+RL_PID=
 BG_PIDS=()
 
 stop_server()
@@ -82,6 +83,10 @@ cleanup()
     if [ -n "$MY_PID" ]; then
         kill -INT "$MY_PID" 2>/dev/null
         wait "$MY_PID" 2>/dev/null
+    fi
+    if [ -n "$RL_PID" ]; then
+        kill -INT "$RL_PID" 2>/dev/null
+        wait "$RL_PID" 2>/dev/null
     fi
     rm -rf "$TMP"
 }
@@ -361,6 +366,21 @@ start_mariadb()
         return 0
     fi
     echo "$0: could not start mariadb: $(cat "$TMP/my.err")" >&2
+    exit 1
+}
+
+# Redlock's three independent redis-servers as the tests start them
+# (tests/support/server_redlock.c), likewise.
+start_redlock()
+{
+    "$(dirname "$DLOCK")/store" redlock >"$TMP/rl.url" 2>"$TMP/rl.err" &
+    RL_PID=$!
+    if wait_until 30 eval 'test -s "$TMP/rl.url" || ! kill -0 $RL_PID 2>/dev/null' &&
+        test -s "$TMP/rl.url"; then
+        RL_URL=$(head -1 "$TMP/rl.url")
+        return 0
+    fi
+    echo "$0: could not start redlock's nodes: $(cat "$TMP/rl.err")" >&2
     exit 1
 }
 
@@ -1383,7 +1403,7 @@ test_verbose_reports()
 {
     local fence err session
     case $STORE in
-    redis | sqlite | mariadb) session= ;; # (MariaDB: its lock table, the default mode)
+    redis | redlock | sqlite | mariadb) session= ;; # (MariaDB: its lock table, the default mode)
     zookeeper) session=ZooKeeper ;;
     etcd) session=etcd ;;
     postgres) session=PostgreSQL ;;
@@ -1414,7 +1434,7 @@ test_verbose_reports()
     expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
     expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
         "$(sed -n 1p "$TMP/err")"
-    [ "$STORE" = etcd ] && return # no dlock lock there (no adopt)
+    { [ "$STORE" = etcd ] || [ "$STORE" = redlock ]; } && return # no dlock lock there (no adopt)
     expect_rc "lock -v" 0 dl lock -v -l 5 s-verbose
     expect_match "lock -v: left held" \
         "^dlock: lock 's-verbose' acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed; left held when dlock exits$" \
@@ -1467,6 +1487,19 @@ test_unsupported_is_usage()
         expect_rc "lock" 64 dl lock -l 5 s-cap
         expect_match "lock: named, and what to do" \
             '^dlock lock: etcd .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
+        ;;
+    redlock) # a mutex (and its interop key) with fixed leases; no adopt
+        expect_rc "--fair" 64 dl run --fair s-cap -- true
+        expect_match "--fair: named" '^dlock run: --fair: .*Redlock .*"fair"' "$(cat "$TMP/err")"
+        expect_rc "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read: .*Redlock .*"read-write"' "$(cat "$TMP/err")"
+        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_match "--permits: named" '^dlock run: --permits: .*Redlock .*"semaphore"' "$(cat "$TMP/err")"
+        expect_rc "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
+        expect_match "unlock --owner: named" '^dlock unlock: --owner: .*Redlock .*"adopt"' "$(cat "$TMP/err")"
+        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_match "lock: named, and what to do" \
+            '^dlock lock: Redlock .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
         ;;
     sqlite)
         expect_rc "--simple" 64 dl run --simple s-cap -- true
@@ -1612,7 +1645,7 @@ test_command_inherits_no_descriptors()
     [ "$STORE" = redis ] && multi_url="$DLOCK_URL?notify=stream"
     # no read-write lock there: the plain lock (-v: its chatter to stderr;
     # on SQLite its database file is what must not reach the command)
-    { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ]; } && wr=-v && rd=-v
+    { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] || [ "$STORE" = redlock ]; } && wr=-v && rd=-v
     [ "$STORE" = sqlite ] && rd=-q wr=-q
     timeout -k 2 20 ls -l /proc/self/fd >"$TMP/t/base"
     base=$(fd_numbers "$TMP/t/base")
@@ -1768,6 +1801,10 @@ for STORE in "${STORES[@]}"; do
         start_mariadb
         DLOCK_URL=$MY_URL
         ;;
+    redlock)
+        start_redlock
+        DLOCK_URL=$RL_URL
+        ;;
     sqlite) DLOCK_URL=sqlite://$TMP/cli-locks.db ;;
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
@@ -1776,9 +1813,10 @@ for STORE in "${STORES[@]}"; do
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
-        # mode, MariaDB's and SQLite do not have)
+        # mode, MariaDB's, Redlock and SQLite do not have)
         [ "$t" = test_status_other_kind ] &&
-            { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] || [ "$STORE" = sqlite ]; } &&
+            { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] || [ "$STORE" = sqlite ] ||
+                [ "$STORE" = redlock ]; } &&
             continue
         run_test "$t" "$t[$STORE]"
     done

@@ -146,7 +146,36 @@ void dlock__rlround_drop(dlock__rlround *r)
         round_unref(r);
 }
 
-void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
+/* Puts round r on node i's queue, counted for its worker. */
+static void enqueue(dlock__rlnodes *ns, dlock__rlround *r, size_t i)
+{
+    node *nd = &ns->nodes[i];
+    job *j = malloc(sizeof *j);
+    if (j == NULL) {
+        pthread_mutex_lock(&r->mu);
+        r->answers[i].done = 1;
+        r->answers[i].rc = DLOCK_ENOMEM;
+        snprintf(r->answers[i].err, sizeof r->answers[i].err, "%s: out of memory", nd->label);
+        r->ndone++;
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    j->next = NULL;
+    j->round = r;
+    pthread_mutex_lock(&r->mu);
+    r->refs++;
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&nd->mu);
+    if (nd->tail != NULL)
+        nd->tail->next = j;
+    else
+        nd->head = j;
+    nd->tail = j;
+    pthread_cond_signal(&nd->cv);
+    pthread_mutex_unlock(&nd->mu);
+}
+
+static void prepare(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
 {
     r->deadline_us = deadline_us;
     r->nnodes = ns->n;
@@ -156,32 +185,29 @@ void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline
         r->calls[k].argv[1] = ns->sha;
         r->calls[k].lens[1] = 40;
     }
-    for (size_t i = 0; i < ns->n; i++) {
-        node *nd = &ns->nodes[i];
-        job *j = malloc(sizeof *j);
-        if (j == NULL) {
-            pthread_mutex_lock(&r->mu);
-            r->answers[i].done = 1;
-            r->answers[i].rc = DLOCK_ENOMEM;
-            snprintf(r->answers[i].err, sizeof r->answers[i].err, "%s: out of memory", nd->label);
-            r->ndone++;
-            pthread_mutex_unlock(&r->mu);
+}
+
+void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
+{
+    prepare(ns, r, deadline_us);
+    for (size_t i = 0; i < ns->n; i++)
+        enqueue(ns, r, i);
+}
+
+void dlock__rlround_send_to(dlock__rlnodes *ns, dlock__rlround *r, size_t i, int64_t deadline_us)
+{
+    prepare(ns, r, deadline_us);
+    pthread_mutex_lock(&r->mu);
+    for (size_t k = 0; k < ns->n; k++) {
+        if (k == i)
             continue;
-        }
-        j->next = NULL;
-        j->round = r;
-        pthread_mutex_lock(&r->mu);
-        r->refs++;
-        pthread_mutex_unlock(&r->mu);
-        pthread_mutex_lock(&nd->mu);
-        if (nd->tail != NULL)
-            nd->tail->next = j;
-        else
-            nd->head = j;
-        nd->tail = j;
-        pthread_cond_signal(&nd->cv);
-        pthread_mutex_unlock(&nd->mu);
+        r->answers[k].done = 1;
+        r->answers[k].rc = DLOCK_ENOTSUP;
+        snprintf(r->answers[k].err, sizeof r->answers[k].err, "not asked");
+        r->ndone++;
     }
+    pthread_mutex_unlock(&r->mu);
+    enqueue(ns, r, i);
 }
 
 const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,

@@ -52,6 +52,9 @@ int dlock__rlround_set(dlock__rlround *r, size_t i, size_t argc, const char *con
 /* Hands the round to every node's worker, each request bounded by
  * deadline_us. The caller keeps its reference. */
 void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us);
+/* The same for node i alone: the others' answers are done at once, with
+ * DLOCK_ENOTSUP ("not asked"). For what differs per node (a SCAN's cursor). */
+void dlock__rlround_send_to(dlock__rlnodes *ns, dlock__rlround *r, size_t i, int64_t deadline_us);
 /* Waits until decided(arg, answers, n) returns nonzero, every node has
  * answered, or until_us; answers[i] is node i's (done 0: not yet). decided
  * runs with the round's lock held, on the caller's thread. On return

@@ -32,6 +32,17 @@
 #define DEFAULT_PORT   6379
 #define DEFAULT_PREFIX "redlock"
 #define MIN_NODES      3
+/* A polling waiter's mark (P:{E}:waiting) lives this long after its last
+ * attempt: waiters poll every 64 ms at most, so a live one keeps it; one
+ * that died is counted no longer. */
+#define MARK_MS "2000"
+/* The client's owner record (who it is, for holders()): kept two days,
+ * written again with an attempt when less than a day is left, as
+ * redis://'s (../redis/owner.c). */
+#define RECORD_TTL_MS   (48LL * 3600 * 1000)
+#define RECORD_RENEW_MS (24LL * 3600 * 1000)
+#define FORGET_MS       250 /* the bound of deleting the record at close */
+#define LIST_BATCH      128 /* names asked about in one round of list() */
 
 typedef struct rlbackend {
     dlock__store base;
@@ -42,6 +53,12 @@ typedef struct rlbackend {
     size_t n, quorum;
     /* Per node: a connection to it was made once (its endpoint's `reached`) */
     atomic_int reached[DLOCK__REDLOCK_MAX_NODES];
+    char *record_key;             /* P:owner:<client id> */
+    char *records;                /* P:owner: */
+    _Atomic int64_t record_until; /* the owner record lasts until then on a quorum (0: never
+                                     written) */
+    atomic_int record_writing;    /* an attempt is writing it */
+    atomic_int record_kept;       /* a hold was detached: the record outlives the client */
 } rlbackend;
 
 typedef struct rllock {
@@ -49,7 +66,8 @@ typedef struct rllock {
     char *keys[3]; /* L (or N in simple mode), the fence counter, the name N (keys.h;
                       one block at keys[0]) */
     size_t key_lens[3];
-    char *other; /* the name's key of the other layout: N for a mutex, L for simple */
+    char *other;   /* the name's key of the other layout: N for a mutex, L for simple */
+    char *waiting; /* P:{E}:waiting, the polling waiters' marks (node.lua) */
 } rllock;
 
 #define RLB(s) DLOCK__STORE_OF(rlbackend, s)
@@ -93,13 +111,21 @@ static int said(const dlock__rlanswer *a, size_t k)
     return (int) int_at(a->replies[k], 0, NO_ANSWER);
 }
 
-/* The message naming the nodes that did not answer: "h1:p1 (why); ..." */
-static void unanswered(const rlbackend *b, const dlock__rlanswer *a, char *buf, size_t len)
+/* The message naming the nodes that did not answer: "h1:p1 (why); ...",
+ * in len bytes: the nodes that do not fit are counted ("and 2 more"), so
+ * that the text never ends mid-word. A node that had not answered yet is
+ * named only when the wait ran out (timed_out): a round decided before it
+ * answered did not wait for it, and it may well be up. */
+static void unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
+                       size_t len)
 {
-    size_t used = 0;
+    enum { MORE = 16 }; /* room kept for " and 15 more" */
+    size_t used = 0, more = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < b->n && used < len; i++) {
-        const char *why = !a[i].done                                   ? "no reply yet"
+    for (size_t i = 0; i < b->n; i++) {
+        if (!a[i].done && !timed_out)
+            continue;
+        const char *why = !a[i].done                                   ? "no reply in time"
                           : a[i].rc != DLOCK_OK                        ? a[i].err
                           : a[i].replies[0]->type == REDIS_REPLY_ERROR ? a[i].replies[0]->str
                                                                        : NULL;
@@ -109,11 +135,16 @@ static void unanswered(const rlbackend *b, const dlock__rlanswer *a, char *buf, 
         size_t label_len = strlen(label);
         if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
             why += label_len + 2; /* (the connection's message names the node too) */
-        int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
-        if (w < 0)
-            break;
-        used += (size_t) w;
+        size_t need = (used ? 2 : 0) + label_len + strlen(why) + 3;
+        if (more > 0 || used + need + MORE >= len) {
+            more++;
+            continue;
+        }
+        used +=
+            (size_t) snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
     }
+    if (more > 0)
+        snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
 }
 
 /* A decision on call k: yes from a quorum, or a quorum out of reach (no +
@@ -140,15 +171,25 @@ static void tally(const dlock__rlanswer *a, size_t n, size_t k, int yes_is, size
     }
 }
 
+/* Nodes that have not answered (or failed) yet. */
+static size_t pending_of(const dlock__rlanswer *a, size_t n)
+{
+    size_t pending = 0;
+    for (size_t i = 0; i < n; i++)
+        pending += !a[i].done;
+    return pending;
+}
+
+/* Decided once the outcome is known: yes from a quorum, no from more than
+ * a quorum spares, or neither whatever the nodes not heard from yet say
+ * (too many failed). Not before: a live node that is a little slower is
+ * waited for rather than counted out. */
 static int decided_one(void *arg, const dlock__rlanswer *a, size_t n)
 {
     const verdict *v = arg;
-    size_t yes, no, none, done = 0;
+    size_t yes, no, none, pending = pending_of(a, n), q = v->b->quorum;
     tally(a, n, v->k, v->yes, &yes, &no, &none);
-    for (size_t i = 0; i < n; i++)
-        done += a[i].done;
-    /* no, or failed (done without an answer), beyond what a quorum spares */
-    return yes >= v->b->quorum || no + (none - (n - done)) > n - v->b->quorum;
+    return yes >= q || no > n - q || (yes + pending < q && no + pending <= n - q);
 }
 
 /* A round of one script call (the same on every node), sent. NULL when out
@@ -156,19 +197,19 @@ static int decided_one(void *arg, const dlock__rlanswer *a, size_t n)
 static dlock__rlround *send_one(rlbackend *b, const rllock *l, size_t argc, const char **argv,
                                 size_t *lens, int64_t deadline_us)
 {
-    /* numkeys, the two keys, then the step's arguments */
-    const char *all[12] = {"2", l->keys[0], l->keys[1]};
-    size_t all_lens[12] = {1, l->key_lens[0], l->key_lens[1]};
-    for (size_t i = 0; i < argc; i++) {
-        all[3 + i] = argv[i];
-        all_lens[3 + i] = lens[i];
+    /* numkeys, the three keys, then the step's arguments */
+    const char *all[16] = {"3", l->keys[0], l->keys[1], l->waiting};
+    size_t all_lens[16] = {1, l->key_lens[0], l->key_lens[1], strlen(l->waiting)};
+    for (size_t i = 0; i < argc && i < 12; i++) {
+        all[4 + i] = argv[i];
+        all_lens[4 + i] = lens[i];
     }
     dlock__rlround *r = dlock__rlround_new(1);
     if (r == NULL) {
         dlock__fail(DLOCK_ENOMEM, "out of memory");
         return NULL;
     }
-    if (dlock__rlround_set(r, 0, argc + 3, all, all_lens) != DLOCK_OK) {
+    if (dlock__rlround_set(r, 0, argc + 4, all, all_lens) != DLOCK_OK) {
         dlock__rlround_drop(r);
         return NULL;
     }
@@ -177,31 +218,49 @@ static dlock__rlround *send_one(rlbackend *b, const rllock *l, size_t argc, cons
 }
 
 /* Sends the release of token to every node, answered or not, without
- * waiting: what an attempt took is given back. */
-static void release_everywhere(rlbackend *b, const rllock *l, const char *token)
+ * waiting: what an attempt took is given back. A waiter's give-back keeps
+ * its waiting mark: it goes on polling. */
+static void release_everywhere(rlbackend *b, const rllock *l, const char *token, int waiter)
 {
-    const char *argv[] = {"release", token};
-    size_t lens[] = {7, strlen(token)};
+    const char *argv[] = {"release", token, waiter ? "1" : "0"};
+    size_t lens[] = {7, strlen(token), 1};
     dlock__rlround *r =
-        send_one(b, l, 2, argv, lens, dlock__now_us() + b->cfg.command_timeout_ms * 1000);
+        send_one(b, l, 3, argv, lens, dlock__now_us() + b->cfg.command_timeout_ms * 1000);
     dlock__rlround_drop(r);
 }
 
 /* ---------------------------------------------------------------- steps */
 
+/* Decided once a quorum answered, or so many failed that it cannot. */
+static int answered_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    const rlbackend *b = arg;
+    size_t answered = 0, failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int says = said(&a[i], 0);
+        answered += says != NO_ANSWER;
+        failed += a[i].done && says == NO_ANSWER;
+    }
+    return answered >= b->quorum || failed > n - b->quorum;
+}
+
+/* Decided once taken on a quorum, or once the nodes not heard from yet
+ * can change neither that nor whether the others failed beyond what a
+ * quorum spares (EUNREACHABLE) or not (held: a poll). */
 static int take_decided(void *arg, const dlock__rlanswer *a, size_t n)
 {
     const rlbackend *b = arg;
-    size_t yes = 0, no = 0;
+    size_t yes = 0, failed = 0, pending = 0, q = b->quorum;
     for (size_t i = 0; i < n; i++) {
+        int says = said(&a[i], 0);
         if (!a[i].done)
-            continue;
-        if (said(&a[i], 0) == 1)
+            pending++;
+        else if (says == 1)
             yes++;
-        else
-            no++;
+        else if (says == NO_ANSWER)
+            failed++;
     }
-    return yes >= b->quorum || no > n - b->quorum;
+    return yes >= q || (yes + pending < q && (failed + pending <= n - q || failed > n - q));
 }
 
 /* Writes fence back to a quorum (the counter becomes at least fence on
@@ -223,7 +282,7 @@ static int write_fence(rlbackend *b, const rllock *l, uint64_t fence, int64_t un
     tally(a, b->n, 0, 1, &yes, &no, &none);
     if (yes < b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE,
                          "%s: the fence could not be written to a quorum of %zu of %zu nodes in "
                          "time: %s",
@@ -233,22 +292,56 @@ static int write_fence(rlbackend *b, const rllock *l, uint64_t fence, int64_t un
     return rc;
 }
 
+/* Whether the client's owner record goes with this attempt: never written,
+ * or less than a day (or the lease, if longer) left of it; one attempt at
+ * a time writes it. */
+static int record_due(rlbackend *b, int64_t lease_ms, int64_t *until_us, int64_t *ttl_ms)
+{
+    int64_t now = dlock__now_us();
+    int64_t keep_ms = lease_ms > RECORD_RENEW_MS ? lease_ms : RECORD_RENEW_MS;
+
+    if (atomic_load(&b->record_until) - now > keep_ms * 1000 ||
+        atomic_exchange(&b->record_writing, 1))
+        return 0;
+    *ttl_ms = keep_ms + RECORD_TTL_MS - RECORD_RENEW_MS;
+    *until_us = now + *ttl_ms * 1000; /* counted from before it is sent */
+    return 1;
+}
+
 static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
 {
     rlbackend *b = RLB(s);
     rllock *l = RLL(sl);
-    int64_t start = dlock__now_us();
-    char lease[24];
-    const char *argv[] = {"take", att->token, lease, l->other};
-    size_t lens[] = {4, strlen(att->token), number(lease, att->lease_ms), strlen(l->other)};
+    int64_t start = dlock__now_us(), record_until = 0, record_ms = 0;
+    char lease[24], record_ttl[24] = "";
+    int record = record_due(b, att->lease_ms, &record_until, &record_ms);
+    const char *mark = att->wait ? MARK_MS : "0";
+    const char *argv[] = {"take",
+                          att->token,
+                          lease,
+                          l->other,
+                          mark,
+                          record ? b->record_key : "",
+                          record ? b->cfg.owner_info : "",
+                          record_ttl};
+    size_t lens[] = {4,
+                     strlen(att->token),
+                     number(lease, att->lease_ms),
+                     strlen(l->other),
+                     strlen(mark),
+                     record ? strlen(b->record_key) : 0,
+                     record ? strlen(b->cfg.owner_info) : 0,
+                     record ? number(record_ttl, record_ms) : 0};
     /* past this the lock would be invalid on arrival: no reason to wait */
     int64_t valid_until = start + att->lease_ms * 1000 - drift_us(att->lease_ms);
     int64_t until = att->deadline_us < valid_until ? att->deadline_us : valid_until;
     int rc = DLOCK_OK;
 
-    dlock__rlround *r = send_one(b, l, 4, argv, lens, att->deadline_us);
-    if (r == NULL)
+    dlock__rlround *r = send_one(b, l, 8, argv, lens, att->deadline_us);
+    if (r == NULL) {
+        atomic_store(&b->record_writing, 0);
         return DLOCK_ENOMEM;
+    }
     const dlock__rlanswer *a = dlock__rlround_wait(r, take_decided, b, until);
     size_t taken = 0, held = 0, failed = 0, held_other = 0;
     long long counter = 0, ttl = -1;
@@ -271,6 +364,12 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                 ttl = t;
         }
     }
+    if (record) {
+        /* on a quorum, it is on a node of every later holder's quorum */
+        if (taken + held >= b->quorum)
+            atomic_store(&b->record_until, record_until);
+        atomic_store(&b->record_writing, 0);
+    }
     if (taken >= b->quorum) {
         uint64_t fence = (uint64_t) counter + 1;
         if (dlock__now_us() >= valid_until) {
@@ -291,16 +390,16 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             att->fence = fence;
             att->session = NULL;
         } else {
-            release_everywhere(b, l, att->token);
+            release_everywhere(b, l, att->token, 0);
         }
         goto out;
     }
     /* not taken: give back what was taken (and what may still be) */
     if (taken > 0 || failed > 0)
-        release_everywhere(b, l, att->token);
+        release_everywhere(b, l, att->token, att->wait);
     if (failed > b->n - b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !take_decided(b, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu of %zu nodes is out of reach: %s",
                          b->label, b->quorum, b->n, why);
         goto out;
@@ -325,8 +424,7 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
     if (r == NULL)
         return DLOCK_ENOMEM;
     /* the release goes to every node; its outcome is known from a quorum */
-    verdict v = {b, 0, 1};
-    const dlock__rlanswer *a = dlock__rlround_wait(r, decided_one, &v, deadline_us);
+    const dlock__rlanswer *a = dlock__rlround_wait(r, answered_decided, b, deadline_us);
     size_t deleted = 0, other = 0, answered = 0;
     for (size_t i = 0; i < b->n; i++) {
         int says = said(&a[i], 0);
@@ -344,7 +442,7 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
                          b->label);
     else {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: release: a quorum of %zu did not answer: %s",
                          b->label, b->quorum, why);
     }
@@ -353,11 +451,19 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
 }
 
 /* A waiter gives up. It never queues (waiters poll), but an attempt that
- * gave up may have left a take on a node that answered late: give it back. */
+ * gave up may have left a take on a node that answered late: give it back,
+ * with its waiting mark, on a quorum before it returns (a query that
+ * follows counts it gone). */
 static int cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
-    (void) deadline_us;
-    release_everywhere(RLB(s), RLL(sl), token);
+    rlbackend *b = RLB(s);
+    const char *argv[] = {"release", token};
+    size_t lens[] = {7, strlen(token)};
+    dlock__rlround *r = send_one(b, RLL(sl), 2, argv, lens, deadline_us);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    dlock__rlround_wait(r, answered_decided, b, deadline_us);
+    dlock__rlround_drop(r);
     return DLOCK_OK;
 }
 
@@ -381,7 +487,7 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
                          b->label, b->quorum);
     } else if (yes < b->quorum) {
         char why[700];
-        unanswered(b, a, why, sizeof why);
+        unanswered(b, a, !decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu did not confirm the lock: %s",
                          b->label, b->quorum, why);
     }
@@ -432,9 +538,11 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
     dlock__rlround_send(b->nodes, r, deadline_us);
     batch_verdict bv = {b, n};
     const dlock__rlanswer *a = dlock__rlround_wait(r, batch_decided, &bv, deadline_us);
+    /* a node not heard from counts only if the wait ran out before it */
+    int timed_out = !batch_decided(&bv, a, b->n);
     size_t failed = 0;
     for (size_t i = 0; i < b->n; i++)
-        failed += a[i].rc != DLOCK_OK || !a[i].done;
+        failed += a[i].done ? a[i].rc != DLOCK_OK : timed_out;
     for (size_t k = 0; k < n; k++) {
         size_t yes, no, none;
         tally(a, b->n, k, 1, &yes, &no, &none);
@@ -448,16 +556,33 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
             items[k].result = DLOCK__RENEW_FAILED;
     }
     if (failed > b->n - b->quorum) {
-        char why[700];
-        unanswered(b, a, why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: renewal: a quorum of %zu did not answer: %s",
-                         b->label, b->quorum, why);
+        /* Short, and without the store's label (the renewer names the
+         * store): the loss this may become quotes it in a line of its own
+         * (a lost lock's reason is 200 bytes at most). */
+        char why[96];
+        unanswered(b, a, timed_out, why, sizeof why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "renewal: a quorum of %zu of %zu nodes did not answer: %s", b->quorum,
+                         b->n, why);
     }
     dlock__rlround_drop(r);
     return rc;
 }
 
 /* ---------------------------------------------------------------- locks */
+
+/* P:{E}:waiting from the name's fence counter P:{E}:fence (malloc'ed). */
+static char *waiting_key(const char *fence_key, size_t len)
+{
+    static const char fence[] = "fence", waiting[] = "waiting";
+    size_t stem = len - (sizeof fence - 1);
+    char *key = malloc(stem + sizeof waiting);
+    if (key != NULL) {
+        memcpy(key, fence_key, stem);
+        memcpy(key + stem, waiting, sizeof waiting);
+    }
+    return key;
+}
 
 static int lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
                     dlock__store_lock **out)
@@ -485,10 +610,14 @@ static int lock_new(dlock__store *s, const char *name, const dlock__lock_spec *s
     } else {
         l->other = strdup(l->keys[2]);
     }
-    if (rc == DLOCK_OK && l->other == NULL)
+    if (rc == DLOCK_OK)
+        l->waiting = waiting_key(l->keys[1], l->key_lens[1]);
+    if (rc == DLOCK_OK && (l->other == NULL || l->waiting == NULL))
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (rc != DLOCK_OK) {
         free(l->keys[0]);
+        free(l->other);
+        free(l->waiting);
         free(l);
         return rc;
     }
@@ -503,19 +632,469 @@ static void lock_free(dlock__store *s, dlock__store_lock *sl)
         return;
     free(RLL(sl)->keys[0]);
     free(RLL(sl)->other);
+    free(RLL(sl)->waiting);
     free(RLL(sl));
 }
 
+/* A hold left in the store: it keeps its lease, and the client's owner
+ * record outlives the client to name its holder. */
+static void detach(dlock__store *s, dlock__store_lock *sl)
+{
+    (void) sl;
+    atomic_store(&RLB(s)->record_kept, 1);
+}
+
+/* ---------------------------------------------------------------- operators */
+
+/* What a quorum says of a name (status rounds): held by the value a quorum
+ * of nodes has in one key (the lock's, else the other layout's), free when
+ * no value can have a quorum any more, unknown when too few nodes answered
+ * to tell (those that failed or stayed silent could hold it). */
+enum rlverdict { RL_PENDING, RL_HELD, RL_FREE, RL_UNKNOWN };
+
+typedef struct rlstate {
+    enum rlverdict verdict;
+    const redisReply *owner; /* RL_HELD: the value held */
+    int64_t lease_ms;        /* the quorum's: the quorum-th longest PTTL; -1 none */
+    unsigned waiters;        /* the quorum's: the quorum-th largest count of waiting marks */
+    uint64_t fence;          /* the highest fence counter */
+    const char *record;      /* the holder's owner record, NULL if none */
+} rlstate;
+
+/* Node i's reply to status call k, if well formed (node.lua: 8 elements). */
+static const redisReply *status_reply(const dlock__rlanswer *a, size_t k)
+{
+    if (!a->done || a->rc != DLOCK_OK)
+        return NULL;
+    const redisReply *r = a->replies[k];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8)
+        return NULL;
+    static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER, REDIS_REPLY_STRING,
+                                 REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
+                                 REDIS_REPLY_STRING,  REDIS_REPLY_STRING};
+    for (size_t e = 0; e < 8; e++) {
+        if (r->element[e]->type != types[e])
+            return NULL;
+    }
+    return r;
+}
+
+static int same_value(const redisReply *x, const redisReply *y)
+{
+    return x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
+}
+
+/* The k-th largest of v[0..n) (k from 1), sorting v. */
+static long long kth_largest(long long *v, size_t n, size_t k)
+{
+    for (size_t i = 1; i < n; i++) {
+        for (size_t j = i; j > 0 && v[j] > v[j - 1]; j--) {
+            long long t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    }
+    return v[(k < n ? k : n) - 1];
+}
+
+/* The state of call k of a status round from the answers so far. */
+static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rlstate *st)
+{
+    const redisReply *rs[DLOCK__REDLOCK_MAX_NODES];
+    size_t n = b->n, ok = 0, pending = 0, best = 0, best_at = 0, best_key = 0;
+    long long counts[DLOCK__REDLOCK_MAX_NODES];
+
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    for (size_t i = 0; i < n; i++) {
+        rs[i] = status_reply(&a[i], k);
+        pending += !a[i].done;
+        if (rs[i] == NULL)
+            continue;
+        counts[ok++] = rs[i]->element[5]->integer;
+        if ((uint64_t) rs[i]->element[4]->integer > st->fence)
+            st->fence = (uint64_t) rs[i]->element[4]->integer;
+    }
+    /* the value most nodes have, in the lock's key (0) or the other one (2) */
+    for (size_t key = 0; key <= 2; key += 2) {
+        for (size_t i = 0; i < n; i++) {
+            if (rs[i] == NULL || rs[i]->element[key]->len == 0)
+                continue;
+            size_t c = 0;
+            for (size_t j = 0; j < n; j++)
+                c += rs[j] != NULL && same_value(rs[i]->element[key], rs[j]->element[key]);
+            if (c > best) {
+                best = c;
+                best_at = i;
+                best_key = key;
+            }
+        }
+    }
+    if (ok > 0)
+        st->waiters = (unsigned) kth_largest(counts, ok, b->quorum);
+    if (best >= b->quorum) {
+        const redisReply *v = rs[best_at]->element[best_key];
+        long long pttls[DLOCK__REDLOCK_MAX_NODES];
+        size_t m = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (rs[j] == NULL || !same_value(v, rs[j]->element[best_key]))
+                continue;
+            long long t = rs[j]->element[best_key + 1]->integer;
+            pttls[m++] = t < 0 ? INT64_MAX : t; /* -1: no expiry */
+            if (st->record == NULL && rs[j]->element[6 + best_key / 2]->len > 0)
+                st->record = rs[j]->element[6 + best_key / 2]->str;
+        }
+        long long left = kth_largest(pttls, m, b->quorum);
+        st->verdict = RL_HELD;
+        st->owner = v;
+        st->lease_ms = left == INT64_MAX ? -1 : left;
+    } else if (best + (n - ok) < b->quorum) {
+        st->verdict = RL_FREE;
+    } else {
+        st->verdict = pending > 0 ? RL_PENDING : RL_UNKNOWN;
+    }
+}
+
+typedef struct status_verdict {
+    const rlbackend *b;
+    size_t ncalls;
+} status_verdict;
+
+static int status_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    const status_verdict *v = arg;
+    (void) n;
+    for (size_t k = 0; k < v->ncalls; k++) {
+        rlstate st;
+        state_of(v->b, a, k, &st);
+        if (st.verdict == RL_PENDING)
+            return 0;
+    }
+    return 1;
+}
+
+/* One status round on l: *r (the caller drops it) and the state decided,
+ * or DLOCK_EUNREACHABLE when too few nodes answered alike to tell. */
+static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlround **r, rlstate *st)
+{
+    const char *argv[] = {"status", l->other, b->records};
+    size_t lens[] = {6, strlen(l->other), strlen(b->records)};
+    *r = send_one(b, l, 3, argv, lens, deadline_us);
+    if (*r == NULL)
+        return DLOCK_ENOMEM;
+    status_verdict v = {b, 1};
+    const dlock__rlanswer *a = dlock__rlround_wait(*r, status_decided, &v, deadline_us);
+    state_of(b, a, 0, st);
+    if (st->verdict == RL_HELD || st->verdict == RL_FREE)
+        return DLOCK_OK;
+    char why[700];
+    unanswered(b, a, 1, why, sizeof why);
+    return dlock__fail(DLOCK_EUNREACHABLE,
+                       "%s: the nodes that answered do not say alike whether the lock is held "
+                       "(a quorum of %zu of %zu nodes must): %s",
+                       b->label, b->quorum, b->n, why);
+}
+
+static int query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, int64_t deadline_us)
+{
+    dlock__rlround *r = NULL;
+    rlstate st;
+    int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
+
+    memset(out, 0, sizeof *out);
+    if (rc == DLOCK_OK) {
+        out->held = st.verdict == RL_HELD;
+        if (out->held)
+            snprintf(out->owner, sizeof out->owner, "%.*s", (int) st.owner->len, st.owner->str);
+        out->holds = out->held ? 1 : 0;
+        out->lease_ms = st.lease_ms;
+        out->last_fence = st.fence;
+        out->waiters = st.waiters;
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+static int holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                   int64_t deadline_us)
+{
+    dlock__rlround *r = NULL;
+    rlstate st;
+    int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
+
+    if (rc == DLOCK_OK && st.verdict == RL_HELD) {
+        dlock__holder_raw h = {.owner = st.owner->str, .count = 1, .info = st.record};
+        sink(arg, &h);
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* The operator's release: the lock's key and the other layout's deleted on
+ * every node that answers; done once a quorum did (the holder's next
+ * renewal finds it gone from more nodes than a quorum spares: lost). */
+static int force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
+{
+    rlbackend *b = RLB(s);
+    rllock *l = RLL(sl);
+    const char *argv[] = {"unlock", l->other};
+    size_t lens[] = {6, strlen(l->other)};
+    dlock__rlround *r = send_one(b, l, 2, argv, lens, deadline_us);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    verdict v = {b, 0, 1};
+    const dlock__rlanswer *a = dlock__rlround_wait(r, decided_one, &v, deadline_us);
+    size_t yes, no, none;
+    int rc = DLOCK_OK;
+    tally(a, b->n, 0, 1, &yes, &no, &none);
+    if (yes < b->quorum) {
+        char why[700];
+        unanswered(b, a, !decided_one(&v, a, b->n), why, sizeof why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "%s: force-unlock: a quorum of %zu of %zu nodes did not answer (the "
+                         "nodes that did let go): %s",
+                         b->label, b->quorum, b->n, why);
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- listing */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static int add_name(names *all, const char *name)
+{
+    if (all->n == all->cap) {
+        size_t more = all->cap ? all->cap * 2 : 64;
+        char **grown = realloc(all->v, more * sizeof *grown);
+        if (grown == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        all->v = grown;
+        all->cap = more;
+    }
+    if ((all->v[all->n] = strdup(name)) == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    all->n++;
+    return DLOCK_OK;
+}
+
+static int by_name(const void *x, const void *y)
+{
+    return strcmp(*(char *const *) x, *(char *const *) y);
+}
+
+/* Waits for every node asked. */
+static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    (void) arg;
+    (void) a;
+    (void) n;
+    return 0;
+}
+
+/* One page of node i's SCAN: the names of the keys that are a sign of a
+ * lock (its key, its waiting marks) added to *all, *cursor moved on; "0"
+ * when the walk is over. */
+static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *prefix,
+                     char cursor[32], names *all, int64_t until)
+{
+    const char *argv[] = {"0", "scan", cursor, pattern, "1000"};
+    size_t lens[] = {1, 4, strlen(cursor), strlen(pattern), 4};
+    dlock__rlround *r = dlock__rlround_new(1);
+    int rc = DLOCK_OK;
+
+    if (r == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    rc = dlock__rlround_set(r, 0, 5, argv, lens);
+    if (rc != DLOCK_OK)
+        goto out;
+    dlock__rlround_send_to(b->nodes, r, i, until);
+    const dlock__rlanswer *a = dlock__rlround_wait(r, never_decided, NULL, until);
+    const redisReply *rep = a[i].done && a[i].rc == DLOCK_OK ? a[i].replies[0] : NULL;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 32 ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s",
+                         !a[i].done                       ? "no reply in time"
+                         : a[i].rc != DLOCK_OK            ? a[i].err
+                         : rep->type == REDIS_REPLY_ERROR ? rep->str
+                                                          : "unexpected reply to SCAN");
+        goto out;
+    }
+    memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    for (size_t e = 0; e < rep->element[1]->elements && rc == DLOCK_OK; e++) {
+        const redisReply *key = rep->element[1]->element[e];
+        char name[DLOCK_NAME_MAX + 1];
+        const char *rest;
+        if (key->type != REDIS_REPLY_STRING ||
+            !dlock__redis_key_lock(b->prefix, key->str, key->len, name, sizeof name, &rest) ||
+            (strcmp(rest, "") != 0 && strcmp(rest, ":waiting") != 0) ||
+            strncmp(name, prefix, strlen(prefix)) != 0)
+            continue;
+        rc = add_name(all, name);
+    }
+out:
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* Asks a quorum about names[0..n) in one round; reports those held or
+ * waited for. *stop when the sink said so. */
+static int list_batch(rlbackend *b, char **batch, size_t n, dlock__name_sink sink, void *arg,
+                      int64_t deadline_us, int *stop)
+{
+    dlock__rlround *r = dlock__rlround_new(n);
+    rllock *ls = calloc(n, sizeof *ls);
+    int rc = r == NULL || ls == NULL ? dlock__fail(DLOCK_ENOMEM, "out of memory") : DLOCK_OK;
+    dlock__lock_spec spec = {.kind = DLOCK__MUTEX};
+
+    for (size_t k = 0; k < n && rc == DLOCK_OK; k++) {
+        dlock__store_lock *sl = NULL;
+        rc = lock_new(&b->base, batch[k], &spec, &sl);
+        if (rc != DLOCK_OK)
+            break;
+        ls[k] = *RLL(sl);
+        free(sl); /* its keys live on in ls[k] */
+        const char *argv[] = {"3",      ls[k].keys[0], ls[k].keys[1], ls[k].waiting,
+                              "status", ls[k].other,   b->records};
+        size_t lens[] = {1, ls[k].key_lens[0],   ls[k].key_lens[1], strlen(ls[k].waiting),
+                         6, strlen(ls[k].other), strlen(b->records)};
+        rc = dlock__rlround_set(r, k, 7, argv, lens);
+    }
+    if (rc == DLOCK_OK) {
+        int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+        if (until > deadline_us)
+            until = deadline_us;
+        dlock__rlround_send(b->nodes, r, until);
+        status_verdict v = {b, n};
+        const dlock__rlanswer *a = dlock__rlround_wait(r, status_decided, &v, until);
+        for (size_t k = 0; k < n && !*stop; k++) {
+            rlstate st;
+            state_of(b, a, k, &st);
+            /* unknown (nodes silent, a split vote): not known to be held */
+            if (st.verdict == RL_HELD || st.waiters > 0)
+                *stop = sink(arg, batch[k], DLOCK__MUTEX) != 0;
+        }
+    }
+    for (size_t k = 0; ls != NULL && k < n; k++) {
+        free(ls[k].keys[0]);
+        free(ls[k].other);
+        free(ls[k].waiting);
+    }
+    free(ls);
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* Every node's keys walked (SCAN, node after node, each page bounded by the
+ * command timeout: a silent node costs one), then the names found asked of
+ * a quorum as query() does, LIST_BATCH names a round. A name is listed when
+ * a quorum holds it or polling waiters mark it. */
+static int list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                int64_t deadline_us)
+{
+    rlbackend *b = RLB(s);
+    names all = {0};
+    char *pattern = dlock__redis_list_pattern(b->prefix, prefix);
+    char failed[700] = "";
+    size_t walked = 0, used = 0;
+    int rc = DLOCK_OK, stop = 0;
+
+    if (pattern == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < b->n && rc == DLOCK_OK; i++) {
+        char cursor[32] = "0";
+        int page_rc;
+        do {
+            int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+            page_rc = scan_page(b, i, pattern, prefix, cursor, &all,
+                                until < deadline_us ? until : deadline_us);
+        } while (page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 && dlock__now_us() < deadline_us);
+        if (page_rc == DLOCK_ENOMEM)
+            rc = page_rc;
+        else if (page_rc == DLOCK_OK && strcmp(cursor, "0") == 0)
+            walked++;
+        else if (used < sizeof failed)
+            used +=
+                (size_t) snprintf(failed + used, sizeof failed - used, "%s%s (%s)",
+                                  used ? "; " : "", dlock__rlnodes_label(b->nodes, i),
+                                  page_rc == DLOCK_OK ? "listing took too long" : dlock_errmsg());
+    }
+    if (rc == DLOCK_OK && walked < b->quorum)
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "%s: list: a quorum of %zu of %zu nodes could not be walked: %s", b->label,
+                         b->quorum, b->n, failed);
+    if (rc != DLOCK_OK)
+        goto out;
+    if (all.n > 1)
+        qsort(all.v, all.n, sizeof *all.v, by_name);
+    size_t unique = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        if (unique > 0 && strcmp(all.v[unique - 1], all.v[i]) == 0) {
+            free(all.v[i]);
+            continue;
+        }
+        all.v[unique++] = all.v[i];
+    }
+    all.n = unique;
+    for (size_t from = 0; from < all.n && rc == DLOCK_OK && !stop; from += LIST_BATCH) {
+        size_t n = all.n - from < LIST_BATCH ? all.n - from : LIST_BATCH;
+        if (dlock__now_us() >= deadline_us)
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: listing locks took too long", b->label);
+        else
+            rc = list_batch(b, all.v + from, n, sink, arg, deadline_us, &stop);
+    }
+out:
+    for (size_t i = 0; i < all.n; i++)
+        free(all.v[i]);
+    free(all.v);
+    free(pattern);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- client */
+
+/* Deletes the client's owner record on the nodes, briefly: best effort, a
+ * record left behind ends by itself. */
+static void forget_record(rlbackend *b, int64_t deadline_us)
+{
+    const char *argv[] = {"0", "forget", b->record_key};
+    size_t lens[] = {1, 6, strlen(b->record_key)};
+    int64_t bound_ms =
+        b->cfg.command_timeout_ms < FORGET_MS ? b->cfg.command_timeout_ms : FORGET_MS;
+    int64_t until = dlock__now_us() + bound_ms * 1000;
+    dlock__saved_error saved;
+
+    if (until > deadline_us)
+        until = deadline_us;
+    dlock__save_error(&saved);
+    dlock__rlround *r = dlock__rlround_new(1);
+    if (r != NULL && dlock__rlround_set(r, 0, 3, argv, lens) == DLOCK_OK) {
+        dlock__rlround_send(b->nodes, r, until);
+        dlock__rlround_wait(r, answered_decided, b, until);
+    }
+    dlock__rlround_drop(r);
+    dlock__restore_error(&saved);
+}
 
 static void close_backend(dlock__store *s, int64_t deadline_us)
 {
     rlbackend *b = RLB(s);
     if (b == NULL)
         return;
+    if (b->nodes != NULL && atomic_load(&b->record_until) != 0 && !atomic_load(&b->record_kept))
+        forget_record(b, deadline_us);
     dlock__rlnodes_free(b->nodes, deadline_us);
     free(b->prefix);
     free(b->label);
+    free(b->record_key);
+    free(b->records);
     free(b);
 }
 
@@ -577,7 +1156,13 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         goto fail;
     b->prefix = strdup(prefix != NULL ? prefix : DEFAULT_PREFIX);
     b->label = strdup(label);
-    if (b->prefix == NULL || b->label == NULL) {
+    b->records = malloc(strlen(b->prefix) + 8);
+    b->record_key = malloc(strlen(b->prefix) + 8 + sizeof b->cfg.client_id);
+    if (b->records != NULL)
+        sprintf(b->records, "%s:owner:", b->prefix);
+    if (b->record_key != NULL)
+        sprintf(b->record_key, "%s:owner:%s", b->prefix, b->cfg.client_id);
+    if (b->prefix == NULL || b->label == NULL || b->records == NULL || b->record_key == NULL) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }
@@ -628,15 +1213,21 @@ const dlock__backend dlock__redlock_backend = {
     .version = DLOCK__BACKEND_VERSION,
     .name = "Redlock",
     .schemes = schemes,
-    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_INTEROP,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_INTEROP |
+            DLOCK_CAP_QUERY | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_LIST,
     .open = open_backend,
     .close = close_backend,
     .lock_new = lock_new,
     .lock_free = lock_free,
+    .detach = detach,
     .acquire = acquire,
     .cancel = cancel,
     .release = release,
     .extend = extend,
     .renew = renew,
+    .query = query,
+    .force_unlock = force_unlock,
+    .holders = holders,
+    .list = list,
     .reached = reached,
 };
