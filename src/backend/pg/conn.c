@@ -597,21 +597,46 @@ int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dl
     return dlock__pg_get(p, deadline_us, out);
 }
 
+/* Takes c's mutex, c being listed in the store (idle or all) and the
+ * store's mutex held, which it lets go of: 1, or 0 when c was closed
+ * meanwhile. Between the store's mutex and c's, the renewer (a ping that
+ * found c dead) or session_lost may close c and drop the store's
+ * reference to its session, the last one, and c's memory with it: a
+ * thread about to lock c's mutex then locked freed memory (the fault
+ * suite's worker that never stopped, postgres seed 9: blocked for ever in
+ * pthread_mutex_lock). So a reference of our own keeps c's memory until
+ * its mutex is held; c is then either open (with the store's reference:
+ * closing c needs its mutex) or closed, and let go of. */
+static int lock_listed(dlock__pgstore *p, dlock__pgconn *c)
+{
+    dlock__session *session = c->session;
+    dlock__session_ref(session);
+    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_lock(&c->mu);
+    if (c->pg != NULL) {
+        dlock__session_unref(session); /* not the last: the store's is there while c is open */
+        return 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    dlock__session_unref(session); /* may free c */
+    return 0;
+}
+
 int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
 {
     for (;;) {
         pthread_mutex_lock(&p->mu);
         dlock__pgconn *c = p->idle;
-        if (c != NULL) {
-            p->idle = c->next_idle;
-            p->nidle--;
-            c->in_pool = 0;
-            c->next_idle = NULL;
-        }
-        pthread_mutex_unlock(&p->mu);
-        if (c == NULL)
+        if (c == NULL) {
+            pthread_mutex_unlock(&p->mu);
             return connect_one(p, deadline_us, out);
-        pthread_mutex_lock(&c->mu);
+        }
+        p->idle = c->next_idle;
+        p->nidle--;
+        c->in_pool = 0;
+        c->next_idle = NULL;
+        if (!lock_listed(p, c))
+            continue; /* closed meanwhile */
         if (still_open(c)) {
             *out = c;
             return DLOCK_OK;
@@ -690,10 +715,12 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
     for (;;) {
         pthread_mutex_lock(&p->mu);
         dlock__pgconn *c = p->all;
-        pthread_mutex_unlock(&p->mu);
-        if (c == NULL)
+        if (c == NULL) {
+            pthread_mutex_unlock(&p->mu);
             return;
-        pthread_mutex_lock(&c->mu);
+        }
+        if (!lock_listed(p, c))
+            continue; /* closed meanwhile */
         if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !c->pending &&
             dlock__now_us() < deadline_us) {
             /* detached locks: their rows' leases end with them, so that
