@@ -630,6 +630,31 @@ static void table_deleted_row(void)
     dlock_client_close(c2);
 }
 
+/* dlock's tables dropped under a client that made them (a database wiped
+ * and restarted under it: the fault suite's wiped restart-server, seed 7):
+ * the next grant on a pooled connection, and the set-up of a new
+ * connection, make them again. Before, both failed with "relation does
+ * not exist" until another client made them. */
+static void tables_dropped(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "td", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_cli(&srv, "-c 'DROP TABLE dlock_fence, dlock_owner'");
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK); /* the pooled connection's grant */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_cli(&srv, "-c 'DROP TABLE dlock_fence, dlock_owner'");
+    CHECK_INT(sql_number("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM "
+                         "pg_stat_activity WHERE application_name = 'dlock'"),
+              >=, 1);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK); /* a new connection's set-up */
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'td'"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -646,6 +671,7 @@ int main(int argc, char **argv)
         {"release_ends_lease", release_ends_lease},
         {"table_deleted_row", table_deleted_row},
         {"fence_after_row_deleted", fence_after_row_deleted},
+        {"tables_dropped", tables_dropped},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

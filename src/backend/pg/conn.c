@@ -334,30 +334,43 @@ int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *c
 
 /* ---------------------------------------------------------------- connecting */
 
+/* dlock's tables, made when missing (README.md: schema). */
+static const char schema[] =
+    "SELECT pg_advisory_xact_lock(7236828461357345792);"
+    /* created only when missing: a role without CREATE on the schema
+     * uses tables made for it (README.md: privileges) */
+    "DO $dlock$ BEGIN "
+    "IF to_regclass('dlock_fence') IS NULL THEN "
+    "CREATE TABLE dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
+    "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
+    "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
+    "IF to_regclass('dlock_owner') IS NULL THEN "
+    "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
+    "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
+
+int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us)
+{
+    PGresult *r = NULL;
+    int rc = dlock__pg_exec(p, c, schema, 0, NULL, deadline_us, NULL, NULL, &r);
+    if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = dlock__pg_fail(p, r, "creating dlock's tables (dlock_fence, dlock_owner)");
+    PQclear(r);
+    return rc;
+}
+
 /* Creates dlock's tables if missing (README.md: schema), once per store,
  * under a transaction-level advisory lock so that clients starting
  * together do not race in CREATE TABLE; and records this connection's
  * owner info under its server pid. */
-static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
+static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int with_schema)
 {
-    static const char schema[] =
-        "SELECT pg_advisory_xact_lock(7236828461357345792);"
-        /* created only when missing: a role without CREATE on the schema
-         * uses tables made for it (README.md: privileges) */
-        "DO $dlock$ BEGIN "
-        "IF to_regclass('dlock_fence') IS NULL THEN "
-        "CREATE TABLE dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
-        "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
-        "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
-        "IF to_regclass('dlock_owner') IS NULL THEN "
-        "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
-        "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
     const dlock__client_cfg *cfg = p->base.host.cfg;
     char *info = PQescapeLiteral(c->pg, cfg->owner_info, strlen(cfg->owner_info));
     if (info == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_lock(&p->mu);
-    int ready = p->schema_ready;
+    int ready = p->schema_ready && !with_schema;
     pthread_mutex_unlock(&p->mu);
     size_t len = sizeof schema + strlen(info) + 256;
     for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
@@ -383,12 +396,18 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
-    if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
+    /* made once per store, but gone since (a database wiped or re-created
+     * under the client, the fault suite's wiped restart: every set-up
+     * after it failed until another client made them): made again */
+    int gone = rc == DLOCK_OK && ready && strcmp(dlock__pg_state(r), "42P01") == 0;
+    if (rc == DLOCK_OK && !gone && PQresultStatus(r) != PGRES_COMMAND_OK &&
         PQresultStatus(r) != PGRES_TUPLES_OK)
         rc = dlock__pg_fail(p, r,
                             ready ? "recording the owner info (table dlock_owner)"
                                   : "creating dlock's tables (dlock_fence, dlock_owner)");
     PQclear(r);
+    if (gone)
+        return set_up(p, c, deadline, 1);
     if (rc == DLOCK_OK)
         c->prepared = prepared;
     if (rc == DLOCK_OK && !ready) {
@@ -488,7 +507,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
         goto fail;
     }
     PQsetNoticeProcessor(c->pg, no_notice, NULL);
-    rc = set_up(p, c, deadline);
+    rc = set_up(p, c, deadline, 0);
     if (rc != DLOCK_OK)
         goto fail;
     pthread_mutex_lock(&c->mu);

@@ -344,6 +344,22 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__pg_put(p, c);
     } else {
         const char *state = dlock__pg_state(r);
+        if (strcmp(state, "42P01") == 0) {
+            /* dlock's tables are gone (a database wiped under the client):
+             * made again, and the attempt goes round at once */
+            PQclear(r);
+            rc = dlock__pg_make_tables(p, c, a->deadline_us);
+            if (rc == DLOCK_EUNREACHABLE) {
+                dlock__pg_discard(p, c, "closed: a request got no answer");
+                return rc;
+            }
+            after_failure(p, c, l->key_text, a->deadline_us);
+            if (rc != DLOCK_OK)
+                return rc;
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_RETRY;
+            return DLOCK_OK;
+        }
         /* 55P03: lock_timeout ended the slice; 57014: dlock_cancel() */
         int slice_over = strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0;
         if (!slice_over)

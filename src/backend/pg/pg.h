@@ -109,6 +109,8 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
 int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
                             int nparams, const char *const *params, int64_t deadline_us,
                             int (*cancelled)(void *), void *arg, PGresult **res);
+/* Makes dlock's tables when missing (a database wiped under the client). */
+int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us);
 /* Sends without waiting (renewals: all sent, then all read). */
 int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params);
 /* The SQLSTATE of an error result, "" if none. */
