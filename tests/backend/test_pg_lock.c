@@ -655,6 +655,58 @@ static void tables_dropped(void)
     dlock_client_close(c);
 }
 
+/* One lock per name across the modes: a session holder (an advisory
+ * lock) blocks a table-mode take of the same name, and a table holder (a
+ * row of dlock_lock) blocks a session grant; each gets the lock once the
+ * other released it. */
+static void modes_exclude(void)
+{
+    dlock_client *sc = client(NULL), *tc = client("?mode=table");
+    dlock_lock *sl = dt_lock(sc, "both", 0), *tl = dt_lock(tc, "both", 0);
+    /* session first (the lock table may not be there yet) */
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(tl, 300), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    /* a session grant sees the table holder, on a connection that looked
+     * before the table was made and on a new one */
+    dlock_client *sc2 = client(NULL);
+    dlock_lock *sl2 = dt_lock(sc2, "both", 0);
+    CHECK_RC(dlock_try_acquire(sl), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(sl2), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(sl, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(advisory_rows("both", 1), ==, 0); /* given back */
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    CHECK_RC(dlock_acquire(sl2, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(sl2), DLOCK_OK);
+    /* a session waiter gets it when the table holder releases */
+    CHECK_RC(dlock_acquire(tl, 5000), DLOCK_OK);
+    struct waiter w = {.l = sl, .wait_ms = 10000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 8000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    /* other names are not touched */
+    dlock_lock *other = dt_lock(tc, "both2", 0);
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(sl);
+    dlock_lock_free(sl2);
+    dlock_lock_free(tl);
+    dlock_client_close(sc);
+    dlock_client_close(sc2);
+    dlock_client_close(tc);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -672,6 +724,7 @@ int main(int argc, char **argv)
         {"table_deleted_row", table_deleted_row},
         {"fence_after_row_deleted", fence_after_row_deleted},
         {"tables_dropped", tables_dropped},
+        {"modes_exclude", modes_exclude},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -182,15 +182,19 @@ static int cancel_in_flight(dlock__pgconn *c)
     return 0;
 }
 
-/* Reads every result of the request in flight until deadline. */
-static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
-                   void *arg, PGresult **res)
+/* Reads every result of the request in flight until deadline: a
+ * request's (npipe 0: the first error, else the last result, in *res), or
+ * a pipeline's of npipe queries and its sync (query i's in res[i]; a query
+ * skipped after an earlier one's error has PGRES_PIPELINE_ABORTED). */
+static int collect_n(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
+                     int (*cancelled)(void *), void *arg, PGresult **res, int npipe)
 {
     PGresult *keep = NULL;
-    int cancel_sent = 0;
+    int cancel_sent = 0, query = 0;
     char msg[512];
 
-    *res = NULL;
+    for (int i = 0; i < (npipe > 0 ? npipe : 1); i++)
+        res[i] = NULL;
     for (;;) {
         int flushing = PQflush(c->pg);
         if (flushing < 0)
@@ -200,10 +204,26 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
             if (r == NULL) {
                 if (PQstatus(c->pg) == CONNECTION_BAD)
                     goto broken;
+                if (npipe == 0) {
+                    c->pending = 0;
+                    *res = keep;
+                    return keep != NULL ? DLOCK_OK
+                                        : dlock__fail(DLOCK_EPROTO, "%s: no result", p->label);
+                }
+                if (query < npipe)
+                    res[query] = keep; /* that query's end */
+                else
+                    PQclear(keep);
+                keep = NULL;
+                query++;
+                continue;
+            }
+            if (npipe > 0 && PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+                PQclear(r);
                 c->pending = 0;
-                *res = keep;
-                return keep != NULL ? DLOCK_OK
-                                    : dlock__fail(DLOCK_EPROTO, "%s: no result", p->label);
+                if (query < npipe || PQexitPipelineMode(c->pg) != 1)
+                    goto broken;
+                return DLOCK_OK;
             }
             /* the first error, else the last result */
             if (keep == NULL || (PQresultStatus(r) == PGRES_FATAL_ERROR &&
@@ -220,6 +240,10 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
         int64_t now = dlock__now_us();
         if (now >= deadline) {
             PQclear(keep);
+            for (int i = 0; i < npipe; i++) {
+                PQclear(res[i]);
+                res[i] = NULL;
+            }
             c->pending = 1;
             return dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label,
                                cancel_sent ? "no answer to a cancelled request"
@@ -243,8 +267,18 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
     }
 broken:
     PQclear(keep);
+    for (int i = 0; i < npipe; i++) {
+        PQclear(res[i]);
+        res[i] = NULL;
+    }
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
                        message_of(c->pg, msg, sizeof msg));
+}
+
+static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
+                   void *arg, PGresult **res)
+{
+    return collect_n(p, c, deadline, cancelled, arg, res, 0);
 }
 
 /* Prepares sql as `name` (one round trip, once per connection). */
@@ -323,6 +357,45 @@ int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which,
     return collect(p, c, deadline_us, cancelled, arg, res);
 }
 
+int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dlock__pg_stmt *st,
+                            int64_t deadline_us, int (*cancelled)(void *), void *arg,
+                            PGresult **res)
+{
+    char msg[512], name[24];
+
+    for (int i = 0; i < n; i++)
+        res[i] = NULL;
+    if (c->pg == NULL)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (c->pending) {
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        if (c->prepared & (1u << st[i].which))
+            continue;
+        snprintf(name, sizeof name, "dlock_%u", st[i].which);
+        int rc = prepare(p, c, name, st[i].sql, st[i].nparams, deadline_us, &res[i]);
+        if (rc != DLOCK_OK || PQresultStatus(res[i]) != PGRES_COMMAND_OK)
+            return rc; /* (its error result in res[i]: nothing ran) */
+        PQclear(res[i]);
+        res[i] = NULL;
+        c->prepared |= 1u << st[i].which;
+    }
+    int sent = PQenterPipelineMode(c->pg);
+    for (int i = 0; sent && i < n; i++) {
+        snprintf(name, sizeof name, "dlock_%u", st[i].which);
+        sent = PQsendQueryPrepared(c->pg, name, st[i].nparams, st[i].params, NULL, NULL, 0);
+    }
+    if (!sent || !PQpipelineSync(c->pg))
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect_n(p, c, deadline_us, cancelled, arg, res, n);
+}
+
 int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params)
 {
     if (c->pg == NULL || c->pending ||
@@ -372,7 +445,7 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     pthread_mutex_lock(&p->mu);
     int ready = p->schema_ready && !with_schema;
     pthread_mutex_unlock(&p->mu);
-    size_t len = sizeof schema + strlen(info) + 256;
+    size_t len = sizeof schema + strlen(info) + 320;
     for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
         len += strlen(p->prep_sql[i]) + 32;
     char *sql = malloc(len);
@@ -393,6 +466,10 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
         snprintf(sql + used, len - used, "; PREPARE dlock_%u AS %s", i, p->prep_sql[i]);
         prepared |= 1u << i;
     }
+    /* last, its answer the request's: whether table mode's lock table is
+     * there (pg.c: a session grant then looks at the name's row) */
+    size_t used = strlen(sql);
+    snprintf(sql + used, len - used, "; SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL");
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
@@ -405,11 +482,13 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
         rc = dlock__pg_fail(p, r,
                             ready ? "recording the owner info (table dlock_owner)"
                                   : "creating dlock's tables (dlock_fence, dlock_owner)");
+    if (rc == DLOCK_OK && !gone) {
+        c->prepared = prepared;
+        c->lock_table = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    }
     PQclear(r);
     if (gone)
         return set_up(p, c, deadline, 1);
-    if (rc == DLOCK_OK)
-        c->prepared = prepared;
     if (rc == DLOCK_OK && !ready) {
         pthread_mutex_lock(&p->mu);
         p->schema_ready = 1;
