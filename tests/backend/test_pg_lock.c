@@ -11,11 +11,13 @@
  * library. Tests that fork do so before they open a client. */
 #define _GNU_SOURCE
 #include "../support/harness.h"
+#include "../support/proxy.h"
 
 #include "backend/pg/pg.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -288,6 +290,77 @@ static void cancel_when_paused(void)
     dlock_client_close(h);
 }
 
+/* A waiter's thread, its kernel id known (to see it blocked). */
+struct tid_waiter {
+    struct waiter w;
+    _Atomic int tid;
+};
+
+static void *tid_wait_thread(void *arg)
+{
+    struct tid_waiter *tw = arg;
+    atomic_store(&tw->tid, (int) gettid());
+    return wait_thread(&tw->w);
+}
+
+/* Whether thread tid of this process is asleep (state S in its stat). */
+static int thread_sleeping(int tid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *state = strrchr(stat, ')');
+    return state != NULL && state[1] == ' ' && state[2] == 'S';
+}
+
+/* A wait takes the pool's idle connection while the renewer's ping on it
+ * is out (its answer held back: the ping holds the connection), and the
+ * ping then finds it dead (reset) and closes it. Before, the waiter's thread could
+ * lock the mutex of that connection after the ping had closed and freed
+ * it: the fault suite's worker that never stopped (postgres seed 9, a
+ * thread blocked for ever in pthread_mutex_lock on freed memory; under
+ * ASan a heap-use-after-free). Now the wait goes on, on a new connection,
+ * and gets the lock. A race: a few rounds make it likely to show. */
+static void pooled_closed_by_ping(void)
+{
+    dt_proxy px;
+    char url[256];
+    dlock_client *c = NULL;
+    dt_proxy_start(&px, srv.port, 1);
+    dt_server_url_at(&srv, px.ports[0], url, sizeof url - 64);
+    strcat(url, "?lease=2s&timeout=1500ms");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, "pp", 0);
+    for (int round = 0; round < 6; round++) {
+        CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK); /* one connection, idle once released */
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+        long long chunks, bytes, before;
+        dt_proxy_sent(&px, 0, &before, &bytes);
+        dt_proxy_delay(&px, 0, 5000);
+        /* the renewer pings the idle connection (every third of a lease) */
+        DT_WAIT_UNTIL((dt_proxy_sent(&px, 0, &chunks, &bytes), chunks > before), 3000);
+        struct tid_waiter tw = {.w = {.l = l, .wait_ms = 10000}};
+        pthread_t t;
+        CHECK_INT(pthread_create(&t, NULL, tid_wait_thread, &tw), ==, 0);
+        /* the wait took the connection and waits for the ping to let go of it */
+        DT_WAIT_UNTIL(atomic_load(&tw.tid) != 0 && thread_sleeping(atomic_load(&tw.tid)), 1000);
+        dt_proxy_delay(&px, 0, 0);
+        dt_proxy_reset(&px, 0); /* the ping finds it dead */
+        DT_WAIT_UNTIL(atomic_load(&tw.w.done), 9000);
+        pthread_join(t, NULL);
+        CHECK_RC(atomic_load(&tw.w.rc), DLOCK_OK);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_proxy_stop(&px);
+}
+
 /* Fences keep increasing when the lock's row of dlock_fence is deleted
  * (an operator's DELETE): before, the counter started again from 1 (the
  * fault suite's drop_lock on postgres, seed 7: a fence below one handed
@@ -557,6 +630,83 @@ static void table_deleted_row(void)
     dlock_client_close(c2);
 }
 
+/* dlock's tables dropped under a client that made them (a database wiped
+ * and restarted under it: the fault suite's wiped restart-server, seed 7):
+ * the next grant on a pooled connection, and the set-up of a new
+ * connection, make them again. Before, both failed with "relation does
+ * not exist" until another client made them. */
+static void tables_dropped(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "td", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_cli(&srv, "-c 'DROP TABLE dlock_fence, dlock_owner'");
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK); /* the pooled connection's grant */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_cli(&srv, "-c 'DROP TABLE dlock_fence, dlock_owner'");
+    CHECK_INT(sql_number("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM "
+                         "pg_stat_activity WHERE application_name = 'dlock'"),
+              >=, 1);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK); /* a new connection's set-up */
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'td'"), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* One lock per name across the modes: a session holder (an advisory
+ * lock) blocks a table-mode take of the same name, and a table holder (a
+ * row of dlock_lock) blocks a session grant; each gets the lock once the
+ * other released it. */
+static void modes_exclude(void)
+{
+    dlock_client *sc = client(NULL), *tc = client("?mode=table");
+    dlock_lock *sl = dt_lock(sc, "both", 0), *tl = dt_lock(tc, "both", 0);
+    /* session first (the lock table may not be there yet) */
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(tl, 300), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    /* a session grant sees the table holder, on a connection that looked
+     * before the table was made and on a new one */
+    dlock_client *sc2 = client(NULL);
+    dlock_lock *sl2 = dt_lock(sc2, "both", 0);
+    CHECK_RC(dlock_try_acquire(sl), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(sl2), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(sl, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(advisory_rows("both", 1), ==, 0); /* given back */
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    CHECK_RC(dlock_acquire(sl2, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(sl2), DLOCK_OK);
+    /* a session waiter gets it when the table holder releases */
+    CHECK_RC(dlock_acquire(tl, 5000), DLOCK_OK);
+    struct waiter w = {.l = sl, .wait_ms = 10000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 8000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    /* other names are not touched */
+    dlock_lock *other = dt_lock(tc, "both2", 0);
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(sl);
+    dlock_lock_free(sl2);
+    dlock_lock_free(tl);
+    dlock_client_close(sc);
+    dlock_client_close(sc2);
+    dlock_client_close(tc);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -565,6 +715,7 @@ int main(int argc, char **argv)
         {"released_after_terminate", released_after_terminate},
         {"blocked_wait", blocked_wait},
         {"cancel_when_paused", cancel_when_paused},
+        {"pooled_closed_by_ping", pooled_closed_by_ping},
         {"shared_connections", shared_connections},
         {"bad_input", bad_input},
         {"role_without_create", role_without_create},
@@ -572,6 +723,8 @@ int main(int argc, char **argv)
         {"release_ends_lease", release_ends_lease},
         {"table_deleted_row", table_deleted_row},
         {"fence_after_row_deleted", fence_after_row_deleted},
+        {"tables_dropped", tables_dropped},
+        {"modes_exclude", modes_exclude},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

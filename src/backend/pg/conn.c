@@ -182,15 +182,19 @@ static int cancel_in_flight(dlock__pgconn *c)
     return 0;
 }
 
-/* Reads every result of the request in flight until deadline. */
-static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
-                   void *arg, PGresult **res)
+/* Reads every result of the request in flight until deadline: a
+ * request's (npipe 0: the first error, else the last result, in *res), or
+ * a pipeline's of npipe queries and its sync (query i's in res[i]; a query
+ * skipped after an earlier one's error has PGRES_PIPELINE_ABORTED). */
+static int collect_n(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
+                     int (*cancelled)(void *), void *arg, PGresult **res, int npipe)
 {
     PGresult *keep = NULL;
-    int cancel_sent = 0;
+    int cancel_sent = 0, query = 0;
     char msg[512];
 
-    *res = NULL;
+    for (int i = 0; i < (npipe > 0 ? npipe : 1); i++)
+        res[i] = NULL;
     for (;;) {
         int flushing = PQflush(c->pg);
         if (flushing < 0)
@@ -200,10 +204,26 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
             if (r == NULL) {
                 if (PQstatus(c->pg) == CONNECTION_BAD)
                     goto broken;
+                if (npipe == 0) {
+                    c->pending = 0;
+                    *res = keep;
+                    return keep != NULL ? DLOCK_OK
+                                        : dlock__fail(DLOCK_EPROTO, "%s: no result", p->label);
+                }
+                if (query < npipe)
+                    res[query] = keep; /* that query's end */
+                else
+                    PQclear(keep);
+                keep = NULL;
+                query++;
+                continue;
+            }
+            if (npipe > 0 && PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+                PQclear(r);
                 c->pending = 0;
-                *res = keep;
-                return keep != NULL ? DLOCK_OK
-                                    : dlock__fail(DLOCK_EPROTO, "%s: no result", p->label);
+                if (query < npipe || PQexitPipelineMode(c->pg) != 1)
+                    goto broken;
+                return DLOCK_OK;
             }
             /* the first error, else the last result */
             if (keep == NULL || (PQresultStatus(r) == PGRES_FATAL_ERROR &&
@@ -220,6 +240,10 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
         int64_t now = dlock__now_us();
         if (now >= deadline) {
             PQclear(keep);
+            for (int i = 0; i < npipe; i++) {
+                PQclear(res[i]);
+                res[i] = NULL;
+            }
             c->pending = 1;
             return dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label,
                                cancel_sent ? "no answer to a cancelled request"
@@ -243,8 +267,18 @@ static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*
     }
 broken:
     PQclear(keep);
+    for (int i = 0; i < npipe; i++) {
+        PQclear(res[i]);
+        res[i] = NULL;
+    }
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
                        message_of(c->pg, msg, sizeof msg));
+}
+
+static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
+                   void *arg, PGresult **res)
+{
+    return collect_n(p, c, deadline, cancelled, arg, res, 0);
 }
 
 /* Prepares sql as `name` (one round trip, once per connection). */
@@ -323,6 +357,45 @@ int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which,
     return collect(p, c, deadline_us, cancelled, arg, res);
 }
 
+int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dlock__pg_stmt *st,
+                            int64_t deadline_us, int (*cancelled)(void *), void *arg,
+                            PGresult **res)
+{
+    char msg[512], name[24];
+
+    for (int i = 0; i < n; i++)
+        res[i] = NULL;
+    if (c->pg == NULL)
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (c->pending) {
+        PGresult *old = NULL;
+        int rc = collect(p, c, deadline_us, NULL, NULL, &old);
+        PQclear(old);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        if (c->prepared & (1u << st[i].which))
+            continue;
+        snprintf(name, sizeof name, "dlock_%u", st[i].which);
+        int rc = prepare(p, c, name, st[i].sql, st[i].nparams, deadline_us, &res[i]);
+        if (rc != DLOCK_OK || PQresultStatus(res[i]) != PGRES_COMMAND_OK)
+            return rc; /* (its error result in res[i]: nothing ran) */
+        PQclear(res[i]);
+        res[i] = NULL;
+        c->prepared |= 1u << st[i].which;
+    }
+    int sent = PQenterPipelineMode(c->pg);
+    for (int i = 0; sent && i < n; i++) {
+        snprintf(name, sizeof name, "dlock_%u", st[i].which);
+        sent = PQsendQueryPrepared(c->pg, name, st[i].nparams, st[i].params, NULL, NULL, 0);
+    }
+    if (!sent || !PQpipelineSync(c->pg))
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
+                           message_of(c->pg, msg, sizeof msg));
+    return collect_n(p, c, deadline_us, cancelled, arg, res, n);
+}
+
 int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params)
 {
     if (c->pg == NULL || c->pending ||
@@ -334,32 +407,45 @@ int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *c
 
 /* ---------------------------------------------------------------- connecting */
 
+/* dlock's tables, made when missing (README.md: schema). */
+static const char schema[] =
+    "SELECT pg_advisory_xact_lock(7236828461357345792);"
+    /* created only when missing: a role without CREATE on the schema
+     * uses tables made for it (README.md: privileges) */
+    "DO $dlock$ BEGIN "
+    "IF to_regclass('dlock_fence') IS NULL THEN "
+    "CREATE TABLE dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
+    "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
+    "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
+    "IF to_regclass('dlock_owner') IS NULL THEN "
+    "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
+    "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
+
+int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us)
+{
+    PGresult *r = NULL;
+    int rc = dlock__pg_exec(p, c, schema, 0, NULL, deadline_us, NULL, NULL, &r);
+    if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = dlock__pg_fail(p, r, "creating dlock's tables (dlock_fence, dlock_owner)");
+    PQclear(r);
+    return rc;
+}
+
 /* Creates dlock's tables if missing (README.md: schema), once per store,
  * under a transaction-level advisory lock so that clients starting
  * together do not race in CREATE TABLE; and records this connection's
  * owner info under its server pid. */
-static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
+static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int with_schema)
 {
-    static const char schema[] =
-        "SELECT pg_advisory_xact_lock(7236828461357345792);"
-        /* created only when missing: a role without CREATE on the schema
-         * uses tables made for it (README.md: privileges) */
-        "DO $dlock$ BEGIN "
-        "IF to_regclass('dlock_fence') IS NULL THEN "
-        "CREATE TABLE dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
-        "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
-        "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
-        "IF to_regclass('dlock_owner') IS NULL THEN "
-        "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
-        "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
     const dlock__client_cfg *cfg = p->base.host.cfg;
     char *info = PQescapeLiteral(c->pg, cfg->owner_info, strlen(cfg->owner_info));
     if (info == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_lock(&p->mu);
-    int ready = p->schema_ready;
+    int ready = p->schema_ready && !with_schema;
     pthread_mutex_unlock(&p->mu);
-    size_t len = sizeof schema + strlen(info) + 256;
+    size_t len = sizeof schema + strlen(info) + 320;
     for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
         len += strlen(p->prep_sql[i]) + 32;
     char *sql = malloc(len);
@@ -380,17 +466,29 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline)
         snprintf(sql + used, len - used, "; PREPARE dlock_%u AS %s", i, p->prep_sql[i]);
         prepared |= 1u << i;
     }
+    /* last, its answer the request's: whether table mode's lock table is
+     * there (pg.c: a session grant then looks at the name's row) */
+    size_t used = strlen(sql);
+    snprintf(sql + used, len - used, "; SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL");
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
-    if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
+    /* made once per store, but gone since (a database wiped or re-created
+     * under the client, the fault suite's wiped restart: every set-up
+     * after it failed until another client made them): made again */
+    int gone = rc == DLOCK_OK && ready && strcmp(dlock__pg_state(r), "42P01") == 0;
+    if (rc == DLOCK_OK && !gone && PQresultStatus(r) != PGRES_COMMAND_OK &&
         PQresultStatus(r) != PGRES_TUPLES_OK)
         rc = dlock__pg_fail(p, r,
                             ready ? "recording the owner info (table dlock_owner)"
                                   : "creating dlock's tables (dlock_fence, dlock_owner)");
-    PQclear(r);
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK && !gone) {
         c->prepared = prepared;
+        c->lock_table = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    }
+    PQclear(r);
+    if (gone)
+        return set_up(p, c, deadline, 1);
     if (rc == DLOCK_OK && !ready) {
         pthread_mutex_lock(&p->mu);
         p->schema_ready = 1;
@@ -488,7 +586,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
         goto fail;
     }
     PQsetNoticeProcessor(c->pg, no_notice, NULL);
-    rc = set_up(p, c, deadline);
+    rc = set_up(p, c, deadline, 0);
     if (rc != DLOCK_OK)
         goto fail;
     pthread_mutex_lock(&c->mu);
@@ -597,21 +695,46 @@ int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dl
     return dlock__pg_get(p, deadline_us, out);
 }
 
+/* Takes c's mutex, c being listed in the store (idle or all) and the
+ * store's mutex held, which it lets go of: 1, or 0 when c was closed
+ * meanwhile. Between the store's mutex and c's, the renewer (a ping that
+ * found c dead) or session_lost may close c and drop the store's
+ * reference to its session, the last one, and c's memory with it: a
+ * thread about to lock c's mutex then locked freed memory (the fault
+ * suite's worker that never stopped, postgres seed 9: blocked for ever in
+ * pthread_mutex_lock). So a reference of our own keeps c's memory until
+ * its mutex is held; c is then either open (with the store's reference:
+ * closing c needs its mutex) or closed, and let go of. */
+static int lock_listed(dlock__pgstore *p, dlock__pgconn *c)
+{
+    dlock__session *session = c->session;
+    dlock__session_ref(session);
+    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_lock(&c->mu);
+    if (c->pg != NULL) {
+        dlock__session_unref(session); /* not the last: the store's is there while c is open */
+        return 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    dlock__session_unref(session); /* may free c */
+    return 0;
+}
+
 int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
 {
     for (;;) {
         pthread_mutex_lock(&p->mu);
         dlock__pgconn *c = p->idle;
-        if (c != NULL) {
-            p->idle = c->next_idle;
-            p->nidle--;
-            c->in_pool = 0;
-            c->next_idle = NULL;
-        }
-        pthread_mutex_unlock(&p->mu);
-        if (c == NULL)
+        if (c == NULL) {
+            pthread_mutex_unlock(&p->mu);
             return connect_one(p, deadline_us, out);
-        pthread_mutex_lock(&c->mu);
+        }
+        p->idle = c->next_idle;
+        p->nidle--;
+        c->in_pool = 0;
+        c->next_idle = NULL;
+        if (!lock_listed(p, c))
+            continue; /* closed meanwhile */
         if (still_open(c)) {
             *out = c;
             return DLOCK_OK;
@@ -690,10 +813,12 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
     for (;;) {
         pthread_mutex_lock(&p->mu);
         dlock__pgconn *c = p->all;
-        pthread_mutex_unlock(&p->mu);
-        if (c == NULL)
+        if (c == NULL) {
+            pthread_mutex_unlock(&p->mu);
             return;
-        pthread_mutex_lock(&c->mu);
+        }
+        if (!lock_listed(p, c))
+            continue; /* closed meanwhile */
         if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !c->pending &&
             dlock__now_us() < deadline_us) {
             /* detached locks: their rows' leases end with them, so that

@@ -41,8 +41,35 @@
 /* The statements of the hot path, prepared once per connection
  * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
  * the unlock after a failed attempt. */
-enum { PREP_TRY, PREP_WAIT, PREP_RELEASE, PREP_UNLOCK };
+enum { PREP_TRY, PREP_WAIT, PREP_RELEASE, PREP_UNLOCK, PREP_CHECK };
 #define UNLOCK_SQL "SELECT pg_advisory_unlock($1::bigint)"
+
+/* The release, in one statement: the row's lease ends (the row stays
+ * locked by the UPDATE until the commit, so the next holder, blocked on it
+ * in its grant, sees it ended), then the advisory lock, which the
+ * aggregate over u keeps after the UPDATE. Its commit does not wait for
+ * the WAL's flush (synchronous_commit off for this transaction): a lease
+ * end lost in a server crash only makes a next holder wait for the rest of
+ * the lease, never take a lock early. */
+#define RELEASE_SQL                                                                                \
+    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "  \
+    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "     \
+    "'off', true) FROM (SELECT count(*) FROM u) AS x"
+
+/* One lock per name across the modes: a holder in table mode's lock
+ * table (table.c) excludes a session holder of the same name. A grant on
+ * a connection that has seen that table runs this check after it, in the
+ * same round trip and transaction (a pipeline: a statement of its own,
+ * so its snapshot is taken after the advisory lock was granted, and a
+ * table holder whose take held the key until its commit is seen): the ms
+ * left of a live table holder's lease, 0 when there is none ($1: the
+ * name's bytes). A table take holds the key (shared) through its own
+ * transaction, so it fails while a session holds the lock (table.c). */
+#define CHECK_SQL                                                                                  \
+    "SELECT coalesce(max(ceil(extract(epoch FROM (expires - clock_timestamp())) * "                \
+    "1000)::bigint), "                                                                             \
+    "0) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > "   \
+    "clock_timestamp()"
 
 typedef struct pglock {
     dlock__store_lock base;
@@ -50,6 +77,7 @@ typedef struct pglock {
     int64_t key;
     char key_text[24], classid[16], objid[16];
     char *key_lit;       /* table mode: the name as a bytea literal, its row's key */
+    char *name_hex;      /* the name's bytes as bytea text ('\x...'), CHECK_SQL's $1 */
     dlock__pgconn *conn; /* the connection holding it (the lock's session reference) */
 } pglock;
 
@@ -94,6 +122,17 @@ static int pg_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
         free(l);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
+    size_t len = strlen(name);
+    if ((l->name_hex = malloc(2 * len + 3)) == NULL) {
+        free(l->key_lit);
+        free(l->name);
+        free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    memcpy(l->name_hex, "\\x", 2);
+    for (size_t i = 0; i < len; i++)
+        snprintf(l->name_hex + 2 + 2 * i, 3, "%02x", (unsigned char) name[i]);
+    l->name_hex[2 + 2 * len] = '\0';
     l->key = dlock__pg_key(name);
     uint64_t k = (uint64_t) l->key;
     snprintf(l->key_text, sizeof l->key_text, "%" PRId64, l->key);
@@ -143,6 +182,7 @@ static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
         let_go(PGSTORE(s), l); /* never released (the core releases before freeing) */
     free(l->name);
     free(l->key_lit);
+    free(l->name_hex);
     free(l);
 }
 
@@ -190,7 +230,8 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "holder_pid = CASE WHEN " STILL_HELD " THEN f.holder_pid ELSE pg_backend_pid() END, "          \
     "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
     "RETURNING f.fence, f.holder = $6, "                                                           \
-    "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint"
+    "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint, "                   \
+    "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL"
 /* The grant's commit waits for the WAL, whatever the server's
  * synchronous_commit says: a fence bump lost in a crash would be handed
  * out again (the fault suite's kill-server found it on a server with
@@ -273,6 +314,33 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     return DLOCK_OK;
 }
 
+/* The grant found a live holder of the name in table mode's lock table
+ * (CHECK_SQL): it lets go of what it took, the lock and its row's lease
+ * (taken) or the advisory lock alone, and the attempt counts as held, for
+ * table_ms more (the table holder's lease left; 0: not known). */
+static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, dlock__attempt *a,
+                     int64_t table_ms)
+{
+    if (taken) {
+        const char *params[] = {l->key_text, l->name, c->nonce};
+        PGresult *r = NULL;
+        int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, a->deadline_us,
+                                         NULL, NULL, &r);
+        int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
+        PQclear(r);
+        if (ok)
+            dlock__pg_put(p, c);
+        else
+            dlock__pg_discard(p, c, "closed: it could not let go of a lock");
+    } else {
+        after_failure(p, c, l->key_text, a->deadline_us);
+    }
+    a->outcome = DLOCK__HELD;
+    a->next = DLOCK__NEXT_POLL; /* a table holder's release wakes no session waiter */
+    a->holder_ttl_ms = table_ms > 0 ? table_ms : DLOCK__TTL_UNKNOWN;
+    return DLOCK_OK;
+}
+
 static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
     dlock__pgstore *p = PGSTORE(s);
@@ -281,7 +349,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     char timeout[24], app[96];
 
     if (p->table)
-        return dlock__pgt_acquire(p, l->name, l->key_lit, a);
+        return dlock__pgt_acquire(p, l->name, l->key_lit, l->key, a);
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
     int64_t now = dlock__now_us();
@@ -305,12 +373,32 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
     snprintf(app, sizeof app, "dlock:%s", a->token);
     const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
-    PGresult *r = NULL;
-    rc = dlock__pg_exec_prepared(p, c, block ? PREP_WAIT : PREP_TRY,
-                                 block ? p->take_wait : p->take_try, 6, params, a->deadline_us,
-                                 block ? a->cancelled : NULL, a->cancel_arg, &r);
+    const char *check_params[] = {l->name_hex};
+    dlock__pg_stmt grant[2] = {
+        {block ? PREP_WAIT : PREP_TRY, block ? p->take_wait : p->take_try, 6, params},
+        {PREP_CHECK, CHECK_SQL, 1, check_params}};
+    PGresult *res[2] = {NULL, NULL};
+    /* with the table check when the connection has seen table mode's table */
+    int checked = c->lock_table;
+    rc = dlock__pg_exec_pipeline(p, c, checked ? 2 : 1, grant, a->deadline_us,
+                                 block ? a->cancelled : NULL, a->cancel_arg, res);
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
+        return rc;
+    }
+    PGresult *r = res[0];
+    if (checked && (r == NULL || (res[1] != NULL && PQresultStatus(res[1]) == PGRES_FATAL_ERROR))) {
+        /* the check failed (and the grant's transaction with it, not its
+         * session lock): the table gone (dropped) is seen again at the
+         * next grant; anything else is the server's error */
+        int gone = strcmp(dlock__pg_state(res[1]), "42P01") == 0;
+        rc = gone ? DLOCK_OK : dlock__pg_fail(p, res[1], "looking at the lock table");
+        c->lock_table = !gone;
+        PQclear(res[0]);
+        PQclear(res[1]);
+        after_failure(p, c, l->key_text, a->deadline_us);
+        a->outcome = DLOCK__HELD;
+        a->next = DLOCK__NEXT_RETRY;
         return rc;
     }
     ExecStatusType st = PQresultStatus(r);
@@ -319,7 +407,31 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         uint64_t fence = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
         int taken = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
         int64_t left_ms = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+        int table_seen = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
         PQclear(r);
+        int64_t table_ms =
+            checked && PQntuples(res[1]) == 1 ? strtoll(PQgetvalue(res[1], 0, 0), NULL, 10) : 0;
+        PQclear(res[1]);
+        if (!checked && table_seen) {
+            /* the table is new to this connection: looked at once now */
+            c->lock_table = 1;
+            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 1, check_params,
+                                         a->deadline_us, NULL, NULL, &r);
+            if (rc != DLOCK_OK) {
+                dlock__pg_discard(p, c, "closed: an attempt got no answer");
+                return rc;
+            }
+            if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+                rc = dlock__pg_fail(p, r, "looking at the lock table");
+                PQclear(r);
+                give_back(p, l, c, taken, a, 0);
+                return rc;
+            }
+            table_ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            PQclear(r);
+        }
+        if (table_ms > 0)
+            return give_back(p, l, c, taken, a, table_ms);
         if (!taken) {
             rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, block, &taken);
             if (rc != DLOCK_OK)
@@ -341,9 +453,27 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         }
     } else if (st == PGRES_TUPLES_OK) {
         PQclear(r); /* a try that found it held */
+        PQclear(res[1]);
         dlock__pg_put(p, c);
     } else {
+        PQclear(res[1]); /* (aborted after the grant's error) */
         const char *state = dlock__pg_state(r);
+        if (strcmp(state, "42P01") == 0) {
+            /* dlock's tables are gone (a database wiped under the client):
+             * made again, and the attempt goes round at once */
+            PQclear(r);
+            rc = dlock__pg_make_tables(p, c, a->deadline_us);
+            if (rc == DLOCK_EUNREACHABLE) {
+                dlock__pg_discard(p, c, "closed: a request got no answer");
+                return rc;
+            }
+            after_failure(p, c, l->key_text, a->deadline_us);
+            if (rc != DLOCK_OK)
+                return rc;
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_RETRY;
+            return DLOCK_OK;
+        }
         /* 55P03: lock_timeout ended the slice; 57014: dlock_cancel() */
         int slice_over = strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0;
         if (!slice_over)
@@ -385,18 +515,6 @@ static int literal_of(const char *text, char *buf, size_t len)
     buf[n] = '\0';
     return DLOCK_OK;
 }
-
-/* The release, in one statement: the row's lease ends (the row stays
- * locked by the UPDATE until the commit, so the next holder, blocked on it
- * in its grant, sees it ended), then the advisory lock, which the
- * aggregate over u keeps after the UPDATE. Its commit does not wait for
- * the WAL's flush (synchronous_commit off for this transaction): a lease
- * end lost in a server crash only makes a next holder wait for the rest of
- * the lease, never take a lock early. */
-#define RELEASE_SQL                                                                                \
-    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "  \
-    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "     \
-    "'off', true) FROM (SELECT count(*) FROM u) AS x"
 
 static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
                       int64_t deadline_us)

@@ -40,6 +40,7 @@ typedef struct dlock__pgconn {
     int pid;           /* its server process (pg_backend_pid) */
     int in_pool;       /* in the store's idle list */
     unsigned prepared; /* the statements (dlock__pg_exec_prepared) prepared on it, by bit */
+    int lock_table;    /* table mode's lock table was there when it last looked (pg.c) */
     int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
     size_t nkeys, capkeys;
     char nonce[17];            /* random: names it as the holder in the lock's row */
@@ -109,6 +110,24 @@ int dlock__pg_exec(dlock__pgstore *p, dlock__pgconn *c, const char *sql, int npa
 int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
                             int nparams, const char *const *params, int64_t deadline_us,
                             int (*cancelled)(void *), void *arg, PGresult **res);
+/* One statement of a pipeline: prepared as "dlock_<which>" (as
+ * dlock__pg_exec_prepared does), then bound and executed. */
+typedef struct dlock__pg_stmt {
+    unsigned which;
+    const char *sql;
+    int nparams;
+    const char *const *params;
+} dlock__pg_stmt;
+/* The n statements in one round trip and one transaction (libpq's pipeline
+ * mode, ended by one sync): DLOCK_OK with res[i] the result of each (an
+ * error result too; after an error the later ones are
+ * PGRES_PIPELINE_ABORTED, or NULL when a PREPARE failed: its error is in
+ * its own res[i] and nothing ran), or DLOCK_EUNREACHABLE as dlock__pg_exec. */
+int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dlock__pg_stmt *st,
+                            int64_t deadline_us, int (*cancelled)(void *), void *arg,
+                            PGresult **res);
+/* Makes dlock's tables when missing (a database wiped under the client). */
+int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us);
 /* Sends without waiting (renewals: all sent, then all read). */
 int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params);
 /* The SQLSTATE of an error result, "" if none. */
@@ -125,7 +144,8 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
 /* table.c: table mode (mode=table), the backend's steps for it; a lock is
  * named by its name and its key literal (dlock__pgt_bytea of the name). */
 char *dlock__pgt_bytea(const char *text); /* a bytea literal, malloc'd; NULL: no memory */
-int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, dlock__attempt *a);
+int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
+                       dlock__attempt *a);
 int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
                       int64_t deadline_us);
 int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,

@@ -46,7 +46,8 @@ static char *text_literal(const char *text)
 
 /* One request on a pooled connection, bounded by a command timeout (and
  * sql freed): DLOCK_OK with *res (PQclear it), or the failure recorded. */
-static int request(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
+static int request_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res,
+                         const char *what, char *state)
 {
     dlock__pgconn *c;
     *res = NULL;
@@ -66,11 +67,18 @@ static int request(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **re
     free(sql);
     if (rc == DLOCK_OK && PQresultStatus(*res) != PGRES_TUPLES_OK &&
         PQresultStatus(*res) != PGRES_COMMAND_OK) {
+        if (state != NULL)
+            snprintf(state, 6, "%s", dlock__pg_state(*res));
         rc = dlock__pg_fail(p, *res, what);
         PQclear(*res);
         *res = NULL;
     }
     return rc;
+}
+
+static int request(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
+{
+    return request_state(p, sql, deadline, res, what, NULL);
 }
 
 static const char *value(const PGresult *r, int row, int col)
@@ -115,7 +123,10 @@ static int ensure_table(dlock__pgstore *p, int64_t deadline)
     return DLOCK_OK;
 }
 
-static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
+/* A request once the tables are there; state (if not NULL, 6 bytes) gets
+ * the SQLSTATE of an error the server answered. */
+static int run_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res,
+                     const char *what, char *state)
 {
     *res = NULL;
     int rc = ensure_table(p, deadline);
@@ -123,21 +134,50 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
         free(sql);
         return rc;
     }
-    return request(p, sql, deadline, res, what);
+    return request_state(p, sql, deadline, res, what, state);
 }
 
-int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, dlock__attempt *a)
+static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
+{
+    return run_state(p, sql, deadline, res, what, NULL);
+}
+
+/* Before the take, in its transaction (one request: one transaction), the
+ * session mode's advisory lock of the name, shared (table takers do not
+ * exclude each other by it) and until the commit: it fails while a
+ * session holds the lock, and a session grant that gets the lock after
+ * the commit sees the row (pg.c: CHECK_SQL). One lock per name across the
+ * modes. */
+#define SESSION_GUARD                                                                              \
+    "DO $dlock$ BEGIN IF NOT pg_try_advisory_xact_lock_shared(%lld) THEN RAISE EXCEPTION USING "   \
+    "ERRCODE = '" HELD_IN_SESSION "', MESSAGE = 'the lock is held in session mode'; END IF; END "  \
+    "$dlock$; "
+#define HELD_IN_SESSION "DLK01"
+
+int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
+                       dlock__attempt *a)
 {
     PGresult *res;
     char *owner = dlock__pgt_bytea(a->token), *info = text_literal(p->base.host.cfg->owner_info);
-    char *sql = owner != NULL && info != NULL
-                    ? dlock__sqlt_take(D, key_lit, key_lit, owner, info, a->lease_ms,
-                                       a->wait ? p->base.host.cfg->waiter_lease_ms : 0)
-                    : NULL;
+    char *take = owner != NULL && info != NULL
+                     ? dlock__sqlt_take(D, key_lit, key_lit, owner, info, a->lease_ms,
+                                        a->wait ? p->base.host.cfg->waiter_lease_ms : 0)
+                     : NULL;
     free(owner);
     free(info);
     (void) name;
-    int rc = run(p, sql, a->deadline_us, &res, "taking the lock's row");
+    char *sql = take != NULL ? malloc(strlen(take) + sizeof SESSION_GUARD + 24) : NULL;
+    if (sql != NULL)
+        sprintf(sql, SESSION_GUARD "%s", (long long) key, take);
+    free(take);
+    char state[6] = "";
+    int rc = run_state(p, sql, a->deadline_us, &res, "taking the lock's row", state);
+    if (rc == DLOCK_ESERVER && strcmp(state, HELD_IN_SESSION) == 0) {
+        a->outcome = DLOCK__HELD; /* by a session (pg.c): no lease to tell */
+        a->next = DLOCK__NEXT_POLL;
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        return DLOCK_OK;
+    }
     if (rc != DLOCK_OK)
         return rc;
     uint64_t fence;
