@@ -51,12 +51,25 @@
  *         and deadline_us (the request's bound, at most one command timeout
  *         away) less the time its reply needs, so a slice never outlives
  *         the budget or the request; a store may make it shorter;
+ *       - or, for a store that can tell while it blocks whether the server
+ *         still answers (it asks it on another connection at least every
+ *         half command timeout, each question bounded by one), a slice may
+ *         last up to wait_until_us (a store may cap it), the request then
+ *         bounded by the slice's end plus the time its reply needs (never
+ *         less than deadline_us); it ends with DLOCK_EUNREACHABLE as soon
+ *         as a question goes unanswered (and its wait in the server with
+ *         it). Why: a server's queue is in order (FIFO), and a waiter that
+ *         leaves it at every slice's end and joins again at its back is
+ *         overtaken by every waiter that keeps its place: one whose turn is
+ *         further away than a slice is never served (issue 23);
  *       - while it blocks it asks cancelled(cancel_arg) at least every
  *         50 ms, and when that says so ends the wait in the server (a
  *         cancel request, a KILL QUERY) and answers HELD, NEXT_RETRY (or
  *         TAKEN if the grant won the race: the core gives it back);
- *       - it sets due_us to the slice's end: a store silent past it is
- *         unreachable from then (an outage is not counted from before it);
+ *       - it sets due_us to the slice's end, or, for a store that asks the
+ *         server while it blocks, to when it last asked: a store silent
+ *         past it is unreachable from then (an outage is not counted from
+ *         before it);
  *       - the core goes round again at once after a slice, but after a
  *         growing floor (1 ms doubling to 250 ms, jittered) when slices keep
  *         ending early, so a store that returns at once cannot make it spin.

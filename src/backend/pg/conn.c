@@ -182,15 +182,65 @@ static int cancel_in_flight(dlock__pgconn *c)
     return 0;
 }
 
+/* Asks the server on another connection (one holding nothing: it is
+ * closed when it gets no answer) whether it still answers, while a
+ * request blocks there: DLOCK_OK (it answered, or the probe could not be
+ * made for a reason that is not silence), DLOCK_EUNREACHABLE (no answer
+ * within w->bound_us), or 1 (cancelled meanwhile: the caller cancels its
+ * request). */
+static int probe(dlock__pgstore *p, dlock__pg_watch *w, int (*cancelled)(void *), void *arg)
+{
+    int64_t bound = dlock__now_us() + w->bound_us;
+    dlock__pgconn *o;
+    w->asked_us = dlock__now_us();
+    int rc = dlock__pg_get(p, bound, &o);
+    if (rc != DLOCK_OK)
+        return rc == DLOCK_EUNREACHABLE ? rc : DLOCK_OK;
+    if (dlock__pg_send(o, "SELECT 1", 0, NULL) != DLOCK_OK) {
+        dlock__pg_discard(p, o, "closed: a probe could not be sent");
+        return DLOCK_EUNREACHABLE;
+    }
+    for (;;) {
+        if (PQconsumeInput(o->pg) == 0)
+            break;
+        int done = 0;
+        while (!done && !PQisBusy(o->pg)) {
+            PGresult *r = PQgetResult(o->pg);
+            done = r == NULL;
+            PQclear(r);
+        }
+        if (done && PQstatus(o->pg) != CONNECTION_BAD) {
+            dlock__pg_put(p, o);
+            return DLOCK_OK;
+        }
+        if (done)
+            break;
+        int64_t now = dlock__now_us();
+        if (cancelled != NULL && cancelled(arg)) {
+            dlock__pg_discard(p, o, "closed: a probe was cut short");
+            return 1;
+        }
+        if (now >= bound)
+            break;
+        wait_fd(PQsocket(o->pg), POLLIN,
+                bound - now > CANCEL_STEP_US ? now + CANCEL_STEP_US : bound);
+    }
+    dlock__pg_discard(p, o, "closed: a probe got no answer");
+    return DLOCK_EUNREACHABLE;
+}
+
 /* Reads every result of the request in flight until deadline: a
  * request's (npipe 0: the first error, else the last result, in *res), or
  * a pipeline's of npipe queries and its sync (query i's in res[i]; a query
- * skipped after an earlier one's error has PGRES_PIPELINE_ABORTED). */
+ * skipped after an earlier one's error has PGRES_PIPELINE_ABORTED). With a
+ * watch, the server is probed while the request blocks (pg.h). */
 static int collect_n(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
-                     int (*cancelled)(void *), void *arg, PGresult **res, int npipe)
+                     int (*cancelled)(void *), void *arg, PGresult **res, int npipe,
+                     dlock__pg_watch *w)
 {
     PGresult *keep = NULL;
     int cancel_sent = 0, query = 0;
+    int64_t next_probe = w != NULL ? dlock__now_us() + w->every_us : 0;
     char msg[512];
 
     for (int i = 0; i < (npipe > 0 ? npipe : 1); i++)
@@ -258,9 +308,33 @@ static int collect_n(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
             if (deadline > now + CANCEL_WAIT_US)
                 deadline = now + CANCEL_WAIT_US;
         }
+        if (w != NULL && !cancel_sent && now >= next_probe) {
+            int silent = probe(p, w, cancelled, arg);
+            if (silent == DLOCK_EUNREACHABLE) {
+                /* the server's wait is ended too when the server is back
+                 * (and the closed connection's backend notices it: the
+                 * client_connection_check_interval of pg.c's options) */
+                send_cancel(c);
+                PQclear(keep);
+                for (int i = 0; i < npipe; i++) {
+                    PQclear(res[i]);
+                    res[i] = NULL;
+                }
+                c->pending = 1;
+                return dlock__fail(DLOCK_EUNREACHABLE,
+                                   "%s: no answer to a probe within %lld ms while a wait was "
+                                   "blocked in the server",
+                                   p->label, (long long) (w->bound_us / 1000));
+            }
+            now = dlock__now_us();
+            next_probe = now + w->every_us;
+            continue; /* (asks cancelled() again, reads what came meanwhile) */
+        }
         int64_t until = deadline;
         if (cancelled != NULL && !cancel_sent && until - now > CANCEL_STEP_US)
             until = now + CANCEL_STEP_US;
+        if (w != NULL && !cancel_sent && until > next_probe)
+            until = next_probe;
         wait_fd(PQsocket(c->pg), (short) (POLLIN | (flushing ? POLLOUT : 0)), until);
         if (PQconsumeInput(c->pg) == 0)
             goto broken;
@@ -278,7 +352,7 @@ broken:
 static int collect(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int (*cancelled)(void *),
                    void *arg, PGresult **res)
 {
-    return collect_n(p, c, deadline, cancelled, arg, res, 0);
+    return collect_n(p, c, deadline, cancelled, arg, res, 0, NULL);
 }
 
 /* Prepares sql as `name` (one round trip, once per connection). */
@@ -359,7 +433,7 @@ int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which,
 
 int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dlock__pg_stmt *st,
                             int64_t deadline_us, int (*cancelled)(void *), void *arg,
-                            PGresult **res)
+                            dlock__pg_watch *watch, PGresult **res)
 {
     char msg[512], name[24];
 
@@ -393,7 +467,7 @@ int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dl
     if (!sent || !PQpipelineSync(c->pg))
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,
                            message_of(c->pg, msg, sizeof msg));
-    return collect_n(p, c, deadline_us, cancelled, arg, res, n);
+    return collect_n(p, c, deadline_us, cancelled, arg, res, n, watch);
 }
 
 int dlock__pg_send(dlock__pgconn *c, const char *sql, int nparams, const char *const *params)

@@ -14,7 +14,10 @@
  *
  * The INSERT reads l's row first, so the counter moves only under the
  * lock. A waiter blocks in the server for a slice (lock_timeout, backend.h:
- * NEXT_RETRY); a try uses pg_try_advisory_lock and blocks nowhere. A
+ * NEXT_RETRY) that lasts its whole wait (up to MAX_SLICE_US), so it keeps
+ * its place in the server's queue, while another connection asks the
+ * server every half command timeout whether it still answers (conn.c:
+ * dlock__pg_watch); a try uses pg_try_advisory_lock and blocks nowhere. A
  * session-level advisory lock outlives the failed statement it was taken
  * in, so after any failed attempt the connection lets go of the key (it
  * did not hold it before) or is closed. The connection that took the lock
@@ -32,7 +35,8 @@
 
 #define DEFAULT_PORT       5432
 #define DEFAULT_CONNECT_MS 2000
-#define MIN_SLICE_US       20000 /* a shorter slice is a try */
+#define MIN_SLICE_US       20000    /* a shorter slice is a try */
+#define MAX_SLICE_US       60000000 /* a wait queued in the server goes round after that */
 
 #define COMMON_CAPS  (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
@@ -281,7 +285,7 @@ static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
  * running: wait for its end within the slice, then make the row ours.
  * DLOCK_OK with *taken set, or a failure (c given back or closed). */
 static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__attempt *a,
-                     int64_t left_ms, int64_t slice_end, int block, int *taken)
+                     int64_t left_ms, int64_t slice_end, int64_t bound, int block, int *taken)
 {
     PGresult *r = NULL;
     int64_t end = dlock__now_us() + left_ms * 1000 + 2000; /* (a little past it, by our clock) */
@@ -298,7 +302,7 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
                                 "UPDATE dlock_fence SET holder = $3, owner = $4, holder_pid = "
                                 "pg_backend_pid(), expires = clock_timestamp() + $2::interval "
                                 "WHERE name = $1 AND expires <= clock_timestamp()",
-                                4, params, a->deadline_us, NULL, NULL, &r);
+                                4, params, bound, NULL, NULL, &r);
         if (rc != DLOCK_OK) {
             dlock__pg_discard(p, c, "closed: an attempt got no answer");
             return rc;
@@ -310,7 +314,7 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     }
     /* not in this slice: let go, and say how long the lease has left */
     a->holder_ttl_ms = left_ms;
-    after_failure(p, c, l->key_text, a->deadline_us);
+    after_failure(p, c, l->key_text, bound);
     return DLOCK_OK;
 }
 
@@ -319,13 +323,13 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
  * (taken) or the advisory lock alone, and the attempt counts as held, for
  * table_ms more (the table holder's lease left; 0: not known). */
 static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, dlock__attempt *a,
-                     int64_t table_ms)
+                     int64_t table_ms, int64_t bound)
 {
     if (taken) {
         const char *params[] = {l->key_text, l->name, c->nonce};
         PGresult *r = NULL;
-        int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, a->deadline_us,
-                                         NULL, NULL, &r);
+        int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, bound, NULL,
+                                         NULL, &r);
         int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
         PQclear(r);
         if (ok)
@@ -333,7 +337,7 @@ static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, 
         else
             dlock__pg_discard(p, c, "closed: it could not let go of a lock");
     } else {
-        after_failure(p, c, l->key_text, a->deadline_us);
+        after_failure(p, c, l->key_text, bound);
     }
     a->outcome = DLOCK__HELD;
     a->next = DLOCK__NEXT_POLL; /* a table holder's release wakes no session waiter */
@@ -353,14 +357,25 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
     int64_t now = dlock__now_us();
-    /* The slice (backend.h): up to the wait's end, and up to the request's
-     * bound less a fifth of a command timeout for the reply. */
+    /* The slice (backend.h): the whole wait, up to MAX_SLICE_US, so the
+     * waiter keeps its place in the server's queue (one that left it at
+     * every command timeout and joined again at its back could be
+     * overtaken for ever: issue 23); the server watched meanwhile. The
+     * request is bounded by the slice's end and a fifth of a command
+     * timeout for the reply (and what follows a grant), or the core's
+     * bound when that is later (a short wait). */
     int64_t reserve = p->timeout_ms * 1000 / 5;
-    int64_t slice_end = a->deadline_us - reserve;
-    if (a->wait_until_us < slice_end)
-        slice_end = a->wait_until_us;
+    int64_t slice_end = a->wait_until_us;
+    if (slice_end - now > MAX_SLICE_US)
+        slice_end = now + MAX_SLICE_US;
     int block = a->wait && slice_end - now >= MIN_SLICE_US;
-    a->due_us = block ? slice_end : now;
+    int64_t bound = a->deadline_us;
+    if (block && slice_end + reserve > bound)
+        bound = slice_end + reserve; /* (never shorter than the core's bound) */
+    dlock__pg_watch watch = {.every_us = p->timeout_ms * 1000 / 2,
+                             .bound_us = p->timeout_ms * 1000 / 2,
+                             .asked_us = now};
+    a->due_us = now;
     /* a wait keeps its connection busy for a slice: one that holds nothing */
     int rc = block ? dlock__pg_get(p, a->deadline_us, &c)
                    : dlock__pg_get_shared(p, l->key, a->deadline_us, &c);
@@ -380,8 +395,11 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     PGresult *res[2] = {NULL, NULL};
     /* with the table check when the connection has seen table mode's table */
     int checked = c->lock_table;
-    rc = dlock__pg_exec_pipeline(p, c, checked ? 2 : 1, grant, a->deadline_us,
-                                 block ? a->cancelled : NULL, a->cancel_arg, res);
+    watch.asked_us = dlock__now_us();
+    rc = dlock__pg_exec_pipeline(p, c, checked ? 2 : 1, grant, bound, block ? a->cancelled : NULL,
+                                 a->cancel_arg, block ? &watch : NULL, res);
+    /* silent, if it is, since the server was last asked (backend.h: due_us) */
+    a->due_us = watch.asked_us;
     if (rc != DLOCK_OK) {
         dlock__pg_discard(p, c, "closed: an attempt got no answer");
         return rc;
@@ -396,7 +414,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         c->lock_table = !gone;
         PQclear(res[0]);
         PQclear(res[1]);
-        after_failure(p, c, l->key_text, a->deadline_us);
+        after_failure(p, c, l->key_text, bound);
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_RETRY;
         return rc;
@@ -415,8 +433,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (!checked && table_seen) {
             /* the table is new to this connection: looked at once now */
             c->lock_table = 1;
-            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 1, check_params,
-                                         a->deadline_us, NULL, NULL, &r);
+            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 1, check_params, bound, NULL,
+                                         NULL, &r);
             if (rc != DLOCK_OK) {
                 dlock__pg_discard(p, c, "closed: an attempt got no answer");
                 return rc;
@@ -424,21 +442,21 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
                 rc = dlock__pg_fail(p, r, "looking at the lock table");
                 PQclear(r);
-                give_back(p, l, c, taken, a, 0);
+                give_back(p, l, c, taken, a, 0, bound);
                 return rc;
             }
             table_ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
             PQclear(r);
         }
         if (table_ms > 0)
-            return give_back(p, l, c, taken, a, table_ms);
+            return give_back(p, l, c, taken, a, table_ms, bound);
         if (!taken) {
-            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, block, &taken);
+            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, bound, block, &taken);
             if (rc != DLOCK_OK)
                 return rc;
         }
         if (taken && dlock__pg_hold(c, l->key) != DLOCK_OK) {
-            after_failure(p, c, l->key_text, a->deadline_us);
+            after_failure(p, c, l->key_text, bound);
             return DLOCK_ENOMEM;
         }
         if (taken) {
@@ -462,12 +480,12 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             /* dlock's tables are gone (a database wiped under the client):
              * made again, and the attempt goes round at once */
             PQclear(r);
-            rc = dlock__pg_make_tables(p, c, a->deadline_us);
+            rc = dlock__pg_make_tables(p, c, bound);
             if (rc == DLOCK_EUNREACHABLE) {
                 dlock__pg_discard(p, c, "closed: a request got no answer");
                 return rc;
             }
-            after_failure(p, c, l->key_text, a->deadline_us);
+            after_failure(p, c, l->key_text, bound);
             if (rc != DLOCK_OK)
                 return rc;
             a->outcome = DLOCK__HELD;
@@ -479,7 +497,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (!slice_over)
             rc = dlock__pg_fail(p, r, "taking the advisory lock");
         PQclear(r);
-        after_failure(p, c, l->key_text, a->deadline_us);
+        after_failure(p, c, l->key_text, bound);
         if (!slice_over)
             return rc;
     }
@@ -884,15 +902,18 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     /* The server's own bound on a dead or frozen holder, close to the lease
      * (README.md): keepalives find a dead peer in about half a lease, and a
      * session that sends nothing for 1.5 leases (its renewer pings every
-     * third of one) is ended by the server. */
+     * third of one) is ended by the server. A backend whose client closed
+     * the connection (a wait given up on while blocked in the server)
+     * notices it within a command timeout, and leaves the lock's queue. */
     int64_t lease_s = p->lease_ms / 1000;
     int idle_s = (int) (lease_s / 3 > 1 ? lease_s / 3 : 1);
     int interval_s = (int) (lease_s / 9 > 1 ? lease_s / 9 : 1);
     snprintf(p->options, sizeof p->options,
              "-c idle_session_timeout=%lld -c tcp_keepalives_idle=%d "
              "-c tcp_keepalives_interval=%d -c tcp_keepalives_count=3 -c tcp_user_timeout=%lld "
-             "-c standard_conforming_strings=on",
-             (long long) (p->lease_ms * 3 / 2), idle_s, interval_s, (long long) p->lease_ms);
+             "-c client_connection_check_interval=%lld -c standard_conforming_strings=on",
+             (long long) (p->lease_ms * 3 / 2), idle_s, interval_s, (long long) p->lease_ms,
+             (long long) p->timeout_ms);
     snprintf(p->lease_text, sizeof p->lease_text, "%lld milliseconds", (long long) p->lease_ms);
     snprintf(p->connect_timeout, sizeof p->connect_timeout, "%lld",
              (long long) (connect_ms + 999) / 1000);

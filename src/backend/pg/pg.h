@@ -123,9 +123,19 @@ typedef struct dlock__pg_stmt {
  * error result too; after an error the later ones are
  * PGRES_PIPELINE_ABORTED, or NULL when a PREPARE failed: its error is in
  * its own res[i] and nothing ran), or DLOCK_EUNREACHABLE as dlock__pg_exec. */
+/* A wait's watch: while the pipeline blocks in the server (a wait queued
+ * there for longer than a command timeout), every every_us another
+ * connection asks the server whether it still answers (SELECT 1, bounded
+ * by bound_us); one that does not ends the request: DLOCK_EUNREACHABLE,
+ * the server's wait cancelled, the connection to discard. asked_us: when
+ * the last probe was sent (the request's send until one is). */
+typedef struct dlock__pg_watch {
+    int64_t every_us, bound_us;
+    int64_t asked_us;
+} dlock__pg_watch;
 int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dlock__pg_stmt *st,
                             int64_t deadline_us, int (*cancelled)(void *), void *arg,
-                            PGresult **res);
+                            dlock__pg_watch *watch, PGresult **res);
 /* Makes dlock's tables when missing (a database wiped under the client). */
 int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us);
 /* Sends without waiting (renewals: all sent, then all read). */
