@@ -52,8 +52,8 @@
  *         away) less the time its reply needs, so a slice never outlives
  *         the budget or the request; a store may make it shorter;
  *       - or, for a store that can tell while it blocks whether the server
- *         still answers (it asks it on another connection at least every
- *         half command timeout, each question bounded by one), a slice may
+ *         still answers (it asks it on another connection every half
+ *         command timeout, each question bounded by one), a slice may
  *         last up to wait_until_us (a store may cap it), the request then
  *         bounded by the slice's end plus the time its reply needs (never
  *         less than deadline_us); it ends with DLOCK_EUNREACHABLE as soon

@@ -186,11 +186,10 @@ static int cancel_in_flight(dlock__pgconn *c)
  * closed when it gets no answer) whether it still answers, while a
  * request blocks there: DLOCK_OK (it answered, or the probe could not be
  * made for a reason that is not silence), DLOCK_EUNREACHABLE (no answer
- * within w->bound_us), or 1 (cancelled meanwhile: the caller cancels its
- * request). */
-static int probe(dlock__pgstore *p, dlock__pg_watch *w, int (*cancelled)(void *), void *arg)
+ * by bound), or 1 (cancelled meanwhile: the caller cancels its request). */
+static int probe(dlock__pgstore *p, dlock__pg_watch *w, int64_t bound, int (*cancelled)(void *),
+                 void *arg)
 {
-    int64_t bound = dlock__now_us() + w->bound_us;
     dlock__pgconn *o;
     w->asked_us = dlock__now_us();
     int rc = dlock__pg_get(p, bound, &o);
@@ -308,8 +307,9 @@ static int collect_n(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
             if (deadline > now + CANCEL_WAIT_US)
                 deadline = now + CANCEL_WAIT_US;
         }
-        if (w != NULL && !cancel_sent && now >= next_probe) {
-            int silent = probe(p, w, cancelled, arg);
+        /* (a request whose own bound is as near finds silence as soon) */
+        if (w != NULL && !cancel_sent && now >= next_probe && deadline - now > w->bound_us) {
+            int silent = probe(p, w, now + w->bound_us, cancelled, arg);
             if (silent == DLOCK_EUNREACHABLE) {
                 /* the server's wait is ended too when the server is back
                  * (and the closed connection's backend notices it: the

@@ -16,8 +16,8 @@
  * lock. A waiter blocks in the server for a slice (lock_timeout, backend.h:
  * NEXT_RETRY) that lasts its whole wait (up to MAX_SLICE_US), so it keeps
  * its place in the server's queue, while another connection asks the
- * server every half command timeout whether it still answers (conn.c:
- * dlock__pg_watch); a try uses pg_try_advisory_lock and blocks nowhere. A
+ * server every half command timeout whether it still answers, bounded by
+ * one (conn.c: dlock__pg_watch); a try uses pg_try_advisory_lock and blocks nowhere. A
  * session-level advisory lock outlives the failed statement it was taken
  * in, so after any failed attempt the connection lets go of the key (it
  * did not hold it before) or is closed. The connection that took the lock
@@ -372,9 +372,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     int64_t bound = a->deadline_us;
     if (block && slice_end + reserve > bound)
         bound = slice_end + reserve; /* (never shorter than the core's bound) */
-    dlock__pg_watch watch = {.every_us = p->timeout_ms * 1000 / 2,
-                             .bound_us = p->timeout_ms * 1000 / 2,
-                             .asked_us = now};
+    dlock__pg_watch watch = {
+        .every_us = p->timeout_ms * 1000 / 2, .bound_us = p->timeout_ms * 1000, .asked_us = now};
     a->due_us = now;
     /* a wait keeps its connection busy for a slice: one that holds nothing */
     int rc = block ? dlock__pg_get(p, a->deadline_us, &c)

@@ -126,9 +126,10 @@ typedef struct dlock__pg_stmt {
 /* A wait's watch: while the pipeline blocks in the server (a wait queued
  * there for longer than a command timeout), every every_us another
  * connection asks the server whether it still answers (SELECT 1, bounded
- * by bound_us); one that does not ends the request: DLOCK_EUNREACHABLE,
- * the server's wait cancelled, the connection to discard. asked_us: when
- * the last probe was sent (the request's send until one is). */
+ * by bound_us; none while the request's own bound is nearer than that);
+ * one that does not ends the request: DLOCK_EUNREACHABLE, the server's
+ * wait cancelled, the connection to discard. asked_us: when the last probe
+ * was sent (the request's send until one is). */
 typedef struct dlock__pg_watch {
     int64_t every_us, bound_us;
     int64_t asked_us;
