@@ -73,6 +73,12 @@ int dlock__rl_decided_one(void *arg, const dlock__rlanswer *a, size_t n);
 dlock__rlround *dlock__rl_send_one(rlbackend *b, const rllock *l, size_t argc, const char **argv,
                                    size_t *lens, int64_t deadline_us);
 
+/* One script call on lock l's keys that a quorum must say yes (1) to,
+ * waited for until until_us: DLOCK_OK, or DLOCK_EUNREACHABLE "<label>:
+ * <what> a quorum of Q of N nodes in time: <the nodes that did not>". */
+int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char **argv,
+                          size_t *lens, int64_t until_us, int64_t deadline_us, const char *what);
+
 /* ---------------------------------------------------------------- locks.c */
 
 int dlock__rl_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,

@@ -209,24 +209,8 @@ int dlock__rl_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     rllock *l = RLL(sl);
     const char *argv[] = {"unlock", l->other};
     size_t lens[] = {6, strlen(l->other)};
-    dlock__rlround *r = dlock__rl_send_one(b, l, 2, argv, lens, deadline_us);
-    if (r == NULL)
-        return DLOCK_ENOMEM;
-    dlock__rlverdict v = {b, 0, 1};
-    const dlock__rlanswer *a = dlock__rlround_wait(r, dlock__rl_decided_one, &v, deadline_us);
-    size_t yes, no, none;
-    int rc = DLOCK_OK;
-    dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
-    if (yes < b->quorum) {
-        char why[700];
-        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE,
-                         "%s: force-unlock: a quorum of %zu of %zu nodes did not answer (the "
-                         "nodes that did let go): %s",
-                         b->label, b->quorum, b->n, why);
-    }
-    dlock__rlround_drop(r);
-    return rc;
+    return dlock__rl_quorum_call(b, l, 2, argv, lens, deadline_us, deadline_us,
+                                 "force-unlock (done on the nodes that answered) did not reach");
 }
 
 /* ---------------------------------------------------------------- listing */

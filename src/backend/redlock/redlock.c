@@ -112,24 +112,8 @@ static int write_fence(rlbackend *b, const rllock *l, uint64_t fence, int64_t un
     char value[24];
     const char *argv[] = {"fence", value};
     size_t lens[] = {5, number(value, (int64_t) fence)};
-    dlock__rlround *r = dlock__rl_send_one(b, l, 2, argv, lens, deadline_us);
-    if (r == NULL)
-        return DLOCK_ENOMEM;
-    dlock__rlverdict v = {b, 0, 1};
-    const dlock__rlanswer *a = dlock__rlround_wait(r, dlock__rl_decided_one, &v, until_us);
-    size_t yes, no, none;
-    int rc = DLOCK_OK;
-    dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
-    if (yes < b->quorum) {
-        char why[700];
-        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE,
-                         "%s: the fence could not be written to a quorum of %zu of %zu nodes in "
-                         "time: %s",
-                         b->label, b->quorum, b->n, why);
-    }
-    dlock__rlround_drop(r);
-    return rc;
+    return dlock__rl_quorum_call(b, l, 2, argv, lens, until_us, deadline_us,
+                                 "the fence could not be written to");
 }
 
 /* Whether the client's owner record goes with this attempt: never written,

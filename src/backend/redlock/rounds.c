@@ -127,3 +127,24 @@ dlock__rlround *dlock__rl_send_one(rlbackend *b, const rllock *l, size_t argc, c
     dlock__rlround_send(b->nodes, r, deadline_us);
     return r;
 }
+
+int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char **argv,
+                          size_t *lens, int64_t until_us, int64_t deadline_us, const char *what)
+{
+    dlock__rlround *r = dlock__rl_send_one(b, l, argc, argv, lens, deadline_us);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    dlock__rlverdict v = {b, 0, 1};
+    const dlock__rlanswer *a = dlock__rlround_wait(r, dlock__rl_decided_one, &v, until_us);
+    size_t yes, no, none;
+    int rc = DLOCK_OK;
+    dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
+    if (yes < b->quorum) {
+        char why[700];
+        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s a quorum of %zu of %zu nodes in time: %s",
+                         b->label, what, b->quorum, b->n, why);
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
