@@ -367,6 +367,46 @@ static void blocked_wait(void)
     dlock_client_close(h);
 }
 
+/* A wait blocked in GET_LOCK on a server that is then paused (SIGSTOP),
+ * cancelled: it returns within its bound, not when the server comes back.
+ * The KILL QUERY that ends a wait in the server connects anew, and a
+ * paused server takes the TCP connection but never answers; sent from the
+ * waiting thread, it held the cancelled wait for its own timeouts (2 s
+ * each, over 4 s in all here), and the fault suite's waits overran their
+ * bound. It is now sent from a thread of its own, and the wait gives up
+ * on its connection 150 ms after the cancel. A wait's budget that ends
+ * while the server is paused ends on time too. */
+static void cancel_when_paused(void)
+{
+    dlock_client *h = client(NULL), *c = client("&timeout=2s&lease=1s");
+    dlock_lock *hl = dt_lock(h, "cp", 0), *l = dt_lock(c, "cp", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    struct waiter w = {.l = l, .wait_ms = 20000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:cp") == 1, 5000);
+    dt_server_pause(&srv);
+    int64_t cancel_at = dt_now_ms();
+    CHECK_RC(dlock_cancel(l), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 8000);
+    pthread_join(t, NULL);
+    long long cancel_took = atomic_load(&w.ended_ms) - cancel_at;
+    dt_server_resume(&srv);
+    printf("wait on a paused server: cancelled in %lld ms (rc %d)\n", cancel_took,
+           atomic_load(&w.rc));
+    CHECK_RC(atomic_load(&w.rc), DLOCK_ECANCELED);
+    CHECK_INT(cancel_took, <, 500);
+    /* served again: the lock is still the holder's, and goes on */
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(hl);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 static void bad_input(void)
@@ -506,6 +546,7 @@ int main(int argc, char **argv)
         {"bad_input", bad_input},
         {"fenced_processes", fenced_processes},
         {"force_unlock_after_kill", force_unlock_after_kill},
+        {"cancel_when_paused", cancel_when_paused},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -33,13 +33,14 @@ typedef struct dlock__myconn {
     pthread_mutex_t mu; /* one request at a time; held through a request */
     MYSQL *m;           /* NULL once closed */
     dlock__session *session;
-    _Atomic int holding; /* holds a lock now (not in the pool) */
-    _Atomic int lost;    /* the core gave up on its session: close at the next chance */
-    unsigned long id;    /* its server connection id (CONNECTION_ID()) */
-    char nonce[17];      /* random: names it as the holder in the lock's row */
-    char *held_lit;      /* the literal of the GET_LOCK name it holds (renewals extend its
-                            row's lease), NULL */
-    int in_pool;         /* in the store's idle list */
+    _Atomic int holding;   /* holds a lock now (not in the pool) */
+    _Atomic int lost;      /* the core gave up on its session: close at the next chance */
+    unsigned long id;      /* its server connection id (CONNECTION_ID()) */
+    char nonce[17];        /* random: names it as the holder in the lock's row */
+    char *held_lit;        /* the literal of the GET_LOCK name it holds (renewals extend its
+                              row's lease), NULL */
+    struct kill_job *kill; /* the KILL QUERY last sent for its request, NULL (conn.c) */
+    int in_pool;           /* in the store's idle list */
     struct dlock__myconn *next_idle;
     struct dlock__myconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__myconn;
@@ -101,13 +102,18 @@ void dlock__my_put(dlock__mystore *p, dlock__myconn *c);
 void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why);
 /* Sends sql (statements separated by ';') and reads every result until
  * deadline_us, asking cancelled(arg) every 50 ms (then the query is ended
- * in the server by KILL QUERY from another connection, and its answer still
- * awaited). DLOCK_OK with *res filled (a server error too: res->err), or
- * DLOCK_EUNREACHABLE (the connection is broken or timed out: discard it)
- * with the detail recorded. dlock__my_res_free() in every case. */
+ * in the server by KILL QUERY, sent from a thread and a connection of its
+ * own, and its answer awaited for 150 ms at most: res->killed). DLOCK_OK
+ * with *res filled (a server error too: res->err), or DLOCK_EUNREACHABLE
+ * (the connection is broken or timed out: discard it) with the detail
+ * recorded. dlock__my_res_free() in every case. */
 int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
                    int (*cancelled)(void *), void *arg, dlock__myres *res);
 void dlock__my_res_free(dlock__myres *res);
+/* 1 while a KILL QUERY sent for an earlier request of c may still reach
+ * the server: it would end whatever c runs next, so c is closed rather
+ * than used again. */
+int dlock__my_kill_in_flight(dlock__myconn *c);
 /* The first column of the first row of statement i's rows, NULL if none
  * (or SQL NULL). */
 const char *dlock__my_value(const dlock__myres *res, int i, unsigned col);

@@ -129,6 +129,12 @@ static void after_failure(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
     dlock__myres res;
     int ok = 0;
+    if (dlock__my_kill_in_flight(c)) {
+        /* closing it lets go of everything, and no later request meets
+         * the KILL */
+        dlock__my_discard(p, c, "closed after a cancelled attempt");
+        return;
+    }
     for (int i = 0; i < 2 && !ok; i++) {
         int rc = dlock__my_exec(p, c, "DO RELEASE_ALL_LOCKS()", deadline, NULL, NULL, &res);
         ok = rc == DLOCK_OK && res.err == 0;
