@@ -509,6 +509,26 @@ static int still_open(dlock__myconn *c)
     return poll(&pfd, 1, 0) == 0;
 }
 
+/* A connection taken from the store's lists is referred to only by the
+ * store's reference to its session until its mutex is held: the renewer
+ * may close it meanwhile (a ping that found it dead, or a session the core
+ * gave up on) and drop that reference, which frees it. So it is taken with
+ * a reference of the taker's own, under the lists' mutex, given back once
+ * the connection is known to be open (the store's reference then still
+ * holds it) or after it is closed. (Without it, a thread that took an
+ * idle connection locked and read freed memory: the fault suite's session
+ * runs aborted in glibc's "malloc(): unsorted double linked list
+ * corrupted", the mutex being the first bytes of the freed block.) */
+static dlock__myconn *take_listed(dlock__mystore *p, dlock__myconn *c)
+{
+    if (c != NULL)
+        dlock__session_ref(c->session);
+    pthread_mutex_unlock(&p->mu);
+    if (c != NULL)
+        pthread_mutex_lock(&c->mu);
+    return c;
+}
+
 int dlock__my_get(dlock__mystore *p, int64_t deadline_us, dlock__myconn **out)
 {
     for (;;) {
@@ -520,15 +540,16 @@ int dlock__my_get(dlock__mystore *p, int64_t deadline_us, dlock__myconn **out)
             c->in_pool = 0;
             c->next_idle = NULL;
         }
-        pthread_mutex_unlock(&p->mu);
-        if (c == NULL)
+        if (take_listed(p, c) == NULL)
             return connect_one(p, deadline_us, out);
-        pthread_mutex_lock(&c->mu);
+        dlock__session *mine = c->session;
         if (still_open(c)) {
+            dlock__session_unref(mine); /* the store's still holds it */
             *out = c;
             return DLOCK_OK;
         }
         dlock__my_discard(p, c, "its connection was closed");
+        dlock__session_unref(mine);
     }
 }
 
@@ -597,11 +618,10 @@ void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)
 {
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        dlock__myconn *c = p->all;
-        pthread_mutex_unlock(&p->mu);
+        dlock__myconn *c = take_listed(p, p->all);
         if (c == NULL)
             return;
-        pthread_mutex_lock(&c->mu);
+        dlock__session *mine = c->session;
         if (c->held_lit != NULL && c->m != NULL && !atomic_load(&c->lost) &&
             dlock__now_us() < deadline_us) {
             /* a detached lock: its row's lease ends with it, so that the
@@ -617,6 +637,7 @@ void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)
                 dlock__my_res_free(&res);
         }
         dlock__my_discard(p, c, "the client closed");
+        dlock__session_unref(mine);
     }
 }
 

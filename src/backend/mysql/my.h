@@ -27,8 +27,9 @@
 
 /* One connection. Its memory belongs to its session (freed when the last
  * reference to the session goes), so a renewal or a hold that still names
- * it never finds it freed; the MySQL connection in it is closed earlier,
- * when the store discards it. */
+ * it never finds it freed, and a thread that takes it from the store's
+ * lists takes a reference first (conn.c, take_listed); the MySQL
+ * connection in it is closed earlier, when the store discards it. */
 typedef struct dlock__myconn {
     pthread_mutex_t mu; /* one request at a time; held through a request */
     MYSQL *m;           /* NULL once closed */
