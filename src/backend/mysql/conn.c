@@ -355,13 +355,7 @@ int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dloc
  * store; table mode makes its own table (table.c). */
 static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
-    static const char schema[] =
-        "; CREATE TABLE IF NOT EXISTS dlock_fence ("
-        "name VARBINARY(256) NOT NULL PRIMARY KEY, "
-        "lock_name VARBINARY(2048) NOT NULL, fence BIGINT UNSIGNED NOT NULL, "
-        "conn BIGINT UNSIGNED NOT NULL, holder CHAR(16) NOT NULL, expires DATETIME(6) NOT NULL, "
-        "owner VARCHAR(255) NOT NULL, info TEXT NOT NULL) "
-        "ENGINE=InnoDB";
+    static const char schema[] = "; " DLOCK__MY_FENCE_SCHEMA;
     char sql[sizeof schema + 200];
     dlock__myres res;
     pthread_mutex_lock(&p->mu);

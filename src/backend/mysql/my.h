@@ -61,6 +61,11 @@ typedef struct dlock__mystore {
     int nidle;
     dlock__myconn *all;
     int schema_ready; /* session mode: dlock_fence; table mode: dlock_lock */
+    /* The other mode's table, which a take looks at so that the two modes
+     * are one lock per name (README.md): dlock_lock in session mode,
+     * dlock_fence in table mode. 1 there, -1 not there and could not be
+     * made, 0 not looked for yet (table.c). */
+    _Atomic int other_table;
     _Atomic int reached;
 } dlock__mystore;
 
@@ -81,7 +86,7 @@ typedef struct dlock__mylock {
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
 
 /* The results of one request (several statements). */
-#define DLOCK__MY_MAX_STMTS 4
+#define DLOCK__MY_MAX_STMTS 8
 typedef struct dlock__myres {
     int n;                                  /* statements answered without an error */
     MYSQL_RES *rows[DLOCK__MY_MAX_STMTS];   /* each one's rows, NULL if it had none */
@@ -133,6 +138,15 @@ void dlock__my_session_lost(dlock__store *s, dlock__session *session, int64_t de
 /* renew(): every connection named is pinged (all sent, then all read). */
 int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
 
+/* Session mode's table (README.md: schema). */
+#define DLOCK__MY_FENCE_SCHEMA                                                                     \
+    "CREATE TABLE IF NOT EXISTS dlock_fence ("                                                     \
+    "name VARBINARY(256) NOT NULL PRIMARY KEY, "                                                   \
+    "lock_name VARBINARY(2048) NOT NULL, fence BIGINT UNSIGNED NOT NULL, "                         \
+    "conn BIGINT UNSIGNED NOT NULL, holder CHAR(16) NOT NULL, expires DATETIME(6) NOT NULL, "      \
+    "owner VARCHAR(255) NOT NULL, info TEXT NOT NULL) "                                            \
+    "ENGINE=InnoDB"
+
 /* table.c: table mode (mode=table), the backend's steps for it. */
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);
 int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us);
@@ -148,5 +162,9 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
 int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
 int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us);
+/* The other mode's table (other_table), made when missing if the user may:
+ * DLOCK_OK with p->other_table set to 1 or -1, or the failure to reach the
+ * server (then still 0). */
+int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us);
 
 #endif
