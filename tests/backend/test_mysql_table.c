@@ -358,6 +358,33 @@ static void table_waits_for_dropped_session_holder(void)
     dlock_client_close(s);
 }
 
+/* The tables dropped under clients that made them (a database wiped or
+ * restored: the fault suite's restart with its data wiped): the next take
+ * makes them again and succeeds, in either mode, rather than failing with
+ * "table doesn't exist" until the client is opened again. */
+static void tables_dropped(void)
+{
+    dlock_client *t = client(NULL), *s = session_client();
+    dlock_lock *tl = dt_lock(t, "wiped", 0), *sl = dt_lock(s, "wiped2", 0);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(sl), DLOCK_OK);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    dt_server_cli(&srv, "-e \"DROP TABLE dlock_lock, dlock_lock_wait, dlock_fence\"");
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+                         "DATABASE() AND TABLE_NAME LIKE 'dlock%'"),
+              ==, 0);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dt_server_cli(&srv, "-e \"DROP TABLE dlock_lock, dlock_lock_wait, dlock_fence\"");
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(sl);
+    dlock_client_close(t);
+    dlock_client_close(s);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -368,6 +395,7 @@ int main(int argc, char **argv)
         {"session_holder_excludes_table", session_holder_excludes_table},
         {"table_holder_excludes_session", table_holder_excludes_session},
         {"table_waits_for_dropped_session_holder", table_waits_for_dropped_session_holder},
+        {"tables_dropped", tables_dropped},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

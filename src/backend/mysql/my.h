@@ -166,5 +166,9 @@ int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink
  * DLOCK_OK with p->other_table set to 1 or -1, or the failure to reach the
  * server (then still 0). */
 int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us);
+/* A table was found gone (ER_NO_SUCH_TABLE: the database wiped or restored
+ * under the client): what the store knew of its tables is forgotten, and
+ * they are made again. */
+int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
 
 #endif

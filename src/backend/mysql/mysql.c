@@ -351,8 +351,11 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__my_res_free(&res);
         dlock__my_put(p, c);
     } else {
-        /* cancelled (KILL QUERY), or a failure */
-        int slice_over = res.killed;
+        /* cancelled (KILL QUERY), or a failure; a table found gone (the
+         * database wiped or restored under the client) is made again, and
+         * the attempt goes round again */
+        int gone = res.err == ER_NO_SUCH_TABLE;
+        int slice_over = res.killed || gone;
         if (!slice_over)
             rc = res.err != 0
                      ? dlock__my_fail(p, &res, "taking the named lock (GET_LOCK)")
@@ -361,6 +364,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__my_res_free(&res);
         after_failure(p, c, a->deadline_us);
         if (!slice_over)
+            return rc;
+        if (gone && (rc = dlock__myt_remake(p, a->deadline_us)) != DLOCK_OK)
             return rc;
     }
     a->outcome = DLOCK__HELD;

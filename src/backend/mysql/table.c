@@ -68,10 +68,45 @@ static int ensure_table(dlock__mystore *p, int64_t deadline)
     return DLOCK_OK;
 }
 
+int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us)
+{
+    pthread_mutex_lock(&p->mu);
+    p->schema_ready = 0;
+    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->other_table, 0);
+    int rc = DLOCK_OK;
+    if (p->table) {
+        rc = ensure_table(p, deadline_us);
+    } else {
+        dlock__myres res;
+        rc = dlock__my_operate(p, DLOCK__MY_FENCE_SCHEMA, deadline_us, &res,
+                               "making dlock's table (dlock_fence) again");
+        if (rc == DLOCK_OK) {
+            dlock__my_res_free(&res);
+            pthread_mutex_lock(&p->mu);
+            p->schema_ready = 1;
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    if (rc == DLOCK_OK)
+        rc = dlock__myt_other_table(p, deadline_us);
+    return rc;
+}
+
+/* Whether a failed statement is worth sending again (twice at most): one
+ * InnoDB chose as a deadlock's victim (1213: takers, waiters' rows and
+ * renewals lock the same rows in different orders under contention)
+ * changed nothing; one that found a table gone (1146: the database was
+ * wiped or restored under the client) finds it again once it is made. */
+static int again(dlock__mystore *p, unsigned err, int64_t deadline)
+{
+    if (err == ER_LOCK_DEADLOCK)
+        return 1;
+    return err == ER_NO_SUCH_TABLE && dlock__myt_remake(p, deadline) == DLOCK_OK;
+}
+
 /* Runs a request of the table (and frees sql): the table made first if
- * need be. A statement InnoDB chose as a deadlock's victim (1213: takers,
- * waiters' rows and renewals lock the same rows in different orders under
- * contention) changed nothing: it is sent again, twice at most. */
+ * need be; sent again as again() says. */
 static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res, const char *what)
 {
     memset(res, 0, sizeof *res);
@@ -80,7 +115,7 @@ static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res
     int rc = ensure_table(p, deadline);
     for (int tries = 1; rc == DLOCK_OK; tries++) {
         rc = dlock__my_operate(p, sql, deadline, res, what);
-        if (rc == DLOCK_ESERVER && res->err == ER_LOCK_DEADLOCK && tries < 3)
+        if (rc == DLOCK_ESERVER && tries < 3 && again(p, res->err, deadline))
             rc = DLOCK_OK;
         else
             break;
@@ -192,7 +227,7 @@ static int run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres
         dlock__my_discard(p, c, "closed: it may hold the name's GET_LOCK after a failed take");
         if (*shut)
             break;
-        if (res->err == ER_LOCK_DEADLOCK && tries < 3) {
+        if (tries < 3 && again(p, res->err, deadline)) {
             dlock__my_res_free(res);
             continue;
         }
