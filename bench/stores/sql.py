@@ -123,6 +123,21 @@ class MariaDB(HarnessServer):
             c.execute("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
             return int(c.fetchone()[1])
 
+    WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select")
+
+    def counters(self):
+        """Statements the clients sent (`Questions`; the sampler's few per
+        second are in it) and, of them, writes (INSERT, UPDATE, DELETE...)."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as c:
+                c.execute("SHOW GLOBAL STATUS")
+                status = {k: v for k, v in c.fetchall()}
+        finally:
+            conn.close()
+        return {"requests": float(status.get("Questions", 0)),
+                "writes": float(sum(int(status.get(k, 0)) for k in self.WRITES))}
+
     def version(self):
         conn = self.connect()
         try:
@@ -320,7 +335,12 @@ def report(a, store, results, med, env, h):
                              "`pg_stat_activity` client backends") +
                   ", sampled every 0.1 s, less the sampler's own); *conns / held lock* divides "
                   f"it by the locks the workload holds at once ({a.threads} in par, 1 in seq "
-                  "and hot).") + "\n")
+                  "and hot).") +
+                 (" *statements / cycle*, *writes / cycle*: MariaDB's `Questions` (the "
+                  "statements clients sent) and `Com_insert` + `Com_update` + `Com_delete` + "
+                  "`Com_replace` over the run, divided by the cycles it reported."
+                  if any(m.get("requests_per_cycle") is not None for m in med.values())
+                  else "") + "\n")
     lines.append("How each program waits while the lock is held:\n")
     lines.append("| lib | waiting |")
     lines.append("|---|---|")
@@ -364,8 +384,12 @@ def report(a, store, results, med, env, h):
 
 
 def table(lines, med, a, conns, num):
+    statements = any(m.get("requests_per_cycle") is not None for m in med.values())
     head = "| workload | lib | cycles/s | p50 µs | p99 µs | share |"
     rule = "|---|---|---:|---:|---:|---:|"
+    if statements:
+        head += " statements / cycle | writes / cycle |"
+        rule += "---:|---:|"
     if conns:
         head += " conns | conns / held lock |"
         rule += "---:|---:|"
@@ -381,6 +405,9 @@ def table(lines, med, a, conns, num):
                      m.get("max_proc") else "")
             row = (f"| {wl} | {label} | {m['cycles_per_s'] or 0:.0f} | {num(m['p50_us'])} | "
                    f"{num(m['p99_us'])} | {share} |")
+            if statements:
+                row += (f" {num(m.get('requests_per_cycle'), '{:.1f}')} | "
+                        f"{num(m.get('writes_per_cycle'), '{:.1f}')} |")
             if conns:
                 c = m.get("conns_peak")
                 row += f" {num(c)} | {num(c / held if c is not None else None, '{:.2f}')} |"
