@@ -19,6 +19,7 @@ import signal
 import statistics
 import subprocess
 import threading
+import time
 import urllib.parse
 
 STORES = ("mysql", "postgres", "sqlite")
@@ -160,6 +161,26 @@ class Postgres(HarnessServer):
         with conn.cursor() as c:
             c.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
             return int(c.fetchone()[0])
+
+    def counters(self):
+        """Transactions ended in the database (`xact_commit` +
+        `xact_rollback`: an autocommitted statement is one) and rows
+        written (`tup_inserted` + `tup_updated` + `tup_deleted`). A backend
+        hands its counts in when it exits: the program's backends are
+        waited for (at most 3 s) before they are read."""
+        conn = self.connect()
+        try:
+            for _ in range(60):
+                if self.connections(conn) <= 1:
+                    break
+                time.sleep(0.05)
+            with conn.cursor() as c:
+                c.execute("SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + "
+                          "tup_deleted FROM pg_stat_database WHERE datname = current_database()")
+                xacts, rows = c.fetchone()
+        finally:
+            conn.close()
+        return {"requests": float(xacts), "writes": float(rows)}
 
     def version(self):
         conn = self.connect()
@@ -336,9 +357,7 @@ def report(a, store, results, med, env, h):
                   ", sampled every 0.1 s, less the sampler's own); *conns / held lock* divides "
                   f"it by the locks the workload holds at once ({a.threads} in par, 1 in seq "
                   "and hot).") +
-                 (" *statements / cycle*, *writes / cycle*: MariaDB's `Questions` (the "
-                  "statements clients sent) and `Com_insert` + `Com_update` + `Com_delete` + "
-                  "`Com_replace` over the run, divided by the cycles it reported."
+                 (COUNTER_NOTES.get(store, "")
                   if any(m.get("requests_per_cycle") is not None for m in med.values())
                   else "") + "\n")
     lines.append("How each program waits while the lock is held:\n")
@@ -348,7 +367,7 @@ def report(a, store, results, med, env, h):
                                                                       x)):
         lines.append(f"| {label} | {WAITS[store].get(label, '-')} |")
     lines.append("")
-    table(lines, med, a, store != "sqlite", h.num)
+    table(lines, med, a, store, h.num)
     if store == "sqlite":
         lines.append("No peer is measured for SQLite: no lock library of the kind the other "
                      "stores have is packaged for it here, and it has no server functions to "
@@ -383,13 +402,27 @@ def report(a, store, results, med, env, h):
     return "\n".join(lines)
 
 
-def table(lines, med, a, conns, num):
+COUNTER_COLUMNS = {"mysql": " statements / cycle | writes / cycle |",
+                   "postgres": " transactions / cycle | rows written / cycle |"}
+COUNTER_NOTES = {
+    "mysql": " *statements / cycle*, *writes / cycle*: MariaDB's `Questions` (the statements "
+             "clients sent) and `Com_insert` + `Com_update` + `Com_delete` + `Com_replace` over "
+             "the run, divided by the cycles it reported.",
+    "postgres": " *transactions / cycle*, *rows written / cycle*: `pg_stat_database`'s "
+                "`xact_commit` + `xact_rollback` (an autocommitted statement is a transaction) "
+                "and `tup_inserted` + `tup_updated` + `tup_deleted` over the run, read once the "
+                "program's backends have exited, divided by the cycles it reported.",
+}
+
+
+def table(lines, med, a, store, num):
     statements = any(m.get("requests_per_cycle") is not None for m in med.values())
     head = "| workload | lib | cycles/s | p50 µs | p99 µs | share |"
     rule = "|---|---|---:|---:|---:|---:|"
     if statements:
-        head += " statements / cycle | writes / cycle |"
+        head += COUNTER_COLUMNS[store]
         rule += "---:|---:|"
+    conns = store != "sqlite"
     if conns:
         head += " conns | conns / held lock |"
         rule += "---:|---:|"
