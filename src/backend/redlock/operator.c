@@ -158,7 +158,14 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     if (st->verdict == RL_HELD || st->verdict == RL_FREE)
         return DLOCK_OK;
     char why[700];
+    size_t answered = 0;
+    for (size_t i = 0; i < b->n; i++)
+        answered += status_reply(&a[i], 0) != NULL;
     dlock__rl_unanswered(b, a, 1, why, sizeof why);
+    if (answered < b->quorum)
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",
+                           b->label, b->quorum, b->n, answered, why);
     return dlock__fail(DLOCK_EUNREACHABLE,
                        "%s: the nodes that answered do not say alike whether the lock is held "
                        "(a quorum of %zu of %zu nodes must): %s",
