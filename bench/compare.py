@@ -44,8 +44,11 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-STORES = ("redis", "zookeeper", "etcd")
-TITLES = {"redis": "Redis", "zookeeper": "ZooKeeper", "etcd": "etcd"}
+sys.path.insert(0, HERE)
+from stores import sql  # noqa: E402  (the SQL stores: bench/stores/sql.py)
+
+STORES = ("redis", "zookeeper", "etcd") + sql.STORES
+TITLES = dict({"redis": "Redis", "zookeeper": "ZooKeeper", "etcd": "etcd"}, **sql.TITLES)
 WLS = ("seq", "par", "hot")
 CANDIDATE = "dlock-candidate"
 PY = "/usr/bin/python3"  # Debian's python: the peers' modules are installed for it
@@ -90,6 +93,10 @@ class Server:
     def counters(self):
         """The server's request counters (requests, writes, notices), or None."""
         return None
+
+    def run(self, cmd, cwd, run):
+        """One program's run: run(cmd, cwd) (a server may watch it meanwhile)."""
+        return run(cmd, cwd=cwd)
 
 
 class Redis(Server):
@@ -348,18 +355,24 @@ WAITS = {
                         "Debian 12: bench/peers/etcd/README.md)",
     },
 }
+WAITS.update(sql.WAITS)
 
 NODE_PACKAGES = {"redis": ("redlock", "redis-semaphore", "ioredis"),
-                 "etcd": ("etcd3", "@grpc/grpc-js")}
+                 "etcd": ("etcd3", "@grpc/grpc-js"), "mysql": ("mysql2",),
+                 "postgres": ("pg", "advisory-lock")}
 
 
 def peers_dir(a, store):
+    if store in sql.STORES:
+        return sql.peers_dir(a)
     return {"redis": a.peers, "zookeeper": os.path.join(a.peers, "zk"),
             "etcd": os.path.join(a.peers, "etcd")}[store]
 
 
 def programs(a, store, srv):
     """(workload, label, command, cwd) for every comparable run of store."""
+    if store in sql.STORES:
+        return sql.programs(a, store, srv, PY)
     s = str(a.seconds)
     dlock = [a.dlock, "bench", "-u", srv.url, "--seconds", s]
     multi = ["bash", os.path.join(a.peers, "multi.sh"), str(a.procs)]
@@ -475,7 +488,7 @@ def counted(srv, cmd, seconds, cwd=None):
     """Runs cmd (lasting about `seconds`); adds the server's counters over
     the whole run, in all and per cycle."""
     before = srv.counters()
-    r = run_json(cmd, cwd=cwd)
+    r = srv.run(cmd, cwd, run_json)
     after = srv.counters()
     if r is not None and before is not None and after is not None:
         cycles = (r.get("cycles_per_s") or 0) * seconds
@@ -517,6 +530,10 @@ def main():
     ap.add_argument("--limit", help="the built bench/peers/limit.c (Redis)")
     ap.add_argument("--zk-floor", help="the built bench/peers/zk/floor.c (ZooKeeper)")
     ap.add_argument("--etcd-floor", help="the built bench/peers/etcd/floor.c (etcd)")
+    ap.add_argument("--sql-floor-mysql", help="the built bench/peers/sql/floor_mysql.c")
+    ap.add_argument("--sql-floor-pg", help="the built bench/peers/sql/floor_pg.c")
+    ap.add_argument("--store-bin", help="the test harness's `store` program (build-bench/bin/"
+                    "store), which starts the SQL stores' servers")
     ap.add_argument("--peers", default=os.path.join(HERE, "peers"),
                     help="bench/peers (node_modules installed by npm ci here and in etcd/)")
     ap.add_argument("--no-node", action="store_true", help="skip the node peers")
@@ -559,13 +576,15 @@ def main():
     stores = STORES if a.store == "all" else (a.store,)
     if "redis" in stores and not a.limit:
         ap.error("--limit is required to measure Redis")
+    if set(stores) & set(sql.STORES) and not a.store_bin:
+        ap.error("--store-bin is required to measure the SQL stores")
     for store in stores:
         measure(a, store)
 
 
 def measure(a, store):
     print(f"== {store}", file=sys.stderr)
-    srv = SERVERS[store]()
+    srv = sql.SERVERS[store](store, a.store_bin) if store in sql.STORES else SERVERS[store]()
     results = {}  # (wl, label) -> [json...]
     kinds = {}  # (row, wl) -> [json...]
     extra = {}
@@ -596,7 +615,8 @@ def measure(a, store):
                 srv.flush()
         extra["kinds"] = kinds
         base = [a.dlock, "bench", "-u", srv.url]
-        for w in (1, 16, 256):
+        # the SQL stores: no hand-over counters to read around herd runs
+        for w in (1, 16, 256) if store not in sql.STORES else ():
             cmd = base + ["--workload", "herd", "--waiters", str(w)]
             r = run_json(cmd + ["--seconds", "2"]) if store == "redis" else herd_counted(srv, cmd)
             print(f"  herd {w:3} {r}", file=sys.stderr)
@@ -792,6 +812,8 @@ def environment(a, store, srv):
         if not a.no_java:
             env["curator"] = deb_version("libcurator-recipes-java")
         env["kazoo"] = command_output([PY, "-c", "import kazoo.version as v; print(v.__version__)"])
+    elif store in sql.STORES:
+        env.update(sql.versions(a, store, srv, PY, command_output, deb_version))
     else:
         env["etcd server"] = srv.version()
         env["libcurl"] = deb_version("libcurl4")
@@ -805,7 +827,8 @@ def describe(env, store):
     machine = (f"{env['nproc']} CPUs ({env['cpu']}), {env['kernel']}")
     keys = {"redis": ("redis-server", "redis-py"),
             "zookeeper": ("zookeeper server", "libzookeeper-mt", "curator", "kazoo", "java"),
-            "etcd": ("etcd server", "libcurl", "python-etcd3", "grpcio (python)")}[store]
+            "etcd": ("etcd server", "libcurl", "python-etcd3", "grpcio (python)"),
+            **sql.VERSION_KEYS}[store]
     versions = [f"dlock {env['dlock']}"] + [f"{k} {env[k]}" for k in keys if env.get(k)]
     if env.get("node"):
         versions.append(f"node {env['node']}")
@@ -822,6 +845,7 @@ def medians(results):
         if med[(wl, label)]["p99_us"] is None and med[(wl, label)]["worst_p99_us"] is not None:
             # multi.sh reports the worst process's p99 and no p50
             med[(wl, label)]["p99_us"] = med[(wl, label)]["worst_p99_us"]
+        med[(wl, label)]["conns_peak"] = sql.median_conns(rows)
         med[(wl, label)]["runs"] = " ".join(
             f"{r['cycles_per_s']:.0f}" if r and r.get("cycles_per_s") is not None else "-"
             for r in rows)
@@ -840,19 +864,26 @@ def num(v, fmt="{:.0f}"):
     return fmt.format(v) if v is not None else "-"
 
 
-FLOORS = {"redis": "hiredis-floor", "zookeeper": "zk-floor", "etcd": "etcd-floor"}
+FLOORS = dict({"redis": "hiredis-floor", "zookeeper": "zk-floor", "etcd": "etcd-floor"},
+              **sql.FLOORS)
 
 
-def best_peer(med, wl, exclude=("dlock", CANDIDATE) + tuple(FLOORS.values())):
+def best_peer(med, wl, exclude=tuple(FLOORS.values())):
+    """The fastest peer of the workload: neither a floor nor a dlock row
+    (dlock, its modes on the SQL stores, a candidate)."""
     peers = [(m["cycles_per_s"], label) for (w, label), m in med.items()
-             if w == wl and label not in exclude and m["cycles_per_s"]]
+             if w == wl and label not in exclude and not label.startswith("dlock")
+             and m["cycles_per_s"]]
     return max(peers) if peers else (None, "-")
 
 
 def write_report(a, store, results, extra, env):
     med = medians(results)
-    text = (redis_report if store == "redis" else store_report)(a, store, results, med, extra,
-                                                                 env)
+    if store in sql.STORES:
+        text = sql.report(a, store, results, med, env, sys.modules[__name__])
+    else:
+        text = (redis_report if store == "redis" else store_report)(a, store, results, med,
+                                                                     extra, env)
     write_section(a.out, store, text)
     machine, versions = describe(env, store)
     chart(chart_path(store), med, f"{TITLES[store]}, {env['date']}: {machine}", versions)

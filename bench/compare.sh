@@ -9,8 +9,14 @@
 #   zookeeper  Curator InterProcessMutex and InterProcessSemaphoreMutex,
 #              kazoo's Lock (bench/peers/zk)
 #   etcd       npm etcd3 and python-etcd3 (bench/peers/etcd)
+#   mysql      dlock's table and session modes on MariaDB; the C floor of bare
+#              GET_LOCK, node mysql2, a ShedLock-style table (bench/peers/sql)
+#   postgres   dlock's session and table modes; the C floor of bare advisory
+#              locks, node pg and advisory-lock, a ShedLock-style table
+#   sqlite     dlock alone (no peer)
 #
-#   bench/compare.sh [--store redis|zookeeper|etcd|all] [--rounds N] [--seconds S]
+#   bench/compare.sh [--store redis|zookeeper|etcd|mysql|postgres|sqlite|all]
+#                    [--rounds N] [--seconds S]
 #                    [--threads N] [--procs P]
 #
 # bench/README.md says what it needs: scripts/deps.sh --bench installs the
@@ -26,23 +32,24 @@ store=all
 args=("$@")
 while [ $# -gt 0 ]; do
   case $1 in
-    --store) store=${2:?--store needs redis, zookeeper, etcd or all}; shift 2 ;;
+    --store) store=${2:?--store needs redis, zookeeper, etcd, mysql, postgres, sqlite or all}; shift 2 ;;
     --store=*) store=${1#--store=}; shift ;;
     *) shift ;;
   esac
 done
 case $store in
-  redis | zookeeper | etcd | all) ;;
-  *) echo "compare.sh: --store $store: want redis, zookeeper, etcd or all" >&2; exit 64 ;;
+  redis | zookeeper | etcd | mysql | postgres | sqlite | all) ;;
+  *) echo "compare.sh: --store $store: want redis, zookeeper, etcd, mysql, postgres, sqlite or all" >&2; exit 64 ;;
 esac
 wants() { [ "$store" = all ] || [ "$store" = "$1" ]; }
 
 bash scripts/deps.sh --bench
 out=build-bench
 cmake -S . -B $out -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build $out -j"$(nproc)" --target dlock_cli >/dev/null
+# store: the test harness's throwaway servers (the SQL stores' are started with it)
+cmake --build $out -j"$(nproc)" --target dlock_cli store >/dev/null
+extra=(--store-bin "$root/$out/bin/store")
 
-extra=()
 have_node=0
 if command -v npm >/dev/null && command -v node >/dev/null; then
   have_node=1
@@ -78,5 +85,19 @@ if wants etcd; then
   npm_ci "$peers/etcd"
 fi
 
-python3 bench/compare.py --dlock "$root/$out/bin/dlock" --peers "$peers" \
+if wants mysql; then
+  gcc -O2 -o $out/floor_mysql "$peers/sql/floor_mysql.c" $(mariadb_config --cflags --libs) -lpthread
+  extra+=(--sql-floor-mysql "$root/$out/floor_mysql")
+fi
+if wants postgres; then
+  gcc -O2 -o $out/floor_pg "$peers/sql/floor_pg.c" -I"$(pg_config --includedir)" -lpq -lpthread
+  extra+=(--sql-floor-pg "$root/$out/floor_pg")
+fi
+if wants mysql || wants postgres; then
+  npm_ci "$peers/sql"
+fi
+
+# Debian's python3: the SQL servers' connection counts are read with its
+# python3-pymysql / python3-psycopg2 (deps.sh --bench), as the peers use them
+/usr/bin/python3 bench/compare.py --dlock "$root/$out/bin/dlock" --peers "$peers" \
   "${extra[@]}" --command "bench/compare.sh ${args[*]}" "${args[@]}"

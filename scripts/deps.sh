@@ -51,6 +51,7 @@ test=(
 bench=(
   "${test[@]}"
   python3-etcd3 # bench/peers/etcd: python-etcd3
+  python3-pymysql python3-psycopg2 # bench/peers/sql: the ShedLock-style table peer
   gnuplot-nox   # the benchmark chart
 )
 

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "../support/harness.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -230,6 +231,160 @@ static void bad_input(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- both modes */
+
+struct waiter {
+    dlock_lock *l;
+    int64_t wait_ms;
+    _Atomic int started, done, rc;
+    _Atomic long long started_ms, ended_ms;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    atomic_store(&w->started_ms, dt_now_ms());
+    atomic_store(&w->started, 1);
+    int rc = dlock_acquire(w->l, w->wait_ms);
+    atomic_store(&w->ended_ms, dt_now_ms());
+    atomic_store(&w->rc, rc);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* mysql://... (the lock table) and mysql://...?mode=session (GET_LOCK) are
+ * one lock per name: a holder in either mode keeps the other mode's takers
+ * out (a try is EBUSY, a wait with a budget times out) until it lets go,
+ * and fences go on increasing across the modes. (They were two locks:
+ * both held a name at once.) */
+static dlock_client *session_client(void)
+{
+    char url[300];
+    dlock_client *s = NULL;
+    snprintf(url, sizeof url, "%s?mode=session", srv.url);
+    CHECK_RC(dlock_client_open(url, &s), DLOCK_OK);
+    return s;
+}
+
+/* A session holder keeps table takers out; a table waiter gets the lock
+ * when it lets go, not before. */
+static void session_holder_excludes_table(void)
+{
+    dlock_client *t = client(NULL), *s = session_client();
+    dlock_lock *tl = dt_lock(t, "xs", 0), *sl = dt_lock(s, "xs", 0);
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(sl);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(tl, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(dt_now_ms() - t0, >=, 290);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(tl), >, fence);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    struct waiter w = {.l = tl, .wait_ms = 10000};
+    pthread_t th;
+    CHECK_INT(pthread_create(&th, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(atomic_load(&w.started), 2000);
+    DT_WAIT_UNTIL(dt_now_ms() - atomic_load(&w.started_ms) >= 300, 2000); /* a few polls */
+    CHECK(!atomic_load(&w.done));
+    int64_t released_at = dt_now_ms();
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 5000);
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_INT(atomic_load(&w.ended_ms), >=, released_at);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(sl);
+    dlock_client_close(t);
+    dlock_client_close(s);
+}
+
+/* A table holder keeps session takers out (and they leave no GET_LOCK
+ * behind); a session taker after it gets a larger fence, and a table taker
+ * after that a larger one again. */
+static void table_holder_excludes_session(void)
+{
+    dlock_client *t = client(NULL), *s = session_client();
+    dlock_lock *tl = dt_lock(t, "xt", 0), *sl = dt_lock(s, "xt", 0);
+    CHECK_RC(dlock_acquire(tl, 5000), DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(tl);
+    CHECK_RC(dlock_try_acquire(sl), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(sl, 300), DLOCK_ETIMEDOUT);
+    CHECK_INT(dt_now_ms() - t0, >=, 290);
+    CHECK_INT(sql_number("SELECT IS_USED_LOCK('dlock:xt') IS NULL"), ==, 1);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(sl), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(sl), >, fence);
+    fence = dlock_lock_fence(sl);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(tl), >, fence);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(sl);
+    dlock_client_close(t);
+    dlock_client_close(s);
+}
+
+/* A session holder whose connection dropped (KILL from the server's side:
+ * the named lock is free at once) may not know it yet: table takers wait
+ * for its row's lease (1 s) as session takers do. */
+static void table_waits_for_dropped_session_holder(void)
+{
+    char url[300];
+    dlock_client *t = client(NULL), *s = NULL;
+    snprintf(url, sizeof url, "%s?mode=session&lease=1s", srv.url);
+    CHECK_RC(dlock_client_open(url, &s), DLOCK_OK);
+    dlock_lock *tl = dt_lock(t, "xd", 0), *sl = dt_lock(s, "xd", 0);
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:xd')");
+    CHECK_INT(id, >, 0);
+    int64_t t0 = dt_now_ms();
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    DT_WAIT_UNTIL(sql_number("SELECT IS_USED_LOCK('dlock:xd')") == -1, 5000);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    DT_WAIT_UNTIL(dlock_try_acquire(tl) == DLOCK_OK, 3000);
+    printf("dropped session holder: the table taker got the lock after %lld ms\n",
+           (long long) (dt_now_ms() - t0));
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(sl);
+    dlock_client_close(t);
+    dlock_client_close(s);
+}
+
+/* The tables dropped under clients that made them (a database wiped or
+ * restored: the fault suite's restart with its data wiped): the next take
+ * makes them again and succeeds, in either mode, rather than failing with
+ * "table doesn't exist" until the client is opened again. */
+static void tables_dropped(void)
+{
+    dlock_client *t = client(NULL), *s = session_client();
+    dlock_lock *tl = dt_lock(t, "wiped", 0), *sl = dt_lock(s, "wiped2", 0);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(sl), DLOCK_OK);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    dt_server_cli(&srv, "-e \"DROP TABLE dlock_lock, dlock_lock_wait, dlock_fence\"");
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+                         "DATABASE() AND TABLE_NAME LIKE 'dlock%'"),
+              ==, 0);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dt_server_cli(&srv, "-e \"DROP TABLE dlock_lock, dlock_lock_wait, dlock_fence\"");
+    CHECK_RC(dlock_acquire(sl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(sl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(sl);
+    dlock_client_close(t);
+    dlock_client_close(s);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -237,6 +392,10 @@ int main(int argc, char **argv)
         {"deleted_row", deleted_row},
         {"batched_renewal", batched_renewal},
         {"bad_input", bad_input},
+        {"session_holder_excludes_table", session_holder_excludes_table},
+        {"table_holder_excludes_session", table_holder_excludes_session},
+        {"table_waits_for_dropped_session_holder", table_waits_for_dropped_session_holder},
+        {"tables_dropped", tables_dropped},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -626,6 +626,20 @@ int main(int argc, char **argv)
         fputs(usage, stderr);
         return 64;
     }
+    int group = dt_server_kind_is_group(cfg.store);
+    if (group != 0) {
+        /* Sentinel and Redlock are several servers: the nemesis and the
+         * proxy act on one server at one port, which would fault one member
+         * and leave the clients' other addresses untouched. */
+        fprintf(stderr, "fault: --store %s: %s; the fault suite runs on one server: ", cfg.store,
+                group > 0 ? "a group of servers" : "no such kind");
+        for (const char *const *k = dt_server_kinds(); *k != NULL; k++) {
+            if (dt_server_kind_is_group(*k) == 0)
+                fprintf(stderr, "%s%s", k == dt_server_kinds() ? "" : ", ", *k);
+        }
+        fprintf(stderr, "\n");
+        return 64;
+    }
     if (!have_seed)
         cfg.seed = (uint64_t) fs_now() ^ ((uint64_t) getpid() << 32);
     if (cfg.final_s < 0)
@@ -659,17 +673,6 @@ int main(int argc, char **argv)
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
     cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
-    if (server.group != NULL) {
-        /* Sentinel and Redlock are several servers: the nemesis and the
-         * proxy act on one server at one port, which would fault one member
-         * and leave the clients' other addresses untouched. */
-        fprintf(stderr,
-                "fault: store %s is a group of servers; the fault suite runs on one server "
-                "behind its proxy (redis, zookeeper, etcd, postgres, mariadb, sqlite)\n",
-                cfg.store);
-        dt_server_stop(&server);
-        return 64;
-    }
     /* the kind's lease rounding, read back through the harness's bound:
      * a lease of 0 ends a lag late, one of 1 ms a unit and a lag late */
     cfg.expiry_lag_ms = (int) dt_server_lease_bound_ms(&server, 0);

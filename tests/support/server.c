@@ -52,6 +52,12 @@ static const dt_server_kind *find_kind(const char *name)
     return NULL;
 }
 
+int dt_server_kind_is_group(const char *name)
+{
+    const dt_server_kind *k = find_kind(name);
+    return k == NULL ? -1 : k->group_start != NULL;
+}
+
 /* ---------------------------------------------------------------- helpers */
 
 int dt__tcp_connect(int port, int timeout_ms)

@@ -144,6 +144,9 @@ const char *dt_server_cli(const dt_server *s, const char *fmt, ...)
 
 /* The kinds this harness knows (NULL-terminated), e.g. for a self-test. */
 const char *const *dt_server_kinds(void);
+/* 1 if the kind is a group of servers (sentinel, redlock), 0 if one
+ * server (or a file), -1 if the harness has no such kind. */
+int dt_server_kind_is_group(const char *kind);
 
 /* ---------------------------------------------------------------- ensembles */
 

@@ -104,5 +104,10 @@ void dt__remove_tree(const char *path);
  * signed for 127.0.0.1 and localhost (server.crt/.key), a client's
  * (client.crt/.key) and an unrelated CA (other-ca.crt) (server_redis.c). */
 void dt__redis_tls_files(const dt_server *s);
+/* Appends to argv (argc entries so far) what makes a redis-server take
+ * clients over TLS on s->port with the certificates in dir (as made by
+ * dt__redis_tls_files), using bufs[1..4]; returns the new argc. */
+int dt__redis_tls_args(const dt_server *s, const char *dir, const char **argv, int argc,
+                       char bufs[][256]);
 
 #endif

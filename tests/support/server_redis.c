@@ -392,14 +392,13 @@ void dt__redis_tls_files(const dt_server *s)
                 "openssl could not make the test certificates (see %s/openssl.log)", s->dir);
 }
 
-static void redis_tls_argv(const dt_server *s, const char **argv, char bufs[][256])
+int dt__redis_tls_args(const dt_server *s, const char *dir, const char **argv, int argc,
+                       char bufs[][256])
 {
-    dt__redis_tls_files(s);
-    int argc = redis_argv_common(s, argv, bufs);
     snprintf(bufs[1], 256, "%d", s->port);
-    snprintf(bufs[2], 256, "%s/tls/server.crt", s->dir);
-    snprintf(bufs[3], 256, "%s/tls/server.key", s->dir);
-    snprintf(bufs[4], 256, "%s/tls/ca.crt", s->dir);
+    snprintf(bufs[2], 256, "%s/server.crt", dir);
+    snprintf(bufs[3], 256, "%s/server.key", dir);
+    snprintf(bufs[4], 256, "%s/ca.crt", dir);
     argv[argc++] = "--tls-port";
     argv[argc++] = bufs[1];
     argv[argc++] = "--tls-cert-file";
@@ -411,6 +410,15 @@ static void redis_tls_argv(const dt_server *s, const char **argv, char bufs[][25
     /* a test asks for client certificates with "--tls-auth-clients yes" */
     argv[argc++] = "--tls-auth-clients";
     argv[argc++] = "no";
+    return argc;
+}
+
+static void redis_tls_argv(const dt_server *s, const char **argv, char bufs[][256])
+{
+    char dir[200];
+    dt__redis_tls_files(s);
+    snprintf(dir, sizeof dir, "%s/tls", s->dir);
+    int argc = dt__redis_tls_args(s, dir, argv, redis_argv_common(s, argv, bufs), bufs);
     for (int i = 0; i < s->nargs && argc < 62; i++)
         argv[argc++] = s->args[i];
     argv[argc] = NULL;

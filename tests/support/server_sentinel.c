@@ -125,20 +125,7 @@ static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
     if (tls_group(s)) {
         char dir[200];
         tls_dir(s, dir, sizeof dir);
-        snprintf(bufs[1], 256, "%d", s->port);
-        snprintf(bufs[2], 256, "%s/server.crt", dir);
-        snprintf(bufs[3], 256, "%s/server.key", dir);
-        snprintf(bufs[4], 256, "%s/ca.crt", dir);
-        argv[argc++] = "--tls-port";
-        argv[argc++] = bufs[1];
-        argv[argc++] = "--tls-cert-file";
-        argv[argc++] = bufs[2];
-        argv[argc++] = "--tls-key-file";
-        argv[argc++] = bufs[3];
-        argv[argc++] = "--tls-ca-cert-file";
-        argv[argc++] = bufs[4];
-        argv[argc++] = "--tls-auth-clients";
-        argv[argc++] = "no";
+        argc = dt__redis_tls_args(s, dir, argv, argc, bufs);
         /* to its master over TLS, and announcing its TLS port */
         argv[argc++] = "--tls-replication";
         argv[argc++] = "yes";

@@ -25,6 +25,7 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../../base/random.h"
+#include "../../base/thread.h"
 
 #include <errmsg.h>
 #include <errno.h>
@@ -38,8 +39,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define POOL_MAX       8     /* idle connections kept */
-#define CANCEL_STEP_US 50000 /* how often a blocked request asks whether it is cancelled */
+#define POOL_MAX       8      /* idle connections kept */
+#define CANCEL_STEP_US 50000  /* how often a blocked request asks whether it is cancelled */
+#define CANCEL_WAIT_US 150000 /* how long a cancelled request waits for its answer */
+#define KILLS_MAX      16     /* KILL QUERY threads in flight in the process, at most */
 
 static pthread_once_t library_once = PTHREAD_ONCE_INIT;
 
@@ -51,15 +54,18 @@ static void library_init(void)
 /* ---------------------------------------------------------------- helpers */
 
 /* Waits for what a non-blocking call asked (status: MYSQL_WAIT_*) until
- * deadline, asking cancelled() every 50 ms; then KILL QUERY is sent once
- * (*killed). The events that came, to pass to *_cont, or -1 when the
- * deadline passed. */
-static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t deadline,
+ * *deadline, asking cancelled() every 50 ms; then KILL QUERY is sent once
+ * (*killed) and *deadline brought to within CANCEL_WAIT_US. The events that
+ * came, to pass to *_cont, or -1 when the deadline passed. */
+static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadline,
                 int (*cancelled)(void *), void *arg, int *killed);
+
+static void kill_unref(struct kill_job *j);
 
 static void conn_free(void *arg)
 {
     dlock__myconn *c = arg;
+    kill_unref(c->kill);
     if (c->m != NULL)
         mysql_close(c->m);
     free(c->held_lit);
@@ -106,28 +112,103 @@ int dlock__my_fail(dlock__mystore *p, const dlock__myres *res, const char *what)
     return dlock__fail(DLOCK_ESERVER, "%s: %s: %s (error %u)", p->label, what, res->msg, res->err);
 }
 
-/* KILL [QUERY] id from a connection of its own: a blocking one, bounded by
- * libmariadb's timeouts (this runs on a waiter's thread, or an operator's). */
-static int kill_from_aside(dlock__mystore *p, const char *what, unsigned long id)
+/* KILL QUERY from a connection of its own, on a thread of its own that
+ * the cancelled request does not wait for. libmariadb's blocking connect
+ * and query have no bound below its timeouts (2 s each here): with the
+ * server paused, or the link silent or dropping bytes, the cancelled wait
+ * returned only when the fault ended (the fault suite's `stall` on
+ * mariadb, seed 10: a wait of 2409 ms took 4859 ms). The request waits
+ * CANCEL_WAIT_US more for its answer (a healthy server ends the wait at
+ * once) and then gives up and closes its connection; a connection whose
+ * KILL may still arrive is not used again, since the KILL would end
+ * whatever it ran next. The job is shared by the thread and the
+ * connection, freed by whichever lets go last; it copies what it needs of
+ * the store, which may close before the thread ends. */
+typedef struct kill_job {
+    char host[200], user[128], password[256], dbname[128];
+    unsigned port;
+    unsigned long id; /* the connection whose query is to end */
+    _Atomic int done; /* the server has it (or it failed) */
+    _Atomic int refs;
+} kill_job;
+
+static _Atomic int kills_running;
+
+static void kill_unref(kill_job *j)
 {
-    MYSQL *m = mysql_init(NULL);
-    unsigned int secs = 2;
-    char sql[64];
-    int rc = DLOCK_OK;
-    if (m == NULL)
-        return DLOCK_ENOMEM;
-    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
-    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &secs);
-    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
-    snprintf(sql, sizeof sql, "KILL %s %lu", what, id);
-    if (mysql_real_connect(m, p->host, p->user, p->password, p->dbname, p->port, NULL, 0) == NULL ||
-        mysql_query(m, sql) != 0)
-        rc = mysql_errno(m) == ER_NO_SUCH_THREAD ? DLOCK_OK : DLOCK_EUNREACHABLE;
-    mysql_close(m);
-    return rc;
+    if (j != NULL && atomic_fetch_sub(&j->refs, 1) == 1)
+        free(j);
 }
 
-static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t deadline,
+static void *kill_main(void *arg)
+{
+    kill_job *j = arg;
+    unsigned int secs = 2;
+    char sql[64];
+    (void) mysql_thread_init(); /* a no-op in Connector/C 3; libmysqlclient wants it */
+    MYSQL *m = mysql_init(NULL);
+    if (m != NULL) {
+        mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+        mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &secs);
+        mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
+        snprintf(sql, sizeof sql, "KILL QUERY %lu", j->id);
+        /* ER_NO_SUCH_THREAD, a failure: the request ends by its bound anyway */
+        if (mysql_real_connect(m, j->host, j->user, j->password, j->dbname, j->port, NULL, 0) !=
+            NULL)
+            (void) mysql_query(m, sql);
+        mysql_close(m);
+    }
+    mysql_thread_end();
+    atomic_store(&j->done, 1);
+    atomic_fetch_sub(&kills_running, 1);
+    kill_unref(j);
+    return NULL;
+}
+
+/* Sends KILL QUERY for c's request without waiting for it. With no thread
+ * to spare, none is sent: the request gives up within CANCEL_WAIT_US all
+ * the same, and its connection is closed. */
+static void send_kill(dlock__mystore *p, dlock__myconn *c)
+{
+    if (atomic_fetch_add(&kills_running, 1) >= KILLS_MAX) {
+        atomic_fetch_sub(&kills_running, 1);
+        return;
+    }
+    kill_job *j = calloc(1, sizeof *j);
+    pthread_t t;
+    if (j == NULL) {
+        atomic_fetch_sub(&kills_running, 1);
+        return;
+    }
+    memcpy(j->host, p->host, sizeof j->host);
+    memcpy(j->user, p->user, sizeof j->user);
+    memcpy(j->password, p->password, sizeof j->password);
+    memcpy(j->dbname, p->dbname, sizeof j->dbname);
+    j->port = p->port;
+    j->id = c->id;
+    atomic_store(&j->refs, 2);
+    if (dlock__thread_start(&t, kill_main, j) != 0) {
+        free(j);
+        atomic_fetch_sub(&kills_running, 1);
+        return;
+    }
+    pthread_detach(t);
+    kill_unref(c->kill); /* an earlier one's, done or not */
+    c->kill = j;
+}
+
+int dlock__my_kill_in_flight(dlock__myconn *c)
+{
+    if (c->kill == NULL)
+        return 0;
+    if (!atomic_load(&c->kill->done))
+        return 1;
+    kill_unref(c->kill);
+    c->kill = NULL;
+    return 0;
+}
+
+static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadline,
                 int (*cancelled)(void *), void *arg, int *killed)
 {
     int fd = (int) mysql_get_socket(c->m);
@@ -136,15 +217,20 @@ static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t deadlin
         lib_until = dlock__now_us() + (int64_t) mysql_get_timeout_value_ms(c->m) * 1000;
     for (;;) {
         int64_t now = dlock__now_us();
-        if (now >= deadline)
+        if (now >= *deadline)
             return -1;
         if (killed != NULL && !*killed && cancelled != NULL && cancelled(arg)) {
-            (void) kill_from_aside(p, "QUERY", c->id);
+            send_kill(p, c);
             *killed = 1;
+            /* a healthy server answers a killed wait at once; one that
+             * does not (paused, cut off) is given up on soon: the caller
+             * wanted out, and the connection is then closed */
+            if (*deadline > now + CANCEL_WAIT_US)
+                *deadline = now + CANCEL_WAIT_US;
         }
         if (lib_until >= 0 && now >= lib_until)
             return MYSQL_WAIT_TIMEOUT;
-        int64_t until = deadline;
+        int64_t until = *deadline;
         if (cancelled != NULL && killed != NULL && !*killed && until - now > CANCEL_STEP_US)
             until = now + CANCEL_STEP_US;
         if (lib_until >= 0 && lib_until < until)
@@ -184,7 +270,7 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
     int st = mysql_real_query_start(&err, c->m, sql, (unsigned long) strlen(sql));
     while (st != 0) {
-        if ((ev = step(p, c, st, deadline_us, cancelled, arg, &res->killed)) < 0)
+        if ((ev = step(p, c, st, &deadline_us, cancelled, arg, &res->killed)) < 0)
             goto late;
         st = mysql_real_query_cont(&err, c->m, ev);
     }
@@ -202,7 +288,7 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
             MYSQL_RES *rows = NULL;
             st = mysql_store_result_start(&rows, c->m);
             while (st != 0) {
-                if ((ev = step(p, c, st, deadline_us, NULL, NULL, NULL)) < 0)
+                if ((ev = step(p, c, st, &deadline_us, NULL, NULL, NULL)) < 0)
                     goto late;
                 st = mysql_store_result_cont(&rows, c->m, ev);
             }
@@ -219,7 +305,7 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
             break;
         st = mysql_next_result_start(&err, c->m);
         while (st != 0) {
-            if ((ev = step(p, c, st, deadline_us, cancelled, arg, &res->killed)) < 0)
+            if ((ev = step(p, c, st, &deadline_us, cancelled, arg, &res->killed)) < 0)
                 goto late;
             st = mysql_next_result_cont(&err, c->m, ev);
         }
@@ -230,7 +316,9 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
     return DLOCK_OK;
 late:
     dlock__my_res_free(res);
-    return dlock__fail(DLOCK_EUNREACHABLE, "%s: no answer within the request's bound", p->label);
+    return dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label,
+                       res->killed ? "no answer to a cancelled (killed) request"
+                                   : "no answer within the request's bound");
 gone:
     dlock__my_res_free(res);
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s (error %u)", p->label, res->msg,
@@ -267,13 +355,7 @@ int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dloc
  * store; table mode makes its own table (table.c). */
 static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
-    static const char schema[] =
-        "; CREATE TABLE IF NOT EXISTS dlock_fence ("
-        "name VARBINARY(256) NOT NULL PRIMARY KEY, "
-        "lock_name VARBINARY(2048) NOT NULL, fence BIGINT UNSIGNED NOT NULL, "
-        "conn BIGINT UNSIGNED NOT NULL, holder CHAR(16) NOT NULL, expires DATETIME(6) NOT NULL, "
-        "owner VARCHAR(255) NOT NULL, info TEXT NOT NULL) "
-        "ENGINE=InnoDB";
+    static const char schema[] = "; " DLOCK__MY_FENCE_SCHEMA;
     char sql[sizeof schema + 200];
     dlock__myres res;
     pthread_mutex_lock(&p->mu);
@@ -345,7 +427,7 @@ static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
                                       p->dbname[0] ? p->dbname : NULL, p->port, NULL,
                                       CLIENT_MULTI_STATEMENTS | CLIENT_FOUND_ROWS);
     while (st != 0) {
-        if ((ev = step(p, c, st, until, NULL, NULL, NULL)) < 0) {
+        if ((ev = step(p, c, st, &until, NULL, NULL, NULL)) < 0) {
             hang_up(c->m);
             c->m = NULL;
             rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
@@ -421,6 +503,26 @@ static int still_open(dlock__myconn *c)
     return poll(&pfd, 1, 0) == 0;
 }
 
+/* A connection taken from the store's lists is referred to only by the
+ * store's reference to its session until its mutex is held: the renewer
+ * may close it meanwhile (a ping that found it dead, or a session the core
+ * gave up on) and drop that reference, which frees it. So it is taken with
+ * a reference of the taker's own, under the lists' mutex, given back once
+ * the connection is known to be open (the store's reference then still
+ * holds it) or after it is closed. (Without it, a thread that took an
+ * idle connection locked and read freed memory: the fault suite's session
+ * runs aborted in glibc's "malloc(): unsorted double linked list
+ * corrupted", the mutex being the first bytes of the freed block.) */
+static dlock__myconn *take_listed(dlock__mystore *p, dlock__myconn *c)
+{
+    if (c != NULL)
+        dlock__session_ref(c->session);
+    pthread_mutex_unlock(&p->mu);
+    if (c != NULL)
+        pthread_mutex_lock(&c->mu);
+    return c;
+}
+
 int dlock__my_get(dlock__mystore *p, int64_t deadline_us, dlock__myconn **out)
 {
     for (;;) {
@@ -432,15 +534,16 @@ int dlock__my_get(dlock__mystore *p, int64_t deadline_us, dlock__myconn **out)
             c->in_pool = 0;
             c->next_idle = NULL;
         }
-        pthread_mutex_unlock(&p->mu);
-        if (c == NULL)
+        if (take_listed(p, c) == NULL)
             return connect_one(p, deadline_us, out);
-        pthread_mutex_lock(&c->mu);
+        dlock__session *mine = c->session;
         if (still_open(c)) {
+            dlock__session_unref(mine); /* the store's still holds it */
             *out = c;
             return DLOCK_OK;
         }
         dlock__my_discard(p, c, "its connection was closed");
+        dlock__session_unref(mine);
     }
 }
 
@@ -451,6 +554,10 @@ void dlock__my_put(dlock__mystore *p, dlock__myconn *c)
     c->held_lit = NULL;
     if (c->m == NULL || atomic_load(&c->lost)) {
         dlock__my_discard(p, c, "its connection was closed");
+        return;
+    }
+    if (dlock__my_kill_in_flight(c)) {
+        dlock__my_discard(p, c, "closed: a KILL QUERY sent for its wait may still arrive");
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -505,11 +612,10 @@ void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)
 {
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        dlock__myconn *c = p->all;
-        pthread_mutex_unlock(&p->mu);
+        dlock__myconn *c = take_listed(p, p->all);
         if (c == NULL)
             return;
-        pthread_mutex_lock(&c->mu);
+        dlock__session *mine = c->session;
         if (c->held_lit != NULL && c->m != NULL && !atomic_load(&c->lost) &&
             dlock__now_us() < deadline_us) {
             /* a detached lock: its row's lease ends with it, so that the
@@ -525,6 +631,7 @@ void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)
                 dlock__my_res_free(&res);
         }
         dlock__my_discard(p, c, "the client closed");
+        dlock__session_unref(mine);
     }
 }
 

@@ -27,19 +27,21 @@
 
 /* One connection. Its memory belongs to its session (freed when the last
  * reference to the session goes), so a renewal or a hold that still names
- * it never finds it freed; the MySQL connection in it is closed earlier,
- * when the store discards it. */
+ * it never finds it freed, and a thread that takes it from the store's
+ * lists takes a reference first (conn.c, take_listed); the MySQL
+ * connection in it is closed earlier, when the store discards it. */
 typedef struct dlock__myconn {
     pthread_mutex_t mu; /* one request at a time; held through a request */
     MYSQL *m;           /* NULL once closed */
     dlock__session *session;
-    _Atomic int holding; /* holds a lock now (not in the pool) */
-    _Atomic int lost;    /* the core gave up on its session: close at the next chance */
-    unsigned long id;    /* its server connection id (CONNECTION_ID()) */
-    char nonce[17];      /* random: names it as the holder in the lock's row */
-    char *held_lit;      /* the literal of the GET_LOCK name it holds (renewals extend its
-                            row's lease), NULL */
-    int in_pool;         /* in the store's idle list */
+    _Atomic int holding;   /* holds a lock now (not in the pool) */
+    _Atomic int lost;      /* the core gave up on its session: close at the next chance */
+    unsigned long id;      /* its server connection id (CONNECTION_ID()) */
+    char nonce[17];        /* random: names it as the holder in the lock's row */
+    char *held_lit;        /* the literal of the GET_LOCK name it holds (renewals extend its
+                              row's lease), NULL */
+    struct kill_job *kill; /* the KILL QUERY last sent for its request, NULL (conn.c) */
+    int in_pool;           /* in the store's idle list */
     struct dlock__myconn *next_idle;
     struct dlock__myconn *prev_all, *next_all; /* every open connection of the store */
 } dlock__myconn;
@@ -59,6 +61,11 @@ typedef struct dlock__mystore {
     int nidle;
     dlock__myconn *all;
     int schema_ready; /* session mode: dlock_fence; table mode: dlock_lock */
+    /* The other mode's table, which a take looks at so that the two modes
+     * are one lock per name (README.md): dlock_lock in session mode,
+     * dlock_fence in table mode. 1 there, -1 not there and could not be
+     * made, 0 not looked for yet (table.c). */
+    _Atomic int other_table;
     _Atomic int reached;
 } dlock__mystore;
 
@@ -79,7 +86,7 @@ typedef struct dlock__mylock {
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
 
 /* The results of one request (several statements). */
-#define DLOCK__MY_MAX_STMTS 4
+#define DLOCK__MY_MAX_STMTS 8
 typedef struct dlock__myres {
     int n;                                  /* statements answered without an error */
     MYSQL_RES *rows[DLOCK__MY_MAX_STMTS];   /* each one's rows, NULL if it had none */
@@ -101,13 +108,18 @@ void dlock__my_put(dlock__mystore *p, dlock__myconn *c);
 void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why);
 /* Sends sql (statements separated by ';') and reads every result until
  * deadline_us, asking cancelled(arg) every 50 ms (then the query is ended
- * in the server by KILL QUERY from another connection, and its answer still
- * awaited). DLOCK_OK with *res filled (a server error too: res->err), or
- * DLOCK_EUNREACHABLE (the connection is broken or timed out: discard it)
- * with the detail recorded. dlock__my_res_free() in every case. */
+ * in the server by KILL QUERY, sent from a thread and a connection of its
+ * own, and its answer awaited for 150 ms at most: res->killed). DLOCK_OK
+ * with *res filled (a server error too: res->err), or DLOCK_EUNREACHABLE
+ * (the connection is broken or timed out: discard it) with the detail
+ * recorded. dlock__my_res_free() in every case. */
 int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
                    int (*cancelled)(void *), void *arg, dlock__myres *res);
 void dlock__my_res_free(dlock__myres *res);
+/* 1 while a KILL QUERY sent for an earlier request of c may still reach
+ * the server: it would end whatever c runs next, so c is closed rather
+ * than used again. */
+int dlock__my_kill_in_flight(dlock__myconn *c);
 /* The first column of the first row of statement i's rows, NULL if none
  * (or SQL NULL). */
 const char *dlock__my_value(const dlock__myres *res, int i, unsigned col);
@@ -126,6 +138,15 @@ void dlock__my_session_lost(dlock__store *s, dlock__session *session, int64_t de
 /* renew(): every connection named is pinged (all sent, then all read). */
 int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
 
+/* Session mode's table (README.md: schema). */
+#define DLOCK__MY_FENCE_SCHEMA                                                                     \
+    "CREATE TABLE IF NOT EXISTS dlock_fence ("                                                     \
+    "name VARBINARY(256) NOT NULL PRIMARY KEY, "                                                   \
+    "lock_name VARBINARY(2048) NOT NULL, fence BIGINT UNSIGNED NOT NULL, "                         \
+    "conn BIGINT UNSIGNED NOT NULL, holder CHAR(16) NOT NULL, expires DATETIME(6) NOT NULL, "      \
+    "owner VARCHAR(255) NOT NULL, info TEXT NOT NULL) "                                            \
+    "ENGINE=InnoDB"
+
 /* table.c: table mode (mode=table), the backend's steps for it. */
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);
 int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us);
@@ -141,5 +162,13 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
 int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
 int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us);
+/* The other mode's table (other_table), made when missing if the user may:
+ * DLOCK_OK with p->other_table set to 1 or -1, or the failure to reach the
+ * server (then still 0). */
+int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us);
+/* A table was found gone (ER_NO_SUCH_TABLE: the database wiped or restored
+ * under the client): what the store knew of its tables is forgotten, and
+ * they are made again. */
+int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
 
 #endif

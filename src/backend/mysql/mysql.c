@@ -7,11 +7,13 @@
  *
  * An attempt takes a connection of the pool (conn.c) and, in one request
  * of three statements, takes the named lock and bumps its fence counter
- * under it:
+ * under it, unless table mode's row of the name has a live holder (the two
+ * modes are one lock: README.md):
  *
  *   SELECT GET_LOCK(N, SLICE);
- *   INSERT INTO dlock_fence ... SELECT ... WHERE IS_USED_LOCK(N) = CONNECTION_ID()
- *     ON DUPLICATE KEY UPDATE fence = fence + 1, ...;
+ *   INSERT INTO dlock_fence ... SELECT ..., (dlock_lock's fence of N) + 1, ...
+ *     WHERE IS_USED_LOCK(N) = CONNECTION_ID() AND NOT EXISTS (a live dlock_lock row of N)
+ *     ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), ...;
  *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID()
  *
  * The counter moves only while this connection holds the lock, so fences
@@ -129,6 +131,12 @@ static void after_failure(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
     dlock__myres res;
     int ok = 0;
+    if (dlock__my_kill_in_flight(c)) {
+        /* closing it lets go of everything, and no later request meets
+         * the KILL */
+        dlock__my_discard(p, c, "closed after a cancelled attempt");
+        return;
+    }
     for (int i = 0; i < 2 && !ok; i++) {
         int rc = dlock__my_exec(p, c, "DO RELEASE_ALL_LOCKS()", deadline, NULL, NULL, &res);
         ok = rc == DLOCK_OK && res.err == 0;
@@ -227,7 +235,10 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         slice_end = a->wait_until_us;
     int block = a->wait && slice_end - now >= MIN_SLICE_US;
     a->due_us = block ? slice_end : now;
-    int rc = dlock__my_get(p, a->deadline_us, &c);
+    int rc = dlock__myt_other_table(p, a->deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__my_get(p, a->deadline_us, &c);
     if (rc != DLOCK_OK)
         return rc;
     now = dlock__now_us();
@@ -235,23 +246,40 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (slice_ms < 0)
         slice_ms = 0;
     char *token = dlock__my_literal(a->token, 0);
-    size_t len = 8 * strlen(l->lit) + strlen(l->name_lit) + (token ? strlen(token) : 0) +
-                 strlen(p->info_lit) + 2000;
+    size_t len = 8 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
+                 (token ? strlen(token) : 0) + strlen(p->info_lit) + 2400;
     char *sql = token != NULL ? malloc(len) : NULL;
     if (sql == NULL) {
         free(token);
         dlock__my_put(p, c);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
-     * before: holder first (kept while its lease runs), then the rest only
-     * if the row is ours now */
+    /* One lock per name across the two modes (README.md): under the named
+     * lock, table mode's row of the name is read (a take there holds the
+     * named lock while it writes it, so every row written is seen): a live
+     * holder there and nothing is written (0 rows), the named lock is let
+     * go; the fence goes on above the row's. ON DUPLICATE KEY UPDATE
+     * assigns left to right, each seeing the ones before: holder first
+     * (kept while its lease runs), then the rest only if the row is ours
+     * now */
+    char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
+    if (atomic_load(&p->other_table) == 1) {
+        snprintf(table_free, sizeof table_free,
+                 " AND NOT EXISTS (SELECT 1 FROM dlock_lock WHERE name = %s AND owner <> '' AND "
+                 "expires > UTC_TIMESTAMP(6))",
+                 l->key_lit);
+        snprintf(table_fence, sizeof table_fence,
+                 "COALESCE((SELECT fence FROM dlock_lock WHERE name = %s), 0) + 1", l->key_lit);
+    } else {
+        table_free[0] = '\0';
+        snprintf(table_fence, sizeof table_fence, "1");
+    }
     snprintf(sql, len,
              "SELECT GET_LOCK(%s, %lld.%03lld); "
              "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
-             "info) SELECT %s, %s, 1, CONNECTION_ID(), '%s', UTC_TIMESTAMP(6) + INTERVAL %s "
-             "MICROSECOND, %s, %s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID() "
-             "ON DUPLICATE KEY UPDATE fence = fence + 1, "
+             "info) SELECT %s, %s, %s, CONNECTION_ID(), '%s', UTC_TIMESTAMP(6) + INTERVAL %s "
+             "MICROSECOND, %s, %s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID()%s "
+             "ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), "
              "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
              "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
              "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
@@ -259,8 +287,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
              "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
              "expires = IF(holder = VALUES(holder), VALUES(expires), expires); " TAKEN_ROW,
              l->lit, (long long) (slice_ms / 1000), (long long) (slice_ms % 1000), l->lit,
-             l->name_lit, c->nonce, p->lease_us, token, p->info_lit, l->lit, c->nonce, l->lit,
-             l->lit);
+             l->name_lit, table_fence, c->nonce, p->lease_us, token, p->info_lit, l->lit,
+             table_free, c->nonce, l->lit, l->lit);
     dlock__myres res;
     rc =
         dlock__my_exec(p, c, sql, a->deadline_us, block ? a->cancelled : NULL, a->cancel_arg, &res);
@@ -275,6 +303,19 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     const char *fence = dlock__my_value(&res, 2, 0);
     const char *mine = dlock__my_value(&res, 2, 1);
     int ours = fence != NULL && mine != NULL && strcmp(mine, "1") == 0;
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && res.n >= 2 &&
+        res.affected[1] == 0) {
+        /* the named lock was ours and the row was not written: held in
+         * table mode, whose holder's lease is in its row, not in the named
+         * lock, so this wait polls */
+        free(token);
+        dlock__my_res_free(&res);
+        after_failure(p, c, a->deadline_us);
+        a->outcome = DLOCK__HELD;
+        a->next = DLOCK__NEXT_POLL;
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        return DLOCK_OK;
+    }
     if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && fence != NULL) {
         uint64_t fence_value = strtoull(fence, NULL, 10);
         if (!ours) {
@@ -310,8 +351,11 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__my_res_free(&res);
         dlock__my_put(p, c);
     } else {
-        /* cancelled (KILL QUERY), or a failure */
-        int slice_over = res.killed;
+        /* cancelled (KILL QUERY), or a failure; a table found gone (the
+         * database wiped or restored under the client) is made again, and
+         * the attempt goes round again */
+        int gone = res.err == ER_NO_SUCH_TABLE;
+        int slice_over = res.killed || gone;
         if (!slice_over)
             rc = res.err != 0
                      ? dlock__my_fail(p, &res, "taking the named lock (GET_LOCK)")
@@ -320,6 +364,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__my_res_free(&res);
         after_failure(p, c, a->deadline_us);
         if (!slice_over)
+            return rc;
+        if (gone && (rc = dlock__myt_remake(p, a->deadline_us)) != DLOCK_OK)
             return rc;
     }
     a->outcome = DLOCK__HELD;

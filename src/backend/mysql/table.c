@@ -68,10 +68,45 @@ static int ensure_table(dlock__mystore *p, int64_t deadline)
     return DLOCK_OK;
 }
 
+int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us)
+{
+    pthread_mutex_lock(&p->mu);
+    p->schema_ready = 0;
+    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->other_table, 0);
+    int rc = DLOCK_OK;
+    if (p->table) {
+        rc = ensure_table(p, deadline_us);
+    } else {
+        dlock__myres res;
+        rc = dlock__my_operate(p, DLOCK__MY_FENCE_SCHEMA, deadline_us, &res,
+                               "making dlock's table (dlock_fence) again");
+        if (rc == DLOCK_OK) {
+            dlock__my_res_free(&res);
+            pthread_mutex_lock(&p->mu);
+            p->schema_ready = 1;
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    if (rc == DLOCK_OK)
+        rc = dlock__myt_other_table(p, deadline_us);
+    return rc;
+}
+
+/* Whether a failed statement is worth sending again (twice at most): one
+ * InnoDB chose as a deadlock's victim (1213: takers, waiters' rows and
+ * renewals lock the same rows in different orders under contention)
+ * changed nothing; one that found a table gone (1146: the database was
+ * wiped or restored under the client) finds it again once it is made. */
+static int again(dlock__mystore *p, unsigned err, int64_t deadline)
+{
+    if (err == ER_LOCK_DEADLOCK)
+        return 1;
+    return err == ER_NO_SUCH_TABLE && dlock__myt_remake(p, deadline) == DLOCK_OK;
+}
+
 /* Runs a request of the table (and frees sql): the table made first if
- * need be. A statement InnoDB chose as a deadlock's victim (1213: takers,
- * waiters' rows and renewals lock the same rows in different orders under
- * contention) changed nothing: it is sent again, twice at most. */
+ * need be; sent again as again() says. */
 static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res, const char *what)
 {
     memset(res, 0, sizeof *res);
@@ -80,7 +115,7 @@ static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res
     int rc = ensure_table(p, deadline);
     for (int tries = 1; rc == DLOCK_OK; tries++) {
         rc = dlock__my_operate(p, sql, deadline, res, what);
-        if (rc == DLOCK_ESERVER && res->err == ER_LOCK_DEADLOCK && tries < 3)
+        if (rc == DLOCK_ESERVER && tries < 3 && again(p, res->err, deadline))
             rc = DLOCK_OK;
         else
             break;
@@ -89,22 +124,153 @@ static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res
     return rc;
 }
 
+int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
+{
+    if (atomic_load(&p->other_table) != 0)
+        return DLOCK_OK;
+    dlock__myres res;
+    char *sql = p->table ? strdup(DLOCK__MY_FENCE_SCHEMA) : dlock__sqlt_schema(D);
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = dlock__my_operate(p, sql, deadline_us, &res, "making the other mode's table");
+    free(sql);
+    if (rc == DLOCK_OK)
+        dlock__my_res_free(&res);
+    if (rc == DLOCK_ESERVER) {
+        /* not allowed to make it: it may be there all the same */
+        rc = dlock__my_operate(p,
+                               p->table ? "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                                          "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dlock_fence'"
+                                        : "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                                          "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = "
+                                          "'" DLOCK__SQLT_TABLE "'",
+                               deadline_us, &res, "looking for the other mode's table");
+        if (rc == DLOCK_OK) {
+            const char *v = dlock__my_value(&res, 0, 0);
+            atomic_store(&p->other_table, v != NULL && strcmp(v, "1") == 0 ? 1 : -1);
+            dlock__my_res_free(&res);
+        }
+        return rc;
+    }
+    if (rc == DLOCK_OK)
+        atomic_store(&p->other_table, 1);
+    return rc;
+}
+
+/* One lock per name across the two modes (README.md): a take holds the
+ * name's GET_LOCK (session mode's lock of the name: the same mapped name
+ * as the row's key) while it writes the row, in the same request:
+ *
+ *   SELECT GET_LOCK(N, 0);
+ *   SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE <the name is not
+ *           free for a take>);
+ *   <the take>;
+ *   DO RELEASE_LOCK(N)
+ *
+ * The name is not free when GET_LOCK failed (a session holder has it, or
+ * another take is writing the row) or a session holder's row lease still
+ * runs (its connection dropped: it may not know yet). The second statement
+ * then fails (1242: a subquery of two rows where one is wanted), and
+ * nothing after it runs: the lock is held. A session grant takes GET_LOCK
+ * first and then reads this table, so it sees every row written under it
+ * (the write commits before the release). */
+static char *guard(dlock__mystore *p, dlock__mylock *l)
+{
+    int fence_table = atomic_load(&p->other_table) == 1;
+    size_t len = 3 * strlen(l->lit) + 400;
+    char *sql = malloc(len);
+    if (sql == NULL)
+        return NULL;
+    snprintf(sql, len,
+             "SELECT GET_LOCK(%s, 0); SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE NOT "
+             "(IS_USED_LOCK(%s) <=> CONNECTION_ID())%s%s%s)",
+             l->lit, l->lit,
+             fence_table ? " OR EXISTS (SELECT 1 FROM dlock_fence WHERE name = " : "",
+             fence_table ? l->lit : "", fence_table ? " AND expires > UTC_TIMESTAMP(6))" : "");
+    return sql;
+}
+
+/* Runs a guarded take (sql, freed here; the tables made first): DLOCK_OK
+ * with *res, and *shut set when the name was not free for a take (nothing
+ * written). A connection that may still hold the name's GET_LOCK (a
+ * statement after it failed) is closed, never pooled. */
+static int run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res, int *shut)
+{
+    dlock__myconn *c;
+    *shut = 0;
+    memset(res, 0, sizeof *res);
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline > cap)
+        deadline = cap;
+    int rc = DLOCK_OK;
+    for (int tries = 1; rc == DLOCK_OK; tries++) {
+        rc = dlock__my_get(p, deadline, &c);
+        if (rc != DLOCK_OK)
+            break;
+        rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, res);
+        if (rc != DLOCK_OK) {
+            dlock__my_discard(p, c, "closed: a request got no answer");
+            break;
+        }
+        const char *got = dlock__my_value(res, 0, 0);
+        int guarded = res->n == 1 && res->err == ER_SUBQUERY_NO_1_ROW;
+        if (res->err == 0 || (guarded && got != NULL && strcmp(got, "1") != 0)) {
+            /* done, or GET_LOCK said no and nothing else ran */
+            *shut = res->err != 0;
+            dlock__my_put(p, c);
+            break;
+        }
+        if (guarded && got != NULL)
+            *shut = 1; /* GET_LOCK was ours, but a session holder's row lease runs */
+        dlock__my_discard(p, c, "closed: it may hold the name's GET_LOCK after a failed take");
+        if (*shut)
+            break;
+        if (tries < 3 && again(p, res->err, deadline)) {
+            dlock__my_res_free(res);
+            continue;
+        }
+        rc = dlock__my_fail(p, res, "taking the lock's row");
+        dlock__my_res_free(res);
+    }
+    free(sql);
+    return rc;
+}
+
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
 {
     dlock__myres res;
-    char *owner = dlock__my_literal(a->token, 1);
-    if (owner == NULL)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    char *sql = dlock__sqlt_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
-                                 a->wait ? p->base.host.cfg->waiter_lease_ms : 0);
+    int shut;
+    /* the other table's state first: the guard's SQL depends on it */
+    int rc = ensure_table(p, a->deadline_us);
+    if (rc == DLOCK_OK)
+        rc = dlock__myt_other_table(p, a->deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    char *owner = dlock__my_literal(a->token, 1), *first = guard(p, l), *take = NULL;
+    if (owner != NULL && first != NULL)
+        take = dlock__sqlt_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
+                                a->wait ? p->base.host.cfg->waiter_lease_ms : 0);
     free(owner);
-    int rc = run(p, sql, a->deadline_us, &res, "taking the lock's row");
+    size_t len = take != NULL ? strlen(first) + strlen(take) + strlen(l->lit) + 100 : 0;
+    char *sql = take != NULL ? malloc(len) : NULL;
+    if (sql != NULL)
+        snprintf(sql, len, "%s; %s; DO RELEASE_LOCK(%s)", first, take, l->lit);
+    free(first);
+    free(take);
+    rc = run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
     uint64_t fence;
     int64_t left_ms;
-    if (dlock__sqlt_taken(dlock__my_value(&res, 1, 0), dlock__my_value(&res, 1, 1),
-                          dlock__my_value(&res, 1, 2), &fence, &left_ms)) {
+    if (shut) {
+        /* held in session mode: its holder's lease is not in this table */
+        a->outcome = DLOCK__HELD;
+        a->next = DLOCK__NEXT_POLL;
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+    } else if (dlock__sqlt_taken(dlock__my_value(&res, 3, 0), dlock__my_value(&res, 3, 1),
+                                 dlock__my_value(&res, 3, 2), &fence, &left_ms)) {
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;

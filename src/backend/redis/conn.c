@@ -385,10 +385,11 @@ refused:
     } else if (r == NULL) {
         /* a TLS port drops a plain client's first bytes: say so */
         *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: %s: %s%s", ep->label, step, l->errstr,
-                    ep->tls == NULL && strstr(l->errstr, "reset by peer") != NULL
-                        ? " (if the port takes TLS only, use rediss://)"
-                        : "");
+        int hint = ep->tls == NULL && strstr(l->errstr, "reset by peer") != NULL;
+        dlock__fail(*code, "%s: %s: %s%s%s%s", ep->label, step, l->errstr,
+                    hint ? " (if the port takes TLS only, use " : "",
+                    hint ? (ep->tls_scheme != NULL ? ep->tls_scheme : "rediss://") : "",
+                    hint ? ")" : "");
     } else if (strncmp(r->str, "NOAUTH", 6) == 0) {
         *code = DLOCK_ESERVER;
         dlock__fail(*code,

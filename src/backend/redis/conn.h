@@ -34,6 +34,7 @@ typedef struct dlock__rendpoint {
     const dlock__rtls *tls; /* rediss://: TLS with these settings; NULL: plain */
     const char *label;      /* "redis://host:port" for messages */
     dlock__log *log;        /* the client's (connects, losses); NULL: none */
+    const char *tls_scheme; /* the scheme to name in a "use TLS" hint; NULL: rediss:// */
     atomic_int *reached;    /* set to 1 by every connection made (its handshake answered);
                                NULL: not kept */
     /* A changeable endpoint (Sentinel's master, sentinel.h): when dial is

@@ -181,6 +181,8 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
                                                                           : SENTINEL_WAIT_MS,
         .tls = data->tls, /* rediss+sentinel://: the sentinels speak TLS too */
         .label = label,
+        .log = s->log, /* insecure=1's warning, if this is the first connection */
+        .tls_scheme = "rediss+sentinel://",
     };
     dlock__rlink *ctx = dlock__rconn_dial_at(&ep, deadline_us, &code);
     if (ctx == NULL && code == DLOCK_ESERVER && s->password == NULL &&
@@ -331,6 +333,8 @@ static dlock__rlink *watch_subscribe(dlock__rsentinel *s)
             .command_timeout_ms = SENTINEL_WAIT_MS,
             .tls = s->data.tls,
             .label = label,
+            .log = s->log,
+            .tls_scheme = "rediss+sentinel://",
         };
         dlock__rlink *ctx =
             dlock__rconn_dial_at(&ep, dlock__now_us() + SENTINEL_WAIT_MS * 1000, &code);
@@ -496,4 +500,5 @@ void dlock__rsentinel_attach(dlock__rsentinel *s, dlock__rendpoint *ep)
     ep->dial = dial_master;
     ep->node = s;
     ep->moved = &s->moved;
+    ep->tls_scheme = "rediss+sentinel://";
 }

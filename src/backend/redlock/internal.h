@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* internal.h - what the files of the Redlock backend share (not a public
+ * header): the backend's and a lock's state, and the rounds' helpers
+ * (rounds.c), the lock objects (locks.c) and the operators' calls
+ * (operator.c), which redlock.c's backend table names. */
+#ifndef DLOCK_BACKEND_REDLOCK_INTERNAL_H
+#define DLOCK_BACKEND_REDLOCK_INTERNAL_H
+
+#include "../backend.h"
+#include "nodes.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rlbackend {
+    dlock__store base;
+    dlock__client_cfg cfg;
+    char *prefix;
+    char *label;
+    dlock__rlnodes *nodes;
+    size_t n, quorum;
+    /* Per node: a connection to it was made once (its endpoint's `reached`) */
+    atomic_int reached[DLOCK__REDLOCK_MAX_NODES];
+    char *record_key;             /* P:owner:<client id> */
+    char *records;                /* P:owner: */
+    _Atomic int64_t record_until; /* the owner record lasts until then on a quorum (0: never
+                                     written) */
+    atomic_int record_writing;    /* an attempt is writing it */
+    atomic_int record_kept;       /* a hold was detached: the record outlives the client */
+} rlbackend;
+
+typedef struct rllock {
+    dlock__store_lock base;
+    char *keys[3]; /* L (or N in simple mode), the fence counter, the name N (keys.h;
+                      one block at keys[0]) */
+    size_t key_lens[3];
+    char *other;   /* the name's key of the other layout: N for a mutex, L for simple */
+    char *waiting; /* P:{E}:waiting, the polling waiters' marks (node.lua) */
+} rllock;
+
+#define RLB(s) DLOCK__STORE_OF(rlbackend, s)
+#define RLL(l) DLOCK__STORE_OF(rllock, l)
+
+/* ---------------------------------------------------------------- rounds.c */
+
+/* An integer reply, or element i of an array; `fallback` if none. */
+long long dlock__rl_int_at(const redisReply *r, size_t i, long long fallback);
+/* What node a said to call k: 1, 0, -1 as the script says; NO_ANSWER: no
+ * answer (or an error reply). */
+#define DLOCK__RL_NO_ANSWER 2
+int dlock__rl_said(const dlock__rlanswer *a, size_t k);
+/* Names the nodes that did not answer in buf (len bytes, never cut
+ * mid-word); one not heard from yet only when the wait ran out. */
+void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
+                          size_t len);
+/* A decision on call k: yes from a quorum, or a quorum out of reach (no +
+ * failed beyond n - quorum). */
+typedef struct dlock__rlverdict {
+    const rlbackend *b;
+    size_t k; /* the call of each node's batch */
+    int yes;  /* the answer that counts as yes */
+} dlock__rlverdict;
+/* Counts call k's answers: yes, answered otherwise, and not answered. */
+void dlock__rl_tally(const dlock__rlanswer *a, size_t n, size_t k, int yes_is, size_t *yes,
+                     size_t *no, size_t *none);
+/* Nodes that have not answered (or failed) yet. */
+size_t dlock__rl_pending_of(const dlock__rlanswer *a, size_t n);
+/* A round's decision (arg: a dlock__rlverdict) once the outcome is known. */
+int dlock__rl_decided_one(void *arg, const dlock__rlanswer *a, size_t n);
+/* A round of one script call on lock l's keys, sent to every node; NULL
+ * when out of memory (recorded). */
+dlock__rlround *dlock__rl_send_one(rlbackend *b, const rllock *l, size_t argc, const char **argv,
+                                   size_t *lens, int64_t deadline_us);
+
+/* One script call on lock l's keys that a quorum must say yes (1) to,
+ * waited for until until_us: DLOCK_OK, or DLOCK_EUNREACHABLE "<label>:
+ * <what> a quorum of Q of N nodes in time: <the nodes that did not>". */
+int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char **argv,
+                          size_t *lens, int64_t until_us, int64_t deadline_us, const char *what);
+
+/* ---------------------------------------------------------------- locks.c */
+
+int dlock__rl_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
+                       dlock__store_lock **out);
+void dlock__rl_lock_free(dlock__store *s, dlock__store_lock *sl);
+
+/* ---------------------------------------------------------------- operator.c */
+
+int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, int64_t deadline_us);
+int dlock__rl_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline_us);
+int dlock__rl_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us);
+int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                   int64_t deadline_us);
+
+#endif

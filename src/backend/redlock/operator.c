@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/* operator.c - Redlock's operator calls, decided by a quorum as every step
+ * is: who holds a name (query, holders), force-unlock, and list. A holder
+ * is the owner a quorum of nodes has; a minority's leftover is free. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "../redis/keys.h"
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_BATCH 128 /* names asked about in one round of list() */
+
+/* ---------------------------------------------------------------- operators */
+
+/* What a quorum says of a name (status rounds): held by the value a quorum
+ * of nodes has in one key (the lock's, else the other layout's), free when
+ * no value can have a quorum any more, unknown when too few nodes answered
+ * to tell (those that failed or stayed silent could hold it). */
+enum rlverdict { RL_PENDING, RL_HELD, RL_FREE, RL_UNKNOWN };
+
+typedef struct rlstate {
+    enum rlverdict verdict;
+    const redisReply *owner; /* RL_HELD: the value held */
+    int64_t lease_ms;        /* the quorum's: the quorum-th longest PTTL; -1 none */
+    unsigned waiters;        /* the quorum's: the quorum-th largest count of waiting marks */
+    uint64_t fence;          /* the highest fence counter */
+    const char *record;      /* the holder's owner record, NULL if none */
+} rlstate;
+
+/* Node i's reply to status call k, if well formed (node.lua: 8 elements). */
+static const redisReply *status_reply(const dlock__rlanswer *a, size_t k)
+{
+    if (!a->done || a->rc != DLOCK_OK)
+        return NULL;
+    const redisReply *r = a->replies[k];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8)
+        return NULL;
+    static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER, REDIS_REPLY_STRING,
+                                 REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
+                                 REDIS_REPLY_STRING,  REDIS_REPLY_STRING};
+    for (size_t e = 0; e < 8; e++) {
+        if (r->element[e]->type != types[e])
+            return NULL;
+    }
+    return r;
+}
+
+static int same_value(const redisReply *x, const redisReply *y)
+{
+    return x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
+}
+
+/* The k-th largest of v[0..n) (k from 1), sorting v. */
+static long long kth_largest(long long *v, size_t n, size_t k)
+{
+    for (size_t i = 1; i < n; i++) {
+        for (size_t j = i; j > 0 && v[j] > v[j - 1]; j--) {
+            long long t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    }
+    return v[(k < n ? k : n) - 1];
+}
+
+/* The state of call k of a status round from the answers so far. */
+static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rlstate *st)
+{
+    const redisReply *rs[DLOCK__REDLOCK_MAX_NODES];
+    size_t n = b->n, ok = 0, pending = 0, best = 0, best_at = 0, best_key = 0;
+    long long counts[DLOCK__REDLOCK_MAX_NODES];
+
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    for (size_t i = 0; i < n; i++) {
+        rs[i] = status_reply(&a[i], k);
+        pending += !a[i].done;
+        if (rs[i] == NULL)
+            continue;
+        counts[ok++] = rs[i]->element[5]->integer;
+        if ((uint64_t) rs[i]->element[4]->integer > st->fence)
+            st->fence = (uint64_t) rs[i]->element[4]->integer;
+    }
+    /* the value most nodes have, in the lock's key (0) or the other one (2) */
+    for (size_t key = 0; key <= 2; key += 2) {
+        for (size_t i = 0; i < n; i++) {
+            if (rs[i] == NULL || rs[i]->element[key]->len == 0)
+                continue;
+            size_t c = 0;
+            for (size_t j = 0; j < n; j++)
+                c += rs[j] != NULL && same_value(rs[i]->element[key], rs[j]->element[key]);
+            if (c > best) {
+                best = c;
+                best_at = i;
+                best_key = key;
+            }
+        }
+    }
+    if (ok > 0)
+        st->waiters = (unsigned) kth_largest(counts, ok, b->quorum);
+    if (best >= b->quorum) {
+        const redisReply *v = rs[best_at]->element[best_key];
+        long long pttls[DLOCK__REDLOCK_MAX_NODES];
+        size_t m = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (rs[j] == NULL || !same_value(v, rs[j]->element[best_key]))
+                continue;
+            long long t = rs[j]->element[best_key + 1]->integer;
+            pttls[m++] = t < 0 ? INT64_MAX : t; /* -1: no expiry */
+            if (st->record == NULL && rs[j]->element[6 + best_key / 2]->len > 0)
+                st->record = rs[j]->element[6 + best_key / 2]->str;
+        }
+        long long left = kth_largest(pttls, m, b->quorum);
+        st->verdict = RL_HELD;
+        st->owner = v;
+        st->lease_ms = left == INT64_MAX ? -1 : left;
+    } else if (best + (n - ok) < b->quorum) {
+        st->verdict = RL_FREE;
+    } else {
+        st->verdict = pending > 0 ? RL_PENDING : RL_UNKNOWN;
+    }
+}
+
+typedef struct status_verdict {
+    const rlbackend *b;
+    size_t ncalls;
+} status_verdict;
+
+static int status_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    const status_verdict *v = arg;
+    (void) n;
+    for (size_t k = 0; k < v->ncalls; k++) {
+        rlstate st;
+        state_of(v->b, a, k, &st);
+        if (st.verdict == RL_PENDING)
+            return 0;
+    }
+    return 1;
+}
+
+/* One status round on l: *r (the caller drops it) and the state decided,
+ * or DLOCK_EUNREACHABLE when too few nodes answered alike to tell. */
+static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlround **r, rlstate *st)
+{
+    const char *argv[] = {"status", l->other, b->records};
+    size_t lens[] = {6, strlen(l->other), strlen(b->records)};
+    *r = dlock__rl_send_one(b, l, 3, argv, lens, deadline_us);
+    if (*r == NULL)
+        return DLOCK_ENOMEM;
+    status_verdict v = {b, 1};
+    const dlock__rlanswer *a = dlock__rlround_wait(*r, status_decided, &v, deadline_us);
+    state_of(b, a, 0, st);
+    if (st->verdict == RL_HELD || st->verdict == RL_FREE)
+        return DLOCK_OK;
+    char why[700];
+    size_t answered = 0;
+    for (size_t i = 0; i < b->n; i++)
+        answered += status_reply(&a[i], 0) != NULL;
+    dlock__rl_unanswered(b, a, 1, why, sizeof why);
+    if (answered < b->quorum)
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",
+                           b->label, b->quorum, b->n, answered, why);
+    return dlock__fail(DLOCK_EUNREACHABLE,
+                       "%s: the nodes that answered do not say alike whether the lock is held "
+                       "(a quorum of %zu of %zu nodes must): %s",
+                       b->label, b->quorum, b->n, why);
+}
+
+int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, int64_t deadline_us)
+{
+    dlock__rlround *r = NULL;
+    rlstate st;
+    int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
+
+    memset(out, 0, sizeof *out);
+    if (rc == DLOCK_OK) {
+        out->held = st.verdict == RL_HELD;
+        if (out->held)
+            snprintf(out->owner, sizeof out->owner, "%.*s", (int) st.owner->len, st.owner->str);
+        out->holds = out->held ? 1 : 0;
+        out->lease_ms = st.lease_ms;
+        out->last_fence = st.fence;
+        out->waiters = st.waiters;
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+int dlock__rl_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline_us)
+{
+    dlock__rlround *r = NULL;
+    rlstate st;
+    int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
+
+    if (rc == DLOCK_OK && st.verdict == RL_HELD) {
+        dlock__holder_raw h = {.owner = st.owner->str, .count = 1, .info = st.record};
+        sink(arg, &h);
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* The operator's release: the lock's key and the other layout's deleted on
+ * every node that answers; done once a quorum did (the holder's next
+ * renewal finds it gone from more nodes than a quorum spares: lost). */
+int dlock__rl_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
+{
+    rlbackend *b = RLB(s);
+    rllock *l = RLL(sl);
+    const char *argv[] = {"unlock", l->other};
+    size_t lens[] = {6, strlen(l->other)};
+    return dlock__rl_quorum_call(b, l, 2, argv, lens, deadline_us, deadline_us,
+                                 "force-unlock (done on the nodes that answered) did not reach");
+}
+
+/* ---------------------------------------------------------------- listing */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static int add_name(names *all, const char *name)
+{
+    if (all->n == all->cap) {
+        size_t more = all->cap ? all->cap * 2 : 64;
+        char **grown = realloc(all->v, more * sizeof *grown);
+        if (grown == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        all->v = grown;
+        all->cap = more;
+    }
+    if ((all->v[all->n] = strdup(name)) == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    all->n++;
+    return DLOCK_OK;
+}
+
+static int by_name(const void *x, const void *y)
+{
+    return strcmp(*(char *const *) x, *(char *const *) y);
+}
+
+/* Waits for every node asked. */
+static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    (void) arg;
+    (void) a;
+    (void) n;
+    return 0;
+}
+
+/* One page of node i's SCAN: the names of the keys that are a sign of a
+ * lock (its key, its waiting marks) added to *all, *cursor moved on; "0"
+ * when the walk is over. */
+static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *prefix,
+                     char cursor[32], names *all, int64_t until)
+{
+    const char *argv[] = {"0", "scan", cursor, pattern, "1000"};
+    size_t lens[] = {1, 4, strlen(cursor), strlen(pattern), 4};
+    dlock__rlround *r = dlock__rlround_new(1);
+    int rc = DLOCK_OK;
+
+    if (r == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    rc = dlock__rlround_set(r, 0, 5, argv, lens);
+    if (rc != DLOCK_OK)
+        goto out;
+    dlock__rlround_send_to(b->nodes, r, i, until);
+    const dlock__rlanswer *a = dlock__rlround_wait(r, never_decided, NULL, until);
+    const redisReply *rep = a[i].done && a[i].rc == DLOCK_OK ? a[i].replies[0] : NULL;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 32 ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s",
+                         !a[i].done                       ? "no reply in time"
+                         : a[i].rc != DLOCK_OK            ? a[i].err
+                         : rep->type == REDIS_REPLY_ERROR ? rep->str
+                                                          : "unexpected reply to SCAN");
+        goto out;
+    }
+    memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    for (size_t e = 0; e < rep->element[1]->elements && rc == DLOCK_OK; e++) {
+        const redisReply *key = rep->element[1]->element[e];
+        char name[DLOCK_NAME_MAX + 1];
+        const char *rest;
+        if (key->type != REDIS_REPLY_STRING ||
+            !dlock__redis_key_lock(b->prefix, key->str, key->len, name, sizeof name, &rest) ||
+            (strcmp(rest, "") != 0 && strcmp(rest, ":waiting") != 0) ||
+            strncmp(name, prefix, strlen(prefix)) != 0)
+            continue;
+        rc = add_name(all, name);
+    }
+out:
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* Asks a quorum about names[0..n) in one round; reports those held or
+ * waited for. *stop when the sink said so. */
+static int list_batch(rlbackend *b, char **batch, size_t n, dlock__name_sink sink, void *arg,
+                      int64_t deadline_us, int *stop)
+{
+    dlock__rlround *r = dlock__rlround_new(n);
+    rllock *ls = calloc(n, sizeof *ls);
+    int rc = r == NULL || ls == NULL ? dlock__fail(DLOCK_ENOMEM, "out of memory") : DLOCK_OK;
+    dlock__lock_spec spec = {.kind = DLOCK__MUTEX};
+
+    for (size_t k = 0; k < n && rc == DLOCK_OK; k++) {
+        dlock__store_lock *sl = NULL;
+        rc = dlock__rl_lock_new(&b->base, batch[k], &spec, &sl);
+        if (rc != DLOCK_OK)
+            break;
+        ls[k] = *RLL(sl);
+        free(sl); /* its keys live on in ls[k] */
+        const char *argv[] = {"3",      ls[k].keys[0], ls[k].keys[1], ls[k].waiting,
+                              "status", ls[k].other,   b->records};
+        size_t lens[] = {1, ls[k].key_lens[0],   ls[k].key_lens[1], strlen(ls[k].waiting),
+                         6, strlen(ls[k].other), strlen(b->records)};
+        rc = dlock__rlround_set(r, k, 7, argv, lens);
+    }
+    if (rc == DLOCK_OK) {
+        int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+        if (until > deadline_us)
+            until = deadline_us;
+        dlock__rlround_send(b->nodes, r, until);
+        status_verdict v = {b, n};
+        const dlock__rlanswer *a = dlock__rlround_wait(r, status_decided, &v, until);
+        for (size_t k = 0; k < n && !*stop; k++) {
+            rlstate st;
+            state_of(b, a, k, &st);
+            /* unknown (nodes silent, a split vote): not known to be held */
+            if (st.verdict == RL_HELD || st.waiters > 0)
+                *stop = sink(arg, batch[k], DLOCK__MUTEX) != 0;
+        }
+    }
+    for (size_t k = 0; ls != NULL && k < n; k++) {
+        free(ls[k].keys[0]);
+        free(ls[k].other);
+        free(ls[k].waiting);
+    }
+    free(ls);
+    dlock__rlround_drop(r);
+    return rc;
+}
+
+/* Every node's keys walked (SCAN, node after node, each page bounded by the
+ * command timeout: a silent node costs one), then the names found asked of
+ * a quorum as query() does, LIST_BATCH names a round. A name is listed when
+ * a quorum holds it or polling waiters mark it. */
+int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                   int64_t deadline_us)
+{
+    rlbackend *b = RLB(s);
+    names all = {0};
+    char *pattern = dlock__redis_list_pattern(b->prefix, prefix);
+    char failed[700] = "";
+    size_t walked = 0, used = 0;
+    int rc = DLOCK_OK, stop = 0;
+
+    if (pattern == NULL) {
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < b->n && rc == DLOCK_OK; i++) {
+        char cursor[32] = "0";
+        int page_rc;
+        do {
+            int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+            page_rc = scan_page(b, i, pattern, prefix, cursor, &all,
+                                until < deadline_us ? until : deadline_us);
+        } while (page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 && dlock__now_us() < deadline_us);
+        if (page_rc == DLOCK_ENOMEM)
+            rc = page_rc;
+        else if (page_rc == DLOCK_OK && strcmp(cursor, "0") == 0)
+            walked++;
+        else if (used < sizeof failed)
+            used +=
+                (size_t) snprintf(failed + used, sizeof failed - used, "%s%s (%s)",
+                                  used ? "; " : "", dlock__rlnodes_label(b->nodes, i),
+                                  page_rc == DLOCK_OK ? "listing took too long" : dlock_errmsg());
+    }
+    if (rc == DLOCK_OK && walked < b->quorum)
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "%s: list: a quorum of %zu of %zu nodes could not be walked: %s", b->label,
+                         b->quorum, b->n, failed);
+    if (rc != DLOCK_OK)
+        goto out;
+    if (all.n > 1)
+        qsort(all.v, all.n, sizeof *all.v, by_name);
+    size_t unique = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        if (unique > 0 && strcmp(all.v[unique - 1], all.v[i]) == 0) {
+            free(all.v[i]);
+            continue;
+        }
+        all.v[unique++] = all.v[i];
+    }
+    all.n = unique;
+    for (size_t from = 0; from < all.n && rc == DLOCK_OK && !stop; from += LIST_BATCH) {
+        size_t n = all.n - from < LIST_BATCH ? all.n - from : LIST_BATCH;
+        if (dlock__now_us() >= deadline_us)
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: listing locks took too long", b->label);
+        else
+            rc = list_batch(b, all.v + from, n, sink, arg, deadline_us, &stop);
+    }
+out:
+    for (size_t i = 0; i < all.n; i++)
+        free(all.v[i]);
+    free(all.v);
+    free(pattern);
+    return rc;
+}

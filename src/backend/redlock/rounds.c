@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/* rounds.c - reading a round's answers (nodes.h) the Redlock way: what each
+ * node said, whether a quorum decided, which nodes to name when none did. */
+#include "../../base/clock.h"
+#include "../../base/error.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An integer reply, or the first element of an array; `fallback` if none. */
+long long dlock__rl_int_at(const redisReply *r, size_t i, long long fallback)
+{
+    if (r == NULL)
+        return fallback;
+    if (r->type == REDIS_REPLY_INTEGER && i == 0)
+        return r->integer;
+    if (r->type == REDIS_REPLY_ARRAY && i < r->elements &&
+        r->element[i]->type == REDIS_REPLY_INTEGER)
+        return r->element[i]->integer;
+    return fallback;
+}
+
+/* What node i said to call k (internal.h). */
+int dlock__rl_said(const dlock__rlanswer *a, size_t k)
+{
+    if (!a->done || a->rc != DLOCK_OK || a->replies[k]->type == REDIS_REPLY_ERROR)
+        return DLOCK__RL_NO_ANSWER;
+    return (int) dlock__rl_int_at(a->replies[k], 0, DLOCK__RL_NO_ANSWER);
+}
+
+/* The message naming the nodes that did not answer: "h1:p1 (why); ...",
+ * in len bytes: the nodes that do not fit are counted ("and 2 more"), so
+ * that the text never ends mid-word. A node that had not answered yet is
+ * named only when the wait ran out (timed_out): a round decided before it
+ * answered did not wait for it, and it may well be up. */
+void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
+                          size_t len)
+{
+    enum { MORE = 16 }; /* room kept for " and 15 more" */
+    size_t used = 0, more = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < b->n; i++) {
+        if (!a[i].done && !timed_out)
+            continue;
+        const char *why = !a[i].done                                   ? "no reply in time"
+                          : a[i].rc != DLOCK_OK                        ? a[i].err
+                          : a[i].replies[0]->type == REDIS_REPLY_ERROR ? a[i].replies[0]->str
+                                                                       : NULL;
+        if (why == NULL)
+            continue;
+        const char *label = dlock__rlnodes_label(b->nodes, i);
+        size_t label_len = strlen(label);
+        if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
+            why += label_len + 2; /* (the connection's message names the node too) */
+        size_t need = (used ? 2 : 0) + label_len + strlen(why) + 3;
+        if (more > 0 || used + need + MORE >= len) {
+            more++;
+            continue;
+        }
+        used +=
+            (size_t) snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
+    }
+    if (more > 0)
+        snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
+}
+
+/* Counts call k's answers: yes, answered otherwise, and not answered. */
+void dlock__rl_tally(const dlock__rlanswer *a, size_t n, size_t k, int yes_is, size_t *yes,
+                     size_t *no, size_t *none)
+{
+    *yes = *no = *none = 0;
+    for (size_t i = 0; i < n; i++) {
+        int says = dlock__rl_said(&a[i], k);
+        if (says == DLOCK__RL_NO_ANSWER)
+            (*none)++;
+        else if (says == yes_is)
+            (*yes)++;
+        else
+            (*no)++;
+    }
+}
+
+/* Nodes that have not answered (or failed) yet. */
+size_t dlock__rl_pending_of(const dlock__rlanswer *a, size_t n)
+{
+    size_t pending = 0;
+    for (size_t i = 0; i < n; i++)
+        pending += !a[i].done;
+    return pending;
+}
+
+/* Decided once the outcome is known: yes from a quorum, no from more than
+ * a quorum spares, or neither whatever the nodes not heard from yet say
+ * (too many failed). Not before: a live node that is a little slower is
+ * waited for rather than counted out. */
+int dlock__rl_decided_one(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    const dlock__rlverdict *v = arg;
+    size_t yes, no, none, pending = dlock__rl_pending_of(a, n), q = v->b->quorum;
+    dlock__rl_tally(a, n, v->k, v->yes, &yes, &no, &none);
+    return yes >= q || no > n - q || (yes + pending < q && no + pending <= n - q);
+}
+
+/* A round of one script call (the same on every node), sent. NULL when out
+ * of memory (recorded). */
+dlock__rlround *dlock__rl_send_one(rlbackend *b, const rllock *l, size_t argc, const char **argv,
+                                   size_t *lens, int64_t deadline_us)
+{
+    /* numkeys, the three keys, then the step's arguments */
+    const char *all[16] = {"3", l->keys[0], l->keys[1], l->waiting};
+    size_t all_lens[16] = {1, l->key_lens[0], l->key_lens[1], strlen(l->waiting)};
+    for (size_t i = 0; i < argc && i < 12; i++) {
+        all[4 + i] = argv[i];
+        all_lens[4 + i] = lens[i];
+    }
+    dlock__rlround *r = dlock__rlround_new(1);
+    if (r == NULL) {
+        dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (dlock__rlround_set(r, 0, argc + 4, all, all_lens) != DLOCK_OK) {
+        dlock__rlround_drop(r);
+        return NULL;
+    }
+    dlock__rlround_send(b->nodes, r, deadline_us);
+    return r;
+}
+
+int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char **argv,
+                          size_t *lens, int64_t until_us, int64_t deadline_us, const char *what)
+{
+    dlock__rlround *r = dlock__rl_send_one(b, l, argc, argv, lens, deadline_us);
+    if (r == NULL)
+        return DLOCK_ENOMEM;
+    dlock__rlverdict v = {b, 0, 1};
+    const dlock__rlanswer *a = dlock__rlround_wait(r, dlock__rl_decided_one, &v, until_us);
+    size_t yes, no, none;
+    int rc = DLOCK_OK;
+    dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
+    if (yes < b->quorum) {
+        char why[700];
+        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s a quorum of %zu of %zu nodes in time: %s",
+                         b->label, what, b->quorum, b->n, why);
+    }
+    dlock__rlround_drop(r);
+    return rc;
+}
