@@ -67,7 +67,9 @@ typedef struct attempt {
     int run_exit; /* -1: unknown */
     int sent_term;
     int64_t t_run_exit;
+    int64_t t_early_loss; /* an on_lost before the acquire's return was logged (0: none) */
     char detail[TEXT_LEN];
+    char early_why[TEXT_LEN];
 } attempt;
 
 typedef struct hold {
@@ -454,8 +456,9 @@ static void rebuild(checker *c)
     for (uint64_t i = 0; i < c->nops; i++)
         c->att_by_op[i] = -1;
     int *last_hold = malloc(sizeof *last_hold * ((size_t) c->nactors + 1));
+    int *last_att = malloc(sizeof *last_att * ((size_t) c->nactors + 1));
     for (int i = 0; i <= c->nactors; i++)
-        last_hold[i] = -1;
+        last_hold[i] = last_att[i] = -1;
 
     for (size_t i = 0; i < c->nev; i++) {
         fev *e = c->ev[i];
@@ -501,6 +504,7 @@ static void rebuild(checker *c)
             a->pid = e->pid;
             if (e->op < c->nops)
                 c->att_by_op[e->op] = (int) c->natt;
+            last_att[a->actor] = (int) c->natt;
             c->natt++;
             break;
         case EV_SPAWN:
@@ -547,6 +551,8 @@ static void rebuild(checker *c)
             a->hold = (int) c->nholds++;
             last_hold[a->actor] = a->hold;
             c->tot->holds++;
+            if (a->t_early_loss > 0)
+                report_loss(h, e->t, END_LOST_CB); /* (told as it returned) */
             break;
         case EV_ACQ_FAIL:
             /* taking a held lock again is one way to be told it is lost */
@@ -556,6 +562,13 @@ static void rebuild(checker *c)
                 break;
             }
             if (!(e->flags & EVF_REENTRANT) && (a = attempt_of_op(c, e->op)) != NULL) {
+                if (a->t_early_loss > 0)
+                    violation(c, V_SPURIOUS_LOSS, a->t_early_loss - 1500 * NS, a->t_early_loss,
+                              a->lock, a->actor, -1,
+                              "lock %s: a%d's on_lost callback came at %.3f (\"%s\") during an "
+                              "acquire that then failed (%d)",
+                              c->s->locks[a->lock].name, a->actor, rel(c, a->t_early_loss),
+                              a->early_why, e->rc);
                 a->t_ret = e->t;
                 a->rc = e->rc;
                 snprintf(a->detail, sizeof a->detail, "%s", e->text);
@@ -594,6 +607,19 @@ static void rebuild(checker *c)
                                 NS +
                             c->slack)
                 break;
+            /* The renewer may find a grant lost as soon as the acquire has
+             * taken it as held (the process paused with the grant on its
+             * way, its connection cut meanwhile): the on_lost callback then
+             * runs before the worker logs the acquire's return (with no
+             * hold op yet). Judged when that return comes. */
+            a = e->op != 0                              ? attempt_of_op(c, e->op)
+                : ai != NULL && last_att[e->actor] >= 0 ? &c->att[last_att[e->actor]]
+                                                        : NULL;
+            if (a != NULL && a->t_ret == 0 && a->hold < 0 && !a->run && a->t_early_loss == 0) {
+                a->t_early_loss = e->t;
+                snprintf(a->early_why, sizeof a->early_why, "%s", e->text);
+                break;
+            }
             violation(c, V_SPURIOUS_LOSS, e->t - 1500 * NS, e->t, e->lock, e->actor, -1,
                       "lock %s: a%d's on_lost callback came at %.3f (\"%s\") while its handle "
                       "held nothing (no acquire of it had returned DLOCK_OK)",
@@ -665,6 +691,7 @@ static void rebuild(checker *c)
     for (size_t k = 0; k < c->nholds; k++)
         end_hold(&c->holds[k], c->t_end, END_OPEN);
     free(last_hold);
+    free(last_att);
 }
 
 /* ---------------------------------------------------------------- properties */
