@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -339,6 +340,40 @@ static void waiter_keeps_place(void)
     dlock_lock_free(al);
     dlock_lock_free(hl);
     dlock_client_close(a);
+    dlock_client_close(h);
+}
+
+/* The CPU time this process has used, in ms. */
+static long long cpu_ms(void)
+{
+    struct rusage ru;
+    CHECK_INT(getrusage(RUSAGE_SELF, &ru), ==, 0);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000LL +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/* A long wait blocked in the server sleeps to its end: in its last command
+ * timeout, when no question is asked any more (the request's own bound is
+ * as near), its watch set no wake-up either. Before, the wake-up for the
+ * next question, already past, was waited for over and over: the last
+ * command timeout of every wait that ran out was spent spinning (about
+ * 500 ms of CPU here). */
+static void wait_end_does_not_spin(void)
+{
+    dlock_client *h = client(NULL), *c = client("?timeout=500ms");
+    dlock_lock *hl = dt_lock(h, "spin", 0), *l = dt_lock(c, "spin", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    long long cpu0 = cpu_ms();
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 2000), DLOCK_ETIMEDOUT);
+    long long took = dt_now_ms() - t0, cpu = cpu_ms() - cpu0;
+    printf("a 2 s wait that ran out: %lld ms, %lld ms of CPU\n", took, cpu);
+    CHECK_INT(took, >=, 1990);
+    CHECK_INT(cpu, <, 150);
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(hl);
+    dlock_client_close(c);
     dlock_client_close(h);
 }
 
@@ -847,6 +882,7 @@ int main(int argc, char **argv)
         {"cancel_when_paused", cancel_when_paused},
         {"waiter_keeps_place", waiter_keeps_place},
         {"silent_server_under_wait", silent_server_under_wait},
+        {"wait_end_does_not_spin", wait_end_does_not_spin},
         {"pooled_closed_by_ping", pooled_closed_by_ping},
         {"shared_connections", shared_connections},
         {"bad_input", bad_input},

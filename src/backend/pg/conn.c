@@ -333,8 +333,8 @@ static int collect_n(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline,
         int64_t until = deadline;
         if (cancelled != NULL && !cancel_sent && until - now > CANCEL_STEP_US)
             until = now + CANCEL_STEP_US;
-        if (w != NULL && !cancel_sent && until > next_probe)
-            until = next_probe;
+        if (w != NULL && !cancel_sent && deadline - now > w->bound_us && until > next_probe)
+            until = next_probe; /* (none asked nearer the bound: no wake-up for it either) */
         wait_fd(PQsocket(c->pg), (short) (POLLIN | (flushing ? POLLOUT : 0)), until);
         if (PQconsumeInput(c->pg) == 0)
             goto broken;
