@@ -407,6 +407,129 @@ static void cancel_when_paused(void)
     dlock_client_close(h);
 }
 
+struct looper {
+    dlock_lock *l;
+    _Atomic int *stop;
+    _Atomic int *turns; /* turns taken by all loopers */
+    _Atomic int *a_done;
+    _Atomic int before_a; /* this looper's turns taken before A was served */
+};
+
+/* Takes and releases the name until told to stop, holding it 150 ms each
+ * time (the work under the lock), waiting in the server in between. */
+static void *loop_thread(void *arg)
+{
+    struct looper *lp = arg;
+    while (!atomic_load(lp->stop)) {
+        if (dlock_acquire(lp->l, 20000) != DLOCK_OK)
+            continue;
+        if (!atomic_load(lp->a_done))
+            atomic_fetch_add(&lp->before_a, 1);
+        atomic_fetch_add(lp->turns, 1);
+        dt_sleep_ms(150);
+        dlock_release(lp->l);
+    }
+    return NULL;
+}
+
+/* A waiter keeps its place in GET_LOCK's queue of the name for its whole
+ * wait, not for a command timeout: A, queued first, is served first when
+ * the holder lets go, ahead of clients that take the name in a loop.
+ * Before, a wait left the server's queue at every slice's end (about
+ * 400 ms with A's timeout=500ms) and joined again at its back, behind five
+ * loopers holding 150 ms each: its turn was always further than a slice
+ * away, and A was not served (the fault suite's starved multi-lock waiter,
+ * mysql session mode, seeds 10 and 15; issue 23). */
+static void waiter_keeps_place(void)
+{
+    enum { LOOPERS = 5 };
+    dlock_client *h = client("&timeout=500ms"), *a = client("&timeout=500ms");
+    dlock_client *lc[LOOPERS];
+    struct looper lp[LOOPERS];
+    pthread_t lt[LOOPERS], at;
+    _Atomic int stop = 0, turns = 0, a_done = 0;
+    dlock_lock *hl = dt_lock(h, "fifo", 0), *al = dt_lock(a, "fifo", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+
+    struct waiter w = {.l = al, .wait_ms = 20000};
+    CHECK_INT(pthread_create(&at, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:fifo") == 1, 5000);
+    for (int i = 0; i < LOOPERS; i++) {
+        lc[i] = client("&timeout=5s"); /* (their places kept either way) */
+        lp[i] = (struct looper){
+            .l = dt_lock(lc[i], "fifo", 0), .stop = &stop, .turns = &turns, .a_done = &a_done};
+        CHECK_INT(pthread_create(&lt[i], NULL, loop_thread, &lp[i]), ==, 0);
+    }
+    DT_WAIT_UNTIL(waiting("dlock:fifo") == 1 + LOOPERS, 5000);
+    /* the holder works on for two of the old slices, then lets go */
+    dt_sleep_ms(1000);
+    int64_t released_at = dt_now_ms();
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 5000);
+    atomic_store(&a_done, 1);
+    long long served_after = atomic_load(&w.ended_ms) - released_at;
+    int before = 0;
+    for (int i = 0; i < LOOPERS; i++)
+        before += atomic_load(&lp[i].before_a);
+    printf("queue: A served %lld ms after the release, after %d loopers' turns\n", served_after,
+           before);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_INT(before, <=, 1);
+    CHECK_INT(served_after, <, 1000);
+    pthread_join(at, NULL);
+    CHECK_RC(dlock_release(al), DLOCK_OK);
+    /* and the loopers go on */
+    int seen = atomic_load(&turns);
+    DT_WAIT_UNTIL(atomic_load(&turns) >= seen + LOOPERS, 10000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < LOOPERS; i++) {
+        pthread_join(lt[i], NULL);
+        dlock_lock_free(lp[i].l);
+        dlock_client_close(lc[i]);
+    }
+    dlock_lock_free(al);
+    dlock_lock_free(hl);
+    dlock_client_close(a);
+    dlock_client_close(h);
+}
+
+/* A server that goes silent (paused) under a wait blocked in it for long
+ * is noticed about as soon as a request's bound would: the wait's watch
+ * (another connection asks the server every half command timeout) ends
+ * it, the core rides the outage for unreachable_wait and gives up, long
+ * before the wait's budget. Once the server is back the name is served
+ * again. */
+static void silent_server_under_wait(void)
+{
+    dlock_client *h = client(NULL);
+    dlock_client *c = client("&timeout=500ms&unreachable_wait=1s");
+    dlock_lock *hl = dt_lock(h, "sil", 0), *l = dt_lock(c, "sil", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    struct waiter w = {.l = l, .wait_ms = 30000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:sil") == 1, 5000);
+    dt_sleep_ms(1200); /* blocked for longer than a command timeout */
+    CHECK(!atomic_load(&w.done));
+    dt_server_pause(&srv);
+    int64_t paused_at = dt_now_ms();
+    DT_WAIT_UNTIL(atomic_load(&w.done), 10000);
+    long long took = atomic_load(&w.ended_ms) - paused_at;
+    dt_server_resume(&srv);
+    pthread_join(t, NULL);
+    printf("silent server under a wait: given up %lld ms after the pause (rc %d)\n", took,
+           atomic_load(&w.rc));
+    CHECK_RC(atomic_load(&w.rc), DLOCK_EUNREACHABLE);
+    CHECK_INT(took, <, 4000);
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(hl);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
 /* ---------------------------------------------------------------- the pool */
 
 struct churner {
@@ -638,6 +761,8 @@ int main(int argc, char **argv)
         {"force_unlock_after_kill", force_unlock_after_kill},
         {"pool_under_kills", pool_under_kills},
         {"cancel_when_paused", cancel_when_paused},
+        {"waiter_keeps_place", waiter_keeps_place},
+        {"silent_server_under_wait", silent_server_under_wait},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -58,7 +58,7 @@ static void library_init(void)
  * (*killed) and *deadline brought to within CANCEL_WAIT_US. The events that
  * came, to pass to *_cont, or -1 when the deadline passed. */
 static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadline,
-                int (*cancelled)(void *), void *arg, int *killed);
+                int (*cancelled)(void *), void *arg, int *killed, dlock__my_watch *w);
 
 static void kill_unref(struct kill_job *j);
 
@@ -208,8 +208,34 @@ int dlock__my_kill_in_flight(dlock__myconn *c)
     return 0;
 }
 
+/* Asks the server on another connection (one holding nothing: it is
+ * closed when it gets no answer) whether it still answers, while a
+ * request blocks there: DLOCK_OK (it answered, or the question could not
+ * be asked for a reason that is not silence, or a cancel came meanwhile:
+ * the caller's step sees it), or DLOCK_EUNREACHABLE (no answer by bound). */
+static int probe(dlock__mystore *p, dlock__my_watch *w, int64_t bound, int (*cancelled)(void *),
+                 void *arg)
+{
+    dlock__myconn *o;
+    dlock__myres res;
+    w->asked_us = dlock__now_us();
+    int rc = dlock__my_get(p, bound, &o);
+    if (rc != DLOCK_OK)
+        return rc == DLOCK_EUNREACHABLE ? rc : DLOCK_OK;
+    rc = dlock__my_exec(p, o, "SELECT 1", bound, cancelled, arg, &res);
+    int cut_short = res.killed; /* (cancelled meanwhile: not silence) */
+    if (rc == DLOCK_OK && res.err == 0) {
+        dlock__my_res_free(&res);
+        dlock__my_put(p, o);
+        return DLOCK_OK;
+    }
+    dlock__my_res_free(&res);
+    dlock__my_discard(p, o, "closed: a question to the server got no answer");
+    return cut_short ? DLOCK_OK : DLOCK_EUNREACHABLE;
+}
+
 static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadline,
-                int (*cancelled)(void *), void *arg, int *killed)
+                int (*cancelled)(void *), void *arg, int *killed, dlock__my_watch *w)
 {
     int fd = (int) mysql_get_socket(c->m);
     int64_t lib_until = -1;
@@ -228,11 +254,26 @@ static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadli
             if (*deadline > now + CANCEL_WAIT_US)
                 *deadline = now + CANCEL_WAIT_US;
         }
+        /* (a request whose own bound is as near finds silence as soon) */
+        int watching = w != NULL && killed != NULL && !*killed;
+        if (watching && now >= w->next_us && *deadline - now > w->bound_us) {
+            int silent = probe(p, w, now + w->bound_us, cancelled, arg);
+            w->next_us = dlock__now_us() + w->every_us;
+            if (silent == DLOCK_EUNREACHABLE) {
+                /* the server's wait is ended too, if the KILL gets there */
+                send_kill(p, c);
+                w->silent = 1;
+                return -1;
+            }
+            continue; /* (asks cancelled() again) */
+        }
         if (lib_until >= 0 && now >= lib_until)
             return MYSQL_WAIT_TIMEOUT;
         int64_t until = *deadline;
         if (cancelled != NULL && killed != NULL && !*killed && until - now > CANCEL_STEP_US)
             until = now + CANCEL_STEP_US;
+        if (watching && *deadline - now > w->bound_us && until > w->next_us)
+            until = w->next_us;
         if (lib_until >= 0 && lib_until < until)
             until = lib_until;
         struct pollfd pfd = {.fd = fd, .events = 0};
@@ -264,13 +305,25 @@ static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadli
 int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
                    int (*cancelled)(void *), void *arg, dlock__myres *res)
 {
+    return dlock__my_exec_watched(p, c, sql, deadline_us, cancelled, arg, NULL, res);
+}
+
+int dlock__my_exec_watched(dlock__mystore *p, dlock__myconn *c, const char *sql,
+                           int64_t deadline_us, int (*cancelled)(void *), void *arg,
+                           dlock__my_watch *w, dlock__myres *res)
+{
     int err = 0, ev;
     memset(res, 0, sizeof *res);
     if (c->m == NULL)
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (w != NULL) {
+        w->asked_us = dlock__now_us();
+        w->next_us = w->asked_us + w->every_us;
+        w->silent = 0;
+    }
     int st = mysql_real_query_start(&err, c->m, sql, (unsigned long) strlen(sql));
     while (st != 0) {
-        if ((ev = step(p, c, st, &deadline_us, cancelled, arg, &res->killed)) < 0)
+        if ((ev = step(p, c, st, &deadline_us, cancelled, arg, &res->killed, w)) < 0)
             goto late;
         st = mysql_real_query_cont(&err, c->m, ev);
     }
@@ -288,7 +341,7 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
             MYSQL_RES *rows = NULL;
             st = mysql_store_result_start(&rows, c->m);
             while (st != 0) {
-                if ((ev = step(p, c, st, &deadline_us, NULL, NULL, NULL)) < 0)
+                if ((ev = step(p, c, st, &deadline_us, NULL, NULL, NULL, NULL)) < 0)
                     goto late;
                 st = mysql_store_result_cont(&rows, c->m, ev);
             }
@@ -305,7 +358,7 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
             break;
         st = mysql_next_result_start(&err, c->m);
         while (st != 0) {
-            if ((ev = step(p, c, st, &deadline_us, cancelled, arg, &res->killed)) < 0)
+            if ((ev = step(p, c, st, &deadline_us, cancelled, arg, &res->killed, w)) < 0)
                 goto late;
             st = mysql_next_result_cont(&err, c->m, ev);
         }
@@ -316,6 +369,11 @@ int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t
     return DLOCK_OK;
 late:
     dlock__my_res_free(res);
+    if (w != NULL && w->silent)
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s: no answer to a question within %lld ms while a wait was blocked "
+                           "in the server",
+                           p->label, (long long) (w->bound_us / 1000));
     return dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", p->label,
                        res->killed ? "no answer to a cancelled (killed) request"
                                    : "no answer within the request's bound");
@@ -427,7 +485,7 @@ static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
                                       p->dbname[0] ? p->dbname : NULL, p->port, NULL,
                                       CLIENT_MULTI_STATEMENTS | CLIENT_FOUND_ROWS);
     while (st != 0) {
-        if ((ev = step(p, c, st, &until, NULL, NULL, NULL)) < 0) {
+        if ((ev = step(p, c, st, &until, NULL, NULL, NULL, NULL)) < 0) {
             hang_up(c->m);
             c->m = NULL;
             rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,

@@ -115,6 +115,23 @@ void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why);
  * recorded. dlock__my_res_free() in every case. */
 int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
                    int (*cancelled)(void *), void *arg, dlock__myres *res);
+/* A wait's watch: while a request blocks in the server (a GET_LOCK queued
+ * there for longer than a command timeout), every every_us another
+ * connection asks the server whether it still answers (SELECT 1, bounded
+ * by bound_us; none while the request's own bound is nearer than that);
+ * one that does not ends the request: DLOCK_EUNREACHABLE, KILL QUERY sent
+ * for it, the connection to discard. asked_us: when the last question was
+ * asked (the request's send until one is). */
+typedef struct dlock__my_watch {
+    int64_t every_us, bound_us;
+    int64_t asked_us;
+    int64_t next_us; /* (conn.c's: the next question's time) */
+    int silent;      /* (conn.c's: a question went unanswered) */
+} dlock__my_watch;
+/* dlock__my_exec with the server watched while the request blocks. */
+int dlock__my_exec_watched(dlock__mystore *p, dlock__myconn *c, const char *sql,
+                           int64_t deadline_us, int (*cancelled)(void *), void *arg,
+                           dlock__my_watch *watch, dlock__myres *res);
 void dlock__my_res_free(dlock__myres *res);
 /* 1 while a KILL QUERY sent for an earlier request of c may still reach
  * the server: it would end whatever c runs next, so c is closed rather

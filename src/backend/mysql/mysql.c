@@ -18,7 +18,10 @@
  *
  * The counter moves only while this connection holds the lock, so fences
  * strictly increase per GET_LOCK name. A waiter blocks in the server for a
- * slice (GET_LOCK's timeout, in fractional seconds: backend.h, NEXT_RETRY);
+ * slice (GET_LOCK's timeout, in fractional seconds: backend.h, NEXT_RETRY)
+ * that lasts its whole wait (up to MAX_SLICE_US), so it keeps its place in
+ * the server's queue, while another connection asks the server every half
+ * command timeout whether it still answers (conn.c: dlock__my_watch);
  * a try uses a timeout of 0 and blocks nowhere; dlock_cancel() reaches a
  * waiter by KILL QUERY from another connection (conn.c). After any failed
  * or cancelled attempt the connection lets go of everything
@@ -38,7 +41,8 @@
 
 #define DEFAULT_PORT       3306
 #define DEFAULT_CONNECT_MS 2000
-#define MIN_SLICE_US       20000 /* a shorter slice is a try */
+#define MIN_SLICE_US       20000    /* a shorter slice is a try */
+#define MAX_SLICE_US       60000000 /* a wait queued in the server goes round after that */
 #define COMMON_CAPS        (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS       (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
 #define TABLE_CAPS         (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
@@ -171,10 +175,12 @@ static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
 
 /* The named lock is ours in the server, but its row still has a holder's
  * lease running (a holder whose connection dropped before it could know:
- * README.md): wait for its end within the slice, then make the row ours.
- * DLOCK_OK with *taken set (c kept), or not (c given back or closed). */
+ * README.md): wait for its end within the slice, then make the row ours
+ * (bound: the request's). DLOCK_OK with *taken set (c kept), or not (c
+ * given back or closed). */
 static int take_over(dlock__mystore *p, mylock *l, dlock__myconn *c, dlock__attempt *a,
-                     int64_t left_ms, int64_t slice_end, int block, const char *token, int *taken)
+                     int64_t left_ms, int64_t slice_end, int64_t bound, int block,
+                     const char *token, int *taken)
 {
     int64_t end = dlock__now_us() + left_ms * 1000;
     *taken = 0;
@@ -184,7 +190,7 @@ static int take_over(dlock__mystore *p, mylock *l, dlock__myconn *c, dlock__atte
         char *sql = malloc(len);
         dlock__myres res;
         if (sql == NULL) {
-            after_failure(p, c, a->deadline_us);
+            after_failure(p, c, bound);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         }
         snprintf(sql, len,
@@ -193,7 +199,7 @@ static int take_over(dlock__mystore *p, mylock *l, dlock__myconn *c, dlock__atte
                  "MICROSECOND WHERE name = %s AND expires <= UTC_TIMESTAMP(6) AND "
                  "IS_USED_LOCK(%s) = CONNECTION_ID()",
                  c->nonce, token, p->info_lit, l->name_lit, p->lease_us, l->lit, l->lit);
-        int rc = dlock__my_exec(p, c, sql, a->deadline_us, NULL, NULL, &res);
+        int rc = dlock__my_exec(p, c, sql, bound, NULL, NULL, &res);
         free(sql);
         if (rc != DLOCK_OK) {
             dlock__my_discard(p, c, "closed: an attempt got no answer");
@@ -208,7 +214,7 @@ static int take_over(dlock__mystore *p, mylock *l, dlock__myconn *c, dlock__atte
     a->outcome = DLOCK__HELD;
     a->next = DLOCK__NEXT_RETRY;
     a->holder_ttl_ms = left_ms;
-    after_failure(p, c, a->deadline_us);
+    after_failure(p, c, bound);
     return DLOCK_OK;
 }
 
@@ -227,14 +233,24 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         unbind(p, l, 1, "closed: its lock was lost");
     }
     int64_t now = dlock__now_us();
-    /* The slice (backend.h): up to the wait's end, and up to the request's
-     * bound less a fifth of a command timeout for the reply. */
+    /* The slice (backend.h): the whole wait, up to MAX_SLICE_US, so the
+     * waiter keeps its place in GET_LOCK's queue of the name (one that
+     * left it at every command timeout and joined again at its back could
+     * be overtaken for ever: issue 23); the server watched meanwhile. The
+     * request is bounded by the slice's end and a fifth of a command
+     * timeout for the reply (and what follows a grant), or the core's
+     * bound when that is later (a short wait). */
     int64_t reserve = p->timeout_ms * 1000 / 5;
-    int64_t slice_end = a->deadline_us - reserve;
-    if (a->wait_until_us < slice_end)
-        slice_end = a->wait_until_us;
+    int64_t slice_end = a->wait_until_us;
+    if (slice_end - now > MAX_SLICE_US)
+        slice_end = now + MAX_SLICE_US;
     int block = a->wait && slice_end - now >= MIN_SLICE_US;
-    a->due_us = block ? slice_end : now;
+    int64_t bound = a->deadline_us;
+    if (block && slice_end + reserve > bound)
+        bound = slice_end + reserve; /* (never shorter than the core's bound) */
+    dlock__my_watch watch = {
+        .every_us = p->timeout_ms * 1000 / 2, .bound_us = p->timeout_ms * 1000, .asked_us = now};
+    a->due_us = now;
     int rc = dlock__myt_other_table(p, a->deadline_us);
     if (rc != DLOCK_OK)
         return rc;
@@ -290,8 +306,10 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
              l->name_lit, table_fence, c->nonce, p->lease_us, token, p->info_lit, l->lit,
              table_free, c->nonce, l->lit, l->lit);
     dlock__myres res;
-    rc =
-        dlock__my_exec(p, c, sql, a->deadline_us, block ? a->cancelled : NULL, a->cancel_arg, &res);
+    rc = dlock__my_exec_watched(p, c, sql, bound, block ? a->cancelled : NULL, a->cancel_arg,
+                                block ? &watch : NULL, &res);
+    /* silent, if it is, since the server was last asked (backend.h: due_us) */
+    a->due_us = watch.asked_us;
     free(sql);
     if (rc != DLOCK_OK) {
         free(token);
@@ -310,7 +328,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
          * lock, so this wait polls */
         free(token);
         dlock__my_res_free(&res);
-        after_failure(p, c, a->deadline_us);
+        after_failure(p, c, bound);
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
@@ -323,7 +341,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             int64_t left_ms = left != NULL ? strtoll(left, NULL, 10) : 1;
             dlock__my_res_free(&res);
             int taken = 0;
-            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, block, token, &taken);
+            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, bound, block, token,
+                           &taken);
             free(token);
             if (rc != DLOCK_OK || !taken)
                 return rc;
@@ -332,7 +351,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             free(token);
         }
         if ((c->held_lit = strdup(l->lit)) == NULL) {
-            after_failure(p, c, a->deadline_us);
+            after_failure(p, c, bound);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         }
         a->outcome = DLOCK__TAKEN;
@@ -362,10 +381,10 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                      : dlock__fail(DLOCK_ESERVER, "%s: GET_LOCK answered %s for lock '%s' (%s)",
                                    p->label, got ? got : "NULL", l->name, l->server_name);
         dlock__my_res_free(&res);
-        after_failure(p, c, a->deadline_us);
+        after_failure(p, c, bound);
         if (!slice_over)
             return rc;
-        if (gone && (rc = dlock__myt_remake(p, a->deadline_us)) != DLOCK_OK)
+        if (gone && (rc = dlock__myt_remake(p, bound)) != DLOCK_OK)
             return rc;
     }
     a->outcome = DLOCK__HELD;
