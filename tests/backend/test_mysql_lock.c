@@ -313,12 +313,12 @@ static void *wait_thread(void *arg)
 }
 
 /* A wait blocks in GET_LOCK (one connection in state "User lock", no
- * polling), slice after slice; a try never blocks; a budget ends on time;
+ * polling), for its whole wait; a try never blocks; a budget ends on time;
  * a cancel of the blocked wait returns at once and leaves nothing waiting
  * in the server. */
 static void blocked_wait(void)
 {
-    /* timeout 2s: slices of about 1.6 s */
+    /* timeout 2s: a request's bound, which the wait outlasts */
     dlock_client *h = client(NULL), *c = client("&timeout=2s");
     dlock_lock *hl = dt_lock(h, "bw", 0), *l = dt_lock(c, "bw", 0);
     CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
@@ -332,12 +332,12 @@ static void blocked_wait(void)
     CHECK_INT(took, >=, 690);
     CHECK_INT(took, <, 1500);
 
-    /* across several slices, then cancelled */
+    /* past two command timeouts, then cancelled */
     struct waiter w = {.l = l, .wait_ms = 60000};
     pthread_t t;
     CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
     DT_WAIT_UNTIL(waiting("dlock:bw") == 1, 5000);
-    dt_sleep_ms(4000); /* two slices and more */
+    dt_sleep_ms(4000); /* two command timeouts and more */
     CHECK(!atomic_load(&w.done));
     CHECK_INT(waiting("dlock:bw"), ==, 1);
     int64_t cancel_at = dt_now_ms();
