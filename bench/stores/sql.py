@@ -304,8 +304,9 @@ WAITS = {
     },
     "sqlite": {
         "dlock": "one database file shared by the processes (WAL); SQLite cannot notify, so a "
-                 "waiter polls, first in line every 4 ms, the next ones twice as long each, and "
-                 "the oldest waiter gets a freed lock (src/backend/sqlite/README.md)",
+                 "release wakes the waiters through a futex in a file mapped beside the "
+                 "database, and the oldest waiter gets a freed lock "
+                 "(src/backend/sqlite/README.md)",
     },
 }
 

@@ -221,7 +221,10 @@ typedef struct dlock__attempt {
     int64_t wait_until_us; /* a store that waits inside the server may block until then */
     /* A store that blocks in the server (NEXT_RETRY) asks this at least every
      * 50 ms and ends its wait when it returns nonzero: dlock_cancel(). NULL:
-     * nothing to ask (the store need not block). */
+     * nothing to ask (the store need not block). Asked on the caller's
+     * thread during the call only, holding no lock that a call into the
+     * client could need: asked 50 ms into the attempt, it also logs that the
+     * wait has begun (dlock -v). */
     int (*cancelled)(void *cancel_arg);
     void *cancel_arg;
     /* out */

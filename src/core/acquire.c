@@ -51,6 +51,7 @@
 #define UNREACHABLE_MAX_US 1000000
 #define LAST_TRY_US        20000 /* the last try of an unreachable store, before the end */
 #define FIRST_CONTACT_MS   1000  /* how long a store never reached is tried */
+#define BLOCKED_SAY_US     50000 /* an attempt out this long, blocked in the store: waiting */
 #define AGAIN_MIN_US       1000  /* the floor of a repeated quick retry, growing to: */
 #define AGAIN_MAX_US       250000
 #define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
@@ -438,12 +439,42 @@ static int onto_board(dlock_lock *l, take_state *st)
     return may_queue;
 }
 
+/* Says once that the wait has begun, and how it waits. */
+static void say_waiting(dlock_lock *l, take_state *st, const char *how)
+{
+    if (st->waited)
+        return;
+    st->waited = 1;
+    DLOCK__LOG(&l->client->log, DLOCK_LOG_INFO, "lock '%s' is held by someone else: waiting (%s)",
+               l->name, how);
+}
+
+/* An attempt out to the store, as its cancelled() sees it. */
+typedef struct attempt_out {
+    dlock_lock *l;
+    take_state *st;
+    int64_t sent;
+} attempt_out;
+
+/* attempt.cancelled: only a store that blocks in the server asks it, at
+ * least every 50 ms while it does (backend.h). Asked once the attempt has
+ * been out that long, it says that the wait has begun (dlock -v), rather
+ * than when the slice ends, and a grant that came at once says nothing. */
+static int blocked_cancelled(void *arg)
+{
+    attempt_out *o = arg;
+    if (!o->st->waited && dlock__now_us() - o->sent >= BLOCKED_SAY_US)
+        say_waiting(o->l, o->st, "blocked in the store");
+    return dlock__lock_cancelled(o->l);
+}
+
 /* Asks the store once (backend.h: acquire), noting when the request was
  * sent and when it was answered. */
 static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__attempt *a,
                         int64_t *sent, int64_t *answered)
 {
     dlock_client *c = l->client;
+    attempt_out out = {l, st, dlock__now_us()};
 
     *a = (dlock__attempt){.token = l->token,
                           .lease_ms = st->lease_ms,
@@ -453,10 +484,10 @@ static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__att
                           .wait_id = st->w.wait_id,
                           .deadline_us = dlock__lock_request_deadline(l, st->deadline),
                           .wait_until_us = st->deadline,
-                          .cancelled = lq_cancelled,
-                          .cancel_arg = l,
+                          .cancelled = blocked_cancelled,
+                          .cancel_arg = &out,
                           .holder_ttl_ms = -1};
-    *sent = dlock__now_us();
+    *sent = out.sent;
     int rc = c->backend->acquire(c->store, l->sl, a);
     *answered = dlock__now_us();
     if (rc == DLOCK_OK && a->outcome == DLOCK__QUEUED)
@@ -645,15 +676,12 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
     /* Said once the wait has begun: not while wake-ups are still being set
      * up for it (the attempt after that queues, and a newcomer is behind) */
     int preparing = a.outcome == DLOCK__HELD && a.next == DLOCK__NEXT_PREPARE && !st->poll_only;
-    if (!st->waited && !preparing) {
-        st->waited = 1;
-        DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' is held by someone else: waiting (%s)",
-                   l->name,
-                   a.outcome == DLOCK__QUEUED    ? "queued in the store"
-                   : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
-                   : a.next == DLOCK__NEXT_POLL  ? "polling"
-                                                 : "woken by the store");
-    }
+    if (!preparing)
+        say_waiting(l, st,
+                    a.outcome == DLOCK__QUEUED    ? "queued in the store"
+                    : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
+                    : a.next == DLOCK__NEXT_POLL  ? "polling"
+                                                  : "woken by the store");
     if (a.outcome == DLOCK__HELD) {
         wait_held(l, st, &a, sent, now, ttl_us);
         return STEP_AGAIN;

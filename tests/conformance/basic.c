@@ -306,12 +306,21 @@ void ct_release_not_held(void)
 
 /* ---------------------------------------------------------------- waiting */
 
+/* Counts the info lines saying that a wait has begun. */
+static void count_waiting(int level, const char *msg, void *arg)
+{
+    if (level == DLOCK_LOG_INFO && strstr(msg, "is held by someone else: waiting") != NULL)
+        atomic_fetch_add((atomic_int *) arg, 1);
+}
+
 void ct_wait_timeout(void)
 {
     dlock_client *c = ct_client(""), *c2 = ct_client("");
     const char *name = CT_NAME("busy");
     dlock_lock *a = ct_lock(c, name, 0), *b = ct_lock(c2, name, 0);
+    atomic_int said = 0;
 
+    CHECK_RC(dlock_client_set_log(c2, DLOCK_LOG_INFO, count_waiting, &said), DLOCK_OK);
     CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(b, 300), DLOCK_ETIMEDOUT);
@@ -319,6 +328,10 @@ void ct_wait_timeout(void)
     CHECK_INT(took, >=, 290);
     CHECK_INT(took, <, 300 + 2000);
     CHECK(dlock_errmsg()[0] != '\0');
+    /* the wait was told as it began (dlock -v), once, also by a store that
+     * blocks in the server for the whole of it */
+    CHECK_INT(atomic_load(&said), ==, 1);
+    CHECK_RC(dlock_client_set_log(c2, DLOCK_LOG_OFF, NULL, NULL), DLOCK_OK);
     CHECK_INT(dlock_lock_holds(b), ==, 0);
     /* the waiter that gave up left the queue */
     CHECK_INT(ct_waiters(c, name, 0), ==, 0);

@@ -156,8 +156,7 @@ static int on_busy(void *arg, int count)
     us = us / 2 + dlock__random_below(us / 2 + 1);
     if (us > left)
         us = left;
-    struct timespec ts = {(time_t) (us / 1000000), (long) (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
+    dlock__sq_wait_writer(s, us); /* woken early when the writer is done */
     return 1;
 }
 
@@ -419,6 +418,7 @@ int dlock__sq_begin(dlock__sq_store *s, int write, int64_t deadline_us)
                            s->label);
     s->busy_until_us = deadline_us;
     int rc = exec(s, write ? "BEGIN IMMEDIATE" : "BEGIN", "starting a transaction");
+    s->in_write = write && rc == DLOCK_OK;
     if (rc != DLOCK_OK)
         pthread_mutex_unlock(&s->mu);
     return rc;
@@ -440,7 +440,11 @@ int dlock__sq_end(dlock__sq_store *s, int commit, int rc)
     } else if (!sqlite3_get_autocommit(s->db)) {
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
+    int wrote = s->in_write;
+    s->in_write = 0;
     pthread_mutex_unlock(&s->mu);
+    if (wrote)
+        dlock__sq_wake_writers(s);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -51,8 +52,11 @@ typedef struct dlock__sq_store {
     sqlite3_stmt *stmts[SQ_NSTMTS];
     int64_t busy_until_us; /* the busy handler gives up then (under mu) */
     int64_t timeout_ms;    /* the client's command timeout */
+    int in_write;          /* the transaction under way holds the write lock (under mu) */
     dlock__sq_proc self; /* this process, as holds record it (under mu; read again after a fork) */
     char boot[48];       /* this boot's id */
+    _Atomic uint32_t *wake; /* the wake counters (wake.c), mapped; NULL: waiters poll */
+    int wake_writable;      /* mapped for writing: this process's releases wake */
     char path[4096];
     char label[4200]; /* "sqlite:///path" */
 } dlock__sq_store;
@@ -114,6 +118,27 @@ int dlock__sq_error(dlock__sq_store *s, int rc, const char *what);
 
 /* This process (under the mutex). */
 const dlock__sq_proc *dlock__sq_me(dlock__sq_store *s);
+
+/* ------------------------------------------------ wake.c: waking waiters on this host */
+
+/* Maps the wake counters beside the database (PATH-dlockwake), creating
+ * the file if need be; on failure the store's waiters poll (logged). */
+void dlock__sq_wake_open(dlock__sq_store *s);
+void dlock__sq_wake_close(dlock__sq_store *s);
+/* The counter of name's word: read before looking at the name. */
+uint32_t dlock__sq_wake_seq(dlock__sq_store *s, const char *name);
+/* Sleeps while name's counter is still seq, until until_us (monotonic) at
+ * most; 1 if it moved (someone woke the name's word), 0 if not. Returns at
+ * once when the store has no counters. */
+int dlock__sq_wake_wait(dlock__sq_store *s, const char *name, uint32_t seq, int64_t until_us);
+/* After a commit that freed name or changed its line: wakes its waiters. */
+void dlock__sq_wake(dlock__sq_store *s, const char *name);
+/* After a write transaction ended (the write lock is free): wakes those
+ * waiting for it. */
+void dlock__sq_wake_writers(dlock__sq_store *s);
+/* Waits for the write lock to be let go, us at most (SQLite's busy
+ * handler: it then tries again). */
+void dlock__sq_wait_writer(dlock__sq_store *s, int64_t us);
 
 /* ------------------------------------------------ rows.c: holds as rows */
 

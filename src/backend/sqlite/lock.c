@@ -11,9 +11,13 @@
  * only ever incremented and never deleted, so fences strictly increase
  * for every new holder, whatever happened to the rows of the holds.
  *
- * SQLite cannot wake anyone: a contender that finds the name held answers
- * HELD with DLOCK__NEXT_POLL and the holder's lease left, and the core
- * polls with its backoff (bounded by that lease).
+ * SQLite cannot wake anyone, so the store's processes wake each other
+ * (wake.c): a waiter that finds the name held sleeps on the name's wake
+ * counter for a slice (HELD, DLOCK__NEXT_RETRY), looking again whenever a
+ * release counts it up, and every WAKE_LOOK_MS for what no release
+ * announces. Without the counters (a file that cannot be mapped) it
+ * answers HELD with DLOCK__NEXT_POLL and the holder's lease left, and the
+ * core polls with its backoff (bounded by that lease).
  *
  * First in line. Polling alone lets a waiter starve: its backoff grows to
  * 64 ms while a client that has just released polls again from 1 ms, and
@@ -36,13 +40,9 @@
  * (the core's), so no two wait for each other. A waiter is served after
  * the waiters older than it on its name, each one hold: in bounded time.
  *
- * The cost is on a hot name: a hand-over waits for the next waiter's poll
- * (about 10 ms with three commits) where a client that had just released
- * used to take the name straight back. A wake-up that does not poll would
- * remove it on one host: a futex word per name hash in a file mapped
- * beside the database, or inotify on the -wal file (every commit writes
- * it), with the head of the line blocking in the store (NEXT_RETRY). Not
- * built. */
+ * The cost is on a hot name: a hand-over is three commits (the release,
+ * the next holder's take, the releaser's row in the line) where a client
+ * that had just released used to take the name straight back. */
 #include "lock.h"
 
 #include "../../base/clock.h"
@@ -56,6 +56,13 @@
  * twice as long each, up to the core's backoff (64 ms). */
 #define HEAD_POLL_MS 4
 #define NEAR_HEAD    5 /* waiters counted ahead: beyond, the backoff rules */
+
+/* How often a waiter that sleeps on the wake counters (wake.c) looks again
+ * all the same (ms, at most 50: it asks for cancellation as often): what
+ * no release announces is found then (a holder whose process died or
+ * whose lease ran out, a waiter ahead that stopped waiting, a release by a
+ * process that could not map the counters). */
+#define WAKE_LOOK_MS 32
 
 /* What the holds and waiters of a name say to a contender. */
 typedef struct view {
@@ -286,10 +293,10 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
     return rc;
 }
 
-int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a)
+/* One attempt: a look at the name and, when it is the contender's to take,
+ * the take; the outcome in a (TAKEN, or HELD as for a poll). */
+static int attempt_once(dlock__sq_store *s, dlock__sq_lock *l, dlock__attempt *a)
 {
-    dlock__sq_store *s = SQSTORE(st);
-    dlock__sq_lock *l = SQLOCK(sl);
     int64_t waiter_ms = s->base.host.cfg->waiter_lease_ms;
     view v;
     int64_t now_ms = 0;
@@ -339,6 +346,37 @@ int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a
     return DLOCK_OK; /* not reached */
 }
 
+int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a)
+{
+    dlock__sq_store *s = SQSTORE(st);
+    dlock__sq_lock *l = SQLOCK(sl);
+
+    /* A waiter blocks here for a slice (backend.h, NEXT_RETRY): it sleeps on
+     * the name's wake counter and looks again when a release wakes it, or
+     * every WAKE_LOOK_MS for what no release announces. The slice ends by
+     * the wait's budget or the request's bound less a reply's reserve. */
+    int64_t slice_end = a->wait_until_us;
+    int64_t bound = a->deadline_us - s->timeout_ms * 1000 / 5;
+    if (bound < slice_end)
+        slice_end = bound;
+    int block = a->wait && a->cancelled != NULL && s->wake != NULL &&
+                slice_end > dlock__now_us() + WAKE_LOOK_MS * 1000;
+    for (;;) {
+        uint32_t seq = block ? dlock__sq_wake_seq(s, l->name) : 0;
+        int rc = attempt_once(s, l, a);
+        if (rc != DLOCK_OK || a->outcome != DLOCK__HELD || !block)
+            return rc;
+        int64_t now = dlock__now_us();
+        if (now >= slice_end || a->cancelled(a->cancel_arg))
+            break;
+        int64_t until = now + WAKE_LOOK_MS * 1000;
+        dlock__sq_wake_wait(s, l->name, seq, until < slice_end ? until : slice_end);
+    }
+    a->next = DLOCK__NEXT_RETRY;
+    a->due_us = slice_end;
+    return DLOCK_OK;
+}
+
 int dlock__sq_cancel(dlock__store *st, dlock__store_lock *sl, const char *token,
                      int64_t deadline_us)
 {
@@ -347,7 +385,10 @@ int dlock__sq_cancel(dlock__store *st, dlock__store_lock *sl, const char *token,
     if (rc != DLOCK_OK)
         return rc;
     rc = wait_del(s, SQLOCK(sl)->name, token);
-    return dlock__sq_end(s, rc == DLOCK_OK, rc);
+    rc = dlock__sq_end(s, rc == DLOCK_OK, rc);
+    if (rc == DLOCK_OK) /* it may have been first in line: the next one is now */
+        dlock__sq_wake(s, SQLOCK(sl)->name);
+    return rc;
 }
 
 int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_t n,
@@ -422,6 +463,8 @@ int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token
     rc = dlock__sq_end(s, rc == DLOCK_OK && found, rc);
     if (rc != DLOCK_OK)
         return rc;
+    if (found)
+        dlock__sq_wake(s, l->name);
     if (live)
         return DLOCK_OK;
     if (found)

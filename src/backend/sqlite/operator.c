@@ -64,7 +64,10 @@ int dlock__sq_force_unlock(dlock__store *st, dlock__store_lock *sl, int64_t dead
     sqlite3_bind_text(q, 1, l->name, -1, SQLITE_STATIC);
     int src = sqlite3_step(q);
     rc = src == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, src, "deleting the holds");
-    return dlock__sq_end(s, rc == DLOCK_OK, rc);
+    rc = dlock__sq_end(s, rc == DLOCK_OK, rc);
+    if (rc == DLOCK_OK)
+        dlock__sq_wake(s, l->name);
+    return rc;
 }
 
 int dlock__sq_holders(dlock__store *st, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,

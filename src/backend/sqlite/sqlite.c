@@ -23,9 +23,11 @@
  * of waiting out the lease (host.c, rows.c). A detached hold is bound to
  * no process and lasts its lease.
  *
- * Waiting. SQLite cannot notify: a waiter polls, with the core's backoff
- * bounded by the holder's lease. Polls that find the name held are reads,
- * which in WAL mode take no lock.
+ * Waiting. SQLite cannot notify: the processes of the host wake each
+ * other through counters in a file mapped beside the database (wake.c),
+ * and a waiter blocks in the store for a slice, looking again when a
+ * release wakes it, or every few tens of ms for what no release announces.
+ * Looks that find the name held are reads, which in WAL mode take no lock.
  *
  * What it is not: a store for processes of several hosts (SQLite's locks
  * on a network file system are not to be trusted, and pids and boot ids
@@ -34,8 +36,8 @@
  *
  * Files: this one has the store's life and the backend table; db.c the
  * connection and transactions; host.c the clock and processes; rows.c the
- * holds as rows; lock.c take, release, keep alive; operator.c query,
- * holders, force-unlock, list (README.md has the map). */
+ * holds as rows; lock.c take, release, keep alive; wake.c waking waiters;
+ * operator.c query, holders, force-unlock, list (README.md has the map). */
 #include "lock.h"
 #include "operator.h"
 
@@ -91,6 +93,7 @@ static void sq_close(dlock__store *st, int64_t deadline_us)
     if (s == NULL)
         return;
     dlock__sq_db_close(s);
+    dlock__sq_wake_close(s);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -129,6 +132,8 @@ static int sq_open(dlock__url *url, const dlock__host *host, dlock__store **out)
          * lock */
         rc = dlock__sq_db_open(s, connect_ms);
     }
+    if (rc == DLOCK_OK)
+        dlock__sq_wake_open(s);
     if (rc != DLOCK_OK) {
         sq_close(&s->base, 0);
         return rc;
