@@ -4,7 +4,11 @@
  * A batch is split into script calls over items of one group (held
  * exclusively, with one lease; held shared, with one lease; or waiting), at
  * most RENEW_BATCH items each, and all the calls go out as one pipeline: the
- * renewal of 10,000 locks is 40 script calls and one round trip. */
+ * renewal of 10,000 locks is 40 script calls and one round trip.
+ *
+ * On a Redis Cluster a script touches keys of one hash slot only: a call
+ * there takes the items of one slot, and the calls of the slots of one
+ * node go out as one pipeline to it, node after node. */
 #include "../../base/error.h"
 #include "internal.h"
 #include "replies.h"
@@ -15,6 +19,7 @@
 enum group { HELD_EXCLUSIVE, HELD_SHARED, WAITING };
 
 typedef struct slot {
+    unsigned hash_slot; /* a cluster's; 0 on one server */
     enum group group;
     int64_t lease_ms;
     size_t item;
@@ -23,6 +28,8 @@ typedef struct slot {
 static int by_group(const void *pa, const void *pb)
 {
     const slot *a = pa, *b = pb;
+    if (a->hash_slot != b->hash_slot)
+        return a->hash_slot < b->hash_slot ? -1 : 1;
     if (a->group != b->group)
         return (int) a->group - (int) b->group;
     return (a->lease_ms > b->lease_ms) - (a->lease_ms < b->lease_ms);
@@ -63,6 +70,7 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
         order[i].group = group_of(&items[i]);
         order[i].lease_ms = items[i].kind == DLOCK__RENEW_WAITER ? 0 : items[i].lease_ms;
         order[i].item = i;
+        order[i].hash_slot = b->cluster != NULL ? RLOCK(items[i].lock)->slot : 0;
     }
     qsort(order, n, sizeof *order, by_group);
     for (size_t i = 0; i < n; i++) {
@@ -103,8 +111,29 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
         nargs += at;
     }
 
-    long long acked;
-    rc = dlock__redis_step(b, b->pool[0], NULL, nchunks, calls, deadline, NULL, replies, &acked);
+    long long acked = -1;
+    if (b->cluster == NULL) {
+        rc =
+            dlock__redis_step(b, b->pool[0], NULL, nchunks, calls, deadline, NULL, replies, &acked);
+    } else {
+        /* the slots' calls node by node (slots are sorted, and a node
+         * serves ranges of them): one pipeline for each run of calls to
+         * one node */
+        for (size_t c = 0, end; c < nchunks && rc == DLOCK_OK; c = end) {
+            dlock__rconn *conn =
+                dlock__rcluster_node_conn(b->cluster, order[first[c]].hash_slot, deadline);
+            for (end = c + 1;
+                 end < nchunks && dlock__rcluster_node_conn(b->cluster, order[first[end]].hash_slot,
+                                                            deadline) == conn;
+                 end++)
+                ;
+            rc = dlock__redis_run_scripts(conn, end - c, calls + c, deadline, replies + c);
+            for (size_t k = 0; rc != DLOCK_OK && k < c; k++) {
+                freeReplyObject(replies[k]);
+                replies[k] = NULL;
+            }
+        }
+    }
     if (rc != DLOCK_OK)
         goto out;
     if (dlock__redis_unconfirmed(b, acked)) {

@@ -9,8 +9,12 @@
 
 #include <stdio.h>
 
+#define CLUSTER_POLL_US 10000 /* a queued waiter's look again on a cluster */
+
 int dlock__redis_notices_flow(rbackend *b)
 {
+    if (b->cluster != NULL)
+        return 1; /* none are sent: a queued waiter polls (dlock__redis_wait) */
     pthread_mutex_lock(&b->mu);
     int ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
     pthread_mutex_unlock(&b->mu);
@@ -25,6 +29,8 @@ int dlock__redis_prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t
 
     if (RLOCK(l)->spec.simple)
         return DLOCK_ENOTSUP; /* other clients publish nothing: poll */
+    if (b->cluster != NULL)
+        return DLOCK_OK; /* no notices on a cluster yet (README.md, Cluster): nothing to set up */
     pthread_mutex_lock(&b->mu);
     if (b->notify_stream) {
         if (b->stream == NULL)
@@ -58,6 +64,13 @@ enum dlock__wake dlock__redis_wait(dlock__store *store, dlock__store_lock *sl, d
                                    int64_t until_us)
 {
     rbackend *b = RBACKEND(store);
+    if (b->cluster != NULL) {
+        /* No notices on a cluster yet: a queued waiter looks again a poll
+         * step later, and its attempt then finds the lock handed to it
+         * (or keeps its place). */
+        int64_t step = dlock__now_us() + CLUSTER_POLL_US;
+        return dlock__board_park(b->board, w, until_us < step ? until_us : step);
+    }
     if (b->notify_stream) {
         const rlock *l = RLOCK(sl);
         char key[1100];
