@@ -145,6 +145,31 @@ static void bad_urls(void)
     dlock_client_close(c);
 }
 
+/* A cluster with a password: the URL's user info is every node's AUTH;
+ * without it every node refuses, and the error says how to give it. */
+static void with_auth(void)
+{
+    dt_server g;
+    char url[4096];
+    dt_server_start(&g, "cluster", 0, "--requirepass", "s3cret", NULL);
+    snprintf(url, sizeof url, "redis+cluster://:s3cret@%s", g.url + strlen("redis+cluster://"));
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *l = dt_lock(c, "authed", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    c = dt_client(g.url, NULL);
+    l = dt_lock(c, "authed", 0);
+    int rc = dlock_acquire(l, 0);
+    if (rc == DLOCK_OK || strstr(dlock_errmsg(), "NOAUTH") == NULL)
+        dt_fail(__FILE__, __LINE__, "no password: got %d (%s)", rc, dlock_errmsg());
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&g);
+}
+
 /* ---------------------------------------------------------------- locks */
 
 /* Locks on names of every master, held past their lease: renewal keeps
@@ -357,6 +382,7 @@ int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"bad_urls", bad_urls},
+        {"with_auth", with_auth},
         {"locks_on_every_master", locks_on_every_master},
         {"multi_across_slots", multi_across_slots},
         {"moved_while_held", moved_while_held},
