@@ -188,7 +188,9 @@ static node *node_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
         int64_t cap = dlock__now_us() + cl->tmpl.connect_timeout_ms * 1000;
         dlock__rcluster_refresh(cl, deadline_us < cap ? deadline_us : cap);
     }
-    int k = atomic_load_explicit(&cl->slots[slot % DLOCK__CLUSTER_SLOTS], memory_order_relaxed);
+    /* acquire: the node it names (made, then published by the release of
+     * this store) is seen whole */
+    int k = atomic_load_explicit(&cl->slots[slot % DLOCK__CLUSTER_SLOTS], memory_order_acquire);
     return cl->nodes[k >= 0 ? k : 0];
 }
 
