@@ -60,15 +60,24 @@ void dlock__sq_wake_open(dlock__sq_store *s)
     int err = errno;
     if (fd >= 0)
         close(fd);
+    /* said at the first wait (dlock__sq_wake_explain): a log set after the
+     * open (dlock -v) would miss it now */
     if (s->wake == NULL)
-        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO,
-                   "%s: waiters poll: cannot map %s (%s); releases wake no one", s->label, path,
-                   strerror(err));
+        snprintf(s->wake_why, sizeof s->wake_why,
+                 "waiters poll: %s cannot be mapped (%s); releases wake no one", path,
+                 fd >= 0 ? "not a regular file of 4 KiB or more that this user may extend"
+                         : strerror(err));
     else if (!writable)
-        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO,
-                   "%s: %s is read-only here: this process's releases wake no one (others find "
-                   "them at their next look)",
-                   s->label, path);
+        snprintf(s->wake_why, sizeof s->wake_why,
+                 "%s is read-only for this user: this process's releases wake no one (the other "
+                 "processes find them at their next look, within 32 ms)",
+                 path);
+}
+
+void dlock__sq_wake_explain(dlock__sq_store *s)
+{
+    if (s->wake_why[0] != '\0' && !atomic_exchange(&s->wake_said, 1))
+        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO, "%s: %s", s->label, s->wake_why);
 }
 
 void dlock__sq_wake_close(dlock__sq_store *s)
