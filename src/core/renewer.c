@@ -225,9 +225,9 @@ static void log_loss(dlock__renewer *r, dlock__lease *e)
 {
     char why[sizeof e->why];
 
-    /* a session's loss is a warning: each lock held in it (if any: a
+    /* a session's loss is news (info): each lock held in it (if any: a
      * session may only have carried waits) is logged as lost by itself */
-    int level = e->kind == DLOCK__RENEW_SESSION ? DLOCK_LOG_WARN : DLOCK_LOG_ERROR;
+    int level = e->kind == DLOCK__RENEW_SESSION ? DLOCK_LOG_INFO : DLOCK_LOG_ERROR;
     if (!dlock__log_on(r->log, level))
         return;
     dlock__renewer_lock(r, e);
@@ -1035,8 +1035,8 @@ void dlock__session_end(dlock__session *s, const char *why)
     pthread_mutex_lock(&r->mu);
     int closing = r->stopping; /* the client closes: an end, not a failure */
     pthread_mutex_unlock(&r->mu);
-    if (ends) /* a warning: each lock held in it is logged as lost by itself */
-        DLOCK__LOG(r->log, closing ? DLOCK_LOG_DEBUG : DLOCK_LOG_WARN,
+    if (ends) /* news (info): each lock held in it is logged as lost by itself */
+        DLOCK__LOG(r->log, closing ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO,
                    "%s: session ended (a lock held in it, if any, is lost and reported): %s",
                    store_label(r), why);
     note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */
