@@ -132,8 +132,14 @@ static int ensure_table(dlock__pgstore *p, int64_t deadline)
         rc = schema_step(p, dlock__sqlt_schema(D), deadline, "creating dlock's table",
                          "the role needs CREATE on the schema, or an administrator creates the "
                          "tables " DLOCK__SQLT_TABLE " and " DLOCK__SQLT_WAIT);
-        if (rc == DLOCK_OK)
-            rc = look_tables(p, deadline, &lacks); /* a waiters' table may have been there */
+        /* a waiters' table may have been there; and two clients creating a
+         * table at once: one fails (a duplicate row of pg_type) where the
+         * other made it */
+        int made = rc;
+        if (rc == DLOCK_OK || rc == DLOCK_ESERVER)
+            rc = look_tables(p, deadline, &lacks);
+        if (rc == DLOCK_OK && made != DLOCK_OK && lacks == DLOCK__SQLT_LACKS_TABLES)
+            rc = made;
     }
     if (rc == DLOCK_OK && lacks == DLOCK__SQLT_LACKS_SINCE)
         rc = schema_step(p, dlock__sqlt_upgrade(D), deadline,

@@ -39,9 +39,10 @@ char *dlock__sqlt_schema(enum dlock__sqlt_dialect d);
  * since (idempotent; needs the ALTER right once). */
 char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d);
 
-/* First in line: how often the first waiter in line polls at most (ms),
- * the next ones twice as long each; beyond DLOCK__SQLT_NEAR_HEAD waiters
- * ahead, the core's backoff rules. */
+/* First in line: how often the first waiter in line polls at most (ms)
+ * while the row is free but claimed, the next ones twice as long each;
+ * beyond DLOCK__SQLT_NEAR_HEAD waiters ahead, and behind a live holder,
+ * the core's backoff rules. */
 #define DLOCK__SQLT_HEAD_POLL_MS 4
 #define DLOCK__SQLT_NEAR_HEAD    5
 
@@ -59,9 +60,9 @@ char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* The take's second statement decoded: 1 with *fence when owner holds it
  * now; 0 otherwise, with *left_ms the holder's lease left (>= 1), or -1
- * when the row is free but an older waiter has the first claim on it; for
- * a caller that waits (waits) near the head of the line, at most
- * DLOCK__SQLT_HEAD_POLL_MS << ahead (its next poll). */
+ * when the row is free but an older waiter has the first claim on it (for
+ * a caller that waits (waits) near the head of the line, then
+ * DLOCK__SQLT_HEAD_POLL_MS << ahead instead: its next poll). */
 int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, const char *ahead,
                       int waits, uint64_t *fence_out, int64_t *left_ms);
 
