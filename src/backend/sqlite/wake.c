@@ -111,7 +111,9 @@ int dlock__sq_wake_wait(dlock__sq_store *s, const char *name, uint32_t seq, int6
     struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (left % 1000000) * 1000};
     /* a shared futex (no FUTEX_PRIVATE_FLAG): the word is in a file that
      * other processes map */
-    syscall(SYS_futex, (uint32_t *) w, FUTEX_WAIT, seq, &ts, NULL, 0);
+    if (syscall(SYS_futex, (uint32_t *) w, FUTEX_WAIT, seq, &ts, NULL, 0) != 0 && errno != EAGAIN &&
+        errno != ETIMEDOUT && errno != EINTR)
+        nanosleep(&ts, NULL); /* a kernel that refuses the wait: sleep, never spin */
     return atomic_load(w) != seq;
 }
 
@@ -146,5 +148,7 @@ void dlock__sq_wait_writer(dlock__sq_store *s, int64_t us)
      * as without the counters, never longer */
     uint32_t seq = atomic_load(&s->wake[0]);
     struct timespec ts = {(time_t) (us / 1000000), (long) (us % 1000000) * 1000};
-    syscall(SYS_futex, (uint32_t *) &s->wake[0], FUTEX_WAIT, seq, &ts, NULL, 0);
+    if (syscall(SYS_futex, (uint32_t *) &s->wake[0], FUTEX_WAIT, seq, &ts, NULL, 0) != 0 &&
+        errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
+        nanosleep(&ts, NULL); /* a kernel that refuses the wait: sleep, never spin */
 }
