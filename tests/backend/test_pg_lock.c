@@ -344,8 +344,8 @@ static void waiter_keeps_place(void)
 }
 
 /* The CPU time the calling thread has used, in ms: the wait runs on it.
- * (The process's time also counts the holder's renewer and the probe, which
- * under TSan alone came near the bound.) */
+ * (The process's time also counts the holder's renewer and the probe.)
+ * Waiting well: ~22 ms plain, 120-157 ms under TSan. */
 static long long cpu_ms(void)
 {
     struct rusage ru;
@@ -371,7 +371,7 @@ static void wait_end_does_not_spin(void)
     long long took = dt_now_ms() - t0, cpu = cpu_ms() - cpu0;
     printf("a 2 s wait that ran out: %lld ms, %lld ms of CPU\n", took, cpu);
     CHECK_INT(took, >=, 1990);
-    CHECK_INT(cpu, <, 150);
+    CHECK_INT(cpu, <, 150 * DT_CPU_SCALE); /* (spinning: 233 ms plain, 480 under TSan) */
     CHECK_RC(dlock_release(hl), DLOCK_OK);
     dlock_lock_free(l);
     dlock_lock_free(hl);
