@@ -13,6 +13,7 @@
  * link to its master is up: no sleep stands in for that. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "redis_node.h"
 #include "server_kind.h"
 
 #include <hiredis/hiredis.h>
@@ -36,27 +37,11 @@ typedef struct group {
 #define MAX_GROUPS 4
 static group groups[MAX_GROUPS];
 
-/* The nodes' password ("--requirepass" "X"), or NULL. */
-static const char *password(const dt_server *s)
-{
-    for (int i = 0; i + 1 < s->nargs; i++) {
-        if (strcmp(s->args[i], "--requirepass") == 0)
-            return s->args[i + 1];
-    }
-    return NULL;
-}
-
 static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
-    int argc = 0;
-    snprintf(bufs[0], 256, "%d", s->port);
+    int argc = dt__redis_node_args(s, s->port, argv, bufs);
     snprintf(bufs[1], 256, "%d", s->peer_port);
     snprintf(bufs[2], 256, "%s/nodes.conf", s->dir);
-    argv[argc++] = "redis-server";
-    argv[argc++] = "--port";
-    argv[argc++] = bufs[0];
-    argv[argc++] = "--bind";
-    argv[argc++] = "127.0.0.1";
     argv[argc++] = "--cluster-enabled";
     argv[argc++] = "yes";
     argv[argc++] = "--cluster-port";
@@ -68,22 +53,9 @@ static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
     argv[argc++] = "2000";
     argv[argc++] = "--maxmemory";
     argv[argc++] = "64mb";
-    argv[argc++] = "--save";
-    argv[argc++] = "";
-    argv[argc++] = "--appendonly";
-    argv[argc++] = (s->flags & DT_PERSIST) ? "yes" : "no";
-    argv[argc++] = "--dir";
-    argv[argc++] = s->dir;
-    argv[argc++] = "--daemonize";
-    argv[argc++] = "no";
-    argv[argc++] = "--enable-debug-command";
-    argv[argc++] = "local";
-    /* a replica in sync at once, not after the default 5 s */
-    argv[argc++] = "--repl-diskless-sync-delay";
-    argv[argc++] = "0";
-    if (password(s) != NULL) {
+    if (dt__redis_password(s) != NULL) {
         argv[argc++] = "--masterauth";
-        argv[argc++] = password(s);
+        argv[argc++] = dt__redis_password(s);
     }
     for (int i = 0; i < s->nargs && argc < 62; i++)
         argv[argc++] = s->args[i];
@@ -95,20 +67,9 @@ static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
 static redisReply *ask(const dt_server *n, const char *fmt, ...)
 {
     va_list ap;
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", n->port, tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    if (password(n) != NULL)
-        freeReplyObject(redisCommand(c, "AUTH %s", password(n)));
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = dt__redis_vask(n->port, dt__redis_password(n), 1000, fmt, ap);
     va_end(ap);
-    redisFree(c);
     return r;
 }
 
@@ -121,30 +82,19 @@ static int reply_ok(const redisReply *r)
 static void must(const dt_server *n, const char *what, const char *fmt, ...)
 {
     va_list ap;
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", n->port, tv);
-    if (c == NULL || c->err)
-        dt_fail(__FILE__, __LINE__, "cluster node on port %d: cannot connect for %s", n->port,
-                what);
-    redisSetTimeout(c, tv);
-    if (password(n) != NULL)
-        freeReplyObject(redisCommand(c, "AUTH %s", password(n)));
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = dt__redis_vask(n->port, dt__redis_password(n), 2000, fmt, ap);
     va_end(ap);
     if (!reply_ok(r))
         dt_fail(__FILE__, __LINE__, "cluster node on port %d: %s: %s", n->port, what,
-                r != NULL ? r->str : c->errstr);
+                r != NULL ? r->str : "no reply");
     freeReplyObject(r);
-    redisFree(c);
 }
 
 static int node_answers(const dt_server *s)
 {
     redisReply *r = ask(s, "PING");
-    /* NOAUTH: alive, and wants a password; LOADING: not ready yet. */
-    int ok = r != NULL && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
-                           (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
+    int ok = dt__redis_pong(r);
     freeReplyObject(r);
     return ok;
 }
@@ -162,10 +112,7 @@ static int node_shutdown(dt_server *s, int keep)
 static void node_wipe(const dt_server *s)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
-    dt__remove_tree(path);
-    snprintf(path, sizeof path, "%s/appendonlydir", s->dir);
-    dt__remove_tree(path);
+    dt__redis_wipe_files(s);
     snprintf(path, sizeof path, "%s/nodes.conf", s->dir);
     dt__remove_tree(path);
 }
