@@ -93,3 +93,62 @@ void dt__redis_wipe_files(const dt_server *s)
     snprintf(path, sizeof path, "%s/appendonlydir", s->dir);
     dt__remove_tree(path);
 }
+
+/* ---------------------------------------------------------------- groups */
+
+typedef struct group {
+    int used;
+    int nodes;
+    dt_server others[DT_REDIS_GROUP_NODES - 1];
+} group;
+
+#define MAX_GROUPS 4
+static group groups[MAX_GROUPS];
+
+void dt__redis_group_start(dt_server *s, int nodes, const dt_server_kind *kind, const char *what)
+{
+    group *g = NULL;
+    const char *args[DT_SERVER_MAX_ARGS + 1];
+
+    if (nodes < 1 || nodes > DT_REDIS_GROUP_NODES)
+        dt_fail(__FILE__, __LINE__, "a %s group of %d nodes (1 to %d)", what, nodes,
+                DT_REDIS_GROUP_NODES);
+    for (int i = 0; i < MAX_GROUPS && g == NULL; i++) {
+        if (!groups[i].used)
+            g = &groups[i];
+    }
+    if (g == NULL)
+        dt_fail(__FILE__, __LINE__, "more than %d %s groups at once", MAX_GROUPS, what);
+    memset(g, 0, sizeof *g);
+    g->used = 1;
+    g->nodes = nodes;
+    s->group = g;
+    for (int i = 0; i < s->nargs; i++)
+        args[i] = s->args[i];
+    args[s->nargs] = NULL;
+    for (int i = 0; i < nodes - 1; i++)
+        dt__server_start_kind(&g->others[i], kind, s->flags, args);
+}
+
+void dt__redis_group_stop(dt_server *s, int kill)
+{
+    group *g = s->group;
+    if (g == NULL)
+        return;
+    for (int i = g->nodes - 2; i >= 0; i--) {
+        if (kill)
+            dt_server_kill(&g->others[i]);
+        else
+            dt_server_stop(&g->others[i]);
+    }
+    s->group = NULL;
+    g->used = 0;
+}
+
+dt_server *dt__redis_group_node(dt_server *s, int i, const char *what)
+{
+    group *g = s->group;
+    if (g == NULL || i < 0 || i >= g->nodes)
+        dt_fail(__FILE__, __LINE__, "no node %d in a %s group", i, what);
+    return i == 0 ? s : &g->others[i - 1];
+}

@@ -34,4 +34,16 @@ int dt__redis_pong(const redisReply *r);
 /* Removes a node's data files from s->dir (dump.rdb, appendonlydir). */
 void dt__redis_wipe_files(const dt_server *s);
 
+/* A group of like nodes started as one server (the redlock and cluster
+ * kinds): s is the first, launched by server.c; the others are dt_servers
+ * of `kind` with s's arguments, kept in a static pool (a dt_server may
+ * live in memory shared with forked tests, where LeakSanitizer sees no
+ * pointer to a heap block). `what` names the kind in failures. */
+#define DT_REDIS_GROUP_NODES 6 /* the most nodes in a group, s included */
+void dt__redis_group_start(dt_server *s, int nodes, const dt_server_kind *kind, const char *what);
+/* Stops the others from the last (kill: kill -9), before s itself is. */
+void dt__redis_group_stop(dt_server *s, int kill);
+/* Node i of the group (0: s itself). */
+dt_server *dt__redis_group_node(dt_server *s, int i, const char *what);
+
 #endif

@@ -26,17 +26,6 @@
 #define READY_MS  30000 /* the most a start or a failover may take */
 #define NODE_ID_N 41
 
-typedef struct group {
-    int used;
-    dt_server others[NNODES - 1];
-} group;
-
-/* Static, not malloc'd: a dt_server may live in memory shared with forked
- * tests (the conformance runner's), where LeakSanitizer sees no pointer to
- * a heap block. */
-#define MAX_GROUPS 4
-static group groups[MAX_GROUPS];
-
 static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
     int argc = dt__redis_node_args(s, s->port, argv, bufs);
@@ -136,10 +125,7 @@ static const dt_server_kind node_kind = {
 
 dt_server *dt_cluster_node(dt_server *s, int i)
 {
-    group *g = s->group;
-    if (g == NULL || i < 0 || i >= NNODES)
-        dt_fail(__FILE__, __LINE__, "no node %d in a cluster group", i);
-    return i == 0 ? s : &g->others[i - 1];
+    return dt__redis_group_node(s, i, "cluster");
 }
 
 /* Node i's id (CLUSTER MYID) into id. */
@@ -238,24 +224,9 @@ static void wait_for(dt_server *s, int (*cond)(dt_server *), const char *what)
 
 static void group_start(dt_server *s)
 {
-    group *g = NULL;
-    const char *args[DT_SERVER_MAX_ARGS + 1];
     char id[NODE_ID_N];
 
-    for (int i = 0; i < MAX_GROUPS && g == NULL; i++) {
-        if (!groups[i].used)
-            g = &groups[i];
-    }
-    if (g == NULL)
-        dt_fail(__FILE__, __LINE__, "more than %d cluster groups at once", MAX_GROUPS);
-    memset(g, 0, sizeof *g);
-    g->used = 1;
-    s->group = g;
-    for (int i = 0; i < s->nargs; i++)
-        args[i] = s->args[i];
-    args[s->nargs] = NULL;
-    for (int i = 0; i < NNODES - 1; i++)
-        dt__server_start_kind(&g->others[i], &node_kind, s->flags, args);
+    dt__redis_group_start(s, NNODES, &node_kind, "cluster");
     /* distinct epochs, set while each node knows only itself: no collision
      * to resolve later */
     for (int i = 0; i < NNODES; i++)
@@ -278,22 +249,6 @@ static void group_start(dt_server *s)
     for (int i = 0; i < NMASTERS && used < sizeof s->url; i++)
         used += (size_t) snprintf(s->url + used, sizeof s->url - used, "%s127.0.0.1:%d",
                                   i > 0 ? "," : "", dt_cluster_node(s, i)->port);
-}
-
-static void group_stop(dt_server *s, int kill)
-{
-    group *g = s->group;
-    if (g == NULL)
-        return;
-    /* the others from the last: replicas before their masters */
-    for (int i = NNODES - 2; i >= 0; i--) {
-        if (kill)
-            dt_server_kill(&g->others[i]);
-        else
-            dt_server_stop(&g->others[i]);
-    }
-    s->group = NULL;
-    g->used = 0;
 }
 
 int dt_cluster_master_of(dt_server *s, int slot)
@@ -348,5 +303,5 @@ const dt_server_kind dt__cluster_kind = {
     .shutdown = node_shutdown,
     .cli_prefix = node_cli_prefix,
     .group_start = group_start,
-    .group_stop = group_stop,
+    .group_stop = dt__redis_group_stop,
 };
