@@ -44,7 +44,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define SLICE_MS        100      /* the longest the reader's poll sleeps */
+#define SLICE_MS        1000     /* the longest the reader's poll sleeps with links open */
 #define IDLE_US         10000000 /* a node's connection without waiters this long is closed */
 #define BUCKETS         256
 #define SUBSCRIBE_TRIES 3 /* MOVED answers followed by one subscription */
@@ -307,7 +307,9 @@ static void *reader_run(void *arg)
             links[n++] = s->nodes[k].link;
         }
         pthread_mutex_unlock(&s->mu);
-        if (poll(fds, n, SLICE_MS) <= 0)
+        /* no link: nothing to read or to close when idle, until a new
+         * link or the end pokes the pipe */
+        if (poll(fds, n, n > 1 ? SLICE_MS : -1) <= 0)
             continue;
         if (fds[0].revents != 0) {
             char drain[64];
