@@ -102,6 +102,21 @@ static chan *find(dlock__rshards *s, const char *name, size_t len)
     return NULL;
 }
 
+/* With mu held: c, subscribed nowhere, is forgotten if no waiter watches
+ * it. */
+static void forget_unwatched(dlock__rshards *s, chan *c)
+{
+    if (c->refs > 0 || c->state != CH_NONE)
+        return;
+    for (chan **p = &s->chans[bucket_of(c->name)]; *p != NULL; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    free(c);
+}
+
 int dlock__rshards_new(dlock__rcluster *cl, dlock__board *board, dlock__log *log,
                        dlock__rshards **out)
 {
@@ -235,6 +250,7 @@ static int handle(dlock__rshards *s, int k, const redisReply *r)
             DLOCK__LOG(s->log, DLOCK_LOG_INFO,
                        "%s dropped the subscription to %s (its slot moved): waiters look again",
                        dlock__rcluster_node_label(s->cl, k), c->name);
+            forget_unwatched(s, c);
         }
     } else if (is_push(r, "ssubscribe") || r->type == REDIS_REPLY_ERROR) {
         answered(s, k, r);
@@ -494,16 +510,7 @@ void dlock__rshards_unwatch(dlock__rshards *s, const char *channel)
         c->refs--;
         if (c->node >= 0)
             s->nodes[c->node].used_us = dlock__now_us();
-        if (c->refs == 0 && c->state == CH_NONE) {
-            /* subscribed nowhere and watched by none: forget it */
-            for (chan **p = &s->chans[bucket_of(c->name)]; *p != NULL; p = &(*p)->next) {
-                if (*p == c) {
-                    *p = c->next;
-                    break;
-                }
-            }
-            free(c);
-        }
+        forget_unwatched(s, c);
     }
     pthread_mutex_unlock(&s->mu);
 }
