@@ -2,7 +2,8 @@
 /* test_redis_cluster.c - redis+cluster://: the URL and what it refuses,
  * locks on every master, a held lock's slot migrated (MOVED) and its
  * master failed over while it is held and waited for, a waiter woken by its
- * hand-over's notice (sharded pub/sub on the lock's master), and no plain
+ * hand-over's notice (sharded pub/sub on the lock's master) also after its
+ * subscriber connection is killed, and no plain
  * PUBLISH anywhere (issue 22).
  *
  * One cluster (server kind "cluster": 3 masters, 3 replicas) is started by
@@ -145,6 +146,16 @@ static int handovers(dlock_client *a, dlock_client *wc, const char *name, int ro
     return prompt;
 }
 
+/* The notice channels of lock `name` subscribed at the node on port. */
+static size_t channels_at(int port, const char *name)
+{
+    redisReply *r = command(port, "PUBSUB SHARDCHANNELS dlock:{%s}:wake:*", name);
+    CHECK(r->type == REDIS_REPLY_ARRAY);
+    size_t n = r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
 /* The waiters' client of lock `name` is subscribed to its notices
  * (dlock:{name}:wake:<client id>) on the master serving its slot now, and
  * nowhere else (a moved slot's old master dropped it). One client waited. */
@@ -152,12 +163,10 @@ static void subscribed_at_master(const char *name)
 {
     int master = dt_cluster_master_of(&cluster, slot_of(name));
     for (int i = 0; i < 6; i++) {
-        redisReply *r = command(node_port(i), "PUBSUB SHARDCHANNELS dlock:{%s}:wake:*", name);
-        CHECK(r->type == REDIS_REPLY_ARRAY);
-        if (r->elements != (i == master ? 1u : 0u))
+        size_t n = channels_at(node_port(i), name);
+        if (n != (i == master ? 1u : 0u))
             dt_fail(__FILE__, __LINE__, "node %d (the master: %d) has %zu channels of %s", i,
-                    master, r->elements, name);
-        freeReplyObject(r);
+                    master, n, name);
     }
 }
 
@@ -466,6 +475,41 @@ static void notice_wakes_waiter(void)
     dlock_client_close(wc);
 }
 
+/* The subscriber connection of a queued waiter's client is killed on the
+ * lock's master: the waiter looks again, subscribes anew, and is woken by
+ * its notice as before. */
+static void subscriber_killed(void)
+{
+    char name[32];
+    pthread_t t;
+    waiter w;
+
+    name_on(0, "killed", name, sizeof name);
+    int port = node_port(dt_cluster_master_of(&cluster, slot_of(name)));
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *la = dt_lock(a, name, 0);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    start_waiter(&w, name, &t);
+    DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
+    subscribed_at_master(name);
+    redisReply *r = command(port, "CLIENT KILL TYPE pubsub");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    freeReplyObject(r);
+    /* subscribed again, by the waiter's next wait */
+    DT_WAIT_UNTIL(channels_at(port, name) == 1, 1000); /* not the holder's lease (3 s) */
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    printf("the waiter got it %lld ms after the release\n", (long long) (w.got_ms - released));
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    CHECK_INT(handovers(a, w.c, name, 5), >=, 4);
+    dlock_client_close(w.c);
+    dlock_lock_free(la);
+    dlock_client_close(a);
+}
+
 /* No node ran a plain PUBLISH (broadcast to every node of a cluster):
  * after the tests above, whose waiters were handed locks. Run last. */
 static void no_plain_publish(void)
@@ -491,6 +535,7 @@ int main(int argc, char **argv)
         {"moved_while_held", moved_while_held},
         {"failover_while_held", failover_while_held},
         {"notice_wakes_waiter", notice_wakes_waiter},
+        {"subscriber_killed", subscriber_killed},
         {"no_plain_publish", no_plain_publish},
     };
     /* once for the program, before any test forks (no threads yet) */
