@@ -42,16 +42,11 @@ local function next_fence(F)
   return fence
 end
 
--- The name's mutex key M (its tag P:{E}), for every kind of lock of the
--- name. (Keys end in the name's tag, '}', and then the kind: ':rw', ':sem'.)
-local function tag_of(L)
-  return string.match(L, '^(.*}):rw$') or string.match(L, '^(.*}):sem$') or L
-end
-
--- The name's fence counter, M:fence: one name is one lock, and its fences
--- one sequence.
+-- The name's fence counter, M:fence of its mutex key M, for every kind of
+-- lock of the name: one name is one lock, and its fences one sequence.
+-- (Keys end in the name's tag, '}', and then the kind: ':rw', ':sem'.)
 local function counter_of(L)
-  return tag_of(L) .. ':fence'
+  return (string.match(L, '^(.*}):rw$') or string.match(L, '^(.*}):sem$') or L) .. ':fence'
 end
 
 local function now_ms()
@@ -113,10 +108,14 @@ local function grant(L, w, fence)
   elseif w[7] == 'c' then
     -- a Redis Cluster: a shard channel of the lock's slot, served by this
     -- node alone (a plain PUBLISH reaches every node of the cluster), and
-    -- of the waiter's client alone. Not among KEYS: Redis 7 checks a
-    -- script's commands against the slots the node serves, as it does the
-    -- lock's derived keys, and an argument more would cost every call.
-    redis.call('SPUBLISH', tag_of(L) .. ':wake:' .. w[3], notice)
+    -- of the waiter's client alone: M:wake:<client>, M the name's mutex
+    -- key (counter_of's). Not among KEYS: Redis 7 checks a script's
+    -- commands against the slots the node serves, as it does the lock's
+    -- derived keys, and an argument more would cost every call. (Inline:
+    -- one more function would be defined by every script that includes
+    -- this file, at every call.)
+    local M = string.match(L, '^(.*}):rw$') or string.match(L, '^(.*}):sem$') or L
+    redis.call('SPUBLISH', M .. ':wake:' .. w[3], notice)
   elseif w[7] ~= 'p' then
     redis.call('PUBLISH', w[7], notice)
   end
