@@ -493,7 +493,25 @@ static const char schema[] =
     "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
     "IF to_regclass('dlock_owner') IS NULL THEN "
     "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
-    "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
+    "since timestamptz NOT NULL DEFAULT now()); END IF; "
+    /* the run's epoch (pg.c: the fence): a durable counter, and its
+     * current value in an unlogged table, which a crash empties */
+    "IF to_regclass('dlock_epoch') IS NULL THEN CREATE SEQUENCE dlock_epoch; END IF; "
+    "IF to_regclass('dlock_run') IS NULL THEN "
+    "CREATE UNLOGGED TABLE dlock_run (id integer PRIMARY KEY CHECK (id = 1), "
+    "epoch bigint NOT NULL); END IF; END $dlock$;";
+
+/* The server's run epoch (pg.c: the fence), taken by a set-up: the one in
+ * dlock_run, or, when that is empty (a new table, or the server crashed
+ * since: crash recovery empties an unlogged table), the next value of the
+ * sequence dlock_epoch put there. The set-up's commit waits for the WAL's
+ * flush (synchronous_commit on for its transaction): a new epoch is on
+ * disk before any grant uses it. ON CONFLICT: two set-ups that find it
+ * empty together; the later statement (its own snapshot) sees the one
+ * that won. */
+#define RUN_EPOCH_SQL                                                                              \
+    "INSERT INTO dlock_run (id, epoch) SELECT 1, nextval('dlock_epoch') WHERE NOT EXISTS "         \
+    "(SELECT FROM dlock_run) ON CONFLICT (id) DO NOTHING"
 
 int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us)
 {
@@ -519,7 +537,7 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     pthread_mutex_lock(&p->mu);
     int ready = p->schema_ready && !with_schema;
     pthread_mutex_unlock(&p->mu);
-    size_t len = sizeof schema + strlen(info) + 320;
+    size_t len = sizeof schema + strlen(info) + 640;
     for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
         len += strlen(p->prep_sql[i]) + 32;
     char *sql = malloc(len);
@@ -528,8 +546,9 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     snprintf(sql, len,
+             "SELECT set_config('synchronous_commit', 'on', true); "
              "%sINSERT INTO dlock_owner (pid, info) VALUES (pg_backend_pid(), %s) "
-             "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now()",
+             "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now(); " RUN_EPOCH_SQL,
              ready ? "" : schema, info);
     PQfreemem(info);
     /* the hot path's statements, prepared in the same round trip (after
@@ -543,7 +562,9 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     /* last, its answer the request's: whether table mode's lock table is
      * there (pg.c: a session grant then looks at the name's row) */
     size_t used = strlen(sql);
-    snprintf(sql + used, len - used, "; SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL");
+    snprintf(sql + used, len - used,
+             "; SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "
+             "(SELECT epoch FROM dlock_run)");
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
@@ -559,6 +580,15 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     if (rc == DLOCK_OK && !gone) {
         c->prepared = prepared;
         c->lock_table = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        /* the fences of this connection's grants start at epoch << 32 */
+        long long epoch =
+            PQntuples(r) == 1 && !PQgetisnull(r, 0, 1) ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : 0;
+        if (epoch <= 0 || epoch >= (1LL << 30))
+            rc = dlock__fail(DLOCK_ESERVER,
+                             "the server's run epoch (table dlock_run, from the sequence "
+                             "dlock_epoch) is missing or out of range (1 to 2^30)");
+        else
+            snprintf(c->fence_base, sizeof c->fence_base, "%lld", epoch << 32);
     }
     PQclear(r);
     if (gone)

@@ -226,7 +226,7 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
 #define STILL_HELD "f.expires > clock_timestamp()"
 #define TAKE_ROW                                                                                   \
     "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid) "         \
-    "SELECT $2, $1::bigint, pg_current_xact_id()::text::bigint, $6, "                              \
+    "SELECT $2, $1::bigint, $7::bigint + pg_current_xact_id()::text::bigint, $6, "                 \
     "clock_timestamp() + $5::interval, $4, pg_backend_pid() "                                      \
     "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence + 1, excluded.fence), "   \
     "holder = CASE WHEN " STILL_HELD " THEN f.holder ELSE $6 END, "                                \
@@ -236,13 +236,12 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint, "                   \
     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL"
-/* The grant's commit waits for the WAL, whatever the server's
- * synchronous_commit says: a fence bump lost in a crash would be handed
- * out again (the fault suite's kill-server found it on a server with
- * synchronous_commit=off). */
+/* The grant's commit does not wait for the WAL's flush (synchronous_commit
+ * off for its transaction): a fence bump lost in a crash is not handed out
+ * again, as every grant after the crash has a larger epoch in $7 (above). */
 #define TAKE_SET                                                                                   \
     "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
-    "set_config('synchronous_commit', 'on', true)), "
+    "set_config('synchronous_commit', 'off', true)), "
 
 static const char *const take_sql[2] = {
     /* a try */
@@ -386,10 +385,11 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         slice_ms = 1;
     snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
     snprintf(app, sizeof app, "dlock:%s", a->token);
-    const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
+    const char *params[] = {l->key_text,   l->name,  timeout,      app,
+                            p->lease_text, c->nonce, c->fence_base};
     const char *check_params[] = {l->name_hex};
     dlock__pg_stmt grant[2] = {
-        {block ? PREP_WAIT : PREP_TRY, block ? p->take_wait : p->take_try, 6, params},
+        {block ? PREP_WAIT : PREP_TRY, block ? p->take_wait : p->take_try, 7, params},
         {PREP_CHECK, CHECK_SQL, 1, check_params}};
     PGresult *res[2] = {NULL, NULL};
     /* with the table check when the connection has seen table mode's table */

@@ -44,6 +44,7 @@ typedef struct dlock__pgconn {
     int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
     size_t nkeys, capkeys;
     char nonce[17];            /* random: names it as the holder in the lock's row */
+    char fence_base[24];       /* the server run's epoch << 32 (pg.c: the fence), as text */
     struct cancel_job *cancel; /* the last cancel sent for its requests (conn.c), or NULL */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
