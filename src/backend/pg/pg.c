@@ -215,14 +215,37 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * Answers the fence, whether the row is ours, and the ms left of the lease
  * it still has.
  *
- * The fence is the row's counter + 1, raised to the grant's transaction id
- * (xid8, 64 bits, never reused) when that is larger: the transaction takes
- * its id after the advisory lock (its first write, or the call in the
- * select list, runs once the lock's row is there), so under one name's
- * lock every later grant's id is larger. So a row deleted (by an
- * operator, a DELETE, a TRUNCATE) does not make fences start again from 1:
- * the fault suite's drop_lock found them going back. They still would on
- * a re-created cluster, whose ids start again (as etcd's revisions do). */
+ * The fence is the row's counter + 1, raised to base = (E << 32) + xid when
+ * that is larger, where xid is the grant's transaction id (xid8, 64 bits)
+ * and E the server run's epoch ($7 is E << 32; conn.c: RUN_EPOCH_SQL).
+ *
+ * - Within one run of the server (no crash), xid strictly increases: the
+ *   transaction takes its id after the advisory lock (its first write, or
+ *   the call in the select list, runs once the lock's row is there), so
+ *   under one name's lock every later grant's base is larger. So a row
+ *   deleted (by an operator, a DELETE, a TRUNCATE) does not make fences
+ *   go back: it starts again at a base above every fence of the run (the
+ *   fault suite's drop_lock found them going back from 1 once).
+ * - Across a crash. The grant's commit does not wait for the WAL's flush
+ *   (TAKE_SET), so a crash may lose the last grants' fence bumps, and the
+ *   transaction ids they used are then handed out again: xid alone would
+ *   repeat fences. E covers it. It is the value of a sequence
+ *   (dlock_epoch), kept in an unlogged table (dlock_run), which crash
+ *   recovery empties (a clean shutdown keeps it); the first connection
+ *   set-up that finds it empty puts the sequence's next value there, in a
+ *   transaction whose commit waits for the flush, so it is on disk before
+ *   any grant uses it, and a sequence never goes back over a flushed
+ *   value. A crash kills every session, so every advisory lock is free
+ *   after it and every grant after it runs on a connection set up after
+ *   it, with E' > E: its base, (E' << 32) + xid', is above every fence of
+ *   the runs before, (E << 32) + xid, as long as the ids a crash hands
+ *   out again span less than 2^32 transactions (it loses only commits
+ *   not flushed yet: about three wal_writer_delay's worth).
+ *   pg_postmaster_start_time() would not do for E: a crash-restart after
+ *   a backend's crash keeps it.
+ * - They still go back on a re-created cluster, a dropped sequence, or a
+ *   restored backup (its sequence and ids start from the backup's), as
+ *   etcd's revisions would. */
 #define STILL_HELD "f.expires > clock_timestamp()"
 #define TAKE_ROW                                                                                   \
     "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid) "         \
@@ -238,7 +261,15 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL"
 /* The grant's commit does not wait for the WAL's flush (synchronous_commit
  * off for its transaction): a fence bump lost in a crash is not handed out
- * again, as every grant after the crash has a larger epoch in $7 (above). */
+ * again, as every grant after the crash has a larger epoch in $7 (above).
+ * What else a crash may lose with it: the row's lease start (holder,
+ * expires). The row then shows its state before (the last holder's lease,
+ * ended or running), so the first grant after the crash waits for that
+ * lease at most (never forever), but it does not wait for the lost
+ * holder's lease: that holder, whose session died with the server, may
+ * still think it holds until its next renewal fails (up to a third of its
+ * lease after the crash), while the new holder holds with a larger fence
+ * (README.md: the session model). */
 #define TAKE_SET                                                                                   \
     "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
     "set_config('synchronous_commit', 'off', true)), "
