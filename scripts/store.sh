@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # A throwaway server of a store to try dlock against:
 #
-#   scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|zookeeper|etcd|postgres|mariadb
+#   scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|cluster|zookeeper|etcd|postgres|mariadb
 #
 # installs the server when it is missing (scripts/deps.sh), builds the test
 # harness's `store` program into build/ (DLOCK_BUILD_DIR to use another), and
@@ -11,7 +11,8 @@
 # postgres://dlock:dlock@127.0.0.1:PORT/postgres,
 # mysql://dlock:dlock@127.0.0.1:PORT/dlock; sentinel: a master, a
 # replica and 3 sentinels, redis+sentinel://...; redlock: 3 independent
-# redis-servers, redlock://...; redis-tls: TLS only, with a throwaway CA,
+# redis-servers, redlock://...; cluster: a Redis Cluster of 3 masters and
+# 3 replicas, redis+cluster://... (the masters); redis-tls: TLS only, with a throwaway CA,
 # rediss://127.0.0.1:PORT?cacert=DIR/tls/ca.crt; sentinel-tls: the
 # sentinel group over TLS, rediss+sentinel://...?cacert=...) on stdout, and on
 # Ctrl-C (or SIGTERM) stops it and removes the dir. The URL is all it prints
@@ -21,9 +22,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kind=${1:-}
 case $kind in
-  redis | redis-tls | sentinel | sentinel-tls | redlock | zookeeper | etcd | postgres | mariadb) ;;
+  redis | redis-tls | sentinel | sentinel-tls | redlock | cluster | zookeeper | etcd | postgres | mariadb) ;;
   *)
-    echo "usage: scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|zookeeper|etcd|postgres|mariadb" >&2
+    echo "usage: scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|cluster|zookeeper|etcd|postgres|mariadb" >&2
     exit 64
     ;;
 esac
@@ -31,6 +32,7 @@ build=${DLOCK_BUILD_DIR:-$root/build}
 
 deps=${kind/sentinel/redis}
 deps=${deps/redlock/redis}
+deps=${deps/cluster/redis}
 bash "$root/scripts/deps.sh" "--${deps%-tls}" >&2
 
 # The build's chatter stays out of the way, unless the build fails.

@@ -273,7 +273,13 @@ int dlock__url_parse(const char *text, dlock__url *url)
     hidden_to = raw_userinfo(text, &hidden_from);
     p = strstr(text, "://");
     if (p == NULL || p == text) {
-        rc = dlock__fail(DLOCK_EINVAL, "'%s' is not a URL (want scheme://host...)", url->text);
+        if (strncmp(text, "sqlite:", 7) == 0)
+            rc = dlock__fail(DLOCK_EINVAL,
+                             "'%s' is not a URL: an SQLite database is sqlite:///absolute/path"
+                             "/to/file.db (three slashes)",
+                             url->text);
+        else
+            rc = dlock__fail(DLOCK_EINVAL, "'%s' is not a URL (want scheme://host...)", url->text);
         goto fail;
     }
     for (const char *s = text; s < p; s++) {

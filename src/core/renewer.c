@@ -225,13 +225,17 @@ static void log_loss(dlock__renewer *r, dlock__lease *e)
 {
     char why[sizeof e->why];
 
-    if (!dlock__log_on(r->log, DLOCK_LOG_ERROR))
+    /* a session's loss is news (info): each lock held in it (if any: a
+     * session may only have carried waits) is logged as lost by itself */
+    int level = e->kind == DLOCK__RENEW_SESSION ? DLOCK_LOG_INFO : DLOCK_LOG_ERROR;
+    if (!dlock__log_on(r->log, level))
         return;
     dlock__renewer_lock(r, e);
     snprintf(why, sizeof why, "%s", e->why);
     dlock__renewer_unlock(r, e);
     if (e->kind == DLOCK__RENEW_SESSION)
-        dlock__log_emit(r->log, DLOCK_LOG_ERROR, "%s: session lost, with every lock held in it: %s",
+        dlock__log_emit(r->log, level,
+                        "%s: session lost (a lock held in it, if any, is lost and reported): %s",
                         store_label(r), why);
     else
         dlock__log_emit(r->log, DLOCK_LOG_ERROR, "lock '%s' lost: %s", e->name ? e->name : "?",
@@ -1031,9 +1035,10 @@ void dlock__session_end(dlock__session *s, const char *why)
     pthread_mutex_lock(&r->mu);
     int closing = r->stopping; /* the client closes: an end, not a failure */
     pthread_mutex_unlock(&r->mu);
-    if (ends)
-        DLOCK__LOG(r->log, closing ? DLOCK_LOG_DEBUG : DLOCK_LOG_ERROR,
-                   "%s: session ended, with every lock held in it: %s", store_label(r), why);
+    if (ends) /* news (info): each lock held in it is logged as lost by itself */
+        DLOCK__LOG(r->log, closing ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO,
+                   "%s: session ended (a lock held in it, if any, is lost and reported): %s",
+                   store_label(r), why);
     note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */
     dlock__session_unref(s);
 }

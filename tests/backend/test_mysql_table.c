@@ -6,7 +6,8 @@
  * operator is reported lost and the next fence is still larger; many held
  * locks are renewed by one UPDATE (counted with the server's Com_update);
  * bad input (an unknown mode, a user who may not create the missing
- * table).
+ * table); a free row goes to the oldest live waiter (issue 23), and a
+ * waiters' table of an earlier version gets its column since.
  *
  * The server is looked at and changed with the mariadb client
  * (dt_server_cli as the test's user; root on the server's own socket to
@@ -385,6 +386,198 @@ static void tables_dropped(void)
     dlock_client_close(s);
 }
 
+/* ---------------------------------------------------------------- first in line */
+
+enum { HAMMERS = 4, HOLD_US = 30000 };
+
+typedef struct hammer {
+    dlock_client *c;
+    atomic_int *stop;
+    atomic_long rounds;
+    _Atomic int rc; /* the first failure, or DLOCK_OK */
+} hammer;
+
+/* Takes "hot", works under it for a moment and gives it back, until told
+ * to stop: a client that has just released asks again at once, while a
+ * waiter's backoff has grown to 64 ms. */
+static void *hammer_loop(void *arg)
+{
+    hammer *h = arg;
+    dlock_lock *l = dt_lock(h->c, "hot", 0);
+    while (!atomic_load(h->stop) && h->rc == DLOCK_OK) {
+        h->rc = dlock_acquire(l, 20000);
+        if (h->rc == DLOCK_OK) {
+            atomic_fetch_add(&h->rounds, 1);
+            usleep(HOLD_US); /* the work done under the lock */
+            h->rc = dlock_release(l);
+        }
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static long rounds_sum(hammer *hs)
+{
+    long sum = 0;
+    for (int i = 0; i < HAMMERS; i++)
+        sum += atomic_load(&hs[i].rounds);
+    return sum;
+}
+
+/* The hammers served in turn: over 8 rounds each, the one served least
+ * got at least half as many as the one served most (a releaser that took
+ * the name straight back used to get most of them: 0.2-0.3). */
+static void hammers_take_turns(hammer *hs)
+{
+    long before[HAMMERS], least = -1, most = 0;
+    for (int i = 0; i < HAMMERS; i++)
+        before[i] = atomic_load(&hs[i].rounds);
+    long goal = 0;
+    for (int i = 0; i < HAMMERS; i++)
+        goal += before[i];
+    goal += 8 * HAMMERS;
+    DT_WAIT_UNTIL(rounds_sum(hs) >= goal, 20000);
+    for (int i = 0; i < HAMMERS; i++) {
+        long n = atomic_load(&hs[i].rounds) - before[i];
+        least = least < 0 || n < least ? n : least;
+        most = n > most ? n : most;
+    }
+    printf("rounds of %d hammers over %d: least %ld, most %ld\n", HAMMERS, 8 * HAMMERS, least,
+           most);
+    CHECK_INT(least * 2, >=, most);
+}
+
+/* How long a wait for l takes beside the hammers (its budget: 5 s). */
+static int64_t served_in(dlock_lock *l, const char *what)
+{
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(l, 5000);
+    int64_t took = dt_now_ms() - t0;
+    printf("%s beside %d clients in tight loops: %s after %lld ms\n", what, HAMMERS,
+           dlock_strerror(rc), (long long) took);
+    CHECK_RC(rc, DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    return took;
+}
+
+/* Issue 23 (the fault suite's seed 7: a multi-lock waiter not served in
+ * 14 s): a waiter polls with a backoff that grows to 64 ms while a client
+ * that has just released asks again at once, and used to lose every round.
+ * A free row now goes to the oldest live waiter first: a plain waiter and
+ * a multi-lock waiter on the hot name and another are each served well
+ * within their budget beside clients taking the hot name in tight loops,
+ * and every one of those is served too. */
+static void waiter_not_starved(void)
+{
+    atomic_int stop = 0;
+    hammer hs[HAMMERS];
+    pthread_t ts[HAMMERS];
+    for (int i = 0; i < HAMMERS; i++) {
+        hs[i] = (hammer){.c = client("lease=5s"), .stop = &stop, .rc = DLOCK_OK};
+        CHECK(pthread_create(&ts[i], NULL, hammer_loop, &hs[i]) == 0);
+    }
+    DT_WAIT_UNTIL(rounds_sum(hs) >= HAMMERS, 10000);
+
+    dlock_client *c = client("lease=5s");
+    dlock_lock *plain = dt_lock(c, "hot", 0), *multi = NULL;
+    const char *names[] = {"hot", "other"};
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &multi), DLOCK_OK);
+    int64_t took_plain = served_in(plain, "a plain waiter");
+    int64_t took_multi = served_in(multi, "a multi-lock waiter (hot, other)");
+    hammers_take_turns(hs);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < HAMMERS; i++) {
+        pthread_join(ts[i], NULL);
+        CHECK_RC(hs[i].rc, DLOCK_OK);
+        dlock_client_close(hs[i].c);
+    }
+    CHECK_INT(took_plain, <, 3000);
+    CHECK_INT(took_multi, <, 3000);
+    dlock_lock_free(plain);
+    dlock_lock_free(multi);
+    dlock_client_close(c);
+}
+
+/* A free row waited for by an older live waiter is that waiter's: the
+ * holder that releases cannot take it straight back, nor can a try. A
+ * waiter that stops polling (a row of a client that is gone) claims the
+ * name for the rest of its waiter lease, no longer; a lapsed row claims
+ * nothing. */
+static void free_name_goes_to_waiter(void)
+{
+    dlock_client *c = client("lease=5s"), *w = client("lease=5s");
+    dlock_lock *h = dt_lock(c, "q", 0), *t = dt_lock(c, "q", 0), *wl = dt_lock(w, "q", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    struct waiter wt = {.l = wl, .wait_ms = 5000};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, wait_thread, &wt) == 0);
+    DT_WAIT_UNTIL(dt_query(c, "q", 0).waiters == 1, 5000);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    /* held by the waiter already, or left to it: either way not ours */
+    CHECK_RC(dlock_try_acquire(t), DLOCK_EBUSY);
+    printf("a try after the release, beside a waiter: %s\n", dlock_errmsg());
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&wt.rc), DLOCK_OK);
+    CHECK_RC(dlock_release(wl), DLOCK_OK);
+
+    /* a waiter that stopped polling: its row claims the free name until
+     * its lease ends (1.5 s here), then a wait gets it */
+    dt_server_cli(&srv, "-e \"INSERT INTO dlock_lock_wait (name, owner, lock_name, expires, since) "
+                        "VALUES ('dlock:q', 'gone', 'q', UTC_TIMESTAMP(6) + INTERVAL 1500000 "
+                        "MICROSECOND, UTC_TIMESTAMP(6))\"");
+    CHECK_RC(dlock_try_acquire(t), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(t, 5000), DLOCK_OK);
+    int64_t took = dt_now_ms() - t0;
+    printf("a wait behind a waiter that stopped polling (1500 ms left): %lld ms\n",
+           (long long) took);
+    CHECK_INT(took, >=, 1000);
+    CHECK_INT(took, <, 3000);
+    CHECK_RC(dlock_release(t), DLOCK_OK);
+
+    /* a lapsed row claims nothing */
+    dt_server_cli(&srv, "-e \"INSERT INTO dlock_lock_wait (name, owner, lock_name, expires, since) "
+                        "VALUES ('dlock:q', 'lapsed', 'q', UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, "
+                        "'2000-01-01')\"");
+    CHECK_RC(dlock_try_acquire(t), DLOCK_OK);
+    CHECK_RC(dlock_release(t), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(t);
+    dlock_lock_free(wl);
+    dlock_client_close(c);
+    dlock_client_close(w);
+}
+
+/* The waiters' table of an earlier dlock (no since) is upgraded by the
+ * first client that needs it, and locks work as before. */
+static void old_table_upgraded(void)
+{
+    dt_server_cli(&srv, "-e \"DROP TABLE IF EXISTS dlock_lock, dlock_lock_wait\"");
+    dt_server_cli(&srv,
+                  "-e \"CREATE TABLE dlock_lock (name VARBINARY(256) NOT NULL PRIMARY KEY, "
+                  "lock_name VARBINARY(2048) NOT NULL, owner VARBINARY(255) NOT NULL, info TEXT "
+                  "CHARACTER SET utf8mb4 NOT NULL, fence BIGINT UNSIGNED NOT NULL, expires "
+                  "DATETIME(6) NOT NULL) ENGINE=InnoDB; CREATE TABLE dlock_lock_wait (name "
+                  "VARBINARY(256) NOT NULL, owner VARBINARY(255) NOT NULL, lock_name "
+                  "VARBINARY(2048) NOT NULL, expires DATETIME(6) NOT NULL, PRIMARY KEY (name, "
+                  "owner)) ENGINE=InnoDB\"");
+    const char *col = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+                      "DATABASE() AND TABLE_NAME = 'dlock_lock_wait' AND COLUMN_NAME = 'since'";
+    CHECK_INT(sql_number(col), ==, 0);
+    dlock_client *a = client(NULL), *b = client(NULL);
+    dlock_lock *la = dt_lock(a, "up", 0), *lb = dt_lock(b, "up", 0);
+    CHECK_RC(dlock_try_acquire(la), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(lb), DLOCK_EBUSY);
+    CHECK_INT(sql_number(col), ==, 1);
+    CHECK_RC(dlock_release(la), DLOCK_OK);
+    CHECK_RC(dlock_acquire(lb, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(lb), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -396,6 +589,9 @@ int main(int argc, char **argv)
         {"table_holder_excludes_session", table_holder_excludes_session},
         {"table_waits_for_dropped_session_holder", table_waits_for_dropped_session_holder},
         {"tables_dropped", tables_dropped},
+        {"waiter_not_starved", waiter_not_starved},
+        {"free_name_goes_to_waiter", free_name_goes_to_waiter},
+        {"old_table_upgraded", old_table_upgraded},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -9,7 +9,9 @@ src=${1:?usage: test_man_urls.sh SOURCE_DIR}
 page=$src/docs/dlock.1
 fail=0
 urls=$(sed -n '/^\.SH URLS/,/^\.SH /p' "$page")
-schemes=$(grep -ho 'schemes\[\] = {[^}]*}' "$src"/src/backend/*/*.c | grep -o '"[^"]*"' | tr -d '"')
+# the arrays as clang-format lays them out, over several lines too
+schemes=$(cat "$src"/src/backend/*/*.c | tr '\n' ' ' | grep -o 'schemes\[\] = {[^}]*}' |
+  grep -o '"[^"]*"' | tr -d '"')
 [ -n "$schemes" ] || { echo "FAIL: no schemes found in $src/src/backend" >&2; exit 1; }
 for scheme in $schemes; do
   if ! printf '%s\n' "$urls" | grep -q -- "$scheme://"; then

@@ -93,6 +93,19 @@ int64_t dt_now_ms(void);
     } while (0)
 void dt_sleep_ms(int ms);
 
+/* Under ThreadSanitizer the same code takes several times the CPU: a test
+ * that bounds CPU time multiplies its bound by this. */
+#if defined(__SANITIZE_THREAD__)
+#define DT_CPU_SCALE 2
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DT_CPU_SCALE 2
+#endif
+#endif
+#ifndef DT_CPU_SCALE
+#define DT_CPU_SCALE 1
+#endif
+
 /* Loss reports: dt_on_lost, given to dlock_lock_on_lost with a dt_lost_box,
  * checks the code is DLOCK_ELOST and records why and when. */
 typedef struct dt_lost_box {

@@ -144,7 +144,7 @@ const char *dt_server_cli(const dt_server *s, const char *fmt, ...)
 
 /* The kinds this harness knows (NULL-terminated), e.g. for a self-test. */
 const char *const *dt_server_kinds(void);
-/* 1 if the kind is a group of servers (sentinel, redlock), 0 if one
+/* 1 if the kind is a group of servers (sentinel, redlock, cluster), 0 if one
  * server (or a file), -1 if the harness has no such kind. */
 int dt_server_kind_is_group(const char *kind);
 
@@ -226,6 +226,26 @@ int dt_sentinel_failover(dt_server *s);
  * to fault one node alone, pause node 0, or stop, kill or restart node 1
  * or 2. */
 dt_server *dt_redlock_node(dt_server *s, int i);
+
+/* ---------------------------------------------------------------- Redis Cluster */
+
+/* The kind "cluster" is a Redis Cluster of 3 masters and 3 replicas (one
+ * of each) started and stopped as one server: its dt_server is the first
+ * master, each node's cluster bus is on its peer_port, slots 0-5460,
+ * 5461-10921 and 10922-16383 go to nodes 0, 1 and 2 and nodes 3, 4, 5
+ * replicate them; the start returns once every node says
+ * cluster_state:ok and every replica is linked. Its url is
+ * redis+cluster://127.0.0.1:P0,127.0.0.1:P1,127.0.0.1:P2. Extra start
+ * arguments go to every node ("--requirepass X" also sets masterauth). */
+/* Node i (0..5: 0-2 the first masters, 3-5 their replicas, whatever
+ * their roles now). */
+dt_server *dt_cluster_node(dt_server *s, int i);
+/* The node that serves slot now (as node 0 sees it), -1 if none. */
+int dt_cluster_master_of(dt_server *s, int slot);
+/* CLUSTER FAILOVER on the replica of node `master`, and waits (30 s at
+ * most) until it is a master and the cluster is settled again. Returns
+ * the index of the new master. */
+int dt_cluster_failover(dt_server *s, int master);
 
 /* ---------------------------------------------------------------- Redis (old API) */
 

@@ -34,12 +34,27 @@ static const char usage[] =
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' (in the source\n"
     "tree: 'man -l docs/dlock.1') for exit codes.\n";
 
+/* Set when no -u and no $DLOCK_URL named the store: a store that does not
+ * answer is then most likely not the one the user meant. */
+static int url_defaulted;
+
 const char *cli_url(const char *flag)
 {
     const char *env = getenv("DLOCK_URL");
     if (flag != NULL)
         return flag;
-    return env != NULL && env[0] != '\0' ? env : DEFAULT_URL;
+    if (env != NULL && env[0] != '\0')
+        return env;
+    url_defaulted = 1;
+    return DEFAULT_URL;
+}
+
+/* After a failure's message: what the user may have meant. */
+static void hint(int rc)
+{
+    if (rc == DLOCK_EUNREACHABLE && url_defaulted)
+        fprintf(stderr, "dlock: no -u URL was given and $DLOCK_URL is not set, so the store was "
+                        "the default, " DEFAULT_URL "\n");
 }
 
 const char *cli_url_option(const char *url, const char *key, size_t *len)
@@ -164,6 +179,7 @@ static int exit_code_of(int rc)
 int cli_fail_msg(int rc, const char *what, const char *msg)
 {
     fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
+    hint(rc);
     return exit_code_of(rc);
 }
 
@@ -183,6 +199,7 @@ int cli_fail_lock(int rc, const char *name)
 {
     if (cli_errmsg_names(name)) {
         fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+        hint(rc);
         return exit_code_of(rc);
     }
     return cli_fail(rc, name);

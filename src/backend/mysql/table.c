@@ -23,15 +23,9 @@
 
 #define D DLOCK__SQLT_MARIADB
 
-/* dlock_lock, created when missing: a user with DML rights on it but no
- * CREATE takes locks in a table made for it (README.md). */
-static int ensure_table(dlock__mystore *p, int64_t deadline)
+/* What dlock's tables lack (dlock__sqlt_lacks) into *lacks. */
+static int look_tables(dlock__mystore *p, int64_t deadline, int *lacks)
 {
-    pthread_mutex_lock(&p->mu);
-    int ready = p->schema_ready;
-    pthread_mutex_unlock(&p->mu);
-    if (ready)
-        return DLOCK_OK;
     char *sql = dlock__sqlt_exists(D);
     dlock__myres res;
     if (sql == NULL)
@@ -40,28 +34,58 @@ static int ensure_table(dlock__mystore *p, int64_t deadline)
     free(sql);
     if (rc != DLOCK_OK)
         return rc;
-    const char *v = dlock__my_value(&res, 0, 0);
-    int exists = v != NULL && strcmp(v, "2") == 0;
+    *lacks = dlock__sqlt_lacks(dlock__my_value(&res, 0, 0), dlock__my_value(&res, 0, 1));
     dlock__my_res_free(&res);
-    if (!exists) {
-        sql = dlock__sqlt_schema(D);
-        if (sql == NULL)
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
-        rc = dlock__my_operate(p, sql, deadline, &res, "creating dlock's table");
-        free(sql);
-        if (rc == DLOCK_ESERVER) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", dlock_errmsg());
-            return dlock__fail(DLOCK_ESERVER,
-                               "%s; the user needs CREATE on the database, or an administrator "
-                               "creates the tables " DLOCK__SQLT_TABLE " and " DLOCK__SQLT_WAIT
-                               " (its schema: src/backend/mysql/README.md)",
-                               why);
-        }
-        if (rc != DLOCK_OK)
-            return rc;
-        dlock__my_res_free(&res);
+    return DLOCK_OK;
+}
+
+/* One step of the schema (sql, freed here); what is missing said when the
+ * user may not make it. */
+static int schema_step(dlock__mystore *p, char *sql, int64_t deadline, const char *what,
+                       const char *needs)
+{
+    dlock__myres res;
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = dlock__my_operate(p, sql, deadline, &res, what);
+    free(sql);
+    if (rc == DLOCK_ESERVER) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        return dlock__fail(DLOCK_ESERVER, "%s; %s (its schema: src/backend/mysql/README.md)", why,
+                           needs);
     }
+    if (rc == DLOCK_OK)
+        dlock__my_res_free(&res);
+    return rc;
+}
+
+/* dlock_lock, created when missing: a user with DML rights on it but no
+ * CREATE takes locks in a table made for it (README.md); a waiters' table
+ * of an earlier version gets its column since. */
+static int ensure_table(dlock__mystore *p, int64_t deadline)
+{
+    pthread_mutex_lock(&p->mu);
+    int ready = p->schema_ready;
+    pthread_mutex_unlock(&p->mu);
+    if (ready)
+        return DLOCK_OK;
+    int lacks;
+    int rc = look_tables(p, deadline, &lacks);
+    if (rc == DLOCK_OK && lacks == DLOCK__SQLT_LACKS_TABLES) {
+        rc = schema_step(p, dlock__sqlt_schema(D), deadline, "creating dlock's table",
+                         "the user needs CREATE on the database, or an administrator creates "
+                         "the tables " DLOCK__SQLT_TABLE " and " DLOCK__SQLT_WAIT);
+        if (rc == DLOCK_OK)
+            rc = look_tables(p, deadline, &lacks); /* a waiters' table may have been there */
+    }
+    if (rc == DLOCK_OK && lacks == DLOCK__SQLT_LACKS_SINCE)
+        rc = schema_step(p, dlock__sqlt_upgrade(D), deadline,
+                         "adding the column since to " DLOCK__SQLT_WAIT,
+                         "the table " DLOCK__SQLT_WAIT " of an earlier dlock needs the column "
+                         "since: the user needs ALTER on it once, or an administrator adds it");
+    if (rc != DLOCK_OK)
+        return rc;
     pthread_mutex_lock(&p->mu);
     p->schema_ready = 1;
     pthread_mutex_unlock(&p->mu);
@@ -173,8 +197,18 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
  * then fails (1242: a subquery of two rows where one is wanted), and
  * nothing after it runs: the lock is held. A session grant takes GET_LOCK
  * first and then reads this table, so it sees every row written under it
- * (the write commits before the release). */
-static char *guard(dlock__mystore *p, dlock__mylock *l)
+ * (the write commits before the release).
+ *
+ * A waiter's take waits up to GUARD_WAIT for the GET_LOCK (the other
+ * takes of the name are brief), a try's not at all. Without it every
+ * poll that met another poll's take in flight was "held by a session",
+ * with no lease to tell, and went back to the core's longest step: with
+ * the first in line polling often (../sqltable), the oldest waiter lost
+ * most of its looks that way (8 clients on one name: 17 hand-overs a
+ * second). */
+#define GUARD_WAIT "0.05" /* seconds: GET_LOCK takes fractions (MariaDB) */
+
+static char *guard(dlock__mystore *p, dlock__mylock *l, int waits)
 {
     int fence_table = atomic_load(&p->other_table) == 1;
     size_t len = 3 * strlen(l->lit) + 400;
@@ -182,9 +216,9 @@ static char *guard(dlock__mystore *p, dlock__mylock *l)
     if (sql == NULL)
         return NULL;
     snprintf(sql, len,
-             "SELECT GET_LOCK(%s, 0); SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE NOT "
+             "SELECT GET_LOCK(%s, %s); SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE NOT "
              "(IS_USED_LOCK(%s) <=> CONNECTION_ID())%s%s%s)",
-             l->lit, l->lit,
+             l->lit, waits ? GUARD_WAIT : "0", l->lit,
              fence_table ? " OR EXISTS (SELECT 1 FROM dlock_fence WHERE name = " : "",
              fence_table ? l->lit : "", fence_table ? " AND expires > UTC_TIMESTAMP(6))" : "");
     return sql;
@@ -248,7 +282,7 @@ int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
         rc = dlock__myt_other_table(p, a->deadline_us);
     if (rc != DLOCK_OK)
         return rc;
-    char *owner = dlock__my_literal(a->token, 1), *first = guard(p, l), *take = NULL;
+    char *owner = dlock__my_literal(a->token, 1), *first = guard(p, l, a->wait), *take = NULL;
     if (owner != NULL && first != NULL)
         take = dlock__sqlt_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
                                 a->wait ? p->base.host.cfg->waiter_lease_ms : 0);
@@ -270,14 +304,17 @@ int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
     } else if (dlock__sqlt_taken(dlock__my_value(&res, 3, 0), dlock__my_value(&res, 3, 1),
-                                 dlock__my_value(&res, 3, 2), &fence, &left_ms)) {
+                                 dlock__my_value(&res, 3, 2), dlock__my_value(&res, 3, 3), a->wait,
+                                 &fence, &left_ms)) {
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;
     } else {
+        /* held, or free but an older waiter's (no lease to tell): polled
+         * again within the lease left, or soon near the head of the line */
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
-        a->holder_ttl_ms = left_ms;
+        a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
     }
     dlock__my_res_free(&res);
     return DLOCK_OK;

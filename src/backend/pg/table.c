@@ -88,7 +88,37 @@ static const char *value(const PGresult *r, int row, int col)
     return PQgetvalue(r, row, col);
 }
 
-/* The tables, made when missing. */
+/* What dlock's tables lack (dlock__sqlt_lacks) into *lacks. */
+static int look_tables(dlock__pgstore *p, int64_t deadline, int *lacks)
+{
+    PGresult *res;
+    int rc = request(p, dlock__sqlt_exists(D), deadline, &res, "looking for dlock's table");
+    if (rc != DLOCK_OK)
+        return rc;
+    *lacks = dlock__sqlt_lacks(value(res, 0, 0), value(res, 0, 1));
+    PQclear(res);
+    return DLOCK_OK;
+}
+
+/* One step of the schema (sql, freed); what is missing said when the role
+ * may not make it. */
+static int schema_step(dlock__pgstore *p, char *sql, int64_t deadline, const char *what,
+                       const char *needs)
+{
+    PGresult *res;
+    int rc = request(p, sql, deadline, &res, what);
+    if (rc == DLOCK_ESERVER) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        return dlock__fail(DLOCK_ESERVER, "%s; %s", why, needs);
+    }
+    if (rc == DLOCK_OK)
+        PQclear(res);
+    return rc;
+}
+
+/* The tables, made when missing; a waiters' table of an earlier version
+ * gets its column since. */
 static int ensure_table(dlock__pgstore *p, int64_t deadline)
 {
     pthread_mutex_lock(&p->mu);
@@ -96,27 +126,28 @@ static int ensure_table(dlock__pgstore *p, int64_t deadline)
     pthread_mutex_unlock(&p->mu);
     if (ready)
         return DLOCK_OK;
-    PGresult *res;
-    int rc = request(p, dlock__sqlt_exists(D), deadline, &res, "looking for dlock's table");
+    int lacks;
+    int rc = look_tables(p, deadline, &lacks);
+    if (rc == DLOCK_OK && lacks == DLOCK__SQLT_LACKS_TABLES) {
+        rc = schema_step(p, dlock__sqlt_schema(D), deadline, "creating dlock's table",
+                         "the role needs CREATE on the schema, or an administrator creates the "
+                         "tables " DLOCK__SQLT_TABLE " and " DLOCK__SQLT_WAIT);
+        /* a waiters' table may have been there; and two clients creating a
+         * table at once: one fails (a duplicate row of pg_type) where the
+         * other made it */
+        int made = rc;
+        if (rc == DLOCK_OK || rc == DLOCK_ESERVER)
+            rc = look_tables(p, deadline, &lacks);
+        if (rc == DLOCK_OK && made != DLOCK_OK && lacks == DLOCK__SQLT_LACKS_TABLES)
+            rc = made;
+    }
+    if (rc == DLOCK_OK && lacks == DLOCK__SQLT_LACKS_SINCE)
+        rc = schema_step(p, dlock__sqlt_upgrade(D), deadline,
+                         "adding the column since to " DLOCK__SQLT_WAIT,
+                         "the table " DLOCK__SQLT_WAIT " of an earlier dlock needs the column "
+                         "since: the role must own it once, or an administrator adds it");
     if (rc != DLOCK_OK)
         return rc;
-    const char *v = value(res, 0, 0);
-    int exists = v != NULL && strcmp(v, "2") == 0;
-    PQclear(res);
-    if (!exists) {
-        rc = request(p, dlock__sqlt_schema(D), deadline, &res, "creating dlock's table");
-        if (rc == DLOCK_ESERVER) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", dlock_errmsg());
-            return dlock__fail(DLOCK_ESERVER,
-                               "%s; the role needs CREATE on the schema, or an administrator "
-                               "creates the tables " DLOCK__SQLT_TABLE " and " DLOCK__SQLT_WAIT,
-                               why);
-        }
-        if (rc != DLOCK_OK)
-            return rc;
-        PQclear(res);
-    }
     pthread_mutex_lock(&p->mu);
     p->table_ready = 1;
     pthread_mutex_unlock(&p->mu);
@@ -182,14 +213,17 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
         return rc;
     uint64_t fence;
     int64_t left_ms;
-    if (dlock__sqlt_taken(value(res, 0, 0), value(res, 0, 1), value(res, 0, 2), &fence, &left_ms)) {
+    if (dlock__sqlt_taken(value(res, 0, 0), value(res, 0, 1), value(res, 0, 2), value(res, 0, 3),
+                          a->wait, &fence, &left_ms)) {
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;
     } else {
+        /* held, or free but an older waiter's (no lease to tell): polled
+         * again within the lease left, or soon near the head of the line */
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
-        a->holder_ttl_ms = left_ms;
+        a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
     }
     PQclear(res);
     return DLOCK_OK;

@@ -8,11 +8,17 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* run_batch_once's: every script was refused by a node that is not the
  * master (never returned by run_batch) */
 #define DLOCK__NOT_MASTER -1
 #define NOT_MASTER_TRIES  3
+/* Redis Cluster: redirections followed for one call, and the pause before
+ * a call refused with TRYAGAIN or CLUSTERDOWN is sent again */
+#define MAX_REDIRECTS         16
+#define RETRY_PAUSE_US        20000
+#define REFRESH_AFTER_LOSS_US 1000000
 
 /* The command of a call: EVALSHA <sha>, or EVAL <body>, then the rest. */
 static dlock__rcmd as_command(const evalcall *e, int with_body)
@@ -36,6 +42,66 @@ static void free_replies(redisReply **replies, size_t n)
         freeReplyObject(replies[j]);
         replies[j] = NULL;
     }
+}
+
+/* One script call on c: EVALSHA, and EVAL if the node lacks the script. */
+static int send_one(dlock__rconn *c, const evalcall *call, int64_t deadline, redisReply **reply)
+{
+    dlock__rcmd cmd = as_command(call, 0);
+    int rc = dlock__rconn_call(c, 1, &cmd, deadline, reply);
+    if (rc != DLOCK_OK || !is_noscript(*reply))
+        return rc;
+    freeReplyObject(*reply);
+    *reply = NULL;
+    cmd = as_command(call, 1);
+    return dlock__rconn_call(c, 1, &cmd, deadline, reply);
+}
+
+/* A Redis Cluster's redirection of one call that came from c (cluster.h):
+ * sent again to the node a MOVED names (the map learns it), after ASKING
+ * to the node an ASK names (the map does not change), or to the same
+ * node a little later after TRYAGAIN or CLUSTERDOWN (the map read again),
+ * until its reply is none of these, or the deadline; *reply is then the
+ * last reply. Only this call is sent again, not its batch. */
+static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall *call,
+                            int64_t deadline, redisReply **reply)
+{
+    static const char *const asking_argv[] = {"ASKING"};
+    static const size_t asking_lens[] = {6};
+
+    for (int hops = 0; hops < MAX_REDIRECTS; hops++) {
+        dlock__rconn *to = c;
+        redisReply *got[2] = {NULL, NULL};
+        int rc;
+        enum dlock__rredirect what = dlock__rcluster_redirect(cl, *reply, &to);
+        if (what == DLOCK__RR_NONE)
+            return DLOCK_OK;
+        if (what == DLOCK__RR_RETRY) {
+            if (dlock__now_us() + RETRY_PAUSE_US >= deadline)
+                return DLOCK_OK; /* the refusal stands, with its text */
+            struct timespec ts = {0, RETRY_PAUSE_US * 1000L};
+            nanosleep(&ts, NULL);
+            dlock__rcluster_refresh(cl, deadline);
+        }
+        if (what == DLOCK__RR_ASK) {
+            /* the script in full: a node importing the slot may lack it,
+             * and EVALSHA's NOSCRIPT would cost the ASKING */
+            dlock__rcmd cmds[2] = {{1, asking_argv, asking_lens}, as_command(call, 1)};
+            rc = dlock__rconn_call(to, 2, cmds, deadline, got);
+            if (rc == DLOCK_OK) {
+                freeReplyObject(got[0]);
+                got[0] = got[1];
+            }
+        } else {
+            rc = send_one(to, call, deadline, &got[0]);
+        }
+        if (rc != DLOCK_OK)
+            return rc;
+        freeReplyObject(*reply);
+        *reply = got[0];
+        c = to;
+    }
+    return DLOCK_OK;
 }
 
 /* Runs n script calls as one pipelined batch on c, after the command
@@ -107,6 +173,14 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
             return rc;
         }
     }
+    dlock__rcluster *cl = dlock__rconn_router(c);
+    for (size_t i = 0; cl != NULL && i < n; i++) {
+        rc = follow_redirects(cl, c, &calls[i], deadline, &replies[i]);
+        if (rc != DLOCK_OK) {
+            free_replies(replies, n);
+            return rc;
+        }
+    }
     size_t not_master = 0;
     for (size_t i = 0; i < n; i++)
         not_master += dlock__rreply_not_master(replies[i]);
@@ -148,6 +222,15 @@ static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const
     for (int tries = 0;; tries++) {
         rc = run_batch_once(c, before, n, calls, after, deadline, before_reply, replies,
                             after_reply);
+        if (rc == DLOCK_EUNREACHABLE && dlock__rconn_router(c) != NULL) {
+            /* A node of a cluster went: the map is read again (briefly), so
+             * that the next call goes to the node serving its slot now. */
+            dlock__saved_error saved;
+            int64_t cap = dlock__now_us() + REFRESH_AFTER_LOSS_US;
+            dlock__save_error(&saved);
+            dlock__rcluster_refresh(dlock__rconn_router(c), cap < deadline ? cap : deadline);
+            dlock__restore_error(&saved);
+        }
         if (rc != DLOCK__NOT_MASTER && rc != DLOCK_OK && after_reply != NULL) {
             freeReplyObject(*after_reply); /* replies only on success */
             *after_reply = NULL;

@@ -260,6 +260,11 @@ const char *dlock__rconn_label(const dlock__rconn *c)
     return c->label;
 }
 
+void *dlock__rconn_router(const dlock__rconn *c)
+{
+    return c->ep.router;
+}
+
 int dlock__rconn_moved(dlock__rconn *c)
 {
     if (c->ep.moved == NULL)

@@ -46,6 +46,10 @@ typedef struct dlock__rendpoint {
     dlock__rlink *(*dial)(const struct dlock__rendpoint *ep, int64_t deadline_us, int *code);
     void *node;         /* dial's state */
     atomic_uint *moved; /* NULL: never moves */
+    /* What routes commands to this endpoint's node: the Redis Cluster it
+     * belongs to (cluster.h), which a MOVED or ASK reply from it names
+     * another node of; NULL: none. */
+    void *router;
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */
@@ -76,6 +80,8 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
 
 /* The endpoint label, for messages. */
 const char *dlock__rconn_label(const dlock__rconn *c);
+/* The endpoint's router (NULL: none). */
+void *dlock__rconn_router(const dlock__rconn *c);
 
 /* Commands held back because replies are due: they go out in one write
  * when the next replies arrive. For tests and diagnostics. */

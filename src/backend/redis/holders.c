@@ -31,7 +31,7 @@ int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_s
                                                                           : "";
     lens[4] = strlen(argv[4]);
     evalcall call = {DLOCK__S_HOLDERS, 5, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    rc = dlock__redis_run_script(dlock__redis_conn(b, l, deadline), &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1) {
@@ -49,6 +49,8 @@ int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_s
     /* Holders at 0 (the exclusive one, "" when none) and at 1, 3, 5...;
      * their clients' records read by MGETs of up to MGET_MAX keys. */
     size_t nholders = (r->elements - 1) / 2 + 1, chunk = nholders < MGET_MAX ? nholders : MGET_MAX;
+    if (b->cluster != NULL)
+        chunk = 1; /* records live in slots of their own: one MGET each, to its node */
     const char **margv = calloc(chunk + 1, sizeof *margv);
     size_t *mlens = calloc(chunk + 1, sizeof *mlens);
     char(*keys)[96] = calloc(chunk, sizeof *keys);
@@ -72,7 +74,9 @@ int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_s
         }
         if (nkeys > 0) {
             dlock__rcmd cmd = {1 + nkeys, margv, mlens};
-            rc = dlock__rconn_call(l->conn, 1, &cmd, deadline, &records);
+            dlock__rconn *c = b->cluster != NULL ? dlock__redis_owner_conn(b, margv[1])
+                                                 : dlock__redis_conn(b, l, deadline);
+            rc = dlock__rconn_call(c, 1, &cmd, deadline, &records);
             if (rc != DLOCK_OK)
                 goto out;
             if (records->type != REDIS_REPLY_ARRAY || records->elements != nkeys) {
@@ -153,8 +157,8 @@ static int by_name_kind(const void *pa, const void *pb)
 }
 
 /* SCANs keys matching pattern, adding the locks named with prefix to *all. */
-static int scan(rbackend *b, const char *pattern, const char *prefix, found **all, size_t *n,
-                size_t *cap, int64_t deadline)
+static int scan(rbackend *b, dlock__rconn *c, const char *pattern, const char *prefix, found **all,
+                size_t *n, size_t *cap, int64_t deadline)
 {
     char cursor[32] = "0";
 
@@ -164,7 +168,7 @@ static int scan(rbackend *b, const char *pattern, const char *prefix, found **al
         dlock__rcmd cmd = {6, argv, lens};
         redisReply *r = NULL;
         int64_t step = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
-        int rc = dlock__rconn_call(b->pool[0], 1, &cmd, step < deadline ? step : deadline, &r);
+        int rc = dlock__rconn_call(c, 1, &cmd, step < deadline ? step : deadline, &r);
         if (rc != DLOCK_OK)
             return rc;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -243,7 +247,17 @@ int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
-    rc = scan(b, pattern, prefix, &all, &n, &cap, deadline);
+    if (b->cluster == NULL) {
+        rc = scan(b, b->pool[0], pattern, prefix, &all, &n, &cap, deadline);
+    } else {
+        /* every master once: each holds the keys of its slots */
+        dlock__rconn *masters[64];
+        size_t nm = dlock__rcluster_masters(b->cluster, deadline, masters, 64);
+        if (nm == 0)
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no node answered CLUSTER SLOTS", b->label);
+        for (size_t i = 0; i < nm && rc == DLOCK_OK; i++)
+            rc = scan(b, masters[i], pattern, prefix, &all, &n, &cap, deadline);
+    }
     if (rc != DLOCK_OK)
         goto out;
     /* A lock has several keys, and SCAN may return a key twice. */

@@ -4,6 +4,7 @@
 #define DLOCK_REDIS_INTERNAL_H
 
 #include "../backend.h"
+#include "cluster.h"
 #include "conn.h"
 #include "keys.h"
 #include "scripts.h"
@@ -23,6 +24,7 @@ typedef struct rbackend {
     char *prefix;
     dlock__rendpoint ep;
     dlock__rsentinel *sentinel; /* redis+sentinel://: ep is its master's (sentinel.h) */
+    dlock__rcluster *cluster;   /* redis+cluster://: its nodes, pool empty (cluster.h) */
     dlock__rtls *tls;           /* rediss://: ep.tls (transport.h); NULL: plain */
     atomic_int reached;         /* a connection was made (ep.reached) */
     char *host, *unix_path, *user, *password, *label;
@@ -56,11 +58,12 @@ typedef struct rbackend {
 typedef struct rlock {
     dlock__store_lock base;
     dlock__lock_spec spec;
-    unsigned slot; /* Cluster hash slot of its keys */
-    dlock__rconn *conn;
-    char *keys[3]; /* L, its fence counter, and the name N (its interop key, which
-                      the scripts that take a lock look at: one name is one lock) */
+    unsigned slot;      /* Cluster hash slot of its keys */
+    dlock__rconn *conn; /* its connection (NULL on a cluster: dlock__redis_conn) */
+    char *keys[3];      /* L, its fence counter, and the name N (its interop key, which
+                           the scripts that take a lock look at: one name is one lock) */
     size_t key_lens[3];
+    char *interop_off; /* on a cluster, keys[2] when N is in another slot (redis.c) */
 } rlock;
 
 /* One EVALSHA: argv[0], argv[1] are filled in (EVALSHA sha / EVAL body),
@@ -71,6 +74,13 @@ typedef struct evalcall {
     const char **argv;
     size_t *lens;
 } evalcall;
+
+/* The connection a call on lock l goes over: its own, or on a cluster
+ * that of the node serving its slot now. */
+static inline dlock__rconn *dlock__redis_conn(rbackend *b, const rlock *l, int64_t deadline)
+{
+    return b->cluster == NULL ? l->conn : dlock__rcluster_conn(b->cluster, l->slot, deadline);
+}
 
 /* calls.c */
 int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
@@ -154,6 +164,10 @@ void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *rep
 /* At close: deletes the record unless a hold of this client was left in
  * the store (detach), whose holder it still names. */
 void dlock__redis_owner_forget(rbackend *b, int64_t deadline_us);
+/* The connection an owner record's key goes over: any on one server, that
+ * of the node serving its slot on a cluster (an owner record has no hash
+ * tag: it lives apart from the locks it names). */
+dlock__rconn *dlock__redis_owner_conn(rbackend *b, const char *key);
 /* The key of the owner record of the client whose token this is (it starts
  * with the client's id): 1 with it in key (n bytes), 0 if the token is no
  * dlock owner token. */

@@ -165,3 +165,23 @@ int dlock__redis_check_prefix(const char *p)
     }
     return DLOCK_OK;
 }
+
+/* The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag. */
+unsigned dlock__redis_slot(const char *key, size_t len)
+{
+    const char *open = memchr(key, '{', len);
+    if (open != NULL) {
+        const char *close = memchr(open + 1, '}', (size_t) (key + len - open - 1));
+        if (close != NULL && close > open + 1) {
+            key = open + 1;
+            len = (size_t) (close - open - 1);
+        }
+    }
+    unsigned crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (unsigned) (unsigned char) key[i] << 8;
+        for (int bit = 0; bit < 8; bit++)
+            crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    }
+    return crc & 16383;
+}

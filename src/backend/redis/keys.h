@@ -30,6 +30,10 @@
 
 #include <stddef.h>
 
+/* The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag
+ * (the first {...} that is not empty), else of the whole key. */
+unsigned dlock__redis_slot(const char *key, size_t len);
+
 /* The keys of a lock, in one malloc'ed block that keys[0] begins (free
  * keys[0] alone), with their lengths: its base key (keys[0]: L, or N in
  * simple mode), its name's fence counter (keys[1]) and its name N

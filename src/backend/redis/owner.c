@@ -82,9 +82,18 @@ void dlock__redis_owner_forget(rbackend *b, int64_t deadline)
 
     /* best effort, briefly: a record left behind ends by itself */
     dlock__save_error(&saved);
-    if (dlock__rconn_call(b->pool[0], 1, &cmd, until < deadline ? until : deadline, &r) == DLOCK_OK)
+    if (dlock__rconn_call(dlock__redis_owner_conn(b, b->owner_key), 1, &cmd,
+                          until < deadline ? until : deadline, &r) == DLOCK_OK)
         freeReplyObject(r);
     dlock__restore_error(&saved);
+}
+
+dlock__rconn *dlock__redis_owner_conn(rbackend *b, const char *key)
+{
+    if (b->cluster == NULL)
+        return b->pool[0];
+    int64_t soon = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+    return dlock__rcluster_conn(b->cluster, dlock__redis_slot(key, strlen(key)), soon);
 }
 
 int dlock__redis_owner_record_key(const rbackend *b, const char *token, size_t len, char *key,

@@ -43,31 +43,12 @@ static uint32_t hash_key(const char *s)
     return h;
 }
 
-/* The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag. */
-static unsigned cluster_slot(const char *key, size_t len)
-{
-    const char *open = memchr(key, '{', len);
-    if (open != NULL) {
-        const char *close = memchr(open + 1, '}', (size_t) (key + len - open - 1));
-        if (close != NULL && close > open + 1) {
-            key = open + 1;
-            len = (size_t) (close - open - 1);
-        }
-    }
-    unsigned crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (unsigned) (unsigned char) key[i] << 8;
-        for (int bit = 0; bit < 8; bit++)
-            crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    }
-    return crc & 16383;
-}
-
 static void free_rlock(rlock *l)
 {
     if (l == NULL)
         return;
     free(l->keys[0]); /* the block of all three (keys.h) */
+    free(l->interop_off);
     free(l);
 }
 
@@ -88,8 +69,25 @@ static int lock_new(dlock__store *store, const char *name, const dlock__lock_spe
         free(l);
         return rc;
     }
-    l->slot = cluster_slot(l->keys[0], l->key_lens[0]);
-    l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
+    l->slot = dlock__redis_slot(l->keys[0], l->key_lens[0]);
+    if (b->cluster == NULL) {
+        l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
+    } else if (dlock__redis_slot(l->keys[2], l->key_lens[2]) != l->slot) {
+        /* A script on a cluster may touch keys of its own slot only: the
+         * interop key N, elsewhere, is not looked at. A key of the lock's
+         * slot that nothing writes stands in for it (keys[1] is the tag
+         * P:{E} and ":fence"). */
+        size_t tag = l->key_lens[1] - 6;
+        l->interop_off = malloc(tag + sizeof ":interop-off");
+        if (l->interop_off == NULL) {
+            free_rlock(l);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        memcpy(l->interop_off, l->keys[1], tag);
+        memcpy(l->interop_off + tag, ":interop-off", sizeof ":interop-off");
+        l->keys[2] = l->interop_off;
+        l->key_lens[2] = tag + sizeof ":interop-off" - 1;
+    }
     *out = &l->base;
     return DLOCK_OK;
 }
@@ -123,7 +121,8 @@ static void close_backend(dlock__store *store, int64_t deadline)
         dlock__rconn_free(b->pool[i]);
     dlock__redis_replicas_close(b);
     dlock__rsentinel_free(b->sentinel); /* after every connection that dials through it */
-    dlock__rtls_free(b->tls);           /* after every link made with it */
+    dlock__rcluster_free(b->cluster);
+    dlock__rtls_free(b->tls); /* after every link made with it */
     pthread_mutex_destroy(&b->mu);
     pthread_mutex_destroy(&b->sync_mu);
     free(b->prefix);
@@ -169,6 +168,14 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
                                       url->hosts[i].port ? url->hosts[i].port : 26379);
         if (used < sizeof label)
             snprintf(label + used, sizeof label - used, "/%s", url->path);
+    } else if (strcmp(url->scheme, "redis+cluster") == 0) {
+        /* the seeds; the nodes are made once auth and timeouts are known */
+        size_t used = (size_t) snprintf(label, sizeof label, "%s://", url->scheme);
+        for (size_t i = 0; i < url->nhosts && used < sizeof label; i++)
+            used += (size_t) snprintf(label + used, sizeof label - used,
+                                      strchr(url->hosts[i].name, ':') ? "%s[%s]:%d" : "%s%s:%d",
+                                      i > 0 ? "," : "", url->hosts[i].name,
+                                      url->hosts[i].port ? url->hosts[i].port : DEFAULT_PORT);
     } else {
         char *end;
         long db;
@@ -281,6 +288,28 @@ static int parse_wait(rbackend *b, dlock__url *url)
     return DLOCK_OK;
 }
 
+/* redis+cluster://: the nodes (cluster.h), the options it does not take
+ * yet, and what it cannot do yet (README.md, Cluster). */
+static int open_cluster(rbackend *b, dlock__url *url, size_t pool)
+{
+    static const char *const not_yet[] = {"notify", "wait", "db"};
+    for (size_t i = 0; i < sizeof not_yet / sizeof not_yet[0]; i++) {
+        if (dlock__url_get(url, not_yet[i]) != NULL)
+            return dlock__fail(DLOCK_ENOTSUP,
+                               "option %s= is not built for redis+cluster:// yet (waiters poll; "
+                               "no WAIT; a cluster has only database 0)",
+                               not_yet[i]);
+    }
+    int rc = dlock__rcluster_new(url, &b->ep, pool, &b->cluster);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* Not yet on a cluster: hand-over notices (waiters poll, so no queue
+     * and no fairness) and the interop layout (its key N lives in another
+     * slot than the lock's keys). */
+    b->base.caps &= ~(unsigned) (DLOCK_CAP_NOTIFY | DLOCK_CAP_INTEROP);
+    return DLOCK_OK;
+}
+
 static int open_backend(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     rbackend *b = calloc(1, sizeof *b);
@@ -339,7 +368,12 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }
-    for (b->npool = 0; b->npool < (size_t) pool; b->npool++) {
+    if (strcmp(url->scheme, "redis+cluster") == 0) {
+        rc = open_cluster(b, url, (size_t) pool);
+        if (rc != DLOCK_OK)
+            goto fail;
+    }
+    for (b->npool = 0; b->cluster == NULL && b->npool < (size_t) pool; b->npool++) {
         rc = dlock__rconn_new(&b->ep, &b->pool[b->npool]);
         if (rc != DLOCK_OK) {
             dlock__fail(rc, "out of memory");
@@ -361,8 +395,8 @@ static int reached(dlock__store *store)
     return atomic_load(&RBACKEND(store)->reached);
 }
 
-static const char *const schemes[] = {"redis",          "rediss",          "redis+unix",
-                                      "redis+sentinel", "rediss+sentinel", NULL};
+static const char *const schemes[] = {
+    "redis", "rediss", "redis+unix", "redis+sentinel", "rediss+sentinel", "redis+cluster", NULL};
 
 const dlock__backend dlock__redis_backend = {
     .version = DLOCK__BACKEND_VERSION,

@@ -4,17 +4,25 @@
  * A batch is split into script calls over items of one group (held
  * exclusively, with one lease; held shared, with one lease; or waiting), at
  * most RENEW_BATCH items each, and all the calls go out as one pipeline: the
- * renewal of 10,000 locks is 40 script calls and one round trip. */
+ * renewal of 10,000 locks is 40 script calls and one round trip.
+ *
+ * On a Redis Cluster a script touches keys of one hash slot only: a call
+ * there takes the items of one slot, the calls of the slots of one node go
+ * out as one pipeline to it, and every node's pipeline is sent before any
+ * is waited for (renew_on_nodes). */
 #include "../../base/error.h"
 #include "internal.h"
 #include "replies.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum group { HELD_EXCLUSIVE, HELD_SHARED, WAITING };
 
 typedef struct slot {
+    unsigned hash_slot; /* a cluster's; 0 on one server */
     enum group group;
     int64_t lease_ms;
     size_t item;
@@ -23,6 +31,8 @@ typedef struct slot {
 static int by_group(const void *pa, const void *pb)
 {
     const slot *a = pa, *b = pb;
+    if (a->hash_slot != b->hash_slot)
+        return a->hash_slot < b->hash_slot ? -1 : 1;
     if (a->group != b->group)
         return (int) a->group - (int) b->group;
     return (a->lease_ms > b->lease_ms) - (a->lease_ms < b->lease_ms);
@@ -35,6 +45,77 @@ static enum group group_of(const dlock__renewal *it)
         return WAITING;
     return l->spec.kind == DLOCK__READ || l->spec.kind == DLOCK__SEMAPHORE ? HELD_SHARED
                                                                            : HELD_EXCLUSIVE;
+}
+
+/* One node's run of a cluster's renewal calls, sent on a thread of its
+ * own when other nodes have theirs. */
+typedef struct node_run {
+    dlock__rconn *conn;
+    size_t n;
+    const evalcall *calls;
+    redisReply **replies;
+    int64_t deadline;
+    int rc;
+    char err[300];
+    pthread_t thread;
+    int threaded;
+} node_run;
+
+static void *send_run(void *arg)
+{
+    node_run *r = arg;
+    r->rc = dlock__redis_run_scripts(r->conn, r->n, r->calls, r->deadline, r->replies);
+    if (r->rc != DLOCK_OK)
+        snprintf(r->err, sizeof r->err, "%s", dlock_errmsg());
+    return NULL;
+}
+
+/* A cluster's renewal: the calls (one slot each, sorted by slot, so a
+ * node's slots come in runs) of each node as one pipeline to it, every
+ * node's sent before any is waited for (a thread per node but the
+ * first, which goes on the caller's). The replies of a node that failed
+ * stay NULL (its items failed); DLOCK_OK unless every node failed. */
+static int renew_on_nodes(rbackend *b, const slot *order, const size_t *first, size_t nchunks,
+                          const evalcall *calls, int64_t deadline, redisReply **replies)
+{
+    node_run *runs = calloc(nchunks, sizeof *runs);
+    size_t nruns = 0, failed = 0;
+    int rc = DLOCK_OK;
+
+    if (runs == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (size_t c = 0, end; c < nchunks; c = end) {
+        dlock__rconn *conn =
+            dlock__rcluster_node_conn(b->cluster, order[first[c]].hash_slot, deadline);
+        for (end = c + 1;
+             end < nchunks &&
+             dlock__rcluster_node_conn(b->cluster, order[first[end]].hash_slot, deadline) == conn;
+             end++)
+            ;
+        runs[nruns++] = (node_run){.conn = conn,
+                                   .n = end - c,
+                                   .calls = calls + c,
+                                   .replies = replies + c,
+                                   .deadline = deadline};
+    }
+    for (size_t i = 1; i < nruns; i++)
+        runs[i].threaded = pthread_create(&runs[i].thread, NULL, send_run, &runs[i]) == 0;
+    for (size_t i = 0; i < nruns; i++) {
+        if (i == 0 || !runs[i].threaded)
+            send_run(&runs[i]);
+        else
+            pthread_join(runs[i].thread, NULL);
+    }
+    for (size_t i = 0; i < nruns; i++) {
+        if (runs[i].rc == DLOCK_OK)
+            continue;
+        if (failed++ == 0)
+            rc = dlock__fail(runs[i].rc, "%s", runs[i].err);
+        for (size_t k = 0; k < runs[i].n; k++)
+            runs[i].replies[k] = NULL;
+    }
+    free(runs);
+    return failed == nruns ? rc : DLOCK_OK;
 }
 
 int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline)
@@ -63,6 +144,7 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
         order[i].group = group_of(&items[i]);
         order[i].lease_ms = items[i].kind == DLOCK__RENEW_WAITER ? 0 : items[i].lease_ms;
         order[i].item = i;
+        order[i].hash_slot = b->cluster != NULL ? RLOCK(items[i].lock)->slot : 0;
     }
     qsort(order, n, sizeof *order, by_group);
     for (size_t i = 0; i < n; i++) {
@@ -103,8 +185,13 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
         nargs += at;
     }
 
-    long long acked;
-    rc = dlock__redis_step(b, b->pool[0], NULL, nchunks, calls, deadline, NULL, replies, &acked);
+    long long acked = -1;
+    if (b->cluster == NULL) {
+        rc =
+            dlock__redis_step(b, b->pool[0], NULL, nchunks, calls, deadline, NULL, replies, &acked);
+    } else {
+        rc = renew_on_nodes(b, order, first, nchunks, calls, deadline, replies);
+    }
     if (rc != DLOCK_OK)
         goto out;
     if (dlock__redis_unconfirmed(b, acked)) {
@@ -122,6 +209,8 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
     for (size_t c = 0; c < nchunks; c++) {
         size_t count = first[c + 1] - first[c];
         int hb = calls[c].script == DLOCK__S_HEARTBEAT;
+        if (replies[c] == NULL)
+            continue; /* its node did not answer (a cluster's): its items failed */
         if (dlock__reply_renew(replies[c], count, hb, renewed) != 0) {
             rc = dlock__redis_bad_reply(b, "renewal", replies[c]);
             continue;

@@ -77,6 +77,18 @@ static int step_with_record(rbackend *b, dlock__rconn *c, const evalcall *call, 
     if (!dlock__redis_owner_due(b, lease_ms, &record))
         return dlock__redis_step(b, c, NULL, 1, call, deadline, NULL, r, acked);
     redisReply *written = NULL;
+    if (b->cluster != NULL) {
+        /* the record lives in its own slot, maybe on another node: a call
+         * of its own there (once a day at most), then the step */
+        dlock__saved_error saved;
+        dlock__save_error(&saved);
+        if (dlock__rconn_call(dlock__redis_owner_conn(b, b->owner_key), 1, &record.cmd, deadline,
+                              &written) != DLOCK_OK)
+            written = NULL;
+        dlock__restore_error(&saved);
+        dlock__redis_owner_sent(b, &record, written);
+        return dlock__redis_step(b, c, NULL, 1, call, deadline, NULL, r, acked);
+    }
     int rc = dlock__redis_step(b, c, &record.cmd, 1, call, deadline, &written, r, acked);
     dlock__redis_owner_sent(b, &record, written);
     return rc;
@@ -88,7 +100,8 @@ static int step_with_record(rbackend *b, dlock__rconn *c, const evalcall *call, 
  * once; else the replicas are behind, and a wait may try again. */
 static int not_replicated(rbackend *b, rlock *l, const char *key, long long acked, int64_t deadline)
 {
-    long long connected = dlock__redis_replicas_connected(b, l->conn, deadline);
+    long long connected =
+        dlock__redis_replicas_connected(b, dlock__redis_conn(b, l, deadline), deadline);
     if (connected >= 0 && connected < (long long) b->sync_replicas)
         return dlock__fail(DLOCK_ESERVER,
                            "%s: the master has %lld connected replica%s, and wait=%u asks %u to "
@@ -141,7 +154,9 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
      * its hand-over notice ("s" stream, else the channel) last */
     int len = join ? snprintf(waiter, sizeof waiter, "%" PRId64 " %s %" PRIu64 " %s",
                               b->cfg.waiter_lease_ms, b->cfg.client_id, a->wait_id,
-                              b->notify_stream ? "s" : b->wake_channel)
+                              b->cluster != NULL ? "p"
+                              : b->notify_stream ? "s"
+                                                 : b->wake_channel)
                    : 0;
     if (len < 0 || (size_t) len >= sizeof waiter)
         return dlock__fail(DLOCK_EINVAL, "the wake-up channel's name is too long");
@@ -162,7 +177,8 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
     }
     evalcall call = {scripts[l->spec.kind], n, argv, lens};
     long long acked;
-    rc = step_with_record(b, l->conn, &call, a->lease_ms, a->deadline_us, &r, &acked);
+    rc = step_with_record(b, dlock__redis_conn(b, l, a->deadline_us), &call, a->lease_ms,
+                          a->deadline_us, &r, &acked);
     if (rc == DLOCK_ESERVER && l->spec.kind != DLOCK__SEMAPHORE && l->spec.kind != DLOCK__READ)
         undo_take(b, l, a->token, a->deadline_us); /* it may have set L before failing */
     if (rc != DLOCK_OK)
@@ -270,7 +286,8 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
     }
     evalcall call = {DLOCK__S_MULTI_ACQUIRE, at, argv, lens};
     long long acked;
-    rc = step_with_record(b, first->conn, &call, lease_ms, deadline_us, &r, &acked);
+    rc = step_with_record(b, dlock__redis_conn(b, first, deadline_us), &call, lease_ms, deadline_us,
+                          &r, &acked);
     if (rc == DLOCK_OK) {
         int busy_held;
         long long pttl;
@@ -293,13 +310,13 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *bls, si
 
 int dlock__redis_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
 {
+    rbackend *b = RBACKEND(s);
     rlock *l = RLOCK(sl);
     const char *argv[6];
     size_t lens[6];
     redisReply *r = NULL;
     int rc;
 
-    (void) s;
     if (l->spec.simple)
         return DLOCK_OK; /* never queued */
     size_t n = put_keys(l, argv, lens, 1);
@@ -308,7 +325,7 @@ int dlock__redis_cancel(dlock__store *s, dlock__store_lock *sl, const char *toke
     argv[n] = kind_letter(l);
     lens[n++] = 1;
     evalcall call = {DLOCK__S_CANCEL, n, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    rc = dlock__redis_run_script(dlock__redis_conn(b, l, deadline), &call, deadline, &r);
     freeReplyObject(r);
     return rc;
 }
@@ -345,8 +362,10 @@ static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, 
         lens[i] = strlen(argv[i]);
     evalcall call = {script, n, argv, lens};
     long long acked = -1;
-    rc = with_wait ? dlock__redis_step(b, l->conn, NULL, 1, &call, deadline, NULL, &r, &acked)
-                   : dlock__redis_run_script(l->conn, &call, deadline, &r);
+    rc = with_wait
+             ? dlock__redis_step(b, dlock__redis_conn(b, l, deadline), NULL, 1, &call, deadline,
+                                 NULL, &r, &acked)
+             : dlock__redis_run_script(dlock__redis_conn(b, l, deadline), &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
     enum dlock__rrelease released;
@@ -401,7 +420,8 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *toke
     lens[n++] = 1;
     evalcall call = {DLOCK__S_EXTEND, n, argv, lens};
     long long acked;
-    rc = dlock__redis_step(b, l->conn, NULL, 1, &call, deadline, NULL, &r, &acked);
+    rc = dlock__redis_step(b, dlock__redis_conn(b, l, deadline), NULL, 1, &call, deadline, NULL, &r,
+                           &acked);
     if (rc != DLOCK_OK)
         return rc;
     int extended;
@@ -437,7 +457,7 @@ int dlock__redis_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st,
     lens[n] = strlen(argv[n]);
     n++;
     evalcall call = {DLOCK__S_STATUS, n, argv, lens};
-    rc = dlock__redis_run_script(l->conn, &call, deadline, &r);
+    rc = dlock__redis_run_script(dlock__redis_conn(b, l, deadline), &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (dlock__reply_status(r, st) != 0)

@@ -8,9 +8,15 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLUSTER_POLL_US 10000 /* a queued waiter's look again on a cluster */
 
 int dlock__redis_notices_flow(rbackend *b)
 {
+    if (b->cluster != NULL)
+        return 1; /* none are sent: a queued waiter polls (dlock__redis_wait) */
     pthread_mutex_lock(&b->mu);
     int ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
     pthread_mutex_unlock(&b->mu);
@@ -25,6 +31,8 @@ int dlock__redis_prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t
 
     if (RLOCK(l)->spec.simple)
         return DLOCK_ENOTSUP; /* other clients publish nothing: poll */
+    if (b->cluster != NULL)
+        return DLOCK_OK; /* no notices on a cluster yet (README.md, Cluster): nothing to set up */
     pthread_mutex_lock(&b->mu);
     if (b->notify_stream) {
         if (b->stream == NULL)
@@ -54,10 +62,58 @@ static void interrupt_reading(dlock__rconn *c, long long id, int64_t until_us)
     dlock__clear_error();
 }
 
+/* Whether lock l, exclusive, was handed to token: 1 with its fence (the
+ * name's counter, which nobody else moves while token holds it). One
+ * MGET of two keys of the lock's slot. */
+static int handed_to(rbackend *b, const rlock *l, const char *token, int64_t until_us,
+                     uint64_t *fence)
+{
+    const char *argv[] = {"MGET", l->keys[0], l->keys[1]};
+    size_t lens[] = {4, l->key_lens[0], l->key_lens[1]};
+    dlock__rcmd cmd = {3, argv, lens};
+    redisReply *r = NULL;
+    int yes = 0;
+
+    if (dlock__rconn_call(dlock__redis_conn(b, l, until_us), 1, &cmd, until_us, &r) != DLOCK_OK) {
+        dlock__clear_error(); /* the next attempt meets it, and says so */
+        return 0;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
+        strcmp(r->element[0]->str, token) == 0) {
+        *fence = strtoull(r->element[1]->str, NULL, 10);
+        yes = *fence > 0;
+    }
+    freeReplyObject(r); /* MOVED and the like: not now; the next attempt follows it */
+    return yes;
+}
+
+/* No notices on a cluster yet: a queued waiter looks every poll step
+ * whether the lock was handed to it (an exclusive one: its base key names
+ * the holder), and is granted it as by a notice; a shared one (reader,
+ * semaphore) is looked at by the core's next attempt. */
+static enum dlock__wake cluster_wait(rbackend *b, const rlock *l, dlock__waiter *w,
+                                     int64_t until_us)
+{
+    int exclusive =
+        l->spec.kind == DLOCK__MUTEX || l->spec.kind == DLOCK__FAIR || l->spec.kind == DLOCK__WRITE;
+    for (;;) {
+        int64_t step = dlock__now_us() + CLUSTER_POLL_US;
+        enum dlock__wake wake = dlock__board_park(b->board, w, until_us < step ? until_us : step);
+        if (wake != DLOCK__WAKE_NONE || !exclusive || step >= until_us)
+            return wake;
+        uint64_t fence;
+        if (handed_to(b, l, w->token, until_us, &fence))
+            dlock__board_grant(b->board, w->token, w->wait_id, fence);
+    }
+}
+
 enum dlock__wake dlock__redis_wait(dlock__store *store, dlock__store_lock *sl, dlock__waiter *w,
                                    int64_t until_us)
 {
     rbackend *b = RBACKEND(store);
+    if (b->cluster != NULL)
+        return cluster_wait(b, RLOCK(sl), w, until_us);
     if (b->notify_stream) {
         const rlock *l = RLOCK(sl);
         char key[1100];

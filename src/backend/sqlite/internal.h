@@ -57,6 +57,8 @@ typedef struct dlock__sq_store {
     char boot[48];       /* this boot's id */
     _Atomic uint32_t *wake; /* the wake counters (wake.c), mapped; NULL: waiters poll */
     int wake_writable;      /* mapped for writing: this process's releases wake */
+    char wake_why[4400];    /* why not, or why read-only ("": mapped for writing) */
+    atomic_int wake_said;   /* wake_why logged (at the first wait) */
     char path[4096];
     char label[4200]; /* "sqlite:///path" */
 } dlock__sq_store;
@@ -125,6 +127,8 @@ const dlock__sq_proc *dlock__sq_me(dlock__sq_store *s);
  * the file if need be; on failure the store's waiters poll (logged). */
 void dlock__sq_wake_open(dlock__sq_store *s);
 void dlock__sq_wake_close(dlock__sq_store *s);
+/* Logs once, at info, why this process polls or wakes no one, if it does. */
+void dlock__sq_wake_explain(dlock__sq_store *s);
 /* The counter of name's word: read before looking at the name. */
 uint32_t dlock__sq_wake_seq(dlock__sq_store *s, const char *name);
 /* Sleeps while name's counter is still seq, until until_us (monotonic) at

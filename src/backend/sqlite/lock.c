@@ -364,6 +364,8 @@ int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a
     for (;;) {
         uint32_t seq = block ? dlock__sq_wake_seq(s, l->name) : 0;
         int rc = attempt_once(s, l, a);
+        if (rc == DLOCK_OK && a->outcome == DLOCK__HELD && a->wait)
+            dlock__sq_wake_explain(s); /* once: why this process polls, if it does */
         if (rc != DLOCK_OK || a->outcome != DLOCK__HELD || !block)
             return rc;
         int64_t now = dlock__now_us();

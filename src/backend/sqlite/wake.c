@@ -60,15 +60,24 @@ void dlock__sq_wake_open(dlock__sq_store *s)
     int err = errno;
     if (fd >= 0)
         close(fd);
+    /* said at the first wait (dlock__sq_wake_explain): a log set after the
+     * open (dlock -v) would miss it now */
     if (s->wake == NULL)
-        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO,
-                   "%s: waiters poll: cannot map %s (%s); releases wake no one", s->label, path,
-                   strerror(err));
+        snprintf(s->wake_why, sizeof s->wake_why,
+                 "waiters poll: %s cannot be mapped (%s); releases wake no one", path,
+                 fd >= 0 ? "not a regular file of 4 KiB or more that this user may extend"
+                         : strerror(err));
     else if (!writable)
-        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO,
-                   "%s: %s is read-only here: this process's releases wake no one (others find "
-                   "them at their next look)",
-                   s->label, path);
+        snprintf(s->wake_why, sizeof s->wake_why,
+                 "%s is read-only for this user: this process's releases wake no one (the other "
+                 "processes find them at their next look, within 32 ms)",
+                 path);
+}
+
+void dlock__sq_wake_explain(dlock__sq_store *s)
+{
+    if (s->wake_why[0] != '\0' && !atomic_exchange(&s->wake_said, 1))
+        DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO, "%s: %s", s->label, s->wake_why);
 }
 
 void dlock__sq_wake_close(dlock__sq_store *s)
@@ -102,7 +111,9 @@ int dlock__sq_wake_wait(dlock__sq_store *s, const char *name, uint32_t seq, int6
     struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (left % 1000000) * 1000};
     /* a shared futex (no FUTEX_PRIVATE_FLAG): the word is in a file that
      * other processes map */
-    syscall(SYS_futex, (uint32_t *) w, FUTEX_WAIT, seq, &ts, NULL, 0);
+    if (syscall(SYS_futex, (uint32_t *) w, FUTEX_WAIT, seq, &ts, NULL, 0) != 0 && errno != EAGAIN &&
+        errno != ETIMEDOUT && errno != EINTR)
+        nanosleep(&ts, NULL); /* a kernel that refuses the wait: sleep, never spin */
     return atomic_load(w) != seq;
 }
 
@@ -137,5 +148,7 @@ void dlock__sq_wait_writer(dlock__sq_store *s, int64_t us)
      * as without the counters, never longer */
     uint32_t seq = atomic_load(&s->wake[0]);
     struct timespec ts = {(time_t) (us / 1000000), (long) (us % 1000000) * 1000};
-    syscall(SYS_futex, (uint32_t *) &s->wake[0], FUTEX_WAIT, seq, &ts, NULL, 0);
+    if (syscall(SYS_futex, (uint32_t *) &s->wake[0], FUTEX_WAIT, seq, &ts, NULL, 0) != 0 &&
+        errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
+        nanosleep(&ts, NULL); /* a kernel that refuses the wait: sleep, never spin */
 }

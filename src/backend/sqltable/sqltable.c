@@ -77,12 +77,24 @@ char *dlock__sqlt_exists(enum dlock__sqlt_dialect d)
     sbuf b = {0};
     if (d == DLOCK__SQLT_PG) {
         add(&b, "SELECT (to_regclass('" DLOCK__SQLT_TABLE
-                "') IS NOT NULL)::int + (to_regclass('" DLOCK__SQLT_WAIT "') IS NOT NULL)::int");
+                "') IS NOT NULL)::int + (to_regclass('" DLOCK__SQLT_WAIT
+                "') IS NOT NULL)::int, (EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                "to_regclass('" DLOCK__SQLT_WAIT "') AND attname = 'since' AND NOT "
+                "attisdropped))::int");
         return b.s;
     }
-    add(&b, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND "
-            "TABLE_NAME IN ('" DLOCK__SQLT_TABLE "', '" DLOCK__SQLT_WAIT "')");
+    add(&b, "SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+            "DATABASE() AND TABLE_NAME IN ('" DLOCK__SQLT_TABLE "', '" DLOCK__SQLT_WAIT
+            "')), (SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+            "DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_WAIT "' AND COLUMN_NAME = 'since')");
     return b.s;
+}
+
+int dlock__sqlt_lacks(const char *tables, const char *since)
+{
+    if (tables == NULL || strcmp(tables, "2") != 0)
+        return DLOCK__SQLT_LACKS_TABLES;
+    return since == NULL || strcmp(since, "1") != 0 ? DLOCK__SQLT_LACKS_SINCE : 0;
 }
 
 char *dlock__sqlt_schema(enum dlock__sqlt_dialect d)
@@ -94,7 +106,8 @@ char *dlock__sqlt_schema(enum dlock__sqlt_dialect d)
                 "info text NOT NULL, fence bigint NOT NULL, expires timestamptz NOT NULL); "
                 "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_WAIT
                 " (name bytea NOT NULL, owner bytea NOT NULL, lock_name bytea NOT NULL, "
-                "expires timestamptz NOT NULL, PRIMARY KEY (name, owner))");
+                "expires timestamptz NOT NULL, since timestamptz NOT NULL DEFAULT " PG_ENDED
+                ", PRIMARY KEY (name, owner))");
         return b.s;
     }
     add(&b, "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_TABLE
@@ -105,14 +118,49 @@ char *dlock__sqlt_schema(enum dlock__sqlt_dialect d)
             "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_WAIT
             " (name VARBINARY(256) NOT NULL, owner VARBINARY(255) NOT NULL, "
             "lock_name VARBINARY(2048) NOT NULL, expires DATETIME(6) NOT NULL, "
+            "since DATETIME(6) NOT NULL DEFAULT " ENDED ", "
             "PRIMARY KEY (name, owner)) ENGINE=InnoDB");
     return b.s;
+}
+
+/* A table made by an earlier dlock gets the column with a default that
+ * makes its rows the oldest (waiters of a client that does not write
+ * since: served first, each for one waiter lease at most). ADD COLUMN IF
+ * NOT EXISTS: two clients upgrading at once both succeed (the table's
+ * metadata lock orders them; the second finds the column there). */
+char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d)
+{
+    sbuf b = {0};
+    if (d == DLOCK__SQLT_PG)
+        add(&b, "ALTER TABLE " DLOCK__SQLT_WAIT
+                " ADD COLUMN IF NOT EXISTS since timestamptz NOT NULL DEFAULT " PG_ENDED);
+    else
+        add(&b, "ALTER TABLE " DLOCK__SQLT_WAIT
+                " ADD COLUMN IF NOT EXISTS since DATETIME(6) NOT NULL DEFAULT " ENDED);
+    return b.s;
+}
+
+/* First in line (README.md): the live waiters of key older than owner's
+ * wait (its own live row's since; now when it has none, so that every
+ * live waiter is older than a contender that does not wait yet), as one
+ * scalar subquery. A free row goes to a contender only when it is 0. */
+static void older(sbuf *b, enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    const char *now = d == DLOCK__SQLT_PG ? "now()" : NOW;
+    add(b,
+        "(SELECT COUNT(*) FROM " DLOCK__SQLT_WAIT " q WHERE q.name = %s AND q.owner <> %s AND "
+        "q.expires > %s AND q.since < COALESCE((SELECT m.since FROM " DLOCK__SQLT_WAIT
+        " m WHERE m.name = %s AND m.owner = %s AND m.expires > %s), %s))",
+        key, owner, now, key, owner, now, now);
 }
 
 char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                        const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
 {
-    sbuf b = {0};
+    sbuf b = {0}, o = {0};
+    older(&o, d, key, owner);
+    if (o.s == NULL)
+        return NULL;
     if (d == DLOCK__SQLT_PG) {
         /* ON CONFLICT ... DO UPDATE ... WHERE locks the row and looks at its
          * latest version: of two takers one wins */
@@ -123,45 +171,55 @@ char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *
             " * interval '1 microsecond') ON CONFLICT (name) DO UPDATE SET "
             "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
             "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = EXCLUDED.expires WHERE "
-            "l.expires <= now() OR l.owner = EXCLUDED.owner RETURNING l.fence)",
-            key, lock_name, owner, info, lease_ms * 1000);
+            "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
+            key, lock_name, owner, info, lease_ms * 1000, o.s);
         if (wait_ms > 0)
+            /* a lapsed row is a new wait: a new since */
             add(&b,
-                ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires) "
-                "SELECT %s, %s, %s, now() + %" PRId64 " * interval '1 microsecond' WHERE NOT "
-                "EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE SET expires = "
-                "EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
+                ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, "
+                "since) SELECT %s, %s, %s, now() + %" PRId64 " * interval '1 microsecond', now() "
+                "WHERE NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE SET "
+                "since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
+                "expires = EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
                 " WHERE name = %s AND ((owner = %s AND EXISTS (SELECT 1 FROM t)) OR (owner <> %s "
                 "AND expires <= now())) RETURNING 1)",
                 key, owner, lock_name, wait_ms * 1000, key, owner, owner);
         add(&b,
             " SELECT t.fence, CASE WHEN t.fence IS NULL THEN 0 ELSE 1 END, CEIL(EXTRACT(EPOCH "
-            "FROM (o.expires - now())) * 1000)::bigint FROM (SELECT 1) d LEFT JOIN t ON true "
+            "FROM (o.expires - now())) * 1000)::bigint, %s FROM (SELECT 1) d LEFT JOIN t ON true "
             "LEFT JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
-            key);
+            o.s, key);
+        free(o.s);
         return b.s;
     }
     /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
      * before: every column under the same condition (expires and owner
      * still as they were), owner last but one, expires last (on whether
      * owner is ours now) */
-    const char *cond = "expires <= " NOW " OR owner = VALUES(owner)";
-    add(&b,
-        "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
-        "VALUES (%s, %s, %s, %s, " NOW_US ", " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
-        "ON DUPLICATE KEY UPDATE fence = IF(%s, GREATEST(fence + 1, VALUES(fence)), fence), "
-        "info = IF(%s, VALUES(info), info), lock_name = IF(%s, VALUES(lock_name), lock_name), "
-        "owner = IF(%s, VALUES(owner), owner), "
-        "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
-        "SELECT fence, owner = %s, " MS_LEFT " FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        key, lock_name, owner, info, lease_ms * 1000, cond, cond, cond, cond, owner, key);
+    sbuf cond = {0};
+    add(&cond, "owner = VALUES(owner) OR (expires <= " NOW " AND %s = 0)", o.s);
+    if (cond.s != NULL)
+        add(&b,
+            "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
+            "VALUES (%s, %s, %s, %s, " NOW_US ", " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
+            "ON DUPLICATE KEY UPDATE fence = IF(%s, GREATEST(fence + 1, VALUES(fence)), fence), "
+            "info = IF(%s, VALUES(info), info), lock_name = IF(%s, VALUES(lock_name), "
+            "lock_name), owner = IF(%s, VALUES(owner), owner), "
+            "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
+            "SELECT fence, owner = %s, " MS_LEFT ", %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+            key, lock_name, owner, info, lease_ms * 1000, cond.s, cond.s, cond.s, cond.s, owner,
+            o.s, key);
+    free(cond.s);
+    free(o.s);
     if (wait_ms > 0)
         /* a waiter's row while the lock is someone else's (its lease kept
-         * up by each poll); gone once it holds, with the expired ones */
+         * up by each poll, its since kept while it is live: a lapsed row
+         * is a new wait); gone once it holds, with the expired ones */
         add(&b,
-            "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires) SELECT %s, %s, "
-            "%s, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM DUAL WHERE NOT EXISTS (SELECT 1 "
-            "FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner = %s) ON DUPLICATE KEY UPDATE "
+            "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires, since) SELECT "
+            "%s, %s, %s, " NOW " + INTERVAL %" PRId64 " MICROSECOND, " NOW " FROM DUAL WHERE NOT "
+            "EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner = %s) ON "
+            "DUPLICATE KEY UPDATE since = IF(expires <= " NOW ", VALUES(since), since), "
             "expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND "
             "(expires <= " NOW " OR (owner = %s AND EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE
             " WHERE name = %s AND owner = %s)))",
@@ -169,17 +227,30 @@ char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *
     return b.s;
 }
 
-int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, uint64_t *fence_out,
-                      int64_t *left_ms)
+int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, const char *ahead,
+                      int waits, uint64_t *fence_out, int64_t *left_ms)
 {
     *fence_out = 0;
-    *left_ms = 1;
+    *left_ms = -1;
     if (fence != NULL && mine != NULL && strcmp(mine, "1") == 0) {
         *fence_out = strtoull(fence, NULL, 10);
-        return *fence_out > 0;
+        if (*fence_out > 0)
+            return 1;
     }
+    /* a live holder's lease left; none (-1) when the row is free but
+     * claimed by an older waiter (it takes it at its next poll) */
     if (left != NULL && strtoll(left, NULL, 10) > 0)
         *left_ms = strtoll(left, NULL, 10);
+    /* A free row claimed by an older waiter: those near the head of the
+     * line look again soon, the first every DLOCK__SQLT_HEAD_POLL_MS, the
+     * next twice as long each (the core's step is bounded by the lease
+     * answered here), as the one claiming it takes it at its next poll.
+     * Behind a live holder a waiter keeps the core's backoff: a holder that
+     * never lets go is not flooded (the conformance suite's
+     * no_flood_behind_holder: at most 20 requests a second). */
+    long n = ahead != NULL ? strtol(ahead, NULL, 10) : DLOCK__SQLT_NEAR_HEAD;
+    if (waits && *left_ms < 0 && n >= 0 && n < DLOCK__SQLT_NEAR_HEAD)
+        *left_ms = (int64_t) DLOCK__SQLT_HEAD_POLL_MS << n;
     return 0;
 }
 

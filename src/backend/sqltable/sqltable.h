@@ -24,24 +24,47 @@ enum dlock__sqlt_dialect {
 #define DLOCK__SQLT_TABLE "dlock_lock"
 #define DLOCK__SQLT_WAIT  "dlock_lock_wait"
 
-/* One statement: 1 row, 1 column, the number of the two tables that exist. */
+/* One statement, one row: the number of the two tables that exist, and
+ * whether the waiters' table has the column since (1 or 0: added by this
+ * version). */
 char *dlock__sqlt_exists(enum dlock__sqlt_dialect d);
-/* Two statements: the tables (README.md: schema). */
+/* What the answer of dlock__sqlt_exists says the schema lacks: 0 nothing,
+ * or the step to run next. */
+#define DLOCK__SQLT_LACKS_TABLES 1 /* dlock__sqlt_schema, then look again */
+#define DLOCK__SQLT_LACKS_SINCE  2 /* dlock__sqlt_upgrade */
+int dlock__sqlt_lacks(const char *tables, const char *since);
+/* Two statements: the tables made if missing (README.md: schema). */
 char *dlock__sqlt_schema(enum dlock__sqlt_dialect d);
+/* One statement: the waiters' table of an earlier version gets the column
+ * since (idempotent; needs the ALTER right once). */
+char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d);
 
-/* Two statements: the row taken if it is free, expired or already owner's
- * (one statement, atomic: of two takers one wins), then (fence, mine,
- * ms_left) of the row as it is now. wait_ms > 0 (a caller that waits):
- * two more, owner's waiter row kept for wait_ms unless it holds the lock
- * now, removed if it does. */
+/* First in line: how often the first waiter in line polls at most (ms)
+ * while the row is free but claimed, the next ones twice as long each;
+ * beyond DLOCK__SQLT_NEAR_HEAD waiters ahead, and behind a live holder,
+ * the core's backoff rules. */
+#define DLOCK__SQLT_HEAD_POLL_MS 4
+#define DLOCK__SQLT_NEAR_HEAD    5
+
+/* Two statements: the row taken if it is already owner's, or free or
+ * expired and no live waiter of key is older than owner (its own live
+ * waiter row's since, or now: first in line, README.md) (one statement,
+ * atomic: of two takers one wins), then (fence, mine, ms_left, ahead) of
+ * the row as it is now (ahead: the live waiters older than owner).
+ * wait_ms > 0 (a caller that waits): two more, owner's waiter row kept for
+ * wait_ms unless it holds the lock now (its since kept while it is live,
+ * now when it is new or had lapsed), removed if it does. */
 char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                        const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
 /* One statement: owner's waiter row removed (a wait given up). */
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* The take's second statement decoded: 1 with *fence when owner holds it
- * now; 0 with *left_ms (the holder's lease left, >= 1) otherwise. */
-int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, uint64_t *fence_out,
-                      int64_t *left_ms);
+ * now; 0 otherwise, with *left_ms the holder's lease left (>= 1), or -1
+ * when the row is free but an older waiter has the first claim on it (for
+ * a caller that waits (waits) near the head of the line, then
+ * DLOCK__SQLT_HEAD_POLL_MS << ahead instead: its next poll). */
+int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, const char *ahead,
+                      int waits, uint64_t *fence_out, int64_t *left_ms);
 
 /* Two statements: the row freed if owner holds it (matched rows), then the
  * holder now (one row, its owner, or no row when nobody holds it). */

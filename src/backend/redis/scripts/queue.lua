@@ -102,14 +102,16 @@ local function grant(L, w, fence)
     local stream = L .. ':wake:' .. w[3]
     redis.call('XADD', stream, 'MAXLEN', '~', 64, '*', 'm', notice)
     redis.call('PEXPIRE', stream, 3600000)
-  else
+  elseif w[7] ~= 'p' then
     redis.call('PUBLISH', w[7], notice)
   end
+  -- 'p': no notice, the waiter polls (a Redis Cluster's client: its next
+  -- attempt finds the lock handed to it)
 end
 
 -- Queues token unless it is queued already; its place lives a waiter lease.
 -- ARGV[4] the waiter: "WAITER_LEASE CLIENT WAIT_ID NOTIFY" (notify: 's'
--- stream, else the pub/sub channel).
+-- stream, 'p' none (it polls), else the pub/sub channel).
 local function enqueue(L, token, lease, kind, count)
   local wlease, client, rest = string.match(ARGV[4], '^(%d+) (%S+) (.*)$')
   local place = table.concat({lease, client, kind, count, rest}, ' ')

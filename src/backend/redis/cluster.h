@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* cluster.h - the nodes of a Redis Cluster (redis+cluster://h1:p1,h2:p2)
+ * and which of them serves each hash slot.
+ *
+ * Each master the client learns of is a node with its own endpoint and
+ * pool of connections (conn.h). The slot map is read (CLUSTER SLOTS) from
+ * the first node that answers, seeds first, at the first call, and again
+ * whenever a node answers CLUSTERDOWN; a MOVED reply moves its one slot to
+ * the node it names at once. Nodes are only ever added (a node that stops
+ * serving slots keeps its idle connections until the client closes), so a
+ * connection handed out stays valid until dlock__rcluster_free. */
+#ifndef DLOCK_REDIS_CLUSTER_H
+#define DLOCK_REDIS_CLUSTER_H
+
+#include "../../base/url.h"
+#include "conn.h"
+
+#define DLOCK__CLUSTER_SLOTS 16384
+
+typedef struct dlock__rcluster dlock__rcluster;
+
+/* The seeds of url (6379 when no port is given), each a node reached with
+ * tmpl's auth and timeouts; npool connections per node. DLOCK_OK,
+ * DLOCK_EINVAL (detail recorded) or DLOCK_ENOMEM. Does not connect. */
+int dlock__rcluster_new(dlock__url *url, const dlock__rendpoint *tmpl, size_t npool,
+                        dlock__rcluster **out);
+void dlock__rcluster_free(dlock__rcluster *cl);
+
+/* The connection to use for slot (the map read first if it is not yet):
+ * the node that serves it as far as the client knows, or the first seed
+ * when none is known (which then redirects, or fails with its own error).
+ * Never NULL. */
+dlock__rconn *dlock__rcluster_conn(dlock__rcluster *cl, unsigned slot, int64_t deadline_us);
+
+/* The same node's first connection, whatever the slot: what a batch of
+ * calls to several slots of one node is sent over. */
+dlock__rconn *dlock__rcluster_node_conn(dlock__rcluster *cl, unsigned slot, int64_t deadline_us);
+
+/* What a reply asks of the client, for a command on a key of a slot. */
+enum dlock__rredirect {
+    DLOCK__RR_NONE,  /* not a redirection: the reply stands */
+    DLOCK__RR_MOVED, /* the slot lives at *to now (the map says so from now on) */
+    DLOCK__RR_ASK,   /* send ASKING then the command to *to, this once */
+    DLOCK__RR_RETRY, /* TRYAGAIN, CLUSTERDOWN: the same again a little later */
+};
+/* Reads r (an error reply); on MOVED and ASK *to is the node's
+ * connection (a node not known before is added). A reply naming a node
+ * that cannot be added (out of memory, too many nodes) is NONE. */
+enum dlock__rredirect dlock__rcluster_redirect(dlock__rcluster *cl, const redisReply *r,
+                                               dlock__rconn **to);
+/* Reads the slot map again from any node that answers (after
+ * CLUSTERDOWN, or a node that no longer answers). */
+void dlock__rcluster_refresh(dlock__rcluster *cl, int64_t deadline_us);
+
+/* The first connection of every node serving slots now, at most max, in
+ * out; returns their number. */
+size_t dlock__rcluster_masters(dlock__rcluster *cl, int64_t deadline_us, dlock__rconn **out,
+                               size_t max);
+
+#endif

@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/* test_redis_cluster.c - redis+cluster://: the URL and what it refuses,
+ * locks on every master, a held lock's slot migrated (MOVED) and its
+ * master failed over while it is held and waited for, and no plain PUBLISH
+ * anywhere (issue 22).
+ *
+ * One cluster (server kind "cluster": 3 masters, 3 replicas) is started by
+ * main() for every test; each test runs in a process of its own (dt_run)
+ * and asks the cluster where a slot lives now. */
+#include "../support/harness.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LEASE "?lease=3s"
+
+static dt_server cluster; /* started by main() */
+
+/* One command to the node on port; its reply (never NULL). */
+static redisReply *command(int port, const char *fmt, ...)
+{
+    va_list ap;
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == NULL || c->err)
+        dt_fail(__FILE__, __LINE__, "cannot connect to port %d", port);
+    redisSetTimeout(c, tv);
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    if (r == NULL)
+        dt_fail(__FILE__, __LINE__, "no reply from port %d", port);
+    return r;
+}
+
+static void must(int port, const char *fmt, const char *a, const char *b)
+{
+    redisReply *r = command(port, fmt, a, b);
+    if (r->type == REDIS_REPLY_ERROR)
+        dt_fail(__FILE__, __LINE__, "port %d: %s: %s", port, fmt, r->str);
+    freeReplyObject(r);
+}
+
+static int node_port(int i)
+{
+    return dt_cluster_node(&cluster, i)->port;
+}
+
+/* The hash slot of lock name's keys (dlock:{name}). */
+static int slot_of(const char *name)
+{
+    char key[256];
+    snprintf(key, sizeof key, "dlock:{%s}", name);
+    redisReply *r = command(node_port(0), "CLUSTER KEYSLOT %s", key);
+    CHECK(r->type == REDIS_REPLY_INTEGER);
+    int slot = (int) r->integer;
+    freeReplyObject(r);
+    return slot;
+}
+
+/* A name whose slot node `master` serves now (tried as name0, name1...). */
+static void name_on(int master, const char *stem, char *out, size_t len)
+{
+    for (int i = 0; i < 1000; i++) {
+        snprintf(out, len, "%s%d", stem, i);
+        if (dt_cluster_master_of(&cluster, slot_of(out)) == master)
+            return;
+    }
+    dt_fail(__FILE__, __LINE__, "no name on node %d", master);
+}
+
+static void node_id(int port, char id[64])
+{
+    redisReply *r = command(port, "CLUSTER MYID");
+    CHECK(r->type == REDIS_REPLY_STRING);
+    snprintf(id, 64, "%s", r->str);
+    freeReplyObject(r);
+}
+
+typedef struct waiter {
+    int rc;
+    uint64_t fence;
+    int64_t got_ms;
+    char why[256];
+    dlock_client *c;
+    dlock_lock *l;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = dlock_acquire(w->l, 60000);
+    w->got_ms = dt_now_ms();
+    w->fence = dlock_lock_fence(w->l);
+    snprintf(w->why, sizeof w->why, "%s", w->rc != DLOCK_OK ? dlock_errmsg() : "");
+    return NULL;
+}
+
+static void start_waiter(waiter *w, const char *name, pthread_t *t)
+{
+    memset(w, 0, sizeof *w);
+    w->c = dt_client(cluster.url, LEASE);
+    w->l = dt_lock(w->c, name, 0);
+    CHECK(pthread_create(t, NULL, wait_for_lock, w) == 0);
+}
+
+/* ---------------------------------------------------------------- the URL */
+
+static void expect_open_fails(const char *url, int code, const char *says)
+{
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(url, &c);
+    if (rc != code || strstr(dlock_errmsg(), says) == NULL)
+        dt_fail(__FILE__, __LINE__, "%s: got %d (%s), want %d saying '%s'", url, rc, dlock_errmsg(),
+                code, says);
+    CHECK(c == NULL);
+}
+
+static void bad_urls(void)
+{
+    char url[600];
+    expect_open_fails("redis+cluster://", DLOCK_EINVAL, "seed");
+    expect_open_fails("redis+cluster://127.0.0.1:1/3", DLOCK_EINVAL, "database 0");
+    snprintf(url, sizeof url, "%s?notify=stream", cluster.url);
+    expect_open_fails(url, DLOCK_ENOTSUP, "notify= is not built for redis+cluster://");
+    snprintf(url, sizeof url, "%s?wait=1", cluster.url);
+    expect_open_fails(url, DLOCK_ENOTSUP, "wait= is not built for redis+cluster://");
+
+    /* what it cannot do yet is refused by name */
+    dlock_client *c = dt_client(cluster.url, NULL);
+    unsigned caps = dlock_client_caps(c);
+    CHECK((caps & DLOCK_CAP_NOTIFY) == 0);
+    CHECK((caps & DLOCK_CAP_INTEROP) == 0);
+    CHECK((caps & DLOCK_CAP_FAIR) != 0);
+    CHECK((caps & DLOCK_CAP_LIST) != 0);
+    dlock_lock *l = NULL;
+    CHECK_RC(dlock_lock_open(c, "simple", DLOCK_SIMPLE, &l), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "interop") != NULL);
+    dlock_client_close(c);
+}
+
+/* A cluster with a password: the URL's user info is every node's AUTH;
+ * without it every node refuses, and the error says how to give it. */
+static void with_auth(void)
+{
+    dt_server g;
+    char url[4096];
+    dt_server_start(&g, "cluster", 0, "--requirepass", "s3cret", NULL);
+    snprintf(url, sizeof url, "redis+cluster://:s3cret@%s", g.url + strlen("redis+cluster://"));
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *l = dt_lock(c, "authed", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    c = dt_client(g.url, NULL);
+    l = dt_lock(c, "authed", 0);
+    int rc = dlock_acquire(l, 0);
+    if (rc == DLOCK_OK || strstr(dlock_errmsg(), "NOAUTH") == NULL)
+        dt_fail(__FILE__, __LINE__, "no password: got %d (%s)", rc, dlock_errmsg());
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&g);
+}
+
+/* ---------------------------------------------------------------- locks */
+
+/* Locks on names of every master, held past their lease: renewal keeps
+ * every one (per slot, node by node); another client sees them held, and
+ * dlock_list finds them all on their masters. */
+static void locks_on_every_master(void)
+{
+    char names[6][32];
+    dlock_lock *locks[6];
+    dlock_client *c = dt_client(cluster.url, LEASE), *other = dt_client(cluster.url, NULL);
+
+    for (int i = 0; i < 6; i++) {
+        name_on(i % 3, i < 3 ? "every" : "more", names[i], sizeof names[i]);
+        locks[i] = dt_lock(c, names[i], 0);
+        CHECK_RC(dlock_acquire(locks[i], 0), DLOCK_OK);
+    }
+    /* past a whole lease (3 s): only renewals keep them */
+    dt_sleep_ms(4000);
+    for (int i = 0; i < 6; i++) {
+        CHECK_RC(dlock_lock_verify(locks[i]), DLOCK_OK);
+        dlock_lock *again = dt_lock(other, names[i], 0);
+        CHECK_RC(dlock_try_acquire(again), DLOCK_EBUSY);
+        dlock_lock_free(again);
+        CHECK(dt_query(other, names[i], 0).held);
+    }
+    dt_holders h = dt_query_holders(other, names[0], 0);
+    CHECK_INT(h.n, ==, 1);
+    CHECK_INT(h.h[0].pid, ==, (long) getpid()); /* the owner record, in a slot of its own */
+    for (int i = 0; i < 6; i++) {
+        CHECK_RC(dlock_release(locks[i]), DLOCK_OK);
+        dlock_lock_free(locks[i]);
+        CHECK(!dt_query(other, names[i], 0).held);
+    }
+    dlock_client_close(c);
+    dlock_client_close(other);
+}
+
+/* A multi-lock across slots is taken one by one (canonical order), one
+ * within a slot atomically; either way all or nothing. */
+static void multi_across_slots(void)
+{
+    char a[32], b[32];
+    name_on(0, "multia", a, sizeof a);
+    name_on(2, "multib", b, sizeof b);
+    const char *names[] = {a, b};
+    dlock_client *c = dt_client(cluster.url, NULL), *other = dt_client(cluster.url, NULL);
+    dlock_lock *m = NULL, *lb = dt_lock(other, b, 0);
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    CHECK_RC(dlock_acquire(lb, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 200), DLOCK_ETIMEDOUT);
+    CHECK(!dt_query(other, a, 0).held); /* given back */
+    CHECK_RC(dlock_release(lb), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    CHECK(dt_query(other, a, 0).held && dt_query(other, b, 0).held);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(lb);
+    dlock_client_close(c);
+    dlock_client_close(other);
+}
+
+/* ---------------------------------------------------------------- MOVED */
+
+/* The slot of a held and waited-for lock migrates to another master
+ * (SETSLOT MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE): the holder's
+ * renewals follow the MOVED to the new master, it keeps the lock and
+ * releases it there, and the waiter, polling, gets it with a larger
+ * fence. */
+static void moved_while_held(void)
+{
+    char name[32], slot[16], from_id[64], to_id[64];
+    dt_lost_box lost = {0};
+    pthread_t t;
+    waiter w;
+
+    name_on(0, "moved", name, sizeof name);
+    int s = slot_of(name), from = node_port(0);
+    int to_node = dt_cluster_master_of(&cluster, 5461); /* node 1's first slot */
+    CHECK(to_node >= 0 && to_node != 0);
+    int to = node_port(to_node);
+    snprintf(slot, sizeof slot, "%d", s);
+    node_id(from, from_id);
+    node_id(to, to_id);
+
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *la = dt_lock(a, name, 0);
+    dlock_lock_on_lost(la, dt_on_lost, &lost);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    uint64_t fence_a = dlock_lock_fence(la);
+    start_waiter(&w, name, &t);
+    DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
+
+    must(to, "CLUSTER SETSLOT %s IMPORTING %s", slot, from_id);
+    must(from, "CLUSTER SETSLOT %s MIGRATING %s", slot, to_id);
+    for (;;) {
+        redisReply *keys = command(from, "CLUSTER GETKEYSINSLOT %d 100", s);
+        CHECK(keys->type == REDIS_REPLY_ARRAY);
+        size_t n = keys->elements;
+        for (size_t i = 0; i < n; i++) {
+            redisReply *r =
+                command(from, "MIGRATE 127.0.0.1 %d %s 0 5000", to, keys->element[i]->str);
+            if (r->type == REDIS_REPLY_ERROR)
+                dt_fail(__FILE__, __LINE__, "MIGRATE %s: %s", keys->element[i]->str, r->str);
+            freeReplyObject(r);
+        }
+        freeReplyObject(keys);
+        if (n == 0)
+            break;
+    }
+    for (int i = 0; i < 3; i++)
+        must(node_port(i), "CLUSTER SETSLOT %s NODE %s", slot, to_id);
+    DT_WAIT_UNTIL(dt_cluster_master_of(&cluster, s) == to_node, 5000);
+    int64_t moved = dt_now_ms();
+
+    /* past a lease (3 s) after the move: only renewals on the new master
+     * keep it */
+    dt_sleep_ms(3500);
+    if (atomic_load(&lost.lost))
+        dt_fail(__FILE__, __LINE__, "the holder lost the lock %lld ms after its slot moved: %s",
+                (long long) (atomic_load(&lost.at_ms) - moved), lost.why);
+    CHECK_RC(dlock_lock_verify(la), DLOCK_OK);
+    if (w.got_ms != 0)
+        dt_fail(__FILE__, __LINE__, "the waiter's wait ended (%d: %s)", w.rc, w.why);
+    redisReply *r = command(to, "EXISTS dlock:{%s}", name);
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1); /* it lives there now */
+    freeReplyObject(r);
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(w.fence > fence_a);
+    printf("the waiter got it %lld ms after the release on the new master\n",
+           (long long) (w.got_ms - released));
+    CHECK_INT(w.got_ms - released, <, 3000);
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_client_close(w.c);
+    dlock_lock_free(la);
+    dlock_client_close(a);
+}
+
+/* ---------------------------------------------------------------- failover */
+
+/* The master of a held and waited-for lock fails over (CLUSTER FAILOVER
+ * on its replica): the holder keeps the lock or is told it lost it, never
+ * silently; the waiter is served. */
+static void failover_while_held(void)
+{
+    char name[32];
+    dt_lost_box lost = {0};
+    pthread_t t;
+    waiter w;
+
+    name_on(2, "failover", name, sizeof name);
+    int s = slot_of(name);
+    int master = dt_cluster_master_of(&cluster, s);
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *la = dt_lock(a, name, 0);
+    dlock_lock_on_lost(la, dt_on_lost, &lost);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    uint64_t fence_a = dlock_lock_fence(la);
+    start_waiter(&w, name, &t);
+    DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
+
+    int64_t t0 = dt_now_ms();
+    int now = dt_cluster_failover(&cluster, master);
+    printf("failover of node %d to node %d took %lld ms\n", master, now,
+           (long long) (dt_now_ms() - t0));
+    CHECK_INT(dt_cluster_master_of(&cluster, s), ==, now);
+    /* past a lease (3 s): only renewals on the new master keep it */
+    dt_sleep_ms(3500);
+    int64_t released = dt_now_ms();
+    if (atomic_load(&lost.lost)) {
+        printf("the holder was told it lost the lock: %s\n", lost.why);
+        CHECK_RC(dlock_lock_check(la), DLOCK_ELOST);
+    } else {
+        CHECK_RC(dlock_lock_verify(la), DLOCK_OK); /* the store agrees: it holds it */
+        CHECK_INT(w.got_ms, ==, 0);
+        CHECK_RC(dlock_release(la), DLOCK_OK);
+    }
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK(w.fence > fence_a);
+    printf("the waiter got it %lld ms after the release\n", (long long) (w.got_ms - released));
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_client_close(w.c);
+    dlock_lock_free(la);
+    dlock_client_close(a);
+}
+
+/* ---------------------------------------------------------------- pub/sub */
+
+/* No node ran a plain PUBLISH (broadcast to every node of a cluster):
+ * after the tests above, whose waiters were handed locks. Run last. */
+static void no_plain_publish(void)
+{
+    for (int i = 0; i < 6; i++) {
+        redisReply *r = command(node_port(i), "INFO commandstats");
+        CHECK(r->type == REDIS_REPLY_STRING);
+        if (strstr(r->str, "cmdstat_publish:") != NULL)
+            dt_fail(__FILE__, __LINE__, "node %d ran PUBLISH: %s", i,
+                    strstr(r->str, "cmdstat_publish:"));
+        CHECK(strstr(r->str, "cmdstat_evalsha:") != NULL || i >= 3); /* the masters worked */
+        freeReplyObject(r);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const dt_test tests[] = {
+        {"bad_urls", bad_urls},
+        {"with_auth", with_auth},
+        {"locks_on_every_master", locks_on_every_master},
+        {"multi_across_slots", multi_across_slots},
+        {"moved_while_held", moved_while_held},
+        {"failover_while_held", failover_while_held},
+        {"no_plain_publish", no_plain_publish},
+    };
+    /* once for the program, before any test forks (no threads yet) */
+    dt_server_start(&cluster, "cluster", 0, NULL);
+    int rc = DT_RUN(tests);
+    dt_server_stop(&cluster);
+    return rc;
+}
