@@ -146,6 +146,19 @@ static void role_without_create(void)
     dlock_client_close(lim);
 }
 
+/* Ends the server sessions holding name's advisory lock (as an operator's
+ * pg_terminate_backend would), waiting until they are gone: how many. */
+static long long terminate_holders(const char *name)
+{
+    uint64_t key = (uint64_t) dlock__pg_key(name);
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_locks "
+             "WHERE locktype = 'advisory' AND classid = %u AND objid = %u AND granted",
+             (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu));
+    return sql_number(sql);
+}
+
 static void terminated_holder(void)
 {
     dt_lost_box box = {0};
@@ -155,14 +168,8 @@ static void terminated_holder(void)
     CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
-    uint64_t key = (uint64_t) dlock__pg_key("term");
-    char sql[400];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_locks "
-             "WHERE locktype = 'advisory' AND classid = %u AND objid = %u AND granted",
-             (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu));
     int64_t t0 = dt_now_ms();
-    CHECK_INT(sql_number(sql), ==, 1);
+    CHECK_INT(terminate_holders("term"), ==, 1);
     DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 2000 + 1000);
     printf("terminated: loss reported after %lld ms: %s\n", (long long) (dt_now_ms() - t0),
            box.why);
@@ -876,6 +883,34 @@ static void modes_exclude(void)
     dlock_client_close(tc);
 }
 
+/* One lock per name across the modes when a session holder's connection
+ * was ended in the server: its row's lease still runs (the holder learns
+ * at its next renewal), and a table take waits for it as a session grant
+ * does, so the holder is told before the table holder gets the lock. */
+static void table_waits_session_lease(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *sc = client("?lease=2s"), *tc = client("?mode=table&lease=2s");
+    dlock_lock *ls = dt_lock(sc, "dropped", 0), *lt = dt_lock(tc, "dropped", 0);
+    dlock_lock_on_lost(ls, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(ls, 5000), DLOCK_OK);
+    CHECK_INT(terminate_holders("dropped"), ==, 1);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(lt), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(lt, 5000), DLOCK_OK);
+    int64_t got = dt_now_ms();
+    printf("table take after a dropped session holder: %lld ms; the holder told after %lld ms\n",
+           (long long) (got - t0), (long long) (atomic_load(&box.at_ms) - t0));
+    CHECK_INT(atomic_load(&box.lost), ==, 1);
+    CHECK_INT(atomic_load(&box.at_ms), <=, got);
+    CHECK_RC(dlock_release(lt), DLOCK_OK);
+    CHECK_RC(dlock_release(ls), DLOCK_ELOST);
+    dlock_lock_free(ls);
+    dlock_lock_free(lt);
+    dlock_client_close(sc);
+    dlock_client_close(tc);
+}
+
 /* A server to crash, whose WAL writer waits 10 s between rounds: a commit
  * that does not wait for the WAL's flush stays in the server's memory until
  * the WAL writer's next round, or until the WAL page it is on is full (the
@@ -956,8 +991,8 @@ static long long crash_row(dt_server *crash, const char *what, const char *name)
  * runs out; the first grant of the name after the restart must not come
  * before that (the run rule, pg.c), whether the row was lost whole (a
  * name new to the server) or shows its state before (an older row). A try
- * meanwhile finds the name held. After the rule's time, grants are as
- * before. */
+ * meanwhile finds the name held, in table mode too. After the rule's time,
+ * grants are as before. */
 static void lost_grant_lease(void)
 {
     enum { LEASE_MS = 4000 };
@@ -998,6 +1033,12 @@ static void lost_grant_lease(void)
     dlock_client *b = dt_client(crash.url, "?lease=1s");
     dlock_lock *lb_new = dt_lock(b, "new", 0), *lb_old = dt_lock(b, "old", 0);
     CHECK_RC(dlock_acquire(lb_new, 0), DLOCK_EBUSY);
+    /* a table mode take too (one lock per name across the modes) */
+    dlock_client *t = dt_client(crash.url, "?mode=table&lease=1s");
+    dlock_lock *lt_old = dt_lock(t, "old", 0);
+    CHECK_RC(dlock_acquire(lt_old, 0), DLOCK_EBUSY);
+    dlock_lock_free(lt_old);
+    dlock_client_close(t);
     CHECK_RC(dlock_acquire(lb_new, 10000), DLOCK_OK);
     int64_t took_new = dt_now_ms() - t0;
     CHECK_RC(dlock_acquire(lb_old, 10000), DLOCK_OK);
@@ -1056,6 +1097,7 @@ int main(int argc, char **argv)
         {"fence_after_row_deleted", fence_after_row_deleted},
         {"tables_dropped", tables_dropped},
         {"modes_exclude", modes_exclude},
+        {"table_waits_session_lease", table_waits_session_lease},
         {"crash_fence", crash_fence},
         {"lost_grant_lease", lost_grant_lease},
         {"table_waiter_not_starved", table_waiter_not_starved},
