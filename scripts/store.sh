@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # A throwaway server of a store to try dlock against:
 #
-#   scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|cluster|zookeeper|etcd|postgres|mariadb
+#   scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|cluster|cluster-tls|zookeeper|etcd|postgres|mariadb
 #
 # installs the server when it is missing (scripts/deps.sh), builds the test
 # harness's `store` program into build/ (DLOCK_BUILD_DIR to use another), and
@@ -14,7 +14,8 @@
 # redis-servers, redlock://...; cluster: a Redis Cluster of 3 masters and
 # 3 replicas, redis+cluster://... (the masters); redis-tls: TLS only, with a throwaway CA,
 # rediss://127.0.0.1:PORT?cacert=DIR/tls/ca.crt; sentinel-tls: the
-# sentinel group over TLS, rediss+sentinel://...?cacert=...) on stdout, and on
+# sentinel group over TLS, rediss+sentinel://...?cacert=...; cluster-tls: the
+# cluster over TLS, rediss+cluster://...?cacert=...) on stdout, and on
 # Ctrl-C (or SIGTERM) stops it and removes the dir. The URL is all it prints
 # on stdout; the rest goes to stderr.
 set -euo pipefail
@@ -22,9 +23,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kind=${1:-}
 case $kind in
-  redis | redis-tls | sentinel | sentinel-tls | redlock | cluster | zookeeper | etcd | postgres | mariadb) ;;
+  redis | redis-tls | sentinel | sentinel-tls | redlock | cluster | cluster-tls | zookeeper | etcd | postgres | mariadb) ;;
   *)
-    echo "usage: scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|cluster|zookeeper|etcd|postgres|mariadb" >&2
+    echo "usage: scripts/store.sh redis|redis-tls|sentinel|sentinel-tls|redlock|cluster|cluster-tls|zookeeper|etcd|postgres|mariadb" >&2
     exit 64
     ;;
 esac

@@ -295,35 +295,15 @@ static void multi_across_slots(void)
 
 /* ---------------------------------------------------------------- MOVED */
 
-/* The slot of a held and waited-for lock migrates to another master
- * (SETSLOT MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE): the holder's
- * renewals follow the MOVED to the new master, it keeps the lock and
- * releases it there, and the waiter, which the old master unsubscribed,
- * gets it with a larger fence, and its notices at the new master. */
-static void moved_while_held(void)
+/* Slot s moves from the master on port `from` to the one on port `to`
+ * (SETSLOT IMPORTING/MIGRATING, MIGRATE of its keys, SETSLOT NODE on
+ * every master), as a resharding does it. */
+static void migrate_slot(int s, int from, int to)
 {
-    char name[32], slot[16], from_id[64], to_id[64];
-    dt_lost_box lost = {0};
-    pthread_t t;
-    waiter w;
-
-    name_on(0, "moved", name, sizeof name);
-    int s = slot_of(name), from = node_port(0);
-    int to_node = dt_cluster_master_of(&cluster, 5461); /* node 1's first slot */
-    CHECK(to_node >= 0 && to_node != 0);
-    int to = node_port(to_node);
+    char slot[16], from_id[64], to_id[64];
     snprintf(slot, sizeof slot, "%d", s);
     node_id(from, from_id);
     node_id(to, to_id);
-
-    dlock_client *a = dt_client(cluster.url, LEASE);
-    dlock_lock *la = dt_lock(a, name, 0);
-    dlock_lock_on_lost(la, dt_on_lost, &lost);
-    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
-    uint64_t fence_a = dlock_lock_fence(la);
-    start_waiter(&w, name, &t);
-    DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
-
     must(to, "CLUSTER SETSLOT %s IMPORTING %s", slot, from_id);
     must(from, "CLUSTER SETSLOT %s MIGRATING %s", slot, to_id);
     for (;;) {
@@ -341,8 +321,83 @@ static void moved_while_held(void)
         if (n == 0)
             break;
     }
-    for (int i = 0; i < 3; i++)
-        must(node_port(i), "CLUSTER SETSLOT %s NODE %s", slot, to_id);
+    for (int i = 0; i < 3; i++) {
+        int master = dt_cluster_master_of(&cluster, i * 5461);
+        CHECK(master >= 0);
+        must(node_port(master), "CLUSTER SETSLOT %s NODE %s", slot, to_id);
+    }
+}
+
+/* The slot of a holder's owner record (P:owner:<client id>, a slot of its
+ * own) moves after another client read the slot map: that client's
+ * holders' listing follows the MOVED of its read of the record, and still
+ * names the holder's host and pid. */
+static void owner_record_moved(void)
+{
+    char name[32], key[128];
+    name_on(0, "ownermoved", name, sizeof name);
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *la = dt_lock(a, name, 0);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    dlock_client *b = dt_client(cluster.url, LEASE);
+    dt_holders h = dt_query_holders(b, name, 0); /* b reads the map now */
+    CHECK_INT(h.n, ==, 1);
+    CHECK_INT(h.h[0].pid, ==, (long) getpid());
+
+    snprintf(key, sizeof key, "dlock:owner:%.16s", dlock_lock_token(la));
+    redisReply *r = command(node_port(0), "CLUSTER KEYSLOT %s", key);
+    CHECK(r->type == REDIS_REPLY_INTEGER);
+    int s = (int) r->integer, from = dt_cluster_master_of(&cluster, s), to = -1;
+    freeReplyObject(r);
+    for (int i = 0; i < 3 && to < 0; i++) {
+        int m = dt_cluster_master_of(&cluster, i * 5461);
+        if (m >= 0 && m != from)
+            to = m;
+    }
+    CHECK(from >= 0 && to >= 0);
+    r = command(node_port(from), "EXISTS %s", key);
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1); /* the record is there */
+    freeReplyObject(r);
+    migrate_slot(s, node_port(from), node_port(to));
+    DT_WAIT_UNTIL(dt_cluster_master_of(&cluster, s) == to, 5000);
+
+    h = dt_query_holders(b, name, 0); /* its MGET meets MOVED */
+    CHECK_INT(h.n, ==, 1);
+    CHECK_INT(h.h[0].pid, ==, (long) getpid());
+    CHECK(h.h[0].host[0] != '\0');
+    CHECK_RC(dlock_release(la), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+/* The slot of a held and waited-for lock migrates to another master
+ * (SETSLOT MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE): the holder's
+ * renewals follow the MOVED to the new master, it keeps the lock and
+ * releases it there, and the waiter, which the old master unsubscribed,
+ * gets it with a larger fence, and its notices at the new master. */
+static void moved_while_held(void)
+{
+    char name[32];
+    dt_lost_box lost = {0};
+    pthread_t t;
+    waiter w;
+
+    name_on(0, "moved", name, sizeof name);
+    int s = slot_of(name), from = node_port(0);
+    int to_node = dt_cluster_master_of(&cluster, 5461); /* node 1's first slot */
+    CHECK(to_node >= 0 && to_node != 0);
+    int to = node_port(to_node);
+
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *la = dt_lock(a, name, 0);
+    dlock_lock_on_lost(la, dt_on_lost, &lost);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    uint64_t fence_a = dlock_lock_fence(la);
+    start_waiter(&w, name, &t);
+    DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
+
+    migrate_slot(s, from, to);
     DT_WAIT_UNTIL(dt_cluster_master_of(&cluster, s) == to_node, 5000);
     int64_t moved = dt_now_ms();
 
@@ -533,6 +588,7 @@ int main(int argc, char **argv)
         {"locks_on_every_master", locks_on_every_master},
         {"multi_across_slots", multi_across_slots},
         {"moved_while_held", moved_while_held},
+        {"owner_record_moved", owner_record_moved},
         {"failover_while_held", failover_while_held},
         {"notice_wakes_waiter", notice_wakes_waiter},
         {"subscriber_killed", subscriber_killed},

@@ -180,6 +180,12 @@ static void wrong_ca_refused(void)
     snprintf(url, sizeof url, "rediss://127.0.0.1:%d?cacert=%s&sni=elsewhere.example", srv.port,
              file_of(&srv, "ca.crt"));
     expect_acquire_fails(url, DLOCK_ESERVER, "certificate is not trusted");
+    /* rediss+cluster://: its seeds are dialled over TLS and verified the
+     * same (this server is no cluster: its certificate is refused before
+     * anything is asked of it) */
+    snprintf(url, sizeof url, "rediss+cluster://127.0.0.1:%d?cacert=%s", srv.port,
+             file_of(&srv, "other-ca.crt"));
+    expect_acquire_fails(url, DLOCK_ESERVER, "certificate is not trusted");
 }
 
 static void insecure_works(void)

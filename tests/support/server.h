@@ -236,7 +236,12 @@ dt_server *dt_redlock_node(dt_server *s, int i);
  * replicate them; the start returns once every node says
  * cluster_state:ok and every replica is linked. Its url is
  * redis+cluster://127.0.0.1:P0,127.0.0.1:P1,127.0.0.1:P2. Extra start
- * arguments go to every node ("--requirepass X" also sets masterauth). */
+ * arguments go to every node ("--requirepass X" also sets masterauth).
+ * The kind "cluster-tls" is the same over TLS (tls-cluster and
+ * tls-replication yes, one test CA in the first node's dir/tls): each
+ * node's clients use its port over TLS, the harness its plain peer_port,
+ * the bus its election_port; its url is
+ * rediss+cluster://127.0.0.1:P0,...?cacert=DIR/tls/ca.crt. */
 /* Node i (0..5: 0-2 the first masters, 3-5 their replicas, whatever
  * their roles now). */
 dt_server *dt_cluster_node(dt_server *s, int i);

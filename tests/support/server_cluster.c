@@ -10,7 +10,15 @@
  * port + 10000. The slots are assigned, the nodes introduced (MEET) and
  * the replicas attached (REPLICATE) by commands through hiredis, and the
  * start returns once every node says cluster_state:ok and every replica's
- * link to its master is up: no sleep stands in for that. */
+ * link to its master is up: no sleep stands in for that.
+ *
+ * "cluster-tls" is the same cluster speaking TLS everywhere (tls-cluster,
+ * tls-replication), with certificates of one test CA (the first node's
+ * dir/tls, server_redis.c): clients reach each node on its port (s->port)
+ * over TLS, and CLUSTER SLOTS and MOVED name the TLS ports to them. The
+ * harness asks each node over a plain port of its own (s->peer_port); the
+ * cluster bus is then on s->election_port. Its url is
+ * rediss+cluster://127.0.0.1:P1,...?cacert=DIR/tls/ca.crt. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "redis_node.h"
@@ -26,17 +34,59 @@
 #define READY_MS  30000 /* the most a start or a failover may take */
 #define NODE_ID_N 41
 
+/* The group speaks TLS to its clients (cluster-tls): three ports a node. */
+static int tls_group(const dt_server *s)
+{
+    return s->kind->needs_peer_port == 2;
+}
+
+/* The port the harness asks a node on: plain, whatever its clients use. */
+static int admin(const dt_server *s)
+{
+    return tls_group(s) ? s->peer_port : s->port;
+}
+
+/* Whether port is node n's, for its clients or the harness. */
+static int port_is(const dt_server *n, int port)
+{
+    return port != 0 && (port == n->port || port == admin(n));
+}
+
+/* The group's certificates: the dir a node was given ("tls-dir:D"), or
+ * the first node's own, made now. */
+static void tls_dir(const dt_server *s, char *buf, size_t len)
+{
+    for (int i = 0; i < s->nargs; i++) {
+        if (strncmp(s->args[i], "tls-dir:", 8) == 0) {
+            snprintf(buf, len, "%s", s->args[i] + 8);
+            return;
+        }
+    }
+    dt__redis_tls_files(s);
+    snprintf(buf, len, "%s/tls", s->dir);
+}
+
 static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
-    int argc = dt__redis_node_args(s, s->port, argv, bufs);
-    snprintf(bufs[1], 256, "%d", s->peer_port);
-    snprintf(bufs[2], 256, "%s/nodes.conf", s->dir);
+    int argc = dt__redis_node_args(s, admin(s), argv, bufs);
+    snprintf(bufs[5], 256, "%d", tls_group(s) ? s->election_port : s->peer_port);
+    snprintf(bufs[6], 256, "%s/nodes.conf", s->dir);
     argv[argc++] = "--cluster-enabled";
     argv[argc++] = "yes";
     argv[argc++] = "--cluster-port";
-    argv[argc++] = bufs[1];
+    argv[argc++] = bufs[5];
     argv[argc++] = "--cluster-config-file";
-    argv[argc++] = bufs[2];
+    argv[argc++] = bufs[6];
+    if (tls_group(s)) {
+        char dir[200];
+        tls_dir(s, dir, sizeof dir);
+        argc = dt__redis_tls_args(s, dir, argv, argc, bufs);
+        /* the bus, the replication and what CLUSTER SLOTS names: TLS */
+        argv[argc++] = "--tls-cluster";
+        argv[argc++] = "yes";
+        argv[argc++] = "--tls-replication";
+        argv[argc++] = "yes";
+    }
     /* a failed master is replaced within seconds, not the default 15 */
     argv[argc++] = "--cluster-node-timeout";
     argv[argc++] = "2000";
@@ -46,8 +96,10 @@ static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
         argv[argc++] = "--masterauth";
         argv[argc++] = dt__redis_password(s);
     }
-    for (int i = 0; i < s->nargs && argc < 62; i++)
-        argv[argc++] = s->args[i];
+    for (int i = 0; i < s->nargs && argc < 62; i++) {
+        if (strncmp(s->args[i], "tls-dir:", 8) != 0)
+            argv[argc++] = s->args[i];
+    }
     argv[argc] = NULL;
 }
 
@@ -57,7 +109,7 @@ static redisReply *ask(const dt_server *n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = dt__redis_vask(n->port, dt__redis_password(n), 1000, fmt, ap);
+    redisReply *r = dt__redis_vask(admin(n), dt__redis_password(n), 1000, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -72,7 +124,7 @@ static void must(const dt_server *n, const char *what, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = dt__redis_vask(n->port, dt__redis_password(n), 2000, fmt, ap);
+    redisReply *r = dt__redis_vask(admin(n), dt__redis_password(n), 2000, fmt, ap);
     va_end(ap);
     if (!reply_ok(r))
         dt_fail(__FILE__, __LINE__, "cluster node on port %d: %s: %s", n->port, what,
@@ -108,8 +160,20 @@ static void node_wipe(const dt_server *s)
 
 static void node_cli_prefix(const dt_server *s, char *buf, size_t len)
 {
-    snprintf(buf, len, "redis-cli -p %d ", s->port);
+    snprintf(buf, len, "redis-cli -p %d ", admin(s));
 }
+
+static const dt_server_kind node_tls_kind = {
+    .name = "cluster-node-tls",
+    .scheme = "rediss",
+    .needs_peer_port = 2,
+    .start_timeout_ms = 10000,
+    .argv = node_argv,
+    .answers = node_answers,
+    .wipe = node_wipe,
+    .shutdown = node_shutdown,
+    .cli_prefix = node_cli_prefix,
+};
 
 static const dt_server_kind node_kind = {
     .name = "cluster-node",
@@ -224,9 +288,18 @@ static void wait_for(dt_server *s, int (*cond)(dt_server *), const char *what)
 
 static void group_start(dt_server *s)
 {
-    char id[NODE_ID_N];
+    char id[NODE_ID_N], dir[200];
 
-    dt__redis_group_start(s, NNODES, &node_kind, "cluster");
+    if (tls_group(s)) {
+        /* the others use the first node's certificates (made by its start) */
+        snprintf(dir, sizeof dir, "%s/tls", s->dir);
+        if (s->nargs == DT_SERVER_MAX_ARGS ||
+            (size_t) snprintf(s->args[s->nargs], sizeof s->args[0], "tls-dir:%s", dir) >=
+                sizeof s->args[0])
+            dt_fail(__FILE__, __LINE__, "no room for the cluster-tls group's tls-dir:%s", dir);
+        s->nargs++;
+    }
+    dt__redis_group_start(s, NNODES, tls_group(s) ? &node_tls_kind : &node_kind, "cluster");
     /* distinct epochs, set while each node knows only itself: no collision
      * to resolve later */
     for (int i = 0; i < NNODES; i++)
@@ -238,7 +311,7 @@ static void group_start(dt_server *s)
     }
     for (int i = 1; i < NNODES; i++)
         must(dt_cluster_node(s, i), "CLUSTER MEET", "CLUSTER MEET 127.0.0.1 %d %d", s->port,
-             s->peer_port);
+             tls_group(s) ? s->election_port : s->peer_port);
     wait_for(s, all_met, "all met");
     for (int i = 0; i < NMASTERS; i++) {
         node_id(s, i, id);
@@ -249,6 +322,10 @@ static void group_start(dt_server *s)
     for (int i = 0; i < NMASTERS && used < sizeof s->url; i++)
         used += (size_t) snprintf(s->url + used, sizeof s->url - used, "%s127.0.0.1:%d",
                                   i > 0 ? "," : "", dt_cluster_node(s, i)->port);
+    if (tls_group(s) && used < sizeof s->url &&
+        (size_t) snprintf(s->url + used, sizeof s->url - used, "?cacert=%s/ca.crt", dir) >=
+            sizeof s->url - used)
+        dt_fail(__FILE__, __LINE__, "the cluster-tls URL does not fit: %s", dir);
 }
 
 int dt_cluster_master_of(dt_server *s, int slot)
@@ -262,7 +339,7 @@ int dt_cluster_master_of(dt_server *s, int slot)
     }
     freeReplyObject(r);
     for (int i = 0; i < NNODES; i++) {
-        if (port != 0 && dt_cluster_node(s, i)->port == port)
+        if (port_is(dt_cluster_node(s, i), port))
             return i;
     }
     return -1;
@@ -279,9 +356,9 @@ static int failed_over(dt_server *s)
 int dt_cluster_failover(dt_server *s, int master)
 {
     int linked, port, replica = -1;
-    int want = dt_cluster_node(s, master)->port;
     for (int i = 0; i < NNODES && replica < 0; i++) {
-        if (strcmp(role_of(s, i, &linked, &port), "slave") == 0 && port == want)
+        if (strcmp(role_of(s, i, &linked, &port), "slave") == 0 &&
+            port_is(dt_cluster_node(s, master), port))
             replica = i;
     }
     if (replica < 0)
@@ -296,6 +373,20 @@ const dt_server_kind dt__cluster_kind = {
     .name = "cluster",
     .scheme = "redis+cluster",
     .needs_peer_port = 1,
+    .start_timeout_ms = 10000,
+    .argv = node_argv,
+    .answers = node_answers,
+    .wipe = node_wipe,
+    .shutdown = node_shutdown,
+    .cli_prefix = node_cli_prefix,
+    .group_start = group_start,
+    .group_stop = dt__redis_group_stop,
+};
+
+const dt_server_kind dt__cluster_tls_kind = {
+    .name = "cluster-tls",
+    .scheme = "rediss+cluster",
+    .needs_peer_port = 2,
     .start_timeout_ms = 10000,
     .argv = node_argv,
     .answers = node_answers,

@@ -88,6 +88,7 @@ extern const dt_server_kind dt__sentinel_kind;
 extern const dt_server_kind dt__sentinel_tls_kind;
 extern const dt_server_kind dt__redlock_kind;
 extern const dt_server_kind dt__cluster_kind;
+extern const dt_server_kind dt__cluster_tls_kind;
 
 /* Starts a server of a kind not in the table (a group's member), as
  * dt_server_start does; args NULL-terminated (or NULL). */

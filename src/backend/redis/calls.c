@@ -58,13 +58,14 @@ static int send_one(dlock__rconn *c, const evalcall *call, int64_t deadline, red
 }
 
 /* A Redis Cluster's redirection of one call that came from c (cluster.h):
- * sent again to the node a MOVED names (the map learns it), after ASKING
- * to the node an ASK names (the map does not change), or to the same
- * node a little later after TRYAGAIN or CLUSTERDOWN (the map read again),
- * until its reply is none of these, or the deadline; *reply is then the
- * last reply. Only this call is sent again, not its batch. */
+ * a script call (call) or a plain command (cmd, when call is NULL), sent
+ * again to the node a MOVED names (the map learns it), after ASKING to
+ * the node an ASK names (the map does not change), or to the same node a
+ * little later after TRYAGAIN or CLUSTERDOWN (the map read again), until
+ * its reply is none of these, or the deadline; *reply is then the last
+ * reply. Only this call is sent again, not its batch. */
 static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall *call,
-                            int64_t deadline, redisReply **reply)
+                            const dlock__rcmd *cmd, int64_t deadline, redisReply **reply)
 {
     static const char *const asking_argv[] = {"ASKING"};
     static const size_t asking_lens[] = {6};
@@ -76,6 +77,8 @@ static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall
         enum dlock__rredirect what = dlock__rcluster_redirect(cl, *reply, &to);
         if (what == DLOCK__RR_NONE)
             return DLOCK_OK;
+        if (what == DLOCK__RR_FULL)
+            return DLOCK_ESERVER; /* recorded: more nodes than a client follows */
         if (what == DLOCK__RR_RETRY) {
             if (dlock__now_us() + RETRY_PAUSE_US >= deadline)
                 return DLOCK_OK; /* the refusal stands, with its text */
@@ -84,16 +87,19 @@ static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall
             dlock__rcluster_refresh(cl, deadline);
         }
         if (what == DLOCK__RR_ASK) {
-            /* the script in full: a node importing the slot may lack it,
+            /* a script in full: a node importing the slot may lack it,
              * and EVALSHA's NOSCRIPT would cost the ASKING */
-            dlock__rcmd cmds[2] = {{1, asking_argv, asking_lens}, as_command(call, 1)};
+            dlock__rcmd cmds[2] = {{1, asking_argv, asking_lens},
+                                   call != NULL ? as_command(call, 1) : *cmd};
             rc = dlock__rconn_call(to, 2, cmds, deadline, got);
             if (rc == DLOCK_OK) {
                 freeReplyObject(got[0]);
                 got[0] = got[1];
             }
-        } else {
+        } else if (call != NULL) {
             rc = send_one(to, call, deadline, &got[0]);
+        } else {
+            rc = dlock__rconn_call(to, 1, cmd, deadline, &got[0]);
         }
         if (rc != DLOCK_OK)
             return rc;
@@ -102,6 +108,20 @@ static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall
         c = to;
     }
     return DLOCK_OK;
+}
+
+int dlock__redis_call(dlock__rconn *c, const dlock__rcmd *cmd, int64_t deadline, redisReply **reply)
+{
+    int rc = dlock__rconn_call(c, 1, cmd, deadline, reply);
+    dlock__rcluster *cl = dlock__rconn_router(c);
+    if (rc != DLOCK_OK || cl == NULL)
+        return rc;
+    rc = follow_redirects(cl, c, NULL, cmd, deadline, reply);
+    if (rc != DLOCK_OK) {
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+    return rc;
 }
 
 /* Runs n script calls as one pipelined batch on c, after the command
@@ -175,7 +195,7 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
     }
     dlock__rcluster *cl = dlock__rconn_router(c);
     for (size_t i = 0; cl != NULL && i < n; i++) {
-        rc = follow_redirects(cl, c, &calls[i], deadline, &replies[i]);
+        rc = follow_redirects(cl, c, &calls[i], NULL, deadline, &replies[i]);
         if (rc != DLOCK_OK) {
             free_replies(replies, n);
             return rc;

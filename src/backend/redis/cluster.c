@@ -61,9 +61,8 @@ static int node_index(dlock__rcluster *cl, const char *host, size_t hlen, int po
     }
     nd->port = port;
     snprintf(nd->label, sizeof nd->label,
-             strchr(nd->host, ':') != NULL ? "redis+cluster node [%s]:%d"
-                                           : "redis+cluster node %s:%d",
-             nd->host, port);
+             strchr(nd->host, ':') != NULL ? "%s node [%s]:%d" : "%s node %s:%d",
+             cl->tmpl.tls != NULL ? "rediss+cluster" : "redis+cluster", nd->host, port);
     dlock__rendpoint ep = cl->tmpl;
     ep.host = nd->host;
     ep.port = port;
@@ -271,9 +270,17 @@ enum dlock__rredirect dlock__rcluster_redirect(dlock__rcluster *cl, const redisR
         return DLOCK__RR_NONE; /* "MOVED 3999 :6381": an unknown endpoint */
     pthread_mutex_lock(&cl->mu);
     int k = node_index(cl, host, hlen, port);
+    int full = k < 0 && atomic_load(&cl->nnodes) == MAX_NODES;
     if (k >= 0 && what == DLOCK__RR_MOVED)
         atomic_store(&cl->slots[slot], (short) k);
     pthread_mutex_unlock(&cl->mu);
+    if (full) {
+        dlock__fail(DLOCK_ESERVER,
+                    "%s: slot %u is served by %s:%d, a node past the %d this client follows "
+                    "(a cluster of more than %d nodes is not supported)",
+                    cl->tmpl.label, slot, host, port, MAX_NODES, MAX_NODES);
+        return DLOCK__RR_FULL;
+    }
     if (k < 0)
         return DLOCK__RR_NONE;
     *to = cl->nodes[k]->pool[slot % cl->npool];

@@ -54,10 +54,15 @@ enum dlock__rredirect {
     DLOCK__RR_MOVED, /* the slot lives at *to now (the map says so from now on) */
     DLOCK__RR_ASK,   /* send ASKING then the command to *to, this once */
     DLOCK__RR_RETRY, /* TRYAGAIN, CLUSTERDOWN: the same again a little later */
+    DLOCK__RR_FULL,  /* MOVED or ASK to a node past the most a client follows
+                        (DLOCK__CLUSTER_MAX_NODES): the error is recorded */
 };
 /* Reads r (an error reply); on MOVED and ASK *to is the node's
  * connection (a node not known before is added). A reply naming a node
- * that cannot be added (out of memory, too many nodes) is NONE. */
+ * that cannot be added for want of memory is NONE; one past
+ * DLOCK__CLUSTER_MAX_NODES nodes is FULL, with a clear error recorded
+ * (DLOCK_ESERVER: "more than 64 nodes"). A slot map naming more nodes
+ * leaves their slots to the nodes that redirect to them. */
 enum dlock__rredirect dlock__rcluster_redirect(dlock__rcluster *cl, const redisReply *r,
                                                dlock__rconn **to);
 /* Reads the slot map again from any node that answers (after

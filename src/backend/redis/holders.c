@@ -76,7 +76,7 @@ int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_s
             dlock__rcmd cmd = {1 + nkeys, margv, mlens};
             dlock__rconn *c = b->cluster != NULL ? dlock__redis_owner_conn(b, margv[1])
                                                  : dlock__redis_conn(b, l, deadline);
-            rc = dlock__rconn_call(c, 1, &cmd, deadline, &records);
+            rc = dlock__redis_call(c, &cmd, deadline, &records);
             if (rc != DLOCK_OK)
                 goto out;
             if (records->type != REDIS_REPLY_ARRAY || records->elements != nkeys) {

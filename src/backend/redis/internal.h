@@ -87,6 +87,11 @@ static inline dlock__rconn *dlock__redis_conn(rbackend *b, const rlock *l, int64
 }
 
 /* calls.c */
+/* One plain command on c (dlock__rconn_call); on a Redis Cluster its
+ * MOVED, ASK, TRYAGAIN and CLUSTERDOWN followed as a script's are. *reply
+ * is the last reply (an error reply included) on DLOCK_OK. */
+int dlock__redis_call(dlock__rconn *c, const dlock__rcmd *cmd, int64_t deadline,
+                      redisReply **reply);
 int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,
                              redisReply **replies);
 int dlock__redis_run_script(dlock__rconn *c, const evalcall *call, int64_t deadline,

@@ -82,7 +82,7 @@ void dlock__redis_owner_forget(rbackend *b, int64_t deadline)
 
     /* best effort, briefly: a record left behind ends by itself */
     dlock__save_error(&saved);
-    if (dlock__rconn_call(dlock__redis_owner_conn(b, b->owner_key), 1, &cmd,
+    if (dlock__redis_call(dlock__redis_owner_conn(b, b->owner_key), &cmd,
                           until < deadline ? until : deadline, &r) == DLOCK_OK)
         freeReplyObject(r);
     dlock__restore_error(&saved);

@@ -183,7 +183,8 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
                                       url->hosts[i].port ? url->hosts[i].port : 26379);
         if (used < sizeof label)
             snprintf(label + used, sizeof label - used, "/%s", url->path);
-    } else if (strcmp(url->scheme, "redis+cluster") == 0) {
+    } else if (strcmp(url->scheme, "redis+cluster") == 0 ||
+               strcmp(url->scheme, "rediss+cluster") == 0) {
         /* the seeds; the nodes are made once auth and timeouts are known */
         size_t used = (size_t) snprintf(label, sizeof label, "%s://", url->scheme);
         for (size_t i = 0; i < url->nhosts && used < sizeof label; i++)
@@ -247,7 +248,7 @@ static int flag_option(dlock__url *url, const char *key, int *on)
     return dlock__fail(DLOCK_EINVAL, "option %s=%s: want 1 or 0", key, v);
 }
 
-/* rediss:// and rediss+sentinel://: TLS to every node, with the options
+/* rediss://, rediss+sentinel:// and rediss+cluster://: TLS to every node, with the options
  * redis-cli names its flags after. Elsewhere those options are refused. */
 static int parse_tls(rbackend *b, dlock__url *url)
 {
@@ -259,7 +260,8 @@ static int parse_tls(rbackend *b, dlock__url *url)
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             if (dlock__url_get(url, keys[i]) != NULL)
                 return dlock__fail(DLOCK_EINVAL,
-                                   "option %s= is for TLS: use rediss:// (or rediss+sentinel://)",
+                                   "option %s= is for TLS: use rediss:// (or rediss+sentinel://, "
+                                   "rediss+cluster://)",
                                    keys[i]);
         }
         return DLOCK_OK;
@@ -303,7 +305,7 @@ static int parse_wait(rbackend *b, dlock__url *url)
     return DLOCK_OK;
 }
 
-/* redis+cluster://: the nodes (cluster.h) and their sharded pub/sub
+/* redis+cluster:// and rediss+cluster://: the nodes (cluster.h) and their sharded pub/sub
  * (shards.h), the options it does not take yet, and what it cannot do yet
  * (README.md, Cluster). */
 static int open_cluster(rbackend *b, dlock__url *url, size_t pool)
@@ -390,7 +392,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto fail;
     }
-    if (strcmp(url->scheme, "redis+cluster") == 0) {
+    if (strcmp(url->scheme, "redis+cluster") == 0 || strcmp(url->scheme, "rediss+cluster") == 0) {
         rc = open_cluster(b, url, (size_t) pool);
         if (rc != DLOCK_OK)
             goto fail;
@@ -418,7 +420,8 @@ static int reached(dlock__store *store)
 }
 
 static const char *const schemes[] = {
-    "redis", "rediss", "redis+unix", "redis+sentinel", "rediss+sentinel", "redis+cluster", NULL};
+    "redis",           "rediss",        "redis+unix",     "redis+sentinel",
+    "rediss+sentinel", "redis+cluster", "rediss+cluster", NULL};
 
 const dlock__backend dlock__redis_backend = {
     .version = DLOCK__BACKEND_VERSION,

@@ -79,10 +79,11 @@ static int step_with_record(rbackend *b, dlock__rconn *c, const evalcall *call, 
     redisReply *written = NULL;
     if (b->cluster != NULL) {
         /* the record lives in its own slot, maybe on another node: a call
-         * of its own there (once a day at most), then the step */
+         * of its own there (once a day at most; MOVED followed), then the
+         * step */
         dlock__saved_error saved;
         dlock__save_error(&saved);
-        if (dlock__rconn_call(dlock__redis_owner_conn(b, b->owner_key), 1, &record.cmd, deadline,
+        if (dlock__redis_call(dlock__redis_owner_conn(b, b->owner_key), &record.cmd, deadline,
                               &written) != DLOCK_OK)
             written = NULL;
         dlock__restore_error(&saved);
