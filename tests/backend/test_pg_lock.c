@@ -312,7 +312,7 @@ static void waiter_keeps_place(void)
 
     struct waiter w = {.l = al, .wait_ms = 20000};
     CHECK_INT(pthread_create(&at, NULL, wait_thread, &w), ==, 0);
-    DT_WAIT_UNTIL(advisory_rows("fifo", 0) == 1, 5000);
+    DT_WAIT_UNTIL(advisory_rows("fifo", 0) == 1, 15000); /* (a loaded TSan run: over 5 s) */
     for (int i = 0; i < LOOPERS; i++) {
         lc[i] = client("?timeout=5s"); /* (their places kept either way) */
         lp[i] = (struct looper){
