@@ -89,12 +89,15 @@ static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
     }
 }
 
-/* A wait blocked in FOR UPDATE ends at the slice's end (innodb_lock_wait_timeout
- * is whole seconds) or at the caller's cancel: KILL QUERY either way. */
+/* A wait blocked in FOR UPDATE ends at the caller's cancel (KILL QUERY),
+ * and at the slice's end: in the server on MariaDB (max_statement_time, in
+ * fractional seconds), by KILL QUERY on MySQL (innodb_lock_wait_timeout is
+ * whole seconds: end_us set). */
 struct wait_end {
     int (*cancelled)(void *);
     void *arg;
-    int64_t end_us;
+    int64_t end_us; /* 0: none */
+    int timed_out;  /* ended at end_us */
 };
 
 static int wait_over(void *arg)
@@ -102,7 +105,11 @@ static int wait_over(void *arg)
     struct wait_end *w = arg;
     if (w->cancelled != NULL && w->cancelled(w->arg))
         return 1;
-    return dlock__now_us() >= w->end_us;
+    if (w->end_us != 0 && dlock__now_us() >= w->end_us) {
+        w->timed_out = 1;
+        return 1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- acquire */
@@ -205,17 +212,26 @@ static int grant(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, const ch
 static int take_row(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, dlock__attempt *a,
                     int block, int64_t slice_end, int64_t bound, int *got)
 {
-    char sql[DLOCK__MY_NAME_MAX * 8 + 400];
+    char sql[DLOCK__MY_NAME_MAX * 8 + 500], statement_time[80] = "";
     int64_t now = dlock__now_us();
-    long long slice_s = block ? (slice_end - now + 999999) / 1000000 : 1;
-    if (slice_s < 1)
-        slice_s = 1;
+    int64_t slice_us = slice_end - now > 1000 ? slice_end - now : 1000;
+    long long slice_s = block ? (slice_us + 999999) / 1000000 : 1;
+    const char *server = mysql_get_server_info(c->m);
+    int maria = server != NULL && strstr(server, "MariaDB") != NULL;
+    if (block && maria) {
+        /* the server ends the wait on time; its lock wait timeout later */
+        snprintf(statement_time, sizeof statement_time,
+                 "SET STATEMENT max_statement_time = %lld.%06lld FOR ",
+                 (long long) (slice_us / 1000000), (long long) (slice_us % 1000000));
+        slice_s++;
+    }
     snprintf(sql, sizeof sql,
              "SET SESSION innodb_lock_wait_timeout = %lld; "
              "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION; "
-             "SELECT 1 FROM dlock_row WHERE name = %s FOR UPDATE%s",
-             slice_s, l->key_lit, block ? "" : " NOWAIT");
-    struct wait_end we = {.cancelled = a->cancelled, .arg = a->cancel_arg, .end_us = slice_end};
+             "%sSELECT 1 FROM dlock_row WHERE name = %s FOR UPDATE%s",
+             slice_s, statement_time, l->key_lit, block ? "" : " NOWAIT");
+    struct wait_end we = {
+        .cancelled = a->cancelled, .arg = a->cancel_arg, .end_us = block && !maria ? slice_end : 0};
     dlock__my_watch watch = {
         .every_us = p->timeout_ms * 1000 / 2, .bound_us = p->timeout_ms * 1000, .asked_us = now};
     dlock__myres res;
@@ -225,6 +241,11 @@ static int take_row(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, dlock
     a->due_us = watch.asked_us;
     if (rc != DLOCK_OK) {
         dlock__my_discard(p, c, "closed: an attempt got no answer");
+        /* a wait ended at its slice's end by KILL QUERY whose answer was
+         * late: closing the connection ended it (the server was answering
+         * the watch), so it is a wait that ran out, not an outage */
+        if (rc == DLOCK_EUNREACHABLE && we.timed_out && !watch.silent)
+            rc = DLOCK_OK;
         return rc;
     }
     if (res.err == 0 && !res.killed && res.n == 4) {
@@ -250,7 +271,8 @@ static int take_row(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, dlock
     unsigned err = res.err;
     int killed = res.killed;
     if (err != 0 && !killed && err != ER_LOCK_WAIT_TIMEOUT && err != ER_LOCK_NOWAIT_MYSQL &&
-        err != ER_LOCK_DEADLOCK && err != ER_QUERY_INTERRUPTED && err != ER_NO_SUCH_TABLE) {
+        err != ER_LOCK_DEADLOCK && err != ER_QUERY_INTERRUPTED && err != ER_NO_SUCH_TABLE &&
+        err != ER_STATEMENT_TIMEOUT) {
         rc = dlock__my_fail(p, &res, "taking the lock's row (SELECT ... FOR UPDATE)");
         dlock__my_res_free(&res);
         roll_back(p, c, bound);
