@@ -12,7 +12,12 @@
  * of the host (session.h), so when it dies every lock it held is lost and
  * reported. A connection holds at most one lock at a time: GET_LOCK is
  * re-entrant per connection, so two handles sharing one would both "hold"
- * the name. */
+ * the name.
+ *
+ * Row mode (mode=row, row.c): a lock is SELECT ... FOR UPDATE on a row of
+ * dlock_row in a transaction its connection keeps open for the lock's
+ * life; a connection per held lock as in session mode, whose fence and
+ * lease (dlock_fence) it shares. */
 #ifndef DLOCK_BACKEND_MY_H
 #define DLOCK_BACKEND_MY_H
 
