@@ -52,7 +52,8 @@ static long long holder_conn(const char *name)
     return sql_number(sql);
 }
 
-/* How many connections wait in FOR UPDATE for the row of `name`. */
+/* How many connections wait for the row of `name` (in FOR UPDATE, or, at
+ * the name's first use, in the INSERT that makes the row). */
 static long long waiting(const char *name)
 {
     char sql[600], hex[300];
@@ -63,7 +64,7 @@ static long long waiting(const char *name)
         n += (size_t) snprintf(hex + n, sizeof hex - n, "%02x", *t);
     snprintf(sql, sizeof sql,
              "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND "
-             "INFO LIKE '%%FROM dlock_row WHERE name = X''%s'' FOR UPDATE%%'",
+             "INFO LIKE '%%FROM dlock_row WHERE name = X''%s''%%'",
              hex);
     return sql_number(sql);
 }
@@ -184,6 +185,10 @@ static void blocked_wait(void)
 {
     dlock_client *h = client(NULL), *c = client("&timeout=2s");
     dlock_lock *hl = dt_lock(h, "bw", 0), *l = dt_lock(c, "bw", 0);
+    /* once, so that the row is there (committed): the waits below are in
+     * FOR UPDATE, not in the INSERT of a name's first use */
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
     CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
 
     int64_t t0 = dt_now_ms();
@@ -227,6 +232,39 @@ static void blocked_wait(void)
            (long long) (atomic_load(&w2.ended_ms) - released_at));
     CHECK_INT(atomic_load(&w2.ended_ms) - released_at, <, 300);
     CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(hl);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
+/* A name's first use: its row is made inside the holder's transaction
+ * (not committed while it holds), and a try of another client is busy at
+ * once, a wait blocks and is granted at the release (an INSERT made
+ * outside the transaction waited behind the holder for the command
+ * timeout: the store looked unreachable). */
+static void first_use(void)
+{
+    dlock_client *h = client(NULL), *c = client("&timeout=1s");
+    dlock_lock *hl = dt_lock(h, "first", 0), *l = dt_lock(c, "first", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_row WHERE name = 'dlock:first'"), ==, 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    CHECK_INT(dt_now_ms() - t0, <, 500);
+    struct waiter w = {.l = l, .wait_ms = 10000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("first") == 1, 5000);
+    dt_sleep_ms(1500); /* past the waiter's command timeout */
+    CHECK(!atomic_load(&w.done));
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 2000);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, dlock_lock_fence(hl));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_row WHERE name = 'dlock:first'"), ==, 1);
     dlock_lock_free(l);
     dlock_lock_free(hl);
     dlock_client_close(c);
@@ -305,8 +343,8 @@ int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"killed_holder", killed_holder}, {"dead_holder_fence", dead_holder_fence},
-        {"blocked_wait", blocked_wait},   {"modes_exclude", modes_exclude},
-        {"bad_input", bad_input},
+        {"blocked_wait", blocked_wait},   {"first_use", first_use},
+        {"modes_exclude", modes_exclude}, {"bad_input", bad_input},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);
