@@ -8,6 +8,7 @@
  *   holder's connection: SET SESSION innodb_lock_wait_timeout = SLICE;
  *                        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
  *                        START TRANSACTION;
+ *                        INSERT IGNORE INTO dlock_row ... WHERE NOT EXISTS (the row);
  *                        SELECT 1 FROM dlock_row WHERE name = K FOR UPDATE [NOWAIT]
  *   a pooled connection: the fence and the row's lease in dlock_fence
  *                        (session mode's table), autocommitted, under
