@@ -341,6 +341,14 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     int state = 0;
     uint64_t fence = 0;
     int64_t left_ms = 0;
+    /* c stays ours (out of the pool) but is unlocked while the grant runs
+     * on another connection: no thread holds two connections' mutexes at
+     * once (ThreadSanitizer saw a lock-order inversion between the two
+     * roles, swapped from one attempt to the next). The renewer may ping
+     * c meanwhile; the reference keeps it while it could close it. */
+    dlock__session *mine = c->session;
+    dlock__session_ref(mine);
+    pthread_mutex_unlock(&c->mu);
     for (;;) {
         /* (a request that does not block: one command timeout) */
         rc = grant(p, l, c, token, block, dlock__now_us() + p->timeout_ms * 1000, &state, &fence,
@@ -352,8 +360,16 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
             break;
     }
     free(token);
+    pthread_mutex_lock(&c->mu);
+    if (rc == DLOCK_OK && state == 1 && (c->m == NULL || atomic_load(&c->lost))) {
+        /* closed meanwhile (its session given up): the row went with it;
+         * its lease, just written, ends by itself */
+        state = 0;
+        left_ms = DLOCK__TTL_UNKNOWN;
+    }
     if (rc != DLOCK_OK || state != 1) {
         roll_back(p, c, bound);
+        dlock__session_unref(mine); /* (after: c may be freed with it) */
         if (rc != DLOCK_OK)
             return rc;
         a->outcome = DLOCK__HELD;
@@ -363,6 +379,7 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     }
     if ((c->held_lit = strdup(l->lit)) == NULL) {
         roll_back(p, c, bound);
+        dlock__session_unref(mine);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     a->outcome = DLOCK__TAKEN;
@@ -373,6 +390,7 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     dlock__session_ref(c->session); /* the attempt's */
     a->session = c->session;
     pthread_mutex_unlock(&c->mu);
+    dlock__session_unref(mine);
     return DLOCK_OK;
 }
 
@@ -481,9 +499,8 @@ static dlock__myconn *conn_of(const dlock__renewal *it)
 
 /* Every row hold's lease in one request on a pooled connection (the
  * holder's connection is inside its transaction: a write there would not
- * be seen), then every connection pinged (conn.c). A hold is renewed only
- * if both answered; one whose lease is not its own any more is lost, and
- * its connection closed (the row let go). */
+ * be seen by others until the release), then every connection pinged
+ * (conn.c): two round trips for any number of holds. */
 int dlock__myr_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
 {
     dlock__mystore *p = MYSTORE(s);
