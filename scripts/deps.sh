@@ -12,8 +12,8 @@
 #   scripts/deps.sh --redis | --zookeeper | --etcd | --postgres | --mariadb
 #                                  and that store's server (scripts/store.sh)
 #   scripts/deps.sh --test         and every server, the interop peers (redis-py, kazoo,
-#                                  Curator with a JDK), clang for the fuzz targets and
-#                                  clang-format (scripts/test.sh)
+#                                  Curator with a JDK, Node.js and npm for npm redlock),
+#                                  clang for the fuzz targets and clang-format (scripts/test.sh)
 #   scripts/deps.sh --bench        the tests' and the peers bench/compare.sh measures dlock
 #                                  against (python3-etcd3, which no test needs), and gnuplot
 #                                  for the chart
@@ -84,6 +84,17 @@ missing=()
 for p in $(printf '%s\n' "${packages[@]}" | sort -u); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm (the interop test with npm redlock, tests/interop/
+# test_node_redlock.sh; the bench's node peers): Debian's, only when the
+# commands are missing (a machine may have them from elsewhere, NodeSource's
+# nodejs with npm inside, which Debian's npm package would fight).
+case " $* " in
+  *" --test "* | *" --bench "*)
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+      missing+=(nodejs npm)
+    fi
+    ;;
+esac
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

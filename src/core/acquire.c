@@ -127,14 +127,19 @@ static int busy_error(const dlock_lock *l, int64_t ttl_ms, enum dlock__held_as h
 }
 
 /* Leaves the store's queue after giving up (passing on a lock handed to
- * it meanwhile), keeping the error at hand. */
-static void leave_queue(dlock_lock *l, int64_t deadline)
+ * it meanwhile), keeping the error at hand; asking until `until`. */
+static void leave_queue_by(dlock_lock *l, int64_t until)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    l->client->backend->cancel(l->client->store, l->sl, l->token,
-                               dlock__lock_cleanup_deadline(l, deadline));
+    l->client->backend->cancel(l->client->store, l->sl, l->token, until);
     dlock__restore_error(&saved);
+}
+
+/* The same, for the wait that ends at deadline. */
+static void leave_queue(dlock_lock *l, int64_t deadline)
+{
+    leave_queue_by(l, dlock__lock_cleanup_deadline(l, deadline));
 }
 
 /* Gives back a grant this wait will not use (cancelled, or its lease ran
@@ -708,8 +713,16 @@ static int finish(dlock_lock *l, take_state *st, enum step step, int rc)
                          other_kind(l, st->held_as, as, sizeof as));
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
     }
-    if (step != STEP_DONE && (st->on_board || st->on_renewer || st->queued))
-        leave_queue(l, st->deadline);
+    /* A store this client never reached has nothing of this wait to drop;
+     * one that stayed unreachable to the end is given a moment only: the
+     * entry's waiter lease ends it anyway. (Either way, before, a frozen
+     * server cost one more command timeout after the verdict.) */
+    if (step != STEP_DONE && (st->on_board || st->on_renewer || st->queued) &&
+        dlock__client_reached(c)) {
+        int64_t until = dlock__lock_cleanup_deadline(l, st->deadline);
+        int64_t moment = dlock__now_us() + (int64_t) FIRST_CONTACT_MS * 1000;
+        leave_queue_by(l, rc == DLOCK_EUNREACHABLE && until > moment ? moment : until);
+    }
     drop_place(l, st);
     if (st->on_board)
         dlock__board_leave(&c->board, &st->w);

@@ -1293,7 +1293,7 @@ static void *proxy_run(void *arg)
                 if (!(pfd[1 + 2 * i + side].revents & (POLLIN | POLLHUP | POLLERR)))
                     continue;
                 ssize_t n = read(pairs[i][side], buf, sizeof buf);
-                if (n <= 0 || write(pairs[i][1 - side], buf, (size_t) n) != n) {
+                if (n <= 0 || send(pairs[i][1 - side], buf, (size_t) n, MSG_NOSIGNAL) != n) {
                     close(pairs[i][0]);
                     close(pairs[i][1]);
                     pairs[i][0] = pairs[np - 1][0];
@@ -1692,12 +1692,13 @@ static void *fake_serve(void *arg)
     if (reply != NULL && reply[0] == '\0') {
         fake_hold(f, cfd);
     } else if (reply != NULL) {
-        if (write(cfd, reply, reply == f->reply ? f->reply_len : strlen(reply)) < 0)
+        if (send(cfd, reply, reply == f->reply ? f->reply_len : strlen(reply), MSG_NOSIGNAL) < 0)
             perror("fake write");
         char spaces[4096];
         memset(spaces, ' ', sizeof spaces);
         for (size_t sent = 0; sent < f->pad; sent += sizeof spaces) {
-            if (write(cfd, spaces, sizeof spaces) < 0)
+            if (send(cfd, spaces, sizeof spaces, MSG_NOSIGNAL) <
+                0) /* the client may have hung up */
                 break;
         }
         if (hold == 1)

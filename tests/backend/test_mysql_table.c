@@ -15,6 +15,7 @@
  * they open a client. */
 #define _GNU_SOURCE
 #include "../support/harness.h"
+#include "../support/hot_name.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -388,78 +389,6 @@ static void tables_dropped(void)
 
 /* ---------------------------------------------------------------- first in line */
 
-enum { HAMMERS = 4, HOLD_US = 30000 };
-
-typedef struct hammer {
-    dlock_client *c;
-    atomic_int *stop;
-    atomic_long rounds;
-    _Atomic int rc; /* the first failure, or DLOCK_OK */
-} hammer;
-
-/* Takes "hot", works under it for a moment and gives it back, until told
- * to stop: a client that has just released asks again at once, while a
- * waiter's backoff has grown to 64 ms. */
-static void *hammer_loop(void *arg)
-{
-    hammer *h = arg;
-    dlock_lock *l = dt_lock(h->c, "hot", 0);
-    while (!atomic_load(h->stop) && h->rc == DLOCK_OK) {
-        h->rc = dlock_acquire(l, 20000);
-        if (h->rc == DLOCK_OK) {
-            atomic_fetch_add(&h->rounds, 1);
-            usleep(HOLD_US); /* the work done under the lock */
-            h->rc = dlock_release(l);
-        }
-    }
-    dlock_lock_free(l);
-    return NULL;
-}
-
-static long rounds_sum(hammer *hs)
-{
-    long sum = 0;
-    for (int i = 0; i < HAMMERS; i++)
-        sum += atomic_load(&hs[i].rounds);
-    return sum;
-}
-
-/* The hammers served in turn: over 8 rounds each, the one served least
- * got at least half as many as the one served most (a releaser that took
- * the name straight back used to get most of them: 0.2-0.3). */
-static void hammers_take_turns(hammer *hs)
-{
-    long before[HAMMERS], least = -1, most = 0;
-    for (int i = 0; i < HAMMERS; i++)
-        before[i] = atomic_load(&hs[i].rounds);
-    long goal = 0;
-    for (int i = 0; i < HAMMERS; i++)
-        goal += before[i];
-    goal += 8 * HAMMERS;
-    DT_WAIT_UNTIL(rounds_sum(hs) >= goal, 20000);
-    for (int i = 0; i < HAMMERS; i++) {
-        long n = atomic_load(&hs[i].rounds) - before[i];
-        least = least < 0 || n < least ? n : least;
-        most = n > most ? n : most;
-    }
-    printf("rounds of %d hammers over %d: least %ld, most %ld\n", HAMMERS, 8 * HAMMERS, least,
-           most);
-    CHECK_INT(least * 2, >=, most);
-}
-
-/* How long a wait for l takes beside the hammers (its budget: 5 s). */
-static int64_t served_in(dlock_lock *l, const char *what)
-{
-    int64_t t0 = dt_now_ms();
-    int rc = dlock_acquire(l, 5000);
-    int64_t took = dt_now_ms() - t0;
-    printf("%s beside %d clients in tight loops: %s after %lld ms\n", what, HAMMERS,
-           dlock_strerror(rc), (long long) took);
-    CHECK_RC(rc, DLOCK_OK);
-    CHECK_RC(dlock_release(l), DLOCK_OK);
-    return took;
-}
-
 /* Issue 23 (the fault suite's seed 7: a multi-lock waiter not served in
  * 14 s): a waiter polls with a backoff that grows to 64 ms while a client
  * that has just released asks again at once, and used to lose every round.
@@ -469,33 +398,7 @@ static int64_t served_in(dlock_lock *l, const char *what)
  * and every one of those is served too. */
 static void waiter_not_starved(void)
 {
-    atomic_int stop = 0;
-    hammer hs[HAMMERS];
-    pthread_t ts[HAMMERS];
-    for (int i = 0; i < HAMMERS; i++) {
-        hs[i] = (hammer){.c = client("lease=5s"), .stop = &stop, .rc = DLOCK_OK};
-        CHECK(pthread_create(&ts[i], NULL, hammer_loop, &hs[i]) == 0);
-    }
-    DT_WAIT_UNTIL(rounds_sum(hs) >= HAMMERS, 10000);
-
-    dlock_client *c = client("lease=5s");
-    dlock_lock *plain = dt_lock(c, "hot", 0), *multi = NULL;
-    const char *names[] = {"hot", "other"};
-    CHECK_RC(dlock_multi_open(c, names, 2, 0, &multi), DLOCK_OK);
-    int64_t took_plain = served_in(plain, "a plain waiter");
-    int64_t took_multi = served_in(multi, "a multi-lock waiter (hot, other)");
-    hammers_take_turns(hs);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < HAMMERS; i++) {
-        pthread_join(ts[i], NULL);
-        CHECK_RC(hs[i].rc, DLOCK_OK);
-        dlock_client_close(hs[i].c);
-    }
-    CHECK_INT(took_plain, <, 3000);
-    CHECK_INT(took_multi, <, 3000);
-    dlock_lock_free(plain);
-    dlock_lock_free(multi);
-    dlock_client_close(c);
+    dt_hot_name_serves_waiters(srv.url, "?mode=table&lease=5s");
 }
 
 /* A free row waited for by an older live waiter is that waiter's: the

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* test_redis_cluster.c - redis+cluster://: the URL and what it refuses,
  * locks on every master, a held lock's slot migrated (MOVED) and its
- * master failed over while it is held and waited for, and no plain PUBLISH
- * anywhere (issue 22).
+ * master failed over while it is held and waited for, a waiter woken by its
+ * hand-over's notice (sharded pub/sub on the lock's master) also after its
+ * subscriber connection is killed, and no plain
+ * PUBLISH anywhere (issue 22).
  *
  * One cluster (server kind "cluster": 3 masters, 3 replicas) is started by
  * main() for every test; each test runs in a process of its own (dt_run)
@@ -110,6 +112,64 @@ static void start_waiter(waiter *w, const char *name, pthread_t *t)
     CHECK(pthread_create(t, NULL, wait_for_lock, w) == 0);
 }
 
+/* Hands lock `name` from a holder of client `a` to a queued waiter of
+ * client wc `rounds` times; returns how many of those reached the waiter
+ * within 20 ms of the release: its notice's doing (a waiter whose notices
+ * flow looks for itself only every 100 ms, so the poll alone makes it in
+ * time 1 in 5). */
+static int handovers(dlock_client *a, dlock_client *wc, const char *name, int rounds)
+{
+    dlock_lock *la = dt_lock(a, name, 0);
+    int prompt = 0;
+
+    for (int round = 0; round < rounds; round++) {
+        pthread_t t;
+        waiter w;
+        memset(&w, 0, sizeof w);
+        w.c = wc;
+        w.l = dt_lock(wc, name, 0);
+        CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+        CHECK(pthread_create(&t, NULL, wait_for_lock, &w) == 0);
+        DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
+        int64_t released = dt_now_ms();
+        CHECK_RC(dlock_release(la), DLOCK_OK);
+        pthread_join(t, NULL);
+        if (w.rc != DLOCK_OK)
+            dt_fail(__FILE__, __LINE__, "round %d: the waiter got %d (%s)", round, w.rc, w.why);
+        printf("%s, round %d: the waiter got it %lld ms after the release\n", name, round,
+               (long long) (w.got_ms - released));
+        prompt += w.got_ms - released < 20;
+        CHECK_RC(dlock_release(w.l), DLOCK_OK);
+        dlock_lock_free(w.l);
+    }
+    dlock_lock_free(la);
+    return prompt;
+}
+
+/* The notice channels of lock `name` subscribed at the node on port. */
+static size_t channels_at(int port, const char *name)
+{
+    redisReply *r = command(port, "PUBSUB SHARDCHANNELS dlock:{%s}:wake:*", name);
+    CHECK(r->type == REDIS_REPLY_ARRAY);
+    size_t n = r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+/* The waiters' client of lock `name` is subscribed to its notices
+ * (dlock:{name}:wake:<client id>) on the master serving its slot now, and
+ * nowhere else (a moved slot's old master dropped it). One client waited. */
+static void subscribed_at_master(const char *name)
+{
+    int master = dt_cluster_master_of(&cluster, slot_of(name));
+    for (int i = 0; i < 6; i++) {
+        size_t n = channels_at(node_port(i), name);
+        if (n != (i == master ? 1u : 0u))
+            dt_fail(__FILE__, __LINE__, "node %d (the master: %d) has %zu channels of %s", i,
+                    master, n, name);
+    }
+}
+
 /* ---------------------------------------------------------------- the URL */
 
 static void expect_open_fails(const char *url, int code, const char *says)
@@ -128,14 +188,16 @@ static void bad_urls(void)
     expect_open_fails("redis+cluster://", DLOCK_EINVAL, "seed");
     expect_open_fails("redis+cluster://127.0.0.1:1/3", DLOCK_EINVAL, "database 0");
     snprintf(url, sizeof url, "%s?notify=stream", cluster.url);
-    expect_open_fails(url, DLOCK_ENOTSUP, "notify= is not built for redis+cluster://");
+    expect_open_fails(url, DLOCK_ENOTSUP, "notify=stream is not built for redis+cluster://");
     snprintf(url, sizeof url, "%s?wait=1", cluster.url);
     expect_open_fails(url, DLOCK_ENOTSUP, "wait= is not built for redis+cluster://");
+    snprintf(url, sizeof url, "%s?notify=pubsub", cluster.url); /* sharded: the default */
+    dlock_client_close(dt_client(url, NULL));
 
     /* what it cannot do yet is refused by name */
     dlock_client *c = dt_client(cluster.url, NULL);
     unsigned caps = dlock_client_caps(c);
-    CHECK((caps & DLOCK_CAP_NOTIFY) == 0);
+    CHECK((caps & DLOCK_CAP_NOTIFY) != 0); /* sharded pub/sub */
     CHECK((caps & DLOCK_CAP_INTEROP) == 0);
     CHECK((caps & DLOCK_CAP_FAIR) != 0);
     CHECK((caps & DLOCK_CAP_LIST) != 0);
@@ -236,8 +298,8 @@ static void multi_across_slots(void)
 /* The slot of a held and waited-for lock migrates to another master
  * (SETSLOT MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE): the holder's
  * renewals follow the MOVED to the new master, it keeps the lock and
- * releases it there, and the waiter, polling, gets it with a larger
- * fence. */
+ * releases it there, and the waiter, which the old master unsubscribed,
+ * gets it with a larger fence, and its notices at the new master. */
 static void moved_while_held(void)
 {
     char name[32], slot[16], from_id[64], to_id[64];
@@ -306,6 +368,9 @@ static void moved_while_held(void)
     CHECK_INT(w.got_ms - released, <, 3000);
     CHECK_RC(dlock_release(w.l), DLOCK_OK);
     dlock_lock_free(w.l);
+    /* the waiter's client subscribes at the new master: notices again */
+    CHECK_INT(handovers(a, w.c, name, 5), >=, 4);
+    subscribed_at_master(name);
     dlock_client_close(w.c);
     dlock_lock_free(la);
     dlock_client_close(a);
@@ -315,7 +380,8 @@ static void moved_while_held(void)
 
 /* The master of a held and waited-for lock fails over (CLUSTER FAILOVER
  * on its replica): the holder keeps the lock or is told it lost it, never
- * silently; the waiter is served. */
+ * silently; the waiter is served, and its notices come from the new
+ * master. */
 static void failover_while_held(void)
 {
     char name[32];
@@ -356,12 +422,93 @@ static void failover_while_held(void)
     printf("the waiter got it %lld ms after the release\n", (long long) (w.got_ms - released));
     CHECK_RC(dlock_release(w.l), DLOCK_OK);
     dlock_lock_free(w.l);
+    /* the waiter's client subscribes at the new master: notices again */
+    CHECK_INT(handovers(a, w.c, name, 5), >=, 4);
+    subscribed_at_master(name);
     dlock_client_close(w.c);
     dlock_lock_free(la);
     dlock_client_close(a);
 }
 
 /* ---------------------------------------------------------------- pub/sub */
+
+/* INFO commandstats' count of cmd's calls on the node at port (0: none). */
+static long long calls_of(int port, const char *cmd)
+{
+    char key[64];
+    redisReply *r = command(port, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING);
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *at = strstr(r->str, key);
+    long long n = at != NULL ? strtoll(at + strlen(key), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* A queued waiter is woken by its hand-over's notice, SPUBLISHed by the
+ * release on the lock's master and SSUBSCRIBEd by the waiter's client,
+ * not by its poll: of 8 hand-overs, at least 7 reach the waiter promptly
+ * (handovers). The first wait of the name subscribes before it queues.
+ * Only the lock's master ran SPUBLISH, once a hand-over. */
+static void notice_wakes_waiter(void)
+{
+    enum { ROUNDS = 8 };
+    char name[32];
+    long long before[6];
+
+    name_on(1, "notice", name, sizeof name);
+    int master = dt_cluster_master_of(&cluster, slot_of(name));
+    for (int i = 0; i < 6; i++)
+        before[i] = calls_of(node_port(i), "spublish");
+    dlock_client *a = dt_client(cluster.url, LEASE), *wc = dt_client(cluster.url, LEASE);
+    CHECK_INT(handovers(a, wc, name, ROUNDS), >=, ROUNDS - 1);
+    subscribed_at_master(name);
+    for (int i = 0; i < 6; i++) {
+        long long ran = calls_of(node_port(i), "spublish") - before[i];
+        if (i == master)
+            CHECK_INT(ran, ==, ROUNDS);
+        else if (ran != 0)
+            dt_fail(__FILE__, __LINE__,
+                    "node %d, not the lock's master %d, ran SPUBLISH %lld times", i, master, ran);
+    }
+    dlock_client_close(a);
+    dlock_client_close(wc);
+}
+
+/* The subscriber connection of a queued waiter's client is killed on the
+ * lock's master: the waiter looks again, subscribes anew, and is woken by
+ * its notice as before. */
+static void subscriber_killed(void)
+{
+    char name[32];
+    pthread_t t;
+    waiter w;
+
+    name_on(0, "killed", name, sizeof name);
+    int port = node_port(dt_cluster_master_of(&cluster, slot_of(name)));
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *la = dt_lock(a, name, 0);
+    CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+    start_waiter(&w, name, &t);
+    DT_WAIT_UNTIL(dt_query(a, name, 0).waiters == 1, 5000);
+    subscribed_at_master(name);
+    redisReply *r = command(port, "CLIENT KILL TYPE pubsub");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    freeReplyObject(r);
+    /* subscribed again, by the waiter's next wait */
+    DT_WAIT_UNTIL(channels_at(port, name) == 1, 1000); /* not the holder's lease (3 s) */
+    int64_t released = dt_now_ms();
+    CHECK_RC(dlock_release(la), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    printf("the waiter got it %lld ms after the release\n", (long long) (w.got_ms - released));
+    CHECK_RC(dlock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    CHECK_INT(handovers(a, w.c, name, 5), >=, 4);
+    dlock_client_close(w.c);
+    dlock_lock_free(la);
+    dlock_client_close(a);
+}
 
 /* No node ran a plain PUBLISH (broadcast to every node of a cluster):
  * after the tests above, whose waiters were handed locks. Run last. */
@@ -387,6 +534,8 @@ int main(int argc, char **argv)
         {"multi_across_slots", multi_across_slots},
         {"moved_while_held", moved_while_held},
         {"failover_while_held", failover_while_held},
+        {"notice_wakes_waiter", notice_wakes_waiter},
+        {"subscriber_killed", subscriber_killed},
         {"no_plain_publish", no_plain_publish},
     };
     /* once for the program, before any test forks (no threads yet) */

@@ -422,7 +422,7 @@ static void serve_one(fake_sentinel *f, int conn)
             } else {
                 n = snprintf(out, sizeof out, "+PONG\r\n");
             }
-            if (write(conn, out, (size_t) n) != n)
+            if (send(conn, out, (size_t) n, MSG_NOSIGNAL) != n)
                 break;
             freeReplyObject(req);
             req = NULL;

@@ -13,6 +13,7 @@
  * forked from a threaded process). */
 #define _GNU_SOURCE
 #include "../support/harness.h"
+#include "../support/hot_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -706,55 +707,6 @@ static void waiters_woken(void)
 
 /* ---------------------------------------------------------------- first in line */
 
-enum { HAMMERS = 4, HOLD_US = 30000 };
-
-typedef struct hammer {
-    dlock_client *c;
-    atomic_int *stop;
-    atomic_long rounds;
-    int rc; /* the first failure, or DLOCK_OK */
-} hammer;
-
-/* Takes "hot", works under it for a moment and gives it back, until told
- * to stop: a client that has just released looks again at once, while a
- * waiter's backoff has grown to 64 ms. */
-static void *hammer_loop(void *arg)
-{
-    hammer *h = arg;
-    dlock_lock *l = dt_lock(h->c, "hot", 0);
-    while (!atomic_load(h->stop) && h->rc == DLOCK_OK) {
-        h->rc = dlock_acquire(l, 20000);
-        if (h->rc == DLOCK_OK) {
-            atomic_fetch_add(&h->rounds, 1);
-            usleep(HOLD_US); /* the work done under the lock */
-            h->rc = dlock_release(l);
-        }
-    }
-    dlock_lock_free(l);
-    return NULL;
-}
-
-static long rounds(hammer *hs)
-{
-    long sum = 0;
-    for (int i = 0; i < HAMMERS; i++)
-        sum += atomic_load(&hs[i].rounds);
-    return sum;
-}
-
-/* How long a wait for l takes beside the hammers (its budget: 5 s). */
-static int64_t served_in(dlock_lock *l, const char *what)
-{
-    int64_t t0 = dt_now_ms();
-    int rc = dlock_acquire(l, 5000);
-    int64_t took = dt_now_ms() - t0;
-    printf("%s beside %d clients in tight loops: %s after %lld ms\n", what, HAMMERS,
-           dlock_strerror(rc), (long long) took);
-    CHECK_RC(rc, DLOCK_OK);
-    CHECK_RC(dlock_release(l), DLOCK_OK);
-    return took;
-}
-
 /* Issue 23: a waiter polls with a backoff that grows to 64 ms, while a
  * client that has just released looks again at once, so under steady load
  * the waiter used to lose every round (the fault suite's final phase: a
@@ -765,38 +717,7 @@ static int64_t served_in(dlock_lock *l, const char *what)
 static void waiter_not_starved(void)
 {
     fresh();
-    atomic_int stop = 0;
-    hammer hs[HAMMERS];
-    pthread_t ts[HAMMERS];
-    for (int i = 0; i < HAMMERS; i++) {
-        hs[i] = (hammer){.c = client("?lease=5s"), .stop = &stop, .rc = DLOCK_OK};
-        CHECK(pthread_create(&ts[i], NULL, hammer_loop, &hs[i]) == 0);
-    }
-    DT_WAIT_UNTIL(rounds(hs) >= HAMMERS, 10000);
-
-    dlock_client *c = client("?lease=5s");
-    dlock_lock *plain = dt_lock(c, "hot", 0), *multi = NULL;
-    const char *names[] = {"hot", "other"};
-    CHECK_RC(dlock_multi_open(c, names, 2, 0, &multi), DLOCK_OK);
-    int64_t took_plain = served_in(plain, "a plain waiter");
-    int64_t took_multi = served_in(multi, "a multi-lock waiter (hot, other)");
-    /* and every hammer is served, not only the one that just released */
-    long before[HAMMERS];
-    for (int i = 0; i < HAMMERS; i++)
-        before[i] = atomic_load(&hs[i].rounds);
-    for (int i = 0; i < HAMMERS; i++)
-        DT_WAIT_UNTIL(atomic_load(&hs[i].rounds) >= before[i] + 2, 5000);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < HAMMERS; i++) {
-        pthread_join(ts[i], NULL);
-        CHECK_RC(hs[i].rc, DLOCK_OK);
-        dlock_client_close(hs[i].c);
-    }
-    CHECK_INT(took_plain, <, 3000);
-    CHECK_INT(took_multi, <, 3000);
-    dlock_lock_free(plain);
-    dlock_lock_free(multi);
-    dlock_client_close(c);
+    dt_hot_name_serves_waiters(url, "?lease=5s");
 }
 
 /* A free name waited for by an older live waiter is that waiter's: the

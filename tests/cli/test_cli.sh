@@ -1120,6 +1120,15 @@ while True:
         dl run -u "redis://127.0.0.1:$port?timeout=500ms" -n -q -E 0 job -- echo ran
     expect_eq "the command did not run" "" "$(cat "$TMP/out")"
     expect_match "says so" "no reply" "$(cat "$TMP/err")"
+    # a wait: one request's timeout, and no second one spent leaving a
+    # queue the store never heard of (it took two)
+    local t0 took
+    t0=$(now_ms)
+    expect_rc "run -w 60 against a silent server" 69 \
+        dl run -u "redis://127.0.0.1:$port?timeout=2s" -w 60 -q job -- echo ran
+    took=$(($(now_ms) - t0))
+    [ "$took" -lt 3500 ] || fail "a wait on a silent server took $took ms (one 2 s timeout expected)"
+    expect_match "never reached" "never reached" "$(cat "$TMP/err")"
     kill "$pid" 2>/dev/null
 }
 

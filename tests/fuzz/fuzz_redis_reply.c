@@ -201,6 +201,18 @@ static void message(const redisReply *r)
     walk_notice(&n);
 }
 
+/* A Redis Cluster's sharded push (shards.c). */
+static void smessage(const redisReply *r)
+{
+    dlock__notice n;
+
+    if (dlock__reply_smessage(r, &n) != 0)
+        return;
+    MUST(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    MUST(r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "smessage") == 0);
+    walk_notice(&n);
+}
+
 typedef struct xread_seen {
     size_t notices, reads;
 } xread_seen;
@@ -242,6 +254,7 @@ static void decode_all(const redisReply *r)
     extend(r);
     status(r);
     message(r);
+    smessage(r);
     xread(r);
     if (r->type == REDIS_REPLY_ARRAY) {
         counts[2] = r->elements;

@@ -327,6 +327,63 @@ static void wait_exit(dt_server *s, int ms)
     }
 }
 
+/* The server's children (PostgreSQL's postmaster has a backend per
+ * connection, each in a session of its own, so not in the server's
+ * process group), at most max of them. */
+static int children(const dt_server *s, pid_t *pids, int max)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && n < max && (e = readdir(d)) != NULL) {
+        char path[300], buf[512], state = 0;
+        pid_t pid = (pid_t) atoi(e->d_name), ppid = 0;
+        if (pid <= 0 || pid == s->pid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *after = strrchr(buf, ')'); /* the name may hold spaces */
+        if (after != NULL && sscanf(after + 1, " %c %d", &state, &ppid) == 2 && ppid == s->pid)
+            pids[n++] = pid;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* A signal to the server and its children: a server of several processes
+ * stops and goes on as a whole; a stopped postmaster alone would leave its
+ * connections served. The server first: a stopped server starts no more
+ * children. */
+static void signal_all(const dt_server *s, int sig)
+{
+    pid_t pids[512];
+    kill(s->pid, sig);
+    int n = children(s, pids, 512);
+    for (int i = 0; i < n; i++)
+        kill(pids[i], sig);
+}
+
+/* Whether a process has exited (gone, or a zombie: its memory let go). */
+static int exited(pid_t pid)
+{
+    char path[64], buf[512], state = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 1;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    const char *after = strrchr(buf, ')');
+    return after == NULL || sscanf(after + 1, " %c", &state) != 1 || state == 'Z';
+}
+
 static void stop(dt_server *s, int keep)
 {
     if (s->kind != NULL && s->kind->group_stop != NULL)
@@ -351,40 +408,21 @@ void dt_server_kill(dt_server *s)
         s->kind->group_stop(s, 1);
     if (s->pid <= 0)
         return;
+    /* The whole server, as a crash of its machine: its children too,
+     * found while it is stopped (it starts no more), and gone before it
+     * starts again (PostgreSQL's backends outlive a killed postmaster for
+     * a moment, and a new postmaster refuses to start beside them). */
+    pid_t pids[512];
+    kill(s->pid, SIGSTOP);
+    int n = children(s, pids, 512);
+    for (int i = 0; i < n; i++)
+        kill(pids[i], SIGKILL);
+    for (int i = 0; i < n; i++)
+        DT_WAIT_UNTIL(exited(pids[i]), 5000);
     dt_kill_reap(s->pid);
     dt_untrack_pid(s->pid);
     s->pid = 0;
     s->paused = 0;
-}
-
-/* A signal to the server and its children: a server of several processes
- * (PostgreSQL's postmaster and a backend per connection, each in a session
- * of its own, so not in the server's process group) stops and goes on as a
- * whole; a stopped postmaster alone would leave its connections served.
- * The server first: a stopped server starts no more children. */
-static void signal_all(const dt_server *s, int sig)
-{
-    kill(s->pid, sig);
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        char path[300], buf[512];
-        pid_t pid = (pid_t) atoi(e->d_name), ppid = 0;
-        if (pid <= 0 || pid == s->pid)
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *after = strrchr(buf, ')'); /* the name may hold spaces */
-        if (after != NULL && sscanf(after + 1, " %*c %d", &ppid) == 1 && ppid == s->pid)
-            kill(pid, sig);
-    }
-    if (d != NULL)
-        closedir(d);
 }
 
 void dt_server_pause(dt_server *s)

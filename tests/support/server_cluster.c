@@ -13,6 +13,7 @@
  * link to its master is up: no sleep stands in for that. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "redis_node.h"
 #include "server_kind.h"
 
 #include <hiredis/hiredis.h>
@@ -25,38 +26,11 @@
 #define READY_MS  30000 /* the most a start or a failover may take */
 #define NODE_ID_N 41
 
-typedef struct group {
-    int used;
-    dt_server others[NNODES - 1];
-} group;
-
-/* Static, not malloc'd: a dt_server may live in memory shared with forked
- * tests (the conformance runner's), where LeakSanitizer sees no pointer to
- * a heap block. */
-#define MAX_GROUPS 4
-static group groups[MAX_GROUPS];
-
-/* The nodes' password ("--requirepass" "X"), or NULL. */
-static const char *password(const dt_server *s)
-{
-    for (int i = 0; i + 1 < s->nargs; i++) {
-        if (strcmp(s->args[i], "--requirepass") == 0)
-            return s->args[i + 1];
-    }
-    return NULL;
-}
-
 static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
-    int argc = 0;
-    snprintf(bufs[0], 256, "%d", s->port);
+    int argc = dt__redis_node_args(s, s->port, argv, bufs);
     snprintf(bufs[1], 256, "%d", s->peer_port);
     snprintf(bufs[2], 256, "%s/nodes.conf", s->dir);
-    argv[argc++] = "redis-server";
-    argv[argc++] = "--port";
-    argv[argc++] = bufs[0];
-    argv[argc++] = "--bind";
-    argv[argc++] = "127.0.0.1";
     argv[argc++] = "--cluster-enabled";
     argv[argc++] = "yes";
     argv[argc++] = "--cluster-port";
@@ -68,22 +42,9 @@ static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
     argv[argc++] = "2000";
     argv[argc++] = "--maxmemory";
     argv[argc++] = "64mb";
-    argv[argc++] = "--save";
-    argv[argc++] = "";
-    argv[argc++] = "--appendonly";
-    argv[argc++] = (s->flags & DT_PERSIST) ? "yes" : "no";
-    argv[argc++] = "--dir";
-    argv[argc++] = s->dir;
-    argv[argc++] = "--daemonize";
-    argv[argc++] = "no";
-    argv[argc++] = "--enable-debug-command";
-    argv[argc++] = "local";
-    /* a replica in sync at once, not after the default 5 s */
-    argv[argc++] = "--repl-diskless-sync-delay";
-    argv[argc++] = "0";
-    if (password(s) != NULL) {
+    if (dt__redis_password(s) != NULL) {
         argv[argc++] = "--masterauth";
-        argv[argc++] = password(s);
+        argv[argc++] = dt__redis_password(s);
     }
     for (int i = 0; i < s->nargs && argc < 62; i++)
         argv[argc++] = s->args[i];
@@ -95,20 +56,9 @@ static void node_argv(const dt_server *s, const char **argv, char bufs[][256])
 static redisReply *ask(const dt_server *n, const char *fmt, ...)
 {
     va_list ap;
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", n->port, tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    if (password(n) != NULL)
-        freeReplyObject(redisCommand(c, "AUTH %s", password(n)));
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = dt__redis_vask(n->port, dt__redis_password(n), 1000, fmt, ap);
     va_end(ap);
-    redisFree(c);
     return r;
 }
 
@@ -121,30 +71,19 @@ static int reply_ok(const redisReply *r)
 static void must(const dt_server *n, const char *what, const char *fmt, ...)
 {
     va_list ap;
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", n->port, tv);
-    if (c == NULL || c->err)
-        dt_fail(__FILE__, __LINE__, "cluster node on port %d: cannot connect for %s", n->port,
-                what);
-    redisSetTimeout(c, tv);
-    if (password(n) != NULL)
-        freeReplyObject(redisCommand(c, "AUTH %s", password(n)));
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = dt__redis_vask(n->port, dt__redis_password(n), 2000, fmt, ap);
     va_end(ap);
     if (!reply_ok(r))
         dt_fail(__FILE__, __LINE__, "cluster node on port %d: %s: %s", n->port, what,
-                r != NULL ? r->str : c->errstr);
+                r != NULL ? r->str : "no reply");
     freeReplyObject(r);
-    redisFree(c);
 }
 
 static int node_answers(const dt_server *s)
 {
     redisReply *r = ask(s, "PING");
-    /* NOAUTH: alive, and wants a password; LOADING: not ready yet. */
-    int ok = r != NULL && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
-                           (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
+    int ok = dt__redis_pong(r);
     freeReplyObject(r);
     return ok;
 }
@@ -162,10 +101,7 @@ static int node_shutdown(dt_server *s, int keep)
 static void node_wipe(const dt_server *s)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
-    dt__remove_tree(path);
-    snprintf(path, sizeof path, "%s/appendonlydir", s->dir);
-    dt__remove_tree(path);
+    dt__redis_wipe_files(s);
     snprintf(path, sizeof path, "%s/nodes.conf", s->dir);
     dt__remove_tree(path);
 }
@@ -189,10 +125,7 @@ static const dt_server_kind node_kind = {
 
 dt_server *dt_cluster_node(dt_server *s, int i)
 {
-    group *g = s->group;
-    if (g == NULL || i < 0 || i >= NNODES)
-        dt_fail(__FILE__, __LINE__, "no node %d in a cluster group", i);
-    return i == 0 ? s : &g->others[i - 1];
+    return dt__redis_group_node(s, i, "cluster");
 }
 
 /* Node i's id (CLUSTER MYID) into id. */
@@ -291,24 +224,9 @@ static void wait_for(dt_server *s, int (*cond)(dt_server *), const char *what)
 
 static void group_start(dt_server *s)
 {
-    group *g = NULL;
-    const char *args[DT_SERVER_MAX_ARGS + 1];
     char id[NODE_ID_N];
 
-    for (int i = 0; i < MAX_GROUPS && g == NULL; i++) {
-        if (!groups[i].used)
-            g = &groups[i];
-    }
-    if (g == NULL)
-        dt_fail(__FILE__, __LINE__, "more than %d cluster groups at once", MAX_GROUPS);
-    memset(g, 0, sizeof *g);
-    g->used = 1;
-    s->group = g;
-    for (int i = 0; i < s->nargs; i++)
-        args[i] = s->args[i];
-    args[s->nargs] = NULL;
-    for (int i = 0; i < NNODES - 1; i++)
-        dt__server_start_kind(&g->others[i], &node_kind, s->flags, args);
+    dt__redis_group_start(s, NNODES, &node_kind, "cluster");
     /* distinct epochs, set while each node knows only itself: no collision
      * to resolve later */
     for (int i = 0; i < NNODES; i++)
@@ -331,22 +249,6 @@ static void group_start(dt_server *s)
     for (int i = 0; i < NMASTERS && used < sizeof s->url; i++)
         used += (size_t) snprintf(s->url + used, sizeof s->url - used, "%s127.0.0.1:%d",
                                   i > 0 ? "," : "", dt_cluster_node(s, i)->port);
-}
-
-static void group_stop(dt_server *s, int kill)
-{
-    group *g = s->group;
-    if (g == NULL)
-        return;
-    /* the others from the last: replicas before their masters */
-    for (int i = NNODES - 2; i >= 0; i--) {
-        if (kill)
-            dt_server_kill(&g->others[i]);
-        else
-            dt_server_stop(&g->others[i]);
-    }
-    s->group = NULL;
-    g->used = 0;
 }
 
 int dt_cluster_master_of(dt_server *s, int slot)
@@ -401,5 +303,5 @@ const dt_server_kind dt__cluster_kind = {
     .shutdown = node_shutdown,
     .cli_prefix = node_cli_prefix,
     .group_start = group_start,
-    .group_stop = group_stop,
+    .group_stop = dt__redis_group_stop,
 };

@@ -9,6 +9,7 @@
  * loopback, its peer_port, so every operation below works on both. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "redis_node.h"
 #include "server_kind.h"
 
 #include <hiredis/hiredis.h>
@@ -25,26 +26,9 @@ static int admin_port(const dt_server *s)
 
 static int redis_argv_common(const dt_server *s, const char **argv, char bufs[][256])
 {
-    int argc = 0;
-    snprintf(bufs[0], 256, "%d", admin_port(s));
-    argv[argc++] = "redis-server";
-    argv[argc++] = "--port";
-    argv[argc++] = bufs[0];
-    argv[argc++] = "--bind";
-    argv[argc++] = "127.0.0.1";
-    argv[argc++] = "--save";
-    argv[argc++] = "";
-    argv[argc++] = "--appendonly";
-    argv[argc++] = (s->flags & DT_PERSIST) ? "yes" : "no";
+    int argc = dt__redis_node_args(s, admin_port(s), argv, bufs);
     argv[argc++] = "--appendfsync";
     argv[argc++] = "always";
-    argv[argc++] = "--dir";
-    argv[argc++] = s->dir;
-    argv[argc++] = "--daemonize";
-    argv[argc++] = "no";
-    /* DEBUG SLEEP is one of the faults (Redis 7 refuses DEBUG by default). */
-    argv[argc++] = "--enable-debug-command";
-    argv[argc++] = "local";
     return argc;
 }
 
@@ -58,41 +42,15 @@ static void redis_argv(const dt_server *s, const char **argv, char bufs[][256])
 
 static redisContext *connect_to(const dt_server *s, int timeout_ms)
 {
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", admin_port(s), tv);
-    if (c == NULL)
-        return NULL;
-    if (c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    return c;
+    return dt__redis_connect(admin_port(s), NULL, timeout_ms);
 }
 
 static int redis_answers(const dt_server *s)
 {
-    redisContext *c = connect_to(s, 200);
-    int ok = 0;
-    if (c == NULL)
-        return 0;
-    redisReply *r = redisCommand(c, "PING");
-    /* NOAUTH: alive, and wants a password; LOADING: not ready yet. */
-    ok = r != NULL && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
-                       (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
-    if (r != NULL)
-        freeReplyObject(r);
-    redisFree(c);
+    redisReply *r = dt__redis_ask(admin_port(s), NULL, 200, "PING");
+    int ok = dt__redis_pong(r);
+    freeReplyObject(r);
     return ok;
-}
-
-static void redis_wipe(const dt_server *s)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
-    dt__remove_tree(path);
-    snprintf(path, sizeof path, "%s/appendonlydir", s->dir);
-    dt__remove_tree(path);
 }
 
 static int redis_shutdown(dt_server *s, int keep)
@@ -348,7 +306,7 @@ const dt_server_kind dt__redis_kind = {
     .start_timeout_ms = 10000,
     .argv = redis_argv,
     .answers = redis_answers,
-    .wipe = redis_wipe,
+    .wipe = dt__redis_wipe_files,
     .shutdown = redis_shutdown,
     .cli_prefix = redis_cli_prefix,
     .ops = redis_ops,
@@ -436,7 +394,7 @@ const dt_server_kind dt__redis_tls_kind = {
     .start_timeout_ms = 10000,
     .argv = redis_tls_argv,
     .answers = redis_answers,
-    .wipe = redis_wipe,
+    .wipe = dt__redis_wipe_files,
     .shutdown = redis_shutdown,
     .cli_prefix = redis_cli_prefix,
     .ops = redis_ops,

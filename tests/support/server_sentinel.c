@@ -13,10 +13,10 @@
  * over a plain port of its own (s->peer_port). */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "redis_node.h"
 #include "server_kind.h"
 
 #include <hiredis/hiredis.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,37 +47,6 @@ static int admin(const dt_server *s)
     return tls_group(s) ? s->peer_port : s->port;
 }
 
-static redisContext *connect_port(int port, int timeout_ms)
-{
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (c == NULL)
-        return NULL;
-    if (c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    return c;
-}
-
-/* One command to the server on port (AUTH first if password); the reply,
- * or NULL. */
-static redisReply *ask(int port, const char *password, const char *fmt, ...)
-{
-    va_list ap;
-    redisContext *c = connect_port(port, 1000);
-    if (c == NULL)
-        return NULL;
-    if (password != NULL)
-        freeReplyObject(redisCommand(c, "AUTH %s", password));
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    redisFree(c);
-    return r;
-}
-
 /* The password given to the sentinels ("sentinel:requirepass X"), or NULL. */
 static const char *sentinel_password(const dt_server *s)
 {
@@ -85,16 +54,6 @@ static const char *sentinel_password(const dt_server *s)
     for (int i = 0; i < s->nargs; i++) {
         if (sscanf(s->args[i], "sentinel:requirepass %127s", pw) == 1)
             return pw;
-    }
-    return NULL;
-}
-
-/* The data nodes' password ("--requirepass" "X"), or NULL. */
-static const char *data_password(const dt_server *s)
-{
-    for (int i = 0; i + 1 < s->nargs; i++) {
-        if (strcmp(s->args[i], "--requirepass") == 0)
-            return s->args[i + 1];
     }
     return NULL;
 }
@@ -117,11 +76,7 @@ static void tls_dir(const dt_server *s, char *buf, size_t len)
 
 static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
-    int argc = 0;
-    snprintf(bufs[0], 256, "%d", admin(s));
-    argv[argc++] = "redis-server";
-    argv[argc++] = "--port";
-    argv[argc++] = bufs[0];
+    int argc = dt__redis_node_args(s, admin(s), argv, bufs);
     if (tls_group(s)) {
         char dir[200];
         tls_dir(s, dir, sizeof dir);
@@ -130,21 +85,6 @@ static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
         argv[argc++] = "--tls-replication";
         argv[argc++] = "yes";
     }
-    argv[argc++] = "--bind";
-    argv[argc++] = "127.0.0.1";
-    argv[argc++] = "--save";
-    argv[argc++] = "";
-    argv[argc++] = "--appendonly";
-    argv[argc++] = (s->flags & DT_PERSIST) ? "yes" : "no";
-    argv[argc++] = "--dir";
-    argv[argc++] = s->dir;
-    argv[argc++] = "--daemonize";
-    argv[argc++] = "no";
-    argv[argc++] = "--enable-debug-command";
-    argv[argc++] = "local";
-    /* a replica in sync at once, not after the default 5 s */
-    argv[argc++] = "--repl-diskless-sync-delay";
-    argv[argc++] = "0";
     for (int i = 0; i < s->nargs && argc < 62; i++) {
         if (strncmp(s->args[i], "sentinel:", 9) != 0 && strncmp(s->args[i], "tls-dir:", 8) != 0)
             argv[argc++] = s->args[i];
@@ -156,16 +96,9 @@ static void data_argv(const dt_server *s, const char **argv, char bufs[][256])
  * replicas (shutdown-timeout), and the harness's wait is 10 s. */
 static int data_shutdown(dt_server *s, int keep)
 {
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", admin(s), tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
+    redisContext *c = dt__redis_connect(admin(s), dt__redis_password(s), 1000);
+    if (c == NULL)
         return -1;
-    }
-    redisSetTimeout(c, tv);
-    if (data_password(s) != NULL)
-        freeReplyObject(redisCommand(c, "AUTH %s", data_password(s)));
     /* a clean shutdown answers nothing and closes the connection */
     redisReply *r = redisCommand(c, keep ? "SHUTDOWN SAVE NOW" : "SHUTDOWN NOSAVE NOW");
     int asked = r == NULL;
@@ -265,8 +198,8 @@ static int reply_ok(const redisReply *r)
 static int named_master(dt_server *s, int i)
 {
     group *g = s->group;
-    redisReply *r = ask(admin(&g->sentinels[i]), sentinel_password(s),
-                        "SENTINEL GET-MASTER-ADDR-BY-NAME %s", DT_SENTINEL_MASTER);
+    redisReply *r = dt__redis_ask(admin(&g->sentinels[i]), sentinel_password(s), 1000,
+                                  "SENTINEL GET-MASTER-ADDR-BY-NAME %s", DT_SENTINEL_MASTER);
     int port = 0;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[1]->type == REDIS_REPLY_STRING)
@@ -281,7 +214,7 @@ static const char *role_of(dt_server *s, int i, int *linked)
 {
     static char role[32];
     dt_server *n = dt_sentinel_node(s, i);
-    redisReply *r = ask(admin(n), data_password(s), "ROLE");
+    redisReply *r = dt__redis_ask(admin(n), dt__redis_password(s), 1000, "ROLE");
     role[0] = '\0';
     *linked = 0;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
@@ -309,14 +242,14 @@ static int settled(dt_server *s, int m)
     for (int i = 0; i < NSENTINELS; i++) {
         if (named_master(s, i) != dt_sentinel_node(s, m)->port)
             return 0;
-        redisReply *r = ask(admin(&g->sentinels[i]), sentinel_password(s), "SENTINEL CKQUORUM %s",
-                            DT_SENTINEL_MASTER);
+        redisReply *r = dt__redis_ask(admin(&g->sentinels[i]), sentinel_password(s), 1000,
+                                      "SENTINEL CKQUORUM %s", DT_SENTINEL_MASTER);
         int ok = reply_ok(r);
         freeReplyObject(r);
         if (!ok)
             return 0;
-        r = ask(admin(&g->sentinels[i]), sentinel_password(s), "SENTINEL REPLICAS %s",
-                DT_SENTINEL_MASTER);
+        r = dt__redis_ask(admin(&g->sentinels[i]), sentinel_password(s), 1000,
+                          "SENTINEL REPLICAS %s", DT_SENTINEL_MASTER);
         ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1;
         /* a replica still flagged down (s_down) after its master changed */
         for (size_t k = 0; ok && k < r->elements; k++) {
@@ -463,8 +396,8 @@ int dt_sentinel_failover(dt_server *s)
     for (;;) {
         /* refused while a replica is not ready (NOGOODSLAVE) or a failover
          * is under way (INPROG): asked again */
-        redisReply *r = ask(admin(dt_sentinel_sentinel(s, 0)), sentinel_password(s),
-                            "SENTINEL FAILOVER %s", DT_SENTINEL_MASTER);
+        redisReply *r = dt__redis_ask(admin(dt_sentinel_sentinel(s, 0)), sentinel_password(s), 1000,
+                                      "SENTINEL FAILOVER %s", DT_SENTINEL_MASTER);
         int ok = reply_ok(r);
         freeReplyObject(r);
         if (ok)

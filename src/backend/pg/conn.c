@@ -490,10 +490,41 @@ static const char schema[] =
     "IF to_regclass('dlock_fence') IS NULL THEN "
     "CREATE TABLE dlock_fence (name text PRIMARY KEY, key bigint NOT NULL, "
     "fence bigint NOT NULL, holder text NOT NULL, expires timestamptz NOT NULL, "
-    "owner text NOT NULL, holder_pid integer NOT NULL); END IF; "
+    "owner text NOT NULL, holder_pid integer NOT NULL, run bigint NOT NULL DEFAULT 0); END IF; "
     "IF to_regclass('dlock_owner') IS NULL THEN "
     "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
-    "since timestamptz NOT NULL DEFAULT now()); END IF; END $dlock$;";
+    "since timestamptz NOT NULL DEFAULT now(), lease_ms bigint NOT NULL DEFAULT 0); END IF; "
+    /* the columns of the run rule (pg.c), added to tables made before them */
+    "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_fence'::regclass "
+    "AND attname = 'run' AND NOT attisdropped) THEN "
+    "ALTER TABLE dlock_fence ADD COLUMN run bigint NOT NULL DEFAULT 0; END IF; "
+    "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_owner'::regclass "
+    "AND attname = 'lease_ms' AND NOT attisdropped) THEN "
+    "ALTER TABLE dlock_owner ADD COLUMN lease_ms bigint NOT NULL DEFAULT 0; END IF; "
+    /* the run's epoch (pg.c: the fence): a durable counter, and its
+     * current value in an unlogged table, which a crash empties */
+    "IF to_regclass('dlock_epoch') IS NULL THEN CREATE SEQUENCE dlock_epoch; END IF; "
+    "IF to_regclass('dlock_run') IS NULL THEN "
+    "CREATE UNLOGGED TABLE dlock_run (id integer PRIMARY KEY CHECK (id = 1), "
+    "epoch bigint NOT NULL, started timestamptz NOT NULL, lease_ms bigint NOT NULL); END IF; "
+    "END $dlock$;";
+
+/* The server's run (pg.c: the fence, the run rule), taken by a set-up:
+ * the one in dlock_run, or, when that is empty (a new table, or the server
+ * crashed since: crash recovery empties an unlogged table), a new one put
+ * there: the next value of the sequence dlock_epoch, the time (the
+ * server's clock, after the crash), and the largest lease any client
+ * recorded in dlock_owner. The set-up's commit waits for the WAL's flush
+ * (synchronous_commit on for its transaction): a new epoch is on disk
+ * before any grant uses it. ON CONFLICT: two set-ups that find it empty
+ * together; the later statement waits for the earlier's commit, then
+ * does nothing. It runs before the set-up records its own lease (below),
+ * so no connection of the new run has overwritten a record of the last
+ * one (a pid used again) when the largest lease is read. */
+#define RUN_EPOCH_SQL                                                                              \
+    "INSERT INTO dlock_run (id, epoch, started, lease_ms) SELECT 1, nextval('dlock_epoch'), "      \
+    "clock_timestamp(), (SELECT coalesce(max(lease_ms), 0) FROM dlock_owner) WHERE NOT EXISTS "    \
+    "(SELECT FROM dlock_run) ON CONFLICT (id) DO NOTHING"
 
 int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_us)
 {
@@ -519,7 +550,7 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     pthread_mutex_lock(&p->mu);
     int ready = p->schema_ready && !with_schema;
     pthread_mutex_unlock(&p->mu);
-    size_t len = sizeof schema + strlen(info) + 320;
+    size_t len = sizeof schema + strlen(info) + 1024;
     for (size_t i = 0; i < 8 && p->prep_sql[i] != NULL; i++)
         len += strlen(p->prep_sql[i]) + 32;
     char *sql = malloc(len);
@@ -527,10 +558,14 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
         PQfreemem(info);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
+    /* the connection's lease, recorded before any grant on it (the run
+     * rule, pg.c); a table mode client's none (its leases are its rows') */
     snprintf(sql, len,
-             "%sINSERT INTO dlock_owner (pid, info) VALUES (pg_backend_pid(), %s) "
-             "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now()",
-             ready ? "" : schema, info);
+             "SELECT set_config('synchronous_commit', 'on', true); %s" RUN_EPOCH_SQL
+             "; INSERT INTO dlock_owner (pid, info, lease_ms) VALUES (pg_backend_pid(), %s, %lld) "
+             "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now(), "
+             "lease_ms = excluded.lease_ms",
+             ready ? "" : schema, info, (long long) (p->table ? 0 : p->lease_ms));
     PQfreemem(info);
     /* the hot path's statements, prepared in the same round trip (after
      * the tables they name) */
@@ -543,7 +578,10 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     /* last, its answer the request's: whether table mode's lock table is
      * there (pg.c: a session grant then looks at the name's row) */
     size_t used = strlen(sql);
-    snprintf(sql + used, len - used, "; SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL");
+    snprintf(sql + used, len - used,
+             "; SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "
+             "(SELECT epoch FROM dlock_run), "
+             "(SELECT started + lease_ms * interval '1 millisecond' FROM dlock_run)");
     PGresult *r = NULL;
     int rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, &r);
     free(sql);
@@ -559,6 +597,20 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
     if (rc == DLOCK_OK && !gone) {
         c->prepared = prepared;
         c->lock_table = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        /* the fences of this connection's grants start at epoch << 32 */
+        long long epoch =
+            PQntuples(r) == 1 && !PQgetisnull(r, 0, 1) ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : 0;
+        const char *until = PQntuples(r) == 1 && !PQgetisnull(r, 0, 2) ? PQgetvalue(r, 0, 2) : "";
+        if (epoch <= 0 || epoch >= (1LL << 30) || until[0] == '\0' ||
+            strlen(until) >= sizeof c->run_until) {
+            rc = dlock__fail(DLOCK_ESERVER,
+                             "the server's run (table dlock_run, its epoch from the sequence "
+                             "dlock_epoch) is missing or out of range (epoch 1 to 2^30)");
+        } else {
+            snprintf(c->fence_base, sizeof c->fence_base, "%lld", epoch << 32);
+            snprintf(c->run_epoch, sizeof c->run_epoch, "%lld", epoch);
+            snprintf(c->run_until, sizeof c->run_until, "%s", until);
+        }
     }
     PQclear(r);
     if (gone)

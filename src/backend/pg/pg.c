@@ -10,19 +10,24 @@
  *   WITH s AS (SELECT set_config('lock_timeout', $3, true)),
  *        l AS (SELECT pg_advisory_lock($1) FROM s)
  *   INSERT INTO dlock_fence ... SELECT ... FROM l
- *   ON CONFLICT (name) DO UPDATE SET fence = greatest(fence + 1, the xid) ... RETURNING fence
+ *   ON CONFLICT (name) DO UPDATE SET fence = greatest(fence + 1, base + xid),
+ *     holder, lease = ours unless a lease (or the run rule) holds it
+ *   RETURNING fence, whether ours, the lease left
  *
  * The INSERT reads l's row first, so the counter moves only under the
- * lock. A waiter blocks in the server for a slice (lock_timeout, backend.h:
- * NEXT_RETRY) that lasts its whole wait (up to MAX_SLICE_US), so it keeps
- * its place in the server's queue, while another connection asks the
- * server every half command timeout whether it still answers, bounded by
- * one (conn.c: dlock__pg_watch); a try uses pg_try_advisory_lock and blocks nowhere. A
- * session-level advisory lock outlives the failed statement it was taken
- * in, so after any failed attempt the connection lets go of the key (it
- * did not hold it before) or is closed. The connection that took the lock
- * holds it until the release (pg_advisory_unlock); it may hold other
- * names' locks beside it, and goes back to the pool when it holds none. */
+ * lock. Its commit does not wait for the WAL's flush: what a crash can
+ * lose of it is covered by the server run's epoch (fences) and the run
+ * rule (leases), both at TAKE_ROW below. A waiter blocks in the server
+ * for a slice (lock_timeout, backend.h: NEXT_RETRY) that lasts its whole
+ * wait (up to MAX_SLICE_US), so it keeps its place in the server's queue,
+ * while another connection asks the server every half command timeout
+ * whether it still answers, bounded by one (conn.c: dlock__pg_watch); a
+ * try uses pg_try_advisory_lock and blocks nowhere. A session-level
+ * advisory lock outlives the failed statement it was taken in, so after
+ * any failed attempt the connection lets go of the key (it did not hold
+ * it before) or is closed. The connection that took the lock holds it
+ * until the release (pg_advisory_unlock); it may hold other names' locks
+ * beside it, and goes back to the pool when it holds none. */
 #include "pg.h"
 
 #include "../../base/clock.h"
@@ -215,34 +220,82 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * Answers the fence, whether the row is ours, and the ms left of the lease
  * it still has.
  *
- * The fence is the row's counter + 1, raised to the grant's transaction id
- * (xid8, 64 bits, never reused) when that is larger: the transaction takes
- * its id after the advisory lock (its first write, or the call in the
- * select list, runs once the lock's row is there), so under one name's
- * lock every later grant's id is larger. So a row deleted (by an
- * operator, a DELETE, a TRUNCATE) does not make fences start again from 1:
- * the fault suite's drop_lock found them going back. They still would on
- * a re-created cluster, whose ids start again (as etcd's revisions do). */
-#define STILL_HELD "f.expires > clock_timestamp()"
+ * The fence is the row's counter + 1, raised to base = (E << 32) + xid when
+ * that is larger, where xid is the grant's transaction id (xid8, 64 bits)
+ * and E the server run's epoch ($7 is E << 32; conn.c: RUN_EPOCH_SQL).
+ *
+ * - Within one run of the server (no crash), xid strictly increases: the
+ *   transaction takes its id after the advisory lock (its first write, or
+ *   the call in the select list, runs once the lock's row is there), so
+ *   under one name's lock every later grant's base is larger. So a row
+ *   deleted (by an operator, a DELETE, a TRUNCATE) does not make fences
+ *   go back: it starts again at a base above every fence of the run (the
+ *   fault suite's drop_lock found them going back from 1 once).
+ * - Across a crash. The grant's commit does not wait for the WAL's flush
+ *   (TAKE_SET), so a crash may lose the last grants' fence bumps, and the
+ *   transaction ids they used are then handed out again: xid alone would
+ *   repeat fences. E covers it. It is the value of a sequence
+ *   (dlock_epoch), kept in an unlogged table (dlock_run), which crash
+ *   recovery empties (a clean shutdown keeps it); the first connection
+ *   set-up that finds it empty puts the sequence's next value there, in a
+ *   transaction whose commit waits for the flush, so it is on disk before
+ *   any grant uses it, and a sequence never goes back over a flushed
+ *   value. A crash kills every session, so every advisory lock is free
+ *   after it and every grant after it runs on a connection set up after
+ *   it, with E' > E: its base, (E' << 32) + xid', is above every fence of
+ *   the runs before, (E << 32) + xid, as long as the ids a crash hands
+ *   out again span less than 2^32 transactions (it loses only commits
+ *   not flushed yet: about three wal_writer_delay's worth).
+ *   pg_postmaster_start_time() would not do for E: a crash-restart after
+ *   a backend's crash keeps it.
+ * - They still go back on a re-created cluster, a dropped sequence, or a
+ *   restored backup (its sequence and ids start from the backup's), as
+ *   etcd's revisions would. */
+/* The run rule. The grant's commit does not wait for the WAL's flush
+ * (TAKE_SET), so a crash may lose its row write whole: the holder and the
+ * lease it started. The row then looks as it was (an earlier holder's
+ * lease, ended or running), or is not there at all; yet the lost holder,
+ * whose session died with the server, may still think it holds until its
+ * next renewal fails, up to its lease after the crash. So a row not
+ * written by a grant of this run (its run column below the run's epoch
+ * $8, or no row) counts as held until $9: the run's start (the first
+ * set-up after the crash, so after it) plus the largest lease any client
+ * recorded (dlock_owner.lease_ms, each written by a connection's set-up,
+ * whose commit waits for the flush, before any grant on it; conn.c:
+ * RUN_EPOCH_SQL). A lost holder's lease ended before that. A row written
+ * in this run is exact, as before: the grant that wrote it waited for
+ * the rule, and a later crash starts another run. A clean shutdown loses
+ * no commit and keeps dlock_run: no wait after it. */
+#define EARLY      "$9::timestamptz > clock_timestamp()"
+#define STILL_HELD "(f.expires > clock_timestamp() OR (f.run < $8::bigint AND " EARLY "))"
+/* A new row made in the run rule's time is no one's: held until $9. */
+#define NEW_ROW                                                                                    \
+    "CASE WHEN " EARLY " THEN '' ELSE $6 END, "                                                    \
+    "CASE WHEN " EARLY " THEN $9::timestamptz ELSE clock_timestamp() + $5::interval END, "         \
+    "CASE WHEN " EARLY " THEN '' ELSE $4 END, "                                                    \
+    "CASE WHEN " EARLY " THEN 0 ELSE pg_backend_pid() END, "                                       \
+    "CASE WHEN " EARLY " THEN 0 ELSE $8::bigint END "
 #define TAKE_ROW                                                                                   \
-    "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid) "         \
-    "SELECT $2, $1::bigint, pg_current_xact_id()::text::bigint, $6, "                              \
-    "clock_timestamp() + $5::interval, $4, pg_backend_pid() "                                      \
+    "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid, run) "    \
+    "SELECT $2, $1::bigint, $7::bigint + pg_current_xact_id()::text::bigint, " NEW_ROW             \
     "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence + 1, excluded.fence), "   \
     "holder = CASE WHEN " STILL_HELD " THEN f.holder ELSE $6 END, "                                \
     "owner = CASE WHEN " STILL_HELD " THEN f.owner ELSE $4 END, "                                  \
     "holder_pid = CASE WHEN " STILL_HELD " THEN f.holder_pid ELSE pg_backend_pid() END, "          \
-    "expires = CASE WHEN " STILL_HELD " THEN f.expires ELSE clock_timestamp() + $5::interval END " \
+    "expires = CASE WHEN " STILL_HELD                                                              \
+    " THEN f.expires ELSE clock_timestamp() + $5::interval END, "                                  \
+    "run = CASE WHEN " STILL_HELD " THEN f.run ELSE $8::bigint END "                               \
     "RETURNING f.fence, f.holder = $6, "                                                           \
-    "ceil(extract(epoch FROM (f.expires - clock_timestamp())) * 1000)::bigint, "                   \
+    "ceil(extract(epoch FROM (greatest(f.expires, CASE WHEN f.run < $8::bigint THEN "              \
+    "$9::timestamptz END) - clock_timestamp())) * 1000)::bigint, "                                 \
     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL"
-/* The grant's commit waits for the WAL, whatever the server's
- * synchronous_commit says: a fence bump lost in a crash would be handed
- * out again (the fault suite's kill-server found it on a server with
- * synchronous_commit=off). */
+/* The grant's commit does not wait for the WAL's flush (synchronous_commit
+ * off for its transaction): a fence bump lost in a crash is not handed out
+ * again, as every grant after the crash has a larger epoch in $7 (above),
+ * and a lease start lost with it is covered by the run rule (above). */
 #define TAKE_SET                                                                                   \
     "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
-    "set_config('synchronous_commit', 'on', true)), "
+    "set_config('synchronous_commit', 'off', true)), "
 
 static const char *const take_sql[2] = {
     /* a try */
@@ -282,7 +335,8 @@ static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
 }
 
 /* The lock is ours in the server, but its row still has a holder's lease
- * running: wait for its end within the slice, then make the row ours.
+ * running (or the run rule holds it: above): wait for its end within the
+ * slice, then make the row ours.
  * DLOCK_OK with *taken set, or a failure (c given back or closed). */
 static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__attempt *a,
                      int64_t left_ms, int64_t slice_end, int64_t bound, int block, int *taken)
@@ -297,12 +351,13 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     if (block && !cancelled && end <= slice_end) {
         char app[96];
         snprintf(app, sizeof app, "dlock:%s", a->token);
-        const char *params[] = {l->name, p->lease_text, c->nonce, app};
+        const char *params[] = {l->name, p->lease_text, c->nonce, app, c->run_epoch, c->run_until};
         int rc = dlock__pg_exec(p, c,
                                 "UPDATE dlock_fence SET holder = $3, owner = $4, holder_pid = "
-                                "pg_backend_pid(), expires = clock_timestamp() + $2::interval "
-                                "WHERE name = $1 AND expires <= clock_timestamp()",
-                                4, params, bound, NULL, NULL, &r);
+                                "pg_backend_pid(), expires = clock_timestamp() + $2::interval, "
+                                "run = $5::bigint WHERE name = $1 AND expires <= clock_timestamp() "
+                                "AND (run >= $5::bigint OR $6::timestamptz <= clock_timestamp())",
+                                6, params, bound, NULL, NULL, &r);
         if (rc != DLOCK_OK) {
             dlock__pg_discard(p, c, "closed: an attempt got no answer");
             return rc;
@@ -386,10 +441,11 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         slice_ms = 1;
     snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
     snprintf(app, sizeof app, "dlock:%s", a->token);
-    const char *params[] = {l->key_text, l->name, timeout, app, p->lease_text, c->nonce};
+    const char *params[] = {l->key_text, l->name,       timeout,      app,         p->lease_text,
+                            c->nonce,    c->fence_base, c->run_epoch, c->run_until};
     const char *check_params[] = {l->name_hex};
     dlock__pg_stmt grant[2] = {
-        {block ? PREP_WAIT : PREP_TRY, block ? p->take_wait : p->take_try, 6, params},
+        {block ? PREP_WAIT : PREP_TRY, block ? p->take_wait : p->take_try, 9, params},
         {PREP_CHECK, CHECK_SQL, 1, check_params}};
     PGresult *res[2] = {NULL, NULL};
     /* with the table check when the connection has seen table mode's table */

@@ -44,6 +44,9 @@ typedef struct dlock__pgconn {
     int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
     size_t nkeys, capkeys;
     char nonce[17];            /* random: names it as the holder in the lock's row */
+    char fence_base[24];       /* the server run's epoch << 32 (pg.c: the fence), as text */
+    char run_epoch[24];        /* the server run's epoch, as text (pg.c: the run rule) */
+    char run_until[64];        /* the run's start + the largest lease recorded (timestamptz) */
     struct cancel_job *cancel; /* the last cancel sent for its requests (conn.c), or NULL */
     struct dlock__pgconn *next_idle;
     struct dlock__pgconn *prev_all, *next_all; /* every open connection of the store */
@@ -67,7 +70,7 @@ typedef struct dlock__pgstore {
     /* the statements of the hot path (pg.c), prepared by each connection's
      * set-up as "dlock_<i>" in its one round trip; NULL ends the list */
     const char *prep_sql[8];
-    char take_try[2048], take_wait[2048];
+    char take_try[3072], take_wait[3072];
     int schema_ready;
     int table;       /* mode=table (table.c); else session mode */
     int table_ready; /* table mode: its tables are there */

@@ -178,13 +178,20 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
  * exclude each other by it) and until the commit: it fails while a
  * session holds the lock, and a session grant that gets the lock after
  * the commit sees the row (pg.c: CHECK_SQL). One lock per name across the
- * modes. */
+ * modes. And a session holder's row lease (dlock_fence, pg.c) counts as
+ * held, as it does for a session grant: a holder whose connection dropped
+ * may still think it holds until the lease ends; and so does the run rule
+ * (pg.c: a name no session grant of this server run wrote, until the
+ * run's start + the largest recorded lease), for a session grant lost in
+ * a crash. (%lld: the key; %s, twice: the name as text.) */
 #define SESSION_GUARD                                                                              \
-    "DO $dlock$ BEGIN IF NOT pg_try_advisory_xact_lock_shared(%lld) THEN RAISE EXCEPTION USING "   \
-    "ERRCODE = '" HELD_IN_SESSION "', MESSAGE = 'the lock is held in session mode'; END IF; END "  \
-    "$dlock$; "
+    "DO $dlock$ BEGIN IF NOT pg_try_advisory_xact_lock_shared(%lld) OR EXISTS (SELECT FROM "       \
+    "dlock_fence WHERE name = %s AND expires > clock_timestamp()) OR EXISTS (SELECT FROM "         \
+    "dlock_run r WHERE r.started + r.lease_ms * interval '1 millisecond' > clock_timestamp() "     \
+    "AND NOT EXISTS (SELECT FROM dlock_fence f WHERE f.name = %s AND f.run >= r.epoch)) THEN "     \
+    "RAISE EXCEPTION USING ERRCODE = '" HELD_IN_SESSION "', MESSAGE = 'the lock is held in "       \
+    "session mode'; END IF; END $dlock$; "
 #define HELD_IN_SESSION "DLK01"
-
 int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
                        dlock__attempt *a)
 {
@@ -196,11 +203,14 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
                      : NULL;
     free(owner);
     free(info);
-    (void) name;
-    char *sql = take != NULL ? malloc(strlen(take) + sizeof SESSION_GUARD + 24) : NULL;
+    char *name_text = text_literal(name);
+    char *sql = take != NULL && name_text != NULL
+                    ? malloc(strlen(take) + sizeof SESSION_GUARD + 24 + 2 * strlen(name_text))
+                    : NULL;
     if (sql != NULL)
-        sprintf(sql, SESSION_GUARD "%s", (long long) key, take);
+        sprintf(sql, SESSION_GUARD "%s", (long long) key, name_text, name_text, take);
     free(take);
+    free(name_text);
     char state[6] = "";
     int rc = run_state(p, sql, a->deadline_us, &res, "taking the lock's row", state);
     if (rc == DLOCK_ESERVER && strcmp(state, HELD_IN_SESSION) == 0) {

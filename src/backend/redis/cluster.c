@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NODES    64
+#define MAX_NODES    DLOCK__CLUSTER_MAX_NODES
 #define MAX_NODEPOOL 64
 #define DEFAULT_PORT 6379
 
@@ -182,7 +182,7 @@ void dlock__rcluster_refresh(dlock__rcluster *cl, int64_t deadline_us)
     pthread_mutex_unlock(&cl->mu);
 }
 
-static node *node_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
+static int index_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
 {
     if (!atomic_load_explicit(&cl->loaded, memory_order_acquire)) {
         int64_t cap = dlock__now_us() + cl->tmpl.connect_timeout_ms * 1000;
@@ -191,7 +191,34 @@ static node *node_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
     /* acquire: the node it names (made, then published by the release of
      * this store) is seen whole */
     int k = atomic_load_explicit(&cl->slots[slot % DLOCK__CLUSTER_SLOTS], memory_order_acquire);
-    return cl->nodes[k >= 0 ? k : 0];
+    return k >= 0 ? k : 0;
+}
+
+static node *node_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
+{
+    return cl->nodes[index_of(cl, slot, deadline_us)];
+}
+
+int dlock__rcluster_node_index(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
+{
+    return index_of(cl, slot, deadline_us);
+}
+
+dlock__rlink *dlock__rcluster_dial(dlock__rcluster *cl, int k, int64_t deadline_us, int *code)
+{
+    /* nodes[k] was published before any k was handed out (node_of) */
+    node *nd = cl->nodes[k];
+    dlock__rendpoint ep = cl->tmpl;
+    ep.host = nd->host;
+    ep.port = nd->port;
+    ep.unix_path = NULL;
+    ep.label = nd->label;
+    return dlock__rconn_dial(&ep, deadline_us, code);
+}
+
+const char *dlock__rcluster_node_label(dlock__rcluster *cl, int k)
+{
+    return cl->nodes[k]->label;
 }
 
 dlock__rconn *dlock__rcluster_conn(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)

@@ -36,6 +36,18 @@ dlock__rconn *dlock__rcluster_conn(dlock__rcluster *cl, unsigned slot, int64_t d
  * calls to several slots of one node is sent over. */
 dlock__rconn *dlock__rcluster_node_conn(dlock__rcluster *cl, unsigned slot, int64_t deadline_us);
 
+/* The index of the node serving slot now (the map read first if it is
+ * not yet), as dlock__rcluster_conn picks it: stable for the client's
+ * life, below DLOCK__CLUSTER_MAX_NODES. */
+#define DLOCK__CLUSTER_MAX_NODES 64
+int dlock__rcluster_node_index(dlock__rcluster *cl, unsigned slot, int64_t deadline_us);
+/* A link of its own to node k (dlock__rconn_dial: AUTH done), for a
+ * connection that is not the pool's (the sharded subscriber, shards.h);
+ * NULL with *code and the detail recorded on failure. */
+dlock__rlink *dlock__rcluster_dial(dlock__rcluster *cl, int k, int64_t deadline_us, int *code);
+/* Node k's label ("redis+cluster node 127.0.0.1:7000"), for messages. */
+const char *dlock__rcluster_node_label(dlock__rcluster *cl, int k);
+
 /* What a reply asks of the client, for a command on a key of a slot. */
 enum dlock__rredirect {
     DLOCK__RR_NONE,  /* not a redirection: the reply stands */

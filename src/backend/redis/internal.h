@@ -9,6 +9,7 @@
 #include "keys.h"
 #include "scripts.h"
 #include "sentinel.h"
+#include "shards.h"
 #include "stream.h"
 #include "subscriber.h"
 
@@ -25,6 +26,7 @@ typedef struct rbackend {
     dlock__rendpoint ep;
     dlock__rsentinel *sentinel; /* redis+sentinel://: ep is its master's (sentinel.h) */
     dlock__rcluster *cluster;   /* redis+cluster://: its nodes, pool empty (cluster.h) */
+    dlock__rshards *shards;     /* redis+cluster://: its sharded pub/sub notices (shards.h) */
     dlock__rtls *tls;           /* rediss://: ep.tls (transport.h); NULL: plain */
     atomic_int reached;         /* a connection was made (ep.reached) */
     char *host, *unix_path, *user, *password, *label;
@@ -63,7 +65,9 @@ typedef struct rlock {
     char *keys[3];      /* L, its fence counter, and the name N (its interop key, which
                            the scripts that take a lock look at: one name is one lock) */
     size_t key_lens[3];
-    char *interop_off; /* on a cluster, keys[2] when N is in another slot (redis.c) */
+    char *interop_off;   /* on a cluster, keys[2] when N is in another slot (redis.c) */
+    char *wake_channel;  /* on a cluster, P:{E}:wake:<client id>: its sharded notices */
+    atomic_int prepared; /* on a cluster, a wait's subscription was tried (waiting.c) */
 } rlock;
 
 /* One EVALSHA: argv[0], argv[1] are filled in (EVALSHA sha / EVAL body),
@@ -125,8 +129,9 @@ long long dlock__redis_replicas_connected(rbackend *b, dlock__rconn *c, int64_t 
 void dlock__redis_replicas_close(rbackend *b);
 
 /* waiting.c */
-/* Whether hand-over notices reach this client's waiters now (no waiting). */
-int dlock__redis_notices_flow(rbackend *b);
+/* Whether hand-over notices reach this client's waiters of l now (no
+ * waiting): a waiter queues only then. */
+int dlock__redis_notices_flow(rbackend *b, rlock *l);
 int dlock__redis_prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t deadline_us);
 enum dlock__wake dlock__redis_wait(dlock__store *store, dlock__store_lock *sl, dlock__waiter *w,
                                    int64_t until_us);

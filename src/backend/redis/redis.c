@@ -49,6 +49,7 @@ static void free_rlock(rlock *l)
         return;
     free(l->keys[0]); /* the block of all three (keys.h) */
     free(l->interop_off);
+    free(l->wake_channel);
     free(l);
 }
 
@@ -70,6 +71,19 @@ static int lock_new(dlock__store *store, const char *name, const dlock__lock_spe
         return rc;
     }
     l->slot = dlock__redis_slot(l->keys[0], l->key_lens[0]);
+    if (b->cluster != NULL && !spec->simple) {
+        /* P:{E}:wake:<client id> (keys[1] is the tag P:{E} and ":fence"),
+         * as scripts/queue.lua's grant names it */
+        size_t tag = l->key_lens[1] - 6, id = strlen(b->cfg.client_id);
+        l->wake_channel = malloc(tag + sizeof ":wake:" + id);
+        if (l->wake_channel == NULL) {
+            free_rlock(l);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        memcpy(l->wake_channel, l->keys[1], tag);
+        memcpy(l->wake_channel + tag, ":wake:", 6);
+        memcpy(l->wake_channel + tag + 6, b->cfg.client_id, id + 1);
+    }
     if (b->cluster == NULL) {
         l->conn = b->pool[hash_key(l->keys[0]) % b->npool];
     } else if (dlock__redis_slot(l->keys[2], l->key_lens[2]) != l->slot) {
@@ -117,6 +131,7 @@ static void close_backend(dlock__store *store, int64_t deadline)
     dlock__redis_owner_forget(b, deadline);
     dlock__rsub_free(b->sub);
     dlock__rstream_free(b->stream);
+    dlock__rshards_free(b->shards); /* before the cluster whose nodes it reads */
     for (size_t i = 0; i < b->npool; i++)
         dlock__rconn_free(b->pool[i]);
     dlock__redis_replicas_close(b);
@@ -288,25 +303,32 @@ static int parse_wait(rbackend *b, dlock__url *url)
     return DLOCK_OK;
 }
 
-/* redis+cluster://: the nodes (cluster.h), the options it does not take
- * yet, and what it cannot do yet (README.md, Cluster). */
+/* redis+cluster://: the nodes (cluster.h) and their sharded pub/sub
+ * (shards.h), the options it does not take yet, and what it cannot do yet
+ * (README.md, Cluster). */
 static int open_cluster(rbackend *b, dlock__url *url, size_t pool)
 {
-    static const char *const not_yet[] = {"notify", "wait", "db"};
+    static const char *const not_yet[] = {"wait", "db"};
     for (size_t i = 0; i < sizeof not_yet / sizeof not_yet[0]; i++) {
         if (dlock__url_get(url, not_yet[i]) != NULL)
             return dlock__fail(DLOCK_ENOTSUP,
-                               "option %s= is not built for redis+cluster:// yet (waiters poll; "
-                               "no WAIT; a cluster has only database 0)",
+                               "option %s= is not built for redis+cluster:// yet (no WAIT; a "
+                               "cluster has only database 0)",
                                not_yet[i]);
     }
+    if (b->notify_stream)
+        return dlock__fail(DLOCK_ENOTSUP,
+                           "option notify=stream is not built for redis+cluster://: its "
+                           "hand-over notices go through sharded pub/sub (notify=pubsub, the "
+                           "default)");
     int rc = dlock__rcluster_new(url, &b->ep, pool, &b->cluster);
+    if (rc == DLOCK_OK)
+        rc = dlock__rshards_new(b->cluster, b->board, b->ep.log, &b->shards);
     if (rc != DLOCK_OK)
         return rc;
-    /* Not yet on a cluster: hand-over notices (waiters poll, so no queue
-     * and no fairness) and the interop layout (its key N lives in another
-     * slot than the lock's keys). */
-    b->base.caps &= ~(unsigned) (DLOCK_CAP_NOTIFY | DLOCK_CAP_INTEROP);
+    /* Not yet on a cluster: the interop layout (its key N lives in
+     * another slot than the lock's keys). */
+    b->base.caps &= ~(unsigned) DLOCK_CAP_INTEROP;
     return DLOCK_OK;
 }
 

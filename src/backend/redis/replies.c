@@ -186,12 +186,22 @@ int dlock__reply_renew(const redisReply *r, size_t count, int heartbeat, dlock__
     return 0;
 }
 
-int dlock__reply_message(const redisReply *r, dlock__notice *out)
+static int push_notice(const redisReply *r, const char *kind, dlock__notice *out)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_string(r->element[0], "message") ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_string(r->element[0], kind) ||
         r->element[1]->type != REDIS_REPLY_STRING || r->element[2]->type != REDIS_REPLY_STRING)
         return -1;
     return dlock__notice_decode(r->element[2]->str, r->element[2]->len, out);
+}
+
+int dlock__reply_message(const redisReply *r, dlock__notice *out)
+{
+    return push_notice(r, "message", out);
+}
+
+int dlock__reply_smessage(const redisReply *r, dlock__notice *out)
+{
+    return push_notice(r, "smessage", out);
 }
 
 /* One stream of an XREAD reply: [key, [[id, [field, value, ...]], ...]]. */

@@ -81,6 +81,9 @@ int dlock__reply_renew(const redisReply *r, size_t count, int heartbeat, dlock__
 /* A pub/sub push ["message", channel, notice]: 0 with *out set when it is a
  * message whose text is a hand-over notice (notice.h). */
 int dlock__reply_message(const redisReply *r, dlock__notice *out);
+/* A sharded pub/sub push ["smessage", channel, notice] (a Redis Cluster's
+ * SPUBLISH): the same. */
+int dlock__reply_smessage(const redisReply *r, dlock__notice *out);
 
 /* An XREAD reply: nil (timed out), or [[key, [[id, [field, value, ...]],
  * ...]], ...]. For each well-formed stream, calls on_notice for every value

@@ -154,7 +154,7 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
      * its hand-over notice ("s" stream, else the channel) last */
     int len = join ? snprintf(waiter, sizeof waiter, "%" PRId64 " %s %" PRIu64 " %s",
                               b->cfg.waiter_lease_ms, b->cfg.client_id, a->wait_id,
-                              b->cluster != NULL ? "p"
+                              b->cluster != NULL ? "c"
                               : b->notify_stream ? "s"
                                                  : b->wake_channel)
                    : 0;
@@ -223,7 +223,7 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
     size_t nlease = NUM(lease, a->lease_ms);
     /* Queue only where the hand-over notice can reach us: interop keys have
      * no queue, and notices flow once prepare_wait() has set them up. */
-    int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b);
+    int join = a->wait && !l->spec.simple && dlock__redis_notices_flow(b, l);
     int rc = acquire_script(b, l, a, join, lease, nlease);
 
     /* Held as another kind of lock, and not queued behind it (another kind
@@ -232,7 +232,7 @@ int dlock__redis_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt 
      * first, as any queueing does (kinds.lua). */
     if (rc == DLOCK_OK && a->outcome == DLOCK__HELD)
         a->next = l->spec.simple || !a->wait ||
-                          (a->held_as != DLOCK__HELD_AS_SAME && dlock__redis_notices_flow(b))
+                          (a->held_as != DLOCK__HELD_AS_SAME && dlock__redis_notices_flow(b, l))
                       ? DLOCK__NEXT_POLL
                       : DLOCK__NEXT_PREPARE;
     return rc;

@@ -2,7 +2,10 @@
 /* waiting.c - a queued waiter waits for its hand-over notice: PUBLISHed to
  * the client's channel (subscriber.c) or XADDed to its stream (stream.c,
  * notify=stream), whichever the URL chose, and read by one connection of
- * the client's for all its waiters, which wakes the one a notice names. */
+ * the client's for all its waiters, which wakes the one a notice names. On
+ * a Redis Cluster, SPUBLISHed on the lock's slot's master, to a channel of
+ * the name and the client (shards.c), and the waiter looks for its
+ * hand-over itself now and then, beneath. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"
@@ -11,12 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLUSTER_POLL_US 10000 /* a queued waiter's look again on a cluster */
+/* A queued waiter's look again on a cluster: while its notices flow, a
+ * fallback for the notice lost when its slot moved (a failover, a
+ * migration: its subscription is dropped, and it looks again at once
+ * anyway); else what it waits by. */
+#define CLUSTER_POLL_US         10000
+#define CLUSTER_NOTICED_POLL_US 100000
 
-int dlock__redis_notices_flow(rbackend *b)
+int dlock__redis_notices_flow(rbackend *b, rlock *l)
 {
     if (b->cluster != NULL)
-        return 1; /* none are sent: a queued waiter polls (dlock__redis_wait) */
+        /* subscribed, or tried to be (a waiter that could not be looks
+         * for its hand-over on the short poll: it queues all the same) */
+        return atomic_load(&l->prepared) ||
+               dlock__rshards_live(b->shards, l->wake_channel, l->slot);
     pthread_mutex_lock(&b->mu);
     int ready = b->notify_stream ? b->stream != NULL : b->sub != NULL && dlock__rsub_ready(b->sub);
     pthread_mutex_unlock(&b->mu);
@@ -31,8 +42,17 @@ int dlock__redis_prepare_wait(dlock__store *store, dlock__store_lock *l, int64_t
 
     if (RLOCK(l)->spec.simple)
         return DLOCK_ENOTSUP; /* other clients publish nothing: poll */
-    if (b->cluster != NULL)
-        return DLOCK_OK; /* no notices on a cluster yet (README.md, Cluster): nothing to set up */
+    if (b->cluster != NULL) {
+        /* subscribed before the waiter queues; a subscription that fails
+         * leaves it polling (cluster_wait), queued all the same */
+        rlock *rl = RLOCK(l);
+        if (dlock__rshards_watch(b->shards, rl->wake_channel, rl->slot,
+                                 deadline_us < cap ? deadline_us : cap) != DLOCK_OK)
+            dlock__clear_error();
+        dlock__rshards_unwatch(b->shards, rl->wake_channel);
+        atomic_store(&rl->prepared, 1);
+        return DLOCK_OK;
+    }
     pthread_mutex_lock(&b->mu);
     if (b->notify_stream) {
         if (b->stream == NULL)
@@ -88,24 +108,39 @@ static int handed_to(rbackend *b, const rlock *l, const char *token, int64_t unt
     return yes;
 }
 
-/* No notices on a cluster yet: a queued waiter looks every poll step
- * whether the lock was handed to it (an exclusive one: its base key names
- * the holder), and is granted it as by a notice; a shared one (reader,
- * semaphore) is looked at by the core's next attempt. */
+/* On a cluster a queued waiter is woken by its notice (shards.c), and
+ * looks every poll step whether the lock was handed to it all the same (an
+ * exclusive one: its base key names the holder), and is then granted it
+ * as by a notice; a shared one (reader, semaphore) is looked at by the
+ * core's next attempt. A notice is a grant, as on one server: the lock
+ * lives on its slot's master alone, whose script made the hand-over and
+ * SPUBLISHed it; a failover that loses the grant loses it as it loses a
+ * held lock, and renewal says so. */
 static enum dlock__wake cluster_wait(rbackend *b, const rlock *l, dlock__waiter *w,
                                      int64_t until_us)
 {
     int exclusive =
         l->spec.kind == DLOCK__MUTEX || l->spec.kind == DLOCK__FAIR || l->spec.kind == DLOCK__WRITE;
+    int64_t cap = dlock__now_us() + (b->ep.connect_timeout_ms + b->cfg.command_timeout_ms) * 1000;
+    /* subscribed already, unless its slot moved since (or the first
+     * attempt queued at once): then now, while queued */
+    int live = dlock__rshards_watch(b->shards, l->wake_channel, l->slot,
+                                    until_us < cap ? until_us : cap) == DLOCK_OK;
+    if (!live)
+        dlock__clear_error(); /* polls instead */
+    enum dlock__wake wake;
     for (;;) {
-        int64_t step = dlock__now_us() + CLUSTER_POLL_US;
-        enum dlock__wake wake = dlock__board_park(b->board, w, until_us < step ? until_us : step);
+        int64_t step = dlock__now_us() + (live ? CLUSTER_NOTICED_POLL_US : CLUSTER_POLL_US);
+        wake = dlock__board_park(b->board, w, until_us < step ? until_us : step);
         if (wake != DLOCK__WAKE_NONE || !exclusive || step >= until_us)
-            return wake;
+            break;
         uint64_t fence;
         if (handed_to(b, l, w->token, until_us, &fence))
             dlock__board_grant(b->board, w->token, w->wait_id, fence);
+        live = dlock__rshards_live(b->shards, l->wake_channel, l->slot);
     }
+    dlock__rshards_unwatch(b->shards, l->wake_channel);
+    return wake;
 }
 
 enum dlock__wake dlock__redis_wait(dlock__store *store, dlock__store_lock *sl, dlock__waiter *w,

@@ -8,13 +8,16 @@
 --   L:queue           waiters' tokens in arrival order (list)
 --   L:w:<token>       a waiter's place, PX = waiter lease, kept by heartbeats:
 --                     "lease client kind count waitid notify", notify: 's' for
---                     a stream, else the pub/sub channel to publish to
+--                     a stream, 'c' sharded pub/sub (a Redis Cluster's), 'p'
+--                     none, else the pub/sub channel to publish to
 --   L:holders         shared holders: token -> holds (readers) or permits (semaphore)
 --   L:exp             shared holders' lease ends (zset, server ms)
 --   L:used, L:cap     semaphore: permits taken (kept for dlock 0.1, which reads
 --                     it; this release sums L:holders), and declared
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
+--   M:wake:<client>   the same on a Redis Cluster: a shard channel of the
+--                     lock's slot (M the name's mutex key), SPUBLISHed
 
 -- Fences: the counter F, but never below the server's clock in
 -- microseconds: each new fence is max(F + 1, now). So a fence exceeds every
@@ -102,16 +105,28 @@ local function grant(L, w, fence)
     local stream = L .. ':wake:' .. w[3]
     redis.call('XADD', stream, 'MAXLEN', '~', 64, '*', 'm', notice)
     redis.call('PEXPIRE', stream, 3600000)
+  elseif w[7] == 'c' then
+    -- a Redis Cluster: a shard channel of the lock's slot, served by this
+    -- node alone (a plain PUBLISH reaches every node of the cluster), and
+    -- of the waiter's client alone: M:wake:<client>, M the name's mutex
+    -- key (counter_of's). Not among KEYS: Redis 7 checks a script's
+    -- commands against the slots the node serves, as it does the lock's
+    -- derived keys, and an argument more would cost every call. (Inline:
+    -- one more function would be defined by every script that includes
+    -- this file, at every call.)
+    local M = string.match(L, '^(.*}):rw$') or string.match(L, '^(.*}):sem$') or L
+    redis.call('SPUBLISH', M .. ':wake:' .. w[3], notice)
   elseif w[7] ~= 'p' then
     redis.call('PUBLISH', w[7], notice)
   end
-  -- 'p': no notice, the waiter polls (a Redis Cluster's client: its next
-  -- attempt finds the lock handed to it)
+  -- 'p': no notice, the waiter polls (a Redis Cluster's client of dlock
+  -- before sharded notices: it looks whether the lock was handed to it)
 end
 
 -- Queues token unless it is queued already; its place lives a waiter lease.
 -- ARGV[4] the waiter: "WAITER_LEASE CLIENT WAIT_ID NOTIFY" (notify: 's'
--- stream, 'p' none (it polls), else the pub/sub channel).
+-- stream, 'c' sharded pub/sub, 'p' none (it polls), else the pub/sub
+-- channel).
 local function enqueue(L, token, lease, kind, count)
   local wlease, client, rest = string.match(ARGV[4], '^(%d+) (%S+) (.*)$')
   local place = table.concat({lease, client, kind, count, rest}, ' ')
