@@ -414,7 +414,8 @@ int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dloc
 static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
     static const char schema[] = "; " DLOCK__MY_FENCE_SCHEMA;
-    char sql[sizeof schema + 200];
+    static const char row_schema[] = "; " DLOCK__MY_FENCE_SCHEMA "; " DLOCK__MY_ROW_SCHEMA;
+    char sql[sizeof row_schema + 200];
     dlock__myres res;
     pthread_mutex_lock(&p->mu);
     int ready = p->schema_ready || p->table;
@@ -423,12 +424,14 @@ static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
     snprintf(sql, sizeof sql,
              "SET SESSION wait_timeout = %lld, SESSION interactive_timeout = %lld%s",
              (long long) (wait_s > 1 ? wait_s : 1), (long long) (wait_s > 1 ? wait_s : 1),
-             ready ? "" : schema);
+             ready    ? ""
+             : p->row ? row_schema
+                      : schema);
     int rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, &res);
     if (rc == DLOCK_OK && res.err != 0)
         rc = dlock__my_fail(p, &res,
                             ready ? "setting the session's wait_timeout"
-                                  : "creating dlock's table (dlock_fence)");
+                                  : "creating dlock's tables (dlock_fence, dlock_row)");
     dlock__my_res_free(&res);
     if (rc == DLOCK_OK && !ready) {
         pthread_mutex_lock(&p->mu);
@@ -683,8 +686,8 @@ void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)
             dlock__myres res;
             snprintf(sql, sizeof sql,
                      "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND holder "
-                     "= '%s'",
-                     c->held_lit, c->nonce);
+                     "= '%s'%s",
+                     c->held_lit, c->nonce, p->row ? "; COMMIT" : "");
             if (dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res) == DLOCK_OK)
                 dlock__my_res_free(&res);
         }
@@ -778,8 +781,9 @@ int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         }
         err = 0;
         /* a connection holding a lock renews its row's lease (README.md);
-         * another one is only pinged */
-        if (c->held_lit != NULL) {
+         * another one is only pinged (row mode: the holder's connection is
+         * inside its transaction, and row.c renews the leases) */
+        if (c->held_lit != NULL && !p->row) {
             char sql[1200];
             snprintf(sql, sizeof sql,
                      "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND "

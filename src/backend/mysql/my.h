@@ -12,7 +12,12 @@
  * of the host (session.h), so when it dies every lock it held is lost and
  * reported. A connection holds at most one lock at a time: GET_LOCK is
  * re-entrant per connection, so two handles sharing one would both "hold"
- * the name. */
+ * the name.
+ *
+ * Row mode (mode=row, row.c): a lock is SELECT ... FOR UPDATE on a row of
+ * dlock_row in a transaction its connection keeps open for the lock's
+ * life; a connection per held lock as in session mode, whose fence and
+ * lease (dlock_fence) it shares. */
 #ifndef DLOCK_BACKEND_MY_H
 #define DLOCK_BACKEND_MY_H
 
@@ -52,7 +57,8 @@ typedef struct dlock__mystore {
     char host[200], user[128], password[256], dbname[128];
     unsigned port;
     int exact_names; /* ?names=exact: names go to GET_LOCK as they are */
-    int table;       /* mode=table (table.c); else session mode */
+    int table;       /* mode=table (table.c); else session mode, or row mode: */
+    int row;         /* mode=row (row.c) */
     int64_t timeout_ms, connect_ms, lease_ms;
     char *info_lit;     /* the client's owner info as an SQL literal */
     char lease_us[24];  /* the lease in microseconds, for INTERVAL ... MICROSECOND */
@@ -163,6 +169,26 @@ int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
     "conn BIGINT UNSIGNED NOT NULL, holder CHAR(16) NOT NULL, expires DATETIME(6) NOT NULL, "      \
     "owner VARCHAR(255) NOT NULL, info TEXT NOT NULL) "                                            \
     "ENGINE=InnoDB"
+
+/* Row mode's table (README.md: row mode): the rows that FOR UPDATE locks. */
+#define DLOCK__MY_ROW_SCHEMA                                                                       \
+    "CREATE TABLE IF NOT EXISTS dlock_row ("                                                       \
+    "name VARBINARY(256) NOT NULL PRIMARY KEY, lock_name VARBINARY(2048) NOT NULL) "               \
+    "ENGINE=InnoDB"
+
+/* row.c: row mode (mode=row), the backend's steps for it. */
+int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);
+int dlock__myr_release(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+/* Whether the hold still stands (extend() of a session-bound hold). */
+int dlock__myr_confirm(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+/* renew(): row holds' leases in one request, every connection pinged. */
+int dlock__myr_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
+int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us);
+int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
+                       int64_t deadline_us);
+int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
+                    int64_t deadline_us);
 
 /* table.c: table mode (mode=table), the backend's steps for it. */
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);

@@ -232,6 +232,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         pthread_mutex_lock(&l->conn->mu);
         unbind(p, l, 1, "closed: its lock was lost");
     }
+    if (p->row)
+        return dlock__myr_acquire(p, l, a);
     int64_t now = dlock__now_us();
     /* The slice (backend.h): the whole wait, up to MAX_SLICE_US, so the
      * waiter keeps its place in GET_LOCK's queue of the name (one that
@@ -410,6 +412,8 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     mylock *l = MYLOCK(sl);
     if (p->table)
         return dlock__myt_release(p, l, token, deadline_us);
+    if (p->row)
+        return dlock__myr_release(p, l, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__myconn *c = l->conn;
@@ -461,6 +465,8 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
     mylock *l = MYLOCK(sl);
     if (p->table)
         return dlock__myt_extend(p, l, token, lease_ms, at_least, deadline_us);
+    if (p->row)
+        return dlock__myr_confirm(p, l, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__myconn *c = l->conn;
@@ -530,6 +536,8 @@ static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     dlock__myres res;
     if (MYSTORE(s)->table)
         return dlock__myt_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
+    if (MYSTORE(s)->row)
+        return dlock__myr_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
     int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
@@ -554,6 +562,8 @@ static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     dlock__myres res;
     if (MYSTORE(s)->table)
         return dlock__myt_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
+    if (MYSTORE(s)->row)
+        return dlock__myr_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
     int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
     if (rc != DLOCK_OK)
         return rc;
@@ -582,6 +592,8 @@ static int my_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     char sql[2000], id[32];
     if (p->table)
         return dlock__myt_force_unlock(p, l, deadline_us);
+    if (p->row)
+        return dlock__myr_force_unlock(p, l, deadline_us);
     int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
     if (deadline_us > cap)
         deadline_us = cap;
@@ -641,6 +653,8 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     dlock__mystore *p = MYSTORE(s);
     if (p->table)
         return dlock__myt_list(p, prefix, sink, arg, deadline_us);
+    if (p->row)
+        return dlock__myr_list(p, prefix, sink, arg, deadline_us);
     char *lit = dlock__my_literal(prefix, 1);
     if (lit == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -677,6 +691,8 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
 static int my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
 {
     dlock__mystore *p = MYSTORE(s);
+    if (p->row)
+        return dlock__myr_renew(s, items, n, deadline_us);
     if (!p->table || dlock__myt_renew(p, items, n, deadline_us) == 0)
         return dlock__my_renew(s, items, n, deadline_us);
     size_t m = 0;
@@ -717,26 +733,24 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
     const char *mode = dlock__url_get(url, "mode");
-    if (mode != NULL && strcmp(mode, "row") == 0)
-        return dlock__fail(DLOCK_ENOTSUP,
-                           "%s: mode=row (SELECT ... FOR UPDATE on a row) is not built yet; "
-                           "mode=table and mode=session (GET_LOCK) are",
-                           url->text);
-    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0)
+    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0 &&
+        strcmp(mode, "row") != 0)
         return dlock__fail(DLOCK_EINVAL,
-                           "%s: unknown mode '%s' (want mode=table, the default, or mode=session)",
+                           "%s: unknown mode '%s' (want mode=table, the default, mode=session or "
+                           "mode=row)",
                            url->text, mode);
     int table = mode == NULL || strcmp(mode, "table") == 0;
+    int row = mode != NULL && strcmp(mode, "row") == 0;
     const char *names = dlock__url_get(url, "names");
     if (names != NULL && strcmp(names, "exact") != 0 && strcmp(names, "mapped") != 0)
         return dlock__fail(
             DLOCK_EINVAL, "%s: unknown names '%s' (want names=mapped, the default, or names=exact)",
             url->text, names);
-    if (table && names != NULL && strcmp(names, "exact") == 0)
+    if ((table || row) && names != NULL && strcmp(names, "exact") == 0)
         return dlock__fail(DLOCK_EINVAL,
                            "%s: names=exact shares a GET_LOCK name with other code: it is for "
-                           "mode=session, not mode=table (the default): add mode=session",
-                           url->text);
+                           "mode=session, not mode=%s: use mode=session",
+                           url->text, row ? "row" : "table (the default)");
     if (url->nhosts != 1)
         return dlock__fail(DLOCK_EINVAL, "%s: want one host (mysql://user:pass@host:port/db)",
                            url->text);
@@ -761,6 +775,7 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     pthread_mutex_init(&p->mu, NULL);
     p->base.backend = &dlock__my_backend;
     p->table = table;
+    p->row = row;
     p->base.caps = dlock__my_backend.caps & (table ? TABLE_CAPS : SESSION_CAPS);
     p->base.host = *host;
     p->base.label = p->label;

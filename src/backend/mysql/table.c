@@ -103,8 +103,9 @@ int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us)
         rc = ensure_table(p, deadline_us);
     } else {
         dlock__myres res;
-        rc = dlock__my_operate(p, DLOCK__MY_FENCE_SCHEMA, deadline_us, &res,
-                               "making dlock's table (dlock_fence) again");
+        rc = dlock__my_operate(
+            p, p->row ? DLOCK__MY_FENCE_SCHEMA "; " DLOCK__MY_ROW_SCHEMA : DLOCK__MY_FENCE_SCHEMA,
+            deadline_us, &res, "making dlock's tables again");
         if (rc == DLOCK_OK) {
             dlock__my_res_free(&res);
             pthread_mutex_lock(&p->mu);
