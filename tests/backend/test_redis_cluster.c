@@ -205,6 +205,29 @@ static void bad_urls(void)
     CHECK_RC(dlock_lock_open(c, "simple", DLOCK_SIMPLE, &l), DLOCK_ENOTSUP);
     CHECK(strstr(dlock_errmsg(), "interop") != NULL);
     dlock_client_close(c);
+
+    /* redis:// at one node of the cluster: a name of another node's slot
+     * is refused (MOVED), with a hint at the cluster scheme */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", dt_cluster_node(&cluster, 0)->port);
+    dlock_client *one = dt_client(url, NULL);
+    int refused = 0;
+    for (int i = 0; i < 16 && !refused; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "elsewhere-%d", i);
+        dlock_lock *e = dt_lock(one, name, 0);
+        int rc = dlock_try_acquire(e);
+        if (rc == DLOCK_OK) {
+            CHECK_RC(dlock_release(e), DLOCK_OK); /* its slot is node 0's */
+        } else {
+            CHECK_RC(rc, DLOCK_ESERVER);
+            CHECK(strstr(dlock_errmsg(), "MOVED") != NULL);
+            CHECK(strstr(dlock_errmsg(), "use redis+cluster://") != NULL);
+            refused = 1;
+        }
+        dlock_lock_free(e);
+    }
+    CHECK(refused);
+    dlock_client_close(one);
 }
 
 /* A cluster with a password: the URL's user info is every node's AUTH;

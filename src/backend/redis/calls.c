@@ -219,11 +219,17 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         if (replies[i]->type == REDIS_REPLY_ERROR) {
             const char *e = replies[i]->str;
             int auth = strncmp(e, "NOAUTH", 6) == 0 || strstr(e, "unauthenticated") != NULL;
+            /* (a cluster client followed these above: this is redis:// at
+             * a node of a cluster) */
+            int cluster = strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
+                          strncmp(e, "CLUSTERDOWN", 11) == 0;
             rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s", dlock__rconn_label(c),
                              dlock__script_get(calls[i].script)->name, e,
-                             auth ? " (NOAUTH: the server wants a password: "
-                                    "redis://:PASSWORD@host)"
-                                  : "");
+                             auth      ? " (NOAUTH: the server wants a password: "
+                                         "redis://:PASSWORD@host)"
+                             : cluster ? " (a node of a Redis Cluster: use "
+                                         "redis+cluster://host:port,host:port,...)"
+                                       : "");
             free_replies(replies, n);
             break;
         }
