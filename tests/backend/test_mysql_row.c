@@ -252,6 +252,9 @@ static void first_use(void)
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
     CHECK_INT(dt_now_ms() - t0, <, 500);
+    /* a row hold ends with its holder's session: not "no lease" (the
+     * new-user trial: it invited a needless unlock --force) */
+    CHECK(strstr(dlock_errmsg(), "no lease") == NULL);
     struct waiter w = {.l = l, .wait_ms = 10000};
     pthread_t t;
     CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);

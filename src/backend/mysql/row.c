@@ -312,7 +312,9 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     if (block && slice_end + reserve > bound)
         bound = slice_end + reserve;
     a->due_us = now;
-    a->holder_ttl_ms = DLOCK__TTL_NONE;
+    /* (a row hold ends with its holder's session, or its lease: never
+     * "no lease", though the row says not when) */
+    a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
     int rc = dlock__myt_other_table(p, a->deadline_us);
     if (rc != DLOCK_OK)
         return rc;
@@ -328,7 +330,7 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     if (got != 1) {
         a->outcome = DLOCK__HELD;
         a->next = got == 0 ? DLOCK__NEXT_RETRY : DLOCK__NEXT_POLL;
-        a->holder_ttl_ms = got == 0 ? DLOCK__TTL_NONE : DLOCK__TTL_UNKNOWN;
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
         return DLOCK_OK;
     }
     /* the row is ours: the fence and the row's lease, waiting for a dead
