@@ -187,6 +187,8 @@ int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
 int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us);
 int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *live,
+                          dlock__name_sink sink, void *arg, int64_t deadline_us);
 int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us);
 

@@ -655,34 +655,8 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
         return dlock__myt_list(p, prefix, sink, arg, deadline_us);
     if (p->row)
         return dlock__myr_list(p, prefix, sink, arg, deadline_us);
-    char *lit = dlock__my_literal(prefix, 1);
-    if (lit == NULL)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    size_t len = strlen(lit) * 2 + 300;
-    char *sql = malloc(len);
-    if (sql == NULL) {
-        free(lit);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    snprintf(sql, len,
-             "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
-             "IS_USED_LOCK(name) IS NOT NULL",
-             lit, lit);
-    free(lit);
-    dlock__myres res;
-    int rc = dlock__my_operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
-    free(sql);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (res.rows[0] != NULL) {
-        MYSQL_ROW row;
-        while ((row = mysql_fetch_row(res.rows[0])) != NULL) {
-            if (row[0] != NULL && sink(arg, row[0], DLOCK__MUTEX) != 0)
-                break;
-        }
-    }
-    dlock__my_res_free(&res);
-    return DLOCK_OK;
+    return dlock__my_list_fenced(p, prefix, "IS_USED_LOCK(name) IS NOT NULL", sink, arg,
+                                 deadline_us);
 }
 
 /* Table holds in one request (table.c), connections' sessions pinged

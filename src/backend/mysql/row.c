@@ -694,23 +694,23 @@ int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
     }
 }
 
-/* The names whose row lease runs (held in row mode, or in session mode). */
-int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
-                    int64_t deadline_us)
+/* The names of dlock_fence under prefix whose row meets `live` (an SQL
+ * condition on it): the list of row mode and of session mode. */
+int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *live,
+                          dlock__name_sink sink, void *arg, int64_t deadline_us)
 {
     char *lit = dlock__my_literal(prefix, 1);
     if (lit == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    size_t len = strlen(lit) * 2 + 300;
+    size_t len = strlen(lit) * 2 + strlen(live) + 200;
     char *sql = malloc(len);
     if (sql == NULL) {
         free(lit);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     snprintf(sql, len,
-             "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
-             "expires > UTC_TIMESTAMP(6)",
-             lit, lit);
+             "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND %s", lit,
+             lit, live);
     free(lit);
     dlock__myres res;
     int rc = dlock__my_operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
@@ -726,4 +726,11 @@ int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink
     }
     dlock__my_res_free(&res);
     return DLOCK_OK;
+}
+
+/* The names whose row lease runs (held in row mode, or in session mode). */
+int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
+                    int64_t deadline_us)
+{
+    return dlock__my_list_fenced(p, prefix, "expires > UTC_TIMESTAMP(6)", sink, arg, deadline_us);
 }
