@@ -161,6 +161,8 @@ typedef struct dlock__store {
     const dlock__backend *backend;
     unsigned caps;     /* DLOCK_CAP_*: the backend's, narrowed by the URL if need be */
     const char *label; /* the store for messages ("redis://10.0.0.9:6379"), no password */
+    const char *kind;  /* what it is, for refusals ("MariaDB/MySQL in row mode"); NULL: the
+                          backend's name */
     dlock__host host;
 } dlock__store;
 
@@ -240,6 +242,9 @@ typedef struct dlock__attempt {
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
     enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
                                     holder_ttl_ms is that holder's) */
+    const char *held_why;        /* HELD: why the store counts the name held when no holder
+                                    is known (a static text, said in the refusal; its
+                                    holder_ttl_ms is how long), or NULL: a holder has it */
     /* When the store's answer was due, if later than the send (a wait blocked
      * in the server: its slice's end): a store that does not answer is
      * counted silent from then, not from the send. 0: the send. */

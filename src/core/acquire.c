@@ -110,9 +110,15 @@ static const char *other_kind(const dlock_lock *l, enum dlock__held_as held_as, 
     return buf;
 }
 
-static int busy_error(const dlock_lock *l, int64_t ttl_ms, enum dlock__held_as held_as)
+static int busy_error(const dlock_lock *l, int64_t ttl_ms, enum dlock__held_as held_as,
+                      const char *why)
 {
     char as[192];
+    if (why != NULL && ttl_ms >= 0)
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' is not free yet, for %lld ms more: %s", l->name,
+                           (long long) ttl_ms, why);
+    if (why != NULL)
+        return dlock__fail(DLOCK_EBUSY, "lock '%s' is not free yet: %s", l->name, why);
     const char *what = held_as != DLOCK__HELD_AS_SAME     ? "is held"
                        : l->spec.kind == DLOCK__SEMAPHORE ? "has too few permits free"
                                                           : "is held by someone else";
@@ -210,6 +216,7 @@ typedef struct take_state {
     int waited;                  /* found held: the caller waits (for the log) */
     int unreachable;             /* the store was unreachable: tried again (for the log) */
     enum dlock__held_as held_as; /* the last attempt found another kind holding the name */
+    const char *held_why;        /* ... or the store's reason to count it held (attempt) */
     dlock__lq_ticket ticket;
     /* the call, as take() was asked */
     int64_t deadline; /* the wait's end: DLOCK__NEVER for none, 0 for a try */
@@ -663,7 +670,7 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
 
     outage_over(l, st);
     if (!st->waits) {
-        *rc = busy_error(l, a.holder_ttl_ms, a.held_as);
+        *rc = busy_error(l, a.holder_ttl_ms, a.held_as, a.held_why);
         return STEP_DONE;
     }
     if (!st->local && c->lq != NULL) {
@@ -674,6 +681,7 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
         return STEP_AGAIN;
     }
     st->held_as = a.held_as;
+    st->held_why = a.held_why;
     int64_t now = dlock__now_us();
     if (now >= st->deadline)
         return STEP_TIMED_OUT;
@@ -707,10 +715,15 @@ static int finish(dlock_lock *l, take_state *st, enum step step, int rc)
                    (long long) ((dlock__now_us() - st->start) / 1000));
     } else if (step == STEP_TIMED_OUT) {
         char as[192];
-        rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held%s after %lld ms%s", l->name,
-                         st->held_as != DLOCK__HELD_AS_SAME ? "" : " by someone else",
-                         (long long) ((dlock__now_us() - st->start) / 1000),
-                         other_kind(l, st->held_as, as, sizeof as));
+        if (st->held_why != NULL)
+            rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still not free after %lld ms: %s",
+                             l->name, (long long) ((dlock__now_us() - st->start) / 1000),
+                             st->held_why);
+        else
+            rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held%s after %lld ms%s", l->name,
+                             st->held_as != DLOCK__HELD_AS_SAME ? "" : " by someone else",
+                             (long long) ((dlock__now_us() - st->start) / 1000),
+                             other_kind(l, st->held_as, as, sizeof as));
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
     }
     /* A store this client never reached has nothing of this wait to drop;

@@ -52,6 +52,11 @@ int dlock__client_reached(const dlock_client *c)
     return b->version < 3 || b->reached == NULL || b->reached(c->store);
 }
 
+const char *dlock__client_kind(const dlock_client *c)
+{
+    return c->store->kind != NULL ? c->store->kind : c->backend->name;
+}
+
 int dlock__client_require(const dlock_client *c, unsigned caps, const char *what)
 {
     unsigned missing = caps & ~c->store->caps;
@@ -59,7 +64,8 @@ int dlock__client_require(const dlock_client *c, unsigned caps, const char *what
     if (missing == 0)
         return DLOCK_OK;
     return dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot do %s (capability \"%s\" is missing)",
-                       c->store->label, c->backend->name, what, dlock_cap_name(missing & -missing));
+                       c->store->label, dlock__client_kind(c), what,
+                       dlock_cap_name(missing & -missing));
 }
 
 int dlock_client_set_log(dlock_client *c, int level, dlock_log_fn fn, void *arg)

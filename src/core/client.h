@@ -37,4 +37,8 @@ int dlock__client_reached(const dlock_client *c);
  * it ("dlock_acquire_for"). */
 int dlock__client_require(const dlock_client *c, unsigned caps, const char *what);
 
+/* What the store is, for messages: the backend's name with its mode or
+ * topology when it has one ("MariaDB/MySQL in row mode", "Redis Cluster"). */
+const char *dlock__client_kind(const dlock_client *c);
+
 #endif

@@ -191,7 +191,7 @@ int dlock_query_holders(dlock_client *c, const char *name, unsigned flags, dlock
         rc = c->backend->holders(c->store, sl, one_holder, &call, deadline);
     else /* a backend of interface version 1 */
         rc = dlock__fail(DLOCK_ENOTSUP, "%s: %s cannot name the holders of a lock", c->store->label,
-                         c->backend->name);
+                         dlock__client_kind(c));
     c->backend->lock_free(c->store, sl);
     return rc;
 }

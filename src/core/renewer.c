@@ -504,10 +504,12 @@ typedef struct batch_note {
 static void note_locked(batch_note *note, const dlock__lease *e, const dlock__renewal *it,
                         int64_t now)
 {
-    const char *name = e->kind == DLOCK__RENEW_SESSION ? "(a session)" : e->name;
+    /* a lock's name, NULL for the client's session: a name is shown first */
+    const char *name = e->kind == DLOCK__RENEW_SESSION ? NULL : e->name;
 
     if (it->result == DLOCK__RENEW_FAILED) {
-        if (note->failed++ == 0)
+        note->failed++;
+        if (note->failed_name == NULL)
             note->failed_name = name;
         if (e->failures == 0)
             note->newly_failed++;
@@ -517,7 +519,8 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
                 note->valid_left_us = left;
         }
     } else if (e->failures > 0) {
-        if (note->recovered++ == 0)
+        note->recovered++;
+        if (note->recovered_name == NULL)
             note->recovered_name = name;
         if (e->failures > note->most_failures)
             note->most_failures = e->failures;
@@ -537,19 +540,20 @@ static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const
             snprintf(left, sizeof left, "; %.3f s of validity left",
                      (double) note->valid_left_us / 1e6);
         dlock__log_emit(r->log, level,
-                        "%s: renewal failed for %zu of %zu leases ('%s'%s): %s; retrying in "
+                        "%s: renewal failed for %zu of %zu leases (%s%s%s%s): %s; retrying in "
                         "%lld ms%s",
-                        store_label(r), note->failed, n,
-                        note->failed_name ? note->failed_name : "?",
-                        note->failed > 1 ? " and others" : "", error[0] ? error : "no answer",
-                        (long long) (note->retry_us / 1000), left);
+                        store_label(r), note->failed, n, note->failed_name ? "'" : "",
+                        note->failed_name ? note->failed_name : "the client's session",
+                        note->failed_name ? "'" : "", note->failed > 1 ? " and others" : "",
+                        error[0] ? error : "no answer", (long long) (note->retry_us / 1000), left);
     }
     if (note->recovered > 0)
         DLOCK__LOG(r->log, DLOCK_LOG_INFO,
-                   "%s: renewals succeed again ('%s'%s, after %u failed attempt%s)", store_label(r),
-                   note->recovered_name ? note->recovered_name : "?",
-                   note->recovered > 1 ? " and others" : "", note->most_failures,
-                   note->most_failures == 1 ? "" : "s");
+                   "%s: renewals succeed again (%s%s%s%s, after %u failed attempt%s)",
+                   store_label(r), note->recovered_name ? "'" : "",
+                   note->recovered_name ? note->recovered_name : "the client's session",
+                   note->recovered_name ? "'" : "", note->recovered > 1 ? " and others" : "",
+                   note->most_failures, note->most_failures == 1 ? "" : "s");
     DLOCK__LOG(r->log, DLOCK_LOG_DEBUG, "%s: renewed %zu of %zu leases in %lld us", store_label(r),
                n - note->failed, n, (long long) (now - sent_us));
 }
@@ -603,7 +607,7 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
         } else {
             lose_locked(e, out,
                         e->session != NULL
-                            ? "the lock is not held any more (its key or node was removed)"
+                            ? "the store no longer has this lock (it was force-unlocked or deleted)"
                             : "renewal refused: the lock expired, was deleted, or is held by "
                               "another owner");
         }

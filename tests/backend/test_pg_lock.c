@@ -692,8 +692,14 @@ static void bad_input(void)
     snprintf(url, sizeof url, "%s?mode=table", srv.url);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     dlock_client_close(c);
+    /* a refusal names the mode, and the URL keeps it: the default table
+     * mode of another store could do a fixed lease */
     snprintf(url, sizeof url, "%s?mode=session", srv.url);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    CHECK_RC(dlock_acquire_for(l, 1000, 1000), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "?mode=session: PostgreSQL in session mode cannot do") != NULL);
+    dlock_lock_free(l);
     dlock_client_close(c);
 
     /* nobody listens: unreachable, within the core's bound for a store
@@ -1032,7 +1038,12 @@ static void lost_grant_lease(void)
 
     dlock_client *b = dt_client(crash.url, "?lease=1s");
     dlock_lock *lb_new = dt_lock(b, "new", 0), *lb_old = dt_lock(b, "old", 0);
+    /* the refusal names the crash: no holder is known (dlock status says
+     * free), for a name with no row and for an older one */
     CHECK_RC(dlock_acquire(lb_new, 0), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "restarted after a crash") != NULL);
+    CHECK_RC(dlock_acquire(lb_old, 0), DLOCK_EBUSY);
+    CHECK(strstr(dlock_errmsg(), "restarted after a crash") != NULL);
     /* a table mode take too (one lock per name across the modes) */
     dlock_client *t = dt_client(crash.url, "?mode=table&lease=1s");
     dlock_lock *lt_old = dt_lock(t, "old", 0);

@@ -760,9 +760,12 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     p->exact_names = names != NULL && strcmp(names, "exact") == 0;
     p->port = (unsigned) (url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT);
     snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
-    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%u/%s", url->scheme,
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%u/%s%s%s", url->scheme,
              strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", p->port,
-             url->path);
+             url->path, mode != NULL ? "?mode=" : "", mode != NULL ? mode : "");
+    p->base.kind = table ? "MariaDB/MySQL in table mode"
+                   : row ? "MariaDB/MySQL in row mode"
+                         : "MariaDB/MySQL in session mode";
     if (url->user != NULL)
         snprintf(p->user, sizeof p->user, "%s", url->user);
     if (url->password != NULL)

@@ -268,6 +268,11 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * no commit and keeps dlock_run: no wait after it. */
 #define EARLY      "$9::timestamptz > clock_timestamp()"
 #define STILL_HELD "(f.expires > clock_timestamp() OR (f.run < $8::bigint AND " EARLY "))"
+/* What a refusal says while the rule holds a name no holder has. */
+#define RULE_WHY                                                                                   \
+    "the PostgreSQL server restarted after a crash, and a holder whose grant the crash lost may "  \
+    "still believe it holds: every name's first grant since waits one lease from the restart "     \
+    "(README.md: the run rule; dlock status shows no holder meanwhile)"
 /* A new row made in the run rule's time is no one's: held until $9. */
 #define NEW_ROW                                                                                    \
     "CASE WHEN " EARLY " THEN '' ELSE $6 END, "                                                    \
@@ -288,7 +293,8 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "RETURNING f.fence, f.holder = $6, "                                                           \
     "ceil(extract(epoch FROM (greatest(f.expires, CASE WHEN f.run < $8::bigint THEN "              \
     "$9::timestamptz END) - clock_timestamp())) * 1000)::bigint, "                                 \
-    "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL"
+    "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "                                           \
+    "f.holder <> $6 AND f.run < $8::bigint AND (f.holder = '' OR f.expires <= clock_timestamp())"
 /* The grant's commit does not wait for the WAL's flush (synchronous_commit
  * off for its transaction): a fence bump lost in a crash is not handed out
  * again, as every grant after the crash has a larger epoch in $7 (above),
@@ -481,6 +487,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         int taken = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
         int64_t left_ms = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
         int table_seen = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
+        /* no holder known: the run rule (above) counts it held */
+        int by_rule = strcmp(PQgetvalue(r, 0, 4), "t") == 0;
         PQclear(r);
         int64_t table_ms =
             checked && PQntuples(res[1]) == 1 ? strtoll(PQgetvalue(res[1], 0, 0), NULL, 10) : 0;
@@ -506,6 +514,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (table_ms > 0)
             return give_back(p, l, c, taken, a, table_ms, bound);
         if (!taken) {
+            a->held_why = by_rule ? RULE_WHY : NULL;
             rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, bound, block, &taken);
             if (rc != DLOCK_OK)
                 return rc;
@@ -951,9 +960,11 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     int port = url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT;
     snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
     snprintf(p->port, sizeof p->port, "%d", port);
-    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%d%s%s", url->scheme,
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%d%s%s%s%s", url->scheme,
              strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", port,
-             url->path[0] ? "/" : "", url->path);
+             url->path[0] ? "/" : "", url->path, mode != NULL ? "?mode=" : "",
+             mode != NULL ? mode : "");
+    p->base.kind = table ? "PostgreSQL in table mode" : "PostgreSQL in session mode";
     /* The server's own bound on a dead or frozen holder, close to the lease
      * (README.md): keepalives find a dead peer in about half a lease, and a
      * session that sends nothing for 1.5 leases (its renewer pings every

@@ -405,6 +405,9 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         }
     }
     b->base.label = b->label;
+    b->base.kind = b->cluster != NULL    ? "Redis Cluster"
+                   : b->sentinel != NULL ? "Redis Sentinel"
+                                         : NULL;
     *out = &b->base;
     return DLOCK_OK;
 fail:
