@@ -565,7 +565,14 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
     e->in_flight = 0;
     if (it->result == DLOCK__RENEW_FAILED) {
         e->failures++;
-        e->due_us = now + retry_us(r, e);
+        int64_t delay = retry_us(r, e);
+        /* a retry is due before the validity ends, while it can still
+         * keep the hold (a server silent for a while answers a late one):
+         * at most half of what is left */
+        int64_t left = watched_for_validity(e) ? valid_until(e) - now : DLOCK__NEVER;
+        if (left > 0 && delay > left / 2)
+            delay = left / 2 > RETRY_MIN_US ? left / 2 : RETRY_MIN_US;
+        e->due_us = now + delay;
         if (error[0] != '\0' && e->kind != DLOCK__RENEW_WAITER)
             snprintf(e->why, sizeof e->why, "%s", error); /* named if the lease runs out */
         /* The store may be down, which a waiter parked behind a holder

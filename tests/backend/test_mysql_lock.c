@@ -546,6 +546,27 @@ struct churner {
 /* Tries and releases its own name as fast as it can: every round takes a
  * connection from the pool and puts it back. Errors are expected (its
  * connections are killed under it); only the rounds are counted. */
+/* A server silent for longer than a command timeout but shorter than the
+ * lease costs no hold: the renewal sent into the silence is kept out on
+ * its connection (which is the lock), its answer read by a retry due
+ * before the validity ends. Before, the connection was closed at the
+ * command timeout, and the lock with it (a 7 s freeze with a 10 s lease). */
+static void paused_shorter_than_lease(void)
+{
+    dlock_client *c = client("&timeout=500ms&lease=3s");
+    dlock_lock *l = dt_lock(c, "psl", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    int64_t taken = dt_now_ms();
+    dt_server_pause(&srv);
+    dt_sleep_ms(2000); /* the fault itself: silent for 4 command timeouts */
+    dt_server_resume(&srv);
+    /* past the validity the last renewal before the pause gave */
+    dt_sleep_ms(3500 - (dt_now_ms() - taken));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 static void *churn_thread(void *arg)
 {
     struct churner *ch = arg;
@@ -767,6 +788,7 @@ int main(int argc, char **argv)
         {"cancel_when_paused", cancel_when_paused},
         {"waiter_keeps_place", waiter_keeps_place},
         {"silent_server_under_wait", silent_server_under_wait},
+        {"paused_shorter_than_lease", paused_shorter_than_lease},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -428,6 +428,28 @@ static void silent_server_under_wait(void)
     dlock_client_close(h);
 }
 
+/* A server silent for longer than a command timeout but shorter than the
+ * lease costs no hold: the renewal sent into the silence is answered when
+ * the server is back, and read by a retry due before the validity ends
+ * (before, a retry only looked for an answer without reading one, and
+ * could be due after the validity: the hold was lost to a 7 s freeze with
+ * a 10 s lease). */
+static void paused_shorter_than_lease(void)
+{
+    dlock_client *c = client("?timeout=500ms&lease=3s");
+    dlock_lock *l = dt_lock(c, "psl", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    int64_t taken = dt_now_ms();
+    dt_server_pause(&srv);
+    dt_sleep_ms(2000); /* the fault itself: silent for 4 command timeouts */
+    dt_server_resume(&srv);
+    /* past the validity the last renewal before the pause gave */
+    dt_sleep_ms(3500 - (dt_now_ms() - taken));
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* A cancel of a wait blocked in a server that is paused (or behind a
  * silent link) returns at once too. libpq's PQcancel waits, with no
  * bound, for the server to take the cancel: the fault suite's
@@ -1095,6 +1117,7 @@ int main(int argc, char **argv)
         {"released_after_terminate", released_after_terminate},
         {"blocked_wait", blocked_wait},
         {"cancel_when_paused", cancel_when_paused},
+        {"paused_shorter_than_lease", paused_shorter_than_lease},
         {"waiter_keeps_place", waiter_keeps_place},
         {"silent_server_under_wait", silent_server_under_wait},
         {"wait_end_does_not_spin", wait_end_does_not_spin},

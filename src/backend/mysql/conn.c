@@ -302,6 +302,31 @@ static int step(dlock__mystore *p, dlock__myconn *c, int status, int64_t *deadli
 
 /* ---------------------------------------------------------------- requests */
 
+/* Finishes the renewal's request left out on c (late_status) until
+ * deadline: DLOCK_OK once it is answered (whatever it said: the next
+ * request tells), DLOCK_EUNREACHABLE if it is not by then, or if the
+ * connection broke. A connection stays open through a silence shorter
+ * than the lease: it is the lock (README.md). */
+static int settle(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
+{
+    int err = 0, st = c->late_status;
+    while (st != 0) {
+        int ev = step(p, c, st, &deadline, NULL, NULL, NULL, NULL);
+        if (ev < 0) {
+            c->late_status = st;
+            return dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s: no answer yet to a renewal sent during a silence", p->label);
+        }
+        st = c->late_update ? mysql_real_query_cont(&err, c->m, ev)
+                            : mysql_ping_cont(&err, c->m, ev);
+    }
+    c->late_status = 0;
+    if (err != 0 && broken(mysql_errno(c->m)))
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s (error %u)", p->label,
+                           mysql_error(c->m), mysql_errno(c->m));
+    return DLOCK_OK;
+}
+
 int dlock__my_exec(dlock__mystore *p, dlock__myconn *c, const char *sql, int64_t deadline_us,
                    int (*cancelled)(void *), void *arg, dlock__myres *res)
 {
@@ -316,6 +341,8 @@ int dlock__my_exec_watched(dlock__mystore *p, dlock__myconn *c, const char *sql,
     memset(res, 0, sizeof *res);
     if (c->m == NULL)
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection closed", p->label);
+    if (c->late_status != 0 && settle(p, c, deadline_us) != DLOCK_OK)
+        return DLOCK_EUNREACHABLE;
     if (w != NULL) {
         w->asked_us = dlock__now_us();
         w->next_us = w->asked_us + w->every_us;
@@ -558,7 +585,7 @@ fail:
  * it: KILL, wait_timeout, a shutdown). */
 static int still_open(dlock__myconn *c)
 {
-    if (c->m == NULL || atomic_load(&c->lost))
+    if (c->m == NULL || atomic_load(&c->lost) || c->late_status != 0)
         return 0;
     struct pollfd pfd = {.fd = (int) mysql_get_socket(c->m), .events = POLLIN};
     return poll(&pfd, 1, 0) == 0;
@@ -779,6 +806,20 @@ int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
             ps[np++].state = PING_DEAD;
             continue;
         }
+        /* the last renewal's request still out: what came of it meanwhile
+         * (read, not waited for: 1 ms); answered, the connection is asked
+         * again now (counted from this batch's send) */
+        if (c->late_status != 0 && settle(p, c, dlock__now_us() + 1000) != DLOCK_OK) {
+            if (c->late_status != 0) {
+                pthread_mutex_unlock(&c->mu);
+                ps[np++].state = PING_BUSY;
+            } else {
+                ps[np].state = PING_DEAD;
+                dlock__my_discard(p, c, dlock_errmsg());
+                np++;
+            }
+            continue;
+        }
         err = 0;
         /* a connection holding a lock renews its row's lease (README.md);
          * another one is only pinged (row mode: the holder's connection is
@@ -834,11 +875,15 @@ int dlock__my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
                 ping_done(p, &ps[j], err);
         }
     }
-    /* a ping still out: the connection is left mid-request, so it goes */
+    /* a ping still out: kept, its answer read before the connection's
+     * next request (settle), so that a server silent for less than the
+     * lease costs no lock; the core gives the connection up when its
+     * validity ends */
     for (size_t j = 0; j < np; j++) {
         if (ps[j].state == PING_SENT) {
             ps[j].state = PING_BUSY;
-            atomic_store(&ps[j].c->lost, 1);
+            ps[j].c->late_status = ps[j].status;
+            ps[j].c->late_update = ps[j].update;
             pthread_mutex_unlock(&ps[j].c->mu);
         }
     }

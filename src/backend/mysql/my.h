@@ -46,6 +46,10 @@ typedef struct dlock__myconn {
     char *held_lit;        /* the literal of the GET_LOCK name it holds (renewals extend its
                               row's lease), NULL */
     struct kill_job *kill; /* the KILL QUERY last sent for its request, NULL (conn.c) */
+    int late_status;       /* a renewal's request still out, unanswered in its bound (a
+                              server silent for a while): what it waits for (MYSQL_WAIT_*),
+                              finished before the next request (conn.c: settle); 0: none */
+    int late_update;       /* that request is an UPDATE (else a ping) */
     int in_pool;           /* in the store's idle list */
     struct dlock__myconn *next_idle;
     struct dlock__myconn *prev_all, *next_all; /* every open connection of the store */

@@ -1023,8 +1023,11 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
             continue;
         }
         if (c->pending) {
+            /* what came of the last request meanwhile (read, not waited
+             * for: 1 ms), so that a server silent for a while and back
+             * now is asked again at once */
             PGresult *old = NULL;
-            if (collect(p, c, dlock__now_us(), NULL, NULL, &old) == DLOCK_OK)
+            if (collect(p, c, dlock__now_us() + 1000, NULL, NULL, &old) == DLOCK_OK)
                 PQclear(old);
         }
         /* a connection holding locks renews their rows' leases in one
