@@ -3,20 +3,24 @@
  * locks on every master, a held lock's slot migrated (MOVED) and its
  * master failed over while it is held and waited for, a waiter woken by its
  * hand-over's notice (sharded pub/sub on the lock's master) also after its
- * subscriber connection is killed, and no plain
- * PUBLISH anywhere (issue 22).
+ * subscriber connection is killed, no plain PUBLISH anywhere (issue 22),
+ * and a frozen node (accepting connections, answering nothing) left for
+ * the next: a first seed, a master whose replica is promoted.
  *
  * One cluster (server kind "cluster": 3 masters, 3 replicas) is started by
  * main() for every test; each test runs in a process of its own (dt_run)
  * and asks the cluster where a slot lives now. */
 #include "../support/harness.h"
 
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define LEASE "?lease=3s"
@@ -603,6 +607,163 @@ static void no_plain_publish(void)
     }
 }
 
+/* ---------------------------------------------------------------- frozen nodes */
+
+/* A first seed that accepts connections and answers nothing (as a frozen
+ * node does: here a socket that listens and never accepts) costs about a
+ * second, not the command timeout: the slot map's first read moves on to
+ * the next seed, and the lock is taken. */
+static void frozen_first_seed(void)
+{
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof at;
+    char url[4096];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    CHECK(fd >= 0);
+    CHECK(bind(fd, (struct sockaddr *) &at, sizeof at) == 0 && listen(fd, 64) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *) &at, &len) == 0);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,%s", ntohs(at.sin_port),
+             cluster.url + strlen("redis+cluster://"));
+    dlock_client *c = dt_client(url, LEASE);
+    dlock_lock *l = dt_lock(c, "frozen-seed", 0);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(l, 10000);
+    int64_t took = dt_now_ms() - t0;
+    printf("taken %lld ms after the first try, the first seed frozen\n", (long long) took);
+    if (rc != DLOCK_OK)
+        dt_fail(__FILE__, __LINE__, "got %d (%s) after %lld ms", rc, dlock_errmsg(),
+                (long long) took);
+    CHECK_INT(took, <, 3000);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* the frozen node alone: refused in a few seconds, saying what it
+     * waited for and how long (not "within 1 ms" after 5 s) */
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", ntohs(at.sin_port));
+    c = dt_client(url, LEASE);
+    l = dt_lock(c, "frozen-seed", 0);
+    t0 = dt_now_ms();
+    rc = dlock_try_acquire(l);
+    took = dt_now_ms() - t0;
+    printf("the frozen node alone: %lld ms: %s\n", (long long) took, dlock_errmsg());
+    CHECK_RC(rc, DLOCK_EUNREACHABLE);
+    const char *said = strstr(dlock_errmsg(), "no reply to PING in ");
+    long long waited_ms = 0;
+    CHECK(said != NULL && sscanf(said, "no reply to PING in %lld ms", &waited_ms) == 1);
+    CHECK_INT(waited_ms, >=, 900);
+    CHECK(strstr(dlock_errmsg(), "stopped, hung or overloaded") != NULL);
+    CHECK_INT(took, <, 4000); /* a second each: the map, the owner record, the attempt */
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    close(fd);
+}
+
+/* The node that replicates node `master` now (-1: none). */
+static int replica_of(int master)
+{
+    for (int i = 0; i < 6; i++) {
+        redisReply *r = command(node_port(i), "ROLE");
+        int yes = r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+                  strcmp(r->element[0]->str, "slave") == 0 &&
+                  r->element[2]->type == REDIS_REPLY_INTEGER &&
+                  r->element[2]->integer == node_port(master);
+        freeReplyObject(r);
+        if (yes)
+            return i;
+    }
+    return -1;
+}
+
+/* Whether the replica on port has lock name's base key (READONLY: a
+ * replica of a cluster serves reads of its master's slots then). */
+static int replica_has(int port, const char *name)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == NULL || c->err)
+        dt_fail(__FILE__, __LINE__, "cannot connect to port %d", port);
+    redisSetTimeout(c, tv);
+    freeReplyObject(redisCommand(c, "READONLY"));
+    redisReply *r = redisCommand(c, "EXISTS dlock:{%s}", name);
+    int has = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    redisFree(c);
+    return has;
+}
+
+/* The master of a lock's slot freezes (SIGSTOP: the kernel still accepts
+ * connections, nothing answers) and its replica is promoted (the node
+ * timeout is 2 s): a client that knew the old master takes the lock of
+ * that slot at the promoted replica, well before unreachable_wait (30 s);
+ * a holder of a lock of that slot (its key replicated) and of one on
+ * another master keeps both past a whole lease counted from the freeze:
+ * its renewals move to the promoted replica. The frozen node is resumed
+ * and comes back as a replica. Run last: the roles have changed. */
+static void frozen_master_left(void)
+{
+    char name[32], held[32], kept[32];
+    dt_lost_box lost_held = {0}, lost_kept = {0};
+    int frozen = dt_cluster_master_of(&cluster, 5461); /* never node 0: it is asked */
+    int other = dt_cluster_master_of(&cluster, 0);
+    int replica = replica_of(frozen);
+    CHECK(frozen > 0 && other >= 0 && other != frozen && replica >= 0);
+    name_on(frozen, "frozen", name, sizeof name);
+    name_on(frozen, "frozenheld", held, sizeof held);
+    name_on(other, "frozenkept", kept, sizeof kept);
+
+    dlock_client *h = dt_client(cluster.url, "?lease=8s");
+    dlock_lock *lh = dt_lock(h, held, 0), *lk = dt_lock(h, kept, 0);
+    dlock_lock_on_lost(lh, dt_on_lost, &lost_held);
+    dlock_lock_on_lost(lk, dt_on_lost, &lost_kept);
+    CHECK_RC(dlock_acquire(lh, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(lk, 0), DLOCK_OK);
+    /* a client that has used the master already */
+    dlock_client *w = dt_client(cluster.url, LEASE);
+    dlock_lock *lw = dt_lock(w, name, 0);
+    CHECK_RC(dlock_acquire(lw, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(lw), DLOCK_OK);
+    /* replication is async: a key the replica lacks is lost by the
+     * failover, and its loss report is right; this one is there */
+    DT_WAIT_UNTIL(replica_has(node_port(replica), held), 5000);
+
+    dt_server *node = dt_cluster_node(&cluster, frozen);
+    int64_t t0 = dt_now_ms();
+    dt_server_pause(node);
+    int rc = dlock_acquire(lw, 20000);
+    int64_t took = dt_now_ms() - t0;
+    printf("node %d frozen: its slot's lock taken %lld ms later\n", frozen, (long long) took);
+    if (rc != DLOCK_OK)
+        dt_fail(__FILE__, __LINE__, "got %d (%s) %lld ms after the freeze", rc, dlock_errmsg(),
+                (long long) took);
+    CHECK_INT(took, <, 12000);
+    DT_WAIT_UNTIL(dt_cluster_master_of(&cluster, slot_of(name)) == replica, 5000);
+    /* past a whole lease (8 s) from the freeze: only renewals at the
+     * promoted replica kept the held lock */
+    int64_t past = t0 + 8500 - dt_now_ms();
+    if (past > 0)
+        dt_sleep_ms((int) past);
+    if (atomic_load(&lost_held.lost) || atomic_load(&lost_kept.lost))
+        dt_fail(__FILE__, __LINE__, "a hold was lost %lld ms after the freeze: %s%s",
+                (long long) (atomic_load(&lost_held.lost) ? lost_held.at_ms : lost_kept.at_ms) - t0,
+                lost_held.why, lost_kept.why);
+    CHECK_RC(dlock_lock_verify(lh), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(lk), DLOCK_OK);
+    CHECK_RC(dlock_release(lw), DLOCK_OK);
+    CHECK_RC(dlock_release(lh), DLOCK_OK);
+    CHECK_RC(dlock_release(lk), DLOCK_OK);
+
+    dt_server_resume(node);
+    dt_cluster_wait_settled(&cluster); /* the old master back, as a replica */
+    CHECK(replica_of(replica) == frozen);
+    dlock_lock_free(lw);
+    dlock_lock_free(lh);
+    dlock_lock_free(lk);
+    dlock_client_close(w);
+    dlock_client_close(h);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -616,6 +777,8 @@ int main(int argc, char **argv)
         {"notice_wakes_waiter", notice_wakes_waiter},
         {"subscriber_killed", subscriber_killed},
         {"no_plain_publish", no_plain_publish},
+        {"frozen_first_seed", frozen_first_seed},
+        {"frozen_master_left", frozen_master_left},
     };
     /* once for the program, before any test forks (no threads yet) */
     dt_server_start(&cluster, "cluster", 0, NULL);

@@ -251,6 +251,11 @@ int dt_cluster_master_of(dt_server *s, int slot);
  * most) until it is a master and the cluster is settled again. Returns
  * the index of the new master. */
 int dt_cluster_failover(dt_server *s, int master);
+/* Waits (30 s at most) until every node says cluster_state:ok, 3 are
+ * masters and every replica is linked to its master: after a node was
+ * paused and resumed (a master that was failed over meanwhile comes back
+ * as a replica). */
+void dt_cluster_wait_settled(dt_server *s);
 
 /* ---------------------------------------------------------------- Redis (old API) */
 

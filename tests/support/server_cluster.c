@@ -345,6 +345,11 @@ int dt_cluster_master_of(dt_server *s, int slot)
     return -1;
 }
 
+void dt_cluster_wait_settled(dt_server *s)
+{
+    wait_for(s, settled, "settled (cluster_state:ok everywhere, every replica linked)");
+}
+
 static int failover_target = -1;
 
 static int failed_over(dt_server *s)

@@ -16,9 +16,8 @@
 #define NOT_MASTER_TRIES  3
 /* Redis Cluster: redirections followed for one call, and the pause before
  * a call refused with TRYAGAIN or CLUSTERDOWN is sent again */
-#define MAX_REDIRECTS         16
-#define RETRY_PAUSE_US        20000
-#define REFRESH_AFTER_LOSS_US 1000000
+#define MAX_REDIRECTS  16
+#define RETRY_PAUSE_US 20000
 
 /* The command of a call: EVALSHA <sha>, or EVAL <body>, then the rest. */
 static dlock__rcmd as_command(const evalcall *e, int with_body)
@@ -36,6 +35,17 @@ static int is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+/* A call on c: on a Redis Cluster, a node that did not answer is
+ * suspect, and the map is read again at the next call; one that answered
+ * is not (cluster.h). */
+static int call_on(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_t deadline,
+                   redisReply **replies)
+{
+    int rc = dlock__rconn_call(c, n, cmds, deadline, replies);
+    dlock__rcluster *cl = dlock__rconn_router(c);
+    return cl != NULL ? dlock__rcluster_noted(cl, c, rc) : rc;
+}
+
 static void free_replies(redisReply **replies, size_t n)
 {
     for (size_t j = 0; j < n; j++) {
@@ -48,13 +58,13 @@ static void free_replies(redisReply **replies, size_t n)
 static int send_one(dlock__rconn *c, const evalcall *call, int64_t deadline, redisReply **reply)
 {
     dlock__rcmd cmd = as_command(call, 0);
-    int rc = dlock__rconn_call(c, 1, &cmd, deadline, reply);
+    int rc = call_on(c, 1, &cmd, deadline, reply);
     if (rc != DLOCK_OK || !is_noscript(*reply))
         return rc;
     freeReplyObject(*reply);
     *reply = NULL;
     cmd = as_command(call, 1);
-    return dlock__rconn_call(c, 1, &cmd, deadline, reply);
+    return call_on(c, 1, &cmd, deadline, reply);
 }
 
 /* A Redis Cluster's redirection of one call that came from c (cluster.h):
@@ -91,15 +101,15 @@ static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall
              * and EVALSHA's NOSCRIPT would cost the ASKING */
             dlock__rcmd cmds[2] = {{1, asking_argv, asking_lens},
                                    call != NULL ? as_command(call, 1) : *cmd};
-            rc = dlock__rconn_call(to, 2, cmds, deadline, got);
+            rc = call_on(to, 2, cmds, dlock__rcluster_bound(cl, to, deadline), got);
             if (rc == DLOCK_OK) {
                 freeReplyObject(got[0]);
                 got[0] = got[1];
             }
         } else if (call != NULL) {
-            rc = send_one(to, call, deadline, &got[0]);
+            rc = send_one(to, call, dlock__rcluster_bound(cl, to, deadline), &got[0]);
         } else {
-            rc = dlock__rconn_call(to, 1, cmd, deadline, &got[0]);
+            rc = call_on(to, 1, cmd, dlock__rcluster_bound(cl, to, deadline), &got[0]);
         }
         if (rc != DLOCK_OK)
             return rc;
@@ -112,8 +122,9 @@ static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall
 
 int dlock__redis_call(dlock__rconn *c, const dlock__rcmd *cmd, int64_t deadline, redisReply **reply)
 {
-    int rc = dlock__rconn_call(c, 1, cmd, deadline, reply);
     dlock__rcluster *cl = dlock__rconn_router(c);
+    int rc =
+        call_on(c, 1, cmd, cl != NULL ? dlock__rcluster_bound(cl, c, deadline) : deadline, reply);
     if (rc != DLOCK_OK || cl == NULL)
         return rc;
     rc = follow_redirects(cl, c, NULL, cmd, deadline, reply);
@@ -155,7 +166,7 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         cmds[k + i] = as_command(&calls[i], 0);
     if (after != NULL)
         cmds[m - 1] = *after;
-    rc = dlock__rconn_call(c, m, cmds, deadline, got);
+    rc = call_on(c, m, cmds, deadline, got);
     if (rc == DLOCK_OK) {
         if (before != NULL)
             *before_reply = got[0];
@@ -176,7 +187,7 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         freeReplyObject(replies[i]);
         replies[i] = NULL;
         dlock__rcmd full = as_command(&calls[i], 1);
-        rc = dlock__rconn_call(c, 1, &full, deadline, &replies[i]);
+        rc = call_on(c, 1, &full, deadline, &replies[i]);
         if (rc != DLOCK_OK) {
             free_replies(replies, n);
             return rc;
@@ -187,7 +198,7 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         /* `after` must follow every script: those sent again came later */
         freeReplyObject(*after_reply);
         *after_reply = NULL;
-        rc = dlock__rconn_call(c, 1, after, deadline, after_reply);
+        rc = call_on(c, 1, after, deadline, after_reply);
         if (rc != DLOCK_OK) {
             free_replies(replies, n);
             return rc;
@@ -239,24 +250,20 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
 
 /* run_batch_once, again while the node it reached was not the master
  * (READONLY, LOADING, MASTERDOWN: nothing ran) and time is left: each try
- * connects to the master found then (sentinel.c). */
+ * connects to the master found then (sentinel.c). On a Redis Cluster a
+ * node suspect of not answering is given a second (cluster.h), and one
+ * that does not answer has the map read again at the next call, so that
+ * it goes to the node serving its slot then (a promoted replica). */
 static int run_batch(dlock__rconn *c, const dlock__rcmd *before, size_t n, const evalcall *calls,
                      const dlock__rcmd *after, int64_t deadline, redisReply **before_reply,
                      redisReply **replies, redisReply **after_reply)
 {
+    dlock__rcluster *cl = dlock__rconn_router(c);
     int rc;
     for (int tries = 0;; tries++) {
-        rc = run_batch_once(c, before, n, calls, after, deadline, before_reply, replies,
-                            after_reply);
-        if (rc == DLOCK_EUNREACHABLE && dlock__rconn_router(c) != NULL) {
-            /* A node of a cluster went: the map is read again (briefly), so
-             * that the next call goes to the node serving its slot now. */
-            dlock__saved_error saved;
-            int64_t cap = dlock__now_us() + REFRESH_AFTER_LOSS_US;
-            dlock__save_error(&saved);
-            dlock__rcluster_refresh(dlock__rconn_router(c), cap < deadline ? cap : deadline);
-            dlock__restore_error(&saved);
-        }
+        rc = run_batch_once(c, before, n, calls, after,
+                            cl != NULL ? dlock__rcluster_bound(cl, c, deadline) : deadline,
+                            before_reply, replies, after_reply);
         if (rc != DLOCK__NOT_MASTER && rc != DLOCK_OK && after_reply != NULL) {
             freeReplyObject(*after_reply); /* replies only on success */
             *after_reply = NULL;

@@ -14,12 +14,20 @@
 #define MAX_NODES    DLOCK__CLUSTER_MAX_NODES
 #define MAX_NODEPOOL 64
 #define DEFAULT_PORT 6379
+/* A node asked for the map is given a second (or the connect timeout if
+ * less): a frozen one costs that, and the next is asked. A read of the
+ * map takes three seconds at most. A call to a suspect node is given a
+ * second. */
+#define ASK_NODE_MS     1000
+#define REFRESH_MS      3000
+#define SUSPECT_CALL_MS 1000
 
 typedef struct node {
     char *host;
     int port;
     char label[300];
     dlock__rconn *pool[MAX_NODEPOOL];
+    _Atomic int64_t suspect_us; /* when a call found it unreachable last; 0: it answers */
 } node;
 
 struct dlock__rcluster {
@@ -30,6 +38,8 @@ struct dlock__rcluster {
     _Atomic size_t nnodes; /* nodes[0..nnodes) are set for good */
     size_t nseeds;
     atomic_int loaded;                         /* the map was read once */
+    atomic_int stale;                          /* a node did not answer: read the map again */
+    atomic_int suspects;                       /* nodes whose suspect_us is set */
     _Atomic short slots[DLOCK__CLUSTER_SLOTS]; /* node index, -1: none known */
 };
 
@@ -155,42 +165,156 @@ static int read_map(dlock__rcluster *cl, const redisReply *r)
     return 1;
 }
 
-void dlock__rcluster_refresh(dlock__rcluster *cl, int64_t deadline_us)
+/* ---------------------------------------------------------------- suspects */
+
+/* The node c is a connection of, or NULL (the pools are fixed when a node
+ * is published, so no lock is needed). */
+static node *node_with(dlock__rcluster *cl, const dlock__rconn *c)
+{
+    size_t n = atomic_load(&cl->nnodes);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < cl->npool; j++) {
+            if (cl->nodes[i]->pool[j] == c)
+                return cl->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+static void suspect(dlock__rcluster *cl, node *nd)
+{
+    if (atomic_exchange(&nd->suspect_us, dlock__now_us()) == 0)
+        atomic_fetch_add(&cl->suspects, 1);
+    atomic_store(&cl->stale, 1);
+}
+
+static void trust(dlock__rcluster *cl, node *nd)
+{
+    if (atomic_load(&nd->suspect_us) != 0 && atomic_exchange(&nd->suspect_us, 0) != 0)
+        atomic_fetch_sub(&cl->suspects, 1);
+}
+
+int dlock__rcluster_noted(dlock__rcluster *cl, const dlock__rconn *c, int rc)
+{
+    if (rc != DLOCK_EUNREACHABLE && (rc != DLOCK_OK || atomic_load(&cl->suspects) == 0))
+        return rc; /* the common case: answered, and nobody is suspect */
+    node *nd = node_with(cl, c);
+    if (nd != NULL && rc == DLOCK_EUNREACHABLE)
+        suspect(cl, nd);
+    else if (nd != NULL)
+        trust(cl, nd);
+    return rc;
+}
+
+int64_t dlock__rcluster_bound(dlock__rcluster *cl, const dlock__rconn *c, int64_t deadline_us)
+{
+    if (atomic_load(&cl->suspects) == 0)
+        return deadline_us;
+    node *nd = node_with(cl, c);
+    if (nd == NULL || atomic_load(&nd->suspect_us) == 0)
+        return deadline_us;
+    int64_t until = dlock__now_us() + SUSPECT_CALL_MS * 1000;
+    return until < deadline_us ? until : deadline_us;
+}
+
+/* ---------------------------------------------------------------- the map */
+
+/* Asks node i for the map until until_us (cl->mu held); 1 if it gave one. */
+static int ask_map(dlock__rcluster *cl, size_t i, int64_t until_us)
 {
     static const char *const argv[] = {"CLUSTER", "SLOTS"};
     static const size_t lens[] = {7, 5};
     const dlock__rcmd cmd = {2, argv, lens};
+    node *nd = cl->nodes[i];
+    redisReply *r = NULL;
 
-    pthread_mutex_lock(&cl->mu);
+    int rc = dlock__rconn_call(nd->pool[0], 1, &cmd, until_us, &r);
+    if (rc == DLOCK_EUNREACHABLE)
+        suspect(cl, nd);
+    if (rc != DLOCK_OK)
+        return 0;
+    trust(cl, nd);
+    int ok = read_map(cl, r);
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Reads the map from the first node that answers (cl->mu held): the
+ * nodes not suspect first (seeds first: they come first), then the
+ * suspect ones, each given ASK_NODE_MS (or the connect timeout if less),
+ * all of them until deadline_us. A frozen node costs its second, not the
+ * whole read. */
+static void refresh_locked(dlock__rcluster *cl, int64_t deadline_us)
+{
+    unsigned char late[MAX_NODES];
     size_t n = atomic_load(&cl->nnodes);
-    for (size_t i = 0; i < n && dlock__now_us() < deadline_us; i++) {
-        redisReply *r = NULL;
-        dlock__saved_error saved;
-        dlock__save_error(&saved);
-        int rc = dlock__rconn_call(cl->nodes[i]->pool[0], 1, &cmd, deadline_us, &r);
-        dlock__restore_error(&saved);
-        if (rc != DLOCK_OK)
-            continue;
-        int ok = read_map(cl, r);
-        freeReplyObject(r);
-        if (ok) {
-            atomic_store(&cl->loaded, 1);
-            break;
+    int64_t each_ms =
+        cl->tmpl.connect_timeout_ms < ASK_NODE_MS ? cl->tmpl.connect_timeout_ms : ASK_NODE_MS;
+    int64_t cap = dlock__now_us() + REFRESH_MS * 1000;
+    dlock__saved_error saved;
+
+    if (deadline_us > cap)
+        deadline_us = cap;
+    /* cleared first: a node lost while this read runs asks for another */
+    atomic_store(&cl->stale, 0);
+    for (size_t i = 0; i < n; i++)
+        late[i] = atomic_load(&cl->nodes[i]->suspect_us) != 0;
+    dlock__save_error(&saved);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            int64_t now = dlock__now_us(), until = now + each_ms * 1000;
+            if (late[i] != pass)
+                continue;
+            if (now >= deadline_us)
+                goto out;
+            if (ask_map(cl, i, until < deadline_us ? until : deadline_us)) {
+                atomic_store_explicit(&cl->loaded, 1, memory_order_release);
+                goto out;
+            }
         }
     }
+out:
+    dlock__restore_error(&saved);
+}
+
+void dlock__rcluster_refresh(dlock__rcluster *cl, int64_t deadline_us)
+{
+    pthread_mutex_lock(&cl->mu);
+    refresh_locked(cl, deadline_us);
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* The map read first if it never was, or again after a node did not
+ * answer, if deadline_us leaves time. Another thread reading it already:
+ * the map as it is (but the first read, which is waited for). */
+static void refresh_if_due(dlock__rcluster *cl, int64_t deadline_us)
+{
+    int loaded = atomic_load_explicit(&cl->loaded, memory_order_acquire);
+    if ((loaded && !atomic_load(&cl->stale)) || dlock__now_us() >= deadline_us)
+        return;
+    if (!loaded)
+        pthread_mutex_lock(&cl->mu);
+    else if (pthread_mutex_trylock(&cl->mu) != 0)
+        return;
+    if (!atomic_load(&cl->loaded) || atomic_load(&cl->stale))
+        refresh_locked(cl, deadline_us);
     pthread_mutex_unlock(&cl->mu);
 }
 
 static int index_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)
 {
-    if (!atomic_load_explicit(&cl->loaded, memory_order_acquire)) {
-        int64_t cap = dlock__now_us() + cl->tmpl.connect_timeout_ms * 1000;
-        dlock__rcluster_refresh(cl, deadline_us < cap ? deadline_us : cap);
-    }
+    refresh_if_due(cl, deadline_us);
     /* acquire: the node it names (made, then published by the release of
      * this store) is seen whole */
     int k = atomic_load_explicit(&cl->slots[slot % DLOCK__CLUSTER_SLOTS], memory_order_acquire);
-    return k >= 0 ? k : 0;
+    if (k >= 0)
+        return k;
+    /* no map: a seed, which redirects; one that answered, if any did */
+    for (size_t i = 0; i < cl->nseeds; i++) {
+        if (atomic_load(&cl->nodes[i]->suspect_us) == 0)
+            return (int) i;
+    }
+    return 0;
 }
 
 static node *node_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)

@@ -5,10 +5,18 @@
  * Each master the client learns of is a node with its own endpoint and
  * pool of connections (conn.h). The slot map is read (CLUSTER SLOTS) from
  * the first node that answers, seeds first, at the first call, and again
- * whenever a node answers CLUSTERDOWN; a MOVED reply moves its one slot to
- * the node it names at once. Nodes are only ever added (a node that stops
- * serving slots keeps its idle connections until the client closes), so a
- * connection handed out stays valid until dlock__rcluster_free. */
+ * whenever a node answers CLUSTERDOWN or a node does not answer; a MOVED
+ * reply moves its one slot to the node it names at once. Nodes are only
+ * ever added (a node that stops serving slots keeps its idle connections
+ * until the client closes), so a connection handed out stays valid until
+ * dlock__rcluster_free.
+ *
+ * A node that does not answer (refuses, or accepts and then says nothing,
+ * as a stopped process or a hung host does) is suspect until it answers
+ * again: the map is read again at the next call, from the other nodes
+ * first, each given a second, so that call goes to the node serving the
+ * slot then (a replica promoted meanwhile); and calls to a suspect node
+ * are given a second, not the command timeout. */
 #ifndef DLOCK_REDIS_CLUSTER_H
 #define DLOCK_REDIS_CLUSTER_H
 
@@ -26,10 +34,11 @@ int dlock__rcluster_new(dlock__url *url, const dlock__rendpoint *tmpl, size_t np
                         dlock__rcluster **out);
 void dlock__rcluster_free(dlock__rcluster *cl);
 
-/* The connection to use for slot (the map read first if it is not yet):
+/* The connection to use for slot (the map read first if it is not yet,
+ * or again after a node did not answer, while deadline_us leaves time):
  * the node that serves it as far as the client knows, or the first seed
- * when none is known (which then redirects, or fails with its own error).
- * Never NULL. */
+ * not suspect when none is known (which then redirects, or fails with its
+ * own error). Never NULL. */
 dlock__rconn *dlock__rcluster_conn(dlock__rcluster *cl, unsigned slot, int64_t deadline_us);
 
 /* The same node's first connection, whatever the slot: what a batch of
@@ -65,9 +74,21 @@ enum dlock__rredirect {
  * leaves their slots to the nodes that redirect to them. */
 enum dlock__rredirect dlock__rcluster_redirect(dlock__rcluster *cl, const redisReply *r,
                                                dlock__rconn **to);
-/* Reads the slot map again from any node that answers (after
- * CLUSTERDOWN, or a node that no longer answers). */
+/* Reads the slot map again from the first node that answers (after
+ * CLUSTERDOWN), nodes that are not suspect first, each given a second (or
+ * the connect timeout if less), all of them until deadline_us and three
+ * seconds at most. */
 void dlock__rcluster_refresh(dlock__rcluster *cl, int64_t deadline_us);
+
+/* What a call through c (a connection of one of cl's nodes) came to:
+ * DLOCK_EUNREACHABLE makes its node suspect and the map to be read again
+ * at the next call (dlock__rcluster_conn and the like, when they are
+ * given time); DLOCK_OK clears its suspicion; other codes change nothing.
+ * Returns rc. */
+int dlock__rcluster_noted(dlock__rcluster *cl, const dlock__rconn *c, int rc);
+/* The deadline of a call through c: deadline_us, or a second from now
+ * if that is sooner and c's node is suspect. */
+int64_t dlock__rcluster_bound(dlock__rcluster *cl, const dlock__rconn *c, int64_t deadline_us);
 
 /* The first connection of every node serving slots now, at most max, in
  * out; returns their number. */

@@ -355,7 +355,7 @@ static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_m
 {
     redisReply *r = NULL;
     const char *step = ep->password != NULL ? "AUTH" : "PING";
-    int64_t deadline_us = dlock__now_us() + wait_ms * 1000;
+    int64_t began_us = dlock__now_us(), deadline_us = began_us + wait_ms * 1000;
 
     if (ep->password != NULL && ep->user != NULL)
         r = dlock__rlink_commandf(l, deadline_us, "AUTH %s %s", ep->user, ep->password);
@@ -378,10 +378,14 @@ static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_m
 
 refused:
     if (r == NULL && l->err == DLOCK__RLINK_ETIMEDOUT) {
-        /* the socket's receive timeout: connected, but not answered */
+        /* the socket's receive timeout: connected, but not answered (the
+         * time said is the time waited, which the request's bound may
+         * have made shorter than the command timeout) */
         *code = DLOCK_EUNREACHABLE;
-        dlock__fail(*code, "%s: connected, but no reply to %s within %lld ms", ep->label, step,
-                    (long long) wait_ms);
+        dlock__fail(*code,
+                    "%s: connected, but no reply to %s in %lld ms (the server is stopped, hung "
+                    "or overloaded)",
+                    ep->label, step, (long long) ((dlock__now_us() - began_us) / 1000));
     } else if (r == NULL && l->err == DLOCK__RLINK_EPROTO) {
         /* the parser's: what came back is no reply (or one too large) */
         *code = DLOCK_EPROTO;
@@ -998,7 +1002,8 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
             else
                 return_request(reqs[i], i);
         }
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no reply within the command timeout%s", c->label,
+        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no reply in %lld ms%s", c->label,
+                         (long long) ((dlock__now_us() - now) / 1000),
                          unsent ? " (the commands were not sent)" : "");
         if (dlock__now_us() - c->last_read_us >= c->ep.command_timeout_ms * 1000)
             fail_locked(c, DLOCK_EUNREACHABLE, "%s: server stopped answering", c->label);

@@ -10,6 +10,7 @@
  * there takes the items of one slot, the calls of the slots of one node go
  * out as one pipeline to it, and every node's pipeline is sent before any
  * is waited for (renew_on_nodes). */
+#include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"
 #include "replies.h"
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define RUN_MIN_US 1000000 /* a cluster node's run of renewals is given at least */
 
 enum group { HELD_EXCLUSIVE, HELD_SHARED, WAITING };
 
@@ -98,6 +101,15 @@ static int renew_on_nodes(rbackend *b, const slot *order, const size_t *first, s
                                    .replies = replies + c,
                                    .deadline = deadline};
     }
+    /* Each node's run is given half the time left (a second at least): a
+     * node that does not answer (frozen) then leaves time for the next
+     * try, after the map was read again from the other nodes, at the
+     * node serving the slot then (a promoted replica) while the lease
+     * lasts. */
+    int64_t now = dlock__now_us(), half = (deadline - now) / 2;
+    int64_t run_deadline = now + (half > RUN_MIN_US ? half : RUN_MIN_US);
+    for (size_t i = 0; i < nruns && run_deadline < deadline; i++)
+        runs[i].deadline = run_deadline;
     for (size_t i = 1; i < nruns; i++)
         runs[i].threaded = pthread_create(&runs[i].thread, NULL, send_run, &runs[i]) == 0;
     for (size_t i = 0; i < nruns; i++) {

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define RECORD_WRITE_US 1000000 /* a cluster's owner record write, at most */
+
 /* Puts the lock's first nkeys keys (1: L; 2: and its fence counter) as a
  * script's keys at argv[2]. Returns the next free index. */
 static size_t put_keys(const rlock *l, const char **argv, size_t *lens, size_t nkeys)
@@ -80,11 +82,14 @@ static int step_with_record(rbackend *b, dlock__rconn *c, const evalcall *call, 
     if (b->cluster != NULL) {
         /* the record lives in its own slot, maybe on another node: a call
          * of its own there (once a day at most; MOVED followed), then the
-         * step */
+         * step. A second at most: a node that does not answer must not
+         * take the attempt's time (the record informs, the lock does not
+         * need it, and the next attempt writes it). */
         dlock__saved_error saved;
+        int64_t until = dlock__now_us() + RECORD_WRITE_US;
         dlock__save_error(&saved);
-        if (dlock__redis_call(dlock__redis_owner_conn(b, b->owner_key), &record.cmd, deadline,
-                              &written) != DLOCK_OK)
+        if (dlock__redis_call(dlock__redis_owner_conn(b, b->owner_key), &record.cmd,
+                              until < deadline ? until : deadline, &written) != DLOCK_OK)
             written = NULL;
         dlock__restore_error(&saved);
         dlock__redis_owner_sent(b, &record, written);

@@ -220,6 +220,7 @@ static int start_tls(dlock__rlink *l, const dlock__rtls *tls, const char *host, 
 {
     char why[256];
     const char *name = tls->sni != NULL ? tls->sni : host;
+    int64_t began_us = dlock__now_us();
 
     l->ssl = SSL_new(tls->ctx);
     BIO *bio = l->ssl != NULL ? BIO_new(bio_method) : NULL;
@@ -258,9 +259,14 @@ static int start_tls(dlock__rlink *l, const dlock__rtls *tls, const char *host, 
             continue;
         long verified = SSL_get_verify_result(l->ssl);
         if (w == 0) {
+            /* silence: a plain Redis port says nothing to a ClientHello
+             * (it waits for a line), and neither does a stopped or hung
+             * server: both are named */
             *code = dlock__fail(DLOCK_EUNREACHABLE,
-                                "%s: TLS: connected, but no handshake in time (is it a TLS port?)",
-                                label);
+                                "%s: TLS: connected, but no reply to the TLS handshake in %lld ms "
+                                "(a port that does not take TLS says nothing to it; so does a "
+                                "server that is stopped, hung or overloaded)",
+                                label, (long long) ((dlock__now_us() - began_us) / 1000));
         } else if (verified != X509_V_OK) {
             /* no wait helps: the client is set up wrong for this server */
             *code = dlock__fail(DLOCK_ESERVER,
