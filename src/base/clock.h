@@ -3,6 +3,7 @@
 #ifndef DLOCK_CORE_CLOCK_H
 #define DLOCK_CORE_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -24,6 +25,17 @@ static inline struct timespec dlock__timespec(int64_t at_us)
     ts.tv_sec = at_us / 1000000;
     ts.tv_nsec = (long) (at_us % 1000000) * 1000;
     return ts;
+}
+
+/* A condition variable whose timed waits count on CLOCK_MONOTONIC (their
+ * deadlines: dlock__timespec). */
+static inline void dlock__cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
 }
 
 /* now + ms, saturating, for deadlines. ms < 0 means never. */

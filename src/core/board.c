@@ -30,12 +30,8 @@ void dlock__board_fini(dlock__board *b)
 
 void dlock__board_enter(dlock__board *b, dlock__waiter *w)
 {
-    pthread_condattr_t attr;
 
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&w->cv);
     w->wake = DLOCK__WAKE_NONE;
     w->fence = 0;
     w->queued_at_us = 0;

@@ -136,11 +136,7 @@ int dlock__lq_enter(dlock__lq *q, int kind, const char *name, int64_t deadline_u
         pthread_mutex_unlock(&q->mu);
         return rc;
     }
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&t->cv);
     t->entry = e;
     t->next = NULL;
     if (e->tail != NULL)

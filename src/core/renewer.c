@@ -119,12 +119,8 @@ static dlock__renewer_shard *shard_of(dlock__renewer *r, const dlock__lease *e)
 
 static void thread_init(dlock__renewer_thread *t)
 {
-    pthread_condattr_t attr;
 
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&t->cv);
     atomic_init(&t->wake_at_us, 0);
     atomic_init(&t->earliest_added_us, DLOCK__NEVER);
 }

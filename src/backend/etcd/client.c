@@ -73,11 +73,7 @@ static int make_label(dlock__etcd *c)
 
 static pthread_cond_t *init_monotonic_cond(pthread_cond_t *cv)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(cv);
     return cv;
 }
 

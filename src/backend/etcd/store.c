@@ -17,12 +17,8 @@
 
 void dlock__etcd_store_init(dlock__etcd_store *e)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&e->cv);
 }
 
 void dlock__etcd_store_fini(dlock__etcd_store *e)

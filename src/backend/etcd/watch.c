@@ -835,7 +835,6 @@ static void *run(void *arg)
 static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
 {
     dlock__etcd_watcher *w = calloc(1, sizeof *w);
-    pthread_condattr_t attr;
 
     if (w == NULL)
         return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory for the watcher");
@@ -845,10 +844,7 @@ static int watcher_new(dlock__etcd *c, dlock__etcd_watcher **out)
     w->backoff_ms = BACKOFF_MIN_MS;
     w->progress_idle_ms = PROGRESS_IDLE_MS;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->delivered, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&w->delivered);
     w->multi = dlock__etcd_multi_new();
     if (w->multi == NULL || dlock__thread_start(&w->thread, run, w) != 0) {
         curl_multi_cleanup(w->multi);

@@ -45,7 +45,8 @@
 
 #define COMMON_CAPS  (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
-#define TABLE_CAPS   (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
+#define TABLE_CAPS                                                                                 \
+    (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
 
 /* The statements of the hot path, prepared once per connection
  * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
@@ -842,52 +843,114 @@ static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     return DLOCK_OK;
 }
 
-/* Table holds in one request (table.c), connections' sessions pinged
- * (conn.c): in table mode every pooled connection is still a session of
- * the renewer, kept alive but holding nothing. */
-static int pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
+/* What a renewal item is to table mode: a hold's lease (1), a queued
+ * waiter's place (2), or neither (0: a session, for conn.c). */
+static int table_item(const dlock__pgstore *p, const dlock__renewal *it)
 {
-    dlock__pgstore *p = PGSTORE(s);
-    size_t m = 0, k = 0, rest_n = 0;
-    for (size_t i = 0; p->table && i < n; i++)
-        m += items[i].kind == DLOCK__RENEW_HOLD && items[i].session == NULL;
+    if (!p->table)
+        return 0;
+    if (it->kind == DLOCK__RENEW_HOLD && it->session == NULL)
+        return 1;
+    return it->kind == DLOCK__RENEW_WAITER ? 2 : 0;
+}
+
+/* The table's rows of kind (table_item) among items, in one request:
+ * each item's result set. */
+static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int kind,
+                       int64_t deadline_us)
+{
+    size_t m = 0, k = 0;
+    for (size_t i = 0; i < n; i++)
+        m += table_item(p, &items[i]) == kind;
     if (m == 0)
-        return dlock__pg_renew(s, items, n, deadline_us);
+        return;
     dlock__sqlt_hold *h = calloc(m, sizeof *h);
-    dlock__renewal *rest = calloc(n, sizeof *rest);
-    int rc = h != NULL && rest != NULL ? DLOCK_OK : DLOCK_ENOMEM;
+    int rc = h != NULL ? DLOCK_OK : DLOCK_ENOMEM;
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
-        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL) {
-            rest[rest_n++] = items[i];
+        if (table_item(p, &items[i]) != kind)
             continue;
-        }
         pglock *l = PGLOCK(items[i].lock);
         h[k].key_lit = l->key_lit;
         h[k].key = l->name;
         h[k].owner = items[i].token;
         h[k].lease_ms = items[i].lease_ms;
-        if ((h[k].owner_lit = dlock__pgt_bytea(items[i].token)) == NULL)
+        if ((h[k++].owner_lit = dlock__pgt_bytea(items[i].token)) == NULL)
             rc = DLOCK_ENOMEM;
-        k++;
     }
-    int renewed = rc == DLOCK_OK ? dlock__pgt_renew(p, h, k, deadline_us) : rc;
-    if (rc == DLOCK_OK && rest_n > 0)
-        rc = dlock__pg_renew(s, rest, rest_n, deadline_us);
-    k = rest_n = 0;
-    for (size_t i = 0; i < n && h != NULL && rest != NULL; i++) {
-        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL) {
-            items[i].result = rest[rest_n++].result;
+    if (rc == DLOCK_OK)
+        rc = dlock__pgt_renew(p, h, k, kind == 2, deadline_us);
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (table_item(p, &items[i]) != kind)
             continue;
-        }
-        items[i].result = renewed != DLOCK_OK ? DLOCK__RENEW_FAILED
-                          : h[k].held         ? DLOCK__RENEW_OK
-                                              : DLOCK__RENEW_GONE;
-        free((char *) h[k].owner_lit);
-        k++;
+        items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
+                          : h[k].held    ? DLOCK__RENEW_OK
+                                         : DLOCK__RENEW_GONE;
+        if (h != NULL)
+            free((char *) h[k++].owner_lit);
     }
     free(h);
+}
+
+/* Table mode's holds and queued waiters in a request each (table.c); the
+ * connections' sessions pinged (conn.c): in table mode every pooled
+ * connection is still a session of the renewer, kept alive but holding
+ * nothing. */
+static int pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    size_t rest_n = 0;
+    for (size_t i = 0; i < n; i++)
+        rest_n += table_item(p, &items[i]) == 0;
+    if (rest_n == n)
+        return dlock__pg_renew(s, items, n, deadline_us);
+    renew_rows(p, items, n, 1, deadline_us);
+    renew_rows(p, items, n, 2, deadline_us);
+    if (rest_n == 0)
+        return DLOCK_OK;
+    dlock__renewal *rest = calloc(rest_n, sizeof *rest);
+    if (rest == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            if (table_item(p, &items[i]) == 0)
+                items[i].result = DLOCK__RENEW_FAILED;
+        }
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (table_item(p, &items[i]) == 0)
+            rest[k++] = items[i];
+    }
+    int rc = dlock__pg_renew(s, rest, rest_n, deadline_us);
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (table_item(p, &items[i]) == 0)
+            items[i].result = rest[k++].result;
+    }
     free(rest);
-    return rc == DLOCK_ENOMEM ? dlock__fail(DLOCK_ENOMEM, "out of memory") : rc;
+    return rc;
+}
+
+/* Table mode: the client's wake-up connection made (listen.c), within a
+ * connect timeout. Session mode never queues. */
+static int pg_prepare_wait(dlock__store *s, dlock__store_lock *l, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    (void) l;
+    if (p->listen == NULL)
+        return dlock__fail(DLOCK_ENOTSUP, "%s: session mode has no wake-ups", p->label);
+    int64_t cap = dlock__now_us() + p->connect_ms * 1000;
+    return dlock__pgl_connect(p->listen, deadline_us < cap ? deadline_us : cap);
+}
+
+static enum dlock__wake pg_wait(dlock__store *s, dlock__store_lock *l, dlock__waiter *w,
+                                int64_t until_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    (void) l;
+    if (p->listen != NULL)
+        return dlock__pgl_wait(p->listen, w, until_us);
+    return dlock__board_park(p->base.host.board, w, until_us);
 }
 
 static int pg_reached(dlock__store *s)
@@ -901,6 +964,7 @@ static void pg_close(dlock__store *s, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
     dlock__pg_close_all(p, deadline_us);
+    dlock__pgl_free(p->listen);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }
@@ -1021,6 +1085,10 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     p->prep_sql[PREP_WAIT] = p->take_wait;
     p->prep_sql[PREP_RELEASE] = RELEASE_SQL;
     p->prep_sql[PREP_UNLOCK] = UNLOCK_SQL;
+    if (table && dlock__pgl_new(p, &p->listen) != DLOCK_OK) {
+        pg_close(&p->base, dlock__now_us());
+        return DLOCK_ENOMEM;
+    }
     *out = &p->base;
     return DLOCK_OK;
 }
@@ -1038,6 +1106,8 @@ const dlock__backend dlock__pg_backend = {
     .lock_free = pg_lock_free,
     .detach = pg_detach,
     .acquire = pg_acquire,
+    .prepare_wait = pg_prepare_wait,
+    .wait = pg_wait,
     .cancel = pg_cancel,
     .release = pg_release,
     .extend = pg_extend,

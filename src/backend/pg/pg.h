@@ -72,8 +72,9 @@ typedef struct dlock__pgstore {
     const char *prep_sql[8];
     char take_try[3072], take_wait[3072];
     int schema_ready;
-    int table;       /* mode=table (table.c); else session mode */
-    int table_ready; /* table mode: its tables are there */
+    int table;                      /* mode=table (table.c); else session mode */
+    int table_ready;                /* table mode: its tables are there */
+    struct dlock__pglisten *listen; /* table mode: its waiters' wake-ups (listen.c) */
     _Atomic int reached;
 } dlock__pgstore;
 
@@ -158,6 +159,8 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
 /* table.c: table mode (mode=table), the backend's steps for it; a lock is
  * named by its name and its key literal (dlock__pgt_bytea of the name). */
 char *dlock__pgt_bytea(const char *text); /* a bytea literal, malloc'd; NULL: no memory */
+/* The lock's tag in notices (listen.c): tag has DLOCK__PGL_TAG_MAX bytes. */
+void dlock__pgt_tag(const char *name, char *tag);
 int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
                        dlock__attempt *a);
 int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
@@ -166,13 +169,33 @@ int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit,
                        int64_t deadline_us);
 int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
                       int64_t lease_ms, int at_least, int64_t deadline_us);
-/* Every hold of h in one request: each one's held set when renewed. */
-int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int64_t deadline_us);
+/* Every hold of h in one request (waits: every queued waiter's row of h,
+ * kept for its lease): each one's held set when renewed. */
+int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int waits,
+                     int64_t deadline_us);
 int dlock__pgt_query(dlock__pgstore *p, const char *key_lit, dlock_status *st, int64_t deadline_us);
 int dlock__pgt_holders(dlock__pgstore *p, const char *key_lit, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us);
 int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t deadline_us);
 int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us);
+
+/* listen.c: table mode's wake-ups by LISTEN/NOTIFY. A release notifies
+ * DLOCK__PGL_CHANNEL with the lock's tag: the hex of its name's first
+ * DLOCK__SQLT_TAG_BYTES bytes (dlock__pgl_tag). */
+#define DLOCK__PGL_CHANNEL DLOCK__SQLT_NOTIFY
+#define DLOCK__PGL_TAG_MAX (2 * DLOCK__SQLT_TAG_BYTES + 1)
+typedef struct dlock__pglisten dlock__pglisten;
+int dlock__pgl_new(dlock__pgstore *p, dlock__pglisten **out);
+void dlock__pgl_free(dlock__pglisten *s);
+/* The listening connection made, if it is not (prepare_wait). */
+int dlock__pgl_connect(dlock__pglisten *s, int64_t deadline_us);
+int dlock__pgl_ready(dlock__pglisten *s);
+/* token waits for the lock of tag (one lock per token: its latest); gone
+ * when it waits no more. */
+void dlock__pgl_watch(dlock__pglisten *s, const char *tag, const char *token);
+void dlock__pgl_unwatch(dlock__pglisten *s, const char *token);
+/* wait(): parks w, reading the connection for every waiter meanwhile. */
+enum dlock__wake dlock__pgl_wait(dlock__pglisten *s, dlock__waiter *w, int64_t until_us);
 
 #endif

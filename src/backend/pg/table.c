@@ -4,9 +4,10 @@
  * lease on the server's clock, as MariaDB's (../mysql/README.md: "Table
  * mode"); the statements and their answers are ../sqltable/ (the PG
  * dialect: each request one statement), run here on the store's pooled
- * connections (conn.c). No hold depends on a connection; waiters poll
- * (LISTEN/NOTIFY wake-ups are not built yet); every held lock of a batch
- * is renewed by one UPDATE. */
+ * connections (conn.c). No hold depends on a connection; a release
+ * notifies the lock's waiters, who park until then (listen.c) or until
+ * the holder's lease ends, their rows kept by the renewer; every held lock
+ * of a batch is renewed by one UPDATE, every waiter's row by another. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../sqltable/sqltable.h"
@@ -17,6 +18,16 @@
 #include <string.h>
 
 #define D DLOCK__SQLT_PG
+
+void dlock__pgt_tag(const char *name, char *tag)
+{
+    size_t n = strlen(name);
+    if (n > DLOCK__SQLT_TAG_BYTES)
+        n = DLOCK__SQLT_TAG_BYTES;
+    for (size_t i = 0; i < n; i++)
+        snprintf(tag + 2 * i, 3, "%02x", (unsigned char) name[i]);
+    tag[2 * n] = '\0';
+}
 
 char *dlock__pgt_bytea(const char *text)
 {
@@ -211,6 +222,14 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
         sprintf(sql, SESSION_GUARD "%s", (long long) key, name_text, name_text, take);
     free(take);
     free(name_text);
+    /* A waiter woken by notices (listen.c) is watched before it asks, so
+     * that a release answered meanwhile wakes it too */
+    int woken = a->wait && p->listen != NULL && dlock__pgl_ready(p->listen);
+    if (woken) {
+        char tag[DLOCK__PGL_TAG_MAX];
+        dlock__pgt_tag(name, tag);
+        dlock__pgl_watch(p->listen, tag, a->token);
+    }
     char state[6] = "";
     int rc = run_state(p, sql, a->deadline_us, &res, "taking the lock's row", state);
     if (rc == DLOCK_ESERVER && strcmp(state, HELD_IN_SESSION) == 0) {
@@ -229,12 +248,17 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
         a->fence = fence;
         a->session = NULL;
     } else {
-        /* held, or free but an older waiter's (no lease to tell): polled
-         * again within the lease left, or soon near the head of the line */
-        a->outcome = DLOCK__HELD;
-        a->next = DLOCK__NEXT_POLL;
+        /* held, or free but an older waiter's (no lease to tell): asked
+         * again when a release is notified, or within the lease left, or
+         * soon near the head of the line; its row kept meanwhile by the
+         * renewer (a waiter that cannot listen polls, keeping it) */
+        a->outcome = woken ? DLOCK__QUEUED : DLOCK__HELD;
+        a->keep_place = woken;
+        a->next = a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE : DLOCK__NEXT_POLL;
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
     }
+    if (woken && a->outcome == DLOCK__TAKEN)
+        dlock__pgl_unwatch(p->listen, a->token);
     PQclear(res);
     return DLOCK_OK;
 }
@@ -246,6 +270,8 @@ int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
     char *owner = dlock__pgt_bytea(token);
     char *sql = owner != NULL ? dlock__sqlt_leave(D, key_lit, owner) : NULL;
     free(owner);
+    if (p->listen != NULL)
+        dlock__pgl_unwatch(p->listen, token);
     int rc = run(p, sql, deadline_us, &res, "leaving the waiters");
     PQclear(res);
     return rc;
@@ -293,10 +319,12 @@ int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, 
     return rc;
 }
 
-int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int64_t deadline_us)
+int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int waits,
+                     int64_t deadline_us)
 {
     PGresult *res;
-    int rc = run(p, dlock__sqlt_renew(D, h, n), deadline_us, &res, "renewing leases");
+    int rc = run(p, waits ? dlock__sqlt_renew_waits(D, h, n) : dlock__sqlt_renew(D, h, n),
+                 deadline_us, &res, waits ? "keeping waiters' places" : "renewing leases");
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(res); i++)

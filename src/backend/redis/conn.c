@@ -194,7 +194,6 @@ static char *dup_or_null(const char *s)
 int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out)
 {
     dlock__rconn *c = calloc(1, sizeof *c);
-    pthread_condattr_t attr;
 
     *out = NULL;
     if (c == NULL)
@@ -221,10 +220,7 @@ int dlock__rconn_new(const dlock__rendpoint *ep, dlock__rconn **out)
     pthread_mutexattr_settype(&mattr, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&c->mu, &mattr);
     pthread_mutexattr_destroy(&mattr);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->state_cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&c->state_cv);
     *out = c;
     return DLOCK_OK;
 }

@@ -121,7 +121,6 @@ int dlock__rshards_new(dlock__rcluster *cl, dlock__board *board, dlock__log *log
                        dlock__rshards **out)
 {
     dlock__rshards *s = calloc(1, sizeof *s);
-    pthread_condattr_t attr;
 
     *out = NULL;
     if (s == NULL)
@@ -131,10 +130,7 @@ int dlock__rshards_new(dlock__rcluster *cl, dlock__board *board, dlock__log *log
     s->log = log;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&s->cv);
     *out = s;
     return DLOCK_OK;
 }

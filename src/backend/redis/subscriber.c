@@ -60,7 +60,6 @@ int dlock__rsub_new(const dlock__rendpoint *ep, const char *channel, dlock__boar
                     dlock__rsub **out)
 {
     dlock__rsub *s = calloc(1, sizeof *s);
-    pthread_condattr_t attr;
 
     *out = NULL;
     if (s == NULL)
@@ -69,10 +68,7 @@ int dlock__rsub_new(const dlock__rendpoint *ep, const char *channel, dlock__boar
     snprintf(s->channel, sizeof s->channel, "%s", channel);
     s->board = board;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&s->cv);
     *out = s;
     return DLOCK_OK;
 }

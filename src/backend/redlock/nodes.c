@@ -80,11 +80,7 @@ dlock__rlround *dlock__rlround_new(size_t ncmds)
         free(r);
         return NULL;
     }
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&r->cv);
     pthread_mutex_init(&r->mu, NULL);
     r->refs = 1;
     r->ncmds = ncmds;

@@ -34,6 +34,12 @@
 #define PG_NOW_US  "(EXTRACT(EPOCH FROM now()) * 1000000)::bigint"
 #define PG_ENDED   "'epoch'::timestamptz"
 #define PG_TEXT(x) "convert_from(" x ", 'UTF8')"
+/* The lock's waiters told, when u (the row freed) has a row. (%s: the key.) */
+#define PG_NOTIFY                                                                                  \
+    "(SELECT pg_notify('" DLOCK__SQLT_NOTIFY                                                       \
+    "', encode(substring(%s FROM 1 FOR " STR(DLOCK__SQLT_TAG_BYTES) "), 'hex')) FROM u)"
+#define STR(x)  STR_(x)
+#define STR_(x) #x
 
 /* A growing string; NULL once out of memory (every later add does nothing). */
 typedef struct sbuf {
@@ -271,8 +277,8 @@ char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const cha
             " WHERE name = %s AND owner = %s AND expires > now() RETURNING 1) SELECT (SELECT "
             "count(*) FROM u), (SELECT " PG_TEXT(
                 "owner") " FROM " DLOCK__SQLT_TABLE
-                         " WHERE name = %s AND owner <> ''::bytea AND expires > now())",
-            key, owner, key);
+                         " WHERE name = %s AND owner <> ''::bytea AND expires > now()), " PG_NOTIFY,
+            key, owner, key, key);
         return b.s;
     }
     add(&b,
@@ -346,6 +352,32 @@ char *dlock__sqlt_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, s
     return b.s;
 }
 
+char *dlock__sqlt_renew_waits(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n)
+{
+    sbuf b = {0};
+    const char *now = d == DLOCK__SQLT_PG ? "now()" : NOW;
+    if (d == DLOCK__SQLT_PG)
+        add(&b, "UPDATE " DLOCK__SQLT_WAIT " SET expires = now() + CASE name");
+    else
+        add(&b, "UPDATE " DLOCK__SQLT_WAIT " SET expires = " NOW " + INTERVAL CASE name");
+    for (size_t i = 0; i < n; i++)
+        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
+    add(&b, " END%s WHERE expires > %s AND (name, owner) IN (",
+        d == DLOCK__SQLT_PG ? " * interval '1 microsecond'" : " MICROSECOND", now);
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    if (d == DLOCK__SQLT_PG) {
+        add(&b, ") RETURNING " PG_TEXT("name") ", " PG_TEXT("owner"));
+        return b.s;
+    }
+    add(&b, "); SELECT name, owner FROM " DLOCK__SQLT_WAIT " WHERE expires > " NOW
+            " AND (name, owner) IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    add(&b, ")");
+    return b.s;
+}
+
 void dlock__sqlt_renewed(dlock__sqlt_hold *h, size_t n, const char *key, const char *owner)
 {
     if (key == NULL || owner == NULL)
@@ -382,9 +414,9 @@ char *dlock__sqlt_force(enum dlock__sqlt_dialect d, const char *key)
     sbuf b = {0};
     if (d == DLOCK__SQLT_PG) {
         add(&b,
-            "UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
-            " WHERE name = %s",
-            key);
+            "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
+            " WHERE name = %s RETURNING 1) SELECT " PG_NOTIFY,
+            key, key);
         return b.s;
     }
     add(&b, "UPDATE " DLOCK__SQLT_TABLE " SET owner = '', expires = " ENDED " WHERE name = %s",

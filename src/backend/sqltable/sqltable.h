@@ -66,8 +66,15 @@ char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char 
 int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, const char *ahead,
                       int waits, uint64_t *fence_out, int64_t *left_ms);
 
+/* What a PostgreSQL release or forced unlock notifies (NOTIFY channel,
+ * payload: the hex of the name's first DLOCK__SQLT_TAG_BYTES bytes, the
+ * lock's tag), for its waiters' wake-ups (../pg/listen.c). */
+#define DLOCK__SQLT_NOTIFY    "dlock_lock_free"
+#define DLOCK__SQLT_TAG_BYTES 32
+
 /* Two statements: the row freed if owner holds it (matched rows), then the
- * holder now (one row, its owner, or no row when nobody holds it). */
+ * holder now (one row, its owner, or no row when nobody holds it). PG:
+ * notifies the lock's waiters when it freed it. */
 char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* Two statements: the lease set (at_least: only lengthened; lease_ms 0
  * with at_least: nothing written), then COUNT(*) of rows owner holds (1 or
@@ -88,6 +95,10 @@ char *dlock__sqlt_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, s
 /* One row (key, owner) of the renewal's answer: marks the hold it names. */
 void dlock__sqlt_renewed(dlock__sqlt_hold *h, size_t n, const char *key, const char *owner);
 
+/* Two statements for the whole batch: every waiter's row of h (key_lit,
+ * owner_lit; lease_ms: its waiter lease) kept for its lease if it is
+ * live, then (key, owner) of each one kept (dlock__sqlt_renewed). */
+char *dlock__sqlt_renew_waits(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n);
 /* One statement, one row: (owner, info, fence, ms_left, waiters) of the
  * lock (the first four NULL when it has no row); held when owner is not
  * empty and ms_left > 0. */

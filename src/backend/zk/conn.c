@@ -268,7 +268,6 @@ static void parse_ports(dlock__zconn *c, const char *hosts)
 int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
 {
     dlock__zconn *c = calloc(1, sizeof *c);
-    pthread_condattr_t attr;
     sigset_t all, old;
     int rc;
 
@@ -278,10 +277,7 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     atomic_init(&c->refs, 1);
     pthread_rwlock_init(&c->use, NULL);
     pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&c->cv);
     c->watches.prev = c->watches.next = &c->watches;
     c->board = cfg->board;
     c->sessions = cfg->sessions;
@@ -561,15 +557,11 @@ void dlock__zresult_clear(dlock__zresult *r)
 static dlock__zreq *req_new(dlock__zconn *c)
 {
     dlock__zreq *q = calloc(1, sizeof *q);
-    pthread_condattr_t attr;
 
     if (q == NULL)
         return NULL;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&q->cv);
     atomic_init(&q->refs, 2);
     dlock__zconn_ref(c);
     q->conn = c;

@@ -250,12 +250,8 @@ static int zk_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     *out = NULL;
     if (z == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    pthread_condattr_t attr;
     pthread_mutex_init(&z->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&z->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dlock__cond_init(&z->cv);
     z->base.backend = &dlock__zk_backend;
     z->base.caps = dlock__zk_backend.caps;
     z->base.host = *host;
