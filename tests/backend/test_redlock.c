@@ -108,6 +108,12 @@ static void bad_urls(void)
     expect_open_fails("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0", DLOCK_EINVAL, "no path");
     expect_open_fails(url_with(text, sizeof text, "bogus=1"), DLOCK_EINVAL, "bogus");
     expect_open_fails(url_with(text, sizeof text, "prefix=a{b"), DLOCK_EINVAL, "prefix");
+    /* TLS options: for rediss+redlock:// only; a file that cannot be read
+     * is named */
+    expect_open_fails(url_with(text, sizeof text, "cacert=/x"), DLOCK_EINVAL,
+                      "for TLS: use rediss+redlock://");
+    expect_open_fails("rediss+redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?cacert=/nonexistent",
+                      DLOCK_EINVAL, "cacert");
 
     /* what it cannot do is refused by name */
     dlock_client *c = dt_client(url, NULL);

@@ -27,9 +27,10 @@
 #include <unistd.h>
 
 static const dt_server_kind *const kinds[] = {
-    &dt__redis_kind,     &dt__zookeeper_kind,    &dt__etcd_kind,    &dt__postgres_kind,
-    &dt__sqlite_kind,    &dt__sentinel_kind,     &dt__mariadb_kind, &dt__redlock_kind,
-    &dt__redis_tls_kind, &dt__sentinel_tls_kind, &dt__cluster_kind, &dt__cluster_tls_kind};
+    &dt__redis_kind,      &dt__zookeeper_kind,    &dt__etcd_kind,    &dt__postgres_kind,
+    &dt__sqlite_kind,     &dt__sentinel_kind,     &dt__mariadb_kind, &dt__redlock_kind,
+    &dt__redis_tls_kind,  &dt__sentinel_tls_kind, &dt__cluster_kind, &dt__cluster_tls_kind,
+    &dt__redlock_tls_kind};
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 const char *const *dt_server_kinds(void)

@@ -87,6 +87,7 @@ extern const dt_server_kind dt__sqlite_kind;
 extern const dt_server_kind dt__sentinel_kind;
 extern const dt_server_kind dt__sentinel_tls_kind;
 extern const dt_server_kind dt__redlock_kind;
+extern const dt_server_kind dt__redlock_tls_kind;
 extern const dt_server_kind dt__cluster_kind;
 extern const dt_server_kind dt__cluster_tls_kind;
 

@@ -371,14 +371,29 @@ int dt__redis_tls_args(const dt_server *s, const char *dir, const char **argv, i
     return argc;
 }
 
+/* The certificates a redis-tls server uses: a group's ("tls-dir:D", its
+ * first node's: one CA for the group), or made in its own dir. */
+static void redis_tls_dir(const dt_server *s, char *dir, size_t len)
+{
+    for (int i = 0; i < s->nargs; i++) {
+        if (strncmp(s->args[i], "tls-dir:", 8) == 0) {
+            snprintf(dir, len, "%s", s->args[i] + 8);
+            return;
+        }
+    }
+    dt__redis_tls_files(s);
+    snprintf(dir, len, "%s/tls", s->dir);
+}
+
 static void redis_tls_argv(const dt_server *s, const char **argv, char bufs[][256])
 {
     char dir[200];
-    dt__redis_tls_files(s);
-    snprintf(dir, sizeof dir, "%s/tls", s->dir);
+    redis_tls_dir(s, dir, sizeof dir);
     int argc = dt__redis_tls_args(s, dir, argv, redis_argv_common(s, argv, bufs), bufs);
-    for (int i = 0; i < s->nargs && argc < 62; i++)
-        argv[argc++] = s->args[i];
+    for (int i = 0; i < s->nargs && argc < 62; i++) {
+        if (strncmp(s->args[i], "tls-dir:", 8) != 0)
+            argv[argc++] = s->args[i];
+    }
     argv[argc] = NULL;
 }
 

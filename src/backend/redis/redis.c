@@ -233,50 +233,14 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
     return DLOCK_OK;
 }
 
-/* An on/off option: absent (or 0/false/no) is off; given bare (?insecure)
- * or as 1/true/yes, on. */
-static int flag_option(dlock__url *url, const char *key, int *on)
-{
-    const char *v = dlock__url_get(url, key);
-    *on = 0;
-    if (v == NULL || strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
-        return DLOCK_OK;
-    if (*v == '\0' || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0) {
-        *on = 1;
-        return DLOCK_OK;
-    }
-    return dlock__fail(DLOCK_EINVAL, "option %s=%s: want 1 or 0", key, v);
-}
-
 /* rediss://, rediss+sentinel:// and rediss+cluster://: TLS to every node, with the options
  * redis-cli names its flags after. Elsewhere those options are refused. */
 static int parse_tls(rbackend *b, dlock__url *url)
 {
-    static const char *const keys[] = {"cacert", "cert", "key", "sni", "insecure"};
-    int tls = strncmp(url->scheme, "rediss", 6) == 0;
-    dlock__rtls_opts opts = {0};
-
-    if (!tls) {
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-            if (dlock__url_get(url, keys[i]) != NULL)
-                return dlock__fail(DLOCK_EINVAL,
-                                   "option %s= is for TLS: use rediss:// (or rediss+sentinel://, "
-                                   "rediss+cluster://)",
-                                   keys[i]);
-        }
-        return DLOCK_OK;
-    }
-    opts.cacert = dlock__url_get(url, "cacert");
-    opts.cert = dlock__url_get(url, "cert");
-    opts.key = dlock__url_get(url, "key");
-    opts.sni = dlock__url_get(url, "sni");
-    int rc = flag_option(url, "insecure", &opts.insecure);
-    if (rc == DLOCK_OK)
-        rc = dlock__rtls_new(&opts, &b->tls);
-    if (rc != DLOCK_OK)
-        return rc;
+    int rc = dlock__rtls_from_url(url, strncmp(url->scheme, "rediss", 6) == 0,
+                                  "rediss:// (or rediss+sentinel://, rediss+cluster://)", &b->tls);
     b->ep.tls = b->tls; /* insecure=1 is logged at the first connection (conn.c) */
-    return DLOCK_OK;
+    return rc;
 }
 
 /* wait=N and wait_timeout= (replicas.c): how many replicas must have each

@@ -5,6 +5,7 @@
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../../base/url.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -585,4 +586,40 @@ redisReply *dlock__rlink_commandf(dlock__rlink *l, int64_t deadline_us, const ch
     redisReply *r = exchange(l, deadline_us, cmd, (size_t) len);
     redisFreeCommand(cmd);
     return r;
+}
+
+/* An on/off option: absent (or 0/false/no) is off; given bare (?insecure)
+ * or as 1/true/yes, on. */
+static int flag_option(dlock__url *url, const char *key, int *on)
+{
+    const char *v = dlock__url_get(url, key);
+    *on = 0;
+    if (v == NULL || strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
+        return DLOCK_OK;
+    if (*v == '\0' || strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0) {
+        *on = 1;
+        return DLOCK_OK;
+    }
+    return dlock__fail(DLOCK_EINVAL, "option %s=%s: want 1 or 0", key, v);
+}
+
+int dlock__rtls_from_url(dlock__url *url, int tls, const char *schemes, dlock__rtls **out)
+{
+    static const char *const keys[] = {"cacert", "cert", "key", "sni", "insecure"};
+    dlock__rtls_opts opts = {0};
+
+    *out = NULL;
+    if (!tls) {
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            if (dlock__url_get(url, keys[i]) != NULL)
+                return dlock__fail(DLOCK_EINVAL, "option %s= is for TLS: use %s", keys[i], schemes);
+        }
+        return DLOCK_OK;
+    }
+    opts.cacert = dlock__url_get(url, "cacert");
+    opts.cert = dlock__url_get(url, "cert");
+    opts.key = dlock__url_get(url, "key");
+    opts.sni = dlock__url_get(url, "sni");
+    int rc = flag_option(url, "insecure", &opts.insecure);
+    return rc == DLOCK_OK ? dlock__rtls_new(&opts, out) : rc;
 }

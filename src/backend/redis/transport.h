@@ -49,6 +49,12 @@ typedef struct dlock__rtls dlock__rtls;
  * option and OpenSSL's reason in the message. */
 int dlock__rtls_new(const dlock__rtls_opts *opts, dlock__rtls **out);
 void dlock__rtls_free(dlock__rtls *t);
+/* The TLS options of a URL (cacert, cert, key, sni, insecure): with tls,
+ * *out made from them (none given: the system's CAs, verification on);
+ * without, *out is NULL and any of them is DLOCK_EINVAL saying which
+ * schemes take it (schemes: "rediss://, ..."). */
+struct dlock__url;
+int dlock__rtls_from_url(struct dlock__url *url, int tls, const char *schemes, dlock__rtls **out);
 /* 1 the first time it is asked of a context with verification off
  * (insecure=1), so that the warning is logged once, at the first
  * connection: the client's log may be set only after it opened. */

@@ -19,6 +19,7 @@ typedef struct rlbackend {
     char *prefix;
     char *label;
     dlock__rlnodes *nodes;
+    struct dlock__rtls *tls; /* rediss+redlock://: every node's TLS context, or NULL */
     size_t n, quorum;
     /* Per node: a connection to it was made once (its endpoint's `reached`) */
     atomic_int reached[DLOCK__REDLOCK_MAX_NODES];

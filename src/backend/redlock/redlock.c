@@ -20,6 +20,7 @@
 #include "../../base/error.h"
 #include "../backend.h"
 #include "../redis/keys.h"
+#include "../redis/transport.h"
 #include "internal.h"
 #include "nodes.h"
 #include "redlock_script.h"
@@ -434,6 +435,7 @@ static void close_backend(dlock__store *s, int64_t deadline_us)
     if (b->nodes != NULL && atomic_load(&b->record_until) != 0 && !atomic_load(&b->record_kept))
         forget_record(b, deadline_us);
     dlock__rlnodes_free(b->nodes, deadline_us);
+    dlock__rtls_free(b->tls); /* after every link made with it */
     free(b->prefix);
     free(b->label);
     free(b->record_key);
@@ -472,7 +474,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     }
     b->n = url->nhosts;
     b->quorum = b->n / 2 + 1;
-    size_t used = (size_t) snprintf(label, sizeof label, "redlock://");
+    size_t used = (size_t) snprintf(label, sizeof label, "%s://", url->scheme);
     for (size_t i = 0; i < b->n; i++) {
         const dlock__url_host *h = &url->hosts[i];
         int port = h->port ? h->port : DEFAULT_PORT;
@@ -523,11 +525,18 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
             .connect_timeout_ms = connect_timeout_ms,
             .command_timeout_ms = b->cfg.command_timeout_ms,
             .label = labels[i],
+            .tls_scheme = "rediss+redlock://",
             .log = host->log,
             .reached = &b->reached[i],
         };
     }
-    rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA, &b->nodes);
+    rc = dlock__rtls_from_url(url, strcmp(url->scheme, "rediss+redlock") == 0, "rediss+redlock://",
+                              &b->tls);
+    for (size_t i = 0; i < b->n; i++)
+        eps[i].tls = b->tls; /* insecure=1 is logged at the first connection */
+    if (rc == DLOCK_OK)
+        rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA,
+                                &b->nodes);
     if (rc != DLOCK_OK)
         goto fail;
     b->base.label = b->label;
@@ -550,7 +559,7 @@ static int reached(dlock__store *s)
     return n >= b->quorum;
 }
 
-static const char *const schemes[] = {"redlock", NULL};
+static const char *const schemes[] = {"redlock", "rediss+redlock", NULL};
 
 const dlock__backend dlock__redlock_backend = {
     .version = DLOCK__BACKEND_VERSION,
