@@ -238,7 +238,10 @@ typedef struct dlock__attempt {
     int64_t holder_ttl_ms;       /* HELD, QUEUED: the holder's lease left in ms, or
                                     DLOCK__TTL_UNKNOWN, or DLOCK__TTL_NONE (held without an
                                     expiry: it never ends by itself) */
-    enum dlock__next next;       /* HELD */
+    enum dlock__next next;       /* HELD; QUEUED: DLOCK__NEXT_RETRY when a recheck posted
+                                    for this wait is news of a release (one per release,
+                                    not a hint to look again): the next attempt goes at
+                                    once, not paced as a flood of wake-ups would be */
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
     enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
                                     holder_ttl_ms is that holder's) */

@@ -607,7 +607,10 @@ static enum step wait_queued(dlock_lock *l, take_state *st, const dlock__attempt
     enum dlock__wake wake = b->wait != NULL ? b->wait(c->store, l->sl, &st->w, until)
                                             : dlock__board_park(&c->board, &st->w, until);
     if (wake != DLOCK__WAKE_GRANTED) {
-        pace(l, st, sent, st->deadline); /* slow by itself, unless the wake-ups flood */
+        /* slow by itself, unless the wake-ups flood; a release's news
+         * is acted on at once (backend.h: next) */
+        if (wake != DLOCK__WAKE_RECHECK || a->next != DLOCK__NEXT_RETRY)
+            pace(l, st, sent, st->deadline);
         return STEP_AGAIN;
     }
     dlock__board_leave(&c->board, &st->w);

@@ -252,9 +252,13 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
          * again when a release is notified, or within the lease left, or
          * soon near the head of the line; its row kept meanwhile by the
          * renewer (a waiter that cannot listen polls, keeping it) */
-        a->outcome = woken ? DLOCK__QUEUED : DLOCK__HELD;
-        a->keep_place = woken;
-        a->next = a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE : DLOCK__NEXT_POLL;
+        const char *left = value(res, 0, 2);
+        int live = left != NULL && strtoll(left, NULL, 10) > 0; /* a live holder's lease */
+        a->outcome = woken && live ? DLOCK__QUEUED : DLOCK__HELD;
+        a->keep_place = a->outcome == DLOCK__QUEUED;
+        a->next = a->outcome == DLOCK__QUEUED              ? DLOCK__NEXT_RETRY
+                  : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
+                                                           : DLOCK__NEXT_POLL;
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
     }
     if (woken && a->outcome == DLOCK__TAKEN)
