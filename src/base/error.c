@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char last_detail[512];
+static _Thread_local char last_detail[DLOCK__DETAIL_MAX];
 
 const char *dlock_strerror(int code)
 {

@@ -20,10 +20,14 @@ int dlock__fail_context(int code, const char *fmt, ...) __attribute__((format(pr
 /* Clears the calling thread's detail (start of a public call). */
 void dlock__clear_error(void);
 
+/* The longest failure detail kept (a quorum's or a cluster's message names
+ * each node's reason: 512 cut them mid-word). */
+#define DLOCK__DETAIL_MAX 2048
+
 /* Keeps the calling thread's detail across calls that may overwrite it
  * (cleanup after a failure): save, clean up, restore. */
 typedef struct dlock__saved_error {
-    char text[512];
+    char text[DLOCK__DETAIL_MAX];
 } dlock__saved_error;
 void dlock__save_error(dlock__saved_error *saved);
 void dlock__restore_error(const dlock__saved_error *saved);

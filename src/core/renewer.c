@@ -607,6 +607,10 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
             atomic_store(&e->session->ended, 1); /* after its why */
             queue_lost_session(r, e->session);   /* ended there for sure */
             note_event(r, &r->watchdog, now);    /* its holds go too */
+        } else if (e->session != NULL && atomic_load(&e->session->ended)) {
+            /* its session ended first (a connection lost): that is why
+             * (its why is written before ended is set, and never again) */
+            lose_locked(e, out, "its session ended: %s", e->session->lease.why);
         } else {
             lose_locked(e, out,
                         e->session != NULL

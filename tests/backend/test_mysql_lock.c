@@ -180,8 +180,34 @@ static void released_after_kill(void)
     long long id = sql_number("SELECT IS_USED_LOCK('dlock:kill-rel')");
     CHECK_INT(id, >, 0);
     dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    /* found by the release, or reported at once (the socket watched) */
     CHECK_RC(dlock_release(l), DLOCK_ELOST);
-    CHECK(strstr(dlock_errmsg(), "lost with its connection") != NULL);
+    CHECK(strstr(dlock_errmsg(), "lost with its connection") != NULL ||
+          strstr(dlock_errmsg(), "closed the connection") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Issue 23: a holder whose connection the server ends (KILL) is told at
+ * once (a passive read on the idle socket, src/backend/sockwatch.h), not at
+ * its next renewal (a third of a 30 s lease: 10 s). */
+static void killed_holder_told_at_once(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("&lease=30s");
+    dlock_lock *l = dt_lock(c, "know", 0);
+    dlock_lock_on_lost(l, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:know')");
+    CHECK_INT(id, >, 0);
+    int64_t t0 = dt_now_ms();
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 9000);
+    long long took = dt_now_ms() - t0;
+    printf("killed: loss reported after %lld ms: %s\n", took, box.why);
+    CHECK_INT(took, <, 2000);
+    CHECK(strstr(box.why, "closed the connection") != NULL);
+    CHECK_RC(dlock_release(l), DLOCK_ELOST);
     dlock_lock_free(l);
     dlock_client_close(c);
 }
@@ -778,6 +804,7 @@ int main(int argc, char **argv)
         {"name_mapping", name_mapping},
         {"exact_names", exact_names},
         {"killed_holder", killed_holder},
+        {"killed_holder_told_at_once", killed_holder_told_at_once},
         {"released_after_kill", released_after_kill},
         {"frozen_holder", frozen_holder},
         {"blocked_wait", blocked_wait},

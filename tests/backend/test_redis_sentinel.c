@@ -525,6 +525,32 @@ static void readonly_finds_the_master(void)
     dt_server_kill(&x);
 }
 
+/* The master freezes (SIGSTOP: connections are taken, nothing answers)
+ * before a new client's first take: the sentinels answered, so the store
+ * was reached and the frozen master is an outage ridden out within the
+ * wait, up to the failover (before: "the store was never reached" after one
+ * command timeout, exit 69, while the sentinels named the new master). */
+static void frozen_master_failover(void)
+{
+    int m = dt_sentinel_master(&group);
+    CHECK_INT(m, >=, 0);
+    dt_server *old = dt_sentinel_node(&group, m);
+    dt_server_pause(old);
+    dlock_client *c = group_client("");
+    dlock_lock *l = dt_lock(c, "frozen", 0);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(l, 30000);
+    long long took = dt_now_ms() - t0;
+    printf("master frozen: taken after %lld ms (rc %d: %s)\n", took, rc,
+           rc != DLOCK_OK ? dlock_errmsg() : "");
+    dt_server_resume(old);
+    CHECK_RC(rc, DLOCK_OK);
+    CHECK_INT(dt_sentinel_master(&group), ==, 1 - m);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c); /* (the last test: the roles stay swapped) */
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -538,6 +564,7 @@ int main(int argc, char **argv)
         {"failover_key_survives_stream", failover_key_survives_stream},
         {"failover_key_lost", failover_key_lost},
         {"readonly_finds_the_master", readonly_finds_the_master},
+        {"frozen_master_failover", frozen_master_failover},
     };
     /* rediss+sentinel://: the same failovers with every link over TLS */
     static const dt_test tls_tests[] = {

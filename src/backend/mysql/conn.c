@@ -567,6 +567,7 @@ static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
         p->all->prev_all = c;
     p->all = c;
     pthread_mutex_unlock(&p->mu);
+    dlock__sockwatch_add(p->watch, (int) mysql_get_socket(c->m), c);
     *out = c;
     return DLOCK_OK;
 fail:
@@ -686,6 +687,8 @@ void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why)
         c->prev_all = c->next_all = NULL;
     }
     pthread_mutex_unlock(&p->mu);
+    if (listed)
+        dlock__sockwatch_remove(p->watch, c); /* before its socket closes */
     if (c->m != NULL) {
         hang_up(c->m);
         c->m = NULL;
@@ -694,6 +697,31 @@ void dlock__my_discard(dlock__mystore *p, dlock__myconn *c, const char *why)
     pthread_mutex_unlock(&c->mu);
     if (listed)
         dlock__session_end(s, why); /* the store's reference: c may be freed */
+}
+
+enum dlock__sockwatch_verdict dlock__my_watch_check(void *arg, void *item)
+{
+    dlock__mystore *p = arg;
+    dlock__myconn *c = item;
+    char why[600], b;
+
+    if (pthread_mutex_trylock(&c->mu) != 0)
+        return DLOCK__SW_LATER; /* a request reads it */
+    if (c->m == NULL || c->late_status != 0 || atomic_load(&c->lost)) {
+        pthread_mutex_unlock(&c->mu); /* a late answer is the renewal's to read */
+        return DLOCK__SW_LATER;
+    }
+    /* a look that reads nothing: the end of the stream, or an error, is a
+     * close; bytes (an error packet, TLS records) are a request's to read */
+    ssize_t n = recv((int) mysql_get_socket(c->m), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+        pthread_mutex_unlock(&c->mu);
+        return n > 0 ? DLOCK__SW_LATER : DLOCK__SW_KEEP;
+    }
+    snprintf(why, sizeof why, "%s: the server closed the connection (%s)", p->label,
+             n == 0 ? "end of stream: KILL, a restart or wait_timeout" : strerror(errno));
+    dlock__my_discard(p, c, why);
+    return DLOCK__SW_GONE;
 }
 
 void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us)

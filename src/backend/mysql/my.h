@@ -22,6 +22,7 @@
 #define DLOCK_BACKEND_MY_H
 
 #include "../backend.h"
+#include "../sockwatch.h"
 #include "names.h"
 
 #include <mysql.h>
@@ -77,6 +78,8 @@ typedef struct dlock__mystore {
      * made, 0 not looked for yet (table.c). */
     _Atomic int other_table;
     _Atomic int reached;
+    struct dlock__sockwatch *watch; /* session and row mode: every connection's socket watched
+                                       while idle, a close by the server seen at once */
 } dlock__mystore;
 
 #define MYSTORE(s) DLOCK__STORE_OF(dlock__mystore, s)
@@ -160,6 +163,10 @@ int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dloc
 /* Closes every connection (close()); a detached lock's row lease ends
  * first, if the server answers by deadline_us. */
 void dlock__my_close_all(dlock__mystore *p, int64_t deadline_us);
+/* The socket watcher's look at an idle connection (../sockwatch.h): closed
+ * if the server closed it, its session ended and its locks reported lost
+ * now. */
+enum dlock__sockwatch_verdict dlock__my_watch_check(void *arg, void *item);
 /* The core gave up on the session: close its connection. */
 void dlock__my_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
 /* renew(): every connection named is pinged (all sent, then all read). */

@@ -698,6 +698,7 @@ static void my_close(dlock__store *s, int64_t deadline_us)
 {
     dlock__mystore *p = MYSTORE(s);
     dlock__my_close_all(p, deadline_us);
+    dlock__sockwatch_free(p->watch); /* after every connection was removed */
     pthread_mutex_destroy(&p->mu);
     free(p->info_lit);
     free(p);
@@ -771,6 +772,10 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (url->password != NULL)
         snprintf(p->password, sizeof p->password, "%s", url->password);
     snprintf(p->dbname, sizeof p->dbname, "%s", url->path);
+    if (!table && dlock__sockwatch_new(dlock__my_watch_check, p, &p->watch) != 0) {
+        my_close(&p->base, dlock__now_us());
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     *out = &p->base;
     return DLOCK_OK;
 }

@@ -728,6 +728,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
     p->all = c;
     p->nall++;
     pthread_mutex_unlock(&p->mu);
+    dlock__sockwatch_add(p->watch, PQsocket(c->pg), c);
     *out = c;
     return DLOCK_OK;
 fail:
@@ -924,6 +925,8 @@ void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why)
         p->nall--;
     }
     pthread_mutex_unlock(&p->mu);
+    if (listed)
+        dlock__sockwatch_remove(p->watch, c); /* before its socket closes */
     if (c->pg != NULL) {
         PQfinish(c->pg); /* (non-blocking: the goodbye is sent if it can be) */
         c->pg = NULL;
@@ -932,6 +935,28 @@ void dlock__pg_discard(dlock__pgstore *p, dlock__pgconn *c, const char *why)
     pthread_mutex_unlock(&c->mu);
     if (listed)
         dlock__session_end(s, why); /* the store's reference: c may be freed */
+}
+
+enum dlock__sockwatch_verdict dlock__pg_watch_check(void *arg, void *item)
+{
+    dlock__pgstore *p = arg;
+    dlock__pgconn *c = item;
+    char why[600], msg[300];
+
+    if (pthread_mutex_trylock(&c->mu) != 0)
+        return DLOCK__SW_LATER; /* a request reads it */
+    if (c->pg == NULL || c->pending || atomic_load(&c->lost)) {
+        pthread_mutex_unlock(&c->mu); /* a late answer is the renewal's to read */
+        return DLOCK__SW_LATER;
+    }
+    if (PQconsumeInput(c->pg) == 1 && PQstatus(c->pg) == CONNECTION_OK) {
+        pthread_mutex_unlock(&c->mu); /* a notice, a parameter's new value */
+        return DLOCK__SW_KEEP;
+    }
+    snprintf(why, sizeof why, "%s: the server closed the connection: %s", p->label,
+             message_of(c->pg, msg, sizeof msg));
+    dlock__pg_discard(p, c, why);
+    return DLOCK__SW_GONE;
 }
 
 void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)

@@ -273,7 +273,7 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
 #define RULE_WHY                                                                                   \
     "the PostgreSQL server restarted after a crash, and a holder whose grant the crash lost may "  \
     "still believe it holds: every name's first grant since waits one lease from the restart "     \
-    "(README.md: the run rule; dlock status shows no holder meanwhile)"
+    "(src/backend/pg/README.md, 'The run rule'; dlock status shows no holder meanwhile)"
 /* A new row made in the run rule's time is no one's: held until $9. */
 #define NEW_ROW                                                                                    \
     "CASE WHEN " EARLY " THEN '' ELSE $6 END, "                                                    \
@@ -733,7 +733,10 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
                      "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
                      "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
                      "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
-                     "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3) "
+                     "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3), "
+                     "(SELECT owner FROM dlock_fence WHERE name = $3 AND expires > "
+                     "clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
+                     "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3) "
                      "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
                      3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
@@ -747,6 +750,14 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
         owner_of(PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), st->owner, sizeof st->owner);
     } else if (held > 1) {
         st->shared = held;
+    } else if (!PQgetisnull(r, 0, 5)) {
+        /* no session holds it, but a holder's row lease runs (its
+         * connection ended: it may still believe it holds): held, as a
+         * take finds it, until the lease ends */
+        st->held = 1;
+        st->holds = 1;
+        st->lease_ms = strtoll(PQgetvalue(r, 0, 6), NULL, 10);
+        owner_of(PQgetvalue(r, 0, 5), "?", st->owner, sizeof st->owner);
     }
     PQclear(r);
     return DLOCK_OK;
@@ -964,6 +975,7 @@ static void pg_close(dlock__store *s, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
     dlock__pg_close_all(p, deadline_us);
+    dlock__sockwatch_free(p->watch); /* after every connection was removed */
     dlock__pgl_free(p->listen);
     pthread_mutex_destroy(&p->mu);
     free(p);
@@ -1085,7 +1097,8 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     p->prep_sql[PREP_WAIT] = p->take_wait;
     p->prep_sql[PREP_RELEASE] = RELEASE_SQL;
     p->prep_sql[PREP_UNLOCK] = UNLOCK_SQL;
-    if (table && dlock__pgl_new(p, &p->listen) != DLOCK_OK) {
+    if ((table ? dlock__pgl_new(p, &p->listen)
+               : dlock__sockwatch_new(dlock__pg_watch_check, p, &p->watch)) != DLOCK_OK) {
         pg_close(&p->base, dlock__now_us());
         return DLOCK_ENOMEM;
     }

@@ -15,6 +15,7 @@
 #define DLOCK_BACKEND_PG_H
 
 #include "../backend.h"
+#include "../sockwatch.h"
 #include "../sqltable/sqltable.h"
 
 #include <libpq-fe.h>
@@ -75,6 +76,8 @@ typedef struct dlock__pgstore {
     int table;                      /* mode=table (table.c); else session mode */
     int table_ready;                /* table mode: its tables are there */
     struct dlock__pglisten *listen; /* table mode: its waiters' wake-ups (listen.c) */
+    struct dlock__sockwatch *watch; /* session mode: every connection's socket watched while
+                                       idle, a close by the server seen at once (conn.c) */
     _Atomic int reached;
 } dlock__pgstore;
 
@@ -151,6 +154,10 @@ const char *dlock__pg_state(const PGresult *r);
 int dlock__pg_fail(dlock__pgstore *p, const PGresult *r, const char *what);
 /* Closes every connection (close()). */
 void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us);
+/* The socket watcher's look at a connection whose socket is readable or
+ * hung up while nothing is asked on it (../sockwatch.h): closed if the
+ * server closed it, its session ended and its locks reported lost now. */
+enum dlock__sockwatch_verdict dlock__pg_watch_check(void *arg, void *item);
 /* The core gave up on the session: close its connection. */
 void dlock__pg_session_lost(dlock__store *s, dlock__session *session, int64_t deadline_us);
 /* renew(): every connection named is pinged (all sent, then all read). */

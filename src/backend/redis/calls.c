@@ -234,13 +234,19 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
              * a node of a cluster) */
             int cluster = strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
                           strncmp(e, "CLUSTERDOWN", 11) == 0;
+            /* a sentinel knows no scripts */
+            int sentinel = strstr(e, "unknown command 'EVALSHA'") != NULL ||
+                           strstr(e, "unknown command 'EVAL'") != NULL;
             rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s", dlock__rconn_label(c),
                              dlock__script_get(calls[i].script)->name, e,
-                             auth      ? " (NOAUTH: the server wants a password: "
-                                         "redis://:PASSWORD@host)"
-                             : cluster ? " (a node of a Redis Cluster: use "
-                                         "redis+cluster://host:port,host:port,...)"
-                                       : "");
+                             auth       ? " (NOAUTH: the server wants a password: "
+                                          "redis://:PASSWORD@host)"
+                             : cluster  ? " (a node of a Redis Cluster: use "
+                                          "redis+cluster://host:port,host:port,... or "
+                                          "rediss+cluster:// over TLS)"
+                             : sentinel ? " (a Redis Sentinel? use "
+                                          "redis+sentinel://host:port,host:port/MASTERNAME)"
+                                        : "");
             free_replies(replies, n);
             break;
         }

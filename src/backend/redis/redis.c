@@ -287,6 +287,7 @@ static int open_cluster(rbackend *b, dlock__url *url, size_t pool)
                            "option notify=stream is not built for redis+cluster://: its "
                            "hand-over notices go through sharded pub/sub (notify=pubsub, the "
                            "default)");
+    b->ep.tls_scheme = "rediss+cluster://"; /* the hint to a plain client at TLS ports */
     int rc = dlock__rcluster_new(url, &b->ep, pool, &b->cluster);
     if (rc == DLOCK_OK)
         rc = dlock__rshards_new(b->cluster, b->board, b->ep.log, &b->shards);

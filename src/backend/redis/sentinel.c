@@ -204,6 +204,9 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
         snprintf(why, why_len, "%s refused SENTINEL GET-MASTER-ADDR-BY-NAME: %s%s", label, r->str,
                  strncmp(r->str, "NOAUTH", 6) == 0
                      ? " (give its password: option sentinel_password=...)"
+                 : strstr(r->str, "unknown command") != NULL
+                     ? " (not a sentinel: a Redis server is redis://host:port, a cluster "
+                       "redis+cluster://host:port,...)"
                      : "");
         got = ANSWER_REFUSED;
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -460,6 +463,11 @@ static dlock__rlink *dial_master(const dlock__rendpoint *ep, int64_t deadline_us
             return NULL;
         }
         if (a == ANSWER_ADDR) {
+            /* a sentinel answered: the store was reached, so a master that
+             * does not answer is an outage (a failover under way), given
+             * unreachable_wait, not the moment a wrong address is */
+            if (ep->reached != NULL)
+                atomic_store(ep->reached, 1);
             found(s, host, port);
             dlock__rendpoint at = *ep;
             at.host = host;

@@ -157,7 +157,7 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     state_of(b, a, 0, st);
     if (st->verdict == RL_HELD || st->verdict == RL_FREE)
         return DLOCK_OK;
-    char why[700];
+    char why[1500];
     size_t answered = 0;
     for (size_t i = 0; i < b->n; i++)
         answered += status_reply(&a[i], 0) != NULL;
@@ -361,7 +361,7 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     rlbackend *b = RLB(s);
     names all = {0};
     char *pattern = dlock__redis_list_pattern(b->prefix, prefix);
-    char failed[700] = "";
+    char failed[1500] = "";
     size_t walked = 0, used = 0;
     int rc = DLOCK_OK, stop = 0;
 

@@ -223,10 +223,11 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     if (taken > 0 || failed > 0)
         release_everywhere(b, l, att->token, att->wait);
     if (failed > b->n - b->quorum) {
-        char why[700];
+        char why[1500];
         dlock__rl_unanswered(b, a, !take_decided(b, a, b->n), why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu of %zu nodes is out of reach: %s",
-                         b->label, b->quorum, b->n, why);
+        rc = dlock__fail(DLOCK_EUNREACHABLE,
+                         "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s", b->label,
+                         failed, b->n, b->quorum, why);
         goto out;
     }
     att->outcome = DLOCK__HELD;
@@ -266,7 +267,7 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock was not held any more (its lease ran out)",
                          b->label);
     else {
-        char why[700];
+        char why[1500];
         dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: release: a quorum of %zu did not answer: %s",
                          b->label, b->quorum, why);
@@ -311,7 +312,7 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock is no longer held on a quorum of %zu nodes",
                          b->label, b->quorum);
     } else if (yes < b->quorum) {
-        char why[700];
+        char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu did not confirm the lock: %s",
                          b->label, b->quorum, why);

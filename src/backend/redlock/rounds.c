@@ -140,7 +140,7 @@ int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char
     int rc = DLOCK_OK;
     dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
     if (yes < b->quorum) {
-        char why[700];
+        char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s a quorum of %zu of %zu nodes in time: %s",
                          b->label, what, b->quorum, b->n, why);
