@@ -215,5 +215,12 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us);
  * under the client): what the store knew of its tables is forgotten, and
  * they are made again. */
 int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
+/* The grant's request of session and row modes (table.c has its
+ * statements): GET_LOCK(N, wait_s), dlock_fence's row written for holder
+ * nonce on connection conn (SQL: CONNECTION_ID(), or a number) only when no
+ * other holder's lease runs in either table, the row read back, and
+ * (release) the GET_LOCK let go. NULL: out of memory. */
+char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
+                          const char *nonce, const char *token, int release);
 
 #endif

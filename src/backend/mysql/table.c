@@ -182,6 +182,63 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
     return rc;
 }
 
+/* The grant's request, session and row modes' both (README.md, "The
+ * grant"): under the name's GET_LOCK, and only while neither a lease of
+ * dlock_fence's row nor table mode's holder of the name runs, the fence is
+ * bumped above both tables' and the row's lease written for holder nonce
+ * on connection conn; then the row as the request left it. Nothing is
+ * written otherwise: a waiter beside another mode's holder, or a dead
+ * holder's lease, consumes no fence and writes nothing at its polls (the
+ * new-user trial: a session-mode waiter beside a row-mode holder bumped
+ * the fence at every poll). Statements: 0 GET_LOCK; 1 the write (1 or 2
+ * rows: ours now); 2 fence, holder = nonce, ms left of the row's lease
+ * (no row unless the GET_LOCK is ours); 3 (release) DO RELEASE_LOCK. */
+char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
+                          const char *nonce, const char *token, int release)
+{
+    char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
+    if (atomic_load(&p->other_table) == 1) {
+        snprintf(table_free, sizeof table_free,
+                 " AND NOT EXISTS (SELECT 1 FROM dlock_lock WHERE name = %s AND owner <> '' AND "
+                 "expires > UTC_TIMESTAMP(6))",
+                 l->key_lit);
+        snprintf(table_fence, sizeof table_fence,
+                 "COALESCE((SELECT fence FROM dlock_lock WHERE name = %s), 0) + 1", l->key_lit);
+    } else {
+        table_free[0] = '\0';
+        snprintf(table_fence, sizeof table_fence, "1");
+    }
+    size_t len = 10 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
+                 strlen(token) + strlen(p->info_lit) + 2600;
+    char *sql = malloc(len);
+    if (sql == NULL)
+        return NULL;
+    /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
+     * before: holder first (kept while its lease runs: never, under the
+     * check, but a holder's renewal is not under the GET_LOCK), then the
+     * rest only if the row is ours now */
+    snprintf(sql, len,
+             "SELECT GET_LOCK(%s, %s); "
+             "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
+             "info) SELECT %s, %s, %s, %s, '%s', UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND, %s, "
+             "%s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID() AND NOT EXISTS (SELECT 1 "
+             "FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6))%s "
+             "ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), "
+             "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
+             "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
+             "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
+             "info = IF(holder = VALUES(holder), VALUES(info), info), "
+             "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
+             "expires = IF(holder = VALUES(holder), VALUES(expires), expires); "
+             "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
+             "expires) / 1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = "
+             "CONNECTION_ID()%s%s%s",
+             l->lit, wait_s, l->lit, l->name_lit, table_fence, conn, nonce, p->lease_us, token,
+             p->info_lit, l->lit, l->lit, table_free, nonce, l->lit, l->lit,
+             release ? "; DO RELEASE_LOCK(" : "", release ? l->lit : "", release ? ")" : "");
+    return sql;
+}
+
 /* One lock per name across the two modes (README.md): a take holds the
  * name's GET_LOCK (session mode's lock of the name: the same mapped name
  * as the row's key) while it writes the row, in the same request:
