@@ -12,13 +12,12 @@
  * The server is looked at with the mariadb client (dt_server_cli), never
  * through the library. Tests that fork do so before they open a client. */
 #define _GNU_SOURCE
+#include "../support/child_holder.h"
 #include "../support/harness.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -116,31 +115,12 @@ static void dead_holder_fence(void)
 {
     unsigned long long last = 0;
     for (int round = 0; round < 2; round++) {
-        int fds[2];
-        CHECK_INT(pipe(fds), ==, 0);
-        pid_t pid = fork(); /* before any client of this process */
-        CHECK(pid >= 0);
-        if (pid == 0) {
-            dlock_client *c = NULL;
-            dlock_lock *l = NULL;
-            char url[300];
-            snprintf(url, sizeof url, "%s?mode=row&lease=1s", srv.url);
-            if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "dead", 0, &l) != 0 ||
-                dlock_acquire(l, 10000) != DLOCK_OK)
-                _exit(2);
-            unsigned long long fence = dlock_lock_fence(l);
-            if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
-                _exit(3);
-            for (;;)
-                pause();
-        }
-        close(fds[1]);
+        char url[300];
         unsigned long long fence = 0;
-        CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
-        close(fds[0]);
+        snprintf(url, sizeof url, "%s?mode=row&lease=1s", srv.url);
+        pid_t pid = dt_child_hold(url, "dead", DT_CHILD_WAIT, &fence);
         CHECK_INT(fence, >, last);
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        dt_kill_reap(pid);
         int64_t t0 = dt_now_ms();
         dlock_client *c = client(NULL);
         dlock_lock *l = dt_lock(c, "dead", 0);
