@@ -406,6 +406,37 @@ static void status_names_row_holder(void)
     dlock_client_close(h);
 }
 
+/* Status through any mode's URL names the holder in any other mode (one
+ * lock per name: it said free, or named a connection, before). */
+static void status_across_modes(void)
+{
+    static const char *const modes[] = {"row", "session", "table"};
+    for (int h = 0; h < 3; h++) {
+        char opts[100];
+        snprintf(opts, sizeof opts, "?mode=%s", modes[h]);
+        dlock_client *hc = dt_client(srv.url, opts);
+        dlock_lock *hl = dt_lock(hc, "across", 0);
+        CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+        for (int s = 0; s < 3; s++) {
+            snprintf(opts, sizeof opts, "?mode=%s", modes[s]);
+            dlock_client *sc = dt_client(srv.url, opts);
+            dlock_status st = dt_query(sc, "across", 0);
+            dt_holders hs = dt_query_holders(sc, "across", 0);
+            if (!st.held || strcmp(st.owner, dlock_lock_token(hl)) != 0 || hs.n != 1 ||
+                strcmp(hs.h[0].owner, dlock_lock_token(hl)) != 0)
+                dt_fail(__FILE__, __LINE__,
+                        "held in mode=%s by %s, status through mode=%s says %s, owner '%s', "
+                        "%d holders ('%s')",
+                        modes[h], dlock_lock_token(hl), modes[s], st.held ? "held" : "free",
+                        st.owner, hs.n, hs.n > 0 ? hs.h[0].owner : "");
+            dlock_client_close(sc);
+        }
+        CHECK_RC(dlock_release(hl), DLOCK_OK);
+        dlock_lock_free(hl);
+        dlock_client_close(hc);
+    }
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 static void bad_input(void)
@@ -438,6 +469,7 @@ int main(int argc, char **argv)
         {"modes_exclude", modes_exclude},
         {"mixed_waiter_no_fence_churn", mixed_waiter_no_fence_churn},
         {"status_names_row_holder", status_names_row_holder},
+        {"status_across_modes", status_across_modes},
         {"bad_input", bad_input},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */

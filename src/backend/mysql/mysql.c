@@ -158,12 +158,6 @@ static void after_failure(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
         dlock__my_discard(p, c, "closed after a failed attempt");
 }
 
-/* The row as this attempt left it: its fence, whether it is ours, and the
- * ms its holder's lease has left. */
-#define TAKEN_ROW                                                                                  \
-    "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / "   \
-    "1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = CONNECTION_ID()"
-
 static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
     dlock__mystore *p = MYSTORE(s);
@@ -441,20 +435,46 @@ static const char *owner_of(const char *owner, const char *id, char *buf, size_t
     return buf;
 }
 
+/* holder_of(), and table mode's holder of the name when no row names one
+ * (one lock per name: a connection that has the named lock for a moment
+ * meanwhile is a table take in flight or a waiter's poll, not the
+ * holder): *id (NULL: none, or table mode's holder), *owner, *info. other:
+ * free it. */
+static int holder_in_any_mode(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myres *res,
+                              dlock__myres *other, const char **id, const char **owner,
+                              const char **info)
+{
+    memset(other, 0, sizeof *other);
+    int rc = holder_of(p, l, deadline, res);
+    if (rc != DLOCK_OK)
+        return rc;
+    *id = dlock__my_value(res, 0, 0);
+    *owner = dlock__my_value(res, 0, 1);
+    *info = dlock__my_value(res, 0, 2);
+    const char *named = *owner;
+    rc = dlock__my_other_holder(p, l, deadline, other, owner, info);
+    if (rc != DLOCK_OK)
+        dlock__my_res_free(res);
+    if (*owner != named)
+        *id = NULL;
+    return rc;
+}
+
 static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
 {
-    dlock__myres res;
+    dlock__myres res, other;
+    const char *id, *owner, *info;
     if (MYSTORE(s)->table)
         return dlock__myt_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     if (MYSTORE(s)->row)
         return dlock__myr_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
+    int rc =
+        holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
-               *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
+    const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (id != NULL || owner != NULL) {
@@ -463,22 +483,23 @@ static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
         owner_of(owner, id, st->owner, sizeof st->owner);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
 static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
                       int64_t deadline_us)
 {
-    dlock__myres res;
+    dlock__myres res, other;
+    const char *id, *owner, *info;
     if (MYSTORE(s)->table)
         return dlock__myt_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
     if (MYSTORE(s)->row)
         return dlock__myr_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
-    int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
+    int rc =
+        holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
-               *info = dlock__my_value(&res, 0, 2);
     if (id != NULL || owner != NULL) {
         char buf[300];
         dlock__holder_raw h = {.owner = owner_of(owner, id, buf, sizeof buf),
@@ -487,6 +508,7 @@ static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
         (void) sink(arg, &h);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 

@@ -595,14 +595,22 @@ static int holder_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dloc
 
 int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
 {
-    dlock__myres res;
+    dlock__myres res, other;
+    const char *owner, *info;
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
     int rc = holder_of(p, l, deadline_us, &res);
     if (rc != DLOCK_OK)
         return rc;
-    const char *owner = dlock__my_value(&res, 0, 0), *fence = dlock__my_value(&res, 0, 3),
-               *waiters = dlock__my_value(&res, 0, 4);
+    owner = dlock__my_value(&res, 0, 0);
+    info = dlock__my_value(&res, 0, 1);
+    /* no lease here: table mode's holder, if any (one lock per name) */
+    rc = dlock__my_other_holder(p, l, deadline_us, &other, &owner, &info);
+    if (rc != DLOCK_OK) {
+        dlock__my_res_free(&res);
+        return rc;
+    }
+    const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (owner != NULL) {
@@ -611,22 +619,31 @@ int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
         snprintf(st->owner, sizeof st->owner, "%s", owner);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
 int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us)
 {
-    dlock__myres res;
+    dlock__myres res, other;
+    const char *owner, *info;
     int rc = holder_of(p, l, deadline_us, &res);
     if (rc != DLOCK_OK)
         return rc;
-    const char *owner = dlock__my_value(&res, 0, 0), *info = dlock__my_value(&res, 0, 1);
+    owner = dlock__my_value(&res, 0, 0);
+    info = dlock__my_value(&res, 0, 1);
+    rc = dlock__my_other_holder(p, l, deadline_us, &other, &owner, &info);
+    if (rc != DLOCK_OK) {
+        dlock__my_res_free(&res);
+        return rc;
+    }
     if (owner != NULL) {
         dlock__holder_raw h = {.owner = owner, .count = 1, .info = info};
         (void) sink(arg, &h);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 

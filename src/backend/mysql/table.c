@@ -182,6 +182,34 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
     return rc;
 }
 
+int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
+                           dlock__myres *other, const char **owner, const char **info)
+{
+    char sql[DLOCK__MY_NAME_MAX * 8 + 300];
+    memset(other, 0, sizeof *other);
+    if (*owner != NULL)
+        return DLOCK_OK;
+    int rc = dlock__myt_other_table(p, deadline);
+    if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
+        return rc;
+    if (p->table)
+        snprintf(sql, sizeof sql,
+                 "SELECT owner, info FROM dlock_fence WHERE name = %s AND expires > "
+                 "UTC_TIMESTAMP(6)",
+                 l->lit);
+    else
+        snprintf(sql, sizeof sql,
+                 "SELECT owner, info FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner <> '' "
+                 "AND expires > UTC_TIMESTAMP(6)",
+                 l->key_lit);
+    rc = dlock__my_operate(p, sql, deadline, other, "reading the other mode's holder");
+    if (rc == DLOCK_OK && dlock__my_value(other, 0, 0) != NULL) {
+        *owner = dlock__my_value(other, 0, 0);
+        *info = dlock__my_value(other, 0, 1);
+    }
+    return rc;
+}
+
 /* The grant's request, session and row modes' both (README.md, "The
  * grant"): under the name's GET_LOCK, and only while neither a lease of
  * dlock_fence's row nor table mode's holder of the name runs, the fence is
@@ -496,42 +524,64 @@ static int row_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__
     return DLOCK_OK;
 }
 
+/* row_of(), and when the row has no live holder, a session or row holder
+ * of the name (one lock per name): *owner, *info; *lease_ms this table's
+ * holder's lease left, -1 (another mode's holder: none to tell). other:
+ * free it. */
+static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
+                              dlock__myres *res, dlock__myres *other, const char **owner,
+                              const char **info, int64_t *lease_ms)
+{
+    int held;
+    memset(other, 0, sizeof *other);
+    int rc = row_of(p, l, deadline, res, &held);
+    if (rc != DLOCK_OK)
+        return rc;
+    *owner = held ? dlock__my_value(res, 0, 0) : NULL;
+    *info = held ? dlock__my_value(res, 0, 1) : NULL;
+    *lease_ms = held ? strtoll(dlock__my_value(res, 0, 3), NULL, 10) : -1;
+    rc = dlock__my_other_holder(p, l, deadline, other, owner, info);
+    if (rc != DLOCK_OK)
+        dlock__my_res_free(res);
+    return rc;
+}
+
 int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
 {
-    dlock__myres res;
-    int held;
+    dlock__myres res, other;
+    const char *owner, *info;
     memset(st, 0, sizeof *st);
-    st->lease_ms = -1;
-    int rc = row_of(p, l, deadline_us, &res, &held);
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &st->lease_ms);
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 2), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
-    if (held) {
+    if (owner != NULL) {
         st->held = 1;
         st->holds = 1;
-        snprintf(st->owner, sizeof st->owner, "%s", dlock__my_value(&res, 0, 0));
-        st->lease_ms = strtoll(dlock__my_value(&res, 0, 3), NULL, 10);
+        snprintf(st->owner, sizeof st->owner, "%s", owner);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
 int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us)
 {
-    dlock__myres res;
-    int held;
-    int rc = row_of(p, l, deadline_us, &res, &held);
+    dlock__myres res, other;
+    const char *owner, *info;
+    int64_t lease_ms;
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &lease_ms);
     if (rc != DLOCK_OK)
         return rc;
-    if (held) {
-        dlock__holder_raw h = {
-            .owner = dlock__my_value(&res, 0, 0), .count = 1, .info = dlock__my_value(&res, 0, 1)};
+    if (owner != NULL) {
+        dlock__holder_raw h = {.owner = owner, .count = 1, .info = info};
         (void) sink(arg, &h);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
