@@ -226,8 +226,9 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
 /* The grant's request of session and row modes (table.c has its
  * statements): GET_LOCK(N, wait_s), dlock_fence's row written for holder
  * nonce on connection conn (SQL: CONNECTION_ID(), or a number) only when no
- * other holder's lease runs in either table, the row read back, and
- * (release) the GET_LOCK let go. NULL: out of memory. */
+ * other holder's lease runs in either table, the row read back, and the
+ * GET_LOCK let go: always (release), or unless the row is ours now. NULL:
+ * out of memory. */
 char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
                           const char *nonce, const char *token, int release);
 

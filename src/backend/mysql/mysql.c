@@ -6,7 +6,7 @@
  * step below hands it over first.
  *
  * An attempt takes a connection of the pool (conn.c) and, in one request
- * of three statements (table.c: dlock__my_grant_sql), takes the named lock
+ * of four statements (table.c: dlock__my_grant_sql), takes the named lock
  * and bumps its fence counter under it, unless a lease runs in the row
  * (a row-mode holder, a holder whose connection dropped) or table mode's
  * row of the name has a live holder (the modes are one lock: README.md):
@@ -16,7 +16,8 @@
  *     WHERE IS_USED_LOCK(N) = CONNECTION_ID() AND NOT EXISTS (a live dlock_fence row of N)
  *     AND NOT EXISTS (a live dlock_lock row of N)
  *     ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), ...;
- *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID()
+ *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID();
+ *   DO IF(the named lock is ours but the row is not, RELEASE_LOCK(N), 0)
  *
  * The counter moves only while this connection holds the lock, and only
  * for a new holder, so fences strictly increase per GET_LOCK name and a
@@ -235,18 +236,21 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     const char *mine = dlock__my_value(&res, 2, 1);
     const char *left = dlock__my_value(&res, 2, 2);
     int ours = fence != NULL && mine != NULL && strcmp(mine, "1") == 0;
-    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && res.n >= 3 &&
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && res.n >= 4 &&
         (res.affected[1] == 0 || !ours)) {
         /* the named lock was ours and the row was not written: a lease
          * runs in dlock_fence (a row-mode holder, or a holder whose
          * connection dropped: it may not know yet), polled within what it
          * has left; or the name is held in table mode, whose lease is in
-         * its own row: polled. The named lock is let go either way: held
-         * while the poll waited, it would stop a row-mode grant and look
-         * like the holder to status. */
+         * its own row: polled. The request's last statement let go of the
+         * named lock: held while the poll waited, it would stop a row-mode
+         * grant and look like the holder to status. */
         int64_t left_ms = left != NULL ? strtoll(left, NULL, 10) : 0;
         dlock__my_res_free(&res);
-        after_failure(p, c, bound);
+        if (dlock__my_kill_in_flight(c))
+            after_failure(p, c, bound);
+        else
+            dlock__my_put(p, c);
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = left_ms > 0 ? left_ms : DLOCK__TTL_UNKNOWN;

@@ -220,7 +220,9 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
  * new-user trial: a session-mode waiter beside a row-mode holder bumped
  * the fence at every poll). Statements: 0 GET_LOCK; 1 the write (1 or 2
  * rows: ours now); 2 fence, holder = nonce, ms left of the row's lease
- * (no row unless the GET_LOCK is ours); 3 (release) DO RELEASE_LOCK. */
+ * (no row unless the GET_LOCK is ours); 3 the GET_LOCK let go: always
+ * (release), or unless the row is ours now (a poll that found the name
+ * held needs no second round trip to let go). */
 char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
                           const char *nonce, const char *token, int release)
 {
@@ -236,8 +238,8 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
         table_free[0] = '\0';
         snprintf(table_fence, sizeof table_fence, "1");
     }
-    size_t len = 10 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
-                 strlen(token) + strlen(p->info_lit) + 2600;
+    size_t len = 12 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
+                 strlen(token) + strlen(p->info_lit) + 2800;
     char *sql = malloc(len);
     if (sql == NULL)
         return NULL;
@@ -260,10 +262,18 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
              "expires = IF(holder = VALUES(holder), VALUES(expires), expires); "
              "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
              "expires) / 1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = "
-             "CONNECTION_ID()%s%s%s",
+             "CONNECTION_ID(); ",
              l->lit, wait_s, l->lit, l->name_lit, table_fence, conn, nonce, p->lease_us, token,
-             p->info_lit, l->lit, l->lit, table_free, nonce, l->lit, l->lit,
-             release ? "; DO RELEASE_LOCK(" : "", release ? l->lit : "", release ? ")" : "");
+             p->info_lit, l->lit, l->lit, table_free, nonce, l->lit, l->lit);
+    size_t n = strlen(sql);
+    if (release)
+        snprintf(sql + n, len - n, "DO RELEASE_LOCK(%s)", l->lit);
+    else
+        snprintf(sql + n, len - n,
+                 "DO IF(IS_USED_LOCK(%s) = CONNECTION_ID() AND NOT EXISTS (SELECT 1 FROM "
+                 "dlock_fence WHERE name = %s AND holder = '%s' AND expires > "
+                 "UTC_TIMESTAMP(6)), RELEASE_LOCK(%s), 0)",
+                 l->lit, l->lit, nonce, l->lit);
     return sql;
 }
 
