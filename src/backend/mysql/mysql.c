@@ -448,7 +448,6 @@ static int holder_in_any_mode(dlock__mystore *p, mylock *l, int64_t deadline, dl
                               dlock__myres *other, const char **id, const char **owner,
                               const char **info)
 {
-    memset(other, 0, sizeof *other);
     int rc = holder_of(p, l, deadline, res);
     if (rc != DLOCK_OK)
         return rc;
@@ -456,9 +455,7 @@ static int holder_in_any_mode(dlock__mystore *p, mylock *l, int64_t deadline, dl
     *owner = dlock__my_value(res, 0, 1);
     *info = dlock__my_value(res, 0, 2);
     const char *named = *owner;
-    rc = dlock__my_other_holder(p, l, deadline, other, owner, info);
-    if (rc != DLOCK_OK)
-        dlock__my_res_free(res);
+    rc = dlock__my_other_holder(p, l, deadline, res, other, owner, info);
     if (*owner != named)
         *id = NULL;
     return rc;

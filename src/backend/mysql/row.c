@@ -593,23 +593,30 @@ static int holder_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dloc
     return dlock__my_operate(p, sql, deadline, res, "reading the row lock's holder");
 }
 
+/* holder_of(), and when no lease runs in dlock_fence, table mode's holder
+ * of the name (one lock per name): *owner, *info (NULL: free). other:
+ * free it. */
+static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
+                              dlock__myres *res, dlock__myres *other, const char **owner,
+                              const char **info)
+{
+    int rc = holder_of(p, l, deadline, res);
+    if (rc != DLOCK_OK)
+        return rc;
+    *owner = dlock__my_value(res, 0, 0);
+    *info = dlock__my_value(res, 0, 1);
+    return dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+}
+
 int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
 {
     dlock__myres res, other;
     const char *owner, *info;
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    int rc = holder_of(p, l, deadline_us, &res);
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    owner = dlock__my_value(&res, 0, 0);
-    info = dlock__my_value(&res, 0, 1);
-    /* no lease here: table mode's holder, if any (one lock per name) */
-    rc = dlock__my_other_holder(p, l, deadline_us, &other, &owner, &info);
-    if (rc != DLOCK_OK) {
-        dlock__my_res_free(&res);
-        return rc;
-    }
     const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
@@ -628,16 +635,9 @@ int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
 {
     dlock__myres res, other;
     const char *owner, *info;
-    int rc = holder_of(p, l, deadline_us, &res);
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    owner = dlock__my_value(&res, 0, 0);
-    info = dlock__my_value(&res, 0, 1);
-    rc = dlock__my_other_holder(p, l, deadline_us, &other, &owner, &info);
-    if (rc != DLOCK_OK) {
-        dlock__my_res_free(&res);
-        return rc;
-    }
     if (owner != NULL) {
         dlock__holder_raw h = {.owner = owner, .count = 1, .info = info};
         (void) sink(arg, &h);

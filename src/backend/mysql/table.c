@@ -182,7 +182,7 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
     return rc;
 }
 
-int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
+int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
                            dlock__myres *other, const char **owner, const char **info)
 {
     char sql[DLOCK__MY_NAME_MAX * 8 + 300];
@@ -190,8 +190,11 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
     if (*owner != NULL)
         return DLOCK_OK;
     int rc = dlock__myt_other_table(p, deadline);
-    if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
+    if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1) {
+        if (rc != DLOCK_OK)
+            dlock__my_res_free(res);
         return rc;
+    }
     if (p->table)
         snprintf(sql, sizeof sql,
                  "SELECT owner, info FROM dlock_fence WHERE name = %s AND expires > "
@@ -203,7 +206,9 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
                  "AND expires > UTC_TIMESTAMP(6)",
                  l->key_lit);
     rc = dlock__my_operate(p, sql, deadline, other, "reading the other mode's holder");
-    if (rc == DLOCK_OK && dlock__my_value(other, 0, 0) != NULL) {
+    if (rc != DLOCK_OK)
+        dlock__my_res_free(res);
+    else if (dlock__my_value(other, 0, 0) != NULL) {
         *owner = dlock__my_value(other, 0, 0);
         *info = dlock__my_value(other, 0, 1);
     }
@@ -543,17 +548,13 @@ static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadl
                               const char **info, int64_t *lease_ms)
 {
     int held;
-    memset(other, 0, sizeof *other);
     int rc = row_of(p, l, deadline, res, &held);
     if (rc != DLOCK_OK)
         return rc;
     *owner = held ? dlock__my_value(res, 0, 0) : NULL;
     *info = held ? dlock__my_value(res, 0, 1) : NULL;
     *lease_ms = held ? strtoll(dlock__my_value(res, 0, 3), NULL, 10) : -1;
-    rc = dlock__my_other_holder(p, l, deadline, other, owner, info);
-    if (rc != DLOCK_OK)
-        dlock__my_res_free(res);
-    return rc;
+    return dlock__my_other_holder(p, l, deadline, res, other, owner, info);
 }
 
 int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
