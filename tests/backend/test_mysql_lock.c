@@ -10,16 +10,14 @@
  * The server is looked at with the mariadb client (dt_server_cli), never
  * through the library. Tests that fork do so before they open a client. */
 #define _GNU_SOURCE
+#include "../support/child_holder.h"
 #include "../support/harness.h"
 
 #include "backend/mysql/my.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -281,28 +279,10 @@ static void force_unlock_after_kill(void)
  * holder's fence is larger. */
 static void frozen_holder(void)
 {
-    int fds[2];
-    CHECK_INT(pipe(fds), ==, 0);
-    pid_t pid = fork(); /* before any client of this process */
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dlock_client *c = NULL;
-        dlock_lock *l = NULL;
-        char url[300];
-        snprintf(url, sizeof url, "%s?mode=session&lease=2s", srv.url);
-        if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "frozen", 0, &l) != 0 ||
-            dlock_acquire(l, 5000) != DLOCK_OK)
-            _exit(2);
-        unsigned long long fence = dlock_lock_fence(l);
-        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
-            _exit(3);
-        raise(SIGSTOP);
-        _exit(0);
-    }
-    close(fds[1]);
+    char url[300];
     unsigned long long fence = 0;
-    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
-    close(fds[0]);
+    snprintf(url, sizeof url, "%s?mode=session&lease=2s", srv.url);
+    pid_t pid = dt_child_hold(url, "frozen", DT_CHILD_FREEZE, &fence);
     int64_t t0 = dt_now_ms();
     dlock_client *c = client(NULL);
     dlock_lock *l = dt_lock(c, "frozen", 0);
@@ -314,8 +294,7 @@ static void frozen_holder(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    dt_kill_reap(pid);
 }
 
 /* ---------------------------------------------------------------- waits */
@@ -730,72 +709,14 @@ static void bad_input(void)
 
 /* ---------------------------------------------------------------- processes */
 
-#define PROCS  6
-#define ROUNDS 25
-
-struct shared {
-    _Atomic int inside;
-    _Atomic int overlaps;
-    _Atomic long long counter;
-    _Atomic unsigned long long last_fence;
-    _Atomic int stale;
-};
-
 /* Processes increment a counter through the lock, each write fenced (a
  * fence not above the last one written is refused): exact count, never two
  * inside at once, no stale fence. */
 static void fenced_processes(void)
 {
-    struct shared *sh =
-        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(sh != MAP_FAILED);
-    memset(sh, 0, sizeof *sh);
-    pid_t pids[PROCS];
-    for (int i = 0; i < PROCS; i++) {
-        pids[i] = fork(); /* before any client of this process */
-        CHECK(pids[i] >= 0);
-        if (pids[i] == 0) {
-            dlock_client *c = NULL;
-            dlock_lock *l = NULL;
-            char url[300];
-            snprintf(url, sizeof url, "%s?mode=session", srv.url);
-            if (dlock_client_open(url, &c) != DLOCK_OK ||
-                dlock_lock_open(c, "procs", 0, &l) != DLOCK_OK)
-                _exit(2);
-            for (int r = 0; r < ROUNDS; r++) {
-                if (dlock_acquire(l, 60000) != DLOCK_OK)
-                    _exit(3);
-                if (atomic_fetch_add(&sh->inside, 1) != 0)
-                    atomic_fetch_add(&sh->overlaps, 1);
-                unsigned long long f = dlock_lock_fence(l);
-                unsigned long long last = atomic_load(&sh->last_fence);
-                if (f <= last) {
-                    atomic_fetch_add(&sh->stale, 1);
-                } else {
-                    atomic_store(&sh->last_fence, f);
-                    long long v = atomic_load(&sh->counter);
-                    usleep(200);
-                    atomic_store(&sh->counter, v + 1);
-                }
-                atomic_fetch_sub(&sh->inside, 1);
-                if (dlock_release(l) != DLOCK_OK)
-                    _exit(4);
-            }
-            dlock_lock_free(l);
-            dlock_client_close(c);
-            _exit(0);
-        }
-    }
-    for (int i = 0; i < PROCS; i++) {
-        int status = 0;
-        CHECK_INT(waitpid(pids[i], &status, 0), ==, pids[i]);
-        CHECK(WIFEXITED(status));
-        CHECK_INT(WEXITSTATUS(status), ==, 0);
-    }
-    CHECK_INT(atomic_load(&sh->overlaps), ==, 0);
-    CHECK_INT(atomic_load(&sh->stale), ==, 0);
-    CHECK_INT(atomic_load(&sh->counter), ==, PROCS * ROUNDS);
-    munmap(sh, sizeof *sh);
+    char url[300];
+    snprintf(url, sizeof url, "%s?mode=session", srv.url);
+    dt_fenced_processes(url, "procs", 6, 25);
 }
 
 int main(int argc, char **argv)

@@ -12,13 +12,12 @@
  * The server is looked at with the mariadb client (dt_server_cli), never
  * through the library. Tests that fork do so before they open a client. */
 #define _GNU_SOURCE
+#include "../support/child_holder.h"
 #include "../support/harness.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -116,31 +115,12 @@ static void dead_holder_fence(void)
 {
     unsigned long long last = 0;
     for (int round = 0; round < 2; round++) {
-        int fds[2];
-        CHECK_INT(pipe(fds), ==, 0);
-        pid_t pid = fork(); /* before any client of this process */
-        CHECK(pid >= 0);
-        if (pid == 0) {
-            dlock_client *c = NULL;
-            dlock_lock *l = NULL;
-            char url[300];
-            snprintf(url, sizeof url, "%s?mode=row&lease=1s", srv.url);
-            if (dlock_client_open(url, &c) != DLOCK_OK || dlock_lock_open(c, "dead", 0, &l) != 0 ||
-                dlock_acquire(l, 10000) != DLOCK_OK)
-                _exit(2);
-            unsigned long long fence = dlock_lock_fence(l);
-            if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
-                _exit(3);
-            for (;;)
-                pause();
-        }
-        close(fds[1]);
+        char url[300];
         unsigned long long fence = 0;
-        CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
-        close(fds[0]);
+        snprintf(url, sizeof url, "%s?mode=row&lease=1s", srv.url);
+        pid_t pid = dt_child_hold(url, "dead", DT_CHILD_WAIT, &fence);
         CHECK_INT(fence, >, last);
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        dt_kill_reap(pid);
         int64_t t0 = dt_now_ms();
         dlock_client *c = client(NULL);
         dlock_lock *l = dt_lock(c, "dead", 0);
@@ -320,6 +300,143 @@ static void modes_exclude(void)
     }
 }
 
+/* The counters a waiter must leave alone: the name's fences in both tables
+ * (row and session modes' dlock_fence, table mode's dlock_lock; -1 when
+ * the row is not there), and the rows written server-wide. */
+static long long fences(const char *name)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE((SELECT fence FROM dlock_fence WHERE name = 'dlock:%s'), 0) + "
+             "COALESCE((SELECT fence FROM dlock_lock WHERE name = 'dlock:%s'), 0)",
+             name, name);
+    return sql_number(sql);
+}
+
+static long long rows_written(void)
+{
+    /* (Handler_*: writes to tables, not the temporary ones a query makes) */
+    return sql_number("SELECT SUM(VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS WHERE "
+                      "VARIABLE_NAME IN ('HANDLER_WRITE', 'HANDLER_UPDATE', 'HANDLER_DELETE')");
+}
+
+/* A waiter in one mode on a name held in another (all six pairs) consumes
+ * no fence and writes nothing while it waits (the new-user trial: a
+ * session-mode waiter beside a row-mode holder bumped the fence at every
+ * poll, 2 to 26 in 5 s), and gets the name with a larger fence once the
+ * holder lets go. */
+static void mixed_waiter_no_fence_churn(void)
+{
+    static const char *const modes[] = {"row", "session", "table"};
+    for (int h = 0; h < 3; h++) {
+        for (int w = 0; w < 3; w++) {
+            if (w == h)
+                continue;
+            char opts[100], name[40];
+            snprintf(name, sizeof name, "churn-%s-%s", modes[h], modes[w]);
+            /* (a lease long enough that no renewal writes in the window) */
+            snprintf(opts, sizeof opts, "?mode=%s&lease=60s", modes[h]);
+            dlock_client *hc = dt_client(srv.url, opts);
+            snprintf(opts, sizeof opts, "?mode=%s&lease=60s", modes[w]);
+            dlock_client *wc = dt_client(srv.url, opts);
+            dlock_lock *hl = dt_lock(hc, name, 0), *wl = dt_lock(wc, name, 0);
+            CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+            /* a first attempt of the waiter's client makes its tables */
+            CHECK_RC(dlock_try_acquire(wl), DLOCK_EBUSY);
+            long long fence0 = fences(name), written0 = rows_written();
+            CHECK_RC(dlock_acquire(wl, 1500), DLOCK_ETIMEDOUT);
+            long long fence1 = fences(name), written1 = rows_written();
+            printf("%s holder, %s waiter: fences %lld -> %lld, rows written %lld\n", modes[h],
+                   modes[w], fence0, fence1, written1 - written0);
+            if (fence1 != fence0 || written1 - written0 > 2)
+                dt_fail(__FILE__, __LINE__,
+                        "held in mode=%s, a mode=%s waiter of 1.5 s moved the fences %lld -> "
+                        "%lld and wrote %lld rows (want none)",
+                        modes[h], modes[w], fence0, fence1, written1 - written0);
+            uint64_t held = dlock_lock_fence(hl);
+            CHECK_RC(dlock_release(hl), DLOCK_OK);
+            CHECK_RC(dlock_acquire(wl, 5000), DLOCK_OK);
+            CHECK_INT(dlock_lock_fence(wl), >, held);
+            CHECK_RC(dlock_release(wl), DLOCK_OK);
+            dlock_lock_free(hl);
+            dlock_lock_free(wl);
+            dlock_client_close(hc);
+            dlock_client_close(wc);
+        }
+    }
+}
+
+/* Status through a session-mode URL on a name a row-mode holder holds
+ * names that holder, also while a session-mode waiter is at work on the
+ * name (the new-user trial: it named the waiter's connection). */
+static void status_names_row_holder(void)
+{
+    dlock_client *h = client("&lease=1s"), *s = dt_client(srv.url, "?mode=session");
+    dlock_client *op = dt_client(srv.url, "?mode=session");
+    dlock_lock *hl = dt_lock(h, "seen", 0), *wl = dt_lock(s, "seen", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    dlock_status st = dt_query(op, "seen", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(hl)) == 0);
+    struct waiter w = {.l = wl, .wait_ms = 2500};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    int wrong = 0, looks = 0;
+    char seen[sizeof st.owner] = "";
+    while (!atomic_load(&w.done)) {
+        st = dt_query(op, "seen", 0);
+        looks++;
+        if (!st.held || strcmp(st.owner, dlock_lock_token(hl)) != 0) {
+            wrong++;
+            snprintf(seen, sizeof seen, "%s", st.held ? st.owner : "(free)");
+        }
+        dt_sleep_ms(50); /* (a look every 50 ms over the waiter's whole wait) */
+    }
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_ETIMEDOUT);
+    printf("status during the wait: %d of %d looks named another holder (%s)\n", wrong, looks,
+           seen);
+    CHECK_INT(looks, >, 10);
+    CHECK_INT(wrong, ==, 0);
+    CHECK_RC(dlock_release(hl), DLOCK_OK);
+    dlock_lock_free(hl);
+    dlock_lock_free(wl);
+    dlock_client_close(op);
+    dlock_client_close(s);
+    dlock_client_close(h);
+}
+
+/* Status through any mode's URL names the holder in any other mode (one
+ * lock per name: it said free, or named a connection, before). */
+static void status_across_modes(void)
+{
+    static const char *const modes[] = {"row", "session", "table"};
+    for (int h = 0; h < 3; h++) {
+        char opts[100];
+        snprintf(opts, sizeof opts, "?mode=%s", modes[h]);
+        dlock_client *hc = dt_client(srv.url, opts);
+        dlock_lock *hl = dt_lock(hc, "across", 0);
+        CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+        for (int s = 0; s < 3; s++) {
+            snprintf(opts, sizeof opts, "?mode=%s", modes[s]);
+            dlock_client *sc = dt_client(srv.url, opts);
+            dlock_status st = dt_query(sc, "across", 0);
+            dt_holders hs = dt_query_holders(sc, "across", 0);
+            if (!st.held || strcmp(st.owner, dlock_lock_token(hl)) != 0 || hs.n != 1 ||
+                strcmp(hs.h[0].owner, dlock_lock_token(hl)) != 0)
+                dt_fail(__FILE__, __LINE__,
+                        "held in mode=%s by %s, status through mode=%s says %s, owner '%s', "
+                        "%d holders ('%s')",
+                        modes[h], dlock_lock_token(hl), modes[s], st.held ? "held" : "free",
+                        st.owner, hs.n, hs.n > 0 ? hs.h[0].owner : "");
+            dlock_client_close(sc);
+        }
+        CHECK_RC(dlock_release(hl), DLOCK_OK);
+        dlock_lock_free(hl);
+        dlock_client_close(hc);
+    }
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 static void bad_input(void)
@@ -345,9 +462,15 @@ static void bad_input(void)
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
-        {"killed_holder", killed_holder}, {"dead_holder_fence", dead_holder_fence},
-        {"blocked_wait", blocked_wait},   {"first_use", first_use},
-        {"modes_exclude", modes_exclude}, {"bad_input", bad_input},
+        {"killed_holder", killed_holder},
+        {"dead_holder_fence", dead_holder_fence},
+        {"blocked_wait", blocked_wait},
+        {"first_use", first_use},
+        {"modes_exclude", modes_exclude},
+        {"mixed_waiter_no_fence_churn", mixed_waiter_no_fence_churn},
+        {"status_names_row_holder", status_names_row_holder},
+        {"status_across_modes", status_across_modes},
+        {"bad_input", bad_input},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -11,6 +11,7 @@
  * The server is looked at with psql (dt_server_cli), never through the
  * library. Tests that fork do so before they open a client. */
 #define _GNU_SOURCE
+#include "../support/child_holder.h"
 #include "../support/harness.h"
 #include "../support/hot_name.h"
 #include "../support/proxy.h"
@@ -21,9 +22,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -768,70 +767,12 @@ static void bad_input(void)
 
 /* ---------------------------------------------------------------- processes */
 
-#define PROCS  6
-#define ROUNDS 25
-
-struct shared {
-    _Atomic int inside;
-    _Atomic int overlaps;
-    _Atomic long long counter;
-    _Atomic unsigned long long last_fence;
-    _Atomic int stale;
-};
-
 /* Processes increment a counter through the lock, each write fenced (a
  * fence not above the last one written is refused): exact count, never two
  * inside at once, no stale fence. */
 static void fenced_processes(void)
 {
-    struct shared *sh =
-        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(sh != MAP_FAILED);
-    memset(sh, 0, sizeof *sh);
-    pid_t pids[PROCS];
-    for (int i = 0; i < PROCS; i++) {
-        pids[i] = fork(); /* before any client of this process */
-        CHECK(pids[i] >= 0);
-        if (pids[i] == 0) {
-            dlock_client *c = NULL;
-            dlock_lock *l = NULL;
-            if (dlock_client_open(srv.url, &c) != DLOCK_OK ||
-                dlock_lock_open(c, "procs", 0, &l) != DLOCK_OK)
-                _exit(2);
-            for (int r = 0; r < ROUNDS; r++) {
-                if (dlock_acquire(l, 60000) != DLOCK_OK)
-                    _exit(3);
-                if (atomic_fetch_add(&sh->inside, 1) != 0)
-                    atomic_fetch_add(&sh->overlaps, 1);
-                unsigned long long f = dlock_lock_fence(l);
-                unsigned long long last = atomic_load(&sh->last_fence);
-                if (f <= last) {
-                    atomic_fetch_add(&sh->stale, 1);
-                } else {
-                    atomic_store(&sh->last_fence, f);
-                    long long v = atomic_load(&sh->counter);
-                    usleep(200);
-                    atomic_store(&sh->counter, v + 1);
-                }
-                atomic_fetch_sub(&sh->inside, 1);
-                if (dlock_release(l) != DLOCK_OK)
-                    _exit(4);
-            }
-            dlock_lock_free(l);
-            dlock_client_close(c);
-            _exit(0);
-        }
-    }
-    for (int i = 0; i < PROCS; i++) {
-        int status = 0;
-        CHECK_INT(waitpid(pids[i], &status, 0), ==, pids[i]);
-        CHECK(WIFEXITED(status));
-        CHECK_INT(WEXITSTATUS(status), ==, 0);
-    }
-    CHECK_INT(atomic_load(&sh->overlaps), ==, 0);
-    CHECK_INT(atomic_load(&sh->stale), ==, 0);
-    CHECK_INT(atomic_load(&sh->counter), ==, PROCS * ROUNDS);
-    munmap(sh, sizeof *sh);
+    dt_fenced_processes(srv.url, "procs", 6, 25);
 }
 
 /* ---------------------------------------------------------------- table mode */

@@ -226,5 +226,21 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us);
  * under the client): what the store knew of its tables is forgotten, and
  * they are made again. */
 int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
+/* For status, after the caller's own read (res) found no holder (*owner
+ * NULL): the name's holder in the other modes' table, one lock per name
+ * (README.md): table mode looks at dlock_fence's live lease (a session or
+ * row holder), session and row modes at table mode's live holder; found,
+ * *owner and *info point into *other. DLOCK_OK (free res and *other), or
+ * the failure recorded (both freed). */
+int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
+                           dlock__myres *other, const char **owner, const char **info);
+/* The grant's request of session and row modes (table.c has its
+ * statements): GET_LOCK(N, wait_s), dlock_fence's row written for holder
+ * nonce on connection conn (SQL: CONNECTION_ID(), or a number) only when no
+ * other holder's lease runs in either table, the row read back, and the
+ * GET_LOCK let go: always (release), or unless the row is ours now. NULL:
+ * out of memory. */
+char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
+                          const char *nonce, const char *token, int release);
 
 #endif

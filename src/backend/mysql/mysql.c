@@ -6,18 +6,23 @@
  * step below hands it over first.
  *
  * An attempt takes a connection of the pool (conn.c) and, in one request
- * of three statements, takes the named lock and bumps its fence counter
- * under it, unless table mode's row of the name has a live holder (the two
- * modes are one lock: README.md):
+ * of four statements (table.c: dlock__my_grant_sql), takes the named lock
+ * and bumps its fence counter under it, unless a lease runs in the row
+ * (a row-mode holder, a holder whose connection dropped) or table mode's
+ * row of the name has a live holder (the modes are one lock: README.md):
  *
  *   SELECT GET_LOCK(N, SLICE);
  *   INSERT INTO dlock_fence ... SELECT ..., (dlock_lock's fence of N) + 1, ...
- *     WHERE IS_USED_LOCK(N) = CONNECTION_ID() AND NOT EXISTS (a live dlock_lock row of N)
+ *     WHERE IS_USED_LOCK(N) = CONNECTION_ID() AND NOT EXISTS (a live dlock_fence row of N)
+ *     AND NOT EXISTS (a live dlock_lock row of N)
  *     ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), ...;
- *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID()
+ *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID();
+ *   DO IF(the named lock is ours but the row is not, RELEASE_LOCK(N), 0)
  *
- * The counter moves only while this connection holds the lock, so fences
- * strictly increase per GET_LOCK name. A waiter blocks in the server for a
+ * The counter moves only while this connection holds the lock, and only
+ * for a new holder, so fences strictly increase per GET_LOCK name and a
+ * waiter consumes none. A lease found running is polled (the named lock
+ * let go), bounded by what it has left. A waiter blocks in the server for a
  * slice (GET_LOCK's timeout, in fractional seconds: backend.h, NEXT_RETRY)
  * that lasts its whole wait (up to MAX_SLICE_US), so it keeps its place in
  * the server's queue, while another connection asks the server every half
@@ -154,70 +159,6 @@ static void after_failure(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
         dlock__my_discard(p, c, "closed after a failed attempt");
 }
 
-/* The row as this attempt left it: its fence, whether it is ours, and the
- * ms its holder's lease has left. */
-#define TAKEN_ROW                                                                                  \
-    "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / "   \
-    "1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = CONNECTION_ID()"
-
-/* Sleeps until `until`, asking cancelled() every 50 ms: 1 if it said so. */
-static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
-{
-    for (;;) {
-        int64_t now = dlock__now_us();
-        if (cancelled != NULL && cancelled(arg))
-            return 1;
-        if (now >= until)
-            return 0;
-        dlock__sleep_until(until - now > 50000 ? now + 50000 : until);
-    }
-}
-
-/* The named lock is ours in the server, but its row still has a holder's
- * lease running (a holder whose connection dropped before it could know:
- * README.md): wait for its end within the slice, then make the row ours
- * (bound: the request's). DLOCK_OK with *taken set (c kept), or not (c
- * given back or closed). */
-static int take_over(dlock__mystore *p, mylock *l, dlock__myconn *c, dlock__attempt *a,
-                     int64_t left_ms, int64_t slice_end, int64_t bound, int block,
-                     const char *token, int *taken)
-{
-    int64_t end = dlock__now_us() + left_ms * 1000;
-    *taken = 0;
-    if (block && end <= slice_end && !sleep_until(end, a->cancelled, a->cancel_arg)) {
-        size_t len =
-            2 * strlen(l->lit) + strlen(l->name_lit) + strlen(token) + strlen(p->info_lit) + 400;
-        char *sql = malloc(len);
-        dlock__myres res;
-        if (sql == NULL) {
-            after_failure(p, c, bound);
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
-        }
-        snprintf(sql, len,
-                 "UPDATE dlock_fence SET holder = '%s', conn = CONNECTION_ID(), owner = %s, "
-                 "info = %s, lock_name = %s, expires = UTC_TIMESTAMP(6) + INTERVAL %s "
-                 "MICROSECOND WHERE name = %s AND expires <= UTC_TIMESTAMP(6) AND "
-                 "IS_USED_LOCK(%s) = CONNECTION_ID()",
-                 c->nonce, token, p->info_lit, l->name_lit, p->lease_us, l->lit, l->lit);
-        int rc = dlock__my_exec(p, c, sql, bound, NULL, NULL, &res);
-        free(sql);
-        if (rc != DLOCK_OK) {
-            dlock__my_discard(p, c, "closed: an attempt got no answer");
-            return rc;
-        }
-        *taken = res.err == 0 && res.affected[0] == 1;
-        dlock__my_res_free(&res);
-        if (*taken)
-            return DLOCK_OK;
-    }
-    /* not in this slice: let go, and say how long the lease has left */
-    a->outcome = DLOCK__HELD;
-    a->next = DLOCK__NEXT_RETRY;
-    a->holder_ttl_ms = left_ms;
-    after_failure(p, c, bound);
-    return DLOCK_OK;
-}
-
 static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 {
     dlock__mystore *p = MYSTORE(s);
@@ -263,50 +204,22 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     int64_t slice_ms = block ? (slice_end - now) / 1000 : 0;
     if (slice_ms < 0)
         slice_ms = 0;
-    char *token = dlock__my_literal(a->token, 0);
-    size_t len = 8 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
-                 (token ? strlen(token) : 0) + strlen(p->info_lit) + 2400;
-    char *sql = token != NULL ? malloc(len) : NULL;
+    char *token = dlock__my_literal(a->token, 0), wait_s[48];
+    snprintf(wait_s, sizeof wait_s, "%lld.%03lld", (long long) (slice_ms / 1000),
+             (long long) (slice_ms % 1000));
+    /* One lock per name across the modes (README.md): under the named
+     * lock, the row is written only if no lease runs in dlock_fence (a
+     * row-mode holder, a session holder whose connection dropped) nor in
+     * table mode's row of the name (a take there holds the named lock
+     * while it writes it, so every row written is seen) */
+    char *sql = token != NULL
+                    ? dlock__my_grant_sql(p, l, wait_s, "CONNECTION_ID()", c->nonce, token, 0)
+                    : NULL;
+    free(token);
     if (sql == NULL) {
-        free(token);
         dlock__my_put(p, c);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    /* One lock per name across the two modes (README.md): under the named
-     * lock, table mode's row of the name is read (a take there holds the
-     * named lock while it writes it, so every row written is seen): a live
-     * holder there and nothing is written (0 rows), the named lock is let
-     * go; the fence goes on above the row's. ON DUPLICATE KEY UPDATE
-     * assigns left to right, each seeing the ones before: holder first
-     * (kept while its lease runs), then the rest only if the row is ours
-     * now */
-    char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
-    if (atomic_load(&p->other_table) == 1) {
-        snprintf(table_free, sizeof table_free,
-                 " AND NOT EXISTS (SELECT 1 FROM dlock_lock WHERE name = %s AND owner <> '' AND "
-                 "expires > UTC_TIMESTAMP(6))",
-                 l->key_lit);
-        snprintf(table_fence, sizeof table_fence,
-                 "COALESCE((SELECT fence FROM dlock_lock WHERE name = %s), 0) + 1", l->key_lit);
-    } else {
-        table_free[0] = '\0';
-        snprintf(table_fence, sizeof table_fence, "1");
-    }
-    snprintf(sql, len,
-             "SELECT GET_LOCK(%s, %lld.%03lld); "
-             "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
-             "info) SELECT %s, %s, %s, CONNECTION_ID(), '%s', UTC_TIMESTAMP(6) + INTERVAL %s "
-             "MICROSECOND, %s, %s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID()%s "
-             "ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), "
-             "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
-             "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
-             "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
-             "info = IF(holder = VALUES(holder), VALUES(info), info), "
-             "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
-             "expires = IF(holder = VALUES(holder), VALUES(expires), expires); " TAKEN_ROW,
-             l->lit, (long long) (slice_ms / 1000), (long long) (slice_ms % 1000), l->lit,
-             l->name_lit, table_fence, c->nonce, p->lease_us, token, p->info_lit, l->lit,
-             table_free, c->nonce, l->lit, l->lit);
     dlock__myres res;
     rc = dlock__my_exec_watched(p, c, sql, bound, block ? a->cancelled : NULL, a->cancel_arg,
                                 block ? &watch : NULL, &res);
@@ -314,7 +227,6 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     a->due_us = watch.asked_us;
     free(sql);
     if (rc != DLOCK_OK) {
-        free(token);
         dlock__my_discard(p, c, "closed: an attempt got no answer");
         return rc;
     }
@@ -322,36 +234,31 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     const char *got = dlock__my_value(&res, 0, 0);
     const char *fence = dlock__my_value(&res, 2, 0);
     const char *mine = dlock__my_value(&res, 2, 1);
+    const char *left = dlock__my_value(&res, 2, 2);
     int ours = fence != NULL && mine != NULL && strcmp(mine, "1") == 0;
-    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && res.n >= 2 &&
-        res.affected[1] == 0) {
-        /* the named lock was ours and the row was not written: held in
-         * table mode, whose holder's lease is in its row, not in the named
-         * lock, so this wait polls */
-        free(token);
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && res.n >= 4 &&
+        (res.affected[1] == 0 || !ours)) {
+        /* the named lock was ours and the row was not written: a lease
+         * runs in dlock_fence (a row-mode holder, or a holder whose
+         * connection dropped: it may not know yet), polled within what it
+         * has left; or the name is held in table mode, whose lease is in
+         * its own row: polled. The request's last statement let go of the
+         * named lock: held while the poll waited, it would stop a row-mode
+         * grant and look like the holder to status. */
+        int64_t left_ms = left != NULL ? strtoll(left, NULL, 10) : 0;
         dlock__my_res_free(&res);
-        after_failure(p, c, bound);
+        if (dlock__my_kill_in_flight(c))
+            after_failure(p, c, bound);
+        else
+            dlock__my_put(p, c);
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
-        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        a->holder_ttl_ms = left_ms > 0 ? left_ms : DLOCK__TTL_UNKNOWN;
         return DLOCK_OK;
     }
     if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && fence != NULL) {
         uint64_t fence_value = strtoull(fence, NULL, 10);
-        if (!ours) {
-            const char *left = dlock__my_value(&res, 2, 2);
-            int64_t left_ms = left != NULL ? strtoll(left, NULL, 10) : 1;
-            dlock__my_res_free(&res);
-            int taken = 0;
-            rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, bound, block, token,
-                           &taken);
-            free(token);
-            if (rc != DLOCK_OK || !taken)
-                return rc;
-        } else {
-            dlock__my_res_free(&res);
-            free(token);
-        }
+        dlock__my_res_free(&res);
         if ((c->held_lit = strdup(l->lit)) == NULL) {
             after_failure(p, c, bound);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -366,7 +273,6 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         pthread_mutex_unlock(&c->mu);
         return DLOCK_OK;
     }
-    free(token);
     if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "0") == 0) {
         /* held by another: this connection holds nothing */
         dlock__my_res_free(&res);
@@ -501,15 +407,17 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 /* The holder of l: its connection id, owner token, info and the last
  * fence, and the number of connections waiting in GET_LOCK for it (those
  * the user can see in the process list: its own, or all with PROCESS).
- * When no connection holds the named lock but the row's lease still runs
- * (a holder whose connection dropped: README.md), that row's holder is
- * the holder: the next taker waits for its lease, so the lock is held. */
+ * A row whose lease still runs names the holder, whoever has the named
+ * lock: a row-mode holder (which holds no named lock), a holder whose
+ * connection dropped (README.md: the next taker waits for its lease), while
+ * another connection has the named lock for a moment (a waiter's poll, a
+ * row-mode grant). Else the named lock's connection is the holder. */
 #define HOLDER_SQL                                                                                 \
     "SELECT h.id, f.owner, f.info, (SELECT fence FROM dlock_fence WHERE name = %s), "              \
     "(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND "          \
     "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%') "                                             \
     "FROM (SELECT IS_USED_LOCK(%s) AS id) h LEFT JOIN dlock_fence f ON f.name = %s AND "           \
-    "(f.conn = h.id OR (h.id IS NULL AND f.expires > UTC_TIMESTAMP(6)))"
+    "(f.expires > UTC_TIMESTAMP(6) OR f.conn = h.id)"
 
 static int holder_of(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myres *res)
 {
@@ -531,20 +439,43 @@ static const char *owner_of(const char *owner, const char *id, char *buf, size_t
     return buf;
 }
 
+/* holder_of(), and table mode's holder of the name when no row names one
+ * (one lock per name: a connection that has the named lock for a moment
+ * meanwhile is a table take in flight or a waiter's poll, not the
+ * holder): *id (NULL: none, or table mode's holder), *owner, *info. other:
+ * free it. */
+static int holder_in_any_mode(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myres *res,
+                              dlock__myres *other, const char **id, const char **owner,
+                              const char **info)
+{
+    int rc = holder_of(p, l, deadline, res);
+    if (rc != DLOCK_OK)
+        return rc;
+    *id = dlock__my_value(res, 0, 0);
+    *owner = dlock__my_value(res, 0, 1);
+    *info = dlock__my_value(res, 0, 2);
+    const char *named = *owner;
+    rc = dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+    if (*owner != named)
+        *id = NULL;
+    return rc;
+}
+
 static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
 {
-    dlock__myres res;
+    dlock__myres res, other;
+    const char *id, *owner, *info;
     if (MYSTORE(s)->table)
         return dlock__myt_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     if (MYSTORE(s)->row)
         return dlock__myr_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
+    int rc =
+        holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
-               *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
+    const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (id != NULL || owner != NULL) {
@@ -553,22 +484,23 @@ static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
         owner_of(owner, id, st->owner, sizeof st->owner);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
 static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
                       int64_t deadline_us)
 {
-    dlock__myres res;
+    dlock__myres res, other;
+    const char *id, *owner, *info;
     if (MYSTORE(s)->table)
         return dlock__myt_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
     if (MYSTORE(s)->row)
         return dlock__myr_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
-    int rc = holder_of(MYSTORE(s), MYLOCK(sl), deadline_us, &res);
+    int rc =
+        holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    const char *id = dlock__my_value(&res, 0, 0), *owner = dlock__my_value(&res, 0, 1),
-               *info = dlock__my_value(&res, 0, 2);
     if (id != NULL || owner != NULL) {
         char buf[300];
         dlock__holder_raw h = {.owner = owner_of(owner, id, buf, sizeof buf),
@@ -577,6 +509,7 @@ static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
         (void) sink(arg, &h);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 

@@ -43,16 +43,17 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* The holder's connection lets go of its transaction and goes back to the
- * pool, or is closed (a KILL QUERY may still arrive, or no answer). */
-static void roll_back(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
+/* The holder's connection ends its transaction (how: ROLLBACK, or COMMIT)
+ * and goes back to the pool, or is closed (a KILL QUERY may still arrive,
+ * or no answer). */
+static void end_transaction(dlock__mystore *p, dlock__myconn *c, const char *how, int64_t deadline)
 {
     dlock__myres res;
     if (dlock__my_kill_in_flight(c)) {
         dlock__my_discard(p, c, "closed after a cancelled attempt");
         return;
     }
-    int rc = dlock__my_exec(p, c, "ROLLBACK", deadline, NULL, NULL, &res);
+    int rc = dlock__my_exec(p, c, how, deadline, NULL, NULL, &res);
     int ok = rc == DLOCK_OK && res.err == 0;
     if (rc == DLOCK_OK)
         dlock__my_res_free(&res);
@@ -60,6 +61,11 @@ static void roll_back(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
         dlock__my_put(p, c);
     else
         dlock__my_discard(p, c, "closed after a failed attempt");
+}
+
+static void roll_back(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
+{
+    end_transaction(p, c, "ROLLBACK", deadline);
 }
 
 /* A pooled connection whose request may have left it holding the name's
@@ -118,48 +124,19 @@ static int wait_over(void *arg)
 /* The grant's second step, on a pooled connection: the fence bumped and
  * the row's lease written in dlock_fence for the holder's connection c,
  * under the name's GET_LOCK (as session mode's grant and table mode's take
- * write theirs) and only if no table-mode holder's lease runs. Fills
+ * write theirs: table.c, dlock__my_grant_sql) and only if no lease runs
+ * there nor table mode's holder's (nothing written otherwise: a waiter
+ * consumes no fence). Fills
  * *state: 1 the lease is ours (*fence), 0 another holder's lease runs
  * (*left_ms), -1 the name is held in another mode or its guard is busy. */
 static int grant(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, const char *token,
                  int block, int64_t deadline, int *state, uint64_t *fence, int64_t *left_ms)
 {
-    char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
-    if (atomic_load(&p->other_table) == 1) {
-        snprintf(table_free, sizeof table_free,
-                 " AND NOT EXISTS (SELECT 1 FROM dlock_lock WHERE name = %s AND owner <> '' AND "
-                 "expires > UTC_TIMESTAMP(6))",
-                 l->key_lit);
-        snprintf(table_fence, sizeof table_fence,
-                 "COALESCE((SELECT fence FROM dlock_lock WHERE name = %s), 0) + 1", l->key_lit);
-    } else {
-        table_free[0] = '\0';
-        snprintf(table_fence, sizeof table_fence, "1");
-    }
-    size_t len = 8 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) + strlen(token) +
-                 strlen(p->info_lit) + 2400;
-    char *sql = malloc(len);
+    char conn[24];
+    snprintf(conn, sizeof conn, "%lu", c->id);
+    char *sql = dlock__my_grant_sql(p, l, block ? GUARD_S : "0", conn, c->nonce, token, 1);
     if (sql == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    /* ON DUPLICATE KEY UPDATE assigns left to right: holder first (kept
-     * while its lease runs), then the rest only if the row is ours now */
-    snprintf(sql, len,
-             "SELECT GET_LOCK(%s, %s); "
-             "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
-             "info) SELECT %s, %s, %s, %lu, '%s', UTC_TIMESTAMP(6) + INTERVAL %s "
-             "MICROSECOND, %s, %s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID()%s "
-             "ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), "
-             "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
-             "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
-             "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
-             "info = IF(holder = VALUES(holder), VALUES(info), info), "
-             "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
-             "expires = IF(holder = VALUES(holder), VALUES(expires), expires); "
-             "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
-             "expires) / 1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = "
-             "CONNECTION_ID(); DO RELEASE_LOCK(%s)",
-             l->lit, block ? GUARD_S : "0", l->lit, l->name_lit, table_fence, c->id, c->nonce,
-             p->lease_us, token, p->info_lit, l->lit, table_free, c->nonce, l->lit, l->lit, l->lit);
     dlock__myconn *o;
     int rc = dlock__my_get(p, deadline, &o);
     if (rc != DLOCK_OK) {
@@ -188,17 +165,21 @@ static int grant(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, const ch
         put_guard(p, o, deadline);
         return rc;
     }
-    if (got == NULL || strcmp(got, "1") != 0 || res.affected[1] == 0 || f == NULL) {
-        /* a session holder, a table take in flight, or table mode's holder */
+    int64_t ms = left != NULL ? strtoll(left, NULL, 10) : 0;
+    if (got == NULL || strcmp(got, "1") != 0 || f == NULL) {
+        /* a session holder, a table take in flight */
         *state = -1;
-    } else if (mine != NULL && strcmp(mine, "1") == 0) {
+    } else if (res.affected[1] > 0 && mine != NULL && strcmp(mine, "1") == 0) {
         *state = 1;
         *fence = strtoull(f, NULL, 10);
-    } else {
+    } else if (ms > 0 && (mine == NULL || strcmp(mine, "1") != 0)) {
+        /* nothing written: another holder's lease runs (its connection
+         * dropped: it may not know yet) */
         *state = 0;
-        *left_ms = left != NULL ? strtoll(left, NULL, 10) : 1;
-        if (*left_ms < 1)
-            *left_ms = 1;
+        *left_ms = ms;
+    } else {
+        /* nothing written: table mode's holder */
+        *state = -1;
     }
     dlock__my_res_free(&res);
     dlock__my_put(p, o); /* (its guard let go by the request's last statement) */
@@ -370,7 +351,11 @@ int dlock__myr_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
         left_ms = DLOCK__TTL_UNKNOWN;
     }
     if (rc != DLOCK_OK || state != 1) {
-        roll_back(p, c, bound);
+        /* The row (made by this transaction at the name's first use) is
+         * kept: rolled back, the next poll would make it again, a write
+         * at every poll beside a session or table holder. The transaction
+         * wrote nothing else. */
+        end_transaction(p, c, rc == DLOCK_OK ? "COMMIT" : "ROLLBACK", bound);
         dlock__session_unref(mine); /* (after: c may be freed with it) */
         if (rc != DLOCK_OK)
             return rc;
@@ -608,16 +593,31 @@ static int holder_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dloc
     return dlock__my_operate(p, sql, deadline, res, "reading the row lock's holder");
 }
 
-int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
+/* holder_of(), and when no lease runs in dlock_fence, table mode's holder
+ * of the name (one lock per name): *owner, *info (NULL: free). other:
+ * free it. */
+static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
+                              dlock__myres *res, dlock__myres *other, const char **owner,
+                              const char **info)
 {
-    dlock__myres res;
-    memset(st, 0, sizeof *st);
-    st->lease_ms = -1;
-    int rc = holder_of(p, l, deadline_us, &res);
+    int rc = holder_of(p, l, deadline, res);
     if (rc != DLOCK_OK)
         return rc;
-    const char *owner = dlock__my_value(&res, 0, 0), *fence = dlock__my_value(&res, 0, 3),
-               *waiters = dlock__my_value(&res, 0, 4);
+    *owner = dlock__my_value(res, 0, 0);
+    *info = dlock__my_value(res, 0, 1);
+    return dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+}
+
+int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
+{
+    dlock__myres res, other;
+    const char *owner, *info;
+    memset(st, 0, sizeof *st);
+    st->lease_ms = -1;
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (owner != NULL) {
@@ -626,22 +626,24 @@ int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
         snprintf(st->owner, sizeof st->owner, "%s", owner);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
 int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us)
 {
-    dlock__myres res;
-    int rc = holder_of(p, l, deadline_us, &res);
+    dlock__myres res, other;
+    const char *owner, *info;
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info);
     if (rc != DLOCK_OK)
         return rc;
-    const char *owner = dlock__my_value(&res, 0, 0), *info = dlock__my_value(&res, 0, 1);
     if (owner != NULL) {
         dlock__holder_raw h = {.owner = owner, .count = 1, .info = info};
         (void) sink(arg, &h);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 

@@ -182,6 +182,106 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
     return rc;
 }
 
+int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
+                           dlock__myres *other, const char **owner, const char **info)
+{
+    char sql[DLOCK__MY_NAME_MAX * 8 + 300];
+    memset(other, 0, sizeof *other);
+    if (*owner != NULL)
+        return DLOCK_OK;
+    int rc = dlock__myt_other_table(p, deadline);
+    if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1) {
+        if (rc != DLOCK_OK)
+            dlock__my_res_free(res);
+        return rc;
+    }
+    if (p->table)
+        snprintf(sql, sizeof sql,
+                 "SELECT owner, info FROM dlock_fence WHERE name = %s AND expires > "
+                 "UTC_TIMESTAMP(6)",
+                 l->lit);
+    else
+        snprintf(sql, sizeof sql,
+                 "SELECT owner, info FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner <> '' "
+                 "AND expires > UTC_TIMESTAMP(6)",
+                 l->key_lit);
+    rc = dlock__my_operate(p, sql, deadline, other, "reading the other mode's holder");
+    if (rc != DLOCK_OK)
+        dlock__my_res_free(res);
+    else if (dlock__my_value(other, 0, 0) != NULL) {
+        *owner = dlock__my_value(other, 0, 0);
+        *info = dlock__my_value(other, 0, 1);
+    }
+    return rc;
+}
+
+/* The grant's request, session and row modes' both (README.md, "The
+ * grant"): under the name's GET_LOCK, and only while neither a lease of
+ * dlock_fence's row nor table mode's holder of the name runs, the fence is
+ * bumped above both tables' and the row's lease written for holder nonce
+ * on connection conn; then the row as the request left it. Nothing is
+ * written otherwise: a waiter beside another mode's holder, or a dead
+ * holder's lease, consumes no fence and writes nothing at its polls (the
+ * new-user trial: a session-mode waiter beside a row-mode holder bumped
+ * the fence at every poll). Statements: 0 GET_LOCK; 1 the write (1 or 2
+ * rows: ours now); 2 fence, holder = nonce, ms left of the row's lease
+ * (no row unless the GET_LOCK is ours); 3 the GET_LOCK let go: always
+ * (release), or unless the row is ours now (a poll that found the name
+ * held needs no second round trip to let go). */
+char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
+                          const char *nonce, const char *token, int release)
+{
+    char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
+    if (atomic_load(&p->other_table) == 1) {
+        snprintf(table_free, sizeof table_free,
+                 " AND NOT EXISTS (SELECT 1 FROM dlock_lock WHERE name = %s AND owner <> '' AND "
+                 "expires > UTC_TIMESTAMP(6))",
+                 l->key_lit);
+        snprintf(table_fence, sizeof table_fence,
+                 "COALESCE((SELECT fence FROM dlock_lock WHERE name = %s), 0) + 1", l->key_lit);
+    } else {
+        table_free[0] = '\0';
+        snprintf(table_fence, sizeof table_fence, "1");
+    }
+    size_t len = 12 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
+                 strlen(token) + strlen(p->info_lit) + 2800;
+    char *sql = malloc(len);
+    if (sql == NULL)
+        return NULL;
+    /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
+     * before: holder first (kept while its lease runs: never, under the
+     * check, but a holder's renewal is not under the GET_LOCK), then the
+     * rest only if the row is ours now */
+    snprintf(sql, len,
+             "SELECT GET_LOCK(%s, %s); "
+             "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
+             "info) SELECT %s, %s, %s, %s, '%s', UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND, %s, "
+             "%s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID() AND NOT EXISTS (SELECT 1 "
+             "FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6))%s "
+             "ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), "
+             "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
+             "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
+             "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
+             "info = IF(holder = VALUES(holder), VALUES(info), info), "
+             "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
+             "expires = IF(holder = VALUES(holder), VALUES(expires), expires); "
+             "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
+             "expires) / 1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = "
+             "CONNECTION_ID(); ",
+             l->lit, wait_s, l->lit, l->name_lit, table_fence, conn, nonce, p->lease_us, token,
+             p->info_lit, l->lit, l->lit, table_free, nonce, l->lit, l->lit);
+    size_t n = strlen(sql);
+    if (release)
+        snprintf(sql + n, len - n, "DO RELEASE_LOCK(%s)", l->lit);
+    else
+        snprintf(sql + n, len - n,
+                 "DO IF(IS_USED_LOCK(%s) = CONNECTION_ID() AND NOT EXISTS (SELECT 1 FROM "
+                 "dlock_fence WHERE name = %s AND holder = '%s' AND expires > "
+                 "UTC_TIMESTAMP(6)), RELEASE_LOCK(%s), 0)",
+                 l->lit, l->lit, nonce, l->lit);
+    return sql;
+}
+
 /* One lock per name across the two modes (README.md): a take holds the
  * name's GET_LOCK (session mode's lock of the name: the same mapped name
  * as the row's key) while it writes the row, in the same request:
@@ -439,42 +539,60 @@ static int row_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__
     return DLOCK_OK;
 }
 
+/* row_of(), and when the row has no live holder, a session or row holder
+ * of the name (one lock per name): *owner, *info; *lease_ms this table's
+ * holder's lease left, -1 (another mode's holder: none to tell). other:
+ * free it. */
+static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
+                              dlock__myres *res, dlock__myres *other, const char **owner,
+                              const char **info, int64_t *lease_ms)
+{
+    int held;
+    int rc = row_of(p, l, deadline, res, &held);
+    if (rc != DLOCK_OK)
+        return rc;
+    *owner = held ? dlock__my_value(res, 0, 0) : NULL;
+    *info = held ? dlock__my_value(res, 0, 1) : NULL;
+    *lease_ms = held ? strtoll(dlock__my_value(res, 0, 3), NULL, 10) : -1;
+    return dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+}
+
 int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
 {
-    dlock__myres res;
-    int held;
+    dlock__myres res, other;
+    const char *owner, *info;
     memset(st, 0, sizeof *st);
-    st->lease_ms = -1;
-    int rc = row_of(p, l, deadline_us, &res, &held);
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &st->lease_ms);
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 2), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
-    if (held) {
+    if (owner != NULL) {
         st->held = 1;
         st->holds = 1;
-        snprintf(st->owner, sizeof st->owner, "%s", dlock__my_value(&res, 0, 0));
-        st->lease_ms = strtoll(dlock__my_value(&res, 0, 3), NULL, 10);
+        snprintf(st->owner, sizeof st->owner, "%s", owner);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
 int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us)
 {
-    dlock__myres res;
-    int held;
-    int rc = row_of(p, l, deadline_us, &res, &held);
+    dlock__myres res, other;
+    const char *owner, *info;
+    int64_t lease_ms;
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &lease_ms);
     if (rc != DLOCK_OK)
         return rc;
-    if (held) {
-        dlock__holder_raw h = {
-            .owner = dlock__my_value(&res, 0, 0), .count = 1, .info = dlock__my_value(&res, 0, 1)};
+    if (owner != NULL) {
+        dlock__holder_raw h = {.owner = owner, .count = 1, .info = info};
         (void) sink(arg, &h);
     }
     dlock__my_res_free(&res);
+    dlock__my_res_free(&other);
     return DLOCK_OK;
 }
 
