@@ -694,7 +694,9 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
     int preparing = a.outcome == DLOCK__HELD && a.next == DLOCK__NEXT_PREPARE && !st->poll_only;
     if (!preparing)
         say_waiting(l, st,
-                    a.outcome == DLOCK__QUEUED    ? "queued in the store"
+                    a.outcome == DLOCK__QUEUED && a.next == DLOCK__NEXT_RETRY
+                        ? "woken by the store when the holder lets go"
+                    : a.outcome == DLOCK__QUEUED  ? "queued in the store"
                     : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
                     : a.next == DLOCK__NEXT_POLL  ? "polling"
                                                   : "woken by the store");

@@ -1046,8 +1046,12 @@ void dlock__session_end(dlock__session *s, const char *why)
     pthread_mutex_lock(&r->mu);
     int closing = r->stopping; /* the client closes: an end, not a failure */
     pthread_mutex_unlock(&r->mu);
-    if (ends) /* news (info): each lock held in it is logged as lost by itself */
-        DLOCK__LOG(r->log, closing ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO,
+    /* news (info) when something depends on it (a hold, an attempt: a
+     * reference beside the store's), each lock held in it logged as lost
+     * by itself; an idle pooled connection's end is no news (debug) */
+    int depended = atomic_load(&s->refs) > 1;
+    if (ends)
+        DLOCK__LOG(r->log, closing || !depended ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO,
                    "%s: session ended (a lock held in it, if any, is lost and reported): %s",
                    store_label(r), why);
     note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */

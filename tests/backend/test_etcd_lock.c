@@ -656,7 +656,7 @@ static void key_deleted(void)
     CHECK_INT(keys_under("kd/", kvs, 2), ==, 1);
     dt_server_cli(&srv, "del '%s'", kvs[0].key);
     DT_WAIT_UNTIL(atomic_load(&box.lost), 4000);
-    CHECK(strstr(box.why, "removed") != NULL);
+    CHECK(strstr(box.why, "force-unlocked or deleted") != NULL);
     CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
     dlock_lock_free(l);
     dlock_client_close(c);

@@ -224,10 +224,25 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         release_everywhere(b, l, att->token, att->wait);
     if (failed > b->n - b->quorum) {
         char why[1500];
-        dlock__rl_unanswered(b, a, !take_decided(b, a, b->n), why, sizeof why);
-        rc = dlock__fail(DLOCK_EUNREACHABLE,
-                         "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s", b->label,
-                         failed, b->n, b->quorum, why);
+        /* refused by nodes that answered (AUTH, an untrusted certificate):
+         * a set-up to mend, not an outage to wait out */
+        /* counted as the message lists them: those that failed, and
+         * those still silent only when the round ran out of time (not
+         * when a quorum was already out of reach) */
+        int timed_out = !take_decided(b, a, b->n);
+        size_t refused = 0, out = 0;
+        for (size_t i = 0; i < b->n; i++) {
+            refused += a[i].done && a[i].rc == DLOCK_ESERVER;
+            out += dlock__rl_said(&a[i], 0) == DLOCK__RL_NO_ANSWER && (a[i].done || timed_out);
+        }
+        dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
+        rc = refused > b->n - b->quorum
+                 ? dlock__fail(DLOCK_ESERVER,
+                               "%s: %zu of %zu nodes refused this client (a quorum needs %zu): %s",
+                               b->label, refused, b->n, b->quorum, why)
+                 : dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s",
+                               b->label, out, b->n, b->quorum, why);
         goto out;
     }
     att->outcome = DLOCK__HELD;
