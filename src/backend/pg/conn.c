@@ -953,8 +953,16 @@ enum dlock__sockwatch_verdict dlock__pg_watch_check(void *arg, void *item)
         pthread_mutex_unlock(&c->mu); /* a notice, a parameter's new value */
         return DLOCK__SW_KEEP;
     }
-    snprintf(why, sizeof why, "%s: the server closed the connection: %s", p->label,
-             message_of(c->pg, msg, sizeof msg));
+    /* short: a loss's reason is kept in 200 bytes (libpq's own text
+     * for this case is two sentences) */
+    message_of(c->pg, msg, sizeof msg);
+    if (strstr(msg, "closed the connection unexpectedly") != NULL)
+        snprintf(why, sizeof why,
+                 "%s: the server closed the connection (pg_terminate_backend, a restart or a "
+                 "crash)",
+                 p->label);
+    else
+        snprintf(why, sizeof why, "%s: the server closed the connection: %.120s", p->label, msg);
     dlock__pg_discard(p, c, why);
     return DLOCK__SW_GONE;
 }
