@@ -23,6 +23,7 @@
  *
  * Built as a fuzzer with clang (tests/CMakeLists.txt); with any compiler
  * it is also linked to replay.c, which runs the seed corpus as a test. */
+#include "base/error.h"
 #include "base/url.h"
 #include "dlock.h"
 
@@ -244,7 +245,7 @@ static void canary_parses(const char *text)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1);
-    char first_detail[512];
+    char first_detail[DLOCK__DETAIL_MAX]; /* as long as a detail can be */
     dlock__url a, b;
 
     if (text == NULL)
