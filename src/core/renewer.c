@@ -556,7 +556,8 @@ static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const
 
 /* With the entry's shard locked: applies one result of a batch. */
 static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewal *it,
-                         int64_t sent_us, int64_t now, const char *error, reports *out)
+                         int64_t sent_us, int64_t now, const char *error, int cut_short,
+                         reports *out)
 {
     e->in_flight = 0;
     if (it->result == DLOCK__RENEW_FAILED) {
@@ -569,8 +570,10 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
         if (left > 0 && delay > left / 2)
             delay = left / 2 > RETRY_MIN_US ? left / 2 : RETRY_MIN_US;
         e->due_us = now + delay;
-        if (error[0] != '\0' && e->kind != DLOCK__RENEW_WAITER)
-            snprintf(e->why, sizeof e->why, "%s", error); /* named if the lease runs out */
+        /* named if the lease runs out; a last retry the validity cut short
+         * ("no reply in 0 ms") does not hide why the full ones failed */
+        if (error[0] != '\0' && e->kind != DLOCK__RENEW_WAITER && !(cut_short && e->why[0]))
+            snprintf(e->why, sizeof e->why, "%s", error);
         /* The store may be down, which a waiter parked behind a holder
          * would learn only when the holder's lease ends: the first failure
          * in a row wakes this waiter (its heartbeat failed) or every waiter
@@ -698,6 +701,8 @@ static void *renewal_run(void *arg)
         }
 
         int64_t sent = dlock__now_us();
+        /* the batch's time was cut by a validity about to end */
+        int cut_short = deadline < sent + r->cfg->command_timeout_ms * 1000 / 2;
         error[0] = '\0';
         dlock__clear_error();
         if (r->store->backend->renew(r->store, b.items, b.n, deadline) != DLOCK_OK)
@@ -711,7 +716,7 @@ static void *renewal_run(void *arg)
             pthread_mutex_lock(&sh->mu);
             if (e->linked && e->gen == b.gens[i]) {
                 note_locked(&note, e, &b.items[i], now);
-                apply_locked(r, e, &b.items[i], sent, now, error, &out);
+                apply_locked(r, e, &b.items[i], sent, now, error, cut_short, &out);
                 if (b.items[i].result == DLOCK__RENEW_FAILED &&
                     (note.failed == 1 || e->due_us - now < note.retry_us))
                     note.retry_us = e->due_us - now;
