@@ -94,7 +94,9 @@ static int handed_to(rbackend *b, const rlock *l, const char *token, int64_t unt
     redisReply *r = NULL;
     int yes = 0;
 
-    if (dlock__rconn_call(dlock__redis_conn(b, l, until_us), 1, &cmd, until_us, &r) != DLOCK_OK) {
+    /* as every call on a cluster: a suspect node gets a second, redirects
+     * are followed */
+    if (dlock__redis_call(dlock__redis_conn(b, l, until_us), &cmd, until_us, &r) != DLOCK_OK) {
         dlock__clear_error(); /* the next attempt meets it, and says so */
         return 0;
     }
@@ -104,7 +106,7 @@ static int handed_to(rbackend *b, const rlock *l, const char *token, int64_t unt
         *fence = strtoull(r->element[1]->str, NULL, 10);
         yes = *fence > 0;
     }
-    freeReplyObject(r); /* MOVED and the like: not now; the next attempt follows it */
+    freeReplyObject(r);
     return yes;
 }
 
