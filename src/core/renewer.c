@@ -39,7 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RETRY_MIN_US 20000
+#define RETRY_MIN_US  20000
+#define RETRY_NOTE_US 5000000 /* an outage's retries are logged at info this often */
 
 struct dlock__session {
     dlock__lease lease; /* its own entry (kind SESSION); owner: session_owner */
@@ -528,8 +529,16 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
 static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const char *error,
                       int64_t sent_us, int64_t now)
 {
-    /* a warning when an outage starts, its retries at info (as a wait's) */
-    int level = note->newly_failed > 0 ? DLOCK_LOG_WARN : DLOCK_LOG_INFO;
+    /* A warning when an outage starts; its retries at info every
+     * RETRY_NOTE_US (the entries' retries are jittered apart: one line
+     * each would be a flood at -v), each of them at debug. */
+    int level = DLOCK_LOG_DEBUG;
+    if (note->newly_failed > 0)
+        level = DLOCK_LOG_WARN;
+    else if (now >= r->next_retry_note_us)
+        level = DLOCK_LOG_INFO;
+    if (note->failed > 0 && level != DLOCK_LOG_DEBUG)
+        r->next_retry_note_us = now + RETRY_NOTE_US;
     if (note->failed > 0 && dlock__log_on(r->log, level)) {
         char left[64] = "";
         if (note->valid_left_us > 0)
