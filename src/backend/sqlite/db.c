@@ -99,9 +99,10 @@ static const char *const stmt_sql[SQ_NSTMTS] = {
      * again: since is kept only for a waiter that kept its place */
     [SQ_WAIT_PUT] =
         "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns, since) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (name, owner) DO UPDATE SET "
-        "since = CASE WHEN dlock_wait.boot = excluded.boot AND dlock_wait.expires > "
-        "excluded.since THEN dlock_wait.since ELSE excluded.since END, "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, max(?8, (SELECT coalesce(max(since), 0) + 1 FROM "
+        "dlock_wait WHERE name = ?1 AND boot = ?3))) ON CONFLICT (name, owner) DO UPDATE SET "
+        "since = CASE WHEN dlock_wait.boot = excluded.boot AND dlock_wait.expires > ?8 "
+        "THEN dlock_wait.since ELSE excluded.since END, "
         "boot = excluded.boot, expires = excluded.expires, pid = excluded.pid, "
         "start = excluded.start, pidns = excluded.pidns",
     [SQ_WAIT_DEL] = "DELETE FROM dlock_wait WHERE name = ?1 AND owner = ?2",
