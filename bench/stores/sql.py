@@ -287,9 +287,10 @@ WAITS = {
                          "held by a connection; a waiter waits in the server inside "
                          "`pg_advisory_lock` (bounded by `lock_timeout`), so no polling",
         "dlock table": "`mode=table`: dlock's lock table (a row per lock with holder, lease and "
-                       "fence); a waiter **polls** (the core's back-off, bounded by the holder's "
-                       "lease): LISTEN/NOTIFY wake-ups are not built yet "
-                       "(src/backend/pg/README.md)",
+                       "fence); waiters are served oldest first; a waiter behind a live holder "
+                       "is woken by the release's `NOTIFY`, the next in line behind a free row "
+                       "that an older waiter claims polls (every 4 ms, doubling with each waiter "
+                       "ahead) (src/backend/pg/README.md)",
         "libpq-floor": "the bare server functions: `SELECT pg_advisory_lock(hashtext(name))` + "
                        "`pg_advisory_unlock`, libpq, one connection per thread; waits in the "
                        "server (bench/peers/sql/floor_pg.c)",
