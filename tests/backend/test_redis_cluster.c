@@ -186,6 +186,14 @@ static void expect_open_fails(const char *url, int code, const char *says)
     CHECK(c == NULL);
 }
 
+/* dlock_list's callback: counts the names. */
+static void count_name(const char *name, unsigned flags, void *arg)
+{
+    (void) name;
+    (void) flags;
+    ++*(size_t *) arg;
+}
+
 static void bad_urls(void)
 {
     char url[600];
@@ -210,28 +218,68 @@ static void bad_urls(void)
     CHECK(strstr(dlock_errmsg(), "interop") != NULL);
     dlock_client_close(c);
 
-    /* redis:// at one node of the cluster: a name of another node's slot
-     * is refused (MOVED), with a hint at the cluster scheme */
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", dt_cluster_node(&cluster, 0)->port);
+    /* redis:// at one node of the cluster: refused at its first
+     * connection, a name of its own slots too (which would work there and
+     * make the wrong URL look right), with the URL to use; dlock_list
+     * too, rather than listing that node's locks only */
+    int port0 = node_port(0);
+    char name[32], want[128];
+    snprintf(want, sizeof want, "use redis+cluster://127.0.0.1:%d,...", port0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port0);
     dlock_client *one = dt_client(url, NULL);
-    int refused = 0;
-    for (int i = 0; i < 16 && !refused; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "elsewhere-%d", i);
+    for (int master = 0; master < 2; master++) {
+        name_on(master, "one-node-", name, sizeof name);
         dlock_lock *e = dt_lock(one, name, 0);
         int rc = dlock_try_acquire(e);
-        if (rc == DLOCK_OK) {
-            CHECK_RC(dlock_release(e), DLOCK_OK); /* its slot is node 0's */
-        } else {
-            CHECK_RC(rc, DLOCK_ESERVER);
-            CHECK(strstr(dlock_errmsg(), "MOVED") != NULL);
-            CHECK(strstr(dlock_errmsg(), "use redis+cluster://") != NULL);
-            refused = 1;
-        }
+        if (rc != DLOCK_EINVAL ||
+            strstr(dlock_errmsg(), "this server is a node of a Redis Cluster") == NULL ||
+            strstr(dlock_errmsg(), want) == NULL)
+            dt_fail(__FILE__, __LINE__, "%s (slot on node %d) at node 0: got %d (%s)", name, master,
+                    rc, dlock_errmsg());
         dlock_lock_free(e);
     }
-    CHECK(refused);
+    size_t listed = 0;
+    CHECK_RC(dlock_list(one, "", 0, count_name, &listed), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), want) != NULL);
+    CHECK_INT(listed, ==, 0);
     dlock_client_close(one);
+
+    /* ... and where INFO is not allowed (an ACL), by the first MOVED */
+    must(port0, "ACL SETUSER %s on nopass ~* &* +@all %s", "noinfo", "-info");
+    snprintf(url, sizeof url, "redis://noinfo:x@127.0.0.1:%d", port0);
+    one = dt_client(url, NULL);
+    name_on(1, "moved-", name, sizeof name);
+    dlock_lock *e = dt_lock(one, name, 0);
+    int rc = dlock_try_acquire(e);
+    if (rc != DLOCK_EINVAL ||
+        strstr(dlock_errmsg(), "node of a Redis Cluster (acquire: MOVED ") == NULL ||
+        strstr(dlock_errmsg(), want) == NULL)
+        dt_fail(__FILE__, __LINE__, "%s: got %d (%s)", name, rc, dlock_errmsg());
+    dlock_lock_free(e);
+    dlock_client_close(one);
+    must(port0, "ACL DELUSER %s%s", "noinfo", "");
+
+    /* redis+cluster:// at a plain Redis: refused at the first call (the
+     * cluster client's CLUSTER SLOTS: "cluster support disabled"), with
+     * the URL to use, and nothing taken there */
+    dt_server plain;
+    dt_server_start(&plain, "redis", 0, NULL);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", plain.port);
+    snprintf(want, sizeof want, "not in cluster mode (cluster_enabled:0): use redis://127.0.0.1:%d",
+             plain.port);
+    dlock_client *pc = dt_client(url, NULL);
+    e = dt_lock(pc, "on-plain", 0);
+    rc = dlock_try_acquire(e);
+    if (rc != DLOCK_EINVAL || strstr(dlock_errmsg(), want) == NULL)
+        dt_fail(__FILE__, __LINE__, "%s: got %d (%s)", url, rc, dlock_errmsg());
+    CHECK_RC(dlock_list(pc, "", 0, count_name, &listed), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), want) != NULL);
+    dlock_lock_free(e);
+    dlock_client_close(pc);
+    redisReply *r = command(plain.port, "EXISTS dlock:{on-plain}");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    freeReplyObject(r);
+    dt_server_stop(&plain);
 }
 
 /* A cluster with a password: the URL's user info is every node's AUTH;

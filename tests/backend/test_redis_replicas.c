@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* test_redis_replicas.c - option wait=N (issue 22): a grant, renewal or
  * release counts only once N replicas acknowledged it (WAIT), and a WAIT
- * does not hold back the other threads' commands.
+ * does not hold back the other threads' commands; redis:// at a replica
+ * is refused with a hint (issue 23).
  *
  * main() starts a master and one replica of it (plain redis-servers) once;
  * each test runs in a process of its own (dt_run). A replica that falls
@@ -215,6 +216,30 @@ static void bad_options(void)
     dlock_client_close(c);
 }
 
+/* redis:// at the replica: every change is refused (READONLY), with what
+ * to use instead (the master, or Sentinel to follow it), and reading
+ * still works. A forced unlock (a plain refusal of another script) says
+ * the same. */
+static void url_at_replica(void)
+{
+    wait_in_sync();
+    dlock_client *c = dt_client(replica.url, NULL);
+    dlock_lock *l = dt_lock(c, "at-replica", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, "this server is a replica (read-only") == NULL ||
+        strstr(msg, "point the URL at the master, or use redis+sentinel://") == NULL ||
+        strstr(msg, "script: ") != NULL)
+        dt_fail(__FILE__, __LINE__, "acquire at the replica: %s", msg);
+    CHECK_INT(dlock_lock_holds(l), ==, 0);
+    CHECK_RC(dlock_force_unlock(c, "at-replica", 0), DLOCK_ESERVER);
+    if (strstr(dlock_errmsg(), "this server is a replica (read-only") == NULL)
+        dt_fail(__FILE__, __LINE__, "force unlock at the replica: %s", dlock_errmsg());
+    CHECK(!dt_query(c, "at-replica", 0).held); /* reads are fine there */
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -223,6 +248,7 @@ int main(int argc, char **argv)
         {"renewal_unconfirmed_is_lost", renewal_unconfirmed_is_lost},
         {"wait_does_not_block_others", wait_does_not_block_others},
         {"bad_options", bad_options},
+        {"url_at_replica", url_at_replica},
     };
     char of[32];
     dt_server_start(&master, "redis", 0, "--repl-diskless-sync-delay", "0", NULL);

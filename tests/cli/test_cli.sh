@@ -1451,75 +1451,99 @@ test_verbose_reports()
     dl unlock --force s-verbose >/dev/null
 }
 
+# expect_refused: expect_rc, keeping its stderr in $TMP/t/refusals.
+expect_refused()
+{
+    expect_rc "$@"
+    cat "$TMP/err" >>"$TMP/t/refusals"
+}
+
 # A capability the store lacks, asked for by an option, is a usage error
-# naming the option, the capability and the store.
+# naming the option (the command line's, not the C API's: no
+# dlock_acquire_for, no DLOCK_SIMPLE), the capability and the store, and
+# what can do it instead: another mode of the store, or other stores.
 test_unsupported_is_usage()
 {
     case $STORE in
     zookeeper)
-        expect_rc "-l" 64 dl run -l 5 s-cap -- true
-        expect_match "-l: named" '^dlock run: -l: .*ZooKeeper .*"fixed-lease"' "$(cat "$TMP/err")"
-        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_refused "-l" 64 dl run -l 5 s-cap -- true
+        expect_match "-l: named" '^dlock run: -l/--lease: .*ZooKeeper cannot do a fixed lease .*"fixed-lease".*: a store with leases can: redis://' "$(cat "$TMP/err")"
+        expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*ZooKeeper .*"interop"' "$(cat "$TMP/err")"
-        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_refused "lock" 64 dl lock -l 5 s-cap
         expect_match "lock: named, and what to do" \
-            $'^dlock lock: -l: .*"fixed-lease".*\n.*\'dlock run NAME\' holds it until interrupted' "$(cat "$TMP/err")"
-        expect_rc "extend" 64 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 s-cap
+            $'^dlock lock: -l/--lease: .*"fixed-lease".*\n.*\'dlock run NAME\' holds it until interrupted' "$(cat "$TMP/err")"
+        expect_refused "extend" 64 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 s-cap
         expect_match "extend: named" '^dlock extend: --owner: .*"adopt"' "$(cat "$TMP/err")"
         ;;
     postgres)
-        expect_rc "-l" 64 dl run -l 5 s-cap -- true
-        expect_match "-l: named" '^dlock run: -l: .*PostgreSQL .*"fixed-lease"' "$(cat "$TMP/err")"
-        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_refused "-l" 64 dl run -l 5 s-cap -- true
+        expect_match "-l: named" '^dlock run: -l/--lease: .*PostgreSQL in session mode cannot do a fixed lease .*"fixed-lease".*: use \?mode=table' "$(cat "$TMP/err")"
+        expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*PostgreSQL .*"interop"' "$(cat "$TMP/err")"
-        expect_rc "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*PostgreSQL .*"read-write"' "$(cat "$TMP/err")"
-        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_refused "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read/--write: .*PostgreSQL .*"read-write".*: a store that can: redis://' "$(cat "$TMP/err")"
+        expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*PostgreSQL .*"semaphore"' "$(cat "$TMP/err")"
-        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_refused "lock" 64 dl lock -l 5 s-cap
+        # with --simple too, the option named is the one refused
+        expect_refused "lock --simple" 64 dl lock --simple -l 5 s-cap
+        expect_match "lock --simple: the option refused" \
+            '^dlock lock: --simple: .*"interop".*: a store that can: redis://' "$(cat "$TMP/err")"
+        expect_refused "extend --owner" 64 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 s-cap
+        expect_match "extend --owner: named, and the mode that can" \
+            '^dlock extend: --owner: .*"adopt".*: use \?mode=table' "$(cat "$TMP/err")"
         ;;
     mariadb) # its lock table (the default mode): fixed leases and adopt, a mutex only
-        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*MariaDB/MySQL .*"interop"' "$(cat "$TMP/err")"
-        expect_rc "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
-        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_refused "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read/--write: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
+        expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*MariaDB/MySQL .*"semaphore"' "$(cat "$TMP/err")"
+        # its session mode: no fixed lease, and the mode that has one named
+        expect_refused "session mode -l" 64 dl lock -u "$DLOCK_URL?mode=session" -l 5 s-cap
+        expect_match "session mode -l: the option, and the mode that can" \
+            '^dlock lock: -l/--lease: .*MariaDB/MySQL in session mode cannot do a fixed lease .*: use \?mode=table' \
+            "$(cat "$TMP/err")"
         ;;
     etcd)
-        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*etcd .*"interop"' "$(cat "$TMP/err")"
-        expect_rc "status --simple" 64 dl status --simple s-cap
-        expect_rc "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
+        expect_refused "status --simple" 64 dl status --simple s-cap
+        expect_refused "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
         expect_match "unlock --owner: named" '^dlock unlock: --owner: .*etcd .*"adopt"' "$(cat "$TMP/err")"
         # a lock its owner token could not release is not taken
-        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_refused "lock" 64 dl lock -l 5 s-cap
         expect_match "lock: named, and what to do" \
             '^dlock lock: etcd .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
         ;;
     redlock) # a mutex (and its interop key) with fixed leases; no adopt
-        expect_rc "--fair" 64 dl run --fair s-cap -- true
+        expect_refused "--fair" 64 dl run --fair s-cap -- true
         expect_match "--fair: named" '^dlock run: --fair: .*Redlock .*"fair"' "$(cat "$TMP/err")"
-        expect_rc "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*Redlock .*"read-write"' "$(cat "$TMP/err")"
-        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_refused "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read/--write: .*Redlock .*"read-write"' "$(cat "$TMP/err")"
+        expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*Redlock .*"semaphore"' "$(cat "$TMP/err")"
-        expect_rc "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
+        expect_refused "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
         expect_match "unlock --owner: named" '^dlock unlock: --owner: .*Redlock .*"adopt"' "$(cat "$TMP/err")"
-        expect_rc "lock" 64 dl lock -l 5 s-cap
+        expect_refused "lock" 64 dl lock -l 5 s-cap
         expect_match "lock: named, and what to do" \
             '^dlock lock: Redlock .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
         ;;
     sqlite)
-        expect_rc "--simple" 64 dl run --simple s-cap -- true
+        expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*SQLite .*"interop"' "$(cat "$TMP/err")"
-        expect_rc "--permits" 64 dl run --permits 2 s-cap -- true
+        expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*SQLite .*"semaphore"' "$(cat "$TMP/err")"
-        expect_rc "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
+        expect_refused "--read" 64 dl run --read s-cap -- true
+        expect_match "--read: named" '^dlock run: --read/--write: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
         ;;
     esac
     expect_free s-cap
+    if grep -E 'dlock_|DLOCK_' "$TMP/t/refusals"; then
+        fail "a C API name in the command line's refusals (above)"
+    fi
 }
 
 # One name is one lock: status of a kind that is free says which other kind

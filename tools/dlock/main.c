@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char usage[] =
     "usage: dlock COMMAND [OPTIONS] NAME ...\n"
@@ -205,11 +206,100 @@ int cli_fail_lock(int rc, const char *name)
     return cli_fail(rc, name);
 }
 
+/* Each capability in the command line's words: the option that asks for
+ * it (NULL: the subcommand itself), and what it is. The library's message
+ * names the C API (dlock_acquire_for, DLOCK_SIMPLE), for C users. */
+static const struct {
+    const char *cap; /* dlock_cap_name() */
+    const char *option;
+    const char *what;
+} cap_words[] = {
+    {"fixed-lease", "-l/--lease", "a fixed lease"},
+    {"extend", "-l/--lease", "a new lease for a held lock"},
+    {"adopt", "--owner", "a lock taken over by its owner token (from another process)"},
+    {"force-unlock", "--force", "a forced unlock"},
+    {"query", NULL, "a lock's status"},
+    {"fair", "--fair", "a fair (first come, first served) lock"},
+    {"read-write", "--read/--write", "a read-write lock"},
+    {"semaphore", "--permits", "a semaphore"},
+    {"interop", "--simple", "the interop layout"},
+    {"list", NULL, "a list of its locks"},
+};
+
+/* The URL of the client cli_open() opened last: its scheme says what to
+ * suggest instead. */
+static const char *opened_url = "";
+
+static int scheme_is(const char *url, const char *const *schemes)
+{
+    size_t n = strcspn(url, ":");
+    for (const char *const *s = schemes; *s != NULL; s++) {
+        if (strlen(*s) == n && strncasecmp(url, *s, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* What can do capability `cap` when the store of url cannot: another mode
+ * of the same store, or other stores. (The CLI maps it: the library's core
+ * names no store.) */
+static const char *instead(const char *cap, const char *url)
+{
+    static const char *const sql[] = {"mysql", "mariadb", "postgres", "postgresql", NULL};
+    static const char *const cluster[] = {"redis+cluster", "rediss+cluster", NULL};
+
+    if (strcmp(cap, "fixed-lease") == 0 || strcmp(cap, "extend") == 0 ||
+        strcmp(cap, "adopt") == 0) {
+        if (scheme_is(url, sql))
+            return "use ?mode=table, a lock table whose locks have a lease of their own";
+        return strcmp(cap, "adopt") == 0
+                   ? "a store that can: redis://, sqlite://, or mysql:// or postgres:// with "
+                     "?mode=table"
+                   : "a store with leases can: redis://, etcd://, sqlite://, or mysql:// or "
+                     "postgres:// with ?mode=table";
+    }
+    if (strcmp(cap, "fair") == 0 || strcmp(cap, "read-write") == 0 || strcmp(cap, "semaphore") == 0)
+        return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk:// or "
+               "etcd://";
+    if (strcmp(cap, "interop") == 0)
+        return scheme_is(url, cluster) ? "use redis:// or redis+sentinel:// (on a cluster the "
+                                         "plain key lives in another slot than the lock's)"
+                                       : "a store that can: redis://, redis+sentinel:// or "
+                                         "redlock://";
+    return NULL;
+}
+
 int cli_fail_unsupported(const char *cmd, const char *option)
 {
     const char *msg = dlock_errmsg();
-    fprintf(stderr, "dlock %s: %s%s%s\n", cmd, option != NULL ? option : "",
-            option != NULL ? ": " : "", msg[0] != '\0' ? msg : dlock_strerror(DLOCK_ENOTSUP));
+    const char *cut = strstr(msg, " cannot do ");
+    const char *cap = strstr(msg, "(capability \"");
+    size_t i = 0, caplen = 0;
+
+    if (cap != NULL) {
+        cap += strlen("(capability \"");
+        caplen = strcspn(cap, "\"");
+        for (i = 0; i < sizeof cap_words / sizeof cap_words[0]; i++) {
+            if (strlen(cap_words[i].cap) == caplen && strncmp(cap, cap_words[i].cap, caplen) == 0)
+                break;
+        }
+    }
+    if (cut == NULL || cap == NULL || i == sizeof cap_words / sizeof cap_words[0]) {
+        /* not the library's refusal of a capability: its message as it is */
+        fprintf(stderr, "dlock %s: %s%s%s\n", cmd, option != NULL ? option : "",
+                option != NULL ? ": " : "", msg[0] != '\0' ? msg : dlock_strerror(DLOCK_ENOTSUP));
+        return EXIT_USAGE;
+    }
+    /* "LABEL: KIND cannot do WHAT (capability "CAP" is missing)", in the
+     * command line's words: the option that asked for the capability
+     * (with --simple and -l both given, the one refused), and what can
+     * do it instead */
+    const char *asked = cap_words[i].option != NULL ? cap_words[i].option : option;
+    const char *other = instead(cap_words[i].cap, opened_url);
+    fprintf(stderr, "dlock %s: %s%s%.*s cannot do %s (capability \"%s\" is missing)%s%s\n", cmd,
+            asked != NULL ? asked : "", asked != NULL ? ": " : "", (int) (cut - msg), msg,
+            cap_words[i].what, cap_words[i].cap, other != NULL ? ": " : "",
+            other != NULL ? other : "");
     return EXIT_USAGE;
 }
 
@@ -248,6 +338,7 @@ static void log_line(int level, const char *msg, void *arg)
 int cli_open(const char *url, dlock_client **out)
 {
     int rc = dlock_client_open(url, out);
+    opened_url = url;
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot open client");
     dlock_client_set_log(*out, cli_log_level, log_line, NULL);

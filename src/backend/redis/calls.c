@@ -37,12 +37,15 @@ static int is_noscript(const redisReply *r)
 
 /* A call on c: on a Redis Cluster, a node that did not answer is
  * suspect, and the map is read again at the next call; one that answered
- * is not (cluster.h). */
+ * is not (cluster.h); a URL that names a plain Redis is refused. */
 static int call_on(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_t deadline,
                    redisReply **replies)
 {
-    int rc = dlock__rconn_call(c, n, cmds, deadline, replies);
     dlock__rcluster *cl = dlock__rconn_router(c);
+    int rc = cl != NULL ? dlock__rcluster_check(cl) : DLOCK_OK; /* a plain Redis */
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__rconn_call(c, n, cmds, deadline, replies);
     return cl != NULL ? dlock__rcluster_noted(cl, c, rc) : rc;
 }
 
@@ -125,8 +128,17 @@ int dlock__redis_call(dlock__rconn *c, const dlock__rcmd *cmd, int64_t deadline,
     dlock__rcluster *cl = dlock__rconn_router(c);
     int rc =
         call_on(c, 1, cmd, cl != NULL ? dlock__rcluster_bound(cl, c, deadline) : deadline, reply);
-    if (rc != DLOCK_OK || cl == NULL)
+    if (rc != DLOCK_OK)
         return rc;
+    if (cl == NULL) {
+        /* (as a script's: a node of a cluster, or a replica) */
+        rc = dlock__rconn_wrong_server(c, cmd->argv[0], *reply);
+        if (rc != DLOCK_OK) {
+            freeReplyObject(*reply);
+            *reply = NULL;
+        }
+        return rc;
+    }
     rc = follow_redirects(cl, c, NULL, cmd, deadline, reply);
     if (rc != DLOCK_OK) {
         freeReplyObject(*reply);
@@ -229,24 +241,22 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (replies[i]->type == REDIS_REPLY_ERROR) {
             const char *e = replies[i]->str;
+            const char *what = dlock__script_get(calls[i].script)->name;
             int auth = strncmp(e, "NOAUTH", 6) == 0 || strstr(e, "unauthenticated") != NULL;
-            /* (a cluster client followed these above: this is redis:// at
-             * a node of a cluster) */
-            int cluster = strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
-                          strncmp(e, "CLUSTERDOWN", 11) == 0;
             /* a sentinel knows no scripts */
             int sentinel = strstr(e, "unknown command 'EVALSHA'") != NULL ||
                            strstr(e, "unknown command 'EVAL'") != NULL;
-            rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s", dlock__rconn_label(c),
-                             dlock__script_get(calls[i].script)->name, e,
-                             auth       ? " (NOAUTH: the server wants a password: "
-                                          "redis://:PASSWORD@host)"
-                             : cluster  ? " (a node of a Redis Cluster: use "
-                                          "redis+cluster://host:port,host:port,... or "
-                                          "rediss+cluster:// over TLS)"
-                             : sentinel ? " (a Redis Sentinel? use "
-                                          "redis+sentinel://host:port,host:port/MASTERNAME)"
-                                        : "");
+            /* a node of a cluster, or a replica, where the URL names one
+             * server (a cluster client followed a cluster's above) */
+            rc = dlock__rconn_wrong_server(c, what, replies[i]);
+            if (rc == DLOCK_OK)
+                rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s",
+                                 dlock__rconn_label(c), what, e,
+                                 auth       ? " (NOAUTH: the server wants a password: "
+                                              "redis://:PASSWORD@host)"
+                                 : sentinel ? " (a Redis Sentinel? use "
+                                              "redis+sentinel://host:port,host:port/MASTERNAME)"
+                                            : "");
             free_replies(replies, n);
             break;
         }

@@ -37,9 +37,10 @@ struct dlock__rcluster {
     node *nodes[MAX_NODES];
     _Atomic size_t nnodes; /* nodes[0..nnodes) are set for good */
     size_t nseeds;
-    atomic_int loaded;                         /* the map was read once */
-    atomic_int stale;                          /* a node did not answer: read the map again */
-    atomic_int suspects;                       /* nodes whose suspect_us is set */
+    atomic_int loaded;      /* the map was read once */
+    atomic_int stale;       /* a node did not answer: read the map again */
+    atomic_int suspects;    /* nodes whose suspect_us is set */
+    atomic_int not_cluster; /* 1 + the index of a node that said it is not in cluster mode */
     _Atomic short slots[DLOCK__CLUSTER_SLOTS]; /* node index, -1: none known */
 };
 
@@ -235,6 +236,10 @@ static int ask_map(dlock__rcluster *cl, size_t i, int64_t until_us)
         return 0;
     trust(cl, nd);
     int ok = read_map(cl, r);
+    /* "ERR This instance has cluster support disabled": a plain Redis
+     * (dlock__rcluster_check) */
+    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled") != NULL)
+        atomic_store(&cl->not_cluster, (int) i + 1);
     freeReplyObject(r);
     return ok;
 }
@@ -299,6 +304,27 @@ static void refresh_if_due(dlock__rcluster *cl, int64_t deadline_us)
     if (!atomic_load(&cl->loaded) || atomic_load(&cl->stale))
         refresh_locked(cl, deadline_us);
     pthread_mutex_unlock(&cl->mu);
+}
+
+int dlock__rcluster_check(dlock__rcluster *cl)
+{
+    int k = atomic_load(&cl->not_cluster) - 1;
+    if (k < 0 || atomic_load_explicit(&cl->loaded, memory_order_acquire))
+        return DLOCK_OK;
+    node *nd = cl->nodes[k];
+    const char *scheme = cl->tmpl.tls != NULL ? "rediss" : "redis";
+    const char *open = strchr(nd->host, ':') != NULL ? "[" : "";
+    const char *close = open[0] != '\0' ? "]" : "";
+    if (cl->nseeds == 1)
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: this server is not in cluster mode (cluster_enabled:0): use "
+                           "%s://%s%s%s:%d",
+                           cl->tmpl.label, scheme, open, nd->host, close, nd->port);
+    return dlock__fail(DLOCK_EINVAL,
+                       "%s: %s%s%s:%d is not in cluster mode (cluster_enabled:0), and no other "
+                       "seed gave the cluster's slots: for that one server use %s://%s%s%s:%d",
+                       cl->tmpl.label, open, nd->host, close, nd->port, scheme, open, nd->host,
+                       close, nd->port);
 }
 
 static int index_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)

@@ -285,6 +285,51 @@ int dlock__rreply_not_master(const redisReply *r)
            strncmp(r->str, "MASTERDOWN", 10) == 0 || strstr(r->str, "-READONLY") != NULL;
 }
 
+/* "redis+cluster://HOST:PORT,..." for ep (rediss+cluster:// over TLS):
+ * the URL to use for the cluster ep is a node of. */
+static void cluster_url(const dlock__rendpoint *ep, char *buf, size_t n)
+{
+    const char *scheme = ep->tls != NULL ? "rediss+cluster" : "redis+cluster";
+    if (ep->host == NULL)
+        snprintf(buf, n, "%s://host:port,...", scheme);
+    else if (strchr(ep->host, ':') != NULL)
+        snprintf(buf, n, "%s://[%s]:%d,...", scheme, ep->host, ep->port);
+    else
+        snprintf(buf, n, "%s://%s:%d,...", scheme, ep->host, ep->port);
+}
+
+int dlock__rconn_wrong_server(const dlock__rconn *c, const char *what, const redisReply *r)
+{
+    char url[300];
+
+    if (r == NULL || r->type != REDIS_REPLY_ERROR || c->ep.router != NULL || c->ep.moved != NULL)
+        return DLOCK_OK;
+    const char *e = r->str;
+    if (c->ep.single && (strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
+                         strncmp(e, "CLUSTERDOWN", 11) == 0 || strncmp(e, "CROSSSLOT", 9) == 0)) {
+        cluster_url(&c->ep, url, sizeof url);
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s: this server is a node of a Redis Cluster (%s: %.*s): use %s (a "
+                           "cluster client, which follows each name to the node of its slot)",
+                           c->label, what, (int) r->len, e, url);
+    }
+    if (strncmp(e, "READONLY", 8) == 0 || strncmp(e, "MASTERDOWN", 10) == 0 ||
+        strstr(e, "-READONLY") != NULL) {
+        /* the server's sentence, without the script's name and line that
+         * a script's refusal adds ("... replica. script: 8b5e..., on
+         * @user_script:369.") */
+        const char *script = strstr(e, " script: ");
+        int n = script != NULL ? (int) (script - e) : (int) r->len;
+        return dlock__fail(DLOCK_ESERVER,
+                           "%s: this server is a replica (read-only; %s: %.*s): point the URL at "
+                           "the master, or use %s://host:port,.../MASTERNAME to follow the "
+                           "master",
+                           c->label, what, n, e,
+                           c->ep.tls != NULL ? "rediss+sentinel" : "redis+sentinel");
+    }
+    return DLOCK_OK;
+}
+
 size_t dlock__rconn_held_back(dlock__rconn *c)
 {
     pthread_mutex_lock(&c->mu);
@@ -340,29 +385,85 @@ int dlock__rreader_refused(void)
 
 /* ---------------------------------------------------------------- dialing */
 
+/* INFO cluster, as the protocol writes it: "cluster_enabled:1" in its
+ * reply marks a node of a Redis Cluster. */
+static const char info_cluster[] = "*2\r\n$4\r\nINFO\r\n$7\r\ncluster\r\n";
+
+/* The first command of a connection (AUTH, or PING), followed by INFO
+ * cluster for a server named alone, in protocol form (malloc'd) in *out;
+ * its length, or -1 for want of memory. */
+static int first_commands(const dlock__rendpoint *ep, char **out)
+{
+    char *cmd = NULL;
+    int len;
+
+    *out = NULL;
+    if (ep->password != NULL && ep->user != NULL)
+        len = redisFormatCommand(&cmd, "AUTH %s %s", ep->user, ep->password);
+    else if (ep->password != NULL)
+        len = redisFormatCommand(&cmd, "AUTH %s", ep->password);
+    else
+        len = redisFormatCommand(&cmd, "PING");
+    if (len < 0)
+        return -1;
+    size_t more = ep->single ? sizeof info_cluster - 1 : 0;
+    *out = malloc((size_t) len + more);
+    if (*out != NULL) {
+        memcpy(*out, cmd, (size_t) len);
+        memcpy(*out + len, info_cluster, more);
+    }
+    redisFreeCommand(cmd);
+    return *out != NULL ? len + (int) more : -1;
+}
+
 /* The first exchange of every connection: AUTH, or without a password a
  * PING, so that a server that wants one says so now (NOAUTH), rather than
  * through a request it cuts off ("Protocol error: unauthenticated
  * multibulk length", and the connection closed), and a connection counts
  * as made only once the server answered. Other refusals of the PING
- * (LOADING...) are left to the requests, as before. wait_ms: the time
- * each reply is given. */
+ * (LOADING...) are left to the requests, as before. A server named alone
+ * is also asked INFO cluster in the same write (no round trip of its own),
+ * and refused if it is a node of a Redis Cluster: a lock whose slot it
+ * serves would work, the others would not (MOVED). A server that does not
+ * answer INFO (renamed, an ACL) is not refused: a MOVED still is
+ * (dlock__rconn_wrong_server). wait_ms: the time each reply is given. */
 static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_ms, int *code)
 {
     redisReply *r = NULL;
     const char *step = ep->password != NULL ? "AUTH" : "PING";
     int64_t began_us = dlock__now_us(), deadline_us = began_us + wait_ms * 1000;
+    char *cmds = NULL;
+    int len = first_commands(ep, &cmds);
 
-    if (ep->password != NULL && ep->user != NULL)
-        r = dlock__rlink_commandf(l, deadline_us, "AUTH %s %s", ep->user, ep->password);
-    else if (ep->password != NULL)
-        r = dlock__rlink_commandf(l, deadline_us, "AUTH %s", ep->password);
-    else
-        r = dlock__rlink_commandf(l, deadline_us, "PING");
+    if (len < 0) {
+        *code = DLOCK_ENOMEM;
+        dlock__fail(*code, "%s: out of memory connecting", ep->label);
+        return -1;
+    }
+    r = dlock__rlink_exchange(l, deadline_us, cmds, (size_t) len);
+    free(cmds);
     if (r == NULL || (r->type == REDIS_REPLY_ERROR &&
                       (ep->password != NULL || strncmp(r->str, "NOAUTH", 6) == 0)))
         goto refused;
     freeReplyObject(r);
+    if (ep->single) {
+        step = "INFO cluster";
+        r = dlock__rlink_exchange(l, deadline_us, "", 0);
+        if (r == NULL)
+            goto refused;
+        if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1") != NULL) {
+            char url[300];
+            cluster_url(ep, url, sizeof url);
+            *code = DLOCK_EINVAL;
+            dlock__fail(*code,
+                        "%s: this server is a node of a Redis Cluster (cluster_enabled:1): use %s "
+                        "(a cluster client, which follows each name to the node of its slot)",
+                        ep->label, url);
+            freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+    }
     if (ep->db > 0) {
         step = "SELECT";
         r = dlock__rlink_commandf(l, deadline_us, "SELECT %d", ep->db);

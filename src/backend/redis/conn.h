@@ -50,6 +50,12 @@ typedef struct dlock__rendpoint {
      * belongs to (cluster.h), which a MOVED or ASK reply from it names
      * another node of; NULL: none. */
     void *router;
+    /* One server named alone (redis://, rediss://, redis+unix://): its
+     * handshake also asks INFO cluster, in the same write as its AUTH or
+     * PING, and a node of a Redis Cluster is refused there (DLOCK_EINVAL:
+     * the URL names one node of many), before a name whose slot it serves
+     * can make the wrong URL look right. */
+    int single;
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */
@@ -106,6 +112,18 @@ dlock__rlink *dlock__rconn_dial(const dlock__rendpoint *ep, int64_t deadline_us,
 /* The same to host:port (or unix_path) of ep, whatever its dial: what a
  * dial of a changeable endpoint uses once it knows the node. */
 dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_us, int *code);
+
+/* Whether reply r of c to request `what` says that the URL names the
+ * wrong kind of server, and if so fails saying which and what to use
+ * instead: a Redis Cluster's MOVED, ASK, CLUSTERDOWN or CROSSSLOT to a URL
+ * of one server (DLOCK_EINVAL: "this server is a node of a Redis Cluster:
+ * use redis+cluster://..."), a replica's READONLY or MASTERDOWN to a fixed
+ * endpoint (DLOCK_ESERVER, as every read-only refusal: "this server is a
+ * replica (read-only): point the URL at the master, or use
+ * redis+sentinel://..."). DLOCK_OK, nothing recorded, for any other reply
+ * (and for every reply on a connection of a cluster or Sentinel client,
+ * which follow these themselves). */
+int dlock__rconn_wrong_server(const dlock__rconn *c, const char *what, const redisReply *r);
 
 /* The node of a changeable endpoint is not the master any more (a reply
  * READONLY, LOADING or MASTERDOWN came from it): every connection to the

@@ -253,7 +253,8 @@ int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink
         /* every master once: each holds the keys of its slots */
         dlock__rconn *masters[64];
         size_t nm = dlock__rcluster_masters(b->cluster, deadline, masters, 64);
-        if (nm == 0)
+        rc = dlock__rcluster_check(b->cluster); /* a plain Redis */
+        if (rc == DLOCK_OK && nm == 0)
             rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no node answered CLUSTER SLOTS", b->label);
         for (size_t i = 0; i < nm && rc == DLOCK_OK; i++)
             rc = scan(b, masters[i], pattern, prefix, &all, &n, &cap, deadline);

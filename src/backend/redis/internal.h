@@ -88,8 +88,10 @@ static inline dlock__rconn *dlock__redis_conn(rbackend *b, const rlock *l, int64
 
 /* calls.c */
 /* One plain command on c (dlock__rconn_call); on a Redis Cluster its
- * MOVED, ASK, TRYAGAIN and CLUSTERDOWN followed as a script's are. *reply
- * is the last reply (an error reply included) on DLOCK_OK. */
+ * MOVED, ASK, TRYAGAIN and CLUSTERDOWN followed as a script's are; on one
+ * server, a refusal that says the URL names the wrong kind of server (a
+ * node of a cluster, a replica) fails as dlock__rconn_wrong_server says.
+ * *reply is the last reply (another error reply included) on DLOCK_OK. */
 int dlock__redis_call(dlock__rconn *c, const dlock__rcmd *cmd, int64_t deadline,
                       redisReply **reply);
 int dlock__redis_run_scripts(dlock__rconn *c, size_t n, const evalcall *calls, int64_t deadline,

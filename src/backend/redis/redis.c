@@ -164,6 +164,7 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
             return DLOCK_ENOMEM;
         snprintf(b->unix_path, n, "/%s", url->path);
         snprintf(label, sizeof label, "redis+unix://%s", b->unix_path);
+        b->ep.single = 1;
     } else if (strcmp(url->scheme, "redis+sentinel") == 0 ||
                strcmp(url->scheme, "rediss+sentinel") == 0) {
         int rc = dlock__rsentinel_new(url, b->ep.log, &b->sentinel);
@@ -202,6 +203,7 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
         if (b->host == NULL)
             return DLOCK_ENOMEM;
         b->ep.port = url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT;
+        b->ep.single = 1;
         if (url->path[0] != '\0') {
             db = strtol(url->path, &end, 10);
             if (*end != '\0' || db < 0 || db > 1000000 || end == url->path)

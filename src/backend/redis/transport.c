@@ -562,6 +562,12 @@ static redisReply *exchange(dlock__rlink *l, int64_t deadline_us, const char *cm
     return r;
 }
 
+redisReply *dlock__rlink_exchange(dlock__rlink *l, int64_t deadline_us, const char *cmds,
+                                  size_t len)
+{
+    return exchange(l, deadline_us, cmds, len);
+}
+
 redisReply *dlock__rlink_command(dlock__rlink *l, int64_t deadline_us, int argc, const char **argv,
                                  const size_t *lens)
 {

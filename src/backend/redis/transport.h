@@ -125,6 +125,12 @@ int dlock__rlink_pending(dlock__rlink *l);
  * with l->err and l->errstr set (the link is unusable then). */
 redisReply *dlock__rlink_command(dlock__rlink *l, int64_t deadline_us, int argc, const char **argv,
                                  const size_t *lens);
+/* Sends len bytes of commands already in the protocol's form, pipelined
+ * in one write, and reads the reply of the first command due, by
+ * deadline_us; with len 0 sends nothing and reads the next reply due (of
+ * a command sent before). NULL on failure, as dlock__rlink_command. */
+redisReply *dlock__rlink_exchange(dlock__rlink *l, int64_t deadline_us, const char *cmds,
+                                  size_t len);
 /* The same with hiredis's format ("SUBSCRIBE %s"). */
 redisReply *dlock__rlink_commandf(dlock__rlink *l, int64_t deadline_us, const char *fmt, ...);
 
