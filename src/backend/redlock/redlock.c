@@ -44,6 +44,7 @@
 #define RECORD_TTL_MS   (48LL * 3600 * 1000)
 #define RECORD_RENEW_MS (24LL * 3600 * 1000)
 #define FORGET_MS       250 /* the bound of deleting the record at close */
+#define CLOSE_WAIT_MS   250 /* how long close waits for what is queued for the nodes */
 
 extern const dlock__backend dlock__redlock_backend;
 
@@ -450,8 +451,13 @@ static void close_backend(dlock__store *s, int64_t deadline_us)
         return;
     if (b->nodes != NULL && atomic_load(&b->record_until) != 0 && !atomic_load(&b->record_kept))
         forget_record(b, deadline_us);
-    dlock__rlnodes_free(b->nodes, deadline_us);
-    dlock__rtls_free(b->tls); /* after every link made with it */
+    /* What is still queued for the nodes (a release given back without
+     * waiting, the record's deletion) is sent until the deadline, but the
+     * close waits for it a moment only, and not at all for a node found
+     * out of reach: a frozen node would hold it up a command timeout. */
+    int64_t wait_until = dlock__now_us() + CLOSE_WAIT_MS * 1000;
+    dlock__rlnodes_free(b->nodes, deadline_us, wait_until < deadline_us ? wait_until : deadline_us);
+    dlock__rtls_free(b->tls); /* not handed to the nodes (a failed open) */
     free(b->prefix);
     free(b->label);
     free(b->record_key);
@@ -543,16 +549,18 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
             .label = labels[i],
             .tls_scheme = "rediss+redlock://",
             .log = host->log,
-            .reached = &b->reached[i],
         };
     }
+    /* (insecure=1 is logged at the first connection) */
     rc = dlock__rtls_from_url(url, strcmp(url->scheme, "rediss+redlock") == 0, "rediss+redlock://",
                               &b->tls);
-    for (size_t i = 0; i < b->n; i++)
-        eps[i].tls = b->tls; /* insecure=1 is logged at the first connection */
-    if (rc == DLOCK_OK)
-        rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA,
+    if (rc == DLOCK_OK) {
+        /* the nodes own the context from here on, failure or not */
+        struct dlock__rtls *tls = b->tls;
+        b->tls = NULL;
+        rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA, tls,
                                 &b->nodes);
+    }
     if (rc != DLOCK_OK)
         goto fail;
     b->base.label = b->label;
@@ -569,10 +577,7 @@ fail:
 static int reached(dlock__store *s)
 {
     const rlbackend *b = RLB(s);
-    size_t n = 0;
-    for (size_t i = 0; i < b->n; i++)
-        n += atomic_load(&b->reached[i]) != 0;
-    return n >= b->quorum;
+    return dlock__rlnodes_reached(b->nodes) >= b->quorum;
 }
 
 static const char *const schemes[] = {"redlock", "rediss+redlock", NULL};
