@@ -36,6 +36,9 @@ typedef struct rllock {
     size_t key_lens[3];
     char *other;   /* the name's key of the other layout: N for a mutex, L for simple */
     char *waiting; /* P:{E}:waiting, the polling waiters' marks (node.lua) */
+    /* The last attempt found a quorum out of reach (the caller's thread,
+     * as every call on a handle): the cancel that follows is not waited for */
+    int out_of_reach;
 } rllock;
 
 #define RLB(s) DLOCK__STORE_OF(rlbackend, s)
