@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* test_redlock.c - redlock:// over 3 independent redis-servers: the URL and
  * its mistakes, a node frozen or killed (the quorum carries on), a
- * majority gone (fails fast, a hold is reported lost), fences across
+ * majority gone (fails fast, a hold is reported lost), a wait's budget that
+ * bounds it with a majority frozen, a release and close that do not wait
+ * for a frozen node, fences across
  * nodes failing and coming back, a release that reaches a node only once
  * it answers again, a waiter that polls its way to the lock, renewal by
  * quorum, the interop key of simple mode, fences after a node comes back
@@ -76,6 +78,21 @@ static void pause_node(int i)
 {
     dt_server_pause(&nodes[i]);
     CHECK(dt_wait_stopped(nodes[i].pid));
+}
+
+/* The connections node i has (this check's included); -1 if it does not
+ * answer. */
+static int clients_on(int i)
+{
+    redisReply *r = node_command(i, "CLIENT LIST");
+    int n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        n = 0;
+        for (const char *p = r->str; (p = strchr(p, '\n')) != NULL; p++)
+            n++;
+    }
+    freeReplyObject(r);
+    return n;
 }
 
 static void start_nodes(void)
@@ -255,6 +272,115 @@ static void release_reaches_frozen_node(void)
     DT_WAIT_UNTIL(!key_on(2, "late-release"), 2000);
     dlock_lock_free(l);
     dlock_client_close(c);
+}
+
+/* A wait with a budget while a majority is frozen (issue 22): the budget
+ * bounds the whole wait, the frozen nodes' requests included, rather than
+ * a command timeout (4 s here) each; the error says how many nodes are out
+ * of reach and how many answered, and that the wait ran out, not that the
+ * store was never reached (one node answered). Both with nodes frozen
+ * before the client ever reached them (their first exchange unanswered)
+ * and frozen after. The close that follows does not wait for them either. */
+static void budget_bounds_frozen_majority(void)
+{
+    char text[512];
+    for (int reached_first = 0; reached_first < 2; reached_first++) {
+        dlock_client *c = dt_client(url_with(text, sizeof text, "timeout=4s"), NULL);
+        dlock_lock *l = dt_lock(c, "budget", 0);
+        if (reached_first) {
+            CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+            CHECK_RC(dlock_release(l), DLOCK_OK);
+        }
+        pause_node(1);
+        pause_node(2);
+        for (int attempt = 0; attempt < 2; attempt++) {
+            int64_t t0 = dt_now_ms();
+            CHECK_RC(dlock_acquire(l, 1500), DLOCK_EUNREACHABLE);
+            int64_t took = dt_now_ms() - t0;
+            if (took > 1500 + 700)
+                dt_fail(__FILE__, __LINE__, "%s attempt %d: a wait of 1.5 s took %lld ms: %s",
+                        reached_first ? "reached" : "never reached", attempt, (long long) took,
+                        dlock_errmsg());
+            const char *msg = dlock_errmsg();
+            if (strstr(msg, "2 of 3 nodes are out of reach (a quorum needs 2)") == NULL ||
+                strstr(msg, "1 answered") == NULL || strstr(msg, "wait ran out") == NULL ||
+                strstr(msg, "never reached") != NULL)
+                dt_fail(__FILE__, __LINE__, "the message does not say what happened: %s", msg);
+        }
+        int64_t t0 = dt_now_ms();
+        dlock_lock_free(l);
+        dlock_client_close(c);
+        CHECK_INT(dt_now_ms() - t0, <, 1000);
+        dt_server_resume(&nodes[1]);
+        dt_server_resume(&nodes[2]);
+        /* what was still queued for them is finished once they wake, and
+         * the workers left to it end (their connections closed) */
+        DT_WAIT_UNTIL(clients_on(1) == 1 && clients_on(2) == 1, 3000);
+        CHECK(!key_on(0, "budget") && !key_on(1, "budget") && !key_on(2, "budget"));
+    }
+}
+
+/* One node frozen (issue 22): the release returns once a quorum answered
+ * it, and the close that follows does not wait a command timeout (3 s
+ * here) for the frozen node either; the hold is never reported lost.
+ * Meanwhile another client takes the lock by the two others (the quorum is
+ * the rule); the frozen node's part is finished when it wakes, or ends with
+ * its lease, after which a quorum that needs that node takes the lock too.
+ * Frozen before the client reached it (its first exchange unanswered), and
+ * frozen while connected with the lock held there. */
+static void release_and_close_past_frozen_node(void)
+{
+    char text[512];
+    for (int connected = 0; connected < 2; connected++) {
+        dlock_client *c = dt_client(url_with(text, sizeof text, "timeout=3s&lease=2s"), NULL);
+        dlock_lock *l = dt_lock(c, "frozen-release", 0);
+        dt_lost_box box = {0};
+        dlock_lock_on_lost(l, dt_on_lost, &box);
+        if (connected) {
+            CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+            DT_WAIT_UNTIL(key_on_all("frozen-release"), 2000);
+            pause_node(2);
+        } else {
+            pause_node(2);
+            CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        }
+        int64_t t0 = dt_now_ms();
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+        CHECK_INT(dt_now_ms() - t0, <, 500);
+        CHECK(!key_on(0, "frozen-release") && !key_on(1, "frozen-release"));
+        dlock_lock_free(l);
+        dlock_client_close(c);
+        int64_t took = dt_now_ms() - t0;
+        if (took >= 1000)
+            dt_fail(__FILE__, __LINE__, "%s: release and close took %lld ms",
+                    connected ? "frozen while connected" : "frozen before", (long long) took);
+        CHECK_INT(atomic_load(&box.lost), ==, 0);
+
+        /* another client, by the quorum of the two others */
+        dlock_client *o = dt_client(url_with(text, sizeof text, "timeout=3s"), NULL);
+        dlock_lock *ol = dt_lock(o, "frozen-release", 0);
+        CHECK_RC(dlock_try_acquire(ol), DLOCK_OK);
+        CHECK_RC(dlock_release(ol), DLOCK_OK);
+        dlock_lock_free(ol);
+        t0 = dt_now_ms();
+        dlock_client_close(o);
+        CHECK_INT(dt_now_ms() - t0, <, 1000);
+
+        dt_server_resume(&nodes[2]);
+        /* released there when it woke, or expired with the lease of 2 s */
+        DT_WAIT_UNTIL(!key_on(2, "frozen-release"), 3000);
+        /* and the closed clients' workers for it are done */
+        DT_WAIT_UNTIL(clients_on(2) == 1, 3000);
+        /* the only quorum left includes the node that was frozen */
+        pause_node(0);
+        o = dt_client(url_with(text, sizeof text, "timeout=3s"), NULL);
+        ol = dt_lock(o, "frozen-release", 0);
+        CHECK_RC(dlock_acquire(ol, 3000), DLOCK_OK);
+        CHECK_RC(dlock_release(ol), DLOCK_OK);
+        dlock_lock_free(ol);
+        dlock_client_close(o);
+        dt_server_resume(&nodes[0]);
+    }
 }
 
 /* Fences strictly increase across holders while nodes freeze, wake, stop
@@ -776,6 +902,8 @@ int main(int argc, char **argv)
         {"majority_down", majority_down},
         {"fails_fast", fails_fast},
         {"release_reaches_frozen_node", release_reaches_frozen_node},
+        {"budget_bounds_frozen_majority", budget_bounds_frozen_majority},
+        {"release_and_close_past_frozen_node", release_and_close_past_frozen_node},
         {"fences_increase_across_faults", fences_increase_across_faults},
         {"waiter_gets_it", waiter_gets_it},
         {"renewal_by_quorum", renewal_by_quorum},

@@ -19,10 +19,8 @@ typedef struct rlbackend {
     char *prefix;
     char *label;
     dlock__rlnodes *nodes;
-    struct dlock__rtls *tls; /* rediss+redlock://: every node's TLS context, or NULL */
+    struct dlock__rtls *tls; /* rediss+redlock://: the TLS context until the nodes own it */
     size_t n, quorum;
-    /* Per node: a connection to it was made once (its endpoint's `reached`) */
-    atomic_int reached[DLOCK__REDLOCK_MAX_NODES];
     char *record_key;             /* P:owner:<client id> */
     char *records;                /* P:owner: */
     _Atomic int64_t record_until; /* the owner record lasts until then on a quorum (0: never
@@ -38,6 +36,9 @@ typedef struct rllock {
     size_t key_lens[3];
     char *other;   /* the name's key of the other layout: N for a mutex, L for simple */
     char *waiting; /* P:{E}:waiting, the polling waiters' marks (node.lua) */
+    /* The last attempt found a quorum out of reach (the caller's thread,
+     * as every call on a handle): the cancel that follows is not waited for */
+    int out_of_reach;
 } rllock;
 
 #define RLB(s) DLOCK__STORE_OF(rlbackend, s)

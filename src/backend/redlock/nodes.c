@@ -8,7 +8,14 @@
  * then drops requests whose time passed without sending them.
  *
  * Ownership: a round is counted, once for its caller and once for every
- * worker it was handed to; the last to let go frees it and the replies. */
+ * worker it was handed to; the last to let go frees it and the replies.
+ * The nodes are counted too, once for their owner and once for every
+ * worker still running: close waits for the workers only a moment (a
+ * frozen node would hold it up for a whole command timeout), and the last
+ * to let go frees them. So that a worker that outlives the close touches
+ * nothing of the client's, the workers and their connections log through
+ * the nodes' own log, which forwards to the client's until the close, and
+ * the nodes keep the TLS context and the `reached` flags themselves. */
 #include "nodes.h"
 
 #include "../../base/clock.h"
@@ -56,8 +63,8 @@ typedef struct node {
     job *head, *tail;
     int stop;
     int64_t stop_deadline_us;
-    dlock__log *log; /* the client's */
-    int down;        /* its last batch found it out of reach (the worker's own) */
+    atomic_int down; /* its last batch found it out of reach (set by the worker) */
+    int ended;       /* the worker is done (under the nodes' mu) */
 } node;
 
 struct dlock__rlnodes {
@@ -65,6 +72,13 @@ struct dlock__rlnodes {
     const char *script;
     size_t script_len;
     char sha[41];
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a worker ended, or found its node out of reach */
+    int refs;          /* the owner's, and one per worker running */
+    dlock__log log;    /* the workers' and connections': forwards to client_log until closed */
+    dlock__log *client_log;
+    dlock__rtls *tls; /* every node's (NULL: plain), freed with the nodes */
+    atomic_int reached[DLOCK__REDLOCK_MAX_NODES]; /* the endpoints' `reached` */
     node nodes[DLOCK__REDLOCK_MAX_NODES];
 };
 
@@ -338,17 +352,21 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
             snprintf(err, sizeof err, "%s", dlock_errmsg());
         /* A node going and coming is told once each way: the quorum hides
          * it from every call, and a spare node lost is an operator's to know. */
-        if (rc == DLOCK_EUNREACHABLE && !nd->down) {
+        if (rc == DLOCK_EUNREACHABLE && !atomic_load(&nd->down)) {
             size_t len = strlen(nd->label);
             const char *why =
                 strncmp(err, nd->label, len) == 0 && err[len] == ':' ? err + len + 2 : err;
-            nd->down = 1;
-            DLOCK__LOG(nd->log, DLOCK_LOG_WARN,
+            /* a close waiting for this worker need not any more */
+            pthread_mutex_lock(&nd->owner->mu);
+            atomic_store(&nd->down, 1);
+            pthread_cond_broadcast(&nd->owner->cv);
+            pthread_mutex_unlock(&nd->owner->mu);
+            DLOCK__LOG(&nd->owner->log, DLOCK_LOG_WARN,
                        "%s: node out of reach (the others decide while a quorum answers): %s",
                        nd->label, why);
-        } else if (rc == DLOCK_OK && nd->down) {
-            nd->down = 0;
-            DLOCK__LOG(nd->log, DLOCK_LOG_INFO, "%s: node answers again", nd->label);
+        } else if (rc == DLOCK_OK && atomic_load(&nd->down)) {
+            atomic_store(&nd->down, 0);
+            DLOCK__LOG(&nd->owner->log, DLOCK_LOG_INFO, "%s: node answers again", nd->label);
         }
     }
     size_t k = 0;
@@ -377,6 +395,8 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
 
 #define MAX_BATCH 256 /* rounds sent in one write */
 
+static void nodes_unref(dlock__rlnodes *ns);
+
 static void *worker(void *arg)
 {
     node *nd = arg;
@@ -400,37 +420,100 @@ static void *worker(void *arg)
         pthread_mutex_lock(&nd->mu);
     }
     pthread_mutex_unlock(&nd->mu);
+    dlock__rlnodes *ns = nd->owner;
+    pthread_mutex_lock(&ns->mu);
+    nd->ended = 1;
+    pthread_cond_broadcast(&ns->cv);
+    pthread_mutex_unlock(&ns->mu);
+    nodes_unref(ns); /* nd may be gone after this */
     return NULL;
 }
 
 /* ---------------------------------------------------------------- nodes */
 
+/* The nodes' log: what the workers and connections say goes to the client's
+ * log while the client is open (closed: nowhere). */
+static void forward(int level, const char *msg, void *arg)
+{
+    DLOCK__LOG((dlock__log *) arg, level, "%s", msg);
+}
+
+/* Frees the nodes, once no worker runs. */
+static void nodes_destroy(dlock__rlnodes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++) {
+        node *nd = &ns->nodes[i];
+        dlock__rconn_free(nd->conn);
+        free(nd->label);
+        pthread_mutex_destroy(&nd->mu);
+        pthread_cond_destroy(&nd->cv);
+    }
+    dlock__rtls_free(ns->tls); /* after every link made with it */
+    dlock__log_fini(&ns->log);
+    pthread_mutex_destroy(&ns->mu);
+    pthread_cond_destroy(&ns->cv);
+    free(ns);
+}
+
+static void nodes_unref(dlock__rlnodes *ns)
+{
+    pthread_mutex_lock(&ns->mu);
+    int left = --ns->refs;
+    pthread_mutex_unlock(&ns->mu);
+    if (left == 0)
+        nodes_destroy(ns);
+}
+
 int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script, const char *sha,
-                       dlock__rlnodes **out)
+                       dlock__rtls *tls, dlock__rlnodes **out)
 {
     dlock__rlnodes *ns = calloc(1, sizeof *ns);
     int rc = DLOCK_OK;
 
     *out = NULL;
-    if (ns == NULL)
+    if (ns == NULL) {
+        dlock__rtls_free(tls);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     ns->script = script;
     ns->script_len = strlen(script);
     snprintf(ns->sha, sizeof ns->sha, "%s", sha);
+    pthread_mutex_init(&ns->mu, NULL);
+    dlock__cond_init(&ns->cv);
+    ns->refs = 1;
+    ns->tls = tls;
+    ns->client_log = n > 0 ? eps[0].log : NULL;
+    dlock__log_init(&ns->log);
+    if (ns->client_log != NULL) {
+        /* every message is formatted here, and the client's level
+         * decides there: these are rare (connections, a node lost) */
+        ns->log.fn = forward;
+        ns->log.arg = ns->client_log;
+        atomic_store(&ns->log.level, DLOCK_LOG_DEBUG);
+    }
     for (size_t i = 0; i < n; i++) {
         node *nd = &ns->nodes[i];
+        dlock__rendpoint ep = eps[i];
         nd->owner = ns;
         nd->index = i;
         pthread_mutex_init(&nd->mu, NULL);
         pthread_cond_init(&nd->cv, NULL);
         ns->n = i + 1;
+        ep.log = &ns->log;
+        ep.tls = tls;
+        ep.reached = &ns->reached[i];
         nd->label = strdup(eps[i].label);
-        nd->log = eps[i].log;
-        if (nd->label == NULL || dlock__rconn_new(&eps[i], &nd->conn) != DLOCK_OK) {
+        if (nd->label == NULL || dlock__rconn_new(&ep, &nd->conn) != DLOCK_OK) {
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
             goto fail;
         }
+        pthread_mutex_lock(&ns->mu);
+        ns->refs++; /* the worker's */
+        pthread_mutex_unlock(&ns->mu);
         if (pthread_create(&nd->thread, NULL, worker, nd) != 0) {
+            pthread_mutex_lock(&ns->mu);
+            ns->refs--;
+            pthread_mutex_unlock(&ns->mu);
             rc = dlock__fail(DLOCK_ENOMEM, "cannot start a thread for %s", nd->label);
             goto fail;
         }
@@ -439,12 +522,21 @@ int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script
     *out = ns;
     return DLOCK_OK;
 fail:
-    dlock__rlnodes_free(ns, dlock__now_us());
+    dlock__rlnodes_free(ns, dlock__now_us(), DLOCK__NEVER); /* (idle: they end at once) */
     return rc;
 }
 
-void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us)
+/* Whether close still waits for worker nd: running, on a node that was
+ * not found out of reach. With the nodes' mu held. */
+static int worth_waiting_for(node *nd)
 {
+    return nd->started && !nd->ended && !atomic_load(&nd->down);
+}
+
+void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us, int64_t wait_until_us)
+{
+    int ended[DLOCK__REDLOCK_MAX_NODES] = {0};
+
     if (ns == NULL)
         return;
     for (size_t i = 0; i < ns->n; i++) {
@@ -455,16 +547,46 @@ void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us)
         pthread_cond_signal(&nd->cv);
         pthread_mutex_unlock(&nd->mu);
     }
+    struct timespec ts = dlock__timespec(wait_until_us);
+    pthread_mutex_lock(&ns->mu);
+    for (;;) {
+        size_t waiting = 0;
+        for (size_t i = 0; i < ns->n; i++)
+            waiting += worth_waiting_for(&ns->nodes[i]);
+        if (waiting == 0 || dlock__now_us() >= wait_until_us)
+            break;
+        pthread_cond_timedwait(&ns->cv, &ns->mu, &ts);
+    }
+    for (size_t i = 0; i < ns->n; i++)
+        ended[i] = ns->nodes[i].ended;
+    pthread_mutex_unlock(&ns->mu);
+    /* A worker that ended is joined; one still busy (a node that does not
+     * answer) is let go, and ends when its request times out. The owner's
+     * reference, held until here, keeps the threads' handles. */
     for (size_t i = 0; i < ns->n; i++) {
         node *nd = &ns->nodes[i];
-        if (nd->started)
+        if (!nd->started)
+            continue;
+        if (ended[i])
             pthread_join(nd->thread, NULL);
-        dlock__rconn_free(nd->conn);
-        free(nd->label);
-        pthread_mutex_destroy(&nd->mu);
-        pthread_cond_destroy(&nd->cv);
+        else
+            pthread_detach(nd->thread);
     }
-    free(ns);
+    /* Nothing more to the client's log, which goes with the client: the
+     * write lock waits for a message being sent. */
+    pthread_rwlock_wrlock(&ns->log.mu);
+    atomic_store(&ns->log.level, DLOCK_LOG_OFF);
+    ns->log.fn = NULL;
+    pthread_rwlock_unlock(&ns->log.mu);
+    nodes_unref(ns);
+}
+
+size_t dlock__rlnodes_reached(const dlock__rlnodes *ns)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ns->n; i++)
+        n += atomic_load(&ns->reached[i]) != 0;
+    return n;
 }
 
 size_t dlock__rlnodes_count(const dlock__rlnodes *ns)

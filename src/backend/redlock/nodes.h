@@ -9,7 +9,12 @@
  * out of reach), never for the slowest node. The round lives on, counted,
  * until every worker is done with it: a late reply is read and dropped, and
  * what a caller sends without waiting (a release) still goes out, in order
- * behind what it sent before to the same node. */
+ * behind what it sent before to the same node.
+ *
+ * A worker blocked on a node that does not answer (frozen: the kernel
+ * takes the connection, the server never replies) is not waited for at
+ * close: it ends by itself once its request times out, and the last of the
+ * workers to end frees what they share (connections, the TLS context). */
 #ifndef DLOCK_REDLOCK_NODES_H
 #define DLOCK_REDLOCK_NODES_H
 
@@ -34,14 +39,25 @@ typedef struct dlock__rlanswer {
 } dlock__rlanswer;
 
 /* One endpoint per node (copied), script: the Lua text run with EVALSHA
- * sha (EVAL on NOSCRIPT). Starts the workers; connects lazily. */
+ * sha (EVAL on NOSCRIPT). tls: the nodes' TLS context (NULL: plain), which
+ * the nodes own from now on, failure or not (freed after the last link
+ * made with it). Starts the workers; connects lazily. */
 int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script, const char *sha,
-                       dlock__rlnodes **out);
-/* Stops the workers once what was queued is sent, each request bounded by
- * deadline_us, and frees everything. */
-void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us);
+                       dlock__rtls *tls, dlock__rlnodes **out);
+/* Stops the workers: what was queued is still sent, each request bounded
+ * by deadline_us (later ones are dropped unsent). Waits for the workers
+ * until wait_until_us, but not for one whose node was found out of reach
+ * (its last request failed): a worker still busy then is left to end by
+ * itself, by deadline_us and its request in flight at the latest, and the
+ * last worker to end frees what they share. From the return on, nothing is
+ * logged to the client's log (the endpoints' `log`) and nothing of the
+ * endpoints is used. */
+void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us, int64_t wait_until_us);
 size_t dlock__rlnodes_count(const dlock__rlnodes *ns);
 const char *dlock__rlnodes_label(const dlock__rlnodes *ns, size_t i);
+/* How many nodes answered this client (a connection's first exchange)
+ * since the nodes were made. */
+size_t dlock__rlnodes_reached(const dlock__rlnodes *ns);
 
 /* A round of ncmds script calls, the same for every node: each call's
  * arguments after EVALSHA sha (numkeys, keys, args), copied. */

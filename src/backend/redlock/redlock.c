@@ -44,6 +44,12 @@
 #define RECORD_TTL_MS   (48LL * 3600 * 1000)
 #define RECORD_RENEW_MS (24LL * 3600 * 1000)
 #define FORGET_MS       250 /* the bound of deleting the record at close */
+#define CLOSE_WAIT_MS   250 /* how long close waits for what is queued for the nodes */
+/* A wait's budget bounds its attempts' requests too, frozen nodes
+ * included; an attempt sent at (or after) the budget's end still gets this
+ * share of the command timeout, for a node that answers to answer. */
+#define LAST_ROUND_MIN_MS 200
+#define LAST_ROUND_SHARE  10 /* a tenth of the command timeout, at least the above */
 
 extern const dlock__backend dlock__redlock_backend;
 
@@ -133,6 +139,26 @@ static int record_due(rlbackend *b, int64_t lease_ms, int64_t *until_us, int64_t
     return 1;
 }
 
+/* The bound of an attempt's rounds (each node's request and the wait for
+ * a quorum): the request's, and within a wait with a budget no later than
+ * the budget's end, so that nodes that do not answer cost the wait what is
+ * left of it and no more (the core would let a request run half a command
+ * timeout past it, and a node frozen before it was ever reached is silent
+ * for all of that); an attempt at the very end gets a short share. */
+static int64_t attempt_bound(const rlbackend *b, const dlock__attempt *att, int64_t start)
+{
+    int64_t bound = att->deadline_us;
+    if (att->wait_until_us == 0 || att->wait_until_us == DLOCK__NEVER)
+        return bound; /* a try, or a wait without a budget */
+    int64_t share_ms = b->cfg.command_timeout_ms / LAST_ROUND_SHARE;
+    if (share_ms < LAST_ROUND_MIN_MS)
+        share_ms = LAST_ROUND_MIN_MS;
+    int64_t end = start + share_ms * 1000;
+    if (att->wait_until_us > end)
+        end = att->wait_until_us;
+    return end < bound ? end : bound;
+}
+
 static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
 {
     rlbackend *b = RLB(s);
@@ -159,10 +185,12 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                      record ? number(record_ttl, record_ms) : 0};
     /* past this the lock would be invalid on arrival: no reason to wait */
     int64_t valid_until = start + att->lease_ms * 1000 - drift_us(att->lease_ms);
-    int64_t until = att->deadline_us < valid_until ? att->deadline_us : valid_until;
+    int64_t bound = attempt_bound(b, att, start);
+    int64_t until = bound < valid_until ? bound : valid_until;
     int rc = DLOCK_OK;
 
-    dlock__rlround *r = dlock__rl_send_one(b, l, 8, argv, lens, att->deadline_us);
+    l->out_of_reach = 0;
+    dlock__rlround *r = dlock__rl_send_one(b, l, 8, argv, lens, bound);
     if (r == NULL) {
         atomic_store(&b->record_writing, 0);
         return DLOCK_ENOMEM;
@@ -203,7 +231,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                              " ms had run out",
                              b->label, att->lease_ms);
         } else {
-            rc = write_fence(b, l, fence, until, att->deadline_us);
+            rc = write_fence(b, l, fence, until, bound);
         }
         if (rc == DLOCK_OK && dlock__now_us() >= valid_until)
             rc = dlock__fail(DLOCK_EUNREACHABLE,
@@ -236,13 +264,16 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             out += dlock__rl_said(&a[i], 0) == DLOCK__RL_NO_ANSWER && (a[i].done || timed_out);
         }
         dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
+        l->out_of_reach = 1;
         rc = refused > b->n - b->quorum
                  ? dlock__fail(DLOCK_ESERVER,
-                               "%s: %zu of %zu nodes refused this client (a quorum needs %zu): %s",
-                               b->label, refused, b->n, b->quorum, why)
+                               "%s: %zu of %zu nodes refused this client (a quorum needs %zu): "
+                               "%s; %zu answered",
+                               b->label, refused, b->n, b->quorum, why, taken + held)
                  : dlock__fail(DLOCK_EUNREACHABLE,
-                               "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s",
-                               b->label, out, b->n, b->quorum, why);
+                               "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s; "
+                               "%zu answered",
+                               b->label, out, b->n, b->quorum, why, taken + held);
         goto out;
     }
     att->outcome = DLOCK__HELD;
@@ -294,16 +325,20 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
 /* A waiter gives up. It never queues (waiters poll), but an attempt that
  * gave up may have left a take on a node that answered late: give it back,
  * with its waiting mark, on a quorum before it returns (a query that
- * follows counts it gone). */
+ * follows counts it gone). After an attempt that found a quorum out of
+ * reach (whose take was given back already), it is sent, not waited for:
+ * no quorum would answer it, and the wait's budget is spent. */
 static int cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
     rlbackend *b = RLB(s);
+    rllock *l = RLL(sl);
     const char *argv[] = {"release", token};
     size_t lens[] = {7, strlen(token)};
-    dlock__rlround *r = dlock__rl_send_one(b, RLL(sl), 2, argv, lens, deadline_us);
+    dlock__rlround *r = dlock__rl_send_one(b, l, 2, argv, lens, deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
-    dlock__rlround_wait(r, answered_decided, b, deadline_us);
+    if (!l->out_of_reach)
+        dlock__rlround_wait(r, answered_decided, b, deadline_us);
     dlock__rlround_drop(r);
     return DLOCK_OK;
 }
@@ -450,8 +485,13 @@ static void close_backend(dlock__store *s, int64_t deadline_us)
         return;
     if (b->nodes != NULL && atomic_load(&b->record_until) != 0 && !atomic_load(&b->record_kept))
         forget_record(b, deadline_us);
-    dlock__rlnodes_free(b->nodes, deadline_us);
-    dlock__rtls_free(b->tls); /* after every link made with it */
+    /* What is still queued for the nodes (a release given back without
+     * waiting, the record's deletion) is sent until the deadline, but the
+     * close waits for it a moment only, and not at all for a node found
+     * out of reach: a frozen node would hold it up a command timeout. */
+    int64_t wait_until = dlock__now_us() + CLOSE_WAIT_MS * 1000;
+    dlock__rlnodes_free(b->nodes, deadline_us, wait_until < deadline_us ? wait_until : deadline_us);
+    dlock__rtls_free(b->tls); /* not handed to the nodes (a failed open) */
     free(b->prefix);
     free(b->label);
     free(b->record_key);
@@ -543,16 +583,18 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
             .label = labels[i],
             .tls_scheme = "rediss+redlock://",
             .log = host->log,
-            .reached = &b->reached[i],
         };
     }
+    /* (insecure=1 is logged at the first connection) */
     rc = dlock__rtls_from_url(url, strcmp(url->scheme, "rediss+redlock") == 0, "rediss+redlock://",
                               &b->tls);
-    for (size_t i = 0; i < b->n; i++)
-        eps[i].tls = b->tls; /* insecure=1 is logged at the first connection */
-    if (rc == DLOCK_OK)
-        rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA,
+    if (rc == DLOCK_OK) {
+        /* the nodes own the context from here on, failure or not */
+        struct dlock__rtls *tls = b->tls;
+        b->tls = NULL;
+        rc = dlock__rlnodes_new(eps, b->n, dlock__redlock_script, DLOCK__REDLOCK_SCRIPT_SHA, tls,
                                 &b->nodes);
+    }
     if (rc != DLOCK_OK)
         goto fail;
     b->base.label = b->label;
@@ -563,16 +605,15 @@ fail:
     return rc;
 }
 
-/* Reached once a quorum of nodes was: with fewer, the store as a whole
- * was never there (a majority mistyped or never up), and a wait gives up
- * as soon as for a server never reached. */
+/* Reached once any node answered: the URL is right, and a quorum out of
+ * reach after that (a majority frozen, restarting) is an outage that a wait
+ * rides out up to unreachable_wait, as on every store, and reports as one
+ * when the wait ends ("still unreachable when the wait ran out"), not as a
+ * store never reached. With no node ever answering, a wait gives up as soon
+ * as for a server never reached. */
 static int reached(dlock__store *s)
 {
-    const rlbackend *b = RLB(s);
-    size_t n = 0;
-    for (size_t i = 0; i < b->n; i++)
-        n += atomic_load(&b->reached[i]) != 0;
-    return n >= b->quorum;
+    return dlock__rlnodes_reached(RLB(s)->nodes) > 0;
 }
 
 static const char *const schemes[] = {"redlock", "rediss+redlock", NULL};
