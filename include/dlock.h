@@ -246,7 +246,9 @@ DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
  * is not released, and its lock stays held on the server until its lease
  * runs out. It returns within about one command timeout (URL option
  * timeout): a renewal already sent is let finish or time out, never cut off
- * half way. dlock_client_close(NULL) does nothing. */
+ * half way. On Redlock it does not wait for a node that does not answer:
+ * that node's connection is closed in the background, within one command
+ * timeout after the call returns. dlock_client_close(NULL) does nothing. */
 DLOCK_API void dlock_client_close(dlock_client *client);
 
 /* ---------------------------------------------------------------- logging */
