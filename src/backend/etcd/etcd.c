@@ -986,7 +986,10 @@ static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
     watch_drop(e, l);
     dlock__etcd_rw_forget(e, l);
     forget_release(l);
-    dlock__etcd_remove_key(e, &k, dlock__now_us() + e->timeout_ms * 1000);
+    /* A key left here is one the core did not release: its hold was lost
+     * (its session's or its own lease ran out, or it was deleted), or an
+     * attempt left it. It ends with its lease: deleting it is tidying. */
+    dlock__etcd_remove_key(e, &k, dlock__etcd_tidy_deadline(e, DLOCK__NEVER));
     elock_free(l);
 }
 
@@ -999,10 +1002,20 @@ static void etcd_close(dlock__store *s, int64_t deadline)
     if (e == NULL)
         return;
     if (e->cli != NULL) {
-        dlock__etcd_retry_pending(e, deadline);
+        /* work left: tidying (see dlock__etcd_tidy_deadline) */
+        dlock__etcd_retry_pending(e, dlock__etcd_tidy_deadline(e, deadline));
         if (e->cur != NULL) {
-            /* its keys go at once, not a TTL later */
-            dlock__etcd_lease_revoke(e->cli, e->cur->lease, deadline);
+            pthread_mutex_lock(&e->mu);
+            int ended = e->cur->session == NULL;
+            int alive = !ended && dlock__session_alive(e->cur->session);
+            pthread_mutex_unlock(&e->mu);
+            /* its keys go at once, not a TTL later; an ended session was
+             * revoked already, or its revoke is among the work left; a
+             * lost one's lease runs out by itself (nobody keeps it alive
+             * any more) */
+            if (!ended)
+                dlock__etcd_lease_revoke(e->cli, e->cur->lease,
+                                         alive ? deadline : dlock__etcd_tidy_deadline(e, deadline));
             dlock__etcd_session_end(e, e->cur, "the client closed");
         }
     }
