@@ -1002,8 +1002,10 @@ static void etcd_close(dlock__store *s, int64_t deadline)
     if (e == NULL)
         return;
     if (e->cli != NULL) {
-        /* work left: tidying (see dlock__etcd_tidy_deadline) */
-        dlock__etcd_retry_pending(e, dlock__etcd_tidy_deadline(e, deadline));
+        /* work left, and a lost session's revoke: tidying, in one short
+         * time for both (see dlock__etcd_tidy_deadline) */
+        int64_t tidy = dlock__etcd_tidy_deadline(e, deadline);
+        dlock__etcd_retry_pending(e, tidy);
         if (e->cur != NULL) {
             pthread_mutex_lock(&e->mu);
             int ended = e->cur->session == NULL;
@@ -1014,8 +1016,7 @@ static void etcd_close(dlock__store *s, int64_t deadline)
              * lost one's lease runs out by itself (nobody keeps it alive
              * any more) */
             if (!ended)
-                dlock__etcd_lease_revoke(e->cli, e->cur->lease,
-                                         alive ? deadline : dlock__etcd_tidy_deadline(e, deadline));
+                dlock__etcd_lease_revoke(e->cli, e->cur->lease, alive ? deadline : tidy);
             dlock__etcd_session_end(e, e->cur, "the client closed");
         }
     }
