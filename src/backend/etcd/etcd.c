@@ -48,7 +48,13 @@
  * renewer through renew() (lease.c; one keepalive round trip), ended when
  * etcd says the lease is gone, and revoked when the core gives up on it
  * and at close. Holds are checked in renew() (the key still there with our create
- * revision), so a key deleted by an operator is reported lost. A fixed
+ * revision), so a key deleted by an operator is reported lost. After a
+ * loss, what is left to do in etcd (revoke the lost session, delete a lost
+ * hold's key) only tidies: it ends by itself with its lease. It waits for
+ * etcd 300 ms at most (store.h, dlock__etcd_tidy_deadline), then is left
+ * to the background, so a frozen etcd does not hold up a close (dlock run
+ * exits about 0.6 s after the loss; test_etcd_lock
+ * run_exits_on_frozen_etcd). A fixed
  * lease (dlock_acquire_for) is a lease of the hold's own, never kept alive:
  * a first attempt grants it and puts the key on it; a waiter waits on the
  * session and moves its key to a lease of its own when it is granted (a
