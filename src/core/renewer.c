@@ -489,6 +489,7 @@ static int batch_push(batch *b, dlock__lease *e)
 
 /* What a batch did, for the log (written after the shards are unlocked). */
 typedef struct batch_note {
+    size_t renewed; /* applied, and the store answered it kept (not lost meanwhile) */
     size_t failed, recovered, gone_waiters;
     size_t newly_failed; /* failed after a success: the first failure of an outage */
     const char *failed_name, *recovered_name; /* of an entry the batch holds a reference to */
@@ -504,6 +505,8 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
     /* a lock's name, NULL for the client's session: a name is shown first */
     const char *name = e->kind == DLOCK__RENEW_SESSION ? NULL : e->name;
 
+    if (it->result == DLOCK__RENEW_OK || it->result == DLOCK__RENEW_GRANTED)
+        note->renewed++;
     if (it->result == DLOCK__RENEW_FAILED) {
         note->failed++;
         if (note->failed_name == NULL)
@@ -559,8 +562,10 @@ static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const
                    note->recovered_name ? note->recovered_name : "the client's session",
                    note->recovered_name ? "'" : "", note->recovered > 1 ? " and others" : "",
                    note->most_failures, note->most_failures == 1 ? "" : "s");
+    /* not n - failed: an entry lost or dropped while its renewal was out
+     * is neither, and a lease the store said is gone was not renewed */
     DLOCK__LOG(r->log, DLOCK_LOG_DEBUG, "%s: renewed %zu of %zu leases in %lld us", store_label(r),
-               n - note->failed, n, (long long) (now - sent_us));
+               note->renewed, n, (long long) (now - sent_us));
 }
 
 /* With the entry's shard locked: applies one result of a batch. */

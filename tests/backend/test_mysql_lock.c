@@ -273,6 +273,43 @@ static void force_unlock_after_kill(void)
     dlock_client_close(op);
 }
 
+/* Status says for how long a holder whose connection the server ended
+ * (KILL) still holds: its row's lease runs, and the next taker waits for it
+ * (as PostgreSQL's status does after pg_terminate_backend); it said "none
+ * (held by its holder's session)", a session that was gone. The lease told
+ * is the truth: the next taker gets the lock at its end, not before. A
+ * holder alive holds as long as its connection: no lease to tell. */
+static void status_after_kill(void)
+{
+    dlock_client *c = client("&lease=3s"), *op = client(NULL);
+    dlock_lock *l = dt_lock(c, "sk", 0), *l2 = dt_lock(op, "sk", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    dlock_status st = dt_query(op, "sk", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK_INT(st.lease_ms, ==, -1);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:sk')");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    DT_WAIT_UNTIL(sql_number("SELECT IS_USED_LOCK('dlock:sk')") == -1, 5000);
+    int64_t asked = dt_now_ms();
+    st = dt_query(op, "sk", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(st.lease_ms, >, 0);
+    CHECK_INT(st.lease_ms, <=, 3000);
+    CHECK_RC(dlock_acquire(l2, 10000), DLOCK_OK);
+    int64_t took = dt_now_ms() - asked;
+    printf("killed holder: status said %lld ms left, taken after %lld ms\n",
+           (long long) st.lease_ms, (long long) took);
+    CHECK_INT(took, >=, st.lease_ms - 50);
+    CHECK_INT(took, <, st.lease_ms + 1500);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(op);
+}
+
 /* A holder that freezes (SIGSTOP: its socket stays open, its renewals
  * stop) loses its lock in the server within about a lease and a half (the
  * connection's wait_timeout), not MariaDB's default 8 hours; the next
@@ -732,6 +769,7 @@ int main(int argc, char **argv)
         {"bad_input", bad_input},
         {"fenced_processes", fenced_processes},
         {"force_unlock_after_kill", force_unlock_after_kill},
+        {"status_after_kill", status_after_kill},
         {"pool_under_kills", pool_under_kills},
         {"cancel_when_paused", cancel_when_paused},
         {"waiter_keeps_place", waiter_keeps_place},

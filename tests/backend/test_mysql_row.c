@@ -107,6 +107,43 @@ static void killed_holder(void)
     dlock_client_close(c2);
 }
 
+/* Status says for how long a holder whose connection the server ended
+ * (KILL) still holds: the row is let go, but its lease runs and the next
+ * taker waits for it (it said "none (held by its holder's session)", a
+ * session that was gone). The lease told is the truth: the next taker gets
+ * the lock at its end, not before. A holder alive shows its row's lease
+ * too, renewed while it lives. */
+static void status_after_kill(void)
+{
+    dlock_client *c = client("&lease=3s"), *op = client(NULL);
+    dlock_lock *l = dt_lock(c, "sk", 0), *l2 = dt_lock(op, "sk", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    dlock_status st = dt_query(op, "sk", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK_INT(st.lease_ms, >, 0);
+    CHECK_INT(st.lease_ms, <=, 3000);
+    long long id = holder_conn("sk");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    int64_t asked = dt_now_ms();
+    st = dt_query(op, "sk", 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(st.lease_ms, >, 0);
+    CHECK_INT(st.lease_ms, <=, 3000);
+    CHECK_RC(dlock_acquire(l2, 10000), DLOCK_OK);
+    int64_t took = dt_now_ms() - asked;
+    printf("killed holder: status said %lld ms left, taken after %lld ms\n",
+           (long long) st.lease_ms, (long long) took);
+    CHECK_INT(took, >=, st.lease_ms - 50);
+    CHECK_INT(took, <, st.lease_ms + 1500);
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(op);
+}
+
 /* A holder process killed (SIGKILL) mid-hold: the server rolls its
  * transaction back, and the next holder's fence is still larger (a fence
  * written inside the holder's transaction would be rolled back with it and
@@ -463,6 +500,7 @@ int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"killed_holder", killed_holder},
+        {"status_after_kill", status_after_kill},
         {"dead_holder_fence", dead_holder_fence},
         {"blocked_wait", blocked_wait},
         {"first_use", first_use},

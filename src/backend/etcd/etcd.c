@@ -48,7 +48,13 @@
  * renewer through renew() (lease.c; one keepalive round trip), ended when
  * etcd says the lease is gone, and revoked when the core gives up on it
  * and at close. Holds are checked in renew() (the key still there with our create
- * revision), so a key deleted by an operator is reported lost. A fixed
+ * revision), so a key deleted by an operator is reported lost. After a
+ * loss, what is left to do in etcd (revoke the lost session, delete a lost
+ * hold's key) only tidies: it ends by itself with its lease. It waits for
+ * etcd 300 ms at most (store.h, dlock__etcd_tidy_deadline), then is left
+ * to the background, so a frozen etcd does not hold up a close (dlock run
+ * exits about 0.6 s after the loss; test_etcd_lock
+ * run_exits_on_frozen_etcd). A fixed
  * lease (dlock_acquire_for) is a lease of the hold's own, never kept alive:
  * a first attempt grants it and puts the key on it; a waiter waits on the
  * session and moves its key to a lease of its own when it is granted (a
@@ -986,7 +992,10 @@ static void etcd_lock_free(dlock__store *s, dlock__store_lock *sl)
     watch_drop(e, l);
     dlock__etcd_rw_forget(e, l);
     forget_release(l);
-    dlock__etcd_remove_key(e, &k, dlock__now_us() + e->timeout_ms * 1000);
+    /* A key left here is one the core did not release: its hold was lost
+     * (its session's or its own lease ran out, or it was deleted), or an
+     * attempt left it. It ends with its lease: deleting it is tidying. */
+    dlock__etcd_remove_key(e, &k, dlock__etcd_tidy_deadline(e, DLOCK__NEVER));
     elock_free(l);
 }
 
@@ -999,10 +1008,21 @@ static void etcd_close(dlock__store *s, int64_t deadline)
     if (e == NULL)
         return;
     if (e->cli != NULL) {
-        dlock__etcd_retry_pending(e, deadline);
+        /* work left, and a lost session's revoke: tidying, in one short
+         * time for both (see dlock__etcd_tidy_deadline) */
+        int64_t tidy = dlock__etcd_tidy_deadline(e, deadline);
+        dlock__etcd_retry_pending(e, tidy);
         if (e->cur != NULL) {
-            /* its keys go at once, not a TTL later */
-            dlock__etcd_lease_revoke(e->cli, e->cur->lease, deadline);
+            pthread_mutex_lock(&e->mu);
+            int ended = e->cur->session == NULL;
+            int alive = !ended && dlock__session_alive(e->cur->session);
+            pthread_mutex_unlock(&e->mu);
+            /* its keys go at once, not a TTL later; an ended session was
+             * revoked already, or its revoke is among the work left; a
+             * lost one's lease runs out by itself (nobody keeps it alive
+             * any more) */
+            if (!ended)
+                dlock__etcd_lease_revoke(e->cli, e->cur->lease, alive ? deadline : tidy);
             dlock__etcd_session_end(e, e->cur, "the client closed");
         }
     }

@@ -268,10 +268,12 @@ void dlock__etcd_session_lost(dlock__store *s, dlock__session *session, int64_t 
     dlock__etcd_session *es = dlock__session_data(session);
 
     /* Revoke it now: etcd then deletes its keys at once, and nothing granted
-     * under it outlives the loss the core reported. If etcd cannot be
-     * reached, the lease runs out by itself (nobody keeps it alive), and
-     * the revoke is retried. */
-    int rc = dlock__etcd_lease_revoke(e->cli, es->lease, dlock__etcd_deadline_of(e, deadline));
+     * under it outlives the loss the core reported. If etcd does not answer
+     * soon, the lease runs out by itself (nobody keeps it alive), and the
+     * revoke is retried. Only tidying: a full command timeout spent on a
+     * frozen etcd would only hold up the close after the loss (the renewal
+     * thread is joined there). */
+    int rc = dlock__etcd_lease_revoke(e->cli, es->lease, dlock__etcd_tidy_deadline(e, deadline));
     if (rc != DLOCK_OK && rc != DLOCK_ELOST)
         dlock__etcd_pend_revoke(e, es->lease);
     dlock__etcd_session_end(e, es, "no keepalive reached etcd within the lease's TTL");

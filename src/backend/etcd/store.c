@@ -51,6 +51,13 @@ int64_t dlock__etcd_deadline_of(const dlock__etcd_store *e, int64_t deadline_us)
     return deadline_us < cap ? deadline_us : cap;
 }
 
+int64_t dlock__etcd_tidy_deadline(const dlock__etcd_store *e, int64_t deadline_us)
+{
+    int64_t tidy_ms = e->timeout_ms < DLOCK__ETCD_TIDY_MS ? e->timeout_ms : DLOCK__ETCD_TIDY_MS;
+    int64_t cap = dlock__now_us() + tidy_ms * 1000;
+    return deadline_us < cap ? deadline_us : cap;
+}
+
 /* Whole seconds, rounded up: etcd leases have no finer grain. */
 int64_t dlock__etcd_ttl_of(int64_t lease_ms)
 {

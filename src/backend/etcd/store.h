@@ -130,6 +130,13 @@ void dlock__etcd_store_fini(dlock__etcd_store *e);
 
 /* deadline_us, capped by the store's command timeout. */
 int64_t dlock__etcd_deadline_of(const dlock__etcd_store *e, int64_t deadline_us);
+/* deadline_us, capped for tidying: a revoke or delete of what ends by
+ * itself when its lease runs out (a lost session's lease, the key of a hold
+ * already lost, work left pending). etcd gets DLOCK__ETCD_TIDY_MS (or the
+ * command timeout, if shorter) to answer; what it does not answer is left
+ * to the background and, at the latest, to the lease. */
+#define DLOCK__ETCD_TIDY_MS 300
+int64_t dlock__etcd_tidy_deadline(const dlock__etcd_store *e, int64_t deadline_us);
 /* Whole seconds, rounded up: etcd leases have no finer grain. */
 int64_t dlock__etcd_ttl_of(int64_t lease_ms);
 /* What messages call l's kind: "lock", "read-write lock" or "semaphore". */

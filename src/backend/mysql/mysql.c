@@ -415,7 +415,8 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 #define HOLDER_SQL                                                                                 \
     "SELECT h.id, f.owner, f.info, (SELECT fence FROM dlock_fence WHERE name = %s), "              \
     "(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND "          \
-    "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%') "                                             \
+    "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%'), "                                            \
+    "IF(f.conn <=> h.id, NULL, " DLOCK__MY_MS_LEFT ") "                                            \
     "FROM (SELECT IS_USED_LOCK(%s) AS id) h LEFT JOIN dlock_fence f ON f.name = %s AND "           \
     "(f.expires > UTC_TIMESTAMP(6) OR f.conn = h.id)"
 
@@ -442,20 +443,26 @@ static const char *owner_of(const char *owner, const char *id, char *buf, size_t
 /* holder_of(), and table mode's holder of the name when no row names one
  * (one lock per name: a connection that has the named lock for a moment
  * meanwhile is a table take in flight or a waiter's poll, not the
- * holder): *id (NULL: none, or table mode's holder), *owner, *info. other:
- * free it. */
+ * holder): *id (NULL: none, or table mode's holder), *owner, *info;
+ * *lease_ms the lease left, or -1 while the holder's connection has the
+ * named lock (the lock lives as long as that connection). A holder whose
+ * connection ended (KILL, a crash) has no named lock, but its row's lease
+ * runs, and the next taker waits for it: held, for that long (as
+ * PostgreSQL's status after pg_terminate_backend). other: free it. */
 static int holder_in_any_mode(dlock__mystore *p, mylock *l, int64_t deadline, dlock__myres *res,
                               dlock__myres *other, const char **id, const char **owner,
-                              const char **info)
+                              const char **info, int64_t *lease_ms)
 {
     int rc = holder_of(p, l, deadline, res);
     if (rc != DLOCK_OK)
         return rc;
+    const char *left = dlock__my_value(res, 0, 5);
     *id = dlock__my_value(res, 0, 0);
     *owner = dlock__my_value(res, 0, 1);
     *info = dlock__my_value(res, 0, 2);
+    *lease_ms = *owner != NULL && left != NULL ? strtoll(left, NULL, 10) : -1;
     const char *named = *owner;
-    rc = dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+    rc = dlock__my_other_holder(p, l, deadline, res, other, owner, info, lease_ms);
     if (*owner != named)
         *id = NULL;
     return rc;
@@ -470,9 +477,8 @@ static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     if (MYSTORE(s)->row)
         return dlock__myr_query(MYSTORE(s), MYLOCK(sl), st, deadline_us);
     memset(st, 0, sizeof *st);
-    st->lease_ms = -1;
-    int rc =
-        holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner, &info);
+    int rc = holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner,
+                                &info, &st->lease_ms);
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
@@ -497,8 +503,9 @@ static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
         return dlock__myt_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
     if (MYSTORE(s)->row)
         return dlock__myr_holders(MYSTORE(s), MYLOCK(sl), sink, arg, deadline_us);
-    int rc =
-        holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner, &info);
+    int64_t lease_ms;
+    int rc = holder_in_any_mode(MYSTORE(s), MYLOCK(sl), deadline_us, &res, &other, &id, &owner,
+                                &info, &lease_ms);
     if (rc != DLOCK_OK)
         return rc;
     if (id != NULL || owner != NULL) {

@@ -574,8 +574,12 @@ int dlock__myr_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t d
 /* ---------------------------------------------------------------- operators */
 
 /* The row's holder (dlock_fence's lease: a session or table holder of the
- * name shows there too), its fence, and the connections waiting in FOR
- * UPDATE on the row (those the user can see in the process list). */
+ * name shows there too), its fence, the connections waiting in FOR UPDATE
+ * on the row (those the user can see in the process list), and the lease
+ * left: the row's (kept by a live holder's renewals; a holder whose
+ * connection ended holds until it runs out, as the next taker waits for
+ * it), NULL for a session holder whose connection has the named lock (it
+ * holds as long as that connection). */
 static int holder_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res)
 {
     char hex[DLOCK__MY_NAME_MAX * 8 + 1], sql[3000];
@@ -586,26 +590,29 @@ static int holder_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dloc
     snprintf(sql, sizeof sql,
              "SELECT f.owner, f.info, f.conn, (SELECT fence FROM dlock_fence WHERE name = %s), "
              "(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
-             "AND INFO LIKE '%%FROM dlock_row WHERE name = X''%s''%%') "
+             "AND INFO LIKE '%%FROM dlock_row WHERE name = X''%s''%%'), "
+             "IF(IS_USED_LOCK(%s) <=> f.conn, NULL, " DLOCK__MY_MS_LEFT ") "
              "FROM (SELECT 1) d LEFT JOIN dlock_fence f ON f.name = %s AND f.expires > "
              "UTC_TIMESTAMP(6)",
-             l->lit, hex, l->lit);
+             l->lit, hex, l->lit, l->lit);
     return dlock__my_operate(p, sql, deadline, res, "reading the row lock's holder");
 }
 
 /* holder_of(), and when no lease runs in dlock_fence, table mode's holder
- * of the name (one lock per name): *owner, *info (NULL: free). other:
- * free it. */
+ * of the name (one lock per name): *owner, *info (NULL: free), *lease_ms
+ * (-1: none to tell, see holder_of). other: free it. */
 static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
                               dlock__myres *res, dlock__myres *other, const char **owner,
-                              const char **info)
+                              const char **info, int64_t *lease_ms)
 {
     int rc = holder_of(p, l, deadline, res);
     if (rc != DLOCK_OK)
         return rc;
+    const char *left = dlock__my_value(res, 0, 5);
     *owner = dlock__my_value(res, 0, 0);
     *info = dlock__my_value(res, 0, 1);
-    return dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+    *lease_ms = *owner != NULL && left != NULL ? strtoll(left, NULL, 10) : -1;
+    return dlock__my_other_holder(p, l, deadline, res, other, owner, info, lease_ms);
 }
 
 int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
@@ -613,8 +620,7 @@ int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     dlock__myres res, other;
     const char *owner, *info;
     memset(st, 0, sizeof *st);
-    st->lease_ms = -1;
-    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info);
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &st->lease_ms);
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
@@ -635,7 +641,8 @@ int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
 {
     dlock__myres res, other;
     const char *owner, *info;
-    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info);
+    int64_t lease_ms;
+    int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &lease_ms);
     if (rc != DLOCK_OK)
         return rc;
     if (owner != NULL) {

@@ -183,7 +183,8 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
 }
 
 int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
-                           dlock__myres *other, const char **owner, const char **info)
+                           dlock__myres *other, const char **owner, const char **info,
+                           int64_t *lease_ms)
 {
     char sql[DLOCK__MY_NAME_MAX * 8 + 300];
     memset(other, 0, sizeof *other);
@@ -195,22 +196,26 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
             dlock__my_res_free(res);
         return rc;
     }
+    /* the lease left: a row's, unless its holder's connection has the
+     * named lock (a session holder alive: it holds as long as that) */
     if (p->table)
         snprintf(sql, sizeof sql,
-                 "SELECT owner, info FROM dlock_fence WHERE name = %s AND expires > "
-                 "UTC_TIMESTAMP(6)",
+                 "SELECT owner, info, IF(IS_USED_LOCK(name) <=> conn, NULL, " DLOCK__MY_MS_LEFT
+                 ") FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6)",
                  l->lit);
     else
         snprintf(sql, sizeof sql,
-                 "SELECT owner, info FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner <> '' "
-                 "AND expires > UTC_TIMESTAMP(6)",
+                 "SELECT owner, info, " DLOCK__MY_MS_LEFT " FROM " DLOCK__SQLT_TABLE
+                 " WHERE name = %s AND owner <> '' AND expires > UTC_TIMESTAMP(6)",
                  l->key_lit);
     rc = dlock__my_operate(p, sql, deadline, other, "reading the other mode's holder");
     if (rc != DLOCK_OK)
         dlock__my_res_free(res);
     else if (dlock__my_value(other, 0, 0) != NULL) {
+        const char *left = dlock__my_value(other, 0, 2);
         *owner = dlock__my_value(other, 0, 0);
         *info = dlock__my_value(other, 0, 1);
+        *lease_ms = left != NULL ? strtoll(left, NULL, 10) : -1;
     }
     return rc;
 }
@@ -540,9 +545,8 @@ static int row_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__
 }
 
 /* row_of(), and when the row has no live holder, a session or row holder
- * of the name (one lock per name): *owner, *info; *lease_ms this table's
- * holder's lease left, -1 (another mode's holder: none to tell). other:
- * free it. */
+ * of the name (one lock per name): *owner, *info; *lease_ms the holder's
+ * lease left (dlock__my_other_holder for another mode's). other: free it. */
 static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadline,
                               dlock__myres *res, dlock__myres *other, const char **owner,
                               const char **info, int64_t *lease_ms)
@@ -554,7 +558,7 @@ static int holder_in_any_mode(dlock__mystore *p, dlock__mylock *l, int64_t deadl
     *owner = held ? dlock__my_value(res, 0, 0) : NULL;
     *info = held ? dlock__my_value(res, 0, 1) : NULL;
     *lease_ms = held ? strtoll(dlock__my_value(res, 0, 3), NULL, 10) : -1;
-    return dlock__my_other_holder(p, l, deadline, res, other, owner, info);
+    return dlock__my_other_holder(p, l, deadline, res, other, owner, info, lease_ms);
 }
 
 int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us)
