@@ -715,8 +715,9 @@ static void *renewal_run(void *arg)
         }
 
         int64_t sent = dlock__now_us();
-        /* the batch's time was cut by a validity about to end */
-        int cut_short = deadline < sent + r->cfg->command_timeout_ms * 1000 / 2;
+        /* the batch's time was cut short by a validity about to end (its
+         * failure, "no reply in 3 ms", says little) */
+        int cut_short = deadline - sent < r->cfg->command_timeout_ms * 1000 / 10;
         error[0] = '\0';
         dlock__clear_error();
         if (r->store->backend->renew(r->store, b.items, b.n, deadline) != DLOCK_OK)
