@@ -79,13 +79,13 @@
  *    (a wait of 0) within one command timeout, whatever the store does; an
  *    unreachable store is retried within the budget and reported as
  *    DLOCK_EUNREACHABLE, never as a lock held by someone else. A wait's
- *    requests end at most half a command timeout after its budget, and its
- *    clean-up (leaving the queue; a multi-lock giving back the names it
- *    took) at most a whole one after it. A try's requests (a multi-lock's
- *    one-step request and its names taken one by one) all end one command
- *    timeout after the call began, and its clean-up gets what they leave
- *    of it. A release of a multi-lock shares one command timeout among its
- *    names. A clean-up the store does not answer in time is given up, and
+ *    requests end at most a tenth of a command timeout (200 ms at least)
+ *    after its budget, and its clean-up (leaving the queue; a multi-lock
+ *    giving back the names it took) at most a whole one after it, or as
+ *    long as a request if the store did not answer the wait's last one. A try's requests (a
+ * multi-lock's one-step request and its names taken one by one) all end one command timeout after
+ * the call began, and its clean-up gets what they leave of it. A release of a multi-lock shares one
+ * command timeout among its names. A clean-up the store does not answer in time is given up, and
  *    what it would have freed ends with its lease (or waiter lease, or
  *    session) in the store.
  *  - A wait never hangs on a store that does not answer, budget or not: it
@@ -484,8 +484,11 @@ DLOCK_API int dlock_semaphore_open(dlock_client *client, const char *name, unsig
  * multi-lock whose names are all free is taken in one atomic step;
  * otherwise, or while the store is unreachable, they are taken one by one in
  * one canonical order (sorted names), given back if the budget runs out, so
- * two multi-locks over the same names never deadlock. Duplicate names count
- * once. flags: 0 or DLOCK_FAIR. Each member has its own fence
+ * two multi-locks over the same names never deadlock. Taken one by one, the
+ * names already held are renewed while the others are waited for, and a
+ * fixed lease (dlock_acquire_for) is then set on every name: it starts when
+ * the multi-lock holds them all (one more request per name). Duplicate
+ * names count once. flags: 0 or DLOCK_FAIR. Each member has its own fence
  * (dlock_lock_member()); dlock_lock_fence() of the multi-lock is the first
  * member's. Returns DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM.
  */

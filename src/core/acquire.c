@@ -329,14 +329,14 @@ static enum ride ride_outage(dlock_lock *l, take_state *st, int64_t sent, int64_
     if (dlock__lock_cancelled(l))
         return RIDE_CANCELLED;
     int64_t for_ms = (dlock__now_us() - st->outage_since) / 1000;
-    if (over > deadline)
-        dlock__fail_context(DLOCK_EUNREACHABLE,
-                            "lock '%s': the store was still unreachable when the wait ran out",
-                            l->name);
-    else if (!reached)
+    if (!reached)
         dlock__fail_context(DLOCK_EUNREACHABLE,
                             "lock '%s': the store was never reached (tried for %lld ms)", l->name,
                             (long long) for_ms);
+    else if (over > deadline)
+        dlock__fail_context(DLOCK_EUNREACHABLE,
+                            "lock '%s': the store was still unreachable when the wait ran out",
+                            l->name);
     else
         dlock__fail_context(DLOCK_EUNREACHABLE,
                             "lock '%s': the store stayed unreachable for %lld ms, past the "
@@ -732,13 +732,14 @@ static int finish(dlock_lock *l, take_state *st, enum step step, int rc)
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
     }
     /* A store this client never reached has nothing of this wait to drop;
-     * one that stayed unreachable to the end is given a moment only: the
-     * entry's waiter lease ends it anyway. (Either way, before, a frozen
+     * one that stayed unreachable to the end is given a moment only, as
+     * long as a wait's last request (the request is sent all the same; the
+     * entry's waiter lease ends it anyway). (Either way, before, a frozen
      * server cost one more command timeout after the verdict.) */
     if (step != STEP_DONE && (st->on_board || st->on_renewer || st->queued) &&
         dlock__client_reached(c)) {
         int64_t until = dlock__lock_cleanup_deadline(l, st->deadline);
-        int64_t moment = dlock__now_us() + (int64_t) FIRST_CONTACT_MS * 1000;
+        int64_t moment = dlock__now_us() + dlock__lock_past_wait_us(l);
         leave_queue_by(l, rc == DLOCK_EUNREACHABLE && until > moment ? moment : until);
     }
     drop_place(l, st);

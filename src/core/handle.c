@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PAST_WAIT_MIN_US 200000 /* a wait's request may end this long after the wait, at least */
+
 /* ---------------------------------------------------------------- kinds */
 
 int dlock__spec_of(unsigned flags, int semaphore, dlock__lock_spec *spec)
@@ -242,8 +244,17 @@ int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline)
         return try_end(l);
     if (deadline == DLOCK__NEVER)
         return now + timeout;
-    int64_t cap = deadline + timeout / 2;
+    int64_t cap = deadline + dlock__lock_past_wait_us(l);
     return now + timeout < cap ? now + timeout : cap;
+}
+
+int64_t dlock__lock_past_wait_us(const dlock_lock *l)
+{
+    /* a tenth of a command timeout, 200 ms at least (a reply on its way),
+     * half of one at most */
+    int64_t timeout = l->client->cfg.command_timeout_ms * 1000;
+    int64_t past = timeout / 10 > PAST_WAIT_MIN_US ? timeout / 10 : PAST_WAIT_MIN_US;
+    return past > timeout / 2 ? timeout / 2 : past;
 }
 
 int64_t dlock__lock_cleanup_deadline(const dlock_lock *l, int64_t wait_deadline)

@@ -84,16 +84,22 @@ int dlock__lock_leave(dlock_lock *l, int rc);
 /* The bound of one request made now. */
 int64_t dlock__lock_op_deadline(const dlock_lock *l);
 /* The bound of one request made during a wait that ends at `deadline`
- * (DLOCK__NEVER: no end): a command timeout, and never more than half of
- * one past the end of the wait. The other half is the clean-up's (leaving
- * the queue, giving back a grant), so that a wait overruns its budget by at
- * most one command timeout however its requests fare. A try (deadline 0)
+ * (DLOCK__NEVER: no end): a command timeout, and never more than a tenth
+ * of one (200 ms at least, half of one at most) past the end of the wait,
+ * so that `dlock run -w 1` at a server that stopped answering returns
+ * after about 1.5 s, not 3.5. The clean-up (leaving the queue, giving back
+ * a grant) may take the rest of one command timeout past the end, so that
+ * a wait overruns its budget by at most one command timeout however its
+ * requests fare. A try (deadline 0)
  * has no budget: its requests (a multi-lock's one-step request and its
  * members' tries) all end one command timeout after its call began, the
  * first request's bound. A clean-up left no time is not sent: the place or
  * grant it would give back ends with its waiter lease or lease in the
  * store. */
 int64_t dlock__lock_request_deadline(const dlock_lock *l, int64_t deadline);
+/* How long a wait's last request may go on past the wait (above), and a
+ * wait that found the store unreachable waits for its clean-up. */
+int64_t dlock__lock_past_wait_us(const dlock_lock *l);
 /* The bound of a clean-up (several requests, one after another) after a
  * wait that ends at wait_deadline (DLOCK__NEVER: none): a command timeout
  * from now, never more than one past the wait's end; after a try (0): what

@@ -274,13 +274,20 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         return dlock__fail_context(DLOCK_EUNREACHABLE,
                                    "multi-lock '%s': no answer to its one-step try within %s",
                                    l->name, deadline == 0 ? "the command timeout" : "the wait");
+    /* A fixed lease starts when every member is held: the members are
+     * gathered with the client's renewed lease and then set to it (every
+     * store with fixed leases can extend). Gathered with the fixed lease
+     * itself, a lease shorter than the gathering would lose the first
+     * member every round, and the multi-lock would never be taken. */
+    int gather_renew = renew || l->nmembers > 1;
+    int64_t gather_lease_ms = gather_renew && !renew ? l->client->cfg.lease_ms : lease_ms;
     int64_t again_us = AGAIN_MIN_US;
     while (rc != DLOCK_OK) {
         for (size_t i = 0; i < l->nmembers; i++) {
             if (deadline != 0 && deadline != DLOCK__NEVER && dlock__now_us() >= deadline)
                 rc = dlock__fail(DLOCK_ETIMEDOUT, "no time left for '%s'", l->members[i]->name);
             else
-                rc = dlock__lock_take(l->members[i], deadline, lease_ms, renew);
+                rc = dlock__lock_take(l->members[i], deadline, gather_lease_ms, gather_renew);
             if (rc != DLOCK_OK) {
                 roll_back(l, i, dlock__lock_cleanup_deadline(l, deadline));
                 return dlock__fail_context(rc, "multi-lock '%s'", l->name);
@@ -292,6 +299,23 @@ int dlock__multi_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         size_t lost = 0;
         while (lost < l->nmembers && dlock__lock_take_loss(l->members[lost]) == DLOCK_OK)
             lost++;
+        /* all held: the fixed lease from now, on every member (and the
+         * first may run out while the last is set: looked at again) */
+        if (lost == l->nmembers && gather_renew != renew) {
+            for (size_t i = 0; i < l->nmembers; i++) {
+                rc = dlock__lock_extend(l->members[i], lease_ms, DLOCK__EXTEND_SET);
+                if (rc != DLOCK_OK && rc != DLOCK_ELOST) {
+                    roll_back(l, l->nmembers, dlock__lock_cleanup_deadline(l, deadline));
+                    return dlock__fail_context(rc, "multi-lock '%s'", l->name);
+                }
+                if (rc == DLOCK_ELOST)
+                    break;
+            }
+            lost = 0;
+            while (lost < l->nmembers && l->members[lost]->holds > 0 &&
+                   dlock__lock_take_loss(l->members[lost]) == DLOCK_OK)
+                lost++;
+        }
         if (lost == l->nmembers)
             break;
         roll_back(l, l->nmembers, dlock__lock_cleanup_deadline(l, deadline));

@@ -443,6 +443,39 @@ static void stream_reader_backs_off(void)
     dt_proxy_stop(&proxy);
 }
 
+/* A wait's budget bounds it at a server that stopped answering: its last
+ * request ends a tenth of a command timeout (200 ms at least) after the
+ * budget, not half a command timeout (2.5 s of the default 5 s), and
+ * leaving the line takes as long at most (1 s, before). */
+static void budget_bounds_frozen_server(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = dt_client(srv.url, NULL); /* timeout: the default 5 s */
+    dlock_lock *l = dt_lock(c, "frozen", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK); /* reached */
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    for (int reached = 1; reached >= 0; reached--) {
+        dlock_client *fresh = reached ? NULL : dt_client(srv.url, NULL);
+        dlock_lock *w = reached ? l : dt_lock(fresh, "frozen", 0);
+        dt_server_pause(&srv);
+        int64_t t0 = dt_now_ms();
+        CHECK_RC(dlock_acquire(w, 1000), DLOCK_EUNREACHABLE);
+        long long took = dt_now_ms() - t0;
+        dt_server_resume(&srv);
+        printf("%s: a 1 s wait at a frozen server returned after %lld ms: %s\n",
+               reached ? "reached before" : "never reached", took, dlock_errmsg());
+        CHECK_INT(took, >=, 900);
+        CHECK_INT(took, <, 2500); /* 1000 + 500 + 500, and slack; 4500 before */
+        if (!reached) {
+            CHECK(strstr(dlock_errmsg(), "never reached") != NULL);
+            dlock_lock_free(w);
+            dlock_client_close(fresh);
+        }
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -454,6 +487,7 @@ int main(int argc, char **argv)
         {"failed_fence_leaves_nothing_held", failed_fence_leaves_nothing_held},
         {"refused_renewals_back_off", refused_renewals_back_off},
         {"stream_reader_backs_off", stream_reader_backs_off},
+        {"budget_bounds_frozen_server", budget_bounds_frozen_server},
     };
     return DT_RUN(tests);
 }

@@ -244,6 +244,63 @@ static void *multi_run(void *p)
     return NULL;
 }
 
+/* Whether another client holds l's name now (a try, given back if it
+ * took it). */
+static int taken_elsewhere(dlock_lock *l)
+{
+    int rc = dlock_try_acquire(l);
+    if (rc == DLOCK_OK)
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    return rc == DLOCK_EBUSY;
+}
+
+/* A multi-lock with a fixed lease shorter than its wait for a later name:
+ * the name taken first is kept (renewed) while the later one is waited
+ * for, and the fixed lease starts when every name is held. (Before, the
+ * first name's lease ran out meanwhile, another client could take it, and
+ * on a hot name the multi-lock never held both at once.) */
+void ct_multi_fixed_lease_from_all(void)
+{
+    enum { LEASE_MS = 400, HOLD_MS = 1500 };
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    char x[128], y[128];
+    snprintf(x, sizeof x, "%s", CT_NAME("fx"));
+    snprintf(y, sizeof y, "%s", CT_NAME("fy"));
+    const char *names[] = {x, y};
+    dlock_lock *m = NULL, *px = ct_lock(c2, x, 0), *py = ct_lock(c2, y, 0);
+
+    CHECK_RC(dlock_multi_open(c, names, 2, 0, &m), DLOCK_OK);
+    CHECK_RC(dlock_acquire(py, 0), DLOCK_OK); /* the later name (canonical order) */
+    int64_t t0 = dt_now_ms();
+    ct_waiter w;
+    ct_wait_start_for(&w, m, 10000, LEASE_MS);
+    /* x taken by the multi-lock, and still held well past its lease */
+    DT_WAIT_UNTIL(taken_elsewhere(px), 5000);
+    while (dt_now_ms() - t0 < 2 * LEASE_MS)
+        dt_sleep_ms(20);
+    CHECK(taken_elsewhere(px));
+    CHECK(!CT_DONE(&w));
+    while (dt_now_ms() - t0 < HOLD_MS)
+        dt_sleep_ms(20);
+    CHECK_RC(dlock_release(py), DLOCK_OK);
+    int64_t freed = dt_now_ms();
+    CHECK_RC(ct_wait_join(&w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(px), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(py), DLOCK_EBUSY);
+    /* the fixed lease from when both were held: it ends, unrenewed */
+    DT_WAIT_UNTIL(dlock_lock_check(m) == DLOCK_ELOST, 5000);
+    CHECK_INT(dt_now_ms() - freed, <, LEASE_MS + 1500);
+    DT_WAIT_UNTIL(dlock_try_acquire(px) == DLOCK_OK, 5000);
+    DT_WAIT_UNTIL(dlock_try_acquire(py) == DLOCK_OK, 5000);
+    CHECK_RC(dlock_release(px), DLOCK_OK);
+    CHECK_RC(dlock_release(py), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(px);
+    dlock_lock_free(py);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 void ct_multi_all_or_nothing(void)
 {
     dlock_client *c = ct_client(""), *c2 = ct_client("");

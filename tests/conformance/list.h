@@ -91,6 +91,8 @@
       "`a` and `a/0`, `x` and `x.rwlock`, the semaphore `S` and `S/locks` are locks of their own")   \
     X(multi_all_or_nothing, 0,                                                                     \
       "a multi-lock takes all names or none, gives back on timeout, no deadlock")                  \
+    X(multi_fixed_lease_from_all, DLOCK_CAP_FIXED_LEASE,                                           \
+      "a multi-lock's fixed lease starts when it holds every name; gathered, none is let go")     \
     X(multi_bounded_when_silent, DLOCK_CAP_QUERY | CT_LINK,                                        \
       "8 members released, or given back by a wait, in one command timeout of a silent store")    \
     X(fenced_counter, DLOCK_CAP_FENCE,                                                             \
