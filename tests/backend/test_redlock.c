@@ -338,7 +338,16 @@ static void release_and_close_past_frozen_node(void)
         dlock_lock_on_lost(l, dt_on_lost, &box);
         if (connected) {
             CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
-            DT_WAIT_UNTIL(key_on_all("frozen-release"), 2000);
+            /* (the third node's take lands after the quorum's: 2 s was
+             * not always enough under ASan in CI) */
+            int64_t asked = dt_now_ms();
+            while (!key_on_all("frozen-release") && dt_now_ms() - asked < 6000)
+                dt_sleep_ms(10);
+            if (!key_on_all("frozen-release"))
+                dt_fail(__FILE__, __LINE__,
+                        "the lock is not on every node 6 s after its take: %d %d %d",
+                        key_on(0, "frozen-release"), key_on(1, "frozen-release"),
+                        key_on(2, "frozen-release"));
             pause_node(2);
         } else {
             pause_node(2);
