@@ -124,8 +124,9 @@ static int busy_error(const dlock_lock *l, int64_t ttl_ms, enum dlock__held_as h
                                                           : "is held by someone else";
     other_kind(l, held_as, as, sizeof as);
     if (ttl_ms >= 0)
-        return dlock__fail(DLOCK_EBUSY, "lock '%s' %s%s (a lease ends in %lld ms)", l->name, what,
-                           as, (long long) ttl_ms);
+        return dlock__fail(DLOCK_EBUSY,
+                           "lock '%s' %s%s (its lease has %lld ms left unless renewed)", l->name,
+                           what, as, (long long) ttl_ms);
     if (ttl_ms == DLOCK__TTL_NONE)
         return dlock__fail(DLOCK_EBUSY, "lock '%s' %s%s, with no lease (it never ends by itself)",
                            l->name, what, as);

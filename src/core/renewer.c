@@ -564,8 +564,8 @@ static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const
                    note->most_failures, note->most_failures == 1 ? "" : "s");
     /* not n - failed: an entry lost or dropped while its renewal was out
      * is neither, and a lease the store said is gone was not renewed */
-    DLOCK__LOG(r->log, DLOCK_LOG_DEBUG, "%s: renewed %zu of %zu leases in %lld us", store_label(r),
-               note->renewed, n, (long long) (now - sent_us));
+    DLOCK__LOG(r->log, DLOCK_LOG_DEBUG, "%s: renewed %zu of %zu leases in %.1f ms", store_label(r),
+               note->renewed, n, (double) (now - sent_us) / 1000);
 }
 
 /* With the entry's shard locked: applies one result of a batch. */

@@ -1423,7 +1423,7 @@ test_verbose_reports()
     expect_eq "run -v: two lines" 2 "$(wc -l <<<"$err")"
     if [ -n "$session" ]; then
         expect_match "run -v: the acquisition, on the store's session" \
-            "^dlock: lock 's-verbose' acquired in [0-9]+\.[0-9]+ m?s: fence $fence; held by dlock's $session session \(timeout 30s asked for; the server may grant less\), kept alive while dlock runs$" \
+            "^dlock: lock 's-verbose' acquired in [0-9]+\.[0-9]+ m?s: fence $fence; held by dlock's $session session \(timeout 30s asked for, within the server's bounds\), kept alive while dlock runs$" \
             "$(sed -n 1p <<<"$err")"
     else
         expect_match "run -v: the acquisition, with a renewed lease" \

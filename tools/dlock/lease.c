@@ -102,8 +102,8 @@ void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, 
         /* a ZooKeeper session's timeout is its own option, by default the lease */
         duration_text(url_duration(url, "session_timeout", renewed_ms), lease, sizeof lease);
         fprintf(stderr,
-                "; held by dlock's %s session (timeout %s asked for; the server may grant "
-                "less), kept alive while dlock runs",
+                "; held by dlock's %s session (timeout %s asked for, within the server's "
+                "bounds), kept alive while dlock runs",
                 dlock_client_store(c), lease);
     } else {
         duration_text(renewed_ms, lease, sizeof lease);
