@@ -170,23 +170,55 @@ static int ensure_table(dlock__pgstore *p, int64_t deadline)
     return DLOCK_OK;
 }
 
-/* A request once the tables are there; state (if not NULL, 6 bytes) gets
- * the SQLSTATE of an error the server answered. */
-static int run_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res,
-                     const char *what, char *state)
+/* The tables gone under a running client (a database wiped, or the
+ * tables dropped: the fault suite's restart with its data wiped, after
+ * which every request failed until a new client came): made again, the
+ * session mode's too (the take's guard reads them), so that the request
+ * can be tried once more. */
+static int remake_tables(dlock__pgstore *p, int64_t deadline)
 {
-    *res = NULL;
-    int rc = ensure_table(p, deadline);
-    if (rc != DLOCK_OK) {
-        free(sql);
+    pthread_mutex_lock(&p->mu);
+    p->table_ready = 0;
+    pthread_mutex_unlock(&p->mu);
+    dlock__pgconn *c;
+    int rc = dlock__pg_get(p, deadline, &c);
+    if (rc != DLOCK_OK)
         return rc;
-    }
-    return request_state(p, sql, deadline, res, what, state);
+    rc = dlock__pg_make_tables(p, c, deadline);
+    if (rc == DLOCK_EUNREACHABLE)
+        dlock__pg_discard(p, c, "closed: a request got no answer");
+    else
+        dlock__pg_put(p, c);
+    return rc == DLOCK_OK ? ensure_table(p, deadline) : rc;
 }
 
+/* A request (as exchange) once the tables are there, tried again once
+ * when they are gone (SQLSTATE 42P01: nothing ran). */
+static int run_on(dlock__pgstore *p, unsigned which, const char *sql, int nparams,
+                  const char *const *params, int64_t deadline, PGresult **res, const char *what)
+{
+    char state[6] = "";
+    *res = NULL;
+    int rc = ensure_table(p, deadline);
+    if (rc == DLOCK_OK)
+        rc = exchange(p, which, sql, nparams, params, deadline, res, what, state);
+    if (rc == DLOCK_ESERVER && strcmp(state, "42P01") == 0) {
+        rc = remake_tables(p, deadline);
+        if (rc == DLOCK_OK)
+            rc = exchange(p, which, sql, nparams, params, deadline, res, what, NULL);
+    }
+    return rc;
+}
+
+/* A request of sql as text (freed here). */
 static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
 {
-    return run_state(p, sql, deadline, res, what, NULL);
+    *res = NULL;
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = run_on(p, NOT_PREPARED, sql, 0, NULL, deadline, res, what);
+    free(sql);
+    return rc;
 }
 
 /* The hot path's statements, prepared on each connection on first use (as
@@ -241,11 +273,8 @@ static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const ch
     pthread_once(&statements_once, make_statements);
     if (!statements_made)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    int rc = ensure_table(p, deadline);
-    if (rc != DLOCK_OK)
-        return rc;
     const char *sql = which == PREP_RELEASE ? release_sql : take_sql[which == PREP_TAKE_WAIT];
-    return exchange(p, which, sql, nparams, params, deadline, res, what, NULL);
+    return run_on(p, which, sql, nparams, params, deadline, res, what);
 }
 
 /* text's bytes as a bytea parameter (its text form, \x and hex), malloc'd. */
