@@ -829,6 +829,25 @@ static void tables_dropped(void)
     dlock_client_close(c);
 }
 
+/* Table mode's tables dropped under a running client (a database wiped
+ * under it): its next take makes them again, on a pooled connection whose
+ * statements were prepared before the drop, and takes the lock. */
+static void table_tables_dropped(void)
+{
+    dlock_client *c = client("?mode=table");
+    dlock_lock *l = dt_lock(c, "ttd", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_cli(&srv, "-c 'DROP TABLE dlock_lock, dlock_lock_wait, dlock_fence, dlock_owner'");
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_lock WHERE name = 'ttd'::bytea AND "
+                         "owner <> ''::bytea"),
+              ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* One lock per name across the modes: a session holder (an advisory
  * lock) blocks a table-mode take of the same name, and a table holder (a
  * row of dlock_lock) blocks a session grant; each gets the lock once the
@@ -1145,6 +1164,7 @@ int main(int argc, char **argv)
         {"table_deleted_row", table_deleted_row},
         {"fence_after_row_deleted", fence_after_row_deleted},
         {"tables_dropped", tables_dropped},
+        {"table_tables_dropped", table_tables_dropped},
         {"modes_exclude", modes_exclude},
         {"table_waits_session_lease", table_waits_session_lease},
         {"crash_fence", crash_fence},

@@ -13,6 +13,7 @@
 #include "../sqltable/sqltable.h"
 #include "pg.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,40 +43,32 @@ char *dlock__pgt_bytea(const char *text)
     return out;
 }
 
-/* text as a text literal, whatever its bytes (valid UTF-8 expected). */
-static char *text_literal(const char *text)
-{
-    char *b = dlock__pgt_bytea(text);
-    if (b == NULL)
-        return NULL;
-    char *out = malloc(strlen(b) + 32);
-    if (out != NULL)
-        sprintf(out, "convert_from(%s, 'UTF8')", b);
-    free(b);
-    return out;
-}
-
-/* One request on a pooled connection, bounded by a command timeout (and
- * sql freed): DLOCK_OK with *res (PQclear it), or the failure recorded. */
-static int request_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res,
-                         const char *what, char *state)
+/* One request on a pooled connection, bounded by a command timeout: sql
+ * as text, or (which < NOT_PREPARED) the statement prepared as which on the
+ * connection (dlock__pg_exec_prepared: parsed and planned once per
+ * connection) with its params. DLOCK_OK with *res (PQclear it), or the
+ * failure recorded; state (if not NULL, 6 bytes) gets the SQLSTATE of an
+ * error the server answered. */
+#define NOT_PREPARED 32u
+static int exchange(dlock__pgstore *p, unsigned which, const char *sql, int nparams,
+                    const char *const *params, int64_t deadline, PGresult **res, const char *what,
+                    char *state)
 {
     dlock__pgconn *c;
     *res = NULL;
-    if (sql == NULL)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
     int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
     if (deadline > cap)
         deadline = cap;
     int rc = dlock__pg_get(p, deadline, &c);
     if (rc == DLOCK_OK) {
-        rc = dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
+        rc = which < NOT_PREPARED ? dlock__pg_exec_prepared(p, c, which, sql, nparams, params,
+                                                            deadline, NULL, NULL, res)
+                                  : dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
         if (rc != DLOCK_OK)
             dlock__pg_discard(p, c, "closed: a request got no answer");
         else
             dlock__pg_put(p, c);
     }
-    free(sql);
     if (rc == DLOCK_OK && PQresultStatus(*res) != PGRES_TUPLES_OK &&
         PQresultStatus(*res) != PGRES_COMMAND_OK) {
         if (state != NULL)
@@ -84,6 +77,18 @@ static int request_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresul
         PQclear(*res);
         *res = NULL;
     }
+    return rc;
+}
+
+/* A request of sql as text (freed here). */
+static int request_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res,
+                         const char *what, char *state)
+{
+    *res = NULL;
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = exchange(p, NOT_PREPARED, sql, 0, NULL, deadline, res, what, state);
+    free(sql);
     return rc;
 }
 
@@ -165,63 +170,142 @@ static int ensure_table(dlock__pgstore *p, int64_t deadline)
     return DLOCK_OK;
 }
 
-/* A request once the tables are there; state (if not NULL, 6 bytes) gets
- * the SQLSTATE of an error the server answered. */
-static int run_state(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res,
-                     const char *what, char *state)
+/* The tables gone under a running client (a database wiped, or the
+ * tables dropped: the fault suite's restart with its data wiped, after
+ * which every request failed until a new client came): made again, the
+ * session mode's too (the take's guard reads them), so that the request
+ * can be tried once more. */
+static int remake_tables(dlock__pgstore *p, int64_t deadline)
 {
+    pthread_mutex_lock(&p->mu);
+    p->table_ready = 0;
+    pthread_mutex_unlock(&p->mu);
+    dlock__pgconn *c;
+    int rc = dlock__pg_get(p, deadline, &c);
+    if (rc != DLOCK_OK)
+        return rc;
+    rc = dlock__pg_make_tables(p, c, deadline);
+    if (rc == DLOCK_EUNREACHABLE)
+        dlock__pg_discard(p, c, "closed: a request got no answer");
+    else
+        dlock__pg_put(p, c);
+    return rc == DLOCK_OK ? ensure_table(p, deadline) : rc;
+}
+
+/* A request (as exchange) once the tables are there, tried again once
+ * when they are gone (SQLSTATE 42P01: nothing ran). */
+static int run_on(dlock__pgstore *p, unsigned which, const char *sql, int nparams,
+                  const char *const *params, int64_t deadline, PGresult **res, const char *what)
+{
+    char state[6] = "";
     *res = NULL;
     int rc = ensure_table(p, deadline);
-    if (rc != DLOCK_OK) {
-        free(sql);
-        return rc;
+    if (rc == DLOCK_OK)
+        rc = exchange(p, which, sql, nparams, params, deadline, res, what, state);
+    if (rc == DLOCK_ESERVER && strcmp(state, "42P01") == 0) {
+        rc = remake_tables(p, deadline);
+        if (rc == DLOCK_OK)
+            rc = exchange(p, which, sql, nparams, params, deadline, res, what, NULL);
     }
-    return request_state(p, sql, deadline, res, what, state);
+    return rc;
 }
 
+/* A request of sql as text (freed here). */
 static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
 {
-    return run_state(p, sql, deadline, res, what, NULL);
+    *res = NULL;
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = run_on(p, NOT_PREPARED, sql, 0, NULL, deadline, res, what);
+    free(sql);
+    return rc;
 }
 
-/* Before the take, in its transaction (one request: one transaction), the
- * session mode's advisory lock of the name, shared (table takers do not
- * exclude each other by it) and until the commit: it fails while a
- * session holds the lock, and a session grant that gets the lock after
- * the commit sees the row (pg.c: CHECK_SQL). One lock per name across the
- * modes. And a session holder's row lease (dlock_fence, pg.c) counts as
- * held, as it does for a session grant: a holder whose connection dropped
- * may still think it holds until the lease ends; and so does the run rule
- * (pg.c: a name no session grant of this server run wrote, until the
- * run's start + the largest recorded lease), for a session grant lost in
- * a crash. (%lld: the key; %s, twice: the name as text.) */
+/* The hot path's statements, prepared on each connection on first use (as
+ * "dlock_<which>": session mode's are below 8, pg.c) and then only bound
+ * and executed: their text names every value as a parameter, so it is the
+ * same for every lock and store, made once per process. Sent as text they
+ * were parsed and planned at every cycle, most of a take's time in the
+ * server. */
+enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE };
+
+/* Before the take, in its statement (one transaction), the session mode's
+ * advisory lock of the name, shared (table takers do not exclude each
+ * other by it) and until the commit: it fails while a session holds the
+ * lock, and a session grant that gets the lock after the commit sees the
+ * row (pg.c: CHECK_SQL). One lock per name across the modes. And a session
+ * holder's row lease (dlock_fence, pg.c) counts as held, as it does for a
+ * session grant: a holder whose connection dropped may still think it
+ * holds until the lease ends; and so does the run rule (pg.c: a name no
+ * session grant of this server run wrote, until the run's start + the
+ * largest recorded lease), for a session grant lost in a crash. When it
+ * fails, nothing is written (dlock__sqlt_take_expr) and the answer says
+ * so. ($1: the name's bytes; $5: its advisory key.) */
 #define SESSION_GUARD                                                                              \
-    "DO $dlock$ BEGIN IF NOT pg_try_advisory_xact_lock_shared(%lld) OR EXISTS (SELECT FROM "       \
-    "dlock_fence WHERE name = %s AND expires > clock_timestamp()) OR EXISTS (SELECT FROM "         \
-    "dlock_run r WHERE r.started + r.lease_ms * interval '1 millisecond' > clock_timestamp() "     \
-    "AND NOT EXISTS (SELECT FROM dlock_fence f WHERE f.name = %s AND f.run >= r.epoch)) THEN "     \
-    "RAISE EXCEPTION USING ERRCODE = '" HELD_IN_SESSION "', MESSAGE = 'the lock is held in "       \
-    "session mode'; END IF; END $dlock$; "
-#define HELD_IN_SESSION "DLK01"
+    "pg_try_advisory_xact_lock_shared($5::bigint) AND NOT EXISTS (SELECT FROM dlock_fence WHERE "  \
+    "name = convert_from($1::bytea, 'UTF8') AND expires > clock_timestamp()) AND NOT EXISTS "      \
+    "(SELECT FROM dlock_run r WHERE r.started + r.lease_ms * interval '1 millisecond' > "          \
+    "clock_timestamp() AND NOT EXISTS (SELECT FROM dlock_fence f WHERE f.name = "                  \
+    "convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch))"
+
+/* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
+ * $4 the lease in µs, $5 the advisory key, and for a caller that waits $6
+ * its waiter lease in µs) and the release ($1, $2). */
+static char *take_sql[2], *release_sql;
+static int statements_made;
+static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
+
+static void make_statements(void)
+{
+    take_sql[0] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
+                                        "$4::bigint", NULL, SESSION_GUARD);
+    take_sql[1] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
+                                        "$4::bigint", "$6::bigint", SESSION_GUARD);
+    release_sql = dlock__sqlt_release(D, "$1::bytea", "$2::bytea");
+    statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL;
+}
+
+/* A prepared statement once the tables are there. */
+static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const char *const *params,
+                        int64_t deadline, PGresult **res, const char *what)
+{
+    *res = NULL;
+    pthread_once(&statements_once, make_statements);
+    if (!statements_made)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    const char *sql = which == PREP_RELEASE ? release_sql : take_sql[which == PREP_TAKE_WAIT];
+    return run_on(p, which, sql, nparams, params, deadline, res, what);
+}
+
+/* text's bytes as a bytea parameter (its text form, \x and hex), malloc'd. */
+static char *bytea_param(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(2 * n + 3);
+    if (out == NULL)
+        return NULL;
+    out[0] = '\\';
+    out[1] = 'x';
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 + 2 * i, 3, "%02x", (unsigned char) text[i]);
+    out[2 + 2 * n] = '\0';
+    return out;
+}
+
 int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
                        dlock__attempt *a)
 {
-    PGresult *res;
-    char *owner = dlock__pgt_bytea(a->token), *info = text_literal(p->base.host.cfg->owner_info);
-    char *take = owner != NULL && info != NULL
-                     ? dlock__sqlt_take(D, key_lit, key_lit, owner, info, a->lease_ms,
-                                        a->wait ? p->base.host.cfg->waiter_lease_ms : 0)
-                     : NULL;
-    free(owner);
-    free(info);
-    char *name_text = text_literal(name);
-    char *sql = take != NULL && name_text != NULL
-                    ? malloc(strlen(take) + sizeof SESSION_GUARD + 24 + 2 * strlen(name_text))
-                    : NULL;
-    if (sql != NULL)
-        sprintf(sql, SESSION_GUARD "%s", (long long) key, name_text, name_text, take);
-    free(take);
-    free(name_text);
+    PGresult *res = NULL;
+    (void) key_lit; /* the name goes as a parameter */
+    char lease_us[24], key_text[24], wait_us[24];
+    snprintf(lease_us, sizeof lease_us, "%lld", (long long) a->lease_ms * 1000);
+    snprintf(key_text, sizeof key_text, "%lld", (long long) key);
+    snprintf(wait_us, sizeof wait_us, "%lld",
+             (long long) (a->wait ? p->base.host.cfg->waiter_lease_ms : 0) * 1000);
+    int waits = a->wait && p->base.host.cfg->waiter_lease_ms > 0;
+    char *name_hex = bytea_param(name), *owner_hex = bytea_param(a->token);
+    const char *params[6] = {name_hex, owner_hex, p->base.host.cfg->owner_info,
+                             lease_us, key_text,  wait_us};
     /* A waiter woken by notices (listen.c) is watched before it asks, so
      * that a release answered meanwhile wakes it too */
     int woken = a->wait && p->listen != NULL && dlock__pgl_ready(p->listen);
@@ -230,16 +314,22 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
         dlock__pgt_tag(name, tag);
         dlock__pgl_watch(p->listen, tag, a->token);
     }
-    char state[6] = "";
-    int rc = run_state(p, sql, a->deadline_us, &res, "taking the lock's row", state);
-    if (rc == DLOCK_ESERVER && strcmp(state, HELD_IN_SESSION) == 0) {
+    int rc = name_hex != NULL && owner_hex != NULL
+                 ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 6 : 5, params,
+                                a->deadline_us, &res, "taking the lock's row")
+                 : dlock__fail(DLOCK_ENOMEM, "out of memory");
+    free(name_hex);
+    free(owner_hex);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *guard = value(res, 0, 4);
+    if (guard == NULL || strcmp(guard, "1") != 0) {
+        PQclear(res);
         a->outcome = DLOCK__HELD; /* by a session (pg.c): no lease to tell */
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
         return DLOCK_OK;
     }
-    if (rc != DLOCK_OK)
-        return rc;
     uint64_t fence;
     int64_t left_ms;
     if (dlock__sqlt_taken(value(res, 0, 0), value(res, 0, 1), value(res, 0, 2), value(res, 0, 3),
@@ -284,11 +374,16 @@ int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
 int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
                        int64_t deadline_us)
 {
-    PGresult *res;
-    char *owner = dlock__pgt_bytea(token);
-    char *sql = owner != NULL ? dlock__sqlt_release(D, key_lit, owner) : NULL;
-    free(owner);
-    int rc = run(p, sql, deadline_us, &res, "releasing the lock's row");
+    PGresult *res = NULL;
+    (void) key_lit; /* the name goes as a parameter */
+    char *name_hex = bytea_param(name), *owner_hex = bytea_param(token);
+    const char *params[2] = {name_hex, owner_hex};
+    int rc = name_hex != NULL && owner_hex != NULL
+                 ? run_prepared(p, PREP_RELEASE, 2, params, deadline_us, &res,
+                                "releasing the lock's row")
+                 : dlock__fail(DLOCK_ENOMEM, "out of memory");
+    free(name_hex);
+    free(owner_hex);
     if (rc != DLOCK_OK)
         return rc;
     const char *n = value(res, 0, 0);

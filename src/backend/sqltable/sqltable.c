@@ -160,40 +160,44 @@ static void older(sbuf *b, enum dlock__sqlt_dialect d, const char *key, const ch
         key, owner, now, key, owner, now, now);
 }
 
-char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
-                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
+char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                            const char *owner, const char *info, const char *lease_us,
+                            const char *wait_us, const char *guard)
 {
     sbuf b = {0}, o = {0};
     older(&o, d, key, owner);
     if (o.s == NULL)
         return NULL;
     if (d == DLOCK__SQLT_PG) {
-        /* ON CONFLICT ... DO UPDATE ... WHERE locks the row and looks at its
-         * latest version: of two takers one wins */
+        /* g first: the guard, evaluated once (a CTE with a volatile
+         * function is not inlined) before anything is written, every
+         * write below conditional on it. ON CONFLICT ... DO UPDATE ...
+         * WHERE locks the row and looks at its latest version: of two
+         * takers one wins */
         add(&b,
-            "WITH t AS (INSERT INTO " DLOCK__SQLT_TABLE
-            " AS l (name, lock_name, owner, info, fence, expires) VALUES (%s, %s, %s, "
-            "%s, " PG_NOW_US ", now() + %" PRId64
-            " * interval '1 microsecond') ON CONFLICT (name) DO UPDATE SET "
+            "WITH g AS (SELECT (%s) AS ok), t AS (INSERT INTO " DLOCK__SQLT_TABLE
+            " AS l (name, lock_name, owner, info, fence, expires) SELECT %s, %s, %s, "
+            "%s, " PG_NOW_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
+            "ON CONFLICT (name) DO UPDATE SET "
             "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
             "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = EXCLUDED.expires WHERE "
             "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
-            key, lock_name, owner, info, lease_ms * 1000, o.s);
-        if (wait_ms > 0)
+            guard != NULL ? guard : "true", key, lock_name, owner, info, lease_us, o.s);
+        if (wait_us != NULL)
             /* a lapsed row is a new wait: a new since */
             add(&b,
                 ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, "
-                "since) SELECT %s, %s, %s, now() + %" PRId64 " * interval '1 microsecond', now() "
-                "WHERE NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE SET "
-                "since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
+                "since) SELECT %s, %s, %s, now() + %s * interval '1 microsecond', now() FROM g "
+                "WHERE g.ok AND NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE "
+                "SET since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
                 "expires = EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
-                " WHERE name = %s AND ((owner = %s AND EXISTS (SELECT 1 FROM t)) OR (owner <> %s "
-                "AND expires <= now())) RETURNING 1)",
-                key, owner, lock_name, wait_ms * 1000, key, owner, owner);
+                " WHERE name = %s AND EXISTS (SELECT 1 FROM g WHERE g.ok) AND ((owner = %s AND "
+                "EXISTS (SELECT 1 FROM t)) OR (owner <> %s AND expires <= now())) RETURNING 1)",
+                key, owner, lock_name, wait_us, key, owner, owner);
         add(&b,
             " SELECT t.fence, CASE WHEN t.fence IS NULL THEN 0 ELSE 1 END, CEIL(EXTRACT(EPOCH "
-            "FROM (o.expires - now())) * 1000)::bigint, %s FROM (SELECT 1) d LEFT JOIN t ON true "
-            "LEFT JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
+            "FROM (o.expires - now())) * 1000)::bigint, %s, (SELECT g.ok::int FROM g) FROM "
+            "(SELECT 1) d LEFT JOIN t ON true LEFT JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
             o.s, key);
         free(o.s);
         return b.s;
@@ -207,30 +211,39 @@ char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *
     if (cond.s != NULL)
         add(&b,
             "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
-            "VALUES (%s, %s, %s, %s, " NOW_US ", " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
+            "VALUES (%s, %s, %s, %s, " NOW_US ", " NOW " + INTERVAL %s MICROSECOND) "
             "ON DUPLICATE KEY UPDATE fence = IF(%s, GREATEST(fence + 1, VALUES(fence)), fence), "
             "info = IF(%s, VALUES(info), info), lock_name = IF(%s, VALUES(lock_name), "
             "lock_name), owner = IF(%s, VALUES(owner), owner), "
             "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
             "SELECT fence, owner = %s, " MS_LEFT ", %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-            key, lock_name, owner, info, lease_ms * 1000, cond.s, cond.s, cond.s, cond.s, owner,
-            o.s, key);
+            key, lock_name, owner, info, lease_us, cond.s, cond.s, cond.s, cond.s, owner, o.s, key);
     free(cond.s);
     free(o.s);
-    if (wait_ms > 0)
+    if (wait_us != NULL)
         /* a waiter's row while the lock is someone else's (its lease kept
          * up by each poll, its since kept while it is live: a lapsed row
          * is a new wait); gone once it holds, with the expired ones */
         add(&b,
             "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires, since) SELECT "
-            "%s, %s, %s, " NOW " + INTERVAL %" PRId64 " MICROSECOND, " NOW " FROM DUAL WHERE NOT "
+            "%s, %s, %s, " NOW " + INTERVAL %s MICROSECOND, " NOW " FROM DUAL WHERE NOT "
             "EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner = %s) ON "
             "DUPLICATE KEY UPDATE since = IF(expires <= " NOW ", VALUES(since), since), "
             "expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND "
             "(expires <= " NOW " OR (owner = %s AND EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE
             " WHERE name = %s AND owner = %s)))",
-            key, owner, lock_name, wait_ms * 1000, key, owner, key, owner, key, owner);
+            key, owner, lock_name, wait_us, key, owner, key, owner, key, owner);
     return b.s;
+}
+
+char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
+{
+    char lease_us[24], wait_us[24];
+    snprintf(lease_us, sizeof lease_us, "%" PRId64, lease_ms * 1000);
+    snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
+    return dlock__sqlt_take_expr(d, key, lock_name, owner, info, lease_us,
+                                 wait_ms > 0 ? wait_us : NULL, NULL);
 }
 
 int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, const char *ahead,
@@ -272,12 +285,19 @@ char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const cha
 {
     sbuf b = {0};
     if (d == DLOCK__SQLT_PG) {
+        /* Its commit does not wait for the WAL's flush (synchronous_commit
+         * off for its transaction, as session mode's release, ../pg/pg.c):
+         * a release lost in a server crash leaves the row held until its
+         * lease ends, so the next holder waits longer, never takes it
+         * early; a take after it waits for its own flush, which carries
+         * the release's WAL before it */
         add(&b,
             "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
             " WHERE name = %s AND owner = %s AND expires > now() RETURNING 1) SELECT (SELECT "
             "count(*) FROM u), (SELECT " PG_TEXT(
                 "owner") " FROM " DLOCK__SQLT_TABLE
-                         " WHERE name = %s AND owner <> ''::bytea AND expires > now()), " PG_NOTIFY,
+                         " WHERE name = %s AND owner <> ''::bytea AND expires > now()), " PG_NOTIFY
+                         ", set_config('synchronous_commit', 'off', true)",
             key, owner, key, key);
         return b.s;
     }

@@ -56,6 +56,16 @@ char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d);
  * now when it is new or had lapsed), removed if it does. */
 char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                        const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
+/* As dlock__sqlt_take, with the leases as SQL expressions of microseconds
+ * (a literal, or a parameter such as "$4::bigint" for a statement
+ * prepared once: the text then depends on no value), wait_us NULL for a
+ * caller that does not wait. PG only, guard: a boolean expression (NULL:
+ * true) evaluated once before anything is written, in the same statement
+ * and transaction; when it is false nothing is written (no take, no
+ * waiter row) and the answer's fifth column, 1 when it held, is 0. */
+char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                            const char *owner, const char *info, const char *lease_us,
+                            const char *wait_us, const char *guard);
 /* One statement: owner's waiter row removed (a wait given up). */
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* The take's second statement decoded: 1 with *fence when owner holds it
@@ -74,7 +84,8 @@ int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, con
 
 /* Two statements: the row freed if owner holds it (matched rows), then the
  * holder now (one row, its owner, or no row when nobody holds it). PG:
- * notifies the lock's waiters when it freed it. */
+ * notifies the lock's waiters when it freed it, and its commit does not
+ * wait for the WAL's flush. */
 char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* Two statements: the lease set (at_least: only lengthened; lease_ms 0
  * with at_least: nothing written), then COUNT(*) of rows owner holds (1 or
