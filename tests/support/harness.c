@@ -11,6 +11,8 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -76,8 +78,54 @@ const char *dt_bin(const char *name)
     return p;
 }
 
+/* The first port of the kernel's ephemeral range (the local ports of
+ * outgoing connections), 32768 unless /proc says otherwise. */
+static int ephemeral_low(void)
+{
+    int low = 32768, high = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &low, &high) != 2)
+            low = 32768;
+        fclose(f);
+    }
+    return low;
+}
+
+/* Whether nobody listens on (or is bound to) 127.0.0.1:port now. */
+static int port_free(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                            .sin_port = htons((uint16_t) port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *) &a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A port below the ephemeral range, picked at random: a port the kernel
+ * picked (bind to port 0) is one it may give next to an outgoing
+ * connection's local end, which then takes it before the server started
+ * on it binds it (a ZooKeeper in CI: "Address already in use"). */
 int dt_free_port(void)
 {
+    /* per thread, and seeded again in a forked child (its own picks) */
+    static _Thread_local unsigned seed;
+    static _Thread_local pid_t seeded_in;
+    int low = 10000, high = ephemeral_low() - 1;
+    if (seeded_in != getpid()) {
+        seeded_in = getpid();
+        seed = (unsigned) getpid() * 2654435761u ^ (unsigned) dt_now_ms() ^
+               (unsigned) (uintptr_t) &seed;
+    }
+    for (int tries = 0; high - low > 1000 && tries < 200; tries++) {
+        int port = low + (int) (rand_r(&seed) % (unsigned) (high - low));
+        if (port_free(port))
+            return port;
+    }
+    /* no room below the range: the kernel's pick */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
     int fd = socket(AF_INET, SOCK_STREAM, 0), port;
