@@ -125,19 +125,7 @@ static void status_after_kill(void)
     long long id = holder_conn("sk");
     CHECK_INT(id, >, 0);
     dt_server_cli(&srv, "-e \"KILL %lld\"", id);
-    int64_t asked = dt_now_ms();
-    st = dt_query(op, "sk", 0);
-    CHECK_INT(st.held, ==, 1);
-    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
-    CHECK_INT(st.lease_ms, >, 0);
-    CHECK_INT(st.lease_ms, <=, 3000);
-    CHECK_RC(dlock_acquire(l2, 10000), DLOCK_OK);
-    int64_t took = dt_now_ms() - asked;
-    printf("killed holder: status said %lld ms left, taken after %lld ms\n",
-           (long long) st.lease_ms, (long long) took);
-    CHECK_INT(took, >=, st.lease_ms - 50);
-    CHECK_INT(took, <, st.lease_ms + 1500);
-    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dt_dead_holder_status_true(op, "sk", l, l2, 3000);
     dlock_lock_free(l);
     dlock_lock_free(l2);
     dlock_client_close(c);

@@ -111,3 +111,22 @@ void dt_fenced_processes(const char *url, const char *name, int procs, int round
     CHECK_INT(atomic_load(&sh->counter), ==, (long long) procs * rounds);
     munmap(sh, sizeof *sh);
 }
+
+void dt_dead_holder_status_true(struct dlock_client *op, const char *name,
+                                struct dlock_lock *holder, struct dlock_lock *next,
+                                long long lease_max_ms)
+{
+    int64_t asked = dt_now_ms();
+    dlock_status st = dt_query(op, name, 0);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(holder)) == 0);
+    CHECK_INT(st.lease_ms, >, 0);
+    CHECK_INT(st.lease_ms, <=, lease_max_ms);
+    CHECK_RC(dlock_acquire(next, 10000), DLOCK_OK);
+    int64_t took = dt_now_ms() - asked;
+    printf("killed holder: status said %lld ms left, taken after %lld ms\n",
+           (long long) st.lease_ms, (long long) took);
+    CHECK_INT(took, >=, st.lease_ms - 50);
+    CHECK_INT(took, <, st.lease_ms + 1500);
+    CHECK_RC(dlock_release(next), DLOCK_OK);
+}

@@ -30,4 +30,14 @@ pid_t dt_child_hold(const char *url, const char *name, enum dt_child_then then,
  * counter is procs * rounds. */
 void dt_fenced_processes(const char *url, const char *name, int procs, int rounds);
 
+/* After holder's connection was ended in the server (KILL, a terminate):
+ * what op's status of `name` tells is true. Held, by holder, with a lease
+ * left of at most lease_max_ms, and `next` (of another client) takes the
+ * name when that lease ends, not before. */
+struct dlock_client;
+struct dlock_lock;
+void dt_dead_holder_status_true(struct dlock_client *op, const char *name,
+                                struct dlock_lock *holder, struct dlock_lock *next,
+                                long long lease_max_ms);
+
 #endif
