@@ -5,6 +5,7 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../redis/keys.h"
+#include "../redis/replies.h"
 #include "internal.h"
 
 #include <inttypes.h>
@@ -279,11 +280,13 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
         rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 32 ||
         rep->element[1]->type != REDIS_REPLY_ARRAY) {
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s",
-                         !a[i].done                       ? "no reply in time"
-                         : a[i].rc != DLOCK_OK            ? a[i].err
-                         : rep->type == REDIS_REPLY_ERROR ? rep->str
-                                                          : "unexpected reply to SCAN");
+        char why[512];
+        rc =
+            dlock__fail(DLOCK_EUNREACHABLE, "%s",
+                        !a[i].done            ? "no reply in time"
+                        : a[i].rc != DLOCK_OK ? a[i].err
+                                              : dlock__reply_reason(rep, "unexpected reply to SCAN",
+                                                                    why, sizeof why));
         goto out;
     }
     memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
