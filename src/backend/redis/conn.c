@@ -439,7 +439,8 @@ static int first_commands(const dlock__rendpoint *ep, char **out)
  * multibulk length", and the connection closed), and a connection counts
  * as made only once the server answered. Other refusals of the PING
  * (LOADING...) are left to the requests, as before. A server named alone
- * is also asked INFO cluster in the same write (no round trip of its own),
+ * (or one of Redlock's independent masters: ep->independent) is also
+ * asked INFO cluster in the same write (no round trip of its own),
  * and refused if it is a node of a Redis Cluster: a lock whose slot it
  * serves would work, the others would not (MOVED). A server that does not
  * answer INFO (renamed, an ACL) is not refused: a MOVED still is

@@ -315,18 +315,22 @@ static const char *step_of(const rlcall *c)
 static int refuse_if_not_master(node *nd, const rlcall *const *calls, size_t n, int rc,
                                 redisReply **replies, char *err, size_t err_len)
 {
+    int said = 0; /* a reply said so (a replica's READONLY, a MOVED) */
     for (size_t k = 0; rc == DLOCK_OK && k < n; k++) {
         int code = dlock__rconn_wrong_server(nd->conn, step_of(calls[k]), replies[k]);
         if (code == DLOCK_OK)
             continue;
         rc = code;
+        said = 1;
         snprintf(err, err_len, "%s", dlock_errmsg());
         for (size_t j = 0; j < n; j++) {
             freeReplyObject(replies[j]);
             replies[j] = NULL;
         }
     }
-    if (rc != DLOCK_EINVAL && !(rc == DLOCK_ESERVER && strstr(err, " is a replica ") != NULL))
+    /* refused from now on: what a reply said, or the handshake's EINVAL
+     * (INFO cluster said cluster_enabled:1) */
+    if (rc != DLOCK_EINVAL && !said)
         return rc;
     nd->refused_rc = rc;
     snprintf(nd->refused, sizeof nd->refused, "%s", err);

@@ -345,6 +345,8 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
     else if (answered >= b->quorum)
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock was not held any more (its lease ran out)",
                          b->label);
+    else if (dlock__rl_wrong_url(b, a) != DLOCK_OK)
+        rc = DLOCK_EINVAL;
     else {
         char why[1500];
         dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
@@ -394,6 +396,8 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
     if (yes < b->quorum && no > b->n - b->quorum) {
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock is no longer held on a quorum of %zu nodes",
                          b->label, b->quorum);
+    } else if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
+        rc = DLOCK_EINVAL;
     } else if (yes < b->quorum) {
         char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);

@@ -188,7 +188,9 @@ int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char
     size_t yes, no, none;
     int rc = DLOCK_OK;
     dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
-    if (yes < b->quorum) {
+    if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
+        rc = DLOCK_EINVAL;
+    } else if (yes < b->quorum) {
         char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s a quorum of %zu of %zu nodes in time: %s",
