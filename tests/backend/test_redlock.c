@@ -978,6 +978,34 @@ static void cluster_nodes_refused(void)
     dt_server_stop(&cluster);
 }
 
+/* The same where INFO is not allowed (renamed here, an ACL elsewhere): the
+ * handshake cannot tell, and the MOVED of the nodes that do not serve the
+ * name's slot does. */
+static void cluster_nodes_refused_by_moved(void)
+{
+    dt_server cluster;
+    char text[512];
+    int p[3];
+
+    dt_server_start(&cluster, "cluster", 0, "--rename-command", "INFO", "", NULL);
+    CHECK(sscanf(cluster.url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", &p[0],
+                 &p[1], &p[2]) == 3);
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", p[0], p[1],
+             p[2]);
+    dlock_client *c = dt_client(text, "?unreachable_wait=30s");
+    dlock_lock *l = dt_lock(c, "job", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, " is a node of a Redis Cluster (MOVED ") == NULL ||
+        strstr(msg, "Redlock needs 3 independent masters") == NULL)
+        dt_fail(__FILE__, __LINE__, "want a node of a cluster named by its MOVED: %s", msg);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&cluster);
+}
+
 /* Replicas listed as Redlock's masters (issue 22): a replica refuses the
  * take (READONLY), which went unsaid while two masters made the quorum,
  * and counted as out of reach (retried for unreachable_wait) when it left
@@ -1080,6 +1108,7 @@ int main(int argc, char **argv)
         {"list_by_quorum", list_by_quorum},
         {"slow_node_is_not_down", slow_node_is_not_down},
         {"cluster_nodes_refused", cluster_nodes_refused},
+        {"cluster_nodes_refused_by_moved", cluster_nodes_refused_by_moved},
         {"replicas_refused", replicas_refused},
         {"out_of_reach_counts_every_node", out_of_reach_counts_every_node},
     };
