@@ -499,6 +499,36 @@ static void list_skips_lapsed_holders(void)
     dlock_client_close(client);
 }
 
+/* redis:// at a Redis Sentinel's port (issue 22): the sentinel knows no
+ * EVALSHA, and its refusal echoes the command's first arguments ("ERR
+ * unknown command 'EVALSHA', with args beginning with: '<digest>' '1'
+ * 'dlock:{job}' '<owner token>' ..."). The message keeps the server's
+ * reason and the hint, and neither the owner token nor the digest. */
+static void sentinel_port_leaks_nothing(void)
+{
+    dt_server group;
+    char url[256];
+    int port = 0;
+
+    dt_server_start(&group, "sentinel", 0, NULL);
+    const char *first = strstr(group.url, "://127.0.0.1:");
+    CHECK(first != NULL && sscanf(first, "://127.0.0.1:%d", &port) == 1);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    CHECK_RC(dlock_client_open(url, &client), DLOCK_OK);
+    dlock_lock *l = open_lock("job", 0);
+    char token[64];
+    snprintf(token, sizeof token, "%s", dlock_lock_token(l));
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, "ERR unknown command 'EVALSHA'") == NULL ||
+        strstr(msg, "redis+sentinel://") == NULL || strstr(msg, token) != NULL ||
+        strstr(msg, "with args beginning") != NULL || strstr(msg, "dlock:{job}") != NULL)
+        dt_fail(__FILE__, __LINE__, "want the reason and the hint, no arguments: %s", msg);
+    dlock_lock_free(l);
+    dlock_client_close(client);
+    dt_server_stop(&group);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -518,6 +548,7 @@ int main(int argc, char **argv)
         {"extend_and_keepalive", extend_and_keepalive},
         {"owner_records", owner_records},
         {"list_skips_lapsed_holders", list_skips_lapsed_holders},
+        {"sentinel_port_leaks_nothing", sentinel_port_leaks_nothing},
     };
     return DT_RUN(tests);
 }

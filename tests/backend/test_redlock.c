@@ -389,6 +389,13 @@ static void release_and_close_past_frozen_node(void)
         dlock_lock_free(ol);
         dlock_client_close(o);
         dt_server_resume(&nodes[0]);
+        /* The closed client's worker for node 0 sends its take and the
+         * release behind it once the node wakes: done before the next
+         * round's take, else that take can land between them, find the
+         * name held there, and leave node 0 without the lock for good
+         * (renewals never re-create a key), as it did one run in four. */
+        DT_WAIT_UNTIL(clients_on(0) == 1, 4000);
+        CHECK(!key_on(0, "frozen-release"));
     }
 }
 
@@ -903,6 +910,189 @@ static void slow_node_is_not_down(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- nodes that are no masters */
+
+/* One command to the server on port; NULL if it does not answer in 1 s. */
+static redisReply *port_command(int port, const char *cmd)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisReply *r = NULL;
+    if (c != NULL && !c->err) {
+        redisSetTimeout(c, tv);
+        r = redisCommand(c, cmd);
+    }
+    if (c != NULL)
+        redisFree(c);
+    return r;
+}
+
+/* Whether the replica on port has synced with its master. */
+static int replica_synced(int port)
+{
+    redisReply *r = port_command(port, "INFO replication");
+    int up = r != NULL && r->type == REDIS_REPLY_STRING &&
+             strstr(r->str, "master_link_status:up") != NULL;
+    freeReplyObject(r);
+    return up;
+}
+
+/* What the client logged at warning level (or worse), every message. */
+typedef struct warnings {
+    pthread_mutex_t mu;
+    char text[4096];
+} warnings;
+
+static void keep_warning(int level, const char *msg, void *arg)
+{
+    warnings *w = arg;
+    (void) level;
+    pthread_mutex_lock(&w->mu);
+    size_t used = strlen(w->text);
+    snprintf(w->text + used, sizeof w->text - used, "%s\n", msg);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The nodes of a Redis Cluster listed as Redlock's (issue 22): each node
+ * would answer MOVED for the slots it does not serve, which counted as
+ * out of reach and was retried for unreachable_wait. A wrong URL, said at
+ * once, naming the node and what to use (the handshake's INFO cluster). */
+static void cluster_nodes_refused(void)
+{
+    dt_server cluster;
+    char text[512];
+    int p[3];
+
+    dt_server_start(&cluster, "cluster", 0, NULL);
+    CHECK(sscanf(cluster.url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", &p[0],
+                 &p[1], &p[2]) == 3);
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", p[0], p[1],
+             p[2]);
+    dlock_client *c = dt_client(text, "?unreachable_wait=30s");
+    dlock_lock *l = dt_lock(c, "job", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, " is a node of a Redis Cluster") == NULL ||
+        strstr(msg, "Redlock needs 3 independent masters") == NULL ||
+        strstr(msg, "use redis+cluster://") == NULL)
+        dt_fail(__FILE__, __LINE__, "want a node of a cluster named: %s", msg);
+    /* and again: the node is refused from then on */
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EINVAL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&cluster);
+}
+
+/* The same where INFO is not allowed (renamed here, an ACL elsewhere): the
+ * handshake cannot tell, and the MOVED of the nodes that do not serve the
+ * name's slot does. */
+static void cluster_nodes_refused_by_moved(void)
+{
+    dt_server cluster;
+    char text[512];
+    int p[3];
+
+    dt_server_start(&cluster, "cluster", 0, "--rename-command", "INFO", "", NULL);
+    CHECK(sscanf(cluster.url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", &p[0],
+                 &p[1], &p[2]) == 3);
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", p[0], p[1],
+             p[2]);
+    dlock_client *c = dt_client(text, "?unreachable_wait=30s");
+    dlock_lock *l = dt_lock(c, "job", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, " is a node of a Redis Cluster (MOVED ") == NULL ||
+        strstr(msg, "Redlock needs 3 independent masters") == NULL)
+        dt_fail(__FILE__, __LINE__, "want a node of a cluster named by its MOVED: %s", msg);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&cluster);
+}
+
+/* Replicas listed as Redlock's masters (issue 22): a replica refuses the
+ * take (READONLY), which went unsaid while two masters made the quorum,
+ * and counted as out of reach (retried for unreachable_wait) when it left
+ * none. A replica is refused by the client with a warning naming it; two
+ * of three refused is DLOCK_ESERVER at once, every node counted once, and
+ * without the script's digest the server's reply adds. */
+static void replicas_refused(void)
+{
+    dt_server replicas[2];
+    char of[32], text[512];
+    warnings w = {PTHREAD_MUTEX_INITIALIZER, ""};
+
+    snprintf(of, sizeof of, "%d", nodes[0].port);
+    for (int i = 0; i < 2; i++)
+        dt_server_start(&replicas[i], "redis", 0, "--replicaof", "127.0.0.1", of, NULL);
+    for (int i = 0; i < 2; i++)
+        DT_WAIT_UNTIL(replica_synced(replicas[i].port), 10000);
+
+    /* one replica, two masters: the lock works, and the replica is told */
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", nodes[0].port,
+             nodes[1].port, replicas[0].port);
+    dlock_client *c = dt_client(text, NULL);
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, keep_warning, &w), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, "replica", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    char says[160];
+    snprintf(says, sizeof says,
+             "127.0.0.1:%d is a replica (read-only): Redlock needs 3 independent masters",
+             replicas[0].port);
+    pthread_mutex_lock(&w.mu);
+    if (strstr(w.text, says) == NULL || strstr(w.text, " script: ") != NULL)
+        dt_fail(__FILE__, __LINE__, "want a warning '%s', got: %s", says, w.text);
+    pthread_mutex_unlock(&w.mu);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* two replicas: no quorum can be made, said at once */
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", nodes[0].port,
+             replicas[0].port, replicas[1].port);
+    c = dt_client(text, "?unreachable_wait=30s");
+    l = dt_lock(c, "replica", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_ESERVER);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, "2 of 3 nodes refused this client (a quorum needs 2)") == NULL ||
+        strstr(msg, "is a replica (read-only)") == NULL ||
+        strstr(msg, "; 1 answered, 2 refused") == NULL || strstr(msg, " script: ") != NULL ||
+        strstr(msg, "@user_script") != NULL)
+        dt_fail(__FILE__, __LINE__, "want two replicas refused, one answered: %s", msg);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    for (int i = 0; i < 2; i++)
+        dt_server_stop(&replicas[i]);
+}
+
+/* A quorum out of reach at once (two ports that refuse connections): the
+ * message counts every node once, and the healthy node, a little slower
+ * (a first connection, the script loaded), as answered every time, not
+ * "0 answered" one attempt in two (issue 22). */
+static void out_of_reach_counts_every_node(void)
+{
+    char text[512];
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", nodes[0].port);
+    for (int round = 0; round < 5; round++) {
+        dlock_client *c = dt_client(text, NULL); /* a new one: its first connection */
+        dlock_lock *l = dt_lock(c, "counted", 0);
+        CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+        const char *msg = dlock_errmsg();
+        if (strstr(msg, "2 of 3 nodes are out of reach (a quorum needs 2)") == NULL ||
+            strstr(msg, "; 1 answered, 2 out of reach") == NULL ||
+            strstr(msg, "127.0.0.1:1 (") == NULL || strstr(msg, "127.0.0.1:2 (") == NULL)
+            dt_fail(__FILE__, __LINE__, "attempt %d: want 1 answered, 2 out of reach: %s", round,
+                    msg);
+        dlock_lock_free(l);
+        dlock_client_close(c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -924,6 +1114,10 @@ int main(int argc, char **argv)
         {"force_unlock_by_quorum", force_unlock_by_quorum},
         {"list_by_quorum", list_by_quorum},
         {"slow_node_is_not_down", slow_node_is_not_down},
+        {"cluster_nodes_refused", cluster_nodes_refused},
+        {"cluster_nodes_refused_by_moved", cluster_nodes_refused_by_moved},
+        {"replicas_refused", replicas_refused},
+        {"out_of_reach_counts_every_node", out_of_reach_counts_every_node},
     };
     /* once for the program, before any test forks (no threads yet) */
     start_nodes();

@@ -60,6 +60,30 @@ static void walk_notice(const dlock__notice *n)
     sink += len + (size_t) n->wait_id + (size_t) n->fence;
 }
 
+/* An error's reason, as messages quote it: a prefix of the text that
+ * echoes nothing of the request (replies.h). */
+static int holds(const char *s, size_t len, const char *what)
+{
+    size_t n = strlen(what);
+    for (size_t i = 0; i + n <= len; i++) {
+        if (memcmp(s + i, what, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void reason(const redisReply *r)
+{
+    char buf[64];
+    size_t len = dlock__reply_reason_len(r->str, r->len);
+    MUST(len <= r->len);
+    MUST(!holds(r->str, len, ", with args beginning with"));
+    MUST(!holds(r->str, len, " script: "));
+    dlock__reply_reason(r, "", buf, sizeof buf);
+    MUST(strlen(buf) < sizeof buf && strncmp(buf, r->str, strlen(buf)) == 0);
+    sink += len;
+}
+
 /* Every string of the reply, at any depth, as a notice; and the parser's
  * bound on arrays. */
 static void walk_strings(const redisReply *r, int depth)
@@ -74,6 +98,8 @@ static void walk_strings(const redisReply *r, int depth)
         MUST(r->str != NULL && r->str[r->len] == '\0');
         if (dlock__notice_decode(r->str, r->len, &n) == 0)
             walk_notice(&n);
+        if (r->type == REDIS_REPLY_ERROR)
+            reason(r);
         break;
     case REDIS_REPLY_ARRAY:
         MUST(r->elements <= DLOCK__REPLY_MAX_ELEMENTS);

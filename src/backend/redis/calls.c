@@ -3,6 +3,7 @@
  * replies. */
 #include "../../base/error.h"
 #include "internal.h"
+#include "replies.h"
 
 #include "../../base/clock.h"
 
@@ -231,10 +232,11 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         /* The node does not take writes as the master (a demoted master,
          * a replica loading): nothing of a refused script ran. A fixed
          * server (redis://) that says so is refused below, as before. */
+        char why[512];
         rc = dlock__fail(not_master == n ? DLOCK__NOT_MASTER : DLOCK_EUNREACHABLE, "%s: %s: %s%s",
                          dlock__rconn_label(c), dlock__script_get(calls[0].script)->name,
                          not_master == n ? "" : "the node stopped being the master in a batch: ",
-                         replies[0]->type == REDIS_REPLY_ERROR ? replies[0]->str : "");
+                         dlock__reply_reason(replies[0], "", why, sizeof why));
         free_replies(replies, n);
         return rc;
     }
@@ -250,8 +252,8 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
              * server (a cluster client followed a cluster's above) */
             rc = dlock__rconn_wrong_server(c, what, replies[i]);
             if (rc == DLOCK_OK)
-                rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %s%s",
-                                 dlock__rconn_label(c), what, e,
+                rc = dlock__fail(DLOCK_ESERVER, "%s: server refused %s: %.*s%s",
+                                 dlock__rconn_label(c), what, DLOCK__REASON(replies[i]),
                                  auth       ? " (NOAUTH: the server wants a password: "
                                               "redis://:PASSWORD@host)"
                                  : sentinel ? " (a Redis Sentinel? use "

@@ -30,6 +30,7 @@
  * A caller whose deadline passes abandons its requests: they stay in the
  * FIFO (their replies are still due, in order) and the reader frees them. */
 #include "conn.h"
+#include "replies.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
@@ -298,6 +299,17 @@ static void cluster_url(const dlock__rendpoint *ep, char *buf, size_t n)
         snprintf(buf, n, "%s://%s:%d,...", scheme, ep->host, ep->port);
 }
 
+/* Refuses ep, one of independent masters, as a node of a Redis Cluster
+ * (how: what told it). */
+static int not_independent(const dlock__rendpoint *ep, const char *how, int how_len)
+{
+    return dlock__fail(DLOCK_EINVAL,
+                       "%s is a node of a Redis Cluster (%.*s): Redlock needs %zu independent "
+                       "masters (use %s:// for a cluster)",
+                       ep->label, how_len, how, ep->independent,
+                       ep->tls != NULL ? "rediss+cluster" : "redis+cluster");
+}
+
 int dlock__rconn_wrong_server(const dlock__rconn *c, const char *what, const redisReply *r)
 {
     char url[300];
@@ -305,26 +317,31 @@ int dlock__rconn_wrong_server(const dlock__rconn *c, const char *what, const red
     if (r == NULL || r->type != REDIS_REPLY_ERROR || c->ep.router != NULL || c->ep.moved != NULL)
         return DLOCK_OK;
     const char *e = r->str;
-    if (c->ep.single && (strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
-                         strncmp(e, "CLUSTERDOWN", 11) == 0 || strncmp(e, "CROSSSLOT", 9) == 0)) {
+    int alone = c->ep.single || c->ep.independent > 0;
+    if (alone && (strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
+                  strncmp(e, "CLUSTERDOWN", 11) == 0 || strncmp(e, "CROSSSLOT", 9) == 0)) {
+        if (c->ep.independent > 0)
+            return not_independent(&c->ep, e, (int) dlock__reply_reason_len(e, r->len));
         cluster_url(&c->ep, url, sizeof url);
         return dlock__fail(DLOCK_EINVAL,
                            "%s: this server is a node of a Redis Cluster (%s: %.*s): use %s (a "
                            "cluster client, which follows each name to the node of its slot)",
-                           c->label, what, (int) r->len, e, url);
+                           c->label, what, DLOCK__REASON(r), url);
     }
     if (strncmp(e, "READONLY", 8) == 0 || strncmp(e, "MASTERDOWN", 10) == 0 ||
         strstr(e, "-READONLY") != NULL) {
-        /* the server's sentence, without the script's name and line that
-         * a script's refusal adds ("... replica. script: 8b5e..., on
-         * @user_script:369.") */
-        const char *script = strstr(e, " script: ");
-        int n = script != NULL ? (int) (script - e) : (int) r->len;
+        if (c->ep.independent > 0)
+            return dlock__fail(DLOCK_ESERVER,
+                               "%s is a replica (read-only): Redlock needs %zu independent "
+                               "masters: list masters only (%s: %.*s)",
+                               c->label, c->ep.independent, what, DLOCK__REASON(r));
+        /* (the server's sentence, without the script's digest and line
+         * that a script's refusal adds: "... replica. script: 8b5e...") */
         return dlock__fail(DLOCK_ESERVER,
                            "%s: this server is a replica (read-only; %s: %.*s): point the URL at "
                            "the master, or use %s://host:port,.../MASTERNAME to follow the "
                            "master",
-                           c->label, what, n, e,
+                           c->label, what, DLOCK__REASON(r),
                            c->ep.tls != NULL ? "rediss+sentinel" : "redis+sentinel");
     }
     return DLOCK_OK;
@@ -406,7 +423,7 @@ static int first_commands(const dlock__rendpoint *ep, char **out)
         len = redisFormatCommand(&cmd, "PING");
     if (len < 0)
         return -1;
-    size_t more = ep->single ? sizeof info_cluster - 1 : 0;
+    size_t more = ep->single || ep->independent > 0 ? sizeof info_cluster - 1 : 0;
     *out = malloc((size_t) len + more);
     if (*out != NULL) {
         memcpy(*out, cmd, (size_t) len);
@@ -422,7 +439,8 @@ static int first_commands(const dlock__rendpoint *ep, char **out)
  * multibulk length", and the connection closed), and a connection counts
  * as made only once the server answered. Other refusals of the PING
  * (LOADING...) are left to the requests, as before. A server named alone
- * is also asked INFO cluster in the same write (no round trip of its own),
+ * (or one of Redlock's independent masters: ep->independent) is also
+ * asked INFO cluster in the same write (no round trip of its own),
  * and refused if it is a node of a Redis Cluster: a lock whose slot it
  * serves would work, the others would not (MOVED). A server that does not
  * answer INFO (renamed, an ACL) is not refused: a MOVED still is
@@ -446,11 +464,17 @@ static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_m
                       (ep->password != NULL || strncmp(r->str, "NOAUTH", 6) == 0)))
         goto refused;
     freeReplyObject(r);
-    if (ep->single) {
+    if (ep->single || ep->independent > 0) {
         step = "INFO cluster";
         r = dlock__rlink_exchange(l, deadline_us, "", 0);
         if (r == NULL)
             goto refused;
+        if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1") != NULL &&
+            ep->independent > 0) {
+            *code = not_independent(ep, "cluster_enabled:1", 17);
+            freeReplyObject(r);
+            return -1;
+        }
         if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1") != NULL) {
             char url[300];
             cluster_url(ep, url, sizeof url);
@@ -501,10 +525,10 @@ refused:
         dlock__fail(*code,
                     "%s: the server wants a password (%.*s): give it in the URL, "
                     "redis://:PASSWORD@host or redis://USER:PASSWORD@host",
-                    ep->label, (int) r->len, r->str);
+                    ep->label, DLOCK__REASON(r));
     } else {
         *code = DLOCK_ESERVER;
-        dlock__fail(*code, "%s: %s refused: %.*s", ep->label, step, (int) r->len, r->str);
+        dlock__fail(*code, "%s: %s refused: %.*s", ep->label, step, DLOCK__REASON(r));
     }
     freeReplyObject(r);
     return -1;

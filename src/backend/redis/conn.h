@@ -56,6 +56,11 @@ typedef struct dlock__rendpoint {
      * the URL names one node of many), before a name whose slot it serves
      * can make the wrong URL look right. */
     int single;
+    /* One of `independent` masters that a quorum spans (redlock://; 0:
+     * not): its handshake asks INFO cluster too, and a node of a Redis
+     * Cluster, or a replica, is refused as for `single`, the message
+     * saying what Redlock needs. */
+    size_t independent;
 } dlock__rendpoint;
 
 /* Copies what it needs from ep. Does not connect. */
@@ -116,11 +121,13 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
 /* Whether reply r of c to request `what` says that the URL names the
  * wrong kind of server, and if so fails saying which and what to use
  * instead: a Redis Cluster's MOVED, ASK, CLUSTERDOWN or CROSSSLOT to a URL
- * of one server (DLOCK_EINVAL: "this server is a node of a Redis Cluster:
- * use redis+cluster://..."), a replica's READONLY or MASTERDOWN to a fixed
- * endpoint (DLOCK_ESERVER, as every read-only refusal: "this server is a
- * replica (read-only): point the URL at the master, or use
- * redis+sentinel://..."). DLOCK_OK, nothing recorded, for any other reply
+ * of one server or of independent masters (DLOCK_EINVAL: "this server is a
+ * node of a Redis Cluster: use redis+cluster://..."), a replica's READONLY
+ * or MASTERDOWN to a fixed endpoint (DLOCK_ESERVER, as every read-only
+ * refusal: "this server is a replica (read-only): point the URL at the
+ * master, or use redis+sentinel://..."; of independent masters: "H:P is a
+ * replica (read-only): Redlock needs N independent masters"). DLOCK_OK,
+ * nothing recorded, for any other reply
  * (and for every reply on a connection of a cluster or Sentinel client,
  * which follow these themselves). */
 int dlock__rconn_wrong_server(const dlock__rconn *c, const char *what, const redisReply *r);

@@ -58,8 +58,9 @@ void dlock__redis_owner_sent(rbackend *b, dlock__owner_write *w, redisReply *rep
     if (reply != NULL && reply->type == REDIS_REPLY_STATUS) {
         atomic_store(&b->owner_until_us, w->until_us);
     } else if (reply != NULL) {
+        char why[512];
         DLOCK__LOG(b->base.host.log, DLOCK_LOG_DEBUG, "%s: owner record not written: %s", b->label,
-                   reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+                   dlock__reply_reason(reply, "unexpected reply", why, sizeof why));
         atomic_store(&b->owner_retry_us, dlock__now_us() + RECORD_RETRY_US);
     }
     if (reply != NULL)

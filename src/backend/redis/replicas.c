@@ -12,6 +12,7 @@
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "internal.h"
+#include "replies.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,9 @@ int dlock__redis_step(rbackend *b, dlock__rconn *c, const dlock__rcmd *before, s
         *acked = waited->integer;
     } else {
         /* WAIT refused (a replica itself, an ACL without it): confirmed by none */
+        char why[512];
         DLOCK__LOG(b->base.host.log, DLOCK_LOG_WARN, "%s: WAIT refused: %s", b->label,
-                   waited->type == REDIS_REPLY_ERROR ? waited->str : "(not a number)");
+                   dlock__reply_reason(waited, "(not a number)", why, sizeof why));
         *acked = 0;
     }
     freeReplyObject(waited);

@@ -5,6 +5,7 @@
 #include "replies.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 /* An array of exactly n integers. */
@@ -29,6 +30,41 @@ static int is_string(const redisReply *r, const char *text)
 static int is_pttl(long long v)
 {
     return v >= -2;
+}
+
+/* The first occurrence of the NUL-free text `what` in s (len bytes). */
+static const char *find(const char *s, size_t len, const char *what)
+{
+    size_t n = strlen(what);
+    for (size_t i = 0; i + n <= len; i++) {
+        if (memcmp(s + i, what, n) == 0)
+            return s + i;
+    }
+    return NULL;
+}
+
+size_t dlock__reply_reason_len(const char *s, size_t len)
+{
+    static const char *const echoes[] = {", with args beginning with", " script: "};
+    if (s == NULL)
+        return 0;
+    for (size_t i = 0; i < sizeof echoes / sizeof echoes[0]; i++) {
+        const char *at = find(s, len, echoes[i]);
+        if (at != NULL)
+            len = (size_t) (at - s);
+    }
+    return len;
+}
+
+const char *dlock__reply_reason(const redisReply *r, const char *otherwise, char *buf, size_t len)
+{
+    if (len == 0)
+        return buf;
+    if (r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL)
+        snprintf(buf, len, "%s", otherwise);
+    else
+        snprintf(buf, len, "%.*s", DLOCK__REASON(r));
+    return buf;
 }
 
 int dlock__reply_acquire(const redisReply *r, dlock__racquire *out)

@@ -21,6 +21,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The server's own reason in an error reply's text (s, len bytes), without
+ * what Redis adds after it that echoes the request: ", with args beginning
+ * with: ..." (an unknown command's first arguments: a script's digest, its
+ * keys and owner token) and " script: ..." (the digest and line of the
+ * script that failed). Its length: the bytes of s to quote. Every message
+ * that quotes a server's error goes through it, so that no owner token, no
+ * password given to an unknown AUTH and no digest reaches a message or a
+ * log (DLOCK__REASON). */
+size_t dlock__reply_reason_len(const char *s, size_t len);
+/* The printf arguments of "%.*s" quoting error reply r's reason. */
+#define DLOCK__REASON(r) (int) dlock__reply_reason_len((r)->str, (r)->len), (r)->str
+/* The same copied into buf (len bytes, cut there if need be): r's reason
+ * if r is an error reply, else `otherwise`. Returns buf. */
+const char *dlock__reply_reason(const redisReply *r, const char *otherwise, char *buf, size_t len);
+
 /* acquire.lua, rw_acquire.lua, sem_acquire.lua */
 enum dlock__racquire_outcome {
     DLOCK__RACQUIRE_TAKEN,   /* a fence > 0: the lock is ours */

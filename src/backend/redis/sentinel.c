@@ -18,6 +18,7 @@
  * answer (a store never reached is given a moment, not the deadline). */
 #define _GNU_SOURCE /* pipe2 */
 #include "sentinel.h"
+#include "replies.h"
 
 #include "../../base/clock.h"
 #include "../../base/error.h"
@@ -201,7 +202,8 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
         snprintf(why, why_len, "%s knows no master named '%s'", label, s->name);
         got = ANSWER_UNKNOWN;
     } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(why, why_len, "%s refused SENTINEL GET-MASTER-ADDR-BY-NAME: %s%s", label, r->str,
+        snprintf(why, why_len, "%s refused SENTINEL GET-MASTER-ADDR-BY-NAME: %.*s%s", label,
+                 DLOCK__REASON(r),
                  strncmp(r->str, "NOAUTH", 6) == 0
                      ? " (give its password: option sentinel_password=...)"
                  : strstr(r->str, "unknown command") != NULL
@@ -230,10 +232,10 @@ static int role_of(dlock__rlink *ctx, int64_t deadline_us, char *role, size_t le
     redisReply *r = dlock__rlink_commandf(ctx, deadline_us, "ROLE");
     int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
              r->element[0]->type == REDIS_REPLY_STRING;
-    snprintf(role, len, "%s",
-             ok                                          ? r->element[0]->str
-             : r != NULL && r->type == REDIS_REPLY_ERROR ? r->str
-                                                         : "no reply to ROLE");
+    if (ok)
+        snprintf(role, len, "%s", r->element[0]->str);
+    else
+        dlock__reply_reason(r, "no reply to ROLE", role, len);
     freeReplyObject(r);
     return ok ? 0 : -1;
 }

@@ -214,7 +214,7 @@ static void answered(dlock__rshards *s, int k, const redisReply *r)
                 c->node = -1;
                 c->refused = 1;
                 c->moved = dlock__rcluster_redirect(s->cl, r, &to) == DLOCK__RR_MOVED;
-                snprintf(c->error, sizeof c->error, "%s", r->str);
+                snprintf(c->error, sizeof c->error, "%.*s", DLOCK__REASON(r));
             } else {
                 c->state = CH_LIVE;
             }

@@ -110,10 +110,10 @@ static dlock__rlink *subscribe(dlock__rsub *s, int64_t deadline_us, int *code)
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "subscribe") != 0) {
         *code = r != NULL && r->type == REDIS_REPLY_ERROR ? DLOCK_ESERVER : DLOCK_EUNREACHABLE;
+        char why[512];
         dlock__fail(*code, "%s: SUBSCRIBE failed: %s", s->ep.label,
-                    r == NULL                      ? l->errstr
-                    : r->type == REDIS_REPLY_ERROR ? r->str
-                                                   : "unexpected reply");
+                    r == NULL ? l->errstr
+                              : dlock__reply_reason(r, "unexpected reply", why, sizeof why));
         freeReplyObject(r);
         dlock__rlink_close(l);
         return NULL;

@@ -56,6 +56,20 @@ int dlock__rl_said(const dlock__rlanswer *a, size_t k);
  * mid-word); one not heard from yet only when the wait ran out. */
 void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
                           size_t len);
+/* A node of a Redis Cluster among the answers (the URL is wrong): fails
+ * with DLOCK_EINVAL naming it; else DLOCK_OK. */
+int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a);
+/* How the nodes fared in call 0 of a round, each node counted once: it
+ * answered; it refused this client (AUTH, a certificate, a replica, a node
+ * of a cluster); it is out of reach (failed, or silent when the wait ran
+ * out: timed_out); or the round was decided before it answered. */
+typedef struct dlock__rlcount {
+    size_t answered, refused, out, pending;
+} dlock__rlcount;
+void dlock__rl_count(const dlock__rlanswer *a, size_t n, int timed_out, dlock__rlcount *c);
+/* "1 answered, 1 refused, 1 out of reach, 1 not heard from yet" (the
+ * categories with nodes in them; answered always), in buf. */
+void dlock__rl_count_text(const dlock__rlcount *c, char *buf, size_t len);
 /* A decision on call k: yes from a quorum, or a quorum out of reach (no +
  * failed beyond n - quorum). */
 typedef struct dlock__rlverdict {

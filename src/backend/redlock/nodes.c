@@ -64,7 +64,12 @@ typedef struct node {
     int stop;
     int64_t stop_deadline_us;
     atomic_int down; /* its last batch found it out of reach (set by the worker) */
-    int ended;       /* the worker is done (under the nodes' mu) */
+    /* The node is no independent master (a node of a Redis Cluster, a
+     * replica): refused by this client from then on, every request
+     * answered with this failure unsent (the worker's alone) */
+    int refused_rc;
+    char refused[256];
+    int ended; /* the worker is done (under the nodes' mu) */
 } node;
 
 struct dlock__rlnodes {
@@ -293,6 +298,48 @@ static int run_calls(dlock__rlnodes *ns, node *nd, const rlcall *const *calls, s
     return rc;
 }
 
+/* The step a call runs (node.lua's ARGV[1], after the keys), for messages. */
+static const char *step_of(const rlcall *c)
+{
+    size_t keys = c->argc > 2 ? (size_t) strtoul(c->argv[2], NULL, 10) : 0;
+    return keys + 3 < c->argc ? c->argv[keys + 3] : "EVALSHA";
+}
+
+/* Whether the node, by the replies to its calls (or its handshake: rc),
+ * shows that it is no independent master: a node of a Redis Cluster
+ * (MOVED..., cluster_enabled:1: DLOCK_EINVAL, the URL is wrong) or a
+ * replica (READONLY: DLOCK_ESERVER). Such a node is refused by this client
+ * from then on (told once, as a warning), and its answers are that
+ * refusal: it never takes part in a quorum, whether or not the others make
+ * one without it. Returns the code (the replies freed), or rc as it was. */
+static int refuse_if_not_master(node *nd, const rlcall *const *calls, size_t n, int rc,
+                                redisReply **replies, char *err, size_t err_len)
+{
+    int said = 0; /* a reply said so (a replica's READONLY, a MOVED) */
+    for (size_t k = 0; rc == DLOCK_OK && k < n; k++) {
+        int code = dlock__rconn_wrong_server(nd->conn, step_of(calls[k]), replies[k]);
+        if (code == DLOCK_OK)
+            continue;
+        rc = code;
+        said = 1;
+        snprintf(err, err_len, "%s", dlock_errmsg());
+        for (size_t j = 0; j < n; j++) {
+            freeReplyObject(replies[j]);
+            replies[j] = NULL;
+        }
+    }
+    /* refused from now on: what a reply said, or the handshake's EINVAL
+     * (INFO cluster said cluster_enabled:1) */
+    if (rc != DLOCK_EINVAL && !said)
+        return rc;
+    nd->refused_rc = rc;
+    snprintf(nd->refused, sizeof nd->refused, "%s", err);
+    /* (a node of a cluster fails every attempt: the error says it) */
+    DLOCK__LOG(&nd->owner->log, rc == DLOCK_EINVAL ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
+               "%s; this client does not count it from now on", err);
+    return rc;
+}
+
 /* Node nd's answer to round r: rc, and on DLOCK_OK its replies (taken). */
 static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, const char *err)
 {
@@ -321,6 +368,11 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
 
     for (size_t i = 0; i < n; i++) {
         dlock__rlround *r = jobs[i]->round;
+        if (nd->refused_rc != DLOCK_OK) {
+            answer(nd, r, nd->refused_rc, NULL, nd->refused);
+            free(jobs[i]);
+            continue;
+        }
         if (now >= r->deadline_us || now >= stop_deadline) {
             snprintf(err, sizeof err, "%s: not sent in time (busy with an earlier request)",
                      nd->label);
@@ -350,6 +402,7 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
         rc = run_calls(nd->owner, nd, calls, ncalls, deadline, replies);
         if (rc != DLOCK_OK)
             snprintf(err, sizeof err, "%s", dlock_errmsg());
+        rc = refuse_if_not_master(nd, calls, ncalls, rc, replies, err, sizeof err);
         /* A node going and coming is told once each way: the quorum hides
          * it from every call, and a spare node lost is an operator's to know. */
         if (rc == DLOCK_EUNREACHABLE && !atomic_load(&nd->down)) {

@@ -50,6 +50,11 @@
  * share of the command timeout, for a node that answers to answer. */
 #define LAST_ROUND_MIN_MS 200
 #define LAST_ROUND_SHARE  10 /* a tenth of the command timeout, at least the above */
+/* A take found a quorum out of reach before every node answered (those
+ * that failed did so at once): the others get this long more to answer,
+ * for the message only, so that a healthy node that was a little slower is
+ * counted as answered, not "not heard from yet" one attempt in two. */
+#define COUNT_GRACE_MS 100
 
 extern const dlock__backend dlock__redlock_backend;
 
@@ -94,6 +99,15 @@ static int answered_decided(void *arg, const dlock__rlanswer *a, size_t n)
 /* Decided once taken on a quorum, or once the nodes not heard from yet
  * can change neither that nor whether the others failed beyond what a
  * quorum spares (EUNREACHABLE) or not (held: a poll). */
+/* Never decided: a wait for every node's answer (or the time given). */
+static int all_answered(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    (void) arg;
+    (void) a;
+    (void) n;
+    return 0;
+}
+
 static int take_decided(void *arg, const dlock__rlanswer *a, size_t n)
 {
     const rlbackend *b = arg;
@@ -223,6 +237,14 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             atomic_store(&b->record_until, record_until);
         atomic_store(&b->record_writing, 0);
     }
+    /* a node of a Redis Cluster among them: a wrong URL, said at once
+     * (a quorum of the others would hide it until that node mattered) */
+    rc = dlock__rl_wrong_url(b, a);
+    if (rc != DLOCK_OK) {
+        l->out_of_reach = 1; /* (the cancel that follows: not waited for) */
+        release_everywhere(b, l, att->token, 0);
+        goto out;
+    }
     if (taken >= b->quorum) {
         uint64_t fence = (uint64_t) counter + 1;
         if (dlock__now_us() >= valid_until) {
@@ -257,23 +279,34 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         /* counted as the message lists them: those that failed, and
          * those still silent only when the round ran out of time (not
          * when a quorum was already out of reach) */
+        /* Every node counted once, as answered, refused (a replica...),
+         * out of reach, or not heard from when the round was decided
+         * without it: the counts add up to N. */
         int timed_out = !take_decided(b, a, b->n);
-        size_t refused = 0, out = 0;
-        for (size_t i = 0; i < b->n; i++) {
-            refused += a[i].done && a[i].rc == DLOCK_ESERVER;
-            out += dlock__rl_said(&a[i], 0) == DLOCK__RL_NO_ANSWER && (a[i].done || timed_out);
+        if (!timed_out && dlock__rl_pending_of(a, b->n) > 0) {
+            int64_t grace = dlock__now_us() + COUNT_GRACE_MS * 1000;
+            a = dlock__rlround_wait(r, all_answered, NULL, grace < until ? grace : until);
         }
+        dlock__rlcount c;
+        char counts[128];
+        dlock__rl_count(a, b->n, timed_out, &c);
+        dlock__rl_count_text(&c, counts, sizeof counts);
         dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
         l->out_of_reach = 1;
-        rc = refused > b->n - b->quorum
+        rc = c.refused > b->n - b->quorum
                  ? dlock__fail(DLOCK_ESERVER,
                                "%s: %zu of %zu nodes refused this client (a quorum needs %zu): "
-                               "%s; %zu answered",
-                               b->label, refused, b->n, b->quorum, why, taken + held)
-                 : dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s; %s",
+                               b->label, c.refused, b->n, b->quorum, why, counts)
+             : c.refused == 0
+                 ? dlock__fail(DLOCK_EUNREACHABLE,
                                "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s; "
-                               "%zu answered",
-                               b->label, out, b->n, b->quorum, why, taken + held);
+                               "%s",
+                               b->label, c.out, b->n, b->quorum, why, counts)
+                 : dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s: %zu of %zu nodes are out of reach or refused this client (a "
+                               "quorum needs %zu): %s; %s",
+                               b->label, c.out + c.refused, b->n, b->quorum, why, counts);
         goto out;
     }
     att->outcome = DLOCK__HELD;
@@ -312,6 +345,8 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
     else if (answered >= b->quorum)
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock was not held any more (its lease ran out)",
                          b->label);
+    else if (dlock__rl_wrong_url(b, a) != DLOCK_OK)
+        rc = DLOCK_EINVAL;
     else {
         char why[1500];
         dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
@@ -361,6 +396,8 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
     if (yes < b->quorum && no > b->n - b->quorum) {
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock is no longer held on a quorum of %zu nodes",
                          b->label, b->quorum);
+    } else if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
+        rc = DLOCK_EINVAL;
     } else if (yes < b->quorum) {
         char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
@@ -583,6 +620,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
             .label = labels[i],
             .tls_scheme = "rediss+redlock://",
             .log = host->log,
+            .independent = b->n,
         };
     }
     /* (insecure=1 is logged at the first connection) */

@@ -3,6 +3,7 @@
  * node said, whether a quorum decided, which nodes to name when none did. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../redis/replies.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -42,28 +43,76 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
     size_t used = 0, more = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < b->n; i++) {
-        if (!a[i].done && !timed_out)
+        char reason[256];
+        /* every node that did not answer call 0 is named: one that
+         * answered with an error or a reply of no step, too */
+        if ((!a[i].done && !timed_out) || dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
             continue;
-        const char *why = !a[i].done                                   ? "no reply in time"
-                          : a[i].rc != DLOCK_OK                        ? a[i].err
-                          : a[i].replies[0]->type == REDIS_REPLY_ERROR ? a[i].replies[0]->str
-                                                                       : NULL;
-        if (why == NULL)
-            continue;
+        const char *why =
+            !a[i].done ? "no reply in time"
+            : a[i].rc != DLOCK_OK
+                ? a[i].err
+                : dlock__reply_reason(a[i].replies[0], "unexpected reply", reason, sizeof reason);
         const char *label = dlock__rlnodes_label(b->nodes, i);
         size_t label_len = strlen(label);
+        /* (the connection's message names the node too: "H:P: why", or a
+         * sentence of its own, "H:P is a replica...", quoted as it is) */
+        int sentence = strncmp(why, label, label_len) == 0 && why[label_len] == ' ';
         if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
-            why += label_len + 2; /* (the connection's message names the node too) */
-        size_t need = (used ? 2 : 0) + label_len + strlen(why) + 3;
+            why += label_len + 2;
+        size_t need = (used ? 2 : 0) + (sentence ? 0 : label_len + 3) + strlen(why);
         if (more > 0 || used + need + MORE >= len) {
             more++;
             continue;
         }
-        used +=
-            (size_t) snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label, why);
+        if (sentence)
+            used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? "; " : "", why);
+        else
+            used += (size_t) snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label,
+                                      why);
     }
     if (more > 0)
         snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
+}
+
+/* A node that is a node of a Redis Cluster (nodes.c refused it,
+ * DLOCK_EINVAL): the URL is wrong, whatever the others said. */
+int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (a[i].done && a[i].rc == DLOCK_EINVAL)
+            return dlock__fail(DLOCK_EINVAL, "%s: %s", b->label, a[i].err);
+    }
+    return DLOCK_OK;
+}
+
+/* How the nodes fared in call 0 of a round (internal.h). */
+void dlock__rl_count(const dlock__rlanswer *a, size_t n, int timed_out, dlock__rlcount *c)
+{
+    *c = (dlock__rlcount){0};
+    for (size_t i = 0; i < n; i++) {
+        if (!a[i].done)
+            *(timed_out ? &c->out : &c->pending) += 1;
+        else if (dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
+            c->answered++;
+        else if (a[i].rc == DLOCK_ESERVER || a[i].rc == DLOCK_EINVAL)
+            c->refused++;
+        else
+            c->out++;
+    }
+}
+
+/* "1 answered, 1 refused, 1 out of reach" (the categories with nodes in
+ * them; answered always), in buf. */
+void dlock__rl_count_text(const dlock__rlcount *c, char *buf, size_t len)
+{
+    int used = snprintf(buf, len, "%zu answered", c->answered);
+    if (c->refused > 0 && used >= 0 && (size_t) used < len)
+        used += snprintf(buf + used, len - (size_t) used, ", %zu refused", c->refused);
+    if (c->out > 0 && used >= 0 && (size_t) used < len)
+        used += snprintf(buf + used, len - (size_t) used, ", %zu out of reach", c->out);
+    if (c->pending > 0 && used >= 0 && (size_t) used < len)
+        snprintf(buf + used, len - (size_t) used, ", %zu not heard from yet", c->pending);
 }
 
 /* Counts call k's answers: yes, answered otherwise, and not answered. */
@@ -139,7 +188,9 @@ int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char
     size_t yes, no, none;
     int rc = DLOCK_OK;
     dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
-    if (yes < b->quorum) {
+    if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
+        rc = DLOCK_EINVAL;
+    } else if (yes < b->quorum) {
         char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s a quorum of %zu of %zu nodes in time: %s",
