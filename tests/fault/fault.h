@@ -34,6 +34,7 @@ enum { H_PLAIN, H_FAIR, H_READ, H_WRITE, H_SEM, H_MULTI, H_SIMPLE, H_COUNT };
 #define MAX_ACTORS    4096
 #define RES_TOP       32
 #define TEXT_LEN      48
+#define MAX_MEMBERS   3 /* servers of one store the nemesis faults one by one (Redlock) */
 
 typedef struct lock_def {
     char name[32];
@@ -66,7 +67,8 @@ enum {
     EV_SPAWN,    /* `dlock run` started: op, pid = dlock's pid */
     EV_RUN_EXIT, /* `dlock run` ended: op, rc = exit status (128+N: signal N) */
     EV_NEM,      /* nemesis: kind = NEM_*, flags EVF_START/EVF_END, pid = target, take =
-                    link, text = detail */
+                    link, rc = member + 1 (a fault of one member of a group of servers,
+                    Redlock's; 0: of the whole store), text = detail */
     EV_SNAP,     /* monitor: lock, wait_ms = query start (ns), rc = held, take = shared,
                     lease_ms = permits used, fence = last fence, text = owner */
     EV_PHASE,    /* run phase change: kind = PH_* */
@@ -205,7 +207,15 @@ typedef struct fault_cfg {
     char dlock[512];      /* the dlock CLI */
     char url[256];        /* through the proxy: filled per link */
     char direct_url[256]; /* straight to the server */
-    int proxy_ports[16];
+    /* A store of several independent servers (Redlock's): each member has
+     * a proxy of its own, and a client's URL names the same link of each.
+     * 1 for one server. */
+    int members;
+    int proxy_ports[MAX_MEMBERS][16]; /* [member][link] */
+    /* How long a member that lost its data stays down; -1: longer than the
+     * longest lease, as Redlock assumes (nem_min_down_ms). Shorter breaks
+     * that assumption on purpose: the checker should then find overlaps. */
+    int member_down_ms;
 } fault_cfg;
 
 /* ---------------------------------------------------------------- calls */
@@ -241,6 +251,8 @@ void wl_touch(fshm *s, int actor_id, uint64_t op, int hkind, int take, int n, co
 void wl_library_worker(fshm *s, const fault_cfg *cfg, int widx, const char *url);
 void wl_run_worker(fshm *s, const fault_cfg *cfg, int ridx, const char *url);
 void wl_monitor(fshm *s, const fault_cfg *cfg);
+/* The longest lease a client of the run asks for (a fixed lease's). */
+int64_t wl_max_lease_ms(const fault_cfg *cfg);
 int wl_command(int argc, char **argv); /* `fault cmd ...`, run by dlock run */
 
 /* checker.c: the properties checked, and the run's verdict. */

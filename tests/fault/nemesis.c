@@ -9,7 +9,17 @@
  * At most one server-wide fault runs at a time (a paused server is not also
  * killed); client faults and partitions overlap freely, except two
  * partitions of one link. Every start and end is logged in the history,
- * with the time it took effect. */
+ * with the time it took effect.
+ *
+ * A store of independent servers (Redlock's members, cfg->members > 1)
+ * gets each fault on one member, chosen by the seed: a kill, restart,
+ * pause or operation of that member, or a partition of its proxy. One
+ * member at a time (a fault on another waits until it is over), so a
+ * quorum always stays; and a member that loses its data stays down longer
+ * than the longest lease, as Redlock assumes (nem_min_down_ms). Such a
+ * fault is logged with its member (rc = member + 1) and no data loss: the
+ * store as a whole keeps every lock. A partition may also hit every
+ * member's proxy (a group of clients, or all, cut off from the store). */
 #define _GNU_SOURCE
 #include "nemesis.h"
 
@@ -97,6 +107,54 @@ typedef struct nem_type {
     int weight; /* per cent of the random draws */
 } nem_type;
 
+int64_t nem_min_down_ms(const fault_cfg *cfg)
+{
+    if (cfg->member_down_ms >= 0)
+        return cfg->member_down_ms;
+    /* the longest lease, plus what scheduling may add to a time */
+    return wl_max_lease_ms(cfg) + cfg->slack_ms;
+}
+
+/* Which member of a group a fault hits, and how long one that loses its
+ * data stays down. Drawn only for a group, so that one server's schedule
+ * of a seed stays what it was. */
+static void draw_member(nem_event *e, uint64_t *rng, const fault_cfg *cfg)
+{
+    int64_t down = nem_min_down_ms(cfg);
+    e->member = -1;
+    if (cfg->members <= 1)
+        return;
+    switch (e->kind) {
+    case NEM_KILL_SERVER: /* a kill -9 loses what a member without persistence held */
+        e->member = (int) (rnd(rng) % (uint64_t) cfg->members);
+        e->dur_ms = between(rng, down, down + 2 * cfg->lease_ms);
+        break;
+    case NEM_RESTART_SERVER: /* a wiped one is a stop, then a late start */
+        e->member = (int) (rnd(rng) % (uint64_t) cfg->members);
+        if (e->target & DT_WIPE)
+            e->dur_ms = between(rng, down, down + 2 * cfg->lease_ms);
+        break;
+    case NEM_PAUSE_SERVER:
+    case NEM_OP:
+        e->member = (int) (rnd(rng) % (uint64_t) cfg->members);
+        break;
+    case NEM_PARTITION: /* mostly one member's proxy, else every member's */
+        e->member = rnd(rng) % 3 != 0 ? (int) (rnd(rng) % (uint64_t) cfg->members) : -1;
+        break;
+    default:
+        break;
+    }
+    if (e->member >= 0 && (e->kind == NEM_KILL_SERVER || (e->target & DT_WIPE)) && e->dur_ms < 1)
+        e->dur_ms = 1; /* (--member-down 0: its start still comes after its stop) */
+}
+
+/* A member's fault that loses its data: it must not be cut short. */
+static int member_loses_data(const nem_event *e)
+{
+    return e->member >= 0 &&
+           (e->kind == NEM_KILL_SERVER || (e->kind == NEM_RESTART_SERVER && (e->target & DT_WIPE)));
+}
+
 /* Fills e with a fault of type t and its random parameters. */
 static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fault_cfg *cfg)
 {
@@ -140,19 +198,22 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
         }
         break;
     }
+    draw_member(e, rng, cfg);
 }
 
 /* The allowed types: the generic faults, then the server kind's
  * operations. Weights: client faults and partitions are the common case. */
-static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *types)
+static int fault_types(const fault_cfg *cfg, dt_server *server, nem_type *types)
 {
+    /* a group's operations are its members' (node 0's kind has none) */
+    const dt_server *of = cfg->members > 1 ? dt_redlock_node(server, 1) : server;
     static const nem_type generic[] = {
         {NEM_KILL_CLIENT, 0, NULL, 16},    {NEM_PAUSE_CLIENT, 0, NULL, 20},
         {NEM_KILL_SERVER, 0, NULL, 8},     {NEM_RESTART_SERVER, 0, NULL, 6},
         {NEM_PAUSE_SERVER, 0, NULL, 8},    {NEM_PARTITION, DT_BLACKHOLE, NULL, 11},
         {NEM_PARTITION, DT_DROP, NULL, 5}, {NEM_PARTITION, DT_CUT, NULL, 8},
     };
-    const char *const *ops = dt_server_ops(server);
+    const char *const *ops = dt_server_ops(of);
     int n = 0, nops = 0;
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
         nem_event probe = {.kind = generic[i].kind, .mode = generic[i].mode};
@@ -168,8 +229,13 @@ static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *
             types[n++] = generic[i];
     }
     for (int i = 0; ops[i] != NULL; i++)
-        nops += allowed(cfg, ops[i]);
+        nops += allowed(cfg, ops[i]) && (cfg->members <= 1 || !dt_server_op_loses_data(of, ops[i]));
     for (int i = 0; ops[i] != NULL; i++) {
+        /* A member that loses its data (FLUSHALL, a deleted key, an
+         * eviction) and goes on serving at once breaks what Redlock
+         * assumes (it can grant a lock held on the others): left out. */
+        if (cfg->members > 1 && dt_server_op_loses_data(of, ops[i]))
+            continue;
         if (allowed(cfg, ops[i]))
             /* the operations share what is left of 100 */
             types[n++] = (nem_type){NEM_OP, 0, ops[i], 18 / nops > 0 ? 18 / nops : 1};
@@ -191,7 +257,7 @@ static const nem_type *weighted(const nem_type *types, int n, uint64_t *rng)
     return &types[n - 1];
 }
 
-int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
+int nem_schedule(const fault_cfg *cfg, dt_server *server, nem_event **out)
 {
     uint64_t rng = mix(cfg->seed ^ 0x6e656d65ull);
     nem_type types[48];
@@ -199,6 +265,8 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
     int n = 0, cap = 64;
     int64_t end_ms = (int64_t) cfg->seconds * 1000;
     int64_t server_busy_until = 0, link_busy_until[DT_PROXY_MAX_LINKS + 1] = {0};
+    int64_t member_busy_until = 0; /* a group's member faulted until then */
+    int busy_member = -1;
     nem_event *ev = malloc(sizeof *ev * (size_t) cap);
     /* Every type once first, in an order of the seed's, so that even a
      * short run meets each fault; then weighted draws. */
@@ -222,9 +290,15 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
                 from_pending ? &types[pending[tries - 1]] : weighted(types, ntypes, &rng);
             draw_typed(&e, type, &rng, cfg);
             e.at_ms = t;
-            if (e.at_ms + e.dur_ms > end_ms)
+            if (e.at_ms + e.dur_ms > end_ms) {
+                if (member_loses_data(&e))
+                    continue; /* cut short, it would come back too early */
                 e.dur_ms = end_ms - e.at_ms;
+            }
             if (server_wide(&e) && t < server_busy_until)
+                continue;
+            /* one member at a time: a quorum stays */
+            if (e.member >= 0 && t < member_busy_until && e.member != busy_member)
                 continue;
             if (e.kind == NEM_PARTITION) {
                 int busy = 0;
@@ -251,6 +325,10 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
             if (server_wide(&e))
                 /* a restart takes a while: leave it room */
                 server_busy_until = t + e.dur_ms + 500;
+            if (e.member >= 0 && t + e.dur_ms + 500 > member_busy_until) {
+                member_busy_until = t + e.dur_ms + 500;
+                busy_member = e.member;
+            }
             if (e.kind == NEM_PARTITION) {
                 for (int l = 0; l < cfg->links; l++) {
                     if (e.target < 0 || e.target == l)
@@ -264,7 +342,18 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
     return n;
 }
 
+static void format_one(const nem_event *e, char *buf, size_t len);
+
 void nem_format(const nem_event *e, char *buf, size_t len)
+{
+    format_one(e, buf, len);
+    if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, " on member %d", e->member);
+    }
+}
+
+static void format_one(const nem_event *e, char *buf, size_t len)
 {
     static const char *const targets[] = {"any", "holder", "waiter"};
     switch (e->kind) {
@@ -281,8 +370,13 @@ void nem_format(const nem_event *e, char *buf, size_t len)
                  (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
         break;
     case NEM_RESTART_SERVER:
-        snprintf(buf, len, "+%lldms restart-server%s", (long long) e->at_ms,
-                 (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+        if (e->member >= 0 && (e->target & DT_WIPE)) /* a group's member: started late */
+            snprintf(buf, len, "+%lldms restart-server, start again after %lldms%s",
+                     (long long) e->at_ms, (long long) e->dur_ms,
+                     (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+        else
+            snprintf(buf, len, "+%lldms restart-server%s", (long long) e->at_ms,
+                     (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
         break;
     case NEM_PAUSE_SERVER:
         snprintf(buf, len, "+%lldms pause-server for %lldms", (long long) e->at_ms,
@@ -331,6 +425,7 @@ void nem_init(nemesis *n)
     }
     qsort(n->actions, (size_t) n->nactions, sizeof *n->actions, by_time);
     n->next_action = 0;
+    n->cur_member = -1;
 }
 
 static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const char *fmt, ...)
@@ -344,6 +439,7 @@ static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const 
     e->flags = flags;
     e->pid = (int32_t) pid;
     e->take = link;
+    e->rc = n->cur_member + 1;
     va_start(ap, fmt);
     vsnprintf(e->text, sizeof e->text, fmt, ap);
     va_end(ap);
@@ -400,6 +496,105 @@ static void start_server(nemesis *n, unsigned how)
         dt_server_start_again(n->server, how);
 }
 
+/* ---- one member of a group (cfg->members > 1; dt_redlock_node's calls) */
+
+static dt_server *member(nemesis *n, int m)
+{
+    return dt_redlock_node(n->server, m);
+}
+
+/* Starts member m again if it is down, not before it may come back. */
+static void start_member(nemesis *n, int m, unsigned how)
+{
+    int64_t wait = n->member_back_ns[m] - fs_now();
+    if (member(n, m)->pid > 0)
+        return;
+    if (wait > 0)
+        dt_sleep_ms((int) (wait / 1000000) + 1);
+    dt_server_start_again(member(n, m), how);
+    n->member_back_ns[m] = 0;
+}
+
+/* Member m went down without its data: it stays down long enough. */
+static void member_lost_data(nemesis *n, int m)
+{
+    n->member_back_ns[m] = fs_now() + nem_min_down_ms(n->cfg) * 1000000;
+}
+
+static void run_member_action(nemesis *n, const nem_action *a, const nem_event *e, int *failed)
+{
+    int m = e->member;
+    dt_server *s = member(n, m);
+    switch (e->kind) {
+    case NEM_KILL_SERVER:
+        if (!a->end) {
+            int lost = !dt_server_keeps_data(s, DT_KILL | (unsigned) e->target);
+            dt_redlock_node_kill(n->server, m);
+            if (lost)
+                member_lost_data(n, m);
+            log_nem(n, e->kind, EVF_START, 0, -1, "kill-server member %d%s", m,
+                    lost ? " (its data lost)" : "");
+        } else {
+            start_member(n, m, (unsigned) e->target);
+            log_nem(n, e->kind, EVF_END, s->pid, -1, "member %d started%s", m,
+                    (e->target & DT_WIPE) ? " (data wiped)" : "");
+        }
+        break;
+    case NEM_RESTART_SERVER:
+        if (!(e->target & DT_WIPE)) { /* with its data: SHUTDOWN SAVE, start */
+            log_nem(n, e->kind, EVF_START, 0, -1, "restart-server member %d", m);
+            if (s->pid > 0)
+                dt_redlock_node_stop(n->server, m);
+            start_member(n, m, 0);
+            log_nem(n, e->kind, EVF_END, s->pid, -1, "member %d restarted", m);
+        } else if (!a->end) { /* wiped: stopped now, started late */
+            dt_redlock_node_stop(n->server, m);
+            member_lost_data(n, m);
+            log_nem(n, e->kind, EVF_START, 0, -1, "restart-server member %d (wiped)", m);
+        } else {
+            start_member(n, m, (unsigned) e->target);
+            log_nem(n, e->kind, EVF_END, s->pid, -1, "member %d started (data wiped)", m);
+        }
+        break;
+    case NEM_PAUSE_SERVER:
+        if (!a->end) {
+            dt_server_pause(s);
+            log_nem(n, e->kind, EVF_START, 0, -1, "pause-server member %d", m);
+        } else {
+            dt_server_resume(s);
+            log_nem(n, e->kind, EVF_END, 0, -1, "resume-server member %d", m);
+        }
+        break;
+    case NEM_PARTITION:
+        if (!a->end) {
+            dt_proxy_set(&n->proxies[m], e->target, (dt_proxy_mode) e->mode);
+            log_nem(n, e->kind, EVF_START, 0, e->target, "%s link %d member %d",
+                    dt_proxy_mode_name((dt_proxy_mode) e->mode), e->target, m);
+        } else {
+            dt_proxy_set(&n->proxies[m], e->target, DT_PASS);
+            log_nem(n, e->kind, EVF_END, 0, e->target, "heal link %d member %d", e->target, m);
+        }
+        break;
+    case NEM_OP: /* only the operations that lose no data (fault_types) */
+        if (!a->end) {
+            int rc = s->pid > 0 && !s->paused
+                         ? dt_redlock_node_op(n->server, m, e->op, e->arg[0] ? e->arg : NULL)
+                         : -1;
+            *failed = rc != 0;
+            log_nem(n, e->kind, EVF_START | (rc != 0 ? EVF_FAILED : 0), 0, -1,
+                    "op %.16s %.12s member %d", e->op, e->arg, m);
+            if (e->dur_ms == 0)
+                log_nem(n, e->kind, EVF_END | (rc != 0 ? EVF_FAILED : 0), 0, -1,
+                        "op %s done member %d", e->op, m);
+        } else {
+            log_nem(n, e->kind, EVF_END, 0, -1, "op %s over member %d", e->op, m);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
 static void run_action(nemesis *n, const nem_action *a)
 {
     nem_event *e = &n->events[a->event];
@@ -409,6 +604,11 @@ static void run_action(nemesis *n, const nem_action *a)
     pid_t pid;
 
     nem_format(e, what, sizeof what);
+    n->cur_member = e->member;
+    if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
+        run_member_action(n, a, e, &failed);
+        goto done;
+    }
     switch (e->kind) {
     case NEM_KILL_CLIENT:
         pid = pick_client(n, e->target, &actor);
@@ -480,13 +680,15 @@ static void run_action(nemesis *n, const nem_action *a)
             log_nem(n, e->kind, EVF_END, 0, -1, "resume-server");
         }
         break;
-    case NEM_PARTITION:
+    case NEM_PARTITION: /* (a group: every member's proxy) */
         if (!a->end) {
-            dt_proxy_set(n->proxy, e->target, (dt_proxy_mode) e->mode);
+            for (int m = 0; m < n->cfg->members; m++)
+                dt_proxy_set(&n->proxies[m], e->target, (dt_proxy_mode) e->mode);
             log_nem(n, e->kind, EVF_START, 0, e->target, "%s link %d",
                     dt_proxy_mode_name((dt_proxy_mode) e->mode), e->target);
         } else {
-            dt_proxy_set(n->proxy, e->target, DT_PASS);
+            for (int m = 0; m < n->cfg->members; m++)
+                dt_proxy_set(&n->proxies[m], e->target, DT_PASS);
             log_nem(n, e->kind, EVF_END, 0, e->target, "heal link %d", e->target);
         }
         break;
@@ -524,6 +726,8 @@ static void run_action(nemesis *n, const nem_action *a)
     default:
         break;
     }
+done:
+    n->cur_member = -1;
     if (!a->end && !failed)
         n->event_ok[a->event] = 1;
     if (n->cfg->verbose)
@@ -543,9 +747,18 @@ void nem_heal_all(nemesis *n)
     for (int i = 0; i < n->npaused; i++)
         kill(n->paused[i], SIGCONT);
     n->npaused = 0;
-    dt_proxy_set(n->proxy, -1, DT_PASS);
-    dt_server_resume(n->server);
-    start_server(n, 0);
+    for (int m = 0; m < n->cfg->members; m++)
+        dt_proxy_set(&n->proxies[m], -1, DT_PASS);
+    if (n->cfg->members > 1) {
+        /* (a member that lost its data comes back late, as in the run) */
+        for (int m = 0; m < n->cfg->members; m++) {
+            dt_server_resume(member(n, m));
+            start_member(n, m, 0);
+        }
+    } else {
+        dt_server_resume(n->server);
+        start_server(n, 0);
+    }
     n->next_action = n->nactions;
     log_nem(n, NEM_HEAL_ALL, EVF_END, 0, -1, "all healed");
 }

@@ -223,9 +223,16 @@ int dt_sentinel_failover(dt_server *s);
  * one server: its dt_server is the first node, and its url is
  * redlock://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3. Extra start arguments
  * go to every node. Stopping or killing the dt_server stops every node;
- * to fault one node alone, pause node 0, or stop, kill or restart node 1
- * or 2. */
+ * to fault one node alone, use the calls below. */
 dt_server *dt_redlock_node(dt_server *s, int i);
+/* Node i alone (node 0 too, leaving the others up): kill -9, stop cleanly
+ * (SHUTDOWN SAVE: it keeps its data), and the redis kind's operations
+ * (dt_server_op). dt_server_start_again(dt_redlock_node(s, i), how)
+ * starts it again, DT_WIPE wiping its data; pause and resume it with
+ * dt_server_pause and dt_server_resume. */
+void dt_redlock_node_kill(dt_server *s, int i);
+void dt_redlock_node_stop(dt_server *s, int i);
+int dt_redlock_node_op(dt_server *s, int i, const char *op, const char *arg);
 
 /* ---------------------------------------------------------------- Redis Cluster */
 
