@@ -153,9 +153,10 @@ static fshm *shm;
 static fault_cfg cfg;
 static dt_server server;
 static dt_proxy proxies[MAX_MEMBERS]; /* one in front of each member */
-/* The server kind's operations (a group's: its members'), read while it
- * runs (a group's members are gone once it is stopped) */
-static const char *const *server_ops;
+/* The server kind's operations the nemesis may run (a group's: its
+ * members', those that lose no data), read while it runs (a group's
+ * members are gone once it is stopped) */
+static const char *server_ops[32];
 static proc procs[2 * MAX_WORKERS + 1];
 static int nprocs;
 
@@ -708,7 +709,14 @@ int main(int argc, char **argv)
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0 && strcmp(cfg.store, "redlock") != 0;
     cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
-    server_ops = dt_server_ops(cfg.members > 1 ? dt_redlock_node(&server, 1) : &server);
+    {
+        dt_server *of = cfg.members > 1 ? dt_redlock_node(&server, 1) : &server;
+        const char *const *ops = dt_server_ops(of);
+        for (int i = 0, n = 0; ops[i] != NULL && n < 31; i++) {
+            if (cfg.members == 1 || !dt_server_op_loses_data(of, ops[i]))
+                server_ops[n++] = ops[i];
+        }
+    }
     /* the kind's lease rounding, read back through the harness's bound:
      * a lease of 0 ends a lag late, one of 1 ms a unit and a lag late */
     cfg.expiry_lag_ms = (int) dt_server_lease_bound_ms(&server, 0);
