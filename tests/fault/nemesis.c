@@ -371,9 +371,9 @@ static void format_one(const nem_event *e, char *buf, size_t len)
         break;
     case NEM_RESTART_SERVER:
         if (e->member >= 0 && (e->target & DT_WIPE)) /* a group's member: started late */
-            snprintf(buf, len, "+%lldms restart-server, start again after %lldms%s",
-                     (long long) e->at_ms, (long long) e->dur_ms,
-                     (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+            snprintf(buf, len,
+                     "+%lldms restart-server, start again after %lldms with its data wiped",
+                     (long long) e->at_ms, (long long) e->dur_ms);
         else
             snprintf(buf, len, "+%lldms restart-server%s", (long long) e->at_ms,
                      (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
