@@ -92,6 +92,7 @@ typedef struct window {
     int scope, link, kind;
     int dataloss, lock; /* acknowledged data lost: of lock (-1: of all) */
     int member;         /* a fault of one member of a group (Redlock's), -1: of the store */
+    int moves;          /* a fault of a master the store fails over from (Sentinel) */
     pid_t pid;
     char what[TEXT_LEN];
 } window;
@@ -290,6 +291,7 @@ static void build_windows(checker *c)
                 w->dataloss = (e->flags & EVF_DATALOSS) != 0;
                 w->lock = e->lock < c->s->nlocks ? e->lock : -1;
                 w->member = e->rc - 1;
+                w->moves = (e->flags & EVF_MOVES) != 0;
                 if (e->flags & EVF_END)
                     w->t1 = e->t;
             } else if (e->flags & EVF_END) {
@@ -415,8 +417,8 @@ static const window *cut_off(const checker *c, int actor, int64_t t0, int64_t t1
          * logs it (after it is done, when the scheduler lets it): the
          * end is known to within the scheduling slack */
         int64_t end = w->t1 - c->slack;
-        if (w->member >= 0)
-            continue; /* one member: the others make a quorum */
+        if (w->member >= 0 || w->moves)
+            continue; /* one member: the others make a quorum; or another node takes over */
         if (w->kind == NEM_KILL_SERVER && 100 * NS > c->slack)
             end = w->t1 - 100 * NS; /* (a start is logged once it answers a probe) */
         else if (w->kind != NEM_PAUSE_SERVER &&
@@ -773,6 +775,28 @@ static member *members_of(checker *c, int lock, size_t *n)
     return list;
 }
 
+/* Whether the holder of h was told its lock was lost (or did not believe
+ * it held on: it died, its release failed): not a release that said OK. */
+static int told_of_loss(const checker *c, const hold *h)
+{
+    const attempt *at = &c->att[h->attempt];
+    if (h->end == END_LOST_CB || h->end == END_CHECK || h->end == END_TERM ||
+        h->end == END_KILLED || h->end == END_EXIT)
+        return 1;
+    if (h->run)
+        return at->run_exit == 75 || at->run_exit >= 128 || at->sent_term;
+    return h->end == END_RELEASE && h->rel_rc != DLOCK_OK;
+}
+
+/* ...and was told within a lease (its fixed lease, else the client's), a
+ * command timeout and the slack of `from`. */
+static int told_in_time(const checker *c, const hold *h, int64_t from)
+{
+    int64_t lease =
+        c->att[h->attempt].lease_ms > 0 ? c->att[h->attempt].lease_ms : c->cfg->lease_ms;
+    return told_of_loss(c, h) && h->t_end <= from + (lease + c->cfg->timeout_ms) * NS + c->slack;
+}
+
 /* Two holds at once where at most one may hold (A older, B newer). */
 static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
 {
@@ -823,6 +847,28 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
                   name, a->actor, fs_hkind_name(a->hkind), (unsigned long long) fa,
                   rel(c, a->t_end), end_name(a->end), (long long) ((a->t_end - b->t_ok) / NS),
                   b->actor, fs_hkind_name(b->hkind), (unsigned long long) fb, rel(c, b->t_ok));
+    }
+    /* A loss the store caused (a failover's, a wipe's) cannot be told in
+     * time, but it is told, never silent: by the next renewal
+     * (include/dlock.h), within a lease at the latest (a fixed lease: when
+     * it ends). Usually A lost it; in a split brain (a deposed master that
+     * still serves) B's grant is the one lost: one of them must be told. */
+    if (fz == NULL && dl != NULL) {
+        int64_t from = b->t_ok > dl->t1 ? b->t_ok : dl->t1;
+        int told_a = told_in_time(c, a, from), told_b = told_in_time(c, b, from);
+        if (first_time(c, V_COUNT, (uint64_t) a->attempt, (uint64_t) b->attempt))
+            c->tot->store_losses++;
+        if (!told_a && !told_b &&
+            first_time(c, V_LATE_LOSS, (uint64_t) a->attempt, (uint64_t) b->attempt))
+            violation(c, V_LATE_LOSS, a->t_ok, a->t_end > b->t_end ? a->t_end : b->t_end, lock,
+                      a->actor, b->actor,
+                      "lock %s: a%d (%s, fence %llu) and a%d (fence %llu, from %.3f) held it at "
+                      "once after %s, and neither was told in time: a%d ended at %.3f (%s), a%d "
+                      "at %.3f (%s)",
+                      name, a->actor, fs_hkind_name(a->hkind), (unsigned long long) fa, b->actor,
+                      (unsigned long long) fb, rel(c, b->t_ok), dl->what, a->actor,
+                      rel(c, a->t_end), end_name(a->end), b->actor, rel(c, b->t_end),
+                      end_name(b->end));
     }
     /* (a semaphore's holders share the resource: its stale accesses are
      * judged by the resource's own rule, not pairwise) */

@@ -45,8 +45,9 @@ static const char usage[] =
     "       fault dump SHM [aN|LOCK]...   a run's history (SHM: RUN_DIR/shm)\n"
     "       fault check SHM [-v]          judge a kept run's history again\n"
     "  --store KIND        server kind: redis (default), zookeeper, etcd, postgres,\n"
-    "                      mariadb, sqlite, redlock (3 masters, faulted one at a time;\n"
-    "                      not sentinel or cluster yet)\n"
+    "                      mariadb, sqlite, redlock (3 masters, faulted one at a time),\n"
+    "                      sentinel (faults on the master, failovers; no proxy; not\n"
+    "                      cluster yet)\n"
     "  --seconds N         faults are injected for N s (default 30)\n"
     "  --final N           then all is healed and clients go on N s (default from the lease)\n"
     "  --seed N            the schedule's seed (default: from the clock; printed)\n"
@@ -96,9 +97,10 @@ static void build_url(char *buf, size_t len, const dt_server *srv, int link, int
 {
     char base[160];
     const char *v = variant >= 0 && !cfg->url_extra ? dt_server_url_variant(srv, variant) : "";
-    if (link < 0) {
-        /* straight to the server, or to every member of a group */
-        if (cfg->members > 1)
+    if (link < 0 || cfg->master_moves) {
+        /* straight to the server, or to every member of a group (Sentinel:
+         * the sentinels, which name the master) */
+        if (cfg->members > 1 || cfg->master_moves)
             snprintf(base, sizeof base, "%s", srv->url);
         else
             dt_server_url_at(srv, srv->port, base, sizeof base);
@@ -394,14 +396,17 @@ static void print_json(const check_totals *t, const nemesis *nem, const int *uns
            "\"dlock_run\":%ld,"
            "\"cancel\":%ld,\"access\":%ld,\"accepted\":%ld,\"refused_stale\":%ld,"
            "\"loss_reports\":%ld,\"server_snapshots\":%ld,\"fair_queued\":%ld,"
-           "\"fair_pairs\":%ld},",
+           "\"fair_pairs\":%ld,\"store_losses\":%ld},",
            t->events, t->acquires, t->acquired, t->releases, t->runs, t->cancels, t->accesses,
-           t->accepted, t->refused, t->lost_reports, t->snaps, t->fair_queued, t->fair_pairs);
+           t->accepted, t->refused, t->lost_reports, t->snaps, t->fair_queued, t->fair_pairs,
+           t->store_losses);
     printf("\"faults\":{\"kill-client\":%d,\"pause-client\":%d,\"kill-server\":%d,"
            "\"restart-server\":%d,\"pause-server\":%d,\"blackhole\":%d,\"drop\":%d,\"cut\":%d",
            counts[NEM_KILL_CLIENT], counts[NEM_PAUSE_CLIENT], counts[NEM_KILL_SERVER],
            counts[NEM_RESTART_SERVER], counts[NEM_PAUSE_SERVER], modes[DT_BLACKHOLE],
            modes[DT_DROP], modes[DT_CUT]);
+    if (cfg.master_moves)
+        printf(",\"failover\":%d", counts[NEM_FAILOVER]);
     /* (a group's operations are its members') */
     const char *const *ops = server_ops;
     for (int k = 0; ops[k] != NULL; k++) {
@@ -662,12 +667,14 @@ int main(int argc, char **argv)
      * do yet: one proxy would fault one member and leave the clients'
      * other addresses untouched. */
     cfg.members = strcmp(cfg.store, "redlock") == 0 ? 3 : 1;
+    cfg.master_moves = strcmp(cfg.store, "sentinel") == 0;
     int group = dt_server_kind_is_group(cfg.store);
-    if (group != 0 && cfg.members == 1) {
+    if (group != 0 && cfg.members == 1 && !cfg.master_moves) {
         fprintf(stderr, "fault: --store %s: %s; the fault suite runs on ", cfg.store,
                 group > 0 ? "a group of servers that fails over" : "no such kind");
         for (const char *const *k = dt_server_kinds(); *k != NULL; k++) {
-            if (dt_server_kind_is_group(*k) == 0 || strcmp(*k, "redlock") == 0)
+            if (dt_server_kind_is_group(*k) == 0 || strcmp(*k, "redlock") == 0 ||
+                strcmp(*k, "sentinel") == 0)
                 fprintf(stderr, "%s%s", k == dt_server_kinds() ? "" : ", ", *k);
         }
         fprintf(stderr, "\n");
@@ -706,7 +713,8 @@ int main(int argc, char **argv)
 
     /* The store, and the proxy in front of it. */
     /* (Redis's and Redlock's fences follow the server's clock as well) */
-    cfg.fences_from_data = strcmp(cfg.store, "redis") != 0 && strcmp(cfg.store, "redlock") != 0;
+    cfg.fences_from_data = strcmp(cfg.store, "redis") != 0 && strcmp(cfg.store, "redlock") != 0 &&
+                           strcmp(cfg.store, "sentinel") != 0;
     cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
     {
@@ -737,7 +745,7 @@ int main(int argc, char **argv)
     if (cfg.schedule_only)
         return 0;
 
-    for (int m = 0; m < cfg.members; m++) {
+    for (int m = 0; m < cfg.members && !cfg.master_moves; m++) {
         const dt_server *at = cfg.members > 1 ? dt_redlock_node(&server, m) : &server;
         dt_proxy_start(&proxies[m], at->port, cfg.links);
         for (int l = 0; l < cfg.links; l++)
@@ -831,7 +839,7 @@ int main(int argc, char **argv)
     stop_clients(4LL * cfg.lease_ms + 2LL * cfg.timeout_ms + 5000);
     check_left_free();
     double elapsed = (double) (fs_now() - start) / 1e9;
-    for (int m = 0; m < cfg.members; m++)
+    for (int m = 0; m < cfg.members && !cfg.master_moves; m++)
         dt_proxy_stop(&proxies[m]);
     dt_server_stop(&server);
 

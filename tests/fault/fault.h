@@ -83,10 +83,12 @@ enum {
     EVF_CLOBBER = 1 << 1,
     EVF_START = 1 << 2,
     EVF_END = 1 << 3,
-    EVF_RUN = 1 << 4,     /* through `dlock run` */
-    EVF_FINAL = 1 << 5,   /* after the last heal */
-    EVF_FAILED = 1 << 6,  /* nemesis action failed */
-    EVF_DATALOSS = 1 << 7 /* nemesis: acknowledged data lost (lock: which, 0xffff: all) */
+    EVF_RUN = 1 << 4,      /* through `dlock run` */
+    EVF_FINAL = 1 << 5,    /* after the last heal */
+    EVF_FAILED = 1 << 6,   /* nemesis action failed */
+    EVF_DATALOSS = 1 << 7, /* nemesis: acknowledged data lost (lock: which, 0xffff: all) */
+    EVF_MOVES = 1 << 8     /* nemesis: a fault of the master of a store that fails over to
+                              another node (Sentinel): clients may be served meanwhile */
 };
 
 enum { ACC_READ, ACC_WRITE, ACC_READ_SHARED };
@@ -216,6 +218,10 @@ typedef struct fault_cfg {
      * longest lease, as Redlock assumes (nem_min_down_ms). Shorter breaks
      * that assumption on purpose: the checker should then find overlaps. */
     int member_down_ms;
+    /* A Sentinel group: the server faults hit the data node the sentinels
+     * name as master then, a failover is a fault of its own, and there is
+     * no proxy (clients dial the address the sentinels announce). */
+    int master_moves;
 } fault_cfg;
 
 /* ---------------------------------------------------------------- calls */
@@ -283,8 +289,10 @@ const char *check_class_name(int v);
 typedef struct check_totals {
     long events, acquires, acquired, releases, accesses, accepted, refused, lost_reports, runs,
         cancels, holds, snaps;
-    long fair_queued; /* fair waits the store said were queued (EV_QUEUED) */
-    long fair_pairs;  /* fair grants ordered against a wait queued ahead of them */
+    long fair_queued;  /* fair waits the store said were queued (EV_QUEUED) */
+    long fair_pairs;   /* fair grants ordered against a wait queued ahead of them */
+    long store_losses; /* holds overlapped after the store lost their data (a failover's,
+                          a wipe's), judged as told of the loss or not */
     long violations[V_COUNT];
 } check_totals;
 int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals);

@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include "nemesis.h"
 
+#include "../support/redis_node.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,8 +56,8 @@ static int64_t between(uint64_t *s, int64_t lo, int64_t hi)
 const char *nem_kind_name(int kind)
 {
     static const char *const names[NEM_COUNT] = {
-        "kill-client",  "pause-client", "kill-server", "restart-server",
-        "pause-server", "partition",    "op",          "heal-all",
+        "kill-client", "pause-client", "kill-server", "restart-server", "pause-server",
+        "partition",   "op",           "heal-all",    "failover",
     };
     return kind >= 0 && kind < NEM_COUNT ? names[kind] : "?";
 }
@@ -94,7 +96,8 @@ static int allowed(const fault_cfg *cfg, const char *name)
  * (0: instantaneous). */
 static int server_wide(const nem_event *e)
 {
-    if (e->kind == NEM_KILL_SERVER || e->kind == NEM_RESTART_SERVER || e->kind == NEM_PAUSE_SERVER)
+    if (e->kind == NEM_KILL_SERVER || e->kind == NEM_RESTART_SERVER ||
+        e->kind == NEM_PAUSE_SERVER || e->kind == NEM_FAILOVER)
         return 1;
     return e->kind == NEM_OP;
 }
@@ -180,6 +183,8 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
     case NEM_PAUSE_SERVER:
         e->dur_ms = between(rng, 100, 2 * lease);
         break;
+    case NEM_FAILOVER: /* over when the group has settled */
+        break;
     case NEM_PARTITION:
         e->mode = t->mode;
         e->target = rnd(rng) % 2 ? -1 : (int) (rnd(rng) % (uint64_t) cfg->links);
@@ -199,6 +204,8 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
         break;
     }
     draw_member(e, rng, cfg);
+    if (cfg->master_moves && e->kind == NEM_KILL_SERVER)
+        e->target = 0; /* (a Sentinel node keeps no files to wipe) */
 }
 
 /* The allowed types: the generic faults, then the server kind's
@@ -225,9 +232,15 @@ static int fault_types(const fault_cfg *cfg, dt_server *server, nem_type *types)
         if (!dt_server_has_process(server) && probe.kind != NEM_KILL_CLIENT &&
             probe.kind != NEM_PAUSE_CLIENT)
             continue;
+        /* Sentinel: no proxy (clients dial the address the sentinels
+         * announce), and a restart is a kill's slower twin */
+        if (cfg->master_moves && (probe.kind == NEM_PARTITION || probe.kind == NEM_RESTART_SERVER))
+            continue;
         if (allowed(cfg, filter_name(&probe)))
             types[n++] = generic[i];
     }
+    if (cfg->master_moves && allowed(cfg, "failover"))
+        types[n++] = (nem_type){NEM_FAILOVER, 0, NULL, 10};
     for (int i = 0; ops[i] != NULL; i++)
         nops += allowed(cfg, ops[i]) && (cfg->members <= 1 || !dt_server_op_loses_data(of, ops[i]));
     for (int i = 0; ops[i] != NULL; i++) {
@@ -382,6 +395,9 @@ static void format_one(const nem_event *e, char *buf, size_t len)
         snprintf(buf, len, "+%lldms pause-server for %lldms", (long long) e->at_ms,
                  (long long) e->dur_ms);
         break;
+    case NEM_FAILOVER:
+        snprintf(buf, len, "+%lldms failover (SENTINEL FAILOVER)", (long long) e->at_ms);
+        break;
     case NEM_PARTITION:
         if (e->target < 0)
             snprintf(buf, len, "+%lldms %s all links for %lldms", (long long) e->at_ms,
@@ -416,6 +432,7 @@ void nem_init(nemesis *n)
     n->actions = malloc(sizeof *n->actions * (size_t) (2 * n->nevents + 1));
     n->event_pid = calloc((size_t) n->nevents + 1, sizeof *n->event_pid);
     n->event_ok = calloc((size_t) n->nevents + 1, sizeof *n->event_ok);
+    n->event_node = calloc((size_t) n->nevents + 1, sizeof *n->event_node);
     n->nactions = 0;
     for (int i = 0; i < n->nevents; i++) {
         n->actions[n->nactions++] = (nem_action){n->events[i].at_ms, i, 0};
@@ -426,6 +443,7 @@ void nem_init(nemesis *n)
     qsort(n->actions, (size_t) n->nactions, sizeof *n->actions, by_time);
     n->next_action = 0;
     n->cur_member = -1;
+    n->settling = -1;
 }
 
 static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const char *fmt, ...)
@@ -595,6 +613,153 @@ static void run_member_action(nemesis *n, const nem_action *a, const nem_event *
     }
 }
 
+/* ---- the master of a Sentinel group (cfg->master_moves) */
+
+/* A data node's replication as it says (INFO replication): 1 master, 0 a
+ * replica linked to the master on master_port, -1 neither (down, paused,
+ * syncing). */
+static int node_role(const dt_server *node, int master_port)
+{
+    int role = -1;
+    if (node->pid <= 0 || node->paused)
+        return -1;
+    redisReply *r = dt__redis_ask(node->port, NULL, 500, "INFO replication");
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        char want[48];
+        snprintf(want, sizeof want, "master_port:%d\r", master_port);
+        if (strstr(r->str, "role:master\r") != NULL)
+            role = 1;
+        else if (strstr(r->str, "role:slave\r") != NULL && strstr(r->str, want) != NULL &&
+                 strstr(r->str, "master_link_status:up\r") != NULL)
+            role = 0;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return role;
+}
+
+/* Whether the sentinels name a master (`want`, or either when -1) that
+ * says it is one, and the other node follows it, linked: until then a
+ * node may be a master the sentinels no longer name (what it takes is lost
+ * when it is demoted). Returns the master's index, or -1. */
+static int settled_now(nemesis *n, int want)
+{
+    int m = dt_sentinel_master(n->server);
+    if (m >= 0 && (want < 0 || m == want) && node_role(dt_sentinel_node(n->server, m), 0) == 1 &&
+        node_role(dt_sentinel_node(n->server, 1 - m), dt_sentinel_node(n->server, m)->port) == 0)
+        return m;
+    return -1;
+}
+
+/* The fault waiting for the group to settle ends (logged) when it has,
+ * or when `force` (the heal) after waiting up to 30 s. A failover takes
+ * the sentinels 10-12 s to settle (the old master is made a replica only
+ * after their config's publish period), longer than most gaps between
+ * faults: the nemesis goes on meanwhile (client faults), and refuses a new
+ * server fault until then. */
+static void settle_poll(nemesis *n, int force)
+{
+    if (n->settling < 0)
+        return;
+    int m = settled_now(n, n->settle_want);
+    while (m < 0 && force && fs_now() < n->settle_until_ns + 10000000000LL) {
+        dt_sleep_ms(50);
+        m = settled_now(n, n->settle_want);
+    }
+    if (m < 0 && !force && fs_now() < n->settle_until_ns)
+        return;
+    const nem_event *e = &n->events[n->settling];
+    log_nem(n, e->kind, EVF_END | EVF_DATALOSS | EVF_MOVES | (m < 0 ? EVF_FAILED : 0), 0, -1,
+            "settled: master node %d%s", m, m < 0 ? " (not settled)" : "");
+    n->settling = -1;
+}
+
+static void settle_from(nemesis *n, int event, int want)
+{
+    n->settling = event;
+    n->settle_want = want;
+    n->settle_until_ns = fs_now() + 20000000000LL;
+}
+
+/* Starts data node i again in the role the sentinels give it: the master
+ * they name, or a replica of it. A node's role is in its command line here
+ * (node 0 a master, node 1 a replica of node 0); a real one's is in its
+ * config file, which the sentinels rewrite on a failover, so a node killed
+ * after a failover comes back a replica of the new master. Without this, a
+ * killed master node 1 came back a replica of its own replica and the
+ * group never settled. */
+static void start_node(nemesis *n, int i)
+{
+    dt_server *node = dt_sentinel_node(n->server, i);
+    if (node->pid > 0)
+        return;
+    dt_server_start_again(node, 0);
+    int named = dt_sentinel_master(n->server);
+    redisReply *r = NULL;
+    if (named == i)
+        r = dt__redis_ask(node->port, NULL, 1000, "REPLICAOF NO ONE");
+    else if (named == 1 - i)
+        r = dt__redis_ask(node->port, NULL, 1000, "REPLICAOF 127.0.0.1 %d",
+                          dt_sentinel_node(n->server, named)->port);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* A server fault of the master (kill, pause) or a failover. Each loses
+ * what the replica had not received (asynchronous replication), or all of
+ * it (a master killed and back before the sentinels fail over comes back
+ * empty, and its replica follows it): a data loss, until the group has
+ * settled. Clients may be served meanwhile by the new master (EVF_MOVES). */
+static void run_master_action(nemesis *n, const nem_action *a, const nem_event *e, int *failed)
+{
+    int flags = EVF_DATALOSS | EVF_MOVES;
+    if (!a->end) {
+        int m = n->settling >= 0 ? -1 : dt_sentinel_master(n->server);
+        n->event_node[a->event] = -1;
+        if (m < 0) {
+            log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1, "%s: %s",
+                    nem_kind_name(e->kind),
+                    n->settling >= 0 ? "the last one not settled" : "no master named");
+            *failed = 1;
+            return;
+        }
+        dt_server *node = dt_sentinel_node(n->server, m);
+        if (e->kind == NEM_KILL_SERVER) {
+            dt_sentinel_node_kill(n->server, m);
+            log_nem(n, e->kind, EVF_START | flags, 0, -1, "kill-server master node %d", m);
+        } else if (e->kind == NEM_PAUSE_SERVER) {
+            dt_server_pause(node);
+            log_nem(n, e->kind, EVF_START | flags, 0, -1, "pause-server master node %d", m);
+        } else {
+            redisReply *r = dt__redis_ask(dt_sentinel_sentinel(n->server, 0)->port, NULL, 1000,
+                                          "SENTINEL FAILOVER %s", DT_SENTINEL_MASTER);
+            int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+            log_nem(n, e->kind, EVF_START | (ok ? flags : EVF_END | EVF_FAILED), 0, -1,
+                    "failover from node %d%s%.20s", m, ok ? "" : ": ",
+                    ok          ? ""
+                    : r != NULL ? r->str
+                                : "no answer");
+            if (r != NULL)
+                freeReplyObject(r);
+            *failed = !ok;
+            if (ok) /* (a refused one changes nothing) */
+                settle_from(n, a->event, 1 - m);
+            return;
+        }
+        n->event_node[a->event] = m;
+        return;
+    }
+    int m = n->event_node[a->event];
+    if (m < 0)
+        return; /* not started */
+    if (e->kind == NEM_KILL_SERVER)
+        start_node(n, m);
+    else
+        dt_server_resume(dt_sentinel_node(n->server, m));
+    log_nem(n, e->kind, flags, 0, -1, "node %d back", m); /* (the window ends when settled) */
+    settle_from(n, a->event, -1);
+}
+
 static void run_action(nemesis *n, const nem_action *a)
 {
     nem_event *e = &n->events[a->event];
@@ -607,6 +772,11 @@ static void run_action(nemesis *n, const nem_action *a)
     n->cur_member = e->member;
     if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
         run_member_action(n, a, e, &failed);
+        goto done;
+    }
+    if (n->cfg->master_moves &&
+        (e->kind == NEM_KILL_SERVER || e->kind == NEM_PAUSE_SERVER || e->kind == NEM_FAILOVER)) {
+        run_master_action(n, a, e, &failed);
         goto done;
     }
     switch (e->kind) {
@@ -736,9 +906,15 @@ done:
 
 int64_t nem_step(nemesis *n, int64_t now_ms)
 {
+    if (n->cfg->master_moves)
+        settle_poll(n, 0);
     while (n->next_action < n->nactions && n->actions[n->next_action].at_ms <= now_ms)
         run_action(n, &n->actions[n->next_action++]);
-    return n->next_action < n->nactions ? n->actions[n->next_action].at_ms : -1;
+    int64_t next = n->next_action < n->nactions ? n->actions[n->next_action].at_ms : -1;
+    /* (a fault waiting for the group to settle is looked at again soon) */
+    if (n->cfg->master_moves && n->settling >= 0 && (next < 0 || next > now_ms + 100))
+        next = now_ms + 100;
+    return next;
 }
 
 void nem_heal_all(nemesis *n)
@@ -747,9 +923,22 @@ void nem_heal_all(nemesis *n)
     for (int i = 0; i < n->npaused; i++)
         kill(n->paused[i], SIGCONT);
     n->npaused = 0;
-    for (int m = 0; m < n->cfg->members; m++)
+    for (int m = 0; m < n->cfg->members && !n->cfg->master_moves; m++)
         dt_proxy_set(&n->proxies[m], -1, DT_PASS);
-    if (n->cfg->members > 1) {
+    if (n->cfg->master_moves) {
+        settle_poll(n, 1);
+        for (int i = 0; i < 2; i++) {
+            dt_server *node = dt_sentinel_node(n->server, i);
+            dt_server_resume(node);
+            start_node(n, i);
+        }
+        settle_from(n, -1, -1);
+        while (settled_now(n, -1) < 0 && fs_now() < n->settle_until_ns + 10000000000LL)
+            dt_sleep_ms(50);
+        n->settling = -1;
+        if (settled_now(n, -1) < 0)
+            log_nem(n, NEM_HEAL_ALL, EVF_FAILED, 0, -1, "the group did not settle");
+    } else if (n->cfg->members > 1) {
         /* (a member that lost its data comes back late, as in the run) */
         for (int m = 0; m < n->cfg->members; m++) {
             dt_server_resume(member(n, m));

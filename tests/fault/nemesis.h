@@ -17,6 +17,7 @@ enum {
     NEM_PARTITION,      /* a proxy link (or all) blackholed, dropping or cut, then healed */
     NEM_OP,             /* one of the server kind's own operations */
     NEM_HEAL_ALL,       /* the end of the fault phase: everything back */
+    NEM_FAILOVER,       /* Sentinel: SENTINEL FAILOVER, over once the group settles */
     NEM_COUNT
 };
 
@@ -60,7 +61,12 @@ typedef struct nemesis {
     /* A member that lost its data may not start again before this (ns, 0:
      * any time): Redlock's delayed restart (see nem_min_down_ms) */
     int64_t member_back_ns[MAX_MEMBERS];
-    int cur_member; /* while running a fault of one member: its index, else -1 */
+    int cur_member;  /* while running a fault of one member: its index, else -1 */
+    int *event_node; /* Sentinel: the data node a server fault hit (the master then), -1 none */
+    /* Sentinel: the fault whose window closes once the group settles (-1:
+     * none), the master it should settle on (-1: either), and until when */
+    int settling, settle_want;
+    int64_t settle_until_ns;
 } nemesis;
 
 /* How long a member of a group that lost its data (killed without

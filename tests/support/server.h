@@ -211,6 +211,11 @@ dt_server *dt_sentinel_node(dt_server *s, int i);
 dt_server *dt_sentinel_sentinel(dt_server *s, int i);
 /* The data node the sentinels name as master now (0 or 1), -1 if none. */
 int dt_sentinel_master(dt_server *s);
+/* kill -9 data node i alone (node 0 too, leaving the rest of the group
+ * up); dt_server_start_again(dt_sentinel_node(s, i), 0) starts it again
+ * (node 0 as a master, node 1 as a replica of node 0: the sentinels then
+ * make it follow the master they name). */
+void dt_sentinel_node_kill(dt_server *s, int i);
 /* SENTINEL FAILOVER, and waits (20 s at most, else the test fails) until
  * every sentinel names the other node, which says it is the master, and
  * the old one follows it as a replica, in sync. Returns the new master's
