@@ -91,6 +91,8 @@ typedef struct window {
     int64_t t0, t1;
     int scope, link, kind;
     int dataloss, lock; /* acknowledged data lost: of lock (-1: of all) */
+    int member;         /* a fault of one member of a group (Redlock's), -1: of the store */
+    int moves;          /* a fault of a master the store fails over from (Sentinel) */
     pid_t pid;
     char what[TEXT_LEN];
 } window;
@@ -233,6 +235,7 @@ static window *open_window(checker *c, int64_t t, int scope, int link, pid_t pid
     w->link = link;
     w->pid = pid;
     w->kind = kind;
+    w->member = -1;
     snprintf(w->what, sizeof w->what, "%s", what);
     return w;
 }
@@ -272,7 +275,7 @@ static void build_windows(checker *c)
             break;
         case NEM_PARTITION:
             if (e->flags & EVF_START)
-                open_window(c, e->t, W_LINK, e->take, 0, e->kind, e->text);
+                open_window(c, e->t, W_LINK, e->take, 0, e->kind, e->text)->member = e->rc - 1;
             else
                 close_windows(c, e->t, e->kind, W_LINK, e->take, 0);
             break;
@@ -287,6 +290,8 @@ static void build_windows(checker *c)
                 window *w = open_window(c, e->t, W_ALL, -1, 0, e->kind, e->text);
                 w->dataloss = (e->flags & EVF_DATALOSS) != 0;
                 w->lock = e->lock < c->s->nlocks ? e->lock : -1;
+                w->member = e->rc - 1;
+                w->moves = (e->flags & EVF_MOVES) != 0;
                 if (e->flags & EVF_END)
                     w->t1 = e->t;
             } else if (e->flags & EVF_END) {
@@ -303,15 +308,18 @@ static void build_windows(checker *c)
 
 /* A fault that could have disturbed a call of `actor` (or of the dlock
  * process sup) between t0 and t1, its effects lasting `grace` after it
- * ends. Returns the window or NULL. */
-static const window *disturbed(const checker *c, int actor, pid_t sup, int64_t t0, int64_t t1,
-                               int64_t grace)
+ * ends; with members 0, not a fault of one member of a group, which its
+ * quorum rides out. Returns the window or NULL. */
+static const window *disturbed_by(const checker *c, int actor, pid_t sup, int64_t t0, int64_t t1,
+                                  int64_t grace, int members)
 {
     const actor_info *a = &c->actors[actor];
     for (size_t i = 0; i < c->nwin; i++) {
         const window *w = &c->win[i];
         /* (a fault is logged once done: it may act up to the slack before) */
         if (w->t0 - c->slack > t1 || w->t1 + grace < t0)
+            continue;
+        if (w->member >= 0 && !members)
             continue;
         if (w->scope == W_ALL || (w->scope == W_LINK && (w->link < 0 || w->link == a->link)) ||
             (w->scope == W_PID && (w->pid == a->pid || (sup > 0 && w->pid == sup))))
@@ -321,6 +329,24 @@ static const window *disturbed(const checker *c, int actor, pid_t sup, int64_t t
             return w;
     }
     return NULL;
+}
+
+/* Any fault, one member's included: losing a member can end a hold that
+ * a quorum no longer keeps (the other two split, or one of them emptied
+ * by an earlier fault). */
+static const window *disturbed(const checker *c, int actor, pid_t sup, int64_t t0, int64_t t1,
+                               int64_t grace)
+{
+    return disturbed_by(c, actor, sup, t0, t1, grace, 1);
+}
+
+/* A fault that may make the store out of reach for actor: not one
+ * member's (src/backend/redlock/README.md, "Errors": one node down
+ * changes nothing). */
+static const window *unreachable(const checker *c, int actor, pid_t sup, int64_t t0, int64_t t1,
+                                 int64_t grace)
+{
+    return disturbed_by(c, actor, sup, t0, t1, grace, 0);
 }
 
 /* Was the process of a hold (or its dlock) stopped at some time in [t0, t1]? */
@@ -391,6 +417,8 @@ static const window *cut_off(const checker *c, int actor, int64_t t0, int64_t t1
          * logs it (after it is done, when the scheduler lets it): the
          * end is known to within the scheduling slack */
         int64_t end = w->t1 - c->slack;
+        if (w->member >= 0 || w->moves)
+            continue; /* one member: the others make a quorum; or another node takes over */
         if (w->kind == NEM_KILL_SERVER && 100 * NS > c->slack)
             end = w->t1 - 100 * NS; /* (a start is logged once it answers a probe) */
         else if (w->kind != NEM_PAUSE_SERVER &&
@@ -747,6 +775,28 @@ static member *members_of(checker *c, int lock, size_t *n)
     return list;
 }
 
+/* Whether the holder of h was told its lock was lost (or did not believe
+ * it held on: it died, its release failed): not a release that said OK. */
+static int told_of_loss(const checker *c, const hold *h)
+{
+    const attempt *at = &c->att[h->attempt];
+    if (h->end == END_LOST_CB || h->end == END_CHECK || h->end == END_TERM ||
+        h->end == END_KILLED || h->end == END_EXIT)
+        return 1;
+    if (h->run)
+        return at->run_exit == 75 || at->run_exit >= 128 || at->sent_term;
+    return h->end == END_RELEASE && h->rel_rc != DLOCK_OK;
+}
+
+/* ...and was told within a lease (its fixed lease, else the client's), a
+ * command timeout and the slack of `from`. */
+static int told_in_time(const checker *c, const hold *h, int64_t from)
+{
+    int64_t lease =
+        c->att[h->attempt].lease_ms > 0 ? c->att[h->attempt].lease_ms : c->cfg->lease_ms;
+    return told_of_loss(c, h) && h->t_end <= from + (lease + c->cfg->timeout_ms) * NS + c->slack;
+}
+
 /* Two holds at once where at most one may hold (A older, B newer). */
 static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
 {
@@ -797,6 +847,28 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
                   name, a->actor, fs_hkind_name(a->hkind), (unsigned long long) fa,
                   rel(c, a->t_end), end_name(a->end), (long long) ((a->t_end - b->t_ok) / NS),
                   b->actor, fs_hkind_name(b->hkind), (unsigned long long) fb, rel(c, b->t_ok));
+    }
+    /* A loss the store caused (a failover's, a wipe's) cannot be told in
+     * time, but it is told, never silent: by the next renewal
+     * (include/dlock.h), within a lease at the latest (a fixed lease: when
+     * it ends). Usually A lost it; in a split brain (a deposed master that
+     * still serves) B's grant is the one lost: one of them must be told. */
+    if (fz == NULL && dl != NULL) {
+        int64_t from = b->t_ok > dl->t1 ? b->t_ok : dl->t1;
+        int told_a = told_in_time(c, a, from), told_b = told_in_time(c, b, from);
+        if (first_time(c, V_COUNT, (uint64_t) a->attempt, (uint64_t) b->attempt))
+            c->tot->store_losses++;
+        if (!told_a && !told_b &&
+            first_time(c, V_LATE_LOSS, (uint64_t) a->attempt, (uint64_t) b->attempt))
+            violation(c, V_LATE_LOSS, a->t_ok, a->t_end > b->t_end ? a->t_end : b->t_end, lock,
+                      a->actor, b->actor,
+                      "lock %s: a%d (%s, fence %llu) and a%d (fence %llu, from %.3f) held it at "
+                      "once after %s, and neither was told in time: a%d ended at %.3f (%s), a%d "
+                      "at %.3f (%s)",
+                      name, a->actor, fs_hkind_name(a->hkind), (unsigned long long) fa, b->actor,
+                      (unsigned long long) fb, rel(c, b->t_ok), dl->what, a->actor,
+                      rel(c, a->t_end), end_name(a->end), b->actor, rel(c, b->t_end),
+                      end_name(b->end));
     }
     /* (a semaphore's holders share the resource: its stale accesses are
      * judged by the resource's own rule, not pairwise) */
@@ -994,6 +1066,7 @@ static void check_attempts(checker *c)
         if (t_ret == 0)
             continue; /* killed while waiting, or still waiting at the end */
         const window *w = disturbed(c, a->actor, a->sup_pid, a->t_inv, t_ret, c->grace);
+        const window *wu = unreachable(c, a->actor, a->sup_pid, a->t_inv, t_ret, c->grace);
         const window *fz = frozen(c, a->pid, a->sup_pid, a->t_inv, t_ret);
         int64_t took = t_ret - a->t_inv;
 
@@ -1030,7 +1103,7 @@ static void check_attempts(checker *c)
             break;
         case DLOCK_EUNREACHABLE:
         case DLOCK_ESERVER:
-            ok = w != NULL || fz != NULL;
+            ok = wu != NULL || fz != NULL;
             break;
         case DLOCK_ECANCELED:
         case DLOCK_ELOST:
@@ -1052,29 +1125,32 @@ static void check_attempts(checker *c)
             continue;
         }
         if (!ok && first_time(c, V_ERROR, (uint64_t) a->actor << 8 | (uint64_t) a->rc,
-                              window_index(c, w))) {
+                              window_index(c, wu))) {
             violation(c, V_ERROR, a->t_inv, t_ret, a->lock, a->actor, -1,
                       "lock %s: a%d's acquire (%s, wait %lld ms) returned %d after %lld ms (%s: "
-                      "%s)%s",
+                      "%s)%s%s",
                       name, a->actor, fs_hkind_name(a->hkind), (long long) a->wait_ms, a->rc,
                       (long long) (took / NS),
                       a->rc >= 0 ? dlock_strerror(a->rc) : "dlock run exit status", a->detail,
-                      w == NULL && fz == NULL ? " with no fault going on" : "");
-        } else if (a->rc == DLOCK_EUNREACHABLE && a->wait_ms > 0 && w != NULL && fz == NULL) {
+                      wu == NULL && fz == NULL
+                          ? (w != NULL ? " with only one member out: " : " with no fault going on")
+                          : "",
+                      wu == NULL && fz == NULL && w != NULL ? w->what : "");
+        } else if (a->rc == DLOCK_EUNREACHABLE && a->wait_ms > 0 && wu != NULL && fz == NULL) {
             /* a waiter with budget left must ride out a short outage, but a
              * client that never reached the store tries it for a moment only
              * (a wrong address is said within seconds) */
-            int64_t outage_end = w->t1;
+            int64_t outage_end = wu->t1;
             int64_t budget_end = a->t_inv + a->wait_ms * NS;
             int first_contact = took >= FIRST_CONTACT_MS * NS - c->slack && !reached_before(c, a);
             if (t_ret < budget_end - timeout && outage_end + 2 * timeout < budget_end &&
                 t_ret < outage_end + timeout && !first_contact &&
-                first_time(c, V_EARLY_GIVEUP, (uint64_t) a->actor, window_index(c, w)))
+                first_time(c, V_EARLY_GIVEUP, (uint64_t) a->actor, window_index(c, wu)))
                 violation(c, V_EARLY_GIVEUP, a->t_inv, t_ret, a->lock, a->actor, -1,
                           "lock %s: a%d gave up its wait (budget %lld ms) after %lld ms with "
                           "\"%s\", during %s (over at %.3f, well within the budget)",
                           name, a->actor, (long long) a->wait_ms, (long long) (took / NS),
-                          a->detail, w->what, rel(c, w->t1));
+                          a->detail, wu->what, rel(c, wu->t1));
         }
     }
 }
@@ -1120,7 +1196,7 @@ static void check_holds(checker *c)
             c->tot->lost_reports++;
         if (!h->run && h->t_rel_ret > 0) {
             c->tot->releases++;
-            const window *w = disturbed(c, h->actor, 0, h->t_inv, h->t_rel_ret, c->grace);
+            const window *w = unreachable(c, h->actor, 0, h->t_inv, h->t_rel_ret, c->grace);
             const window *fz = frozen(c, h->pid, 0, h->t_end, h->t_rel_ret);
             int rc = h->rel_rc;
             int ok = rc == DLOCK_OK || rc == DLOCK_ELOST || rc == DLOCK_ENOTOWNER ||

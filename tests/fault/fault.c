@@ -45,7 +45,9 @@ static const char usage[] =
     "       fault dump SHM [aN|LOCK]...   a run's history (SHM: RUN_DIR/shm)\n"
     "       fault check SHM [-v]          judge a kept run's history again\n"
     "  --store KIND        server kind: redis (default), zookeeper, etcd, postgres,\n"
-    "                      mariadb, sqlite (one server; not sentinel or redlock)\n"
+    "                      mariadb, sqlite, redlock (3 masters, faulted one at a time),\n"
+    "                      sentinel (faults on the master, failovers; no proxy; not\n"
+    "                      cluster yet)\n"
     "  --seconds N         faults are injected for N s (default 30)\n"
     "  --final N           then all is healed and clients go on N s (default from the lease)\n"
     "  --seed N            the schedule's seed (default: from the clock; printed)\n"
@@ -66,6 +68,9 @@ static const char usage[] =
     "  --kinds LIST        lock kinds: plain,fair,read,write,sem,multi,simple (default all)\n"
     "  --url-options OPTS  URL options for every client, e.g. notify=stream (default: the\n"
     "                      server kind's variants, spread over the processes)\n"
+    "  --member-down MS    redlock: how long a member that lost its data stays down\n"
+    "                      (default: the longest lease + the slack, as Redlock assumes;\n"
+    "                      shorter breaks that on purpose)\n"
     "  --schedule          print the schedule and exit\n"
     "  --keep              keep the run's dir (kept anyway when a violation is found)\n"
     "  --verbose           every violation in full, nemesis actions as they happen\n";
@@ -84,15 +89,32 @@ static int parse_kinds(fault_cfg *cfg, const char *list)
     return cfg->nkinds > 0 ? 0 : -1;
 }
 
-/* A client's URL: through proxy port `port` (or straight to the server),
+/* A client's URL: through proxy link `link` (-1: straight to the server),
  * with the run's options and the server kind's variant number `variant`
  * (-1: none), so clients of one run use the store in each way it offers. */
-static void build_url(char *buf, size_t len, const dt_server *srv, int port, int variant,
+static void build_url(char *buf, size_t len, const dt_server *srv, int link, int variant,
                       const fault_cfg *cfg)
 {
     char base[160];
     const char *v = variant >= 0 && !cfg->url_extra ? dt_server_url_variant(srv, variant) : "";
-    dt_server_url_at(srv, port, base, sizeof base);
+    if (link < 0 || cfg->master_moves) {
+        /* straight to the server, or to every member of a group (Sentinel:
+         * the sentinels, which name the master) */
+        if (cfg->members > 1 || cfg->master_moves)
+            snprintf(base, sizeof base, "%s", srv->url);
+        else
+            dt_server_url_at(srv, srv->port, base, sizeof base);
+    } else if (cfg->members > 1) {
+        /* the group's scheme, then that link of each member's proxy */
+        const char *sep = strstr(srv->url, "://");
+        size_t used = (size_t) snprintf(base, sizeof base, "%.*s://",
+                                        sep != NULL ? (int) (sep - srv->url) : 0, srv->url);
+        for (int m = 0; m < cfg->members && used < sizeof base; m++)
+            used += (size_t) snprintf(base + used, sizeof base - used, "%s127.0.0.1:%d",
+                                      m > 0 ? "," : "", cfg->proxy_ports[m][link]);
+    } else {
+        dt_server_url_at(srv, cfg->proxy_ports[0][link], base, sizeof base);
+    }
     snprintf(buf, len, "%s?lease=%dms&waiter_lease=%dms&timeout=%dms%s%s%s%s", base, cfg->lease_ms,
              cfg->waiter_lease_ms, cfg->timeout_ms, cfg->url_extra ? "&" : "",
              cfg->url_extra ? cfg->url_extra : "", v[0] ? "&" : "", v);
@@ -132,7 +154,11 @@ typedef struct proc {
 static fshm *shm;
 static fault_cfg cfg;
 static dt_server server;
-static dt_proxy proxy;
+static dt_proxy proxies[MAX_MEMBERS]; /* one in front of each member */
+/* The server kind's operations the nemesis may run (a group's: its
+ * members', those that lose no data), read while it runs (a group's
+ * members are gone once it is stopped) */
+static const char *server_ops[32];
 static proc procs[2 * MAX_WORKERS + 1];
 static int nprocs;
 
@@ -157,8 +183,7 @@ static pid_t spawn(int role, int idx)
     if (role == 2)
         wl_monitor(shm, &cfg);
     /* library workers and runners take the variants in turn */
-    build_url(url, sizeof url, &server, cfg.proxy_ports[idx % cfg.links], role == 0 ? idx : idx + 1,
-              &cfg);
+    build_url(url, sizeof url, &server, idx % cfg.links, role == 0 ? idx : idx + 1, &cfg);
     if (role == 0)
         wl_library_worker(shm, &cfg, idx, url);
     else
@@ -353,10 +378,11 @@ static void print_json(const check_totals *t, const nemesis *nem, const int *uns
         if (nem->events[i].kind == NEM_PARTITION)
             modes[nem->events[i].mode]++;
     }
-    printf("{\"store\":\"%s\",\"seed\":%llu,\"seconds\":%d,\"elapsed_s\":%.1f,\"workers\":%d,"
+    printf("{\"store\":\"%s\",\"members\":%d,\"seed\":%llu,\"seconds\":%d,\"elapsed_s\":%.1f,"
+           "\"workers\":%d,"
            "\"threads\":%d,\"runners\":%d,\"lease_ms\":%d,\"kinds\":[",
-           cfg.store, (unsigned long long) cfg.seed, cfg.seconds, elapsed, cfg.workers, cfg.threads,
-           cfg.runners, cfg.lease_ms);
+           cfg.store, cfg.members, (unsigned long long) cfg.seed, cfg.seconds, elapsed, cfg.workers,
+           cfg.threads, cfg.runners, cfg.lease_ms);
     for (int k = 0; k < cfg.nkinds; k++)
         printf("%s\"%s\"", k ? "," : "", fs_hkind_name(cfg.kinds[k]));
     printf("],\"unsupported\":[");
@@ -370,15 +396,19 @@ static void print_json(const check_totals *t, const nemesis *nem, const int *uns
            "\"dlock_run\":%ld,"
            "\"cancel\":%ld,\"access\":%ld,\"accepted\":%ld,\"refused_stale\":%ld,"
            "\"loss_reports\":%ld,\"server_snapshots\":%ld,\"fair_queued\":%ld,"
-           "\"fair_pairs\":%ld},",
+           "\"fair_pairs\":%ld,\"store_losses\":%ld},",
            t->events, t->acquires, t->acquired, t->releases, t->runs, t->cancels, t->accesses,
-           t->accepted, t->refused, t->lost_reports, t->snaps, t->fair_queued, t->fair_pairs);
+           t->accepted, t->refused, t->lost_reports, t->snaps, t->fair_queued, t->fair_pairs,
+           t->store_losses);
     printf("\"faults\":{\"kill-client\":%d,\"pause-client\":%d,\"kill-server\":%d,"
            "\"restart-server\":%d,\"pause-server\":%d,\"blackhole\":%d,\"drop\":%d,\"cut\":%d",
            counts[NEM_KILL_CLIENT], counts[NEM_PAUSE_CLIENT], counts[NEM_KILL_SERVER],
            counts[NEM_RESTART_SERVER], counts[NEM_PAUSE_SERVER], modes[DT_BLACKHOLE],
            modes[DT_DROP], modes[DT_CUT]);
-    const char *const *ops = dt_server_ops(&server);
+    if (cfg.master_moves)
+        printf(",\"failover\":%d", counts[NEM_FAILOVER]);
+    /* (a group's operations are its members') */
+    const char *const *ops = server_ops;
     for (int k = 0; ops[k] != NULL; k++) {
         int n = 0;
         for (int i = 0; i < nem->nevents; i++)
@@ -523,6 +553,7 @@ int main(int argc, char **argv)
         {"nemesis", required_argument, NULL, 'n'},
         {"kinds", required_argument, NULL, 'K'},
         {"url-options", required_argument, NULL, 'u'},
+        {"member-down", required_argument, NULL, 'D'},
         {"schedule", no_argument, NULL, 'P'},
         {"keep", no_argument, NULL, 'e'},
         {"verbose", no_argument, NULL, 'v'},
@@ -551,6 +582,7 @@ int main(int argc, char **argv)
     cfg.timeout_ms = 1000;
     cfg.gap_ms = 1200;
     cfg.slack_ms = 250;
+    cfg.member_down_ms = -1;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
@@ -602,6 +634,9 @@ int main(int argc, char **argv)
         case 'u':
             cfg.url_extra = optarg;
             break;
+        case 'D':
+            cfg.member_down_ms = atoi(optarg);
+            break;
         case 'P':
             cfg.schedule_only = 1;
             break;
@@ -626,15 +661,20 @@ int main(int argc, char **argv)
         fputs(usage, stderr);
         return 64;
     }
+    /* Redlock's members are independent servers: a proxy in front of each,
+     * and the nemesis faults one at a time. The other groups (Sentinel,
+     * Cluster) fail over between their members, which the nemesis does not
+     * do yet: one proxy would fault one member and leave the clients'
+     * other addresses untouched. */
+    cfg.members = strcmp(cfg.store, "redlock") == 0 ? 3 : 1;
+    cfg.master_moves = strcmp(cfg.store, "sentinel") == 0;
     int group = dt_server_kind_is_group(cfg.store);
-    if (group != 0) {
-        /* Sentinel and Redlock are several servers: the nemesis and the
-         * proxy act on one server at one port, which would fault one member
-         * and leave the clients' other addresses untouched. */
-        fprintf(stderr, "fault: --store %s: %s; the fault suite runs on one server: ", cfg.store,
-                group > 0 ? "a group of servers" : "no such kind");
+    if (group != 0 && cfg.members == 1 && !cfg.master_moves) {
+        fprintf(stderr, "fault: --store %s: %s; the fault suite runs on ", cfg.store,
+                group > 0 ? "a group of servers that fails over" : "no such kind");
         for (const char *const *k = dt_server_kinds(); *k != NULL; k++) {
-            if (dt_server_kind_is_group(*k) == 0)
+            if (dt_server_kind_is_group(*k) == 0 || strcmp(*k, "redlock") == 0 ||
+                strcmp(*k, "sentinel") == 0)
                 fprintf(stderr, "%s%s", k == dt_server_kinds() ? "" : ", ", *k);
         }
         fprintf(stderr, "\n");
@@ -662,6 +702,8 @@ int main(int argc, char **argv)
         printf(" --nemesis %s", cfg.nemeses);
     if (kinds)
         printf(" --kinds %s", kinds);
+    if (cfg.member_down_ms >= 0)
+        printf(" --member-down %d", cfg.member_down_ms);
     printf(" (same lease, workers and options)\n");
 
     if (!cfg.schedule_only && access(cfg.dlock, X_OK) != 0) {
@@ -670,9 +712,19 @@ int main(int argc, char **argv)
     }
 
     /* The store, and the proxy in front of it. */
-    cfg.fences_from_data = strcmp(cfg.store, "redis") != 0;
+    /* (Redis's and Redlock's fences follow the server's clock as well) */
+    cfg.fences_from_data = strcmp(cfg.store, "redis") != 0 && strcmp(cfg.store, "redlock") != 0 &&
+                           strcmp(cfg.store, "sentinel") != 0;
     cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
+    {
+        dt_server *of = cfg.members > 1 ? dt_redlock_node(&server, 1) : &server;
+        const char *const *ops = dt_server_ops(of);
+        for (int i = 0, n = 0; ops[i] != NULL && n < 31; i++) {
+            if (cfg.members == 1 || !dt_server_op_loses_data(of, ops[i]))
+                server_ops[n++] = ops[i];
+        }
+    }
     /* the kind's lease rounding, read back through the harness's bound:
      * a lease of 0 ends a lag late, one of 1 ms a unit and a lag late */
     cfg.expiry_lag_ms = (int) dt_server_lease_bound_ms(&server, 0);
@@ -693,10 +745,13 @@ int main(int argc, char **argv)
     if (cfg.schedule_only)
         return 0;
 
-    dt_proxy_start(&proxy, server.port, cfg.links);
-    for (int l = 0; l < cfg.links; l++)
-        cfg.proxy_ports[l] = proxy.ports[l];
-    build_url(cfg.direct_url, sizeof cfg.direct_url, &server, server.port, -1, &cfg);
+    for (int m = 0; m < cfg.members && !cfg.master_moves; m++) {
+        const dt_server *at = cfg.members > 1 ? dt_redlock_node(&server, m) : &server;
+        dt_proxy_start(&proxies[m], at->port, cfg.links);
+        for (int l = 0; l < cfg.links; l++)
+            cfg.proxy_ports[m][l] = proxies[m].ports[l];
+    }
+    build_url(cfg.direct_url, sizeof cfg.direct_url, &server, -1, -1, &cfg);
     dt_make_temp_dir(cfg.dir, sizeof cfg.dir);
     char path[300];
     snprintf(path, sizeof path, "%s/shm", cfg.dir);
@@ -753,7 +808,7 @@ int main(int argc, char **argv)
     nemesis nem = {.shm = shm,
                    .cfg = &cfg,
                    .server = &server,
-                   .proxy = &proxy,
+                   .proxies = proxies,
                    .events = events,
                    .nevents = nevents,
                    .rng = cfg.seed ^ 0x7467ull,
@@ -784,7 +839,8 @@ int main(int argc, char **argv)
     stop_clients(4LL * cfg.lease_ms + 2LL * cfg.timeout_ms + 5000);
     check_left_free();
     double elapsed = (double) (fs_now() - start) / 1e9;
-    dt_proxy_stop(&proxy);
+    for (int m = 0; m < cfg.members && !cfg.master_moves; m++)
+        dt_proxy_stop(&proxies[m]);
     dt_server_stop(&server);
 
     /* The verdict. */

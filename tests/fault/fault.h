@@ -34,6 +34,7 @@ enum { H_PLAIN, H_FAIR, H_READ, H_WRITE, H_SEM, H_MULTI, H_SIMPLE, H_COUNT };
 #define MAX_ACTORS    4096
 #define RES_TOP       32
 #define TEXT_LEN      48
+#define MAX_MEMBERS   3 /* servers of one store the nemesis faults one by one (Redlock) */
 
 typedef struct lock_def {
     char name[32];
@@ -66,7 +67,8 @@ enum {
     EV_SPAWN,    /* `dlock run` started: op, pid = dlock's pid */
     EV_RUN_EXIT, /* `dlock run` ended: op, rc = exit status (128+N: signal N) */
     EV_NEM,      /* nemesis: kind = NEM_*, flags EVF_START/EVF_END, pid = target, take =
-                    link, text = detail */
+                    link, rc = member + 1 (a fault of one member of a group of servers,
+                    Redlock's; 0: of the whole store), text = detail */
     EV_SNAP,     /* monitor: lock, wait_ms = query start (ns), rc = held, take = shared,
                     lease_ms = permits used, fence = last fence, text = owner */
     EV_PHASE,    /* run phase change: kind = PH_* */
@@ -81,10 +83,12 @@ enum {
     EVF_CLOBBER = 1 << 1,
     EVF_START = 1 << 2,
     EVF_END = 1 << 3,
-    EVF_RUN = 1 << 4,     /* through `dlock run` */
-    EVF_FINAL = 1 << 5,   /* after the last heal */
-    EVF_FAILED = 1 << 6,  /* nemesis action failed */
-    EVF_DATALOSS = 1 << 7 /* nemesis: acknowledged data lost (lock: which, 0xffff: all) */
+    EVF_RUN = 1 << 4,      /* through `dlock run` */
+    EVF_FINAL = 1 << 5,    /* after the last heal */
+    EVF_FAILED = 1 << 6,   /* nemesis action failed */
+    EVF_DATALOSS = 1 << 7, /* nemesis: acknowledged data lost (lock: which, 0xffff: all) */
+    EVF_MOVES = 1 << 8     /* nemesis: a fault of the master of a store that fails over to
+                              another node (Sentinel): clients may be served meanwhile */
 };
 
 enum { ACC_READ, ACC_WRITE, ACC_READ_SHARED };
@@ -205,7 +209,19 @@ typedef struct fault_cfg {
     char dlock[512];      /* the dlock CLI */
     char url[256];        /* through the proxy: filled per link */
     char direct_url[256]; /* straight to the server */
-    int proxy_ports[16];
+    /* A store of several independent servers (Redlock's): each member has
+     * a proxy of its own, and a client's URL names the same link of each.
+     * 1 for one server. */
+    int members;
+    int proxy_ports[MAX_MEMBERS][16]; /* [member][link] */
+    /* How long a member that lost its data stays down; -1: longer than the
+     * longest lease, as Redlock assumes (nem_min_down_ms). Shorter breaks
+     * that assumption on purpose: the checker should then find overlaps. */
+    int member_down_ms;
+    /* A Sentinel group: the server faults hit the data node the sentinels
+     * name as master then, a failover is a fault of its own, and there is
+     * no proxy (clients dial the address the sentinels announce). */
+    int master_moves;
 } fault_cfg;
 
 /* ---------------------------------------------------------------- calls */
@@ -241,6 +257,8 @@ void wl_touch(fshm *s, int actor_id, uint64_t op, int hkind, int take, int n, co
 void wl_library_worker(fshm *s, const fault_cfg *cfg, int widx, const char *url);
 void wl_run_worker(fshm *s, const fault_cfg *cfg, int ridx, const char *url);
 void wl_monitor(fshm *s, const fault_cfg *cfg);
+/* The longest lease a client of the run asks for (a fixed lease's). */
+int64_t wl_max_lease_ms(const fault_cfg *cfg);
 int wl_command(int argc, char **argv); /* `fault cmd ...`, run by dlock run */
 
 /* checker.c: the properties checked, and the run's verdict. */
@@ -271,8 +289,10 @@ const char *check_class_name(int v);
 typedef struct check_totals {
     long events, acquires, acquired, releases, accesses, accepted, refused, lost_reports, runs,
         cancels, holds, snaps;
-    long fair_queued; /* fair waits the store said were queued (EV_QUEUED) */
-    long fair_pairs;  /* fair grants ordered against a wait queued ahead of them */
+    long fair_queued;  /* fair waits the store said were queued (EV_QUEUED) */
+    long fair_pairs;   /* fair grants ordered against a wait queued ahead of them */
+    long store_losses; /* holds overlapped after the store lost their data (a failover's,
+                          a wipe's), judged as told of the loss or not */
     long violations[V_COUNT];
 } check_totals;
 int check_run(fshm *s, const fault_cfg *cfg, FILE *out, check_totals *totals);

@@ -9,9 +9,21 @@
  * At most one server-wide fault runs at a time (a paused server is not also
  * killed); client faults and partitions overlap freely, except two
  * partitions of one link. Every start and end is logged in the history,
- * with the time it took effect. */
+ * with the time it took effect.
+ *
+ * A store of independent servers (Redlock's members, cfg->members > 1)
+ * gets each fault on one member, chosen by the seed: a kill, restart,
+ * pause or operation of that member, or a partition of its proxy. One
+ * member at a time (a fault on another waits until it is over), so a
+ * quorum always stays; and a member that loses its data stays down longer
+ * than the longest lease, as Redlock assumes (nem_min_down_ms). Such a
+ * fault is logged with its member (rc = member + 1) and no data loss: the
+ * store as a whole keeps every lock. A partition may also hit every
+ * member's proxy (a group of clients, or all, cut off from the store). */
 #define _GNU_SOURCE
 #include "nemesis.h"
+
+#include "../support/redis_node.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -44,8 +56,8 @@ static int64_t between(uint64_t *s, int64_t lo, int64_t hi)
 const char *nem_kind_name(int kind)
 {
     static const char *const names[NEM_COUNT] = {
-        "kill-client",  "pause-client", "kill-server", "restart-server",
-        "pause-server", "partition",    "op",          "heal-all",
+        "kill-client", "pause-client", "kill-server", "restart-server", "pause-server",
+        "partition",   "op",           "heal-all",    "failover",
     };
     return kind >= 0 && kind < NEM_COUNT ? names[kind] : "?";
 }
@@ -84,7 +96,8 @@ static int allowed(const fault_cfg *cfg, const char *name)
  * (0: instantaneous). */
 static int server_wide(const nem_event *e)
 {
-    if (e->kind == NEM_KILL_SERVER || e->kind == NEM_RESTART_SERVER || e->kind == NEM_PAUSE_SERVER)
+    if (e->kind == NEM_KILL_SERVER || e->kind == NEM_RESTART_SERVER ||
+        e->kind == NEM_PAUSE_SERVER || e->kind == NEM_FAILOVER)
         return 1;
     return e->kind == NEM_OP;
 }
@@ -96,6 +109,54 @@ typedef struct nem_type {
     const char *op;
     int weight; /* per cent of the random draws */
 } nem_type;
+
+int64_t nem_min_down_ms(const fault_cfg *cfg)
+{
+    if (cfg->member_down_ms >= 0)
+        return cfg->member_down_ms;
+    /* the longest lease, plus what scheduling may add to a time */
+    return wl_max_lease_ms(cfg) + cfg->slack_ms;
+}
+
+/* Which member of a group a fault hits, and how long one that loses its
+ * data stays down. Drawn only for a group, so that one server's schedule
+ * of a seed stays what it was. */
+static void draw_member(nem_event *e, uint64_t *rng, const fault_cfg *cfg)
+{
+    int64_t down = nem_min_down_ms(cfg);
+    e->member = -1;
+    if (cfg->members <= 1)
+        return;
+    switch (e->kind) {
+    case NEM_KILL_SERVER: /* a kill -9 loses what a member without persistence held */
+        e->member = (int) (rnd(rng) % (uint64_t) cfg->members);
+        e->dur_ms = between(rng, down, down + 2 * cfg->lease_ms);
+        break;
+    case NEM_RESTART_SERVER: /* a wiped one is a stop, then a late start */
+        e->member = (int) (rnd(rng) % (uint64_t) cfg->members);
+        if (e->target & DT_WIPE)
+            e->dur_ms = between(rng, down, down + 2 * cfg->lease_ms);
+        break;
+    case NEM_PAUSE_SERVER:
+    case NEM_OP:
+        e->member = (int) (rnd(rng) % (uint64_t) cfg->members);
+        break;
+    case NEM_PARTITION: /* mostly one member's proxy, else every member's */
+        e->member = rnd(rng) % 3 != 0 ? (int) (rnd(rng) % (uint64_t) cfg->members) : -1;
+        break;
+    default:
+        break;
+    }
+    if (e->member >= 0 && (e->kind == NEM_KILL_SERVER || (e->target & DT_WIPE)) && e->dur_ms < 1)
+        e->dur_ms = 1; /* (--member-down 0: its start still comes after its stop) */
+}
+
+/* A member's fault that loses its data: it must not be cut short. */
+static int member_loses_data(const nem_event *e)
+{
+    return e->member >= 0 &&
+           (e->kind == NEM_KILL_SERVER || (e->kind == NEM_RESTART_SERVER && (e->target & DT_WIPE)));
+}
 
 /* Fills e with a fault of type t and its random parameters. */
 static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fault_cfg *cfg)
@@ -122,6 +183,8 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
     case NEM_PAUSE_SERVER:
         e->dur_ms = between(rng, 100, 2 * lease);
         break;
+    case NEM_FAILOVER: /* over when the group has settled */
+        break;
     case NEM_PARTITION:
         e->mode = t->mode;
         e->target = rnd(rng) % 2 ? -1 : (int) (rnd(rng) % (uint64_t) cfg->links);
@@ -140,19 +203,24 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
         }
         break;
     }
+    draw_member(e, rng, cfg);
+    if (cfg->master_moves && e->kind == NEM_KILL_SERVER)
+        e->target = 0; /* (a Sentinel node keeps no files to wipe) */
 }
 
 /* The allowed types: the generic faults, then the server kind's
  * operations. Weights: client faults and partitions are the common case. */
-static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *types)
+static int fault_types(const fault_cfg *cfg, dt_server *server, nem_type *types)
 {
+    /* a group's operations are its members' (node 0's kind has none) */
+    const dt_server *of = cfg->members > 1 ? dt_redlock_node(server, 1) : server;
     static const nem_type generic[] = {
         {NEM_KILL_CLIENT, 0, NULL, 16},    {NEM_PAUSE_CLIENT, 0, NULL, 20},
         {NEM_KILL_SERVER, 0, NULL, 8},     {NEM_RESTART_SERVER, 0, NULL, 6},
         {NEM_PAUSE_SERVER, 0, NULL, 8},    {NEM_PARTITION, DT_BLACKHOLE, NULL, 11},
         {NEM_PARTITION, DT_DROP, NULL, 5}, {NEM_PARTITION, DT_CUT, NULL, 8},
     };
-    const char *const *ops = dt_server_ops(server);
+    const char *const *ops = dt_server_ops(of);
     int n = 0, nops = 0;
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
         nem_event probe = {.kind = generic[i].kind, .mode = generic[i].mode};
@@ -164,12 +232,23 @@ static int fault_types(const fault_cfg *cfg, const dt_server *server, nem_type *
         if (!dt_server_has_process(server) && probe.kind != NEM_KILL_CLIENT &&
             probe.kind != NEM_PAUSE_CLIENT)
             continue;
+        /* Sentinel: no proxy (clients dial the address the sentinels
+         * announce), and a restart is a kill's slower twin */
+        if (cfg->master_moves && (probe.kind == NEM_PARTITION || probe.kind == NEM_RESTART_SERVER))
+            continue;
         if (allowed(cfg, filter_name(&probe)))
             types[n++] = generic[i];
     }
+    if (cfg->master_moves && allowed(cfg, "failover"))
+        types[n++] = (nem_type){NEM_FAILOVER, 0, NULL, 10};
     for (int i = 0; ops[i] != NULL; i++)
-        nops += allowed(cfg, ops[i]);
+        nops += allowed(cfg, ops[i]) && (cfg->members <= 1 || !dt_server_op_loses_data(of, ops[i]));
     for (int i = 0; ops[i] != NULL; i++) {
+        /* A member that loses its data (FLUSHALL, a deleted key, an
+         * eviction) and goes on serving at once breaks what Redlock
+         * assumes (it can grant a lock held on the others): left out. */
+        if (cfg->members > 1 && dt_server_op_loses_data(of, ops[i]))
+            continue;
         if (allowed(cfg, ops[i]))
             /* the operations share what is left of 100 */
             types[n++] = (nem_type){NEM_OP, 0, ops[i], 18 / nops > 0 ? 18 / nops : 1};
@@ -191,7 +270,7 @@ static const nem_type *weighted(const nem_type *types, int n, uint64_t *rng)
     return &types[n - 1];
 }
 
-int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
+int nem_schedule(const fault_cfg *cfg, dt_server *server, nem_event **out)
 {
     uint64_t rng = mix(cfg->seed ^ 0x6e656d65ull);
     nem_type types[48];
@@ -199,6 +278,8 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
     int n = 0, cap = 64;
     int64_t end_ms = (int64_t) cfg->seconds * 1000;
     int64_t server_busy_until = 0, link_busy_until[DT_PROXY_MAX_LINKS + 1] = {0};
+    int64_t member_busy_until = 0; /* a group's member faulted until then */
+    int busy_member = -1;
     nem_event *ev = malloc(sizeof *ev * (size_t) cap);
     /* Every type once first, in an order of the seed's, so that even a
      * short run meets each fault; then weighted draws. */
@@ -222,9 +303,15 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
                 from_pending ? &types[pending[tries - 1]] : weighted(types, ntypes, &rng);
             draw_typed(&e, type, &rng, cfg);
             e.at_ms = t;
-            if (e.at_ms + e.dur_ms > end_ms)
+            if (e.at_ms + e.dur_ms > end_ms) {
+                if (member_loses_data(&e))
+                    continue; /* cut short, it would come back too early */
                 e.dur_ms = end_ms - e.at_ms;
+            }
             if (server_wide(&e) && t < server_busy_until)
+                continue;
+            /* one member at a time: a quorum stays */
+            if (e.member >= 0 && t < member_busy_until && e.member != busy_member)
                 continue;
             if (e.kind == NEM_PARTITION) {
                 int busy = 0;
@@ -251,6 +338,10 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
             if (server_wide(&e))
                 /* a restart takes a while: leave it room */
                 server_busy_until = t + e.dur_ms + 500;
+            if (e.member >= 0 && t + e.dur_ms + 500 > member_busy_until) {
+                member_busy_until = t + e.dur_ms + 500;
+                busy_member = e.member;
+            }
             if (e.kind == NEM_PARTITION) {
                 for (int l = 0; l < cfg->links; l++) {
                     if (e.target < 0 || e.target == l)
@@ -264,7 +355,18 @@ int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out)
     return n;
 }
 
+static void format_one(const nem_event *e, char *buf, size_t len);
+
 void nem_format(const nem_event *e, char *buf, size_t len)
+{
+    format_one(e, buf, len);
+    if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, " on member %d", e->member);
+    }
+}
+
+static void format_one(const nem_event *e, char *buf, size_t len)
 {
     static const char *const targets[] = {"any", "holder", "waiter"};
     switch (e->kind) {
@@ -281,12 +383,20 @@ void nem_format(const nem_event *e, char *buf, size_t len)
                  (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
         break;
     case NEM_RESTART_SERVER:
-        snprintf(buf, len, "+%lldms restart-server%s", (long long) e->at_ms,
-                 (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+        if (e->member >= 0 && (e->target & DT_WIPE)) /* a group's member: started late */
+            snprintf(buf, len,
+                     "+%lldms restart-server, start again after %lldms with its data wiped",
+                     (long long) e->at_ms, (long long) e->dur_ms);
+        else
+            snprintf(buf, len, "+%lldms restart-server%s", (long long) e->at_ms,
+                     (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
         break;
     case NEM_PAUSE_SERVER:
         snprintf(buf, len, "+%lldms pause-server for %lldms", (long long) e->at_ms,
                  (long long) e->dur_ms);
+        break;
+    case NEM_FAILOVER:
+        snprintf(buf, len, "+%lldms failover (SENTINEL FAILOVER)", (long long) e->at_ms);
         break;
     case NEM_PARTITION:
         if (e->target < 0)
@@ -322,6 +432,7 @@ void nem_init(nemesis *n)
     n->actions = malloc(sizeof *n->actions * (size_t) (2 * n->nevents + 1));
     n->event_pid = calloc((size_t) n->nevents + 1, sizeof *n->event_pid);
     n->event_ok = calloc((size_t) n->nevents + 1, sizeof *n->event_ok);
+    n->event_node = calloc((size_t) n->nevents + 1, sizeof *n->event_node);
     n->nactions = 0;
     for (int i = 0; i < n->nevents; i++) {
         n->actions[n->nactions++] = (nem_action){n->events[i].at_ms, i, 0};
@@ -331,6 +442,8 @@ void nem_init(nemesis *n)
     }
     qsort(n->actions, (size_t) n->nactions, sizeof *n->actions, by_time);
     n->next_action = 0;
+    n->cur_member = -1;
+    n->settling = -1;
 }
 
 static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const char *fmt, ...)
@@ -344,6 +457,7 @@ static void log_nem(nemesis *n, int kind, int flags, pid_t pid, int link, const 
     e->flags = flags;
     e->pid = (int32_t) pid;
     e->take = link;
+    e->rc = n->cur_member + 1;
     va_start(ap, fmt);
     vsnprintf(e->text, sizeof e->text, fmt, ap);
     va_end(ap);
@@ -400,6 +514,252 @@ static void start_server(nemesis *n, unsigned how)
         dt_server_start_again(n->server, how);
 }
 
+/* ---- one member of a group (cfg->members > 1; dt_redlock_node's calls) */
+
+static dt_server *member(nemesis *n, int m)
+{
+    return dt_redlock_node(n->server, m);
+}
+
+/* Starts member m again if it is down, not before it may come back. */
+static void start_member(nemesis *n, int m, unsigned how)
+{
+    int64_t wait = n->member_back_ns[m] - fs_now();
+    if (member(n, m)->pid > 0)
+        return;
+    if (wait > 0)
+        dt_sleep_ms((int) (wait / 1000000) + 1);
+    dt_server_start_again(member(n, m), how);
+    n->member_back_ns[m] = 0;
+}
+
+/* Member m went down without its data: it stays down long enough. */
+static void member_lost_data(nemesis *n, int m)
+{
+    n->member_back_ns[m] = fs_now() + nem_min_down_ms(n->cfg) * 1000000;
+}
+
+static void run_member_action(nemesis *n, const nem_action *a, const nem_event *e, int *failed)
+{
+    int m = e->member;
+    dt_server *s = member(n, m);
+    switch (e->kind) {
+    case NEM_KILL_SERVER:
+        if (!a->end) {
+            int lost = !dt_server_keeps_data(s, DT_KILL | (unsigned) e->target);
+            dt_redlock_node_kill(n->server, m);
+            if (lost)
+                member_lost_data(n, m);
+            log_nem(n, e->kind, EVF_START, 0, -1, "kill-server member %d%s", m,
+                    lost ? " (its data lost)" : "");
+        } else {
+            start_member(n, m, (unsigned) e->target);
+            log_nem(n, e->kind, EVF_END, s->pid, -1, "member %d started%s", m,
+                    (e->target & DT_WIPE) ? " (data wiped)" : "");
+        }
+        break;
+    case NEM_RESTART_SERVER:
+        if (!(e->target & DT_WIPE)) { /* with its data: SHUTDOWN SAVE, start */
+            log_nem(n, e->kind, EVF_START, 0, -1, "restart-server member %d", m);
+            if (s->pid > 0)
+                dt_redlock_node_stop(n->server, m);
+            start_member(n, m, 0);
+            log_nem(n, e->kind, EVF_END, s->pid, -1, "member %d restarted", m);
+        } else if (!a->end) { /* wiped: stopped now, started late */
+            dt_redlock_node_stop(n->server, m);
+            member_lost_data(n, m);
+            log_nem(n, e->kind, EVF_START, 0, -1, "restart-server member %d (wiped)", m);
+        } else {
+            start_member(n, m, (unsigned) e->target);
+            log_nem(n, e->kind, EVF_END, s->pid, -1, "member %d started (data wiped)", m);
+        }
+        break;
+    case NEM_PAUSE_SERVER:
+        if (!a->end) {
+            dt_server_pause(s);
+            log_nem(n, e->kind, EVF_START, 0, -1, "pause-server member %d", m);
+        } else {
+            dt_server_resume(s);
+            log_nem(n, e->kind, EVF_END, 0, -1, "resume-server member %d", m);
+        }
+        break;
+    case NEM_PARTITION:
+        if (!a->end) {
+            dt_proxy_set(&n->proxies[m], e->target, (dt_proxy_mode) e->mode);
+            log_nem(n, e->kind, EVF_START, 0, e->target, "%s link %d member %d",
+                    dt_proxy_mode_name((dt_proxy_mode) e->mode), e->target, m);
+        } else {
+            dt_proxy_set(&n->proxies[m], e->target, DT_PASS);
+            log_nem(n, e->kind, EVF_END, 0, e->target, "heal link %d member %d", e->target, m);
+        }
+        break;
+    case NEM_OP: /* only the operations that lose no data (fault_types) */
+        if (!a->end) {
+            int rc = s->pid > 0 && !s->paused
+                         ? dt_redlock_node_op(n->server, m, e->op, e->arg[0] ? e->arg : NULL)
+                         : -1;
+            *failed = rc != 0;
+            log_nem(n, e->kind, EVF_START | (rc != 0 ? EVF_FAILED : 0), 0, -1,
+                    "op %.16s %.12s member %d", e->op, e->arg, m);
+            if (e->dur_ms == 0)
+                log_nem(n, e->kind, EVF_END | (rc != 0 ? EVF_FAILED : 0), 0, -1,
+                        "op %s done member %d", e->op, m);
+        } else {
+            log_nem(n, e->kind, EVF_END, 0, -1, "op %s over member %d", e->op, m);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- the master of a Sentinel group (cfg->master_moves) */
+
+/* A data node's replication as it says (INFO replication): 1 master, 0 a
+ * replica linked to the master on master_port, -1 neither (down, paused,
+ * syncing). */
+static int node_role(const dt_server *node, int master_port)
+{
+    int role = -1;
+    if (node->pid <= 0 || node->paused)
+        return -1;
+    redisReply *r = dt__redis_ask(node->port, NULL, 500, "INFO replication");
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        char want[48];
+        snprintf(want, sizeof want, "master_port:%d\r", master_port);
+        if (strstr(r->str, "role:master\r") != NULL)
+            role = 1;
+        else if (strstr(r->str, "role:slave\r") != NULL && strstr(r->str, want) != NULL &&
+                 strstr(r->str, "master_link_status:up\r") != NULL)
+            role = 0;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return role;
+}
+
+/* Whether the sentinels name a master (`want`, or either when -1) that
+ * says it is one, and the other node follows it, linked: until then a
+ * node may be a master the sentinels no longer name (what it takes is lost
+ * when it is demoted). Returns the master's index, or -1. */
+static int settled_now(nemesis *n, int want)
+{
+    int m = dt_sentinel_master(n->server);
+    if (m >= 0 && (want < 0 || m == want) && node_role(dt_sentinel_node(n->server, m), 0) == 1 &&
+        node_role(dt_sentinel_node(n->server, 1 - m), dt_sentinel_node(n->server, m)->port) == 0)
+        return m;
+    return -1;
+}
+
+/* The fault waiting for the group to settle ends (logged) when it has,
+ * or when `force` (the heal) after waiting up to 30 s. A failover takes
+ * the sentinels 10-12 s to settle (the old master is made a replica only
+ * after their config's publish period), longer than most gaps between
+ * faults: the nemesis goes on meanwhile (client faults), and refuses a new
+ * server fault until then. */
+static void settle_poll(nemesis *n, int force)
+{
+    if (n->settling < 0)
+        return;
+    int m = settled_now(n, n->settle_want);
+    while (m < 0 && force && fs_now() < n->settle_until_ns + 10000000000LL) {
+        dt_sleep_ms(50);
+        m = settled_now(n, n->settle_want);
+    }
+    if (m < 0 && !force && fs_now() < n->settle_until_ns)
+        return;
+    const nem_event *e = &n->events[n->settling];
+    log_nem(n, e->kind, EVF_END | EVF_DATALOSS | EVF_MOVES | (m < 0 ? EVF_FAILED : 0), 0, -1,
+            "settled: master node %d%s", m, m < 0 ? " (not settled)" : "");
+    n->settling = -1;
+}
+
+static void settle_from(nemesis *n, int event, int want)
+{
+    n->settling = event;
+    n->settle_want = want;
+    n->settle_until_ns = fs_now() + 20000000000LL;
+}
+
+/* Starts data node i again in the role the sentinels give it: the master
+ * they name, or a replica of it. A node's role is in its command line here
+ * (node 0 a master, node 1 a replica of node 0); a real one's is in its
+ * config file, which the sentinels rewrite on a failover, so a node killed
+ * after a failover comes back a replica of the new master. Without this, a
+ * killed master node 1 came back a replica of its own replica and the
+ * group never settled. */
+static void start_node(nemesis *n, int i)
+{
+    dt_server *node = dt_sentinel_node(n->server, i);
+    if (node->pid > 0)
+        return;
+    dt_server_start_again(node, 0);
+    int named = dt_sentinel_master(n->server);
+    redisReply *r = NULL;
+    if (named == i)
+        r = dt__redis_ask(node->port, NULL, 1000, "REPLICAOF NO ONE");
+    else if (named == 1 - i)
+        r = dt__redis_ask(node->port, NULL, 1000, "REPLICAOF 127.0.0.1 %d",
+                          dt_sentinel_node(n->server, named)->port);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* A server fault of the master (kill, pause) or a failover. Each loses
+ * what the replica had not received (asynchronous replication), or all of
+ * it (a master killed and back before the sentinels fail over comes back
+ * empty, and its replica follows it): a data loss, until the group has
+ * settled. Clients may be served meanwhile by the new master (EVF_MOVES). */
+static void run_master_action(nemesis *n, const nem_action *a, const nem_event *e, int *failed)
+{
+    int flags = EVF_DATALOSS | EVF_MOVES;
+    if (!a->end) {
+        int m = n->settling >= 0 ? -1 : dt_sentinel_master(n->server);
+        n->event_node[a->event] = -1;
+        if (m < 0) {
+            log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1, "%s: %s",
+                    nem_kind_name(e->kind),
+                    n->settling >= 0 ? "the last one not settled" : "no master named");
+            *failed = 1;
+            return;
+        }
+        dt_server *node = dt_sentinel_node(n->server, m);
+        if (e->kind == NEM_KILL_SERVER) {
+            dt_sentinel_node_kill(n->server, m);
+            log_nem(n, e->kind, EVF_START | flags, 0, -1, "kill-server master node %d", m);
+        } else if (e->kind == NEM_PAUSE_SERVER) {
+            dt_server_pause(node);
+            log_nem(n, e->kind, EVF_START | flags, 0, -1, "pause-server master node %d", m);
+        } else {
+            redisReply *r = dt__redis_ask(dt_sentinel_sentinel(n->server, 0)->port, NULL, 1000,
+                                          "SENTINEL FAILOVER %s", DT_SENTINEL_MASTER);
+            int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+            log_nem(n, e->kind, EVF_START | (ok ? flags : EVF_END | EVF_FAILED), 0, -1,
+                    "failover from node %d%s%.20s", m, ok ? "" : ": ",
+                    ok          ? ""
+                    : r != NULL ? r->str
+                                : "no answer");
+            if (r != NULL)
+                freeReplyObject(r);
+            *failed = !ok;
+            if (ok) /* (a refused one changes nothing) */
+                settle_from(n, a->event, 1 - m);
+            return;
+        }
+        n->event_node[a->event] = m;
+        return;
+    }
+    int m = n->event_node[a->event];
+    if (m < 0)
+        return; /* not started */
+    if (e->kind == NEM_KILL_SERVER)
+        start_node(n, m);
+    else
+        dt_server_resume(dt_sentinel_node(n->server, m));
+    log_nem(n, e->kind, flags, 0, -1, "node %d back", m); /* (the window ends when settled) */
+    settle_from(n, a->event, -1);
+}
+
 static void run_action(nemesis *n, const nem_action *a)
 {
     nem_event *e = &n->events[a->event];
@@ -409,6 +769,16 @@ static void run_action(nemesis *n, const nem_action *a)
     pid_t pid;
 
     nem_format(e, what, sizeof what);
+    n->cur_member = e->member;
+    if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
+        run_member_action(n, a, e, &failed);
+        goto done;
+    }
+    if (n->cfg->master_moves &&
+        (e->kind == NEM_KILL_SERVER || e->kind == NEM_PAUSE_SERVER || e->kind == NEM_FAILOVER)) {
+        run_master_action(n, a, e, &failed);
+        goto done;
+    }
     switch (e->kind) {
     case NEM_KILL_CLIENT:
         pid = pick_client(n, e->target, &actor);
@@ -480,13 +850,15 @@ static void run_action(nemesis *n, const nem_action *a)
             log_nem(n, e->kind, EVF_END, 0, -1, "resume-server");
         }
         break;
-    case NEM_PARTITION:
+    case NEM_PARTITION: /* (a group: every member's proxy) */
         if (!a->end) {
-            dt_proxy_set(n->proxy, e->target, (dt_proxy_mode) e->mode);
+            for (int m = 0; m < n->cfg->members; m++)
+                dt_proxy_set(&n->proxies[m], e->target, (dt_proxy_mode) e->mode);
             log_nem(n, e->kind, EVF_START, 0, e->target, "%s link %d",
                     dt_proxy_mode_name((dt_proxy_mode) e->mode), e->target);
         } else {
-            dt_proxy_set(n->proxy, e->target, DT_PASS);
+            for (int m = 0; m < n->cfg->members; m++)
+                dt_proxy_set(&n->proxies[m], e->target, DT_PASS);
             log_nem(n, e->kind, EVF_END, 0, e->target, "heal link %d", e->target);
         }
         break;
@@ -524,6 +896,8 @@ static void run_action(nemesis *n, const nem_action *a)
     default:
         break;
     }
+done:
+    n->cur_member = -1;
     if (!a->end && !failed)
         n->event_ok[a->event] = 1;
     if (n->cfg->verbose)
@@ -532,9 +906,15 @@ static void run_action(nemesis *n, const nem_action *a)
 
 int64_t nem_step(nemesis *n, int64_t now_ms)
 {
+    if (n->cfg->master_moves)
+        settle_poll(n, 0);
     while (n->next_action < n->nactions && n->actions[n->next_action].at_ms <= now_ms)
         run_action(n, &n->actions[n->next_action++]);
-    return n->next_action < n->nactions ? n->actions[n->next_action].at_ms : -1;
+    int64_t next = n->next_action < n->nactions ? n->actions[n->next_action].at_ms : -1;
+    /* (a fault waiting for the group to settle is looked at again soon) */
+    if (n->cfg->master_moves && n->settling >= 0 && (next < 0 || next > now_ms + 100))
+        next = now_ms + 100;
+    return next;
 }
 
 void nem_heal_all(nemesis *n)
@@ -543,9 +923,31 @@ void nem_heal_all(nemesis *n)
     for (int i = 0; i < n->npaused; i++)
         kill(n->paused[i], SIGCONT);
     n->npaused = 0;
-    dt_proxy_set(n->proxy, -1, DT_PASS);
-    dt_server_resume(n->server);
-    start_server(n, 0);
+    for (int m = 0; m < n->cfg->members && !n->cfg->master_moves; m++)
+        dt_proxy_set(&n->proxies[m], -1, DT_PASS);
+    if (n->cfg->master_moves) {
+        settle_poll(n, 1);
+        for (int i = 0; i < 2; i++) {
+            dt_server *node = dt_sentinel_node(n->server, i);
+            dt_server_resume(node);
+            start_node(n, i);
+        }
+        settle_from(n, -1, -1);
+        while (settled_now(n, -1) < 0 && fs_now() < n->settle_until_ns + 10000000000LL)
+            dt_sleep_ms(50);
+        n->settling = -1;
+        if (settled_now(n, -1) < 0)
+            log_nem(n, NEM_HEAL_ALL, EVF_FAILED, 0, -1, "the group did not settle");
+    } else if (n->cfg->members > 1) {
+        /* (a member that lost its data comes back late, as in the run) */
+        for (int m = 0; m < n->cfg->members; m++) {
+            dt_server_resume(member(n, m));
+            start_member(n, m, 0);
+        }
+    } else {
+        dt_server_resume(n->server);
+        start_server(n, 0);
+    }
     n->next_action = n->nactions;
     log_nem(n, NEM_HEAL_ALL, EVF_END, 0, -1, "all healed");
 }

@@ -17,6 +17,7 @@ enum {
     NEM_PARTITION,      /* a proxy link (or all) blackholed, dropping or cut, then healed */
     NEM_OP,             /* one of the server kind's own operations */
     NEM_HEAL_ALL,       /* the end of the fault phase: everything back */
+    NEM_FAILOVER,       /* Sentinel: SENTINEL FAILOVER, over once the group settles */
     NEM_COUNT
 };
 
@@ -28,6 +29,8 @@ typedef struct nem_event {
     int kind;       /* NEM_* */
     int target;     /* clients: TG_*; partition: link or -1; server: DT_WIPE or 0 */
     int mode;       /* partition: dt_proxy_mode */
+    int member;     /* a group's member it hits (server faults, operations, partitions of
+                       that member's proxy); -1: the whole store (every member's proxy) */
     char op[24];    /* NEM_OP: the operation */
     char arg[40];   /* and its argument */
 } nem_event;
@@ -41,8 +44,8 @@ typedef struct nem_action {
 typedef struct nemesis {
     fshm *shm;
     const fault_cfg *cfg;
-    dt_server *server;
-    dt_proxy *proxy;
+    dt_server *server; /* the store (a group's first member, whose stop stops all) */
+    dt_proxy *proxies; /* cfg->members of them: one in front of each member */
     nem_event *events;
     int nevents;
     nem_action *actions;
@@ -55,12 +58,28 @@ typedef struct nemesis {
     int npaused;
     int64_t t0_ns; /* start of the fault phase */
     int lost_lock; /* while logging a data loss of one lock: its index, else -1 */
+    /* A member that lost its data may not start again before this (ns, 0:
+     * any time): Redlock's delayed restart (see nem_min_down_ms) */
+    int64_t member_back_ns[MAX_MEMBERS];
+    int cur_member;  /* while running a fault of one member: its index, else -1 */
+    int *event_node; /* Sentinel: the data node a server fault hit (the master then), -1 none */
+    /* Sentinel: the fault whose window closes once the group settles (-1:
+     * none), the master it should settle on (-1: either), and until when */
+    int settling, settle_want;
+    int64_t settle_until_ns;
 } nemesis;
+
+/* How long a member of a group that lost its data (killed without
+ * persistence, restarted wiped) stays down: longer than the longest lease
+ * a client asks for, so every lock it held has expired on the others or
+ * is held there by a live holder before it comes back empty (Redlock's
+ * delayed restart, src/backend/redlock/README.md, "Assumptions"). */
+int64_t nem_min_down_ms(const fault_cfg *cfg);
 
 /* Makes the schedule for cfg (seed, seconds, lease, nemeses allowed, the
  * server kind's operations). Returns the number of events (malloc'd in
  * *out). */
-int nem_schedule(const fault_cfg *cfg, const dt_server *server, nem_event **out);
+int nem_schedule(const fault_cfg *cfg, dt_server *server, nem_event **out);
 void nem_format(const nem_event *e, char *buf, size_t len);
 const char *nem_kind_name(int kind);
 

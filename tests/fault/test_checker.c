@@ -13,7 +13,14 @@
  * sem_frozen_holder: a semaphore of 3 permits held by a0 (2) and a1 (1);
  * a1 is frozen past its lease and a2 is granted its permit. The store did
  * right: a1 is the one whose permit went. Judged a late loss only when a1
- * was not frozen (then someone held a permit the store had given away). */
+ * was not frozen (then someone held a permit the store had given away).
+ *
+ * member_fault: a server fault of one member of a group (Redlock's) is no
+ * outage and loses no lock: a holder not told of its loss while another
+ * client takes the lock, and a call that says the store is out of reach
+ * meanwhile, are violations; the same history with the whole store killed
+ * (its data lost) is not, as long as the holder is told of its loss
+ * (here: its release says so); a release that says OK is a loss never told. */
 #define _GNU_SOURCE
 #include "../support/harness.h"
 #include "fault.h"
@@ -77,6 +84,19 @@ static void fault_at(int kind, int flags, int pid, int link, double at, const ch
     e->flags = flags;
     e->pid = pid;
     e->take = link;
+    snprintf(e->text, sizeof e->text, "%s", what);
+    fs_commit(e);
+}
+
+/* A server fault of one member (member >= 0: rc = member + 1, as the
+ * nemesis logs it), or of the whole store (-1). */
+static void server_fault_at(int kind, int flags, int member, double at, const char *what)
+{
+    fev *e = rec(EV_NEM, -1, at);
+    e->kind = kind;
+    e->flags = flags;
+    e->take = -1;
+    e->rc = member + 1;
     snprintf(e->text, sizeof e->text, "%s", what);
     fs_commit(e);
 }
@@ -360,6 +380,59 @@ static void loss_before_return(void)
     }
 }
 
+static void member_fault(void)
+{
+    static const struct {
+        int member; /* the fault's member, -1: the whole store (its data lost) */
+        int told;   /* a0's release says the lock was lost (else OK: never told) */
+        long late, error;
+        const char *what;
+    } cases[] = {
+        {1, 1, 1, 1, "one member killed"},
+        {-1, 1, 0, 0, "the store killed (data lost), a0 told"},
+        {-1, 0, 1, 0, "the store killed (data lost), a0 never told"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int member = cases[i].member;
+        int lost = member < 0 ? EVF_DATALOSS : 0;
+        start_history();
+        actor(HOLDER, H_PLAIN, 0);
+        actor(FIRST, H_PLAIN, 0);
+        actor(SECOND, H_PLAIN, 0);
+        uint64_t held = acquire(HOLDER, H_PLAIN, 0, 0, 1.0);
+        record(EV_ACQ_OK, HOLDER, held, 1.01);
+        server_fault_at(NEM_KILL_SERVER, EVF_START | lost, member, 1.5, "kill-server");
+        uint64_t gave_up = acquire(SECOND, H_PLAIN, 0, 500, 1.6);
+        fev *e = rec(EV_ACQ_FAIL, SECOND, 1.9);
+        e->op = gave_up;
+        e->rc = DLOCK_EUNREACHABLE;
+        fs_commit(e);
+        server_fault_at(NEM_KILL_SERVER, EVF_END | lost, member, 2.0, "server started");
+        uint64_t took = acquire(FIRST, H_PLAIN, 0, 10000, 2.5);
+        record(EV_ACQ_OK, FIRST, took, 2.6);
+        record(EV_REL_INV, FIRST, took, 2.8);
+        record(EV_REL_OK, FIRST, took, 2.81);
+        record(EV_REL_INV, HOLDER, held, 3.5);
+        if (cases[i].told) {
+            e = rec(EV_REL_FAIL, HOLDER, 3.51);
+            e->op = held;
+            e->rc = DLOCK_ELOST;
+            fs_commit(e);
+        } else {
+            record(EV_REL_OK, HOLDER, held, 3.51);
+        }
+        check_totals t = verdict();
+        long others = 0;
+        for (int k = 0; k < V_COUNT; k++)
+            others += k != V_LATE_LOSS && k != V_ERROR ? t.violations[k] : 0;
+        printf("  %-44s late-loss %ld, error %ld, others %ld\n", cases[i].what,
+               t.violations[V_LATE_LOSS], t.violations[V_ERROR], others);
+        CHECK_INT(t.violations[V_LATE_LOSS], ==, cases[i].late);
+        CHECK_INT(t.violations[V_ERROR], ==, cases[i].error);
+        CHECK_INT(others, ==, 0);
+    }
+}
+
 /* `fault check SHM` on a kept history: the settings the run kept in it,
  * and the exit status saying whether it found a violation. */
 static int fault_check(void)
@@ -399,6 +472,7 @@ int main(int argc, char **argv)
         {"sem_frozen_holder", sem_frozen_holder},
         {"check_again", check_again},
         {"loss_before_return", loss_before_return},
+        {"member_fault", member_fault},
     };
     return DT_RUN(tests);
 }

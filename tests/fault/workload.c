@@ -88,6 +88,11 @@ static int64_t final_wait_ms(const fault_cfg *cfg)
     return 4LL * cfg->lease_ms + cfg->waiter_lease_ms + 2LL * cfg->timeout_ms + 4000;
 }
 
+int64_t wl_max_lease_ms(const fault_cfg *cfg)
+{
+    return cfg->lease_ms + cfg->lease_ms / 2;
+}
+
 static plan choose(uint64_t *rng, const fault_cfg *cfg, int final)
 {
     plan p;
@@ -100,7 +105,7 @@ static plan choose(uint64_t *rng, const fault_cfg *cfg, int final)
     }
     int w = (int) (next_rand(rng) % 100);
     p.wait_ms = w < 20 ? 0 : w < 85 ? between(rng, 50, 2 * lease) : DLOCK_WAIT_FOREVER;
-    p.lease_ms = chance(rng, 30) ? between(rng, lease / 4 + 100, lease + lease / 2) : 0;
+    p.lease_ms = chance(rng, 30) ? between(rng, lease / 4 + 100, wl_max_lease_ms(cfg)) : 0;
     if (!(cfg->caps & DLOCK_CAP_FIXED_LEASE))
         p.lease_ms = 0; /* (drawn all the same: a seed means one schedule) */
     if (p.lease_ms > 0)

@@ -211,6 +211,11 @@ dt_server *dt_sentinel_node(dt_server *s, int i);
 dt_server *dt_sentinel_sentinel(dt_server *s, int i);
 /* The data node the sentinels name as master now (0 or 1), -1 if none. */
 int dt_sentinel_master(dt_server *s);
+/* kill -9 data node i alone (node 0 too, leaving the rest of the group
+ * up); dt_server_start_again(dt_sentinel_node(s, i), 0) starts it again
+ * (node 0 as a master, node 1 as a replica of node 0: the sentinels then
+ * make it follow the master they name). */
+void dt_sentinel_node_kill(dt_server *s, int i);
 /* SENTINEL FAILOVER, and waits (20 s at most, else the test fails) until
  * every sentinel names the other node, which says it is the master, and
  * the old one follows it as a replica, in sync. Returns the new master's
@@ -223,9 +228,16 @@ int dt_sentinel_failover(dt_server *s);
  * one server: its dt_server is the first node, and its url is
  * redlock://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3. Extra start arguments
  * go to every node. Stopping or killing the dt_server stops every node;
- * to fault one node alone, pause node 0, or stop, kill or restart node 1
- * or 2. */
+ * to fault one node alone, use the calls below. */
 dt_server *dt_redlock_node(dt_server *s, int i);
+/* Node i alone (node 0 too, leaving the others up): kill -9, stop cleanly
+ * (SHUTDOWN SAVE: it keeps its data), and the redis kind's operations
+ * (dt_server_op). dt_server_start_again(dt_redlock_node(s, i), how)
+ * starts it again, DT_WIPE wiping its data; pause and resume it with
+ * dt_server_pause and dt_server_resume. */
+void dt_redlock_node_kill(dt_server *s, int i);
+void dt_redlock_node_stop(dt_server *s, int i);
+int dt_redlock_node_op(dt_server *s, int i, const char *op, const char *arg);
 
 /* ---------------------------------------------------------------- Redis Cluster */
 

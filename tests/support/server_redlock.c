@@ -84,12 +84,54 @@ dt_server *dt_redlock_node(dt_server *s, int i)
     return dt__redis_group_node(s, i, "redlock");
 }
 
+/* Node 0 is the group's own dt_server, whose stop and kill stop the group
+ * (group_stop): with the group set aside they act on node 0 alone. */
+void dt_redlock_node_kill(dt_server *s, int i)
+{
+    dt_server *node = dt_redlock_node(s, i);
+    void *group = node->group;
+    node->group = NULL;
+    dt_server_kill(node);
+    node->group = group;
+}
+
+void dt_redlock_node_stop(dt_server *s, int i)
+{
+    dt_server *node = dt_redlock_node(s, i);
+    void *group = node->group;
+    node->group = NULL;
+    dt_server_stop(node);
+    node->group = group;
+}
+
+/* The redis kind's operations; node 0's kind has none of its own (the
+ * group's would have to act on every node), so it is asked as a redis
+ * node, and a change of its flags (persist) is kept. */
+int dt_redlock_node_op(dt_server *s, int i, const char *op, const char *arg)
+{
+    dt_server *node = dt_redlock_node(s, i);
+    if (i > 0)
+        return dt_server_op(node, op, arg);
+    dt_server view = *node;
+    view.kind = &dt__redis_kind;
+    view.group = NULL;
+    int rc = dt_server_op(&view, op, arg);
+    node->flags = view.flags;
+    return rc;
+}
+
+static void node_wipe(const dt_server *s)
+{
+    dt__redis_kind.wipe(s);
+}
+
 const dt_server_kind dt__redlock_kind = {
     .name = "redlock",
     .scheme = "redlock",
     .start_timeout_ms = 10000,
     .argv = node_argv,
     .answers = node_answers,
+    .wipe = node_wipe, /* node 0's own data (a restart of node 0 alone) */
     .shutdown = node_shutdown,
     .cli_prefix = node_cli_prefix,
     .group_start = group_start,

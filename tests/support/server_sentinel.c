@@ -381,6 +381,17 @@ dt_server *dt_sentinel_sentinel(dt_server *s, int i)
     return &g->sentinels[i];
 }
 
+/* Node 0 is the group's own dt_server, whose stop and kill stop the group
+ * (group_stop): with the group set aside they act on node 0 alone. */
+void dt_sentinel_node_kill(dt_server *s, int i)
+{
+    dt_server *node = dt_sentinel_node(s, i);
+    void *g = node->group;
+    node->group = NULL;
+    dt_server_kill(node);
+    node->group = g;
+}
+
 int dt_sentinel_master(dt_server *s)
 {
     int port = named_master(s, 0);
