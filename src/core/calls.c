@@ -107,6 +107,8 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
     if (rc == DLOCK_OK && !renew)
         rc = dlock__client_require(l->client, DLOCK_CAP_FIXED_LEASE,
                                    "a fixed lease (dlock_acquire_for)");
+    if (rc == DLOCK_OK && l->holds == 0)
+        rc = dlock__lock_new_owner(l);
     if (rc != DLOCK_OK)
         return dlock__lock_leave(l, rc);
     /* every call is numbered, a try too: a cancel aimed at it ends with it */

@@ -196,6 +196,19 @@ int dlock__token_make(const dlock_client *c, char *out)
     return dlock__random_hex(out + 16, 8);
 }
 
+int dlock__lock_new_owner(dlock_lock *l)
+{
+    if (!l->token_used) {
+        l->token_used = 1;
+        return DLOCK_OK;
+    }
+    if (dlock__token_make(l->client, l->token) != 0)
+        return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
+    for (size_t i = 0; i < l->nmembers; i++)
+        snprintf(l->members[i]->token, sizeof l->members[i]->token, "%s", l->token);
+    return DLOCK_OK;
+}
+
 /* ---------------------------------------------------------------- calls */
 
 int dlock__lock_enter(dlock_lock *l)

@@ -529,6 +529,37 @@ static void sentinel_port_leaks_nothing(void)
     dt_server_stop(&group);
 }
 
+/* A store can come back with an older state: a failover to a replica that
+ * missed the last writes. Here the release of an earlier hold is lost, so
+ * the hold is there again under the owner token it had. The handle's next
+ * acquisition is a new owner: it neither takes the stale hold over (as its
+ * own, with whatever fence the store's counter gives, perhaps below one
+ * handed out since) nor renews it as its own (its own hold gone, the stale
+ * one back: a loss, reported). */
+static void stale_hold_is_not_mine(void)
+{
+    setup("?lease=600ms");
+    dlock_lock *a = open_lock("stale", 0);
+    char old[80];
+
+    CHECK_RC(dlock_acquire(a, 0), DLOCK_OK);
+    snprintf(old, sizeof old, "%s", dlock_lock_token(a));
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    dt_server_cli(&srv, "SET dlock:{stale} %s PX 1500", old); /* the release lost */
+    CHECK_RC(dlock_try_acquire(a), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(a, 5000), DLOCK_OK); /* once the stale hold ran out */
+    CHECK(strcmp(dlock_lock_token(a), old) != 0);
+
+    /* The store goes back again: a's hold gone, the stale one there. */
+    __atomic_store_n(&lost_calls, 0, __ATOMIC_SEQ_CST);
+    dlock_lock_on_lost(a, on_lost, NULL);
+    dt_server_cli(&srv, "SET dlock:{stale} %s PX 1500", old);
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 3000);
+    CHECK_RC(dlock_release(a), DLOCK_ELOST);
+    dlock_lock_free(a);
+    dlock_client_close(client);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -549,6 +580,7 @@ int main(int argc, char **argv)
         {"owner_records", owner_records},
         {"list_skips_lapsed_holders", list_skips_lapsed_holders},
         {"sentinel_port_leaks_nothing", sentinel_port_leaks_nothing},
+        {"stale_hold_is_not_mine", stale_hold_is_not_mine},
     };
     return DT_RUN(tests);
 }

@@ -1393,10 +1393,10 @@ static void check_cancels(checker *c)
  * waiting is a violation when W1 cannot have left the queue meanwhile: no
  * fault touched W1's process, its link or the server from its acquire on
  * (nor within the grace before), it was not cancelled, and its budget was
- * not over. Nor can W2 have kept a place from before: a library handle
- * keeps its token from wait to wait, so a place its previous wait failed
- * to leave would put it ahead; so no fault may have touched W2 since its
- * previous acquire either (a dlock run has a token of its own). */
+ * not over. W2 cannot have kept a place from before: every acquisition
+ * has an owner token of its own (a place an earlier wait failed to leave
+ * is someone else's), but W2 is judged only when no fault touched it from
+ * its acquire on. */
 static void check_fair_order(checker *c)
 {
     cancel_index cancels = index_cancels(c);
@@ -1421,8 +1421,7 @@ static void check_fair_order(checker *c)
         if (w2->hkind != H_FAIR || w2->hold < 0)
             continue;
         int64_t t2 = c->holds[w2->hold].t_ok;
-        int64_t since2 = prev[j] >= 0 ? c->att[prev[j]].t_inv : w2->t_inv;
-        int fresh = w2->run || disturbed(c, w2->actor, 0, since2, t2, c->grace) == NULL;
+        int fresh = w2->run || disturbed(c, w2->actor, 0, w2->t_inv, t2, c->grace) == NULL;
         for (size_t q = 0; q < nqueued; q++) {
             const attempt *w1 = &c->att[queued[q]];
             if (w1->lock != w2->lock || w1->actor == w2->actor || w1->t_queued >= w2->t_inv)
@@ -1592,8 +1591,9 @@ static int64_t attempt_until(const checker *c, const attempt *a, int64_t lease)
     return restored_until(c, a->t_inv, end + lease * NS, lease);
 }
 
-/* The key of an owner token: the actor for a library handle, the hold for
- * a dlock run (a fresh token each). -1: unknown. */
+/* The key of an owner token: the actor for a library handle (each of its
+ * holds has a token of its own), the hold for a dlock run. -1: unknown (an
+ * attempt that failed: its token is not logged). */
 typedef struct token_map {
     char (*tokens)[TEXT_LEN];
     int *keys;
@@ -1677,10 +1677,9 @@ static void check_snapshots(checker *c)
             lease_ms = c->cfg->lease_ms;
         int64_t lease = server_lease(c, lease_ms);
         int key = h->actor;
-        if (h->run) {
+        if (h->run)
             key = nkeys++;
-            token_put(&tokens, h->token, key);
-        }
+        token_put(&tokens, h->token, key);
         spans[n++] = (span){h->t_inv, hold_until(c, h, lease), h->locks[0], key,
                             h->take,  !exclusive(h->hkind)};
     }
