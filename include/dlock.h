@@ -432,12 +432,12 @@ enum {
  * them, '%' with them), so every other name has the key or path peers
  * use for it. The one store limit: a name whose escaped path would be
  * longer than a ZooKeeper lock path may be (959 bytes, the base included)
- * is DLOCK_EINVAL there, saying so. On failure *out is NULL. Each
- * acquisition of the handle has an owner token of its own (the client's
- * id and 64 random bits): a store that comes back with an older state (a
- * failover to a replica that missed the last writes) may bring back a hold
- * or a queue place of an earlier acquisition, and that is never taken for
- * the current one's (it ends with its lease). Returns DLOCK_OK,
+ * is DLOCK_EINVAL there, saying so. On failure *out is NULL. Each hold
+ * of the handle has an owner token of its own (the client's id and 64
+ * random bits; an acquisition after a hold makes a new one): a store that
+ * comes back with an older state (a failover to a replica that missed the
+ * last writes) may bring back an earlier hold, released since, and that is
+ * never taken for the current one (it ends with its lease). Returns DLOCK_OK,
  * DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
  */
 #define DLOCK_NAME_MAX 512
@@ -461,8 +461,8 @@ DLOCK_API int dlock_lock_adopt(dlock_client *client, const char *name, const cha
 /* A new handle for the same name and the same owner token as `lock` has
  * now (its current hold's), of the kind `flags` says: the way an owner
  * holding the write lock takes the read lock too (a downgrade: take the
- * read lock, then release the write lock). The token is the new handle's
- * for its first acquisition; later ones have tokens of their own, as every
+ * read lock, then release the write lock). The new handle keeps the token
+ * until its first hold; later holds have tokens of their own, as every
  * handle's. Holds are counted per handle. Returns DLOCK_OK, DLOCK_EINVAL or
  * DLOCK_ENOMEM. */
 DLOCK_API int dlock_lock_dup(const dlock_lock *lock, unsigned flags, dlock_lock **out);
@@ -659,8 +659,8 @@ DLOCK_API int dlock_lock_verify(dlock_lock *lock);
  * writes from a stale holder (one whose fence is below the highest seen). */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
-/* The owner token of the handle's current (or last) acquisition (32 hex
- * digits; each acquisition has a new one): give it to dlock_lock_adopt()
+/* The owner token of the handle's current (or last) hold (32 hex digits;
+ * each hold has a new one): give it to dlock_lock_adopt()
  * in another process to hand the lock over. Owned by the handle. */
 DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);
 

@@ -198,10 +198,9 @@ int dlock__token_make(const dlock_client *c, char *out)
 
 int dlock__lock_new_owner(dlock_lock *l)
 {
-    if (!l->token_used) {
-        l->token_used = 1;
+    if (!l->token_used)
         return DLOCK_OK;
-    }
+    l->token_used = 0;
     if (dlock__token_make(l->client, l->token) != 0)
         return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
     for (size_t i = 0; i < l->nmembers; i++)

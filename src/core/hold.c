@@ -23,6 +23,7 @@ static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t
     dlock__lease *e = &l->lease;
 
     l->holds = 1;
+    dlock__lock_owner(l)->token_used = 1; /* the store holds it under the token */
     if (fence != 0)
         l->fence = fence;
     e->kind = DLOCK__RENEW_HOLD;

@@ -25,8 +25,10 @@ struct dlock_lock {
     dlock_client *client;
     char *name;
     dlock__lock_spec spec;
-    /* The owner token of the current (or last) acquisition; token_used: an
-     * acquisition (or adopt) had it, so the next one makes a new one. */
+    /* The owner token of the current (or last) acquisition; token_used: a
+     * hold had it (acquired or adopted), so the next acquisition makes a
+     * new one (a wait that held nothing keeps it: a dup'd handle is its
+     * origin's owner until it holds). */
     char token[DLOCK__TOKEN_MAX + 1];
     int token_used;
     dlock__store_lock *sl; /* the store's state; NULL for a multi-lock */
@@ -119,13 +121,13 @@ int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
  * 16 random hex digits. 0, or -1 without randomness. */
 int dlock__token_make(const dlock_client *c, char *out);
 /* Makes the handle (and its members) a new owner for the acquisition that
- * begins: a fresh token unless no acquisition had the one it has (a handle
- * just opened or dup'd). A store can come back with an older state (a
- * failover to a replica that missed the last writes): a hold or a queue
- * place of an earlier acquisition, released since, is there again under
- * its token. Under a new token it is someone else's: the new acquisition
- * neither takes it over (with a fence perhaps below one handed out since)
- * nor renews it as its own. DLOCK_OK or DLOCK_ENOMEM. */
+ * begins: a fresh token if a hold had the one it has. A store can come
+ * back with an older state (a failover to a replica that missed the last
+ * writes): a hold of an earlier acquisition (or the queue place it was
+ * granted from), released since, is there again under its token. Under
+ * a new token it is someone else's: the new acquisition neither takes it
+ * over (with a fence perhaps below one handed out since) nor renews it as
+ * its own. DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__lock_new_owner(dlock_lock *l);
 /* Numbers a call's wait (begin: in progress; end: over), so that a
  * dlock_cancel() ends the one in progress, or the next. */

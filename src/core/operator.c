@@ -45,7 +45,6 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
         return rc;
     dlock_lock *l = *out;
     snprintf(l->token, sizeof l->token, "%s", token);
-    l->token_used = 1;
     sent = dlock__now_us();
     rc = c->backend->query(c->store, l->sl, &st, dlock__lock_op_deadline(l));
     if (rc == DLOCK_OK && strcmp(st.owner, token) != 0)
