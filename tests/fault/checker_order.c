@@ -97,10 +97,10 @@ void check__fences(checker *c, int lock)
  * waiting is a violation when W1 cannot have left the queue meanwhile: no
  * fault touched W1's process, its link or the server from its acquire on
  * (nor within the grace before), it was not cancelled, and its budget was
- * not over. W2 cannot have kept a place from before: every acquisition
- * has an owner token of its own (a place an earlier wait failed to leave
- * is someone else's), but W2 is judged only when no fault touched it from
- * its acquire on. */
+ * not over. Nor can W2 have kept a place from before: a handle's token
+ * changes only after a hold, so a place its previous wait failed to leave
+ * would put it ahead; so no fault may have touched W2 since its previous
+ * acquire either (a dlock run has a token of its own). */
 void check__fair_order(checker *c)
 {
     cancel_index cancels = check__index_cancels(c);
@@ -125,7 +125,8 @@ void check__fair_order(checker *c)
         if (w2->hkind != H_FAIR || w2->hold < 0)
             continue;
         int64_t t2 = c->holds[w2->hold].t_ok;
-        int fresh = w2->run || check__disturbed(c, w2->actor, 0, w2->t_inv, t2, c->grace) == NULL;
+        int64_t since2 = prev[j] >= 0 ? c->att[prev[j]].t_inv : w2->t_inv;
+        int fresh = w2->run || check__disturbed(c, w2->actor, 0, since2, t2, c->grace) == NULL;
         for (size_t q = 0; q < nqueued; q++) {
             const attempt *w1 = &c->att[queued[q]];
             if (w1->lock != w2->lock || w1->actor == w2->actor || w1->t_queued >= w2->t_inv)
