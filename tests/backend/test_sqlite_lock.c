@@ -439,11 +439,12 @@ static void fence_counter_kept(void)
 
 /* A hold the handle was told it lost, whose row is still live in the file
  * (the library ends a fixed lease a margin before the store does): the
- * next acquire is a new hold and gets a new fence, not the lost one's.
- * The fault suite found it (sqlite seed 7: a multi-lock's fixed lease
- * ran out, the same handle took both names again within the margin and
- * got the same fences). Here the row is made to outlast the handle's
- * lease by a minute. */
+ * next acquire is a new hold, under a new owner token, and gets a new
+ * fence, not the lost one's. The fault suite found it (sqlite seed 7: a
+ * multi-lock's fixed lease ran out, the same handle took both names again
+ * within the margin and got the same fences). Here the row is made to
+ * outlast the handle's lease by a minute: it is someone else's to the new
+ * hold (busy) until it ends. */
 static void lost_hold_new_fence(void)
 {
     fresh();
@@ -457,6 +458,8 @@ static void lost_hold_new_fence(void)
     CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
     CHECK_RC(dlock_release(l), DLOCK_ELOST);
     CHECK_INT(db_int(db, "SELECT count(*) FROM dlock_hold WHERE name = 'g'"), ==, 1);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY);
+    db_exec(db, "UPDATE dlock_hold SET expires = 0 WHERE name = 'g'"); /* its lease ends */
     CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
     CHECK_INT(dlock_lock_fence(l), >, f1);
     CHECK_INT(db_int(db, "SELECT fence FROM dlock_hold WHERE name = 'g'"), ==,

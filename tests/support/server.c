@@ -200,28 +200,6 @@ static void spawn(dt_server *s)
     dt_track_pid(s->pid);
 }
 
-/* Waits until a spawned server answers, at most until `until`. */
-static void wait_answers(dt_server *s, int64_t until)
-{
-    while (!s->kind->answers(s)) {
-        if (reap_nohang(s))
-            dt_fail(__FILE__, __LINE__, "%s exited at start (port %d, log %s/server.log)",
-                    s->kind->name, s->port, s->dir);
-        if (dt_now_ms() > until)
-            dt_fail(__FILE__, __LINE__, "%s on port %d did not answer in %d ms (log %s/server.log)",
-                    s->kind->name, s->port, s->kind->start_timeout_ms, s->dir);
-        dt_sleep_ms(10);
-    }
-}
-
-static void launch(dt_server *s)
-{
-    if (s->kind->file != NULL)
-        return; /* serverless: nothing to start */
-    spawn(s);
-    wait_answers(s, dt_now_ms() + s->kind->start_timeout_ms);
-}
-
 /* Ports handed out to one server or ensemble: dt_free_port() may give a
  * port twice, since it releases what it found. */
 typedef struct port_set {
@@ -240,6 +218,80 @@ static int new_port(port_set *ps)
     } while (again);
     ps->ports[ps->n++] = p;
     return p;
+}
+
+/* Waits until a spawned server answers, at most until `until`: 1, or 0
+ * if it exited (reaped). */
+static int wait_answers(dt_server *s, int64_t until)
+{
+    while (!s->kind->answers(s)) {
+        if (reap_nohang(s))
+            return 0;
+        if (dt_now_ms() > until)
+            dt_fail(__FILE__, __LINE__, "%s on port %d did not answer in %d ms (log %s/server.log)",
+                    s->kind->name, s->port, s->kind->start_timeout_ms, s->dir);
+        dt_sleep_ms(10);
+    }
+    return 1;
+}
+
+static off_t log_size(const dt_server *s)
+{
+    char log[200];
+    struct stat st;
+    snprintf(log, sizeof log, "%s/server.log", s->dir);
+    return stat(log, &st) == 0 ? st.st_size : 0;
+}
+
+/* Whether what the server logged from offset `from` on says a port of its
+ * was taken (every kind's words for EADDRINUSE). */
+static int port_was_taken(const dt_server *s, off_t from)
+{
+    char log[200], buf[8192];
+    snprintf(log, sizeof log, "%s/server.log", s->dir);
+    int fd = open(log, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, from);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    for (char *p = buf; *p != '\0'; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char) (*p - 'A' + 'a');
+    return strstr(buf, "already in use") != NULL;
+}
+
+/* Starts the server. dt_free_port() checks a port is free, but another
+ * process (another test, a client's local end) can take it before the
+ * server binds it: a first start that failed so takes new ports, up to 3
+ * times (a restart keeps its port: tests reach the server there). */
+static void launch(dt_server *s, int first)
+{
+    if (s->kind->file != NULL)
+        return; /* serverless: nothing to start */
+    for (int tries = 1;; tries++) {
+        off_t from = log_size(s);
+        spawn(s);
+        if (wait_answers(s, dt_now_ms() + s->kind->start_timeout_ms))
+            return;
+        if (!first || s->ensemble != NULL || tries == 3 || !port_was_taken(s, from))
+            dt_fail(__FILE__, __LINE__, "%s exited at start (port %d, log %s/server.log)",
+                    s->kind->name, s->port, s->dir);
+        port_set taken = {0};
+        taken.ports[taken.n++] = s->port;
+        if (s->peer_port != 0)
+            taken.ports[taken.n++] = s->peer_port;
+        if (s->election_port != 0)
+            taken.ports[taken.n++] = s->election_port;
+        fprintf(stderr, "%s: port %d (or another of its) was taken before it bound it: new ports\n",
+                s->kind->name, s->port);
+        s->port = new_port(&taken);
+        if (s->peer_port != 0)
+            s->peer_port = new_port(&taken);
+        if (s->election_port != 0)
+            s->election_port = new_port(&taken);
+        dt_server_url_at(s, s->port, s->url, sizeof s->url);
+    }
 }
 
 /* Fills s (kind, temp dir, ports, URL) for a server not started yet. */
@@ -295,7 +347,7 @@ void dt_server_start(dt_server *s, const char *kind, unsigned flags, ...)
     va_start(ap, flags);
     add_args(s, ap);
     va_end(ap);
-    launch(s);
+    launch(s, 1);
     if (s->kind->group_start != NULL)
         s->kind->group_start(s);
 }
@@ -311,7 +363,7 @@ void dt__server_start_kind(dt_server *s, const dt_server_kind *kind, unsigned fl
             dt_fail(__FILE__, __LINE__, "more than %d server arguments", DT_SERVER_MAX_ARGS);
         snprintf(s->args[s->nargs++], sizeof s->args[0], "%s", args[i]);
     }
-    launch(s);
+    launch(s, 1);
 }
 
 static void wait_exit(dt_server *s, int ms)
@@ -450,7 +502,7 @@ void dt_server_start_again(dt_server *s, unsigned how)
     if (how & DT_WIPE)
         s->kind->wipe(s);
     s->restarts++;
-    launch(s);
+    launch(s, 0);
 }
 
 void dt_server_restart(dt_server *s, unsigned how)
