@@ -41,6 +41,16 @@ static void malformed_urls(void)
     expect_open_fails("redis://host?pool=1000", DLOCK_EINVAL, "pool");
     expect_open_fails("redis://host?prefix=a*b", DLOCK_EINVAL, "prefix");
     expect_open_fails("redis://host?colour=red", DLOCK_EINVAL, "unknown option 'colour'");
+    CHECK(strstr(dlock_errmsg(), "did you mean") == NULL); /* nothing near it */
+    /* a near miss of an option the store knows: which one */
+    expect_open_fails("redis://host?leese=5s", DLOCK_EINVAL,
+                      "unknown option 'leese' (did you mean lease=?)");
+    expect_open_fails("redis://host?pool=2&tiemout=5s", DLOCK_EINVAL,
+                      "unknown option 'tiemout' (did you mean timeout=?)");
+    expect_open_fails("rediss://host?cacret=/x", DLOCK_EINVAL, "(did you mean cacert=?)");
+    expect_open_fails("etcd://host?leese=5s", DLOCK_EINVAL, "(did you mean lease=?)");
+    expect_open_fails("sqlite:///nonexistent/x.db?leese=5s", DLOCK_EINVAL,
+                      "(did you mean lease=?)");
     expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL, "given twice");
     expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
