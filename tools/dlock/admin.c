@@ -89,10 +89,14 @@ static void explain_owner_failure(const cli_opts *o, const char *cmd, int rc)
 static int exclusive_only(const cli_opts *o, const char *cmd)
 {
     if (o->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) {
+        /* named as the user wrote it: -s, --shared, --read, --permits */
         fprintf(stderr,
-                "dlock %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
-                "handed from process to process\n",
-                cmd);
+                "dlock %s: %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
+                "handed from process to process; a %s hold lives as long as the process that "
+                "took it: 'dlock run %s NAME -- COMMAND' holds it while COMMAND runs\n",
+                cmd, cli_kind_option_text(&o->kind),
+                o->kind.flags & DLOCK_READ ? "read" : "semaphore",
+                o->kind.flags & DLOCK_READ ? cli_kind_option_text(&o->kind) : "--permits N");
         return EXIT_USAGE;
     }
     return 0;
@@ -284,7 +288,8 @@ int cmd_lock(int argc, char **argv)
         "Takes NAME with a fixed lease (-l, not renewed) and leaves it held when\n"
         "dlock exits. Prints '<owner token> <fence>'; pass the owner token to\n"
         "'dlock unlock --owner' or 'dlock extend --owner' from any process. Exit 1\n"
-        "(or -E CODE) if it is held by someone else; -q: no message then. --timeout\n"
+        "(or -E CODE) if it is held by someone else; -q: no message then, nor the\n"
+        "line that says who holds it after 1 s of waiting without -w. --timeout\n"
         "is -w. -v: how long taking it took, its fence and lease, on stderr.\n"
         "(To hold a lock with a renewed lease until interrupted: 'dlock run NAME'.)\n";
     cli_opts o;
@@ -322,7 +327,9 @@ int cmd_lock(int argc, char **argv)
     int rc = dlock_lock_open(c, name, o.kind.flags, &l);
     if (rc == DLOCK_OK) {
         int64_t asked_us = cli_now_us();
+        cli_waiting *notice = cli_waiting_start(c, &o, name);
         rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
+        cli_waiting_stop(notice);
         if (rc == DLOCK_OK) {
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
             fflush(stdout);

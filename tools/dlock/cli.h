@@ -32,6 +32,8 @@ typedef struct cli_kind {
     unsigned take;         /* --take (default 1) */
     const char *names[64]; /* -m NAME... */
     size_t nnames;
+    char option[64]; /* the option that chose the kind as the user wrote it
+                        ("-s", "--read"), "" for the plain mutex */
 } cli_kind;
 
 /* Handles a kind option (an option code of options.c): 1 if it was one, 0
@@ -42,8 +44,9 @@ int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
 /* The kind's name in messages and documents: "mutex", "fair", "simple",
  * "read-write" or "semaphore". */
 const char *cli_kind_name(const cli_kind *k);
-/* The option that chose the kind ("--simple", "-m"...), NULL for the plain
- * mutex: for a message on what a store cannot do. */
+/* The option that chose the kind as the user wrote it ("--simple", "-s",
+ * "-m"...), NULL for the plain mutex: for a message on what a store cannot
+ * do. */
 const char *cli_kind_option_text(const cli_kind *k);
 /* Opens the handle the options describe. */
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
@@ -160,6 +163,11 @@ int cli_errmsg_names(const char *name);
  * option is NULL: the subcommand itself), and EXIT_USAGE. */
 int cli_fail_unsupported(const char *cmd, const char *option);
 
+/* The kind option of the command line as the user wrote it ("" if none),
+ * set by cli_parse(): cli_fail_unsupported() names it when the store
+ * cannot do that kind. */
+extern char cli_kind_words[64];
+
 /* Opens the client, or prints why not and returns the exit code. */
 int cli_open(const char *url, dlock_client **out);
 
@@ -208,6 +216,18 @@ void cli_report_released(const dlock_lock *l, int64_t held_us);
 void cli_print_no_lease(unsigned caps, const char *store);
 /* A monotonic clock in microseconds. */
 int64_t cli_now_us(void);
+
+/* waiting.c: after CLI_WAITING_NOTICE_MS of an acquisition that waits
+ * without a bound, one line on stderr: the lock waited for, who holds it
+ * (host, pid, label, as the store has it recorded) and how to bound or
+ * follow the wait. Not with -q, -v (the library's log follows the wait),
+ * -n or -w. cli_waiting_start() is called before the acquisition (NULL:
+ * nothing to stop), cli_waiting_stop() after it returns; o and name must
+ * outlive it. */
+#define CLI_WAITING_NOTICE_MS 1000
+typedef struct cli_waiting cli_waiting;
+cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);
+void cli_waiting_stop(cli_waiting *w);
 
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: MIT
+# test_cli_ux.sh - what a new user meets first, sourced by test_cli.sh (its
+# helpers, its redis-server in DLOCK_URL): a blocked wait says who holds the
+# lock, a misspelt option says what was meant, a refusal names the options
+# the user gave.
+# shellcheck shell=bash disable=SC2016
+
+# A wait without a bound says, once, after a second, what it waits for and
+# who holds it (on stderr); nothing with -q, -w, -v, nor when the lock is
+# free at once.
+test_waiting_says_who_holds()
+{
+    local holder quiet bounded waiter locker line
+    dl_bg "$TMP/t/holder" run --label "night job" u-wait -- sh -c \
+        ': > "$0/held"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/held" || { fail "the holder never started"; return; }
+    # the silent ones first: when the last one has spoken, they have waited
+    # longer than it
+    dl_bg "$TMP/t/quiet" run -q u-wait -- true
+    quiet=$BG
+    dl_bg "$TMP/t/bounded" run -w 30 u-wait -- true
+    bounded=$BG
+    wait_until 10 has_waiters u-wait 2 || fail "status never showed the 2 waiters"
+    dl_bg "$TMP/t/waiter" run u-wait -- echo ran
+    waiter=$BG
+    dl_bg "$TMP/t/locker" lock -l 30 u-wait
+    locker=$BG
+    wait_until 10 grep -q "waiting for" "$TMP/t/waiter.err" ||
+        fail "dlock run said nothing while it waited"
+    wait_until 10 grep -q "waiting for" "$TMP/t/locker.err" ||
+        fail "dlock lock said nothing while it waited"
+    line=$(cat "$TMP/t/waiter.err")
+    expect_eq "run: one line, who holds it, what to do" \
+        "dlock: waiting for lock 'u-wait', held by pid $holder on $(hostname), label night job; -w SECONDS bounds the wait, -v follows it" \
+        "$line"
+    expect_eq "lock: the same line" "$line" "$(cat "$TMP/t/locker.err")"
+    expect_eq "-q: nothing" "" "$(cat "$TMP/t/quiet.err")"
+    expect_eq "-w: nothing" "" "$(cat "$TMP/t/bounded.err")"
+    touch "$TMP/t/go"
+    # `dlock lock` leaves it held: freed when it has it, for those after it
+    wait_until 20 test -s "$TMP/t/locker.out" || fail "dlock lock never took it"
+    dl unlock --force u-wait >/dev/null
+    for p in "$holder" "$quiet" "$bounded" "$waiter" "$locker"; do
+        reap "$p" 20
+        expect_eq "every one took it in turn" 0 "$BG_RC"
+    done
+    expect_eq "the message is stderr's: stdout is the command's" ran "$(cat "$TMP/t/waiter.out")"
+    expect_eq "still one line, once" 1 "$(wc -l <"$TMP/t/waiter.err")"
+    expect_rc "free at once" 0 dl run u-wait -- true
+    expect_eq "free at once: nothing said" "" "$(cat "$TMP/err")"
+}
+
+# A misspelt long option or URL option: what was likely meant.
+test_did_you_mean()
+{
+    expect_rc "--leese" 64 dl run --leese 5 u-dym -- true
+    expect_match "--leese: getopt's word and ours" \
+        "unrecognized option '--leese'.*"$'\n'"dlock run: did you mean --lease\?"$'\n'"Try 'dlock run --help'." \
+        "$(cat "$TMP/err")"
+    expect_rc "--wiat=5" 64 dl run --wiat=5 u-dym -- true
+    expect_match "--wiat=5" "did you mean --wait\?" "$(cat "$TMP/err")"
+    # only the subcommand's own options: status has no --force
+    expect_rc "status --jsno" 64 dl status --jsno u-dym
+    expect_match "status --jsno" "did you mean --json\?" "$(cat "$TMP/err")"
+    expect_rc "status --forse" 64 dl status --forse u-dym
+    [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "status --forse: suggested $(cat "$TMP/err")"
+    expect_rc "nothing near" 64 dl run --colour u-dym -- true
+    [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "--colour: suggested $(cat "$TMP/err")"
+    expect_rc "?leese=5s" 64 dl run -u "$DLOCK_URL?leese=5s" u-dym -- true
+    expect_match "?leese=5s" "unknown option 'leese' \(did you mean lease=\?\)" "$(cat "$TMP/err")"
+}
+
+# A refusal names the options that caused it as the user wrote them.
+test_refusal_names_options()
+{
+    expect_rc "lock --read -l 10" 64 dl lock --read -l 10 u-ref
+    expect_match "lock --read: named" "^dlock lock: --read: only an exclusive hold" "$(cat "$TMP/err")"
+    expect_rc "lock -s -l 10" 64 dl lock -s -l 10 u-ref
+    expect_match "lock -s: named as given" "^dlock lock: -s: .*'dlock run -s NAME -- COMMAND'" \
+        "$(cat "$TMP/err")"
+    expect_rc "lock --permits 2 -l 10" 64 dl lock --permits 2 -l 10 u-ref
+    expect_match "lock --permits: named" "^dlock lock: --permits: " "$(cat "$TMP/err")"
+    expect_free u-ref
+}
