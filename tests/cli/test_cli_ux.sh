@@ -83,3 +83,37 @@ test_refusal_names_options()
     expect_match "lock --permits: named" "^dlock lock: --permits: " "$(cat "$TMP/err")"
     expect_free u-ref
 }
+
+# status and list read a replica when the URL names one: they say its data
+# may lag the master's (on stderr), and the master's say nothing of it.
+test_replica_read_says_so()
+{
+    local rport rpid _
+    for _ in 1 2 3 4 5; do
+        rport=$(free_port)
+        redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/t" \
+            --replicaof 127.0.0.1 "$PORT" --logfile "$TMP/t/replica.log" &
+        rpid=$!
+        BG_PIDS+=("$rpid")
+        wait_until 10 eval 'redis-cli -p $rport info replication 2>/dev/null | grep -q "master_link_status:up" ||
+                            ! kill -0 $rpid 2>/dev/null' && kill -0 "$rpid" 2>/dev/null && break
+        stop_server "$rpid"
+        rpid=
+    done
+    [ -n "$rpid" ] || { fail "no replica started: $(tail -3 "$TMP/t/replica.log")"; return; }
+    expect_rc "lock on the master" 0 dl lock -l 30 u-replica
+    wait_until 10 eval '[ "$(redis-cli -p $rport exists dlock:{u-replica})" = 1 ]' ||
+        fail "the replica never had the lock"
+    expect_rc "status on the replica" 0 dl status -u "redis://127.0.0.1:$rport" u-replica
+    expect_match "status on the replica: held, as it has it" "state: +held" "$(cat "$TMP/out")"
+    expect_match "status on the replica: said" \
+        "^dlock: warn: redis://127.0.0.1:$rport: reading a replica \(of 127.0.0.1:$PORT\): what it shows may lag the master" \
+        "$(cat "$TMP/err")"
+    expect_eq "said once" 1 "$(wc -l <"$TMP/err")"
+    expect_rc "list on the replica" 0 dl list -u "redis://127.0.0.1:$rport" u-replica
+    expect_match "list on the replica: said" "reading a replica" "$(cat "$TMP/err")"
+    expect_rc "status on the master" 0 dl status u-replica
+    expect_eq "status on the master: nothing said" "" "$(cat "$TMP/err")"
+    dl unlock --force u-replica >/dev/null
+    stop_server "$rpid"
+}
