@@ -117,3 +117,34 @@ test_replica_read_says_so()
     dl unlock --force u-replica >/dev/null
     stop_server "$rpid"
 }
+
+# The SQL stores' session modes: a holder whose connection is gone holds
+# the name by its row lease until it ends, and status says so; a live
+# session holder seen through MariaDB's table mode is held by that session,
+# not "never expires".
+test_status_sql_sessions()
+{
+    local session=$DLOCK_URL holder
+    case $STORE in
+    mariadb) session="$DLOCK_URL?mode=session" ;;
+    postgres) ;; # session mode is its default
+    *) return 0 ;;
+    esac
+    dl_bg "$TMP/t/h" run -u "$session" u-sql -- sleep 60
+    holder=$BG
+    wait_until 10 is_held u-sql -u "$session" || { fail "the lock was never held"; return; }
+    if [ "$STORE" = mariadb ]; then
+        expect_match "table mode sees the session's holder" \
+            "^lease left: none \(held by a session-mode holder: the name frees when its connection ends\)$" \
+            "$(dl status u-sql | grep '^lease left:')"
+        expect_eq "json: session" true "$(field u-sql session)"
+    fi
+    kill -KILL "$holder"
+    reap "$holder" 10 2>/dev/null
+    wait_until 10 eval 'dl status -u "$session" u-sql | grep -q "^lease left: [0-9]"' ||
+        { fail "no lease left shown after the holder's connection ended: $(dl status -u "$session" u-sql)"; return; }
+    expect_match "session gone: said" \
+        "^lease left: [0-9.]+ s \(no session holds it now: its holder's connection is gone(, or it is held in table or row mode)?; the name frees when this lease ends\)$" \
+        "$(dl status -u "$session" u-sql | grep '^lease left:')"
+    dl unlock -u "$session" --force u-sql >/dev/null
+}

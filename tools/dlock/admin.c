@@ -161,9 +161,9 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
                            st->held ? json_object_new_boolean(st->lease_ms >= 0) : NULL);
     /* held with no lease of its own on a session store: it lives as long
      * as its holder's session (ZooKeeper) */
-    json_object_object_add(
-        doc, "session",
-        st->held ? json_object_new_boolean(st->lease_ms < 0 && (caps & DLOCK_CAP_SESSION)) : NULL);
+    json_object_object_add(doc, "session",
+                           st->held ? json_object_new_boolean(cli_held_by_session(caps, f, st))
+                                    : NULL);
     cli_json_add_u64(doc, "last_fence", st->last_fence);
     /* --simple keys have no queue */
     json_object_object_add(doc, "waiters",
@@ -177,7 +177,7 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
 }
 
 static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st,
-                              dlock_client *c, const char *held_as)
+                              dlock_client *c, const char *url, const char *held_as)
 {
     unsigned f = k->flags;
 
@@ -200,14 +200,9 @@ static void print_status_text(const char *name, const cli_kind *k, const dlock_s
     else if (f & (DLOCK_READ | DLOCK_WRITE))
         printf("readers:    %u\n", st->shared);
     if (st->held) {
-        if (st->lease_ms >= 0)
-            printf("lease left: %.3f s%s\n", (double) st->lease_ms / 1000,
-                   st->owner[0] == '\0' ? " (the longest shared lease)" : "");
-        else {
-            printf("lease left: ");
-            cli_print_no_lease(dlock_client_caps(c), dlock_client_store(c));
-            putchar('\n');
-        }
+        printf("lease left: ");
+        cli_print_lease_left(c, url, f, st);
+        putchar('\n');
     }
     printf("last fence: %" PRIu64 "\n", st->last_fence);
     if (!(f & DLOCK_SIMPLE))
@@ -261,7 +256,7 @@ int cmd_status(int argc, char **argv)
         if (rc != DLOCK_OK)
             json_object_put(holders);
     } else if (!o.quiet) {
-        print_status_text(name, &o.kind, &st, c, held_as);
+        print_status_text(name, &o.kind, &st, c, o.url, held_as);
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);

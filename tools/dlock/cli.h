@@ -211,9 +211,17 @@ void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, 
                          int64_t took_us, int left_held);
 /* Prints the -v line of a release, after held_us held. */
 void cli_report_released(const dlock_lock *l, int64_t held_us);
-/* The status line of a lock held with no lease running out on a store of
- * capabilities caps (store: its name), without a newline. */
-void cli_print_no_lease(unsigned caps, const char *store);
+/* What keeps held lock st (of kind flags, read through url) held, for the
+ * status line "lease left: ...", without a newline: the lease left, or
+ * what holds it when no lease of its own runs out (its holder's session),
+ * and on an SQL store's session mode, a lease left by a holder whose
+ * session is gone. */
+void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, const dlock_status *st);
+/* Whether held lock st lives as long as its holder's session: no lease of
+ * its own on a session store, or, on a store without sessions, a holder
+ * that another mode's session holds (MariaDB's table mode sees session
+ * mode's holders). */
+int cli_held_by_session(unsigned caps, unsigned flags, const dlock_status *st);
 /* A monotonic clock in microseconds. */
 int64_t cli_now_us(void);
 
