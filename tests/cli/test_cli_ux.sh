@@ -148,3 +148,38 @@ test_status_sql_sessions()
         "$(dl status -u "$session" u-sql | grep '^lease left:')"
     dl unlock -u "$session" --force u-sql >/dev/null
 }
+
+# A URL of one store at another store's port: at once (within the connect
+# timeout, 2 s), exit 69 as for no server there, and a message that says
+# what answered: "H:P answered, but not as Redis (...)", or, for a server
+# that waits for its own protocol's first words, that it did not answer.
+test_wrong_port()
+{
+    local hp scheme url t0 elapsed others=()
+    case $STORE in
+    redis | zookeeper | etcd | postgres | mariadb) ;;
+    *) return 0 ;; # (SQLite is a file; Redlock's nodes are Redis servers)
+    esac
+    hp=$(sed -E 's#^[a-z+]+://([^@/]*@)?([^/?]+).*#\2#' <<<"$DLOCK_URL")
+    for scheme in "${STORES[@]}"; do
+        [ "$scheme" = "$STORE" ] && continue
+        case $scheme in
+        redis) others+=("redis://$hp") ;;
+        zookeeper) others+=("zk://$hp") ;;
+        etcd) others+=("etcd://$hp") ;;
+        postgres) others+=("postgres://dlock:dlock@$hp/postgres") ;;
+        mariadb) others+=("mysql://dlock:dlock@$hp/dlock") ;;
+        esac
+    done
+    for url in "${others[@]}"; do
+        t0=$(now_ms)
+        expect_rc "status -u $url (at $STORE's port)" 69 dl status -u "$url" u-port
+        elapsed=$(($(now_ms) - t0))
+        if [ "$elapsed" -gt 4000 ]; then
+            fail "$url at $STORE's port: told after $elapsed ms"
+        fi
+        expect_match "$url at $STORE's port: said" \
+            "$hp (answered, but not as [A-Za-z]+ \(|accepted the connection, but (did not answer as PostgreSQL|sent no MySQL greeting))" \
+            "$(cat "$TMP/err")"
+    done
+}
