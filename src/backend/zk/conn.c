@@ -201,6 +201,7 @@ static int ask_srvr(int fd, const char *host, const char *port, int64_t until_us
     static const char word[] = "srvr\r\n"; /* the line end: Redis reads a line */
     char got[256];
     size_t n = 0;
+    int closed = 0;
     int64_t end = dlock__now_us() + 1000000;
 
     if (end > until_us)
@@ -210,15 +211,23 @@ static int ask_srvr(int fd, const char *host, const char *port, int64_t until_us
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int64_t left_ms = (end - dlock__now_us()) / 1000;
-        if (left_ms <= 0 || poll(&p, 1, (int) left_ms) != 1)
+        if (left_ms <= 0)
+            break;
+        int ready = poll(&p, 1, (int) left_ms);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready != 1)
             break;
         ssize_t r = recv(fd, got + n, sizeof got - 1 - n, 0);
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
-        if (r <= 0 || (n += (size_t) r) == sizeof got - 1)
+        if (r <= 0) {
+            closed = 1; /* at its end, or reset */
             break;
+        }
+        n += (size_t) r;
         got[n] = '\0';
-        if (strchr(got, '\n') != NULL) /* a line is enough to tell */
+        if (n == sizeof got - 1 || strchr(got, '\n') != NULL) /* a line is enough to tell */
             break;
     }
     got[n] = '\0';
@@ -231,7 +240,7 @@ static int ask_srvr(int fd, const char *host, const char *port, int64_t until_us
         snprintf(why, len, "%s:%s answered, but not as ZooKeeper (%s)", host, port, what);
         return -2;
     }
-    if (dlock__now_us() >= end)
+    if (!closed)
         return 0; /* silent: perhaps a ZooKeeper that is slow */
     snprintf(why, len,
              "%s:%s answered, but not as ZooKeeper (it closed the connection at a four-letter "
