@@ -49,6 +49,15 @@ test_waiting_says_who_holds()
     expect_eq "still one line, once" 1 "$(wc -l <"$TMP/t/waiter.err")"
     expect_rc "free at once" 0 dl run u-wait -- true
     expect_eq "free at once: nothing said" "" "$(cat "$TMP/err")"
+    # a hold without dlock's record (another library's --simple key): its owner
+    redis SET u-foreign someone-else PX 3000 >/dev/null
+    dl_bg "$TMP/t/foreign" run --simple u-foreign -- true
+    wait_until 10 grep -q "waiting for" "$TMP/t/foreign.err" || fail "--simple: nothing said"
+    expect_eq "--simple: the owner the store has" \
+        "dlock: waiting for lock 'u-foreign', held by owner 'someone-else' (the store records no host or pid for it); -w SECONDS bounds the wait, -v follows it" \
+        "$(cat "$TMP/t/foreign.err")"
+    reap "$BG" 10
+    expect_eq "--simple: taken when the key expired" 0 "$BG_RC"
 }
 
 # A misspelt long option or URL option: what was likely meant.

@@ -85,8 +85,9 @@ static void describe(const holders_seen *s, int rc, char *buf, size_t n)
         }
     } else {
         /* a hold without dlock's record: another library's, or --simple */
-        append_text(buf, n, "held by owner ");
+        append_text(buf, n, "held by owner '");
         append_text(buf, n, s->owner);
+        append_text(buf, n, "' (the store records no host or pid for it)");
     }
     if (s->n > 1) {
         size_t len = strlen(buf);
