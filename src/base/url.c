@@ -368,6 +368,12 @@ fail:
 
 const char *dlock__url_get(dlock__url *url, const char *key)
 {
+    size_t k = 0;
+
+    while (k < url->nasked && strcmp(url->asked[k], key) != 0)
+        k++;
+    if (k == url->nasked && k < DLOCK__URL_MAX_ASKED)
+        url->asked[url->nasked++] = key;
     for (size_t i = 0; i < url->noptions; i++) {
         if (strcmp(url->options[i].key, key) == 0) {
             url->options[i].used = 1;
@@ -425,12 +431,58 @@ int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *v
     return DLOCK_OK;
 }
 
+/* The edit distance of a and b (insertions, deletions, substitutions and
+ * swaps of neighbours, each 1), or 3 when it is more than 2: only a near
+ * miss is worth a suggestion. */
+static int distance(const char *a, const char *b)
+{
+    enum { MAXLEN = 32 };
+    int d[MAXLEN + 1][MAXLEN + 1];
+    size_t n = strlen(a), m = strlen(b);
+
+    if (n > MAXLEN || m > MAXLEN || (n > m ? n - m : m - n) > 2)
+        return 3;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int) i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int) j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] +
+                       (tolower((unsigned char) a[i - 1]) != tolower((unsigned char) b[j - 1]));
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m] > 2 ? 3 : d[n][m];
+}
+
 int dlock__url_check_unused(const dlock__url *url)
 {
     for (size_t i = 0; i < url->noptions; i++) {
-        if (!url->options[i].used)
-            return dlock__fail(DLOCK_EINVAL, "%s: unknown option '%s'", url->text,
-                               url->options[i].key);
+        const char *key = url->options[i].key, *near = NULL;
+        int best = 3;
+
+        if (url->options[i].used)
+            continue;
+        /* a short key is near everything short: 1 edit at most there */
+        for (size_t k = 0; k < url->nasked; k++) {
+            int d = distance(key, url->asked[k]);
+            if (d < best && (d == 1 || strlen(key) > 3)) {
+                best = d;
+                near = url->asked[k];
+            }
+        }
+        if (near != NULL)
+            return dlock__fail(DLOCK_EINVAL, "%s: unknown option '%s' (did you mean %s=?)",
+                               url->text, key, near);
+        return dlock__fail(DLOCK_EINVAL, "%s: unknown option '%s'", url->text, key);
     }
     return DLOCK_OK;
 }

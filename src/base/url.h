@@ -13,6 +13,7 @@
 
 #define DLOCK__URL_MAX_HOSTS   16
 #define DLOCK__URL_MAX_OPTIONS 16
+#define DLOCK__URL_MAX_ASKED   96
 
 typedef struct dlock__url_host {
     char *name; /* without IPv6 brackets */
@@ -35,6 +36,10 @@ typedef struct dlock__url {
     char *path; /* after the authority, without the leading '/'; "" when absent */
     dlock__url_option options[DLOCK__URL_MAX_OPTIONS];
     size_t noptions;
+    /* the keys the backend asked for, given or not: the options it knows,
+     * for a misspelt one's "did you mean" */
+    const char *asked[DLOCK__URL_MAX_ASKED];
+    size_t nasked;
 } dlock__url;
 
 /* Parses text into *url. Returns DLOCK_OK, DLOCK_EINVAL (with a detail that
@@ -42,7 +47,8 @@ typedef struct dlock__url {
 int dlock__url_parse(const char *text, dlock__url *url);
 void dlock__url_clear(dlock__url *url);
 
-/* The value of option key (marking it used), or NULL. */
+/* The value of option key (marking it used), or NULL. key must outlive
+ * url (a string literal): it is kept as an option the backend knows. */
 const char *dlock__url_get(dlock__url *url, const char *key);
 
 /* Reads a duration option (dlock_parse_duration: "250ms", "2s", "1.5",
@@ -56,7 +62,8 @@ int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms
 /* Reads an integer option in [min, max]. Returns DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value);
 
-/* DLOCK_EINVAL naming the first option nobody used, else DLOCK_OK. */
+/* DLOCK_EINVAL naming the first option nobody used, with the known option
+ * it is likely a misspelling of ("did you mean lease=?"), else DLOCK_OK. */
 int dlock__url_check_unused(const dlock__url *url);
 
 #endif

@@ -41,6 +41,16 @@ static void malformed_urls(void)
     expect_open_fails("redis://host?pool=1000", DLOCK_EINVAL, "pool");
     expect_open_fails("redis://host?prefix=a*b", DLOCK_EINVAL, "prefix");
     expect_open_fails("redis://host?colour=red", DLOCK_EINVAL, "unknown option 'colour'");
+    CHECK(strstr(dlock_errmsg(), "did you mean") == NULL); /* nothing near it */
+    /* a near miss of an option the store knows: which one */
+    expect_open_fails("redis://host?leese=5s", DLOCK_EINVAL,
+                      "unknown option 'leese' (did you mean lease=?)");
+    expect_open_fails("redis://host?pool=2&tiemout=5s", DLOCK_EINVAL,
+                      "unknown option 'tiemout' (did you mean timeout=?)");
+    expect_open_fails("rediss://host?cacret=/x", DLOCK_EINVAL, "(did you mean cacert=?)");
+    expect_open_fails("etcd://host?leese=5s", DLOCK_EINVAL, "(did you mean lease=?)");
+    expect_open_fails("sqlite:///nonexistent/x.db?leese=5s", DLOCK_EINVAL,
+                      "(did you mean lease=?)");
     expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL, "given twice");
     expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
@@ -336,14 +346,23 @@ static void server_answers_garbage(void)
     static const char bad_length[] = "$-9\r\n";
     static const char error[] = "-ERR unknown command 'EVALSHA'\r\n";
     static const char binary[] = "\x00\x01\x02\xff\r\n";
+    static const char mysql_greeting[] = "\x5b\x00\x00\x00\x0a"
+                                         "5.5.5-10.11.6-MariaDB";
 
-    against_fake(html, sizeof html - 1, 0, DLOCK_EPROTO, "invalid reply");
+    /* another service's port: as unreachable as no Redis there, and says
+     * what answered */
+    against_fake(html, sizeof html - 1, 0, DLOCK_EUNREACHABLE,
+                 "answered, but not as Redis (an HTTP server's reply");
     against_fake(wrong_type, sizeof wrong_type - 1, 0, DLOCK_EPROTO, "unexpected reply");
     against_fake(wrong_shape, sizeof wrong_shape - 1, 0, DLOCK_EPROTO, "unexpected reply");
     against_fake(bad_length, sizeof bad_length - 1, 0, DLOCK_EPROTO, "invalid reply");
     against_fake(error, sizeof error - 1, 0, DLOCK_ESERVER, "unknown command");
-    against_fake(binary, sizeof binary - 1, 0, DLOCK_EPROTO, "invalid reply");
-    against_fake("", 0, 1, DLOCK_EUNREACHABLE, "closed the connection");
+    against_fake(binary, sizeof binary - 1, 0, DLOCK_EUNREACHABLE,
+                 "answered, but not as Redis (its first bytes: 00 01 02 ff 0d 0a");
+    against_fake(mysql_greeting, sizeof mysql_greeting - 1, 0, DLOCK_EUNREACHABLE,
+                 "answered, but not as Redis (a MySQL or MariaDB server's greeting: use mysql://");
+    against_fake("", 0, 1, DLOCK_EUNREACHABLE,
+                 "answered, but not as Redis (it closed the connection at PING");
     /* a server that never answers is unreachable, never a conflict */
     against_fake("", 0, 0, DLOCK_EUNREACHABLE, "no reply");
     /* an array header no reply of ours can have is refused before it costs

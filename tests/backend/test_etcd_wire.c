@@ -1778,7 +1778,9 @@ static void test_garbage_replies(void)
         int want;
         const char *says;
     } cases[] = {
-        {NULL, "this is not http\r\n\r\n", 0, DLOCK_EPROTO, "not an HTTP/1.1 server"},
+        /* another service's port: as unreachable as no etcd there */
+        {NULL, "this is not http\r\n\r\n", 0, DLOCK_EUNREACHABLE,
+         "answered, but not as etcd (not an HTTP/1.1 server"},
         {"200 OK", "hello", 0, DLOCK_EPROTO, "not JSON"},
         {"200 OK", "{\"header\":{\"revision\":\"-3\"}}", 0, DLOCK_EPROTO, "revision"},
         {"200 OK", "{\"header\":{\"revision\":\"12a\"}}", 0, DLOCK_EPROTO, "revision"},
@@ -1800,8 +1802,9 @@ static void test_garbage_replies(void)
          "\"code\":3}",
          0, DLOCK_EINVAL, "key is not provided"},
         {NULL, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"header\":", 0, DLOCK_EUNREACHABLE,
-         "broke"},                                     /* cut short */
-        {NULL, NULL, 0, DLOCK_EUNREACHABLE, "broke"},  /* closed without a reply */
+         "broke"}, /* cut short */
+        /* closed without a reply, never an answer before: another service */
+        {NULL, NULL, 0, DLOCK_EUNREACHABLE, "answered, but not as etcd (the connection broke"},
         {NULL, "", 0, DLOCK_EUNREACHABLE, "no reply"}, /* never answers */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1482,7 +1482,9 @@ test_unsupported_is_usage()
         expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*PostgreSQL .*"interop"' "$(cat "$TMP/err")"
         expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read/--write: .*PostgreSQL .*"read-write".*: a store that can: redis://' "$(cat "$TMP/err")"
+        expect_match "--read: named" '^dlock run: --read: .*PostgreSQL .*"read-write".*: a store that can: redis://' "$(cat "$TMP/err")"
+        expect_refused "--shared -l 5" 64 dl run --shared -l 5 s-cap -- true
+        expect_match "--shared -l 5: the kind named as given" '^dlock run: --shared: .*PostgreSQL .*"read-write"' "$(cat "$TMP/err")"
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*PostgreSQL .*"semaphore"' "$(cat "$TMP/err")"
         expect_refused "lock" 64 dl lock -l 5 s-cap
@@ -1498,7 +1500,7 @@ test_unsupported_is_usage()
         expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*MariaDB/MySQL .*"interop"' "$(cat "$TMP/err")"
         expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read/--write: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
+        expect_match "--read: named" '^dlock run: --read: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*MariaDB/MySQL .*"semaphore"' "$(cat "$TMP/err")"
         # its session mode: no fixed lease, and the mode that has one named
@@ -1522,7 +1524,7 @@ test_unsupported_is_usage()
         expect_refused "--fair" 64 dl run --fair s-cap -- true
         expect_match "--fair: named" '^dlock run: --fair: .*Redlock .*"fair"' "$(cat "$TMP/err")"
         expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read/--write: .*Redlock .*"read-write"' "$(cat "$TMP/err")"
+        expect_match "--read: named" '^dlock run: --read: .*Redlock .*"read-write"' "$(cat "$TMP/err")"
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*Redlock .*"semaphore"' "$(cat "$TMP/err")"
         expect_refused "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
@@ -1537,7 +1539,10 @@ test_unsupported_is_usage()
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*SQLite .*"semaphore"' "$(cat "$TMP/err")"
         expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read/--write: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
+        expect_match "--read: named" '^dlock run: --read: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
+        # named as the user wrote it, with -l given too
+        expect_refused "-x -l 5" 64 dl run -x -l 5 s-cap -- true
+        expect_match "-x: named as given" '^dlock run: -x: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
         ;;
     esac
     expect_free s-cap
@@ -1810,6 +1815,14 @@ run_test test_messages
 run_test test_misplaced_options
 run_test test_flock_shared_exclusive
 
+# what a new user meets first (test_cli_ux.sh)
+# shellcheck source=tests/cli/test_cli_ux.sh
+. "$HERE/test_cli_ux.sh"
+run_test test_waiting_says_who_holds
+run_test test_did_you_mean
+run_test test_refusal_names_options
+run_test test_replica_read_says_so
+
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||
     { echo "$0: cannot build no_close_range.so" >&2; exit 1; }
@@ -1842,7 +1855,7 @@ for STORE in "${STORES[@]}"; do
     esac
     for t in test_fence_strings test_verbose_reports test_unsupported_is_usage \
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
-        test_hold_without_command \
+        test_hold_without_command test_status_sql_sessions test_wrong_port \
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session

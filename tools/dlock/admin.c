@@ -89,10 +89,14 @@ static void explain_owner_failure(const cli_opts *o, const char *cmd, int rc)
 static int exclusive_only(const cli_opts *o, const char *cmd)
 {
     if (o->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) {
+        /* named as the user wrote it: -s, --shared, --read, --permits */
         fprintf(stderr,
-                "dlock %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
-                "handed from process to process\n",
-                cmd);
+                "dlock %s: %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
+                "handed from process to process; a %s hold lives as long as the process that "
+                "took it: 'dlock run %s NAME -- COMMAND' holds it while COMMAND runs\n",
+                cmd, cli_kind_option_text(&o->kind),
+                o->kind.flags & DLOCK_READ ? "read" : "semaphore",
+                o->kind.flags & DLOCK_READ ? cli_kind_option_text(&o->kind) : "--permits N");
         return EXIT_USAGE;
     }
     return 0;
@@ -157,9 +161,9 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
                            st->held ? json_object_new_boolean(st->lease_ms >= 0) : NULL);
     /* held with no lease of its own on a session store: it lives as long
      * as its holder's session (ZooKeeper) */
-    json_object_object_add(
-        doc, "session",
-        st->held ? json_object_new_boolean(st->lease_ms < 0 && (caps & DLOCK_CAP_SESSION)) : NULL);
+    json_object_object_add(doc, "session",
+                           st->held ? json_object_new_boolean(cli_held_by_session(caps, f, st))
+                                    : NULL);
     cli_json_add_u64(doc, "last_fence", st->last_fence);
     /* --simple keys have no queue */
     json_object_object_add(doc, "waiters",
@@ -173,7 +177,7 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
 }
 
 static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st,
-                              dlock_client *c, const char *held_as)
+                              dlock_client *c, const char *url, const char *held_as)
 {
     unsigned f = k->flags;
 
@@ -196,14 +200,9 @@ static void print_status_text(const char *name, const cli_kind *k, const dlock_s
     else if (f & (DLOCK_READ | DLOCK_WRITE))
         printf("readers:    %u\n", st->shared);
     if (st->held) {
-        if (st->lease_ms >= 0)
-            printf("lease left: %.3f s%s\n", (double) st->lease_ms / 1000,
-                   st->owner[0] == '\0' ? " (the longest shared lease)" : "");
-        else {
-            printf("lease left: ");
-            cli_print_no_lease(dlock_client_caps(c), dlock_client_store(c));
-            putchar('\n');
-        }
+        printf("lease left: ");
+        cli_print_lease_left(c, url, f, st);
+        putchar('\n');
     }
     printf("last fence: %" PRIu64 "\n", st->last_fence);
     if (!(f & DLOCK_SIMPLE))
@@ -257,7 +256,7 @@ int cmd_status(int argc, char **argv)
         if (rc != DLOCK_OK)
             json_object_put(holders);
     } else if (!o.quiet) {
-        print_status_text(name, &o.kind, &st, c, held_as);
+        print_status_text(name, &o.kind, &st, c, o.url, held_as);
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);
@@ -284,7 +283,8 @@ int cmd_lock(int argc, char **argv)
         "Takes NAME with a fixed lease (-l, not renewed) and leaves it held when\n"
         "dlock exits. Prints '<owner token> <fence>'; pass the owner token to\n"
         "'dlock unlock --owner' or 'dlock extend --owner' from any process. Exit 1\n"
-        "(or -E CODE) if it is held by someone else; -q: no message then. --timeout\n"
+        "(or -E CODE) if it is held by someone else; -q: no message then, nor the\n"
+        "line that says who holds it after 1 s of waiting without -w. --timeout\n"
         "is -w. -v: how long taking it took, its fence and lease, on stderr.\n"
         "(To hold a lock with a renewed lease until interrupted: 'dlock run NAME'.)\n";
     cli_opts o;
@@ -322,7 +322,9 @@ int cmd_lock(int argc, char **argv)
     int rc = dlock_lock_open(c, name, o.kind.flags, &l);
     if (rc == DLOCK_OK) {
         int64_t asked_us = cli_now_us();
+        cli_waiting *notice = cli_waiting_start(c, &o, name);
         rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
+        cli_waiting_stop(notice);
         if (rc == DLOCK_OK) {
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
             fflush(stdout);

@@ -32,6 +32,8 @@ typedef struct cli_kind {
     unsigned take;         /* --take (default 1) */
     const char *names[64]; /* -m NAME... */
     size_t nnames;
+    char option[64]; /* the option that chose the kind as the user wrote it
+                        ("-s", "--read"), "" for the plain mutex */
 } cli_kind;
 
 /* Handles a kind option (an option code of options.c): 1 if it was one, 0
@@ -42,8 +44,9 @@ int cli_kind_check(cli_kind *k, const char *cmd, int allow_multi);
 /* The kind's name in messages and documents: "mutex", "fair", "simple",
  * "read-write" or "semaphore". */
 const char *cli_kind_name(const cli_kind *k);
-/* The option that chose the kind ("--simple", "-m"...), NULL for the plain
- * mutex: for a message on what a store cannot do. */
+/* The option that chose the kind as the user wrote it ("--simple", "-s",
+ * "-m"...), NULL for the plain mutex: for a message on what a store cannot
+ * do. */
 const char *cli_kind_option_text(const cli_kind *k);
 /* Opens the handle the options describe. */
 int cli_kind_open(dlock_client *c, const cli_kind *k, const char *name, dlock_lock **out);
@@ -160,6 +163,11 @@ int cli_errmsg_names(const char *name);
  * option is NULL: the subcommand itself), and EXIT_USAGE. */
 int cli_fail_unsupported(const char *cmd, const char *option);
 
+/* The kind option of the command line as the user wrote it ("" if none),
+ * set by cli_parse(): cli_fail_unsupported() names it when the store
+ * cannot do that kind. */
+extern char cli_kind_words[64];
+
 /* Opens the client, or prints why not and returns the exit code. */
 int cli_open(const char *url, dlock_client **out);
 
@@ -203,11 +211,31 @@ void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, 
                          int64_t took_us, int left_held);
 /* Prints the -v line of a release, after held_us held. */
 void cli_report_released(const dlock_lock *l, int64_t held_us);
-/* The status line of a lock held with no lease running out on a store of
- * capabilities caps (store: its name), without a newline. */
-void cli_print_no_lease(unsigned caps, const char *store);
+/* What keeps held lock st (of kind flags, read through url) held, for the
+ * status line "lease left: ...", without a newline: the lease left, or
+ * what holds it when no lease of its own runs out (its holder's session),
+ * and on an SQL store's session mode, a lease left by a holder whose
+ * session is gone. */
+void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, const dlock_status *st);
+/* Whether held lock st lives as long as its holder's session: no lease of
+ * its own on a session store, or, on a store without sessions, a holder
+ * that another mode's session holds (MariaDB's table mode sees session
+ * mode's holders). */
+int cli_held_by_session(unsigned caps, unsigned flags, const dlock_status *st);
 /* A monotonic clock in microseconds. */
 int64_t cli_now_us(void);
+
+/* waiting.c: after CLI_WAITING_NOTICE_MS of an acquisition that waits
+ * without a bound, one line on stderr: the lock waited for, who holds it
+ * (host, pid, label, as the store has it recorded) and how to bound or
+ * follow the wait. Not with -q, -v (the library's log follows the wait),
+ * -n or -w. cli_waiting_start() is called before the acquisition (NULL:
+ * nothing to stop), cli_waiting_stop() after it returns; o and name must
+ * outlive it. */
+#define CLI_WAITING_NOTICE_MS 1000
+typedef struct cli_waiting cli_waiting;
+cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);
+void cli_waiting_stop(cli_waiting *w);
 
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);

@@ -101,6 +101,8 @@ const char *cli_kind_name(const cli_kind *k)
 const char *cli_kind_option_text(const cli_kind *k)
 {
     unsigned f = k->flags;
+    if (k->option[0] != '\0')
+        return k->option;
     return f & DLOCK_SIMPLE      ? "--simple"
            : f & DLOCK_SEMAPHORE ? "--permits"
            : f & DLOCK_READ      ? "--read"

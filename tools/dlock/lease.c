@@ -123,12 +123,50 @@ void cli_report_released(const dlock_lock *l, int64_t held_us)
     fputc('\n', stderr);
 }
 
-void cli_print_no_lease(unsigned caps, const char *store)
+int cli_held_by_session(unsigned caps, unsigned flags, const dlock_status *st)
 {
+    /* a lock dlock took has a lease or a session; only a --simple key set
+     * by another client (no expiry) has neither */
+    return st->held && st->lease_ms < 0 && ((caps & DLOCK_CAP_SESSION) || !(flags & DLOCK_SIMPLE));
+}
+
+/* Whether the client's store is one of the SQL stores, whose session modes
+ * keep a row lease beside the session's lock (src/backend/mysql/README.md,
+ * src/backend/pg/README.md). */
+static int sql_store(dlock_client *c, int *mysql)
+{
+    const char *store = dlock_client_store(c);
+    *mysql = strcmp(store, "MariaDB/MySQL") == 0;
+    return *mysql || strcmp(store, "PostgreSQL") == 0;
+}
+
+void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, const dlock_status *st)
+{
+    unsigned caps = dlock_client_caps(c);
+    const char *store = dlock_client_store(c);
+    size_t len;
+    const char *mode = cli_url_option(url, "mode", &len);
+    int mysql, row = mode != NULL && len == 3 && strncmp(mode, "row", 3) == 0;
+
+    if (st->lease_ms >= 0) {
+        printf("%.3f s", (double) st->lease_ms / 1000);
+        if (st->owner[0] == '\0')
+            printf(" (the longest shared lease)");
+        else if ((caps & DLOCK_CAP_SESSION) && !row && sql_store(c, &mysql))
+            /* session mode shows no lease while the holder's connection
+             * has the lock: this lease is a holder's without one */
+            printf(" (no session holds it now: its holder's connection is gone%s; the name "
+                   "frees when this lease ends)",
+                   mysql ? ", or it is held in table or row mode" : "");
+        return;
+    }
     if (caps & DLOCK_CAP_SESSION)
         printf("none (held by its holder's %s session: freed within the session timeout if "
                "the holder dies)",
                store);
+    else if (!(flags & DLOCK_SIMPLE))
+        /* seen from a mode without sessions: another mode's holder */
+        printf("none (held by a session-mode holder: the name frees when its connection ends)");
     else
         printf("none (never expires)");
 }

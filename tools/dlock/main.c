@@ -269,6 +269,13 @@ static const char *instead(const char *cap, const char *url)
     return NULL;
 }
 
+/* Whether capability cap is a kind of lock, asked for by a kind option. */
+static int is_kind_cap(const char *cap)
+{
+    return strcmp(cap, "fair") == 0 || strcmp(cap, "read-write") == 0 ||
+           strcmp(cap, "semaphore") == 0 || strcmp(cap, "interop") == 0;
+}
+
 int cli_fail_unsupported(const char *cmd, const char *option)
 {
     const char *msg = dlock_errmsg();
@@ -295,6 +302,8 @@ int cli_fail_unsupported(const char *cmd, const char *option)
      * (with --simple and -l both given, the one refused), and what can
      * do it instead */
     const char *asked = cap_words[i].option != NULL ? cap_words[i].option : option;
+    if (is_kind_cap(cap_words[i].cap) && cli_kind_words[0] != '\0')
+        asked = cli_kind_words; /* as the user wrote it: -s, --shared, --read */
     const char *other = instead(cap_words[i].cap, opened_url);
     fprintf(stderr, "dlock %s: %s%s%.*s cannot do %s (capability \"%s\" is missing)%s%s\n", cmd,
             asked != NULL ? asked : "", asked != NULL ? ": " : "", (int) (cut - msg), msg,

@@ -77,6 +77,60 @@ static int bad_value(const char *cmd, const char *opt, const char *arg, const ch
     return EXIT_USAGE;
 }
 
+/* The edit distance of a[0..n) and b (insertions, deletions, substitutions
+ * and swaps of neighbours, each 1), or 3 when it is more than 2. */
+static int distance(const char *a, size_t n, const char *b)
+{
+    enum { MAXLEN = 32 };
+    int d[MAXLEN + 1][MAXLEN + 1];
+    size_t m = strlen(b);
+
+    if (n > MAXLEN || m > MAXLEN || (n > m ? n - m : m - n) > 2)
+        return 3;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int) i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int) j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m] > 2 ? 3 : d[n][m];
+}
+
+/* After getopt's "unrecognized option '--leese'": the long option of the
+ * subcommand (which accepts `accepted`) that word is likely a misspelling
+ * of, if one is near (1 or 2 edits; 1 for a short word). */
+static void suggest(const char *cmd, const char *word, unsigned accepted)
+{
+    const char *near = NULL;
+    int best = 3;
+
+    if (strncmp(word, "--", 2) != 0 || cli_is_option(word))
+        return; /* a short option, or an ambiguous or incomplete long one */
+    size_t n = strcspn(word + 2, "=");
+    for (size_t i = 0; i < NSPECS; i++) {
+        if (specs[i].bit != 0 && !(accepted & specs[i].bit))
+            continue;
+        int d = distance(word + 2, n, specs[i].name);
+        if (d < best && (d == 1 || n > 3)) {
+            best = d;
+            near = specs[i].name;
+        }
+    }
+    if (near != NULL)
+        fprintf(stderr, "dlock %s: did you mean --%s?\n", cmd, near);
+}
+
 int cli_is_option(const char *word)
 {
     if (word[0] != '-' || word[1] == '\0')
@@ -131,6 +185,8 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     return made;
 }
 
+char cli_kind_words[64];
+
 int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char *usage,
               cli_opts *o, int *first)
 {
@@ -173,6 +229,7 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
         char *end;
 
         if (spec == NULL) { /* getopt said what was wrong */
+            suggest(cmd, optind > 1 && optind <= argc ? argv[optind - 1] : "", accepted);
             fprintf(stderr, "Try 'dlock %s --help'.\n", cmd);
             return EXIT_USAGE;
         }
@@ -182,8 +239,12 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
         int k = cli_kind_option(&o->kind, opt, optarg, cmd);
         if (k < 0)
             return EXIT_USAGE;
-        if (k > 0)
+        if (k > 0) {
+            if (opt != CLI_OPT_TAKE && (opt != 'm' || o->kind.option[0] == '\0'))
+                snprintf(o->kind.option, sizeof o->kind.option, "%s", name);
+            snprintf(cli_kind_words, sizeof cli_kind_words, "%s", o->kind.option);
             continue;
+        }
         switch (opt) {
         case 'u':
             o->url = optarg;

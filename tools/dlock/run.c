@@ -72,7 +72,9 @@ static const char run_usage[] =
     "  -m, --multi NAME     a multi-lock: all the -m names or none (then no NAME)\n"
     "      --grace SECONDS  after a lost lock, SIGTERM then SIGKILL this much later (default 5)\n"
     "      --label TEXT     recorded with the hold, shown by 'dlock status' and 'dlock list'\n"
-    "  -q, --quiet          no message when the lock is not acquired\n"
+    "  -q, --quiet          no message when the lock is not acquired, nor while it\n"
+    "                       waits (without -w, -v, -q: one line on stderr after 1 s\n"
+    "                       of waiting says who holds the lock)\n"
     "  -v, --verbose        on stderr: how long taking the lock took, its fence and\n"
     "                       lease, its release, and what the library does (waits,\n"
     "                       hand-overs, renewal retries, losses); -vv: every step\n"
@@ -597,7 +599,9 @@ int cmd_run(int argc, char **argv)
         dlock_cancel(lock);
     pthread_mutex_unlock(&sig_mu);
     int64_t asked_us = cli_now_us();
+    cli_waiting *notice = cli_waiting_start(client, &o, name);
     rc = lease_ms > 0 ? dlock_acquire_for(lock, wait_ms, lease_ms) : dlock_acquire(lock, wait_ms);
+    cli_waiting_stop(notice);
     int64_t acquired_us = cli_now_us();
     pthread_mutex_lock(&sig_mu);
     waiting_lock = NULL;

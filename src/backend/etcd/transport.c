@@ -387,6 +387,16 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
                                c->max_reply);
         if (res == CURLE_OUT_OF_MEMORY || res == CURLE_WRITE_ERROR)
             return dlock__fail(DLOCK_ENOMEM, "%s %s: out of memory", c->label, path);
+        int never_answered = !atomic_load(&c->answered);
+        if ((res == CURLE_WEIRD_SERVER_REPLY || res == CURLE_UNSUPPORTED_PROTOCOL ||
+             res == CURLE_HTTP2) &&
+            never_answered)
+            /* another service's port, as if no etcd were there: the URL
+             * is what to fix (a MySQL server's greeting, say) */
+            return dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s answered, but not as etcd (not an HTTP/1.1 server: %s): "
+                               "another service's port?",
+                               c->hosts[ep], k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
         if (res == CURLE_WEIRD_SERVER_REPLY || res == CURLE_UNSUPPORTED_PROTOCOL ||
             res == CURLE_BAD_CONTENT_ENCODING || res == CURLE_HTTP2 ||
             res == CURLE_FILESIZE_EXCEEDED)
@@ -422,6 +432,14 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
             return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: cannot connect to %s: %s", c->label,
                                path, c->hosts[ep],
                                k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
+        if (res == CURLE_GOT_NOTHING && never_answered && c->n_hosts == 1)
+            /* closed without a word, and no reply before: no etcd does
+             * that, another service's port does (Redis, ZooKeeper and
+             * PostgreSQL close it at an HTTP request) */
+            return dlock__fail(DLOCK_EUNREACHABLE,
+                               "%s answered, but not as etcd (the connection broke before any "
+                               "HTTP reply: %s): another service's port?",
+                               c->hosts[ep], k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
         return dlock__fail(DLOCK_EUNREACHABLE,
                            "%s %s: connection to %s broke before the reply (the request may or "
                            "may not have run): %s",

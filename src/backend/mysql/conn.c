@@ -516,10 +516,25 @@ static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
                                       CLIENT_MULTI_STATEMENTS | CLIENT_FOUND_ROWS);
     while (st != 0) {
         if ((ev = step(p, c, st, &until, NULL, NULL, NULL, NULL)) < 0) {
+            struct sockaddr_storage peer;
+            socklen_t plen = sizeof peer;
+            int connected =
+                (st & MYSQL_WAIT_READ) &&
+                getpeername((int) mysql_get_socket(c->m), (struct sockaddr *) &peer, &plen) == 0;
             hang_up(c->m);
             c->m = NULL;
-            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
-                             (long long) ((dlock__now_us() - sent) / 1000));
+            if (connected)
+                /* a MySQL server greets at once: silence is another
+                 * service's port, waiting for its own first words */
+                rc = dlock__fail(DLOCK_EUNREACHABLE,
+                                 "%s: %s:%u accepted the connection, but sent no MySQL greeting "
+                                 "within %lld ms: another service's port (Redis, etcd, ZooKeeper "
+                                 "and PostgreSQL wait so), or a server that hangs",
+                                 p->label, p->host, p->port != 0 ? p->port : 3306u,
+                                 (long long) ((dlock__now_us() - sent) / 1000));
+            else
+                rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
+                                 (long long) ((dlock__now_us() - sent) / 1000));
             goto fail;
         }
         st = mysql_real_connect_cont(&ret, c->m, ev);

@@ -670,8 +670,18 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
     while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
         short ev = st == PGRES_POLLING_READING ? POLLIN : POLLOUT;
         if (!wait_fd(PQsocket(c->pg), ev, until)) {
-            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
-                             (long long) ((dlock__now_us() - sent) / 1000));
+            if (PQstatus(c->pg) != CONNECTION_STARTED)
+                /* connected, and the startup (or SSL request) not answered:
+                 * another service's port waits for its own first words */
+                rc = dlock__fail(DLOCK_EUNREACHABLE,
+                                 "%s: %s:%s accepted the connection, but did not answer as "
+                                 "PostgreSQL within %lld ms: another service's port (Redis, etcd "
+                                 "and ZooKeeper wait so), or a server that hangs",
+                                 p->label, p->host, p->port[0] ? p->port : "5432",
+                                 (long long) ((dlock__now_us() - sent) / 1000));
+            else
+                rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: no connection within %lld ms", p->label,
+                                 (long long) ((dlock__now_us() - sent) / 1000));
             goto fail;
         }
         st = PQconnectPoll(c->pg);
@@ -695,6 +705,13 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
             /* refused as a wrong password is: told at once, not retried */
             atomic_store(&p->reached, 1);
             rc = dlock__fail(DLOCK_ESERVER, "%s: %s (%s)", p->label, settings_refused(msg), msg);
+        } else if (strstr(msg, "invalid response to SSL negotiation") != NULL ||
+                   strstr(msg, "expected authentication request from server") != NULL) {
+            /* libpq's words for a first reply that is no PostgreSQL's */
+            rc = dlock__fail(DLOCK_EUNREACHABLE,
+                             "%s: %s:%s answered, but not as PostgreSQL (%s): another service's "
+                             "port (a MySQL or MariaDB server greets so: mysql://)?",
+                             p->label, p->host, p->port[0] ? p->port : "5432", msg);
         } else {
             rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, msg);
         }

@@ -433,6 +433,61 @@ static int first_commands(const dlock__rendpoint *ep, char **out)
     return *out != NULL ? len + (int) more : -1;
 }
 
+/* "host:port" (or the socket's path) of ep, for "H:P answered, but not as
+ * Redis". */
+static void where(const dlock__rendpoint *ep, char *buf, size_t n)
+{
+    if (ep->unix_path != NULL)
+        snprintf(buf, n, "%s", ep->unix_path);
+    else if (strchr(ep->host, ':') != NULL)
+        snprintf(buf, n, "[%s]:%d", ep->host, ep->port);
+    else
+        snprintf(buf, n, "%s:%d", ep->host, ep->port);
+}
+
+/* Whether the first bytes b[0..n) a server sent are a MySQL packet: 3
+ * bytes of length, sequence 0, then the greeting's protocol version 10 (or
+ * an error packet's 0xff). */
+static int mysql_packet(const unsigned char *b, size_t n)
+{
+    return n >= 5 && b[3] == 0 && (b[4] == 0x0a || b[4] == 0xff);
+}
+
+/* Whether the first bytes b[0..n) are no Redis server's: they do not start
+ * as a reply of RESP 2 or 3 does, or they are another protocol's. (A
+ * Redis-like reply that does not parse stays a bad reply: DLOCK_EPROTO.) */
+static int not_redis(const unsigned char *b, size_t n)
+{
+    return n > 0 && (b[0] == '\0' || strchr("+-:$*_,#!=(%~>|", b[0]) == NULL ||
+                     mysql_packet(b, n) || (n >= 2 && b[0] == 0x15 && b[1] == 0x03));
+}
+
+/* What sent the first bytes b[0..n) that are no Redis reply, as far as they
+ * tell: another store's first words, or the bytes themselves. */
+static void what_answered(const unsigned char *b, size_t n, char *out, size_t size)
+{
+    size_t len;
+
+    if (mysql_packet(b, n)) {
+        /* a packet of the MySQL protocol: 3 bytes of length, sequence 0,
+         * then the greeting's protocol version 10 (or an error packet) */
+        snprintf(out, size, "a MySQL or MariaDB server's %s: use mysql://",
+                 b[4] == 0x0a ? "greeting" : "error");
+        return;
+    }
+    if (n >= 5 && memcmp(b, "HTTP/", 5) == 0) {
+        snprintf(out, size, "an HTTP server's reply: etcd's port is etcd://");
+        return;
+    }
+    if (n >= 2 && b[0] == 0x15 && b[1] == 0x03) {
+        snprintf(out, size, "a TLS alert: the port takes TLS: use rediss://");
+        return;
+    }
+    len = (size_t) snprintf(out, size, "its first bytes:");
+    for (size_t i = 0; i < n && i < 12 && len + 4 < size; i++)
+        len += (size_t) snprintf(out + len, size - len, " %02x", b[i]);
+}
+
 /* The first exchange of every connection: AUTH, or without a password a
  * PING, so that a server that wants one says so now (NOAUTH), rather than
  * through a request it cuts off ("Protocol error: unauthenticated
@@ -507,19 +562,36 @@ refused:
                     "%s: connected, but no reply to %s in %lld ms (the server is stopped, hung "
                     "or overloaded)",
                     ep->label, step, (long long) ((dlock__now_us() - began_us) / 1000));
+    } else if (r == NULL && l->err == DLOCK__RLINK_EPROTO && l->exchanges <= 1 &&
+               not_redis(l->first, l->nfirst)) {
+        /* the first reply of the connection is none: another service's
+         * port (as if no Redis were there: the URL is what to fix) */
+        char at[300], what[160];
+        where(ep, at, sizeof at);
+        what_answered(l->first, l->nfirst, what, sizeof what);
+        *code = DLOCK_EUNREACHABLE;
+        dlock__fail(*code, "%s answered, but not as Redis (%s; to %s: %s)", at, what, step,
+                    l->errstr);
     } else if (r == NULL && l->err == DLOCK__RLINK_EPROTO) {
         /* the parser's: what came back is no reply (or one too large) */
         *code = DLOCK_EPROTO;
         dlock__fail(*code, "%s: server sent an invalid reply to %s (%s)", ep->label, step,
                     dlock__rreader_refused() ? "an array too large to be a reply" : l->errstr);
-    } else if (r == NULL) {
-        /* a TLS port drops a plain client's first bytes: say so */
+    } else if (r == NULL && l->nfirst == 0 && ep->tls == NULL && l->exchanges <= 1) {
+        /* closed at the first command without a word: no Redis does that
+         * (a refusal is a reply); another service's port does, and so
+         * does a port that takes TLS only */
+        char at[300];
+        where(ep, at, sizeof at);
         *code = DLOCK_EUNREACHABLE;
-        int hint = ep->tls == NULL && strstr(l->errstr, "reset by peer") != NULL;
-        dlock__fail(*code, "%s: %s: %s%s%s%s", ep->label, step, l->errstr,
-                    hint ? " (if the port takes TLS only, use " : "",
-                    hint ? (ep->tls_scheme != NULL ? ep->tls_scheme : "rediss://") : "",
-                    hint ? ")" : "");
+        dlock__fail(*code,
+                    "%s answered, but not as Redis (it closed the connection at %s: %s): "
+                    "another service's port (etcd, ZooKeeper, PostgreSQL close it so), or a Redis "
+                    "port that takes TLS only (then use %s)",
+                    at, step, l->errstr, ep->tls_scheme != NULL ? ep->tls_scheme : "rediss://");
+    } else if (r == NULL) {
+        *code = DLOCK_EUNREACHABLE;
+        dlock__fail(*code, "%s: %s: %s", ep->label, step, l->errstr);
     } else if (strncmp(r->str, "NOAUTH", 6) == 0) {
         *code = DLOCK_ESERVER;
         dlock__fail(*code,

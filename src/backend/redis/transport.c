@@ -549,6 +549,12 @@ static redisReply *exchange_once(dlock__rlink *l, int64_t deadline_us, const cha
         if (got == 0)
             return command_fail(l, DLOCK__RLINK_EIO, "Server closed the connection%s",
                                 no_cert_hint(l));
+        if (l->nfirst < sizeof l->first) {
+            size_t keep = sizeof l->first - l->nfirst < (size_t) got ? sizeof l->first - l->nfirst
+                                                                     : (size_t) got;
+            memcpy(l->first + l->nfirst, buf, keep);
+            l->nfirst += keep;
+        }
         if (l->reader->len - l->reader->pos + (size_t) got > (64u << 20) ||
             redisReaderFeed(l->reader, buf, (size_t) got) != REDIS_OK)
             return command_fail(l, DLOCK__RLINK_EPROTO, "a reply too large");

@@ -73,6 +73,9 @@ typedef struct dlock__rlink {
     int no_cert;         /* TLS, with no client certificate offered */
     int poll_first;      /* TLS: the last read had to wait (the reader's own) */
     char errstr[200];
+    unsigned char first[16]; /* the first bytes the server sent: what answered, when it is
+                                not Redis (the reader drops them on a protocol error) */
+    size_t nfirst;
 } dlock__rlink;
 
 /* Connects to host:port (or the unix socket path when host is NULL) within

@@ -167,8 +167,93 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     }
 }
 
+/* What answered a four-letter word with b[0..n) (not ZooKeeper), as far
+ * as its first bytes tell. */
+static void what_answered(const char *b, size_t n, char *out, size_t len)
+{
+    const unsigned char *u = (const unsigned char *) b;
+
+    if (n >= 1 && b[0] == '-')
+        snprintf(out, len, "a Redis server's error: use redis://");
+    else if (n >= 5 && memcmp(b, "HTTP/", 5) == 0)
+        snprintf(out, len, "an HTTP server's reply: etcd's port is etcd://");
+    else if (n >= 5 && u[3] == 0 && (u[4] == 0x0a || u[4] == 0xff))
+        snprintf(out, len, "a MySQL or MariaDB server's greeting: use mysql://");
+    else if (n >= 1 && b[0] == 'E')
+        snprintf(out, len, "a PostgreSQL server's error: use postgres://");
+    else {
+        size_t used = (size_t) snprintf(out, len, "its first bytes:");
+        for (size_t i = 0; i < n && i < 12 && used + 4 < len; i++)
+            used += (size_t) snprintf(out + used, len - used, " %02x", u[i]);
+    }
+}
+
+/* On fd, connected to host:port and not yet a session: asks the
+ * four-letter word srvr, which every ZooKeeper answers (with its stats, or
+ * that the word is not allowed), and reads the answer for a second at most
+ * (by until_us). 0 when ZooKeeper answered, or nothing did (a server that
+ * is only slow), -2 when something else answered, or closed the
+ * connection without a word (why says what). A session is not made: a
+ * four-letter word's connection is the server's for that word alone. */
+static int ask_srvr(int fd, const char *host, const char *port, int64_t until_us, char *why,
+                    size_t len)
+{
+    static const char word[] = "srvr\r\n"; /* the line end: Redis reads a line */
+    char got[256];
+    size_t n = 0;
+    int closed = 0;
+    int64_t end = dlock__now_us() + 1000000;
+
+    if (end > until_us)
+        end = until_us;
+    if (send(fd, word, sizeof word - 1, MSG_NOSIGNAL) != (ssize_t) (sizeof word - 1))
+        return 0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int64_t left_ms = (end - dlock__now_us()) / 1000;
+        if (left_ms <= 0)
+            break;
+        int ready = poll(&p, 1, (int) left_ms);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready != 1)
+            break;
+        ssize_t r = recv(fd, got + n, sizeof got - 1 - n, 0);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0) {
+            closed = 1; /* at its end, or reset */
+            break;
+        }
+        n += (size_t) r;
+        got[n] = '\0';
+        if (n == sizeof got - 1 || strchr(got, '\n') != NULL) /* a line is enough to tell */
+            break;
+    }
+    got[n] = '\0';
+    if (strstr(got, "Zookeeper version") != NULL || strstr(got, "is not executed") != NULL ||
+        strstr(got, "not currently serving") != NULL)
+        return 0;
+    if (n > 0) {
+        char what[160];
+        what_answered(got, n, what, sizeof what);
+        snprintf(why, len, "%s:%s answered, but not as ZooKeeper (%s)", host, port, what);
+        return -2;
+    }
+    if (!closed)
+        return 0; /* silent: perhaps a ZooKeeper that is slow */
+    snprintf(why, len,
+             "%s:%s answered, but not as ZooKeeper (it closed the connection at a four-letter "
+             "word without a word: another service's port, as PostgreSQL's, or a ZooKeeper at "
+             "its limit of connections from this host)",
+             host, port);
+    return -2;
+}
+
 /* One host:port of a host list: connects (a socket of our own, closed at
- * once) within until_us. 0 when it accepted, else -1 with the cause in why. */
+ * once) within until_us, and asks it a four-letter word (ask_srvr). 0 when
+ * it accepted, -2 when what accepted is not ZooKeeper, else -1; with the
+ * cause in why. */
 static int probe_one(const char *host, const char *port, int64_t until_us, char *why, size_t len)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
@@ -197,30 +282,33 @@ static int probe_one(const char *host, const char *port, int64_t until_us, char 
                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
                 err = errno;
         }
+        int answer = err == 0 ? ask_srvr(fd, host, port, until_us, why, len) : 0;
         close(fd);
-        if (err == 0)
-            break;
+        if (err == 0) {
+            freeaddrinfo(res);
+            return answer;
+        }
     }
     freeaddrinfo(res);
-    if (err == 0)
-        return 0;
     snprintf(why, len, "connect: %s", strerror(err));
     return -1;
 }
 
 /* Why there is no session: the client library keeps trying and does not
  * say (its log is quiet), so connect to each host ourselves, by until_us.
- * 1 if one of them accepts (the server is there; the session is only
- * slow), else 0 with each host's cause in why ("127.0.0.1:1: connect:
- * Connection refused"). */
+ * 1 if one of them accepts as ZooKeeper, or says nothing (the server is
+ * there; the session is only slow), else 0 with each host's cause in why
+ * ("127.0.0.1:1: connect: Connection refused"), or -2 when one of them is
+ * another service ("H:P answered, but not as ZooKeeper (...)"). */
 static int probe_hosts(const char *hosts, int64_t until_us, char *why, size_t len)
 {
     size_t used = 0;
+    int not_zk = 0;
 
     why[0] = '\0';
     for (const char *p = hosts; *p != '\0';) {
         size_t n = strcspn(p, ",");
-        char item[300], cause[200];
+        char item[300], cause[700];
         snprintf(item, sizeof item, "%.*s", (int) n, p);
         p += n + (p[n] == ',');
         char *colon = strrchr(item, ':'), *host = item;
@@ -231,14 +319,19 @@ static int probe_hosts(const char *hosts, int64_t until_us, char *why, size_t le
             host++;
             colon[-1] = '\0';
         }
-        if (probe_one(host, colon + 1, until_us, cause, sizeof cause) == 0)
+        int probed = probe_one(host, colon + 1, until_us, cause, sizeof cause);
+        if (probed == 0)
             return 1;
-        int w = snprintf(why + used, len - used, "%s%s%s%s:%s: %s", used ? "; " : "",
-                         host != item ? "[" : "", host, host != item ? "]" : "", colon + 1, cause);
+        if (probed == -2)
+            not_zk = 1;
+        int w = probed == -2 ? snprintf(why + used, len - used, "%s%s", used ? "; " : "", cause)
+                             : snprintf(why + used, len - used, "%s%s%s%s:%s: %s", used ? "; " : "",
+                                        host != item ? "[" : "", host, host != item ? "]" : "",
+                                        colon + 1, cause);
         if (w > 0)
             used += (size_t) w < len - used ? (size_t) w : len - used - 1;
     }
-    return 0;
+    return not_zk ? -2 : 0;
 }
 
 static void quiet_log(const char *message)
@@ -345,7 +438,11 @@ static int first_round_trip(dlock__zconn *c, int64_t until)
     int64_t sent = dlock__now_us();
 
     pthread_mutex_lock(&c->mu);
-    int quick = !c->auth && sent - c->opened < c->timeout_ms * 1000 / 2;
+    /* (a timeout of more than an hour is no ZooKeeper's: another service
+     * that libzookeeper read as one, as a MySQL greeting; the round trip
+     * tells) */
+    int quick =
+        !c->auth && sent - c->opened < c->timeout_ms * 1000 / 2 && c->timeout_ms <= 3600 * 1000;
     pthread_mutex_unlock(&c->mu);
     if (quick) {
         sent = c->opened;
@@ -415,6 +512,15 @@ int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
             pthread_mutex_lock(&c->mu);
             c->probing = 0;
             pthread_cond_broadcast(&c->cv);
+            if (rc != DLOCK_OK && !asked && c->state != DEAD) {
+                /* the first round trip failed: is it ZooKeeper there? */
+                asked = 1;
+                pthread_mutex_unlock(&c->mu);
+                accepted = probe_hosts(c->hosts, until, why, sizeof why);
+                pthread_mutex_lock(&c->mu);
+                if (accepted == -2)
+                    break;
+            }
             if (rc != DLOCK_OK && c->state != DEAD && dlock__now_us() < until) {
                 /* a connection lost meanwhile: the library connects again;
                  * try once more after a moment */
@@ -438,7 +544,7 @@ int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
             pthread_mutex_lock(&c->mu);
             c->asking = 0;
             pthread_cond_broadcast(&c->cv);
-            if (!accepted && c->state == CONNECTING)
+            if (accepted <= 0 && c->state == CONNECTING)
                 break;
             continue;
         }
@@ -454,6 +560,8 @@ int dlock__zconn_ready(dlock__zconn *c, int64_t deadline_us)
     if (state == DEAD && auth_failed)
         return dlock__fail(DLOCK_ESERVER, "%s: authentication failed (digest user:password)",
                            c->label);
+    if (asked && accepted == -2) /* another service's port: the URL is what to fix */
+        return dlock__fail(DLOCK_EUNREACHABLE, "%s: %s", c->label, why);
     if (rc != DLOCK_OK)
         return rc;
     if (state == DEAD)

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/* waiting.c - the one line a blocked acquisition prints, so that a `dlock
+ * run NAME -- cmd` that waits (by default for ever) is not silent.
+ *
+ * A thread of its own sleeps CLI_WAITING_NOTICE_MS; if the acquisition has
+ * not returned by then, it asks the store who holds the lock (the client is
+ * shared by threads, dlock.h) and prints one line on stderr: the name, who
+ * holds it as the store has it recorded (host, pid, label), and what the
+ * user can do (-w, -v). An acquisition that ends first, or while the store
+ * is asked, prints nothing: the line is printed under the same mutex that
+ * the end of the wait takes. Nothing on stdout: scripts parse it. */
+#include "cli.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct cli_waiting {
+    dlock_client *client;
+    const cli_kind *kind;
+    const char *name; /* NULL for a multi-lock: kind->names */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done; /* the acquisition returned */
+};
+
+/* What the store says of the holders: the first one, and how many. */
+typedef struct holders_seen {
+    unsigned n;
+    char owner[80], host[80], label[80];
+    long pid;
+} holders_seen;
+
+static void note_holder(const dlock_holder *h, void *arg)
+{
+    holders_seen *s = arg;
+
+    if (s->n++ > 0)
+        return;
+    snprintf(s->owner, sizeof s->owner, "%s", h->owner);
+    snprintf(s->host, sizeof s->host, "%s", h->host);
+    snprintf(s->label, sizeof s->label, "%s", h->label);
+    s->pid = h->pid;
+}
+
+/* Appends text to buf (of size n) with control characters as \xNN (a
+ * label or a foreign owner is not ours to trust). */
+static void append_text(char *buf, size_t n, const char *text)
+{
+    size_t len = strlen(buf);
+
+    for (const unsigned char *p = (const unsigned char *) text; *p != '\0' && len + 5 < n; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            len += (size_t) snprintf(buf + len, n - len, "\\x%02x", *p);
+        else
+            buf[len++] = (char) *p;
+    }
+    buf[len] = '\0';
+}
+
+/* "held by pid 4242 on host1, label nightly", "held by owner T",
+ * or, for nobody the store names, how it stands. */
+static void describe(const holders_seen *s, int rc, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (rc != DLOCK_OK) {
+        snprintf(buf, n, "held by a holder the store does not name");
+        return;
+    }
+    if (s->n == 0) {
+        /* freed since, or a fair queue ahead of us */
+        snprintf(buf, n, "with waiters ahead in its queue");
+        return;
+    }
+    if (s->pid != 0) {
+        snprintf(buf, n, "held by pid %ld on ", s->pid);
+        append_text(buf, n, s->host);
+        if (s->label[0] != '\0') {
+            append_text(buf, n, ", label ");
+            append_text(buf, n, s->label);
+        }
+    } else {
+        /* a hold without dlock's record: another library's, or --simple */
+        append_text(buf, n, "held by owner '");
+        append_text(buf, n, s->owner);
+        append_text(buf, n, "' (the store records no host or pid for it)");
+    }
+    if (s->n > 1) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, " and %u other holder%s", s->n - 1, s->n == 2 ? "" : "s");
+    }
+}
+
+/* The lock of the query for the kind: dlock_query_holders() takes the
+ * kind's flags (a multi-lock's members are plain or fair). */
+static unsigned query_flags(const cli_kind *k)
+{
+    return k->nnames > 0 ? k->flags & DLOCK_FAIR : k->flags;
+}
+
+static void *notice_thread(void *arg)
+{
+    cli_waiting *w = arg;
+    struct timespec until;
+    char who[400] = "", what[300] = "";
+    holders_seen seen;
+    int rc = DLOCK_OK;
+
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += CLI_WAITING_NOTICE_MS / 1000;
+    until.tv_nsec += (long) (CLI_WAITING_NOTICE_MS % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && pthread_cond_timedwait(&w->cond, &w->mu, &until) != ETIMEDOUT) {
+    }
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        return NULL;
+
+    /* the first name held is the one waited for */
+    size_t nnames = w->kind->nnames > 0 ? w->kind->nnames : 1;
+    for (size_t i = 0; i < nnames; i++) {
+        const char *name = w->kind->nnames > 0 ? w->kind->names[i] : w->name;
+        memset(&seen, 0, sizeof seen);
+        rc = dlock_query_holders(w->client, name, query_flags(w->kind), note_holder, &seen);
+        if (rc != DLOCK_OK || seen.n > 0 || i == nnames - 1) {
+            append_text(what, sizeof what, "'");
+            append_text(what, sizeof what, name);
+            append_text(what, sizeof what, "'");
+            if (nnames > 1)
+                append_text(what, sizeof what, " (of the multi-lock)");
+            break;
+        }
+    }
+    describe(&seen, rc, who, sizeof who);
+    pthread_mutex_lock(&w->mu);
+    if (!w->done)
+        fprintf(stderr,
+                "dlock: waiting for lock %s, %s; -w SECONDS bounds the wait, -v follows it\n", what,
+                who);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name)
+{
+    cli_waiting *w;
+
+    /* -q: nothing; -v: the library's log follows the wait; -w, -n: the
+     * user bounded it */
+    if (o->quiet || o->verbose > 0 || o->wait_ms != DLOCK_WAIT_FOREVER)
+        return NULL;
+    w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL; /* the line is a courtesy: the wait goes on without it */
+    w->client = c;
+    w->kind = &o->kind;
+    w->name = name;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&w->mu, NULL);
+    if (pthread_create(&w->thread, NULL, notice_thread, w) != 0) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void cli_waiting_stop(cli_waiting *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+    /* at most one query's time (the client's command timeout) */
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
