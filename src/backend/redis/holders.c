@@ -14,32 +14,6 @@
 #define MGET_MAX   1024 /* owner records read per MGET */
 #define SCAN_COUNT "1000"
 
-/* ---------------------------------------------------------------- replica */
-
-void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline)
-{
-    const char *argv[1] = {"ROLE"};
-    size_t lens[1] = {4};
-    dlock__rcmd cmd = {1, argv, lens};
-    redisReply *r = NULL;
-
-    /* a cluster's reads go to masters; a URL that names a replica reads it
-     * as well as a master (a lock is never taken there: READONLY) */
-    if (b->cluster != NULL || atomic_exchange(&b->role_asked, 1))
-        return;
-    /* a server without ROLE (renamed, or refused by an ACL) reads on */
-    if (dlock__redis_call(c, &cmd, deadline, &r) != DLOCK_OK)
-        return;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "slave") == 0 &&
-        r->element[1]->type == REDIS_REPLY_STRING && r->element[2]->type == REDIS_REPLY_INTEGER)
-        DLOCK__LOG(b->base.host.log, DLOCK_LOG_WARN,
-                   "%s: reading a replica (of %s:%lld): what it shows may lag the master; point "
-                   "the URL at the master (or use redis+sentinel://) for what holds now",
-                   b->label, r->element[1]->str, (long long) r->element[2]->integer);
-    freeReplyObject(r);
-}
-
 /* ---------------------------------------------------------------- holders */
 
 int dlock__redis_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,

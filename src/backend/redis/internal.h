@@ -29,7 +29,7 @@ typedef struct rbackend {
     dlock__rshards *shards;     /* redis+cluster://: its sharded pub/sub notices (shards.h) */
     dlock__rtls *tls;           /* rediss://: ep.tls (transport.h); NULL: plain */
     atomic_int reached;         /* a connection was made (ep.reached) */
-    atomic_int role_asked;      /* status or list asked ROLE (holders.c) */
+    atomic_int role_asked;      /* status or list asked ROLE (replicas.c) */
     char *host, *unix_path, *user, *password, *label;
     dlock__rconn *pool[MAX_POOL];
     size_t npool;
@@ -135,6 +135,9 @@ int dlock__redis_unconfirmed(const rbackend *b, long long acked);
 long long dlock__redis_replicas_connected(rbackend *b, dlock__rconn *c, int64_t deadline);
 /* At close: the idle connections of wait=N. */
 void dlock__redis_replicas_close(rbackend *b);
+/* Before the first read of status or list: when the server is a replica,
+ * whose data may lag its master's, a warning in the client's log (once). */
+void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline);
 
 /* waiting.c */
 /* Whether hand-over notices reach this client's waiters of l now (no
@@ -156,9 +159,6 @@ int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *toke
 int dlock__redis_extend(dlock__store *s, dlock__store_lock *l, const char *token, int64_t lease_ms,
                         int at_least, int64_t deadline);
 int dlock__redis_query(dlock__store *s, dlock__store_lock *l, dlock_status *st, int64_t deadline);
-/* Before the first read of status or list: when the server is a replica,
- * whose data may lag its master's, a warning in the client's log (once). */
-void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline);
 int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline);
 
 /* owner.c */
