@@ -44,6 +44,12 @@ struct dlock__rlround {
     dlock__rlanswer answers[DLOCK__REDLOCK_MAX_NODES];
     dlock__rlanswer snap[DLOCK__REDLOCK_MAX_NODES];
     size_t nnodes, ndone;
+    /* The caller's test while it waits (NULL: nobody waits): a worker
+     * wakes the caller only when its answer decides the round (or is the
+     * last), not for every answer, so that a round costs its caller one
+     * wake-up. */
+    int (*decided)(void *arg, const dlock__rlanswer *a, size_t n);
+    void *decided_arg;
 };
 
 typedef struct job {
@@ -232,11 +238,14 @@ const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,
 {
     struct timespec ts = {until_us / 1000000, (long) (until_us % 1000000) * 1000};
     pthread_mutex_lock(&r->mu);
+    r->decided = decided;
+    r->decided_arg = arg;
     while (r->ndone < r->nnodes && !decided(arg, r->answers, r->nnodes)) {
         if (dlock__now_us() >= until_us)
             break;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
+    r->decided = NULL; /* (arg may be gone once this returns) */
     memcpy(r->snap, r->answers, r->nnodes * sizeof r->snap[0]);
     pthread_mutex_unlock(&r->mu);
     return r->snap;
@@ -351,7 +360,10 @@ static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, co
     snprintf(a->err, sizeof a->err, "%s", err);
     a->done = 1;
     r->ndone++;
-    pthread_cond_broadcast(&r->cv);
+    /* the caller's test runs here, under the round's lock, as in its wait */
+    if (r->decided != NULL &&
+        (r->ndone == r->nnodes || r->decided(r->decided_arg, r->answers, r->nnodes)))
+        pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     round_unref(r);
 }
