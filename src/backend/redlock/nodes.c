@@ -22,6 +22,7 @@
 #include "../../base/error.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,6 +469,15 @@ static void *worker(void *arg)
     job *batch[MAX_BATCH];
     pthread_mutex_lock(&nd->mu);
     for (;;) {
+        if (nd->head == NULL && !nd->stop) {
+            /* Let the caller that was just answered run first: its next
+             * round (the release after a take) is often queued by the time
+             * this thread runs again, and then neither side makes a futex
+             * call (as ../../base/park.h). */
+            pthread_mutex_unlock(&nd->mu);
+            sched_yield();
+            pthread_mutex_lock(&nd->mu);
+        }
         while (nd->head == NULL && !nd->stop)
             pthread_cond_wait(&nd->cv, &nd->mu);
         if (nd->head == NULL)
