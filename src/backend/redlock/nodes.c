@@ -77,6 +77,7 @@ typedef struct node {
     int refused_rc;
     char refused[256];
     int ended; /* the worker is done (under the nodes' mu) */
+    int idle;  /* the worker waits for a job (under mu) */
 } node;
 
 struct dlock__rlnodes {
@@ -193,8 +194,12 @@ static void enqueue(dlock__rlnodes *ns, dlock__rlround *r, size_t i)
     else
         nd->head = j;
     nd->tail = j;
-    pthread_cond_signal(&nd->cv);
+    int idle = nd->idle;
     pthread_mutex_unlock(&nd->mu);
+    /* signalled once the lock is let go: woken under it, the worker would
+     * only block on it again (a context switch more on a busy machine) */
+    if (idle)
+        pthread_cond_signal(&nd->cv);
 }
 
 static void prepare(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
@@ -362,10 +367,12 @@ static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, co
     a->done = 1;
     r->ndone++;
     /* the caller's test runs here, under the round's lock, as in its wait */
-    if (r->decided != NULL &&
-        (r->ndone == r->nnodes || r->decided(r->decided_arg, r->answers, r->nnodes)))
-        pthread_cond_broadcast(&r->cv);
+    int wake = r->decided != NULL &&
+               (r->ndone == r->nnodes || r->decided(r->decided_arg, r->answers, r->nnodes));
     pthread_mutex_unlock(&r->mu);
+    /* (after the lock, as in enqueue; the worker's reference keeps r) */
+    if (wake)
+        pthread_cond_broadcast(&r->cv);
     round_unref(r);
 }
 
@@ -478,8 +485,11 @@ static void *worker(void *arg)
             sched_yield();
             pthread_mutex_lock(&nd->mu);
         }
-        while (nd->head == NULL && !nd->stop)
+        while (nd->head == NULL && !nd->stop) {
+            nd->idle = 1;
             pthread_cond_wait(&nd->cv, &nd->mu);
+            nd->idle = 0;
+        }
         if (nd->head == NULL)
             break; /* stopped, and nothing left to send */
         size_t n = 0;
