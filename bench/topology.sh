@@ -13,6 +13,10 @@
 # then the medians as a Markdown table with dlock's ratio to the best peer.
 # Needs Node.js with npm (scripts/deps.sh --bench). Loads every core: quote
 # the ratios, not the numbers.
+#
+# BEFORE=path/to/dlock (a build of an earlier commit, with its own library)
+# runs that one too, in the same rounds, as the column "dlock (before)",
+# with the ratio after / before: a change measured on one machine in one run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -50,6 +54,11 @@ node_topo() { (cd bench/peers && node node_topo.js "$topo" "$ports" "$@"); }
 results=$tmp/results.jsonl
 for r in $(seq 1 "$rounds"); do
   for wl in seq par hot; do
+    if [ -n "${BEFORE:-}" ]; then
+      if [ $wl = hot ]; then shape="--procs 8"; else shape="--threads 50"; fi
+      "$BEFORE" bench -u "$url" --workload $wl $shape --seconds "$secs" |
+        sed 's/"lib":"dlock"/"lib":"dlock-before"/' | tee -a "$results"
+    fi
     if [ $wl = hot ]; then
       "$out/bin/dlock" bench -u "$url" --workload hot --procs 8 --seconds "$secs" | tee -a "$results"
       for lib in redlock redlock-fast semaphore; do
@@ -72,21 +81,29 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 def wl_of(r):
     return "hot" if r["wl"] in ("hot", "hot-procs") else r["wl"]
 def lib_of(r):
+    if r["lib"] == "dlock-before":
+        return "dlock (before)"
     return "dlock" if r["lib"].startswith("dlock") else r["lib"]
 med = {}
 for r in rows:
     med.setdefault((lib_of(r), wl_of(r)), []).append(r["cycles_per_s"])
-libs = ["dlock"] + sorted({l for l, _ in med if l != "dlock"})
-print(f"| {sys.argv[2]}: cycles/s (median) | " + " | ".join(libs) + " | dlock / best peer |")
-print("|---" * (len(libs) + 2) + "|")
+ours = ["dlock"] + (["dlock (before)"] if any(l == "dlock (before)" for l, _ in med) else [])
+libs = ours + sorted({l for l, _ in med if l not in ours})
+extra = " dlock / before |" if len(ours) > 1 else ""
+print(f"| {sys.argv[2]}: cycles/s (median) | " + " | ".join(libs) + " | dlock / best peer |" + extra)
+print("|---" * (len(libs) + 2 + (len(ours) > 1)) + "|")
+def median_of(l, wl):
+    return statistics.median(med[(l, wl)]) if (l, wl) in med else None
 for wl in ("seq", "par", "hot"):
     cells, best = [], 0
     for l in libs:
-        v = statistics.median(med[(l, wl)]) if (l, wl) in med else None
+        v = median_of(l, wl)
         cells.append("-" if v is None else f"{v:,.0f}")
-        if l != "dlock" and v is not None:
+        if l not in ours and v is not None:
             best = max(best, v)
-    d = statistics.median(med[("dlock", wl)]) if ("dlock", wl) in med else 0
+    d = median_of("dlock", wl) or 0
     ratio = f"{d / best:.2f}x" if best else "-"
-    print(f"| {wl} | " + " | ".join(cells) + f" | {ratio} |")
+    before = median_of("dlock (before)", wl)
+    tail = (f" {d / before:.2f}x |" if before else " - |") if extra else ""
+    print(f"| {wl} | " + " | ".join(cells) + f" | {ratio} |" + tail)
 PY

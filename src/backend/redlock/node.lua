@@ -5,8 +5,11 @@
 -- ARGV[1] names the step:
 --   take TOKEN LEASE_MS OTHER MARK_MS RECORD INFO RECORD_MS
 --                          -> {1, counter} taken (or already ours: lease set again);
---                             counter: the fence counter, or the node's clock in µs if higher
---                             {0, counter, pttl} held by another owner
+--                             counter: the fence counter, moved on by the take and
+--                             stored: one more than it was, or the node's clock in µs
+--                             for a name it has no counter for
+--                             {0, counter, pttl} held by another owner (counter as it
+--                             is, or the node's clock if it has none)
 --                             {0, counter, pttl, 1} OTHER, the name's key of the other
 --                             layout (the interop key N, or the mutex's L), is held:
 --                             one name is one lock. OTHER is looked at with pcall (an
@@ -42,17 +45,19 @@ local function record_of(v)
   return ''
 end
 if op == 'take' then
-  -- The counter is never below the node's clock in microseconds (as the
-  -- Redis backend's fences): a node that comes back without its data, after
-  -- the delayed restart the README asks for, starts above every fence given
-  -- before it went down, as long as the nodes' clocks agree within that
-  -- delay. (Lua's numbers hold microseconds since 1970 exactly.)
+  -- A take moves the name's counter on and stores it (README: the fence):
+  -- one more than it was, so that nodes that agree stay agreed and the
+  -- acquisition needs no write-back; or, for a name the node has no counter
+  -- for (a new name, a node back without its data after the delayed restart
+  -- the README asks for), the node's clock in microseconds, which is above
+  -- every fence given before it went down as long as the nodes' clocks agree
+  -- within that delay: a counter starts at a clock and grows by one a take,
+  -- slower than the clock. (Lua's numbers hold microseconds since 1970
+  -- exactly; '%.0f' writes them without an exponent.)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  if counter < now then
-    counter = now
-  end
+  local stored = tonumber(redis.call('GET', KEYS[2]) or '')
+  local counter = stored or now
   if ARGV[6] ~= '' then
     redis.pcall('SET', ARGV[6], ARGV[7], 'PX', ARGV[8])
   end
@@ -68,6 +73,10 @@ if op == 'take' then
   end
   local function taken()
     redis.call('ZREM', KEYS[3], ARGV[2])
+    if stored then
+      counter = stored + 1
+    end
+    redis.call('SET', KEYS[2], string.format('%.0f', counter))
     return {1, counter}
   end
   if ARGV[4] ~= '' then

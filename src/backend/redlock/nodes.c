@@ -22,6 +22,7 @@
 #include "../../base/error.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,12 @@ struct dlock__rlround {
     dlock__rlanswer answers[DLOCK__REDLOCK_MAX_NODES];
     dlock__rlanswer snap[DLOCK__REDLOCK_MAX_NODES];
     size_t nnodes, ndone;
+    /* The caller's test while it waits (NULL: nobody waits): a worker
+     * wakes the caller only when its answer decides the round (or is the
+     * last), not for every answer, so that a round costs its caller one
+     * wake-up. */
+    int (*decided)(void *arg, const dlock__rlanswer *a, size_t n);
+    void *decided_arg;
 };
 
 typedef struct job {
@@ -70,6 +77,7 @@ typedef struct node {
     int refused_rc;
     char refused[256];
     int ended; /* the worker is done (under the nodes' mu) */
+    int idle;  /* the worker waits for a job (under mu) */
 } node;
 
 struct dlock__rlnodes {
@@ -186,8 +194,12 @@ static void enqueue(dlock__rlnodes *ns, dlock__rlround *r, size_t i)
     else
         nd->head = j;
     nd->tail = j;
-    pthread_cond_signal(&nd->cv);
+    int idle = nd->idle;
     pthread_mutex_unlock(&nd->mu);
+    /* signalled once the lock is let go: woken under it, the worker would
+     * only block on it again (a context switch more on a busy machine) */
+    if (idle)
+        pthread_cond_signal(&nd->cv);
 }
 
 static void prepare(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
@@ -232,11 +244,14 @@ const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,
 {
     struct timespec ts = {until_us / 1000000, (long) (until_us % 1000000) * 1000};
     pthread_mutex_lock(&r->mu);
+    r->decided = decided;
+    r->decided_arg = arg;
     while (r->ndone < r->nnodes && !decided(arg, r->answers, r->nnodes)) {
         if (dlock__now_us() >= until_us)
             break;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
+    r->decided = NULL; /* (arg may be gone once this returns) */
     memcpy(r->snap, r->answers, r->nnodes * sizeof r->snap[0]);
     pthread_mutex_unlock(&r->mu);
     return r->snap;
@@ -351,8 +366,13 @@ static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, co
     snprintf(a->err, sizeof a->err, "%s", err);
     a->done = 1;
     r->ndone++;
-    pthread_cond_broadcast(&r->cv);
+    /* the caller's test runs here, under the round's lock, as in its wait */
+    int wake = r->decided != NULL &&
+               (r->ndone == r->nnodes || r->decided(r->decided_arg, r->answers, r->nnodes));
     pthread_mutex_unlock(&r->mu);
+    /* (after the lock, as in enqueue; the worker's reference keeps r) */
+    if (wake)
+        pthread_cond_broadcast(&r->cv);
     round_unref(r);
 }
 
@@ -456,8 +476,20 @@ static void *worker(void *arg)
     job *batch[MAX_BATCH];
     pthread_mutex_lock(&nd->mu);
     for (;;) {
-        while (nd->head == NULL && !nd->stop)
+        if (nd->head == NULL && !nd->stop) {
+            /* Let the caller that was just answered run first: its next
+             * round (the release after a take) is often queued by the time
+             * this thread runs again, and then neither side makes a futex
+             * call (as ../../base/park.h). */
+            pthread_mutex_unlock(&nd->mu);
+            sched_yield();
+            pthread_mutex_lock(&nd->mu);
+        }
+        while (nd->head == NULL && !nd->stop) {
+            nd->idle = 1;
             pthread_cond_wait(&nd->cv, &nd->mu);
+            nd->idle = 0;
+        }
         if (nd->head == NULL)
             break; /* stopped, and nothing left to send */
         size_t n = 0;

@@ -73,7 +73,10 @@ void dlock__rlround_send(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline
 void dlock__rlround_send_to(dlock__rlnodes *ns, dlock__rlround *r, size_t i, int64_t deadline_us);
 /* Waits until decided(arg, answers, n) returns nonzero, every node has
  * answered, or until_us; answers[i] is node i's (done 0: not yet). decided
- * runs with the round's lock held, on the caller's thread. On return
+ * runs with the round's lock held, on the caller's thread or on a worker's
+ * as an answer comes in (only while the caller waits: so it reads only arg
+ * and the answers, and must not block), so that the caller is woken once,
+ * when it can decide. On return
  * `answers` is a snapshot the caller may read until it drops the round:
  * an entry done stays as it is. */
 const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,

@@ -246,13 +246,20 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         goto out;
     }
     if (taken >= b->quorum) {
-        uint64_t fence = (uint64_t) counter + 1;
+        /* The highest counter the take stored; where a quorum of the
+         * nodes that took it stored that very value, the take was its
+         * write-back (README: Fence), else it is written back now. */
+        uint64_t fence = (uint64_t) counter;
+        size_t stored = 0;
+        for (size_t i = 0; i < b->n; i++)
+            stored +=
+                dlock__rl_said(&a[i], 0) == 1 && dlock__rl_int_at(a[i].replies[0], 1, 0) == counter;
         if (dlock__now_us() >= valid_until) {
             rc = dlock__fail(DLOCK_EUNREACHABLE,
                              "%s: a quorum answered only after the lease of %" PRId64
                              " ms had run out",
                              b->label, att->lease_ms);
-        } else {
+        } else if (stored < b->quorum) {
             rc = write_fence(b, l, fence, until, bound);
         }
         if (rc == DLOCK_OK && dlock__now_us() >= valid_until)
