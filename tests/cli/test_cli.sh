@@ -1635,7 +1635,16 @@ test_hold_without_command()
     token=${line% *}
     fence=${line#* }
     expect_eq "held under that owner token" "\"$token\"" "$(field s-hold owner)"
-    expect_eq "with that fence" "\"$fence\"" "$(field s-hold last_fence_str)"
+    if [ "$STORE" = redlock ]; then
+        # the highest counter that answered: a node that took the name after
+        # the quorum decided moved its counter on past the fence (README)
+        local seen
+        seen=$(field s-hold last_fence_str)
+        seen=${seen//\"/}
+        [ "$seen" -ge "$fence" ] 2>/dev/null || fail "last fence $seen below the hold's $fence"
+    else
+        expect_eq "with that fence" "\"$fence\"" "$(field s-hold last_fence_str)"
+    fi
     kill -TERM "$BG"
     reap "$BG" 10
     expect_eq "SIGTERM: released, exit 0" 0 "$BG_RC"

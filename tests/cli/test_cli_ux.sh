@@ -58,6 +58,20 @@ test_waiting_says_who_holds()
         "$(cat "$TMP/t/foreign.err")"
     reap "$BG" 10
     expect_eq "--simple: taken when the key expired" 0 "$BG_RC"
+    # a holder of this host whose process is gone (dlock lock leaves its
+    # hold when it exits): the line says so, and the hold ends with its lease
+    local gone
+    dl_bg "$TMP/t/gone" lock -l 3 u-gone
+    gone=$BG
+    reap "$gone" 10
+    expect_eq "dlock lock took it and left" 0 "$BG_RC"
+    dl_bg "$TMP/t/after" run u-gone -- true
+    wait_until 10 grep -q "waiting for" "$TMP/t/after.err" || fail "a gone holder: nothing said"
+    expect_eq "a gone holder: said so" \
+        "dlock: waiting for lock 'u-gone', held by pid $gone on $(hostname) (that process is gone: the name frees when the store ends its hold); -w SECONDS bounds the wait, -v follows it" \
+        "$(cat "$TMP/t/after.err")"
+    reap "$BG" 10
+    expect_eq "a gone holder: taken when its lease ended" 0 "$BG_RC"
 }
 
 # A misspelt long option or URL option: what was likely meant.

@@ -110,6 +110,10 @@ typedef struct cli_opts {
 extern int cli_log_level;
 /* The level for n -v flags. */
 int cli_log_level_of(int n);
+/* How many warnings of the library's log have been printed (on any
+ * thread): a wait that printed some (a store that does not answer) has
+ * told the user what goes on. */
+int cli_warnings_printed(void);
 
 /* Parses the options of subcommand argv[0], which accepts `accepted`
  * (CLI_* bits). In-order mode stops at the first operand (dlock run: what
@@ -229,9 +233,10 @@ int64_t cli_now_us(void);
  * without a bound, one line on stderr: the lock waited for, who holds it
  * (host, pid, label, as the store has it recorded) and how to bound or
  * follow the wait. Not with -q, -v (the library's log follows the wait),
- * -n or -w. cli_waiting_start() is called before the acquisition (NULL:
- * nothing to stop), cli_waiting_stop() after it returns; o and name must
- * outlive it. */
+ * -n or -w, nor after the wait printed a warning (the store's trouble is
+ * told, and asking it who holds the lock would only hold the exit up). cli_waiting_start() is
+ * called before the acquisition (NULL: nothing to stop), cli_waiting_stop() after it returns; o and
+ * name must outlive it. */
 #define CLI_WAITING_NOTICE_MS 1000
 typedef struct cli_waiting cli_waiting;
 cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);

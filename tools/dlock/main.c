@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,6 +324,8 @@ int cli_log_level_of(int n)
     return n <= 0 ? DLOCK_LOG_WARN : n == 1 ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG;
 }
 
+static atomic_int warnings; /* printed by log_line: cli_warnings_printed() */
+
 /* The library's log on stderr, one line each, control characters shown
  * as \xNN (a server's error text is not ours to trust). */
 static void log_line(int level, const char *msg, void *arg)
@@ -342,6 +345,13 @@ static void log_line(int level, const char *msg, void *arg)
     }
     line[n] = '\0';
     fprintf(stderr, "dlock: %s: %s\n", dlock_log_level_name(level), line);
+    if (level <= DLOCK_LOG_WARN)
+        atomic_fetch_add(&warnings, 1);
+}
+
+int cli_warnings_printed(void)
+{
+    return atomic_load(&warnings);
 }
 
 int cli_open(const char *url, dlock_client **out)

@@ -13,10 +13,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct cli_waiting {
     dlock_client *client;
@@ -25,7 +27,8 @@ struct cli_waiting {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    int done; /* the acquisition returned */
+    int done;     /* the acquisition returned */
+    int warnings; /* cli_warnings_printed() when the wait began */
 };
 
 /* What the store says of the holders: the first one, and how many. */
@@ -62,13 +65,27 @@ static void append_text(char *buf, size_t n, const char *text)
     buf[len] = '\0';
 }
 
+/* Whether the holder was a process of this host that is gone (its hold
+ * lasts until its lease or session ends). A pid in use again may hide
+ * that; it never makes a live holder look gone. */
+static int gone_here(const holders_seen *s)
+{
+    char here[256];
+
+    if (gethostname(here, sizeof here) != 0)
+        return 0;
+    here[sizeof here - 1] = '\0';
+    return strcmp(here, s->host) == 0 && kill((pid_t) s->pid, 0) != 0 && errno == ESRCH;
+}
+
 /* "held by pid 4242 on host1, label nightly", "held by owner T",
  * or, for nobody the store names, how it stands. */
 static void describe(const holders_seen *s, int rc, char *buf, size_t n)
 {
     buf[0] = '\0';
     if (rc != DLOCK_OK) {
-        snprintf(buf, n, "held by a holder the store does not name");
+        snprintf(buf, n, "held or queued for (the store did not say who holds it: %s)",
+                 dlock_strerror(rc));
         return;
     }
     if (s->n == 0) {
@@ -83,6 +100,9 @@ static void describe(const holders_seen *s, int rc, char *buf, size_t n)
             append_text(buf, n, ", label ");
             append_text(buf, n, s->label);
         }
+        if (gone_here(s))
+            append_text(buf, n,
+                        " (that process is gone: the name frees when the store ends its hold)");
     } else {
         /* a hold without dlock's record: another library's, or --simple */
         append_text(buf, n, "held by owner '");
@@ -122,7 +142,7 @@ static void *notice_thread(void *arg)
     }
     int done = w->done;
     pthread_mutex_unlock(&w->mu);
-    if (done)
+    if (done || cli_warnings_printed() != w->warnings)
         return NULL;
 
     /* the first name held is the one waited for */
@@ -164,6 +184,7 @@ cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *n
     w->client = c;
     w->kind = &o->kind;
     w->name = name;
+    w->warnings = cli_warnings_printed();
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
