@@ -505,18 +505,22 @@ static void fence_on_quorum_before_return(void)
     CHECK(r != NULL);
     freeReplyObject(r);
     pause_node(2);
-    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
-    CHECK_INT((long long) dlock_lock_fence(l), ==, ahead + 1);
-    CHECK_INT(counter_on(0, "fence-quorum"), ==, ahead + 1);
-    CHECK_INT(counter_on(1, "fence-quorum"), ==, ahead + 1);
+    int rc = dlock_acquire(l, 0);
+    long long taken = (long long) dlock_lock_fence(l);
+    dt_server_resume(&nodes[2]); /* before any check: the next tests need it */
+    CHECK_RC(rc, DLOCK_OK);
+    /* ahead + 1, or more when a loaded machine made an attempt run past its
+     * validity and the next one moved the counters on again */
+    CHECK_INT(taken, >=, ahead + 1);
+    CHECK_INT(counter_on(0, "fence-quorum"), ==, taken);
+    CHECK_INT(counter_on(1, "fence-quorum"), ==, taken);
     CHECK_RC(dlock_release(l), DLOCK_OK);
-    dt_server_resume(&nodes[2]);
 
     /* agreed again (the write-back went to every node): one more each */
-    DT_WAIT_UNTIL(counters_at_least("fence-quorum", ahead + 1) == 3, 2000);
+    DT_WAIT_UNTIL(counters_at_least("fence-quorum", taken) == 3, 2000);
     CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
-    CHECK_INT((long long) dlock_lock_fence(l), ==, ahead + 2);
-    CHECK_INT(counters_at_least("fence-quorum", ahead + 2), >=, 2);
+    CHECK_INT((long long) dlock_lock_fence(l), >, taken);
+    CHECK_INT(counters_at_least("fence-quorum", (long long) dlock_lock_fence(l)), >=, 2);
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
@@ -569,13 +573,15 @@ static void many_threads_past_frozen_node(void)
     many_arg args[MANY_THREADS];
 
     pause_node(1);
+    int started = 0;
     for (int i = 0; i < MANY_THREADS; i++) {
         args[i] = (many_arg){c, i, 0, 0};
-        CHECK(pthread_create(&threads[i], NULL, many_cycles, &args[i]) == 0);
+        started += pthread_create(&threads[i], NULL, many_cycles, &args[i]) == 0;
     }
-    for (int i = 0; i < MANY_THREADS; i++)
+    for (int i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     dt_server_resume(&nodes[1]);
+    CHECK_INT(started, ==, MANY_THREADS);
     for (int i = 0; i < MANY_THREADS; i++) {
         CHECK_INT(args[i].failures, ==, 0);
         /* a cycle is two or three rounds of two answers: never the frozen
