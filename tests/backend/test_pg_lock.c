@@ -237,6 +237,41 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+/* While a waiter waits out a terminated holder's row lease it holds the
+ * advisory key (README, "The row's lease"): status and holders name the
+ * holder whose lease runs and count the waiter as waiting. They named the
+ * waiter as the holder, with no waiter (stop 33's new-user trial). */
+static void status_while_lease_waited_out(void)
+{
+    dlock_client *c = client("?lease=3s"), *c2 = client(NULL), *op = client(NULL);
+    dlock_lock *l = dt_lock(c, "wout", 0), *l2 = dt_lock(c2, "wout", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    CHECK_INT(terminate_holders("wout"), ==, 1);
+    struct waiter w = {.l = l2, .wait_ms = 10000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(advisory_rows("wout", 1) == 1, 5000);
+    dlock_status st = dt_query(op, "wout", 0);
+    dt_holders hs = dt_query_holders(op, "wout", 0);
+    int waited = !atomic_load(&w.done); /* the answers came while it waited */
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK(waited);
+    CHECK_INT(st.held, ==, 1);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(st.lease_ms, >, 0);
+    CHECK_INT(st.waiters, ==, 1);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK(strcmp(hs.h[0].owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(hs.h[0].pid, ==, (long) getpid());
+    CHECK_RC(dlock_release(l2), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(op);
+}
+
 /* A wait blocks in the server (one waiting row in pg_locks, no polling),
  * for longer than a command timeout; a try never blocks; a budget ends on time; a cancel
  * of the blocked wait returns at once and leaves nothing in the server. */
@@ -1147,6 +1182,7 @@ int main(int argc, char **argv)
     static const dt_test tests[] = {
         {"key_mapping", key_mapping},
         {"terminated_holder", terminated_holder},
+        {"status_while_lease_waited_out", status_while_lease_waited_out},
         {"terminated_holder_told_at_once", terminated_holder_told_at_once},
         {"released_after_terminate", released_after_terminate},
         {"blocked_wait", blocked_wait},

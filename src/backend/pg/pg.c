@@ -114,6 +114,13 @@ int64_t dlock__pg_key(const char *name)
     "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "             \
     "current_database())"
 
+/* A granted row l of LOCK_ROWS whose session only waits out another
+ * holder's row lease (f: the name's dlock_fence row; README, "The row's
+ * lease"): it holds the key, but the name is the row's holder's until its
+ * lease ends. */
+#define WAITS_OUT                                                                                  \
+    "(l.granted AND l.pid IS DISTINCT FROM f.holder_pid AND f.expires > clock_timestamp())"
+
 /* ---------------------------------------------------------------- locks */
 
 static int pg_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
@@ -736,13 +743,20 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
                      "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3), "
                      "(SELECT owner FROM dlock_fence WHERE name = $3 AND expires > "
                      "clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
-                     "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3) "
+                     "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3), "
+                     "coalesce(bool_or(" WAITS_OUT "), false) "
                      "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
                      3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);
     st->waiters = (unsigned) strtoul(PQgetvalue(r, 0, 1), NULL, 10);
+    if (held == 1 && strcmp(PQgetvalue(r, 0, 7), "t") == 0) {
+        /* the session holding the key waits out another holder's row lease
+         * (README, "The row's lease"): that holder is the one told below */
+        held = 0;
+        st->waiters++;
+    }
     st->last_fence = strtoull(PQgetvalue(r, 0, 4), NULL, 10);
     st->held = held > 0;
     if (held == 1) {
@@ -771,10 +785,15 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
         return dlock__pgt_holders(PGSTORE(s), l->key_lit, sink, arg, deadline_us);
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
+    /* a session that holds the key while it waits out another holder's row
+     * lease is no holder: the row's holder is (its owner record, if its
+     * server pid has not been used again) */
     int rc = operate(PGSTORE(s),
-                     "SELECT coalesce(CASE WHEN l.pid = f.holder_pid THEN f.owner END, ''), l.pid, "
-                     "o.info FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
-                     "LEFT JOIN dlock_owner o ON o.pid = l.pid WHERE " LOCK_ROWS " AND l.granted",
+                     "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
+                     " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
+                     "END, o.info FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
+                     "LEFT JOIN dlock_owner o ON o.pid = CASE WHEN " WAITS_OUT
+                     " THEN f.holder_pid ELSE l.pid END WHERE " LOCK_ROWS " AND l.granted",
                      3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
