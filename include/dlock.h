@@ -434,10 +434,13 @@ enum {
  * longer than a ZooKeeper lock path may be (959 bytes, the base included)
  * is DLOCK_EINVAL there, saying so. On failure *out is NULL. Each hold
  * of the handle has an owner token of its own (the client's id and 64
- * random bits; an acquisition after a hold makes a new one): a store that
- * comes back with an older state (a failover to a replica that missed the
- * last writes) may bring back an earlier hold, released since, and that is
- * never taken for the current one (it ends with its lease). Returns DLOCK_OK,
+ * random bits; an acquisition after a hold, or after one that failed with
+ * anything but a try's DLOCK_EBUSY or DLOCK_EDEADLK, makes a new one): a
+ * store that comes back with an older state (a failover to a replica that
+ * missed the last writes) may bring back an earlier hold, released since,
+ * or a queue place left behind, and that is never taken for the current
+ * one (it ends with its lease). Handles that share a token through
+ * dlock_lock_dup() keep it. Returns DLOCK_OK,
  * DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
  */
 #define DLOCK_NAME_MAX 512
@@ -461,9 +464,10 @@ DLOCK_API int dlock_lock_adopt(dlock_client *client, const char *name, const cha
 /* A new handle for the same name and the same owner token as `lock` has
  * now (its current hold's), of the kind `flags` says: the way an owner
  * holding the write lock takes the read lock too (a downgrade: take the
- * read lock, then release the write lock). The new handle keeps the token
- * until its first hold; later holds have tokens of their own, as every
- * handle's. Holds are counted per handle. Returns DLOCK_OK, DLOCK_EINVAL or
+ * read lock, then release the write lock). Both handles keep that token
+ * from then on (one owner across them), so what dlock_lock_open() says of
+ * a store that comes back with an older state does not hold for them.
+ * Holds are counted per handle. Returns DLOCK_OK, DLOCK_EINVAL or
  * DLOCK_ENOMEM. */
 DLOCK_API int dlock_lock_dup(const dlock_lock *lock, unsigned flags, dlock_lock **out);
 
@@ -659,8 +663,8 @@ DLOCK_API int dlock_lock_verify(dlock_lock *lock);
  * writes from a stale holder (one whose fence is below the highest seen). */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);
 
-/* The owner token of the handle's current (or last) hold (32 hex digits;
- * each hold has a new one): give it to dlock_lock_adopt()
+/* The owner token of the handle's current (or last) acquisition (32 hex
+ * digits; a new one after a hold, see dlock_lock_open()): give it to dlock_lock_adopt()
  * in another process to hand the lock over. Owned by the handle. */
 DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);
 

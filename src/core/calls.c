@@ -50,8 +50,12 @@ int dlock_lock_dup(const dlock_lock *l, unsigned flags, dlock_lock **out)
     rc = dlock__spec_of(flags, 0, &spec);
     if (rc == DLOCK_OK)
         rc = dlock__lock_new(l->client, l->name, &spec, out);
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK) {
+        /* one owner across the handles: neither makes a new token again */
         snprintf((*out)->token, sizeof(*out)->token, "%s", l->token);
+        atomic_store(&(*out)->token_shared, 1);
+        atomic_store(&((dlock_lock *) l)->token_shared, 1);
+    }
     return rc;
 }
 
@@ -122,6 +126,12 @@ static int acquire_entry(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, int r
         rc = dlock__lock_take(l, deadline, lease_ms, renew);
     }
     dlock__lock_end_wait(l);
+    /* A failed acquisition may have left a queue place or a grant under
+     * its token (a leave or give-back lost, an answer not heard): the next
+     * one is a new owner. A try the store answered "busy" left nothing. */
+    if (rc != DLOCK_OK && l->holds == 0 &&
+        !(wait_ms == 0 && (rc == DLOCK_EBUSY || rc == DLOCK_EDEADLK)))
+        l->token_used = 1;
     return dlock__lock_leave(l, rc);
 }
 

@@ -179,6 +179,7 @@ int dlock__lock_new(dlock_client *c, const char *name, const dlock__lock_spec *s
     atomic_init(&l->wait_state, 0);
     atomic_init(&l->cancel_for, 0);
     atomic_init(&l->settled, 0);
+    atomic_init(&l->token_shared, 0);
     l->lease.owner = &lock_owner;
     l->lease.lock = l->sl;
     l->lease.token = l->token;
@@ -198,13 +199,16 @@ int dlock__token_make(const dlock_client *c, char *out)
 
 int dlock__lock_new_owner(dlock_lock *l)
 {
-    if (!l->token_used)
+    char token[DLOCK__TOKEN_MAX + 1];
+
+    if (!l->token_used || atomic_load(&l->token_shared))
         return DLOCK_OK;
-    l->token_used = 0;
-    if (dlock__token_make(l->client, l->token) != 0)
+    if (dlock__token_make(l->client, token) != 0)
         return dlock__fail(DLOCK_ENOMEM, "no randomness for the owner token");
+    snprintf(l->token, sizeof l->token, "%s", token);
+    l->token_used = 0;
     for (size_t i = 0; i < l->nmembers; i++)
-        snprintf(l->members[i]->token, sizeof l->members[i]->token, "%s", l->token);
+        snprintf(l->members[i]->token, sizeof l->members[i]->token, "%s", token);
     return DLOCK_OK;
 }
 

@@ -25,12 +25,16 @@ struct dlock_lock {
     dlock_client *client;
     char *name;
     dlock__lock_spec spec;
-    /* The owner token of the current (or last) acquisition; token_used: a
-     * hold had it (acquired or adopted), so the next acquisition makes a
-     * new one (a wait that held nothing keeps it: a dup'd handle is its
-     * origin's owner until it holds). */
+    /* The owner token of the current (or last) acquisition; token_used:
+     * the store may have something under it (a hold had it, acquired or
+     * adopted; or an acquisition failed in a way that may have left a
+     * queue place or a grant), so the next acquisition makes a new one; a
+     * try answered "busy" keeps it. token_shared: dlock_lock_dup() gave the
+     * token to another handle (or this one has it from one): one owner
+     * across handles, so it is kept for good. */
     char token[DLOCK__TOKEN_MAX + 1];
     int token_used;
+    atomic_int token_shared;
     dlock__store_lock *sl; /* the store's state; NULL for a multi-lock */
     atomic_int busy;
     atomic_int refs;
@@ -121,7 +125,8 @@ int dlock__client_supports_spec(dlock_client *c, const dlock__lock_spec *spec);
  * 16 random hex digits. 0, or -1 without randomness. */
 int dlock__token_make(const dlock_client *c, char *out);
 /* Makes the handle (and its members) a new owner for the acquisition that
- * begins: a fresh token if a hold had the one it has. A store can come
+ * begins: a fresh token if the store may have something under the one it
+ * has (token_used), unless handles share it (token_shared). A store can come
  * back with an older state (a failover to a replica that missed the last
  * writes): a hold of an earlier acquisition (or the queue place it was
  * granted from), released since, is there again under its token. Under

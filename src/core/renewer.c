@@ -447,10 +447,15 @@ static void *watchdog_run(void *arg)
 
 /* ---------------------------------------------------------------- renewals */
 
+/* A batch out to the store. Each item's token is a copy: the handle makes
+ * a new token for its next acquisition once the entry is off the renewer,
+ * which may be while this batch is still out. */
+typedef char batch_token[72];
 typedef struct batch {
     dlock__lease **entries;
     dlock__renewal *items;
     unsigned *gens;
+    batch_token *tokens;
     size_t n, cap;
 } batch;
 
@@ -470,13 +475,22 @@ static int batch_push(batch *b, dlock__lease *e)
         if (gens == NULL)
             return -1;
         b->gens = gens;
+        batch_token *tokens = realloc(b->tokens, cap * sizeof *tokens);
+        if (tokens == NULL)
+            return -1;
+        b->tokens = tokens;
+        for (size_t i = 0; i < b->n; i++)
+            if (b->items[i].token != NULL)
+                b->items[i].token = b->tokens[i];
         b->cap = cap;
     }
     b->entries[b->n] = e;
     b->gens[b->n] = e->gen;
+    if (e->token != NULL)
+        snprintf(b->tokens[b->n], sizeof b->tokens[b->n], "%s", e->token);
     b->items[b->n] = (dlock__renewal){.kind = e->kind,
                                       .lock = e->lock,
-                                      .token = e->token,
+                                      .token = e->token != NULL ? b->tokens[b->n] : NULL,
                                       .lease_ms = e->lease_ms,
                                       .session = e->session,
                                       .result = DLOCK__RENEW_FAILED};
@@ -757,6 +771,7 @@ static void *renewal_run(void *arg)
     free(b.entries);
     free(b.items);
     free(b.gens);
+    free(b.tokens);
     free(out.entries);
     return NULL;
 }

@@ -560,6 +560,41 @@ static void stale_hold_is_not_mine(void)
     dlock_client_close(client);
 }
 
+/* Which failures make the next acquisition a new owner: a try the store
+ * answered "busy" left nothing under its token, and the next attempt keeps
+ * it; a wait that ended unserved may have left its queue place behind (a
+ * leave lost), so the next acquisition has a new token, and a place the
+ * store brings back under the old one is someone else's. Handles that
+ * share a token through dlock_lock_dup() keep it. */
+static void token_after_failures(void)
+{
+    setup(NULL);
+    dlock_lock *h = open_lock("tf", 0), *a = open_lock("tf", 0), *d = NULL;
+    char first[80];
+
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(a), DLOCK_EBUSY);
+    snprintf(first, sizeof first, "%s", dlock_lock_token(a));
+    CHECK_RC(dlock_try_acquire(a), DLOCK_EBUSY);
+    CHECK(strcmp(dlock_lock_token(a), first) == 0);
+    CHECK_RC(dlock_acquire(a, 200), DLOCK_ETIMEDOUT);
+    CHECK(strcmp(dlock_lock_token(a), first) == 0); /* the wait's own */
+    CHECK_RC(dlock_try_acquire(a), DLOCK_EBUSY);
+    CHECK(strcmp(dlock_lock_token(a), first) != 0);
+
+    CHECK_RC(dlock_lock_dup(h, 0, &d), DLOCK_OK);
+    snprintf(first, sizeof first, "%s", dlock_lock_token(h));
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    CHECK(strcmp(dlock_lock_token(h), first) == 0);
+    CHECK(strcmp(dlock_lock_token(d), first) == 0);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    dlock_lock_free(d);
+    dlock_lock_free(a);
+    dlock_lock_free(h);
+    dlock_client_close(client);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -581,6 +616,7 @@ int main(int argc, char **argv)
         {"list_skips_lapsed_holders", list_skips_lapsed_holders},
         {"sentinel_port_leaks_nothing", sentinel_port_leaks_nothing},
         {"stale_hold_is_not_mine", stale_hold_is_not_mine},
+        {"token_after_failures", token_after_failures},
     };
     return DT_RUN(tests);
 }
