@@ -140,9 +140,11 @@ static void sentinel_argv(const dt_server *s, const char **argv, char bufs[][256
 {
     char path[256];
     snprintf(path, sizeof path, "%s/sentinel.conf", s->dir);
-    FILE *f = fopen(path, "r");
+    /* a restart keeps what the sentinel rewrote it with (what it learnt);
+     * a first start writes it, again when it tries new ports */
+    FILE *f = s->restarts > 0 ? fopen(path, "r") : NULL;
     if (f != NULL) {
-        fclose(f); /* a restart: the sentinel rewrote it with what it learnt */
+        fclose(f);
     } else {
         f = fopen(path, "w");
         if (f == NULL)
