@@ -163,8 +163,12 @@ int dlock_cancel(dlock_lock *l)
     uint64_t seen = atomic_load(&o->cancel_for);
     while (seen < target && !atomic_compare_exchange_weak(&o->cancel_for, &seen, target))
         ;
-    /* Members of a multi-lock share its token: this wakes whichever waits. */
-    dlock__board_recheck(&o->client->board, o->token);
+    /* Members of a multi-lock share its token: this wakes whichever waits.
+     * Only a wait in progress is on the board; its token stays until the
+     * owner's next acquisition (dlock__lock_new_owner), which comes after
+     * that wait ended. */
+    if (state & 1)
+        dlock__board_recheck(&o->client->board, o->token);
     if (o->client->lq != NULL)
         dlock__lq_wake(o->client->lq);
     return DLOCK_OK;
