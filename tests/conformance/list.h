@@ -83,6 +83,8 @@
       "4 processes take one name as every kind in turn: two kinds never hold it at once")          \
     X(who_holds, DLOCK_CAP_QUERY,                                                                  \
       "dlock_query_holders: token, host, pid, start and label of every holder; bad labels")        \
+    X(owner_per_hold, DLOCK_CAP_QUERY,                                                             \
+      "each hold of a handle has a token of its own, and the store names the current one")        \
     X(list_locks, DLOCK_CAP_LIST,                                                                  \
       "dlock_list: held and waited-for locks under a prefix, each once, with its kind; limit")     \
     X(awkward_names, 0,                                                                            \

@@ -56,6 +56,14 @@ static const seen_holder *holder_with(const seen_holders *all, const dlock_lock 
     return NULL;
 }
 
+/* Fails the test unless the store names l's current token among the
+ * holders of name. */
+static void holder_in(dlock_client *c, const char *name, unsigned flags, const dlock_lock *l)
+{
+    seen_holders all = holders_of(c, name, flags);
+    (void) holder_with(&all, l);
+}
+
 static int64_t wall_ms(void)
 {
     struct timeval tv;
@@ -74,6 +82,61 @@ static void check_mine(const seen_holder *h, int64_t opened_ms, const char *labe
     CHECK_INT(h->started_ms, >=, opened_ms - 1000);
     CHECK_INT(h->started_ms, <=, opened_ms + 1000);
     CHECK(strcmp(h->label, label) == 0);
+}
+
+/* The holder the store names, hold after hold of one handle: each hold
+ * has an owner token of its own (a store that comes back with an older
+ * state must not bring an earlier hold back as the current one), and the
+ * store names the current one, after a release and after a wait that
+ * failed. Every kind the store has. */
+static void owner_each_hold(dlock_client *c, dlock_client *other, dlock_lock *l, dlock_lock *rival,
+                            const char *name, unsigned flags)
+{
+    char before[80];
+
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    snprintf(before, sizeof before, "%s", dlock_lock_token(l));
+    holder_in(other, name, flags, l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK(strcmp(dlock_lock_token(l), before) != 0);
+    holder_in(other, name, flags, l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    /* a wait that failed behind another holder, then a hold */
+    CHECK_RC(dlock_acquire(rival, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 100), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_release(rival), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    holder_in(c, name, flags, l);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+}
+
+void ct_owner_per_hold(void)
+{
+    dlock_client *c = ct_client(""), *other = ct_client("");
+    const char *name = CT_NAME("m");
+    dlock_lock *l = ct_lock(c, name, 0), *rival = ct_lock(other, name, 0);
+    owner_each_hold(c, other, l, rival, name, 0);
+    dlock_lock_free(l);
+    dlock_lock_free(rival);
+    if (ct_has(DLOCK_CAP_READ_WRITE)) {
+        const char *rw = CT_NAME("rw");
+        l = ct_lock(c, rw, DLOCK_WRITE);
+        rival = ct_lock(other, rw, DLOCK_READ);
+        owner_each_hold(c, other, l, rival, rw, DLOCK_WRITE);
+        dlock_lock_free(l);
+        dlock_lock_free(rival);
+    }
+    if (ct_has(DLOCK_CAP_SEMAPHORE)) {
+        const char *sem = CT_NAME("sem");
+        CHECK_RC(dlock_semaphore_open(c, sem, 2, 1, &l), DLOCK_OK);
+        CHECK_RC(dlock_semaphore_open(other, sem, 2, 2, &rival), DLOCK_OK);
+        owner_each_hold(c, other, l, rival, sem, DLOCK_SEMAPHORE);
+        dlock_lock_free(l);
+        dlock_lock_free(rival);
+    }
+    dlock_client_close(c);
+    dlock_client_close(other);
 }
 
 void ct_who_holds(void)

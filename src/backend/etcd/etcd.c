@@ -465,6 +465,7 @@ static int make_value(const dlock__etcd_store *e, dlock__etcd_lock *l, const cha
         return dlock__fail(DLOCK_EINVAL, "%s: the owner record does not fit in a key's value",
                            e->base.label);
     l->value_len = (size_t) n;
+    snprintf(l->value_token, sizeof l->value_token, "%s", token);
     return DLOCK_OK;
 }
 
@@ -487,8 +488,9 @@ static int stand(dlock__etcd_store *e, dlock__etcd_lock *l, const char *token, i
     memset(st, 0, sizeof *st);
     memset(ok, 0, sizeof ok);
     memset(ko, 0, sizeof ko);
-    if (l->value_len == 0) {
-        /* set before the first put, so before any hold the renewer reads */
+    if (l->value_len == 0 || strcmp(l->value_token, token) != 0) {
+        /* set before the first put of an acquisition, so before any hold
+         * the renewer reads */
         rc = make_value(e, l, token);
         if (rc != DLOCK_OK)
             return rc;

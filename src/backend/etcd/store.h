@@ -106,6 +106,8 @@ typedef struct dlock__etcd_lock {
      * "TAKE/PERMITS\n" before them. */
     char value[DLOCK__ETCD_VALUE_MAX];
     size_t value_len;
+    char value_token[72]; /* the token in value: an acquisition under another
+                             one (the handle's next owner) makes it again */
 
     pthread_mutex_t mu; /* k: read by the renewal thread */
     dlock__etcd_key k;
