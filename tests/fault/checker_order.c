@@ -97,10 +97,10 @@ void check__fences(checker *c, int lock)
  * waiting is a violation when W1 cannot have left the queue meanwhile: no
  * fault touched W1's process, its link or the server from its acquire on
  * (nor within the grace before), it was not cancelled, and its budget was
- * not over. Nor can W2 have kept a place from before: a handle's token
- * changes only after a hold, so a place its previous wait failed to leave
- * would put it ahead; so no fault may have touched W2 since its previous
- * acquire either (a dlock run has a token of its own). */
+ * not over. Nor may W2 have kept a place from before (a handle makes a new
+ * token after a hold or a failed wait, so this is a safeguard): no fault
+ * may have touched W2 since its previous acquire either (a dlock run has a
+ * token of its own). */
 void check__fair_order(checker *c)
 {
     cancel_index cancels = check__index_cancels(c);
