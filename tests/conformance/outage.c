@@ -147,7 +147,10 @@ void ct_outage_bounded(void)
     int64_t took = w2.ended_ms - cut_at;
     printf("%s: a wait cut off for good ended after %lld ms (unreachable_wait %d ms): %s\n",
            ct->kind, (long long) took, OUTAGE_BOUND_MS, w2.errmsg);
-    CHECK_INT(took, >=, OUTAGE_BOUND_MS);
+    /* the outage counts from the send time of the first request that got
+     * no answer, which may have gone out up to a request (timeout=500ms)
+     * before the cut: under TSan, ZooKeeper's ended 1741 ms after it */
+    CHECK_INT(took, >=, OUTAGE_BOUND_MS - 500);
     CHECK(strstr(w2.errmsg, "unreachable_wait") != NULL);
     CHECK_INT(dlock_lock_holds(l2), ==, 0);
     /* unreachable_wait=forever: still waiting well past the others' bound */
