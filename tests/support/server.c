@@ -220,11 +220,71 @@ static int new_port(port_set *ps)
     return p;
 }
 
-/* Waits until a spawned server answers, at most until `until`: 1, or 0
- * if it exited (reaped). */
+/* Adds to `inodes` the socket inodes listening on TCP `port` in one of
+ * /proc/net/tcp or tcp6 (hex "local_address:port", state 0A). */
+static int listening_inodes(const char *table, int port, unsigned long *inodes, int n, int max)
+{
+    FILE *f = fopen(table, "r");
+    char line[512];
+    if (f == NULL)
+        return n;
+    while (fgets(line, sizeof line, f) != NULL && n < max) {
+        char local[128], remote[128], state[8];
+        unsigned long inode;
+        unsigned lport;
+        /* sl local remote st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*s %127s %127s %7s %*s %*s %*s %*s %*s %lu", local, remote, state,
+                   &inode) != 4)
+            continue;
+        const char *colon = strrchr(local, ':');
+        if (colon == NULL || sscanf(colon + 1, "%x", &lport) != 1)
+            continue;
+        if ((int) lport == port && strcmp(state, "0A") == 0)
+            inodes[n++] = inode;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Whether what listens on the server's port is the server we started:
+ * another process (a server of the same kind left by someone else) may
+ * hold the port, answer the kind's check, and make ours exit at start.
+ * 1 when it is ours or cannot be told (no /proc). */
+static int listener_is_ours(const dt_server *s)
+{
+    unsigned long inodes[16];
+    int n = listening_inodes("/proc/net/tcp", s->port, inodes, 0, 16);
+    n = listening_inodes("/proc/net/tcp6", s->port, inodes, n, 16);
+    if (n == 0 || s->port == 0)
+        return 1; /* a unix socket, or no /proc: the kind's check decides */
+    char dir[64], path[400], target[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int) s->pid);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0; /* gone, or not ours to read */
+    int ours = 0;
+    for (struct dirent *e; !ours && (e = readdir(d)) != NULL;) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        unsigned long inode;
+        if (sscanf(target, "socket:[%lu]", &inode) != 1)
+            continue;
+        for (int i = 0; i < n; i++)
+            ours |= inodes[i] == inode;
+    }
+    closedir(d);
+    return ours;
+}
+
+/* Waits until a spawned server answers on its port, and the listener
+ * there is that server, at most until `until`: 1, or 0 if it exited
+ * (reaped). */
 static int wait_answers(dt_server *s, int64_t until)
 {
-    while (!s->kind->answers(s)) {
+    while (!s->kind->answers(s) || !listener_is_ours(s)) {
         if (reap_nohang(s))
             return 0;
         if (dt_now_ms() > until)
@@ -574,8 +634,11 @@ void dt_ensemble_start(dt_ensemble *e, const char *kind, int n, ...)
     for (int i = 0; i < n; i++)
         spawn(&e->members[i]);
     int64_t until = dt_now_ms() + e->members[0].kind->start_timeout_ms;
-    for (int i = 0; i < n; i++)
-        wait_answers(&e->members[i], until);
+    for (int i = 0; i < n; i++) {
+        if (!wait_answers(&e->members[i], until))
+            dt_fail(__FILE__, __LINE__, "%s exited at start (port %d, log %s/server.log)",
+                    e->members[i].kind->name, e->members[i].port, e->members[i].dir);
+    }
 }
 
 void dt_ensemble_stop(dt_ensemble *e)

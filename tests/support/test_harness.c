@@ -9,10 +9,12 @@
 #include "server_kind.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A value written through the kind's CLI, to see whether a restart kept it. */
@@ -332,6 +334,54 @@ static void helpers_die_with_test(void)
     DT_WAIT_UNTIL(kill(pids[0], 0) != 0 && kill(pids[1], 0) != 0, 5000);
 }
 
+/* A server of the same kind that someone else runs on our port answers the
+ * kind's check, while ours exits at start (the port is taken): the start
+ * fails, rather than hand the test someone else's server. */
+static void foreign_server_is_not_ours(void)
+{
+    dt_server s;
+    dt_server_start(&s, "redis", 0, NULL);
+    int port = s.port;
+    dt_server_stop(&s);
+
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    pid_t foreign = fork();
+    if (foreign == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1", "--save",
+               "", "--appendonly", "no", (char *) NULL);
+        _exit(127);
+    }
+    CHECK(foreign > 0);
+    dt_track_pid(foreign);
+    DT_WAIT_UNTIL(s.kind->answers(&s), 10000);
+
+    /* a child starts ours on that port: it must fail */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(fds[1], 2); /* its failure's words, to check below */
+        dt_server_start_again(&s, 0);
+        _exit(0);
+    }
+    close(fds[1]);
+    char said[1024] = "";
+    ssize_t n, got = 0;
+    while ((n = read(fds[0], said + got, sizeof said - 1 - (size_t) got)) > 0)
+        got += n;
+    said[got > 0 ? got : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    CHECK(strstr(said, "exited at start") != NULL);
+    dt_kill_reap(foreign);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -342,6 +392,7 @@ int main(int argc, char **argv)
         {"proxy_modes", proxy_modes},
         {"proxy_delay_and_count", proxy_delay_and_count},
         {"helpers_die_with_test", helpers_die_with_test},
+        {"foreign_server_is_not_ours", foreign_server_is_not_ours},
     };
     return DT_RUN(tests);
 }
