@@ -388,7 +388,7 @@ static void foreign_rows(void)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         snprintf(sql, sizeof sql,
                  "INSERT INTO dlock_hold VALUES ('%s', 'someone', 0, 1, 'test', 1, '%s', %lld, "
-                 "%lld, %lld, '%s'); INSERT INTO dlock_fence VALUES ('%s', 7);",
+                 "%lld, %lld, '%s', 0); INSERT INTO dlock_fence VALUES ('%s', 7);",
                  rows[i].name, rows[i].boot, far, rows[i].pid, rows[i].start, ns, rows[i].name);
         db_exec(db, sql);
     }
@@ -783,7 +783,124 @@ static void free_name_goes_to_waiter(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- kinds */
+
+/* Read handles that share an owner token (dlock_lock_dup) hold the name
+ * twice in one row: one's release leaves the other's hold. A semaphore's
+ * permits add up across holders, and its users must agree on their
+ * number while it is in use. */
+static void shared_holds_counted(void)
+{
+    fresh();
+    dlock_client *c = client(""), *d = client("");
+    dlock_lock *r1 = dt_lock(c, "rw", DLOCK_READ), *r2 = NULL;
+    dlock_lock *w = dt_lock(d, "rw", DLOCK_WRITE);
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK(dlock_lock_fence(r2) > dlock_lock_fence(r1));
+    sqlite3 *db = db_open();
+    CHECK_INT(db_int(db, "SELECT count FROM dlock_hold WHERE name = 'rw'"), ==, 2);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* r2 still reads */
+    CHECK_INT(dlock_lock_verify(r2), ==, DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+
+    /* two permits of three taken by one client, one by another: full;
+     * the two let go, two more fit */
+    dlock_lock *s1 = NULL, *s3 = NULL, *s4 = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "sem", 3, 2, &s1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s1), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(d, "sem", 3, 1, &s3), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s3), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(d, "sem", 3, 2, &s4), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s4), DLOCK_EBUSY);
+    dlock_status st = dt_query(d, "sem", DLOCK_SEMAPHORE);
+    CHECK_INT(st.permits_used, ==, 3);
+    CHECK_INT(st.permits, ==, 3);
+    CHECK_INT(st.shared, ==, 2);
+    CHECK_RC(dlock_release(s1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s4), DLOCK_OK);
+    CHECK_RC(dlock_release(s3), DLOCK_OK);
+    CHECK_RC(dlock_release(s4), DLOCK_OK);
+    /* idle, the semaphore takes the next request's number */
+    dlock_lock *s5 = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "sem", 5, 5, &s5), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s5), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(s1), DLOCK_EINVAL); /* 3 permits, while 5 are in use */
+    CHECK(strstr(dlock_errmsg(), "5 permits") != NULL);
+    CHECK_RC(dlock_release(s5), DLOCK_OK);
+    sqlite3_close(db);
+    dlock_lock *all[] = {r1, r2, w, s1, s3, s4, s5};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dlock_lock_free(all[i]);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 /* ---------------------------------------------------------------- schema */
+
+/* The tables of schema 1 (no since in dlock_wait) or 2 (a hold's key has
+ * no kind) made by hand, with a live hold of someone's: the first open
+ * upgrades them to 3, the hold stays a hold, and the kinds work. */
+static void upgraded(int from)
+{
+    char sql[2048], boot_now[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    CHECK(f != NULL && fgets(boot_now, sizeof boot_now, f) != NULL);
+    fclose(f);
+    boot_now[strcspn(boot_now, "\n")] = '\0';
+    fresh();
+    char path[400];
+    sqlite3 *db = NULL;
+    snprintf(path, sizeof path, "%s/locks.db", dir);
+    CHECK_INT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL), ==,
+              SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE dlock_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT "
+             "ROWID; INSERT INTO dlock_meta VALUES ('schema', %d);"
+             "CREATE TABLE dlock_fence (name TEXT PRIMARY KEY, fence INTEGER NOT NULL) WITHOUT "
+             "ROWID;"
+             "CREATE TABLE dlock_hold (name TEXT NOT NULL, owner TEXT NOT NULL, kind INTEGER NOT "
+             "NULL, count INTEGER NOT NULL, info TEXT NOT NULL, fence INTEGER NOT NULL, boot "
+             "TEXT NOT NULL, expires INTEGER NOT NULL, pid INTEGER NOT NULL, start INTEGER NOT "
+             "NULL, pidns TEXT NOT NULL, PRIMARY KEY (name, owner)) WITHOUT ROWID;"
+             "CREATE TABLE dlock_wait (name TEXT NOT NULL, owner TEXT NOT NULL, boot TEXT NOT "
+             "NULL, expires INTEGER NOT NULL, pid INTEGER NOT NULL, start INTEGER NOT NULL, "
+             "pidns TEXT NOT NULL, %s PRIMARY KEY (name, owner)) WITHOUT ROWID;"
+             "INSERT INTO dlock_hold VALUES ('kept', 'someone', 0, 1, 'test', 5, '%s', 1e15, 0, "
+             "0, ''); INSERT INTO dlock_fence VALUES ('kept', 5);",
+             from, from == 1 ? "" : "since INTEGER NOT NULL DEFAULT 0,", boot_now);
+    db_exec(db, sql);
+    dlock_client *c = client("");
+    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 3);
+    CHECK_INT(db_int(db, "SELECT count(*) FROM pragma_table_info('dlock_wait') WHERE name IN "
+                         "('since', 'kind', 'count', 'permits')"),
+              ==, 4);
+    CHECK_INT(db_int(db, "SELECT count(*) FROM pragma_table_info('dlock_hold') WHERE name = "
+                         "'kind' AND pk > 0"),
+              ==, 1);
+    dlock_lock *l = dt_lock(c, "kept", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EBUSY); /* someone's hold, kept */
+    db_exec(db, "DELETE FROM dlock_hold WHERE name = 'kept'");
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), ==, 6);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    /* one owner, two kinds of one name: the write lock, then the read lock */
+    dlock_lock *w = dt_lock(c, "rw", DLOCK_WRITE), *r = NULL;
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    sqlite3_close(db);
+}
 
 /* The first client makes the tables (WAL mode); a second one finds them
  * and changes nothing in the schema; fences go on where they were. */
@@ -795,7 +912,7 @@ static void schema_made_once(void)
     CHECK_INT(db_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                          "('dlock_meta', 'dlock_fence', 'dlock_hold', 'dlock_wait')"),
               ==, 4);
-    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 2);
+    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 3);
     sqlite3_stmt *st = NULL;
     CHECK_INT(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), ==, SQLITE_OK);
     CHECK_INT(sqlite3_step(st), ==, SQLITE_ROW);
@@ -818,26 +935,17 @@ static void schema_made_once(void)
     dlock_lock_free(l);
     dlock_client_close(c2);
 
-    /* the tables of schema 1 (no since in dlock_wait) are upgraded */
-    db_exec(db, "ALTER TABLE dlock_wait DROP COLUMN since");
-    db_exec(db, "UPDATE dlock_meta SET value = 1 WHERE key = 'schema'");
-    dlock_client *c4 = client("");
-    CHECK_INT(db_int(db, "SELECT value FROM dlock_meta WHERE key = 'schema'"), ==, 2);
-    CHECK_INT(db_int(db, "SELECT count(*) FROM pragma_table_info('dlock_wait') WHERE name = "
-                         "'since'"),
-              ==, 1);
-    l = dt_lock(c4, "s", 0);
-    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
-    CHECK_RC(dlock_release(l), DLOCK_OK);
-    dlock_lock_free(l);
-    dlock_client_close(c4);
-
     /* a schema from a newer dlock is refused, not misread */
     db_exec(db, "UPDATE dlock_meta SET value = 99 WHERE key = 'schema'");
     dlock_client *c3 = NULL;
     CHECK_RC(dlock_client_open(url, &c3), DLOCK_ENOTSUP);
     CHECK(strstr(dlock_errmsg(), "newer") != NULL);
     sqlite3_close(db);
+
+    /* the tables of schemas 1 and 2 are upgraded, their holds kept (in
+     * files of their own) */
+    for (int from = 1; from <= 2; from++)
+        upgraded(from);
 }
 
 /* ---------------------------------------------------------------- bad input */
@@ -948,7 +1056,7 @@ static void bad_input(void)
     dlock_lock *bad = NULL;
     CHECK_RC(dlock_lock_open(c, "", 0, &bad), DLOCK_EINVAL);
     CHECK_RC(dlock_acquire_for(l, 0, 0), DLOCK_EINVAL);
-    CHECK_RC(dlock_semaphore_open(c, "s", 2, 1, &bad), DLOCK_ENOTSUP);
+    CHECK_RC(dlock_lock_open(c, "s", DLOCK_FAIR, &bad), DLOCK_ENOTSUP);
     dlock_lock_free(l);
     dlock_client_close(c);
 }
@@ -987,6 +1095,7 @@ int main(int argc, char **argv)
         {"waiters_woken", waiters_woken},
         {"waiter_not_starved", waiter_not_starved},
         {"free_name_goes_to_waiter", free_name_goes_to_waiter},
+        {"shared_holds_counted", shared_holds_counted},
         {"schema_made_once", schema_made_once},
         {"bad_input", bad_input},
         {"long_names", long_names},

@@ -1544,16 +1544,14 @@ test_unsupported_is_usage()
         expect_match "lock: named, and what to do" \
             '^dlock lock: Redlock .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
         ;;
-    sqlite)
+    sqlite) # every kind but the fair queue and the interop key
         expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*SQLite .*"interop"' "$(cat "$TMP/err")"
-        expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
-        expect_match "--permits: named" '^dlock run: --permits: .*SQLite .*"semaphore"' "$(cat "$TMP/err")"
-        expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
         # named as the user wrote it, with -l given too
-        expect_refused "-x -l 5" 64 dl run -x -l 5 s-cap -- true
-        expect_match "-x: named as given" '^dlock run: -x: .*SQLite .*"read-write"' "$(cat "$TMP/err")"
+        expect_refused "--fair -l 5" 64 dl run --fair -l 5 s-cap -- true
+        expect_match "--fair: named as given" '^dlock run: --fair: .*SQLite .*"fair"' "$(cat "$TMP/err")"
+        expect_rc "--read: taken" 0 dl run --read s-cap -- true
+        expect_rc "--permits: taken" 0 dl run --permits 2 s-cap -- true
         ;;
     esac
     expect_free s-cap
@@ -1879,10 +1877,9 @@ for STORE in "${STORES[@]}"; do
         test_command_inherits_no_descriptors; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
-        # mode, MariaDB's, Redlock and SQLite do not have)
+        # mode, MariaDB's and Redlock do not have)
         [ "$t" = test_status_other_kind ] &&
-            { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] || [ "$STORE" = sqlite ] ||
-                [ "$STORE" = redlock ]; } &&
+            { [ "$STORE" = postgres ] || [ "$STORE" = mariadb ] || [ "$STORE" = redlock ]; } &&
             continue
         run_test "$t" "$t[$STORE]"
     done

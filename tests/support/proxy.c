@@ -472,10 +472,11 @@ void dt_proxy_start(dt_proxy *p, int upstream_port, int links)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         dt_fail(__FILE__, __LINE__, "proxy: socketpair: %s", strerror(errno));
     fflush(NULL);
-    p->pid = fork();
-    if (p->pid < 0)
+    /* the child never writes to p (it may be in memory shared with it) */
+    pid_t pid = fork();
+    if (pid < 0)
         dt_fail(__FILE__, __LINE__, "proxy: fork: %s", strerror(errno));
-    if (p->pid == 0) {
+    if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         prctl(PR_SET_NAME, "dt_proxy");
         signal(SIGPIPE, SIG_IGN);
@@ -496,6 +497,7 @@ void dt_proxy_start(dt_proxy *p, int upstream_port, int links)
         serve(&st);
         _exit(0);
     }
+    p->pid = pid;
     close(sv[1]);
     for (int l = 0; l < links; l++)
         close(st.listeners[l]);

@@ -166,10 +166,13 @@ static void spawn(dt_server *s)
     const char *const *env = s->kind->env != NULL ? s->kind->env(s) : NULL;
 
     fflush(NULL);
-    s->pid = fork();
-    if (s->pid < 0)
+    /* The child never writes to s: s may be in memory shared with it (the
+     * conformance runner's), where its fork() result 0 would overwrite
+     * the pid the parent keeps. */
+    pid_t pid = fork();
+    if (pid < 0)
         dt_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
-    if (s->pid == 0) {
+    if (pid == 0) {
         /* The server goes when the test goes, however it ends. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         /* Its own process group: a terminal's ^C reaches the test, which
@@ -196,6 +199,7 @@ static void spawn(dt_server *s)
         execvp(argv[0], (char *const *) argv);
         _exit(127);
     }
+    s->pid = pid;
     s->paused = 0;
     dt_track_pid(s->pid);
 }

@@ -30,7 +30,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
+
+/* dlock_hold's columns (schema 3), for the schema and the upgrade from 2. */
+#define HOLD_COLUMNS                                                                               \
+    "  name TEXT NOT NULL,\n"                                                                      \
+    "  owner TEXT NOT NULL,\n"                                                                     \
+    "  kind INTEGER NOT NULL,\n"                                                                   \
+    "  count INTEGER NOT NULL,\n"                                                                  \
+    "  info TEXT NOT NULL,\n"                                                                      \
+    "  fence INTEGER NOT NULL,\n"                                                                  \
+    "  boot TEXT NOT NULL,\n"                                                                      \
+    "  expires INTEGER NOT NULL,\n"                                                                \
+    "  pid INTEGER NOT NULL,\n"                                                                    \
+    "  start INTEGER NOT NULL,\n"                                                                  \
+    "  pidns TEXT NOT NULL,\n"                                                                     \
+    "  permits INTEGER NOT NULL DEFAULT 0,\n"                                                      \
+    "  PRIMARY KEY (name, owner, kind)\n"
 
 /* The schema (README.md explains each column). */
 static const char schema_sql[] =
@@ -38,25 +54,12 @@ static const char schema_sql[] =
     "  key TEXT PRIMARY KEY,\n"
     "  value INTEGER NOT NULL\n"
     ") WITHOUT ROWID;\n"
-    "INSERT OR IGNORE INTO dlock_meta (key, value) VALUES ('schema', 2);\n"
+    "INSERT OR IGNORE INTO dlock_meta (key, value) VALUES ('schema', 3);\n"
     "CREATE TABLE IF NOT EXISTS dlock_fence (\n"
     "  name TEXT PRIMARY KEY,\n"
     "  fence INTEGER NOT NULL\n"
     ") WITHOUT ROWID;\n"
-    "CREATE TABLE IF NOT EXISTS dlock_hold (\n"
-    "  name TEXT NOT NULL,\n"
-    "  owner TEXT NOT NULL,\n"
-    "  kind INTEGER NOT NULL,\n"
-    "  count INTEGER NOT NULL,\n"
-    "  info TEXT NOT NULL,\n"
-    "  fence INTEGER NOT NULL,\n"
-    "  boot TEXT NOT NULL,\n"
-    "  expires INTEGER NOT NULL,\n"
-    "  pid INTEGER NOT NULL,\n"
-    "  start INTEGER NOT NULL,\n"
-    "  pidns TEXT NOT NULL,\n"
-    "  PRIMARY KEY (name, owner)\n"
-    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS dlock_hold (\n" HOLD_COLUMNS ") WITHOUT ROWID;\n"
     "CREATE TABLE IF NOT EXISTS dlock_wait (\n"
     "  name TEXT NOT NULL,\n"
     "  owner TEXT NOT NULL,\n"
@@ -66,6 +69,9 @@ static const char schema_sql[] =
     "  start INTEGER NOT NULL,\n"
     "  pidns TEXT NOT NULL,\n"
     "  since INTEGER NOT NULL DEFAULT 0,\n"
+    "  kind INTEGER NOT NULL DEFAULT 0,\n"
+    "  count INTEGER NOT NULL DEFAULT 1,\n"
+    "  permits INTEGER NOT NULL DEFAULT 0,\n"
     "  PRIMARY KEY (name, owner)\n"
     ") WITHOUT ROWID;\n";
 
@@ -76,37 +82,59 @@ static const char upgrade_1_sql[] = "ALTER TABLE dlock_wait ADD COLUMN since INT
                                     "DEFAULT 0;\n"
                                     "UPDATE dlock_meta SET value = 2 WHERE key = 'schema';\n";
 
+/* Schema 2 to 3: the read-write lock and the semaphore. One owner may hold
+ * a name as two kinds (a downgrade: the write lock, then the read lock
+ * too), so a hold's key has its kind; a semaphore's rows keep its permits,
+ * and a waiter's row what it waits for. Every row of schema 2 is a mutex's. */
+static const char upgrade_2_sql[] =
+    "CREATE TABLE dlock_hold_3 (\n" HOLD_COLUMNS ") WITHOUT ROWID;\n"
+    "INSERT INTO dlock_hold_3 (name, owner, kind, count, info, fence, boot, expires, pid, start, "
+    "pidns) SELECT name, owner, kind, count, info, fence, boot, expires, pid, start, pidns "
+    "FROM dlock_hold;\n"
+    "DROP TABLE dlock_hold;\n"
+    "ALTER TABLE dlock_hold_3 RENAME TO dlock_hold;\n"
+    "ALTER TABLE dlock_wait ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE dlock_wait ADD COLUMN count INTEGER NOT NULL DEFAULT 1;\n"
+    "ALTER TABLE dlock_wait ADD COLUMN permits INTEGER NOT NULL DEFAULT 0;\n"
+    "UPDATE dlock_meta SET value = 3 WHERE key = 'schema';\n";
+
 static const char *const stmt_sql[SQ_NSTMTS] = {
-    [SQ_ROWS] = "SELECT owner, kind, count, info, fence, boot, expires, pid, start, pidns "
+    [SQ_ROWS] = "SELECT owner, kind, count, info, fence, boot, expires, pid, start, pidns, permits "
                 "FROM dlock_hold WHERE name = ?1",
-    [SQ_DEL_HOLD] = "DELETE FROM dlock_hold WHERE name = ?1 AND owner = ?2",
+    [SQ_DEL_HOLD] = "DELETE FROM dlock_hold WHERE name = ?1 AND owner = ?2 AND kind = ?3",
     [SQ_NEXT_FENCE] = "INSERT INTO dlock_fence (name, fence) VALUES (?1, 1) "
                       "ON CONFLICT (name) DO UPDATE SET fence = fence + 1 RETURNING fence",
     [SQ_FENCE] = "SELECT fence FROM dlock_fence WHERE name = ?1",
     [SQ_INSERT] = "INSERT INTO dlock_hold (name, owner, kind, count, info, fence, boot, expires, "
-                  "pid, start, pidns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                  "pid, start, pidns, permits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                  "?11, ?12)",
     [SQ_LEASE] = "UPDATE dlock_hold SET expires = ?3, pid = ?4, start = ?5, pidns = ?6 "
-                 "WHERE name = ?1 AND owner = ?2",
-    [SQ_DETACH] = "UPDATE dlock_hold SET pid = 0 WHERE name = ?1 AND owner = ?2",
-    [SQ_DEL_NAME] = "DELETE FROM dlock_hold WHERE name = ?1",
+                 "WHERE name = ?1 AND owner = ?2 AND kind = ?7",
+    [SQ_DETACH] = "UPDATE dlock_hold SET pid = 0 WHERE name = ?1 AND owner = ?2 AND kind = ?3",
+    [SQ_DEL_NAME] = "DELETE FROM dlock_hold WHERE name = ?1 AND kind BETWEEN ?2 AND ?3",
     [SQ_ALL_ROWS] = "SELECT name, owner, kind, count, info, fence, boot, expires, pid, start, "
-                    "pidns FROM dlock_hold ORDER BY name, kind",
-    [SQ_WAITS] = "SELECT owner, 0, 1, '', 0, boot, expires, pid, start, pidns, since "
-                 "FROM dlock_wait WHERE name = ?1 ORDER BY since, owner",
-    [SQ_ALL_WAITS] = "SELECT name, owner, 0, 1, '', 0, boot, expires, pid, start, pidns "
-                     "FROM dlock_wait ORDER BY name",
+                    "pidns, permits FROM dlock_hold ORDER BY name, kind",
+    [SQ_WAITS] = "SELECT owner, kind, count, '', 0, boot, expires, pid, start, pidns, permits, "
+                 "since FROM dlock_wait WHERE name = ?1 ORDER BY since, owner",
+    [SQ_ALL_WAITS] = "SELECT name, owner, kind, count, '', 0, boot, expires, pid, start, pidns, "
+                     "permits FROM dlock_wait ORDER BY name",
     /* a row that had lapsed (another boot, its lease over) starts its wait
      * again: since is kept only for a waiter that kept its place */
     [SQ_WAIT_PUT] =
-        "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns, since) "
+        "INSERT INTO dlock_wait (name, owner, boot, expires, pid, start, pidns, since, kind, "
+        "count, permits) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, max(?8, (SELECT coalesce(max(since), 0) + 1 FROM "
-        "dlock_wait WHERE name = ?1 AND boot = ?3))) ON CONFLICT (name, owner) DO UPDATE SET "
+        "dlock_wait WHERE name = ?1 AND boot = ?3)), ?9, ?10, ?11) ON CONFLICT (name, owner) DO "
+        "UPDATE SET "
         "since = CASE WHEN dlock_wait.boot = excluded.boot AND dlock_wait.expires > ?8 "
         "THEN dlock_wait.since ELSE excluded.since END, "
         "boot = excluded.boot, expires = excluded.expires, pid = excluded.pid, "
-        "start = excluded.start, pidns = excluded.pidns",
+        "start = excluded.start, pidns = excluded.pidns, kind = excluded.kind, "
+        "count = excluded.count, permits = excluded.permits",
     [SQ_WAIT_DEL] = "DELETE FROM dlock_wait WHERE name = ?1 AND owner = ?2",
     [SQ_WAIT_SWEEP] = "DELETE FROM dlock_wait WHERE name = ?1 AND (boot <> ?2 OR expires <= ?3)",
+    [SQ_SET_COUNT] = "UPDATE dlock_hold SET count = ?4, fence = max(fence, ?5) "
+                     "WHERE name = ?1 AND owner = ?2 AND kind = ?3",
 };
 
 int dlock__sq_error(dlock__sq_store *s, int rc, const char *what)
@@ -295,6 +323,8 @@ static int schema(dlock__sq_store *s)
                          s->label, version, SCHEMA_VERSION);
     if (version == 1)
         rc = exec(s, upgrade_1_sql, "upgrading the lock tables");
+    if (rc == DLOCK_OK && (version == 1 || version == 2))
+        rc = exec(s, upgrade_2_sql, "upgrading the lock tables");
     if (rc == DLOCK_OK && version < SCHEMA_VERSION)
         rc = exec(s, schema_sql, "creating the lock tables");
     if (rc == DLOCK_OK)

@@ -12,9 +12,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The kind column of dlock_hold. Only the mutex is written today; the other
- * values are reserved so that a row of another kind is recognised. */
+/* The kind column of dlock_hold and dlock_wait: which lock of the name a
+ * row holds or waits for (one name is one lock: the kinds exclude each
+ * other, lock.c). */
 enum { DLOCK__SQ_MUTEX = 0, DLOCK__SQ_READ = 1, DLOCK__SQ_WRITE = 2, DLOCK__SQ_SEMAPHORE = 3 };
+
+/* The kind column's value for a lock of this spec. */
+int dlock__sq_kind(const dlock__lock_spec *spec);
 
 /* Who a process is on this host: pid, its start time (clock ticks after
  * boot, /proc/PID/stat field 22) and its pid namespace
@@ -29,19 +33,20 @@ typedef struct dlock__sq_proc {
 /* The statements a store keeps prepared (db.c has their text). */
 enum dlock__sq_stmt {
     SQ_ROWS,       /* the holds of a name */
-    SQ_DEL_HOLD,   /* one hold (name, owner) */
+    SQ_DEL_HOLD,   /* one hold (name, owner, kind) */
     SQ_NEXT_FENCE, /* the name's fence counter, one up */
     SQ_FENCE,      /* the name's fence counter */
     SQ_INSERT,     /* a new hold */
     SQ_LEASE,      /* a hold's new expiry and process */
     SQ_DETACH,     /* a hold no longer bound to its process */
-    SQ_DEL_NAME,   /* every hold of a name */
+    SQ_DEL_NAME,   /* every hold of a name, of kinds ?2 to ?3 */
     SQ_ALL_ROWS,   /* every hold (list) */
     SQ_WAITS,      /* the waiters of a name, as rows of holds, oldest first */
     SQ_ALL_WAITS,  /* every waiter (list) */
     SQ_WAIT_PUT,   /* a waiter's row, new or renewed */
     SQ_WAIT_DEL,   /* a waiter's row gone */
     SQ_WAIT_SWEEP, /* the expired waiter rows of a name gone */
+    SQ_SET_COUNT,  /* a shared hold's count (read holds, permits) of one owner */
     SQ_NSTMTS
 };
 
@@ -76,7 +81,8 @@ typedef struct dlock__sq_lock {
 typedef struct dlock__sq_row {
     char owner[72];
     int kind;
-    int64_t count;
+    int64_t count;   /* 1; an owner's read holds; a semaphore holder's (waiter's) permits */
+    int64_t permits; /* a semaphore's permits, as its holder (waiter) declared them */
     char info[400];
     uint64_t fence;
     char boot[48];
@@ -154,8 +160,8 @@ int dlock__sq_rows(dlock__sq_store *s, enum dlock__sq_stmt which, const char *na
  * process not known gone); why (if not NULL) says why not. */
 int dlock__sq_row_live(const dlock__sq_store *s, const dlock__sq_row *r, int64_t now_ms,
                        const char **why);
-/* Deletes one hold. */
-int dlock__sq_delete(dlock__sq_store *s, const char *name, const char *owner);
+/* Deletes one hold (of name, by owner, of kind). */
+int dlock__sq_delete(dlock__sq_store *s, const char *name, const char *owner, int kind);
 /* The name's fence counter (0: never held). */
 int dlock__sq_fence(dlock__sq_store *s, const char *name, uint64_t *fence);
 /* Calls fn for every hold (which: SQ_ALL_ROWS) or waiter (SQ_ALL_WAITS)
@@ -163,7 +169,7 @@ int dlock__sq_fence(dlock__sq_store *s, const char *name, uint64_t *fence);
  * DLOCK_OK (returned). */
 int dlock__sq_each_row(dlock__sq_store *s, enum dlock__sq_stmt which,
                        int (*fn)(void *arg, const char *name, const dlock__sq_row *r), void *arg);
-/* The held_as of a row's kind, seen by a mutex. */
-enum dlock__held_as dlock__sq_held_as(int kind);
+/* The held_as of a row's kind, seen by a contender of kind want. */
+enum dlock__held_as dlock__sq_held_as(int kind, int want);
 
 #endif

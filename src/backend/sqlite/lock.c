@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* lock.c - a mutex in the SQLite store: take, give back, keep alive.
+/* lock.c - a lock in the SQLite store: take, give back, keep alive.
  *
  * A hold is one row of dlock_hold (name, owner token, expiry, the holding
  * process). A contender first looks in a read transaction (WAL readers
@@ -42,7 +42,21 @@
  *
  * The cost is on a hot name: a hand-over is three commits (the release,
  * the next holder's take, the releaser's row in the line) where a client
- * that had just released used to take the name straight back. */
+ * that had just released used to take the name straight back.
+ *
+ * Kinds. One name is one lock, whatever kind its users ask for: a row's
+ * kind says which (mutex, read, write, semaphore). Read holds share the
+ * name with read holds, a semaphore's holds with holds of the semaphore
+ * while their permits add up to no more than it has; anything else
+ * excludes. An owner's second read hold (handles that share a token,
+ * dlock_lock_dup) counts up its row; an owner holding the write
+ * lock may take the read lock beside it (a downgrade); any other second
+ * kind of one owner would wait for itself (DLOCK_EDEADLK). The line is
+ * one for all kinds: a waiter is held back only by older waiters it could
+ * not hold the name beside (a reader by no older reader; a semaphore's
+ * request by older requests when the permits would not cover them and it
+ * too), so readers at the head go in together and a large request at the
+ * head is not overtaken. */
 #include "lock.h"
 
 #include "../../base/clock.h"
@@ -65,11 +79,24 @@
 #define WAKE_LOOK_MS 32
 
 /* What the holds and waiters of a name say to a contender. */
+/* What a contender asks for. */
+typedef struct want {
+    int kind;        /* DLOCK__SQ_* */
+    int64_t take;    /* 1; a semaphore's permits taken */
+    int64_t permits; /* a semaphore's permits; 0 */
+} want;
+
 typedef struct view {
-    int held;             /* someone else holds it live: */
+    int held;             /* someone else holds it live, in the way: */
     int64_t holder_until; /* the longest expiry of those holds */
     int holder_kind;
-    int own;           /* the contender has a live row of the name already */
+    int own;           /* the contender has a live row of the name and kind already */
+    int64_t own_count; /* that row's count */
+    int deadlock;      /* the contender holds the name as a kind it cannot take this beside */
+    int own_kind;      /* that kind */
+    int64_t used;      /* a semaphore's permits held by others */
+    int64_t sem_until; /* the first expiry of those holds */
+    int64_t clash;     /* the permits another user of the semaphore declared, if not ours */
     size_t stale;      /* rows that hold nothing any more */
     int behind;        /* an older live waiter has the first claim on the name */
     int ahead;         /* live waiters older than the contender (up to NEAR_HEAD) */
@@ -89,26 +116,69 @@ static int is_own(const dlock__sq_row *r, const char *token)
     return token != NULL && strcmp(r->owner, token) == 0;
 }
 
+static want want_of(const dlock__sq_lock *l)
+{
+    const dlock__lock_spec *spec = &l->base.spec;
+    want w = {dlock__sq_kind(spec), 1, 0};
+    if (w.kind == DLOCK__SQ_SEMAPHORE) {
+        w.take = spec->take;
+        w.permits = spec->permits;
+    }
+    return w;
+}
+
+/* Whether a hold of kind stands in the way of a contender of w's kind. */
+static int excludes(int kind, const want *w)
+{
+    if (w->kind == DLOCK__SQ_READ)
+        return kind != DLOCK__SQ_READ;
+    if (w->kind == DLOCK__SQ_SEMAPHORE)
+        return kind != DLOCK__SQ_SEMAPHORE;
+    return 1;
+}
+
+static void note_holder(view *v, const dlock__sq_row *r)
+{
+    if (!v->held || r->expires_ms > v->holder_until) {
+        v->holder_until = r->expires_ms;
+        v->holder_kind = r->kind;
+    }
+    v->held = 1;
+}
+
 static void look(const dlock__sq_store *s, const dlock__sq_row *rows, size_t n, const char *token,
-                 int64_t now_ms, view *v)
+                 const want *w, int64_t now_ms, view *v)
 {
     memset(v, 0, sizeof *v);
     for (size_t i = 0; i < n; i++) {
         const dlock__sq_row *r = &rows[i];
         if (is_own(r, token)) {
-            if (own_live(s, r, now_ms))
-                v->own = 1;
-            else
+            if (!own_live(s, r, now_ms)) {
                 v->stale++;
-        } else if (dlock__sq_row_live(s, r, now_ms, NULL)) {
-            if (!v->held || r->expires_ms > v->holder_until) {
-                v->holder_until = r->expires_ms;
-                v->holder_kind = r->kind;
+            } else if (r->kind == w->kind) {
+                v->own = 1;
+                v->own_count = r->count;
+            } else if (!(w->kind == DLOCK__SQ_READ && r->kind == DLOCK__SQ_WRITE)) {
+                v->deadlock = 1; /* (the write lock's owner may read: a downgrade) */
+                v->own_kind = r->kind;
             }
-            v->held = 1;
-        } else {
+        } else if (!dlock__sq_row_live(s, r, now_ms, NULL)) {
             v->stale++;
+        } else if (excludes(r->kind, w)) {
+            note_holder(v, r);
+        } else if (w->kind == DLOCK__SQ_SEMAPHORE) {
+            if (r->permits != w->permits && v->clash == 0)
+                v->clash = r->permits;
+            if (v->sem_until == 0 || r->expires_ms < v->sem_until)
+                v->sem_until = r->expires_ms;
+            v->used += r->count;
         }
+    }
+    /* a semaphore too full for the request: held until a holder lets go */
+    if (!v->held && w->kind == DLOCK__SQ_SEMAPHORE && v->used + w->take > w->permits) {
+        v->held = 1;
+        v->holder_until = v->sem_until;
+        v->holder_kind = DLOCK__SQ_SEMAPHORE;
     }
 }
 
@@ -126,7 +196,7 @@ static int sweep(dlock__sq_store *s, const char *name, const dlock__sq_row *rows
         DLOCK__LOG(s->base.host.log, DLOCK_LOG_INFO,
                    "%s: lock '%s': the hold of %s (pid %lld) is over: %s", s->label, name, r->owner,
                    (long long) r->proc.pid, why);
-        int rc = dlock__sq_delete(s, name, r->owner);
+        int rc = dlock__sq_delete(s, name, r->owner, r->kind);
         if (rc != DLOCK_OK)
             return rc;
     }
@@ -156,21 +226,23 @@ static void bind_proc(dlock__sq_store *s, sqlite3_stmt *st, int first)
 
 /* Sets the expiry of (name, token) and binds the hold to this process
  * (the one that keeps it alive now, after an adoption too). */
-static int set_lease(dlock__sq_store *s, const char *name, const char *token, int64_t until_ms)
+static int set_lease(dlock__sq_store *s, const char *name, const char *token, int kind,
+                     int64_t until_ms)
 {
     sqlite3_stmt *st = dlock__sq_stmt(s, SQ_LEASE);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, until_ms);
     bind_proc(s, st, 4);
+    sqlite3_bind_int(st, 7, kind);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "renewing a hold");
 }
 
 /* Writes a new hold of name for token, with the name's next fence. */
-static int insert_hold(dlock__sq_store *s, const char *name, const char *token, int64_t until_ms,
-                       uint64_t *fence)
+static int insert_hold(dlock__sq_store *s, const char *name, const char *token, const want *w,
+                       int64_t until_ms, uint64_t *fence)
 {
     int rc = next_fence(s, name, fence);
     if (rc != DLOCK_OK)
@@ -178,23 +250,40 @@ static int insert_hold(dlock__sq_store *s, const char *name, const char *token, 
     sqlite3_stmt *st = dlock__sq_stmt(s, SQ_INSERT);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, DLOCK__SQ_MUTEX);
-    sqlite3_bind_int64(st, 4, 1);
+    sqlite3_bind_int(st, 3, w->kind);
+    sqlite3_bind_int64(st, 4, w->take);
     sqlite3_bind_text(st, 5, s->base.host.cfg->owner_info, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 6, (sqlite3_int64) *fence);
     sqlite3_bind_text(st, 7, s->boot, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 8, until_ms);
     bind_proc(s, st, 9);
+    sqlite3_bind_int64(st, 12, w->permits);
     int src = sqlite3_step(st);
     sqlite3_reset(st);
     return src == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, src, "writing a hold");
 }
 
+/* Sets the count of an owner's shared hold (read holds, or permits), and
+ * its fence to at least fence (0: kept). */
+static int set_count(dlock__sq_store *s, const char *name, const char *token, int kind,
+                     int64_t count, uint64_t fence)
+{
+    sqlite3_stmt *st = dlock__sq_stmt(s, SQ_SET_COUNT);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, kind);
+    sqlite3_bind_int64(st, 4, count);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64) fence);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "counting a shared hold");
+}
+
 /* A waiter's row: the waiter counts (query) and its name is listed until
  * it takes the lock, gives up (cancel), or stops polling for a waiter
  * lease (its row expires, or its process dies). */
-static int wait_put(dlock__sq_store *s, const char *name, const char *token, int64_t now_ms,
-                    int64_t until_ms)
+static int wait_put(dlock__sq_store *s, const char *name, const char *token, const want *w,
+                    int64_t now_ms, int64_t until_ms)
 {
     sqlite3_stmt *st = dlock__sq_stmt(s, SQ_WAIT_PUT);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -203,6 +292,9 @@ static int wait_put(dlock__sq_store *s, const char *name, const char *token, int
     sqlite3_bind_int64(st, 4, until_ms);
     bind_proc(s, st, 5);
     sqlite3_bind_int64(st, 8, now_ms); /* since, if the row is new or had lapsed */
+    sqlite3_bind_int(st, 9, w->kind);
+    sqlite3_bind_int64(st, 10, w->take);
+    sqlite3_bind_int64(st, 11, w->permits);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "writing a waiter");
@@ -230,14 +322,31 @@ static int wait_sweep(dlock__sq_store *s, const char *name, int64_t now_ms)
     return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "deleting old waiters");
 }
 
+/* Whether an older live waiter r holds back a contender of w: one it could
+ * not hold the name beside. Readers go in together; a semaphore's
+ * requests are served in order while the permits cover them (*reserved
+ * counts those of older requests). */
+static int holds_back(const dlock__sq_row *r, const want *w, const view *v, int64_t *reserved)
+{
+    if (w->kind == DLOCK__SQ_READ && r->kind == DLOCK__SQ_READ)
+        return 0;
+    if (w->kind == DLOCK__SQ_SEMAPHORE && r->kind == DLOCK__SQ_SEMAPHORE) {
+        *reserved += r->count;
+        return v->used + *reserved + w->take > w->permits;
+    }
+    return 1;
+}
+
 /* Where the contender stands among the waiters of name (in v): how many
- * live waiters are older (behind one of them, it may not take the name)
- * and its own row's expiry. Rows come oldest first; a row of the
+ * live waiters older than it hold it back (behind one, it may not take
+ * the name) and its own row's expiry. Rows come oldest first; a row of the
  * contender's that lapsed starts again (wait_put) and counts as none. */
-static int line_up(dlock__sq_store *s, const char *name, const char *token, int64_t now_ms, view *v)
+static int line_up(dlock__sq_store *s, const char *name, const char *token, const want *w,
+                   int64_t now_ms, view *v)
 {
     dlock__sq_row *rows;
     size_t n;
+    int64_t reserved = 0;
     int rc = dlock__sq_rows(s, SQ_WAITS, name, &rows, &n);
     v->waiters = n;
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
@@ -247,21 +356,44 @@ static int line_up(dlock__sq_store *s, const char *name, const char *token, int6
                 v->own_until = r->expires_ms;
             if (own_live(s, r, now_ms))
                 break; /* the rows after it are younger */
-        } else if (v->ahead < NEAR_HEAD && dlock__sq_row_live(s, r, now_ms, NULL)) {
-            v->ahead++;
+        } else if (dlock__sq_row_live(s, r, now_ms, NULL)) {
+            if (w->kind == DLOCK__SQ_SEMAPHORE && r->kind == DLOCK__SQ_SEMAPHORE &&
+                r->permits != w->permits && v->clash == 0)
+                v->clash = r->permits;
+            if (holds_back(r, w, v, &reserved)) {
+                v->behind = 1;
+                if (v->ahead < NEAR_HEAD)
+                    v->ahead++;
+            }
         }
     }
-    v->behind = v->ahead > 0;
     free(rows);
     return rc;
 }
 
+static const char *kind_words(int kind)
+{
+    switch (kind) {
+    case DLOCK__SQ_READ:
+        return "the read lock";
+    case DLOCK__SQ_WRITE:
+        return "the write lock";
+    case DLOCK__SQ_SEMAPHORE:
+        return "a semaphore";
+    default:
+        return "a mutex";
+    }
+}
+
 /* Looks at name (any transaction) and, in a write transaction (take),
- * takes it for token unless someone else holds it live or an older live
- * waiter has the first claim on it: *v says what was found, *fence the
- * fence taken. A taker's waiter row goes with the take. */
-static int look_take(dlock__sq_store *s, const char *name, const char *token, int64_t lease_ms,
-                     int take, view *v, int64_t *now_ms, uint64_t *fence)
+ * takes it for token unless someone else holds it live in the way or an
+ * older live waiter holds the contender back: *v says what was found,
+ * *fence the fence taken. A taker's waiter row goes with the take.
+ * DLOCK_EDEADLK when the contender holds the name as a kind it cannot take
+ * this beside, DLOCK_EINVAL when the semaphore's other users declared
+ * other permits. */
+static int look_take(dlock__sq_store *s, const char *name, const char *token, const want *w,
+                     int64_t lease_ms, int take, view *v, int64_t *now_ms, uint64_t *fence)
 {
     dlock__sq_row *rows;
     size_t n;
@@ -270,20 +402,40 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
     if (rc != DLOCK_OK)
         return rc;
     *now_ms = dlock__sq_boot_ms();
-    look(s, rows, n, token, *now_ms, v);
-    rc = line_up(s, name, token, *now_ms, v);
+    look(s, rows, n, token, w, *now_ms, v);
+    rc = line_up(s, name, token, w, *now_ms, v);
+    if (rc == DLOCK_OK && v->deadlock)
+        rc = dlock__fail(DLOCK_EDEADLK,
+                         "lock '%s': this owner holds it as %s already: asking for %s too would "
+                         "wait for itself (one name is one lock; release it first)",
+                         name, kind_words(v->own_kind), kind_words(w->kind));
+    else if (rc == DLOCK_OK && v->clash != 0)
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "semaphore '%s' is in use with %lld permits, and this handle gives %lld: "
+                         "every user of a semaphore must give the same number",
+                         name, (long long) v->clash, (long long) w->permits);
     if (rc == DLOCK_OK && take && !v->held && !v->behind) {
         if (v->stale > 0)
             rc = sweep(s, name, rows, n, token, *now_ms);
-        /* A live row of ours is a hold the caller no longer has: one it
-         * was told it lost (the library ends a lease a margin before the
-         * row does), or an attempt whose answer it never got. Either way
-         * this is a new hold: a new row with the next fence, never the
-         * old hold's fence again. */
-        if (rc == DLOCK_OK && v->own)
-            rc = dlock__sq_delete(s, name, token);
-        if (rc == DLOCK_OK)
-            rc = insert_hold(s, name, token, *now_ms + lease_ms, fence);
+        if (rc == DLOCK_OK && v->own && w->kind == DLOCK__SQ_READ) {
+            /* another hold of the owner's (a handle sharing its token):
+             * counted in its row, which the releases count down */
+            rc = next_fence(s, name, fence);
+            if (rc == DLOCK_OK)
+                rc = set_count(s, name, token, w->kind, v->own_count + w->take, *fence);
+            if (rc == DLOCK_OK)
+                rc = set_lease(s, name, token, w->kind, *now_ms + lease_ms);
+        } else {
+            /* A live row of ours is a hold the caller no longer has: one
+             * it was told it lost (the library ends a lease a margin
+             * before the row does), or an attempt whose answer it never
+             * got. Either way this is a new hold: a new row with the next
+             * fence, never the old hold's fence again. */
+            if (rc == DLOCK_OK && v->own)
+                rc = dlock__sq_delete(s, name, token, w->kind);
+            if (rc == DLOCK_OK)
+                rc = insert_hold(s, name, token, w, *now_ms + lease_ms, fence);
+        }
         if (rc == DLOCK_OK && v->waiters > 0)
             rc = wait_del(s, name, token);
         if (rc == DLOCK_OK && v->waiters > 0)
@@ -298,6 +450,7 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, in
 static int attempt_once(dlock__sq_store *s, dlock__sq_lock *l, dlock__attempt *a)
 {
     int64_t waiter_ms = s->base.host.cfg->waiter_lease_ms;
+    want w = want_of(l);
     view v;
     int64_t now_ms = 0;
     uint64_t fence = 0;
@@ -309,10 +462,10 @@ static int attempt_once(dlock__sq_store *s, dlock__sq_lock *l, dlock__attempt *a
         int rc = dlock__sq_begin(s, write, a->deadline_us);
         if (rc != DLOCK_OK)
             return rc;
-        rc = look_take(s, l->name, a->token, a->lease_ms, write, &v, &now_ms, &fence);
+        rc = look_take(s, l->name, a->token, &w, a->lease_ms, write, &v, &now_ms, &fence);
         int busy = v.held || v.behind;
         if (rc == DLOCK_OK && busy && a->wait && write)
-            rc = wait_put(s, l->name, a->token, now_ms, now_ms + waiter_ms);
+            rc = wait_put(s, l->name, a->token, &w, now_ms, now_ms + waiter_ms);
         int renew_wait = busy && a->wait && v.own_until - now_ms < waiter_ms / 2;
         rc = dlock__sq_end(s, write && rc == DLOCK_OK, rc);
         if (rc != DLOCK_OK)
@@ -332,7 +485,7 @@ static int attempt_once(dlock__sq_store *s, dlock__sq_lock *l, dlock__attempt *a
             if (a->wait && v.ahead < NEAR_HEAD &&
                 (a->holder_ttl_ms < 0 || a->holder_ttl_ms > step_ms))
                 a->holder_ttl_ms = step_ms;
-            a->held_as = v.held ? dlock__sq_held_as(v.holder_kind) : DLOCK__HELD_AS_SAME;
+            a->held_as = v.held ? dlock__sq_held_as(v.holder_kind, w.kind) : DLOCK__HELD_AS_SAME;
             return DLOCK_OK;
         }
         if (write) {
@@ -340,6 +493,9 @@ static int attempt_once(dlock__sq_store *s, dlock__sq_lock *l, dlock__attempt *a
             a->fence = fence;
             a->session = NULL;
             snprintf(l->token, sizeof l->token, "%s", a->token);
+            /* a shared hold: the next waiter may share it too, now */
+            if (v.waiters > 0 && (w.kind == DLOCK__SQ_READ || w.kind == DLOCK__SQ_SEMAPHORE))
+                dlock__sq_wake(s, l->name);
             return DLOCK_OK;
         }
     }
@@ -399,6 +555,7 @@ int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_
                            int64_t *busy_ttl_ms)
 {
     dlock__sq_store *s = SQSTORE(st);
+    const want mutex = {DLOCK__SQ_MUTEX, 1, 0}; /* a multi-lock's names are mutexes */
     view v = {0};
     int64_t now_ms = 0;
     int rc = dlock__sq_begin(s, 1, deadline_us);
@@ -408,7 +565,7 @@ int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_
     size_t i;
     for (i = 0; i < n && rc == DLOCK_OK; i++) {
         sessions[i] = NULL;
-        rc = look_take(s, SQLOCK(ls[i])->name, token, lease_ms, 1, &v, &now_ms, &fences[i]);
+        rc = look_take(s, SQLOCK(ls[i])->name, token, &mutex, lease_ms, 1, &v, &now_ms, &fences[i]);
         if (rc == DLOCK_OK && (v.held || v.behind))
             break;
     }
@@ -427,8 +584,8 @@ int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_
 }
 
 /* The caller's own hold of name, live: 1, with *r; 0 if it has none. */
-static int own_hold(dlock__sq_store *s, const char *name, const char *token, int64_t now_ms,
-                    dlock__sq_row *r, int *other_live, int *rc)
+static int own_hold(dlock__sq_store *s, const char *name, const char *token, int kind,
+                    int64_t now_ms, dlock__sq_row *r, int *other_live, int *rc)
 {
     dlock__sq_row *rows;
     size_t n;
@@ -437,7 +594,7 @@ static int own_hold(dlock__sq_store *s, const char *name, const char *token, int
     *other_live = 0;
     *rc = dlock__sq_rows(s, SQ_ROWS, name, &rows, &n);
     for (size_t i = 0; *rc == DLOCK_OK && i < n; i++) {
-        if (is_own(&rows[i], token)) {
+        if (is_own(&rows[i], token) && rows[i].kind == kind) {
             *r = rows[i];
             found = 1;
         } else if (dlock__sq_row_live(s, &rows[i], now_ms, NULL)) {
@@ -458,10 +615,13 @@ int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token
     if (rc != DLOCK_OK)
         return rc;
     int64_t now_ms = dlock__sq_boot_ms();
-    int found = own_hold(s, l->name, token, now_ms, &r, &other, &rc);
-    if (rc == DLOCK_OK && found)
-        rc = dlock__sq_delete(s, l->name, token);
+    want w = want_of(l);
+    int found = own_hold(s, l->name, token, w.kind, now_ms, &r, &other, &rc);
     int live = found && own_live(s, &r, now_ms);
+    if (rc == DLOCK_OK && live && r.count > w.take) /* another handle's hold stays */
+        rc = set_count(s, l->name, token, w.kind, r.count - w.take, 0);
+    else if (rc == DLOCK_OK && found)
+        rc = dlock__sq_delete(s, l->name, token, w.kind);
     rc = dlock__sq_end(s, rc == DLOCK_OK && found, rc);
     if (rc != DLOCK_OK)
         return rc;
@@ -488,15 +648,16 @@ int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token,
     if (rc != DLOCK_OK)
         return rc;
     int64_t now_ms = dlock__sq_boot_ms();
-    int found = own_hold(s, l->name, token, now_ms, &r, &other, &rc);
+    int kind = dlock__sq_kind(&l->base.spec);
+    int found = own_hold(s, l->name, token, kind, now_ms, &r, &other, &rc);
     int live = found && own_live(s, &r, now_ms);
     int write = 0;
     if (rc == DLOCK_OK && found && !live && !confirm) {
-        rc = dlock__sq_delete(s, l->name, token);
+        rc = dlock__sq_delete(s, l->name, token, kind);
         write = 1;
     } else if (rc == DLOCK_OK && live && !confirm &&
                !(at_least && now_ms + lease_ms <= r.expires_ms)) {
-        rc = set_lease(s, l->name, token, now_ms + lease_ms);
+        rc = set_lease(s, l->name, token, kind, now_ms + lease_ms);
         write = 1;
     }
     rc = dlock__sq_end(s, write && rc == DLOCK_OK, rc);
@@ -531,15 +692,16 @@ int dlock__sq_renew(dlock__store *st, dlock__renewal *items, size_t n, int64_t d
             continue;
         }
         const char *name = SQLOCK(it->lock)->name;
-        int found = own_hold(s, name, it->token, now_ms, &r, &other, &rc);
+        int kind = dlock__sq_kind(&it->lock->spec);
+        int found = own_hold(s, name, it->token, kind, now_ms, &r, &other, &rc);
         if (rc != DLOCK_OK)
             break;
         if (found && own_live(s, &r, now_ms)) {
-            rc = set_lease(s, name, it->token, now_ms + it->lease_ms);
+            rc = set_lease(s, name, it->token, kind, now_ms + it->lease_ms);
             it->result = DLOCK__RENEW_OK;
         } else {
             if (found)
-                rc = dlock__sq_delete(s, name, it->token);
+                rc = dlock__sq_delete(s, name, it->token, kind);
             it->result = DLOCK__RENEW_GONE;
         }
     }
@@ -566,6 +728,7 @@ void dlock__sq_detach(dlock__store *st, dlock__store_lock *sl)
         sqlite3_stmt *q = dlock__sq_stmt(s, SQ_DETACH);
         sqlite3_bind_text(q, 1, l->name, -1, SQLITE_STATIC);
         sqlite3_bind_text(q, 2, l->token, -1, SQLITE_STATIC);
+        sqlite3_bind_int(q, 3, dlock__sq_kind(&l->base.spec));
         int src = sqlite3_step(q);
         rc = src == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, src, "detaching a hold");
         rc = dlock__sq_end(s, rc == DLOCK_OK, rc);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* lock.h - a mutex's steps in the SQLite store (lock.c). */
+/* lock.h - a lock's steps in the SQLite store (lock.c). */
 #ifndef DLOCK_SQLITE_LOCK_H
 #define DLOCK_SQLITE_LOCK_H
 

@@ -14,6 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether a row's kind is of the lock l names: each kind's status,
+ * holders and force-unlock are that lock's (as on every store, where
+ * they are keys of their own); the name's other kinds are asked apart. */
+static int of_lock(const dlock__sq_lock *l, int kind)
+{
+    return dlock__sq_held_as(kind, dlock__sq_kind(&l->base.spec)) == DLOCK__HELD_AS_SAME;
+}
+
 int dlock__sq_query(dlock__store *st, dlock__store_lock *sl, dlock_status *out, int64_t deadline_us)
 {
     dlock__sq_store *s = SQSTORE(st);
@@ -30,7 +38,8 @@ int dlock__sq_query(dlock__store *st, dlock__store_lock *sl, dlock_status *out, 
     rc = dlock__sq_rows(s, SQ_WAITS, l->name, &rows, &n);
     int64_t now_ms = dlock__sq_boot_ms();
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++)
-        out->waiters += (unsigned) dlock__sq_row_live(s, &rows[i], now_ms, NULL);
+        out->waiters +=
+            (unsigned) (of_lock(l, rows[i].kind) && dlock__sq_row_live(s, &rows[i], now_ms, NULL));
     free(rows);
     rows = NULL;
     if (rc == DLOCK_OK)
@@ -38,15 +47,29 @@ int dlock__sq_query(dlock__store *st, dlock__store_lock *sl, dlock_status *out, 
     if (rc == DLOCK_OK)
         rc = dlock__sq_fence(s, l->name, &fence);
     rc = dlock__sq_end(s, 0, rc);
+    /* one exclusive holder (a mutex, the write lock) is named with its
+     * lease; shared holders (readers, a semaphore's) are counted */
+    const dlock__sq_row *alone = NULL;
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
         const dlock__sq_row *r = &rows[i];
-        if (!dlock__sq_row_live(s, r, now_ms, NULL))
+        if (!of_lock(l, r->kind) || !dlock__sq_row_live(s, r, now_ms, NULL))
             continue;
         out->held = 1;
-        out->holds = 1;
-        snprintf(out->owner, sizeof out->owner, "%s", r->owner);
-        out->lease_ms = r->expires_ms - now_ms;
+        out->shared++;
+        alone = r;
+        if (r->kind == DLOCK__SQ_SEMAPHORE) {
+            out->permits_used += (unsigned) r->count;
+            out->permits = (unsigned) r->permits;
+        }
     }
+    if (out->shared == 1 && (alone->kind == DLOCK__SQ_MUTEX || alone->kind == DLOCK__SQ_WRITE)) {
+        out->shared = 0;
+        out->holds = 1;
+        snprintf(out->owner, sizeof out->owner, "%s", alone->owner);
+        out->lease_ms = alone->expires_ms - now_ms;
+    }
+    if (l->base.spec.kind != DLOCK__SEMAPHORE)
+        out->permits = out->permits_used = 0;
     out->last_fence = fence;
     free(rows);
     return rc;
@@ -61,7 +84,11 @@ int dlock__sq_force_unlock(dlock__store *st, dlock__store_lock *sl, int64_t dead
         return rc;
     /* the fence counter stays: the next holder's fence is still larger */
     sqlite3_stmt *q = dlock__sq_stmt(s, SQ_DEL_NAME);
+    int kind = dlock__sq_kind(&l->base.spec);
     sqlite3_bind_text(q, 1, l->name, -1, SQLITE_STATIC);
+    /* the lock's kinds only: read and write holds are of one lock */
+    sqlite3_bind_int(q, 2, kind == DLOCK__SQ_WRITE ? DLOCK__SQ_READ : kind);
+    sqlite3_bind_int(q, 3, kind == DLOCK__SQ_READ ? DLOCK__SQ_WRITE : kind);
     int src = sqlite3_step(q);
     rc = src == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, src, "deleting the holds");
     rc = dlock__sq_end(s, rc == DLOCK_OK, rc);
@@ -86,7 +113,7 @@ int dlock__sq_holders(dlock__store *st, dlock__store_lock *sl, dlock__holder_sin
     int64_t now_ms = dlock__sq_boot_ms();
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
         const dlock__sq_row *r = &rows[i];
-        if (!dlock__sq_row_live(s, r, now_ms, NULL))
+        if (!of_lock(l, r->kind) || !dlock__sq_row_live(s, r, now_ms, NULL))
             continue;
         dlock__holder_raw h = {.owner = r->owner,
                                .count = (unsigned) r->count,

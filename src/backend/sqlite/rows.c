@@ -25,7 +25,7 @@ static void text_col(sqlite3_stmt *st, int col, char *buf, size_t len)
 }
 
 /* Columns from `first` on: owner, kind, count, info, fence, boot, expires,
- * pid, start, pidns, and a waiter's since if there is an eleventh. */
+ * pid, start, pidns, permits, and a waiter's since if there is a twelfth. */
 static void read_row(sqlite3_stmt *st, int first, dlock__sq_row *r)
 {
     memset(r, 0, sizeof *r);
@@ -39,8 +39,9 @@ static void read_row(sqlite3_stmt *st, int first, dlock__sq_row *r)
     r->proc.pid = sqlite3_column_int64(st, first + 7);
     r->proc.start = sqlite3_column_int64(st, first + 8);
     text_col(st, first + 9, r->proc.pidns, sizeof r->proc.pidns);
-    if (sqlite3_column_count(st) > first + 10)
-        r->since_ms = sqlite3_column_int64(st, first + 10); /* a waiter's row */
+    r->permits = sqlite3_column_int64(st, first + 10);
+    if (sqlite3_column_count(st) > first + 11)
+        r->since_ms = sqlite3_column_int64(st, first + 11); /* a waiter's row */
 }
 
 int dlock__sq_rows(dlock__sq_store *s, enum dlock__sq_stmt which, const char *name,
@@ -94,11 +95,12 @@ int dlock__sq_row_live(const dlock__sq_store *s, const dlock__sq_row *r, int64_t
     return dead == NULL;
 }
 
-int dlock__sq_delete(dlock__sq_store *s, const char *name, const char *owner)
+int dlock__sq_delete(dlock__sq_store *s, const char *name, const char *owner, int kind)
 {
     sqlite3_stmt *st = dlock__sq_stmt(s, SQ_DEL_HOLD);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, owner, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, kind);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? DLOCK_OK : dlock__sq_error(s, rc, "deleting a hold");
@@ -115,19 +117,37 @@ int dlock__sq_fence(dlock__sq_store *s, const char *name, uint64_t *fence)
                                                  : dlock__sq_error(s, rc, "reading the fence");
 }
 
-enum dlock__held_as dlock__sq_held_as(int kind)
+int dlock__sq_kind(const dlock__lock_spec *spec)
+{
+    switch (spec->kind) {
+    case DLOCK__READ:
+        return DLOCK__SQ_READ;
+    case DLOCK__WRITE:
+        return DLOCK__SQ_WRITE;
+    case DLOCK__SEMAPHORE:
+        return DLOCK__SQ_SEMAPHORE;
+    default:
+        return DLOCK__SQ_MUTEX;
+    }
+}
+
+/* The lock a kind belongs to: read and write holds are of one lock. */
+static enum dlock__held_as lock_of(int kind)
 {
     switch (kind) {
-    case DLOCK__SQ_MUTEX:
-        return DLOCK__HELD_AS_SAME;
     case DLOCK__SQ_READ:
     case DLOCK__SQ_WRITE:
         return DLOCK__HELD_AS_RW;
     case DLOCK__SQ_SEMAPHORE:
         return DLOCK__HELD_AS_SEMAPHORE;
     default:
-        return DLOCK__HELD_AS_SAME;
+        return DLOCK__HELD_AS_MUTEX;
     }
+}
+
+enum dlock__held_as dlock__sq_held_as(int kind, int want)
+{
+    return lock_of(kind) == lock_of(want) ? DLOCK__HELD_AS_SAME : lock_of(kind);
 }
 
 int dlock__sq_each_row(dlock__sq_store *s, enum dlock__sq_stmt which,

@@ -31,8 +31,8 @@
  *
  * What it is not: a store for processes of several hosts (SQLite's locks
  * on a network file system are not to be trusted, and pids and boot ids
- * mean nothing across hosts); only the mutex is served (no fair queue, no
- * read-write lock, no semaphore yet).
+ * mean nothing across hosts); no fair queue (waiters are served oldest
+ * first, but a paused waiter holds the line up for its waiter lease).
  *
  * Files: this one has the store's life and the backend table; db.c the
  * connection and transactions; host.c the clock and processes; rows.c the
@@ -179,7 +179,8 @@ const dlock__backend dlock__sqlite_backend = {
     .name = "SQLite",
     .schemes = schemes,
     .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT |
-            DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_MULTI_ATOMIC | DLOCK_CAP_LIST,
+            DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_MULTI_ATOMIC | DLOCK_CAP_LIST |
+            DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE,
     .open = sq_open,
     .close = sq_close,
     .lock_new = sq_lock_new,
