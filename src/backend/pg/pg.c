@@ -114,12 +114,28 @@ int64_t dlock__pg_key(const char *name)
     "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "             \
     "current_database())"
 
-/* A granted row l of LOCK_ROWS whose session only waits out another
- * holder's row lease (f: the name's dlock_fence row; README, "The row's
- * lease"): it holds the key, but the name is the row's holder's until its
- * lease ends. */
+/* The run rule (below, at EARLY) holds the name's row f: no grant of this
+ * server run wrote it, and the rule's time has not passed (dlock_run: the
+ * run's epoch and start, and the largest lease recorded then). */
+#define RULE_RUNS                                                                                  \
+    "(f.run < (SELECT epoch FROM dlock_run) AND (SELECT started + lease_ms * interval "            \
+    "'1 millisecond' FROM dlock_run) > clock_timestamp())"
+
+/* A granted row l of LOCK_ROWS whose session only waits, holding the key:
+ * out another holder's row lease (f: the name's dlock_fence row; README,
+ * "The row's lease"), or out the run rule's time after a crash (a row no
+ * grant of this run wrote: whatever pid it names, server pids are used
+ * again after a restart). The name is the row's holder's until its lease
+ * ends (ROW_HOLDER), or no one's. */
 #define WAITS_OUT                                                                                  \
-    "(l.granted AND l.pid IS DISTINCT FROM f.holder_pid AND f.expires > clock_timestamp())"
+    "(l.granted AND ((l.pid IS DISTINCT FROM f.holder_pid AND f.expires > clock_timestamp()) "     \
+    "OR " RULE_RUNS "))"
+/* The row names a holder whose lease runs (the run rule's rows name none). */
+#define ROW_HOLDER "(f.holder <> '' AND f.expires > clock_timestamp())"
+/* The owner record (dlock_owner o) of the row's holder: by its server pid,
+ * and only while no later connection of that pid has overwritten it (a
+ * server pid is used again; the record names the connection's id). */
+#define HOLDER_RECORD "o.pid = f.holder_pid AND o.holder = f.holder"
 
 /* ---------------------------------------------------------------- locks */
 
@@ -741,8 +757,8 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
                      "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
                      "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
                      "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3), "
-                     "(SELECT owner FROM dlock_fence WHERE name = $3 AND expires > "
-                     "clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
+                     "(SELECT owner FROM dlock_fence WHERE name = $3 AND holder <> '' AND "
+                     "expires > clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
                      "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3), "
                      "coalesce(bool_or(" WAITS_OUT "), false) "
                      "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
@@ -753,7 +769,8 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     st->waiters = (unsigned) strtoul(PQgetvalue(r, 0, 1), NULL, 10);
     if (held == 1 && strcmp(PQgetvalue(r, 0, 7), "t") == 0) {
         /* the session holding the key waits out another holder's row lease
-         * (README, "The row's lease"): that holder is the one told below */
+         * (README, "The row's lease"): that holder is the one told below;
+         * or the run rule's time, when no holder is known (none told) */
         held = 0;
         st->waiters++;
     }
@@ -786,18 +803,24 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
     /* a session that holds the key while it waits out another holder's row
-     * lease is no holder: the row's holder is (its owner record, if its
-     * server pid has not been used again) */
-    int rc = operate(PGSTORE(s),
-                     "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
-                     " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
-                     "END, o.info FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
-                     "LEFT JOIN dlock_owner o ON o.pid = CASE WHEN " WAITS_OUT
-                     " THEN f.holder_pid ELSE l.pid END WHERE " LOCK_ROWS " AND l.granted",
-                     3, params, deadline_us, &r);
+     * lease is no holder: the row's holder is (its owner record, if no
+     * later connection of its server pid overwrote it); one that waits out
+     * the run rule's time with no holder in the row is none, and names
+     * none (the last column) */
+    int rc =
+        operate(PGSTORE(s),
+                "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
+                " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
+                "END, o.info, coalesce(" WAITS_OUT " AND NOT " ROW_HOLDER ", false) "
+                "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
+                "LEFT JOIN dlock_owner o ON " HOLDER_RECORD
+                " AND (l.pid = f.holder_pid OR " WAITS_OUT ") WHERE " LOCK_ROWS " AND l.granted",
+                3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(r); i++) {
+        if (strcmp(PQgetvalue(r, i, 3), "t") == 0)
+            continue;
         char owner[80];
         dlock__holder_raw h = {
             .owner = owner_of(PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), owner, sizeof owner),
