@@ -952,6 +952,47 @@ static void modes_exclude(void)
     dlock_client_close(tc);
 }
 
+/* Status and holders through either mode's URL name the holder in the
+ * other mode (one lock per name): a waiter's notice said "with waiters
+ * ahead in its queue", status "free" (the new-user trial). The last fence
+ * is the holder's or above. */
+static void status_across_modes(void)
+{
+    dlock_client *sc = client(NULL), *tc = client("?mode=table");
+    dlock_lock *sl = dt_lock(sc, "xmode", 0), *tl = dt_lock(tc, "xmode", 0);
+    for (int table_holds = 0; table_holds < 2; table_holds++) {
+        dlock_lock *held = table_holds ? tl : sl;
+        dlock_client *seer = table_holds ? sc : tc;
+        CHECK_RC(dlock_acquire(held, 5000), DLOCK_OK);
+        dlock_status st = dt_query(seer, "xmode", 0);
+        dt_holders hs = dt_query_holders(seer, "xmode", 0);
+        if (!st.held || strcmp(st.owner, dlock_lock_token(held)) != 0 ||
+            st.last_fence < dlock_lock_fence(held) || hs.n != 1 ||
+            strcmp(hs.h[0].owner, dlock_lock_token(held)) != 0 || hs.h[0].pid != (long) getpid())
+            dt_fail(__FILE__, __LINE__,
+                    "held in %s mode by %s (fence %llu): the other mode's status says %s, owner "
+                    "'%s', last fence %llu, %d holders ('%s', pid %ld)",
+                    table_holds ? "table" : "session", dlock_lock_token(held),
+                    (unsigned long long) dlock_lock_fence(held), st.held ? "held" : "free",
+                    st.owner, (unsigned long long) st.last_fence, hs.n,
+                    hs.n > 0 ? hs.h[0].owner : "", hs.n > 0 ? hs.h[0].pid : 0L);
+        /* a session holder lives with its connection: no lease to show;
+         * a table holder's lease runs */
+        if (table_holds)
+            CHECK_INT(st.lease_ms, >, 0);
+        else
+            CHECK_INT(st.lease_ms, ==, -1);
+        CHECK_RC(dlock_release(held), DLOCK_OK);
+        st = dt_query(seer, "xmode", 0);
+        CHECK_INT(st.held, ==, 0);
+        CHECK_INT(dt_query_holders(seer, "xmode", 0).n, ==, 0);
+    }
+    dlock_lock_free(sl);
+    dlock_lock_free(tl);
+    dlock_client_close(sc);
+    dlock_client_close(tc);
+}
+
 /* One lock per name across the modes when a session holder's connection
  * was ended in the server: its row's lease still runs (the holder learns
  * at its next renewal), and a table take waits for it as a session grant
@@ -1245,6 +1286,7 @@ int main(int argc, char **argv)
         {"table_tables_dropped", table_tables_dropped},
         {"modes_exclude", modes_exclude},
         {"table_waits_session_lease", table_waits_session_lease},
+        {"status_across_modes", status_across_modes},
         {"crash_fence", crash_fence},
         {"lost_grant_lease", lost_grant_lease},
         {"table_waiter_not_starved", table_waiter_not_starved},
