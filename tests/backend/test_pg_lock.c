@@ -39,16 +39,22 @@ static long long sql_number(const char *sql)
     return strtoll(out, NULL, 10);
 }
 
-/* How many sessions hold (granted) or wait for the advisory key of name. */
+/* How many sessions of server s hold (granted) or wait for the advisory
+ * key of name. */
+static long long advisory_rows_of(dt_server *s, const char *name, int granted)
+{
+    uint64_t key = (uint64_t) dlock__pg_key(name);
+    const char *out = dt_server_cli(
+        s,
+        "-c \"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %u AND "
+        "objid = %u AND objsubid = 1 AND granted = %s\"",
+        (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu), granted ? "true" : "false");
+    return strtoll(out, NULL, 10);
+}
+
 static long long advisory_rows(const char *name, int granted)
 {
-    char sql[400];
-    uint64_t key = (uint64_t) dlock__pg_key(name);
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %u AND "
-             "objid = %u AND objsubid = 1 AND granted = %s",
-             (unsigned) (key >> 32), (unsigned) (key & 0xffffffffu), granted ? "true" : "false");
-    return sql_number(sql);
+    return advisory_rows_of(&srv, name, granted);
 }
 
 /* ---------------------------------------------------------------- keys */
@@ -240,10 +246,14 @@ static void *wait_thread(void *arg)
 /* While a waiter waits out a terminated holder's row lease it holds the
  * advisory key (README, "The row's lease"): status and holders name the
  * holder whose lease runs and count the waiter as waiting. They named the
- * waiter as the holder, with no waiter (stop 33's new-user trial). */
+ * waiter as the holder, with no waiter (stop 33's new-user trial). The
+ * holder's info is its server pid's record in dlock_owner while that is
+ * its own: once a later connection of the same pid (server pids are used
+ * again) has overwritten it, as the UPDATE below does, no info is named
+ * (before, the later connection's client was named the holder's). */
 static void status_while_lease_waited_out(void)
 {
-    dlock_client *c = client("?lease=3s"), *c2 = client(NULL), *op = client(NULL);
+    dlock_client *c = client("?lease=5s"), *c2 = client(NULL), *op = client(NULL);
     dlock_lock *l = dt_lock(c, "wout", 0), *l2 = dt_lock(c2, "wout", 0);
     CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
     CHECK_INT(terminate_holders("wout"), ==, 1);
@@ -253,6 +263,10 @@ static void status_while_lease_waited_out(void)
     DT_WAIT_UNTIL(advisory_rows("wout", 1) == 1, 5000);
     dlock_status st = dt_query(op, "wout", 0);
     dt_holders hs = dt_query_holders(op, "wout", 0);
+    /* the holder's pid used again by another client's connection */
+    dt_server_cli(&srv, "-c \"UPDATE dlock_owner SET holder = 'a later connection' WHERE pid = "
+                        "(SELECT holder_pid FROM dlock_fence WHERE name = 'wout')\"");
+    dt_holders reused = dt_query_holders(op, "wout", 0);
     int waited = !atomic_load(&w.done); /* the answers came while it waited */
     pthread_join(t, NULL);
     CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
@@ -264,6 +278,9 @@ static void status_while_lease_waited_out(void)
     CHECK_INT(hs.n, ==, 1);
     CHECK(strcmp(hs.h[0].owner, dlock_lock_token(l)) == 0);
     CHECK_INT(hs.h[0].pid, ==, (long) getpid());
+    CHECK_INT(reused.n, ==, 1);
+    CHECK(strcmp(reused.h[0].owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(reused.h[0].pid, ==, 0); /* no info: not the holder's record */
     CHECK_RC(dlock_release(l2), DLOCK_OK);
     dlock_lock_free(l);
     dlock_lock_free(l2);
@@ -935,6 +952,47 @@ static void modes_exclude(void)
     dlock_client_close(tc);
 }
 
+/* Status and holders through either mode's URL name the holder in the
+ * other mode (one lock per name): a waiter's notice said "with waiters
+ * ahead in its queue", status "free" (the new-user trial). The last fence
+ * is the holder's or above. */
+static void status_across_modes(void)
+{
+    dlock_client *sc = client(NULL), *tc = client("?mode=table");
+    dlock_lock *sl = dt_lock(sc, "xmode", 0), *tl = dt_lock(tc, "xmode", 0);
+    for (int table_holds = 0; table_holds < 2; table_holds++) {
+        dlock_lock *held = table_holds ? tl : sl;
+        dlock_client *seer = table_holds ? sc : tc;
+        CHECK_RC(dlock_acquire(held, 5000), DLOCK_OK);
+        dlock_status st = dt_query(seer, "xmode", 0);
+        dt_holders hs = dt_query_holders(seer, "xmode", 0);
+        if (!st.held || strcmp(st.owner, dlock_lock_token(held)) != 0 ||
+            st.last_fence < dlock_lock_fence(held) || hs.n != 1 ||
+            strcmp(hs.h[0].owner, dlock_lock_token(held)) != 0 || hs.h[0].pid != (long) getpid())
+            dt_fail(__FILE__, __LINE__,
+                    "held in %s mode by %s (fence %llu): the other mode's status says %s, owner "
+                    "'%s', last fence %llu, %d holders ('%s', pid %ld)",
+                    table_holds ? "table" : "session", dlock_lock_token(held),
+                    (unsigned long long) dlock_lock_fence(held), st.held ? "held" : "free",
+                    st.owner, (unsigned long long) st.last_fence, hs.n,
+                    hs.n > 0 ? hs.h[0].owner : "", hs.n > 0 ? hs.h[0].pid : 0L);
+        /* a session holder lives with its connection: no lease to show;
+         * a table holder's lease runs */
+        if (table_holds)
+            CHECK_INT(st.lease_ms, >, 0);
+        else
+            CHECK_INT(st.lease_ms, ==, -1);
+        CHECK_RC(dlock_release(held), DLOCK_OK);
+        st = dt_query(seer, "xmode", 0);
+        CHECK_INT(st.held, ==, 0);
+        CHECK_INT(dt_query_holders(seer, "xmode", 0).n, ==, 0);
+    }
+    dlock_lock_free(sl);
+    dlock_lock_free(tl);
+    dlock_client_close(sc);
+    dlock_client_close(tc);
+}
+
 /* One lock per name across the modes when a session holder's connection
  * was ended in the server: its row's lease still runs (the holder learns
  * at its next renewal), and a table take waits for it as a session grant
@@ -1047,7 +1105,7 @@ static long long crash_row(dt_server *crash, const char *what, const char *name)
  * grants are as before. */
 static void lost_grant_lease(void)
 {
-    enum { LEASE_MS = 4000 };
+    enum { LEASE_MS = 6000 };
     dt_server crash;
     crash_server_start(&crash);
     /* "old" has a row on disk before the crash (flushed by the next
@@ -1065,7 +1123,7 @@ static void lost_grant_lease(void)
      * granted both on it (tries: a second connection's set-up, whose
      * commit waits for the flush, would flush the first grant too), then
      * the server is killed at once */
-    dlock_client *a = dt_client(crash.url, "?lease=4s");
+    dlock_client *a = dt_client(crash.url, "?lease=6s");
     dlock_lock *la_new = dt_lock(a, "new", 0), *la_old = dt_lock(a, "old", 0);
     dlock_lock *la_warm = dt_lock(a, "warm", 0);
     CHECK_RC(dlock_acquire(la_warm, 0), DLOCK_OK);
@@ -1096,10 +1154,35 @@ static void lost_grant_lease(void)
     CHECK_RC(dlock_acquire(lt_old, 0), DLOCK_EBUSY);
     dlock_lock_free(lt_old);
     dlock_client_close(t);
-    CHECK_RC(dlock_acquire(lb_new, 10000), DLOCK_OK);
-    int64_t took_new = dt_now_ms() - t0;
-    CHECK_RC(dlock_acquire(lb_old, 10000), DLOCK_OK);
-    int64_t took_old = dt_now_ms() - t0;
+    /* waiters of both hold the keys while they wait out the rule's time:
+     * status and holders name no holder (none is known) and count each as
+     * a waiter (before, the waiter was named the holder, or an earlier
+     * run's holder whose server pid it had) */
+    struct waiter w_new = {.l = lb_new, .wait_ms = 15000}, w_old = {.l = lb_old, .wait_ms = 15000};
+    pthread_t t_new, t_old;
+    CHECK_INT(pthread_create(&t_new, NULL, wait_thread, &w_new), ==, 0);
+    CHECK_INT(pthread_create(&t_old, NULL, wait_thread, &w_old), ==, 0);
+    DT_WAIT_UNTIL(
+        advisory_rows_of(&crash, "new", 1) == 1 && advisory_rows_of(&crash, "old", 1) == 1, 5000);
+    dlock_client *op = dt_client(crash.url, NULL);
+    dlock_status st_new = dt_query(op, "new", 0), st_old = dt_query(op, "old", 0);
+    dt_holders hs_new = dt_query_holders(op, "new", 0), hs_old = dt_query_holders(op, "old", 0);
+    int waited = !atomic_load(&w_new.done) && !atomic_load(&w_old.done);
+    dlock_client_close(op);
+    pthread_join(t_new, NULL);
+    pthread_join(t_old, NULL);
+    CHECK(waited); /* (the answers came while both waited) */
+    CHECK_INT(st_new.held, ==, 0);
+    CHECK_INT(st_new.waiters, ==, 1);
+    CHECK_INT(hs_new.n, ==, 0);
+    CHECK_INT(st_old.held, ==, 0);
+    CHECK(st_old.owner[0] == '\0');
+    CHECK_INT(st_old.waiters, ==, 1);
+    CHECK_INT(hs_old.n, ==, 0);
+    CHECK_RC(atomic_load(&w_new.rc), DLOCK_OK);
+    CHECK_RC(atomic_load(&w_old.rc), DLOCK_OK);
+    int64_t took_new = atomic_load(&w_new.ended_ms) - t0;
+    int64_t took_old = atomic_load(&w_old.ended_ms) - t0;
     printf("after the crash (restarted %lld ms after the lost grants): granted again after "
            "%lld ms (a new name), %lld ms (an older row); the lost holder's lease %d ms\n",
            (long long) restarted, (long long) took_new, (long long) took_old, LEASE_MS);
@@ -1203,6 +1286,7 @@ int main(int argc, char **argv)
         {"table_tables_dropped", table_tables_dropped},
         {"modes_exclude", modes_exclude},
         {"table_waits_session_lease", table_waits_session_lease},
+        {"status_across_modes", status_across_modes},
         {"crash_fence", crash_fence},
         {"lost_grant_lease", lost_grant_lease},
         {"table_waiter_not_starved", table_waiter_not_starved},

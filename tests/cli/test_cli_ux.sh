@@ -167,7 +167,7 @@ test_status_sql_sessions()
     wait_until 10 eval 'dl status -u "$session" u-sql | grep -q "^lease left: [0-9]"' ||
         { fail "no lease left shown after the holder's connection ended: $(dl status -u "$session" u-sql)"; return; }
     expect_match "session gone: said" \
-        "^lease left: [0-9.]+ s \(no session holds it now: its holder's connection is gone(, or it is held in table or row mode)?; the name frees when this lease ends\)$" \
+        "^lease left: [0-9.]+ s \(no session holds it now: its holder's connection is gone(, or it is held in table( or row)? mode)?; the name frees when this lease ends\)$" \
         "$(dl status -u "$session" u-sql | grep '^lease left:')"
     dl unlock -u "$session" --force u-sql >/dev/null
 }

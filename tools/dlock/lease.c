@@ -157,10 +157,19 @@ void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, cons
              * has the lock: this lease is a holder's without one */
             printf(" (no session holds it now: its holder's connection is gone%s; the name "
                    "frees when this lease ends)",
-                   mysql ? ", or it is held in table or row mode" : "");
+                   mysql ? ", or it is held in table or row mode"
+                         : ", or it is held in table mode");
         return;
     }
-    if (caps & DLOCK_CAP_SESSION)
+    if ((caps & DLOCK_CAP_SESSION) && sql_store(c, &mysql))
+        /* a dead holder's session ends at once (a killed process) or within
+         * about 1.5 leases (a host gone), and its row lease keeps the name
+         * until it ends: up to a lease after its last renewal */
+        printf("none (held by its holder's %s session; if the holder dies, the name stays "
+               "held until its row lease ends: up to the holder's lease, 30 s unless it set "
+               "-L or lease=, after its last renewal)",
+               store);
+    else if (caps & DLOCK_CAP_SESSION)
         printf("none (held by its holder's %s session: freed within the session timeout if "
                "the holder dies)",
                store);

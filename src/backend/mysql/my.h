@@ -240,6 +240,12 @@ int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
 int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
                            dlock__myres *other, const char **owner, const char **info,
                            int64_t *lease_ms);
+/* The fence counter status tells: the larger of its own mode's (own, as
+ * text; NULL: none) and the other mode's holder's, read by
+ * dlock__my_other_holder into other (that holder's fence is kept in its
+ * own mode's table: 0 there, a table-mode status of a session or row
+ * holder said "last fence: 0"). */
+uint64_t dlock__my_last_fence(const char *own, const dlock__myres *other);
 /* The grant's request of session and row modes (table.c has its
  * statements): GET_LOCK(N, wait_s), dlock_fence's row written for holder
  * nonce on connection conn (SQL: CONNECTION_ID(), or a number) only when no

@@ -482,7 +482,7 @@ static int my_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
-    st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
+    st->last_fence = dlock__my_last_fence(fence, &other);
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (id != NULL || owner != NULL) {
         st->held = 1;

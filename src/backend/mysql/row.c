@@ -624,7 +624,7 @@ int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 3), *waiters = dlock__my_value(&res, 0, 4);
-    st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
+    st->last_fence = dlock__my_last_fence(fence, &other);
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (owner != NULL) {
         st->held = 1;

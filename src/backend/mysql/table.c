@@ -201,11 +201,11 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
     if (p->table)
         snprintf(sql, sizeof sql,
                  "SELECT owner, info, IF(IS_USED_LOCK(name) <=> conn, NULL, " DLOCK__MY_MS_LEFT
-                 ") FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6)",
+                 "), fence FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6)",
                  l->lit);
     else
         snprintf(sql, sizeof sql,
-                 "SELECT owner, info, " DLOCK__MY_MS_LEFT " FROM " DLOCK__SQLT_TABLE
+                 "SELECT owner, info, " DLOCK__MY_MS_LEFT ", fence FROM " DLOCK__SQLT_TABLE
                  " WHERE name = %s AND owner <> '' AND expires > UTC_TIMESTAMP(6)",
                  l->key_lit);
     rc = dlock__my_operate(p, sql, deadline, other, "reading the other mode's holder");
@@ -531,6 +531,14 @@ size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int6
     return m;
 }
 
+uint64_t dlock__my_last_fence(const char *own, const dlock__myres *other)
+{
+    const char *theirs = dlock__my_value(other, 0, 3);
+    uint64_t f = own != NULL ? strtoull(own, NULL, 10) : 0;
+    uint64_t g = theirs != NULL ? strtoull(theirs, NULL, 10) : 0;
+    return f > g ? f : g;
+}
+
 /* The row of l: (owner, info, fence, ms left), the lock held when owner is
  * not empty and the lease runs. */
 static int row_of(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
@@ -570,7 +578,7 @@ int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     if (rc != DLOCK_OK)
         return rc;
     const char *fence = dlock__my_value(&res, 0, 2), *waiters = dlock__my_value(&res, 0, 4);
-    st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
+    st->last_fence = dlock__my_last_fence(fence, &other);
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     if (owner != NULL) {
         st->held = 1;

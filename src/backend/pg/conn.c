@@ -493,7 +493,8 @@ static const char schema[] =
     "owner text NOT NULL, holder_pid integer NOT NULL, run bigint NOT NULL DEFAULT 0); END IF; "
     "IF to_regclass('dlock_owner') IS NULL THEN "
     "CREATE TABLE dlock_owner (pid integer PRIMARY KEY, info text NOT NULL, "
-    "since timestamptz NOT NULL DEFAULT now(), lease_ms bigint NOT NULL DEFAULT 0); END IF; "
+    "since timestamptz NOT NULL DEFAULT now(), lease_ms bigint NOT NULL DEFAULT 0, "
+    "holder text NOT NULL DEFAULT ''); END IF; "
     /* the columns of the run rule (pg.c), added to tables made before them */
     "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_fence'::regclass "
     "AND attname = 'run' AND NOT attisdropped) THEN "
@@ -501,6 +502,11 @@ static const char schema[] =
     "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_owner'::regclass "
     "AND attname = 'lease_ms' AND NOT attisdropped) THEN "
     "ALTER TABLE dlock_owner ADD COLUMN lease_ms bigint NOT NULL DEFAULT 0; END IF; "
+    /* the connection's id (pg.c: a holder's record is told from a later
+     * connection's of the same server pid by it), added likewise */
+    "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_owner'::regclass "
+    "AND attname = 'holder' AND NOT attisdropped) THEN "
+    "ALTER TABLE dlock_owner ADD COLUMN holder text NOT NULL DEFAULT ''; END IF; "
     /* the run's epoch (pg.c: the fence): a durable counter, and its
      * current value in an unlogged table, which a crash empties */
     "IF to_regclass('dlock_epoch') IS NULL THEN CREATE SEQUENCE dlock_epoch; END IF; "
@@ -562,10 +568,10 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
      * rule, pg.c); a table mode client's none (its leases are its rows') */
     snprintf(sql, len,
              "SELECT set_config('synchronous_commit', 'on', true); %s" RUN_EPOCH_SQL
-             "; INSERT INTO dlock_owner (pid, info, lease_ms) VALUES (pg_backend_pid(), %s, %lld) "
-             "ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now(), "
-             "lease_ms = excluded.lease_ms",
-             ready ? "" : schema, info, (long long) (p->table ? 0 : p->lease_ms));
+             "; INSERT INTO dlock_owner (pid, info, lease_ms, holder) VALUES (pg_backend_pid(), "
+             "%s, %lld, '%s') ON CONFLICT (pid) DO UPDATE SET info = excluded.info, since = now(), "
+             "lease_ms = excluded.lease_ms, holder = excluded.holder",
+             ready ? "" : schema, info, (long long) (p->table ? 0 : p->lease_ms), c->nonce);
     PQfreemem(info);
     /* the hot path's statements, prepared in the same round trip (after
      * the tables they name) */

@@ -114,12 +114,28 @@ int64_t dlock__pg_key(const char *name)
     "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "             \
     "current_database())"
 
-/* A granted row l of LOCK_ROWS whose session only waits out another
- * holder's row lease (f: the name's dlock_fence row; README, "The row's
- * lease"): it holds the key, but the name is the row's holder's until its
- * lease ends. */
+/* The run rule (below, at EARLY) holds the name's row f: no grant of this
+ * server run wrote it, and the rule's time has not passed (dlock_run: the
+ * run's epoch and start, and the largest lease recorded then). */
+#define RULE_RUNS                                                                                  \
+    "(f.run < (SELECT epoch FROM dlock_run) AND (SELECT started + lease_ms * interval "            \
+    "'1 millisecond' FROM dlock_run) > clock_timestamp())"
+
+/* A granted row l of LOCK_ROWS whose session only waits, holding the key:
+ * out another holder's row lease (f: the name's dlock_fence row; README,
+ * "The row's lease"), or out the run rule's time after a crash (a row no
+ * grant of this run wrote: whatever pid it names, server pids are used
+ * again after a restart). The name is the row's holder's until its lease
+ * ends (ROW_HOLDER), or no one's. */
 #define WAITS_OUT                                                                                  \
-    "(l.granted AND l.pid IS DISTINCT FROM f.holder_pid AND f.expires > clock_timestamp())"
+    "(l.granted AND ((l.pid IS DISTINCT FROM f.holder_pid AND f.expires > clock_timestamp()) "     \
+    "OR " RULE_RUNS "))"
+/* The row names a holder whose lease runs (the run rule's rows name none). */
+#define ROW_HOLDER "(f.holder <> '' AND f.expires > clock_timestamp())"
+/* The owner record (dlock_owner o) of the row's holder: by its server pid,
+ * and only while no later connection of that pid has overwritten it (a
+ * server pid is used again; the record names the connection's id). */
+#define HOLDER_RECORD "o.pid = f.holder_pid AND o.holder = f.holder"
 
 /* ---------------------------------------------------------------- locks */
 
@@ -726,34 +742,37 @@ static const char *owner_of(const char *app, const char *pid, char *buf, size_t 
     return buf;
 }
 
-static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
+/* Session mode's state of l (advisory lock, row lease); *table_there:
+ * whether table mode's lock table is there (to look at next). */
+static int session_query(dlock__pgstore *p, pglock *l, dlock_status *st, int *table_there,
+                         int64_t deadline_us)
 {
-    pglock *l = PGLOCK(sl);
-    if (PGSTORE(s)->table)
-        return dlock__pgt_query(PGSTORE(s), l->key_lit, st, deadline_us);
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
     /* the owner is the row's, when its server pid holds the key */
-    int rc = operate(PGSTORE(s),
+    int rc = operate(p,
                      "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
                      "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
                      "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
                      "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3), "
-                     "(SELECT owner FROM dlock_fence WHERE name = $3 AND expires > "
-                     "clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
+                     "(SELECT owner FROM dlock_fence WHERE name = $3 AND holder <> '' AND "
+                     "expires > clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
                      "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3), "
-                     "coalesce(bool_or(" WAITS_OUT "), false) "
+                     "coalesce(bool_or(" WAITS_OUT "), false), "
+                     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
                      "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
                      3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);
+    *table_there = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
     st->waiters = (unsigned) strtoul(PQgetvalue(r, 0, 1), NULL, 10);
     if (held == 1 && strcmp(PQgetvalue(r, 0, 7), "t") == 0) {
         /* the session holding the key waits out another holder's row lease
-         * (README, "The row's lease"): that holder is the one told below */
+         * (README, "The row's lease"): that holder is the one told below;
+         * or the run rule's time, when no holder is known (none told) */
         held = 0;
         st->waiters++;
     }
@@ -777,27 +796,89 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     return DLOCK_OK;
 }
 
-static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
-                      int64_t deadline_us)
+/* One lock per name across the modes (README: a session holder and a
+ * table holder exclude each other): the state told through either mode's
+ * URL is the holder's in whichever mode it holds. The other mode is asked
+ * when this one names no holder (one request more, only then); before, a
+ * waiter's notice through one mode said "with waiters ahead in its queue"
+ * of the other mode's holder. A holder there gives its owner, lease and
+ * waiters, and the fence is the larger of the modes' counters (each
+ * mode's fences are its own: README, table mode). */
+static void other_mode(dlock_status *st, const dlock_status *other)
 {
+    if (!other->held)
+        return;
+    st->held = 1;
+    st->holds = other->holds;
+    snprintf(st->owner, sizeof st->owner, "%s", other->owner);
+    st->lease_ms = other->lease_ms;
+    st->waiters += other->waiters;
+    if (other->last_fence > st->last_fence)
+        st->last_fence = other->last_fence;
+}
+
+static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
-    if (PGSTORE(s)->table)
-        return dlock__pgt_holders(PGSTORE(s), l->key_lit, sink, arg, deadline_us);
+    dlock_status other;
+    int table_there = 1;
+    int rc = p->table ? dlock__pgt_query(p, l->key_lit, st, deadline_us)
+                      : session_query(p, l, st, &table_there, deadline_us);
+    if (rc != DLOCK_OK || st->held || !table_there)
+        return rc;
+    rc = p->table ? session_query(p, l, &other, &table_there, deadline_us)
+                  : dlock__pgt_query(p, l->key_lit, &other, deadline_us);
+    if (rc == DLOCK_OK)
+        other_mode(st, &other);
+    return rc;
+}
+
+/* A sink that counts the holders it passes on. */
+typedef struct counted_sink {
+    dlock__holder_sink sink;
+    void *arg;
+    unsigned n;
+} counted_sink;
+
+static int count_holder(void *arg, const dlock__holder_raw *h)
+{
+    counted_sink *c = arg;
+    c->n++;
+    return c->sink(c->arg, h);
+}
+
+/* Session mode's holders of l, into sink; *table_there as session_query. */
+static int session_holders(dlock__pgstore *p, pglock *l, dlock__holder_sink sink, void *arg,
+                           int *table_there, int64_t deadline_us)
+{
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
     /* a session that holds the key while it waits out another holder's row
-     * lease is no holder: the row's holder is (its owner record, if its
-     * server pid has not been used again) */
-    int rc = operate(PGSTORE(s),
-                     "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
-                     " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
-                     "END, o.info FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
-                     "LEFT JOIN dlock_owner o ON o.pid = CASE WHEN " WAITS_OUT
-                     " THEN f.holder_pid ELSE l.pid END WHERE " LOCK_ROWS " AND l.granted",
-                     3, params, deadline_us, &r);
+     * lease is no holder: the row's holder is (its owner record, if no
+     * later connection of its server pid overwrote it); one that waits out
+     * the run rule's time with no holder in the row is none, and names
+     * none (the last column) */
+    int rc =
+        operate(p,
+                "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
+                " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
+                "END, o.info, coalesce(" WAITS_OUT " AND NOT " ROW_HOLDER ", false), "
+                "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
+                "FROM (SELECT 1) d LEFT JOIN (pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
+                "LEFT JOIN dlock_owner o ON " HOLDER_RECORD
+                " AND (l.pid = f.holder_pid OR " WAITS_OUT ")) ON " LOCK_ROWS " AND l.granted",
+                3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
+    /* one row at least (the table's presence), with no lock row when no
+     * session holds the key */
+    *table_there = PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 4), "t") == 0;
     for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetisnull(r, i, 1))
+            continue;
+        if (strcmp(PQgetvalue(r, i, 3), "t") == 0)
+            continue;
         char owner[80];
         dlock__holder_raw h = {
             .owner = owner_of(PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), owner, sizeof owner),
@@ -808,6 +889,22 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     }
     PQclear(r);
     return DLOCK_OK;
+}
+
+/* The holders in either mode (one lock per name: pg_query). */
+static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline_us)
+{
+    dlock__pgstore *p = PGSTORE(s);
+    pglock *l = PGLOCK(sl);
+    counted_sink c = {.sink = sink, .arg = arg};
+    int table_there = 1;
+    int rc = p->table ? dlock__pgt_holders(p, l->key_lit, count_holder, &c, deadline_us)
+                      : session_holders(p, l, count_holder, &c, &table_there, deadline_us);
+    if (rc != DLOCK_OK || c.n > 0 || !table_there)
+        return rc;
+    return p->table ? session_holders(p, l, sink, arg, &table_there, deadline_us)
+                    : dlock__pgt_holders(p, l->key_lit, sink, arg, deadline_us);
 }
 
 /* Ends the holder's session in the server (pg_terminate_backend, waiting
