@@ -132,22 +132,35 @@ static void my_detach(dlock__store *s, dlock__store_lock *sl)
 
 /* ---------------------------------------------------------------- acquire */
 
-/* After a failed or cancelled attempt: the connection lets go of whatever
- * the request may have taken before it failed, or is closed. A KILL QUERY
- * that came after the request's end may end the next statement instead:
- * then once more. */
-static void after_failure(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
+/* After a failed or cancelled attempt on l: the connection lets go of
+ * whatever the request may have taken before it failed, or is closed. A
+ * KILL QUERY that came after the request's end may end the next statement
+ * instead: then once more. A grant cut off after it wrote the name's row
+ * (a cancel's KILL between its statements) left a row lease under this
+ * connection's nonce, which nobody holds: it ends too, or the name would
+ * look held, and be waited for, until that lease ran out. */
+static void after_failure(dlock__mystore *p, dlock__myconn *c, dlock__mylock *l, int64_t deadline)
 {
     dlock__myres res;
+    char end_row[DLOCK__MY_NAME_MAX * 8 + 200];
+    snprintf(end_row, sizeof end_row,
+             "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND holder = "
+             "'%s' AND expires > UTC_TIMESTAMP(6)",
+             l->lit, c->nonce);
     int ok = 0;
     if (dlock__my_kill_in_flight(c)) {
         /* closing it lets go of everything, and no later request meets
-         * the KILL */
+         * the KILL; the row's lease is ended on another connection */
         dlock__my_discard(p, c, "closed after a cancelled attempt");
+        if (dlock__my_operate(p, end_row, deadline, &res, "ending a cancelled grant's row") ==
+            DLOCK_OK)
+            dlock__my_res_free(&res);
         return;
     }
     for (int i = 0; i < 2 && !ok; i++) {
-        int rc = dlock__my_exec(p, c, "DO RELEASE_ALL_LOCKS()", deadline, NULL, NULL, &res);
+        char sql[sizeof end_row + 64];
+        snprintf(sql, sizeof sql, "%s; DO RELEASE_ALL_LOCKS()", end_row);
+        int rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, &res);
         ok = rc == DLOCK_OK && res.err == 0;
         dlock__my_res_free(&res);
         if (rc != DLOCK_OK || (res.err != ER_QUERY_INTERRUPTED && !ok))
@@ -248,7 +261,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         int64_t left_ms = left != NULL ? strtoll(left, NULL, 10) : 0;
         dlock__my_res_free(&res);
         if (dlock__my_kill_in_flight(c))
-            after_failure(p, c, bound);
+            after_failure(p, c, l, bound);
         else
             dlock__my_put(p, c);
         a->outcome = DLOCK__HELD;
@@ -260,7 +273,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         uint64_t fence_value = strtoull(fence, NULL, 10);
         dlock__my_res_free(&res);
         if ((c->held_lit = strdup(l->lit)) == NULL) {
-            after_failure(p, c, bound);
+            after_failure(p, c, l, bound);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         }
         a->outcome = DLOCK__TAKEN;
@@ -289,7 +302,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                      : dlock__fail(DLOCK_ESERVER, "%s: GET_LOCK answered %s for lock '%s' (%s)",
                                    p->label, got ? got : "NULL", l->name, l->server_name);
         dlock__my_res_free(&res);
-        after_failure(p, c, bound);
+        after_failure(p, c, l, bound);
         if (!slice_over)
             return rc;
         if (gone && (rc = dlock__myt_remake(p, bound)) != DLOCK_OK)
