@@ -48,7 +48,8 @@ int dlock__sq_query(dlock__store *st, dlock__store_lock *sl, dlock_status *out, 
         rc = dlock__sq_fence(s, l->name, &fence);
     rc = dlock__sq_end(s, 0, rc);
     /* one exclusive holder (a mutex, the write lock) is named with its
-     * lease; shared holders (readers, a semaphore's) are counted */
+     * lease; shared holders (readers, a semaphore's) are counted, with the
+     * longest of their leases */
     const dlock__sq_row *alone = NULL;
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
         const dlock__sq_row *r = &rows[i];
@@ -57,6 +58,8 @@ int dlock__sq_query(dlock__store *st, dlock__store_lock *sl, dlock_status *out, 
         out->held = 1;
         out->shared++;
         alone = r;
+        if (r->expires_ms - now_ms > out->lease_ms) /* shared: the longest lease */
+            out->lease_ms = r->expires_ms - now_ms;
         if (r->kind == DLOCK__SQ_SEMAPHORE) {
             out->permits_used += (unsigned) r->count;
             out->permits = (unsigned) r->permits;
