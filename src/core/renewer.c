@@ -501,30 +501,52 @@ static int batch_push(batch *b, dlock__lease *e)
     return 0;
 }
 
-/* What a batch did, for the log (written after the shards are unlocked). */
+/* What a batch did, for the log (written after the shards are unlocked).
+ * Counted by what the user has, one count per kind of entry (the batch's
+ * entries, failed ones, recovered ones): a waiter's only lease is its
+ * place in the queue, and a session's lease is not a lock. */
+enum { NOTE_HOLD, NOTE_WAITER, NOTE_SESSION, NOTE_KINDS };
+
 typedef struct batch_note {
     size_t renewed; /* applied, and the store answered it kept (not lost meanwhile) */
     size_t failed, recovered, gone_waiters;
     size_t newly_failed; /* failed after a success: the first failure of an outage */
-    const char *failed_name, *recovered_name; /* of an entry the batch holds a reference to */
-    unsigned most_failures;                   /* in a row, before one recovered */
-    int64_t retry_us;                         /* the soonest retry */
-    int64_t valid_left_us;                    /* the least validity left of a failed entry */
+    size_t in_batch[NOTE_KINDS], failed_of[NOTE_KINDS], recovered_of[NOTE_KINDS];
+    /* of an entry the batch holds a reference to, by kind (not the session's) */
+    const char *failed_name[NOTE_KINDS], *recovered_name[NOTE_KINDS];
+    unsigned most_failures; /* in a row, before one recovered */
+    int64_t retry_us;       /* the soonest retry */
+    int64_t valid_left_us;  /* the least validity left of a failed entry */
 } batch_note;
+
+static int note_kind(const dlock__lease *e)
+{
+    switch (e->kind) {
+    case DLOCK__RENEW_WAITER:
+        return NOTE_WAITER;
+    case DLOCK__RENEW_SESSION:
+        return NOTE_SESSION;
+    default:
+        return NOTE_HOLD;
+    }
+}
 
 /* With the entry's shard locked: notes e's result before it is applied. */
 static void note_locked(batch_note *note, const dlock__lease *e, const dlock__renewal *it,
                         int64_t now)
 {
-    /* a lock's name, NULL for the client's session: a name is shown first */
-    const char *name = e->kind == DLOCK__RENEW_SESSION ? NULL : e->name;
+    int kind = note_kind(e);
+    /* a lock's name, NULL for the client's session */
+    const char *name = kind == NOTE_SESSION ? NULL : e->name;
 
+    note->in_batch[kind]++;
     if (it->result == DLOCK__RENEW_OK || it->result == DLOCK__RENEW_GRANTED)
         note->renewed++;
     if (it->result == DLOCK__RENEW_FAILED) {
         note->failed++;
-        if (note->failed_name == NULL)
-            note->failed_name = name;
+        note->failed_of[kind]++;
+        if (note->failed_name[kind] == NULL)
+            note->failed_name[kind] = name;
         if (e->failures == 0)
             note->newly_failed++;
         if (e->kind != DLOCK__RENEW_WAITER) {
@@ -534,8 +556,9 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
         }
     } else if (e->failures > 0) {
         note->recovered++;
-        if (note->recovered_name == NULL)
-            note->recovered_name = name;
+        note->recovered_of[kind]++;
+        if (note->recovered_name[kind] == NULL)
+            note->recovered_name[kind] = name;
         if (e->failures > note->most_failures)
             note->most_failures = e->failures;
     }
@@ -543,13 +566,54 @@ static void note_locked(batch_note *note, const dlock__lease *e, const dlock__re
         note->gone_waiters++;
 }
 
-static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const char *error,
-                      int64_t sent_us, int64_t now)
+/* Writes what of[] counts, of the batch's in_batch[], in the user's words:
+ * "the held lock 'a'", "the queue place for 'a'", "the session",
+ * "2 of 3 held locks ('a' and another)", joined by ", " and " and ". */
+static void describe(char *buf, size_t len, const batch_note *note, const size_t *of,
+                     const char *const *names)
+{
+    static const char *const one[NOTE_KINDS] = {"the held lock", "the queue place for",
+                                                "the session"};
+    static const char *const many[NOTE_KINDS] = {"held locks", "queue places", "sessions"};
+    size_t used = 0, parts = 0, total = 0;
+
+    for (int k = 0; k < NOTE_KINDS; k++)
+        parts += of[k] > 0;
+    buf[0] = '\0';
+    for (int k = 0; k < NOTE_KINDS && used < len; k++) {
+        if (of[k] == 0)
+            continue;
+        total++;
+        const char *sep = total == 1 ? "" : total == parts ? " and " : ", ";
+        const char *name = names[k];
+        int w;
+        if (note->in_batch[k] == 1 && name != NULL)
+            w = snprintf(buf + used, len - used, "%s%s '%s'", sep, one[k], name);
+        else if (note->in_batch[k] == 1)
+            w = snprintf(buf + used, len - used, "%s%s", sep, one[k]);
+        else if (name != NULL)
+            w = snprintf(buf + used, len - used, "%s%zu of %zu %s ('%s'%s)", sep, of[k],
+                         note->in_batch[k], many[k], name,
+                         of[k] == 1   ? ""
+                         : of[k] == 2 ? " and another"
+                                      : " and others");
+        else
+            w = snprintf(buf + used, len - used, "%s%zu of %zu %s", sep, of[k], note->in_batch[k],
+                         many[k]);
+        if (w < 0)
+            break;
+        used += (size_t) w < len - used ? (size_t) w : len - used - 1;
+    }
+}
+
+static void log_batch(dlock__renewer *r, const batch_note *note, const char *error, int64_t sent_us,
+                      int64_t now)
 {
     /* A warning when an outage starts; its retries at info every
      * RETRY_NOTE_US (the entries' retries are jittered apart: one line
      * each would be a flood at -v), each of them at debug. */
     int level = DLOCK_LOG_DEBUG;
+    char what[400];
     if (note->newly_failed > 0)
         level = DLOCK_LOG_WARN;
     else if (now >= r->next_retry_note_us)
@@ -561,25 +625,28 @@ static void log_batch(dlock__renewer *r, const batch_note *note, size_t n, const
         if (note->valid_left_us > 0)
             snprintf(left, sizeof left, "; %.3f s of validity left",
                      (double) note->valid_left_us / 1e6);
-        dlock__log_emit(r->log, level,
-                        "%s: renewal failed for %zu of %zu leases (%s%s%s%s): %s; retrying in "
-                        "%lld ms%s",
-                        store_label(r), note->failed, n, note->failed_name ? "'" : "",
-                        note->failed_name ? note->failed_name : "the client's session",
-                        note->failed_name ? "'" : "", note->failed > 1 ? " and others" : "",
-                        error[0] ? error : "no answer", (long long) (note->retry_us / 1000), left);
+        describe(what, sizeof what, note, note->failed_of, note->failed_name);
+        dlock__log_emit(r->log, level, "%s: renewal failed for %s: %s; retrying in %lld ms%s",
+                        store_label(r), what, error[0] ? error : "no answer",
+                        (long long) (note->retry_us / 1000), left);
     }
-    if (note->recovered > 0)
-        DLOCK__LOG(r->log, DLOCK_LOG_INFO,
-                   "%s: renewals succeed again (%s%s%s%s, after %u failed attempt%s)",
-                   store_label(r), note->recovered_name ? "'" : "",
-                   note->recovered_name ? note->recovered_name : "the client's session",
-                   note->recovered_name ? "'" : "", note->recovered > 1 ? " and others" : "",
-                   note->most_failures, note->most_failures == 1 ? "" : "s");
-    /* not n - failed: an entry lost or dropped while its renewal was out
-     * is neither, and a lease the store said is gone was not renewed */
-    DLOCK__LOG(r->log, DLOCK_LOG_DEBUG, "%s: renewed %zu of %zu leases in %.1f ms", store_label(r),
-               note->renewed, n, (double) (now - sent_us) / 1000);
+    if (note->recovered > 0 && dlock__log_on(r->log, DLOCK_LOG_INFO)) {
+        describe(what, sizeof what, note, note->recovered_of, note->recovered_name);
+        dlock__log_emit(
+            r->log, DLOCK_LOG_INFO, "%s: renewals succeed again (%s, after %u failed attempt%s)",
+            store_label(r), what, note->most_failures, note->most_failures == 1 ? "" : "s");
+    }
+    /* not the batch's size - failed: an entry lost or dropped while its
+     * renewal was out is neither, and a lease the store said is gone was
+     * not renewed */
+    DLOCK__LOG(r->log, DLOCK_LOG_DEBUG,
+               "%s: renewed %zu of %zu (%zu held locks, %zu queue places, %zu sessions) in "
+               "%.1f ms",
+               store_label(r), note->renewed,
+               note->in_batch[NOTE_HOLD] + note->in_batch[NOTE_WAITER] +
+                   note->in_batch[NOTE_SESSION],
+               note->in_batch[NOTE_HOLD], note->in_batch[NOTE_WAITER], note->in_batch[NOTE_SESSION],
+               (double) (now - sent_us) / 1000);
 }
 
 /* With the entry's shard locked: applies one result of a batch. */
@@ -755,7 +822,7 @@ static void *renewal_run(void *arg)
             pthread_mutex_unlock(&sh->mu);
         }
         report(r, &out);
-        log_batch(r, &note, b.n, error, sent, now); /* names: the batch holds its entries */
+        log_batch(r, &note, error, sent, now); /* names: the batch holds its entries */
         for (size_t i = 0; i < b.n; i++) {
             if (b.items[i].kind == DLOCK__RENEW_HOLD)
                 dlock__session_unref(b.items[i].session);

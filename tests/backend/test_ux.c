@@ -86,6 +86,21 @@ static void check_logged(const char *file, int line, int level, const char *word
 }
 #define CHECK_LOGGED(level, word, word2) check_logged(__FILE__, __LINE__, level, word, word2)
 
+/* Waits up to ms for a line at level with word; fails showing the log. */
+static void wait_logged(const char *file, int line, int level, const char *word, int ms)
+{
+    int64_t until = dt_now_ms() + ms;
+    while (count_lines(level, word, NULL) == 0) {
+        if (dt_now_ms() > until) {
+            dump_log();
+            dt_fail(file, line, "no %s line with '%s' in %d ms", dlock_log_level_name(level), word,
+                    ms);
+        }
+        dt_sleep_ms(5);
+    }
+}
+#define WAIT_LOGGED(level, word, ms) wait_logged(__FILE__, __LINE__, level, word, ms)
+
 /* ---------------------------------------------------------------- log */
 
 /* Off by default; each level lets through what it says; nothing secret. */
@@ -178,6 +193,78 @@ static void log_renewal_failures_and_loss(void)
     dlock_client_close(c);
 }
 
+/* Renewal lines count and name what the user has, not "leases": a waiter's
+ * place in the queue, a held lock, the session of a store that has one. */
+static void *wait_for_kept(void *arg);
+
+/* No line of the log says "leases", or counts one thing as two. */
+static void check_no_lease_count(void)
+{
+    pthread_mutex_lock(&logged.mu);
+    for (int i = 0; i < logged.n; i++) {
+        if (strstr(logged.lines[i], "leases") != NULL ||
+            strstr(logged.lines[i], " of 1 ") != NULL || strstr(logged.lines[i], " of 2 ") != NULL)
+            dt_fail(__FILE__, __LINE__, "a line counts leases: %s", logged.lines[i]);
+    }
+    pthread_mutex_unlock(&logged.mu);
+}
+
+static void log_renewal_names_what_is_kept(void)
+{
+    dt_server srv;
+    dlock_status st;
+    pthread_t t;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *holder_c = dt_client(srv.url, "?lease=3s&timeout=150ms");
+    dlock_client *waiter_c = dt_client(srv.url, "?waiter_lease=1s&timeout=150ms");
+    dlock_lock *holder = dt_lock(holder_c, "kept", 0);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+    dlock_lock *waiter = dt_lock(waiter_c, "kept", 0);
+    CHECK(pthread_create(&t, NULL, wait_for_kept, waiter) == 0);
+    DT_WAIT_UNTIL(dlock_query(holder_c, "kept", 0, &st) == DLOCK_OK && st.waiters == 1, 5000);
+    clear_log();
+    CHECK_RC(dlock_client_set_log(holder_c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(waiter_c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+
+    dt_server_pause(&srv);
+    WAIT_LOGGED(DLOCK_LOG_WARN, "renewal failed for the queue place for 'kept':", 5000);
+    WAIT_LOGGED(DLOCK_LOG_WARN, "renewal failed for the held lock 'kept':", 5000);
+    dt_server_resume(&srv);
+    WAIT_LOGGED(DLOCK_LOG_INFO, "renewals succeed again (the held lock 'kept',", 5000);
+    check_no_lease_count();
+    CHECK_RC(dlock_release(holder), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(dlock_release(waiter), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(waiter_c, DLOCK_LOG_OFF, NULL, NULL), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(holder_c, DLOCK_LOG_OFF, NULL, NULL), DLOCK_OK);
+    dlock_lock_free(waiter);
+    dlock_lock_free(holder);
+    dlock_client_close(waiter_c);
+    dlock_client_close(holder_c);
+    dt_server_stop(&srv);
+
+#ifdef DLOCK_WITH_ETCD
+    /* a store with sessions: one hold is the held lock and the session (the
+     * two may be renewed in one batch or apart) */
+    clear_log();
+    dt_server_start(&srv, "etcd", 0, NULL);
+    holder_c = dt_client(srv.url, "?lease=3s&timeout=150ms");
+    holder = dt_lock(holder_c, "kept", 0);
+    CHECK_RC(dlock_acquire(holder, 0), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(holder_c, DLOCK_LOG_INFO, collect, &logged), DLOCK_OK);
+    dt_server_pause(&srv);
+    WAIT_LOGGED(DLOCK_LOG_WARN, "the session: ", 5000);
+    dt_server_resume(&srv);
+    WAIT_LOGGED(DLOCK_LOG_INFO, "the session, after ", 5000);
+    check_no_lease_count();
+    CHECK_RC(dlock_client_set_log(holder_c, DLOCK_LOG_OFF, NULL, NULL), DLOCK_OK);
+    dlock_lock_free(holder);
+    dlock_client_close(holder_c);
+    dt_server_stop(&srv);
+#endif
+}
+
 /* A dropped Redis connection is a warning, connecting again news. */
 static void log_reconnect(void)
 {
@@ -209,6 +296,12 @@ static void *wait_for_lock(void *arg)
 {
     waiter_arg *w = arg;
     atomic_store(&w->rc, dlock_acquire(w->l, 20000));
+    return NULL;
+}
+
+static void *wait_for_kept(void *arg)
+{
+    CHECK_RC(dlock_acquire(arg, 20000), DLOCK_OK);
     return NULL;
 }
 
@@ -531,6 +624,7 @@ int main(int argc, char **argv)
     static const dt_test tests[] = {
         {"log_levels_and_secrets", log_levels_and_secrets},
         {"log_renewal_failures_and_loss", log_renewal_failures_and_loss},
+        {"log_renewal_names_what_is_kept", log_renewal_names_what_is_kept},
         {"log_reconnect", log_reconnect},
         {"log_handover_and_cancel", log_handover_and_cancel},
         {"redis_store", redis_store},
