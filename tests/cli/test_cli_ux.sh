@@ -206,3 +206,30 @@ test_wrong_port()
             "$(cat "$TMP/err")"
     done
 }
+
+# A store that never answers (a SQL URL at the Redis port: the server waits
+# for its own protocol) ends `dlock run` and `dlock lock` when the
+# acquisition gives up (the connect timeout, 2 s), not a query later: the
+# waiting line's thread, which asks the same store who holds the lock after
+# 1 s, does not hold the exit up.
+test_unreached_store_ends_at_once()
+{
+    local url t0 elapsed rc tried=0
+    for url in "postgres://dlock:dlock@127.0.0.1:$PORT/postgres" \
+        "mysql://dlock:dlock@127.0.0.1:$PORT/dlock"; do
+        t0=$(now_ms)
+        dl run -u "$url" u-unreached -- true >"$TMP/out" 2>"$TMP/err"
+        rc=$?
+        elapsed=$(($(now_ms) - t0))
+        grep -q "not built\|unknown scheme" "$TMP/err" && continue # (a build without it)
+        tried=$((tried + 1))
+        expect_eq "run -u $url: unreachable" 69 "$rc"
+        expect_match "run -u $url: said" "accepted the connection, but" "$(cat "$TMP/err")"
+        [ "$elapsed" -lt 2600 ] || fail "run -u $url: ended after $elapsed ms (the acquisition gave up at 2000)"
+        t0=$(now_ms)
+        expect_rc "lock -u $url?mode=table" 69 dl lock -l 5 -u "$url?mode=table" u-unreached
+        elapsed=$(($(now_ms) - t0))
+        [ "$elapsed" -lt 2600 ] || fail "lock -u $url: ended after $elapsed ms (the acquisition gave up at 2000)"
+    done
+    [ "$tried" -gt 0 ] || fail "neither postgres:// nor mysql:// is built"
+}

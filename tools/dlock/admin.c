@@ -291,6 +291,7 @@ int cmd_lock(int argc, char **argv)
     const char *name;
     dlock_client *c;
     dlock_lock *l;
+    int client_in_use = 0; /* by the waiting line's thread, left asking an unreached store */
     int code =
         parse(argc, argv,
               CLI_URL | CLI_WAIT | CLI_LEASE | CLI_CONFLICT | CLI_QUIET | CLI_KIND | CLI_LABEL,
@@ -324,7 +325,7 @@ int cmd_lock(int argc, char **argv)
         int64_t asked_us = cli_now_us();
         cli_waiting *notice = cli_waiting_start(c, &o, name);
         rc = dlock_acquire_for(l, o.wait_ms, o.lease_ms);
-        cli_waiting_stop(notice);
+        client_in_use = cli_waiting_stop(notice, rc);
         if (rc == DLOCK_OK) {
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
             fflush(stdout);
@@ -344,7 +345,8 @@ int cmd_lock(int argc, char **argv)
     } else {
         code = fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
     }
-    dlock_client_close(c);
+    if (!client_in_use)
+        dlock_client_close(c);
     return code;
 }
 

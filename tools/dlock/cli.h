@@ -234,13 +234,18 @@ int64_t cli_now_us(void);
  * (host, pid, label, as the store has it recorded) and how to bound or
  * follow the wait. Not with -q, -v (the library's log follows the wait),
  * -n or -w, nor after the wait printed a warning (the store's trouble is
- * told, and asking it who holds the lock would only hold the exit up). cli_waiting_start() is
- * called before the acquisition (NULL: nothing to stop), cli_waiting_stop() after it returns; o and
- * name must outlive it. */
+ * told, and asking it who holds the lock would only hold the exit up).
+ * cli_waiting_start() is called before the acquisition (NULL: nothing to
+ * stop), cli_waiting_stop() after it returns, with its result; name must
+ * live as long as the process. cli_waiting_stop() returns 1 when the store
+ * did not answer (rc DLOCK_EUNREACHABLE or DLOCK_ETIMEDOUT) while the
+ * thread is still asking it, which would hold the exit up by a connect
+ * timeout: the thread is left running, and the caller must then leave the
+ * client open (the process's exit ends both); 0 otherwise. */
 #define CLI_WAITING_NOTICE_MS 1000
 typedef struct cli_waiting cli_waiting;
 cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);
-void cli_waiting_stop(cli_waiting *w);
+int cli_waiting_stop(cli_waiting *w, int rc);
 
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);

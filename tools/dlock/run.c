@@ -574,7 +574,7 @@ int cmd_run(int argc, char **argv)
     }
     dlock_client *client;
     dlock_lock *lock;
-    int rc;
+    int rc, client_in_use = 0; /* by the waiting line's thread, left asking an unreached store */
     code = cli_open(url, &client);
     if (code != 0)
         return code;
@@ -601,7 +601,7 @@ int cmd_run(int argc, char **argv)
     int64_t asked_us = cli_now_us();
     cli_waiting *notice = cli_waiting_start(client, &o, name);
     rc = lease_ms > 0 ? dlock_acquire_for(lock, wait_ms, lease_ms) : dlock_acquire(lock, wait_ms);
-    cli_waiting_stop(notice);
+    client_in_use = cli_waiting_stop(notice, rc);
     int64_t acquired_us = cli_now_us();
     pthread_mutex_lock(&sig_mu);
     waiting_lock = NULL;
@@ -676,6 +676,7 @@ int cmd_run(int argc, char **argv)
     }
 out:
     dlock_lock_free(lock);
-    dlock_client_close(client);
+    if (!client_in_use)
+        dlock_client_close(client);
     return code;
 }

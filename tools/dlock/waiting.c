@@ -8,7 +8,14 @@
  * holds it as the store has it recorded (host, pid, label), and what the
  * user can do (-w, -v). An acquisition that ends first, or while the store
  * is asked, prints nothing: the line is printed under the same mutex that
- * the end of the wait takes. Nothing on stdout: scripts parse it. */
+ * the end of the wait takes. Nothing on stdout: scripts parse it.
+ *
+ * The end of the wait joins the thread, which takes up to one query's time
+ * when the store is being asked: a store never reached answers no sooner
+ * than its connect timeout, after the acquisition has said so. Then the
+ * thread is left to the process's exit, with the client it uses (the
+ * caller leaves it open): nothing is held in a store that was not
+ * reached. */
 #include "cli.h"
 
 #include <errno.h>
@@ -22,12 +29,13 @@
 
 struct cli_waiting {
     dlock_client *client;
-    const cli_kind *kind;
-    const char *name; /* NULL for a multi-lock: kind->names */
+    cli_kind kind;    /* a copy: the caller's options may be gone before a query ends */
+    const char *name; /* NULL for a multi-lock: kind.names */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond;
     int done;     /* the acquisition returned */
+    int asking;   /* the thread is asking the store */
     int warnings; /* cli_warnings_printed() when the wait began */
 };
 
@@ -140,17 +148,18 @@ static void *notice_thread(void *arg)
     pthread_mutex_lock(&w->mu);
     while (!w->done && pthread_cond_timedwait(&w->cond, &w->mu, &until) != ETIMEDOUT) {
     }
-    int done = w->done;
+    int done = w->done || cli_warnings_printed() != w->warnings;
+    w->asking = !done;
     pthread_mutex_unlock(&w->mu);
-    if (done || cli_warnings_printed() != w->warnings)
+    if (done)
         return NULL;
 
     /* the first name held is the one waited for */
-    size_t nnames = w->kind->nnames > 0 ? w->kind->nnames : 1;
+    size_t nnames = w->kind.nnames > 0 ? w->kind.nnames : 1;
     for (size_t i = 0; i < nnames; i++) {
-        const char *name = w->kind->nnames > 0 ? w->kind->names[i] : w->name;
+        const char *name = w->kind.nnames > 0 ? w->kind.names[i] : w->name;
         memset(&seen, 0, sizeof seen);
-        rc = dlock_query_holders(w->client, name, query_flags(w->kind), note_holder, &seen);
+        rc = dlock_query_holders(w->client, name, query_flags(&w->kind), note_holder, &seen);
         if (rc != DLOCK_OK || seen.n > 0 || i == nnames - 1) {
             append_text(what, sizeof what, "'");
             append_text(what, sizeof what, name);
@@ -162,6 +171,7 @@ static void *notice_thread(void *arg)
     }
     describe(&seen, rc, who, sizeof who);
     pthread_mutex_lock(&w->mu);
+    w->asking = 0;
     if (!w->done)
         fprintf(stderr,
                 "dlock: waiting for lock %s, %s; -w SECONDS bounds the wait, -v follows it\n", what,
@@ -182,7 +192,7 @@ cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *n
     if (w == NULL)
         return NULL; /* the line is a courtesy: the wait goes on without it */
     w->client = c;
-    w->kind = &o->kind;
+    w->kind = o->kind;
     w->name = name;
     w->warnings = cli_warnings_printed();
     pthread_condattr_t attr;
@@ -200,17 +210,27 @@ cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *n
     return w;
 }
 
-void cli_waiting_stop(cli_waiting *w)
+int cli_waiting_stop(cli_waiting *w, int rc)
 {
     if (w == NULL)
-        return;
+        return 0;
     pthread_mutex_lock(&w->mu);
     w->done = 1;
     pthread_cond_signal(&w->cond);
+    /* (a wait without a bound times out only on a store that does not
+     * answer) */
+    int left = w->asking && (rc == DLOCK_EUNREACHABLE || rc == DLOCK_ETIMEDOUT);
     pthread_mutex_unlock(&w->mu);
-    /* at most one query's time (the client's command timeout) */
+    if (left) {
+        /* freed with the process, as is the client it uses */
+        pthread_detach(w->thread);
+        return 1;
+    }
+    /* at most one query's time (the client's command timeout), from a
+     * store that answers */
     pthread_join(w->thread, NULL);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->mu);
     free(w);
+    return 0;
 }
