@@ -463,6 +463,13 @@ static int distance(const char *a, const char *b)
     return d[n][m] > 2 ? 3 : d[n][m];
 }
 
+int dlock__url_nearness(const char *typed, const char *known)
+{
+    int d = distance(typed, known);
+    /* a short word is near everything short: 1 edit at most there */
+    return d == 2 && strlen(typed) <= 3 ? 3 : d;
+}
+
 int dlock__url_check_unused(const dlock__url *url)
 {
     for (size_t i = 0; i < url->noptions; i++) {
@@ -471,10 +478,9 @@ int dlock__url_check_unused(const dlock__url *url)
 
         if (url->options[i].used)
             continue;
-        /* a short key is near everything short: 1 edit at most there */
         for (size_t k = 0; k < url->nasked; k++) {
-            int d = distance(key, url->asked[k]);
-            if (d < best && (d == 1 || strlen(key) > 3)) {
+            int d = dlock__url_nearness(key, url->asked[k]);
+            if (d < best) {
                 best = d;
                 near = url->asked[k];
             }

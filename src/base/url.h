@@ -62,6 +62,12 @@ int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms
 /* Reads an integer option in [min, max]. Returns DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value);
 
+/* How near a word typed is to a known one, for a "did you mean": 0 (the
+ * same but for case) to 2 edits (insertions, deletions, substitutions,
+ * swaps of neighbours), or 3 when it is no near miss (more than 2 edits,
+ * or 2 in a word of 3 characters or fewer). */
+int dlock__url_nearness(const char *typed, const char *known);
+
 /* DLOCK_EINVAL naming the first option nobody used, with the known option
  * it is likely a misspelling of ("did you mean lease=?"), else DLOCK_OK. */
 int dlock__url_check_unused(const dlock__url *url);

@@ -92,6 +92,27 @@ test_did_you_mean()
     [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "--colour: suggested $(cat "$TMP/err")"
     expect_rc "?leese=5s" 64 dl run -u "$DLOCK_URL?leese=5s" u-dym -- true
     expect_match "?leese=5s" "unknown option 'leese' \(did you mean lease=\?\)" "$(cat "$TMP/err")"
+    # a misspelt scheme: the one meant, not the list of all
+    local hp=127.0.0.1:$PORT
+    expect_rc "redsi://" 64 dl status -u "redsi://$hp" u-dym
+    expect_eq "redsi://" "dlock: cannot open client: redsi://$hp: unknown scheme 'redsi': did you mean redis://?" \
+        "$(cat "$TMP/err")"
+    expect_rc "rediss+clustr://" 64 dl status -u "rediss+clustr://$hp" u-dym
+    expect_match "rediss+clustr://" "did you mean rediss\+cluster://\?$" "$(cat "$TMP/err")"
+    expect_rc "postgress://" 64 dl status -u "postgress://$hp" u-dym
+    expect_match "postgress://" "did you mean postgres://\?$" "$(cat "$TMP/err")"
+    # TLS asked in the scheme: the store's TLS scheme, or that it has none
+    expect_rc "redis+tls://" 64 dl status -u "redis+tls://$hp" u-dym
+    expect_match "redis+tls://" "did you mean rediss://\?$" "$(cat "$TMP/err")"
+    expect_rc "redis+sentinel+tls://" 64 dl status -u "redis+sentinel+tls://$hp" u-dym
+    expect_match "redis+sentinel+tls://" "did you mean rediss\+sentinel://\?$" "$(cat "$TMP/err")"
+    expect_rc "zk+tls://" 64 dl status -u "zk+tls://$hp" u-dym
+    expect_match "zk+tls://" "unknown scheme 'zk\+tls': did you mean zk://\? \(it has no TLS scheme; the schemes with TLS in their name: rediss://, " \
+        "$(cat "$TMP/err")"
+    # nothing near: the schemes this build serves
+    expect_rc "bogus://" 64 dl status -u "bogus://$hp" u-dym
+    expect_match "bogus://" "unknown scheme 'bogus' \(this build serves redis://, " "$(cat "$TMP/err")"
+    [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "bogus://: suggested $(cat "$TMP/err")"
 }
 
 # A refusal names the options that caused it as the user wrote them.
