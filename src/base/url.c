@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int hexval(int c)
 {
@@ -61,6 +62,7 @@ static char *dupn(const char *s, size_t n)
 void dlock__url_clear(dlock__url *url)
 {
     free(url->text);
+    free(url->text_with_user);
     free(url->scheme);
     free(url->user);
     free(url->password);
@@ -194,6 +196,50 @@ static char *splice_mask(const char *text, const char *from, const char *to)
     return out;
 }
 
+/* s (malloc'd, freed) with the value of every option whose key names a
+ * password (sentinel_password=) replaced by "***" (malloc'd), or NULL:
+ * messages show the user, never a password. */
+static char *mask_options(char *s)
+{
+    if (s == NULL)
+        return NULL;
+    char *q = strchr(s, '?');
+    if (q == NULL)
+        return s;
+    size_t options = 1;
+    for (const char *p = q; *p != '\0'; p++)
+        options += *p == '&';
+    /* a value may be empty: each "***" may lengthen the text */
+    char *out = malloc(strlen(s) + 1 + 3 * options);
+    if (out == NULL) {
+        free(s);
+        return NULL;
+    }
+    size_t used = (size_t) (q + 1 - s);
+    memcpy(out, s, used);
+    for (const char *p = q + 1; *p != '\0';) {
+        size_t n = strcspn(p, "&"), key = strcspn(p, "=&");
+        /* (a %-escape in the key may spell "password") */
+        int secret = key < n && memchr(p, '%', key) != NULL;
+        for (size_t i = 0; key < n && i + 8 <= key && !secret; i++)
+            secret = strncasecmp(p + i, "password", 8) == 0;
+        if (secret) {
+            memcpy(out + used, p, key + 1);
+            memcpy(out + used + key + 1, "***", 3);
+            used += key + 4;
+        } else {
+            memcpy(out + used, p, n);
+            used += n;
+        }
+        p += n;
+        if (*p == '&')
+            out[used++] = *p++;
+    }
+    out[used] = '\0';
+    free(s);
+    return out;
+}
+
 /* A URL that may not parse, safe to print: whatever could be user info
  * (from after "scheme:" or "scheme://" up to the last '@' before any '?')
  * is replaced by "***". It may hide more than the credentials; it never
@@ -267,7 +313,7 @@ int dlock__url_parse(const char *text, dlock__url *url)
     }
     /* From here on messages show the URL only masked: it may hold a
      * password even when it does not parse. */
-    url->text = masked_raw(text);
+    url->text = mask_options(masked_raw(text));
     if (url->text == NULL)
         goto oom;
     hidden_to = raw_userinfo(text, &hidden_from);
@@ -349,9 +395,15 @@ int dlock__url_parse(const char *text, dlock__url *url)
             goto fail;
     }
     free(url->text);
-    url->text = masked(text, url);
+    url->text = mask_options(masked(text, url));
     if (url->text == NULL)
         goto oom;
+    /* one word of user-info is in text as typed: no password beside it */
+    if (url->user != NULL && url->password == NULL) {
+        url->text_with_user = mask_options(strdup(text));
+        if (url->text_with_user == NULL)
+            goto oom;
+    }
     return DLOCK_OK;
 
 decode_failed:
@@ -461,6 +513,15 @@ static int distance(const char *a, const char *b)
         }
     }
     return d[n][m] > 2 ? 3 : d[n][m];
+}
+
+void dlock__url_user_is_a_name(dlock__url *url)
+{
+    if (url->text_with_user == NULL)
+        return;
+    free(url->text);
+    url->text = url->text_with_user;
+    url->text_with_user = NULL;
 }
 
 int dlock__url_nearness(const char *typed, const char *known)

@@ -28,6 +28,10 @@ typedef struct dlock__url_option {
 
 typedef struct dlock__url {
     char *text; /* the URL as given, for messages (password masked) */
+    /* the URL as given when its user-info is one word (no ':'), which a
+     * store may read as a password (Redis) or a user name: see
+     * dlock__url_user_is_a_name; NULL otherwise */
+    char *text_with_user;
     char *scheme;
     char *user;     /* NULL when absent */
     char *password; /* NULL when absent */
@@ -46,6 +50,12 @@ typedef struct dlock__url {
  * says what is wrong) or DLOCK_ENOMEM. On failure *url holds nothing. */
 int dlock__url_parse(const char *text, dlock__url *url);
 void dlock__url_clear(dlock__url *url);
+
+/* For a store that reads a user-info without ':' as a user name: messages
+ * show it from now on (url->text). Until a store says so it is masked as a
+ * password could be ("redis://secret@host"). A user-info with a ':' shows
+ * its user always, its password never. */
+void dlock__url_user_is_a_name(dlock__url *url);
 
 /* The value of option key (marking it used), or NULL. key must outlive
  * url (a string literal): it is kept as an option the backend knows. */

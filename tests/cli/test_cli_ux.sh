@@ -254,3 +254,35 @@ test_unreached_store_ends_at_once()
     done
     [ "$tried" -gt 0 ] || fail "neither postgres:// nor mysql:// is built"
 }
+
+# Messages show a URL's user, never its password: user:password shows the
+# user; one word of user info is a password on the Redis schemes and a user
+# name on the others; an option that names a password shows no value.
+test_urls_show_user_not_password()
+{
+    local s re hosts err
+    for s in redis rediss redis+cluster rediss+cluster redlock rediss+redlock zk etcd postgres \
+        postgresql redis+sentinel mysql mariadb; do
+        hosts=127.0.0.1:1
+        re=${s//+/\\+}
+        case $s in *redlock) hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3 ;; esac
+        dl status -u "$s://alice:s3cretPW@$hosts/?leese=1" u-url >/dev/null 2>"$TMP/err"
+        err=$(cat "$TMP/err")
+        [[ $err == *"this build of dlock has no"* ]] && continue
+        expect_match "$s://alice:s3cretPW@: the user shown" "$re://alice:\*\*\*@" "$err"
+        [[ $err == *s3cretPW* ]] && fail "$s://alice:s3cretPW@: the password shown: $err"
+        dl status -u "$s://alice@$hosts/?leese=1" u-url >/dev/null 2>"$TMP/err"
+        err=$(cat "$TMP/err")
+        case $s in
+        redis* | redlock)
+            expect_match "$s://alice@: a password there" "$re://\*\*\*@" "$err"
+            [[ $err == *alice* ]] && fail "$s://alice@: the password shown: $err"
+            ;;
+        *) expect_match "$s://alice@: a user there" "$re://alice@" "$err" ;;
+        esac
+    done
+    dl status -u "redis+sentinel://127.0.0.1:1/m?sentinel_password=s3cretPW&leese=1" u-url \
+        >/dev/null 2>"$TMP/err"
+    expect_match "sentinel_password=: masked" "sentinel_password=\*\*\*&leese=1: unknown option" \
+        "$(cat "$TMP/err")"
+}

@@ -1063,6 +1063,7 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
     int rc;
 
     *out = NULL;
+    dlock__url_user_is_a_name(url); /* etcd://alice@host: a user, in messages too */
     if (e == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     dlock__etcd_store_init(e);

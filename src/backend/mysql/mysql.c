@@ -660,6 +660,7 @@ static void my_close(dlock__store *s, int64_t deadline_us)
 static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
+    dlock__url_user_is_a_name(url); /* mysql://alice@host: a user, in messages too */
     const char *mode = dlock__url_get(url, "mode");
     if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0 &&
         strcmp(mode, "row") != 0)

@@ -1107,6 +1107,7 @@ static void param(dlock__pgstore *p, size_t *n, const char *key, const char *val
 static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
+    dlock__url_user_is_a_name(url); /* postgres://alice@host: a user, in messages too */
     const char *mode = dlock__url_get(url, "mode");
     if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0)
         return dlock__fail(DLOCK_EINVAL,

@@ -248,6 +248,7 @@ static int zk_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     int rc;
 
     *out = NULL;
+    dlock__url_user_is_a_name(url); /* zk://alice@host: digest user alice, in messages too */
     if (z == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&z->mu, NULL);
