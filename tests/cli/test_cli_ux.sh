@@ -286,3 +286,24 @@ test_urls_show_user_not_password()
     expect_match "sentinel_password=: masked" "sentinel_password=\*\*\*&leese=1: unknown option" \
         "$(cat "$TMP/err")"
 }
+
+# A mistake in $DLOCK_URL (no -u given) is said to be there, not on the
+# command line the user is looking at.
+test_env_url_named()
+{
+    local port
+    DLOCK_URL="redsi://127.0.0.1:$PORT" expect_rc "\$DLOCK_URL=redsi://" 64 dl status u-env
+    expect_eq "\$DLOCK_URL=redsi://: named" \
+        "dlock: \$DLOCK_URL (no -u given): cannot open client: redsi://127.0.0.1:$PORT: unknown scheme 'redsi': did you mean redis://?" \
+        "$(cat "$TMP/err")"
+    expect_rc "-u redsi://" 64 dl status -u "redsi://127.0.0.1:$PORT" u-env
+    expect_match "-u redsi://: not \$DLOCK_URL" "^dlock: cannot open client: redsi://" "$(cat "$TMP/err")"
+    DLOCK_URL="$DLOCK_URL?label=a" expect_rc "--label and \$DLOCK_URL's label=" 64 \
+        dl run --label b u-env -- true
+    expect_match "--label and \$DLOCK_URL's label=: named" \
+        "^dlock run: --label and \\\$DLOCK_URL's label= say the same thing" "$(cat "$TMP/err")"
+    port=$(free_port)
+    DLOCK_URL="redis://127.0.0.1:$port" expect_rc "\$DLOCK_URL: nothing there" 69 dl status u-env
+    expect_match "\$DLOCK_URL: nothing there: named" \
+        $'\n'"dlock: no -u URL was given, so the store was \\\$DLOCK_URL's$" "$(cat "$TMP/err")"
+}

@@ -136,6 +136,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
+/* Where the URL cli_url() returned came from, for messages: "$DLOCK_URL",
+ * or "the URL" (-u, or the default). */
+const char *cli_url_source(void);
 
 /* The value of option `key` in url's query string (as written, up to the
  * next '&'), or NULL; *len gets its length. */

@@ -39,16 +39,26 @@ static const char usage[] =
 /* Set when no -u and no $DLOCK_URL named the store: a store that does not
  * answer is then most likely not the one the user meant. */
 static int url_defaulted;
+/* Set when $DLOCK_URL named it: a mistake in it is not on the command line
+ * the user is looking at. */
+static int url_from_env;
 
 const char *cli_url(const char *flag)
 {
     const char *env = getenv("DLOCK_URL");
     if (flag != NULL)
         return flag;
-    if (env != NULL && env[0] != '\0')
+    if (env != NULL && env[0] != '\0') {
+        url_from_env = 1;
         return env;
+    }
     url_defaulted = 1;
     return DEFAULT_URL;
+}
+
+const char *cli_url_source(void)
+{
+    return url_from_env ? "$DLOCK_URL" : "the URL";
 }
 
 /* After a failure's message: what the user may have meant. */
@@ -57,6 +67,8 @@ static void hint(int rc)
     if (rc == DLOCK_EUNREACHABLE && url_defaulted)
         fprintf(stderr, "dlock: no -u URL was given and $DLOCK_URL is not set, so the store was "
                         "the default, " DEFAULT_URL "\n");
+    else if (rc == DLOCK_EUNREACHABLE && url_from_env)
+        fprintf(stderr, "dlock: no -u URL was given, so the store was $DLOCK_URL's\n");
 }
 
 const char *cli_url_option(const char *url, const char *key, size_t *len)
@@ -359,7 +371,8 @@ int cli_open(const char *url, dlock_client **out)
     int rc = dlock_client_open(url, out);
     opened_url = url;
     if (rc != DLOCK_OK)
-        return cli_fail(rc, "cannot open client");
+        return cli_fail(rc, url_from_env ? "$DLOCK_URL (no -u given): cannot open client"
+                                         : "cannot open client");
     dlock_client_set_log(*out, cli_log_level, log_line, NULL);
     return 0;
 }

@@ -162,8 +162,8 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     char *next, *p;
 
     if (cli_url_option(url, key, &len) != NULL) {
-        fprintf(stderr, "dlock %s: %s and the URL's %s= say the same thing: give one\n", cmd,
-                option, key);
+        fprintf(stderr, "dlock %s: %s and %s's %s= say the same thing: give one\n", cmd, option,
+                cli_url_source(), key);
         return NULL;
     }
     next = malloc(strlen(url) + strlen(key) + 3 * strlen(value) + 3);
