@@ -435,6 +435,18 @@ const char *dlock__url_get(dlock__url *url, const char *key)
     return NULL;
 }
 
+int dlock__url_lease(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms)
+{
+    const char *v = dlock__url_get(url, key);
+    int64_t parsed;
+
+    if (v != NULL && dlock_parse_duration(v, &parsed) == DLOCK_OK && parsed < min_ms)
+        return dlock__fail(DLOCK_EINVAL,
+                           "option %s=%s: a lease must be at least %lld ms " DLOCK__LEASE_FLOOR_WHY,
+                           key, v, (long long) min_ms);
+    return dlock__url_duration(url, key, min_ms, ms);
+}
+
 int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms)
 {
     const char *v = dlock__url_get(url, key);

@@ -66,6 +66,14 @@ const char *dlock__url_get(dlock__url *url, const char *key);
  * DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms);
 
+/* Why a lease has a floor, in every message that refuses a shorter one. */
+#define DLOCK__LEASE_FLOOR_WHY                                                                     \
+    "(of a shorter one, the drift margin and a round trip leave too little to hold)"
+
+/* As dlock__url_duration for a lease of at least min_ms, refused in the
+ * words of every refusal of a short lease ("a lease must be at least"). */
+int dlock__url_lease(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms);
+
 /* As dlock__url_duration (from 0 ms), and also "forever", read as -1. */
 int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms);
 

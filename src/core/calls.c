@@ -83,10 +83,10 @@ int dlock_semaphore_open(dlock_client *c, const char *name, unsigned permits, un
 static int check_lease(int64_t lease_ms)
 {
     if (lease_ms < DLOCK_LEASE_MIN_MS)
-        return dlock__fail(DLOCK_EINVAL,
-                           "lease of %lld ms: a lease must be at least %d ms (of a shorter one, "
-                           "the drift margin and a round trip leave too little to hold)",
-                           (long long) lease_ms, DLOCK_LEASE_MIN_MS);
+        return dlock__fail(
+            DLOCK_EINVAL,
+            "lease of %lld ms: a lease must be at least %d ms " DLOCK__LEASE_FLOOR_WHY,
+            (long long) lease_ms, DLOCK_LEASE_MIN_MS);
     if (lease_ms > DLOCK_DURATION_MAX_MS)
         return dlock__fail(DLOCK_EINVAL, "lease of %lld ms: a lease must be at most %lld ms",
                            (long long) lease_ms, (long long) DLOCK_DURATION_MAX_MS);

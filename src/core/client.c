@@ -97,7 +97,7 @@ const char *dlock_log_level_name(int level)
 static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local_queue,
                              long *max_local)
 {
-    int rc = dlock__url_duration(url, "lease", DLOCK_LEASE_MIN_MS, &cfg->lease_ms);
+    int rc = dlock__url_lease(url, "lease", DLOCK_LEASE_MIN_MS, &cfg->lease_ms);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "timeout", 1, &cfg->command_timeout_ms);
     if (rc == DLOCK_OK)

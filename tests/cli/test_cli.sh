@@ -1292,8 +1292,16 @@ test_messages()
     done
     expect_rc "-w abc" 64 dl run -w abc m-msg -- true
     expect_match "-w abc: what a duration is" "^dlock run: -w abc: not a duration: give a number and a unit" "$(cat "$TMP/err")"
+    # a lease of zero, or one too short, in one wording, whichever says it
+    local floor="a lease must be at least 20 ms (of a shorter one, the drift margin and a round trip leave too little to hold)"
     expect_rc "-l 0" 64 dl run -l 0 m-msg -- true
-    expect_eq "-l 0: more than 0" "dlock run: -l 0: must be more than 0" "$(cat "$TMP/err")"
+    expect_eq "-l 0: the floor" "dlock run: -l 0: $floor" "$(cat "$TMP/err")"
+    expect_rc "-L 0" 64 dl run -L 0 m-msg -- true
+    expect_eq "-L 0: the floor" "dlock run: -L 0: $floor" "$(cat "$TMP/err")"
+    expect_rc "-l 0.01" 64 dl lock -l 0.01 m-msg
+    expect_eq "-l 0.01: the floor" "dlock lock: -l 0.01: $floor" "$(cat "$TMP/err")"
+    expect_rc "?lease=0" 64 dl run -u "$DLOCK_URL?lease=0" m-msg -- true
+    expect_eq "?lease=0: the floor" "dlock: cannot open client: option lease=0: $floor" "$(cat "$TMP/err")"
     expect_rc "-w 9000h" 64 dl run -w 9000h m-msg -- true
     expect_match "-w 9000h: too long" "longer than 366 days" "$(cat "$TMP/err")"
 

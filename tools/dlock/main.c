@@ -140,7 +140,12 @@ int cli_duration_option(const char *cmd, const char *opt, const char *text, int6
         return EXIT_USAGE;
     }
     if (*ms < min_ms) {
-        if (min_ms == 1)
+        if (min_ms == DLOCK_LEASE_MIN_MS) /* the library's words for the URL's lease= */
+            fprintf(stderr,
+                    "dlock %s: %s %s: a lease must be at least %d ms (of a shorter one, the drift "
+                    "margin and a round trip leave too little to hold)\n",
+                    cmd, opt, text, DLOCK_LEASE_MIN_MS);
+        else if (min_ms == 1)
             fprintf(stderr, "dlock %s: %s %s: must be more than 0\n", cmd, opt, text);
         else
             fprintf(stderr, "dlock %s: %s %s: must be at least %" PRId64 "ms\n", cmd, opt, text,

@@ -259,12 +259,12 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
                 return EXIT_USAGE;
             break;
         case 'l':
-            if (cli_duration_option(cmd, name, optarg, 1, &o->lease_ms) != 0)
+            if (cli_duration_option(cmd, name, optarg, DLOCK_LEASE_MIN_MS, &o->lease_ms) != 0)
                 return EXIT_USAGE;
             break;
         case 'L': {
             int64_t ms;
-            if (cli_duration_option(cmd, name, optarg, 1, &ms) != 0)
+            if (cli_duration_option(cmd, name, optarg, DLOCK_LEASE_MIN_MS, &ms) != 0)
                 return EXIT_USAGE;
             o->ttl = optarg;
             break;
