@@ -1852,6 +1852,7 @@ run_test test_replica_read_says_so
 run_test test_unreached_store_ends_at_once
 run_test test_urls_show_user_not_password
 run_test test_env_url_named
+run_test test_empty_name_and_prefix
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

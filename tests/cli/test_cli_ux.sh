@@ -307,3 +307,28 @@ test_env_url_named()
     expect_match "\$DLOCK_URL: nothing there: named" \
         $'\n'"dlock: no -u URL was given, so the store was \\\$DLOCK_URL's$" "$(cat "$TMP/err")"
 }
+
+# An empty NAME is refused, saying what it likely is; list's empty PREFIX is
+# every lock, and an empty list says so without a name ''.
+test_empty_name_and_prefix()
+{
+    local db="redis://127.0.0.1:$PORT/7" args # a database of its own: nothing else there
+    expect_rc "list ''" 0 dl list -u "$db" ''
+    expect_eq "list '': all locks, none" "no lock is held or waited for" "$(cat "$TMP/out")"
+    expect_rc "list" 0 dl list -u "$db"
+    expect_eq "list: the same" "no lock is held or waited for" "$(cat "$TMP/out")"
+    expect_rc "lock u-empty" 0 dl lock -u "$db" -l 30 u-empty
+    expect_rc "list '' with one" 0 dl list -u "$db" ''
+    expect_match "list '': every lock" "^u-empty \(mutex\): held" "$(cat "$TMP/out")"
+    dl unlock -u "$db" --force u-empty >/dev/null
+    expect_rc "list 'x' of nothing" 0 dl list -u "$db" x
+    expect_eq "list 'x': named" "no lock under 'x' is held or waited for" "$(cat "$TMP/out")"
+    for args in "run '' -- true" "status ''" "lock -l 5 ''" "unlock --force ''" \
+        "extend -l 5 --owner 0123456789abcdef0123456789abcdef ''" "run -m '' -m b -- true"; do
+        eval "set -- $args"
+        expect_rc "$args" 64 dl "$1" -u "$db" "${@:2}"
+        expect_match "$args: said" \
+            "^dlock $1: (-m )?NAME is '', an empty name \(a shell variable that is not set\?\): give the lock's name"$'\n'"Try 'dlock $1 --help'.$" \
+            "$(cat "$TMP/err")"
+    done
+}

@@ -23,6 +23,8 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
         return code;
     if (first != argc - 1)
         return cli_usage_error(argv[0], "want exactly one NAME");
+    if (argv[first][0] == '\0')
+        return cli_usage_error(argv[0], CLI_EMPTY_NAME);
     *name = argv[first];
     return -1;
 }

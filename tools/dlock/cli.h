@@ -134,6 +134,11 @@ int cli_is_option(const char *word);
  * EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The refusal of a NAME given as '' (a shell variable unset, most often);
+ * list's empty PREFIX is every lock. */
+#define CLI_EMPTY_NAME                                                                             \
+    "NAME is '', an empty name (a shell variable that is not set?): give the lock's name"
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 /* Where the URL cli_url() returned came from, for messages: "$DLOCK_URL",

@@ -475,6 +475,8 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
     if (o->kind.nnames == 0) {
         if (at >= argc)
             return cli_usage_error("run", "missing NAME");
+        if (argv[at][0] == '\0')
+            return cli_usage_error("run", CLI_EMPTY_NAME);
         *name = argv[at++];
         if (at < argc && strcmp(argv[at], "--") == 0) {
             if (++at >= argc && o->shell == NULL)

@@ -179,6 +179,9 @@ int cmd_list(int argc, char **argv)
         json_object_object_add(doc, "prefix", cli_json_text(prefix, 0));
         json_object_object_add(doc, "locks", locks);
         cli_json_print(doc);
+    } else if (all.n == 0 && prefix[0] == '\0') {
+        /* no PREFIX (or an empty one) is every lock, not a name '' */
+        printf("no lock is held or waited for\n");
     } else if (all.n == 0) {
         printf("no lock under '");
         cli_print_text(prefix);
