@@ -332,3 +332,44 @@ test_empty_name_and_prefix()
             "$(cat "$TMP/err")"
     done
 }
+
+# A refusal's way out is one this store accepts: the 'dlock run ...' it
+# names runs, the ?mode= it names takes the lock (other stores it names are
+# not tried).
+test_refusal_hints_accepted()
+{
+    local args rc err url hinted=0 owner=0123456789abcdef0123456789abcdef
+    local re_run="'dlock run ([^']*)NAME -- COMMAND'" re_hold="'dlock run NAME' holds it"
+    local re_mode="use \?(mode=[a-z]+)"
+    for args in "lock -s -l 10 u-hint" "lock --permits 2 -l 10 u-hint" "lock -l 10 u-hint" \
+        "extend -l 10 --owner $owner u-hint" "unlock --owner $owner --read u-hint" \
+        "run -l 10 u-hint -- true"; do
+        # shellcheck disable=SC2086 # the words of $args
+        dl $args >/dev/null 2>"$TMP/err" </dev/null
+        rc=$?
+        err=$(cat "$TMP/err")
+        [ "${args%% *}" = lock ] && [ "$rc" = 0 ] && dl unlock --force u-hint >/dev/null 2>&1
+        [ "$rc" = 64 ] || continue
+        if [[ $err =~ $re_run ]]; then
+            hinted=$((hinted + 1))
+            # shellcheck disable=SC2086 # the hint's options
+            expect_rc "$args: its hint 'dlock run ${BASH_REMATCH[1]}NAME -- COMMAND'" 0 \
+                dl run ${BASH_REMATCH[1]} u-hint -- true
+        fi
+        if [[ $err =~ $re_hold ]]; then
+            hinted=$((hinted + 1))
+            expect_rc "$args: its hint 'dlock run NAME'" 0 dl run u-hint -- true
+        fi
+        if [[ $err =~ $re_mode ]]; then
+            hinted=$((hinted + 1))
+            url=$DLOCK_URL
+            [[ $url == *\?* ]] && url="${url%%\?*}?$(sed -E 's/(^|&)mode=[a-z]+//; s/^&//' <<<"${url#*\?}")"
+            [[ $url == *\? ]] && url=${url%\?}
+            url="$url$([[ $url == *\?* ]] && echo '&' || echo '?')${BASH_REMATCH[1]}"
+            expect_rc "$args: its hint ?${BASH_REMATCH[1]} ($url)" 0 dl lock -u "$url" -l 10 u-hint
+            dl unlock -u "$url" --force u-hint >/dev/null 2>&1
+        fi
+    done
+    echo "# $STORE: $hinted hints tried"
+    expect_free u-hint
+}

@@ -87,18 +87,38 @@ static void explain_owner_failure(const cli_opts *o, const char *cmd, int rc)
         fence_message(cmd, o->owner, "if ");
 }
 
-/* lock, extend and unlock --token hand over exclusive holds only. */
-static int exclusive_only(const cli_opts *o, const char *cmd)
+/* lock, extend and unlock --token hand over exclusive holds only. The
+ * refusal points to 'dlock run' with the kind when the store has it, and
+ * is the store's own refusal of the kind when it has not (a 'dlock run -s'
+ * it would refuse too is no way out). */
+static int exclusive_only(const cli_opts *o, const char *cmd, dlock_client *c, const char *name)
 {
+    unsigned cap = o->kind.flags & DLOCK_READ ? DLOCK_CAP_READ_WRITE : DLOCK_CAP_SEMAPHORE;
+    if ((o->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) && !(dlock_client_caps(c) & cap)) {
+        dlock_lock *l = NULL;
+        int rc = cli_kind_open(c, &o->kind, name, &l);
+        dlock_lock_free(l);
+        if (rc == DLOCK_ENOTSUP) {
+            cli_fail_unsupported(cmd, cli_kind_option_text(&o->kind));
+            return EXIT_USAGE;
+        }
+    }
     if (o->kind.flags & (DLOCK_READ | DLOCK_SEMAPHORE)) {
+        char run_kind[80];
+        if (o->kind.flags & DLOCK_READ)
+            snprintf(run_kind, sizeof run_kind, "%s", cli_kind_option_text(&o->kind));
+        else if (o->kind.take > 1)
+            snprintf(run_kind, sizeof run_kind, "--permits %u --take %u", o->kind.permits,
+                     o->kind.take);
+        else
+            snprintf(run_kind, sizeof run_kind, "--permits %u", o->kind.permits);
         /* named as the user wrote it: -s, --shared, --read, --permits */
         fprintf(stderr,
                 "dlock %s: %s: only an exclusive hold (plain, --simple, --fair, --write) can be "
                 "handed from process to process; a %s hold lives as long as the process that "
                 "took it: 'dlock run %s NAME -- COMMAND' holds it while COMMAND runs\n",
                 cmd, cli_kind_option_text(&o->kind),
-                o->kind.flags & DLOCK_READ ? "read" : "semaphore",
-                o->kind.flags & DLOCK_READ ? cli_kind_option_text(&o->kind) : "--permits N");
+                o->kind.flags & DLOCK_READ ? "read" : "semaphore", run_kind);
         return EXIT_USAGE;
     }
     return 0;
@@ -304,11 +324,13 @@ int cmd_lock(int argc, char **argv)
     if (o.lease_ms <= 0)
         return cli_usage_error("lock", "-l SECONDS is required: a lock left held needs a lease "
                                        "(to hold one until interrupted: dlock run NAME)");
-    if (exclusive_only(&o, "lock") != 0)
-        return EXIT_USAGE;
     code = cli_open(o.url, &c);
     if (code != 0)
         return code;
+    if (exclusive_only(&o, "lock", c, name) != 0) {
+        dlock_client_close(c);
+        return EXIT_USAGE;
+    }
     unsigned caps = dlock_client_caps(c);
     if ((caps & DLOCK_CAP_FIXED_LEASE) && !(caps & DLOCK_CAP_ADOPT)) {
         /* It could take the lock, but its owner token could never release
@@ -393,12 +415,15 @@ int cmd_unlock(int argc, char **argv)
         fprintf(stderr, "dlock unlock: --check goes with --force (was anything held?)\n");
         return EXIT_USAGE;
     }
-    if (o.owner != NULL &&
-        (exclusive_only(&o, "unlock --owner") != 0 || check_owner(&o, "unlock") != 0))
+    if (o.owner != NULL && check_owner(&o, "unlock") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
     if (code != 0)
         return code;
+    if (o.owner != NULL && exclusive_only(&o, "unlock --owner", c, name) != 0) {
+        dlock_client_close(c);
+        return EXIT_USAGE;
+    }
     if (o.force) {
         /* a query, then the release: "was free" can be stale (dlock.h) */
         int was_held = -1;
@@ -448,11 +473,15 @@ int cmd_extend(int argc, char **argv)
         return code;
     if (o.owner == NULL || o.lease_ms <= 0)
         return cli_usage_error("extend", "--owner and -l are required");
-    if (exclusive_only(&o, "extend") != 0 || check_owner(&o, "extend") != 0)
+    if (check_owner(&o, "extend") != 0)
         return EXIT_USAGE;
     code = cli_open(o.url, &c);
     if (code != 0)
         return code;
+    if (exclusive_only(&o, "extend", c, name) != 0) {
+        dlock_client_close(c);
+        return EXIT_USAGE;
+    }
     code = adopt(&o, "extend", name, c, &l);
     if (code == 0) {
         int rc = dlock_extend(l, o.lease_ms);
