@@ -276,9 +276,12 @@ static const char *instead(const char *cap, const char *url)
                    : "a store with leases can: redis://, etcd://, sqlite://, or mysql:// or "
                      "postgres:// with ?mode=table";
     }
-    if (strcmp(cap, "fair") == 0 || strcmp(cap, "read-write") == 0 || strcmp(cap, "semaphore") == 0)
+    if (strcmp(cap, "fair") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk:// or "
                "etcd://";
+    if (strcmp(cap, "read-write") == 0 || strcmp(cap, "semaphore") == 0)
+        return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk://, "
+               "etcd:// or sqlite://";
     if (strcmp(cap, "interop") == 0)
         return scheme_is(url, cluster) ? "use redis:// or redis+sentinel:// (on a cluster the "
                                          "plain key lives in another slot than the lock's)"
