@@ -48,6 +48,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define DIAL_CUT_US 2000 /* a dial that failed this close to its deadline: cut short by it */
+
 enum req_state { REQ_PENDING, REQ_DONE, REQ_FAILED };
 
 /* A request's state is set under `mu` by the reader (or a failure) and read
@@ -76,6 +78,14 @@ struct dlock__rconn {
     char dropped[300];  /* why the last connection went, logged at the next connect */
     int broken;
     int connecting;
+    /* the dials ended so far, and the last one's failure (DLOCK_OK: it
+     * made the connection), which a caller that waited for that dial
+     * takes as its own (ready_locked) */
+    unsigned dials;
+    int dial_code;
+    int64_t dial_deadline_us; /* the deadline the dial was given... */
+    int dial_cut;             /* ...and whether it failed there (cut short by it, maybe) */
+    char dial_msg[512];
     int reading, writing;
     redisReader *reader;
     int64_t last_read_us;
@@ -688,6 +698,12 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
         dlock__rlink_set_timeout(l, c->ep.command_timeout_ms);
     pthread_mutex_lock(&c->mu);
     c->connecting = 0;
+    c->dials++;
+    c->dial_code = l != NULL ? DLOCK_OK : code;
+    c->dial_deadline_us = deadline_us;
+    c->dial_cut = l == NULL && dlock__now_us() + DIAL_CUT_US >= deadline_us;
+    if (l == NULL)
+        snprintf(c->dial_msg, sizeof c->dial_msg, "%s", dlock_errmsg());
     if (l != NULL) {
         c->connects++;
         c->moved = moved;
@@ -790,9 +806,15 @@ static void drop_if_hung_up_locked(dlock__rconn *c)
     }
 }
 
-/* With mu held: waits until the connection can take commands. */
+/* With mu held: waits until the connection can take commands. A caller
+ * that waited for another thread's dial, which failed, fails with it rather
+ * than dial again at once (a server that does not answer would cost each
+ * waiting thread a connect timeout of its own, one after the other), unless
+ * that dial was cut short by a deadline nearer than this caller's. */
 static int ready_locked(dlock__rconn *c, int64_t deadline_us)
 {
+    unsigned dials = c->dials;
+
     if (c->link != NULL && !c->broken)
         drop_if_hung_up_locked(c);
     if (c->ep.moved != NULL && c->link != NULL && !c->broken &&
@@ -802,6 +824,9 @@ static int ready_locked(dlock__rconn *c, int64_t deadline_us)
         if (c->link != NULL && !c->broken)
             return DLOCK_OK;
         if (!c->connecting && !c->reading && !c->writing) {
+            if (c->dials != dials && c->link == NULL && c->dial_code != DLOCK_OK &&
+                (!c->dial_cut || c->dial_deadline_us >= deadline_us))
+                return dlock__fail(c->dial_code, "%s", c->dial_msg);
             if (c->link != NULL) {
                 dlock__rlink_close(c->link);
                 c->link = NULL;
