@@ -510,7 +510,8 @@ static void what_answered(const unsigned char *b, size_t n, char *out, size_t si
  * serves would work, the others would not (MOVED). A server that does not
  * answer INFO (renamed, an ACL) is not refused: a MOVED still is
  * (dlock__rconn_wrong_server). wait_ms: the time each reply is given. */
-static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_ms, int *code)
+static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_ms, int *code,
+                     int *foreign)
 {
     redisReply *r = NULL;
     const char *step = ep->password != NULL ? "AUTH" : "PING";
@@ -580,6 +581,7 @@ refused:
         where(ep, at, sizeof at);
         what_answered(l->first, l->nfirst, what, sizeof what);
         *code = DLOCK_EUNREACHABLE;
+        *foreign = 1;
         dlock__fail(*code, "%s answered, but not as Redis (%s; to %s: %s)", at, what, step,
                     l->errstr);
     } else if (r == NULL && l->err == DLOCK__RLINK_EPROTO) {
@@ -594,6 +596,7 @@ refused:
         char at[300];
         where(ep, at, sizeof at);
         *code = DLOCK_EUNREACHABLE;
+        *foreign = 1;
         dlock__fail(*code,
                     "%s answered, but not as Redis (it closed the connection at %s: %s): "
                     "another service's port (etcd, ZooKeeper, PostgreSQL close it so), or a Redis "
@@ -633,11 +636,15 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
 
     if (cmd_ms < 1)
         cmd_ms = 1;
-    dlock__rlink *l =
-        dlock__rlink_open(ep->host, ep->port, ep->unix_path, ep->tls,
-                          now + (connect_ms < 1 ? 1 : connect_ms) * 1000, ep->label, code);
-    if (l == NULL)
+    int accepted = 0, foreign = 0;
+    dlock__rlink *l = dlock__rlink_open(ep->host, ep->port, ep->unix_path, ep->tls,
+                                        now + (connect_ms < 1 ? 1 : connect_ms) * 1000, ep->label,
+                                        code, &accepted);
+    if (l == NULL) {
+        if (ep->absent != NULL)
+            atomic_store(ep->absent, !accepted);
         return NULL;
+    }
     redisReader *bounded = dlock__rreader_new();
     if (bounded == NULL) {
         *code = DLOCK_ENOMEM;
@@ -653,10 +660,14 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
         dlock__rlink_close(l);
         return NULL;
     }
-    if (handshake(l, ep, cmd_ms, code) != 0) {
+    if (handshake(l, ep, cmd_ms, code, &foreign) != 0) {
+        if (ep->absent != NULL)
+            atomic_store(ep->absent, foreign);
         dlock__rlink_close(l);
         return NULL;
     }
+    if (ep->absent != NULL)
+        atomic_store(ep->absent, 0);
     if (ep->reached != NULL)
         atomic_store(ep->reached, 1);
     if (dlock__rtls_insecure_once((dlock__rtls *) ep->tls))
