@@ -498,6 +498,37 @@ static void what_answered(const unsigned char *b, size_t n, char *out, size_t si
         len += (size_t) snprintf(out + len, size - len, " %02x", b[i]);
 }
 
+/* After an empty INFO cluster: DLOCK_OK unless INFO server says that ep is
+ * a Redis Sentinel (redis_mode:sentinel), which keeps no keys and runs no
+ * scripts; then -1, with *code DLOCK_EUNREACHABLE: "H:P answered, but not
+ * as a Redis server", as for another service at the port (the URL is what
+ * to fix, and no wait helps), not a refusal of the first script. */
+static int sentinel_at(dlock__rlink *l, const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+{
+    redisReply *r = dlock__rlink_commandf(l, deadline_us, "INFO server");
+    int sentinel =
+        r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, "redis_mode:sentinel") != NULL;
+    freeReplyObject(r);
+    if (!sentinel)
+        return 0;
+    char at[300];
+    where(ep, at, sizeof at);
+    *code = DLOCK_EUNREACHABLE;
+    if (ep->independent > 0)
+        dlock__fail(
+            *code,
+            "%s answered, but not as a Redis server (a Redis Sentinel: redis_mode:sentinel): "
+            "Redlock needs %zu independent masters: list the masters' ports",
+            at, ep->independent);
+    else
+        dlock__fail(
+            *code,
+            "%s answered, but not as a Redis server (a Redis Sentinel: redis_mode:sentinel): "
+            "for the master it watches use %s://%s/MASTERNAME",
+            at, ep->tls != NULL ? "rediss+sentinel" : "redis+sentinel", at);
+    return -1;
+}
+
 /* The first exchange of every connection: AUTH, or without a password a
  * PING, so that a server that wants one says so now (NOAUTH), rather than
  * through a request it cuts off ("Protocol error: unauthenticated
@@ -552,7 +583,15 @@ static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_m
             freeReplyObject(r);
             return -1;
         }
+        /* a Sentinel knows no section "cluster": its INFO cluster is
+         * empty, where every Redis says cluster_enabled */
+        int maybe_sentinel = r->type == REDIS_REPLY_STRING && r->len == 0;
         freeReplyObject(r);
+        r = NULL;
+        if (maybe_sentinel && sentinel_at(l, ep, deadline_us, code) != 0) {
+            *foreign = 1;
+            return -1;
+        }
     }
     if (ep->db > 0) {
         step = "SELECT";
