@@ -223,7 +223,7 @@ static void bad_urls(void)
      * make the wrong URL look right), with the URL to use; dlock_list
      * too, rather than listing that node's locks only */
     int port0 = node_port(0);
-    char name[32], want[128];
+    char name[32], want[256];
     snprintf(want, sizeof want, "use redis+cluster://127.0.0.1:%d,...", port0);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port0);
     dlock_client *one = dt_client(url, NULL);
@@ -260,19 +260,28 @@ static void bad_urls(void)
     must(port0, "ACL DELUSER %s%s", "noinfo", "");
 
     /* redis+cluster:// at a plain Redis: refused at the first call (the
-     * cluster client's CLUSTER SLOTS: "cluster support disabled"), with
-     * the URL to use, and nothing taken there */
+     * cluster client's CLUSTER SLOTS: "cluster support disabled") as
+     * another kind of server at the port, DLOCK_EUNREACHABLE (exit 69, as
+     * for another service there; it was DLOCK_EINVAL, exit 64), with the
+     * URL to use, and nothing taken there; a wait without a bound gives
+     * up as for a store never reached, in about a second */
     dt_server plain;
     dt_server_start(&plain, "redis", 0, NULL);
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", plain.port);
-    snprintf(want, sizeof want, "not in cluster mode (cluster_enabled:0): use redis://127.0.0.1:%d",
-             plain.port);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d?unreachable_wait=20s", plain.port);
+    snprintf(want, sizeof want,
+             "127.0.0.1:%d answered, but not as a node of a Redis Cluster (it is not in cluster "
+             "mode: cluster_enabled:0): for that one server use redis://127.0.0.1:%d",
+             plain.port, plain.port);
     dlock_client *pc = dt_client(url, NULL);
     e = dt_lock(pc, "on-plain", 0);
     rc = dlock_try_acquire(e);
-    if (rc != DLOCK_EINVAL || strstr(dlock_errmsg(), want) == NULL)
+    if (rc != DLOCK_EUNREACHABLE || strstr(dlock_errmsg(), want) == NULL)
         dt_fail(__FILE__, __LINE__, "%s: got %d (%s)", url, rc, dlock_errmsg());
-    CHECK_RC(dlock_list(pc, "", 0, count_name, &listed), DLOCK_EINVAL);
+    CHECK_RC(dlock_list(pc, "", 0, count_name, &listed), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), want) != NULL);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(e, DLOCK_WAIT_FOREVER), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 2500);
     CHECK(strstr(dlock_errmsg(), want) != NULL);
     dlock_lock_free(e);
     dlock_client_close(pc);

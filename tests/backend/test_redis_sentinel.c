@@ -160,6 +160,49 @@ static void no_sentinel_answers(void)
     dlock_client_close(c);
 }
 
+/* url at a port of another kind of server, a wait without a bound:
+ * DLOCK_EUNREACHABLE in about a second (a store never reached, as for
+ * another service at the port: exit 69 in the CLI), saying so. */
+static void expect_other_kind(const char *url, const char *says)
+{
+    dlock_client *c = dt_client(url, "?unreachable_wait=20s");
+    dlock_lock *l = dt_lock(c, "other-kind", 0);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(l, DLOCK_WAIT_FOREVER);
+    int64_t took = dt_now_ms() - t0;
+    if (rc != DLOCK_EUNREACHABLE || strstr(dlock_errmsg(), says) == NULL)
+        dt_fail(__FILE__, __LINE__, "%s: got %d (%s), want DLOCK_EUNREACHABLE saying '%s'", url, rc,
+                dlock_errmsg(), says);
+    CHECK_INT(took, <, 2500);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "other-kind", 0, &st), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), says) != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* redis+sentinel:// at a plain Redis, and redis:// at a sentinel: "H:P
+ * answered, but not as ..." (they were DLOCK_ESERVER, a refusal of
+ * SENTINEL or of the first script: exit 70), with the URL to use. */
+static void wrong_kind_of_port(void)
+{
+    char url[512], says[256];
+    int data = admin_port(dt_sentinel_node(&group, 0));
+    int sentinel = admin_port(dt_sentinel_sentinel(&group, 0));
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/%s", data, DT_SENTINEL_MASTER);
+    snprintf(says, sizeof says,
+             "127.0.0.1:%d answered, but not as a Redis Sentinel (ERR unknown command "
+             "'SENTINEL': a Redis server; for that server use redis://127.0.0.1:%d",
+             data, data);
+    expect_other_kind(url, says);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", sentinel);
+    snprintf(says, sizeof says,
+             "127.0.0.1:%d answered, but not as a Redis server (a Redis Sentinel: "
+             "redis_mode:sentinel): for the master it watches use redis+sentinel://127.0.0.1:%d/",
+             sentinel, sentinel);
+    expect_other_kind(url, says);
+}
+
 static void unknown_master(void)
 {
     char url[4096];
@@ -557,6 +600,7 @@ int main(int argc, char **argv)
         {"bad_urls", bad_urls},
         {"no_sentinel_answers", no_sentinel_answers},
         {"unknown_master", unknown_master},
+        {"wrong_kind_of_port", wrong_kind_of_port},
         {"first_sentinel_down", first_sentinel_down},
         {"with_auth", with_auth},
         {"wait_for_the_replica", wait_for_the_replica},

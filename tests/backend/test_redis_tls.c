@@ -206,6 +206,75 @@ static void wrong_protocol(void)
     expect_acquire_fails(url, DLOCK_EUNREACHABLE, "127.0.0.1");
 }
 
+/* The time the message says the TLS handshake was given ("... in N ms"). */
+static int64_t handshake_said_ms(const char *msg)
+{
+    const char *at = strstr(msg, "no reply to the TLS handshake in ");
+    if (at == NULL)
+        dt_fail(__FILE__, __LINE__, "not a silent handshake: %s", msg);
+    return atoll(at + strlen("no reply to the TLS handshake in "));
+}
+
+typedef struct asker {
+    dlock_client *client;
+    int rc;
+    int64_t ended_ms;
+} asker;
+
+static void *ask_status(void *p)
+{
+    asker *a = p;
+    dlock_status st;
+    a->rc = dlock_query(a->client, "tls-silent", 0, &st);
+    a->ended_ms = dt_now_ms();
+    return NULL;
+}
+
+/* TLS to a plain port, which says nothing to a ClientHello: one handshake
+ * timeout (2 s), and a message that says so, for status and list (each
+ * asked a ROLE first, which made a handshake of its own: 4 s) and for
+ * calls of two threads at once (the second waited for the first one's
+ * handshake, then made its own). */
+static void one_handshake_at_a_plain_port(void)
+{
+    char url[600];
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?insecure=1", srv.peer_port);
+    dlock_client *c = dt_client(url, NULL);
+    dlock_status st;
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_query(c, "tls-silent", 0, &st), DLOCK_EUNREACHABLE);
+    int64_t took = dt_now_ms() - t0, said = handshake_said_ms(dlock_errmsg());
+    CHECK_INT(said, >=, 1900);
+    if (took > said + 700)
+        dt_fail(__FILE__, __LINE__, "status took %lld ms, the message says %lld: %s",
+                (long long) took, (long long) said, dlock_errmsg());
+    int listed = 0;
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_list(c, "", 0, count_name, &listed), DLOCK_EUNREACHABLE);
+    took = dt_now_ms() - t0;
+    said = handshake_said_ms(dlock_errmsg());
+    if (took > said + 700)
+        dt_fail(__FILE__, __LINE__, "list took %lld ms, the message says %lld: %s",
+                (long long) took, (long long) said, dlock_errmsg());
+
+    /* a try, and a status from another thread while its handshake waits */
+    dlock_lock *l = dt_lock(c, "tls-silent", 0);
+    asker other = {c, -1, 0};
+    pthread_t t;
+    t0 = dt_now_ms();
+    CHECK(pthread_create(&t, NULL, ask_status, &other) == 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    said = handshake_said_ms(dlock_errmsg());
+    pthread_join(t, NULL);
+    CHECK_RC(other.rc, DLOCK_EUNREACHABLE);
+    if (other.ended_ms - t0 > said + 700)
+        dt_fail(__FILE__, __LINE__,
+                "two threads at once: the second ended after %lld ms, a handshake is %lld",
+                (long long) (other.ended_ms - t0), (long long) said);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 static void bad_options(void)
 {
     static const struct {
@@ -434,6 +503,7 @@ int main(int argc, char **argv)
         {"wrong_ca_refused", wrong_ca_refused},
         {"insecure_works", insecure_works},
         {"wrong_protocol", wrong_protocol},
+        {"one_handshake_at_a_plain_port", one_handshake_at_a_plain_port},
         {"client_certificate", client_certificate},
         {"threads_share_one_connection", threads_share_one_connection},
         {"idle_and_hang_up", idle_and_hang_up},

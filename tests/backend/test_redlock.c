@@ -1238,6 +1238,68 @@ static void out_of_reach_counts_every_node(void)
     }
 }
 
+typedef struct taker {
+    dlock_lock *lock;
+    int rc;
+} taker;
+
+static void *take_forever(void *p)
+{
+    taker *t = p;
+    t->rc = dlock_acquire(t->lock, DLOCK_WAIT_FOREVER);
+    return NULL;
+}
+
+/* A quorum out of reach from the start (two nodes where nothing listens,
+ * one that answers): a wait without a bound gives up as for one server
+ * where nothing listens (its second: the core's first contact), with
+ * DLOCK_EUNREACHABLE naming the nodes, not after unreachable_wait (it
+ * rode out 30 s because one node answered). An outage of nodes this client
+ * had reached is still ridden out: two of three stopped for longer than
+ * that second, then started again, and the wait takes the lock. */
+static void quorum_never_reached_fails_fast(void)
+{
+    char text[512];
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", nodes[0].port);
+    dlock_client *c = dt_client(text, "?unreachable_wait=20s");
+    dlock_lock *l = dt_lock(c, "never-quorum", 0);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_EUNREACHABLE);
+    int64_t took = dt_now_ms() - t0;
+    const char *msg = dlock_errmsg();
+    if (took > 2500)
+        dt_fail(__FILE__, __LINE__, "a quorum never reached: gave up after %lld ms: %s",
+                (long long) took, msg);
+    if (strstr(msg, "2 of 3 nodes are out of reach (a quorum needs 2)") == NULL ||
+        strstr(msg, "127.0.0.1:1 (") == NULL || strstr(msg, "127.0.0.1:2 (") == NULL ||
+        strstr(msg, "2 never answered this client") == NULL)
+        dt_fail(__FILE__, __LINE__, "the message does not name what is out of reach: %s", msg);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* reached, then two nodes down for 2 s: an outage, ridden out */
+    start_nodes(); /* its own: it stops and restarts them */
+    c = dt_client(url_with(text, sizeof text, "unreachable_wait=20s"), NULL);
+    l = dt_lock(c, "outage", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dt_server_stop(&nodes[1]);
+    dt_server_stop(&nodes[2]);
+    taker t = {l, -1};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, take_forever, &t) == 0);
+    dt_sleep_ms(2000); /* the outage: longer than a store never reached is given */
+    dt_server_start_again(&nodes[1], 0);
+    dt_server_start_again(&nodes[2], 0);
+    pthread_join(thread, NULL);
+    if (t.rc != DLOCK_OK)
+        dt_fail(__FILE__, __LINE__, "an outage of reached nodes was not ridden out: %d (%s)", t.rc,
+                dlock_errmsg());
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -1265,6 +1327,7 @@ int main(int argc, char **argv)
         {"cluster_nodes_refused_by_moved", cluster_nodes_refused_by_moved},
         {"replicas_refused", replicas_refused},
         {"out_of_reach_counts_every_node", out_of_reach_counts_every_node},
+        {"quorum_never_reached_fails_fast", quorum_never_reached_fails_fast},
     };
     /* once for the program, before any test forks (no threads yet) */
     start_nodes();

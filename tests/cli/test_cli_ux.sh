@@ -197,6 +197,9 @@ test_status_sql_sessions()
 # timeout, 2 s), exit 69 as for no server there, and a message that says
 # what answered: "H:P answered, but not as Redis (...)", or, for a server
 # that waits for its own protocol's first words, that it did not answer.
+# The same for a Redis topology at a plain Redis: redis+sentinel:// ("not
+# as a Redis Sentinel"; it was exit 70) and redis+cluster:// ("not as a
+# node of a Redis Cluster"; it was exit 64).
 test_wrong_port()
 {
     local hp scheme url t0 elapsed others=()
@@ -215,6 +218,9 @@ test_wrong_port()
         mariadb) others+=("mysql://dlock:dlock@$hp/dlock") ;;
         esac
     done
+    if [ "$STORE" = redis ]; then
+        others+=("redis+sentinel://$hp/mymaster" "redis+cluster://$hp")
+    fi
     for url in "${others[@]}"; do
         t0=$(now_ms)
         expect_rc "status -u $url (at $STORE's port)" 69 dl status -u "$url" u-port
@@ -223,7 +229,7 @@ test_wrong_port()
             fail "$url at $STORE's port: told after $elapsed ms"
         fi
         expect_match "$url at $STORE's port: said" \
-            "$hp (answered, but not as [A-Za-z]+ \(|accepted the connection, but (did not answer as PostgreSQL|sent no MySQL greeting))" \
+            "$hp (answered, but not as [A-Za-z ]+ \(|accepted the connection, but (did not answer as PostgreSQL|sent no MySQL greeting))" \
             "$(cat "$TMP/err")"
     done
 }

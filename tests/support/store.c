@@ -16,6 +16,44 @@
 #include <string.h>
 #include <sys/wait.h>
 
+/* "127.0.0.1:P1, 127.0.0.1:P2..." for processes `first`..`first + n - 1`
+ * of a group, at the end of buf. */
+static void ports(char *buf, size_t len, dt_server *s, dt_server *(*member)(dt_server *, int),
+                  int first, int n)
+{
+    for (int i = first; i < first + n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, "%s127.0.0.1:%d", i > first ? ", " : "",
+                 member(s, i)->port);
+    }
+}
+
+/* What runs where: each process of a group with its role and port (a
+ * Sentinel group: its master, replica and sentinels; Redlock: its nodes;
+ * a Cluster: its masters and replicas), else the one server's port. */
+static void describe(dt_server *s, const char *kind, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (strncmp(kind, "sentinel", 8) == 0) {
+        snprintf(buf, len, "%s: master on 127.0.0.1:%d, replica on 127.0.0.1:%d, sentinels on ",
+                 kind, dt_sentinel_node(s, 0)->port, dt_sentinel_node(s, 1)->port);
+        ports(buf, len, s, dt_sentinel_sentinel, 0, 3);
+        snprintf(buf + strlen(buf), len - strlen(buf), " (the master's");
+    } else if (strncmp(kind, "redlock", 7) == 0) {
+        snprintf(buf, len, "%s: 3 independent masters on ", kind);
+        ports(buf, len, s, dt_redlock_node, 0, 3);
+        snprintf(buf + strlen(buf), len - strlen(buf), " (the first one's");
+    } else if (strncmp(kind, "cluster", 7) == 0) {
+        snprintf(buf, len, "%s: masters on ", kind);
+        ports(buf, len, s, dt_cluster_node, 0, 3);
+        snprintf(buf + strlen(buf), len - strlen(buf), ", their replicas on ");
+        ports(buf, len, s, dt_cluster_node, 3, 3);
+        snprintf(buf + strlen(buf), len - strlen(buf), " (the first master's");
+    } else {
+        snprintf(buf, len, "%s on 127.0.0.1:%d (", kind, s->port);
+    }
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: store ");
@@ -51,8 +89,10 @@ int main(int argc, char **argv)
     dt_server_start(&s, argv[1], 0, NULL);
     /* where it lives first, then the URL: whoever reads the URL may look at
      * the other line at once (tests/docs/test_store.sh does) */
-    fprintf(stderr, "%s on 127.0.0.1:%d (data and server.log in %s); Ctrl-C stops it\n", argv[1],
-            s.port, s.dir);
+    char where[1024];
+    describe(&s, argv[1], where, sizeof where);
+    fprintf(stderr, "%s%sdata and server.log in %s); Ctrl-C stops it\n", where,
+            where[strlen(where) - 1] == '(' ? "" : " ", s.dir);
     printf("%s\n", s.url);
     fflush(stdout);
 

@@ -315,16 +315,28 @@ int dlock__rcluster_check(dlock__rcluster *cl)
     const char *scheme = cl->tmpl.tls != NULL ? "rediss" : "redis";
     const char *open = strchr(nd->host, ':') != NULL ? "[" : "";
     const char *close = open[0] != '\0' ? "]" : "";
+    /* another kind of server than the URL asks for, as another service at
+     * the port would be: DLOCK_EUNREACHABLE, no such store there (and
+     * dlock__rcluster_wrong_kind tells the core it was never reached) */
     if (cl->nseeds == 1)
-        return dlock__fail(DLOCK_EINVAL,
-                           "%s: this server is not in cluster mode (cluster_enabled:0): use "
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s: %s%s%s:%d answered, but not as a node of a Redis Cluster (it is "
+                           "not in cluster mode: cluster_enabled:0): for that one server use "
                            "%s://%s%s%s:%d",
-                           cl->tmpl.label, scheme, open, nd->host, close, nd->port);
-    return dlock__fail(DLOCK_EINVAL,
-                       "%s: %s%s%s:%d is not in cluster mode (cluster_enabled:0), and no other "
-                       "seed gave the cluster's slots: for that one server use %s://%s%s%s:%d",
+                           cl->tmpl.label, open, nd->host, close, nd->port, scheme, open, nd->host,
+                           close, nd->port);
+    return dlock__fail(DLOCK_EUNREACHABLE,
+                       "%s: %s%s%s:%d answered, but not as a node of a Redis Cluster (it is not "
+                       "in cluster mode: cluster_enabled:0), and no other seed gave the "
+                       "cluster's slots: for that one server use %s://%s%s%s:%d",
                        cl->tmpl.label, open, nd->host, close, nd->port, scheme, open, nd->host,
                        close, nd->port);
+}
+
+int dlock__rcluster_wrong_kind(dlock__rcluster *cl)
+{
+    return atomic_load(&cl->not_cluster) > 0 &&
+           !atomic_load_explicit(&cl->loaded, memory_order_acquire);
 }
 
 static int index_of(dlock__rcluster *cl, unsigned slot, int64_t deadline_us)

@@ -45,12 +45,16 @@ dlock__rconn *dlock__rcluster_conn(dlock__rcluster *cl, unsigned slot, int64_t d
  * calls to several slots of one node is sent over. */
 dlock__rconn *dlock__rcluster_node_conn(dlock__rcluster *cl, unsigned slot, int64_t deadline_us);
 
-/* DLOCK_OK, or DLOCK_EINVAL saying so when no slot map was read and a
- * seed answered CLUSTER SLOTS that it is not in cluster mode: the URL
- * names a plain Redis (use redis://), and a call sent to it would work
- * there, unlike a cluster's. Every call through the cluster checks it,
- * after the connection was picked (which reads the map if due). */
+/* DLOCK_OK, or DLOCK_EUNREACHABLE saying so ("H:P answered, but not as a
+ * node of a Redis Cluster") when no slot map was read and a seed answered
+ * CLUSTER SLOTS that it is not in cluster mode: the URL names a plain Redis
+ * (use redis://), as it would name another service's port, and a call sent
+ * to it would work there, unlike a cluster's. Every call through the
+ * cluster checks it, after the connection was picked (which reads the map
+ * if due). */
 int dlock__rcluster_check(dlock__rcluster *cl);
+/* Whether that is the case (no error recorded): no cluster was reached. */
+int dlock__rcluster_wrong_kind(dlock__rcluster *cl);
 
 /* The index of the node serving slot now (the map read first if it is
  * not yet), as dlock__rcluster_conn picks it: stable for the client's

@@ -48,6 +48,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define DIAL_CUT_US 2000 /* a dial that failed this close to its deadline: cut short by it */
+
 enum req_state { REQ_PENDING, REQ_DONE, REQ_FAILED };
 
 /* A request's state is set under `mu` by the reader (or a failure) and read
@@ -76,6 +78,14 @@ struct dlock__rconn {
     char dropped[300];  /* why the last connection went, logged at the next connect */
     int broken;
     int connecting;
+    /* the dials ended so far, and the last one's failure (DLOCK_OK: it
+     * made the connection), which a caller that waited for that dial
+     * takes as its own (ready_locked) */
+    unsigned dials;
+    int dial_code;
+    int64_t dial_deadline_us; /* the deadline the dial was given... */
+    int dial_cut;             /* ...and whether it failed there (cut short by it, maybe) */
+    char dial_msg[512];
     int reading, writing;
     redisReader *reader;
     int64_t last_read_us;
@@ -488,6 +498,37 @@ static void what_answered(const unsigned char *b, size_t n, char *out, size_t si
         len += (size_t) snprintf(out + len, size - len, " %02x", b[i]);
 }
 
+/* After an empty INFO cluster: DLOCK_OK unless INFO server says that ep is
+ * a Redis Sentinel (redis_mode:sentinel), which keeps no keys and runs no
+ * scripts; then -1, with *code DLOCK_EUNREACHABLE: "H:P answered, but not
+ * as a Redis server", as for another service at the port (the URL is what
+ * to fix, and no wait helps), not a refusal of the first script. */
+static int sentinel_at(dlock__rlink *l, const dlock__rendpoint *ep, int64_t deadline_us, int *code)
+{
+    redisReply *r = dlock__rlink_commandf(l, deadline_us, "INFO server");
+    int sentinel =
+        r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, "redis_mode:sentinel") != NULL;
+    freeReplyObject(r);
+    if (!sentinel)
+        return 0;
+    char at[300];
+    where(ep, at, sizeof at);
+    *code = DLOCK_EUNREACHABLE;
+    if (ep->independent > 0)
+        dlock__fail(
+            *code,
+            "%s answered, but not as a Redis server (a Redis Sentinel: redis_mode:sentinel): "
+            "Redlock needs %zu independent masters: list the masters' ports",
+            at, ep->independent);
+    else
+        dlock__fail(
+            *code,
+            "%s answered, but not as a Redis server (a Redis Sentinel: redis_mode:sentinel): "
+            "for the master it watches use %s://%s/MASTERNAME",
+            at, ep->tls != NULL ? "rediss+sentinel" : "redis+sentinel", at);
+    return -1;
+}
+
 /* The first exchange of every connection: AUTH, or without a password a
  * PING, so that a server that wants one says so now (NOAUTH), rather than
  * through a request it cuts off ("Protocol error: unauthenticated
@@ -500,7 +541,8 @@ static void what_answered(const unsigned char *b, size_t n, char *out, size_t si
  * serves would work, the others would not (MOVED). A server that does not
  * answer INFO (renamed, an ACL) is not refused: a MOVED still is
  * (dlock__rconn_wrong_server). wait_ms: the time each reply is given. */
-static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_ms, int *code)
+static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_ms, int *code,
+                     int *foreign)
 {
     redisReply *r = NULL;
     const char *step = ep->password != NULL ? "AUTH" : "PING";
@@ -541,7 +583,15 @@ static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_m
             freeReplyObject(r);
             return -1;
         }
+        /* a Sentinel knows no section "cluster": its INFO cluster is
+         * empty, where every Redis says cluster_enabled */
+        int maybe_sentinel = r->type == REDIS_REPLY_STRING && r->len == 0;
         freeReplyObject(r);
+        r = NULL;
+        if (maybe_sentinel && sentinel_at(l, ep, deadline_us, code) != 0) {
+            *foreign = 1;
+            return -1;
+        }
     }
     if (ep->db > 0) {
         step = "SELECT";
@@ -570,6 +620,7 @@ refused:
         where(ep, at, sizeof at);
         what_answered(l->first, l->nfirst, what, sizeof what);
         *code = DLOCK_EUNREACHABLE;
+        *foreign = 1;
         dlock__fail(*code, "%s answered, but not as Redis (%s; to %s: %s)", at, what, step,
                     l->errstr);
     } else if (r == NULL && l->err == DLOCK__RLINK_EPROTO) {
@@ -584,6 +635,7 @@ refused:
         char at[300];
         where(ep, at, sizeof at);
         *code = DLOCK_EUNREACHABLE;
+        *foreign = 1;
         dlock__fail(*code,
                     "%s answered, but not as Redis (it closed the connection at %s: %s): "
                     "another service's port (etcd, ZooKeeper, PostgreSQL close it so), or a Redis "
@@ -623,11 +675,15 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
 
     if (cmd_ms < 1)
         cmd_ms = 1;
-    dlock__rlink *l =
-        dlock__rlink_open(ep->host, ep->port, ep->unix_path, ep->tls,
-                          now + (connect_ms < 1 ? 1 : connect_ms) * 1000, ep->label, code);
-    if (l == NULL)
+    int accepted = 0, foreign = 0;
+    dlock__rlink *l = dlock__rlink_open(ep->host, ep->port, ep->unix_path, ep->tls,
+                                        now + (connect_ms < 1 ? 1 : connect_ms) * 1000, ep->label,
+                                        code, &accepted);
+    if (l == NULL) {
+        if (ep->absent != NULL)
+            atomic_store(ep->absent, !accepted);
         return NULL;
+    }
     redisReader *bounded = dlock__rreader_new();
     if (bounded == NULL) {
         *code = DLOCK_ENOMEM;
@@ -643,10 +699,14 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
         dlock__rlink_close(l);
         return NULL;
     }
-    if (handshake(l, ep, cmd_ms, code) != 0) {
+    if (handshake(l, ep, cmd_ms, code, &foreign) != 0) {
+        if (ep->absent != NULL)
+            atomic_store(ep->absent, foreign);
         dlock__rlink_close(l);
         return NULL;
     }
+    if (ep->absent != NULL)
+        atomic_store(ep->absent, 0);
     if (ep->reached != NULL)
         atomic_store(ep->reached, 1);
     if (dlock__rtls_insecure_once((dlock__rtls *) ep->tls))
@@ -688,6 +748,12 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
         dlock__rlink_set_timeout(l, c->ep.command_timeout_ms);
     pthread_mutex_lock(&c->mu);
     c->connecting = 0;
+    c->dials++;
+    c->dial_code = l != NULL ? DLOCK_OK : code;
+    c->dial_deadline_us = deadline_us;
+    c->dial_cut = l == NULL && dlock__now_us() + DIAL_CUT_US >= deadline_us;
+    if (l == NULL)
+        snprintf(c->dial_msg, sizeof c->dial_msg, "%s", dlock_errmsg());
     if (l != NULL) {
         c->connects++;
         c->moved = moved;
@@ -790,9 +856,15 @@ static void drop_if_hung_up_locked(dlock__rconn *c)
     }
 }
 
-/* With mu held: waits until the connection can take commands. */
+/* With mu held: waits until the connection can take commands. A caller
+ * that waited for another thread's dial, which failed, fails with it rather
+ * than dial again at once (a server that does not answer would cost each
+ * waiting thread a connect timeout of its own, one after the other), unless
+ * that dial was cut short by a deadline nearer than this caller's. */
 static int ready_locked(dlock__rconn *c, int64_t deadline_us)
 {
+    unsigned dials = c->dials;
+
     if (c->link != NULL && !c->broken)
         drop_if_hung_up_locked(c);
     if (c->ep.moved != NULL && c->link != NULL && !c->broken &&
@@ -802,6 +874,9 @@ static int ready_locked(dlock__rconn *c, int64_t deadline_us)
         if (c->link != NULL && !c->broken)
             return DLOCK_OK;
         if (!c->connecting && !c->reading && !c->writing) {
+            if (c->dials != dials && c->link == NULL && c->dial_code != DLOCK_OK &&
+                (!c->dial_cut || c->dial_deadline_us >= deadline_us))
+                return dlock__fail(c->dial_code, "%s", c->dial_msg);
             if (c->link != NULL) {
                 dlock__rlink_close(c->link);
                 c->link = NULL;

@@ -37,6 +37,12 @@ typedef struct dlock__rendpoint {
     const char *tls_scheme; /* the scheme to name in a "use TLS" hint; NULL: rediss:// */
     atomic_int *reached;    /* set to 1 by every connection made (its handshake answered);
                                NULL: not kept */
+    /* Set by every dial: 1 when it found no Redis server there (nothing
+     * took the connection: refused, no such host, the connect timeout; or
+     * another service answered, "H:P answered, but not as Redis"), 0 when
+     * one answered, refused us, or took the connection and kept silent (a
+     * frozen server may wake). NULL: not kept. */
+    atomic_int *absent;
     /* A changeable endpoint (Sentinel's master, sentinel.h): when dial is
      * set, every connection to ep is made by dial(ep, ...), which finds
      * the node to connect to, and `moved` counts the times that node

@@ -248,8 +248,9 @@ int dlock__redis_list(dlock__store *s, const char *prefix, dlock__name_sink sink
         goto out;
     }
     if (b->cluster == NULL) {
-        dlock__redis_note_replica(b, b->pool[0], deadline);
-        rc = scan(b, b->pool[0], pattern, prefix, &all, &n, &cap, deadline);
+        rc = dlock__redis_note_replica(b, b->pool[0], deadline);
+        if (rc == DLOCK_OK)
+            rc = scan(b, b->pool[0], pattern, prefix, &all, &n, &cap, deadline);
     } else {
         /* every master once: each holds the keys of its slots */
         dlock__rconn *masters[64];

@@ -136,8 +136,10 @@ long long dlock__redis_replicas_connected(rbackend *b, dlock__rconn *c, int64_t 
 /* At close: the idle connections of wait=N. */
 void dlock__redis_replicas_close(rbackend *b);
 /* Before the first read of status or list: when the server is a replica,
- * whose data may lag its master's, a warning in the client's log (once). */
-void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline);
+ * whose data may lag its master's, a warning in the client's log (once).
+ * DLOCK_EUNREACHABLE when the server cannot be reached (asked again next
+ * time), else DLOCK_OK. */
+int dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline);
 
 /* waiting.c */
 /* Whether hand-over notices reach this client's waiters of l now (no

@@ -386,7 +386,11 @@ fail:
  * stream reader's (they all dial with b->ep). */
 static int reached(dlock__store *store)
 {
-    return atomic_load(&RBACKEND(store)->reached);
+    rbackend *b = RBACKEND(store);
+    /* a plain Redis at a redis+cluster:// URL answered, but no cluster did */
+    if (b->cluster != NULL && dlock__rcluster_wrong_kind(b->cluster))
+        return 0;
+    return atomic_load(&b->reached);
 }
 
 static const char *const schemes[] = {

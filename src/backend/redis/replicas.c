@@ -121,7 +121,7 @@ long long dlock__redis_replicas_connected(rbackend *b, dlock__rconn *c, int64_t 
 
 /* ---------------------------------------------------------------- reading one */
 
-void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline)
+int dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline)
 {
     const char *argv[1] = {"ROLE"};
     size_t lens[1] = {4};
@@ -131,10 +131,15 @@ void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline)
     /* a cluster's reads go to masters; a URL that names a replica reads it
      * as well as a master (a lock is never taken there: READONLY) */
     if (b->cluster != NULL || atomic_exchange(&b->role_asked, 1))
-        return;
-    /* a server without ROLE (renamed, or refused by an ACL) reads on */
-    if (dlock__redis_call(c, &cmd, deadline, &r) != DLOCK_OK)
-        return;
+        return DLOCK_OK;
+    /* a server without ROLE (renamed, or refused by an ACL) reads on; one
+     * that cannot be reached ends the read here, rather than cost the
+     * read's own request a connect timeout more */
+    int rc = dlock__redis_call(c, &cmd, deadline, &r);
+    if (rc == DLOCK_EUNREACHABLE)
+        atomic_store(&b->role_asked, 0);
+    if (rc != DLOCK_OK)
+        return rc == DLOCK_EUNREACHABLE ? rc : DLOCK_OK;
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
         r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "slave") == 0 &&
         r->element[1]->type == REDIS_REPLY_STRING && r->element[2]->type == REDIS_REPLY_INTEGER)
@@ -143,4 +148,5 @@ void dlock__redis_note_replica(rbackend *b, dlock__rconn *c, int64_t deadline)
                    "the URL at the master (or use redis+sentinel://) for what holds now",
                    b->label, r->element[1]->str, (long long) r->element[2]->integer);
     freeReplyObject(r);
+    return DLOCK_OK;
 }

@@ -155,7 +155,8 @@ const char *dlock__rsentinel_master_name(const dlock__rsentinel *s)
 enum answer {
     ANSWER_ADDR,    /* the master's address */
     ANSWER_UNKNOWN, /* no master of that name */
-    ANSWER_REFUSED, /* our AUTH, or the command */
+    ANSWER_REFUSED, /* our AUTH */
+    ANSWER_FOREIGN, /* a server that is no sentinel (a plain Redis: no command SENTINEL) */
     ANSWER_NONE,    /* unreachable, or no reply in time */
 };
 
@@ -201,14 +202,23 @@ static enum answer ask(dlock__rsentinel *s, const sentinel_addr *a, const dlock_
     } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
         snprintf(why, why_len, "%s knows no master named '%s'", label, s->name);
         got = ANSWER_UNKNOWN;
+    } else if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "unknown command") != NULL) {
+        /* a Redis server, not its sentinel: another service at the port,
+         * as far as this URL goes (the URL is what to fix) */
+        const char *open = strchr(a->host, ':') ? "[" : "", *close = open[0] ? "]" : "";
+        snprintf(why, why_len,
+                 "%s%.250s%s:%d answered, but not as a Redis Sentinel (%.*s: a Redis server; "
+                 "for that server use %s://%s%.250s%s:%d, for its sentinels "
+                 "%s://SENTINEL:PORT,.../MASTERNAME)",
+                 open, a->host, close, a->port, DLOCK__REASON(r),
+                 data->tls != NULL ? "rediss" : "redis", open, a->host, close, a->port,
+                 data->tls != NULL ? "rediss+sentinel" : "redis+sentinel");
+        got = ANSWER_FOREIGN;
     } else if (r->type == REDIS_REPLY_ERROR) {
         snprintf(why, why_len, "%s refused SENTINEL GET-MASTER-ADDR-BY-NAME: %.*s%s", label,
                  DLOCK__REASON(r),
                  strncmp(r->str, "NOAUTH", 6) == 0
                      ? " (give its password: option sentinel_password=...)"
-                 : strstr(r->str, "unknown command") != NULL
-                     ? " (not a sentinel: a Redis server is redis://host:port, a cluster "
-                       "redis+cluster://host:port,...)"
                      : "");
         got = ANSWER_REFUSED;
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -454,6 +464,13 @@ static dlock__rlink *dial_master(const dlock__rendpoint *ep, int64_t deadline_us
         enum answer a = find_master(s, ep, deadline_us, host, sizeof host, &port, why, sizeof why);
         if (a == ANSWER_UNKNOWN || a == ANSWER_REFUSED) {
             *code = DLOCK_ESERVER;
+            dlock__fail(*code, "%s: %s", ep->label, why);
+            return NULL;
+        }
+        if (a == ANSWER_FOREIGN) {
+            /* no sentinel there (as for another service at the port, a
+             * store never reached: the core gives it a moment, no more) */
+            *code = DLOCK_EUNREACHABLE;
             dlock__fail(*code, "%s: %s", ep->label, why);
             return NULL;
         }

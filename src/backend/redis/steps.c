@@ -464,8 +464,9 @@ int dlock__redis_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st,
     n++;
     evalcall call = {DLOCK__S_STATUS, n, argv, lens};
     dlock__rconn *c = dlock__redis_conn(b, l, deadline);
-    dlock__redis_note_replica(b, c, deadline);
-    rc = dlock__redis_run_script(c, &call, deadline, &r);
+    rc = dlock__redis_note_replica(b, c, deadline);
+    if (rc == DLOCK_OK)
+        rc = dlock__redis_run_script(c, &call, deadline, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (dlock__reply_status(r, st) != 0)

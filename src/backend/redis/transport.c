@@ -288,7 +288,7 @@ static int start_tls(dlock__rlink *l, const dlock__rtls *tls, const char *host, 
 
 dlock__rlink *dlock__rlink_open(const char *host, int port, const char *unix_path,
                                 const dlock__rtls *tls, int64_t deadline_us, const char *label,
-                                int *code)
+                                int *code, int *accepted)
 {
     int64_t left_ms = (deadline_us - dlock__now_us()) / 1000;
     struct timeval tv = {.tv_sec = left_ms / 1000, .tv_usec = (left_ms % 1000) * 1000};
@@ -303,6 +303,7 @@ dlock__rlink *dlock__rlink_open(const char *host, int port, const char *unix_pat
         return NULL;
     }
     l->fd = -1;
+    *accepted = 0;
     pthread_mutex_init(&l->ssl_mu, NULL);
     /* hiredis connects (names, addresses, the timeout, TCP_NODELAY); its
      * context is dropped at once, keeping the socket */
@@ -320,6 +321,7 @@ dlock__rlink *dlock__rlink_open(const char *host, int port, const char *unix_pat
         goto fail;
     }
     l->fd = redisFreeKeepFd(ctx);
+    *accepted = 1;
     /* A command run under a lock (dlock run) must not inherit the socket. */
     fcntl(l->fd, F_SETFD, FD_CLOEXEC);
     if (tls != NULL && start_tls(l, tls, host, deadline_us, label, code) != 0)

@@ -82,10 +82,12 @@ typedef struct dlock__rlink {
  * deadline_us, and with tls non-NULL makes the TLS handshake there (SNI and
  * verification as tls says). The socket is close-on-exec. On failure returns
  * NULL, with *code set and the detail recorded (dlock_errmsg), starting
- * with label. */
+ * with label, and *accepted 0 when no connection was made at all (refused,
+ * no such host, the connect timeout), 1 when one was (a TLS handshake that
+ * failed or got no reply). */
 dlock__rlink *dlock__rlink_open(const char *host, int port, const char *unix_path,
                                 const dlock__rtls *tls, int64_t deadline_us, const char *label,
-                                int *code);
+                                int *code, int *accepted);
 /* Closes it (a TLS link says close_notify first, without waiting). */
 void dlock__rlink_close(dlock__rlink *l);
 /* Wakes any thread blocked on it (a read sees the end); no SSL call, so

@@ -92,6 +92,7 @@ struct dlock__rlnodes {
     dlock__log *client_log;
     dlock__rtls *tls; /* every node's (NULL: plain), freed with the nodes */
     atomic_int reached[DLOCK__REDLOCK_MAX_NODES]; /* the endpoints' `reached` */
+    atomic_int absent[DLOCK__REDLOCK_MAX_NODES];  /* and `absent` */
     node nodes[DLOCK__REDLOCK_MAX_NODES];
 };
 
@@ -587,6 +588,7 @@ int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script
         ep.log = &ns->log;
         ep.tls = tls;
         ep.reached = &ns->reached[i];
+        ep.absent = &ns->absent[i];
         nd->label = strdup(eps[i].label);
         if (nd->label == NULL || dlock__rconn_new(&ep, &nd->conn) != DLOCK_OK) {
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -671,6 +673,14 @@ size_t dlock__rlnodes_reached(const dlock__rlnodes *ns)
     size_t n = 0;
     for (size_t i = 0; i < ns->n; i++)
         n += atomic_load(&ns->reached[i]) != 0;
+    return n;
+}
+
+size_t dlock__rlnodes_absent(const dlock__rlnodes *ns)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ns->n; i++)
+        n += atomic_load(&ns->reached[i]) == 0 && atomic_load(&ns->absent[i]) != 0;
     return n;
 }
 

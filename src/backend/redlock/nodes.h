@@ -58,6 +58,10 @@ const char *dlock__rlnodes_label(const dlock__rlnodes *ns, size_t i);
 /* How many nodes answered this client (a connection's first exchange)
  * since the nodes were made. */
 size_t dlock__rlnodes_reached(const dlock__rlnodes *ns);
+/* How many nodes never answered this client and, at the last try, had no
+ * Redis server at their address (conn.h `absent`: nothing took the
+ * connection, or another service answered). */
+size_t dlock__rlnodes_absent(const dlock__rlnodes *ns);
 
 /* A round of ncmds script calls, the same for every node: each call's
  * arguments after EVALSHA sha (numkeys, keys, args), copied. */

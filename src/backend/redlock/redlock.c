@@ -173,6 +173,24 @@ static int64_t attempt_bound(const rlbackend *b, const dlock__attempt *att, int6
     return end < bound ? end : bound;
 }
 
+/* The single-server rule (the core's), per node of the quorum: a server
+ * that never answered this client is given a moment (a wrong address, a
+ * server down: reported within about a second), one that answered before
+ * has its outage ridden out up to unreachable_wait (a restart, a failover).
+ * So the store counts as reached once any node answered, unless the nodes
+ * that never answered and have nobody at their address (refused, the
+ * connect timeout, another service there: nodes.h) leave fewer than a
+ * quorum: then no quorum can form until they are started or the URL
+ * mended, and a wait gives up as for a server never reached, not after
+ * unreachable_wait. A node that took the connection and is silent (frozen),
+ * or one that answered once and is down now (restarting), may answer soon:
+ * a quorum out of reach with such nodes in it is an outage, ridden out and
+ * reported as one ("still unreachable when the wait ran out"). */
+static int quorum_in_reach(const rlbackend *b)
+{
+    return b->n - dlock__rlnodes_absent(b->nodes) >= b->quorum;
+}
+
 static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
 {
     rlbackend *b = RLB(s);
@@ -295,9 +313,15 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             a = dlock__rlround_wait(r, all_answered, NULL, grace < until ? grace : until);
         }
         dlock__rlcount c;
-        char counts[128];
+        char counts[320];
         dlock__rl_count(a, b->n, timed_out, &c);
         dlock__rl_count_text(&c, counts, sizeof counts);
+        size_t absent = dlock__rlnodes_absent(b->nodes);
+        if (!quorum_in_reach(b))
+            snprintf(counts + strlen(counts), sizeof counts - strlen(counts),
+                     "; %zu never answered this client and nothing answers as Redis at their "
+                     "address: no quorum until they are started (or the URL mended)",
+                     absent);
         dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
         l->out_of_reach = 1;
         rc = c.refused > b->n - b->quorum
@@ -650,15 +674,10 @@ fail:
     return rc;
 }
 
-/* Reached once any node answered: the URL is right, and a quorum out of
- * reach after that (a majority frozen, restarting) is an outage that a wait
- * rides out up to unreachable_wait, as on every store, and reports as one
- * when the wait ends ("still unreachable when the wait ran out"), not as a
- * store never reached. With no node ever answering, a wait gives up as soon
- * as for a server never reached. */
+/* Reached: see quorum_in_reach. */
 static int reached(dlock__store *s)
 {
-    return dlock__rlnodes_reached(RLB(s)->nodes) > 0;
+    return dlock__rlnodes_reached(RLB(s)->nodes) > 0 && quorum_in_reach(RLB(s));
 }
 
 static const char *const schemes[] = {"redlock", "rediss+redlock", NULL};
