@@ -196,9 +196,29 @@ static char *splice_mask(const char *text, const char *from, const char *to)
     return out;
 }
 
-/* s (malloc'd, freed) with the value of every option whose key names a
- * password (sentinel_password=) replaced by "***" (malloc'd), or NULL:
- * messages show the user, never a password. */
+/* Whether an option's key (len bytes) may name a secret: a password
+ * (sentinel_password=), misspelt too (sentinel_pasword=, pass=, pwd=), or
+ * a token or credential of some sort. No option a store reads but those
+ * has such a word in its key, so hiding more costs nothing. */
+static int secret_key(const char *key, size_t len)
+{
+    static const char *const words[] = {"pas", "pwd", "secret", "auth", "token", "cred"};
+    /* (a %-escape in the key may spell any of them) */
+    if (memchr(key, '%', len) != NULL)
+        return 1;
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        size_t n = strlen(words[w]);
+        for (size_t i = 0; i + n <= len; i++) {
+            if (strncasecmp(key + i, words[w], n) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* s (malloc'd, freed) with the value of every option whose key may name a
+ * secret (secret_key) replaced by "***" (malloc'd), or NULL: messages show
+ * the user, never a password. */
 static char *mask_options(char *s)
 {
     if (s == NULL)
@@ -219,11 +239,7 @@ static char *mask_options(char *s)
     memcpy(out, s, used);
     for (const char *p = q + 1; *p != '\0';) {
         size_t n = strcspn(p, "&"), key = strcspn(p, "=&");
-        /* (a %-escape in the key may spell "password") */
-        int secret = key < n && memchr(p, '%', key) != NULL;
-        for (size_t i = 0; key < n && i + 8 <= key && !secret; i++)
-            secret = strncasecmp(p + i, "password", 8) == 0;
-        if (secret) {
+        if (key < n && secret_key(p, key)) {
             memcpy(out + used, p, key + 1);
             memcpy(out + used + key + 1, "***", 3);
             used += key + 4;

@@ -291,6 +291,16 @@ test_urls_show_user_not_password()
         >/dev/null 2>"$TMP/err"
     expect_match "sentinel_password=: masked" "sentinel_password=\*\*\*&leese=1: unknown option" \
         "$(cat "$TMP/err")"
+    # misspelt, the value is still a password: hidden, and the key still
+    # gets its "did you mean"
+    local key
+    for key in sentinel_pasword sentinel_passwd pass pwd auth_token; do
+        dl status -u "redis+sentinel://127.0.0.1:1/m?$key=s3cretPW" u-url >/dev/null 2>"$TMP/err"
+        expect_match "$key=: masked" "$key=\*\*\*: unknown option '$key'" "$(cat "$TMP/err")"
+        [[ $(cat "$TMP/err") == *s3cretPW* ]] && fail "$key=: the password shown: $(cat "$TMP/err")"
+    done
+    expect_match "sentinel_pasword=: did you mean" "did you mean sentinel_password=" \
+        "$(dl status -u "redis+sentinel://127.0.0.1:1/m?sentinel_pasword=x" u-url 2>&1)"
 }
 
 # A mistake in $DLOCK_URL (no -u given) is said to be there, not on the
