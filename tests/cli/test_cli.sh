@@ -912,6 +912,17 @@ test_force_unlock_says_was_free()
     # every kind
     expect_rc "read lock, free" 1 dl unlock --force --check --read r-free
     expect_rc "semaphore, free" 1 dl unlock --force --check --permits 2 r-free
+    # one name is one lock: free as the kind given but held as another is
+    # not "free", and nothing was released
+    expect_rc "lock" 0 dl lock -l 30 r-free || return
+    expect_rc "--read on a held mutex: not released" 1 dl unlock --force --read r-free
+    expect_eq "--read on a held mutex: says what holds it" \
+        "dlock unlock: r-free is held as a mutex, not as a read-write lock: nothing was released (force it without a kind option)" \
+        "$(cat "$TMP/err")"
+    expect_rc "--permits on a held mutex, -E 3" 3 dl unlock -E 3 --force --check --permits 2 r-free
+    expect_rc "still held" 1 dl run -n r-free -- true
+    expect_rc "as what holds it" 0 dl unlock --force --check r-free
+    expect_free r-free
 }
 
 test_verbose()

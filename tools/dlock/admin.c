@@ -151,6 +151,25 @@ static const char *held_as_other_kind(dlock_client *c, const char *name, unsigne
     return NULL;
 }
 
+/* "a read-write lock" for a kind word of held_as_other_kind() or
+ * cli_kind_name(). */
+static const char *kind_noun(const char *kind)
+{
+    return strcmp(kind, "read-write") == 0  ? "a read-write lock"
+           : strcmp(kind, "semaphore") == 0 ? "a semaphore"
+           : strcmp(kind, "simple") == 0    ? "an interop key"
+                                            : "a mutex";
+}
+
+/* How unlock --force names that kind. */
+static const char *kind_option(const char *kind)
+{
+    return strcmp(kind, "read-write") == 0  ? "with --write"
+           : strcmp(kind, "semaphore") == 0 ? "with --permits N"
+           : strcmp(kind, "simple") == 0    ? "with --simple"
+                                            : "without a kind option";
+}
+
 /* The document of `dlock status --json`: the same fields for every kind,
  * null where a field does not apply (docs/dlock.1). */
 static void print_status_json(const char *name, const cli_kind *k, const dlock_status *st,
@@ -397,7 +416,8 @@ int cmd_unlock(int argc, char **argv)
         "--force, whoever holds it (the holder learns it lost the lock at its next\n"
         "renewal; fences keep increasing). Exit 1 (or -E CODE) if OWNER does not\n"
         "hold it; -q: no message then. --force says 'NAME was free' on stderr when\n"
-        "nothing was held (-q: not) and exits 0; with --check it exits 1 then.\n";
+        "nothing was held (-q: not) and exits 0; with --check it exits 1 then. A name\n"
+        "held as another kind than the options name is not released: exit 1 (-E).\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
@@ -431,7 +451,19 @@ int cmd_unlock(int argc, char **argv)
         code = rc == DLOCK_OK ? 0
                               : fail(&o, rc, name, "unlock",
                                      lock_option(&o, c, DLOCK_CAP_FORCE_UNLOCK, "--force"));
-        if (rc == DLOCK_OK && was_held == 0) {
+        /* one name is one lock: free as this kind, it may be held as
+         * another, which this release did not touch */
+        const char *other =
+            rc == DLOCK_OK && was_held == 0 ? held_as_other_kind(c, name, o.kind.flags) : NULL;
+        if (other != NULL) {
+            if (!o.quiet) {
+                fputs("dlock unlock: ", stderr);
+                cli_print_text_to(stderr, name);
+                fprintf(stderr, " is held as %s, not as %s: nothing was released (force it %s)\n",
+                        kind_noun(other), kind_noun(cli_kind_name(&o.kind)), kind_option(other));
+            }
+            code = o.conflict_code;
+        } else if (rc == DLOCK_OK && was_held == 0) {
             if (!o.quiet) {
                 fputs("dlock unlock: ", stderr);
                 cli_print_text_to(stderr, name);
