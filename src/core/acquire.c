@@ -51,7 +51,7 @@
 #define UNREACHABLE_MAX_US 1000000
 #define LAST_TRY_US        20000 /* the last try of an unreachable store, before the end */
 #define FIRST_CONTACT_MS   1000  /* how long a store never reached is tried */
-#define BLOCKED_SAY_US     50000 /* an attempt out this long, blocked in the store: waiting */
+#define BLOCKED_SAY_US     50000 /* a request blocked in the store this long: waiting */
 #define AGAIN_MIN_US       1000  /* the floor of a repeated quick retry, growing to: */
 #define AGAIN_MAX_US       250000
 #define CANCEL_SLICE_US    50000 /* how soon a sleeping waiter sees a cancel */
@@ -467,16 +467,25 @@ typedef struct attempt_out {
     dlock_lock *l;
     take_state *st;
     int64_t sent;
+    int64_t asked; /* when cancelled() was first asked (0: not yet) */
 } attempt_out;
 
 /* attempt.cancelled: only a store that blocks in the server asks it, at
- * least every 50 ms while it does (backend.h). Asked once the attempt has
- * been out that long, it says that the wait has begun (dlock -v), rather
- * than when the slice ends, and a grant that came at once says nothing. */
+ * least every 50 ms while it does (backend.h). Asked again 50 ms after its
+ * first ask, the request still out, it says that the wait has begun (dlock
+ * -v), rather than when the slice ends, and a grant that came at once says
+ * nothing. Counted from the first ask, not from the send: a store asks
+ * once its blocking request is out, and what came before it (a connection
+ * made, slow under a sanitizer or a loaded machine) is no wait for a
+ * holder (it made a free name look held, "waiting (blocked in the
+ * store)", then "acquired after a wait"). */
 static int blocked_cancelled(void *arg)
 {
     attempt_out *o = arg;
-    if (!o->st->waited && dlock__now_us() - o->sent >= BLOCKED_SAY_US)
+    int64_t now = dlock__now_us();
+    if (o->asked == 0)
+        o->asked = now;
+    if (!o->st->waited && now - o->asked >= BLOCKED_SAY_US)
         say_waiting(o->l, o->st, "blocked in the store");
     return dlock__lock_cancelled(o->l);
 }
@@ -487,7 +496,7 @@ static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__att
                         int64_t *sent, int64_t *answered)
 {
     dlock_client *c = l->client;
-    attempt_out out = {l, st, dlock__now_us()};
+    attempt_out out = {l, st, dlock__now_us(), 0};
 
     *a = (dlock__attempt){.token = l->token,
                           .lease_ms = st->lease_ms,
