@@ -211,7 +211,9 @@ test_force_unlock_any_mode()
     for h in $modes; do
         for f in $modes; do
             [ "$h" = "$f" ] && continue
-            dl_bg "$TMP/t/h" run -u "$base?mode=$h" -L 3 u-any -- sleep 60
+            rm -f "$TMP/t/fence"
+            dl_bg "$TMP/t/h" run -u "$base?mode=$h" -L 3 u-any -- \
+                sh -c 'echo "$DLOCK_FENCE" >"$0"; sleep 60' "$TMP/t/fence"
             holder=$BG
             wait_until 10 is_held u-any -u "$base?mode=$h" ||
                 { fail "mode=$h: the lock was never held"; kill "$holder"; return; }
@@ -220,7 +222,10 @@ test_force_unlock_any_mode()
             reap "$holder" 10
             expect_eq "mode=$h holder, --force through mode=$f: the holder stopped (75)" 75 "$BG_RC"
             expect_rc "mode=$h holder, --force through mode=$f: free" 0 \
-                dl run -n -u "$base?mode=$h" u-any -- true
+                dl run -n -u "$base?mode=$h" u-any -- sh -c 'echo "$DLOCK_FENCE"'
+            # the fence rule: the next holder's fence (same mode) is larger
+            [ "$(cat "$TMP/out")" -gt "$(cat "$TMP/t/fence")" ] 2>/dev/null ||
+                fail "mode=$h: fence after --force through mode=$f: $(cat "$TMP/out"), not above $(cat "$TMP/t/fence")"
         done
     done
     h=session
