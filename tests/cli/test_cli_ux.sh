@@ -179,7 +179,7 @@ test_status_sql_sessions()
     wait_until 10 is_held u-sql -u "$session" || { fail "the lock was never held"; return; }
     if [ "$STORE" = mariadb ]; then
         expect_match "table mode sees the session's holder" \
-            "^lease left: none \(held by a session-mode holder: the name frees when its connection ends\)$" \
+            "^lease left: none \(held by a session-mode holder's connection; if the holder dies, the name stays held until its row lease ends: up to the holder's lease, 30 s unless it set -L or lease=, after its last renewal\)$" \
             "$(dl status u-sql | grep '^lease left:')"
         expect_eq "json: session" true "$(field u-sql session)"
     fi
@@ -191,6 +191,61 @@ test_status_sql_sessions()
         "^lease left: [0-9.]+ s \(no session holds it now: its holder's connection is gone(, or it is held in table( or row)? mode)?; the name frees when this lease ends\)$" \
         "$(dl status -u "$session" u-sql | grep '^lease left:')"
     dl unlock -u "$session" --force u-sql >/dev/null
+}
+
+# MariaDB's and PostgreSQL's modes are one lock per name, and status names
+# a holder of any mode through any mode's URL: so does a forced unlock
+# release it (before, it released the URL's own mode's holder only, and
+# `unlock --force --check` exited 0, "it was held", while the holder ran
+# on), and list names a name a killed session holder's row lease keeps
+# (before, list said nothing was held while status said held).
+test_force_unlock_any_mode()
+{
+    local base modes h f holder
+    case $STORE in
+    mariadb) modes="table session row" ;;
+    postgres) modes="session table" ;;
+    *) return 0 ;;
+    esac
+    base=${DLOCK_URL%%\?*}
+    for h in $modes; do
+        for f in $modes; do
+            [ "$h" = "$f" ] && continue
+            rm -f "$TMP/t/fence"
+            dl_bg "$TMP/t/h" run -u "$base?mode=$h" -L 3 u-any -- \
+                sh -c 'echo "$DLOCK_FENCE" >"$0"; sleep 60' "$TMP/t/fence"
+            holder=$BG
+            wait_until 10 is_held u-any -u "$base?mode=$h" ||
+                { fail "mode=$h: the lock was never held"; kill "$holder"; return; }
+            expect_rc "mode=$h holder, --force --check through mode=$f" 0 \
+                dl unlock --force --check -u "$base?mode=$f" u-any
+            reap "$holder" 10
+            expect_eq "mode=$h holder, --force through mode=$f: the holder stopped (75)" 75 "$BG_RC"
+            expect_rc "mode=$h holder, --force through mode=$f: free" 0 \
+                dl run -n -u "$base?mode=$h" u-any -- sh -c 'echo "$DLOCK_FENCE"'
+            # the fence rule: the next holder's fence (same mode) is larger
+            [ "$(cat "$TMP/out")" -gt "$(cat "$TMP/t/fence")" ] 2>/dev/null ||
+                fail "mode=$h: fence after --force through mode=$f: $(cat "$TMP/out"), not above $(cat "$TMP/t/fence")"
+        done
+    done
+    h=session
+    dl_bg "$TMP/t/k" run -u "$base?mode=$h" -L 20 u-killed -- sleep 20
+    holder=$BG
+    wait_until 10 is_held u-killed -u "$base?mode=$h" ||
+        { fail "the session holder never held it"; kill "$holder"; return; }
+    kill -KILL "$holder"
+    reap "$holder" 10 2>/dev/null
+    expect_rc "killed holder: held by its row lease (run -n)" 1 dl run -n -u "$base" u-killed -- true
+    for f in $modes; do
+        expect_rc "killed holder: list through mode=$f" 0 dl list -u "$base?mode=$f" u-killed
+        expect_match "killed holder: list through mode=$f names it" "^u-killed \(mutex\): held" \
+            "$(cat "$TMP/out")"
+    done
+    # its row lease ended through the other mode's URL: free at once
+    expect_rc "killed holder: --force --check through mode=table" 0 \
+        dl unlock --force --check -u "$base?mode=table" u-killed
+    expect_rc "killed holder: free after --force through mode=table" 0 \
+        dl run -n -u "$base?mode=$h" u-killed -- true
 }
 
 # A URL of one store at another store's port: at once (within the connect

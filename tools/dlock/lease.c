@@ -174,8 +174,13 @@ void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, cons
                "the holder dies)",
                store);
     else if (!(flags & DLOCK_SIMPLE))
-        /* seen from a mode without sessions: another mode's holder */
-        printf("none (held by a session-mode holder: the name frees when its connection ends)");
+        /* seen from a mode without sessions: another mode's holder, whose
+         * row lease keeps the name after its connection ends (a killed
+         * holder: up to its lease; "frees when its connection ends" was
+         * not so) */
+        printf("none (held by a session-mode holder's connection; if the holder dies, the name "
+               "stays held until its row lease ends: up to the holder's lease, 30 s unless it "
+               "set -L or lease=, after its last renewal)");
     else
         printf("none (never expires)");
 }

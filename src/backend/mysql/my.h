@@ -197,7 +197,9 @@ int dlock__myr_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t d
 int dlock__myr_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us);
 int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us);
-int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+/* force_unlock of a session or row holder, through any mode's URL (the
+ * connection of dlock_fence's live lease, or of the named lock, killed). */
+int dlock__my_force_fenced(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
 int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *live,
                           dlock__name_sink sink, void *arg, int64_t deadline_us);
 int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
@@ -215,6 +217,7 @@ size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int6
 int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us);
 int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us);
+/* force_unlock of a table holder (the row cleared), through any mode's URL. */
 int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
 int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us);

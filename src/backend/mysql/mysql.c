@@ -533,73 +533,31 @@ static int my_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     return DLOCK_OK;
 }
 
-/* Ends the holder's connection in the server (KILL CONNECTION, then waits
- * until the lock is no longer that connection's): the lock goes to the
- * next waiter there, and the holder finds its connection closed at its
- * next renewal. KILL needs the holder's user, or CONNECTION ADMIN / SUPER. */
+/* One lock per name (README.md): the holder is released in whichever mode
+ * it holds, whatever the URL's mode, as status names it in any. Table
+ * mode's row is cleared (its fence kept), and a session or row holder's
+ * connection killed (row.c: dlock__my_force_fenced). Before, each mode
+ * acted on its own holders only, while status (and so
+ * dlock_force_unlock2's "it was held") saw every mode's: `dlock unlock
+ * --force --check` through the table URL exited 0 and a session holder
+ * ran on. A failure (KILL not allowed) is returned, never a success. */
 static int my_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
-    dlock__myres res;
-    char sql[2000], id[32];
-    if (p->table)
-        return dlock__myt_force_unlock(p, l, deadline_us);
-    if (p->row)
-        return dlock__myr_force_unlock(p, l, deadline_us);
-    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    if (deadline_us > cap)
-        deadline_us = cap;
-    snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s)", l->lit);
-    int rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the named lock's holder");
-    if (rc != DLOCK_OK)
-        return rc;
-    const char *v = dlock__my_value(&res, 0, 0);
-    snprintf(id, sizeof id, "%s", v != NULL ? v : "");
-    dlock__my_res_free(&res);
-    if (id[0] == '\0') {
-        /* no connection holds it, but a row's lease may still run (a
-         * holder whose connection dropped): ended, so the next taker does
-         * not wait for it */
-        snprintf(sql, sizeof sql,
-                 "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND "
-                 "expires > UTC_TIMESTAMP(6) AND IS_USED_LOCK(%s) IS NULL",
-                 l->lit, l->lit);
-        rc = dlock__my_operate(p, sql, deadline_us, &res, "ending the row's lease");
-        if (rc == DLOCK_OK)
-            dlock__my_res_free(&res);
-        return rc;
-    }
-    snprintf(sql, sizeof sql,
-             "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND conn = %s; "
-             "KILL CONNECTION %s",
-             l->lit, id, id);
-    rc = dlock__my_operate(p, sql, deadline_us, &res, "ending the holder's connection (KILL)");
-    if (rc != DLOCK_OK && !strstr(dlock_errmsg(), "Unknown thread id"))
-        return rc;
-    if (rc == DLOCK_OK)
-        dlock__my_res_free(&res);
-    /* the killed connection lets go when its thread sees the kill */
-    snprintf(sql, sizeof sql, "SELECT COALESCE(IS_USED_LOCK(%s), 0) = %s", l->lit, id);
-    for (;;) {
-        rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the named lock's holder");
-        if (rc != DLOCK_OK)
-            return rc;
-        v = dlock__my_value(&res, 0, 0);
-        int still = v != NULL && strcmp(v, "1") == 0;
-        dlock__my_res_free(&res);
-        if (!still)
-            return DLOCK_OK;
-        if (dlock__now_us() + 20000 >= deadline_us)
-            return dlock__fail(DLOCK_ETIMEDOUT,
-                               "%s: lock '%s': its holder's connection %s did "
-                               "not end in time",
-                               p->label, l->name, id);
-        dlock__sleep_until(dlock__now_us() + 10000);
-    }
+    int rc = dlock__myt_force_unlock(p, l, deadline_us);
+    if (rc == DLOCK_OK && p->table)
+        rc = dlock__myt_other_table(p, deadline_us);
+    if (rc == DLOCK_OK && (!p->table || atomic_load(&p->other_table) == 1))
+        rc = dlock__my_force_fenced(p, l, deadline_us);
+    return rc;
 }
 
-/* The names of dlock_fence whose GET_LOCK name is held now. */
+/* The names of dlock_fence whose GET_LOCK name is held now, or whose row
+ * lease runs (a holder whose connection ended, a row holder: status calls
+ * them held; before, `dlock list` after a kill -9 of a session holder said
+ * nothing was held while status named it for the rest of its lease), and
+ * table mode's (row.c). */
 static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
                    int64_t deadline_us)
 {
@@ -608,8 +566,9 @@ static int my_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
         return dlock__myt_list(p, prefix, sink, arg, deadline_us);
     if (p->row)
         return dlock__myr_list(p, prefix, sink, arg, deadline_us);
-    return dlock__my_list_fenced(p, prefix, "IS_USED_LOCK(name) IS NOT NULL", sink, arg,
-                                 deadline_us);
+    return dlock__my_list_fenced(p, prefix,
+                                 "IS_USED_LOCK(name) IS NOT NULL OR expires > UTC_TIMESTAMP(6)",
+                                 sink, arg, deadline_us);
 }
 
 /* Table holds in one request (table.c), connections' sessions pinged

@@ -28,6 +28,7 @@
  * name across the three modes). */
 #include "../../base/clock.h"
 #include "../../base/error.h"
+#include "../sqltable/sqltable.h"
 #include "my.h"
 
 #include <inttypes.h>
@@ -654,11 +655,22 @@ int dlock__myr_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
     return DLOCK_OK;
 }
 
-/* Ends the row's lease and the holder's connection (KILL CONNECTION: its
- * transaction rolls back and the row goes to the next waiter), then waits
- * until that connection is gone. KILL needs the holder's user, or
- * CONNECTION ADMIN / SUPER. */
-int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
+/* The holder in session or row mode, whichever URL asks (one lock per name:
+ * README.md): the connection of dlock_fence's row whose lease runs (a row
+ * holder, which has no named lock; a session holder, which has both; a
+ * holder whose connection ended), else the connection that has the named
+ * lock (a session holder whose lease lapsed, or code of its own with
+ * names=exact). Its lease is ended and its connection killed (KILL
+ * CONNECTION: a row holder's transaction rolls back and the row goes to
+ * the next waiter, a session holder's named lock is let go), then this
+ * waits until the connection is gone. A holder whose connection has
+ * already ended (KILL answers "Unknown thread id") loses only its lease,
+ * and the next taker takes the name at once. KILL needs the holder's
+ * user, or CONNECTION ADMIN / SUPER: without it, an error says so. The
+ * fence is not touched. Before, each mode acted on its own holders only:
+ * session mode's force of a row holder ended its lease but left the row
+ * locked, and neither touched table mode (mysql.c). */
+int dlock__my_force_fenced(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
 {
     dlock__myres res;
     char sql[2000], id[32];
@@ -666,8 +678,10 @@ int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
     if (deadline_us > cap)
         deadline_us = cap;
     snprintf(sql, sizeof sql,
-             "SELECT conn FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6)", l->lit);
-    int rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the row lock's holder");
+             "SELECT COALESCE((SELECT conn FROM dlock_fence WHERE name = %s AND expires > "
+             "UTC_TIMESTAMP(6)), IS_USED_LOCK(%s))",
+             l->lit, l->lit);
+    int rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the lock's holder");
     if (rc != DLOCK_OK)
         return rc;
     const char *v = dlock__my_value(&res, 0, 0);
@@ -676,16 +690,25 @@ int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
     if (id[0] == '\0')
         return DLOCK_OK;
     snprintf(sql, sizeof sql,
-             "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND conn = %s; "
-             "KILL CONNECTION %s",
+             "UPDATE dlock_fence SET expires = UTC_TIMESTAMP(6) WHERE name = %s AND conn = %s AND "
+             "expires > UTC_TIMESTAMP(6); KILL CONNECTION %s",
              l->lit, id, id);
     rc = dlock__my_operate(p, sql, deadline_us, &res, "ending the holder's connection (KILL)");
-    if (rc != DLOCK_OK && !strstr(dlock_errmsg(), "Unknown thread id"))
-        return rc;
+    if (rc != DLOCK_OK && !strstr(dlock_errmsg(), "Unknown thread id")) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        return dlock__fail(rc,
+                           "%s: lock '%s' is still held by MariaDB connection %s: %s (KILL needs "
+                           "the holder's user, or CONNECTION ADMIN / SUPER)",
+                           p->label, l->name, id, why);
+    }
     if (rc == DLOCK_OK)
         dlock__my_res_free(&res);
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s",
-             id);
+    /* the killed connection lets go when its thread sees the kill */
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE(IS_USED_LOCK(%s), 0) = %s OR EXISTS (SELECT 1 FROM "
+             "information_schema.PROCESSLIST WHERE ID = %s)",
+             l->lit, id, id);
     for (;;) {
         rc = dlock__my_operate(p, sql, deadline_us, &res, "reading the holder's connection");
         if (rc != DLOCK_OK)
@@ -704,25 +727,35 @@ int dlock__myr_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
 }
 
 /* The names of dlock_fence under prefix whose row meets `live` (an SQL
- * condition on it): the list of row mode and of session mode. */
+ * condition on it): the list of row mode and of session mode; and table
+ * mode's held and waited-for names when its table is there (one lock per
+ * name: status names a table holder through these URLs too). */
 int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *live,
                           dlock__name_sink sink, void *arg, int64_t deadline_us)
 {
+    int rc = dlock__myt_other_table(p, deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
     char *lit = dlock__my_literal(prefix, 1);
     if (lit == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    size_t len = strlen(lit) * 2 + strlen(live) + 200;
-    char *sql = malloc(len);
+    char *table =
+        atomic_load(&p->other_table) == 1 ? dlock__sqlt_list(DLOCK__SQLT_MARIADB, lit) : strdup("");
+    size_t len = strlen(lit) * 2 + strlen(live) + (table != NULL ? strlen(table) : 0) + 200;
+    char *sql = table != NULL ? malloc(len) : NULL;
     if (sql == NULL) {
         free(lit);
+        free(table);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    snprintf(sql, len,
-             "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND %s", lit,
-             lit, live);
+    snprintf(
+        sql, len,
+        "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND (%s)%s%s",
+        lit, lit, live, table[0] != '\0' ? " UNION " : "", table);
     free(lit);
+    free(table);
     dlock__myres res;
-    int rc = dlock__my_operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
+    rc = dlock__my_operate(p, sql, deadline_us, &res, "listing the locks held (dlock_fence)");
     free(sql);
     if (rc != DLOCK_OK)
         return rc;
@@ -737,7 +770,8 @@ int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *liv
     return DLOCK_OK;
 }
 
-/* The names whose row lease runs (held in row mode, or in session mode). */
+/* The names whose row lease runs (held in row mode, or in session mode), and
+ * table mode's. */
 int dlock__myr_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us)
 {

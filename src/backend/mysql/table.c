@@ -609,11 +609,25 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
 }
 
 /* The row's holder cleared (its fence kept): the holder finds it at its
- * next renewal, and the next taker takes the row at once. */
+ * next renewal, and the next taker takes the row at once. Through session
+ * and row modes' URLs too (one lock per name), when the table is there:
+ * it is not made for a force. */
 int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
 {
     dlock__myres res;
-    int rc = run(p, dlock__sqlt_force(D, l->key_lit), deadline_us, &res, "clearing the lock's row");
+    int rc;
+    if (p->table) {
+        rc = run(p, dlock__sqlt_force(D, l->key_lit), deadline_us, &res, "clearing the lock's row");
+    } else {
+        rc = dlock__myt_other_table(p, deadline_us);
+        if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
+            return rc;
+        char *sql = dlock__sqlt_force(D, l->key_lit);
+        if (sql == NULL)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        rc = dlock__my_operate(p, sql, deadline_us, &res, "clearing table mode's row of the lock");
+        free(sql);
+    }
     if (rc == DLOCK_OK)
         dlock__my_res_free(&res);
     return rc;
@@ -626,7 +640,24 @@ int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink
     char *lit = dlock__my_literal(prefix, 1);
     if (lit == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    int rc = run(p, dlock__sqlt_list(D, lit), deadline_us, &res, "listing the locks held");
+    /* and the names a session or row holder's lease keeps (status calls
+     * them held: one lock per name) */
+    int rc = dlock__myt_other_table(p, deadline_us);
+    char *own = rc == DLOCK_OK ? dlock__sqlt_list(D, lit) : NULL, *sql = NULL;
+    if (own != NULL && atomic_load(&p->other_table) == 1) {
+        size_t len = strlen(own) + 2 * strlen(lit) + 200;
+        sql = malloc(len);
+        if (sql != NULL)
+            snprintf(sql, len,
+                     "%s UNION SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, "
+                     "LENGTH(%s)) = %s AND expires > UTC_TIMESTAMP(6)",
+                     own, lit, lit);
+        free(own);
+    } else {
+        sql = own;
+    }
+    if (rc == DLOCK_OK)
+        rc = run(p, sql, deadline_us, &res, "listing the locks held");
     free(lit);
     if (rc != DLOCK_OK)
         return rc;

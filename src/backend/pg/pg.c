@@ -907,16 +907,23 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
                     : dlock__pgt_holders(p, l->key_lit, sink, arg, deadline_us);
 }
 
-/* Ends the holder's session in the server (pg_terminate_backend, waiting
- * until it is gone): the lock goes to the next waiter there, and the holder
- * finds its connection closed at its next renewal. */
+/* Releases the holder in whichever mode it holds, whatever the URL's mode
+ * (one lock per name: status names it in either). Session mode's holder:
+ * its row's lease ends and its session is ended in the server
+ * (pg_terminate_backend, waiting until it is gone): the lock goes to the
+ * next waiter there, and the holder finds its connection closed. Table
+ * mode's: its row's holder is cleared (dlock__pgt_force_unlock), when the
+ * table is there (a force does not make it). Fences are not touched.
+ * Through the table URL only sessions that hold the key exclusively are
+ * ended: a shared holder of it is a table take in flight (its guard), not
+ * a holder. Before, each URL acted on its own mode's holder only, while
+ * status (and so dlock_force_unlock2's "it was held") saw both:
+ * `dlock unlock --force --check` exited 0 and the holder ran on. */
 static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     char wait_ms[24];
-    if (p->table)
-        return dlock__pgt_force_unlock(p, l->key_lit, deadline_us);
     int64_t left = (deadline_us - dlock__now_us()) / 1000 - 100;
     if (left > p->timeout_ms)
         left = p->timeout_ms;
@@ -927,39 +934,54 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     /* the row's lease ends first, and the row stays locked until the
      * holder's session has ended: the next holder sees it ended */
     snprintf(sql, sizeof sql,
-             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s; "
-             "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*) "
-             "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = %s "
-             "AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = "
-             "current_database()) AND l.granted",
-             name, wait_ms, l->classid, l->objid);
+             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND expires > "
+             "clock_timestamp(); "
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*), "
+             "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
+             "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid "
+             "= %s AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE "
+             "datname = current_database()) AND l.granted%s",
+             name, wait_ms, l->classid, l->objid, p->table ? " AND l.mode = 'ExclusiveLock'" : "");
     PGresult *r = NULL;
     int rc = operate(p, sql, 0, NULL, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
+    int table_there = strcmp(PQgetvalue(r, 0, 2), "t") == 0;
     if (strcmp(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1)) != 0)
         rc = dlock__fail(DLOCK_ESERVER,
-                         "%s: lock '%s': a holder's session did not end (pg_terminate_backend "
-                         "needs the holder's role, or pg_signal_backend)",
+                         "%s: lock '%s' is still held by a PostgreSQL session: it did not end "
+                         "(pg_terminate_backend needs the holder's role, or pg_signal_backend)",
                          p->label, l->name);
     PQclear(r);
+    if (rc == DLOCK_OK && (p->table || table_there))
+        rc = dlock__pgt_force_unlock(p, l->key_lit, deadline_us);
     return rc;
 }
 
+/* The names held or waited for in either mode (one lock per name: status
+ * names a holder through either URL), a session holder whose connection
+ * ended among them while its row lease runs. Before, the session URL
+ * listed only names whose key was in pg_locks: after a kill -9 of a
+ * holder, list said nothing was held while status named it. */
 static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
                    int64_t deadline_us)
 {
     const char *params[] = {prefix};
     PGresult *r = NULL;
-    if (PGSTORE(s)->table)
-        return dlock__pgt_list(PGSTORE(s), prefix, sink, arg, deadline_us);
-    int rc = operate(PGSTORE(s),
-                     "SELECT DISTINCT f.name FROM dlock_fence f JOIN pg_locks l ON "
-                     "l.locktype = 'advisory' AND l.objsubid = 1 AND "
-                     "((l.classid::bigint << 32) | l.objid::bigint) = f.key AND l.database = "
-                     "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-                     "WHERE starts_with(f.name, $1)",
-                     1, params, deadline_us, &r);
+    dlock__pgstore *p = PGSTORE(s);
+    int rc = p->table ? DLOCK_OK
+                      : operate(p, "SELECT to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL", 0,
+                                NULL, deadline_us, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    int table_there = p->table || strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (table_there)
+        return dlock__pgt_list(p, prefix, sink, arg, deadline_us);
+    rc = operate(p,
+                 "SELECT f.name FROM dlock_fence f WHERE starts_with(f.name, $1) "
+                 "AND " DLOCK__PG_SESSION_LIVE,
+                 1, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(r); i++) {

@@ -184,6 +184,16 @@ int dlock__pgt_query(dlock__pgstore *p, const char *key_lit, dlock_status *st, i
 int dlock__pgt_holders(dlock__pgstore *p, const char *key_lit, dlock__holder_sink sink, void *arg,
                        int64_t deadline_us);
 int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t deadline_us);
+/* A row of dlock_fence (as f) whose name session mode holds or waits for
+ * (its key in pg_locks), or whose row lease runs (a holder whose
+ * connection ended: status calls it held until the lease ends). */
+#define DLOCK__PG_SESSION_LIVE                                                                     \
+    "((f.holder <> '' AND f.expires > clock_timestamp()) OR EXISTS (SELECT 1 FROM pg_locks l "     \
+    "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND "                                        \
+    "((l.classid::bigint << 32) | l.objid::bigint) = f.key AND l.database = (SELECT oid FROM "     \
+    "pg_database WHERE datname = current_database())))"
+/* Table mode's names held or waited for under prefix, and session mode's
+ * (DLOCK__PG_SESSION_LIVE): one lock per name, so through either URL. */
 int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink, void *arg,
                     int64_t deadline_us);
 

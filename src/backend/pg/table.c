@@ -497,7 +497,18 @@ int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink
     char *lit = dlock__pgt_bytea(prefix);
     if (lit == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    int rc = run(p, dlock__sqlt_list(D, lit), deadline_us, &res, "listing the locks held");
+    char *own = dlock__sqlt_list(D, lit), *sql = NULL;
+    if (own != NULL) {
+        size_t len = strlen(own) + 2 * strlen(lit) + strlen(DLOCK__PG_SESSION_LIVE) + 200;
+        sql = malloc(len);
+        if (sql != NULL)
+            snprintf(sql, len,
+                     "%s UNION SELECT f.name FROM dlock_fence f WHERE substring(convert_to(f.name, "
+                     "'UTF8') FROM 1 FOR length(%s)) = %s AND " DLOCK__PG_SESSION_LIVE,
+                     own, lit, lit);
+        free(own);
+    }
+    int rc = run(p, sql, deadline_us, &res, "listing the locks held");
     free(lit);
     if (rc != DLOCK_OK)
         return rc;
