@@ -50,6 +50,12 @@ static const redisReply *status_reply(const dlock__rlanswer *a, size_t k)
     return r;
 }
 
+/* A node answered a status round: call 0's reply well formed. */
+static int status_answered(const dlock__rlanswer *a)
+{
+    return status_reply(a, 0) != NULL;
+}
+
 static int same_value(const redisReply *x, const redisReply *y)
 {
     return x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
@@ -164,7 +170,7 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     size_t answered = 0;
     for (size_t i = 0; i < b->n; i++)
         answered += status_reply(&a[i], 0) != NULL;
-    dlock__rl_unanswered(b, a, 1, why, sizeof why);
+    dlock__rl_unanswered(b, a, 1, status_answered, why, sizeof why);
     if (answered < b->quorum)
         return dlock__fail(DLOCK_EUNREACHABLE,
                            "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",

@@ -322,7 +322,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                      "; %zu never answered this client and nothing answers as Redis at their "
                      "address: no quorum until they are started (or the URL mended)",
                      absent);
-        dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
+        dlock__rl_unanswered(b, a, timed_out, NULL, why, sizeof why);
         l->out_of_reach = 1;
         rc = c.refused > b->n - b->quorum
                  ? dlock__fail(DLOCK_ESERVER,
@@ -380,7 +380,7 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
         rc = DLOCK_EINVAL;
     else {
         char why[1500];
-        dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
+        dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: release: a quorum of %zu did not answer: %s",
                          b->label, b->quorum, why);
     }
@@ -431,7 +431,7 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
         rc = DLOCK_EINVAL;
     } else if (yes < b->quorum) {
         char why[1500];
-        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
+        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu did not confirm the lock: %s",
                          b->label, b->quorum, why);
     }
@@ -504,7 +504,7 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
          * store): the loss this may become quotes it in a line of its own
          * (a lost lock's reason is 200 bytes at most). */
         char why[96];
-        dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
+        dlock__rl_unanswered(b, a, timed_out, NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE,
                          "renewal: a quorum of %zu of %zu nodes did not answer: %s", b->quorum,
                          b->n, why);
