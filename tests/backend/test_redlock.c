@@ -1113,15 +1113,32 @@ static void cluster_nodes_refused(void)
     dlock_client *c = dt_client(text, "?unreachable_wait=30s");
     dlock_lock *l = dt_lock(c, "job", 0);
     int64_t t0 = dt_now_ms();
-    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EUNREACHABLE);
     CHECK_INT(dt_now_ms() - t0, <, 2000);
     const char *msg = dlock_errmsg();
-    if (strstr(msg, " is a node of a Redis Cluster") == NULL ||
+    if (strstr(msg, " answered, but not as an independent Redis master (a node of a Redis "
+                    "Cluster: cluster_enabled:1)") == NULL ||
         strstr(msg, "Redlock needs 3 independent masters") == NULL ||
         strstr(msg, "use redis+cluster://") == NULL)
         dt_fail(__FILE__, __LINE__, "want a node of a cluster named: %s", msg);
     /* and again: the node is refused from then on */
-    CHECK_RC(dlock_try_acquire(l), DLOCK_EINVAL);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), " answered, but not as an independent Redis master") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* one node of the cluster among two masters: the quorum of the two
+     * does not hide it, and the wait is not an outage ridden out for
+     * unreachable_wait (the masters answered: the URL is still wrong) */
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", nodes[0].port,
+             nodes[1].port, p[0]);
+    c = dt_client(text, "?unreachable_wait=30s");
+    l = dt_lock(c, "job-mixed", 0);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 2500);
+    if (strstr(dlock_errmsg(), " answered, but not as an independent Redis master") == NULL)
+        dt_fail(__FILE__, __LINE__, "want the node of a cluster named: %s", dlock_errmsg());
     dlock_lock_free(l);
     dlock_client_close(c);
     dt_server_stop(&cluster);
@@ -1144,10 +1161,11 @@ static void cluster_nodes_refused_by_moved(void)
     dlock_client *c = dt_client(text, "?unreachable_wait=30s");
     dlock_lock *l = dt_lock(c, "job", 0);
     int64_t t0 = dt_now_ms();
-    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EUNREACHABLE);
     CHECK_INT(dt_now_ms() - t0, <, 2000);
     const char *msg = dlock_errmsg();
-    if (strstr(msg, " is a node of a Redis Cluster (MOVED ") == NULL ||
+    if (strstr(msg, " answered, but not as an independent Redis master (a node of a Redis "
+                    "Cluster: take: MOVED ") == NULL ||
         strstr(msg, "Redlock needs 3 independent masters") == NULL)
         dt_fail(__FILE__, __LINE__, "want a node of a cluster named by its MOVED: %s", msg);
     dlock_lock_free(l);

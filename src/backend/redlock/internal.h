@@ -62,7 +62,8 @@ typedef int (*dlock__rl_answered_fn)(const dlock__rlanswer *a);
 void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
                           dlock__rl_answered_fn answered, char *buf, size_t len);
 /* A node of a Redis Cluster among the answers (the URL is wrong): fails
- * with DLOCK_EINVAL naming it; else DLOCK_OK. */
+ * as its refusal did (DLOCK_EUNREACHABLE, "H:P answered, but not as an
+ * independent Redis master") with the URL's label; else DLOCK_OK. */
 int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a);
 /* How the nodes fared in call 0 of a round, each node counted once: it
  * answered; it refused this client (AUTH, a certificate, a replica, a node

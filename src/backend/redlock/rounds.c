@@ -122,13 +122,14 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
         snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
 }
 
-/* A node that is a node of a Redis Cluster (nodes.c refused it,
- * DLOCK_EINVAL): the URL is wrong, whatever the others said. */
+/* A node that is a node of a Redis Cluster (nodes.c refused it): the URL
+ * is wrong, whatever the others said. Said as another kind of server at a
+ * node's port is (DLOCK_EUNREACHABLE; it was DLOCK_EINVAL). */
 int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a)
 {
     for (size_t i = 0; i < b->n; i++) {
-        if (a[i].done && a[i].rc == DLOCK_EINVAL)
-            return dlock__fail(DLOCK_EINVAL, "%s: %s", b->label, a[i].err);
+        if (a[i].done && a[i].rc != DLOCK_OK && dlock__rlnodes_in_cluster(b->nodes, i))
+            return dlock__fail(a[i].rc, "%s: %s", b->label, a[i].err);
     }
     return DLOCK_OK;
 }
@@ -142,7 +143,7 @@ void dlock__rl_count(const dlock__rlanswer *a, size_t n, int timed_out, dlock__r
             *(timed_out ? &c->out : &c->pending) += 1;
         else if (dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
             c->answered++;
-        else if (a[i].rc == DLOCK_ESERVER || a[i].rc == DLOCK_EINVAL)
+        else if (a[i].rc == DLOCK_ESERVER)
             c->refused++;
         else
             c->out++;
@@ -235,8 +236,8 @@ int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char
     size_t yes, no, none;
     int rc = DLOCK_OK;
     dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
-    if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
-        rc = DLOCK_EINVAL;
+    if (yes < b->quorum && (rc = dlock__rl_wrong_url(b, a)) != DLOCK_OK) {
+        /* (a node of a Redis Cluster: the URL is wrong) */
     } else if (yes < b->quorum) {
         char why[1500];
         dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), NULL, why, sizeof why);
