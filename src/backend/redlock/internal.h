@@ -66,9 +66,10 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
  * independent Redis master") with the URL's label; else DLOCK_OK. */
 int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a);
 /* How the nodes fared in call 0 of a round, each node counted once: it
- * answered; it refused this client (AUTH, a certificate, a replica, a node
- * of a cluster); it is out of reach (failed, or silent when the wait ran
- * out: timed_out); or the round was decided before it answered. */
+ * answered; it refused this client (AUTH, a certificate, a replica); it
+ * is out of reach (failed, or silent when the wait ran out: timed_out; a
+ * node of a cluster fails the round first: dlock__rl_wrong_url); or the
+ * round was decided before it answered. */
 typedef struct dlock__rlcount {
     size_t answered, refused, out, pending;
 } dlock__rlcount;
