@@ -57,12 +57,29 @@ const char *dlock_version(void)
     return DLOCK_VERSION;
 }
 
+void dlock__fit_words(char *text, size_t size, int want)
+{
+    static const char cut[] = "...";
+    if (want < 0 || (size_t) want < size || size < sizeof cut)
+        return;
+    /* the last word that fits with the "..." after it ends at a space */
+    size_t end = size - sizeof cut;
+    while (end > 0 && text[end] != ' ')
+        end--;
+    while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == ';' || text[end - 1] == ','))
+        end--;
+    if (end == 0) /* one word longer than the room: cut it */
+        end = size - sizeof cut;
+    memcpy(text + end, cut, sizeof cut);
+}
+
 int dlock__fail(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_detail, sizeof last_detail, fmt, ap);
+    int want = vsnprintf(last_detail, sizeof last_detail, fmt, ap);
     va_end(ap);
+    dlock__fit_words(last_detail, sizeof last_detail, want);
     return code;
 }
 
@@ -82,10 +99,13 @@ int dlock__fail_context(int code, const char *fmt, ...)
         memcpy(last_detail + n, ": ", 3);
         n += 2;
         size_t more = strnlen(detail, sizeof detail - 1);
-        if (more > sizeof last_detail - 1 - n)
+        int cut = more > sizeof last_detail - 1 - n;
+        if (cut)
             more = sizeof last_detail - 1 - n;
         memcpy(last_detail + n, detail, more);
         last_detail[n + more] = '\0';
+        if (cut)
+            dlock__fit_words(last_detail, sizeof last_detail, (int) sizeof last_detail);
     }
     return code;
 }

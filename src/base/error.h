@@ -24,6 +24,11 @@ void dlock__clear_error(void);
  * each node's reason: 512 cut them mid-word). */
 #define DLOCK__DETAIL_MAX 2048
 
+/* text, written by a vsnprintf into size bytes that returned want: if it
+ * was cut, ends it after the last whole word that fits, with "...", never
+ * mid-word. */
+void dlock__fit_words(char *text, size_t size, int want);
+
 /* Keeps the calling thread's detail across calls that may overwrite it
  * (cleanup after a failure): save, clean up, restore. */
 typedef struct dlock__saved_error {

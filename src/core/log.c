@@ -21,12 +21,15 @@ void dlock__log_fini(dlock__log *log)
 
 void dlock__log_emit(dlock__log *log, int level, const char *fmt, ...)
 {
-    char msg[512];
+    /* room for a failure's whole detail and what a message puts around it
+     * (512 cut a Redlock quorum's message mid-word) */
+    char msg[DLOCK__DETAIL_MAX + 512];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int want = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    dlock__fit_words(msg, sizeof msg, want);
     /* the callback may call dlock functions: the detail of the failure
      * being reported stays the caller's */
     dlock__saved_error saved;

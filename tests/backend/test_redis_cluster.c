@@ -221,40 +221,52 @@ static void bad_urls(void)
     /* redis:// at one node of the cluster: refused at its first
      * connection, a name of its own slots too (which would work there and
      * make the wrong URL look right), with the URL to use; dlock_list
-     * too, rather than listing that node's locks only */
+     * too, rather than listing that node's locks only. As another kind of
+     * server at the port, DLOCK_EUNREACHABLE (exit 69, as redis:// at a
+     * sentinel; it was DLOCK_EINVAL, exit 64) */
     int port0 = node_port(0);
-    char name[32], want[256];
+    char name[32], want[256], kind[160];
     snprintf(want, sizeof want, "use redis+cluster://127.0.0.1:%d,...", port0);
+    snprintf(kind, sizeof kind,
+             "127.0.0.1:%d answered, but not as a single Redis server (a node of a Redis Cluster: ",
+             port0);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port0);
     dlock_client *one = dt_client(url, NULL);
     for (int master = 0; master < 2; master++) {
         name_on(master, "one-node-", name, sizeof name);
         dlock_lock *e = dt_lock(one, name, 0);
         int rc = dlock_try_acquire(e);
-        if (rc != DLOCK_EINVAL ||
-            strstr(dlock_errmsg(), "this server is a node of a Redis Cluster") == NULL ||
+        if (rc != DLOCK_EUNREACHABLE || strstr(dlock_errmsg(), kind) == NULL ||
+            strstr(dlock_errmsg(), "Cluster: cluster_enabled:1): ") == NULL ||
             strstr(dlock_errmsg(), want) == NULL)
             dt_fail(__FILE__, __LINE__, "%s (slot on node %d) at node 0: got %d (%s)", name, master,
                     rc, dlock_errmsg());
         dlock_lock_free(e);
     }
     size_t listed = 0;
-    CHECK_RC(dlock_list(one, "", 0, count_name, &listed), DLOCK_EINVAL);
+    CHECK_RC(dlock_list(one, "", 0, count_name, &listed), DLOCK_EUNREACHABLE);
     CHECK(strstr(dlock_errmsg(), want) != NULL);
     CHECK_INT(listed, ==, 0);
     dlock_client_close(one);
 
-    /* ... and where INFO is not allowed (an ACL), by the first MOVED */
+    /* ... and where INFO is not allowed (an ACL), by the first MOVED: the
+     * same, and a wait without a bound gives up as for a store never
+     * reached (its handshake answered, but no server of the kind asked
+     * for did), not after unreachable_wait */
     must(port0, "ACL SETUSER %s on nopass ~* &* +@all %s", "noinfo", "-info");
     snprintf(url, sizeof url, "redis://noinfo:x@127.0.0.1:%d", port0);
-    one = dt_client(url, NULL);
+    one = dt_client(url, "?unreachable_wait=20s");
     name_on(1, "moved-", name, sizeof name);
     dlock_lock *e = dt_lock(one, name, 0);
     int rc = dlock_try_acquire(e);
-    if (rc != DLOCK_EINVAL ||
-        strstr(dlock_errmsg(), "node of a Redis Cluster (acquire: MOVED ") == NULL ||
+    if (rc != DLOCK_EUNREACHABLE || strstr(dlock_errmsg(), kind) == NULL ||
+        strstr(dlock_errmsg(), "Cluster: acquire: MOVED ") == NULL ||
         strstr(dlock_errmsg(), want) == NULL)
         dt_fail(__FILE__, __LINE__, "%s: got %d (%s)", name, rc, dlock_errmsg());
+    int64_t t_moved = dt_now_ms();
+    CHECK_RC(dlock_acquire(e, DLOCK_WAIT_FOREVER), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t_moved, <, 2500);
+    CHECK(strstr(dlock_errmsg(), kind) != NULL);
     dlock_lock_free(e);
     dlock_client_close(one);
     must(port0, "ACL DELUSER %s%s", "noinfo", "");

@@ -1113,15 +1113,32 @@ static void cluster_nodes_refused(void)
     dlock_client *c = dt_client(text, "?unreachable_wait=30s");
     dlock_lock *l = dt_lock(c, "job", 0);
     int64_t t0 = dt_now_ms();
-    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EUNREACHABLE);
     CHECK_INT(dt_now_ms() - t0, <, 2000);
     const char *msg = dlock_errmsg();
-    if (strstr(msg, " is a node of a Redis Cluster") == NULL ||
+    if (strstr(msg, " answered, but not as an independent Redis master (a node of a Redis "
+                    "Cluster: cluster_enabled:1)") == NULL ||
         strstr(msg, "Redlock needs 3 independent masters") == NULL ||
         strstr(msg, "use redis+cluster://") == NULL)
         dt_fail(__FILE__, __LINE__, "want a node of a cluster named: %s", msg);
     /* and again: the node is refused from then on */
-    CHECK_RC(dlock_try_acquire(l), DLOCK_EINVAL);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), " answered, but not as an independent Redis master") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* one node of the cluster among two masters: the quorum of the two
+     * does not hide it, and the wait is not an outage ridden out for
+     * unreachable_wait (the masters answered: the URL is still wrong) */
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", nodes[0].port,
+             nodes[1].port, p[0]);
+    c = dt_client(text, "?unreachable_wait=30s");
+    l = dt_lock(c, "job-mixed", 0);
+    t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_EUNREACHABLE);
+    CHECK_INT(dt_now_ms() - t0, <, 2500);
+    if (strstr(dlock_errmsg(), " answered, but not as an independent Redis master") == NULL)
+        dt_fail(__FILE__, __LINE__, "want the node of a cluster named: %s", dlock_errmsg());
     dlock_lock_free(l);
     dlock_client_close(c);
     dt_server_stop(&cluster);
@@ -1144,10 +1161,11 @@ static void cluster_nodes_refused_by_moved(void)
     dlock_client *c = dt_client(text, "?unreachable_wait=30s");
     dlock_lock *l = dt_lock(c, "job", 0);
     int64_t t0 = dt_now_ms();
-    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EINVAL);
+    CHECK_RC(dlock_acquire(l, 10000), DLOCK_EUNREACHABLE);
     CHECK_INT(dt_now_ms() - t0, <, 2000);
     const char *msg = dlock_errmsg();
-    if (strstr(msg, " is a node of a Redis Cluster (MOVED ") == NULL ||
+    if (strstr(msg, " answered, but not as an independent Redis master (a node of a Redis "
+                    "Cluster: take: MOVED ") == NULL ||
         strstr(msg, "Redlock needs 3 independent masters") == NULL)
         dt_fail(__FILE__, __LINE__, "want a node of a cluster named by its MOVED: %s", msg);
     dlock_lock_free(l);
@@ -1230,7 +1248,7 @@ static void out_of_reach_counts_every_node(void)
         const char *msg = dlock_errmsg();
         if (strstr(msg, "2 of 3 nodes are out of reach (a quorum needs 2)") == NULL ||
             strstr(msg, "; 1 answered, 2 out of reach") == NULL ||
-            strstr(msg, "127.0.0.1:1 (") == NULL || strstr(msg, "127.0.0.1:2 (") == NULL)
+            strstr(msg, "127.0.0.1:1, 127.0.0.1:2 (") == NULL)
             dt_fail(__FILE__, __LINE__, "attempt %d: want 1 answered, 2 out of reach: %s", round,
                     msg);
         dlock_lock_free(l);
@@ -1271,7 +1289,7 @@ static void quorum_never_reached_fails_fast(void)
         dt_fail(__FILE__, __LINE__, "a quorum never reached: gave up after %lld ms: %s",
                 (long long) took, msg);
     if (strstr(msg, "2 of 3 nodes are out of reach (a quorum needs 2)") == NULL ||
-        strstr(msg, "127.0.0.1:1 (") == NULL || strstr(msg, "127.0.0.1:2 (") == NULL ||
+        strstr(msg, "127.0.0.1:1, 127.0.0.1:2 (") == NULL ||
         strstr(msg, "2 never answered this client") == NULL)
         dt_fail(__FILE__, __LINE__, "the message does not name what is out of reach: %s", msg);
     dlock_lock_free(l);
@@ -1297,6 +1315,75 @@ static void quorum_never_reached_fails_fast(void)
                 dlock_errmsg());
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* How many times `part` is in text. */
+static int times_in(const char *text, const char *part)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, part)) != NULL; p += strlen(part))
+        n++;
+    return n;
+}
+
+/* A quorum out of reach, said whole: the warning of each retry and the
+ * failure end as written (the log's 512 bytes cut the warning mid-word,
+ * "(never rea"), and each node's reason is said once, after the nodes it
+ * is of, not once per node. Five nodes, four where nothing listens, and a
+ * long name: the longest such message a user meets. */
+static void quorum_message_whole(void)
+{
+    char text[512], name[301];
+    warnings w = {PTHREAD_MUTEX_INITIALIZER, ""};
+
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    snprintf(text, sizeof text,
+             "redlock://127.0.0.1:1,127.0.0.1:%d,127.0.0.1:2,127.0.0.1:3,127.0.0.1:4",
+             nodes[0].port);
+    dlock_client *c = dt_client(text, NULL);
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, keep_warning, &w), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, name, 0);
+    CHECK_RC(dlock_acquire(l, DLOCK_WAIT_FOREVER), DLOCK_EUNREACHABLE);
+    const char *msg = dlock_errmsg();
+    const char *end = "no quorum until they are started (or the URL mended)";
+    size_t len = strlen(msg);
+    if (len < strlen(end) || strcmp(msg + len - strlen(end), end) != 0)
+        dt_fail(__FILE__, __LINE__, "the failure is cut: %s", msg);
+    if (times_in(msg, "Connection refused") != 1 ||
+        strstr(msg, "127.0.0.1:1, 127.0.0.1:2, 127.0.0.1:3, 127.0.0.1:4 (connect: ") == NULL)
+        dt_fail(__FILE__, __LINE__, "want the four nodes, then their reason once: %s", msg);
+    pthread_mutex_lock(&w.mu);
+    const char *retry = strstr(w.text, "; trying again in ");
+    const char *eol = retry != NULL ? strchr(retry, '\n') : NULL;
+    static const char given[] = " ms (never reached yet: given 1000 ms)";
+    if (eol == NULL || (size_t) (eol - retry) < strlen(given) ||
+        strncmp(eol - strlen(given), given, strlen(given)) != 0 ||
+        times_in(w.text, "(connect: Connection refused)") != 1)
+        dt_fail(__FILE__, __LINE__, "want the retry's warning whole: %s", w.text);
+    pthread_mutex_unlock(&w.mu);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A status with a quorum out of reach names the nodes that did not answer,
+ * not the one that did: its status reply (an array) was read as a step's
+ * integer reply, and the healthy node called "unexpected reply". */
+static void status_names_silent_nodes_only(void)
+{
+    char text[512], up[32];
+    snprintf(text, sizeof text, "redlock://127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", nodes[0].port);
+    snprintf(up, sizeof up, "127.0.0.1:%d", nodes[0].port);
+    dlock_client *c = dt_client(text, NULL);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "status-quorum", 0, &st), DLOCK_EUNREACHABLE);
+    const char *msg = dlock_errmsg(), *named = strstr(msg, "is out of reach (1 answered): ");
+    if (named == NULL || strstr(named, up) != NULL ||
+        strstr(msg, "a quorum of 2 of 3 nodes is out of reach (1 answered)") == NULL ||
+        strstr(msg, "127.0.0.1:1, 127.0.0.1:2 (connect: ") == NULL ||
+        strstr(msg, "unexpected reply") != NULL)
+        dt_fail(__FILE__, __LINE__, "want the two silent nodes named, not %s: %s", up, msg);
     dlock_client_close(c);
 }
 
@@ -1328,6 +1415,8 @@ int main(int argc, char **argv)
         {"replicas_refused", replicas_refused},
         {"out_of_reach_counts_every_node", out_of_reach_counts_every_node},
         {"quorum_never_reached_fails_fast", quorum_never_reached_fails_fast},
+        {"quorum_message_whole", quorum_message_whole},
+        {"status_names_silent_nodes_only", status_names_silent_nodes_only},
     };
     /* once for the program, before any test forks (no threads yet) */
     start_nodes();

@@ -254,10 +254,12 @@ test_force_unlock_any_mode()
 # that waits for its own protocol's first words, that it did not answer.
 # The same for a Redis topology at a plain Redis: redis+sentinel:// ("not
 # as a Redis Sentinel"; it was exit 70) and redis+cluster:// ("not as a
-# node of a Redis Cluster"; it was exit 64).
+# node of a Redis Cluster"; it was exit 64); and for redis:// and a
+# redlock:// node at a node of a Redis Cluster ("not as a single Redis
+# server", "not as an independent Redis master"; they were exit 64).
 test_wrong_port()
 {
-    local hp scheme url t0 elapsed others=()
+    local hp scheme url t0 elapsed others=() cnode cport at
     case $STORE in
     redis | zookeeper | etcd | postgres | mariadb) ;;
     *) return 0 ;; # (SQLite is a file; Redlock's nodes are Redis servers)
@@ -275,6 +277,18 @@ test_wrong_port()
     done
     if [ "$STORE" = redis ]; then
         others+=("redis+sentinel://$hp/mymaster" "redis+cluster://$hp")
+        # a node of a Redis Cluster (one, no slots: INFO cluster says so)
+        cport=$(closed_port)
+        mkdir -p "$TMP/cnode"
+        redis-server --port "$cport" --bind 127.0.0.1 --save '' --appendonly no \
+            --cluster-enabled yes --dir "$TMP/cnode" --logfile "$TMP/cnode/log" &
+        cnode=$!
+        BG_PIDS+=("$cnode")
+        if wait_until 5 eval '[ "$(redis-cli -p "$cport" ping 2>/dev/null)" = PONG ]'; then
+            others+=("redis://127.0.0.1:$cport")
+        else
+            fail "a node of a Redis Cluster did not start: $(tail -3 "$TMP/cnode/log")"
+        fi
     fi
     for url in "${others[@]}"; do
         t0=$(now_ms)
@@ -283,10 +297,22 @@ test_wrong_port()
         if [ "$elapsed" -gt 4000 ]; then
             fail "$url at $STORE's port: told after $elapsed ms"
         fi
+        at=$hp
+        [ -n "$cport" ] && [ "$url" = "redis://127.0.0.1:$cport" ] && at=127.0.0.1:$cport
         expect_match "$url at $STORE's port: said" \
-            "$hp (answered, but not as [A-Za-z ]+ \(|accepted the connection, but (did not answer as PostgreSQL|sent no MySQL greeting))" \
+            "$at (answered, but not as [A-Za-z ]+ \(|accepted the connection, but (did not answer as PostgreSQL|sent no MySQL greeting))" \
             "$(cat "$TMP/err")"
     done
+    if [ -n "$cnode" ]; then
+        # a Redlock node is only refused where a take reaches it
+        expect_rc "run -u redlock:// with a node of a cluster" 69 \
+            dl run -u "redlock://$hp,127.0.0.1:$cport,127.0.0.1:$(closed_port)" u-port -- true
+        expect_match "redlock:// with a node of a cluster: said" \
+            "127.0.0.1:$cport answered, but not as an independent Redis master \(a node of a Redis Cluster" \
+            "$(cat "$TMP/err")"
+        kill -TERM "$cnode" 2>/dev/null
+        wait "$cnode" 2>/dev/null
+    fi
 }
 
 # A store that never answers (a SQL URL at the Redis port: the server waits

@@ -309,34 +309,46 @@ static void cluster_url(const dlock__rendpoint *ep, char *buf, size_t n)
         snprintf(buf, n, "%s://%s:%d,...", scheme, ep->host, ep->port);
 }
 
-/* Refuses ep, one of independent masters, as a node of a Redis Cluster
- * (how: what told it). */
-static int not_independent(const dlock__rendpoint *ep, const char *how, int how_len)
+static void where(const dlock__rendpoint *ep, char *buf, size_t n);
+
+/* Refuses ep, a node of a Redis Cluster where the URL names one server or
+ * independent masters (how: what told it, "cluster_enabled:1" or "acquire:
+ * MOVED ..."): another kind of server than the URL asks for, as another
+ * service at the port is (DLOCK_EUNREACHABLE, exit 69; it was
+ * DLOCK_EINVAL), with the URL to use. */
+static int in_cluster(const dlock__rendpoint *ep, const char *how, int how_len)
 {
-    return dlock__fail(DLOCK_EINVAL,
-                       "%s is a node of a Redis Cluster (%.*s): Redlock needs %zu independent "
-                       "masters (use %s:// for a cluster)",
-                       ep->label, how_len, how, ep->independent,
-                       ep->tls != NULL ? "rediss+cluster" : "redis+cluster");
+    char at[300], url[300];
+
+    where(ep, at, sizeof at);
+    if (ep->in_cluster != NULL)
+        atomic_store(ep->in_cluster, 1);
+    if (ep->independent > 0)
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s answered, but not as an independent Redis master (a node of a "
+                           "Redis Cluster: %.*s): Redlock needs %zu independent masters (use "
+                           "%s:// for a cluster)",
+                           at, how_len, how, ep->independent,
+                           ep->tls != NULL ? "rediss+cluster" : "redis+cluster");
+    cluster_url(ep, url, sizeof url);
+    return dlock__fail(DLOCK_EUNREACHABLE,
+                       "%s answered, but not as a single Redis server (a node of a Redis "
+                       "Cluster: %.*s): use %s (a cluster client, which follows each name to the "
+                       "node of its slot)",
+                       at, how_len, how, url);
 }
 
 int dlock__rconn_wrong_server(const dlock__rconn *c, const char *what, const redisReply *r)
 {
-    char url[300];
-
     if (r == NULL || r->type != REDIS_REPLY_ERROR || c->ep.router != NULL || c->ep.moved != NULL)
         return DLOCK_OK;
     const char *e = r->str;
     int alone = c->ep.single || c->ep.independent > 0;
     if (alone && (strncmp(e, "MOVED ", 6) == 0 || strncmp(e, "ASK ", 4) == 0 ||
                   strncmp(e, "CLUSTERDOWN", 11) == 0 || strncmp(e, "CROSSSLOT", 9) == 0)) {
-        if (c->ep.independent > 0)
-            return not_independent(&c->ep, e, (int) dlock__reply_reason_len(e, r->len));
-        cluster_url(&c->ep, url, sizeof url);
-        return dlock__fail(DLOCK_EINVAL,
-                           "%s: this server is a node of a Redis Cluster (%s: %.*s): use %s (a "
-                           "cluster client, which follows each name to the node of its slot)",
-                           c->label, what, DLOCK__REASON(r), url);
+        char how[300];
+        int len = snprintf(how, sizeof how, "%s: %.*s", what, DLOCK__REASON(r));
+        return in_cluster(&c->ep, how, len < (int) sizeof how ? len : (int) sizeof how - 1);
     }
     if (strncmp(e, "READONLY", 8) == 0 || strncmp(e, "MASTERDOWN", 10) == 0 ||
         strstr(e, "-READONLY") != NULL) {
@@ -566,20 +578,9 @@ static int handshake(dlock__rlink *l, const dlock__rendpoint *ep, int64_t wait_m
         r = dlock__rlink_exchange(l, deadline_us, "", 0);
         if (r == NULL)
             goto refused;
-        if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1") != NULL &&
-            ep->independent > 0) {
-            *code = not_independent(ep, "cluster_enabled:1", 17);
-            freeReplyObject(r);
-            return -1;
-        }
         if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1") != NULL) {
-            char url[300];
-            cluster_url(ep, url, sizeof url);
-            *code = DLOCK_EINVAL;
-            dlock__fail(*code,
-                        "%s: this server is a node of a Redis Cluster (cluster_enabled:1): use %s "
-                        "(a cluster client, which follows each name to the node of its slot)",
-                        ep->label, url);
+            *code = in_cluster(ep, "cluster_enabled:1", 17);
+            *foreign = 1; /* no server of the kind asked for at the port */
             freeReplyObject(r);
             return -1;
         }

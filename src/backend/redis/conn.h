@@ -43,6 +43,12 @@ typedef struct dlock__rendpoint {
      * one answered, refused us, or took the connection and kept silent (a
      * frozen server may wake). NULL: not kept. */
     atomic_int *absent;
+    /* Set to 1 once the server showed that it is a node of a Redis
+     * Cluster where the URL names one server (single) or independent
+     * masters (its INFO cluster, a MOVED...): another kind of server than
+     * the URL asks for, so no store of that kind was reached, whatever
+     * `reached` says. NULL: not kept. */
+    atomic_int *in_cluster;
     /* A changeable endpoint (Sentinel's master, sentinel.h): when dial is
      * set, every connection to ep is made by dial(ep, ...), which finds
      * the node to connect to, and `moved` counts the times that node
@@ -58,8 +64,9 @@ typedef struct dlock__rendpoint {
     void *router;
     /* One server named alone (redis://, rediss://, redis+unix://): its
      * handshake also asks INFO cluster, in the same write as its AUTH or
-     * PING, and a node of a Redis Cluster is refused there (DLOCK_EINVAL:
-     * the URL names one node of many), before a name whose slot it serves
+     * PING, and a node of a Redis Cluster is refused there
+     * (DLOCK_EUNREACHABLE, "H:P answered, but not as a single Redis
+     * server": the URL names one node of many), before a name whose slot it serves
      * can make the wrong URL look right. */
     int single;
     /* One of `independent` masters that a quorum spans (redlock://; 0:
@@ -127,8 +134,10 @@ dlock__rlink *dlock__rconn_dial_at(const dlock__rendpoint *ep, int64_t deadline_
 /* Whether reply r of c to request `what` says that the URL names the
  * wrong kind of server, and if so fails saying which and what to use
  * instead: a Redis Cluster's MOVED, ASK, CLUSTERDOWN or CROSSSLOT to a URL
- * of one server or of independent masters (DLOCK_EINVAL: "this server is a
- * node of a Redis Cluster: use redis+cluster://..."), a replica's READONLY
+ * of one server or of independent masters (DLOCK_EUNREACHABLE, as another
+ * kind of server at the port: "H:P answered, but not as a single Redis
+ * server (a node of a Redis Cluster: ...): use redis+cluster://...", and
+ * ep.in_cluster set), a replica's READONLY
  * or MASTERDOWN to a fixed endpoint (DLOCK_ESERVER, as every read-only
  * refusal: "this server is a replica (read-only): point the URL at the
  * master, or use redis+sentinel://..."; of independent masters: "H:P is a

@@ -29,6 +29,7 @@ typedef struct rbackend {
     dlock__rshards *shards;     /* redis+cluster://: its sharded pub/sub notices (shards.h) */
     dlock__rtls *tls;           /* rediss://: ep.tls (transport.h); NULL: plain */
     atomic_int reached;         /* a connection was made (ep.reached) */
+    atomic_int in_cluster;      /* redis://: the server is a node of a cluster (ep.in_cluster) */
     atomic_int role_asked;      /* status or list asked ROLE (replicas.c) */
     char *host, *unix_path, *user, *password, *label;
     dlock__rconn *pool[MAX_POOL];

@@ -314,6 +314,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     b->ep.log = host->log;
     b->ep.reached = &b->reached;
+    b->ep.in_cluster = &b->in_cluster;
     pthread_mutex_init(&b->mu, NULL);
     pthread_mutex_init(&b->sync_mu, NULL);
     b->base.backend = &dlock__redis_backend;
@@ -389,6 +390,10 @@ static int reached(dlock__store *store)
     rbackend *b = RBACKEND(store);
     /* a plain Redis at a redis+cluster:// URL answered, but no cluster did */
     if (b->cluster != NULL && dlock__rcluster_wrong_kind(b->cluster))
+        return 0;
+    /* nor a node of a cluster at a redis:// URL (told by a MOVED when
+     * INFO is not allowed, after its handshake answered) */
+    if (atomic_load(&b->in_cluster))
         return 0;
     return atomic_load(&b->reached);
 }

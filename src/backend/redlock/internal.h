@@ -52,17 +52,24 @@ long long dlock__rl_int_at(const redisReply *r, size_t i, long long fallback);
  * answer (or an error reply). */
 #define DLOCK__RL_NO_ANSWER 2
 int dlock__rl_said(const dlock__rlanswer *a, size_t k);
+/* Whether a node's answer is one the round can use (a status round's
+ * reply is an array, not a step's integer). */
+typedef int (*dlock__rl_answered_fn)(const dlock__rlanswer *a);
 /* Names the nodes that did not answer in buf (len bytes, never cut
- * mid-word); one not heard from yet only when the wait ran out. */
-void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
-                          size_t len);
+ * mid-word), each reason once with the nodes it is of; one not heard from
+ * yet only when the wait ran out. answered: NULL for a step's round (an
+ * integer reply to call 0). */
+void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
+                          dlock__rl_answered_fn answered, char *buf, size_t len);
 /* A node of a Redis Cluster among the answers (the URL is wrong): fails
- * with DLOCK_EINVAL naming it; else DLOCK_OK. */
+ * as its refusal did (DLOCK_EUNREACHABLE, "H:P answered, but not as an
+ * independent Redis master") with the URL's label; else DLOCK_OK. */
 int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a);
 /* How the nodes fared in call 0 of a round, each node counted once: it
- * answered; it refused this client (AUTH, a certificate, a replica, a node
- * of a cluster); it is out of reach (failed, or silent when the wait ran
- * out: timed_out); or the round was decided before it answered. */
+ * answered; it refused this client (AUTH, a certificate, a replica); it
+ * is out of reach (failed, or silent when the wait ran out: timed_out; a
+ * node of a cluster fails the round first: dlock__rl_wrong_url); or the
+ * round was decided before it answered. */
 typedef struct dlock__rlcount {
     size_t answered, refused, out, pending;
 } dlock__rlcount;

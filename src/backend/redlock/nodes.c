@@ -91,8 +91,9 @@ struct dlock__rlnodes {
     dlock__log log;    /* the workers' and connections': forwards to client_log until closed */
     dlock__log *client_log;
     dlock__rtls *tls; /* every node's (NULL: plain), freed with the nodes */
-    atomic_int reached[DLOCK__REDLOCK_MAX_NODES]; /* the endpoints' `reached` */
-    atomic_int absent[DLOCK__REDLOCK_MAX_NODES];  /* and `absent` */
+    atomic_int reached[DLOCK__REDLOCK_MAX_NODES];    /* the endpoints' `reached` */
+    atomic_int absent[DLOCK__REDLOCK_MAX_NODES];     /* and `absent` */
+    atomic_int in_cluster[DLOCK__REDLOCK_MAX_NODES]; /* and `in_cluster` */
     node nodes[DLOCK__REDLOCK_MAX_NODES];
 };
 
@@ -323,8 +324,8 @@ static const char *step_of(const rlcall *c)
 
 /* Whether the node, by the replies to its calls (or its handshake: rc),
  * shows that it is no independent master: a node of a Redis Cluster
- * (MOVED..., cluster_enabled:1: DLOCK_EINVAL, the URL is wrong) or a
- * replica (READONLY: DLOCK_ESERVER). Such a node is refused by this client
+ * (MOVED..., cluster_enabled:1: DLOCK_EUNREACHABLE with in_cluster set,
+ * the URL is wrong) or a replica (READONLY: DLOCK_ESERVER). Such a node is refused by this client
  * from then on (told once, as a warning), and its answers are that
  * refusal: it never takes part in a quorum, whether or not the others make
  * one without it. Returns the code (the replies freed), or rc as it was. */
@@ -344,14 +345,15 @@ static int refuse_if_not_master(node *nd, const rlcall *const *calls, size_t n, 
             replies[j] = NULL;
         }
     }
-    /* refused from now on: what a reply said, or the handshake's EINVAL
-     * (INFO cluster said cluster_enabled:1) */
-    if (rc != DLOCK_EINVAL && !said)
+    /* refused from now on: what a reply said, or the handshake's (INFO
+     * cluster said cluster_enabled:1) */
+    int cluster = atomic_load(&nd->owner->in_cluster[nd->index]) != 0;
+    if (rc == DLOCK_OK || (!cluster && !said))
         return rc;
     nd->refused_rc = rc;
     snprintf(nd->refused, sizeof nd->refused, "%s", err);
     /* (a node of a cluster fails every attempt: the error says it) */
-    DLOCK__LOG(&nd->owner->log, rc == DLOCK_EINVAL ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
+    DLOCK__LOG(&nd->owner->log, cluster ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
                "%s; this client does not count it from now on", err);
     return rc;
 }
@@ -426,7 +428,8 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
         rc = refuse_if_not_master(nd, calls, ncalls, rc, replies, err, sizeof err);
         /* A node going and coming is told once each way: the quorum hides
          * it from every call, and a spare node lost is an operator's to know. */
-        if (rc == DLOCK_EUNREACHABLE && !atomic_load(&nd->down)) {
+        if (rc == DLOCK_EUNREACHABLE && !atomic_load(&nd->down) &&
+            !dlock__rlnodes_in_cluster(nd->owner, nd->index)) {
             size_t len = strlen(nd->label);
             const char *why =
                 strncmp(err, nd->label, len) == 0 && err[len] == ':' ? err + len + 2 : err;
@@ -589,6 +592,7 @@ int dlock__rlnodes_new(const dlock__rendpoint *eps, size_t n, const char *script
         ep.tls = tls;
         ep.reached = &ns->reached[i];
         ep.absent = &ns->absent[i];
+        ep.in_cluster = &ns->in_cluster[i];
         nd->label = strdup(eps[i].label);
         if (nd->label == NULL || dlock__rconn_new(&ep, &nd->conn) != DLOCK_OK) {
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -682,6 +686,11 @@ size_t dlock__rlnodes_absent(const dlock__rlnodes *ns)
     for (size_t i = 0; i < ns->n; i++)
         n += atomic_load(&ns->reached[i]) == 0 && atomic_load(&ns->absent[i]) != 0;
     return n;
+}
+
+int dlock__rlnodes_in_cluster(const dlock__rlnodes *ns, size_t i)
+{
+    return atomic_load(&ns->in_cluster[i]) != 0;
 }
 
 size_t dlock__rlnodes_count(const dlock__rlnodes *ns)

@@ -62,6 +62,9 @@ size_t dlock__rlnodes_reached(const dlock__rlnodes *ns);
  * Redis server at their address (conn.h `absent`: nothing took the
  * connection, or another service answered). */
 size_t dlock__rlnodes_absent(const dlock__rlnodes *ns);
+/* Whether node i showed that it is a node of a Redis Cluster (conn.h
+ * `in_cluster`): the URL is wrong, and the node refused from then on. */
+int dlock__rlnodes_in_cluster(const dlock__rlnodes *ns, size_t i);
 
 /* A round of ncmds script calls, the same for every node: each call's
  * arguments after EVALSHA sha (numkeys, keys, args), copied. */

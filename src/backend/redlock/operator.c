@@ -50,6 +50,12 @@ static const redisReply *status_reply(const dlock__rlanswer *a, size_t k)
     return r;
 }
 
+/* A node answered a status round: call 0's reply well formed. */
+static int status_answered(const dlock__rlanswer *a)
+{
+    return status_reply(a, 0) != NULL;
+}
+
 static int same_value(const redisReply *x, const redisReply *y)
 {
     return x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
@@ -158,13 +164,14 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     state_of(b, a, 0, st);
     if (st->verdict == RL_HELD || st->verdict == RL_FREE)
         return DLOCK_OK;
-    if (dlock__rl_wrong_url(b, a) != DLOCK_OK)
-        return DLOCK_EINVAL;
+    int wrong = dlock__rl_wrong_url(b, a);
+    if (wrong != DLOCK_OK)
+        return wrong;
     char why[1500];
     size_t answered = 0;
     for (size_t i = 0; i < b->n; i++)
         answered += status_reply(&a[i], 0) != NULL;
-    dlock__rl_unanswered(b, a, 1, why, sizeof why);
+    dlock__rl_unanswered(b, a, 1, status_answered, why, sizeof why);
     if (answered < b->quorum)
         return dlock__fail(DLOCK_EUNREACHABLE,
                            "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",
@@ -283,13 +290,13 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
         rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 32 ||
         rep->element[1]->type != REDIS_REPLY_ARRAY) {
         char why[512];
-        /* (a node of a Redis Cluster: the URL is wrong, DLOCK_EINVAL) */
-        rc = dlock__fail(
-            a[i].done && a[i].rc == DLOCK_EINVAL ? DLOCK_EINVAL : DLOCK_EUNREACHABLE, "%s",
-            !a[i].done ? "no reply in time"
-            : a[i].rc != DLOCK_OK
-                ? a[i].err
-                : dlock__reply_reason(rep, "unexpected reply to SCAN", why, sizeof why));
+        /* (a node of a Redis Cluster: the URL is wrong, list() says so) */
+        rc =
+            dlock__fail(DLOCK_EUNREACHABLE, "%s",
+                        !a[i].done            ? "no reply in time"
+                        : a[i].rc != DLOCK_OK ? a[i].err
+                                              : dlock__reply_reason(rep, "unexpected reply to SCAN",
+                                                                    why, sizeof why));
         goto out;
     }
     memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
@@ -385,8 +392,8 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
         } while (page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 && dlock__now_us() < deadline_us);
         if (page_rc == DLOCK_ENOMEM)
             rc = page_rc;
-        else if (page_rc == DLOCK_EINVAL)
-            rc = dlock__fail_context(DLOCK_EINVAL, "%s", b->label);
+        else if (page_rc != DLOCK_OK && dlock__rlnodes_in_cluster(b->nodes, i))
+            rc = dlock__fail_context(page_rc, "%s", b->label);
         else if (page_rc == DLOCK_OK && strcmp(cursor, "0") == 0)
             walked++;
         else if (used < sizeof failed)

@@ -322,7 +322,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                      "; %zu never answered this client and nothing answers as Redis at their "
                      "address: no quorum until they are started (or the URL mended)",
                      absent);
-        dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
+        dlock__rl_unanswered(b, a, timed_out, NULL, why, sizeof why);
         l->out_of_reach = 1;
         rc = c.refused > b->n - b->quorum
                  ? dlock__fail(DLOCK_ESERVER,
@@ -376,11 +376,11 @@ static int release(dlock__store *s, dlock__store_lock *sl, const char *token, in
     else if (answered >= b->quorum)
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock was not held any more (its lease ran out)",
                          b->label);
-    else if (dlock__rl_wrong_url(b, a) != DLOCK_OK)
-        rc = DLOCK_EINVAL;
+    else if ((rc = dlock__rl_wrong_url(b, a)) != DLOCK_OK)
+        ;
     else {
         char why[1500];
-        dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), why, sizeof why);
+        dlock__rl_unanswered(b, a, !answered_decided(b, a, b->n), NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: release: a quorum of %zu did not answer: %s",
                          b->label, b->quorum, why);
     }
@@ -427,11 +427,11 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
     if (yes < b->quorum && no > b->n - b->quorum) {
         rc = dlock__fail(DLOCK_ELOST, "%s: the lock is no longer held on a quorum of %zu nodes",
                          b->label, b->quorum);
-    } else if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
-        rc = DLOCK_EINVAL;
+    } else if (yes < b->quorum && (rc = dlock__rl_wrong_url(b, a)) != DLOCK_OK) {
+        /* (a node of a Redis Cluster: the URL is wrong) */
     } else if (yes < b->quorum) {
         char why[1500];
-        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
+        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: a quorum of %zu did not confirm the lock: %s",
                          b->label, b->quorum, why);
     }
@@ -504,7 +504,7 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
          * store): the loss this may become quotes it in a line of its own
          * (a lost lock's reason is 200 bytes at most). */
         char why[96];
-        dlock__rl_unanswered(b, a, timed_out, why, sizeof why);
+        dlock__rl_unanswered(b, a, timed_out, NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE,
                          "renewal: a quorum of %zu of %zu nodes did not answer: %s", b->quorum,
                          b->n, why);
@@ -674,10 +674,17 @@ fail:
     return rc;
 }
 
-/* Reached: see quorum_in_reach. */
+/* Reached: see quorum_in_reach; and not while a node of a Redis Cluster
+ * is among the nodes (another kind of server than the URL asks for: the
+ * URL is wrong, as for redis:// at one, whatever the others answered). */
 static int reached(dlock__store *s)
 {
-    return dlock__rlnodes_reached(RLB(s)->nodes) > 0 && quorum_in_reach(RLB(s));
+    rlbackend *b = RLB(s);
+    for (size_t i = 0; i < b->n; i++) {
+        if (dlock__rlnodes_in_cluster(b->nodes, i))
+            return 0;
+    }
+    return dlock__rlnodes_reached(b->nodes) > 0 && quorum_in_reach(b);
 }
 
 static const char *const schemes[] = {"redlock", "rediss+redlock", NULL};

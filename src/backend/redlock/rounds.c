@@ -31,57 +31,105 @@ int dlock__rl_said(const dlock__rlanswer *a, size_t k)
     return (int) dlock__rl_int_at(a->replies[k], 0, DLOCK__RL_NO_ANSWER);
 }
 
-/* The message naming the nodes that did not answer: "h1:p1 (why); ...",
- * in len bytes: the nodes that do not fit are counted ("and 2 more"), so
- * that the text never ends mid-word. A node that had not answered yet is
- * named only when the wait ran out (timed_out): a round decided before it
- * answered did not wait for it, and it may well be up. */
-void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out, char *buf,
-                          size_t len)
+/* Why node i is named among those that did not answer, or NULL if it is
+ * not: one that answered (answered(), or by default a reply of a step to
+ * call 0), or one not heard from yet unless the wait ran out. *sentence:
+ * the reason is a sentence that names the node itself ("H:P is a
+ * replica..."), quoted as it is; otherwise the node's label is taken off
+ * its front ("H:P: why"). reason: room for a reply's reason. */
+static const char *unanswered_why(const rlbackend *b, const dlock__rlanswer *a, size_t i,
+                                  int timed_out, dlock__rl_answered_fn answered, char *reason,
+                                  size_t len, int *sentence)
+{
+    if (!a[i].done && !timed_out)
+        return NULL;
+    if (answered != NULL ? answered(&a[i]) : dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
+        return NULL;
+    const char *why = !a[i].done ? "no reply in time"
+                      : a[i].rc != DLOCK_OK
+                          ? a[i].err
+                          : dlock__reply_reason(a[i].replies[0], "unexpected reply", reason, len);
+    const char *label = dlock__rlnodes_label(b->nodes, i);
+    size_t label_len = strlen(label);
+    *sentence = strncmp(why, label, label_len) == 0 && why[label_len] == ' ';
+    if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
+        why += label_len + 2;
+    return why;
+}
+
+/* The message naming the nodes that did not answer: "h1:p1, h2:p2 (why);
+ * h3:p3 (why)", each reason once with the nodes it is of, in len bytes:
+ * the nodes that do not fit are counted ("and 2 more"), so that the text
+ * never ends mid-word. A node that had not answered yet is named only when
+ * the wait ran out (timed_out): a round decided before it answered did not
+ * wait for it, and it may well be up. */
+void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
+                          dlock__rl_answered_fn answered, char *buf, size_t len)
 {
     enum { MORE = 16 }; /* room kept for " and 15 more" */
     size_t used = 0, more = 0;
+    char reason[256], other_reason[256];
+    int sentence, other_sentence;
+
     buf[0] = '\0';
     for (size_t i = 0; i < b->n; i++) {
-        char reason[256];
-        /* every node that did not answer call 0 is named: one that
-         * answered with an error or a reply of no step, too */
-        if ((!a[i].done && !timed_out) || dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
-            continue;
         const char *why =
-            !a[i].done ? "no reply in time"
-            : a[i].rc != DLOCK_OK
-                ? a[i].err
-                : dlock__reply_reason(a[i].replies[0], "unexpected reply", reason, sizeof reason);
-        const char *label = dlock__rlnodes_label(b->nodes, i);
-        size_t label_len = strlen(label);
-        /* (the connection's message names the node too: "H:P: why", or a
-         * sentence of its own, "H:P is a replica...", quoted as it is) */
-        int sentence = strncmp(why, label, label_len) == 0 && why[label_len] == ' ';
-        if (strncmp(why, label, label_len) == 0 && strncmp(why + label_len, ": ", 2) == 0)
-            why += label_len + 2;
-        size_t need = (used ? 2 : 0) + (sentence ? 0 : label_len + 3) + strlen(why);
+            unanswered_why(b, a, i, timed_out, answered, reason, sizeof reason, &sentence);
+        if (why == NULL)
+            continue;
+        /* the nodes of the same reason after it, and whether one before it
+         * had that reason (then it was named with that one) */
+        int named = 0;
+        size_t group = 1, need = (used ? 2 : 0) + strlen(why);
+        if (!sentence)
+            need += strlen(dlock__rlnodes_label(b->nodes, i)) + 3;
+        for (size_t j = 0; j < b->n && !sentence && !named; j++) {
+            if (j == i)
+                continue;
+            const char *also = unanswered_why(b, a, j, timed_out, answered, other_reason,
+                                              sizeof other_reason, &other_sentence);
+            if (also == NULL || other_sentence || strcmp(also, why) != 0)
+                continue;
+            if (j < i) {
+                named = 1;
+            } else {
+                group++;
+                need += 2 + strlen(dlock__rlnodes_label(b->nodes, j));
+            }
+        }
+        if (named)
+            continue;
         if (more > 0 || used + need + MORE >= len) {
-            more++;
+            more += group;
             continue;
         }
-        if (sentence)
+        if (sentence) {
             used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? "; " : "", why);
-        else
-            used += (size_t) snprintf(buf + used, len - used, "%s%s (%s)", used ? "; " : "", label,
-                                      why);
+            continue;
+        }
+        used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? "; " : "",
+                                  dlock__rlnodes_label(b->nodes, i));
+        for (size_t j = i + 1; j < b->n && group > 1; j++) {
+            const char *also = unanswered_why(b, a, j, timed_out, answered, other_reason,
+                                              sizeof other_reason, &other_sentence);
+            if (also != NULL && !other_sentence && strcmp(also, why) == 0)
+                used += (size_t) snprintf(buf + used, len - used, ", %s",
+                                          dlock__rlnodes_label(b->nodes, j));
+        }
+        used += (size_t) snprintf(buf + used, len - used, " (%s)", why);
     }
     if (more > 0)
         snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
 }
 
-/* A node that is a node of a Redis Cluster (nodes.c refused it,
- * DLOCK_EINVAL): the URL is wrong, whatever the others said. */
+/* A node that is a node of a Redis Cluster (nodes.c refused it): the URL
+ * is wrong, whatever the others said. Said as another kind of server at a
+ * node's port is (DLOCK_EUNREACHABLE; it was DLOCK_EINVAL). */
 int dlock__rl_wrong_url(const rlbackend *b, const dlock__rlanswer *a)
 {
     for (size_t i = 0; i < b->n; i++) {
-        if (a[i].done && a[i].rc == DLOCK_EINVAL)
-            return dlock__fail(DLOCK_EINVAL, "%s: %s", b->label, a[i].err);
+        if (a[i].done && a[i].rc != DLOCK_OK && dlock__rlnodes_in_cluster(b->nodes, i))
+            return dlock__fail(a[i].rc, "%s: %s", b->label, a[i].err);
     }
     return DLOCK_OK;
 }
@@ -95,7 +143,7 @@ void dlock__rl_count(const dlock__rlanswer *a, size_t n, int timed_out, dlock__r
             *(timed_out ? &c->out : &c->pending) += 1;
         else if (dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
             c->answered++;
-        else if (a[i].rc == DLOCK_ESERVER || a[i].rc == DLOCK_EINVAL)
+        else if (a[i].rc == DLOCK_ESERVER)
             c->refused++;
         else
             c->out++;
@@ -188,11 +236,11 @@ int dlock__rl_quorum_call(rlbackend *b, const rllock *l, size_t argc, const char
     size_t yes, no, none;
     int rc = DLOCK_OK;
     dlock__rl_tally(a, b->n, 0, 1, &yes, &no, &none);
-    if (yes < b->quorum && dlock__rl_wrong_url(b, a) != DLOCK_OK) {
-        rc = DLOCK_EINVAL;
+    if (yes < b->quorum && (rc = dlock__rl_wrong_url(b, a)) != DLOCK_OK) {
+        /* (a node of a Redis Cluster: the URL is wrong) */
     } else if (yes < b->quorum) {
         char why[1500];
-        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), why, sizeof why);
+        dlock__rl_unanswered(b, a, !dlock__rl_decided_one(&v, a, b->n), NULL, why, sizeof why);
         rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: %s a quorum of %zu of %zu nodes in time: %s",
                          b->label, what, b->quorum, b->n, why);
     }
