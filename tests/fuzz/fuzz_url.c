@@ -5,7 +5,9 @@
  * Beyond crashes it checks what must hold, and aborts when it does not:
  *   - a parsed URL's text is the input with the user-info's secret (the
  *     password, or a user-info without ':', which backends read as one)
- *     replaced by "***", and is the input unchanged when there is none;
+ *     replaced by "***", and is the input unchanged when there is none,
+ *     but for the values of options whose key may name a secret (a '%', or
+ *     pas, pwd, secret, auth, token, cred in any case), also "***";
  *   - no message shows a user-info. Whether a message shows the one of the
  *     input cannot be told from the message alone (it may quote other parts
  *     next to its own words, which can spell the same text), so the input is
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -89,6 +92,54 @@ static int secret_span(const char *text, const char **start, const char **at)
     return 1;
 }
 
+/* Whether an option's key may name a secret, as url.h says messages treat
+ * it: a '%' in it, or one of these words in any case. */
+static int secret_key(const char *key, size_t len)
+{
+    static const char *const words[] = {"pas", "pwd", "secret", "auth", "token", "cred"};
+    if (memchr(key, '%', len) != NULL)
+        return 1;
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        for (size_t i = 0; i + strlen(words[w]) <= len; i++) {
+            if (strncasecmp(key + i, words[w], strlen(words[w])) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* s with the value of every option of a secret key replaced by "***"
+ * (malloc'd). */
+static char *mask_options(const char *s)
+{
+    char *out = malloc(strlen(s) * 4 + 8);
+    if (out == NULL)
+        abort();
+    const char *q = strchr(s, '?');
+    if (q == NULL) {
+        strcpy(out, s);
+        return out;
+    }
+    size_t used = (size_t) (q + 1 - s);
+    memcpy(out, s, used);
+    for (const char *p = q + 1; *p != '\0';) {
+        size_t n = strcspn(p, "&"), key = strcspn(p, "=&");
+        if (key < n && secret_key(p, key)) {
+            memcpy(out + used, p, key + 1);
+            memcpy(out + used + key + 1, "***", 3);
+            used += key + 4;
+        } else {
+            memcpy(out + used, p, n);
+            used += n;
+        }
+        p += n;
+        if (*p == '&')
+            out[used++] = *p++;
+    }
+    out[used] = '\0';
+    return out;
+}
+
 static void check_masked(const char *text, const dlock__url *url)
 {
     const char *start, *at;
@@ -97,18 +148,26 @@ static void check_masked(const char *text, const dlock__url *url)
     if ((url->user == NULL && url->password == NULL) || !secret_span(text, &start, &at)) {
         if (url->password != NULL)
             violated("a password was parsed where no user-info is", text, url->text);
-        if (strcmp(url->text, text) != 0)
-            violated("a URL without a secret was changed for messages", text, url->text);
+        want = mask_options(text);
+        if (strcmp(url->text, want) != 0)
+            violated("a URL without a secret was changed for messages (but for the values of "
+                     "options that may be secrets)",
+                     text, url->text);
+        free(want);
         return;
     }
-    want = malloc(strlen(text) + 4);
-    if (want == NULL)
+    char *user_masked = malloc(strlen(text) + 4);
+    if (user_masked == NULL)
         abort();
-    memcpy(want, text, (size_t) (start - text));
-    strcpy(want + (start - text), "***");
-    strcat(want, at);
+    memcpy(user_masked, text, (size_t) (start - text));
+    strcpy(user_masked + (start - text), "***");
+    strcat(user_masked, at);
+    want = mask_options(user_masked);
+    free(user_masked);
     if (strcmp(url->text, want) != 0)
-        violated("the masked URL is not the URL with its secret replaced by ***", text, url->text);
+        violated("the masked URL is not the URL with its secret (and the values of options "
+                 "that may be secrets) replaced by ***",
+                 text, url->text);
     free(want);
 }
 

@@ -388,8 +388,9 @@ int cmd_lock(int argc, char **argv)
     } else {
         code = fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
     }
-    if (!client_in_use)
-        dlock_client_close(c);
+    if (client_in_use)
+        cli_exit_beside_thread(code);
+    dlock_client_close(c);
     return code;
 }
 

@@ -254,6 +254,11 @@ int64_t cli_now_us(void);
 typedef struct cli_waiting cli_waiting;
 cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);
 int cli_waiting_stop(cli_waiting *w, int rc);
+/* Ends the process with code when cli_waiting_stop() left its thread
+ * asking the store: stdio flushed, no exit handlers or library
+ * destructors (they would run under that thread: libpq's Kerberos
+ * libraries tear down what it uses). Never returns. */
+_Noreturn void cli_exit_beside_thread(int code);
 
 int cmd_run(int argc, char **argv);
 int cmd_list(int argc, char **argv);

@@ -678,7 +678,8 @@ int cmd_run(int argc, char **argv)
     }
 out:
     dlock_lock_free(lock);
-    if (!client_in_use)
-        dlock_client_close(client);
+    if (client_in_use)
+        cli_exit_beside_thread(code);
+    dlock_client_close(client);
     return code;
 }

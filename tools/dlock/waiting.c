@@ -234,3 +234,9 @@ int cli_waiting_stop(cli_waiting *w, int rc)
     free(w);
     return 0;
 }
+
+_Noreturn void cli_exit_beside_thread(int code)
+{
+    fflush(NULL);
+    _exit(code);
+}
