@@ -284,7 +284,7 @@ test_wrong_port()
             --cluster-enabled yes --dir "$TMP/cnode" --logfile "$TMP/cnode/log" &
         cnode=$!
         BG_PIDS+=("$cnode")
-        if wait_until 5 eval '[ "$(redis-cli -p "$cport" ping 2>/dev/null)" = PONG ]'; then
+        if wait_until 20 eval '[ "$(redis-cli -p "$cport" ping 2>/dev/null)" = PONG ]'; then
             others+=("redis://127.0.0.1:$cport")
         else
             fail "a node of a Redis Cluster did not start: $(tail -3 "$TMP/cnode/log")"
