@@ -259,7 +259,7 @@ test_force_unlock_any_mode()
 # server", "not as an independent Redis master"; they were exit 64).
 test_wrong_port()
 {
-    local hp scheme url t0 elapsed others=() cnode cport at
+    local hp scheme url t0 elapsed others=() cnode= cport= at
     case $STORE in
     redis | zookeeper | etcd | postgres | mariadb) ;;
     *) return 0 ;; # (SQLite is a file; Redlock's nodes are Redis servers)
