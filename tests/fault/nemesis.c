@@ -846,7 +846,8 @@ static void run_master_action(nemesis *n, const nem_action *a, const nem_event *
  * served then (one start record per lock, so the others' overlaps stay
  * unexcused), until the cluster has settled again. */
 
-#define CL_NODES 6
+#define CL_NODES      6
+#define CL_KEY_GAP_MS 20 /* between two keys of a migration */
 
 static dt_server *cl_node(nemesis *n, int i)
 {
@@ -1052,6 +1053,11 @@ static int cl_migrate(nemesis *n, int slot, int from, int to, char *replaced, si
         int rc = 0;
         for (size_t k = 0; k < nkeys && rc == 0; k++) {
             const char *key = keys->element[k]->str;
+            /* the keys of a slot that holds more than one lock's take a
+             * while to move: a lock's stay split between the two nodes
+             * for some time, not for a few microseconds */
+            if (k > 0)
+                dt_sleep_ms(CL_KEY_GAP_MS);
             rc = cl_must(n, from, why, len, "MIGRATE 127.0.0.1 %d %s 0 5000", cl_node(n, to)->port,
                          key);
             if (rc != 0 && strstr(why, "BUSYKEY") != NULL) {
