@@ -833,17 +833,18 @@ static void run_master_action(nemesis *n, const nem_action *a, const nem_event *
  * server fault hits the master serving the slot of one of the run's locks
  * (the event's arg) when it starts: a kill -9 (started again after the
  * duration: the cluster has failed it over by then and it comes back as a
- * replica of the promoted one, or, before that, empty with its slots, and
- * its replica follows it), a pause (a long one ends in a failover, and the
- * old master, resumed, serves what its clients sent until it hears it was
- * deposed), CLUSTER FAILOVER on its replica (a manual failover: the
- * master stops its clients until the replica has caught up, so nothing
- * acknowledged is lost), and the lock's slot moved to another master while
- * it is held and waited for (resharding, as test_redis_cluster's
- * migrate_slot does it: SETSLOT IMPORTING and MIGRATING, MIGRATE of each
- * key, SETSLOT NODE on every master). A kill or a pause loses what the
- * replica had not received, or all: a data loss of the locks that master
- * served then (one start record per lock, so the others' overlaps stay
+ * replica of the promoted one, or, before that, with its slots and no
+ * data or an old RDB, and its replica follows it), a pause (a long one
+ * ends in a failover, and the old master, resumed, serves what its
+ * clients sent until it hears it was deposed), CLUSTER FAILOVER on its
+ * replica (a manual failover: the master stops its clients until the
+ * replica has caught up, so nothing acknowledged is lost), and the lock's
+ * slot moved to another master while it is held and waited for
+ * (resharding, as test_redis_cluster's migrate_slot does it: SETSLOT
+ * IMPORTING and MIGRATING, MIGRATE of each key, CL_KEY_GAP_MS apart,
+ * SETSLOT NODE on every master). A kill or a pause loses what the replica
+ * had not received, or all: a data loss of the locks that master served
+ * then (one start record per lock, so the others' overlaps stay
  * unexcused), until the cluster has settled again. */
 
 #define CL_NODES      6
