@@ -46,8 +46,9 @@ static const char usage[] =
     "       fault check SHM [-v]          judge a kept run's history again\n"
     "  --store KIND        server kind: redis (default), zookeeper, etcd, postgres,\n"
     "                      mariadb, sqlite, redlock (3 masters, faulted one at a time),\n"
-    "                      sentinel (faults on the master, failovers; no proxy; not\n"
-    "                      cluster yet)\n"
+    "                      sentinel (faults on the master, failovers; no proxy),\n"
+    "                      cluster (faults on a lock's master, failovers, slots moved;\n"
+    "                      no proxy)\n"
     "  --seconds N         faults are injected for N s (default 30)\n"
     "  --final N           then all is healed and clients go on N s (default from the lease)\n"
     "  --seed N            the schedule's seed (default: from the clock; printed)\n"
@@ -62,7 +63,8 @@ static const char usage[] =
     "  --slack MS          scheduling tolerance of the time checks (default 250)\n"
     "  --nemesis LIST      faults allowed, comma-separated (default all): kill-client,\n"
     "                      pause-client, kill-server, restart-server, pause-server,\n"
-    "                      partition (= blackhole,drop,cut), or a store operation\n"
+    "                      partition (= blackhole,drop,cut), failover (sentinel,\n"
+    "                      cluster), migrate (cluster), or a store operation\n"
     "                      (redis: wipe, drop_lock, evict, pause_clients, sleep, persist,\n"
     "                      kill_clients); none: no faults\n"
     "  --kinds LIST        lock kinds: plain,fair,read,write,sem,multi,simple (default all)\n"
@@ -99,7 +101,8 @@ static void build_url(char *buf, size_t len, const dt_server *srv, int link, int
     const char *v = variant >= 0 && !cfg->url_extra ? dt_server_url_variant(srv, variant) : "";
     if (link < 0 || cfg->master_moves) {
         /* straight to the server, or to every member of a group (Sentinel:
-         * the sentinels, which name the master) */
+         * the sentinels, which name the master; Cluster: the first masters,
+         * whose slot map names the others) */
         if (cfg->members > 1 || cfg->master_moves)
             snprintf(base, sizeof base, "%s", srv->url);
         else
@@ -407,6 +410,8 @@ static void print_json(const check_totals *t, const nemesis *nem, const int *uns
            modes[DT_DROP], modes[DT_CUT]);
     if (cfg.master_moves)
         printf(",\"failover\":%d", counts[NEM_FAILOVER]);
+    if (cfg.cluster)
+        printf(",\"migrate\":%d", counts[NEM_MIGRATE]);
     /* (a group's operations are its members') */
     const char *const *ops = server_ops;
     for (int k = 0; ops[k] != NULL; k++) {
@@ -662,19 +667,21 @@ int main(int argc, char **argv)
         return 64;
     }
     /* Redlock's members are independent servers: a proxy in front of each,
-     * and the nemesis faults one at a time. The other groups (Sentinel,
-     * Cluster) fail over between their members, which the nemesis does not
-     * do yet: one proxy would fault one member and leave the clients'
-     * other addresses untouched. */
+     * and the nemesis faults one at a time. Sentinel and Cluster fail over
+     * between their members, and their clients dial the nodes the store
+     * names: no proxy (one would fault one address and leave the others
+     * untouched); the nemesis faults the master (of a lock's slot) and
+     * fails it over. cluster-tls is not run (the same faults, over TLS). */
     cfg.members = strcmp(cfg.store, "redlock") == 0 ? 3 : 1;
-    cfg.master_moves = strcmp(cfg.store, "sentinel") == 0;
+    cfg.cluster = strcmp(cfg.store, "cluster") == 0;
+    cfg.master_moves = strcmp(cfg.store, "sentinel") == 0 || cfg.cluster;
     int group = dt_server_kind_is_group(cfg.store);
     if (group != 0 && cfg.members == 1 && !cfg.master_moves) {
         fprintf(stderr, "fault: --store %s: %s; the fault suite runs on ", cfg.store,
                 group > 0 ? "a group of servers that fails over" : "no such kind");
         for (const char *const *k = dt_server_kinds(); *k != NULL; k++) {
             if (dt_server_kind_is_group(*k) == 0 || strcmp(*k, "redlock") == 0 ||
-                strcmp(*k, "sentinel") == 0)
+                strcmp(*k, "sentinel") == 0 || strcmp(*k, "cluster") == 0)
                 fprintf(stderr, "%s%s", k == dt_server_kinds() ? "" : ", ", *k);
         }
         fprintf(stderr, "\n");
@@ -714,7 +721,7 @@ int main(int argc, char **argv)
     /* The store, and the proxy in front of it. */
     /* (Redis's and Redlock's fences follow the server's clock as well) */
     cfg.fences_from_data = strcmp(cfg.store, "redis") != 0 && strcmp(cfg.store, "redlock") != 0 &&
-                           strcmp(cfg.store, "sentinel") != 0;
+                           strcmp(cfg.store, "sentinel") != 0 && !cfg.cluster;
     cfg.pause_stops_store = strcmp(cfg.store, "sqlite") == 0;
     dt_server_start(&server, cfg.store, 0, NULL);
     {

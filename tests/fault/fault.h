@@ -88,7 +88,8 @@ enum {
     EVF_FAILED = 1 << 6,   /* nemesis action failed */
     EVF_DATALOSS = 1 << 7, /* nemesis: acknowledged data lost (lock: which, 0xffff: all) */
     EVF_MOVES = 1 << 8     /* nemesis: a fault of the master of a store that fails over to
-                              another node (Sentinel): clients may be served meanwhile */
+                              another node (Sentinel, Cluster), or a slot that moves to
+                              another master: clients may be served meanwhile */
 };
 
 enum { ACC_READ, ACC_WRITE, ACC_READ_SHARED };
@@ -222,6 +223,10 @@ typedef struct fault_cfg {
      * name as master then, a failover is a fault of its own, and there is
      * no proxy (clients dial the address the sentinels announce). */
     int master_moves;
+    /* A Redis Cluster (with master_moves): the server faults hit the
+     * master of the slot of one of the run's locks, a failover is CLUSTER
+     * FAILOVER on its replica, and a slot may move to another master. */
+    int cluster;
 } fault_cfg;
 
 /* ---------------------------------------------------------------- calls */

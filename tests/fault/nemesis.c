@@ -57,7 +57,7 @@ const char *nem_kind_name(int kind)
 {
     static const char *const names[NEM_COUNT] = {
         "kill-client", "pause-client", "kill-server", "restart-server", "pause-server",
-        "partition",   "op",           "heal-all",    "failover",
+        "partition",   "op",           "heal-all",    "failover",       "migrate",
     };
     return kind >= 0 && kind < NEM_COUNT ? names[kind] : "?";
 }
@@ -97,7 +97,7 @@ static int allowed(const fault_cfg *cfg, const char *name)
 static int server_wide(const nem_event *e)
 {
     if (e->kind == NEM_KILL_SERVER || e->kind == NEM_RESTART_SERVER ||
-        e->kind == NEM_PAUSE_SERVER || e->kind == NEM_FAILOVER)
+        e->kind == NEM_PAUSE_SERVER || e->kind == NEM_FAILOVER || e->kind == NEM_MIGRATE)
         return 1;
     return e->kind == NEM_OP;
 }
@@ -184,6 +184,7 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
         e->dur_ms = between(rng, 100, 2 * lease);
         break;
     case NEM_FAILOVER: /* over when the group has settled */
+    case NEM_MIGRATE:  /* over when the slot has moved */
         break;
     case NEM_PARTITION:
         e->mode = t->mode;
@@ -205,7 +206,24 @@ static void draw_typed(nem_event *e, const nem_type *t, uint64_t *rng, const fau
     }
     draw_member(e, rng, cfg);
     if (cfg->master_moves && e->kind == NEM_KILL_SERVER)
-        e->target = 0; /* (a Sentinel node keeps no files to wipe) */
+        e->target = 0; /* (a Sentinel node keeps no files to wipe; a wiped Cluster node
+                          would lose its nodes.conf, and with it its place) */
+    /* Cluster: the master a server fault hits is the one serving a lock of
+     * the run then (drawn last: other stores' schedules stay as they were),
+     * not the simple-mode one, which a cluster refuses */
+    if (cfg->cluster && server_wide(e) && e->kind != NEM_OP) {
+        int pick = (int) (rnd(rng) % (uint64_t) fault_nlocks);
+        while (fault_locks[pick].kind == LK_SIMPLE)
+            pick = (pick + 1) % fault_nlocks;
+        snprintf(e->arg, sizeof e->arg, "%s", fault_locks[pick].name);
+    }
+    /* Cluster: half its kills and pauses last past its failover (a node
+     * timeout of 2 s, then the replica's election: 3-4 s), so the master
+     * comes back a replica of the promoted one; the others end before, and
+     * a killed master comes back empty with its slots */
+    if (cfg->cluster && (e->kind == NEM_KILL_SERVER || e->kind == NEM_PAUSE_SERVER) &&
+        rnd(rng) % 2 == 0)
+        e->dur_ms = between(rng, 4500, 7000);
 }
 
 /* The allowed types: the generic faults, then the server kind's
@@ -241,6 +259,8 @@ static int fault_types(const fault_cfg *cfg, dt_server *server, nem_type *types)
     }
     if (cfg->master_moves && allowed(cfg, "failover"))
         types[n++] = (nem_type){NEM_FAILOVER, 0, NULL, 10};
+    if (cfg->cluster && allowed(cfg, "migrate"))
+        types[n++] = (nem_type){NEM_MIGRATE, 0, NULL, 10};
     for (int i = 0; ops[i] != NULL; i++)
         nops += allowed(cfg, ops[i]) && (cfg->members <= 1 || !dt_server_op_loses_data(of, ops[i]));
     for (int i = 0; ops[i] != NULL; i++) {
@@ -360,10 +380,11 @@ static void format_one(const nem_event *e, char *buf, size_t len);
 void nem_format(const nem_event *e, char *buf, size_t len)
 {
     format_one(e, buf, len);
-    if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
-        size_t used = strlen(buf);
+    size_t used = strlen(buf);
+    if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT)
         snprintf(buf + used, len - used, " on member %d", e->member);
-    }
+    else if (e->arg[0] != '\0' && (e->kind == NEM_KILL_SERVER || e->kind == NEM_PAUSE_SERVER))
+        snprintf(buf + used, len - used, " on the master of %s", e->arg);
 }
 
 static void format_one(const nem_event *e, char *buf, size_t len)
@@ -380,7 +401,9 @@ static void format_one(const nem_event *e, char *buf, size_t len)
     case NEM_KILL_SERVER:
         snprintf(buf, len, "+%lldms kill-server, start again after %lldms%s", (long long) e->at_ms,
                  (long long) e->dur_ms,
-                 (e->target & DT_WIPE) ? " with its data wiped" : " with its data");
+                 e->arg[0] != '\0'       ? "" /* (Cluster: what it kept, see cl_log_start) */
+                 : (e->target & DT_WIPE) ? " with its data wiped"
+                                         : " with its data");
         break;
     case NEM_RESTART_SERVER:
         if (e->member >= 0 && (e->target & DT_WIPE)) /* a group's member: started late */
@@ -396,7 +419,15 @@ static void format_one(const nem_event *e, char *buf, size_t len)
                  (long long) e->dur_ms);
         break;
     case NEM_FAILOVER:
-        snprintf(buf, len, "+%lldms failover (SENTINEL FAILOVER)", (long long) e->at_ms);
+        if (e->arg[0] != '\0')
+            snprintf(buf, len, "+%lldms failover of the master of %s (CLUSTER FAILOVER)",
+                     (long long) e->at_ms, e->arg);
+        else
+            snprintf(buf, len, "+%lldms failover (SENTINEL FAILOVER)", (long long) e->at_ms);
+        break;
+    case NEM_MIGRATE:
+        snprintf(buf, len, "+%lldms migrate the slot of %s to another master", (long long) e->at_ms,
+                 e->arg);
         break;
     case NEM_PARTITION:
         if (e->target < 0)
@@ -638,17 +669,42 @@ static int node_role(const dt_server *node, int master_port)
     return role;
 }
 
+/* (Cluster: below) */
+static int cl_settled(nemesis *n, int want);
+static void cl_tell_state(nemesis *n);
+
 /* Whether the sentinels name a master (`want`, or either when -1) that
  * says it is one, and the other node follows it, linked: until then a
  * node may be a master the sentinels no longer name (what it takes is lost
- * when it is demoted). Returns the master's index, or -1. */
+ * when it is demoted). Returns the master's index, or -1. A Cluster's
+ * settling is cl_settled()'s. */
 static int settled_now(nemesis *n, int want)
 {
+    if (n->cfg->cluster)
+        return cl_settled(n, want);
     int m = dt_sentinel_master(n->server);
     if (m >= 0 && (want < 0 || m == want) && node_role(dt_sentinel_node(n->server, m), 0) == 1 &&
         node_role(dt_sentinel_node(n->server, 1 - m), dt_sentinel_node(n->server, m)->port) == 0)
         return m;
     return -1;
+}
+
+/* settled_now() for the fault settling. A Cluster's manual failover may
+ * not happen (the masters vote for a replica of one master once in two
+ * node timeouts: a second failover of a shard within 4 s gets no votes);
+ * it gives up after 5 s (Redis's manual failover timeout) and changes
+ * nothing: the cluster is then settled with the old master, and *not_done
+ * says so. */
+static int settle_check(nemesis *n, int *not_done)
+{
+    int m = settled_now(n, n->settle_want);
+    *not_done = 0;
+    if (m < 0 && n->cfg->cluster && n->settle_want >= 0 &&
+        fs_now() > n->settle_until_ns - 14000000000LL && settled_now(n, -1) >= 0) {
+        *not_done = 1;
+        m = 0;
+    }
+    return m;
 }
 
 /* The fault waiting for the group to settle ends (logged) when it has,
@@ -659,18 +715,28 @@ static int settled_now(nemesis *n, int want)
  * server fault until then. */
 static void settle_poll(nemesis *n, int force)
 {
+    int not_done = 0;
     if (n->settling < 0)
         return;
-    int m = settled_now(n, n->settle_want);
+    int m = settle_check(n, &not_done);
     while (m < 0 && force && fs_now() < n->settle_until_ns + 10000000000LL) {
         dt_sleep_ms(50);
-        m = settled_now(n, n->settle_want);
+        m = settle_check(n, &not_done);
     }
     if (m < 0 && !force && fs_now() < n->settle_until_ns)
         return;
     const nem_event *e = &n->events[n->settling];
-    log_nem(n, e->kind, EVF_END | EVF_DATALOSS | EVF_MOVES | (m < 0 ? EVF_FAILED : 0), 0, -1,
-            "settled: master node %d%s", m, m < 0 ? " (not settled)" : "");
+    if (n->cfg->cluster)
+        log_nem(n, e->kind, EVF_END | EVF_DATALOSS | EVF_MOVES | (m < 0 ? EVF_FAILED : 0), 0, -1,
+                "cluster %s",
+                m < 0      ? "not settled"
+                : not_done ? "settled, not failed over"
+                           : "settled");
+    else
+        log_nem(n, e->kind, EVF_END | EVF_DATALOSS | EVF_MOVES | (m < 0 ? EVF_FAILED : 0), 0, -1,
+                "settled: master node %d%s", m, m < 0 ? " (not settled)" : "");
+    if (m < 0 && n->cfg->cluster)
+        cl_tell_state(n);
     n->settling = -1;
 }
 
@@ -760,6 +826,390 @@ static void run_master_action(nemesis *n, const nem_action *a, const nem_event *
     settle_from(n, a->event, -1);
 }
 
+/* ---- the masters of a Redis Cluster (cfg->cluster)
+ *
+ * Six nodes (dt_cluster_node 0-5), three of them masters, each with a
+ * replica; clients dial what the slot map names, so there is no proxy. A
+ * server fault hits the master serving the slot of one of the run's locks
+ * (the event's arg) when it starts: a kill -9 (started again after the
+ * duration: the cluster has failed it over by then and it comes back as a
+ * replica of the promoted one, or, before that, with its slots and no
+ * data or an old RDB, and its replica follows it), a pause (a long one
+ * ends in a failover, and the old master, resumed, serves what its
+ * clients sent until it hears it was deposed), CLUSTER FAILOVER on its
+ * replica (a manual failover: the master stops its clients until the
+ * replica has caught up, so nothing acknowledged is lost), and the lock's
+ * slot moved to another master while it is held and waited for
+ * (resharding, as test_redis_cluster's migrate_slot does it: SETSLOT
+ * IMPORTING and MIGRATING, MIGRATE of each key, CL_KEY_GAP_MS apart,
+ * SETSLOT NODE on every master). A kill or a pause loses what the replica
+ * had not received, or all: a data loss of the locks that master served
+ * then (one start record per lock, so the others' overlaps stay
+ * unexcused), until the cluster has settled again. */
+
+#define CL_NODES      6
+#define CL_KEY_GAP_MS 20 /* between two keys of a migration */
+
+static dt_server *cl_node(nemesis *n, int i)
+{
+    return dt_cluster_node(n->server, i);
+}
+
+/* Node i's role as it says (ROLE): 1 master, 0 a replica whose link to
+ * its master is up (*master_port: that master's port), -1 neither (down,
+ * paused, syncing). */
+static int cl_role(nemesis *n, int i, int *master_port)
+{
+    const dt_server *node = cl_node(n, i);
+    int role = -1;
+    *master_port = 0;
+    if (node->pid <= 0 || node->paused)
+        return -1;
+    redisReply *r = dt__redis_ask(node->port, NULL, 500, "ROLE");
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+        r->element[0]->type == REDIS_REPLY_STRING) {
+        if (strcmp(r->element[0]->str, "master") == 0)
+            role = 1;
+        else if (strcmp(r->element[0]->str, "slave") == 0 && r->elements >= 4 &&
+                 r->element[2]->type == REDIS_REPLY_INTEGER &&
+                 r->element[3]->type == REDIS_REPLY_STRING &&
+                 strcmp(r->element[3]->str, "connected") == 0) {
+            *master_port = (int) r->element[2]->integer;
+            role = 0;
+        }
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return role;
+}
+
+/* Whether node i says cluster_state:ok and knows every node. */
+static int cl_state_ok(nemesis *n, int i)
+{
+    redisReply *r = dt__redis_ask(cl_node(n, i)->port, NULL, 500, "CLUSTER INFO");
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
+             strstr(r->str, "cluster_state:ok\r\n") != NULL &&
+             strstr(r->str, "cluster_known_nodes:6\r\n") != NULL;
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Settled: every node up, saying cluster_state:ok; three masters, every
+ * other node a replica linked to its master; and node `want` a master
+ * (-1: any). Until then a deposed master may still take writes that will
+ * be lost. Returns want (0 for any) when settled, else -1, as
+ * settled_now(). */
+static int cl_settled(nemesis *n, int want)
+{
+    int masters = 0, port;
+    for (int i = 0; i < CL_NODES; i++) {
+        if (cl_node(n, i)->pid <= 0 || cl_node(n, i)->paused)
+            return -1;
+    }
+    for (int i = 0; i < CL_NODES; i++) {
+        int role = cl_role(n, i, &port);
+        if (role < 0 || (i == want && role != 1) || !cl_state_ok(n, i))
+            return -1;
+        masters += role;
+    }
+    return masters == 3 ? (want >= 0 ? want : 0) : -1;
+}
+
+/* What each node says, on stderr: why the cluster has not settled. */
+static void cl_tell_state(nemesis *n)
+{
+    for (int i = 0; i < CL_NODES; i++) {
+        const dt_server *node = cl_node(n, i);
+        int port, role = cl_role(n, i, &port);
+        char what[48];
+        if (role == 0)
+            snprintf(what, sizeof what, "replica of port %d", port);
+        else
+            snprintf(what, sizeof what, "%s", role == 1 ? "master" : "no role");
+        fprintf(stderr, "fault: cluster node %d (port %d)%s%s: %s, cluster_state %s\n", i,
+                node->port, node->pid <= 0 ? " down" : "", node->paused ? " paused" : "", what,
+                cl_state_ok(n, i) ? "ok" : "not ok");
+    }
+}
+
+/* The slot of lock `name`'s keys (its hash tag), -1 if unknown. */
+static int cl_slot(nemesis *n, const char *name)
+{
+    redisReply *r = dt__redis_ask(cl_node(n, 0)->port, NULL, 500, "CLUSTER KEYSLOT {%s}", name);
+    int slot = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int) r->integer : -1;
+    if (r != NULL)
+        freeReplyObject(r);
+    return slot;
+}
+
+/* The node serving lock `name`'s slot now, -1 if none or unknown. */
+static int cl_master_of(nemesis *n, const char *name)
+{
+    int slot = cl_slot(n, name);
+    return slot < 0 ? -1 : dt_cluster_master_of(n->server, slot);
+}
+
+/* The replica linked to master m, -1 if none. */
+static int cl_replica_of(nemesis *n, int m)
+{
+    int port;
+    for (int i = 0; i < CL_NODES; i++) {
+        if (i != m && cl_role(n, i, &port) == 0 && port == cl_node(n, m)->port)
+            return i;
+    }
+    return -1;
+}
+
+/* kill -9 node i alone: node 0 is the group's own dt_server, whose kill
+ * would stop all six (as dt_sentinel_node_kill does for Sentinel). */
+static void cl_kill(nemesis *n, int i)
+{
+    dt_server *node = cl_node(n, i);
+    void *group = node->group;
+    node->group = NULL;
+    dt_server_kill(node);
+    node->group = group;
+}
+
+/* Starts killed node i again, keeping its nodes.conf (its place in the
+ * cluster) but not the RDB a full sync wrote when it was a replica: a node
+ * without persistence comes back empty. With that old RDB, a master killed
+ * before its failover came back holding keys of a slot it no longer served
+ * (Redis sets such a slot importing), and in the 600 s run of seed 21 it
+ * then said cluster_state:fail to the end (docs/faults.md). */
+static void cl_start(nemesis *n, int i)
+{
+    dt__redis_wipe_files(cl_node(n, i));
+    dt_server_start_again(cl_node(n, i), 0);
+}
+
+/* Logs the start of a fault of master m: one record for each lock whose
+ * slot m serves, with that lock's data loss (none when it loses none), or
+ * one for the whole store if m serves none of them. */
+static void cl_log_start(nemesis *n, const nem_event *e, int m, int loses, const char *what)
+{
+    int logged = 0;
+    for (int i = 0; i < n->shm->nlocks && loses; i++) {
+        if (cl_master_of(n, n->shm->locks[i].name) != m)
+            continue;
+        n->lost_lock = i;
+        log_nem(n, e->kind, EVF_START | EVF_DATALOSS | EVF_MOVES, 0, -1, "%s node %d (%s)", what, m,
+                n->shm->locks[i].name);
+        logged = 1;
+    }
+    n->lost_lock = -1;
+    if (!logged)
+        log_nem(n, e->kind, EVF_START | EVF_MOVES, 0, -1, "%s node %d (master of %s)", what, m,
+                e->arg);
+}
+
+static int cl_node_id(nemesis *n, int i, char *id, size_t len)
+{
+    redisReply *r = dt__redis_ask(cl_node(n, i)->port, NULL, 1000, "CLUSTER MYID");
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING;
+    if (ok)
+        snprintf(id, len, "%s", r->str);
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* One command of the migration; 0 if it succeeded, else -1 with why. */
+static int cl_must(nemesis *n, int i, char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int cl_must(nemesis *n, int i, char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = dt__redis_vask(cl_node(n, i)->port, NULL, 6000, fmt, ap);
+    va_end(ap);
+    int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    if (!ok)
+        snprintf(why, len, "node %d: %.60s", i, r != NULL ? r->str : "no answer");
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* Moves slot from master `from` to master `to`, key by key, as an
+ * operator's resharding does. A key the target has already (a script sent
+ * there by ASK, for a key the source lacked, wrote another key of the
+ * lock that the source still had) is replaced by the source's, as
+ * `redis-cli --cluster reshard --cluster-replace` does (without it the
+ * resharding stops there): replaced gets its name. 0, or -1 with why:
+ * the slot may then be left migrating. */
+static int cl_migrate(nemesis *n, int slot, int from, int to, char *replaced, size_t rlen,
+                      char *why, size_t len)
+{
+    char from_id[48], to_id[48];
+    replaced[0] = '\0';
+    if (cl_node_id(n, from, from_id, sizeof from_id) != 0 ||
+        cl_node_id(n, to, to_id, sizeof to_id) != 0) {
+        snprintf(why, len, "no node id");
+        return -1;
+    }
+    if (cl_must(n, to, why, len, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id) != 0 ||
+        cl_must(n, from, why, len, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id) != 0)
+        return -1;
+    for (;;) {
+        redisReply *keys =
+            dt__redis_ask(cl_node(n, from)->port, NULL, 1000, "CLUSTER GETKEYSINSLOT %d 100", slot);
+        if (keys == NULL || keys->type != REDIS_REPLY_ARRAY) {
+            snprintf(why, len, "GETKEYSINSLOT: %.60s", keys != NULL ? keys->str : "no answer");
+            if (keys != NULL)
+                freeReplyObject(keys);
+            return -1;
+        }
+        size_t nkeys = keys->elements;
+        int rc = 0;
+        for (size_t k = 0; k < nkeys && rc == 0; k++) {
+            const char *key = keys->element[k]->str;
+            /* the keys of a slot that holds more than one lock's take a
+             * while to move: a lock's stay split between the two nodes
+             * for some time, not for a few microseconds */
+            if (k > 0)
+                dt_sleep_ms(CL_KEY_GAP_MS);
+            rc = cl_must(n, from, why, len, "MIGRATE 127.0.0.1 %d %s 0 5000", cl_node(n, to)->port,
+                         key);
+            if (rc != 0 && strstr(why, "BUSYKEY") != NULL) {
+                snprintf(replaced, rlen, "%s", key);
+                rc = cl_must(n, from, why, len, "MIGRATE 127.0.0.1 %d %s 0 5000 REPLACE",
+                             cl_node(n, to)->port, key);
+            }
+        }
+        freeReplyObject(keys);
+        if (rc != 0)
+            return -1;
+        if (nkeys == 0)
+            break;
+    }
+    /* the target first, then the source, then the others (Redis's order) */
+    if (cl_must(n, to, why, len, "CLUSTER SETSLOT %d NODE %s", slot, to_id) != 0 ||
+        cl_must(n, from, why, len, "CLUSTER SETSLOT %d NODE %s", slot, to_id) != 0)
+        return -1;
+    for (int i = 0; i < CL_NODES; i++) {
+        int port;
+        if (i != from && i != to && cl_role(n, i, &port) == 1 &&
+            cl_must(n, i, why, len, "CLUSTER SETSLOT %d NODE %s", slot, to_id) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A lock's slot moves to another master, chosen at run time. Its window
+ * opens before the first command and closes once every master was told
+ * (no data loss: MIGRATE moves each key whole). */
+static void cl_run_migrate(nemesis *n, const nem_event *e, int m, int *failed)
+{
+    int others[CL_NODES], nothers = 0, port;
+    char why[96] = "", replaced[128];
+    int64_t t0 = fs_now();
+    for (int i = 0; i < CL_NODES; i++) {
+        if (i != m && cl_role(n, i, &port) == 1)
+            others[nothers++] = i;
+    }
+    int slot = cl_slot(n, e->arg);
+    if (nothers == 0 || slot < 0) {
+        log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1, "migrate %s: %s", e->arg,
+                nothers == 0 ? "no other master" : "no slot");
+        *failed = 1;
+        return;
+    }
+    int to = others[rnd(&n->rng) % (uint64_t) nothers];
+    /* (whether it moves while held and waited for: the actors on it now) */
+    int holding = 0, waiting = 0, count = atomic_load(&n->shm->next_actor);
+    for (int i = 0; i < count && i < MAX_ACTORS; i++) {
+        actor_slot *act = &n->shm->actors[i];
+        if (!atomic_load(&act->live) || act->lock < 0 || act->lock >= n->shm->nlocks ||
+            strcmp(n->shm->locks[act->lock].name, e->arg) != 0)
+            continue;
+        holding += atomic_load(&act->state) == AS_HOLDING;
+        waiting += atomic_load(&act->state) == AS_WAITING;
+    }
+    log_nem(n, e->kind, EVF_START | EVF_MOVES, 0, -1, "migrate %d (%s) %d>%d %dh %dw", slot, e->arg,
+            m, to, holding, waiting);
+    *failed = cl_migrate(n, slot, m, to, replaced, sizeof replaced, why, sizeof why) != 0;
+    if (*failed)
+        fprintf(stderr, "fault: migrate slot %d (%s) from node %d to %d failed: %s\n", slot, e->arg,
+                m, to, why);
+    if (replaced[0] != '\0') {
+        /* the target's version of that key is gone: a data loss of the
+         * lock, from the migration's start (when the ASK may have come) */
+        fprintf(stderr,
+                "fault: migrate slot %d (%s) from node %d to %d: key %s was on both nodes "
+                "(the source's replaced the target's)\n",
+                slot, e->arg, m, to, replaced);
+        for (int i = 0; i < n->shm->nlocks; i++) {
+            if (strcmp(n->shm->locks[i].name, e->arg) != 0)
+                continue;
+            fev *ev = fs_log(n->shm, EV_NEM, i, -1);
+            ev->t = t0;
+            ev->kind = e->kind;
+            ev->flags = EVF_START | EVF_DATALOSS | EVF_MOVES;
+            snprintf(ev->text, sizeof ev->text, "on both: %.38s", replaced);
+            fs_commit(ev);
+        }
+        if (!*failed)
+            why[0] = '\0';
+    }
+    log_nem(n, e->kind, EVF_END | EVF_MOVES | (*failed ? EVF_FAILED : 0), 0, -1,
+            "slot %d on node %d%s%.40s", slot, *failed ? m : to, *failed ? ": " : "", why);
+}
+
+/* A server fault of the master of e->arg's slot, a failover of it, or
+ * its slot moved; the ends of a kill and a pause. */
+static void run_cluster_action(nemesis *n, const nem_action *a, const nem_event *e, int *failed)
+{
+    if (!a->end) {
+        int m = n->settling < 0 && cl_settled(n, -1) >= 0 ? cl_master_of(n, e->arg) : -1;
+        n->event_node[a->event] = -1;
+        if (m < 0) {
+            log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1, "%s: %s",
+                    nem_kind_name(e->kind), "the cluster has not settled");
+            *failed = 1;
+            return;
+        }
+        if (e->kind == NEM_KILL_SERVER) {
+            cl_log_start(n, e, m, 1, "kill-server");
+            cl_kill(n, m);
+        } else if (e->kind == NEM_PAUSE_SERVER) {
+            cl_log_start(n, e, m, 1, "pause-server");
+            dt_server_pause(cl_node(n, m));
+        } else if (e->kind == NEM_FAILOVER) {
+            int r = cl_replica_of(n, m);
+            char why[64] = "no replica";
+            int ok = r >= 0 && cl_must(n, r, why, sizeof why, "CLUSTER FAILOVER") == 0;
+            if (ok)
+                cl_log_start(n, e, m, 0, "failover");
+            else
+                log_nem(n, e->kind, EVF_START | EVF_END | EVF_FAILED, 0, -1,
+                        "failover of node %d: %.40s", m, why);
+            *failed = !ok;
+            if (ok)
+                settle_from(n, a->event, r);
+            return;
+        } else {
+            cl_run_migrate(n, e, m, failed);
+            return;
+        }
+        n->event_node[a->event] = m;
+        return;
+    }
+    int m = n->event_node[a->event];
+    if (m < 0)
+        return; /* not started */
+    if (e->kind == NEM_KILL_SERVER) {
+        if (cl_node(n, m)->pid <= 0)
+            cl_start(n, m);
+    } else {
+        dt_server_resume(cl_node(n, m));
+    }
+    log_nem(n, e->kind, EVF_MOVES, 0, -1, "node %d back", m); /* (the window ends when settled) */
+    settle_from(n, a->event, -1);
+}
+
 static void run_action(nemesis *n, const nem_action *a)
 {
     nem_event *e = &n->events[a->event];
@@ -772,6 +1222,11 @@ static void run_action(nemesis *n, const nem_action *a)
     n->cur_member = e->member;
     if (e->member >= 0 && e->kind != NEM_KILL_CLIENT && e->kind != NEM_PAUSE_CLIENT) {
         run_member_action(n, a, e, &failed);
+        goto done;
+    }
+    if (n->cfg->cluster && (e->kind == NEM_KILL_SERVER || e->kind == NEM_PAUSE_SERVER ||
+                            e->kind == NEM_FAILOVER || e->kind == NEM_MIGRATE)) {
+        run_cluster_action(n, a, e, &failed);
         goto done;
     }
     if (n->cfg->master_moves &&
@@ -925,7 +1380,21 @@ void nem_heal_all(nemesis *n)
     n->npaused = 0;
     for (int m = 0; m < n->cfg->members && !n->cfg->master_moves; m++)
         dt_proxy_set(&n->proxies[m], -1, DT_PASS);
-    if (n->cfg->master_moves) {
+    if (n->cfg->cluster) {
+        settle_poll(n, 1);
+        for (int i = 0; i < CL_NODES; i++) {
+            dt_server_resume(cl_node(n, i));
+            if (cl_node(n, i)->pid <= 0)
+                cl_start(n, i);
+        }
+        int64_t until = fs_now() + 30000000000LL;
+        while (cl_settled(n, -1) < 0 && fs_now() < until)
+            dt_sleep_ms(50);
+        if (cl_settled(n, -1) < 0) {
+            log_nem(n, NEM_HEAL_ALL, EVF_FAILED, 0, -1, "the cluster did not settle");
+            cl_tell_state(n);
+        }
+    } else if (n->cfg->master_moves) {
         settle_poll(n, 1);
         for (int i = 0; i < 2; i++) {
             dt_server *node = dt_sentinel_node(n->server, i);

@@ -17,7 +17,9 @@ enum {
     NEM_PARTITION,      /* a proxy link (or all) blackholed, dropping or cut, then healed */
     NEM_OP,             /* one of the server kind's own operations */
     NEM_HEAL_ALL,       /* the end of the fault phase: everything back */
-    NEM_FAILOVER,       /* Sentinel: SENTINEL FAILOVER, over once the group settles */
+    NEM_FAILOVER,       /* Sentinel: SENTINEL FAILOVER; Cluster: CLUSTER FAILOVER on the
+                           replica of a lock's master; over once the group settles */
+    NEM_MIGRATE,        /* Cluster: a lock's slot moved to another master (resharding) */
     NEM_COUNT
 };
 
@@ -32,7 +34,8 @@ typedef struct nem_event {
     int member;     /* a group's member it hits (server faults, operations, partitions of
                        that member's proxy); -1: the whole store (every member's proxy) */
     char op[24];    /* NEM_OP: the operation */
-    char arg[40];   /* and its argument */
+    char arg[40];   /* and its argument; Cluster's server faults: the lock whose slot's
+                       master they hit (or whose slot moves) */
 } nem_event;
 
 typedef struct nem_action {
@@ -62,7 +65,8 @@ typedef struct nemesis {
      * any time): Redlock's delayed restart (see nem_min_down_ms) */
     int64_t member_back_ns[MAX_MEMBERS];
     int cur_member;  /* while running a fault of one member: its index, else -1 */
-    int *event_node; /* Sentinel: the data node a server fault hit (the master then), -1 none */
+    int *event_node; /* Sentinel, Cluster: the data node a server fault hit (the master
+                        then), -1 none */
     /* Sentinel: the fault whose window closes once the group settles (-1:
      * none), the master it should settle on (-1: either), and until when */
     int settling, settle_want;
