@@ -527,6 +527,82 @@ static void moved_while_held(void)
     dlock_client_close(a);
 }
 
+/* A slot stays migrating (SETSLOT IMPORTING and MIGRATING, no key moved
+ * yet) while a read-write lock is held by a reader and a semaphore of one
+ * permit by its holder: neither has its base key (P:{N}:rw, P:{N}:sem),
+ * so the migrating node answers ASK to every script on them. A writer and
+ * a second semaphore holder must not be granted at the importing node,
+ * which has none of the lock yet (the bug: they were); they wait for the
+ * migration's end, then find the name held. */
+static void shared_holds_while_migrating(void)
+{
+    char name[32], slot[16], from_id[64], to_id[64];
+    name_on(0, "migrating", name, sizeof name);
+    int s = slot_of(name), from = node_port(0);
+    int to_node = dt_cluster_master_of(&cluster, 5461);
+    CHECK(to_node >= 0 && to_node != 0);
+    int to = node_port(to_node);
+
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *reader = dt_lock(a, name, DLOCK_READ), *sem = NULL;
+    CHECK_RC(dlock_acquire(reader, 0), DLOCK_OK);
+    /* a semaphore in the same slot: N}sem's keys dlock:{N}sem}... hash by
+     * N, as N's do */
+    char sem2[48];
+    snprintf(sem2, sizeof sem2, "%s}sem", name);
+    redisReply *r = command(from, "CLUSTER KEYSLOT dlock:{%s}", sem2);
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == s);
+    freeReplyObject(r);
+    CHECK_RC(dlock_semaphore_open(a, sem2, 1, 1, &sem), DLOCK_OK);
+    CHECK_RC(dlock_acquire(sem, 0), DLOCK_OK);
+
+    snprintf(slot, sizeof slot, "%d", s);
+    node_id(from, from_id);
+    node_id(to, to_id);
+    must(to, "CLUSTER SETSLOT %s IMPORTING %s", slot, from_id);
+    must(from, "CLUSTER SETSLOT %s MIGRATING %s", slot, to_id);
+
+    /* timeout=1s: a refused step gives up after a second */
+    dlock_client *b = dt_client(cluster.url, "?lease=3s&timeout=1s");
+    dlock_lock *writer = dt_lock(b, name, DLOCK_WRITE), *sem_b = NULL;
+    CHECK_RC(dlock_semaphore_open(b, sem2, 1, 1, &sem_b), DLOCK_OK);
+    int rc = dlock_acquire(writer, 0);
+    if (rc == DLOCK_OK)
+        dt_fail(__FILE__, __LINE__, "a writer took %s beside its reader during the migration",
+                name);
+    printf("writer during the migration: %s (%s)\n", dlock_strerror(rc), dlock_errmsg());
+    CHECK_RC(rc, DLOCK_EUNREACHABLE);
+    rc = dlock_acquire(sem_b, 0);
+    if (rc == DLOCK_OK)
+        dt_fail(__FILE__, __LINE__, "a second holder took %s's one permit during the migration",
+                sem2);
+    CHECK_RC(rc, DLOCK_EUNREACHABLE);
+    r = command(to, "CLUSTER COUNTKEYSINSLOT %d", s);
+    CHECK(r->type == REDIS_REPLY_INTEGER);
+    CHECK_INT(r->integer, ==, 0); /* nothing made at the importing node */
+    freeReplyObject(r);
+
+    /* the migration ends (every key moved, no BUSYKEY): both still held */
+    migrate_slot(s, from, to);
+    DT_WAIT_UNTIL(dt_cluster_master_of(&cluster, s) == to_node, 5000);
+    CHECK_RC(dlock_acquire(writer, 0), DLOCK_EBUSY);
+    CHECK_RC(dlock_acquire(sem_b, 0), DLOCK_EBUSY);
+    CHECK_RC(dlock_lock_verify(reader), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(sem), DLOCK_OK);
+    CHECK_RC(dlock_release(reader), DLOCK_OK);
+    CHECK_RC(dlock_release(sem), DLOCK_OK);
+    CHECK_RC(dlock_acquire(writer, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(sem_b, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(writer), DLOCK_OK);
+    CHECK_RC(dlock_release(sem_b), DLOCK_OK);
+    dlock_lock_free(writer);
+    dlock_lock_free(sem_b);
+    dlock_client_close(b);
+    dlock_lock_free(reader);
+    dlock_lock_free(sem);
+    dlock_client_close(a);
+}
+
 /* ---------------------------------------------------------------- failover */
 
 /* The master of a held and waited-for lock fails over (CLUSTER FAILOVER
@@ -842,6 +918,7 @@ int main(int argc, char **argv)
         {"multi_across_slots", multi_across_slots},
         {"moved_while_held", moved_while_held},
         {"owner_record_moved", owner_record_moved},
+        {"shared_holds_while_migrating", shared_holds_while_migrating},
         {"failover_while_held", failover_while_held},
         {"notice_wakes_waiter", notice_wakes_waiter},
         {"subscriber_killed", subscriber_killed},

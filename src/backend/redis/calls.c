@@ -20,6 +20,14 @@
 #define MAX_REDIRECTS  16
 #define RETRY_PAUSE_US 20000
 
+/* A Redis Cluster's answer that a script must wait for its slot's
+ * migration to end (follow_redirects). */
+static int migrating(const redisReply *r)
+{
+    return strncmp(r->str, "ASK ", 4) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+           strncmp(r->str, "ERR Script attempted to access a non local key", 46) == 0;
+}
+
 /* The command of a call: EVALSHA <sha>, or EVAL <body>, then the rest. */
 static dlock__rcmd as_command(const evalcall *e, int with_body)
 {
@@ -77,14 +85,27 @@ static int send_one(dlock__rconn *c, const evalcall *call, int64_t deadline, red
  * the node an ASK names (the map does not change), or to the same node a
  * little later after TRYAGAIN or CLUSTERDOWN (the map read again), until
  * its reply is none of these, or the deadline; *reply is then the last
- * reply. Only this call is sent again, not its batch. */
+ * reply. Only this call is sent again, not its batch.
+ *
+ * A script is never sent where an ASK points. Its node answers ASK when
+ * the slot is migrating and the script's declared key (the lock's base
+ * key: the others are derived, README) is not there, which is the normal
+ * state of a free mutex, a read-write lock held by readers alone and any
+ * semaphore; the importing node would run it after ASKING over whatever
+ * of the lock has reached it, none of what is still to come (a reader's
+ * hold, a permit), and grant beside it (and the keys it made there stop
+ * the migration with BUSYKEY). So an ASK to a script is waited out like
+ * a TRYAGAIN: the migrating node keeps the lock until the slot has moved
+ * (MOVED then), and runs a script only while every key it touches is
+ * still there ("non local key" otherwise: the same again). Waits count
+ * against the deadline, redirections against MAX_REDIRECTS. */
 static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall *call,
                             const dlock__rcmd *cmd, int64_t deadline, redisReply **reply)
 {
     static const char *const asking_argv[] = {"ASKING"};
     static const size_t asking_lens[] = {6};
 
-    for (int hops = 0; hops < MAX_REDIRECTS; hops++) {
+    for (int hops = 0; hops < MAX_REDIRECTS;) {
         dlock__rconn *to = c;
         redisReply *got[2] = {NULL, NULL};
         int rc;
@@ -93,18 +114,25 @@ static int follow_redirects(dlock__rcluster *cl, dlock__rconn *c, const evalcall
             return DLOCK_OK;
         if (what == DLOCK__RR_FULL)
             return DLOCK_ESERVER; /* recorded: more nodes than a client follows */
+        if (what == DLOCK__RR_ASK && call != NULL) {
+            what = DLOCK__RR_RETRY; /* the slot is migrating: wait for its end */
+            to = c;
+        }
         if (what == DLOCK__RR_RETRY) {
             if (dlock__now_us() + RETRY_PAUSE_US >= deadline)
                 return DLOCK_OK; /* the refusal stands, with its text */
             struct timespec ts = {0, RETRY_PAUSE_US * 1000L};
             nanosleep(&ts, NULL);
-            dlock__rcluster_refresh(cl, deadline);
+            /* (a migration keeps the map as it is until its end) */
+            if (strncmp((*reply)->str, "CLUSTERDOWN", 11) == 0)
+                dlock__rcluster_refresh(cl, deadline);
+        } else {
+            hops++;
         }
         if (what == DLOCK__RR_ASK) {
-            /* a script in full: a node importing the slot may lack it,
-             * and EVALSHA's NOSCRIPT would cost the ASKING */
-            dlock__rcmd cmds[2] = {{1, asking_argv, asking_lens},
-                                   call != NULL ? as_command(call, 1) : *cmd};
+            /* a plain command of one key (the owner record): the key is
+             * where the ASK says; its node may not know the slot yet */
+            dlock__rcmd cmds[2] = {{1, asking_argv, asking_lens}, *cmd};
             rc = call_on(to, 2, cmds, dlock__rcluster_bound(cl, to, deadline), got);
             if (rc == DLOCK_OK) {
                 freeReplyObject(got[0]);
@@ -241,6 +269,18 @@ static int run_batch_once(dlock__rconn *c, const dlock__rcmd *before, size_t n,
         return rc;
     }
     for (size_t i = 0; i < n; i++) {
+        if (replies[i]->type == REDIS_REPLY_ERROR && cl != NULL && migrating(replies[i])) {
+            /* still migrating at the deadline: the store is there, and
+             * a wait goes on (DLOCK_EUNREACHABLE is what a wait outlasts) */
+            rc = dlock__fail(DLOCK_EUNREACHABLE,
+                             "%s: %s: the lock's slot is being migrated to another master "
+                             "(resharding) and its scripts wait for the migration's end; it had "
+                             "not ended in time (%.*s)",
+                             dlock__rconn_label(c), dlock__script_get(calls[i].script)->name,
+                             DLOCK__REASON(replies[i]));
+            free_replies(replies, n);
+            break;
+        }
         if (replies[i]->type == REDIS_REPLY_ERROR) {
             const char *e = replies[i]->str;
             const char *what = dlock__script_get(calls[i].script)->name;

@@ -404,11 +404,12 @@ enum dlock__rredirect dlock__rcluster_redirect(dlock__rcluster *cl, const redisR
         return DLOCK__RR_NONE;
     if (strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0)
         return DLOCK__RR_RETRY;
-    /* A script on a node whose slot is migrating touched a key of the
-     * lock that has left already (the scripts declare only the lock's
-     * base key, which Redis checks before running them): the same again
-     * until the slot has moved and the node answers MOVED. The scripts
-     * are made to be sent again (a reply may always be lost). */
+    /* A script on a node whose slot is migrating touched a key that is
+     * not there (one of the lock's that has left already, or one it would
+     * make: the scripts declare only the lock's base key, and Redis checks
+     * each command of theirs on such a slot): the same again until the
+     * slot has moved and the node answers MOVED (calls.c). The scripts are
+     * made to be sent again (a reply may always be lost). */
     if (strncmp(r->str, "ERR Script attempted to access a non local key", 46) == 0)
         return DLOCK__RR_RETRY;
     if (strncmp(r->str, "MOVED ", 6) == 0)

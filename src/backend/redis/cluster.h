@@ -72,7 +72,8 @@ const char *dlock__rcluster_node_label(dlock__rcluster *cl, int k);
 enum dlock__rredirect {
     DLOCK__RR_NONE,  /* not a redirection: the reply stands */
     DLOCK__RR_MOVED, /* the slot lives at *to now (the map says so from now on) */
-    DLOCK__RR_ASK,   /* send ASKING then the command to *to, this once */
+    DLOCK__RR_ASK,   /* send ASKING then the command to *to, this once (a
+                        script waits instead: calls.c) */
     DLOCK__RR_RETRY, /* TRYAGAIN, CLUSTERDOWN: the same again a little later */
     DLOCK__RR_FULL,  /* MOVED or ASK to a node past the most a client follows
                         (DLOCK__CLUSTER_MAX_NODES): the error is recorded */
