@@ -310,15 +310,32 @@ static int sleep_until(dlock__renewer *r, dlock__renewer_thread *t, int64_t next
 
 static void queue_lost_session(dlock__renewer *r, dlock__session *s);
 
+/* With e's shard locked: why e's validity ran out unrenewed, for its loss
+ * report: the last renewal's failure, or a renewal still out with no
+ * answer (a store that stopped answering fails nothing before the
+ * validity ends: its request is still waited for). */
+static void why_unrenewed(dlock__renewer *r, const dlock__lease *e, int64_t now, char *out,
+                          size_t len)
+{
+    if (e->in_flight && (e->why[0] == '\0' || e->failures == 0))
+        snprintf(out, len,
+                 "%.60s has not answered the renewal sent %lld ms ago; it may be "
+                 "stopped, hung or overloaded%s%.60s",
+                 store_label(r), (long long) ((now - e->in_flight_us) / 1000),
+                 e->why[0] ? "; before it: " : "", e->why);
+    else
+        snprintf(out, len, "%s", e->why);
+}
+
 /* With the session's shard locked: the session's validity ran out. Its
  * holds follow on their own (their validity is bounded by it); the store is
  * asked to end it by the renewal thread. */
 static void lose_session_locked(dlock__renewer *r, dlock__lease *e, reports *out, int64_t now)
 {
     dlock__session *s = e->session;
-    char error[sizeof e->why];
+    char error[2 * sizeof e->why]; /* (cut to e->why's size by lose_locked) */
 
-    snprintf(error, sizeof error, "%s", e->why);
+    why_unrenewed(r, e, now, error, sizeof error);
     lose_locked(e, out, "session lost: no successful renewal for %lld ms%s%s%s",
                 (long long) ((now - e->last_ok_us) / 1000), error[0] ? " (" : "", error,
                 error[0] ? ")" : "");
@@ -374,11 +391,11 @@ static void queue_lost_session(dlock__renewer *r, dlock__session *s)
 
 /* With the entry's shard locked: a renewed lease ran out; the last
  * renewal's error, if any, says why. */
-static void lose_expired_locked(dlock__lease *e, reports *out, int64_t now)
+static void lose_expired_locked(dlock__renewer *r, dlock__lease *e, reports *out, int64_t now)
 {
-    char error[sizeof e->why];
+    char error[2 * sizeof e->why]; /* (cut to e->why's size by lose_locked) */
 
-    snprintf(error, sizeof error, "%s", e->why);
+    why_unrenewed(r, e, now, error, sizeof error);
     lose_locked(e, out, "lease ran out: no successful renewal for %lld ms%s%s%s",
                 (long long) ((now - e->last_ok_us) / 1000), error[0] ? " (" : "", error,
                 error[0] ? ")" : "");
@@ -416,7 +433,7 @@ static int64_t watch_scan(dlock__renewer *r, reports *out)
                 if (until < e->valid_until_us)
                     lose_locked(e, out, "its session's validity ran out");
                 else if (e->renew)
-                    lose_expired_locked(e, out, now);
+                    lose_expired_locked(r, e, out, now);
                 else
                     lose_locked(e, out, "fixed lease of %lld ms expired", (long long) e->lease_ms);
             } else if (until < next) {
@@ -747,6 +764,7 @@ static int64_t renew_scan(dlock__renewer *r, batch *b, int64_t *deadline)
             int64_t window = e->failures == 0 ? period_us(r, e) / 2 : 0;
             if (e->due_us <= now + window && batch_push(b, e) == 0) {
                 e->in_flight = 1;
+                e->in_flight_us = now;
                 e->owner->ref(e); /* its owner may drop it meanwhile */
                 int64_t until = watched_for_validity(e) ? valid_until(e) : DLOCK__NEVER;
                 if (until < *deadline)

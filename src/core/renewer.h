@@ -51,6 +51,7 @@ struct dlock__lease {
     int linked;
     unsigned gen;
     int in_flight;
+    int64_t in_flight_us; /* when it was taken into the batch that is out now */
     /* what to renew; set by the owner while the entry is not watched */
     enum dlock__renew_kind kind;
     const dlock__lease_owner *owner;

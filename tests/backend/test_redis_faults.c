@@ -476,6 +476,30 @@ static void budget_bounds_frozen_server(void)
     dlock_client_close(c);
 }
 
+/* A holder whose server freezes loses the lock when its validity ends,
+ * its renewal still out: the loss says the server has not answered it
+ * (before, it said only "no successful renewal for N ms"). */
+static void frozen_server_loss_names_why(void)
+{
+    dt_redis_start(&srv, NULL);
+    dlock_client *c = dt_client(srv.url, "?lease=3s");
+    dlock_lock *l = dt_lock(c, "frozenloss", 0);
+    dlock_lock_on_lost(l, remember_lost, NULL);
+    lost_calls = 0;
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    dt_server_pause(&srv);
+    DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 6000);
+    dt_server_resume(&srv);
+    printf("lost: %s\n", lost_why);
+    if (strstr(lost_why, "has not answered the renewal sent") == NULL ||
+        strstr(lost_why, srv.url) == NULL)
+        dt_fail(__FILE__, __LINE__, "the loss does not say the server did not answer: %s",
+                lost_why);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_redis_stop(&srv);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -488,6 +512,7 @@ int main(int argc, char **argv)
         {"refused_renewals_back_off", refused_renewals_back_off},
         {"stream_reader_backs_off", stream_reader_backs_off},
         {"budget_bounds_frozen_server", budget_bounds_frozen_server},
+        {"frozen_server_loss_names_why", frozen_server_loss_names_why},
     };
     return DT_RUN(tests);
 }
