@@ -407,9 +407,18 @@ int dlock__zconn_open(const dlock__zconn_cfg *cfg, dlock__zconn **out)
     }
     /* digest auth: sent when the connection is made (again after every
      * reconnect), answered before any later request */
-    if (cfg->auth != NULL &&
-        zoo_add_auth(c->zh, "digest", cfg->auth, (int) strlen(cfg->auth), NULL, NULL) != ZOK) {
-        rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot send the credentials", cfg->label);
+    int zrc = cfg->auth != NULL
+                  ? zoo_add_auth(c->zh, "digest", cfg->auth, (int) strlen(cfg->auth), NULL, NULL)
+                  : ZOK;
+    if (zrc != ZOK) {
+        /* the handle gave up already (ZINVALIDSTATE): no server took the
+         * connection, which is what to say, not the credentials */
+        char why[512];
+        if (probe_hosts(c->hosts, c->connect_until, why, sizeof why) == 0)
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", cfg->label, why);
+        else
+            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot send the credentials (%s)", cfg->label,
+                             zerror(zrc));
         goto fail;
     }
     *out = c;
