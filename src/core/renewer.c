@@ -635,8 +635,10 @@ static void log_batch(dlock__renewer *r, const batch_note *note, const char *err
         level = DLOCK_LOG_WARN;
     else if (now >= r->next_retry_note_us)
         level = DLOCK_LOG_INFO;
-    if (note->failed > 0 && level != DLOCK_LOG_DEBUG)
+    if (note->failed > 0 && level != DLOCK_LOG_DEBUG) {
         r->next_retry_note_us = now + RETRY_NOTE_US;
+        r->recovery_noted = 0; /* a failure said at info: its end is worth a line */
+    }
     if (note->failed > 0 && dlock__log_on(r->log, level)) {
         char left[64] = "";
         if (note->valid_left_us > 0)
@@ -647,12 +649,18 @@ static void log_batch(dlock__renewer *r, const batch_note *note, const char *err
                         store_label(r), what, error[0] ? error : "no answer",
                         (long long) (note->retry_us / 1000), left);
     }
-    if (note->recovered > 0 && dlock__log_on(r->log, DLOCK_LOG_INFO)) {
+    /* One line at info per outage: the entries' retries are jittered
+     * apart, so they succeed again one batch after another (a session,
+     * then its hold; a hundred locks), each of the others at debug. */
+    int recovered_level = r->recovery_noted ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO;
+    if (note->recovered > 0 && dlock__log_on(r->log, recovered_level)) {
         describe(what, sizeof what, note, note->recovered_of, note->recovered_name);
         dlock__log_emit(
-            r->log, DLOCK_LOG_INFO, "%s: renewals succeed again (%s, after %u failed attempt%s)",
+            r->log, recovered_level, "%s: renewals succeed again (%s, after %u failed attempt%s)",
             store_label(r), what, note->most_failures, note->most_failures == 1 ? "" : "s");
     }
+    if (note->recovered > 0)
+        r->recovery_noted = 1;
     /* not the batch's size - failed: an entry lost or dropped while its
      * renewal was out is neither, and a lease the store said is gone was
      * not renewed */

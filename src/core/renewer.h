@@ -100,6 +100,7 @@ struct dlock__renewer {
     dlock__session **lost_sessions; /* waiting for the store's session_lost() */
     size_t nlost, lost_cap;
     int64_t next_retry_note_us; /* renewal thread: an outage's next retry logged at info */
+    int recovery_noted;         /* renewal thread: the outage's first recovery was logged at info */
 };
 
 typedef struct dlock__renewer dlock__renewer;

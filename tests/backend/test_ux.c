@@ -265,6 +265,45 @@ static void log_renewal_names_what_is_kept(void)
 #endif
 }
 
+/* An outage of many held locks ends in one line at info: their retries
+ * are jittered apart, so they succeed again batch after batch, and each
+ * batch had its own "renewals succeed again" (8 lines for 8 locks); the
+ * others are at debug now. */
+static void log_one_recovery_per_outage(void)
+{
+    enum { N = 8 };
+    dt_server srv;
+    dlock_lock *l[N];
+    char name[16];
+
+    clear_log();
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = dt_client(srv.url, "?lease=3s&timeout=150ms");
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "out%d", i);
+        l[i] = dt_lock(c, name, 0);
+        CHECK_RC(dlock_acquire(l[i], 0), DLOCK_OK);
+    }
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_DEBUG, collect, &logged), DLOCK_OK);
+    dt_server_pause(&srv);
+    WAIT_LOGGED(DLOCK_LOG_WARN, "renewal failed", 5000);
+    dt_server_resume(&srv);
+    /* every lock renewed in one batch again: the outage is over for all */
+    WAIT_LOGGED(DLOCK_LOG_DEBUG, "renewed 8 of 8 (8 held locks", 5000);
+    for (int i = 0; i < N; i++)
+        CHECK_RC(dlock_lock_check(l[i]), DLOCK_OK);
+    int info = count_lines(DLOCK_LOG_INFO, "renewals succeed again", NULL);
+    if (info != 1) {
+        dump_log();
+        dt_fail(__FILE__, __LINE__, "%d lines at info say renewals succeed again", info);
+    }
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_OFF, NULL, NULL), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(l[i]);
+    dlock_client_close(c);
+    dt_server_stop(&srv);
+}
+
 /* A dropped Redis connection is a warning, connecting again news. */
 static void log_reconnect(void)
 {
@@ -625,6 +664,7 @@ int main(int argc, char **argv)
         {"log_levels_and_secrets", log_levels_and_secrets},
         {"log_renewal_failures_and_loss", log_renewal_failures_and_loss},
         {"log_renewal_names_what_is_kept", log_renewal_names_what_is_kept},
+        {"log_one_recovery_per_outage", log_one_recovery_per_outage},
         {"log_reconnect", log_reconnect},
         {"log_handover_and_cancel", log_handover_and_cancel},
         {"redis_store", redis_store},
