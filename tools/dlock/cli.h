@@ -145,6 +145,11 @@ const char *cli_url(const char *flag);
  * or "the URL" (-u, or the default). */
 const char *cli_url_source(void);
 
+/* Notes that the command line's `option` ("--label") was added to the URL
+ * as its option `key` ("label"): a refusal of that key names the option
+ * the user gave. */
+void cli_note_url_option(const char *key, const char *option);
+
 /* The value of option `key` in url's query string (as written, up to the
  * next '&'), or NULL; *len gets its length. */
 const char *cli_url_option(const char *url, const char *key, size_t *len);

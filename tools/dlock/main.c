@@ -42,6 +42,9 @@ static int url_defaulted;
 /* Set when $DLOCK_URL named it: a mistake in it is not on the command line
  * the user is looking at. */
 static int url_from_env;
+/* Set when $DLOCK_URL is set but empty (DLOCK_URL= in a script): the
+ * default was used, and "not set" would send the user looking elsewhere. */
+static int url_env_empty;
 
 const char *cli_url(const char *flag)
 {
@@ -53,6 +56,7 @@ const char *cli_url(const char *flag)
         return env;
     }
     url_defaulted = 1;
+    url_env_empty = env != NULL;
     return DEFAULT_URL;
 }
 
@@ -65,10 +69,25 @@ const char *cli_url_source(void)
 static void hint(int rc)
 {
     if (rc == DLOCK_EUNREACHABLE && url_defaulted)
-        fprintf(stderr, "dlock: no -u URL was given and $DLOCK_URL is not set, so the store was "
-                        "the default, " DEFAULT_URL "\n");
+        fprintf(stderr,
+                "dlock: no -u URL was given and $DLOCK_URL is %s, so the store was the "
+                "default, " DEFAULT_URL "\n",
+                url_env_empty ? "set but empty" : "not set");
     else if (rc == DLOCK_EUNREACHABLE && url_from_env)
         fprintf(stderr, "dlock: no -u URL was given, so the store was $DLOCK_URL's\n");
+}
+
+/* The URL's options that the command line's options set (--label, -L). */
+typedef struct url_option_of {
+    const char *key, *option;
+} url_option_of;
+static url_option_of added[4];
+static size_t nadded;
+
+void cli_note_url_option(const char *key, const char *option)
+{
+    if (nadded < sizeof added / sizeof added[0])
+        added[nadded++] = (url_option_of){key, option};
 }
 
 const char *cli_url_option(const char *url, const char *key, size_t *len)
@@ -374,13 +393,42 @@ int cli_warnings_printed(void)
     return atomic_load(&warnings);
 }
 
+/* What to say before the library's refusal of the URL: which option of
+ * the command line, or which URL, its "option KEY..." came from (the
+ * library's message of an option's value does not name its URL). */
+static void open_failure_what(char *what, size_t size)
+{
+    const char *msg = dlock_errmsg();
+
+    if (strncmp(msg, "option ", strlen("option ")) == 0) {
+        const char *key = msg + strlen("option ");
+        size_t n = strcspn(key, "=: ");
+        for (size_t i = 0; i < nadded; i++) {
+            if (strlen(added[i].key) == n && strncmp(key, added[i].key, n) == 0) {
+                snprintf(what, size, "cannot open client: %s (set in the URL as %s=)",
+                         added[i].option, added[i].key);
+                return;
+            }
+        }
+        if (!url_from_env && !url_defaulted) {
+            snprintf(what, size, "cannot open client: the URL of -u");
+            return;
+        }
+    }
+    snprintf(what, size, "%s",
+             url_from_env ? "$DLOCK_URL (no -u given): cannot open client" : "cannot open client");
+}
+
 int cli_open(const char *url, dlock_client **out)
 {
     int rc = dlock_client_open(url, out);
+    char what[128];
+
     opened_url = url;
-    if (rc != DLOCK_OK)
-        return cli_fail(rc, url_from_env ? "$DLOCK_URL (no -u given): cannot open client"
-                                         : "cannot open client");
+    if (rc != DLOCK_OK) {
+        open_failure_what(what, sizeof what);
+        return cli_fail(rc, what);
+    }
     dlock_client_set_log(*out, cli_log_level, log_line, NULL);
     return 0;
 }

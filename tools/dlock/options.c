@@ -182,6 +182,7 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     *p = '\0';
     free(made);
     made = next;
+    cli_note_url_option(key, option);
     return made;
 }
 
