@@ -366,24 +366,20 @@ int cli_log_level_of(int n)
 static atomic_int warnings; /* printed by log_line: cli_warnings_printed() */
 
 /* The library's log on stderr, one line each, control characters shown
- * as \xNN (a server's error text is not ours to trust). */
+ * as \xNN (a server's error text is not ours to trust). Written as it is
+ * read, with no buffer to cut a long message (a Redlock of many nodes, a
+ * long URL), under stderr's lock: a line of another thread does not come
+ * between its words. */
 static void log_line(int level, const char *msg, void *arg)
 {
-    char line[1024];
-    size_t n = 0;
-
     (void) arg;
     if (level == DLOCK_LOG_ERROR && cli_log_level == DLOCK_LOG_WARN)
         return; /* without -v: the command's own message says it */
-    for (const unsigned char *p = (const unsigned char *) msg; *p != '\0' && n + 5 < sizeof line;
-         p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            n += (size_t) snprintf(line + n, sizeof line - n, "\\x%02x", *p);
-        else
-            line[n++] = (char) *p;
-    }
-    line[n] = '\0';
-    fprintf(stderr, "dlock: %s: %s\n", dlock_log_level_name(level), line);
+    flockfile(stderr);
+    fprintf(stderr, "dlock: %s: ", dlock_log_level_name(level));
+    cli_print_text_to(stderr, msg);
+    putc('\n', stderr);
+    funlockfile(stderr);
     if (level <= DLOCK_LOG_WARN)
         atomic_fetch_add(&warnings, 1);
 }
