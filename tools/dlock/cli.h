@@ -129,6 +129,12 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
  * should start is told apart from the command. */
 int cli_is_option(const char *word);
 
+/* How near typed[0..n) is to the known word, for a "did you mean" (of an
+ * option, of a subcommand): 0 to 2 edits (insertions, deletions,
+ * substitutions, swaps of neighbours), or 3 when it is no near miss (more
+ * than 2 edits, or 2 in a word of 3 characters or fewer). */
+int cli_nearness(const char *typed, size_t n, const char *known);
+
 /* A usage error of "dlock cmd": prints "dlock CMD: MESSAGE" and a pointer
  * to 'dlock CMD --help' (help itself prints the whole usage), and returns
  * EXIT_USAGE. */

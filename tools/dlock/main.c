@@ -459,14 +459,28 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     }
-    if (argv[1][0] == '-')
+    if (argv[1][0] == '-') {
         fprintf(stderr,
                 "dlock: options go after the command (dlock run %s ...)\nTry 'dlock --help'.\n",
                 argv[1]);
+        return EXIT_USAGE;
+    }
+    /* a misspelt command: the one meant, as for a misspelt option */
+    const char *near = NULL;
+    int best = 3;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        int d = cli_nearness(argv[1], strlen(argv[1]), commands[i].name);
+        if (d < best) {
+            best = d;
+            near = commands[i].name;
+        }
+    }
+    fputs("dlock: unknown command '", stderr);
+    cli_print_text_to(stderr, argv[1]);
+    if (near != NULL)
+        fprintf(stderr, "': did you mean '%s'?", near);
     else
-        fprintf(stderr,
-                "dlock: unknown command '%s': the commands are run, status, list, lock, unlock, "
-                "extend and bench\nTry 'dlock --help'.\n",
-                argv[1]);
+        fputs("': the commands are run, status, list, lock, unlock, extend and bench", stderr);
+    fputs("\nTry 'dlock --help'.\n", stderr);
     return EXIT_USAGE;
 }

@@ -107,6 +107,13 @@ static int distance(const char *a, size_t n, const char *b)
     return d[n][m] > 2 ? 3 : d[n][m];
 }
 
+int cli_nearness(const char *typed, size_t n, const char *known)
+{
+    int d = distance(typed, n, known);
+    /* a short word is near everything short: 1 edit at most there */
+    return d == 2 && n <= 3 ? 3 : d;
+}
+
 /* After getopt's "unrecognized option '--leese'": the long option of the
  * subcommand (which accepts `accepted`) that word is likely a misspelling
  * of, if one is near (1 or 2 edits; 1 for a short word). */
@@ -121,8 +128,8 @@ static void suggest(const char *cmd, const char *word, unsigned accepted)
     for (size_t i = 0; i < NSPECS; i++) {
         if (specs[i].bit != 0 && !(accepted & specs[i].bit))
             continue;
-        int d = distance(word + 2, n, specs[i].name);
-        if (d < best && (d == 1 || n > 3)) {
+        int d = cli_nearness(word + 2, n, specs[i].name);
+        if (d < best) {
             best = d;
             near = specs[i].name;
         }
