@@ -100,7 +100,8 @@ typedef struct cli_opts {
     int64_t grace_ms; /* 5 s */
     int conflict_code;
     int quiet, json, force, check;
-    int verbose; /* -v: 1 (info), -vv: 2 (debug) */
+    int verbose;  /* -v: 1 (info), -vv: 2 (debug) */
+    int dashdash; /* the options ended at "--" (the first operand follows it) */
 } cli_opts;
 
 /* The level of the library's log, on stderr, for every client cli_open()

@@ -225,13 +225,17 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     snprintf(prog, sizeof prog, "dlock %s", cmd);
     optind = 1;
     for (;;) {
+        int before = optind;
         longindex = -1;
         /* getopt's own messages begin with argv[0]: "dlock run", as ours */
         argv[0] = prog;
         opt = getopt_long(argc, argv, shortopts, longopts, &longindex);
         argv[0] = (char *) cmd;
-        if (opt == -1)
+        if (opt == -1) {
+            /* it steps over a "--" that ends the options, and only then */
+            o->dashdash = optind == before + 1 && strcmp(argv[before], "--") == 0;
             break;
+        }
         const option_spec *spec = spec_of(opt);
         char name[64];
         char *end;

@@ -48,7 +48,8 @@ static const char run_usage[] =
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
     "with COMMAND's status. Without COMMAND, prints '<owner token> <fence>' and\n"
     "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
-    "dlock's options go before NAME; after it, everything is COMMAND's.\n"
+    "dlock's options go before NAME; after it, everything is COMMAND's. NAME\n"
+    "comes before --, never after it: 'dlock run -- COMMAND' is refused.\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -473,6 +474,11 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
     int at = *first;
 
     if (o->kind.nnames == 0) {
+        /* dlock run -u URL $UNSET -- cmd: NAME is missing, and the
+         * command's first word would be taken for it */
+        if (o->dashdash)
+            return cli_usage_error("run", "a lock name is needed before --: dlock run [OPTIONS] "
+                                          "NAME -- COMMAND [ARGS...]");
         if (at >= argc)
             return cli_usage_error("run", "missing NAME");
         if (argv[at][0] == '\0')
