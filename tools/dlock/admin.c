@@ -376,11 +376,13 @@ int cmd_lock(int argc, char **argv)
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
             fflush(stdout);
             if (o.verbose > 0)
-                cli_report_acquired(c, l, o.url, o.lease_ms, cli_now_us() - asked_us, 1);
+                cli_report_acquired(c, l, &o.kind, o.url, o.lease_ms, cli_now_us() - asked_us, 1);
         }
         code = rc == DLOCK_OK
                    ? 0
                    : fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
+        if ((rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) && !client_in_use)
+            cli_print_who_holds(c, &o, name);
         if (rc == DLOCK_ENOTSUP && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE) &&
             (dlock_client_caps(c) & DLOCK_CAP_SESSION))
             fprintf(stderr,

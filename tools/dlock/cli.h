@@ -228,13 +228,14 @@ int cli_print_holders(dlock_client *c, const char *name, unsigned flags);
 
 /* lease.c: what holds a lock when no lease of its own runs out, in words,
  * and the -v reports of an acquisition and a release. */
-/* Prints the -v line of an acquisition that took took_us: its fence, and
- * its lease (fixed_ms > 0: fixed; else renewed, from url's lease=, or the
- * store's session); left_held: dlock lock, which leaves it held. */
-void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, int64_t fixed_ms,
-                         int64_t took_us, int left_held);
+/* Prints the -v line of an acquisition of kind k that took took_us: the
+ * kind ("read lock 'x'"), its fence, and its lease (fixed_ms > 0: fixed;
+ * else renewed, from url's lease=, or the store's session); left_held:
+ * dlock lock, which leaves it held. */
+void cli_report_acquired(dlock_client *c, const dlock_lock *l, const cli_kind *k, const char *url,
+                         int64_t fixed_ms, int64_t took_us, int left_held);
 /* Prints the -v line of a release, after held_us held. */
-void cli_report_released(const dlock_lock *l, int64_t held_us);
+void cli_report_released(const dlock_lock *l, const cli_kind *k, int64_t held_us);
 /* What keeps held lock st (of kind flags, read through url) held, for the
  * status line "lease left: ...", without a newline: the lease left, or
  * what holds it when no lease of its own runs out (its holder's session),
@@ -266,6 +267,13 @@ int64_t cli_now_us(void);
 typedef struct cli_waiting cli_waiting;
 cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);
 int cli_waiting_stop(cli_waiting *w, int rc);
+/* After an acquisition that gave up (-n, -w: DLOCK_EBUSY, DLOCK_ETIMEDOUT)
+ * and said so: one line on stderr, who holds the lock as the waiting line
+ * says it ("dlock: lock 'NAME' is held by pid N on HOST, label L"), from
+ * one query. Nothing with -q, when the store has had trouble answering (a
+ * warning was printed), or when it names no holder (freed since, or held
+ * as another kind, which the refusal said). */
+void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name);
 /* Ends the process with code when cli_waiting_stop() left its thread
  * asking the store: stdio flushed, no exit handlers or library
  * destructors (they would run under that thread: libpq's Kerberos

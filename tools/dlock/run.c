@@ -625,6 +625,8 @@ int cmd_run(int argc, char **argv)
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
         if (!quiet)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+        if (!client_in_use)
+            cli_print_who_holds(client, &o, name);
         code = conflict_code;
         goto out;
     }
@@ -643,7 +645,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (o.verbose > 0)
-        cli_report_acquired(client, lock, url, lease_ms, acquired_us - asked_us, 0);
+        cli_report_acquired(client, lock, &kind, url, lease_ms, acquired_us - asked_us, 0);
 
     int status = 0, was_lost = 0;
     if (command == NULL) {
@@ -676,7 +678,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
         } else if (rc == DLOCK_OK && o.verbose > 0) {
-            cli_report_released(lock, cli_now_us() - acquired_us);
+            cli_report_released(lock, &kind, cli_now_us() - acquired_us);
         }
         /* any other failure: the release may not have reached the store,
          * which the library's warning (shown at every verbosity) has said;
