@@ -521,14 +521,22 @@ test_name_before_dashdash()
         "$(cat "$TMP/err")"
     expect_eq "run -- echo hi: nothing run" "" "$(cat "$TMP/out")"
     expect_free echo
-    expect_rc "run -w 5 -- NAME" 64 dl run -w 5 -- u-dash -- true
+    expect_rc "run -w 5 -- echo hi" 64 dl run -w 5 -- echo hi
     expect_rc "run NAME -- echo hi" 0 dl run u-dash -- echo hi
     expect_eq "run NAME -- echo hi: ran" hi "$(cat "$TMP/out")"
     expect_rc "run -m a -m b -- echo hi" 0 dl run -m u-dash1 -m u-dash2 -- echo hi
     expect_eq "run -m -- echo hi: ran" hi "$(cat "$TMP/out")"
     expect_rc "run -u -- (a URL '--')" 64 dl run -u -- u-dash -- true
     [[ $(cat "$TMP/err") == *"a lock name is needed"* ]] && fail "-u --: the URL taken for the end of options"
-    expect_match "the usage says so" "NAME"$'\n'"comes before --, never after it" "$(dl run --help)"
+    expect_match "the usage says so" "NAME"$'\n'"comes before --: 'dlock run -- COMMAND' is refused" \
+        "$(dl run --help)"
+    # a name that starts with a dash: a -- of its own, and one before the
+    # command (or -c's string before it)
+    expect_rc "run -- -dash -- echo hi" 0 dl run -- -u-dash -- echo hi
+    expect_eq "run -- -dash -- echo hi: ran" hi "$(cat "$TMP/out")"
+    expect_rc "run -c 'echo hi' -- -dash" 0 dl run -c 'echo hi' -- -u-dash
+    expect_eq "run -c -- -dash: ran" hi "$(cat "$TMP/out")"
+    expect_rc "run -- -dash echo hi" 64 dl run -- -u-dash echo hi
 }
 
 # A wait that gave up (-w, -n) says who holds the lock, as the waiting line

@@ -49,7 +49,8 @@ static const char run_usage[] =
     "with COMMAND's status. Without COMMAND, prints '<owner token> <fence>' and\n"
     "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
     "dlock's options go before NAME; after it, everything is COMMAND's. NAME\n"
-    "comes before --, never after it: 'dlock run -- COMMAND' is refused.\n"
+    "comes before --: 'dlock run -- COMMAND' is refused (a NAME that starts\n"
+    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND).\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -475,8 +476,11 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
 
     if (o->kind.nnames == 0) {
         /* dlock run -u URL $UNSET -- cmd: NAME is missing, and the
-         * command's first word would be taken for it */
-        if (o->dashdash)
+         * command's first word would be taken for it. A NAME that starts
+         * with '-' follows a -- of its own, and a -- (or -c's STRING
+         * before) says where the command starts: dlock run -- -x -- cmd. */
+        int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
+        if (o->dashdash && !name_then_command && !(o->shell != NULL && at == argc - 1))
             return cli_usage_error("run", "a lock name is needed before --: dlock run [OPTIONS] "
                                           "NAME -- COMMAND [ARGS...]");
         if (at >= argc)
