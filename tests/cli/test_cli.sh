@@ -1312,7 +1312,15 @@ test_messages()
     expect_rc "-l 0.01" 64 dl lock -l 0.01 m-msg
     expect_eq "-l 0.01: the floor" "dlock lock: -l 0.01: $floor" "$(cat "$TMP/err")"
     expect_rc "?lease=0" 64 dl run -u "$DLOCK_URL?lease=0" m-msg -- true
-    expect_eq "?lease=0: the floor" "dlock: cannot open client: option lease=0: $floor" "$(cat "$TMP/err")"
+    expect_eq "?lease=0: the floor, and where it was" \
+        "dlock: cannot open client: the URL of -u: option lease=0: $floor" "$(cat "$TMP/err")"
+    DLOCK_URL="$DLOCK_URL?lease=0" expect_rc "\$DLOCK_URL's ?lease=0" 64 dl run m-msg -- true
+    expect_eq "\$DLOCK_URL's ?lease=0: where it was" \
+        "dlock: \$DLOCK_URL (no -u given): cannot open client: option lease=0: $floor" "$(cat "$TMP/err")"
+    expect_rc "--label too long" 64 dl run --label "$(printf '%080d' 0)" m-msg -- true
+    expect_match "--label too long: the option given, not the URL's" \
+        "^dlock: cannot open client: --label \(set in the URL as label=\): option label is 80 bytes long" \
+        "$(cat "$TMP/err")"
     expect_rc "-w 9000h" 64 dl run -w 9000h m-msg -- true
     expect_match "-w 9000h: too long" "longer than 366 days" "$(cat "$TMP/err")"
 
@@ -1320,7 +1328,9 @@ test_messages()
     expect_rc "lock" 0 dl lock -l 30 m-msg || return
     expect_rc "lock when held" 1 dl lock -n -l 30 m-msg
     expect_match "lock when held: one line" "^dlock: lock 'm-msg' is held by someone else" "$(cat "$TMP/err")"
-    expect_eq "lock when held: the name once" 1 "$(grep -o m-msg "$TMP/err" | wc -l)"
+    expect_eq "lock when held: the name once" 1 "$(head -1 "$TMP/err" | grep -o m-msg | wc -l)"
+    expect_match "lock when held: then who holds it" "^dlock: lock 'm-msg' is held by pid [0-9]+ on " \
+        "$(sed -n 2p "$TMP/err")"
     expect_rc "unlock by a stranger" 1 dl unlock --owner 0123456789abcdef0123456789abcdef m-msg
     expect_eq "unlock: the name once" "dlock: lock 'm-msg' is held under another owner token" "$(cat "$TMP/err")"
     expect_rc "extend by a stranger" 1 dl extend --owner 0123456789abcdef0123456789abcdef -l 5 m-msg
@@ -1468,6 +1478,22 @@ test_verbose_reports()
     expect_match "run -v -m: every name and fence" \
         "^dlock: multi-lock of 's-verbose1', 's-verbose2' acquired in [0-9.]+ m?s: fences 's-verbose1' [0-9]+, 's-verbose2' [0-9]+;" \
         "$(cat "$TMP/err")"
+    # the kind is named: read, write, semaphore (where the store has them)
+    case $STORE in
+    redis | zookeeper | etcd | sqlite)
+        expect_rc "run -v --read" 0 dl run -v --read s-verbose-rw -- true
+        expect_match "run -v --read: a read lock" \
+            "^dlock: read lock 's-verbose-rw' acquired in [0-9.]+ m?s: fence [0-9]+;.*"$'\n'"dlock: read lock 's-verbose-rw' released after " \
+            "$(cat "$TMP/err")"
+        expect_rc "run -v -x" 0 dl run -v -x s-verbose-rw -- true
+        expect_match "run -v -x: a write lock" "^dlock: write lock 's-verbose-rw' acquired in " \
+            "$(cat "$TMP/err")"
+        expect_rc "run -v --permits 3 --take 2" 0 dl run -v --permits 3 --take 2 s-verbose-sem -- true
+        expect_match "run -v --permits 3 --take 2: a semaphore, its permits" \
+            "^dlock: semaphore 's-verbose-sem' acquired \(2 of 3 permits\) in [0-9.]+ m?s: fence [0-9]+;" \
+            "$(cat "$TMP/err")"
+        ;;
+    esac
     [ "$STORE" = zookeeper ] || [ "$STORE" = postgres ] &&
         return # no fixed leases there
     expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
@@ -1587,8 +1613,12 @@ test_status_other_kind()
     dl_bg "$TMP/t/sk" run --permits 2 s-kind -- sh -c ': > "$0/in"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
     local holder=$BG
     wait_until 10 test -e "$TMP/t/in" || { fail "the semaphore holder never started"; return; }
-    expect_match "the mutex's status names the kind" '^state: +held as a semaphore lock' \
+    expect_eq "the mutex's status names the kind, in English" \
+        'state:      held as a semaphore, not as a mutex (one name is one lock)' \
         "$(dl status s-kind | grep '^state:')"
+    expect_eq "the read-write lock's status: the same" \
+        'state:      held as a semaphore, not as a read-write lock (one name is one lock)' \
+        "$(dl status --read s-kind | grep '^state:')"
     expect_rc "status --check: the name is held" 0 dl status --check -q s-kind
     expect_eq "held_as in JSON" '"semaphore"' "$(field s-kind held_as)"
     touch "$TMP/t/go"
@@ -1600,6 +1630,9 @@ test_status_other_kind()
     wait_until 10 test -e "$TMP/t/in" || { fail "the mutex holder never started"; return; }
     expect_eq "a mutex's node is no reader" 0 "$(field m-kind shared --read)"
     expect_eq "the read-write lock is held as a mutex" '"mutex"' "$(field m-kind held_as --read)"
+    expect_eq "the semaphore's status: held as a mutex" \
+        'state:      held as a mutex, not as a semaphore (one name is one lock)' \
+        "$(dl status --permits 2 m-kind | grep '^state:')"
     touch "$TMP/t/go"
     reap "$holder" 10
 }
@@ -1864,6 +1897,10 @@ run_test test_unreached_store_ends_at_once
 run_test test_urls_show_user_not_password
 run_test test_env_url_named
 run_test test_empty_name_and_prefix
+run_test test_name_before_dashdash
+run_test test_gave_up_says_who_holds
+run_test test_long_log_line_whole
+run_test test_unknown_protocol_in_words
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||
@@ -1899,7 +1936,7 @@ for STORE in "${STORES[@]}"; do
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
         test_hold_without_command test_status_sql_sessions test_wrong_port \
         test_command_inherits_no_descriptors test_refusal_hints_accepted \
-        test_force_unlock_any_mode; do
+        test_force_unlock_any_mode test_semaphore_count; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
         # mode, MariaDB's and Redlock do not have)

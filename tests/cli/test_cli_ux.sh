@@ -110,6 +110,17 @@ test_did_you_mean()
     expect_match "zk+tls://" "unknown scheme 'zk\+tls': did you mean zk://\? \(it has no TLS scheme; the schemes with TLS in their name: rediss://, " \
         "$(cat "$TMP/err")"
     # nothing near: the schemes this build serves
+    # a misspelt subcommand, by the same measure as an option
+    expect_rc "dlock lok" 64 dl lok u-dym
+    expect_eq "dlock lok" $'dlock: unknown command \'lok\': did you mean \'lock\'?\nTry \'dlock --help\'.' \
+        "$(cat "$TMP/err")"
+    expect_rc "dlock stauts" 64 dl stauts u-dym
+    expect_match "dlock stauts: a swap" "did you mean 'status'\?" "$(cat "$TMP/err")"
+    expect_rc "dlock unlcok" 64 dl unlcok u-dym
+    expect_match "dlock unlcok" "did you mean 'unlock'\?" "$(cat "$TMP/err")"
+    expect_rc "dlock xyz: nothing near" 64 dl xyz u-dym
+    expect_match "dlock xyz: the commands" "^dlock: unknown command 'xyz': the commands are run, status, " \
+        "$(cat "$TMP/err")"
     expect_rc "bogus://" 64 dl status -u "bogus://$hp" u-dym
     expect_match "bogus://" "unknown scheme 'bogus' \(this build serves redis://, " "$(cat "$TMP/err")"
     [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "bogus://: suggested $(cat "$TMP/err")"
@@ -407,6 +418,23 @@ test_env_url_named()
         dl run --label b u-env -- true
     expect_match "--label and \$DLOCK_URL's label=: named" \
         "^dlock run: --label and \\\$DLOCK_URL's label= say the same thing" "$(cat "$TMP/err")"
+    # set but empty (DLOCK_URL= in a script): the default, said so (not
+    # "not set"); only where nothing listens at the default's port
+    if ! port_is_open 6379; then
+        DLOCK_URL= expect_rc "\$DLOCK_URL empty: the default, nothing there" 69 dl status u-env
+        expect_match "\$DLOCK_URL empty: said so" \
+            $'\n'"dlock: no -u URL was given and \\\$DLOCK_URL is set but empty, so the store was the default, redis://127.0.0.1:6379$" \
+            "$(cat "$TMP/err")"
+        (
+            unset DLOCK_URL
+            expect_rc "\$DLOCK_URL unset" 69 dl status u-env
+            expect_match "\$DLOCK_URL unset: said so" "\\\$DLOCK_URL is not set, so the store was the default" \
+                "$(cat "$TMP/err")"
+            [ "$TEST_FAILED" = 0 ]
+        ) || TEST_FAILED=1
+    else
+        echo "# something listens at 127.0.0.1:6379: the default URL's message is not checked"
+    fi
     port=$(free_port)
     DLOCK_URL="redis://127.0.0.1:$port" expect_rc "\$DLOCK_URL: nothing there" 69 dl status u-env
     expect_match "\$DLOCK_URL: nothing there: named" \
@@ -477,4 +505,145 @@ test_refusal_hints_accepted()
     done
     echo "# $STORE: $hinted hints tried"
     expect_free u-hint
+}
+
+# dlock run's NAME comes before --: 'dlock run -u URL $UNSET -- echo hi' (the
+# variable that should hold the name, unset) is refused, not run as the
+# lock 'echo' with the command 'hi'; a multi-lock has no NAME, and its --
+# stays.
+test_name_before_dashdash()
+{
+    local unset_var=
+    # shellcheck disable=SC2086 # the point: an unset variable, unquoted
+    expect_rc "run -u URL \$UNSET -- echo hi" 64 dl run -u "$DLOCK_URL" $unset_var -- echo hi
+    expect_eq "run -- echo hi: said" \
+        $'dlock run: a lock name is needed before --: dlock run [OPTIONS] NAME -- COMMAND [ARGS...]\nTry \'dlock run --help\'.' \
+        "$(cat "$TMP/err")"
+    expect_eq "run -- echo hi: nothing run" "" "$(cat "$TMP/out")"
+    expect_free echo
+    expect_rc "run -w 5 -- echo hi" 64 dl run -w 5 -- echo hi
+    expect_rc "run NAME -- echo hi" 0 dl run u-dash -- echo hi
+    expect_eq "run NAME -- echo hi: ran" hi "$(cat "$TMP/out")"
+    expect_rc "run -m a -m b -- echo hi" 0 dl run -m u-dash1 -m u-dash2 -- echo hi
+    expect_eq "run -m -- echo hi: ran" hi "$(cat "$TMP/out")"
+    expect_rc "run -u -- (a URL '--')" 64 dl run -u -- u-dash -- true
+    [[ $(cat "$TMP/err") == *"a lock name is needed"* ]] && fail "-u --: the URL taken for the end of options"
+    expect_match "the usage says so" "NAME"$'\n'"comes before --: 'dlock run -- COMMAND' is refused" \
+        "$(dl run --help)"
+    # a name that starts with a dash: a -- of its own, and one before the
+    # command (or -c's string before it)
+    expect_rc "run -- -dash -- echo hi" 0 dl run -- -u-dash -- echo hi
+    expect_eq "run -- -dash -- echo hi: ran" hi "$(cat "$TMP/out")"
+    expect_rc "run -c 'echo hi' -- -dash" 0 dl run -c 'echo hi' -- -u-dash
+    expect_eq "run -c -- -dash: ran" hi "$(cat "$TMP/out")"
+    expect_rc "run -- -dash echo hi" 64 dl run -- -u-dash echo hi
+}
+
+# A wait that gave up (-w, -n) says who holds the lock, as the waiting line
+# does: pid, host, label.
+test_gave_up_says_who_holds()
+{
+    local holder
+    dl_bg "$TMP/t/holder" run --label nightly u-gaveup -- sh -c \
+        ': > "$0/held"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/held" || { fail "the holder never started"; return; }
+    local who="dlock: lock 'u-gaveup' is held by pid $holder on $(hostname), label nightly"
+    expect_rc "run -w 0.2" 1 dl run -w 0.2 u-gaveup -- true
+    expect_match "run -w: who holds it" "^dlock: lock 'u-gaveup' is still held by someone else after [0-9]+ ms"$'\n'"$who$" \
+        "$(cat "$TMP/err")"
+    expect_rc "run -n" 1 dl run -n u-gaveup -- true
+    expect_eq "run -n: who holds it" "$who" "$(sed -n 2p "$TMP/err")"
+    expect_rc "lock -w 0.2 -E 3" 3 dl lock -w 0.2 -E 3 -l 5 u-gaveup
+    expect_eq "lock -w: who holds it" "$who" "$(sed -n 2p "$TMP/err")"
+    expect_rc "run -m -w 0.2" 1 dl run -m u-gaveup0 -m u-gaveup -w 0.2 -- true
+    expect_eq "run -m: the name held" \
+        "dlock: lock 'u-gaveup' (of the multi-lock) is held by pid $holder on $(hostname), label nightly" \
+        "$(sed -n 2p "$TMP/err")"
+    expect_rc "run -q -n: nothing" 1 dl run -q -n u-gaveup -- true
+    expect_eq "run -q -n: nothing said" "" "$(cat "$TMP/err")"
+    expect_rc "--read on the mutex: the refusal says it" 1 dl run --read -n u-gaveup -- true
+    expect_eq "--read on the mutex: one line" 1 "$(wc -l <"$TMP/err")"
+    touch "$TMP/t/go"
+    reap "$holder" 10
+}
+
+# A message of the library longer than a line buffer (a Redlock of 16
+# nodes out of reach, a long name) is printed whole: it was cut at 1,019
+# bytes, mid-word.
+test_long_log_line_whole()
+{
+    local name hosts="" i line port
+    name=u-long-$(printf '%0400d' 0)
+    for i in $(seq 1 16); do
+        port=$(closed_port)
+        [[ ,$hosts, == *":$port,"* ]] || hosts="$hosts${hosts:+,}127.0.0.1:$port"
+    done
+    expect_rc "redlock of 16 nodes out of reach" 69 \
+        dl run -w 1 -u "redlock://$hosts?connect_timeout=200ms" "$name" -- true
+    line=$(grep "^dlock: warn: lock '$name'" "$TMP/err" | head -1)
+    [ "${#line}" -gt 1100 ] || fail "the line of the whole Redlock is ${#line} bytes: $line"
+    expect_match "the line ends as the library's message does" "ms\)$" "$line"
+}
+
+# A URL at a port where something else answers says what answered, in
+# words: a recognised server, or an unknown protocol, never its bytes.
+test_unknown_protocol_in_words()
+{
+    local port pid
+    port=$(free_port)
+    python3 -c '
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+print("up", flush=True)
+while True:
+    c, _ = s.accept()
+    c.sendall(b"\x01\x02garbage\xff\xfe")
+    c.close()' "$port" >"$TMP/t/junk.out" 2>&1 &
+    pid=$!
+    BG_PIDS+=("$pid")
+    wait_until 10 grep -q up "$TMP/t/junk.out" || { fail "the junk server never started"; return; }
+    expect_rc "zk:// at a junk server" 69 dl status -u "zk://127.0.0.1:$port" u-junk
+    if ! grep -q "not built\|unknown scheme" "$TMP/err"; then
+        expect_match "zk://: in words" \
+            "127.0.0.1:$port answered, but not as ZooKeeper \(an unknown protocol: none of dlock's stores, nor HTTP or TLS\)$" \
+            "$(cat "$TMP/err")"
+        expect_rc "zk:// at the Redis port" 69 dl status -u "zk://127.0.0.1:$PORT" u-junk
+        expect_match "zk:// at the Redis port: named" "\(a Redis server's error: use redis://\)$" \
+            "$(cat "$TMP/err")"
+    fi
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+
+# A semaphore's count: an idle one's status shows the count asked for (it
+# showed "0 of 0 taken"); unlock --force with another count than its users
+# declare is refused as status refuses it, and nothing is released (it
+# released every holder).
+test_semaphore_count()
+{
+    local holder
+    case $STORE in
+    redis | zookeeper | etcd | sqlite) ;;
+    *) return 0 ;; # no semaphores there
+    esac
+    expect_match "idle: the count asked for" "^permits: +0 of 3 taken, by 0 holders$" \
+        "$(dl status --permits 3 u-count | grep '^permits:')"
+    dl_bg "$TMP/t/h" run --permits 3 u-count -- sh -c \
+        ': > "$0/held"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/held" || { fail "the holder never started"; return; }
+    expect_rc "unlock --force --permits 5 of a semaphore of 3" 64 dl unlock --force --permits 5 u-count
+    expect_eq "--permits 5: said as status says it" \
+        "dlock unlock: u-count has 3 permits, not 5: nothing was released (its users declare 3: give --permits 3)" \
+        "$(cat "$TMP/err")"
+    expect_match "--permits 5: still held" "^permits: +1 of 3 taken, by 1 holder$" \
+        "$(dl status --permits 3 u-count | grep '^permits:')"
+    kill -0 "$holder" 2>/dev/null || fail "--permits 5: the holder stopped"
+    expect_rc "unlock --force --permits 3" 0 dl unlock --force --check --permits 3 u-count
+    reap "$holder" 20
+    expect_eq "--permits 3: the holder lost it (75)" 75 "$BG_RC"
 }

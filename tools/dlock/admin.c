@@ -226,8 +226,8 @@ static void print_status_text(const char *name, const cli_kind *k, const dlock_s
     cli_print_text(name);
     printf(" (%s)\n", cli_kind_name(k));
     if (held_as != NULL)
-        printf("state:      held as a %s lock, not as a %s (one name is one lock)\n", held_as,
-               cli_kind_name(k));
+        printf("state:      held as %s, not as %s (one name is one lock)\n", kind_noun(held_as),
+               kind_noun(cli_kind_name(k)));
     else
         printf("state:      %s\n", st->held ? "held" : "free");
     if (st->owner[0] != '\0') {
@@ -235,10 +235,13 @@ static void print_status_text(const char *name, const cli_kind *k, const dlock_s
         cli_print_text(st->owner);
         printf("\nholds:      %u\n", st->holds);
     }
-    if (f & DLOCK_SEMAPHORE)
-        printf("permits:    %u of %u taken, by %u holder%s\n", st->permits_used, st->permits,
-               st->shared, st->shared == 1 ? "" : "s");
-    else if (f & (DLOCK_READ | DLOCK_WRITE))
+    if (f & DLOCK_SEMAPHORE) {
+        /* nobody holds or waits: no count is declared (the store has none,
+         * or its last users'), the next user's rules: the one asked for */
+        int idle = st->permits_used == 0 && st->waiters == 0;
+        printf("permits:    %u of %u taken, by %u holder%s\n", st->permits_used,
+               idle ? k->permits : st->permits, st->shared, st->shared == 1 ? "" : "s");
+    } else if (f & (DLOCK_READ | DLOCK_WRITE))
         printf("readers:    %u\n", st->shared);
     if (st->held) {
         printf("lease left: ");
@@ -373,11 +376,13 @@ int cmd_lock(int argc, char **argv)
             printf("%s %" PRIu64 "\n", dlock_lock_token(l), dlock_lock_fence(l));
             fflush(stdout);
             if (o.verbose > 0)
-                cli_report_acquired(c, l, o.url, o.lease_ms, cli_now_us() - asked_us, 1);
+                cli_report_acquired(c, l, &o.kind, o.url, o.lease_ms, cli_now_us() - asked_us, 1);
         }
         code = rc == DLOCK_OK
                    ? 0
                    : fail(&o, rc, name, "lock", lock_option(&o, c, DLOCK_CAP_FIXED_LEASE, "-l"));
+        if ((rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) && !client_in_use)
+            cli_print_who_holds(c, &o, name);
         if (rc == DLOCK_ENOTSUP && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE) &&
             (dlock_client_caps(c) & DLOCK_CAP_SESSION))
             fprintf(stderr,
@@ -404,6 +409,29 @@ static int adopt(const cli_opts *o, const char *cmd, const char *name, dlock_cli
     int code = fail(o, rc, name, cmd, lock_option(o, c, DLOCK_CAP_ADOPT, "--owner"));
     explain_owner_failure(o, cmd, rc);
     return code;
+}
+
+/* unlock --force --permits N of a semaphore in use with another count:
+ * refused as every user of it with another count is (status says the same
+ * and shows it), before anything is released. Returns 0 to go on, or an
+ * exit code (a message printed). */
+static int permits_match(dlock_client *c, const cli_opts *o, const char *name)
+{
+    dlock_status st;
+    int rc = dlock_query(c, name, o->kind.flags, &st);
+
+    if (rc != DLOCK_OK) /* a store that cannot answer: as the release would fail */
+        return fail(o, rc, name, "unlock", cli_kind_option_text(&o->kind));
+    if ((st.permits_used > 0 || st.waiters > 0) && st.permits != o->kind.permits) {
+        fputs("dlock unlock: ", stderr);
+        cli_print_text_to(stderr, name);
+        fprintf(stderr,
+                " has %u permits, not %u: nothing was released (its users declare %u: give "
+                "--permits %u)\n",
+                st.permits, o->kind.permits, st.permits, st.permits);
+        return EXIT_USAGE;
+    }
+    return 0;
 }
 
 int cmd_unlock(int argc, char **argv)
@@ -444,6 +472,13 @@ int cmd_unlock(int argc, char **argv)
     if (o.owner != NULL && exclusive_only(&o, "unlock --owner", c, name) != 0) {
         dlock_client_close(c);
         return EXIT_USAGE;
+    }
+    if (o.force && (o.kind.flags & DLOCK_SEMAPHORE)) {
+        code = permits_match(c, &o, name);
+        if (code != 0) {
+            dlock_client_close(c);
+            return code;
+        }
     }
     if (o.force) {
         /* a query, then the release: "was free" can be stale (dlock.h) */

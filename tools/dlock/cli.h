@@ -100,7 +100,8 @@ typedef struct cli_opts {
     int64_t grace_ms; /* 5 s */
     int conflict_code;
     int quiet, json, force, check;
-    int verbose; /* -v: 1 (info), -vv: 2 (debug) */
+    int verbose;  /* -v: 1 (info), -vv: 2 (debug) */
+    int dashdash; /* the options ended at "--" (the first operand follows it) */
 } cli_opts;
 
 /* The level of the library's log, on stderr, for every client cli_open()
@@ -129,6 +130,12 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
  * should start is told apart from the command. */
 int cli_is_option(const char *word);
 
+/* How near typed[0..n) is to the known word, for a "did you mean" (of an
+ * option, of a subcommand): 0 to 2 edits (insertions, deletions,
+ * substitutions, swaps of neighbours), or 3 when it is no near miss (more
+ * than 2 edits, or 2 in a word of 3 characters or fewer). */
+int cli_nearness(const char *typed, size_t n, const char *known);
+
 /* A usage error of "dlock cmd": prints "dlock CMD: MESSAGE" and a pointer
  * to 'dlock CMD --help' (help itself prints the whole usage), and returns
  * EXIT_USAGE. */
@@ -144,6 +151,11 @@ const char *cli_url(const char *flag);
 /* Where the URL cli_url() returned came from, for messages: "$DLOCK_URL",
  * or "the URL" (-u, or the default). */
 const char *cli_url_source(void);
+
+/* Notes that the command line's `option` ("--label") was added to the URL
+ * as its option `key` ("label"): a refusal of that key names the option
+ * the user gave. */
+void cli_note_url_option(const char *key, const char *option);
 
 /* The value of option `key` in url's query string (as written, up to the
  * next '&'), or NULL; *len gets its length. */
@@ -216,13 +228,14 @@ int cli_print_holders(dlock_client *c, const char *name, unsigned flags);
 
 /* lease.c: what holds a lock when no lease of its own runs out, in words,
  * and the -v reports of an acquisition and a release. */
-/* Prints the -v line of an acquisition that took took_us: its fence, and
- * its lease (fixed_ms > 0: fixed; else renewed, from url's lease=, or the
- * store's session); left_held: dlock lock, which leaves it held. */
-void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, int64_t fixed_ms,
-                         int64_t took_us, int left_held);
+/* Prints the -v line of an acquisition of kind k that took took_us: the
+ * kind ("read lock 'x'"), its fence, and its lease (fixed_ms > 0: fixed;
+ * else renewed, from url's lease=, or the store's session); left_held:
+ * dlock lock, which leaves it held. */
+void cli_report_acquired(dlock_client *c, const dlock_lock *l, const cli_kind *k, const char *url,
+                         int64_t fixed_ms, int64_t took_us, int left_held);
 /* Prints the -v line of a release, after held_us held. */
-void cli_report_released(const dlock_lock *l, int64_t held_us);
+void cli_report_released(const dlock_lock *l, const cli_kind *k, int64_t held_us);
 /* What keeps held lock st (of kind flags, read through url) held, for the
  * status line "lease left: ...", without a newline: the lease left, or
  * what holds it when no lease of its own runs out (its holder's session),
@@ -254,6 +267,13 @@ int64_t cli_now_us(void);
 typedef struct cli_waiting cli_waiting;
 cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name);
 int cli_waiting_stop(cli_waiting *w, int rc);
+/* After an acquisition that gave up (-n, -w: DLOCK_EBUSY, DLOCK_ETIMEDOUT)
+ * and said so: one line on stderr, who holds the lock as the waiting line
+ * says it ("dlock: lock 'NAME' is held by pid N on HOST, label L"), from
+ * one query. Nothing with -q, when the store has had trouble answering (a
+ * warning was printed), or when it names no holder (freed since, or held
+ * as another kind, which the refusal said). */
+void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name);
 /* Ends the process with code when cli_waiting_stop() left its thread
  * asking the store: stdio flushed, no exit handlers or library
  * destructors (they would run under that thread: libpq's Kerberos

@@ -64,15 +64,25 @@ static int64_t url_duration(const char *url, const char *key, int64_t fallback)
     return dlock_parse_duration(text, &ms) == DLOCK_OK ? ms : fallback;
 }
 
-/* The names and fences of l: "lock 'x' ... fence 17", or, for a
+/* The names and fences of l: "lock 'x' ... fence 17", the kind named
+ * ("read lock 'x'", "semaphore 'x' ... (2 of 3 permits)"), or, for a
  * multi-lock, each name with its own. */
-static void print_what(const dlock_lock *l, const char *verb, const char *took)
+static void print_what(const dlock_lock *l, const cli_kind *k, const char *verb, const char *took)
 {
     size_t n = dlock_lock_members(l);
+    unsigned f = k->flags;
 
     if (n <= 1) {
-        fprintf(stderr, "dlock: lock '%s' %s%s: fence %" PRIu64, dlock_lock_name(l), verb, took,
-                dlock_lock_fence(l));
+        const char *noun = f & DLOCK_SEMAPHORE ? "semaphore"
+                           : f & DLOCK_READ    ? "read lock"
+                           : f & DLOCK_WRITE   ? "write lock"
+                           : f & DLOCK_FAIR    ? "fair lock"
+                                               : "lock";
+        char permits[64] = "";
+        if (f & DLOCK_SEMAPHORE)
+            snprintf(permits, sizeof permits, " (%u of %u permits)", k->take, k->permits);
+        fprintf(stderr, "dlock: %s '%s' %s%s%s: fence %" PRIu64, noun, dlock_lock_name(l), verb,
+                permits, took, dlock_lock_fence(l));
         return;
     }
     fputs("dlock: multi-lock of", stderr);
@@ -86,15 +96,15 @@ static void print_what(const dlock_lock *l, const char *verb, const char *took)
     }
 }
 
-void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, int64_t fixed_ms,
-                         int64_t took_us, int left_held)
+void cli_report_acquired(dlock_client *c, const dlock_lock *l, const cli_kind *k, const char *url,
+                         int64_t fixed_ms, int64_t took_us, int left_held)
 {
     char elapsed[32], took[48], lease[32], every[32];
     int64_t renewed_ms = url_duration(url, "lease", LIBRARY_DEFAULT_LEASE_MS);
 
     elapsed_text(took_us, elapsed, sizeof elapsed);
     snprintf(took, sizeof took, " in %s", elapsed);
-    print_what(l, "acquired", took);
+    print_what(l, k, "acquired", took);
     if (fixed_ms > 0) {
         duration_text(fixed_ms, lease, sizeof lease);
         fprintf(stderr, "; fixed lease %s, not renewed", lease);
@@ -113,13 +123,13 @@ void cli_report_acquired(dlock_client *c, const dlock_lock *l, const char *url, 
     fprintf(stderr, "%s\n", left_held ? "; left held when dlock exits" : "");
 }
 
-void cli_report_released(const dlock_lock *l, int64_t held_us)
+void cli_report_released(const dlock_lock *l, const cli_kind *k, int64_t held_us)
 {
     char elapsed[32], held[48];
 
     elapsed_text(held_us, elapsed, sizeof elapsed);
     snprintf(held, sizeof held, " after %s", elapsed);
-    print_what(l, "released", held);
+    print_what(l, k, "released", held);
     fputc('\n', stderr);
 }
 

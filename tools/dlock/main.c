@@ -42,6 +42,9 @@ static int url_defaulted;
 /* Set when $DLOCK_URL named it: a mistake in it is not on the command line
  * the user is looking at. */
 static int url_from_env;
+/* Set when $DLOCK_URL is set but empty (DLOCK_URL= in a script): the
+ * default was used, and "not set" would send the user looking elsewhere. */
+static int url_env_empty;
 
 const char *cli_url(const char *flag)
 {
@@ -53,6 +56,7 @@ const char *cli_url(const char *flag)
         return env;
     }
     url_defaulted = 1;
+    url_env_empty = env != NULL;
     return DEFAULT_URL;
 }
 
@@ -65,10 +69,25 @@ const char *cli_url_source(void)
 static void hint(int rc)
 {
     if (rc == DLOCK_EUNREACHABLE && url_defaulted)
-        fprintf(stderr, "dlock: no -u URL was given and $DLOCK_URL is not set, so the store was "
-                        "the default, " DEFAULT_URL "\n");
+        fprintf(stderr,
+                "dlock: no -u URL was given and $DLOCK_URL is %s, so the store was the "
+                "default, " DEFAULT_URL "\n",
+                url_env_empty ? "set but empty" : "not set");
     else if (rc == DLOCK_EUNREACHABLE && url_from_env)
         fprintf(stderr, "dlock: no -u URL was given, so the store was $DLOCK_URL's\n");
+}
+
+/* The URL's options that the command line's options set (--label, -L). */
+typedef struct url_option_of {
+    const char *key, *option;
+} url_option_of;
+static url_option_of added[4];
+static size_t nadded;
+
+void cli_note_url_option(const char *key, const char *option)
+{
+    if (nadded < sizeof added / sizeof added[0])
+        added[nadded++] = (url_option_of){key, option};
 }
 
 const char *cli_url_option(const char *url, const char *key, size_t *len)
@@ -347,24 +366,20 @@ int cli_log_level_of(int n)
 static atomic_int warnings; /* printed by log_line: cli_warnings_printed() */
 
 /* The library's log on stderr, one line each, control characters shown
- * as \xNN (a server's error text is not ours to trust). */
+ * as \xNN (a server's error text is not ours to trust). Written as it is
+ * read, with no buffer to cut a long message (a Redlock of many nodes, a
+ * long URL), under stderr's lock: a line of another thread does not come
+ * between its words. */
 static void log_line(int level, const char *msg, void *arg)
 {
-    char line[1024];
-    size_t n = 0;
-
     (void) arg;
     if (level == DLOCK_LOG_ERROR && cli_log_level == DLOCK_LOG_WARN)
         return; /* without -v: the command's own message says it */
-    for (const unsigned char *p = (const unsigned char *) msg; *p != '\0' && n + 5 < sizeof line;
-         p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            n += (size_t) snprintf(line + n, sizeof line - n, "\\x%02x", *p);
-        else
-            line[n++] = (char) *p;
-    }
-    line[n] = '\0';
-    fprintf(stderr, "dlock: %s: %s\n", dlock_log_level_name(level), line);
+    flockfile(stderr);
+    fprintf(stderr, "dlock: %s: ", dlock_log_level_name(level));
+    cli_print_text_to(stderr, msg);
+    putc('\n', stderr);
+    funlockfile(stderr);
     if (level <= DLOCK_LOG_WARN)
         atomic_fetch_add(&warnings, 1);
 }
@@ -374,13 +389,42 @@ int cli_warnings_printed(void)
     return atomic_load(&warnings);
 }
 
+/* What to say before the library's refusal of the URL: which option of
+ * the command line, or which URL, its "option KEY..." came from (the
+ * library's message of an option's value does not name its URL). */
+static void open_failure_what(char *what, size_t size)
+{
+    const char *msg = dlock_errmsg();
+
+    if (strncmp(msg, "option ", strlen("option ")) == 0) {
+        const char *key = msg + strlen("option ");
+        size_t n = strcspn(key, "=: ");
+        for (size_t i = 0; i < nadded; i++) {
+            if (strlen(added[i].key) == n && strncmp(key, added[i].key, n) == 0) {
+                snprintf(what, size, "cannot open client: %s (set in the URL as %s=)",
+                         added[i].option, added[i].key);
+                return;
+            }
+        }
+        if (!url_from_env && !url_defaulted) {
+            snprintf(what, size, "cannot open client: the URL of -u");
+            return;
+        }
+    }
+    snprintf(what, size, "%s",
+             url_from_env ? "$DLOCK_URL (no -u given): cannot open client" : "cannot open client");
+}
+
 int cli_open(const char *url, dlock_client **out)
 {
     int rc = dlock_client_open(url, out);
+    char what[128];
+
     opened_url = url;
-    if (rc != DLOCK_OK)
-        return cli_fail(rc, url_from_env ? "$DLOCK_URL (no -u given): cannot open client"
-                                         : "cannot open client");
+    if (rc != DLOCK_OK) {
+        open_failure_what(what, sizeof what);
+        return cli_fail(rc, what);
+    }
     dlock_client_set_log(*out, cli_log_level, log_line, NULL);
     return 0;
 }
@@ -415,14 +459,28 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     }
-    if (argv[1][0] == '-')
+    if (argv[1][0] == '-') {
         fprintf(stderr,
                 "dlock: options go after the command (dlock run %s ...)\nTry 'dlock --help'.\n",
                 argv[1]);
+        return EXIT_USAGE;
+    }
+    /* a misspelt command: the one meant, as for a misspelt option */
+    const char *near = NULL;
+    int best = 3;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        int d = cli_nearness(argv[1], strlen(argv[1]), commands[i].name);
+        if (d < best) {
+            best = d;
+            near = commands[i].name;
+        }
+    }
+    fputs("dlock: unknown command '", stderr);
+    cli_print_text_to(stderr, argv[1]);
+    if (near != NULL)
+        fprintf(stderr, "': did you mean '%s'?", near);
     else
-        fprintf(stderr,
-                "dlock: unknown command '%s': the commands are run, status, list, lock, unlock, "
-                "extend and bench\nTry 'dlock --help'.\n",
-                argv[1]);
+        fputs("': the commands are run, status, list, lock, unlock, extend and bench", stderr);
+    fputs("\nTry 'dlock --help'.\n", stderr);
     return EXIT_USAGE;
 }

@@ -107,6 +107,13 @@ static int distance(const char *a, size_t n, const char *b)
     return d[n][m] > 2 ? 3 : d[n][m];
 }
 
+int cli_nearness(const char *typed, size_t n, const char *known)
+{
+    int d = distance(typed, n, known);
+    /* a short word is near everything short: 1 edit at most there */
+    return d == 2 && n <= 3 ? 3 : d;
+}
+
 /* After getopt's "unrecognized option '--leese'": the long option of the
  * subcommand (which accepts `accepted`) that word is likely a misspelling
  * of, if one is near (1 or 2 edits; 1 for a short word). */
@@ -121,8 +128,8 @@ static void suggest(const char *cmd, const char *word, unsigned accepted)
     for (size_t i = 0; i < NSPECS; i++) {
         if (specs[i].bit != 0 && !(accepted & specs[i].bit))
             continue;
-        int d = distance(word + 2, n, specs[i].name);
-        if (d < best && (d == 1 || n > 3)) {
+        int d = cli_nearness(word + 2, n, specs[i].name);
+        if (d < best) {
             best = d;
             near = specs[i].name;
         }
@@ -182,6 +189,7 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     *p = '\0';
     free(made);
     made = next;
+    cli_note_url_option(key, option);
     return made;
 }
 
@@ -217,13 +225,17 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
     snprintf(prog, sizeof prog, "dlock %s", cmd);
     optind = 1;
     for (;;) {
+        int before = optind;
         longindex = -1;
         /* getopt's own messages begin with argv[0]: "dlock run", as ours */
         argv[0] = prog;
         opt = getopt_long(argc, argv, shortopts, longopts, &longindex);
         argv[0] = (char *) cmd;
-        if (opt == -1)
+        if (opt == -1) {
+            /* it steps over a "--" that ends the options, and only then */
+            o->dashdash = optind == before + 1 && strcmp(argv[before], "--") == 0;
             break;
+        }
         const option_spec *spec = spec_of(opt);
         char name[64];
         char *end;

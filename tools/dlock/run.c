@@ -48,7 +48,9 @@ static const char run_usage[] =
     "Takes the lock NAME, runs COMMAND while holding it, releases it, and exits\n"
     "with COMMAND's status. Without COMMAND, prints '<owner token> <fence>' and\n"
     "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
-    "dlock's options go before NAME; after it, everything is COMMAND's.\n"
+    "dlock's options go before NAME; after it, everything is COMMAND's. NAME\n"
+    "comes before --: 'dlock run -- COMMAND' is refused (a NAME that starts\n"
+    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND).\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -473,6 +475,14 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
     int at = *first;
 
     if (o->kind.nnames == 0) {
+        /* dlock run -u URL $UNSET -- cmd: NAME is missing, and the
+         * command's first word would be taken for it. A NAME that starts
+         * with '-' follows a -- of its own, and a -- (or -c's STRING
+         * before) says where the command starts: dlock run -- -x -- cmd. */
+        int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
+        if (o->dashdash && !name_then_command && !(o->shell != NULL && at == argc - 1))
+            return cli_usage_error("run", "a lock name is needed before --: dlock run [OPTIONS] "
+                                          "NAME -- COMMAND [ARGS...]");
         if (at >= argc)
             return cli_usage_error("run", "missing NAME");
         if (argv[at][0] == '\0')
@@ -619,6 +629,8 @@ int cmd_run(int argc, char **argv)
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
         if (!quiet)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+        if (!client_in_use)
+            cli_print_who_holds(client, &o, name);
         code = conflict_code;
         goto out;
     }
@@ -637,7 +649,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (o.verbose > 0)
-        cli_report_acquired(client, lock, url, lease_ms, acquired_us - asked_us, 0);
+        cli_report_acquired(client, lock, &kind, url, lease_ms, acquired_us - asked_us, 0);
 
     int status = 0, was_lost = 0;
     if (command == NULL) {
@@ -670,7 +682,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
         } else if (rc == DLOCK_OK && o.verbose > 0) {
-            cli_report_released(lock, cli_now_us() - acquired_us);
+            cli_report_released(lock, &kind, cli_now_us() - acquired_us);
         }
         /* any other failure: the release may not have reached the store,
          * which the library's warning (shown at every verbosity) has said;

@@ -130,13 +130,43 @@ static unsigned query_flags(const cli_kind *k)
     return k->nnames > 0 ? k->flags & DLOCK_FAIR : k->flags;
 }
 
+/* Asks the store who holds the lock waited for (for a multi-lock, the
+ * first of its names held): *what gets "'NAME'", *who the holder in words
+ * (describe()). Returns the query's code; *seen_any whether it named any
+ * holder. */
+static int ask_who_holds(dlock_client *c, const cli_kind *k, const char *name, char *what,
+                         size_t what_size, char *who, size_t who_size, int *seen_any)
+{
+    holders_seen seen;
+    int rc = DLOCK_OK;
+
+    what[0] = '\0';
+    /* the first name held is the one waited for */
+    size_t nnames = k->nnames > 0 ? k->nnames : 1;
+    for (size_t i = 0; i < nnames; i++) {
+        const char *one = k->nnames > 0 ? k->names[i] : name;
+        memset(&seen, 0, sizeof seen);
+        rc = dlock_query_holders(c, one, query_flags(k), note_holder, &seen);
+        if (rc != DLOCK_OK || seen.n > 0 || i == nnames - 1) {
+            append_text(what, what_size, "'");
+            append_text(what, what_size, one);
+            append_text(what, what_size, "'");
+            if (nnames > 1)
+                append_text(what, what_size, " (of the multi-lock)");
+            break;
+        }
+    }
+    describe(&seen, rc, who, who_size);
+    *seen_any = seen.n > 0;
+    return rc;
+}
+
 static void *notice_thread(void *arg)
 {
     cli_waiting *w = arg;
     struct timespec until;
     char who[400] = "", what[300] = "";
-    holders_seen seen;
-    int rc = DLOCK_OK;
+    int seen_any;
 
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += CLI_WAITING_NOTICE_MS / 1000;
@@ -154,22 +184,7 @@ static void *notice_thread(void *arg)
     if (done)
         return NULL;
 
-    /* the first name held is the one waited for */
-    size_t nnames = w->kind.nnames > 0 ? w->kind.nnames : 1;
-    for (size_t i = 0; i < nnames; i++) {
-        const char *name = w->kind.nnames > 0 ? w->kind.names[i] : w->name;
-        memset(&seen, 0, sizeof seen);
-        rc = dlock_query_holders(w->client, name, query_flags(&w->kind), note_holder, &seen);
-        if (rc != DLOCK_OK || seen.n > 0 || i == nnames - 1) {
-            append_text(what, sizeof what, "'");
-            append_text(what, sizeof what, name);
-            append_text(what, sizeof what, "'");
-            if (nnames > 1)
-                append_text(what, sizeof what, " (of the multi-lock)");
-            break;
-        }
-    }
-    describe(&seen, rc, who, sizeof who);
+    ask_who_holds(w->client, &w->kind, w->name, what, sizeof what, who, sizeof who, &seen_any);
     pthread_mutex_lock(&w->mu);
     w->asking = 0;
     if (!w->done)
@@ -178,6 +193,21 @@ static void *notice_thread(void *arg)
                 who);
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name)
+{
+    char who[400] = "", what[300] = "";
+    int seen_any;
+
+    /* a store that had trouble answering has said so: no query to wait on */
+    if (o->quiet || cli_warnings_printed() > 0)
+        return;
+    if (ask_who_holds(c, &o->kind, name, what, sizeof what, who, sizeof who, &seen_any) !=
+            DLOCK_OK ||
+        !seen_any)
+        return; /* freed since, or held as another kind: the refusal said so */
+    fprintf(stderr, "dlock: lock %s is %s\n", what, who);
 }
 
 cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *name)

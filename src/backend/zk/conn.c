@@ -167,27 +167,6 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     }
 }
 
-/* What answered a four-letter word with b[0..n) (not ZooKeeper), as far
- * as its first bytes tell. */
-static void what_answered(const char *b, size_t n, char *out, size_t len)
-{
-    const unsigned char *u = (const unsigned char *) b;
-
-    if (n >= 1 && b[0] == '-')
-        snprintf(out, len, "a Redis server's error: use redis://");
-    else if (n >= 5 && memcmp(b, "HTTP/", 5) == 0)
-        snprintf(out, len, "an HTTP server's reply: etcd's port is etcd://");
-    else if (n >= 5 && u[3] == 0 && (u[4] == 0x0a || u[4] == 0xff))
-        snprintf(out, len, "a MySQL or MariaDB server's greeting: use mysql://");
-    else if (n >= 1 && b[0] == 'E')
-        snprintf(out, len, "a PostgreSQL server's error: use postgres://");
-    else {
-        size_t used = (size_t) snprintf(out, len, "its first bytes:");
-        for (size_t i = 0; i < n && i < 12 && used + 4 < len; i++)
-            used += (size_t) snprintf(out + used, len - used, " %02x", u[i]);
-    }
-}
-
 /* On fd, connected to host:port and not yet a session: asks the
  * four-letter word srvr, which every ZooKeeper answers (with its stats, or
  * that the word is not allowed), and reads the answer for a second at most
@@ -236,7 +215,7 @@ static int ask_srvr(int fd, const char *host, const char *port, int64_t until_us
         return 0;
     if (n > 0) {
         char what[160];
-        what_answered(got, n, what, sizeof what);
+        dlock__what_answered(got, n, what, sizeof what);
         snprintf(why, len, "%s:%s answered, but not as ZooKeeper (%s)", host, port, what);
         return -2;
     }
