@@ -452,14 +452,24 @@ static int onto_board(dlock_lock *l, take_state *st)
     return may_queue;
 }
 
+/* What the log calls l's kind before its name: "read lock 'x'". */
+static const char *kind_noun(const dlock_lock *l)
+{
+    return l->spec.simple                     ? "lock"
+           : l->spec.kind == DLOCK__READ      ? "read lock"
+           : l->spec.kind == DLOCK__WRITE     ? "write lock"
+           : l->spec.kind == DLOCK__SEMAPHORE ? "semaphore"
+                                              : "lock";
+}
+
 /* Says once that the wait has begun, and how it waits. */
 static void say_waiting(dlock_lock *l, take_state *st, const char *how)
 {
     if (st->waited)
         return;
     st->waited = 1;
-    DLOCK__LOG(&l->client->log, DLOCK_LOG_INFO, "lock '%s' is held by someone else: waiting (%s)",
-               l->name, how);
+    DLOCK__LOG(&l->client->log, DLOCK_LOG_INFO, "%s '%s' is held by someone else: waiting (%s)",
+               kind_noun(l), l->name, how);
 }
 
 /* An attempt out to the store, as its cancelled() sees it. */
@@ -532,7 +542,7 @@ static enum step hold_taken(dlock_lock *l, take_state *st, const dlock__attempt 
         outage_over(l, st);
     if (*rc == DLOCK_OK)
         DLOCK__LOG(&c->log, st->waited ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG,
-                   "lock '%s' acquired%s (fence %llu, %s)", l->name,
+                   "%s '%s' acquired%s (fence %llu, %s)", kind_noun(l), l->name,
                    st->waited ? " after a wait" : "", (unsigned long long) l->fence,
                    a->session != NULL ? "held by its session"
                    : st->renew        ? "renewed"
@@ -635,8 +645,8 @@ static enum step wait_queued(dlock_lock *l, take_state *st, const dlock__attempt
     }
     if (*rc == DLOCK_OK)
         DLOCK__LOG(&c->log, DLOCK_LOG_INFO,
-                   "lock '%s' handed over by the store after a wait of %lld ms (fence %llu)",
-                   l->name, (long long) ((dlock__now_us() - st->start) / 1000),
+                   "%s '%s' handed over by the store after a wait of %lld ms (fence %llu)",
+                   kind_noun(l), l->name, (long long) ((dlock__now_us() - st->start) / 1000),
                    (unsigned long long) l->fence);
     if (*rc != DLOCK_OK && *rc != DLOCK_ECANCELED)
         return STEP_GIVE_UP; /* pass on what may be ours */

@@ -357,8 +357,10 @@ static void server_answers_garbage(void)
     against_fake(wrong_shape, sizeof wrong_shape - 1, 0, DLOCK_EPROTO, "unexpected reply");
     against_fake(bad_length, sizeof bad_length - 1, 0, DLOCK_EPROTO, "invalid reply");
     against_fake(error, sizeof error - 1, 0, DLOCK_ESERVER, "unknown command");
-    against_fake(binary, sizeof binary - 1, 0, DLOCK_EUNREACHABLE,
-                 "answered, but not as Redis (its first bytes: 00 01 02 ff 0d 0a");
+    against_fake(
+        binary, sizeof binary - 1, 0, DLOCK_EUNREACHABLE,
+        "answered, but not as Redis (an unknown protocol: none of dlock's stores, nor HTTP or "
+        "TLS");
     against_fake(mysql_greeting, sizeof mysql_greeting - 1, 0, DLOCK_EUNREACHABLE,
                  "answered, but not as Redis (a MySQL or MariaDB server's greeting: use mysql://");
     against_fake("", 0, 1, DLOCK_EUNREACHABLE,

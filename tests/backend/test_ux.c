@@ -382,6 +382,25 @@ static void log_handover_and_cancel(void)
     CHECK_RC(atomic_load(&h.rc), DLOCK_ECANCELED);
     CHECK_LOGGED(DLOCK_LOG_INFO, "wait for lock 'baton' cancelled", NULL);
 
+    /* a writer behind a reader: the lines name the kind */
+    dlock_lock *reader = dt_lock(holder_c, "rwbaton", DLOCK_READ);
+    CHECK_RC(dlock_acquire(reader, 0), DLOCK_OK);
+    waiter_arg wr = {.l = dt_lock(waiter_c, "rwbaton", DLOCK_WRITE)};
+    atomic_init(&wr.rc, -1);
+    CHECK(pthread_create(&t, NULL, wait_for_lock, &wr) == 0);
+    DT_WAIT_UNTIL(count_lines(DLOCK_LOG_INFO,
+                              "write lock 'rwbaton' is held by someone else: "
+                              "waiting",
+                              NULL) == 1,
+                  5000);
+    CHECK_RC(dlock_release(reader), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&wr.rc), DLOCK_OK);
+    CHECK_LOGGED(DLOCK_LOG_INFO, "write lock 'rwbaton' handed over by the store", NULL);
+    CHECK_RC(dlock_release(wr.l), DLOCK_OK);
+    dlock_lock_free(wr.l);
+    dlock_lock_free(reader);
+
     CHECK_RC(dlock_release(w.l), DLOCK_OK);
     dlock_lock_free(w.l);
     dlock_lock_free(holder);

@@ -32,6 +32,8 @@
 #include "conn.h"
 #include "replies.h"
 
+#include "../sockets.h"
+
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../../base/park.h"
@@ -484,30 +486,15 @@ static int not_redis(const unsigned char *b, size_t n)
                      mysql_packet(b, n) || (n >= 2 && b[0] == 0x15 && b[1] == 0x03));
 }
 
-/* What sent the first bytes b[0..n) that are no Redis reply, as far as they
- * tell: another store's first words, or the bytes themselves. */
+/* What sent the first bytes b[0..n) that are no Redis reply, in words
+ * (../sockets.h), a TLS port with the scheme to use. */
 static void what_answered(const unsigned char *b, size_t n, char *out, size_t size)
 {
-    size_t len;
-
-    if (mysql_packet(b, n)) {
-        /* a packet of the MySQL protocol: 3 bytes of length, sequence 0,
-         * then the greeting's protocol version 10 (or an error packet) */
-        snprintf(out, size, "a MySQL or MariaDB server's %s: use mysql://",
-                 b[4] == 0x0a ? "greeting" : "error");
-        return;
-    }
-    if (n >= 5 && memcmp(b, "HTTP/", 5) == 0) {
-        snprintf(out, size, "an HTTP server's reply: etcd's port is etcd://");
-        return;
-    }
-    if (n >= 2 && b[0] == 0x15 && b[1] == 0x03) {
-        snprintf(out, size, "a TLS alert: the port takes TLS: use rediss://");
-        return;
-    }
-    len = (size_t) snprintf(out, size, "its first bytes:");
-    for (size_t i = 0; i < n && i < 12 && len + 4 < size; i++)
-        len += (size_t) snprintf(out + len, size - len, " %02x", b[i]);
+    if (n >= 2 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03)
+        snprintf(out, size, "a TLS %s: the port takes TLS: use rediss://",
+                 b[0] == 0x15 ? "alert" : "server's handshake");
+    else
+        dlock__what_answered(b, n, out, size);
 }
 
 /* After an empty INFO cluster: DLOCK_OK unless INFO server says that ep is
