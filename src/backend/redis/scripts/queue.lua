@@ -147,8 +147,12 @@ end
 local function admit_exclusive(L, first)
   local w = live_head(L, first)
   if w then
+    -- the fence first: on a Redis Cluster slot being migrated, a command on
+    -- a key that has left fails the script where it stands, and a holder
+    -- set without its fence would hold under the last holder's
+    local fence = next_fence(counter_of(L))
     redis.call('SET', L, w[1], 'PX', grant_lease(w))
-    grant(L, w, next_fence(counter_of(L)))
+    grant(L, w, fence)
   else
     redis.call('DEL', L)
   end
