@@ -185,6 +185,12 @@ static void terminated_holder(void)
     dlock_status st = dt_query(c2, "term", 0);
     CHECK(st.held);
     CHECK_INT(st.lease_ms, >, 0);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    /* and holders names it as status does (before: no holder line) */
+    dt_holders hs = dt_query_holders(c2, "term", 0);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK(strcmp(hs.h[0].owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(hs.h[0].pid, ==, (long) getpid());
     CHECK_RC(dlock_acquire(l2, 5000), DLOCK_OK);
     CHECK_INT(dlock_lock_fence(l2), >, fence);
     /* not before the holder was told */

@@ -867,7 +867,14 @@ static int session_holders(dlock__pgstore *p, pglock *l, dlock__holder_sink sink
                 "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
                 "FROM (SELECT 1) d LEFT JOIN (pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
                 "LEFT JOIN dlock_owner o ON " HOLDER_RECORD
-                " AND (l.pid = f.holder_pid OR " WAITS_OUT ")) ON " LOCK_ROWS " AND l.granted",
+                " AND (l.pid = f.holder_pid OR " WAITS_OUT ")) ON " LOCK_ROWS " AND l.granted "
+                /* no session holds the key, but the row's lease runs (a holder
+                 * whose connection ended: it may still believe it holds, and a
+                 * take finds it held): the row's holder, as session_query
+                 * names it. Before, holders named none while status named it. */
+                "UNION ALL SELECT f.owner, f.holder_pid, o.info, false, true FROM dlock_fence f "
+                "LEFT JOIN dlock_owner o ON " HOLDER_RECORD " WHERE f.name = $3 AND " ROW_HOLDER
+                " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE " LOCK_ROWS " AND l.granted)",
                 3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
