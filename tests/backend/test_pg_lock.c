@@ -766,6 +766,41 @@ static void release_ends_lease(void)
     dlock_client_close(h);
 }
 
+/* A name released on a connection that holds other locks stays free: the
+ * connection's renewal renews every row naming it, and the release left
+ * the row naming it, so the renewal started the released lease again and
+ * another client's try was refused for a lease after the release. */
+static void released_not_renewed(void)
+{
+    dlock_client *c = client("?lease=3s"), *h = client(NULL);
+    dlock_lock *a = dt_lock(c, "rn-a", 0), *b = dt_lock(c, "rn-b", 0);
+    dlock_lock *other = dt_lock(h, "rn-a", 0);
+    CHECK_RC(dlock_try_acquire(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK); /* (a try shares a's connection) */
+    CHECK_INT(sql_number("SELECT count(DISTINCT holder) FROM dlock_fence WHERE name IN ('rn-a', "
+                         "'rn-b')"),
+              ==, 1);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    long long before = sql_number(
+        "SELECT (extract(epoch FROM expires) * 1000000)::bigint FROM dlock_fence WHERE name = "
+        "'rn-b'");
+    /* a renewal of b's connection (every second) */
+    DT_WAIT_UNTIL(sql_number("SELECT (extract(epoch FROM expires) * 1000000)::bigint FROM "
+                             "dlock_fence WHERE name = 'rn-b'") > before,
+                  5000);
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'rn-a' AND expires > "
+                         "clock_timestamp()"),
+              ==, 0);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(other);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
 /* ---------------------------------------------------------------- connections */
 
 /* Advisory locks re-enter per connection: two handles of one client on one
@@ -1352,6 +1387,7 @@ int main(int argc, char **argv)
         {"role_without_create", role_without_create},
         {"fenced_processes", fenced_processes},
         {"release_ends_lease", release_ends_lease},
+        {"released_not_renewed", released_not_renewed},
         {"table_deleted_row", table_deleted_row},
         {"fence_after_row_deleted", fence_after_row_deleted},
         {"tables_dropped", tables_dropped},

@@ -66,11 +66,15 @@ enum {
  * aggregate over u keeps after the UPDATE. Its commit does not wait for
  * the WAL's flush (synchronous_commit off for this transaction): a lease
  * end lost in a server crash only makes a next holder wait for the rest of
- * the lease, never take a lock early. */
+ * the lease, never take a lock early. The row no longer names the
+ * connection (holder ''): its renewal, which renews every row naming it,
+ * would otherwise start the released lease again while the connection
+ * holds other locks (a try of the name by another client was refused for
+ * a lease after the release). */
 #define RELEASE_SQL                                                                                \
-    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "  \
-    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "     \
-    "'off', true) FROM (SELECT count(*) FROM u) AS x"
+    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp(), holder = '' WHERE name = $2 "  \
+    "AND holder = $3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), "                         \
+    "set_config('synchronous_commit', 'off', true) FROM (SELECT count(*) FROM u) AS x"
 
 /* One lock per name across the modes: a holder in table mode's lock
  * table (table.c) excludes a session holder of the same name. A grant on
