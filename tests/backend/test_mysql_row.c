@@ -436,17 +436,20 @@ static void status_names_row_holder(void)
 static void status_across_modes(void)
 {
     static const char *const modes[] = {"row", "session", "table"};
+    uint64_t highest = 0;
     for (int h = 0; h < 3; h++) {
         char opts[100];
         snprintf(opts, sizeof opts, "?mode=%s", modes[h]);
         dlock_client *hc = dt_client(srv.url, opts);
         dlock_lock *hl = dt_lock(hc, "across", 0);
         CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+        uint64_t held_seen[3];
         for (int s = 0; s < 3; s++) {
             snprintf(opts, sizeof opts, "?mode=%s", modes[s]);
             dlock_client *sc = dt_client(srv.url, opts);
             dlock_status st = dt_query(sc, "across", 0);
             dt_holders hs = dt_query_holders(sc, "across", 0);
+            held_seen[s] = st.last_fence;
             /* the last fence is the holder's or above, read where the
              * holder's mode keeps it (table mode's status of a session or
              * row holder said 0) */
@@ -461,9 +464,34 @@ static void status_across_modes(void)
                         (unsigned long long) st.last_fence, hs.n, hs.n > 0 ? hs.h[0].owner : "");
             dlock_client_close(sc);
         }
+        if (held_seen[0] != held_seen[1] || held_seen[1] != held_seen[2])
+            dt_fail(__FILE__, __LINE__,
+                    "held in mode=%s: last fence through row %llu, session %llu, table %llu",
+                    modes[h], (unsigned long long) held_seen[0], (unsigned long long) held_seen[1],
+                    (unsigned long long) held_seen[2]);
+        if (dlock_lock_fence(hl) > highest)
+            highest = dlock_lock_fence(hl);
         CHECK_RC(dlock_release(hl), DLOCK_OK);
         dlock_lock_free(hl);
         dlock_client_close(hc);
+        /* free now: one name, one fence sequence, so every mode's status
+         * shows the same last fence, the highest any mode issued (before,
+         * each mode showed its own table's counter of a free name) */
+        uint64_t seen[3];
+        for (int s = 0; s < 3; s++) {
+            snprintf(opts, sizeof opts, "?mode=%s", modes[s]);
+            dlock_client *sc = dt_client(srv.url, opts);
+            dlock_status st = dt_query(sc, "across", 0);
+            CHECK_INT(st.held, ==, 0);
+            seen[s] = st.last_fence;
+            dlock_client_close(sc);
+        }
+        if (seen[0] != seen[1] || seen[1] != seen[2] || seen[0] < highest)
+            dt_fail(__FILE__, __LINE__,
+                    "free after a holder in mode=%s: last fence through row %llu, session %llu, "
+                    "table %llu; the highest issued %llu",
+                    modes[h], (unsigned long long) seen[0], (unsigned long long) seen[1],
+                    (unsigned long long) seen[2], (unsigned long long) highest);
     }
 }
 

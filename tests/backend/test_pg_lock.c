@@ -185,6 +185,12 @@ static void terminated_holder(void)
     dlock_status st = dt_query(c2, "term", 0);
     CHECK(st.held);
     CHECK_INT(st.lease_ms, >, 0);
+    CHECK(strcmp(st.owner, dlock_lock_token(l)) == 0);
+    /* and holders names it as status does (before: no holder line) */
+    dt_holders hs = dt_query_holders(c2, "term", 0);
+    CHECK_INT(hs.n, ==, 1);
+    CHECK(strcmp(hs.h[0].owner, dlock_lock_token(l)) == 0);
+    CHECK_INT(hs.h[0].pid, ==, (long) getpid());
     CHECK_RC(dlock_acquire(l2, 5000), DLOCK_OK);
     CHECK_INT(dlock_lock_fence(l2), >, fence);
     /* not before the holder was told */
@@ -221,6 +227,72 @@ static void terminated_holder_told_at_once(void)
     CHECK_RC(dlock_release(l), DLOCK_ELOST);
     dlock_lock_free(l);
     dlock_client_close(c);
+}
+
+/* Read locks (README.md, "Read locks"): readers share the key and each
+ * has a row lease of its own. A reader whose connection the server ends
+ * is told, and a writer does not get the name before that reader's lease
+ * has run out (it may still believe it reads), nor before it was told;
+ * status counts both readers meanwhile, holders names them; fences grow
+ * with every new holder, readers too. Without the readers' leases the
+ * writer's try succeeded at once after the terminate. */
+static void reader_lease_waited_out(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c1 = client("?lease=2s"), *c2 = client(NULL), *c3 = client(NULL);
+    dlock_lock *r1 = dt_lock(c1, "rdead", DLOCK_READ), *r2 = dt_lock(c2, "rdead", DLOCK_READ);
+    dlock_lock *w = dt_lock(c3, "rdead", DLOCK_WRITE);
+    dlock_lock_on_lost(r1, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r1, 5000), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(r2), >, dlock_lock_fence(r1));
+    CHECK_INT(advisory_rows("rdead", 1), ==, 2);
+    dlock_status st = dt_query(c3, "rdead", DLOCK_WRITE);
+    CHECK_INT(st.held, ==, 1);
+    CHECK_INT(st.shared, ==, 2);
+    dt_holders hs = dt_query_holders(c3, "rdead", DLOCK_READ);
+    CHECK_INT(hs.n, ==, 2);
+    /* one lock per name across the modes: table mode's take is refused */
+    dlock_client *tc = client("?mode=table");
+    dlock_lock *tl = dt_lock(tc, "rdead", 0);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY);
+    dlock_lock_free(tl);
+    dlock_client_close(tc);
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(holder_pid, 5000)) FROM "
+             "dlock_share WHERE owner = 'dlock:%s'",
+             dlock_lock_token(r1));
+    CHECK_INT(sql_number(sql), ==, 1);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_INT(advisory_rows("rdead", 1), ==, 0);
+    /* the dead reader's lease still runs: counted, and the writer waits */
+    st = dt_query(c3, "rdead", DLOCK_WRITE);
+    CHECK_INT(st.shared, ==, 1);
+    CHECK_INT(st.lease_ms, >, 0);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+    printf("the writer got the name %lld ms after the dead reader's release was refused\n",
+           (long long) (dt_now_ms() - t0));
+    CHECK_INT(atomic_load(&box.at_ms), <=, dt_now_ms());
+    CHECK_INT(dlock_lock_fence(w), >, dlock_lock_fence(r2));
+    st = dt_query(c3, "rdead", DLOCK_READ);
+    CHECK_INT(st.shared, ==, 0);
+    CHECK(strcmp(st.owner, dlock_lock_token(w)) == 0); /* a writer's row names its token */
+    CHECK_RC(dlock_release(r1), DLOCK_ELOST);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    /* a reader after the writer: a new fence again */
+    CHECK_RC(dlock_acquire(r2, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(r2), >, dlock_lock_fence(w));
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
 }
 
 /* ---------------------------------------------------------------- waits */
@@ -690,6 +762,41 @@ static void release_ends_lease(void)
     }
     dlock_lock_free(a);
     dlock_lock_free(b);
+    dlock_client_close(c);
+    dlock_client_close(h);
+}
+
+/* A name released on a connection that holds other locks stays free: the
+ * connection's renewal renews every row naming it, and the release left
+ * the row naming it, so the renewal started the released lease again and
+ * another client's try was refused for a lease after the release. */
+static void released_not_renewed(void)
+{
+    dlock_client *c = client("?lease=3s"), *h = client(NULL);
+    dlock_lock *a = dt_lock(c, "rn-a", 0), *b = dt_lock(c, "rn-b", 0);
+    dlock_lock *other = dt_lock(h, "rn-a", 0);
+    CHECK_RC(dlock_try_acquire(a), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(b), DLOCK_OK); /* (a try shares a's connection) */
+    CHECK_INT(sql_number("SELECT count(DISTINCT holder) FROM dlock_fence WHERE name IN ('rn-a', "
+                         "'rn-b')"),
+              ==, 1);
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    long long before = sql_number(
+        "SELECT (extract(epoch FROM expires) * 1000000)::bigint FROM dlock_fence WHERE name = "
+        "'rn-b'");
+    /* a renewal of b's connection (every second) */
+    DT_WAIT_UNTIL(sql_number("SELECT (extract(epoch FROM expires) * 1000000)::bigint FROM "
+                             "dlock_fence WHERE name = 'rn-b'") > before,
+                  5000);
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'rn-a' AND expires > "
+                         "clock_timestamp()"),
+              ==, 0);
+    CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+    CHECK_RC(dlock_release(other), DLOCK_OK);
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(other);
     dlock_client_close(c);
     dlock_client_close(h);
 }
@@ -1280,6 +1387,7 @@ int main(int argc, char **argv)
         {"role_without_create", role_without_create},
         {"fenced_processes", fenced_processes},
         {"release_ends_lease", release_ends_lease},
+        {"released_not_renewed", released_not_renewed},
         {"table_deleted_row", table_deleted_row},
         {"fence_after_row_deleted", fence_after_row_deleted},
         {"tables_dropped", tables_dropped},
@@ -1287,6 +1395,7 @@ int main(int argc, char **argv)
         {"modes_exclude", modes_exclude},
         {"table_waits_session_lease", table_waits_session_lease},
         {"status_across_modes", status_across_modes},
+        {"reader_lease_waited_out", reader_lease_waited_out}, /* (makes table mode's table) */
         {"crash_fence", crash_fence},
         {"lost_grant_lease", lost_grant_lease},
         {"table_waiter_not_starved", table_waiter_not_starved},

@@ -232,14 +232,15 @@ int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
 /* SQL: the milliseconds left of a row's `expires` (its lease). */
 #define DLOCK__MY_MS_LEFT "CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / 1000)"
 
-/* For status, after the caller's own read (res) found no holder (*owner
- * NULL): the name's holder in the other modes' table, one lock per name
- * (README.md): table mode looks at dlock_fence's live lease (a session or
- * row holder), session and row modes at table mode's live holder; found,
- * *owner and *info point into *other, and *lease_ms is its lease left (-1:
- * a session holder whose connection still has the named lock: it holds as
- * long as that connection). DLOCK_OK (free res and *other), or the failure
- * recorded (both freed). */
+/* For status, after the caller's own read (res): the name's row in the
+ * other modes' table, one lock per name (README.md): its fence counter
+ * (dlock__my_last_fence takes the larger), and, when the own read found no
+ * holder (*owner NULL), its holder: table mode looks at dlock_fence's
+ * live lease (a session or row holder), session and row modes at table
+ * mode's live holder; found, *owner and *info point into *other, and
+ * *lease_ms is its lease left (-1: a session holder whose connection
+ * still has the named lock: it holds as long as that connection).
+ * DLOCK_OK (free res and *other), or the failure recorded (both freed). */
 int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline, dlock__myres *res,
                            dlock__myres *other, const char **owner, const char **info,
                            int64_t *lease_ms);

@@ -186,32 +186,38 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
                            dlock__myres *other, const char **owner, const char **info,
                            int64_t *lease_ms)
 {
-    char sql[DLOCK__MY_NAME_MAX * 8 + 300];
+    char sql[DLOCK__MY_NAME_MAX * 8 + 400];
     memset(other, 0, sizeof *other);
-    if (*owner != NULL)
-        return DLOCK_OK;
     int rc = dlock__myt_other_table(p, deadline);
     if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1) {
         if (rc != DLOCK_OK)
             dlock__my_res_free(res);
         return rc;
     }
-    /* the lease left: a row's, unless its holder's connection has the
-     * named lock (a session holder alive: it holds as long as that) */
+    /* The other table's fence counter always, free or held (one name, one
+     * fence sequence: status through every mode shows the highest any
+     * mode issued; before, a free name's last fence was only the asking
+     * mode's own counter, so table, session and row URLs each showed
+     * another); its holder, when it has a live one. The lease left: a
+     * row's, unless its holder's connection has the named lock (a session
+     * holder alive: it holds as long as that). */
     if (p->table)
         snprintf(sql, sizeof sql,
-                 "SELECT owner, info, IF(IS_USED_LOCK(name) <=> conn, NULL, " DLOCK__MY_MS_LEFT
-                 "), fence FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6)",
+                 "SELECT IF(f.expires > UTC_TIMESTAMP(6), f.owner, NULL), IF(f.expires > "
+                 "UTC_TIMESTAMP(6), f.info, NULL), IF(IS_USED_LOCK(f.name) <=> f.conn, NULL, "
+                 "CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), f.expires) / 1000)), f.fence "
+                 "FROM (SELECT 1) d LEFT JOIN dlock_fence f ON f.name = %s",
                  l->lit);
     else
         snprintf(sql, sizeof sql,
-                 "SELECT owner, info, " DLOCK__MY_MS_LEFT ", fence FROM " DLOCK__SQLT_TABLE
-                 " WHERE name = %s AND owner <> '' AND expires > UTC_TIMESTAMP(6)",
+                 "SELECT IF(t.owner <> '' AND t.expires > UTC_TIMESTAMP(6), t.owner, NULL), "
+                 "t.info, CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), t.expires) / 1000), "
+                 "t.fence FROM (SELECT 1) d LEFT JOIN " DLOCK__SQLT_TABLE " t ON t.name = %s",
                  l->key_lit);
     rc = dlock__my_operate(p, sql, deadline, other, "reading the other mode's holder");
     if (rc != DLOCK_OK)
         dlock__my_res_free(res);
-    else if (dlock__my_value(other, 0, 0) != NULL) {
+    else if (*owner == NULL && dlock__my_value(other, 0, 0) != NULL) {
         const char *left = dlock__my_value(other, 0, 2);
         *owner = dlock__my_value(other, 0, 0);
         *info = dlock__my_value(other, 0, 1);

@@ -507,6 +507,16 @@ static const char schema[] =
     "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_owner'::regclass "
     "AND attname = 'holder' AND NOT attisdropped) THEN "
     "ALTER TABLE dlock_owner ADD COLUMN holder text NOT NULL DEFAULT ''; END IF; "
+    /* the read-write lock's readers (read.c): a lease row each, and the
+     * name's row says until when any may run */
+    "IF to_regclass('dlock_share') IS NULL THEN "
+    "CREATE TABLE dlock_share (name text NOT NULL, holder text NOT NULL, "
+    "expires timestamptz NOT NULL, owner text NOT NULL, holder_pid integer NOT NULL, "
+    "PRIMARY KEY (name, holder)); END IF; "
+    "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'dlock_fence'::regclass "
+    "AND attname = 'shared_until' AND NOT attisdropped) THEN "
+    "ALTER TABLE dlock_fence ADD COLUMN shared_until timestamptz NOT NULL "
+    "DEFAULT '-infinity'; END IF; "
     /* the run's epoch (pg.c: the fence): a durable counter, and its
      * current value in an unlogged table, which a crash empties */
     "IF to_regclass('dlock_epoch') IS NULL THEN CREATE SEQUENCE dlock_epoch; END IF; "
@@ -514,6 +524,19 @@ static const char schema[] =
     "CREATE UNLOGGED TABLE dlock_run (id integer PRIMARY KEY CHECK (id = 1), "
     "epoch bigint NOT NULL, started timestamptz NOT NULL, lease_ms bigint NOT NULL); END IF; "
     "END $dlock$;";
+
+/* A holding connection's renewal (README.md): the row leases of its
+ * exclusive holds, and of its read holds (read.c: dlock_share, and the
+ * name's shared_until raised with them); the names it reads are left out
+ * of the first UPDATE (their rows may still name this connection from an
+ * exclusive hold it has released: one row is never updated twice in one
+ * statement). $1 the lease, $2 the connection's id. */
+#define RENEW_SQL                                                                                  \
+    "WITH r AS (UPDATE dlock_share SET expires = clock_timestamp() + $1::interval WHERE holder = " \
+    "$2 RETURNING name), u AS (UPDATE dlock_fence SET shared_until = greatest(shared_until, "      \
+    "clock_timestamp() + $1::interval) WHERE name IN (SELECT name FROM r)) UPDATE dlock_fence "    \
+    "SET expires = clock_timestamp() + $1::interval WHERE holder = $2 AND name NOT IN (SELECT "    \
+    "name FROM r)"
 
 /* The server's run (pg.c: the fence, the run rule), taken by a set-up:
  * the one in dlock_run, or, when that is empty (a new table, or the server
@@ -1008,9 +1031,10 @@ void dlock__pg_close_all(dlock__pgstore *p, int64_t deadline_us)
              * connection frees the advisory locks) */
             const char *params[] = {c->nonce};
             PGresult *r = NULL;
-            (void) dlock__pg_exec(
-                p, c, "UPDATE dlock_fence SET expires = clock_timestamp() WHERE holder = $1", 1,
-                params, deadline_us, NULL, NULL, &r);
+            (void) dlock__pg_exec(p, c,
+                                  "WITH d AS (DELETE FROM dlock_share WHERE holder = $1) UPDATE "
+                                  "dlock_fence SET expires = clock_timestamp() WHERE holder = $1",
+                                  1, params, deadline_us, NULL, NULL, &r);
             PQclear(r);
         }
         dlock__pg_discard(p, c, "the client closed");
@@ -1089,13 +1113,9 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         /* a connection holding locks renews their rows' leases in one
          * statement (README.md); another one is only pinged */
         const char *params[] = {p->lease_text, c->nonce};
-        int sent = c->pending ? DLOCK_EUNREACHABLE
-                   : atomic_load(&c->nheld) > 0
-                       ? dlock__pg_send(c,
-                                        "UPDATE dlock_fence SET expires = clock_timestamp() + "
-                                        "$1::interval WHERE holder = $2",
-                                        2, params)
-                       : dlock__pg_send(c, "SELECT 1", 0, NULL);
+        int sent = c->pending                   ? DLOCK_EUNREACHABLE
+                   : atomic_load(&c->nheld) > 0 ? dlock__pg_send(c, RENEW_SQL, 2, params)
+                                                : dlock__pg_send(c, "SELECT 1", 0, NULL);
         ps[np++].state = sent == DLOCK_OK ? PING_SENT : c->pending ? PING_LATE : PING_DEAD;
         if (ps[np - 1].state == PING_DEAD) {
             snprintf(why, sizeof why, "%s: connection lost: %s", p->label, PQerrorMessage(c->pg));

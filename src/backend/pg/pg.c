@@ -44,14 +44,20 @@
 #define MAX_SLICE_US       60000000 /* a wait queued in the server goes round after that */
 
 #define COMMON_CAPS  (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
-#define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
+#define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION | DLOCK_CAP_READ_WRITE)
 #define TABLE_CAPS                                                                                 \
     (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
 
 /* The statements of the hot path, prepared once per connection
  * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
  * the unlock after a failed attempt. */
-enum { PREP_TRY, PREP_WAIT, PREP_RELEASE, PREP_UNLOCK, PREP_CHECK };
+enum {
+    PREP_TRY = DLOCK__PGP_TRY,
+    PREP_WAIT = DLOCK__PGP_WAIT,
+    PREP_RELEASE = DLOCK__PGP_RELEASE,
+    PREP_UNLOCK = DLOCK__PGP_UNLOCK,
+    PREP_CHECK = DLOCK__PGP_CHECK
+};
 #define UNLOCK_SQL "SELECT pg_advisory_unlock($1::bigint)"
 
 /* The release, in one statement: the row's lease ends (the row stays
@@ -60,11 +66,15 @@ enum { PREP_TRY, PREP_WAIT, PREP_RELEASE, PREP_UNLOCK, PREP_CHECK };
  * aggregate over u keeps after the UPDATE. Its commit does not wait for
  * the WAL's flush (synchronous_commit off for this transaction): a lease
  * end lost in a server crash only makes a next holder wait for the rest of
- * the lease, never take a lock early. */
+ * the lease, never take a lock early. The row no longer names the
+ * connection (holder ''): its renewal, which renews every row naming it,
+ * would otherwise start the released lease again while the connection
+ * holds other locks (a try of the name by another client was refused for
+ * a lease after the release). */
 #define RELEASE_SQL                                                                                \
-    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = $2 AND holder = "  \
-    "$3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), set_config('synchronous_commit', "     \
-    "'off', true) FROM (SELECT count(*) FROM u) AS x"
+    "WITH u AS (UPDATE dlock_fence SET expires = clock_timestamp(), holder = '' WHERE name = $2 "  \
+    "AND holder = $3 RETURNING 1) SELECT pg_advisory_unlock($1::bigint), "                         \
+    "set_config('synchronous_commit', 'off', true) FROM (SELECT count(*) FROM u) AS x"
 
 /* One lock per name across the modes: a holder in table mode's lock
  * table (table.c) excludes a session holder of the same name. A grant on
@@ -75,23 +85,9 @@ enum { PREP_TRY, PREP_WAIT, PREP_RELEASE, PREP_UNLOCK, PREP_CHECK };
  * left of a live table holder's lease, 0 when there is none ($1: the
  * name's bytes). A table take holds the key (shared) through its own
  * transaction, so it fails while a session holds the lock (table.c). */
-#define CHECK_SQL                                                                                  \
-    "SELECT coalesce(max(ceil(extract(epoch FROM (expires - clock_timestamp())) * "                \
-    "1000)::bigint), "                                                                             \
-    "0) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > "   \
-    "clock_timestamp()"
+#define CHECK_SQL DLOCK__PG_CHECK_SQL
 
-typedef struct pglock {
-    dlock__store_lock base;
-    char *name;
-    int64_t key;
-    char key_text[24], classid[16], objid[16];
-    char *key_lit;       /* table mode: the name as a bytea literal, its row's key */
-    char *name_hex;      /* the name's bytes as bytea text ('\x...'), CHECK_SQL's $1 */
-    dlock__pgconn *conn; /* the connection holding it (the lock's session reference) */
-} pglock;
-
-#define PGLOCK(p) DLOCK__STORE_OF(pglock, p)
+typedef dlock__pglock pglock;
 
 extern const dlock__backend dlock__pg_backend;
 
@@ -175,11 +171,10 @@ static int pg_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
     return DLOCK_OK;
 }
 
-/* The connection goes back to the pool (or is closed), and the lock's
- * reference to its session with it. */
-static void unbind(dlock__pgstore *p, pglock *l, int discard, const char *why)
+void dlock__pg_unbind(dlock__pgstore *p, pglock *l, int discard, const char *why)
 {
     dlock__pgconn *c = l->conn;
+    dlock__pg_held_remove(p, l);
     dlock__session *session = c->session;
     l->conn = NULL;
     if (discard)
@@ -197,15 +192,18 @@ static void let_go(dlock__pgstore *p, pglock *l)
     dlock__pgconn *c = l->conn;
     PGresult *r = NULL;
     const char *params[] = {l->key_text};
+    int shared = l->base.spec.kind == DLOCK__READ;
     pthread_mutex_lock(&c->mu);
     dlock__pg_unhold(c, l->key);
-    int rc = c->pg == NULL
-                 ? DLOCK_EUNREACHABLE
-                 : dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params,
-                                           dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
+    int rc =
+        c->pg == NULL
+            ? DLOCK_EUNREACHABLE
+            : dlock__pg_exec_prepared(p, c, shared ? DLOCK__PGP_READ_UNLOCK : PREP_UNLOCK,
+                                      shared ? DLOCK__PG_READ_UNLOCK_SQL : UNLOCK_SQL, 1, params,
+                                      dlock__now_us() + p->timeout_ms * 1000, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
-    unbind(p, l, !ok, "closed: it could not let go of a lock");
+    dlock__pg_unbind(p, l, !ok, "closed: it could not let go of a lock");
 }
 
 static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
@@ -224,8 +222,8 @@ static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
 static void pg_detach(dlock__store *s, dlock__store_lock *sl)
 {
     pglock *l = PGLOCK(sl);
-    (void) s;
     if (l->conn != NULL) {
+        dlock__pg_held_remove(PGSTORE(s), l); /* (no handle of the owner's holds it now) */
         dlock__session *session = l->conn->session;
         l->conn = NULL;
         dlock__session_unref(session);
@@ -290,8 +288,8 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * in this run is exact, as before: the grant that wrote it waited for
  * the rule, and a later crash starts another run. A clean shutdown loses
  * no commit and keeps dlock_run: no wait after it. */
-#define EARLY      "$9::timestamptz > clock_timestamp()"
-#define STILL_HELD "(f.expires > clock_timestamp() OR (f.run < $8::bigint AND " EARLY "))"
+#define EARLY      DLOCK__PG_EARLY
+#define STILL_HELD DLOCK__PG_STILL_HELD
 /* What a refusal says while the rule holds a name no holder has. */
 #define RULE_WHY                                                                                   \
     "the PostgreSQL server restarted after a crash, and a holder whose grant the crash lost may "  \
@@ -318,7 +316,9 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "ceil(extract(epoch FROM (greatest(f.expires, CASE WHEN f.run < $8::bigint THEN "              \
     "$9::timestamptz END) - clock_timestamp())) * 1000)::bigint, "                                 \
     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "                                           \
-    "f.holder <> $6 AND f.run < $8::bigint AND (f.holder = '' OR f.expires <= clock_timestamp())"
+    "f.holder <> $6 AND f.run < $8::bigint AND (f.holder = '' OR f.expires <= "                    \
+    "clock_timestamp()), "                                                                         \
+    "f.shared_until > clock_timestamp()"
 /* The grant's commit does not wait for the WAL's flush (synchronous_commit
  * off for its transaction): a fence bump lost in a crash is not handed out
  * again, as every grant after the crash has a larger epoch in $7 (above),
@@ -337,10 +337,14 @@ static const char *const take_sql[2] = {
 /* After a failed attempt: the connection lets go of the key, which the
  * statement may have taken before it failed (a session lock outlives the
  * failed statement; the connection did not hold it before), or is closed. */
-static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key, int64_t deadline)
+static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const pglock *l, int64_t deadline)
 {
+    if (l->base.spec.kind == DLOCK__READ) {
+        dlock__pg_read_after_failure(p, c, l->key_text, deadline);
+        return;
+    }
     PGresult *r = NULL;
-    const char *params[] = {key};
+    const char *params[] = {l->key_text};
     int rc =
         dlock__pg_exec_prepared(p, c, PREP_UNLOCK, UNLOCK_SQL, 1, params, deadline, NULL, NULL, &r);
     int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
@@ -351,8 +355,7 @@ static void after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key, 
         dlock__pg_discard(p, c, "closed after a failed attempt");
 }
 
-/* Sleeps until `until`, asking cancelled() every 50 ms: 1 if it said so. */
-static int sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
+int dlock__pg_sleep_until(int64_t until, int (*cancelled)(void *), void *arg)
 {
     for (;;) {
         int64_t now = dlock__now_us();
@@ -376,8 +379,8 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     *taken = 0;
     /* A wait sleeps to the lease's end, or to the slice's: holding the
      * advisory lock, it keeps its place ahead of later waiters. */
-    int cancelled =
-        block && sleep_until(end < slice_end ? end : slice_end, a->cancelled, a->cancel_arg);
+    int cancelled = block && dlock__pg_sleep_until(end < slice_end ? end : slice_end, a->cancelled,
+                                                   a->cancel_arg);
     if (block && !cancelled && end <= slice_end) {
         char app[96];
         snprintf(app, sizeof app, "dlock:%s", a->token);
@@ -399,8 +402,48 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
     }
     /* not in this slice: let go, and say how long the lease has left */
     a->holder_ttl_ms = left_ms;
-    after_failure(p, c, l->key_text, bound);
+    after_failure(p, c, l, bound);
     return DLOCK_OK;
+}
+
+/* An exclusive grant (the row made ours) on a name whose readers' leases
+ * may run (read.c): waits, holding the key and the row, until none runs,
+ * within the slice; else it lets go (the row's lease ended, the key
+ * unlocked) and says how long the longest has left. DLOCK_OK with *taken
+ * set, or a failure (c given back or closed). */
+static int wait_readers(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__attempt *a,
+                        int64_t slice_end, int64_t bound, int block, int *taken)
+{
+    for (;;) {
+        int64_t left_ms = 0;
+        int rc = dlock__pg_readers_left(p, c, l, bound, &left_ms);
+        if (rc == DLOCK_EUNREACHABLE) {
+            dlock__pg_discard(p, c, "closed: an attempt got no answer");
+            return rc;
+        }
+        if (rc == DLOCK_OK && left_ms <= 0)
+            return DLOCK_OK;
+        int64_t end = dlock__now_us() + left_ms * 1000 + 2000;
+        if (rc != DLOCK_OK || !block || end > slice_end ||
+            dlock__pg_sleep_until(end, a->cancelled, a->cancel_arg)) {
+            *taken = 0;
+            a->holder_ttl_ms = left_ms > 0 ? left_ms : DLOCK__TTL_UNKNOWN;
+            const char *params[] = {l->key_text, l->name, c->nonce};
+            PGresult *r = NULL;
+            int rrc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, bound,
+                                              NULL, NULL, &r);
+            int ok = rrc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
+            PQclear(r);
+            if (ok)
+                dlock__pg_put(p, c);
+            else
+                dlock__pg_discard(p, c, "closed: it could not let go of a lock");
+            /* readers hold it: the read-write lock's, a mutex's other kind */
+            a->held_as =
+                l->base.spec.kind == DLOCK__WRITE ? DLOCK__HELD_AS_SAME : DLOCK__HELD_AS_RW;
+            return rc;
+        }
+    }
 }
 
 /* The grant found a live holder of the name in table mode's lock table
@@ -411,10 +454,12 @@ static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, 
                      int64_t table_ms, int64_t bound)
 {
     if (taken) {
+        int reader = l->base.spec.kind == DLOCK__READ;
         const char *params[] = {l->key_text, l->name, c->nonce};
         PGresult *r = NULL;
-        int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, bound, NULL,
-                                         NULL, &r);
+        int rc = dlock__pg_exec_prepared(p, c, reader ? DLOCK__PGP_READ_RELEASE : PREP_RELEASE,
+                                         reader ? DLOCK__PG_READ_RELEASE_SQL : RELEASE_SQL, 3,
+                                         params, bound, NULL, NULL, &r);
         int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
         PQclear(r);
         if (ok)
@@ -422,7 +467,7 @@ static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, 
         else
             dlock__pg_discard(p, c, "closed: it could not let go of a lock");
     } else {
-        after_failure(p, c, l->key_text, bound);
+        after_failure(p, c, l, bound);
     }
     a->outcome = DLOCK__HELD;
     a->next = DLOCK__NEXT_POLL; /* a table holder's release wakes no session waiter */
@@ -441,6 +486,18 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         return dlock__pgt_acquire(p, l->name, l->key_lit, l->key, a);
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
+    if (dlock__pg_owner_clash(p, l, a->token))
+        return dlock__fail(DLOCK_EDEADLK,
+                           "lock '%s': this owner holds it already through another handle (as "
+                           "a reader, a writer or a mutex): asking for it %s too would wait for "
+                           "itself (one name is one lock; release it first)",
+                           l->name,
+                           l->base.spec.kind == DLOCK__READ    ? "to read"
+                           : l->base.spec.kind == DLOCK__WRITE ? "to write"
+                                                               : "as a mutex");
+    /* the read-write lock: readers share the key, a writer takes it as a
+     * mutex does (README.md, "Read locks") */
+    int reader = l->base.spec.kind == DLOCK__READ;
     int64_t now = dlock__now_us();
     /* The slice (backend.h): the whole wait, up to MAX_SLICE_US, so the
      * waiter keeps its place in the server's queue (one that left it at
@@ -470,13 +527,19 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (slice_ms < 1)
         slice_ms = 1;
     snprintf(timeout, sizeof timeout, "%lld", (long long) slice_ms);
-    snprintf(app, sizeof app, "dlock:%s", a->token);
+    snprintf(app, sizeof app, "%s%s",
+             l->base.spec.kind == DLOCK__WRITE ? DLOCK__PG_WRITER : "dlock:", a->token);
     const char *params[] = {l->key_text, l->name,       timeout,      app,         p->lease_text,
                             c->nonce,    c->fence_base, c->run_epoch, c->run_until};
     const char *check_params[] = {l->name_hex};
-    dlock__pg_stmt grant[2] = {
-        {block ? PREP_WAIT : PREP_TRY, block ? p->take_wait : p->take_try, 9, params},
-        {PREP_CHECK, CHECK_SQL, 1, check_params}};
+    dlock__pg_stmt grant[2] = {{reader  ? (block ? DLOCK__PGP_READ_WAIT : DLOCK__PGP_READ_TRY)
+                                : block ? PREP_WAIT
+                                        : PREP_TRY,
+                                reader  ? dlock__pg_read_sql[block]
+                                : block ? p->take_wait
+                                        : p->take_try,
+                                9, params},
+                               {PREP_CHECK, CHECK_SQL, 1, check_params}};
     PGresult *res[2] = {NULL, NULL};
     /* with the table check when the connection has seen table mode's table */
     int checked = c->lock_table;
@@ -499,7 +562,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         c->lock_table = !gone;
         PQclear(res[0]);
         PQclear(res[1]);
-        after_failure(p, c, l->key_text, bound);
+        after_failure(p, c, l, bound);
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_RETRY;
         return rc;
@@ -513,6 +576,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         int table_seen = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
         /* no holder known: the run rule (above) counts it held */
         int by_rule = strcmp(PQgetvalue(r, 0, 4), "t") == 0;
+        /* readers' leases may run on the name (read.c) */
+        int readers_seen = strcmp(PQgetvalue(r, 0, 5), "t") == 0;
         PQclear(r);
         int64_t table_ms =
             checked && PQntuples(res[1]) == 1 ? strtoll(PQgetvalue(res[1], 0, 0), NULL, 10) : 0;
@@ -537,20 +602,40 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         }
         if (table_ms > 0)
             return give_back(p, l, c, taken, a, table_ms, bound);
+        if (!taken && reader) {
+            /* a writer's row lease (its connection ended) or the run rule
+             * holds the name: looked at again within that (a reader does
+             * not write the row to wait it out) */
+            a->held_why = by_rule ? RULE_WHY : NULL;
+            after_failure(p, c, l, bound);
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_POLL;
+            a->holder_ttl_ms = left_ms > 0 ? left_ms : 1;
+            return DLOCK_OK;
+        }
         if (!taken) {
             a->held_why = by_rule ? RULE_WHY : NULL;
             rc = take_over(p, l, c, a, left_ms > 0 ? left_ms : 1, slice_end, bound, block, &taken);
             if (rc != DLOCK_OK)
                 return rc;
         }
+        if (taken && readers_seen) {
+            /* readers' leases may still run (a reader whose connection
+             * ended: it may still believe it reads): waited out as a row
+             * lease is, holding the key, within the slice */
+            rc = wait_readers(p, l, c, a, slice_end, bound, block, &taken);
+            if (rc != DLOCK_OK)
+                return rc;
+        }
         if (taken && dlock__pg_hold(c, l->key) != DLOCK_OK) {
-            after_failure(p, c, l->key_text, bound);
+            after_failure(p, c, l, bound);
             return DLOCK_ENOMEM;
         }
         if (taken) {
             a->outcome = DLOCK__TAKEN;
             a->fence = fence;
             l->conn = c;
+            dlock__pg_held_add(p, l, a->token);
             dlock__session_ref(c->session); /* the lock's */
             dlock__session_ref(c->session); /* the attempt's */
             a->session = c->session;
@@ -560,7 +645,12 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     } else if (st == PGRES_TUPLES_OK) {
         PQclear(r); /* a try that found it held */
         PQclear(res[1]);
-        dlock__pg_put(p, c);
+        int broken = 0;
+        a->held_as = dlock__pg_held_as(p, c, l, bound, &broken);
+        if (broken)
+            dlock__pg_discard(p, c, "closed: a request got no answer");
+        else
+            dlock__pg_put(p, c);
     } else {
         PQclear(res[1]); /* (aborted after the grant's error) */
         const char *state = dlock__pg_state(r);
@@ -573,7 +663,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                 dlock__pg_discard(p, c, "closed: a request got no answer");
                 return rc;
             }
-            after_failure(p, c, l->key_text, bound);
+            after_failure(p, c, l, bound);
             if (rc != DLOCK_OK)
                 return rc;
             a->outcome = DLOCK__HELD;
@@ -585,7 +675,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (!slice_over)
             rc = dlock__pg_fail(p, r, "taking the advisory lock");
         PQclear(r);
-        after_failure(p, c, l->key_text, bound);
+        after_failure(p, c, l, bound);
         if (!slice_over)
             return rc;
     }
@@ -631,10 +721,12 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
         return dlock__pgt_release(p, l->name, l->key_lit, token, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
+    if (l->base.spec.kind == DLOCK__READ)
+        return dlock__pg_read_release(p, l, deadline_us);
     dlock__pgconn *c = l->conn;
     pthread_mutex_lock(&c->mu);
     if (c->pg == NULL) {
-        unbind(p, l, 1, "");
+        dlock__pg_unbind(p, l, 1, "");
         return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
     }
     const char *params[] = {l->key_text, l->name, c->nonce};
@@ -650,7 +742,7 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
         int gone = rc == DLOCK_EUNREACHABLE && (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD);
         char why[300];
         snprintf(why, sizeof why, "%s", dlock_errmsg());
-        unbind(p, l, 1, "closed: a release got no answer");
+        dlock__pg_unbind(p, l, 1, "closed: a release got no answer");
         if (gone)
             return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection: %s", l->name,
                                why);
@@ -664,7 +756,7 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
         rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
     PQclear(r);
     dlock__pg_unhold(c, l->key);
-    unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
+    dlock__pg_unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
     return rc;
 }
 
@@ -735,7 +827,10 @@ static int operate(dlock__pgstore *p, const char *sql, int n, const char *const 
  * "pg pid N" for a session that is not dlock's. */
 static const char *owner_of(const char *app, const char *pid, char *buf, size_t len)
 {
-    if (strncmp(app, "dlock:", 6) == 0 && app[6] != '\0')
+    size_t wn = strlen(DLOCK__PG_WRITER);
+    if (strncmp(app, DLOCK__PG_WRITER, wn) == 0 && app[wn] != '\0')
+        snprintf(buf, len, "%s", app + wn); /* a writer's */
+    else if (strncmp(app, "dlock:", 6) == 0 && app[6] != '\0')
         snprintf(buf, len, "%s", app + 6);
     else
         snprintf(buf, len, "pg pid %s", pid);
@@ -761,14 +856,33 @@ static int session_query(dlock__pgstore *p, pglock *l, dlock_status *st, int *ta
                      "expires > clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
                      "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3), "
                      "coalesce(bool_or(" WAITS_OUT "), false), "
-                     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
+                     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "
+                     /* the readers (read.c): their lease rows, and the
+                      * longest lease of them */
+                     "(SELECT count(*) FROM dlock_share WHERE name = $3 AND expires > "
+                     "clock_timestamp()), (SELECT ceil(extract(epoch FROM (max(expires) - "
+                     "clock_timestamp())) * 1000)::bigint FROM dlock_share WHERE name = $3 AND "
+                     "expires > clock_timestamp()) "
                      "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
                      3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);
+    unsigned readers = (unsigned) strtoul(PQgetvalue(r, 0, 9), NULL, 10);
     *table_there = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
     st->waiters = (unsigned) strtoul(PQgetvalue(r, 0, 1), NULL, 10);
+    st->last_fence = strtoull(PQgetvalue(r, 0, 4), NULL, 10);
+    if (readers > 0) {
+        /* read: counted by their lease rows (a reader whose connection
+         * ended among them until its lease ends, as a writer waits for
+         * it), with the longest lease left; a table take's guard that
+         * holds the key shared for its statement is no reader */
+        st->held = 1;
+        st->shared = readers;
+        st->lease_ms = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
+        PQclear(r);
+        return DLOCK_OK;
+    }
     if (held == 1 && strcmp(PQgetvalue(r, 0, 7), "t") == 0) {
         /* the session holding the key waits out another holder's row lease
          * (README, "The row's lease"): that holder is the one told below;
@@ -859,16 +973,27 @@ static int session_holders(dlock__pgstore *p, pglock *l, dlock__holder_sink sink
      * later connection of its server pid overwrote it); one that waits out
      * the run rule's time with no holder in the row is none, and names
      * none (the last column) */
-    int rc =
-        operate(p,
-                "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
-                " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
-                "END, o.info, coalesce(" WAITS_OUT " AND NOT " ROW_HOLDER ", false), "
-                "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
-                "FROM (SELECT 1) d LEFT JOIN (pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
-                "LEFT JOIN dlock_owner o ON " HOLDER_RECORD
-                " AND (l.pid = f.holder_pid OR " WAITS_OUT ")) ON " LOCK_ROWS " AND l.granted",
-                3, params, deadline_us, &r);
+    int rc = operate(
+        p,
+        "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
+        " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
+        "END, o.info, coalesce(" WAITS_OUT " AND NOT " ROW_HOLDER ", false), "
+        "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
+        "FROM (SELECT 1) d LEFT JOIN (pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
+        "LEFT JOIN dlock_owner o ON " HOLDER_RECORD " AND (l.pid = f.holder_pid OR " WAITS_OUT
+        ")) ON " LOCK_ROWS " AND l.granted AND l.mode = 'ExclusiveLock' "
+        /* no session holds the key, but the row's lease runs (a holder
+         * whose connection ended: it may still believe it holds, and a
+         * take finds it held): the row's holder, as session_query
+         * names it. Before, holders named none while status named it. */
+        "UNION ALL SELECT f.owner, f.holder_pid, o.info, false, true FROM dlock_fence f "
+        "LEFT JOIN dlock_owner o ON " HOLDER_RECORD " WHERE f.name = $3 AND " ROW_HOLDER
+        " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE " LOCK_ROWS " AND l.granted) "
+        /* the readers (read.c), by their lease rows */
+        "UNION ALL SELECT r.owner, r.holder_pid, o.info, false, true FROM dlock_share r "
+        "LEFT JOIN dlock_owner o ON o.pid = r.holder_pid AND o.holder = r.holder WHERE "
+        "r.name = $3 AND r.expires > clock_timestamp()",
+        3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     /* one row at least (the table's presence), with no lock row when no
@@ -928,7 +1053,7 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     if (left > p->timeout_ms)
         left = p->timeout_ms;
     snprintf(wait_ms, sizeof wait_ms, "%lld", (long long) (left > 1 ? left : 1));
-    char sql[2500], name[1100];
+    char sql[4800], name[1100];
     if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
         return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
     /* the row's lease ends first, and the row stays locked until the
@@ -936,12 +1061,18 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     snprintf(sql, sizeof sql,
              "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND expires > "
              "clock_timestamp(); "
+             "UPDATE dlock_share SET expires = clock_timestamp() WHERE name = %s AND expires > "
+             "clock_timestamp(); "
              "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*), "
              "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
              "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid "
              "= %s AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE "
-             "datname = current_database()) AND l.granted%s",
-             name, wait_ms, l->classid, l->objid, p->table ? " AND l.mode = 'ExclusiveLock'" : "");
+             "datname = current_database()) AND l.granted%s%s%s",
+             name, name, wait_ms, l->classid, l->objid,
+             p->table ? " AND (l.mode = 'ExclusiveLock' OR l.pid IN (SELECT holder_pid FROM "
+                        "dlock_share WHERE name = "
+                      : "",
+             p->table ? name : "", p->table ? "))" : "");
     PGresult *r = NULL;
     int rc = operate(p, sql, 0, NULL, deadline_us, &r);
     if (rc != DLOCK_OK)
@@ -979,13 +1110,15 @@ static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     if (table_there)
         return dlock__pgt_list(p, prefix, sink, arg, deadline_us);
     rc = operate(p,
-                 "SELECT f.name FROM dlock_fence f WHERE starts_with(f.name, $1) "
-                 "AND " DLOCK__PG_SESSION_LIVE,
+                 "SELECT f.name, EXISTS (SELECT FROM dlock_share r WHERE r.name = f.name AND "
+                 "r.expires > clock_timestamp()) OR starts_with(f.owner, '" DLOCK__PG_WRITER
+                 "') FROM dlock_fence f WHERE starts_with(f.name, $1) AND " DLOCK__PG_SESSION_LIVE,
                  1, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(r); i++) {
-        if (sink(arg, PQgetvalue(r, i, 0), DLOCK__MUTEX) != 0)
+        enum dlock__kind kind = strcmp(PQgetvalue(r, i, 1), "t") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+        if (sink(arg, PQgetvalue(r, i, 0), kind) != 0)
             break;
     }
     PQclear(r);

@@ -2,9 +2,9 @@
 /* pg.h - the PostgreSQL backend's own state: the store, its connections
  * (conn.c) and its locks (pg.c). README.md maps the files.
  *
- * Session mode (the only mode built): a lock is a session-level advisory
+ * Session mode (table mode: table.c): a lock is a session-level advisory
  * lock on a 64-bit key made from its name (dlock__pg_key), held by one
- * connection of the store's pool; each connection is a session of the
+ * connection of the store's pool (a reader's shared, read.c); each connection is a session of the
  * host (session.h), so when it dies every lock it held is lost and
  * reported. A connection holds several locks, never two of one key:
  * advisory locks are re-entrant per connection, so two handles of one name
@@ -78,10 +78,29 @@ typedef struct dlock__pgstore {
     struct dlock__pglisten *listen; /* table mode: its waiters' wake-ups (listen.c) */
     struct dlock__sockwatch *watch; /* session mode: every connection's socket watched while
                                        idle, a close by the server seen at once (conn.c) */
+    struct dlock__pglock *held;     /* session mode: the holds of this client (under mu) */
     _Atomic int reached;
 } dlock__pgstore;
 
 #define PGSTORE(s) DLOCK__STORE_OF(dlock__pgstore, s)
+
+/* One lock handle of the store (pg.c). */
+typedef struct dlock__pglock {
+    dlock__store_lock base;
+    char *name;
+    int64_t key;
+    char key_text[24], classid[16], objid[16];
+    char *key_lit;       /* table mode: the name as a bytea literal, its row's key */
+    char *name_hex;      /* the name's bytes as bytea text ('\x...'), CHECK_SQL's $1 */
+    dlock__pgconn *conn; /* the connection holding it (the lock's session reference) */
+    /* while it holds (conn set): its owner token, and its place in the
+     * store's list of holds (held, under the store's mu), by which an
+     * owner asking for its name as another kind is told EDEADLK (read.c) */
+    char owner[72];
+    struct dlock__pglock *next_held;
+} dlock__pglock;
+
+#define PGLOCK(p) DLOCK__STORE_OF(dlock__pglock, p)
 
 /* keys: the advisory key of a name (README.md: FNV-1a 64 of the name's
  * bytes, its low 48 bits under the namespace). */
@@ -163,6 +182,83 @@ void dlock__pg_session_lost(dlock__store *s, dlock__session *session, int64_t de
 /* renew(): every connection named is pinged (all sent, then all read). */
 int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);
 
+/* pg.c: what read.c shares of a lock's life. */
+/* The prepared statements' numbers (dlock__pg_exec_prepared; table.c's
+ * are 8 to 10). */
+enum {
+    DLOCK__PGP_TRY,
+    DLOCK__PGP_WAIT,
+    DLOCK__PGP_RELEASE,
+    DLOCK__PGP_UNLOCK,
+    DLOCK__PGP_CHECK,
+    DLOCK__PGP_READ_TRY = 12,
+    DLOCK__PGP_READ_WAIT,
+    DLOCK__PGP_READ_RELEASE,
+    DLOCK__PGP_READ_UNLOCK,
+    DLOCK__PGP_SHARE_CHECK,
+};
+/* One lock per name across the modes: the ms left of a live holder of the
+ * name in table mode's lock table, 0 when none ($1: the name's bytes);
+ * run after a session grant in its round trip (pg.c). */
+#define DLOCK__PG_CHECK_SQL                                                                        \
+    "SELECT coalesce(max(ceil(extract(epoch FROM (expires - clock_timestamp())) * "                \
+    "1000)::bigint), "                                                                             \
+    "0) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > "   \
+    "clock_timestamp()"
+/* The run rule's time has not passed ($9: its end; pg.c, at EARLY). */
+#define DLOCK__PG_EARLY "$9::timestamptz > clock_timestamp()"
+/* The name's row f holds it for an exclusive holder: its lease runs, or
+ * the run rule holds a row no grant of this run ($8) wrote (pg.c). */
+#define DLOCK__PG_STILL_HELD                                                                       \
+    "(f.expires > clock_timestamp() OR (f.run < $8::bigint AND " DLOCK__PG_EARLY "))"
+/* The row's owner of a writer of the read-write lock ("dlock:w:TOKEN";
+ * a mutex's is "dlock:TOKEN"): status tells the kinds apart by it. */
+#define DLOCK__PG_WRITER "dlock:w:"
+/* A reader's release, in one statement (as pg.c's RELEASE_SQL): its
+ * lease row deleted (locked until the commit: a writer's check waits for
+ * it, read.c), then the shared key let go; the commit does not wait for
+ * the WAL's flush. $1 key, $2 name, $3 the connection's id. */
+#define DLOCK__PG_READ_RELEASE_SQL                                                                 \
+    "WITH d AS (DELETE FROM dlock_share WHERE name = $2 AND holder = $3 RETURNING 1) SELECT "      \
+    "pg_advisory_unlock_shared($1::bigint), set_config('synchronous_commit', 'off', true) FROM "   \
+    "(SELECT count(*) FROM d) AS x"
+/* A reader's grant, a try [0] and a wait [1] (read.c); its parameters are
+ * the exclusive grant's (pg.c), and so are its answer's columns. */
+extern const char *const dlock__pg_read_sql[2];
+/* A reader's shared key let go (after a failed attempt, a lost hold). */
+#define DLOCK__PG_READ_UNLOCK_SQL "SELECT pg_advisory_unlock_shared($1::bigint)"
+/* The connection goes back to the pool (or is closed: discard), and the
+ * lock's reference to its session with it; the hold leaves the store's
+ * list. */
+void dlock__pg_unbind(dlock__pgstore *p, dlock__pglock *l, int discard, const char *why);
+/* Sleeps until `until`, asking cancelled() every 50 ms: 1 if it said so. */
+int dlock__pg_sleep_until(int64_t until, int (*cancelled)(void *), void *arg);
+
+/* read.c: the read-write lock's readers in session mode (README.md, "Read
+ * locks"), and what the exclusive grants need of them. */
+int dlock__pg_read_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a);
+int dlock__pg_read_release(dlock__pgstore *p, dlock__pglock *l, int64_t deadline_us);
+/* After a failed attempt of a reader: the connection lets go of the
+ * shared key, or is closed. */
+void dlock__pg_read_after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key,
+                                  int64_t deadline);
+/* An exclusive grant whose row said readers' leases may run
+ * (shared_until): the ms left of the longest live reader lease of the
+ * name, 0 when none, waiting for a reader's release in flight to commit;
+ * DLOCK_EUNREACHABLE or DLOCK_ESERVER as a request. */
+int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
+                           int64_t deadline_us, int64_t *left_ms);
+/* After a try found the key held: by which kind of lock, as seen by l;
+ * *broken when c got no answer (to discard). */
+enum dlock__held_as dlock__pg_held_as(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
+                                      int64_t deadline_us, int *broken);
+/* The owner token already holds l's name through another handle (of
+ * another kind, or exclusively): asking again would wait for itself. */
+int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token);
+/* l holds now for token / no more (the store's list of holds). */
+void dlock__pg_held_add(dlock__pgstore *p, dlock__pglock *l, const char *token);
+void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l);
+
 /* table.c: table mode (mode=table), the backend's steps for it; a lock is
  * named by its name and its key literal (dlock__pgt_bytea of the name). */
 char *dlock__pgt_bytea(const char *text); /* a bytea literal, malloc'd; NULL: no memory */
@@ -188,7 +284,9 @@ int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t dead
  * (its key in pg_locks), or whose row lease runs (a holder whose
  * connection ended: status calls it held until the lease ends). */
 #define DLOCK__PG_SESSION_LIVE                                                                     \
-    "((f.holder <> '' AND f.expires > clock_timestamp()) OR EXISTS (SELECT 1 FROM pg_locks l "     \
+    "((f.holder <> '' AND f.expires > clock_timestamp()) OR EXISTS (SELECT 1 FROM dlock_share r "  \
+    "WHERE r.name = f.name AND r.expires > clock_timestamp()) OR EXISTS (SELECT 1 FROM pg_locks "  \
+    "l "                                                                                           \
     "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND "                                        \
     "((l.classid::bigint << 32) | l.objid::bigint) = f.key AND l.database = (SELECT oid FROM "     \
     "pg_database WHERE datname = current_database())))"

@@ -357,7 +357,7 @@ static int journal_wal(dlock__sq_store *s)
     return rc;
 }
 
-int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms)
+static int db_open(dlock__sq_store *s, int64_t connect_ms)
 {
     int rc = check_path(s);
     if (rc != DLOCK_OK)
@@ -392,6 +392,78 @@ int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms)
         if (src != SQLITE_OK)
             rc = dlock__sq_error(s, src, "preparing a statement");
     }
+    return rc;
+}
+
+static int lock_by(dlock__sq_store *s, int64_t deadline_us);
+
+/* Opens the file (making it when create), its tables and the wake file,
+ * under the mutex; *missing when it is not there and !create. */
+static int open_locked(dlock__sq_store *s, int create, int *missing)
+{
+    *missing = 0;
+    if (atomic_load_explicit(&s->opened, memory_order_relaxed))
+        return DLOCK_OK;
+    if (!create && access(s->path, F_OK) != 0 && errno == ENOENT) {
+        *missing = 1;
+        return DLOCK_OK;
+    }
+    int rc = db_open(s, s->connect_ms);
+    if (rc != DLOCK_OK) {
+        dlock__sq_db_close(s); /* tried again at the next call */
+        return rc;
+    }
+    dlock__sq_wake_open(s);
+    /* every field the open wrote (db, stmts, wake) before the flag: a
+     * thread that sees it set reads them without the mutex (wake.c) */
+    atomic_store_explicit(&s->opened, 1, memory_order_release);
+    return DLOCK_OK;
+}
+
+int dlock__sq_db_start(dlock__sq_store *s, int64_t connect_ms)
+{
+    s->connect_ms = connect_ms;
+    int rc = check_path(s);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (access(s->path, F_OK) != 0 && errno == ENOENT) {
+        /* Made by the first call that takes a lock, not here: a read-only
+         * command (status, list, unlock --force) of a mistyped path made
+         * the file and then said "free" of it. A directory this user may
+         * not write is still told now. */
+        char dir[sizeof s->path];
+        snprintf(dir, sizeof dir, "%s", s->path);
+        char *slash = strrchr(dir, '/');
+        if (slash == dir)
+            slash[1] = '\0';
+        else if (slash != NULL)
+            *slash = '\0';
+        if (access(dir, W_OK | X_OK) != 0)
+            return why_unwritable(s, DLOCK_ESERVER);
+        return DLOCK_OK;
+    }
+    int missing;
+    return open_locked(s, 1, &missing);
+}
+
+int dlock__sq_ready(dlock__sq_store *s, int create, int64_t deadline_us, int *missing)
+{
+    *missing = 0;
+    if (atomic_load_explicit(&s->opened, memory_order_acquire))
+        return DLOCK_OK;
+    if (lock_by(s, deadline_us) != 0)
+        return dlock__fail(DLOCK_EUNREACHABLE,
+                           "%s: another request of this client kept the database until the "
+                           "deadline (opening it)",
+                           s->label);
+    s->busy_until_us = deadline_us;
+    int rc = open_locked(s, create, missing);
+    pthread_mutex_unlock(&s->mu);
+    if (rc == DLOCK_OK && *missing && !atomic_exchange(&s->missing_said, 1))
+        DLOCK__LOG(s->base.host.log, DLOCK_LOG_WARN,
+                   "%s: no lock file at %s (nothing was ever locked there, or the path is "
+                   "mistyped); it is made by the first lock taken there",
+                   s->label, s->path);
     return rc;
 }
 
@@ -448,7 +520,14 @@ int dlock__sq_begin(dlock__sq_store *s, int write, int64_t deadline_us)
                            "deadline (waiting for another process's write lock)",
                            s->label);
     s->busy_until_us = deadline_us;
-    int rc = exec(s, write ? "BEGIN IMMEDIATE" : "BEGIN", "starting a transaction");
+    /* a call that is not an operator's makes the file (dlock__sq_ready) */
+    int missing;
+    int rc = open_locked(s, 1, &missing);
+    if (rc != DLOCK_OK) {
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    rc = exec(s, write ? "BEGIN IMMEDIATE" : "BEGIN", "starting a transaction");
     s->in_write = write && rc == DLOCK_OK;
     if (rc != DLOCK_OK)
         pthread_mutex_unlock(&s->mu);

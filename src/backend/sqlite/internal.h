@@ -60,10 +60,13 @@ typedef struct dlock__sq_store {
     int in_write;          /* the transaction under way holds the write lock (under mu) */
     dlock__sq_proc self; /* this process, as holds record it (under mu; read again after a fork) */
     char boot[48];       /* this boot's id */
-    _Atomic uint32_t *wake; /* the wake counters (wake.c), mapped; NULL: waiters poll */
-    int wake_writable;      /* mapped for writing: this process's releases wake */
-    char wake_why[4400];    /* why not, or why read-only ("": mapped for writing) */
-    atomic_int wake_said;   /* wake_why logged (at the first wait) */
+    _Atomic uint32_t *wake;  /* the wake counters (wake.c), mapped; NULL: waiters poll */
+    int wake_writable;       /* mapped for writing: this process's releases wake */
+    char wake_why[4400];     /* why not, or why read-only ("": mapped for writing) */
+    atomic_int wake_said;    /* wake_why logged (at the first wait) */
+    _Atomic int opened;      /* the database and the wake file are open (set once, under mu) */
+    atomic_int missing_said; /* the warning of a missing file logged (dlock__sq_ready) */
+    int64_t connect_ms;      /* how long an open waits for another process's write lock */
     char path[4096];
     char label[4200]; /* "sqlite:///path" */
 } dlock__sq_store;
@@ -107,10 +110,20 @@ int dlock__sq_proc_gone(const dlock__sq_proc *p);
 
 /* ------------------------------------------------ db.c: the connection and transactions */
 
-/* Opens (and creates if need be) the database at s->path with the lock
- * tables, WAL mode and the busy handler, waiting up to connect_ms for
- * another process's write lock. */
-int dlock__sq_db_open(dlock__sq_store *s, int64_t connect_ms);
+/* At the store's open: checks s->path and opens the database there with
+ * the lock tables, WAL mode and the busy handler (waiting up to
+ * connect_ms for another process's write lock), and the wake file; or,
+ * when there is no file at the path yet, leaves both to the first call
+ * that needs them (dlock__sq_ready), after checking that its directory
+ * may be written. */
+int dlock__sq_db_start(dlock__sq_store *s, int64_t connect_ms);
+/* Before a call's first transaction: the database opened, and made when
+ * create. A read-only call (an operator's: query, holders, list,
+ * force-unlock) passes create 0: when there is no file at the path it
+ * makes none, sets *missing (the call then reports nothing held) and logs
+ * a warning, once per store, that says so. dlock__sq_begin opens (and
+ * makes) it too, for every other call. */
+int dlock__sq_ready(dlock__sq_store *s, int create, int64_t deadline_us, int *missing);
 void dlock__sq_db_close(dlock__sq_store *s);
 /* Takes the store's mutex and bounds SQLite's busy waits by deadline_us;
  * then BEGIN IMMEDIATE (write) or BEGIN (read). On failure the mutex is

@@ -511,6 +511,10 @@ int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a
      * the name's wake counter and looks again when a release wakes it, or
      * every WAKE_LOOK_MS for what no release announces. The slice ends by
      * the wait's budget or the request's bound less a reply's reserve. */
+    int missing;
+    int rc = dlock__sq_ready(s, 1, a->deadline_us, &missing); /* (before s->wake is read) */
+    if (rc != DLOCK_OK)
+        return rc;
     int64_t slice_end = a->wait_until_us;
     int64_t bound = a->deadline_us - s->timeout_ms * 1000 / 5;
     if (bound < slice_end)
@@ -519,7 +523,7 @@ int dlock__sq_acquire(dlock__store *st, dlock__store_lock *sl, dlock__attempt *a
                 slice_end > dlock__now_us() + WAKE_LOOK_MS * 1000;
     for (;;) {
         uint32_t seq = block ? dlock__sq_wake_seq(s, l->name) : 0;
-        int rc = attempt_once(s, l, a);
+        rc = attempt_once(s, l, a);
         if (rc == DLOCK_OK && a->outcome == DLOCK__HELD && a->wait)
             dlock__sq_wake_explain(s); /* once: why this process polls, if it does */
         if (rc != DLOCK_OK || a->outcome != DLOCK__HELD || !block)

@@ -32,7 +32,11 @@ int dlock__sq_query(dlock__store *st, dlock__store_lock *sl, dlock_status *out, 
 
     memset(out, 0, sizeof *out);
     out->lease_ms = -1;
-    int rc = dlock__sq_begin(s, 0, deadline_us);
+    int missing;
+    int rc = dlock__sq_ready(s, 0, deadline_us, &missing);
+    if (rc != DLOCK_OK || missing) /* no file: nothing held, nothing made */
+        return rc;
+    rc = dlock__sq_begin(s, 0, deadline_us);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__sq_rows(s, SQ_WAITS, l->name, &rows, &n);
@@ -82,7 +86,11 @@ int dlock__sq_force_unlock(dlock__store *st, dlock__store_lock *sl, int64_t dead
 {
     dlock__sq_store *s = SQSTORE(st);
     dlock__sq_lock *l = SQLOCK(sl);
-    int rc = dlock__sq_begin(s, 1, deadline_us);
+    int missing;
+    int rc = dlock__sq_ready(s, 0, deadline_us, &missing);
+    if (rc != DLOCK_OK || missing) /* no file: nothing to unlock, nothing made */
+        return rc;
+    rc = dlock__sq_begin(s, 1, deadline_us);
     if (rc != DLOCK_OK)
         return rc;
     /* the fence counter stays: the next holder's fence is still larger */
@@ -107,8 +115,11 @@ int dlock__sq_holders(dlock__store *st, dlock__store_lock *sl, dlock__holder_sin
     dlock__sq_lock *l = SQLOCK(sl);
     dlock__sq_row *rows = NULL;
     size_t n = 0;
-
-    int rc = dlock__sq_begin(s, 0, deadline_us);
+    int missing;
+    int rc = dlock__sq_ready(s, 0, deadline_us, &missing);
+    if (rc != DLOCK_OK || missing) /* no file: no holder, nothing made */
+        return rc;
+    rc = dlock__sq_begin(s, 0, deadline_us);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__sq_rows(s, SQ_ROWS, l->name, &rows, &n);
@@ -191,8 +202,11 @@ int dlock__sq_list(dlock__store *st, const char *prefix, dlock__name_sink sink, 
 {
     dlock__sq_store *s = SQSTORE(st);
     found f = {.s = s, .prefix = prefix, .prefix_len = strlen(prefix)};
-
-    int rc = dlock__sq_begin(s, 0, deadline_us);
+    int missing;
+    int rc = dlock__sq_ready(s, 0, deadline_us, &missing);
+    if (rc != DLOCK_OK || missing) /* no file: no name, nothing made */
+        return rc;
+    rc = dlock__sq_begin(s, 0, deadline_us);
     if (rc != DLOCK_OK)
         return rc;
     f.now_ms = dlock__sq_boot_ms();

@@ -129,11 +129,10 @@ static int sq_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (rc == DLOCK_OK) {
         dlock__sq_self(&s->self);
         /* at once, so that a wrong path is told at open, not at the first
-         * lock */
-        rc = dlock__sq_db_open(s, connect_ms);
+         * lock; a file not there yet is made by the first call that takes
+         * a lock, never by an operator's (db.c: dlock__sq_ready) */
+        rc = dlock__sq_db_start(s, connect_ms);
     }
-    if (rc == DLOCK_OK)
-        dlock__sq_wake_open(s);
     if (rc != DLOCK_OK) {
         sq_close(&s->base, 0);
         return rc;

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/* read.c - session mode's read-write lock: its readers, and what the
+ * exclusive grants (pg.c) need to know of them (README.md, "Read locks").
+ *
+ * A reader holds the name's advisory key shared (pg_advisory_lock_shared),
+ * a writer exclusively, as a mutex does: readers share, a writer or a
+ * mutex excludes them, and PostgreSQL's queue of the key serves a waiting
+ * writer before a later reader (a request that conflicts with a waiting
+ * one waits behind it), so readers do not starve writers.
+ *
+ * Beside the key, a reader has a row lease of its own in dlock_share (one
+ * row per reader connection of a name: several readers, several rows),
+ * for the same reason an exclusive holder has one in dlock_fence: a
+ * reader whose connection ended may believe it reads until its renewal
+ * fails, so a writer that gets the key waits until no reader's lease runs.
+ * So that an exclusive grant need not look at dlock_share every time,
+ * every reader's grant and renewal raises the name's dlock_fence row's
+ * shared_until to its lease's end: while that is past, no reader lease
+ * runs, and the grant (one more column of its answer) looks no further.
+ * A reader's grant bumps the fence counter (every new holder's fence is
+ * above every earlier holder's, whatever its kind) without touching the
+ * row's exclusive holder or lease, and is refused while a writer's row
+ * lease or the run rule holds the name. */
+#include "pg.h"
+
+#include "../../base/clock.h"
+#include "../../base/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The grant: the key shared, then, only while no exclusive holder's lease
+ * nor the run rule holds the row (its latest version: ON CONFLICT DO
+ * UPDATE ... WHERE), the fence bumped and shared_until raised, and the
+ * reader's lease row written. The answer's columns are the exclusive
+ * grant's (pg.c): fence, ours, ms left of what holds it, table mode's
+ * table there, held by the run rule alone, readers seen (never: a reader
+ * does not wait for readers); no row when a try found the key held. The
+ * last read of the row (the lease left) is of the statement's snapshot,
+ * older than the grant when it waited: it only paces the next look. */
+#define READ_ROW                                                                                   \
+    "g AS (INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid, "   \
+    "run, shared_until) SELECT $2, $1::bigint, $7::bigint + pg_current_xact_id()::text::bigint, "  \
+    "'', clock_timestamp(), '', 0, $8::bigint, clock_timestamp() + $5::interval FROM l WHERE "     \
+    "l.ok AND NOT " DLOCK__PG_EARLY " ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence "  \
+    "+ 1, excluded.fence), shared_until = greatest(f.shared_until, excluded.shared_until) WHERE "  \
+    "NOT " DLOCK__PG_STILL_HELD " RETURNING f.fence), "                                            \
+    "w AS (INSERT INTO dlock_share (name, holder, expires, owner, holder_pid) SELECT $2, $6, "     \
+    "clock_timestamp() + $5::interval, $4, pg_backend_pid() FROM g ON CONFLICT (name, holder) DO " \
+    "UPDATE SET expires = excluded.expires, owner = excluded.owner, holder_pid = "                 \
+    "excluded.holder_pid RETURNING 1) "                                                            \
+    "SELECT coalesce((SELECT fence FROM g), 0), EXISTS (SELECT FROM g) AND EXISTS (SELECT FROM "   \
+    "w), coalesce(ceil(extract(epoch FROM (greatest(f.expires, CASE WHEN f.run < $8::bigint THEN " \
+    "$9::timestamptz END) - clock_timestamp())) * 1000)::bigint, ceil(extract(epoch FROM "         \
+    "($9::timestamptz - clock_timestamp())) * 1000)::bigint), to_regclass('" DLOCK__SQLT_TABLE     \
+    "') IS NOT NULL, NOT EXISTS (SELECT FROM g) AND (f.name IS NULL OR (f.run < $8::bigint AND "   \
+    "(f.holder = '' OR f.expires <= clock_timestamp()))), false "                                  \
+    "FROM l LEFT JOIN dlock_fence f ON f.name = $2 WHERE l.ok"
+#define READ_SET                                                                                   \
+    "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
+    "set_config('synchronous_commit', 'off', true)), "
+
+const char *const dlock__pg_read_sql[2] = {
+    /* a try */
+    READ_SET "l AS (SELECT pg_try_advisory_lock_shared($1::bigint) AS ok FROM s), " READ_ROW,
+    /* a wait of a slice */
+    READ_SET "l AS (SELECT pg_advisory_lock_shared($1::bigint) AS v, true AS ok FROM s), " READ_ROW,
+};
+
+/* The longest reader lease of a name still running, in ms (0: none). FOR
+ * UPDATE: a reader's release in flight (its row deleted, not committed
+ * yet) is waited for, and then not counted. $1: the name. */
+#define SHARE_CHECK_SQL                                                                            \
+    "SELECT coalesce(max(ceil(extract(epoch FROM (expires - clock_timestamp())) * 1000)"           \
+    "::bigint), 0) FROM (SELECT expires FROM dlock_share WHERE name = $1 AND expires > "           \
+    "clock_timestamp() FOR UPDATE) AS s"
+
+void dlock__pg_read_after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key,
+                                  int64_t deadline)
+{
+    PGresult *r = NULL;
+    const char *params[] = {key};
+    int rc = dlock__pg_exec_prepared(p, c, DLOCK__PGP_READ_UNLOCK, DLOCK__PG_READ_UNLOCK_SQL, 1,
+                                     params, deadline, NULL, NULL, &r);
+    int ok = rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK;
+    PQclear(r);
+    if (ok)
+        dlock__pg_put(p, c);
+    else
+        dlock__pg_discard(p, c, "closed after a failed attempt");
+}
+
+int dlock__pg_read_release(dlock__pgstore *p, dlock__pglock *l, int64_t deadline_us)
+{
+    dlock__pgconn *c = l->conn;
+    pthread_mutex_lock(&c->mu);
+    if (c->pg == NULL) {
+        dlock__pg_unbind(p, l, 1, "");
+        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
+    }
+    const char *params[] = {l->key_text, l->name, c->nonce};
+    PGresult *r = NULL;
+    int rc = dlock__pg_exec_prepared(p, c, DLOCK__PGP_READ_RELEASE, DLOCK__PG_READ_RELEASE_SQL, 3,
+                                     params, deadline_us, NULL, NULL, &r);
+    if (rc != DLOCK_OK) {
+        /* the connection is gone, and the read lock with it (pg.c's
+         * release says why this is a loss) */
+        int gone = rc == DLOCK_EUNREACHABLE && (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD);
+        char why[300];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        dlock__pg_unbind(p, l, 1, "closed: a release got no answer");
+        if (gone)
+            return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection: %s", l->name,
+                               why);
+        return rc;
+    }
+    int released = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                   strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = dlock__pg_fail(p, r, "releasing the shared advisory lock");
+    else if (!released)
+        rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
+    PQclear(r);
+    dlock__pg_unhold(c, l->key);
+    dlock__pg_unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
+    return rc;
+}
+
+int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
+                           int64_t deadline_us, int64_t *left_ms)
+{
+    PGresult *r = NULL;
+    const char *params[] = {l->name};
+    *left_ms = 0;
+    int rc = dlock__pg_exec_prepared(p, c, DLOCK__PGP_SHARE_CHECK, SHARE_CHECK_SQL, 1, params,
+                                     deadline_us, NULL, NULL, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+        rc = dlock__pg_fail(p, r, "looking at the readers' leases");
+    else
+        *left_ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return rc;
+}
+
+enum dlock__held_as dlock__pg_held_as(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
+                                      int64_t deadline_us, int *broken)
+{
+    /* Who has the key: readers (shared), or an exclusive holder, a writer
+     * when its row says so. Only after a try was refused: a message's
+     * detail, not worth a failure of its own. */
+    const char *params[] = {l->classid, l->objid, l->name};
+    PGresult *r = NULL;
+    int rc = dlock__pg_exec(p, c,
+                            "SELECT coalesce(bool_or(l.mode = 'ShareLock'), false), "
+                            "coalesce((SELECT starts_with(owner, '" DLOCK__PG_WRITER "') FROM "
+                            "dlock_fence WHERE name = $3), false) FROM pg_locks l WHERE "
+                            "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid "
+                            "AND l.objid = $2::oid AND l.granted AND l.database = (SELECT oid FROM "
+                            "pg_database WHERE datname = current_database())",
+                            3, params, deadline_us, NULL, NULL, &r);
+    enum dlock__held_as as = DLOCK__HELD_AS_SAME;
+    if (rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        int rw = strcmp(PQgetvalue(r, 0, 0), "t") == 0 || strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+        int mine_rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
+        if (rw != mine_rw)
+            as = rw ? DLOCK__HELD_AS_RW : DLOCK__HELD_AS_MUTEX;
+    }
+    PQclear(r);
+    *broken = rc == DLOCK_EUNREACHABLE;
+    dlock__clear_error();
+    return as;
+}
+
+int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token)
+{
+    int clash = 0;
+    pthread_mutex_lock(&p->mu);
+    for (dlock__pglock *h = p->held; h != NULL && !clash; h = h->next_held) {
+        /* several reads of one owner share the key (each on its own
+         * connection); anything else of the owner's would wait for itself */
+        clash = h != l && h->key == l->key && strcmp(h->owner, token) == 0 &&
+                !(h->base.spec.kind == DLOCK__READ && l->base.spec.kind == DLOCK__READ);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return clash;
+}
+
+void dlock__pg_held_add(dlock__pgstore *p, dlock__pglock *l, const char *token)
+{
+    pthread_mutex_lock(&p->mu);
+    snprintf(l->owner, sizeof l->owner, "%s", token);
+    l->next_held = p->held;
+    p->held = l;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l)
+{
+    pthread_mutex_lock(&p->mu);
+    for (dlock__pglock **at = &p->held; *at != NULL; at = &(*at)->next_held) {
+        if (*at == l) {
+            *at = l->next_held;
+            break;
+        }
+    }
+    l->next_held = NULL;
+    pthread_mutex_unlock(&p->mu);
+}
