@@ -29,6 +29,7 @@ typedef struct rlstate {
     int64_t lease_ms;        /* the quorum's: the quorum-th longest PTTL; -1 none */
     unsigned waiters;        /* the quorum's: the quorum-th largest count of waiting marks */
     uint64_t fence;          /* the highest fence counter */
+    size_t fence_stored;     /* the nodes that answered with that very counter */
     const char *record;      /* the holder's owner record, NULL if none */
 } rlstate;
 
@@ -92,6 +93,8 @@ static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rls
         if ((uint64_t) rs[i]->element[4]->integer > st->fence)
             st->fence = (uint64_t) rs[i]->element[4]->integer;
     }
+    for (size_t i = 0; i < n; i++)
+        st->fence_stored += rs[i] != NULL && (uint64_t) rs[i]->element[4]->integer == st->fence;
     /* the value most nodes have, in the lock's key (0) or the other one (2) */
     for (size_t key = 0; key <= 2; key += 2) {
         for (size_t i = 0; i < n; i++) {
@@ -182,6 +185,24 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
                        b->label, b->quorum, b->n, why);
 }
 
+/* The fence a holder is reported with (and an adopter takes over,
+ * dlock_lock_adopt) is the highest counter read: at least the holder's.
+ * Where a quorum does not store that very value (a node whose take failed
+ * moved its counter on), it is written back to a quorum first, as an
+ * acquisition does: else a later holder's quorum, which need not include
+ * that node, could be given a lower fence than the one reported. */
+static int write_back_fence(rlbackend *b, rllock *l, const rlstate *st, int64_t deadline_us)
+{
+    char value[24];
+    uint64_t fence = st->fence;
+    if (fence == 0 || st->fence_stored >= b->quorum)
+        return DLOCK_OK;
+    const char *argv[] = {"fence", value};
+    size_t lens[] = {5, (size_t) snprintf(value, sizeof value, "%" PRIu64, fence)};
+    return dlock__rl_quorum_call(b, l, 2, argv, lens, deadline_us, deadline_us,
+                                 "the fence read could not be written back to");
+}
+
 int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, int64_t deadline_us)
 {
     dlock__rlround *r = NULL;
@@ -189,6 +210,8 @@ int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, i
     int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
 
     memset(out, 0, sizeof *out);
+    if (rc == DLOCK_OK && st.verdict == RL_HELD)
+        rc = write_back_fence(RLB(s), RLL(sl), &st, deadline_us);
     if (rc == DLOCK_OK) {
         out->held = st.verdict == RL_HELD;
         if (out->held)

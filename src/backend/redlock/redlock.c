@@ -693,8 +693,8 @@ const dlock__backend dlock__redlock_backend = {
     .version = DLOCK__BACKEND_VERSION,
     .name = "Redlock",
     .schemes = schemes,
-    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_INTEROP |
-            DLOCK_CAP_QUERY | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_LIST,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT |
+            DLOCK_CAP_INTEROP | DLOCK_CAP_QUERY | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_LIST,
     .open = open_backend,
     .close = close_backend,
     .lock_new = dlock__rl_lock_new,
