@@ -935,7 +935,17 @@ static void adopt_by_quorum(void)
 
     CHECK_RC(dlock_acquire_for(left, 0, 20000), DLOCK_OK);
     snprintf(token, sizeof token, "%s", dlock_lock_token(left));
-    uint64_t ahead = dlock_lock_fence(left) + 1000;
+    /* above every node's counter (a node that took it late started its
+     * counter at its clock then) */
+    uint64_t ahead = 0;
+    DT_WAIT_UNTIL(key_on_all("adopted"), 2000);
+    for (int i = 0; i < NNODES; i++) {
+        redisReply *f = node_command(i, "GET redlock:{adopted}:fence");
+        CHECK(f != NULL && f->type == REDIS_REPLY_STRING);
+        if (strtoull(f->str, NULL, 10) + 1000 > ahead)
+            ahead = strtoull(f->str, NULL, 10) + 1000;
+        freeReplyObject(f);
+    }
     dlock_lock_detach(left);
     dlock_client_close(a);
     CHECK_RC(dlock_lock_adopt(b, "adopted", "0123456789abcdef0123456789abcdef", 0, &mine),
