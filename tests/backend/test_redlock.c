@@ -138,7 +138,9 @@ static void bad_urls(void)
     dlock_lock *l = NULL;
     CHECK_RC(dlock_lock_open(c, "x", DLOCK_FAIR, &l), DLOCK_ENOTSUP);
     CHECK(strstr(dlock_errmsg(), "fair") != NULL);
-    CHECK_RC(dlock_lock_open(c, "x", DLOCK_WRITE, &l), DLOCK_ENOTSUP);
+    /* (no semaphore: a majority cannot bound its permits, README.md) */
+    CHECK_RC(dlock_semaphore_open(c, "x", 2, 1, &l), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "semaphore") != NULL);
     dlock_client_close(c);
 }
 
