@@ -138,9 +138,9 @@ static void bad_urls(void)
     dlock_lock *l = NULL;
     CHECK_RC(dlock_lock_open(c, "x", DLOCK_FAIR, &l), DLOCK_ENOTSUP);
     CHECK(strstr(dlock_errmsg(), "fair") != NULL);
-    CHECK_RC(dlock_lock_open(c, "x", DLOCK_WRITE, &l), DLOCK_ENOTSUP);
-    CHECK_RC(dlock_lock_adopt(c, "x", "sometoken", 0, &l), DLOCK_ENOTSUP);
-    CHECK(strstr(dlock_errmsg(), "adopt") != NULL);
+    /* (no semaphore: a majority cannot bound its permits, README.md) */
+    CHECK_RC(dlock_semaphore_open(c, "x", 2, 1, &l), DLOCK_ENOTSUP);
+    CHECK(strstr(dlock_errmsg(), "semaphore") != NULL);
     dlock_client_close(c);
 }
 
@@ -924,6 +924,63 @@ static void waiters_counted(void)
     dlock_client_close(b);
 }
 
+/* A hold another process left (detached) is taken over by its token when
+ * a quorum holds it, with the highest counter read as its fence, written
+ * back to a quorum first (a later holder's quorum without the node that
+ * had it still goes above it); then renewed and released as the
+ * adopter's. A token on no node, or on a minority, is ENOTOWNER. */
+static void adopt_by_quorum(void)
+{
+    dlock_client *a = dt_client(url, NULL), *b = dt_client(url, NULL);
+    dlock_lock *left = dt_lock(a, "adopted", 0), *mine = NULL, *next = dt_lock(b, "adopted", 0);
+    char token[80];
+
+    CHECK_RC(dlock_acquire_for(left, 0, 20000), DLOCK_OK);
+    snprintf(token, sizeof token, "%s", dlock_lock_token(left));
+    /* above every node's counter (a node that took it late started its
+     * counter at its clock then) */
+    uint64_t ahead = 0;
+    DT_WAIT_UNTIL(key_on_all("adopted"), 2000);
+    for (int i = 0; i < NNODES; i++) {
+        redisReply *f = node_command(i, "GET redlock:{adopted}:fence");
+        CHECK(f != NULL && f->type == REDIS_REPLY_STRING);
+        if (strtoull(f->str, NULL, 10) + 1000 > ahead)
+            ahead = strtoull(f->str, NULL, 10) + 1000;
+        freeReplyObject(f);
+    }
+    dlock_lock_detach(left);
+    dlock_client_close(a);
+    CHECK_RC(dlock_lock_adopt(b, "adopted", "0123456789abcdef0123456789abcdef", 0, &mine),
+             DLOCK_ENOTOWNER);
+    CHECK(mine == NULL);
+    set_on("redlock:{minority}", token, 10000, (const int[]){0, -1});
+    CHECK_RC(dlock_lock_adopt(b, "minority", token, 0, &mine), DLOCK_ENOTOWNER);
+    del_everywhere("redlock:{minority}");
+    /* a node whose counter a failed take moved on */
+    redisReply *r = node_command(2, "SET redlock:{adopted}:fence %llu", (unsigned long long) ahead);
+    freeReplyObject(r);
+    /* node 1 frozen: the quorum read is nodes 0 and 2, the fence node 2's */
+    pause_node(1);
+    CHECK_RC(dlock_lock_adopt(b, "adopted", token, 0, &mine), DLOCK_OK);
+    dt_server_resume(&nodes[1]);
+    CHECK_INT(dlock_lock_fence(mine), ==, ahead);
+    CHECK_INT(dlock_lock_remaining_ms(mine), >, 10000);
+    CHECK_RC(dlock_extend(mine, 40000), DLOCK_OK);
+    r = node_command(0, "PTTL redlock:{adopted}");
+    CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 30000);
+    freeReplyObject(r);
+    CHECK_RC(dlock_release(mine), DLOCK_OK);
+    DT_WAIT_UNTIL(!key_on(0, "adopted") && !key_on(1, "adopted"), 2000);
+    pause_node(2);
+    CHECK_RC(dlock_acquire(next, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(next), >, ahead);
+    CHECK_RC(dlock_release(next), DLOCK_OK);
+    dt_server_resume(&nodes[2]);
+    dlock_lock_free(next);
+    dlock_lock_free(mine);
+    dlock_client_close(b);
+}
+
 /* force-unlock with a node frozen: the two others let go and it is done;
  * the holder's next renewal reports the loss; the name is free when the
  * frozen node wakes. A quorum out of reach: EUNREACHABLE. */
@@ -1419,6 +1476,7 @@ int main(int argc, char **argv)
         {"query_by_quorum", query_by_quorum},
         {"waiters_counted", waiters_counted},
         {"force_unlock_by_quorum", force_unlock_by_quorum},
+        {"adopt_by_quorum", adopt_by_quorum},
         {"list_by_quorum", list_by_quorum},
         {"slow_node_is_not_down", slow_node_is_not_down},
         {"cluster_nodes_refused", cluster_nodes_refused},

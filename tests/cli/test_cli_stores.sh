@@ -295,7 +295,7 @@ test_verbose_reports()
     expect_rc "run -v -l 5" 0 dl run -v -l 5 s-verbose -- true
     expect_match "run -v -l 5: a fixed lease" "acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed$" \
         "$(sed -n 1p "$TMP/err")"
-    { [ "$STORE" = etcd ] || [ "$STORE" = redlock ]; } && return # no dlock lock there (no adopt)
+    [ "$STORE" = etcd ] && return # no dlock lock there (no adopt)
     expect_rc "lock -v" 0 dl lock -v -l 5 s-verbose
     expect_match "lock -v: left held" \
         "^dlock: lock 's-verbose' acquired in [0-9.]+ m?s: fence [0-9]+; fixed lease 5s, not renewed; left held when dlock exits$" \
@@ -373,18 +373,12 @@ test_unsupported_is_usage()
         expect_match "lock: named, and what to do" \
             '^dlock lock: etcd .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
         ;;
-    redlock) # a mutex (and its interop key) with fixed leases; no adopt
+    redlock) # a mutex, its interop key and the read-write lock, with fixed leases and adopt
         expect_refused "--fair" 64 dl run --fair s-cap -- true
         expect_match "--fair: named" '^dlock run: --fair: .*Redlock .*"fair"' "$(cat "$TMP/err")"
-        expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*Redlock .*"read-write"' "$(cat "$TMP/err")"
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
         expect_match "--permits: named" '^dlock run: --permits: .*Redlock .*"semaphore"' "$(cat "$TMP/err")"
-        expect_refused "unlock --owner" 64 dl unlock --owner 0123456789abcdef0123456789abcdef s-cap
-        expect_match "unlock --owner: named" '^dlock unlock: --owner: .*Redlock .*"adopt"' "$(cat "$TMP/err")"
-        expect_refused "lock" 64 dl lock -l 5 s-cap
-        expect_match "lock: named, and what to do" \
-            '^dlock lock: Redlock .*"adopt".*dlock run NAME' "$(cat "$TMP/err")"
+        expect_rc "--read: taken" 0 dl run --read s-cap -- true
         ;;
     sqlite) # every kind but the fair queue and the interop key
         expect_refused "--simple" 64 dl run --simple s-cap -- true

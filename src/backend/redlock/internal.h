@@ -34,8 +34,14 @@ typedef struct rllock {
     char *keys[3]; /* L (or N in simple mode), the fence counter, the name N (keys.h;
                       one block at keys[0]) */
     size_t key_lens[3];
-    char *other;   /* the name's key of the other layout: N for a mutex, L for simple */
-    char *waiting; /* P:{E}:waiting, the polling waiters' marks (node.lua) */
+    char *other;   /* the name's key of the other layout: N for a mutex, L for simple; N
+                      for the read-write lock */
+    char *waiting; /* the polling waiters' marks (node.lua): P:{E}:waiting of the mutex,
+                      W:waiting of readers, W:writing of writers (W = P:{E}:rw) */
+    int rw;        /* the read-write lock (a reader or the writer) */
+    /* node.lua's steps for this kind: take / rtake / wtake, renew / rrenew,
+     * release / rrelease */
+    const char *take_op, *renew_op, *release_op;
     /* The last attempt found a quorum out of reach (the caller's thread,
      * as every call on a handle): the cancel that follows is not waited for */
     int out_of_reach;

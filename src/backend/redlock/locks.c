@@ -9,15 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* P:{E}:waiting from the name's fence counter P:{E}:fence (malloc'ed). */
-static char *waiting_key(const char *fence_key, size_t len)
+/* The waiting marks' key of a lock (malloc'ed): P:{E}:waiting from the
+ * name's fence counter P:{E}:fence for the mutex (and its interop key);
+ * W:waiting (readers) or W:writing (writers) from the read-write lock's
+ * W = P:{E}:rw. */
+static char *waiting_key(const rllock *l)
 {
-    static const char fence[] = "fence", waiting[] = "waiting";
-    size_t stem = len - (sizeof fence - 1);
-    char *key = malloc(stem + sizeof waiting);
+    static const char fence[] = "fence";
+    const char *suffix = l->base.spec.kind == DLOCK__READ    ? ":waiting"
+                         : l->base.spec.kind == DLOCK__WRITE ? ":writing"
+                                                             : "waiting";
+    const char *stem_of = l->rw ? l->keys[0] : l->keys[1];
+    size_t stem = l->rw ? l->key_lens[0] : l->key_lens[1] - (sizeof fence - 1);
+    char *key = malloc(stem + strlen(suffix) + 1);
     if (key != NULL) {
-        memcpy(key, fence_key, stem);
-        memcpy(key + stem, waiting, sizeof waiting);
+        memcpy(key, stem_of, stem);
+        memcpy(key + stem, suffix, strlen(suffix) + 1);
     }
     return key;
 }
@@ -31,8 +38,12 @@ int dlock__rl_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     l->base.spec = *spec;
-    int rc =
-        dlock__redis_keys_of(b->prefix, name, DLOCK__MUTEX, spec->simple, l->keys, l->key_lens);
+    l->rw = !spec->simple && (spec->kind == DLOCK__READ || spec->kind == DLOCK__WRITE);
+    l->take_op = !l->rw ? "take" : spec->kind == DLOCK__READ ? "rtake" : "wtake";
+    l->renew_op = l->rw && spec->kind == DLOCK__READ ? "rrenew" : "renew";
+    l->release_op = l->rw && spec->kind == DLOCK__READ ? "rrelease" : "release";
+    int rc = dlock__redis_keys_of(b->prefix, name, l->rw ? spec->kind : DLOCK__MUTEX, spec->simple,
+                                  l->keys, l->key_lens);
     if (rc != DLOCK_OK) {
         free(l);
         return rc;
@@ -49,7 +60,7 @@ int dlock__rl_lock_new(dlock__store *s, const char *name, const dlock__lock_spec
         l->other = strdup(l->keys[2]);
     }
     if (rc == DLOCK_OK)
-        l->waiting = waiting_key(l->keys[1], l->key_lens[1]);
+        l->waiting = waiting_key(l);
     if (rc == DLOCK_OK && (l->other == NULL || l->waiting == NULL))
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (rc != DLOCK_OK) {

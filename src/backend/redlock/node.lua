@@ -17,17 +17,35 @@
 --                             MARK_MS > 0 (a waiter): when held, TOKEN's waiting mark is
 --                             set for MARK_MS; taken, it goes. RECORD ~= '': the client's
 --                             owner record goes too (SET RECORD INFO PX RECORD_MS).
+--                             {0, counter, pttl, KIND} another kind of lock holds the
+--                             name (README: the read-write lock): KIND 1 the other
+--                             layout's key, 2 the read-write lock, 3 the mutex P:{E},
+--                             4 the interop key N, 0 the same kind (readers, a writer, or
+--                             a waiting writer's or mutex waiter's mark that a reader
+--                             lets go first); {0, counter, -1, 9} the caller's TOKEN
+--                             holds the name as another kind (it would wait for
+--                             itself), {0, counter, -1, 8} a reader asking to write
+--   rtake, wtake TOKEN LEASE_MS N MARK_MS RECORD INFO RECORD_MS
+--                          -> as take, for a reader or the writer of the read-write
+--                             lock: KEYS[1] is W = P:{E}:rw, KEYS[3] the kind's waiting
+--                             marks (W:waiting of readers, W:writing of writers)
 --   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
 --   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
 --                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
+--   rrenew TOKEN LEASE_MS AT_LEAST -> renew, for a reader (its score in W:r)
 --   release TOKEN KEEP_MARK -> 1 deleted, 0 free, -1 another's; TOKEN's waiting mark goes
 --                             unless KEEP_MARK is '1' (a waiter's attempt giving back)
+--   rrelease TOKEN KEEP_MARK -> release, for a reader (0: its lease had run out)
 --   status OTHER RECORDS   -> {L's value or '', its PTTL, OTHER's value or '', its PTTL,
 --                             the fence counter, live waiting marks, the owner record of
 --                             L's holder or '', of OTHER's or ''}; RECORDS: the records'
 --                             key prefix (P:owner:), a record named by a token's first
---                             16 characters
---   unlock OTHER           -> 1; L and OTHER deleted (an operator's force-unlock)
+--                             16 characters; with a fourth argument 'rw' (L is W): the
+--                             waiting marks of readers and writers both, and three
+--                             arrays: the live readers' tokens, their leases left (ms),
+--                             their owner records
+--   unlock OTHER [rw]      -> 1; L and OTHER ('' none) deleted (an operator's
+--                             force-unlock); with 'rw' the readers W:r too
 --   forget RECORD          -> 1; the client's owner record deleted
 --   scan CURSOR PATTERN COUNT -> SCAN's reply
 local op = ARGV[1]
@@ -79,10 +97,37 @@ if op == 'take' then
     redis.call('SET', KEYS[2], string.format('%.0f', counter))
     return {1, counter}
   end
-  if ARGV[4] ~= '' then
+  -- One name is one lock: the other layout's key (OTHER) and the name's
+  -- read-write lock (W = M:rw, readers W:r, M = P:{E}) are probed in one
+  -- EXISTS and looked at closer only when one exists. (pcall: an ACL may
+  -- hide OTHER, N; then W and W:r are probed alone.)
+  local M = string.sub(KEYS[2], 1, -7)
+  local W = M .. ':rw'
+  local R = W .. ':r'
+  local found = redis.pcall('EXISTS', ARGV[4], W, R)
+  if type(found) ~= 'number' then
+    found = redis.call('EXISTS', W, R)
+  end
+  if found > 0 then
     local left = redis.pcall('PTTL', ARGV[4])
     if type(left) == 'number' and left ~= -2 then
       return held({0, counter, left, 1})
+    end
+    local writer = redis.call('GET', W)
+    if writer == ARGV[2] then
+      return {0, counter, -1, 9}
+    end
+    if writer then
+      return held({0, counter, redis.call('PTTL', W), 2})
+    end
+    local ms = math.floor(now / 1000)
+    redis.call('ZREMRANGEBYSCORE', R, '-inf', ms)
+    if redis.call('ZSCORE', R, ARGV[2]) then
+      return {0, counter, -1, 9}
+    end
+    local last = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')
+    if last[2] then
+      return held({0, counter, tonumber(last[2]) - ms, 2})
     end
   end
   if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
@@ -93,6 +138,93 @@ if op == 'take' then
     return taken()
   end
   return held({0, counter, redis.call('PTTL', KEYS[1])})
+elseif op == 'rtake' or op == 'wtake' then
+  -- The read-write lock (README): the writer's token in W with its lease
+  -- as expiry, readers in W:r scored by their lease ends (ms of this node's
+  -- clock, pruned at each look). It is taken only while the name's mutex M
+  -- and interop key N are free, and the mutex take looks at W and W:r.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local ms = math.floor(now / 1000)
+  local stored = tonumber(redis.call('GET', KEYS[2]) or '')
+  local counter = stored or now
+  if ARGV[6] ~= '' then
+    redis.pcall('SET', ARGV[6], ARGV[7], 'PX', ARGV[8])
+  end
+  local token, lease, mark = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5]) or 0
+  local W, M = KEYS[1], string.sub(KEYS[2], 1, -7)
+  local R = W .. ':r'
+  local function held(ttl, kind)
+    if mark > 0 then
+      redis.call('ZADD', KEYS[3], ms + mark, token)
+      if redis.call('PTTL', KEYS[3]) < mark then
+        redis.call('PEXPIRE', KEYS[3], mark)
+      end
+    end
+    return {0, counter, ttl, kind}
+  end
+  local function taken()
+    redis.call('ZREM', KEYS[3], token)
+    if stored then
+      counter = stored + 1
+    end
+    redis.call('SET', KEYS[2], string.format('%.0f', counter))
+    return {1, counter}
+  end
+  local function readers_left()
+    local last = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')
+    if last[2] then return tonumber(last[2]) - ms end
+    return -1
+  end
+  redis.call('ZREMRANGEBYSCORE', R, '-inf', ms)
+  local reading = redis.call('ZSCORE', R, token)
+  if op == 'wtake' and reading then
+    return {0, counter, -1, 8}
+  end
+  local m = redis.call('GET', M)
+  if m == token then
+    return {0, counter, -1, 9}
+  end
+  if m then
+    return held(redis.call('PTTL', M), 3)
+  end
+  if ARGV[4] ~= '' then
+    local left = redis.pcall('PTTL', ARGV[4])
+    if type(left) == 'number' and left ~= -2 then
+      return held(left, 4)
+    end
+  end
+  local writer = redis.call('GET', W)
+  if op == 'rtake' then
+    -- (the writer's own token reads too: a downgrade)
+    if writer and writer ~= token then
+      return held(redis.call('PTTL', W), 0)
+    end
+    -- A writer or a mutex waiter waiting (its mark live) goes first: a new
+    -- reader does not join those in (README: writer starvation).
+    if not writer and not reading and
+        (redis.call('ZCOUNT', W .. ':writing', ms, '+inf') > 0 or
+         redis.call('ZCOUNT', M .. ':waiting', ms, '+inf') > 0) then
+      return held(readers_left(), 0)
+    end
+    redis.call('ZADD', R, ms + lease, token)
+    if redis.call('PTTL', R) < lease then
+      redis.call('PEXPIRE', R, lease)
+    end
+    return taken()
+  end
+  if writer == token then
+    redis.call('PEXPIRE', W, lease)
+    return taken()
+  end
+  if writer then
+    return held(redis.call('PTTL', W), 0)
+  end
+  if redis.call('ZCARD', R) > 0 then
+    return held(readers_left(), 0)
+  end
+  redis.call('SET', W, token, 'PX', lease)
+  return taken()
 elseif op == 'fence' then
   local value = tonumber(ARGV[2])
   local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
@@ -111,6 +243,21 @@ elseif op == 'renew' then
   end
   if v then return -1 end
   return 0
+elseif op == 'rrenew' then
+  local R, now = KEYS[1] .. ':r', now_ms()
+  local score = tonumber(redis.call('ZSCORE', R, ARGV[2]))
+  if score and score > now then
+    local lease = tonumber(ARGV[3])
+    if lease > 0 and (ARGV[4] == '0' or score - now < lease) then
+      redis.call('ZADD', R, now + lease, ARGV[2])
+      if redis.call('PTTL', R) < lease then
+        redis.call('PEXPIRE', R, lease)
+      end
+    end
+    return 1
+  end
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+  return 0
 elseif op == 'release' then
   if ARGV[3] ~= '1' then
     redis.call('ZREM', KEYS[3], ARGV[2])
@@ -122,6 +269,19 @@ elseif op == 'release' then
   end
   if v then return -1 end
   return 0
+elseif op == 'rrelease' then
+  if ARGV[3] ~= '1' then
+    redis.call('ZREM', KEYS[3], ARGV[2])
+  end
+  local R = KEYS[1] .. ':r'
+  local score = tonumber(redis.call('ZSCORE', R, ARGV[2]))
+  if score then
+    redis.call('ZREM', R, ARGV[2])
+    if score > now_ms() then return 1 end
+    return 0
+  end
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+  return 0
 elseif op == 'status' then
   -- (pcall: N is anyone's key, of any type, and an ACL may hide it)
   local okv, v = pcall(redis.call, 'GET', KEYS[1])
@@ -130,12 +290,32 @@ elseif op == 'status' then
   if not ok or type(o) ~= 'string' then o = '' end
   local ok2, opttl = pcall(redis.call, 'PTTL', ARGV[2])
   if not ok2 or type(opttl) ~= 'number' then opttl = -2 end
-  return {v, redis.call('PTTL', KEYS[1]), o, opttl,
-          tonumber(redis.call('GET', KEYS[2]) or '0') or 0,
-          redis.call('ZCOUNT', KEYS[3], now_ms(), '+inf'), record_of(v), record_of(o)}
+  local now = now_ms()
+  local reply = {v, redis.call('PTTL', KEYS[1]), o, opttl,
+                 tonumber(redis.call('GET', KEYS[2]) or '0') or 0,
+                 redis.call('ZCOUNT', KEYS[3], now, '+inf'), record_of(v), record_of(o)}
+  if ARGV[4] == 'rw' then
+    local W = KEYS[1]
+    reply[6] = redis.call('ZCOUNT', W .. ':waiting', now, '+inf') +
+               redis.call('ZCOUNT', W .. ':writing', now, '+inf')
+    local e = redis.call('ZRANGEBYSCORE', W .. ':r', '(' .. now, '+inf', 'WITHSCORES')
+    local tokens, lefts, records = {}, {}, {}
+    for i = 1, #e, 2 do
+      tokens[#tokens + 1] = e[i]
+      lefts[#lefts + 1] = tonumber(e[i + 1]) - now
+      records[#records + 1] = record_of(e[i])
+    end
+    reply[9], reply[10], reply[11] = tokens, lefts, records
+  end
+  return reply
 elseif op == 'unlock' then
   redis.call('DEL', KEYS[1])
-  redis.pcall('DEL', ARGV[2])
+  if ARGV[2] ~= '' then
+    redis.pcall('DEL', ARGV[2])
+  end
+  if ARGV[3] == 'rw' then
+    redis.call('DEL', KEYS[1] .. ':r')
+  end
   return 1
 elseif op == 'forget' then
   redis.call('DEL', ARGV[2])

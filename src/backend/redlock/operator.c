@@ -17,6 +17,11 @@
 
 /* ---------------------------------------------------------------- operators */
 
+static int same_value(const redisReply *x, const redisReply *y)
+{
+    return x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
+}
+
 /* What a quorum says of a name (status rounds): held by the value a quorum
  * of nodes has in one key (the lock's, else the other layout's), free when
  * no value can have a quorum any more, unknown when too few nodes answered
@@ -25,27 +30,41 @@ enum rlverdict { RL_PENDING, RL_HELD, RL_FREE, RL_UNKNOWN };
 
 typedef struct rlstate {
     enum rlverdict verdict;
-    const redisReply *owner; /* RL_HELD: the value held */
-    int64_t lease_ms;        /* the quorum's: the quorum-th longest PTTL; -1 none */
-    unsigned waiters;        /* the quorum's: the quorum-th largest count of waiting marks */
-    uint64_t fence;          /* the highest fence counter */
-    const char *record;      /* the holder's owner record, NULL if none */
+    const redisReply *owner;        /* RL_HELD: the value held */
+    int64_t lease_ms;               /* the quorum's: the quorum-th longest PTTL; -1 none */
+    unsigned waiters;               /* the quorum's: the quorum-th largest count of waiting marks */
+    uint64_t fence;                 /* the highest fence counter */
+    size_t fence_stored;            /* the nodes that answered with that very counter */
+    const char *record;             /* the holder's owner record, NULL if none */
+    unsigned readers;               /* the read-write lock: the readers a quorum holds */
+    int64_t readers_ms;             /* the longest of their leases (each the quorum's); -1 none */
+    const dlock__rlanswer *answers; /* read_state: the round's answers it decided on */
 } rlstate;
 
-/* Node i's reply to status call k, if well formed (node.lua: 8 elements). */
+/* Node i's reply to status call k, if well formed (node.lua: 8 elements,
+ * and for the read-write lock 3 arrays of as many readers: tokens, leases
+ * left, records). */
 static const redisReply *status_reply(const dlock__rlanswer *a, size_t k)
 {
     if (!a->done || a->rc != DLOCK_OK)
         return NULL;
     const redisReply *r = a->replies[k];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8)
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 8 && r->elements != 11))
         return NULL;
-    static const int types[8] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER, REDIS_REPLY_STRING,
-                                 REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
-                                 REDIS_REPLY_STRING,  REDIS_REPLY_STRING};
-    for (size_t e = 0; e < 8; e++) {
-        if (r->element[e]->type != types[e])
+    static const int types[11] = {REDIS_REPLY_STRING,  REDIS_REPLY_INTEGER, REDIS_REPLY_STRING,
+                                  REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER, REDIS_REPLY_INTEGER,
+                                  REDIS_REPLY_STRING,  REDIS_REPLY_STRING,  REDIS_REPLY_STRING,
+                                  REDIS_REPLY_INTEGER, REDIS_REPLY_STRING};
+    for (size_t e = 0; e < r->elements; e++) {
+        if (e < 8 && r->element[e]->type != types[e])
             return NULL;
+        if (e >= 8 && (r->element[e]->type != REDIS_REPLY_ARRAY ||
+                       r->element[e]->elements != r->element[8]->elements))
+            return NULL;
+        for (size_t j = 0; e >= 8 && j < r->element[e]->elements; j++) {
+            if (r->element[e]->element[j]->type != types[e])
+                return NULL;
+        }
     }
     return r;
 }
@@ -54,11 +73,6 @@ static const redisReply *status_reply(const dlock__rlanswer *a, size_t k)
 static int status_answered(const dlock__rlanswer *a)
 {
     return status_reply(a, 0) != NULL;
-}
-
-static int same_value(const redisReply *x, const redisReply *y)
-{
-    return x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
 }
 
 /* The k-th largest of v[0..n) (k from 1), sorting v. */
@@ -74,6 +88,69 @@ static long long kth_largest(long long *v, size_t n, size_t k)
     return v[(k < n ? k : n) - 1];
 }
 
+/* Where token (of node i's readers) is among node j's readers, or -1. */
+static long reader_at(const redisReply *rj, const redisReply *token)
+{
+    for (size_t e = 0; e < rj->element[8]->elements; e++) {
+        if (same_value(rj->element[8]->element[e], token))
+            return (long) e;
+    }
+    return -1;
+}
+
+/* Calls each(arg, token, record) for every reader that a quorum of the
+ * nodes that answered (rs[i] != NULL) holds, and counts them, with the
+ * longest of their leases, each the quorum's (the quorum-th longest left);
+ * *open when a token could still reach a quorum on the nodes that did not
+ * answer (unanswered of them). each may be NULL. */
+typedef void (*reader_fn)(void *arg, const redisReply *token, const char *record);
+static unsigned readers_of(const rlbackend *b, const redisReply *const *rs, size_t unanswered,
+                           int64_t *lease_ms, int *open, reader_fn each, void *arg)
+{
+    unsigned count = 0;
+    *lease_ms = -1;
+    *open = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        for (size_t e = 0; rs[i] != NULL && e < rs[i]->element[8]->elements; e++) {
+            const redisReply *token = rs[i]->element[8]->element[e];
+            size_t seen = 0, m = 0;
+            long long lefts[DLOCK__REDLOCK_MAX_NODES];
+            for (size_t j = 0; j < i && seen == 0; j++)
+                seen += rs[j] != NULL && reader_at(rs[j], token) >= 0;
+            if (seen > 0)
+                continue; /* counted with the first node that has it */
+            const char *record = NULL;
+            for (size_t j = i; j < b->n; j++) {
+                long at = rs[j] != NULL ? reader_at(rs[j], token) : -1;
+                if (at < 0)
+                    continue;
+                lefts[m++] = rs[j]->element[9]->element[at]->integer;
+                if (record == NULL && rs[j]->element[10]->element[at]->len > 0)
+                    record = rs[j]->element[10]->element[at]->str;
+            }
+            if (m >= b->quorum) {
+                long long left = kth_largest(lefts, m, b->quorum);
+                if (left > *lease_ms)
+                    *lease_ms = left;
+                count++;
+                if (each != NULL)
+                    each(arg, token, record);
+            } else if (m + unanswered >= b->quorum) {
+                *open = 1;
+            }
+        }
+    }
+    return count;
+}
+
+static size_t first_ok(const redisReply *const *rs, size_t n)
+{
+    size_t i = 0;
+    while (i < n - 1 && rs[i] == NULL)
+        i++;
+    return i;
+}
+
 /* The state of call k of a status round from the answers so far. */
 static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rlstate *st)
 {
@@ -83,6 +160,7 @@ static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rls
 
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
+    st->readers_ms = -1;
     for (size_t i = 0; i < n; i++) {
         rs[i] = status_reply(&a[i], k);
         pending += !a[i].done;
@@ -92,6 +170,8 @@ static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rls
         if ((uint64_t) rs[i]->element[4]->integer > st->fence)
             st->fence = (uint64_t) rs[i]->element[4]->integer;
     }
+    for (size_t i = 0; i < n; i++)
+        st->fence_stored += rs[i] != NULL && (uint64_t) rs[i]->element[4]->integer == st->fence;
     /* the value most nodes have, in the lock's key (0) or the other one (2) */
     for (size_t key = 0; key <= 2; key += 2) {
         for (size_t i = 0; i < n; i++) {
@@ -130,6 +210,12 @@ static void state_of(const rlbackend *b, const dlock__rlanswer *a, size_t k, rls
     } else {
         st->verdict = pending > 0 ? RL_PENDING : RL_UNKNOWN;
     }
+    int open = 0;
+    if (ok > 0 && rs[first_ok(rs, n)]->elements == 11)
+        st->readers = readers_of(b, rs, n - ok, &st->readers_ms, &open, NULL, NULL);
+    /* a reader that the nodes not heard from could still make a quorum's */
+    if (open && st->verdict != RL_UNKNOWN)
+        st->verdict = pending > 0 ? RL_PENDING : RL_UNKNOWN;
 }
 
 typedef struct status_verdict {
@@ -154,14 +240,16 @@ static int status_decided(void *arg, const dlock__rlanswer *a, size_t n)
  * or DLOCK_EUNREACHABLE when too few nodes answered alike to tell. */
 static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlround **r, rlstate *st)
 {
-    const char *argv[] = {"status", l->other, b->records};
-    size_t lens[] = {6, strlen(l->other), strlen(b->records)};
-    *r = dlock__rl_send_one(b, l, 3, argv, lens, deadline_us);
+    /* the read-write lock's: its writer, and its readers (no other key) */
+    const char *argv[] = {"status", l->rw ? "" : l->other, b->records, "rw"};
+    size_t lens[] = {6, l->rw ? 0 : strlen(l->other), strlen(b->records), 2};
+    *r = dlock__rl_send_one(b, l, l->rw ? 4 : 3, argv, lens, deadline_us);
     if (*r == NULL)
         return DLOCK_ENOMEM;
     status_verdict v = {b, 1};
     const dlock__rlanswer *a = dlock__rlround_wait(*r, status_decided, &v, deadline_us);
     state_of(b, a, 0, st);
+    st->answers = a;
     if (st->verdict == RL_HELD || st->verdict == RL_FREE)
         return DLOCK_OK;
     int wrong = dlock__rl_wrong_url(b, a);
@@ -182,6 +270,24 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
                        b->label, b->quorum, b->n, why);
 }
 
+/* The fence a holder is reported with (and an adopter takes over,
+ * dlock_lock_adopt) is the highest counter read: at least the holder's.
+ * Where a quorum does not store that very value (a node whose take failed
+ * moved its counter on), it is written back to a quorum first, as an
+ * acquisition does: else a later holder's quorum, which need not include
+ * that node, could be given a lower fence than the one reported. */
+static int write_back_fence(rlbackend *b, rllock *l, const rlstate *st, int64_t deadline_us)
+{
+    char value[24];
+    uint64_t fence = st->fence;
+    if (fence == 0 || st->fence_stored >= b->quorum)
+        return DLOCK_OK;
+    const char *argv[] = {"fence", value};
+    size_t lens[] = {5, (size_t) snprintf(value, sizeof value, "%" PRIu64, fence)};
+    return dlock__rl_quorum_call(b, l, 2, argv, lens, deadline_us, deadline_us,
+                                 "the fence read could not be written back to");
+}
+
 int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, int64_t deadline_us)
 {
     dlock__rlround *r = NULL;
@@ -189,12 +295,15 @@ int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, i
     int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
 
     memset(out, 0, sizeof *out);
+    if (rc == DLOCK_OK && st.verdict == RL_HELD)
+        rc = write_back_fence(RLB(s), RLL(sl), &st, deadline_us);
     if (rc == DLOCK_OK) {
-        out->held = st.verdict == RL_HELD;
-        if (out->held)
+        out->held = st.verdict == RL_HELD || st.readers > 0;
+        if (st.verdict == RL_HELD)
             snprintf(out->owner, sizeof out->owner, "%.*s", (int) st.owner->len, st.owner->str);
-        out->holds = out->held ? 1 : 0;
-        out->lease_ms = st.lease_ms;
+        out->holds = st.verdict == RL_HELD ? 1 : 0;
+        out->shared = st.readers;
+        out->lease_ms = st.verdict == RL_HELD ? st.lease_ms : st.readers_ms;
         out->last_fence = st.fence;
         out->waiters = st.waiters;
     }
@@ -202,16 +311,44 @@ int dlock__rl_query(dlock__store *s, dlock__store_lock *sl, dlock_status *out, i
     return rc;
 }
 
+/* Readers handed to a holder sink (dlock__rl_holders), until it says stop. */
+typedef struct reader_sink {
+    dlock__holder_sink sink;
+    void *arg;
+    int stop;
+} reader_sink;
+
+static void each_reader(void *arg, const redisReply *token, const char *record)
+{
+    reader_sink *rsk = arg;
+    if (rsk->stop)
+        return;
+    dlock__holder_raw h = {.owner = token->str, .count = 1, .info = record};
+    rsk->stop = rsk->sink(rsk->arg, &h) != 0;
+}
+
 int dlock__rl_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
                       int64_t deadline_us)
 {
     dlock__rlround *r = NULL;
     rlstate st;
-    int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st);
+    int rc = read_state(RLB(s), RLL(sl), deadline_us, &r, &st), stop = 0;
 
     if (rc == DLOCK_OK && st.verdict == RL_HELD) {
         dlock__holder_raw h = {.owner = st.owner->str, .count = 1, .info = st.record};
-        sink(arg, &h);
+        stop = sink(arg, &h);
+    }
+    if (rc == DLOCK_OK && st.readers > 0 && !stop) {
+        const redisReply *rs[DLOCK__REDLOCK_MAX_NODES];
+        size_t answered = 0;
+        for (size_t i = 0; i < RLB(s)->n; i++) {
+            rs[i] = status_reply(&st.answers[i], 0);
+            answered += rs[i] != NULL;
+        }
+        reader_sink rsk = {sink, arg, 0};
+        int64_t lease;
+        int open;
+        readers_of(RLB(s), rs, RLB(s)->n - answered, &lease, &open, each_reader, &rsk);
     }
     dlock__rlround_drop(r);
     return rc;
@@ -224,20 +361,24 @@ int dlock__rl_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
 {
     rlbackend *b = RLB(s);
     rllock *l = RLL(sl);
-    const char *argv[] = {"unlock", l->other};
-    size_t lens[] = {6, strlen(l->other)};
-    return dlock__rl_quorum_call(b, l, 2, argv, lens, deadline_us, deadline_us,
+    /* the read-write lock: its writer and readers (the name's other kinds
+     * are not this lock) */
+    const char *argv[] = {"unlock", l->rw ? "" : l->other, l->rw ? "rw" : ""};
+    size_t lens[] = {6, l->rw ? 0 : strlen(l->other), l->rw ? 2 : 0};
+    return dlock__rl_quorum_call(b, l, 3, argv, lens, deadline_us, deadline_us,
                                  "force-unlock (done on the nodes that answered) did not reach");
 }
 
 /* ---------------------------------------------------------------- listing */
 
+/* The names found, each with its kind first: 'm' the mutex (and its
+ * interop key), 'w' the read-write lock; sorted, each once. */
 typedef struct names {
     char **v;
     size_t n, cap;
 } names;
 
-static int add_name(names *all, const char *name)
+static int add_name(names *all, char kind, const char *name)
 {
     if (all->n == all->cap) {
         size_t more = all->cap ? all->cap * 2 : 64;
@@ -247,8 +388,10 @@ static int add_name(names *all, const char *name)
         all->v = grown;
         all->cap = more;
     }
-    if ((all->v[all->n] = strdup(name)) == NULL)
+    if ((all->v[all->n] = malloc(strlen(name) + 2)) == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    all->v[all->n][0] = kind;
+    strcpy(all->v[all->n] + 1, name);
     all->n++;
     return DLOCK_OK;
 }
@@ -268,8 +411,8 @@ static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
 }
 
 /* One page of node i's SCAN: the names of the keys that are a sign of a
- * lock (its key, its waiting marks) added to *all, *cursor moved on; "0"
- * when the walk is over. */
+ * lock (its key, its readers, its waiting marks) added to *all, with the
+ * kind, *cursor moved on; "0" when the walk is over. */
 static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *prefix,
                      char cursor[32], names *all, int64_t until)
 {
@@ -306,10 +449,13 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
         const char *rest;
         if (key->type != REDIS_REPLY_STRING ||
             !dlock__redis_key_lock(b->prefix, key->str, key->len, name, sizeof name, &rest) ||
-            (strcmp(rest, "") != 0 && strcmp(rest, ":waiting") != 0) ||
             strncmp(name, prefix, strlen(prefix)) != 0)
             continue;
-        rc = add_name(all, name);
+        if (strcmp(rest, "") == 0 || strcmp(rest, ":waiting") == 0)
+            rc = add_name(all, 'm', name);
+        else if (strcmp(rest, ":rw") == 0 || strcmp(rest, ":rw:r") == 0 ||
+                 strcmp(rest, ":rw:waiting") == 0 || strcmp(rest, ":rw:writing") == 0)
+            rc = add_name(all, 'w', name);
     }
 out:
     dlock__rlround_drop(r);
@@ -324,20 +470,21 @@ static int list_batch(rlbackend *b, char **batch, size_t n, dlock__name_sink sin
     dlock__rlround *r = dlock__rlround_new(n);
     rllock *ls = calloc(n, sizeof *ls);
     int rc = r == NULL || ls == NULL ? dlock__fail(DLOCK_ENOMEM, "out of memory") : DLOCK_OK;
-    dlock__lock_spec spec = {.kind = DLOCK__MUTEX};
 
     for (size_t k = 0; k < n && rc == DLOCK_OK; k++) {
         dlock__store_lock *sl = NULL;
-        rc = dlock__rl_lock_new(&b->base, batch[k], &spec, &sl);
+        dlock__lock_spec spec = {.kind = batch[k][0] == 'w' ? DLOCK__WRITE : DLOCK__MUTEX};
+        rc = dlock__rl_lock_new(&b->base, batch[k] + 1, &spec, &sl);
         if (rc != DLOCK_OK)
             break;
         ls[k] = *RLL(sl);
         free(sl); /* its keys live on in ls[k] */
+        const char *other = ls[k].rw ? "" : ls[k].other;
         const char *argv[] = {"3",      ls[k].keys[0], ls[k].keys[1], ls[k].waiting,
-                              "status", ls[k].other,   b->records};
-        size_t lens[] = {1, ls[k].key_lens[0],   ls[k].key_lens[1], strlen(ls[k].waiting),
-                         6, strlen(ls[k].other), strlen(b->records)};
-        rc = dlock__rlround_set(r, k, 7, argv, lens);
+                              "status", other,         b->records,    "rw"};
+        size_t lens[] = {1, ls[k].key_lens[0], ls[k].key_lens[1],  strlen(ls[k].waiting),
+                         6, strlen(other),     strlen(b->records), 2};
+        rc = dlock__rlround_set(r, k, ls[k].rw ? 8 : 7, argv, lens);
     }
     if (rc == DLOCK_OK) {
         int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
@@ -350,8 +497,8 @@ static int list_batch(rlbackend *b, char **batch, size_t n, dlock__name_sink sin
             rlstate st;
             state_of(b, a, k, &st);
             /* unknown (nodes silent, a split vote): not known to be held */
-            if (st.verdict == RL_HELD || st.waiters > 0)
-                *stop = sink(arg, batch[k], DLOCK__MUTEX) != 0;
+            if (st.verdict == RL_HELD || st.readers > 0 || st.waiters > 0)
+                *stop = sink(arg, batch[k] + 1, ls[k].rw ? DLOCK__WRITE : DLOCK__MUTEX) != 0;
         }
     }
     for (size_t k = 0; ls != NULL && k < n; k++) {

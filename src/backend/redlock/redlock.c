@@ -74,14 +74,48 @@ static size_t number(char *buf, int64_t v)
  * its waiting mark: it goes on polling. */
 static void release_everywhere(rlbackend *b, const rllock *l, const char *token, int waiter)
 {
-    const char *argv[] = {"release", token, waiter ? "1" : "0"};
-    size_t lens[] = {7, strlen(token), 1};
+    const char *argv[] = {l->release_op, token, waiter ? "1" : "0"};
+    size_t lens[] = {strlen(l->release_op), strlen(token), 1};
     dlock__rlround *r =
         dlock__rl_send_one(b, l, 3, argv, lens, dlock__now_us() + b->cfg.command_timeout_ms * 1000);
     dlock__rlround_drop(r);
 }
 
 /* ---------------------------------------------------------------- steps */
+
+/* What a take's refusal says holds the name (node.lua: take's KIND). */
+enum {
+    HELD_SAME = 0,    /* this kind: a holder, or a waiting mark a reader lets go first */
+    HELD_OTHER = 1,   /* the other layout's key: N for a mutex, P:{E} for simple */
+    HELD_RW = 2,      /* the read-write lock */
+    HELD_MUTEX = 3,   /* the mutex P:{E} (to the read-write lock) */
+    HELD_INTEROP = 4, /* the interop key N (to the read-write lock) */
+    HELD_KINDS = 5,
+    HELD_UPGRADE = 8, /* the caller reads, and asks to write */
+    HELD_SELF = 9,    /* the caller's token holds the name as another kind */
+};
+
+/* The kind of lock that most refusals named (the same kind if none). */
+static enum dlock__held_as held_as(const rllock *l, const size_t as[HELD_KINDS])
+{
+    size_t most = 0;
+    for (size_t k = 1; k < HELD_KINDS; k++) {
+        if (as[k] > as[most])
+            most = k;
+    }
+    switch (most) {
+    case HELD_OTHER:
+        return l->base.spec.simple ? DLOCK__HELD_AS_MUTEX : DLOCK__HELD_AS_SIMPLE;
+    case HELD_RW:
+        return DLOCK__HELD_AS_RW;
+    case HELD_MUTEX:
+        return DLOCK__HELD_AS_MUTEX;
+    case HELD_INTEROP:
+        return DLOCK__HELD_AS_SIMPLE;
+    default:
+        return DLOCK__HELD_AS_SAME;
+    }
+}
 
 /* Decided once a quorum answered, or so many failed that it cannot. */
 static int answered_decided(void *arg, const dlock__rlanswer *a, size_t n)
@@ -199,7 +233,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     char lease[24], record_ttl[24] = "";
     int record = record_due(b, att->lease_ms, &record_until, &record_ms);
     const char *mark = att->wait ? MARK_MS : "0";
-    const char *argv[] = {"take",
+    const char *argv[] = {l->take_op,
                           att->token,
                           lease,
                           l->other,
@@ -207,7 +241,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                           record ? b->record_key : "",
                           record ? b->cfg.owner_info : "",
                           record_ttl};
-    size_t lens[] = {4,
+    size_t lens[] = {strlen(l->take_op),
                      strlen(att->token),
                      number(lease, att->lease_ms),
                      strlen(l->other),
@@ -228,7 +262,8 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         return DLOCK_ENOMEM;
     }
     const dlock__rlanswer *a = dlock__rlround_wait(r, take_decided, b, until);
-    size_t taken = 0, held = 0, failed = 0, held_other = 0;
+    size_t taken = 0, held = 0, failed = 0, self = 0, upgrade = 0;
+    size_t as[HELD_KINDS] = {0}; /* the refusals, by the kind that holds the name */
     long long counter = 0, ttl = -1;
     for (size_t i = 0; i < b->n; i++) {
         int says = dlock__rl_said(&a[i], 0);
@@ -243,7 +278,13 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                 counter = c;
         } else {
             held++;
-            held_other += dlock__rl_int_at(a[i].replies[0], 3, 0) == 1;
+            long long kind = dlock__rl_int_at(a[i].replies[0], 3, 0);
+            self += kind == HELD_SELF;
+            upgrade += kind == HELD_UPGRADE;
+            if (kind > 0 && kind < HELD_KINDS)
+                as[kind]++;
+            if (kind == HELD_SELF || kind == HELD_UPGRADE)
+                continue;
             long long t = dlock__rl_int_at(a[i].replies[0], 2, -1);
             if (t > 0 && (ttl < 0 || t < ttl))
                 ttl = t;
@@ -295,8 +336,24 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         goto out;
     }
     /* not taken: give back what was taken (and what may still be) */
-    if (taken > 0 || failed > 0)
-        release_everywhere(b, l, att->token, att->wait);
+    if (taken > 0 || failed > 0 || self + upgrade > 0)
+        release_everywhere(b, l, att->token, att->wait && self + upgrade == 0);
+    if (self + upgrade > 0) {
+        /* The caller's own token holds the name as another kind (a handle
+         * of dlock_lock_dup), on a node at least: its hold there is on a
+         * quorum, which every quorum meets, or was given back and a node
+         * missed it (then it ends with its lease). It could only wait for
+         * itself. */
+        rc = upgrade > 0 ? dlock__fail(DLOCK_EDEADLK,
+                                       "this owner holds the read lock: taking the write lock "
+                                       "too would wait for itself (release the read lock "
+                                       "first; upgrades are refused)")
+                         : dlock__fail(DLOCK_EDEADLK,
+                                       "this owner holds the name as another kind of lock: "
+                                       "asking for it as this kind would wait for itself (one "
+                                       "name is one lock)");
+        goto out;
+    }
     if (failed > b->n - b->quorum) {
         char why[1500];
         /* refused by nodes that answered (AUTH, an untrusted certificate):
@@ -343,9 +400,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     att->outcome = DLOCK__HELD;
     att->next = DLOCK__NEXT_POLL;
     att->holder_ttl_ms = ttl > 0 ? ttl : DLOCK__TTL_UNKNOWN;
-    att->held_as = held_other == 0            ? DLOCK__HELD_AS_SAME
-                   : l->base.spec.simple != 0 ? DLOCK__HELD_AS_MUTEX
-                                              : DLOCK__HELD_AS_SIMPLE;
+    att->held_as = held_as(l, as);
 out:
     dlock__rlround_drop(r);
     return rc;
@@ -354,8 +409,8 @@ out:
 static int release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
     rlbackend *b = RLB(s);
-    const char *argv[] = {"release", token};
-    size_t lens[] = {7, strlen(token)};
+    const char *argv[] = {RLL(sl)->release_op, token};
+    size_t lens[] = {strlen(RLL(sl)->release_op), strlen(token)};
     dlock__rlround *r = dlock__rl_send_one(b, RLL(sl), 2, argv, lens, deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
@@ -398,8 +453,8 @@ static int cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int
 {
     rlbackend *b = RLB(s);
     rllock *l = RLL(sl);
-    const char *argv[] = {"release", token};
-    size_t lens[] = {7, strlen(token)};
+    const char *argv[] = {l->release_op, token};
+    size_t lens[] = {strlen(l->release_op), strlen(token)};
     dlock__rlround *r = dlock__rl_send_one(b, l, 2, argv, lens, deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
@@ -414,8 +469,8 @@ static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int
 {
     rlbackend *b = RLB(s);
     char lease[24];
-    const char *argv[] = {"renew", token, lease, at_least ? "1" : "0"};
-    size_t lens[] = {5, strlen(token), number(lease, lease_ms), 1};
+    const char *argv[] = {RLL(sl)->renew_op, token, lease, at_least ? "1" : "0"};
+    size_t lens[] = {strlen(RLL(sl)->renew_op), strlen(token), number(lease, lease_ms), 1};
     dlock__rlround *r = dlock__rl_send_one(b, RLL(sl), 4, argv, lens, deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
@@ -469,9 +524,13 @@ static int renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadl
     for (size_t k = 0; k < n && rc == DLOCK_OK; k++) {
         const rllock *l = RLL(items[k].lock);
         char lease[24];
-        const char *argv[] = {"2", l->keys[0], l->keys[1], "renew", items[k].token, lease, "0"};
-        size_t lens[] = {1, l->key_lens[0],         l->key_lens[1],
-                         5, strlen(items[k].token), number(lease, items[k].lease_ms),
+        const char *argv[] = {"2", l->keys[0], l->keys[1], l->renew_op, items[k].token, lease, "0"};
+        size_t lens[] = {1,
+                         l->key_lens[0],
+                         l->key_lens[1],
+                         strlen(l->renew_op),
+                         strlen(items[k].token),
+                         number(lease, items[k].lease_ms),
                          1};
         rc = dlock__rlround_set(r, k, 7, argv, lens);
     }
@@ -693,8 +752,9 @@ const dlock__backend dlock__redlock_backend = {
     .version = DLOCK__BACKEND_VERSION,
     .name = "Redlock",
     .schemes = schemes,
-    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_INTEROP |
-            DLOCK_CAP_QUERY | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_LIST,
+    .caps = DLOCK_CAP_FENCE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT |
+            DLOCK_CAP_READ_WRITE | DLOCK_CAP_INTEROP | DLOCK_CAP_QUERY | DLOCK_CAP_FORCE_UNLOCK |
+            DLOCK_CAP_LIST,
     .open = open_backend,
     .close = close_backend,
     .lock_new = dlock__rl_lock_new,
