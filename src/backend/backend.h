@@ -390,7 +390,11 @@ struct dlock__backend {
      * to 0. The core gives a store never reached a moment only (a wrong
      * address or a server that is down is reported within seconds), and
      * one that answered before up to unreachable_wait (an outage). NULL:
-     * taken as reached. */
+     * taken as reached. -1: a server answered at the URL's address, but
+     * is not the store the URL names (a node of a Redis Cluster at a
+     * redis:// URL, a plain Redis at redis+cluster://): no wait mends a
+     * URL, so an attempt that found the store unreachable fails at once,
+     * with the detail it recorded. */
     int (*reached)(dlock__store *s);
 };
 

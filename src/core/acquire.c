@@ -293,6 +293,10 @@ static enum ride ride_outage(dlock_lock *l, take_state *st, int64_t sent, int64_
     int reached = dlock__client_reached(c);
     int64_t given_ms = c->cfg.unreachable_wait_ms;
 
+    /* another kind of server at the URL's address: said at once (the
+     * detail says what answered), neither retried nor called unreached */
+    if (!reached && dlock__client_wrong_store(c))
+        return RIDE_OVER;
     if (!reached && (given_ms < 0 || given_ms > FIRST_CONTACT_MS))
         given_ms = FIRST_CONTACT_MS;
     if (st->outage_since == 0)

@@ -49,7 +49,13 @@ const char *dlock_client_store(const dlock_client *c)
 int dlock__client_reached(const dlock_client *c)
 {
     const dlock__backend *b = c->backend;
-    return b->version < 3 || b->reached == NULL || b->reached(c->store);
+    return b->version < 3 || b->reached == NULL || b->reached(c->store) > 0;
+}
+
+int dlock__client_wrong_store(const dlock_client *c)
+{
+    const dlock__backend *b = c->backend;
+    return b->version >= 3 && b->reached != NULL && b->reached(c->store) < 0;
 }
 
 const char *dlock__client_kind(const dlock_client *c)

@@ -31,6 +31,9 @@ static inline uint64_t dlock__client_wait_id(dlock_client *c)
 /* Whether the client's store has answered since the client opened
  * (backend.h: reached). */
 int dlock__client_reached(const dlock_client *c);
+/* Whether a server answered at the client's URL as another store than the
+ * URL names (backend.h: reached, -1): a wrong URL, not an outage. */
+int dlock__client_wrong_store(const dlock_client *c);
 
 /* DLOCK_OK if the client's store has every capability in caps, else
  * DLOCK_ENOTSUP naming the store, the first one missing and `what` needs

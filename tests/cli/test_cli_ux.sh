@@ -315,6 +315,16 @@ test_wrong_port()
             "$(cat "$TMP/err")"
     done
     if [ -n "$cnode" ]; then
+        # a wait at the wrong kind of server is told at once, once: no
+        # retried "never reached" (no wait mends a URL; it took a second,
+        # with a warning before the same words)
+        t0=$(now_ms)
+        expect_rc "run -u redis:// at a node of a cluster" 69 \
+            dl run -u "redis://127.0.0.1:$cport" u-port -- true
+        elapsed=$(($(now_ms) - t0))
+        [ "$elapsed" -gt 800 ] && fail "run at a node of a cluster: told after $elapsed ms"
+        [[ "$(cat "$TMP/err")" == *"never reached"* || "$(cat "$TMP/err")" == *"warn:"* ]] &&
+            fail "run at a node of a cluster: retried as a store never reached: $(cat "$TMP/err")"
         # a Redlock node is only refused where a take reaches it
         expect_rc "run -u redlock:// with a node of a cluster" 69 \
             dl run -u "redlock://$hp,127.0.0.1:$cport,127.0.0.1:$(closed_port)" u-port -- true

@@ -396,13 +396,14 @@ fail:
 static int reached(dlock__store *store)
 {
     rbackend *b = RBACKEND(store);
-    /* a plain Redis at a redis+cluster:// URL answered, but no cluster did */
+    /* a plain Redis at a redis+cluster:// URL answered, but no cluster did
+     * (-1: a wrong URL, said at once) */
     if (b->cluster != NULL && dlock__rcluster_wrong_kind(b->cluster))
-        return 0;
+        return -1;
     /* nor a node of a cluster at a redis:// URL (told by a MOVED when
      * INFO is not allowed, after its handshake answered) */
     if (atomic_load(&b->in_cluster))
-        return 0;
+        return -1;
     return atomic_load(&b->reached);
 }
 

@@ -733,15 +733,16 @@ fail:
     return rc;
 }
 
-/* Reached: see quorum_in_reach; and not while a node of a Redis Cluster
+/* Reached: see quorum_in_reach; and -1 while a node of a Redis Cluster
  * is among the nodes (another kind of server than the URL asks for: the
- * URL is wrong, as for redis:// at one, whatever the others answered). */
+ * URL is wrong, as for redis:// at one, whatever the others answered;
+ * said at once, backend.h). */
 static int reached(dlock__store *s)
 {
     rlbackend *b = RLB(s);
     for (size_t i = 0; i < b->n; i++) {
         if (dlock__rlnodes_in_cluster(b->nodes, i))
-            return 0;
+            return -1;
     }
     return dlock__rlnodes_reached(b->nodes) > 0 && quorum_in_reach(b);
 }
