@@ -335,7 +335,7 @@ test_unsupported_is_usage()
         expect_match "--simple: named" '^dlock run: --simple: .*PostgreSQL .*"interop"' "$(cat "$TMP/err")"
         # session mode has read locks; its table mode has not
         expect_refused "--read" 64 dl run -u "$DLOCK_URL?mode=table" --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*PostgreSQL in table mode .*"read-write"' "$(cat "$TMP/err")"
+        expect_match "--read: named" '^dlock run: --read: .*PostgreSQL in table mode .*"read-write".*: drop \?mode=table' "$(cat "$TMP/err")"
         expect_refused "--shared -l 5" 64 dl run -u "$DLOCK_URL?mode=table" --shared -l 5 s-cap -- true
         expect_match "--shared -l 5: the kind named as given" '^dlock run: --shared: .*PostgreSQL .*"read-write"' "$(cat "$TMP/err")"
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true

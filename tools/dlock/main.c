@@ -284,21 +284,28 @@ static const char *instead(const char *cap, const char *url)
 {
     static const char *const sql[] = {"mysql", "mariadb", "postgres", "postgresql", NULL};
     static const char *const cluster[] = {"redis+cluster", "rediss+cluster", NULL};
+    static const char *const pg[] = {"postgres", "postgresql", NULL};
 
     if (strcmp(cap, "fixed-lease") == 0 || strcmp(cap, "extend") == 0 ||
         strcmp(cap, "adopt") == 0) {
         if (scheme_is(url, sql))
             return "use ?mode=table, a lock table whose locks have a lease of their own";
         return strcmp(cap, "adopt") == 0
-                   ? "a store that can: redis://, sqlite://, or mysql:// or postgres:// with "
-                     "?mode=table"
+                   ? "a store that can: redis://, redlock://, sqlite://, or mysql:// or "
+                     "postgres:// with ?mode=table"
                    : "a store with leases can: redis://, etcd://, sqlite://, or mysql:// or "
                      "postgres:// with ?mode=table";
     }
     if (strcmp(cap, "fair") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk:// or "
                "etcd://";
-    if (strcmp(cap, "read-write") == 0 || strcmp(cap, "semaphore") == 0)
+    if (strcmp(cap, "read-write") == 0 && scheme_is(url, pg))
+        return "drop ?mode=table: PostgreSQL's session mode (the default) has read locks";
+    if (strcmp(cap, "read-write") == 0)
+        return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), "
+               "redlock://, zk://, etcd://, sqlite://, or postgres:// (its session mode, the "
+               "default)";
+    if (strcmp(cap, "semaphore") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk://, "
                "etcd:// or sqlite://";
     if (strcmp(cap, "interop") == 0)
