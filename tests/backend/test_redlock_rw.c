@@ -6,7 +6,8 @@
  * reaches is free of them (two majorities meet); a waiting writer's mark
  * keeps new readers out until it gets in or gives up; readers are renewed
  * by a quorum and lost when a quorum lets them go; force-unlock and list
- * of the read-write lock. (The contract every store keeps, readers sharing
+ * of the read-write lock; and the operator's calls of a user the nodes
+ * refuse (said as refused, not out of reach). (The contract every store keeps, readers sharing
  * and kinds excluding one another, is the conformance suite's.)
  *
  * The nodes are 3 servers of kind redis, started by main() before any test
@@ -244,6 +245,33 @@ static void force_unlock_and_list(void)
     dlock_client_close(op);
 }
 
+static void ignore_name(const char *name, unsigned flags, void *arg)
+{
+    (void) name, (void) flags, (void) arg;
+}
+
+/* A user the nodes do not know: status and list say that a quorum of nodes
+ * refused this client (DLOCK_ESERVER, exit 70), naming the user and never
+ * the password, as a take does; they said "out of reach" (exit 69), and
+ * the label dropped the user. */
+static void wrong_user_refused(void)
+{
+    char bad[300];
+    dlock_status st;
+    snprintf(bad, sizeof bad, "redlock://bob:s3cret@%s", url + strlen("redlock://"));
+    dlock_client *c = dt_client(bad, NULL);
+    CHECK_RC(dlock_query(c, "wu", DLOCK_WRITE, &st), DLOCK_ESERVER);
+    const char *msg = dlock_errmsg();
+    if (strstr(msg, "redlock://bob@") == NULL || strstr(msg, "refused this client") == NULL ||
+        strstr(msg, "WRONGPASS") == NULL || strstr(msg, "s3cret") != NULL)
+        dt_fail(__FILE__, __LINE__, "status: %s", msg);
+    CHECK_RC(dlock_list(c, "", 0, ignore_name, NULL), DLOCK_ESERVER);
+    msg = dlock_errmsg();
+    if (strstr(msg, "redlock://bob@") == NULL || strstr(msg, "refused this client") == NULL)
+        dt_fail(__FILE__, __LINE__, "list: %s", msg);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -252,6 +280,7 @@ int main(int argc, char **argv)
         {"writer_mark_holds_readers", writer_mark_holds_readers},
         {"reader_renewed_then_lost", reader_renewed_then_lost},
         {"force_unlock_and_list", force_unlock_and_list},
+        {"wrong_user_refused", wrong_user_refused},
     };
     /* once for the program, before any test forks (no threads yet) */
     for (int i = 0; i < NNODES; i++)

@@ -256,10 +256,17 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     if (wrong != DLOCK_OK)
         return wrong;
     char why[1500];
-    size_t answered = 0;
-    for (size_t i = 0; i < b->n; i++)
+    size_t answered = 0, refused = 0;
+    for (size_t i = 0; i < b->n; i++) {
         answered += status_reply(&a[i], 0) != NULL;
+        refused += a[i].done && a[i].rc == DLOCK_ESERVER; /* (AUTH, an ACL) */
+    }
     dlock__rl_unanswered(b, a, 1, status_answered, why, sizeof why);
+    if (refused > b->n - b->quorum)
+        return dlock__fail(DLOCK_ESERVER,
+                           "%s: %zu of %zu nodes refused this client (a quorum needs %zu): %s; "
+                           "%zu answered",
+                           b->label, refused, b->n, b->quorum, why, answered);
     if (answered < b->quorum)
         return dlock__fail(DLOCK_EUNREACHABLE,
                            "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",
@@ -434,12 +441,12 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
         rep->element[1]->type != REDIS_REPLY_ARRAY) {
         char why[512];
         /* (a node of a Redis Cluster: the URL is wrong, list() says so) */
-        rc =
-            dlock__fail(DLOCK_EUNREACHABLE, "%s",
-                        !a[i].done            ? "no reply in time"
-                        : a[i].rc != DLOCK_OK ? a[i].err
-                                              : dlock__reply_reason(rep, "unexpected reply to SCAN",
-                                                                    why, sizeof why));
+        rc = dlock__fail(
+            a[i].done && a[i].rc == DLOCK_ESERVER ? DLOCK_ESERVER : DLOCK_EUNREACHABLE, "%s",
+            !a[i].done ? "no reply in time"
+            : a[i].rc != DLOCK_OK
+                ? a[i].err
+                : dlock__reply_reason(rep, "unexpected reply to SCAN", why, sizeof why));
         goto out;
     }
     memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
@@ -522,7 +529,7 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     names all = {0};
     char *pattern = dlock__redis_list_pattern(b->prefix, prefix);
     char failed[1500] = "";
-    size_t walked = 0, used = 0;
+    size_t walked = 0, used = 0, refused = 0;
     int rc = DLOCK_OK, stop = 0;
 
     if (pattern == NULL) {
@@ -543,16 +550,17 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
             rc = dlock__fail_context(page_rc, "%s", b->label);
         else if (page_rc == DLOCK_OK && strcmp(cursor, "0") == 0)
             walked++;
-        else if (used < sizeof failed)
+        else if ((refused += page_rc == DLOCK_ESERVER, used < sizeof failed))
             used +=
                 (size_t) snprintf(failed + used, sizeof failed - used, "%s%s (%s)",
                                   used ? "; " : "", dlock__rlnodes_label(b->nodes, i),
                                   page_rc == DLOCK_OK ? "listing took too long" : dlock_errmsg());
     }
     if (rc == DLOCK_OK && walked < b->quorum)
-        rc = dlock__fail(DLOCK_EUNREACHABLE,
-                         "%s: list: a quorum of %zu of %zu nodes could not be walked: %s", b->label,
-                         b->quorum, b->n, failed);
+        rc = dlock__fail(refused > b->n - b->quorum ? DLOCK_ESERVER : DLOCK_EUNREACHABLE,
+                         "%s: list: a quorum of %zu of %zu nodes could not be walked%s: %s",
+                         b->label, b->quorum, b->n,
+                         refused > b->n - b->quorum ? " (they refused this client)" : "", failed);
     if (rc != DLOCK_OK)
         goto out;
     if (all.n > 1)
