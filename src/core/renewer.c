@@ -645,9 +645,13 @@ static void log_batch(dlock__renewer *r, const batch_note *note, const char *err
             snprintf(left, sizeof left, "; %.3f s of validity left",
                      (double) note->valid_left_us / 1e6);
         describe(what, sizeof what, note, note->failed_of, note->failed_name);
+        /* the store's label once: most errors begin with it too */
+        const char *label = store_label(r), *why = error[0] ? error : "no answer";
+        size_t n = strlen(label);
+        if (strncmp(why, label, n) == 0 && strncmp(why + n, ": ", 2) == 0)
+            why += n + 2;
         dlock__log_emit(r->log, level, "%s: renewal failed for %s: %s; retrying in %lld ms%s",
-                        store_label(r), what, error[0] ? error : "no answer",
-                        (long long) (note->retry_us / 1000), left);
+                        label, what, why, (long long) (note->retry_us / 1000), left);
     }
     /* One line at info per outage: the entries' retries are jittered
      * apart, so they succeed again one batch after another (a session,

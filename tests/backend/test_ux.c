@@ -180,6 +180,15 @@ static void log_renewal_failures_and_loss(void)
     dt_server_pause(&srv);
     DT_WAIT_UNTIL(count_lines(DLOCK_LOG_WARN, "renewal failed", "'flaky'") > 0, 5000);
     dt_server_resume(&srv);
+    /* the store named once: the error's own label is not repeated */
+    pthread_mutex_lock(&logged.mu);
+    for (int i = 0; i < logged.n; i++) {
+        const char *first = strstr(logged.lines[i], srv.url);
+        if (strstr(logged.lines[i], "renewal failed") != NULL && first != NULL &&
+            strstr(first + 1, srv.url) != NULL)
+            dt_fail(__FILE__, __LINE__, "the store named twice: %s", logged.lines[i]);
+    }
+    pthread_mutex_unlock(&logged.mu);
     DT_WAIT_UNTIL(count_lines(DLOCK_LOG_INFO, "renewals succeed again", "'flaky'") > 0, 5000);
     CHECK_RC(dlock_lock_check(l), DLOCK_OK);
     CHECK_INT(count_lines(DLOCK_LOG_ERROR, "lost", NULL), ==, 0);

@@ -1097,6 +1097,9 @@ test_bad_input()
     expect_match "unknown subcommand message" "unknown command" "$(cat "$TMP/err")"
     expect_rc "an option before the command" 64 dl -u redis://127.0.0.1:1 run r-bad -- true
     expect_match "says where options go" "options go after the command" "$(cat "$TMP/err")"
+    expect_rc "an option before status" 64 dl -u redis://127.0.0.1:1 status r-bad
+    expect_match "names the command given" "options go after the command \(dlock status -u \.\.\.\)" \
+        "$(cat "$TMP/err")"
     expect_rc "no subcommand" 64 dl
 
     expect_rc "dlock --help" 0 dl --help

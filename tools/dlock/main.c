@@ -467,8 +467,17 @@ int main(int argc, char **argv)
             return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-') {
+        /* the command the user gave later on the line (dlock -u URL status
+         * x), else run, the one most lines mean */
+        const char *cmd = "run";
+        for (int a = 2; a < argc && strcmp(cmd, "run") == 0; a++) {
+            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+                if (strcmp(argv[a], commands[i].name) == 0)
+                    cmd = commands[i].name;
+            }
+        }
         fprintf(stderr,
-                "dlock: options go after the command (dlock run %s ...)\nTry 'dlock --help'.\n",
+                "dlock: options go after the command (dlock %s %s ...)\nTry 'dlock --help'.\n", cmd,
                 argv[1]);
         return EXIT_USAGE;
     }
