@@ -674,7 +674,10 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     p->exact_names = names != NULL && strcmp(names, "exact") == 0;
     p->port = (unsigned) (url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT);
     snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
-    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%u/%s%s%s", url->scheme,
+    /* the user name (never the password): who asked is part of what a
+     * refusal means */
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s%s%s:%u/%s%s%s", url->scheme,
+             url->user != NULL ? url->user : "", url->user != NULL ? "@" : "",
              strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", p->port,
              url->path, mode != NULL ? "?mode=" : "", mode != NULL ? mode : "");
     p->base.kind = table ? "MariaDB/MySQL in table mode"
