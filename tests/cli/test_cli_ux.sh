@@ -376,7 +376,7 @@ test_unreached_store_ends_at_once()
 # name on the others; an option that names a password shows no value.
 test_urls_show_user_not_password()
 {
-    local s re hosts err
+    local s re hosts err path
     for s in redis rediss redis+cluster rediss+cluster redlock rediss+redlock zk etcd postgres \
         postgresql redis+sentinel mysql mariadb; do
         hosts=127.0.0.1:1
@@ -396,6 +396,18 @@ test_urls_show_user_not_password()
             ;;
         *) expect_match "$s://alice@: a user there" "$re://alice@" "$err" ;;
         esac
+    done
+    # a connection refused: the store's label names the user, not the
+    # password (it dropped both on redis://, zk://, mysql://, redlock://)
+    for s in redis zk etcd mysql redlock; do
+        hosts=127.0.0.1:1
+        [ "$s" = redlock ] && hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
+        case $s in mysql) path=/db ;; *) path= ;; esac
+        dl status -u "$s://alice:s3cretPW@$hosts$path" u-url >/dev/null 2>"$TMP/err"
+        err=$(cat "$TMP/err")
+        [[ $err == *"this build of dlock has no"* ]] && continue
+        expect_match "$s://alice:s3cretPW@ refused: the user in the label" "$s://alice@127\.0\.0\.1:1" "$err"
+        [[ $err == *s3cretPW* ]] && fail "$s://alice:s3cretPW@ refused: the password shown: $err"
     done
     dl status -u "redis+sentinel://127.0.0.1:1/m?sentinel_password=s3cretPW&leese=1" u-url \
         >/dev/null 2>"$TMP/err"
