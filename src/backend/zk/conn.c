@@ -222,9 +222,9 @@ static int ask_srvr(int fd, const char *host, const char *port, int64_t until_us
     if (!closed)
         return 0; /* silent: perhaps a ZooKeeper that is slow */
     snprintf(why, len,
-             "%s:%s answered, but not as ZooKeeper (it closed the connection at a four-letter "
-             "word without a word: another service's port, as PostgreSQL's, or a ZooKeeper at "
-             "its limit of connections from this host)",
+             "%s:%s answered, but not as ZooKeeper (asked ZooKeeper's 'srvr', it closed the "
+             "connection without a word: another service's port (PostgreSQL and etcd close it "
+             "so), or a ZooKeeper at its limit of connections from this host)",
              host, port);
     return -2;
 }
