@@ -1080,7 +1080,9 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
  * ended: a shared holder of it is a table take in flight (its guard), not
  * a holder. Before, each URL acted on its own mode's holder only, while
  * status (and so dlock_force_unlock2's "it was held") saw both:
- * `dlock unlock --force --check` exited 0 and the holder ran on. */
+ * `dlock unlock --force --check` exited 0 and the holder ran on. Through
+ * the session URL only the kind asked about is released (read.c:
+ * dlock__pg_force_sql; a table holder is a mutex's), as on every store. */
 static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
