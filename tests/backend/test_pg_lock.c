@@ -295,6 +295,96 @@ static void reader_lease_waited_out(void)
     dlock_client_close(c3);
 }
 
+/* One name is one lock (as Redis, SQLite): a forced unlock of the mutex
+ * leaves readers and a writer alone, saying it was not held, one of the
+ * read-write lock a mutex. Before, every force ended every holder. */
+static void force_by_kind(void)
+{
+    const char *names[3] = {"fk-r", "fk-w", "fk-m"};
+    unsigned kinds[3] = {DLOCK_READ, DLOCK_WRITE, 0}, wrong[3] = {0, 0, DLOCK_WRITE};
+    dlock_client *c = client(NULL), *op = client(NULL);
+    for (int i = 0, was = -1; i < 3; i++) {
+        dt_lost_box lost = {0};
+        dlock_lock *l = dt_lock(c, names[i], kinds[i]);
+        dlock_lock_on_lost(l, dt_on_lost, &lost);
+        CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+        CHECK(dlock_force_unlock2(op, names[i], wrong[i], &was) == DLOCK_OK && was == 0);
+        CHECK_INT(advisory_rows(names[i], 1), ==, 1); /* (a terminate is waited for) */
+        CHECK(dlock_force_unlock2(op, names[i], kinds[i], &was) == DLOCK_OK && was == 1);
+        CHECK_INT(advisory_rows(names[i], 1), ==, 0);
+        DT_WAIT_UNTIL(atomic_load(&lost.lost) == 1, 3000);
+        dlock_lock_free(l);
+    }
+    dlock_client_close(c);
+    dlock_client_close(op);
+}
+
+static void note_kind(const char *name, unsigned flags, void *arg)
+{
+    ((unsigned *) arg)[name[3] == 'r' ? 0 : name[3] == 'w' ? 1 : 2] = flags | 0x80000000u;
+}
+
+/* Status and holders say held for the kind asked about only, list names
+ * the kind (table mode's table there). Before, status and holders named
+ * any kind's holders, and list called a read name a mutex. */
+static void status_by_kind(void)
+{
+    dlock_client *c = client(NULL), *tc = client("?mode=table");
+    dlock_lock *t = dt_lock(tc, "sk-t", 0); /* its take makes table mode's table */
+    CHECK_RC(dlock_acquire(t, 5000), DLOCK_OK);
+    dlock_lock *l[3] = {dt_lock(c, "sk-r", DLOCK_READ), dt_lock(c, "sk-w", DLOCK_WRITE),
+                        dt_lock(c, "sk-m", 0)};
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(dlock_acquire(l[i], 5000), DLOCK_OK);
+    CHECK(dt_query(c, "sk-r", 0).held + dt_query(c, "sk-w", 0).held == 0);
+    CHECK_INT(dt_query(c, "sk-r", DLOCK_READ).shared, ==, 1);
+    CHECK(strcmp(dt_query(c, "sk-w", DLOCK_WRITE).owner, dlock_lock_token(l[1])) == 0);
+    CHECK(dt_query(c, "sk-m", DLOCK_READ).held == 0 && dt_query(c, "sk-m", 0).held == 1);
+    CHECK_INT(dt_query_holders(c, "sk-r", 0).n + dt_query_holders(c, "sk-w", 0).n, ==, 0);
+    CHECK_INT(dt_query_holders(c, "sk-m", DLOCK_WRITE).n, ==, 0);
+    unsigned kinds[3] = {0, 0, 0};
+    CHECK_RC(dlock_list(c, "sk-", 0, note_kind, kinds), DLOCK_OK);
+    CHECK((kinds[0] & DLOCK_WRITE) && (kinds[1] & DLOCK_WRITE));
+    CHECK(kinds[2] != 0 && !(kinds[2] & DLOCK_WRITE));
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(l[i]);
+    dlock_lock_free(t);
+    dlock_client_close(tc);
+    dlock_client_close(c);
+}
+
+/* Readers whose connections are gone show the longest lease of theirs
+ * (as a dead exclusive holder), live readers none (before: the longest of
+ * all). A writer that waited out a dead mutex's lease is a writer (before:
+ * its row said a mutex). */
+static void reader_gone_status(void)
+{
+    dlock_client *c1 = client("?lease=2s"), *c2 = client(NULL);
+    dlock_lock *r1 = dt_lock(c1, "rg", DLOCK_READ), *r2 = dt_lock(c2, "rg", DLOCK_READ);
+    CHECK_RC(dlock_acquire(r1, 5000), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 5000), DLOCK_OK);
+    dlock_status st = dt_query(c2, "rg", DLOCK_READ);
+    CHECK(st.shared == 2 && st.lease_ms == -1);
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FILTER (WHERE pg_terminate_backend(holder_pid, 5000)) FROM "
+             "dlock_share WHERE owner = 'dlock:%s'",
+             dlock_lock_token(r1));
+    CHECK_INT(sql_number(sql), ==, 1);
+    st = dt_query(c2, "rg", DLOCK_READ);
+    CHECK(st.shared == 2 && st.lease_ms > 0 && st.lease_ms <= 2000);
+    dlock_lock *m = dt_lock(c1, "rg-m", 0), *w = dt_lock(c2, "rg-m", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(m, 5000), DLOCK_OK);
+    CHECK_INT(terminate_holders("rg-m"), ==, 1);
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK); /* after m's row lease */
+    CHECK(strcmp(dt_query(c2, "rg-m", DLOCK_WRITE).owner, dlock_lock_token(w)) == 0);
+    dlock_lock *all[4] = {m, w, r1, r2};
+    for (int i = 0; i < 4; i++)
+        dlock_lock_free(all[i]);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+}
+
 /* ---------------------------------------------------------------- waits */
 
 struct waiter {
@@ -1396,6 +1486,9 @@ int main(int argc, char **argv)
         {"table_waits_session_lease", table_waits_session_lease},
         {"status_across_modes", status_across_modes},
         {"reader_lease_waited_out", reader_lease_waited_out}, /* (makes table mode's table) */
+        {"force_by_kind", force_by_kind},
+        {"status_by_kind", status_by_kind},
+        {"reader_gone_status", reader_gone_status},
         {"crash_fence", crash_fence},
         {"lost_grant_lease", lost_grant_lease},
         {"table_waiter_not_starved", table_waiter_not_starved},

@@ -383,7 +383,8 @@ static int take_over(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__atte
                                                    a->cancel_arg);
     if (block && !cancelled && end <= slice_end) {
         char app[96];
-        snprintf(app, sizeof app, "dlock:%s", a->token);
+        snprintf(app, sizeof app, "%s%s",
+                 l->base.spec.kind == DLOCK__WRITE ? DLOCK__PG_WRITER : "dlock:", a->token);
         const char *params[] = {l->name, p->lease_text, c->nonce, app, c->run_epoch, c->run_until};
         int rc = dlock__pg_exec(p, c,
                                 "UPDATE dlock_fence SET holder = $3, owner = $4, holder_pid = "
@@ -838,8 +839,11 @@ static const char *owner_of(const char *app, const char *pid, char *buf, size_t 
 }
 
 /* Session mode's state of l (advisory lock, row lease); *table_there:
- * whether table mode's lock table is there (to look at next). */
-static int session_query(dlock__pgstore *p, pglock *l, dlock_status *st, int *table_there,
+ * whether table mode's lock table is there (to look at next). One name is
+ * one lock: only the holders of l's kind (dlock__pg_of_kind) make it held,
+ * as on every store, and the holders of the other kind are found by
+ * asking as that kind; any: every kind (the table URL's view). */
+static int session_query(dlock__pgstore *p, pglock *l, int any, dlock_status *st, int *table_there,
                          int64_t deadline_us)
 {
     const char *params[] = {l->classid, l->objid, l->name};
@@ -847,39 +851,62 @@ static int session_query(dlock__pgstore *p, pglock *l, dlock_status *st, int *ta
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
     /* the owner is the row's, when its server pid holds the key */
-    int rc = operate(p,
-                     "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
-                     "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
-                     "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
-                     "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3), "
-                     "(SELECT owner FROM dlock_fence WHERE name = $3 AND holder <> '' AND "
-                     "expires > clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
-                     "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3), "
-                     "coalesce(bool_or(" WAITS_OUT "), false), "
-                     "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "
-                     /* the readers (read.c): their lease rows, and the
-                      * longest lease of them */
-                     "(SELECT count(*) FROM dlock_share WHERE name = $3 AND expires > "
-                     "clock_timestamp()), (SELECT ceil(extract(epoch FROM (max(expires) - "
-                     "clock_timestamp())) * 1000)::bigint FROM dlock_share WHERE name = $3 AND "
-                     "expires > clock_timestamp()) "
-                     "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
-                     3, params, deadline_us, &r);
+    int rc =
+        operate(p,
+                "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT "
+                "l.granted), coalesce(max(CASE WHEN l.granted AND l.pid = f.holder_pid THEN "
+                "f.owner END), ''), coalesce(max(l.pid) FILTER (WHERE l.granted), 0), "
+                "(SELECT coalesce(max(fence), 0) FROM dlock_fence WHERE name = $3), "
+                "(SELECT owner FROM dlock_fence WHERE name = $3 AND holder <> '' AND "
+                "expires > clock_timestamp()), (SELECT ceil(extract(epoch FROM (expires - "
+                "clock_timestamp())) * 1000)::bigint FROM dlock_fence WHERE name = $3), "
+                "coalesce(bool_or(" WAITS_OUT "), false), "
+                "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, "
+                /* the readers (read.c): their lease rows; waiting
+                 * readers; a session holding the key exclusively
+                 * (waiting them out while their leases run); the
+                 * readers whose connections are gone, and the
+                 * longest lease of them */
+                "(SELECT count(*) FROM dlock_share WHERE name = $3 AND expires > "
+                "clock_timestamp()), "
+                "count(*) FILTER (WHERE NOT l.granted AND l.mode = 'ShareLock'), "
+                "count(*) FILTER (WHERE l.granted AND l.mode = 'ExclusiveLock'), "
+                "(SELECT count(*) FROM dlock_share r WHERE r.name = $3 AND " DLOCK__PG_READER_GONE
+                "), (SELECT ceil(extract(epoch FROM (max(r.expires) - "
+                "clock_timestamp())) * 1000)::bigint FROM dlock_share r WHERE r.name = $3 "
+                "AND " DLOCK__PG_READER_GONE ") "
+                "FROM pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 WHERE " LOCK_ROWS,
+                3, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;
     unsigned held = (unsigned) strtoul(PQgetvalue(r, 0, 0), NULL, 10);
     unsigned readers = (unsigned) strtoul(PQgetvalue(r, 0, 9), NULL, 10);
+    unsigned reading_waiters = (unsigned) strtoul(PQgetvalue(r, 0, 10), NULL, 10);
+    unsigned exclusive = (unsigned) strtoul(PQgetvalue(r, 0, 11), NULL, 10);
+    unsigned gone = (unsigned) strtoul(PQgetvalue(r, 0, 12), NULL, 10);
     *table_there = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
     st->waiters = (unsigned) strtoul(PQgetvalue(r, 0, 1), NULL, 10);
+    /* a waiting reader waits for the read-write lock (a waiting writer
+     * or mutex cannot be told apart: counted by both kinds) */
+    if (!any && !dlock__pg_is_rw(l))
+        st->waiters -= reading_waiters;
     st->last_fence = strtoull(PQgetvalue(r, 0, 4), NULL, 10);
     if (readers > 0) {
         /* read: counted by their lease rows (a reader whose connection
          * ended among them until its lease ends, as a writer waits for
-         * it), with the longest lease left; a table take's guard that
-         * holds the key shared for its statement is no reader */
-        st->held = 1;
-        st->shared = readers;
-        st->lease_ms = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
+         * it); a session holding the key exclusively meanwhile waits them
+         * out; a table take's guard that holds the key shared for its
+         * statement is no reader. The lease shown is the longest of the
+         * readers whose connections are gone (the name frees when it
+         * ends, once the live readers let go), none while every reader's
+         * session holds the key (as an exclusive holder's). */
+        st->waiters += exclusive;
+        if (dlock__pg_of_kind(l, any, 1, "")) {
+            st->held = 1;
+            st->shared = readers;
+            if (gone > 0)
+                st->lease_ms = strtoll(PQgetvalue(r, 0, 13), NULL, 10);
+        }
         PQclear(r);
         return DLOCK_OK;
     }
@@ -890,14 +917,16 @@ static int session_query(dlock__pgstore *p, pglock *l, dlock_status *st, int *ta
         held = 0;
         st->waiters++;
     }
-    st->last_fence = strtoull(PQgetvalue(r, 0, 4), NULL, 10);
-    st->held = held > 0;
-    if (held == 1) {
+    if (held == 1 && dlock__pg_of_kind(l, any, 0, PQgetvalue(r, 0, 2))) {
+        st->held = 1;
         st->holds = 1;
         owner_of(PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), st->owner, sizeof st->owner);
-    } else if (held > 1) {
+    } else if (held > 1 && dlock__pg_of_kind(l, any, 0, "")) {
+        /* sessions that are not dlock's holding it shared: a mutex's */
+        st->held = 1;
         st->shared = held;
-    } else if (!PQgetisnull(r, 0, 5)) {
+    } else if (held == 0 && !PQgetisnull(r, 0, 5) &&
+               dlock__pg_of_kind(l, any, 0, PQgetvalue(r, 0, 5))) {
         /* no session holds it, but a holder's row lease runs (its
          * connection ended: it may still believe it holds): held, as a
          * take finds it, until the lease ends */
@@ -938,10 +967,11 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     dlock_status other;
     int table_there = 1;
     int rc = p->table ? dlock__pgt_query(p, l->key_lit, st, deadline_us)
-                      : session_query(p, l, st, &table_there, deadline_us);
-    if (rc != DLOCK_OK || st->held || !table_there)
+                      : session_query(p, l, 0, st, &table_there, deadline_us);
+    /* a table holder is a mutex's */
+    if (rc != DLOCK_OK || st->held || !table_there || (!p->table && dlock__pg_is_rw(l)))
         return rc;
-    rc = p->table ? session_query(p, l, &other, &table_there, deadline_us)
+    rc = p->table ? session_query(p, l, 1, &other, &table_there, deadline_us)
                   : dlock__pgt_query(p, l->key_lit, &other, deadline_us);
     if (rc == DLOCK_OK)
         other_mode(st, &other);
@@ -963,8 +993,8 @@ static int count_holder(void *arg, const dlock__holder_raw *h)
 }
 
 /* Session mode's holders of l, into sink; *table_there as session_query. */
-static int session_holders(dlock__pgstore *p, pglock *l, dlock__holder_sink sink, void *arg,
-                           int *table_there, int64_t deadline_us)
+static int session_holders(dlock__pgstore *p, pglock *l, int any, dlock__holder_sink sink,
+                           void *arg, int *table_there, int64_t deadline_us)
 {
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
@@ -978,19 +1008,23 @@ static int session_holders(dlock__pgstore *p, pglock *l, dlock__holder_sink sink
         "SELECT coalesce(CASE WHEN l.pid = f.holder_pid OR " WAITS_OUT
         " THEN f.owner END, ''), CASE WHEN " WAITS_OUT " THEN f.holder_pid ELSE l.pid "
         "END, o.info, coalesce(" WAITS_OUT " AND NOT " ROW_HOLDER ", false), "
-        "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
+        "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL, false "
         "FROM (SELECT 1) d LEFT JOIN (pg_locks l LEFT JOIN dlock_fence f ON f.name = $3 "
         "LEFT JOIN dlock_owner o ON " HOLDER_RECORD " AND (l.pid = f.holder_pid OR " WAITS_OUT
         ")) ON " LOCK_ROWS " AND l.granted AND l.mode = 'ExclusiveLock' "
+        /* while readers' leases run, a session holding the key waits
+         * them out (as status counts it) */
+        "AND NOT EXISTS (SELECT FROM dlock_share r WHERE r.name = $3 AND r.expires > "
+        "clock_timestamp()) "
         /* no session holds the key, but the row's lease runs (a holder
          * whose connection ended: it may still believe it holds, and a
          * take finds it held): the row's holder, as session_query
          * names it. Before, holders named none while status named it. */
-        "UNION ALL SELECT f.owner, f.holder_pid, o.info, false, true FROM dlock_fence f "
+        "UNION ALL SELECT f.owner, f.holder_pid, o.info, false, true, false FROM dlock_fence f "
         "LEFT JOIN dlock_owner o ON " HOLDER_RECORD " WHERE f.name = $3 AND " ROW_HOLDER
         " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE " LOCK_ROWS " AND l.granted) "
         /* the readers (read.c), by their lease rows */
-        "UNION ALL SELECT r.owner, r.holder_pid, o.info, false, true FROM dlock_share r "
+        "UNION ALL SELECT r.owner, r.holder_pid, o.info, false, true, true FROM dlock_share r "
         "LEFT JOIN dlock_owner o ON o.pid = r.holder_pid AND o.holder = r.holder WHERE "
         "r.name = $3 AND r.expires > clock_timestamp()",
         3, params, deadline_us, &r);
@@ -1003,6 +1037,9 @@ static int session_holders(dlock__pgstore *p, pglock *l, dlock__holder_sink sink
         if (PQgetisnull(r, i, 1))
             continue;
         if (strcmp(PQgetvalue(r, i, 3), "t") == 0)
+            continue;
+        /* of l's kind only (session_query) */
+        if (!dlock__pg_of_kind(l, any, strcmp(PQgetvalue(r, i, 5), "t") == 0, PQgetvalue(r, i, 0)))
             continue;
         char owner[80];
         dlock__holder_raw h = {
@@ -1025,10 +1062,10 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     counted_sink c = {.sink = sink, .arg = arg};
     int table_there = 1;
     int rc = p->table ? dlock__pgt_holders(p, l->key_lit, count_holder, &c, deadline_us)
-                      : session_holders(p, l, count_holder, &c, &table_there, deadline_us);
-    if (rc != DLOCK_OK || c.n > 0 || !table_there)
+                      : session_holders(p, l, 0, count_holder, &c, &table_there, deadline_us);
+    if (rc != DLOCK_OK || c.n > 0 || !table_there || (!p->table && dlock__pg_is_rw(l)))
         return rc;
-    return p->table ? session_holders(p, l, sink, arg, &table_there, deadline_us)
+    return p->table ? session_holders(p, l, 1, sink, arg, &table_there, deadline_us)
                     : dlock__pgt_holders(p, l->key_lit, sink, arg, deadline_us);
 }
 
@@ -1043,7 +1080,9 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
  * ended: a shared holder of it is a table take in flight (its guard), not
  * a holder. Before, each URL acted on its own mode's holder only, while
  * status (and so dlock_force_unlock2's "it was held") saw both:
- * `dlock unlock --force --check` exited 0 and the holder ran on. */
+ * `dlock unlock --force --check` exited 0 and the holder ran on. Through
+ * the session URL only the kind asked about is released (read.c:
+ * dlock__pg_force_sql; a table holder is a mutex's), as on every store. */
 static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
@@ -1056,23 +1095,26 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     char sql[4800], name[1100];
     if (literal_of(l->name, name, sizeof name) != DLOCK_OK)
         return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
+    /* the session URL: the holders of the kind asked about only (read.c);
+     * the table URL (a mutex's only) ends every session holder, as below */
+    int rw = dlock__pg_is_rw(l);
+    if (!p->table && dlock__pg_force_sql(l, name, wait_ms, sql, sizeof sql) != DLOCK_OK)
+        return DLOCK_EINVAL;
     /* the row's lease ends first, and the row stays locked until the
      * holder's session has ended: the next holder sees it ended */
-    snprintf(sql, sizeof sql,
-             "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND expires > "
-             "clock_timestamp(); "
-             "UPDATE dlock_share SET expires = clock_timestamp() WHERE name = %s AND expires > "
-             "clock_timestamp(); "
-             "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*), "
-             "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
-             "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid "
-             "= %s AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE "
-             "datname = current_database()) AND l.granted%s%s%s",
-             name, name, wait_ms, l->classid, l->objid,
-             p->table ? " AND (l.mode = 'ExclusiveLock' OR l.pid IN (SELECT holder_pid FROM "
-                        "dlock_share WHERE name = "
-                      : "",
-             p->table ? name : "", p->table ? "))" : "");
+    if (p->table)
+        snprintf(sql, sizeof sql,
+                 "UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s AND expires "
+                 "> clock_timestamp(); "
+                 "UPDATE dlock_share SET expires = clock_timestamp() WHERE name = %s AND expires "
+                 "> clock_timestamp(); "
+                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*), "
+                 "to_regclass('" DLOCK__SQLT_TABLE "') IS NOT NULL "
+                 "FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid "
+                 "= %s AND l.objid = %s AND l.database = (SELECT oid FROM pg_database WHERE "
+                 "datname = current_database()) AND l.granted AND (l.mode = 'ExclusiveLock' OR "
+                 "l.pid IN (SELECT holder_pid FROM dlock_share WHERE name = %s))",
+                 name, name, wait_ms, l->classid, l->objid, name);
     PGresult *r = NULL;
     int rc = operate(p, sql, 0, NULL, deadline_us, &r);
     if (rc != DLOCK_OK)
@@ -1084,7 +1126,8 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
                          "(pg_terminate_backend needs the holder's role, or pg_signal_backend)",
                          p->label, l->name);
     PQclear(r);
-    if (rc == DLOCK_OK && (p->table || table_there))
+    /* a table holder is a mutex's */
+    if (rc == DLOCK_OK && (p->table || (table_there && !rw)))
         rc = dlock__pgt_force_unlock(p, l->key_lit, deadline_us);
     return rc;
 }
@@ -1108,11 +1151,10 @@ static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     int table_there = p->table || strcmp(PQgetvalue(r, 0, 0), "t") == 0;
     PQclear(r);
     if (table_there)
-        return dlock__pgt_list(p, prefix, sink, arg, deadline_us);
+        return dlock__pgt_list(p, prefix, !p->table, sink, arg, deadline_us);
     rc = operate(p,
-                 "SELECT f.name, EXISTS (SELECT FROM dlock_share r WHERE r.name = f.name AND "
-                 "r.expires > clock_timestamp()) OR starts_with(f.owner, '" DLOCK__PG_WRITER
-                 "') FROM dlock_fence f WHERE starts_with(f.name, $1) AND " DLOCK__PG_SESSION_LIVE,
+                 "SELECT f.name, " DLOCK__PG_RW_HOLDS " FROM dlock_fence f WHERE "
+                 "starts_with(f.name, $1) AND " DLOCK__PG_SESSION_LIVE,
                  1, params, deadline_us, &r);
     if (rc != DLOCK_OK)
         return rc;

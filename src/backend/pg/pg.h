@@ -214,6 +214,24 @@ enum {
 /* The row's owner of a writer of the read-write lock ("dlock:w:TOKEN";
  * a mutex's is "dlock:TOKEN"): status tells the kinds apart by it. */
 #define DLOCK__PG_WRITER "dlock:w:"
+/* The read-write lock holds the name of dlock_fence row f: a reader's
+ * lease runs, or a writer's row lease (read.c). Status, force-unlock and
+ * list tell the kinds apart by it: one name is one lock, and each call
+ * names the kind it asks about. */
+#define DLOCK__PG_RW_HOLDS                                                                         \
+    "(EXISTS (SELECT FROM dlock_share r WHERE r.name = f.name AND r.expires > "                    \
+    "clock_timestamp()) OR (f.expires > clock_timestamp() AND starts_with(f.owner, "               \
+    "'" DLOCK__PG_WRITER "')))"
+/* A row r of dlock_share whose reader's connection is gone while its
+ * lease runs: no session of its server pid holds the key shared, or that
+ * pid's connection is another one now (its owner record names another
+ * id). $1 classid, $2 objid of the key. */
+#define DLOCK__PG_READER_GONE                                                                      \
+    "(r.expires > clock_timestamp() AND NOT EXISTS (SELECT FROM pg_locks k JOIN dlock_owner o "    \
+    "ON o.pid = k.pid AND o.holder = r.holder WHERE k.locktype = 'advisory' AND k.objsubid = 1 "   \
+    "AND k.classid = $1::oid AND k.objid = $2::oid AND k.granted AND k.mode = 'ShareLock' AND "    \
+    "k.pid = r.holder_pid AND k.database = (SELECT oid FROM pg_database WHERE datname = "          \
+    "current_database())))"
 /* A reader's release, in one statement (as pg.c's RELEASE_SQL): its
  * lease row deleted (locked until the commit: a writer's check waits for
  * it, read.c), then the shared key let go; the commit does not wait for
@@ -252,6 +270,20 @@ int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l
  * *broken when c got no answer (to discard). */
 enum dlock__held_as dlock__pg_held_as(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
                                       int64_t deadline_us, int *broken);
+/* Whether l asks about the read-write lock (else the mutex). */
+int dlock__pg_is_rw(const dlock__pglock *l);
+/* Whether a holder is of the lock l asks about: a reader (reader set), or
+ * an exclusive holder whose row's owner is owner (a writer's starts with
+ * DLOCK__PG_WRITER; a session that is not dlock's is a mutex's). any: of
+ * every kind (the table URL's view of session mode: it asks as a mutex,
+ * the only kind table mode has, and sees every holder of the name). */
+int dlock__pg_of_kind(const dlock__pglock *l, int any, int reader, const char *owner);
+/* Session mode's forced unlock of l's kind through the session URL, as
+ * one SQL text into sql (name: the name as a literal; wait_ms: how long
+ * pg_terminate_backend waits): only the holders of that kind are ended;
+ * its answer is pg.c's (terminated, to terminate, table mode's table). */
+int dlock__pg_force_sql(const dlock__pglock *l, const char *name, const char *wait_ms, char *sql,
+                        size_t len);
 /* The owner token already holds l's name through another handle (of
  * another kind, or exclusively): asking again would wait for itself. */
 int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token);
@@ -292,8 +324,10 @@ int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t dead
     "pg_database WHERE datname = current_database())))"
 /* Table mode's names held or waited for under prefix, and session mode's
  * (DLOCK__PG_SESSION_LIVE): one lock per name, so through either URL. */
-int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink, void *arg,
-                    int64_t deadline_us);
+/* kinds: a session holder's kind named (DLOCK__PG_RW_HOLDS), else every
+ * name as the mutex (the table URL's: its status sees every kind). */
+int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__name_sink sink,
+                    void *arg, int64_t deadline_us);
 
 /* listen.c: table mode's wake-ups by LISTEN/NOTIFY. A release notifies
  * DLOCK__PGL_CHANNEL with the lock's tag: the hex of its name's first

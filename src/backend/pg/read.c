@@ -209,3 +209,73 @@ void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l)
     l->next_held = NULL;
     pthread_mutex_unlock(&p->mu);
 }
+
+/* ---------------------------------------------------------------- kinds */
+
+int dlock__pg_is_rw(const dlock__pglock *l)
+{
+    return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
+}
+
+int dlock__pg_of_kind(const dlock__pglock *l, int any, int reader, const char *owner)
+{
+    if (any)
+        return 1;
+    int rw = reader || strncmp(owner, DLOCK__PG_WRITER, strlen(DLOCK__PG_WRITER)) == 0;
+    return rw == dlock__pg_is_rw(l);
+}
+
+/* The part of pg_locks that is l's key, granted ($1 classid, $2 objid as
+ * literals: the statements below have no parameters). */
+#define KEY_GRANTED                                                                                \
+    "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = %s AND l.objid = %s AND "          \
+    "l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND l.granted"
+/* Readers' leases of the name %s run (a session holding the key
+ * exclusively meanwhile waits them out: a waiter, not a holder). */
+#define READERS_RUN                                                                                \
+    "EXISTS (SELECT FROM dlock_share r WHERE r.name = %s AND r.expires > clock_timestamp())"
+
+int dlock__pg_force_sql(const dlock__pglock *l, const char *name, const char *wait_ms, char *sql,
+                        size_t len)
+{
+    int n;
+    if (dlock__pg_is_rw(l)) {
+        /* The read-write lock: every reader's lease ends and its session
+         * is ended, and the writer's, when one holds (no reader lease
+         * runs: a session holding the key then waits them out). A mutex
+         * holder, or one waiting out the readers, is not touched. The
+         * updates run before the first terminate (the IN's subquery reads
+         * them), and their rows stay locked until the commit: the next
+         * holder sees the leases ended. */
+        n = snprintf(sql, len,
+                     "WITH rd AS (UPDATE dlock_share SET expires = clock_timestamp() WHERE name = "
+                     "%s AND expires > clock_timestamp() RETURNING holder_pid), "
+                     "wr AS (UPDATE dlock_fence SET expires = clock_timestamp() WHERE name = %s "
+                     "AND expires > clock_timestamp() AND starts_with(owner, '" DLOCK__PG_WRITER
+                     "') AND NOT " READERS_RUN " RETURNING holder_pid) "
+                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*), "
+                     "to_regclass('" DLOCK__SQLT_TABLE
+                     "') IS NOT NULL FROM pg_locks l WHERE " KEY_GRANTED
+                     " AND l.pid IN (SELECT holder_pid FROM rd UNION ALL SELECT "
+                     "holder_pid FROM wr)",
+                     name, name, name, wait_ms, l->classid, l->objid);
+    } else {
+        /* The mutex: nothing while the read-write lock holds the name
+         * (DLOCK__PG_RW_HOLDS); else the row's lease ends first, and the
+         * row stays locked until the holder's session has ended (the
+         * next holder sees it ended), then every session holding the key
+         * is ended (a session that is not dlock's too). */
+        n = snprintf(sql, len,
+                     "UPDATE dlock_fence f SET expires = clock_timestamp() WHERE f.name = %s AND "
+                     "f.expires > clock_timestamp() AND NOT " DLOCK__PG_RW_HOLDS "; "
+                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid, %s)), count(*), "
+                     "to_regclass('" DLOCK__SQLT_TABLE
+                     "') IS NOT NULL FROM pg_locks l WHERE " KEY_GRANTED
+                     " AND NOT EXISTS (SELECT FROM dlock_fence f WHERE f.name = %s "
+                     "AND " DLOCK__PG_RW_HOLDS ") AND NOT " READERS_RUN,
+                     name, wait_ms, l->classid, l->objid, name, name);
+    }
+    if (n < 0 || (size_t) n >= len)
+        return dlock__fail(DLOCK_EINVAL, "lock '%.64s...': name too long", l->name);
+    return DLOCK_OK;
+}

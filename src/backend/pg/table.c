@@ -493,8 +493,8 @@ int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t dead
     return rc;
 }
 
-int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink, void *arg,
-                    int64_t deadline_us)
+int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__name_sink sink,
+                    void *arg, int64_t deadline_us)
 {
     PGresult *res;
     char *lit = dlock__pgt_bytea(prefix);
@@ -502,13 +502,15 @@ int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     char *own = dlock__sqlt_list(D, lit), *sql = NULL;
     if (own != NULL) {
-        size_t len = strlen(own) + 2 * strlen(lit) + strlen(DLOCK__PG_SESSION_LIVE) + 200;
+        size_t len = strlen(own) + 2 * strlen(lit) + strlen(DLOCK__PG_SESSION_LIVE) +
+                     strlen(DLOCK__PG_RW_HOLDS) + 300;
         sql = malloc(len);
         if (sql != NULL)
             snprintf(sql, len,
-                     "%s UNION SELECT f.name FROM dlock_fence f WHERE substring(convert_to(f.name, "
-                     "'UTF8') FROM 1 FOR length(%s)) = %s AND " DLOCK__PG_SESSION_LIVE,
-                     own, lit, lit);
+                     "SELECT n, false FROM (%s) AS t(n) UNION SELECT f.name, %s FROM dlock_fence "
+                     "f WHERE substring(convert_to(f.name, 'UTF8') FROM 1 FOR length(%s)) = %s "
+                     "AND " DLOCK__PG_SESSION_LIVE,
+                     own, kinds ? DLOCK__PG_RW_HOLDS : "false", lit, lit);
         free(own);
     }
     int rc = run(p, sql, deadline_us, &res, "listing the locks held");
@@ -516,8 +518,9 @@ int dlock__pgt_list(dlock__pgstore *p, const char *prefix, dlock__name_sink sink
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(res); i++) {
-        const char *v = value(res, i, 0);
-        if (v != NULL && sink(arg, v, DLOCK__MUTEX) != 0)
+        const char *v = value(res, i, 0), *rw = value(res, i, 1);
+        enum dlock__kind kind = rw != NULL && strcmp(rw, "t") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+        if (v != NULL && sink(arg, v, kind) != 0)
             break;
     }
     PQclear(res);
