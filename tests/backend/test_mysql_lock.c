@@ -219,6 +219,9 @@ static void killed_holder(void)
     CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
     uint64_t fence = dlock_lock_fence(l);
     CHECK_RC(dlock_try_acquire(l2), DLOCK_EBUSY);
+    /* a session's lock ends with its connection: never "no lease" */
+    if (strstr(dlock_errmsg(), "never ends by itself") != NULL)
+        dt_fail(__FILE__, __LINE__, "a session holder called endless: %s", dlock_errmsg());
     long long id = sql_number("SELECT IS_USED_LOCK('dlock:term')");
     CHECK_INT(id, >, 0);
     char sql[100];

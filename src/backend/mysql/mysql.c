@@ -243,7 +243,9 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         dlock__my_discard(p, c, "closed: an attempt got no answer");
         return rc;
     }
-    a->holder_ttl_ms = DLOCK__TTL_NONE;
+    /* a session's lock ends with its holder's connection: not "no lease
+     * (it never ends by itself)", which the trial read it as */
+    a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
     const char *got = dlock__my_value(&res, 0, 0);
     const char *fence = dlock__my_value(&res, 2, 0);
     const char *mine = dlock__my_value(&res, 2, 1);
