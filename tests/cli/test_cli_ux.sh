@@ -399,10 +399,10 @@ test_urls_show_user_not_password()
     done
     # a connection refused: the store's label names the user, not the
     # password (it dropped both on redis://, zk://, mysql://, redlock://)
-    for s in redis zk etcd mysql redlock; do
+    for s in redis zk etcd mysql postgres redlock; do
         hosts=127.0.0.1:1
         [ "$s" = redlock ] && hosts=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
-        case $s in mysql) path=/db ;; *) path= ;; esac
+        case $s in mysql | postgres) path=/db ;; *) path= ;; esac
         dl status -u "$s://alice:s3cretPW@$hosts$path" u-url >/dev/null 2>"$TMP/err"
         err=$(cat "$TMP/err")
         [[ $err == *"this build of dlock has no"* ]] && continue

@@ -1350,7 +1350,9 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     int port = url->hosts[0].port ? url->hosts[0].port : DEFAULT_PORT;
     snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
     snprintf(p->port, sizeof p->port, "%d", port);
-    snprintf(p->label, sizeof p->label, "%s://%s%s%s:%d%s%s%s%s", url->scheme,
+    /* (the user, never the password: who asked is part of a refusal) */
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s%s%s:%d%s%s%s%s", url->scheme,
+             url->user != NULL ? url->user : "", url->user != NULL ? "@" : "",
              strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", port,
              url->path[0] ? "/" : "", url->path, mode != NULL ? "?mode=" : "",
              mode != NULL ? mode : "");
