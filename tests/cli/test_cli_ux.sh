@@ -408,6 +408,7 @@ test_urls_show_user_not_password()
         [[ $err == *"this build of dlock has no"* ]] && continue
         expect_match "$s://alice:s3cretPW@ refused: the user in the label" "$s://alice@127\.0\.0\.1:1" "$err"
         [[ $err == *s3cretPW* ]] && fail "$s://alice:s3cretPW@ refused: the password shown: $err"
+        [[ $err == *" /v3/"* ]] && fail "$s://alice:s3cretPW@ refused: a space inside the URL: $err"
     done
     dl status -u "redis+sentinel://127.0.0.1:1/m?sentinel_password=s3cretPW&leese=1" u-url \
         >/dev/null 2>"$TMP/err"

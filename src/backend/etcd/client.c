@@ -211,7 +211,7 @@ static int lease_alive_at(dlock__etcd *c, const char *path, int64_t id, int64_t 
     int64_t seen = atomic_load(&c->raft_term);
     if (term > 0 && term < seen)
         return dlock__fail(BEHIND,
-                           "%s %s: lease %" PRId64 " said alive by a member at raft term %" PRId64
+                           "%s%s: lease %" PRId64 " said alive by a member at raft term %" PRId64
                            ", behind term %" PRId64 " (a leader that has not heard of the next "
                            "one): not believed",
                            c->label, path, id, term, seen);
@@ -263,7 +263,7 @@ static int call(dlock__etcd *c, const char *path, char *body, size_t len, int64_
             break;
         }
         if (dlock__etcd_decode_status(k->buf, k->len, &st) != DLOCK_OK) {
-            rc = dlock__fail(DLOCK_EPROTO, "%s %s: HTTP %ld and no etcd error in the reply",
+            rc = dlock__fail(DLOCK_EPROTO, "%s%s: HTTP %ld and no etcd error in the reply",
                              c->label, path, status);
             break;
         }
@@ -300,7 +300,7 @@ static int with_context(dlock__etcd *c, const char *path, int rc)
     if (rc == DLOCK_EPROTO) {
         char detail[400];
         snprintf(detail, sizeof detail, "%s", dlock_errmsg());
-        return dlock__fail(rc, "%s %s: %s", c->label, path, detail);
+        return dlock__fail(rc, "%s%s: %s", c->label, path, detail);
     }
     return rc;
 }
@@ -332,7 +332,7 @@ static int dec_keepalive(dlock__etcd *c, const char *path, const char *body, siz
         return dlock__etcd_fail_status(&st, 200, c->label, path);
     /* A lease that no longer exists is answered with no TTL. */
     if (lease->ttl <= 0)
-        return dlock__fail(DLOCK_ELOST, "%s %s: lease %" PRId64 " not found (expired or revoked)",
+        return dlock__fail(DLOCK_ELOST, "%s%s: lease %" PRId64 " not found (expired or revoked)",
                            c->label, path, lease->id);
     return lease_alive_at(c, path, lease->id, lease->raft_term);
 }

@@ -363,7 +363,7 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
         long sent = 0;
 
         if (left_ms <= 0)
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: deadline passed before it was sent",
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: deadline passed before it was sent",
                                c->label, path);
         /* an idempotent request's first try keeps half for another member */
         int split = mode->idempotent && tried == 0 && c->n_hosts > 1 && left_ms >= 2;
@@ -383,10 +383,10 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
             return DLOCK_OK;
         }
         if (res == CURLE_WRITE_ERROR && k->overflow)
-            return dlock__fail(DLOCK_EPROTO, "%s %s: reply larger than %zu bytes", c->label, path,
+            return dlock__fail(DLOCK_EPROTO, "%s%s: reply larger than %zu bytes", c->label, path,
                                c->max_reply);
         if (res == CURLE_OUT_OF_MEMORY || res == CURLE_WRITE_ERROR)
-            return dlock__fail(DLOCK_ENOMEM, "%s %s: out of memory", c->label, path);
+            return dlock__fail(DLOCK_ENOMEM, "%s%s: out of memory", c->label, path);
         int never_answered = !atomic_load(&c->answered);
         if ((res == CURLE_WEIRD_SERVER_REPLY || res == CURLE_UNSUPPORTED_PROTOCOL ||
              res == CURLE_HTTP2) &&
@@ -400,7 +400,7 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
         if (res == CURLE_WEIRD_SERVER_REPLY || res == CURLE_UNSUPPORTED_PROTOCOL ||
             res == CURLE_BAD_CONTENT_ENCODING || res == CURLE_HTTP2 ||
             res == CURLE_FILESIZE_EXCEEDED)
-            return dlock__fail(DLOCK_EPROTO, "%s %s: %s is not an HTTP/1.1 server: %s", c->label,
+            return dlock__fail(DLOCK_EPROTO, "%s%s: %s is not an HTTP/1.1 server: %s", c->label,
                                path, c->hosts[ep],
                                k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
         /* Could not reach it: the next call starts at the next endpoint,
@@ -418,18 +418,18 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
         }
         if (res == CURLE_OPERATION_TIMEDOUT)
             return dlock__fail(DLOCK_EUNREACHABLE,
-                               sent == 0 ? "%s %s: no connection to %s within %" PRId64 " ms"
-                                         : "%s %s: no reply from %s within %" PRId64
+                               sent == 0 ? "%s%s: no connection to %s within %" PRId64 " ms"
+                                         : "%s%s: no reply from %s within %" PRId64
                                            " ms (the request may or may not have run)",
                                c->label, path, c->hosts[ep], left_ms);
         long os_errno = 0;
         if (res == CURLE_COULDNT_CONNECT)
             curl_easy_getinfo(k->easy, CURLINFO_OS_ERRNO, &os_errno);
         if (unsent && os_errno != 0) /* curl's own text hides it: "Couldn't connect" */
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: cannot connect to %s: %s", c->label,
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: cannot connect to %s: %s", c->label,
                                path, c->hosts[ep], strerror((int) os_errno));
         if (unsent)
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s %s: cannot connect to %s: %s", c->label,
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: cannot connect to %s: %s", c->label,
                                path, c->hosts[ep],
                                k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
         if (res == CURLE_GOT_NOTHING && never_answered && c->n_hosts == 1)
@@ -441,7 +441,7 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
                                "HTTP reply: %s): another service's port?",
                                c->hosts[ep], k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
         return dlock__fail(DLOCK_EUNREACHABLE,
-                           "%s %s: connection to %s broke before the reply (the request may or "
+                           "%s%s: connection to %s broke before the reply (the request may or "
                            "may not have run): %s",
                            c->label, path, c->hosts[ep],
                            k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
@@ -515,7 +515,7 @@ static int authenticate(dlock__etcd *c, dlock__etcd_conn *k, int64_t deadline_us
     }
     dlock__etcd_status st;
     if (dlock__etcd_decode_status(k->buf, k->len, &st) != DLOCK_OK)
-        return dlock__fail(DLOCK_EPROTO, "%s %s: HTTP %ld and no etcd error in the reply", c->label,
+        return dlock__fail(DLOCK_EPROTO, "%s%s: HTTP %ld and no etcd error in the reply", c->label,
                            path, status);
     if (dlock__etcd_status_kind(&st) == DLOCK__ETCD_ST_AUTH_NOT_ENABLED) {
         /* As etcd's Go client does: a user given to a server without auth
