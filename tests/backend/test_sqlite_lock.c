@@ -1024,6 +1024,8 @@ static void bad_input(void)
     expect_open("sqlite://./locks.db", DLOCK_EINVAL, want);
     snprintf(want, sizeof want, "sqlite://%s/sub/locks.db", strcmp(cwd, "/") == 0 ? "" : cwd);
     expect_open("sqlite://sub/locks.db", DLOCK_EINVAL, want);
+    /* ... and, most often meant, the path with its first slash left out */
+    expect_open("sqlite://tmp/locks.db", DLOCK_EINVAL, "for /tmp/locks.db, sqlite:///tmp/locks.db");
     /* a directory */
     snprintf(u, sizeof u, "sqlite://%s", dir);
     expect_open(u, DLOCK_EINVAL, "is a directory");

@@ -60,15 +60,20 @@ static int parse_url(dlock__sq_store *s, dlock__url *url)
     if (url->nhosts > 0 && url->user == NULL && url->hosts[0].port == 0 &&
         getcwd(cwd, sizeof cwd) != NULL) {
         const char *host = url->hosts[0].name;
-        if (strcmp(host, ".") == 0)
+        int dot = strcmp(host, ".") == 0;
+        if (dot)
             snprintf(rel, sizeof rel, "%s", url->path);
         else
             snprintf(rel, sizeof rel, "%s%s%s", host, url->path[0] ? "/" : "", url->path);
+        /* sqlite://tmp/x.db is most often /tmp/x.db with a slash left out */
+        char rooted[2 * PATH_MAX + 40] = "";
+        if (!dot)
+            snprintf(rooted, sizeof rooted, "for /%s, sqlite:///%s; ", rel, rel);
         return dlock__fail(DLOCK_EINVAL,
                            "%s: the path must be absolute, after three slashes (two slashes "
-                           "read '%s' as a host): for %s in the current directory, "
+                           "read '%s' as a host): %sfor %s in the current directory, "
                            "sqlite://%s/%s",
-                           url->text, host, rel, strcmp(cwd, "/") == 0 ? "" : cwd, rel);
+                           url->text, host, rooted, rel, strcmp(cwd, "/") == 0 ? "" : cwd, rel);
     }
     if (url->nhosts > 0 || url->user != NULL || url->path[0] == '\0')
         return dlock__fail(DLOCK_EINVAL,
