@@ -208,9 +208,9 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
                          "this kind would wait for itself (one name is one lock)");
     } else if (got.outcome == DLOCK__RACQUIRE_PERMITS) {
         rc = dlock__fail(DLOCK_EINVAL,
-                         "semaphore %s is in use with %s permits, not %u: every user of a "
+                         "semaphore '%s' is in use with %s permits, not %u: every user of a "
                          "semaphore must give the same number",
-                         l->keys[0], got.permits, l->spec.permits);
+                         l->keys[2], got.permits, l->spec.permits);
     } else {
         a->holder_ttl_ms = holder_ttl(got.holder_pttl);
         a->outcome = got.queued ? DLOCK__QUEUED : DLOCK__HELD;
