@@ -83,7 +83,8 @@ static int send_one(dlock__rconn *c, const evalcall *call, int64_t deadline, red
  * a script call (call) or a plain command (cmd, when call is NULL), sent
  * again to the node a MOVED names (the map learns it), after ASKING to
  * the node an ASK names (the map does not change), or to the same node a
- * little later after TRYAGAIN or CLUSTERDOWN (the map read again), until
+ * little later after TRYAGAIN or CLUSTERDOWN (the map read again after
+ * CLUSTERDOWN), until
  * its reply is none of these, or the deadline; *reply is then the last
  * reply. Only this call is sent again, not its batch.
  *
