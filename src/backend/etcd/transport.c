@@ -426,12 +426,11 @@ int dlock__etcd_post(dlock__etcd *c, dlock__etcd_conn *k, const char *path, cons
         if (res == CURLE_COULDNT_CONNECT)
             curl_easy_getinfo(k->easy, CURLINFO_OS_ERRNO, &os_errno);
         if (unsent && os_errno != 0) /* curl's own text hides it: "Couldn't connect" */
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: cannot connect to %s: %s", c->label,
-                               path, c->hosts[ep], strerror((int) os_errno));
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: cannot connect to %s: %s", c->label, path,
+                               c->hosts[ep], strerror((int) os_errno));
         if (unsent)
-            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: cannot connect to %s: %s", c->label,
-                               path, c->hosts[ep],
-                               k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
+            return dlock__fail(DLOCK_EUNREACHABLE, "%s%s: cannot connect to %s: %s", c->label, path,
+                               c->hosts[ep], k->errbuf[0] ? k->errbuf : curl_easy_strerror(res));
         if (res == CURLE_GOT_NOTHING && never_answered && c->n_hosts == 1)
             /* closed without a word, and no reply before: no etcd does
              * that, another service's port does (Redis, ZooKeeper and

@@ -27,7 +27,9 @@
  * any failed attempt the connection lets go of the key (it did not hold
  * it before) or is closed. The connection that took the lock holds it
  * until the release (pg_advisory_unlock); it may hold other names' locks
- * beside it, and goes back to the pool when it holds none. */
+ * beside it, and goes back to the pool when it holds none.
+ * Calls both ways with read.c: pg.c hands readers' steps to it, and a
+ * reader's release ends its hold through pg.c's dlock__pg_unbind. */
 #include "pg.h"
 
 #include "../../base/clock.h"

@@ -20,7 +20,9 @@
  * A reader's grant bumps the fence counter (every new holder's fence is
  * above every earlier holder's, whatever its kind) without touching the
  * row's exclusive holder or lease, and is refused while a writer's row
- * lease or the run rule holds the name. */
+ * lease or the run rule holds the name.
+ * Calls both ways with pg.c: its readers' steps come from pg.c, and a
+ * release ends the hold through pg.c's dlock__pg_unbind, as every hold's. */
 #include "pg.h"
 
 #include "../../base/clock.h"
