@@ -27,9 +27,7 @@
  * any failed attempt the connection lets go of the key (it did not hold
  * it before) or is closed. The connection that took the lock holds it
  * until the release (pg_advisory_unlock); it may hold other names' locks
- * beside it, and goes back to the pool when it holds none.
- * Calls both ways with read.c: pg.c hands readers' steps to it, and a
- * reader's release ends its hold through pg.c's dlock__pg_unbind. */
+ * beside it, and goes back to the pool when it holds none. */
 #include "pg.h"
 
 #include "../../base/clock.h"
@@ -724,8 +722,7 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
         return dlock__pgt_release(p, l->name, l->key_lit, token, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
-    if (l->base.spec.kind == DLOCK__READ)
-        return dlock__pg_read_release(p, l, deadline_us);
+    int reader = l->base.spec.kind == DLOCK__READ; /* (read.c: a reader's row too) */
     dlock__pgconn *c = l->conn;
     pthread_mutex_lock(&c->mu);
     if (c->pg == NULL) {
@@ -734,8 +731,9 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     }
     const char *params[] = {l->key_text, l->name, c->nonce};
     PGresult *r = NULL;
-    int rc = dlock__pg_exec_prepared(p, c, PREP_RELEASE, RELEASE_SQL, 3, params, deadline_us, NULL,
-                                     NULL, &r);
+    int rc = dlock__pg_exec_prepared(p, c, reader ? DLOCK__PGP_READ_RELEASE : PREP_RELEASE,
+                                     reader ? DLOCK__PG_READ_RELEASE_SQL : RELEASE_SQL, 3, params,
+                                     deadline_us, NULL, NULL, &r);
     if (rc != DLOCK_OK) {
         /* The connection is gone (the server ended it: an operator's
          * pg_terminate_backend, a shutdown; or its link broke): the lock
@@ -754,7 +752,8 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     int released = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
                    strcmp(PQgetvalue(r, 0, 0), "t") == 0;
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = dlock__pg_fail(p, r, "releasing the advisory lock");
+        rc = dlock__pg_fail(
+            p, r, reader ? "releasing the shared advisory lock" : "releasing the advisory lock");
     else if (!released)
         rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
     PQclear(r);

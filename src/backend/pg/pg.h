@@ -253,9 +253,9 @@ void dlock__pg_unbind(dlock__pgstore *p, dlock__pglock *l, int discard, const ch
 int dlock__pg_sleep_until(int64_t until, int (*cancelled)(void *), void *arg);
 
 /* read.c: the read-write lock's readers in session mode (README.md, "Read
- * locks"), and what the exclusive grants need of them. */
+ * locks"), and what the exclusive grants need of them. (A reader's release
+ * is pg.c's, with DLOCK__PG_READ_RELEASE_SQL.) */
 int dlock__pg_read_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a);
-int dlock__pg_read_release(dlock__pgstore *p, dlock__pglock *l, int64_t deadline_us);
 /* After a failed attempt of a reader: the connection lets go of the
  * shared key, or is closed. */
 void dlock__pg_read_after_failure(dlock__pgstore *p, dlock__pgconn *c, const char *key,

@@ -20,9 +20,8 @@
  * A reader's grant bumps the fence counter (every new holder's fence is
  * above every earlier holder's, whatever its kind) without touching the
  * row's exclusive holder or lease, and is refused while a writer's row
- * lease or the run rule holds the name.
- * Calls both ways with pg.c: its readers' steps come from pg.c, and a
- * release ends the hold through pg.c's dlock__pg_unbind, as every hold's. */
+ * lease or the run rule holds the name. A reader's release is pg.c's, with
+ * the statement below (DLOCK__PG_READ_RELEASE_SQL). */
 #include "pg.h"
 
 #include "../../base/clock.h"
@@ -91,42 +90,6 @@ void dlock__pg_read_after_failure(dlock__pgstore *p, dlock__pgconn *c, const cha
         dlock__pg_put(p, c);
     else
         dlock__pg_discard(p, c, "closed after a failed attempt");
-}
-
-int dlock__pg_read_release(dlock__pgstore *p, dlock__pglock *l, int64_t deadline_us)
-{
-    dlock__pgconn *c = l->conn;
-    pthread_mutex_lock(&c->mu);
-    if (c->pg == NULL) {
-        dlock__pg_unbind(p, l, 1, "");
-        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
-    }
-    const char *params[] = {l->key_text, l->name, c->nonce};
-    PGresult *r = NULL;
-    int rc = dlock__pg_exec_prepared(p, c, DLOCK__PGP_READ_RELEASE, DLOCK__PG_READ_RELEASE_SQL, 3,
-                                     params, deadline_us, NULL, NULL, &r);
-    if (rc != DLOCK_OK) {
-        /* the connection is gone, and the read lock with it (pg.c's
-         * release says why this is a loss) */
-        int gone = rc == DLOCK_EUNREACHABLE && (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD);
-        char why[300];
-        snprintf(why, sizeof why, "%s", dlock_errmsg());
-        dlock__pg_unbind(p, l, 1, "closed: a release got no answer");
-        if (gone)
-            return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection: %s", l->name,
-                               why);
-        return rc;
-    }
-    int released = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-                   strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = dlock__pg_fail(p, r, "releasing the shared advisory lock");
-    else if (!released)
-        rc = dlock__fail(DLOCK_ELOST, "lock '%s': its connection no longer held it", l->name);
-    PQclear(r);
-    dlock__pg_unhold(c, l->key);
-    dlock__pg_unbind(p, l, rc == DLOCK_ESERVER, "closed after a failed release");
-    return rc;
 }
 
 int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
