@@ -91,7 +91,7 @@ if [ $quick -eq 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   suite asan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=address,undefined
-  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0
   suite tsan '.*' -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE=thread
   if ! fuzz; then
     failed+=("fuzz")

@@ -385,11 +385,12 @@ start_redlock()
 }
 
 # A loopback port nobody listens on.
+# (an optional bound below 60000: a Cluster node's bus port is its own + 10000)
 closed_port()
 {
-    local p
+    local p top=${1:-60000}
     while :; do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % (top - 20000)))
         if [ "$p" != "$PORT" ] && ! port_is_open "$p"; then
             echo "$p"
             return
