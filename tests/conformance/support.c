@@ -176,6 +176,12 @@ void ct_wait_start_check(ct_waiter *w, dlock_lock *l, int64_t wait_ms, dlock_loc
 int ct_wait_join(ct_waiter *w)
 {
     CHECK(pthread_join(w->thread, NULL) == 0);
+    /* the waiter's own words (a failed check after this prints the
+     * test thread's dlock_errmsg(), which is not the waiter's) */
+    if (w->rc != DLOCK_OK)
+        fprintf(stderr, "# waiter on its thread: %s (%d) after %lld ms: %s\n",
+                dlock_strerror(w->rc), w->rc, (long long) (w->ended_ms - w->started_ms),
+                w->errmsg);
     return w->rc;
 }
 
