@@ -1218,6 +1218,100 @@ static void table_waits_session_lease(void)
     dlock_client_close(tc);
 }
 
+/* A raw connection's one-number answer (-1 when it failed). */
+static long long pq_number(PGconn *pq, const char *sql)
+{
+    PGresult *r = PQexec(pq, sql);
+    long long n = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                      ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+                      : -1;
+    PQclear(r);
+    return n;
+}
+
+/* A session reader's grant and a table take of one name in flight at
+ * once: each looked at the other's table before the other committed (the
+ * table take at dlock_share, the reader at the lock table), the shared
+ * key excluded neither, and both held. Here the take is held up in
+ * flight, past its guard, by a row lock a raw connection keeps on the
+ * name's row of the lock table; the reader's try comes meanwhile, and the
+ * row is let go. One of the two may have the name, never both. */
+static void reader_beside_table_take(void)
+{
+    dlock_client *tc = client("?mode=table"), *sc = client(NULL);
+    dlock_lock *tl = dt_lock(tc, "xrace", 0), *rl = dt_lock(sc, "xrace", DLOCK_READ);
+    /* the row there, and the reader's connection has seen the table */
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(rl), DLOCK_OK);
+    CHECK_RC(dlock_release(rl), DLOCK_OK);
+
+    PGconn *pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    PGresult *r = PQexec(pq, "BEGIN; SELECT 1 FROM " DLOCK__SQLT_TABLE
+                             " WHERE name = convert_to('xrace', 'UTF8') FOR UPDATE");
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1);
+    PQclear(r);
+    struct waiter take = {.l = tl, .wait_ms = 0}, read = {.l = rl, .wait_ms = 0};
+    pthread_t tt, rt;
+    CHECK_INT(pthread_create(&tt, NULL, wait_thread, &take), ==, 0);
+    /* the take waits for the row, its guard passed (it holds the key) */
+    DT_WAIT_UNTIL(pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> "
+                                "pg_backend_pid()") > 0 &&
+                      advisory_rows("xrace", 1) == 1,
+                  5000);
+    CHECK_INT(atomic_load(&take.done), ==, 0);
+    CHECK_INT(pthread_create(&rt, NULL, wait_thread, &read), ==, 0);
+    /* the reader's answer, or the reader waiting for the take's commit */
+    DT_WAIT_UNTIL(atomic_load(&read.done) ||
+                      pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND "
+                                    "locktype = 'advisory' AND objsubid = 2") > 0,
+                  5000);
+    r = PQexec(pq, "COMMIT");
+    PQclear(r);
+    PQfinish(pq);
+    pthread_join(tt, NULL);
+    pthread_join(rt, NULL);
+    int took = atomic_load(&take.rc) == DLOCK_OK, read_ok = atomic_load(&read.rc) == DLOCK_OK;
+    printf("table take: %s; reader: %s\n", dlock_strerror(atomic_load(&take.rc)),
+           dlock_strerror(atomic_load(&read.rc)));
+    CHECK(!(took && read_ok));
+    CHECK_RC(atomic_load(&take.rc), DLOCK_OK); /* first in flight: its row */
+    CHECK_RC(atomic_load(&read.rc), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+
+    /* the other way: the reader held up in flight (its grant writes the
+     * name's row of dlock_fence), and the table take's try meanwhile */
+    pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    r = PQexec(pq, "BEGIN; SELECT 1 FROM dlock_fence WHERE name = 'xrace' FOR UPDATE");
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1);
+    PQclear(r);
+    read = (struct waiter){.l = rl, .wait_ms = 0};
+    CHECK_INT(pthread_create(&rt, NULL, wait_thread, &read), ==, 0);
+    DT_WAIT_UNTIL(pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> "
+                                "pg_backend_pid()") > 0,
+                  5000);
+    int table_rc = dlock_try_acquire(tl);
+    r = PQexec(pq, "COMMIT");
+    PQclear(r);
+    PQfinish(pq);
+    pthread_join(rt, NULL);
+    printf("reader: %s; table take: %s\n", dlock_strerror(atomic_load(&read.rc)),
+           dlock_strerror(table_rc));
+    CHECK(!(table_rc == DLOCK_OK && atomic_load(&read.rc) == DLOCK_OK));
+    CHECK_RC(atomic_load(&read.rc), DLOCK_OK);
+    CHECK_RC(table_rc, DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_EBUSY); /* the reader's lease, committed */
+    CHECK_RC(dlock_release(rl), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK);
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(rl);
+    dlock_client_close(tc);
+    dlock_client_close(sc);
+}
+
 /* A server to crash, whose WAL writer waits 10 s between rounds: a commit
  * that does not wait for the WAL's flush stays in the server's memory until
  * the WAL writer's next round, or until the WAL page it is on is full (the
@@ -1486,6 +1580,7 @@ int main(int argc, char **argv)
         {"table_waits_session_lease", table_waits_session_lease},
         {"status_across_modes", status_across_modes},
         {"reader_lease_waited_out", reader_lease_waited_out}, /* (makes table mode's table) */
+        {"reader_beside_table_take", reader_beside_table_take},
         {"force_by_kind", force_by_kind},
         {"status_by_kind", status_by_kind},
         {"reader_gone_status", reader_gone_status},

@@ -180,8 +180,7 @@ int ct_wait_join(ct_waiter *w)
      * test thread's dlock_errmsg(), which is not the waiter's) */
     if (w->rc != DLOCK_OK)
         fprintf(stderr, "# waiter on its thread: %s (%d) after %lld ms: %s\n",
-                dlock_strerror(w->rc), w->rc, (long long) (w->ended_ms - w->started_ms),
-                w->errmsg);
+                dlock_strerror(w->rc), w->rc, (long long) (w->ended_ms - w->started_ms), w->errmsg);
     return w->rc;
 }
 

@@ -205,6 +205,14 @@ enum {
     "1000)::bigint), "                                                                             \
     "0) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > "   \
     "clock_timestamp()"
+/* The name's second advisory key: the two-int form of the key's halves
+ * (objsubid 2 in pg_locks, apart from the key itself, objsubid 1), of
+ * bigint expression k. A table take holds it shared until its commit
+ * (table.c); a reader's grant takes it exclusively, after the key, until
+ * its own commit (read.c): the two are never in flight together, so one
+ * sees the other committed. The key alone cannot do it: a reader and a
+ * table take both hold it shared. */
+#define DLOCK__PG_KEY2(k) "((" k ") >> 32)::int4, (((" k ") << 32) >> 32)::int4"
 /* The run rule's time has not passed ($9: its end; pg.c, at EARLY). */
 #define DLOCK__PG_EARLY "$9::timestamptz > clock_timestamp()"
 /* The name's row f holds it for an exclusive holder: its lease runs, or

@@ -62,11 +62,28 @@
     "WITH s AS (SELECT set_config('lock_timeout', $3, true), "                                     \
     "set_config('synchronous_commit', 'off', true)), "
 
+/* Once the key is had, the second key (DLOCK__PG_KEY2) exclusively until
+ * the commit: a table take in flight (it holds that key shared, and the
+ * key too, which a reader shares) is waited for, so the table check after
+ * the grant (pg.c: CHECK_SQL, its snapshot after this) sees its row; and
+ * a table take that comes meanwhile is refused the second key, so it
+ * finds this reader's lease committed when it looks again. Before, both
+ * could look before the other committed, and both held (README.md, "Read
+ * locks": across the modes). Readers of one name take their grants'
+ * statements one at a time by it; their holds still share. */
+#define KEY2_AFTER(ok)                                                                             \
+    "l AS (SELECT " ok " AND (CASE WHEN " ok " THEN pg_advisory_xact_lock(" DLOCK__PG_KEY2(        \
+        "$1::bigint") ")::text END) IS NOT NULL AS ok FROM l0), "
+
 const char *const dlock__pg_read_sql[2] = {
     /* a try */
-    READ_SET "l AS (SELECT pg_try_advisory_lock_shared($1::bigint) AS ok FROM s), " READ_ROW,
+    READ_SET
+    "l0 AS (SELECT pg_try_advisory_lock_shared($1::bigint) AS ok FROM s), " KEY2_AFTER("l0.ok")
+        READ_ROW,
     /* a wait of a slice */
-    READ_SET "l AS (SELECT pg_advisory_lock_shared($1::bigint) AS v, true AS ok FROM s), " READ_ROW,
+    READ_SET
+    "l0 AS (SELECT pg_advisory_lock_shared($1::bigint) AS v, true AS ok FROM s), " KEY2_AFTER(
+        "l0.ok") READ_ROW,
 };
 
 /* The longest reader lease of a name still running, in ms (0: none). FOR
