@@ -20,6 +20,7 @@ struct dlock_client {
     dlock__lq *lq; /* the local wait queue, NULL when off */
     dlock__log log;
     atomic_uint_fast64_t next_wait_id;
+    atomic_int lease_warned; /* dlock__client_check_lease said its warning */
 };
 
 /* A number naming one attempt of this client (in hand-over notices). */
@@ -34,6 +35,12 @@ int dlock__client_reached(const dlock_client *c);
 /* Whether a server answered at the client's URL as another store than the
  * URL names (backend.h: reached, -1): a wrong URL, not an outage. */
 int dlock__client_wrong_store(const dlock_client *c);
+
+/* A renewed lease shorter than twice the command timeout: a renewal that
+ * gets no answer fails only once the lease has run out, so its loss is the
+ * first thing the user hears. Said once per client (at warn, when the log
+ * is on), naming the lock that showed it. */
+void dlock__client_check_lease(dlock_client *c, const char *name, int64_t lease_ms);
 
 /* DLOCK_OK if the client's store has every capability in caps, else
  * DLOCK_ENOTSUP naming the store, the first one missing and `what` needs

@@ -165,6 +165,58 @@ static void log_levels_and_secrets(void)
     dlock_client_close(c);
 }
 
+/* A renewed lease shorter than twice the command timeout is said at the
+ * first hold, once per client: a renewal with no answer would fail only
+ * when the lease has run out, and the loss would be the first thing said
+ * (the default 5 s timeout under a 3 s lease). A timeout that leaves room
+ * to retry is not warned about. */
+static void log_short_lease_warned(void)
+{
+    dt_server srv;
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    dlock_client *c = dt_client(srv.url, "?lease=1s");
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, collect, &logged), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, "brief", 0), *l2 = dt_lock(c, "brief2", 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+        CHECK_RC(dlock_acquire(l2, 0), DLOCK_OK);
+        CHECK_RC(dlock_release(l2), DLOCK_OK);
+        CHECK_RC(dlock_release(l), DLOCK_OK);
+    }
+    if (count_lines(DLOCK_LOG_WARN, "shorter than twice the command timeout (5000 ms)",
+                    "lock 'brief'") != 1 ||
+        total_lines() != 1) {
+        dump_log();
+        dt_fail(__FILE__, __LINE__, "want one warning of the short lease");
+    }
+    CHECK_LOGGED(DLOCK_LOG_WARN, "a timeout of 333 ms or less", NULL);
+    /* a fixed lease is not renewed: nothing to warn of */
+    dlock_lock_free(l);
+    dlock_lock_free(l2);
+    dlock_client_close(c);
+    clear_log();
+    c = dt_client(srv.url, "?lease=1s");
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, collect, &logged), DLOCK_OK);
+    l = dt_lock(c, "brief", 0);
+    CHECK_RC(dlock_acquire_for(l, 0, 1000), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    c = dt_client(srv.url, "?lease=1s&timeout=300ms");
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, collect, &logged), DLOCK_OK);
+    l = dt_lock(c, "brief", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    if (total_lines() != 0) {
+        dump_log();
+        dt_fail(__FILE__, __LINE__, "want no warning");
+    }
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&srv);
+}
+
 /* Renewals that fail are logged and retried; when the server answers again
  * that is logged too; a loss is an error. */
 static void log_renewal_failures_and_loss(void)
@@ -695,6 +747,7 @@ int main(int argc, char **argv)
     static const dt_test tests[] = {
         {"log_levels_and_secrets", log_levels_and_secrets},
         {"log_renewal_failures_and_loss", log_renewal_failures_and_loss},
+        {"log_short_lease_warned", log_short_lease_warned},
         {"log_renewal_names_what_is_kept", log_renewal_names_what_is_kept},
         {"log_one_recovery_per_outage", log_one_recovery_per_outage},
         {"log_reconnect", log_reconnect},
