@@ -106,7 +106,7 @@ void check__attempts(checker *c)
              * connection was made (a loaded machine: a PostgreSQL backend
              * forked and authenticated in more than a short budget) */
             ok = wu != NULL || fz != NULL ||
-                 (a->wait_ms > 0 && took >= a->wait_ms * NS - c->slack && !reached_before(c, a));
+                 (a->wait_ms > 0 && took >= a->wait_ms * NS && !reached_before(c, a));
             break;
         case DLOCK_ESERVER:
             ok = wu != NULL || fz != NULL;

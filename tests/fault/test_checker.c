@@ -433,6 +433,44 @@ static void member_fault(void)
     }
 }
 
+/* With no fault going on, a wait may say unreachable only when its budget
+ * ran out before its process had reached the store (a slow first
+ * connection on a loaded machine); after a reach, or before the budget's
+ * end, it is an error. */
+static void first_contact_slow(void)
+{
+    static const struct {
+        int reached_first;
+        double ends; /* when the 500 ms wait returned (invoked at 1.0) */
+        long error;
+        const char *what;
+    } cases[] = {
+        {0, 1.55, 0, "budget out before the first contact"},
+        {0, 1.3, 1, "unreachable before the budget's end"},
+        {1, 2.55, 1, "budget out after the store was reached"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        start_history();
+        actor(FIRST, H_PLAIN, 0);
+        double at = 1.0;
+        if (cases[i].reached_first) {
+            uint64_t op = acquire(FIRST, H_PLAIN, 0, 0, 1.0);
+            record(EV_ACQ_OK, FIRST, op, 1.01);
+            record(EV_REL_INV, FIRST, op, 1.02);
+            record(EV_REL_OK, FIRST, op, 1.03);
+            at = 2.0;
+        }
+        uint64_t op = acquire(FIRST, H_PLAIN, 0, 500, at);
+        fev *e = rec(EV_ACQ_FAIL, FIRST, cases[i].ends);
+        e->op = op;
+        e->rc = DLOCK_EUNREACHABLE;
+        fs_commit(e);
+        check_totals t = verdict();
+        printf("  %-44s error %ld\n", cases[i].what, t.violations[V_ERROR]);
+        CHECK_INT(t.violations[V_ERROR], ==, cases[i].error);
+    }
+}
+
 /* `fault check SHM` on a kept history: the settings the run kept in it,
  * and the exit status saying whether it found a violation. */
 static int fault_check(void)
@@ -473,6 +511,7 @@ int main(int argc, char **argv)
         {"check_again", check_again},
         {"loss_before_return", loss_before_return},
         {"member_fault", member_fault},
+        {"first_contact_slow", first_contact_slow},
     };
     return DT_RUN(tests);
 }
