@@ -121,8 +121,8 @@ static int parse_host(dlock__url *url, const char *s, size_t n, int quote)
             name_len = (size_t) (colon - s);
     }
     if (colon != NULL && parse_port(colon + 1, (size_t) (s + n - colon - 1), &port) != 0)
-        return quote ? dlock__fail(DLOCK_EINVAL, "bad port '%.*s' (want 1-65535)",
-                                   (int) (s + n - colon - 1), colon + 1)
+        return quote ? dlock__fail(DLOCK_EINVAL, "bad port '%.*s' of host '%.*s' (want 1-65535)",
+                                   (int) (s + n - colon - 1), colon + 1, (int) name_len, name)
                      : dlock__fail(DLOCK_EINVAL, "bad port in '%s' (want 1-65535)", url->text);
     if (name_len == 0)
         return dlock__fail(DLOCK_EINVAL, "empty host name");
