@@ -218,6 +218,17 @@ static void bad_urls(void)
     CHECK(strstr(dlock_errmsg(), "interop") != NULL);
     dlock_client_close(c);
 
+    /* a node's label names the URL's user, never the password */
+    snprintf(url, sizeof url, "redis+cluster://nobody:n0tThis@127.0.0.1:%d", node_port(0));
+    c = dt_client(url, NULL);
+    l = dt_lock(c, "who", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    if (strstr(dlock_errmsg(), "redis+cluster node nobody@127.0.0.1:") == NULL ||
+        strstr(dlock_errmsg(), "n0tThis") != NULL)
+        dt_fail(__FILE__, __LINE__, "want the node's label with its user: %s", dlock_errmsg());
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
     /* redis:// at one node of the cluster: refused at its first
      * connection, a name of its own slots too (which would work there and
      * make the wrong URL look right), with the URL to use; dlock_list

@@ -71,9 +71,12 @@ static int node_index(dlock__rcluster *cl, const char *host, size_t hlen, int po
         return -1;
     }
     nd->port = port;
+    /* the URL's user, as every label names it (never the password) */
+    const char *user = cl->tmpl.user != NULL ? cl->tmpl.user : "";
     snprintf(nd->label, sizeof nd->label,
-             strchr(nd->host, ':') != NULL ? "%s node [%s]:%d" : "%s node %s:%d",
-             cl->tmpl.tls != NULL ? "rediss+cluster" : "redis+cluster", nd->host, port);
+             strchr(nd->host, ':') != NULL ? "%s node %s%s[%s]:%d" : "%s node %s%s%s:%d",
+             cl->tmpl.tls != NULL ? "rediss+cluster" : "redis+cluster", user, user[0] ? "@" : "",
+             nd->host, port);
     dlock__rendpoint ep = cl->tmpl;
     ep.host = nd->host;
     ep.port = port;
