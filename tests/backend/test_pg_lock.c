@@ -1221,6 +1221,61 @@ static void table_waits_session_lease(void)
     dlock_client_close(tc);
 }
 
+/* A downgrade (dlock.h, DLOCK_READ): the writer's owner takes the read
+ * lock beside its write (on the writer's connection, which has the key),
+ * then lets the write go; other readers then share, a writer waits. Both
+ * rows' leases are renewed meanwhile. Before, the read was DLOCK_EDEADLK. */
+static void downgrade(void)
+{
+    dlock_client *c = client("?lease=1s"), *c2 = client(NULL);
+    dlock_lock *w = dt_lock(c, "down", DLOCK_WRITE), *r2 = dt_lock(c2, "down", DLOCK_READ);
+    dlock_lock *w2 = dt_lock(c2, "down", DLOCK_WRITE), *down = NULL, *again = NULL, *up = NULL;
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_acquire(down, 5000), DLOCK_OK); /* a wait: served at once */
+    CHECK_INT(dlock_lock_fence(down), >, dlock_lock_fence(w));
+    /* a second read beside the write: refused, nothing lost */
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &again), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(again), DLOCK_EDEADLK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_EBUSY); /* the write still holds */
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    /* both leases renewed: three leases later, the write still holds and
+     * its row's lease runs */
+    int64_t until = dt_now_ms() + 3000;
+    while (dt_now_ms() < until) {
+        CHECK_RC(dlock_lock_check(w), DLOCK_OK);
+        CHECK_RC(dlock_lock_check(down), DLOCK_OK);
+        dt_sleep_ms(100);
+    }
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_fence WHERE name = 'down' AND expires > "
+                         "clock_timestamp() + interval '300 milliseconds'"),
+              ==, 1);
+    CHECK_INT(sql_number("SELECT count(*) FROM dlock_share WHERE name = 'down' AND expires > "
+                         "clock_timestamp() + interval '300 milliseconds'"),
+              ==, 1);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_INT(advisory_rows("down", 1), ==, 1); /* the read's, shared */
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    CHECK_INT(dt_query(c2, "down", DLOCK_READ).shared, ==, 2);
+    /* a reader asking to write would still wait for itself */
+    CHECK_RC(dlock_lock_dup(down, DLOCK_WRITE, &up), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(up), DLOCK_EDEADLK);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(w2), >, dlock_lock_fence(down));
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    dlock_lock_free(up);
+    dlock_lock_free(again);
+    dlock_lock_free(down);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_lock_free(r2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 /* A raw connection's one-number answer (-1 when it failed). */
 static long long pq_number(PGconn *pq, const char *sql)
 {
@@ -1584,6 +1639,7 @@ int main(int argc, char **argv)
         {"status_across_modes", status_across_modes},
         {"reader_lease_waited_out", reader_lease_waited_out}, /* (makes table mode's table) */
         {"reader_beside_table_take", reader_beside_table_take},
+        {"downgrade", downgrade},
         {"force_by_kind", force_by_kind},
         {"status_by_kind", status_by_kind},
         {"reader_gone_status", reader_gone_status},

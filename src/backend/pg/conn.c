@@ -536,13 +536,15 @@ static const char schema[] =
 /* A holding connection's renewal (README.md): the row leases of its
  * exclusive holds, and of its read holds (read.c: dlock_share, and the
  * name's shared_until raised with them); the names it reads are left out
- * of the first UPDATE (their rows may still name this connection from an
- * exclusive hold it has released: one row is never updated twice in one
- * statement). $1 the lease, $2 the connection's id. */
+ * of the last UPDATE (one row is never updated twice in one statement):
+ * the row of a name it reads beside its own write (a downgrade: the row
+ * names this connection) has its exclusive lease renewed with its
+ * shared_until. $1 the lease, $2 the connection's id. */
 #define RENEW_SQL                                                                                  \
     "WITH r AS (UPDATE dlock_share SET expires = clock_timestamp() + $1::interval WHERE holder = " \
     "$2 RETURNING name), u AS (UPDATE dlock_fence SET shared_until = greatest(shared_until, "      \
-    "clock_timestamp() + $1::interval) WHERE name IN (SELECT name FROM r)) UPDATE dlock_fence "    \
+    "clock_timestamp() + $1::interval), expires = CASE WHEN holder = $2 THEN clock_timestamp() + " \
+    "$1::interval ELSE expires END WHERE name IN (SELECT name FROM r)) UPDATE dlock_fence "        \
     "SET expires = clock_timestamp() + $1::interval WHERE holder = $2 AND name NOT IN (SELECT "    \
     "name FROM r)"
 

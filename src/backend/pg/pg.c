@@ -487,7 +487,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         return dlock__pgt_acquire(p, l->name, l->key_lit, l->key, a);
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
-    if (dlock__pg_owner_clash(p, l, a->token))
+    dlock__pgconn *beside = NULL;
+    if (dlock__pg_owner_clash(p, l, a->token, &beside))
         return dlock__fail(DLOCK_EDEADLK,
                            "lock '%s': this owner holds it already through another handle (as "
                            "a reader, a writer or a mutex): asking for it %s too would wait for "
@@ -512,6 +513,16 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (slice_end - now > MAX_SLICE_US)
         slice_end = now + MAX_SLICE_US;
     int block = a->wait && slice_end - now >= MIN_SLICE_US;
+    if (beside != NULL) {
+        /* a read beside the owner's write: on the writer's connection,
+         * which has the key, so it waits for nothing (a try) */
+        if (!dlock__pg_beside_lock(beside, l->key))
+            return dlock__fail(DLOCK_EDEADLK,
+                               "lock '%s': this owner writes it and reads it beside the write "
+                               "already (one read beside a write; release it first)",
+                               l->name);
+        block = 0;
+    }
     int64_t bound = a->deadline_us;
     if (block && slice_end + reserve > bound)
         bound = slice_end + reserve; /* (never shorter than the core's bound) */
@@ -519,8 +530,9 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         .every_us = p->timeout_ms * 1000 / 2, .bound_us = p->timeout_ms * 1000, .asked_us = now};
     a->due_us = now;
     /* a wait keeps its connection busy for a slice: one that holds nothing */
-    int rc = block ? dlock__pg_get(p, a->deadline_us, &c)
-                   : dlock__pg_get_shared(p, l->key, a->deadline_us, &c);
+    int rc = beside != NULL ? (c = beside, DLOCK_OK)
+             : block        ? dlock__pg_get(p, a->deadline_us, &c)
+                            : dlock__pg_get_shared(p, l->key, a->deadline_us, &c);
     if (rc != DLOCK_OK)
         return rc;
     now = dlock__now_us();

@@ -294,8 +294,17 @@ int dlock__pg_of_kind(const dlock__pglock *l, int any, int reader, const char *o
 int dlock__pg_force_sql(const dlock__pglock *l, const char *name, const char *wait_ms, char *sql,
                         size_t len);
 /* The owner token already holds l's name through another handle (of
- * another kind, or exclusively): asking again would wait for itself. */
-int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token);
+ * another kind, or exclusively): asking again would wait for itself.
+ * When l is a reader and the owner holds the name as a writer (a
+ * downgrade), *beside is the writer's connection, where the read is taken
+ * (a session's own locks never conflict): a reference to its session is
+ * held for dlock__pg_beside_lock, which must follow. */
+int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token,
+                          dlock__pgconn **beside);
+/* Locks the writer's connection c for a read beside it: 1 (c locked), or
+ * 0 when c closed meanwhile or reads key beside its writer already. Drops
+ * the reference dlock__pg_owner_clash took. */
+int dlock__pg_beside_lock(dlock__pgconn *c, int64_t key);
 /* l holds now for token / no more (the store's list of holds). */
 void dlock__pg_held_add(dlock__pgstore *p, dlock__pglock *l, const char *token);
 void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l);

@@ -39,14 +39,16 @@
  * table there, held by the run rule alone, readers seen (never: a reader
  * does not wait for readers); no row when a try found the key held. The
  * last read of the row (the lease left) is of the statement's snapshot,
- * older than the grant when it waited: it only paces the next look. */
+ * older than the grant when it waited: it only paces the next look. A row
+ * held by this connection itself is its owner's write (a downgrade,
+ * pg_acquire): the read goes beside it. */
 #define READ_ROW                                                                                   \
     "g AS (INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid, "   \
     "run, shared_until) SELECT $2, $1::bigint, $7::bigint + pg_current_xact_id()::text::bigint, "  \
     "'', clock_timestamp(), '', 0, $8::bigint, clock_timestamp() + $5::interval FROM l WHERE "     \
     "l.ok AND NOT " DLOCK__PG_EARLY " ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence "  \
     "+ 1, excluded.fence), shared_until = greatest(f.shared_until, excluded.shared_until) WHERE "  \
-    "NOT " DLOCK__PG_STILL_HELD " RETURNING f.fence), "                                            \
+    "(NOT " DLOCK__PG_STILL_HELD " OR f.holder = $6) RETURNING f.fence), "                         \
     "w AS (INSERT INTO dlock_share (name, holder, expires, owner, holder_pid) SELECT $2, $6, "     \
     "clock_timestamp() + $5::interval, $4, pg_backend_pid() FROM g ON CONFLICT (name, holder) DO " \
     "UPDATE SET expires = excluded.expires, owner = excluded.owner, holder_pid = "                 \
@@ -156,18 +158,46 @@ enum dlock__held_as dlock__pg_held_as(dlock__pgstore *p, dlock__pgconn *c, dlock
     return as;
 }
 
-int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token)
+int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token,
+                          dlock__pgconn **beside)
 {
     int clash = 0;
+    dlock__pglock *writer = NULL;
+    *beside = NULL;
     pthread_mutex_lock(&p->mu);
     for (dlock__pglock *h = p->held; h != NULL && !clash; h = h->next_held) {
+        if (h == l || h->key != l->key || strcmp(h->owner, token) != 0)
+            continue;
         /* several reads of one owner share the key (each on its own
-         * connection); anything else of the owner's would wait for itself */
-        clash = h != l && h->key == l->key && strcmp(h->owner, token) == 0 &&
-                !(h->base.spec.kind == DLOCK__READ && l->base.spec.kind == DLOCK__READ);
+         * connection); a read beside the owner's write is a downgrade;
+         * anything else of the owner's would wait for itself */
+        if (l->base.spec.kind == DLOCK__READ && h->base.spec.kind == DLOCK__WRITE)
+            writer = h;
+        else
+            clash = !(h->base.spec.kind == DLOCK__READ && l->base.spec.kind == DLOCK__READ);
+    }
+    if (!clash && writer != NULL && writer->conn != NULL) {
+        *beside = writer->conn;
+        dlock__session_ref(writer->conn->session); /* until its mutex is held (beside_lock) */
     }
     pthread_mutex_unlock(&p->mu);
     return clash;
+}
+
+int dlock__pg_beside_lock(dlock__pgconn *c, int64_t key)
+{
+    dlock__session *session = c->session;
+    pthread_mutex_lock(&c->mu);
+    size_t n = 0;
+    for (size_t i = 0; i < c->nkeys; i++)
+        n += c->keys[i] == key;
+    /* still open, and holding the key for the writer alone (a read beside
+     * it there already would share the reader's lease row) */
+    int ok = c->pg != NULL && !atomic_load(&c->lost) && n == 1;
+    if (!ok)
+        pthread_mutex_unlock(&c->mu);
+    dlock__session_unref(session); /* (the writer's reference keeps c while ok) */
+    return ok;
 }
 
 void dlock__pg_held_add(dlock__pgstore *p, dlock__pglock *l, const char *token)
