@@ -104,6 +104,43 @@ void ct_rw_readers_share(void)
     dlock_client_close(c2);
 }
 
+/* A downgrade (dlock.h, DLOCK_READ): the writer's owner takes the read
+ * lock beside its write (dlock_lock_dup), at once, then lets the write go;
+ * until then the name is the writer's alone, after it readers share and a
+ * writer waits. */
+void ct_rw_downgrade(void)
+{
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    const char *name = CT_NAME("down");
+    dlock_lock *w = ct_lock(c, name, DLOCK_WRITE), *down = NULL;
+    dlock_lock *r2 = ct_lock(c2, name, DLOCK_READ), *w2 = ct_lock(c2, name, DLOCK_WRITE);
+
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(down, 20000), DLOCK_OK);
+    CHECK_INT(dt_now_ms() - t0, <, 2000);
+    if (ct_has(DLOCK_CAP_FENCE))
+        CHECK_INT(dlock_lock_fence(down), >, dlock_lock_fence(w));
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_EBUSY); /* the write still holds */
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK); /* readers share */
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    if (ct_has(DLOCK_CAP_QUERY))
+        CHECK_INT(ct_query(c2, name, DLOCK_READ).shared, ==, 2);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    dlock_lock_free(down);
+    dlock_lock_free(w);
+    dlock_lock_free(r2);
+    dlock_lock_free(w2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 /* A reader holds; a writer queues; a later reader must wait behind the
  * writer rather than join the first reader (else a stream of readers would
  * starve the writer). */

@@ -69,6 +69,8 @@
       "fair waiters in 4 processes are served in the order they queued")                           \
     X(rw_readers_share, DLOCK_CAP_READ_WRITE,                                                      \
       "readers share, a writer is alone, a reader asking to write is EDEADLK")                     \
+    X(rw_downgrade, DLOCK_CAP_READ_WRITE,                                                          \
+      "the writer's owner takes the read lock beside its write, then lets the write go")           \
     X(rw_writer_not_starved, DLOCK_CAP_READ_WRITE | DLOCK_CAP_QUERY,                               \
       "a reader arriving after a waiting writer waits behind it")                                  \
     X(semaphore_bounded, DLOCK_CAP_SEMAPHORE,                                                      \
