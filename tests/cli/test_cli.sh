@@ -914,13 +914,17 @@ test_force_unlock_says_was_free()
     expect_rc "read lock, free" 1 dl unlock --force --check --read r-free
     expect_rc "semaphore, free" 1 dl unlock --force --check --permits 2 r-free
     # one name is one lock: free as the kind given but held as another is
-    # not "free", and nothing was released
+    # not "free", and nothing was released: the options named it wrongly,
+    # a usage error as a semaphore's wrong count is (test_semaphore_count),
+    # whatever -E says (1 would read as "free" with --check)
     expect_rc "lock" 0 dl lock -l 30 r-free || return
-    expect_rc "--read on a held mutex: not released" 1 dl unlock --force --read r-free
+    expect_rc "--read on a held mutex: not released" 64 dl unlock --force --read r-free
     expect_eq "--read on a held mutex: says what holds it" \
         "dlock unlock: r-free is held as a mutex, not as a read-write lock: nothing was released (force it without a kind option)" \
         "$(cat "$TMP/err")"
-    expect_rc "--permits on a held mutex, -E 3" 3 dl unlock -E 3 --force --check --permits 2 r-free
+    expect_rc "--permits on a held mutex, -E 3" 64 dl unlock -E 3 --force --check --permits 2 r-free
+    expect_rc "-q: the same, said" 64 dl unlock -q --force --read r-free
+    expect_match "-q: said" "^dlock unlock: r-free is held as a mutex" "$(cat "$TMP/err")"
     expect_rc "still held" 1 dl run -n r-free -- true
     expect_rc "as what holds it" 0 dl unlock --force --check r-free
     expect_free r-free
@@ -1271,6 +1275,9 @@ run_test test_urls_show_user_not_password
 run_test test_env_url_named
 run_test test_empty_name_and_prefix
 run_test test_name_before_dashdash
+run_test test_dash_name_forms
+run_test test_names_given
+run_test test_cannot_take_wording
 run_test test_gave_up_says_who_holds
 run_test test_long_log_line_whole
 run_test test_unknown_protocol_in_words

@@ -154,7 +154,9 @@ test_messages()
         fi
     done
     expect_rc "run: missing NAME" 64 dl run
-    expect_eq "run: missing NAME" $'dlock run: missing NAME\nTry \'dlock run --help\'.' "$(cat "$TMP/err")"
+    expect_eq "run: missing NAME" \
+        $'dlock run: missing NAME: give the lock\'s name (a shell variable that is not set, unquoted, is no word at all)\nTry \'dlock run --help\'.' \
+        "$(cat "$TMP/err")"
     # help itself is whole
     expect_rc "run --help" 0 dl run --help
     if [ "$(wc -l <"$TMP/out")" -lt 20 ]; then
@@ -404,12 +406,13 @@ test_status_other_kind()
     dl_bg "$TMP/t/sk" run --permits 2 s-kind -- sh -c ': > "$0/in"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
     local holder=$BG
     wait_until 10 test -e "$TMP/t/in" || { fail "the semaphore holder never started"; return; }
-    expect_eq "the mutex's status names the kind, in English" \
-        'state:      held as a semaphore, not as a mutex (one name is one lock)' \
+    expect_eq "the mutex's status names the kind, in English, and the options that show it" \
+        'state:      held as a semaphore, not as a mutex (one name is one lock: status --permits 2 shows it)' \
         "$(dl status s-kind | grep '^state:')"
     expect_eq "the read-write lock's status: the same" \
-        'state:      held as a semaphore, not as a read-write lock (one name is one lock)' \
+        'state:      held as a semaphore, not as a read-write lock (one name is one lock: status --permits 2 shows it)' \
         "$(dl status --read s-kind | grep '^state:')"
+    expect_match "the options it names show it" '^state: +held$' "$(dl status --permits 2 s-kind | grep '^state:')"
     expect_rc "status --check: the name is held" 0 dl status --check -q s-kind
     expect_eq "held_as in JSON" '"semaphore"' "$(field s-kind held_as)"
     touch "$TMP/t/go"
@@ -422,7 +425,7 @@ test_status_other_kind()
     expect_eq "a mutex's node is no reader" 0 "$(field m-kind shared --read)"
     expect_eq "the read-write lock is held as a mutex" '"mutex"' "$(field m-kind held_as --read)"
     expect_eq "the semaphore's status: held as a mutex" \
-        'state:      held as a mutex, not as a semaphore (one name is one lock)' \
+        'state:      held as a mutex, not as a semaphore (one name is one lock: status without a kind option shows it)' \
         "$(dl status --permits 2 m-kind | grep '^state:')"
     touch "$TMP/t/go"
     reap "$holder" 10

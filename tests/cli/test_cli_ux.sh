@@ -118,6 +118,28 @@ test_did_you_mean()
     expect_match "dlock stauts: a swap" "did you mean 'status'\?" "$(cat "$TMP/err")"
     expect_rc "dlock unlcok" 64 dl unlcok u-dym
     expect_match "dlock unlcok" "did you mean 'unlock'\?" "$(cat "$TMP/err")"
+    # the start of one (un: unlock, not run, 1 edit away), all when several
+    # start so; any case; dlock's own --help and --version, misspelt or as
+    # words
+    expect_rc "dlock un" 64 dl un u-dym
+    expect_match "dlock un: the one it starts" "did you mean 'unlock'\?$" "$(head -1 "$TMP/err")"
+    expect_rc "dlock l" 64 dl l u-dym
+    expect_match "dlock l: both" "did you mean 'list' or 'lock'\?$" "$(head -1 "$TMP/err")"
+    expect_rc "dlock LOCK" 64 dl LOCK u-dym
+    expect_match "dlock LOCK" "did you mean 'lock'\?$" "$(head -1 "$TMP/err")"
+    expect_rc "dlock version" 64 dl version
+    expect_eq "dlock version" $'dlock: unknown command \'version\': did you mean \'dlock --version\'?\nTry \'dlock --help\'.' \
+        "$(cat "$TMP/err")"
+    local word
+    for word in --helpp -help --hel; do
+        expect_rc "dlock $word" 64 dl "$word"
+        expect_eq "dlock $word" "dlock: unknown option '$word': did you mean --help?" "$(head -1 "$TMP/err")"
+    done
+    expect_rc "dlock --versoin" 64 dl --versoin
+    expect_match "dlock --versoin" "did you mean --version\?$" "$(head -1 "$TMP/err")"
+    expect_rc "dlock --verbose: a command's option" 64 dl --verbose run u-dym
+    expect_match "dlock --verbose: where it goes" "options go after the command \(dlock run --verbose" \
+        "$(cat "$TMP/err")"
     expect_rc "dlock xyz: nothing near" 64 dl xyz u-dym
     expect_match "dlock xyz: the commands" "^dlock: unknown command 'xyz': the commands are run, status, " \
         "$(cat "$TMP/err")"
@@ -568,6 +590,110 @@ test_name_before_dashdash()
     expect_rc "run -- -dash echo hi" 64 dl run -- -u-dash echo hi
 }
 
+# A NAME that starts with '-': an option dlock does not know says where such
+# a name goes, an option taken for the name says how it was read, and the
+# forms the messages give work: -- -NAME -- COMMAND, and -- -NAME alone,
+# held until interrupted (it was refused as "a lock name is needed").
+test_dash_name_forms()
+{
+    expect_rc "run -u-foo -- true" 64 dl run -u-foo -- true
+    expect_rc "run -foo -- true" 64 dl run -foo -- true
+    expect_eq "run -foo: where such a name goes" \
+        "dlock run: invalid option -- 'f'"$'\n'"dlock run: if -foo is the lock's name, it goes after a -- of its own: dlock run [OPTIONS] -- -foo -- COMMAND [ARGS...]"$'\n'"Try 'dlock run --help'." \
+        "$(cat "$TMP/err")"
+    expect_rc "the form it gives" 0 dl run -- -foo -- true
+    expect_rc "status -foo" 64 dl status -foo
+    expect_match "status -foo: the form" "^dlock status: if -foo is the lock's name, it goes after a -- of its own: dlock status \[OPTIONS\] -- -foo$" \
+        "$(sed -n 2p "$TMP/err")"
+    expect_rc "the form it gives" 0 dl status -- -foo
+    # -x is --write: no NAME was given
+    expect_rc "run -x -- true" 64 dl run -x -- true
+    expect_eq "run -x --: how -x was read" \
+        "dlock run: missing NAME: '-x' is read as dlock's option --write (a NAME that starts with '-' goes after a -- of its own: dlock run [OPTIONS] -- -x -- COMMAND [ARGS...])" \
+        "$(head -1 "$TMP/err")"
+    expect_rc "run -nx -- true" 64 dl run -nx -- true
+    expect_match "run -nx --: both" "'-nx' is read as dlock's options --nonblock --write \(" "$(cat "$TMP/err")"
+    expect_rc "run -x" 64 dl run -x
+    expect_match "run -x: the form without a command" "dlock run \[OPTIONS\] -- -x\)$" "$(head -1 "$TMP/err")"
+    expect_rc "unlock --force -x" 64 dl unlock --force -x
+    expect_match "unlock --force -x" "^dlock unlock: missing NAME: '-x' is read as dlock's option --write \(.*dlock unlock \[OPTIONS\] -- -x\)$" \
+        "$(head -1 "$TMP/err")"
+    # -- -NAME alone: held until interrupted, as dlock run NAME
+    dl_bg "$TMP/t/hold" run -- -u-held
+    wait_until 10 test -s "$TMP/t/hold.out" || { fail "run -- -u-held: no owner token printed ($(cat "$TMP/t/hold.err"))"; return; }
+    expect_eq "run -- -u-held: held" true "$(field -u-held held)"
+    kill -TERM "$BG" # (SIGINT stays ignored in a script's background job)
+    reap "$BG" 10
+    expect_eq "run -- -u-held: released on SIGTERM, exit 0" 0 "$BG_RC"
+    expect_free -u-held
+    expect_rc "run -- -u-held --" 64 dl run -- -u-held --
+    expect_eq "run -- -u-held --: the form without a command" \
+        "dlock run: missing COMMAND after -- (to hold '-u-held' until interrupted, without a command: dlock run [OPTIONS] -- -u-held)" \
+        "$(head -1 "$TMP/err")"
+    expect_rc "run -- -u-held echo hi" 64 dl run -- -u-held echo hi
+    expect_eq "run -- -u-held echo hi: said" \
+        "dlock run: '-u-held' after -- is a NAME that starts with '-', and what follows it a command: a -- goes before the command too: dlock run [OPTIONS] -- -u-held -- COMMAND [ARGS...]" \
+        "$(head -1 "$TMP/err")"
+    expect_eq "nothing ran" "" "$(cat "$TMP/out")"
+}
+
+# status, lock, unlock and extend want one NAME: an empty one among several
+# is called what it likely is, each word given is named, and a NAME taken
+# for an option's value ($OWNER unset) is said to be (all said "want
+# exactly one NAME").
+test_names_given()
+{
+    local args unset_var=
+    for args in "status" "lock -l 5" "unlock --force" "extend -l 5 --owner 0123456789abcdef0123456789abcdef"; do
+        # shellcheck disable=SC2086 # the words of $args
+        expect_rc "$args u-given ''" 64 dl $args u-given ''
+        expect_eq "$args u-given '': the empty one named" \
+            "dlock ${args%% *}: want one NAME, got 2: 'u-given', '' ('' is an empty NAME: a shell variable that is not set?)" \
+            "$(head -1 "$TMP/err")"
+        # shellcheck disable=SC2086
+        expect_rc "$args (none)" 64 dl $args
+        expect_eq "$args (none)" \
+            "dlock ${args%% *}: missing NAME: give the lock's name (a shell variable that is not set, unquoted, is no word at all)" \
+            "$(head -1 "$TMP/err")"
+    done
+    expect_rc "lock a b" 64 dl lock -l 5 u-a u-b
+    expect_eq "lock a b: each named" \
+        "dlock lock: want one NAME, got 2: 'u-a', 'u-b' (a NAME of several words is one quoted word)" \
+        "$(head -1 "$TMP/err")"
+    # shellcheck disable=SC2086 # the point: an unset variable, unquoted
+    expect_rc "unlock --owner \$UNSET u-given" 64 dl unlock --owner $unset_var u-given
+    expect_eq "unlock --owner \$UNSET u-given: the name taken for the value" \
+        "dlock unlock: missing NAME: 'u-given' is the value of --owner (if it is the lock's name, the value of --owner is missing: a shell variable that is not set?)" \
+        "$(head -1 "$TMP/err")"
+    # shellcheck disable=SC2086
+    expect_rc "run --label \$UNSET u-given -- true" 64 dl run --label $unset_var u-given -- true
+    expect_match "run --label \$UNSET u-given --: said" "^dlock run: missing NAME: 'u-given' is the value of --label \(" \
+        "$(head -1 "$TMP/err")"
+    expect_free u-given
+    # an option written out whole, a value that is no name: NAME forgotten
+    expect_rc "unlock --force (none)" 64 dl unlock --force
+    [[ $(cat "$TMP/err") == *"read as"* ]] && fail "unlock --force: --force called a name: $(cat "$TMP/err")"
+    expect_rc "run -u URL (none)" 64 dl run -u "$DLOCK_URL"
+    [[ $(cat "$TMP/err") == *"the value of"* ]] && fail "run -u URL: the URL called a name: $(cat "$TMP/err")"
+}
+
+# A failure to take the lock, in one wording: "cannot take lock 'x': ...",
+# the name said once (it was "cannot take the lock: lock 'x': ..." when the
+# library's message named it, "cannot take lock 'x'" when not).
+test_cannot_take_wording()
+{
+    local url
+    url="redis://127.0.0.1:$(closed_port)"
+    expect_rc "run, nothing at the URL" 69 dl run -u "$url" u-take -- true
+    expect_match "run: one wording, the name once" \
+        "^dlock: cannot take lock 'u-take': the store was never reached \(tried for [0-9]+ ms\): $url: " \
+        "$(grep -v '^dlock: warn:' "$TMP/err")"
+    expect_rc "run -m, nothing at the URL" 69 dl run -u "$url" -m u-take1 -m u-take2 -- true
+    expect_match "run -m: the multi-lock" \
+        "^dlock: cannot take multi-lock 'u-take1,u-take2': lock 'u-take1': the store was never reached" \
+        "$(grep -v '^dlock: warn:' "$TMP/err")"
+}
+
 # A wait that gave up (-w, -n) says who holds the lock, as the waiting line
 # does: pid, host, label.
 test_gave_up_says_who_holds()
@@ -672,6 +798,26 @@ test_semaphore_count()
     expect_match "--permits 5: still held" "^permits: +1 of 3 taken, by 1 holder$" \
         "$(dl status --permits 3 u-count | grep '^permits:')"
     kill -0 "$holder" 2>/dev/null || fail "--permits 5: the holder stopped"
+    # every refusal of that count is 64, the usage error dlock --help and
+    # dlock(1) document (status warned and exited 0, also with --check)
+    expect_rc "run --permits 5" 64 dl run --permits 5 u-count -- true
+    expect_match "run --permits 5: one wording" "^dlock: cannot take lock 'u-count': .*in use with 3 permits" \
+        "$(cat "$TMP/err")"
+    expect_rc "status --permits 5" 64 dl status --permits 5 u-count
+    expect_eq "status --permits 5: what to give" \
+        "dlock status: u-count has 3 permits, not 5 (its users declare 3: give --permits 3)" "$(cat "$TMP/err")"
+    expect_match "status --permits 5: shown all the same" "^permits: +1 of 3 taken, by 1 holder$" \
+        "$(grep '^permits:' "$TMP/out")"
+    expect_rc "status --check --permits 5" 64 dl status --check -q --permits 5 u-count
+    expect_rc "status --check --permits 3" 0 dl status --check -q --permits 3 u-count
+    # and the kind not named: the count to give
+    expect_eq "status: the options that show it" \
+        "state:      held as a semaphore, not as a mutex (one name is one lock: status --permits 3 shows it)" \
+        "$(dl status u-count | grep '^state:')"
+    expect_rc "unlock --force without --permits" 64 dl unlock --force u-count
+    expect_eq "unlock --force: the count to give" \
+        "dlock unlock: u-count is held as a semaphore, not as a mutex: nothing was released (force it with --permits 3)" \
+        "$(cat "$TMP/err")"
     expect_rc "unlock --force --permits 3" 0 dl unlock --force --check --permits 3 u-count
     reap "$holder" 20
     expect_eq "--permits 3: the holder lost it (75)" 75 "$BG_RC"

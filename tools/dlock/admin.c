@@ -11,6 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The refusal of n > 1 operands: each named, and an empty one called what
+ * it likely is ('' from "$UNSET"). Returns EXIT_USAGE. */
+static int several_names(const char *cmd, int n, char **names)
+{
+    int empty = 0;
+
+    fprintf(stderr, "dlock %s: want one NAME, got %d: ", cmd, n);
+    for (int i = 0; i < n && i < 4; i++) {
+        fputs(i > 0 ? ", '" : "'", stderr);
+        cli_print_text_to(stderr, names[i]);
+        putc('\'', stderr);
+    }
+    for (int i = 0; i < n; i++)
+        empty += names[i][0] == '\0';
+    if (n > 4)
+        fputs(", ...", stderr);
+    if (empty > 0)
+        fputs(" ('' is an empty NAME: a shell variable that is not set?)", stderr);
+    else
+        fputs(" (a NAME of several words is one quoted word)", stderr);
+    fprintf(stderr, "\nTry 'dlock %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
 /* Parses a subcommand's options and its one NAME. Returns -1 to go on, or
  * an exit code. */
 static int parse(int argc, char **argv, unsigned accepted, const char *usage, cli_opts *o,
@@ -21,8 +45,10 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
     *name = NULL; /* (set on -1 only; gcc -O3 cannot tell) */
     if (code >= 0)
         return code;
-    if (first != argc - 1)
-        return cli_usage_error(argv[0], "want exactly one NAME");
+    if (first >= argc) /* the last word may have been meant as NAME */
+        return cli_missing_name(argv[0], o, argv, o->dashdash ? 0 : argc - 1, "");
+    if (first < argc - 1)
+        return several_names(argv[0], argc - first, argv + first);
     if (argv[first][0] == '\0')
         return cli_usage_error(argv[0], CLI_EMPTY_NAME);
     *name = argv[first];
@@ -125,10 +151,11 @@ static int exclusive_only(const cli_opts *o, const char *cmd, dlock_client *c, c
 }
 
 /* One name is one lock: when the kind asked about is free, which other
- * kind of the name holds it ("semaphore"), or NULL. One query per other
- * kind the store has; an error counts as not held (the status shown is the
- * kind asked about). */
-static const char *held_as_other_kind(dlock_client *c, const char *name, unsigned flags)
+ * kind of the name holds it ("semaphore"), or NULL; *permits gets a
+ * semaphore's count. One query per other kind the store has; an error
+ * counts as not held (the status shown is the kind asked about). */
+static const char *held_as_other_kind(dlock_client *c, const char *name, unsigned flags,
+                                      unsigned *permits)
 {
     static const struct {
         unsigned flags, family, cap;
@@ -145,8 +172,10 @@ static const char *held_as_other_kind(dlock_client *c, const char *name, unsigne
         int mine = kinds[i].flags == 0 ? (flags & ~DLOCK_FAIR) == 0 : (flags & kinds[i].family);
         if (mine || (caps & kinds[i].cap) != kinds[i].cap)
             continue;
-        if (dlock_query(c, name, kinds[i].flags, &st) == DLOCK_OK && st.held)
+        if (dlock_query(c, name, kinds[i].flags, &st) == DLOCK_OK && st.held) {
+            *permits = st.permits;
             return kinds[i].kind;
+        }
     }
     return NULL;
 }
@@ -161,13 +190,17 @@ static const char *kind_noun(const char *kind)
                                             : "a mutex";
 }
 
-/* How unlock --force names that kind. */
-static const char *kind_option(const char *kind)
+/* The kind option that names that kind ("--permits 3" for a semaphore of
+ * that count), "" for the mutex. */
+static void kind_option(const char *kind, unsigned permits, char *buf, size_t size)
 {
-    return strcmp(kind, "read-write") == 0  ? "with --write"
-           : strcmp(kind, "semaphore") == 0 ? "with --permits N"
-           : strcmp(kind, "simple") == 0    ? "with --simple"
-                                            : "without a kind option";
+    if (strcmp(kind, "semaphore") == 0)
+        snprintf(buf, size, "--permits %u", permits);
+    else
+        snprintf(buf, size, "%s",
+                 strcmp(kind, "read-write") == 0 ? "--write"
+                 : strcmp(kind, "simple") == 0   ? "--simple"
+                                                 : "");
 }
 
 /* The document of `dlock status --json`: the same fields for every kind,
@@ -218,17 +251,22 @@ static void print_status_json(const char *name, const cli_kind *k, const dlock_s
 }
 
 static void print_status_text(const char *name, const cli_kind *k, const dlock_status *st,
-                              dlock_client *c, const char *url, const char *held_as)
+                              dlock_client *c, const char *url, const char *held_as,
+                              unsigned held_as_permits)
 {
     unsigned f = k->flags;
+    char option[32];
 
     printf("name:       ");
     cli_print_text(name);
     printf(" (%s)\n", cli_kind_name(k));
-    if (held_as != NULL)
-        printf("state:      held as %s, not as %s (one name is one lock)\n", kind_noun(held_as),
-               kind_noun(cli_kind_name(k)));
-    else
+    if (held_as != NULL) {
+        /* the options that show it: a semaphore's count is asked for */
+        kind_option(held_as, held_as_permits, option, sizeof option);
+        printf("state:      held as %s, not as %s (one name is one lock: %s%s shows it)\n",
+               kind_noun(held_as), kind_noun(cli_kind_name(k)),
+               option[0] != '\0' ? "status " : "status without a kind option", option);
+    } else
         printf("state:      %s\n", st->held ? "held" : "free");
     if (st->owner[0] != '\0') {
         printf("%-12s", f & (DLOCK_READ | DLOCK_WRITE) ? "writer:" : "owner:");
@@ -261,10 +299,12 @@ int cmd_status(int argc, char **argv)
         "Shows whether NAME is held, by which owner token, for how much longer,\n"
         "its fence and how many waiters are queued, and each holder: owner token,\n"
         "host, pid, start time and label. For a semaphore in use, the\n"
-        "permit count shown is the one its holders agreed on (a warning if not N).\n"
+        "permit count shown is the one its holders agreed on (if not N: a\n"
+        "warning, and exit 64, as 'dlock run' refuses that N).\n"
         "\n"
         "  --json    one line of JSON instead (fields in 'man dlock')\n"
-        "  --check   exit 0 if NAME is held, 1 if it is free (69/70 on errors)\n"
+        "  --check   exit 0 if NAME is held, 1 if it is free (69/70 on errors, 64\n"
+        "            for a semaphore's count other than N)\n"
         "  -q        print nothing (with --check: only the exit status)\n";
     cli_opts o;
     const char *name;
@@ -285,12 +325,19 @@ int cmd_status(int argc, char **argv)
         dlock_client_close(c);
         return code;
     }
-    if ((o.kind.flags & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
-        st.permits != o.kind.permits) {
-        fprintf(stderr, "dlock status: %s has %u permits, not %u\n", name, st.permits,
-                o.kind.permits);
+    /* a semaphore in use with another count: shown, and refused as run and
+     * unlock --force refuse that count (64) */
+    int other_count = (o.kind.flags & DLOCK_SEMAPHORE) && (st.permits_used > 0 || st.waiters > 0) &&
+                      st.permits != o.kind.permits;
+    if (other_count) {
+        fputs("dlock status: ", stderr);
+        cli_print_text_to(stderr, name);
+        fprintf(stderr, " has %u permits, not %u (its users declare %u: give --permits %u)\n",
+                st.permits, o.kind.permits, st.permits, st.permits);
     }
-    const char *held_as = st.held ? NULL : held_as_other_kind(c, name, o.kind.flags);
+    unsigned held_as_permits = 0;
+    const char *held_as =
+        st.held ? NULL : held_as_other_kind(c, name, o.kind.flags, &held_as_permits);
     /* Who holds it: a second request, so a holder may have come or gone
      * since the first. */
     if (o.json) {
@@ -300,7 +347,7 @@ int cmd_status(int argc, char **argv)
         if (rc != DLOCK_OK)
             json_object_put(holders);
     } else if (!o.quiet) {
-        print_status_text(name, &o.kind, &st, c, o.url, held_as);
+        print_status_text(name, &o.kind, &st, c, o.url, held_as, held_as_permits);
         rc = cli_print_holders(c, name, o.kind.flags);
     }
     dlock_client_close(c);
@@ -308,6 +355,8 @@ int cmd_status(int argc, char **argv)
         return cli_fail_unsupported("status", NULL);
     if (rc != DLOCK_OK)
         return cli_fail(rc, "cannot read who holds the lock");
+    if (other_count)
+        return EXIT_USAGE;
     return o.check && !st.held && held_as == NULL ? EXIT_NOT_ACQUIRED : 0;
 }
 
@@ -446,7 +495,8 @@ int cmd_unlock(int argc, char **argv)
         "renewal; fences keep increasing). Exit 1 (or -E CODE) if OWNER does not\n"
         "hold it; -q: no message then. --force says 'NAME was free' on stderr when\n"
         "nothing was held (-q: not) and exits 0; with --check it exits 1 then. A name\n"
-        "held as another kind than the options name is not released: exit 1 (-E).\n";
+        "held as another kind than the options name, or a semaphore in use with\n"
+        "another count than N, is not released: exit 64.\n";
     cli_opts o;
     const char *name;
     dlock_client *c;
@@ -489,16 +539,23 @@ int cmd_unlock(int argc, char **argv)
                                      lock_option(&o, c, DLOCK_CAP_FORCE_UNLOCK, "--force"));
         /* one name is one lock: free as this kind, it may be held as
          * another, which this release did not touch */
-        const char *other =
-            rc == DLOCK_OK && was_held == 0 ? held_as_other_kind(c, name, o.kind.flags) : NULL;
+        unsigned other_permits = 0;
+        const char *other = rc == DLOCK_OK && was_held == 0
+                                ? held_as_other_kind(c, name, o.kind.flags, &other_permits)
+                                : NULL;
         if (other != NULL) {
-            if (!o.quiet) {
-                fputs("dlock unlock: ", stderr);
-                cli_print_text_to(stderr, name);
-                fprintf(stderr, " is held as %s, not as %s: nothing was released (force it %s)\n",
-                        kind_noun(other), kind_noun(cli_kind_name(&o.kind)), kind_option(other));
-            }
-            code = o.conflict_code;
+            /* the options named the lock wrongly, as a count other than
+             * the semaphore's (permits_match): a usage error, whatever -q
+             * and -E say (a conflict's exit code would read as "free"
+             * with --check) */
+            char option[32];
+            kind_option(other, other_permits, option, sizeof option);
+            fputs("dlock unlock: ", stderr);
+            cli_print_text_to(stderr, name);
+            fprintf(stderr, " is held as %s, not as %s: nothing was released (force it %s%s)\n",
+                    kind_noun(other), kind_noun(cli_kind_name(&o.kind)),
+                    option[0] != '\0' ? "with " : "without a kind option", option);
+            code = EXIT_USAGE;
         } else if (rc == DLOCK_OK && was_held == 0) {
             if (!o.quiet) {
                 fputs("dlock unlock: ", stderr);

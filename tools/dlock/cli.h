@@ -102,6 +102,11 @@ typedef struct cli_opts {
     int quiet, json, force, check;
     int verbose;  /* -v: 1 (info), -vv: 2 (debug) */
     int dashdash; /* the options ended at "--" (the first operand follows it) */
+    /* the last option's value when it was a word of its own ("-u URL",
+     * "--owner OWNER"), as in argv, and that option as written: a NAME
+     * taken for a value tells the user so */
+    const char *value_word;
+    char value_of[64];
 } cli_opts;
 
 /* The level of the library's log, on stderr, for every client cli_open()
@@ -129,6 +134,25 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
  * "-w5", "-nq", "--wait=5", "--wai"), so that one found where the command
  * should start is told apart from the command. */
 int cli_is_option(const char *word);
+
+/* The refusal of a missing NAME in "dlock cmd" (returns EXIT_USAGE).
+ * argv[last] is the word before NAME's place (last <= 0: none); when it
+ * may have been meant as NAME (cli_word_may_be_name), the message says how
+ * it was read: an option's value, or options, and then the form that takes
+ * a NAME that starts with '-', "dlock cmd [OPTIONS] -- -NAME" and `after`
+ * (" -- COMMAND" for run). */
+int cli_missing_name(const char *cmd, const cli_opts *o, char **argv, int last, const char *after);
+
+/* Whether word, the last before NAME's place, may have been meant as NAME:
+ * the value of an option that takes free text (-u without "://", --owner
+ * that is no owner token, --label), or options written as no option is
+ * written out ("-x", "-nx", "--wri"; not "--force"). */
+int cli_word_may_be_name(const cli_opts *o, const char *word);
+
+/* Describes how getopt reads the option word `word` ("-x", "-nw5",
+ * "--wri") into buf: its options by their long names ("--write",
+ * "--nonblock --wait 5"). Returns the number of options. */
+int cli_option_reading(const char *word, char *buf, size_t size);
 
 /* How near typed[0..n) is to the known word, for a "did you mean" (of an
  * option, of a subcommand): 0 to 2 edits (insertions, deletions,

@@ -2,6 +2,7 @@
 /* main.c - the dlock command: dispatch, shared helpers, exit codes. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -436,6 +437,60 @@ int cli_open(const char *url, dlock_client **out)
     return 0;
 }
 
+/* The commands, for a "did you mean" (commands[] of main() and the words
+ * of its own options, --help and --version, which users type bare). */
+static const char *const command_words[] = {"run",    "status", "list",    "lock", "unlock",
+                                            "extend", "bench",  "version", "help"};
+#define NCOMMAND_WORDS (sizeof command_words / sizeof command_words[0])
+
+/* The command words typed may mean, at most max: those it begins (un:
+ * unlock; l: list or lock), else the nearest by edits (stauts: status),
+ * case aside (LOCK: lock). */
+static size_t near_commands(const char *typed, const char **out, size_t max)
+{
+    char lower[33];
+    size_t n = strlen(typed), found = 0;
+    int best = 3;
+
+    if (n == 0 || n >= sizeof lower)
+        return 0;
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char) tolower((unsigned char) typed[i]);
+    for (size_t i = 0; i < NCOMMAND_WORDS && found < max; i++) {
+        if (strncmp(command_words[i], lower, n) == 0)
+            out[found++] = command_words[i];
+    }
+    if (found > 0)
+        return found;
+    for (size_t i = 0; i < NCOMMAND_WORDS; i++) {
+        int d = cli_nearness(lower, n, command_words[i]);
+        if (d < best) {
+            best = d;
+            out[0] = command_words[i];
+            found = 1;
+        }
+    }
+    return found;
+}
+
+/* dlock's own options that word (before any command) may be a misspelling
+ * of: "--help" for --helpp, -help or --hel, "--version" for --versoin;
+ * NULL for anything else (an option of a command, given before it). */
+static const char *near_top_option(const char *word)
+{
+    const char *bare = word + strspn(word, "-");
+    size_t n = strcspn(bare, "=");
+
+    /* no option of a command is near these: --verbose is 4 edits away */
+    if (n < 3)
+        return NULL;
+    if (strncasecmp(bare, "help", n) == 0 || cli_nearness(bare, n, "help") < 3)
+        return "--help";
+    if (strncasecmp(bare, "version", n) == 0 || cli_nearness(bare, n, "version") < 3)
+        return "--version";
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -466,6 +521,12 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     }
+    if (argv[1][0] == '-' && near_top_option(argv[1]) != NULL) {
+        fputs("dlock: unknown option '", stderr);
+        cli_print_text_to(stderr, argv[1]);
+        fprintf(stderr, "': did you mean %s?\nTry 'dlock --help'.\n", near_top_option(argv[1]));
+        return EXIT_USAGE;
+    }
     if (argv[1][0] == '-') {
         /* the command the user gave later on the line (dlock -u URL status
          * x), else run, the one most lines mean */
@@ -482,21 +543,19 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* a misspelt command: the one meant, as for a misspelt option */
-    const char *near = NULL;
-    int best = 3;
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        int d = cli_nearness(argv[1], strlen(argv[1]), commands[i].name);
-        if (d < best) {
-            best = d;
-            near = commands[i].name;
-        }
-    }
+    const char *near[8];
+    size_t nnear = near_commands(argv[1], near, sizeof near / sizeof near[0]);
     fputs("dlock: unknown command '", stderr);
     cli_print_text_to(stderr, argv[1]);
-    if (near != NULL)
-        fprintf(stderr, "': did you mean '%s'?", near);
-    else
+    if (nnear == 0)
         fputs("': the commands are run, status, list, lock, unlock, extend and bench", stderr);
+    for (size_t i = 0; i < nnear; i++)
+        fprintf(stderr, "%s%s%s%s",
+                i == 0          ? "': did you mean "
+                : i + 1 < nnear ? ", "
+                                : " or ",
+                strcmp(near[i], "version") == 0 || strcmp(near[i], "help") == 0 ? "'dlock --" : "'",
+                near[i], i + 1 == nnear ? "'?" : "'");
     fputs("\nTry 'dlock --help'.\n", stderr);
     return EXIT_USAGE;
 }

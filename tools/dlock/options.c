@@ -157,6 +157,150 @@ int cli_is_option(const char *word)
     return 0;
 }
 
+/* The long name of short option letter c, as the usages name it: -x is
+ * --write (--exclusive, flock's name, is its alias), -s --read, -t --owner. */
+static const char *long_name_of(int c)
+{
+    const option_spec *spec = spec_of(c);
+
+    if (c == 'x')
+        return "write";
+    if (c == 's')
+        return "read";
+    if (c == 't')
+        return "owner";
+    return spec != NULL ? spec->name : NULL;
+}
+
+/* Appends "--name" (and " value") to buf. */
+static void append_reading(char *buf, size_t size, const char *name, const char *value)
+{
+    size_t used = strlen(buf);
+
+    snprintf(buf + used, size - used, "%s--%s%s%s", used > 0 ? " " : "", name,
+             value != NULL ? " " : "", value != NULL ? value : "");
+}
+
+int cli_option_reading(const char *word, char *buf, size_t size)
+{
+    int n = 0;
+
+    buf[0] = '\0';
+    if (word[0] != '-' || word[1] == '\0')
+        return 0;
+    if (word[1] == '-') { /* as getopt_long: the name, or a prefix of one */
+        size_t len = strcspn(word + 2, "=");
+        const option_spec *found = NULL;
+        for (size_t i = 0; len > 0 && i < NSPECS; i++) {
+            if (strncmp(specs[i].name, word + 2, len) != 0)
+                continue;
+            if (found == NULL || strlen(specs[i].name) == len)
+                found = &specs[i];
+        }
+        if (found == NULL)
+            return 0;
+        append_reading(buf, size, found->name, word[2 + len] == '=' ? word + 3 + len : NULL);
+        return 1;
+    }
+    for (const char *p = word + 1; *p != '\0'; p++) {
+        const option_spec *spec = spec_of((unsigned char) *p);
+        if (spec == NULL)
+            return n;
+        n++;
+        if (spec->has_arg == required_argument) { /* the rest of the word is its value */
+            append_reading(buf, size, long_name_of(spec->code), p[1] != '\0' ? p + 1 : NULL);
+            return n;
+        }
+        append_reading(buf, size, long_name_of(spec->code), NULL);
+    }
+    return n;
+}
+
+/* text for a message, control characters as \xNN, cut to fit out. */
+static void printable(const char *text, char *out, size_t size)
+{
+    size_t used = 0;
+
+    for (const unsigned char *p = (const unsigned char *) text; *p != '\0' && used + 5 < size;
+         p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            used += (size_t) snprintf(out + used, size - used, "\\x%02x", *p);
+        else
+            out[used++] = (char) *p;
+    }
+    out[used] = '\0';
+}
+
+/* After getopt's "invalid option -- 'f'" (a short option it does not
+ * know, in a word at argv[from] or after): the word may be a NAME that
+ * starts with '-' (dlock run -foo -- cmd), which goes after a -- of its
+ * own. */
+static void dash_name_hint(const char *cmd, int argc, char **argv, int from)
+{
+    const char *what = strcmp(cmd, "list") == 0 ? "PREFIX" : "the lock's name";
+    char text[200];
+
+    /* in-order (run) getopt reads argv[from]; permuting, it steps over the
+     * operands before the next option word */
+    while (from < argc && (argv[from][0] != '-' || argv[from][1] == '\0'))
+        from++;
+    if (from >= argc || argv[from][1] == '-')
+        return;
+    printable(argv[from], text, sizeof text);
+    fprintf(stderr,
+            "dlock %s: if %s is %s, it goes after a -- of its own: dlock %s [OPTIONS] -- %s%s\n",
+            cmd, text, what, cmd, text, strcmp(cmd, "run") == 0 ? " -- COMMAND [ARGS...]" : "");
+}
+
+/* Whether value is the free text of option `option` (as written) that a
+ * NAME may have been taken for: -u's when it is no URL, --owner's when it
+ * is no owner token, --label's. */
+static int value_may_be_name(const char *option, const char *value)
+{
+    size_t hex = strspn(value, "0123456789abcdef");
+
+    if (strcmp(option, "-u") == 0 || strcmp(option, "--url") == 0)
+        return strstr(value, "://") == NULL;
+    if (strcmp(option, "-o") == 0 || strcmp(option, "-t") == 0 || strcmp(option, "--owner") == 0 ||
+        strcmp(option, "--token") == 0)
+        return !(hex == 32 && value[hex] == '\0');
+    return strcmp(option, "--label") == 0;
+}
+
+int cli_word_may_be_name(const cli_opts *o, const char *word)
+{
+    char reading[200];
+
+    if (word == o->value_word)
+        return value_may_be_name(o->value_of, word);
+    /* -x, -nx, --wri: not an option written out whole (--force) */
+    if (cli_option_reading(word, reading, sizeof reading) == 0)
+        return 0;
+    return word[1] != '-' || strcmp(word, reading) != 0;
+}
+
+int cli_missing_name(const char *cmd, const cli_opts *o, char **argv, int last, const char *after)
+{
+    const char *word = last > 0 ? argv[last] : NULL;
+    char text[200], reading[200];
+    int n = 0;
+
+    if (word == NULL || !cli_word_may_be_name(o, word))
+        return cli_usage_error(cmd, "missing NAME: give the lock's name (a shell variable that is "
+                                    "not set, unquoted, is no word at all)");
+    printable(word, text, sizeof text);
+    if (word == o->value_word)
+        return cli_usage_error(cmd,
+                               "missing NAME: '%s' is the value of %s (if it is the lock's name, "
+                               "the value of %s is missing: a shell variable that is not set?)",
+                               text, o->value_of, o->value_of);
+    n = cli_option_reading(word, reading, sizeof reading);
+    return cli_usage_error(cmd,
+                           "missing NAME: '%s' is read as dlock's option%s %s (a NAME that starts "
+                           "with '-' goes after a -- of its own: dlock %s [OPTIONS] -- %s%s)",
+                           text, n > 1 ? "s" : "", reading, cmd, text, after);
+}
+
 /* url with key=VALUE added to its options, percent-encoded, or NULL (a
  * message printed) when the URL sets key itself: given twice, the library
  * would refuse it without naming the option that did. Kept for the life of
@@ -242,10 +386,16 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
 
         if (spec == NULL) { /* getopt said what was wrong */
             suggest(cmd, optind > 1 && optind <= argc ? argv[optind - 1] : "", accepted);
+            if (optopt != 0 && spec_of(optopt) == NULL)
+                dash_name_hint(cmd, argc, argv, before);
             fprintf(stderr, "Try 'dlock %s --help'.\n", cmd);
             return EXIT_USAGE;
         }
         option_text(opt, longindex, name, sizeof name);
+        if (optarg != NULL && optind > 1 && optarg == argv[optind - 1]) {
+            o->value_word = optarg;
+            snprintf(o->value_of, sizeof o->value_of, "%s", name);
+        }
         if (spec->bit != 0 && !(accepted & spec->bit))
             return cli_usage_error(cmd, "%s is not an option of 'dlock %s'", name, cmd);
         int k = cli_kind_option(&o->kind, opt, optarg, cmd);

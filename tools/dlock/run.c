@@ -50,7 +50,8 @@ static const char run_usage[] =
     "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
     "dlock's options go before NAME; after it, everything is COMMAND's. NAME\n"
     "comes before --: 'dlock run -- COMMAND' is refused (a NAME that starts\n"
-    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND).\n"
+    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND, or,\n"
+    "without a command, dlock run [OPTIONS] -- -NAME).\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -478,19 +479,38 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
         /* dlock run -u URL $UNSET -- cmd: NAME is missing, and the
          * command's first word would be taken for it. A NAME that starts
          * with '-' follows a -- of its own, and a -- (or -c's STRING
-         * before) says where the command starts: dlock run -- -x -- cmd. */
+         * before) says where the command starts: dlock run -- -x -- cmd.
+         * Alone after --, a word that starts with '-' is such a NAME, held
+         * without a command: no command's name starts with '-', so it is
+         * no $UNSET -- cmd. */
         int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
-        if (o->dashdash && !name_then_command && !(o->shell != NULL && at == argc - 1))
+        int dash_word = at < argc && argv[at][0] == '-' && argv[at][1] != '\0';
+        if (o->dashdash && !name_then_command &&
+            !((dash_word || o->shell != NULL) && at == argc - 1)) {
+            if (dash_word)
+                return cli_usage_error("run",
+                                       "'%s' after -- is a NAME that starts with '-', and what "
+                                       "follows it a command: a -- goes before the command too: "
+                                       "dlock run [OPTIONS] -- %s -- COMMAND [ARGS...]",
+                                       argv[at], argv[at]);
+            /* dlock run -x -- cmd: -x is --write, not the name; dlock run
+             * --label $UNSET x -- cmd: x is the value of --label */
+            if (at >= 3 && cli_word_may_be_name(o, argv[at - 2]))
+                return cli_missing_name("run", o, argv, at - 2, " -- COMMAND [ARGS...]");
             return cli_usage_error("run", "a lock name is needed before --: dlock run [OPTIONS] "
                                           "NAME -- COMMAND [ARGS...]");
+        }
         if (at >= argc)
-            return cli_usage_error("run", "missing NAME");
+            return cli_missing_name("run", o, argv, at - 1, "");
         if (argv[at][0] == '\0')
             return cli_usage_error("run", CLI_EMPTY_NAME);
         *name = argv[at++];
         if (at < argc && strcmp(argv[at], "--") == 0) {
             if (++at >= argc && o->shell == NULL)
-                return cli_usage_error("run", "missing COMMAND after --");
+                return cli_usage_error("run",
+                                       "missing COMMAND after -- (to hold '%s' until interrupted, "
+                                       "without a command: dlock run [OPTIONS] %s%s)",
+                                       *name, o->dashdash ? "-- " : "", *name);
         } else if (at < argc) {
             /* dlock run NAME -c STRING, flock's order */
             const char *after = NULL;
@@ -554,6 +574,24 @@ static const char *unsupported_option(dlock_client *c, const cli_opts *o)
     if (o->lease_ms > 0 && !(dlock_client_caps(c) & DLOCK_CAP_FIXED_LEASE))
         return "-l";
     return cli_kind_option_text(&o->kind);
+}
+
+/* A failure to take the lock (not a conflict), in one wording: "dlock:
+ * cannot take lock 'x': DETAIL" ("multi-lock 'a,b'"). The library's
+ * message most often opens with the lock's name as "lock 'x': ", which is
+ * then said once. */
+static int fail_to_take(int rc, const dlock_lock *lock, const cli_kind *kind)
+{
+    const char *noun = kind->nnames > 0 ? "multi-lock" : "lock";
+    const char *msg = dlock_errmsg();
+    char what[600], lead[600];
+    size_t n;
+
+    snprintf(what, sizeof what, "cannot take %s '%s'", noun, dlock_lock_name(lock));
+    n = (size_t) snprintf(lead, sizeof lead, "%s: ", what + strlen("cannot take "));
+    if (n < sizeof lead && strncmp(msg, lead, n) == 0)
+        msg += n;
+    return cli_fail_msg(rc, what, msg);
 }
 
 int cmd_run(int argc, char **argv)
@@ -639,13 +677,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (rc != DLOCK_OK) {
-        /* the library's message names the lock when it knows it: once is enough */
-        char what[600];
-        if (cli_errmsg_names(dlock_lock_name(lock)))
-            snprintf(what, sizeof what, "cannot take the lock");
-        else
-            snprintf(what, sizeof what, "cannot take lock '%s'", dlock_lock_name(lock));
-        code = cli_fail(rc, what);
+        code = fail_to_take(rc, lock, &kind);
         goto out;
     }
     if (o.verbose > 0)
