@@ -245,20 +245,15 @@ enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE };
  * beside the take, so that one of them sees the other. When it fails, nothing is
  * written (dlock__sqlt_take_expr) and the answer says so. ($1: the name's
  * bytes; $5: its advisory key.) */
+#define KEY2_5 DLOCK__PG_KEY2("$5::bigint")
 #define SESSION_GUARD                                                                              \
-    "pg_try_advisory_xact_lock_shared($5::bigint) AND "                                            \
-    "pg_try_advisory_xact_lock_shared(" DLOCK__PG_KEY2(                                            \
-        "$5::bigint") ") AND NOT EXISTS (SELECT FROM dlock_fence WHERE "                           \
-                      "name = convert_from($1::bytea, 'UTF8') AND expires > clock_timestamp()) "   \
-                      "AND NOT EXISTS "                                                            \
-                      "(SELECT FROM dlock_run r WHERE r.started + r.lease_ms * interval '1 "       \
-                      "millisecond' > "                                                            \
-                      "clock_timestamp() AND NOT EXISTS (SELECT FROM dlock_fence f WHERE f.name "  \
-                      "= "                                                                         \
-                      "convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch)) AND NOT EXISTS "     \
-                      "(SELECT FROM "                                                              \
-                      "dlock_share WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "    \
-                      "clock_timestamp())"
+    "pg_try_advisory_xact_lock_shared($5::bigint) AND pg_try_advisory_xact_lock_shared(" KEY2_5    \
+    ") AND NOT EXISTS (SELECT FROM dlock_fence WHERE name = convert_from($1::bytea, 'UTF8') AND "  \
+    "expires > clock_timestamp()) AND NOT EXISTS (SELECT FROM dlock_run r WHERE r.started + "      \
+    "r.lease_ms * interval '1 millisecond' > clock_timestamp() AND NOT EXISTS (SELECT FROM "       \
+    "dlock_fence f WHERE f.name = convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch)) AND NOT " \
+    "EXISTS (SELECT FROM dlock_share WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "  \
+    "clock_timestamp())"
 
 /* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
  * $4 the lease in µs, $5 the advisory key, and for a caller that waits $6
