@@ -76,6 +76,15 @@ void dlock__url_clear(dlock__url *url)
     memset(url, 0, sizeof *url);
 }
 
+/* "2nd", "3rd", ... of a host's place in the URL (2 to DLOCK__URL_MAX_HOSTS). */
+static const char *ordinal(int k)
+{
+    static const char *const names[] = {"",     "1st",  "2nd",  "3rd",  "4th",  "5th",
+                                        "6th",  "7th",  "8th",  "9th",  "10th", "11th",
+                                        "12th", "13th", "14th", "15th", "16th"};
+    return k > 0 && k < (int) (sizeof names / sizeof names[0]) ? names[k] : "next";
+}
+
 static int parse_port(const char *s, size_t n, int *port)
 {
     long v = 0;
@@ -121,8 +130,11 @@ static int parse_host(dlock__url *url, const char *s, size_t n, int quote)
             name_len = (size_t) (colon - s);
     }
     if (colon != NULL && parse_port(colon + 1, (size_t) (s + n - colon - 1), &port) != 0)
-        return quote ? dlock__fail(DLOCK_EINVAL, "bad port '%.*s' of host '%.*s' (want 1-65535)",
-                                   (int) (s + n - colon - 1), colon + 1, (int) name_len, name)
+        return quote ? dlock__fail(DLOCK_EINVAL, "bad port '%.*s' in '%.*s'%s%s%s (want 1-65535)",
+                                   (int) (s + n - colon - 1), colon + 1, (int) n, s,
+                                   url->nhosts > 0 ? ", the URL's " : "",
+                                   url->nhosts > 0 ? ordinal(url->nhosts + 1) : "",
+                                   url->nhosts > 0 ? " host" : "")
                      : dlock__fail(DLOCK_EINVAL, "bad port in '%s' (want 1-65535)", url->text);
     if (name_len == 0)
         return dlock__fail(DLOCK_EINVAL, "empty host name");

@@ -203,18 +203,19 @@ fail:
 void dlock__client_check_lease(dlock_client *c, const char *name, int64_t lease_ms)
 {
     /* a renewal is sent a third into the lease and waited for up to a
-     * command timeout: past half the lease, no retry is left after it */
+     * request timeout: one longer than a third leaves no time to retry
+     * (longer than two thirds: it fails only once the lease is over) */
     int64_t timeout_ms = c->cfg.command_timeout_ms;
-    if (timeout_ms * 2 <= lease_ms || atomic_load(&c->lease_warned) ||
+    if (timeout_ms * 3 <= lease_ms || atomic_load(&c->lease_warned) ||
         !dlock__log_on(&c->log, DLOCK_LOG_WARN) || atomic_exchange(&c->lease_warned, 1))
         return;
+    long long third = lease_ms / 3 > 1 ? (long long) (lease_ms / 3) : 1;
     dlock__log_emit(&c->log, DLOCK_LOG_WARN,
-                    "lock '%s': its lease of %lld ms is shorter than twice the command timeout "
-                    "(%lld ms): a renewal that gets no answer fails only when the lease has run "
-                    "out, so the loss would be the first thing said; a timeout of %lld ms or "
-                    "less (the URL's timeout= option) leaves time to warn and retry",
-                    name, (long long) lease_ms, (long long) timeout_ms,
-                    (long long) (lease_ms / 3 > 1 ? lease_ms / 3 : 1));
+                    "lock '%s': the store request timeout (%lld ms: the URL's timeout= option, "
+                    "not a wait's) is more than a third of the lease (%lld ms): a renewal that "
+                    "gets no answer would fail too late to be retried before the lease runs out; "
+                    "add ?timeout=%lldms (or &timeout=%lldms) to the URL",
+                    name, (long long) timeout_ms, (long long) lease_ms, third, third);
 }
 
 void dlock_client_close(dlock_client *c)

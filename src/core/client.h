@@ -36,10 +36,11 @@ int dlock__client_reached(const dlock_client *c);
  * URL names (backend.h: reached, -1): a wrong URL, not an outage. */
 int dlock__client_wrong_store(const dlock_client *c);
 
-/* A renewed lease shorter than twice the command timeout: a renewal that
- * gets no answer fails only once the lease has run out, so its loss is the
- * first thing the user hears. Said once per client (at warn, when the log
- * is on), naming the lock that showed it. */
+/* A renewed lease (or session) shorter than three request timeouts: a
+ * renewal that gets no answer fails too late to be retried (past two: only
+ * once the lease has run out, so the loss is the first thing the user
+ * hears). Said once per client (at warn, when the log is on), naming the
+ * lock that showed it. */
 void dlock__client_check_lease(dlock_client *c, const char *name, int64_t lease_ms);
 
 /* DLOCK_OK if the client's store has every capability in caps, else

@@ -51,8 +51,8 @@ static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t
     if (rc != DLOCK_OK) {
         dlock__renewer_remove(&l->client->renewer, e, NULL, 0); /* drops the session */
         l->holds = 0;
-    } else if (session == NULL && renew) {
-        dlock__client_check_lease(l->client, l->name, lease_ms);
+    } else if (e->renew) {
+        dlock__client_check_lease(l->client, l->name, e->lease_ms); /* (a session's, or ours) */
     }
     return rc;
 }

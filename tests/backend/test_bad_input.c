@@ -32,7 +32,9 @@ static void malformed_urls(void)
     expect_open_fails("redis://host:99999", DLOCK_EINVAL, "bad port");
     expect_open_fails("redis://host:12ab", DLOCK_EINVAL, "bad port");
     /* which host of several */
-    expect_open_fails("redlock://a:1,b:x2,c:3", DLOCK_EINVAL, "bad port 'x2' of host 'b'");
+    expect_open_fails("redlock://a:1,b:x2,c:3", DLOCK_EINVAL, "bad port 'x2' in 'b:x2'");
+    expect_open_fails("redlock://h:1,h:2,h:x3", DLOCK_EINVAL,
+                      "bad port 'x3' in 'h:x3', the URL's 3rd host");
     expect_open_fails("redis://[::1", DLOCK_EINVAL, "unclosed '['");
     expect_open_fails("redis://ho st", DLOCK_EINVAL, "space");
     expect_open_fails("redis://host/notadb", DLOCK_EINVAL, "not a number");
