@@ -465,10 +465,16 @@ test_env_url_named()
         "$(cat "$TMP/err")"
     expect_rc "-u redsi://" 64 dl status -u "redsi://127.0.0.1:$PORT" u-env
     expect_match "-u redsi://: not \$DLOCK_URL" "^dlock: cannot open client: redsi://" "$(cat "$TMP/err")"
-    DLOCK_URL="$DLOCK_URL?label=a" expect_rc "--label and \$DLOCK_URL's label=" 64 \
-        dl run --label b u-env -- true
-    expect_match "--label and \$DLOCK_URL's label=: named" \
-        "^dlock run: --label and \\\$DLOCK_URL's label= say the same thing" "$(cat "$TMP/err")"
+    # $DLOCK_URL's options are defaults the command line overrides (the
+    # new-user trial: -L could not override its lease=); a -u URL's are
+    # the user's own words, given twice
+    DLOCK_URL="$DLOCK_URL?label=a" expect_rc "--label over \$DLOCK_URL's label=" 0 \
+        dl run --label b u-env -- "$DLOCK" status u-env
+    expect_match "--label over \$DLOCK_URL's label=: the holder's label" "label b$" \
+        "$(cat "$TMP/out")"
+    expect_rc "--label and -u URL's label=" 64 dl run -u "$DLOCK_URL?label=a" --label b u-env -- true
+    expect_match "--label and -u URL's label=: named" \
+        "^dlock run: --label and the URL's label= say the same thing" "$(cat "$TMP/err")"
     # set but empty (DLOCK_URL= in a script): the default, said so (not
     # "not set"); only where nothing listens at the default's port
     if ! port_is_open 6379; then

@@ -311,8 +311,11 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     static char *made; /* url may be the one made before */
     size_t len;
     char *next, *p;
+    /* $DLOCK_URL's option is a default the command line overrides (its
+     * pair left out below); in a -u URL it is the user's own word twice */
+    int from_env = strcmp(cli_url_source(), "$DLOCK_URL") == 0;
 
-    if (cli_url_option(url, key, &len) != NULL) {
+    if (cli_url_option(url, key, &len) != NULL && !from_env) {
         fprintf(stderr, "dlock %s: %s and %s's %s= say the same thing: give one\n", cmd, option,
                 cli_url_source(), key);
         return NULL;
@@ -322,7 +325,23 @@ static const char *with_option(const char *cmd, const char *url, const char *key
         fputs("dlock: out of memory\n", stderr);
         exit(EXIT_FAILURE_OTHER);
     }
-    p = next + sprintf(next, "%s%s%s=", url, strchr(url, '?') != NULL ? "&" : "?", key);
+    /* the URL up to its query, then every pair of it but key's */
+    const char *q = strchr(url, '?');
+    size_t klen = strlen(key);
+    p = next + (q != NULL ? (size_t) (q - url) : strlen(url));
+    memcpy(next, url, (size_t) (p - next));
+    char sep = '?';
+    for (const char *pair = q != NULL ? q + 1 : NULL; pair != NULL && *pair != '\0';) {
+        size_t n = strcspn(pair, "&");
+        if (!(n > klen && strncmp(pair, key, klen) == 0 && pair[klen] == '=')) {
+            *p++ = sep;
+            memcpy(p, pair, n);
+            p += n;
+            sep = '&';
+        }
+        pair += n + (pair[n] == '&');
+    }
+    p += sprintf(p, "%c%s=", sep, key);
     for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
         if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
             strchr("-._~", *c) != NULL)
