@@ -322,8 +322,10 @@ static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char
         }
         if (permits != spec->permits) {
             st->einval = 1;
-            snprintf(st->why, sizeof st->why, "it is in use with %u permits, not %u", permits,
-                     spec->permits);
+            snprintf(st->why, sizeof st->why,
+                     "is in use with %u permits, not %u: every user of a semaphore must give the "
+                     "same number",
+                     permits, spec->permits);
             return DLOCK_OK;
         }
         before += take;
@@ -713,8 +715,7 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
         if (st.einval) {
             dlock__etcd_take_key(l, &k);
             dlock__etcd_remove_key(e, &k, deadline);
-            rc =
-                dlock__fail(DLOCK_EINVAL, "%s: semaphore '%s': %s", e->base.label, l->name, st.why);
+            rc = dlock__fail(DLOCK_EINVAL, "semaphore '%s' %s", l->name, st.why);
             standing_clear(&st);
             return rc;
         }

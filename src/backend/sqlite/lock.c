@@ -411,8 +411,8 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, co
                          name, kind_words(v->own_kind), kind_words(w->kind));
     else if (rc == DLOCK_OK && v->clash != 0)
         rc = dlock__fail(DLOCK_EINVAL,
-                         "semaphore '%s' is in use with %lld permits, and this handle gives %lld: "
-                         "every user of a semaphore must give the same number",
+                         "semaphore '%s' is in use with %lld permits, not %lld: every user of a "
+                         "semaphore must give the same number",
                          name, (long long) v->clash, (long long) w->permits);
     if (rc == DLOCK_OK && take && !v->held && !v->behind) {
         if (v->stale > 0)

@@ -83,11 +83,18 @@ static int sem_check_permits(zstore *z, zlock *l, dlock__zconn *c, char **childr
         dlock__zresult_clear(&r);
     }
     free(reqs);
-    if (differs)
+    if (differs) {
+        /* the name as the user gave it: the path after the base (as
+         * escaped there, for a name with a '/') */
+        size_t nb = strlen(z->base_path);
+        const char *name = strncmp(l->path, z->base_path, nb) == 0 && l->path[nb] == '/'
+                               ? l->path + nb + 1
+                               : l->path;
         rc = dlock__fail(DLOCK_EINVAL,
-                         "%s: semaphore '%s' is in use with %u permits, not %u: every user must "
-                         "give the same number",
-                         z->label, l->path, other, l->base.spec.permits);
+                         "semaphore '%s' is in use with %u permits, not %u: every user of a "
+                         "semaphore must give the same number",
+                         name, other, l->base.spec.permits);
+    }
     return rc;
 }
 
