@@ -809,6 +809,8 @@ test_semaphore_count()
     expect_rc "run --permits 5" 64 dl run --permits 5 u-count -- true
     expect_match "run --permits 5: one wording" "^dlock: cannot take lock 'u-count': .*in use with 3 permits" \
         "$(cat "$TMP/err")"
+    expect_match "run --permits 5: what to give" "must give the same number \(give --permits 3\)" \
+        "$(cat "$TMP/err")"
     expect_rc "status --permits 5" 64 dl status --permits 5 u-count
     expect_eq "status --permits 5: what to give" \
         "dlock status: u-count has 3 permits, not 5 (its users declare 3: give --permits 3)" "$(cat "$TMP/err")"

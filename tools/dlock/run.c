@@ -591,6 +591,16 @@ static int fail_to_take(int rc, const dlock_lock *lock, const cli_kind *kind)
     n = (size_t) snprintf(lead, sizeof lead, "%s: ", what + strlen("cannot take "));
     if (n < sizeof lead && strncmp(msg, lead, n) == 0)
         msg += n;
+    /* a semaphore in use with another count: the option to give (as
+     * status and unlock --force say it) */
+    const char *in_use = strstr(msg, " is in use with ");
+    unsigned permits = 0;
+    char with_hint[1100];
+    if (rc == DLOCK_EINVAL && in_use != NULL && strncmp(msg, "semaphore '", 11) == 0 &&
+        sscanf(in_use, " is in use with %u permits", &permits) == 1) {
+        snprintf(with_hint, sizeof with_hint, "%s (give --permits %u)", msg, permits);
+        msg = with_hint;
+    }
     return cli_fail_msg(rc, what, msg);
 }
 
