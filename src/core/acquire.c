@@ -83,7 +83,7 @@ void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64
     pause_until(l, until < deadline ? until : deadline);
 }
 
-/* " as a semaphore (this handle asks for a mutex: ...)" when the name is
+/* " as a semaphore, and a mutex was asked for: ..." when the name is
  * held as another kind of lock than l's, else "". */
 static const char *other_kind(const dlock_lock *l, enum dlock__held_as held_as, char *buf,
                               size_t size)
@@ -104,8 +104,8 @@ static const char *other_kind(const dlock_lock *l, enum dlock__held_as held_as, 
         return buf;
     }
     snprintf(buf, size,
-             " as %s, and this handle asks for %s: one name is one lock, so every user of a "
-             "name must ask for the same kind",
+             " as %s, and %s was asked for: one name is one lock, so every user of a name "
+             "must ask for the same kind",
              as[held_as], mine);
     return buf;
 }
