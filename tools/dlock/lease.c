@@ -108,13 +108,22 @@ void cli_report_acquired(dlock_client *c, const dlock_lock *l, const cli_kind *k
     if (fixed_ms > 0) {
         duration_text(fixed_ms, lease, sizeof lease);
         fprintf(stderr, "; fixed lease %s, not renewed", lease);
-    } else if (dlock_client_caps(c) & DLOCK_CAP_SESSION) {
-        /* a ZooKeeper session's timeout is its own option, by default the lease */
+    } else if ((dlock_client_caps(c) & DLOCK_CAP_SESSION) &&
+               strcmp(dlock_client_store(c), "ZooKeeper") == 0) {
+        /* a ZooKeeper session's timeout is its own option, by default the
+         * lease, and the server bounds it */
         duration_text(url_duration(url, "session_timeout", renewed_ms), lease, sizeof lease);
         fprintf(stderr,
                 "; held by dlock's %s session (timeout %s asked for, within the server's "
                 "bounds), kept alive while dlock runs",
                 dlock_client_store(c), lease);
+    } else if (dlock_client_caps(c) & DLOCK_CAP_SESSION) {
+        /* etcd's session lease, a SQL connection's: the client's lease */
+        duration_text(renewed_ms, lease, sizeof lease);
+        duration_text(renewed_ms / 3, every, sizeof every);
+        fprintf(stderr,
+                "; held by dlock's %s session (lease %s, kept alive every %s while dlock runs)",
+                dlock_client_store(c), lease, every);
     } else {
         duration_text(renewed_ms, lease, sizeof lease);
         duration_text(renewed_ms / 3, every, sizeof every);
