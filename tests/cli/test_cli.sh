@@ -1177,6 +1177,9 @@ test_durations()
     done
     expect_rc "URL lease=1h" 0 dl run -u "$DLOCK_URL?lease=1h" d-ok -- true
     expect_rc "URL lease=1e3" 64 dl run -u "$DLOCK_URL?lease=1e3" d-bad -- true
+    # a value left out: the next word taken for it is said to be that
+    expect_rc "-w with no value" 64 dl run -w -- true
+    expect_match "-w with no value: said" "^dlock run: -w needs a value .* got '--'" "$(cat "$TMP/err")"
 }
 
 # ------------------------------------------------------------ tests: interop

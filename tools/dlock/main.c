@@ -142,7 +142,13 @@ int cli_duration_option(const char *cmd, const char *opt, const char *text, int6
 
     if (dlock_parse_duration(text, ms) != DLOCK_OK) {
         unit = unknown_unit(text);
-        if (unit != NULL)
+        if (text[0] == '-' && !isdigit((unsigned char) text[1]) && text[1] != '.')
+            /* the next word, an option or --, taken as this one's value */
+            fprintf(stderr,
+                    "dlock %s: %s needs a value (a duration, as 250ms, 1.5s or 2m), and got "
+                    "'%s', which looks like what comes after it\n",
+                    cmd, opt, text);
+        else if (unit != NULL)
             fprintf(stderr,
                     "dlock %s: %s %s: unknown unit '%s': the units are ms, s, m and h (a "
                     "number without one is seconds)\n",
