@@ -478,7 +478,7 @@ test_renewed_lease_flag()
         fail "the lock of a killed dlock run -L 1s was freed after $elapsed ms"
     fi
     expect_rc "--ttl, etcdctl's name" 0 dl run -v --ttl 2s s-ttl -- true
-    expect_match "--ttl 2s: that lease" "(lease 2s, renewed|\(timeout 2s asked for)" "$(cat "$TMP/err")"
+    expect_match "--ttl 2s: that lease" "(lease 2s, renewed|\(timeout 2s asked for|\(lease 2s, kept alive)" "$(cat "$TMP/err")"
     expect_rc "-L with -l" 64 dl run -L 2s -l 2s s-ttl -- true
     expect_match "-L with -l: contradict" "contradict" "$(cat "$TMP/err")"
     expect_rc "-L with the URL's lease=" 64 dl run -u "$DLOCK_URL?lease=2s" -L 2s s-ttl -- true
