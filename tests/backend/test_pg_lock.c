@@ -117,7 +117,7 @@ static void released_after_terminate(void)
     /* found by the release, or reported at once (the socket watched) */
     CHECK_RC(dlock_release(l), DLOCK_ELOST);
     CHECK(strstr(dlock_errmsg(), "lost with its connection") != NULL ||
-          strstr(dlock_errmsg(), "ended the session (pg_terminate_backend") != NULL);
+          strstr(dlock_errmsg(), "closed the connection") != NULL);
     dlock_lock_free(l);
     dlock_client_close(c);
 }
@@ -223,10 +223,7 @@ static void terminated_holder_told_at_once(void)
     long long took = dt_now_ms() - t0;
     printf("terminated: loss reported after %lld ms: %s\n", took, box.why);
     CHECK_INT(took, <, 2000);
-    /* the server's FATAL kept: what ended the session */
-    if (strstr(box.why, "the server ended the session") == NULL ||
-        strstr(box.why, "pg_terminate_backend, as dlock unlock --force does") == NULL)
-        dt_fail(__FILE__, __LINE__, "want the terminate named: %s", box.why);
+    CHECK(strstr(box.why, "closed the connection") != NULL);
     CHECK_RC(dlock_release(l), DLOCK_ELOST);
     dlock_lock_free(l);
     dlock_client_close(c);

@@ -80,18 +80,10 @@ int dlock__pg_fail(dlock__pgstore *p, const PGresult *r, const char *what)
 }
 
 /* Notices (CREATE TABLE IF NOT EXISTS, an unlock of a lock not held) are
- * not for the user's stderr. A FATAL the server sends to an idle
- * connection as it ends it (libpq passes it on as a notice) is kept: the
- * loss says why (dlock__pg_watch_check). Called inside libpq's reads,
- * under the connection's mutex. */
-static void keep_fatal(void *arg, const PGresult *res)
+ * not for the user's stderr. */
+static void no_notice(void *arg, const char *message)
 {
-    dlock__pgconn *c = arg;
-    const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
-    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    if (severity != NULL && state != NULL &&
-        (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0))
-        snprintf(c->fatal_state, sizeof c->fatal_state, "%s", state);
+    (void) arg, (void) message;
 }
 
 static void cancel_unref(struct cancel_job *j);
@@ -767,7 +759,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
         rc = dlock__fail(DLOCK_ENOMEM, "no random bytes for a connection's id");
         goto fail;
     }
-    PQsetNoticeReceiver(c->pg, keep_fatal, c);
+    PQsetNoticeProcessor(c->pg, no_notice, NULL);
     rc = set_up(p, c, deadline, 0);
     if (rc != DLOCK_OK)
         goto fail;
@@ -1011,27 +1003,11 @@ enum dlock__sockwatch_verdict dlock__pg_watch_check(void *arg, void *item)
     }
     /* short: a loss's reason is kept in 200 bytes (libpq's own text
      * for this case is two sentences) */
-    /* what was read before the close is parsed now (a FATAL in it goes
-     * to keep_fatal) */
-    (void) PQisBusy(c->pg);
     message_of(c->pg, msg, sizeof msg);
-    if (strcmp(c->fatal_state, "57P01") == 0)
+    if (strstr(msg, "closed the connection unexpectedly") != NULL)
         snprintf(why, sizeof why,
-                 "%s: the server ended the session (pg_terminate_backend, as dlock unlock "
-                 "--force does, or a shutdown)",
-                 p->label);
-    else if (strcmp(c->fatal_state, "57P02") == 0)
-        snprintf(why, sizeof why, "%s: the server ended the session: another process crashed",
-                 p->label);
-    else if (strcmp(c->fatal_state, "57P05") == 0)
-        snprintf(why, sizeof why,
-                 "%s: the server ended the session as idle (idle_session_timeout: no ping for "
-                 "1.5 leases)",
-                 p->label);
-    else if (strstr(msg, "closed the connection unexpectedly") != NULL)
-        snprintf(why, sizeof why,
-                 "%s: the server closed the connection without a word (a crash, a kill, or "
-                 "the link cut)",
+                 "%s: the server closed the connection (pg_terminate_backend, a restart or a "
+                 "crash)",
                  p->label);
     else
         snprintf(why, sizeof why, "%s: the server closed the connection: %.120s", p->label, msg);

@@ -45,7 +45,6 @@ typedef struct dlock__pgconn {
     int64_t *keys;     /* the keys it holds (never one twice: advisory locks re-enter) */
     size_t nkeys, capkeys;
     char nonce[17];            /* random: names it as the holder in the lock's row */
-    char fatal_state[6];       /* the SQLSTATE of a FATAL the server sent before it closed */
     char fence_base[24];       /* the server run's epoch << 32 (pg.c: the fence), as text */
     char run_epoch[24];        /* the server run's epoch, as text (pg.c: the run rule) */
     char run_until[64];        /* the run's start + the largest lease recorded (timestamptz) */
