@@ -735,6 +735,37 @@ static void bad_input(void)
     dlock_client_close(c);
 }
 
+/* A grant that has seen its name's row leaves out the INSERT (README.md,
+ * "The grant"); the row deleted by hand meanwhile, the next grant finds
+ * none, and is sent again with it: taken, with a row written; the next
+ * grant (no INSERT: the row is back) bumps the fence above it. */
+static void row_deleted_between_grants(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *l = dt_lock(c, "rowgone", 0);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    char sql[400];
+    snprintf(sql, sizeof sql, "DELETE FROM dlock_fence WHERE name = '%s'; SELECT ROW_COUNT()",
+             server_name("rowgone", 0));
+    CHECK_INT(sql_number(sql), ==, 1);
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    uint64_t again = dlock_lock_fence(l);
+    CHECK_INT(again, >, 0);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM dlock_fence WHERE name = '%s' AND holder <> ''",
+             server_name("rowgone", 0));
+    CHECK_INT(sql_number(sql), ==, 1);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    /* and again without the INSERT: the row is there */
+    CHECK_RC(dlock_acquire(l, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(l), >, again);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- processes */
 
 /* Processes increment a counter through the lock, each write fenced (a
@@ -766,6 +797,7 @@ int main(int argc, char **argv)
         {"waiter_keeps_place", waiter_keeps_place},
         {"silent_server_under_wait", silent_server_under_wait},
         {"paused_shorter_than_lease", paused_shorter_than_lease},
+        {"row_deleted_between_grants", row_deleted_between_grants},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

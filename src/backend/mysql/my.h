@@ -94,6 +94,8 @@ typedef struct dlock__mylock {
     char *key_lit;                                /* server_name as a binary literal */
     dlock__myconn *conn; /* session mode: the connection holding it (the lock's session
                             reference) */
+    atomic_int row_seen; /* session mode: dlock_fence has the name's row (a grant
+                            leaves out the INSERT while it does) */
 } dlock__mylock;
 
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
@@ -257,6 +259,6 @@ uint64_t dlock__my_last_fence(const char *own, const dlock__myres *other);
  * GET_LOCK let go: always (release), or unless the row is ours now. NULL:
  * out of memory. */
 char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
-                          const char *nonce, const char *token, int release);
+                          const char *nonce, const char *token, int release, int insert);
 
 #endif

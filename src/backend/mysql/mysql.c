@@ -11,13 +11,13 @@
  * (a row-mode holder, a holder whose connection dropped) or table mode's
  * row of the name has a live holder (the modes are one lock: README.md):
  *
- *   SELECT GET_LOCK(N, SLICE);
- *   INSERT INTO dlock_fence ... SELECT ..., (dlock_lock's fence of N) + 1, ...
- *     WHERE IS_USED_LOCK(N) = CONNECTION_ID() AND NOT EXISTS (a live dlock_fence row of N)
- *     AND NOT EXISTS (a live dlock_lock row of N)
- *     ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), ...;
- *   SELECT fence FROM dlock_fence WHERE name = N AND IS_USED_LOCK(N) = CONNECTION_ID();
- *   DO IF(the named lock is ours but the row is not, RELEASE_LOCK(N), 0)
+ *   SELECT GET_LOCK(N, SLICE), (the session variables reset);
+ *   UPDATE dlock_fence SET fence = IF(@w := the named lock is ours, the row's
+ *     lease ended, no live dlock_lock row of N; GREATEST(fence + 1, dlock_lock's
+ *     fence of N + 1), fence), (the rest if @w) WHERE name = N;
+ *   INSERT INTO dlock_fence ... SELECT ... WHERE (no row of N) AND (the same);
+ *   SELECT @w, the fence, ms left of the row's lease before,
+ *     IF(the named lock is ours but the row was not written, RELEASE_LOCK(N), 0)
  *
  * The counter moves only while this connection holds the lock, and only
  * for a new holder, so fences strictly increase per GET_LOCK name and a
@@ -225,34 +225,48 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
      * row-mode holder, a session holder whose connection dropped) nor in
      * table mode's row of the name (a take there holds the named lock
      * while it writes it, so every row written is seen) */
-    char *sql = token != NULL
-                    ? dlock__my_grant_sql(p, l, wait_s, "CONNECTION_ID()", c->nonce, token, 0)
-                    : NULL;
-    free(token);
-    if (sql == NULL) {
-        dlock__my_put(p, c);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
+    int insert = !atomic_load(&l->row_seen);
     dlock__myres res;
-    rc = dlock__my_exec_watched(p, c, sql, bound, block ? a->cancelled : NULL, a->cancel_arg,
-                                block ? &watch : NULL, &res);
-    /* silent, if it is, since the server was last asked (backend.h: due_us) */
-    a->due_us = watch.asked_us;
-    free(sql);
-    if (rc != DLOCK_OK) {
-        dlock__my_discard(p, c, "closed: an attempt got no answer");
-        return rc;
+    const char *got, *mine, *fence, *left;
+    for (;;) {
+        char *sql = token != NULL ? dlock__my_grant_sql(p, l, wait_s, "CONNECTION_ID()", c->nonce,
+                                                        token, 0, insert)
+                                  : NULL;
+        if (sql == NULL) {
+            free(token);
+            dlock__my_put(p, c);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        rc = dlock__my_exec_watched(p, c, sql, bound, block ? a->cancelled : NULL, a->cancel_arg,
+                                    block ? &watch : NULL, &res);
+        /* silent, if it is, since the server was last asked (backend.h: due_us) */
+        a->due_us = watch.asked_us;
+        free(sql);
+        if (rc != DLOCK_OK) {
+            free(token);
+            dlock__my_discard(p, c, "closed: an attempt got no answer");
+            return rc;
+        }
+        got = dlock__my_value(&res, 0, 0);
+        mine = dlock__my_value(&res, insert ? 3 : 2, 0);
+        fence = dlock__my_value(&res, insert ? 3 : 2, 1);
+        left = dlock__my_value(&res, insert ? 3 : 2, 2);
+        if (insert || res.err != 0 || res.killed || got == NULL || strcmp(got, "1") != 0 ||
+            mine == NULL || strcmp(mine, "-1") != 0)
+            break;
+        /* the name's row is gone (deleted by hand): sent again with the
+         * INSERT (the GET_LOCK was let go by the request's last statement) */
+        dlock__my_res_free(&res);
+        insert = 1;
     }
+    free(token);
+    int ours = fence != NULL && mine != NULL && strcmp(mine, "1") == 0;
+    atomic_store(&l->row_seen, fence != NULL);
     /* a session's lock ends with its holder's connection: not "no lease
      * (it never ends by itself)", which the trial read it as */
     a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
-    const char *got = dlock__my_value(&res, 0, 0);
-    const char *fence = dlock__my_value(&res, 2, 0);
-    const char *mine = dlock__my_value(&res, 2, 1);
-    const char *left = dlock__my_value(&res, 2, 2);
-    int ours = fence != NULL && mine != NULL && strcmp(mine, "1") == 0;
-    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 && res.n >= 4 &&
-        (res.affected[1] == 0 || !ours)) {
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "1") == 0 &&
+        res.n >= (insert ? 4 : 3) && !ours) {
         /* the named lock was ours and the row was not written: a lease
          * runs in dlock_fence (a row-mode holder, or a holder whose
          * connection dropped: it may not know yet), polled within what it

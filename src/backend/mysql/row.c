@@ -155,7 +155,7 @@ static int grant(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, const ch
 {
     char conn[24];
     snprintf(conn, sizeof conn, "%lu", c->id);
-    char *sql = dlock__my_grant_sql(p, l, block ? GUARD_S : "0", conn, c->nonce, token, 1);
+    char *sql = dlock__my_grant_sql(p, l, block ? GUARD_S : "0", conn, c->nonce, token, 1, 1);
     if (sql == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     dlock__myconn *o;
@@ -171,8 +171,8 @@ static int grant(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, const ch
         dlock__my_discard(p, o, "closed: a grant got no answer");
         return rc;
     }
-    const char *got = dlock__my_value(&res, 0, 0), *f = dlock__my_value(&res, 2, 0),
-               *mine = dlock__my_value(&res, 2, 1), *left = dlock__my_value(&res, 2, 2);
+    const char *got = dlock__my_value(&res, 0, 0), *mine = dlock__my_value(&res, 3, 0),
+               *f = dlock__my_value(&res, 3, 1), *left = dlock__my_value(&res, 3, 2);
     if (res.err == ER_NO_SUCH_TABLE) {
         dlock__my_res_free(&res);
         put_guard(p, o, deadline);
@@ -190,7 +190,7 @@ static int grant(dlock__mystore *p, dlock__mylock *l, dlock__myconn *c, const ch
     if (got == NULL || strcmp(got, "1") != 0 || f == NULL) {
         /* a session holder, a table take in flight */
         *state = -1;
-    } else if (res.affected[1] > 0 && mine != NULL && strcmp(mine, "1") == 0) {
+    } else if (mine != NULL && strcmp(mine, "1") == 0) {
         *state = 1;
         *fence = strtoull(f, NULL, 10);
     } else if (ms > 0 && (mine == NULL || strcmp(mine, "1") != 0)) {

@@ -230,17 +230,35 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
  * grant"): under the name's GET_LOCK, and only while neither a lease of
  * dlock_fence's row nor table mode's holder of the name runs, the fence is
  * bumped above both tables' and the row's lease written for holder nonce
- * on connection conn; then the row as the request left it. Nothing is
- * written otherwise: a waiter beside another mode's holder, or a dead
- * holder's lease, consumes no fence and writes nothing at its polls (the
- * new-user trial: a session-mode waiter beside a row-mode holder bumped
- * the fence at every poll). Statements: 0 GET_LOCK; 1 the write (1 or 2
- * rows: ours now); 2 fence, holder = nonce, ms left of the row's lease
- * (no row unless the GET_LOCK is ours); 3 the GET_LOCK let go: always
- * (release), or unless the row is ours now (a poll that found the name
- * held needs no second round trip to let go). */
+ * on connection conn. Nothing is written otherwise: a waiter beside
+ * another mode's holder, or a dead holder's lease, consumes no fence and
+ * writes nothing at its polls (the new-user trial: a session-mode waiter
+ * beside a row-mode holder bumped the fence at every poll).
+ *
+ * Statements: 0 GET_LOCK (and the session variables reset); 1 the row
+ * updated, when it exists; 2 the row inserted, when it did not (left out
+ * without insert: a name's row, once made, stays, so a grant that has seen
+ * it saves the statement; one that finds no row then answers -1 with the
+ * GET_LOCK let go, and is sent again with it); 3 the answer — @dlock_w (1
+ * if the row was written for nonce now, -1 no row), the fence (the row's,
+ * written or not; NULL with no row), ms left of the row's lease before
+ * the request (NULL with no row), and the GET_LOCK let go: always
+ * (release), or unless the row was written (a poll that found the name
+ * held needs no second round trip to let go).
+ *
+ * The answer comes from session variables the writes set (@dlock_w
+ * written: -1 no row, 0 not written, 1 written; @dlock_f; @dlock_left),
+ * not from a read of the table: an UPDATE of the row that exists (the
+ * usual case) and no upsert, whose duplicate-key path and INSERT ...
+ * SELECT reading its own table (a temporary table) cost about half a
+ * grant's server time; the answer's own read of the row was another
+ * fifth. The UPDATE's first assignment decides (they run left to right),
+ * and every column follows it. The INSERT sets @dlock_w in its select
+ * list, evaluated once for the row it inserts, not in its WHERE: the
+ * optimizer evaluates a WHERE on DUAL once to plan and again to run, and
+ * the second saw the first's assignment. */
 char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
-                          const char *nonce, const char *token, int release)
+                          const char *nonce, const char *token, int release, int insert)
 {
     char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
     if (atomic_load(&p->other_table) == 1) {
@@ -254,42 +272,56 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
         table_free[0] = '\0';
         snprintf(table_fence, sizeof table_fence, "1");
     }
-    size_t len = 12 * strlen(l->lit) + 2 * strlen(l->key_lit) + strlen(l->name_lit) +
-                 strlen(token) + strlen(p->info_lit) + 2800;
+    /* the UPDATE's both in one read of table mode's row: its fence, or -1
+     * while a holder's lease runs there (@dlock_t) */
+    char upd_free[DLOCK__MY_NAME_MAX * 8 + 300], upd_fence[32];
+    if (atomic_load(&p->other_table) == 1) {
+        snprintf(upd_free, sizeof upd_free,
+                 " AND (@dlock_t := COALESCE((SELECT IF(owner <> '' AND expires > "
+                 "UTC_TIMESTAMP(6), -1, fence) FROM dlock_lock WHERE name = %s), 0)) >= 0",
+                 l->key_lit);
+        snprintf(upd_fence, sizeof upd_fence, "@dlock_t + 1");
+    } else {
+        upd_free[0] = '\0';
+        snprintf(upd_fence, sizeof upd_fence, "1");
+    }
+    size_t len = 14 * strlen(l->lit) + 4 * strlen(l->key_lit) + 2 * strlen(l->name_lit) +
+                 2 * strlen(token) + 2 * strlen(p->info_lit) + 3600;
     char *sql = malloc(len);
     if (sql == NULL)
         return NULL;
-    /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
-     * before: holder first (kept while its lease runs: never, under the
-     * check, but a holder's renewal is not under the GET_LOCK), then the
-     * rest only if the row is ours now */
-    snprintf(sql, len,
-             "SELECT GET_LOCK(%s, %s); "
-             "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
-             "info) SELECT %s, %s, %s, %s, '%s', UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND, %s, "
-             "%s FROM DUAL WHERE IS_USED_LOCK(%s) = CONNECTION_ID() AND NOT EXISTS (SELECT 1 "
-             "FROM dlock_fence WHERE name = %s AND expires > UTC_TIMESTAMP(6))%s "
-             "ON DUPLICATE KEY UPDATE fence = GREATEST(fence + 1, VALUES(fence)), "
-             "holder = IF(expires > UTC_TIMESTAMP(6), holder, VALUES(holder)), "
-             "conn = IF(holder = VALUES(holder), VALUES(conn), conn), "
-             "owner = IF(holder = VALUES(holder), VALUES(owner), owner), "
-             "info = IF(holder = VALUES(holder), VALUES(info), info), "
-             "lock_name = IF(holder = VALUES(holder), VALUES(lock_name), lock_name), "
-             "expires = IF(holder = VALUES(holder), VALUES(expires), expires); "
-             "SELECT fence, holder = '%s', CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "
-             "expires) / 1000) FROM dlock_fence WHERE name = %s AND IS_USED_LOCK(%s) = "
-             "CONNECTION_ID(); ",
-             l->lit, wait_s, l->lit, l->name_lit, table_fence, conn, nonce, p->lease_us, token,
-             p->info_lit, l->lit, l->lit, table_free, nonce, l->lit, l->lit);
-    size_t n = strlen(sql);
+    char release_lit[DLOCK__MY_NAME_MAX * 8 + 200];
     if (release)
-        snprintf(sql + n, len - n, "DO RELEASE_LOCK(%s)", l->lit);
+        snprintf(release_lit, sizeof release_lit, "RELEASE_LOCK(%s)", l->lit);
     else
+        snprintf(release_lit, sizeof release_lit,
+                 "IF(@dlock_w = 1, 0, IF(IS_USED_LOCK(%s) = CONNECTION_ID(), RELEASE_LOCK(%s), 0))",
+                 l->lit, l->lit);
+    snprintf(sql, len,
+             "SELECT GET_LOCK(%s, %s), @dlock_w := -1, @dlock_f := NULL, @dlock_left := NULL; "
+             "UPDATE dlock_fence SET "
+             "fence = IF(@dlock_w := (IS_USED_LOCK(%s) = CONNECTION_ID() AND expires <= "
+             "UTC_TIMESTAMP(6)%s) IS TRUE, @dlock_f := GREATEST(fence + 1, %s), "
+             "@dlock_f := fence), "
+             "holder = IF(@dlock_w, '%s', holder), conn = IF(@dlock_w, %s, conn), "
+             "owner = IF(@dlock_w, %s, owner), info = IF(@dlock_w, %s, info), "
+             "lock_name = IF(@dlock_w, %s, lock_name), "
+             "expires = IF(@dlock_w, UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND, expires) "
+             "WHERE name = %s AND (@dlock_left := CEIL(TIMESTAMPDIFF(MICROSECOND, "
+             "UTC_TIMESTAMP(6), expires) / 1000)) IS NOT NULL; ",
+             l->lit, wait_s, l->lit, upd_free, upd_fence, nonce, conn, token, p->info_lit,
+             l->name_lit, p->lease_us, l->lit);
+    size_t n = strlen(sql);
+    if (insert)
         snprintf(sql + n, len - n,
-                 "DO IF(IS_USED_LOCK(%s) = CONNECTION_ID() AND NOT EXISTS (SELECT 1 FROM "
-                 "dlock_fence WHERE name = %s AND holder = '%s' AND expires > "
-                 "UTC_TIMESTAMP(6)), RELEASE_LOCK(%s), 0)",
-                 l->lit, l->lit, nonce, l->lit);
+                 "INSERT INTO dlock_fence (name, lock_name, fence, conn, holder, expires, owner, "
+                 "info) SELECT %s, %s, IF(@dlock_w := 1, @dlock_f := %s, 0), %s, '%s', "
+                 "UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND, %s, %s FROM DUAL WHERE @dlock_w = "
+                 "-1 AND IS_USED_LOCK(%s) = CONNECTION_ID()%s; ",
+                 l->lit, l->name_lit, table_fence, conn, nonce, p->lease_us, token, p->info_lit,
+                 l->lit, table_free);
+    n = strlen(sql);
+    snprintf(sql + n, len - n, "SELECT @dlock_w, @dlock_f, @dlock_left, %s", release_lit);
     return sql;
 }
 
