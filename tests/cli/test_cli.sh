@@ -1319,7 +1319,7 @@ for STORE in "${STORES[@]}"; do
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
         test_hold_without_command test_status_sql_sessions test_wrong_port \
         test_command_inherits_no_descriptors test_refusal_hints_accepted \
-        test_force_unlock_any_mode test_semaphore_count; do
+        test_force_unlock_any_mode test_semaphore_count test_url_as_given; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
         # mode, MariaDB's and Redlock do not have)

@@ -181,6 +181,16 @@ const char *cli_url_source(void);
  * the user gave. */
 void cli_note_url_option(const char *key, const char *option);
 
+/* Notes the options the command line added at the end of the URL
+ * ("?label=x&lease=5", kept for the life of the process), which
+ * cli_user_text() takes out of messages. */
+void cli_note_url_tail(const char *tail);
+/* msg with the URL as the user gave it: without the options the command
+ * line added (cli_note_url_tail). Valid until the thread's next call. */
+const char *cli_user_text(const char *msg);
+/* cli_user_text(dlock_errmsg()). */
+const char *cli_errmsg(void);
+
 /* The value of option `key` in url's query string (as written, up to the
  * next '&'), or NULL; *len gets its length. */
 const char *cli_url_option(const char *url, const char *key, size_t *len);

@@ -309,6 +309,7 @@ static const char *with_option(const char *cmd, const char *url, const char *key
                                const char *option)
 {
     static char *made; /* url may be the one made before */
+    static size_t made_tail_at;
     size_t len;
     char *next, *p;
     /* $DLOCK_URL's option is a default the command line overrides (its
@@ -331,9 +332,14 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     p = next + (q != NULL ? (size_t) (q - url) : strlen(url));
     memcpy(next, url, (size_t) (p - next));
     char sep = '?';
+    /* where the options the command line added begin (made's, then this
+     * one's): messages show the URL as the user gave it */
+    size_t tail_at = SIZE_MAX;
     for (const char *pair = q != NULL ? q + 1 : NULL; pair != NULL && *pair != '\0';) {
         size_t n = strcspn(pair, "&");
         if (!(n > klen && strncmp(pair, key, klen) == 0 && pair[klen] == '=')) {
+            if (url == made && tail_at == SIZE_MAX && (size_t) (pair - 1 - url) >= made_tail_at)
+                tail_at = (size_t) (p - next);
             *p++ = sep;
             memcpy(p, pair, n);
             p += n;
@@ -341,6 +347,8 @@ static const char *with_option(const char *cmd, const char *url, const char *key
         }
         pair += n + (pair[n] == '&');
     }
+    if (tail_at == SIZE_MAX)
+        tail_at = (size_t) (p - next);
     p += sprintf(p, "%c%s=", sep, key);
     for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
         if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
@@ -352,7 +360,9 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     *p = '\0';
     free(made);
     made = next;
+    made_tail_at = tail_at;
     cli_note_url_option(key, option);
+    cli_note_url_tail(made + made_tail_at);
     return made;
 }
 
