@@ -1284,6 +1284,7 @@ run_test test_cannot_take_wording
 run_test test_gave_up_says_who_holds
 run_test test_long_log_line_whole
 run_test test_unknown_protocol_in_words
+run_test test_help_exit_codes
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

@@ -830,3 +830,20 @@ test_semaphore_count()
     reap "$holder" 20
     expect_eq "--permits 3: the holder lost it (75)" 75 "$BG_RC"
 }
+
+# dlock --help lists the exit codes, each one docs/dlock.1 lists (EXIT
+# STATUS), and no other.
+test_help_exit_codes()
+{
+    local man=$HERE/../../docs/dlock.1 code listed
+    expect_rc "--help" 0 dl --help || return
+    listed=$(sed -n '/^exit codes/,/^$/p' "$TMP/out" | grep -Eo '^  [0-9]+(\+N)?' | tr -d ' ' | tr '\n' ' ')
+    local documented
+    documented=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH SIGNALS/p' "$man" |
+        sed -nE 's/^\.B ([0-9]+)$/\1/p; s/^\.BI 128\+ N$/128+N/p' | tr '\n' ' ')
+    [ -n "$documented" ] || { fail "no exit codes found in $man"; return; }
+    expect_eq "--help lists the exit codes dlock.1 lists" "$documented" "$listed"
+    for code in $documented; do
+        grep -Eq "^  ${code/+/\\+} +[a-z]" "$TMP/out" || fail "--help: exit code $code without its meaning"
+    done
+}

@@ -34,8 +34,22 @@ static const char usage[] =
     "The library's warnings (a store that does not answer, a renewal retried) go to\n"
     "stderr; every command takes -v for more (waits, hand-overs, retries) and -vv\n"
     "for every step.\n"
+    "\n"
+    "exit codes (docs/dlock.1, EXIT STATUS, says each in full):\n"
+    "  0        success; dlock run: the command's own exit status\n"
+    "  1        the lock is held by someone else (-n, or -w ran out; -E sets another\n"
+    "           code), the owner token does not hold it, or status --check: it is free\n"
+    "  64       usage error: bad option, duration, NAME or URL, or what the store\n"
+    "           cannot do\n"
+    "  69       the server cannot be reached\n"
+    "  70       any other failure: the server refused or answered garbage\n"
+    "  75       dlock run lost the lock while the command ran, and stopped it\n"
+    "  126      the command was found but could not be executed\n"
+    "  127      the command was not found\n"
+    "  128+N    the command was killed by signal N, or dlock got it while it waited\n"
+    "\n"
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' (in the source\n"
-    "tree: 'man -l docs/dlock.1') for exit codes.\n";
+    "tree: 'man -l docs/dlock.1') for the whole manual.\n";
 
 /* Set when no -u and no $DLOCK_URL named the store: a store that does not
  * answer is then most likely not the one the user meant. */
