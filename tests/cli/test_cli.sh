@@ -1279,6 +1279,7 @@ run_test test_env_url_named
 run_test test_empty_name_and_prefix
 run_test test_name_before_dashdash
 run_test test_dash_name_forms
+run_test test_name_rules_same
 run_test test_names_given
 run_test test_cannot_take_wording
 run_test test_gave_up_says_who_holds

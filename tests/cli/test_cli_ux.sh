@@ -643,6 +643,32 @@ test_dash_name_forms()
     expect_eq "nothing ran" "" "$(cat "$TMP/out")"
 }
 
+# NAME's rules are the same in every command: '-' is a NAME (after a -- of
+# its own, as every NAME that starts with '-'), '--' is none.
+test_name_rules_same()
+{
+    local cmd
+    expect_rc "status -- -" 0 dl status -- -
+    dl_bg "$TMP/t/dash" run -- -
+    wait_until 10 test -s "$TMP/t/dash.out" || { fail "run -- -: not held ($(cat "$TMP/t/dash.err"))"; return; }
+    expect_eq "run -- -: '-' held" true "$(field - held)"
+    kill -TERM "$BG"
+    reap "$BG" 10
+    expect_eq "run -- -: released on SIGTERM, exit 0" 0 "$BG_RC"
+    expect_rc "run -- - -- true" 0 dl run -- - -- true
+    expect_rc "lock -- -" 0 dl lock -l 30 -- -
+    expect_rc "unlock --force -- -" 0 dl unlock --force -- -
+    for cmd in "run -- --" "run -- -- -- true" "run -- -- -c true" "status -- --" "lock -l 5 -- --" \
+        "unlock --force -- --" "extend --owner 0123456789abcdef0123456789abcdef -l 5 -- --"; do
+        # shellcheck disable=SC2086 # the words of $cmd
+        expect_rc "$cmd" 64 dl $cmd
+        expect_match "$cmd: '--' is no NAME" "^dlock [a-z]+: '--' is no lock name: it is the word that ends dlock's options" \
+            "$(head -1 "$TMP/err")"
+    done
+    expect_rc "run -m -- -m b -- true" 64 dl run -m -- -m b -- true
+    expect_match "-m --: no NAME either" "^dlock run: -m '--' is no lock name" "$(head -1 "$TMP/err")"
+}
+
 # status, lock, unlock and extend want one NAME: an empty one among several
 # is called what it likely is, each word given is named, and a NAME taken
 # for an option's value ($OWNER unset) is said to be (all said "want

@@ -170,6 +170,13 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 #define CLI_EMPTY_NAME                                                                             \
     "NAME is '', an empty name (a shell variable that is not set?): give the lock's name"
 
+/* The rules of NAME, the same in every command (docs/dlock.1, NAMES): 0
+ * for a name dlock takes, or a message printed and EXIT_USAGE for '' and
+ * for '--', the word that ends dlock's options (`option`: "-m " when -m
+ * gave it, else ""). A NAME that starts with '-', '-' alone too, goes after
+ * a -- of its own. */
+int cli_check_name(const char *cmd, const char *option, const char *name);
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 /* Where the URL cli_url() returned came from, for messages: "$DLOCK_URL",

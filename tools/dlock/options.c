@@ -301,6 +301,24 @@ int cli_missing_name(const char *cmd, const cli_opts *o, char **argv, int last, 
                            text, n > 1 ? "s" : "", reading, cmd, text, after);
 }
 
+int cli_check_name(const char *cmd, const char *option, const char *name)
+{
+    if (name[0] == '\0')
+        return cli_usage_error(cmd, "%s" CLI_EMPTY_NAME, option);
+    if (strcmp(name, "--") == 0 && option[0] != '\0')
+        return cli_usage_error(cmd,
+                               "%s'--' is no lock name: it is the word that ends dlock's options: "
+                               "give another NAME",
+                               option);
+    if (strcmp(name, "--") == 0)
+        return cli_usage_error(cmd,
+                               "'--' is no lock name: it is the word that ends dlock's options "
+                               "(give another NAME; one that starts with '-' goes after a -- of "
+                               "its own: dlock %s [OPTIONS] -- -NAME)",
+                               cmd);
+    return 0;
+}
+
 /* url with key=VALUE added to its options, percent-encoded, or NULL (a
  * message printed) when the URL sets key itself: given twice, the library
  * would refuse it without naming the option that did. Kept for the life of

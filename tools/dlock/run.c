@@ -482,9 +482,12 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
          * before) says where the command starts: dlock run -- -x -- cmd.
          * Alone after --, a word that starts with '-' is such a NAME, held
          * without a command: no command's name starts with '-', so it is
-         * no $UNSET -- cmd. */
+         * no $UNSET -- cmd. '-' alone is such a NAME too, as in every
+         * command (cli_check_name). */
+        if (o->dashdash && at < argc && strcmp(argv[at], "--") == 0)
+            return cli_check_name("run", "", argv[at]);
         int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
-        int dash_word = at < argc && argv[at][0] == '-' && argv[at][1] != '\0';
+        int dash_word = at < argc && argv[at][0] == '-';
         if (o->dashdash && !name_then_command &&
             !((dash_word || o->shell != NULL) && at == argc - 1)) {
             if (dash_word)
@@ -502,8 +505,8 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
         }
         if (at >= argc)
             return cli_missing_name("run", o, argv, at - 1, "");
-        if (argv[at][0] == '\0')
-            return cli_usage_error("run", CLI_EMPTY_NAME);
+        if (cli_check_name("run", "", argv[at]) != 0)
+            return EXIT_USAGE;
         *name = argv[at++];
         if (at < argc && strcmp(argv[at], "--") == 0) {
             if (++at >= argc && o->shell == NULL)
