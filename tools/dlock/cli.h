@@ -311,9 +311,10 @@ int cli_waiting_stop(cli_waiting *w, int rc);
 /* After an acquisition that gave up (-n, -w: DLOCK_EBUSY, DLOCK_ETIMEDOUT)
  * and said so: one line on stderr, who holds the lock as the waiting line
  * says it ("dlock: lock 'NAME' is held by pid N on HOST, label L"), from
- * one query. Nothing with -q, when the store has had trouble answering (a
- * warning was printed), or when it names no holder (freed since, or held
- * as another kind, which the refusal said). */
+ * one query (and, when the kind asked for has no holder, one per other
+ * kind the store has: the holder of a name held as another kind). Nothing
+ * with -q, when the store has had trouble answering (a warning was
+ * printed), or when it names no holder (freed since). */
 void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name);
 /* Ends the process with code when cli_waiting_stop() left its thread
  * asking the store: stdio flushed, no exit handlers or library
