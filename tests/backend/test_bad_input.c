@@ -55,6 +55,26 @@ static void malformed_urls(void)
     expect_open_fails("etcd://host?leese=5s", DLOCK_EINVAL, "(did you mean lease=?)");
     expect_open_fails("sqlite:///nonexistent/x.db?leese=5s", DLOCK_EINVAL,
                       "(did you mean lease=?)");
+    /* a misspelt mode= value, as a misspelt option name: what was meant */
+#ifdef DLOCK_WITH_MYSQL
+    expect_open_fails("mysql://u@127.0.0.1/db?mode=tabel", DLOCK_EINVAL,
+                      "unknown mode 'tabel' (did you mean mode=table? want mode=table, the "
+                      "default, mode=session or mode=row)");
+    expect_open_fails("mariadb://u@127.0.0.1/db?mode=rwo", DLOCK_EINVAL, "(did you mean mode=row?");
+    expect_open_fails("mysql://u@127.0.0.1/db?mode=sesion", DLOCK_EINVAL,
+                      "(did you mean mode=session?");
+    expect_open_fails("mysql://u@127.0.0.1/db?mode=banana", DLOCK_EINVAL,
+                      "unknown mode 'banana' (want mode=table");
+#endif
+#ifdef DLOCK_WITH_POSTGRES
+    expect_open_fails("postgres://u@127.0.0.1/db?mode=tabel", DLOCK_EINVAL,
+                      "unknown mode 'tabel' (did you mean mode=table? want mode=session, the "
+                      "default, or mode=table)");
+    expect_open_fails("postgresql://u@127.0.0.1/db?mode=sesion", DLOCK_EINVAL,
+                      "(did you mean mode=session?");
+    expect_open_fails("postgres://u@127.0.0.1/db?mode=row", DLOCK_EINVAL,
+                      "unknown mode 'row' (want mode=session");
+#endif
     expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL, "given twice");
     expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");

@@ -1279,11 +1279,13 @@ run_test test_env_url_named
 run_test test_empty_name_and_prefix
 run_test test_name_before_dashdash
 run_test test_dash_name_forms
+run_test test_name_rules_same
 run_test test_names_given
 run_test test_cannot_take_wording
 run_test test_gave_up_says_who_holds
 run_test test_long_log_line_whole
 run_test test_unknown_protocol_in_words
+run_test test_help_exit_codes
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||
@@ -1319,7 +1321,7 @@ for STORE in "${STORES[@]}"; do
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
         test_hold_without_command test_status_sql_sessions test_wrong_port \
         test_command_inherits_no_descriptors test_refusal_hints_accepted \
-        test_force_unlock_any_mode test_semaphore_count; do
+        test_force_unlock_any_mode test_semaphore_count test_url_as_given; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
         # mode, MariaDB's and Redlock do not have)

@@ -433,8 +433,37 @@ test_status_other_kind()
     expect_eq "the semaphore's status: held as a mutex" \
         'state:      held as a mutex, not as a semaphore (one name is one lock: status without a kind option shows it)' \
         "$(dl status --permits 2 m-kind | grep '^state:')"
+    # a refusal of the kind says who holds it, as a refusal of a held lock does
+    local args
+    for args in "--read" "--permits 2"; do
+        # shellcheck disable=SC2086 # the words of $args
+        expect_rc "run -n $args: held as a mutex" 1 dl run -n $args m-kind -- true
+        expect_match "run -n $args: the kind it is held as" "^dlock: lock 'm-kind' is (held|still held).* as a mutex" \
+            "$(sed -n 1p "$TMP/err")"
+        expect_match "run -n $args: then who holds it" "^dlock: lock 'm-kind' is held by pid $holder on " \
+            "$(sed -n 2p "$TMP/err")"
+    done
     touch "$TMP/t/go"
     reap "$holder" 10
+}
+
+# A message shows the URL as the user gave it: not with the options that
+# -L and --label add to it.
+test_url_as_given()
+{
+    local sep='?' url
+    [[ $DLOCK_URL == *'?'* ]] && sep='&'
+    url="$DLOCK_URL${sep}frobnicate=1"
+    expect_rc "an unknown URL option, with -L and --label" 64 \
+        dl run -L 5 --label tag -u "$url" u-given -- true
+    expect_match "the URL's option named" "frobnicate" "$(cat "$TMP/err")"
+    if grep -Eq "lease=|label=" "$TMP/err"; then
+        fail "the message shows what the user did not write: $(cat "$TMP/err")"
+    fi
+    DLOCK_URL=$url expect_rc "\$DLOCK_URL's, with -L" 64 dl run -L 5 u-given -- true
+    if grep -q "lease=" "$TMP/err"; then
+        fail "\$DLOCK_URL: the message shows what the user did not write: $(cat "$TMP/err")"
+    fi
 }
 
 # status of a held lock says what frees it: its lease, or, on a store

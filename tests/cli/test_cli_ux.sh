@@ -643,6 +643,32 @@ test_dash_name_forms()
     expect_eq "nothing ran" "" "$(cat "$TMP/out")"
 }
 
+# NAME's rules are the same in every command: '-' is a NAME (after a -- of
+# its own, as every NAME that starts with '-'), '--' is none.
+test_name_rules_same()
+{
+    local cmd
+    expect_rc "status -- -" 0 dl status -- -
+    dl_bg "$TMP/t/dash" run -- -
+    wait_until 10 test -s "$TMP/t/dash.out" || { fail "run -- -: not held ($(cat "$TMP/t/dash.err"))"; return; }
+    expect_eq "run -- -: '-' held" true "$(field - held)"
+    kill -TERM "$BG"
+    reap "$BG" 10
+    expect_eq "run -- -: released on SIGTERM, exit 0" 0 "$BG_RC"
+    expect_rc "run -- - -- true" 0 dl run -- - -- true
+    expect_rc "lock -- -" 0 dl lock -l 30 -- -
+    expect_rc "unlock --force -- -" 0 dl unlock --force -- -
+    for cmd in "run -- --" "run -- -- -- true" "run -- -- -c true" "status -- --" "lock -l 5 -- --" \
+        "unlock --force -- --" "extend --owner 0123456789abcdef0123456789abcdef -l 5 -- --"; do
+        # shellcheck disable=SC2086 # the words of $cmd
+        expect_rc "$cmd" 64 dl $cmd
+        expect_match "$cmd: '--' is no NAME" "^dlock [a-z]+: '--' is no lock name: it is the word that ends dlock's options" \
+            "$(head -1 "$TMP/err")"
+    done
+    expect_rc "run -m -- -m b -- true" 64 dl run -m -- -m b -- true
+    expect_match "-m --: no NAME either" "^dlock run: -m '--' is no lock name" "$(head -1 "$TMP/err")"
+}
+
 # status, lock, unlock and extend want one NAME: an empty one among several
 # is called what it likely is, each word given is named, and a NAME taken
 # for an option's value ($OWNER unset) is said to be (all said "want
@@ -724,7 +750,10 @@ test_gave_up_says_who_holds()
     expect_rc "run -q -n: nothing" 1 dl run -q -n u-gaveup -- true
     expect_eq "run -q -n: nothing said" "" "$(cat "$TMP/err")"
     expect_rc "--read on the mutex: the refusal says it" 1 dl run --read -n u-gaveup -- true
-    expect_eq "--read on the mutex: one line" 1 "$(wc -l <"$TMP/err")"
+    expect_eq "--read on the mutex: then who holds it, as a plain refusal" \
+        "dlock: lock 'u-gaveup' is held by pid $holder on $(hostname), label nightly" \
+        "$(sed -n 2p "$TMP/err")"
+    expect_eq "--read on the mutex: two lines" 2 "$(wc -l <"$TMP/err")"
     touch "$TMP/t/go"
     reap "$holder" 10
 }
@@ -829,4 +858,21 @@ test_semaphore_count()
     expect_rc "unlock --force --permits 3" 0 dl unlock --force --check --permits 3 u-count
     reap "$holder" 20
     expect_eq "--permits 3: the holder lost it (75)" 75 "$BG_RC"
+}
+
+# dlock --help lists the exit codes, each one docs/dlock.1 lists (EXIT
+# STATUS), and no other.
+test_help_exit_codes()
+{
+    local man=$HERE/../../docs/dlock.1 code listed
+    expect_rc "--help" 0 dl --help || return
+    listed=$(sed -n '/^exit codes/,/^$/p' "$TMP/out" | grep -Eo '^  [0-9]+(\+N)?' | tr -d ' ' | tr '\n' ' ')
+    local documented
+    documented=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH SIGNALS/p' "$man" |
+        sed -nE 's/^\.B ([0-9]+)$/\1/p; s/^\.BI 128\+ N$/128+N/p' | tr '\n' ' ')
+    [ -n "$documented" ] || { fail "no exit codes found in $man"; return; }
+    expect_eq "--help lists the exit codes dlock.1 lists" "$documented" "$listed"
+    for code in $documented; do
+        grep -Eq "^  ${code/+/\\+} +[a-z]" "$TMP/out" || fail "--help: exit code $code without its meaning"
+    done
 }

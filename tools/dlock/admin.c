@@ -49,8 +49,8 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
         return cli_missing_name(argv[0], o, argv, o->dashdash ? 0 : argc - 1, "");
     if (first < argc - 1)
         return several_names(argv[0], argc - first, argv + first);
-    if (argv[first][0] == '\0')
-        return cli_usage_error(argv[0], CLI_EMPTY_NAME);
+    if (cli_check_name(argv[0], "", argv[first]) != 0)
+        return EXIT_USAGE;
     *name = argv[first];
     return -1;
 }
@@ -65,7 +65,7 @@ static int fail(const cli_opts *o, int rc, const char *name, const char *cmd, co
     if (rc == DLOCK_ENOTSUP)
         return cli_fail_unsupported(cmd, option);
     if (rc == DLOCK_EINVAL) {
-        fprintf(stderr, "dlock %s: %s\n", cmd, dlock_errmsg());
+        fprintf(stderr, "dlock %s: %s\n", cmd, cli_errmsg());
         return EXIT_USAGE;
     }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ENOTOWNER) {

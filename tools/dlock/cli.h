@@ -170,6 +170,13 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 #define CLI_EMPTY_NAME                                                                             \
     "NAME is '', an empty name (a shell variable that is not set?): give the lock's name"
 
+/* The rules of NAME, the same in every command (docs/dlock.1, NAMES): 0
+ * for a name dlock takes, or a message printed and EXIT_USAGE for '' and
+ * for '--', the word that ends dlock's options (`option`: "-m " when -m
+ * gave it, else ""). A NAME that starts with '-', '-' alone too, goes after
+ * a -- of its own. */
+int cli_check_name(const char *cmd, const char *option, const char *name);
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 /* Where the URL cli_url() returned came from, for messages: "$DLOCK_URL",
@@ -180,6 +187,16 @@ const char *cli_url_source(void);
  * as its option `key` ("label"): a refusal of that key names the option
  * the user gave. */
 void cli_note_url_option(const char *key, const char *option);
+
+/* Notes the options the command line added at the end of the URL
+ * ("?label=x&lease=5", kept for the life of the process), which
+ * cli_user_text() takes out of messages. */
+void cli_note_url_tail(const char *tail);
+/* msg with the URL as the user gave it: without the options the command
+ * line added (cli_note_url_tail). Valid until the thread's next call. */
+const char *cli_user_text(const char *msg);
+/* cli_user_text(dlock_errmsg()). */
+const char *cli_errmsg(void);
 
 /* The value of option `key` in url's query string (as written, up to the
  * next '&'), or NULL; *len gets its length. */
@@ -294,9 +311,10 @@ int cli_waiting_stop(cli_waiting *w, int rc);
 /* After an acquisition that gave up (-n, -w: DLOCK_EBUSY, DLOCK_ETIMEDOUT)
  * and said so: one line on stderr, who holds the lock as the waiting line
  * says it ("dlock: lock 'NAME' is held by pid N on HOST, label L"), from
- * one query. Nothing with -q, when the store has had trouble answering (a
- * warning was printed), or when it names no holder (freed since, or held
- * as another kind, which the refusal said). */
+ * one query (and, when the kind asked for has no holder, one per other
+ * kind the store has: the holder of a name held as another kind). Nothing
+ * with -q, when the store has had trouble answering (a warning was
+ * printed), or when it names no holder (freed since). */
 void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name);
 /* Ends the process with code when cli_waiting_stop() left its thread
  * asking the store: stdio flushed, no exit handlers or library

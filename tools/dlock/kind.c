@@ -50,10 +50,8 @@ int cli_kind_option(cli_kind *k, int opt, const char *arg, const char *cmd)
                     sizeof k->names / sizeof k->names[0]);
             return -1;
         }
-        if (arg[0] == '\0') {
-            cli_usage_error(cmd, "-m " CLI_EMPTY_NAME);
+        if (cli_check_name(cmd, "-m ", arg) != 0)
             return -1;
-        }
         k->names[k->nnames++] = arg;
         return 1;
     default:

@@ -34,8 +34,22 @@ static const char usage[] =
     "The library's warnings (a store that does not answer, a renewal retried) go to\n"
     "stderr; every command takes -v for more (waits, hand-overs, retries) and -vv\n"
     "for every step.\n"
+    "\n"
+    "exit codes (docs/dlock.1, EXIT STATUS, says each in full):\n"
+    "  0        success; dlock run: the command's own exit status\n"
+    "  1        the lock is held by someone else (-n, or -w ran out; -E sets another\n"
+    "           code), the owner token does not hold it, or status --check: it is free\n"
+    "  64       usage error: bad option, duration, NAME or URL, or what the store\n"
+    "           cannot do\n"
+    "  69       the server cannot be reached\n"
+    "  70       any other failure: the server refused or answered garbage\n"
+    "  75       dlock run lost the lock while the command ran, and stopped it\n"
+    "  126      the command was found but could not be executed\n"
+    "  127      the command was not found\n"
+    "  128+N    the command was killed by signal N, or dlock got it while it waited\n"
+    "\n"
     "Run 'dlock COMMAND --help' for a command's options; 'man dlock' (in the source\n"
-    "tree: 'man -l docs/dlock.1') for exit codes.\n";
+    "tree: 'man -l docs/dlock.1') for the whole manual.\n";
 
 /* Set when no -u and no $DLOCK_URL named the store: a store that does not
  * answer is then most likely not the one the user meant. */
@@ -89,6 +103,52 @@ void cli_note_url_option(const char *key, const char *option)
 {
     if (nadded < sizeof added / sizeof added[0])
         added[nadded++] = (url_option_of){key, option};
+}
+
+/* The options the command line added at the end of the URL
+ * ("?label=x&lease=5"), which the user did not write. */
+static const char *url_tail = "";
+
+void cli_note_url_tail(const char *tail)
+{
+    url_tail = tail;
+}
+
+/* Whether c may continue an option's value in a URL (as with_option()
+ * writes one) or start the next option. */
+static int url_value_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~%&=", c) != NULL);
+}
+
+const char *cli_user_text(const char *msg)
+{
+    /* per thread: the library's log may come from any */
+    static _Thread_local char text[2048];
+    size_t n = strlen(url_tail), len = 0;
+    const char *at, *from = msg;
+
+    if (n == 0 || strstr(msg, url_tail) == NULL ||
+        ((uintptr_t) msg >= (uintptr_t) text && (uintptr_t) msg < (uintptr_t) (text + sizeof text)))
+        return msg; /* nothing added, or already rewritten */
+    while ((at = strstr(from, url_tail)) != NULL) {
+        size_t keep = (size_t) (at - from) + (url_value_char(at[n]) ? n : 0);
+        if (len + keep >= sizeof text)
+            return msg; /* too long to rewrite: as the library wrote it */
+        memcpy(text + len, from, keep);
+        len += keep;
+        from = at + n;
+    }
+    if (len + strlen(from) >= sizeof text)
+        return msg;
+    strcpy(text + len, from);
+    return text;
+}
+
+const char *cli_errmsg(void)
+{
+    return cli_user_text(dlock_errmsg());
 }
 
 const char *cli_url_option(const char *url, const char *key, size_t *len)
@@ -198,7 +258,7 @@ void cli_print_text_to(FILE *f, const char *text)
 
 int cli_fail(int rc, const char *what)
 {
-    return cli_fail_msg(rc, what, dlock_errmsg());
+    return cli_fail_msg(rc, what, cli_errmsg());
 }
 
 /* The exit code of a failure rc. */
@@ -223,7 +283,8 @@ static int exit_code_of(int rc)
 
 int cli_fail_msg(int rc, const char *what, const char *msg)
 {
-    fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
+    fprintf(stderr, "dlock: %s: %s\n", what,
+            msg != NULL && msg[0] ? cli_user_text(msg) : dlock_strerror(rc));
     hint(rc);
     return exit_code_of(rc);
 }
@@ -243,7 +304,7 @@ int cli_errmsg_names(const char *name)
 int cli_fail_lock(int rc, const char *name)
 {
     if (cli_errmsg_names(name)) {
-        fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+        fprintf(stderr, "dlock: %s\n", cli_errmsg());
         hint(rc);
         return exit_code_of(rc);
     }
@@ -332,7 +393,7 @@ static int is_kind_cap(const char *cap)
 
 int cli_fail_unsupported(const char *cmd, const char *option)
 {
-    const char *msg = dlock_errmsg();
+    const char *msg = cli_errmsg();
     const char *cut = strstr(msg, " cannot do ");
     const char *cap = strstr(msg, "(capability \"");
     size_t i = 0, caplen = 0;
@@ -391,7 +452,7 @@ static void log_line(int level, const char *msg, void *arg)
         return; /* without -v: the command's own message says it */
     flockfile(stderr);
     fprintf(stderr, "dlock: %s: ", dlock_log_level_name(level));
-    cli_print_text_to(stderr, msg);
+    cli_print_text_to(stderr, cli_user_text(msg));
     putc('\n', stderr);
     funlockfile(stderr);
     if (level <= DLOCK_LOG_WARN)

@@ -301,6 +301,24 @@ int cli_missing_name(const char *cmd, const cli_opts *o, char **argv, int last, 
                            text, n > 1 ? "s" : "", reading, cmd, text, after);
 }
 
+int cli_check_name(const char *cmd, const char *option, const char *name)
+{
+    if (name[0] == '\0')
+        return cli_usage_error(cmd, "%s" CLI_EMPTY_NAME, option);
+    if (strcmp(name, "--") == 0 && option[0] != '\0')
+        return cli_usage_error(cmd,
+                               "%s'--' is no lock name: it is the word that ends dlock's options: "
+                               "give another NAME",
+                               option);
+    if (strcmp(name, "--") == 0)
+        return cli_usage_error(cmd,
+                               "'--' is no lock name: it is the word that ends dlock's options "
+                               "(give another NAME; one that starts with '-' goes after a -- of "
+                               "its own: dlock %s [OPTIONS] -- -NAME)",
+                               cmd);
+    return 0;
+}
+
 /* url with key=VALUE added to its options, percent-encoded, or NULL (a
  * message printed) when the URL sets key itself: given twice, the library
  * would refuse it without naming the option that did. Kept for the life of
@@ -309,6 +327,7 @@ static const char *with_option(const char *cmd, const char *url, const char *key
                                const char *option)
 {
     static char *made; /* url may be the one made before */
+    static size_t made_tail_at;
     size_t len;
     char *next, *p;
     /* $DLOCK_URL's option is a default the command line overrides (its
@@ -331,9 +350,14 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     p = next + (q != NULL ? (size_t) (q - url) : strlen(url));
     memcpy(next, url, (size_t) (p - next));
     char sep = '?';
+    /* where the options the command line added begin (made's, then this
+     * one's): messages show the URL as the user gave it */
+    size_t tail_at = SIZE_MAX;
     for (const char *pair = q != NULL ? q + 1 : NULL; pair != NULL && *pair != '\0';) {
         size_t n = strcspn(pair, "&");
         if (!(n > klen && strncmp(pair, key, klen) == 0 && pair[klen] == '=')) {
+            if (url == made && tail_at == SIZE_MAX && (size_t) (pair - 1 - url) >= made_tail_at)
+                tail_at = (size_t) (p - next);
             *p++ = sep;
             memcpy(p, pair, n);
             p += n;
@@ -341,6 +365,8 @@ static const char *with_option(const char *cmd, const char *url, const char *key
         }
         pair += n + (pair[n] == '&');
     }
+    if (tail_at == SIZE_MAX)
+        tail_at = (size_t) (p - next);
     p += sprintf(p, "%c%s=", sep, key);
     for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
         if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
@@ -352,7 +378,9 @@ static const char *with_option(const char *cmd, const char *url, const char *key
     *p = '\0';
     free(made);
     made = next;
+    made_tail_at = tail_at;
     cli_note_url_option(key, option);
+    cli_note_url_tail(made + made_tail_at);
     return made;
 }
 

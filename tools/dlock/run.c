@@ -482,9 +482,12 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
          * before) says where the command starts: dlock run -- -x -- cmd.
          * Alone after --, a word that starts with '-' is such a NAME, held
          * without a command: no command's name starts with '-', so it is
-         * no $UNSET -- cmd. */
+         * no $UNSET -- cmd. '-' alone is such a NAME too, as in every
+         * command (cli_check_name). */
+        if (o->dashdash && at < argc && strcmp(argv[at], "--") == 0)
+            return cli_check_name("run", "", argv[at]);
         int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
-        int dash_word = at < argc && argv[at][0] == '-' && argv[at][1] != '\0';
+        int dash_word = at < argc && argv[at][0] == '-';
         if (o->dashdash && !name_then_command &&
             !((dash_word || o->shell != NULL) && at == argc - 1)) {
             if (dash_word)
@@ -502,8 +505,8 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
         }
         if (at >= argc)
             return cli_missing_name("run", o, argv, at - 1, "");
-        if (argv[at][0] == '\0')
-            return cli_usage_error("run", CLI_EMPTY_NAME);
+        if (cli_check_name("run", "", argv[at]) != 0)
+            return EXIT_USAGE;
         *name = argv[at++];
         if (at < argc && strcmp(argv[at], "--") == 0) {
             if (++at >= argc && o->shell == NULL)
@@ -583,7 +586,7 @@ static const char *unsupported_option(dlock_client *c, const cli_opts *o)
 static int fail_to_take(int rc, const dlock_lock *lock, const cli_kind *kind)
 {
     const char *noun = kind->nnames > 0 ? "multi-lock" : "lock";
-    const char *msg = dlock_errmsg();
+    const char *msg = cli_errmsg();
     char what[600], lead[600];
     size_t n;
 
@@ -644,7 +647,7 @@ int cmd_run(int argc, char **argv)
         if (rc == DLOCK_ENOTSUP)
             cli_fail_unsupported("run", unsupported_option(client, &o));
         else if (rc == DLOCK_EINVAL) /* the name, or the kind's numbers */
-            fprintf(stderr, "dlock run: %s\n", dlock_errmsg());
+            fprintf(stderr, "dlock run: %s\n", cli_errmsg());
         else
             code = cli_fail(rc, "cannot make the lock");
         dlock_client_close(client);
@@ -676,7 +679,7 @@ int cmd_run(int argc, char **argv)
     }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
         if (!quiet)
-            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+            fprintf(stderr, "dlock: %s\n", cli_errmsg());
         if (!client_in_use)
             cli_print_who_holds(client, &o, name);
         code = conflict_code;
@@ -721,7 +724,7 @@ int cmd_run(int argc, char **argv)
         rc = dlock_release(lock);
         if (rc == DLOCK_ELOST) {
             /* lost between the command's end and the release */
-            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
+            fprintf(stderr, "dlock: %s\n", cli_errmsg());
             code = EXIT_LOST;
         } else if (rc == DLOCK_OK && o.verbose > 0) {
             cli_report_released(lock, &kind, cli_now_us() - acquired_us);

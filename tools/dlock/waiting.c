@@ -203,10 +203,32 @@ void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name)
     /* a store that had trouble answering has said so: no query to wait on */
     if (o->quiet || cli_warnings_printed() > 0)
         return;
-    if (ask_who_holds(c, &o->kind, name, what, sizeof what, who, sizeof who, &seen_any) !=
-            DLOCK_OK ||
-        !seen_any)
-        return; /* freed since, or held as another kind: the refusal said so */
+    if (ask_who_holds(c, &o->kind, name, what, sizeof what, who, sizeof who, &seen_any) != DLOCK_OK)
+        return;
+    /* held as another kind (the refusal said which): its holder, as a
+     * plain refusal names one */
+    static const struct {
+        unsigned flags, family, cap;
+    } kinds[] = {
+        {0, DLOCK_FAIR, 0},
+        {DLOCK_WRITE, DLOCK_READ | DLOCK_WRITE, DLOCK_CAP_READ_WRITE},
+        {DLOCK_SEMAPHORE, DLOCK_SEMAPHORE, DLOCK_CAP_SEMAPHORE},
+        {DLOCK_SIMPLE, DLOCK_SIMPLE, DLOCK_CAP_INTEROP},
+    };
+    unsigned caps = dlock_client_caps(c), flags = o->kind.flags;
+    for (size_t i = 0; !seen_any && o->kind.nnames == 0 && i < sizeof kinds / sizeof kinds[0];
+         i++) {
+        cli_kind other = o->kind;
+        int mine = kinds[i].flags == 0 ? (flags & ~DLOCK_FAIR) == 0 : (flags & kinds[i].family);
+        if (mine || (caps & kinds[i].cap) != kinds[i].cap)
+            continue;
+        other.flags = kinds[i].flags;
+        if (ask_who_holds(c, &other, name, what, sizeof what, who, sizeof who, &seen_any) !=
+            DLOCK_OK)
+            return;
+    }
+    if (!seen_any)
+        return; /* freed since */
     fprintf(stderr, "dlock: lock %s is %s\n", what, who);
 }
 

@@ -638,11 +638,24 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     dlock__url_user_is_a_name(url); /* mysql://alice@host: a user, in messages too */
     const char *mode = dlock__url_get(url, "mode");
     if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0 &&
-        strcmp(mode, "row") != 0)
+        strcmp(mode, "row") != 0) {
+        /* a misspelt mode, as a misspelt option name: what was meant */
+        static const char *const modes[] = {"table", "session", "row"};
+        const char *near = NULL;
+        int best = 3;
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            int d = dlock__url_nearness(mode, modes[i]);
+            if (d < best) {
+                best = d;
+                near = modes[i];
+            }
+        }
         return dlock__fail(DLOCK_EINVAL,
-                           "%s: unknown mode '%s' (want mode=table, the default, mode=session or "
-                           "mode=row)",
-                           url->text, mode);
+                           "%s: unknown mode '%s' (%s%s%swant mode=table, the default, "
+                           "mode=session or mode=row)",
+                           url->text, mode, near != NULL ? "did you mean mode=" : "",
+                           near != NULL ? near : "", near != NULL ? "? " : "");
+    }
     int table = mode == NULL || strcmp(mode, "table") == 0;
     int row = mode != NULL && strcmp(mode, "row") == 0;
     const char *names = dlock__url_get(url, "names");

@@ -1319,10 +1319,24 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     *out = NULL;
     dlock__url_user_is_a_name(url); /* postgres://alice@host: a user, in messages too */
     const char *mode = dlock__url_get(url, "mode");
-    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0)
+    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0) {
+        /* a misspelt mode, as a misspelt option name: what was meant */
+        static const char *const modes[] = {"session", "table"};
+        const char *near = NULL;
+        int best = 3;
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            int d = dlock__url_nearness(mode, modes[i]);
+            if (d < best) {
+                best = d;
+                near = modes[i];
+            }
+        }
         return dlock__fail(DLOCK_EINVAL,
-                           "%s: unknown mode '%s' (want mode=session, the default, or mode=table)",
-                           url->text, mode);
+                           "%s: unknown mode '%s' (%s%s%swant mode=session, the default, or "
+                           "mode=table)",
+                           url->text, mode, near != NULL ? "did you mean mode=" : "",
+                           near != NULL ? near : "", near != NULL ? "? " : "");
+    }
     int table = mode != NULL && strcmp(mode, "table") == 0;
     if (url->nhosts != 1)
         return dlock__fail(DLOCK_EINVAL, "%s: want one host (postgres://user:pass@host:port/db)",
