@@ -748,6 +748,11 @@ static int finish(dlock_lock *l, take_state *st, enum step step, int rc)
             rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still not free after %lld ms: %s",
                              l->name, (long long) ((dlock__now_us() - st->start) / 1000),
                              st->held_why);
+        else if (st->held_as == DLOCK__HELD_AS_SAME && l->spec.kind == DLOCK__SEMAPHORE)
+            /* the words of a try's refusal (busy_error): permits, not one holder */
+            rc = dlock__fail(DLOCK_ETIMEDOUT,
+                             "lock '%s' still has too few permits free after %lld ms", l->name,
+                             (long long) ((dlock__now_us() - st->start) / 1000));
         else
             rc = dlock__fail(DLOCK_ETIMEDOUT, "lock '%s' is still held%s after %lld ms%s", l->name,
                              st->held_as != DLOCK__HELD_AS_SAME ? "" : " by someone else",

@@ -229,6 +229,13 @@ void ct_semaphore_bounded(void)
     for (int i = 0; i < N; i++)
         CHECK_RC(dlock_try_acquire(s[i]), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(s[N]), DLOCK_EBUSY);
+    if (strstr(dlock_errmsg(), "too few permits free") == NULL)
+        dt_fail(__FILE__, __LINE__, "a try's refusal: %s", dlock_errmsg());
+    /* a wait that runs out says so in the same words (permits, not one
+     * holder) */
+    CHECK_RC(dlock_acquire(s[N], 300), DLOCK_ETIMEDOUT);
+    if (strstr(dlock_errmsg(), "still has too few permits free after") == NULL)
+        dt_fail(__FILE__, __LINE__, "a wait's refusal: %s", dlock_errmsg());
     if (ct_has(DLOCK_CAP_QUERY)) {
         dlock_status st = ct_query(c, name, DLOCK_SEMAPHORE);
         CHECK_INT(st.permits_used, ==, N);
