@@ -273,14 +273,19 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
         snprintf(table_fence, sizeof table_fence, "1");
     }
     /* the UPDATE's both in one read of table mode's row: its fence, or -1
-     * while a holder's lease runs there (@dlock_t) */
+     * while a holder's lease runs there (@dlock_tf). A variable read in the
+     * statement that sets it is typed by the value it had before: given
+     * none (NULL), the fence computed from it was a DOUBLE
+     * ("1.795846793712841e15", read as 1 by the client: test_cli's
+     * force_unlock_any_mode). So the first statement gives every variable
+     * an integer, and the fence is cast. */
     char upd_free[DLOCK__MY_NAME_MAX * 8 + 300], upd_fence[32];
     if (atomic_load(&p->other_table) == 1) {
         snprintf(upd_free, sizeof upd_free,
-                 " AND (@dlock_t := COALESCE((SELECT IF(owner <> '' AND expires > "
+                 " AND (@dlock_tf := COALESCE((SELECT IF(owner <> '' AND expires > "
                  "UTC_TIMESTAMP(6), -1, fence) FROM dlock_lock WHERE name = %s), 0)) >= 0",
                  l->key_lit);
-        snprintf(upd_fence, sizeof upd_fence, "@dlock_t + 1");
+        snprintf(upd_fence, sizeof upd_fence, "@dlock_tf + 1");
     } else {
         upd_free[0] = '\0';
         snprintf(upd_fence, sizeof upd_fence, "1");
@@ -298,10 +303,11 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
                  "IF(@dlock_w = 1, 0, IF(IS_USED_LOCK(%s) = CONNECTION_ID(), RELEASE_LOCK(%s), 0))",
                  l->lit, l->lit);
     snprintf(sql, len,
-             "SELECT GET_LOCK(%s, %s), @dlock_w := -1, @dlock_f := NULL, @dlock_left := NULL; "
+             "SELECT GET_LOCK(%s, %s), @dlock_w := -1, @dlock_f := CAST(NULL AS UNSIGNED), "
+             "@dlock_left := CAST(NULL AS SIGNED), @dlock_tf := 0; "
              "UPDATE dlock_fence SET "
              "fence = IF(@dlock_w := (IS_USED_LOCK(%s) = CONNECTION_ID() AND expires <= "
-             "UTC_TIMESTAMP(6)%s) IS TRUE, @dlock_f := GREATEST(fence + 1, %s), "
+             "UTC_TIMESTAMP(6)%s) IS TRUE, @dlock_f := CAST(GREATEST(fence + 1, %s) AS UNSIGNED), "
              "@dlock_f := fence), "
              "holder = IF(@dlock_w, '%s', holder), conn = IF(@dlock_w, %s, conn), "
              "owner = IF(@dlock_w, %s, owner), info = IF(@dlock_w, %s, info), "
@@ -321,7 +327,8 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
                  l->lit, l->name_lit, table_fence, conn, nonce, p->lease_us, token, p->info_lit,
                  l->lit, table_free);
     n = strlen(sql);
-    snprintf(sql + n, len - n, "SELECT @dlock_w, @dlock_f, @dlock_left, %s", release_lit);
+    snprintf(sql + n, len - n, "SELECT @dlock_w, CAST(@dlock_f AS UNSIGNED), @dlock_left, %s",
+             release_lit);
     return sql;
 }
 
