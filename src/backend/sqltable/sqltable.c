@@ -203,22 +203,26 @@ char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const c
         return b.s;
     }
     /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
-     * before: every column under the same condition (expires and owner
-     * still as they were), owner last but one, expires last (on whether
-     * owner is ours now) */
-    sbuf cond = {0};
-    add(&cond, "owner = VALUES(owner) OR (expires <= " NOW " AND %s = 0)", o.s);
-    if (cond.s != NULL)
-        add(&b,
-            "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
-            "VALUES (%s, %s, %s, %s, " NOW_US ", " NOW " + INTERVAL %s MICROSECOND) "
-            "ON DUPLICATE KEY UPDATE fence = IF(%s, GREATEST(fence + 1, VALUES(fence)), fence), "
-            "info = IF(%s, VALUES(info), info), lock_name = IF(%s, VALUES(lock_name), "
-            "lock_name), owner = IF(%s, VALUES(owner), owner), "
-            "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
-            "SELECT fence, owner = %s, " MS_LEFT ", %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-            key, lock_name, owner, info, lease_us, cond.s, cond.s, cond.s, cond.s, owner, o.s, key);
-    free(cond.s);
+     * before: the condition (expires and owner still as they were, the
+     * older waiters counted) evaluated once, by the first, into @dlock_t,
+     * and every column under it, owner last but one, expires last (on
+     * whether owner is ours now). The VALUES row, evaluated before the
+     * duplicate key is found, sets @dlock_t to 1: a new row is a take.
+     * So the statements after it know whether it took without reading the
+     * table (the count of older waiters, a subquery of two reads, was
+     * evaluated once for each column before: 4 times a take). */
+    add(&b,
+        "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
+        "VALUES (%s, %s, %s, %s, IF(@dlock_t := 1, " NOW_US ", 0), " NOW
+        " + INTERVAL %s MICROSECOND) "
+        "ON DUPLICATE KEY UPDATE fence = IF(@dlock_t := (owner = VALUES(owner) OR (expires <= " NOW
+        " AND %s = 0)), GREATEST(fence + 1, VALUES(fence)), fence), "
+        "info = IF(@dlock_t, VALUES(info), info), lock_name = IF(@dlock_t, VALUES(lock_name), "
+        "lock_name), owner = IF(@dlock_t, VALUES(owner), owner), "
+        "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
+        "SELECT fence, owner = %s, " MS_LEFT ", IF(@dlock_t, 0, %s) FROM " DLOCK__SQLT_TABLE
+        " WHERE name = %s",
+        key, lock_name, owner, info, lease_us, o.s, owner, o.s, key);
     free(o.s);
     if (wait_us != NULL)
         /* a waiter's row while the lock is someone else's (its lease kept
@@ -226,13 +230,11 @@ char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const c
          * is a new wait); gone once it holds, with the expired ones */
         add(&b,
             "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires, since) SELECT "
-            "%s, %s, %s, " NOW " + INTERVAL %s MICROSECOND, " NOW " FROM DUAL WHERE NOT "
-            "EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner = %s) ON "
-            "DUPLICATE KEY UPDATE since = IF(expires <= " NOW ", VALUES(since), since), "
-            "expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND "
-            "(expires <= " NOW " OR (owner = %s AND EXISTS (SELECT 1 FROM " DLOCK__SQLT_TABLE
-            " WHERE name = %s AND owner = %s)))",
-            key, owner, lock_name, wait_us, key, owner, key, owner, key, owner);
+            "%s, %s, %s, " NOW " + INTERVAL %s MICROSECOND, " NOW " FROM DUAL WHERE @dlock_t "
+            "IS NOT TRUE ON DUPLICATE KEY UPDATE since = IF(expires <= " NOW
+            ", VALUES(since), since), expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT
+            " WHERE name = %s AND (expires <= " NOW " OR (owner = %s AND @dlock_t IS TRUE))",
+            key, owner, lock_name, wait_us, key, owner);
     return b.s;
 }
 
