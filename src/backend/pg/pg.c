@@ -516,12 +516,16 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (beside != NULL) {
         /* a read beside the owner's write: on the writer's connection,
          * which has the key, so it waits for nothing (a try) */
-        if (!dlock__pg_beside_lock(beside, l->key))
+        int got = dlock__pg_beside_lock(p, beside, l->key, a->token);
+        if (got == 0)
             return dlock__fail(DLOCK_EDEADLK,
                                "lock '%s': this owner writes it and reads it beside the write "
                                "already (one read beside a write; release it first)",
                                l->name);
-        block = 0;
+        if (got == 1)
+            block = 0;
+        else
+            beside = NULL; /* the write went meanwhile: an ordinary read */
     }
     int64_t bound = a->deadline_us;
     if (block && slice_end + reserve > bound)
