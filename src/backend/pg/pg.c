@@ -1326,15 +1326,7 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0) {
         /* a misspelt mode, as a misspelt option name: what was meant */
         static const char *const modes[] = {"session", "table"};
-        const char *near = NULL;
-        int best = 3;
-        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            int d = dlock__url_nearness(mode, modes[i]);
-            if (d < best) {
-                best = d;
-                near = modes[i];
-            }
-        }
+        const char *near = dlock__url_nearest(mode, modes, sizeof modes / sizeof modes[0]);
         return dlock__fail(DLOCK_EINVAL,
                            "%s: unknown mode '%s' (%s%s%swant mode=session, the default, or "
                            "mode=table)",
