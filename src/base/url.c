@@ -571,21 +571,27 @@ int dlock__url_nearness(const char *typed, const char *known)
     return d == 2 && strlen(typed) <= 3 ? 3 : d;
 }
 
+const char *dlock__url_nearest(const char *typed, const char *const *known, size_t n)
+{
+    const char *near = NULL;
+    int best = 3;
+    for (size_t k = 0; k < n; k++) {
+        int d = dlock__url_nearness(typed, known[k]);
+        if (d < best) {
+            best = d;
+            near = known[k];
+        }
+    }
+    return near;
+}
+
 int dlock__url_check_unused(const dlock__url *url)
 {
     for (size_t i = 0; i < url->noptions; i++) {
-        const char *key = url->options[i].key, *near = NULL;
-        int best = 3;
-
+        const char *key = url->options[i].key;
         if (url->options[i].used)
             continue;
-        for (size_t k = 0; k < url->nasked; k++) {
-            int d = dlock__url_nearness(key, url->asked[k]);
-            if (d < best) {
-                best = d;
-                near = url->asked[k];
-            }
-        }
+        const char *near = dlock__url_nearest(key, (const char *const *) url->asked, url->nasked);
         if (near != NULL)
             return dlock__fail(DLOCK_EINVAL, "%s: unknown option '%s' (did you mean %s=?)",
                                url->text, key, near);

@@ -86,6 +86,10 @@ int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *v
  * or 2 in a word of 3 characters or fewer). */
 int dlock__url_nearness(const char *typed, const char *known);
 
+/* The nearest of the n known words to typed (the first of the nearest),
+ * or NULL when none is a near miss (dlock__url_nearness). */
+const char *dlock__url_nearest(const char *typed, const char *const *known, size_t n);
+
 /* DLOCK_EINVAL naming the first option nobody used, with the known option
  * it is likely a misspelling of ("did you mean lease=?"), else DLOCK_OK. */
 int dlock__url_check_unused(const dlock__url *url);

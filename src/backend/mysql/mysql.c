@@ -645,15 +645,7 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
         strcmp(mode, "row") != 0) {
         /* a misspelt mode, as a misspelt option name: what was meant */
         static const char *const modes[] = {"table", "session", "row"};
-        const char *near = NULL;
-        int best = 3;
-        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            int d = dlock__url_nearness(mode, modes[i]);
-            if (d < best) {
-                best = d;
-                near = modes[i];
-            }
-        }
+        const char *near = dlock__url_nearest(mode, modes, sizeof modes / sizeof modes[0]);
         return dlock__fail(DLOCK_EINVAL,
                            "%s: unknown mode '%s' (%s%s%swant mode=table, the default, "
                            "mode=session or mode=row)",

@@ -516,12 +516,16 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (beside != NULL) {
         /* a read beside the owner's write: on the writer's connection,
          * which has the key, so it waits for nothing (a try) */
-        if (!dlock__pg_beside_lock(beside, l->key))
+        int got = dlock__pg_beside_lock(p, beside, l->key, a->token);
+        if (got == 0)
             return dlock__fail(DLOCK_EDEADLK,
                                "lock '%s': this owner writes it and reads it beside the write "
                                "already (one read beside a write; release it first)",
                                l->name);
-        block = 0;
+        if (got == 1)
+            block = 0;
+        else
+            beside = NULL; /* the write went meanwhile: an ordinary read */
     }
     int64_t bound = a->deadline_us;
     if (block && slice_end + reserve > bound)
@@ -1322,15 +1326,7 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0) {
         /* a misspelt mode, as a misspelt option name: what was meant */
         static const char *const modes[] = {"session", "table"};
-        const char *near = NULL;
-        int best = 3;
-        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            int d = dlock__url_nearness(mode, modes[i]);
-            if (d < best) {
-                best = d;
-                near = modes[i];
-            }
-        }
+        const char *near = dlock__url_nearest(mode, modes, sizeof modes / sizeof modes[0]);
         return dlock__fail(DLOCK_EINVAL,
                            "%s: unknown mode '%s' (%s%s%swant mode=session, the default, or "
                            "mode=table)",

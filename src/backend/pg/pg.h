@@ -300,10 +300,12 @@ int dlock__pg_force_sql(const dlock__pglock *l, const char *name, const char *wa
  * held for dlock__pg_beside_lock, which must follow. */
 int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token,
                           dlock__pgconn **beside);
-/* Locks the writer's connection c for a read beside it: 1 (c locked), or
- * 0 when c closed meanwhile or reads key beside its writer already. Drops
- * the reference dlock__pg_owner_clash took. */
-int dlock__pg_beside_lock(dlock__pgconn *c, int64_t key);
+/* Locks the writer's connection c for a read beside it: 1 (c locked),
+ * 0 when it reads key beside its writer already, -1 when token's write of
+ * key is no longer on c (released meanwhile, c closed, or back in the pool
+ * and taken by another hold: the read goes the ordinary way). Drops the
+ * reference dlock__pg_owner_clash took. */
+int dlock__pg_beside_lock(dlock__pgstore *p, dlock__pgconn *c, int64_t key, const char *token);
 /* l holds now for token / no more (the store's list of holds). */
 void dlock__pg_held_add(dlock__pgstore *p, dlock__pglock *l, const char *token);
 void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l);

@@ -184,17 +184,30 @@ int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token
     return clash;
 }
 
-int dlock__pg_beside_lock(dlock__pgconn *c, int64_t key)
+int dlock__pg_beside_lock(dlock__pgstore *p, dlock__pgconn *c, int64_t key, const char *token)
 {
     dlock__session *session = c->session;
     pthread_mutex_lock(&c->mu);
+    /* the owner's write still on c: between dlock__pg_owner_clash and here
+     * another thread of the owner may have released it, and c gone back
+     * to the pool and to another hold of the name, whose key a read taken
+     * there would share (a session's own advisory locks never conflict:
+     * two holders). Looked at under c's mutex, which a release takes: a
+     * write found here stays until c is let go. (c before the store: the
+     * order connect_one takes them in.) */
+    int writer = 0;
+    pthread_mutex_lock(&p->mu);
+    for (dlock__pglock *h = p->held; h != NULL && !writer; h = h->next_held)
+        writer = h->conn == c && h->key == key && h->base.spec.kind == DLOCK__WRITE &&
+                 strcmp(h->owner, token) == 0;
+    pthread_mutex_unlock(&p->mu);
     size_t n = 0;
     for (size_t i = 0; i < c->nkeys; i++)
         n += c->keys[i] == key;
     /* still open, and holding the key for the writer alone (a read beside
      * it there already would share the reader's lease row) */
-    int ok = c->pg != NULL && !atomic_load(&c->lost) && n == 1;
-    if (!ok)
+    int ok = !writer || c->pg == NULL || atomic_load(&c->lost) ? -1 : n == 1 ? 1 : 0;
+    if (ok != 1)
         pthread_mutex_unlock(&c->mu);
     dlock__session_unref(session); /* (the writer's reference keeps c while ok) */
     return ok;
