@@ -443,8 +443,18 @@ test_status_other_kind()
         expect_match "run -n $args: then who holds it" "^dlock: lock 'm-kind' is held by pid $holder on " \
             "$(sed -n 2p "$TMP/err")"
     done
+    # and a wait without -w names the mutex's holder: not itself (its own
+    # queued read, on ZooKeeper and etcd), nor "waiters ahead" (nobody waits)
+    dl_bg "$TMP/t/rw" run --read m-kind -- true
+    local waiter=$BG
+    wait_until 10 grep -q "waiting for" "$TMP/t/rw.err" ||
+        fail "the reader said nothing while it waited"
+    expect_match "run --read, waiting: the mutex's holder named" \
+        "^dlock: waiting for lock 'm-kind', held by pid $holder on " "$(cat "$TMP/t/rw.err")"
     touch "$TMP/t/go"
     reap "$holder" 10
+    reap "$waiter" 10
+    expect_eq "the reader took it once the mutex was let go" 0 "$BG_RC"
 }
 
 # A message shows the URL as the user gave it: not with the options that

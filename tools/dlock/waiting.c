@@ -46,11 +46,26 @@ typedef struct holders_seen {
     long pid;
 } holders_seen;
 
+/* Whether h is this very process: a waiter's own queued node or read
+ * hold, which some stores list among a kind's holders (ZooKeeper's and
+ * etcd's read-write queue, with the name held as a mutex: the trial of
+ * stop 37 saw the waiter name itself). This process waits for the name:
+ * it is not what holds it. */
+static int is_this_process(const dlock_holder *h)
+{
+    char here[256];
+
+    if (h->pid != (long) getpid() || gethostname(here, sizeof here) != 0)
+        return 0;
+    here[sizeof here - 1] = '\0';
+    return strcmp(here, h->host) == 0;
+}
+
 static void note_holder(const dlock_holder *h, void *arg)
 {
     holders_seen *s = arg;
 
-    if (s->n++ > 0)
+    if (is_this_process(h) || s->n++ > 0)
         return;
     snprintf(s->owner, sizeof s->owner, "%s", h->owner);
     snprintf(s->host, sizeof s->host, "%s", h->host);
@@ -161,6 +176,35 @@ static int ask_who_holds(dlock_client *c, const cli_kind *k, const char *name, c
     return rc;
 }
 
+/* ask_who_holds() for the other kinds of the name the client's store
+ * has, until one names a holder: a name held as another kind than k's
+ * (the refusal, or the wait, is for k). */
+static int ask_other_kinds(dlock_client *c, const cli_kind *k, const char *name, char *what,
+                           size_t what_size, char *who, size_t who_size, int *seen_any)
+{
+    static const struct {
+        unsigned flags, family, cap;
+    } kinds[] = {
+        {0, DLOCK_FAIR, 0},
+        {DLOCK_WRITE, DLOCK_READ | DLOCK_WRITE, DLOCK_CAP_READ_WRITE},
+        {DLOCK_SEMAPHORE, DLOCK_SEMAPHORE, DLOCK_CAP_SEMAPHORE},
+        {DLOCK_SIMPLE, DLOCK_SIMPLE, DLOCK_CAP_INTEROP},
+    };
+    unsigned caps = dlock_client_caps(c), flags = k->flags;
+    int rc = DLOCK_OK;
+    for (size_t i = 0; !*seen_any && k->nnames == 0 && i < sizeof kinds / sizeof kinds[0]; i++) {
+        cli_kind other = *k;
+        int mine = kinds[i].flags == 0 ? (flags & ~DLOCK_FAIR) == 0 : (flags & kinds[i].family);
+        if (mine || (caps & kinds[i].cap) != kinds[i].cap)
+            continue;
+        other.flags = kinds[i].flags;
+        rc = ask_who_holds(c, &other, name, what, what_size, who, who_size, seen_any);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    return rc;
+}
+
 static void *notice_thread(void *arg)
 {
     cli_waiting *w = arg;
@@ -184,7 +228,20 @@ static void *notice_thread(void *arg)
     if (done)
         return NULL;
 
-    ask_who_holds(w->client, &w->kind, w->name, what, sizeof what, who, sizeof who, &seen_any);
+    if (ask_who_holds(w->client, &w->kind, w->name, what, sizeof what, who, sizeof who,
+                      &seen_any) == DLOCK_OK &&
+        !seen_any) {
+        /* held as another kind, whose holder is the one to name (not
+         * "waiters ahead in its queue"); nobody there either: as it was */
+        char what2[300], who2[400];
+        int seen2 = 0;
+        if (ask_other_kinds(w->client, &w->kind, w->name, what2, sizeof what2, who2, sizeof who2,
+                            &seen2) == DLOCK_OK &&
+            seen2) {
+            snprintf(what, sizeof what, "%s", what2);
+            snprintf(who, sizeof who, "%s", who2);
+        }
+    }
     pthread_mutex_lock(&w->mu);
     w->asking = 0;
     if (!w->done)
@@ -207,26 +264,9 @@ void cli_print_who_holds(dlock_client *c, const cli_opts *o, const char *name)
         return;
     /* held as another kind (the refusal said which): its holder, as a
      * plain refusal names one */
-    static const struct {
-        unsigned flags, family, cap;
-    } kinds[] = {
-        {0, DLOCK_FAIR, 0},
-        {DLOCK_WRITE, DLOCK_READ | DLOCK_WRITE, DLOCK_CAP_READ_WRITE},
-        {DLOCK_SEMAPHORE, DLOCK_SEMAPHORE, DLOCK_CAP_SEMAPHORE},
-        {DLOCK_SIMPLE, DLOCK_SIMPLE, DLOCK_CAP_INTEROP},
-    };
-    unsigned caps = dlock_client_caps(c), flags = o->kind.flags;
-    for (size_t i = 0; !seen_any && o->kind.nnames == 0 && i < sizeof kinds / sizeof kinds[0];
-         i++) {
-        cli_kind other = o->kind;
-        int mine = kinds[i].flags == 0 ? (flags & ~DLOCK_FAIR) == 0 : (flags & kinds[i].family);
-        if (mine || (caps & kinds[i].cap) != kinds[i].cap)
-            continue;
-        other.flags = kinds[i].flags;
-        if (ask_who_holds(c, &other, name, what, sizeof what, who, sizeof who, &seen_any) !=
-            DLOCK_OK)
-            return;
-    }
+    if (ask_other_kinds(c, &o->kind, name, what, sizeof what, who, sizeof who, &seen_any) !=
+        DLOCK_OK)
+        return;
     if (!seen_any)
         return; /* freed since */
     fprintf(stderr, "dlock: lock %s is %s\n", what, who);
