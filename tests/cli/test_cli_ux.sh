@@ -310,14 +310,31 @@ test_wrong_port()
     done
     if [ "$STORE" = redis ]; then
         others+=("redis+sentinel://$hp/mymaster" "redis+cluster://$hp")
-        # a node of a Redis Cluster (one, no slots: INFO cluster says so)
-        cport=$(closed_port 55535)
-        mkdir -p "$TMP/cnode"
-        redis-server --port "$cport" --bind 127.0.0.1 --save '' --appendonly no \
-            --cluster-enabled yes --dir "$TMP/cnode" --logfile "$TMP/cnode/log" &
-        cnode=$!
-        BG_PIDS+=("$cnode")
-        if wait_until 20 eval '[ "$(redis-cli -p "$cport" ping 2>/dev/null)" = PONG ]'; then
+        # a node of a Redis Cluster (one, no slots: INFO cluster says so);
+        # its bus port (its own + 10000) must be free too, and another
+        # test's server may take either between the look and the bind (a
+        # quick suite's run: "bind: Address already in use" on the bus
+        # port): tried again on other ports
+        local attempt up=
+        for attempt in 1 2 3 4 5; do
+            cport=$(closed_port 55535)
+            port_is_open $((cport + 10000)) && continue
+            rm -rf "$TMP/cnode"
+            mkdir -p "$TMP/cnode"
+            redis-server --port "$cport" --bind 127.0.0.1 --save '' --appendonly no \
+                --cluster-enabled yes --dir "$TMP/cnode" --logfile "$TMP/cnode/log" &
+            cnode=$!
+            BG_PIDS+=("$cnode")
+            wait_until 20 eval '[ "$(redis-cli -p "$cport" ping 2>/dev/null)" = PONG ] ||
+                ! kill -0 "$cnode" 2>/dev/null'
+            if [ "$(redis-cli -p "$cport" ping 2>/dev/null)" = PONG ]; then
+                up=1
+                break
+            fi
+            kill "$cnode" 2>/dev/null
+            wait "$cnode" 2>/dev/null
+        done
+        if [ -n "$up" ]; then
             others+=("redis://127.0.0.1:$cport")
         else
             fail "a node of a Redis Cluster did not start: $(tail -3 "$TMP/cnode/log")"
