@@ -1367,6 +1367,71 @@ static void reader_beside_table_take(void)
     dlock_client_close(sc);
 }
 
+/* A statement's snapshot (READ COMMITTED) is taken when it starts. The
+ * table take's guard tries the second key (which a reader's grant holds
+ * exclusively until its commit) and then looks at dlock_share: if both
+ * were in the take's one statement, a reader that committed between that
+ * statement's start and its try of the second key would be unseen (the
+ * try succeeds: the reader's grant is over) and both would hold. The take
+ * is held up there by a function that shadows the guard's first call
+ * (pg_try_advisory_xact_lock_shared(bigint), on the table client's
+ * search_path only) and first waits for an advisory lock this test
+ * holds; the reader takes the name meanwhile and commits. */
+static void reader_in_take_snapshot(void)
+{
+    PGconn *pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    PGresult *r =
+        PQexec(pq, "CREATE SCHEMA dlock_pause; CREATE FUNCTION "
+                   "dlock_pause.pg_try_advisory_xact_lock_shared(k bigint) RETURNS boolean "
+                   "LANGUAGE plpgsql VOLATILE AS $f$ BEGIN PERFORM "
+                   "pg_catalog.pg_advisory_lock_shared(424242); "
+                   "PERFORM pg_catalog.pg_advisory_unlock_shared(424242); RETURN "
+                   "pg_catalog.pg_try_advisory_xact_lock_shared(k); END $f$");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    dlock_client *sc = client(NULL); /* before the search_path: the reader is not held up */
+    dlock_lock *rl = dt_lock(sc, "snaprace", DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(rl), DLOCK_OK); /* the reader's connection made */
+    CHECK_RC(dlock_release(rl), DLOCK_OK);
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
+                   "dlock_pause, pg_catalog', current_database()); END $d$");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    dlock_client *tc = client("?mode=table");
+    dlock_lock *tl = dt_lock(tc, "snaprace", 0);
+    CHECK_RC(dlock_try_acquire(tl), DLOCK_OK); /* the row there; not held up */
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_lock(424242)) x"), ==, 1);
+    struct waiter take = {.l = tl, .wait_ms = 0};
+    pthread_t tt;
+    CHECK_INT(pthread_create(&tt, NULL, wait_thread, &take), ==, 0);
+    /* the take's statement started, held up before its guard's tries */
+    DT_WAIT_UNTIL(pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = "
+                                "'advisory' AND objid = 424242") > 0,
+                  5000);
+    int read_rc = dlock_try_acquire(rl); /* granted and committed meanwhile */
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_unlock(424242)) x"), ==, 1);
+    pthread_join(tt, NULL);
+    int take_rc = atomic_load(&take.rc);
+    printf("reader (while the take was held up): %s; table take: %s\n", dlock_strerror(read_rc),
+           dlock_strerror(take_rc));
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
+                   "current_database()); END $d$; DROP SCHEMA dlock_pause CASCADE");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    PQfinish(pq);
+    CHECK(!(read_rc == DLOCK_OK && take_rc == DLOCK_OK));
+    CHECK_RC(read_rc, DLOCK_OK);
+    CHECK_RC(take_rc, DLOCK_EBUSY);
+    CHECK_RC(dlock_release(rl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_lock_free(rl);
+    dlock_client_close(tc);
+    dlock_client_close(sc);
+}
+
 /* A server to crash, whose WAL writer waits 10 s between rounds: a commit
  * that does not wait for the WAL's flush stays in the server's memory until
  * the WAL writer's next round, or until the WAL page it is on is full (the
@@ -1636,6 +1701,7 @@ int main(int argc, char **argv)
         {"status_across_modes", status_across_modes},
         {"reader_lease_waited_out", reader_lease_waited_out}, /* (makes table mode's table) */
         {"reader_beside_table_take", reader_beside_table_take},
+        {"reader_in_take_snapshot", reader_in_take_snapshot},
         {"downgrade", downgrade},
         {"force_by_kind", force_by_kind},
         {"status_by_kind", status_by_kind},

@@ -20,6 +20,14 @@
 
 #define D DLOCK__SQLT_PG
 
+/* The hot path's statements, prepared on each connection on first use (as
+ * "dlock_<which>": session mode's are below 8, pg.c) and then only bound
+ * and executed: their text names every value as a parameter, so it is the
+ * same for every lock and store, made once per process. Sent as text they
+ * were parsed and planned at every cycle, most of a take's time in the
+ * server. A take is two of them (its guard, then the take: TAKE_GUARD). */
+enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE, PREP_TAKE_GUARD };
+
 void dlock__pgt_tag(const char *name, char *tag)
 {
     size_t n = strlen(name);
@@ -46,10 +54,13 @@ char *dlock__pgt_bytea(const char *text)
 /* One request on a pooled connection, bounded by a command timeout: sql
  * as text, or (which < NOT_PREPARED) the statement prepared as which on the
  * connection (dlock__pg_exec_prepared: parsed and planned once per
- * connection) with its params. DLOCK_OK with *res (PQclear it), or the
- * failure recorded; state (if not NULL, 6 bytes) gets the SQLSTATE of an
- * error the server answered. */
+ * connection) with its params; a take (PREP_TAKE_TRY, PREP_TAKE_WAIT) is
+ * its guard and then the take, in one pipeline (take_pipeline). DLOCK_OK
+ * with *res (PQclear it), or the failure recorded; state (if not NULL, 6
+ * bytes) gets the SQLSTATE of an error the server answered. */
 #define NOT_PREPARED 32u
+static int take_pipeline(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                         int nparams, const char *const *params, int64_t deadline, PGresult **res);
 static int exchange(dlock__pgstore *p, unsigned which, const char *sql, int nparams,
                     const char *const *params, int64_t deadline, PGresult **res, const char *what,
                     char *state)
@@ -61,9 +72,11 @@ static int exchange(dlock__pgstore *p, unsigned which, const char *sql, int npar
         deadline = cap;
     int rc = dlock__pg_get(p, deadline, &c);
     if (rc == DLOCK_OK) {
-        rc = which < NOT_PREPARED ? dlock__pg_exec_prepared(p, c, which, sql, nparams, params,
-                                                            deadline, NULL, NULL, res)
-                                  : dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
+        rc = which == PREP_TAKE_TRY || which == PREP_TAKE_WAIT
+                 ? take_pipeline(p, c, which, sql, nparams, params, deadline, res)
+             : which < NOT_PREPARED ? dlock__pg_exec_prepared(p, c, which, sql, nparams, params,
+                                                              deadline, NULL, NULL, res)
+                                    : dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
         if (rc != DLOCK_OK)
             dlock__pg_discard(p, c, "closed: a request got no answer");
         else
@@ -221,38 +234,43 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
     return rc;
 }
 
-/* The hot path's statements, prepared on each connection on first use (as
- * "dlock_<which>": session mode's are below 8, pg.c) and then only bound
- * and executed: their text names every value as a parameter, so it is the
- * same for every lock and store, made once per process. Sent as text they
- * were parsed and planned at every cycle, most of a take's time in the
- * server. */
-enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE };
-
-/* Before the take, in its statement (one transaction), the session mode's
- * advisory lock of the name, shared (table takers do not exclude each
- * other by it) and until the commit: it fails while a session holds the
- * lock, and a session grant that gets the lock after the commit sees the
- * row (pg.c: CHECK_SQL). One lock per name across the modes. And a session
- * holder's row lease (dlock_fence, pg.c) counts as held, as it does for a
- * session grant: a holder whose connection dropped may still think it
- * holds until the lease ends; and so does the run rule (pg.c: a name no
- * session grant of this server run wrote, until the run's start + the
- * largest recorded lease), for a session grant lost in a crash; and so
- * does a session reader's lease (read.c: dlock_share), as the shared
- * advisory lock does not exclude readers; the second key (pg.h:
- * DLOCK__PG_KEY2), shared, keeps a reader's grant from being in flight
- * beside the take, so that one of them sees the other. When it fails, nothing is
- * written (dlock__sqlt_take_expr) and the answer says so. ($1: the name's
- * bytes; $5: its advisory key.) */
-#define KEY2_5 DLOCK__PG_KEY2("$5::bigint")
+/* Before the take, in its transaction, the session mode's advisory lock
+ * of the name, shared (table takers do not exclude each other by it) and
+ * until the commit: it fails while a session holds the lock, and a session
+ * grant that gets the lock after the commit sees the row (pg.c:
+ * CHECK_SQL). One lock per name across the modes. And a session holder's
+ * row lease (dlock_fence, pg.c) counts as held, as it does for a session
+ * grant: a holder whose connection dropped may still think it holds until
+ * the lease ends; and so does the run rule (pg.c: a name no session grant
+ * of this server run wrote, until the run's start + the largest recorded
+ * lease), for a session grant lost in a crash; and so does a session
+ * reader's lease (read.c: dlock_share), as the shared advisory lock does
+ * not exclude readers; the second key (pg.h: DLOCK__PG_KEY2), shared,
+ * keeps a reader's grant from being in flight beside the take, so that one
+ * of them sees the other. When it fails, nothing is written
+ * (dlock__sqlt_take_expr) and the answer says so.
+ *
+ * The keys are tried in a statement of their own (TAKE_GUARD_SQL, $1 the
+ * advisory key), which leaves its answer in a setting of the transaction
+ * (the key's text, or '' when a try failed), and the take's statement
+ * after it reads the tables: under READ COMMITTED a statement sees what
+ * was committed before it started, and the take's must start after the
+ * second key was got. In one statement, a reader that committed between
+ * the statement's start and its try of the second key (the try then
+ * succeeds) was not seen, and both held (test_pg_lock
+ * reader_in_take_snapshot). Both statements go in one pipeline: one round
+ * trip, one transaction. ($1: the name's bytes; $5: its advisory key.) */
+#define TAKE_GUARD_SQL                                                                             \
+    "SELECT set_config('dlock.take_key', CASE WHEN pg_try_advisory_xact_lock_shared($1::bigint) "  \
+    "AND pg_try_advisory_xact_lock_shared(" DLOCK__PG_KEY2("$1::bigint") ") THEN $1::text ELSE "   \
+                                                                         "'' END, true)"
 #define SESSION_GUARD                                                                              \
-    "pg_try_advisory_xact_lock_shared($5::bigint) AND pg_try_advisory_xact_lock_shared(" KEY2_5    \
-    ") AND NOT EXISTS (SELECT FROM dlock_fence WHERE name = convert_from($1::bytea, 'UTF8') AND "  \
-    "expires > clock_timestamp()) AND NOT EXISTS (SELECT FROM dlock_run r WHERE r.started + "      \
-    "r.lease_ms * interval '1 millisecond' > clock_timestamp() AND NOT EXISTS (SELECT FROM "       \
-    "dlock_fence f WHERE f.name = convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch)) AND NOT " \
-    "EXISTS (SELECT FROM dlock_share WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "  \
+    "coalesce(current_setting('dlock.take_key', true), '') = $5::text AND NOT EXISTS (SELECT "     \
+    "FROM dlock_fence WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "                 \
+    "clock_timestamp()) AND NOT EXISTS (SELECT FROM dlock_run r WHERE r.started + r.lease_ms * "   \
+    "interval '1 millisecond' > clock_timestamp() AND NOT EXISTS (SELECT FROM dlock_fence f "      \
+    "WHERE f.name = convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch)) AND NOT EXISTS "        \
+    "(SELECT FROM dlock_share WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "         \
     "clock_timestamp())"
 
 /* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
@@ -282,6 +300,28 @@ static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const ch
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     const char *sql = which == PREP_RELEASE ? release_sql : take_sql[which == PREP_TAKE_WAIT];
     return run_on(p, which, sql, nparams, params, deadline, res, what);
+}
+
+/* A take: its guard (TAKE_GUARD_SQL, on the advisory key, params[4]) and
+ * then the take, in one pipeline; *res is the take's answer, or the
+ * guard's error (the take did not run then). */
+static int take_pipeline(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                         int nparams, const char *const *params, int64_t deadline, PGresult **res)
+{
+    const char *key[1] = {params[4]};
+    dlock__pg_stmt st[2] = {{PREP_TAKE_GUARD, TAKE_GUARD_SQL, 1, key},
+                            {which, sql, nparams, params}};
+    PGresult *out[2];
+    int rc = dlock__pg_exec_pipeline(p, c, 2, st, deadline, NULL, NULL, NULL, out);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* the first error (a failed PREPARE leaves the later ones NULL) */
+    int first = out[0] == NULL || PQresultStatus(out[0]) == PGRES_TUPLES_OK ? 1 : 0;
+    *res = out[first];
+    PQclear(out[1 - first]);
+    if (*res == NULL)
+        return dlock__fail(DLOCK_EPROTO, "%s: no answer to the take", p->label);
+    return DLOCK_OK;
 }
 
 /* text's bytes as a bytea parameter (its text form, \x and hex), malloc'd. */
