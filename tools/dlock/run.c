@@ -586,7 +586,7 @@ static const char *unsupported_option(dlock_client *c, const cli_opts *o)
 static int fail_to_take(int rc, const dlock_lock *lock, const cli_kind *kind)
 {
     const char *noun = kind->nnames > 0 ? "multi-lock" : "lock";
-    const char *msg = cli_errmsg();
+    const char *msg = dlock_errmsg();
     char what[600], lead[600];
     size_t n;
 
@@ -647,7 +647,7 @@ int cmd_run(int argc, char **argv)
         if (rc == DLOCK_ENOTSUP)
             cli_fail_unsupported("run", unsupported_option(client, &o));
         else if (rc == DLOCK_EINVAL) /* the name, or the kind's numbers */
-            fprintf(stderr, "dlock run: %s\n", cli_errmsg());
+            fprintf(stderr, "dlock run: %s\n", dlock_errmsg());
         else
             code = cli_fail(rc, "cannot make the lock");
         dlock_client_close(client);
@@ -679,7 +679,7 @@ int cmd_run(int argc, char **argv)
     }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
         if (!quiet)
-            fprintf(stderr, "dlock: %s\n", cli_errmsg());
+            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
         if (!client_in_use)
             cli_print_who_holds(client, &o, name);
         code = conflict_code;
@@ -724,7 +724,7 @@ int cmd_run(int argc, char **argv)
         rc = dlock_release(lock);
         if (rc == DLOCK_ELOST) {
             /* lost between the command's end and the release */
-            fprintf(stderr, "dlock: %s\n", cli_errmsg());
+            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
         } else if (rc == DLOCK_OK && o.verbose > 0) {
             cli_report_released(lock, &kind, cli_now_us() - acquired_us);
