@@ -932,3 +932,19 @@ test_short_lease_warning_words()
         "^dlock: warn: lock 'u-short': the store request timeout \(2000 ms, the URL's timeout= option" \
         "$(cat "$TMP/err")"
 }
+
+# A NAME after a -- of its own takes flock's -c STRING too, and '--' is
+# no PREFIX of list (the new-user trial: `run -- -foo -c '...'` refused,
+# `list -- --` listed the locks under '--').
+test_dashdash_name_then_shell()
+{
+    expect_rc "run -- -u-dash -c STRING" 0 dl run -- -u-dash -c 'echo ran "$DLOCK_NAME"'
+    expect_eq "run -- -u-dash -c STRING: ran" "ran -u-dash" "$(cat "$TMP/out")"
+    expect_rc "run -- -u-dash --command=STRING" 0 dl run -- -u-dash --command='echo ran'
+    expect_eq "run -- -u-dash --command=STRING: ran" "ran" "$(cat "$TMP/out")"
+    expect_free -u-dash
+    expect_rc "run -- -u-dash -c STRING more" 64 dl run -- -u-dash -c 'echo ran' more
+    expect_rc "list -- --" 64 dl list -- --
+    expect_match "list -- --: said" "^dlock list: '--' is no PREFIX" "$(cat "$TMP/err")"
+    expect_rc "list -- -u-" 0 dl list -- -u-
+}

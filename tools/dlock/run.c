@@ -50,8 +50,8 @@ static const char run_usage[] =
     "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
     "dlock's options go before NAME; after it, everything is COMMAND's. NAME\n"
     "comes before --: 'dlock run -- COMMAND' is refused (a NAME that starts\n"
-    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND, or,\n"
-    "without a command, dlock run [OPTIONS] -- -NAME).\n"
+    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND, or\n"
+    "-- -NAME -c STRING, or, without a command, dlock run [OPTIONS] -- -NAME).\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -488,7 +488,11 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
             return cli_check_name("run", "", argv[at]);
         int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
         int dash_word = at < argc && argv[at][0] == '-';
-        if (o->dashdash && !name_then_command &&
+        /* dlock run -- -x -c STRING: flock's order, the NAME's -- is enough */
+        const char *shell_after = NULL;
+        int name_then_shell =
+            dash_word && shell_option_at(argc, argv, at + 1, &shell_after) == argc - 1;
+        if (o->dashdash && !name_then_command && !name_then_shell &&
             !((dash_word || o->shell != NULL) && at == argc - 1)) {
             if (dash_word)
                 return cli_usage_error("run",
