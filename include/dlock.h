@@ -241,6 +241,15 @@ typedef struct dlock_client dlock_client;
  */
 DLOCK_API int dlock_client_open(const char *url, dlock_client **out);
 
+/* (since 0.3) As dlock_client_open(), with more options given apart from
+ * the URL: options is a query string without its '?' ("lease=10s&label=
+ * night%20job", values %-encoded as in a URL), or NULL or "" for none. They
+ * are read as the URL's options would be (the same keys, the same checks),
+ * and one the URL sets too is taken from options: a program's own settings
+ * (a command line's) over a URL it was handed. The URL stays as given: no
+ * message shows options, and url is what messages name. */
+DLOCK_API int dlock_client_open_with(const char *url, const char *options, dlock_client **out);
+
 /* Closes the client: stops its renewal thread and closes its connections.
  * Free (or detach) every lock handle of the client first: a handle left open
  * is not released, and its lock stays held on the server until its lease

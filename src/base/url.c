@@ -446,6 +446,38 @@ fail:
     return rc;
 }
 
+int dlock__url_add_options(dlock__url *url, const char *query)
+{
+    dlock__url more;
+    int rc;
+
+    memset(&more, 0, sizeof more);
+    rc = parse_query(&more, query);
+    for (size_t i = 0; rc == DLOCK_OK && i < more.noptions; i++) {
+        dlock__url_option *o = &more.options[i];
+        size_t k = 0;
+        while (k < url->noptions && strcmp(url->options[k].key, o->key) != 0)
+            k++;
+        if (k == DLOCK__URL_MAX_OPTIONS) {
+            rc = dlock__fail(DLOCK_EINVAL, "too many options");
+            break;
+        }
+        if (k < url->noptions) {
+            free(url->options[k].key);
+            free(url->options[k].value);
+        } else {
+            url->noptions++;
+        }
+        url->options[k] = (dlock__url_option){o->key, o->value, 0};
+        o->key = o->value = NULL;
+    }
+    for (size_t i = 0; i < more.noptions; i++) {
+        free(more.options[i].key);
+        free(more.options[i].value);
+    }
+    return rc;
+}
+
 const char *dlock__url_get(dlock__url *url, const char *key)
 {
     size_t k = 0;

@@ -51,6 +51,11 @@ typedef struct dlock__url {
 int dlock__url_parse(const char *text, dlock__url *url);
 void dlock__url_clear(dlock__url *url);
 
+/* Adds the options of query ("key=value&...", %-encoded, without '?') to
+ * url's, each over the URL's own of the same key; url->text is left as it
+ * was. Returns DLOCK_OK, DLOCK_EINVAL (with a detail) or DLOCK_ENOMEM. */
+int dlock__url_add_options(dlock__url *url, const char *query);
+
 /* For a store that reads a user-info without ':' as a user name: messages
  * show it from now on (url->text). Until a store says so it is masked as a
  * password could be ("redis://secret@host"). A user-info with a ':' shows

@@ -131,6 +131,11 @@ static int read_core_options(dlock__url *url, dlock__client_cfg *cfg, int *local
 
 int dlock_client_open(const char *text, dlock_client **out)
 {
+    return dlock_client_open_with(text, NULL, out);
+}
+
+int dlock_client_open_with(const char *text, const char *options, dlock_client **out)
+{
     dlock__url url;
     dlock_client *c = NULL;
     const dlock__backend *backend;
@@ -146,6 +151,13 @@ int dlock_client_open(const char *text, dlock_client **out)
         return dlock__fail_context(rc, "bad URL");
     if (rc != DLOCK_OK)
         return rc;
+    if (options != NULL && options[0] != '\0') {
+        rc = dlock__url_add_options(&url, options);
+        if (rc != DLOCK_OK) {
+            dlock__url_clear(&url);
+            return rc == DLOCK_EINVAL ? dlock__fail_context(rc, "bad options") : rc;
+        }
+    }
     backend = dlock__backend_find(url.scheme, url.text, &rc);
     if (backend == NULL)
         goto fail;
@@ -161,6 +173,8 @@ int dlock_client_open(const char *text, dlock_client **out)
     c->cfg.command_timeout_ms = DEFAULT_TIMEOUT_MS;
     c->cfg.unreachable_wait_ms = DEFAULT_UNREACHABLE_WAIT_MS;
     rc = read_core_options(&url, &c->cfg, &local_queue, &max_local);
+    for (size_t i = 0; i < url.noptions; i++)
+        c->timeout_given |= strcmp(url.options[i].key, "timeout") == 0;
     if (rc == DLOCK_OK && local_queue)
         rc = dlock__lq_new((unsigned) max_local, &c->lq);
     if (rc != DLOCK_OK)
@@ -210,12 +224,22 @@ void dlock__client_check_lease(dlock_client *c, const char *name, int64_t lease_
         !dlock__log_on(&c->log, DLOCK_LOG_WARN) || atomic_exchange(&c->lease_warned, 1))
         return;
     long long third = lease_ms / 3 > 1 ? (long long) (lease_ms / 3) : 1;
+    /* named as the user set it: a URL without timeout= has the default */
+    char whose[80], fix[96];
+    if (c->timeout_given) {
+        snprintf(whose, sizeof whose, "%lld ms, the URL's timeout= option", (long long) timeout_ms);
+        snprintf(fix, sizeof fix, "set the URL's timeout= to %lldms or less", third);
+    } else {
+        snprintf(whose, sizeof whose, "%lld ms: the default command timeout of %d s",
+                 (long long) timeout_ms, DEFAULT_TIMEOUT_MS / 1000);
+        snprintf(fix, sizeof fix, "add ?timeout=%lldms (or &timeout=%lldms) to the URL", third,
+                 third);
+    }
     dlock__log_emit(&c->log, DLOCK_LOG_WARN,
-                    "lock '%s': the store request timeout (%lld ms: the URL's timeout= option, "
-                    "not a wait's) is more than a third of the lease (%lld ms): a renewal that "
-                    "gets no answer would fail too late to be retried before the lease runs out; "
-                    "add ?timeout=%lldms (or &timeout=%lldms) to the URL",
-                    name, (long long) timeout_ms, (long long) lease_ms, third, third);
+                    "lock '%s': the store request timeout (%s; not a wait's) is more than a third "
+                    "of the lease (%lld ms): a renewal that gets no answer would fail too late to "
+                    "be retried before the lease runs out; %s",
+                    name, whose, (long long) lease_ms, fix);
 }
 
 void dlock_client_close(dlock_client *c)

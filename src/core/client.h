@@ -21,6 +21,7 @@ struct dlock_client {
     dlock__log log;
     atomic_uint_fast64_t next_wait_id;
     atomic_int lease_warned; /* dlock__client_check_lease said its warning */
+    int timeout_given;       /* the URL (or the options) set timeout=: else the default */
 };
 
 /* A number naming one attempt of this client (in hand-over notices). */

@@ -540,6 +540,63 @@ static void foreign_value_at_the_key(void)
     dlock_client_close(c);
 }
 
+static void copy_label(const dlock_holder *h, void *arg)
+{
+    snprintf((char *) arg, 64, "%s", h->label);
+}
+
+/* dlock_client_open_with(): options beside the URL, applied as the URL's
+ * (over the URL's own), never shown in messages. */
+static void open_with_options(void)
+{
+    dt_server srv;
+    dlock_client *c = (dlock_client *) 1;
+    dlock_lock *l;
+    dlock_status st;
+    char url[300], label[64] = "";
+
+    dt_server_start(&srv, "redis", 0, NULL);
+    snprintf(url, sizeof url, "%s%slease=60s&label=from-url", srv.url,
+             strchr(srv.url, '?') != NULL ? "&" : "?");
+    CHECK_RC(dlock_client_open_with(url, "lease=2s&label=night%20job", &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "open-with", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_OK);
+    CHECK_RC(dlock_query(c, "open-with", 0, &st), DLOCK_OK);
+    CHECK(st.held && st.lease_ms > 0 && st.lease_ms <= 2000); /* the options' lease, not 60 s */
+    CHECK_RC(dlock_query_holders(c, "open-with", 0, copy_label, label), DLOCK_OK);
+    CHECK(strcmp(label, "night job") == 0);
+    CHECK_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+
+    /* NULL or "" options: dlock_client_open() */
+    CHECK_RC(dlock_client_open_with(srv.url, NULL, &c), DLOCK_OK);
+    dlock_client_close(c);
+    CHECK_RC(dlock_client_open_with(srv.url, "", &c), DLOCK_OK);
+    dlock_client_close(c);
+
+    /* a bad option is refused by name, and the URL shown is the one given */
+    c = (dlock_client *) 1;
+    CHECK_RC(dlock_client_open_with(srv.url, "lease=soon", &c), DLOCK_EINVAL);
+    CHECK(c == NULL && strstr(dlock_errmsg(), "option lease: 'soon'") != NULL);
+    CHECK_RC(dlock_client_open_with(srv.url, "frobnicate=1&label=x", &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "unknown option 'frobnicate'") != NULL);
+    CHECK(strstr(dlock_errmsg(), "label=") == NULL);
+    CHECK_RC(dlock_client_open_with(srv.url, "label", &c), DLOCK_EINVAL);
+    CHECK(strstr(dlock_errmsg(), "not key=value") != NULL);
+
+    /* messages after the open: the URL as given, not the options */
+    int port = dt_free_port();
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?connect_timeout=500ms", port);
+    CHECK_RC(dlock_client_open_with(url, "label=tag&lease=5s", &c), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
+    CHECK(strstr(dlock_errmsg(), "label=") == NULL && strstr(dlock_errmsg(), "lease=") == NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_server_stop(&srv);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -553,6 +610,7 @@ int main(int argc, char **argv)
         {"wrong_password", wrong_password},
         {"scripts_flushed", scripts_flushed},
         {"foreign_value_at_the_key", foreign_value_at_the_key},
+        {"open_with_options", open_with_options},
     };
     return DT_RUN(tests);
 }

@@ -190,6 +190,8 @@ static void log_short_lease_warned(void)
         dt_fail(__FILE__, __LINE__, "want one warning of the short lease");
     }
     CHECK_LOGGED(DLOCK_LOG_WARN, "more than a third of the lease (1000 ms)", "?timeout=333ms");
+    /* the URL set no timeout=: the default named, not "the URL's timeout=" */
+    CHECK_LOGGED(DLOCK_LOG_WARN, "(5000 ms: the default command timeout of 5 s;", "lock 'brief'");
     /* a fixed lease is not renewed: nothing to warn of */
     dlock_lock_free(l);
     dlock_lock_free(l2);

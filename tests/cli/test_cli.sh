@@ -1286,6 +1286,9 @@ run_test test_gave_up_says_who_holds
 run_test test_long_log_line_whole
 run_test test_unknown_protocol_in_words
 run_test test_help_exit_codes
+run_test test_url_exported_as_typed
+run_test test_short_lease_warning_words
+run_test test_dashdash_name_then_shell
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

@@ -491,7 +491,7 @@ test_env_url_named()
         "$(cat "$TMP/out")"
     expect_rc "--label and -u URL's label=" 64 dl run -u "$DLOCK_URL?label=a" --label b u-env -- true
     expect_match "--label and -u URL's label=: named" \
-        "^dlock run: --label and the URL's label= say the same thing" "$(cat "$TMP/err")"
+        "^dlock run: --label b and the URL's label=a contradict each other: give one" "$(cat "$TMP/err")"
     # set but empty (DLOCK_URL= in a script): the default, said so (not
     # "not set"); only where nothing listens at the default's port
     if ! port_is_open 6379; then
@@ -892,4 +892,59 @@ test_help_exit_codes()
     for code in $documented; do
         grep -Eq "^  ${code/+/\\+} +[a-z]" "$TMP/out" || fail "--help: exit code $code without its meaning"
     done
+}
+
+# -L and --label reach the library apart from the URL: the command's
+# $DLOCK_URL is the URL the user gave, so a dlock inside the command may
+# give its own -L (the new-user trial: it was refused, the URL's lease=
+# and -L both given).
+test_url_exported_as_typed()
+{
+    expect_rc "run -L --label: the command's \$DLOCK_URL" 0 \
+        dl run -L 10 --label tag u-typed -- sh -c 'printf "%s\n" "$DLOCK_URL"'
+    expect_eq "run -L --label: \$DLOCK_URL as given" "$DLOCK_URL" "$(cat "$TMP/out")"
+    expect_rc "a dlock run -L inside, on the command's \$DLOCK_URL" 0 \
+        dl run -L 10 u-typed -- sh -c '"$0" run -L 20 -u "$DLOCK_URL" u-typed2 -- "$0" status u-typed2' "$DLOCK"
+    expect_match "the inner -L holds" "renewed lease 20s|lease left: +(19|20)" "$(cat "$TMP/out")"
+    # a -u URL's lease= and -L: refused, and whether they differ said
+    expect_rc "-u URL's lease=5s and -L 10" 64 dl run -u "$DLOCK_URL?lease=5s" -L 10 u-typed -- true
+    expect_eq "-u URL's lease=5s and -L 10: they differ" \
+        "dlock run: -L 10 and the URL's lease=5s contradict each other: give one" "$(cat "$TMP/err")"
+    expect_rc "-u URL's lease=5s and -L 5" 64 dl run -u "$DLOCK_URL?lease=5s" -L 5 u-typed -- true
+    expect_eq "-u URL's lease=5s and -L 5: the same" \
+        "dlock run: -L 5 and the URL's lease=5s say the same thing: give one" "$(cat "$TMP/err")"
+}
+
+# The short-lease warning names the timeout the user set, or says it is
+# the default (the new-user trial: "the URL's timeout= option" for a URL
+# with none).
+test_short_lease_warning_words()
+{
+    expect_rc "-L 3, no timeout=" 0 dl run -L 3 u-short -- true
+    expect_match "-L 3: the default timeout named" \
+        "^dlock: warn: lock 'u-short': the store request timeout \(5000 ms: the default command timeout of 5 s" \
+        "$(cat "$TMP/err")"
+    if grep -q "timeout= option" "$TMP/err"; then
+        fail "-L 3: names a timeout= the URL does not have: $(cat "$TMP/err")"
+    fi
+    expect_rc "-L 3, timeout=2s" 0 dl run -u "$DLOCK_URL?timeout=2s" -L 3 u-short -- true
+    expect_match "-L 3 timeout=2s: the URL's named" \
+        "^dlock: warn: lock 'u-short': the store request timeout \(2000 ms, the URL's timeout= option" \
+        "$(cat "$TMP/err")"
+}
+
+# A NAME after a -- of its own takes flock's -c STRING too, and '--' is
+# no PREFIX of list (the new-user trial: `run -- -foo -c '...'` refused,
+# `list -- --` listed the locks under '--').
+test_dashdash_name_then_shell()
+{
+    expect_rc "run -- -u-dash -c STRING" 0 dl run -- -u-dash -c 'echo ran "$DLOCK_NAME"'
+    expect_eq "run -- -u-dash -c STRING: ran" "ran -u-dash" "$(cat "$TMP/out")"
+    expect_rc "run -- -u-dash --command=STRING" 0 dl run -- -u-dash --command='echo ran'
+    expect_eq "run -- -u-dash --command=STRING: ran" "ran" "$(cat "$TMP/out")"
+    expect_free -u-dash
+    expect_rc "run -- -u-dash -c STRING more" 64 dl run -- -u-dash -c 'echo ran' more
+    expect_rc "list -- --" 64 dl list -- --
+    expect_match "list -- --: said" "^dlock list: '--' is no PREFIX" "$(cat "$TMP/err")"
+    expect_rc "list -- -u-" 0 dl list -- -u-
 }

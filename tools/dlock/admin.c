@@ -65,7 +65,7 @@ static int fail(const cli_opts *o, int rc, const char *name, const char *cmd, co
     if (rc == DLOCK_ENOTSUP)
         return cli_fail_unsupported(cmd, option);
     if (rc == DLOCK_EINVAL) {
-        fprintf(stderr, "dlock %s: %s\n", cmd, cli_errmsg());
+        fprintf(stderr, "dlock %s: %s\n", cmd, dlock_errmsg());
         return EXIT_USAGE;
     }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ENOTOWNER) {

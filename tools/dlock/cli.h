@@ -92,11 +92,11 @@ typedef struct cli_opts {
     const char *url;   /* -u, else $DLOCK_URL, else DEFAULT_URL */
     const char *owner; /* --owner / --token */
     const char *shell; /* -c STRING */
-    const char *label; /* --label: added to the URL as label= */
+    const char *label; /* --label: the client option label= */
     cli_kind kind;
     int64_t wait_ms;  /* DLOCK_WAIT_FOREVER unless -n / -w */
     int64_t lease_ms; /* -l, the fixed lease; 0: none given */
-    const char *ttl;  /* -L as given: added to the URL as lease= */
+    const char *ttl;  /* -L as given: the client option lease= */
     int64_t grace_ms; /* 5 s */
     int conflict_code;
     int quiet, json, force, check;
@@ -183,20 +183,16 @@ const char *cli_url(const char *flag);
  * or "the URL" (-u, or the default). */
 const char *cli_url_source(void);
 
-/* Notes that the command line's `option` ("--label") was added to the URL
- * as its option `key` ("label"): a refusal of that key names the option
- * the user gave. */
-void cli_note_url_option(const char *key, const char *option);
-
-/* Notes the options the command line added at the end of the URL
- * ("?label=x&lease=5", kept for the life of the process), which
- * cli_user_text() takes out of messages. */
-void cli_note_url_tail(const char *tail);
-/* msg with the URL as the user gave it: without the options the command
- * line added (cli_note_url_tail). Valid until the thread's next call. */
-const char *cli_user_text(const char *msg);
-/* cli_user_text(dlock_errmsg()). */
-const char *cli_errmsg(void);
+/* Adds the command line's `option` ("--label") as the client option `key`
+ * ("label") of value `value`, given to the library beside the URL
+ * (dlock_client_open_with), never in it: the URL stays as the user gave it,
+ * in messages and in a command's $DLOCK_URL. A refusal of that key names
+ * the option the user gave. */
+void cli_add_client_option(const char *key, const char *value, const char *option);
+/* The value of option `key` for the client cli_open() opens (as written,
+ * up to the next '&'), or NULL; *len gets its length: the command line's
+ * (cli_add_client_option), else url's. */
+const char *cli_client_option(const char *url, const char *key, size_t *len);
 
 /* The value of option `key` in url's query string (as written, up to the
  * next '&'), or NULL; *len gets its length. */

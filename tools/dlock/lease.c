@@ -4,7 +4,7 @@
  * the status line of a lock with no lease running out.
  *
  * A hold has a fixed lease (-l), a lease the client renews (the URL's
- * lease=, which -L sets), or, on a session store (DLOCK_CAP_SESSION), lives
+ * lease=, or -L), or, on a session store (DLOCK_CAP_SESSION), lives
  * with the client's session with the store, kept alive as long as dlock
  * runs: what a user needs to know is how long a killed holder would block
  * the others. */
@@ -48,14 +48,15 @@ static void elapsed_text(int64_t us, char *buf, size_t n)
         snprintf(buf, n, "%.3f s", (double) us / 1000000);
 }
 
-/* A duration option of url, or fallback when it has none (or a bad one:
- * the client would not have opened). */
+/* A duration option of the client (the command line's, else url's), or
+ * fallback when it has none (or a bad one: the client would not have
+ * opened). */
 static int64_t url_duration(const char *url, const char *key, int64_t fallback)
 {
     char text[64];
     size_t len;
     int64_t ms;
-    const char *value = cli_url_option(url, key, &len);
+    const char *value = cli_client_option(url, key, &len);
 
     if (value == NULL || len >= sizeof text)
         return fallback;

@@ -99,56 +99,44 @@ typedef struct url_option_of {
 static url_option_of added[4];
 static size_t nadded;
 
-void cli_note_url_option(const char *key, const char *option)
+static void cli_note_url_option(const char *key, const char *option)
 {
     if (nadded < sizeof added / sizeof added[0])
         added[nadded++] = (url_option_of){key, option};
 }
 
-/* The options the command line added at the end of the URL
- * ("?label=x&lease=5"), which the user did not write. */
-static const char *url_tail = "";
+/* The client options of the command line (-L, --label): "?label=x&lease=5"
+ * (its '?' not given to the library), kept for the life of the process. */
+static char *client_options;
 
-void cli_note_url_tail(const char *tail)
+void cli_add_client_option(const char *key, const char *value, const char *option)
 {
-    url_tail = tail;
-}
+    size_t used = client_options != NULL ? strlen(client_options) : 0;
+    char *next = realloc(client_options, used + strlen(key) + 3 * strlen(value) + 3);
+    char *p;
 
-/* Whether c may continue an option's value in a URL (as with_option()
- * writes one) or start the next option. */
-static int url_value_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("-._~%&=", c) != NULL);
-}
-
-const char *cli_user_text(const char *msg)
-{
-    /* per thread: the library's log may come from any */
-    static _Thread_local char text[2048];
-    size_t n = strlen(url_tail), len = 0;
-    const char *at, *from = msg;
-
-    if (n == 0 || strstr(msg, url_tail) == NULL ||
-        ((uintptr_t) msg >= (uintptr_t) text && (uintptr_t) msg < (uintptr_t) (text + sizeof text)))
-        return msg; /* nothing added, or already rewritten */
-    while ((at = strstr(from, url_tail)) != NULL) {
-        size_t keep = (size_t) (at - from) + (url_value_char(at[n]) ? n : 0);
-        if (len + keep >= sizeof text)
-            return msg; /* too long to rewrite: as the library wrote it */
-        memcpy(text + len, from, keep);
-        len += keep;
-        from = at + n;
+    if (next == NULL) {
+        fputs("dlock: out of memory\n", stderr);
+        exit(EXIT_FAILURE_OTHER);
     }
-    if (len + strlen(from) >= sizeof text)
-        return msg;
-    strcpy(text + len, from);
-    return text;
+    client_options = next;
+    p = next + used;
+    p += sprintf(p, "%c%s=", used == 0 ? '?' : '&', key);
+    for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~", *c) != NULL)
+            *p++ = (char) *c;
+        else
+            p += sprintf(p, "%%%02X", *c);
+    }
+    *p = '\0';
+    cli_note_url_option(key, option);
 }
 
-const char *cli_errmsg(void)
+const char *cli_client_option(const char *url, const char *key, size_t *len)
 {
-    return cli_user_text(dlock_errmsg());
+    const char *mine = client_options != NULL ? cli_url_option(client_options, key, len) : NULL;
+    return mine != NULL ? mine : cli_url_option(url, key, len);
 }
 
 const char *cli_url_option(const char *url, const char *key, size_t *len)
@@ -258,7 +246,7 @@ void cli_print_text_to(FILE *f, const char *text)
 
 int cli_fail(int rc, const char *what)
 {
-    return cli_fail_msg(rc, what, cli_errmsg());
+    return cli_fail_msg(rc, what, dlock_errmsg());
 }
 
 /* The exit code of a failure rc. */
@@ -283,8 +271,7 @@ static int exit_code_of(int rc)
 
 int cli_fail_msg(int rc, const char *what, const char *msg)
 {
-    fprintf(stderr, "dlock: %s: %s\n", what,
-            msg != NULL && msg[0] ? cli_user_text(msg) : dlock_strerror(rc));
+    fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
     hint(rc);
     return exit_code_of(rc);
 }
@@ -304,7 +291,7 @@ int cli_errmsg_names(const char *name)
 int cli_fail_lock(int rc, const char *name)
 {
     if (cli_errmsg_names(name)) {
-        fprintf(stderr, "dlock: %s\n", cli_errmsg());
+        fprintf(stderr, "dlock: %s\n", dlock_errmsg());
         hint(rc);
         return exit_code_of(rc);
     }
@@ -393,7 +380,7 @@ static int is_kind_cap(const char *cap)
 
 int cli_fail_unsupported(const char *cmd, const char *option)
 {
-    const char *msg = cli_errmsg();
+    const char *msg = dlock_errmsg();
     const char *cut = strstr(msg, " cannot do ");
     const char *cap = strstr(msg, "(capability \"");
     size_t i = 0, caplen = 0;
@@ -452,7 +439,7 @@ static void log_line(int level, const char *msg, void *arg)
         return; /* without -v: the command's own message says it */
     flockfile(stderr);
     fprintf(stderr, "dlock: %s: ", dlock_log_level_name(level));
-    cli_print_text_to(stderr, cli_user_text(msg));
+    cli_print_text_to(stderr, msg);
     putc('\n', stderr);
     funlockfile(stderr);
     if (level <= DLOCK_LOG_WARN)
@@ -476,8 +463,7 @@ static void open_failure_what(char *what, size_t size)
         size_t n = strcspn(key, "=: ");
         for (size_t i = 0; i < nadded; i++) {
             if (strlen(added[i].key) == n && strncmp(key, added[i].key, n) == 0) {
-                snprintf(what, size, "cannot open client: %s (set in the URL as %s=)",
-                         added[i].option, added[i].key);
+                snprintf(what, size, "cannot open client: %s", added[i].option);
                 return;
             }
         }
@@ -492,7 +478,7 @@ static void open_failure_what(char *what, size_t size)
 
 int cli_open(const char *url, dlock_client **out)
 {
-    int rc = dlock_client_open(url, out);
+    int rc = dlock_client_open_with(url, client_options != NULL ? client_options + 1 : NULL, out);
     char what[128];
 
     opened_url = url;

@@ -319,69 +319,33 @@ int cli_check_name(const char *cmd, const char *option, const char *name)
     return 0;
 }
 
-/* url with key=VALUE added to its options, percent-encoded, or NULL (a
- * message printed) when the URL sets key itself: given twice, the library
- * would refuse it without naming the option that did. Kept for the life of
- * the process. */
-static const char *with_option(const char *cmd, const char *url, const char *key, const char *value,
-                               const char *option)
+/* Gives key=value to the client beside the URL (cli_add_client_option),
+ * or prints a message and returns -1 when a -u URL sets key itself: the
+ * user's own word twice (a $DLOCK_URL's is a default the command line
+ * overrides: the library takes the client option over the URL's). */
+static int client_option(const char *cmd, const char *url, const char *key, const char *value,
+                         const char *option)
 {
-    static char *made; /* url may be the one made before */
-    static size_t made_tail_at;
     size_t len;
-    char *next, *p;
-    /* $DLOCK_URL's option is a default the command line overrides (its
-     * pair left out below); in a -u URL it is the user's own word twice */
-    int from_env = strcmp(cli_url_source(), "$DLOCK_URL") == 0;
+    const char *in_url = cli_url_option(url, key, &len);
+    int64_t a, b;
+    char text[64];
 
-    if (cli_url_option(url, key, &len) != NULL && !from_env) {
-        fprintf(stderr, "dlock %s: %s and %s's %s= say the same thing: give one\n", cmd, option,
-                cli_url_source(), key);
-        return NULL;
+    if (in_url != NULL && strcmp(cli_url_source(), "$DLOCK_URL") != 0) {
+        snprintf(text, sizeof text, "%.*s", (int) (len < sizeof text ? len : sizeof text - 1),
+                 in_url);
+        int same = strcmp(text, value) == 0 ||
+                   (strcmp(key, "lease") == 0 && dlock_parse_duration(text, &a) == DLOCK_OK &&
+                    dlock_parse_duration(value, &b) == DLOCK_OK && a == b);
+        fprintf(stderr, "dlock %s: %s ", cmd, option);
+        cli_print_text_to(stderr, value);
+        fprintf(stderr, " and %s's %s=", cli_url_source(), key);
+        cli_print_text_to(stderr, text);
+        fprintf(stderr, " %s: give one\n", same ? "say the same thing" : "contradict each other");
+        return -1;
     }
-    next = malloc(strlen(url) + strlen(key) + 3 * strlen(value) + 3);
-    if (next == NULL) {
-        fputs("dlock: out of memory\n", stderr);
-        exit(EXIT_FAILURE_OTHER);
-    }
-    /* the URL up to its query, then every pair of it but key's */
-    const char *q = strchr(url, '?');
-    size_t klen = strlen(key);
-    p = next + (q != NULL ? (size_t) (q - url) : strlen(url));
-    memcpy(next, url, (size_t) (p - next));
-    char sep = '?';
-    /* where the options the command line added begin (made's, then this
-     * one's): messages show the URL as the user gave it */
-    size_t tail_at = SIZE_MAX;
-    for (const char *pair = q != NULL ? q + 1 : NULL; pair != NULL && *pair != '\0';) {
-        size_t n = strcspn(pair, "&");
-        if (!(n > klen && strncmp(pair, key, klen) == 0 && pair[klen] == '=')) {
-            if (url == made && tail_at == SIZE_MAX && (size_t) (pair - 1 - url) >= made_tail_at)
-                tail_at = (size_t) (p - next);
-            *p++ = sep;
-            memcpy(p, pair, n);
-            p += n;
-            sep = '&';
-        }
-        pair += n + (pair[n] == '&');
-    }
-    if (tail_at == SIZE_MAX)
-        tail_at = (size_t) (p - next);
-    p += sprintf(p, "%c%s=", sep, key);
-    for (const unsigned char *c = (const unsigned char *) value; *c != '\0'; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            strchr("-._~", *c) != NULL)
-            *p++ = (char) *c;
-        else
-            p += sprintf(p, "%%%02X", *c);
-    }
-    *p = '\0';
-    free(made);
-    made = next;
-    made_tail_at = tail_at;
-    cli_note_url_option(key, option);
-    cli_note_url_tail(made + made_tail_at);
-    return made;
+    cli_add_client_option(key, value, option);
+    return 0;
 }
 
 char cli_kind_words[64];
@@ -546,10 +510,9 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
         return EXIT_USAGE;
     cli_log_level = cli_log_level_of(o->verbose);
     o->url = cli_url(o->url);
-    if (o->label != NULL &&
-        (o->url = with_option(cmd, o->url, "label", o->label, "--label")) == NULL)
+    if (o->label != NULL && client_option(cmd, o->url, "label", o->label, "--label") != 0)
         return EXIT_USAGE;
-    if (o->ttl != NULL && (o->url = with_option(cmd, o->url, "lease", o->ttl, "-L")) == NULL)
+    if (o->ttl != NULL && client_option(cmd, o->url, "lease", o->ttl, "-L") != 0)
         return EXIT_USAGE;
     *first = optind;
     return -1;

@@ -50,8 +50,8 @@ static const char run_usage[] =
     "holds the lock until interrupted (SIGINT, SIGTERM: released, exit 0).\n"
     "dlock's options go before NAME; after it, everything is COMMAND's. NAME\n"
     "comes before --: 'dlock run -- COMMAND' is refused (a NAME that starts\n"
-    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND, or,\n"
-    "without a command, dlock run [OPTIONS] -- -NAME).\n"
+    "with '-' has a -- of its own: dlock run [OPTIONS] -- -NAME -- COMMAND, or\n"
+    "-- -NAME -c STRING, or, without a command, dlock run [OPTIONS] -- -NAME).\n"
     "\n"
     "  -u, --url URL        store URL (default $DLOCK_URL, else " DEFAULT_URL ")\n"
     "  -n, --nonblock       fail at once if the lock is held\n"
@@ -488,7 +488,11 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
             return cli_check_name("run", "", argv[at]);
         int name_then_command = at + 1 < argc && strcmp(argv[at + 1], "--") == 0;
         int dash_word = at < argc && argv[at][0] == '-';
-        if (o->dashdash && !name_then_command &&
+        /* dlock run -- -x -c STRING: flock's order, the NAME's -- is enough */
+        const char *shell_after = NULL;
+        int name_then_shell =
+            dash_word && shell_option_at(argc, argv, at + 1, &shell_after) == argc - 1;
+        if (o->dashdash && !name_then_command && !name_then_shell &&
             !((dash_word || o->shell != NULL) && at == argc - 1)) {
             if (dash_word)
                 return cli_usage_error("run",
@@ -586,7 +590,7 @@ static const char *unsupported_option(dlock_client *c, const cli_opts *o)
 static int fail_to_take(int rc, const dlock_lock *lock, const cli_kind *kind)
 {
     const char *noun = kind->nnames > 0 ? "multi-lock" : "lock";
-    const char *msg = cli_errmsg();
+    const char *msg = dlock_errmsg();
     char what[600], lead[600];
     size_t n;
 
@@ -647,7 +651,7 @@ int cmd_run(int argc, char **argv)
         if (rc == DLOCK_ENOTSUP)
             cli_fail_unsupported("run", unsupported_option(client, &o));
         else if (rc == DLOCK_EINVAL) /* the name, or the kind's numbers */
-            fprintf(stderr, "dlock run: %s\n", cli_errmsg());
+            fprintf(stderr, "dlock run: %s\n", dlock_errmsg());
         else
             code = cli_fail(rc, "cannot make the lock");
         dlock_client_close(client);
@@ -679,7 +683,7 @@ int cmd_run(int argc, char **argv)
     }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
         if (!quiet)
-            fprintf(stderr, "dlock: %s\n", cli_errmsg());
+            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
         if (!client_in_use)
             cli_print_who_holds(client, &o, name);
         code = conflict_code;
@@ -724,7 +728,7 @@ int cmd_run(int argc, char **argv)
         rc = dlock_release(lock);
         if (rc == DLOCK_ELOST) {
             /* lost between the command's end and the release */
-            fprintf(stderr, "dlock: %s\n", cli_errmsg());
+            fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
         } else if (rc == DLOCK_OK && o.verbose > 0) {
             cli_report_released(lock, &kind, cli_now_us() - acquired_us);

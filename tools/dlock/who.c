@@ -157,6 +157,11 @@ int cmd_list(int argc, char **argv)
     if (argc - first > 1)
         return cli_usage_error("list", "want at most one PREFIX");
     const char *prefix = first < argc ? argv[first] : "";
+    if (strcmp(prefix, "--") == 0)
+        return cli_usage_error("list",
+                               "'--' is no PREFIX: it is the word that ends dlock's options (a "
+                               "PREFIX that starts with '-' goes after a -- of its own: dlock list "
+                               "-- -PREFIX)");
     code = cli_open(o.url, &c);
     if (code != 0)
         return code;
