@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -1284,6 +1285,127 @@ static long long pq_number(PGconn *pq, const char *sql)
     return n;
 }
 
+struct releaser {
+    dlock_lock *l;
+    _Atomic int rc;
+};
+
+static void *release_thread(void *arg)
+{
+    struct releaser *r = arg;
+    atomic_store(&r->rc, dlock_release(r->l));
+    return NULL;
+}
+
+struct downgrader {
+    dlock_lock *l;
+    _Atomic int tid;
+    _Atomic int rc;
+};
+
+static void *downgrade_thread(void *arg)
+{
+    struct downgrader *d = arg;
+    atomic_store(&d->tid, (int) gettid());
+    atomic_store(&d->rc, dlock_try_acquire(d->l));
+    return NULL;
+}
+
+/* Whether thread tid of this process is blocked in futex() (a mutex). */
+static int in_futex(int tid)
+{
+    char path[64], line[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    int ok = fgets(line, sizeof line, f) != NULL && atol(line) == SYS_futex;
+    fclose(f);
+    return ok;
+}
+
+/* A downgrade whose write is released meanwhile by another thread of the
+ * owner (race 2 of review37, e0fbd7e): the read found the write on its
+ * connection c (dlock__pg_owner_clash), then waited for c's mutex, which
+ * the release held. Once it had it, the write was gone from c; the read
+ * still went beside it on c (a session's own advisory locks re-enter),
+ * whatever c held then: nothing (DLOCK_EDEADLK, "reads it beside the
+ * write already"), or another owner's hold of the name, taken there
+ * meanwhile from the pool (both held). Now the read goes the ordinary
+ * way. The release is held up in the server, its pg_advisory_unlock
+ * shadowed on the writer's client (as reader_in_take_snapshot does) by a
+ * function that waits for an advisory lock this test holds; the read
+ * comes meanwhile, and is seen blocked on a mutex before the release is
+ * let go. */
+static void downgrade_beside_released(void)
+{
+    PGconn *pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "CREATE SCHEMA dlock_pause; CREATE FUNCTION dlock_pause.pg_advisory_unlock(k bigint) "
+             "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF k = %lld THEN PERFORM "
+             "pg_catalog.pg_advisory_lock_shared(424243); PERFORM "
+             "pg_catalog.pg_advisory_unlock_shared(424243); END IF; RETURN "
+             "pg_catalog.pg_advisory_unlock(k); END $f$",
+             (long long) dlock__pg_key("downrace"));
+    PGresult *r = PQexec(pq, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
+                   "dlock_pause, pg_catalog', current_database()); END $d$");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    dlock_client *c = client(NULL);
+    dlock_lock *w = dt_lock(c, "downrace", DLOCK_WRITE), *down = NULL;
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_lock(424243)) x"), ==, 1);
+    struct releaser rel = {.l = w};
+    pthread_t rt, dt;
+    CHECK_INT(pthread_create(&rt, NULL, release_thread, &rel), ==, 0);
+    /* the release in the server, its connection's mutex held */
+    DT_WAIT_UNTIL(pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = "
+                                "'advisory' AND objid = 424243") > 0,
+                  5000);
+    struct downgrader d = {.l = down};
+    CHECK_INT(pthread_create(&dt, NULL, downgrade_thread, &d), ==, 0);
+    /* the read found the write, and waits for its connection */
+    DT_WAIT_UNTIL(atomic_load(&d.tid) != 0 && in_futex(atomic_load(&d.tid)), 5000);
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_unlock(424243)) x"), ==, 1);
+    pthread_join(rt, NULL);
+    pthread_join(dt, NULL);
+    int down_rc = atomic_load(&d.rc);
+    printf("release: %s; the read (after the write went): %s\n",
+           dlock_strerror(atomic_load(&rel.rc)), dlock_strerror(down_rc));
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
+                   "current_database()); END $d$; DROP SCHEMA dlock_pause CASCADE");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    CHECK_RC(atomic_load(&rel.rc), DLOCK_OK);
+    /* an ordinary read: the name was free */
+    CHECK_RC(down_rc, DLOCK_OK);
+    CHECK_INT(advisory_rows("downrace", 1), ==, 1);
+    /* and a read: a writer of another client is refused, another reader shares */
+    dlock_client *c2 = client(NULL);
+    dlock_lock *w2 = dt_lock(c2, "downrace", DLOCK_WRITE),
+               *r2 = dt_lock(c2, "downrace", DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    PQfinish(pq);
+    dlock_lock_free(w2);
+    dlock_lock_free(r2);
+    dlock_lock_free(down);
+    dlock_lock_free(w);
+    dlock_client_close(c2);
+    dlock_client_close(c);
+}
+
 /* A session reader's grant and a table take of one name in flight at
  * once: each looked at the other's table before the other committed (the
  * table take at dlock_share, the reader at the lock table), the shared
@@ -1703,6 +1825,7 @@ int main(int argc, char **argv)
         {"reader_beside_table_take", reader_beside_table_take},
         {"reader_in_take_snapshot", reader_in_take_snapshot},
         {"downgrade", downgrade},
+        {"downgrade_beside_released", downgrade_beside_released},
         {"force_by_kind", force_by_kind},
         {"status_by_kind", status_by_kind},
         {"reader_gone_status", reader_gone_status},
