@@ -1343,7 +1343,8 @@ static void downgrade_beside_released(void)
     CHECK(PQstatus(pq) == CONNECTION_OK);
     char sql[1024];
     snprintf(sql, sizeof sql,
-             "CREATE SCHEMA dlock_pause; CREATE FUNCTION dlock_pause.pg_advisory_unlock(k bigint) "
+             "DROP SCHEMA IF EXISTS dlock_pause_down CASCADE; CREATE SCHEMA dlock_pause_down; "
+             "CREATE FUNCTION dlock_pause_down.pg_advisory_unlock(k bigint) "
              "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF k = %lld THEN PERFORM "
              "pg_catalog.pg_advisory_lock_shared(424243); PERFORM "
              "pg_catalog.pg_advisory_unlock_shared(424243); END IF; RETURN "
@@ -1353,7 +1354,7 @@ static void downgrade_beside_released(void)
     CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
     PQclear(r);
     r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
-                   "dlock_pause, pg_catalog', current_database()); END $d$");
+                   "dlock_pause_down, pg_catalog', current_database()); END $d$");
     CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
     PQclear(r);
     dlock_client *c = client(NULL);
@@ -1380,7 +1381,7 @@ static void downgrade_beside_released(void)
     printf("release: %s; the read (after the write went): %s\n",
            dlock_strerror(atomic_load(&rel.rc)), dlock_strerror(down_rc));
     r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
-                   "current_database()); END $d$; DROP SCHEMA dlock_pause CASCADE");
+                   "current_database()); END $d$; DROP SCHEMA dlock_pause_down CASCADE");
     CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
     PQclear(r);
     CHECK_RC(atomic_load(&rel.rc), DLOCK_OK);
