@@ -19,10 +19,12 @@
 #include "backend/pg/pg.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static dt_server srv;
@@ -1284,6 +1286,244 @@ static long long pq_number(PGconn *pq, const char *sql)
     return n;
 }
 
+struct releaser {
+    dlock_lock *l;
+    _Atomic int rc;
+};
+
+static void *release_thread(void *arg)
+{
+    struct releaser *r = arg;
+    atomic_store(&r->rc, dlock_release(r->l));
+    return NULL;
+}
+
+struct downgrader {
+    dlock_lock *l;
+    _Atomic int tid;
+    _Atomic int rc;
+};
+
+static void *downgrade_thread(void *arg)
+{
+    struct downgrader *d = arg;
+    atomic_store(&d->tid, (int) gettid());
+    atomic_store(&d->rc, dlock_try_acquire(d->l));
+    return NULL;
+}
+
+/* Whether thread tid of this process is blocked in futex() (a mutex). */
+static int in_futex(int tid)
+{
+    char path[64], line[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    int ok = fgets(line, sizeof line, f) != NULL && atol(line) == SYS_futex;
+    fclose(f);
+    return ok;
+}
+
+/* The downgrade's read of downgrade_other_owner: a thread that runs only
+ * when its CPU has nothing else to run (SCHED_IDLE; the test's threads
+ * share one CPU), so that once woken it still comes after what the main
+ * thread does next without sleeping. */
+static void *downgrade_idle_thread(void *arg)
+{
+    struct downgrader *d = arg;
+    struct sched_param sp = {0};
+    (void) pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    atomic_store(&d->tid, (int) gettid());
+    atomic_store(&d->rc, dlock_try_acquire(d->l));
+    return NULL;
+}
+
+struct down_helper {
+    PGconn *pq;
+    struct downgrader *d;
+    pthread_t dt;
+    _Atomic int ok; /* 1: the read was seen waiting and the release let go */
+};
+
+/* Starts the read once the release is held up in the server, and lets the
+ * release go once the read waits for the connection's mutex. */
+static void *down_helper_thread(void *arg)
+{
+    struct down_helper *h = arg;
+    int64_t until = dt_now_ms() + 5000;
+    while (dt_now_ms() < until &&
+           pq_number(h->pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = "
+                            "'advisory' AND objid = 424244") < 1)
+        dt_sleep_ms(5);
+    if (pthread_create(&h->dt, NULL, downgrade_idle_thread, h->d) != 0)
+        return NULL;
+    while (dt_now_ms() < until &&
+           !(atomic_load(&h->d->tid) != 0 && in_futex(atomic_load(&h->d->tid))))
+        dt_sleep_ms(5);
+    int waited = atomic_load(&h->d->tid) != 0 && in_futex(atomic_load(&h->d->tid));
+    int let_go =
+        pq_number(h->pq, "SELECT count(*) FROM (SELECT pg_advisory_unlock(424244)) x") == 1;
+    atomic_store(&h->ok, waited && let_go);
+    return NULL;
+}
+
+/* Race 2 of review37 (e0fbd7e) itself: the owner's write released while
+ * the downgrade's read waits for the write's connection c, and another
+ * owner's hold of the name taken on c (back in the pool) before the read
+ * gets c's mutex. Before, the read then went beside that hold on c (a
+ * session's own advisory locks re-enter; the name's row names c): both
+ * held. Now it goes the ordinary way and is refused. The order is made so:
+ * the release is held up in the server (pg_advisory_unlock shadowed on
+ * this client, as in downgrade_beside_released) while the read comes and
+ * waits for c's mutex; the read's thread runs only when the one CPU the
+ * test's threads share is idle, and the main thread, once its release
+ * returns, takes the other owner's lock at once (it sleeps only in the
+ * server's answer, holding c's mutex). */
+static void downgrade_other_owner(void)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    CHECK_INT(sched_setaffinity(0, sizeof one, &one), ==,
+              0); /* threads made from here inherit it */
+    PGconn *pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "DROP SCHEMA IF EXISTS dlock_pause_other CASCADE; CREATE SCHEMA dlock_pause_other; "
+             "CREATE FUNCTION dlock_pause_other.pg_advisory_unlock(k bigint) "
+             "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF k = %lld THEN PERFORM "
+             "pg_catalog.pg_advisory_lock_shared(424244); PERFORM "
+             "pg_catalog.pg_advisory_unlock_shared(424244); END IF; RETURN "
+             "pg_catalog.pg_advisory_unlock(k); END $f$",
+             (long long) dlock__pg_key("downother"));
+    PGresult *r = PQexec(pq, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
+                   "dlock_pause_other, pg_catalog', current_database()); END $d$");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    dlock_client *c = client(NULL);
+    dlock_lock *w = dt_lock(c, "downother", DLOCK_WRITE), *down = NULL;
+    dlock_lock *other = dt_lock(c, "downother", DLOCK_WRITE); /* another owner */
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_lock(424244)) x"), ==, 1);
+    struct downgrader d = {.l = down};
+    struct down_helper h = {.pq = pq, .d = &d};
+    pthread_t ht;
+    CHECK_INT(pthread_create(&ht, NULL, down_helper_thread, &h), ==, 0);
+    int rel_rc = dlock_release(w);
+    int other_rc = dlock_try_acquire(other);
+    pthread_join(ht, NULL);
+    CHECK(atomic_load(&h.ok));
+    pthread_join(h.dt, NULL);
+    int down_rc = atomic_load(&d.rc);
+    printf("release: %s; the other owner: %s; the read: %s\n", dlock_strerror(rel_rc),
+           dlock_strerror(other_rc), dlock_strerror(down_rc));
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
+                   "current_database()); END $d$; DROP SCHEMA dlock_pause_other CASCADE");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    PQfinish(pq);
+    CHECK_RC(rel_rc, DLOCK_OK);
+    CHECK(!(other_rc == DLOCK_OK && down_rc == DLOCK_OK));
+    /* (the read first, had the scheduler not kept the order: then the
+     * other owner is the one refused) */
+    CHECK(other_rc == DLOCK_OK || down_rc == DLOCK_OK);
+    CHECK_RC(dlock_release(other_rc == DLOCK_OK ? other : down), DLOCK_OK);
+    dlock_lock_free(other);
+    dlock_lock_free(down);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+}
+
+/* A downgrade whose write is released meanwhile by another thread of the
+ * owner (race 2 of review37, e0fbd7e): the read found the write on its
+ * connection c (dlock__pg_owner_clash), then waited for c's mutex, which
+ * the release held. Once it had it, the write was gone from c; the read
+ * still went beside it on c (a session's own advisory locks re-enter),
+ * whatever c held then: nothing (DLOCK_EDEADLK, "reads it beside the
+ * write already"), or another owner's hold of the name, taken there
+ * meanwhile from the pool (both held). Now the read goes the ordinary
+ * way. The release is held up in the server, its pg_advisory_unlock
+ * shadowed on the writer's client (as reader_in_take_snapshot does) by a
+ * function that waits for an advisory lock this test holds; the read
+ * comes meanwhile, and is seen blocked on a mutex before the release is
+ * let go. */
+static void downgrade_beside_released(void)
+{
+    PGconn *pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "DROP SCHEMA IF EXISTS dlock_pause_down CASCADE; CREATE SCHEMA dlock_pause_down; "
+             "CREATE FUNCTION dlock_pause_down.pg_advisory_unlock(k bigint) "
+             "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF k = %lld THEN PERFORM "
+             "pg_catalog.pg_advisory_lock_shared(424243); PERFORM "
+             "pg_catalog.pg_advisory_unlock_shared(424243); END IF; RETURN "
+             "pg_catalog.pg_advisory_unlock(k); END $f$",
+             (long long) dlock__pg_key("downrace"));
+    PGresult *r = PQexec(pq, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
+                   "dlock_pause_down, pg_catalog', current_database()); END $d$");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    dlock_client *c = client(NULL);
+    dlock_lock *w = dt_lock(c, "downrace", DLOCK_WRITE), *down = NULL;
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_lock(424243)) x"), ==, 1);
+    struct releaser rel = {.l = w};
+    pthread_t rt, dt;
+    CHECK_INT(pthread_create(&rt, NULL, release_thread, &rel), ==, 0);
+    /* the release in the server, its connection's mutex held */
+    DT_WAIT_UNTIL(pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = "
+                                "'advisory' AND objid = 424243") > 0,
+                  5000);
+    struct downgrader d = {.l = down};
+    CHECK_INT(pthread_create(&dt, NULL, downgrade_thread, &d), ==, 0);
+    /* the read found the write, and waits for its connection */
+    DT_WAIT_UNTIL(atomic_load(&d.tid) != 0 && in_futex(atomic_load(&d.tid)), 5000);
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_unlock(424243)) x"), ==, 1);
+    pthread_join(rt, NULL);
+    pthread_join(dt, NULL);
+    int down_rc = atomic_load(&d.rc);
+    printf("release: %s; the read (after the write went): %s\n",
+           dlock_strerror(atomic_load(&rel.rc)), dlock_strerror(down_rc));
+    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
+                   "current_database()); END $d$; DROP SCHEMA dlock_pause_down CASCADE");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    CHECK_RC(atomic_load(&rel.rc), DLOCK_OK);
+    /* an ordinary read: the name was free */
+    CHECK_RC(down_rc, DLOCK_OK);
+    CHECK_INT(advisory_rows("downrace", 1), ==, 1);
+    /* and a read: a writer of another client is refused, another reader shares */
+    dlock_client *c2 = client(NULL);
+    dlock_lock *w2 = dt_lock(c2, "downrace", DLOCK_WRITE),
+               *r2 = dt_lock(c2, "downrace", DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EBUSY);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    PQfinish(pq);
+    dlock_lock_free(w2);
+    dlock_lock_free(r2);
+    dlock_lock_free(down);
+    dlock_lock_free(w);
+    dlock_client_close(c2);
+    dlock_client_close(c);
+}
+
 /* A session reader's grant and a table take of one name in flight at
  * once: each looked at the other's table before the other committed (the
  * table take at dlock_share, the reader at the lock table), the shared
@@ -1703,6 +1943,8 @@ int main(int argc, char **argv)
         {"reader_beside_table_take", reader_beside_table_take},
         {"reader_in_take_snapshot", reader_in_take_snapshot},
         {"downgrade", downgrade},
+        {"downgrade_beside_released", downgrade_beside_released},
+        {"downgrade_other_owner", downgrade_other_owner},
         {"force_by_kind", force_by_kind},
         {"status_by_kind", status_by_kind},
         {"reader_gone_status", reader_gone_status},
