@@ -184,7 +184,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
 
 /* pg.c: what read.c shares of a lock's life. */
 /* The prepared statements' numbers (dlock__pg_exec_prepared; table.c's
- * are 8 to 10). */
+ * are 8 to 11). */
 enum {
     DLOCK__PGP_TRY,
     DLOCK__PGP_WAIT,
