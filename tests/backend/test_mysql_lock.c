@@ -766,6 +766,47 @@ static void row_deleted_between_grants(void)
     dlock_client_close(c);
 }
 
+/* sql as the server's root (on its private socket: dlock's user may not
+ * set globals). */
+static void root_sql(const char *sql)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mariadb --no-defaults --socket=%s/mysqld.sock -uroot -e \"%s\"",
+             srv.dir, sql);
+    CHECK_INT(system(cmd), ==, 0);
+}
+
+/* A server whose init_connect turns autocommit off for dlock's user: each
+ * mode's statements are meant to commit one by one (the table take, the
+ * grant's fence and row lease, the release), and with autocommit off the
+ * first would stay in an open transaction holding its row locks, unseen
+ * by other clients. dlock sets autocommit on its sessions itself. */
+static void autocommit_off_by_server(void)
+{
+    static const char *const modes[] = {"?mode=session", "?mode=table", "?mode=row"};
+    root_sql("SET GLOBAL init_connect = 'SET autocommit = 0'");
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char opts[64];
+        snprintf(opts, sizeof opts, "%s&timeout=1s", modes[i]);
+        dlock_client *a = dt_client(srv.url, opts), *b = dt_client(srv.url, opts);
+        dlock_lock *la = dt_lock(a, "nocommit", 0), *lb = dt_lock(b, "nocommit", 0);
+        CHECK_RC(dlock_acquire(la, 0), DLOCK_OK);
+        uint64_t first = dlock_lock_fence(la);
+        CHECK_RC(dlock_release(la), DLOCK_OK);
+        int rc = dlock_acquire(lb, 2000);
+        printf("%s: the second client's acquire after the first's release: %s\n", modes[i],
+               dlock_strerror(rc));
+        CHECK_RC(rc, DLOCK_OK);
+        CHECK_INT(dlock_lock_fence(lb), >, first);
+        CHECK_RC(dlock_release(lb), DLOCK_OK);
+        dlock_lock_free(la);
+        dlock_lock_free(lb);
+        dlock_client_close(a);
+        dlock_client_close(b);
+    }
+    root_sql("SET GLOBAL init_connect = ''");
+}
+
 /* ---------------------------------------------------------------- processes */
 
 /* Processes increment a counter through the lock, each write fenced (a
@@ -798,6 +839,7 @@ int main(int argc, char **argv)
         {"silent_server_under_wait", silent_server_under_wait},
         {"paused_shorter_than_lease", paused_shorter_than_lease},
         {"row_deleted_between_grants", row_deleted_between_grants},
+        {"autocommit_off_by_server", autocommit_off_by_server},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -435,9 +435,14 @@ int dlock__my_operate(dlock__mystore *p, const char *sql, int64_t deadline, dloc
 
 /* ---------------------------------------------------------------- connecting */
 
-/* The server's bound on this connection (wait_timeout, 1.5 leases), and
- * (session mode) dlock's table if missing (README.md: schema), once per
- * store; table mode makes its own table (table.c). */
+/* The server's bound on this connection (wait_timeout, 1.5 leases),
+ * autocommit on (every statement of table and session mode commits by
+ * itself, and row mode begins its transactions itself: a server whose
+ * init_connect turned it off would keep each client's first statement open,
+ * its row locks held and its writes unseen; test_mysql_lock
+ * autocommit_off_by_server), and (session mode) dlock's table if missing
+ * (README.md: schema), once per store; table mode makes its own table
+ * (table.c). */
 static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
 {
     static const char schema[] = "; " DLOCK__MY_FENCE_SCHEMA;
@@ -449,7 +454,8 @@ static int set_up(dlock__mystore *p, dlock__myconn *c, int64_t deadline)
     pthread_mutex_unlock(&p->mu);
     int64_t wait_s = (p->lease_ms * 3 / 2 + 999) / 1000;
     snprintf(sql, sizeof sql,
-             "SET SESSION wait_timeout = %lld, SESSION interactive_timeout = %lld%s",
+             "SET SESSION wait_timeout = %lld, SESSION interactive_timeout = %lld, SESSION "
+             "autocommit = 1%s",
              (long long) (wait_s > 1 ? wait_s : 1), (long long) (wait_s > 1 ? wait_s : 1),
              ready    ? ""
              : p->row ? row_schema
