@@ -40,7 +40,7 @@
 #include <string.h>
 
 #define RETRY_MIN_US  20000
-#define RETRY_NOTE_US 5000000 /* an outage's retries are logged at info this often */
+#define RETRY_NOTE_US 1000000 /* an outage's retries are logged at info this often */
 
 struct dlock__session {
     dlock__lease lease; /* its own entry (kind SESSION); owner: session_owner */

@@ -246,9 +246,13 @@ static void log_renewal_failures_and_loss(void)
     CHECK_RC(dlock_lock_check(l), DLOCK_OK);
     CHECK_INT(count_lines(DLOCK_LOG_ERROR, "lost", NULL), ==, 0);
 
-    /* now for good: the validity runs out, reported as an error */
+    /* now for good: the validity runs out, reported as an error; the
+     * retries meanwhile are said at info too (every second: -v does not
+     * fall silent between the first failure and the loss) */
+    int retries_said = count_lines(DLOCK_LOG_INFO, "renewal failed", "'flaky'");
     dt_server_pause(&srv);
     DT_WAIT_UNTIL(count_lines(DLOCK_LOG_ERROR, "lock 'flaky' lost", NULL) > 0, 6000);
+    CHECK_INT(count_lines(DLOCK_LOG_INFO, "renewal failed", "'flaky'"), >, retries_said);
     CHECK_RC(dlock_lock_check(l), DLOCK_ELOST);
     dt_server_resume(&srv);
     dlock_lock_free(l);
