@@ -906,6 +906,13 @@ test_url_exported_as_typed()
     expect_rc "a dlock run -L inside, on the command's \$DLOCK_URL" 0 \
         dl run -L 10 u-typed -- sh -c '"$0" run -L 20 -u "$DLOCK_URL" u-typed2 -- "$0" status u-typed2' "$DLOCK"
     expect_match "the inner -L holds" "renewed lease 20s|lease left: +(19|20)" "$(cat "$TMP/out")"
+    # $DLOCK_URL with a lease= of its own, handed on with -u "$DLOCK_URL":
+    # still the handed-down default that -L overrides (trial38: refused)
+    expect_rc "a dlock run -L -u \$DLOCK_URL inside, the URL with lease=10s" 0 \
+        timeout -k 2 20 env DLOCK_URL="$DLOCK_URL?lease=10s" "$DLOCK" run -L 20 u-typed -- \
+        sh -c '"$0" run -L 20 -u "$DLOCK_URL" u-typed2 -- "$0" status u-typed2' "$DLOCK"
+    expect_match "the inner -L over \$DLOCK_URL's lease=" "renewed lease 20s|lease left: +(19|20)" \
+        "$(cat "$TMP/out")"
     # a -u URL's lease= and -L: refused, and whether they differ said
     expect_rc "-u URL's lease=5s and -L 10" 64 dl run -u "$DLOCK_URL?lease=5s" -L 10 u-typed -- true
     expect_eq "-u URL's lease=5s and -L 10: they differ" \
@@ -944,6 +951,9 @@ test_dashdash_name_then_shell()
     expect_eq "run -- -u-dash --command=STRING: ran" "ran" "$(cat "$TMP/out")"
     expect_free -u-dash
     expect_rc "run -- -u-dash -c STRING more" 64 dl run -- -u-dash -c 'echo ran' more
+    # a -c without its STRING is said as such (trial38: "a -- goes before the command")
+    expect_rc "run -- -u-dash -c" 64 dl run -- -u-dash -c
+    expect_match "run -- -u-dash -c: said" "^dlock run: -c needs a command string" "$(cat "$TMP/err")"
     expect_rc "list -- --" 64 dl list -- --
     expect_match "list -- --: said" "^dlock list: '--' is no PREFIX" "$(cat "$TMP/err")"
     expect_rc "list -- -u-" 0 dl list -- -u-

@@ -322,7 +322,9 @@ int cli_check_name(const char *cmd, const char *option, const char *name)
 /* Gives key=value to the client beside the URL (cli_add_client_option),
  * or prints a message and returns -1 when a -u URL sets key itself: the
  * user's own word twice (a $DLOCK_URL's is a default the command line
- * overrides: the library takes the client option over the URL's). */
+ * overrides: the library takes the client option over the URL's; and so is
+ * a -u URL that is $DLOCK_URL's text, as a command under `dlock run` hands
+ * it on: -u "$DLOCK_URL"). */
 static int client_option(const char *cmd, const char *url, const char *key, const char *value,
                          const char *option)
 {
@@ -331,7 +333,10 @@ static int client_option(const char *cmd, const char *url, const char *key, cons
     int64_t a, b;
     char text[64];
 
-    if (in_url != NULL && strcmp(cli_url_source(), "$DLOCK_URL") != 0) {
+    const char *env = getenv("DLOCK_URL");
+    int handed =
+        strcmp(cli_url_source(), "$DLOCK_URL") == 0 || (env != NULL && strcmp(env, url) == 0);
+    if (in_url != NULL && !handed) {
         snprintf(text, sizeof text, "%.*s", (int) (len < sizeof text ? len : sizeof text - 1),
                  in_url);
         int same = strcmp(text, value) == 0 ||

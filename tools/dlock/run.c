@@ -494,6 +494,9 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
             dash_word && shell_option_at(argc, argv, at + 1, &shell_after) == argc - 1;
         if (o->dashdash && !name_then_command && !name_then_shell &&
             !((dash_word || o->shell != NULL) && at == argc - 1)) {
+            if (dash_word && at + 2 == argc &&
+                (strcmp(argv[at + 1], "-c") == 0 || strcmp(argv[at + 1], "--command") == 0))
+                return cli_usage_error("run", "%s needs a command string", argv[at + 1]);
             if (dash_word)
                 return cli_usage_error("run",
                                        "'%s' after -- is a NAME that starts with '-', and what "
