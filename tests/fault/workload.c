@@ -143,10 +143,23 @@ static __thread actor *this_actor;
 /* The library's log of a worker's client: the store's word that a wait of
  * this thread's actor has a place in its queue, at the latest now. For fair
  * waiters that is arrival order the checker can rely on. */
+/* The worker's library log at info and above (worker-N.log in the run's
+ * dir, kept with it when a violation is found): the causes the history's
+ * short texts cut off, such as what a retried request got. */
+static FILE *worker_log;
+
 static void on_log(int level, const char *msg, void *arg)
 {
     actor *a = this_actor;
-    (void) level;
+    if (worker_log != NULL && level <= DLOCK_LOG_INFO) {
+        const fshm *s = arg;
+        fprintf(worker_log, "%9.3f a%-4d %s: %s\n", (double) (fs_now() - s->t0) / 1e9,
+                a != NULL ? a->id : -1,
+                level == DLOCK_LOG_ERROR  ? "error"
+                : level == DLOCK_LOG_WARN ? "warn"
+                                          : "info",
+                msg);
+    }
     if (a == NULL || strstr(msg, QUEUED_LOG) == NULL)
         return;
     uint64_t op = atomic_load(&a->acq_op);
@@ -476,6 +489,11 @@ void wl_library_worker(fshm *s, const fault_cfg *cfg, int widx, const char *url)
         fprintf(stderr, "fault worker %d: %s: %s\n", widx, url, dlock_errmsg());
         _exit(70);
     }
+    char log_path[300];
+    snprintf(log_path, sizeof log_path, "%s/worker-%d.log", cfg->dir, widx);
+    worker_log = fopen(log_path, "a");
+    if (worker_log != NULL)
+        setvbuf(worker_log, NULL, _IOLBF, 0); /* whole lines, as a kill -9 may come */
     dlock_client_set_log(client, DLOCK_LOG_DEBUG, on_log, s);
     for (int t = 0; t < n; t++) {
         actor *a = &actors[t];
