@@ -26,6 +26,8 @@ test_waiting_says_who_holds()
     waiter=$BG
     dl_bg "$TMP/t/locker" lock -l 30 u-wait
     locker=$BG
+    dl_bg "$TMP/t/verbose" run -v u-wait -- true
+    verbose=$BG
     wait_until 10 grep -q "waiting for" "$TMP/t/waiter.err" ||
         fail "dlock run said nothing while it waited"
     wait_until 10 grep -q "waiting for" "$TMP/t/locker.err" ||
@@ -35,13 +37,19 @@ test_waiting_says_who_holds()
         "dlock: waiting for lock 'u-wait', held by pid $holder on $(hostname), label night job; -w SECONDS bounds the wait, -v follows it" \
         "$line"
     expect_eq "lock: the same line" "$line" "$(cat "$TMP/t/locker.err")"
+    # -v: the library's log, and who holds it too (trial38: -v said less)
+    wait_until 10 grep -q "waiting for" "$TMP/t/verbose.err" ||
+        fail "dlock run -v did not say who holds it"
+    expect_match "-v: who holds it" \
+        "^dlock: waiting for lock 'u-wait', held by pid $holder on $(hostname), label night job; -w SECONDS bounds the wait$" \
+        "$(grep "waiting for lock" "$TMP/t/verbose.err")"
     expect_eq "-q: nothing" "" "$(cat "$TMP/t/quiet.err")"
     expect_eq "-w: nothing" "" "$(cat "$TMP/t/bounded.err")"
     touch "$TMP/t/go"
     # `dlock lock` leaves it held: freed when it has it, for those after it
     wait_until 20 test -s "$TMP/t/locker.out" || fail "dlock lock never took it"
     dl unlock --force u-wait >/dev/null
-    for p in "$holder" "$quiet" "$bounded" "$waiter" "$locker"; do
+    for p in "$holder" "$quiet" "$bounded" "$waiter" "$locker" "$verbose"; do
         reap "$p" 20
         expect_eq "every one took it in turn" 0 "$BG_RC"
     done

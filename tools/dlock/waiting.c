@@ -37,6 +37,7 @@ struct cli_waiting {
     int done;     /* the acquisition returned */
     int asking;   /* the thread is asking the store */
     int warnings; /* cli_warnings_printed() when the wait began */
+    int verbose;  /* -v: the library's log follows the wait already */
 };
 
 /* What the store says of the holders: the first one, and how many. */
@@ -245,9 +246,8 @@ static void *notice_thread(void *arg)
     pthread_mutex_lock(&w->mu);
     w->asking = 0;
     if (!w->done)
-        fprintf(stderr,
-                "dlock: waiting for lock %s, %s; -w SECONDS bounds the wait, -v follows it\n", what,
-                who);
+        fprintf(stderr, "dlock: waiting for lock %s, %s; -w SECONDS bounds the wait%s\n", what, who,
+                w->verbose ? "" : ", -v follows it");
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
@@ -276,9 +276,10 @@ cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *n
 {
     cli_waiting *w;
 
-    /* -q: nothing; -v: the library's log follows the wait; -w, -n: the
-     * user bounded it */
-    if (o->quiet || o->verbose > 0 || o->wait_ms != DLOCK_WAIT_FOREVER)
+    /* -q: nothing; -w, -n: the user bounded it. With -v too: the
+     * library's log says that it waits, this line who holds (trial38: -v
+     * said less than no -v) */
+    if (o->quiet || o->wait_ms != DLOCK_WAIT_FOREVER)
         return NULL;
     w = calloc(1, sizeof *w);
     if (w == NULL)
@@ -287,6 +288,7 @@ cli_waiting *cli_waiting_start(dlock_client *c, const cli_opts *o, const char *n
     w->kind = o->kind;
     w->name = name;
     w->warnings = cli_warnings_printed();
+    w->verbose = o->verbose > 0;
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
