@@ -281,7 +281,7 @@ static int zk_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     return DLOCK_OK;
 }
 
-static const char *const schemes[] = {"zk", NULL};
+static const char *const schemes[] = {"zk", "zookeeper", NULL};
 
 const dlock__backend dlock__zk_backend = {
     .version = DLOCK__BACKEND_VERSION,
