@@ -50,7 +50,8 @@
 #define MAX_SLICE_US       60000000 /* a wait queued in the server goes round after that */
 #define COMMON_CAPS        (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS       (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
-#define TABLE_CAPS         (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
+#define TABLE_CAPS                                                                                 \
+    (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT | DLOCK_CAP_FAIR)
 
 typedef dlock__mylock mylock;
 

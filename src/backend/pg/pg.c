@@ -46,7 +46,8 @@
 #define COMMON_CAPS  (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION | DLOCK_CAP_READ_WRITE)
 #define TABLE_CAPS                                                                                 \
-    (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT)
+    (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT | \
+     DLOCK_CAP_FAIR)
 
 /* The statements of the hot path, prepared once per connection
  * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
