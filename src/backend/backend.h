@@ -243,6 +243,11 @@ typedef struct dlock__attempt {
                                     not a hint to look again): the next attempt goes at
                                     once, not paced as a flood of wake-ups would be */
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
+    int in_line;                 /* HELD with NEXT_POLL: the store put the caller in its
+                                    line of waiters (a place of its own, first come first
+                                    served: a lock table's waiter row), and it polls for its
+                                    turn; said in the waiting line (fair order is judged
+                                    from it, tests/fault) */
     enum dlock__held_as held_as; /* HELD, QUEUED: held as another kind of lock (its
                                     holder_ttl_ms is that holder's) */
     const char *held_why;        /* HELD: why the store counts the name held when no holder

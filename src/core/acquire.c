@@ -720,10 +720,11 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
         say_waiting(l, st,
                     a.outcome == DLOCK__QUEUED && a.next == DLOCK__NEXT_RETRY
                         ? "woken by the store when the holder lets go"
-                    : a.outcome == DLOCK__QUEUED  ? "queued in the store"
-                    : a.next == DLOCK__NEXT_RETRY ? "blocked in the store"
-                    : a.next == DLOCK__NEXT_POLL  ? "polling"
-                                                  : "woken by the store");
+                    : a.outcome == DLOCK__QUEUED              ? "queued in the store"
+                    : a.next == DLOCK__NEXT_RETRY             ? "blocked in the store"
+                    : a.next == DLOCK__NEXT_POLL && a.in_line ? "in line in the store, polling"
+                    : a.next == DLOCK__NEXT_POLL              ? "polling"
+                                                              : "woken by the store");
     if (a.outcome == DLOCK__HELD) {
         wait_held(l, st, &a, sent, now, ttl_us);
         return STEP_AGAIN;

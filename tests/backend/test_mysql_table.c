@@ -481,6 +481,151 @@ static void old_table_upgraded(void)
     dlock_client_close(b);
 }
 
+/* ---------------------------------------------------------------- readers */
+
+/* A reader frozen past its lease (SIGSTOP) beside another reader: the
+ * other's release leaves the name to the frozen one (a writer is refused),
+ * not free; the writer gets it once the frozen reader's lease has run out,
+ * with a larger fence; the frozen reader is told once it runs again. */
+static void frozen_reader(void)
+{
+    int fds[2];
+    CHECK_INT(pipe(fds), ==, 0);
+    pid_t pid = fork(); /* before any client of this process */
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dt_lost_box box = {0};
+        dlock_client *c = client("lease=1s");
+        dlock_lock *l = dt_lock(c, "frozen-reader", DLOCK_READ);
+        dlock_lock_on_lost(l, dt_on_lost, &box);
+        if (dlock_acquire(l, 5000) != DLOCK_OK)
+            _exit(2);
+        unsigned long long fence = dlock_lock_fence(l);
+        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
+            _exit(3);
+        raise(SIGSTOP);
+        int64_t until = dt_now_ms() + 5000;
+        while (!atomic_load(&box.lost) && dt_now_ms() < until)
+            usleep(10000);
+        if (!atomic_load(&box.lost))
+            _exit(4);
+        if (dlock_release(l) != DLOCK_ELOST)
+            _exit(5);
+        dlock_lock_free(l);
+        dlock_client_close(c);
+        _exit(0);
+    }
+    close(fds[1]);
+    unsigned long long fence = 0;
+    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
+    close(fds[0]);
+    int status = 0;
+    CHECK_INT(waitpid(pid, &status, WUNTRACED), ==, pid);
+    CHECK(WIFSTOPPED(status));
+
+    dlock_client *c = client(NULL);
+    dlock_lock *r = dt_lock(c, "frozen-reader", DLOCK_READ);
+    dlock_lock *w = dt_lock(c, "frozen-reader", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(r), >, fence);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* the frozen reader's still */
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(w, 10000), DLOCK_OK);
+    printf("frozen reader: the writer got it after %lld ms (the reader's lease: 1 s)\n",
+           (long long) (dt_now_ms() - t0));
+    CHECK_INT(dlock_lock_fence(w), >, fence);
+    CHECK_INT(kill(pid, SIGCONT), ==, 0);
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    CHECK(WIFEXITED(status));
+    CHECK_INT(WEXITSTATUS(status), ==, 0);
+    CHECK_RC(dlock_lock_verify(w), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+}
+
+/* A forced unlock of the read-write lock ends every reader: each is told
+ * (its renewal finds its row ended), a writer takes the name at once. The
+ * rows: the name's owner is r: while readers hold it, each reader has a
+ * row of its own in dlock_share (README.md). */
+static void force_unlock_readers(void)
+{
+    dt_lost_box box1 = {0}, box2 = {0};
+    dlock_client *c = client("lease=1s"), *c2 = client("lease=1s"), *op = client(NULL);
+    dlock_lock *r1 = dt_lock(c, "forced-readers", DLOCK_READ);
+    dlock_lock *r2 = dt_lock(c2, "forced-readers", DLOCK_READ);
+    dlock_lock *w = dt_lock(op, "forced-readers", DLOCK_WRITE);
+    dlock_lock_on_lost(r1, dt_on_lost, &box1);
+    dlock_lock_on_lost(r2, dt_on_lost, &box2);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_lock WHERE name = 'dlock:forced-readers' "
+                         "AND owner = 'r:'"),
+              ==, 1);
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_share WHERE name = 'dlock:forced-readers' "
+                         "AND expires > UTC_TIMESTAMP(6)"),
+              ==, 2);
+    CHECK_RC(dlock_force_unlock(op, "forced-readers", DLOCK_WRITE), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&box1.lost) == 1 && atomic_load(&box2.lost) == 1, 3000);
+    printf("forced readers: %s\n", box1.why);
+    CHECK_RC(dlock_release(r1), DLOCK_ELOST);
+    CHECK_RC(dlock_release(r2), DLOCK_ELOST);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(op);
+}
+
+/* A user who may not create tables, in a database whose dlock_lock an
+ * administrator made: mutexes work, and the read-write lock says the
+ * table it needs, until it is there. */
+static void readers_table_missing(void)
+{
+    char url[400];
+    dlock_client *c = NULL;
+    root_sql("CREATE DATABASE IF NOT EXISTS rwdb; "
+             "CREATE USER IF NOT EXISTS 'rw'@'127.0.0.1' IDENTIFIED BY 'rw'; "
+             "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON rwdb.* TO 'rw'@'127.0.0.1'");
+    snprintf(url, sizeof url, "mysql://rw:rw@127.0.0.1:%d/rwdb?mode=table", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *m = dt_lock(c, "rw", 0);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK); /* makes dlock_lock, not dlock_share */
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_client_close(c);
+    root_sql("DROP TABLE IF EXISTS rwdb.dlock_share; "
+             "REVOKE CREATE ON rwdb.* FROM 'rw'@'127.0.0.1'");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    m = dt_lock(c, "rw", 0);
+    dlock_lock *r = dt_lock(c, "rw", DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(r), DLOCK_ESERVER);
+    printf("no dlock_share: %s\n", dlock_errmsg());
+    CHECK(strstr(dlock_errmsg(), "dlock_share") != NULL);
+    CHECK(strstr(dlock_errmsg(), "needs CREATE") != NULL);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(r);
+    dlock_client_close(c);
+    /* (a database's grants reach connections made after them) */
+    root_sql("GRANT CREATE ON rwdb.* TO 'rw'@'127.0.0.1'");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    m = dt_lock(c, "rw", 0);
+    r = dt_lock(c, "rw", DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(r), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(r);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -495,6 +640,9 @@ int main(int argc, char **argv)
         {"waiter_not_starved", waiter_not_starved},
         {"free_name_goes_to_waiter", free_name_goes_to_waiter},
         {"old_table_upgraded", old_table_upgraded},
+        {"frozen_reader", frozen_reader},
+        {"force_unlock_readers", force_unlock_readers},
+        {"readers_table_missing", readers_table_missing},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -136,9 +136,12 @@ typedef struct actor {
 /* The actor whose thread this is (library workers). */
 static __thread actor *this_actor;
 
-/* What the library logs (debug, in the waiting thread, once per wait) when
- * the store's answer to an attempt was that it is queued (src/core/acquire.c). */
-#define QUEUED_LOG "waiting (queued in the store)"
+/* What the library logs (info, in the waiting thread, once per wait) when
+ * the store's answer to an attempt was that it is queued, or that it put
+ * the waiter in its line (a lock table's waiter row) and it polls for its
+ * turn (src/core/acquire.c). */
+#define QUEUED_LOG  "waiting (queued in the store)"
+#define IN_LINE_LOG "waiting (in line in the store"
 
 /* The library's log of a worker's client: the store's word that a wait of
  * this thread's actor has a place in its queue, at the latest now. For fair
@@ -160,7 +163,7 @@ static void on_log(int level, const char *msg, void *arg)
                                           : "info",
                 msg);
     }
-    if (a == NULL || strstr(msg, QUEUED_LOG) == NULL)
+    if (a == NULL || (strstr(msg, QUEUED_LOG) == NULL && strstr(msg, IN_LINE_LOG) == NULL))
         return;
     uint64_t op = atomic_load(&a->acq_op);
     if (op == 0)

@@ -77,6 +77,7 @@ typedef struct dlock__mystore {
      * dlock_fence in table mode. 1 there, -1 not there and could not be
      * made, 0 not looked for yet (table.c). */
     _Atomic int other_table;
+    _Atomic int share_table; /* table mode: dlock_share is there (1: read.c), 0 not known */
     _Atomic int reached;
     struct dlock__sockwatch *watch; /* session and row mode: every connection's socket watched
                                        while idle, a close by the server seen at once */
@@ -101,7 +102,7 @@ typedef struct dlock__mylock {
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
 
 /* The results of one request (several statements). */
-#define DLOCK__MY_MAX_STMTS 8
+#define DLOCK__MY_MAX_STMTS 12
 typedef struct dlock__myres {
     int n;                                  /* statements answered without an error */
     MYSQL_RES *rows[DLOCK__MY_MAX_STMTS];   /* each one's rows, NULL if it had none */
@@ -213,8 +214,9 @@ int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, in
 int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us);
 int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t lease_ms,
                       int at_least, int64_t deadline_us);
-/* Renews the items that are table holds (HOLD with no session), all in one
- * request; leaves the others as they are and returns how many it took. */
+/* Renews the items that are table holds (HOLD with no session) but not a
+ * reader's (read.c), all in one request; leaves the others as they are
+ * and returns how many it took. */
 size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int64_t deadline_us);
 int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int64_t deadline_us);
 int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
@@ -231,6 +233,58 @@ int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us);
  * under the client): what the store knew of its tables is forgotten, and
  * they are made again. */
 int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us);
+/* Table mode's read-write lock (../sqltable: "the read-write lock"): the
+ * kinds in table.c, a reader's steps in read.c. dlock__myt_share makes
+ * the readers' table dlock_share when missing (DLOCK_OK with
+ * p->share_table 1, or why not). */
+int dlock__myt_share(dlock__mystore *p, int64_t deadline_us);
+/* The owner a hold of l is written under in dlock_lock, as a literal: a
+ * writer's token after "w:", else the token. */
+char *dlock__myt_owner(const dlock__mylock *l, const char *token);
+/* What the owner of a row of dlock_lock is: 'r' readers, 'w' a writer
+ * (*token after its "w:"), 'm' a mutex (*token the owner), 0 free. */
+int dlock__myt_holder_kind(const char *owner, const char **token);
+/* The live readers of l: (owner, info, count) rows in *res (freed by the
+ * caller). */
+int dlock__myt_readers(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us, dlock__myres *res);
+/* read.c: a reader's steps (table mode, DLOCK__READ). */
+int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);
+int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *token,
+                            int64_t deadline_us);
+int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t lease_ms,
+                           int at_least, int64_t deadline_us);
+/* Renews the read holds among items, in one request; returns how many
+ * (dlock__myt_renew renews the other table holds). */
+size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
+                             int64_t deadline_us);
+/* Runs a guarded take (table.c: the GET_LOCK of the name around it; sql
+ * freed here): DLOCK_OK with *res, *shut when the name was not free for
+ * a take (nothing written). */
+int dlock__myt_run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                        int *shut);
+/* Runs a request of the table (sql freed here), the tables made first. */
+int dlock__myt_run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                   const char *what);
+/* Runs a request that opens a transaction (sql freed here): its
+ * connection closed, never pooled, when it fails (a transaction may be
+ * left open with the name's row locked). */
+int dlock__myt_run_tx(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                      const char *what);
+/* A take's answer (statement 3 of res; shut: run_take's) into a's
+ * outcome, or DLOCK_EDEADLK when the owner holds the name as another kind. */
+int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const dlock__myres *res,
+                    int shut);
+/* The guard's two statements before a take (table.c). */
+char *dlock__myt_guard(dlock__mystore *p, dlock__mylock *l, int waits);
+/* Runs a request of the table (sql freed here), the tables made first. */
+int dlock__myt_run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                   const char *what);
+/* Runs a request that opens a transaction (sql freed here): its
+ * connection closed, never pooled, when it fails (a transaction may be
+ * left open with the name's row locked). */
+int dlock__myt_run_tx(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                      const char *what);
+
 /* SQL: the milliseconds left of a row's `expires` (its lease). */
 #define DLOCK__MY_MS_LEFT "CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / 1000)"
 

@@ -51,7 +51,8 @@
 #define COMMON_CAPS        (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS       (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
 #define TABLE_CAPS                                                                                 \
-    (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT | DLOCK_CAP_FAIR)
+    (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT | DLOCK_CAP_FAIR |   \
+     DLOCK_CAP_READ_WRITE)
 
 typedef dlock__mylock mylock;
 
@@ -179,6 +180,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     mylock *l = MYLOCK(sl);
     dlock__myconn *c;
 
+    if (p->table && l->base.spec.kind == DLOCK__READ)
+        return dlock__myt_read_acquire(p, l, a);
     if (p->table)
         return dlock__myt_acquire(p, l, a);
     if (l->conn != NULL) {
@@ -350,6 +353,8 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
+    if (p->table && l->base.spec.kind == DLOCK__READ)
+        return dlock__myt_read_release(p, l, token, deadline_us);
     if (p->table)
         return dlock__myt_release(p, l, token, deadline_us);
     if (p->row)
@@ -403,6 +408,8 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
+    if (p->table && l->base.spec.kind == DLOCK__READ)
+        return dlock__myt_read_extend(p, l, token, lease_ms, at_least, deadline_us);
     if (p->table)
         return dlock__myt_extend(p, l, token, lease_ms, at_least, deadline_us);
     if (p->row)
@@ -600,7 +607,12 @@ static int my_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
     dlock__mystore *p = MYSTORE(s);
     if (p->row)
         return dlock__myr_renew(s, items, n, deadline_us);
-    if (!p->table || dlock__myt_renew(p, items, n, deadline_us) == 0)
+    size_t held = 0; /* table holds: readers (read.c), the others (table.c) */
+    if (p->table) {
+        held = dlock__myt_read_renew(p, items, n, deadline_us);
+        held += dlock__myt_renew(p, items, n, deadline_us);
+    }
+    if (held == 0)
         return dlock__my_renew(s, items, n, deadline_us);
     size_t m = 0;
     dlock__renewal *rest = calloc(n, sizeof *rest);

@@ -768,10 +768,10 @@ int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *liv
         free(table);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    snprintf(
-        sql, len,
-        "SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, LENGTH(%s)) = %s AND (%s)%s%s",
-        lit, lit, live, table[0] != '\0' ? " UNION " : "", table);
+    snprintf(sql, len,
+             "SELECT n, MAX(k) FROM (SELECT lock_name AS n, 0 AS k FROM dlock_fence WHERE "
+             "LEFT(lock_name, LENGTH(%s)) = %s AND (%s)%s%s) x GROUP BY n",
+             lit, lit, live, table[0] != '\0' ? " UNION " : "", table);
     free(lit);
     free(table);
     dlock__myres res;
@@ -782,7 +782,10 @@ int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *liv
     if (res.rows[0] != NULL) {
         MYSQL_ROW row;
         while ((row = mysql_fetch_row(res.rows[0])) != NULL) {
-            if (row[0] != NULL && sink(arg, row[0], DLOCK__MUTEX) != 0)
+            /* (k: 1 for a name table mode's read-write lock holds) */
+            enum dlock__kind kind =
+                row[1] != NULL && strcmp(row[1], "1") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+            if (row[0] != NULL && sink(arg, row[0], kind) != 0)
                 break;
         }
     }

@@ -149,6 +149,48 @@ static int run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res
     return rc;
 }
 
+int dlock__myt_run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                   const char *what)
+{
+    return run(p, sql, deadline, res, what);
+}
+
+int dlock__myt_run_tx(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                      const char *what)
+{
+    memset(res, 0, sizeof *res);
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (deadline > cap)
+        deadline = cap;
+    int rc = ensure_table(p, deadline);
+    for (int tries = 1; rc == DLOCK_OK; tries++) {
+        dlock__myconn *c;
+        rc = dlock__my_get(p, deadline, &c);
+        if (rc != DLOCK_OK)
+            break;
+        rc = dlock__my_exec(p, c, sql, deadline, NULL, NULL, res);
+        if (rc != DLOCK_OK) {
+            dlock__my_discard(p, c, "closed: a request got no answer");
+            break;
+        }
+        if (res->err == 0) {
+            dlock__my_put(p, c);
+            break;
+        }
+        dlock__my_discard(p, c, "closed: a transaction of the lock table failed");
+        if (tries < 3 && again(p, res->err, deadline)) {
+            dlock__my_res_free(res);
+            continue;
+        }
+        rc = dlock__my_fail(p, res, what);
+        dlock__my_res_free(res);
+    }
+    free(sql);
+    return rc;
+}
+
 int dlock__myt_other_table(dlock__mystore *p, int64_t deadline_us)
 {
     if (atomic_load(&p->other_table) != 0)
@@ -210,7 +252,8 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
                  l->lit);
     else
         snprintf(sql, sizeof sql,
-                 "SELECT IF(t.owner <> '' AND t.expires > UTC_TIMESTAMP(6), t.owner, NULL), "
+                 "SELECT IF(t.owner <> '' AND t.expires > UTC_TIMESTAMP(6), IF(LEFT(t.owner, 2) "
+                 "= '" DLOCK__SQLT_WRITER "', SUBSTRING(t.owner, 3), t.owner), NULL), "
                  "t.info, CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), t.expires) / 1000), "
                  "t.fence FROM (SELECT 1) d LEFT JOIN " DLOCK__SQLT_TABLE " t ON t.name = %s",
                  l->key_lit);
@@ -359,7 +402,7 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
  * second). */
 #define GUARD_WAIT "0.05" /* seconds: GET_LOCK takes fractions (MariaDB) */
 
-static char *guard(dlock__mystore *p, dlock__mylock *l, int waits)
+char *dlock__myt_guard(dlock__mystore *p, dlock__mylock *l, int waits)
 {
     int fence_table = atomic_load(&p->other_table) == 1;
     size_t len = 3 * strlen(l->lit) + 400;
@@ -379,7 +422,8 @@ static char *guard(dlock__mystore *p, dlock__mylock *l, int waits)
  * with *res, and *shut set when the name was not free for a take (nothing
  * written). A connection that may still hold the name's GET_LOCK (a
  * statement after it failed) is closed, never pooled. */
-static int run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res, int *shut)
+int dlock__myt_run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
+                        int *shut)
 {
     dlock__myconn *c;
     *shut = 0;
@@ -423,6 +467,101 @@ static int run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres
     return rc;
 }
 
+/* ---------------------------------------------------------------- kinds */
+
+int dlock__myt_holder_kind(const char *owner, const char **token)
+{
+    *token = owner;
+    if (owner == NULL || owner[0] == '\0')
+        return 0;
+    if (strcmp(owner, DLOCK__SQLT_READERS) == 0)
+        return 'r';
+    if (strncmp(owner, DLOCK__SQLT_WRITER, strlen(DLOCK__SQLT_WRITER)) == 0) {
+        *token = owner + strlen(DLOCK__SQLT_WRITER);
+        return 'w';
+    }
+    return 'm';
+}
+
+char *dlock__myt_owner(const dlock__mylock *l, const char *token)
+{
+    if (l->base.spec.kind != DLOCK__WRITE)
+        return dlock__my_literal(token, 1);
+    size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(token) + 1;
+    char *own = malloc(len), *lit = NULL;
+    if (own != NULL) {
+        snprintf(own, len, DLOCK__SQLT_WRITER "%s", token);
+        lit = dlock__my_literal(own, 1);
+    }
+    free(own);
+    return lit;
+}
+
+int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
+{
+    if (atomic_load(&p->share_table) == 1)
+        return DLOCK_OK;
+    dlock__myres res;
+    char *sql = dlock__sqlt_share_schema(D);
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = dlock__my_operate(p, sql, deadline_us, &res, "creating dlock's readers' table");
+    free(sql);
+    if (rc == DLOCK_ESERVER) {
+        /* not allowed to make it: an administrator may have */
+        char why[600];
+        snprintf(why, sizeof why, "%s", dlock_errmsg());
+        rc = dlock__my_operate(p,
+                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
+                               deadline_us, &res, "looking for dlock's readers' table");
+        if (rc != DLOCK_OK)
+            return rc;
+        const char *v = dlock__my_value(&res, 0, 0);
+        int there = v != NULL && strcmp(v, "1") == 0;
+        dlock__my_res_free(&res);
+        if (!there)
+            return dlock__fail(DLOCK_ESERVER,
+                               "%s; the read-write lock needs the table " DLOCK__SQLT_SHARE
+                               ": the user needs CREATE on the database, or an administrator "
+                               "creates it (its schema: src/backend/mysql/README.md)",
+                               why);
+    } else if (rc != DLOCK_OK) {
+        return rc;
+    } else {
+        dlock__my_res_free(&res);
+    }
+    atomic_store(&p->share_table, 1);
+    return DLOCK_OK;
+}
+
+int dlock__myt_readers(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us, dlock__myres *res)
+{
+    int rc = dlock__myt_share(p, deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    return dlock__myt_run(p, dlock__sqlt_readers(D, l->key_lit), deadline_us, res,
+                          "reading the lock's readers");
+}
+
+/* Whether an owner asking for l's name (mine: its own owner in the row,
+ * token its token) holds it as another kind already: the row's owner
+ * (row) is the same token as another kind, or readers hold the row and
+ * one of them is the owner (reads: the take's answer said so). */
+static int holds_as_other(const dlock__mylock *l, const char *row, const char *token,
+                          const char *reads)
+{
+    const char *t;
+    int kind = dlock__myt_holder_kind(row, &t);
+    if (kind == 'r')
+        return reads != NULL && strcmp(reads, "1") == 0;
+    if (kind == 0 || strcmp(t, token) != 0)
+        return 0;
+    /* (a reader beside its owner's write is a downgrade: taken) */
+    int rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
+    return (kind == 'w') != rw;
+}
+
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
 {
     dlock__myres res;
@@ -431,50 +570,96 @@ int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     int rc = ensure_table(p, a->deadline_us);
     if (rc == DLOCK_OK)
         rc = dlock__myt_other_table(p, a->deadline_us);
+    if (rc == DLOCK_OK && l->base.spec.kind == DLOCK__WRITE)
+        rc = dlock__myt_share(p, a->deadline_us); /* its release looks there */
     if (rc != DLOCK_OK)
         return rc;
-    char *owner = dlock__my_literal(a->token, 1), *first = guard(p, l, a->wait), *take = NULL;
-    if (owner != NULL && first != NULL)
+    char *owner = dlock__myt_owner(l, a->token), *token = dlock__my_literal(a->token, 1);
+    char *first = dlock__myt_guard(p, l, a->wait), *take = NULL, *reads = NULL;
+    if (token != NULL && atomic_load(&p->share_table) == 1) {
+        /* whether the owner is among the readers: an owner of a read hold
+         * asking for the mutex or the write lock would wait for itself */
+        size_t len = strlen(l->key_lit) + strlen(token) + 300;
+        if ((reads = malloc(len)) != NULL)
+            snprintf(reads, len,
+                     "IF(owner = '" DLOCK__SQLT_READERS "', EXISTS(SELECT 1 FROM " DLOCK__SQLT_SHARE
+                     " WHERE name = %s AND owner = %s AND expires > UTC_TIMESTAMP(6)), 0)",
+                     l->key_lit, token);
+    }
+    if (owner != NULL && first != NULL && (reads != NULL || atomic_load(&p->share_table) != 1))
         take = dlock__sqlt_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
-                                a->wait ? p->base.host.cfg->waiter_lease_ms : 0);
+                                a->wait ? p->base.host.cfg->waiter_lease_ms : 0, reads);
     free(owner);
+    free(token);
+    free(reads);
     size_t len = take != NULL ? strlen(first) + strlen(take) + strlen(l->lit) + 100 : 0;
     char *sql = take != NULL ? malloc(len) : NULL;
     if (sql != NULL)
         snprintf(sql, len, "%s; %s; DO RELEASE_LOCK(%s)", first, take, l->lit);
     free(first);
     free(take);
-    rc = run_take(p, sql, a->deadline_us, &res, &shut);
+    rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
+    rc = dlock__myt_took(p, l, a, &res, shut);
+    dlock__my_res_free(&res);
+    return rc;
+}
+
+int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const dlock__myres *res,
+                    int shut)
+{
+    (void) p;
     uint64_t fence;
     int64_t left_ms;
+    const char *row = dlock__my_value(res, 3, 4);
     if (shut) {
         /* held in session mode: its holder's lease is not in this table */
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
-    } else if (dlock__sqlt_taken(dlock__my_value(&res, 3, 0), dlock__my_value(&res, 3, 1),
-                                 dlock__my_value(&res, 3, 2), dlock__my_value(&res, 3, 3), a->wait,
+    } else if (dlock__sqlt_taken(dlock__my_value(res, 3, 0), dlock__my_value(res, 3, 1),
+                                 dlock__my_value(res, 3, 2), dlock__my_value(res, 3, 3), a->wait,
                                  &fence, &left_ms)) {
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;
+    } else if (left_ms > 0 && holds_as_other(l, row, a->token, dlock__my_value(res, 3, 5))) {
+        static const char *const words[] = {[DLOCK__MUTEX] = "a mutex",
+                                            [DLOCK__FAIR] = "a mutex",
+                                            [DLOCK__READ] = "the read lock",
+                                            [DLOCK__WRITE] = "the write lock"};
+        const char *t;
+        int kind = dlock__myt_holder_kind(row, &t);
+        return dlock__fail(DLOCK_EDEADLK,
+                           "lock '%s': this owner holds it as %s already: asking for %s too "
+                           "would wait for itself (one name is one lock; release it first)",
+                           l->name,
+                           kind == 'r'   ? "the read lock"
+                           : kind == 'w' ? "the write lock"
+                                         : "a mutex",
+                           words[l->base.spec.kind]);
     } else {
         /* held, or free but an older waiter's (no lease to tell): polled
          * again within the lease left, or soon near the head of the line */
+        const char *t;
+        int kind = left_ms > 0 ? dlock__myt_holder_kind(row, &t) : 0;
+        int rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
+        a->in_line = a->wait; /* its waiter row */
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
+        a->held_as = kind == 0 || (kind == 'm') != rw ? DLOCK__HELD_AS_SAME
+                     : rw                             ? DLOCK__HELD_AS_MUTEX
+                                                      : DLOCK__HELD_AS_RW;
     }
-    dlock__my_res_free(&res);
     return DLOCK_OK;
 }
 
 int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us)
 {
     dlock__myres res;
-    char *owner = dlock__my_literal(token, 1);
+    char *owner = dlock__myt_owner(l, token);
     if (owner == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     char *sql = dlock__sqlt_leave(D, l->key_lit, owner);
@@ -488,16 +673,20 @@ int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, in
 int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us)
 {
     dlock__myres res;
-    char *owner = dlock__my_literal(token, 1);
-    if (owner == NULL)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    char *sql = dlock__sqlt_release(D, l->key_lit, owner);
+    int write = l->base.spec.kind == DLOCK__WRITE;
+    char *owner = dlock__my_literal(token, 1), *mine = dlock__myt_owner(l, token);
+    char *sql = owner == NULL || mine == NULL ? NULL
+                : write                       ? dlock__sqlt_write_release(D, l->key_lit, owner)
+                                              : dlock__sqlt_release(D, l->key_lit, mine);
     free(owner);
-    int rc = run(p, sql, deadline_us, &res, "releasing the lock's row");
+    free(mine);
+    int rc = write ? dlock__myt_run_tx(p, sql, deadline_us, &res, "releasing the write lock")
+                   : run(p, sql, deadline_us, &res, "releasing the lock's row");
     if (rc != DLOCK_OK)
         return rc;
-    if (res.affected[0] != 1)
-        rc = dlock__my_value(&res, 1, 0) != NULL
+    /* (the write's: its UPDATE and the holder now are statements 3 and 5) */
+    if (res.affected[write ? 3 : 0] != 1)
+        rc = dlock__my_value(&res, write ? 5 : 1, 0) != NULL
                  ? dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is held by someone else", l->name)
                  : dlock__fail(DLOCK_ELOST,
                                "lock '%s' was not held by this owner any more (its lease ran "
@@ -511,7 +700,7 @@ int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, in
                       int at_least, int64_t deadline_us)
 {
     dlock__myres res;
-    char *owner = dlock__my_literal(token, 1);
+    char *owner = dlock__myt_owner(l, token);
     if (owner == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     char *sql = dlock__sqlt_extend(D, l->key_lit, owner, lease_ms, at_least);
@@ -529,25 +718,40 @@ int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, in
     return rc;
 }
 
+/* An item of a renewal that is a hold of table mode's (of a mutex or a
+ * writer: 1; a reader: 2, renewed by read.c), or 0. */
+static int table_hold(const dlock__renewal *it)
+{
+    if (it->kind != DLOCK__RENEW_HOLD || it->session != NULL)
+        return 0;
+    return MYLOCK(it->lock)->base.spec.kind == DLOCK__READ ? 2 : 1;
+}
+
 size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int64_t deadline_us)
 {
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        m += items[i].kind == DLOCK__RENEW_HOLD && items[i].session == NULL;
+        m += table_hold(&items[i]) == 1;
     if (m == 0)
         return 0;
     dlock__sqlt_hold *h = calloc(m, sizeof *h);
     size_t k = 0;
     int ok = h != NULL;
     for (size_t i = 0; i < n && ok; i++) {
-        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL)
+        if (table_hold(&items[i]) != 1)
             continue;
         dlock__mylock *l = MYLOCK(items[i].lock);
+        const char *prefix = l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "";
+        size_t len = strlen(prefix) + strlen(items[i].token) + 1;
+        char *own = malloc(len);
+        if (own != NULL)
+            snprintf(own, len, "%s%s", prefix, items[i].token);
         h[k].key_lit = l->key_lit;
         h[k].key = l->server_name;
-        h[k].owner = items[i].token;
+        h[k].owner = own;
         h[k].lease_ms = items[i].lease_ms;
-        ok = (h[k].owner_lit = dlock__my_literal(items[i].token, 1)) != NULL;
+        h[k].owner_lit = own != NULL ? dlock__my_literal(own, 1) : NULL;
+        ok = own != NULL && h[k].owner_lit != NULL;
         k++;
     }
     dlock__myres res;
@@ -559,15 +763,17 @@ size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int6
         while ((row = mysql_fetch_row(res.rows[1])) != NULL)
             dlock__sqlt_renewed(h, k, row[0], row[1]);
     }
+    for (size_t j = 0; j < k; j++) {
+        free((char *) h[j].owner);
+        free((char *) h[j].owner_lit);
+    }
     k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL)
+        if (table_hold(&items[i]) != 1)
             continue;
         items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
                           : h[k].held    ? DLOCK__RENEW_OK
                                          : DLOCK__RENEW_GONE;
-        if (h != NULL)
-            free((char *) h[k].owner_lit);
         k++;
     }
     if (rc == DLOCK_OK)
@@ -625,14 +831,25 @@ int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     const char *fence = dlock__my_value(&res, 0, 2), *waiters = dlock__my_value(&res, 0, 4);
     st->last_fence = dlock__my_last_fence(fence, &other);
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
-    if (owner != NULL) {
+    const char *token;
+    int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0;
+    if (kind != 0) {
         st->held = 1;
-        st->holds = 1;
-        snprintf(st->owner, sizeof st->owner, "%s", owner);
+        st->holds = kind != 'r';
+        snprintf(st->owner, sizeof st->owner, "%s", kind != 'r' ? token : "");
+    }
+    if (kind == 'r' || kind == 'w') {
+        /* the readers (beside the owner's own write: a downgrade) */
+        dlock__myres readers;
+        rc = dlock__myt_readers(p, l, deadline_us, &readers);
+        if (rc == DLOCK_OK) {
+            st->shared = readers.rows[0] != NULL ? (unsigned) mysql_num_rows(readers.rows[0]) : 0;
+            dlock__my_res_free(&readers);
+        }
     }
     dlock__my_res_free(&res);
     dlock__my_res_free(&other);
-    return DLOCK_OK;
+    return rc;
 }
 
 int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink sink, void *arg,
@@ -644,13 +861,29 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
     int rc = holder_in_any_mode(p, l, deadline_us, &res, &other, &owner, &info, &lease_ms);
     if (rc != DLOCK_OK)
         return rc;
-    if (owner != NULL) {
-        dlock__holder_raw h = {.owner = owner, .count = 1, .info = info};
-        (void) sink(arg, &h);
+    const char *token;
+    int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0, stop = 0;
+    if (kind == 'm' || kind == 'w') {
+        dlock__holder_raw h = {.owner = token, .count = 1, .info = info};
+        stop = sink(arg, &h);
+    }
+    dlock__myres readers;
+    if (!stop && (kind == 'r' || kind == 'w') &&
+        (rc = dlock__myt_readers(p, l, deadline_us, &readers)) == DLOCK_OK) {
+        MYSQL_ROW row;
+        while (readers.rows[0] != NULL && (row = mysql_fetch_row(readers.rows[0])) != NULL) {
+            dlock__holder_raw h = {.owner = row[0],
+                                   .count =
+                                       row[2] != NULL ? (unsigned) strtoul(row[2], NULL, 10) : 1,
+                                   .info = row[1]};
+            if (row[0] != NULL && sink(arg, &h) != 0)
+                break;
+        }
+        dlock__my_res_free(&readers);
     }
     dlock__my_res_free(&res);
     dlock__my_res_free(&other);
-    return DLOCK_OK;
+    return rc;
 }
 
 /* The row's holder cleared (its fence kept): the holder finds it at its
@@ -662,7 +895,23 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
     dlock__myres res;
     int rc;
     if (p->table) {
-        rc = run(p, dlock__sqlt_force(D, l->key_lit), deadline_us, &res, "clearing the lock's row");
+        char *row = dlock__sqlt_force(D, l->key_lit), *sql = NULL;
+        char *readers = row != NULL && atomic_load(&p->share_table) == 1
+                            ? dlock__sqlt_share_force(D, l->key_lit)
+                            : NULL;
+        if (readers != NULL) {
+            /* and its readers' rows, in one transaction with the row (a
+             * reader that took the name between the two kept a row that
+             * the second then ended: a loss told, never a double hold) */
+            size_t len = strlen(row) + strlen(readers) + 60;
+            if ((sql = malloc(len)) != NULL)
+                snprintf(sql, len, "START TRANSACTION; %s; %s; COMMIT", row, readers);
+            free(row);
+            free(readers);
+            rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "clearing the lock's row");
+        } else {
+            rc = run(p, row, deadline_us, &res, "clearing the lock's row");
+        }
     } else {
         rc = dlock__myt_other_table(p, deadline_us);
         if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
@@ -689,17 +938,19 @@ int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink
      * them held: one lock per name) */
     int rc = dlock__myt_other_table(p, deadline_us);
     char *own = rc == DLOCK_OK ? dlock__sqlt_list(D, lit) : NULL, *sql = NULL;
-    if (own != NULL && atomic_load(&p->other_table) == 1) {
-        size_t len = strlen(own) + 2 * strlen(lit) + 200;
+    if (own != NULL) {
+        /* each name once, as the read-write lock when it holds it */
+        int fenced = atomic_load(&p->other_table) == 1;
+        size_t len = strlen(own) + 2 * strlen(lit) + 300;
         sql = malloc(len);
         if (sql != NULL)
-            snprintf(sql, len,
-                     "%s UNION SELECT lock_name FROM dlock_fence WHERE LEFT(lock_name, "
-                     "LENGTH(%s)) = %s AND expires > UTC_TIMESTAMP(6)",
-                     own, lit, lit);
+            snprintf(sql, len, "SELECT n, MAX(k) FROM (%s%s%s%s%s%s) x GROUP BY n", own,
+                     fenced ? " UNION SELECT lock_name, 0 FROM dlock_fence WHERE LEFT(lock_name, "
+                              "LENGTH("
+                            : "",
+                     fenced ? lit : "", fenced ? ")) = " : "", fenced ? lit : "",
+                     fenced ? " AND expires > UTC_TIMESTAMP(6)" : "");
         free(own);
-    } else {
-        sql = own;
     }
     if (rc == DLOCK_OK)
         rc = run(p, sql, deadline_us, &res, "listing the locks held");
@@ -709,7 +960,9 @@ int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink
     if (res.rows[0] != NULL) {
         MYSQL_ROW row;
         while ((row = mysql_fetch_row(res.rows[0])) != NULL) {
-            if (row[0] != NULL && sink(arg, row[0], DLOCK__MUTEX) != 0)
+            enum dlock__kind kind =
+                row[1] != NULL && strcmp(row[1], "1") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+            if (row[0] != NULL && sink(arg, row[0], kind) != 0)
                 break;
         }
     }

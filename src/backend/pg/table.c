@@ -393,6 +393,7 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
         int live = left != NULL && strtoll(left, NULL, 10) > 0; /* a live holder's lease */
         a->outcome = woken && live ? DLOCK__QUEUED : DLOCK__HELD;
         a->keep_place = a->outcome == DLOCK__QUEUED;
+        a->in_line = a->wait && a->outcome == DLOCK__HELD; /* its waiter row */
         a->next = a->outcome == DLOCK__QUEUED              ? DLOCK__NEXT_RETRY
                   : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
                                                            : DLOCK__NEXT_POLL;

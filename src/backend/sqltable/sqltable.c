@@ -160,9 +160,27 @@ static void older(sbuf *b, enum dlock__sqlt_dialect d, const char *key, const ch
         key, owner, now, key, owner, now, now);
 }
 
-char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
-                            const char *owner, const char *info, const char *lease_us,
-                            const char *wait_us, const char *guard)
+/* MariaDB: a waiter's row while the lock is someone else's (its lease kept
+ * up by each poll, its since kept while it is live: a lapsed row is a new
+ * wait); gone once it holds (@dlock_t), with the expired ones. Two
+ * statements, each after a ';'. */
+static void wait_rows(sbuf *b, const char *key, const char *owner, const char *lock_name,
+                      const char *wait_us)
+{
+    add(b,
+        "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires, since) SELECT "
+        "%s, %s, %s, " NOW " + INTERVAL %s MICROSECOND, " NOW " FROM DUAL WHERE @dlock_t "
+        "IS NOT TRUE ON DUPLICATE KEY UPDATE since = IF(expires <= " NOW
+        ", VALUES(since), since), expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT
+        " WHERE name = %s AND (expires <= " NOW " OR (owner = %s AND @dlock_t IS TRUE))",
+        key, owner, lock_name, wait_us, key, owner);
+}
+
+/* take_expr with the MariaDB answer's further columns (more: NULL, or SQL
+ * text of columns) */
+static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                  const char *owner, const char *info, const char *lease_us, const char *wait_us,
+                  const char *guard, const char *more)
 {
     sbuf b = {0}, o = {0};
     older(&o, d, key, owner);
@@ -220,32 +238,31 @@ char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const c
         "info = IF(@dlock_t, VALUES(info), info), lock_name = IF(@dlock_t, VALUES(lock_name), "
         "lock_name), owner = IF(@dlock_t, VALUES(owner), owner), "
         "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
-        "SELECT fence, owner = %s, " MS_LEFT ", IF(@dlock_t, 0, %s) FROM " DLOCK__SQLT_TABLE
-        " WHERE name = %s",
-        key, lock_name, owner, info, lease_us, o.s, owner, o.s, key);
+        "SELECT fence, owner = %s, " MS_LEFT
+        ", IF(@dlock_t, 0, %s), owner%s%s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        key, lock_name, owner, info, lease_us, o.s, owner, o.s, more != NULL ? ", " : "",
+        more != NULL ? more : "", key);
     free(o.s);
     if (wait_us != NULL)
-        /* a waiter's row while the lock is someone else's (its lease kept
-         * up by each poll, its since kept while it is live: a lapsed row
-         * is a new wait); gone once it holds, with the expired ones */
-        add(&b,
-            "; INSERT INTO " DLOCK__SQLT_WAIT " (name, owner, lock_name, expires, since) SELECT "
-            "%s, %s, %s, " NOW " + INTERVAL %s MICROSECOND, " NOW " FROM DUAL WHERE @dlock_t "
-            "IS NOT TRUE ON DUPLICATE KEY UPDATE since = IF(expires <= " NOW
-            ", VALUES(since), since), expires = VALUES(expires); DELETE FROM " DLOCK__SQLT_WAIT
-            " WHERE name = %s AND (expires <= " NOW " OR (owner = %s AND @dlock_t IS TRUE))",
-            key, owner, lock_name, wait_us, key, owner);
+        wait_rows(&b, key, owner, lock_name, wait_us);
     return b.s;
 }
 
+char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                            const char *owner, const char *info, const char *lease_us,
+                            const char *wait_us, const char *guard)
+{
+    return take(d, key, lock_name, owner, info, lease_us, wait_us, guard, NULL);
+}
+
 char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
-                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
+                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms,
+                       const char *more)
 {
     char lease_us[24], wait_us[24];
     snprintf(lease_us, sizeof lease_us, "%" PRId64, lease_ms * 1000);
     snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
-    return dlock__sqlt_take_expr(d, key, lock_name, owner, info, lease_us,
-                                 wait_ms > 0 ? wait_us : NULL, NULL);
+    return take(d, key, lock_name, owner, info, lease_us, wait_ms > 0 ? wait_us : NULL, NULL, more);
 }
 
 int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, const char *ahead,
@@ -461,10 +478,227 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix)
             prefix, prefix, prefix, prefix);
         return b.s;
     }
+    /* MariaDB: (n, k), k 1 for the read-write lock's names, a name once
+     * with its kind's k (a caller adding rows wraps it: GROUP BY n) */
     add(&b,
-        "SELECT lock_name FROM " DLOCK__SQLT_TABLE " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
-        "owner <> '' AND expires > " NOW " UNION SELECT lock_name FROM " DLOCK__SQLT_WAIT
+        "SELECT lock_name AS n, (owner = '" DLOCK__SQLT_READERS
+        "' OR LEFT(owner, 2) = '" DLOCK__SQLT_WRITER "') AS k FROM " DLOCK__SQLT_TABLE
+        " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
+        "owner <> '' AND expires > " NOW " UNION SELECT lock_name, 0 FROM " DLOCK__SQLT_WAIT
         " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND expires > " NOW,
         prefix, prefix, prefix, prefix);
+    return b.s;
+}
+
+/* ---------------------------------------------------------------- the read-write lock (MariaDB) */
+
+/* The read-write lock (README.md, "Read locks"). The name's row in
+ * DLOCK__SQLT_TABLE is the whole lock for everyone else: a writer holds it
+ * as a mutex does, under its owner with DLOCK__SQLT_WRITER before it; while
+ * readers hold it, its owner is DLOCK__SQLT_READERS and its lease ends no
+ * sooner than the last reader's. So a mutex, a writer and every other mode
+ * decide from that row alone, as before. Each reader has a row of its own
+ * in DLOCK__SQLT_SHARE (its fence, info and lease), and every change to the
+ * readers' rows is made with the name's row locked first, in the same
+ * transaction: the name's row is what orders them. Readers' rows are read
+ * with locking reads only (the latest committed rows, never a snapshot:
+ * PostgreSQL's race 1 was a snapshot's). */
+
+char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    add(&b, "CREATE TABLE IF NOT EXISTS " DLOCK__SQLT_SHARE
+            " (name VARBINARY(256) NOT NULL, owner VARBINARY(255) NOT NULL, "
+            "lock_name VARBINARY(2048) NOT NULL, info TEXT CHARACTER SET utf8mb4 NOT NULL, "
+            "fence BIGINT UNSIGNED NOT NULL, count INT UNSIGNED NOT NULL DEFAULT 1, "
+            "expires DATETIME(6) NOT NULL, PRIMARY KEY (name, owner)) ENGINE=InnoDB");
+    return b.s;
+}
+
+#define WRITER_OF(owner) "CONCAT('" DLOCK__SQLT_WRITER "', " owner ")"
+
+char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                            const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
+{
+    sbuf b = {0}, o = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    older(&o, d, key, owner);
+    if (o.s == NULL)
+        return NULL;
+    /* The name's row: taken for readers when it is free or expired, or
+     * joined while readers hold it, in both cases only with no older live
+     * waiter (a writer waiting is not overtaken); or the owner's own write
+     * holds it (a downgrade: the row stays the writer's until it lets go).
+     * @dlock_t decides (the first assignment), @dlock_f is the fence. The
+     * lease is raised to the reader's end, never lowered. One transaction
+     * with the reader's row: a reader's release that locks the name's row
+     * next sees that row (autocommitted one by one, a release between the
+     * two lowered the name's lease below the new reader's, or freed it). */
+    add(&b,
+        "START TRANSACTION; "
+        "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
+        "VALUES (%s, %s, '" DLOCK__SQLT_READERS "', '', IF(@dlock_t := 1, @dlock_f := " NOW_US
+        ", 0), " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
+        "ON DUPLICATE KEY UPDATE fence = IF(@dlock_t := ((expires > " NOW " AND owner = " WRITER_OF(
+            "%s") ") OR (%s = 0 AND (expires <= " NOW " OR owner = '" DLOCK__SQLT_READERS
+                  "'))), @dlock_f := GREATEST(fence + 1, VALUES(fence)), fence), "
+                  "info = IF(@dlock_t AND owner <> " WRITER_OF(
+                      "%s") ", '', info), lock_name = IF(@dlock_t, VALUES(lock_name), lock_name), "
+                            "expires = IF(@dlock_t, GREATEST(expires, VALUES(expires)), expires), "
+                            "owner = IF(@dlock_t AND owner <> " WRITER_OF(
+                                "%s") ", '" DLOCK__SQLT_READERS "', owner); ",
+        key, lock_name, lease_ms * 1000, owner, o.s, owner, owner);
+    /* the reader's own row */
+    add(&b,
+        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
+        "SELECT %s, %s, %s, %s, @dlock_f, 1, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
+        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE fence = VALUES(fence), "
+        "info = VALUES(info), lock_name = VALUES(lock_name), expires = VALUES(expires); COMMIT; ",
+        key, owner, lock_name, info, lease_ms * 1000);
+    /* the answer, as a take's: (fence, mine, ms_left, ahead, owner) */
+    add(&b,
+        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
+        ", IF(@dlock_t, 0, %s), owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        o.s, key);
+    free(o.s);
+    if (wait_ms > 0) {
+        char wait_us[24];
+        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
+        wait_rows(&b, key, owner, lock_name, wait_us);
+    }
+    return b.s;
+}
+
+/* The readers' latest end into @dlock_m (NULL: none live), a locking read. */
+#define LAST_READER                                                                                \
+    "SELECT @dlock_m := MAX(expires) FROM " DLOCK__SQLT_SHARE                                      \
+    " WHERE name = %s AND expires > " NOW " LOCK IN SHARE MODE; "
+
+char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    /* the name's row locked; the reader's row gone (matched: 1 when it
+     * held), lapsed ones with it; the name's row freed when no reader is
+     * left, else its lease lowered to the last reader's end */
+    add(&b,
+        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
+        "DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND owner = %s AND expires > " NOW "; "
+        "DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND expires <= " NOW "; " LAST_READER
+        "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', owner), expires = "
+        "IF(@dlock_m IS NULL, " ENDED
+        ", @dlock_m) WHERE name = %s AND owner = '" DLOCK__SQLT_READERS "' AND expires > " NOW
+        "; COMMIT",
+        key, key, owner, key, key, key);
+    return b.s;
+}
+
+char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    /* the write's end: the readers' when the owner took the read lock
+     * beside it (a downgrade), else the row freed */
+    add(&b,
+        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
+        " WHERE name = %s FOR UPDATE; " LAST_READER "UPDATE " DLOCK__SQLT_TABLE
+        " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS "'), info = '', expires = "
+        "IF(@dlock_m IS NULL, " ENDED ", GREATEST(@dlock_m, " NOW ")) WHERE name = %s AND "
+        "owner = " WRITER_OF("%s") " AND expires > " NOW
+                                   "; COMMIT; SELECT owner FROM " DLOCK__SQLT_TABLE
+                                   " WHERE name = %s AND owner <> '' AND expires > " NOW,
+        key, key, key, owner, key);
+    return b.s;
+}
+
+char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
+                              int64_t lease_ms, int at_least)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    if (at_least && lease_ms <= 0)
+        add(&b, "DO 0; DO 0; DO 0; DO 0; DO 0; ");
+    else
+        add(&b,
+            "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
+            " WHERE name = %s FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " SET expires = %s" NOW
+            " + INTERVAL %" PRId64
+            " MICROSECOND%s WHERE name = %s AND owner = %s AND expires > " NOW
+            "; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, COALESCE((SELECT "
+            "s.expires FROM " DLOCK__SQLT_SHARE " s WHERE s.name = %s AND s.owner = %s), expires)) "
+            "WHERE name = %s AND (owner = '" DLOCK__SQLT_READERS
+            "' OR owner = " WRITER_OF("%s") ") AND expires > " NOW "; COMMIT; ",
+            key, at_least ? "GREATEST(expires, " : "", lease_ms * 1000, at_least ? ")" : "", key,
+            owner, key, owner, key, owner);
+    add(&b,
+        "SELECT COUNT(*) FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
+        " l ON l.name = s.name WHERE s.name = %s AND s.owner = %s AND s.expires > " NOW
+        " AND l.expires > " NOW " AND (l.owner = '" DLOCK__SQLT_READERS
+        "' OR l.owner = " WRITER_OF("s.owner") ")",
+        key, owner);
+    return b.s;
+}
+
+char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    /* the names' rows first (their leases raised to the readers' new ends:
+     * the rows locked before the readers' rows, as every change of them),
+     * then the readers' rows; held: a reader's row live under a name's row
+     * of readers, or of its own write */
+    add(&b, "START TRANSACTION; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, " NOW
+            " + INTERVAL CASE name");
+    for (size_t i = 0; i < n; i++)
+        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
+    add(&b, " END MICROSECOND) WHERE expires > " NOW " AND name IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
+    add(&b, ") AND (owner = '" DLOCK__SQLT_READERS "' OR owner IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s" WRITER_OF("%s"), i ? ", " : "", h[i].owner_lit);
+    add(&b, ")); UPDATE " DLOCK__SQLT_SHARE " SET expires = " NOW " + INTERVAL CASE name");
+    for (size_t i = 0; i < n; i++)
+        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
+    add(&b, " END MICROSECOND WHERE expires > " NOW " AND (name, owner) IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    add(&b, "); COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
+            " l ON l.name = s.name WHERE s.expires > " NOW " AND l.expires > " NOW
+            " AND (l.owner = '" DLOCK__SQLT_READERS
+            "' OR l.owner = " WRITER_OF("s.owner") ") AND (s.name, s.owner) IN (");
+    for (size_t i = 0; i < n; i++)
+        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    add(&b, ")");
+    return b.s;
+}
+
+char *dlock__sqlt_readers(enum dlock__sqlt_dialect d, const char *key)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    add(&b,
+        "SELECT owner, info, count FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND expires > " NOW
+        " ORDER BY fence",
+        key);
+    return b.s;
+}
+
+char *dlock__sqlt_share_force(enum dlock__sqlt_dialect d, const char *key)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    add(&b,
+        "UPDATE " DLOCK__SQLT_SHARE " SET expires = " ENDED " WHERE name = %s AND expires > " NOW,
+        key);
     return b.s;
 }

@@ -49,13 +49,16 @@ char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d);
 /* Two statements: the row taken if it is already owner's, or free or
  * expired and no live waiter of key is older than owner (its own live
  * waiter row's since, or now: first in line, README.md) (one statement,
- * atomic: of two takers one wins), then (fence, mine, ms_left, ahead) of
- * the row as it is now (ahead: the live waiters older than owner).
+ * atomic: of two takers one wins), then (fence, mine, ms_left, ahead,
+ * owner, more...) of the row as it is now (ahead: the live waiters older
+ * than owner; owner: the row's; more: the caller's further columns, SQL
+ * text, or NULL).
  * wait_ms > 0 (a caller that waits): two more, owner's waiter row kept for
  * wait_ms unless it holds the lock now (its since kept while it is live,
  * now when it is new or had lapsed), removed if it does. */
 char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
-                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
+                       const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms,
+                       const char *more);
 /* As dlock__sqlt_take, with the leases as SQL expressions of microseconds
  * (a literal, or a parameter such as "$4::bigint" for a statement
  * prepared once: the text then depends on no value), wait_us NULL for a
@@ -117,7 +120,45 @@ char *dlock__sqlt_query(enum dlock__sqlt_dialect d, const char *key);
 /* One statement: the row's holder gone (the fence kept in the row). */
 char *dlock__sqlt_force(enum dlock__sqlt_dialect d, const char *key);
 /* One statement: lock_name of every lock held or waited for now whose name
- * starts with prefix (a literal of the name's bytes), once each. */
+ * starts with prefix (a literal of the name's bytes), once each. MariaDB:
+ * (n, k), k 1 for a name the read-write lock holds, a name in two rows
+ * when it is also waited for (the caller groups them). */
 char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix);
+
+/* The read-write lock (MariaDB only for now: NULL for PG). The name's row
+ * is the lock: a writer holds it under DLOCK__SQLT_WRITER and its owner;
+ * readers hold it under DLOCK__SQLT_READERS with a lease that ends no
+ * sooner than the last reader's, and each reader has a row of its own in
+ * DLOCK__SQLT_SHARE. owner: the reader's (the token's literal). */
+#define DLOCK__SQLT_SHARE   "dlock_share"
+#define DLOCK__SQLT_READERS "r:"
+#define DLOCK__SQLT_WRITER  "w:"
+/* One statement: the readers' table made when missing. */
+char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d);
+/* Five statements (seven for a waiter, wait_ms > 0, as a take's): in
+ * one transaction the name's row taken or joined for readers (or beside
+ * owner's own write) and the reader's row written; then (fence, mine,
+ * ms_left, ahead, owner) as a take's answer (the fifth statement). */
+char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                            const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
+/* Seven statements, one transaction: the reader's row gone (statement 2
+ * matched 1 when it held), the name's row freed or its lease lowered to
+ * the last reader's. */
+char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
+/* Six statements: the write let go (statement 3 matched 1 when owner held
+ * it), the name's row the readers' when owner reads beside it; the last
+ * the holder now, as dlock__sqlt_release's. */
+char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
+/* Six statements: the reader's lease set (as dlock__sqlt_extend), the
+ * last COUNT(*): 1 while it holds. */
+char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
+                              int64_t lease_ms, int at_least);
+/* Five statements: the readers of h renewed; the last (key, owner) of
+ * each one that holds (dlock__sqlt_renewed). */
+char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n);
+/* One statement: (owner, info, count) of each live reader of key. */
+char *dlock__sqlt_readers(enum dlock__sqlt_dialect d, const char *key);
+/* One statement: every reader's row of key ended (a forced unlock). */
+char *dlock__sqlt_share_force(enum dlock__sqlt_dialect d, const char *key);
 
 #endif

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/* read.c - table mode's read-write lock (mode=table; the statements are
+ * ../sqltable's, "the read-write lock"). The name's row of dlock_lock is
+ * the lock for everyone else: a writer holds it as a mutex does (its owner
+ * after "w:"), readers under the owner "r:" with a lease that ends no
+ * sooner than the last reader's; each reader has a row of its own in
+ * dlock_share. Every change to a reader's row is one transaction that
+ * locks the name's row first, so the name's row orders them; requests
+ * that open a transaction run on a connection that is closed, never
+ * pooled, when they fail (table.c: dlock__myt_run_tx). A writer is
+ * table.c's (a mutex's steps, under its own owner), and so are the
+ * operator calls; mysql.c hands a reader's steps here. */
+#include "../../base/error.h"
+#include "../sqltable/sqltable.h"
+#include "my.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define D DLOCK__SQLT_MARIADB
+
+int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
+{
+    dlock__myres res;
+    int shut;
+    int rc = dlock__myt_share(p, a->deadline_us);
+    if (rc != DLOCK_OK)
+        return rc;
+    char *owner = dlock__my_literal(a->token, 1), *first = dlock__myt_guard(p, l, a->wait);
+    char *take =
+        owner != NULL && first != NULL
+            ? dlock__sqlt_read_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
+                                    a->wait ? p->base.host.cfg->waiter_lease_ms : 0)
+            : NULL;
+    free(owner);
+    size_t len = take != NULL ? strlen(first) + strlen(take) + strlen(l->lit) + 100 : 0;
+    char *sql = take != NULL ? malloc(len) : NULL;
+    if (sql != NULL)
+        snprintf(sql, len, "%s; %s; DO RELEASE_LOCK(%s)", first, take, l->lit);
+    free(first);
+    free(take);
+    /* (its statements: the guard's two, then START TRANSACTION, the
+     * name's row, the reader's row, COMMIT and the answer: statement 6;
+     * a take's is 3) */
+    rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__myres answer = {0};
+    if (!shut) {
+        /* the answer where a take's is: dlock__myt_took reads statement 3 */
+        answer.rows[3] = res.rows[6];
+        answer.n = 4;
+    }
+    rc = dlock__myt_took(p, l, a, &answer, shut);
+    dlock__my_res_free(&res);
+    return rc;
+}
+
+int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *token,
+                            int64_t deadline_us)
+{
+    dlock__myres res;
+    char *owner = dlock__my_literal(token, 1);
+    char *sql = owner != NULL ? dlock__sqlt_read_release(D, l->key_lit, owner) : NULL;
+    free(owner);
+    int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "releasing a read hold");
+    if (rc != DLOCK_OK)
+        return rc;
+    if (res.affected[2] != 1)
+        rc = dlock__fail(DLOCK_ELOST,
+                         "lock '%s' was not read-held by this owner any more (its lease ran "
+                         "out, or it was force-unlocked)",
+                         l->name);
+    dlock__my_res_free(&res);
+    return rc;
+}
+
+int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t lease_ms,
+                           int at_least, int64_t deadline_us)
+{
+    dlock__myres res;
+    char *owner = dlock__my_literal(token, 1);
+    char *sql =
+        owner != NULL ? dlock__sqlt_read_extend(D, l->key_lit, owner, lease_ms, at_least) : NULL;
+    free(owner);
+    int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "extending a read hold's lease");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *v = dlock__my_value(&res, 5, 0);
+    if (v == NULL || strcmp(v, "1") != 0)
+        rc = dlock__fail(DLOCK_ELOST,
+                         "lock '%s' is not read-held by this owner any more (its lease ran out, "
+                         "or it was force-unlocked)",
+                         l->name);
+    dlock__my_res_free(&res);
+    return rc;
+}
+
+size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
+                             int64_t deadline_us)
+{
+    size_t m = 0, k = 0;
+    for (size_t i = 0; i < n; i++)
+        m += items[i].kind == DLOCK__RENEW_HOLD && items[i].session == NULL &&
+             MYLOCK(items[i].lock)->base.spec.kind == DLOCK__READ;
+    if (m == 0)
+        return 0;
+    dlock__sqlt_hold *h = calloc(m, sizeof *h);
+    int ok = h != NULL;
+    for (size_t i = 0; i < n && ok; i++) {
+        dlock__mylock *l = MYLOCK(items[i].lock);
+        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL ||
+            l->base.spec.kind != DLOCK__READ)
+            continue;
+        h[k].key_lit = l->key_lit;
+        h[k].key = l->server_name;
+        h[k].owner = items[i].token;
+        h[k].lease_ms = items[i].lease_ms;
+        ok = (h[k].owner_lit = dlock__my_literal(items[i].token, 1)) != NULL;
+        k++;
+    }
+    dlock__myres res;
+    int rc = ok ? dlock__myt_run_tx(p, dlock__sqlt_read_renew(D, h, k), deadline_us, &res,
+                                    "renewing read holds")
+                : DLOCK_ENOMEM;
+    if (rc == DLOCK_OK && res.rows[4] != NULL) {
+        MYSQL_ROW row;
+        while ((row = mysql_fetch_row(res.rows[4])) != NULL)
+            dlock__sqlt_renewed(h, k, row[0], row[1]);
+    }
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL ||
+            MYLOCK(items[i].lock)->base.spec.kind != DLOCK__READ)
+            continue;
+        items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
+                          : h[k].held    ? DLOCK__RENEW_OK
+                                         : DLOCK__RENEW_GONE;
+        if (h != NULL)
+            free((char *) h[k].owner_lit);
+        k++;
+    }
+    if (rc == DLOCK_OK)
+        dlock__my_res_free(&res);
+    free(h);
+    return m;
+}
