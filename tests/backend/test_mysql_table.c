@@ -626,6 +626,53 @@ static void readers_table_missing(void)
     dlock_client_close(c);
 }
 
+/* A semaphore's rows: the lock's row is s:PERMITS while permits are held,
+ * each holder's permits a row of dlock_share; a holder whose fixed lease
+ * runs out (as a dead one's) gives its permits back, and a request that
+ * needs them gets them then, not before. */
+static void semaphore_rows(void)
+{
+    dlock_client *c = client(NULL), *c2 = client(NULL);
+    dlock_lock *one = NULL, *two = NULL, *more = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "pool3", 3, 1, &one), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, "pool3", 3, 2, &two), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, "pool3", 3, 1, &more), DLOCK_OK);
+    CHECK_RC(dlock_acquire(one, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(two, 0, 1000), DLOCK_OK); /* not renewed: gone in 1 s */
+    CHECK_INT(dlock_lock_fence(two), >, dlock_lock_fence(one));
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_lock WHERE name = 'dlock:pool3' AND owner = "
+                         "'s:3'"),
+              ==, 1);
+    CHECK_INT(sql_number("SELECT SUM(count) FROM dlock_share WHERE name = 'dlock:pool3' AND "
+                         "expires > UTC_TIMESTAMP(6)"),
+              ==, 3);
+    dlock_status st;
+    CHECK_RC(dlock_query(c, "pool3", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits_used, ==, 3);
+    CHECK_INT(st.permits, ==, 3);
+    CHECK_INT(st.shared, ==, 2);
+    CHECK_RC(dlock_try_acquire(more), DLOCK_EBUSY);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(more, 5000), DLOCK_OK);
+    int64_t waited = dt_now_ms() - t0;
+    printf("semaphore: a permit came back after %lld ms (the fixed lease: 1 s)\n",
+           (long long) waited);
+    CHECK_INT(waited, >=, 500);
+    CHECK_RC(dlock_query(c, "pool3", DLOCK_SEMAPHORE, &st), DLOCK_OK);
+    CHECK_INT(st.permits_used, ==, 2);
+    CHECK_RC(dlock_release(two), DLOCK_ELOST);
+    CHECK_RC(dlock_release(more), DLOCK_OK);
+    CHECK_RC(dlock_release(one), DLOCK_OK);
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_lock WHERE name = 'dlock:pool3' AND owner = "
+                         "'' AND expires < UTC_TIMESTAMP(6)"),
+              ==, 1); /* free once the last permit is back */
+    dlock_lock_free(one);
+    dlock_lock_free(two);
+    dlock_lock_free(more);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -643,6 +690,7 @@ int main(int argc, char **argv)
         {"frozen_reader", frozen_reader},
         {"force_unlock_readers", force_unlock_readers},
         {"readers_table_missing", readers_table_missing},
+        {"semaphore_rows", semaphore_rows},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

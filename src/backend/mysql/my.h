@@ -102,7 +102,7 @@ typedef struct dlock__mylock {
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
 
 /* The results of one request (several statements). */
-#define DLOCK__MY_MAX_STMTS 12
+#define DLOCK__MY_MAX_STMTS 16
 typedef struct dlock__myres {
     int n;                                  /* statements answered without an error */
     MYSQL_RES *rows[DLOCK__MY_MAX_STMTS];   /* each one's rows, NULL if it had none */
@@ -242,18 +242,23 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us);
  * writer's token after "w:", else the token. */
 char *dlock__myt_owner(const dlock__mylock *l, const char *token);
 /* What the owner of a row of dlock_lock is: 'r' readers, 'w' a writer
- * (*token after its "w:"), 'm' a mutex (*token the owner), 0 free. */
+ * (*token after its "w:"), 's' a semaphore's holders (*token its permits
+ * after "s:"), 'm' a mutex (*token the owner), 0 free. */
 int dlock__myt_holder_kind(const char *owner, const char **token);
-/* The live readers of l: (owner, info, count) rows in *res (freed by the
- * caller). */
+/* 'm' (mutex, fair), 'r', 'w' or 's' (semaphore): l's kind as
+ * dlock__myt_holder_kind says a holder's. */
+int dlock__myt_kind_of(const dlock__mylock *l);
+/* The live shared holders of l (readers, a semaphore's): (owner, info,
+ * count) rows in *res (freed by the caller). */
 int dlock__myt_readers(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us, dlock__myres *res);
-/* read.c: a reader's steps (table mode, DLOCK__READ). */
+/* read.c: a shared holder's steps (table mode: a reader, DLOCK__READ; a
+ * semaphore's, DLOCK__SEMAPHORE). */
 int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a);
 int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *token,
                             int64_t deadline_us);
 int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t lease_ms,
                            int at_least, int64_t deadline_us);
-/* Renews the read holds among items, in one request; returns how many
+/* Renews the shared holds among items, in one request; returns how many
  * (dlock__myt_renew renews the other table holds). */
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us);

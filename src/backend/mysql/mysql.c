@@ -52,13 +52,19 @@
 #define SESSION_CAPS       (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
 #define TABLE_CAPS                                                                                 \
     (COMMON_CAPS | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT | DLOCK_CAP_FAIR |   \
-     DLOCK_CAP_READ_WRITE)
+     DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE)
 
 typedef dlock__mylock mylock;
 
 extern const dlock__backend dlock__my_backend;
 
 /* ---------------------------------------------------------------- locks */
+
+/* Table mode's shared holds (read.c): readers, a semaphore's. */
+static int shared_kind(const dlock__mylock *l)
+{
+    return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__SEMAPHORE;
+}
 
 static int my_lock_new(dlock__store *s, const char *name, const dlock__lock_spec *spec,
                        dlock__store_lock **out)
@@ -180,7 +186,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     mylock *l = MYLOCK(sl);
     dlock__myconn *c;
 
-    if (p->table && l->base.spec.kind == DLOCK__READ)
+    if (p->table && shared_kind(l))
         return dlock__myt_read_acquire(p, l, a);
     if (p->table)
         return dlock__myt_acquire(p, l, a);
@@ -353,7 +359,7 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
-    if (p->table && l->base.spec.kind == DLOCK__READ)
+    if (p->table && shared_kind(l))
         return dlock__myt_read_release(p, l, token, deadline_us);
     if (p->table)
         return dlock__myt_release(p, l, token, deadline_us);
@@ -408,7 +414,7 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 {
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
-    if (p->table && l->base.spec.kind == DLOCK__READ)
+    if (p->table && shared_kind(l))
         return dlock__myt_read_extend(p, l, token, lease_ms, at_least, deadline_us);
     if (p->table)
         return dlock__myt_extend(p, l, token, lease_ms, at_least, deadline_us);

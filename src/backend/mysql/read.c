@@ -23,16 +23,18 @@
 int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
 {
     dlock__myres res;
-    int shut;
+    int shut, sem = l->base.spec.kind == DLOCK__SEMAPHORE;
     int rc = dlock__myt_share(p, a->deadline_us);
     if (rc != DLOCK_OK)
         return rc;
+    int64_t wait_ms = a->wait ? p->base.host.cfg->waiter_lease_ms : 0;
     char *owner = dlock__my_literal(a->token, 1), *first = dlock__myt_guard(p, l, a->wait);
     char *take =
-        owner != NULL && first != NULL
-            ? dlock__sqlt_read_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
-                                    a->wait ? p->base.host.cfg->waiter_lease_ms : 0)
-            : NULL;
+        owner == NULL || first == NULL ? NULL
+        : sem ? dlock__sqlt_sem_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
+                                     wait_ms, l->base.spec.permits, l->base.spec.take)
+              : dlock__sqlt_read_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
+                                      wait_ms);
     free(owner);
     size_t len = take != NULL ? strlen(first) + strlen(take) + strlen(l->lit) + 100 : 0;
     char *sql = take != NULL ? malloc(len) : NULL;
@@ -40,16 +42,17 @@ int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt 
         snprintf(sql, len, "%s; %s; DO RELEASE_LOCK(%s)", first, take, l->lit);
     free(first);
     free(take);
-    /* (its statements: the guard's two, then START TRANSACTION, the
-     * name's row, the reader's row, COMMIT and the answer: statement 6;
-     * a take's is 3) */
+    /* (its statements: the guard's two, then START TRANSACTION, [the
+     * name's row locked, the permits held by others,] the name's row, the
+     * holder's row, COMMIT and the answer: statement 6 (8); a take's is
+     * 3) */
     rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
     dlock__myres answer = {0};
     if (!shut) {
         /* the answer where a take's is: dlock__myt_took reads statement 3 */
-        answer.rows[3] = res.rows[6];
+        answer.rows[3] = res.rows[sem ? 8 : 6];
         answer.n = 4;
     }
     rc = dlock__myt_took(p, l, a, &answer, shut);
@@ -97,21 +100,28 @@ int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *toke
     return rc;
 }
 
+/* A read hold or a semaphore's of a renewal. */
+static int shared_hold(const dlock__renewal *it)
+{
+    if (it->kind != DLOCK__RENEW_HOLD || it->session != NULL)
+        return 0;
+    enum dlock__kind kind = MYLOCK(it->lock)->base.spec.kind;
+    return kind == DLOCK__READ || kind == DLOCK__SEMAPHORE;
+}
+
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us)
 {
     size_t m = 0, k = 0;
     for (size_t i = 0; i < n; i++)
-        m += items[i].kind == DLOCK__RENEW_HOLD && items[i].session == NULL &&
-             MYLOCK(items[i].lock)->base.spec.kind == DLOCK__READ;
+        m += shared_hold(&items[i]);
     if (m == 0)
         return 0;
     dlock__sqlt_hold *h = calloc(m, sizeof *h);
     int ok = h != NULL;
     for (size_t i = 0; i < n && ok; i++) {
         dlock__mylock *l = MYLOCK(items[i].lock);
-        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL ||
-            l->base.spec.kind != DLOCK__READ)
+        if (!shared_hold(&items[i]))
             continue;
         h[k].key_lit = l->key_lit;
         h[k].key = l->server_name;
@@ -122,7 +132,7 @@ size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
     }
     dlock__myres res;
     int rc = ok ? dlock__myt_run_tx(p, dlock__sqlt_read_renew(D, h, k), deadline_us, &res,
-                                    "renewing read holds")
+                                    "renewing read holds and permits")
                 : DLOCK_ENOMEM;
     if (rc == DLOCK_OK && res.rows[4] != NULL) {
         MYSQL_ROW row;
@@ -131,8 +141,7 @@ size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
     }
     k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (items[i].kind != DLOCK__RENEW_HOLD || items[i].session != NULL ||
-            MYLOCK(items[i].lock)->base.spec.kind != DLOCK__READ)
+        if (!shared_hold(&items[i]))
             continue;
         items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
                           : h[k].held    ? DLOCK__RENEW_OK

@@ -782,9 +782,12 @@ int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *liv
     if (res.rows[0] != NULL) {
         MYSQL_ROW row;
         while ((row = mysql_fetch_row(res.rows[0])) != NULL) {
-            /* (k: 1 for a name table mode's read-write lock holds) */
-            enum dlock__kind kind =
-                row[1] != NULL && strcmp(row[1], "1") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+            /* (k: 1 for a name table mode's read-write lock holds, 2 a
+             * semaphore) */
+            enum dlock__kind kind = row[1] == NULL             ? DLOCK__MUTEX
+                                    : strcmp(row[1], "2") == 0 ? DLOCK__SEMAPHORE
+                                    : strcmp(row[1], "1") == 0 ? DLOCK__WRITE
+                                                               : DLOCK__MUTEX;
             if (row[0] != NULL && sink(arg, row[0], kind) != 0)
                 break;
         }

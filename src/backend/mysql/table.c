@@ -480,7 +480,25 @@ int dlock__myt_holder_kind(const char *owner, const char **token)
         *token = owner + strlen(DLOCK__SQLT_WRITER);
         return 'w';
     }
+    if (strncmp(owner, DLOCK__SQLT_PERMITS, strlen(DLOCK__SQLT_PERMITS)) == 0) {
+        *token = owner + strlen(DLOCK__SQLT_PERMITS); /* its permits */
+        return 's';
+    }
     return 'm';
+}
+
+int dlock__myt_kind_of(const dlock__mylock *l)
+{
+    switch (l->base.spec.kind) {
+    case DLOCK__READ:
+        return 'r';
+    case DLOCK__WRITE:
+        return 'w';
+    case DLOCK__SEMAPHORE:
+        return 's';
+    default:
+        return 'm';
+    }
 }
 
 char *dlock__myt_owner(const dlock__mylock *l, const char *token)
@@ -544,22 +562,37 @@ int dlock__myt_readers(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us,
                           "reading the lock's readers");
 }
 
-/* Whether an owner asking for l's name (mine: its own owner in the row,
- * token its token) holds it as another kind already: the row's owner
- * (row) is the same token as another kind, or readers hold the row and
- * one of them is the owner (reads: the take's answer said so). */
+/* Whether an owner asking for l's name (token its token) holds it as
+ * another kind already: the row's owner (row) is the same token as
+ * another kind, or shared holders (readers, a semaphore's) hold the row,
+ * of another kind, and the owner is one of them (shares: the take's
+ * answer said so). A reader beside its owner's write is a downgrade
+ * (taken, never asked here). */
 static int holds_as_other(const dlock__mylock *l, const char *row, const char *token,
-                          const char *reads)
+                          const char *shares)
 {
     const char *t;
-    int kind = dlock__myt_holder_kind(row, &t);
-    if (kind == 'r')
-        return reads != NULL && strcmp(reads, "1") == 0;
+    int kind = dlock__myt_holder_kind(row, &t), asks = dlock__myt_kind_of(l);
+    if (kind == 'r' || kind == 's')
+        return kind != asks && shares != NULL && strcmp(shares, "1") == 0;
     if (kind == 0 || strcmp(t, token) != 0)
         return 0;
-    /* (a reader beside its owner's write is a downgrade: taken) */
-    int rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
-    return (kind == 'w') != rw;
+    return kind == 'm' ? asks != 'm' : asks == 'm' || asks == 's';
+}
+
+/* The kinds of holder as the core names them (one name is one lock). */
+static enum dlock__held_as held_as(int kind)
+{
+    return kind == 'm'   ? DLOCK__HELD_AS_MUTEX
+           : kind == 's' ? DLOCK__HELD_AS_SEMAPHORE
+                         : DLOCK__HELD_AS_RW;
+}
+
+/* The group of kinds a kind is one lock with: the mutex, the read-write
+ * lock, the semaphore. */
+static int group_of(int kind)
+{
+    return kind == 'r' ? 'w' : kind;
 }
 
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
@@ -576,16 +609,8 @@ int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
         return rc;
     char *owner = dlock__myt_owner(l, a->token), *token = dlock__my_literal(a->token, 1);
     char *first = dlock__myt_guard(p, l, a->wait), *take = NULL, *reads = NULL;
-    if (token != NULL && atomic_load(&p->share_table) == 1) {
-        /* whether the owner is among the readers: an owner of a read hold
-         * asking for the mutex or the write lock would wait for itself */
-        size_t len = strlen(l->key_lit) + strlen(token) + 300;
-        if ((reads = malloc(len)) != NULL)
-            snprintf(reads, len,
-                     "IF(owner = '" DLOCK__SQLT_READERS "', EXISTS(SELECT 1 FROM " DLOCK__SQLT_SHARE
-                     " WHERE name = %s AND owner = %s AND expires > UTC_TIMESTAMP(6)), 0)",
-                     l->key_lit, token);
-    }
+    if (token != NULL && atomic_load(&p->share_table) == 1)
+        reads = dlock__sqlt_shares(D, l->key_lit, token); /* its own reader's row or permits */
     if (owner != NULL && first != NULL && (reads != NULL || atomic_load(&p->share_table) != 1))
         take = dlock__sqlt_take(D, l->key_lit, l->name_lit, owner, p->info_lit, a->lease_ms,
                                 a->wait ? p->base.host.cfg->waiter_lease_ms : 0, reads);
@@ -625,33 +650,34 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
         a->fence = fence;
         a->session = NULL;
     } else if (left_ms > 0 && holds_as_other(l, row, a->token, dlock__my_value(res, 3, 5))) {
-        static const char *const words[] = {[DLOCK__MUTEX] = "a mutex",
-                                            [DLOCK__FAIR] = "a mutex",
-                                            [DLOCK__READ] = "the read lock",
-                                            [DLOCK__WRITE] = "the write lock"};
+        static const char *const words[] = {['m'] = "a mutex",
+                                            ['r'] = "the read lock",
+                                            ['w'] = "the write lock",
+                                            ['s'] = "a semaphore"};
         const char *t;
         int kind = dlock__myt_holder_kind(row, &t);
         return dlock__fail(DLOCK_EDEADLK,
                            "lock '%s': this owner holds it as %s already: asking for %s too "
                            "would wait for itself (one name is one lock; release it first)",
-                           l->name,
-                           kind == 'r'   ? "the read lock"
-                           : kind == 'w' ? "the write lock"
-                                         : "a mutex",
-                           words[l->base.spec.kind]);
+                           l->name, words[kind], words[dlock__myt_kind_of(l)]);
     } else {
         /* held, or free but an older waiter's (no lease to tell): polled
          * again within the lease left, or soon near the head of the line */
         const char *t;
         int kind = left_ms > 0 ? dlock__myt_holder_kind(row, &t) : 0;
-        int rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
+        if (kind == 's' && l->base.spec.kind == DLOCK__SEMAPHORE &&
+            strtoul(t, NULL, 10) != l->base.spec.permits)
+            return dlock__fail(DLOCK_EINVAL,
+                               "semaphore '%s' is in use with %s permits, not %u: every user of "
+                               "a semaphore must give the same number",
+                               l->name, t, l->base.spec.permits);
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
         a->in_line = a->wait; /* its waiter row */
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
-        a->held_as = kind == 0 || (kind == 'm') != rw ? DLOCK__HELD_AS_SAME
-                     : rw                             ? DLOCK__HELD_AS_MUTEX
-                                                      : DLOCK__HELD_AS_RW;
+        a->held_as = kind == 0 || group_of(kind) == group_of(dlock__myt_kind_of(l))
+                         ? DLOCK__HELD_AS_SAME
+                         : held_as(kind);
     }
     return DLOCK_OK;
 }
@@ -719,12 +745,13 @@ int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, in
 }
 
 /* An item of a renewal that is a hold of table mode's (of a mutex or a
- * writer: 1; a reader: 2, renewed by read.c), or 0. */
+ * writer: 1; a reader or a semaphore's: 2, renewed by read.c), or 0. */
 static int table_hold(const dlock__renewal *it)
 {
     if (it->kind != DLOCK__RENEW_HOLD || it->session != NULL)
         return 0;
-    return MYLOCK(it->lock)->base.spec.kind == DLOCK__READ ? 2 : 1;
+    enum dlock__kind kind = MYLOCK(it->lock)->base.spec.kind;
+    return kind == DLOCK__READ || kind == DLOCK__SEMAPHORE ? 2 : 1;
 }
 
 size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int64_t deadline_us)
@@ -833,19 +860,28 @@ int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     const char *token;
     int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0;
+    int shared = kind == 'r' || kind == 's';
     if (kind != 0) {
         st->held = 1;
-        st->holds = kind != 'r';
-        snprintf(st->owner, sizeof st->owner, "%s", kind != 'r' ? token : "");
+        st->holds = !shared;
+        snprintf(st->owner, sizeof st->owner, "%s", !shared ? token : "");
     }
-    if (kind == 'r' || kind == 'w') {
-        /* the readers (beside the owner's own write: a downgrade) */
-        dlock__myres readers;
-        rc = dlock__myt_readers(p, l, deadline_us, &readers);
-        if (rc == DLOCK_OK) {
-            st->shared = readers.rows[0] != NULL ? (unsigned) mysql_num_rows(readers.rows[0]) : 0;
-            dlock__my_res_free(&readers);
+    if (kind == 's')
+        st->permits = (unsigned) strtoul(token, NULL, 10);
+    if (shared || kind == 'w') {
+        /* the readers (beside the owner's own write: a downgrade), the
+         * semaphore's holders and the permits they hold */
+        dlock__myres holders;
+        rc = dlock__myt_readers(p, l, deadline_us, &holders);
+        MYSQL_ROW row;
+        while (rc == DLOCK_OK && holders.rows[0] != NULL &&
+               (row = mysql_fetch_row(holders.rows[0])) != NULL) {
+            st->shared++;
+            if (kind == 's' && row[2] != NULL)
+                st->permits_used += (unsigned) strtoul(row[2], NULL, 10);
         }
+        if (rc == DLOCK_OK)
+            dlock__my_res_free(&holders);
     }
     dlock__my_res_free(&res);
     dlock__my_res_free(&other);
@@ -868,7 +904,7 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
         stop = sink(arg, &h);
     }
     dlock__myres readers;
-    if (!stop && (kind == 'r' || kind == 'w') &&
+    if (!stop && (kind == 'r' || kind == 'w' || kind == 's') &&
         (rc = dlock__myt_readers(p, l, deadline_us, &readers)) == DLOCK_OK) {
         MYSQL_ROW row;
         while (readers.rows[0] != NULL && (row = mysql_fetch_row(readers.rows[0])) != NULL) {
@@ -960,8 +996,10 @@ int dlock__myt_list(dlock__mystore *p, const char *prefix, dlock__name_sink sink
     if (res.rows[0] != NULL) {
         MYSQL_ROW row;
         while ((row = mysql_fetch_row(res.rows[0])) != NULL) {
-            enum dlock__kind kind =
-                row[1] != NULL && strcmp(row[1], "1") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+            enum dlock__kind kind = row[1] == NULL             ? DLOCK__MUTEX
+                                    : strcmp(row[1], "2") == 0 ? DLOCK__SEMAPHORE
+                                    : strcmp(row[1], "1") == 0 ? DLOCK__WRITE
+                                                               : DLOCK__MUTEX;
             if (row[0] != NULL && sink(arg, row[0], kind) != 0)
                 break;
         }

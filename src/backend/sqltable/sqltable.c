@@ -478,12 +478,13 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix)
             prefix, prefix, prefix, prefix);
         return b.s;
     }
-    /* MariaDB: (n, k), k 1 for the read-write lock's names, a name once
+    /* MariaDB: (n, k), k 1 for the read-write lock's names, 2 for a
+     * semaphore's, a name once
      * with its kind's k (a caller adding rows wraps it: GROUP BY n) */
     add(&b,
-        "SELECT lock_name AS n, (owner = '" DLOCK__SQLT_READERS
-        "' OR LEFT(owner, 2) = '" DLOCK__SQLT_WRITER "') AS k FROM " DLOCK__SQLT_TABLE
-        " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
+        "SELECT lock_name AS n, IF(LEFT(owner, 2) = '" DLOCK__SQLT_PERMITS
+        "', 2, owner = '" DLOCK__SQLT_READERS "' OR LEFT(owner, 2) = '" DLOCK__SQLT_WRITER
+        "') AS k FROM " DLOCK__SQLT_TABLE " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND "
         "owner <> '' AND expires > " NOW " UNION SELECT lock_name, 0 FROM " DLOCK__SQLT_WAIT
         " WHERE LEFT(lock_name, LENGTH(%s)) = %s AND expires > " NOW,
         prefix, prefix, prefix, prefix);
@@ -492,7 +493,8 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix)
 
 /* ---------------------------------------------------------------- the read-write lock (MariaDB) */
 
-/* The read-write lock (README.md, "Read locks"). The name's row in
+/* The read-write lock and the semaphore (../mysql/README.md, "Read locks
+ * and semaphores"). The name's row in
  * DLOCK__SQLT_TABLE is the whole lock for everyone else: a writer holds it
  * as a mutex does, under its owner with DLOCK__SQLT_WRITER before it; while
  * readers hold it, its owner is DLOCK__SQLT_READERS and its lease ends no
@@ -518,6 +520,10 @@ char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)
 }
 
 #define WRITER_OF(owner) "CONCAT('" DLOCK__SQLT_WRITER "', " owner ")"
+/* Whether a lock row's owner (col) is its shared holders': readers, or a
+ * semaphore's permit holders. */
+#define SHARED_BY(col)                                                                             \
+    "(" col " = '" DLOCK__SQLT_READERS "' OR LEFT(" col ", 2) = '" DLOCK__SQLT_PERMITS "')"
 
 char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
@@ -559,11 +565,79 @@ char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const c
         "info = VALUES(info), lock_name = VALUES(lock_name), expires = VALUES(expires); COMMIT; ",
         key, owner, lock_name, info, lease_ms * 1000);
     /* the answer, as a take's: (fence, mine, ms_left, ahead, owner) */
+    char *shares = dlock__sqlt_shares(d, key, owner);
     add(&b,
         "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
-        ", IF(@dlock_t, 0, %s), owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        o.s, key);
+        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        o.s, shares != NULL ? shares : "0", key);
+    free(shares);
     free(o.s);
+    if (wait_ms > 0) {
+        char wait_us[24];
+        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
+        wait_rows(&b, key, owner, lock_name, wait_us);
+    }
+    return b.s;
+}
+
+char *dlock__sqlt_shares(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    add(&b,
+        "IF(" SHARED_BY("owner") ", EXISTS(SELECT 1 FROM " DLOCK__SQLT_SHARE
+                                 " WHERE name = %s AND owner = %s AND expires > " NOW "), 0)",
+        key, owner);
+    return b.s;
+}
+
+char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                           const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms,
+                           unsigned permits, unsigned take)
+{
+    sbuf b = {0}, o = {0};
+    if (d != DLOCK__SQLT_MARIADB)
+        return NULL;
+    older(&o, d, key, owner);
+    char *shares = dlock__sqlt_shares(d, key, owner);
+    if (o.s == NULL || shares == NULL) {
+        free(o.s);
+        free(shares);
+        return NULL;
+    }
+    /* the name's row locked first (as every change of its holders' rows),
+     * then the permits others hold, a locking read (@dlock_u); the row
+     * taken when free or expired, or joined while the semaphore of the
+     * same permits holds it and they leave room, in both cases with no
+     * older live waiter (a large request at the head is not overtaken) */
+    add(&b,
+        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
+        "SELECT @dlock_u := COALESCE(SUM(count), 0) FROM " DLOCK__SQLT_SHARE
+        " WHERE name = %s AND owner <> %s AND expires > " NOW " LOCK IN SHARE MODE; "
+        "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
+        "VALUES (%s, %s, '" DLOCK__SQLT_PERMITS "%u', '', IF(@dlock_t := 1, @dlock_f := " NOW_US
+        ", 0), " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
+        "ON DUPLICATE KEY UPDATE fence = IF(@dlock_t := (%s = 0 AND (expires <= " NOW
+        " OR (owner = '" DLOCK__SQLT_PERMITS "%u' AND @dlock_u + %u <= %u))), "
+        "@dlock_f := GREATEST(fence + 1, VALUES(fence)), fence), info = IF(@dlock_t, '', info), "
+        "lock_name = IF(@dlock_t, VALUES(lock_name), lock_name), "
+        "expires = IF(@dlock_t, GREATEST(expires, VALUES(expires)), expires), "
+        "owner = IF(@dlock_t, VALUES(owner), owner); ",
+        key, key, owner, key, lock_name, permits, lease_ms * 1000, o.s, permits, take, permits);
+    add(&b,
+        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
+        "SELECT %s, %s, %s, %s, @dlock_f, %u, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
+        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE fence = VALUES(fence), "
+        "info = VALUES(info), lock_name = VALUES(lock_name), count = VALUES(count), "
+        "expires = VALUES(expires); COMMIT; ",
+        key, owner, lock_name, info, take, lease_ms * 1000);
+    add(&b,
+        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
+        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        o.s, shares, key);
+    free(o.s);
+    free(shares);
     if (wait_ms > 0) {
         char wait_us[24];
         snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
@@ -591,8 +665,7 @@ char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, cons
         "DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND expires <= " NOW "; " LAST_READER
         "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', owner), expires = "
         "IF(@dlock_m IS NULL, " ENDED
-        ", @dlock_m) WHERE name = %s AND owner = '" DLOCK__SQLT_READERS "' AND expires > " NOW
-        "; COMMIT",
+        ", @dlock_m) WHERE name = %s AND " SHARED_BY("owner") " AND expires > " NOW "; COMMIT",
         key, key, owner, key, key, key);
     return b.s;
 }
@@ -632,15 +705,15 @@ char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const
             " MICROSECOND%s WHERE name = %s AND owner = %s AND expires > " NOW
             "; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, COALESCE((SELECT "
             "s.expires FROM " DLOCK__SQLT_SHARE " s WHERE s.name = %s AND s.owner = %s), expires)) "
-            "WHERE name = %s AND (owner = '" DLOCK__SQLT_READERS
-            "' OR owner = " WRITER_OF("%s") ") AND expires > " NOW "; COMMIT; ",
+            "WHERE name = %s AND (" SHARED_BY("owner") " OR owner = " WRITER_OF(
+                "%s") ") AND expires > " NOW "; COMMIT; ",
             key, at_least ? "GREATEST(expires, " : "", lease_ms * 1000, at_least ? ")" : "", key,
             owner, key, owner, key, owner);
     add(&b,
         "SELECT COUNT(*) FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
         " l ON l.name = s.name WHERE s.name = %s AND s.owner = %s AND s.expires > " NOW
-        " AND l.expires > " NOW " AND (l.owner = '" DLOCK__SQLT_READERS
-        "' OR l.owner = " WRITER_OF("s.owner") ")",
+        " AND l.expires > " NOW
+        " AND (" SHARED_BY("l.owner") " OR l.owner = " WRITER_OF("s.owner") ")",
         key, owner);
     return b.s;
 }
@@ -661,7 +734,7 @@ char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold 
     add(&b, " END MICROSECOND) WHERE expires > " NOW " AND name IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
-    add(&b, ") AND (owner = '" DLOCK__SQLT_READERS "' OR owner IN (");
+    add(&b, ") AND (" SHARED_BY("owner") " OR owner IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s" WRITER_OF("%s"), i ? ", " : "", h[i].owner_lit);
     add(&b, ")); UPDATE " DLOCK__SQLT_SHARE " SET expires = " NOW " + INTERVAL CASE name");
@@ -670,10 +743,10 @@ char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold 
     add(&b, " END MICROSECOND WHERE expires > " NOW " AND (name, owner) IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
-    add(&b, "); COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
-            " l ON l.name = s.name WHERE s.expires > " NOW " AND l.expires > " NOW
-            " AND (l.owner = '" DLOCK__SQLT_READERS
-            "' OR l.owner = " WRITER_OF("s.owner") ") AND (s.name, s.owner) IN (");
+    add(&b,
+        "); COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
+        " l ON l.name = s.name WHERE s.expires > " NOW " AND l.expires > " NOW " AND (" SHARED_BY(
+            "l.owner") " OR l.owner = " WRITER_OF("s.owner") ") AND (s.name, s.owner) IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
     add(&b, ")");

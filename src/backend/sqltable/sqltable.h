@@ -133,14 +133,28 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix);
 #define DLOCK__SQLT_SHARE   "dlock_share"
 #define DLOCK__SQLT_READERS "r:"
 #define DLOCK__SQLT_WRITER  "w:"
+#define DLOCK__SQLT_PERMITS "s:" /* a semaphore's holders: "s:N", N its permits */
 /* One statement: the readers' table made when missing. */
 char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d);
 /* Five statements (seven for a waiter, wait_ms > 0, as a take's): in
  * one transaction the name's row taken or joined for readers (or beside
  * owner's own write) and the reader's row written; then (fence, mine,
- * ms_left, ahead, owner) as a take's answer (the fifth statement). */
+ * ms_left, ahead, owner, shares) as a take's answer (the fifth statement;
+ * shares: dlock__sqlt_shares). A reader's or a semaphore holder's release,
+ * extend and renewal are the same statements (below). */
 char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
+/* Eight statements (ten for a waiter), as dlock__sqlt_read_take's with
+ * the answer the sixth: take permits of a semaphore of permits, all or
+ * nothing, while those held by others leave room and no live waiter is
+ * older (the name's row locked, the holders' permits counted with a
+ * locking read, in one transaction). reads: see dlock__sqlt_read_take. */
+char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
+                           const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms,
+                           unsigned permits, unsigned take);
+/* Whether owner is among the shared holders of a row whose owner is the
+ * readers' or a semaphore's, as an answer's column (SQL text, malloc'd). */
+char *dlock__sqlt_shares(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* Seven statements, one transaction: the reader's row gone (statement 2
  * matched 1 when it held), the name's row freed or its lease lowered to
  * the last reader's. */
