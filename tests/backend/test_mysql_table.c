@@ -47,24 +47,25 @@ static long long sql_number(const char *sql)
 
 /* ---------------------------------------------------------------- frozen */
 
-/* A holder frozen past its lease (SIGSTOP: no renewal) loses the lock to
- * the next taker, whose fence is larger, and once it runs again it is told
- * it lost it (its release says so too). */
-static void frozen_holder(void)
+/* A child holding name (as flags) with lease=1s, frozen (SIGSTOP) once it
+ * holds: its pid, *fence its fence. Once it runs again (thaw) it waits to
+ * be told of the loss, and its release must say ELOST. Called before any
+ * client of this process. */
+static pid_t frozen_child(const char *name, unsigned flags, unsigned long long *fence)
 {
     int fds[2];
     CHECK_INT(pipe(fds), ==, 0);
-    pid_t pid = fork(); /* before any client of this process */
+    pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         dt_lost_box box = {0};
         dlock_client *c = client("lease=1s");
-        dlock_lock *l = dt_lock(c, "frozen", 0);
+        dlock_lock *l = dt_lock(c, name, flags);
         dlock_lock_on_lost(l, dt_on_lost, &box);
         if (dlock_acquire(l, 5000) != DLOCK_OK)
             _exit(2);
-        unsigned long long fence = dlock_lock_fence(l);
-        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
+        unsigned long long f = dlock_lock_fence(l);
+        if (write(fds[1], &f, sizeof f) != (ssize_t) sizeof f)
             _exit(3);
         raise(SIGSTOP);
         int64_t until = dt_now_ms() + 5000;
@@ -79,13 +80,32 @@ static void frozen_holder(void)
         _exit(0);
     }
     close(fds[1]);
-    unsigned long long fence = 0;
-    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
+    *fence = 0;
+    CHECK_INT(read(fds[0], fence, sizeof *fence), ==, (ssize_t) sizeof *fence);
     close(fds[0]);
     int status = 0;
     CHECK_INT(waitpid(pid, &status, WUNTRACED), ==, pid);
     CHECK(WIFSTOPPED(status));
+    return pid;
+}
 
+/* The frozen child runs again: it was told it lost the lock. */
+static void thaw(pid_t pid)
+{
+    int status = 0;
+    CHECK_INT(kill(pid, SIGCONT), ==, 0);
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    CHECK(WIFEXITED(status));
+    CHECK_INT(WEXITSTATUS(status), ==, 0);
+}
+
+/* A holder frozen past its lease (SIGSTOP: no renewal) loses the lock to
+ * the next taker, whose fence is larger, and once it runs again it is told
+ * it lost it (its release says so too). */
+static void frozen_holder(void)
+{
+    unsigned long long fence;
+    pid_t pid = frozen_child("frozen", 0, &fence);
     dlock_client *c = client(NULL);
     dlock_lock *l = dt_lock(c, "frozen", 0);
     int64_t t0 = dt_now_ms();
@@ -93,10 +113,7 @@ static void frozen_holder(void)
     printf("frozen: taken after %lld ms (the holder's lease: 1 s)\n",
            (long long) (dt_now_ms() - t0));
     CHECK_INT(dlock_lock_fence(l), >, fence);
-    CHECK_INT(kill(pid, SIGCONT), ==, 0);
-    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
-    CHECK(WIFEXITED(status));
-    CHECK_INT(WEXITSTATUS(status), ==, 0);
+    thaw(pid);
     /* the new holder kept it */
     CHECK_RC(dlock_lock_verify(l), DLOCK_OK);
     CHECK_RC(dlock_release(l), DLOCK_OK);
@@ -489,40 +506,8 @@ static void old_table_upgraded(void)
  * with a larger fence; the frozen reader is told once it runs again. */
 static void frozen_reader(void)
 {
-    int fds[2];
-    CHECK_INT(pipe(fds), ==, 0);
-    pid_t pid = fork(); /* before any client of this process */
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dt_lost_box box = {0};
-        dlock_client *c = client("lease=1s");
-        dlock_lock *l = dt_lock(c, "frozen-reader", DLOCK_READ);
-        dlock_lock_on_lost(l, dt_on_lost, &box);
-        if (dlock_acquire(l, 5000) != DLOCK_OK)
-            _exit(2);
-        unsigned long long fence = dlock_lock_fence(l);
-        if (write(fds[1], &fence, sizeof fence) != (ssize_t) sizeof fence)
-            _exit(3);
-        raise(SIGSTOP);
-        int64_t until = dt_now_ms() + 5000;
-        while (!atomic_load(&box.lost) && dt_now_ms() < until)
-            usleep(10000);
-        if (!atomic_load(&box.lost))
-            _exit(4);
-        if (dlock_release(l) != DLOCK_ELOST)
-            _exit(5);
-        dlock_lock_free(l);
-        dlock_client_close(c);
-        _exit(0);
-    }
-    close(fds[1]);
-    unsigned long long fence = 0;
-    CHECK_INT(read(fds[0], &fence, sizeof fence), ==, (ssize_t) sizeof fence);
-    close(fds[0]);
-    int status = 0;
-    CHECK_INT(waitpid(pid, &status, WUNTRACED), ==, pid);
-    CHECK(WIFSTOPPED(status));
-
+    unsigned long long fence;
+    pid_t pid = frozen_child("frozen-reader", DLOCK_READ, &fence);
     dlock_client *c = client(NULL);
     dlock_lock *r = dt_lock(c, "frozen-reader", DLOCK_READ);
     dlock_lock *w = dt_lock(c, "frozen-reader", DLOCK_WRITE);
@@ -535,10 +520,7 @@ static void frozen_reader(void)
     printf("frozen reader: the writer got it after %lld ms (the reader's lease: 1 s)\n",
            (long long) (dt_now_ms() - t0));
     CHECK_INT(dlock_lock_fence(w), >, fence);
-    CHECK_INT(kill(pid, SIGCONT), ==, 0);
-    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
-    CHECK(WIFEXITED(status));
-    CHECK_INT(WEXITSTATUS(status), ==, 0);
+    thaw(pid);
     CHECK_RC(dlock_lock_verify(w), DLOCK_OK);
     CHECK_RC(dlock_release(w), DLOCK_OK);
     dlock_lock_free(r);
