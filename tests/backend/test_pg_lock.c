@@ -1368,6 +1368,53 @@ static void *down_helper_thread(void *arg)
     return NULL;
 }
 
+/* ---------------------------------------------------------------- held up in the server */
+
+/* A function of the server shadowed on the clients opened after
+ * shadow_on(): schema.fn(k bigint), which first waits for the advisory
+ * lock gate (the test holds it: the caller is held up in the server until
+ * the test lets it go) when k is key (0: always), then does what
+ * pg_catalog.fn does. */
+static void shadow_pause(PGconn *pq, const char *schema, const char *fn, long long key, int gate)
+{
+    char sql[1200], cond[64];
+    snprintf(cond, sizeof cond, key != 0 ? "k = %lld" : "true", key);
+    snprintf(sql, sizeof sql,
+             "DROP SCHEMA IF EXISTS %s CASCADE; CREATE SCHEMA %s; CREATE FUNCTION %s.%s(k bigint) "
+             "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF %s THEN PERFORM "
+             "pg_catalog.pg_advisory_lock_shared(%d); PERFORM "
+             "pg_catalog.pg_advisory_unlock_shared(%d); END IF; RETURN pg_catalog.%s(k); END $f$",
+             schema, schema, schema, fn, cond, gate, gate, fn);
+    PGresult *r = PQexec(pq, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+}
+
+/* The connections made from now on find schema's functions first. */
+static void shadow_on(PGconn *pq, const char *schema)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %%I SET search_path = public, %s, "
+             "pg_catalog', current_database()); END $d$",
+             schema);
+    PGresult *r = PQexec(pq, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+}
+
+static void shadow_off(PGconn *pq, const char *schema)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %%I RESET search_path', "
+             "current_database()); END $d$; DROP SCHEMA %s CASCADE",
+             schema);
+    PGresult *r = PQexec(pq, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+}
+
 /* Race 2 of review37 (e0fbd7e) itself: the owner's write released while
  * the downgrade's read waits for the write's connection c, and another
  * owner's hold of the name taken on c (back in the pool) before the read
@@ -1389,22 +1436,9 @@ static void downgrade_other_owner(void)
               0); /* threads made from here inherit it */
     PGconn *pq = PQconnectdb(srv.url);
     CHECK(PQstatus(pq) == CONNECTION_OK);
-    char sql[1024];
-    snprintf(sql, sizeof sql,
-             "DROP SCHEMA IF EXISTS dlock_pause_other CASCADE; CREATE SCHEMA dlock_pause_other; "
-             "CREATE FUNCTION dlock_pause_other.pg_advisory_unlock(k bigint) "
-             "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF k = %lld THEN PERFORM "
-             "pg_catalog.pg_advisory_lock_shared(424244); PERFORM "
-             "pg_catalog.pg_advisory_unlock_shared(424244); END IF; RETURN "
-             "pg_catalog.pg_advisory_unlock(k); END $f$",
-             (long long) dlock__pg_key("downother"));
-    PGresult *r = PQexec(pq, sql);
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
-    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
-                   "dlock_pause_other, pg_catalog', current_database()); END $d$");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_pause(pq, "dlock_pause_other", "pg_advisory_unlock",
+                 (long long) dlock__pg_key("downother"), 424244);
+    shadow_on(pq, "dlock_pause_other");
     dlock_client *c = client(NULL);
     dlock_lock *w = dt_lock(c, "downother", DLOCK_WRITE), *down = NULL;
     dlock_lock *other = dt_lock(c, "downother", DLOCK_WRITE); /* another owner */
@@ -1424,10 +1458,7 @@ static void downgrade_other_owner(void)
     int down_rc = atomic_load(&d.rc);
     printf("release: %s; the other owner: %s; the read: %s\n", dlock_strerror(rel_rc),
            dlock_strerror(other_rc), dlock_strerror(down_rc));
-    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
-                   "current_database()); END $d$; DROP SCHEMA dlock_pause_other CASCADE");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_off(pq, "dlock_pause_other");
     PQfinish(pq);
     CHECK_RC(rel_rc, DLOCK_OK);
     CHECK(!(other_rc == DLOCK_OK && down_rc == DLOCK_OK));
@@ -1458,22 +1489,9 @@ static void downgrade_beside_released(void)
 {
     PGconn *pq = PQconnectdb(srv.url);
     CHECK(PQstatus(pq) == CONNECTION_OK);
-    char sql[1024];
-    snprintf(sql, sizeof sql,
-             "DROP SCHEMA IF EXISTS dlock_pause_down CASCADE; CREATE SCHEMA dlock_pause_down; "
-             "CREATE FUNCTION dlock_pause_down.pg_advisory_unlock(k bigint) "
-             "RETURNS boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN IF k = %lld THEN PERFORM "
-             "pg_catalog.pg_advisory_lock_shared(424243); PERFORM "
-             "pg_catalog.pg_advisory_unlock_shared(424243); END IF; RETURN "
-             "pg_catalog.pg_advisory_unlock(k); END $f$",
-             (long long) dlock__pg_key("downrace"));
-    PGresult *r = PQexec(pq, sql);
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
-    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
-                   "dlock_pause_down, pg_catalog', current_database()); END $d$");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_pause(pq, "dlock_pause_down", "pg_advisory_unlock",
+                 (long long) dlock__pg_key("downrace"), 424243);
+    shadow_on(pq, "dlock_pause_down");
     dlock_client *c = client(NULL);
     dlock_lock *w = dt_lock(c, "downrace", DLOCK_WRITE), *down = NULL;
     CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
@@ -1497,10 +1515,7 @@ static void downgrade_beside_released(void)
     int down_rc = atomic_load(&d.rc);
     printf("release: %s; the read (after the write went): %s\n",
            dlock_strerror(atomic_load(&rel.rc)), dlock_strerror(down_rc));
-    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
-                   "current_database()); END $d$; DROP SCHEMA dlock_pause_down CASCADE");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_off(pq, "dlock_pause_down");
     CHECK_RC(atomic_load(&rel.rc), DLOCK_OK);
     /* an ordinary read: the name was free */
     CHECK_RC(down_rc, DLOCK_OK);
@@ -1621,23 +1636,12 @@ static void reader_in_take_snapshot(void)
 {
     PGconn *pq = PQconnectdb(srv.url);
     CHECK(PQstatus(pq) == CONNECTION_OK);
-    PGresult *r =
-        PQexec(pq, "CREATE SCHEMA dlock_pause; CREATE FUNCTION "
-                   "dlock_pause.pg_try_advisory_xact_lock_shared(k bigint) RETURNS boolean "
-                   "LANGUAGE plpgsql VOLATILE AS $f$ BEGIN PERFORM "
-                   "pg_catalog.pg_advisory_lock_shared(424242); "
-                   "PERFORM pg_catalog.pg_advisory_unlock_shared(424242); RETURN "
-                   "pg_catalog.pg_try_advisory_xact_lock_shared(k); END $f$");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_pause(pq, "dlock_pause", "pg_try_advisory_xact_lock_shared", 0, 424242);
     dlock_client *sc = client(NULL); /* before the search_path: the reader is not held up */
     dlock_lock *rl = dt_lock(sc, "snaprace", DLOCK_READ);
     CHECK_RC(dlock_try_acquire(rl), DLOCK_OK); /* the reader's connection made */
     CHECK_RC(dlock_release(rl), DLOCK_OK);
-    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, "
-                   "dlock_pause, pg_catalog', current_database()); END $d$");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_on(pq, "dlock_pause");
     dlock_client *tc = client("?mode=table");
     dlock_lock *tl = dt_lock(tc, "snaprace", 0);
     CHECK_RC(dlock_try_acquire(tl), DLOCK_OK); /* the row there; not held up */
@@ -1657,10 +1661,7 @@ static void reader_in_take_snapshot(void)
     int take_rc = atomic_load(&take.rc);
     printf("reader (while the take was held up): %s; table take: %s\n", dlock_strerror(read_rc),
            dlock_strerror(take_rc));
-    r = PQexec(pq, "DO $d$ BEGIN EXECUTE format('ALTER DATABASE %I RESET search_path', "
-                   "current_database()); END $d$; DROP SCHEMA dlock_pause CASCADE");
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    shadow_off(pq, "dlock_pause");
     PQfinish(pq);
     CHECK(!(read_rc == DLOCK_OK && take_rc == DLOCK_OK));
     CHECK_RC(read_rc, DLOCK_OK);
