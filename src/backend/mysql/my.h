@@ -23,6 +23,7 @@
 
 #include "../backend.h"
 #include "../sockwatch.h"
+#include "../sqltable/sqltable.h"
 #include "names.h"
 
 #include <mysql.h>
@@ -275,6 +276,15 @@ int dlock__myt_run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres 
  * left open with the name's row locked). */
 int dlock__myt_run_tx(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
                       const char *what);
+/* Renews the items pick() takes (table holds), in one request of
+ * request()'s (run as one transaction: tx), whose statement answer gives
+ * (key, owner) of each one held now; a writer's owner after "w:". Returns
+ * how many it took. */
+size_t dlock__myt_renew_some(dlock__mystore *p, dlock__renewal *items, size_t n,
+                             int (*pick)(const dlock__renewal *),
+                             char *(*request)(enum dlock__sqlt_dialect, const dlock__sqlt_hold *,
+                                              size_t),
+                             int answer, int tx, int64_t deadline_us);
 /* A take's answer (statement 3 of res; shut: run_take's) into a's
  * outcome, or DLOCK_EDEADLK when the owner holds the name as another kind. */
 int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const dlock__myres *res,

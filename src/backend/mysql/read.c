@@ -112,46 +112,7 @@ static int shared_hold(const dlock__renewal *it)
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us)
 {
-    size_t m = 0, k = 0;
-    for (size_t i = 0; i < n; i++)
-        m += shared_hold(&items[i]);
-    if (m == 0)
-        return 0;
-    dlock__sqlt_hold *h = calloc(m, sizeof *h);
-    int ok = h != NULL;
-    for (size_t i = 0; i < n && ok; i++) {
-        dlock__mylock *l = MYLOCK(items[i].lock);
-        if (!shared_hold(&items[i]))
-            continue;
-        h[k].key_lit = l->key_lit;
-        h[k].key = l->server_name;
-        h[k].owner = items[i].token;
-        h[k].lease_ms = items[i].lease_ms;
-        ok = (h[k].owner_lit = dlock__my_literal(items[i].token, 1)) != NULL;
-        k++;
-    }
-    dlock__myres res;
-    int rc = ok ? dlock__myt_run_tx(p, dlock__sqlt_read_renew(D, h, k), deadline_us, &res,
-                                    "renewing read holds and permits")
-                : DLOCK_ENOMEM;
-    if (rc == DLOCK_OK && res.rows[4] != NULL) {
-        MYSQL_ROW row;
-        while ((row = mysql_fetch_row(res.rows[4])) != NULL)
-            dlock__sqlt_renewed(h, k, row[0], row[1]);
-    }
-    k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!shared_hold(&items[i]))
-            continue;
-        items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
-                          : h[k].held    ? DLOCK__RENEW_OK
-                                         : DLOCK__RENEW_GONE;
-        if (h != NULL)
-            free((char *) h[k].owner_lit);
-        k++;
-    }
-    if (rc == DLOCK_OK)
-        dlock__my_res_free(&res);
-    free(h);
-    return m;
+    /* (one transaction; the holders now: the fifth statement's rows) */
+    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 4, 1,
+                                 deadline_us);
 }

@@ -754,18 +754,28 @@ static int table_hold(const dlock__renewal *it)
     return kind == DLOCK__READ || kind == DLOCK__SEMAPHORE ? 2 : 1;
 }
 
-size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int64_t deadline_us)
+/* A renewal's item pick() takes, of mutexes and writers (1). */
+static int row_hold(const dlock__renewal *it)
+{
+    return table_hold(it) == 1;
+}
+
+size_t dlock__myt_renew_some(dlock__mystore *p, dlock__renewal *items, size_t n,
+                             int (*pick)(const dlock__renewal *),
+                             char *(*request)(enum dlock__sqlt_dialect, const dlock__sqlt_hold *,
+                                              size_t),
+                             int answer, int tx, int64_t deadline_us)
 {
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        m += table_hold(&items[i]) == 1;
+        m += pick(&items[i]) != 0;
     if (m == 0)
         return 0;
     dlock__sqlt_hold *h = calloc(m, sizeof *h);
     size_t k = 0;
     int ok = h != NULL;
     for (size_t i = 0; i < n && ok; i++) {
-        if (table_hold(&items[i]) != 1)
+        if (!pick(&items[i]))
             continue;
         dlock__mylock *l = MYLOCK(items[i].lock);
         const char *prefix = l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "";
@@ -782,12 +792,14 @@ size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int6
         k++;
     }
     dlock__myres res;
-    int rc = ok ? run(p, dlock__sqlt_renew(D, h, k), deadline_us, &res, "renewing leases")
-                : DLOCK_ENOMEM;
-    if (rc == DLOCK_OK && res.rows[1] != NULL) {
+    char *sql = ok ? request(D, h, k) : NULL;
+    int rc = !ok  ? DLOCK_ENOMEM
+             : tx ? dlock__myt_run_tx(p, sql, deadline_us, &res, "renewing leases")
+                  : run(p, sql, deadline_us, &res, "renewing leases");
+    if (rc == DLOCK_OK && res.rows[answer] != NULL) {
         MYSQL_ROW row;
-        mysql_data_seek(res.rows[1], 0);
-        while ((row = mysql_fetch_row(res.rows[1])) != NULL)
+        mysql_data_seek(res.rows[answer], 0);
+        while ((row = mysql_fetch_row(res.rows[answer])) != NULL)
             dlock__sqlt_renewed(h, k, row[0], row[1]);
     }
     for (size_t j = 0; j < k; j++) {
@@ -796,7 +808,7 @@ size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int6
     }
     k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (table_hold(&items[i]) != 1)
+        if (!pick(&items[i]))
             continue;
         items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
                           : h[k].held    ? DLOCK__RENEW_OK
@@ -807,6 +819,12 @@ size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int6
         dlock__my_res_free(&res);
     free(h);
     return m;
+}
+
+size_t dlock__myt_renew(dlock__mystore *p, dlock__renewal *items, size_t n, int64_t deadline_us)
+{
+    /* (the holders now: the second statement's rows) */
+    return dlock__myt_renew_some(p, items, n, row_hold, dlock__sqlt_renew, 1, 0, deadline_us);
 }
 
 uint64_t dlock__my_last_fence(const char *own, const dlock__myres *other)
