@@ -1289,6 +1289,7 @@ run_test test_help_exit_codes
 run_test test_url_exported_as_typed
 run_test test_short_lease_warning_words
 run_test test_dashdash_name_then_shell
+run_test test_url_values_told
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

@@ -966,3 +966,35 @@ test_dashdash_name_then_shell()
     expect_match "list -- --: said" "^dlock list: '--' is no PREFIX" "$(cat "$TMP/err")"
     expect_rc "list -- -u-" 0 dl list -- -u-
 }
+
+# A URL option's value from a fixed set, misspelt, says what was meant; an
+# empty one says it is empty; both list the choices. A lease= too short
+# names the URL, as an unknown option does, its password masked (trial39:
+# ?names=exct and ?mode= had no did-you-mean, ?lease=0 no URL).
+test_url_values_told()
+{
+    local hp=127.0.0.1:$PORT
+    expect_rc "?notify=pubsb" 64 dl status -u "redis://$hp?notify=pubsb" u-val
+    expect_eq "?notify=pubsb: what was meant, and the choices" \
+        "dlock: cannot open client: redis://$hp?notify=pubsb: unknown notify 'pubsb' (did you mean notify=pubsub? want notify=pubsub, the default, or notify=stream)" \
+        "$(cat "$TMP/err")"
+    expect_rc "?notify=" 64 dl status -u "redis://$hp?notify=" u-val
+    expect_eq "?notify=: empty, and the choices" \
+        "dlock: cannot open client: redis://$hp?notify=: notify= is empty (want notify=pubsub, the default, or notify=stream)" \
+        "$(cat "$TMP/err")"
+    local floor="a lease must be at least 20 ms (of a shorter one, the drift margin and a round trip leave too little to hold)"
+    local lease
+    for lease in 0 0s; do
+        expect_rc "?lease=$lease" 64 dl run -u "redis://:pw0rd@$hp?lease=$lease" u-val -- true
+        expect_eq "?lease=$lease: the URL named, its password masked" \
+            "dlock: cannot open client: redis://:***@$hp?lease=$lease: option lease=$lease: $floor" \
+            "$(cat "$TMP/err")"
+        expect_rc "sqlite ?lease=$lease" 64 dl run -u "sqlite://$TMP/t/v.db?lease=$lease" u-val -- true
+        expect_eq "sqlite ?lease=$lease: the URL named" \
+            "dlock: cannot open client: sqlite://$TMP/t/v.db?lease=$lease: option lease=$lease: $floor" \
+            "$(cat "$TMP/err")"
+    done
+    # a -L beside the URL is the option named, not the URL
+    expect_rc "-L 0" 64 dl run -u "redis://$hp" -L 0 u-val -- true
+    expect_eq "-L 0: the option" "dlock run: -L 0: $floor" "$(cat "$TMP/err")"
+}
