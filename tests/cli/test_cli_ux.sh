@@ -998,3 +998,28 @@ test_url_values_told()
     expect_rc "-L 0" 64 dl run -u "redis://$hp" -L 0 u-val -- true
     expect_eq "-L 0: the option" "dlock run: -L 0: $floor" "$(cat "$TMP/err")"
 }
+
+# -L (a renewed lease, dlock run's) given to lock or extend, whose lease is
+# -l (fixed): the refusal says -l was likely meant and why (trial39: "-L is
+# not an option of 'dlock lock'" and nothing more).
+test_lease_flag_meant()
+{
+    local form name
+    for form in "-L 30" "--ttl 30" "--renewed-lease=30"; do
+        name=${form%% *}
+        name=${name%%=*}
+        # shellcheck disable=SC2086 # the words of $form
+        expect_rc "lock $form" 64 dl lock $form u-flag
+        expect_match "lock $form: -l meant" \
+            "^dlock lock: $name is not an option of 'dlock lock': did you mean -l\? \(-l SECONDS is the fixed lease of a lock left held; $name, a lease renewed while dlock runs, is dlock run's\)" \
+            "$(cat "$TMP/err")"
+    done
+    expect_rc "extend -L" 64 dl extend --owner 0123 -L 30 u-flag
+    expect_match "extend -L: -l meant" \
+        "^dlock extend: -L is not an option of 'dlock extend': did you mean -l\? \(-l SECONDS is the fixed lease a held lock is given; -L, a lease renewed while dlock runs, is dlock run's\)" \
+        "$(cat "$TMP/err")"
+    expect_free u-flag
+    # an option of no lease: nothing of -l
+    expect_rc "status -L" 64 dl status -L 30 u-flag
+    [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "status -L: suggested $(cat "$TMP/err")"
+}
