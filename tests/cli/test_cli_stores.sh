@@ -491,7 +491,7 @@ test_status_session_words()
         # the line says how long, not "the session timeout")
         local words="ZooKeeper session: freed within the session timeout if the holder dies"
         [ "$STORE" = postgres ] &&
-            words="PostgreSQL session; if the holder dies, the name stays held until its row lease ends: up to the holder's lease, 30 s unless it set -L or lease=, after its last renewal"
+            words="PostgreSQL session; if the holder dies, the name stays held until its row lease ends: up to the holder's lease (30 s by default) after its last renewal"
         expect_eq "the holder's session" "lease left: none (held by its holder's $words)" "$text"
         expect_eq "json: session" true "$(json_field session <<<"$doc")"
         expect_eq "json: expires" false "$(json_field expires <<<"$doc")"

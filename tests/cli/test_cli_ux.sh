@@ -220,7 +220,7 @@ test_status_sql_sessions()
     wait_until 10 is_held u-sql -u "$session" || { fail "the lock was never held"; return; }
     if [ "$STORE" = mariadb ]; then
         expect_match "table mode sees the session's holder" \
-            "^lease left: none \(held by a session-mode holder's connection; if the holder dies, the name stays held until its row lease ends: up to the holder's lease, 30 s unless it set -L or lease=, after its last renewal\)$" \
+            "^lease left: none \(held by a session-mode holder's connection; if the holder dies, the name stays held until its row lease ends: up to the holder's lease \(30 s by default\) after its last renewal\)$" \
             "$(dl status u-sql | grep '^lease left:')"
         expect_eq "json: session" true "$(field u-sql session)"
     fi
