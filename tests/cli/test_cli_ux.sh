@@ -1019,6 +1019,8 @@ test_lease_flag_meant()
         "^dlock extend: -L is not an option of 'dlock extend': did you mean -l\? \(-l SECONDS is the fixed lease a held lock is given; -L, a lease renewed while dlock runs, is dlock run's\)" \
         "$(cat "$TMP/err")"
     expect_free u-flag
+    # run has both: -L is its own
+    expect_rc "run -L" 0 dl run -L 30 u-flag -- true
     # an option of no lease: nothing of -l
     expect_rc "status -L" 64 dl status -L 30 u-flag
     [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "status -L: suggested $(cat "$TMP/err")"

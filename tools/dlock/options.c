@@ -412,7 +412,7 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             o->value_word = optarg;
             snprintf(o->value_of, sizeof o->value_of, "%s", name);
         }
-        if (spec->bit == CLI_RENEWED && (accepted & CLI_LEASE))
+        if (spec->bit == CLI_RENEWED && !(accepted & CLI_RENEWED) && (accepted & CLI_LEASE))
             /* lock, extend: a renewed lease is run's, theirs is fixed */
             return cli_usage_error(
                 cmd,
