@@ -1025,3 +1025,52 @@ test_lease_flag_meant()
     expect_rc "status -L" 64 dl status -L 30 u-flag
     [[ $(cat "$TMP/err") == *"did you mean"* ]] && fail "status -L: suggested $(cat "$TMP/err")"
 }
+
+# A lost SQLite lock says what happened, in the store's terms: its row
+# deleted (force-unlocked), taken over by another holder, or the database
+# file removed (trial39: one generic "renewal refused" line for all; a
+# removed file went unnoticed, the command ran on, while a lock taken at
+# the path was in a new file).
+test_sqlite_loss_words()
+{
+    local db=$TMP/t/loss.db holder
+    local url="sqlite://$db?timeout=300ms"
+    dl_bg "$TMP/t/h1" run -u "$url" -L 1 u-sqlost -- sh -c ': > "$0/held1"; exec sleep 10' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/held1" || { fail "the first holder never started"; return; }
+    expect_rc "force-unlock" 0 dl unlock -u "$url" --force u-sqlost
+    reap "$holder" 10
+    expect_eq "force-unlocked: lost" 75 "$BG_RC"
+    expect_match "force-unlocked: said so" \
+        "^dlock: lock 'u-sqlost' was lost \(its row was deleted: it was force-unlocked, or cleared after its lease ran out\); stopping the command" \
+        "$(cat "$TMP/t/h1.err")"
+
+    # taken over: another holder has the name by the time the loss is seen
+    dl_bg "$TMP/t/h2" run -u "$url" -L 1 u-sqlost -- sh -c ': > "$0/held2"; exec sleep 10' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/held2" || { fail "the second holder never started"; return; }
+    kill -STOP "$holder"
+    expect_rc "force-unlock, then a new holder" 0 dl unlock -u "$url" --force u-sqlost
+    dl_bg "$TMP/t/h3" run -u "$url" u-sqlost -- sh -c ': > "$0/held3"; exec sleep 10' "$TMP/t"
+    local taker=$BG
+    wait_until 10 test -e "$TMP/t/held3" || fail "the taker never took it"
+    kill -CONT "$holder"
+    reap "$holder" 10
+    expect_eq "taken over: lost" 75 "$BG_RC"
+    expect_match "taken over: said so" \
+        "lock 'u-sqlost' was lost \((its row was taken over by another holder \(after its lease ran out, or a force-unlock\)|lease ran out: no successful renewal)" \
+        "$(cat "$TMP/t/h2.err")"
+    kill -TERM "$taker"
+    reap "$taker" 10
+
+    # the file removed under a holder: lost, not held in a file no one else opens
+    dl_bg "$TMP/t/h4" run -u "$url" -L 1 u-sqlost -- sh -c ': > "$0/held4"; exec sleep 10' "$TMP/t"
+    holder=$BG
+    wait_until 10 test -e "$TMP/t/held4" || { fail "the fourth holder never started"; return; }
+    rm -f "$db" "$db-wal" "$db-shm"
+    reap "$holder" 10
+    expect_eq "file removed: lost" 75 "$BG_RC"
+    expect_match "file removed: said so" \
+        "^dlock: lock 'u-sqlost' was lost \(the database file was removed \(a lock taken at its path now is in a new file\)\); stopping the command" \
+        "$(cat "$TMP/t/h4.err")"
+}
