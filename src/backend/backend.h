@@ -285,6 +285,10 @@ typedef struct dlock__renewal {
     dlock__session *session; /* SESSION; HOLD: the session it depends on, or NULL */
     enum dlock__renew_result result;
     uint64_t fence; /* GRANTED */
+    /* GONE of a HOLD: what happened, in the store's terms, when it can
+     * tell (a static string: "its row was deleted: ..."); NULL: the
+     * core's words, which name every cause */
+    const char *why;
 } dlock__renewal;
 
 /* ---------------------------------------------------------------- operators */

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -468,7 +469,7 @@ int dlock__url_add_options(dlock__url *url, const char *query)
         } else {
             url->noptions++;
         }
-        url->options[k] = (dlock__url_option){o->key, o->value, 0};
+        url->options[k] = (dlock__url_option){o->key, o->value, 0, 1};
         o->key = o->value = NULL;
     }
     for (size_t i = 0; i < more.noptions; i++) {
@@ -495,32 +496,54 @@ const char *dlock__url_get(dlock__url *url, const char *key)
     return NULL;
 }
 
+/* What a refusal of option key's value begins with: the URL and ": ",
+ * as every refusal of the URL names it, or "" when the option was added
+ * beside the URL (dlock__url_add_options), which its text does not show:
+ * the caller that added it knows where it came from (the CLI's -L). */
+static const char *refusing(const dlock__url *url, const char *key, char *buf, size_t size)
+{
+    for (size_t i = 0; i < url->noptions; i++) {
+        if (strcmp(url->options[i].key, key) == 0 && url->options[i].added)
+            return "";
+    }
+    snprintf(buf, size, "%s: ", url->text);
+    return buf;
+}
+
+/* Room for refusing(): a URL as long as a message holds, no more */
+#define REFUSING_MAX 1024
+
 int dlock__url_lease(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms)
 {
     const char *v = dlock__url_get(url, key);
+    char where[REFUSING_MAX];
     int64_t parsed;
 
     if (v != NULL && dlock_parse_duration(v, &parsed) == DLOCK_OK && parsed < min_ms)
-        return dlock__fail(DLOCK_EINVAL,
-                           "option %s=%s: a lease must be at least %lld ms " DLOCK__LEASE_FLOOR_WHY,
-                           key, v, (long long) min_ms);
+        return dlock__fail(
+            DLOCK_EINVAL,
+            "%soption %s=%s: a lease must be at least %lld ms " DLOCK__LEASE_FLOOR_WHY,
+            refusing(url, key, where, sizeof where), key, v, (long long) min_ms);
     return dlock__url_duration(url, key, min_ms, ms);
 }
 
 int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_t *ms)
 {
     const char *v = dlock__url_get(url, key);
+    char where[REFUSING_MAX];
     int64_t parsed;
 
     if (v == NULL)
         return DLOCK_OK;
     if (dlock_parse_duration(v, &parsed) != DLOCK_OK)
-        return dlock__fail_context(DLOCK_EINVAL, "option %s", key);
+        return dlock__fail_context(DLOCK_EINVAL, "%soption %s",
+                                   refusing(url, key, where, sizeof where), key);
     if (parsed < min_ms)
-        return dlock__fail(DLOCK_EINVAL, "option %s=%s: must be at least %lldms", key, v,
-                           (long long) min_ms);
+        return dlock__fail(DLOCK_EINVAL, "%soption %s=%s: must be at least %lldms",
+                           refusing(url, key, where, sizeof where), key, v, (long long) min_ms);
     if (parsed > DLOCK_DURATION_MAX_MS)
-        return dlock__fail(DLOCK_EINVAL, "option %s=%s: must be at most 366 days", key, v);
+        return dlock__fail(DLOCK_EINVAL, "%soption %s=%s: must be at most 366 days",
+                           refusing(url, key, where, sizeof where), key, v);
     *ms = parsed;
     return DLOCK_OK;
 }
@@ -528,19 +551,22 @@ int dlock__url_duration(dlock__url *url, const char *key, int64_t min_ms, int64_
 int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms)
 {
     const char *v = dlock__url_get(url, key);
+    char where[REFUSING_MAX];
 
     if (v != NULL && strcmp(v, "forever") == 0) {
         *ms = -1;
         return DLOCK_OK;
     }
     if (v != NULL && dlock_parse_duration(v, &(int64_t){0}) != DLOCK_OK)
-        return dlock__fail(DLOCK_EINVAL, "option %s=%s: want a duration or forever", key, v);
+        return dlock__fail(DLOCK_EINVAL, "%soption %s=%s: want a duration or forever",
+                           refusing(url, key, where, sizeof where), key, v);
     return dlock__url_duration(url, key, 0, ms);
 }
 
 int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value)
 {
     const char *v = dlock__url_get(url, key);
+    char where[REFUSING_MAX];
     char *end;
     long parsed;
 
@@ -549,10 +575,57 @@ int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *v
     errno = 0;
     parsed = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || parsed < min || parsed > max)
-        return dlock__fail(DLOCK_EINVAL, "option %s=%s: want an integer in %ld..%ld", key, v, min,
-                           max);
+        return dlock__fail(DLOCK_EINVAL, "%soption %s=%s: want an integer in %ld..%ld",
+                           refusing(url, key, where, sizeof where), key, v, min, max);
     *value = parsed;
     return DLOCK_OK;
+}
+
+/* "KEY=A, the default, KEY=B or KEY=C" into buf: the n choices. */
+static void list_choices(const char *key, const char *const *choices, size_t n, int dflt, char *buf,
+                         size_t size)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (size_t k = 0; k < n && used < size; k++) {
+        const char *before = k == 0                             ? ""
+                             : k + 1 < n                        ? ", "
+                             : (int) k - 1 == dflt && dflt >= 0 ? ", or "
+                                                                : " or ";
+        int w = snprintf(buf + used, size - used, "%s%s=%s%s", before, key, choices[k],
+                         (int) k == dflt ? ", the default" : "");
+        if (w < 0)
+            break;
+        used += (size_t) w;
+    }
+}
+
+int dlock__url_choice(dlock__url *url, const char *key, const char *const *choices, size_t n,
+                      int dflt, const char **value)
+{
+    const char *v = dlock__url_get(url, key);
+    char where[REFUSING_MAX], want[512];
+
+    if (v == NULL) {
+        *value = NULL;
+        return DLOCK_OK;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(v, choices[k]) == 0) {
+            *value = choices[k];
+            return DLOCK_OK;
+        }
+    }
+    list_choices(key, choices, n, dflt, want, sizeof want);
+    const char *at = refusing(url, key, where, sizeof where);
+    if (*v == '\0')
+        return dlock__fail(DLOCK_EINVAL, "%s%s= is empty (want %s)", at, key, want);
+    const char *near = dlock__url_nearest(v, choices, n);
+    if (near != NULL)
+        return dlock__fail(DLOCK_EINVAL, "%sunknown %s '%s' (did you mean %s=%s? want %s)", at, key,
+                           v, key, near, want);
+    return dlock__fail(DLOCK_EINVAL, "%sunknown %s '%s' (want %s)", at, key, v, want);
 }
 
 /* The edit distance of a and b (insertions, deletions, substitutions and

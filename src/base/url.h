@@ -23,7 +23,8 @@ typedef struct dlock__url_host {
 typedef struct dlock__url_option {
     char *key;
     char *value;
-    int used; /* set by the backend that read it */
+    int used;  /* set by the backend that read it */
+    int added; /* by dlock__url_add_options: not in text, messages do not show text */
 } dlock__url_option;
 
 typedef struct dlock__url {
@@ -84,6 +85,18 @@ int dlock__url_duration_or_forever(dlock__url *url, const char *key, int64_t *ms
 
 /* Reads an integer option in [min, max]. Returns DLOCK_OK or DLOCK_EINVAL. */
 int dlock__url_int(dlock__url *url, const char *key, long min, long max, long *value);
+
+/* Reads option key, whose value must be one of the n choices (compared
+ * exactly): *value is that choice (choices[k] itself), or NULL when the
+ * option is absent. Otherwise DLOCK_EINVAL, *value unchanged, in the words
+ * of every refusal of such a value, naming the URL and listing the choices
+ * (choices[dflt] marked "the default"; dflt -1: none is):
+ *   URL: unknown mode 'tabel' (did you mean mode=table? want mode=table,
+ *   the default, mode=session or mode=row)
+ *   URL: mode= is empty (want mode=table, the default, ...)
+ * "did you mean" only when one is a near miss (dlock__url_nearness). */
+int dlock__url_choice(dlock__url *url, const char *key, const char *const *choices, size_t n,
+                      int dflt, const char **value);
 
 /* How near a word typed is to a known one, for a "did you mean": 0 (the
  * same but for case) to 2 edits (insertions, deletions, substitutions,

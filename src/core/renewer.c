@@ -738,6 +738,8 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
             /* its session ended first (a connection lost): that is why
              * (its why is written before ended is set, and never again) */
             lose_locked(e, out, "its session ended: %s", e->session->lease.why);
+        } else if (it->why != NULL) {
+            lose_locked(e, out, "%s", it->why);
         } else {
             lose_locked(e, out,
                         e->session != NULL

@@ -519,6 +519,10 @@ test_lost_fixed_lease()
         sh -c "$SLEEPER" "$TMP/t/pid"
     elapsed=$(($(now_ms) - t0))
     expect_match "message names the loss" "lost" "$(cat "$TMP/err")"
+    # and the flag of a lease that would have held (trial39: -l typed for -L)
+    expect_match "message points to -L" \
+        "^dlock: lock 'r-lost1' was lost \(fixed lease of 500 ms expired; -l is not renewed: for a lease renewed while dlock runs, -L SECONDS\); stopping the command" \
+        "$(cat "$TMP/err")"
     if [ "$elapsed" -gt 10000 ]; then
         fail "dlock took ${elapsed} ms to stop the command after a 500 ms lease"
     fi
@@ -1289,6 +1293,9 @@ run_test test_help_exit_codes
 run_test test_url_exported_as_typed
 run_test test_short_lease_warning_words
 run_test test_dashdash_name_then_shell
+run_test test_url_values_told
+run_test test_lease_flag_meant
+run_test test_sqlite_loss_words
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

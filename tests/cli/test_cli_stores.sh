@@ -108,11 +108,12 @@ test_messages()
     expect_rc "-l 0.01" 64 dl lock -l 0.01 m-msg
     expect_eq "-l 0.01: the floor" "dlock lock: -l 0.01: $floor" "$(cat "$TMP/err")"
     expect_rc "?lease=0" 64 dl run -u "$DLOCK_URL?lease=0" m-msg -- true
-    expect_eq "?lease=0: the floor, and where it was" \
-        "dlock: cannot open client: the URL of -u: option lease=0: $floor" "$(cat "$TMP/err")"
+    expect_eq "?lease=0: the floor, and the URL it is in" \
+        "dlock: cannot open client: $DLOCK_URL?lease=0: option lease=0: $floor" "$(cat "$TMP/err")"
     DLOCK_URL="$DLOCK_URL?lease=0" expect_rc "\$DLOCK_URL's ?lease=0" 64 dl run m-msg -- true
     expect_eq "\$DLOCK_URL's ?lease=0: where it was" \
-        "dlock: \$DLOCK_URL (no -u given): cannot open client: option lease=0: $floor" "$(cat "$TMP/err")"
+        "dlock: \$DLOCK_URL (no -u given): cannot open client: $DLOCK_URL?lease=0: option lease=0: $floor" \
+        "$(cat "$TMP/err")"
     expect_rc "--label too long" 64 dl run --label "$(printf '%080d' 0)" m-msg -- true
     expect_match "--label too long: the option given, not the URL's" \
         "^dlock: cannot open client: --label: option label is 80 bytes long" \
@@ -490,7 +491,7 @@ test_status_session_words()
         # the line says how long, not "the session timeout")
         local words="ZooKeeper session: freed within the session timeout if the holder dies"
         [ "$STORE" = postgres ] &&
-            words="PostgreSQL session; if the holder dies, the name stays held until its row lease ends: up to the holder's lease, 30 s unless it set -L or lease=, after its last renewal"
+            words="PostgreSQL session; if the holder dies, the name stays held until its row lease ends: up to the holder's lease (30 s by default) after its last renewal"
         expect_eq "the holder's session" "lease left: none (held by its holder's $words)" "$text"
         expect_eq "json: session" true "$(json_field session <<<"$doc")"
         expect_eq "json: expires" false "$(json_field expires <<<"$doc")"

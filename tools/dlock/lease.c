@@ -186,8 +186,8 @@ void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, cons
          * about 1.5 leases (a host gone), and its row lease keeps the name
          * until it ends: up to a lease after its last renewal */
         printf("none (held by its holder's %s session; if the holder dies, the name stays "
-               "held until its row lease ends: up to the holder's lease, 30 s unless it set "
-               "-L or lease=, after its last renewal)",
+               "held until its row lease ends: up to the holder's lease (30 s by default) "
+               "after its last renewal)",
                store);
     else if (caps & DLOCK_CAP_SESSION)
         printf("none (held by its holder's %s session: freed within the session timeout if "
@@ -199,8 +199,8 @@ void cli_print_lease_left(dlock_client *c, const char *url, unsigned flags, cons
          * holder: up to its lease; "frees when its connection ends" was
          * not so) */
         printf("none (held by a session-mode holder's connection; if the holder dies, the name "
-               "stays held until its row lease ends: up to the holder's lease, 30 s unless it "
-               "set -L or lease=, after its last renewal)");
+               "stays held until its row lease ends: up to the holder's lease (30 s by "
+               "default) after its last renewal)");
     else
         printf("none (never expires)");
 }

@@ -453,7 +453,9 @@ int cli_warnings_printed(void)
 
 /* What to say before the library's refusal of the URL: which option of
  * the command line, or which URL, its "option KEY..." came from (the
- * library's message of an option's value does not name its URL). */
+ * library names the URL in its refusal of a value the URL gives, but not
+ * in every store's own, nor in one of an option added beside the URL:
+ * -L, --label). */
 static void open_failure_what(char *what, size_t size)
 {
     const char *msg = dlock_errmsg();

@@ -412,6 +412,14 @@ int cli_parse(int argc, char **argv, unsigned accepted, int in_order, const char
             o->value_word = optarg;
             snprintf(o->value_of, sizeof o->value_of, "%s", name);
         }
+        if (spec->bit == CLI_RENEWED && !(accepted & CLI_RENEWED) && (accepted & CLI_LEASE))
+            /* lock, extend: a renewed lease is run's, theirs is fixed */
+            return cli_usage_error(
+                cmd,
+                "%s is not an option of 'dlock %s': did you mean -l? (-l SECONDS is the fixed "
+                "lease %s; %s, a lease renewed while dlock runs, is dlock run's)",
+                name, cmd,
+                strcmp(cmd, "lock") == 0 ? "of a lock left held" : "a held lock is given", name);
         if (spec->bit != 0 && !(accepted & spec->bit))
             return cli_usage_error(cmd, "%s is not an option of 'dlock %s'", name, cmd);
         int k = cli_kind_option(&o->kind, opt, optarg, cmd);

@@ -156,16 +156,22 @@ static int start_signal_thread(void)
 }
 
 static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
-static char lost_why[256];
+static char lost_why[512];
 static int lost;
 
+/* arg: non-NULL when the lock was taken with -l. A fixed lease that ran
+ * out while the command ran was likely meant to be renewed: the loss says
+ * which flag does that (trial39: -l typed for -L). */
 static void on_lost(dlock_lock *lock, int code, const char *why, void *arg)
 {
+    static const char fixed[] = "fixed lease";
     (void) lock;
     (void) code;
-    (void) arg;
     pthread_mutex_lock(&lost_mu);
-    snprintf(lost_why, sizeof lost_why, "%s", why);
+    snprintf(lost_why, sizeof lost_why, "%s%s", why,
+             arg != NULL && strncmp(why, fixed, strlen(fixed)) == 0
+                 ? "; -l is not renewed: for a lease renewed while dlock runs, -L SECONDS"
+                 : "");
     lost = 1;
     pthread_mutex_unlock(&lost_mu);
     poke('L');
@@ -660,7 +666,7 @@ int cmd_run(int argc, char **argv)
         dlock_client_close(client);
         return code;
     }
-    dlock_lock_on_lost(lock, on_lost, NULL);
+    dlock_lock_on_lost(lock, on_lost, lease_ms > 0 ? (void *) "-l" : NULL);
 
     /* A signal while waiting ends the wait (and leaves the queue). */
     pthread_mutex_lock(&sig_mu);

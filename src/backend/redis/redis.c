@@ -347,13 +347,12 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     size_t channel_len;
     b->wake_channel =
         b->prefix != NULL ? join(b->prefix, ":wake:", cfg->client_id, "", &channel_len) : NULL;
-    const char *notify = dlock__url_get(url, "notify");
-    if (notify != NULL && strcmp(notify, "stream") == 0) {
-        b->notify_stream = 1;
-    } else if (notify != NULL && strcmp(notify, "pubsub") != 0) {
-        rc = dlock__fail(DLOCK_EINVAL, "option notify=%s: want pubsub or stream", notify);
+    static const char *const notify_ways[] = {"pubsub", "stream"};
+    const char *notify;
+    rc = dlock__url_choice(url, "notify", notify_ways, 2, 0, &notify);
+    if (rc != DLOCK_OK)
         goto fail;
-    }
+    b->notify_stream = notify != NULL && strcmp(notify, "stream") == 0;
     rc = parse_wait(b, url);
     if (rc == DLOCK_OK)
         rc = dlock__url_duration(url, "connect_timeout", 1, &b->ep.connect_timeout_ms);

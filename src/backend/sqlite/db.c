@@ -392,7 +392,30 @@ static int db_open(dlock__sq_store *s, int64_t connect_ms)
         if (src != SQLITE_OK)
             rc = dlock__sq_error(s, src, "preparing a statement");
     }
+    /* the file as the path names it now, made and in WAL mode: the one
+     * db has open (a file put at the path in between is not told) */
+    struct stat st;
+    if (rc == DLOCK_OK && stat(s->path, &st) == 0) {
+        s->file_dev = st.st_dev;
+        s->file_ino = st.st_ino;
+        s->file_known = 1;
+    }
     return rc;
+}
+
+const char *dlock__sq_file_gone(const dlock__sq_store *s)
+{
+    struct stat st;
+
+    if (!s->file_known)
+        return NULL;
+    if (stat(s->path, &st) != 0)
+        return errno == ENOENT || errno == ENOTDIR
+                   ? "the database file was removed (a lock taken at its path now is in a new file)"
+                   : NULL; /* (not known: as before) */
+    if (st.st_dev != s->file_dev || st.st_ino != s->file_ino)
+        return "the database file was replaced (a lock taken at its path now is in the new file)";
+    return NULL;
 }
 
 static int lock_by(dlock__sq_store *s, int64_t deadline_us);

@@ -67,6 +67,9 @@ typedef struct dlock__sq_store {
     _Atomic int opened;      /* the database and the wake file are open (set once, under mu) */
     atomic_int missing_said; /* the warning of a missing file logged (dlock__sq_ready) */
     int64_t connect_ms;      /* how long an open waits for another process's write lock */
+    dev_t file_dev;          /* the file db has open, as the path named it at the open */
+    ino_t file_ino;          /* (file_known: set when it opened) */
+    int file_known;
     char path[4096];
     char label[4200]; /* "sqlite:///path" */
 } dlock__sq_store;
@@ -136,6 +139,11 @@ int dlock__sq_end(dlock__sq_store *s, int commit, int rc);
 sqlite3_stmt *dlock__sq_stmt(dlock__sq_store *s, enum dlock__sq_stmt which);
 /* A DLOCK_E* code for SQLite's rc, with the detail recorded. */
 int dlock__sq_error(dlock__sq_store *s, int rc, const char *what);
+/* Why the path no longer names the file db has open (it was removed, or
+ * replaced by another file), a static string; NULL while it does. Holds
+ * in the file db has open then exclude no one: a lock taken at the path
+ * is in another file. */
+const char *dlock__sq_file_gone(const dlock__sq_store *s);
 
 /* This process (under the mutex). */
 const dlock__sq_proc *dlock__sq_me(dlock__sq_store *s);

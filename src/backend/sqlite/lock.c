@@ -688,11 +688,14 @@ int dlock__sq_renew(dlock__store *st, dlock__renewal *items, size_t n, int64_t d
     rc = dlock__sq_begin(s, 1, deadline_us); /* the whole batch in one transaction */
     if (rc != DLOCK_OK)
         return rc;
+    /* a file removed or replaced under the holds: they exclude no one */
+    const char *file_gone = dlock__sq_file_gone(s);
     int64_t now_ms = dlock__sq_boot_ms();
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
         dlock__renewal *it = &items[i];
-        if (it->kind != DLOCK__RENEW_HOLD) {
+        if (it->kind != DLOCK__RENEW_HOLD || file_gone != NULL) {
             it->result = DLOCK__RENEW_GONE; /* no queues, no sessions here */
+            it->why = it->kind == DLOCK__RENEW_HOLD ? file_gone : NULL;
             continue;
         }
         const char *name = SQLOCK(it->lock)->name;
@@ -707,6 +710,18 @@ int dlock__sq_renew(dlock__store *st, dlock__renewal *items, size_t n, int64_t d
             if (found)
                 rc = dlock__sq_delete(s, name, it->token, kind);
             it->result = DLOCK__RENEW_GONE;
+            /* what the rows tell: its own row out of time; or none, and
+             * another holder of a lock that has one (a forced unlock and a
+             * lease that ran out both delete the row: which, they do not
+             * tell) */
+            int shared = kind == DLOCK__SQ_READ || kind == DLOCK__SQ_SEMAPHORE;
+            it->why = found ? "its lease had run out in the store before it was renewed (the "
+                              "process was paused, or the store slow, for longer than the lease)"
+                      : other && !shared
+                          ? "its row was taken over by another holder (after its lease ran out, "
+                            "or a force-unlock)"
+                          : "its row was deleted: it was force-unlocked, or cleared after its "
+                            "lease ran out";
         }
     }
     rc = dlock__sq_end(s, rc == DLOCK_OK, rc);
