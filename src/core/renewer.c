@@ -217,6 +217,22 @@ static const char *store_label(const dlock__renewer *r)
     return r->store != NULL ? r->store->label : "the store";
 }
 
+/* What a session's end means, in the log: on a store whose locks keep
+ * leases of their own (no DLOCK_CAP_SESSION: a lock table's pooled
+ * connections are sessions of the renewer) it is a connection's end, and
+ * no lock goes with it. */
+static const char *session_words(const dlock__renewer *r, const char *what)
+{
+    int own_leases = r->store != NULL && !(r->store->caps & DLOCK_CAP_SESSION);
+    if (strcmp(what, "ended") == 0)
+        return own_leases ? "a connection to the store ended (no lock lives by it: each keeps "
+                            "its own lease)"
+                          : "session ended (a lock held in it, if any, is lost and reported)";
+    return own_leases ? "a connection to the store was lost (no lock lives by it: each keeps "
+                        "its own lease)"
+                      : "session lost (a lock held in it, if any, is lost and reported)";
+}
+
 /* Every loss is logged here, whoever found it (threads, verify). */
 static void log_loss(dlock__renewer *r, dlock__lease *e)
 {
@@ -231,9 +247,7 @@ static void log_loss(dlock__renewer *r, dlock__lease *e)
     snprintf(why, sizeof why, "%s", e->why);
     dlock__renewer_unlock(r, e);
     if (e->kind == DLOCK__RENEW_SESSION)
-        dlock__log_emit(r->log, level,
-                        "%s: session lost (a lock held in it, if any, is lost and reported): %s",
-                        store_label(r), why);
+        dlock__log_emit(r->log, level, "%s: %s: %s", store_label(r), session_words(r, "lost"), why);
     else
         dlock__log_emit(r->log, DLOCK_LOG_ERROR, "lock '%s' lost: %s", e->name ? e->name : "?",
                         why);
@@ -1185,9 +1199,8 @@ void dlock__session_end(dlock__session *s, const char *why)
      * by itself; an idle pooled connection's end is no news (debug) */
     int depended = atomic_load(&s->refs) > 1;
     if (ends)
-        DLOCK__LOG(r->log, closing || !depended ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO,
-                   "%s: session ended (a lock held in it, if any, is lost and reported): %s",
-                   store_label(r), why);
+        DLOCK__LOG(r->log, closing || !depended ? DLOCK_LOG_DEBUG : DLOCK_LOG_INFO, "%s: %s: %s",
+                   store_label(r), session_words(r, "ended"), why);
     note_event(r, &r->watchdog, dlock__now_us()); /* its holds go now */
     dlock__session_unref(s);
 }

@@ -977,7 +977,8 @@ static void bad_input(void)
     /* a mode libpq does not know: a bad URL */
     snprintf(url, sizeof url, "%s?sslmode=required", srv.url);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_EINVAL);
-    CHECK(strstr(dlock_errmsg(), "sslmode=required: want disable") != NULL);
+    CHECK(strstr(dlock_errmsg(), "unknown sslmode 'required' (did you mean sslmode=require? "
+                                 "want sslmode=disable") != NULL);
 
     snprintf(url, sizeof url, "postgresql://dlock:dlock@127.0.0.1:%d/nosuchdb", srv.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);

@@ -982,6 +982,19 @@ test_url_values_told()
     expect_eq "?notify=: empty, and the choices" \
         "dlock: cannot open client: redis://$hp?notify=: notify= is empty (want notify=pubsub, the default, or notify=stream)" \
         "$(cat "$TMP/err")"
+    # the SQL stores' choices (no server needed: refused at open)
+    expect_rc "?names=exct" 64 dl status -u "mysql://u:p@$hp/db?names=exct" u-val
+    expect_eq "?names=exct: what was meant" \
+        "dlock: cannot open client: mysql://u:***@$hp/db?names=exct: unknown names 'exct' (did you mean names=exact? want names=mapped, the default, or names=exact)" \
+        "$(cat "$TMP/err")"
+    expect_rc "mysql ?mode=" 64 dl status -u "mysql://u:p@$hp/db?mode=" u-val
+    expect_eq "mysql ?mode=: empty, and the choices" \
+        "dlock: cannot open client: mysql://u:***@$hp/db?mode=: mode= is empty (want mode=table, the default, mode=session or mode=row)" \
+        "$(cat "$TMP/err")"
+    expect_rc "?sslmode=requir" 64 dl status -u "postgres://u:p@$hp/db?sslmode=requir" u-val
+    expect_eq "?sslmode=requir: what was meant" \
+        "dlock: cannot open client: postgres://u:***@$hp/db?sslmode=requir: unknown sslmode 'requir' (did you mean sslmode=require? want sslmode=disable, sslmode=allow, sslmode=prefer, the default, sslmode=require, sslmode=verify-ca or sslmode=verify-full)" \
+        "$(cat "$TMP/err")"
     local floor="a lease must be at least 20 ms (of a shorter one, the drift margin and a round trip leave too little to hold)"
     local lease
     for lease in 0 0s; do

@@ -659,25 +659,17 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
     dlock__url_user_is_a_name(url); /* mysql://alice@host: a user, in messages too */
-    const char *mode = dlock__url_get(url, "mode");
-    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0 &&
-        strcmp(mode, "row") != 0) {
-        /* a misspelt mode, as a misspelt option name: what was meant */
-        static const char *const modes[] = {"table", "session", "row"};
-        const char *near = dlock__url_nearest(mode, modes, sizeof modes / sizeof modes[0]);
-        return dlock__fail(DLOCK_EINVAL,
-                           "%s: unknown mode '%s' (%s%s%swant mode=table, the default, "
-                           "mode=session or mode=row)",
-                           url->text, mode, near != NULL ? "did you mean mode=" : "",
-                           near != NULL ? near : "", near != NULL ? "? " : "");
-    }
+    /* a misspelt or empty value, as a misspelt option name: what was meant */
+    static const char *const modes[] = {"table", "session", "row"};
+    static const char *const namings[] = {"mapped", "exact"};
+    const char *mode, *names;
+    int rc = dlock__url_choice(url, "mode", modes, 3, 0, &mode);
+    if (rc == DLOCK_OK)
+        rc = dlock__url_choice(url, "names", namings, 2, 0, &names);
+    if (rc != DLOCK_OK)
+        return rc;
     int table = mode == NULL || strcmp(mode, "table") == 0;
     int row = mode != NULL && strcmp(mode, "row") == 0;
-    const char *names = dlock__url_get(url, "names");
-    if (names != NULL && strcmp(names, "exact") != 0 && strcmp(names, "mapped") != 0)
-        return dlock__fail(
-            DLOCK_EINVAL, "%s: unknown names '%s' (want names=mapped, the default, or names=exact)",
-            url->text, names);
     if ((table || row) && names != NULL && strcmp(names, "exact") == 0)
         return dlock__fail(DLOCK_EINVAL,
                            "%s: names=exact shares a GET_LOCK name with other code: it is for "
@@ -692,7 +684,7 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
                            "table dlock_fence there)",
                            url->text);
     int64_t connect_ms = DEFAULT_CONNECT_MS;
-    int rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
     if (rc != DLOCK_OK)
         return rc;
 

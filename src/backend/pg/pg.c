@@ -1323,17 +1323,12 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
 {
     *out = NULL;
     dlock__url_user_is_a_name(url); /* postgres://alice@host: a user, in messages too */
-    const char *mode = dlock__url_get(url, "mode");
-    if (mode != NULL && strcmp(mode, "session") != 0 && strcmp(mode, "table") != 0) {
-        /* a misspelt mode, as a misspelt option name: what was meant */
-        static const char *const modes[] = {"session", "table"};
-        const char *near = dlock__url_nearest(mode, modes, sizeof modes / sizeof modes[0]);
-        return dlock__fail(DLOCK_EINVAL,
-                           "%s: unknown mode '%s' (%s%s%swant mode=session, the default, or "
-                           "mode=table)",
-                           url->text, mode, near != NULL ? "did you mean mode=" : "",
-                           near != NULL ? near : "", near != NULL ? "? " : "");
-    }
+    /* a misspelt or empty value, as a misspelt option name: what was meant */
+    static const char *const modes[] = {"session", "table"};
+    const char *mode;
+    int rc = dlock__url_choice(url, "mode", modes, 2, 0, &mode);
+    if (rc != DLOCK_OK)
+        return rc;
     int table = mode != NULL && strcmp(mode, "table") == 0;
     if (url->nhosts != 1)
         return dlock__fail(DLOCK_EINVAL, "%s: want one host (postgres://user:pass@host:port/db)",
@@ -1342,22 +1337,17 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
         return dlock__fail(DLOCK_EINVAL, "%s: the path is the database's name, one word",
                            url->text);
     int64_t connect_ms = DEFAULT_CONNECT_MS;
-    int rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
+    rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);
     if (rc != DLOCK_OK)
         return rc;
-    const char *sslmode = dlock__url_get(url, "sslmode");
     /* libpq's modes; a typo is a bad URL, told at open, not at the first
      * connection (where libpq would refuse it without a server) */
     static const char *const sslmodes[] = {"disable", "allow",     "prefer",
                                            "require", "verify-ca", "verify-full"};
-    int sslmode_known = sslmode == NULL;
-    for (size_t i = 0; !sslmode_known && i < sizeof sslmodes / sizeof sslmodes[0]; i++)
-        sslmode_known = strcmp(sslmode, sslmodes[i]) == 0;
-    if (!sslmode_known)
-        return dlock__fail(DLOCK_EINVAL,
-                           "option sslmode=%s: want disable, allow, prefer, require, verify-ca "
-                           "or verify-full",
-                           sslmode);
+    const char *sslmode;
+    rc = dlock__url_choice(url, "sslmode", sslmodes, 6, 2, &sslmode);
+    if (rc != DLOCK_OK)
+        return rc;
 
     dlock__pgstore *p = calloc(1, sizeof *p);
     if (p == NULL)
