@@ -655,6 +655,64 @@ static void semaphore_rows(void)
     dlock_client_close(c2);
 }
 
+/* Many threads of one client, each a semaphore and a reader on names of
+ * their own and on one name they share: every take and release succeeds.
+ * (Their transactions under REPEATABLE READ locked the gap after a name's
+ * holders' rows, the next name's first row: takes and releases of
+ * different names deadlocked, 1213, and failed after their retries.) */
+#define SHARED_THREADS 50
+
+static void *shared_holds_thread(void *arg)
+{
+    dlock_client *c = ((void **) arg)[0];
+    long i = (long) ((void **) arg)[1];
+    char own[32];
+    snprintf(own, sizeof own, "many-%ld", i);
+    dlock_lock *mine = NULL, *ours = NULL, *reader = dt_lock(c, own, DLOCK_READ);
+    long failed = 0;
+    if (dlock_semaphore_open(c, "many-shared", 2, 1, &ours) != DLOCK_OK ||
+        dlock_semaphore_open(c, own, 2, 1, &mine) != DLOCK_OK)
+        return (void *) 1000;
+    for (int k = 0; k < 20; k++) {
+        /* names of its own first, then the one they share */
+        dlock_lock *l = k >= 16 ? ours : k % 2 ? mine : reader;
+        if (dlock_acquire(l, 60000) != DLOCK_OK) {
+            fprintf(stderr, "take: %s\n", dlock_errmsg());
+            failed++;
+            continue;
+        }
+        if (dlock_release(l) != DLOCK_OK) {
+            fprintf(stderr, "release: %s\n", dlock_errmsg());
+            failed++;
+        }
+    }
+    dlock_lock_free(mine);
+    dlock_lock_free(ours);
+    dlock_lock_free(reader);
+    return (void *) failed;
+}
+
+static void shared_holds_many_names(void)
+{
+    dlock_client *c = client(NULL);
+    pthread_t t[SHARED_THREADS];
+    void *args[SHARED_THREADS][2];
+    for (long i = 0; i < SHARED_THREADS; i++) {
+        args[i][0] = c;
+        args[i][1] = (void *) i;
+        CHECK_INT(pthread_create(&t[i], NULL, shared_holds_thread, args[i]), ==, 0);
+    }
+    long failed = 0;
+    for (int i = 0; i < SHARED_THREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        failed += (long) r;
+    }
+    printf("shared holds: %d threads x 20 takes, %ld failed\n", SHARED_THREADS, failed);
+    CHECK_INT(failed, ==, 0);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -673,6 +731,7 @@ int main(int argc, char **argv)
         {"force_unlock_readers", force_unlock_readers},
         {"readers_table_missing", readers_table_missing},
         {"semaphore_rows", semaphore_rows},
+        {"shared_holds_many_names", shared_holds_many_names},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);
