@@ -582,6 +582,44 @@ static void force_unlock_readers(void)
     dlock_client_close(op);
 }
 
+/* The name's row never ends before a live reader's (README.md, "Read
+ * locks"), a downgrade's either: the owner of the write takes the read
+ * lock for a fixed 20 s, then its write's lease is set again (dlock_renew:
+ * what the renewer does, a full lease of 1 s from now) or shortened
+ * (dlock_extend). The row stays until the reader's end, so a writer of
+ * another client is kept out while the read hold runs (it took the name
+ * once the write's 100 ms were over: a writer beside a reader). (The
+ * rows' ends are two statements' UTC_TIMESTAMP(6): the reader's may be
+ * some microseconds later than the name's; a lease set below it is
+ * seconds.) */
+static void downgrade_keeps_reader_lease(void)
+{
+    dlock_client *c = client("lease=1s"), *c2 = client(NULL);
+    dlock_lock *w = dt_lock(c, "downgrade-lease", DLOCK_WRITE), *r = NULL;
+    dlock_lock *y = dt_lock(c2, "downgrade-lease", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(w, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(r, 0, 20000), DLOCK_OK);
+    static const char *const below =
+        "SELECT COUNT(*) FROM dlock_lock l JOIN dlock_share s ON s.name = l.name WHERE "
+        "l.name = 'dlock:downgrade-lease' AND s.expires > UTC_TIMESTAMP(6) AND "
+        "l.expires < s.expires - INTERVAL 50000 MICROSECOND";
+    CHECK_INT(sql_number(below), ==, 0);
+    CHECK_RC(dlock_renew(w), DLOCK_OK);
+    CHECK_INT(sql_number(below), ==, 0);
+    CHECK_RC(dlock_extend(w, 100), DLOCK_OK);
+    CHECK_INT(sql_number(below), ==, 0);
+    CHECK_RC(dlock_acquire(y, 1500), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_lock_verify(r), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    (void) dlock_release(w); /* (its 100 ms are over) */
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 /* A user who may not create tables, in a database whose dlock_lock an
  * administrator made: mutexes work, and the read-write lock says the
  * table it needs, until it is there. */
@@ -643,6 +681,7 @@ int main(int argc, char **argv)
         {"frozen_reader", frozen_reader},
         {"force_unlock_readers", force_unlock_readers},
         {"readers_table_missing", readers_table_missing},
+        {"downgrade_keeps_reader_lease", downgrade_keeps_reader_lease},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);
