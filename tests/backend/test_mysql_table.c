@@ -620,6 +620,33 @@ static void downgrade_keeps_reader_lease(void)
     dlock_client_close(c2);
 }
 
+/* A forced unlock through a session URL (one lock per name) ends the
+ * readers too: a reader that comes in before the old one's next renewal
+ * does not keep the old one holding, untold (its row was left live and
+ * the name's row was the readers' again: its renewal said held). */
+static void force_unlock_readers_session_url(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("lease=3s"), *c2 = client(NULL), *op = session_client();
+    dlock_lock *r1 = dt_lock(c, "forced-session", DLOCK_READ);
+    dlock_lock *r2 = dt_lock(c2, "forced-session", DLOCK_READ);
+    dlock_lock_on_lost(r1, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_force_unlock(op, "forced-session", 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK); /* before r1's renewal (a second) */
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_share WHERE name = 'dlock:forced-session' "
+                         "AND expires > UTC_TIMESTAMP(6)"),
+              ==, 1);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 4000);
+    CHECK_RC(dlock_release(r1), DLOCK_ELOST);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(op);
+}
+
 /* A user who may not create tables, in a database whose dlock_lock an
  * administrator made: mutexes work, and the read-write lock says the
  * table it needs, until it is there. */
@@ -682,6 +709,7 @@ int main(int argc, char **argv)
         {"force_unlock_readers", force_unlock_readers},
         {"readers_table_missing", readers_table_missing},
         {"downgrade_keeps_reader_lease", downgrade_keeps_reader_lease},
+        {"force_unlock_readers_session_url", force_unlock_readers_session_url},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -972,7 +972,32 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
         rc = dlock__myt_other_table(p, deadline_us);
         if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
             return rc;
-        char *sql = dlock__sqlt_force(D, l->key_lit);
+        /* and table mode's readers' rows when that table is there, in one
+         * statement with the row (the name's row locked first, as every
+         * change of them): a reader left with a live row was never told
+         * when another reader took the name before its next renewal */
+        rc = dlock__my_operate(p,
+                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
+                               deadline_us, &res, "looking for dlock's readers' table");
+        if (rc != DLOCK_OK)
+            return rc;
+        const char *v = dlock__my_value(&res, 0, 0);
+        int readers = v != NULL && strcmp(v, "1") == 0;
+        dlock__my_res_free(&res);
+        char *sql = NULL;
+        if (readers) {
+            size_t len = strlen(l->key_lit) + 400;
+            if ((sql = malloc(len)) != NULL)
+                snprintf(sql, len,
+                         "UPDATE " DLOCK__SQLT_TABLE " l LEFT JOIN " DLOCK__SQLT_SHARE
+                         " s ON s.name = l.name AND s.expires > UTC_TIMESTAMP(6) SET l.owner = "
+                         "'', l.expires = '1970-01-01 00:00:01', s.expires = '1970-01-01 "
+                         "00:00:01' WHERE l.name = %s",
+                         l->key_lit);
+        } else {
+            sql = dlock__sqlt_force(D, l->key_lit);
+        }
         if (sql == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         rc = dlock__my_operate(p, sql, deadline_us, &res, "clearing table mode's row of the lock");
