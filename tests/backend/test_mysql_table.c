@@ -647,6 +647,34 @@ static void force_unlock_readers_session_url(void)
     dlock_client_close(op);
 }
 
+/* Read handles that share an owner token (dlock_lock_dup) hold the name
+ * twice in one reader's row (as test_sqlite_lock shared_holds_counted):
+ * one's release leaves the other's hold, and a writer stays out until
+ * both let go (the first release deleted the row, and freed the name,
+ * with the second reader still holding it). */
+static void shared_read_holds_counted(void)
+{
+    dlock_client *c = client(NULL), *d = client(NULL);
+    dlock_lock *r1 = dt_lock(c, "rw-dup", DLOCK_READ), *r2 = NULL;
+    dlock_lock *w = dt_lock(d, "rw-dup", DLOCK_WRITE);
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK(dlock_lock_fence(r2) > dlock_lock_fence(r1));
+    CHECK_INT(sql_number("SELECT count FROM dlock_share WHERE name = 'dlock:rw-dup'"), ==, 2);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* r2 still reads */
+    CHECK_RC(dlock_lock_verify(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 /* A user who may not create tables, in a database whose dlock_lock an
  * administrator made: mutexes work, and the read-write lock says the
  * table it needs, until it is there. */
@@ -710,6 +738,7 @@ int main(int argc, char **argv)
         {"readers_table_missing", readers_table_missing},
         {"downgrade_keeps_reader_lease", downgrade_keeps_reader_lease},
         {"force_unlock_readers_session_url", force_unlock_readers_session_url},
+        {"shared_read_holds_counted", shared_read_holds_counted},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);
