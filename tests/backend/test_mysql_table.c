@@ -675,6 +675,34 @@ static void shared_read_holds_counted(void)
     dlock_client_close(d);
 }
 
+/* A reader's row left live under a writer (the name's row deleted by an
+ * operator: the reader is told at its renewal, which lengthened its row
+ * all the same) is not a reader of the writer's: the write's release
+ * frees the name (it made the row the readers' again, and kept the next
+ * writer out for a lease with nobody holding it). */
+static void write_release_ignores_lost_reader(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("lease=1s"), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "lost-reader", DLOCK_READ);
+    dlock_lock *w = dt_lock(d, "lost-reader", DLOCK_WRITE);
+    dlock_lock *w2 = dt_lock(d, "lost-reader", DLOCK_WRITE);
+    dlock_lock_on_lost(r, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    dt_server_cli(&srv, "-e \"DELETE FROM dlock_lock WHERE name = 'dlock:lost-reader'\"");
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 /* A user who may not create tables, in a database whose dlock_lock an
  * administrator made: mutexes work, and the read-write lock says the
  * table it needs, until it is there. */
@@ -739,6 +767,7 @@ int main(int argc, char **argv)
         {"downgrade_keeps_reader_lease", downgrade_keeps_reader_lease},
         {"force_unlock_readers_session_url", force_unlock_readers_session_url},
         {"shared_read_holds_counted", shared_read_holds_counted},
+        {"write_release_ignores_lost_reader", write_release_ignores_lost_reader},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -609,16 +609,21 @@ char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, con
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
     /* the write's end: the readers' when the owner took the read lock
-     * beside it (a downgrade), else the row freed */
+     * beside it (a downgrade), else the row freed. Only the owner's own
+     * reader's row counts: no other reader holds the name beside a write,
+     * and another's row live here is a lost reader's (the name's row was
+     * deleted or forced away under it, its renewal still lengthened it) */
     add(&b,
         "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
-        " WHERE name = %s FOR UPDATE; " LAST_READER "UPDATE " DLOCK__SQLT_TABLE
-        " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS "'), info = '', expires = "
+        " WHERE name = %s FOR UPDATE; SELECT @dlock_m := MAX(expires) FROM " DLOCK__SQLT_SHARE
+        " WHERE name = %s AND owner = %s AND expires > " NOW " LOCK IN SHARE MODE; "
+        "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS
+        "'), info = '', expires = "
         "IF(@dlock_m IS NULL, " ENDED ", GREATEST(@dlock_m, " NOW ")) WHERE name = %s AND "
         "owner = " WRITER_OF("%s") " AND expires > " NOW
                                    "; COMMIT; SELECT owner FROM " DLOCK__SQLT_TABLE
                                    " WHERE name = %s AND owner <> '' AND expires > " NOW,
-        key, key, key, owner, key);
+        key, key, owner, key, owner, key);
     return b.s;
 }
 
