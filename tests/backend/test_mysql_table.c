@@ -564,6 +564,127 @@ static void force_unlock_readers(void)
     dlock_client_close(op);
 }
 
+/* The name's row never ends before a live reader's (README.md, "Read
+ * locks"), a downgrade's either: the owner of the write takes the read
+ * lock for a fixed 20 s, then its write's lease is set again (dlock_renew:
+ * what the renewer does, a full lease of 1 s from now) or shortened
+ * (dlock_extend). The row stays until the reader's end, so a writer of
+ * another client is kept out while the read hold runs (it took the name
+ * once the write's 100 ms were over: a writer beside a reader). (The
+ * rows' ends are two statements' UTC_TIMESTAMP(6): the reader's may be
+ * some microseconds later than the name's; a lease set below it is
+ * seconds.) */
+static void downgrade_keeps_reader_lease(void)
+{
+    dlock_client *c = client("lease=1s"), *c2 = client(NULL);
+    dlock_lock *w = dt_lock(c, "downgrade-lease", DLOCK_WRITE), *r = NULL;
+    dlock_lock *y = dt_lock(c2, "downgrade-lease", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(w, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(r, 0, 20000), DLOCK_OK);
+    static const char *const below =
+        "SELECT COUNT(*) FROM dlock_lock l JOIN dlock_share s ON s.name = l.name WHERE "
+        "l.name = 'dlock:downgrade-lease' AND s.expires > UTC_TIMESTAMP(6) AND "
+        "l.expires < s.expires - INTERVAL 50000 MICROSECOND";
+    CHECK_INT(sql_number(below), ==, 0);
+    CHECK_RC(dlock_renew(w), DLOCK_OK);
+    CHECK_INT(sql_number(below), ==, 0);
+    CHECK_RC(dlock_extend(w, 100), DLOCK_OK);
+    CHECK_INT(sql_number(below), ==, 0);
+    CHECK_RC(dlock_acquire(y, 1500), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_lock_verify(r), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    (void) dlock_release(w); /* (its 100 ms are over) */
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A forced unlock through a session URL (one lock per name) ends the
+ * readers too: a reader that comes in before the old one's next renewal
+ * does not keep the old one holding, untold (its row was left live and
+ * the name's row was the readers' again: its renewal said held). */
+static void force_unlock_readers_session_url(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("lease=3s"), *c2 = client(NULL), *op = session_client();
+    dlock_lock *r1 = dt_lock(c, "forced-session", DLOCK_READ);
+    dlock_lock *r2 = dt_lock(c2, "forced-session", DLOCK_READ);
+    dlock_lock_on_lost(r1, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r1, 0), DLOCK_OK);
+    CHECK_RC(dlock_force_unlock(op, "forced-session", 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK); /* before r1's renewal (a second) */
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM dlock_share WHERE name = 'dlock:forced-session' "
+                         "AND expires > UTC_TIMESTAMP(6)"),
+              ==, 1);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 4000);
+    CHECK_RC(dlock_release(r1), DLOCK_ELOST);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+    dlock_client_close(op);
+}
+
+/* Read handles that share an owner token (dlock_lock_dup) hold the name
+ * twice in one reader's row (as test_sqlite_lock shared_holds_counted):
+ * one's release leaves the other's hold, and a writer stays out until
+ * both let go (the first release deleted the row, and freed the name,
+ * with the second reader still holding it). */
+static void shared_read_holds_counted(void)
+{
+    dlock_client *c = client(NULL), *d = client(NULL);
+    dlock_lock *r1 = dt_lock(c, "rw-dup", DLOCK_READ), *r2 = NULL;
+    dlock_lock *w = dt_lock(d, "rw-dup", DLOCK_WRITE);
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    CHECK(dlock_lock_fence(r2) > dlock_lock_fence(r1));
+    CHECK_INT(sql_number("SELECT count FROM dlock_share WHERE name = 'dlock:rw-dup'"), ==, 2);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* r2 still reads */
+    CHECK_RC(dlock_lock_verify(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* A reader's row left live under a writer (the name's row deleted by an
+ * operator: the reader is told at its renewal, which lengthened its row
+ * all the same) is not a reader of the writer's: the write's release
+ * frees the name (it made the row the readers' again, and kept the next
+ * writer out for a lease with nobody holding it). */
+static void write_release_ignores_lost_reader(void)
+{
+    dt_lost_box box = {0};
+    dlock_client *c = client("lease=1s"), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "lost-reader", DLOCK_READ);
+    dlock_lock *w = dt_lock(d, "lost-reader", DLOCK_WRITE);
+    dlock_lock *w2 = dt_lock(d, "lost-reader", DLOCK_WRITE);
+    dlock_lock_on_lost(r, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    dt_server_cli(&srv, "-e \"DELETE FROM dlock_lock WHERE name = 'dlock:lost-reader'\"");
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(w2), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(w2);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 /* A user who may not create tables, in a database whose dlock_lock an
  * administrator made: mutexes work, and the read-write lock says the
  * table it needs, until it is there. */
@@ -732,6 +853,10 @@ int main(int argc, char **argv)
         {"readers_table_missing", readers_table_missing},
         {"semaphore_rows", semaphore_rows},
         {"shared_holds_many_names", shared_holds_many_names},
+        {"downgrade_keeps_reader_lease", downgrade_keeps_reader_lease},
+        {"force_unlock_readers_session_url", force_unlock_readers_session_url},
+        {"shared_read_holds_counted", shared_read_holds_counted},
+        {"write_release_ignores_lost_reader", write_release_ignores_lost_reader},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -65,7 +65,10 @@ int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *tok
 {
     dlock__myres res;
     char *owner = dlock__my_literal(token, 1);
-    char *sql = owner != NULL ? dlock__sqlt_read_release(D, l->key_lit, owner) : NULL;
+    /* (a reader's holds are counted: handles of one owner; a semaphore's
+     * permits go back at once) */
+    int counted = l->base.spec.kind == DLOCK__READ;
+    char *sql = owner != NULL ? dlock__sqlt_read_release(D, l->key_lit, owner, counted) : NULL;
     free(owner);
     int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "releasing a read hold");
     if (rc != DLOCK_OK)

@@ -722,19 +722,54 @@ int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, i
     return rc;
 }
 
+/* A writer's lease set (its renewal, dlock_renew, dlock_extend: now plus a
+ * lease) is not the whole row's: its owner may read beside it (a
+ * downgrade), and the row must not end before that reader's row (a fixed
+ * lease of its own, dlock_acquire_for). So, in one transaction with the
+ * lease set (sql, freed here: its statements, the name's rows locked by
+ * the first), each writer's row of keys (a list of literals) is raised to
+ * its owner's live reader's end: the row stays the writer's until then,
+ * or until it lets go. Statement 0 is START TRANSACTION. */
+static char *raised_to_own_reader(char *sql, const char *keys)
+{
+    if (sql == NULL)
+        return NULL;
+    size_t len = strlen(sql) + strlen(keys) + 400;
+    char *tx = malloc(len);
+    if (tx != NULL)
+        snprintf(tx, len,
+                 "START TRANSACTION; %s; UPDATE " DLOCK__SQLT_TABLE " l JOIN " DLOCK__SQLT_SHARE
+                 " s ON s.name = l.name AND l.owner = CONCAT('" DLOCK__SQLT_WRITER
+                 "', s.owner) SET l.expires = s.expires WHERE l.name IN (%s) AND l.expires > "
+                 "UTC_TIMESTAMP(6) AND s.expires > l.expires; COMMIT",
+                 sql, keys);
+    free(sql);
+    return tx;
+}
+
 int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t lease_ms,
                       int at_least, int64_t deadline_us)
 {
     dlock__myres res;
+    int write = l->base.spec.kind == DLOCK__WRITE;
+    if (write) {
+        int rc = dlock__myt_share(p, deadline_us);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
     char *owner = dlock__myt_owner(l, token);
     if (owner == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     char *sql = dlock__sqlt_extend(D, l->key_lit, owner, lease_ms, at_least);
     free(owner);
-    int rc = run(p, sql, deadline_us, &res, "extending the lock's lease");
+    if (write)
+        sql = raised_to_own_reader(sql, l->key_lit);
+    int rc = write
+                 ? dlock__myt_run_tx(p, sql, deadline_us, &res, "extending the write lock's lease")
+                 : run(p, sql, deadline_us, &res, "extending the lock's lease");
     if (rc != DLOCK_OK)
         return rc;
-    const char *v = dlock__my_value(&res, 1, 0);
+    const char *v = dlock__my_value(&res, write ? 2 : 1, 0);
     if (v == NULL || strcmp(v, "1") != 0)
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s' is not held by this owner any more (its lease ran out, or it "
@@ -791,11 +826,31 @@ size_t dlock__myt_renew_some(dlock__mystore *p, dlock__renewal *items, size_t n,
         ok = own != NULL && h[k].owner_lit != NULL;
         k++;
     }
+    /* the writers' names: their rows raised to their owners' readers (a
+     * downgrade: raised_to_own_reader) */
+    char *writers = NULL;
+    size_t wlen = 1;
+    for (size_t i = 0; i < n && ok; i++)
+        if (pick(&items[i]) && MYLOCK(items[i].lock)->base.spec.kind == DLOCK__WRITE)
+            wlen += strlen(MYLOCK(items[i].lock)->key_lit) + 2;
+    if (ok && wlen > 1 && dlock__myt_share(p, deadline_us) == DLOCK_OK &&
+        (writers = malloc(wlen)) != NULL) {
+        writers[0] = '\0';
+        for (size_t i = 0; i < n; i++)
+            if (pick(&items[i]) && MYLOCK(items[i].lock)->base.spec.kind == DLOCK__WRITE)
+                snprintf(writers + strlen(writers), wlen - strlen(writers), "%s%s",
+                         writers[0] != '\0' ? ", " : "", MYLOCK(items[i].lock)->key_lit);
+    }
     dlock__myres res;
     char *sql = ok ? request(D, h, k) : NULL;
-    int rc = !ok  ? DLOCK_ENOMEM
-             : tx ? dlock__myt_run_tx(p, sql, deadline_us, &res, "renewing leases")
-                  : run(p, sql, deadline_us, &res, "renewing leases");
+    if (writers != NULL)
+        sql = raised_to_own_reader(sql, writers); /* (START TRANSACTION first) */
+    int rc = !ok ? DLOCK_ENOMEM
+             : tx || writers != NULL
+                 ? dlock__myt_run_tx(p, sql, deadline_us, &res, "renewing leases")
+                 : run(p, sql, deadline_us, &res, "renewing leases");
+    answer += writers != NULL;
+    free(writers);
     if (rc == DLOCK_OK && res.rows[answer] != NULL) {
         MYSQL_ROW row;
         mysql_data_seek(res.rows[answer], 0);
@@ -970,7 +1025,32 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
         rc = dlock__myt_other_table(p, deadline_us);
         if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
             return rc;
-        char *sql = dlock__sqlt_force(D, l->key_lit);
+        /* and table mode's readers' rows when that table is there, in one
+         * statement with the row (the name's row locked first, as every
+         * change of them): a reader left with a live row was never told
+         * when another reader took the name before its next renewal */
+        rc = dlock__my_operate(p,
+                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
+                               deadline_us, &res, "looking for dlock's readers' table");
+        if (rc != DLOCK_OK)
+            return rc;
+        const char *v = dlock__my_value(&res, 0, 0);
+        int readers = v != NULL && strcmp(v, "1") == 0;
+        dlock__my_res_free(&res);
+        char *sql = NULL;
+        if (readers) {
+            size_t len = strlen(l->key_lit) + 400;
+            if ((sql = malloc(len)) != NULL)
+                snprintf(sql, len,
+                         "UPDATE " DLOCK__SQLT_TABLE " l LEFT JOIN " DLOCK__SQLT_SHARE
+                         " s ON s.name = l.name AND s.expires > UTC_TIMESTAMP(6) SET l.owner = "
+                         "'', l.expires = '1970-01-01 00:00:01', s.expires = '1970-01-01 "
+                         "00:00:01' WHERE l.name = %s",
+                         l->key_lit);
+        } else {
+            sql = dlock__sqlt_force(D, l->key_lit);
+        }
         if (sql == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         rc = dlock__my_operate(p, sql, deadline_us, &res, "clearing table mode's row of the lock");

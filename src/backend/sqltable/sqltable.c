@@ -557,12 +557,16 @@ char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const c
                             "owner = IF(@dlock_t AND owner <> " WRITER_OF(
                                 "%s") ", '" DLOCK__SQLT_READERS "', owner); ",
         key, lock_name, lease_ms * 1000, owner, o.s, owner, owner);
-    /* the reader's own row */
+    /* the reader's own row: one more hold of its owner's while it is live
+     * (handles that share a token, dlock_lock_dup: each release takes one
+     * off), its end the later of theirs; a new one otherwise */
     add(&b,
         "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
         "SELECT %s, %s, %s, %s, @dlock_f, 1, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
-        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE fence = VALUES(fence), "
-        "info = VALUES(info), lock_name = VALUES(lock_name), expires = VALUES(expires); COMMIT; ",
+        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE count = IF(expires > " NOW
+        ", count + 1, 1), fence = VALUES(fence), info = VALUES(info), lock_name = "
+        "VALUES(lock_name), expires = IF(count > 1, GREATEST(expires, VALUES(expires)), "
+        "VALUES(expires)); COMMIT; ",
         key, owner, lock_name, info, lease_ms * 1000);
     /* the answer, as a take's: (fence, mine, ms_left, ahead, owner) */
     char *shares = dlock__sqlt_shares(d, key, owner);
@@ -651,22 +655,25 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
     "SELECT @dlock_m := MAX(expires) FROM " DLOCK__SQLT_SHARE                                      \
     " WHERE name = %s AND expires > " NOW " LOCK IN SHARE MODE; "
 
-char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner,
+                               int counted)
 {
     sbuf b = {0};
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
-    /* the name's row locked; the reader's row gone (matched: 1 when it
-     * held), lapsed ones with it; the name's row freed when no reader is
-     * left, else its lease lowered to the last reader's end */
+    /* the name's row locked; one hold off the reader's row (counted: a
+     * semaphore's permits all at once; matched: 1 when it held), the row
+     * gone at none, lapsed ones with it; the name's row freed when no
+     * holder is left, else its lease lowered to the last one's end */
     add(&b,
         "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
-        "DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND owner = %s AND expires > " NOW "; "
-        "DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND expires <= " NOW "; " LAST_READER
-        "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', owner), expires = "
+        "UPDATE " DLOCK__SQLT_SHARE " SET count = %s WHERE name = %s AND owner = %s AND "
+        "expires > " NOW "; DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND (expires <= " NOW
+        " OR (owner = %s AND count = 0)); " LAST_READER "UPDATE " DLOCK__SQLT_TABLE
+        " SET owner = IF(@dlock_m IS NULL, '', owner), expires = "
         "IF(@dlock_m IS NULL, " ENDED
         ", @dlock_m) WHERE name = %s AND " SHARED_BY("owner") " AND expires > " NOW "; COMMIT",
-        key, key, owner, key, key, key);
+        key, counted ? "count - 1" : "0", key, owner, key, owner, key, key);
     return b.s;
 }
 
@@ -676,16 +683,21 @@ char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, con
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
     /* the write's end: the readers' when the owner took the read lock
-     * beside it (a downgrade), else the row freed */
+     * beside it (a downgrade), else the row freed. Only the owner's own
+     * reader's row counts: no other reader holds the name beside a write,
+     * and another's row live here is a lost reader's (the name's row was
+     * deleted or forced away under it, its renewal still lengthened it) */
     add(&b,
         "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
-        " WHERE name = %s FOR UPDATE; " LAST_READER "UPDATE " DLOCK__SQLT_TABLE
-        " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS "'), info = '', expires = "
+        " WHERE name = %s FOR UPDATE; SELECT @dlock_m := MAX(expires) FROM " DLOCK__SQLT_SHARE
+        " WHERE name = %s AND owner = %s AND expires > " NOW " LOCK IN SHARE MODE; "
+        "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS
+        "'), info = '', expires = "
         "IF(@dlock_m IS NULL, " ENDED ", GREATEST(@dlock_m, " NOW ")) WHERE name = %s AND "
         "owner = " WRITER_OF("%s") " AND expires > " NOW
                                    "; COMMIT; SELECT owner FROM " DLOCK__SQLT_TABLE
                                    " WHERE name = %s AND owner <> '' AND expires > " NOW,
-        key, key, key, owner, key);
+        key, key, owner, key, owner, key);
     return b.s;
 }
 

@@ -155,10 +155,13 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
 /* Whether owner is among the shared holders of a row whose owner is the
  * readers' or a semaphore's, as an answer's column (SQL text, malloc'd). */
 char *dlock__sqlt_shares(enum dlock__sqlt_dialect d, const char *key, const char *owner);
-/* Seven statements, one transaction: the reader's row gone (statement 2
- * matched 1 when it held), the name's row freed or its lease lowered to
- * the last reader's. */
-char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
+/* Seven statements, one transaction: one hold off the reader's row
+ * (counted: a reader's, whose handles of one owner share the row; else a
+ * semaphore holder's permits, all at once), the row gone at none
+ * (statement 2 matched 1 when it held); the name's row freed, or its
+ * lease lowered to the last holder's end. */
+char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner,
+                               int counted);
 /* Six statements: the write let go (statement 3 matched 1 when owner held
  * it), the name's row the readers' when owner reads beside it; the last
  * the holder now, as dlock__sqlt_release's. */
