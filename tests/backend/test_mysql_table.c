@@ -834,6 +834,63 @@ static void shared_holds_many_names(void)
     dlock_client_close(c);
 }
 
+/* One name is one lock, and each kind asked about is that lock: status,
+ * holders and force-unlock of a kind do not name or end a holder of
+ * another kind (a new user's trial: `dlock unlock --force NAME` ended two
+ * readers, and `dlock status NAME` called them a mutex's holders). A
+ * session URL, which has the mutex only, lists such a name as a mutex and
+ * names its holders in words, not as r: (the trial: `dlock list` through
+ * it failed, "cannot do a read-write lock"). */
+static void count_name(const char *name, unsigned flags, void *arg)
+{
+    if (strcmp(name, "kinds-apart") == 0 && flags == 0)
+        ++*(int *) arg;
+}
+
+static void kinds_apart(void)
+{
+    dlock_client *c = client(NULL), *op = client(NULL), *sess = NULL;
+    dlock_lock *r = dt_lock(c, "kinds-apart", DLOCK_READ), *m = dt_lock(c, "kinds-apart2", 0);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(m, 0), DLOCK_OK);
+    dlock_status st;
+    CHECK_RC(dlock_query(op, "kinds-apart", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* not as a mutex */
+    CHECK_RC(dlock_query(op, "kinds-apart", DLOCK_WRITE, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
+    CHECK_INT(st.shared, ==, 1);
+    CHECK_RC(dlock_query(op, "kinds-apart2", DLOCK_READ, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 0); /* a mutex's: not the read-write lock's */
+    int was_held = -1;
+    CHECK_RC(dlock_force_unlock2(op, "kinds-apart", 0, &was_held), DLOCK_OK);
+    CHECK_INT(was_held, ==, 0);
+    CHECK_RC(dlock_force_unlock2(op, "kinds-apart2", DLOCK_WRITE, &was_held), DLOCK_OK);
+    CHECK_INT(was_held, ==, 0);
+    CHECK_RC(dlock_lock_verify(r), DLOCK_OK); /* neither was ended */
+    CHECK_RC(dlock_lock_verify(m), DLOCK_OK);
+    /* through session mode's URL: listed as a mutex, its holder in words */
+    char url[400];
+    snprintf(url, sizeof url, "%s?mode=session", srv.url);
+    CHECK_RC(dlock_client_open(url, &sess), DLOCK_OK);
+    int seen = 0;
+    CHECK_RC(dlock_list(sess, "kinds-apart", 0, count_name, &seen), DLOCK_OK);
+    CHECK_INT(seen, ==, 1);
+    CHECK_RC(dlock_query(sess, "kinds-apart", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
+    printf("kinds apart: through the session URL, held by '%s'\n", st.owner);
+    CHECK(strcmp(st.owner, "r:") != 0 && strstr(st.owner, "readers") != NULL);
+    /* the kind it is: ended */
+    CHECK_RC(dlock_force_unlock2(op, "kinds-apart", DLOCK_WRITE, &was_held), DLOCK_OK);
+    CHECK_INT(was_held, ==, 1);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(m);
+    dlock_client_close(sess);
+    dlock_client_close(op);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -857,6 +914,7 @@ int main(int argc, char **argv)
         {"force_unlock_readers_session_url", force_unlock_readers_session_url},
         {"shared_read_holds_counted", shared_read_holds_counted},
         {"write_release_ignores_lost_reader", write_release_ignores_lost_reader},
+        {"kinds_apart", kinds_apart},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

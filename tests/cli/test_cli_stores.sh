@@ -358,13 +358,21 @@ test_unsupported_is_usage()
         expect_match "extend --owner: named, and the mode that can" \
             '^dlock extend: --owner: .*"adopt".*: use \?mode=table' "$(cat "$TMP/err")"
         ;;
-    mariadb) # its lock table (the default mode): fixed leases and adopt, a mutex only
+    mariadb) # its lock table (the default mode): fixed leases, adopt and every kind but interop
         expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*MariaDB/MySQL .*"interop"' "$(cat "$TMP/err")"
-        expect_refused "--read" 64 dl run --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*MariaDB/MySQL .*"read-write"' "$(cat "$TMP/err")"
-        expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
-        expect_match "--permits: named" '^dlock run: --permits: .*MariaDB/MySQL .*"semaphore"' "$(cat "$TMP/err")"
+        expect_rc "--read: taken" 0 dl run --read s-cap -- true
+        expect_rc "--permits: taken" 0 dl run --permits 2 s-cap -- true
+        expect_rc "--fair: taken" 0 dl run --fair s-cap -- true
+        # its session mode has the mutex only: the mode that has the kind named
+        expect_refused "session mode --read" 64 dl run -u "$DLOCK_URL?mode=session" --read s-cap -- true
+        expect_match "session mode --read: named, and the mode that can" \
+            '^dlock run: --read: .*MariaDB/MySQL in session mode .*"read-write".*: drop \?mode=: the lock table' \
+            "$(cat "$TMP/err")"
+        expect_refused "row mode --permits" 64 dl run -u "$DLOCK_URL?mode=row" --permits 2 s-cap -- true
+        expect_match "row mode --permits: named, and the mode that can" \
+            '^dlock run: --permits: .*MariaDB/MySQL in row mode .*"semaphore".*: drop \?mode=: the lock table' \
+            "$(cat "$TMP/err")"
         # its session mode: no fixed lease, and the mode that has one named
         expect_refused "session mode -l" 64 dl lock -u "$DLOCK_URL?mode=session" -l 5 s-cap
         expect_match "session mode -l: the option, and the mode that can" \

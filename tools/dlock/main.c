@@ -340,6 +340,7 @@ static const char *instead(const char *cap, const char *url)
     static const char *const sql[] = {"mysql", "mariadb", "postgres", "postgresql", NULL};
     static const char *const cluster[] = {"redis+cluster", "rediss+cluster", NULL};
     static const char *const pg[] = {"postgres", "postgresql", NULL};
+    static const char *const my[] = {"mysql", "mariadb", NULL};
 
     if (strcmp(cap, "fixed-lease") == 0 || strcmp(cap, "extend") == 0 ||
         strcmp(cap, "adopt") == 0) {
@@ -351,18 +352,26 @@ static const char *instead(const char *cap, const char *url)
                    : "a store with leases can: redis://, etcd://, sqlite://, or mysql:// or "
                      "postgres:// with ?mode=table";
     }
+    /* MariaDB/MySQL's table mode (the default) has every kind */
+    int my_kind =
+        scheme_is(url, my) && (strcmp(cap, "fair") == 0 || strcmp(cap, "read-write") == 0 ||
+                               strcmp(cap, "semaphore") == 0);
+    if (my_kind)
+        return "drop ?mode=: the lock table (mode=table, the default) has it";
+    if (strcmp(cap, "fair") == 0 && scheme_is(url, pg))
+        return "use ?mode=table: PostgreSQL's lock table serves its waiters in line";
     if (strcmp(cap, "fair") == 0)
-        return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk:// or "
-               "etcd://";
+        return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk://, "
+               "etcd://, or mysql:// or postgres:// with ?mode=table";
     if (strcmp(cap, "read-write") == 0 && scheme_is(url, pg))
         return "drop ?mode=table: PostgreSQL's session mode (the default) has read locks";
     if (strcmp(cap, "read-write") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), "
-               "redlock://, zk://, etcd://, sqlite://, or postgres:// (its session mode, the "
-               "default)";
+               "redlock://, zk://, etcd://, sqlite://, mysql:// (its lock table, the default) "
+               "or postgres:// (its session mode, the default)";
     if (strcmp(cap, "semaphore") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk://, "
-               "etcd:// or sqlite://";
+               "etcd://, sqlite:// or mysql:// (its lock table, the default)";
     if (strcmp(cap, "interop") == 0)
         return scheme_is(url, cluster) ? "use redis:// or redis+sentinel:// (on a cluster the "
                                          "plain key lives in another slot than the lock's)"

@@ -582,7 +582,10 @@ static int my_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     int rc = dlock__myt_force_unlock(p, l, deadline_us);
     if (rc == DLOCK_OK && p->table)
         rc = dlock__myt_other_table(p, deadline_us);
-    if (rc == DLOCK_OK && (!p->table || atomic_load(&p->other_table) == 1))
+    /* (session and row holders hold mutexes: a table URL's other kinds
+     * are not theirs) */
+    if (rc == DLOCK_OK && (!p->table || atomic_load(&p->other_table) == 1) &&
+        dlock__myt_kind_of(l) == 'm')
         rc = dlock__my_force_fenced(p, l, deadline_us);
     return rc;
 }
@@ -681,7 +684,7 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     if (url->path[0] == '\0' || strchr(url->path, '/') != NULL)
         return dlock__fail(DLOCK_EINVAL,
                            "%s: the path is the database's name, one word (dlock keeps its "
-                           "table dlock_fence there)",
+                           "tables there)",
                            url->text);
     int64_t connect_ms = DEFAULT_CONNECT_MS;
     rc = dlock__url_duration(url, "connect_timeout", 1, &connect_ms);

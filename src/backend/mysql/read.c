@@ -75,9 +75,9 @@ int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *tok
         return rc;
     if (res.affected[2] != 1)
         rc = dlock__fail(DLOCK_ELOST,
-                         "lock '%s' was not read-held by this owner any more (its lease ran "
-                         "out, or it was force-unlocked)",
-                         l->name);
+                         "lock '%s': this owner's %s was not held any more (its lease ran out, "
+                         "or it was force-unlocked)",
+                         l->name, counted ? "read hold" : "permits");
     dlock__my_res_free(&res);
     return rc;
 }
@@ -96,9 +96,9 @@ int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *toke
     const char *v = dlock__my_value(&res, 5, 0);
     if (v == NULL || strcmp(v, "1") != 0)
         rc = dlock__fail(DLOCK_ELOST,
-                         "lock '%s' is not read-held by this owner any more (its lease ran out, "
+                         "lock '%s': this owner's %s is not held any more (its lease ran out, "
                          "or it was force-unlocked)",
-                         l->name);
+                         l->name, l->base.spec.kind == DLOCK__READ ? "read hold" : "permits");
     dlock__my_res_free(&res);
     return rc;
 }

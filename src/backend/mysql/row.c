@@ -788,6 +788,11 @@ int dlock__my_list_fenced(dlock__mystore *p, const char *prefix, const char *liv
                                     : strcmp(row[1], "2") == 0 ? DLOCK__SEMAPHORE
                                     : strcmp(row[1], "1") == 0 ? DLOCK__WRITE
                                                                : DLOCK__MUTEX;
+            /* a kind this URL cannot ask about (session and row modes have
+             * the mutex only) is listed as one, which its status shows */
+            if ((kind == DLOCK__SEMAPHORE && !(p->base.caps & DLOCK_CAP_SEMAPHORE)) ||
+                (kind == DLOCK__WRITE && !(p->base.caps & DLOCK_CAP_READ_WRITE)))
+                kind = DLOCK__MUTEX;
             if (row[0] != NULL && sink(arg, row[0], kind) != 0)
                 break;
         }

@@ -252,8 +252,11 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
                  l->lit);
     else
         snprintf(sql, sizeof sql,
-                 "SELECT IF(t.owner <> '' AND t.expires > UTC_TIMESTAMP(6), IF(LEFT(t.owner, 2) "
-                 "= '" DLOCK__SQLT_WRITER "', SUBSTRING(t.owner, 3), t.owner), NULL), "
+                 "SELECT IF(t.owner <> '' AND t.expires > UTC_TIMESTAMP(6), CASE WHEN "
+                 "LEFT(t.owner, 2) = '" DLOCK__SQLT_WRITER "' THEN SUBSTRING(t.owner, 3) WHEN "
+                 "t.owner = '" DLOCK__SQLT_READERS "' THEN 'readers (table mode: ask its URL)' "
+                 "WHEN LEFT(t.owner, 2) = '" DLOCK__SQLT_PERMITS "' THEN 'a semaphore''s "
+                 "holders (table mode: ask its URL)' ELSE t.owner END, NULL), "
                  "t.info, CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), t.expires) / 1000), "
                  "t.fence FROM (SELECT 1) d LEFT JOIN " DLOCK__SQLT_TABLE " t ON t.name = %s",
                  l->key_lit);
@@ -523,7 +526,8 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
     char *sql = dlock__sqlt_share_schema(D);
     if (sql == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    int rc = dlock__my_operate(p, sql, deadline_us, &res, "creating dlock's readers' table");
+    int rc = dlock__my_operate(p, sql, deadline_us, &res,
+                               "creating dlock's table of shared holds (dlock_share)");
     free(sql);
     if (rc == DLOCK_ESERVER) {
         /* not allowed to make it: an administrator may have */
@@ -532,18 +536,21 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
         rc = dlock__my_operate(p,
                                "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
                                "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
-                               deadline_us, &res, "looking for dlock's readers' table");
+                               deadline_us, &res,
+                               "looking for dlock's table of shared holds (dlock_share)");
         if (rc != DLOCK_OK)
             return rc;
         const char *v = dlock__my_value(&res, 0, 0);
         int there = v != NULL && strcmp(v, "1") == 0;
         dlock__my_res_free(&res);
         if (!there)
-            return dlock__fail(DLOCK_ESERVER,
-                               "%s; the read-write lock needs the table " DLOCK__SQLT_SHARE
-                               ": the user needs CREATE on the database, or an administrator "
-                               "creates it (its schema: src/backend/mysql/README.md)",
-                               why);
+            return dlock__fail(
+                DLOCK_ESERVER,
+                "%s; the read-write lock and the semaphore need the table " DLOCK__SQLT_SHARE
+                ": the user needs CREATE on the database, or an "
+                "administrator creates it (its schema: "
+                "src/backend/mysql/README.md in dlock's source)",
+                why);
     } else if (rc != DLOCK_OK) {
         return rc;
     } else {
@@ -933,6 +940,8 @@ int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     const char *token;
     int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0;
+    if (kind != 0 && group_of(kind) != group_of(dlock__myt_kind_of(l)))
+        kind = 0; /* held as another kind: not this lock's (asked as that kind, it is) */
     int shared = kind == 'r' || kind == 's';
     if (kind != 0) {
         st->held = 1;
@@ -972,6 +981,8 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
         return rc;
     const char *token;
     int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0, stop = 0;
+    if (kind != 0 && group_of(kind) != group_of(dlock__myt_kind_of(l)))
+        kind = 0; /* held as another kind (dlock__myt_query) */
     if (kind == 'm' || kind == 'w') {
         dlock__holder_raw h = {.owner = token, .count = 1, .info = info};
         stop = sink(arg, &h);
@@ -1004,23 +1015,36 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
     dlock__myres res;
     int rc;
     if (p->table) {
-        char *row = dlock__sqlt_force(D, l->key_lit), *sql = NULL;
-        char *readers = row != NULL && atomic_load(&p->share_table) == 1
-                            ? dlock__sqlt_share_force(D, l->key_lit)
-                            : NULL;
-        if (readers != NULL) {
-            /* and its readers' rows, in one transaction with the row (a
-             * reader that took the name between the two kept a row that
-             * the second then ended: a loss told, never a double hold) */
-            size_t len = strlen(row) + strlen(readers) + 60;
-            if ((sql = malloc(len)) != NULL)
-                snprintf(sql, len, "START TRANSACTION; %s; %s; COMMIT", row, readers);
-            free(row);
-            free(readers);
-            rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "clearing the lock's row");
-        } else {
-            rc = run(p, row, deadline_us, &res, "clearing the lock's row");
-        }
+        /* the holder of l's kind only (one name is one lock: a holder of
+         * another kind is not this lock's, as status does not name it):
+         * with its shared holders' rows, in one statement, the name's row
+         * first (a reader left with a live row was never told when another
+         * reader took the name before its next renewal) */
+        int kind = group_of(dlock__myt_kind_of(l));
+        const char *of_kind = kind == 's'   ? "LEFT(l.owner, 2) = '" DLOCK__SQLT_PERMITS "'"
+                              : kind == 'w' ? "(l.owner = '" DLOCK__SQLT_READERS
+                                              "' OR LEFT(l.owner, 2) = '" DLOCK__SQLT_WRITER "')"
+                                            : "l.owner <> '" DLOCK__SQLT_READERS
+                                              "' AND LEFT(l.owner, 2) NOT IN ('" DLOCK__SQLT_WRITER
+                                              "', '" DLOCK__SQLT_PERMITS "')";
+        /* (the shared holders' table made by another client, or found:
+         * without it there is none, but a writer may hold) */
+        int shared = kind != 'm' && dlock__myt_share(p, deadline_us) == DLOCK_OK;
+        size_t len = strlen(l->key_lit) + 600;
+        char *sql = malloc(len);
+        if (sql != NULL && shared)
+            snprintf(sql, len,
+                     "UPDATE " DLOCK__SQLT_TABLE " l LEFT JOIN " DLOCK__SQLT_SHARE
+                     " s ON s.name = l.name AND s.expires > UTC_TIMESTAMP(6) SET l.owner = "
+                     "'', l.expires = '1970-01-01 00:00:01', s.expires = '1970-01-01 "
+                     "00:00:01' WHERE l.name = %s AND %s",
+                     l->key_lit, of_kind);
+        else if (sql != NULL)
+            snprintf(sql, len,
+                     "UPDATE " DLOCK__SQLT_TABLE " l SET l.owner = '', l.expires = '1970-01-01 "
+                     "00:00:01' WHERE l.name = %s AND %s",
+                     l->key_lit, of_kind);
+        rc = run(p, sql, deadline_us, &res, "clearing the lock's row");
     } else {
         rc = dlock__myt_other_table(p, deadline_us);
         if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
@@ -1032,7 +1056,8 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
         rc = dlock__my_operate(p,
                                "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
                                "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
-                               deadline_us, &res, "looking for dlock's readers' table");
+                               deadline_us, &res,
+                               "looking for dlock's table of shared holds (dlock_share)");
         if (rc != DLOCK_OK)
             return rc;
         const char *v = dlock__my_value(&res, 0, 0);
