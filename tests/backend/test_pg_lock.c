@@ -1623,6 +1623,59 @@ static void reader_beside_table_take(void)
     dlock_client_close(sc);
 }
 
+/* A table take in flight holds the name's key shared for its statement
+ * (its guard): the table URL's status is not to call the name held for
+ * it. It did ("pg pid N"), and conformance_postgres_table's fair_fifo
+ * failed once in CI: a waiter that asked then took the name ahead of the
+ * first holder. The take is held up in its guard (its first call shadowed
+ * on its client's search_path, as reader_in_take_snapshot does) while
+ * another table client asks. */
+static void take_guard_not_a_holder(void)
+{
+    PGconn *pq = PQconnectdb(srv.url);
+    CHECK(PQstatus(pq) == CONNECTION_OK);
+    /* the guard's second try, of the two-int form (the name's key is held
+     * by then) */
+    PGresult *r = PQexec(
+        pq, "DROP SCHEMA IF EXISTS dlock_pause_q CASCADE; CREATE SCHEMA dlock_pause_q; CREATE "
+            "FUNCTION dlock_pause_q.pg_try_advisory_xact_lock_shared(a int4, b int4) RETURNS "
+            "boolean LANGUAGE plpgsql VOLATILE AS $f$ BEGIN PERFORM "
+            "pg_catalog.pg_advisory_lock_shared(424245); PERFORM "
+            "pg_catalog.pg_advisory_unlock_shared(424245); RETURN "
+            "pg_catalog.pg_try_advisory_xact_lock_shared(a, b); END $f$");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    dlock_client *asker = client("?mode=table"); /* before the search_path: not held up */
+    dlock_status st;
+    CHECK_RC(dlock_query(asker, "guardq", 0, &st), DLOCK_OK);
+    shadow_on(pq, "dlock_pause_q");
+    dlock_client *tc = client("?mode=table");
+    dlock_lock *tl = dt_lock(tc, "guardq", 0);
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_lock(424245)) x"), ==, 1);
+    struct waiter take = {.l = tl, .wait_ms = 0};
+    pthread_t tt;
+    CHECK_INT(pthread_create(&tt, NULL, wait_thread, &take), ==, 0);
+    /* the take's guard held up in its statement, the name's key held */
+    DT_WAIT_UNTIL(pq_number(pq, "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = "
+                                "'advisory' AND objid = 424245") > 0,
+                  5000);
+    int held = dlock_query(asker, "guardq", 0, &st) == DLOCK_OK ? st.held : -1;
+    CHECK_INT(pq_number(pq, "SELECT count(*) FROM (SELECT pg_advisory_unlock(424245)) x"), ==, 1);
+    pthread_join(tt, NULL);
+    shadow_off(pq, "dlock_pause_q");
+    PQfinish(pq);
+    printf("a take in flight: status said held=%d; the take: %s\n", held,
+           dlock_strerror(atomic_load(&take.rc)));
+    CHECK_INT(held, ==, 0);
+    CHECK_RC(atomic_load(&take.rc), DLOCK_OK);
+    CHECK_RC(dlock_query(asker, "guardq", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1); /* and once it holds, held */
+    CHECK_RC(dlock_release(tl), DLOCK_OK);
+    dlock_lock_free(tl);
+    dlock_client_close(tc);
+    dlock_client_close(asker);
+}
+
 /* A statement's snapshot (READ COMMITTED) is taken when it starts. The
  * table take's guard tries the second key (which a reader's grant holds
  * exclusively until its commit) and then looks at dlock_share: if both
@@ -1944,6 +1997,7 @@ int main(int argc, char **argv)
         {"reader_lease_waited_out", reader_lease_waited_out}, /* (makes table mode's table) */
         {"reader_beside_table_take", reader_beside_table_take},
         {"reader_in_take_snapshot", reader_in_take_snapshot},
+        {"take_guard_not_a_holder", take_guard_not_a_holder},
         {"downgrade", downgrade},
         {"downgrade_beside_released", downgrade_beside_released},
         {"downgrade_other_owner", downgrade_other_owner},
