@@ -4,7 +4,9 @@
  * quorum are counted and a token on a minority is not; a mutex or a
  * writer is refused by readers on a quorum even when one of the nodes it
  * reaches is free of them (two majorities meet); a waiting writer's mark
- * keeps new readers out until it gets in or gives up; readers are renewed
+ * keeps new readers out until it gets in or gives up; a waiting reader is
+ * served before the writers that came after it, with the same place on
+ * every node, even beside writers in tight loops (turns); readers are renewed
  * by a quorum and lost when a quorum lets them go; force-unlock and list
  * of the read-write lock; and the operator's calls of a user the nodes
  * refuse (said as refused, not out of reach). (The contract every store keeps, readers sharing
@@ -17,10 +19,12 @@
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NNODES 3
 static dt_server nodes[NNODES];
@@ -188,6 +192,62 @@ static void writer_mark_holds_readers(void)
     dlock_client_close(c);
 }
 
+/* The place of node i's one waiting reader of lock name (-1 if none). */
+static long long reader_place(int i, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "redlock:{%s}:rw:waiting:since", name);
+    redisReply *r = node_command(i, "ZRANGE %s 0 -1 WITHSCORES", key);
+    long long v = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                      ? atoll(r->element[1]->str)
+                      : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Turns: a reader waiting behind a writer is served before a writer that
+ * came after it, even one that asks while the name is free (the holder
+ * taking it straight back, with a try); that writer follows the reader.
+ * The reader's place is the same number on every node (each node would
+ * put it at its own clock). Before, the later writer's mark kept the
+ * reader out and the writers went first. */
+static void free_lock_goes_to_older_reader(void)
+{
+    dlock_client *a = dt_client(url, NULL), *b = dt_client(url, NULL), *c = dt_client(url, NULL);
+    dlock_lock *w1 = dt_lock(a, "line", DLOCK_WRITE);
+    waiter r = {.l = dt_lock(b, "line", DLOCK_READ), .budget_ms = 5000};
+    waiter w2 = {.l = dt_lock(c, "line", DLOCK_WRITE), .budget_ms = 5000};
+    pthread_t tr, tw;
+
+    CHECK_RC(dlock_acquire(w1, 0), DLOCK_OK);
+    CHECK(pthread_create(&tr, NULL, wait_for_it, &r) == 0);
+    DT_WAIT_UNTIL(dt_query(a, "line", DLOCK_WRITE).waiters == 1, 2000);
+    DT_WAIT_UNTIL(reader_place(0, "line") > 0 &&
+                      reader_place(0, "line") == reader_place(1, "line") &&
+                      reader_place(1, "line") == reader_place(2, "line"),
+                  2000);
+    CHECK(pthread_create(&tw, NULL, wait_for_it, &w2) == 0);
+    DT_WAIT_UNTIL(dt_query(a, "line", DLOCK_WRITE).waiters == 2, 2000);
+    CHECK_RC(dlock_release(w1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w1), DLOCK_EBUSY); /* the reader's turn */
+    pthread_join(tr, NULL);
+    CHECK_RC(r.rc, DLOCK_OK);
+    dlock_status st = dt_query(a, "line", DLOCK_WRITE);
+    CHECK_INT(st.shared, ==, 1);
+    CHECK(st.owner[0] == '\0'); /* the later writer waits */
+    CHECK_RC(dlock_release(r.l), DLOCK_OK);
+    pthread_join(tw, NULL);
+    CHECK_RC(w2.rc, DLOCK_OK);
+    CHECK_RC(dlock_release(w2.l), DLOCK_OK);
+    CHECK_INT(reader_place(0, "line"), ==, -1); /* its place went when it got in */
+    dlock_lock_free(w1);
+    dlock_lock_free(r.l);
+    dlock_lock_free(w2.l);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(c);
+}
+
 /* A reader of a short lease is renewed by the client's renewer through
  * three leases (its score moved on, on the nodes); taken from two nodes'
  * readers, it is reported lost. */
@@ -272,15 +332,96 @@ static void wrong_user_refused(void)
     dlock_client_close(c);
 }
 
+/* ---------------------------------------------------------------- turns */
+
+enum { WRITERS = 3, HOLD_US = 30000 };
+
+/* A client taking the write lock of "turns" in a tight loop, working
+ * under it for a moment, until told to stop. */
+typedef struct looper {
+    dlock_client *c;
+    unsigned kind;
+    atomic_int *stop;
+    atomic_long rounds;
+    _Atomic int rc; /* the first failure, or DLOCK_OK */
+} looper;
+
+static void *loop_taking(void *arg)
+{
+    looper *lp = arg;
+    dlock_lock *l = dt_lock(lp->c, "turns", lp->kind);
+    while (!atomic_load(lp->stop) && lp->rc == DLOCK_OK) {
+        lp->rc = dlock_acquire(l, 20000);
+        if (lp->rc == DLOCK_OK) {
+            atomic_fetch_add(&lp->rounds, 1);
+            usleep(HOLD_US); /* the work done under the lock */
+            lp->rc = dlock_release(l);
+        }
+    }
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static long rounds_of(looper *lps, int n)
+{
+    long sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += atomic_load(&lps[i].rounds);
+    return sum;
+}
+
+/* The fault suite's seed 7 (a reader of rw0 not served in the 14 s after
+ * the last heal while three writers took it in turn): writers that keep
+ * coming always had a live waiting mark, and a mark kept every reader out,
+ * however long the reader had waited. A reader that waits is now served
+ * before the writers that came after it: within its budget beside three
+ * writers in tight loops, which go on being served. */
+static void reader_not_starved_by_writers(void)
+{
+    atomic_int stop = 0;
+    looper lps[WRITERS];
+    pthread_t ts[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        lps[i] = (looper){.c = dt_client(url, NULL), .kind = DLOCK_WRITE, .stop = &stop};
+        CHECK(pthread_create(&ts[i], NULL, loop_taking, &lps[i]) == 0);
+    }
+    DT_WAIT_UNTIL(rounds_of(lps, WRITERS) >= 2 * WRITERS, 10000);
+
+    dlock_client *c = dt_client(url, NULL);
+    dlock_lock *r = dt_lock(c, "turns", DLOCK_READ);
+    for (int round = 0; round < 3; round++) {
+        int64_t t0 = dt_now_ms();
+        int rc = dlock_acquire(r, 5000);
+        int64_t took = dt_now_ms() - t0;
+        printf("a reader beside %d writers in tight loops: %s after %lld ms\n", WRITERS,
+               dlock_strerror(rc), (long long) took);
+        CHECK_RC(rc, DLOCK_OK);
+        CHECK_INT(took, <, 3000);
+        CHECK_RC(dlock_release(r), DLOCK_OK);
+    }
+    long before = rounds_of(lps, WRITERS);
+    DT_WAIT_UNTIL(rounds_of(lps, WRITERS) >= before + WRITERS, 10000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < WRITERS; i++) {
+        pthread_join(ts[i], NULL);
+        CHECK_RC(lps[i].rc, DLOCK_OK);
+        dlock_client_close(lps[i].c);
+    }
+    dlock_lock_free(r);
+    dlock_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
         {"readers_counted_by_quorum", readers_counted_by_quorum},
         {"majorities_meet", majorities_meet},
         {"writer_mark_holds_readers", writer_mark_holds_readers},
+        {"free_lock_goes_to_older_reader", free_lock_goes_to_older_reader},
         {"reader_renewed_then_lost", reader_renewed_then_lost},
         {"force_unlock_and_list", force_unlock_and_list},
         {"wrong_user_refused", wrong_user_refused},
+        {"reader_not_starved_by_writers", reader_not_starved_by_writers},
     };
     /* once for the program, before any test forks (no threads yet) */
     for (int i = 0; i < NNODES; i++)

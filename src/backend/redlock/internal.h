@@ -45,6 +45,11 @@ typedef struct rllock {
     /* The last attempt found a quorum out of reach (the caller's thread,
      * as every call on a handle): the cancel that follows is not waited for */
     int out_of_reach;
+    /* The read-write lock's wait: its place in line (README: turns), the
+     * same on every node, from the nodes' clocks at its first refusal (0:
+     * none yet), and when an attempt last sent it (the caller's thread) */
+    int64_t since_ms;
+    int64_t since_sent_us;
 } rllock;
 
 #define RLB(s) DLOCK__STORE_OF(rlbackend, s)

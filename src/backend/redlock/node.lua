@@ -25,10 +25,15 @@
 --                             lets go first); {0, counter, -1, 9} the caller's TOKEN
 --                             holds the name as another kind (it would wait for
 --                             itself), {0, counter, -1, 8} a reader asking to write
---   rtake, wtake TOKEN LEASE_MS N MARK_MS RECORD INFO RECORD_MS
+--   rtake, wtake TOKEN LEASE_MS N MARK_MS RECORD INFO RECORD_MS SINCE
 --                          -> as take, for a reader or the writer of the read-write
 --                             lock: KEYS[1] is W = P:{E}:rw, KEYS[3] the kind's waiting
---                             marks (W:waiting of readers, W:writing of writers)
+--                             marks (W:waiting of readers, W:writing of writers); SINCE
+--                             the wait's place in line (README: the read-write lock's
+--                             turns), '' on its first attempt: a reader is refused where
+--                             a writer waits from before it, a writer where a reader
+--                             does; held, the reply has a fifth element, the place the
+--                             node keeps for TOKEN (SINCE, or its clock in ms)
 --   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
 --   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
 --                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
@@ -154,17 +159,43 @@ elseif op == 'rtake' or op == 'wtake' then
   local token, lease, mark = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5]) or 0
   local W, M = KEYS[1], string.sub(KEYS[2], 1, -7)
   local R = W .. ':r'
+  -- The waits' places in line (README: turns), beside their marks: K:since
+  -- of the marks K, tokens scored by SINCE, which the client sends alike to
+  -- every node (the first attempt's place, the node's clock, until then).
+  local since = tonumber(ARGV[9] or '') or ms
+  local places = KEYS[3] .. ':since'
   local function held(ttl, kind)
     if mark > 0 then
       redis.call('ZADD', KEYS[3], ms + mark, token)
       if redis.call('PTTL', KEYS[3]) < mark then
         redis.call('PEXPIRE', KEYS[3], mark)
       end
+      redis.call('ZADD', places, since, token)
+      if redis.call('PTTL', places) < mark then
+        redis.call('PEXPIRE', places, mark)
+      end
     end
-    return {0, counter, ttl, kind}
+    return {0, counter, ttl, kind, since}
+  end
+  -- Whether a wait of the other kind (its marks K) is in line before this
+  -- one: its mark live and its place below SINCE. The places of marks that
+  -- lapsed (a waiter gone) are pruned on the way.
+  local function waits_before(K)
+    local before = redis.call('ZRANGEBYSCORE', K .. ':since', '-inf', '(' .. since)
+    for _, other in ipairs(before) do
+      if other ~= token then
+        local ends = tonumber(redis.call('ZSCORE', K, other))
+        if ends and ends >= ms then
+          return true
+        end
+        redis.call('ZREM', K .. ':since', other)
+      end
+    end
+    return false
   end
   local function taken()
     redis.call('ZREM', KEYS[3], token)
+    redis.call('ZREM', places, token)
     if stored then
       counter = stored + 1
     end
@@ -200,11 +231,11 @@ elseif op == 'rtake' or op == 'wtake' then
     if writer and writer ~= token then
       return held(redis.call('PTTL', W), 0)
     end
-    -- A writer or a mutex waiter waiting (its mark live) goes first: a new
-    -- reader does not join those in (README: writer starvation).
+    -- A writer waiting from before this reader, or a mutex waiter (their
+    -- marks live), goes first: the reader does not join those in (README:
+    -- turns). A writer that came later waits for this reader.
     if not writer and not reading and
-        (redis.call('ZCOUNT', W .. ':writing', ms, '+inf') > 0 or
-         redis.call('ZCOUNT', M .. ':waiting', ms, '+inf') > 0) then
+        (redis.call('ZCOUNT', M .. ':waiting', ms, '+inf') > 0 or waits_before(W .. ':writing')) then
       return held(readers_left(), 0)
     end
     redis.call('ZADD', R, ms + lease, token)
@@ -222,6 +253,10 @@ elseif op == 'rtake' or op == 'wtake' then
   end
   if redis.call('ZCARD', R) > 0 then
     return held(readers_left(), 0)
+  end
+  -- free, but a reader waiting from before this writer goes first
+  if waits_before(W .. ':waiting') then
+    return held(-1, 0)
   end
   redis.call('SET', W, token, 'PX', lease)
   return taken()
@@ -259,8 +294,9 @@ elseif op == 'rrenew' then
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
   return 0
 elseif op == 'release' then
-  if ARGV[3] ~= '1' then
-    redis.call('ZREM', KEYS[3], ARGV[2])
+  -- (a writer's place in line, W:writing:since, goes with its mark)
+  if ARGV[3] ~= '1' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
+    redis.call('ZREM', KEYS[3] .. ':since', ARGV[2])
   end
   local v = redis.call('GET', KEYS[1])
   if v == ARGV[2] then
@@ -270,8 +306,9 @@ elseif op == 'release' then
   if v then return -1 end
   return 0
 elseif op == 'rrelease' then
-  if ARGV[3] ~= '1' then
-    redis.call('ZREM', KEYS[3], ARGV[2])
+  -- (its place in line, W:waiting:since, goes with its mark)
+  if ARGV[3] ~= '1' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
+    redis.call('ZREM', KEYS[3] .. ':since', ARGV[2])
   end
   local R = KEYS[1] .. ':r'
   local score = tonumber(redis.call('ZSCORE', R, ARGV[2]))

@@ -37,7 +37,10 @@
 /* A polling waiter's mark (P:{E}:waiting) lives this long after its last
  * attempt: waiters poll every 64 ms at most, so a live one keeps it; one
  * that died is counted no longer. */
-#define MARK_MS "2000"
+#define MARK_MS_N 2000
+#define TEXT_(x)  #x
+#define TEXT(x)   TEXT_(x)
+#define MARK_MS   TEXT(MARK_MS_N)
 /* The client's owner record (who it is, for holders()): kept two days,
  * written again with an attempt when less than a day is left, as
  * redis://'s (../redis/owner.c). */
@@ -225,14 +228,50 @@ static int quorum_in_reach(const rlbackend *b)
     return b->n - dlock__rlnodes_absent(b->nodes) >= b->quorum;
 }
 
+/* The place in line of a read-write lock's wait (README: turns): the
+ * nodes' clocks at its first refusal, each node's reply to it, of which it
+ * takes the middle one (a node whose clock is off does not move it), then
+ * sent alike to every node with each attempt after it, so that every node
+ * puts two waits in the same order (a node's own clock at the first
+ * refusal that reached it could order them otherwise than another node's,
+ * and two waits of the other kinds refused, each, where the other goes
+ * first, would never make a quorum while a node is down). */
+static void place_in_line(rllock *l, const dlock__rlanswer *a, size_t n)
+{
+    long long at[DLOCK__REDLOCK_MAX_NODES];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < DLOCK__REDLOCK_MAX_NODES; i++) {
+        long long since =
+            dlock__rl_said(&a[i], 0) == 0 ? dlock__rl_int_at(a[i].replies[0], 4, 0) : 0;
+        if (since > 0)
+            at[k++] = since;
+    }
+    for (size_t i = 1; i < k; i++) {
+        for (size_t j = i; j > 0 && at[j - 1] > at[j]; j--) {
+            long long t = at[j];
+            at[j] = at[j - 1];
+            at[j - 1] = t;
+        }
+    }
+    if (k > 0)
+        l->since_ms = at[(k - 1) / 2];
+}
+
 static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
 {
     rlbackend *b = RLB(s);
     rllock *l = RLL(sl);
     int64_t start = dlock__now_us(), record_until = 0, record_ms = 0;
-    char lease[24], record_ttl[24] = "";
+    char lease[24], record_ttl[24] = "", since[24] = "";
     int record = record_due(b, att->lease_ms, &record_until, &record_ms);
     const char *mark = att->wait ? MARK_MS : "0";
+    /* A place kept since the last attempt of this wait; a try, or an
+     * attempt after the marks would have lapsed (a wait that ended without
+     * a cancel reaching the nodes), starts a new one. */
+    if (!att->wait || start - l->since_sent_us > MARK_MS_N * 1000LL)
+        l->since_ms = 0;
+    if (l->since_ms > 0)
+        l->since_sent_us = start;
     const char *argv[] = {l->take_op,
                           att->token,
                           lease,
@@ -240,7 +279,8 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                           mark,
                           record ? b->record_key : "",
                           record ? b->cfg.owner_info : "",
-                          record_ttl};
+                          record_ttl,
+                          since};
     size_t lens[] = {strlen(l->take_op),
                      strlen(att->token),
                      number(lease, att->lease_ms),
@@ -248,7 +288,8 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                      strlen(mark),
                      record ? strlen(b->record_key) : 0,
                      record ? strlen(b->cfg.owner_info) : 0,
-                     record ? number(record_ttl, record_ms) : 0};
+                     record ? number(record_ttl, record_ms) : 0,
+                     l->since_ms > 0 ? number(since, l->since_ms) : 0};
     /* past this the lock would be invalid on arrival: no reason to wait */
     int64_t valid_until = start + att->lease_ms * 1000 - drift_us(att->lease_ms);
     int64_t bound = attempt_bound(b, att, start);
@@ -256,7 +297,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     int rc = DLOCK_OK;
 
     l->out_of_reach = 0;
-    dlock__rlround *r = dlock__rl_send_one(b, l, 8, argv, lens, bound);
+    dlock__rlround *r = dlock__rl_send_one(b, l, l->rw ? 9 : 8, argv, lens, bound);
     if (r == NULL) {
         atomic_store(&b->record_writing, 0);
         return DLOCK_ENOMEM;
@@ -327,6 +368,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                              " ms had run out",
                              b->label, att->lease_ms);
         if (rc == DLOCK_OK) {
+            l->since_ms = 0; /* the wait is over */
             att->outcome = DLOCK__TAKEN;
             att->fence = fence;
             att->session = NULL;
@@ -397,6 +439,10 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
                                b->label, c.out + c.refused, b->n, b->quorum, why, counts);
         goto out;
     }
+    if (l->rw && att->wait && l->since_ms == 0) {
+        place_in_line(l, a, b->n);
+        l->since_sent_us = start;
+    }
     att->outcome = DLOCK__HELD;
     att->next = DLOCK__NEXT_POLL;
     att->holder_ttl_ms = ttl > 0 ? ttl : DLOCK__TTL_UNKNOWN;
@@ -455,6 +501,7 @@ static int cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int
     rllock *l = RLL(sl);
     const char *argv[] = {l->release_op, token};
     size_t lens[] = {strlen(l->release_op), strlen(token)};
+    l->since_ms = 0; /* its place goes with its mark */
     dlock__rlround *r = dlock__rl_send_one(b, l, 2, argv, lens, deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
