@@ -230,6 +230,7 @@ static void free_lock_goes_to_older_reader(void)
     DT_WAIT_UNTIL(dt_query(a, "line", DLOCK_WRITE).waiters == 2, 2000);
     CHECK_RC(dlock_release(w1), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(w1), DLOCK_EBUSY); /* the reader's turn */
+    printf("a writer's try right after its release, beside a waiting reader: %s\n", dlock_errmsg());
     pthread_join(tr, NULL);
     CHECK_RC(r.rc, DLOCK_OK);
     dlock_status st = dt_query(a, "line", DLOCK_WRITE);

@@ -32,8 +32,9 @@
 --                             the wait's place in line (README: the read-write lock's
 --                             turns), '' on its first attempt: a reader is refused where
 --                             a writer waits from before it, a writer where a reader
---                             does; held, the reply has a fifth element, the place the
---                             node keeps for TOKEN (SINCE, or its clock in ms)
+--                             does (a free name: KIND 7); held, the reply has a fifth
+--                             element, the place the node keeps for TOKEN (SINCE, or
+--                             its clock in ms)
 --   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
 --   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
 --                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
@@ -256,7 +257,7 @@ elseif op == 'rtake' or op == 'wtake' then
   end
   -- free, but a reader waiting from before this writer goes first
   if waits_before(W .. ':waiting') then
-    return held(-1, 0)
+    return held(-1, 7)
   end
   redis.call('SET', W, token, 'PX', lease)
   return taken()

@@ -94,6 +94,7 @@ enum {
     HELD_MUTEX = 3,   /* the mutex P:{E} (to the read-write lock) */
     HELD_INTEROP = 4, /* the interop key N (to the read-write lock) */
     HELD_KINDS = 5,
+    HELD_TURN = 7,    /* free, but a reader waiting from before this writer goes first */
     HELD_UPGRADE = 8, /* the caller reads, and asks to write */
     HELD_SELF = 9,    /* the caller's token holds the name as another kind */
 };
@@ -303,7 +304,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         return DLOCK_ENOMEM;
     }
     const dlock__rlanswer *a = dlock__rlround_wait(r, take_decided, b, until);
-    size_t taken = 0, held = 0, failed = 0, self = 0, upgrade = 0;
+    size_t taken = 0, held = 0, failed = 0, self = 0, upgrade = 0, turn = 0;
     size_t as[HELD_KINDS] = {0}; /* the refusals, by the kind that holds the name */
     long long counter = 0, ttl = -1;
     for (size_t i = 0; i < b->n; i++) {
@@ -322,6 +323,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             long long kind = dlock__rl_int_at(a[i].replies[0], 3, 0);
             self += kind == HELD_SELF;
             upgrade += kind == HELD_UPGRADE;
+            turn += kind == HELD_TURN;
             if (kind > 0 && kind < HELD_KINDS)
                 as[kind]++;
             if (kind == HELD_SELF || kind == HELD_UPGRADE)
@@ -447,6 +449,10 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     att->next = DLOCK__NEXT_POLL;
     att->holder_ttl_ms = ttl > 0 ? ttl : DLOCK__TTL_UNKNOWN;
     att->held_as = held_as(l, as);
+    /* no holder seen, only a reader's turn: said so, not "held" */
+    if (turn > 0 && ttl <= 0)
+        att->held_why = "a reader waiting from before this writer goes first "
+                        "(src/backend/redlock/README.md, 'Turns')";
 out:
     dlock__rlround_drop(r);
     return rc;
