@@ -657,6 +657,139 @@ static void shared_read_holds_counted(void)
     dlock_client_close(d);
 }
 
+/* Read handles of one owner share one reader's row (dlock_lock_dup), and
+ * each has its own lease: one with a fixed 20 s (dlock_acquire_for), the
+ * other the client's. The other's lease set short (dlock_extend), or set
+ * again (dlock_renew: what the renewer does, 1 s from now), and then let
+ * go, does not end the long one's hold: a writer of another client stays
+ * out while it runs (the row's end was set to the short one's, and the
+ * release lowered the name's lease to it: the writer got in beside a
+ * reader that believed it read for 20 s). The long one's release frees
+ * the name. */
+static void dup_readers_keep_longer_lease(void)
+{
+    dlock_client *c = client("lease=1s"), *d = client(NULL);
+    dlock_lock *longer = dt_lock(c, "dup-lease", DLOCK_READ), *shorter = NULL;
+    dlock_lock *w = dt_lock(d, "dup-lease", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire_for(longer, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(longer, DLOCK_READ, &shorter), DLOCK_OK);
+    CHECK_RC(dlock_acquire(shorter, 0), DLOCK_OK);
+    CHECK_RC(dlock_extend(shorter, 100), DLOCK_OK);
+    CHECK_RC(dlock_renew(shorter), DLOCK_OK);
+    CHECK_RC(dlock_release(shorter), DLOCK_OK);
+    CHECK_RC(dlock_acquire(w, 1500), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_lock_verify(longer), DLOCK_OK);
+    CHECK_RC(dlock_release(longer), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK); /* the last hold gone: free */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(longer);
+    dlock_lock_free(shorter);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* A renewal raises only what the renewing holder still holds. The rows
+ * are set as a lost reader finds them (an operator's edits stand for a
+ * deletion, a lapse, a name taken by a write), each end read in the same
+ * client call as the edit (a number: microseconds since 1970), and again
+ * once the reader was told of the loss (its renewal ran). */
+static long long end_after(const char *edit, const char *row)
+{
+    char sql[1200];
+    snprintf(sql, sizeof sql,
+             "%s; SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires) FROM %s", edit, row);
+    return sql_number(sql);
+}
+
+/* The reader's lock row deleted and taken by a writer: the reader's
+ * renewal tells it, and does not lengthen its row (it did: a reader
+ * joining later, then letting go, left the name to that row's end). */
+static void renewal_after_takeover(void)
+{
+    dt_lost_box box = {0};
+    char row[300];
+    dlock_client *c = client("lease=1s"), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "taken-over", DLOCK_READ);
+    dlock_lock *w = dt_lock(d, "taken-over", DLOCK_WRITE);
+    dlock_lock_on_lost(r, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    snprintf(row, sizeof row, "dlock_share WHERE name = 'dlock:taken-over' AND owner = '%s'",
+             dlock_lock_token(r));
+    long long e0 = end_after("DELETE FROM dlock_lock WHERE name = 'dlock:taken-over'", row);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_INT(end_after("DO 0", row), ==, e0);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* A reader whose own row lapsed (as a frozen one's) beside a live reader
+ * with a fixed lease: its renewal tells it, and leaves the name's row at
+ * the live reader's end (it raised it to its own new end: a writer kept
+ * out by nobody). */
+static void renewal_of_lapsed_reader(void)
+{
+    dt_lost_box box = {0};
+    char edit[600], row[100];
+    dlock_client *c = client("lease=3s"), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "lapsed-reader", DLOCK_READ);
+    dlock_lock *live = dt_lock(d, "lapsed-reader", DLOCK_READ);
+    dlock_lock_on_lost(r, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(live, 0, 2500), DLOCK_OK);
+    snprintf(edit, sizeof edit,
+             "UPDATE dlock_share SET expires = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name "
+             "= 'dlock:lapsed-reader' AND owner = '%s'; UPDATE dlock_lock SET expires = (SELECT "
+             "expires FROM dlock_share WHERE name = 'dlock:lapsed-reader' AND owner = '%s') "
+             "WHERE name = 'dlock:lapsed-reader'",
+             dlock_lock_token(r), dlock_lock_token(live));
+    snprintf(row, sizeof row, "dlock_lock WHERE name = 'dlock:lapsed-reader'");
+    long long e0 = end_after(edit, row);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_INT(end_after("DO 0", row), ==, e0);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    CHECK_RC(dlock_release(live), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(live);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* Two readers of one client on two names, renewed together; one name's
+ * row written as the other reader's owner's write (a token it holds on
+ * the other name): the first reader's renewal tells it, and does not
+ * raise that row (the writers' owners of a batch were one list, not
+ * paired with their names: any name of the batch held by any of them
+ * was raised). */
+static void renewal_pairs_writer_with_name(void)
+{
+    dt_lost_box box = {0};
+    char edit[400];
+    dlock_client *c = client("lease=1s");
+    dlock_lock *x = dt_lock(c, "pair-a", DLOCK_READ), *y = dt_lock(c, "pair-b", DLOCK_READ);
+    dlock_lock_on_lost(x, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(y, 0), DLOCK_OK);
+    snprintf(edit, sizeof edit,
+             "UPDATE dlock_lock SET owner = 'w:%s', expires = UTC_TIMESTAMP(6) + INTERVAL 400000 "
+             "MICROSECOND WHERE name = 'dlock:pair-a'",
+             dlock_lock_token(y));
+    long long e0 = end_after(edit, "dlock_lock WHERE name = 'dlock:pair-a'");
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_INT(end_after("DO 0", "dlock_lock WHERE name = 'dlock:pair-a'"), ==, e0);
+    CHECK_RC(dlock_lock_verify(y), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_ELOST);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+}
+
 /* A reader's row left live under a writer (the name's row deleted by an
  * operator: the reader is told at its renewal, which lengthened its row
  * all the same) is not a reader of the writer's: the write's release
@@ -915,6 +1048,10 @@ int main(int argc, char **argv)
         {"shared_read_holds_counted", shared_read_holds_counted},
         {"write_release_ignores_lost_reader", write_release_ignores_lost_reader},
         {"kinds_apart", kinds_apart},
+        {"dup_readers_keep_longer_lease", dup_readers_keep_longer_lease},
+        {"renewal_after_takeover", renewal_after_takeover},
+        {"renewal_of_lapsed_reader", renewal_of_lapsed_reader},
+        {"renewal_pairs_writer_with_name", renewal_pairs_writer_with_name},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

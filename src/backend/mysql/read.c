@@ -87,8 +87,9 @@ int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *toke
 {
     dlock__myres res;
     char *owner = dlock__my_literal(token, 1);
-    char *sql =
-        owner != NULL ? dlock__sqlt_read_extend(D, l->key_lit, owner, lease_ms, at_least) : NULL;
+    char *sql = owner != NULL ? dlock__sqlt_read_extend(D, l->key_lit, owner, lease_ms, at_least,
+                                                        l->base.spec.kind == DLOCK__READ)
+                              : NULL;
     free(owner);
     int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "extending a read hold's lease");
     if (rc != DLOCK_OK)
@@ -115,7 +116,7 @@ static int shared_hold(const dlock__renewal *it)
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us)
 {
-    /* (one transaction; the holders now: the fifth statement's rows) */
-    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 4, 1,
+    /* (one transaction; the holders now: the sixth statement's rows) */
+    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 5, 1,
                                  deadline_us);
 }

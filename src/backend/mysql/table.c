@@ -829,6 +829,7 @@ size_t dlock__myt_renew_some(dlock__mystore *p, dlock__renewal *items, size_t n,
         h[k].key = l->server_name;
         h[k].owner = own;
         h[k].lease_ms = items[i].lease_ms;
+        h[k].counted = l->base.spec.kind == DLOCK__READ;
         h[k].owner_lit = own != NULL ? dlock__my_literal(own, 1) : NULL;
         ok = own != NULL && h[k].owner_lit != NULL;
         k++;

@@ -702,25 +702,36 @@ char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, con
 }
 
 char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
-                              int64_t lease_ms, int at_least)
+                              int64_t lease_ms, int at_least, int counted)
 {
     sbuf b = {0};
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
-    if (at_least && lease_ms <= 0)
+    /* (a reader's row that handles of one owner share, counted, is never
+     * lowered while more than one holds it: each has a lease of its own,
+     * and the row is the longest; the last one's sets it) */
+    const char *raise = at_least  ? "GREATEST(expires, "
+                        : counted ? "IF(count > 1, GREATEST(expires, "
+                                  : "";
+    const char *raised = at_least ? ")" : counted ? "), " : "";
+    if (at_least && lease_ms <= 0) {
         add(&b, "DO 0; DO 0; DO 0; DO 0; DO 0; ");
-    else
+    } else {
         add(&b,
             "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
             " WHERE name = %s FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " SET expires = %s" NOW
-            " + INTERVAL %" PRId64
-            " MICROSECOND%s WHERE name = %s AND owner = %s AND expires > " NOW
-            "; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, COALESCE((SELECT "
+            " + INTERVAL %" PRId64 " MICROSECOND%s",
+            key, raise, lease_ms * 1000, raised);
+        if (counted && !at_least)
+            add(&b, NOW " + INTERVAL %" PRId64 " MICROSECOND)", lease_ms * 1000);
+        add(&b,
+            " WHERE name = %s AND owner = %s AND expires > " NOW "; UPDATE " DLOCK__SQLT_TABLE
+            " SET expires = GREATEST(expires, COALESCE((SELECT "
             "s.expires FROM " DLOCK__SQLT_SHARE " s WHERE s.name = %s AND s.owner = %s), expires)) "
             "WHERE name = %s AND (" SHARED_BY("owner") " OR owner = " WRITER_OF(
                 "%s") ") AND expires > " NOW "; COMMIT; ",
-            key, at_least ? "GREATEST(expires, " : "", lease_ms * 1000, at_least ? ")" : "", key,
-            owner, key, owner, key, owner);
+            key, owner, key, owner, key, owner);
+    }
     add(&b,
         "SELECT COUNT(*) FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
         " l ON l.name = s.name WHERE s.name = %s AND s.owner = %s AND s.expires > " NOW
@@ -730,38 +741,74 @@ char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const
     return b.s;
 }
 
+/* The (name, owner) pairs of h, a list for IN (...) (col: SQL text). */
+static void pairs(sbuf *b, const char *col, const dlock__sqlt_hold *h, size_t n)
+{
+    add(b, "%s IN (", col);
+    for (size_t i = 0; i < n; i++)
+        add(b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    add(b, ")");
+}
+
+/* Whether a shared holder's row s is its lock row l's: l live, of the
+ * shared holders, or of s's owner's own write (a downgrade). */
+#define HOLDS_ROW                                                                                  \
+    "l.expires > " NOW " AND (" SHARED_BY("l.owner") " OR l.owner = " WRITER_OF("s.owner") ")"
+
 char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n)
 {
-    sbuf b = {0};
+    sbuf b = {0}, end = {0}, held = {0};
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
-    /* the names' rows first (their leases raised to the readers' new ends:
-     * the rows locked before the readers' rows, as every change of them),
-     * then the readers' rows; held: a reader's row live under a name's row
-     * of readers, or of its own write */
-    add(&b, "START TRANSACTION; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, " NOW
-            " + INTERVAL CASE name");
+    /* each holder's new end, and its (name, owner) in the batch */
+    add(&end, NOW " + INTERVAL CASE");
     for (size_t i = 0; i < n; i++)
-        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
-    add(&b, " END MICROSECOND) WHERE expires > " NOW " AND name IN (");
+        add(&end, " WHEN s.name = %s AND s.owner = %s THEN %" PRId64, h[i].key_lit, h[i].owner_lit,
+            h[i].lease_ms * 1000);
+    add(&end, " END MICROSECOND");
+    pairs(&held, "(s.name, s.owner)", h, n);
+    if (end.s == NULL || held.s == NULL)
+        goto done;
+    /* the names' rows locked first (as every change of their holders'
+     * rows); then each holder's row set to its new end, only while its
+     * lock's row is its (a holder whose row was taken over or deleted is
+     * not lengthened); a reader's row that handles of one owner share
+     * (counted) never lowered while more than one holds it; then each
+     * name's row raised to its holders' new ends, paired: only a holder
+     * whose own row is live and whose lock's row it is raises it (a
+     * lapsed reader's renewal, or another owner's write, raised nothing) */
+    add(&b, "START TRANSACTION; SELECT name FROM " DLOCK__SQLT_TABLE " WHERE name IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
-    add(&b, ") AND (" SHARED_BY("owner") " OR owner IN (");
+    add(&b, ") FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
+            " l ON l.name = s.name SET s.expires = IF(s.count > 1 AND (s.name, s.owner) IN (");
+    int counted = 0;
     for (size_t i = 0; i < n; i++)
-        add(&b, "%s" WRITER_OF("%s"), i ? ", " : "", h[i].owner_lit);
-    add(&b, ")); UPDATE " DLOCK__SQLT_SHARE " SET expires = " NOW " + INTERVAL CASE name");
-    for (size_t i = 0; i < n; i++)
-        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
-    add(&b, " END MICROSECOND WHERE expires > " NOW " AND (name, owner) IN (");
-    for (size_t i = 0; i < n; i++)
-        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+        if (h[i].counted)
+            add(&b, "%s(%s, %s)", counted++ ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    if (counted == 0)
+        add(&b, "(NULL, NULL)");
     add(&b,
-        "); COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
-        " l ON l.name = s.name WHERE s.expires > " NOW " AND l.expires > " NOW " AND (" SHARED_BY(
-            "l.owner") " OR l.owner = " WRITER_OF("s.owner") ") AND (s.name, s.owner) IN (");
+        "), GREATEST(s.expires, %s), %s) WHERE s.expires > " NOW " AND " HOLDS_ROW " AND %s; "
+        "UPDATE " DLOCK__SQLT_TABLE " l SET l.expires = GREATEST(l.expires, COALESCE((SELECT "
+        "MAX(s.expires) FROM " DLOCK__SQLT_SHARE " s WHERE s.name = l.name AND s.expires > " NOW
+        " AND " HOLDS_ROW " AND %s), l.expires)) WHERE l.name IN (",
+        end.s, end.s, held.s, held.s);
     for (size_t i = 0; i < n; i++)
-        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
-    add(&b, ")");
+        add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
+    add(&b,
+        ") AND l.expires > " NOW "; COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE
+        " s JOIN " DLOCK__SQLT_TABLE " l ON l.name = s.name WHERE s.expires > " NOW
+        " AND " HOLDS_ROW " AND %s",
+        held.s);
+done:;
+    int ok = end.s != NULL && held.s != NULL;
+    free(end.s);
+    free(held.s);
+    if (!ok) {
+        free(b.s);
+        return NULL;
+    }
     return b.s;
 }
 

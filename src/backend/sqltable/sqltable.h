@@ -101,7 +101,8 @@ typedef struct dlock__sqlt_hold {
     const char *key_lit, *owner_lit; /* literals, for the request */
     const char *key, *owner;         /* the values, to match the answer's rows */
     int64_t lease_ms;
-    int held; /* out: renewed */
+    int counted; /* MariaDB's shared holds: a reader's (handles of one owner share its row) */
+    int held;    /* out: renewed */
 } dlock__sqlt_hold;
 /* Two statements for the whole batch: every lease renewed (one UPDATE),
  * then (key, owner) of each of them held now. */
@@ -166,12 +167,15 @@ char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, cons
  * it), the name's row the readers' when owner reads beside it; the last
  * the holder now, as dlock__sqlt_release's. */
 char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
-/* Six statements: the reader's lease set (as dlock__sqlt_extend), the
- * last COUNT(*): 1 while it holds. */
+/* Six statements: the reader's lease set (as dlock__sqlt_extend; counted:
+ * a reader's, whose row handles of one owner share, never lowered while
+ * more than one holds it), the last COUNT(*): 1 while it holds. */
 char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
-                              int64_t lease_ms, int at_least);
-/* Five statements: the readers of h renewed; the last (key, owner) of
- * each one that holds (dlock__sqlt_renewed). */
+                              int64_t lease_ms, int at_least, int counted);
+/* Six statements, one transaction: the shared holders of h renewed (a
+ * holder's row only while its lock's row is its, the lock's row raised
+ * only by a live holder of it); the last (key, owner) of each one that
+ * holds (dlock__sqlt_renewed). */
 char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n);
 /* One statement: (owner, info, count) of each live reader of key. */
 char *dlock__sqlt_readers(enum dlock__sqlt_dialect d, const char *key);
