@@ -44,15 +44,15 @@ int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt 
     free(take);
     /* (its statements: the guard's two, then START TRANSACTION, [the
      * name's row locked, the permits held by others,] the name's row, the
-     * holder's row, COMMIT and the answer: statement 6 (8); a take's is
-     * 3) */
+     * holder's row, the answer, [a waiter's rows,] COMMIT: the answer is
+     * statement 5 (7); a take's is 3) */
     rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
     dlock__myres answer = {0};
     if (!shut) {
         /* the answer where a take's is: dlock__myt_took reads statement 3 */
-        answer.rows[3] = res.rows[sem ? 8 : 6];
+        answer.rows[3] = res.rows[sem ? 7 : 5];
         answer.n = 4;
     }
     rc = dlock__myt_took(p, l, a, &answer, shut);

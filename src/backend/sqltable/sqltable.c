@@ -525,6 +525,36 @@ char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)
 #define SHARED_BY(col)                                                                             \
     "(" col " = '" DLOCK__SQLT_READERS "' OR LEFT(" col ", 2) = '" DLOCK__SQLT_PERMITS "')"
 
+/* A shared take's end, after the name's row (@dlock_t: taken, @dlock_f:
+ * the fence): the holder's row (count: its holds or permits; on_dup: the
+ * assignments when it has one), the answer as a take's (fence, mine,
+ * ms_left, ahead, owner, shares; older: the older waiters' count), a
+ * waiter's rows (wait_ms > 0), and only then COMMIT. Nothing after the
+ * COMMIT can fail, so a request sent again (a deadlock, 1213, makes the
+ * caller send the whole text again) never runs a take that committed:
+ * a deadlock in the waiters' rows, after the COMMIT, had the take run
+ * twice, a reader's hold counted twice (its release left one: the name
+ * held, by nobody, until the lease's end). InnoDB rolls a deadlock's
+ * victim back whole, and the connection is closed, never pooled. */
+static void holder_tail(sbuf *b, const char *key, const char *owner, const char *lock_name,
+                        const char *info, unsigned count, const char *on_dup, int64_t lease_ms,
+                        int64_t wait_ms, const char *older, const char *shares)
+{
+    add(b,
+        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
+        "SELECT %s, %s, %s, %s, @dlock_f, %u, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
+        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE %s; "
+        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
+        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        key, owner, lock_name, info, count, lease_ms * 1000, on_dup, older, shares, key);
+    if (wait_ms > 0) {
+        char wait_us[24];
+        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
+        wait_rows(b, key, owner, lock_name, wait_us);
+    }
+    add(b, "; COMMIT");
+}
+
 char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
 {
@@ -560,26 +590,19 @@ char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const c
     /* the reader's own row: one more hold of its owner's while it is live
      * (handles that share a token, dlock_lock_dup: each release takes one
      * off), its end the later of theirs; a new one otherwise */
-    add(&b,
-        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
-        "SELECT %s, %s, %s, %s, @dlock_f, 1, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
-        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE count = IF(expires > " NOW
-        ", count + 1, 1), fence = VALUES(fence), info = VALUES(info), lock_name = "
-        "VALUES(lock_name), expires = IF(count > 1, GREATEST(expires, VALUES(expires)), "
-        "VALUES(expires)); COMMIT; ",
-        key, owner, lock_name, info, lease_ms * 1000);
-    /* the answer, as a take's: (fence, mine, ms_left, ahead, owner) */
     char *shares = dlock__sqlt_shares(d, key, owner);
-    add(&b,
-        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
-        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        o.s, shares != NULL ? shares : "0", key);
+    if (shares != NULL)
+        holder_tail(&b, key, owner, lock_name, info, 1,
+                    "count = IF(expires > " NOW ", count + 1, 1), fence = VALUES(fence), "
+                    "info = VALUES(info), lock_name = VALUES(lock_name), expires = IF(count > 1, "
+                    "GREATEST(expires, VALUES(expires)), VALUES(expires))",
+                    lease_ms, wait_ms, o.s, shares);
+    int ok = shares != NULL;
     free(shares);
     free(o.s);
-    if (wait_ms > 0) {
-        char wait_us[24];
-        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
-        wait_rows(&b, key, owner, lock_name, wait_us);
+    if (!ok) {
+        free(b.s);
+        return NULL;
     }
     return b.s;
 }
@@ -629,24 +652,12 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
         "expires = IF(@dlock_t, GREATEST(expires, VALUES(expires)), expires), "
         "owner = IF(@dlock_t, VALUES(owner), owner); ",
         key, key, owner, key, lock_name, permits, lease_ms * 1000, o.s, permits, take, permits);
-    add(&b,
-        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
-        "SELECT %s, %s, %s, %s, @dlock_f, %u, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
-        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE fence = VALUES(fence), "
-        "info = VALUES(info), lock_name = VALUES(lock_name), count = VALUES(count), "
-        "expires = VALUES(expires); COMMIT; ",
-        key, owner, lock_name, info, take, lease_ms * 1000);
-    add(&b,
-        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
-        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        o.s, shares, key);
+    holder_tail(&b, key, owner, lock_name, info, take,
+                "fence = VALUES(fence), info = VALUES(info), lock_name = VALUES(lock_name), "
+                "count = VALUES(count), expires = VALUES(expires)",
+                lease_ms, wait_ms, o.s, shares);
     free(o.s);
     free(shares);
-    if (wait_ms > 0) {
-        char wait_us[24];
-        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
-        wait_rows(&b, key, owner, lock_name, wait_us);
-    }
     return b.s;
 }
 

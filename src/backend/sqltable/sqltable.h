@@ -137,15 +137,17 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix);
 #define DLOCK__SQLT_PERMITS "s:" /* a semaphore's holders: "s:N", N its permits */
 /* One statement: the readers' table made when missing. */
 char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d);
-/* Five statements (seven for a waiter, wait_ms > 0, as a take's): in
- * one transaction the name's row taken or joined for readers (or beside
- * owner's own write) and the reader's row written; then (fence, mine,
- * ms_left, ahead, owner, shares) as a take's answer (the fifth statement;
- * shares: dlock__sqlt_shares). A reader's or a semaphore holder's release,
- * extend and renewal are the same statements (below). */
+/* Five statements (seven for a waiter, wait_ms > 0, as a take's), one
+ * transaction: the name's row taken or joined for readers (or beside
+ * owner's own write), the reader's row written, (fence, mine, ms_left,
+ * ahead, owner, shares) as a take's answer (the fourth statement; shares:
+ * dlock__sqlt_shares), a waiter's rows, COMMIT last (nothing after it to
+ * fail: a request sent again after a deadlock never takes twice). A
+ * reader's or a semaphore holder's release, extend and renewal are the
+ * same statements (below). */
 char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
-/* Eight statements (ten for a waiter), as dlock__sqlt_read_take's with
+/* Seven statements (nine for a waiter), as dlock__sqlt_read_take's with
  * the answer the sixth: take permits of a semaphore of permits, all or
  * nothing, while those held by others leave room and no live waiter is
  * older (the name's row locked, the holders' permits counted with a
