@@ -1024,6 +1024,44 @@ static void kinds_apart(void)
     dlock_client_close(c);
 }
 
+/* A server that logs statements (--log-bin, binlog_format=STATEMENT)
+ * refuses InnoDB writes in a READ COMMITTED transaction (error 1665):
+ * mutexes work there (their statements run under the session's own
+ * isolation; table mode's connections had READ COMMITTED for every
+ * statement, and a mutex's take failed with the raw 1665), and the
+ * read-write lock and the semaphore are refused before anything is
+ * held, naming binlog_format. A server of its own (the only test that
+ * needs one: about a second to install and start). */
+static void statement_binlog(void)
+{
+    dt_server own;
+    char url[300];
+    dlock_client *c = NULL;
+    dt_server_start(&own, "mariadb", 0, "--log-bin", "--binlog-format=STATEMENT", NULL);
+    snprintf(url, sizeof url, "%s?mode=table", own.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *m = dt_lock(c, "logged", 0), *r = dt_lock(c, "logged-rw", DLOCK_READ);
+    dlock_lock *w = dt_lock(c, "logged-rw", DLOCK_WRITE), *s = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "logged-sem", 2, 1, &s), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_RC(dlock_extend(m, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock *shared[] = {r, w, s};
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(dlock_try_acquire(shared[i]), DLOCK_ESERVER);
+        CHECK(strstr(dlock_errmsg(), "binlog_format") != NULL);
+    }
+    printf("binlog_format=STATEMENT: %s\n", dlock_errmsg());
+    CHECK_RC(dlock_acquire(m, 1000), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(s);
+    dlock_client_close(c);
+    dt_server_stop(&own);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -1052,6 +1090,7 @@ int main(int argc, char **argv)
         {"renewal_after_takeover", renewal_after_takeover},
         {"renewal_of_lapsed_reader", renewal_of_lapsed_reader},
         {"renewal_pairs_writer_with_name", renewal_pairs_writer_with_name},
+        {"statement_binlog", statement_binlog},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

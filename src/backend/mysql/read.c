@@ -42,17 +42,17 @@ int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt 
         snprintf(sql, len, "%s; %s; DO RELEASE_LOCK(%s)", first, take, l->lit);
     free(first);
     free(take);
-    /* (its statements: the guard's two, then START TRANSACTION, [the
-     * name's row locked, the permits held by others,] the name's row, the
-     * holder's row, the answer, [a waiter's rows,] COMMIT: the answer is
-     * statement 5 (7); a take's is 3) */
+    /* (its statements: the guard's two, then the transaction's two
+     * (DLOCK__SQLT_BEGIN), [the name's row locked, the permits held by
+     * others,] the name's row, the holder's row, the answer, [a waiter's
+     * rows,] COMMIT: the answer is statement 6 (8); a take's is 3) */
     rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
     dlock__myres answer = {0};
     if (!shut) {
         /* the answer where a take's is: dlock__myt_took reads statement 3 */
-        answer.rows[3] = res.rows[sem ? 7 : 5];
+        answer.rows[3] = res.rows[sem ? 8 : 6];
         answer.n = 4;
     }
     rc = dlock__myt_took(p, l, a, &answer, shut);
@@ -73,7 +73,7 @@ int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *tok
     int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "releasing a read hold");
     if (rc != DLOCK_OK)
         return rc;
-    if (res.affected[2] != 1)
+    if (res.affected[3] != 1)
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s': this owner's %s was not held any more (its lease ran out, "
                          "or it was force-unlocked)",
@@ -94,7 +94,7 @@ int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *toke
     int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "extending a read hold's lease");
     if (rc != DLOCK_OK)
         return rc;
-    const char *v = dlock__my_value(&res, 5, 0);
+    const char *v = dlock__my_value(&res, 6, 0);
     if (v == NULL || strcmp(v, "1") != 0)
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s': this owner's %s is not held any more (its lease ran out, "
@@ -116,7 +116,7 @@ static int shared_hold(const dlock__renewal *it)
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us)
 {
-    /* (one transaction; the holders now: the sixth statement's rows) */
-    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 5, 1,
+    /* (one transaction; the holders now: the seventh statement's rows) */
+    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 6, 1,
                                  deadline_us);
 }

@@ -574,7 +574,8 @@ char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const c
      * next sees that row (autocommitted one by one, a release between the
      * two lowered the name's lease below the new reader's, or freed it). */
     add(&b,
-        "START TRANSACTION; "
+        DLOCK__SQLT_BEGIN
+        "; "
         "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
         "VALUES (%s, %s, '" DLOCK__SQLT_READERS "', '', IF(@dlock_t := 1, @dlock_f := " NOW_US
         ", 0), " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
@@ -639,7 +640,8 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
      * same permits holds it and they leave room, in both cases with no
      * older live waiter (a large request at the head is not overtaken) */
     add(&b,
-        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
+        DLOCK__SQLT_BEGIN
+        "; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
         "SELECT @dlock_u := COALESCE(SUM(count), 0) FROM " DLOCK__SQLT_SHARE
         " WHERE name = %s AND owner <> %s AND expires > " NOW " LOCK IN SHARE MODE; "
         "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
@@ -677,7 +679,8 @@ char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, cons
      * gone at none, lapsed ones with it; the name's row freed when no
      * holder is left, else its lease lowered to the last one's end */
     add(&b,
-        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
+        DLOCK__SQLT_BEGIN
+        "; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
         "UPDATE " DLOCK__SQLT_SHARE " SET count = %s WHERE name = %s AND owner = %s AND "
         "expires > " NOW "; DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND (expires <= " NOW
         " OR (owner = %s AND count = 0)); " LAST_READER "UPDATE " DLOCK__SQLT_TABLE
@@ -699,7 +702,8 @@ char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, con
      * and another's row live here is a lost reader's (the name's row was
      * deleted or forced away under it, its renewal still lengthened it) */
     add(&b,
-        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
+        DLOCK__SQLT_BEGIN
+        "; SELECT owner FROM " DLOCK__SQLT_TABLE
         " WHERE name = %s FOR UPDATE; SELECT @dlock_m := MAX(expires) FROM " DLOCK__SQLT_SHARE
         " WHERE name = %s AND owner = %s AND expires > " NOW " LOCK IN SHARE MODE; "
         "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS
@@ -726,12 +730,12 @@ char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const
                                   : "";
     const char *raised = at_least ? ")" : counted ? "), " : "";
     if (at_least && lease_ms <= 0) {
-        add(&b, "DO 0; DO 0; DO 0; DO 0; DO 0; ");
+        add(&b, "DO 0; DO 0; DO 0; DO 0; DO 0; DO 0; ");
     } else {
         add(&b,
-            "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
-            " WHERE name = %s FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " SET expires = %s" NOW
-            " + INTERVAL %" PRId64 " MICROSECOND%s",
+            DLOCK__SQLT_BEGIN "; SELECT owner FROM " DLOCK__SQLT_TABLE
+                              " WHERE name = %s FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE
+                              " SET expires = %s" NOW " + INTERVAL %" PRId64 " MICROSECOND%s",
             key, raise, lease_ms * 1000, raised);
         if (counted && !at_least)
             add(&b, NOW " + INTERVAL %" PRId64 " MICROSECOND)", lease_ms * 1000);
@@ -788,7 +792,7 @@ char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold 
      * name's row raised to its holders' new ends, paired: only a holder
      * whose own row is live and whose lock's row it is raises it (a
      * lapsed reader's renewal, or another owner's write, raised nothing) */
-    add(&b, "START TRANSACTION; SELECT name FROM " DLOCK__SQLT_TABLE " WHERE name IN (");
+    add(&b, DLOCK__SQLT_BEGIN "; SELECT name FROM " DLOCK__SQLT_TABLE " WHERE name IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
     add(&b, ") FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
