@@ -518,6 +518,25 @@ char *dlock__myt_owner(const dlock__mylock *l, const char *token)
     return lit;
 }
 
+/* Whether the shared holds' table is in the URL's database (*there),
+ * looked for, not made. */
+static int share_there(dlock__mystore *p, int64_t deadline_us, int *there)
+{
+    dlock__myres res;
+    *there = 0;
+    int rc = dlock__my_operate(p,
+                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
+                               deadline_us, &res,
+                               "looking for dlock's table of shared holds (dlock_share)");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *v = dlock__my_value(&res, 0, 0);
+    *there = v != NULL && strcmp(v, "1") == 0;
+    dlock__my_res_free(&res);
+    return DLOCK_OK;
+}
+
 int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
 {
     if (atomic_load(&p->share_table) == 1)
@@ -533,16 +552,10 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
         /* not allowed to make it: an administrator may have */
         char why[600];
         snprintf(why, sizeof why, "%s", dlock_errmsg());
-        rc = dlock__my_operate(p,
-                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
-                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
-                               deadline_us, &res,
-                               "looking for dlock's table of shared holds (dlock_share)");
+        int there;
+        rc = share_there(p, deadline_us, &there);
         if (rc != DLOCK_OK)
             return rc;
-        const char *v = dlock__my_value(&res, 0, 0);
-        int there = v != NULL && strcmp(v, "1") == 0;
-        dlock__my_res_free(&res);
         if (!there)
             return dlock__fail(
                 DLOCK_ESERVER,
@@ -1069,16 +1082,10 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
          * statement with the row (the name's row locked first, as every
          * change of them): a reader left with a live row was never told
          * when another reader took the name before its next renewal */
-        rc = dlock__my_operate(p,
-                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
-                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
-                               deadline_us, &res,
-                               "looking for dlock's table of shared holds (dlock_share)");
+        int readers;
+        rc = share_there(p, deadline_us, &readers);
         if (rc != DLOCK_OK)
             return rc;
-        const char *v = dlock__my_value(&res, 0, 0);
-        int readers = v != NULL && strcmp(v, "1") == 0;
-        dlock__my_res_free(&res);
         char *sql = NULL;
         if (readers) {
             size_t len = strlen(l->key_lit) + 400;
