@@ -1024,6 +1024,76 @@ static void kinds_apart(void)
     dlock_client_close(c);
 }
 
+/* A read take sent again after a deadlock (1213) counts the hold once.
+ * Its waiter's statements (a waiting take's, on dlock_lock_wait) ran
+ * after its COMMIT: a deadlock there made the client send the whole
+ * request again, and the take ran twice (count 2 for one handle: its
+ * release left the name held by nobody until the lease's end). The
+ * deadlock is made: another session (the mariadb client, a transaction
+ * made heavy with 2000 rows written, so InnoDB picks the take as the
+ * victim) locks one waiter row of the name; the take's DELETE of the
+ * name's expired waiter rows deletes the other (expired) one and waits
+ * for it; the session then asks for the one the take deleted. */
+typedef struct take_job {
+    dlock_lock *lock;
+    int rc;
+} take_job;
+
+static void *take_thread(void *arg)
+{
+    take_job *j = arg;
+    j->rc = dlock_acquire(j->lock, 20000);
+    return NULL;
+}
+
+static void retried_take_counts_once(void)
+{
+    char cmd[400];
+    dlock_client *c = client(NULL), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "retried", DLOCK_READ), *w = dt_lock(d, "retried", DLOCK_WRITE);
+    CHECK_RC(dlock_try_acquire(r), DLOCK_OK); /* (the tables made) */
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    dt_server_cli(&srv,
+                  "-e \"CREATE TABLE IF NOT EXISTS ballast (n INT) ENGINE=InnoDB; "
+                  "REPLACE INTO dlock_lock_wait (name, owner, lock_name, expires, since) "
+                  "VALUES ('dlock:retried', 'a', 'retried', '1970-01-01 00:00:01', "
+                  "'1970-01-01 00:00:01'), ('dlock:retried', 'b', 'retried', "
+                  "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)\"");
+    snprintf(cmd, sizeof cmd,
+             "mariadb --no-defaults -h 127.0.0.1 -P %d -udlock -pdlock -D dlock -N -B "
+             ">/dev/null 2>&1",
+             srv.port);
+    FILE *other = popen(cmd, "w");
+    CHECK(other != NULL);
+    fprintf(other,
+            "BEGIN; INSERT INTO ballast SELECT seq FROM seq_1_to_2000; SELECT owner FROM "
+            "dlock_lock_wait WHERE name = 'dlock:retried' AND owner = 'b' LOCK IN SHARE MODE; "
+            "SELECT GET_LOCK('ballast', 0);\n");
+    fflush(other);
+    DT_WAIT_UNTIL(sql_number("SELECT IS_USED_LOCK('ballast') IS NOT NULL") == 1, 5000);
+    take_job job = {.lock = r, .rc = -1};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, take_thread, &job), ==, 0);
+    /* the take's DELETE waits for the row the other session holds */
+    DT_WAIT_UNTIL(sql_number("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO "
+                             "LIKE 'DELETE FROM dlock_lock_wait%'") >= 1,
+                  5000);
+    fprintf(other, "SELECT owner FROM dlock_lock_wait WHERE name = 'dlock:retried' AND owner = "
+                   "'a' FOR UPDATE; ROLLBACK;\n");
+    fflush(other);
+    pthread_join(t, NULL);
+    CHECK_INT(pclose(other), ==, 0);
+    CHECK_RC(job.rc, DLOCK_OK);
+    CHECK_INT(sql_number("SELECT count FROM dlock_share WHERE name = 'dlock:retried'"), ==, 1);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK); /* no hold left */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 /* A server that logs statements (--log-bin, binlog_format=STATEMENT)
  * refuses InnoDB writes in a READ COMMITTED transaction (error 1665):
  * mutexes work there (their statements run under the session's own
@@ -1091,6 +1161,7 @@ int main(int argc, char **argv)
         {"renewal_of_lapsed_reader", renewal_of_lapsed_reader},
         {"renewal_pairs_writer_with_name", renewal_pairs_writer_with_name},
         {"statement_binlog", statement_binlog},
+        {"retried_take_counts_once", retried_take_counts_once},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);
