@@ -657,6 +657,139 @@ static void shared_read_holds_counted(void)
     dlock_client_close(d);
 }
 
+/* Read handles of one owner share one reader's row (dlock_lock_dup), and
+ * each has its own lease: one with a fixed 20 s (dlock_acquire_for), the
+ * other the client's. The other's lease set short (dlock_extend), or set
+ * again (dlock_renew: what the renewer does, 1 s from now), and then let
+ * go, does not end the long one's hold: a writer of another client stays
+ * out while it runs (the row's end was set to the short one's, and the
+ * release lowered the name's lease to it: the writer got in beside a
+ * reader that believed it read for 20 s). The long one's release frees
+ * the name. */
+static void dup_readers_keep_longer_lease(void)
+{
+    dlock_client *c = client("lease=1s"), *d = client(NULL);
+    dlock_lock *longer = dt_lock(c, "dup-lease", DLOCK_READ), *shorter = NULL;
+    dlock_lock *w = dt_lock(d, "dup-lease", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire_for(longer, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(longer, DLOCK_READ, &shorter), DLOCK_OK);
+    CHECK_RC(dlock_acquire(shorter, 0), DLOCK_OK);
+    CHECK_RC(dlock_extend(shorter, 100), DLOCK_OK);
+    CHECK_RC(dlock_renew(shorter), DLOCK_OK);
+    CHECK_RC(dlock_release(shorter), DLOCK_OK);
+    CHECK_RC(dlock_acquire(w, 1500), DLOCK_ETIMEDOUT);
+    CHECK_RC(dlock_lock_verify(longer), DLOCK_OK);
+    CHECK_RC(dlock_release(longer), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK); /* the last hold gone: free */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(longer);
+    dlock_lock_free(shorter);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* A renewal raises only what the renewing holder still holds. The rows
+ * are set as a lost reader finds them (an operator's edits stand for a
+ * deletion, a lapse, a name taken by a write), each end read in the same
+ * client call as the edit (a number: microseconds since 1970), and again
+ * once the reader was told of the loss (its renewal ran). */
+static long long end_after(const char *edit, const char *row)
+{
+    char sql[1200];
+    snprintf(sql, sizeof sql,
+             "%s; SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires) FROM %s", edit, row);
+    return sql_number(sql);
+}
+
+/* The reader's lock row deleted and taken by a writer: the reader's
+ * renewal tells it, and does not lengthen its row (it did: a reader
+ * joining later, then letting go, left the name to that row's end). */
+static void renewal_after_takeover(void)
+{
+    dt_lost_box box = {0};
+    char row[300];
+    dlock_client *c = client("lease=1s"), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "taken-over", DLOCK_READ);
+    dlock_lock *w = dt_lock(d, "taken-over", DLOCK_WRITE);
+    dlock_lock_on_lost(r, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    snprintf(row, sizeof row, "dlock_share WHERE name = 'dlock:taken-over' AND owner = '%s'",
+             dlock_lock_token(r));
+    long long e0 = end_after("DELETE FROM dlock_lock WHERE name = 'dlock:taken-over'", row);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_INT(end_after("DO 0", row), ==, e0);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* A reader whose own row lapsed (as a frozen one's) beside a live reader
+ * with a fixed lease: its renewal tells it, and leaves the name's row at
+ * the live reader's end (it raised it to its own new end: a writer kept
+ * out by nobody). */
+static void renewal_of_lapsed_reader(void)
+{
+    dt_lost_box box = {0};
+    char edit[600], row[100];
+    dlock_client *c = client("lease=3s"), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "lapsed-reader", DLOCK_READ);
+    dlock_lock *live = dt_lock(d, "lapsed-reader", DLOCK_READ);
+    dlock_lock_on_lost(r, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(live, 0, 2500), DLOCK_OK);
+    snprintf(edit, sizeof edit,
+             "UPDATE dlock_share SET expires = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name "
+             "= 'dlock:lapsed-reader' AND owner = '%s'; UPDATE dlock_lock SET expires = (SELECT "
+             "expires FROM dlock_share WHERE name = 'dlock:lapsed-reader' AND owner = '%s') "
+             "WHERE name = 'dlock:lapsed-reader'",
+             dlock_lock_token(r), dlock_lock_token(live));
+    snprintf(row, sizeof row, "dlock_lock WHERE name = 'dlock:lapsed-reader'");
+    long long e0 = end_after(edit, row);
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_INT(end_after("DO 0", row), ==, e0);
+    CHECK_RC(dlock_release(r), DLOCK_ELOST);
+    CHECK_RC(dlock_release(live), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(live);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* Two readers of one client on two names, renewed together; one name's
+ * row written as the other reader's owner's write (a token it holds on
+ * the other name): the first reader's renewal tells it, and does not
+ * raise that row (the writers' owners of a batch were one list, not
+ * paired with their names: any name of the batch held by any of them
+ * was raised). */
+static void renewal_pairs_writer_with_name(void)
+{
+    dt_lost_box box = {0};
+    char edit[400];
+    dlock_client *c = client("lease=1s");
+    dlock_lock *x = dt_lock(c, "pair-a", DLOCK_READ), *y = dt_lock(c, "pair-b", DLOCK_READ);
+    dlock_lock_on_lost(x, dt_on_lost, &box);
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    CHECK_RC(dlock_acquire(y, 0), DLOCK_OK);
+    snprintf(edit, sizeof edit,
+             "UPDATE dlock_lock SET owner = 'w:%s', expires = UTC_TIMESTAMP(6) + INTERVAL 400000 "
+             "MICROSECOND WHERE name = 'dlock:pair-a'",
+             dlock_lock_token(y));
+    long long e0 = end_after(edit, "dlock_lock WHERE name = 'dlock:pair-a'");
+    DT_WAIT_UNTIL(atomic_load(&box.lost) == 1, 3000);
+    CHECK_INT(end_after("DO 0", "dlock_lock WHERE name = 'dlock:pair-a'"), ==, e0);
+    CHECK_RC(dlock_lock_verify(y), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_ELOST);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+}
+
 /* A reader's row left live under a writer (the name's row deleted by an
  * operator: the reader is told at its renewal, which lengthened its row
  * all the same) is not a reader of the writer's: the write's release
@@ -891,6 +1024,114 @@ static void kinds_apart(void)
     dlock_client_close(c);
 }
 
+/* A read take sent again after a deadlock (1213) counts the hold once.
+ * Its waiter's statements (a waiting take's, on dlock_lock_wait) ran
+ * after its COMMIT: a deadlock there made the client send the whole
+ * request again, and the take ran twice (count 2 for one handle: its
+ * release left the name held by nobody until the lease's end). The
+ * deadlock is made: another session (the mariadb client, a transaction
+ * made heavy with 2000 rows written, so InnoDB picks the take as the
+ * victim) locks one waiter row of the name; the take's DELETE of the
+ * name's expired waiter rows deletes the other (expired) one and waits
+ * for it; the session then asks for the one the take deleted. */
+typedef struct take_job {
+    dlock_lock *lock;
+    int rc;
+} take_job;
+
+static void *take_thread(void *arg)
+{
+    take_job *j = arg;
+    j->rc = dlock_acquire(j->lock, 20000);
+    return NULL;
+}
+
+static void retried_take_counts_once(void)
+{
+    char cmd[400];
+    dlock_client *c = client(NULL), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "retried", DLOCK_READ), *w = dt_lock(d, "retried", DLOCK_WRITE);
+    CHECK_RC(dlock_try_acquire(r), DLOCK_OK); /* (the tables made) */
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    dt_server_cli(&srv,
+                  "-e \"CREATE TABLE IF NOT EXISTS ballast (n INT) ENGINE=InnoDB; "
+                  "REPLACE INTO dlock_lock_wait (name, owner, lock_name, expires, since) "
+                  "VALUES ('dlock:retried', 'a', 'retried', '1970-01-01 00:00:01', "
+                  "'1970-01-01 00:00:01'), ('dlock:retried', 'b', 'retried', "
+                  "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)\"");
+    snprintf(cmd, sizeof cmd,
+             "mariadb --no-defaults -h 127.0.0.1 -P %d -udlock -pdlock -D dlock -N -B "
+             ">/dev/null 2>&1",
+             srv.port);
+    FILE *other = popen(cmd, "w");
+    CHECK(other != NULL);
+    fprintf(other,
+            "BEGIN; INSERT INTO ballast SELECT seq FROM seq_1_to_2000; SELECT owner FROM "
+            "dlock_lock_wait WHERE name = 'dlock:retried' AND owner = 'b' LOCK IN SHARE MODE; "
+            "SELECT GET_LOCK('ballast', 0);\n");
+    fflush(other);
+    DT_WAIT_UNTIL(sql_number("SELECT IS_USED_LOCK('ballast') IS NOT NULL") == 1, 5000);
+    take_job job = {.lock = r, .rc = -1};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, take_thread, &job), ==, 0);
+    /* the take's DELETE waits for the row the other session holds */
+    DT_WAIT_UNTIL(sql_number("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO "
+                             "LIKE 'DELETE FROM dlock_lock_wait%'") >= 1,
+                  5000);
+    fprintf(other, "SELECT owner FROM dlock_lock_wait WHERE name = 'dlock:retried' AND owner = "
+                   "'a' FOR UPDATE; ROLLBACK;\n");
+    fflush(other);
+    pthread_join(t, NULL);
+    CHECK_INT(pclose(other), ==, 0);
+    CHECK_RC(job.rc, DLOCK_OK);
+    CHECK_INT(sql_number("SELECT count FROM dlock_share WHERE name = 'dlock:retried'"), ==, 1);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK); /* no hold left */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+/* A server that logs statements (--log-bin, binlog_format=STATEMENT)
+ * refuses InnoDB writes in a READ COMMITTED transaction (error 1665):
+ * mutexes work there (their statements run under the session's own
+ * isolation; table mode's connections had READ COMMITTED for every
+ * statement, and a mutex's take failed with the raw 1665), and the
+ * read-write lock and the semaphore are refused before anything is
+ * held, naming binlog_format. A server of its own (the only test that
+ * needs one: about a second to install and start). */
+static void statement_binlog(void)
+{
+    dt_server own;
+    char url[300];
+    dlock_client *c = NULL;
+    dt_server_start(&own, "mariadb", 0, "--log-bin", "--binlog-format=STATEMENT", NULL);
+    snprintf(url, sizeof url, "%s?mode=table", own.url);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    dlock_lock *m = dt_lock(c, "logged", 0), *r = dt_lock(c, "logged-rw", DLOCK_READ);
+    dlock_lock *w = dt_lock(c, "logged-rw", DLOCK_WRITE), *s = NULL;
+    CHECK_RC(dlock_semaphore_open(c, "logged-sem", 2, 1, &s), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(m), DLOCK_OK);
+    CHECK_RC(dlock_extend(m, 5000), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock *shared[] = {r, w, s};
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(dlock_try_acquire(shared[i]), DLOCK_ESERVER);
+        CHECK(strstr(dlock_errmsg(), "binlog_format") != NULL);
+    }
+    printf("binlog_format=STATEMENT: %s\n", dlock_errmsg());
+    CHECK_RC(dlock_acquire(m, 1000), DLOCK_OK);
+    CHECK_RC(dlock_release(m), DLOCK_OK);
+    dlock_lock_free(m);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(s);
+    dlock_client_close(c);
+    dt_server_stop(&own);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -915,6 +1156,12 @@ int main(int argc, char **argv)
         {"shared_read_holds_counted", shared_read_holds_counted},
         {"write_release_ignores_lost_reader", write_release_ignores_lost_reader},
         {"kinds_apart", kinds_apart},
+        {"dup_readers_keep_longer_lease", dup_readers_keep_longer_lease},
+        {"renewal_after_takeover", renewal_after_takeover},
+        {"renewal_of_lapsed_reader", renewal_of_lapsed_reader},
+        {"renewal_pairs_writer_with_name", renewal_pairs_writer_with_name},
+        {"statement_binlog", statement_binlog},
+        {"retried_take_counts_once", retried_take_counts_once},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -42,10 +42,10 @@ int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt 
         snprintf(sql, len, "%s; %s; DO RELEASE_LOCK(%s)", first, take, l->lit);
     free(first);
     free(take);
-    /* (its statements: the guard's two, then START TRANSACTION, [the
-     * name's row locked, the permits held by others,] the name's row, the
-     * holder's row, COMMIT and the answer: statement 6 (8); a take's is
-     * 3) */
+    /* (its statements: the guard's two, then the transaction's two
+     * (DLOCK__SQLT_BEGIN), [the name's row locked, the permits held by
+     * others,] the name's row, the holder's row, the answer, [a waiter's
+     * rows,] COMMIT: the answer is statement 6 (8); a take's is 3) */
     rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
@@ -73,7 +73,7 @@ int dlock__myt_read_release(dlock__mystore *p, dlock__mylock *l, const char *tok
     int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "releasing a read hold");
     if (rc != DLOCK_OK)
         return rc;
-    if (res.affected[2] != 1)
+    if (res.affected[3] != 1)
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s': this owner's %s was not held any more (its lease ran out, "
                          "or it was force-unlocked)",
@@ -87,13 +87,14 @@ int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *toke
 {
     dlock__myres res;
     char *owner = dlock__my_literal(token, 1);
-    char *sql =
-        owner != NULL ? dlock__sqlt_read_extend(D, l->key_lit, owner, lease_ms, at_least) : NULL;
+    char *sql = owner != NULL ? dlock__sqlt_read_extend(D, l->key_lit, owner, lease_ms, at_least,
+                                                        l->base.spec.kind == DLOCK__READ)
+                              : NULL;
     free(owner);
     int rc = dlock__myt_run_tx(p, sql, deadline_us, &res, "extending a read hold's lease");
     if (rc != DLOCK_OK)
         return rc;
-    const char *v = dlock__my_value(&res, 5, 0);
+    const char *v = dlock__my_value(&res, 6, 0);
     if (v == NULL || strcmp(v, "1") != 0)
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s': this owner's %s is not held any more (its lease ran out, "
@@ -115,7 +116,7 @@ static int shared_hold(const dlock__renewal *it)
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us)
 {
-    /* (one transaction; the holders now: the fifth statement's rows) */
-    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 4, 1,
+    /* (one transaction; the holders now: the seventh statement's rows) */
+    return dlock__myt_renew_some(p, items, n, shared_hold, dlock__sqlt_read_renew, 6, 1,
                                  deadline_us);
 }

@@ -518,6 +518,25 @@ char *dlock__myt_owner(const dlock__mylock *l, const char *token)
     return lit;
 }
 
+/* Whether the shared holds' table is in the URL's database (*there),
+ * looked for, not made. */
+static int share_there(dlock__mystore *p, int64_t deadline_us, int *there)
+{
+    dlock__myres res;
+    *there = 0;
+    int rc = dlock__my_operate(p,
+                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
+                               deadline_us, &res,
+                               "looking for dlock's table of shared holds (dlock_share)");
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *v = dlock__my_value(&res, 0, 0);
+    *there = v != NULL && strcmp(v, "1") == 0;
+    dlock__my_res_free(&res);
+    return DLOCK_OK;
+}
+
 int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
 {
     if (atomic_load(&p->share_table) == 1)
@@ -533,16 +552,10 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
         /* not allowed to make it: an administrator may have */
         char why[600];
         snprintf(why, sizeof why, "%s", dlock_errmsg());
-        rc = dlock__my_operate(p,
-                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
-                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
-                               deadline_us, &res,
-                               "looking for dlock's table of shared holds (dlock_share)");
+        int there;
+        rc = share_there(p, deadline_us, &there);
         if (rc != DLOCK_OK)
             return rc;
-        const char *v = dlock__my_value(&res, 0, 0);
-        int there = v != NULL && strcmp(v, "1") == 0;
-        dlock__my_res_free(&res);
         if (!there)
             return dlock__fail(
                 DLOCK_ESERVER,
@@ -556,6 +569,20 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us)
     } else {
         dlock__my_res_free(&res);
     }
+    /* The shared holds' transactions run under READ COMMITTED, which a
+     * server logging statements (binlog_format=STATEMENT) refuses at
+     * their first write (error 1665): found here, before anything is
+     * held, once per store (a write lock taken there could not be let
+     * go). The probe writes nothing. */
+    rc = dlock__myt_run_tx(p,
+                           strdup(DLOCK__SQLT_BEGIN "; DELETE FROM " DLOCK__SQLT_SHARE
+                                                    " WHERE name = '' AND owner = ''; ROLLBACK"),
+                           deadline_us, &res,
+                           "trying a READ COMMITTED write, as the read-write lock and the "
+                           "semaphore make");
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__my_res_free(&res);
     atomic_store(&p->share_table, 1);
     return DLOCK_OK;
 }
@@ -717,9 +744,9 @@ int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, i
                    : run(p, sql, deadline_us, &res, "releasing the lock's row");
     if (rc != DLOCK_OK)
         return rc;
-    /* (the write's: its UPDATE and the holder now are statements 3 and 5) */
-    if (res.affected[write ? 3 : 0] != 1)
-        rc = dlock__my_value(&res, write ? 5 : 1, 0) != NULL
+    /* (the write's: its UPDATE and the holder now are statements 4 and 6) */
+    if (res.affected[write ? 4 : 0] != 1)
+        rc = dlock__my_value(&res, write ? 6 : 1, 0) != NULL
                  ? dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is held by someone else", l->name)
                  : dlock__fail(DLOCK_ELOST,
                                "lock '%s' was not held by this owner any more (its lease ran "
@@ -736,7 +763,7 @@ int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, i
  * lease set (sql, freed here: its statements, the name's rows locked by
  * the first), each writer's row of keys (a list of literals) is raised to
  * its owner's live reader's end: the row stays the writer's until then,
- * or until it lets go. Statement 0 is START TRANSACTION. */
+ * or until it lets go. Statements 0 and 1 begin it (DLOCK__SQLT_BEGIN). */
 static char *raised_to_own_reader(char *sql, const char *keys)
 {
     if (sql == NULL)
@@ -745,7 +772,8 @@ static char *raised_to_own_reader(char *sql, const char *keys)
     char *tx = malloc(len);
     if (tx != NULL)
         snprintf(tx, len,
-                 "START TRANSACTION; %s; UPDATE " DLOCK__SQLT_TABLE " l JOIN " DLOCK__SQLT_SHARE
+                 DLOCK__SQLT_BEGIN
+                 "; %s; UPDATE " DLOCK__SQLT_TABLE " l JOIN " DLOCK__SQLT_SHARE
                  " s ON s.name = l.name AND l.owner = CONCAT('" DLOCK__SQLT_WRITER
                  "', s.owner) SET l.expires = s.expires WHERE l.name IN (%s) AND l.expires > "
                  "UTC_TIMESTAMP(6) AND s.expires > l.expires; COMMIT",
@@ -776,7 +804,7 @@ int dlock__myt_extend(dlock__mystore *p, dlock__mylock *l, const char *token, in
                  : run(p, sql, deadline_us, &res, "extending the lock's lease");
     if (rc != DLOCK_OK)
         return rc;
-    const char *v = dlock__my_value(&res, write ? 2 : 1, 0);
+    const char *v = dlock__my_value(&res, write ? 3 : 1, 0);
     if (v == NULL || strcmp(v, "1") != 0)
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s' is not held by this owner any more (its lease ran out, or it "
@@ -829,6 +857,7 @@ size_t dlock__myt_renew_some(dlock__mystore *p, dlock__renewal *items, size_t n,
         h[k].key = l->server_name;
         h[k].owner = own;
         h[k].lease_ms = items[i].lease_ms;
+        h[k].counted = l->base.spec.kind == DLOCK__READ;
         h[k].owner_lit = own != NULL ? dlock__my_literal(own, 1) : NULL;
         ok = own != NULL && h[k].owner_lit != NULL;
         k++;
@@ -851,12 +880,12 @@ size_t dlock__myt_renew_some(dlock__mystore *p, dlock__renewal *items, size_t n,
     dlock__myres res;
     char *sql = ok ? request(D, h, k) : NULL;
     if (writers != NULL)
-        sql = raised_to_own_reader(sql, writers); /* (START TRANSACTION first) */
+        sql = raised_to_own_reader(sql, writers); /* (its BEGIN first) */
     int rc = !ok ? DLOCK_ENOMEM
              : tx || writers != NULL
                  ? dlock__myt_run_tx(p, sql, deadline_us, &res, "renewing leases")
                  : run(p, sql, deadline_us, &res, "renewing leases");
-    answer += writers != NULL;
+    answer += writers != NULL ? 2 : 0; /* (its BEGIN's two statements first) */
     free(writers);
     if (rc == DLOCK_OK && res.rows[answer] != NULL) {
         MYSQL_ROW row;
@@ -1053,16 +1082,10 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
          * statement with the row (the name's row locked first, as every
          * change of them): a reader left with a live row was never told
          * when another reader took the name before its next renewal */
-        rc = dlock__my_operate(p,
-                               "SELECT COUNT(*) FROM information_schema.TABLES WHERE "
-                               "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DLOCK__SQLT_SHARE "'",
-                               deadline_us, &res,
-                               "looking for dlock's table of shared holds (dlock_share)");
+        int readers;
+        rc = share_there(p, deadline_us, &readers);
         if (rc != DLOCK_OK)
             return rc;
-        const char *v = dlock__my_value(&res, 0, 0);
-        int readers = v != NULL && strcmp(v, "1") == 0;
-        dlock__my_res_free(&res);
         char *sql = NULL;
         if (readers) {
             size_t len = strlen(l->key_lit) + 400;

@@ -525,6 +525,36 @@ char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)
 #define SHARED_BY(col)                                                                             \
     "(" col " = '" DLOCK__SQLT_READERS "' OR LEFT(" col ", 2) = '" DLOCK__SQLT_PERMITS "')"
 
+/* A shared take's end, after the name's row (@dlock_t: taken, @dlock_f:
+ * the fence): the holder's row (count: its holds or permits; on_dup: the
+ * assignments when it has one), the answer as a take's (fence, mine,
+ * ms_left, ahead, owner, shares; older: the older waiters' count), a
+ * waiter's rows (wait_ms > 0), and only then COMMIT. Nothing after the
+ * COMMIT can fail, so a request sent again (a deadlock, 1213, makes the
+ * caller send the whole text again) never runs a take that committed:
+ * a deadlock in the waiters' rows, after the COMMIT, had the take run
+ * twice, a reader's hold counted twice (its release left one: the name
+ * held, by nobody, until the lease's end). InnoDB rolls a deadlock's
+ * victim back whole, and the connection is closed, never pooled. */
+static void holder_tail(sbuf *b, const char *key, const char *owner, const char *lock_name,
+                        const char *info, unsigned count, const char *on_dup, int64_t lease_ms,
+                        int64_t wait_ms, const char *older, const char *shares)
+{
+    add(b,
+        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
+        "SELECT %s, %s, %s, %s, @dlock_f, %u, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
+        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE %s; "
+        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
+        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        key, owner, lock_name, info, count, lease_ms * 1000, on_dup, older, shares, key);
+    if (wait_ms > 0) {
+        char wait_us[24];
+        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
+        wait_rows(b, key, owner, lock_name, wait_us);
+    }
+    add(b, "; COMMIT");
+}
+
 char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms)
 {
@@ -544,7 +574,8 @@ char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const c
      * next sees that row (autocommitted one by one, a release between the
      * two lowered the name's lease below the new reader's, or freed it). */
     add(&b,
-        "START TRANSACTION; "
+        DLOCK__SQLT_BEGIN
+        "; "
         "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
         "VALUES (%s, %s, '" DLOCK__SQLT_READERS "', '', IF(@dlock_t := 1, @dlock_f := " NOW_US
         ", 0), " NOW " + INTERVAL %" PRId64 " MICROSECOND) "
@@ -560,26 +591,19 @@ char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const c
     /* the reader's own row: one more hold of its owner's while it is live
      * (handles that share a token, dlock_lock_dup: each release takes one
      * off), its end the later of theirs; a new one otherwise */
-    add(&b,
-        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
-        "SELECT %s, %s, %s, %s, @dlock_f, 1, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
-        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE count = IF(expires > " NOW
-        ", count + 1, 1), fence = VALUES(fence), info = VALUES(info), lock_name = "
-        "VALUES(lock_name), expires = IF(count > 1, GREATEST(expires, VALUES(expires)), "
-        "VALUES(expires)); COMMIT; ",
-        key, owner, lock_name, info, lease_ms * 1000);
-    /* the answer, as a take's: (fence, mine, ms_left, ahead, owner) */
     char *shares = dlock__sqlt_shares(d, key, owner);
-    add(&b,
-        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
-        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        o.s, shares != NULL ? shares : "0", key);
+    if (shares != NULL)
+        holder_tail(&b, key, owner, lock_name, info, 1,
+                    "count = IF(expires > " NOW ", count + 1, 1), fence = VALUES(fence), "
+                    "info = VALUES(info), lock_name = VALUES(lock_name), expires = IF(count > 1, "
+                    "GREATEST(expires, VALUES(expires)), VALUES(expires))",
+                    lease_ms, wait_ms, o.s, shares);
+    int ok = shares != NULL;
     free(shares);
     free(o.s);
-    if (wait_ms > 0) {
-        char wait_us[24];
-        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
-        wait_rows(&b, key, owner, lock_name, wait_us);
+    if (!ok) {
+        free(b.s);
+        return NULL;
     }
     return b.s;
 }
@@ -616,7 +640,8 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
      * same permits holds it and they leave room, in both cases with no
      * older live waiter (a large request at the head is not overtaken) */
     add(&b,
-        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
+        DLOCK__SQLT_BEGIN
+        "; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
         "SELECT @dlock_u := COALESCE(SUM(count), 0) FROM " DLOCK__SQLT_SHARE
         " WHERE name = %s AND owner <> %s AND expires > " NOW " LOCK IN SHARE MODE; "
         "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
@@ -629,24 +654,12 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
         "expires = IF(@dlock_t, GREATEST(expires, VALUES(expires)), expires), "
         "owner = IF(@dlock_t, VALUES(owner), owner); ",
         key, key, owner, key, lock_name, permits, lease_ms * 1000, o.s, permits, take, permits);
-    add(&b,
-        "INSERT INTO " DLOCK__SQLT_SHARE " (name, owner, lock_name, info, fence, count, expires) "
-        "SELECT %s, %s, %s, %s, @dlock_f, %u, " NOW " + INTERVAL %" PRId64 " MICROSECOND FROM "
-        "DUAL WHERE @dlock_t IS TRUE ON DUPLICATE KEY UPDATE fence = VALUES(fence), "
-        "info = VALUES(info), lock_name = VALUES(lock_name), count = VALUES(count), "
-        "expires = VALUES(expires); COMMIT; ",
-        key, owner, lock_name, info, take, lease_ms * 1000);
-    add(&b,
-        "SELECT IF(@dlock_t, @dlock_f, fence), @dlock_t IS TRUE, " MS_LEFT
-        ", IF(@dlock_t, 0, %s), owner, %s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        o.s, shares, key);
+    holder_tail(&b, key, owner, lock_name, info, take,
+                "fence = VALUES(fence), info = VALUES(info), lock_name = VALUES(lock_name), "
+                "count = VALUES(count), expires = VALUES(expires)",
+                lease_ms, wait_ms, o.s, shares);
     free(o.s);
     free(shares);
-    if (wait_ms > 0) {
-        char wait_us[24];
-        snprintf(wait_us, sizeof wait_us, "%" PRId64, wait_ms * 1000);
-        wait_rows(&b, key, owner, lock_name, wait_us);
-    }
     return b.s;
 }
 
@@ -666,7 +679,8 @@ char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, cons
      * gone at none, lapsed ones with it; the name's row freed when no
      * holder is left, else its lease lowered to the last one's end */
     add(&b,
-        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
+        DLOCK__SQLT_BEGIN
+        "; SELECT owner FROM " DLOCK__SQLT_TABLE " WHERE name = %s FOR UPDATE; "
         "UPDATE " DLOCK__SQLT_SHARE " SET count = %s WHERE name = %s AND owner = %s AND "
         "expires > " NOW "; DELETE FROM " DLOCK__SQLT_SHARE " WHERE name = %s AND (expires <= " NOW
         " OR (owner = %s AND count = 0)); " LAST_READER "UPDATE " DLOCK__SQLT_TABLE
@@ -688,7 +702,8 @@ char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, con
      * and another's row live here is a lost reader's (the name's row was
      * deleted or forced away under it, its renewal still lengthened it) */
     add(&b,
-        "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
+        DLOCK__SQLT_BEGIN
+        "; SELECT owner FROM " DLOCK__SQLT_TABLE
         " WHERE name = %s FOR UPDATE; SELECT @dlock_m := MAX(expires) FROM " DLOCK__SQLT_SHARE
         " WHERE name = %s AND owner = %s AND expires > " NOW " LOCK IN SHARE MODE; "
         "UPDATE " DLOCK__SQLT_TABLE " SET owner = IF(@dlock_m IS NULL, '', '" DLOCK__SQLT_READERS
@@ -702,25 +717,36 @@ char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, con
 }
 
 char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
-                              int64_t lease_ms, int at_least)
+                              int64_t lease_ms, int at_least, int counted)
 {
     sbuf b = {0};
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
-    if (at_least && lease_ms <= 0)
-        add(&b, "DO 0; DO 0; DO 0; DO 0; DO 0; ");
-    else
+    /* (a reader's row that handles of one owner share, counted, is never
+     * lowered while more than one holds it: each has a lease of its own,
+     * and the row is the longest; the last one's sets it) */
+    const char *raise = at_least  ? "GREATEST(expires, "
+                        : counted ? "IF(count > 1, GREATEST(expires, "
+                                  : "";
+    const char *raised = at_least ? ")" : counted ? "), " : "";
+    if (at_least && lease_ms <= 0) {
+        add(&b, "DO 0; DO 0; DO 0; DO 0; DO 0; DO 0; ");
+    } else {
         add(&b,
-            "START TRANSACTION; SELECT owner FROM " DLOCK__SQLT_TABLE
-            " WHERE name = %s FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " SET expires = %s" NOW
-            " + INTERVAL %" PRId64
-            " MICROSECOND%s WHERE name = %s AND owner = %s AND expires > " NOW
-            "; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, COALESCE((SELECT "
+            DLOCK__SQLT_BEGIN "; SELECT owner FROM " DLOCK__SQLT_TABLE
+                              " WHERE name = %s FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE
+                              " SET expires = %s" NOW " + INTERVAL %" PRId64 " MICROSECOND%s",
+            key, raise, lease_ms * 1000, raised);
+        if (counted && !at_least)
+            add(&b, NOW " + INTERVAL %" PRId64 " MICROSECOND)", lease_ms * 1000);
+        add(&b,
+            " WHERE name = %s AND owner = %s AND expires > " NOW "; UPDATE " DLOCK__SQLT_TABLE
+            " SET expires = GREATEST(expires, COALESCE((SELECT "
             "s.expires FROM " DLOCK__SQLT_SHARE " s WHERE s.name = %s AND s.owner = %s), expires)) "
             "WHERE name = %s AND (" SHARED_BY("owner") " OR owner = " WRITER_OF(
                 "%s") ") AND expires > " NOW "; COMMIT; ",
-            key, at_least ? "GREATEST(expires, " : "", lease_ms * 1000, at_least ? ")" : "", key,
-            owner, key, owner, key, owner);
+            key, owner, key, owner, key, owner);
+    }
     add(&b,
         "SELECT COUNT(*) FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
         " l ON l.name = s.name WHERE s.name = %s AND s.owner = %s AND s.expires > " NOW
@@ -730,38 +756,74 @@ char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const
     return b.s;
 }
 
+/* The (name, owner) pairs of h, a list for IN (...) (col: SQL text). */
+static void pairs(sbuf *b, const char *col, const dlock__sqlt_hold *h, size_t n)
+{
+    add(b, "%s IN (", col);
+    for (size_t i = 0; i < n; i++)
+        add(b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    add(b, ")");
+}
+
+/* Whether a shared holder's row s is its lock row l's: l live, of the
+ * shared holders, or of s's owner's own write (a downgrade). */
+#define HOLDS_ROW                                                                                  \
+    "l.expires > " NOW " AND (" SHARED_BY("l.owner") " OR l.owner = " WRITER_OF("s.owner") ")"
+
 char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n)
 {
-    sbuf b = {0};
+    sbuf b = {0}, end = {0}, held = {0};
     if (d != DLOCK__SQLT_MARIADB)
         return NULL;
-    /* the names' rows first (their leases raised to the readers' new ends:
-     * the rows locked before the readers' rows, as every change of them),
-     * then the readers' rows; held: a reader's row live under a name's row
-     * of readers, or of its own write */
-    add(&b, "START TRANSACTION; UPDATE " DLOCK__SQLT_TABLE " SET expires = GREATEST(expires, " NOW
-            " + INTERVAL CASE name");
+    /* each holder's new end, and its (name, owner) in the batch */
+    add(&end, NOW " + INTERVAL CASE");
     for (size_t i = 0; i < n; i++)
-        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
-    add(&b, " END MICROSECOND) WHERE expires > " NOW " AND name IN (");
+        add(&end, " WHEN s.name = %s AND s.owner = %s THEN %" PRId64, h[i].key_lit, h[i].owner_lit,
+            h[i].lease_ms * 1000);
+    add(&end, " END MICROSECOND");
+    pairs(&held, "(s.name, s.owner)", h, n);
+    if (end.s == NULL || held.s == NULL)
+        goto done;
+    /* the names' rows locked first (as every change of their holders'
+     * rows); then each holder's row set to its new end, only while its
+     * lock's row is its (a holder whose row was taken over or deleted is
+     * not lengthened); a reader's row that handles of one owner share
+     * (counted) never lowered while more than one holds it; then each
+     * name's row raised to its holders' new ends, paired: only a holder
+     * whose own row is live and whose lock's row it is raises it (a
+     * lapsed reader's renewal, or another owner's write, raised nothing) */
+    add(&b, DLOCK__SQLT_BEGIN "; SELECT name FROM " DLOCK__SQLT_TABLE " WHERE name IN (");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
-    add(&b, ") AND (" SHARED_BY("owner") " OR owner IN (");
+    add(&b, ") FOR UPDATE; UPDATE " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
+            " l ON l.name = s.name SET s.expires = IF(s.count > 1 AND (s.name, s.owner) IN (");
+    int counted = 0;
     for (size_t i = 0; i < n; i++)
-        add(&b, "%s" WRITER_OF("%s"), i ? ", " : "", h[i].owner_lit);
-    add(&b, ")); UPDATE " DLOCK__SQLT_SHARE " SET expires = " NOW " + INTERVAL CASE name");
-    for (size_t i = 0; i < n; i++)
-        add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
-    add(&b, " END MICROSECOND WHERE expires > " NOW " AND (name, owner) IN (");
-    for (size_t i = 0; i < n; i++)
-        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
+        if (h[i].counted)
+            add(&b, "%s(%s, %s)", counted++ ? ", " : "", h[i].key_lit, h[i].owner_lit);
+    if (counted == 0)
+        add(&b, "(NULL, NULL)");
     add(&b,
-        "); COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE " s JOIN " DLOCK__SQLT_TABLE
-        " l ON l.name = s.name WHERE s.expires > " NOW " AND l.expires > " NOW " AND (" SHARED_BY(
-            "l.owner") " OR l.owner = " WRITER_OF("s.owner") ") AND (s.name, s.owner) IN (");
+        "), GREATEST(s.expires, %s), %s) WHERE s.expires > " NOW " AND " HOLDS_ROW " AND %s; "
+        "UPDATE " DLOCK__SQLT_TABLE " l SET l.expires = GREATEST(l.expires, COALESCE((SELECT "
+        "MAX(s.expires) FROM " DLOCK__SQLT_SHARE " s WHERE s.name = l.name AND s.expires > " NOW
+        " AND " HOLDS_ROW " AND %s), l.expires)) WHERE l.name IN (",
+        end.s, end.s, held.s, held.s);
     for (size_t i = 0; i < n; i++)
-        add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
-    add(&b, ")");
+        add(&b, "%s%s", i ? ", " : "", h[i].key_lit);
+    add(&b,
+        ") AND l.expires > " NOW "; COMMIT; SELECT s.name, s.owner FROM " DLOCK__SQLT_SHARE
+        " s JOIN " DLOCK__SQLT_TABLE " l ON l.name = s.name WHERE s.expires > " NOW
+        " AND " HOLDS_ROW " AND %s",
+        held.s);
+done:;
+    int ok = end.s != NULL && held.s != NULL;
+    free(end.s);
+    free(held.s);
+    if (!ok) {
+        free(b.s);
+        return NULL;
+    }
     return b.s;
 }
 

@@ -101,7 +101,8 @@ typedef struct dlock__sqlt_hold {
     const char *key_lit, *owner_lit; /* literals, for the request */
     const char *key, *owner;         /* the values, to match the answer's rows */
     int64_t lease_ms;
-    int held; /* out: renewed */
+    int counted; /* MariaDB's shared holds: a reader's (handles of one owner share its row) */
+    int held;    /* out: renewed */
 } dlock__sqlt_hold;
 /* Two statements for the whole batch: every lease renewed (one UPDATE),
  * then (key, owner) of each of them held now. */
@@ -134,18 +135,28 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix);
 #define DLOCK__SQLT_READERS "r:"
 #define DLOCK__SQLT_WRITER  "w:"
 #define DLOCK__SQLT_PERMITS "s:" /* a semaphore's holders: "s:N", N its permits */
+/* How every transaction of the shared holds begins (two statements):
+ * READ COMMITTED for that transaction only. Its locking reads of a name's
+ * holders' rows locked, under REPEATABLE READ, the gap after them too (the
+ * next name's first row): transactions of different names deadlocked. A
+ * server with binary logging and binlog_format=STATEMENT refuses InnoDB
+ * writes under READ COMMITTED (error 1665); set per transaction, the
+ * mutexes' statements, which need no such reads, run there as they are. */
+#define DLOCK__SQLT_BEGIN "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION"
 /* One statement: the readers' table made when missing. */
 char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d);
-/* Five statements (seven for a waiter, wait_ms > 0, as a take's): in
- * one transaction the name's row taken or joined for readers (or beside
- * owner's own write) and the reader's row written; then (fence, mine,
- * ms_left, ahead, owner, shares) as a take's answer (the fifth statement;
- * shares: dlock__sqlt_shares). A reader's or a semaphore holder's release,
- * extend and renewal are the same statements (below). */
+/* Six statements (eight for a waiter, wait_ms > 0, as a take's), one
+ * transaction (DLOCK__SQLT_BEGIN): the name's row taken or joined for readers (or beside
+ * owner's own write), the reader's row written, (fence, mine, ms_left,
+ * ahead, owner, shares) as a take's answer (the fifth statement; shares:
+ * dlock__sqlt_shares), a waiter's rows, COMMIT last (nothing after it to
+ * fail: a request sent again after a deadlock never takes twice). A
+ * reader's or a semaphore holder's release, extend and renewal are the
+ * same statements (below). */
 char *dlock__sqlt_read_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms);
 /* Eight statements (ten for a waiter), as dlock__sqlt_read_take's with
- * the answer the sixth: take permits of a semaphore of permits, all or
+ * the answer the seventh: take permits of a semaphore of permits, all or
  * nothing, while those held by others leave room and no live waiter is
  * older (the name's row locked, the holders' permits counted with a
  * locking read, in one transaction). reads: see dlock__sqlt_read_take. */
@@ -155,23 +166,26 @@ char *dlock__sqlt_sem_take(enum dlock__sqlt_dialect d, const char *key, const ch
 /* Whether owner is among the shared holders of a row whose owner is the
  * readers' or a semaphore's, as an answer's column (SQL text, malloc'd). */
 char *dlock__sqlt_shares(enum dlock__sqlt_dialect d, const char *key, const char *owner);
-/* Seven statements, one transaction: one hold off the reader's row
+/* Eight statements, one transaction: one hold off the reader's row
  * (counted: a reader's, whose handles of one owner share the row; else a
  * semaphore holder's permits, all at once), the row gone at none
- * (statement 2 matched 1 when it held); the name's row freed, or its
+ * (statement 3 matched 1 when it held); the name's row freed, or its
  * lease lowered to the last holder's end. */
 char *dlock__sqlt_read_release(enum dlock__sqlt_dialect d, const char *key, const char *owner,
                                int counted);
-/* Six statements: the write let go (statement 3 matched 1 when owner held
+/* Seven statements: the write let go (statement 4 matched 1 when owner held
  * it), the name's row the readers' when owner reads beside it; the last
  * the holder now, as dlock__sqlt_release's. */
 char *dlock__sqlt_write_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
-/* Six statements: the reader's lease set (as dlock__sqlt_extend), the
- * last COUNT(*): 1 while it holds. */
+/* Seven statements: the reader's lease set (as dlock__sqlt_extend; counted:
+ * a reader's, whose row handles of one owner share, never lowered while
+ * more than one holds it), the last COUNT(*): 1 while it holds. */
 char *dlock__sqlt_read_extend(enum dlock__sqlt_dialect d, const char *key, const char *owner,
-                              int64_t lease_ms, int at_least);
-/* Five statements: the readers of h renewed; the last (key, owner) of
- * each one that holds (dlock__sqlt_renewed). */
+                              int64_t lease_ms, int at_least, int counted);
+/* Seven statements, one transaction: the shared holders of h renewed (a
+ * holder's row only while its lock's row is its, the lock's row raised
+ * only by a live holder of it); the last (key, owner) of each one that
+ * holds (dlock__sqlt_renewed). */
 char *dlock__sqlt_read_renew(enum dlock__sqlt_dialect d, const dlock__sqlt_hold *h, size_t n);
 /* One statement: (owner, info, count) of each live reader of key. */
 char *dlock__sqlt_readers(enum dlock__sqlt_dialect d, const char *key);
