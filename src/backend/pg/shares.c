@@ -17,7 +17,11 @@
  * (pg.h: DLOCK__PGT_GUARD_SQL) comes first, as a mutex's take, so that the
  * session mode's holders of the name exclude it. A writer's release, lease
  * set and renewal look at its owner's own reader (a downgrade) and run
- * here too. */
+ * here too.
+ *
+ * Calls both ways with table.c: table.c hands a shared holder's steps
+ * here, and its requests run on table.c's tables (made, or made again
+ * when found gone). */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "pg.h"

@@ -7,7 +7,11 @@
  * connections (conn.c). No hold depends on a connection; a release
  * notifies the lock's waiters, who park until then (listen.c) or until
  * the holder's lease ends, their rows kept by the renewer; every held lock
- * of a batch is renewed by one UPDATE, every waiter's row by another. */
+ * of a batch is renewed by one UPDATE, every waiter's row by another.
+ *
+ * Calls both ways with shares.c: the read-write lock's and the
+ * semaphore's steps are there, and their requests run on the tables made
+ * here. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../sqltable/sqltable.h"
