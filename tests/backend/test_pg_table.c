@@ -14,6 +14,7 @@
  * library. Tests that fork do so before they open a client. */
 #define _GNU_SOURCE
 #include "../support/harness.h"
+#include "../support/proxy.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -495,6 +496,59 @@ static void modes_exclude_shared(void)
     dlock_client_close(s);
 }
 
+/* A writer waiting behind a reader parks until the reader's release is
+ * notified: its waiter row (under its writer's owner) is kept by the
+ * renewer's heartbeats, one request each (11 in 2 s with a heartbeat every
+ * 200 ms; the renewer looked for the row under the bare token, found
+ * none, and each heartbeat sent the writer to ask the table again: 28 and
+ * 31), and it has the lock soon after the release. */
+static void *write_wait_thread(void *arg)
+{
+    return (void *) (long) dlock_acquire(arg, 20000);
+}
+
+static void writer_waits_parked(void)
+{
+    dt_proxy px;
+    char url[256];
+    dlock_client *d = NULL;
+    dt_proxy_start(&px, srv.port, 1);
+    dt_server_url_at(&srv, px.ports[0], url, sizeof url - 64);
+    strcat(url, "?mode=table&lease=10s&waiter_lease=600ms"); /* a heartbeat every 200 ms */
+    CHECK_RC(dlock_client_open(url, &d), DLOCK_OK);
+    dlock_client *c = client("lease=10s");
+    dlock_lock *r = dt_lock(c, "writer-parked", DLOCK_READ);
+    dlock_lock *w = dt_lock(d, "writer-parked", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, write_wait_thread, w), ==, 0);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'writer-parked'::bytea AND expires > now()") == 1,
+                  5000);
+    long long before, after, bytes;
+    dt_sleep_ms(200); /* its wake-up connection made, it parks */
+    dt_proxy_sent(&px, 0, &before, &bytes);
+    dt_sleep_ms(2000); /* the window measured */
+    dt_proxy_sent(&px, 0, &after, &bytes);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    void *rc;
+    pthread_join(t, &rc);
+    long long took = dt_now_ms() - t0;
+    printf("writer behind a reader: %lld requests in 2 s of waiting; granted %lld ms after the "
+           "release\n",
+           after - before, took);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK_INT(after - before, <=, 16); /* 10 heartbeats, and slack */
+    CHECK_INT(took, <, 1000);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+    dt_proxy_stop(&px);
+}
+
 /* A role without CREATE on the schema (DML on dlock's tables, made for
  * it), the shared holds' table not made: mutexes work, and the read-write
  * lock says the table it needs. Last: it drops that table. */
@@ -542,6 +596,7 @@ int main(int argc, char **argv)
         {"shared_holds_many_names", shared_holds_many_names},
         {"kinds_apart", kinds_apart},
         {"modes_exclude_shared", modes_exclude_shared},
+        {"writer_waits_parked", writer_waits_parked},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */

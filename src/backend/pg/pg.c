@@ -1233,10 +1233,17 @@ static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int k
         pglock *l = PGLOCK(items[i].lock);
         h[k].key_lit = l->key_lit;
         h[k].key = l->name;
-        h[k].owner = items[i].token;
         h[k].lease_ms = items[i].lease_ms;
         write[k] = l->base.spec.kind == DLOCK__WRITE;
-        if ((h[k++].owner_lit = dlock__pgt_bytea(items[i].token)) == NULL)
+        /* a writer's waiter row is under "w:" and its token (table.c) */
+        size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(items[i].token) + 1;
+        char *owner = malloc(len);
+        if (owner != NULL)
+            snprintf(owner, len, "%s%s", kind == 2 && write[k] ? DLOCK__SQLT_WRITER : "",
+                     items[i].token);
+        h[k].owner = owner;
+        h[k].owner_lit = owner != NULL ? dlock__pgt_bytea(owner) : NULL;
+        if (h[k++].owner_lit == NULL)
             rc = DLOCK_ENOMEM;
     }
     if (rc == DLOCK_OK)
@@ -1249,8 +1256,10 @@ static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int k
         items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
                           : h[k].held    ? DLOCK__RENEW_OK
                                          : DLOCK__RENEW_GONE;
-        if (h != NULL)
+        if (h != NULL) {
+            free((char *) h[k].owner);
             free((char *) h[k++].owner_lit);
+        }
     }
     free(h);
     free(write);
