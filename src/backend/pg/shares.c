@@ -110,7 +110,7 @@ enum {
         "c.owner") " THEN COALESCE((SELECT min(expires) FROM " SHARE " WHERE name = "              \
                    "$1::bytea AND expires > now()), c.expires) ELSE c.expires END - now())) * "    \
                    "1000)::bigint, " OLDER ", (SELECT g.ok::int FROM g), convert_from(c.owner, "   \
-                                           "'UTF8'), (EXISTS (SELECT 1 FROM " SHARE                \
+                   "'UTF8'), (EXISTS (SELECT 1 FROM " SHARE                                        \
                    " WHERE name = $1::bytea AND owner = $2::bytea AND expires > now()))::int "     \
                    "FROM (SELECT "                                                                 \
                    "1) d LEFT JOIN t ON true LEFT JOIN c ON true"
