@@ -354,7 +354,7 @@ static void semaphore_rows(void)
 /* Many threads of one client, each a semaphore and a reader on names of
  * their own and on one name they share: every take and release succeeds
  * (no deadlock between the transactions of different names). */
-#define SHARED_THREADS 50
+#define SHARED_THREADS 24
 
 static void *shared_holds_thread(void *arg)
 {
