@@ -1225,7 +1225,7 @@ static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int k
     if (m == 0)
         return;
     dlock__sqlt_hold *h = calloc(m, sizeof *h);
-    int *write = calloc(m, sizeof *write);
+    int *write = calloc(m, sizeof *write); /* each one's kind: dlock__pgts_renew */
     int rc = h != NULL && write != NULL ? DLOCK_OK : DLOCK_ENOMEM;
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
         if (table_item(p, &items[i]) != kind)
@@ -1234,12 +1234,14 @@ static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int k
         h[k].key_lit = l->key_lit;
         h[k].key = l->name;
         h[k].lease_ms = items[i].lease_ms;
-        write[k] = l->base.spec.kind == DLOCK__WRITE;
+        write[k] = l->base.spec.kind == DLOCK__WRITE  ? 'w'
+                   : l->base.spec.kind == DLOCK__READ ? 'r'
+                                                      : 's';
         /* a writer's waiter row is under "w:" and its token (table.c) */
         size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(items[i].token) + 1;
         char *owner = malloc(len);
         if (owner != NULL)
-            snprintf(owner, len, "%s%s", kind == 2 && write[k] ? DLOCK__SQLT_WRITER : "",
+            snprintf(owner, len, "%s%s", kind == 2 && write[k] == 'w' ? DLOCK__SQLT_WRITER : "",
                      items[i].token);
         h[k].owner = owner;
         h[k].owner_lit = owner != NULL ? dlock__pgt_bytea(owner) : NULL;
@@ -1415,7 +1417,8 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     snprintf(p->options, sizeof p->options,
              "-c idle_session_timeout=%lld -c tcp_keepalives_idle=%d "
              "-c tcp_keepalives_interval=%d -c tcp_keepalives_count=3 -c tcp_user_timeout=%lld "
-             "-c client_connection_check_interval=%lld -c standard_conforming_strings=on",
+             "-c client_connection_check_interval=%lld -c standard_conforming_strings=on "
+             "-c default_transaction_isolation=read\\ committed",
              (long long) (p->lease_ms * 3 / 2), idle_s, interval_s, (long long) p->lease_ms,
              (long long) p->timeout_ms);
     snprintf(p->lease_text, sizeof p->lease_text, "%lld milliseconds", (long long) p->lease_ms);

@@ -414,8 +414,9 @@ int dlock__pgts_write_release(dlock__pgstore *p, dlock__pglock *l, const char *t
                               int64_t deadline_us);
 int dlock__pgts_extend(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t lease_ms,
                        int at_least, int64_t deadline_us);
-/* The shared holds and writers (write[i]) of h in one transaction. */
-int dlock__pgts_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, const int *write,
+/* The holds of h in one transaction, kind[i] each one's: 'r' a reader's,
+ * 's' a semaphore's, 'w' a writer's. */
+int dlock__pgts_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, const int *kind,
                       int64_t deadline_us);
 /* (owner, info, count) of the live shared holders of l's name. */
 int dlock__pgts_readers(dlock__pgstore *p, dlock__pglock *l, int64_t deadline_us, PGresult **res);

@@ -68,9 +68,9 @@ enum {
 #define NOTIFY_OF(cond)                                                                            \
     "(SELECT pg_notify('" DLOCK__SQLT_NOTIFY "', encode(substring($1::bytea FROM 1 FOR "           \
     "32), 'hex')) FROM u WHERE " cond ")"
-/* the waiters told when the name's row was freed (u.e NULL), or when a
- * shared holder let go (the permits a waiter needs may be back) */
-#define NOTIFY_FREED    NOTIFY_OF("u.e IS NULL")
+/* the waiters told of a release (u: the name's row changed): the row
+ * freed, handed to readers, or a shared holder gone (the permits a
+ * waiter needs may be back) */
 #define NOTIFY_RELEASED NOTIFY_OF("true")
 
 /* The name's row, made free when missing, and locked ($1 the name). ON
@@ -179,8 +179,9 @@ enum {
 /* A writer's release, after LOCK_ROW_SQL: the readers' when its owner
  * took the read lock beside it (a downgrade), else the row freed. Only
  * the owner's own reader's row counts: no other reader holds the name
- * beside a write, and another's row live here is a lost reader's. The
- * answer: released (1), the holder now. */
+ * beside a write, and another's row live here is a lost reader's. Its
+ * waiters told either way (readers may share it now). The answer:
+ * released (1), the holder now. */
 #define WRITE_RELEASE_SQL                                                                          \
     "WITH m AS (SELECT max(expires) AS e FROM " SHARE " WHERE name = $1::bytea AND owner = "       \
     "$2::bytea AND expires > now()), u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = CASE WHEN "  \
@@ -188,27 +189,27 @@ enum {
     "CASE WHEN m.e IS NULL THEN 'epoch'::timestamptz ELSE GREATEST(m.e, now()) END FROM m WHERE "  \
     "l.name = $1::bytea AND l.owner = " MY_WRITE " AND l.expires > now() RETURNING m.e) SELECT "   \
     "(SELECT count(*) FROM u), (SELECT convert_from(owner, 'UTF8') FROM " DLOCK__SQLT_TABLE        \
-    " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > now()), " NOTIFY_FREED ", "      \
+    " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > now()), " NOTIFY_RELEASED ", "   \
     "set_config('synchronous_commit', 'off', true)"
 
 /* A shared holder's lease set, after LOCK_ROW_SQL ($3 the lease in µs, $4
- * 1: at least that): only while the name's row is its kind's (or its
- * owner's write's), and never lowered while other handles of the owner
- * count on it (count > 1); the name's row raised to it. The answer: 1
- * when held. */
+ * 1: at least that; $5 1: a reader's): only while the name's row is its
+ * kind's (or its owner's write's), and a reader's never lowered while
+ * other handles of its owner count on it (count > 1; a semaphore's count
+ * is its permits); the name's row raised to it. The answer: 1 when held. */
 #define EXTEND_SQL                                                                                 \
-    "WITH s AS (UPDATE " SHARE " s SET expires = CASE WHEN $4::int = 1 OR s.count > 1 THEN "       \
-    "GREATEST(s.expires, " LEASE("$3::bigint") ") ELSE " LEASE(                                    \
-        "$3::bigint") " END WHERE s.name "                                                         \
-                      "= $1::bytea AND s.owner = $2::bytea AND s.expires > now() AND EXISTS "      \
+    "WITH s AS (UPDATE " SHARE " s SET expires = CASE WHEN $4::int = 1 OR ($5::int = 1 AND "       \
+    "s.count > 1) THEN GREATEST(s.expires, " LEASE("$3::bigint") ") ELSE " LEASE(                  \
+        "$3::bigint") " END WHERE s.name = $1::bytea AND s.owner = $2::bytea AND s.expires > "     \
+                      "now() AND EXISTS "                                                          \
                       "(SELECT 1 FROM " DLOCK__SQLT_TABLE                                          \
-                      " l WHERE l.name = $1::bytea AND l.expires > now() AND (" SHARED(            \
-                          "l.owner") " OR l.owner = " MY_WRITE "))"                                \
-                                     " RETURNING s.expires), u AS (UPDATE " DLOCK__SQLT_TABLE      \
-                                     " l "                                                         \
-                                     "SET expires = GREATEST(l.expires, s.expires) FROM s WHERE "  \
-                                     "l.name = $1::bytea RETURNING 1) "                            \
-                                     "SELECT count(*) FROM s"
+                      " l WHERE l.name = $1::bytea AND l.expires > now() AND "                     \
+                      "(" SHARED(                                                                  \
+                          "l.owner") " OR l.owner = " MY_WRITE                                     \
+                                     ")) RETURNING s.expires), u AS (UPDATE " DLOCK__SQLT_TABLE    \
+                                     " l SET expires = GREATEST(l.expires, s.expires) FROM s "     \
+                                     "WHERE l.name = "                                             \
+                                     "$1::bytea RETURNING 1) SELECT count(*) FROM s"
 /* A writer's lease set, after LOCK_ROW_SQL: never below its owner's own
  * reader's end (a downgrade whose reader has a longer lease of its own:
  * the row stays the writer's until then, or until it lets go). */
@@ -226,19 +227,21 @@ enum {
 /* A renewal's holds: the names' rows locked first, in the names' order (two
  * renewals never wait for each other in a circle), then the shared holds
  * and the writers' ($1 their names, $2 their tokens, hex; $3 their leases
- * in µs). A shared holder's row is lengthened only while the name's row
- * is its kind's or its owner's write's, and the name's row raised to it;
- * a writer's row never set below its owner's own reader's end. The
- * answer: (name, token) of each hold renewed. */
+ * in µs; $4 1 for a reader's). A shared holder's row is lengthened only
+ * while the name's row is its kind's or its owner's write's (a reader's
+ * never lowered while other handles count on it), and the name's row
+ * raised to it; a writer's row never set below its owner's own reader's
+ * end. The answer: (name, token) of each hold renewed, by statement: a
+ * downgrading owner's reader and writer are told apart. */
 #define LOCK_ROWS_SQL                                                                              \
     "SELECT 1 FROM " DLOCK__SQLT_TABLE " WHERE name IN (SELECT decode(unnest($1::text[]), "        \
     "'hex')) ORDER BY name FOR UPDATE"
 #define HOLDS                                                                                      \
-    "h AS (SELECT decode(n, 'hex') AS name, decode(o, 'hex') AS owner, us FROM "                   \
-    "unnest($1::text[], $2::text[], $3::bigint[]) AS x(n, o, us))"
+    "h AS (SELECT decode(n, 'hex') AS name, decode(o, 'hex') AS owner, us, r FROM "                \
+    "unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) AS x(n, o, us, r))"
 #define RENEW_SQL                                                                                  \
-    "WITH " HOLDS ", s AS (UPDATE " SHARE " s SET expires = CASE WHEN s.count > 1 THEN "           \
-    "GREATEST(s.expires, " LEASE("h.us") ") ELSE " LEASE(                                          \
+    "WITH " HOLDS ", s AS (UPDATE " SHARE " s SET expires = CASE WHEN h.r = 1 AND s.count > 1 "    \
+    "THEN GREATEST(s.expires, " LEASE("h.us") ") ELSE " LEASE(                                     \
         "h.us") " END FROM h, " DLOCK__SQLT_TABLE                                                  \
                 " l WHERE s.name = h.name AND s.owner = h.owner AND s.expires > now() AND "        \
                 "l.name = h.name AND l.expires > now() AND (" SHARED(                              \
@@ -497,10 +500,11 @@ int dlock__pgts_extend(dlock__pgstore *p, dlock__pglock *l, const char *token, i
     char *owner = hex_param(token, 0);
     if (owner == NULL)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    const char *params[4] = {l->name_hex, owner, lease_us, at_least ? "1" : "0"};
+    const char *params[5] = {l->name_hex, owner, lease_us, at_least ? "1" : "0",
+                             l->base.spec.kind == DLOCK__READ ? "1" : "0"};
     dlock__pg_stmt st[2] = {{PREP_LOCK_ROW, LOCK_ROW_SQL, 1, params},
                             {write ? PREP_WRITE_EXTEND : PREP_EXTEND,
-                             write ? WRITE_EXTEND_SQL : EXTEND_SQL, 4, params}};
+                             write ? WRITE_EXTEND_SQL : EXTEND_SQL, write ? 4 : 5, params}};
     PGresult *res[2];
     rc = transaction(p, 2, st, deadline_us, res, "extending the lock's lease");
     free(owner);
@@ -519,22 +523,24 @@ int dlock__pgts_extend(dlock__pgstore *p, dlock__pglock *l, const char *token, i
     return rc;
 }
 
-/* The holds of h (writers or not) as the arrays of a renewal's statement:
- * names[], tokens[] (hex) and leases[] (µs), each "{...}", malloc'd. */
-static int arrays(const dlock__sqlt_hold *h, size_t n, const int *write, int writers, char **out)
+/* The holds of h of a kind (kind[i]: 'w' writers, else the shared
+ * holds; 0: all) as the arrays of a renewal's statement: names[],
+ * tokens[] (hex), leases[] (µs) and readers[] (1 a reader's), each
+ * "{...}", malloc'd. */
+static int arrays(const dlock__sqlt_hold *h, size_t n, const int *kind, int of, char **out)
 {
     size_t len = 8;
     for (size_t i = 0; i < n; i++)
         len += 2 * strlen(h[i].key) + 2 * strlen(h[i].owner) + 48;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         if ((out[k] = malloc(len)) == NULL)
             return DLOCK_ENOMEM;
         strcpy(out[k], "{");
     }
-    size_t at[3] = {1, 1, 1};
+    size_t at[4] = {1, 1, 1, 1};
     int first = 1;
     for (size_t i = 0; i < n; i++) {
-        if (writers >= 0 && write[i] != writers)
+        if (of != 0 && (kind[i] == 'w') != (of == 'w'))
             continue;
         char *name = hex_param(h[i].key, 1), *token = hex_param(h[i].owner, 1);
         if (name == NULL || token == NULL) {
@@ -542,45 +548,54 @@ static int arrays(const dlock__sqlt_hold *h, size_t n, const int *write, int wri
             free(token);
             return DLOCK_ENOMEM;
         }
-        at[0] += (size_t) sprintf(out[0] + at[0], "%s%s", first ? "" : ",", name);
-        at[1] += (size_t) sprintf(out[1] + at[1], "%s%s", first ? "" : ",", token);
-        at[2] +=
-            (size_t) sprintf(out[2] + at[2], "%s%" PRId64, first ? "" : ",", h[i].lease_ms * 1000);
+        const char *sep = first ? "" : ",";
+        at[0] += (size_t) sprintf(out[0] + at[0], "%s%s", sep, name);
+        at[1] += (size_t) sprintf(out[1] + at[1], "%s%s", sep, token);
+        at[2] += (size_t) sprintf(out[2] + at[2], "%s%" PRId64, sep, h[i].lease_ms * 1000);
+        at[3] += (size_t) sprintf(out[3] + at[3], "%s%d", sep, kind[i] == 'r');
         first = 0;
         free(name);
         free(token);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         strcpy(out[k] + at[k], "}");
     return DLOCK_OK;
 }
 
-int dlock__pgts_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, const int *write,
+int dlock__pgts_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, const int *kind,
                       int64_t deadline_us)
 {
-    char *all[3] = {0}, *shared[3] = {0}, *writers[3] = {0};
+    char *all[4] = {0}, *shared[4] = {0}, *writers[4] = {0};
     int rc = DLOCK_OK;
-    if (arrays(h, n, write, -1, all) != DLOCK_OK || arrays(h, n, write, 0, shared) != DLOCK_OK ||
-        arrays(h, n, write, 1, writers) != DLOCK_OK)
+    if (arrays(h, n, kind, 0, all) != DLOCK_OK || arrays(h, n, kind, 's', shared) != DLOCK_OK ||
+        arrays(h, n, kind, 'w', writers) != DLOCK_OK)
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     PGresult *res[3];
     if (rc == DLOCK_OK) {
         dlock__pg_stmt st[3] = {
             {PREP_LOCK_ROWS, LOCK_ROWS_SQL, 1, (const char *const *) all},
-            {PREP_RENEW, RENEW_SQL, 3, (const char *const *) shared},
-            {PREP_WRITE_RENEW, WRITE_RENEW_SQL, 3, (const char *const *) writers}};
+            {PREP_RENEW, RENEW_SQL, 4, (const char *const *) shared},
+            {PREP_WRITE_RENEW, WRITE_RENEW_SQL, 4, (const char *const *) writers}};
         rc = transaction(p, 3, st, deadline_us, res, "renewing leases");
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         free(all[k]);
         free(shared[k]);
         free(writers[k]);
     }
     if (rc != DLOCK_OK)
         return rc;
+    /* each statement's rows are its own kind's holds: a downgrading
+     * owner's reader renewed does not say its write is held */
     for (int k = 1; k < 3; k++) {
-        for (int i = 0; i < PQntuples(res[k]); i++)
-            dlock__sqlt_renewed(h, n, PQgetvalue(res[k], i, 0), PQgetvalue(res[k], i, 1));
+        for (int r = 0; r < PQntuples(res[k]); r++) {
+            const char *name = PQgetvalue(res[k], r, 0), *token = PQgetvalue(res[k], r, 1);
+            for (size_t i = 0; i < n; i++) {
+                if ((kind[i] == 'w') == (k == 2) && strcmp(h[i].key, name) == 0 &&
+                    strcmp(h[i].owner, token) == 0)
+                    h[i].held = 1;
+            }
+        }
     }
     clear_all(res, 3);
     return DLOCK_OK;

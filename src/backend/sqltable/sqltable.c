@@ -198,7 +198,8 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
             "%s, " PG_NOW_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
             "ON CONFLICT (name) DO UPDATE SET "
             "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
-            "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = EXCLUDED.expires WHERE "
+            "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = GREATEST(l.expires, "
+            "EXCLUDED.expires) WHERE "
             "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
             guard != NULL ? guard : "true", key, lock_name, owner, info, lease_us, o.s);
         if (wait_us != NULL)
@@ -238,7 +239,7 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
         " AND %s = 0)), GREATEST(fence + 1, VALUES(fence)), fence), "
         "info = IF(@dlock_t, VALUES(info), info), lock_name = IF(@dlock_t, VALUES(lock_name), "
         "lock_name), owner = IF(@dlock_t, VALUES(owner), owner), "
-        "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
+        "expires = IF(owner = VALUES(owner), GREATEST(expires, VALUES(expires)), expires); "
         "SELECT fence, owner = %s, " MS_LEFT
         ", IF(@dlock_t, 0, %s), owner%s%s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
         key, lock_name, owner, info, lease_us, o.s, owner, o.s, more != NULL ? ", " : "",
