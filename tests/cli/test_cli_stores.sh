@@ -342,13 +342,12 @@ test_unsupported_is_usage()
         expect_match "-l: named" '^dlock run: -l/--lease: .*PostgreSQL in session mode cannot do a fixed lease .*"fixed-lease".*: use \?mode=table' "$(cat "$TMP/err")"
         expect_refused "--simple" 64 dl run --simple s-cap -- true
         expect_match "--simple: named" '^dlock run: --simple: .*PostgreSQL .*"interop"' "$(cat "$TMP/err")"
-        # session mode has read locks; its table mode has not
-        expect_refused "--read" 64 dl run -u "$DLOCK_URL?mode=table" --read s-cap -- true
-        expect_match "--read: named" '^dlock run: --read: .*PostgreSQL in table mode .*"read-write".*: drop \?mode=table' "$(cat "$TMP/err")"
-        expect_refused "--shared -l 5" 64 dl run -u "$DLOCK_URL?mode=table" --shared -l 5 s-cap -- true
-        expect_match "--shared -l 5: the kind named as given" '^dlock run: --shared: .*PostgreSQL .*"read-write"' "$(cat "$TMP/err")"
+        # both modes have read locks; the semaphore is the table mode's
+        expect_rc "table mode --read: taken" 0 dl run -u "$DLOCK_URL?mode=table" --read s-cap -- true
+        expect_rc "table mode --shared -l 5: taken" 0 dl run -u "$DLOCK_URL?mode=table" --shared -l 5 s-cap -- true
+        expect_rc "table mode --permits: taken" 0 dl run -u "$DLOCK_URL?mode=table" --permits 2 s-cap -- true
         expect_refused "--permits" 64 dl run --permits 2 s-cap -- true
-        expect_match "--permits: named" '^dlock run: --permits: .*PostgreSQL .*"semaphore"' "$(cat "$TMP/err")"
+        expect_match "--permits: named, and the mode that can" '^dlock run: --permits: .*PostgreSQL in session mode .*"semaphore".*: use \?mode=table' "$(cat "$TMP/err")"
         expect_refused "lock" 64 dl lock -l 5 s-cap
         # with --simple too, the option named is the one refused
         expect_refused "lock --simple" 64 dl lock --simple -l 5 s-cap

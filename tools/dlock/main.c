@@ -363,15 +363,16 @@ static const char *instead(const char *cap, const char *url)
     if (strcmp(cap, "fair") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk://, "
                "etcd://, or mysql:// or postgres:// with ?mode=table";
-    if (strcmp(cap, "read-write") == 0 && scheme_is(url, pg))
-        return "drop ?mode=table: PostgreSQL's session mode (the default) has read locks";
     if (strcmp(cap, "read-write") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), "
                "redlock://, zk://, etcd://, sqlite://, mysql:// (its lock table, the default) "
-               "or postgres:// (its session mode, the default)";
+               "or postgres://";
+    if (strcmp(cap, "semaphore") == 0 && scheme_is(url, pg))
+        return "use ?mode=table: PostgreSQL's lock table has the semaphore";
     if (strcmp(cap, "semaphore") == 0)
         return "a store that can: redis:// (or redis+sentinel://, redis+cluster://), zk://, "
-               "etcd://, sqlite:// or mysql:// (its lock table, the default)";
+               "etcd://, sqlite://, mysql:// (its lock table, the default) or postgres:// with "
+               "?mode=table";
     if (strcmp(cap, "interop") == 0)
         return scheme_is(url, cluster) ? "use redis:// or redis+sentinel:// (on a cluster the "
                                          "plain key lives in another slot than the lock's)"

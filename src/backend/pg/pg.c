@@ -47,7 +47,7 @@
 #define SESSION_CAPS (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION | DLOCK_CAP_READ_WRITE)
 #define TABLE_CAPS                                                                                 \
     (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND | DLOCK_CAP_ADOPT | \
-     DLOCK_CAP_FAIR)
+     DLOCK_CAP_FAIR | DLOCK_CAP_READ_WRITE | DLOCK_CAP_SEMAPHORE)
 
 /* The statements of the hot path, prepared once per connection
  * (dlock__pg_exec_prepared): the grant (a try, a wait), the release, and
@@ -485,7 +485,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     char timeout[24], app[96];
 
     if (p->table)
-        return dlock__pgt_acquire(p, l->name, l->key_lit, l->key, a);
+        return dlock__pgt_acquire(p, l, a);
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
     dlock__pgconn *beside = NULL;
@@ -706,7 +706,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
 static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
 {
     if (PGSTORE(s)->table) /* table mode: the waiter's row goes */
-        return dlock__pgt_cancel(PGSTORE(s), PGLOCK(sl)->key_lit, token, deadline_us);
+        return dlock__pgt_cancel(PGSTORE(s), PGLOCK(sl), token, deadline_us);
     return DLOCK_OK;
 }
 
@@ -736,7 +736,7 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     if (p->table)
-        return dlock__pgt_release(p, l->name, l->key_lit, token, deadline_us);
+        return dlock__pgt_release(p, l, token, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     int reader = l->base.spec.kind == DLOCK__READ; /* (read.c: a reader's row too) */
@@ -786,7 +786,7 @@ static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     if (p->table)
-        return dlock__pgt_extend(p, l->name, l->key_lit, token, lease_ms, at_least, deadline_us);
+        return dlock__pgt_extend(p, l, token, lease_ms, at_least, deadline_us);
     if (l->conn == NULL)
         return dlock__fail(DLOCK_ELOST, "lock '%s' is not held here", l->name);
     dlock__pgconn *c = l->conn;
@@ -985,19 +985,27 @@ static void other_mode(dlock_status *st, const dlock_status *other)
         st->last_fence = other->last_fence;
 }
 
+/* A mutex's handle (plain or fair): the one kind whose status looks at
+ * the other mode's holder too (one lock per name). */
+static int mutex_kind(const pglock *l)
+{
+    return l->base.spec.kind == DLOCK__MUTEX || l->base.spec.kind == DLOCK__FAIR;
+}
+
 static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us)
 {
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     dlock_status other;
     int table_there = 1;
-    int rc = p->table ? dlock__pgt_query(p, l->key_lit, st, deadline_us)
+    int rc = p->table ? dlock__pgt_query(p, l, 0, st, deadline_us)
                       : session_query(p, l, 0, st, &table_there, deadline_us);
-    /* a table holder is a mutex's */
-    if (rc != DLOCK_OK || st->held || !table_there || (!p->table && dlock__pg_is_rw(l)))
+    /* a holder in the other mode is a mutex's (table mode's shared
+     * holders named in words through the session URL) */
+    if (rc != DLOCK_OK || st->held || !table_there || !mutex_kind(l))
         return rc;
     rc = p->table ? session_query(p, l, 1, &other, &table_there, deadline_us)
-                  : dlock__pgt_query(p, l->key_lit, &other, deadline_us);
+                  : dlock__pgt_query(p, l, 1, &other, deadline_us);
     if (rc == DLOCK_OK)
         other_mode(st, &other);
     return rc;
@@ -1086,12 +1094,12 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     pglock *l = PGLOCK(sl);
     counted_sink c = {.sink = sink, .arg = arg};
     int table_there = 1;
-    int rc = p->table ? dlock__pgt_holders(p, l->key_lit, count_holder, &c, deadline_us)
+    int rc = p->table ? dlock__pgt_holders(p, l, 0, count_holder, &c, deadline_us)
                       : session_holders(p, l, 0, count_holder, &c, &table_there, deadline_us);
-    if (rc != DLOCK_OK || c.n > 0 || !table_there || (!p->table && dlock__pg_is_rw(l)))
+    if (rc != DLOCK_OK || c.n > 0 || !table_there || !mutex_kind(l))
         return rc;
     return p->table ? session_holders(p, l, 1, sink, arg, &table_there, deadline_us)
-                    : dlock__pgt_holders(p, l->key_lit, sink, arg, deadline_us);
+                    : dlock__pgt_holders(p, l, 1, sink, arg, deadline_us);
 }
 
 /* Releases the holder in whichever mode it holds, whatever the URL's mode
@@ -1123,6 +1131,8 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     /* the session URL: the holders of the kind asked about only (read.c);
      * the table URL (a mutex's only) ends every session holder, as below */
     int rw = dlock__pg_is_rw(l);
+    if (p->table && !mutex_kind(l)) /* table mode's read-write lock, semaphore */
+        return dlock__pgt_force_unlock(p, l, 0, deadline_us);
     if (!p->table && dlock__pg_force_sql(l, name, wait_ms, sql, sizeof sql) != DLOCK_OK)
         return DLOCK_EINVAL;
     /* the row's lease ends first, and the row stays locked until the
@@ -1153,7 +1163,7 @@ static int pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadl
     PQclear(r);
     /* a table holder is a mutex's */
     if (rc == DLOCK_OK && (p->table || (table_there && !rw)))
-        rc = dlock__pgt_force_unlock(p, l->key_lit, deadline_us);
+        rc = dlock__pgt_force_unlock(p, l, !p->table, deadline_us);
     return rc;
 }
 
@@ -1192,14 +1202,15 @@ static int pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     return DLOCK_OK;
 }
 
-/* What a renewal item is to table mode: a hold's lease (1), a queued
- * waiter's place (2), or neither (0: a session, for conn.c). */
+/* What a renewal item is to table mode: a mutex hold's lease (1), a
+ * queued waiter's place (2), a hold of the read-write lock or a
+ * semaphore's (3: shares.c), or neither (0: a session, for conn.c). */
 static int table_item(const dlock__pgstore *p, const dlock__renewal *it)
 {
     if (!p->table)
         return 0;
     if (it->kind == DLOCK__RENEW_HOLD && it->session == NULL)
-        return 1;
+        return mutex_kind(PGLOCK(it->lock)) ? 1 : 3;
     return it->kind == DLOCK__RENEW_WAITER ? 2 : 0;
 }
 
@@ -1214,20 +1225,32 @@ static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int k
     if (m == 0)
         return;
     dlock__sqlt_hold *h = calloc(m, sizeof *h);
-    int rc = h != NULL ? DLOCK_OK : DLOCK_ENOMEM;
+    int *write = calloc(m, sizeof *write); /* each one's kind: dlock__pgts_renew */
+    int rc = h != NULL && write != NULL ? DLOCK_OK : DLOCK_ENOMEM;
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
         if (table_item(p, &items[i]) != kind)
             continue;
         pglock *l = PGLOCK(items[i].lock);
         h[k].key_lit = l->key_lit;
         h[k].key = l->name;
-        h[k].owner = items[i].token;
         h[k].lease_ms = items[i].lease_ms;
-        if ((h[k++].owner_lit = dlock__pgt_bytea(items[i].token)) == NULL)
+        write[k] = l->base.spec.kind == DLOCK__WRITE  ? 'w'
+                   : l->base.spec.kind == DLOCK__READ ? 'r'
+                                                      : 's';
+        /* a writer's waiter row is under "w:" and its token (table.c) */
+        size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(items[i].token) + 1;
+        char *owner = malloc(len);
+        if (owner != NULL)
+            snprintf(owner, len, "%s%s", kind == 2 && write[k] == 'w' ? DLOCK__SQLT_WRITER : "",
+                     items[i].token);
+        h[k].owner = owner;
+        h[k].owner_lit = owner != NULL ? dlock__pgt_bytea(owner) : NULL;
+        if (h[k++].owner_lit == NULL)
             rc = DLOCK_ENOMEM;
     }
     if (rc == DLOCK_OK)
-        rc = dlock__pgt_renew(p, h, k, kind == 2, deadline_us);
+        rc = kind == 3 ? dlock__pgts_renew(p, h, k, write, deadline_us)
+                       : dlock__pgt_renew(p, h, k, kind == 2, deadline_us);
     k = 0;
     for (size_t i = 0; i < n; i++) {
         if (table_item(p, &items[i]) != kind)
@@ -1235,10 +1258,13 @@ static void renew_rows(dlock__pgstore *p, dlock__renewal *items, size_t n, int k
         items[i].result = rc != DLOCK_OK ? DLOCK__RENEW_FAILED
                           : h[k].held    ? DLOCK__RENEW_OK
                                          : DLOCK__RENEW_GONE;
-        if (h != NULL)
+        if (h != NULL) {
+            free((char *) h[k].owner);
             free((char *) h[k++].owner_lit);
+        }
     }
     free(h);
+    free(write);
 }
 
 /* Table mode's holds and queued waiters in a request each (table.c); the
@@ -1255,6 +1281,7 @@ static int pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
         return dlock__pg_renew(s, items, n, deadline_us);
     renew_rows(p, items, n, 1, deadline_us);
     renew_rows(p, items, n, 2, deadline_us);
+    renew_rows(p, items, n, 3, deadline_us);
     if (rest_n == 0)
         return DLOCK_OK;
     dlock__renewal *rest = calloc(rest_n, sizeof *rest);
@@ -1390,7 +1417,8 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     snprintf(p->options, sizeof p->options,
              "-c idle_session_timeout=%lld -c tcp_keepalives_idle=%d "
              "-c tcp_keepalives_interval=%d -c tcp_keepalives_count=3 -c tcp_user_timeout=%lld "
-             "-c client_connection_check_interval=%lld -c standard_conforming_strings=on",
+             "-c client_connection_check_interval=%lld -c standard_conforming_strings=on "
+             "-c default_transaction_isolation=read\\ committed",
              (long long) (p->lease_ms * 3 / 2), idle_s, interval_s, (long long) p->lease_ms,
              (long long) p->timeout_ms);
     snprintf(p->lease_text, sizeof p->lease_text, "%lld milliseconds", (long long) p->lease_ms);

@@ -75,6 +75,7 @@ typedef struct dlock__pgstore {
     int schema_ready;
     int table;                      /* mode=table (table.c); else session mode */
     int table_ready;                /* table mode: its tables are there */
+    _Atomic int share_ready;        /* table mode: its shared holds' table is there (shares.c) */
     struct dlock__pglisten *listen; /* table mode: its waiters' wake-ups (listen.c) */
     struct dlock__sockwatch *watch; /* session mode: every connection's socket watched while
                                        idle, a close by the server seen at once (conn.c) */
@@ -310,27 +311,78 @@ int dlock__pg_beside_lock(dlock__pgstore *p, dlock__pgconn *c, int64_t key, cons
 void dlock__pg_held_add(dlock__pgstore *p, dlock__pglock *l, const char *token);
 void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l);
 
-/* table.c: table mode (mode=table), the backend's steps for it; a lock is
- * named by its name and its key literal (dlock__pgt_bytea of the name). */
+/* table.c: table mode (mode=table), the backend's steps for it. */
+/* The take's guard, a statement before it in its transaction, prepared
+ * as DLOCK__PGT_PREP_GUARD ($1: the name's advisory key); and the
+ * condition on its answer that the take's statement writes under ($1:
+ * the name's bytes, $5: its advisory key). */
+#define DLOCK__PGT_PREP_GUARD 11
+/* Before the take, in its transaction, the session mode's advisory lock
+ * of the name, shared (table takers do not exclude each other by it) and
+ * until the commit: it fails while a session holds the lock, and a session
+ * grant that gets the lock after the commit sees the row (pg.c:
+ * CHECK_SQL). One lock per name across the modes. And a session holder's
+ * row lease (dlock_fence, pg.c) counts as held, as it does for a session
+ * grant: a holder whose connection dropped may still think it holds until
+ * the lease ends; and so does the run rule (pg.c: a name no session grant
+ * of this server run wrote, until the run's start + the largest recorded
+ * lease), for a session grant lost in a crash; and so does a session
+ * reader's lease (read.c: dlock_share), as the shared advisory lock does
+ * not exclude readers; the second key (pg.h: DLOCK__PG_KEY2), shared,
+ * keeps a reader's grant from being in flight beside the take, so that one
+ * of them sees the other. When it fails, nothing is written
+ * (dlock__sqlt_take_expr) and the answer says so.
+ *
+ * The keys are tried in a statement of their own (DLOCK__PGT_GUARD_SQL, $1 the
+ * advisory key), which leaves its answer in a setting of the transaction
+ * (the key's text, or '' when a try failed), and the take's statement
+ * after it reads the tables: under READ COMMITTED a statement sees what
+ * was committed before it started, and the take's must start after the
+ * second key was got. In one statement, a reader that committed between
+ * the statement's start and its try of the second key (the try then
+ * succeeds) was not seen, and both held (test_pg_lock
+ * reader_in_take_snapshot). Both statements go in one pipeline: one round
+ * trip, one transaction. ($1: the name's bytes; $5: its advisory key.) */
+#define DLOCK__PGT_GUARD_SQL                                                                       \
+    "SELECT set_config('dlock.take_key', CASE WHEN pg_try_advisory_xact_lock_shared($1::bigint) "  \
+    "AND pg_try_advisory_xact_lock_shared(" DLOCK__PG_KEY2("$1::bigint") ") THEN $1::text ELSE "   \
+                                                                         "'' END, true)"
+#define DLOCK__PGT_SESSION_GUARD                                                                   \
+    "coalesce(current_setting('dlock.take_key', true), '') = $5::text AND NOT EXISTS (SELECT "     \
+    "FROM dlock_fence WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "                 \
+    "clock_timestamp()) AND NOT EXISTS (SELECT FROM dlock_run r WHERE r.started + r.lease_ms * "   \
+    "interval '1 millisecond' > clock_timestamp() AND NOT EXISTS (SELECT FROM dlock_fence f "      \
+    "WHERE f.name = convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch)) AND NOT EXISTS "        \
+    "(SELECT FROM dlock_share WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "         \
+    "clock_timestamp())"
+/* dlock's tables made when missing (once per store). */
+int dlock__pgt_ready(dlock__pgstore *p, int64_t deadline_us);
+/* Every table of dlock's made again (found gone under a running client). */
+int dlock__pgt_remake(dlock__pgstore *p, int64_t deadline_us);
+/* A request of sql (as text, freed here; NULL: out of memory) on a pooled
+ * connection once the tables are there: DLOCK_OK with *res (PQclear it),
+ * or the failure recorded. */
+int dlock__pgt_request(dlock__pgstore *p, char *sql, int64_t deadline_us, PGresult **res,
+                       const char *what);
 char *dlock__pgt_bytea(const char *text); /* a bytea literal, malloc'd; NULL: no memory */
 /* The lock's tag in notices (listen.c): tag has DLOCK__PGL_TAG_MAX bytes. */
 void dlock__pgt_tag(const char *name, char *tag);
-int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
-                       dlock__attempt *a);
-int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
-                      int64_t deadline_us);
-int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
-                       int64_t deadline_us);
-int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
-                      int64_t lease_ms, int at_least, int64_t deadline_us);
+int dlock__pgt_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a);
+int dlock__pgt_cancel(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t deadline_us);
+int dlock__pgt_release(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t deadline_us);
+int dlock__pgt_extend(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t lease_ms,
+                      int at_least, int64_t deadline_us);
 /* Every hold of h in one request (waits: every queued waiter's row of h,
  * kept for its lease): each one's held set when renewed. */
 int dlock__pgt_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, int waits,
                      int64_t deadline_us);
-int dlock__pgt_query(dlock__pgstore *p, const char *key_lit, dlock_status *st, int64_t deadline_us);
-int dlock__pgt_holders(dlock__pgstore *p, const char *key_lit, dlock__holder_sink sink, void *arg,
-                       int64_t deadline_us);
-int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t deadline_us);
+/* The state, the holders of l's kind (any: of every kind, each a
+ * mutex's, as the session URL sees them); force-unlock of them. */
+int dlock__pgt_query(dlock__pgstore *p, dlock__pglock *l, int any, dlock_status *st,
+                     int64_t deadline_us);
+int dlock__pgt_holders(dlock__pgstore *p, dlock__pglock *l, int any, dlock__holder_sink sink,
+                       void *arg, int64_t deadline_us);
+int dlock__pgt_force_unlock(dlock__pgstore *p, dlock__pglock *l, int any, int64_t deadline_us);
 /* A row of dlock_fence (as f) whose name session mode holds or waits for
  * (its key in pg_locks), or whose row lease runs (a holder whose
  * connection ended: status calls it held until the lease ends). */
@@ -347,6 +399,30 @@ int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t dead
  * name as the mutex (the table URL's: its status sees every kind). */
 int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__name_sink sink,
                     void *arg, int64_t deadline_us);
+
+/* shares.c: table mode's read-write lock and semaphore (a reader's and a
+ * semaphore holder's steps, a writer's release, lease set and renewal). */
+#define DLOCK__PGT_SHARE "dlock_lock_share"
+/* The shared holds' table made when missing (its first use). */
+int dlock__pgts_ready(dlock__pgstore *p, int64_t deadline_us);
+/* A reader's or a semaphore holder's take: *answer as a mutex take's
+ * (table.c), with whether this owner holds a shared row of the name. */
+int dlock__pgts_take(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult **answer);
+int dlock__pgts_release(dlock__pgstore *p, dlock__pglock *l, const char *token,
+                        int64_t deadline_us);
+int dlock__pgts_write_release(dlock__pgstore *p, dlock__pglock *l, const char *token,
+                              int64_t deadline_us);
+int dlock__pgts_extend(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t lease_ms,
+                       int at_least, int64_t deadline_us);
+/* The holds of h in one transaction, kind[i] each one's: 'r' a reader's,
+ * 's' a semaphore's, 'w' a writer's. */
+int dlock__pgts_renew(dlock__pgstore *p, dlock__sqlt_hold *h, size_t n, const int *kind,
+                      int64_t deadline_us);
+/* (owner, info, count) of the live shared holders of l's name. */
+int dlock__pgts_readers(dlock__pgstore *p, dlock__pglock *l, int64_t deadline_us, PGresult **res);
+/* The name's row cleared when held as kind ('m', 'w', 's'; 0: any), with
+ * its shared holders' rows. */
+int dlock__pgts_force(dlock__pgstore *p, dlock__pglock *l, int kind, int64_t deadline_us);
 
 /* listen.c: table mode's wake-ups by LISTEN/NOTIFY. A release notifies
  * DLOCK__PGL_CHANNEL with the lock's tag: the hex of its name's first

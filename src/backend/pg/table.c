@@ -7,7 +7,11 @@
  * connections (conn.c). No hold depends on a connection; a release
  * notifies the lock's waiters, who park until then (listen.c) or until
  * the holder's lease ends, their rows kept by the renewer; every held lock
- * of a batch is renewed by one UPDATE, every waiter's row by another. */
+ * of a batch is renewed by one UPDATE, every waiter's row by another.
+ *
+ * Calls both ways with shares.c: the read-write lock's and the
+ * semaphore's steps are there, and their requests run on the tables made
+ * here. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "../sqltable/sqltable.h"
@@ -26,7 +30,7 @@
  * same for every lock and store, made once per process. Sent as text they
  * were parsed and planned at every cycle, most of a take's time in the
  * server. A take is two of them (its guard, then the take: TAKE_GUARD). */
-enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE, PREP_TAKE_GUARD };
+enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE, PREP_TAKE_GUARD = DLOCK__PGT_PREP_GUARD };
 
 void dlock__pgt_tag(const char *name, char *tag)
 {
@@ -223,6 +227,27 @@ static int run_on(dlock__pgstore *p, unsigned which, const char *sql, int nparam
     return rc;
 }
 
+int dlock__pgt_ready(dlock__pgstore *p, int64_t deadline_us)
+{
+    return ensure_table(p, deadline_us);
+}
+
+int dlock__pgt_remake(dlock__pgstore *p, int64_t deadline_us)
+{
+    return remake_tables(p, deadline_us);
+}
+
+int dlock__pgt_request(dlock__pgstore *p, char *sql, int64_t deadline_us, PGresult **res,
+                       const char *what)
+{
+    *res = NULL;
+    if (sql == NULL)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = run_on(p, NOT_PREPARED, sql, 0, NULL, deadline_us, res, what);
+    free(sql);
+    return rc;
+}
+
 /* A request of sql as text (freed here). */
 static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, const char *what)
 {
@@ -234,45 +259,6 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
     return rc;
 }
 
-/* Before the take, in its transaction, the session mode's advisory lock
- * of the name, shared (table takers do not exclude each other by it) and
- * until the commit: it fails while a session holds the lock, and a session
- * grant that gets the lock after the commit sees the row (pg.c:
- * CHECK_SQL). One lock per name across the modes. And a session holder's
- * row lease (dlock_fence, pg.c) counts as held, as it does for a session
- * grant: a holder whose connection dropped may still think it holds until
- * the lease ends; and so does the run rule (pg.c: a name no session grant
- * of this server run wrote, until the run's start + the largest recorded
- * lease), for a session grant lost in a crash; and so does a session
- * reader's lease (read.c: dlock_share), as the shared advisory lock does
- * not exclude readers; the second key (pg.h: DLOCK__PG_KEY2), shared,
- * keeps a reader's grant from being in flight beside the take, so that one
- * of them sees the other. When it fails, nothing is written
- * (dlock__sqlt_take_expr) and the answer says so.
- *
- * The keys are tried in a statement of their own (TAKE_GUARD_SQL, $1 the
- * advisory key), which leaves its answer in a setting of the transaction
- * (the key's text, or '' when a try failed), and the take's statement
- * after it reads the tables: under READ COMMITTED a statement sees what
- * was committed before it started, and the take's must start after the
- * second key was got. In one statement, a reader that committed between
- * the statement's start and its try of the second key (the try then
- * succeeds) was not seen, and both held (test_pg_lock
- * reader_in_take_snapshot). Both statements go in one pipeline: one round
- * trip, one transaction. ($1: the name's bytes; $5: its advisory key.) */
-#define TAKE_GUARD_SQL                                                                             \
-    "SELECT set_config('dlock.take_key', CASE WHEN pg_try_advisory_xact_lock_shared($1::bigint) "  \
-    "AND pg_try_advisory_xact_lock_shared(" DLOCK__PG_KEY2("$1::bigint") ") THEN $1::text ELSE "   \
-                                                                         "'' END, true)"
-#define SESSION_GUARD                                                                              \
-    "coalesce(current_setting('dlock.take_key', true), '') = $5::text AND NOT EXISTS (SELECT "     \
-    "FROM dlock_fence WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "                 \
-    "clock_timestamp()) AND NOT EXISTS (SELECT FROM dlock_run r WHERE r.started + r.lease_ms * "   \
-    "interval '1 millisecond' > clock_timestamp() AND NOT EXISTS (SELECT FROM dlock_fence f "      \
-    "WHERE f.name = convert_from($1::bytea, 'UTF8') AND f.run >= r.epoch)) AND NOT EXISTS "        \
-    "(SELECT FROM dlock_share WHERE name = convert_from($1::bytea, 'UTF8') AND expires > "         \
-    "clock_timestamp())"
-
 /* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
  * $4 the lease in µs, $5 the advisory key, and for a caller that waits $6
  * its waiter lease in µs) and the release ($1, $2). */
@@ -283,9 +269,9 @@ static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
 static void make_statements(void)
 {
     take_sql[0] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
-                                        "$4::bigint", NULL, SESSION_GUARD);
+                                        "$4::bigint", NULL, DLOCK__PGT_SESSION_GUARD);
     take_sql[1] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
-                                        "$4::bigint", "$6::bigint", SESSION_GUARD);
+                                        "$4::bigint", "$6::bigint", DLOCK__PGT_SESSION_GUARD);
     release_sql = dlock__sqlt_release(D, "$1::bytea", "$2::bytea");
     statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL;
 }
@@ -302,14 +288,14 @@ static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const ch
     return run_on(p, which, sql, nparams, params, deadline, res, what);
 }
 
-/* A take: its guard (TAKE_GUARD_SQL, on the advisory key, params[4]) and
+/* A take: its guard (DLOCK__PGT_GUARD_SQL, on the advisory key, params[4]) and
  * then the take, in one pipeline; *res is the take's answer, or the
  * guard's error (the take did not run then). */
 static int take_pipeline(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
                          int nparams, const char *const *params, int64_t deadline, PGresult **res)
 {
     const char *key[1] = {params[4]};
-    dlock__pg_stmt st[2] = {{PREP_TAKE_GUARD, TAKE_GUARD_SQL, 1, key},
+    dlock__pg_stmt st[2] = {{PREP_TAKE_GUARD, DLOCK__PGT_GUARD_SQL, 1, key},
                             {which, sql, nparams, params}};
     PGresult *out[2];
     int rc = dlock__pg_exec_pipeline(p, c, 2, st, deadline, NULL, NULL, NULL, out);
@@ -339,39 +325,116 @@ static char *bytea_param(const char *text)
     return out;
 }
 
-int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit, int64_t key,
-                       dlock__attempt *a)
+/* ---------------------------------------------------------------- kinds */
+
+/* The kind of a row's owner: 0 free, 'm' a mutex's, 'w' a writer's, 'r'
+ * readers', 's' a semaphore's; *token: the holder's token (a writer's, a
+ * mutex's) or the permits (a semaphore's). */
+static int holder_kind(const char *owner, const char **token)
 {
-    PGresult *res = NULL;
-    (void) key_lit; /* the name goes as a parameter */
-    char lease_us[24], key_text[24], wait_us[24];
-    snprintf(lease_us, sizeof lease_us, "%lld", (long long) a->lease_ms * 1000);
-    snprintf(key_text, sizeof key_text, "%lld", (long long) key);
-    snprintf(wait_us, sizeof wait_us, "%lld",
-             (long long) (a->wait ? p->base.host.cfg->waiter_lease_ms : 0) * 1000);
-    int waits = a->wait && p->base.host.cfg->waiter_lease_ms > 0;
-    char *name_hex = bytea_param(name), *owner_hex = bytea_param(a->token);
-    const char *params[6] = {name_hex, owner_hex, p->base.host.cfg->owner_info,
-                             lease_us, key_text,  wait_us};
-    /* A waiter woken by notices (listen.c) is watched before it asks, so
-     * that a release answered meanwhile wakes it too */
-    int woken = a->wait && p->listen != NULL && dlock__pgl_ready(p->listen);
-    if (woken) {
-        char tag[DLOCK__PGL_TAG_MAX];
-        dlock__pgt_tag(name, tag);
-        dlock__pgl_watch(p->listen, tag, a->token);
+    *token = owner;
+    if (owner == NULL || owner[0] == '\0')
+        return 0;
+    if (strcmp(owner, DLOCK__SQLT_READERS) == 0)
+        return 'r';
+    if (strncmp(owner, DLOCK__SQLT_WRITER, strlen(DLOCK__SQLT_WRITER)) == 0) {
+        *token = owner + strlen(DLOCK__SQLT_WRITER);
+        return 'w';
     }
-    int rc = name_hex != NULL && owner_hex != NULL
-                 ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 6 : 5, params,
-                                a->deadline_us, &res, "taking the lock's row")
-                 : dlock__fail(DLOCK_ENOMEM, "out of memory");
-    free(name_hex);
-    free(owner_hex);
-    if (rc != DLOCK_OK)
-        return rc;
+    if (strncmp(owner, DLOCK__SQLT_PERMITS, strlen(DLOCK__SQLT_PERMITS)) == 0) {
+        *token = owner + strlen(DLOCK__SQLT_PERMITS);
+        return 's';
+    }
+    return 'm';
+}
+
+static int kind_of(const dlock__pglock *l)
+{
+    switch (l->base.spec.kind) {
+    case DLOCK__READ:
+        return 'r';
+    case DLOCK__WRITE:
+        return 'w';
+    case DLOCK__SEMAPHORE:
+        return 's';
+    default:
+        return 'm';
+    }
+}
+
+/* The group of kinds a kind is one lock with: the mutex, the read-write
+ * lock, the semaphore. */
+static int group_of(int kind)
+{
+    return kind == 'r' ? 'w' : kind;
+}
+
+static int shared_kind(const dlock__pglock *l)
+{
+    return l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__SEMAPHORE;
+}
+
+/* The owner a row of l names for token: a writer's is "w:" and its token. */
+static char *owner_param(const dlock__pglock *l, const char *token)
+{
+    size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(token) + 1;
+    char *own = malloc(len), *hex = NULL;
+    if (own != NULL) {
+        snprintf(own, len, "%s%s", l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "",
+                 token);
+        hex = bytea_param(own);
+    }
+    free(own);
+    return hex;
+}
+
+/* Whether an owner asking for l's name (token its token) holds it as
+ * another kind already: the row's owner (row) is the same token as
+ * another kind, or shared holders hold the row, of another kind, and the
+ * owner is one of them (shares: the take's answer said so, or NULL: not
+ * known, looked up). A reader beside its owner's write is a downgrade
+ * (taken, never asked here). */
+static int holds_as_other(dlock__pgstore *p, dlock__pglock *l, const char *row, const char *token,
+                          const char *shares, int64_t deadline_us)
+{
+    const char *t;
+    int kind = holder_kind(row, &t), asks = kind_of(l);
+    if (kind == 'r' || kind == 's') {
+        if (kind == asks)
+            return 0;
+        if (shares != NULL)
+            return strcmp(shares, "1") == 0;
+        PGresult *res;
+        if (dlock__pgts_readers(p, l, deadline_us, &res) != DLOCK_OK)
+            return 0; /* not known: held (its holder tells at the next try) */
+        int mine = 0;
+        for (int i = 0; i < PQntuples(res) && !mine; i++)
+            mine = strcmp(PQgetvalue(res, i, 0), token) == 0;
+        PQclear(res);
+        return mine;
+    }
+    if (kind == 0 || strcmp(t, token) != 0)
+        return 0;
+    return kind == 'm' ? asks != 'm' : asks == 'm' || asks == 's';
+}
+
+/* The kinds of holder as the core names them (one name is one lock). */
+static enum dlock__held_as held_as(int kind)
+{
+    return kind == 'm'   ? DLOCK__HELD_AS_MUTEX
+           : kind == 's' ? DLOCK__HELD_AS_SEMAPHORE
+                         : DLOCK__HELD_AS_RW;
+}
+
+/* ---------------------------------------------------------------- a lock's life */
+
+/* A take's answer (res: fence, mine, ms left, waiters ahead, the guard's
+ * verdict, the row's owner, [whether this owner holds a shared row of
+ * it]) into the attempt; woken: the waiter is watched for notices. */
+static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult *res, int woken)
+{
     const char *guard = value(res, 0, 4);
     if (guard == NULL || strcmp(guard, "1") != 0) {
-        PQclear(res);
         a->outcome = DLOCK__HELD; /* by a session (pg.c): no lease to tell */
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
@@ -379,38 +442,113 @@ int dlock__pgt_acquire(dlock__pgstore *p, const char *name, const char *key_lit,
     }
     uint64_t fence;
     int64_t left_ms;
+    const char *row = value(res, 0, 5);
     if (dlock__sqlt_taken(value(res, 0, 0), value(res, 0, 1), value(res, 0, 2), value(res, 0, 3),
                           a->wait, &fence, &left_ms)) {
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;
-    } else {
-        /* held, or free but an older waiter's (no lease to tell): asked
-         * again when a release is notified, or within the lease left, or
-         * soon near the head of the line; its row kept meanwhile by the
-         * renewer (a waiter that cannot listen polls, keeping it) */
-        const char *left = value(res, 0, 2);
-        int live = left != NULL && strtoll(left, NULL, 10) > 0; /* a live holder's lease */
-        a->outcome = woken && live ? DLOCK__QUEUED : DLOCK__HELD;
-        a->keep_place = a->outcome == DLOCK__QUEUED;
-        a->in_line = a->wait && a->outcome == DLOCK__HELD; /* its waiter row */
-        a->next = a->outcome == DLOCK__QUEUED              ? DLOCK__NEXT_RETRY
-                  : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
-                                                           : DLOCK__NEXT_POLL;
-        a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
+        if (woken)
+            dlock__pgl_unwatch(p->listen, a->token);
+        return DLOCK_OK;
     }
-    if (woken && a->outcome == DLOCK__TAKEN)
-        dlock__pgl_unwatch(p->listen, a->token);
-    PQclear(res);
+    if (left_ms > 0 &&
+        holds_as_other(p, l, row, a->token, PQnfields(res) > 6 ? value(res, 0, 6) : NULL,
+                       a->deadline_us)) {
+        static const char *const words[] = {['m'] = "a mutex",
+                                            ['r'] = "the read lock",
+                                            ['w'] = "the write lock",
+                                            ['s'] = "a semaphore"};
+        const char *t;
+        int kind = holder_kind(row, &t);
+        if (woken)
+            dlock__pgl_unwatch(p->listen, a->token);
+        return dlock__fail(DLOCK_EDEADLK,
+                           "lock '%s': this owner holds it as %s already: asking for %s too "
+                           "would wait for itself (one name is one lock; release it first)",
+                           l->name, words[kind], words[kind_of(l)]);
+    }
+    const char *t;
+    int kind = left_ms > 0 ? holder_kind(row, &t) : 0;
+    if (kind == 's' && l->base.spec.kind == DLOCK__SEMAPHORE &&
+        strtoul(t, NULL, 10) != l->base.spec.permits) {
+        if (woken)
+            dlock__pgl_unwatch(p->listen, a->token);
+        return dlock__fail(DLOCK_EINVAL,
+                           "semaphore '%s' is in use with %s permits, not %u: every user of a "
+                           "semaphore must give the same number",
+                           l->name, t, l->base.spec.permits);
+    }
+    /* held, or free but an older waiter's (no lease to tell): asked again
+     * when a release is notified, or within the lease left, or soon near
+     * the head of the line; its row kept meanwhile by the renewer (a
+     * waiter that cannot listen polls, keeping it) */
+    const char *left = value(res, 0, 2);
+    int live = left != NULL && strtoll(left, NULL, 10) > 0; /* a live holder's lease */
+    a->outcome = woken && live ? DLOCK__QUEUED : DLOCK__HELD;
+    a->keep_place = a->outcome == DLOCK__QUEUED;
+    a->in_line = a->wait && a->outcome == DLOCK__HELD; /* its waiter row */
+    a->next = a->outcome == DLOCK__QUEUED              ? DLOCK__NEXT_RETRY
+              : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
+                                                       : DLOCK__NEXT_POLL;
+    a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
+    a->held_as =
+        kind == 0 || group_of(kind) == group_of(kind_of(l)) ? DLOCK__HELD_AS_SAME : held_as(kind);
     return DLOCK_OK;
 }
 
-int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
-                      int64_t deadline_us)
+int dlock__pgt_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a)
+{
+    PGresult *res = NULL;
+    /* A waiter woken by notices (listen.c) is watched before it asks, so
+     * that a release answered meanwhile wakes it too */
+    int woken = a->wait && p->listen != NULL && dlock__pgl_ready(p->listen);
+    if (woken) {
+        char tag[DLOCK__PGL_TAG_MAX];
+        dlock__pgt_tag(l->name, tag);
+        dlock__pgl_watch(p->listen, tag, a->token);
+    }
+    int rc;
+    if (shared_kind(l)) {
+        rc = dlock__pgts_take(p, l, a, &res);
+    } else {
+        char lease_us[24], wait_us[24];
+        snprintf(lease_us, sizeof lease_us, "%lld", (long long) a->lease_ms * 1000);
+        snprintf(wait_us, sizeof wait_us, "%lld",
+                 (long long) (a->wait ? p->base.host.cfg->waiter_lease_ms : 0) * 1000);
+        int waits = a->wait && p->base.host.cfg->waiter_lease_ms > 0;
+        /* (a writer's release looks at its owner's readers: their table
+         * made first) */
+        rc = l->base.spec.kind == DLOCK__WRITE ? dlock__pgts_ready(p, a->deadline_us) : DLOCK_OK;
+        char *owner_hex = rc == DLOCK_OK ? owner_param(l, a->token) : NULL;
+        const char *params[6] = {l->name_hex, owner_hex,   p->base.host.cfg->owner_info,
+                                 lease_us,    l->key_text, wait_us};
+        if (rc == DLOCK_OK)
+            rc = owner_hex != NULL
+                     ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 6 : 5,
+                                    params, a->deadline_us, &res, "taking the lock's row")
+                     : dlock__fail(DLOCK_ENOMEM, "out of memory");
+        free(owner_hex);
+    }
+    if (rc == DLOCK_OK)
+        rc = took(p, l, a, res, woken);
+    else if (woken)
+        dlock__pgl_unwatch(p->listen, a->token);
+    PQclear(res);
+    return rc;
+}
+
+int dlock__pgt_cancel(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t deadline_us)
 {
     PGresult *res;
-    char *owner = dlock__pgt_bytea(token);
-    char *sql = owner != NULL ? dlock__sqlt_leave(D, key_lit, owner) : NULL;
+    size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(token) + 1;
+    char *own = malloc(len);
+    if (own != NULL)
+        snprintf(own, len, "%s%s", l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "",
+                 token);
+    char *owner = own != NULL ? dlock__pgt_bytea(own) : NULL;
+    free(own);
+    char *sql = owner != NULL ? dlock__sqlt_leave(D, l->key_lit, owner) : NULL;
     free(owner);
     if (p->listen != NULL)
         dlock__pgl_unwatch(p->listen, token);
@@ -419,39 +557,41 @@ int dlock__pgt_cancel(dlock__pgstore *p, const char *key_lit, const char *token,
     return rc;
 }
 
-int dlock__pgt_release(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
-                       int64_t deadline_us)
+int dlock__pgt_release(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t deadline_us)
 {
+    if (shared_kind(l))
+        return dlock__pgts_release(p, l, token, deadline_us);
+    if (l->base.spec.kind == DLOCK__WRITE)
+        return dlock__pgts_write_release(p, l, token, deadline_us);
     PGresult *res = NULL;
-    (void) key_lit; /* the name goes as a parameter */
-    char *name_hex = bytea_param(name), *owner_hex = bytea_param(token);
-    const char *params[2] = {name_hex, owner_hex};
-    int rc = name_hex != NULL && owner_hex != NULL
-                 ? run_prepared(p, PREP_RELEASE, 2, params, deadline_us, &res,
-                                "releasing the lock's row")
-                 : dlock__fail(DLOCK_ENOMEM, "out of memory");
-    free(name_hex);
+    char *owner_hex = bytea_param(token);
+    const char *params[2] = {l->name_hex, owner_hex};
+    int rc = owner_hex != NULL ? run_prepared(p, PREP_RELEASE, 2, params, deadline_us, &res,
+                                              "releasing the lock's row")
+                               : dlock__fail(DLOCK_ENOMEM, "out of memory");
     free(owner_hex);
     if (rc != DLOCK_OK)
         return rc;
     const char *n = value(res, 0, 0);
     if (n == NULL || strcmp(n, "1") != 0)
         rc = value(res, 0, 1) != NULL
-                 ? dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is held by someone else", name)
+                 ? dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is held by someone else", l->name)
                  : dlock__fail(DLOCK_ELOST,
                                "lock '%s' was not held by this owner any more (its lease ran "
                                "out, or it was force-unlocked)",
-                               name);
+                               l->name);
     PQclear(res);
     return rc;
 }
 
-int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, const char *token,
-                      int64_t lease_ms, int at_least, int64_t deadline_us)
+int dlock__pgt_extend(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t lease_ms,
+                      int at_least, int64_t deadline_us)
 {
+    if (shared_kind(l) || l->base.spec.kind == DLOCK__WRITE)
+        return dlock__pgts_extend(p, l, token, lease_ms, at_least, deadline_us);
     PGresult *res;
     char *owner = dlock__pgt_bytea(token);
-    char *sql = owner != NULL ? dlock__sqlt_extend(D, key_lit, owner, lease_ms, at_least) : NULL;
+    char *sql = owner != NULL ? dlock__sqlt_extend(D, l->key_lit, owner, lease_ms, at_least) : NULL;
     free(owner);
     int rc = run(p, sql, deadline_us, &res, "extending the lock's lease");
     if (rc != DLOCK_OK)
@@ -461,7 +601,7 @@ int dlock__pgt_extend(dlock__pgstore *p, const char *name, const char *key_lit, 
         rc = dlock__fail(DLOCK_ELOST,
                          "lock '%s' is not held by this owner any more (its lease ran out, or it "
                          "was force-unlocked)",
-                         name);
+                         l->name);
     PQclear(res);
     return rc;
 }
@@ -492,50 +632,103 @@ static int row_of(dlock__pgstore *p, const char *key_lit, int64_t deadline, PGre
     return DLOCK_OK;
 }
 
-int dlock__pgt_query(dlock__pgstore *p, const char *key_lit, dlock_status *st, int64_t deadline_us)
+/* The holder's kind of a live row (holder_kind), 0 when it is not l's
+ * kind's (one name is one lock: a holder of another kind is not this
+ * lock's; asked as that kind, it is); any: every kind, as a mutex's. */
+static int row_kind(const dlock__pglock *l, int any, const char *owner, const char **token)
+{
+    int kind = holder_kind(owner, token);
+    if (!any && kind != 0 && group_of(kind) != group_of(kind_of(l)))
+        return 0;
+    return kind;
+}
+
+/* How the session URL (any) names a table row's shared holders. */
+static const char *shared_words(int kind)
+{
+    return kind == 'r' ? "readers (table mode: ask its URL)"
+                       : "a semaphore's holders (table mode: ask its URL)";
+}
+
+int dlock__pgt_query(dlock__pgstore *p, dlock__pglock *l, int any, dlock_status *st,
+                     int64_t deadline_us)
 {
     PGresult *res;
     int held;
     memset(st, 0, sizeof *st);
     st->lease_ms = -1;
-    int rc = row_of(p, key_lit, deadline_us, &res, &held);
+    int rc = row_of(p, l->key_lit, deadline_us, &res, &held);
     if (rc != DLOCK_OK)
         return rc;
-    const char *fence = value(res, 0, 2), *waiters = value(res, 0, 4);
+    const char *fence = value(res, 0, 2), *waiters = value(res, 0, 4), *token;
     st->last_fence = fence != NULL ? strtoull(fence, NULL, 10) : 0;
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
-    if (held) {
+    int kind = held ? row_kind(l, any, value(res, 0, 0), &token) : 0;
+    int shared = kind == 'r' || kind == 's';
+    if (kind != 0) {
         st->held = 1;
-        st->holds = 1;
-        snprintf(st->owner, sizeof st->owner, "%s", value(res, 0, 0));
+        st->holds = any || !shared;
         st->lease_ms = strtoll(value(res, 0, 3), NULL, 10);
+        snprintf(st->owner, sizeof st->owner, "%s",
+                 any && shared ? shared_words(kind)
+                 : !shared     ? token
+                               : "");
     }
+    if (kind == 's' && !any)
+        st->permits = (unsigned) strtoul(token, NULL, 10);
     PQclear(res);
-    return DLOCK_OK;
+    if (!any && (shared || kind == 'w')) {
+        /* the readers (beside the owner's own write: a downgrade), the
+         * semaphore's holders and the permits they hold */
+        rc = dlock__pgts_readers(p, l, deadline_us, &res);
+        for (int i = 0; rc == DLOCK_OK && i < PQntuples(res); i++) {
+            st->shared++;
+            if (kind == 's')
+                st->permits_used += (unsigned) strtoul(PQgetvalue(res, i, 2), NULL, 10);
+        }
+        if (rc == DLOCK_OK)
+            PQclear(res);
+    }
+    return rc;
 }
 
-int dlock__pgt_holders(dlock__pgstore *p, const char *key_lit, dlock__holder_sink sink, void *arg,
-                       int64_t deadline_us)
+int dlock__pgt_holders(dlock__pgstore *p, dlock__pglock *l, int any, dlock__holder_sink sink,
+                       void *arg, int64_t deadline_us)
 {
     PGresult *res;
-    int held;
-    int rc = row_of(p, key_lit, deadline_us, &res, &held);
+    int held, stop = 0;
+    int rc = row_of(p, l->key_lit, deadline_us, &res, &held);
     if (rc != DLOCK_OK)
         return rc;
-    if (held) {
-        dlock__holder_raw h = {.owner = value(res, 0, 0), .count = 1, .info = value(res, 0, 1)};
-        (void) sink(arg, &h);
+    const char *token;
+    int kind = held ? row_kind(l, any, value(res, 0, 0), &token) : 0;
+    if (kind == 'm' || kind == 'w' || (any && kind != 0)) {
+        int shared = kind == 'r' || kind == 's';
+        dlock__holder_raw h = {.owner = shared ? shared_words(kind) : token,
+                               .count = 1,
+                               .info = shared ? "" : value(res, 0, 1)};
+        stop = sink(arg, &h);
     }
     PQclear(res);
-    return DLOCK_OK;
+    if (!stop && !any && (kind == 'r' || kind == 'w' || kind == 's') &&
+        (rc = dlock__pgts_readers(p, l, deadline_us, &res)) == DLOCK_OK) {
+        for (int i = 0; i < PQntuples(res); i++) {
+            dlock__holder_raw h = {.owner = PQgetvalue(res, i, 0),
+                                   .count = (unsigned) strtoul(PQgetvalue(res, i, 2), NULL, 10),
+                                   .info = PQgetvalue(res, i, 1)};
+            if (sink(arg, &h) != 0)
+                break;
+        }
+        PQclear(res);
+    }
+    return rc;
 }
 
-int dlock__pgt_force_unlock(dlock__pgstore *p, const char *key_lit, int64_t deadline_us)
+/* The row's holder cleared (its fence kept): the holder finds it at its
+ * next renewal, and the next taker takes the row at once. */
+int dlock__pgt_force_unlock(dlock__pgstore *p, dlock__pglock *l, int any, int64_t deadline_us)
 {
-    PGresult *res;
-    int rc = run(p, dlock__sqlt_force(D, key_lit), deadline_us, &res, "clearing the lock's row");
-    PQclear(res);
-    return rc;
+    return dlock__pgts_force(p, l, any ? 0 : group_of(kind_of(l)), deadline_us);
 }
 
 int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__name_sink sink,
@@ -551,11 +744,16 @@ int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__nam
                      strlen(DLOCK__PG_RW_HOLDS) + 300;
         sql = malloc(len);
         if (sql != NULL)
+            /* each name once, as the read-write lock or the semaphore
+             * when it holds it: table mode's kinds through the table URL,
+             * session mode's through the session URL (each URL's status
+             * sees the other mode's holder as a mutex's) */
             snprintf(sql, len,
-                     "SELECT n, false FROM (%s) AS t(n) UNION SELECT f.name, %s FROM dlock_fence "
-                     "f WHERE substring(convert_to(f.name, 'UTF8') FROM 1 FOR length(%s)) = %s "
-                     "AND " DLOCK__PG_SESSION_LIVE,
-                     own, kinds ? DLOCK__PG_RW_HOLDS : "false", lit, lit);
+                     "SELECT n, max(k) FROM (SELECT n, %s FROM (%s) AS t(n, k) UNION SELECT "
+                     "f.name, CASE WHEN %s THEN 1 ELSE 0 END FROM dlock_fence f WHERE "
+                     "substring(convert_to(f.name, 'UTF8') FROM 1 FOR length(%s)) = %s "
+                     "AND " DLOCK__PG_SESSION_LIVE ") AS x(n, k) GROUP BY n",
+                     kinds ? "0" : "k", own, kinds ? DLOCK__PG_RW_HOLDS : "false", lit, lit);
         free(own);
     }
     int rc = run(p, sql, deadline_us, &res, "listing the locks held");
@@ -563,8 +761,11 @@ int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__nam
     if (rc != DLOCK_OK)
         return rc;
     for (int i = 0; i < PQntuples(res); i++) {
-        const char *v = value(res, i, 0), *rw = value(res, i, 1);
-        enum dlock__kind kind = rw != NULL && strcmp(rw, "t") == 0 ? DLOCK__WRITE : DLOCK__MUTEX;
+        const char *v = value(res, i, 0), *k = value(res, i, 1);
+        enum dlock__kind kind = k == NULL             ? DLOCK__MUTEX
+                                : strcmp(k, "2") == 0 ? DLOCK__SEMAPHORE
+                                : strcmp(k, "1") == 0 ? DLOCK__WRITE
+                                                      : DLOCK__MUTEX;
         if (v != NULL && sink(arg, v, kind) != 0)
             break;
     }

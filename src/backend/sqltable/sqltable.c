@@ -198,7 +198,8 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
             "%s, " PG_NOW_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
             "ON CONFLICT (name) DO UPDATE SET "
             "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
-            "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = EXCLUDED.expires WHERE "
+            "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = GREATEST(l.expires, "
+            "EXCLUDED.expires) WHERE "
             "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
             guard != NULL ? guard : "true", key, lock_name, owner, info, lease_us, o.s);
         if (wait_us != NULL)
@@ -214,8 +215,9 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
                 key, owner, lock_name, wait_us, key, owner, owner);
         add(&b,
             " SELECT t.fence, CASE WHEN t.fence IS NULL THEN 0 ELSE 1 END, CEIL(EXTRACT(EPOCH "
-            "FROM (o.expires - now())) * 1000)::bigint, %s, (SELECT g.ok::int FROM g) FROM "
-            "(SELECT 1) d LEFT JOIN t ON true LEFT JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
+            "FROM (o.expires - now())) * 1000)::bigint, %s, (SELECT g.ok::int FROM g), "
+            "convert_from(o.owner, 'UTF8') FROM (SELECT 1) d LEFT JOIN t ON true LEFT "
+            "JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
             o.s, key);
         free(o.s);
         return b.s;
@@ -237,7 +239,7 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
         " AND %s = 0)), GREATEST(fence + 1, VALUES(fence)), fence), "
         "info = IF(@dlock_t, VALUES(info), info), lock_name = IF(@dlock_t, VALUES(lock_name), "
         "lock_name), owner = IF(@dlock_t, VALUES(owner), owner), "
-        "expires = IF(owner = VALUES(owner), VALUES(expires), expires); "
+        "expires = IF(owner = VALUES(owner), GREATEST(expires, VALUES(expires)), expires); "
         "SELECT fence, owner = %s, " MS_LEFT
         ", IF(@dlock_t, 0, %s), owner%s%s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
         key, lock_name, owner, info, lease_us, o.s, owner, o.s, more != NULL ? ", " : "",
@@ -467,14 +469,20 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix)
 {
     sbuf b = {0};
     if (d == DLOCK__SQLT_PG) {
+        /* (n, k) as MariaDB's, k an int */
         add(&b,
-            "SELECT " PG_TEXT("lock_name") " FROM " DLOCK__SQLT_TABLE
-                                           " WHERE substring(lock_name FROM 1 FOR length(%s)) = %s "
-                                           "AND owner <> ''::bytea AND "
-                                           "expires > now() UNION SELECT " PG_TEXT(
-                                               "lock_name") " FROM " DLOCK__SQLT_WAIT
-                                                            " WHERE substring(lock_name FROM 1 FOR "
-                                                            "length(%s)) = %s AND expires > now()",
+            "SELECT " PG_TEXT(
+                "lock_name") " AS n, CASE WHEN substring(owner FROM 1 FOR 2) = "
+                             "'" DLOCK__SQLT_PERMITS
+                             "'::bytea THEN 2 WHEN owner = '" DLOCK__SQLT_READERS
+                             "'::bytea OR substring(owner FROM 1 FOR 2) = '" DLOCK__SQLT_WRITER
+                             "'::bytea THEN 1 ELSE 0 END AS k FROM " DLOCK__SQLT_TABLE
+                             " WHERE substring(lock_name FROM 1 FOR length(%s)) = %s AND owner <> "
+                             "''::bytea AND "
+                             "expires > now() UNION SELECT " PG_TEXT(
+                                 "lock_name") ", 0 FROM " DLOCK__SQLT_WAIT
+                                              " WHERE substring(lock_name FROM 1 FOR length(%s)) = "
+                                              "%s AND expires > now()",
             prefix, prefix, prefix, prefix);
         return b.s;
     }
