@@ -242,12 +242,8 @@ int dlock__myt_share(dlock__mystore *p, int64_t deadline_us);
 /* The owner a hold of l is written under in dlock_lock, as a literal: a
  * writer's token after "w:", else the token. */
 char *dlock__myt_owner(const dlock__mylock *l, const char *token);
-/* What the owner of a row of dlock_lock is: 'r' readers, 'w' a writer
- * (*token after its "w:"), 's' a semaphore's holders (*token its permits
- * after "s:"), 'm' a mutex (*token the owner), 0 free. */
-int dlock__myt_holder_kind(const char *owner, const char **token);
 /* 'm' (mutex, fair), 'r', 'w' or 's' (semaphore): l's kind as
- * dlock__myt_holder_kind says a holder's. */
+ * dlock__sqlt_holder_kind says a holder's. */
 int dlock__myt_kind_of(const dlock__mylock *l);
 /* The live shared holders of l (readers, a semaphore's): (owner, info,
  * count) rows in *res (freed by the caller). */

@@ -472,24 +472,6 @@ int dlock__myt_run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__m
 
 /* ---------------------------------------------------------------- kinds */
 
-int dlock__myt_holder_kind(const char *owner, const char **token)
-{
-    *token = owner;
-    if (owner == NULL || owner[0] == '\0')
-        return 0;
-    if (strcmp(owner, DLOCK__SQLT_READERS) == 0)
-        return 'r';
-    if (strncmp(owner, DLOCK__SQLT_WRITER, strlen(DLOCK__SQLT_WRITER)) == 0) {
-        *token = owner + strlen(DLOCK__SQLT_WRITER);
-        return 'w';
-    }
-    if (strncmp(owner, DLOCK__SQLT_PERMITS, strlen(DLOCK__SQLT_PERMITS)) == 0) {
-        *token = owner + strlen(DLOCK__SQLT_PERMITS); /* its permits */
-        return 's';
-    }
-    return 'm';
-}
-
 int dlock__myt_kind_of(const dlock__mylock *l)
 {
     switch (l->base.spec.kind) {
@@ -606,7 +588,7 @@ static int holds_as_other(const dlock__mylock *l, const char *row, const char *t
                           const char *shares)
 {
     const char *t;
-    int kind = dlock__myt_holder_kind(row, &t), asks = dlock__myt_kind_of(l);
+    int kind = dlock__sqlt_holder_kind(row, &t), asks = dlock__myt_kind_of(l);
     if (kind == 'r' || kind == 's')
         return kind != asks && shares != NULL && strcmp(shares, "1") == 0;
     if (kind == 0 || strcmp(t, token) != 0)
@@ -620,13 +602,6 @@ static enum dlock__held_as held_as(int kind)
     return kind == 'm'   ? DLOCK__HELD_AS_MUTEX
            : kind == 's' ? DLOCK__HELD_AS_SEMAPHORE
                          : DLOCK__HELD_AS_RW;
-}
-
-/* The group of kinds a kind is one lock with: the mutex, the read-write
- * lock, the semaphore. */
-static int group_of(int kind)
-{
-    return kind == 'r' ? 'w' : kind;
 }
 
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
@@ -689,7 +664,7 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
                                             ['w'] = "the write lock",
                                             ['s'] = "a semaphore"};
         const char *t;
-        int kind = dlock__myt_holder_kind(row, &t);
+        int kind = dlock__sqlt_holder_kind(row, &t);
         return dlock__fail(DLOCK_EDEADLK,
                            "lock '%s': this owner holds it as %s already: asking for %s too "
                            "would wait for itself (one name is one lock; release it first)",
@@ -698,7 +673,7 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
         /* held, or free but an older waiter's (no lease to tell): polled
          * again within the lease left, or soon near the head of the line */
         const char *t;
-        int kind = left_ms > 0 ? dlock__myt_holder_kind(row, &t) : 0;
+        int kind = left_ms > 0 ? dlock__sqlt_holder_kind(row, &t) : 0;
         if (kind == 's' && l->base.spec.kind == DLOCK__SEMAPHORE &&
             strtoul(t, NULL, 10) != l->base.spec.permits)
             return dlock__fail(DLOCK_EINVAL,
@@ -709,9 +684,10 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
         a->next = DLOCK__NEXT_POLL;
         a->in_line = a->wait; /* its waiter row */
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
-        a->held_as = kind == 0 || group_of(kind) == group_of(dlock__myt_kind_of(l))
-                         ? DLOCK__HELD_AS_SAME
-                         : held_as(kind);
+        a->held_as =
+            kind == 0 || dlock__sqlt_group(kind) == dlock__sqlt_group(dlock__myt_kind_of(l))
+                ? DLOCK__HELD_AS_SAME
+                : held_as(kind);
     }
     return DLOCK_OK;
 }
@@ -968,8 +944,8 @@ int dlock__myt_query(dlock__mystore *p, dlock__mylock *l, dlock_status *st, int6
     st->last_fence = dlock__my_last_fence(fence, &other);
     st->waiters = waiters != NULL ? (unsigned) strtoul(waiters, NULL, 10) : 0;
     const char *token;
-    int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0;
-    if (kind != 0 && group_of(kind) != group_of(dlock__myt_kind_of(l)))
+    int kind = owner != NULL ? dlock__sqlt_holder_kind(owner, &token) : 0;
+    if (kind != 0 && dlock__sqlt_group(kind) != dlock__sqlt_group(dlock__myt_kind_of(l)))
         kind = 0; /* held as another kind: not this lock's (asked as that kind, it is) */
     int shared = kind == 'r' || kind == 's';
     if (kind != 0) {
@@ -1009,8 +985,8 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
     if (rc != DLOCK_OK)
         return rc;
     const char *token;
-    int kind = owner != NULL ? dlock__myt_holder_kind(owner, &token) : 0, stop = 0;
-    if (kind != 0 && group_of(kind) != group_of(dlock__myt_kind_of(l)))
+    int kind = owner != NULL ? dlock__sqlt_holder_kind(owner, &token) : 0, stop = 0;
+    if (kind != 0 && dlock__sqlt_group(kind) != dlock__sqlt_group(dlock__myt_kind_of(l)))
         kind = 0; /* held as another kind (dlock__myt_query) */
     if (kind == 'm' || kind == 'w') {
         dlock__holder_raw h = {.owner = token, .count = 1, .info = info};
@@ -1049,7 +1025,7 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
          * with its shared holders' rows, in one statement, the name's row
          * first (a reader left with a live row was never told when another
          * reader took the name before its next renewal) */
-        int kind = group_of(dlock__myt_kind_of(l));
+        int kind = dlock__sqlt_group(dlock__myt_kind_of(l));
         const char *of_kind = kind == 's'   ? "LEFT(l.owner, 2) = '" DLOCK__SQLT_PERMITS "'"
                               : kind == 'w' ? "(l.owner = '" DLOCK__SQLT_READERS
                                               "' OR LEFT(l.owner, 2) = '" DLOCK__SQLT_WRITER "')"

@@ -327,27 +327,6 @@ static char *bytea_param(const char *text)
 
 /* ---------------------------------------------------------------- kinds */
 
-/* The kind of a row's owner: 0 free, 'm' a mutex's, 'w' a writer's, 'r'
- * readers', 's' a semaphore's; *token: the holder's token (a writer's, a
- * mutex's) or the permits (a semaphore's). */
-static int holder_kind(const char *owner, const char **token)
-{
-    *token = owner;
-    if (owner == NULL || owner[0] == '\0')
-        return 0;
-    if (strcmp(owner, DLOCK__SQLT_READERS) == 0)
-        return 'r';
-    if (strncmp(owner, DLOCK__SQLT_WRITER, strlen(DLOCK__SQLT_WRITER)) == 0) {
-        *token = owner + strlen(DLOCK__SQLT_WRITER);
-        return 'w';
-    }
-    if (strncmp(owner, DLOCK__SQLT_PERMITS, strlen(DLOCK__SQLT_PERMITS)) == 0) {
-        *token = owner + strlen(DLOCK__SQLT_PERMITS);
-        return 's';
-    }
-    return 'm';
-}
-
 static int kind_of(const dlock__pglock *l)
 {
     switch (l->base.spec.kind) {
@@ -360,13 +339,6 @@ static int kind_of(const dlock__pglock *l)
     default:
         return 'm';
     }
-}
-
-/* The group of kinds a kind is one lock with: the mutex, the read-write
- * lock, the semaphore. */
-static int group_of(int kind)
-{
-    return kind == 'r' ? 'w' : kind;
 }
 
 static int shared_kind(const dlock__pglock *l)
@@ -398,7 +370,7 @@ static int holds_as_other(dlock__pgstore *p, dlock__pglock *l, const char *row, 
                           const char *shares, int64_t deadline_us)
 {
     const char *t;
-    int kind = holder_kind(row, &t), asks = kind_of(l);
+    int kind = dlock__sqlt_holder_kind(row, &t), asks = kind_of(l);
     if (kind == 'r' || kind == 's') {
         if (kind == asks)
             return 0;
@@ -460,7 +432,7 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
                                             ['w'] = "the write lock",
                                             ['s'] = "a semaphore"};
         const char *t;
-        int kind = holder_kind(row, &t);
+        int kind = dlock__sqlt_holder_kind(row, &t);
         if (woken)
             dlock__pgl_unwatch(p->listen, a->token);
         return dlock__fail(DLOCK_EDEADLK,
@@ -469,7 +441,7 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
                            l->name, words[kind], words[kind_of(l)]);
     }
     const char *t;
-    int kind = left_ms > 0 ? holder_kind(row, &t) : 0;
+    int kind = left_ms > 0 ? dlock__sqlt_holder_kind(row, &t) : 0;
     if (kind == 's' && l->base.spec.kind == DLOCK__SEMAPHORE &&
         strtoul(t, NULL, 10) != l->base.spec.permits) {
         if (woken)
@@ -492,8 +464,9 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
               : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
                                                        : DLOCK__NEXT_POLL;
     a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
-    a->held_as =
-        kind == 0 || group_of(kind) == group_of(kind_of(l)) ? DLOCK__HELD_AS_SAME : held_as(kind);
+    a->held_as = kind == 0 || dlock__sqlt_group(kind) == dlock__sqlt_group(kind_of(l))
+                     ? DLOCK__HELD_AS_SAME
+                     : held_as(kind);
     return DLOCK_OK;
 }
 
@@ -632,13 +605,13 @@ static int row_of(dlock__pgstore *p, const char *key_lit, int64_t deadline, PGre
     return DLOCK_OK;
 }
 
-/* The holder's kind of a live row (holder_kind), 0 when it is not l's
+/* The holder's kind of a live row (dlock__sqlt_holder_kind), 0 when it is not l's
  * kind's (one name is one lock: a holder of another kind is not this
  * lock's; asked as that kind, it is); any: every kind, as a mutex's. */
 static int row_kind(const dlock__pglock *l, int any, const char *owner, const char **token)
 {
-    int kind = holder_kind(owner, token);
-    if (!any && kind != 0 && group_of(kind) != group_of(kind_of(l)))
+    int kind = dlock__sqlt_holder_kind(owner, token);
+    if (!any && kind != 0 && dlock__sqlt_group(kind) != dlock__sqlt_group(kind_of(l)))
         return 0;
     return kind;
 }
@@ -728,7 +701,7 @@ int dlock__pgt_holders(dlock__pgstore *p, dlock__pglock *l, int any, dlock__hold
  * next renewal, and the next taker takes the row at once. */
 int dlock__pgt_force_unlock(dlock__pgstore *p, dlock__pglock *l, int any, int64_t deadline_us)
 {
-    return dlock__pgts_force(p, l, any ? 0 : group_of(kind_of(l)), deadline_us);
+    return dlock__pgts_force(p, l, any ? 0 : dlock__sqlt_group(kind_of(l)), deadline_us);
 }
 
 int dlock__pgt_list(dlock__pgstore *p, const char *prefix, int kinds, dlock__name_sink sink,

@@ -514,6 +514,29 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix)
  * with locking reads only (the latest committed rows, never a snapshot:
  * PostgreSQL's race 1 was a snapshot's). */
 
+int dlock__sqlt_holder_kind(const char *owner, const char **token)
+{
+    *token = owner;
+    if (owner == NULL || owner[0] == '\0')
+        return 0;
+    if (strcmp(owner, DLOCK__SQLT_READERS) == 0)
+        return 'r';
+    if (strncmp(owner, DLOCK__SQLT_WRITER, strlen(DLOCK__SQLT_WRITER)) == 0) {
+        *token = owner + strlen(DLOCK__SQLT_WRITER);
+        return 'w';
+    }
+    if (strncmp(owner, DLOCK__SQLT_PERMITS, strlen(DLOCK__SQLT_PERMITS)) == 0) {
+        *token = owner + strlen(DLOCK__SQLT_PERMITS); /* its permits */
+        return 's';
+    }
+    return 'm';
+}
+
+int dlock__sqlt_group(int kind)
+{
+    return kind == 'r' ? 'w' : kind;
+}
+
 char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)
 {
     sbuf b = {0};

@@ -135,6 +135,13 @@ char *dlock__sqlt_list(enum dlock__sqlt_dialect d, const char *prefix);
 #define DLOCK__SQLT_READERS "r:"
 #define DLOCK__SQLT_WRITER  "w:"
 #define DLOCK__SQLT_PERMITS "s:" /* a semaphore's holders: "s:N", N its permits */
+/* What the owner of a lock row is: 'r' readers, 'w' a writer (*token after
+ * its "w:"), 's' a semaphore's holders (*token its permits after "s:"),
+ * 'm' a mutex (*token the owner), 0 free. */
+int dlock__sqlt_holder_kind(const char *owner, const char **token);
+/* The group of kinds one lock is: the mutex 'm', the read-write lock 'w'
+ * (of 'r' and 'w'), the semaphore 's'. */
+int dlock__sqlt_group(int kind);
 /* How every transaction of the shared holds begins (two statements):
  * READ COMMITTED for that transaction only. Its locking reads of a name's
  * holders' rows locked, under REPEATABLE READ, the gap after them too (the
