@@ -175,6 +175,49 @@ void ct_rw_writer_not_starved(void)
     dlock_client_close(c3);
 }
 
+/* Handles of one owner (dlock_lock_dup) with leases of their own: a short
+ * lease set through one does not cut another's longer fixed lease, so a
+ * writer of another client stays out while the longer one runs. Two read
+ * handles, then a downgrade (the read lock beside the owner's write, the
+ * write's lease set short). (Redis, SQLite and MariaDB's and PostgreSQL's
+ * lock tables each cut it once. What it costs: the longer end stays in the
+ * store after that handle lets go, until the other's is over.) */
+void ct_rw_dup_leases(void)
+{
+    DT_KNOWN_BUG("redlock", CT_BUG_REDLOCK_DUP_READERS);
+    dlock_client *c = ct_client("?lease=2s"), *c2 = ct_client("");
+    const char *name = CT_NAME("dup"), *name2 = CT_NAME("down");
+    dlock_lock *r1 = ct_lock(c, name, DLOCK_READ), *r2 = NULL, *w = ct_lock(c, name2, DLOCK_WRITE);
+    dlock_lock *down = NULL, *other = ct_lock(c2, name, DLOCK_WRITE);
+    dlock_lock *other2 = ct_lock(c2, name2, DLOCK_WRITE);
+
+    CHECK_RC(dlock_acquire_for(r1, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r2, 0), DLOCK_OK);
+    CHECK_RC(dlock_extend(r2, 100), DLOCK_OK);
+    CHECK_RC(dlock_acquire(other, 1500), DLOCK_ETIMEDOUT); /* r1's 20 s run */
+    CHECK_RC(dlock_lock_verify(r1), DLOCK_OK);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    (void) dlock_release(r2); /* (its 100 ms are over) */
+
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(down, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_extend(w, 100), DLOCK_OK);
+    CHECK_RC(dlock_acquire(other2, 1500), DLOCK_ETIMEDOUT); /* the reader's 20 s run */
+    CHECK_RC(dlock_lock_verify(down), DLOCK_OK);
+    CHECK_RC(dlock_release(down), DLOCK_OK);
+    (void) dlock_release(w);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_lock_free(down);
+    dlock_lock_free(other);
+    dlock_lock_free(other2);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 /* ---------------------------------------------------------------- semaphore */
 
 typedef struct sem_shared {
@@ -600,4 +643,32 @@ void ct_multi_bounded_when_silent(void)
 
     dlock_client_close(other);
     dt_proxy_stop(&proxy);
+}
+
+/* A semaphore holder of 2 permits sets its lease short (dlock_extend):
+ * its permits are back once that has run out, for another client's
+ * request, not after the lease it had before (PostgreSQL's lock table
+ * kept the longer end: test_pg_table semaphore_extend_shortens). */
+void ct_semaphore_short_lease(void)
+{
+    dlock_client *c = ct_client("?lease=10s"), *c2 = ct_client("");
+    const char *name = CT_NAME("short");
+    dlock_lock *two = NULL, *one = NULL;
+    CHECK_RC(dlock_semaphore_open(c, name, 2, 2, &two), DLOCK_OK);
+    CHECK_RC(dlock_semaphore_open(c2, name, 2, 1, &one), DLOCK_OK);
+    CHECK_RC(dlock_acquire(two, 0), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(one), DLOCK_EBUSY);
+    CHECK_RC(dlock_extend(two, 100), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_acquire(one, 5000), DLOCK_OK);
+    int64_t waited = dt_now_ms() - t0;
+    printf("%s: a permit back %lld ms after the lease was set to 100 ms\n", ct->kind,
+           (long long) waited);
+    CHECK_INT(waited, <, 3000);
+    CHECK_RC(dlock_release(one), DLOCK_OK);
+    (void) dlock_release(two);
+    dlock_lock_free(two);
+    dlock_lock_free(one);
+    dlock_client_close(c);
+    dlock_client_close(c2);
 }

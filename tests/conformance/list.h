@@ -73,8 +73,12 @@
       "the writer's owner takes the read lock beside its write, then lets the write go")           \
     X(rw_writer_not_starved, DLOCK_CAP_READ_WRITE | DLOCK_CAP_QUERY,                               \
       "a reader arriving after a waiting writer waits behind it")                                  \
+    X(rw_dup_leases, DLOCK_CAP_READ_WRITE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND,               \
+      "a short lease set through one handle of an owner does not cut another's longer one")        \
     X(semaphore_bounded, DLOCK_CAP_SEMAPHORE,                                                      \
       "4 processes on 2 permits never exceed 2; take K is all or nothing; permits must agree")      \
+    X(semaphore_short_lease, DLOCK_CAP_SEMAPHORE | DLOCK_CAP_EXTEND,                                \
+      "a semaphore holder's lease set short gives its permits back when it runs out")              \
     X(kinds_exclude, DLOCK_CAP_READ_WRITE,                                                         \
       "one name is one lock: every pair of kinds excludes, busy names the kind, waits are woken")   \
     X(kinds_first_come, DLOCK_CAP_READ_WRITE,                                                      \

@@ -422,7 +422,7 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *toke
     lens[n++] = NUM(lease, lease_ms);
     argv[n] = at_least ? "1" : "0";
     lens[n++] = 1;
-    argv[n] = is_shared(l) ? "s" : "x";
+    argv[n] = l->spec.kind == DLOCK__READ ? "r" : is_shared(l) ? "s" : "x";
     lens[n++] = 1;
     evalcall call = {DLOCK__S_EXTEND, n, argv, lens};
     long long acked;

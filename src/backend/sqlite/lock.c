@@ -641,6 +641,17 @@ int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token
     return dlock__fail(DLOCK_ELOST, "lock '%s' is not held", l->name);
 }
 
+/* The end a hold's lease is set to when `asked` is asked for: never below the
+ * row's when only lengthening (at_least), nor below a read row's that
+ * other handles of its owner count on (dlock_lock_dup: one row, count > 1;
+ * a short lease set through one cut another's longer fixed lease, and a
+ * writer got in beside it: conformance rw_dup_leases). */
+static int64_t lease_end(const dlock__sq_row *r, int kind, int64_t asked, int at_least)
+{
+    int keep = at_least || (kind == DLOCK__SQ_READ && r->count > 1);
+    return keep && r->expires_ms > asked ? r->expires_ms : asked;
+}
+
 int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token, int64_t lease_ms,
                      int at_least, int64_t deadline_us)
 {
@@ -660,8 +671,8 @@ int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token,
         rc = dlock__sq_delete(s, l->name, token, kind);
         write = 1;
     } else if (rc == DLOCK_OK && live && !confirm &&
-               !(at_least && now_ms + lease_ms <= r.expires_ms)) {
-        rc = set_lease(s, l->name, token, kind, now_ms + lease_ms);
+               lease_end(&r, kind, now_ms + lease_ms, at_least) != r.expires_ms) {
+        rc = set_lease(s, l->name, token, kind, lease_end(&r, kind, now_ms + lease_ms, at_least));
         write = 1;
     }
     rc = dlock__sq_end(s, write && rc == DLOCK_OK, rc);
@@ -704,7 +715,7 @@ int dlock__sq_renew(dlock__store *st, dlock__renewal *items, size_t n, int64_t d
         if (rc != DLOCK_OK)
             break;
         if (found && own_live(s, &r, now_ms)) {
-            rc = set_lease(s, name, it->token, kind, now_ms + it->lease_ms);
+            rc = set_lease(s, name, it->token, kind, lease_end(&r, kind, now_ms + it->lease_ms, 0));
             it->result = DLOCK__RENEW_OK;
         } else {
             if (found)
