@@ -479,6 +479,10 @@ static void modes_exclude_shared(void)
     CHECK_RC(dlock_try_acquire(tr), DLOCK_EBUSY);
     CHECK_RC(dlock_try_acquire(tw), DLOCK_EBUSY);
     CHECK_RC(dlock_try_acquire(sem), DLOCK_EBUSY);
+    /* the refusal says who: not "too few permits free" (none is in use) */
+    printf("a semaphore beside a session reader: %s\n", dlock_errmsg());
+    CHECK(strstr(dlock_errmsg(), "session mode holds it") != NULL);
+    CHECK(strstr(dlock_errmsg(), "permits") == NULL);
     CHECK_RC(dlock_release(sr), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(sw), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(tr), DLOCK_EBUSY);

@@ -410,6 +410,11 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
         a->outcome = DLOCK__HELD; /* by a session (pg.c): no lease to tell */
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+        /* said so: a semaphore's refusal would name its permits, none of
+         * which may be in use (a new user's trial) */
+        if (l->base.spec.kind != DLOCK__MUTEX && l->base.spec.kind != DLOCK__FAIR)
+            a->held_why = "session mode holds it (an advisory lock of the name, or a lease a "
+                          "session holder may still count on: see the URL without ?mode=table)";
         return DLOCK_OK;
     }
     uint64_t fence;
