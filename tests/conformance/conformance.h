@@ -86,10 +86,6 @@ void ct_known_bug_check(int ok, const char *cond, const char *store, const char 
     ct_known_bug_check(!!(cond), #cond, (store), (why), __FILE__, __LINE__)
 
 /* Bugs the suite found, by the stores they show on (see the README). */
-#define CT_BUG_REDLOCK_DUP_READERS                                                                 \
-    "Redlock keeps one reader entry per owner token (W:r), neither counted nor kept at the "       \
-    "longer end: a second read handle of the owner (dlock_lock_dup) sets it to its own lease, "    \
-    "and one handle's release ends both (issue 22)"
 #define CT_BUG_ZK_LOG_RACE                                                                         \
     "ThreadSanitizer: two ZooKeeper clients in one process race in libzookeeper_mt's static "      \
     "endpoint buffer (sprintf in its connect-error log lines): the backend discards the log "      \

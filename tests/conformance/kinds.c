@@ -179,12 +179,12 @@ void ct_rw_writer_not_starved(void)
  * lease set through one does not cut another's longer fixed lease, so a
  * writer of another client stays out while the longer one runs. Two read
  * handles, then a downgrade (the read lock beside the owner's write, the
- * write's lease set short). (Redis, SQLite and MariaDB's and PostgreSQL's
- * lock tables each cut it once. What it costs: the longer end stays in the
- * store after that handle lets go, until the other's is over.) */
+ * write's lease set short). (Redis, SQLite, Redlock and MariaDB's and
+ * PostgreSQL's lock tables each cut it once. What it costs: the longer end
+ * stays in the store after that handle lets go, until the other's is
+ * over.) */
 void ct_rw_dup_leases(void)
 {
-    DT_KNOWN_BUG("redlock", CT_BUG_REDLOCK_DUP_READERS);
     dlock_client *c = ct_client("?lease=2s"), *c2 = ct_client("");
     const char *name = CT_NAME("dup"), *name2 = CT_NAME("down");
     dlock_lock *r1 = ct_lock(c, name, DLOCK_READ), *r2 = NULL, *w = ct_lock(c, name2, DLOCK_WRITE);
@@ -208,6 +208,14 @@ void ct_rw_dup_leases(void)
     CHECK_RC(dlock_lock_verify(down), DLOCK_OK);
     CHECK_RC(dlock_release(down), DLOCK_OK);
     (void) dlock_release(w);
+    /* The store keeps the longer end after its handle let go, until it is
+     * over: cleared here (the suite's later tests list every name) */
+    if (ct_has(DLOCK_CAP_FORCE_UNLOCK)) {
+        CHECK_RC(dlock_force_unlock(c2, name, DLOCK_READ), DLOCK_OK);
+        CHECK_RC(dlock_force_unlock(c2, name2, DLOCK_WRITE), DLOCK_OK);
+        CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+        CHECK_RC(dlock_release(other), DLOCK_OK);
+    }
     dlock_lock_free(r1);
     dlock_lock_free(r2);
     dlock_lock_free(w);

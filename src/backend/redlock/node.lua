@@ -38,10 +38,12 @@
 --   fence VALUE            -> 1; the counter becomes max(counter, VALUE)
 --   renew TOKEN LEASE_MS AT_LEAST -> 1 ours (lease set; with AT_LEAST only if that
 --                             lengthens it; LEASE_MS 0 only confirms), 0 free, -1 another's
---   rrenew TOKEN LEASE_MS AT_LEAST -> renew, for a reader (its score in W:r)
+--   rrenew TOKEN LEASE_MS AT_LEAST -> renew, for a reader (its score in W:r; only
+--                             lengthened while W:rc counts more than one hold of TOKEN)
 --   release TOKEN KEEP_MARK -> 1 deleted, 0 free, -1 another's; TOKEN's waiting mark goes
 --                             unless KEEP_MARK is '1' (a waiter's attempt giving back)
---   rrelease TOKEN KEEP_MARK -> release, for a reader (0: its lease had run out)
+--   rrelease TOKEN KEEP_MARK -> release, for a reader (0: its lease had run out); one of
+--                             TOKEN's holds off W:rc, its W:r entry gone with the last
 --   status OTHER RECORDS   -> {L's value or '', its PTTL, OTHER's value or '', its PTTL,
 --                             the fence counter, live waiting marks, the owner record of
 --                             L's holder or '', of OTHER's or ''}; RECORDS: the records'
@@ -51,13 +53,22 @@
 --                             arrays: the live readers' tokens, their leases left (ms),
 --                             their owner records
 --   unlock OTHER [rw]      -> 1; L and OTHER ('' none) deleted (an operator's
---                             force-unlock); with 'rw' the readers W:r too
+--                             force-unlock); with 'rw' the readers W:r (and their
+--                             counts W:rc) too
 --   forget RECORD          -> 1; the client's owner record deleted
 --   scan CURSOR PATTERN COUNT -> SCAN's reply
 local op = ARGV[1]
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- The readers' counts (W:rc, a field per token: its holds, dlock_lock_dup's
+-- handles) live as long as the readers' entries (W:r, key R) do.
+local function keep_counts(R, RC)
+  local ttl = redis.call('PTTL', R)
+  if ttl > 0 and redis.call('PTTL', RC) < ttl then
+    redis.call('PEXPIRE', RC, ttl)
+  end
 end
 -- A record's key for the holder value v: RECORDS followed by v's client id.
 local function record_of(v)
@@ -159,7 +170,7 @@ elseif op == 'rtake' or op == 'wtake' then
   end
   local token, lease, mark = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5]) or 0
   local W, M = KEYS[1], string.sub(KEYS[2], 1, -7)
-  local R = W .. ':r'
+  local R, RC = W .. ':r', W .. ':rc'
   -- The waits' places in line (README: turns), beside their marks: K:since
   -- of the marks K, tokens scored by SINCE, which the client sends alike to
   -- every node (the first attempt's place, the node's clock, until then).
@@ -239,10 +250,20 @@ elseif op == 'rtake' or op == 'wtake' then
         (redis.call('ZCOUNT', M .. ':waiting', ms, '+inf') > 0 or waits_before(W .. ':writing')) then
       return held(readers_left(), 0)
     end
-    redis.call('ZADD', R, ms + lease, token)
+    -- Handles of one owner (dlock_lock_dup) share its entry: counted in
+    -- W:rc, its end the later of theirs (a second handle's shorter lease
+    -- cut the first's, and one's release ended both)
+    if reading then
+      redis.call('HINCRBY', RC, token, 1)
+      redis.call('ZADD', R, 'GT', ms + lease, token)
+    else
+      redis.call('HSET', RC, token, 1)
+      redis.call('ZADD', R, ms + lease, token)
+    end
     if redis.call('PTTL', R) < lease then
       redis.call('PEXPIRE', R, lease)
     end
+    keep_counts(R, RC)
     return taken()
   end
   if writer == token then
@@ -284,11 +305,14 @@ elseif op == 'rrenew' then
   local score = tonumber(redis.call('ZSCORE', R, ARGV[2]))
   if score and score > now then
     local lease = tonumber(ARGV[3])
-    if lease > 0 and (ARGV[4] == '0' or score - now < lease) then
+    -- (an entry other handles of the owner count on is only lengthened)
+    local shared = tonumber(redis.call('HGET', R .. 'c', ARGV[2]) or '1') > 1
+    if lease > 0 and ((ARGV[4] == '0' and not shared) or score - now < lease) then
       redis.call('ZADD', R, now + lease, ARGV[2])
       if redis.call('PTTL', R) < lease then
         redis.call('PEXPIRE', R, lease)
       end
+      keep_counts(R, R .. 'c')
     end
     return 1
   end
@@ -314,7 +338,11 @@ elseif op == 'rrelease' then
   local R = KEYS[1] .. ':r'
   local score = tonumber(redis.call('ZSCORE', R, ARGV[2]))
   if score then
-    redis.call('ZREM', R, ARGV[2])
+    -- one hold of the owner's off its entry; the entry goes with the last
+    if redis.call('HINCRBY', R .. 'c', ARGV[2], -1) <= 0 then
+      redis.call('ZREM', R, ARGV[2])
+      redis.call('HDEL', R .. 'c', ARGV[2])
+    end
     if score > now_ms() then return 1 end
     return 0
   end
@@ -352,7 +380,7 @@ elseif op == 'unlock' then
     redis.pcall('DEL', ARGV[2])
   end
   if ARGV[3] == 'rw' then
-    redis.call('DEL', KEYS[1] .. ':r')
+    redis.call('DEL', KEYS[1] .. ':r', KEYS[1] .. ':rc')
   end
   return 1
 elseif op == 'forget' then
