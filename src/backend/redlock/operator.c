@@ -236,6 +236,18 @@ static int status_decided(void *arg, const dlock__rlanswer *a, size_t n)
     return 1;
 }
 
+static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    (void) arg;
+    (void) a;
+    (void) n;
+    return 0;
+}
+
+/* How long a status round waits, once decided, for the nodes still to
+ * answer. */
+#define STATUS_GRACE_US 50000
+
 /* One status round on l: *r (the caller drops it) and the state decided,
  * or DLOCK_EUNREACHABLE when too few nodes answered alike to tell. */
 static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlround **r, rlstate *st)
@@ -249,6 +261,15 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     status_verdict v = {b, 1};
     const dlock__rlanswer *a = dlock__rlround_wait(*r, status_decided, &v, deadline_us);
     state_of(b, a, 0, st);
+    /* A lease read from part of the nodes is only a lower bound: one still
+     * to answer may have taken an extend after another answered (the holder
+     * is told yes by a quorum, not by every node). Their answers are waited
+     * for a little: an unreachable node costs that much, a live one none. */
+    if ((st->verdict == RL_HELD || st->readers > 0) && dlock__rl_pending_of(a, b->n) > 0) {
+        int64_t until = dlock__now_us() + STATUS_GRACE_US;
+        a = dlock__rlround_wait(*r, never_decided, NULL, until < deadline_us ? until : deadline_us);
+        state_of(b, a, 0, st);
+    }
     st->answers = a;
     if (st->verdict == RL_HELD || st->verdict == RL_FREE)
         return DLOCK_OK;
@@ -409,14 +430,6 @@ static int by_name(const void *x, const void *y)
 }
 
 /* Waits for every node asked. */
-static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
-{
-    (void) arg;
-    (void) a;
-    (void) n;
-    return 0;
-}
-
 /* One page of node i's SCAN: the names of the keys that are a sign of a
  * lock (its key, its readers, its waiting marks) added to *all, with the
  * kind, *cursor moved on; "0" when the walk is over. */
