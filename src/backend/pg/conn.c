@@ -918,6 +918,22 @@ int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out)
     }
 }
 
+int dlock__pg_get_for_request(dlock__pgstore *p, int64_t *deadline_us, dlock__pgconn **out)
+{
+    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
+    if (*deadline_us > cap)
+        *deadline_us = cap;
+    return dlock__pg_get(p, *deadline_us, out);
+}
+
+void dlock__pg_done(dlock__pgstore *p, dlock__pgconn *c, int answered)
+{
+    if (answered)
+        dlock__pg_put(p, c);
+    else
+        dlock__pg_discard(p, c, "closed: a request got no answer");
+}
+
 void dlock__pg_put(dlock__pgstore *p, dlock__pgconn *c)
 {
     if (atomic_load(&c->nheld) > 0 && c->pg != NULL && !atomic_load(&c->lost)) {

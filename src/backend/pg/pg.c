@@ -665,10 +665,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         PQclear(res[1]);
         int broken = 0;
         a->held_as = dlock__pg_held_as(p, c, l, bound, &broken);
-        if (broken)
-            dlock__pg_discard(p, c, "closed: a request got no answer");
-        else
-            dlock__pg_put(p, c);
+        dlock__pg_done(p, c, !broken);
     } else {
         PQclear(res[1]); /* (aborted after the grant's error) */
         const char *state = dlock__pg_state(r);
@@ -822,18 +819,13 @@ static int operate(dlock__pgstore *p, const char *sql, int n, const char *const 
                    int64_t deadline, PGresult **res)
 {
     dlock__pgconn *c;
-    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    if (deadline > cap)
-        deadline = cap;
-    int rc = dlock__pg_get(p, deadline, &c);
+    int rc = dlock__pg_get_for_request(p, &deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__pg_exec(p, c, sql, n, params, deadline, NULL, NULL, res);
-    if (rc != DLOCK_OK) {
-        dlock__pg_discard(p, c, "closed: a request got no answer");
+    dlock__pg_done(p, c, rc == DLOCK_OK);
+    if (rc != DLOCK_OK)
         return rc;
-    }
-    dlock__pg_put(p, c);
     if (PQresultStatus(*res) != PGRES_TUPLES_OK) {
         rc = dlock__pg_fail(p, *res, "reading pg_locks");
         PQclear(*res);

@@ -110,6 +110,12 @@ int64_t dlock__pg_key(const char *name);
 /* conn.c: connections. */
 /* An idle connection of the pool, or a new one (its session started). */
 int dlock__pg_get(dlock__pgstore *p, int64_t deadline_us, dlock__pgconn **out);
+/* dlock__pg_get for one request: *deadline_us first capped at the command
+ * timeout (the request's bound too). */
+int dlock__pg_get_for_request(dlock__pgstore *p, int64_t *deadline_us, dlock__pgconn **out);
+/* Done with a request's connection: back to the pool when the request was
+ * answered (dlock__pg_put), else closed (it may still be answered). */
+void dlock__pg_done(dlock__pgstore *p, dlock__pgconn *c, int answered);
 /* For a request that does not block: a connection not busy that does not
  * hold key (one that holds locks first), else as dlock__pg_get. */
 int dlock__pg_get_shared(dlock__pgstore *p, int64_t key, int64_t deadline_us, dlock__pgconn **out);

@@ -313,17 +313,11 @@ static int transaction_once(dlock__pgstore *p, int n, const dlock__pg_stmt *st, 
                             PGresult **res, const char *what, char *state)
 {
     dlock__pgconn *c;
-    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    if (deadline > cap)
-        deadline = cap;
-    int rc = dlock__pg_get(p, deadline, &c);
+    int rc = dlock__pg_get_for_request(p, &deadline, &c);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__pg_exec_pipeline(p, c, n, st, deadline, NULL, NULL, NULL, res);
-    if (rc != DLOCK_OK)
-        dlock__pg_discard(p, c, "closed: a request got no answer");
-    else
-        dlock__pg_put(p, c);
+    dlock__pg_done(p, c, rc == DLOCK_OK);
     /* the first error (a failed PREPARE leaves the others NULL; after an
      * error in the pipeline the later ones are aborted) */
     for (int i = 0; rc == DLOCK_OK && i < n; i++) {
@@ -650,10 +644,7 @@ int dlock__pgts_force(dlock__pgstore *p, dlock__pglock *l, int kind, int64_t dea
                     : "");
     const char *params[1] = {l->name_hex};
     dlock__pgconn *c;
-    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    if (deadline_us > cap)
-        deadline_us = cap;
-    rc = dlock__pg_get(p, deadline_us, &c);
+    rc = dlock__pg_get_for_request(p, &deadline_us, &c);
     if (rc != DLOCK_OK)
         return rc;
     PGresult *out[2] = {NULL, NULL};
@@ -680,9 +671,6 @@ int dlock__pgts_force(dlock__pgstore *p, dlock__pglock *l, int kind, int64_t dea
         if (ok)
             rc = rc2;
     }
-    if (rc == DLOCK_EUNREACHABLE)
-        dlock__pg_discard(p, c, "closed: a request got no answer");
-    else
-        dlock__pg_put(p, c);
+    dlock__pg_done(p, c, rc != DLOCK_EUNREACHABLE);
     return rc;
 }

@@ -71,20 +71,14 @@ static int exchange(dlock__pgstore *p, unsigned which, const char *sql, int npar
 {
     dlock__pgconn *c;
     *res = NULL;
-    int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    if (deadline > cap)
-        deadline = cap;
-    int rc = dlock__pg_get(p, deadline, &c);
+    int rc = dlock__pg_get_for_request(p, &deadline, &c);
     if (rc == DLOCK_OK) {
         rc = which == PREP_TAKE_TRY || which == PREP_TAKE_WAIT
                  ? take_pipeline(p, c, which, sql, nparams, params, deadline, res)
              : which < NOT_PREPARED ? dlock__pg_exec_prepared(p, c, which, sql, nparams, params,
                                                               deadline, NULL, NULL, res)
                                     : dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
-        if (rc != DLOCK_OK)
-            dlock__pg_discard(p, c, "closed: a request got no answer");
-        else
-            dlock__pg_put(p, c);
+        dlock__pg_done(p, c, rc == DLOCK_OK);
     }
     if (rc == DLOCK_OK && PQresultStatus(*res) != PGRES_TUPLES_OK &&
         PQresultStatus(*res) != PGRES_COMMAND_OK) {
@@ -202,10 +196,7 @@ static int remake_tables(dlock__pgstore *p, int64_t deadline)
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__pg_make_tables(p, c, deadline);
-    if (rc == DLOCK_EUNREACHABLE)
-        dlock__pg_discard(p, c, "closed: a request got no answer");
-    else
-        dlock__pg_put(p, c);
+    dlock__pg_done(p, c, rc != DLOCK_EUNREACHABLE);
     return rc == DLOCK_OK ? ensure_table(p, deadline) : rc;
 }
 
