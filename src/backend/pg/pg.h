@@ -191,7 +191,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
 
 /* pg.c: what read.c shares of a lock's life. */
 /* The prepared statements' numbers (dlock__pg_exec_prepared; table.c's
- * are 8 to 11). */
+ * are 8 to 11, shares.c's 17 to 31: the connection's bit set is full). */
 enum {
     DLOCK__PGP_TRY,
     DLOCK__PGP_WAIT,
