@@ -20,6 +20,7 @@
 #include "../../base/random.h"
 #include "../../base/thread.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -51,15 +52,39 @@ static int wait_fd(int fd, short events, int64_t until_us)
 /* libpq's last message on one line, without its trailing newline. */
 static const char *message_of(PGconn *pg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s", pg != NULL ? PQerrorMessage(pg) : "no connection");
-    for (char *s = buf; *s != '\0'; s++) {
-        if (*s == '\n' || *s == '\t')
-            *s = (s[1] == '\0') ? '\0' : ' ';
+    /* one line: libpq's lines ("...refused\n\tIs the server running...")
+     * joined as sentences, every run of blanks one space */
+    const char *m = pg != NULL ? PQerrorMessage(pg) : "no connection";
+    size_t n = 0;
+    while (*m != '\0' && n + 3 < len) {
+        if (!isspace((unsigned char) *m)) {
+            buf[n++] = *m++;
+            continue;
+        }
+        int lines = 0;
+        for (; isspace((unsigned char) *m); m++)
+            lines |= *m == '\n';
+        if (*m == '\0' || n == 0)
+            continue;
+        if (lines && strchr(".:;?!", buf[n - 1]) == NULL)
+            buf[n++] = '.';
+        buf[n++] = ' ';
     }
-    size_t n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n'))
-        buf[--n] = '\0';
+    buf[n] = '\0';
     return buf;
+}
+
+/* The server's own words in a failed connection's message: without
+ * libpq's "connection to server at "HOST", port N failed: " (the store's
+ * label names them) and a refusal's "FATAL: ". */
+static const char *own_words(const char *msg)
+{
+    const char *failed = strstr(msg, " failed: ");
+    if (strncmp(msg, "connection to server", 20) == 0 && failed != NULL)
+        msg = failed + strlen(" failed: ");
+    if (strncmp(msg, "FATAL: ", 7) == 0)
+        msg += 7;
+    return msg;
 }
 
 const char *dlock__pg_state(const PGresult *r)
@@ -727,15 +752,19 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
              * does not answer is */
             atomic_store(&p->reached, 1);
             rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: the server is not taking connections now: %s",
-                             p->label, msg);
+                             p->label, own_words(msg));
         } else if (strstr(msg, "FATAL") != NULL) {
             atomic_store(&p->reached, 1);
-            rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s", p->label,
-                             msg);
+            rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s%s", p->label,
+                             own_words(msg),
+                             strstr(msg, "password authentication failed") != NULL
+                                 ? " (a wrong password, or a user the server does not know)"
+                                 : "");
         } else if (settings_refused(msg) != NULL) {
             /* refused as a wrong password is: told at once, not retried */
             atomic_store(&p->reached, 1);
-            rc = dlock__fail(DLOCK_ESERVER, "%s: %s (%s)", p->label, settings_refused(msg), msg);
+            rc = dlock__fail(DLOCK_ESERVER, "%s: %s (%s)", p->label, settings_refused(msg),
+                             own_words(msg));
         } else if (strstr(msg, "invalid response to SSL negotiation") != NULL ||
                    strstr(msg, "expected authentication request from server") != NULL) {
             /* libpq's words for a first reply that is no PostgreSQL's */
@@ -744,7 +773,8 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
                              "port (a MySQL or MariaDB server greets so: mysql://)?",
                              p->label, p->host, p->port[0] ? p->port : "5432", msg);
         } else {
-            rc = dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, msg);
+            rc =
+                dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, own_words(msg));
         }
         goto fail;
     }
