@@ -370,6 +370,20 @@ int dlock__url_parse(const char *text, dlock__url *url)
         *s = (char) tolower((unsigned char) *s);
 
     auth = p + 3;
+    /* options joined by '&' with no '?' before them: the first would be
+     * read as a port's or a database's name ("bad port", "database does
+     * not exist") */
+    if (strchr(text, '?') == NULL) {
+        const char *amp = strchr(hidden_to != NULL ? hidden_to : auth, '&');
+        size_t key = amp != NULL ? strspn(amp + 1, "abcdefghijklmnopqrstuvwxyz_") : 0;
+        if (key > 0 && amp[1 + key] == '=') {
+            rc = dlock__fail(DLOCK_EINVAL,
+                             "'%s': options go after a '?' (scheme://host/path?key=value&key=value)"
+                             ": this URL has '&' and no '?'",
+                             url->text);
+            goto fail;
+        }
+    }
     auth_end = auth + strcspn(auth, "/?");
     at = NULL;
     for (const char *s = auth; s < auth_end; s++) {

@@ -190,6 +190,29 @@ static void added_option_not_blamed_on_the_url(void)
     dlock__url_clear(&url);
 }
 
+/* Options after '&' with no '?' (a new user's mysql://.../db&mode=table):
+ * told so, not "bad port" or a database that does not exist. */
+static void options_without_question_mark(void)
+{
+    static const char *const texts[] = {"mysql://u:pw@127.0.0.1:3306/db&mode=table",
+                                        "redis://127.0.0.1:1&timeout=1s",
+                                        "postgres://u@h/postgres&mode=table&timeout=2s"};
+    dlock__url url;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        CHECK_RC(dlock__url_parse(texts[i], &url), DLOCK_EINVAL);
+        if (strstr(dlock_errmsg(), "options go after a '?'") == NULL ||
+            strstr(dlock_errmsg(), "pw") != NULL)
+            dt_fail(__FILE__, __LINE__, "%s: %s", texts[i], dlock_errmsg());
+    }
+    /* an '&' elsewhere is no option */
+    parse("redis://:p%26ss@127.0.0.1:1", &url);
+    dlock__url_clear(&url);
+    parse("sqlite:///tmp/a&b.db", &url);
+    dlock__url_clear(&url);
+    parse("mysql://u:p&w=1@127.0.0.1:3306/db", &url);
+    dlock__url_clear(&url);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -199,6 +222,7 @@ int main(int argc, char **argv)
         {"short_lease_names_the_url", short_lease_names_the_url},
         {"bad_values_name_the_url", bad_values_name_the_url},
         {"added_option_not_blamed_on_the_url", added_option_not_blamed_on_the_url},
+        {"options_without_question_mark", options_without_question_mark},
     };
     return DT_RUN(tests);
 }
