@@ -98,6 +98,10 @@ int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us)
     p->schema_ready = 0;
     pthread_mutex_unlock(&p->mu);
     atomic_store(&p->other_table, 0);
+    /* the shared holds' table too, when the client's statements name it
+     * (a take's does once it is known to be there): else every take after
+     * a wiped database failed on it (the fault suite, 600 s) */
+    int shares = atomic_exchange(&p->share_table, 0) == 1;
     int rc = DLOCK_OK;
     if (p->table) {
         rc = ensure_table(p, deadline_us);
@@ -115,6 +119,8 @@ int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us)
     }
     if (rc == DLOCK_OK)
         rc = dlock__myt_other_table(p, deadline_us);
+    if (rc == DLOCK_OK && shares)
+        rc = dlock__myt_share(p, deadline_us);
     return rc;
 }
 
