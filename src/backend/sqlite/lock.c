@@ -92,6 +92,7 @@ typedef struct view {
     int holder_kind;
     int own;           /* the contender has a live row of the name and kind already */
     int64_t own_count; /* that row's count */
+    int64_t own_end;   /* that row's expiry */
     int deadlock;      /* the contender holds the name as a kind it cannot take this beside */
     int own_kind;      /* that kind */
     int64_t used;      /* a semaphore's permits held by others */
@@ -158,6 +159,7 @@ static void look(const dlock__sq_store *s, const dlock__sq_row *rows, size_t n, 
             } else if (r->kind == w->kind) {
                 v->own = 1;
                 v->own_count = r->count;
+                v->own_end = r->expires_ms;
             } else if (!(w->kind == DLOCK__SQ_READ && r->kind == DLOCK__SQ_WRITE)) {
                 v->deadlock = 1; /* (the write lock's owner may read: a downgrade) */
                 v->own_kind = r->kind;
@@ -423,8 +425,12 @@ static int look_take(dlock__sq_store *s, const char *name, const char *token, co
             rc = next_fence(s, name, fence);
             if (rc == DLOCK_OK)
                 rc = set_count(s, name, token, w->kind, v->own_count + w->take, *fence);
+            /* never below the end another handle's hold counts on (a
+             * fixed 20 s cut to this take's lease of 1 s let a writer in
+             * beside that reader: conformance rw_dup_reader_released) */
+            int64_t end = *now_ms + lease_ms;
             if (rc == DLOCK_OK)
-                rc = set_lease(s, name, token, w->kind, *now_ms + lease_ms);
+                rc = set_lease(s, name, token, w->kind, v->own_end > end ? v->own_end : end);
         } else {
             /* A live row of ours is a hold the caller no longer has: one
              * it was told it lost (the library ends a lease a margin
