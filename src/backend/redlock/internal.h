@@ -45,6 +45,11 @@ typedef struct rllock {
     /* The last attempt found a quorum out of reach (the caller's thread,
      * as every call on a handle): the cancel that follows is not waited for */
     int out_of_reach;
+    /* The last attempt was refused because this owner's token holds the
+     * name already (another kind, or a reader beside its write): the
+     * cancel that follows sends nothing (a release under that token would
+     * end the owner's other handle's hold) */
+    int refused_self;
     /* The read-write lock's wait: its place in line (README: turns), the
      * same on every node, from the nodes' clocks at its first refusal (0:
      * none yet), and when an attempt last sent it (the caller's thread) */
