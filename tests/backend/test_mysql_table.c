@@ -585,17 +585,15 @@ static void force_unlock_readers(void)
  * locks"), a downgrade's either: the owner of the write takes the read
  * lock for a fixed 20 s, then its write's lease is set again (dlock_renew:
  * what the renewer does, a full lease of 1 s from now) or shortened
- * (dlock_extend). The row stays until the reader's end, so a writer of
- * another client is kept out while the read hold runs (it took the name
- * once the write's 100 ms were over: a writer beside a reader). (The
- * rows' ends are two statements' UTC_TIMESTAMP(6): the reader's may be
- * some microseconds later than the name's; a lease set below it is
- * seconds.) */
+ * (dlock_extend): the rows say the name's end is never below the
+ * reader's. (That another client's writer stays out meanwhile is
+ * conformance rw_dup_leases, on every store.) (The rows' ends are two
+ * statements' UTC_TIMESTAMP(6): the reader's may be some microseconds
+ * later than the name's; a lease set below it is seconds.) */
 static void downgrade_keeps_reader_lease(void)
 {
-    dlock_client *c = client("lease=1s"), *c2 = client(NULL);
+    dlock_client *c = client("lease=1s");
     dlock_lock *w = dt_lock(c, "downgrade-lease", DLOCK_WRITE), *r = NULL;
-    dlock_lock *y = dt_lock(c2, "downgrade-lease", DLOCK_WRITE);
     CHECK_RC(dlock_acquire(w, 0), DLOCK_OK);
     CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
     CHECK_RC(dlock_acquire_for(r, 0, 20000), DLOCK_OK);
@@ -608,15 +606,11 @@ static void downgrade_keeps_reader_lease(void)
     CHECK_INT(sql_number(below), ==, 0);
     CHECK_RC(dlock_extend(w, 100), DLOCK_OK);
     CHECK_INT(sql_number(below), ==, 0);
-    CHECK_RC(dlock_acquire(y, 1500), DLOCK_ETIMEDOUT);
-    CHECK_RC(dlock_lock_verify(r), DLOCK_OK);
     CHECK_RC(dlock_release(r), DLOCK_OK);
-    (void) dlock_release(w); /* (its 100 ms are over) */
+    (void) dlock_release(w);
     dlock_lock_free(r);
     dlock_lock_free(w);
-    dlock_lock_free(y);
     dlock_client_close(c);
-    dlock_client_close(c2);
 }
 
 /* A forced unlock through a session URL (one lock per name) ends the
@@ -647,63 +641,24 @@ static void force_unlock_readers_session_url(void)
 }
 
 /* Read handles that share an owner token (dlock_lock_dup) hold the name
- * twice in one reader's row (as test_sqlite_lock shared_holds_counted):
- * one's release leaves the other's hold, and a writer stays out until
- * both let go (the first release deleted the row, and freed the name,
- * with the second reader still holding it). */
+ * twice in one reader's row, counted. (That one's release leaves the
+ * other's hold, and a writer out, is conformance rw_dup_readers_counted;
+ * a short lease of one, renewed and let go, not ending the other's is
+ * conformance rw_dup_reader_released.) */
 static void shared_read_holds_counted(void)
 {
-    dlock_client *c = client(NULL), *d = client(NULL);
+    dlock_client *c = client(NULL);
     dlock_lock *r1 = dt_lock(c, "rw-dup", DLOCK_READ), *r2 = NULL;
-    dlock_lock *w = dt_lock(d, "rw-dup", DLOCK_WRITE);
     CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
     CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
-    CHECK(dlock_lock_fence(r2) > dlock_lock_fence(r1));
     CHECK_INT(sql_number("SELECT count FROM dlock_share WHERE name = 'dlock:rw-dup'"), ==, 2);
     CHECK_RC(dlock_release(r1), DLOCK_OK);
-    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* r2 still reads */
-    CHECK_RC(dlock_lock_verify(r2), DLOCK_OK);
+    CHECK_INT(sql_number("SELECT count FROM dlock_share WHERE name = 'dlock:rw-dup'"), ==, 1);
     CHECK_RC(dlock_release(r2), DLOCK_OK);
-    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
-    CHECK_RC(dlock_release(w), DLOCK_OK);
     dlock_lock_free(r1);
     dlock_lock_free(r2);
-    dlock_lock_free(w);
     dlock_client_close(c);
-    dlock_client_close(d);
-}
-
-/* Read handles of one owner share one reader's row (dlock_lock_dup), and
- * each has its own lease: one with a fixed 20 s (dlock_acquire_for), the
- * other the client's. The other's lease set short (dlock_extend), or set
- * again (dlock_renew: what the renewer does, 1 s from now), and then let
- * go, does not end the long one's hold: a writer of another client stays
- * out while it runs (the row's end was set to the short one's, and the
- * release lowered the name's lease to it: the writer got in beside a
- * reader that believed it read for 20 s). The long one's release frees
- * the name. */
-static void dup_readers_keep_longer_lease(void)
-{
-    dlock_client *c = client("lease=1s"), *d = client(NULL);
-    dlock_lock *longer = dt_lock(c, "dup-lease", DLOCK_READ), *shorter = NULL;
-    dlock_lock *w = dt_lock(d, "dup-lease", DLOCK_WRITE);
-    CHECK_RC(dlock_acquire_for(longer, 0, 20000), DLOCK_OK);
-    CHECK_RC(dlock_lock_dup(longer, DLOCK_READ, &shorter), DLOCK_OK);
-    CHECK_RC(dlock_acquire(shorter, 0), DLOCK_OK);
-    CHECK_RC(dlock_extend(shorter, 100), DLOCK_OK);
-    CHECK_RC(dlock_renew(shorter), DLOCK_OK);
-    CHECK_RC(dlock_release(shorter), DLOCK_OK);
-    CHECK_RC(dlock_acquire(w, 1500), DLOCK_ETIMEDOUT);
-    CHECK_RC(dlock_lock_verify(longer), DLOCK_OK);
-    CHECK_RC(dlock_release(longer), DLOCK_OK);
-    CHECK_RC(dlock_try_acquire(w), DLOCK_OK); /* the last hold gone: free */
-    CHECK_RC(dlock_release(w), DLOCK_OK);
-    dlock_lock_free(longer);
-    dlock_lock_free(shorter);
-    dlock_lock_free(w);
-    dlock_client_close(c);
-    dlock_client_close(d);
 }
 
 /* A renewal raises only what the renewing holder still holds. The rows
@@ -1173,7 +1128,6 @@ int main(int argc, char **argv)
         {"shared_read_holds_counted", shared_read_holds_counted},
         {"write_release_ignores_lost_reader", write_release_ignores_lost_reader},
         {"kinds_apart", kinds_apart},
-        {"dup_readers_keep_longer_lease", dup_readers_keep_longer_lease},
         {"renewal_after_takeover", renewal_after_takeover},
         {"renewal_of_lapsed_reader", renewal_of_lapsed_reader},
         {"renewal_pairs_writer_with_name", renewal_pairs_writer_with_name},

@@ -226,6 +226,196 @@ void ct_rw_dup_leases(void)
     dlock_client_close(c2);
 }
 
+/* Read handles of one owner (dlock_lock_dup) count their holds: one's
+ * release leaves the other's, and another client's writer stays out until
+ * both let go (MariaDB's and PostgreSQL's lock tables freed the name at
+ * the first release once). */
+void ct_rw_dup_readers_counted(void)
+{
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    const char *name = CT_NAME("count");
+    dlock_lock *r1 = ct_lock(c, name, DLOCK_READ), *r2 = NULL;
+    dlock_lock *w = ct_lock(c2, name, DLOCK_WRITE);
+
+    CHECK_RC(dlock_try_acquire(r1), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_OK);
+    if (ct_has(DLOCK_CAP_FENCE))
+        CHECK_INT(dlock_lock_fence(r2), >, dlock_lock_fence(r1));
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_EBUSY); /* r2 still reads */
+    CHECK_RC(dlock_lock_verify(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK); /* the last hold gone: free */
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r1);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* Read handles of one owner, one with a fixed 20 s, the other with the
+ * client's lease: the other's lease set short (dlock_extend), set again
+ * (dlock_renew: what the renewer does) and then let go does not end the
+ * long one's hold: another client's writer stays out while it runs, and
+ * gets the name once the long one lets go (MariaDB's lock table set the
+ * name's end to the short one's at its release once). */
+void ct_rw_dup_reader_released(void)
+{
+    dlock_client *c = ct_client("?lease=1s"), *c2 = ct_client("");
+    const char *name = CT_NAME("rel");
+    dlock_lock *longer = ct_lock(c, name, DLOCK_READ), *shorter = NULL;
+    dlock_lock *w = ct_lock(c2, name, DLOCK_WRITE);
+
+    CHECK_RC(dlock_acquire_for(longer, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(longer, DLOCK_READ, &shorter), DLOCK_OK);
+    CHECK_RC(dlock_acquire(shorter, 0), DLOCK_OK);
+    CHECK_RC(dlock_extend(shorter, 100), DLOCK_OK);
+    CHECK_RC(dlock_renew(shorter), DLOCK_OK);
+    CHECK_RC(dlock_release(shorter), DLOCK_OK);
+    CHECK_RC(dlock_acquire(w, 1500), DLOCK_ETIMEDOUT); /* past the short one's 1 s */
+    CHECK_RC(dlock_lock_verify(longer), DLOCK_OK);
+    CHECK_RC(dlock_release(longer), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(longer);
+    dlock_lock_free(shorter);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A writer's owner holds its write (10 s) and a reader beside it (20 s,
+ * a downgrade's), then asks for the write again through a second write
+ * handle with a 100 ms lease (whatever the answer: a re-entry, a refusal):
+ * once that is over, another client's writer still stays out, the reader
+ * and the first write still hold (PostgreSQL's lock table set the name's
+ * end to the second handle's, below the reader's: another client's writer
+ * got in within 400 ms). */
+void ct_rw_dup_writer_keeps_reader(void)
+{
+    dlock_client *c = ct_client(""), *c2 = ct_client("");
+    const char *name = CT_NAME("w2");
+    dlock_lock *w1 = ct_lock(c, name, DLOCK_WRITE), *r = NULL, *w2 = NULL;
+    dlock_lock *y = ct_lock(c2, name, DLOCK_WRITE);
+
+    CHECK_RC(dlock_acquire_for(w1, 0, 10000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w1, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(r, 0, 20000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w1, DLOCK_WRITE, &w2), DLOCK_OK);
+    int rc = dlock_acquire_for(w2, 0, 100);
+    printf("%s: a second write handle's take: %s\n", ct->kind, dlock_strerror(rc));
+    fflush(stdout);
+    dt_sleep_ms(400); /* the fault: time passes beyond the second handle's lease */
+    CHECK_RC(dlock_lock_check(r), DLOCK_OK);
+    CHECK_RC(dlock_lock_check(w1), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(y), DLOCK_EBUSY); /* r (20 s) and w1 (10 s) still hold */
+    if (rc == DLOCK_OK)
+        (void) dlock_release(w2); /* (its 100 ms are over) */
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    CHECK_RC(dlock_release(w1), DLOCK_OK);
+    /* nothing left behind: another client's writer gets it */
+    rc = dlock_try_acquire(y);
+    if (rc != DLOCK_OK && ct_has(DLOCK_CAP_FORCE_UNLOCK)) {
+        printf("%s: the name still held after every handle let go (%s)\n", ct->kind,
+               dlock_strerror(rc));
+        CHECK_RC(dlock_force_unlock(c2, name, DLOCK_WRITE), DLOCK_OK);
+    }
+    CHECK_RC(rc, DLOCK_OK);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w1);
+    dlock_lock_free(w2);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* A write handle whose write was let go by another write handle of its
+ * owner (dlock_lock_dup), the owner's reader beside it: either the write
+ * still holds (another client's reader is busy) or the name is the
+ * readers' and the first write handle is told (PostgreSQL's lock table
+ * let another client's reader in and never told it). */
+void ct_rw_dup_writer_release_tells(void)
+{
+    ct_loss loss = {0};
+    dlock_client *c = ct_client("?lease=1s"), *c2 = ct_client("");
+    const char *name = CT_NAME("told");
+    dlock_lock *w1 = ct_lock(c, name, DLOCK_WRITE), *r = NULL, *w2 = NULL;
+    dlock_lock *x = ct_lock(c2, name, DLOCK_READ);
+
+    dlock_lock_on_lost(w1, ct_on_lost, &loss);
+    CHECK_RC(dlock_acquire(w1, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w1, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w1, DLOCK_WRITE, &w2), DLOCK_OK);
+    int took = dlock_try_acquire(w2);
+    printf("%s: a second write handle's try: %s\n", ct->kind, dlock_strerror(took));
+    fflush(stdout);
+    if (took == DLOCK_OK)
+        CHECK_RC(dlock_release(w2), DLOCK_OK);
+    int rc = dlock_try_acquire(x);
+    printf("%s: then another client's reader: %s\n", ct->kind, dlock_strerror(rc));
+    fflush(stdout);
+    if (rc == DLOCK_OK) { /* the name is the readers': w1 must be told */
+        DT_WAIT_UNTIL(atomic_load(&loss.calls) == 1, 3000);
+        CHECK_RC(dlock_lock_check(w1), DLOCK_ELOST);
+        CHECK_RC(dlock_release(x), DLOCK_OK);
+        CHECK_RC(dlock_release(r), DLOCK_OK);
+        CHECK_RC(dlock_release(w1), DLOCK_ELOST);
+    } else {
+        CHECK_RC(rc, DLOCK_EBUSY);
+        CHECK_RC(dlock_lock_check(w1), DLOCK_OK);
+        CHECK_INT(atomic_load(&loss.calls), ==, 0);
+        CHECK_RC(dlock_release(r), DLOCK_OK);
+        CHECK_RC(dlock_release(w1), DLOCK_OK);
+    }
+    CHECK_RC(dlock_try_acquire(x), DLOCK_OK); /* nothing left behind */
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w1);
+    dlock_lock_free(w2);
+    dlock_lock_free(x);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
+/* Another client's reader waiting behind a write gets the name soon after
+ * the writer's owner downgrades (takes the read lock, lets the write go):
+ * the name is the readers' then, and its waiters are woken, not left to
+ * the write's lease (PostgreSQL's lock table woke them only when the name
+ * was freed: 9.6 s). */
+void ct_rw_downgrade_wakes_readers(void)
+{
+    dlock_client *c = ct_client("?lease=10s"), *c2 = ct_client("?lease=10s");
+    const char *name = CT_NAME("wake");
+    dlock_lock *w = ct_lock(c, name, DLOCK_WRITE), *r = NULL;
+    dlock_lock *x = ct_lock(c2, name, DLOCK_READ);
+    ct_waiter xw;
+
+    CHECK_RC(dlock_acquire(w, 0), DLOCK_OK);
+    ct_wait_start(&xw, x, 20000);
+    DT_WAIT_UNTIL(ct_waiters(c, name, DLOCK_WRITE) == 1 || CT_DONE(&xw), 5000);
+    CHECK(!CT_DONE(&xw));
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(ct_wait_join(&xw), DLOCK_OK);
+    int64_t took = xw.ended_ms - t0;
+    printf("%s: the waiting reader got the name %lld ms after the write's release\n", ct->kind,
+           (long long) took);
+    CHECK_INT(took, <, 1500);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(x);
+    dlock_client_close(c);
+    dlock_client_close(c2);
+}
+
 /* ---------------------------------------------------------------- semaphore */
 
 typedef struct sem_shared {
@@ -656,7 +846,7 @@ void ct_multi_bounded_when_silent(void)
 /* A semaphore holder of 2 permits sets its lease short (dlock_extend):
  * its permits are back once that has run out, for another client's
  * request, not after the lease it had before (PostgreSQL's lock table
- * kept the longer end: test_pg_table semaphore_extend_shortens). */
+ * kept the longer end once, as for read handles of one owner). */
 void ct_semaphore_short_lease(void)
 {
     dlock_client *c = ct_client("?lease=10s"), *c2 = ct_client("");

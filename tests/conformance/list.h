@@ -75,6 +75,16 @@
       "a reader arriving after a waiting writer waits behind it")                                  \
     X(rw_dup_leases, DLOCK_CAP_READ_WRITE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND,               \
       "a short lease set through one handle of an owner does not cut another's longer one")        \
+    X(rw_dup_readers_counted, DLOCK_CAP_READ_WRITE,                                                \
+      "read handles of one owner count their holds: a writer waits until both let go")             \
+    X(rw_dup_reader_released, DLOCK_CAP_READ_WRITE | DLOCK_CAP_FIXED_LEASE | DLOCK_CAP_EXTEND,      \
+      "a read handle's short lease, renewed and let go, does not end its owner's longer one")      \
+    X(rw_dup_writer_keeps_reader, DLOCK_CAP_READ_WRITE | DLOCK_CAP_FIXED_LEASE,                    \
+      "a second write handle's short lease does not end its owner's reader and write")             \
+    X(rw_dup_writer_release_tells, DLOCK_CAP_READ_WRITE,                                           \
+      "a write let go by its owner's other handle: still held, or the first handle is told")       \
+    X(rw_downgrade_wakes_readers, DLOCK_CAP_READ_WRITE | DLOCK_CAP_QUERY,                          \
+      "a reader waiting behind a write is woken by the writer's downgrade, not its lease")         \
     X(semaphore_bounded, DLOCK_CAP_SEMAPHORE,                                                      \
       "4 processes on 2 permits never exceed 2; take K is all or nothing; permits must agree")      \
     X(semaphore_short_lease, DLOCK_CAP_SEMAPHORE | DLOCK_CAP_EXTEND,                                \
