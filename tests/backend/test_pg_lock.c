@@ -153,6 +153,20 @@ static void role_without_create(void)
     CHECK_RC(dlock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(lim);
+
+    /* a role without those grants: the server's words and where the
+     * grants are, not libpq's layout ("ERROR:  ") */
+    sql_number("SELECT 1; CREATE ROLE dlock_none LOGIN PASSWORD 'none'");
+    snprintf(url, sizeof url, "postgres://dlock_none:none%s", at);
+    dlock_client *none = dt_client(url, NULL);
+    l = dt_lock(none, "limited", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_ESERVER);
+    if (strstr(dlock_errmsg(), "permission denied for table") == NULL ||
+        strstr(dlock_errmsg(), "Privileges") == NULL || strstr(dlock_errmsg(), "ERROR") != NULL ||
+        strstr(dlock_errmsg(), "  ") != NULL)
+        dt_fail(__FILE__, __LINE__, "a role without grants: %s", dlock_errmsg());
+    dlock_lock_free(l);
+    dlock_client_close(none);
 }
 
 /* Ends the server sessions holding name's advisory lock (as an operator's

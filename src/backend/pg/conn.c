@@ -95,13 +95,22 @@ const char *dlock__pg_state(const PGresult *r)
 
 int dlock__pg_fail(dlock__pgstore *p, const PGresult *r, const char *what)
 {
+    /* the server's words (not libpq's layout: "ERROR:  ...\n") */
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", r != NULL ? PQresultErrorMessage(r) : "no result");
+    const char *primary = r != NULL ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    snprintf(msg, sizeof msg, "%s",
+             primary != NULL ? primary
+             : r != NULL     ? PQresultErrorMessage(r)
+                             : "no result");
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         msg[--n] = '\0';
-    return dlock__fail(DLOCK_ESERVER, "%s: %s: %s (SQLSTATE %s)", p->label, what, msg,
-                       dlock__pg_state(r));
+    const char *state = dlock__pg_state(r);
+    return dlock__fail(DLOCK_ESERVER, "%s: %s: %s (SQLSTATE %s)%s", p->label, what, msg, state,
+                       strcmp(state, "42501") == 0
+                           ? ": the user needs rights on dlock's tables (the grants: "
+                             "src/backend/pg/README.md in dlock's source, Schema, Privileges)"
+                           : "");
 }
 
 /* Notices (CREATE TABLE IF NOT EXISTS, an unlock of a lock not held) are
@@ -588,7 +597,7 @@ int dlock__pg_make_tables(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline_
     int rc = dlock__pg_exec(p, c, schema, 0, NULL, deadline_us, NULL, NULL, &r);
     if (rc == DLOCK_OK && PQresultStatus(r) != PGRES_COMMAND_OK &&
         PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = dlock__pg_fail(p, r, "creating dlock's tables (dlock_fence, dlock_owner)");
+        rc = dlock__pg_fail(p, r, "setting up dlock's tables");
     PQclear(r);
     return rc;
 }
@@ -649,7 +658,7 @@ static int set_up(dlock__pgstore *p, dlock__pgconn *c, int64_t deadline, int wit
         PQresultStatus(r) != PGRES_TUPLES_OK)
         rc = dlock__pg_fail(p, r,
                             ready ? "recording the owner info (table dlock_owner)"
-                                  : "creating dlock's tables (dlock_fence, dlock_owner)");
+                                  : "setting up dlock's tables");
     if (rc == DLOCK_OK && !gone) {
         c->prepared = prepared;
         c->lock_table = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
@@ -771,7 +780,7 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
             rc = dlock__fail(DLOCK_EUNREACHABLE,
                              "%s: %s:%s answered, but not as PostgreSQL (%s): another service's "
                              "port (a MySQL or MariaDB server greets so: mysql://)?",
-                             p->label, p->host, p->port[0] ? p->port : "5432", msg);
+                             p->label, p->host, p->port[0] ? p->port : "5432", own_words(msg));
         } else {
             rc =
                 dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, own_words(msg));
