@@ -521,6 +521,36 @@ static void old_table_upgraded(void)
  * other's release leaves the name to the frozen one (a writer is refused),
  * not free; the writer gets it once the frozen reader's lease has run out,
  * with a larger fence; the frozen reader is told once it runs again. */
+/* A reader refused because a writer waits is told so (trial41: "held by
+ * someone else" left a user who read "readers share it" puzzled). */
+static void reader_behind_writer_told(void)
+{
+    dlock_client *c = client(NULL), *d = client(NULL);
+    dlock_lock *r = dt_lock(c, "behind-writer", DLOCK_READ);
+    dlock_lock *r2 = dt_lock(c, "behind-writer", DLOCK_READ);
+    dlock_lock *w = dt_lock(d, "behind-writer", DLOCK_WRITE);
+    CHECK_RC(dlock_acquire(r, 0), DLOCK_OK);
+    struct waiter wt = {.l = w, .wait_ms = 10000};
+    pthread_t th;
+    CHECK_INT(pthread_create(&th, NULL, wait_thread, &wt), ==, 0);
+    DT_WAIT_UNTIL(
+        sql_number("SELECT COUNT(*) FROM dlock_lock_wait WHERE name = 'dlock:behind-writer'") == 1,
+        5000);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_EBUSY);
+    if (strstr(dlock_errmsg(), "a writer has waited longer and goes first") == NULL)
+        dt_fail(__FILE__, __LINE__, "a reader behind a waiting writer: %s", dlock_errmsg());
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&wt.done), 5000);
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&wt.rc), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(r2);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 static void frozen_reader(void)
 {
     unsigned long long fence;
@@ -1119,6 +1149,7 @@ int main(int argc, char **argv)
         {"free_name_goes_to_waiter", free_name_goes_to_waiter},
         {"old_table_upgraded", old_table_upgraded},
         {"frozen_reader", frozen_reader},
+        {"reader_behind_writer_told", reader_behind_writer_told},
         {"force_unlock_readers", force_unlock_readers},
         {"readers_table_missing", readers_table_missing},
         {"semaphore_rows", semaphore_rows},

@@ -502,6 +502,13 @@ static void writer_waits_parked(void)
     dt_proxy_sent(&px, 0, &before, &bytes);
     dt_sleep_ms(2000); /* the window measured */
     dt_proxy_sent(&px, 0, &after, &bytes);
+    /* another reader is refused, told why (trial41: "held by someone
+     * else" left a user who read "readers share it" puzzled) */
+    dlock_lock *r2 = dt_lock(c, "writer-parked", DLOCK_READ);
+    CHECK_RC(dlock_try_acquire(r2), DLOCK_EBUSY);
+    if (strstr(dlock_errmsg(), "a writer has waited longer and goes first") == NULL)
+        dt_fail(__FILE__, __LINE__, "a reader behind a waiting writer: %s", dlock_errmsg());
+    dlock_lock_free(r2);
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_release(r), DLOCK_OK);
     void *rc;

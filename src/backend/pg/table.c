@@ -463,6 +463,9 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
     a->held_as = kind == 0 || dlock__sqlt_group(kind) == dlock__sqlt_group(kind_of(l))
                      ? DLOCK__HELD_AS_SAME
                      : held_as(kind);
+    a->held_why = dlock__sqlt_held_why(kind, kind_of(l), value(res, 0, 3));
+    if (a->held_why != NULL && !a->wait)
+        a->holder_ttl_ms = DLOCK__TTL_UNKNOWN; /* (the readers' lease is not when it frees) */
     return DLOCK_OK;
 }
 

@@ -537,6 +537,14 @@ int dlock__sqlt_group(int kind)
     return kind == 'r' ? 'w' : kind;
 }
 
+const char *dlock__sqlt_held_why(int row_kind, int asks, const char *ahead)
+{
+    if (row_kind == 'r' && asks == 'r' && ahead != NULL && strtol(ahead, NULL, 10) > 0)
+        return "readers hold it, but a writer has waited longer and goes first (readers do "
+               "not overtake a waiting writer)";
+    return NULL;
+}
+
 char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)
 {
     sbuf b = {0};

@@ -142,6 +142,11 @@ int dlock__sqlt_holder_kind(const char *owner, const char **token);
 /* The group of kinds one lock is: the mutex 'm', the read-write lock 'w'
  * (of 'r' and 'w'), the semaphore 's'. */
 int dlock__sqlt_group(int kind);
+/* Why a take of kind asks found the name held, when the holder's kind
+ * alone does not say: readers hold it and a reader was refused, because
+ * an older waiter (a writer) goes first; NULL otherwise. ahead: the
+ * take's count of older live waiters. */
+const char *dlock__sqlt_held_why(int row_kind, int asks, const char *ahead);
 /* How every transaction of the shared holds begins (two statements):
  * READ COMMITTED for that transaction only. Its locking reads of a name's
  * holders' rows locked, under REPEATABLE READ, the gap after them too (the
