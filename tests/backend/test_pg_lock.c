@@ -1004,6 +1004,16 @@ static void bad_input(void)
     l = dt_lock(c, "bad", 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "\"nosuchdb\" does not exist") != NULL);
+    CHECK(strstr(dlock_errmsg(), "names no database") == NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    /* no database: libpq asks for the user's name as one, and is told so */
+    unsetenv("PGDATABASE");
+    snprintf(url, sizeof url, "postgresql://dlock:dlock@127.0.0.1:%d", srv.port);
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    l = dt_lock(c, "bad", 0);
+    CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
+    CHECK(strstr(dlock_errmsg(), "the URL names no database") != NULL);
     dlock_lock_free(l);
     dlock_client_close(c);
 

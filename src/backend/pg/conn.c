@@ -768,6 +768,11 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
                              own_words(msg),
                              strstr(msg, "password authentication failed") != NULL
                                  ? " (a wrong password, or a user the server does not know)"
+                             : p->dbname[0] == '\0' && getenv("PGDATABASE") == NULL &&
+                                     strstr(msg, "does not exist") != NULL &&
+                                     strstr(msg, "database \"") != NULL
+                                 ? " (the URL names no database, so libpq asked for the one named "
+                                   "as the user: add /DATABASE to the URL)"
                                  : "");
         } else if (settings_refused(msg) != NULL) {
             /* refused as a wrong password is: told at once, not retried */
