@@ -16,6 +16,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
+case ${1:-} in
+  -h | --help)
+    sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+esac
+
 targets=(dlock_cli)
 deps=(--demo)
 if [ "${1:-}" = --store ]; then

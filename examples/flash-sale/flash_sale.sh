@@ -23,6 +23,14 @@ readonly STOCK=${STOCK:-100} # the environment may make it smaller (the test sui
 readonly BUYERS=8
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case ${1:-} in
+  -h | --help)
+    echo "usage: flash_sale.sh [--store redis|mariadb] [-u LOCK_URL] [PATH/TO/dlock]"
+    echo "  the flash-sale demo: 8 buyers race for a stock of $STOCK, without a lock, then each"
+    echo "  purchase under 'dlock run'; -u puts the lock in another store (zk://, etcd://, ...)"
+    exit 0
+    ;;
+esac
 if [ "${1:-}" = --store ]; then
   case ${2:-} in
     redis) shift 2 ;;
@@ -41,6 +49,8 @@ if [ -z "$DLOCK" ] || [ ! -x "$DLOCK" ]; then
   exit 2
 fi
 DLOCK=$(cd "$(dirname "$DLOCK")" && pwd)/$(basename "$DLOCK")
+# A lock URL of -u is tried first (check_url.sh).
+source "$here/check_url.sh"
 for tool in redis-server redis-cli python3; do
   command -v "$tool" >/dev/null || { echo "flash_sale.sh: $tool not found (run scripts/deps.sh)" >&2; exit 2; }
 done

@@ -43,6 +43,7 @@ if [ -z "$DLOCK" ] || [ ! -x "$DLOCK" ]; then
   exit 2
 fi
 DLOCK=$(cd "$(dirname "$DLOCK")" && pwd)/$(basename "$DLOCK")
+source "$here/check_url.sh"
 command -v mysql >/dev/null ||
   { echo "flash_sale.sh: mysql not found (run scripts/deps.sh --mariadb)" >&2; exit 2; }
 store=$(dirname "$DLOCK")/store
