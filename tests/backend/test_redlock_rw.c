@@ -412,6 +412,54 @@ static void reader_not_starved_by_writers(void)
     dlock_client_close(c);
 }
 
+static void *resume_soon(void *arg)
+{
+    (void) arg;
+    dt_sleep_ms(30);
+    dt_server_resume(&nodes[0]);
+    dt_server_resume(&nodes[1]);
+    return NULL;
+}
+
+/* A second write handle of an owner that holds the write and a read
+ * (dlock_lock_dup), with node 2 missing the read (a node that restarted
+ * empty, or a round decided without it): nodes 0 and 1 refuse it (the
+ * owner's own read), node 2 takes it (the owner's write is there). The
+ * refusal gives nothing back under the owner's token: a give-back ended
+ * the owner's write on every node, and another client's reader got in
+ * beside it (review41, F1). */
+static void dup_writer_refused_on_mixed_nodes(void)
+{
+    dlock_client *c = dt_client(url, NULL), *other = dt_client(url, NULL);
+    dlock_lock *w = dt_lock(c, "mixed", DLOCK_WRITE), *r = NULL, *w2 = NULL;
+    dlock_lock *foreign = dt_lock(other, "mixed", DLOCK_READ);
+    CHECK_RC(dlock_acquire_for(w, 0, 30000), DLOCK_OK);
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire_for(r, 0, 30000), DLOCK_OK);
+    freeReplyObject(node_command(2, "DEL redlock:{mixed}:rw:r redlock:{mixed}:rw:rc"));
+    CHECK_RC(dlock_lock_dup(w, DLOCK_WRITE, &w2), DLOCK_OK);
+    /* node 2's answer first (the others 30 ms late), so that the round
+     * counts it */
+    pause_node(0);
+    pause_node(1);
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, resume_soon, NULL), ==, 0);
+    CHECK_RC(dlock_try_acquire(w2), DLOCK_EDEADLK);
+    pthread_join(t, NULL);
+    CHECK_RC(dlock_try_acquire(foreign), DLOCK_EBUSY); /* the owner's write holds */
+    CHECK_RC(dlock_lock_check(w), DLOCK_OK);
+    CHECK_RC(dlock_release(r), DLOCK_OK);
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(foreign), DLOCK_OK);
+    CHECK_RC(dlock_release(foreign), DLOCK_OK);
+    dlock_lock_free(w2);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(foreign);
+    dlock_client_close(c);
+    dlock_client_close(other);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -423,6 +471,7 @@ int main(int argc, char **argv)
         {"force_unlock_and_list", force_unlock_and_list},
         {"wrong_user_refused", wrong_user_refused},
         {"reader_not_starved_by_writers", reader_not_starved_by_writers},
+        {"dup_writer_refused_on_mixed_nodes", dup_writer_refused_on_mixed_nodes},
     };
     /* once for the program, before any test forks (no threads yet) */
     for (int i = 0; i < NNODES; i++)

@@ -381,17 +381,20 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         goto out;
     }
     /* not taken: give back what was taken (and what may still be). Not
-     * when nodes answered that this owner holds the name already (as
-     * another kind, or a reader beside its write) and none took it: a
-     * release under the owner's token would end the hold of its other
-     * handle (dlock_lock_dup), on the nodes that answered and on one not
-     * yet heard from (the round is decided by a quorum): a second write
+     * when a node answered that this owner holds the name already (as
+     * another kind, or a reader beside its write), whatever the others
+     * did: a release goes by the token, and would end the hold of the
+     * owner's other handle (dlock_lock_dup) on every node. A second write
      * handle's refusal gave back its owner's write, and another client's
-     * reader got in beside the owner's write handle
-     * (conformance rw_dup_writer_keeps_reader, rw_dup_writer_release_tells) */
-    if (taken > 0 || (failed > 0 && self + upgrade == 0))
-        release_everywhere(b, l, att->token, att->wait && self + upgrade == 0);
-    l->refused_self = self + upgrade > 0 && taken == 0;
+     * reader got in beside the owner's write handle (conformance
+     * rw_dup_writer_keeps_reader, rw_dup_writer_release_tells), also when
+     * a node that missed the owner's read took it (test_redlock_rw
+     * dup_writer_refused_on_mixed_nodes). What such a node took is under
+     * the owner's token: the owner's release of the name ends it, else
+     * its lease (README: "Self-deadlock"). */
+    if (self + upgrade == 0 && (taken > 0 || failed > 0))
+        release_everywhere(b, l, att->token, att->wait);
+    l->refused_self = self + upgrade > 0;
     if (self + upgrade > 0) {
         /* The caller's own token holds the name as another kind (a handle
          * of dlock_lock_dup), on a node at least: its hold there is on a
@@ -519,7 +522,7 @@ static int cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int
     size_t lens[] = {strlen(l->release_op), strlen(token)};
     l->since_ms = 0; /* its place goes with its mark */
     if (l->refused_self)
-        return DLOCK_OK; /* nothing of it is anywhere, nor a mark */
+        return DLOCK_OK; /* (its earlier attempts' marks end with their 2 s) */
     dlock__rlround *r = dlock__rl_send_one(b, l, 2, argv, lens, deadline_us);
     if (r == NULL)
         return DLOCK_ENOMEM;
