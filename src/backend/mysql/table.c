@@ -589,32 +589,6 @@ int dlock__myt_readers(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us,
                           "reading the lock's readers");
 }
 
-/* Whether an owner asking for l's name (token its token) holds it as
- * another kind already: the row's owner (row) is the same token as
- * another kind, or shared holders (readers, a semaphore's) hold the row,
- * of another kind, and the owner is one of them (shares: the take's
- * answer said so). A reader beside its owner's write is a downgrade
- * (taken, never asked here). */
-static int holds_as_other(const dlock__mylock *l, const char *row, const char *token,
-                          const char *shares)
-{
-    const char *t;
-    int kind = dlock__sqlt_holder_kind(row, &t), asks = dlock__myt_kind_of(l);
-    if (kind == 'r' || kind == 's')
-        return kind != asks && shares != NULL && strcmp(shares, "1") == 0;
-    if (kind == 0 || strcmp(t, token) != 0)
-        return 0;
-    return kind == 'm' ? asks != 'm' : asks == 'm' || asks == 's';
-}
-
-/* The kinds of holder as the core names them (one name is one lock). */
-static enum dlock__held_as held_as(int kind)
-{
-    return kind == 'm'   ? DLOCK__HELD_AS_MUTEX
-           : kind == 's' ? DLOCK__HELD_AS_SEMAPHORE
-                         : DLOCK__HELD_AS_RW;
-}
-
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
 {
     dlock__myres res;
@@ -651,6 +625,17 @@ int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
     return rc;
 }
 
+/* Whether an owner asking for l's name (token its token) holds it as
+ * another kind already (dlock__sqlt_holds_as_other); when shared holders
+ * of another kind hold it, whether the owner is one of them (shares: the
+ * take's answer). */
+static int self_as_other(const dlock__mylock *l, const char *row, const char *token,
+                         const char *shares)
+{
+    int self = dlock__sqlt_holds_as_other(row, token, dlock__myt_kind_of(l));
+    return self >= 0 ? self : shares != NULL && strcmp(shares, "1") == 0;
+}
+
 int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const dlock__myres *res,
                     int shut)
 {
@@ -669,36 +654,22 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;
-    } else if (left_ms > 0 && holds_as_other(l, row, a->token, dlock__my_value(res, 3, 5))) {
-        static const char *const words[] = {['m'] = "a mutex",
-                                            ['r'] = "the read lock",
-                                            ['w'] = "the write lock",
-                                            ['s'] = "a semaphore"};
-        const char *t;
-        int kind = dlock__sqlt_holder_kind(row, &t);
-        return dlock__fail(DLOCK_EDEADLK,
-                           "lock '%s': this owner holds it as %s already: asking for %s too "
-                           "would wait for itself (one name is one lock; release it first)",
-                           l->name, words[kind], words[dlock__myt_kind_of(l)]);
+    } else if (left_ms > 0 && self_as_other(l, row, a->token, dlock__my_value(res, 3, 5))) {
+        return dlock__sqlt_refuse_self(l->name, row, dlock__myt_kind_of(l));
     } else {
         /* held, or free but an older waiter's (no lease to tell): polled
          * again within the lease left, or soon near the head of the line */
-        const char *t;
+        const char *t = NULL;
         int kind = left_ms > 0 ? dlock__sqlt_holder_kind(row, &t) : 0;
-        if (kind == 's' && l->base.spec.kind == DLOCK__SEMAPHORE &&
-            strtoul(t, NULL, 10) != l->base.spec.permits)
-            return dlock__fail(DLOCK_EINVAL,
-                               "semaphore '%s' is in use with %s permits, not %u: every user of "
-                               "a semaphore must give the same number",
-                               l->name, t, l->base.spec.permits);
+        int rc = dlock__sqlt_check_permits(l->name, kind, t, l->base.spec.kind == DLOCK__SEMAPHORE,
+                                           l->base.spec.permits);
+        if (rc != DLOCK_OK)
+            return rc;
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
         a->in_line = a->wait; /* its waiter row */
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
-        a->held_as =
-            kind == 0 || dlock__sqlt_group(kind) == dlock__sqlt_group(dlock__myt_kind_of(l))
-                ? DLOCK__HELD_AS_SAME
-                : held_as(kind);
+        a->held_as = dlock__sqlt_held_as(kind, dlock__myt_kind_of(l));
         a->held_why = dlock__sqlt_held_why(kind, dlock__myt_kind_of(l), dlock__my_value(res, 3, 3));
         if (a->held_why != NULL && !a->wait)
             a->holder_ttl_ms = DLOCK__TTL_UNKNOWN; /* (the readers' lease is not when it frees) */

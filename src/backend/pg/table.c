@@ -352,41 +352,25 @@ static char *owner_param(const dlock__pglock *l, const char *token)
 }
 
 /* Whether an owner asking for l's name (token its token) holds it as
- * another kind already: the row's owner (row) is the same token as
- * another kind, or shared holders hold the row, of another kind, and the
- * owner is one of them (shares: the take's answer said so, or NULL: not
- * known, looked up). A reader beside its owner's write is a downgrade
- * (taken, never asked here). */
+ * another kind already (dlock__sqlt_holds_as_other); when shared holders
+ * of another kind hold it, whether the owner is one of them (shares: the
+ * take's answer said so, or NULL: not known, looked up). */
 static int holds_as_other(dlock__pgstore *p, dlock__pglock *l, const char *row, const char *token,
                           const char *shares, int64_t deadline_us)
 {
-    const char *t;
-    int kind = dlock__sqlt_holder_kind(row, &t), asks = kind_of(l);
-    if (kind == 'r' || kind == 's') {
-        if (kind == asks)
-            return 0;
-        if (shares != NULL)
-            return strcmp(shares, "1") == 0;
-        PGresult *res;
-        if (dlock__pgts_readers(p, l, deadline_us, &res) != DLOCK_OK)
-            return 0; /* not known: held (its holder tells at the next try) */
-        int mine = 0;
-        for (int i = 0; i < PQntuples(res) && !mine; i++)
-            mine = strcmp(PQgetvalue(res, i, 0), token) == 0;
-        PQclear(res);
-        return mine;
-    }
-    if (kind == 0 || strcmp(t, token) != 0)
-        return 0;
-    return kind == 'm' ? asks != 'm' : asks == 'm' || asks == 's';
-}
-
-/* The kinds of holder as the core names them (one name is one lock). */
-static enum dlock__held_as held_as(int kind)
-{
-    return kind == 'm'   ? DLOCK__HELD_AS_MUTEX
-           : kind == 's' ? DLOCK__HELD_AS_SEMAPHORE
-                         : DLOCK__HELD_AS_RW;
+    int self = dlock__sqlt_holds_as_other(row, token, kind_of(l));
+    if (self >= 0)
+        return self;
+    if (shares != NULL)
+        return strcmp(shares, "1") == 0;
+    PGresult *res;
+    if (dlock__pgts_readers(p, l, deadline_us, &res) != DLOCK_OK)
+        return 0; /* not known: held (its holder tells at the next try) */
+    int mine = 0;
+    for (int i = 0; i < PQntuples(res) && !mine; i++)
+        mine = strcmp(PQgetvalue(res, i, 0), token) == 0;
+    PQclear(res);
+    return mine;
 }
 
 /* ---------------------------------------------------------------- a lock's life */
@@ -423,29 +407,18 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
     if (left_ms > 0 &&
         holds_as_other(p, l, row, a->token, PQnfields(res) > 6 ? value(res, 0, 6) : NULL,
                        a->deadline_us)) {
-        static const char *const words[] = {['m'] = "a mutex",
-                                            ['r'] = "the read lock",
-                                            ['w'] = "the write lock",
-                                            ['s'] = "a semaphore"};
-        const char *t;
-        int kind = dlock__sqlt_holder_kind(row, &t);
         if (woken)
             dlock__pgl_unwatch(p->listen, a->token);
-        return dlock__fail(DLOCK_EDEADLK,
-                           "lock '%s': this owner holds it as %s already: asking for %s too "
-                           "would wait for itself (one name is one lock; release it first)",
-                           l->name, words[kind], words[kind_of(l)]);
+        return dlock__sqlt_refuse_self(l->name, row, kind_of(l));
     }
-    const char *t;
+    const char *t = NULL;
     int kind = left_ms > 0 ? dlock__sqlt_holder_kind(row, &t) : 0;
-    if (kind == 's' && l->base.spec.kind == DLOCK__SEMAPHORE &&
-        strtoul(t, NULL, 10) != l->base.spec.permits) {
+    int rc = dlock__sqlt_check_permits(l->name, kind, t, l->base.spec.kind == DLOCK__SEMAPHORE,
+                                       l->base.spec.permits);
+    if (rc != DLOCK_OK) {
         if (woken)
             dlock__pgl_unwatch(p->listen, a->token);
-        return dlock__fail(DLOCK_EINVAL,
-                           "semaphore '%s' is in use with %s permits, not %u: every user of a "
-                           "semaphore must give the same number",
-                           l->name, t, l->base.spec.permits);
+        return rc;
     }
     /* held, or free but an older waiter's (no lease to tell): asked again
      * when a release is notified, or within the lease left, or soon near
@@ -460,9 +433,7 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
               : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
                                                        : DLOCK__NEXT_POLL;
     a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
-    a->held_as = kind == 0 || dlock__sqlt_group(kind) == dlock__sqlt_group(kind_of(l))
-                     ? DLOCK__HELD_AS_SAME
-                     : held_as(kind);
+    a->held_as = dlock__sqlt_held_as(kind, kind_of(l));
     a->held_why = dlock__sqlt_held_why(kind, kind_of(l), value(res, 0, 3));
     if (a->held_why != NULL && !a->wait)
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN; /* (the readers' lease is not when it frees) */

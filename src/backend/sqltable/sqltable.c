@@ -16,6 +16,8 @@
  * row: a release and force_unlock clear its holder and keep its fence. */
 #include "sqltable.h"
 
+#include "../../base/error.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -543,6 +545,51 @@ const char *dlock__sqlt_held_why(int row_kind, int asks, const char *ahead)
         return "readers hold it, but a writer has waited longer and goes first (readers do "
                "not overtake a waiting writer)";
     return NULL;
+}
+
+enum dlock__held_as dlock__sqlt_held_as(int row_kind, int asks)
+{
+    if (row_kind == 0 || dlock__sqlt_group(row_kind) == dlock__sqlt_group(asks))
+        return DLOCK__HELD_AS_SAME;
+    return row_kind == 'm'   ? DLOCK__HELD_AS_MUTEX
+           : row_kind == 's' ? DLOCK__HELD_AS_SEMAPHORE
+                             : DLOCK__HELD_AS_RW;
+}
+
+int dlock__sqlt_holds_as_other(const char *row, const char *token, int asks)
+{
+    const char *t;
+    int kind = dlock__sqlt_holder_kind(row, &t);
+    if (kind == 'r' || kind == 's')
+        return kind == asks ? 0 : -1;
+    if (kind == 0 || strcmp(t, token) != 0)
+        return 0;
+    return kind == 'm' ? asks != 'm' : asks == 'm' || asks == 's';
+}
+
+int dlock__sqlt_refuse_self(const char *name, const char *row, int asks)
+{
+    static const char *const words[] = {['m'] = "a mutex",
+                                        ['r'] = "the read lock",
+                                        ['w'] = "the write lock",
+                                        ['s'] = "a semaphore"};
+    const char *t;
+    int kind = dlock__sqlt_holder_kind(row, &t);
+    return dlock__fail(DLOCK_EDEADLK,
+                       "lock '%s': this owner holds it as %s already: asking for %s too would "
+                       "wait for itself (one name is one lock; release it first)",
+                       name, kind != 0 ? words[kind] : "another kind", words[asks]);
+}
+
+int dlock__sqlt_check_permits(const char *name, int row_kind, const char *in_use, int semaphore,
+                              unsigned permits)
+{
+    if (row_kind != 's' || !semaphore || strtoul(in_use, NULL, 10) == permits)
+        return DLOCK_OK;
+    return dlock__fail(DLOCK_EINVAL,
+                       "semaphore '%s' is in use with %s permits, not %u: every user of a "
+                       "semaphore must give the same number",
+                       name, in_use, permits);
 }
 
 char *dlock__sqlt_share_schema(enum dlock__sqlt_dialect d)

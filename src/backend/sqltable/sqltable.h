@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../backend.h"
+
 enum dlock__sqlt_dialect {
     DLOCK__SQLT_MARIADB = 1, /* MariaDB 10.11 and MySQL 8: requests of several statements */
     DLOCK__SQLT_PG = 2,      /* PostgreSQL 14+: each request one statement, whose result is
@@ -147,6 +149,21 @@ int dlock__sqlt_group(int kind);
  * an older waiter (a writer) goes first; NULL otherwise. ahead: the
  * take's count of older live waiters. */
 const char *dlock__sqlt_held_why(int row_kind, int asks, const char *ahead);
+/* A refused take's holder as the core names it (one name is one lock):
+ * DLOCK__HELD_AS_SAME when row_kind is of the lock asked for (asks). */
+enum dlock__held_as dlock__sqlt_held_as(int row_kind, int asks);
+/* Whether an owner (token) asking for kind asks holds the name already as
+ * another kind (a row owned by its token as another kind: 1, else 0), or
+ * -1 when shared holders of another kind hold it and only their rows say
+ * whether the owner is one of them. A reader beside its owner's write is
+ * a downgrade (taken, never asked here). row: the lock row's owner. */
+int dlock__sqlt_holds_as_other(const char *row, const char *token, int asks);
+/* The refusal of such a take: DLOCK_EDEADLK, naming both kinds. */
+int dlock__sqlt_refuse_self(const char *name, const char *row, int asks);
+/* DLOCK_OK, or DLOCK_EINVAL when a semaphore (of permits) finds the name
+ * held by a semaphore of another number (row_kind 's', in_use its text). */
+int dlock__sqlt_check_permits(const char *name, int row_kind, const char *in_use, int semaphore,
+                              unsigned permits);
 /* How every transaction of the shared holds begins (two statements):
  * READ COMMITTED for that transaction only. Its locking reads of a name's
  * holders' rows locked, under REPEATABLE READ, the gap after them too (the
