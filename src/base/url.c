@@ -64,6 +64,7 @@ void dlock__url_clear(dlock__url *url)
 {
     free(url->text);
     free(url->text_with_user);
+    free(url->userinfo);
     free(url->scheme);
     free(url->user);
     free(url->password);
@@ -297,6 +298,21 @@ static char *masked_raw(const char *text)
     return at != NULL ? splice_mask(text, start, at) : strdup(text);
 }
 
+/* url->userinfo (malloc'd): as masked() shows it in the URL's text; a
+ * one-word user-info is a name only once its store says so (a_name). */
+static char *shown_userinfo(const dlock__url *url, int a_name)
+{
+    const char *user = url->user != NULL ? url->user : "";
+    const char *tail = url->password != NULL ? ":***@" : url->user == NULL ? "" : "@";
+    if (url->user != NULL && url->password == NULL && !a_name)
+        user = "***";
+    size_t n = strlen(user) + strlen(tail) + 1;
+    char *out = malloc(n);
+    if (out != NULL)
+        snprintf(out, n, "%s%s", user, tail);
+    return out;
+}
+
 /* The parsed URL for messages: the password replaced by "***" (the user
  * stays); a user-info without ':' is all password (see the backends). */
 static char *masked(const char *text, const dlock__url *url)
@@ -447,6 +463,9 @@ int dlock__url_parse(const char *text, dlock__url *url)
         if (url->text_with_user == NULL)
             goto oom;
     }
+    url->userinfo = shown_userinfo(url, 0);
+    if (url->userinfo == NULL)
+        goto oom;
     return DLOCK_OK;
 
 decode_failed:
@@ -681,6 +700,11 @@ void dlock__url_user_is_a_name(dlock__url *url)
     free(url->text);
     url->text = url->text_with_user;
     url->text_with_user = NULL;
+    char *shown = shown_userinfo(url, 1);
+    if (shown != NULL) { /* (out of memory: "***@" stays, which hides more) */
+        free(url->userinfo);
+        url->userinfo = shown;
+    }
 }
 
 int dlock__url_nearness(const char *typed, const char *known)

@@ -34,6 +34,10 @@ typedef struct dlock__url {
      * dlock__url_user_is_a_name; NULL otherwise */
     char *text_with_user;
     char *scheme;
+    /* the user-info as every message shows it: "user:***@", ":***@",
+     * "user@" (a store's user name: dlock__url_user_is_a_name), "***@" (one
+     * word that may be a password) or "" */
+    char *userinfo;
     char *user;     /* NULL when absent */
     char *password; /* NULL when absent */
     dlock__url_host hosts[DLOCK__URL_MAX_HOSTS];

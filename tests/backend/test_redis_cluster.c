@@ -223,7 +223,7 @@ static void bad_urls(void)
     c = dt_client(url, NULL);
     l = dt_lock(c, "who", 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
-    if (strstr(dlock_errmsg(), "redis+cluster node nobody@127.0.0.1:") == NULL ||
+    if (strstr(dlock_errmsg(), "redis+cluster node nobody:***@127.0.0.1:") == NULL ||
         strstr(dlock_errmsg(), "n0tThis") != NULL)
         dt_fail(__FILE__, __LINE__, "want the node's label with its user: %s", dlock_errmsg());
     dlock_lock_free(l);

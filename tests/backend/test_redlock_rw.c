@@ -323,12 +323,12 @@ static void wrong_user_refused(void)
     dlock_client *c = dt_client(bad, NULL);
     CHECK_RC(dlock_query(c, "wu", DLOCK_WRITE, &st), DLOCK_ESERVER);
     const char *msg = dlock_errmsg();
-    if (strstr(msg, "redlock://bob@") == NULL || strstr(msg, "refused this client") == NULL ||
+    if (strstr(msg, "redlock://bob:***@") == NULL || strstr(msg, "refused this client") == NULL ||
         strstr(msg, "WRONGPASS") == NULL || strstr(msg, "s3cret") != NULL)
         dt_fail(__FILE__, __LINE__, "status: %s", msg);
     CHECK_RC(dlock_list(c, "", 0, ignore_name, NULL), DLOCK_ESERVER);
     msg = dlock_errmsg();
-    if (strstr(msg, "redlock://bob@") == NULL || strstr(msg, "refused this client") == NULL)
+    if (strstr(msg, "redlock://bob:***@") == NULL || strstr(msg, "refused this client") == NULL)
         dt_fail(__FILE__, __LINE__, "list: %s", msg);
     dlock_client_close(c);
 }

@@ -1717,7 +1717,7 @@ static void refused_port_with_credentials(void)
         const char *why = dlock_errmsg();
         CHECK_RC(rc, DLOCK_EUNREACHABLE);
         if (strstr(why, "refused") == NULL || strstr(why, "credentials") != NULL ||
-            strstr(why, "zk://bob@127.0.0.1:1") == NULL || strstr(why, "secret") != NULL)
+            strstr(why, "zk://bob:***@127.0.0.1:1") == NULL || strstr(why, "secret") != NULL)
             dt_fail(__FILE__, __LINE__, "try %d: %s", i, why);
         dlock_client_close(c);
     }

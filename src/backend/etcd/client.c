@@ -47,9 +47,11 @@ static void init_curl(void)
     curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int make_label(dlock__etcd *c)
+static int make_label(dlock__etcd *c, const char *userinfo)
 {
-    size_t n = strlen("etcd://") + (c->user != NULL ? strlen(c->user) + 1 : 0) + 1;
+    if (userinfo == NULL)
+        userinfo = "";
+    size_t n = strlen("etcd://") + strlen(userinfo) + 1;
     char *l;
 
     for (size_t i = 0; i < c->n_hosts; i++)
@@ -58,10 +60,7 @@ static int make_label(dlock__etcd *c)
     if (l == NULL)
         return dlock__fail(DLOCK_ENOMEM, "etcd: out of memory");
     strcpy(l, "etcd://");
-    if (c->user != NULL) {
-        strcat(l, c->user);
-        strcat(l, "@");
-    }
+    strcat(l, userinfo);
     for (size_t i = 0; i < c->n_hosts; i++) {
         if (i > 0)
             strcat(l, ",");
@@ -112,7 +111,7 @@ int dlock__etcd_new(const dlock__etcd_config *cfg, dlock__etcd **out)
             goto fail;
         }
     }
-    rc = make_label(c);
+    rc = make_label(c, cfg->userinfo);
     if (rc != DLOCK_OK)
         goto fail;
     c->idle = calloc(c->max_conns, sizeof *c->idle);

@@ -44,6 +44,7 @@ typedef struct dlock__etcd_config {
     const char *endpoints;
     const char *user;           /* NULL: no authentication */
     const char *password;       /* never shown in messages */
+    const char *userinfo;       /* the user-info as messages show it ("user:***@"); NULL: none */
     int64_t connect_timeout_ms; /* 0: 2000 */
     int64_t request_timeout_ms; /* 0: 10000 */
     size_t max_connections;     /* pool bound for requests; 0: 64 */

@@ -1084,6 +1084,7 @@ static int etcd_open(dlock__url *url, const dlock__host *host, dlock__store **ou
         dlock__etcd_config cfg = {.endpoints = endpoints,
                                   .user = url->user,
                                   .password = url->password,
+                                  .userinfo = url->userinfo,
                                   .connect_timeout_ms = connect_ms,
                                   .request_timeout_ms = e->timeout_ms,
                                   .log = host->log};

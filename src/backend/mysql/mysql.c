@@ -715,8 +715,7 @@ static int my_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
     /* the user name (never the password): who asked is part of what a
      * refusal means */
-    snprintf(p->label, sizeof p->label, "%s://%s%s%s%s%s:%u/%s%s%s", url->scheme,
-             url->user != NULL ? url->user : "", url->user != NULL ? "@" : "",
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s%s:%u/%s%s%s", url->scheme, url->userinfo,
              strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", p->port,
              url->path, mode != NULL ? "?mode=" : "", mode != NULL ? mode : "");
     p->base.kind = table ? "MariaDB/MySQL in table mode"

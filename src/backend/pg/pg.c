@@ -1391,8 +1391,7 @@ static int pg_open(dlock__url *url, const dlock__host *host, dlock__store **out)
     snprintf(p->host, sizeof p->host, "%s", url->hosts[0].name);
     snprintf(p->port, sizeof p->port, "%d", port);
     /* (the user, never the password: who asked is part of a refusal) */
-    snprintf(p->label, sizeof p->label, "%s://%s%s%s%s%s:%d%s%s%s%s", url->scheme,
-             url->user != NULL ? url->user : "", url->user != NULL ? "@" : "",
+    snprintf(p->label, sizeof p->label, "%s://%s%s%s%s:%d%s%s%s%s", url->scheme, url->userinfo,
              strchr(p->host, ':') ? "[" : "", p->host, strchr(p->host, ':') ? "]" : "", port,
              url->path[0] ? "/" : "", url->path, mode != NULL ? "?mode=" : "",
              mode != NULL ? mode : "");

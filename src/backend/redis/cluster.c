@@ -32,6 +32,7 @@ typedef struct node {
 
 struct dlock__rcluster {
     dlock__rendpoint tmpl; /* auth, timeouts, log of every node (host and label not used) */
+    char *userinfo;        /* the URL's, as labels show it */
     size_t npool;
     pthread_mutex_t mu; /* guards adding nodes and reading the map */
     node *nodes[MAX_NODES];
@@ -72,11 +73,10 @@ static int node_index(dlock__rcluster *cl, const char *host, size_t hlen, int po
     }
     nd->port = port;
     /* the URL's user, as every label names it (never the password) */
-    const char *user = cl->tmpl.user != NULL ? cl->tmpl.user : "";
     snprintf(nd->label, sizeof nd->label,
-             strchr(nd->host, ':') != NULL ? "%s node %s%s[%s]:%d" : "%s node %s%s%s:%d",
-             cl->tmpl.tls != NULL ? "rediss+cluster" : "redis+cluster", user, user[0] ? "@" : "",
-             nd->host, port);
+             strchr(nd->host, ':') != NULL ? "%s node %s[%s]:%d" : "%s node %s%s:%d",
+             cl->tmpl.tls != NULL ? "rediss+cluster" : "redis+cluster", cl->userinfo, nd->host,
+             port);
     dlock__rendpoint ep = cl->tmpl;
     ep.host = nd->host;
     ep.port = port;
@@ -116,6 +116,11 @@ int dlock__rcluster_new(dlock__url *url, const dlock__rendpoint *tmpl, size_t np
     pthread_mutex_init(&cl->mu, NULL);
     for (size_t i = 0; i < DLOCK__CLUSTER_SLOTS; i++)
         atomic_store(&cl->slots[i], -1);
+    cl->userinfo = strdup(url->userinfo);
+    if (cl->userinfo == NULL) {
+        dlock__rcluster_free(cl);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     for (size_t i = 0; i < url->nhosts; i++) {
         const char *h = url->hosts[i].name;
         if (node_index(cl, h, strlen(h), url->hosts[i].port ? url->hosts[i].port : DEFAULT_PORT) <
@@ -137,6 +142,7 @@ void dlock__rcluster_free(dlock__rcluster *cl)
     for (size_t i = 0; i < n; i++)
         node_free(cl->nodes[i]);
     pthread_mutex_destroy(&cl->mu);
+    free(cl->userinfo);
     free(cl);
 }
 

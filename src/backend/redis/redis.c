@@ -151,13 +151,6 @@ static void close_backend(dlock__store *store, int64_t deadline)
     free(b);
 }
 
-/* The URL's user name as labels show it (never the password): who asked
- * is part of what a refusal means. */
-static const char *user_at(const dlock__url *url)
-{
-    return url->user != NULL ? url->user : "";
-}
-
 static int parse_endpoint(rbackend *b, dlock__url *url)
 {
     char label[300];
@@ -183,8 +176,7 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
         if (rc != DLOCK_OK)
             return rc;
         b->ep.db = (int) db;
-        size_t used = (size_t) snprintf(label, sizeof label, "%s://%s%s", url->scheme, user_at(url),
-                                        url->user != NULL ? "@" : "");
+        size_t used = (size_t) snprintf(label, sizeof label, "%s://%s", url->scheme, url->userinfo);
         for (size_t i = 0; i < url->nhosts && used < sizeof label; i++)
             used += (size_t) snprintf(label + used, sizeof label - used,
                                       strchr(url->hosts[i].name, ':') ? "%s[%s]:%d" : "%s%s:%d",
@@ -195,8 +187,7 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
     } else if (strcmp(url->scheme, "redis+cluster") == 0 ||
                strcmp(url->scheme, "rediss+cluster") == 0) {
         /* the seeds; the nodes are made once auth and timeouts are known */
-        size_t used = (size_t) snprintf(label, sizeof label, "%s://%s%s", url->scheme, user_at(url),
-                                        url->user != NULL ? "@" : "");
+        size_t used = (size_t) snprintf(label, sizeof label, "%s://%s", url->scheme, url->userinfo);
         for (size_t i = 0; i < url->nhosts && used < sizeof label; i++)
             used += (size_t) snprintf(label + used, sizeof label - used,
                                       strchr(url->hosts[i].name, ':') ? "%s[%s]:%d" : "%s%s:%d",
@@ -221,8 +212,8 @@ static int parse_endpoint(rbackend *b, dlock__url *url)
             b->ep.db = (int) db;
         }
         const char *open = strchr(b->host, ':') != NULL ? "[" : "";
-        snprintf(label, sizeof label, "%s://%s%s%s%s%s:%d", url->scheme, user_at(url),
-                 url->user != NULL ? "@" : "", open, b->host, open[0] ? "]" : "", b->ep.port);
+        snprintf(label, sizeof label, "%s://%s%s%s%s:%d", url->scheme, url->userinfo, open, b->host,
+                 open[0] ? "]" : "", b->ep.port);
     }
     b->label = strdup(label);
     if ((url->user != NULL && (b->user = strdup(url->user)) == NULL) ||

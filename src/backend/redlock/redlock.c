@@ -727,9 +727,7 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
     b->quorum = b->n / 2 + 1;
     /* the user name (never the password): who asked is part of what a
      * refusal means */
-    size_t used =
-        (size_t) snprintf(label, sizeof label, "%s://%s%s", url->scheme,
-                          url->user != NULL ? url->user : "", url->user != NULL ? "@" : "");
+    size_t used = (size_t) snprintf(label, sizeof label, "%s://%s", url->scheme, url->userinfo);
     for (size_t i = 0; i < b->n; i++) {
         const dlock__url_host *h = &url->hosts[i];
         int port = h->port ? h->port : DEFAULT_PORT;

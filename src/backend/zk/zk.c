@@ -224,8 +224,7 @@ static int parse_url(zstore *z, dlock__url *url)
     }
     /* the user name (never the password): who asked is part of what a
      * refusal means */
-    snprintf(label, sizeof label, "zk://%s%s%s%s", url->user != NULL ? url->user : "",
-             url->user != NULL ? "@" : "", hosts, base_path);
+    snprintf(label, sizeof label, "zk://%s%s%s", url->userinfo, hosts, base_path);
     z->hosts = strdup(hosts);
     z->base_path = strdup(base_path);
     z->label = strdup(label);
