@@ -252,12 +252,21 @@ typedef struct dlock__attempt {
                                     holder_ttl_ms is that holder's) */
     const char *held_why;        /* HELD: why the store counts the name held when no holder
                                     is known (a static text, said in the refusal; its
-                                    holder_ttl_ms is how long), or NULL: a holder has it */
+                                    holder_ttl_ms is how long), or NULL: a holder has it;
+                                    a reader kept out by an older waiting writer is told
+                                    DLOCK__WHY_WRITER_FIRST on every store */
     /* When the store's answer was due, if later than the send (a wait blocked
      * in the server: its slice's end): a store that does not answer is
      * counted silent from then, not from the send. 0: the send. */
     int64_t due_us;
 } dlock__attempt;
+
+/* Why a reader's take was refused while only readers hold the name: a
+ * writer waits, and readers do not overtake it (with no lease to tell: the
+ * readers' is not when the name frees). */
+#define DLOCK__WHY_WRITER_FIRST                                                                    \
+    "readers hold it, but a writer has waited longer and goes first (readers do not overtake a "   \
+    "waiting writer)"
 
 /* ---------------------------------------------------------------- renewal */
 

@@ -146,6 +146,7 @@ typedef struct standing {
     int einval;       /* semaphore: in use with another number of permits */
     char why[160];
     enum dlock__held_as held_as; /* kept out by another kind of lock only: which */
+    int64_t writer_rev;          /* a reader kept out by a writer (only): its key's revision */
     unsigned others_before;      /* bit i: a contender of l->others[i] came before us */
 } standing;
 
@@ -264,6 +265,29 @@ static int views_in(const dlock__etcd_txn_result *r, size_t at)
     return 1;
 }
 
+/* Whether the writer (its key's create revision writer_rev) that keeps a
+ * reader's try out only waits, behind readers that hold the name: the
+ * oldest contender is a reader. One more read, on such a refusal only
+ * (not known: 0). */
+static int writer_waits(dlock__etcd_store *e, const dlock__etcd_lock *l, int64_t writer_rev,
+                        int64_t deadline)
+{
+    dlock__etcd_range q = {.key = l->prefix,
+                           .range_end = l->prefix_end,
+                           .sort_target = DLOCK__ETCD_SORT_BY_CREATE,
+                           .sort_order = DLOCK__ETCD_SORT_ASCEND,
+                           .max_create_revision = writer_rev - 1,
+                           .limit = 1,
+                           .keys_only = 1};
+    dlock__etcd_range_result r;
+    if (dlock__etcd_kv_range(e->cli, &q, deadline, &r) != DLOCK_OK)
+        return 0;
+    size_t n = strlen(l->prefix);
+    int waits = r.n_kvs == 1 && r.kvs[0].key_len > n + 2 && strncmp(r.kvs[0].key + n, "r-", 2) == 0;
+    dlock__etcd_range_result_free(&r);
+    return waits;
+}
+
 /* Reads the views' results (views_op) for the contender `key` with create
  * revision rev. */
 static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char *token,
@@ -297,6 +321,8 @@ static int interpret(dlock__etcd_store *e, const dlock__etcd_lock *l, const char
         st->holder = own && other == NULL;
         if (st->holder)
             return DLOCK_OK;
+        if (spec->kind == DLOCK__READ && !own && other == NULL)
+            st->writer_rev = ahead->create_revision;
         /* wait for the newest of those that keep us out: the nearest ahead */
         if (own || (other != NULL && other->create_revision > ahead->create_revision))
             ahead = other;
@@ -773,6 +799,8 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
         }
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
         a->held_as = st.held_as;
+        if (!a->wait && st.writer_rev > 0 && writer_waits(e, l, st.writer_rev, deadline))
+            a->held_why = DLOCK__WHY_WRITER_FIRST;
         if (!a->wait || l->k.own_lease != 0) {
             /* a try leaves no key behind; a fixed lease's first try waits on
              * the session instead (a lease of its own is not kept alive) */

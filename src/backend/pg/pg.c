@@ -664,7 +664,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         PQclear(r); /* a try that found it held */
         PQclear(res[1]);
         int broken = 0;
-        a->held_as = dlock__pg_held_as(p, c, l, bound, &broken);
+        dlock__pg_held_by(p, c, l, bound, a, &broken);
         dlock__pg_done(p, c, !broken);
     } else {
         PQclear(res[1]); /* (aborted after the grant's error) */

@@ -281,10 +281,11 @@ void dlock__pg_read_after_failure(dlock__pgstore *p, dlock__pgconn *c, const cha
  * DLOCK_EUNREACHABLE or DLOCK_ESERVER as a request. */
 int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
                            int64_t deadline_us, int64_t *left_ms);
-/* After a try found the key held: by which kind of lock, as seen by l;
- * *broken when c got no answer (to discard). */
-enum dlock__held_as dlock__pg_held_as(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
-                                      int64_t deadline_us, int *broken);
+/* After a try found the key held: by which kind of lock, as seen by l
+ * (a->held_as), and a reader's why (a->held_why); *broken when c got no
+ * answer (to discard). */
+void dlock__pg_held_by(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l, int64_t deadline_us,
+                       dlock__attempt *a, int *broken);
 /* Whether l asks about the read-write lock (else the mutex). */
 int dlock__pg_is_rw(const dlock__pglock *l);
 /* Whether a holder is of the lock l asks about: a reader (reader set), or

@@ -129,33 +129,38 @@ int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l
     return rc;
 }
 
-enum dlock__held_as dlock__pg_held_as(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
-                                      int64_t deadline_us, int *broken)
+void dlock__pg_held_by(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l, int64_t deadline_us,
+                       dlock__attempt *a, int *broken)
 {
     /* Who has the key: readers (shared), or an exclusive holder, a writer
-     * when its row says so. Only after a try was refused: a message's
-     * detail, not worth a failure of its own. */
+     * when its row says so; and whether an exclusive request waits in the
+     * key's queue (readers hold it, and a reader's try is refused behind a
+     * waiting writer). Only after a try was refused: a message's detail,
+     * not worth a failure of its own. */
     const char *params[] = {l->classid, l->objid, l->name};
     PGresult *r = NULL;
-    int rc = dlock__pg_exec(p, c,
-                            "SELECT coalesce(bool_or(l.mode = 'ShareLock'), false), "
-                            "coalesce((SELECT starts_with(owner, '" DLOCK__PG_WRITER "') FROM "
-                            "dlock_fence WHERE name = $3), false) FROM pg_locks l WHERE "
-                            "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid "
-                            "AND l.objid = $2::oid AND l.granted AND l.database = (SELECT oid FROM "
-                            "pg_database WHERE datname = current_database())",
-                            3, params, deadline_us, NULL, NULL, &r);
-    enum dlock__held_as as = DLOCK__HELD_AS_SAME;
+    int rc = dlock__pg_exec(
+        p, c,
+        "SELECT coalesce(bool_or(l.granted AND l.mode = 'ShareLock'), false), "
+        "coalesce((SELECT starts_with(owner, '" DLOCK__PG_WRITER "') FROM dlock_fence WHERE name = "
+        "$3), false), coalesce(bool_or(NOT l.granted AND l.mode = 'ExclusiveLock'), false) FROM "
+        "pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid AND "
+        "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "
+        "current_database())",
+        3, params, deadline_us, NULL, NULL, &r);
+    a->held_as = DLOCK__HELD_AS_SAME;
     if (rc == DLOCK_OK && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        int rw = strcmp(PQgetvalue(r, 0, 0), "t") == 0 || strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+        int shared = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        int rw = shared || strcmp(PQgetvalue(r, 0, 1), "t") == 0;
         int mine_rw = l->base.spec.kind == DLOCK__READ || l->base.spec.kind == DLOCK__WRITE;
         if (rw != mine_rw)
-            as = rw ? DLOCK__HELD_AS_RW : DLOCK__HELD_AS_MUTEX;
+            a->held_as = rw ? DLOCK__HELD_AS_RW : DLOCK__HELD_AS_MUTEX;
+        if (shared && l->base.spec.kind == DLOCK__READ && strcmp(PQgetvalue(r, 0, 2), "t") == 0)
+            a->held_why = DLOCK__WHY_WRITER_FIRST;
     }
     PQclear(r);
     *broken = rc == DLOCK_EUNREACHABLE;
     dlock__clear_error();
-    return as;
 }
 
 int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token,

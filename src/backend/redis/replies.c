@@ -104,6 +104,15 @@ int dlock__reply_acquire(const redisReply *r, dlock__racquire *out)
         out->held_as = (int) r->element[2]->integer;
         return 0;
     }
+    if (int_array(r, 4) && is_pttl(r->element[0]->integer) &&
+        (r->element[1]->integer == 0 || r->element[1]->integer == 1) &&
+        r->element[2]->integer == 0 && r->element[3]->integer == 1) {
+        out->outcome = DLOCK__RACQUIRE_BUSY;
+        out->holder_pttl = r->element[0]->integer;
+        out->queued = r->element[1]->integer == 1;
+        out->writer_first = 1;
+        return 0;
+    }
     return -1;
 }
 

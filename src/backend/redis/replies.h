@@ -53,6 +53,8 @@ typedef struct dlock__racquire {
     int queued;            /* BUSY */
     int held_as;           /* BUSY: {pttl, queued, kind}: held as another kind of lock of the
                               name (enum dlock__held_as of backend.h, 1..4), else 0 */
+    int writer_first;      /* BUSY: {pttl, queued, 0, 1}: readers hold it, and a reader is
+                              kept out by a writer that waits first */
     const char *permits;   /* PERMITS: the count the semaphore's users declare (in the reply) */
 } dlock__racquire;
 

@@ -216,6 +216,11 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         a->outcome = got.queued ? DLOCK__QUEUED : DLOCK__HELD;
         a->keep_place = got.queued;
         a->held_as = (enum dlock__held_as) got.held_as;
+        if (got.writer_first) {
+            a->held_why = DLOCK__WHY_WRITER_FIRST;
+            if (!a->wait)
+                a->holder_ttl_ms = DLOCK__TTL_UNKNOWN; /* (the readers' is not when it frees) */
+        }
     }
     freeReplyObject(r);
     return rc;

@@ -22,7 +22,8 @@
 --                             layout's key, 2 the read-write lock, 3 the mutex P:{E},
 --                             4 the interop key N, 0 the same kind (readers, a writer, or
 --                             a waiting writer's or mutex waiter's mark that a reader
---                             lets go first); {0, counter, -1, 9} the caller's TOKEN
+--                             lets go first), 6 the same, readers holding it and a
+--                             writer waiting first; {0, counter, -1, 9} the caller's TOKEN
 --                             holds the name as another kind (it would wait for
 --                             itself), {0, counter, -1, 8} a reader asking to write
 --   rtake, wtake TOKEN LEASE_MS N MARK_MS RECORD INFO RECORD_MS SINCE
@@ -246,9 +247,14 @@ elseif op == 'rtake' or op == 'wtake' then
     -- A writer waiting from before this reader, or a mutex waiter (their
     -- marks live), goes first: the reader does not join those in (README:
     -- turns). A writer that came later waits for this reader.
-    if not writer and not reading and
-        (redis.call('ZCOUNT', M .. ':waiting', ms, '+inf') > 0 or waits_before(W .. ':writing')) then
-      return held(readers_left(), 0)
+    -- (6: readers hold it and only a writer waits first: said so)
+    if not writer and not reading then
+      if redis.call('ZCOUNT', M .. ':waiting', ms, '+inf') > 0 then
+        return held(readers_left(), 0)
+      end
+      if waits_before(W .. ':writing') then
+        return held(readers_left(), redis.call('ZCARD', R) > 0 and 6 or 0)
+      end
     end
     -- Handles of one owner (dlock_lock_dup) share its entry: counted in
     -- W:rc, its end the later of theirs (a second handle's shorter lease

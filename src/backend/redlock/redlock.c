@@ -94,9 +94,10 @@ enum {
     HELD_MUTEX = 3,   /* the mutex P:{E} (to the read-write lock) */
     HELD_INTEROP = 4, /* the interop key N (to the read-write lock) */
     HELD_KINDS = 5,
-    HELD_TURN = 7,    /* free, but a reader waiting from before this writer goes first */
-    HELD_UPGRADE = 8, /* the caller reads, and asks to write */
-    HELD_SELF = 9,    /* the caller's token holds the name as another kind */
+    HELD_WRITER_FIRST = 6, /* readers hold it, and a writer waits from before this reader */
+    HELD_TURN = 7,         /* free, but a reader waiting from before this writer goes first */
+    HELD_UPGRADE = 8,      /* the caller reads, and asks to write */
+    HELD_SELF = 9,         /* the caller's token holds the name as another kind */
 };
 
 /* The kind of lock that most refusals named (the same kind if none). */
@@ -305,7 +306,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         return DLOCK_ENOMEM;
     }
     const dlock__rlanswer *a = dlock__rlround_wait(r, take_decided, b, until);
-    size_t taken = 0, held = 0, failed = 0, self = 0, upgrade = 0, turn = 0;
+    size_t taken = 0, held = 0, failed = 0, self = 0, upgrade = 0, turn = 0, first = 0;
     size_t as[HELD_KINDS] = {0}; /* the refusals, by the kind that holds the name */
     long long counter = 0, ttl = -1;
     for (size_t i = 0; i < b->n; i++) {
@@ -325,6 +326,7 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             self += kind == HELD_SELF;
             upgrade += kind == HELD_UPGRADE;
             turn += kind == HELD_TURN;
+            first += kind == HELD_WRITER_FIRST;
             if (kind > 0 && kind < HELD_KINDS)
                 as[kind]++;
             if (kind == HELD_SELF || kind == HELD_UPGRADE)
@@ -466,6 +468,13 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
     if (turn > 0 && ttl <= 0)
         att->held_why = "a reader waiting from before this writer goes first "
                         "(src/backend/redlock/README.md, 'Turns')";
+    /* most refusals: readers hold it, a writer goes first (its lease is
+     * not when it frees) */
+    if (first * 2 > held) {
+        att->held_why = DLOCK__WHY_WRITER_FIRST;
+        if (!att->wait)
+            att->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+    }
 out:
     dlock__rlround_drop(r);
     return rc;

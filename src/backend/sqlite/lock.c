@@ -100,6 +100,8 @@ typedef struct view {
     int64_t clash;     /* the permits another user of the semaphore declared, if not ours */
     size_t stale;      /* rows that hold nothing any more */
     int behind;        /* an older live waiter has the first claim on the name */
+    int writer_ahead;  /* one of those is a writer, and others' readers hold the name */
+    int readers;       /* others' live read holds (a reader's contender: beside it) */
     int ahead;         /* live waiters older than the contender (up to NEAR_HEAD) */
     int64_t own_until; /* the expiry of the contender's waiter row (0: none) */
     size_t waiters;    /* waiter rows of the name, live or not */
@@ -168,6 +170,8 @@ static void look(const dlock__sq_store *s, const dlock__sq_row *rows, size_t n, 
             v->stale++;
         } else if (excludes(r->kind, w)) {
             note_holder(v, r);
+        } else if (w->kind == DLOCK__SQ_READ) {
+            v->readers++;
         } else if (w->kind == DLOCK__SQ_SEMAPHORE) {
             if (r->permits != w->permits && v->clash == 0)
                 v->clash = r->permits;
@@ -364,6 +368,8 @@ static int line_up(dlock__sq_store *s, const char *name, const char *token, cons
                 v->clash = r->permits;
             if (holds_back(r, w, v, &reserved)) {
                 v->behind = 1;
+                if (r->kind == DLOCK__SQ_WRITE && v->readers > 0)
+                    v->writer_ahead = 1;
                 if (v->ahead < NEAR_HEAD)
                     v->ahead++;
             }
@@ -492,6 +498,8 @@ static int attempt_once(dlock__sq_store *s, dlock__sq_lock *l, dlock__attempt *a
                 (a->holder_ttl_ms < 0 || a->holder_ttl_ms > step_ms))
                 a->holder_ttl_ms = step_ms;
             a->held_as = v.held ? dlock__sq_held_as(v.holder_kind, w.kind) : DLOCK__HELD_AS_SAME;
+            if (!v.held && v.writer_ahead)
+                a->held_why = DLOCK__WHY_WRITER_FIRST;
             return DLOCK_OK;
         }
         if (write) {

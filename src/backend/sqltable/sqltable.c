@@ -542,8 +542,7 @@ int dlock__sqlt_group(int kind)
 const char *dlock__sqlt_held_why(int row_kind, int asks, const char *ahead)
 {
     if (row_kind == 'r' && asks == 'r' && ahead != NULL && strtol(ahead, NULL, 10) > 0)
-        return "readers hold it, but a writer has waited longer and goes first (readers do "
-               "not overtake a waiting writer)";
+        return DLOCK__WHY_WRITER_FIRST;
     return NULL;
 }
 

@@ -190,6 +190,11 @@ int dlock__zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         }
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
         a->held_as = held_as;
+        /* a reader kept out by a writer while the first contender, a
+         * reader, holds: that writer only waits, and goes first */
+        if (l->base.spec.kind == DLOCK__READ && ahead != NULL &&
+            dlock__zk_contender(r.children[0]) == DLOCK__ZK_READ)
+            a->held_why = DLOCK__WHY_WRITER_FIRST;
         if (!a->wait) {
             /* a try: leave no node behind */
             dlock__zresult_clear(&r);

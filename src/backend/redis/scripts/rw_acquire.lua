@@ -9,7 +9,8 @@
 -- except a reader whose share was handed to this very wait (it asks again,
 -- and its place is gone): that share is its own. The owner of the write
 -- lock is admitted to read at once: a downgrade.
--- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, queued, kind}
+-- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, queued, 0, 1}
+-- when only a waiting writer keeps a reader out, {holder_ttl_ms, queued, kind}
 -- when another kind of lock of the name holds it (kinds.lua; -4 when this
 -- owner does: it would wait for itself), or -3 when a
 -- reader asks to write (an upgrade, which could deadlock: two readers each
@@ -86,8 +87,15 @@ else
     ttl = tonumber(last[2]) - now
   end
 end
-if not join then
-  return {ttl, 0}
+-- A reader kept out only by a writer that waits first, while readers hold
+-- it, is told so (a fourth element, 1): "held" reads as if it could share.
+local reply = {ttl, 0}
+if mode == 'r' and head and head[1] ~= token and head[4] == 'w' and
+    redis.call('EXISTS', L) == 0 and redis.call('HLEN', L .. ':holders') > 0 then
+  reply = {ttl, 0, 0, 1}
 end
-enqueue(L, token, ARGV[2], mode, 1)
-return {ttl, 1}
+if join then
+  enqueue(L, token, ARGV[2], mode, 1)
+  reply[2] = 1
+end
+return reply
