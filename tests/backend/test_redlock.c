@@ -1354,10 +1354,11 @@ static void out_of_reach_counts_every_node(void)
         dlock_lock *l = dt_lock(c, "counted", 0);
         CHECK_RC(dlock_try_acquire(l), DLOCK_EUNREACHABLE);
         const char *msg = dlock_errmsg();
+        /* (the nodes out of reach counted once, in the head: issue 22) */
         if (strstr(msg, "2 of 3 nodes are out of reach (a quorum needs 2)") == NULL ||
-            strstr(msg, "; 1 answered, 2 out of reach") == NULL ||
+            strstr(msg, "); 1 answered") == NULL || strstr(msg, "2 out of reach") != NULL ||
             strstr(msg, "127.0.0.1:1, 127.0.0.1:2 (") == NULL)
-            dt_fail(__FILE__, __LINE__, "attempt %d: want 1 answered, 2 out of reach: %s", round,
+            dt_fail(__FILE__, __LINE__, "attempt %d: want 2 out of reach, 1 answered: %s", round,
                     msg);
         dlock_lock_free(l);
         dlock_client_close(c);

@@ -1288,6 +1288,7 @@ run_test test_names_given
 run_test test_cannot_take_wording
 run_test test_gave_up_says_who_holds
 run_test test_long_log_line_whole
+run_test test_redlock_nodes_down_told_once
 run_test test_unknown_protocol_in_words
 run_test test_help_exit_codes
 run_test test_url_exported_as_typed

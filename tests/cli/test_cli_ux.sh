@@ -1103,3 +1103,83 @@ test_sqlite_loss_words()
         "^dlock: lock 'u-sqlost' was lost \(the database file was removed \(a lock taken at its path now is in a new file\)\); stopping the command" \
         "$(cat "$TMP/t/h4.err")"
 }
+
+# A server that takes connections and never answers, as a stopped one does
+# (its port in file $1, its pid in BG).
+silent_server()
+{
+    python3 -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])' >"$1" &
+    BG=$!
+    BG_PIDS+=("$BG")
+    wait_until 5 test -s "$1" || fail "the silent server did not start"
+}
+
+# A Redlock with a quorum of its nodes down (issue 22, a new user's trial:
+# two of three stopped, then all three): the error is the last line, every
+# warning about the attempt before it (the nodes' warnings came after it
+# when their requests timed out as the round did), and a command that
+# tries once names each node down once (a warning per node and the error
+# named them, and the error said "out of reach" twice). A spare node down
+# is still a warning, with or without -v.
+test_redlock_nodes_down_told_once()
+{
+    local s1 s2 f1 p1 p2 p3 url v cmd line words args rport rpid
+    silent_server "$TMP/t/s1"
+    s1=$BG
+    silent_server "$TMP/t/s2"
+    s2=$BG
+    f1=$(head -1 "$TMP/t/s1")
+    p1=$(closed_port)
+    p2=$(closed_port)
+    p3=$(closed_port)
+    for url in "redlock://127.0.0.1:$PORT,127.0.0.1:$f1,127.0.0.1:$(head -1 "$TMP/t/s2")?timeout=500ms" \
+        "redlock://127.0.0.1:$PORT,127.0.0.1:$p1,127.0.0.1:$p2" \
+        "redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"; do
+        for v in "" -v; do
+            for cmd in "lock -n -l 10" "lock -w 1 -l 10" status "unlock --force" "run -n" \
+                "run -w 1"; do
+                read -r -a words <<<"$cmd"
+                args=("${words[0]}" ${v:+"$v"} -u "$url" "${words[@]:1}" u-down)
+                [ "${words[0]}" = run ] && args+=(-- true)
+                expect_rc "$cmd $v on $url" 69 dl "${args[@]}" || continue
+                line=$(tail -1 "$TMP/err")
+                if [[ $line =~ ^dlock:\ (warn|info|debug|error):\  ]] || [[ $line != dlock* ]]; then
+                    fail "$cmd $v on $url: the error is not the last line: $(cat "$TMP/err")"
+                    continue
+                fi
+                [[ $line =~ out\ of\ reach.*out\ of\ reach ]] &&
+                    fail "$cmd $v on $url: 'out of reach' twice in the error: $line"
+                [[ $cmd == *-w* ]] && continue # a wait's first retry is a warning too
+                expect_eq "$cmd $v on $url: the node down named in one line" 1 \
+                    "$(grep -cE "127\.0\.0\.1:($p1|$f1)\b" "$TMP/err")" ||
+                    cat "$TMP/err" >&2
+            done
+        done
+    done
+    stop_server "$s1"
+    stop_server "$s2"
+    # a spare node down: the others decide, and the node is a warning
+    rport=$(free_port)
+    redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/t" \
+        --logfile "$TMP/t/node2.log" &
+    rpid=$!
+    BG_PIDS+=("$rpid")
+    wait_until 10 eval '[ "$(redis-cli -p $rport ping 2>/dev/null)" = PONG ]' ||
+        { fail "the second node did not start"; return; }
+    url="redlock://127.0.0.1:$PORT,127.0.0.1:$rport,127.0.0.1:$p1"
+    for v in "" -v; do
+        expect_rc "lock -n $v with a spare node down" 0 dl lock -n ${v:+"$v"} -l 10 -u "$url" u-spare
+        expect_eq "lock -n $v with a spare node down: a warning" 1 \
+            "$(grep -c "^dlock: warn: 127\.0\.0\.1:$p1: node out of reach" "$TMP/err")"
+        expect_rc "unlock $v with a spare node down" 0 dl unlock --force ${v:+"$v"} -u "$url" u-spare
+    done
+    stop_server "$rpid"
+}

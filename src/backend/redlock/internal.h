@@ -74,7 +74,9 @@ typedef int (*dlock__rl_answered_fn)(const dlock__rlanswer *a);
 /* Names the nodes that did not answer in buf (len bytes, never cut
  * mid-word), each reason once with the nodes it is of; one not heard from
  * yet only when the wait ran out. answered: NULL for a step's round (an
- * integer reply to call 0). */
+ * integer reply to call 0). For an error about to be returned: the nodes
+ * out of reach it names are told (dlock__rlnodes_told), not warned of
+ * again. */
 void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
                           dlock__rl_answered_fn answered, char *buf, size_t len);
 /* A node of a Redis Cluster among the answers (the URL is wrong): fails

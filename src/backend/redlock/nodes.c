@@ -51,6 +51,14 @@ struct dlock__rlround {
      * wake-up. */
     int (*decided)(void *arg, const dlock__rlanswer *a, size_t n);
     void *decided_arg;
+    /* Telling a node lost (see tell_lost): while the caller holds its
+     * reference (held), a node found out of reach in this round is its to
+     * tell, when it drops the round (untold: those nodes' bits), so that
+     * the warning comes before anything the caller reports, or not at all
+     * when the caller's error names the node (dlock__rlnodes_told). */
+    struct dlock__rlnodes *nodes;
+    int held;
+    unsigned untold;
 };
 
 typedef struct job {
@@ -71,6 +79,7 @@ typedef struct node {
     int stop;
     int64_t stop_deadline_us;
     atomic_int down; /* its last batch found it out of reach (set by the worker) */
+    atomic_int told; /* its being out of reach was told (a warning, or an error naming it) */
     /* The node is no independent master (a node of a Redis Cluster, a
      * replica): refused by this client from then on, every request
      * answered with this failure unsent (the worker's alone) */
@@ -112,6 +121,7 @@ dlock__rlround *dlock__rlround_new(size_t ncmds)
     dlock__cond_init(&r->cv);
     pthread_mutex_init(&r->mu, NULL);
     r->refs = 1;
+    r->held = 1;
     r->ncmds = ncmds;
     return r;
 }
@@ -165,10 +175,22 @@ static void round_unref(dlock__rlround *r)
     free(r);
 }
 
+static void tell_lost(node *nd, const char *err);
+
 void dlock__rlround_drop(dlock__rlround *r)
 {
-    if (r != NULL)
-        round_unref(r);
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->held = 0;
+    unsigned untold = r->untold;
+    pthread_mutex_unlock(&r->mu);
+    /* (an answer done stays as it is: read without the lock) */
+    for (size_t i = 0; i < r->nnodes; i++) {
+        if (untold & (1u << i))
+            tell_lost(&r->nodes->nodes[i], r->answers[i].err);
+    }
+    round_unref(r);
 }
 
 /* Puts round r on node i's queue, counted for its worker. */
@@ -208,6 +230,7 @@ static void prepare(dlock__rlnodes *ns, dlock__rlround *r, int64_t deadline_us)
 {
     r->deadline_us = deadline_us;
     r->nnodes = ns->n;
+    r->nodes = ns;
     for (size_t k = 0; k < r->ncmds; k++) {
         r->calls[k].argv[0] = "EVALSHA";
         r->calls[k].lens[0] = 7;
@@ -358,11 +381,39 @@ static int refuse_if_not_master(node *nd, const rlcall *const *calls, size_t n, 
     return rc;
 }
 
-/* Node nd's answer to round r: rc, and on DLOCK_OK its replies (taken). */
-static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, const char *err)
+/* A node going and coming is told once each way: the quorum hides it
+ * from every call, and a spare node lost is an operator's to know. Told
+ * once per outage, by whoever comes first: a warning here, or an error of
+ * a caller that names the node (dlock__rlnodes_told; the warning then
+ * would say it twice). err: the failure, "LABEL: why". */
+static void tell_lost(node *nd, const char *err)
+{
+    if (atomic_exchange(&nd->told, 1))
+        return;
+    size_t len = strlen(nd->label);
+    const char *why = strncmp(err, nd->label, len) == 0 && err[len] == ':' ? err + len + 2 : err;
+    DLOCK__LOG(&nd->owner->log, DLOCK_LOG_WARN,
+               "%s: node out of reach (the others decide while a quorum answers): %s", nd->label,
+               why);
+}
+
+void dlock__rlnodes_told(dlock__rlnodes *ns, size_t i)
+{
+    atomic_store(&ns->nodes[i].told, 1);
+}
+
+/* Node nd's answer to round r: rc, and on DLOCK_OK its replies (taken).
+ * lost: this answer found the node out of reach; 1 if the round's caller
+ * tells it then (it still holds the round: its drop tells it), 0 if it
+ * is the worker's to tell. */
+static int answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, const char *err,
+                  int lost)
 {
     pthread_mutex_lock(&r->mu);
     dlock__rlanswer *a = &r->answers[nd->index];
+    int deferred = lost && r->held;
+    if (deferred)
+        r->untold |= 1u << nd->index;
     a->rc = rc;
     if (rc == DLOCK_OK)
         a->replies = replies;
@@ -377,6 +428,7 @@ static void answer(node *nd, dlock__rlround *r, int rc, redisReply **replies, co
     if (wake)
         pthread_cond_broadcast(&r->cv);
     round_unref(r);
+    return deferred;
 }
 
 /* Sends the rounds of jobs (n of them, taken off the queue, freed here) in one
@@ -387,19 +439,20 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
 {
     size_t ncalls = 0, live = 0;
     int64_t deadline = 0, now = dlock__now_us();
-    char err[256];
+    char err[256], lost_err[256];
+    int lost = 0, deferred = 0;
 
     for (size_t i = 0; i < n; i++) {
         dlock__rlround *r = jobs[i]->round;
         if (nd->refused_rc != DLOCK_OK) {
-            answer(nd, r, nd->refused_rc, NULL, nd->refused);
+            answer(nd, r, nd->refused_rc, NULL, nd->refused, 0);
             free(jobs[i]);
             continue;
         }
         if (now >= r->deadline_us || now >= stop_deadline) {
             snprintf(err, sizeof err, "%s: not sent in time (busy with an earlier request)",
                      nd->label);
-            answer(nd, r, DLOCK_EUNREACHABLE, NULL, err);
+            answer(nd, r, DLOCK_EUNREACHABLE, NULL, err, 0);
             free(jobs[i]);
             continue;
         }
@@ -426,24 +479,27 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
         if (rc != DLOCK_OK)
             snprintf(err, sizeof err, "%s", dlock_errmsg());
         rc = refuse_if_not_master(nd, calls, ncalls, rc, replies, err, sizeof err);
-        /* A node going and coming is told once each way: the quorum hides
-         * it from every call, and a spare node lost is an operator's to know. */
+        /* The node lost is told (tell_lost) by the caller of a round it
+         * answers, if one still holds it, after the answers are in: not
+         * here before them, nor by this thread after the caller reported
+         * its failure (a frozen node's request times out as the round
+         * does), which put the warning after the command's error line. */
         if (rc == DLOCK_EUNREACHABLE && !atomic_load(&nd->down) &&
             !dlock__rlnodes_in_cluster(nd->owner, nd->index)) {
-            size_t len = strlen(nd->label);
-            const char *why =
-                strncmp(err, nd->label, len) == 0 && err[len] == ':' ? err + len + 2 : err;
             /* a close waiting for this worker need not any more */
             pthread_mutex_lock(&nd->owner->mu);
             atomic_store(&nd->down, 1);
             pthread_cond_broadcast(&nd->owner->cv);
             pthread_mutex_unlock(&nd->owner->mu);
-            DLOCK__LOG(&nd->owner->log, DLOCK_LOG_WARN,
-                       "%s: node out of reach (the others decide while a quorum answers): %s",
-                       nd->label, why);
-        } else if (rc == DLOCK_OK && atomic_load(&nd->down)) {
-            atomic_store(&nd->down, 0);
-            DLOCK__LOG(&nd->owner->log, DLOCK_LOG_INFO, "%s: node answers again", nd->label);
+            lost = 1;
+            snprintf(lost_err, sizeof lost_err, "%s", err);
+        } else if (rc == DLOCK_OK) {
+            if (atomic_load(&nd->told))
+                atomic_store(&nd->told, 0);
+            if (atomic_load(&nd->down)) {
+                atomic_store(&nd->down, 0);
+                DLOCK__LOG(&nd->owner->log, DLOCK_LOG_INFO, "%s: node answers again", nd->label);
+            }
         }
     }
     size_t k = 0;
@@ -463,9 +519,11 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
             }
             k += r->ncmds;
         }
-        answer(nd, r, my_rc, mine, my_rc == DLOCK_OK ? "" : err);
+        deferred |= answer(nd, r, my_rc, mine, my_rc == DLOCK_OK ? "" : err, lost);
         free(jobs[i]);
     }
+    if (lost && !deferred)
+        tell_lost(nd, lost_err); /* no caller holds these rounds any more */
     free(calls);
     free(replies);
 }

@@ -62,6 +62,10 @@ size_t dlock__rlnodes_reached(const dlock__rlnodes *ns);
  * Redis server at their address (conn.h `absent`: nothing took the
  * connection, or another service answered). */
 size_t dlock__rlnodes_absent(const dlock__rlnodes *ns);
+/* Node i's being out of reach is told: an error about to be returned
+ * names it (and why), so the node's warning would say it again. Once per
+ * outage: told again after the node has answered. */
+void dlock__rlnodes_told(dlock__rlnodes *ns, size_t i);
 /* Whether node i showed that it is a node of a Redis Cluster (conn.h
  * `in_cluster`): the URL is wrong, and the node refused from then on. */
 int dlock__rlnodes_in_cluster(const dlock__rlnodes *ns, size_t i);
@@ -90,7 +94,10 @@ const dlock__rlanswer *dlock__rlround_wait(dlock__rlround *r,
                                            int (*decided)(void *arg, const dlock__rlanswer *a,
                                                           size_t n),
                                            void *arg, int64_t until_us);
-/* Drops the caller's reference (the workers hold theirs). */
+/* Drops the caller's reference (the workers hold theirs). A node found
+ * out of reach while the caller held the round is warned of here, on the
+ * caller's thread (unless told already: dlock__rlnodes_told), so that the
+ * warning comes before what the caller goes on to report. */
 void dlock__rlround_drop(dlock__rlround *r);
 
 #endif

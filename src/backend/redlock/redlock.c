@@ -428,10 +428,15 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             int64_t grace = dlock__now_us() + COUNT_GRACE_MS * 1000;
             a = dlock__rlround_wait(r, all_answered, NULL, grace < until ? grace : until);
         }
-        dlock__rlcount c;
+        dlock__rlcount c, shown;
         char counts[320];
         dlock__rl_count(a, b->n, timed_out, &c);
-        dlock__rl_count_text(&c, counts, sizeof counts);
+        /* the nodes out of reach are counted in the message's head when
+         * none refused: not again in the counts */
+        shown = c;
+        if (c.refused == 0)
+            shown.out = 0;
+        dlock__rl_count_text(&shown, counts, sizeof counts);
         size_t absent = dlock__rlnodes_absent(b->nodes);
         if (!quorum_in_reach(b))
             snprintf(counts + strlen(counts), sizeof counts - strlen(counts),

@@ -77,6 +77,9 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
             unanswered_why(b, a, i, timed_out, answered, reason, sizeof reason, &sentence);
         if (why == NULL)
             continue;
+        /* the error names it: its warning would say it twice */
+        if (!a[i].done || a[i].rc == DLOCK_EUNREACHABLE)
+            dlock__rlnodes_told(b->nodes, i);
         /* the nodes of the same reason after it, and whether one before it
          * had that reason (then it was named with that one) */
         int named = 0;
