@@ -890,6 +890,12 @@ static void query_by_quorum(void)
     if (strstr(dlock_errmsg(), port) == NULL)
         dt_fail(__FILE__, __LINE__, "the message does not name the silent node: %s",
                 dlock_errmsg());
+    /* and says which node said what (it named only the silent one) */
+    char said[96];
+    snprintf(said, sizeof said, "127.0.0.1:%d says held, 127.0.0.1:%d says free", nodes[0].port,
+             nodes[1].port);
+    if (strstr(dlock_errmsg(), said) == NULL || strstr(dlock_errmsg(), "leftover") != NULL)
+        dt_fail(__FILE__, __LINE__, "want '%s' (and no token): %s", said, dlock_errmsg());
     /* ...but two that agree decide without it */
     del_everywhere_but(2, "redlock:{q}");
     t0 = dt_now_ms();

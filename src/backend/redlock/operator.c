@@ -248,6 +248,30 @@ static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
  * answer. */
 #define STATUS_GRACE_US 50000
 
+/* What each node that answered a status round said of the name, for a
+ * split vote's message ("H:P held, H:P free"; the holders' tokens are not
+ * shown: an owner's token is the key to its lock). */
+static void said_by_node(const rlbackend *b, const dlock__rlanswer *a, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < b->n && used < len; i++) {
+        const redisReply *r = status_reply(&a[i], 0);
+        if (r == NULL)
+            continue;
+        unsigned readers = r->elements == 11 ? (unsigned) r->element[8]->elements : 0;
+        char what[48];
+        if (r->element[0]->len > 0 || r->element[2]->len > 0)
+            snprintf(what, sizeof what, "held");
+        else if (readers > 0)
+            snprintf(what, sizeof what, "read by %u", readers);
+        else
+            snprintf(what, sizeof what, "free");
+        used += (size_t) snprintf(buf + used, len - used, "%s%s says %s", used > 0 ? ", " : "",
+                                  dlock__rlnodes_label(b->nodes, i), what);
+    }
+}
+
 /* One status round on l: *r (the caller drops it) and the state decided,
  * or DLOCK_EUNREACHABLE when too few nodes answered alike to tell. */
 static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlround **r, rlstate *st)
@@ -292,10 +316,12 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
         return dlock__fail(DLOCK_EUNREACHABLE,
                            "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",
                            b->label, b->quorum, b->n, answered, why);
+    char said[600];
+    said_by_node(b, a, said, sizeof said);
     return dlock__fail(DLOCK_EUNREACHABLE,
                        "%s: the nodes that answered do not say alike whether the lock is held "
-                       "(a quorum of %zu of %zu nodes must): %s",
-                       b->label, b->quorum, b->n, why);
+                       "(a quorum of %zu of %zu nodes must): %s; %s",
+                       b->label, b->quorum, b->n, said, why);
 }
 
 /* The fence a holder is reported with (and an adopter takes over,
