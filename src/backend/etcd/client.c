@@ -49,8 +49,13 @@ static void init_curl(void)
 
 static int make_label(dlock__etcd *c, const char *userinfo)
 {
+    /* (a config with no URL's: its user, and "***" for a password, as the
+     * URL's messages show them) */
+    char own[300] = "";
+    if (userinfo == NULL && c->user != NULL)
+        snprintf(own, sizeof own, "%.200s%s", c->user, c->password[0] != '\0' ? ":***@" : "@");
     if (userinfo == NULL)
-        userinfo = "";
+        userinfo = own;
     size_t n = strlen("etcd://") + strlen(userinfo) + 1;
     char *l;
 
