@@ -7,7 +7,8 @@
  * locks are renewed by one UPDATE (counted with the server's Com_update);
  * bad input (an unknown mode, a user who may not create the missing
  * table); a free row goes to the oldest live waiter (issue 23), and a
- * waiters' table of an earlier version gets its column since.
+ * waiters' table of an earlier version gets its column since; a take that
+ * fails part-way leaves no claim on the name (issue 23).
  *
  * The server is looked at and changed with the mariadb client
  * (dt_server_cli as the test's user; root on the server's own socket to
@@ -1134,6 +1135,55 @@ static void statement_binlog(void)
     dt_server_stop(&own);
 }
 
+/* A take whose request fails after its INSERT has claimed the name's row
+ * (issue 23: here the waiter rows' DELETE, refused by a trigger an
+ * operator might have put there; in the field a deadlock after the
+ * retries, the deadline, a connection that drops) leaves the row as it
+ * was: the caller was told it did not get the name, and another client
+ * takes it at once, not after the failed take's lease (30 s). For a mutex
+ * and a writer (the same request). */
+static void failed_take_leaves_no_claim(void)
+{
+    static const struct {
+        const char *name;
+        unsigned flags;
+    } kinds[] = {{"stuck", 0}, {"stuck-w", DLOCK_WRITE}};
+    dlock_client *c = client("lease=30s"), *d = client("lease=30s");
+    dlock_lock *first = dt_lock(c, "stuck-tables", 0);
+    CHECK_RC(dlock_try_acquire(first), DLOCK_OK); /* (the tables made) */
+    CHECK_RC(dlock_release(first), DLOCK_OK);
+    dt_server_cli(&srv, "--delimiter=// -e \"CREATE TRIGGER refuse_stuck BEFORE DELETE ON "
+                        "dlock_lock_wait FOR EACH ROW IF OLD.owner = 'stuck' THEN SIGNAL "
+                        "SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF//\"");
+    CHECK_INT(sql_number("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_NAME = "
+                         "'refuse_stuck'"),
+              ==, 1);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        /* a lapsed waiter's row: the waiter take's DELETE of lapsed rows
+         * meets the trigger, after its INSERT took the free row */
+        dt_server_cli(&srv,
+                      "-e \"INSERT INTO dlock_lock_wait (name, owner, lock_name, expires, since) "
+                      "VALUES ('dlock:%s', 'stuck', '%s', UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, "
+                      "'2000-01-01')\"",
+                      kinds[i].name, kinds[i].name);
+        dlock_lock *l = dt_lock(c, kinds[i].name, kinds[i].flags);
+        dlock_lock *other = dt_lock(d, kinds[i].name, kinds[i].flags);
+        CHECK_RC(dlock_acquire(l, 2000), DLOCK_ESERVER);
+        printf("%s: a take that failed after its INSERT: %s\n", kinds[i].name, dlock_errmsg());
+        CHECK(strstr(dlock_errmsg(), "refused by the test") != NULL);
+        /* nothing of it is left: the name is free for another client now */
+        CHECK_RC(dlock_try_acquire(other), DLOCK_OK);
+        CHECK_RC(dlock_release(other), DLOCK_OK);
+        dlock_lock_free(l);
+        dlock_lock_free(other);
+    }
+    dt_server_cli(&srv, "-e \"DROP TRIGGER refuse_stuck; DELETE FROM dlock_lock_wait WHERE owner "
+                        "= 'stuck'\"");
+    dlock_lock_free(first);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
 int main(int argc, char **argv)
 {
     static const dt_test tests[] = {
@@ -1164,6 +1214,7 @@ int main(int argc, char **argv)
         {"renewal_pairs_writer_with_name", renewal_pairs_writer_with_name},
         {"statement_binlog", statement_binlog},
         {"retried_take_counts_once", retried_take_counts_once},
+        {"failed_take_leaves_no_claim", failed_take_leaves_no_claim},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

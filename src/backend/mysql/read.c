@@ -45,15 +45,16 @@ int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt 
     /* (its statements: the guard's two, then the transaction's two
      * (DLOCK__SQLT_BEGIN), [the name's row locked, the permits held by
      * others,] the name's row, the holder's row, the answer, [a waiter's
-     * rows,] COMMIT: the answer is statement 6 (8); a take's is 3) */
+     * rows,] COMMIT: the answer is statement 6 (8); a mutex take's is 5:
+     * the guard's two, its count, START TRANSACTION and INSERT first) */
     rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
     if (rc != DLOCK_OK)
         return rc;
     dlock__myres answer = {0};
     if (!shut) {
-        /* the answer where a take's is: dlock__myt_took reads statement 3 */
-        answer.rows[3] = res.rows[sem ? 8 : 6];
-        answer.n = 4;
+        /* the answer where a take's is: dlock__myt_took reads statement 5 */
+        answer.rows[5] = res.rows[sem ? 8 : 6];
+        answer.n = 6;
     }
     rc = dlock__myt_took(p, l, a, &answer, shut);
     dlock__my_res_free(&res);

@@ -636,25 +636,30 @@ static int self_as_other(const dlock__mylock *l, const char *row, const char *to
     return self >= 0 ? self : shares != NULL && strcmp(shares, "1") == 0;
 }
 
+/* The statement of a guarded take whose rows are its answer: the guard's
+ * two first, then dlock__sqlt_take's count of older waiters, its START
+ * TRANSACTION and its INSERT (read.c puts a shared take's answer there). */
+#define ANSWER 5
+
 int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const dlock__myres *res,
                     int shut)
 {
     (void) p;
     uint64_t fence;
     int64_t left_ms;
-    const char *row = dlock__my_value(res, 3, 4);
+    const char *row = dlock__my_value(res, ANSWER, 4);
     if (shut) {
         /* held in session mode: its holder's lease is not in this table */
         a->outcome = DLOCK__HELD;
         a->next = DLOCK__NEXT_POLL;
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
-    } else if (dlock__sqlt_taken(dlock__my_value(res, 3, 0), dlock__my_value(res, 3, 1),
-                                 dlock__my_value(res, 3, 2), dlock__my_value(res, 3, 3), a->wait,
-                                 &fence, &left_ms)) {
+    } else if (dlock__sqlt_taken(dlock__my_value(res, ANSWER, 0), dlock__my_value(res, ANSWER, 1),
+                                 dlock__my_value(res, ANSWER, 2), dlock__my_value(res, ANSWER, 3),
+                                 a->wait, &fence, &left_ms)) {
         a->outcome = DLOCK__TAKEN;
         a->fence = fence;
         a->session = NULL;
-    } else if (left_ms > 0 && self_as_other(l, row, a->token, dlock__my_value(res, 3, 5))) {
+    } else if (left_ms > 0 && self_as_other(l, row, a->token, dlock__my_value(res, ANSWER, 5))) {
         return dlock__sqlt_refuse_self(l->name, row, dlock__myt_kind_of(l));
     } else {
         /* held, or free but an older waiter's (no lease to tell): polled
@@ -670,7 +675,8 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
         a->in_line = a->wait; /* its waiter row */
         a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
         a->held_as = dlock__sqlt_held_as(kind, dlock__myt_kind_of(l));
-        a->held_why = dlock__sqlt_held_why(kind, dlock__myt_kind_of(l), dlock__my_value(res, 3, 3));
+        a->held_why =
+            dlock__sqlt_held_why(kind, dlock__myt_kind_of(l), dlock__my_value(res, ANSWER, 3));
         if (a->held_why != NULL && !a->wait)
             a->holder_ttl_ms = DLOCK__TTL_UNKNOWN; /* (the readers' lease is not when it frees) */
     }

@@ -231,24 +231,47 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
      * whether owner is ours now). The VALUES row, evaluated before the
      * duplicate key is found, sets @dlock_t to 1: a new row is a take.
      * So the statements after it know whether it took without reading the
-     * table (the count of older waiters, a subquery of two reads, was
-     * evaluated once for each column before: 4 times a take). */
+     * table.
+     *
+     * One transaction (DLOCK__SQLT_TAKE_BEGIN), COMMIT last: a request that
+     * fails after the INSERT took the row (a deadlock on the waiter's rows
+     * after the retries, the deadline, a dropped connection) leaves
+     * nothing, and one sent again after a deadlock never takes twice.
+     * Autocommitted, the INSERT kept the row claimed under the owner's
+     * token for the whole lease while the caller was told it had failed,
+     * and no give-back is safe (handles of one owner, dlock_lock_dup,
+     * share the token: it could end another handle's hold).
+     *
+     * The older waiters are counted first, into @dlock_o, by a SELECT of
+     * its own before the transaction: a plain read, which locks nothing
+     * (the answer gives the same count). Counted inside the INSERT (a
+     * statement that writes), the waiters' rows were read with shared
+     * locks, which under REPEATABLE READ cover the gaps beside them too,
+     * up to the next name's first row; held to the COMMIT, takes of
+     * different names deadlocked (../mysql/README.md, "Table mode"). The
+     * count is as good as one taken in the INSERT: every take that writes
+     * a waiter's row of the name holds its GET_LOCK (the guard around the
+     * request), as this one does, so until the INSERT a waiter counted can
+     * only lapse or leave, and a count too high only has the take poll
+     * again. */
     add(&b,
-        "INSERT INTO " DLOCK__SQLT_TABLE " (name, lock_name, owner, info, fence, expires) "
+        "SELECT @dlock_o := %s; " DLOCK__SQLT_TAKE_BEGIN "; INSERT INTO " DLOCK__SQLT_TABLE
+        " (name, lock_name, owner, info, fence, expires) "
         "VALUES (%s, %s, %s, %s, IF(@dlock_t := 1, " NOW_US ", 0), " NOW
         " + INTERVAL %s MICROSECOND) "
         "ON DUPLICATE KEY UPDATE fence = IF(@dlock_t := (owner = VALUES(owner) OR (expires <= " NOW
-        " AND %s = 0)), GREATEST(fence + 1, VALUES(fence)), fence), "
+        " AND @dlock_o = 0)), GREATEST(fence + 1, VALUES(fence)), fence), "
         "info = IF(@dlock_t, VALUES(info), info), lock_name = IF(@dlock_t, VALUES(lock_name), "
         "lock_name), owner = IF(@dlock_t, VALUES(owner), owner), "
         "expires = IF(owner = VALUES(owner), GREATEST(expires, VALUES(expires)), expires); "
         "SELECT fence, owner = %s, " MS_LEFT
-        ", IF(@dlock_t, 0, %s), owner%s%s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
-        key, lock_name, owner, info, lease_us, o.s, owner, o.s, more != NULL ? ", " : "",
+        ", IF(@dlock_t, 0, @dlock_o), owner%s%s FROM " DLOCK__SQLT_TABLE " WHERE name = %s",
+        o.s, key, lock_name, owner, info, lease_us, owner, more != NULL ? ", " : "",
         more != NULL ? more : "", key);
     free(o.s);
     if (wait_us != NULL)
         wait_rows(&b, key, owner, lock_name, wait_us);
+    add(&b, "; COMMIT");
     return b.s;
 }
 

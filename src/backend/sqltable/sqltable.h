@@ -48,16 +48,30 @@ char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d);
 #define DLOCK__SQLT_HEAD_POLL_MS 4
 #define DLOCK__SQLT_NEAR_HEAD    5
 
-/* Two statements: the row taken if it is already owner's, or free or
- * expired and no live waiter of key is older than owner (its own live
- * waiter row's since, or now: first in line, README.md) (one statement,
- * atomic: of two takers one wins), then (fence, mine, ms_left, ahead,
- * owner, more...) of the row as it is now (ahead: the live waiters older
- * than owner; owner: the row's; more: the caller's further columns, SQL
- * text, or NULL).
- * wait_ms > 0 (a caller that waits): two more, owner's waiter row kept for
- * wait_ms unless it holds the lock now (its since kept while it is live,
- * now when it is new or had lapsed), removed if it does. */
+/* How a MariaDB take's transaction begins (one statement): under the
+ * session's own isolation level (REPEATABLE READ unless the server is set
+ * otherwise), not DLOCK__SQLT_BEGIN's READ COMMITTED, which a server with
+ * binlog_format=STATEMENT refuses for InnoDB writes (error 1665): mutexes
+ * and writers keep working there. What made REPEATABLE READ deadlock
+ * (shared locks on the waiters' rows and the gaps beside them, held to
+ * the COMMIT) is left out: the take counts the older waiters before the
+ * transaction, with a plain read (sqltable.c, take). */
+#define DLOCK__SQLT_TAKE_BEGIN "START TRANSACTION"
+/* MariaDB: five statements (seven for a waiter). First the live waiters of
+ * key older than owner (its own live waiter row's since, or now: first in
+ * line, README.md) counted, a plain read before the transaction; then one
+ * transaction, DLOCK__SQLT_TAKE_BEGIN first and COMMIT last (a request
+ * that fails part-way leaves nothing): the row taken if it is already
+ * owner's, or free or expired and that count is 0 (one statement, atomic:
+ * of two takers one wins), then, the fourth (index 3), (fence, mine,
+ * ms_left, ahead, owner, more...) of the row as it is now (ahead: the
+ * count; owner: the row's; more: the caller's further columns, SQL text,
+ * or NULL).
+ * wait_ms > 0 (a caller that waits): two more before the COMMIT, owner's
+ * waiter row kept for wait_ms unless it holds the lock now (its since kept
+ * while it is live, now when it is new or had lapsed), removed if it does.
+ * The caller holds the name's GET_LOCK around the request (every take's
+ * guard), so no other take writes key's waiter rows meanwhile. */
 char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                        const char *owner, const char *info, int64_t lease_ms, int64_t wait_ms,
                        const char *more);
@@ -73,7 +87,7 @@ char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const c
                             const char *wait_us, const char *guard);
 /* One statement: owner's waiter row removed (a wait given up). */
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
-/* The take's second statement decoded: 1 with *fence when owner holds it
+/* The take's answer decoded: 1 with *fence when owner holds it
  * now; 0 otherwise, with *left_ms the holder's lease left (>= 1), or -1
  * when the row is free but an older waiter has the first claim on it (for
  * a caller that waits (waits) near the head of the line, then
