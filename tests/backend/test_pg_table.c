@@ -440,8 +440,15 @@ static void modes_exclude_shared(void)
     CHECK_RC(dlock_try_acquire(tr), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(sw), DLOCK_EBUSY);
     CHECK_RC(dlock_try_acquire(sr), DLOCK_EBUSY);
+    /* status through the other mode's URL: the read-write lock is held
+     * (it said free, and `dlock status --write` then "held as a mutex") */
+    dlock_status st;
+    CHECK_RC(dlock_query(s, "modes-rw", DLOCK_WRITE, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
     CHECK_RC(dlock_release(tr), DLOCK_OK);
     CHECK_RC(dlock_try_acquire(sr), DLOCK_OK);
+    CHECK_RC(dlock_query(t, "modes-rw", DLOCK_WRITE, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
     CHECK_RC(dlock_try_acquire(tr), DLOCK_EBUSY);
     CHECK_RC(dlock_try_acquire(tw), DLOCK_EBUSY);
     CHECK_RC(dlock_try_acquire(sem), DLOCK_EBUSY);

@@ -972,6 +972,10 @@ static void other_mode(dlock_status *st, const dlock_status *other)
     st->holds = other->holds;
     snprintf(st->owner, sizeof st->owner, "%s", other->owner);
     st->lease_ms = other->lease_ms;
+    st->shared = other->shared;
+    st->permits_used = other->permits_used;
+    if (other->permits != 0)
+        st->permits = other->permits;
     st->waiters += other->waiters;
     if (other->last_fence > st->last_fence)
         st->last_fence = other->last_fence;
@@ -992,12 +996,15 @@ static int pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
     int table_there = 1;
     int rc = p->table ? dlock__pgt_query(p, l, 0, st, deadline_us)
                       : session_query(p, l, 0, st, &table_there, deadline_us);
-    /* a holder in the other mode is a mutex's (table mode's shared
-     * holders named in words through the session URL) */
-    if (rc != DLOCK_OK || st->held || !table_there || !mutex_kind(l))
+    /* a mutex's status counts a holder of any kind in the other mode
+     * (table mode's shared holders named in words through the session
+     * URL); another kind's, a holder of its own kind there (it said free,
+     * and dlock status then "held as a mutex" of the other mode's readers) */
+    if (rc != DLOCK_OK || st->held || !table_there)
         return rc;
-    rc = p->table ? session_query(p, l, 1, &other, &table_there, deadline_us)
-                  : dlock__pgt_query(p, l, 1, &other, deadline_us);
+    int any = mutex_kind(l);
+    rc = p->table ? session_query(p, l, any, &other, &table_there, deadline_us)
+                  : dlock__pgt_query(p, l, any, &other, deadline_us);
     if (rc == DLOCK_OK)
         other_mode(st, &other);
     return rc;
@@ -1088,10 +1095,11 @@ static int pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink
     int table_there = 1;
     int rc = p->table ? dlock__pgt_holders(p, l, 0, count_holder, &c, deadline_us)
                       : session_holders(p, l, 0, count_holder, &c, &table_there, deadline_us);
-    if (rc != DLOCK_OK || c.n > 0 || !table_there || !mutex_kind(l))
+    if (rc != DLOCK_OK || c.n > 0 || !table_there)
         return rc;
-    return p->table ? session_holders(p, l, 1, sink, arg, &table_there, deadline_us)
-                    : dlock__pgt_holders(p, l, 1, sink, arg, deadline_us);
+    int any = mutex_kind(l); /* (as pg_query) */
+    return p->table ? session_holders(p, l, any, sink, arg, &table_there, deadline_us)
+                    : dlock__pgt_holders(p, l, any, sink, arg, deadline_us);
 }
 
 /* Releases the holder in whichever mode it holds, whatever the URL's mode
