@@ -127,11 +127,15 @@ int dlock__myt_remake(dlock__mystore *p, int64_t deadline_us)
 /* Whether a failed statement is worth sending again (twice at most): one
  * InnoDB chose as a deadlock's victim (1213: takers, waiters' rows and
  * renewals lock the same rows in different orders under contention)
- * changed nothing; one that found a table gone (1146: the database was
- * wiped or restored under the client) finds it again once it is made. */
+ * changed nothing; so did one refused because a row it locked changed
+ * after its transaction's snapshot (1020, with innodb_snapshot_isolation
+ * on: a take's waiter rows, which a giving-up waiter deletes without the
+ * name's GET_LOCK; its request is closed, which rolls it back: review42);
+ * one that found a table gone (1146: the database was wiped or restored
+ * under the client) finds it again once it is made. */
 static int again(dlock__mystore *p, unsigned err, int64_t deadline)
 {
-    if (err == ER_LOCK_DEADLOCK)
+    if (err == ER_LOCK_DEADLOCK || err == ER_CHECKREAD)
         return 1;
     return err == ER_NO_SUCH_TABLE && dlock__myt_remake(p, deadline) == DLOCK_OK;
 }

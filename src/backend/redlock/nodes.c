@@ -185,9 +185,12 @@ void dlock__rlround_drop(dlock__rlround *r)
     r->held = 0;
     unsigned untold = r->untold;
     pthread_mutex_unlock(&r->mu);
-    /* (an answer done stays as it is: read without the lock) */
+    /* (an answer done stays as it is: read without the lock) A node that
+     * answered again since (another round of this caller's, before this
+     * drop) is not told lost: that would come after its "answers again",
+     * and leave it told, so that its next outage went unsaid (review42) */
     for (size_t i = 0; i < r->nnodes; i++) {
-        if (untold & (1u << i))
+        if ((untold & (1u << i)) && atomic_load(&r->nodes->nodes[i].down))
             tell_lost(&r->nodes->nodes[i], r->answers[i].err);
     }
     round_unref(r);
