@@ -141,6 +141,10 @@ static void no_sentinel_answers(void)
     if (strstr(dlock_errmsg(), where) == NULL ||
         strstr(dlock_errmsg(), "no sentinel answered") == NULL)
         dt_fail(__FILE__, __LINE__, "the message does not say why: %s", dlock_errmsg());
+    /* each sentinel with its why (the first alone was named: trial42) */
+    snprintf(where, sizeof where, "sentinel 127.0.0.1:%d: connect", b);
+    if (strstr(dlock_errmsg(), where) == NULL)
+        dt_fail(__FILE__, __LINE__, "want '%s': %s", where, dlock_errmsg());
     /* a wait tries within its budget, then says why */
     t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(l, 1000), DLOCK_EUNREACHABLE);

@@ -265,7 +265,8 @@ static enum answer find_master(dlock__rsentinel *s, const dlock__rendpoint *data
     memcpy(order, s->sentinels, n * sizeof *order); /* hosts stay owned by s */
     pthread_mutex_unlock(&s->mu);
     why[0] = '\0';
-    for (size_t i = 0; i < n && dlock__now_us() < deadline_us; i++) {
+    size_t i = 0;
+    for (; i < n && dlock__now_us() < deadline_us; i++) {
         enum answer a = ask(s, &order[i], data, deadline_us, host, host_len, port, one, sizeof one);
         if (a == ANSWER_ADDR) {
             if (i > 0) {
@@ -283,14 +284,28 @@ static enum answer find_master(dlock__rsentinel *s, const dlock__rendpoint *data
             }
             return ANSWER_ADDR;
         }
-        /* an answer beats no answer in what is reported */
+        /* an answer beats no answer in what is reported; each sentinel
+         * of the same kind of failure is named (the first alone was) */
         if (why[0] == '\0' || a < best) {
             snprintf(why, why_len, "%s", one);
             best = a;
+        } else if (a == best) {
+            size_t used = strlen(why);
+            snprintf(why + used, why_len - used, "; %s", one);
         }
     }
     if (why[0] == '\0')
         snprintf(why, why_len, "no sentinel asked before the deadline");
+    else if (i < n) {
+        /* a silent one took the time: the others are named, not asked */
+        size_t used = strlen(why);
+        used += (size_t) snprintf(why + used, why_len > used ? why_len - used : 0,
+                                  "; not asked in the time left:");
+        for (size_t k = i; k < n && used < why_len; k++)
+            used += (size_t) snprintf(why + used, why_len - used,
+                                      strchr(order[k].host, ':') ? "%s [%s]:%d" : "%s %s:%d",
+                                      k > i ? "," : "", order[k].host, order[k].port);
+    }
     return best;
 }
 
