@@ -799,7 +799,9 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
         }
         a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
         a->held_as = st.held_as;
-        if (!a->wait && st.writer_rev > 0 && writer_waits(e, l, st.writer_rev, deadline))
+        /* (a waiter's too: said when its wait runs out; one read, when a
+         * writer ahead keeps a reader out) */
+        if (st.writer_rev > 0 && writer_waits(e, l, st.writer_rev, deadline))
             a->held_why = DLOCK__WHY_WRITER_FIRST;
         if (!a->wait || l->k.own_lease != 0) {
             /* a try leaves no key behind; a fixed lease's first try waits on

@@ -690,6 +690,18 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (!slice_over)
             rc = dlock__pg_fail(p, r, "taking the advisory lock");
         PQclear(r);
+        if (strcmp(state, "55P03") == 0 && l->base.spec.kind == DLOCK__READ) {
+            /* a reader's slice ran out: said why, if a writer waits first
+             * (one query, at the slice's end only) */
+            int broken = 0;
+            dlock__pg_held_by(p, c, l, bound, a, &broken);
+            if (broken) {
+                dlock__pg_discard(p, c, "closed: a request got no answer");
+                a->outcome = DLOCK__HELD;
+                a->next = DLOCK__NEXT_RETRY;
+                return DLOCK_OK;
+            }
+        }
         after_failure(p, c, l, bound);
         if (!slice_over)
             return rc;
