@@ -314,8 +314,9 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
                            b->label, refused, b->n, b->quorum, why, answered);
     if (answered < b->quorum)
         return dlock__fail(DLOCK_EUNREACHABLE,
-                           "%s: a quorum of %zu of %zu nodes is out of reach (%zu answered): %s",
-                           b->label, b->quorum, b->n, answered, why);
+                           "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s; %zu "
+                           "answered",
+                           b->label, b->n - answered, b->n, b->quorum, why, answered);
     char said[600];
     said_by_node(b, a, said, sizeof said);
     return dlock__fail(DLOCK_EUNREACHABLE,
