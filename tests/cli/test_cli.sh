@@ -141,6 +141,24 @@ reap()
     BG_RC=$?
 }
 
+# A server that takes connections and never answers, as a stopped one does
+# (its port in file $1, its pid in BG).
+silent_server()
+{
+    python3 -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])' >"$1" &
+    BG=$!
+    BG_PIDS+=("$BG")
+    wait_until 5 test -s "$1" || fail "the silent server did not start"
+}
+
 # json_field FIELD: one field of the JSON document on stdin, written as JSON
 # ("text", 12, true, null). Parsed by Python's json module from strict UTF-8,
 # so a document that is not valid JSON fails (status 1, a message).
@@ -1126,18 +1144,8 @@ test_bad_input()
 test_silent_server_is_unreachable()
 {
     local port pid
-    python3 -c '
-import socket, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(16)
-print(s.getsockname()[1], flush=True)
-held = []
-while True:
-    held.append(s.accept()[0])' >"$TMP/t/silent" &
-    pid=$!
-    BG_PIDS+=("$pid")
-    wait_until 5 test -s "$TMP/t/silent" || fail "the silent server did not start"
+    silent_server "$TMP/t/silent"
+    pid=$BG
     port=$(head -1 "$TMP/t/silent")
     expect_rc "run -n -E 0 against a silent server" 69 \
         dl run -u "redis://127.0.0.1:$port?timeout=500ms" -n -q -E 0 job -- echo ran

@@ -1104,24 +1104,6 @@ test_sqlite_loss_words()
         "$(cat "$TMP/t/h4.err")"
 }
 
-# A server that takes connections and never answers, as a stopped one does
-# (its port in file $1, its pid in BG).
-silent_server()
-{
-    python3 -c '
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-print(s.getsockname()[1], flush=True)
-held = []
-while True:
-    held.append(s.accept()[0])' >"$1" &
-    BG=$!
-    BG_PIDS+=("$BG")
-    wait_until 5 test -s "$1" || fail "the silent server did not start"
-}
-
 # A Redlock with a quorum of its nodes down (issue 22, a new user's trial:
 # two of three stopped, then all three): the error is the last line, every
 # warning about the attempt before it (the nodes' warnings came after it
