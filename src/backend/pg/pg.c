@@ -686,11 +686,12 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             return DLOCK_OK;
         }
         /* 55P03: lock_timeout ended the slice; 57014: dlock_cancel() */
-        int slice_over = strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0;
+        int ran_out = strcmp(state, "55P03") == 0; /* (state is r's: read before r goes) */
+        int slice_over = ran_out || strcmp(state, "57014") == 0;
         if (!slice_over)
             rc = dlock__pg_fail(p, r, "taking the advisory lock");
         PQclear(r);
-        if (strcmp(state, "55P03") == 0 && l->base.spec.kind == DLOCK__READ) {
+        if (ran_out && l->base.spec.kind == DLOCK__READ) {
             /* a reader's slice ran out: said why, if a writer waits first
              * (one query, at the slice's end only) */
             int broken = 0;
