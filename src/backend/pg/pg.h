@@ -281,6 +281,22 @@ void dlock__pg_read_after_failure(dlock__pgstore *p, dlock__pgconn *c, const cha
  * DLOCK_EUNREACHABLE or DLOCK_ESERVER as a request. */
 int dlock__pg_readers_left(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l,
                            int64_t deadline_us, int64_t *left_ms);
+/* The part of pg_locks that is l's advisory lock, in this database
+ * ($1 classid, $2 objid). */
+#define DLOCK__PG_LOCK_ROWS                                                                        \
+    "l.locktype = 'advisory' AND l.objsubid = 1 AND l.classid = $1::oid AND "                      \
+    "l.objid = $2::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = "             \
+    "current_database())"
+/* operator.c: the operator calls, in either mode (one lock per name). */
+int dlock__pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, int64_t deadline_us);
+int dlock__pg_holders(dlock__store *s, dlock__store_lock *sl, dlock__holder_sink sink, void *arg,
+                      int64_t deadline_us);
+int dlock__pg_force_unlock(dlock__store *s, dlock__store_lock *sl, int64_t deadline_us);
+int dlock__pg_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
+                   int64_t deadline_us);
+/* A mutex's handle (plain or fair): the one kind whose status looks at
+ * any kind of holder in the other mode. */
+int dlock__pg_mutex_kind(const dlock__pglock *l);
 /* After a try found the key held: by which kind of lock, as seen by l
  * (a->held_as), and a reader's why (a->held_why); *broken when c got no
  * answer (to discard). */
