@@ -132,8 +132,13 @@ static void acquire(const redisReply *r)
         sink += strlen(a.permits);
         break;
     case DLOCK__RACQUIRE_BUSY:
-        MUST((is_int_array(r, 2) && a.held_as == 0 && (a.queued == 0 || a.queued == 1)) ||
-             (is_int_array(r, 3) && a.held_as >= 1 && a.held_as <= 4 &&
+        MUST((is_int_array(r, 2) && a.held_as == 0 && !a.writer_first &&
+              (a.queued == 0 || a.queued == 1)) ||
+             (is_int_array(r, 3) && a.held_as >= 1 && a.held_as <= 4 && !a.writer_first &&
+              (a.queued == 0 || a.queued == 1)) ||
+             /* a reader kept out by a writer that waits first (rw_acquire.lua) */
+             (is_int_array(r, 4) && a.held_as == 0 && a.writer_first &&
+              r->element[2]->integer == 0 && r->element[3]->integer == 1 &&
               (a.queued == 0 || a.queued == 1)));
         MUST(a.holder_pttl >= -2);
         break;
