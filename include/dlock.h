@@ -278,9 +278,11 @@ enum {
                             reachable again during a wait, a lock found held
                             and waited for (how: queued, blocked in the store or
                             polling), a lock acquired after a wait or handed over
-                            by the store, a wait cancelled, a forced unlock */
+                            by the store, a wait cancelled, a forced unlock (of
+                            a lock dlock_force_unlock2() did not find free) */
     DLOCK_LOG_DEBUG = 4, /* every acquisition, re-entry, release, extension,
-                            verification and renewal round trip */
+                            verification and renewal round trip, a forced
+                            unlock of a lock found free */
 };
 
 /*

@@ -145,10 +145,14 @@ int dlock_force_unlock2(dlock_client *c, const char *name, unsigned flags, int *
         rc = on_name(c, name, flags, NULL);
     if (rc != DLOCK_OK)
         return rc;
-    DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' unlocked by force (%s)", name,
-               held == 1   ? "it was held"
-               : held == 0 ? "it was free"
-                           : "the store cannot say whether it was held");
+    /* a free lock: nothing was unlocked, and a caller that says so (dlock
+     * unlock: "NAME was free") would be told it twice at info */
+    if (held == 0)
+        DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' was not held: nothing to unlock by force",
+                   name);
+    else
+        DLOCK__LOG(&c->log, DLOCK_LOG_INFO, "lock '%s' unlocked by force (%s)", name,
+                   held == 1 ? "it was held" : "the store cannot say whether it was held");
     if (was_held != NULL)
         *was_held = held;
     return DLOCK_OK;

@@ -1297,8 +1297,10 @@ run_test test_cannot_take_wording
 run_test test_gave_up_says_who_holds
 run_test test_long_log_line_whole
 run_test test_redlock_nodes_down_told_once
+run_test test_redlock_refused_apart_from_out_of_reach
 run_test test_unknown_protocol_in_words
 run_test test_help_exit_codes
+run_test test_help_url_paragraph
 run_test test_url_exported_as_typed
 run_test test_short_lease_warning_words
 run_test test_dashdash_name_then_shell
@@ -1340,7 +1342,8 @@ for STORE in "${STORES[@]}"; do
         test_status_session_words test_status_other_kind test_renewed_lease_flag \
         test_hold_without_command test_status_sql_sessions test_wrong_port \
         test_command_inherits_no_descriptors test_refusal_hints_accepted \
-        test_force_unlock_any_mode test_semaphore_count test_url_as_given; do
+        test_force_unlock_any_mode test_semaphore_count test_url_as_given \
+        test_force_free_one_line; do
         [ "$t" = test_unsupported_is_usage ] && [ "$STORE" = redis ] && continue # it can do all
         # (it takes the name as a semaphore, which PostgreSQL's session
         # mode, MariaDB's and Redlock do not have)

@@ -431,6 +431,25 @@ test_status_other_kind()
     expect_eq "held_as in JSON" '"semaphore"' "$(field s-kind held_as)"
     touch "$TMP/t/go"
     reap "$holder" 10
+    # held as a read-write lock, by its writer or by a reader: a
+    # semaphore's status says so, and which options show it
+    local rw
+    for rw in --write --read; do
+        rm -f "$TMP/t/go" "$TMP/t/in"
+        dl_bg "$TMP/t/rk" run "$rw" s-kind -- sh -c ': > "$0/in"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
+        holder=$BG
+        wait_until 10 test -e "$TMP/t/in" || { fail "the $rw holder never started"; return; }
+        expect_eq "$rw held: the semaphore's status names the kind" \
+            'state:      held as a read-write lock, not as a semaphore (one name is one lock: status --write shows it)' \
+            "$(dl status --permits 2 s-kind | grep '^state:')"
+        expect_eq "$rw held: no permit taken" 'permits:    0 of 2 taken, by 0 holders' \
+            "$(dl status --permits 2 s-kind | grep '^permits:')"
+        expect_eq "$rw held: held_as in JSON" '"read-write"' "$(field s-kind held_as --permits 2)"
+        expect_match "$rw held: the options named show it" '^state: +held$' \
+            "$(dl status --write s-kind | grep '^state:')"
+        touch "$TMP/t/go"
+        reap "$holder" 10
+    done
     expect_rc "free once it is let go" 1 dl status --check -q s-kind
     rm -f "$TMP/t/go" "$TMP/t/in"
     dl_bg "$TMP/t/mk" run m-kind -- sh -c ': > "$0/in"; while [ ! -e "$0/go" ]; do sleep 0.02; done' "$TMP/t"
@@ -463,6 +482,25 @@ test_status_other_kind()
     reap "$holder" 10
     reap "$waiter" 10
     expect_eq "the reader took it once the mutex was let go" 0 "$BG_RC"
+}
+
+# unlock -v --force of a free name: one line that says so (the library's
+# info line said "unlocked by force (it was free)" beside the command's
+# "NAME was free", on every store); of a held one: the library's line.
+test_force_free_one_line()
+{
+    expect_rc "unlock -v --force, free" 0 dl unlock -v --force f-free
+    expect_eq "unlock -v --force, free: one line" "dlock unlock: f-free was free" \
+        "$(grep -v '^dlock: warn: .*no lock file' "$TMP/err")"
+    # held by a dlock run (a session store's lock cannot outlive dlock lock)
+    dl_bg "$TMP/t/fh" run -L 3 f-free -- sh -c ': > "$0/in"; sleep 30' "$TMP/t"
+    local holder=$BG
+    wait_until 10 test -e "$TMP/t/in" || { fail "the holder never started"; return; }
+    expect_rc "unlock -v --force, held" 0 dl unlock -v --force f-free
+    expect_eq "unlock -v --force, held: one line" "dlock: info: lock 'f-free' unlocked by force (it was held)" \
+        "$(cat "$TMP/err")"
+    reap "$holder" 15
+    expect_eq "the holder lost it" 75 "$BG_RC"
 }
 
 # A message shows the URL as the user gave it: not with the options that

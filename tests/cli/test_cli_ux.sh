@@ -918,6 +918,18 @@ test_help_exit_codes()
     done
 }
 
+# Where the store comes from (-u, $DLOCK_URL, the default) is a paragraph
+# of its own in --help: it ran on into the sentence about the library's
+# warnings (a new user's trial read past it).
+test_help_url_paragraph()
+{
+    expect_rc "--help" 0 dl --help || return
+    expect_eq "--help: the store's paragraph" \
+        "The store is -u URL (after the command: dlock run -u URL NAME -- ...), else
+\$DLOCK_URL, else redis://127.0.0.1:6379." \
+        "$(sed -n '/^The store is/,/^$/p' "$TMP/out" | sed '/^$/d')"
+}
+
 # -L and --label reach the library apart from the URL: the command's
 # $DLOCK_URL is the URL the user gave, so a dlock inside the command may
 # give its own -L (the new-user trial: it was refused, the URL's lease=
@@ -1125,11 +1137,12 @@ test_redlock_nodes_down_told_once()
     for url in "redlock://127.0.0.1:$PORT,127.0.0.1:$f1,127.0.0.1:$(head -1 "$TMP/t/s2")?timeout=500ms" \
         "redlock://127.0.0.1:$PORT,127.0.0.1:$p1,127.0.0.1:$p2" \
         "redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"; do
-        for v in "" -v; do
+        for v in "" -v -vv; do
             for cmd in "lock -n -l 10" "lock -w 1 -l 10" status "unlock --force" "run -n" \
-                "run -w 1"; do
+                "run -w 1" list; do
                 read -r -a words <<<"$cmd"
-                args=("${words[0]}" ${v:+"$v"} -u "$url" "${words[@]:1}" u-down)
+                args=("${words[0]}" ${v:+"$v"} -u "$url" "${words[@]:1}")
+                [ "${words[0]}" = list ] || args+=(u-down)
                 [ "${words[0]}" = run ] && args+=(-- true)
                 expect_rc "$cmd $v on $url" 69 dl "${args[@]}" || continue
                 line=$(tail -1 "$TMP/err")
@@ -1140,6 +1153,7 @@ test_redlock_nodes_down_told_once()
                 [[ $line =~ out\ of\ reach.*out\ of\ reach ]] &&
                     fail "$cmd $v on $url: 'out of reach' twice in the error: $line"
                 [[ $cmd == *-w* ]] && continue # a wait's first retry is a warning too
+                [ "$v" = -vv ] && continue         # every node's connection at debug
                 expect_eq "$cmd $v on $url: the node down named in one line" 1 \
                     "$(grep -cE "127\.0\.0\.1:($p1|$f1)\b" "$TMP/err")" ||
                     cat "$TMP/err" >&2
@@ -1162,6 +1176,82 @@ test_redlock_nodes_down_told_once()
         expect_eq "lock -n $v with a spare node down: a warning" 1 \
             "$(grep -c "^dlock: warn: 127\.0\.0\.1:$p1: node out of reach" "$TMP/err")"
         expect_rc "unlock $v with a spare node down" 0 dl unlock --force ${v:+"$v"} -u "$url" u-spare
+        expect_rc "list $v with a spare node down" 0 dl list ${v:+"$v"} -u "$url"
+        expect_eq "list $v with a spare node down: a warning" 1 \
+            "$(grep -c "^dlock: warn: 127\.0\.0\.1:$p1: node out of reach" "$TMP/err")"
+        expect_eq "list $v with a spare node down: the node named once" 1 \
+            "$(grep -o "127\.0\.0\.1:$p1\b" "$TMP/err" | wc -l)"
     done
+    # a spare node hung (connected, silent): a one-shot command ends before
+    # the node's request times out, and says so before it exits (it said
+    # nothing: the new-user trial)
+    silent_server "$TMP/t/s3"
+    s1=$BG
+    url="redlock://127.0.0.1:$PORT,127.0.0.1:$rport,127.0.0.1:$(head -1 "$TMP/t/s3")"
+    for cmd in "lock -n -l 10" status "unlock --force"; do
+        read -r -a words <<<"$cmd"
+        expect_rc "$cmd with a spare node hung" 0 dl "${words[0]}" -u "$url" "${words[@]:1}" u-hung
+        expect_match "$cmd with a spare node hung: a warning" \
+            "^dlock: warn: 127\.0\.0\.1:$(head -1 "$TMP/t/s3"): node out of reach \(the others decide while a quorum answers\): no reply in [0-9]+ ms" \
+            "$(grep '^dlock: warn:' "$TMP/err")"
+        expect_eq "$cmd with a spare node hung: one warning" 1 "$(grep -c '^dlock: warn:' "$TMP/err")"
+    done
+    stop_server "$s1"
     stop_server "$rpid"
+    # a walk that fails: each node named once, "H:P (why)", in the error alone
+    url="redlock://127.0.0.1:$PORT,127.0.0.1:$p1,127.0.0.1:$p2"
+    expect_rc "list -v, two nodes closed" 69 dl list -v -u "$url"
+    expect_eq "list -v, two nodes closed: the error alone" \
+        "dlock: cannot list the locks: $url: list: 2 of 3 nodes are out of reach (a quorum needs 2): 127.0.0.1:$p1, 127.0.0.1:$p2 (connect: Connection refused); 1 walked" \
+        "$(cat "$TMP/err")"
+}
+
+# A Redlock whose nodes refuse this client (a wrong password) with a node
+# closed besides (a new user's trial): the nodes that refused and the node
+# out of reach are told apart, each named once (the closed node was listed
+# among the refusals, after "2 of 3 nodes refused this client").
+test_redlock_refused_apart_from_out_of_reach()
+{
+    local p1 ports=() pids=() i cmd words args line url
+    p1=$(closed_port)
+    for i in 0 1 2; do
+        ports[i]=$(free_port)
+        redis-server --port "${ports[i]}" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/t" \
+            --dbfilename "n$i.rdb" --logfile "$TMP/t/n$i.log" --requirepass "$([ "$i" = 2 ] && echo other || echo secret)" &
+        pids[i]=$!
+        BG_PIDS+=("${pids[i]}")
+    done
+    for i in 0 1 2; do
+        wait_until 10 eval '[ "$(redis-cli -p ${ports[i]} --no-auth-warning -a x ping 2>&1)" != "" ] && port_is_open ${ports[i]}' ||
+            { fail "node $i did not start"; return; }
+    done
+    # 3 nodes: 2 refuse, 1 closed: refused (70), the closed node apart
+    url="redlock://:wrong@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:$p1"
+    for cmd in "lock -n -l 10" status "unlock --force" "run -n" list; do
+        read -r -a words <<<"$cmd"
+        args=("${words[0]}" -u "$url" "${words[@]:1}")
+        [ "${words[0]}" = list ] || args+=(u-refused)
+        [ "${words[0]}" = run ] && args+=(-- true)
+        expect_rc "$cmd: refused" 70 dl "${args[@]}" || continue
+        line=$(tail -1 "$TMP/err")
+        expect_match "$cmd: the refusals, then the node out of reach" \
+            "2 of 3 nodes refused this client and 1 is out of reach \(a quorum needs 2\): 127\.0\.0\.1:${ports[0]}, 127\.0\.0\.1:${ports[1]} \(AUTH refused: WRONGPASS[^;]*\); out of reach: 127\.0\.0\.1:$p1 \(connect: Connection refused\)" \
+            "$line"
+        expect_eq "$cmd: each node named once (besides the URL)" 3 \
+            "$(sed -E 's#redlock://[^ ]*##' "$TMP/err" | grep -oE "127\.0\.0\.1:(${ports[0]}|${ports[1]}|$p1)\b" | wc -l)"
+    done
+    # 5 nodes: 2 answer, 2 refuse, 1 closed: no quorum, neither kind of it
+    url="redlock://:secret@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:$PORT,127.0.0.1:${ports[2]},127.0.0.1:$p1"
+    for cmd in "lock -n -l 10" status "unlock --force" "run -n"; do
+        read -r -a words <<<"$cmd"
+        args=("${words[0]}" -u "$url" "${words[@]:1}" u-refused)
+        [ "${words[0]}" = run ] && args+=(-- true)
+        expect_rc "$cmd, 5 nodes: unreachable" 69 dl "${args[@]}" || continue
+        expect_match "$cmd, 5 nodes: the refusals, then the node out of reach" \
+            "2 of 5 nodes refused this client and 1 is out of reach \(a quorum needs 3\): 127\.0\.0\.1:$PORT \(AUTH refused: [^;]*\); 127\.0\.0\.1:${ports[2]} \(AUTH refused: WRONGPASS[^;]*\); out of reach: 127\.0\.0\.1:$p1 \(connect: Connection refused\); 2 answered" \
+            "$(tail -1 "$TMP/err")"
+    done
+    for i in 0 1 2; do
+        stop_server "${pids[i]}"
+    done
 }

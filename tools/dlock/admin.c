@@ -65,6 +65,7 @@ static int fail(const cli_opts *o, int rc, const char *name, const char *cmd, co
     if (rc == DLOCK_ENOTSUP)
         return cli_fail_unsupported(cmd, option);
     if (rc == DLOCK_EINVAL) {
+        cli_log_end();
         fprintf(stderr, "dlock %s: %s\n", cmd, dlock_errmsg());
         return EXIT_USAGE;
     }

@@ -120,6 +120,13 @@ int cli_log_level_of(int n);
  * thread): a wait that printed some (a store that does not answer) has
  * told the user what goes on. */
 int cli_warnings_printed(void);
+/* The command reports its failure now: the library's log is dropped from
+ * here on, so that the failure's message is the last thing the user reads
+ * (a Redlock node's worker logged its connection's debug lines, and a
+ * spare node's warning, after the error line: a release sent without
+ * waiting, a request that timed out as the round did). What the library
+ * says of the failed call itself has been logged before it returned. */
+void cli_log_end(void);
 
 /* Parses the options of subcommand argv[0], which accepts `accepted`
  * (CLI_* bits). In-order mode stops at the first operand (dlock run: what

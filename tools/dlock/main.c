@@ -31,6 +31,7 @@ static const char usage[] =
     "\n"
     "The store is -u URL (after the command: dlock run -u URL NAME -- ...), else\n"
     "$DLOCK_URL, else " DEFAULT_URL ".\n"
+    "\n"
     "The library's warnings (a store that does not answer, a renewal retried) go to\n"
     "stderr; every command takes -v for more (waits, hand-overs, retries) and -vv\n"
     "for every step.\n"
@@ -271,6 +272,7 @@ static int exit_code_of(int rc)
 
 int cli_fail_msg(int rc, const char *what, const char *msg)
 {
+    cli_log_end();
     fprintf(stderr, "dlock: %s: %s\n", what, msg != NULL && msg[0] ? msg : dlock_strerror(rc));
     hint(rc);
     return exit_code_of(rc);
@@ -291,6 +293,7 @@ int cli_errmsg_names(const char *name)
 int cli_fail_lock(int rc, const char *name)
 {
     if (cli_errmsg_names(name)) {
+        cli_log_end();
         fprintf(stderr, "dlock: %s\n", dlock_errmsg());
         hint(rc);
         return exit_code_of(rc);
@@ -390,6 +393,7 @@ static int is_kind_cap(const char *cap)
 
 int cli_fail_unsupported(const char *cmd, const char *option)
 {
+    cli_log_end();
     const char *msg = dlock_errmsg();
     const char *cut = strstr(msg, " cannot do ");
     const char *cap = strstr(msg, "(capability \"");
@@ -435,7 +439,8 @@ int cli_log_level_of(int n)
     return n <= 0 ? DLOCK_LOG_WARN : n == 1 ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG;
 }
 
-static atomic_int warnings; /* printed by log_line: cli_warnings_printed() */
+static atomic_int warnings;  /* printed by log_line: cli_warnings_printed() */
+static atomic_int log_ended; /* cli_log_end() */
 
 /* The library's log on stderr, one line each, control characters shown
  * as \xNN (a server's error text is not ours to trust). Written as it is
@@ -448,6 +453,10 @@ static void log_line(int level, const char *msg, void *arg)
     if (level == DLOCK_LOG_ERROR && cli_log_level == DLOCK_LOG_WARN)
         return; /* without -v: the command's own message says it */
     flockfile(stderr);
+    if (atomic_load(&log_ended)) {
+        funlockfile(stderr);
+        return;
+    }
     fprintf(stderr, "dlock: %s: ", dlock_log_level_name(level));
     cli_print_text_to(stderr, msg);
     putc('\n', stderr);
@@ -459,6 +468,14 @@ static void log_line(int level, const char *msg, void *arg)
 int cli_warnings_printed(void)
 {
     return atomic_load(&warnings);
+}
+
+void cli_log_end(void)
+{
+    /* under stderr's lock: a line being written ends first */
+    flockfile(stderr);
+    atomic_store(&log_ended, 1);
+    funlockfile(stderr);
 }
 
 /* What to say before the library's refusal of the URL: which option of

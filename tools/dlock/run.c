@@ -568,8 +568,10 @@ static int hold_until_signal(dlock_lock *lock)
         pthread_mutex_unlock(&sig_mu);
         pthread_mutex_lock(&lost_mu);
         int now_lost = lost;
-        if (now_lost)
+        if (now_lost) {
+            cli_log_end();
             fprintf(stderr, "dlock: lock '%s' was lost (%s)\n", dlock_lock_name(lock), lost_why);
+        }
         pthread_mutex_unlock(&lost_mu);
         if (now_lost)
             return EXIT_LOST;
@@ -659,9 +661,10 @@ int cmd_run(int argc, char **argv)
         code = EXIT_USAGE;
         if (rc == DLOCK_ENOTSUP)
             cli_fail_unsupported("run", unsupported_option(client, &o));
-        else if (rc == DLOCK_EINVAL) /* the name, or the kind's numbers */
+        else if (rc == DLOCK_EINVAL) { /* the name, or the kind's numbers */
+            cli_log_end();
             fprintf(stderr, "dlock run: %s\n", dlock_errmsg());
-        else
+        } else
             code = cli_fail(rc, "cannot make the lock");
         dlock_client_close(client);
         return code;
@@ -691,6 +694,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT) {
+        cli_log_end();
         if (!quiet)
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
         if (!client_in_use)
@@ -721,6 +725,7 @@ int cmd_run(int argc, char **argv)
         pid_t child = start_command(command, lock, url, &exec_errno);
         if (child < 0 || exec_errno != 0) {
             int e = child < 0 ? errno : exec_errno;
+            cli_log_end();
             fprintf(stderr, "dlock: cannot run '%s': %s\n", command[0], strerror(e));
             if (child > 0)
                 waitpid(child, NULL, 0);
@@ -737,6 +742,7 @@ int cmd_run(int argc, char **argv)
         rc = dlock_release(lock);
         if (rc == DLOCK_ELOST) {
             /* lost between the command's end and the release */
+            cli_log_end();
             fprintf(stderr, "dlock: %s\n", dlock_errmsg());
             code = EXIT_LOST;
         } else if (rc == DLOCK_OK && o.verbose > 0) {

@@ -79,6 +79,18 @@ typedef int (*dlock__rl_answered_fn)(const dlock__rlanswer *a);
  * again. */
 void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
                           dlock__rl_answered_fn answered, char *buf, size_t len);
+/* Which nodes a list names: all that did not answer, those that refused
+ * this client (DLOCK_ESERVER: AUTH, a certificate, a replica), or those
+ * out of reach (any other failure, or silent when the wait ran out). */
+enum { DLOCK__RL_ALL, DLOCK__RL_REFUSED, DLOCK__RL_OUT };
+/* Fails for want of a quorum, the nodes that refused this client and
+ * those out of reach counted and named apart: "<label>: <what>R of N
+ * nodes refused this client and O is out of reach (a quorum needs Q):
+ * <refused>; out of reach: <out><counts>" (each part only when it has
+ * nodes). DLOCK_ESERVER when the refusals alone leave no quorum, else
+ * DLOCK_EUNREACHABLE. what: "" or "list: "; counts: "" or "; 1 answered". */
+int dlock__rl_fail_no_quorum(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
+                             dlock__rl_answered_fn answered, const char *what, const char *counts);
 /* A node of a Redis Cluster among the answers (the URL is wrong): fails
  * as its refusal did (DLOCK_EUNREACHABLE, "H:P answered, but not as an
  * independent Redis master") with the URL's label; else DLOCK_OK. */

@@ -80,6 +80,9 @@ typedef struct node {
     int64_t stop_deadline_us;
     atomic_int down; /* its last batch found it out of reach (set by the worker) */
     atomic_int told; /* its being out of reach was told (a warning, or an error naming it) */
+    /* when the worker's batch in progress began (0: none): a node still
+     * silent when the client closes is told (dlock__rlnodes_free) */
+    atomic_llong busy_since_us;
     /* The node is no independent master (a node of a Redis Cluster, a
      * replica): refused by this client from then on, every request
      * answered with this failure unsent (the worker's alone) */
@@ -445,6 +448,7 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
     char err[256], lost_err[256];
     int lost = 0, deferred = 0;
 
+    atomic_store(&nd->busy_since_us, now);
     for (size_t i = 0; i < n; i++) {
         dlock__rlround *r = jobs[i]->round;
         if (nd->refused_rc != DLOCK_OK) {
@@ -525,6 +529,7 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
         deferred |= answer(nd, r, my_rc, mine, my_rc == DLOCK_OK ? "" : err, lost);
         free(jobs[i]);
     }
+    atomic_store(&nd->busy_since_us, 0);
     if (lost && !deferred)
         tell_lost(nd, lost_err); /* no caller holds these rounds any more */
     free(calls);
@@ -532,6 +537,9 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
 }
 
 #define MAX_BATCH 256 /* rounds sent in one write */
+/* A request in flight that long when the client closes, while a majority
+ * answered all of theirs: the node is told silent (dlock__rlnodes_free). */
+#define SILENT_AT_CLOSE_US 200000
 
 static void nodes_unref(dlock__rlnodes *ns);
 
@@ -712,6 +720,28 @@ void dlock__rlnodes_free(dlock__rlnodes *ns, int64_t deadline_us, int64_t wait_u
     for (size_t i = 0; i < ns->n; i++)
         ended[i] = ns->nodes[i].ended;
     pthread_mutex_unlock(&ns->mu);
+    /* A node still silent now (a spare one, hung: the others decided every
+     * round without it, and its request has not timed out yet) is told
+     * before the client goes, once, as a node lost is: a one-shot command
+     * (dlock lock -n, status) ended before its request timed out, and said
+     * nothing of it. Only while a majority of the nodes answered all they
+     * were sent, and after the wait (250 ms): not a node a little slower
+     * than the others, nor every node on a loaded machine. */
+    int64_t now = dlock__now_us();
+    size_t done = 0;
+    for (size_t i = 0; i < ns->n; i++)
+        done += ended[i];
+    for (size_t i = 0; i < ns->n && done > ns->n / 2; i++) {
+        node *nd = &ns->nodes[i];
+        int64_t since = atomic_load(&nd->busy_since_us);
+        if (nd->started && !ended[i] && since > 0 && now - since >= SILENT_AT_CLOSE_US &&
+            !atomic_load(&nd->down)) {
+            char why[96];
+            snprintf(why, sizeof why, "no reply in %lld ms, while the others answered all",
+                     (long long) ((now - since) / 1000));
+            tell_lost(nd, why);
+        }
+    }
     /* A worker that ended is joined; one still busy (a node that does not
      * answer) is let go, and ends when its request times out. The owner's
      * reference, held until here, keeps the threads' handles. */

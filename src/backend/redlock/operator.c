@@ -300,23 +300,16 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
     int wrong = dlock__rl_wrong_url(b, a);
     if (wrong != DLOCK_OK)
         return wrong;
-    char why[1500];
-    size_t answered = 0, refused = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    size_t answered = 0;
+    for (size_t i = 0; i < b->n; i++)
         answered += status_reply(&a[i], 0) != NULL;
-        refused += a[i].done && a[i].rc == DLOCK_ESERVER; /* (AUTH, an ACL) */
+    if (answered < b->quorum) {
+        char counts[32];
+        snprintf(counts, sizeof counts, "; %zu answered", answered);
+        return dlock__rl_fail_no_quorum(b, a, 1, status_answered, "", counts);
     }
+    char why[1500];
     dlock__rl_unanswered(b, a, 1, status_answered, why, sizeof why);
-    if (refused > b->n - b->quorum)
-        return dlock__fail(DLOCK_ESERVER,
-                           "%s: %zu of %zu nodes refused this client (a quorum needs %zu): %s; "
-                           "%zu answered",
-                           b->label, refused, b->n, b->quorum, why, answered);
-    if (answered < b->quorum)
-        return dlock__fail(DLOCK_EUNREACHABLE,
-                           "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s; %zu "
-                           "answered",
-                           b->label, b->n - answered, b->n, b->quorum, why, answered);
     char said[600];
     said_by_node(b, a, said, sizeof said);
     return dlock__fail(DLOCK_EUNREACHABLE,
@@ -456,12 +449,14 @@ static int by_name(const void *x, const void *y)
     return strcmp(*(char *const *) x, *(char *const *) y);
 }
 
-/* Waits for every node asked. */
 /* One page of node i's SCAN: the names of the keys that are a sign of a
  * lock (its key, its readers, its waiting marks) added to *all, with the
- * kind, *cursor moved on; "0" when the walk is over. */
+ * kind, *cursor moved on; "0" when the walk is over. On a failure the
+ * round is handed to *failed, for the caller to drop once it knows
+ * whether its error names the node (dlock__rlround_drop warns of a node
+ * lost, unless told). */
 static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *prefix,
-                     char cursor[32], names *all, int64_t until)
+                     char cursor[32], names *all, int64_t until, dlock__rlround **failed)
 {
     const char *argv[] = {"0", "scan", cursor, pattern, "1000"};
     size_t lens[] = {1, 4, strlen(cursor), strlen(pattern), 4};
@@ -487,7 +482,8 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
             : a[i].rc != DLOCK_OK
                 ? a[i].err
                 : dlock__reply_reason(rep, "unexpected reply to SCAN", why, sizeof why));
-        goto out;
+        *failed = r;
+        return rc;
     }
     memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
     for (size_t e = 0; e < rep->element[1]->elements && rc == DLOCK_OK; e++) {
@@ -507,6 +503,12 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
 out:
     dlock__rlround_drop(r);
     return rc;
+}
+
+/* A node's walk (dlock__rl_list) that went to the end. */
+static int walk_done(const dlock__rlanswer *a)
+{
+    return a->done && a->rc == DLOCK_OK;
 }
 
 /* Asks a quorum about names[0..n) in one round; reports those held or
@@ -568,8 +570,10 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     rlbackend *b = RLB(s);
     names all = {0};
     char *pattern = dlock__redis_list_pattern(b->prefix, prefix);
-    char failed[1500] = "";
-    size_t walked = 0, used = 0, refused = 0;
+    /* each node's walk as an answer: done, DLOCK_OK when walked */
+    dlock__rlanswer walks[DLOCK__REDLOCK_MAX_NODES] = {0};
+    dlock__rlround *failed[DLOCK__REDLOCK_MAX_NODES] = {0};
+    size_t walked = 0;
     int rc = DLOCK_OK, stop = 0;
 
     if (pattern == NULL) {
@@ -581,26 +585,33 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
         int page_rc;
         do {
             int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+            dlock__rlround_drop(failed[i]);
+            failed[i] = NULL;
             page_rc = scan_page(b, i, pattern, prefix, cursor, &all,
-                                until < deadline_us ? until : deadline_us);
+                                until < deadline_us ? until : deadline_us, &failed[i]);
         } while (page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 && dlock__now_us() < deadline_us);
+        walks[i].done = 1;
+        walks[i].rc =
+            page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 ? DLOCK_EUNREACHABLE : page_rc;
+        snprintf(walks[i].err, sizeof walks[i].err, "%s",
+                 page_rc == DLOCK_OK ? "listing took too long" : dlock_errmsg());
         if (page_rc == DLOCK_ENOMEM)
             rc = page_rc;
         else if (page_rc != DLOCK_OK && dlock__rlnodes_in_cluster(b->nodes, i))
             rc = dlock__fail_context(page_rc, "%s", b->label);
-        else if (page_rc == DLOCK_OK && strcmp(cursor, "0") == 0)
-            walked++;
-        else if ((refused += page_rc == DLOCK_ESERVER, used < sizeof failed))
-            used +=
-                (size_t) snprintf(failed + used, sizeof failed - used, "%s%s (%s)",
-                                  used ? "; " : "", dlock__rlnodes_label(b->nodes, i),
-                                  page_rc == DLOCK_OK ? "listing took too long" : dlock_errmsg());
+        else
+            walked += walks[i].rc == DLOCK_OK;
     }
-    if (rc == DLOCK_OK && walked < b->quorum)
-        rc = dlock__fail(refused > b->n - b->quorum ? DLOCK_ESERVER : DLOCK_EUNREACHABLE,
-                         "%s: list: a quorum of %zu of %zu nodes could not be walked%s: %s",
-                         b->label, b->quorum, b->n,
-                         refused > b->n - b->quorum ? " (they refused this client)" : "", failed);
+    if (rc == DLOCK_OK && walked < b->quorum) {
+        /* the nodes it names are told: not warned of again (below) */
+        char counts[32];
+        snprintf(counts, sizeof counts, "; %zu walked", walked);
+        rc = dlock__rl_fail_no_quorum(b, walks, 1, walk_done, "list: ", counts);
+    }
+    /* a node lost that the error does not name (a spare node, while a
+     * quorum was walked) is warned of here, before anything is listed */
+    for (size_t i = 0; i < b->n; i++)
+        dlock__rlround_drop(failed[i]);
     if (rc != DLOCK_OK)
         goto out;
     if (all.n > 1)

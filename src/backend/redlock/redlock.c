@@ -414,9 +414,6 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
         goto out;
     }
     if (failed > b->n - b->quorum) {
-        char why[1500];
-        /* refused by nodes that answered (AUTH, an untrusted certificate):
-         * a set-up to mend, not an outage to wait out */
         /* counted as the message lists them: those that failed, and
          * those still silent only when the round ran out of time (not
          * when a quorum was already out of reach) */
@@ -428,37 +425,21 @@ static int acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *att)
             int64_t grace = dlock__now_us() + COUNT_GRACE_MS * 1000;
             a = dlock__rlround_wait(r, all_answered, NULL, grace < until ? grace : until);
         }
-        dlock__rlcount c, shown;
-        char counts[320];
+        dlock__rlcount c;
+        char counts[320] = "; ";
         dlock__rl_count(a, b->n, timed_out, &c);
-        /* the nodes out of reach are counted in the message's head when
-         * none refused: not again in the counts */
-        shown = c;
-        if (c.refused == 0)
-            shown.out = 0;
-        dlock__rl_count_text(&shown, counts, sizeof counts);
+        /* the nodes that refused and those out of reach are counted in
+         * the message's head: not again in the counts */
+        c.refused = c.out = 0;
+        dlock__rl_count_text(&c, counts + 2, sizeof counts - 2);
         size_t absent = dlock__rlnodes_absent(b->nodes);
         if (!quorum_in_reach(b))
             snprintf(counts + strlen(counts), sizeof counts - strlen(counts),
                      "; %zu never answered this client and nothing answers as Redis at their "
                      "address: no quorum until they are started (or the URL mended)",
                      absent);
-        dlock__rl_unanswered(b, a, timed_out, NULL, why, sizeof why);
         l->out_of_reach = 1;
-        rc = c.refused > b->n - b->quorum
-                 ? dlock__fail(DLOCK_ESERVER,
-                               "%s: %zu of %zu nodes refused this client (a quorum needs %zu): "
-                               "%s; %s",
-                               b->label, c.refused, b->n, b->quorum, why, counts)
-             : c.refused == 0
-                 ? dlock__fail(DLOCK_EUNREACHABLE,
-                               "%s: %zu of %zu nodes are out of reach (a quorum needs %zu): %s; "
-                               "%s",
-                               b->label, c.out, b->n, b->quorum, why, counts)
-                 : dlock__fail(DLOCK_EUNREACHABLE,
-                               "%s: %zu of %zu nodes are out of reach or refused this client (a "
-                               "quorum needs %zu): %s; %s",
-                               b->label, c.out + c.refused, b->n, b->quorum, why, counts);
+        rc = dlock__rl_fail_no_quorum(b, a, timed_out, NULL, "", counts);
         goto out;
     }
     if (l->rw && att->wait && l->since_ms == 0) {

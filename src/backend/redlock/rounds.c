@@ -38,12 +38,15 @@ int dlock__rl_said(const dlock__rlanswer *a, size_t k)
  * replica..."), quoted as it is; otherwise the node's label is taken off
  * its front ("H:P: why"). reason: room for a reply's reason. */
 static const char *unanswered_why(const rlbackend *b, const dlock__rlanswer *a, size_t i,
-                                  int timed_out, dlock__rl_answered_fn answered, char *reason,
-                                  size_t len, int *sentence)
+                                  int timed_out, dlock__rl_answered_fn answered, int which,
+                                  char *reason, size_t len, int *sentence)
 {
     if (!a[i].done && !timed_out)
         return NULL;
     if (answered != NULL ? answered(&a[i]) : dlock__rl_said(&a[i], 0) != DLOCK__RL_NO_ANSWER)
+        return NULL;
+    int refused = a[i].done && a[i].rc == DLOCK_ESERVER;
+    if ((which == DLOCK__RL_REFUSED && !refused) || (which == DLOCK__RL_OUT && refused))
         return NULL;
     const char *why = !a[i].done ? "no reply in time"
                       : a[i].rc != DLOCK_OK
@@ -63,8 +66,8 @@ static const char *unanswered_why(const rlbackend *b, const dlock__rlanswer *a, 
  * never ends mid-word. A node that had not answered yet is named only when
  * the wait ran out (timed_out): a round decided before it answered did not
  * wait for it, and it may well be up. */
-void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
-                          dlock__rl_answered_fn answered, char *buf, size_t len)
+static void unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
+                       dlock__rl_answered_fn answered, int which, char *buf, size_t len)
 {
     enum { MORE = 16 }; /* room kept for " and 15 more" */
     size_t used = 0, more = 0;
@@ -74,7 +77,7 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
     buf[0] = '\0';
     for (size_t i = 0; i < b->n; i++) {
         const char *why =
-            unanswered_why(b, a, i, timed_out, answered, reason, sizeof reason, &sentence);
+            unanswered_why(b, a, i, timed_out, answered, which, reason, sizeof reason, &sentence);
         if (why == NULL)
             continue;
         /* the error names it: its warning would say it twice */
@@ -89,7 +92,7 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
         for (size_t j = 0; j < b->n && !sentence && !named; j++) {
             if (j == i)
                 continue;
-            const char *also = unanswered_why(b, a, j, timed_out, answered, other_reason,
+            const char *also = unanswered_why(b, a, j, timed_out, answered, which, other_reason,
                                               sizeof other_reason, &other_sentence);
             if (also == NULL || other_sentence || strcmp(also, why) != 0)
                 continue;
@@ -113,7 +116,7 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
         used += (size_t) snprintf(buf + used, len - used, "%s%s", used ? "; " : "",
                                   dlock__rlnodes_label(b->nodes, i));
         for (size_t j = i + 1; j < b->n && group > 1; j++) {
-            const char *also = unanswered_why(b, a, j, timed_out, answered, other_reason,
+            const char *also = unanswered_why(b, a, j, timed_out, answered, which, other_reason,
                                               sizeof other_reason, &other_sentence);
             if (also != NULL && !other_sentence && strcmp(also, why) == 0)
                 used += (size_t) snprintf(buf + used, len - used, ", %s",
@@ -123,6 +126,48 @@ void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int time
     }
     if (more > 0)
         snprintf(buf + used, len - used, "%s%zu more", used ? " and " : "", more);
+}
+
+void dlock__rl_unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
+                          dlock__rl_answered_fn answered, char *buf, size_t len)
+{
+    unanswered(b, a, timed_out, answered, DLOCK__RL_ALL, buf, len);
+}
+
+/* The nodes that refused this client and those out of reach, apart: a
+ * wrong password is to mend, a node down to start, and one list after
+ * "refused this client" named the closed node among the refusals (a new
+ * user's trial). */
+int dlock__rl_fail_no_quorum(const rlbackend *b, const dlock__rlanswer *a, int timed_out,
+                             dlock__rl_answered_fn answered, const char *what, const char *counts)
+{
+    char refused_why[1000], out_why[1000], unused[256];
+    size_t refused = 0, out = 0;
+    int sentence;
+
+    for (size_t i = 0; i < b->n; i++) {
+        refused += unanswered_why(b, a, i, timed_out, answered, DLOCK__RL_REFUSED, unused,
+                                  sizeof unused, &sentence) != NULL;
+        out += unanswered_why(b, a, i, timed_out, answered, DLOCK__RL_OUT, unused, sizeof unused,
+                              &sentence) != NULL;
+    }
+    unanswered(b, a, timed_out, answered, DLOCK__RL_REFUSED, refused_why, sizeof refused_why);
+    unanswered(b, a, timed_out, answered, DLOCK__RL_OUT, out_why, sizeof out_why);
+    /* refusals that leave no quorum: a set-up to mend (AUTH, a
+     * certificate, a replica), not an outage to wait out */
+    int rc = refused > b->n - b->quorum ? DLOCK_ESERVER : DLOCK_EUNREACHABLE;
+    if (refused == 0)
+        return dlock__fail(rc, "%s: %s%zu of %zu nodes are out of reach (a quorum needs %zu): %s%s",
+                           b->label, what, out, b->n, b->quorum, out_why, counts);
+    if (out == 0)
+        return dlock__fail(rc,
+                           "%s: %s%zu of %zu nodes refused this client (a quorum needs %zu): %s%s",
+                           b->label, what, refused, b->n, b->quorum, refused_why, counts);
+    return dlock__fail(rc,
+                       "%s: %s%zu of %zu nodes refused this client and %zu %s out of reach (a "
+                       "quorum needs %zu): %s; out of reach: %s%s",
+                       b->label, what, refused, b->n, out, out == 1 ? "is" : "are", b->quorum,
+                       refused_why, out_why, counts);
 }
 
 /* A node that is a node of a Redis Cluster (nodes.c refused it): the URL
