@@ -195,7 +195,7 @@ static void lose_locked(dlock__lease *e, reports *out, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(e->why, sizeof e->why, fmt, ap);
+    dlock__fit_words(e->why, sizeof e->why, vsnprintf(e->why, sizeof e->why, fmt, ap));
     va_end(ap);
     e->lost = 1;
     unlink_locked(e);
@@ -711,7 +711,7 @@ static void apply_locked(dlock__renewer *r, dlock__lease *e, const dlock__renewa
         /* named if the lease runs out; a last retry the validity cut short
          * ("no reply in 0 ms") does not hide why the full ones failed */
         if (error[0] != '\0' && e->kind != DLOCK__RENEW_WAITER && !(cut_short && e->why[0]))
-            snprintf(e->why, sizeof e->why, "%s", error);
+            dlock__fit_words(e->why, sizeof e->why, snprintf(e->why, sizeof e->why, "%s", error));
         /* The store may be down, which a waiter parked behind a holder
          * would learn only when the holder's lease ends: the first failure
          * in a row wakes this waiter (its heartbeat failed) or every waiter
@@ -847,8 +847,13 @@ static void *renewal_run(void *arg)
         int cut_short = deadline - sent < r->cfg->command_timeout_ms * 1000 / 10;
         error[0] = '\0';
         dlock__clear_error();
-        if (r->store->backend->renew(r->store, b.items, b.n, deadline) != DLOCK_OK)
-            snprintf(error, sizeof error, "%s", dlock_errmsg());
+        /* A store whose batch is several requests may answer OK with
+         * some items failed: the detail its failing request left says why
+         * (the call began with none), else the batch's line said "no answer" */
+        if (r->store->backend->renew(r->store, b.items, b.n, deadline) != DLOCK_OK ||
+            dlock_errmsg()[0] != '\0')
+            dlock__fit_words(error, sizeof error,
+                             snprintf(error, sizeof error, "%s", dlock_errmsg()));
 
         int64_t now = dlock__now_us();
         batch_note note = {0};

@@ -692,6 +692,7 @@ static void bad_input(void)
     int64_t t0 = dt_now_ms();
     CHECK_RC(dlock_acquire(l, 10000), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "Access denied") != NULL);
+    CHECK(strstr(dlock_errmsg(), "a wrong password") != NULL);
     CHECK_INT(dt_now_ms() - t0, <, 2000);
     dlock_lock_free(l);
     dlock_client_close(c);
@@ -701,6 +702,8 @@ static void bad_input(void)
     l = dt_lock(c, "bad", 0);
     CHECK_RC(dlock_try_acquire(l), DLOCK_ESERVER);
     CHECK(strstr(dlock_errmsg(), "nosuchdb") != NULL);
+    /* the server says "access denied" of a database that is not there */
+    CHECK(strstr(dlock_errmsg(), "does the database in the URL's path exist?") != NULL);
     dlock_lock_free(l);
     dlock_client_close(c);
 

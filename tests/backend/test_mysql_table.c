@@ -1135,6 +1135,56 @@ static void statement_binlog(void)
     dt_server_stop(&own);
 }
 
+/* The renewal's warning says why it failed. The lock table's renewal is
+ * several requests, and the store answers the batch OK with its items
+ * failed: the core said "no answer" where the connect's error was known
+ * (trial43: a holder whose server was stopped). */
+static pthread_mutex_t said_mu = PTHREAD_MUTEX_INITIALIZER;
+static char said[512];
+
+static void on_renewal_log(int level, const char *msg, void *arg)
+{
+    (void) arg;
+    pthread_mutex_lock(&said_mu);
+    if (level == DLOCK_LOG_WARN && strstr(msg, "renewal failed") != NULL && said[0] == '\0')
+        snprintf(said, sizeof said, "%s", msg);
+    pthread_mutex_unlock(&said_mu);
+}
+
+static int renewal_said(void)
+{
+    pthread_mutex_lock(&said_mu);
+    int yes = said[0] != '\0';
+    pthread_mutex_unlock(&said_mu);
+    return yes;
+}
+
+static void renewal_failure_says_why(void)
+{
+    dt_proxy proxy;
+    char url[300];
+    dlock_client *c = NULL;
+    dt_proxy_start(&proxy, srv.port, 1);
+    dt_server_url_at(&srv, proxy.ports[0], url, sizeof url - 64);
+    strcat(url, "?mode=table&lease=3s&timeout=500ms&connect_timeout=500ms");
+    CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
+    CHECK_RC(dlock_client_set_log(c, DLOCK_LOG_WARN, on_renewal_log, NULL), DLOCK_OK);
+    dlock_lock *l = dt_lock(c, "renewal_why", 0);
+    CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
+    dt_proxy_set(&proxy, 0, DT_CUT); /* reset, and new connections refused */
+    DT_WAIT_UNTIL(renewal_said(), 5000);
+    pthread_mutex_lock(&said_mu);
+    printf("the renewal's warning: %s\n", said);
+    CHECK(said[0] != '\0');
+    CHECK(strstr(said, ": no answer;") == NULL);
+    pthread_mutex_unlock(&said_mu);
+    dt_proxy_set(&proxy, 0, DT_PASS);
+    (void) dlock_release(l);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dt_proxy_stop(&proxy);
+}
+
 /* A take whose request fails after its INSERT has claimed the name's row
  * (issue 23: here the waiter rows' DELETE, refused by a trigger an
  * operator might have put there; in the field a deadlock after the
@@ -1215,6 +1265,7 @@ int main(int argc, char **argv)
         {"statement_binlog", statement_binlog},
         {"retried_take_counts_once", retried_take_counts_once},
         {"failed_take_leaves_no_claim", failed_take_leaves_no_claim},
+        {"renewal_failure_says_why", renewal_failure_says_why},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

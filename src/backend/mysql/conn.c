@@ -501,6 +501,23 @@ static void keepalive(dlock__mystore *p, int fd)
     (void) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
+/* What a user may do of a refused connection, after the server's words:
+ * MariaDB refuses a database that does not exist with 1044 (access denied
+ * to it) to a user without rights to see it, and with 1049 to one who has. */
+static const char *refusal_hint(unsigned err)
+{
+    switch (err) {
+    case 1044: /* ER_DBACCESS_DENIED_ERROR */
+        return " (does the database in the URL's path exist? MariaDB says this of one that does "
+               "not, too; if it does, the user needs rights on it: GRANT ... ON db.* TO user)";
+    case 1049: /* ER_BAD_DB_ERROR */
+        return " (create the database, or name one that exists in the URL's path)";
+    case 1045: /* ER_ACCESS_DENIED_ERROR */
+        return " (a wrong password, or a user the server does not know from this host)";
+    }
+    return "";
+}
+
 /* A new connection, set up, its session started; its mutex held. */
 static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
 {
@@ -563,8 +580,9 @@ static int connect_one(dlock__mystore *p, int64_t deadline, dlock__myconn **out)
          * not there, too many connections): not an outage. */
         if (!broken(err)) {
             atomic_store(&p->reached, 1);
-            rc = dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s (error %u)",
-                             p->label, mysql_error(c->m), err);
+            rc =
+                dlock__fail(DLOCK_ESERVER, "%s: the server refused the connection: %s (error %u)%s",
+                            p->label, mysql_error(c->m), err, refusal_hint(err));
         } else {
             /* libmariadb ends its message with the errno in parentheses:
              * say it in words too */
