@@ -923,7 +923,7 @@ test_status_check()
 test_force_unlock_says_was_free()
 {
     expect_rc "force a free lock" 0 dl unlock --force r-free
-    expect_eq "it says so" "dlock unlock: r-free was free" "$(cat "$TMP/err")"
+    expect_eq "it says so" "dlock unlock: 'r-free' was free" "$(cat "$TMP/err")"
     expect_rc "--check: 1 when it was free" 1 dl unlock --force --check r-free
     expect_rc "-q: nothing said" 0 dl unlock --force -q r-free
     expect_eq "-q: empty stderr" "" "$(cat "$TMP/err")"
@@ -942,11 +942,11 @@ test_force_unlock_says_was_free()
     expect_rc "lock" 0 dl lock -l 30 r-free || return
     expect_rc "--read on a held mutex: not released" 64 dl unlock --force --read r-free
     expect_eq "--read on a held mutex: says what holds it" \
-        "dlock unlock: r-free is held as a mutex, not as a read-write lock: nothing was released (force it without a kind option)" \
+        "dlock unlock: 'r-free' is held as a mutex, not as a read-write lock: nothing was released (force it without a kind option)" \
         "$(cat "$TMP/err")"
     expect_rc "--permits on a held mutex, -E 3" 64 dl unlock -E 3 --force --check --permits 2 r-free
     expect_rc "-q: the same, said" 64 dl unlock -q --force --read r-free
-    expect_match "-q: said" "^dlock unlock: r-free is held as a mutex" "$(cat "$TMP/err")"
+    expect_match "-q: said" "^dlock unlock: 'r-free' is held as a mutex" "$(cat "$TMP/err")"
     expect_rc "still held" 1 dl run -n r-free -- true
     expect_rc "as what holds it" 0 dl unlock --force --check r-free
     expect_free r-free

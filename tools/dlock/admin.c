@@ -407,12 +407,12 @@ int cmd_lock(int argc, char **argv)
     if ((caps & DLOCK_CAP_FIXED_LEASE) && !(caps & DLOCK_CAP_ADOPT)) {
         /* It could take the lock, but its owner token could never release
          * or extend it from another process: refused before it is taken. */
-        code = cli_usage_error("lock",
-                               "%s cannot hand a lock from one process to another (capability "
-                               "\"%s\" is missing), so a lock 'dlock lock' left held could not "
-                               "be released with its owner token; 'dlock run NAME' holds it until "
-                               "interrupted, 'dlock run NAME -- COMMAND' while COMMAND runs",
-                               dlock_client_store(c), dlock_cap_name(DLOCK_CAP_ADOPT));
+        code = cli_fail_missing_cap(
+            "lock", "-l/--lease", dlock_client_store(c), DLOCK_CAP_ADOPT,
+            "hand a lock from one process to another",
+            "a lock 'dlock lock' left held could not be released with its owner token: 'dlock "
+            "run NAME' holds it until interrupted, 'dlock run NAME -- COMMAND' while COMMAND "
+            "runs");
         dlock_client_close(c);
         return code;
     }
@@ -494,9 +494,9 @@ int cmd_unlock(int argc, char **argv)
         "'dlock lock', or DLOCK_OWNER; --token is an old name of --owner), or, with\n"
         "--force, whoever holds it (the holder learns it lost the lock at its next\n"
         "renewal; fences keep increasing). Exit 1 (or -E CODE) if OWNER does not\n"
-        "hold it; -q: no message then. --force says 'NAME was free' on stderr when\n"
-        "nothing was held (-q: not) and exits 0; with --check it exits 1 then. A name\n"
-        "held as another kind than the options name, or a semaphore in use with\n"
+        "hold it; -q: no message then. --force says \"'NAME' was free\" on stderr\n"
+        "when nothing was held (-q: not) and exits 0; with --check it exits 1 then. A\n"
+        "name held as another kind than the options name, or a semaphore in use with\n"
         "another count than N, is not released: exit 64.\n";
     cli_opts o;
     const char *name;
@@ -551,17 +551,17 @@ int cmd_unlock(int argc, char **argv)
              * with --check) */
             char option[32];
             kind_option(other, other_permits, option, sizeof option);
-            fputs("dlock unlock: ", stderr);
+            fputs("dlock unlock: '", stderr);
             cli_print_text_to(stderr, name);
-            fprintf(stderr, " is held as %s, not as %s: nothing was released (force it %s%s)\n",
+            fprintf(stderr, "' is held as %s, not as %s: nothing was released (force it %s%s)\n",
                     kind_noun(other), kind_noun(cli_kind_name(&o.kind)),
                     option[0] != '\0' ? "with " : "without a kind option", option);
             code = EXIT_USAGE;
         } else if (rc == DLOCK_OK && was_held == 0) {
             if (!o.quiet) {
-                fputs("dlock unlock: ", stderr);
+                fputs("dlock unlock: '", stderr);
                 cli_print_text_to(stderr, name);
-                fputs(" was free\n", stderr);
+                fputs("' was free\n", stderr);
             }
             if (o.check)
                 code = EXIT_NOT_ACQUIRED;

@@ -826,11 +826,24 @@ static int bench_memory(const bench_opts *o)
 
 /* Before any workload: one try on a probe lock, so that a store that is
  * down or refuses us is a clear error at once, not a wait forever. */
-static int probe_store(const char *url)
+static int probe_store(const bench_opts *o)
 {
     dlock_client *c = NULL;
     dlock_lock *l = NULL;
-    int rc = dlock_client_open(url, &c);
+    int rc = dlock_client_open(o->url, &c);
+    if (rc == DLOCK_OK) {
+        /* a kind the store cannot do is said as run says it, before a
+         * worker names one of bench's own locks */
+        rc = open_kind(c, o, "bench:probe", &l);
+        dlock_lock_free(l);
+        l = NULL;
+        if (rc == DLOCK_ENOTSUP) {
+            cli_note_opened(o->url);
+            rc = cli_fail_unsupported("bench", "--kind");
+            dlock_client_close(c);
+            return rc;
+        }
+    }
     if (rc == DLOCK_OK)
         rc = dlock_lock_open(c, "bench:probe", 0, &l);
     if (rc == DLOCK_OK)
@@ -958,7 +971,7 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "'%s': bench takes no operands", argv[optind]);
     o.url = cli_url(url_flag);
     o.hot_threads = threads_given ? o.threads : 1;
-    int probe = probe_store(o.url);
+    int probe = probe_store(&o);
     if (probe != 0)
         return probe;
     if (strcmp(o.workload, "seq") == 0)

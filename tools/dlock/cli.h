@@ -230,6 +230,15 @@ int cli_errmsg_names(const char *name);
  * capability): "dlock CMD: OPTION: <detail>" ("dlock CMD: <detail>" when
  * option is NULL: the subcommand itself), and EXIT_USAGE. */
 int cli_fail_unsupported(const char *cmd, const char *option);
+/* The same refusal made by the command itself: "dlock CMD: OPTION: STORE
+ * cannot WHAT (capability "CAP" is missing): <what can>; THEN" (no
+ * "OPTION: " when option is NULL, no "; THEN" when then is NULL), and
+ * EXIT_USAGE. */
+int cli_fail_missing_cap(const char *cmd, const char *option, const char *store, unsigned cap,
+                         const char *what, const char *then);
+/* The URL of a client opened without cli_open(): its scheme says what a
+ * refusal suggests instead. */
+void cli_note_opened(const char *url);
 
 /* The kind option of the command line as the user wrote it ("" if none),
  * set by cli_parse(): cli_fail_unsupported() names it when the store

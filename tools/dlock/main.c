@@ -335,10 +335,12 @@ static int scheme_is(const char *url, const char *const *schemes)
     return 0;
 }
 
-/* What can do capability `cap` when the store of url cannot: another mode
- * of the same store, or other stores. (The CLI maps it: the library's core
- * names no store.) */
-static const char *instead(const char *cap, const char *url)
+/* What can do capability `cap` when the store of url cannot, for "dlock
+ * cmd": another mode of the same store, or other stores that can do all
+ * the command needs (dlock lock and extend: a fixed lease and adopt; etcd
+ * has the lease, not adopt). (The CLI maps it: the library's core names no
+ * store.) */
+static const char *instead(const char *cap, const char *url, const char *cmd)
 {
     static const char *const sql[] = {"mysql", "mariadb", "postgres", "postgresql", NULL};
     static const char *const cluster[] = {"redis+cluster", "rediss+cluster", NULL};
@@ -349,11 +351,12 @@ static const char *instead(const char *cap, const char *url)
         strcmp(cap, "adopt") == 0) {
         if (scheme_is(url, sql))
             return "use ?mode=table, a lock table whose locks have a lease of their own";
-        return strcmp(cap, "adopt") == 0
-                   ? "a store that can: redis://, redlock://, sqlite://, or mysql:// or "
-                     "postgres:// with ?mode=table"
-                   : "a store with leases can: redis://, etcd://, sqlite://, or mysql:// or "
-                     "postgres:// with ?mode=table";
+        int adopt = strcmp(cap, "adopt") == 0 || strcmp(cmd, "lock") == 0 ||
+                    strcmp(cmd, "extend") == 0 || strcmp(cmd, "unlock") == 0;
+        return adopt ? "a store that can: redis://, redlock://, sqlite://, or mysql:// or "
+                       "postgres:// with ?mode=table"
+                     : "a store with leases can: redis://, redlock://, etcd://, sqlite://, or "
+                       "mysql:// or postgres:// with ?mode=table";
     }
     /* MariaDB/MySQL's table mode (the default) has every kind */
     int my_kind =
@@ -420,11 +423,31 @@ int cli_fail_unsupported(const char *cmd, const char *option)
     const char *asked = cap_words[i].option != NULL ? cap_words[i].option : option;
     if (is_kind_cap(cap_words[i].cap) && cli_kind_words[0] != '\0')
         asked = cli_kind_words; /* as the user wrote it: -s, --shared, --read */
-    const char *other = instead(cap_words[i].cap, opened_url);
+    else if (is_kind_cap(cap_words[i].cap) && strcmp(cmd, "bench") == 0)
+        asked = option; /* bench's --kind */
+    const char *other = instead(cap_words[i].cap, opened_url, cmd);
     fprintf(stderr, "dlock %s: %s%s%.*s cannot do %s (capability \"%s\" is missing)%s%s\n", cmd,
             asked != NULL ? asked : "", asked != NULL ? ": " : "", (int) (cut - msg), msg,
             cap_words[i].what, cap_words[i].cap, other != NULL ? ": " : "",
             other != NULL ? other : "");
+    return EXIT_USAGE;
+}
+
+void cli_note_opened(const char *url)
+{
+    opened_url = url;
+}
+
+int cli_fail_missing_cap(const char *cmd, const char *option, const char *store, unsigned cap,
+                         const char *what, const char *then)
+{
+    cli_log_end();
+    const char *name = dlock_cap_name(cap);
+    const char *other = instead(name, opened_url, cmd);
+    fprintf(stderr, "dlock %s: %s%s%s cannot %s (capability \"%s\" is missing)%s%s%s%s\n", cmd,
+            option != NULL ? option : "", option != NULL ? ": " : "", store, what, name,
+            other != NULL ? ": " : "", other != NULL ? other : "", then != NULL ? "; " : "",
+            then != NULL ? then : "");
     return EXIT_USAGE;
 }
 
@@ -505,8 +528,40 @@ static void open_failure_what(char *what, size_t size)
              url_from_env ? "$DLOCK_URL (no -u given): cannot open client" : "cannot open client");
 }
 
+/* The library's default request timeout (dlock.h: timeout=). */
+#define LIBRARY_DEFAULT_TIMEOUT_MS 5000
+
+/* Without timeout= (in the URL or given by an option) the requests of a
+ * client whose renewed lease (-L, or the URL's lease=) is shorter than
+ * three default timeouts are bounded by a third of the lease: a renewal
+ * that gets no answer then fails in time to be retried, and the library
+ * has nothing to warn of (a user who gave -L 5s was told to add a
+ * timeout= to the URL). A timeout= given stays as given, and is warned of
+ * when it is too long. */
+static void timeout_follows_lease(const char *url)
+{
+    char text[64], value[32];
+    size_t len;
+    int64_t lease_ms;
+
+    if (cli_client_option(url, "timeout", &len) != NULL)
+        return;
+    const char *lease = cli_client_option(url, "lease", &len);
+    if (lease == NULL || len >= sizeof text)
+        return;
+    memcpy(text, lease, len);
+    text[len] = '\0';
+    /* a bad lease= is the library's to refuse, as it is */
+    if (dlock_parse_duration(text, &lease_ms) != DLOCK_OK || lease_ms < DLOCK_LEASE_MIN_MS ||
+        lease_ms / 3 >= LIBRARY_DEFAULT_TIMEOUT_MS)
+        return;
+    snprintf(value, sizeof value, "%lldms", (long long) (lease_ms / 3));
+    cli_add_client_option("timeout", value, "-L");
+}
+
 int cli_open(const char *url, dlock_client **out)
 {
+    timeout_follows_lease(url);
     int rc = dlock_client_open_with(url, client_options != NULL ? client_options + 1 : NULL, out);
     char what[128];
 
