@@ -433,6 +433,9 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
         pthread_mutex_unlock(&lost_mu);
         if (now_lost && !*was_lost) {
             *was_lost = 1;
+            /* the outage's later lines (a node's connection dropped) would
+             * follow the news that decides the run */
+            cli_log_end();
             pthread_mutex_lock(&lost_mu);
             fprintf(stderr, "dlock: lock '%s' was lost (%s); stopping the command\n", name,
                     lost_why);
