@@ -371,7 +371,8 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     pthread_mutex_lock(&c->mu);
     if (c->m == NULL || atomic_load(&c->lost)) {
         unbind(p, l, 1, "its session was lost");
-        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection, which had closed",
+                           l->name);
     }
     /* the row's lease ends first, then the named lock: the next holder sees
      * the row ended */
@@ -428,7 +429,8 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
     snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", l->lit);
     dlock__myres res;
     int rc = c->m == NULL || atomic_load(&c->lost)
-                 ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name)
+                 ? dlock__fail(DLOCK_ELOST,
+                               "lock '%s' was lost with its connection, which had closed", l->name)
                  : dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res);
     if (rc == DLOCK_EUNREACHABLE) {
         /* the connection is gone, or left mid-request: the lock with it */

@@ -427,7 +427,8 @@ int dlock__myr_release(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
     pthread_mutex_lock(&c->mu);
     if (c->m == NULL || atomic_load(&c->lost)) {
         unbind(p, l, 1, "its session was lost");
-        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection, which had closed",
+                           l->name);
     }
     char sql[2000];
     snprintf(sql, sizeof sql,
@@ -478,7 +479,8 @@ int dlock__myr_confirm(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
              l->lit, c->nonce);
     dlock__myres res;
     int rc = c->m == NULL || atomic_load(&c->lost)
-                 ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name)
+                 ? dlock__fail(DLOCK_ELOST,
+                               "lock '%s' was lost with its connection, which had closed", l->name)
                  : dlock__my_exec(p, c, sql, deadline_us, NULL, NULL, &res);
     if (rc == DLOCK_EUNREACHABLE) {
         char why[600];

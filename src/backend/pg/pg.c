@@ -706,7 +706,8 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
     pthread_mutex_lock(&c->mu);
     if (c->pg == NULL) {
         dlock__pg_unbind(p, l, 1, "");
-        return dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name);
+        return dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection, which had closed",
+                           l->name);
     }
     const char *params[] = {l->key_text, l->name, c->nonce};
     PGresult *r = NULL;
@@ -757,7 +758,8 @@ static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
     PGresult *r = NULL;
     int rc =
         c->pg == NULL
-            ? dlock__fail(DLOCK_ELOST, "lock '%s': its connection was closed", l->name)
+            ? dlock__fail(DLOCK_ELOST, "lock '%s' was lost with its connection, which had closed",
+                          l->name)
             : dlock__pg_exec(p, c,
                              "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE " DLOCK__PG_LOCK_ROWS
                              " AND l.pid = pg_backend_pid() AND l.granted)",
