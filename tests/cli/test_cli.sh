@@ -1307,6 +1307,7 @@ run_test test_dashdash_name_then_shell
 run_test test_url_values_told
 run_test test_lease_flag_meant
 run_test test_sqlite_loss_words
+run_test test_url_given_as_name
 
 # The behaviour that differs by store, on each.
 ${CC:-cc} -shared -fPIC -o "$TMP/no_close_range.so" "$HERE/no_close_range.c" ||

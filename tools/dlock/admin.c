@@ -47,6 +47,8 @@ static int parse(int argc, char **argv, unsigned accepted, const char *usage, cl
         return code;
     if (first >= argc) /* the last word may have been meant as NAME */
         return cli_missing_name(argv[0], o, argv, o->dashdash ? 0 : argc - 1, "");
+    if (first < argc - 1 && cli_url_among_names(argv[0], argc - first, argv + first) >= 0)
+        return EXIT_USAGE;
     if (first < argc - 1)
         return several_names(argv[0], argc - first, argv + first);
     if (cli_check_name(argv[0], "", argv[first]) != 0)

@@ -524,6 +524,11 @@ static int find_command(int argc, char **argv, cli_opts *o, int *first, const ch
         if (cli_check_name("run", "", argv[at]) != 0)
             return EXIT_USAGE;
         *name = argv[at++];
+        /* -u forgotten: dlock run redis://HOST NAME -- cmd would hold a lock
+         * named after the URL and run NAME, dlock run NAME redis://HOST cmd
+         * run the URL: no -- (nor -c) comes between NAME and the command */
+        if (at < argc && argv[at][0] != '-' && cli_url_among_names("run", 2, argv + at - 1) >= 0)
+            return EXIT_USAGE;
         if (at < argc && strcmp(argv[at], "--") == 0) {
             if (++at >= argc && o->shell == NULL)
                 return cli_usage_error("run",

@@ -154,6 +154,8 @@ int cmd_list(int argc, char **argv)
 
     if (code >= 0)
         return code;
+    if (argc - first > 1 && cli_url_among_names("list", argc - first, argv + first) >= 0)
+        return EXIT_USAGE;
     if (argc - first > 1)
         return cli_usage_error("list", "want at most one PREFIX");
     const char *prefix = first < argc ? argv[first] : "";
