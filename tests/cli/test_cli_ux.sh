@@ -1291,3 +1291,37 @@ test_url_given_as_name()
     expect_rc "run -- URL-like NAME" 0 dl run -- x://y -- true
 }
 
+# A retry right away is "trying again in 1 ms", not "in 0 ms" (a
+# ZooKeeper URL at a closed port said that first).
+test_retry_delay_never_zero()
+{
+    local url err
+    for url in "zk://127.0.0.1:$(closed_port)" "redis://127.0.0.1:$(closed_port)"; do
+        dl run -v -w 1 -u "$url" u-retry -- true >/dev/null 2>"$TMP/err"
+        err=$(cat "$TMP/err")
+        [[ $err == *"this build of dlock has no"* ]] && continue
+        expect_match "$url: retries told" "trying again in [0-9]+ ms" "$err"
+        [[ $err == *"trying again in 0 ms"* ]] && fail "$url: a retry in 0 ms: $err"
+    done
+}
+
+# build/bin/store sqlite (no server): names the database file, not a host
+# and port (it said "sqlite on 127.0.0.1:0").
+test_store_sqlite_banner()
+{
+    local store pid line url
+    store=$(dirname "$DLOCK")/store
+    [ -x "$store" ] || return 0
+    "$store" sqlite >"$TMP/t/url" 2>"$TMP/t/banner" &
+    pid=$!
+    BG_PIDS+=("$pid")
+    wait_until 10 test -s "$TMP/t/url" || { fail "store sqlite printed no URL"; return; }
+    url=$(head -1 "$TMP/t/url")
+    line=$(head -1 "$TMP/t/banner")
+    kill -INT "$pid"
+    reap "$pid" 10
+    expect_eq "store sqlite: exit 0 on SIGINT" 0 "$BG_RC"
+    expect_match "store sqlite: the URL" "^sqlite:///.*/locks\.db$" "$url"
+    expect_eq "store sqlite: the banner" \
+        "sqlite: no server; the database is the file ${url#sqlite://}; Ctrl-C removes it" "$line"
+}

@@ -91,8 +91,12 @@ int main(int argc, char **argv)
      * the other line at once (tests/docs/test_store.sh does) */
     char where[1024];
     describe(&s, argv[1], where, sizeof where);
-    fprintf(stderr, "%s%sdata and server.log in %s); Ctrl-C stops it\n", where,
-            where[strlen(where) - 1] == '(' ? "" : " ", s.dir);
+    if (strcmp(argv[1], "sqlite") == 0) /* a file, no server: no host, port or log */
+        fprintf(stderr, "sqlite: no server; the database is the file %s; Ctrl-C removes it\n",
+                s.url + strlen("sqlite://"));
+    else
+        fprintf(stderr, "%s%sdata and server.log in %s); Ctrl-C stops it\n", where,
+                where[strlen(where) - 1] == '(' ? "" : " ", s.dir);
     printf("%s\n", s.url);
     fflush(stdout);
 
