@@ -323,7 +323,7 @@ static enum ride ride_outage(dlock_lock *l, take_state *st, int64_t sent, int64_
         /* a warning once per outage, the retries after it at info */
         DLOCK__LOG(&c->log, st->unreachable ? DLOCK_LOG_INFO : DLOCK_LOG_WARN,
                    "lock '%s': %s; trying again in %lld ms%s", l->name, dlock_errmsg(),
-                   (long long) (in_ms > 0 ? in_ms : 0), bound);
+                   (long long) (in_ms > 0 ? in_ms : 1), bound); /* at once: "in 1 ms", not 0 */
         st->unreachable = 1;
         pause_until(l, until);
         return RIDE_AGAIN;

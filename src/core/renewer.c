@@ -665,7 +665,8 @@ static void log_batch(dlock__renewer *r, const batch_note *note, const char *err
         if (strncmp(why, label, n) == 0 && strncmp(why + n, ": ", 2) == 0)
             why += n + 2;
         dlock__log_emit(r->log, level, "%s: renewal failed for %s: %s; retrying in %lld ms%s",
-                        label, what, why, (long long) (note->retry_us / 1000), left);
+                        label, what, why,
+                        (long long) (note->retry_us >= 1000 ? note->retry_us / 1000 : 1), left);
     }
     /* One line at info per outage: the entries' retries are jittered
      * apart, so they succeed again one batch after another (a session,
