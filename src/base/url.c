@@ -184,7 +184,8 @@ static int parse_query(dlock__url *url, const char *q)
         }
         for (size_t i = 0; i < url->noptions; i++) {
             if (strcmp(url->options[i].key, o->key) == 0) {
-                int rc = dlock__fail(DLOCK_EINVAL, "option '%s' given twice", o->key);
+                int rc =
+                    dlock__fail(DLOCK_EINVAL, "option '%s' given twice in '%s'", o->key, url->text);
                 free(o->key);
                 free(o->value);
                 o->key = o->value = NULL;

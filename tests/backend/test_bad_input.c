@@ -75,7 +75,8 @@ static void malformed_urls(void)
     expect_open_fails("postgres://u@127.0.0.1/db?mode=row", DLOCK_EINVAL,
                       "unknown mode 'row' (want mode=session");
 #endif
-    expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL, "given twice");
+    expect_open_fails("redis://host?lease=1s&lease=2s", DLOCK_EINVAL,
+                      "given twice in 'redis://host?lease=1s&lease=2s'");
     expect_open_fails("redis://host?lease", DLOCK_EINVAL, "not key=value");
     expect_open_fails("redis://us%zzer@host", DLOCK_EINVAL, "escape");
     expect_open_fails("redis://host?insecure=1", DLOCK_EINVAL, "is for TLS");

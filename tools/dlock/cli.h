@@ -184,11 +184,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * a -- of its own. */
 int cli_check_name(const char *cmd, const char *option, const char *name);
 
-/* Prints url to f as the library's messages show a URL: the password of
- * its user info and the values of options that may be secrets as "***",
- * control characters as \xNN. */
-void cli_print_url_to(FILE *f, const char *url);
-
 /* The refusal of a URL among the words[0..n) "dlock cmd" took for NAMEs (a
  * word with "://": dlock lock redis://HOST NAME, -u forgotten): says so
  * and returns EXIT_USAGE; -1 when there is none. */

@@ -81,84 +81,19 @@ const char *cli_url_source(void)
     return url_from_env ? "$DLOCK_URL" : "the URL";
 }
 
-/* Whether the option key[0..n) of a URL may name a secret: the words the
- * library masks in its messages (src/base/url.c, secret_key), a %-escape
- * too (it may spell any of them). */
-static int secret_key(const char *key, size_t n)
-{
-    static const char *const words[] = {"pas", "pwd", "secret", "auth", "token", "cred"};
-
-    if (memchr(key, '%', n) != NULL)
-        return 1;
-    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
-        size_t len = strlen(words[w]);
-        for (size_t i = 0; i + len <= n; i++) {
-            if (strncasecmp(key + i, words[w], len) == 0)
-                return 1;
-        }
-    }
-    return 0;
-}
-
-void cli_print_url_to(FILE *f, const char *url)
-{
-    const char *query = url + strcspn(url, "?");
-    const char *auth = strstr(url, "://"), *at = NULL, *colon = NULL;
-    char *shown;
-    size_t used = 0;
-
-    /* the user info: the last '@' before the path ends it; "user:***@",
-     * or "***@" for a word without ':' (a password on the Redis schemes) */
-    auth = auth != NULL && auth < query ? auth + 3 : NULL;
-    for (const char *p = auth; p != NULL && p < query && *p != '/'; p++) {
-        if (*p == '@')
-            at = p;
-    }
-    if (at != NULL)
-        colon = memchr(auth, ':', (size_t) (at - auth));
-    shown = malloc(strlen(url) + 4 + 4 * strlen(query) + 1);
-    if (shown == NULL) {
-        fputs("(URL not shown: out of memory)", f);
-        return;
-    }
-    if (at == NULL) {
-        used = (size_t) (query - url);
-        memcpy(shown, url, used);
-    } else {
-        const char *keep = colon != NULL ? colon + 1 : auth;
-        used = (size_t) (keep - url);
-        memcpy(shown, url, used);
-        used += (size_t) snprintf(shown + used, 5, "***@");
-        memcpy(shown + used, at + 1, (size_t) (query - at - 1));
-        used += (size_t) (query - at - 1);
-    }
-    /* the options: a value whose key may name a secret is "***" */
-    for (const char *p = query; *p != '\0';) {
-        size_t n = strcspn(p + 1, "&") + 1, key = strcspn(p + 1, "=&");
-        if (key + 1 < n && secret_key(p + 1, key)) {
-            memcpy(shown + used, p, key + 2);
-            used += key + 2;
-            used += (size_t) snprintf(shown + used, 4, "***");
-        } else {
-            memcpy(shown + used, p, n);
-            used += n;
-        }
-        p += n;
-    }
-    shown[used] = '\0';
-    cli_print_text_to(f, shown);
-    free(shown);
-}
-
 int cli_url_among_names(const char *cmd, int n, char **words)
 {
     for (int i = 0; i < n; i++) {
         if (strstr(words[i], "://") == NULL)
             continue;
+        /* its scheme only: the rest may hold a password */
+        char scheme[32];
+        snprintf(scheme, sizeof scheme, "%.*s", (int) (strstr(words[i], "://") - words[i]),
+                 words[i]);
         fprintf(stderr, "dlock %s: '", cmd);
-        cli_print_url_to(stderr, words[i]);
+        cli_print_text_to(stderr, scheme);
         fprintf(stderr,
-                "' looks like a URL; give it with -u URL (or $DLOCK_URL)\n"
+                "://...' looks like a URL; give it with -u URL (or $DLOCK_URL)\n"
                 "Try 'dlock %s --help'.\n",
                 cmd);
         return EXIT_USAGE;
