@@ -594,6 +594,47 @@ static void waiter_keeps_place_after_kill(void)
     dlock_client_close(h);
 }
 
+/* A wait that keeps the named lock while a dropped holder's row lease
+ * runs (waiter_keeps_place_after_kill) is cancelled at once: its nap in
+ * the server ends by KILL QUERY, the named lock is let go, and the next
+ * client takes the name once the lease ends. */
+static void cancel_while_lease_waited(void)
+{
+    char sql[200];
+    dlock_client *h = client("&lease=3s"), *a = client(NULL), *b = client(NULL);
+    dlock_lock *hl = dt_lock(h, "cwl", 0), *al = dt_lock(a, "cwl", 0), *bl = dt_lock(b, "cwl", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    struct waiter w = {.l = al, .wait_ms = 20000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:cwl") == 1, 5000);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:cwl')");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    /* A has the named lock while the lease runs */
+    snprintf(sql, sizeof sql, "SELECT COALESCE(IS_USED_LOCK('dlock:cwl'), %lld) <> %lld", id, id);
+    DT_WAIT_UNTIL(sql_number(sql) == 1, 5000);
+    CHECK(!atomic_load(&w.done));
+    int64_t cancel_at = dt_now_ms();
+    CHECK_RC(dlock_cancel(al), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 5000);
+    long long took = atomic_load(&w.ended_ms) - cancel_at;
+    pthread_join(t, NULL);
+    printf("cancel while the lease was waited out: %lld ms (rc %d)\n", took, atomic_load(&w.rc));
+    CHECK_RC(atomic_load(&w.rc), DLOCK_ECANCELED);
+    CHECK_INT(took, <, 500);
+    DT_WAIT_UNTIL(held("dlock:cwl") == 0, 5000);
+    CHECK_RC(dlock_acquire(bl, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(bl), >, dlock_lock_fence(hl));
+    CHECK_RC(dlock_release(bl), DLOCK_OK);
+    dlock_lock_free(al);
+    dlock_lock_free(bl);
+    dlock_lock_free(hl);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(h);
+}
+
 /* A server that goes silent (paused) under a wait blocked in it for long
  * is noticed about as soon as a request's bound would: the wait's watch
  * (another connection asks the server every half command timeout) ends
@@ -908,6 +949,7 @@ int main(int argc, char **argv)
         {"cancel_when_paused", cancel_when_paused},
         {"waiter_keeps_place", waiter_keeps_place},
         {"waiter_keeps_place_after_kill", waiter_keeps_place_after_kill},
+        {"cancel_while_lease_waited", cancel_while_lease_waited},
         {"silent_server_under_wait", silent_server_under_wait},
         {"paused_shorter_than_lease", paused_shorter_than_lease},
         {"row_deleted_between_grants", row_deleted_between_grants},
