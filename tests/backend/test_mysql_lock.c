@@ -526,6 +526,115 @@ static void waiter_keeps_place(void)
     dlock_client_close(h);
 }
 
+/* The waiter first in line keeps its place while the row's lease of a
+ * holder whose connection dropped runs out: A, queued first in GET_LOCK,
+ * gets the named lock when the holder's connection is killed, finds the
+ * lease running, and waits it out holding the named lock; the loopers
+ * queued behind it stay queued (in state "User lock"), and A is served
+ * first when the lease ends. Before, every waiter let go of the named lock
+ * and polled until the lease ended, and the first poll after its end won:
+ * A's place was lost (the fault suite's seed 7, session mode, under load:
+ * a plain waiter of mx0 served 14 s after the last heal while ten others
+ * took it; issue 23). */
+static void waiter_keeps_place_after_kill(void)
+{
+    enum { LOOPERS = 5 };
+    dlock_client *h = client("&lease=3s"), *a = client(NULL);
+    dlock_client *lc[LOOPERS];
+    struct looper lp[LOOPERS];
+    pthread_t lt[LOOPERS], at;
+    _Atomic int stop = 0, turns = 0, a_done = 0;
+    dlock_lock *hl = dt_lock(h, "fifok", 0), *al = dt_lock(a, "fifok", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    struct waiter w = {.l = al, .wait_ms = 20000};
+    CHECK_INT(pthread_create(&at, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:fifok") == 1, 5000);
+    for (int i = 0; i < LOOPERS; i++) {
+        lc[i] = client(NULL);
+        lp[i] = (struct looper){
+            .l = dt_lock(lc[i], "fifok", 0), .stop = &stop, .turns = &turns, .a_done = &a_done};
+        CHECK_INT(pthread_create(&lt[i], NULL, loop_thread, &lp[i]), ==, 0);
+    }
+    DT_WAIT_UNTIL(waiting("dlock:fifok") == 1 + LOOPERS, 5000);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:fifok')");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    /* the holder's row lease (3 s) runs: half of it gone, the loopers are
+     * still queued behind A (before: all polling, none or one queued) */
+    DT_WAIT_UNTIL(sql_number("SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) < "
+                             "1500000 FROM dlock_fence WHERE name = 'dlock:fifok'") == 1,
+                  5000);
+    long long queued = waiting("dlock:fifok");
+    CHECK(!atomic_load(&w.done));
+    DT_WAIT_UNTIL(atomic_load(&w.done), 10000);
+    atomic_store(&a_done, 1);
+    int before = 0;
+    for (int i = 0; i < LOOPERS; i++)
+        before += atomic_load(&lp[i].before_a);
+    printf("after a kill: %lld loopers queued during the lease; A served after %d loopers' "
+           "turns (rc %d)\n",
+           queued, before, atomic_load(&w.rc));
+    CHECK_RC(atomic_load(&w.rc), DLOCK_OK);
+    CHECK_INT(queued, ==, LOOPERS);
+    CHECK_INT(before, ==, 0);
+    pthread_join(at, NULL);
+    CHECK_INT(dlock_lock_fence(al), >, dlock_lock_fence(hl));
+    CHECK_RC(dlock_release(al), DLOCK_OK);
+    int seen = atomic_load(&turns);
+    DT_WAIT_UNTIL(atomic_load(&turns) >= seen + LOOPERS, 10000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < LOOPERS; i++) {
+        pthread_join(lt[i], NULL);
+        dlock_lock_free(lp[i].l);
+        dlock_client_close(lc[i]);
+    }
+    dlock_lock_free(al);
+    dlock_lock_free(hl);
+    dlock_client_close(a);
+    dlock_client_close(h);
+}
+
+/* A wait that keeps the named lock while a dropped holder's row lease
+ * runs (waiter_keeps_place_after_kill) is cancelled at once: its nap in
+ * the server ends by KILL QUERY, the named lock is let go, and the next
+ * client takes the name once the lease ends. */
+static void cancel_while_lease_waited(void)
+{
+    char sql[200];
+    dlock_client *h = client("&lease=3s"), *a = client(NULL), *b = client(NULL);
+    dlock_lock *hl = dt_lock(h, "cwl", 0), *al = dt_lock(a, "cwl", 0), *bl = dt_lock(b, "cwl", 0);
+    CHECK_RC(dlock_acquire(hl, 5000), DLOCK_OK);
+    struct waiter w = {.l = al, .wait_ms = 20000};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, wait_thread, &w), ==, 0);
+    DT_WAIT_UNTIL(waiting("dlock:cwl") == 1, 5000);
+    long long id = sql_number("SELECT IS_USED_LOCK('dlock:cwl')");
+    CHECK_INT(id, >, 0);
+    dt_server_cli(&srv, "-e \"KILL %lld\"", id);
+    /* A has the named lock while the lease runs */
+    snprintf(sql, sizeof sql, "SELECT COALESCE(IS_USED_LOCK('dlock:cwl'), %lld) <> %lld", id, id);
+    DT_WAIT_UNTIL(sql_number(sql) == 1, 5000);
+    CHECK(!atomic_load(&w.done));
+    int64_t cancel_at = dt_now_ms();
+    CHECK_RC(dlock_cancel(al), DLOCK_OK);
+    DT_WAIT_UNTIL(atomic_load(&w.done), 5000);
+    long long took = atomic_load(&w.ended_ms) - cancel_at;
+    pthread_join(t, NULL);
+    printf("cancel while the lease was waited out: %lld ms (rc %d)\n", took, atomic_load(&w.rc));
+    CHECK_RC(atomic_load(&w.rc), DLOCK_ECANCELED);
+    CHECK_INT(took, <, 500);
+    DT_WAIT_UNTIL(held("dlock:cwl") == 0, 5000);
+    CHECK_RC(dlock_acquire(bl, 5000), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(bl), >, dlock_lock_fence(hl));
+    CHECK_RC(dlock_release(bl), DLOCK_OK);
+    dlock_lock_free(al);
+    dlock_lock_free(bl);
+    dlock_lock_free(hl);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(h);
+}
+
 /* A server that goes silent (paused) under a wait blocked in it for long
  * is noticed about as soon as a request's bound would: the wait's watch
  * (another connection asks the server every half command timeout) ends
@@ -839,6 +948,8 @@ int main(int argc, char **argv)
         {"pool_under_kills", pool_under_kills},
         {"cancel_when_paused", cancel_when_paused},
         {"waiter_keeps_place", waiter_keeps_place},
+        {"waiter_keeps_place_after_kill", waiter_keeps_place_after_kill},
+        {"cancel_while_lease_waited", cancel_while_lease_waited},
         {"silent_server_under_wait", silent_server_under_wait},
         {"paused_shorter_than_lease", paused_shorter_than_lease},
         {"row_deleted_between_grants", row_deleted_between_grants},

@@ -321,9 +321,19 @@ uint64_t dlock__my_last_fence(const char *own, const dlock__myres *other);
  * statements): GET_LOCK(N, wait_s), dlock_fence's row written for holder
  * nonce on connection conn (SQL: CONNECTION_ID(), or a number) only when no
  * other holder's lease runs in either table, the row read back, and the
- * GET_LOCK let go: always (release), or unless the row is ours now. NULL:
- * out of memory. */
+ * GET_LOCK let go: always (release: DLOCK__MY_LET_GO), unless the row is
+ * ours now (DLOCK__MY_KEEP_OURS), or unless it is ours or a lease runs in
+ * the row (DLOCK__MY_KEEP_PLACE: a session waiter first in line waits that
+ * lease out holding the named lock, README.md "Waiting"). NULL: out of
+ * memory. */
+enum { DLOCK__MY_KEEP_OURS = 0, DLOCK__MY_LET_GO = 1, DLOCK__MY_KEEP_PLACE = 2 };
 char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
                           const char *nonce, const char *token, int release, int insert);
+/* The same request on a connection that holds the named lock already
+ * (kept by DLOCK__MY_KEEP_PLACE): its first statement sleeps nap_s seconds
+ * in the server (a KILL QUERY ends it) instead of taking the named lock,
+ * and answers 1 while the connection still holds it. */
+char *dlock__my_regrant_sql(dlock__mystore *p, dlock__mylock *l, const char *nap_s,
+                            const char *nonce, const char *token);
 
 #endif

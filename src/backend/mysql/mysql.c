@@ -22,7 +22,9 @@
  * The counter moves only while this connection holds the lock, and only
  * for a new holder, so fences strictly increase per GET_LOCK name and a
  * waiter consumes none. A lease found running is polled (the named lock
- * let go), bounded by what it has left. A waiter blocks in the server for a
+ * let go), bounded by what it has left, by a try; a blocking wait keeps
+ * the named lock and waits it out in the server (its place in the queue
+ * kept: README.md, "The row's lease"). A waiter blocks in the server for a
  * slice (GET_LOCK's timeout, in fractional seconds: backend.h, NEXT_RETRY)
  * that lasts its whole wait (up to MAX_SLICE_US), so it keeps its place in
  * the server's queue, while another connection asks the server every half
@@ -48,6 +50,7 @@
 #define DEFAULT_CONNECT_MS 2000
 #define MIN_SLICE_US       20000    /* a shorter slice is a try */
 #define MAX_SLICE_US       60000000 /* a wait queued in the server goes round after that */
+#define KEEP_NAP_MS        100      /* a kept named lock: the row's lease looked at again after */
 #define COMMON_CAPS        (DLOCK_CAP_FENCE | DLOCK_CAP_FORCE_UNLOCK | DLOCK_CAP_QUERY | DLOCK_CAP_LIST)
 #define SESSION_CAPS       (COMMON_CAPS | DLOCK_CAP_NOTIFY | DLOCK_CAP_SESSION)
 #define TABLE_CAPS                                                                                 \
@@ -236,15 +239,37 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
      * table mode's row of the name (a take there holds the named lock
      * while it writes it, so every row written is seen) */
     int insert = !atomic_load(&l->row_seen);
+    /* A blocking wait that finds a lease running in the row (a holder
+     * whose connection dropped) keeps the named lock and waits the lease
+     * out in the server, in naps of at most KEEP_NAP_MS (a row-mode
+     * holder's lease is renewed: its release is seen within a nap):
+     * letting go, every waiter queued behind it polled, and the first poll
+     * after the lease's end took the name, whatever its place (issue 23;
+     * test_mysql_lock waiter_keeps_place_after_kill). kept: the named
+     * lock is this connection's from an earlier round. */
+    int keep = block ? DLOCK__MY_KEEP_PLACE : DLOCK__MY_KEEP_OURS, kept = 0;
     dlock__myres res;
     const char *got, *mine, *fence, *left;
     for (;;) {
-        char *sql = token != NULL ? dlock__my_grant_sql(p, l, wait_s, "CONNECTION_ID()", c->nonce,
-                                                        token, 0, insert)
-                                  : NULL;
+        char nap_s[48];
+        if (kept) {
+            now = dlock__now_us();
+            int64_t nap_ms = kept > KEEP_NAP_MS ? KEEP_NAP_MS : kept;
+            if (nap_ms > (slice_end - now) / 1000)
+                nap_ms = (slice_end - now) / 1000;
+            snprintf(nap_s, sizeof nap_s, "%lld.%03lld", (long long) (nap_ms / 1000),
+                     (long long) (nap_ms % 1000));
+        }
+        char *sql = token == NULL ? NULL
+                    : kept        ? dlock__my_regrant_sql(p, l, nap_s, c->nonce, token)
+                           : dlock__my_grant_sql(p, l, wait_s, "CONNECTION_ID()", c->nonce, token,
+                                                 keep, insert);
         if (sql == NULL) {
+            if (kept)
+                after_failure(p, c, l, bound);
+            else
+                dlock__my_put(p, c);
             free(token);
-            dlock__my_put(p, c);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         }
         rc = dlock__my_exec_watched(p, c, sql, bound, block ? a->cancelled : NULL, a->cancel_arg,
@@ -261,7 +286,27 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         mine = dlock__my_value(&res, insert ? 3 : 2, 0);
         fence = dlock__my_value(&res, insert ? 3 : 2, 1);
         left = dlock__my_value(&res, insert ? 3 : 2, 2);
-        if (insert || res.err != 0 || res.killed || got == NULL || strcmp(got, "1") != 0 ||
+        if (keep == DLOCK__MY_KEEP_PLACE && res.err == 0 && !res.killed && got != NULL &&
+            strcmp(got, "1") == 0 && mine != NULL && strcmp(mine, "0") == 0 && left != NULL &&
+            strtoll(left, NULL, 10) > 0) {
+            /* the named lock kept (the request's last statement): the
+             * lease waited out on this connection, to the slice's end */
+            kept = (int) strtoll(left, NULL, 10) + 1;
+            insert = 0; /* (the row is there) */
+            dlock__my_res_free(&res);
+            if (dlock__now_us() / 1000 + 1 < slice_end / 1000)
+                continue;
+            /* the slice is over: let go, and round again (NEXT_RETRY) */
+            free(token);
+            after_failure(p, c, l, bound);
+            a->outcome = DLOCK__HELD;
+            a->next = DLOCK__NEXT_RETRY;
+            a->holder_ttl_ms = DLOCK__TTL_UNKNOWN;
+            return DLOCK_OK;
+        }
+        if (kept && (res.err != 0 || res.killed || got == NULL || strcmp(got, "1") != 0))
+            break; /* cancelled in its nap, or failed: after_failure below */
+        if (insert || kept || res.err != 0 || res.killed || got == NULL || strcmp(got, "1") != 0 ||
             mine == NULL || strcmp(mine, "-1") != 0)
             break;
         /* the name's row is gone (deleted by hand): sent again with the
@@ -312,7 +357,7 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         pthread_mutex_unlock(&c->mu);
         return DLOCK_OK;
     }
-    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "0") == 0) {
+    if (res.err == 0 && !res.killed && got != NULL && strcmp(got, "0") == 0 && !kept) {
         /* held by another: this connection holds nothing */
         dlock__my_res_free(&res);
         dlock__my_put(p, c);
@@ -325,7 +370,8 @@ static int my_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
          * table's gaps and deadlocked against another name's first grant:
          * dlock bench --workload par, error 1213.) */
         int gone = res.err == ER_NO_SUCH_TABLE;
-        int slice_over = res.killed || gone || res.err == ER_LOCK_DEADLOCK;
+        int slice_over =
+            res.killed || gone || res.err == ER_LOCK_DEADLOCK || (kept && res.err == 0);
         if (!slice_over)
             rc = res.err != 0
                      ? dlock__my_fail(p, &res, "taking the named lock (GET_LOCK)")

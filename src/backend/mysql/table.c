@@ -313,8 +313,28 @@ int dlock__my_other_holder(dlock__mystore *p, dlock__mylock *l, int64_t deadline
  * list, evaluated once for the row it inserts, not in its WHERE: the
  * optimizer evaluates a WHERE on DUAL once to plan and again to run, and
  * the second saw the first's assignment. */
+static char *grant_sql(dlock__mystore *p, dlock__mylock *l, const char *take, const char *conn,
+                       const char *nonce, const char *token, int release, int insert);
+
 char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_s, const char *conn,
                           const char *nonce, const char *token, int release, int insert)
+{
+    char take[DLOCK__MY_NAME_MAX * 8 + 100];
+    snprintf(take, sizeof take, "GET_LOCK(%s, %s)", l->lit, wait_s);
+    return grant_sql(p, l, take, conn, nonce, token, release, insert);
+}
+
+char *dlock__my_regrant_sql(dlock__mystore *p, dlock__mylock *l, const char *nap_s,
+                            const char *nonce, const char *token)
+{
+    char take[DLOCK__MY_NAME_MAX * 8 + 100];
+    snprintf(take, sizeof take, "(SLEEP(%s) = 0 AND IS_USED_LOCK(%s) = CONNECTION_ID())", nap_s,
+             l->lit);
+    return grant_sql(p, l, take, "CONNECTION_ID()", nonce, token, DLOCK__MY_KEEP_PLACE, 0);
+}
+
+static char *grant_sql(dlock__mystore *p, dlock__mylock *l, const char *take, const char *conn,
+                       const char *nonce, const char *token, int release, int insert)
 {
     char table_free[DLOCK__MY_NAME_MAX * 8 + 200], table_fence[DLOCK__MY_NAME_MAX * 8 + 200];
     if (atomic_load(&p->other_table) == 1) {
@@ -346,20 +366,22 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
         upd_free[0] = '\0';
         snprintf(upd_fence, sizeof upd_fence, "1");
     }
-    size_t len = 14 * strlen(l->lit) + 4 * strlen(l->key_lit) + 2 * strlen(l->name_lit) +
-                 2 * strlen(token) + 2 * strlen(p->info_lit) + 3600;
+    size_t len = strlen(take) + 14 * strlen(l->lit) + 4 * strlen(l->key_lit) +
+                 2 * strlen(l->name_lit) + 2 * strlen(token) + 2 * strlen(p->info_lit) + 3600;
     char *sql = malloc(len);
     if (sql == NULL)
         return NULL;
     char release_lit[DLOCK__MY_NAME_MAX * 8 + 200];
-    if (release)
+    if (release == DLOCK__MY_LET_GO)
         snprintf(release_lit, sizeof release_lit, "RELEASE_LOCK(%s)", l->lit);
     else
         snprintf(release_lit, sizeof release_lit,
-                 "IF(@dlock_w = 1, 0, IF(IS_USED_LOCK(%s) = CONNECTION_ID(), RELEASE_LOCK(%s), 0))",
+                 "IF(@dlock_w = 1%s, 0, IF(IS_USED_LOCK(%s) = CONNECTION_ID(), RELEASE_LOCK(%s), "
+                 "0))",
+                 release == DLOCK__MY_KEEP_PLACE ? " OR (@dlock_w = 0 AND @dlock_left > 0)" : "",
                  l->lit, l->lit);
     snprintf(sql, len,
-             "SELECT GET_LOCK(%s, %s), @dlock_w := -1, @dlock_f := CAST(NULL AS UNSIGNED), "
+             "SELECT %s, @dlock_w := -1, @dlock_f := CAST(NULL AS UNSIGNED), "
              "@dlock_left := CAST(NULL AS SIGNED), @dlock_tf := 0; "
              "UPDATE dlock_fence SET "
              "fence = IF(@dlock_w := (IS_USED_LOCK(%s) = CONNECTION_ID() AND expires <= "
@@ -371,8 +393,8 @@ char *dlock__my_grant_sql(dlock__mystore *p, dlock__mylock *l, const char *wait_
              "expires = IF(@dlock_w, UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND, expires) "
              "WHERE name = %s AND (@dlock_left := CEIL(TIMESTAMPDIFF(MICROSECOND, "
              "UTC_TIMESTAMP(6), expires) / 1000)) IS NOT NULL; ",
-             l->lit, wait_s, l->lit, upd_free, upd_fence, nonce, conn, token, p->info_lit,
-             l->name_lit, p->lease_us, l->lit);
+             take, l->lit, upd_free, upd_fence, nonce, conn, token, p->info_lit, l->name_lit,
+             p->lease_us, l->lit);
     size_t n = strlen(sql);
     if (insert)
         snprintf(sql + n, len - n,
