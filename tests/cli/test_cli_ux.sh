@@ -1259,14 +1259,15 @@ test_redlock_refused_apart_from_out_of_reach()
 }
 
 # A URL given as a word, without -u (dlock lock redis://HOST:PORT NAME),
-# among the NAMEs: said to be a URL, with how to give it (it was "want one
-# NAME, got 2"), shown by its scheme only (the rest may hold a password);
-# run does not take it for the NAME or
-# the command, and runs nothing.
+# among the NAMEs, or alone (a NAME, a -m NAME, list's PREFIX): said to be
+# a URL, with how to give it (it was "want one NAME, got 2", or a lock
+# named after the URL), shown by its scheme only (the rest may hold a
+# password); run does not take it for the NAME or the command, and runs
+# nothing.
 test_url_given_as_name()
 {
-    local args want
-    want="looks like a URL; give it with -u URL (or \$DLOCK_URL)"
+    local args want want2
+    want="looks like a URL, not a lock NAME; a URL goes with -u URL (or \$DLOCK_URL)"
     for args in "status" "lock -l 5" "unlock --force" "extend -l 5 --owner 0123456789abcdef0123456789abcdef" "list"; do
         # shellcheck disable=SC2086 # the words of $args
         expect_rc "$args URL NAME" 64 dl $args redis://127.0.0.1:6379 u-url-word
@@ -1276,7 +1277,20 @@ test_url_given_as_name()
         expect_rc "$args NAME URL" 64 dl $args u-url-word redis://127.0.0.1:6379
         expect_eq "$args NAME URL: the URL told" "dlock ${args%% *}: 'redis://...' $want" \
             "$(head -1 "$TMP/err")"
+        # a URL alone, where the NAME goes (a new user's trial: it took a
+        # lock named after the URL, and messages showed its password)
+        # shellcheck disable=SC2086
+        expect_rc "$args URL" 64 dl $args 'redis://:s3cretPW@127.0.0.1:6379'
+        [ "${args%% *}" = list ] && want2=${want/lock NAME/PREFIX} || want2=$want
+        expect_eq "$args URL: the URL told" "dlock ${args%% *}: 'redis://...' $want2" \
+            "$(head -1 "$TMP/err")"
+        grep -q s3cretPW "$TMP/err" && fail "$args URL: the password shown: $(cat "$TMP/err")"
     done
+    expect_rc "run -m NAME -m URL" 64 dl run -m u-url-word -m 'rediss+sentinel://:s3cretPW@h/m' -- true
+    expect_eq "run -m URL: told" \
+        "dlock run: -m 'rediss+sentinel://...' looks like a URL, not a lock NAME; a URL goes with -u URL (or \$DLOCK_URL)" \
+        "$(head -1 "$TMP/err")"
+    expect_rc "run URL -- COMMAND" 64 dl run 'postgres://u:s3cretPW@h/db' -- touch "$TMP/t/ran"
     expect_rc "lock URL-with-password NAME" 64 dl lock -l 5 'redis://alice:s3cretPW@127.0.0.1:6379/?password=x' u-url-word
     expect_eq "lock URL-with-password NAME: not shown" "dlock lock: 'redis://...' $want" \
         "$(head -1 "$TMP/err")"
@@ -1288,7 +1302,7 @@ test_url_given_as_name()
     done
     [ -e "$TMP/t/ran" ] && fail "run URL NAME -- COMMAND: the command ran"
     expect_free u-url-word
-    # a URL in the NAME's place alone is a NAME (names may hold "://")
+    # a NAME may hold "://" when what comes before is no scheme of dlock's
     expect_rc "run -- URL-like NAME" 0 dl run -- x://y -- true
 }
 

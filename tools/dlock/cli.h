@@ -183,6 +183,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * gave it, else ""). A NAME that starts with '-', '-' alone too, goes after
  * a -- of its own. */
 int cli_check_name(const char *cmd, const char *option, const char *name);
+/* Whether word begins as a URL of one of dlock's schemes ("redis://...",
+ * "rediss+sentinel://..."; not "x://y", which may be a lock's name): 1
+ * with its scheme in scheme (size n), else 0. A NAME or a PREFIX that
+ * looks like one is refused (cli_check_name), the URL not shown past its
+ * scheme (it may hold a password). */
+int cli_url_like(const char *word, char *scheme, size_t n);
 
 /* The refusal of a URL among the words[0..n) "dlock cmd" took for NAMEs (a
  * word with "://": dlock lock redis://HOST NAME, -u forgotten): says so

@@ -93,7 +93,8 @@ int cli_url_among_names(const char *cmd, int n, char **words)
         fprintf(stderr, "dlock %s: '", cmd);
         cli_print_text_to(stderr, scheme);
         fprintf(stderr,
-                "://...' looks like a URL; give it with -u URL (or $DLOCK_URL)\n"
+                "://...' looks like a URL, not a lock NAME; a URL goes with -u URL (or "
+                "$DLOCK_URL)\n"
                 "Try 'dlock %s --help'.\n",
                 cmd);
         return EXIT_USAGE;

@@ -9,10 +9,12 @@
  * is every subcommand's. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct option_spec {
     const char *name; /* long name */
@@ -301,8 +303,40 @@ int cli_missing_name(const char *cmd, const cli_opts *o, char **argv, int last, 
                            text, n > 1 ? "s" : "", reading, cmd, text, after);
 }
 
+int cli_url_like(const char *word, char *scheme, size_t n)
+{
+    /* the first word of dlock's schemes (redis, rediss+sentinel, ...) */
+    static const char *const stores[] = {"redis",     "rediss",  "redlock",  "zk",
+                                         "zookeeper", "etcd",    "postgres", "postgresql",
+                                         "mysql",     "mariadb", "sqlite"};
+    const char *sep = strstr(word, "://");
+    size_t len = sep != NULL ? (size_t) (sep - word) : 0, base = strcspn(word, "+");
+    if (len == 0 || len >= n)
+        return 0;
+    if (base > len)
+        base = len; /* (a '+' past the scheme is the URL's) */
+    for (size_t i = 0; i < len; i++) {
+        if (!isalnum((unsigned char) word[i]) && strchr("+.-", word[i]) == NULL)
+            return 0;
+    }
+    for (size_t i = 0; i < sizeof stores / sizeof stores[0]; i++) {
+        if (strlen(stores[i]) == base && strncasecmp(word, stores[i], base) == 0) {
+            snprintf(scheme, n, "%.*s", (int) len, word);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int cli_check_name(const char *cmd, const char *option, const char *name)
 {
+    char scheme[32];
+    if (cli_url_like(name, scheme, sizeof scheme))
+        /* its scheme only: the rest may hold a password */
+        return cli_usage_error(cmd,
+                               "%s'%s://...' looks like a URL, not a lock NAME; a URL goes "
+                               "with -u URL (or $DLOCK_URL)",
+                               option, scheme);
     if (name[0] == '\0')
         return cli_usage_error(cmd, "%s" CLI_EMPTY_NAME, option);
     if (strcmp(name, "--") == 0 && option[0] != '\0')

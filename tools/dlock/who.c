@@ -158,6 +158,12 @@ int cmd_list(int argc, char **argv)
         return EXIT_USAGE;
     if (argc - first > 1)
         return cli_usage_error("list", "want at most one PREFIX");
+    char scheme[32];
+    if (first < argc && cli_url_like(argv[first], scheme, sizeof scheme))
+        return cli_usage_error("list",
+                               "'%s://...' looks like a URL, not a PREFIX; a URL goes with -u "
+                               "URL (or $DLOCK_URL)",
+                               scheme);
     const char *prefix = first < argc ? argv[first] : "";
     if (strcmp(prefix, "--") == 0)
         return cli_usage_error("list",
