@@ -535,6 +535,171 @@ static void writer_waits_parked(void)
     dt_proxy_stop(&px);
 }
 
+/* ---------------------------------------------------------------- hand-over */
+
+/* A release hands the row to the oldest waiter in its own statement
+ * (README.md: "The hand-over"): a waiter (a child, frozen once it waits,
+ * so it cannot take the row itself) finds the row named for it right
+ * after the release, with a larger fence and a lease no longer than its
+ * waiter row's; a younger waiter (through a proxy, to count its
+ * requests) is not woken by that notice; the child, thawed, takes the row
+ * with a larger fence still, and its release hands it to the younger one.
+ * Called before any client of this process. */
+static void handover_to_oldest(void)
+{
+    int go[2], back[2];
+    CHECK_INT(pipe(go), ==, 0);
+    CHECK_INT(pipe(back), ==, 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char b;
+        if (read(go[0], &b, 1) != 1)
+            _exit(2);
+        dlock_client *c = client("lease=10s");
+        dlock_lock *l = dt_lock(c, "handover", 0);
+        char token[128];
+        snprintf(token, sizeof token, "%s", dlock_lock_token(l));
+        if (write(back[1], token, sizeof token) != (ssize_t) sizeof token)
+            _exit(3);
+        if (dlock_acquire(l, 20000) != DLOCK_OK)
+            _exit(4);
+        unsigned long long f = dlock_lock_fence(l);
+        if (write(back[1], &f, sizeof f) != (ssize_t) sizeof f)
+            _exit(5);
+        if (read(go[0], &b, 1) != 1)
+            _exit(6);
+        if (dlock_release(l) != DLOCK_OK)
+            _exit(7);
+        dlock_lock_free(l);
+        dlock_client_close(c);
+        _exit(0);
+    }
+    close(go[0]);
+    close(back[1]);
+    dlock_client *c = client("lease=10s");
+    dlock_lock *h = dt_lock(c, "handover", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    CHECK_INT(write(go[1], "g", 1), ==, 1);
+    char token[128];
+    CHECK_INT(read(back[0], token, sizeof token), ==, (ssize_t) sizeof token);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'handover'::bytea AND expires > now()") == 1,
+                  5000);
+    /* the younger waiter, through a proxy */
+    dt_proxy px;
+    char url[256];
+    dlock_client *d = NULL;
+    dt_proxy_start(&px, srv.port, 1);
+    dt_server_url_at(&srv, px.ports[0], url, sizeof url - 64);
+    strcat(url, "?mode=table&lease=10s");
+    CHECK_RC(dlock_client_open(url, &d), DLOCK_OK);
+    dlock_lock *y = dt_lock(d, "handover", 0);
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, write_wait_thread, y), ==, 0);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'handover'::bytea AND expires > now()") == 2,
+                  5000);
+    CHECK_INT(kill(pid, SIGSTOP), ==, 0);
+    int status = 0;
+    CHECK_INT(waitpid(pid, &status, WUNTRACED), ==, pid);
+    CHECK(WIFSTOPPED(status));
+    long long before, after, bytes;
+    dt_sleep_ms(200); /* the younger one parked (its wake-up connection made) */
+    unsigned long long mine = dlock_lock_fence(h);
+    dt_proxy_sent(&px, 0, &before, &bytes);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    /* the row is the child's now: its owner, a new fence, a lease that
+     * ends no later than its waiter row */
+    const char *owner = dt_server_cli(&srv, "-c \"SELECT convert_from(owner, 'UTF8') FROM "
+                                            "dlock_lock WHERE name = 'handover'::bytea\"");
+    printf("after the release the row's owner is '%s' (the oldest waiter: '%s')\n", owner, token);
+    CHECK(strncmp(owner, token, strlen(token)) == 0);
+    long long handed = sql_number("SELECT fence FROM dlock_lock WHERE name = 'handover'::bytea");
+    CHECK_INT(handed, >, (long long) mine);
+    CHECK_INT(sql_number("SELECT (l.expires > now() AND l.expires <= w.expires)::int FROM "
+                         "dlock_lock l JOIN dlock_lock_wait w ON w.name = l.name WHERE l.name = "
+                         "'handover'::bytea AND w.owner <> l.owner ORDER BY w.since LIMIT 1"),
+              ==, 1);
+    dt_sleep_ms(500); /* the window measured */
+    dt_proxy_sent(&px, 0, &after, &bytes);
+    printf("the younger waiter sent %lld requests in the 500 ms after the hand-over\n",
+           after - before);
+    CHECK_INT(after - before, <=, 2); /* a heartbeat of its row at most */
+    /* the child, thawed, takes it (woken by the notice naming it) */
+    CHECK_INT(kill(pid, SIGCONT), ==, 0);
+    unsigned long long f = 0;
+    CHECK_INT(read(back[0], &f, sizeof f), ==, (ssize_t) sizeof f);
+    CHECK_INT((long long) f, >, handed);
+    CHECK_INT(write(go[1], "g", 1), ==, 1);
+    void *rc;
+    pthread_join(t, &rc);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(y), >, f);
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    CHECK(WIFEXITED(status));
+    CHECK_INT(WEXITSTATUS(status), ==, 0);
+    CHECK_RC(dlock_release(y), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(y);
+    dlock_client_close(c);
+    dlock_client_close(d);
+    dt_proxy_stop(&px);
+}
+
+/* A waiter that gives up just as a release handed it the row passes it on
+ * (its leave frees the row it had not taken: README.md, "The hand-over"),
+ * rather than keeping it for the rest of its waiter row (20 s here): what
+ * the server sends the waiter is held back (a proxy's delay), so it is
+ * cancelled before the notice naming it comes; the next waiter gets the
+ * row soon after. */
+static void handover_given_up_passes_on(void)
+{
+    dt_proxy px;
+    char url[256];
+    dlock_client *d = NULL;
+    dt_proxy_start(&px, srv.port, 1);
+    dt_server_url_at(&srv, px.ports[0], url, sizeof url - 64);
+    strcat(url, "?mode=table&lease=10s&waiter_lease=20s");
+    CHECK_RC(dlock_client_open(url, &d), DLOCK_OK);
+    dlock_client *c = client("lease=10s");
+    dlock_lock *h = dt_lock(c, "handover-given-up", 0);
+    dlock_lock *w = dt_lock(d, "handover-given-up", 0);
+    dlock_lock *z = dt_lock(c, "handover-given-up", 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    pthread_t tw, tz;
+    CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'handover-given-up'::bytea AND expires > now()") == 1,
+                  5000);
+    CHECK_INT(pthread_create(&tz, NULL, write_wait_thread, z), ==, 0);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'handover-given-up'::bytea AND expires > now()") == 2,
+                  5000);
+    dt_proxy_delay(&px, 0, 6000); /* the notice comes after its cancel */
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    const char *owner = dt_server_cli(&srv, "-c \"SELECT convert_from(owner, 'UTF8') FROM "
+                                            "dlock_lock WHERE name = 'handover-given-up'::bytea\"");
+    CHECK(strncmp(owner, dlock_lock_token(w), strlen(dlock_lock_token(w))) == 0);
+    CHECK_RC(dlock_cancel(w), DLOCK_OK);
+    void *rc;
+    pthread_join(tz, &rc);
+    long long took = dt_now_ms() - t0;
+    printf("the next waiter got the row %lld ms after the release to one that gave up\n", took);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK_INT(took, <, 8000); /* not the rest of a 20 s waiter row */
+    pthread_join(tw, &rc);
+    CHECK_INT((long) rc, ==, DLOCK_ECANCELED);
+    CHECK_RC(dlock_release(z), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_lock_free(z);
+    dlock_client_close(c);
+    dlock_client_close(d);
+    dt_proxy_stop(&px);
+}
+
 /* A role without CREATE on the schema (DML on dlock's tables, made for
  * it), the shared holds' table not made: mutexes work, and the read-write
  * lock says the table it needs. Last: it drops that table. */
@@ -582,6 +747,8 @@ int main(int argc, char **argv)
         {"kinds_apart", kinds_apart},
         {"modes_exclude_shared", modes_exclude_shared},
         {"writer_waits_parked", writer_waits_parked},
+        {"handover_to_oldest", handover_to_oldest},
+        {"handover_given_up_passes_on", handover_given_up_passes_on},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */

@@ -252,7 +252,8 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
 
 /* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
  * $4 the lease in µs, $5 the advisory key, and for a caller that waits $6
- * its waiter lease in µs) and the release ($1, $2). */
+ * its waiter lease in µs and $7 its waiter row's owner: wait_param) and
+ * the release ($1, $2). */
 static char *take_sql[2], *release_sql;
 static int statements_made;
 static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
@@ -260,9 +261,10 @@ static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
 static void make_statements(void)
 {
     take_sql[0] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
-                                        "$4::bigint", NULL, DLOCK__PGT_SESSION_GUARD);
-    take_sql[1] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
-                                        "$4::bigint", "$6::bigint", DLOCK__PGT_SESSION_GUARD);
+                                        "$4::bigint", NULL, NULL, DLOCK__PGT_SESSION_GUARD);
+    take_sql[1] =
+        dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text", "$4::bigint",
+                              "$6::bigint", "$7::bytea", DLOCK__PGT_SESSION_GUARD);
     release_sql = dlock__sqlt_release(D, "$1::bytea", "$2::bytea");
     statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL;
 }
@@ -346,6 +348,24 @@ static char *owner_param(const dlock__pglock *l, const char *token)
         snprintf(own, len, "%s%s", l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "",
                  token);
         hex = bytea_param(own);
+    }
+    free(own);
+    return hex;
+}
+
+/* The owner of l's waiter row for token: a writer's is its lock owner, a
+ * mutex's "m:" and its token (sqltable.h: DLOCK__SQLT_MUTEX_WAIT), so
+ * that a release hands the row only to a waiter of an exclusive kind.
+ * lit: as a literal (dlock__pgt_bytea), else as a parameter. */
+static char *wait_param(const dlock__pglock *l, const char *token, int lit)
+{
+    size_t len = strlen(DLOCK__SQLT_MUTEX_WAIT) + strlen(token) + 1;
+    char *own = malloc(len), *hex = NULL;
+    if (own != NULL) {
+        snprintf(own, len, "%s%s",
+                 l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : DLOCK__SQLT_MUTEX_WAIT,
+                 token);
+        hex = lit ? dlock__pgt_bytea(own) : bytea_param(own);
     }
     free(own);
     return hex;
@@ -464,14 +484,17 @@ int dlock__pgt_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a)
          * made first) */
         rc = l->base.spec.kind == DLOCK__WRITE ? dlock__pgts_ready(p, a->deadline_us) : DLOCK_OK;
         char *owner_hex = rc == DLOCK_OK ? owner_param(l, a->token) : NULL;
-        const char *params[6] = {l->name_hex, owner_hex,   p->base.host.cfg->owner_info,
-                                 lease_us,    l->key_text, wait_us};
+        char *wait_hex = rc == DLOCK_OK && waits ? wait_param(l, a->token, 0) : NULL;
+        const char *params[7] = {l->name_hex, owner_hex,   p->base.host.cfg->owner_info,
+                                 lease_us,    l->key_text, wait_us,
+                                 wait_hex};
         if (rc == DLOCK_OK)
-            rc = owner_hex != NULL
-                     ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 6 : 5,
+            rc = owner_hex != NULL && (wait_hex != NULL || !waits)
+                     ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 7 : 5,
                                     params, a->deadline_us, &res, "taking the lock's row")
                      : dlock__fail(DLOCK_ENOMEM, "out of memory");
         free(owner_hex);
+        free(wait_hex);
     }
     if (rc == DLOCK_OK)
         rc = took(p, l, a, res, woken);
@@ -491,7 +514,15 @@ int dlock__pgt_cancel(dlock__pgstore *p, dlock__pglock *l, const char *token, in
                  token);
     char *owner = own != NULL ? dlock__pgt_bytea(own) : NULL;
     free(own);
-    char *sql = owner != NULL ? dlock__sqlt_leave(D, l->key_lit, owner) : NULL;
+    char *sql = NULL;
+    if (owner != NULL && shared_kind(l)) {
+        sql = dlock__sqlt_leave(D, l->key_lit, owner);
+    } else if (owner != NULL) {
+        /* a row handed to it meanwhile passed on (sqltable.h) */
+        char *waiter = wait_param(l, token, 1);
+        sql = waiter != NULL ? dlock__sqlt_pg_leave(l->key_lit, waiter, owner) : NULL;
+        free(waiter);
+    }
     free(owner);
     if (p->listen != NULL)
         dlock__pgl_unwatch(p->listen, token);
