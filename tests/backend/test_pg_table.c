@@ -700,6 +700,46 @@ static void handover_given_up_passes_on(void)
     dt_proxy_stop(&px);
 }
 
+/* A release after one that handed the row over starts with the hand-over
+ * (the handle expects waiters, table.c: l->handing); with nobody waiting
+ * any more it frees the row as the plain release would, and a release
+ * that finds a waiter first (the plain statement, then the hand-over in a
+ * second request) hands it over. */
+static void release_after_handover(void)
+{
+    dlock_client *c = client(NULL);
+    dlock_lock *h = dt_lock(c, "handover-again", 0);
+    dlock_lock *w = dt_lock(c, "handover-again", 0);
+    const char *live = "SELECT count(*) FROM dlock_lock WHERE name = 'handover-again'::bytea AND "
+                       "owner <> ''::bytea AND expires > now()";
+    for (int round = 0; round < 2; round++) {
+        CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+        uint64_t fence = dlock_lock_fence(h);
+        pthread_t tw;
+        CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
+        DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                                 "'handover-again'::bytea AND expires > now()") == 1,
+                      5000);
+        CHECK_RC(dlock_release(h), DLOCK_OK); /* handed to w */
+        void *rc;
+        pthread_join(tw, &rc);
+        CHECK_INT((long) rc, ==, DLOCK_OK);
+        CHECK(dlock_lock_fence(w) > fence);
+        CHECK_RC(dlock_release(w), DLOCK_OK); /* nobody waits: freed */
+        CHECK_INT(sql_number(live), ==, 0);
+        /* h's next release expects a waiter; there is none */
+        CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+        CHECK_RC(dlock_release(h), DLOCK_OK);
+        CHECK_INT(sql_number(live), ==, 0);
+        CHECK_RC(dlock_try_acquire(w), DLOCK_OK);
+        CHECK_RC(dlock_release(w), DLOCK_OK);
+    }
+    printf("hand-over, then a release with nobody waiting frees the row, twice\n");
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+}
+
 /* A role without CREATE on the schema (DML on dlock's tables, made for
  * it), the shared holds' table not made: mutexes work, and the read-write
  * lock says the table it needs. Last: it drops that table. */
@@ -749,6 +789,7 @@ int main(int argc, char **argv)
         {"writer_waits_parked", writer_waits_parked},
         {"handover_to_oldest", handover_to_oldest},
         {"handover_given_up_passes_on", handover_given_up_passes_on},
+        {"release_after_handover", release_after_handover},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */

@@ -99,6 +99,7 @@ typedef struct dlock__pglock {
      * owner asking for its name as another kind is told EDEADLK (read.c) */
     char owner[72];
     struct dlock__pglock *next_held;
+    int handing; /* table mode: its last release handed the row over (table.c) */
 } dlock__pglock;
 
 #define PGLOCK(p) DLOCK__STORE_OF(dlock__pglock, p)
@@ -191,7 +192,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
 
 /* pg.c: what read.c shares of a lock's life. */
 /* The prepared statements' numbers (dlock__pg_exec_prepared; table.c's
- * are 8 to 11, shares.c's 17 to 31: the connection's bit set is full). */
+ * are 7 to 11, shares.c's 17 to 31: the connection's bit set is full). */
 enum {
     DLOCK__PGP_TRY,
     DLOCK__PGP_WAIT,

@@ -32,7 +32,7 @@
 #include <string.h>
 
 /* The prepared statements' numbers (pg.h: session mode's are below 8,
- * table.c's 8 to 11, read.c's 12 to 16). */
+ * table.c's 7 to 11, read.c's 12 to 16). */
 enum {
     PREP_MAKE_ROW = 17,
     PREP_READ_TRY,

@@ -30,7 +30,13 @@
  * same for every lock and store, made once per process. Sent as text they
  * were parsed and planned at every cycle, most of a take's time in the
  * server. A take is two of them (its guard, then the take: TAKE_GUARD). */
-enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE, PREP_TAKE_GUARD = DLOCK__PGT_PREP_GUARD };
+enum {
+    PREP_HANDOVER = 7, /* the one free number below 8 (session mode's are 0 to 4) */
+    PREP_TAKE_TRY,
+    PREP_TAKE_WAIT,
+    PREP_RELEASE,
+    PREP_TAKE_GUARD = DLOCK__PGT_PREP_GUARD
+};
 
 void dlock__pgt_tag(const char *name, char *tag)
 {
@@ -252,9 +258,9 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
 
 /* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
  * $4 the lease in µs, $5 the advisory key, and for a caller that waits $6
- * its waiter lease in µs and $7 its waiter row's owner: wait_param) and
- * the release ($1, $2). */
-static char *take_sql[2], *release_sql;
+ * its waiter lease in µs and $7 its waiter row's owner: wait_param), the
+ * release and the hand-over ($1, $2). */
+static char *take_sql[2], *release_sql, *handover_sql;
 static int statements_made;
 static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
 
@@ -266,7 +272,9 @@ static void make_statements(void)
         dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text", "$4::bigint",
                               "$6::bigint", "$7::bytea", DLOCK__PGT_SESSION_GUARD);
     release_sql = dlock__sqlt_release(D, "$1::bytea", "$2::bytea");
-    statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL;
+    handover_sql = dlock__sqlt_pg_handover("$1::bytea", "$2::bytea");
+    statements_made =
+        take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL && handover_sql != NULL;
 }
 
 /* A prepared statement once the tables are there. */
@@ -277,7 +285,9 @@ static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const ch
     pthread_once(&statements_once, make_statements);
     if (!statements_made)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    const char *sql = which == PREP_RELEASE ? release_sql : take_sql[which == PREP_TAKE_WAIT];
+    const char *sql = which == PREP_RELEASE    ? release_sql
+                      : which == PREP_HANDOVER ? handover_sql
+                                               : take_sql[which == PREP_TAKE_WAIT];
     return run_on(p, which, sql, nparams, params, deadline, res, what);
 }
 
@@ -537,15 +547,32 @@ int dlock__pgt_release(dlock__pgstore *p, dlock__pglock *l, const char *token, i
         return dlock__pgts_release(p, l, token, deadline_us);
     if (l->base.spec.kind == DLOCK__WRITE)
         return dlock__pgts_write_release(p, l, token, deadline_us);
+    /* The plain release, unless the last one handed the row over (a lock
+     * that others wait for: l->handing): it frees the row when nobody
+     * waits, else leaves it (still the caller's), and the hand-over
+     * follows in a second request (sqltable.h; README.md, "The
+     * hand-over") */
     PGresult *res = NULL;
     char *owner_hex = bytea_param(token);
     const char *params[2] = {l->name_hex, owner_hex};
-    int rc = owner_hex != NULL ? run_prepared(p, PREP_RELEASE, 2, params, deadline_us, &res,
-                                              "releasing the lock's row")
+    int handover = l->handing;
+    int rc = owner_hex != NULL ? run_prepared(p, handover ? PREP_HANDOVER : PREP_RELEASE, 2, params,
+                                              deadline_us, &res, "releasing the lock's row")
                                : dlock__fail(DLOCK_ENOMEM, "out of memory");
+    /* the plain release left the row, still the caller's: a waiter is there */
+    const char *matched = value(res, 0, 0), *holder = value(res, 0, 1);
+    if (rc == DLOCK_OK && !handover && matched != NULL && strcmp(matched, "0") == 0 &&
+        holder != NULL && strcmp(holder, token) == 0) {
+        PQclear(res);
+        handover = 1;
+        rc = run_prepared(p, PREP_HANDOVER, 2, params, deadline_us, &res,
+                          "handing the lock's row over");
+    }
     free(owner_hex);
     if (rc != DLOCK_OK)
         return rc;
+    const char *handed = value(res, 0, 4);
+    l->handing = handover && handed != NULL && strcmp(handed, "1") == 0;
     const char *n = value(res, 0, 0);
     if (n == NULL || strcmp(n, "1") != 0)
         rc = value(res, 0, 1) != NULL

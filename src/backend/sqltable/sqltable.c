@@ -191,12 +191,15 @@ static char *pg_take(const char *key, const char *lock_name, const char *owner, 
     /* The lease: never lowered by the owner's own take again (a handle of
      * the same token), but a row handed to this waiter by a release
      * (its waiter row still live: the take deletes it) gets the take's
-     * own lease, not the hand-over's */
+     * own lease, not the hand-over's. Someone else's row taken (lapsed:
+     * its lease is over) gets the take's too, without a look at the
+     * waiter rows (CASE: the first branch that holds, so a take of a free
+     * row, the common case, does not run the EXISTS) */
     if (wait_us != NULL)
         add(&e,
-            "CASE WHEN EXISTS (SELECT 1 FROM " DLOCK__SQLT_WAIT " h WHERE h.name = %s AND "
-            "h.owner = %s AND h.expires > now()) THEN EXCLUDED.expires ELSE "
-            "GREATEST(l.expires, EXCLUDED.expires) END",
+            "CASE WHEN l.owner <> EXCLUDED.owner THEN EXCLUDED.expires WHEN EXISTS (SELECT 1 "
+            "FROM " DLOCK__SQLT_WAIT " h WHERE h.name = %s AND h.owner = %s AND h.expires > "
+            "now()) THEN EXCLUDED.expires ELSE GREATEST(l.expires, EXCLUDED.expires) END",
             key, wait_owner);
     else
         add(&e, "GREATEST(l.expires, EXCLUDED.expires)");
@@ -374,21 +377,45 @@ char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *
     return b.s;
 }
 
+/* PG: the live waiter rows of key (q) other than owner's (a mutex's is
+ * under DLOCK__SQLT_MUTEX_WAIT and its token). */
+static void others_waiting(sbuf *b, const char *key, const char *owner)
+{
+    add(b,
+        "q.name = %s AND q.expires > now() AND q.owner <> %s AND q.owner <> "
+        "'" DLOCK__SQLT_MUTEX_WAIT "'::bytea || %s",
+        key, owner, owner);
+}
+
+/* PG: the answer of a release, from u (the rows it let go, their owner now:
+ * '' when freed, a waiter's when handed over). */
+static void release_answer(sbuf *b, const char *key)
+{
+    add(b,
+        " SELECT (SELECT count(*) FROM u), (SELECT " PG_TEXT(
+            "owner") " FROM " DLOCK__SQLT_TABLE
+                     " WHERE name = %s AND owner <> ''::bytea AND expires > now()), (SELECT "
+                     "pg_notify('" DLOCK__SQLT_NOTIFY "', encode(substring(%s FROM 1 FOR " STR(
+                         DLOCK__SQLT_TAG_BYTES) "), 'hex') || CASE WHEN u.owner = ''::bytea THEN "
+                                                "'' ELSE ' ' || encode(u.owner, "
+                                                "'hex') END) FROM u), "
+                                                "set_config('synchronous_commit', 'off', true)",
+        key, key);
+}
+
 char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
 {
-    sbuf b = {0};
+    sbuf b = {0}, q = {0};
     if (d == DLOCK__SQLT_PG) {
-        /* The hand-over (README.md): when the oldest live waiter of the
-         * name (n) waits for a mutex or a write (its row's owner under
-         * DLOCK__SQLT_MUTEX_WAIT or DLOCK__SQLT_WRITER), the row becomes
-         * its in this statement, under the row's lock: a new fence, a
-         * lease that ends with its waiter row's (a dead waiter holds it
-         * no longer than that), and a notice that names it (tag, space,
-         * the hex of its row's owner), so that only its client looks
-         * again; its take then finds the row its own (and takes its own
-         * lease and fence). A reader's or a semaphore's waiter first in
-         * line (their rows are under the bare token), or none: the row
-         * freed, every waiter of the tag woken, as before.
+        /* The row freed only when no other live waiter of the name is
+         * there (one look at the waiters' key, evaluated once: the common
+         * case of a lock nobody waits for). With a waiter the row is left
+         * as it is: matched 0 while the holder before it is owner, and
+         * the caller hands it over with dlock__sqlt_pg_handover
+         * (README.md, "The hand-over"). Kept this small on purpose: the
+         * server sets up every node and expression of a statement's plan
+         * at each execution, run or not, so the hand-over's in here cost
+         * every release.
          *
          * Its commit does not wait for the WAL's flush (synchronous_commit
          * off for its transaction, as session mode's release, ../pg/pg.c):
@@ -396,28 +423,16 @@ char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const cha
          * lease ends, so the next holder waits longer, never takes it
          * early; a take after it waits for its own flush, which carries
          * the release's WAL before it */
+        others_waiting(&q, key, owner);
+        if (q.s == NULL)
+            return NULL;
         add(&b,
-            "WITH n AS (SELECT CASE WHEN substring(q.owner FROM 1 FOR 2) = "
-            "'" DLOCK__SQLT_MUTEX_WAIT "'::bytea THEN substring(q.owner FROM 3) ELSE q.owner END "
-            "AS owner, q.expires, substring(q.owner FROM 1 FOR 2) IN "
-            "('" DLOCK__SQLT_MUTEX_WAIT "'::bytea, '" DLOCK__SQLT_WRITER
-            "'::bytea) AS ex FROM " DLOCK__SQLT_WAIT
-            " q WHERE q.name = %s AND q.expires > now() AND q.owner <> %s AND "
-            "q.owner <> '" DLOCK__SQLT_MUTEX_WAIT "'::bytea || %s ORDER BY q.since, q.owner LIMIT "
-            "1), u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = COALESCE(n.owner, ''::bytea), "
-            "info = CASE WHEN n.owner IS NULL THEN l.info ELSE '' END, fence = CASE WHEN n.owner "
-            "IS NULL THEN l.fence ELSE GREATEST(l.fence + 1, " PG_NOW_US ") END, expires = "
-            "COALESCE(n.expires, " PG_ENDED ") FROM (SELECT 1) d LEFT JOIN n ON n.ex WHERE "
-            "l.name = %s AND l.owner = %s AND l.expires > now() RETURNING l.owner) SELECT "
-            "(SELECT count(*) FROM u), (SELECT " PG_TEXT(
-                "owner") " FROM " DLOCK__SQLT_TABLE
-                         " WHERE name = %s AND owner <> ''::bytea AND expires > now()), (SELECT "
-                         "pg_notify('" DLOCK__SQLT_NOTIFY "', encode(substring(%s FROM 1 FOR " STR(
-                             DLOCK__SQLT_TAG_BYTES) "), 'hex') || CASE WHEN u.owner = ''::bytea "
-                                                    "THEN '' ELSE "
-                                                    "' ' || encode(u.owner, 'hex') END) FROM u), "
-                                                    "set_config('synchronous_commit', 'off', true)",
-            key, owner, owner, key, owner, key, key);
+            "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = ''::bytea, expires = " PG_ENDED
+            " WHERE l.name = %s AND l.owner = %s AND l.expires > now() AND NOT EXISTS (SELECT 1 "
+            "FROM " DLOCK__SQLT_WAIT " q WHERE %s) RETURNING l.owner)",
+            key, owner, q.s);
+        release_answer(&b, key);
+        free(q.s);
         return b.s;
     }
     add(&b,
@@ -425,6 +440,42 @@ char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const cha
         "owner = %s AND expires > " NOW "; SELECT owner FROM " DLOCK__SQLT_TABLE
         " WHERE name = %s AND owner <> '' AND expires > " NOW,
         key, owner, key);
+    return b.s;
+}
+
+char *dlock__sqlt_pg_handover(const char *key, const char *owner)
+{
+    sbuf b = {0}, q = {0};
+    /* The hand-over (README.md): when the oldest live waiter of the name
+     * (n) waits for a mutex or a write (its row's owner under
+     * DLOCK__SQLT_MUTEX_WAIT or DLOCK__SQLT_WRITER), the row becomes its
+     * in this statement, under the row's lock: a new fence, a lease that
+     * ends with its waiter row's (a dead waiter holds it no longer than
+     * that), and a notice that names it (tag, space, the hex of its row's
+     * owner), so that only its client looks again; its take then finds
+     * the row its own (and takes its own lease and fence). A reader's or
+     * a semaphore's waiter first in line (their rows are under the bare
+     * token), or none left: the row freed, every waiter of the tag woken,
+     * as a plain release. Its commit does not wait for the WAL's flush
+     * either (dlock__sqlt_release). */
+    others_waiting(&q, key, owner);
+    if (q.s == NULL)
+        return NULL;
+    add(&b,
+        "WITH n AS (SELECT CASE WHEN substring(q.owner FROM 1 FOR 2) = "
+        "'" DLOCK__SQLT_MUTEX_WAIT "'::bytea THEN substring(q.owner FROM 3) ELSE q.owner END "
+        "AS owner, q.expires, substring(q.owner FROM 1 FOR 2) IN "
+        "('" DLOCK__SQLT_MUTEX_WAIT "'::bytea, '" DLOCK__SQLT_WRITER
+        "'::bytea) AS ex FROM " DLOCK__SQLT_WAIT " q WHERE %s ORDER BY q.since, q.owner "
+        "LIMIT 1), u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = COALESCE(n.owner, "
+        "''::bytea), info = CASE WHEN n.owner IS NULL THEN l.info ELSE '' END, fence = CASE "
+        "WHEN n.owner IS NULL THEN l.fence ELSE GREATEST(l.fence + 1, " PG_NOW_US ") END, "
+        "expires = COALESCE(n.expires, " PG_ENDED ") FROM (SELECT 1) d LEFT JOIN n ON n.ex "
+        "WHERE l.name = %s AND l.owner = %s AND l.expires > now() RETURNING l.owner)",
+        q.s, key, owner);
+    release_answer(&b, key);
+    add(&b, ", (SELECT count(*) FROM u WHERE u.owner <> ''::bytea)");
+    free(q.s);
     return b.s;
 }
 

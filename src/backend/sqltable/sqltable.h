@@ -115,12 +115,20 @@ int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, con
 
 /* Two statements: the row freed if owner holds it (matched rows), then the
  * holder now (one row, its owner, or no row when nobody holds it). PG:
- * one statement, (matched, the holder before it, the notice); the row
- * handed to the oldest live waiter instead of freed when that one waits
- * for a mutex or a write (a new fence, a lease that ends with its waiter
- * row's: README.md, "The hand-over"); notifies the lock's waiters when it
- * let go, and its commit does not wait for the WAL's flush. */
+ * one statement, (matched, the holder before it, the notice): the row
+ * freed only when no live waiter of the name other than owner is there;
+ * with one the row is left as it is (matched 0, the holder before it
+ * owner) and the caller hands it over with dlock__sqlt_pg_handover
+ * (README.md, "The hand-over": the uncontended release stays small).
+ * Notifies the lock's waiters when it let go, and its commit does not
+ * wait for the WAL's flush. */
 char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
+/* PG, one statement: owner's row handed to the oldest live waiter of key
+ * when that one waits for a mutex or a write (a new fence, a lease that
+ * ends with its waiter row's, a notice that names it: README.md, "The
+ * hand-over"), else freed as dlock__sqlt_release frees it; (matched, the
+ * holder before it, the notice, -, 1 when it handed the row over). */
+char *dlock__sqlt_pg_handover(const char *key, const char *owner);
 /* Two statements: the lease set (at_least: only lengthened; lease_ms 0
  * with at_least: nothing written), then COUNT(*) of rows owner holds (1 or
  * 0). */
