@@ -700,6 +700,226 @@ static void handover_given_up_passes_on(void)
     dt_proxy_stop(&px);
 }
 
+static void *release_thread(void *arg)
+{
+    return (void *) (long) dlock_release(arg);
+}
+
+/* A waiter that gives up while a release's hand-over is under way (the
+ * hand-over has read the waiters, and waits for the row's lock, held here
+ * by a psql transaction standing in for any other take's or renewal's
+ * moment on the row): its leave finds the row still the holder's and
+ * frees nothing, and the hand-over, going on from what it read before,
+ * names the waiter that left. Nobody holds the lock, yet the row is
+ * held for the rest of that waiter's row (20 s here), and the next
+ * waiter waits for it. Expected: the row is not given to a waiter that
+ * left. */
+static void handover_races_leave(void)
+{
+    dlock_client *c = client("lease=10s");
+    dlock_client *d = client("lease=10s&waiter_lease=20s");
+    dlock_lock *h = dt_lock(c, "handover-race", 0);
+    dlock_lock *w = dt_lock(d, "handover-race", 0);
+    dlock_lock *z = dt_lock(c, "handover-race", 0);
+    const char *waiting = "SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                          "'handover-race'::bytea AND expires > now()";
+    const char *blocked = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                          "AND query LIKE 'WITH n AS%'";
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    pthread_t tw, tz, th;
+    CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
+    DT_WAIT_UNTIL(sql_number(waiting) == 1, 5000);
+    CHECK_INT(pthread_create(&tz, NULL, write_wait_thread, z), ==, 0);
+    DT_WAIT_UNTIL(sql_number(waiting) == 2, 5000);
+    dt_sleep_ms(200); /* both parked */
+    /* the row's lock, held for 4 s by another transaction */
+    dt_server_cli(&srv, "-c \"BEGIN\" -c \"SELECT 1 FROM dlock_lock WHERE name = "
+                        "'handover-race'::bytea FOR UPDATE\" -c \"SELECT pg_sleep(4)\" -c "
+                        "\"ROLLBACK\" >/dev/null 2>&1 &");
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                             "'SELECT pg_sleep(4)%' AND state = 'active'") == 1,
+                  5000);
+    int64_t t0 = dt_now_ms();
+    CHECK_INT(pthread_create(&th, NULL, release_thread, h), ==, 0);
+    DT_WAIT_UNTIL(sql_number(blocked) == 1, 3000); /* the hand-over has read the waiters */
+    CHECK_RC(dlock_cancel(w), DLOCK_OK);
+    void *rc;
+    pthread_join(tw, &rc);
+    CHECK_INT((long) rc, ==, DLOCK_ECANCELED); /* its leave is done */
+    CHECK_INT(sql_number(blocked), ==, 1);     /* the hand-over still waits */
+    pthread_join(th, &rc);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    const char *owner = dt_server_cli(&srv, "-c \"SELECT convert_from(owner, 'UTF8') || ' ' || "
+                                            "(expires > now())::text FROM dlock_lock WHERE name "
+                                            "= 'handover-race'::bytea\"");
+    char row[256];
+    snprintf(row, sizeof row, "%s", owner);
+    fprintf(stderr, "after the release (%lld ms) the row is '%s'; the waiter that left: '%s'\n",
+            (long long) (dt_now_ms() - t0), row, dlock_lock_token(w));
+    int ghost = strncmp(row, dlock_lock_token(w), strlen(dlock_lock_token(w))) == 0;
+    pthread_join(tz, &rc);
+    long long took = dt_now_ms() - t0;
+    fprintf(stderr, "the next waiter got it %lld ms after the release began\n", took);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK(!ghost);
+    CHECK_INT(took, <, 8000);
+    CHECK_RC(dlock_release(z), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_lock_free(z);
+    dlock_client_close(c);
+    dlock_client_close(d);
+}
+
+static atomic_int pingpong_stop;
+
+/* Takes and lets go of its lock until told to stop. */
+static void *pingpong_thread(void *arg)
+{
+    while (!atomic_load(&pingpong_stop)) {
+        if (dlock_acquire(arg, 5000) != DLOCK_OK)
+            continue;
+        dt_sleep_ms(5);
+        dlock_release(arg);
+    }
+    return NULL;
+}
+
+/* One lock per name across the modes, and no waiter kept for ever: two
+ * table-mode clients taking a name in turn (each waits while the other
+ * holds) leave a session-mode waiter of that name a moment now and then.
+ * With the hand-over the row goes from one table holder to the next and
+ * is never free while one of them waits. */
+static void session_waiter_not_starved(void)
+{
+    dlock_client *a = client(NULL), *b = client(NULL), *s = session_client();
+    dlock_lock *la = dt_lock(a, "modes-starve", 0), *lb = dt_lock(b, "modes-starve", 0);
+    dlock_lock *ls = dt_lock(s, "modes-starve", 0);
+    atomic_store(&pingpong_stop, 0);
+    pthread_t ta, tb;
+    CHECK_INT(pthread_create(&ta, NULL, pingpong_thread, la), ==, 0);
+    CHECK_INT(pthread_create(&tb, NULL, pingpong_thread, lb), ==, 0);
+    dt_sleep_ms(300);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(ls, 5000);
+    long long took = dt_now_ms() - t0;
+    fprintf(stderr,
+            "a session waiter beside two table-mode clients taking turns: %s after %lld ms\n",
+            dlock_strerror(rc), took);
+    if (rc == DLOCK_OK)
+        dlock_release(ls);
+    atomic_store(&pingpong_stop, 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK_RC(rc, DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_lock_free(ls);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(s);
+}
+
+/* The oldest waiter dies (SIGKILL: its waiter row lives on, up to the
+ * waiter lease, 6 s by default) just before the holder (lease 30 s, the
+ * default) lets go: the next waiter has the lock once the dead one's
+ * row has run out, some 6 s later, not at the end of the lease it last
+ * saw the holder with. The hand-over gives the row to the dead waiter and
+ * wakes only it; the next waiter, parked until the holder's lease it saw
+ * runs out, sleeps on. Called before any client of this process. */
+static void *long_wait_thread(void *arg)
+{
+    return (void *) (long) dlock_acquire(arg, 60000);
+}
+
+static void handover_to_dead_waiter(void)
+{
+    int go[2];
+    CHECK_INT(pipe(go), ==, 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char b;
+        if (read(go[0], &b, 1) != 1)
+            _exit(2);
+        dlock_client *c = client(NULL);
+        dlock_lock *l = dt_lock(c, "handover-dead", 0);
+        dlock_acquire(l, 60000);
+        _exit(0);
+    }
+    close(go[0]);
+    dlock_client *c = client(NULL);
+    dlock_lock *h = dt_lock(c, "handover-dead", 0);
+    dlock_lock *z = dt_lock(c, "handover-dead", 0);
+    const char *waiting = "SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                          "'handover-dead'::bytea AND expires > now()";
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK); /* h holds: the child waits */
+    CHECK_INT(write(go[1], "g", 1), ==, 1);
+    DT_WAIT_UNTIL(sql_number(waiting) == 1, 5000);
+    pthread_t tz;
+    CHECK_INT(pthread_create(&tz, NULL, long_wait_thread, z), ==, 0);
+    DT_WAIT_UNTIL(sql_number(waiting) == 2, 5000);
+    dt_sleep_ms(300); /* parked */
+    CHECK_INT(kill(pid, SIGKILL), ==, 0);
+    int status;
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    void *rc;
+    pthread_join(tz, &rc);
+    long long took = dt_now_ms() - t0;
+    fprintf(stderr, "the next waiter got the lock %lld ms after the release (oldest waiter dead)\n",
+            took);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK_INT(took, <, 9000); /* the dead waiter's row (6 s) and slack, not the 30 s lease */
+    CHECK_RC(dlock_release(z), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(z);
+    dlock_client_close(c);
+}
+
+/* A waiter that cannot make its wake-up connection (its role may open one
+ * connection only) polls with plain takes; its first take left its
+ * waiter row (under "m:" and its token since the hand-over). A forced
+ * unlock frees the row: the poller takes it at its next poll, not after
+ * its own waiter row has run out (a take counted that row, under another
+ * owner than its token, as an older waiter's). */
+static void poller_not_behind_itself(void)
+{
+    dlock_client *c = client("lease=10s");
+    dlock_lock *h = dt_lock(c, "self-line", 0);
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    sql_number("SELECT 1; CREATE ROLE dlock_one LOGIN PASSWORD 'one' CONNECTION LIMIT 1; GRANT "
+               "SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO dlock_one");
+    char url[512];
+    const char *at = strchr(srv.url, '@');
+    CHECK(at != NULL);
+    snprintf(url, sizeof url, "postgres://dlock_one:one%s?mode=table", at);
+    dlock_client *one = NULL;
+    CHECK_RC(dlock_client_open(url, &one), DLOCK_OK);
+    dlock_lock *w = dt_lock(one, "self-line", 0);
+    pthread_t tw;
+    CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'self-line'::bytea AND expires > now()") == 1,
+                  5000);
+    dt_sleep_ms(500); /* its wake-up connection refused: it polls */
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_force_unlock(c, "self-line", 0), DLOCK_OK);
+    void *rc;
+    pthread_join(tw, &rc);
+    long long took = dt_now_ms() - t0;
+    fprintf(stderr, "a polling waiter took the freed lock %lld ms after the forced unlock\n", took);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK_INT(took, <, 1500);
+    dlock_release(w);
+    dlock_release(h);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+    dlock_client_close(one);
+    dlock_client_close(c);
+}
+
 /* A release after one that handed the row over starts with the hand-over
  * (the handle expects waiters, table.c: l->handing); with nobody waiting
  * any more it frees the row as the plain release would, and a release
@@ -790,6 +1010,10 @@ int main(int argc, char **argv)
         {"handover_to_oldest", handover_to_oldest},
         {"handover_given_up_passes_on", handover_given_up_passes_on},
         {"release_after_handover", release_after_handover},
+        {"handover_races_leave", handover_races_leave},
+        {"session_waiter_not_starved", session_waiter_not_starved},
+        {"handover_to_dead_waiter", handover_to_dead_waiter},
+        {"poller_not_behind_itself", poller_not_behind_itself},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
