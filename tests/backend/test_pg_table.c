@@ -706,14 +706,15 @@ static void *release_thread(void *arg)
 }
 
 /* A waiter that gives up while a release's hand-over is under way (the
- * hand-over has read the waiters, and waits for the row's lock, held here
- * by a psql transaction standing in for any other take's or renewal's
- * moment on the row): its leave finds the row still the holder's and
- * frees nothing, and the hand-over, going on from what it read before,
- * names the waiter that left. Nobody holds the lock, yet the row is
- * held for the rest of that waiter's row (20 s here), and the next
- * waiter waits for it. Expected: the row is not given to a waiter that
- * left. */
+ * hand-over waits for the row's lock, held here by a psql transaction
+ * standing in for any other take's or renewal's moment on the row). Once
+ * the hand-over went on from waiters it had read before the lock (the
+ * statement's snapshot), it named the waiter that had left meanwhile, and
+ * that waiter's leave, done before, had found the row still the holder's
+ * and freed nothing: nobody held the lock, yet the row was held for the
+ * rest of that waiter's row (20 s here), and the next waiter waited for
+ * it. Now the hand-over and the leave each lock the row first and read
+ * after: in either order, the row is not left to the waiter that left. */
 static void handover_races_leave(void)
 {
     dlock_client *c = client("lease=10s");
@@ -724,7 +725,8 @@ static void handover_races_leave(void)
     const char *waiting = "SELECT count(*) FROM dlock_lock_wait WHERE name = "
                           "'handover-race'::bytea AND expires > now()";
     const char *blocked = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                          "AND query LIKE 'WITH n AS%'";
+                          "AND (query LIKE 'WITH n AS%' OR query LIKE 'SELECT 1 FROM dlock_lock "
+                          "WHERE name = %FOR UPDATE')"; /* (no $: a shell reads it) */
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
     pthread_t tw, tz, th;
     CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
@@ -741,14 +743,13 @@ static void handover_races_leave(void)
                   5000);
     int64_t t0 = dt_now_ms();
     CHECK_INT(pthread_create(&th, NULL, release_thread, h), ==, 0);
-    DT_WAIT_UNTIL(sql_number(blocked) == 1, 3000); /* the hand-over has read the waiters */
+    DT_WAIT_UNTIL(sql_number(blocked) == 1, 3000); /* the hand-over waits for the row */
     CHECK_RC(dlock_cancel(w), DLOCK_OK);
     void *rc;
-    pthread_join(tw, &rc);
-    CHECK_INT((long) rc, ==, DLOCK_ECANCELED); /* its leave is done */
-    CHECK_INT(sql_number(blocked), ==, 1);     /* the hand-over still waits */
     pthread_join(th, &rc);
     CHECK_INT((long) rc, ==, DLOCK_OK);
+    pthread_join(tw, &rc);
+    CHECK_INT((long) rc, ==, DLOCK_ECANCELED); /* its leave is done */
     const char *owner = dt_server_cli(&srv, "-c \"SELECT convert_from(owner, 'UTF8') || ' ' || "
                                             "(expires > now())::text FROM dlock_lock WHERE name "
                                             "= 'handover-race'::bytea\"");

@@ -361,6 +361,18 @@ char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char 
     return b.s;
 }
 
+char *dlock__sqlt_pg_wait_row(const char *key, const char *owner, const char *wait_us)
+{
+    sbuf b = {0};
+    add(&b,
+        "INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, since) VALUES "
+        "(%s, %s, %s, now() + %s * interval '1 microsecond', now()) ON CONFLICT (name, owner) DO "
+        "UPDATE SET since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
+        "expires = EXCLUDED.expires",
+        key, owner, key, wait_us);
+    return b.s;
+}
+
 char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner)
 {
     sbuf b = {0};

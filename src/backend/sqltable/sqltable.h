@@ -91,6 +91,15 @@ char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const c
  * may hand the row to (wait_owner of dlock__sqlt_take_expr; README.md,
  * "The hand-over"). */
 #define DLOCK__SQLT_MUTEX_WAIT "m:"
+/* PG: a session-mode waiter's row (../pg/pg.c), under this and its token:
+ * a session waiter kept out by a table holder takes its place in the
+ * table's line, so that a release frees the row for it when it is first
+ * (a row handed from one table holder to the next is never free). */
+#define DLOCK__SQLT_SESSION_WAIT "s:"
+/* PG, one statement: owner's waiter row of key made, or its lease
+ * lengthened (its since kept while it is live: a lapsed row is a new
+ * wait) to wait_us µs from now. */
+char *dlock__sqlt_pg_wait_row(const char *key, const char *owner, const char *wait_us);
 /* One statement: owner's waiter row removed (a wait given up). */
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* PG, one statement: the waiter row (wait_owner) removed, and the lock's
