@@ -472,9 +472,8 @@ static void leave_table_line(dlock__pgstore *p, pglock *l, const char *token, in
     dlock__saved_error saved;
     dlock__save_error(&saved);
     PGresult *r;
-    if (owner != NULL &&
-        dlock__pgt_request(p, dlock__sqlt_leave(DLOCK__SQLT_PG, l->key_lit, owner), bound, &r,
-                           "leaving the lock table's line") == DLOCK_OK)
+    if (owner != NULL && dlock__pgt_request(p, dlock__sqlt_leave(DLOCK__SQLT_PG, l->key_lit, owner),
+                                            bound, &r, "leaving the lock table's line") == DLOCK_OK)
         PQclear(r);
     free(owner);
     dlock__restore_error(&saved);
