@@ -49,6 +49,18 @@ static long long sql_number(const char *sql)
     return strtoll(out, NULL, 10);
 }
 
+/* Whether psql's one-line answer to sql becomes want within ms. */
+static int sql_reaches(const char *sql, long long want, int ms)
+{
+    int64_t until = dt_now_ms() + ms;
+    while (sql_number(sql) != want) {
+        if (dt_now_ms() > until)
+            return 0;
+        dt_sleep_ms(5);
+    }
+    return 1;
+}
+
 /* ---------------------------------------------------------------- frozen */
 
 /* A child holding name (as flags) with lease=1s, frozen (SIGSTOP) once it
@@ -921,6 +933,139 @@ static void poller_not_behind_itself(void)
     dlock_client_close(c);
 }
 
+/* Review rev45. One lock per name: a read beside its owner's write is a
+ * downgrade only once the write is held. A release hands the row to a
+ * waiting writer (owner "w:" and its token) before that writer has taken
+ * it; a reader of the same owner (dlock_lock_dup) asking meanwhile is let
+ * in as if its owner's write held the name (shares.c, READ_TAKE: the row
+ * is MY_WRITE), and the writer's wait given up then (its leave, table.c
+ * LEAVE) frees the name's row under that reader: a mutex takes it while
+ * the reader holds. What the server sends the owner's client is held back
+ * (a proxy's delay) while the release's notice goes, so that the writer is
+ * cancelled before that notice wakes it; a round where the writer was
+ * woken first (it takes the row, and its cancelled wait gives the name to
+ * its owner's reader: no fault) is tried again, up to 5 rounds. On pgho3,
+ * 4 runs of 4 failed (one in its second round): the read's try DLOCK_OK,
+ * the writer's wait cancelled and the row freed by its leave, then the
+ * mutex's try DLOCK_OK with the read's row live 9870-9947 ms more (a 10 s
+ * lease). */
+static void *try_thread(void *arg)
+{
+    return (void *) (long) dlock_try_acquire(arg);
+}
+
+/* One round on name: 1 when a mutex took the name while a read of it was
+ * live (two kinds at once), 0 when not, -1 when the writer took the row
+ * first (nothing shown). */
+static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const char *name)
+{
+    char sql[400];
+    dlock_lock *h = dt_lock(c, name, 0), *m = dt_lock(c, name, 0);
+    dlock_lock *w = dt_lock(d, name, DLOCK_WRITE), *r = NULL;
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    pthread_t tw, tr;
+    CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM dlock_lock_wait WHERE name = '%s'::bytea AND expires > now()",
+             name);
+    DT_WAIT_UNTIL(sql_number(sql) == 1, 5000);
+    dt_sleep_ms(300);            /* parked */
+    dt_proxy_delay(px, 0, 2000); /* the notice naming the writer comes late */
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM dlock_lock WHERE name = '%s'::bytea AND substring(owner FROM 1 "
+             "FOR 2) = 'w:'::bytea AND expires > now()",
+             name);
+    CHECK_INT(sql_number(sql), ==, 1); /* handed to the writer */
+    /* the owner reads (its answer held back too) */
+    CHECK_INT(pthread_create(&tr, NULL, try_thread, r), ==, 0);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM dlock_lock_share WHERE name = '%s'::bytea AND expires > now()",
+             name);
+    int read_in = sql_reaches(sql, 1, 2000);
+    dt_proxy_delay(px, 0, 0);            /* (what was sent before keeps its delay: the notice) */
+    CHECK_RC(dlock_cancel(w), DLOCK_OK); /* its leave frees a row handed to it */
+    void *rc;
+    pthread_join(tw, &rc); /* (its leave done) */
+    int write_rc = (int) (long) rc;
+    /* freed by the leave (else the writer was woken first and took it, and
+     * its cancelled wait left the name to its owner's reader) */
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM dlock_lock WHERE name = '%s'::bytea AND owner = ''::bytea",
+             name);
+    int freed = sql_number(sql) == 1;
+    int mutex_rc = dlock_try_acquire(m);
+    /* the read's row, live beside the mutex's hold? (ms left, or 0) */
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE(max((EXTRACT(EPOCH FROM expires - now()) * 1000)::bigint), 0) FROM "
+             "dlock_lock_share WHERE name = '%s'::bytea AND expires > now()",
+             name);
+    long long read_left = sql_number(sql);
+    pthread_join(tr, &rc);
+    int read_rc = (int) (long) rc;
+    fprintf(stderr,
+            "%s: a read of the waiting writer's owner on the row handed to the writer: %s (its "
+            "row %s); the writer: %s, the row %s; then a mutex's try: %s, the read's row live "
+            "%lld ms more\n",
+            name, dlock_strerror(read_rc), read_in ? "live" : "none", dlock_strerror(write_rc),
+            freed ? "freed by its leave" : "not freed", dlock_strerror(mutex_rc), read_left);
+    int both = mutex_rc == DLOCK_OK && read_rc == DLOCK_OK && read_left > 0;
+    int shown = both ? 1 : freed ? 0 : -1;
+    if (mutex_rc == DLOCK_OK)
+        dlock_release(m);
+    if (read_rc == DLOCK_OK)
+        dlock_release(r);
+    if (write_rc == DLOCK_OK)
+        dlock_release(w);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_lock_free(m);
+    dlock_lock_free(h);
+    return shown;
+}
+
+static void handover_read_beside_unheld_write(void)
+{
+    dt_proxy px;
+    char url[256];
+    dlock_client *d = NULL;
+    dt_proxy_start(&px, srv.port, 1);
+    dt_server_url_at(&srv, px.ports[0], url, sizeof url - 64);
+    strcat(url, "?mode=table&lease=10s&timeout=10s"); /* (answers come late) */
+    CHECK_RC(dlock_client_open(url, &d), DLOCK_OK);
+    dlock_client *c = client("lease=10s");
+    /* the client's connections and its table of shared holds made before
+     * the delay: the read is one round trip then */
+    dlock_lock *warm[3];
+    pthread_t tt[3];
+    for (int i = 0; i < 3; i++) { /* at once: connections to spare */
+        char name[64];
+        snprintf(name, sizeof name, "handover-beside-warm%d", i);
+        warm[i] = dt_lock(d, name, DLOCK_READ);
+        CHECK_INT(pthread_create(&tt[i], NULL, try_thread, warm[i]), ==, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        void *wrc;
+        pthread_join(tt[i], &wrc);
+        CHECK_INT((long) wrc, ==, DLOCK_OK);
+        CHECK_RC(dlock_release(warm[i]), DLOCK_OK);
+        dlock_lock_free(warm[i]);
+    }
+    int shown = -1;
+    for (int round = 0; round < 5 && shown < 0; round++) {
+        char name[64];
+        snprintf(name, sizeof name, "handover-beside-%d", round);
+        shown = beside_round(c, d, &px, name);
+    }
+    if (shown < 0)
+        fprintf(stderr, "no round had the writer's leave free the row (nothing shown)\n");
+    CHECK_INT(shown, !=, 1); /* never two kinds at once */
+    dlock_client_close(c);
+    dlock_client_close(d);
+    dt_proxy_stop(&px);
+}
+
 /* A release after one that handed the row over starts with the hand-over
  * (the handle expects waiters, table.c: l->handing); with nobody waiting
  * any more it frees the row as the plain release would, and a release
@@ -1015,6 +1160,7 @@ int main(int argc, char **argv)
         {"session_waiter_not_starved", session_waiter_not_starved},
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},
+        {"handover_read_beside_unheld_write", handover_read_beside_unheld_write},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
