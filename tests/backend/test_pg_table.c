@@ -957,12 +957,13 @@ static void *try_thread(void *arg)
 /* One round on name: 1 when a mutex took the name while a read of it was
  * live (two kinds at once), 0 when not, -1 when the writer took the row
  * first (nothing shown). */
-static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const char *name)
+static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const char *name,
+                        unsigned kind, unsigned dup_kind)
 {
-    char sql[400];
+    char sql[600];
     dlock_lock *h = dt_lock(c, name, 0), *m = dt_lock(c, name, 0);
-    dlock_lock *w = dt_lock(d, name, DLOCK_WRITE), *r = NULL;
-    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &r), DLOCK_OK);
+    dlock_lock *w = dt_lock(d, name, kind), *r = NULL;
+    CHECK_RC(dlock_lock_dup(w, dup_kind, &r), DLOCK_OK);
     CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
     pthread_t tw, tr;
     CHECK_INT(pthread_create(&tw, NULL, write_wait_thread, w), ==, 0);
@@ -974,16 +975,27 @@ static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const ch
     dt_proxy_delay(px, 0, 2000); /* the notice naming the writer comes late */
     CHECK_RC(dlock_release(h), DLOCK_OK);
     snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM dlock_lock WHERE name = '%s'::bytea AND substring(owner FROM 1 "
-             "FOR 2) = 'w:'::bytea AND expires > now()",
+             "SELECT count(*) FROM dlock_lock l JOIN dlock_lock_wait q ON q.name = l.name WHERE "
+             "l.name = '%s'::bytea AND l.expires > now() AND (q.owner = l.owner OR q.owner = "
+             "'m:'::bytea || l.owner)",
              name);
-    CHECK_INT(sql_number(sql), ==, 1); /* handed to the writer */
-    /* the owner reads (its answer held back too) */
+    CHECK_INT(sql_number(sql), ==, 1); /* handed to the waiter */
+    /* the owner reads, or takes it through its second mutex handle (its
+     * answer held back too; a dup's take writes its info, the hand-over
+     * none) */
     CHECK_INT(pthread_create(&tr, NULL, try_thread, r), ==, 0);
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM dlock_lock_share WHERE name = '%s'::bytea AND expires > now()",
-             name);
+    if (dup_kind == DLOCK_READ)
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM dlock_lock_share WHERE name = '%s'::bytea AND expires > "
+                 "now()",
+                 name);
+    else
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM dlock_lock WHERE name = '%s'::bytea AND info <> '' AND "
+                 "expires > now()",
+                 name);
     int read_in = sql_reaches(sql, 1, 2000);
+    int64_t read_at = dt_now_ms();
     dt_proxy_delay(px, 0, 0);            /* (what was sent before keeps its delay: the notice) */
     CHECK_RC(dlock_cancel(w), DLOCK_OK); /* its leave frees a row handed to it */
     void *rc;
@@ -996,20 +1008,23 @@ static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const ch
              name);
     int freed = sql_number(sql) == 1;
     int mutex_rc = dlock_try_acquire(m);
-    /* the read's row, live beside the mutex's hold? (ms left, or 0) */
+    /* the read's row, live beside the mutex's hold? (ms left, or 0); a
+     * dup mutex's hold: its 10 s lease left */
     snprintf(sql, sizeof sql,
              "SELECT COALESCE(max((EXTRACT(EPOCH FROM expires - now()) * 1000)::bigint), 0) FROM "
              "dlock_lock_share WHERE name = '%s'::bytea AND expires > now()",
              name);
-    long long read_left = sql_number(sql);
+    long long read_left =
+        dup_kind == DLOCK_READ ? sql_number(sql) : 10000 - (long long) (dt_now_ms() - read_at);
     pthread_join(tr, &rc);
     int read_rc = (int) (long) rc;
     fprintf(stderr,
-            "%s: a read of the waiting writer's owner on the row handed to the writer: %s (its "
-            "row %s); the writer: %s, the row %s; then a mutex's try: %s, the read's row live "
-            "%lld ms more\n",
-            name, dlock_strerror(read_rc), read_in ? "live" : "none", dlock_strerror(write_rc),
-            freed ? "freed by its leave" : "not freed", dlock_strerror(mutex_rc), read_left);
+            "%s: a %s of the waiter's owner on the row handed to the waiter: %s (%s); the "
+            "waiter: %s, the row %s; then a mutex's try: %s, the %s hold live %lld ms more\n",
+            name, dup_kind == DLOCK_READ ? "read" : "dup mutex's try", dlock_strerror(read_rc),
+            read_in ? "seen in the table" : "not seen", dlock_strerror(write_rc),
+            freed ? "freed by its leave" : "not freed", dlock_strerror(mutex_rc),
+            dup_kind == DLOCK_READ ? "read's" : "dup's", read_left);
     int both = mutex_rc == DLOCK_OK && read_rc == DLOCK_OK && read_left > 0;
     int shown = both ? 1 : freed ? 0 : -1;
     if (mutex_rc == DLOCK_OK)
@@ -1025,7 +1040,7 @@ static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const ch
     return shown;
 }
 
-static void handover_read_beside_unheld_write(void)
+static void beside_rounds(const char *prefix, unsigned kind, unsigned dup_kind)
 {
     dt_proxy px;
     char url[256];
@@ -1055,8 +1070,8 @@ static void handover_read_beside_unheld_write(void)
     int shown = -1;
     for (int round = 0; round < 5 && shown < 0; round++) {
         char name[64];
-        snprintf(name, sizeof name, "handover-beside-%d", round);
-        shown = beside_round(c, d, &px, name);
+        snprintf(name, sizeof name, "%s-%d", prefix, round);
+        shown = beside_round(c, d, &px, name, kind, dup_kind);
     }
     if (shown < 0)
         fprintf(stderr, "no round had the writer's leave free the row (nothing shown)\n");
@@ -1064,6 +1079,21 @@ static void handover_read_beside_unheld_write(void)
     dlock_client_close(c);
     dlock_client_close(d);
     dt_proxy_stop(&px);
+}
+
+static void handover_read_beside_unheld_write(void)
+{
+    beside_rounds("handover-beside", DLOCK_WRITE, DLOCK_READ);
+}
+
+/* Review rev45, the same with mutexes: a second handle of the waiting
+ * mutex's owner (dlock_lock_dup, its token) takes the row handed to the
+ * waiter as its owner's own (the take's l.owner = EXCLUDED.owner), and
+ * the waiter's leave then frees it under that handle: another client's
+ * mutex takes it while the dup's hold (10 s lease) runs. */
+static void handover_dup_beside_unheld_mutex(void)
+{
+    beside_rounds("handover-dup", 0, 0);
 }
 
 /* A release after one that handed the row over starts with the hand-over
@@ -1161,6 +1191,7 @@ int main(int argc, char **argv)
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},
         {"handover_read_beside_unheld_write", handover_read_beside_unheld_write},
+        {"handover_dup_beside_unheld_mutex", handover_dup_beside_unheld_mutex},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
