@@ -1096,6 +1096,99 @@ static void handover_dup_beside_unheld_mutex(void)
     beside_rounds("handover-dup", 0, 0);
 }
 
+/* Review rev45. A waiter that cannot listen (its role may open one
+ * connection: the wake-up connection is refused) waits by polling with
+ * plain tries, which neither keep nor renew the waiter row its first take
+ * made (table.c: a->wait is 0 once the core polls only): after the waiter
+ * lease (6 s) it has no place in the line. Here it waits first, behind a
+ * holder of 7 s; two listening clients come later and take the name in
+ * turn (each waits while the other holds): with the hand-over the row goes
+ * from one to the other and is never free, and the first waiter polls
+ * behind them for as long as they keep at it. (Before the hand-over a
+ * free row also went to the older of the two: likely the same.) On pgho3:
+ * still waiting 6000 ms after the holder's release, the two others having
+ * taken the name about a thousand times meanwhile. */
+static atomic_int pingpong_takes;
+
+static void *counted_pingpong_thread(void *arg)
+{
+    while (!atomic_load(&pingpong_stop)) {
+        if (dlock_acquire(arg, 5000) != DLOCK_OK)
+            continue;
+        atomic_fetch_add(&pingpong_takes, 1);
+        dt_sleep_ms(5);
+        dlock_release(arg);
+    }
+    return NULL;
+}
+
+static atomic_int poller_done;
+
+static void *poller_wait_thread(void *arg)
+{
+    long rc = dlock_acquire(arg, 30000);
+    atomic_store(&poller_done, 1);
+    return (void *) rc;
+}
+
+static void poller_keeps_place(void)
+{
+    dlock_client *c = client("lease=20s");
+    dlock_lock *h = dt_lock(c, "poll-place", 0);
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    sql_number("SELECT 1; CREATE ROLE dlock_solo LOGIN PASSWORD 'solo' CONNECTION LIMIT 1; GRANT "
+               "SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO dlock_solo");
+    char url[512];
+    const char *at = strchr(srv.url, '@');
+    CHECK(at != NULL);
+    snprintf(url, sizeof url, "postgres://dlock_solo:solo%s?mode=table", at);
+    dlock_client *one = NULL;
+    CHECK_RC(dlock_client_open(url, &one), DLOCK_OK);
+    dlock_lock *p = dt_lock(one, "poll-place", 0);
+    const char *live = "SELECT count(*) FROM dlock_lock_wait WHERE name = 'poll-place'::bytea AND "
+                       "expires > now()";
+    atomic_store(&poller_done, 0);
+    pthread_t tp;
+    CHECK_INT(pthread_create(&tp, NULL, poller_wait_thread, p), ==, 0);
+    DT_WAIT_UNTIL(sql_number(live) == 1, 5000); /* its place, from its first take */
+    DT_WAIT_UNTIL(sql_number(live) == 0, 9000); /* not kept by its polls */
+    dlock_client *a = client(NULL), *b = client(NULL);
+    dlock_lock *la = dt_lock(a, "poll-place", 0), *lb = dt_lock(b, "poll-place", 0);
+    atomic_store(&pingpong_stop, 0);
+    atomic_store(&pingpong_takes, 0);
+    pthread_t ta, tb;
+    CHECK_INT(pthread_create(&ta, NULL, counted_pingpong_thread, la), ==, 0);
+    CHECK_INT(pthread_create(&tb, NULL, counted_pingpong_thread, lb), ==, 0);
+    DT_WAIT_UNTIL(sql_number(live) == 2, 5000); /* both behind the holder */
+    int64_t t0 = dt_now_ms();
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    while (!atomic_load(&poller_done) && dt_now_ms() - t0 < 6000)
+        dt_sleep_ms(10);
+    long long waited = dt_now_ms() - t0;
+    int done = atomic_load(&poller_done);
+    int takes = atomic_load(&pingpong_takes);
+    atomic_store(&pingpong_stop, 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    void *rc;
+    pthread_join(tp, &rc);
+    fprintf(stderr,
+            "the first waiter (polling) %s %lld ms after the holder's release; the two later "
+            "ones took the name %d times meanwhile\n",
+            done ? "had the lock" : "still waited", waited, takes);
+    CHECK_INT((long) rc, ==, DLOCK_OK);
+    CHECK(done);
+    dlock_release(p);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_lock_free(p);
+    dlock_lock_free(h);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(one);
+    dlock_client_close(c);
+}
+
 /* A release after one that handed the row over starts with the hand-over
  * (the handle expects waiters, table.c: l->handing); with nobody waiting
  * any more it frees the row as the plain release would, and a release
@@ -1192,6 +1285,7 @@ int main(int argc, char **argv)
         {"poller_not_behind_itself", poller_not_behind_itself},
         {"handover_read_beside_unheld_write", handover_read_beside_unheld_write},
         {"handover_dup_beside_unheld_mutex", handover_dup_beside_unheld_mutex},
+        {"poller_keeps_place", poller_keeps_place},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */
