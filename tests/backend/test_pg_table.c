@@ -948,7 +948,9 @@ static void poller_not_behind_itself(void)
  * 4 runs of 4 failed (one in its second round): the read's try DLOCK_OK,
  * the writer's wait cancelled and the row freed by its leave, then the
  * mutex's try DLOCK_OK with the read's row live 9870-9947 ms more (a 10 s
- * lease). */
+ * lease). On main (7f08835, this file built on it) it passes: no round
+ * sets it up (nothing is handed over; the reader takes the free row for
+ * readers). */
 static void *try_thread(void *arg)
 {
     return (void *) (long) dlock_try_acquire(arg);
@@ -979,7 +981,7 @@ static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const ch
              "l.name = '%s'::bytea AND l.expires > now() AND (q.owner = l.owner OR q.owner = "
              "'m:'::bytea || l.owner)",
              name);
-    CHECK_INT(sql_number(sql), ==, 1); /* handed to the waiter */
+    int handed = sql_number(sql) == 1; /* handed to the waiter */
     /* the owner reads, or takes it through its second mutex handle (its
      * answer held back too; a dup's take writes its info, the hand-over
      * none) */
@@ -1026,7 +1028,7 @@ static int beside_round(dlock_client *c, dlock_client *d, dt_proxy *px, const ch
             freed ? "freed by its leave" : "not freed", dlock_strerror(mutex_rc),
             dup_kind == DLOCK_READ ? "read's" : "dup's", read_left);
     int both = mutex_rc == DLOCK_OK && read_rc == DLOCK_OK && read_left > 0;
-    int shown = both ? 1 : freed ? 0 : -1;
+    int shown = both ? 1 : freed && handed ? 0 : -1;
     if (mutex_rc == DLOCK_OK)
         dlock_release(m);
     if (read_rc == DLOCK_OK)
@@ -1090,7 +1092,13 @@ static void handover_read_beside_unheld_write(void)
  * mutex's owner (dlock_lock_dup, its token) takes the row handed to the
  * waiter as its owner's own (the take's l.owner = EXCLUDED.owner), and
  * the waiter's leave then frees it under that handle: another client's
- * mutex takes it while the dup's hold (10 s lease) runs. */
+ * mutex takes it while the dup's hold (10 s lease) runs. Not new with the
+ * hand-over: main (7f08835, this file built on it) fails it too, by
+ * another path (the row free, the dup takes it; the waiter, of the same
+ * token, takes it too, and its cancelled wait's give-back releases the
+ * one row of the owner under the dup: mutex handles of one token are one
+ * row, not counted). On pgho3 2 of 2 failed: the dup's hold live about
+ * 8000 ms more when the other client's mutex took the name. */
 static void handover_dup_beside_unheld_mutex(void)
 {
     beside_rounds("handover-dup", 0, 0);
@@ -1104,10 +1112,10 @@ static void handover_dup_beside_unheld_mutex(void)
  * holder of 7 s; two listening clients come later and take the name in
  * turn (each waits while the other holds): with the hand-over the row goes
  * from one to the other and is never free, and the first waiter polls
- * behind them for as long as they keep at it. (Before the hand-over a
- * free row also went to the older of the two: likely the same.) On pgho3:
- * still waiting 6000 ms after the holder's release, the two others having
- * taken the name about a thousand times meanwhile. */
+ * behind them for as long as they keep at it. Not new with the hand-over:
+ * on pgho3 it still waited 6003 ms after the holder's release while the
+ * two others took the name 851 times; on main (7f08835, this file built on
+ * it) 6004 ms and 935 times. */
 static atomic_int pingpong_takes;
 
 static void *counted_pingpong_thread(void *arg)
