@@ -948,7 +948,7 @@ static void poller_not_behind_itself(void)
  * 4 runs of 4 failed (one in its second round): the read's try DLOCK_OK,
  * the writer's wait cancelled and the row freed by its leave, then the
  * mutex's try DLOCK_OK with the read's row live 9870-9947 ms more (a 10 s
- * lease). On main (7f08835, this file built on it) it passes: no round
+ * lease). On main (17ebf03, this file built on it) it passes: no round
  * sets it up (nothing is handed over; the reader takes the free row for
  * readers). */
 static void *try_thread(void *arg)
@@ -1093,7 +1093,7 @@ static void handover_read_beside_unheld_write(void)
  * waiter as its owner's own (the take's l.owner = EXCLUDED.owner), and
  * the waiter's leave then frees it under that handle: another client's
  * mutex takes it while the dup's hold (10 s lease) runs. Not new with the
- * hand-over: main (7f08835, this file built on it) fails it too, by
+ * hand-over: main (17ebf03, this file built on it) fails it too, by
  * another path (the row free, the dup takes it; the waiter, of the same
  * token, takes it too, and its cancelled wait's give-back releases the
  * one row of the owner under the dup: mutex handles of one token are one
@@ -1114,7 +1114,7 @@ static void handover_dup_beside_unheld_mutex(void)
  * from one to the other and is never free, and the first waiter polls
  * behind them for as long as they keep at it. Not new with the hand-over:
  * on pgho3 it still waited 6003 ms after the holder's release while the
- * two others took the name 851 times; on main (7f08835, this file built on
+ * two others took the name 851 times; on main (17ebf03, this file built on
  * it) 6004 ms and 935 times. */
 static atomic_int pingpong_takes;
 
