@@ -264,8 +264,9 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
  * caller's waiter row (wait_param: a poller's own row is not an older
  * waiter's), for a caller that waits $6 its waiter lease in µs and $7
  * that owner), the release and the hand-over ($1, $2), a waiter's leave
- * ($1, $2 its waiter row's owner, $3 its lock owner). */
-static char *take_sql[2], *release_sql, *handover_sql, *leave_sql;
+ * ($1, $2 its waiter row's owner, $3 its lock owner; a writer's, [1], $4
+ * its token). */
+static char *take_sql[2], *release_sql, *handover_sql, *leave_sql[2];
 static int statements_made;
 static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
 
@@ -278,9 +279,14 @@ static void make_statements(void)
                               "$6::bigint", "$7::bytea", DLOCK__PGT_SESSION_GUARD);
     release_sql = dlock__sqlt_release(D, "$1::bytea", "$2::bytea");
     handover_sql = dlock__sqlt_pg_handover("$1::bytea", "$2::bytea");
-    leave_sql = dlock__sqlt_pg_leave("$1::bytea", "$2::bytea", "$3::bytea");
+    leave_sql[0] = dlock__sqlt_pg_leave("$1::bytea", "$2::bytea", "$3::bytea", NULL);
+    /* a writer's: its owner's readers ($4 its token) */
+    leave_sql[1] = dlock__sqlt_pg_leave("$1::bytea", "$2::bytea", "$3::bytea",
+                                        "SELECT max(expires) FROM " DLOCK__PGT_SHARE
+                                        " WHERE name = $1::bytea AND owner = "
+                                        "$4::bytea AND expires > now()");
     statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL &&
-                      handover_sql != NULL && leave_sql != NULL;
+                      handover_sql != NULL && leave_sql[0] != NULL && leave_sql[1] != NULL;
 }
 
 /* A prepared statement once the tables are there. */
@@ -293,7 +299,7 @@ static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const ch
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     const char *sql = which == PREP_RELEASE    ? release_sql
                       : which == PREP_HANDOVER ? handover_sql
-                      : which == LEAVE         ? leave_sql
+                      : which == LEAVE         ? leave_sql[nparams > 3]
                                                : take_sql[which == PREP_TAKE_WAIT];
     return run_on(p, which, sql, nparams, params, deadline, res, what);
 }
@@ -556,12 +562,16 @@ int dlock__pgt_cancel(dlock__pgstore *p, dlock__pglock *l, const char *token, in
         /* a row handed to it meanwhile passed on (sqltable.h), after the
          * row's lock (pipeline_of) */
         char *owner = owner_param(l, token), *waiter = wait_param(l, token);
-        const char *params[3] = {l->name_hex, waiter, owner};
-        rc = owner != NULL && waiter != NULL
-                 ? run_prepared(p, LEAVE, 3, params, deadline_us, &res, "leaving the waiters")
+        char *bare = bytea_param(token);
+        const char *params[4] = {l->name_hex, waiter, owner, bare};
+        int writer = l->base.spec.kind == DLOCK__WRITE;
+        rc = owner != NULL && waiter != NULL && bare != NULL
+                 ? run_prepared(p, LEAVE, writer ? 4 : 3, params, deadline_us, &res,
+                                "leaving the waiters")
                  : dlock__fail(DLOCK_ENOMEM, "out of memory");
         free(owner);
         free(waiter);
+        free(bare);
     }
     if (rc == DLOCK_OK)
         PQclear(res);

@@ -373,19 +373,26 @@ char *dlock__sqlt_pg_wait_row(const char *key, const char *owner, const char *wa
     return b.s;
 }
 
-char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner)
+char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner,
+                           const char *readers)
 {
     sbuf b = {0};
     /* A row handed to the waiter by a release and not taken yet (owner's,
      * with the waiter's row still live: a take deletes that row in the
      * statement that takes) is freed with the waiter's row, and the
-     * lock's waiters told, so that a wait given up passes it on at once */
+     * lock's waiters told, so that a wait given up passes it on at once;
+     * or, a writer's, turned into its owner's readers' when the owner's
+     * reader joined it meanwhile (a downgrade's read beside the handed
+     * write: freed, the row would let a mutex in beside that reader) */
     add(&b,
         "WITH d AS (DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND owner = %s RETURNING "
-        "expires), u AS (UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
-        " WHERE name = %s AND owner = %s AND expires > now() AND EXISTS (SELECT 1 FROM d WHERE "
-        "d.expires > now()) RETURNING 1) SELECT (SELECT count(*) FROM u), " PG_NOTIFY,
-        key, wait_owner, key, owner, key);
+        "expires), m AS (SELECT (%s)::timestamptz AS e), u AS (UPDATE " DLOCK__SQLT_TABLE
+        " l SET owner = CASE WHEN m.e IS NULL THEN ''::bytea ELSE '" DLOCK__SQLT_READERS
+        "'::bytea END, info = '', expires = CASE WHEN m.e IS NULL THEN " PG_ENDED
+        " ELSE GREATEST(m.e, now()) END FROM m WHERE l.name = %s AND l.owner = %s AND "
+        "l.expires > now() AND EXISTS (SELECT 1 FROM d WHERE d.expires > now()) RETURNING 1) "
+        "SELECT (SELECT count(*) FROM u), " PG_NOTIFY,
+        key, wait_owner, readers != NULL ? readers : "NULL", key, owner, key);
     return b.s;
 }
 

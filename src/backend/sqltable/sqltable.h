@@ -104,8 +104,12 @@ char *dlock__sqlt_pg_wait_row(const char *key, const char *owner, const char *wa
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* PG, one statement: the waiter row (wait_owner) removed, and the lock's
  * row freed (its waiters told) if a release handed it to owner and the
- * waiter had not taken it yet; one row: (1 when it freed it, the notice). */
-char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner);
+ * waiter had not taken it yet; one row: (1 when it freed it, the notice).
+ * readers (a writer's leave; NULL: none): SQL of the latest end of the
+ * owner's live reader rows, NULL when there is none; when there is, the
+ * row becomes the readers' until then instead of free. */
+char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner,
+                           const char *readers);
 /* The take's answer decoded: 1 with *fence when owner holds it
  * now; 0 otherwise, with *left_ms the holder's lease left (>= 1), or -1
  * when the row is free but an older waiter has the first claim on it (for
