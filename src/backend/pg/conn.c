@@ -483,7 +483,7 @@ int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dl
             return rc;
     }
     for (int i = 0; i < n; i++) {
-        if (c->prepared & (1u << st[i].which))
+        if (st[i].which == DLOCK__PG_UNNAMED || (c->prepared & (1u << st[i].which)))
             continue;
         snprintf(name, sizeof name, "dlock_%u", st[i].which);
         int rc = prepare(p, c, name, st[i].sql, st[i].nparams, deadline_us, &res[i]);
@@ -496,7 +496,10 @@ int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dl
     int sent = PQenterPipelineMode(c->pg);
     for (int i = 0; sent && i < n; i++) {
         snprintf(name, sizeof name, "dlock_%u", st[i].which);
-        sent = PQsendQueryPrepared(c->pg, name, st[i].nparams, st[i].params, NULL, NULL, 0);
+        sent = st[i].which == DLOCK__PG_UNNAMED
+                   ? PQsendQueryParams(c->pg, st[i].sql, st[i].nparams, NULL, st[i].params, NULL,
+                                       NULL, 0)
+                   : PQsendQueryPrepared(c->pg, name, st[i].nparams, st[i].params, NULL, NULL, 0);
     }
     if (!sent || !PQpipelineSync(c->pg))
         return dlock__fail(DLOCK_EUNREACHABLE, "%s: connection lost: %s", p->label,

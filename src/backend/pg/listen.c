@@ -9,14 +9,17 @@
  * A waiter that found the lock held registers its token under the lock's
  * tag and parks on the board; the waiting threads read the connection one
  * at a time (the reader role, board.h) and post a recheck to every waiter
- * of the tag they read, which then asks the table again. A notice for a
- * waiter that left is ignored; a tag shared by two names (their first 32
- * bytes alike) costs a needless recheck only.
+ * of the tag they read, which then asks the table again; a release that
+ * handed the row to the oldest waiter names it after the tag, and only
+ * that waiter asks again (the others are behind a live holder still). A
+ * notice for a waiter that left is ignored; a tag shared by two names
+ * (their first 32 bytes alike) costs a needless recheck only.
  *
- * Nothing is granted by a notice (the table decides, first in line), so a
- * lost notice costs time, not safety: a waiter parks at most until the
- * holder's lease ends, and when the connection breaks every waiter asks
- * again and the next one connects anew. */
+ * Nothing is granted by a notice (the table decides: first in line, or
+ * the row already handed over), so a lost notice costs time, not safety:
+ * a waiter parks at most until the holder's lease ends (a hand-over's
+ * lease ends with the waiter's row), and when the connection breaks every
+ * waiter asks again and the next one connects anew. */
 #include "../../base/clock.h"
 #include "../../base/error.h"
 #include "pg.h"
@@ -224,13 +227,51 @@ void dlock__pgl_unwatch(dlock__pglisten *s, const char *token)
 
 /* ---------------------------------------------------------------- reading */
 
-/* Every waiter of tag asks again. */
-static void notify_tag(dlock__pglisten *s, const char *tag)
+/* Whether owner (a row's owner, as the notice names it) is token's: a
+ * mutex's row is under its token, a writer's under "w:" and its token. */
+static int owner_is(const char *owner, const char *token)
+{
+    size_t w = strlen(DLOCK__SQLT_WRITER);
+    return strcmp(owner, token) == 0 ||
+           (strncmp(owner, DLOCK__SQLT_WRITER, w) == 0 && strcmp(owner + w, token) == 0);
+}
+
+/* The owner a hand-over's notice names (the hex after the tag's space),
+ * decoded into out (size n); 0 when the hex is not whole or too long. */
+static int named_owner(const char *hex, char *out, size_t n)
+{
+    size_t len = strlen(hex);
+    if (len % 2 != 0 || len / 2 >= n)
+        return 0;
+    for (size_t i = 0; i < len / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1 || v == 0)
+            return 0;
+        out[i] = (char) v;
+    }
+    out[len / 2] = '\0';
+    return 1;
+}
+
+/* A notice: its tag, and after a space the owner a release handed the
+ * lock to (sqltable.h: DLOCK__SQLT_NOTIFY). Every waiter of the tag asks
+ * again, or after a hand-over only the one it names (if it is ours): the
+ * others are behind a live holder still. A notice that names an owner
+ * this process cannot read wakes every waiter of the tag. */
+static void notify_tag(dlock__pglisten *s, const char *payload)
 {
     dlock__board *board = s->p->base.host.board;
+    char tag[DLOCK__PGL_TAG_MAX], owner[160]; /* a token and its kind's prefix */
+    const char *space = strchr(payload, ' ');
+    size_t n = space != NULL ? (size_t) (space - payload) : strlen(payload);
+    if (n >= sizeof tag)
+        return; /* not ours: no tag is that long */
+    memcpy(tag, payload, n);
+    tag[n] = '\0';
+    int named = space != NULL && named_owner(space + 1, owner, sizeof owner);
     pthread_mutex_lock(&s->mu);
     for (watch *w = s->watches; w != NULL; w = w->next) {
-        if (strcmp(w->tag, tag) == 0)
+        if (strcmp(w->tag, tag) == 0 && (!named || owner_is(owner, w->token)))
             dlock__board_recheck(board, w->token);
     }
     pthread_mutex_unlock(&s->mu);

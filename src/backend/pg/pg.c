@@ -422,6 +422,63 @@ static int wait_readers(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__a
  * (CHECK_SQL): it lets go of what it took, the lock and its row's lease
  * (taken) or the advisory lock alone, and the attempt counts as held, for
  * table_ms more (the table holder's lease left; 0: not known). */
+/* A session waiter kept out by a table holder takes (or keeps) a place in
+ * the lock table's line, a waiter row under DLOCK__SQLT_SESSION_WAIT and
+ * its token, its lease the client's waiter lease, kept up by each poll:
+ * table mode's release hands the row on only to an exclusive table
+ * waiter first in line, and table takers let an older waiter go first, so
+ * the session waiter gets the name in its turn (a row handed from one
+ * table holder to the next is never free). Best effort: a failure leaves
+ * the waiter polling as before, its error not the attempt's. */
+static void join_table_line(dlock__pgstore *p, pglock *l, const dlock__attempt *a, int64_t bound)
+{
+    int64_t wl = p->base.host.cfg->waiter_lease_ms;
+    if (!a->wait || wl <= 0)
+        return;
+    size_t len = strlen(DLOCK__SQLT_SESSION_WAIT) + strlen(a->token) + 1;
+    char *own = malloc(len), *owner = NULL, wait_us[24];
+    if (own != NULL) {
+        snprintf(own, len, "%s%s", DLOCK__SQLT_SESSION_WAIT, a->token);
+        owner = dlock__pgt_bytea(own);
+    }
+    free(own);
+    snprintf(wait_us, sizeof wait_us, "%lld", (long long) wl * 1000);
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
+    PGresult *r;
+    if (owner != NULL &&
+        dlock__pgt_request(p, dlock__sqlt_pg_wait_row(l->key_lit, owner, wait_us), bound, &r,
+                           "taking a place in the lock table's line") == DLOCK_OK) {
+        l->table_line = 1;
+        PQclear(r);
+    }
+    free(owner);
+    dlock__restore_error(&saved);
+}
+
+/* The place join_table_line took, given up (the wait is over). */
+static void leave_table_line(dlock__pgstore *p, pglock *l, const char *token, int64_t bound)
+{
+    if (!l->table_line)
+        return;
+    l->table_line = 0;
+    size_t len = strlen(DLOCK__SQLT_SESSION_WAIT) + strlen(token) + 1;
+    char *own = malloc(len), *owner = NULL;
+    if (own != NULL) {
+        snprintf(own, len, "%s%s", DLOCK__SQLT_SESSION_WAIT, token);
+        owner = dlock__pgt_bytea(own);
+    }
+    free(own);
+    dlock__saved_error saved;
+    dlock__save_error(&saved);
+    PGresult *r;
+    if (owner != NULL && dlock__pgt_request(p, dlock__sqlt_leave(DLOCK__SQLT_PG, l->key_lit, owner),
+                                            bound, &r, "leaving the lock table's line") == DLOCK_OK)
+        PQclear(r);
+    free(owner);
+    dlock__restore_error(&saved);
+}
+
 static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, dlock__attempt *a,
                      int64_t table_ms, int64_t bound)
 {
@@ -441,6 +498,8 @@ static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, 
     } else {
         after_failure(p, c, l, bound);
     }
+    if (table_ms > 0)
+        join_table_line(p, l, a, bound);
     a->outcome = DLOCK__HELD;
     a->next = DLOCK__NEXT_POLL; /* a table holder's release wakes no session waiter */
     a->holder_ttl_ms = table_ms > 0 ? table_ms : DLOCK__TTL_UNKNOWN;
@@ -628,6 +687,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             dlock__session_ref(c->session); /* the attempt's */
             a->session = c->session;
             pthread_mutex_unlock(&c->mu);
+            leave_table_line(p, l, a->token, a->deadline_us);
             return DLOCK_OK;
         }
     } else if (st == PGRES_TUPLES_OK) {
@@ -687,6 +747,7 @@ static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, 
 {
     if (PGSTORE(s)->table) /* table mode: the waiter's row goes */
         return dlock__pgt_cancel(PGSTORE(s), PGLOCK(sl), token, deadline_us);
+    leave_table_line(PGSTORE(s), PGLOCK(sl), token, deadline_us); /* (if it took a place) */
     return DLOCK_OK;
 }
 

@@ -99,6 +99,8 @@ typedef struct dlock__pglock {
      * owner asking for its name as another kind is told EDEADLK (read.c) */
     char owner[72];
     struct dlock__pglock *next_held;
+    int handing;    /* table mode: its last release handed the row over (table.c) */
+    int table_line; /* session mode: a waiter's row of it in the lock table's line (pg.c) */
 } dlock__pglock;
 
 #define PGLOCK(p) DLOCK__STORE_OF(dlock__pglock, p)
@@ -144,7 +146,10 @@ int dlock__pg_exec_prepared(dlock__pgstore *p, dlock__pgconn *c, unsigned which,
                             int nparams, const char *const *params, int64_t deadline_us,
                             int (*cancelled)(void *), void *arg, PGresult **res);
 /* One statement of a pipeline: prepared as "dlock_<which>" (as
- * dlock__pg_exec_prepared does), then bound and executed. */
+ * dlock__pg_exec_prepared does), then bound and executed; or, which
+ * DLOCK__PG_UNNAMED, sent as text with its params in the pipeline (no
+ * round trip of its own to prepare it: a step that runs seldom). */
+#define DLOCK__PG_UNNAMED 32u
 typedef struct dlock__pg_stmt {
     unsigned which;
     const char *sql;
@@ -191,7 +196,7 @@ int dlock__pg_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t de
 
 /* pg.c: what read.c shares of a lock's life. */
 /* The prepared statements' numbers (dlock__pg_exec_prepared; table.c's
- * are 8 to 11, shares.c's 17 to 31: the connection's bit set is full). */
+ * are 7 to 11, shares.c's 17 to 31: the connection's bit set is full). */
 enum {
     DLOCK__PGP_TRY,
     DLOCK__PGP_WAIT,
@@ -340,6 +345,15 @@ void dlock__pg_held_remove(dlock__pgstore *p, dlock__pglock *l);
  * condition on its answer that the take's statement writes under ($1:
  * the name's bytes, $5: its advisory key). */
 #define DLOCK__PGT_PREP_GUARD 11
+/* The lock's row locked until the commit, before a step that reads the
+ * waiters or the shared holders and writes the row after what it read
+ * (shares.c; table.c: the hand-over and a waiter's leave), so that the
+ * step's next statement sees every change made before the lock was had
+ * (a statement's snapshot is taken when it starts); prepared as this
+ * number ($1: the name's bytes). */
+#define DLOCK__PGT_PREP_LOCK_ROW 22
+#define DLOCK__PGT_LOCK_ROW_SQL                                                                    \
+    "SELECT 1 FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea FOR UPDATE"
 /* Before the take, in its transaction, the session mode's advisory lock
  * of the name, shared (table takers do not exclude each other by it) and
  * until the commit: it fails while a session holds the lock, and a session

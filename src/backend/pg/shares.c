@@ -32,14 +32,14 @@
 #include <string.h>
 
 /* The prepared statements' numbers (pg.h: session mode's are below 8,
- * table.c's 8 to 11, read.c's 12 to 16). */
+ * table.c's 7 to 11, read.c's 12 to 16). */
 enum {
     PREP_MAKE_ROW = 17,
     PREP_READ_TRY,
     PREP_READ_WAIT,
     PREP_SEM_TRY,
     PREP_SEM_WAIT,
-    PREP_LOCK_ROW,
+    PREP_LOCK_ROW = DLOCK__PGT_PREP_LOCK_ROW, /* (22: table.c uses it too) */
     PREP_DROP,
     PREP_CLEAN,
     PREP_LOWER,
@@ -80,7 +80,7 @@ enum {
     "INSERT INTO " DLOCK__SQLT_TABLE " AS l (name, lock_name, owner, info, fence, expires) "       \
     "VALUES ($1::bytea, $1::bytea, ''::bytea, '', 0, 'epoch'::timestamptz) ON CONFLICT (name) "    \
     "DO UPDATE SET fence = l.fence WHERE false"
-#define LOCK_ROW_SQL "SELECT 1 FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea FOR UPDATE"
+#define LOCK_ROW_SQL DLOCK__PGT_LOCK_ROW_SQL
 
 /* A shared take after MAKE_ROW_SQL: (how, its columns) the row's change
  * and the holder's row; then, for a waiter, its waiter's row ($W); the

@@ -30,7 +30,13 @@
  * same for every lock and store, made once per process. Sent as text they
  * were parsed and planned at every cycle, most of a take's time in the
  * server. A take is two of them (its guard, then the take: TAKE_GUARD). */
-enum { PREP_TAKE_TRY = 8, PREP_TAKE_WAIT, PREP_RELEASE, PREP_TAKE_GUARD = DLOCK__PGT_PREP_GUARD };
+enum {
+    PREP_HANDOVER = 7, /* (session mode's are 0 to 4) */
+    PREP_TAKE_TRY,
+    PREP_TAKE_WAIT,
+    PREP_RELEASE,
+    PREP_TAKE_GUARD = DLOCK__PGT_PREP_GUARD
+};
 
 void dlock__pgt_tag(const char *name, char *tag)
 {
@@ -59,12 +65,14 @@ char *dlock__pgt_bytea(const char *text)
  * as text, or (which < NOT_PREPARED) the statement prepared as which on the
  * connection (dlock__pg_exec_prepared: parsed and planned once per
  * connection) with its params; a take (PREP_TAKE_TRY, PREP_TAKE_WAIT) is
- * its guard and then the take, in one pipeline (take_pipeline). DLOCK_OK
+ * its guard and then the take, a hand-over or a leave the row's lock and
+ * then the step, in one pipeline (pipeline_of). DLOCK_OK
  * with *res (PQclear it), or the failure recorded; state (if not NULL, 6
  * bytes) gets the SQLSTATE of an error the server answered. */
 #define NOT_PREPARED 32u
-static int take_pipeline(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
-                         int nparams, const char *const *params, int64_t deadline, PGresult **res);
+#define LEAVE        33u /* a waiter's leave: text statements, after the row's lock */
+static int pipeline_of(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                       int nparams, const char *const *params, int64_t deadline, PGresult **res);
 static int exchange(dlock__pgstore *p, unsigned which, const char *sql, int nparams,
                     const char *const *params, int64_t deadline, PGresult **res, const char *what,
                     char *state)
@@ -73,8 +81,9 @@ static int exchange(dlock__pgstore *p, unsigned which, const char *sql, int npar
     *res = NULL;
     int rc = dlock__pg_get_for_request(p, &deadline, &c);
     if (rc == DLOCK_OK) {
-        rc = which == PREP_TAKE_TRY || which == PREP_TAKE_WAIT
-                 ? take_pipeline(p, c, which, sql, nparams, params, deadline, res)
+        rc = which == PREP_TAKE_TRY || which == PREP_TAKE_WAIT || which == PREP_HANDOVER ||
+                     which == LEAVE
+                 ? pipeline_of(p, c, which, sql, nparams, params, deadline, res)
              : which < NOT_PREPARED ? dlock__pg_exec_prepared(p, c, which, sql, nparams, params,
                                                               deadline, NULL, NULL, res)
                                     : dlock__pg_exec(p, c, sql, 0, NULL, deadline, NULL, NULL, res);
@@ -251,20 +260,33 @@ static int run(dlock__pgstore *p, char *sql, int64_t deadline, PGresult **res, c
 }
 
 /* The take ($1 the name's bytes, $2 the owner token's, $3 the owner info,
- * $4 the lease in µs, $5 the advisory key, and for a caller that waits $6
- * its waiter lease in µs) and the release ($1, $2). */
-static char *take_sql[2], *release_sql;
+ * $4 the lease in µs, $5 the advisory key; for a try $6 the owner of the
+ * caller's waiter row (wait_param: a poller's own row is not an older
+ * waiter's), for a caller that waits $6 its waiter lease in µs and $7
+ * that owner), the release and the hand-over ($1, $2), a waiter's leave
+ * ($1, $2 its waiter row's owner, $3 its lock owner; a writer's, [1], $4
+ * its token). */
+static char *take_sql[2], *release_sql, *handover_sql, *leave_sql[2];
 static int statements_made;
 static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
 
 static void make_statements(void)
 {
     take_sql[0] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
-                                        "$4::bigint", NULL, DLOCK__PGT_SESSION_GUARD);
-    take_sql[1] = dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text",
-                                        "$4::bigint", "$6::bigint", DLOCK__PGT_SESSION_GUARD);
+                                        "$4::bigint", NULL, "$6::bytea", DLOCK__PGT_SESSION_GUARD);
+    take_sql[1] =
+        dlock__sqlt_take_expr(D, "$1::bytea", "$1::bytea", "$2::bytea", "$3::text", "$4::bigint",
+                              "$6::bigint", "$7::bytea", DLOCK__PGT_SESSION_GUARD);
     release_sql = dlock__sqlt_release(D, "$1::bytea", "$2::bytea");
-    statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL;
+    handover_sql = dlock__sqlt_pg_handover("$1::bytea", "$2::bytea");
+    leave_sql[0] = dlock__sqlt_pg_leave("$1::bytea", "$2::bytea", "$3::bytea", NULL);
+    /* a writer's: its owner's readers ($4 its token) */
+    leave_sql[1] = dlock__sqlt_pg_leave("$1::bytea", "$2::bytea", "$3::bytea",
+                                        "SELECT max(expires) FROM " DLOCK__PGT_SHARE
+                                        " WHERE name = $1::bytea AND owner = "
+                                        "$4::bytea AND expires > now()");
+    statements_made = take_sql[0] != NULL && take_sql[1] != NULL && release_sql != NULL &&
+                      handover_sql != NULL && leave_sql[0] != NULL && leave_sql[1] != NULL;
 }
 
 /* A prepared statement once the tables are there. */
@@ -275,19 +297,32 @@ static int run_prepared(dlock__pgstore *p, unsigned which, int nparams, const ch
     pthread_once(&statements_once, make_statements);
     if (!statements_made)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    const char *sql = which == PREP_RELEASE ? release_sql : take_sql[which == PREP_TAKE_WAIT];
+    const char *sql = which == PREP_RELEASE    ? release_sql
+                      : which == PREP_HANDOVER ? handover_sql
+                      : which == LEAVE         ? leave_sql[nparams > 3]
+                                               : take_sql[which == PREP_TAKE_WAIT];
     return run_on(p, which, sql, nparams, params, deadline, res, what);
 }
 
-/* A take: its guard (DLOCK__PGT_GUARD_SQL, on the advisory key, params[4]) and
- * then the take, in one pipeline; *res is the take's answer, or the
- * guard's error (the take did not run then). */
-static int take_pipeline(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
-                         int nparams, const char *const *params, int64_t deadline, PGresult **res)
+/* A step after the statement that must come first in its transaction, in
+ * one pipeline: a take after its guard (DLOCK__PGT_GUARD_SQL, on the
+ * advisory key, params[4]); a hand-over or a leave after the row's lock
+ * (DLOCK__PGT_LOCK_ROW_SQL, params[0]: the two are in turn, and the one
+ * after sees what the other did; the hand-over never picks a waiter whose
+ * leave is done, and a leave finds a row handed to it). *res is the
+ * step's answer, or the first one's error (the step did not run then). */
+static int pipeline_of(dlock__pgstore *p, dlock__pgconn *c, unsigned which, const char *sql,
+                       int nparams, const char *const *params, int64_t deadline, PGresult **res)
 {
-    const char *key[1] = {params[4]};
-    dlock__pg_stmt st[2] = {{PREP_TAKE_GUARD, DLOCK__PGT_GUARD_SQL, 1, key},
-                            {which, sql, nparams, params}};
+    int take = which == PREP_TAKE_TRY || which == PREP_TAKE_WAIT;
+    /* a leave is seldom: sent as text, not prepared (a round trip the
+     * first time on each connection, which a wait given up on a slow link
+     * cannot spare) */
+    unsigned lock_row = which == LEAVE ? DLOCK__PG_UNNAMED : DLOCK__PGT_PREP_LOCK_ROW;
+    const char *lead[1] = {take ? params[4] : params[0]};
+    dlock__pg_stmt st[2] = {take ? (dlock__pg_stmt){PREP_TAKE_GUARD, DLOCK__PGT_GUARD_SQL, 1, lead}
+                                 : (dlock__pg_stmt){lock_row, DLOCK__PGT_LOCK_ROW_SQL, 1, lead},
+                            {which == LEAVE ? DLOCK__PG_UNNAMED : which, sql, nparams, params}};
     PGresult *out[2];
     int rc = dlock__pg_exec_pipeline(p, c, 2, st, deadline, NULL, NULL, NULL, out);
     if (rc != DLOCK_OK)
@@ -297,7 +332,8 @@ static int take_pipeline(dlock__pgstore *p, dlock__pgconn *c, unsigned which, co
     *res = out[first];
     PQclear(out[1 - first]);
     if (*res == NULL)
-        return dlock__fail(DLOCK_EPROTO, "%s: no answer to the take", p->label);
+        return dlock__fail(DLOCK_EPROTO, "%s: no answer to the %s", p->label,
+                           take ? "take" : "hand-over or leave");
     return DLOCK_OK;
 }
 
@@ -344,6 +380,24 @@ static char *owner_param(const dlock__pglock *l, const char *token)
     char *own = malloc(len), *hex = NULL;
     if (own != NULL) {
         snprintf(own, len, "%s%s", l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "",
+                 token);
+        hex = bytea_param(own);
+    }
+    free(own);
+    return hex;
+}
+
+/* The owner of l's waiter row for token, as a parameter: a writer's is
+ * its lock owner, a mutex's "m:" and its token (sqltable.h:
+ * DLOCK__SQLT_MUTEX_WAIT), so that a release hands the row only to a
+ * waiter of an exclusive kind. */
+static char *wait_param(const dlock__pglock *l, const char *token)
+{
+    size_t len = strlen(DLOCK__SQLT_MUTEX_WAIT) + strlen(token) + 1;
+    char *own = malloc(len), *hex = NULL;
+    if (own != NULL) {
+        snprintf(own, len, "%s%s",
+                 l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : DLOCK__SQLT_MUTEX_WAIT,
                  token);
         hex = bytea_param(own);
     }
@@ -433,6 +487,14 @@ static int took(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a, PGresult
               : a->wait && p->listen != NULL && !woken ? DLOCK__NEXT_PREPARE
                                                        : DLOCK__NEXT_POLL;
     a->holder_ttl_ms = left_ms >= 0 ? left_ms : DLOCK__TTL_UNKNOWN;
+    /* a waiter queued behind a mutex or a writer parks at most its waiter
+     * lease: a release may hand the row to an older waiter that never
+     * takes it (dead, frozen), for the rest of that one's waiter row, and
+     * wakes no one else (shared holders are never handed a row) */
+    int64_t wl = p->base.host.cfg->waiter_lease_ms;
+    if (a->outcome == DLOCK__QUEUED && (kind == 'm' || kind == 'w') && wl > 0 &&
+        (a->holder_ttl_ms < 0 || a->holder_ttl_ms > wl))
+        a->holder_ttl_ms = wl;
     a->held_as = dlock__sqlt_held_as(kind, kind_of(l));
     a->held_why = dlock__sqlt_held_why(kind, kind_of(l), value(res, 0, 3));
     if (a->held_why != NULL && !a->wait)
@@ -464,14 +526,18 @@ int dlock__pgt_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a)
          * made first) */
         rc = l->base.spec.kind == DLOCK__WRITE ? dlock__pgts_ready(p, a->deadline_us) : DLOCK_OK;
         char *owner_hex = rc == DLOCK_OK ? owner_param(l, a->token) : NULL;
-        const char *params[6] = {l->name_hex, owner_hex,   p->base.host.cfg->owner_info,
-                                 lease_us,    l->key_text, wait_us};
+        char *wait_hex = rc == DLOCK_OK ? wait_param(l, a->token) : NULL;
+        const char *params[7] = {l->name_hex, owner_hex, p->base.host.cfg->owner_info, lease_us,
+                                 l->key_text};
+        params[5] = waits ? wait_us : wait_hex; /* (take_sql) */
+        params[6] = wait_hex;
         if (rc == DLOCK_OK)
-            rc = owner_hex != NULL
-                     ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 6 : 5,
+            rc = owner_hex != NULL && wait_hex != NULL
+                     ? run_prepared(p, waits ? PREP_TAKE_WAIT : PREP_TAKE_TRY, waits ? 7 : 6,
                                     params, a->deadline_us, &res, "taking the lock's row")
                      : dlock__fail(DLOCK_ENOMEM, "out of memory");
         free(owner_hex);
+        free(wait_hex);
     }
     if (rc == DLOCK_OK)
         rc = took(p, l, a, res, woken);
@@ -484,19 +550,31 @@ int dlock__pgt_acquire(dlock__pgstore *p, dlock__pglock *l, dlock__attempt *a)
 int dlock__pgt_cancel(dlock__pgstore *p, dlock__pglock *l, const char *token, int64_t deadline_us)
 {
     PGresult *res;
-    size_t len = strlen(DLOCK__SQLT_WRITER) + strlen(token) + 1;
-    char *own = malloc(len);
-    if (own != NULL)
-        snprintf(own, len, "%s%s", l->base.spec.kind == DLOCK__WRITE ? DLOCK__SQLT_WRITER : "",
-                 token);
-    char *owner = own != NULL ? dlock__pgt_bytea(own) : NULL;
-    free(own);
-    char *sql = owner != NULL ? dlock__sqlt_leave(D, l->key_lit, owner) : NULL;
-    free(owner);
     if (p->listen != NULL)
         dlock__pgl_unwatch(p->listen, token);
-    int rc = run(p, sql, deadline_us, &res, "leaving the waiters");
-    PQclear(res);
+    int rc;
+    if (shared_kind(l)) {
+        char *owner = dlock__pgt_bytea(token);
+        rc = run(p, owner != NULL ? dlock__sqlt_leave(D, l->key_lit, owner) : NULL, deadline_us,
+                 &res, "leaving the waiters");
+        free(owner);
+    } else {
+        /* a row handed to it meanwhile passed on (sqltable.h), after the
+         * row's lock (pipeline_of) */
+        char *owner = owner_param(l, token), *waiter = wait_param(l, token);
+        char *bare = bytea_param(token);
+        const char *params[4] = {l->name_hex, waiter, owner, bare};
+        int writer = l->base.spec.kind == DLOCK__WRITE;
+        rc = owner != NULL && waiter != NULL && bare != NULL
+                 ? run_prepared(p, LEAVE, writer ? 4 : 3, params, deadline_us, &res,
+                                "leaving the waiters")
+                 : dlock__fail(DLOCK_ENOMEM, "out of memory");
+        free(owner);
+        free(waiter);
+        free(bare);
+    }
+    if (rc == DLOCK_OK)
+        PQclear(res);
     return rc;
 }
 
@@ -506,15 +584,32 @@ int dlock__pgt_release(dlock__pgstore *p, dlock__pglock *l, const char *token, i
         return dlock__pgts_release(p, l, token, deadline_us);
     if (l->base.spec.kind == DLOCK__WRITE)
         return dlock__pgts_write_release(p, l, token, deadline_us);
+    /* The plain release, unless the last one handed the row over (a lock
+     * that others wait for: l->handing): it frees the row when nobody
+     * waits, else leaves it (still the caller's), and the hand-over
+     * follows in a second request (sqltable.h; README.md, "The
+     * hand-over") */
     PGresult *res = NULL;
     char *owner_hex = bytea_param(token);
     const char *params[2] = {l->name_hex, owner_hex};
-    int rc = owner_hex != NULL ? run_prepared(p, PREP_RELEASE, 2, params, deadline_us, &res,
-                                              "releasing the lock's row")
+    int handover = l->handing;
+    int rc = owner_hex != NULL ? run_prepared(p, handover ? PREP_HANDOVER : PREP_RELEASE, 2, params,
+                                              deadline_us, &res, "releasing the lock's row")
                                : dlock__fail(DLOCK_ENOMEM, "out of memory");
+    /* the plain release left the row, still the caller's: a waiter is there */
+    const char *matched = value(res, 0, 0), *holder = value(res, 0, 1);
+    if (rc == DLOCK_OK && !handover && matched != NULL && strcmp(matched, "0") == 0 &&
+        holder != NULL && strcmp(holder, token) == 0) {
+        PQclear(res);
+        handover = 1;
+        rc = run_prepared(p, PREP_HANDOVER, 2, params, deadline_us, &res,
+                          "handing the lock's row over");
+    }
     free(owner_hex);
     if (rc != DLOCK_OK)
         return rc;
+    const char *handed = value(res, 0, 4);
+    l->handing = handover && handed != NULL && strcmp(handed, "1") == 0;
     const char *n = value(res, 0, 0);
     if (n == NULL || strcmp(n, "1") != 0)
         rc = value(res, 0, 1) != NULL

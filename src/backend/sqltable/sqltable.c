@@ -178,6 +178,71 @@ static void wait_rows(sbuf *b, const char *key, const char *owner, const char *l
         key, owner, lock_name, wait_us, key, owner);
 }
 
+/* PostgreSQL's take: one statement (sqltable.h, dlock__sqlt_take_expr).
+ * wait_owner: the owner of the caller's waiter row (a mutex's is under
+ * DLOCK__SQLT_MUTEX_WAIT, so that a release can tell it from a reader's
+ * or a semaphore's: README.md, "The hand-over"). */
+static char *pg_take(const char *key, const char *lock_name, const char *owner, const char *info,
+                     const char *lease_us, const char *wait_us, const char *wait_owner,
+                     const char *guard)
+{
+    sbuf b = {0}, o = {0}, e = {0};
+    older(&o, DLOCK__SQLT_PG, key, wait_owner);
+    /* The lease: never lowered by the owner's own take again (a handle of
+     * the same token), but a row handed to this waiter by a release
+     * (its waiter row still live: the take deletes it) gets the take's
+     * own lease, not the hand-over's. Someone else's row taken (lapsed:
+     * its lease is over) gets the take's too, without a look at the
+     * waiter rows (CASE: the first branch that holds, so a take of a free
+     * row, the common case, does not run the EXISTS) */
+    if (wait_us != NULL)
+        add(&e,
+            "CASE WHEN l.owner <> EXCLUDED.owner THEN EXCLUDED.expires WHEN EXISTS (SELECT 1 "
+            "FROM " DLOCK__SQLT_WAIT " h WHERE h.name = %s AND h.owner = %s AND h.expires > "
+            "now()) THEN EXCLUDED.expires ELSE GREATEST(l.expires, EXCLUDED.expires) END",
+            key, wait_owner);
+    else
+        add(&e, "GREATEST(l.expires, EXCLUDED.expires)");
+    if (o.s == NULL || e.s == NULL) {
+        free(o.s);
+        free(e.s);
+        return NULL;
+    }
+    /* g first: the guard, evaluated once (a CTE with a volatile function
+     * is not inlined) before anything is written, every write below
+     * conditional on it. ON CONFLICT ... DO UPDATE ... WHERE locks the row
+     * and looks at its latest version: of two takers one wins */
+    add(&b,
+        "WITH g AS (SELECT (%s) AS ok), t AS (INSERT INTO " DLOCK__SQLT_TABLE
+        " AS l (name, lock_name, owner, info, fence, expires) SELECT %s, %s, %s, "
+        "%s, " PG_NOW_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
+        "ON CONFLICT (name) DO UPDATE SET "
+        "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
+        "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = %s WHERE "
+        "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
+        guard != NULL ? guard : "true", key, lock_name, owner, info, lease_us, e.s, o.s);
+    if (wait_us != NULL)
+        /* a lapsed row is a new wait: a new since */
+        add(&b,
+            ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, "
+            "since) SELECT %s, %s, %s, now() + %s * interval '1 microsecond', now() FROM g "
+            "WHERE g.ok AND NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE "
+            "SET since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
+            "expires = EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
+            " WHERE name = %s AND EXISTS (SELECT 1 FROM g WHERE g.ok) AND ((owner = %s AND "
+            "EXISTS (SELECT 1 FROM t)) OR (owner <> %s AND expires <= now())) RETURNING 1)",
+            key, wait_owner, lock_name, wait_us, key, wait_owner, wait_owner);
+    add(&b,
+        " SELECT t.fence, CASE WHEN t.fence IS NULL THEN 0 ELSE 1 END, CEIL(EXTRACT(EPOCH "
+        "FROM (o.expires - now())) * 1000)::bigint, %s, (SELECT g.ok::int FROM g), "
+        "convert_from(o.owner, 'UTF8') FROM (SELECT 1) d LEFT JOIN t ON true LEFT "
+        "JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
+        o.s, key);
+    free(o.s);
+    free(e.s);
+    return b.s;
+}
+
 /* take_expr with the MariaDB answer's further columns (more: NULL, or SQL
  * text of columns) */
 static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
@@ -185,45 +250,11 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
                   const char *guard, const char *more)
 {
     sbuf b = {0}, o = {0};
+    if (d == DLOCK__SQLT_PG)
+        return pg_take(key, lock_name, owner, info, lease_us, wait_us, owner, guard);
     older(&o, d, key, owner);
     if (o.s == NULL)
         return NULL;
-    if (d == DLOCK__SQLT_PG) {
-        /* g first: the guard, evaluated once (a CTE with a volatile
-         * function is not inlined) before anything is written, every
-         * write below conditional on it. ON CONFLICT ... DO UPDATE ...
-         * WHERE locks the row and looks at its latest version: of two
-         * takers one wins */
-        add(&b,
-            "WITH g AS (SELECT (%s) AS ok), t AS (INSERT INTO " DLOCK__SQLT_TABLE
-            " AS l (name, lock_name, owner, info, fence, expires) SELECT %s, %s, %s, "
-            "%s, " PG_NOW_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
-            "ON CONFLICT (name) DO UPDATE SET "
-            "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
-            "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = GREATEST(l.expires, "
-            "EXCLUDED.expires) WHERE "
-            "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
-            guard != NULL ? guard : "true", key, lock_name, owner, info, lease_us, o.s);
-        if (wait_us != NULL)
-            /* a lapsed row is a new wait: a new since */
-            add(&b,
-                ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, "
-                "since) SELECT %s, %s, %s, now() + %s * interval '1 microsecond', now() FROM g "
-                "WHERE g.ok AND NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE "
-                "SET since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
-                "expires = EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
-                " WHERE name = %s AND EXISTS (SELECT 1 FROM g WHERE g.ok) AND ((owner = %s AND "
-                "EXISTS (SELECT 1 FROM t)) OR (owner <> %s AND expires <= now())) RETURNING 1)",
-                key, owner, lock_name, wait_us, key, owner, owner);
-        add(&b,
-            " SELECT t.fence, CASE WHEN t.fence IS NULL THEN 0 ELSE 1 END, CEIL(EXTRACT(EPOCH "
-            "FROM (o.expires - now())) * 1000)::bigint, %s, (SELECT g.ok::int FROM g), "
-            "convert_from(o.owner, 'UTF8') FROM (SELECT 1) d LEFT JOIN t ON true LEFT "
-            "JOIN " DLOCK__SQLT_TABLE " o ON o.name = %s",
-            o.s, key);
-        free(o.s);
-        return b.s;
-    }
     /* ON DUPLICATE KEY UPDATE assigns left to right, each seeing the ones
      * before: the condition (expires and owner still as they were, the
      * older waiters counted) evaluated once, by the first, into @dlock_t,
@@ -277,8 +308,11 @@ static char *take(enum dlock__sqlt_dialect d, const char *key, const char *lock_
 
 char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, const char *lease_us,
-                            const char *wait_us, const char *guard)
+                            const char *wait_us, const char *wait_owner, const char *guard)
 {
+    if (d == DLOCK__SQLT_PG)
+        return pg_take(key, lock_name, owner, info, lease_us, wait_us,
+                       wait_owner != NULL ? wait_owner : owner, guard);
     return take(d, key, lock_name, owner, info, lease_us, wait_us, guard, NULL);
 }
 
@@ -327,24 +361,97 @@ char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char 
     return b.s;
 }
 
-char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+char *dlock__sqlt_pg_wait_row(const char *key, const char *owner, const char *wait_us)
 {
     sbuf b = {0};
+    add(&b,
+        "INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, since) VALUES "
+        "(%s, %s, %s, now() + %s * interval '1 microsecond', now()) ON CONFLICT (name, owner) DO "
+        "UPDATE SET since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
+        "expires = EXCLUDED.expires",
+        key, owner, key, wait_us);
+    return b.s;
+}
+
+char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner,
+                           const char *readers)
+{
+    sbuf b = {0};
+    /* A row handed to the waiter by a release and not taken yet (owner's,
+     * with the waiter's row still live: a take deletes that row in the
+     * statement that takes) is freed with the waiter's row, and the
+     * lock's waiters told, so that a wait given up passes it on at once;
+     * or, a writer's, turned into its owner's readers' when the owner's
+     * reader joined it meanwhile (a downgrade's read beside the handed
+     * write: freed, the row would let a mutex in beside that reader) */
+    add(&b,
+        "WITH d AS (DELETE FROM " DLOCK__SQLT_WAIT " WHERE name = %s AND owner = %s RETURNING "
+        "expires), m AS (SELECT (%s)::timestamptz AS e), u AS (UPDATE " DLOCK__SQLT_TABLE
+        " l SET owner = CASE WHEN m.e IS NULL THEN ''::bytea ELSE '" DLOCK__SQLT_READERS
+        "'::bytea END, info = '', expires = CASE WHEN m.e IS NULL THEN " PG_ENDED
+        " ELSE GREATEST(m.e, now()) END FROM m WHERE l.name = %s AND l.owner = %s AND "
+        "l.expires > now() AND EXISTS (SELECT 1 FROM d WHERE d.expires > now()) RETURNING 1) "
+        "SELECT (SELECT count(*) FROM u), " PG_NOTIFY,
+        key, wait_owner, readers != NULL ? readers : "NULL", key, owner, key);
+    return b.s;
+}
+
+/* PG: the live waiter rows of key (q) other than owner's (a mutex's is
+ * under DLOCK__SQLT_MUTEX_WAIT and its token). */
+static void others_waiting(sbuf *b, const char *key, const char *owner)
+{
+    add(b,
+        "q.name = %s AND q.expires > now() AND q.owner <> %s AND q.owner <> "
+        "'" DLOCK__SQLT_MUTEX_WAIT "'::bytea || %s",
+        key, owner, owner);
+}
+
+/* PG: the answer of a release, from u (the rows it let go, their owner now:
+ * '' when freed, a waiter's when handed over). */
+static void release_answer(sbuf *b, const char *key)
+{
+    add(b,
+        " SELECT (SELECT count(*) FROM u), (SELECT " PG_TEXT(
+            "owner") " FROM " DLOCK__SQLT_TABLE
+                     " WHERE name = %s AND owner <> ''::bytea AND expires > now()), (SELECT "
+                     "pg_notify('" DLOCK__SQLT_NOTIFY "', encode(substring(%s FROM 1 FOR " STR(
+                         DLOCK__SQLT_TAG_BYTES) "), 'hex') || CASE WHEN u.owner = ''::bytea THEN "
+                                                "'' ELSE ' ' || encode(u.owner, "
+                                                "'hex') END) FROM u), "
+                                                "set_config('synchronous_commit', 'off', true)",
+        key, key);
+}
+
+char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0}, q = {0};
     if (d == DLOCK__SQLT_PG) {
-        /* Its commit does not wait for the WAL's flush (synchronous_commit
+        /* The row freed only when no other live waiter of the name is
+         * there (one look at the waiters' key, evaluated once: the common
+         * case of a lock nobody waits for). With a waiter the row is left
+         * as it is: matched 0 while the holder before it is owner, and
+         * the caller hands it over with dlock__sqlt_pg_handover
+         * (README.md, "The hand-over"). Kept this small on purpose: the
+         * server sets up every node and expression of a statement's plan
+         * at each execution, run or not, so the hand-over's in here cost
+         * every release.
+         *
+         * Its commit does not wait for the WAL's flush (synchronous_commit
          * off for its transaction, as session mode's release, ../pg/pg.c):
          * a release lost in a server crash leaves the row held until its
          * lease ends, so the next holder waits longer, never takes it
          * early; a take after it waits for its own flush, which carries
          * the release's WAL before it */
+        others_waiting(&q, key, owner);
+        if (q.s == NULL)
+            return NULL;
         add(&b,
-            "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " SET owner = ''::bytea, expires = " PG_ENDED
-            " WHERE name = %s AND owner = %s AND expires > now() RETURNING 1) SELECT (SELECT "
-            "count(*) FROM u), (SELECT " PG_TEXT(
-                "owner") " FROM " DLOCK__SQLT_TABLE
-                         " WHERE name = %s AND owner <> ''::bytea AND expires > now()), " PG_NOTIFY
-                         ", set_config('synchronous_commit', 'off', true)",
-            key, owner, key, key);
+            "WITH u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = ''::bytea, expires = " PG_ENDED
+            " WHERE l.name = %s AND l.owner = %s AND l.expires > now() AND NOT EXISTS (SELECT 1 "
+            "FROM " DLOCK__SQLT_WAIT " q WHERE %s) RETURNING l.owner)",
+            key, owner, q.s);
+        release_answer(&b, key);
+        free(q.s);
         return b.s;
     }
     add(&b,
@@ -352,6 +459,42 @@ char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const cha
         "owner = %s AND expires > " NOW "; SELECT owner FROM " DLOCK__SQLT_TABLE
         " WHERE name = %s AND owner <> '' AND expires > " NOW,
         key, owner, key);
+    return b.s;
+}
+
+char *dlock__sqlt_pg_handover(const char *key, const char *owner)
+{
+    sbuf b = {0}, q = {0};
+    /* The hand-over (README.md): when the oldest live waiter of the name
+     * (n) waits for a mutex or a write (its row's owner under
+     * DLOCK__SQLT_MUTEX_WAIT or DLOCK__SQLT_WRITER), the row becomes its
+     * in this statement, under the row's lock: a new fence, a lease that
+     * ends with its waiter row's (a dead waiter holds it no longer than
+     * that), and a notice that names it (tag, space, the hex of its row's
+     * owner), so that only its client looks again; its take then finds
+     * the row its own (and takes its own lease and fence). A reader's or
+     * a semaphore's waiter first in line (their rows are under the bare
+     * token), or none left: the row freed, every waiter of the tag woken,
+     * as a plain release. Its commit does not wait for the WAL's flush
+     * either (dlock__sqlt_release). */
+    others_waiting(&q, key, owner);
+    if (q.s == NULL)
+        return NULL;
+    add(&b,
+        "WITH n AS (SELECT CASE WHEN substring(q.owner FROM 1 FOR 2) = "
+        "'" DLOCK__SQLT_MUTEX_WAIT "'::bytea THEN substring(q.owner FROM 3) ELSE q.owner END "
+        "AS owner, q.expires, substring(q.owner FROM 1 FOR 2) IN "
+        "('" DLOCK__SQLT_MUTEX_WAIT "'::bytea, '" DLOCK__SQLT_WRITER
+        "'::bytea) AS ex FROM " DLOCK__SQLT_WAIT " q WHERE %s ORDER BY q.since, q.owner "
+        "LIMIT 1), u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = COALESCE(n.owner, "
+        "''::bytea), info = CASE WHEN n.owner IS NULL THEN l.info ELSE '' END, fence = CASE "
+        "WHEN n.owner IS NULL THEN l.fence ELSE GREATEST(l.fence + 1, " PG_NOW_US ") END, "
+        "expires = COALESCE(n.expires, " PG_ENDED ") FROM (SELECT 1) d LEFT JOIN n ON n.ex "
+        "WHERE l.name = %s AND l.owner = %s AND l.expires > now() RETURNING l.owner)",
+        q.s, key, owner);
+    release_answer(&b, key);
+    add(&b, ", (SELECT count(*) FROM u WHERE u.owner <> ''::bytea)");
+    free(q.s);
     return b.s;
 }
 
@@ -428,12 +571,21 @@ char *dlock__sqlt_renew_waits(enum dlock__sqlt_dialect d, const dlock__sqlt_hold
         add(&b, "UPDATE " DLOCK__SQLT_WAIT " SET expires = " NOW " + INTERVAL CASE name");
     for (size_t i = 0; i < n; i++)
         add(&b, " WHEN %s THEN %" PRId64, h[i].key_lit, h[i].lease_ms * 1000);
-    add(&b, " END%s WHERE expires > %s AND (name, owner) IN (",
-        d == DLOCK__SQLT_PG ? " * interval '1 microsecond'" : " MICROSECOND", now);
+    add(&b, " END%s WHERE expires > %s AND %s(name, owner) IN (",
+        d == DLOCK__SQLT_PG ? " * interval '1 microsecond'" : " MICROSECOND", now,
+        d == DLOCK__SQLT_PG ? "(" : "");
     for (size_t i = 0; i < n; i++)
         add(&b, "%s(%s, %s)", i ? ", " : "", h[i].key_lit, h[i].owner_lit);
     if (d == DLOCK__SQLT_PG) {
-        add(&b, ") RETURNING " PG_TEXT("name") ", " PG_TEXT("owner"));
+        /* a mutex's waiter row is under DLOCK__SQLT_MUTEX_WAIT and its
+         * token (README.md, "The hand-over"): answered under the token */
+        add(&b, ")");
+        for (size_t i = 0; i < n; i++)
+            add(&b, " OR (name = %s AND owner = '" DLOCK__SQLT_MUTEX_WAIT "'::bytea || %s)",
+                h[i].key_lit, h[i].owner_lit);
+        add(&b, ") RETURNING " PG_TEXT("name") ", " PG_TEXT(
+                    "CASE WHEN substring(owner FROM 1 FOR 2) = '" DLOCK__SQLT_MUTEX_WAIT
+                    "'::bytea THEN substring(owner FROM 3) ELSE owner END"));
         return b.s;
     }
     add(&b, "); SELECT name, owner FROM " DLOCK__SQLT_WAIT " WHERE expires > " NOW

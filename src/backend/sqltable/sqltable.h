@@ -84,9 +84,32 @@ char *dlock__sqlt_take(enum dlock__sqlt_dialect d, const char *key, const char *
  * waiter row) and the answer's fifth column, 1 when it held, is 0. */
 char *dlock__sqlt_take_expr(enum dlock__sqlt_dialect d, const char *key, const char *lock_name,
                             const char *owner, const char *info, const char *lease_us,
-                            const char *wait_us, const char *guard);
+                            const char *wait_us, const char *wait_owner, const char *guard);
+/* PG: the owner of a mutex's waiter row is this and its token (a writer's
+ * is its lock owner, DLOCK__SQLT_WRITER and its token; a reader's and a
+ * semaphore holder's the bare token), so that a release can tell whom it
+ * may hand the row to (wait_owner of dlock__sqlt_take_expr; README.md,
+ * "The hand-over"). */
+#define DLOCK__SQLT_MUTEX_WAIT "m:"
+/* PG: a session-mode waiter's row (../pg/pg.c), under this and its token:
+ * a session waiter kept out by a table holder takes its place in the
+ * table's line, so that a release frees the row for it when it is first
+ * (a row handed from one table holder to the next is never free). */
+#define DLOCK__SQLT_SESSION_WAIT "s:"
+/* PG, one statement: owner's waiter row of key made, or its lease
+ * lengthened (its since kept while it is live: a lapsed row is a new
+ * wait) to wait_us µs from now. */
+char *dlock__sqlt_pg_wait_row(const char *key, const char *owner, const char *wait_us);
 /* One statement: owner's waiter row removed (a wait given up). */
 char *dlock__sqlt_leave(enum dlock__sqlt_dialect d, const char *key, const char *owner);
+/* PG, one statement: the waiter row (wait_owner) removed, and the lock's
+ * row freed (its waiters told) if a release handed it to owner and the
+ * waiter had not taken it yet; one row: (1 when it freed it, the notice).
+ * readers (a writer's leave; NULL: none): SQL of the latest end of the
+ * owner's live reader rows, NULL when there is none; when there is, the
+ * row becomes the readers' until then instead of free. */
+char *dlock__sqlt_pg_leave(const char *key, const char *wait_owner, const char *owner,
+                           const char *readers);
 /* The take's answer decoded: 1 with *fence when owner holds it
  * now; 0 otherwise, with *left_ms the holder's lease left (>= 1), or -1
  * when the row is free but an older waiter has the first claim on it (for
@@ -97,15 +120,28 @@ int dlock__sqlt_taken(const char *fence, const char *mine, const char *left, con
 
 /* What a PostgreSQL release or forced unlock notifies (NOTIFY channel,
  * payload: the hex of the name's first DLOCK__SQLT_TAG_BYTES bytes, the
- * lock's tag), for its waiters' wake-ups (../pg/listen.c). */
+ * lock's tag; after a hand-over, a space and the hex of the new owner's
+ * bytes: only that waiter looks again), for its waiters' wake-ups
+ * (../pg/listen.c). */
 #define DLOCK__SQLT_NOTIFY    "dlock_lock_free"
 #define DLOCK__SQLT_TAG_BYTES 32
 
 /* Two statements: the row freed if owner holds it (matched rows), then the
  * holder now (one row, its owner, or no row when nobody holds it). PG:
- * notifies the lock's waiters when it freed it, and its commit does not
+ * one statement, (matched, the holder before it, the notice): the row
+ * freed only when no live waiter of the name other than owner is there;
+ * with one the row is left as it is (matched 0, the holder before it
+ * owner) and the caller hands it over with dlock__sqlt_pg_handover
+ * (README.md, "The hand-over": the uncontended release stays small).
+ * Notifies the lock's waiters when it let go, and its commit does not
  * wait for the WAL's flush. */
 char *dlock__sqlt_release(enum dlock__sqlt_dialect d, const char *key, const char *owner);
+/* PG, one statement: owner's row handed to the oldest live waiter of key
+ * when that one waits for a mutex or a write (a new fence, a lease that
+ * ends with its waiter row's, a notice that names it: README.md, "The
+ * hand-over"), else freed as dlock__sqlt_release frees it; (matched, the
+ * holder before it, the notice, -, 1 when it handed the row over). */
+char *dlock__sqlt_pg_handover(const char *key, const char *owner);
 /* Two statements: the lease set (at_least: only lengthened; lease_ms 0
  * with at_least: nothing written), then COUNT(*) of rows owner holds (1 or
  * 0). */
