@@ -1308,6 +1308,7 @@ run_test test_url_values_told
 run_test test_lease_flag_meant
 run_test test_sqlite_loss_words
 run_test test_url_given_as_name
+run_test test_url_secret_not_echoed
 run_test test_retry_delay_never_zero
 run_test test_store_sqlite_banner
 

@@ -1306,6 +1306,31 @@ test_url_given_as_name()
     expect_rc "run -- URL-like NAME" 0 dl run -- x://y -- true
 }
 
+# A URL where another word goes (an option's value when a shell variable
+# is not set, an option before the command, a URL as the command): the
+# refusal shows it up to its "://" only (trial45b: the password was
+# printed, twice for --url=URL).
+test_url_secret_not_echoed()
+{
+    local u='redis://:s3cretPW@127.0.0.1:1' args
+    local -a cases=(
+        "unlock --owner $u"
+        "run --label $u -- true"
+        "--url=$u status n"
+        "-u$u status n"
+        "run --url=$u"
+        "lock --url=$u"
+        "$u"
+        "--bogus=$u"
+    )
+    for args in "${cases[@]}"; do
+        # shellcheck disable=SC2086 # the words of $args
+        expect_rc "$args" 64 dl $args
+        grep -q s3cretPW "$TMP/err" && fail "$args: the password shown: $(cat "$TMP/err")"
+        expect_match "$args: the URL cut at ://" "redis://\.\.\." "$(cat "$TMP/err")"
+    done
+}
+
 # A retry right away is "trying again in 1 ms", not "in 0 ms" (a
 # ZooKeeper URL at a closed port said that first).
 test_retry_delay_never_zero()

@@ -262,6 +262,10 @@ int cli_open(const char *url, dlock_client **out);
 /* Prints text for a terminal: control characters as \xNN. */
 void cli_print_text(const char *text);
 void cli_print_text_to(FILE *f, const char *text);
+/* word as a message may show it (size n): a word with "://" (a URL, a
+ * --url=URL) up to and including the "://", then "...": the rest may hold a
+ * password; any other word whole. */
+void cli_hide_url(const char *word, char *out, size_t n);
 
 /* JSON documents (json.c). CLI_JSON_VERSION is every document's "version":
  * raised when a field changes meaning or goes away (a new field does not

@@ -256,6 +256,20 @@ void cli_print_text(const char *text)
     cli_print_text_to(stdout, text);
 }
 
+void cli_hide_url(const char *word, char *out, size_t n)
+{
+    const char *sep = strstr(word, "://");
+    if (sep == NULL || n < 8) {
+        snprintf(out, n, "%s", word);
+        return;
+    }
+    /* what comes before "://" (--url=redis), then nothing of the rest */
+    size_t keep = (size_t) (sep - word) + 3;
+    if (keep > n - 4)
+        keep = n - 4;
+    snprintf(out, n, "%.*s...", (int) keep, word);
+}
+
 void cli_print_text_to(FILE *f, const char *text)
 {
     for (const unsigned char *p = (const unsigned char *) text; *p != '\0'; p++) {
@@ -680,8 +694,10 @@ int main(int argc, char **argv)
             return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-' && near_top_option(argv[1]) != NULL) {
+        char shown[64];
+        cli_hide_url(argv[1], shown, sizeof shown); /* --bogus=URL */
         fputs("dlock: unknown option '", stderr);
-        cli_print_text_to(stderr, argv[1]);
+        cli_print_text_to(stderr, shown);
         fprintf(stderr, "': did you mean %s?\nTry 'dlock --help'.\n", near_top_option(argv[1]));
         return EXIT_USAGE;
     }
@@ -695,16 +711,20 @@ int main(int argc, char **argv)
                     cmd = commands[i].name;
             }
         }
-        fprintf(stderr,
-                "dlock: options go after the command (dlock %s %s ...)\nTry 'dlock --help'.\n", cmd,
-                argv[1]);
+        char shown[200];
+        cli_hide_url(argv[1], shown, sizeof shown); /* --url=URL: its password */
+        fprintf(stderr, "dlock: options go after the command (dlock %s ", cmd);
+        cli_print_text_to(stderr, shown);
+        fputs(" ...)\nTry 'dlock --help'.\n", stderr);
         return EXIT_USAGE;
     }
     /* a misspelt command: the one meant, as for a misspelt option */
     const char *near[8];
     size_t nnear = near_commands(argv[1], near, sizeof near / sizeof near[0]);
+    char shown[200];
+    cli_hide_url(argv[1], shown, sizeof shown); /* a URL where the command goes */
     fputs("dlock: unknown command '", stderr);
-    cli_print_text_to(stderr, argv[1]);
+    cli_print_text_to(stderr, shown);
     if (nnear == 0)
         fputs("': the commands are run, status, list, lock, unlock, extend and bench", stderr);
     for (size_t i = 0; i < nnear; i++)

@@ -219,10 +219,12 @@ int cli_option_reading(const char *word, char *buf, size_t size)
 }
 
 /* text for a message, control characters as \xNN, cut to fit out. */
-static void printable(const char *text, char *out, size_t size)
+static void printable(const char *word, char *out, size_t size)
 {
     size_t used = 0;
+    char text[200];
 
+    cli_hide_url(word, text, sizeof text); /* (a URL's password) */
     for (const unsigned char *p = (const unsigned char *) text; *p != '\0' && used + 5 < size;
          p++) {
         if (*p < 0x20 || *p == 0x7f)
@@ -297,10 +299,12 @@ int cli_missing_name(const char *cmd, const cli_opts *o, char **argv, int last, 
                                "the value of %s is missing: a shell variable that is not set?)",
                                text, o->value_of, o->value_of);
     n = cli_option_reading(word, reading, sizeof reading);
+    char shown[200];
+    cli_hide_url(reading, shown, sizeof shown); /* --url URL: its password */
     return cli_usage_error(cmd,
                            "missing NAME: '%s' is read as dlock's option%s %s (a NAME that starts "
                            "with '-' goes after a -- of its own: dlock %s [OPTIONS] -- %s%s)",
-                           text, n > 1 ? "s" : "", reading, cmd, text, after);
+                           text, n > 1 ? "s" : "", shown, cmd, text, after);
 }
 
 int cli_url_like(const char *word, char *scheme, size_t n)
