@@ -576,6 +576,46 @@ test_lost_renewed_lock_force_unlocked()
     fi
 }
 
+# What the command started is stopped too, not only the command: the shell
+# of -c runs a step that is not its last (a new user's trial: the shell
+# died of the loss's SIGTERM and its `sleep` ran on without the lock; and
+# kill -9 of dlock left it running while another holder took the lock).
+grandchild()
+{
+    echo "sh -c 'echo \$\$ > $1; exec sleep 30'; true"
+}
+
+test_lost_stops_whole_tree()
+{
+    local pid
+    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=600ms" r-tree -c "$(grandchild "$TMP/t/pid")"
+    wait_until 10 test -s "$TMP/t/pid" || { fail "the step never started"; return; }
+    pid=$(cat "$TMP/t/pid")
+    expect_rc "unlock --force from outside" 0 dl unlock --force r-tree
+    reap "$BG" 10
+    expect_eq "holder's exit status" 75 "$BG_RC"
+    if ! wait_until 5 eval "! kill -0 $pid 2>/dev/null"; then
+        fail "the shell's step (pid $pid) still runs after the lock was lost"
+        kill -KILL "$pid"
+    fi
+}
+
+test_dlock_killed_stops_tree()
+{
+    local pid holder
+    dl_bg "$TMP/t/holder" run r-tree2 -c "$(grandchild "$TMP/t/pid")"
+    holder=$BG
+    wait_until 10 test -s "$TMP/t/pid" || { fail "the step never started"; return; }
+    pid=$(cat "$TMP/t/pid")
+    kill -KILL "$holder"
+    reap "$holder" 10
+    if ! wait_until 5 eval "! kill -0 $pid 2>/dev/null"; then
+        fail "the shell's step (pid $pid) still runs after dlock was killed"
+        kill -KILL "$pid"
+    fi
+    expect_rc "unlock --force the dead holder's lock" 0 dl unlock --force r-tree2
+}
+
 test_lost_grace_then_sigkill()
 {
     local t0 elapsed pid
@@ -1246,6 +1286,8 @@ run_test test_wait_succeeds_when_holder_finishes
 run_test test_lost_fixed_lease
 run_test test_lost_renewed_lock_force_unlocked
 run_test test_lost_grace_then_sigkill
+run_test test_lost_stops_whole_tree
+run_test test_dlock_killed_stops_tree
 run_test test_signal_forwarded
 run_test test_signal_while_waiting_ends_the_wait
 run_test test_command_stopped_when_dlock_dies

@@ -195,6 +195,13 @@ int cli_url_like(const char *word, char *scheme, size_t n);
  * and returns EXIT_USAGE; -1 when there is none. */
 int cli_url_among_names(const char *cmd, int n, char **words);
 
+/* guard.c: runs as `dlock run`'s guard, between dlock and COMMAND, and
+ * never returns: start(arg) forks the command; control is the pipe dlock
+ * writes signal numbers to (each sent to every process descended from the
+ * guard), whose end of file (dlock died) sends SIGTERM, then SIGKILL after
+ * grace_ms; exits with the command's status (128 + N for a signal N). */
+_Noreturn void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *arg);
+
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);
 /* Where the URL cli_url() returned came from, for messages: "$DLOCK_URL",

@@ -4,9 +4,11 @@
  * The lock is taken, the command is started with the fencing token in its
  * environment, and the lease is renewed while it runs (or, with -l, left to
  * run out). If the lock is lost the command is sent SIGTERM, then SIGKILL
- * after a grace period, and dlock exits with EXIT_LOST. Signals sent to
- * dlock with kill(1) are passed on to the command; signals from the
- * terminal already reach it (same process group) and are not sent twice.
+ * after a grace period, and dlock exits with EXIT_LOST: the command and
+ * every process it started, through the guard it runs under (guard.c),
+ * which does the same when dlock dies. Signals sent to dlock with kill(1)
+ * are passed on the same way; signals from the terminal already reach
+ * them (same process group) and are not sent twice.
  * When the command ends the lock is released and its status is dlock's.
  * Without a command (etcdctl lock's habit) dlock prints the owner token and
  * the fence, and holds the lock until a signal (then releases it, exit 0)
@@ -355,11 +357,63 @@ static void close_all_but(int keep)
     }
 }
 
-/* Starts argv with the lock's facts in its environment. On exec failure
- * reports errno through an exec-status pipe. */
-static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *exec_errno)
+/* What the guard needs to start the command (cli_guard_run's start). */
+typedef struct command_start {
+    char **argv;
+    command_env *env;
+    int status_fd; /* the exec-status pipe's write end */
+} command_start;
+
+/* In the guard: forks the command, which starts as dlock did (default
+ * signals, except those that were ignored, nothing blocked) and execs;
+ * on exec failure it reports errno through the exec-status pipe. */
+static pid_t fork_command(void *arg)
 {
-    int status_pipe[2];
+    command_start *cs = arg;
+    pid_t guard = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        for (size_t i = 0; i < NFORWARDED; i++)
+            signal(forwarded[i], ignored[i] ? SIG_IGN : SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* the guard killed (SIGKILL): the command at least is stopped */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != guard)
+            _exit(EXIT_LOST);
+        close_all_but(cs->status_fd);
+        execvpe(cs->argv[0], cs->argv, cs->env->vars);
+        int e = errno;
+        if (write(cs->status_fd, &e, sizeof e) < 0) {
+            /* nothing more can be done */
+        }
+        _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+    }
+    close(cs->status_fd);
+    return pid;
+}
+
+/* The guard's control pipe (guard.c): dlock writes a signal's number for
+ * the command's tree; its end of file (dlock gone) stops the tree. */
+static int to_guard = -1;
+
+/* Sends sig to the command and everything it started (through the guard). */
+static void signal_command(pid_t guard, int sig)
+{
+    unsigned char b = (unsigned char) sig;
+    if (to_guard < 0 || write(to_guard, &b, 1) != 1)
+        kill(guard, sig); /* (the guard gone: nothing is left of the tree) */
+}
+
+/* Starts argv with the lock's facts in its environment, under a guard
+ * (guard.c) that stops its whole tree: the guard's pid, which exits with
+ * the command's status. On exec failure reports errno through an
+ * exec-status pipe. */
+static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int64_t grace_ms,
+                           int *exec_errno)
+{
+    int status_pipe[2], control[2];
     command_env env = {0};
     pid_t pid;
 
@@ -373,38 +427,46 @@ static pid_t start_command(char **argv, dlock_lock *lock, const char *url, int *
         env_free(&env);
         return -1;
     }
+    if (pipe2(control, O_CLOEXEC) != 0) {
+        close(status_pipe[0]);
+        close(status_pipe[1]);
+        env_free(&env);
+        return -1;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a write to a guard that is gone fails, not kills */
     pid_t parent = getpid();
     pid = fork();
     if (pid == 0) {
-        /* The command starts as dlock did: default signals, except those
-         * that were ignored, nothing blocked. */
-        sigset_t none;
-        sigemptyset(&none);
-        for (size_t i = 0; i < NFORWARDED; i++)
-            signal(forwarded[i], ignored[i] ? SIG_IGN : SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        /* A command whose dlock dies no longer holds the lock. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
-            _exit(EXIT_LOST); /* dlock died before we could arrange that */
+        /* the guard: no lock of its own once dlock has died */
+        if (getppid() != parent)
+            _exit(EXIT_LOST);
         close(status_pipe[0]);
-        close_all_but(status_pipe[1]);
-        execvpe(argv[0], argv, env.vars);
-        int e = errno;
-        if (write(status_pipe[1], &e, sizeof e) < 0) {
-            /* nothing more can be done */
+        close(control[1]);
+        /* none of dlock's connections open here (a server would not see
+         * them close when dlock does): the guard keeps its pipes and what
+         * the command is to inherit */
+        if (ninherited < MAX_INHERITED) {
+            inherited[ninherited++] = control[0];
+            qsort(inherited, ninherited, sizeof *inherited, by_fd);
+            close_all_but(status_pipe[1]);
         }
-        _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+        prctl(PR_SET_NAME, "dlock-guard");
+        command_start cs = {argv, &env, status_pipe[1]};
+        cli_guard_run(control[0], grace_ms, fork_command, &cs);
     }
     env_free(&env);
     close(status_pipe[1]);
+    close(control[0]);
     if (pid > 0) {
+        to_guard = control[1];
         ssize_t n;
         do
             n = read(status_pipe[0], exec_errno, sizeof *exec_errno);
         while (n < 0 && errno == EINTR);
         if (n != (ssize_t) sizeof *exec_errno)
             *exec_errno = 0;
+    } else {
+        close(control[1]);
     }
     close(status_pipe[0]);
     return pid;
@@ -427,7 +489,7 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
         pending_signal = 0;
         pthread_mutex_unlock(&sig_mu);
         if (sig != 0)
-            kill(child, sig);
+            signal_command(child, sig);
         pthread_mutex_lock(&lost_mu);
         int now_lost = lost;
         pthread_mutex_unlock(&lost_mu);
@@ -440,14 +502,14 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
             fprintf(stderr, "dlock: lock '%s' was lost (%s); stopping the command\n", name,
                     lost_why);
             pthread_mutex_unlock(&lost_mu);
-            kill(child, SIGTERM);
+            signal_command(child, SIGTERM);
             kill_at = now_ms() + grace_ms;
         }
         int timeout = -1;
         if (kill_at >= 0) {
             int64_t left = kill_at - now_ms();
             if (left <= 0) {
-                kill(child, SIGKILL);
+                signal_command(child, SIGKILL);
                 kill_at = -1;
             } else {
                 timeout = left < INT_MAX ? (int) left : INT_MAX; /* --grace may be 366 days */
@@ -730,7 +792,7 @@ int cmd_run(int argc, char **argv)
         was_lost = code == EXIT_LOST;
     } else {
         int exec_errno;
-        pid_t child = start_command(command, lock, url, &exec_errno);
+        pid_t child = start_command(command, lock, url, grace_ms, &exec_errno);
         if (child < 0 || exec_errno != 0) {
             int e = child < 0 ? errno : exec_errno;
             cli_log_end();
