@@ -170,10 +170,12 @@ phase2_ok=1
 # (a request timeout below a third of its short lease, as dlock advises for one: a renewal of
 # the default 5 s could not be answered late and retried before the lease's end)
 case $DLOCK_URL in *\?*) stale_url="$DLOCK_URL&timeout=600ms" ;; *) stale_url="$DLOCK_URL?timeout=600ms" ;; esac
-# Its own process group (set -m): the pid is the group the buyer stops, dlock run and itself.
-# shellcheck disable=SC2016  # $PPID and $0 are the inner shell's: dlock run's pid, the script
+# Its own process group (set -m): the group the buyer stops, dlock run (its pid), the guard
+# dlock runs commands under and the buyer itself; read from the inner shell's /proc stat (its
+# parent is the guard, not dlock run).
+# shellcheck disable=SC2016  # $$ and $0 are the inner shell's: its group, the script
 STALE_FENCE_FILE=$tmp/stale.fence "$DLOCK" run -q -u "$stale_url" -L "$STALE_LEASE" -w 30 flash-sale -- \
-  bash -c 'STALE_PGID=$PPID exec "$0" stale 0' "$here/buyer_mariadb.sh" &
+  bash -c 'STALE_PGID=$(awk "{ print \$5 }" /proc/$$/stat) exec "$0" stale 0' "$here/buyer_mariadb.sh" &
 stale_pid=$!
 # Stopped (state T) once it has read the stock under the lock; or it ended (a failure).
 stopped=0
