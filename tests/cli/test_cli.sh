@@ -600,6 +600,25 @@ test_lost_stops_whole_tree()
     fi
 }
 
+# A step that ignores SIGTERM outlives the shell that died of it: it gets
+# the SIGKILL after --grace all the same (review rev46: the guard left
+# with the shell, and the step ran on).
+test_lost_kills_step_ignoring_term()
+{
+    local pid
+    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=600ms" --grace 0.5 r-tree3 -c \
+        "sh -c 'trap \"\" TERM; echo \$\$ > $TMP/t/pid; exec sleep 30'; true"
+    wait_until 10 test -s "$TMP/t/pid" || { fail "the step never started"; return; }
+    pid=$(cat "$TMP/t/pid")
+    expect_rc "unlock --force from outside" 0 dl unlock --force r-tree3
+    reap "$BG" 10
+    expect_eq "holder's exit status" 75 "$BG_RC"
+    if ! wait_until 5 eval "! kill -0 $pid 2>/dev/null"; then
+        fail "the step that ignores SIGTERM (pid $pid) still runs after the grace period"
+        kill -KILL "$pid"
+    fi
+}
+
 test_dlock_killed_stops_tree()
 {
     local pid holder
@@ -1287,6 +1306,7 @@ run_test test_lost_fixed_lease
 run_test test_lost_renewed_lock_force_unlocked
 run_test test_lost_grace_then_sigkill
 run_test test_lost_stops_whole_tree
+run_test test_lost_kills_step_ignoring_term
 run_test test_dlock_killed_stops_tree
 run_test test_signal_forwarded
 run_test test_signal_while_waiting_ends_the_wait

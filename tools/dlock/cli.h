@@ -197,10 +197,16 @@ int cli_url_among_names(const char *cmd, int n, char **words);
 
 /* guard.c: runs as `dlock run`'s guard, between dlock and COMMAND, and
  * never returns: start(arg) forks the command; control is the pipe dlock
- * writes signal numbers to (each sent to every process descended from the
- * guard), whose end of file (dlock died) sends SIGTERM, then SIGKILL after
- * grace_ms; exits with the command's status (128 + N for a signal N). */
+ * writes signal numbers to (each sent to the command and every process
+ * descended from the guard), whose end of file (dlock died) is a stop
+ * (CLI_GUARD_STOP); exits with the command's status (128 + N for a signal
+ * N). */
 _Noreturn void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *arg);
+/* On the guard's control pipe: a stop (a lost lock): SIGTERM to the tree,
+ * SIGKILL after grace_ms, and the guard exits only once the tree is gone
+ * (a step that ignores SIGTERM outlives the command). Any other byte is a
+ * signal to pass on. */
+#define CLI_GUARD_STOP 0
 
 /* The URL: -u, else $DLOCK_URL, else DEFAULT_URL. */
 const char *cli_url(const char *flag);

@@ -7,15 +7,19 @@
  * new user's trial: kill -9 of dlock left `sleep` running while another
  * holder took the lock). So dlock starts a guard, and the guard starts
  * COMMAND. The guard is a child subreaper (what COMMAND starts and leaves
- * behind is reparented to it, not to init), and on dlock's word (a signal
- * number on the control pipe: a loss's SIGTERM, then SIGKILL after the
- * grace period; a signal passed on) it signals every process descended
- * from it, found by their parents in /proc. When dlock dies (the pipe's
- * end of file) it does what a loss does: SIGTERM to the tree, SIGKILL
- * after the grace period. It stays in dlock's process group, so the
- * terminal's signals reach COMMAND as before (the guard blocks them), and
- * it exits with COMMAND's status (128 + N for a signal N, which dlock
- * reports as it did). */
+ * behind is reparented to it, not to init, while the guard runs), in
+ * dlock's process group (the terminal's signals reach COMMAND as before;
+ * the guard blocks them). dlock writes to it on the control pipe: a
+ * signal to pass on, sent to COMMAND and to every live process descended
+ * from the guard (found by their parents in /proc); or a stop (a loss:
+ * CLI_GUARD_STOP), SIGTERM to all of them and SIGKILL after the grace
+ * period, the guard staying until none is left, even when COMMAND itself
+ * died of the SIGTERM. The pipe's end of file (dlock died) is a stop too.
+ * It exits with COMMAND's status (128 + N for a signal N, which dlock
+ * reports as it did). Where /proc is not this PID namespace's (a sandbox
+ * that kept its parent's), only COMMAND itself is signalled, as before
+ * the guard. A guard killed with SIGKILL leaves COMMAND a SIGTERM (its
+ * PDEATHSIG) and the rest of the tree running. */
 #define _GNU_SOURCE
 #include "cli.h"
 
@@ -34,7 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_PROCS 32768
+#define MAX_PROCS 65536
+#define TICK_MS   50 /* how often a stop looks whether the tree is gone */
 
 static int64_t mono_ms(void)
 {
@@ -43,32 +48,53 @@ static int64_t mono_ms(void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The parent of process pid (from /proc/pid/stat), or -1. */
-static pid_t parent_of(const char *pid)
+/* One process of /proc: its pid, its parent's, and whether it is a zombie
+ * (dead, its status not yet collected: nothing to stop). */
+typedef struct proc {
+    pid_t pid, ppid;
+    char zombie, below;
+} proc;
+
+static int by_pid(const void *a, const void *b)
+{
+    pid_t x = ((const proc *) a)->pid, y = ((const proc *) b)->pid;
+    return x < y ? -1 : x > y;
+}
+
+/* pid's parent and state from /proc/pid/stat; 0 when it is gone. */
+static int read_stat(const char *pid, proc *out)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%s/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC); /* (no stdio in a child of a threaded dlock) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
-        return -1;
+        return 0;
     buf[n] = '\0';
     /* "pid (comm) state ppid ...": comm may hold spaces and ')' */
-    const char *close = strrchr(buf, ')');
+    const char *close_paren = strrchr(buf, ')');
+    char state;
     int ppid;
-    if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1)
-        return -1;
-    return ppid;
+    if (close_paren == NULL || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2)
+        return 0;
+    out->pid = (pid_t) atoi(pid);
+    out->ppid = ppid;
+    out->zombie = state == 'Z' || state == 'X';
+    out->below = 0;
+    return 1;
 }
 
-/* Sends sig to every process descended from root (root excluded); the
- * number it found. */
+/* Sends sig to every live process descended from root (root excluded);
+ * the number of them. One snapshot of /proc, sorted by pid, each process
+ * marked once its parent is root or marked (a pass per level of the
+ * tree). A pid may be reused between the snapshot and kill(): only within
+ * root's tree, whose processes root (a subreaper) or their parents reap. */
 static int signal_descendants(pid_t root, int sig)
 {
-    static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
+    static proc ps[MAX_PROCS];
     size_t n = 0;
     if (root <= 1)
         return 0;
@@ -77,40 +103,46 @@ static int signal_descendants(pid_t root, int sig)
         return 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL && n < MAX_PROCS) {
-        if (!isdigit((unsigned char) e->d_name[0]))
-            continue;
-        pid_t ppid = parent_of(e->d_name);
-        if (ppid < 0)
-            continue;
-        pids[n] = (pid_t) atoi(e->d_name);
-        ppids[n++] = ppid;
+        if (isdigit((unsigned char) e->d_name[0]) && read_stat(e->d_name, &ps[n]))
+            n++;
     }
     closedir(d);
-    /* marked[i]: pids[i] is root's (its parent root, or a marked one) */
-    static char marked[MAX_PROCS];
-    memset(marked, 0, n);
-    int found = 0, more = 1;
-    while (more) {
+    qsort(ps, n, sizeof *ps, by_pid);
+    for (int more = 1; more;) {
         more = 0;
         for (size_t i = 0; i < n; i++) {
-            if (marked[i] || pids[i] == root)
+            if (ps[i].below || ps[i].pid == root)
                 continue;
-            int below = ppids[i] == root;
-            for (size_t j = 0; j < n && !below; j++)
-                below = marked[j] && pids[j] == ppids[i];
-            if (below) {
-                marked[i] = 1;
-                found++;
+            proc key = {.pid = ps[i].ppid};
+            const proc *parent =
+                ps[i].ppid == root ? NULL : bsearch(&key, ps, n, sizeof *ps, by_pid);
+            if (ps[i].ppid == root || (parent != NULL && parent->below)) {
+                ps[i].below = 1;
                 more = 1;
             }
         }
     }
-    /* signalled once all are known: none is reparented to root before */
+    int live = 0;
     for (size_t i = 0; i < n; i++) {
-        if (marked[i] && pids[i] > 1)
-            kill(pids[i], sig);
+        if (ps[i].below && !ps[i].zombie && ps[i].pid > 1) {
+            kill(ps[i].pid, sig);
+            live++;
+        }
     }
-    return found;
+    return live;
+}
+
+/* Whether this /proc is our PID namespace's (its "self" is our pid): its
+ * numbers are the ones kill() takes. A sandbox that left its parent's
+ * /proc mounted (unshare -p without --mount-proc) has another's. */
+static int proc_is_ours(void)
+{
+    char self[32];
+    ssize_t n = readlink("/proc/self", self, sizeof self - 1);
+    if (n <= 0)
+        return 0;
+    self[n] = '\0';
+    return atoi(self) == getpid();
 }
 
 void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *arg)
@@ -130,48 +162,69 @@ void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *
         _exit(EXIT_CANNOT_EXEC);
     }
     pid_t self = getpid();
-    int64_t kill_at = -1;
+    /* without our /proc, only the command itself can be signalled */
+    int tree = proc_is_ours();
+    int code = -1;        /* the command's status, once collected */
+    int64_t kill_at = -1; /* a stop: SIGKILL due then */
+    int stopping = 0, killed = 0;
     for (;;) {
         int status;
         pid_t done;
         while ((done = waitpid(-1, &status, WNOHANG)) > 0) {
             if (done == command)
-                _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
+        /* the command ended: done, unless a stop is under way, which ends
+         * when nothing of the tree is left (or after its SIGKILL) */
+        if (code >= 0 && (!stopping || !tree || signal_descendants(self, 0) == 0))
+            _exit(code);
+        if (stopping && killed && code >= 0)
+            _exit(code); /* (what SIGKILL leaves is no process of ours) */
         struct pollfd p[2] = {{.fd = control, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-        int timeout = -1;
+        int timeout = stopping ? TICK_MS : -1;
         if (kill_at >= 0) {
             int64_t left = kill_at - mono_ms();
-            timeout = left <= 0 ? 0 : left < 3600000 ? (int) left : 3600000;
+            if (left < timeout || timeout < 0)
+                timeout = left <= 0 ? 0 : left < 3600000 ? (int) left : 3600000;
         }
         if (poll(p, 2, timeout) < 0 && errno != EINTR) /* (a closed control: fd -1, ignored) */
             _exit(EXIT_CANNOT_EXEC);
+        int sig = 0;
+        if (control >= 0 && (p[0].revents & (POLLIN | POLLHUP))) {
+            unsigned char b;
+            ssize_t n = read(control, &b, 1);
+            if (n == 1) {
+                sig = b;
+            } else if (n == 0) {
+                close(control); /* dlock died: the command holds no lock any more */
+                control = -1;
+                sig = CLI_GUARD_STOP;
+            }
+        }
+        if (sig == CLI_GUARD_STOP && !stopping) {
+            stopping = 1;
+            kill_at = mono_ms() + grace_ms;
+            sig = SIGTERM;
+        }
         if (kill_at >= 0 && mono_ms() >= kill_at) {
-            /* again while any is found: one may have forked meanwhile */
-            for (int round = 0; round < 10 && signal_descendants(self, SIGKILL) > 0; round++)
-                ;
+            sig = SIGKILL;
             kill_at = -1;
+        }
+        if (sig == SIGKILL)
+            killed = stopping = 1;
+        if (sig > 0 && sig != CLI_GUARD_STOP) {
+            if (code < 0)
+                kill(command, sig); /* (ours to reap: never another's pid) */
+            /* SIGKILL again while any is found: one may have forked */
+            for (int round = 0;
+                 tree && round < (sig == SIGKILL ? 10 : 1) && signal_descendants(self, sig) > 0;
+                 round++)
+                ;
         }
         if (p[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) < 0 && errno != EAGAIN && errno != EINTR)
                 _exit(EXIT_CANNOT_EXEC);
-        }
-        if (control >= 0 && (p[0].revents & (POLLIN | POLLHUP))) {
-            unsigned char sig;
-            ssize_t n = read(control, &sig, 1);
-            if (n == 1 && sig == SIGKILL) {
-                for (int round = 0; round < 10 && signal_descendants(self, SIGKILL) > 0; round++)
-                    ;
-            } else if (n == 1) {
-                signal_descendants(self, sig);
-            } else if (n == 0) {
-                /* dlock died: the command holds no lock any more */
-                close(control);
-                control = -1;
-                signal_descendants(self, SIGTERM);
-                kill_at = mono_ms() + grace_ms;
-            }
         }
     }
 }

@@ -402,7 +402,7 @@ static int to_guard = -1;
 static void signal_command(pid_t guard, int sig)
 {
     unsigned char b = (unsigned char) sig;
-    if (to_guard < 0 || write(to_guard, &b, 1) != 1)
+    if ((to_guard < 0 || write(to_guard, &b, 1) != 1) && sig != CLI_GUARD_STOP)
         kill(guard, sig); /* (the guard gone: nothing is left of the tree) */
 }
 
@@ -502,7 +502,7 @@ static int supervise(pid_t child, const char *name, int64_t grace_ms, int *was_l
             fprintf(stderr, "dlock: lock '%s' was lost (%s); stopping the command\n", name,
                     lost_why);
             pthread_mutex_unlock(&lost_mu);
-            signal_command(child, SIGTERM);
+            signal_command(child, CLI_GUARD_STOP); /* SIGTERM, to the whole tree */
             kill_at = now_ms() + grace_ms;
         }
         int timeout = -1;
