@@ -585,19 +585,28 @@ grandchild()
     echo "sh -c 'echo \$\$ > $1; exec sleep 30'; true"
 }
 
-test_lost_stops_whole_tree()
+# lost_tree NAME WHAT [OPTIONS...] -c STRING: a holder runs STRING (which
+# writes its step's pid to $TMP/t/pid) and is force-unlocked; it exits 75
+# and the step (WHAT, for the message) is gone within 5 s.
+lost_tree()
 {
-    local pid
-    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=600ms" r-tree -c "$(grandchild "$TMP/t/pid")"
+    local name=$1 what=$2 pid
+    shift 2
+    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=600ms" "$@"
     wait_until 10 test -s "$TMP/t/pid" || { fail "the step never started"; return; }
     pid=$(cat "$TMP/t/pid")
-    expect_rc "unlock --force from outside" 0 dl unlock --force r-tree
+    expect_rc "unlock --force from outside" 0 dl unlock --force "$name"
     reap "$BG" 10
     expect_eq "holder's exit status" 75 "$BG_RC"
     if ! wait_until 5 eval "! kill -0 $pid 2>/dev/null"; then
-        fail "the shell's step (pid $pid) still runs after the lock was lost"
+        fail "$what (pid $pid) still runs after the lock was lost"
         kill -KILL "$pid"
     fi
+}
+
+test_lost_stops_whole_tree()
+{
+    lost_tree r-tree "the shell's step" r-tree -c "$(grandchild "$TMP/t/pid")"
 }
 
 # A step that ignores SIGTERM outlives the shell that died of it: it gets
@@ -605,18 +614,8 @@ test_lost_stops_whole_tree()
 # with the shell, and the step ran on).
 test_lost_kills_step_ignoring_term()
 {
-    local pid
-    dl_bg "$TMP/t/holder" run -u "$DLOCK_URL?lease=600ms" --grace 0.5 r-tree3 -c \
+    lost_tree r-tree3 "the step that ignores SIGTERM" --grace 0.5 r-tree3 -c \
         "sh -c 'trap \"\" TERM; echo \$\$ > $TMP/t/pid; exec sleep 30'; true"
-    wait_until 10 test -s "$TMP/t/pid" || { fail "the step never started"; return; }
-    pid=$(cat "$TMP/t/pid")
-    expect_rc "unlock --force from outside" 0 dl unlock --force r-tree3
-    reap "$BG" 10
-    expect_eq "holder's exit status" 75 "$BG_RC"
-    if ! wait_until 5 eval "! kill -0 $pid 2>/dev/null"; then
-        fail "the step that ignores SIGTERM (pid $pid) still runs after the grace period"
-        kill -KILL "$pid"
-    fi
 }
 
 test_dlock_killed_stops_tree()

@@ -35,18 +35,10 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_PROCS 65536
 #define TICK_MS   50 /* how often a stop looks whether the tree is gone */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* One process of /proc: its pid, its parent's, and whether it is a zombie
  * (dead, its status not yet collected: nothing to stop). */
@@ -183,7 +175,7 @@ void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *
         struct pollfd p[2] = {{.fd = control, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
         int timeout = stopping ? TICK_MS : -1;
         if (kill_at >= 0) {
-            int64_t left = kill_at - mono_ms();
+            int64_t left = kill_at - cli_now_us() / 1000;
             if (left < timeout || timeout < 0)
                 timeout = left <= 0 ? 0 : left < 3600000 ? (int) left : 3600000;
         }
@@ -203,10 +195,10 @@ void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *
         }
         if (sig == CLI_GUARD_STOP && !stopping) {
             stopping = 1;
-            kill_at = mono_ms() + grace_ms;
+            kill_at = cli_now_us() / 1000 + grace_ms;
             sig = SIGTERM;
         }
-        if (kill_at >= 0 && mono_ms() >= kill_at) {
+        if (kill_at >= 0 && cli_now_us() / 1000 >= kill_at) {
             sig = SIGKILL;
             kill_at = -1;
         }
