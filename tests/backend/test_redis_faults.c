@@ -491,7 +491,11 @@ static void frozen_server_loss_names_why(void)
     DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 6000);
     dt_server_resume(&srv);
     printf("lost: %s\n", lost_why);
-    if (strstr(lost_why, "has not answered the renewal sent") == NULL ||
+    /* The renewal is either still out ("has not answered") or failed on
+     * its own timeout before the validity ran out ("no reply"): both name
+     * the server and its silence. */
+    if ((strstr(lost_why, "has not answered the renewal sent") == NULL &&
+         strstr(lost_why, "no reply") == NULL) ||
         strstr(lost_why, srv.url) == NULL)
         dt_fail(__FILE__, __LINE__, "the loss does not say the server did not answer: %s",
                 lost_why);

@@ -789,6 +789,7 @@ int wl_command(int argc, char **argv)
     e->fence = fences[0];
     e->fence2 = n > 1 ? fences[1] : 0;
     snprintf(e->text, sizeof e->text, "%s", getenv("DLOCK_OWNER") ? getenv("DLOCK_OWNER") : "");
+    int64_t held_from = e->t;
     fs_commit(e);
 
     int64_t end = fs_now() + hold_ms * 1000000;
@@ -797,8 +798,12 @@ int wl_command(int argc, char **argv)
         sleep_ms(between(&rng, 2, 40));
     }
     if (term_seen) {
+        /* A SIGTERM that came before the hold was logged (the run ended as
+         * the command started) ends it when it was logged, not before: a
+         * stop dated before its hold would leave the hold open for good,
+         * and its release by dlock would look like a second holder. */
         e = fs_log(s, EV_TERM, lock, actor_id);
-        e->t = term_at;
+        e->t = term_at > held_from ? term_at : held_from;
         e->op = op;
         e->kind = hkind;
         e->flags = EVF_RUN;
