@@ -1166,34 +1166,6 @@ static void release_after_handover(void)
     dlock_client_close(c);
 }
 
-/* One name taken in turn through each mode, as each kind of both: every
- * holder's fence is larger than the last one's, whatever mode gave it (the
- * two modes follow one clock, the server's; before, a session grant after
- * a table holder got a fence a million times smaller, and a stale table
- * holder's write would have been accepted after it). */
-static void fences_rise_across_modes(void)
-{
-    dlock_client *t = client(NULL), *s = session_client();
-    static const unsigned kinds[] = {0, DLOCK_WRITE, DLOCK_READ};
-    unsigned long long last = 0;
-    for (int round = 0; round < 2; round++) {
-        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-            for (int mode = 0; mode < 2; mode++) {
-                dlock_lock *l = dt_lock(mode ? s : t, "across", kinds[k]);
-                CHECK_RC(dlock_acquire(l, 5000), DLOCK_OK);
-                unsigned long long f = dlock_lock_fence(l);
-                printf("%s mode, kind %u: fence %llu\n", mode ? "session" : "table", kinds[k], f);
-                CHECK_INT(f, >, last);
-                last = f;
-                CHECK_RC(dlock_release(l), DLOCK_OK);
-                dlock_lock_free(l);
-            }
-        }
-    }
-    dlock_client_close(t);
-    dlock_client_close(s);
-}
-
 /* A role without CREATE on the schema (DML on dlock's tables, made for
  * it), the shared holds' table not made: mutexes work, and the read-write
  * lock says the table it needs. Last: it drops that table. */
@@ -1250,7 +1222,6 @@ int main(int argc, char **argv)
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},
         {"handover_read_beside_unheld_write", handover_read_beside_unheld_write},
-        {"fences_rise_across_modes", fences_rise_across_modes},
         {"shares_table_missing", shares_table_missing},
     };
     dt_server_start(&srv, "postgres", 0, NULL); /* once for every test (each a fork) */

@@ -213,18 +213,9 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
  * Answers the fence, whether the row is ours, and the ms left of the lease
  * it still has.
  *
- * The fence is the row's counter + 1, raised to base when that is larger
- * (pg.h: DLOCK__PG_FENCE_BASE): the server's clock in microseconds as the
- * grant runs, the clock table mode's fences follow (so they rise from one
- * mode to the other: before, a session grant after a table holder got a
- * fence a million times smaller, test_pg_table's fences_rise_across_modes),
- * or (E << 32) + xid if larger, where xid is the grant's transaction id
- * (xid8, 64 bits) and E the server run's epoch ($7 is E << 32; conn.c:
- * RUN_EPOCH_SQL). The clock carries it today (about 1.8e15 against E << 32
- * + xid, about 4.3e9 a run): across a row deleted and a crash it rises as
- * table mode's does, unless the server's clock was set back by more than
- * the time between the two grants; E << 32 + xid is the floor that holds
- * whatever the clock does, as below.
+ * The fence is the row's counter + 1, raised to base = (E << 32) + xid when
+ * that is larger, where xid is the grant's transaction id (xid8, 64 bits)
+ * and E the server run's epoch ($7 is E << 32; conn.c: RUN_EPOCH_SQL).
  *
  * - Within one run of the server (no crash), xid strictly increases: the
  *   transaction takes its id after the advisory lock (its first write, or
@@ -284,7 +275,7 @@ static void pg_detach(dlock__store *s, dlock__store_lock *sl)
     "CASE WHEN " EARLY " THEN 0 ELSE $8::bigint END "
 #define TAKE_ROW                                                                                   \
     "INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid, run) "    \
-    "SELECT $2, $1::bigint, " DLOCK__PG_FENCE_BASE ", " NEW_ROW                                    \
+    "SELECT $2, $1::bigint, $7::bigint + pg_current_xact_id()::text::bigint, " NEW_ROW             \
     "FROM l %s ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence + 1, excluded.fence), "   \
     "holder = CASE WHEN " STILL_HELD " THEN f.holder ELSE $6 END, "                                \
     "owner = CASE WHEN " STILL_HELD " THEN f.owner ELSE $4 END, "                                  \

@@ -225,10 +225,6 @@ enum {
  * sees the other committed. The key alone cannot do it: a reader and a
  * table take both hold it shared. */
 #define DLOCK__PG_KEY2(k) "((" k ") >> 32)::int4, (((" k ") << 32) >> 32)::int4"
-/* A session grant's new fence before the row's counter + 1 (pg.c: the
- * grant): the server's clock, or (E << 32) + xid if larger ($7: E << 32). */
-#define DLOCK__PG_FENCE_BASE                                                                       \
-    "greatest(" DLOCK__SQLT_PG_CLOCK_US ", $7::bigint + pg_current_xact_id()::text::bigint)"
 /* The run rule's time has not passed ($9: its end; pg.c, at EARLY). */
 #define DLOCK__PG_EARLY "$9::timestamptz > clock_timestamp()"
 /* The name's row f holds it for an exclusive holder: its lease runs, or

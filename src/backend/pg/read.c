@@ -44,7 +44,7 @@
  * pg_acquire): the read goes beside it. */
 #define READ_ROW                                                                                   \
     "g AS (INSERT INTO dlock_fence AS f (name, key, fence, holder, expires, owner, holder_pid, "   \
-    "run, shared_until) SELECT $2, $1::bigint, " DLOCK__PG_FENCE_BASE ", "                         \
+    "run, shared_until) SELECT $2, $1::bigint, $7::bigint + pg_current_xact_id()::text::bigint, "  \
     "'', clock_timestamp(), '', 0, $8::bigint, clock_timestamp() + $5::interval FROM l WHERE "     \
     "l.ok AND NOT " DLOCK__PG_EARLY " ON CONFLICT (name) DO UPDATE SET fence = greatest(f.fence "  \
     "+ 1, excluded.fence), shared_until = greatest(f.shared_until, excluded.shared_until) WHERE "  \

@@ -92,7 +92,7 @@ enum {
     "WITH g AS (SELECT (" DLOCK__PGT_SESSION_GUARD                                                 \
     ") AS ok), c AS (SELECT owner, expires FROM " DLOCK__SQLT_TABLE                                \
     " WHERE name = $1::bytea), t AS (UPDATE " DLOCK__SQLT_TABLE " l SET "                          \
-    "fence = GREATEST(l.fence + 1, " DLOCK__SQLT_PG_CLOCK_US "), lock_name = "                     \
+    "fence = GREATEST(l.fence + 1, (EXTRACT(EPOCH FROM now()) * 1000000)::bigint), lock_name = "   \
     "$1::bytea, expires = GREATEST(l.expires, " LEASE("$4::bigint") "), "
 #define WAIT_ROWS(w)                                                                               \
     ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, since) "      \

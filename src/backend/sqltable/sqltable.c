@@ -33,6 +33,7 @@
  * statement like UTC_TIMESTAMP(6); names and owners are bytea (byte-exact),
  * read back as text. Each request is one statement (data-modifying CTEs),
  * its one result the row(s) MariaDB's last statement gives. */
+#define PG_NOW_US  "(EXTRACT(EPOCH FROM now()) * 1000000)::bigint"
 #define PG_ENDED   "'epoch'::timestamptz"
 #define PG_TEXT(x) "convert_from(" x ", 'UTF8')"
 /* The lock's waiters told, when u (the row freed) has a row. (%s: the key.) */
@@ -214,7 +215,7 @@ static char *pg_take(const char *key, const char *lock_name, const char *owner, 
     add(&b,
         "WITH g AS (SELECT (%s) AS ok), t AS (INSERT INTO " DLOCK__SQLT_TABLE
         " AS l (name, lock_name, owner, info, fence, expires) SELECT %s, %s, %s, "
-        "%s, " DLOCK__SQLT_PG_CLOCK_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
+        "%s, " PG_NOW_US ", now() + %s * interval '1 microsecond' FROM g WHERE g.ok "
         "ON CONFLICT (name) DO UPDATE SET "
         "fence = GREATEST(l.fence + 1, EXCLUDED.fence), lock_name = EXCLUDED.lock_name, "
         "owner = EXCLUDED.owner, info = EXCLUDED.info, expires = %s WHERE "
@@ -487,8 +488,7 @@ char *dlock__sqlt_pg_handover(const char *key, const char *owner)
         "'::bytea) AS ex FROM " DLOCK__SQLT_WAIT " q WHERE %s ORDER BY q.since, q.owner "
         "LIMIT 1), u AS (UPDATE " DLOCK__SQLT_TABLE " l SET owner = COALESCE(n.owner, "
         "''::bytea), info = CASE WHEN n.owner IS NULL THEN l.info ELSE '' END, fence = CASE "
-        "WHEN n.owner IS NULL THEN l.fence ELSE GREATEST(l.fence + 1, " DLOCK__SQLT_PG_CLOCK_US
-        ") END, "
+        "WHEN n.owner IS NULL THEN l.fence ELSE GREATEST(l.fence + 1, " PG_NOW_US ") END, "
         "expires = COALESCE(n.expires, " PG_ENDED ") FROM (SELECT 1) d LEFT JOIN n ON n.ex "
         "WHERE l.name = %s AND l.owner = %s AND l.expires > now() RETURNING l.owner)",
         q.s, key, owner);

@@ -24,14 +24,7 @@ enum dlock__sqlt_dialect {
 /* The tables: the locks, and the waiters polling for them (for query and
  * list). */
 #define DLOCK__SQLT_TABLE "dlock_lock"
-
-/* PostgreSQL: the server's clock in microseconds since 1970 when the
- * expression runs (clock_timestamp(), not now(): the transaction's start
- * may come before another mode's grant). Every fence of either mode is at
- * least that when given, so fences rise from one mode to the other (the
- * modes exclude each other while a fence is drawn: pg/README.md). */
-#define DLOCK__SQLT_PG_CLOCK_US "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
-#define DLOCK__SQLT_WAIT        "dlock_lock_wait"
+#define DLOCK__SQLT_WAIT  "dlock_lock_wait"
 
 /* One statement, one row: the number of the two tables that exist, and
  * whether the waiters' table has the column since (1 or 0: added by this
