@@ -803,34 +803,62 @@ static void *pingpong_thread(void *arg)
  * holds) leave a session-mode waiter of that name a moment now and then.
  * With the hand-over the row goes from one table holder to the next and
  * is never free while one of them waits. */
-static void session_waiter_not_starved(void)
+/* Two clients of one mode taking a name in turn (holder_kind, each waiting
+ * while the other holds), and a waiter of the other mode (waiter_kind),
+ * which must get the name within its 5 s wait. */
+static void rounds_beside(int holders_table, unsigned holder_kind, unsigned waiter_kind)
 {
-    dlock_client *a = client(NULL), *b = client(NULL), *s = session_client();
-    dlock_lock *la = dt_lock(a, "modes-starve", 0), *lb = dt_lock(b, "modes-starve", 0);
-    dlock_lock *ls = dt_lock(s, "modes-starve", 0);
+    dlock_client *a = holders_table ? client(NULL) : session_client();
+    dlock_client *b = holders_table ? client(NULL) : session_client();
+    dlock_client *w = holders_table ? session_client() : client(NULL);
+    const char *name = holders_table ? "modes-starve" : "modes-starve2";
+    dlock_lock *la = dt_lock(a, name, holder_kind), *lb = dt_lock(b, name, holder_kind);
+    dlock_lock *lw = dt_lock(w, name, waiter_kind);
     atomic_store(&pingpong_stop, 0);
     pthread_t ta, tb;
     CHECK_INT(pthread_create(&ta, NULL, pingpong_thread, la), ==, 0);
     CHECK_INT(pthread_create(&tb, NULL, pingpong_thread, lb), ==, 0);
     dt_sleep_ms(300);
     int64_t t0 = dt_now_ms();
-    int rc = dlock_acquire(ls, 5000);
+    int rc = dlock_acquire(lw, 5000);
     long long took = dt_now_ms() - t0;
-    fprintf(stderr,
-            "a session waiter beside two table-mode clients taking turns: %s after %lld ms\n",
+    fprintf(stderr, "a %s-mode %s beside two %s-mode %s loops: %s after %lld ms\n",
+            holders_table ? "session" : "table", waiter_kind == DLOCK_WRITE ? "writer" : "waiter",
+            holders_table ? "table" : "session", holder_kind == DLOCK_READ ? "reader" : "mutex",
             dlock_strerror(rc), took);
     if (rc == DLOCK_OK)
-        dlock_release(ls);
+        dlock_release(lw);
     atomic_store(&pingpong_stop, 1);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     CHECK_RC(rc, DLOCK_OK);
     dlock_lock_free(la);
     dlock_lock_free(lb);
-    dlock_lock_free(ls);
+    dlock_lock_free(lw);
     dlock_client_close(a);
     dlock_client_close(b);
-    dlock_client_close(s);
+    dlock_client_close(w);
+}
+
+static void session_waiter_not_starved(void)
+{
+    rounds_beside(1, 0, 0);
+}
+
+/* The other way round: two session-mode clients taking a name in turn
+ * (each blocks in the server while the other holds, so the advisory key
+ * goes from one to the next and is never free) and a table-mode waiter of
+ * the name, which must get it within its wait. */
+static void table_waiter_not_starved(void)
+{
+    rounds_beside(0, 0, 0);
+}
+
+/* ...and a table writer beside session readers whose reads overlap (the
+ * shared key never free): new readers give way to the writer's place. */
+static void table_writer_not_starved_by_readers(void)
+{
+    rounds_beside(0, DLOCK_READ, DLOCK_WRITE);
 }
 
 /* Table-mode readers that keep coming (two loops whose reads overlap) and
@@ -1219,6 +1247,8 @@ int main(int argc, char **argv)
         {"handover_races_leave", handover_races_leave},
         {"session_waiter_not_starved", session_waiter_not_starved},
         {"session_writer_not_starved_by_readers", session_writer_not_starved_by_readers},
+        {"table_waiter_not_starved", table_waiter_not_starved},
+        {"table_writer_not_starved_by_readers", table_writer_not_starved_by_readers},
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},
         {"handover_read_beside_unheld_write", handover_read_beside_unheld_write},

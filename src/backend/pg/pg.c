@@ -418,10 +418,13 @@ static int wait_readers(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__a
     }
 }
 
-/* The grant found a live holder of the name in table mode's lock table
- * (CHECK_SQL): it lets go of what it took, the lock and its row's lease
- * (taken) or the advisory lock alone, and the attempt counts as held, for
- * table_ms more (the table holder's lease left; 0: not known). */
+/* The grant found a live holder of the name in table mode's lock table, or
+ * a table waiter ahead of it in that table's line (CHECK_SQL): it lets go
+ * of what it took, the lock and its row's lease (taken) or the advisory
+ * lock alone, and the attempt counts as held, for table_ms more (the table
+ * holder's lease left; 0: not known). Kept out by either, a wait takes a
+ * place in the line (join_table_line). Before, a table waiter beside
+ * session clients taking the name in turn never found the key free. */
 /* A session waiter kept out by a table holder takes (or keeps) a place in
  * the lock table's line, a waiter row under DLOCK__SQLT_SESSION_WAIT and
  * its token, its lease the client's waiter lease, kept up by each poll:
@@ -480,7 +483,7 @@ static void leave_table_line(dlock__pgstore *p, pglock *l, const char *token, in
 }
 
 static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, dlock__attempt *a,
-                     int64_t table_ms, int64_t bound)
+                     int64_t table_ms, int line_ahead, int64_t bound)
 {
     if (taken) {
         int reader = l->base.spec.kind == DLOCK__READ;
@@ -498,7 +501,7 @@ static int give_back(dlock__pgstore *p, pglock *l, dlock__pgconn *c, int taken, 
     } else {
         after_failure(p, c, l, bound);
     }
-    if (table_ms > 0)
+    if (table_ms > 0 || line_ahead)
         join_table_line(p, l, a, bound);
     a->outcome = DLOCK__HELD;
     a->next = DLOCK__NEXT_POLL; /* a table holder's release wakes no session waiter */
@@ -578,7 +581,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
              l->base.spec.kind == DLOCK__WRITE ? DLOCK__PG_WRITER : "dlock:", a->token);
     const char *params[] = {l->key_text, l->name,       timeout,      app,         p->lease_text,
                             c->nonce,    c->fence_base, c->run_epoch, c->run_until};
-    const char *check_params[] = {l->name_hex};
+    const char *check_params[] = {l->name_hex, a->token};
     dlock__pg_stmt grant[2] = {{reader  ? (block ? DLOCK__PGP_READ_WAIT : DLOCK__PGP_READ_TRY)
                                 : block ? PREP_WAIT
                                         : PREP_TRY,
@@ -586,7 +589,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                                 : block ? p->take_wait
                                         : p->take_try,
                                 9, params},
-                               {PREP_CHECK, CHECK_SQL, 1, check_params}};
+                               {PREP_CHECK, CHECK_SQL, 2, check_params}};
     PGresult *res[2] = {NULL, NULL};
     /* with the table check when the connection has seen table mode's table */
     int checked = c->lock_table;
@@ -626,13 +629,14 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         /* readers' leases may run on the name (read.c) */
         int readers_seen = strcmp(PQgetvalue(r, 0, 5), "t") == 0;
         PQclear(r);
-        int64_t table_ms =
-            checked && PQntuples(res[1]) == 1 ? strtoll(PQgetvalue(res[1], 0, 0), NULL, 10) : 0;
+        int got = checked && PQntuples(res[1]) == 1;
+        int64_t table_ms = got ? strtoll(PQgetvalue(res[1], 0, 0), NULL, 10) : 0;
+        int line_ahead = got && strcmp(PQgetvalue(res[1], 0, 1), "t") == 0;
         PQclear(res[1]);
         if (!checked && table_seen) {
             /* the table is new to this connection: looked at once now */
             c->lock_table = 1;
-            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 1, check_params, bound, NULL,
+            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 2, check_params, bound, NULL,
                                          NULL, &r);
             if (rc != DLOCK_OK) {
                 dlock__pg_discard(p, c, "closed: an attempt got no answer");
@@ -641,14 +645,15 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
                 rc = dlock__pg_fail(p, r, "looking at the lock table");
                 PQclear(r);
-                give_back(p, l, c, taken, a, 0, bound);
+                give_back(p, l, c, taken, a, 0, 0, bound);
                 return rc;
             }
             table_ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            line_ahead = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
             PQclear(r);
         }
-        if (table_ms > 0)
-            return give_back(p, l, c, taken, a, table_ms, bound);
+        if (table_ms > 0 || line_ahead)
+            return give_back(p, l, c, taken, a, table_ms, line_ahead, bound);
         if (!taken && reader) {
             /* a writer's row lease (its connection ended) or the run rule
              * holds the name: looked at again within that (a reader does

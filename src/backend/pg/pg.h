@@ -210,13 +210,21 @@ enum {
     DLOCK__PGP_SHARE_CHECK,
 };
 /* One lock per name across the modes: the ms left of a live holder of the
- * name in table mode's lock table, 0 when none ($1: the name's bytes);
- * run after a session grant in its round trip (pg.c). */
+ * name in table mode's lock table, 0 when none; and whether a live table
+ * waiter of the name is ahead of the session grant in the table's line
+ * (older than the grant's own place there, any when it has none: pg.c,
+ * join_table_line). $1: the name's bytes, $2: the grant's owner token. Run
+ * after a session grant in its round trip (pg.c). */
 #define DLOCK__PG_CHECK_SQL                                                                        \
     "SELECT coalesce(max(ceil(extract(epoch FROM (expires - clock_timestamp())) * "                \
-    "1000)::bigint), "                                                                             \
-    "0) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > "   \
-    "clock_timestamp()"
+    "1000)::bigint), 0), EXISTS (SELECT 1 FROM " DLOCK__SQLT_WAIT " w WHERE w.name = $1::bytea "   \
+    "AND w.expires > clock_timestamp() AND substring(w.owner FROM 1 FOR 2) <> "                    \
+    "'" DLOCK__SQLT_SESSION_WAIT                                                                   \
+    "'::bytea AND w.since < coalesce((SELECT m.since FROM " DLOCK__SQLT_WAIT                       \
+    " m WHERE m.name = $1::bytea AND m.owner = '" DLOCK__SQLT_SESSION_WAIT                         \
+    "'::bytea || convert_to($2::text, 'UTF8') AND m.expires > clock_timestamp()), "                \
+    "'infinity'::timestamptz)) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> "    \
+    "''::bytea AND expires > clock_timestamp()"
 /* The name's second advisory key: the two-int form of the key's halves
  * (objsubid 2 in pg_locks, apart from the key itself, objsubid 1), of
  * bigint expression k. A table take holds it shared until its commit

@@ -97,7 +97,7 @@ enum {
 #define WAIT_ROWS(w)                                                                               \
     ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, since) "      \
     "SELECT $1::bytea, $2::bytea, $1::bytea, " LEASE(                                              \
-        w) ", now() FROM g WHERE g.ok AND NOT "                                                    \
+        w) ", now() FROM g WHERE NOT "                                                             \
            "EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE SET since = CASE WHEN "   \
            "v.expires <= now() THEN EXCLUDED.since ELSE v.since END, expires = EXCLUDED.expires "  \
            "RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT                                     \

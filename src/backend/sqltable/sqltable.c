@@ -222,11 +222,13 @@ static char *pg_take(const char *key, const char *lock_name, const char *owner, 
         "l.owner = EXCLUDED.owner OR (l.expires <= now() AND %s = 0) RETURNING l.fence)",
         guard != NULL ? guard : "true", key, lock_name, owner, info, lease_us, e.s, o.s);
     if (wait_us != NULL)
-        /* a lapsed row is a new wait: a new since */
+        /* a lapsed row is a new wait: a new since; kept out by the guard
+         * (session mode holds the name) the waiter keeps its place too,
+         * which session grants give way to (pg/pg.h: DLOCK__PG_CHECK_SQL) */
         add(&b,
             ", w AS (INSERT INTO " DLOCK__SQLT_WAIT " AS v (name, owner, lock_name, expires, "
             "since) SELECT %s, %s, %s, now() + %s * interval '1 microsecond', now() FROM g "
-            "WHERE g.ok AND NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE "
+            "WHERE NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (name, owner) DO UPDATE "
             "SET since = CASE WHEN v.expires <= now() THEN EXCLUDED.since ELSE v.since END, "
             "expires = EXCLUDED.expires RETURNING 1), x AS (DELETE FROM " DLOCK__SQLT_WAIT
             " WHERE name = %s AND EXISTS (SELECT 1 FROM g WHERE g.ok) AND ((owner = %s AND "
