@@ -634,6 +634,30 @@ test_dlock_killed_stops_tree()
     expect_rc "unlock --force the dead holder's lock" 0 dl unlock --force r-tree2
 }
 
+# The guard's own set-up failing (here its fork of the command, under a
+# process limit of another user) is said, not a silent exit 126: some limit
+# between dlock's threads and the guard's fork gives 126, and every 126 says
+# why.
+test_guard_failure_said()
+{
+    local n rc seen=0 dir
+    [ "$(id -u)" = 0 ] || { fail "needs root (setpriv to another user)"; return; }
+    # (a directory of its own: $TMP is the test's user's alone)
+    dir=$(mktemp -d /tmp/dlock-guard.XXXXXX) && chmod 777 "$dir" || { fail "mktemp"; return; }
+    for n in 3 4 5 6 7 8 9 10 11 12; do
+        setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
+            "ulimit -u $n; exec timeout 10 \"\$0\" run -u sqlite://$dir/g$n.db job -- true" \
+            "$DLOCK" >"$TMP/out" 2>"$TMP/err"
+        rc=$?
+        [ "$rc" = 126 ] || continue
+        seen=1
+        expect_match "exit 126 under ulimit -u $n says why" "guard of the command's tree failed" \
+            "$(cat "$TMP/err")" || break
+    done
+    rm -rf "$dir"
+    [ "$seen" = 1 ] || fail "no process limit from 3 to 12 made the guard's fork fail"
+}
+
 test_lost_grace_then_sigkill()
 {
     local t0 elapsed pid
@@ -1303,6 +1327,7 @@ run_test test_wait_times_out
 run_test test_wait_succeeds_when_holder_finishes
 run_test test_lost_fixed_lease
 run_test test_lost_renewed_lock_force_unlocked
+run_test test_guard_failure_said
 run_test test_lost_grace_then_sigkill
 run_test test_lost_stops_whole_tree
 run_test test_lost_kills_step_ignoring_term

@@ -137,22 +137,32 @@ static int proc_is_ours(void)
     return atoi(self) == getpid();
 }
 
+/* The guard could not do its part: said on stderr (dlock's), and the guard
+ * exits 126, which dlock passes on (before, silently). After the command
+ * started, the command gets its SIGTERM (PDEATHSIG) as the guard goes. */
+static void guard_fail(const char *what, int started)
+{
+    fprintf(stderr, "dlock: the guard of the command's tree failed (%s: %s)%s\n", what,
+            strerror(errno),
+            started ? "; the command is sent SIGTERM" : ": the command did not run");
+    _exit(EXIT_CANNOT_EXEC);
+}
+
 void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *arg)
 {
     sigset_t all, chld;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, NULL); /* (the command unblocks its own) */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-        _exit(EXIT_CANNOT_EXEC);
+        guard_fail("prctl PR_SET_CHILD_SUBREAPER", 0);
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+    if (sfd < 0)
+        guard_fail("signalfd", 0);
     pid_t command = start(arg);
-    if (command < 0 || sfd < 0) {
-        if (command > 0)
-            kill(command, SIGKILL);
-        _exit(EXIT_CANNOT_EXEC);
-    }
+    if (command < 0)
+        guard_fail("fork", 0);
     pid_t self = getpid();
     /* without our /proc, only the command itself can be signalled */
     int tree = proc_is_ours();
@@ -180,7 +190,7 @@ void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *
                 timeout = left <= 0 ? 0 : left < 3600000 ? (int) left : 3600000;
         }
         if (poll(p, 2, timeout) < 0 && errno != EINTR) /* (a closed control: fd -1, ignored) */
-            _exit(EXIT_CANNOT_EXEC);
+            guard_fail("poll", 1);
         int sig = 0;
         if (control >= 0 && (p[0].revents & (POLLIN | POLLHUP))) {
             unsigned char b;
@@ -216,7 +226,7 @@ void cli_guard_run(int control, int64_t grace_ms, pid_t (*start)(void *), void *
         if (p[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) < 0 && errno != EAGAIN && errno != EINTR)
-                _exit(EXIT_CANNOT_EXEC);
+                guard_fail("reading its signals", 1);
         }
     }
 }
