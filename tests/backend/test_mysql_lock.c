@@ -565,7 +565,15 @@ static void waiter_keeps_place_after_kill(void)
                              "1500000 FROM dlock_fence WHERE name = 'dlock:fifok'") == 1,
                   5000);
     long long queued = waiting("dlock:fifok");
+    /* status counts A too, which keeps the named lock while it waits the
+     * lease out (before: one waiter fewer, A out of the count) */
+    dlock_client *q = client(NULL);
+    dlock_status st = dt_query(q, "fifok", 0);
+    dlock_client_close(q);
     CHECK(!atomic_load(&w.done));
+    printf("status during the dead holder's lease: held %d, %u waiters\n", st.held, st.waiters);
+    CHECK_INT(st.held, ==, 1);
+    CHECK_INT(st.waiters, ==, 1 + LOOPERS);
     DT_WAIT_UNTIL(atomic_load(&w.done), 10000);
     atomic_store(&a_done, 1);
     int before = 0;

@@ -501,7 +501,10 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 
 /* The holder of l: its connection id, owner token, info and the last
  * fence, and the number of connections waiting in GET_LOCK for it (those
- * the user can see in the process list: its own, or all with PROCESS).
+ * the user can see in the process list: its own, or all with PROCESS),
+ * and the one that has the named lock while another holder's row lease
+ * runs (a waiter waiting the lease out, keeping its place: README.md;
+ * before, status counted one waiter fewer).
  * A row whose lease still runs names the holder, whoever has the named
  * lock: a row-mode holder (which holds no named lock), a holder whose
  * connection dropped (README.md: the next taker waits for its lease), while
@@ -510,7 +513,8 @@ static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, 
 #define HOLDER_SQL                                                                                 \
     "SELECT h.id, f.owner, f.info, (SELECT fence FROM dlock_fence WHERE name = %s), "              \
     "(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND "          \
-    "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%'), "                                            \
+    "INFO LIKE '%%GET_LOCK(CONVERT(X''%s'' USING%%') + IFNULL(h.id IS NOT NULL AND f.expires > "   \
+    "UTC_TIMESTAMP(6) AND NOT f.conn <=> h.id, 0), "                                               \
     "IF(f.conn <=> h.id, NULL, " DLOCK__MY_MS_LEFT ") "                                            \
     "FROM (SELECT IS_USED_LOCK(%s) AS id) h LEFT JOIN dlock_fence f ON f.name = %s AND "           \
     "(f.expires > UTC_TIMESTAMP(6) OR f.conn = h.id)"
