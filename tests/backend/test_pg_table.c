@@ -861,6 +861,153 @@ static void table_writer_not_starved_by_readers(void)
     rounds_beside(0, DLOCK_READ, DLOCK_WRITE);
 }
 
+/* A table-mode waiter of the name, waiting ms (its result: 0 when it got
+ * the name, which it lets go of at once). */
+struct table_waiter {
+    dlock_lock *l;
+    int ms;
+    int rc;
+    long long took;
+};
+
+static void *table_waiter_thread(void *arg)
+{
+    struct table_waiter *w = arg;
+    int64_t t0 = dt_now_ms();
+    w->rc = dlock_acquire(w->l, w->ms);
+    w->took = dt_now_ms() - t0;
+    if (w->rc == DLOCK_OK)
+        dlock_release(w->l);
+    return NULL;
+}
+
+/* Review 48: a session downgrade (dlock.h, DLOCK_READ: the writer's owner
+ * takes the read beside its write, then lets the write go) while a
+ * table-mode waiter of the name waits for the write. The read beside is
+ * taken on the writer's own connection (it waits for nothing), so nobody
+ * else can be in its way; the table waiter waits for the write, which
+ * goes only once the read is had. If the read gives way to the table
+ * waiter (CHECK_SQL's line_ahead), neither can move until one gives up. */
+static void downgrade_beside_table_waiter(void)
+{
+    dlock_client *s = session_client(), *t = client(NULL);
+    /* the lock table there first (a table-mode client came before), so
+     * that the writer's connection looks at it */
+    dlock_lock *x = dt_lock(t, "modes-down-x", 0);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock *w = dt_lock(s, "modes-down", DLOCK_WRITE), *down = NULL, *tried = NULL;
+    CHECK_RC(dlock_acquire(w, 5000), DLOCK_OK);
+    struct table_waiter tw = {dt_lock(t, "modes-down", 0), 6000, -1, 0};
+    pthread_t th;
+    CHECK_INT(pthread_create(&th, NULL, table_waiter_thread, &tw), ==, 0);
+    dt_sleep_ms(500); /* the table waiter in line (its row written) */
+    fprintf(stderr, "live waiter rows of the name: %lld\n",
+            sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = 'modes-down' AND "
+                       "expires > clock_timestamp()"));
+    /* a try of the read beside the write */
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &tried), DLOCK_OK);
+    int try_rc = dlock_try_acquire(tried);
+    fprintf(stderr, "a try of a read beside the owner's write, a table waiter waiting: %s\n",
+            dlock_strerror(try_rc));
+    if (try_rc == DLOCK_OK)
+        dlock_release(tried);
+    /* the downgrade */
+    CHECK_RC(dlock_lock_dup(w, DLOCK_READ, &down), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(down, 2000);
+    fprintf(stderr, "a read beside the owner's write, a table waiter waiting: %s after %lld ms\n",
+            dlock_strerror(rc), (long long) (dt_now_ms() - t0));
+    CHECK_RC(dlock_release(w), DLOCK_OK);
+    if (rc == DLOCK_OK)
+        CHECK_RC(dlock_release(down), DLOCK_OK);
+    pthread_join(th, NULL);
+    fprintf(stderr, "the table waiter: %s after %lld ms\n", dlock_strerror(tw.rc), tw.took);
+    CHECK_RC(try_rc, DLOCK_OK);
+    CHECK_RC(rc, DLOCK_OK);
+    CHECK_RC(tw.rc, DLOCK_OK);
+    dlock_lock_free(tw.l);
+    dlock_lock_free(down);
+    dlock_lock_free(tried);
+    dlock_lock_free(w);
+    dlock_lock_free(x);
+    dlock_client_close(s);
+    dlock_client_close(t);
+}
+
+/* Review 48: an owner's second session read (dlock_lock_dup) while it
+ * holds a read, and a table-mode reader waits (kept out by the session
+ * read's lease: reads of the two modes do not share). The second read
+ * must not give way to the table reader, which waits for the first. */
+static void nested_read_beside_table_reader(void)
+{
+    dlock_client *s = session_client(), *t = client(NULL);
+    dlock_lock *x = dt_lock(t, "modes-nest-x", 0);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock *r1 = dt_lock(s, "modes-nest", DLOCK_READ), *r2 = NULL;
+    CHECK_RC(dlock_acquire(r1, 5000), DLOCK_OK);
+    struct table_waiter tw = {dt_lock(t, "modes-nest", DLOCK_READ), 6000, -1, 0};
+    pthread_t th;
+    CHECK_INT(pthread_create(&th, NULL, table_waiter_thread, &tw), ==, 0);
+    dt_sleep_ms(500);
+    CHECK_RC(dlock_lock_dup(r1, DLOCK_READ, &r2), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    int rc = dlock_acquire(r2, 2000);
+    fprintf(stderr, "an owner's second session read, a table reader waiting: %s after %lld ms\n",
+            dlock_strerror(rc), (long long) (dt_now_ms() - t0));
+    if (rc == DLOCK_OK)
+        CHECK_RC(dlock_release(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r1), DLOCK_OK);
+    pthread_join(th, NULL);
+    fprintf(stderr, "the table reader: %s after %lld ms\n", dlock_strerror(tw.rc), tw.took);
+    CHECK_RC(rc, DLOCK_OK);
+    dlock_lock_free(tw.l);
+    dlock_lock_free(r2);
+    dlock_lock_free(r1);
+    dlock_lock_free(x);
+    dlock_client_close(s);
+    dlock_client_close(t);
+}
+
+/* A table-mode waiter that dies while session mode holds the name leaves
+ * its waiter row live for the rest of its waiter lease (6 s by default):
+ * session grants of the free name give way to it until then, as table
+ * takers do, and no longer (review 48: a session try was refused for
+ * 5973 ms; before the one line, at once). */
+static void dead_table_waiter_bounded(void)
+{
+    pid_t pid = fork(); /* (before this process opens a client) */
+    if (pid == 0) {
+        dt_sleep_ms(400); /* the session holder first */
+        dlock_client *c = client(NULL);
+        dlock_lock *l = dt_lock(c, "modes-dead", 0);
+        dlock_acquire(l, 20000);
+        _exit(0);
+    }
+    dlock_client *s = session_client();
+    dlock_lock *h = dt_lock(s, "modes-dead", 0), *t = dt_lock(s, "modes-dead", 0);
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    dt_sleep_ms(1200); /* the table waiter waits (kept out by session mode) */
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    int64_t t0 = dt_now_ms();
+    int rc;
+    while ((rc = dlock_try_acquire(t)) != DLOCK_OK && dt_now_ms() - t0 < 10000)
+        dt_sleep_ms(50);
+    long long took = dt_now_ms() - t0;
+    fprintf(stderr, "a session try of a free name after a table waiter died: %s after %lld ms\n",
+            dlock_strerror(rc), took);
+    if (rc == DLOCK_OK)
+        dlock_release(t);
+    CHECK_RC(rc, DLOCK_OK);
+    CHECK_INT(took, <, 6000 + 2000); /* the waiter lease, and slack */
+    dlock_lock_free(h);
+    dlock_lock_free(t);
+    dlock_client_close(s);
+}
+
 /* Table-mode readers that keep coming (two loops whose reads overlap) and
  * a session-mode writer of the name: the writer's place in the table's
  * line (pg.c: join_table_line) keeps new readers from joining the row
@@ -1249,6 +1396,9 @@ int main(int argc, char **argv)
         {"session_writer_not_starved_by_readers", session_writer_not_starved_by_readers},
         {"table_waiter_not_starved", table_waiter_not_starved},
         {"table_writer_not_starved_by_readers", table_writer_not_starved_by_readers},
+        {"downgrade_beside_table_waiter", downgrade_beside_table_waiter},
+        {"dead_table_waiter_bounded", dead_table_waiter_bounded},
+        {"nested_read_beside_table_reader", nested_read_beside_table_reader},
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},
         {"handover_read_beside_unheld_write", handover_read_beside_unheld_write},

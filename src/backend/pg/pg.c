@@ -521,7 +521,8 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
     if (l->conn != NULL)
         let_go(p, l); /* a hold the core found lost (and so never released here) */
     dlock__pgconn *beside = NULL;
-    if (dlock__pg_owner_clash(p, l, a->token, &beside))
+    int owner_holds = 0;
+    if (dlock__pg_owner_clash(p, l, a->token, &beside, &owner_holds))
         return dlock__fail(DLOCK_EDEADLK,
                            "lock '%s': this owner holds it already through another handle (as "
                            "a reader, a writer or a mutex): asking for it %s too would wait for "
@@ -631,7 +632,10 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         PQclear(r);
         int got = checked && PQntuples(res[1]) == 1;
         int64_t table_ms = got ? strtoll(PQgetvalue(res[1], 0, 0), NULL, 10) : 0;
-        int line_ahead = got && strcmp(PQgetvalue(res[1], 0, 1), "t") == 0;
+        /* (not when the owner holds the name already, a read beside its
+         * write or another read: the waiter ahead waits for that hold,
+         * which would wait for this grant) */
+        int line_ahead = got && !owner_holds && strcmp(PQgetvalue(res[1], 0, 1), "t") == 0;
         PQclear(res[1]);
         if (!checked && table_seen) {
             /* the table is new to this connection: looked at once now */
@@ -649,7 +653,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                 return rc;
             }
             table_ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-            line_ahead = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+            line_ahead = !owner_holds && strcmp(PQgetvalue(r, 0, 1), "t") == 0;
             PQclear(r);
         }
         if (table_ms > 0 || line_ahead)

@@ -334,9 +334,10 @@ int dlock__pg_force_sql(const dlock__pglock *l, const char *name, const char *wa
  * When l is a reader and the owner holds the name as a writer (a
  * downgrade), *beside is the writer's connection, where the read is taken
  * (a session's own locks never conflict): a reference to its session is
- * held for dlock__pg_beside_lock, which must follow. */
+ * held for dlock__pg_beside_lock, which must follow. *holds: whether the
+ * owner holds the name at all (another read, or that write). */
 int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token,
-                          dlock__pgconn **beside);
+                          dlock__pgconn **beside, int *holds);
 /* Locks the writer's connection c for a read beside it: 1 (c locked),
  * 0 when it reads key beside its writer already, -1 when token's write of
  * key is no longer on c (released meanwhile, c closed, or back in the pool

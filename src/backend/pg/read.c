@@ -164,15 +164,17 @@ void dlock__pg_held_by(dlock__pgstore *p, dlock__pgconn *c, dlock__pglock *l, in
 }
 
 int dlock__pg_owner_clash(dlock__pgstore *p, dlock__pglock *l, const char *token,
-                          dlock__pgconn **beside)
+                          dlock__pgconn **beside, int *holds)
 {
     int clash = 0;
     dlock__pglock *writer = NULL;
     *beside = NULL;
+    *holds = 0;
     pthread_mutex_lock(&p->mu);
     for (dlock__pglock *h = p->held; h != NULL && !clash; h = h->next_held) {
         if (h == l || h->key != l->key || strcmp(h->owner, token) != 0)
             continue;
+        *holds = 1;
         /* several reads of one owner share the key (each on its own
          * connection); a read beside the owner's write is a downgrade;
          * anything else of the owner's would wait for itself */
