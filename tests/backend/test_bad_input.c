@@ -294,6 +294,7 @@ typedef struct fake {
     const char *answer; /* sent once per command-ish read */
     size_t answer_len;
     int close_after; /* close the connection after answering */
+    int per_read;    /* one answer per read, whatever was read (not Redis) */
 } fake;
 
 static void *fake_server(void *p)
@@ -307,8 +308,8 @@ static void *fake_server(void *p)
         ssize_t got;
         while ((got = read(fd, buf, sizeof buf)) > 0) {
             /* one answer per command: each starts a line with '*' */
-            int commands = 0;
-            for (ssize_t i = 0; i < got; i++)
+            int commands = f->per_read;
+            for (ssize_t i = 0; i < got && !f->per_read; i++)
                 commands += buf[i] == '*' && (i == 0 || buf[i - 1] == '\n');
             for (int k = 0; k < commands; k++) {
                 if (send(fd, f->answer, f->answer_len, MSG_NOSIGNAL) < 0)
@@ -321,7 +322,7 @@ static void *fake_server(void *p)
     }
 }
 
-static void start_fake(fake *f, const char *answer, size_t len, int close_after)
+static void start_fake(fake *f, const char *answer, size_t len, int close_after, int per_read)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
@@ -333,11 +334,14 @@ static void start_fake(fake *f, const char *answer, size_t len, int close_after)
     f->answer = answer;
     f->answer_len = len;
     f->close_after = close_after;
+    f->per_read = per_read;
     pthread_create(&f->thread, NULL, fake_server, f);
 }
 
-static void against_fake(const char *answer, size_t len, int close_after, int want,
-                         const char *words)
+/* A client of url_format (its %d: the fake's port) against a fake that
+ * answers `answer`: the try fails with want and words, and nothing holds. */
+static void against_fake_at(const char *url_format, const char *answer, size_t len, int close_after,
+                            int want, const char *words)
 {
     fake f;
     char url[128];
@@ -345,8 +349,8 @@ static void against_fake(const char *answer, size_t len, int close_after, int wa
     dlock_lock *l;
     dlock_status st;
 
-    start_fake(&f, answer, len, close_after);
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d?timeout=1s", f.port);
+    start_fake(&f, answer, len, close_after, strncmp(url_format, "redis", 5) != 0);
+    snprintf(url, sizeof url, url_format, f.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
     int rc = dlock_try_acquire(l);
@@ -361,6 +365,12 @@ static void against_fake(const char *answer, size_t len, int close_after, int wa
     shutdown(f.listen_fd, SHUT_RDWR); /* wakes accept() */
     pthread_join(f.thread, NULL);
     close(f.listen_fd);
+}
+
+static void against_fake(const char *answer, size_t len, int close_after, int want,
+                         const char *words)
+{
+    against_fake_at("redis://127.0.0.1:%d?timeout=1s", answer, len, close_after, want, words);
 }
 
 static void server_answers_garbage(void)
@@ -400,6 +410,26 @@ static void server_answers_garbage(void)
     CHECK(dt_now_ms() - t0 < 5000);
 }
 
+#ifdef DLOCK_WITH_POSTGRES
+/* Another service at a postgres:// URL's port: unreachable, and the
+ * message says what answered (an HTTP server was called a MySQL one, a
+ * new user's trial), with and without libpq's SSL request first. */
+static void pg_server_answers_garbage(void)
+{
+    static const char html[] = "HTTP/1.1 400 Bad Request\r\n\r\n<html>";
+    static const char mysql_greeting[] = "\x5b\x00\x00\x00\x0a"
+                                         "5.5.5-10.11.6-MariaDB";
+    const char *urls[] = {"postgres://u:p@127.0.0.1:%d/db?timeout=1s",
+                          "postgres://u:p@127.0.0.1:%d/db?timeout=1s&sslmode=disable"};
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        against_fake_at(urls[i], html, sizeof html - 1, 0, DLOCK_EUNREACHABLE,
+                        "H): an HTTP server's port?");
+        against_fake_at(urls[i], mysql_greeting, sizeof mysql_greeting - 1, 0, DLOCK_EUNREACHABLE,
+                        "a MySQL or MariaDB server greets so");
+    }
+}
+#endif
+
 /* A fake that answers the acquire script with `reply`. */
 static void against_fake_reply(const char *reply, int want, const char *words)
 {
@@ -408,7 +438,7 @@ static void against_fake_reply(const char *reply, int want, const char *words)
     dlock_client *c;
     dlock_lock *l;
 
-    start_fake(&f, reply, strlen(reply), 0);
+    start_fake(&f, reply, strlen(reply), 0, 0);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d?timeout=1s", f.port);
     CHECK_RC(dlock_client_open(url, &c), DLOCK_OK);
     CHECK_RC(dlock_lock_open(c, "x", 0, &l), DLOCK_OK);
@@ -607,6 +637,9 @@ int main(int argc, char **argv)
         {"unreachable_server", unreachable_server},
         {"bad_names_and_leases", bad_names_and_leases},
         {"server_answers_garbage", server_answers_garbage},
+#ifdef DLOCK_WITH_POSTGRES
+        {"pg_server_answers_garbage", pg_server_answers_garbage},
+#endif
         {"server_answers_bad_fences", server_answers_bad_fences},
         {"wrong_password", wrong_password},
         {"scripts_flushed", scripts_flushed},

@@ -970,6 +970,61 @@ static void nested_read_beside_table_reader(void)
     dlock_client_close(t);
 }
 
+struct in_line {
+    dlock_lock *l;
+    int me;
+    int *order;
+    atomic_int *served;
+};
+
+static void *in_line_thread(void *arg)
+{
+    struct in_line *w = arg;
+    if (dlock_acquire(w->l, 20000) == DLOCK_OK) {
+        w->order[atomic_fetch_add(w->served, 1)] = w->me;
+        dt_sleep_ms(50);
+        dlock_release(w->l);
+    }
+    return NULL;
+}
+
+/* Table waiters of a name table mode has no row of yet, kept out by a
+ * session holder, get it in the order they came: before, the first to
+ * poll after the release made the row (a new user's trial: 4 orders of 6
+ * wrong). */
+static void fresh_name_in_order(void)
+{
+    enum { N = 4 };
+    dlock_client *s = session_client(), *tc[N];
+    dlock_lock *h = dt_lock(s, "modes-fresh", 0);
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    int order[N] = {0};
+    atomic_int served = 0;
+    struct in_line w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        tc[i] = client(NULL);
+        w[i] = (struct in_line){dt_lock(tc[i], "modes-fresh", 0), i + 1, order, &served};
+        CHECK_INT(pthread_create(&th[i], NULL, in_line_thread, &w[i]), ==, 0);
+        /* each in line (its waiter row) before the next comes */
+        DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                                 "'modes-fresh'::bytea AND expires > now()") == i + 1,
+                      5000);
+    }
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    printf("served: %d %d %d %d\n", order[0], order[1], order[2], order[3]);
+    CHECK_INT(atomic_load(&served), ==, N);
+    for (int i = 0; i < N; i++) {
+        CHECK_INT(order[i], ==, i + 1);
+        dlock_lock_free(w[i].l);
+        dlock_client_close(tc[i]);
+    }
+    dlock_lock_free(h);
+    dlock_client_close(s);
+}
+
 /* A table-mode waiter that dies while session mode holds the name leaves
  * its waiter row live for the rest of its waiter lease (6 s by default):
  * session grants of the free name give way to it until then, as table
@@ -1398,6 +1453,7 @@ int main(int argc, char **argv)
         {"table_writer_not_starved_by_readers", table_writer_not_starved_by_readers},
         {"downgrade_beside_table_waiter", downgrade_beside_table_waiter},
         {"dead_table_waiter_bounded", dead_table_waiter_bounded},
+        {"fresh_name_in_order", fresh_name_in_order},
         {"nested_read_beside_table_reader", nested_read_beside_table_reader},
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},

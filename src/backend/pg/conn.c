@@ -784,11 +784,16 @@ static int connect_one(dlock__pgstore *p, int64_t deadline, dlock__pgconn **out)
                              own_words(msg));
         } else if (strstr(msg, "invalid response to SSL negotiation") != NULL ||
                    strstr(msg, "expected authentication request from server") != NULL) {
-            /* libpq's words for a first reply that is no PostgreSQL's */
+            /* libpq's words for a first reply that is no PostgreSQL's (an
+             * HTTP server's begins "HTTP/": libpq shows its first byte) */
+            int http =
+                strstr(msg, "SSL negotiation: H") != NULL || strstr(msg, "received H") != NULL;
             rc = dlock__fail(DLOCK_EUNREACHABLE,
-                             "%s: %s:%s answered, but not as PostgreSQL (%s): another service's "
-                             "port (a MySQL or MariaDB server greets so: mysql://)?",
-                             p->label, p->host, p->port[0] ? p->port : "5432", own_words(msg));
+                             "%s: %s:%s answered, but not as PostgreSQL (%s): %s", p->label,
+                             p->host, p->port[0] ? p->port : "5432", own_words(msg),
+                             http ? "an HTTP server's port?"
+                                  : "another service's port (a MySQL or MariaDB server greets "
+                                    "so: mysql://)?");
         } else {
             rc =
                 dlock__fail(DLOCK_EUNREACHABLE, "%s: cannot connect: %s", p->label, own_words(msg));
@@ -1069,8 +1074,8 @@ enum dlock__sockwatch_verdict dlock__pg_watch_check(void *arg, void *item)
     message_of(c->pg, msg, sizeof msg);
     if (strstr(msg, "closed the connection unexpectedly") != NULL)
         snprintf(why, sizeof why,
-                 "%s: the server closed the connection (pg_terminate_backend, a restart or a "
-                 "crash)",
+                 "%s: the server closed the connection (dlock unlock --force, "
+                 "pg_terminate_backend, a restart or a crash)",
                  p->label);
     else
         snprintf(why, sizeof why, "%s: the server closed the connection: %.120s", p->label, msg);
