@@ -640,14 +640,19 @@ test_dlock_killed_stops_tree()
 # why.
 test_guard_failure_said()
 {
-    local n rc seen=0 dir
+    local n rc seen=0 dir lib
     [ "$(id -u)" = 0 ] || { fail "needs root (setpriv to another user)"; return; }
-    # (a directory of its own: $TMP is the test's user's alone)
+    # (a directory of its own, with dlock and its library: $TMP and the
+    # build tree may be the test's user's alone)
     dir=$(mktemp -d /tmp/dlock-guard.XXXXXX) && chmod 777 "$dir" || { fail "mktemp"; return; }
+    cp "$DLOCK" "$dir/dlock" && chmod 755 "$dir/dlock" || { fail "copying dlock"; return; }
+    lib=$(ldd "$DLOCK" | awk '/libdlock/ { print $3 }')
+    [ -z "$lib" ] || cp -L "$lib" "$dir/" || { fail "copying $lib"; return; }
+    chmod -R a+rX "$dir"
     for n in 3 4 5 6 7 8 9 10 11 12; do
-        setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
+        setpriv --reuid=65534 --regid=65534 --clear-groups env LD_LIBRARY_PATH="$dir" bash -c \
             "ulimit -u $n; exec timeout 10 \"\$0\" run -u sqlite://$dir/g$n.db job -- true" \
-            "$DLOCK" >"$TMP/out" 2>"$TMP/err"
+            "$dir/dlock" >"$TMP/out" 2>"$TMP/err"
         rc=$?
         [ "$rc" = 126 ] || continue
         seen=1
