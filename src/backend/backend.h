@@ -242,6 +242,10 @@ typedef struct dlock__attempt {
                                     for this wait is news of a release (one per release,
                                     not a hint to look again): the next attempt goes at
                                     once, not paced as a flood of wake-ups would be */
+    int news;                    /* HELD with DLOCK__NEXT_RETRY: the store's wait ended on
+                                    news that the holder let go (a wake of its own, one per
+                                    release), not at a slice's end: the next attempt goes
+                                    at once, not paced */
     int keep_place;              /* QUEUED: the place lapses unless renew() heartbeats it */
     int in_line;                 /* HELD with NEXT_POLL: the store put the caller in its
                                     line of waiters (a place of its own, first come first

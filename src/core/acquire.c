@@ -586,7 +586,10 @@ static void wait_held(dlock_lock *l, take_state *st, const dlock__attempt *a, in
     const dlock__backend *b = c->backend;
 
     if (a->next == DLOCK__NEXT_RETRY) {
-        pace(l, st, sent, st->deadline);
+        if (a->news)
+            st->again_us = 0; /* a release: at once, and the floor afresh */
+        else
+            pace(l, st, sent, st->deadline);
         return;
     }
     if (a->next == DLOCK__NEXT_PREPARE && !st->poll_only) {

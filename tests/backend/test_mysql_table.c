@@ -486,6 +486,78 @@ static void free_name_goes_to_waiter(void)
     dlock_client_close(w);
 }
 
+/* The bell (src/backend/mysql/bell.c): a holder that waited for its lock
+ * rings one for its waiters, who wait for it in the server (GET_LOCK, not
+ * polls) and go round when it lets go. A bell whose connection ended
+ * (KILL) tells a waiter nothing: it polls, and does not take the live
+ * holder's lock; the holder's release still succeeds. */
+static int waits_on_bell(void)
+{
+    return sql_number("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User "
+                      "lock' AND INFO LIKE '%@dlock_b%'") >= 1;
+}
+
+static void bell_wakes_waiter(void)
+{
+    dlock_client *c = client("lease=5s"), *w = client("lease=5s");
+    dlock_lock *x = dt_lock(c, "bell", 0), *a = dt_lock(w, "bell", 0), *b = dt_lock(c, "bell", 0),
+               *d = dt_lock(w, "bell", 0);
+    pthread_t th;
+
+    /* a waits behind x, so that it rings a bell once it holds */
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    struct waiter wa = {.l = a, .wait_ms = 10000};
+    CHECK(pthread_create(&th, NULL, wait_thread, &wa) == 0);
+    DT_WAIT_UNTIL(dt_query(c, "bell", 0).waiters == 1, 5000);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&wa.rc), DLOCK_OK);
+
+    /* b waits for a's bell in the server */
+    struct waiter wb = {.l = b, .wait_ms = 10000};
+    CHECK(pthread_create(&th, NULL, wait_thread, &wb) == 0);
+    DT_WAIT_UNTIL(waits_on_bell(), 5000);
+    CHECK(!atomic_load(&wb.done));
+    int64_t released_at = dt_now_ms();
+    CHECK_RC(dlock_release(a), DLOCK_OK);
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&wb.rc), DLOCK_OK);
+    CHECK_INT(atomic_load(&wb.ended_ms), >=, released_at);
+    printf("b got the lock %lld ms after a's release\n",
+           (long long) (atomic_load(&wb.ended_ms) - released_at));
+    CHECK_INT(dlock_lock_fence(b), >, dlock_lock_fence(a));
+
+    /* b rings one too; d waits for it; b's bell's connection killed */
+    struct waiter wd = {.l = d, .wait_ms = 10000};
+    CHECK(pthread_create(&th, NULL, wait_thread, &wd) == 0);
+    DT_WAIT_UNTIL(waits_on_bell(), 5000);
+    long long id =
+        sql_number("SELECT IS_USED_LOCK(CONCAT('dlock%', LEFT(SHA2(name, 256), 40), '.', "
+                   "HEX(fence))) FROM dlock_lock WHERE name = 'dlock:bell'");
+    CHECK_INT(id, >, 0);
+    char kill[64];
+    snprintf(kill, sizeof kill, "KILL %lld", id);
+    root_sql(kill);
+    /* d wakes, finds b's lease running and no bell: it polls on */
+    DT_WAIT_UNTIL(!waits_on_bell(), 5000);
+    dt_sleep_ms(300);
+    CHECK(!atomic_load(&wd.done));
+    CHECK_RC(dlock_lock_check(b), DLOCK_OK);
+    released_at = dt_now_ms();
+    CHECK_RC(dlock_release(b), DLOCK_OK);
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&wd.rc), DLOCK_OK);
+    CHECK_INT(atomic_load(&wd.ended_ms), >=, released_at);
+    CHECK_INT(dlock_lock_fence(d), >, dlock_lock_fence(b));
+    CHECK_RC(dlock_release(d), DLOCK_OK);
+    dlock_lock_free(x);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_lock_free(d);
+    dlock_client_close(c);
+    dlock_client_close(w);
+}
+
 /* The waiters' table of an earlier dlock (no since) is upgraded by the
  * first client that needs it, and locks work as before. */
 static void old_table_upgraded(void)
@@ -1266,6 +1338,7 @@ int main(int argc, char **argv)
         {"retried_take_counts_once", retried_take_counts_once},
         {"failed_take_leaves_no_claim", failed_take_leaves_no_claim},
         {"renewal_failure_says_why", renewal_failure_says_why},
+        {"bell_wakes_waiter", bell_wakes_waiter},
     };
     dt_server_start(&srv, "mariadb", 0, NULL); /* once for every test (each a fork) */
     return DT_RUN(tests);

@@ -98,6 +98,11 @@ typedef struct dlock__mylock {
                             reference) */
     atomic_int row_seen; /* session mode: dlock_fence has the name's row (a grant
                             leaves out the INSERT while it does) */
+    dlock__myconn *bell; /* table mode: the connection holding the hold's bell (bell.c; the
+                            bell's session reference), NULL: none */
+    int waited;          /* table mode: the last attempt was told the name was held, */
+    long ahead;          /* with so many waiters ahead, */
+    int64_t took_us;     /* and the last take (which keeps the waiter's row) sent then */
 } dlock__mylock;
 
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
@@ -259,11 +264,17 @@ int dlock__myt_read_extend(dlock__mystore *p, dlock__mylock *l, const char *toke
  * (dlock__myt_renew renews the other table holds). */
 size_t dlock__myt_read_renew(dlock__mystore *p, dlock__renewal *items, size_t n,
                              int64_t deadline_us);
+/* The statement of a guarded take whose rows are its answer: the guard's
+ * two first, then dlock__sqlt_take's count of older waiters, its START
+ * TRANSACTION and its INSERT (read.c puts a shared take's answer there). */
+#define DLOCK__MYT_ANSWER 5
 /* Runs a guarded take (table.c: the GET_LOCK of the name around it; sql
  * freed here): DLOCK_OK with *res, *shut when the name was not free for
- * a take (nothing written). */
+ * a take (nothing written). bell: NULL, or where the connection goes
+ * (its mutex held) instead of the pool when column bell_col of the take's
+ * answer is 1: it holds the hold's bell (bell.c). */
 int dlock__myt_run_take(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
-                        int *shut);
+                        int *shut, unsigned bell_col, dlock__myconn **bell);
 /* Runs a request of the table (sql freed here), the tables made first. */
 int dlock__myt_run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
                    const char *what);
@@ -287,14 +298,33 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
                     int shut);
 /* The guard's two statements before a take (table.c). */
 char *dlock__myt_guard(dlock__mystore *p, dlock__mylock *l, int waits);
-/* Runs a request of the table (sql freed here), the tables made first. */
-int dlock__myt_run(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
-                   const char *what);
-/* Runs a request that opens a transaction (sql freed here): its
- * connection closed, never pooled, when it fails (a transaction may be
- * left open with the name's row locked). */
-int dlock__myt_run_tx(dlock__mystore *p, char *sql, int64_t deadline, dlock__myres *res,
-                      const char *what);
+
+/* bell.c: table mode's bell (README.md, "The bell"). The column a
+ * waiting take adds to its answer (owner: its owner's literal): 1 when it
+ * took the row and holds the bell now. */
+char *dlock__myb_take_column(const char *owner);
+/* l's bell is held on c (its mutex held, given up here). */
+void dlock__myb_hold(dlock__mylock *l, dlock__myconn *c);
+/* Lets go of l's bell, if it holds one (after its release: the waiters
+ * find the row let go). */
+void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+/* What a waiter's wait (dlock__myb_wait) came to. */
+enum dlock__bell_answer {
+    DLOCK__BELL_NONE = -1,   /* a live holder rang no bell: poll */
+    DLOCK__BELL_END = 0,     /* the wait's end (the take sent again keeps the waiter's row) */
+    DLOCK__BELL_RUNG = 1,    /* the holder let go: take */
+    DLOCK__BELL_FREE = 2,    /* free and the waiter first in line, or the holder changed */
+    DLOCK__BELL_CLAIMED = 3, /* free, for an older waiter (*ahead of them) */
+    DLOCK__BELL_FAILED = 4,  /* not asked, or no answer: the take says what is wrong */
+};
+/* A waiter (owner: its waiter row's owner) looks at the row and the
+ * waiters, and (block: one near the head of the line) waits for the
+ * holder's bell within a's wait and a third of its waiter lease; no
+ * write, no guard. *left_ms: the holder's lease left (-1 none), *ahead:
+ * the older waiters. A look that does not block answers
+ * DLOCK__BELL_NONE for a held name. */
+int dlock__myb_wait(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const char *owner,
+                    int block, int64_t *left_ms, long *ahead);
 
 /* SQL: the milliseconds left of a row's `expires` (its lease). */
 #define DLOCK__MY_MS_LEFT "CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / 1000)"

@@ -47,7 +47,7 @@ int dlock__myt_read_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt 
      * others,] the name's row, the holder's row, the answer, [a waiter's
      * rows,] COMMIT: the answer is statement 6 (8); a mutex take's is 5:
      * the guard's two, its count, START TRANSACTION and INSERT first) */
-    rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut);
+    rc = dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut, 0, NULL);
     if (rc != DLOCK_OK)
         return rc;
     dlock__myres answer = {0};

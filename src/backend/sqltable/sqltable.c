@@ -162,6 +162,13 @@ static void older(sbuf *b, enum dlock__sqlt_dialect d, const char *key, const ch
         key, owner, now, key, owner, now, now);
 }
 
+char *dlock__sqlt_older(enum dlock__sqlt_dialect d, const char *key, const char *owner)
+{
+    sbuf b = {0};
+    older(&b, d, key, owner);
+    return b.s;
+}
+
 /* MariaDB: a waiter's row while the lock is someone else's (its lease kept
  * up by each poll, its since kept while it is live: a lapsed row is a new
  * wait); gone once it holds (@dlock_t), with the expired ones. Two

@@ -57,6 +57,9 @@ char *dlock__sqlt_upgrade(enum dlock__sqlt_dialect d);
  * the COMMIT) is left out: the take counts the older waiters before the
  * transaction, with a plain read (sqltable.c, take). */
 #define DLOCK__SQLT_TAKE_BEGIN "START TRANSACTION"
+/* The count of the live waiters of key older than owner's wait (a
+ * scalar subquery; a free row goes to a contender only when it is 0). */
+char *dlock__sqlt_older(enum dlock__sqlt_dialect d, const char *key, const char *owner);
 /* MariaDB: five statements (seven for a waiter). First the live waiters of
  * key older than owner (its own live waiter row's since, or now: first in
  * line, README.md) counted, a plain read before the transaction; then one
