@@ -490,7 +490,12 @@ static void free_name_goes_to_waiter(void)
  * rings one for its waiters, who wait for it in the server (GET_LOCK, not
  * polls) and go round when it lets go. A bell whose connection ended
  * (KILL) tells a waiter nothing: it polls, and does not take the live
- * holder's lock; the holder's release still succeeds. */
+ * holder's lock; the holder's release still succeeds. A force-unlock ends
+ * the holder's bell, and the waiter takes the name. */
+#define BELL_HOLDER                                                                                \
+    "SELECT IS_USED_LOCK(CONCAT('dlock%', LEFT(SHA2(name, 256), 40), '.', HEX(fence))) FROM "      \
+    "dlock_lock WHERE name = 'dlock:bell'"
+
 static int waits_on_bell(void)
 {
     return sql_number("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User "
@@ -531,9 +536,7 @@ static void bell_wakes_waiter(void)
     struct waiter wd = {.l = d, .wait_ms = 10000};
     CHECK(pthread_create(&th, NULL, wait_thread, &wd) == 0);
     DT_WAIT_UNTIL(waits_on_bell(), 5000);
-    long long id =
-        sql_number("SELECT IS_USED_LOCK(CONCAT('dlock%', LEFT(SHA2(name, 256), 40), '.', "
-                   "HEX(fence))) FROM dlock_lock WHERE name = 'dlock:bell'");
+    long long id = sql_number(BELL_HOLDER);
     CHECK_INT(id, >, 0);
     char kill[64];
     snprintf(kill, sizeof kill, "KILL %lld", id);
@@ -549,7 +552,24 @@ static void bell_wakes_waiter(void)
     CHECK_RC(atomic_load(&wd.rc), DLOCK_OK);
     CHECK_INT(atomic_load(&wd.ended_ms), >=, released_at);
     CHECK_INT(dlock_lock_fence(d), >, dlock_lock_fence(b));
-    CHECK_RC(dlock_release(d), DLOCK_OK);
+
+    /* d rings one (it waited); x waits for it; a force-unlock of d ends
+     * d's bell (its connection killed), and x takes the name */
+    struct waiter wx = {.l = x, .wait_ms = 10000};
+    CHECK(pthread_create(&th, NULL, wait_thread, &wx) == 0);
+    DT_WAIT_UNTIL(waits_on_bell(), 5000);
+    long long bell_conn = sql_number(BELL_HOLDER);
+    CHECK_INT(bell_conn, >, 0);
+    CHECK_RC(dlock_force_unlock(c, "bell", 0), DLOCK_OK);
+    char gone[160];
+    snprintf(gone, sizeof gone,
+             "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %lld", bell_conn);
+    DT_WAIT_UNTIL(sql_number(gone) == 0, 5000); /* killed, not left to d's release */
+    pthread_join(th, NULL);
+    CHECK_RC(atomic_load(&wx.rc), DLOCK_OK);
+    CHECK_INT(dlock_lock_fence(x), >, dlock_lock_fence(d));
+    CHECK_RC(dlock_release(d), DLOCK_ELOST);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
     dlock_lock_free(x);
     dlock_lock_free(a);
     dlock_lock_free(b);

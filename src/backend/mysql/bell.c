@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* bell.c - table mode's bell: a contended holder's wake-up for the waiters
- * near the head of its line (README.md, "The bell").
+ * near the head of its line, and the waiters' looks (README.md, "The
+ * bell").
  *
- * MariaDB cannot notify, so a table-mode waiter polls; behind a live holder
- * its step grows to the core's 64 ms, and a lock taken in turn by several
- * processes was handed over at that pace (8 processes: 108 a second). A
- * holder that waited for its lock (others are likely to wait for it) holds
- * a named lock of its hold, its bell, from the take's transaction on, on a
- * connection kept out of the pool, and lets go of it after its release.
- * A waiter near the head of the line, told the name is held, waits in the
- * server for the holder's bell (GET_LOCK) and goes round again as soon as
- * it is let go of: at the release, or when the holder's connection ends.
- * The bell is a hint, never the lock: the row decides, and a waiter that
- * finds no bell rung for a live holder polls as before.
+ * MariaDB cannot notify, so a table-mode waiter polled with takes, each
+ * under the name's guard and writing its waiter row, and with 8 processes
+ * on one name the first in line waited behind the others' takes (108
+ * hand-overs a second). A holder that waited for its lock (others are
+ * likely to wait for it) holds a named lock of its hold, its bell, from
+ * the take's transaction on, on a connection kept out of the pool, and
+ * lets go of it after its release. A waiter looks with reads only; near
+ * the head of the line it waits in the server for the holder's bell
+ * (GET_LOCK) and looks again as soon as it is let go of: at the release,
+ * when the holder's connection ends, or when a force-unlock kills that
+ * connection. Only the first in line of a free row takes. The bell is a
+ * hint, never the lock: the row decides, and a waiter that finds no bell
+ * rung for a live holder polls as before.
  *
  * The bell's name comes from the row (its key and fence), so it is new at
  * every take: one left over from an older hold is never waited for. The
@@ -30,16 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The bell of a row of dlock_lock (its columns name and fence): 6 + 40 +
- * 1 + up to 16 characters, within GET_LOCK's 64 (a format: '%%' is '%'). */
-#define BELL_OF_ROW "CONCAT('dlock%%', LEFT(SHA2(name, 256), 40), '.', HEX(fence))"
+#define BELL_OF_ROW DLOCK__MYB_BELL_OF_ROW
 /* A live holder's row of key (%s). */
 #define LIVE_ROW                                                                                   \
     "FROM " DLOCK__SQLT_TABLE " WHERE name = %s AND owner <> '' AND expires > UTC_TIMESTAMP(6)"
 
-#define MIN_WAIT_US 20000    /* a shorter wait polls */
-#define MAX_WAIT_US 10000000 /* the take sent again after that */
-#define MAX_ROUNDS  16       /* looks after a ring, at most, before a take */
+#define MIN_WAIT_US 20000   /* a shorter wait polls */
+#define MAX_WAIT_US 1000000 /* looked at again after that (a force-unlock the bell missed) */
+#define MAX_ROUNDS  16      /* looks after a ring, at most, before a take */
 
 char *dlock__myb_take_column(const char *owner)
 {
@@ -57,7 +58,7 @@ void dlock__myb_hold(dlock__mylock *l, dlock__myconn *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
+void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int close, int64_t deadline_us)
 {
     dlock__myconn *c = l->bell;
     if (c == NULL)
@@ -67,7 +68,7 @@ void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
     pthread_mutex_lock(&c->mu);
     dlock__myres res;
     int64_t cap = dlock__now_us() + p->timeout_ms * 1000;
-    int ok = c->m != NULL && !atomic_load(&c->lost) &&
+    int ok = !close && c->m != NULL && !atomic_load(&c->lost) &&
              dlock__my_exec(p, c, "DO RELEASE_ALL_LOCKS()", deadline_us < cap ? deadline_us : cap,
                             NULL, NULL, &res) == DLOCK_OK;
     if (ok) {
@@ -77,8 +78,29 @@ void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
     if (ok)
         dlock__my_put(p, c);
     else
-        dlock__my_discard(p, c, "closed: its bell could not be let go of");
+        dlock__my_discard(p, c,
+                          close ? "closed: its bell's hold ended"
+                                : "closed: its bell could not be let go of");
     dlock__session_unref(session);
+}
+
+void dlock__myb_silence(dlock__mystore *p, const dlock__myres *res, int64_t deadline_us)
+{
+    const char *bell = res->n > 0 ? dlock__my_value(res, res->n - 1, 0) : NULL;
+    const char *id = res->n > 0 ? dlock__my_value(res, res->n - 1, 1) : NULL;
+    if (bell == NULL || id == NULL || strspn(id, "0123456789") != strlen(id) ||
+        strspn(bell, "dlock%.0123456789abcdefABCDEF") != strlen(bell))
+        return;
+    /* killed only if it holds that bell still, checked in the statement
+     * that kills (its connection could go back to a pool otherwise, and
+     * another request die with it); EXECUTE IMMEDIATE is MariaDB's */
+    char sql[400];
+    snprintf(sql, sizeof sql, "EXECUTE IMMEDIATE IF(IS_USED_LOCK('%s') <=> %s, 'KILL %s', 'DO 0')",
+             bell, id, id);
+    dlock__myres out;
+    if (dlock__my_operate(p, sql, deadline_us, &out, "ending a force-unlocked hold's bell") ==
+        DLOCK_OK)
+        dlock__my_res_free(&out);
 }
 
 /* The wait's request (owner: the waiter's, its line's place): first the
@@ -145,11 +167,11 @@ int dlock__myb_wait(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
     int64_t end = block ? a->wait_until_us : now;
     /* the waiter's row lives by its takes: one at least every third of its
      * lease */
-    int64_t most = p->base.host.cfg->waiter_lease_ms * 1000 / 3;
-    if (most > MAX_WAIT_US)
-        most = MAX_WAIT_US;
-    if (end > now + most)
-        end = now + most;
+    int64_t row_end = l->took_us + p->base.host.cfg->waiter_lease_ms * 1000 / 3;
+    if (end > row_end)
+        end = row_end;
+    if (end > now + MAX_WAIT_US)
+        end = now + MAX_WAIT_US;
     if (block && end - now < MIN_WAIT_US)
         return DLOCK__BELL_FAILED;
     dlock__myconn *c;

@@ -101,8 +101,11 @@ typedef struct dlock__mylock {
     dlock__myconn *bell; /* table mode: the connection holding the hold's bell (bell.c; the
                             bell's session reference), NULL: none */
     int waited;          /* table mode: the last attempt was told the name was held, */
+    int look;            /* by its row (not another mode's holder): looked at first, */
     long ahead;          /* with so many waiters ahead, */
-    int64_t took_us;     /* and the last take (which keeps the waiter's row) sent then */
+    int64_t took_us;     /* and the last take (which keeps the waiter's row) sent then; */
+    int take_next;       /* a look said take, after a wait: the next attempt takes */
+    int64_t claimed_us;  /* since when looks found the free row claimed by another (0) */
 } dlock__mylock;
 
 #define MYLOCK(p) DLOCK__STORE_OF(dlock__mylock, p)
@@ -306,8 +309,23 @@ char *dlock__myb_take_column(const char *owner);
 /* l's bell is held on c (its mutex held, given up here). */
 void dlock__myb_hold(dlock__mylock *l, dlock__myconn *c);
 /* Lets go of l's bell, if it holds one (after its release: the waiters
- * find the row let go). */
-void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us);
+ * find the row let go), with its connection pooled again, or closed
+ * (close: no request, for a handle freed or detached). */
+void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int close, int64_t deadline_us);
+/* SQL (a format: '%%' is '%'): the bell of a row of dlock_lock (its
+ * columns name and fence): 6 + 40 + 1 + up to 16 characters, within
+ * GET_LOCK's 64. */
+#define DLOCK__MYB_BELL_OF_ROW "CONCAT('dlock%%', LEFT(SHA2(name, 256), 40), '.', HEX(fence))"
+/* SQL around a force-unlock's statements: the row's bell before (a
+ * format: key, %s), and after, it and the connection holding it. */
+#define DLOCK__MYB_FORCE_FIRST                                                                     \
+    "SELECT @dlock_fb := (SELECT " DLOCK__MYB_BELL_OF_ROW " FROM dlock_lock WHERE name = %s)"
+#define DLOCK__MYB_FORCE_LAST "SELECT @dlock_fb, IS_USED_LOCK(@dlock_fb)"
+/* After a force-unlock (res: its answer, DLOCK__MYB_FORCE_LAST last): the
+ * connection that still holds the row's bell is killed, so that the
+ * waiters look at once (a failure is left: they look at their wait's
+ * end). */
+void dlock__myb_silence(dlock__mystore *p, const dlock__myres *res, int64_t deadline_us);
 /* What a waiter's wait (dlock__myb_wait) came to. */
 enum dlock__bell_answer {
     DLOCK__BELL_NONE = -1,   /* a live holder rang no bell: poll */

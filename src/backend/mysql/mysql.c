@@ -116,7 +116,7 @@ static void unbind(dlock__mystore *p, mylock *l, int discard, const char *why)
 static void my_lock_free(dlock__store *s, dlock__store_lock *sl)
 {
     mylock *l = MYLOCK(sl);
-    dlock__myb_let_go(MYSTORE(s), l, dlock__now_us() + 250000);
+    dlock__myb_let_go(MYSTORE(s), l, 1, 0);
     if (l->conn != NULL) {
         /* never released (the core releases before freeing): close it */
         pthread_mutex_lock(&l->conn->mu);
@@ -135,7 +135,7 @@ static void my_detach(dlock__store *s, dlock__store_lock *sl)
 {
     mylock *l = MYLOCK(sl);
     /* (a bell rings for a handle's hold: the waiters poll a detached one) */
-    dlock__myb_let_go(MYSTORE(s), l, dlock__now_us() + 250000);
+    dlock__myb_let_go(MYSTORE(s), l, 1, 0);
     if (l->conn != NULL) {
         dlock__session *session = l->conn->session;
         l->conn = NULL;

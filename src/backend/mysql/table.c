@@ -636,13 +636,13 @@ static char *joined(const char *a, const char *b)
 
 /* The take (its guard around it): l's row taken, or why not into a;
  * *ahead: the waiters ahead of the owner's (DLOCK__SQLT_NEAR_HEAD when not
- * known). After a wait it rings a bell for the next waiters (bell.c): its
- * answer's last column, after the shares'. */
+ * known), *shut: the guard kept it out (another mode's holder). After a wait it rings a bell for
+ * the next waiters (bell.c): its answer's last column, after the shares'. */
 static int take(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const char *owner,
-                long *ahead)
+                long *ahead, int *shut_out)
 {
     dlock__myres res;
-    int shut;
+    int shut = 0;
     char *token = dlock__my_literal(a->token, 1);
     char *first = dlock__myt_guard(p, l, a->wait), *sql = NULL, *reads = NULL;
     int shares = atomic_load(&p->share_table) == 1;
@@ -672,6 +672,7 @@ static int take(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const ch
         dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut, bell_col, bell ? &rung : NULL);
     if (rc != DLOCK_OK)
         return rc;
+    *shut_out = shut;
     rc = dlock__myt_took(p, l, a, &res, shut);
     const char *n = shut ? NULL : dlock__my_value(&res, DLOCK__MYT_ANSWER, 3);
     *ahead = n != NULL ? strtol(n, NULL, 10) : DLOCK__SQLT_NEAR_HEAD;
@@ -696,15 +697,31 @@ static void in_line(dlock__attempt *a, int64_t ttl_ms)
     a->held_why = NULL;
 }
 
-/* The poll of a waiter behind the free row's claimant, ahead waiters
- * ahead of it (a read: 1 ms for the next, twice as long each further). */
-static int64_t claimed_step_ms(long ahead)
+#define CLAIMED_GROW_US 50000
+
+/* The look of a waiter behind the free row's claimant (a read): 2 ms for
+ * the next in line, twice as long each further back; twice as long again
+ * for every 50 ms the row has been claimed (since_us: the first look that
+ * found it so), a claimant that does not take (paused, dead) keeping the
+ * name until its waiter row lapses. The core's step is bounded by it. */
+static int64_t claimed_step_ms(long ahead, int64_t since_us)
 {
-    return ahead <= 1 ? 2 : (int64_t) 2 << (ahead > 6 ? 5 : ahead - 1);
+    int64_t waited = since_us > 0 ? (dlock__now_us() - since_us) / CLAIMED_GROW_US : 0;
+    int shift = (ahead <= 1  ? 0
+                 : ahead > 6 ? 5
+                             : (int) ahead - 1) +
+                (waited > 5 ? 5 : (int) waited);
+    int64_t step = (int64_t) 2 << shift;
+    return step > 64 ? 64 : step;
 }
+
+#define QUICK_US 20000 /* a look that took longer: the take goes in the next attempt */
 
 int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
 {
+    int64_t start = dlock__now_us();
+    /* a bell of an earlier hold, found lost (never released here) */
+    dlock__myb_let_go(p, l, 0, a->deadline_us);
     /* the other table's state first: the guard's SQL depends on it */
     int rc = ensure_table(p, a->deadline_us);
     if (rc == DLOCK_OK)
@@ -718,33 +735,50 @@ int dlock__myt_acquire(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     int64_t left_ms;
     long ahead = l->ahead;
-    int keeps_row = dlock__now_us() - l->took_us <
-                    p->base.host.cfg->waiter_lease_ms * 1000 / 3; /* (bell.c: the bell's bound) */
-    if (l->waited && a->wait && keeps_row) {
+    int keeps_row = start - l->took_us < p->base.host.cfg->waiter_lease_ms * 1000 / 3;
+    if (l->look && a->wait && keeps_row && !l->take_next) {
         /* A waiter looks (near the head of the line: waits for the
          * holder's bell), and takes only when it may: the others' takes,
          * each under the name's guard and writing, held the first in line
          * back (8 processes on one name: a take waited 2 to 8 ms for the
          * guard; 5 takes a hand-over) */
         int b = dlock__myb_wait(p, l, a, owner, l->ahead < DLOCK__SQLT_NEAR_HEAD, &left_ms, &ahead);
+        l->claimed_us = b != DLOCK__BELL_CLAIMED ? 0 : l->claimed_us > 0 ? l->claimed_us : start;
         if (b == DLOCK__BELL_CLAIMED || b == DLOCK__BELL_NONE) {
             free(owner);
             l->ahead = ahead;
-            in_line(a, b == DLOCK__BELL_CLAIMED ? claimed_step_ms(ahead) : left_ms);
+            in_line(a, b == DLOCK__BELL_CLAIMED ? claimed_step_ms(ahead, l->claimed_us) : left_ms);
+            return DLOCK_OK;
+        }
+        if (dlock__now_us() - start > QUICK_US) {
+            /* it waited: the take goes in an attempt of its own, counted
+             * from its own send (a grant's lease runs from there, and the
+             * request has its own bound) */
+            free(owner);
+            l->take_next = 1;
+            in_line(a, -1);
+            a->next = DLOCK__NEXT_RETRY;
+            a->news = b != DLOCK__BELL_FAILED;
             return DLOCK_OK;
         }
     }
-    rc = take(p, l, a, owner, &ahead);
+    l->take_next = 0;
+    int shut = 0;
+    rc = take(p, l, a, owner, &ahead, &shut);
     l->waited = rc == DLOCK_OK && a->outcome == DLOCK__HELD && a->wait;
+    /* (kept out by another mode's holder, the guard: no look, it says
+     * nothing of that holder) */
+    l->look = l->waited && !shut;
     if (l->waited && a->next == DLOCK__NEXT_POLL && a->holder_ttl_ms > 0 && a->held_why == NULL &&
         a->held_as == DLOCK__HELD_AS_SAME && ahead < DLOCK__SQLT_NEAR_HEAD) {
-        /* near the head of the line, behind a live holder: its bell */
+        /* near the head of the line, behind a live holder: its bell; at
+         * once again after it (its wait's length paces it) */
         int b = dlock__myb_wait(p, l, a, owner, 1, &left_ms, &ahead);
         if (b == DLOCK__BELL_RUNG || b == DLOCK__BELL_FREE || b == DLOCK__BELL_END) {
             a->next = DLOCK__NEXT_RETRY;
-            a->news = b != DLOCK__BELL_END;
+            a->news = 1;
         } else if (b == DLOCK__BELL_CLAIMED) {
-            a->holder_ttl_ms = claimed_step_ms(ahead);
+            a->holder_ttl_ms = claimed_step_ms(ahead, l->claimed_us = dlock__now_us());
         }
     }
     l->ahead = ahead;
@@ -810,7 +844,7 @@ int dlock__myt_took(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
 
 int dlock__myt_cancel(dlock__mystore *p, dlock__mylock *l, const char *token, int64_t deadline_us)
 {
-    l->waited = 0; /* (its next attempt takes first: no row of its own) */
+    l->waited = l->look = l->take_next = 0; /* (its next wait takes first: no row) */
     dlock__myres res;
     char *owner = dlock__myt_owner(l, token);
     if (owner == NULL)
@@ -835,7 +869,7 @@ int dlock__myt_release(dlock__mystore *p, dlock__mylock *l, const char *token, i
     free(mine);
     int rc = write ? dlock__myt_run_tx(p, sql, deadline_us, &res, "releasing the write lock")
                    : run(p, sql, deadline_us, &res, "releasing the lock's row");
-    dlock__myb_let_go(p, l, deadline_us); /* after the row: its waiters find it let go */
+    dlock__myb_let_go(p, l, 0, deadline_us); /* after the row: its waiters find it let go */
     if (rc != DLOCK_OK)
         return rc;
     /* (the write's: its UPDATE and the holder now are statements 4 and 6) */
@@ -1133,6 +1167,20 @@ int dlock__myt_holders(dlock__mystore *p, dlock__mylock *l, dlock__holder_sink s
  * next renewal, and the next taker takes the row at once. Through session
  * and row modes' URLs too (one lock per name), when the table is there:
  * it is not made for a force. */
+/* A force's statements (sql, freed here) with the row's bell read before
+ * and after (bell.c: dlock__myb_silence); NULL when out of memory. */
+static char *with_bell(const dlock__mylock *l, char *sql)
+{
+    size_t len = sql != NULL ? strlen(sql) + strlen(l->key_lit) + 300 : 0;
+    char *all = sql != NULL ? malloc(len) : NULL;
+    if (all != NULL) {
+        int n = snprintf(all, len, DLOCK__MYB_FORCE_FIRST, l->key_lit);
+        snprintf(all + n, len - (size_t) n, "; %s; " DLOCK__MYB_FORCE_LAST, sql);
+    }
+    free(sql);
+    return all;
+}
+
 int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadline_us)
 {
     dlock__myres res;
@@ -1167,7 +1215,7 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
                      "UPDATE " DLOCK__SQLT_TABLE " l SET l.owner = '', l.expires = '1970-01-01 "
                      "00:00:01' WHERE l.name = %s AND %s",
                      l->key_lit, of_kind);
-        rc = run(p, sql, deadline_us, &res, "clearing the lock's row");
+        rc = run(p, with_bell(l, sql), deadline_us, &res, "clearing the lock's row");
     } else {
         rc = dlock__myt_other_table(p, deadline_us);
         if (rc != DLOCK_OK || atomic_load(&p->other_table) != 1)
@@ -1193,13 +1241,15 @@ int dlock__myt_force_unlock(dlock__mystore *p, dlock__mylock *l, int64_t deadlin
         } else {
             sql = dlock__sqlt_force(D, l->key_lit);
         }
-        if (sql == NULL)
+        if ((sql = with_bell(l, sql)) == NULL)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         rc = dlock__my_operate(p, sql, deadline_us, &res, "clearing table mode's row of the lock");
         free(sql);
     }
-    if (rc == DLOCK_OK)
+    if (rc == DLOCK_OK) {
+        dlock__myb_silence(p, &res, deadline_us);
         dlock__my_res_free(&res);
+    }
     return rc;
 }
 
