@@ -313,9 +313,13 @@ WAITS = {
 
 SERVER_NOTES = {
     "mysql": "one private MariaDB started by the test harness (`build-bench/bin/store mariadb`: "
-             "its own data dir in a temp dir, the package's defaults for durability)",
+             "its own data dir in a temp dir; `innodb_flush_log_at_trx_commit=2`, no binary log: "
+             "a commit is not flushed to disk, for every program alike; "
+             "tests/support/server_mariadb.c)",
     "postgres": "one private PostgreSQL started by the test harness (`build-bench/bin/store "
-                "postgres`: `initdb` into a temp dir, the defaults for durability)",
+                "postgres`: `initdb` into a temp dir; `fsync=off`, `synchronous_commit=off`, "
+                "`full_page_writes=off`: a commit is not flushed to disk, for every program "
+                "alike; tests/support/server_postgres.c)",
     "sqlite": "one database file in a temp dir made by the test harness (`build-bench/bin/store "
               "sqlite`); no server",
 }
