@@ -271,6 +271,11 @@ typedef struct dlock__attempt {
 #define DLOCK__WHY_WRITER_FIRST                                                                    \
     "readers hold it, but a writer has waited longer and goes first (readers do not overtake a "   \
     "waiting writer)"
+/* A lock table's free row kept for the waiters in line (its first takes
+ * it at its next look): a try is refused with it. */
+#define DLOCK__WHY_IN_LINE                                                                         \
+    "nobody holds it, but waiters are in line for it and the first of them takes it next (a try "  \
+    "does not overtake them)"
 
 /* ---------------------------------------------------------------- renewal */
 

@@ -130,9 +130,10 @@ static char *wait_sql(const dlock__mylock *l, const char *owner, int64_t wait_ms
 
 /* One look (and wait) on c, to end at the latest (blocked in the server,
  * watched, cancellable); DLOCK__BELL_FAILED when it could not be made or
- * was cut off (c may hold the bell then: closed). */
+ * was cut off (c may hold the bell then: closed), DLOCK__BELL_UNREACHED
+ * (*failed: the request's error, said) when it got no answer. */
 static int ask(dlock__mystore *p, dlock__myconn *c, const dlock__mylock *l, dlock__attempt *a,
-               const char *owner, int64_t end, int64_t *left_ms, long *ahead)
+               const char *owner, int64_t end, int64_t *left_ms, long *ahead, int *failed)
 {
     int64_t now = dlock__now_us();
     char *sql = wait_sql(l, owner, end > now ? (end - now) / 1000 : 0);
@@ -147,8 +148,10 @@ static int ask(dlock__mystore *p, dlock__myconn *c, const dlock__mylock *l, dloc
     int rc = dlock__my_exec_watched(p, c, sql, bound, a->cancelled, a->cancel_arg, &watch, &res);
     a->due_us = watch.asked_us;
     free(sql);
-    if (rc != DLOCK_OK)
-        return DLOCK__BELL_FAILED;
+    if (rc != DLOCK_OK) {
+        *failed = rc;
+        return DLOCK__BELL_UNREACHED;
+    }
     int clean = res.err == 0 && !res.killed && res.n == 3 && !dlock__my_kill_in_flight(c);
     const char *v = dlock__my_value(&res, 1, 0), *left = dlock__my_value(&res, 0, 1),
                *older = dlock__my_value(&res, 0, 2);
@@ -161,8 +164,9 @@ static int ask(dlock__mystore *p, dlock__myconn *c, const dlock__mylock *l, dloc
 }
 
 int dlock__myb_wait(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const char *owner,
-                    int block, int64_t *left_ms, long *ahead)
+                    int block, int64_t *left_ms, long *ahead, int *failed)
 {
+    *failed = DLOCK_OK;
     int64_t now = dlock__now_us();
     int64_t end = block ? a->wait_until_us : now;
     /* the waiter's row lives by its takes: one at least every third of its
@@ -175,19 +179,21 @@ int dlock__myb_wait(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, cons
     if (block && end - now < MIN_WAIT_US)
         return DLOCK__BELL_FAILED;
     dlock__myconn *c;
-    if (dlock__my_get(p, a->deadline_us, &c) != DLOCK_OK)
-        return DLOCK__BELL_FAILED; /* the take says what is wrong */
+    if ((*failed = dlock__my_get(p, a->deadline_us, &c)) != DLOCK_OK)
+        return DLOCK__BELL_UNREACHED;
     int answer;
     /* rung: the row looked at again (a take only for the first in line:
      * every waiter of the bell wakes) */
     for (int round = 0;
-         (answer = ask(p, c, l, a, owner, end, left_ms, ahead)) == DLOCK__BELL_RUNG &&
+         (answer = ask(p, c, l, a, owner, end, left_ms, ahead, failed)) == DLOCK__BELL_RUNG &&
          round < MAX_ROUNDS && (!block || dlock__now_us() + MIN_WAIT_US < end);
          round++)
         ;
     if (!block && answer == DLOCK__BELL_END)
         answer = DLOCK__BELL_NONE; /* a look: the bell rings, for others */
-    if (answer == DLOCK__BELL_FAILED)
+    if (answer == DLOCK__BELL_UNREACHED)
+        dlock__my_discard(p, c, "closed: a look at the lock's row got no answer");
+    else if (answer == DLOCK__BELL_FAILED)
         dlock__my_discard(p, c, "closed: a wait for a bell was cut off"); /* may hold it */
     else
         dlock__my_put(p, c);

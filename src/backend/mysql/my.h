@@ -328,12 +328,14 @@ void dlock__myb_let_go(dlock__mystore *p, dlock__mylock *l, int close, int64_t d
 void dlock__myb_silence(dlock__mystore *p, const dlock__myres *res, int64_t deadline_us);
 /* What a waiter's wait (dlock__myb_wait) came to. */
 enum dlock__bell_answer {
-    DLOCK__BELL_NONE = -1,   /* a live holder rang no bell: poll */
-    DLOCK__BELL_END = 0,     /* the wait's end (the take sent again keeps the waiter's row) */
-    DLOCK__BELL_RUNG = 1,    /* the holder let go: take */
-    DLOCK__BELL_FREE = 2,    /* free and the waiter first in line, or the holder changed */
-    DLOCK__BELL_CLAIMED = 3, /* free, for an older waiter (*ahead of them) */
-    DLOCK__BELL_FAILED = 4,  /* not asked, or no answer: the take says what is wrong */
+    DLOCK__BELL_NONE = -1,     /* a live holder rang no bell: poll */
+    DLOCK__BELL_END = 0,       /* the wait's end (the take sent again keeps the waiter's row) */
+    DLOCK__BELL_RUNG = 1,      /* the holder let go: take */
+    DLOCK__BELL_FREE = 2,      /* free and the waiter first in line, or the holder changed */
+    DLOCK__BELL_CLAIMED = 3,   /* free, for an older waiter (*ahead of them) */
+    DLOCK__BELL_FAILED = 4,    /* not asked, cut off (a cancel), or the server's error: the take
+                                  says what is wrong */
+    DLOCK__BELL_UNREACHED = 5, /* no connection, or no answer (*failed: the error, said) */
 };
 /* A waiter (owner: its waiter row's owner) looks at the row and the
  * waiters, and (block: one near the head of the line) waits for the
@@ -342,7 +344,7 @@ enum dlock__bell_answer {
  * the older waiters. A look that does not block answers
  * DLOCK__BELL_NONE for a held name. */
 int dlock__myb_wait(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const char *owner,
-                    int block, int64_t *left_ms, long *ahead);
+                    int block, int64_t *left_ms, long *ahead, int *failed);
 
 /* SQL: the milliseconds left of a row's `expires` (its lease). */
 #define DLOCK__MY_MS_LEFT "CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires) / 1000)"
