@@ -229,7 +229,7 @@ static int probe(dlock__pgstore *p, dlock__pg_watch *w, int64_t bound, int (*can
     int rc = dlock__pg_get(p, bound, &o);
     if (rc != DLOCK_OK)
         return rc == DLOCK_EUNREACHABLE ? rc : DLOCK_OK;
-    if (dlock__pg_send(o, w->ask != NULL ? w->ask : "SELECT 1", 0, NULL) != DLOCK_OK) {
+    if (dlock__pg_send(o, "SELECT 1", 0, NULL) != DLOCK_OK) {
         dlock__pg_discard(p, o, "closed: a probe could not be sent");
         return DLOCK_EUNREACHABLE;
     }

@@ -185,7 +185,6 @@ static void pg_lock_free(dlock__store *s, dlock__store_lock *sl)
     free(l->name);
     free(l->key_lit);
     free(l->name_hex);
-    free(l->line_sql);
     free(l);
 }
 
@@ -434,48 +433,35 @@ static int wait_readers(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__a
  * the session waiter gets the name in its turn (a row handed from one
  * table holder to the next is never free). Best effort: a failure leaves
  * the waiter polling as before, its error not the attempt's. */
-/* The statement that takes (or keeps) the session waiter's place: its row
- * under DLOCK__SQLT_SESSION_WAIT and token, for the client's waiter lease;
- * NULL when out of memory. */
-static char *table_line_sql(dlock__pgstore *p, const pglock *l, const char *token)
+static void join_table_line(dlock__pgstore *p, pglock *l, const dlock__attempt *a, int64_t bound)
 {
-    size_t len = strlen(DLOCK__SQLT_SESSION_WAIT) + strlen(token) + 1;
-    char *own = malloc(len), *owner = NULL, *sql = NULL, wait_us[24];
+    int64_t wl = p->base.host.cfg->waiter_lease_ms;
+    if (!a->wait || wl <= 0)
+        return;
+    size_t len = strlen(DLOCK__SQLT_SESSION_WAIT) + strlen(a->token) + 1;
+    char *own = malloc(len), *owner = NULL, wait_us[24];
     if (own != NULL) {
-        snprintf(own, len, "%s%s", DLOCK__SQLT_SESSION_WAIT, token);
+        snprintf(own, len, "%s%s", DLOCK__SQLT_SESSION_WAIT, a->token);
         owner = dlock__pgt_bytea(own);
     }
     free(own);
-    snprintf(wait_us, sizeof wait_us, "%lld", (long long) p->base.host.cfg->waiter_lease_ms * 1000);
-    if (owner != NULL)
-        sql = dlock__sqlt_pg_wait_row(l->key_lit, owner, wait_us);
-    free(owner);
-    return sql;
-}
-
-static void join_table_line(dlock__pgstore *p, pglock *l, const dlock__attempt *a, int64_t bound)
-{
-    if (!a->wait || p->base.host.cfg->waiter_lease_ms <= 0)
-        return;
-    char *sql = table_line_sql(p, l, a->token);
+    snprintf(wait_us, sizeof wait_us, "%lld", (long long) wl * 1000);
     dlock__saved_error saved;
     dlock__save_error(&saved);
     PGresult *r;
-    free(l->line_sql);
-    l->line_sql = sql != NULL ? strdup(sql) : NULL; /* (the watch's probe while it blocks) */
-    if (sql != NULL && dlock__pgt_request(p, sql, bound, &r,
-                                          "taking a place in the lock table's line") == DLOCK_OK) {
+    if (owner != NULL &&
+        dlock__pgt_request(p, dlock__sqlt_pg_wait_row(l->key_lit, owner, wait_us), bound, &r,
+                           "taking a place in the lock table's line") == DLOCK_OK) {
         l->table_line = 1;
         PQclear(r);
     }
+    free(owner);
     dlock__restore_error(&saved);
 }
 
 /* The place join_table_line took, given up (the wait is over). */
 static void leave_table_line(dlock__pgstore *p, pglock *l, const char *token, int64_t bound)
 {
-    free(l->line_sql);
-    l->line_sql = NULL;
     if (!l->table_line)
         return;
     l->table_line = 0;
@@ -587,22 +573,6 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                             : dlock__pg_get_shared(p, l->key, a->deadline_us, &c);
     if (rc != DLOCK_OK)
         return rc;
-    /* A wait of a name table mode uses too first tries, and held, takes its
-     * place in the table's line before it blocks: blocked in the server it
-     * had none, and a table waiter that came after it went first (the
-     * grant then found that waiter ahead of it: give_back) */
-    int line_first = block && beside == NULL && c->lock_table && !l->table_line &&
-                     !l->tried_first && p->base.host.cfg->waiter_lease_ms > 0;
-    l->tried_first = line_first; /* (once: the next attempt blocks, whatever the try met) */
-    if (line_first)
-        block = 0;
-    /* blocked with a place in that line: the watch's probes keep it (its
-     * row lives for a waiter lease) */
-    if (block && l->table_line && l->line_sql != NULL) {
-        watch.ask = l->line_sql;
-        if (watch.every_us > p->base.host.cfg->waiter_lease_ms * 1000 / 3)
-            watch.every_us = p->base.host.cfg->waiter_lease_ms * 1000 / 3;
-    }
     now = dlock__now_us();
     int64_t slice_ms = block ? (slice_end - now) / 1000 : p->timeout_ms / 2;
     if (slice_ms < 1)
@@ -735,8 +705,6 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         int broken = 0;
         dlock__pg_held_by(p, c, l, bound, a, &broken);
         dlock__pg_done(p, c, !broken);
-        if (line_first)
-            join_table_line(p, l, a, a->deadline_us); /* then blocks, at once */
     } else {
         PQclear(res[1]); /* (aborted after the grant's error) */
         const char *state = dlock__pg_state(r);

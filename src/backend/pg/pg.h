@@ -99,10 +99,8 @@ typedef struct dlock__pglock {
      * owner asking for its name as another kind is told EDEADLK (read.c) */
     char owner[72];
     struct dlock__pglock *next_held;
-    int handing;     /* table mode: its last release handed the row over (table.c) */
-    int table_line;  /* session mode: a waiter's row of it in the lock table's line (pg.c) */
-    char *line_sql;  /* the statement that keeps that row, or NULL */
-    int tried_first; /* session mode: the last attempt was a wait's try first (pg.c) */
+    int handing;    /* table mode: its last release handed the row over (table.c) */
+    int table_line; /* session mode: a waiter's row of it in the lock table's line (pg.c) */
 } dlock__pglock;
 
 #define PGLOCK(p) DLOCK__STORE_OF(dlock__pglock, p)
@@ -165,16 +163,14 @@ typedef struct dlock__pg_stmt {
  * its own res[i] and nothing ran), or DLOCK_EUNREACHABLE as dlock__pg_exec. */
 /* A wait's watch: while the pipeline blocks in the server (a wait queued
  * there for longer than a command timeout), every every_us another
- * connection asks the server whether it still answers (SELECT 1 or ask,
- * bounded by bound_us; none while the request's own bound is nearer than that);
+ * connection asks the server whether it still answers (SELECT 1, bounded
+ * by bound_us; none while the request's own bound is nearer than that);
  * one that does not ends the request: DLOCK_EUNREACHABLE, the server's
  * wait cancelled, the connection to discard. asked_us: when the last probe
  * was sent (the request's send until one is). */
 typedef struct dlock__pg_watch {
     int64_t every_us, bound_us;
     int64_t asked_us;
-    const char *ask; /* the probe's statement, NULL: SELECT 1 (a session waiter's: its place
-                        in the lock table's line kept, pg.c) */
 } dlock__pg_watch;
 int dlock__pg_exec_pipeline(dlock__pgstore *p, dlock__pgconn *c, int n, const dlock__pg_stmt *st,
                             int64_t deadline_us, int (*cancelled)(void *), void *arg,
