@@ -1025,6 +1025,50 @@ static void fresh_name_in_order(void)
     dlock_client_close(s);
 }
 
+/* A session waiter blocked behind a session holder keeps its place in the
+ * one line: a table waiter that comes after it gets the name after it
+ * (before, its grant found that waiter's row, which is older than the
+ * grant, and gave way: trial 48). Its place is its wait's beginning. */
+static void session_waiter_keeps_place(void)
+{
+    dlock_client *t = client(NULL), *s1 = session_client(), *s2 = session_client();
+    /* the lock table there first (a table-mode client came before) */
+    dlock_lock *x = dt_lock(t, "modes-place-x", 0);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    dlock_lock *h = dt_lock(s1, "modes-place", 0);
+    CHECK_RC(dlock_acquire(h, 5000), DLOCK_OK);
+    int order[2] = {0};
+    atomic_int served = 0;
+    struct in_line w[2] = {{dt_lock(s2, "modes-place", 0), 1, order, &served},
+                           {dt_lock(t, "modes-place", 0), 2, order, &served}};
+    pthread_t th[2];
+    CHECK_INT(pthread_create(&th[0], NULL, in_line_thread, &w[0]), ==, 0);
+    /* the session waiter blocked in the server (an advisory lock not
+     * granted), then the table waiter in line (its row) */
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT "
+                             "granted") == 1,
+                  5000);
+    CHECK_INT(pthread_create(&th[1], NULL, in_line_thread, &w[1]), ==, 0);
+    DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
+                             "'modes-place'::bytea AND expires > now()") == 1,
+                  5000);
+    CHECK_RC(dlock_release(h), DLOCK_OK);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    printf("served: %d %d\n", order[0], order[1]);
+    CHECK_INT(atomic_load(&served), ==, 2);
+    CHECK_INT(order[0], ==, 1);
+    CHECK_INT(order[1], ==, 2);
+    for (int i = 0; i < 2; i++)
+        dlock_lock_free(w[i].l);
+    dlock_lock_free(h);
+    dlock_lock_free(x);
+    dlock_client_close(t);
+    dlock_client_close(s1);
+    dlock_client_close(s2);
+}
+
 /* A table-mode waiter that dies while session mode holds the name leaves
  * its waiter row live for the rest of its waiter lease (6 s by default):
  * session grants of the free name give way to it until then, as table
@@ -1454,6 +1498,7 @@ int main(int argc, char **argv)
         {"downgrade_beside_table_waiter", downgrade_beside_table_waiter},
         {"dead_table_waiter_bounded", dead_table_waiter_bounded},
         {"fresh_name_in_order", fresh_name_in_order},
+        {"session_waiter_keeps_place", session_waiter_keeps_place},
         {"nested_read_beside_table_reader", nested_read_beside_table_reader},
         {"handover_to_dead_waiter", handover_to_dead_waiter},
         {"poller_not_behind_itself", poller_not_behind_itself},

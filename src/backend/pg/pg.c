@@ -419,7 +419,8 @@ static int wait_readers(dlock__pgstore *p, pglock *l, dlock__pgconn *c, dlock__a
 }
 
 /* The grant found a live holder of the name in table mode's lock table, or
- * a table waiter ahead of it in that table's line (CHECK_SQL): it lets go
+ * a table waiter ahead of it in that table's line (CHECK_SQL: older than
+ * its place there, or than its wait's beginning): it lets go
  * of what it took, the lock and its row's lease (taken) or the advisory
  * lock alone, and the attempt counts as held, for table_ms more (the table
  * holder's lease left; 0: not known). Kept out by either, a wait takes a
@@ -582,7 +583,17 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
              l->base.spec.kind == DLOCK__WRITE ? DLOCK__PG_WRITER : "dlock:", a->token);
     const char *params[] = {l->key_text, l->name,       timeout,      app,         p->lease_text,
                             c->nonce,    c->fence_base, c->run_epoch, c->run_until};
-    const char *check_params[] = {l->name_hex, a->token};
+    /* a wait's place in the one line, before it has a row there: its
+     * beginning (a table waiter that came after it is not ahead of it,
+     * though it blocked in the server meanwhile and its grant comes after
+     * that waiter's row; trial 48) */
+    char began[24];
+    if (a->wait && l->wait_until_us != a->wait_until_us) {
+        l->wait_until_us = a->wait_until_us; /* a new wait */
+        l->wait_began_us = now;
+    }
+    snprintf(began, sizeof began, "%lld", (long long) (dlock__now_us() - l->wait_began_us));
+    const char *check_params[] = {l->name_hex, a->token, a->wait ? began : NULL};
     dlock__pg_stmt grant[2] = {{reader  ? (block ? DLOCK__PGP_READ_WAIT : DLOCK__PGP_READ_TRY)
                                 : block ? PREP_WAIT
                                         : PREP_TRY,
@@ -590,7 +601,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
                                 : block ? p->take_wait
                                         : p->take_try,
                                 9, params},
-                               {PREP_CHECK, CHECK_SQL, 2, check_params}};
+                               {PREP_CHECK, CHECK_SQL, 3, check_params}};
     PGresult *res[2] = {NULL, NULL};
     /* with the table check when the connection has seen table mode's table */
     int checked = c->lock_table;
@@ -640,7 +651,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
         if (!checked && table_seen) {
             /* the table is new to this connection: looked at once now */
             c->lock_table = 1;
-            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 2, check_params, bound, NULL,
+            rc = dlock__pg_exec_prepared(p, c, PREP_CHECK, CHECK_SQL, 3, check_params, bound, NULL,
                                          NULL, &r);
             if (rc != DLOCK_OK) {
                 dlock__pg_discard(p, c, "closed: an attempt got no answer");
@@ -697,6 +708,7 @@ static int pg_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a)
             a->session = c->session;
             pthread_mutex_unlock(&c->mu);
             leave_table_line(p, l, a->token, a->deadline_us);
+            l->wait_until_us = 0; /* (the wait is over: the next begins afresh) */
             return DLOCK_OK;
         }
     } else if (st == PGRES_TUPLES_OK) {
@@ -757,6 +769,7 @@ static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, 
     if (PGSTORE(s)->table) /* table mode: the waiter's row goes */
         return dlock__pgt_cancel(PGSTORE(s), PGLOCK(sl), token, deadline_us);
     leave_table_line(PGSTORE(s), PGLOCK(sl), token, deadline_us); /* (if it took a place) */
+    PGLOCK(sl)->wait_until_us = 0; /* (the wait is over: the next begins afresh) */
     return DLOCK_OK;
 }
 

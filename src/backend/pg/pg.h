@@ -101,6 +101,8 @@ typedef struct dlock__pglock {
     struct dlock__pglock *next_held;
     int handing;    /* table mode: its last release handed the row over (table.c) */
     int table_line; /* session mode: a waiter's row of it in the lock table's line (pg.c) */
+    int64_t wait_began_us, wait_until_us; /* session mode: the current wait's first attempt
+                                             (monotonic), and its deadline (which wait) */
 } dlock__pglock;
 
 #define PGLOCK(p) DLOCK__STORE_OF(dlock__pglock, p)
@@ -212,9 +214,12 @@ enum {
 /* One lock per name across the modes: the ms left of a live holder of the
  * name in table mode's lock table, 0 when none; and whether a live table
  * waiter of the name is ahead of the session grant in the table's line
- * (older than the grant's own place there, any when it has none: pg.c,
- * join_table_line). $1: the name's bytes, $2: the grant's owner token. Run
- * after a session grant in its round trip (pg.c). */
+ * (older than the grant's own place there; without one, older than its
+ * wait's beginning, or than now: pg.c). $1: the name's bytes, $2: the
+ * grant's owner token, $3: how long before the request its wait began
+ * (µs, text), or NULL. Run after a session grant in its round trip (pg.c),
+ * in the grant's transaction: now() is the request's beginning, however
+ * long the grant blocked. */
 #define DLOCK__PG_CHECK_SQL                                                                        \
     "SELECT coalesce(max(ceil(extract(epoch FROM (expires - clock_timestamp())) * "                \
     "1000)::bigint), 0), EXISTS (SELECT 1 FROM " DLOCK__SQLT_WAIT " w WHERE w.name = $1::bytea "   \
@@ -223,8 +228,9 @@ enum {
     "'::bytea AND w.since < coalesce((SELECT m.since FROM " DLOCK__SQLT_WAIT                       \
     " m WHERE m.name = $1::bytea AND m.owner = '" DLOCK__SQLT_SESSION_WAIT                         \
     "'::bytea || convert_to($2::text, 'UTF8') AND m.expires > clock_timestamp()), "                \
-    "'infinity'::timestamptz)) FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> "    \
-    "''::bytea AND expires > clock_timestamp()"
+    "now() - $3::bigint * interval '1 microsecond', clock_timestamp())) "                          \
+    "FROM " DLOCK__SQLT_TABLE " WHERE name = $1::bytea AND owner <> ''::bytea AND expires > "      \
+    "clock_timestamp()"
 /* The name's second advisory key: the two-int form of the key's halves
  * (objsubid 2 in pg_locks, apart from the key itself, objsubid 1), of
  * bigint expression k. A table take holds it shared until its commit
