@@ -450,7 +450,9 @@ enum {
  * store that comes back with an older state (a failover to a replica that
  * missed the last writes) may bring back an earlier hold, released since,
  * or a queue place left behind, and that is never taken for the current
- * one (it ends with its lease). Handles that share a token through
+ * one (it ends with its lease); nor is a hold the store grants again to a
+ * wait it has served already (the place it held came back): the current
+ * hold is reported lost by its next renewal or release (Redis). Handles that share a token through
  * dlock_lock_dup() keep it. Returns DLOCK_OK,
  * DLOCK_EINVAL (bad name or flags) or DLOCK_ENOMEM.
  */

@@ -299,6 +299,7 @@ typedef struct dlock__renewal {
     enum dlock__renew_kind kind;
     dlock__store_lock *lock; /* HOLD, WAITER */
     const char *token;       /* HOLD, WAITER */
+    uint64_t held_fence;     /* HOLD: the fence it was taken under (0: unknown), as release's */
     int64_t lease_ms;        /* HOLD (own lease): the new lease; WAITER: the lease asked for */
     dlock__session *session; /* SESSION; HOLD: the session it depends on, or NULL */
     enum dlock__renew_result result;
@@ -376,15 +377,20 @@ struct dlock__backend {
     int (*cancel)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline_us);
     /* Releases the lock held under token, handing it to the next waiter.
      * DLOCK_ENOTOWNER when someone else holds it, DLOCK_ELOST when nobody
-     * does. */
-    int (*release)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline_us);
+     * does. fence: the fence the hold was taken under (0: unknown); a store
+     * that can tell that its hold under token is a later grant than that
+     * (Redis: a queue place a failover brought back, served again) may let
+     * that hold go and say DLOCK_ELOST. */
+    int (*release)(dlock__store *s, dlock__store_lock *l, const char *token, uint64_t fence,
+                   int64_t deadline_us);
     /* Confirms that token holds the lock and sets its remaining lease to
      * lease_ms (at_least: only if that lengthens it; a session-bound hold
      * is only confirmed): DLOCK_OK, or DLOCK_ELOST when it does not hold
      * it. at_least with lease_ms 0 lengthens nothing: it only confirms
-     * (dlock_lock_verify), and must change nothing in the store. */
-    int (*extend)(dlock__store *s, dlock__store_lock *l, const char *token, int64_t lease_ms,
-                  int at_least, int64_t deadline_us);
+     * (dlock_lock_verify), and must change nothing in the store. fence: as
+     * release's (a later grant under token is not this hold: DLOCK_ELOST). */
+    int (*extend)(dlock__store *s, dlock__store_lock *l, const char *token, uint64_t fence,
+                  int64_t lease_ms, int at_least, int64_t deadline_us);
     /* Renews a batch; fills each item's result. Returns a code only when
      * the whole batch failed (the detail names why). */
     int (*renew)(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline_us);

@@ -155,7 +155,7 @@ static void give_back(dlock_lock *l, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    l->client->backend->release(l->client->store, l->sl, l->token,
+    l->client->backend->release(l->client->store, l->sl, l->token, 0,
                                 dlock__lock_cleanup_deadline(l, deadline));
     dlock__restore_error(&saved);
 }
@@ -168,7 +168,7 @@ static int reenter(dlock_lock *l, int64_t deadline, int64_t lease_ms, int renew)
 {
     dlock_client *c = l->client;
     int64_t sent = dlock__now_us();
-    int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 1,
+    int rc = c->backend->extend(c->store, l->sl, l->token, l->lease.fence, lease_ms, 1,
                                 dlock__lock_request_deadline(l, deadline));
 
     if (rc == DLOCK_ELOST) {
@@ -207,6 +207,7 @@ typedef struct take_state {
     int on_board;
     int on_renewer;              /* the lease entry keeps the queue place (heartbeats) */
     int queued;                  /* an attempt of this wait was queued */
+    int placed;                  /* ...or may have been: one that could queue was not taken */
     int local;                   /* holds the local queue's turn */
     int held_here;               /* the lock was found held: the local queue decides turns */
     int poll_only;               /* the store cannot wake waiters of this lock */
@@ -390,7 +391,7 @@ static int take_grant(dlock_lock *l, take_state *st, int64_t deadline, int64_t l
         dlock__validity_end(since, granted_ms) - dlock__now_us() < granted_ms * 1000 / 2) {
         since = dlock__now_us();
         granted_ms = lease_ms;
-        int rc = c->backend->extend(c->store, l->sl, l->token, lease_ms, 0,
+        int rc = c->backend->extend(c->store, l->sl, l->token, fence, lease_ms, 0,
                                     dlock__lock_request_deadline(l, deadline));
         if (rc != DLOCK_OK)
             return rc;
@@ -528,6 +529,8 @@ static int send_attempt(dlock_lock *l, take_state *st, int may_queue, dlock__att
     *answered = dlock__now_us();
     if (rc == DLOCK_OK && a->outcome == DLOCK__QUEUED)
         st->queued = 1;
+    if (may_queue && (rc != DLOCK_OK || a->outcome != DLOCK__TAKEN))
+        st->placed = 1;
     return rc;
 }
 
@@ -539,6 +542,11 @@ static enum step hold_taken(dlock_lock *l, take_state *st, const dlock__attempt 
 
     drop_place(l, st); /* the entry now serves the hold */
     *rc = dlock__lock_start_holding(l, a->fence, a->session, st->lease_ms, st->renew, sent);
+    /* Taken at once: no place of this acquisition's token can be in the
+     * store's queue to be served again (backend.h, release), so its
+     * renewals and release check nothing (a fence of 0), as they did. */
+    if (!st->placed)
+        l->lease.fence = 0;
     int late = *rc == DLOCK_ELOST;
     if (*rc == DLOCK_OK && l->parent == NULL)
         *rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */
@@ -713,13 +721,12 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
     st->held_as = a.held_as;
     st->held_why = a.held_why;
     int64_t now = dlock__now_us();
-    if (now >= st->deadline)
-        return STEP_TIMED_OUT;
-    int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
     /* Said once the wait has begun: not while wake-ups are still being set
-     * up for it (the attempt after that queues, and a newcomer is behind) */
+     * up for it (the attempt after that queues, and a newcomer is behind),
+     * unless the budget is spent already (a first answer slower than the
+     * wait: the lock was held, and the wait is over) */
     int preparing = a.outcome == DLOCK__HELD && a.next == DLOCK__NEXT_PREPARE && !st->poll_only;
-    if (!preparing)
+    if (!preparing || now >= st->deadline)
         say_waiting(l, st,
                     a.outcome == DLOCK__QUEUED && a.next == DLOCK__NEXT_RETRY
                         ? "woken by the store when the holder lets go"
@@ -728,6 +735,9 @@ static enum step attempt(dlock_lock *l, take_state *st, int *rc)
                     : a.next == DLOCK__NEXT_POLL && a.in_line ? "in line in the store, polling"
                     : a.next == DLOCK__NEXT_POLL              ? "polling"
                                                               : "woken by the store");
+    if (now >= st->deadline)
+        return STEP_TIMED_OUT;
+    int64_t ttl_us = a.holder_ttl_ms >= 0 ? a.holder_ttl_ms * 1000 + 1000 : DLOCK__NEVER;
     if (a.outcome == DLOCK__HELD) {
         wait_held(l, st, &a, sent, now, ttl_us);
         return STEP_AGAIN;

@@ -26,6 +26,7 @@ static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t
     dlock__lock_owner(l)->token_used = 1; /* the store holds it under the token */
     if (fence != 0)
         l->fence = fence;
+    e->fence = fence; /* (0: not known, and not checked: not the last hold's) */
     e->kind = DLOCK__RENEW_HOLD;
     e->session = session;
     e->last_ok_us = sent_us;
@@ -136,7 +137,7 @@ int dlock__lock_give(dlock_lock *l, int all, int64_t deadline)
     }
     if (deadline == 0)
         deadline = dlock__lock_op_deadline(l);
-    rc = c->backend->release(c->store, l->sl, l->token, deadline);
+    rc = c->backend->release(c->store, l->sl, l->token, l->lease.fence, deadline);
     if (rc == DLOCK_OK) {
         dlock__lock_stop_holding(l);
         DLOCK__LOG(&c->log, DLOCK_LOG_DEBUG, "lock '%s' released (fence %llu)", l->name,
@@ -185,7 +186,7 @@ static int extend_one(dlock_lock *l, int64_t lease_ms)
     if (l->holds == 0)
         return dlock__fail(DLOCK_ENOTOWNER, "lock '%s' is not held by this handle", l->name);
     sent = dlock__now_us();
-    rc = l->client->backend->extend(l->client->store, l->sl, l->token, lease_ms, 0,
+    rc = l->client->backend->extend(l->client->store, l->sl, l->token, l->lease.fence, lease_ms, 0,
                                     dlock__lock_op_deadline(l));
     if (rc == DLOCK_ELOST)
         return lost_in_store(l, "dlock_extend");
@@ -224,8 +225,8 @@ static int renew_one(dlock_lock *l)
             return rc;
     }
     sent = dlock__now_us();
-    rc = c->backend->extend(c->store, l->sl, l->token, session ? 0 : lease_ms, session,
-                            dlock__lock_op_deadline(l));
+    rc = c->backend->extend(c->store, l->sl, l->token, l->lease.fence, session ? 0 : lease_ms,
+                            session, dlock__lock_op_deadline(l));
     if (rc == DLOCK_ELOST)
         return lost_in_store(l, "dlock_renew");
     if (rc == DLOCK_OK && !session)
@@ -284,7 +285,8 @@ int dlock__lock_verify(dlock_lock *l)
         return dlock__fail(DLOCK_ELOST, "lock '%s' was lost: %s", l->name, why);
     }
     /* at_least with no lease: the store confirms and changes nothing */
-    int rc = c->backend->extend(c->store, l->sl, l->token, 0, 1, dlock__lock_op_deadline(l));
+    int rc = c->backend->extend(c->store, l->sl, l->token, l->lease.fence, 0, 1,
+                                dlock__lock_op_deadline(l));
     if (rc == DLOCK_ELOST) {
         /* Not ended here: reported like a loss the renewer found, so the
          * handle and its callback tell it as they tell any other. */

@@ -131,7 +131,7 @@ static void give_back(dlock_lock *m, int64_t deadline)
 {
     if (m->holds > 0 && dlock__lock_give(m, 1, deadline) != DLOCK_ELOST)
         return;
-    m->client->backend->release(m->client->store, m->sl, m->token, deadline);
+    m->client->backend->release(m->client->store, m->sl, m->token, 0, deadline);
 }
 
 /* Gives back the first n members after a failed acquisition, keeping the
@@ -187,7 +187,7 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t dead
             dlock__save_error(&saved);
             int64_t bound = dlock__lock_cleanup_deadline(l, deadline); /* one for all */
             for (size_t j = i; j < l->nmembers; j++) {
-                c->backend->release(c->store, l->members[j]->sl, l->token,
+                c->backend->release(c->store, l->members[j]->sl, l->token, 0,
                                     share_of(bound, l->nmembers - j + i));
                 dlock__session_unref(sessions[j]);
             }

@@ -522,6 +522,7 @@ static int batch_push(batch *b, dlock__lease *e)
     b->items[b->n] = (dlock__renewal){.kind = e->kind,
                                       .lock = e->lock,
                                       .token = e->token != NULL ? b->tokens[b->n] : NULL,
+                                      .held_fence = e->fence,
                                       .lease_ms = e->lease_ms,
                                       .session = e->session,
                                       .result = DLOCK__RENEW_FAILED};

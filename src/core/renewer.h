@@ -57,6 +57,7 @@ struct dlock__lease {
     const dlock__lease_owner *owner;
     dlock__store_lock *lock; /* HOLD, WAITER */
     const char *token;       /* HOLD, WAITER */
+    uint64_t fence;          /* HOLD: the fence it was taken under (0: unknown) */
     uint64_t wait_id;        /* WAITER: the attempt whose place it keeps */
     dlock__session *session; /* HOLD: the session it lives by (a reference), or NULL;
                                 SESSION: the session itself */

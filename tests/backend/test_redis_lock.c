@@ -563,6 +563,98 @@ static void stale_hold_is_not_mine(void)
     dlock_client_close(client);
 }
 
+/* One round of regranted_place_is_not_mine on cl: a fair mutex or a
+ * semaphore of one permit, the loss found (how) by the renewal (0,
+ * on_lost), the release (1) or dlock_renew (2). */
+static void ghost_round(dlock_client *cl, int sem, int how)
+{
+    char name[16], L[32], tok[96], place[256];
+    dlock_lock *h = NULL, *x = NULL;
+    waiter_arg w = {0};
+    pthread_t t;
+
+    snprintf(name, sizeof name, "rg%d%d", sem, how);
+    snprintf(L, sizeof L, sem ? "dlock:{%s}:sem" : "dlock:{%s}", name);
+    if (sem) {
+        CHECK_RC(dlock_semaphore_open(cl, name, 1, 1, &h), DLOCK_OK);
+        CHECK_RC(dlock_semaphore_open(cl, name, 1, 1, &w.lock), DLOCK_OK);
+        CHECK_RC(dlock_semaphore_open(cl, name, 1, 1, &x), DLOCK_OK);
+    } else {
+        CHECK_RC(dlock_lock_open(cl, name, DLOCK_FAIR, &h), DLOCK_OK);
+        CHECK_RC(dlock_lock_open(cl, name, DLOCK_FAIR, &w.lock), DLOCK_OK);
+        CHECK_RC(dlock_lock_open(cl, name, DLOCK_FAIR, &x), DLOCK_OK);
+    }
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    DT_WAIT_UNTIL(atoi(dt_server_cli(&srv, "LLEN '%s:queue'", L)) == 1, 5000);
+    snprintf(tok, sizeof tok, "%s", dt_server_cli(&srv, "LINDEX '%s:queue' 0", L));
+    snprintf(place, sizeof place, "%s", dt_server_cli(&srv, "GET '%s:w:%s'", L, tok));
+    CHECK(place[0] != '\0');
+    CHECK_RC(dlock_release(h), DLOCK_OK); /* handed to w */
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    uint64_t fence = dlock_lock_fence(w.lock);
+
+    /* A failover to a replica that missed the grant: w's hold gone, its
+     * place back. */
+    __atomic_store_n(&lost_calls, 0, __ATOMIC_SEQ_CST);
+    dlock_lock_on_lost(w.lock, on_lost, NULL);
+    if (sem)
+        dt_server_cli(&srv,
+                      "EVAL \"redis.call('HDEL', KEYS[1] .. ':holders', ARGV[1]); "
+                      "redis.call('ZREM', KEYS[1] .. ':exp', ARGV[1])\" 1 '%s' '%s'",
+                      L, tok);
+    else
+        dt_server_cli(&srv, "DEL '%s'", L);
+    dt_server_cli(&srv, "DEL '%s:g:%s'", L, tok);
+    dt_server_cli(&srv, "SET '%s:w:%s' '%s' PX 5000", L, tok, place);
+    dt_server_cli(&srv, "RPUSH '%s:queue' '%s'", L, tok);
+    /* a newcomer finds the place at the head: the store serves it again */
+    CHECK_RC(dlock_try_acquire(x), DLOCK_EBUSY);
+
+    if (how == 1) {
+        /* told by the release, which lets the stale grant go */
+        CHECK_RC(dlock_release(w.lock), DLOCK_ELOST);
+        CHECK_RC(dlock_try_acquire(x), DLOCK_OK);
+        CHECK_RC(dlock_release(x), DLOCK_OK);
+    } else if (how == 2) {
+        CHECK_RC(dlock_lock_verify(w.lock), DLOCK_ELOST);
+        CHECK_RC(dlock_release(w.lock), DLOCK_ELOST);
+    } else {
+        DT_WAIT_UNTIL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST) == 1, 3000);
+        CHECK_RC(dlock_release(w.lock), DLOCK_ELOST);
+    }
+    /* (how it knew: the stale grant's fence, noted beside it) */
+    CHECK(strtoull(dt_server_cli(&srv, "GET '%s:g:%s'", L, tok), NULL, 10) > fence);
+    dlock_lock_free(x);
+    dlock_lock_free(w.lock);
+    dlock_lock_free(h);
+}
+
+/* A waiter's place that a failover brings back after the hold it was
+ * served with (the replica missed the grant) may be served again: that
+ * hold is not the waiter's, whose own grant is gone. The grant notes its
+ * fence (queue.lua), and the waiter's renewal and release, under its lower
+ * fence, are told the lock was lost (fault_sentinel seed 7 in CI: a
+ * semaphore's permit taken during a failover, released "OK" after another
+ * holder took it on the new master). Fails without the note: the renewal
+ * renews the stale grant and the release says DLOCK_OK. */
+static void regranted_place_is_not_mine(void)
+{
+    setup(NULL); /* a 30 s lease: no renewal within a round */
+    char url[256];
+    dlock_client *quick = NULL;
+    snprintf(url, sizeof url, "%s?lease=600ms", srv.url);
+    CHECK_RC(dlock_client_open(url, &quick), DLOCK_OK);
+    for (int sem = 0; sem <= 1; sem++) {
+        ghost_round(quick, sem, 0);
+        ghost_round(client, sem, 1);
+        ghost_round(client, sem, 2);
+    }
+    dlock_client_close(quick);
+    dlock_client_close(client);
+}
+
 /* Which failures make the next acquisition a new owner: a try the store
  * answered "busy" left nothing under its token, and the next attempt keeps
  * it; a wait that ended unserved may have left its queue place behind (a
@@ -619,6 +711,7 @@ int main(int argc, char **argv)
         {"list_skips_lapsed_holders", list_skips_lapsed_holders},
         {"sentinel_port_leaks_nothing", sentinel_port_leaks_nothing},
         {"stale_hold_is_not_mine", stale_hold_is_not_mine},
+        {"regranted_place_is_not_mine", regranted_place_is_not_mine},
         {"token_after_failures", token_after_failures},
     };
     return DT_RUN(tests);

@@ -830,8 +830,10 @@ static int etcd_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *
 
 /* ---------------------------------------------------------------- release */
 
-static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
+static int etcd_release(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                        int64_t deadline)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__etcd_store *e = ESTORE(s);
     dlock__etcd_lock *l = ELOCK(sl);
     dlock__etcd_key k;

@@ -110,9 +110,10 @@ static int confirm(dlock__etcd_store *e, const char *key, int64_t rev, int64_t d
 /* Confirms the hold; with a lease asked for (!at_least, or a lease of its
  * own shorter than asked), moves the key to a lease of its own of that
  * length. */
-int dlock__etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                       int at_least, int64_t deadline)
+int dlock__etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                       int64_t lease_ms, int at_least, int64_t deadline)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__etcd_store *e = ESTORE(s);
     dlock__etcd_lock *l = ELOCK(sl);
     int rc;

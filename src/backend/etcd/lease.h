@@ -16,8 +16,8 @@
 int dlock__etcd_to_own_lease(dlock__etcd_store *e, dlock__etcd_lock *l, int64_t lease_ms,
                              int64_t deadline);
 
-int dlock__etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                       int at_least, int64_t deadline);
+int dlock__etcd_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                       int64_t lease_ms, int at_least, int64_t deadline);
 int dlock__etcd_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline);
 void dlock__etcd_session_lost(dlock__store *s, dlock__session *session, int64_t deadline);
 

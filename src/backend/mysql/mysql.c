@@ -402,9 +402,10 @@ static int my_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, 
 
 /* ---------------------------------------------------------------- release, extend */
 
-static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
+static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
                       int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
     if (p->table && shared_kind(l))
@@ -458,9 +459,10 @@ static int my_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 }
 
 /* Whether the lock's connection still holds its named lock. */
-static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                     int at_least, int64_t deadline_us)
+static int my_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                     int64_t lease_ms, int at_least, int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__mystore *p = MYSTORE(s);
     mylock *l = MYLOCK(sl);
     if (p->table && shared_kind(l))

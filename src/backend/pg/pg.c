@@ -775,9 +775,10 @@ static int pg_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, 
 
 /* ---------------------------------------------------------------- release, extend */
 
-static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
+static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
                       int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     if (p->table)
@@ -826,9 +827,10 @@ static int pg_release(dlock__store *s, dlock__store_lock *sl, const char *token,
 }
 
 /* Whether the lock's connection still holds its advisory lock. */
-static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                     int at_least, int64_t deadline_us)
+static int pg_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                     int64_t lease_ms, int at_least, int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__pgstore *p = PGSTORE(s);
     pglock *l = PGLOCK(sl);
     if (p->table)

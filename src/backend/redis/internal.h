@@ -157,10 +157,10 @@ int dlock__redis_acquire_many(dlock__store *s, dlock__store_lock *const *ls, siz
                               uint64_t *fences, dlock__session **sessions, size_t *busy,
                               int64_t *busy_ttl_ms);
 int dlock__redis_cancel(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline);
-int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token,
+int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token, uint64_t fence,
                          int64_t deadline);
-int dlock__redis_extend(dlock__store *s, dlock__store_lock *l, const char *token, int64_t lease_ms,
-                        int at_least, int64_t deadline);
+int dlock__redis_extend(dlock__store *s, dlock__store_lock *l, const char *token, uint64_t fence,
+                        int64_t lease_ms, int at_least, int64_t deadline);
 int dlock__redis_query(dlock__store *s, dlock__store_lock *l, dlock_status *st, int64_t deadline);
 int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline);
 

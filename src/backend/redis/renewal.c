@@ -137,10 +137,12 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
     size_t *first = calloc(n + 1, sizeof *first); /* chunk c: order[first[c]..first[c+1]) */
     evalcall *calls = calloc(n, sizeof *calls);
     redisReply **replies = calloc(n, sizeof *replies);
-    char(*numbers)[24] = calloc(2 * n, sizeof *numbers);
-    /* per chunk: EVALSHA sha numkeys lease kind; per item: its lock key + token */
-    const char **argv = calloc(5 * n + 2 * n, sizeof *argv);
-    size_t *lens = calloc(5 * n + 2 * n, sizeof *lens);
+    /* per chunk: numkeys and lease; per item: its fence */
+    char(*numbers)[24] = calloc(3 * n, sizeof *numbers);
+    /* per chunk: EVALSHA sha numkeys lease kind; per item: its lock key,
+     * token and fence */
+    const char **argv = calloc(5 * n + 3 * n, sizeof *argv);
+    size_t *lens = calloc(5 * n + 3 * n, sizeof *lens);
     size_t nchunks = 0, nargs = 0;
     dlock__rrenewal renewed[RENEW_BATCH]; /* one chunk's results */
     int rc = DLOCK_OK;
@@ -192,6 +194,14 @@ int dlock__redis_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t
         for (size_t i = first[c]; i < first[c + 1]; i++) {
             call->argv[at] = items[order[i].item].token;
             call->lens[at++] = strlen(items[order[i].item].token);
+        }
+        /* the fences holds are held under (renew.lua): 0 for an interop
+         * key's, where nothing queues */
+        for (size_t i = first[c]; g != WAITING && i < first[c + 1]; i++) {
+            const dlock__renewal *it = &items[order[i].item];
+            char *num = numbers[2 * n + order[i].item];
+            call->argv[at] = num;
+            call->lens[at++] = NUM(num, RLOCK(it->lock)->spec.simple ? 0 : it->held_fence);
         }
         call->argc = at;
         nargs += at;

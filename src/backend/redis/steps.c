@@ -60,13 +60,14 @@ static int64_t holder_ttl(long long pttl)
 /* Gives back a lock this attempt may have taken when its script failed
  * half-way (Redis does not roll a script back). Token-checked: it touches
  * nothing that is not this owner's. */
-static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, int64_t deadline);
+static int run_release(rbackend *b, rlock *l, const char *token, uint64_t fence, int with_wait,
+                       int64_t deadline);
 
 static void undo_take(rbackend *b, rlock *l, const char *token, int64_t deadline)
 {
     dlock__saved_error saved;
     dlock__save_error(&saved);
-    run_release(b, l, token, 0, deadline); /* no WAIT: nobody was told it is held */
+    run_release(b, l, token, 0, 0, deadline); /* no WAIT: nobody was told it is held */
     dlock__restore_error(&saved);
 }
 
@@ -341,11 +342,15 @@ int dlock__redis_cancel(dlock__store *s, dlock__store_lock *sl, const char *toke
     return rc;
 }
 
-/* The release script of l's kind, for token (NULL: forced). */
-static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, int64_t deadline)
+/* The release script of l's kind, for token (NULL: forced) and the fence
+ * it holds the lock under (0: unknown; an interop key's is not looked at:
+ * nothing queues there). */
+static int run_release(rbackend *b, rlock *l, const char *token, uint64_t fence, int with_wait,
+                       int64_t deadline)
 {
-    const char *argv[8];
-    size_t lens[8];
+    const char *argv[9];
+    size_t lens[9];
+    char fence_arg[24];
     redisReply *r = NULL;
     size_t n = put_keys(l, argv, lens, 1);
     enum dlock__script_id script;
@@ -369,6 +374,9 @@ static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, 
         argv[n++] = token == NULL ? "f" : l->spec.simple ? "s" : "";
         break;
     }
+    snprintf(fence_arg, sizeof fence_arg, "%llu",
+             token != NULL && !l->spec.simple ? (unsigned long long) fence : 0ULL);
+    argv[n++] = fence_arg;
     for (size_t i = 4; i < n; i++)
         lens[i] = strlen(argv[i]);
     evalcall call = {script, n, argv, lens};
@@ -399,24 +407,25 @@ static int run_release(rbackend *b, rlock *l, const char *token, int with_wait, 
     return rc;
 }
 
-int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token, int64_t deadline)
+int dlock__redis_release(dlock__store *s, dlock__store_lock *l, const char *token, uint64_t fence,
+                         int64_t deadline)
 {
-    return run_release(RBACKEND(s), RLOCK(l), token, 1, deadline);
+    return run_release(RBACKEND(s), RLOCK(l), token, fence, 1, deadline);
 }
 
 int dlock__redis_force_unlock(dlock__store *s, dlock__store_lock *l, int64_t deadline)
 {
-    return run_release(RBACKEND(s), RLOCK(l), NULL, 1, deadline);
+    return run_release(RBACKEND(s), RLOCK(l), NULL, 0, 1, deadline);
 }
 
-int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                        int at_least, int64_t deadline)
+int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                        int64_t lease_ms, int at_least, int64_t deadline)
 {
     rbackend *b = RBACKEND(s);
     rlock *l = RLOCK(sl);
-    char lease[24];
-    const char *argv[8];
-    size_t lens[8];
+    char lease[24], fence_arg[24];
+    const char *argv[9];
+    size_t lens[9];
     size_t n = put_keys(l, argv, lens, 1);
     redisReply *r = NULL;
     int rc;
@@ -429,6 +438,8 @@ int dlock__redis_extend(dlock__store *s, dlock__store_lock *sl, const char *toke
     lens[n++] = 1;
     argv[n] = l->spec.kind == DLOCK__READ ? "r" : is_shared(l) ? "s" : "x";
     lens[n++] = 1;
+    argv[n] = fence_arg; /* (an interop key's is not looked at: nothing queues there) */
+    lens[n++] = NUM(fence_arg, l->spec.simple ? 0 : fence);
     evalcall call = {DLOCK__S_EXTEND, n, argv, lens};
     long long acked;
     rc = dlock__redis_step(b, dlock__redis_conn(b, l, deadline), NULL, 1, &call, deadline, NULL, &r,

@@ -466,8 +466,10 @@ out:
     return rc;
 }
 
-static int release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline_us)
+static int release(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                   int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     rlbackend *b = RLB(s);
     const char *argv[] = {RLL(sl)->release_op, token};
     size_t lens[] = {strlen(RLL(sl)->release_op), strlen(token)};
@@ -527,9 +529,10 @@ static int cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int
     return DLOCK_OK;
 }
 
-static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                  int at_least, int64_t deadline_us)
+static int extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                  int64_t lease_ms, int at_least, int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     rlbackend *b = RLB(s);
     char lease[24];
     const char *argv[] = {RLL(sl)->renew_op, token, lease, at_least ? "1" : "0"};

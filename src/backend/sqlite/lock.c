@@ -623,9 +623,10 @@ static int own_hold(dlock__sq_store *s, const char *name, const char *token, int
     return found;
 }
 
-int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token,
+int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token, uint64_t fence,
                       int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__sq_store *s = SQSTORE(st);
     dlock__sq_lock *l = SQLOCK(sl);
     dlock__sq_row r;
@@ -666,9 +667,10 @@ static int64_t lease_end(const dlock__sq_row *r, int kind, int64_t asked, int at
     return keep && r->expires_ms > asked ? r->expires_ms : asked;
 }
 
-int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                     int at_least, int64_t deadline_us)
+int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token, uint64_t fence,
+                     int64_t lease_ms, int at_least, int64_t deadline_us)
 {
+    (void) fence; /* a hold here is known by its token alone */
     dlock__sq_store *s = SQSTORE(st);
     dlock__sq_lock *l = SQLOCK(sl);
     dlock__sq_row r;

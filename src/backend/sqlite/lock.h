@@ -12,10 +12,10 @@ int dlock__sq_acquire_many(dlock__store *st, dlock__store_lock *const *ls, size_
                            int64_t *busy_ttl_ms);
 int dlock__sq_cancel(dlock__store *st, dlock__store_lock *sl, const char *token,
                      int64_t deadline_us);
-int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token,
+int dlock__sq_release(dlock__store *st, dlock__store_lock *sl, const char *token, uint64_t fence,
                       int64_t deadline_us);
-int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                     int at_least, int64_t deadline_us);
+int dlock__sq_extend(dlock__store *st, dlock__store_lock *sl, const char *token, uint64_t fence,
+                     int64_t lease_ms, int at_least, int64_t deadline_us);
 int dlock__sq_renew(dlock__store *st, dlock__renewal *items, size_t n, int64_t deadline_us);
 void dlock__sq_detach(dlock__store *st, dlock__store_lock *sl);
 

@@ -114,10 +114,11 @@ int dlock__zk_sem_release(zstore *z, zlock *l, int64_t deadline);
 int dlock__zk_standing(zstore *z, const zlock *l, char **children, int n, const char *ours,
                        const char *token, const char **ahead, enum dlock__held_as *held_as);
 int dlock__zk_acquire(dlock__store *s, dlock__store_lock *sl, dlock__attempt *a);
-int dlock__zk_release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline);
+int dlock__zk_release(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                      int64_t deadline);
 int dlock__zk_cancel(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline);
-int dlock__zk_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                     int at_least, int64_t deadline);
+int dlock__zk_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                     int64_t lease_ms, int at_least, int64_t deadline);
 int dlock__zk_renew(dlock__store *s, dlock__renewal *items, size_t n, int64_t deadline);
 void dlock__zk_session_lost(dlock__store *s, dlock__session *session, int64_t deadline);
 

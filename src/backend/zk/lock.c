@@ -244,8 +244,10 @@ out:
 
 /* ---------------------------------------------------------------- release */
 
-int dlock__zk_release(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t deadline)
+int dlock__zk_release(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                      int64_t deadline)
 {
+    (void) fence; /* a hold here is known by its token alone */
     zstore *z = ZSTORE(s);
     zlock *l = ZLOCK(sl);
     char *node;
@@ -318,9 +320,10 @@ static char *hold_node(zlock *l, dlock__zconn **conn)
 }
 
 /* Confirms the hold (a session's lease cannot be set). */
-int dlock__zk_extend(dlock__store *s, dlock__store_lock *sl, const char *token, int64_t lease_ms,
-                     int at_least, int64_t deadline)
+int dlock__zk_extend(dlock__store *s, dlock__store_lock *sl, const char *token, uint64_t fence,
+                     int64_t lease_ms, int at_least, int64_t deadline)
 {
+    (void) fence; /* a hold here is known by its token alone */
     zstore *z = ZSTORE(s);
     zlock *l = ZLOCK(sl);
     dlock__zresult r;

@@ -2,12 +2,18 @@
 -- Sets the lease of a lock the token holds. KEYS[1] the lock L.
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] '1' to only lengthen it
 -- (re-entry), ARGV[4] 'r' for a read hold, 's' for a semaphore's permits,
--- else exclusive. Returns 1, or 0 if the token does not hold it (a shared
--- hold whose lease end has passed is not held, even before anyone prunes
--- it). A read hold that other handles of its owner count on (dlock_lock_dup:
+-- else exclusive, ARGV[5] the fence the caller holds it under ('0' or none:
+-- unknown). Returns 1, or 0 if the token does not hold it (a shared hold
+-- whose lease end has passed is not held, even before anyone prunes it; a
+-- hold the store granted the token's place after that fence is not the
+-- caller's: renew.lua). A read hold that other handles of its owner count on (dlock_lock_dup:
 -- its count above 1) is only lengthened: a short lease set through one cut
 -- another's longer fixed lease (conformance rw_dup_leases).
 local L, token, lease = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local g = ARGV[5] and ARGV[5] ~= '0' and redis.call('GET', L .. ':g:' .. token)
+if g and tonumber(g) > tonumber(ARGV[5]) then
+  return 0
+end
 if ARGV[4] == 's' or ARGV[4] == 'r' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -14,6 +14,9 @@
 --   L:exp             shared holders' lease ends (zset, server ms)
 --   L:used, L:cap     semaphore: permits taken (kept for dlock 0.1, which reads
 --                     it; this release sums L:holders), and declared
+--   L:g:<token>       the fence of the last hand-over to token, PX = its lease:
+--                     a hold its client has under a lower fence is not the
+--                     one this grant made (granted_since)
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 --   M:wake:<client>   the same on a Redis Cluster: a shard channel of the
@@ -95,12 +98,22 @@ local function grant_lease(w)
 end
 
 -- Takes the head waiter w off the queue and tells its client that w now
--- holds the lock with this fence.
+-- holds the lock with this fence. The fence is noted beside the hold
+-- (L:g:<token>, for as long as the grant's lease): a store that came back
+-- with an older state (a failover to a replica that missed the last writes)
+-- may keep a place whose wait was served already, and grant it again; the
+-- client, holding under the first grant's lower fence, then learns at its
+-- next renewal or release that this hold is not the one it was given
+-- (renew.lua, release.lua: a noted fence above the client's). It lives a
+-- second longer than the hold it notes, which ends with the grant's lease
+-- unless that client renews it (after this check).
 local function grant(L, w, fence)
   redis.call('LPOP', L .. ':queue')
   redis.call('DEL', L .. ':w:' .. w[1])
   -- (%d: Lua's own number-to-string keeps only 14 digits)
-  local notice = w[1] .. ' ' .. w[6] .. ' ' .. string.format('%d', fence)
+  local f = string.format('%d', fence)
+  redis.call('SET', L .. ':g:' .. w[1], f, 'PX', grant_lease(w) + 1000)
+  local notice = w[1] .. ' ' .. w[6] .. ' ' .. f
   if w[7] == 's' then
     local stream = L .. ':wake:' .. w[3]
     redis.call('XADD', stream, 'MAXLEN', '~', 64, '*', 'm', notice)

@@ -1,10 +1,15 @@
 -- SPDX-License-Identifier: MIT
 -- Read-write lock: gives up a read hold (ARGV[2] 'r') or the write hold
 -- ('w') of ARGV[1], or with ARGV[3] '1' clears every holder (operator), and
--- admits waiters. KEYS[1] the lock L.
--- Returns 0 released, -1 held by another owner, -2 not held.
+-- admits waiters. KEYS[1] the lock L. ARGV[4] the fence the caller holds it
+-- under ('0' or none: unknown).
+-- Returns 0 released, -1 held by another owner, -2 not held: also when the
+-- store granted the token's place after that fence (renew.lua): that hold
+-- is not the caller's, and goes all the same.
 local L, token = KEYS[1], ARGV[1]
 local now = now_ms()
+local g = ARGV[3] ~= '1' and ARGV[4] and ARGV[4] ~= '0' and redis.call('GET', L .. ':g:' .. token)
+local ours = g and tonumber(g) > tonumber(ARGV[4]) and -2 or 0
 prune(L, now, false)
 if ARGV[3] == '1' then
   redis.call('DEL', L, L .. ':holders', L .. ':exp')
@@ -31,4 +36,4 @@ end
 if ARGV[3] ~= '1' or not other_kind(string.sub(L, 1, -4), nil, 'r') then
   admit_rw(L, now)
 end
-return 0
+return ours

@@ -1,9 +1,12 @@
 -- SPDX-License-Identifier: MIT
 -- Semaphore: returns the permits ARGV[1] holds, or with ARGV[2] '1' every
--- permit (operator), and admits waiters. KEYS[1] the semaphore L.
--- Returns 0 released, -2 not held.
+-- permit (operator), and admits waiters. KEYS[1] the semaphore L. ARGV[3]
+-- the fence the caller holds them under ('0' or none: unknown).
+-- Returns 0 released, -2 not held: also when the store granted the token's
+-- place after that fence (renew.lua): those permits are not the caller's,
+-- and go all the same.
 local L, token = KEYS[1], ARGV[1]
-local now = now_ms()
+local now, ours = now_ms(), 0
 prune(L, now, true)
 if ARGV[2] == '1' then
   redis.call('DEL', L .. ':holders', L .. ':exp', L .. ':used')
@@ -11,6 +14,10 @@ else
   local n = redis.call('HGET', L .. ':holders', token)
   if not n then
     return -2
+  end
+  local g = ARGV[3] and ARGV[3] ~= '0' and redis.call('GET', L .. ':g:' .. token)
+  if g and tonumber(g) > tonumber(ARGV[3]) then
+    ours = -2
   end
   redis.call('HDEL', L .. ':holders', token)
   redis.call('ZREM', L .. ':exp', token)
@@ -21,4 +28,4 @@ end
 if ARGV[2] ~= '1' or not other_kind(string.sub(L, 1, -5), nil, 's') then
   admit_sem(L, now)
 end
-return 0
+return ours
