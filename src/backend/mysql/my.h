@@ -103,7 +103,7 @@ typedef struct dlock__mylock {
     int waited;          /* table mode: the last attempt was told the name was held, */
     int look;            /* by its row (not another mode's holder): looked at first, */
     long ahead;          /* with so many waiters ahead, */
-    int64_t took_us;     /* and the last take (which keeps the waiter's row) sent then; */
+    int64_t took_us;     /* and the last answered take (keeps the waiter's row) sent then; */
     int take_next;       /* a look said take, after a wait: the next attempt takes */
     int64_t claimed_us;  /* since when looks found the free row claimed by another (0) */
 } dlock__mylock;

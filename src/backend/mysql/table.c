@@ -667,11 +667,15 @@ static int take(dlock__mystore *p, dlock__mylock *l, dlock__attempt *a, const ch
     free(first);
     free(body);
     dlock__myconn *rung = NULL;
-    l->took_us = dlock__now_us();
+    int64_t sent = dlock__now_us();
     int rc =
         dlock__myt_run_take(p, sql, a->deadline_us, &res, &shut, bell_col, bell ? &rung : NULL);
     if (rc != DLOCK_OK)
         return rc;
+    /* answered: the waiter's row was kept from then at least (a take that
+     * got no answer keeps nothing: the looks would count on a row that may
+     * lapse in a long outage) */
+    l->took_us = sent;
     *shut_out = shut;
     rc = dlock__myt_took(p, l, a, &res, shut);
     const char *n = shut ? NULL : dlock__my_value(&res, DLOCK__MYT_ANSWER, 3);
