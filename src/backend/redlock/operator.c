@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LIST_BATCH 128 /* names asked about in one round of list() */
+#define LIST_BATCH    128    /* names asked about in one round of list() */
+#define LIST_GRACE_US 250000 /* list(): the nodes beyond a quorum, waited for */
 
 /* ---------------------------------------------------------------- operators */
 
@@ -449,41 +450,33 @@ static int by_name(const void *x, const void *y)
     return strcmp(*(char *const *) x, *(char *const *) y);
 }
 
-/* One page of node i's SCAN: the names of the keys that are a sign of a
- * lock (its key, its readers, its waiting marks) added to *all, with the
- * kind, *cursor moved on; "0" when the walk is over. On a failure the
- * round is handed to *failed, for the caller to drop once it knows
- * whether its error names the node (dlock__rlround_drop warns of a node
- * lost, unless told). */
-static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *prefix,
-                     char cursor[32], names *all, int64_t until, dlock__rlround **failed)
+/* A SCAN page's call in round r: `cursor` (copied). */
+static int set_page(dlock__rlround *r, const char *pattern, const char *cursor)
 {
     const char *argv[] = {"0", "scan", cursor, pattern, "1000"};
     size_t lens[] = {1, 4, strlen(cursor), strlen(pattern), 4};
-    dlock__rlround *r = dlock__rlround_new(1);
-    int rc = DLOCK_OK;
+    return dlock__rlround_set(r, 0, 5, argv, lens);
+}
 
-    if (r == NULL)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    rc = dlock__rlround_set(r, 0, 5, argv, lens);
-    if (rc != DLOCK_OK)
-        goto out;
-    dlock__rlround_send_to(b->nodes, r, i, until);
-    const dlock__rlanswer *a = dlock__rlround_wait(r, never_decided, NULL, until);
-    const redisReply *rep = a[i].done && a[i].rc == DLOCK_OK ? a[i].replies[0] : NULL;
+/* A node's answer a to a page of its SCAN: the names of the keys that are
+ * a sign of a lock (its key, its readers, its waiting marks) added to
+ * *all, with the kind, *cursor moved on; "0" when the walk is over. */
+static int read_page(rlbackend *b, const dlock__rlanswer *a, const char *prefix, char cursor[32],
+                     names *all)
+{
+    const redisReply *rep = a->done && a->rc == DLOCK_OK ? a->replies[0] : NULL;
+    int rc = DLOCK_OK;
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
         rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 32 ||
         rep->element[1]->type != REDIS_REPLY_ARRAY) {
         char why[512];
         /* (a node of a Redis Cluster: the URL is wrong, list() says so) */
-        rc = dlock__fail(
-            a[i].done && a[i].rc == DLOCK_ESERVER ? DLOCK_ESERVER : DLOCK_EUNREACHABLE, "%s",
-            !a[i].done ? "no reply in time"
-            : a[i].rc != DLOCK_OK
-                ? a[i].err
+        return dlock__fail(
+            a->done && a->rc == DLOCK_ESERVER ? DLOCK_ESERVER : DLOCK_EUNREACHABLE, "%s",
+            !a->done ? "no reply in time"
+            : a->rc != DLOCK_OK
+                ? a->err
                 : dlock__reply_reason(rep, "unexpected reply to SCAN", why, sizeof why));
-        *failed = r;
-        return rc;
     }
     memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
     for (size_t e = 0; e < rep->element[1]->elements && rc == DLOCK_OK; e++) {
@@ -500,9 +493,40 @@ static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *pr
                  strcmp(rest, ":rw:waiting") == 0 || strcmp(rest, ":rw:writing") == 0)
             rc = add_name(all, 'w', name);
     }
-out:
+    return rc;
+}
+
+/* The next page of node i's SCAN (read_page). On a failure the round is
+ * handed to *failed, for the caller to drop once it knows whether its
+ * error names the node (dlock__rlround_drop warns of a node lost, unless
+ * told). */
+static int scan_page(rlbackend *b, size_t i, const char *pattern, const char *prefix,
+                     char cursor[32], names *all, int64_t until, dlock__rlround **failed)
+{
+    dlock__rlround *r = dlock__rlround_new(1);
+    int rc = r == NULL ? dlock__fail(DLOCK_ENOMEM, "out of memory") : set_page(r, pattern, cursor);
+
+    if (rc == DLOCK_OK) {
+        dlock__rlround_send_to(b->nodes, r, i, until);
+        const dlock__rlanswer *a = dlock__rlround_wait(r, never_decided, NULL, until);
+        rc = read_page(b, &a[i], prefix, cursor, all);
+        if (rc != DLOCK_OK && rc != DLOCK_ENOMEM) {
+            *failed = r;
+            return rc;
+        }
+    }
     dlock__rlround_drop(r);
     return rc;
+}
+
+/* dlock__rlround_wait: a quorum of nodes answered the first page. */
+static int quorum_answered(void *arg, const dlock__rlanswer *a, size_t n)
+{
+    const rlbackend *b = arg;
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok += a[i].done && a[i].rc == DLOCK_OK;
+    return ok >= b->quorum;
 }
 
 /* A node's walk (dlock__rl_list) that went to the end. */
@@ -560,10 +584,14 @@ static int list_batch(rlbackend *b, char **batch, size_t n, dlock__name_sink sin
     return rc;
 }
 
-/* Every node's keys walked (SCAN, node after node, each page bounded by the
- * command timeout: a silent node costs one), then the names found asked of
- * a quorum as query() does, LIST_BATCH names a round. A name is listed when
- * a quorum holds it or polling waiters mark it. */
+/* Every node's keys walked (SCAN), then the names found asked of a quorum
+ * as query() does, LIST_BATCH names a round. A name is listed when a
+ * quorum holds it or polling waiters mark it: a name a quorum holds is on
+ * a node of every quorum, so the walks of a quorum find it. The first page
+ * goes to every node at once, and the others are waited for LIST_GRACE_US
+ * once a quorum has answered (a hung node cost a whole command timeout, 5
+ * s, when the nodes were walked one after another); a node that answered
+ * it goes on with its walk, each page bounded by the command timeout. */
 int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, void *arg,
                    int64_t deadline_us)
 {
@@ -576,20 +604,29 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
     size_t walked = 0;
     int rc = DLOCK_OK, stop = 0;
 
-    if (pattern == NULL) {
+    dlock__rlround *first = pattern != NULL ? dlock__rlround_new(1) : NULL;
+    if (first == NULL || set_page(first, pattern, "0") != DLOCK_OK) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
+    int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+    if (until > deadline_us)
+        until = deadline_us;
+    dlock__rlround_send(b->nodes, first, until);
+    dlock__rlround_wait(first, quorum_answered, b, until);
+    int64_t grace = dlock__now_us() + LIST_GRACE_US;
+    const dlock__rlanswer *firsts =
+        dlock__rlround_wait(first, never_decided, NULL, grace < until ? grace : until);
     for (size_t i = 0; i < b->n && rc == DLOCK_OK; i++) {
         char cursor[32] = "0";
-        int page_rc;
-        do {
-            int64_t until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
+        int page_rc = read_page(b, &firsts[i], prefix, cursor, &all);
+        while (page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 && dlock__now_us() < deadline_us) {
+            until = dlock__now_us() + b->cfg.command_timeout_ms * 1000;
             dlock__rlround_drop(failed[i]);
             failed[i] = NULL;
             page_rc = scan_page(b, i, pattern, prefix, cursor, &all,
                                 until < deadline_us ? until : deadline_us, &failed[i]);
-        } while (page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 && dlock__now_us() < deadline_us);
+        }
         walks[i].done = 1;
         walks[i].rc =
             page_rc == DLOCK_OK && strcmp(cursor, "0") != 0 ? DLOCK_EUNREACHABLE : page_rc;
@@ -612,6 +649,8 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
      * quorum was walked) is warned of here, before anything is listed */
     for (size_t i = 0; i < b->n; i++)
         dlock__rlround_drop(failed[i]);
+    dlock__rlround_drop(first);
+    first = NULL;
     if (rc != DLOCK_OK)
         goto out;
     if (all.n > 1)
@@ -633,6 +672,8 @@ int dlock__rl_list(dlock__store *s, const char *prefix, dlock__name_sink sink, v
             rc = list_batch(b, all.v + from, n, sink, arg, deadline_us, &stop);
     }
 out:
+    if (first != NULL)
+        dlock__rlround_drop(first);
     for (size_t i = 0; i < all.n; i++)
         free(all.v[i]);
     free(all.v);
