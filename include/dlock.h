@@ -178,7 +178,8 @@ typedef struct dlock_client dlock_client;
  *                         auth, sentinel_password=PW (and sentinel_user=NAME) the
  *                         sentinels', db=N the database. A lock whose keys a
  *                         failover lost (asynchronous replication) is reported
- *                         lost by its next renewal. wait=N is not built yet.
+ *                         lost by its next renewal; wait=N (below) makes such a
+ *                         loss rarer.
  *
  * Redis user info: redis://secret@host and redis://:secret@host send AUTH
  * secret, redis://user:secret@host AUTH user secret (docs/dlock.1, URLS).
@@ -229,6 +230,14 @@ typedef struct dlock_client dlock_client;
  *                         costs a key per lock and client that waited, and a
  *                         CLIENT UNBLOCK when a new lock is waited for while
  *                         the client's XREAD is blocked on others.
+ *   wait=N                (since 0.3; a master with replicas) each grant,
+ *                         renewal, extension and release counts only once N
+ *                         replicas (0..64, default 0) acknowledged it (WAIT N,
+ *                         on a connection of its own); a grant they did not
+ *                         is given back and fails with DLOCK_EUNREACHABLE.
+ *                         Makes a failover's loss rarer, not impossible
+ *   wait_timeout=DUR      how long such a change waits for them (default 1s,
+ *                         less than timeout)
  *
  * The client connects lazily: a server that is down is reported by the first
  * call that needs it, as DLOCK_EUNREACHABLE, within seconds also by a wait

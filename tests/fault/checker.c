@@ -26,7 +26,7 @@ const char *check_class_name(int v)
     static const char *const names[V_COUNT] = {
         "overlap",  "late-loss", "stale-write",  "lost-update",   "fence-order", "fair-order",
         "error",    "stall",     "liveness",     "spurious-loss", "phantom",     "cancel",
-        "run-exit", "crash",     "early-giveup", "fd-leak",       "history",
+        "run-exit", "crash",     "early-giveup", "fd-leak",       "store-loss",  "history",
     };
     return v >= 0 && v < V_COUNT ? names[v] : "?";
 }

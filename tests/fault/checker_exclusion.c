@@ -97,8 +97,18 @@ static void judge_pair(checker *c, int lock, const member *ma, const member *mb)
     if (fz == NULL && dl != NULL) {
         int64_t from = b->t_ok > dl->t1 ? b->t_ok : dl->t1;
         int told_a = told_in_time(c, a, from), told_b = told_in_time(c, b, from);
-        if (check__first_time(c, V_COUNT, (uint64_t) a->attempt, (uint64_t) b->attempt))
+        if (check__first_time(c, V_COUNT, (uint64_t) a->attempt, (uint64_t) b->attempt)) {
             c->tot->store_losses++;
+            /* (wait=N: every change a replica acknowledged survives its
+             * promotion, so no loss at all) */
+            if (c->cfg->no_store_loss)
+                check__violation(c, V_STORE_LOSS, a->t_ok, b->t_ok, lock, a->actor, b->actor,
+                                 "lock %s: a%d (%s, fence %llu) and a%d (fence %llu, from %.3f) "
+                                 "held it at once after %s, which the run asked never to happen "
+                                 "(--no-store-loss)",
+                                 name, a->actor, fs_hkind_name(a->hkind), (unsigned long long) fa,
+                                 b->actor, (unsigned long long) fb, rel(c, b->t_ok), dl->what);
+        }
         if (!told_a && !told_b &&
             check__first_time(c, V_LATE_LOSS, (uint64_t) a->attempt, (uint64_t) b->attempt))
             check__violation(

@@ -70,6 +70,8 @@ static const char usage[] =
     "  --kinds LIST        lock kinds: plain,fair,read,write,sem,multi,simple (default all)\n"
     "  --url-options OPTS  URL options for every client, e.g. notify=stream (default: the\n"
     "                      server kind's variants, spread over the processes)\n"
+    "  --no-store-loss     holds that overlap after the store lost one (a failover's) are\n"
+    "                      a violation (store-loss), not a loss to be told: for wait=N\n"
     "  --member-down MS    redlock: how long a member that lost its data stays down\n"
     "                      (default: the longest lease + the slack, as Redlock assumes;\n"
     "                      shorter breaks that on purpose)\n"
@@ -487,6 +489,7 @@ static void judge_keep(fshm *s, const fault_cfg *c)
     s->judge.caps = c->caps;
     s->judge.lease_unit_ms = c->lease_unit_ms;
     s->judge.expiry_lag_ms = c->expiry_lag_ms;
+    s->judge.no_store_loss = c->no_store_loss;
 }
 
 /* `fault check SHM [-v]`: judges a kept run's history again, by the
@@ -520,6 +523,7 @@ static int check_again(int argc, char **argv)
     c.caps = s->judge.caps;
     c.lease_unit_ms = s->judge.lease_unit_ms;
     c.expiry_lag_ms = s->judge.expiry_lag_ms;
+    c.no_store_loss = s->judge.no_store_loss;
     c.verbose = argc > 3;
     printf("fault check: %s, a run on %s (lease %d ms, timeout %d ms)\n", argv[2], c.store,
            c.lease_ms, c.timeout_ms);
@@ -558,6 +562,7 @@ int main(int argc, char **argv)
         {"nemesis", required_argument, NULL, 'n'},
         {"kinds", required_argument, NULL, 'K'},
         {"url-options", required_argument, NULL, 'u'},
+        {"no-store-loss", no_argument, NULL, 'N'},
         {"member-down", required_argument, NULL, 'D'},
         {"schedule", no_argument, NULL, 'P'},
         {"keep", no_argument, NULL, 'e'},
@@ -638,6 +643,9 @@ int main(int argc, char **argv)
             break;
         case 'u':
             cfg.url_extra = optarg;
+            break;
+        case 'N':
+            cfg.no_store_loss = 1;
             break;
         case 'D':
             cfg.member_down_ms = atoi(optarg);

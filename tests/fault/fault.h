@@ -162,6 +162,7 @@ typedef struct fshm {
         int lease_ms, waiter_lease_ms, timeout_ms, slack_ms, fences_from_data;
         unsigned caps;
         int lease_unit_ms, expiry_lag_ms;
+        int no_store_loss;
     } judge;
     fev ev[]; /* cap records */
 } fshm;
@@ -197,6 +198,10 @@ typedef struct fault_cfg {
     /* How long the store's server keeps a lease of L ms: L rounded up to
      * lease_unit_ms (0: as asked), plus expiry_lag_ms (dt_server_kind) */
     int lease_unit_ms, expiry_lag_ms;
+    /* --no-store-loss: a loss the store caused (a failover's) is a
+     * violation, not a loss to be told (store-loss): what `wait=N` (every
+     * change acknowledged by N replicas) is for, on a Sentinel group */
+    int no_store_loss;
     int gap_ms; /* mean time between faults */
     int verbose;
     int keep;
@@ -284,6 +289,7 @@ enum {
     V_CRASH,         /* a client process died by itself, or did not stop */
     V_EARLY_GIVEUP,  /* a wait with budget left ended on a short outage */
     V_FD_LEAK,       /* dlock run's command inherited a socket of dlock's */
+    V_STORE_LOSS,    /* --no-store-loss: holds overlapped after the store lost one */
     V_HISTORY,       /* the history overflowed: the run cannot be judged */
     V_COUNT
 };
