@@ -1053,6 +1053,14 @@ static void session_waiter_keeps_place(void)
     DT_WAIT_UNTIL(sql_number("SELECT count(*) FROM dlock_lock_wait WHERE name = "
                              "'modes-place'::bytea AND expires > now()") == 1,
                   5000);
+    /* both waiters counted, through either mode's URL (the session URL's
+     * left out the table waiter while session mode held the name) */
+    dlock_status st;
+    CHECK_RC(dlock_query(s1, "modes-place", 0, &st), DLOCK_OK);
+    CHECK_INT(st.held, ==, 1);
+    CHECK_INT(st.waiters, ==, 2);
+    CHECK_RC(dlock_query(t, "modes-place", 0, &st), DLOCK_OK);
+    CHECK_INT(st.waiters, ==, 2);
     CHECK_RC(dlock_release(h), DLOCK_OK);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);

@@ -202,14 +202,21 @@ static int session_query(dlock__pgstore *p, pglock *l, int any, dlock_status *st
 
 /* One lock per name across the modes (README: a session holder and a
  * table holder exclude each other): the state told through either mode's
- * URL is the holder's in whichever mode it holds. The other mode is asked
- * when this one names no holder (one request more, only then); before, a
- * waiter's notice through one mode said "with waiters ahead in its queue"
- * of the other mode's holder. A holder there gives its owner, lease and
- * waiters, and the fence is the larger of the modes' counters (each
- * mode's fences are its own: README, table mode). */
+ * URL is the holder's in whichever mode it holds, and its waiters are both
+ * modes' (one line). The other mode is asked whenever table mode's table
+ * exists (one request more); before, a waiter's notice through one mode
+ * said "with waiters ahead in its queue" of the other mode's holder, and
+ * the session URL's status left out the table waiters of a name session
+ * mode held. A holder there gives its owner, lease and waiters, and the
+ * fence is the larger of the modes' counters (each mode's fences are its
+ * own: README, table mode). */
 static void other_mode(dlock_status *st, const dlock_status *other)
 {
+    if (st->held) {
+        /* (held in this mode: the other's waiters wait for it too) */
+        st->waiters += other->waiters;
+        return;
+    }
     if (!other->held)
         return;
     st->held = 1;
@@ -244,7 +251,7 @@ int dlock__pg_query(dlock__store *s, dlock__store_lock *sl, dlock_status *st, in
      * (table mode's shared holders named in words through the session
      * URL); another kind's, a holder of its own kind there (it said free,
      * and dlock status then "held as a mutex" of the other mode's readers) */
-    if (rc != DLOCK_OK || st->held || !table_there)
+    if (rc != DLOCK_OK || !table_there)
         return rc;
     int any = dlock__pg_mutex_kind(l);
     rc = p->table ? session_query(p, l, any, &other, &table_there, deadline_us)
