@@ -87,6 +87,9 @@ static int node_index(dlock__rcluster *cl, const char *host, size_t hlen, int po
             node_free(nd);
             return -1;
         }
+        char what[48];
+        snprintf(what, sizeof what, "command connection %zu of %zu", i + 1, cl->npool);
+        dlock__rconn_describe(nd->pool[i], what);
     }
     cl->nodes[n] = nd;
     atomic_store(&cl->nnodes, n + 1);

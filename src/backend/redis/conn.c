@@ -73,6 +73,7 @@ struct dlock__rconn {
 
     dlock__rendpoint ep; /* strings owned */
     char *label;
+    char what[48]; /* which connection, for the log ("command connection 2 of 2"); "" */
 
     dlock__rlink *link; /* NULL: not connected */
     unsigned connects;  /* made so far */
@@ -267,6 +268,11 @@ void dlock__rconn_free(dlock__rconn *c)
 const char *dlock__rconn_label(const dlock__rconn *c)
 {
     return c->label;
+}
+
+void dlock__rconn_describe(dlock__rconn *c, const char *what)
+{
+    snprintf(c->what, sizeof c->what, "%s", what);
 }
 
 void *dlock__rconn_router(const dlock__rconn *c)
@@ -727,8 +733,9 @@ static int connect_locked(dlock__rconn *c, int64_t deadline_us)
         if (l == NULL)
             DLOCK__LOG(c->ep.log, DLOCK_LOG_DEBUG, "%s", dlock_errmsg());
         else
-            DLOCK__LOG(c->ep.log, again ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG, "%s: %s", c->ep.label,
-                       again ? "connected again" : "connected");
+            DLOCK__LOG(c->ep.log, again ? DLOCK_LOG_INFO : DLOCK_LOG_DEBUG, "%s: %s%s%s%s",
+                       c->ep.label, again ? "connected again" : "connected",
+                       c->what[0] != '\0' ? " (" : "", c->what, c->what[0] != '\0' ? ")" : "");
     }
     /* blocking (TLS: as if), with send/receive timeouts: the command
      * timeout (the handshake may have had less) */

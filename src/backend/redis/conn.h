@@ -104,6 +104,9 @@ int dlock__rconn_call(dlock__rconn *c, size_t n, const dlock__rcmd *cmds, int64_
 
 /* The endpoint label, for messages. */
 const char *dlock__rconn_label(const dlock__rconn *c);
+/* Which connection c is, for its log lines ("command connection 2 of 2");
+ * before it is used. */
+void dlock__rconn_describe(dlock__rconn *c, const char *what);
 /* The endpoint's router (NULL: none). */
 void *dlock__rconn_router(const dlock__rconn *c);
 

@@ -369,6 +369,9 @@ static int open_backend(dlock__url *url, const dlock__host *host, dlock__store *
             dlock__fail(rc, "out of memory");
             goto fail;
         }
+        char what[48];
+        snprintf(what, sizeof what, "command connection %zu of %ld", b->npool + 1, (long) pool);
+        dlock__rconn_describe(b->pool[b->npool], what);
     }
     b->base.label = b->label;
     b->base.kind = b->cluster != NULL    ? "Redis Cluster"

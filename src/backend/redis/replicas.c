@@ -29,8 +29,12 @@ static dlock__rconn *take(rbackend *b)
     if (b->sync_nidle > 0)
         c = b->sync_idle[--b->sync_nidle];
     pthread_mutex_unlock(&b->sync_mu);
-    if (c == NULL && dlock__rconn_new(&b->ep, &c) != DLOCK_OK)
-        c = NULL;
+    if (c == NULL) {
+        if (dlock__rconn_new(&b->ep, &c) != DLOCK_OK)
+            c = NULL;
+        else
+            dlock__rconn_describe(c, "a connection for WAIT");
+    }
     return c;
 }
 
