@@ -53,6 +53,15 @@ static void must(int port, const char *fmt, const char *a, const char *b)
     freeReplyObject(r);
 }
 
+/* command()'s integer reply; -1 for any other. */
+static long long command_int(int port, const char *fmt, const char *arg)
+{
+    redisReply *r = command(port, fmt, arg);
+    long long n = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
 static int node_port(int i)
 {
     return dt_cluster_node(&cluster, i)->port;
@@ -617,6 +626,59 @@ static void shared_holds_while_migrating(void)
     dlock_client_close(a);
 }
 
+/* A hold handed over from the queue, whose grant's note (L:g:<token>) has
+ * expired, while its slot is migrating (SETSLOT IMPORTING and MIGRATING,
+ * its keys still at the source): it is confirmed and released, and its
+ * release hands the lock to the next waiter. A script that looked for the
+ * missing note was refused by the migrating node (review 49: the holder
+ * lost its renewals, and a release's hand-over failed half-way). */
+static void handed_hold_while_migrating(void)
+{
+    char name[32], slot[16], from_id[64], to_id[64], key[128];
+    name_on(0, "handmig", name, sizeof name);
+    int s = slot_of(name), from = node_port(0);
+    int to_node = dt_cluster_master_of(&cluster, 5461);
+    CHECK(to_node >= 0 && to_node != 0);
+    int to = node_port(to_node);
+
+    dlock_client *a = dt_client(cluster.url, LEASE);
+    dlock_lock *h = dt_lock(a, name, 0);
+    CHECK_RC(dlock_acquire(h, 0), DLOCK_OK);
+    waiter w, v;
+    pthread_t tw, tv;
+    start_waiter(&w, name, &tw);
+    snprintf(key, sizeof key, "dlock:{%s}:queue", name);
+    DT_WAIT_UNTIL(command_int(from, "LLEN %s", key) == 1, 5000);
+    CHECK_RC(dlock_release(h), DLOCK_OK); /* w served from the queue */
+    pthread_join(tw, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    start_waiter(&v, name, &tv);
+    DT_WAIT_UNTIL(command_int(from, "LLEN %s", key) == 1, 5000);
+    /* w's note gone (its PX: the grant's lease and a second) */
+    snprintf(key, sizeof key, "dlock:{%s}:g:%s", name, dlock_lock_token(w.l));
+    DT_WAIT_UNTIL(command_int(from, "EXISTS %s", key) == 0, 10000);
+
+    snprintf(slot, sizeof slot, "%d", s);
+    node_id(from, from_id);
+    node_id(to, to_id);
+    must(to, "CLUSTER SETSLOT %s IMPORTING %s", slot, from_id);
+    must(from, "CLUSTER SETSLOT %s MIGRATING %s", slot, to_id);
+    CHECK_RC(dlock_lock_verify(w.l), DLOCK_OK);
+    CHECK_RC(dlock_release(w.l), DLOCK_OK); /* handed to v */
+    pthread_join(tv, NULL);
+    CHECK_RC(v.rc, DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(v.l), DLOCK_OK);
+    migrate_slot(s, from, to);
+    DT_WAIT_UNTIL(dt_cluster_master_of(&cluster, s) == to_node, 5000);
+    CHECK_RC(dlock_release(v.l), DLOCK_OK);
+    dlock_lock_free(v.l);
+    dlock_client_close(v.c);
+    dlock_lock_free(w.l);
+    dlock_client_close(w.c);
+    dlock_lock_free(h);
+    dlock_client_close(a);
+}
+
 /* ---------------------------------------------------------------- failover */
 
 /* The master of a held and waited-for lock fails over (CLUSTER FAILOVER
@@ -933,6 +995,7 @@ int main(int argc, char **argv)
         {"moved_while_held", moved_while_held},
         {"owner_record_moved", owner_record_moved},
         {"shared_holds_while_migrating", shared_holds_while_migrating},
+        {"handed_hold_while_migrating", handed_hold_while_migrating},
         {"failover_while_held", failover_while_held},
         {"notice_wakes_waiter", notice_wakes_waiter},
         {"subscriber_killed", subscriber_killed},

@@ -655,6 +655,69 @@ static void regranted_place_is_not_mine(void)
     dlock_client_close(client);
 }
 
+static void *acquire_thread(void *p)
+{
+    waiter_arg *w = p;
+    w->rc = dlock_acquire(w->lock, w->acquired_at > 0 ? w->acquired_at : 20000);
+    return NULL;
+}
+
+/* Two read holds of one owner (dlock_lock_dup), each served from the
+ * queue: the second grant does not make the first look like a stale one
+ * (review 49: the first's verify, renewal and release said DLOCK_ELOST
+ * while its share was held). */
+static void nested_reads_from_queue(void)
+{
+    setup(NULL);
+    dlock_client *c2 = NULL;
+    CHECK_RC(dlock_client_open(srv.url, &c2), DLOCK_OK);
+    dlock_lock *x = NULL, *r2 = NULL, *r3 = NULL;
+    waiter_arg r1 = {0}, z = {0}, w2 = {0};
+    pthread_t t1, tz, t2;
+    CHECK_RC(dlock_lock_open(c2, "nest", DLOCK_WRITE, &x), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(client, "nest", DLOCK_READ, &r1.lock), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c2, "nest", DLOCK_WRITE, &z.lock), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(c2, "nest", DLOCK_READ, &r3), DLOCK_OK);
+
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    pthread_create(&t1, NULL, acquire_thread, &r1);
+    DT_WAIT_UNTIL(atoi(dt_server_cli(&srv, "LLEN 'dlock:{nest}:rw:queue'")) == 1, 5000);
+    CHECK_RC(dlock_release(x), DLOCK_OK); /* r1 served from the queue */
+    pthread_join(t1, NULL);
+    CHECK_RC(r1.rc, DLOCK_OK);
+    /* a writer waits behind the reader, and a second read of r1's owner
+     * behind the writer */
+    z.acquired_at = 1500; /* (its wait) */
+    pthread_create(&tz, NULL, acquire_thread, &z);
+    DT_WAIT_UNTIL(atoi(dt_server_cli(&srv, "LLEN 'dlock:{nest}:rw:queue'")) == 1, 5000);
+    CHECK_RC(dlock_lock_dup(r1.lock, DLOCK_READ, &r2), DLOCK_OK);
+    w2.lock = r2;
+    pthread_create(&t2, NULL, acquire_thread, &w2);
+    DT_WAIT_UNTIL(atoi(dt_server_cli(&srv, "LLEN 'dlock:{nest}:rw:queue'")) == 2, 5000);
+    pthread_join(tz, NULL);
+    CHECK_RC(z.rc, DLOCK_ETIMEDOUT);
+    /* another reader's try admits the second read, if the writer's leave
+     * did not */
+    int rc3 = dlock_try_acquire(r3);
+    pthread_join(t2, NULL);
+    CHECK_RC(w2.rc, DLOCK_OK);
+    CHECK(dlock_lock_fence(r2) > dlock_lock_fence(r1.lock));
+
+    CHECK_RC(dlock_lock_verify(r1.lock), DLOCK_OK);
+    CHECK_RC(dlock_lock_verify(r2), DLOCK_OK);
+    CHECK_RC(dlock_release(r1.lock), DLOCK_OK);
+    CHECK_RC(dlock_release(r2), DLOCK_OK);
+    if (rc3 == DLOCK_OK)
+        CHECK_RC(dlock_release(r3), DLOCK_OK);
+    dlock_lock_free(r3);
+    dlock_lock_free(r2);
+    dlock_lock_free(z.lock);
+    dlock_lock_free(r1.lock);
+    dlock_lock_free(x);
+    dlock_client_close(c2);
+    dlock_client_close(client);
+}
+
 /* Which failures make the next acquisition a new owner: a try the store
  * answered "busy" left nothing under its token, and the next attempt keeps
  * it; a wait that ended unserved may have left its queue place behind (a
@@ -712,6 +775,7 @@ int main(int argc, char **argv)
         {"sentinel_port_leaks_nothing", sentinel_port_leaks_nothing},
         {"stale_hold_is_not_mine", stale_hold_is_not_mine},
         {"regranted_place_is_not_mine", regranted_place_is_not_mine},
+        {"nested_reads_from_queue", nested_reads_from_queue},
         {"token_after_failures", token_after_failures},
     };
     return DT_RUN(tests);

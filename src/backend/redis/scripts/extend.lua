@@ -10,8 +10,8 @@
 -- its count above 1) is only lengthened: a short lease set through one cut
 -- another's longer fixed lease (conformance rw_dup_leases).
 local L, token, lease = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local g = ARGV[5] and ARGV[5] ~= '0' and redis.call('GET', L .. ':g:' .. token)
-if g and tonumber(g) > tonumber(ARGV[5]) then
+local g = ARGV[5] and ARGV[5] ~= '0' and redis.pcall('GET', L .. ':g:' .. token)
+if type(g) == 'string' and tonumber(g) > tonumber(ARGV[5]) then
   return 0
 end
 if ARGV[4] == 's' or ARGV[4] == 'r' then

@@ -106,13 +106,20 @@ end
 -- next renewal or release that this hold is not the one it was given
 -- (renew.lua, release.lua: a noted fence above the client's). It lives a
 -- second longer than the hold it notes, which ends with the grant's lease
--- unless that client renews it (after this check).
-local function grant(L, w, fence)
+-- unless that client renews it (after this check). Not noted (`note`
+-- false) when the token held a share already: another handle of its owner
+-- (dlock_lock_dup) holds under an older fence, and a share its owner still
+-- has keeps out a writer, so no other holder came between. (pcall: on a
+-- Redis Cluster slot being migrated, a key that does not exist is refused;
+-- the hand-over goes on unnoted, its check then passes.)
+local function grant(L, w, fence, note)
   redis.call('LPOP', L .. ':queue')
   redis.call('DEL', L .. ':w:' .. w[1])
   -- (%d: Lua's own number-to-string keeps only 14 digits)
   local f = string.format('%d', fence)
-  redis.call('SET', L .. ':g:' .. w[1], f, 'PX', grant_lease(w) + 1000)
+  if note then
+    redis.pcall('SET', L .. ':g:' .. w[1], f, 'PX', grant_lease(w) + 1000)
+  end
   local notice = w[1] .. ' ' .. w[6] .. ' ' .. f
   if w[7] == 's' then
     local stream = L .. ':wake:' .. w[3]
@@ -165,7 +172,7 @@ local function admit_exclusive(L, first)
     -- set without its fence would hold under the last holder's
     local fence = next_fence(counter_of(L))
     redis.call('SET', L, w[1], 'PX', grant_lease(w))
-    grant(L, w, fence)
+    grant(L, w, fence, true)
   else
     redis.call('DEL', L)
   end

@@ -16,8 +16,8 @@ if ARGV[2] ~= 'f' then
   if owner ~= ARGV[1] then
     return -1
   end
-  local g = ARGV[3] and ARGV[3] ~= '0' and redis.call('GET', L .. ':g:' .. ARGV[1])
-  if g and tonumber(g) > tonumber(ARGV[3]) then
+  local g = ARGV[3] and ARGV[3] ~= '0' and redis.pcall('GET', L .. ':g:' .. ARGV[1])
+  if type(g) == 'string' and tonumber(g) > tonumber(ARGV[3]) then
     ours = -2
   end
 end

@@ -17,8 +17,8 @@ if ARGV[2] == 's' then
 end
 for i = 1, n do
   local token, fence = ARGV[i + 2], ARGV[n + i + 2]
-  local g = fence and fence ~= '0' and redis.call('GET', KEYS[i] .. ':g:' .. token)
-  if g and tonumber(g) > tonumber(fence) then
+  local g = fence and fence ~= '0' and redis.pcall('GET', KEYS[i] .. ':g:' .. token)
+  if type(g) == 'string' and tonumber(g) > tonumber(fence) then
     out[i] = 0
   elseif until_ms then
     local ends = tonumber(redis.call('ZSCORE', KEYS[i] .. ':exp', token))

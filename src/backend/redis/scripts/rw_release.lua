@@ -8,8 +8,8 @@
 -- is not the caller's, and goes all the same.
 local L, token = KEYS[1], ARGV[1]
 local now = now_ms()
-local g = ARGV[3] ~= '1' and ARGV[4] and ARGV[4] ~= '0' and redis.call('GET', L .. ':g:' .. token)
-local ours = g and tonumber(g) > tonumber(ARGV[4]) and -2 or 0
+local g = ARGV[3] ~= '1' and ARGV[4] and ARGV[4] ~= '0' and redis.pcall('GET', L .. ':g:' .. token)
+local ours = type(g) == 'string' and tonumber(g) > tonumber(ARGV[4]) and -2 or 0
 prune(L, now, false)
 if ARGV[3] == '1' then
   redis.call('DEL', L, L .. ':holders', L .. ':exp')

@@ -15,8 +15,8 @@ else
   if not n then
     return -2
   end
-  local g = ARGV[3] and ARGV[3] ~= '0' and redis.call('GET', L .. ':g:' .. token)
-  if g and tonumber(g) > tonumber(ARGV[3]) then
+  local g = ARGV[3] and ARGV[3] ~= '0' and redis.pcall('GET', L .. ':g:' .. token)
+  if type(g) == 'string' and tonumber(g) > tonumber(ARGV[3]) then
     ours = -2
   end
   redis.call('HDEL', L .. ':holders', token)

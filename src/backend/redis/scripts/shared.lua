@@ -74,12 +74,13 @@ local function admit_rw(L, now)
     if w[4] == 'w' then
       if readers == 0 then
         redis.call('SET', L, w[1], 'PX', grant_lease(w))
-        grant(L, w, next_fence(counter_of(L)))
+        grant(L, w, next_fence(counter_of(L)), true)
       end
       return
     end
+    local had = redis.call('HEXISTS', L .. ':holders', w[1]) == 1
     hold_shared(L, w[1], 1, now, grant_lease(w), false)
-    grant(L, w, next_fence(counter_of(L)))
+    grant(L, w, next_fence(counter_of(L)), not had)
     readers = readers + 1
   end
 end
@@ -94,8 +95,9 @@ local function admit_sem(L, now)
     if not w or used + w[5] > cap then
       return
     end
+    local had = redis.call('HEXISTS', L .. ':holders', w[1]) == 1
     hold_shared(L, w[1], w[5], now, grant_lease(w), true)
     used = used + w[5]
-    grant(L, w, next_fence(counter_of(L)))
+    grant(L, w, next_fence(counter_of(L)), not had)
   end
 end
