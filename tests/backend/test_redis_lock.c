@@ -718,6 +718,38 @@ static void nested_reads_from_queue(void)
     dlock_client_close(client);
 }
 
+/* A write wait and a read wait of one owner (dlock_lock_dup) at once: the
+ * second is refused (DLOCK_EDEADLK). They had one place in the queue (the
+ * token's), and a read share handed to it was taken by the write wait too:
+ * a writer beside another client's reader (review 49). */
+static void dup_waits_one_way(void)
+{
+    setup(NULL);
+    dlock_client *c2 = NULL;
+    CHECK_RC(dlock_client_open(srv.url, &c2), DLOCK_OK);
+    dlock_lock *x = NULL, *r = NULL;
+    waiter_arg w = {0};
+    pthread_t t;
+    CHECK_RC(dlock_lock_open(c2, "dupw", DLOCK_WRITE, &x), DLOCK_OK);
+    CHECK_RC(dlock_lock_open(client, "dupw", DLOCK_WRITE, &w.lock), DLOCK_OK);
+    CHECK_RC(dlock_acquire(x, 0), DLOCK_OK);
+    pthread_create(&t, NULL, acquire_thread, &w);
+    DT_WAIT_UNTIL(atoi(dt_server_cli(&srv, "LLEN 'dlock:{dupw}:rw:queue'")) == 1, 5000);
+    CHECK_RC(dlock_lock_dup(w.lock, DLOCK_READ, &r), DLOCK_OK);
+    CHECK_RC(dlock_acquire(r, 1000), DLOCK_EDEADLK);
+    CHECK(strstr(dlock_errmsg(), "waits for this read-write lock as the other kind") != NULL);
+    CHECK_RC(dlock_release(x), DLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, DLOCK_OK);
+    CHECK_RC(dlock_try_acquire(x), DLOCK_EBUSY);
+    CHECK_RC(dlock_release(w.lock), DLOCK_OK);
+    dlock_lock_free(r);
+    dlock_lock_free(w.lock);
+    dlock_lock_free(x);
+    dlock_client_close(c2);
+    dlock_client_close(client);
+}
+
 /* Which failures make the next acquisition a new owner: a try the store
  * answered "busy" left nothing under its token, and the next attempt keeps
  * it; a wait that ended unserved may have left its queue place behind (a
@@ -776,6 +808,7 @@ int main(int argc, char **argv)
         {"stale_hold_is_not_mine", stale_hold_is_not_mine},
         {"regranted_place_is_not_mine", regranted_place_is_not_mine},
         {"nested_reads_from_queue", nested_reads_from_queue},
+        {"dup_waits_one_way", dup_waits_one_way},
         {"token_after_failures", token_after_failures},
     };
     return DT_RUN(tests);

@@ -79,6 +79,10 @@ int dlock__reply_acquire(const redisReply *r, dlock__racquire *out)
         out->outcome = DLOCK__RACQUIRE_UPGRADE;
         return 0;
     }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == -5) {
+        out->outcome = DLOCK__RACQUIRE_WAITING;
+        return 0;
+    }
     if (r->type == REDIS_REPLY_INTEGER && r->integer == -4) {
         out->outcome = DLOCK__RACQUIRE_SELF;
         return 0;

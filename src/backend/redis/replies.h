@@ -43,6 +43,7 @@ enum dlock__racquire_outcome {
                                 {pttl, queued, kind}: held as another kind of lock */
     DLOCK__RACQUIRE_UPGRADE, /* -3: this owner holds the read lock and asked for the write lock */
     DLOCK__RACQUIRE_SELF,    /* -4: this owner holds the name as another kind of lock */
+    DLOCK__RACQUIRE_WAITING, /* -5: this owner waits for the read-write lock as the other kind */
     DLOCK__RACQUIRE_PERMITS, /* "permits N": the semaphore is in use with another count */
 };
 

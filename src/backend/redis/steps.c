@@ -203,6 +203,10 @@ static int acquire_script(rbackend *b, rlock *l, dlock__attempt *a, int join, co
         rc = dlock__fail(DLOCK_EDEADLK,
                          "this owner holds the read lock: taking the write lock too would wait "
                          "for itself (release the read lock first; upgrades are refused)");
+    } else if (got.outcome == DLOCK__RACQUIRE_WAITING) {
+        rc = dlock__fail(DLOCK_EDEADLK,
+                         "another handle of this owner (dlock_lock_dup) waits for this read-write "
+                         "lock as the other kind: one owner waits for it one way at a time");
     } else if (got.outcome == DLOCK__RACQUIRE_SELF) {
         rc = dlock__fail(DLOCK_EDEADLK,
                          "this owner holds the name as another kind of lock: asking for it as "

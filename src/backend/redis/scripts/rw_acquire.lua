@@ -12,9 +12,12 @@
 -- Returns the fence, {holder_ttl_ms, queued}, {holder_ttl_ms, queued, 0, 1}
 -- when only a waiting writer keeps a reader out, {holder_ttl_ms, queued, kind}
 -- when another kind of lock of the name holds it (kinds.lua; -4 when this
--- owner does: it would wait for itself), or -3 when a
+-- owner does: it would wait for itself), -3 when a
 -- reader asks to write (an upgrade, which could deadlock: two readers each
--- waiting for the other to leave).
+-- waiting for the other to leave), or -5 when the owner waits for it as the
+-- other kind already (a handle's dlock_lock_dup: one token has one place in
+-- the queue, and a read share handed to it would be taken by the write wait
+-- too).
 local L, token, mode = KEYS[1], ARGV[1], string.sub(ARGV[3], 3, 3)
 local again, join = string.sub(ARGV[3], 1, 1) == '1', string.sub(ARGV[3], 2, 2) == '1'
 local now = now_ms()
@@ -22,6 +25,10 @@ prune(L, now, false)
 local reader = redis.call('HEXISTS', L .. ':holders', token) == 1
 if mode == 'w' and reader then
   return -3
+end
+local placed = redis.call('GET', L .. ':w:' .. token)
+if placed and string.match(placed, '^%d+ %x+ (%a) ') ~= mode then
+  return -5
 end
 local writer = redis.call('GET', L)
 local head = live_head(L)
