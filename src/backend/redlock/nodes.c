@@ -491,7 +491,9 @@ static void run_jobs(node *nd, job **jobs, size_t n, int64_t stop_deadline)
          * here before them, nor by this thread after the caller reported
          * its failure (a frozen node's request times out as the round
          * does), which put the warning after the command's error line. */
-        if (rc == DLOCK_EUNREACHABLE && !atomic_load(&nd->down) &&
+        /* (a node that refuses this client's credentials is as good as
+         * gone: told as well, once; it said nothing, even with -v) */
+        if ((rc == DLOCK_EUNREACHABLE || rc == DLOCK_ESERVER) && !atomic_load(&nd->down) &&
             !dlock__rlnodes_in_cluster(nd->owner, nd->index)) {
             /* a close waiting for this worker need not any more */
             pthread_mutex_lock(&nd->owner->mu);
@@ -782,6 +784,12 @@ size_t dlock__rlnodes_absent(const dlock__rlnodes *ns)
 int dlock__rlnodes_in_cluster(const dlock__rlnodes *ns, size_t i)
 {
     return atomic_load(&ns->in_cluster[i]) != 0;
+}
+
+int dlock__rlnodes_silent_for(dlock__rlnodes *ns, size_t i, int64_t us)
+{
+    int64_t since = atomic_load(&ns->nodes[i].busy_since_us);
+    return since > 0 && dlock__now_us() - since >= us;
 }
 
 size_t dlock__rlnodes_count(const dlock__rlnodes *ns)

@@ -69,6 +69,9 @@ void dlock__rlnodes_told(dlock__rlnodes *ns, size_t i);
 /* Whether node i showed that it is a node of a Redis Cluster (conn.h
  * `in_cluster`): the URL is wrong, and the node refused from then on. */
 int dlock__rlnodes_in_cluster(const dlock__rlnodes *ns, size_t i);
+/* Whether node i has been busy with a request, unanswered, for us or more
+ * (a node stopped or hung: not worth a short wait for its answer). */
+int dlock__rlnodes_silent_for(dlock__rlnodes *ns, size_t i, int64_t us);
 
 /* A round of ncmds script calls, the same for every node: each call's
  * arguments after EVALSHA sha (numkeys, keys, args), copied. */

@@ -246,8 +246,21 @@ static int never_decided(void *arg, const dlock__rlanswer *a, size_t n)
 }
 
 /* How long a status round waits, once decided, for the nodes still to
- * answer. */
+ * answer; not for a node silent for SILENT_US already. */
 #define STATUS_GRACE_US 50000
+#define SILENT_US       200000
+
+/* Whether a node still to answer a round may answer within a grace: one
+ * silent for long is not waited for (dlock list with a node stopped paid
+ * the grace twice a name: 100 ms a name, 3.5 s for 30). */
+static int worth_a_grace(rlbackend *b, const dlock__rlanswer *a)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (!a[i].done && !dlock__rlnodes_silent_for(b->nodes, i, SILENT_US))
+            return 1;
+    }
+    return 0;
+}
 
 /* What each node that answered a status round said of the name, for a
  * split vote's message ("H:P held, H:P free"; the holders' tokens are not
@@ -290,7 +303,8 @@ static int read_state(rlbackend *b, rllock *l, int64_t deadline_us, dlock__rlrou
      * to answer may have taken an extend after another answered (the holder
      * is told yes by a quorum, not by every node). Their answers are waited
      * for a little: an unreachable node costs that much, a live one none. */
-    if ((st->verdict == RL_HELD || st->readers > 0) && dlock__rl_pending_of(a, b->n) > 0) {
+    if ((st->verdict == RL_HELD || st->readers > 0) && dlock__rl_pending_of(a, b->n) > 0 &&
+        worth_a_grace(b, a)) {
         int64_t until = dlock__now_us() + STATUS_GRACE_US;
         a = dlock__rlround_wait(*r, never_decided, NULL, until < deadline_us ? until : deadline_us);
         state_of(b, a, 0, st);
