@@ -43,6 +43,7 @@ struct cli_waiting {
 /* What the store says of the holders: the first one, and how many. */
 typedef struct holders_seen {
     unsigned n;
+    unsigned mine; /* holders that are this very process (not counted in n) */
     char owner[80], host[80], label[80];
     long pid;
 } holders_seen;
@@ -66,7 +67,11 @@ static void note_holder(const dlock_holder *h, void *arg)
 {
     holders_seen *s = arg;
 
-    if (is_this_process(h) || s->n++ > 0)
+    if (is_this_process(h)) {
+        s->mine++;
+        return;
+    }
+    if (s->n++ > 0)
         return;
     snprintf(s->owner, sizeof s->owner, "%s", h->owner);
     snprintf(s->host, sizeof s->host, "%s", h->host);
@@ -103,15 +108,26 @@ static int gone_here(const holders_seen *s)
 }
 
 /* "held by pid 4242 on host1, label nightly", "held by owner T",
- * or, for nobody the store names, how it stands. */
+ * or, for nobody the store names, how it stands; "" when this process is
+ * all the store names (its own request still in flight: a wait=N grant
+ * waiting for its replicas; a queued node some stores list): nothing to
+ * say yet. */
 static void describe(const holders_seen *s, int rc, char *buf, size_t n)
 {
     buf[0] = '\0';
+    if (rc == DLOCK_EUNREACHABLE) {
+        /* nobody known to hold it: the wait is for the store */
+        snprintf(buf, n, "while the store is out of reach (%s): it is tried again",
+                 dlock_strerror(rc));
+        return;
+    }
     if (rc != DLOCK_OK) {
         snprintf(buf, n, "held or queued for (the store did not say who holds it: %s)",
                  dlock_strerror(rc));
         return;
     }
+    if (s->n == 0 && s->mine > 0)
+        return;
     if (s->n == 0) {
         /* freed since, or a fair queue ahead of us */
         snprintf(buf, n, "with waiters ahead in its queue");
@@ -241,11 +257,21 @@ static void *notice_thread(void *arg)
             seen2) {
             snprintf(what, sizeof what, "%s", what2);
             snprintf(who, sizeof who, "%s", who2);
+        } else if (who[0] != '\0') {
+            /* free and nobody in line: this very request is still on its
+             * way (a wait=N grant waiting for its replicas, then given
+             * back), not a queue ahead of it (trial50: "with waiters
+             * ahead in its queue" before a wait= error) */
+            dlock_status st;
+            const char *one = w->kind.nnames > 0 ? w->kind.names[0] : w->name;
+            if (dlock_query(w->client, one, query_flags(&w->kind), &st) == DLOCK_OK && !st.held &&
+                st.waiters == 0)
+                who[0] = '\0';
         }
     }
     pthread_mutex_lock(&w->mu);
     w->asking = 0;
-    if (!w->done)
+    if (!w->done && who[0] != '\0')
         fprintf(stderr, "dlock: waiting for lock %s, %s; -w SECONDS bounds the wait%s\n", what, who,
                 w->verbose ? "" : ", -v follows it");
     pthread_mutex_unlock(&w->mu);
