@@ -489,8 +489,11 @@ DLOCK_API int dlock_lock_adopt(dlock_client *client, const char *name, const cha
  * read lock, then release the write lock). Both handles keep that token
  * from then on (one owner across them), so what dlock_lock_open() says of
  * a store that comes back with an older state does not hold for them.
- * Holds are counted per handle. Returns DLOCK_OK, DLOCK_EINVAL or
- * DLOCK_ENOMEM. */
+ * Holds are counted per handle. On Redis, one owner waits for a
+ * read-write lock one way at a time (its handles share one place in the
+ * queue): while one of its handles waits to write, another's wait to read
+ * is refused with DLOCK_EDEADLK, and the other way round. Returns
+ * DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM. */
 DLOCK_API int dlock_lock_dup(const dlock_lock *lock, unsigned flags, dlock_lock **out);
 
 /*
