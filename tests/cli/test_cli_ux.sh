@@ -1242,6 +1242,14 @@ test_redlock_refused_apart_from_out_of_reach()
         expect_eq "$cmd: each node named once (besides the URL)" 3 \
             "$(sed -E 's#redlock://[^ ]*##' "$TMP/err" | grep -oE "127\.0\.0\.1:(${ports[0]}|${ports[1]}|$p1)\b" | wc -l)"
     done
+    # 3 nodes, one refusing this client: a quorum answers, and the refusing
+    # node is warned of once (it said nothing: trial50)
+    url="redlock://:secret@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+    expect_rc "one node refusing: taken" 0 dl lock -u "$url" -n -l 10 u-one-refused
+    expect_match "one node refusing: warned" \
+        "warn: 127\.0\.0\.1:${ports[2]}: node out of reach .*AUTH refused: WRONGPASS" "$(cat "$TMP/err")"
+    expect_eq "one node refusing: warned once" 1 "$(grep -c "AUTH refused" "$TMP/err")"
+    expect_rc "one node refusing: unlocked" 0 dl unlock -u "$url" --force u-one-refused
     # 5 nodes: 2 answer, 2 refuse, 1 closed: no quorum, neither kind of it
     url="redlock://:secret@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:$PORT,127.0.0.1:${ports[2]},127.0.0.1:$p1"
     for cmd in "lock -n -l 10" status "unlock --force" "run -n"; do

@@ -81,7 +81,7 @@ static void unanswered(const rlbackend *b, const dlock__rlanswer *a, int timed_o
         if (why == NULL)
             continue;
         /* the error names it: its warning would say it twice */
-        if (!a[i].done || a[i].rc == DLOCK_EUNREACHABLE)
+        if (!a[i].done || a[i].rc == DLOCK_EUNREACHABLE || a[i].rc == DLOCK_ESERVER)
             dlock__rlnodes_told(b->nodes, i);
         /* the nodes of the same reason after it, and whether one before it
          * had that reason (then it was named with that one) */
