@@ -16,7 +16,7 @@
 --                     it; this release sums L:holders), and declared
 --   L:g:<token>       the fence of the last hand-over to token, PX = its lease:
 --                     a hold its client has under a lower fence is not the
---                     one this grant made (granted_since)
+--                     one this grant made (renew.lua, release.lua)
 --   L:wake:<client>   hand-over notices for one client (notify=stream)
 --   P:wake:<client>   the same (notify=pubsub): a channel, not a key
 --   M:wake:<client>   the same on a Redis Cluster: a shard channel of the
