@@ -541,12 +541,11 @@ static enum step hold_taken(dlock_lock *l, take_state *st, const dlock__attempt 
     dlock_client *c = l->client;
 
     drop_place(l, st); /* the entry now serves the hold */
-    *rc = dlock__lock_start_holding(l, a->fence, a->session, st->lease_ms, st->renew, sent);
     /* Taken at once: no place of this acquisition's token can be in the
      * store's queue to be served again (backend.h, release), so its
      * renewals and release check nothing (a fence of 0), as they did. */
-    if (!st->placed)
-        l->lease.fence = 0;
+    *rc = dlock__lock_start_holding(l, a->fence, st->placed ? a->fence : 0, a->session,
+                                    st->lease_ms, st->renew, sent);
     int late = *rc == DLOCK_ELOST;
     if (*rc == DLOCK_OK && l->parent == NULL)
         *rc = dlock__lock_settle(l); /* lost before the caller had it: wait on */

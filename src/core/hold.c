@@ -17,8 +17,8 @@ int64_t dlock__validity_end(int64_t sent_us, int64_t lease_ms)
 
 /* DLOCK_ELOST (and nothing held) if the lease, counted from sent_us, could
  * be over already. */
-static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t lease_ms,
-                 int64_t granted_ms, int renew, int64_t sent_us)
+static int start(dlock_lock *l, uint64_t fence, uint64_t checked, dlock__session *session,
+                 int64_t lease_ms, int64_t granted_ms, int renew, int64_t sent_us)
 {
     dlock__lease *e = &l->lease;
 
@@ -26,7 +26,7 @@ static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t
     dlock__lock_owner(l)->token_used = 1; /* the store holds it under the token */
     if (fence != 0)
         l->fence = fence;
-    e->fence = fence; /* (0: not known, and not checked: not the last hold's) */
+    e->fence = checked; /* (0: not checked; never the last hold's) */
     e->kind = DLOCK__RENEW_HOLD;
     e->session = session;
     e->last_ok_us = sent_us;
@@ -58,16 +58,16 @@ static int start(dlock_lock *l, uint64_t fence, dlock__session *session, int64_t
     return rc;
 }
 
-int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
-                              int64_t lease_ms, int renew, int64_t sent_us)
+int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, uint64_t checked,
+                              dlock__session *session, int64_t lease_ms, int renew, int64_t sent_us)
 {
-    return start(l, fence, session, lease_ms, lease_ms, renew, sent_us);
+    return start(l, fence, checked, session, lease_ms, lease_ms, renew, sent_us);
 }
 
 int dlock__lock_start_handed(dlock_lock *l, uint64_t fence, int64_t lease_ms, int64_t granted_ms,
                              int renew, int64_t since_us)
 {
-    return start(l, fence, NULL, lease_ms, granted_ms, renew, since_us);
+    return start(l, fence, fence, NULL, lease_ms, granted_ms, renew, since_us);
 }
 
 void dlock__lock_stop_holding(dlock_lock *l)

@@ -150,9 +150,12 @@ int dlock__lock_take(dlock_lock *l, int64_t deadline_us, int64_t lease_ms, int r
 void dlock__lock_back_off(dlock_lock *l, int64_t *step_us, int64_t max_us, int64_t deadline);
 
 /* hold.c: a held lock, inside the owner's call. */
-/* Starts holding: the renewer watches (and renews) the lease, or the session. */
-int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, dlock__session *session,
-                              int64_t lease_ms, int renew, int64_t sent_us);
+/* Starts holding: the renewer watches (and renews) the lease, or the session.
+ * checked: the fence the store's renewals and release check the hold by
+ * (backend.h, release), 0 for none (a hold taken at once). */
+int dlock__lock_start_holding(dlock_lock *l, uint64_t fence, uint64_t checked,
+                              dlock__session *session, int64_t lease_ms, int renew,
+                              int64_t sent_us);
 /* Starts holding a hand-over the store keeps granted_ms (<= lease_ms) from
  * since_us: valid that long, and renewed (to lease_ms) within a third of
  * it. */

@@ -178,8 +178,8 @@ static int take_at_once(dlock_lock *l, int64_t lease_ms, int renew, int64_t dead
                                   dlock__lock_request_deadline(l, deadline), fences, sessions,
                                   &busy, &ttl);
     for (size_t i = 0; rc == DLOCK_OK && i < l->nmembers; i++) {
-        rc =
-            dlock__lock_start_holding(l->members[i], fences[i], sessions[i], lease_ms, renew, sent);
+        rc = dlock__lock_start_holding(l->members[i], fences[i], fences[i], sessions[i], lease_ms,
+                                       renew, sent);
         sessions[i] = NULL; /* the hold's now, or dropped */
         if (rc != DLOCK_OK) {
             /* held here: [0, i); taken in the store but not held: [i, n) */

@@ -53,7 +53,7 @@ int dlock_lock_adopt(dlock_client *c, const char *name, const char *token, unsig
     if (rc == DLOCK_OK && st.lease_ms <= 0)
         rc = dlock__fail(DLOCK_ENOTSUP, "lock '%s' has no lease in the store", name);
     if (rc == DLOCK_OK)
-        rc = dlock__lock_start_holding(l, st.last_fence, NULL, st.lease_ms, 0, sent);
+        rc = dlock__lock_start_holding(l, st.last_fence, st.last_fence, NULL, st.lease_ms, 0, sent);
     if (rc == DLOCK_OK)
         rc = dlock__lock_settle(l);
     if (rc == DLOCK_OK)
