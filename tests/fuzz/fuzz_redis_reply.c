@@ -127,6 +127,9 @@ static void acquire(const redisReply *r)
     case DLOCK__RACQUIRE_SELF:
         MUST(is_int(r, -4));
         break;
+    case DLOCK__RACQUIRE_WAITING:
+        MUST(is_int(r, -5));
+        break;
     case DLOCK__RACQUIRE_PERMITS:
         MUST(r->type == REDIS_REPLY_STRING && a.permits == r->str + 8);
         sink += strlen(a.permits);
